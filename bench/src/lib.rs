@@ -1,0 +1,1 @@
+//! rpcrdma-bench (work in progress).

@@ -1,0 +1,12 @@
+//! rpcrdma-engine: everything about the wire and the verbs.
+//!
+//! - [`xdr`]: XDR primitives (borrowing reader, encoder into caller buffers).
+//! - [`proto`]: RPC-over-RDMA v1 / v2 transport headers, chunk lists, RFC 8797 private data.
+//! - [`rpc`]: the ONC RPC (RFC 5531) message header.
+//! - [`verbs`]: the provider boundary shaped like ibverbs + rdma_cm, and its providers.
+#![warn(missing_docs)]
+
+pub mod proto;
+pub mod rpc;
+pub mod verbs;
+pub mod xdr;

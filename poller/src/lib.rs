@@ -1,0 +1,1 @@
+//! rpcrdma-poller (work in progress).
