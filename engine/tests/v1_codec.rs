@@ -664,6 +664,40 @@ fn rejects_unknown_version_with_err_vers() {
 }
 
 #[test]
+fn rejects_error_of_unknown_version_with_drop() {
+    // An ERR_VERS from a peer that writes its own version: recognised, never answered, and its
+    // range is still readable (RFC 8166 §7 fixes that layout).
+    let buf = [
+        0x00, 0x00, 0x01, 0x24, // rdma_xid = 0x124
+        0x00, 0x00, 0x00, 0x03, // rdma_vers = 3
+        0x00, 0x00, 0x00, 0x01, // rdma_credit = 1
+        0x00, 0x00, 0x00, 0x04, // rdma_proc = RDMA_ERROR
+        0x00, 0x00, 0x00, 0x01, // rdma_err = ERR_VERS
+        0x00, 0x00, 0x00, 0x03, // rdma_vers_low = 3
+        0x00, 0x00, 0x00, 0x04, // rdma_vers_high = 4
+    ];
+    let e = err_of(&buf);
+    assert_eq!(
+        e.kind,
+        HeaderErrorKind::ForeignError {
+            vers: 3,
+            vers_range: Some((3, 4))
+        }
+    );
+    assert_eq!(e.response(), Response::Drop);
+    // Any other error of an unknown version, or a cut ERR_VERS: no range, still dropped.
+    let e = err_of(&buf[..24]);
+    assert_eq!(
+        e.kind,
+        HeaderErrorKind::ForeignError {
+            vers: 3,
+            vers_range: None
+        }
+    );
+    assert_eq!(e.response(), Response::Drop);
+}
+
+#[test]
 fn rejects_unknown_proc_with_err_chunk() {
     let mut buf = DONE.to_vec();
     buf[15] = 7; // rdma_proc = 7

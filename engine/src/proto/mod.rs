@@ -12,7 +12,9 @@
 //! carries the XID and version, and its `response()` says whether the spec requires an answer
 //! (ERR_VERS / ERR_CHUNK in Version One; RDMA2_ERR_VERS / _INVAL_PROC / _BAD_XDR in Version Two)
 //! or a silent drop. A version neither codec speaks is answered with an ERR_VERS whose layout is
-//! the same in every version ([`v1::encode_err_vers`]) and the range [`VERS_LOW`]..=[`VERS_HIGH`].
+//! the same in every version ([`v1::encode_err_vers`]) and the range [`VERS_LOW`]..=[`VERS_HIGH`];
+//! an RDMA_ERROR of such a version is dropped, never answered (its ERR_VERS range is still
+//! reported in the error).
 
 pub mod chunks;
 pub mod private_data;
@@ -20,8 +22,9 @@ pub mod v1;
 pub mod v2;
 
 pub use chunks::{
-    parse_chunk_lists, ChunkError, ChunkLimits, ChunkLists, ChunkListsRef, ReadChunk, ReadList,
-    ReadSegment, ReplyChunk, Segment, WriteChunk, WriteList,
+    parse_chunk_lists, ChunkError, ChunkLimits, ChunkLists, ChunkListsRef, ReadChunk, ReadChunks,
+    ReadList, ReadSegment, ReadSegments, ReplyChunk, Segment, Segments, WriteChunk, WriteChunks,
+    WriteList,
 };
 
 /// Lowest RPC-over-RDMA version this crate decodes.
@@ -38,6 +41,25 @@ pub fn peek(buf: &[u8]) -> Option<(u32, u32)> {
             u32::from_be_bytes([a, b, c, d]),
             u32::from_be_bytes([e, f, g, h]),
         )),
+        _ => None,
+    }
+}
+
+/// Word at `at` (big-endian), if present.
+#[inline]
+pub(crate) fn be32(b: &[u8], at: usize) -> Option<u32> {
+    match b.get(at..at.checked_add(4)?) {
+        Some(&[w0, w1, w2, w3]) => Some(u32::from_be_bytes([w0, w1, w2, w3])),
+        _ => None,
+    }
+}
+
+/// For a header of any version whose procedure is RDMA_ERROR (4) with ERR_VERS (1): the
+/// version range it reports. RFC 8166 §7 keeps the place of `rdma_proc`, the value of ERR_VERS
+/// and the layout of its body fixed for every version, so this reads any version.
+pub(crate) fn any_version_err_vers(buf: &[u8]) -> Option<(u32, u32)> {
+    match (be32(buf, 12)?, be32(buf, 16)?) {
+        (4, 1) => Some((be32(buf, 20)?, be32(buf, 24)?)),
         _ => None,
     }
 }

@@ -16,6 +16,7 @@
 //! RDMA_ERROR or a reply, which are never answered). A requester that cannot parse a reply drops
 //! it (RFC 8166 §4.4.2); [`Header::check_reply`] holds the reply-only rules.
 
+use super::be32;
 use super::chunks::{parse_chunk_lists, ChunkError, ChunkLimits, ChunkLists, ChunkListsRef};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
 
@@ -281,6 +282,17 @@ pub enum HeaderErrorKind {
         /// The version found.
         vers: u32,
     },
+    /// An RDMA_ERROR of a version this decoder does not speak. The place of `rdma_proc` and
+    /// the value of RDMA_ERROR are the same in every version (RFC 8166 §7), so it is recognised
+    /// as an error and dropped rather than answered (answering could loop between two
+    /// endpoints with no common version). When it is an ERR_VERS its range is carried here,
+    /// since that body's layout is fixed too.
+    ForeignError {
+        /// The version found.
+        vers: u32,
+        /// `rdma_vers_low..=rdma_vers_high` when the error is a complete ERR_VERS.
+        vers_range: Option<(u32, u32)>,
+    },
     /// A procedure that is not defined. RFC 8166 §4.4.2 names "an invalid value in the
     /// rdma_proc field" as an XDR error, which a responder answers with ERR_CHUNK.
     UnknownProc {
@@ -409,6 +421,7 @@ impl HeaderError {
         };
         match self.kind {
             HeaderErrorKind::ShortHeader { .. }
+            | HeaderErrorKind::ForeignError { .. }
             | HeaderErrorKind::ErrorBodyTruncated { .. }
             | HeaderErrorKind::NomsgReplyWithoutReplyChunk
             | HeaderErrorKind::ReadListInReply => Response::Drop,
@@ -431,6 +444,9 @@ impl core::fmt::Display for HeaderError {
         match self.kind {
             HeaderErrorKind::ShortHeader { len } => write!(f, "only {len} octets"),
             HeaderErrorKind::BadVersion { vers } => write!(f, "version {vers}"),
+            HeaderErrorKind::ForeignError { vers, .. } => {
+                write!(f, "RDMA_ERROR of version {vers}")
+            }
             HeaderErrorKind::UnknownProc { value } => write!(f, "unknown procedure {value}"),
             HeaderErrorKind::Truncated { at, needed } => {
                 write!(f, "truncated: {needed} octets needed at {at}")
@@ -467,14 +483,6 @@ impl core::fmt::Display for HeaderError {
 
 impl std::error::Error for HeaderError {}
 
-#[inline]
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    match b.get(at..at.checked_add(4)?) {
-        Some(&[a, b1, c, d]) => Some(u32::from_be_bytes([a, b1, c, d])),
-        _ => None,
-    }
-}
-
 /// Decodes and validates a Version One transport header at the start of `buf`.
 pub fn decode<'a>(buf: &'a [u8], limits: &ChunkLimits) -> Result<Header<'a>, HeaderError> {
     let xid = be32(buf, 0);
@@ -502,7 +510,14 @@ pub fn decode<'a>(buf: &'a [u8], limits: &ChunkLimits) -> Result<Header<'a>, Hea
         vers: Some(vers),
     };
     if vers != VERSION {
-        return Err(err(HeaderErrorKind::BadVersion { vers }));
+        return Err(err(if proc_raw == Proc::Error.to_u32() {
+            HeaderErrorKind::ForeignError {
+                vers,
+                vers_range: super::any_version_err_vers(buf),
+            }
+        } else {
+            HeaderErrorKind::BadVersion { vers }
+        }));
     }
     let body = match Proc::from(proc_raw) {
         p @ (Proc::Msg | Proc::Nomsg | Proc::Msgp) => {

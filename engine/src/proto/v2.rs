@@ -17,6 +17,7 @@
 //! RDMA2_ERR_CANT_REPLY and RDMA2_ERR_INVAL_OPTION are decided above this layer (reply resources,
 //! supported options); [`encode_error`] encodes them.
 
+use super::be32;
 use super::chunks::{parse_chunk_lists, ChunkError, ChunkLimits, ChunkLists, ChunkListsRef};
 use crate::xdr::{XdrError, XdrReader, XdrWriter};
 
@@ -338,6 +339,17 @@ pub enum HeaderErrorKind {
         /// The version found.
         vers: u32,
     },
+    /// An RDMA_ERROR of a version this decoder does not speak. The place of `rdma_proc` and
+    /// the value of RDMA_ERROR are the same in every version (RFC 8166 §7), so it is recognised
+    /// as an error and dropped rather than answered (answering could loop between two
+    /// endpoints with no common version). When it is an ERR_VERS its range is carried here,
+    /// since that body's layout is fixed too.
+    ForeignError {
+        /// The version found.
+        vers: u32,
+        /// `rdma_vers_low..=rdma_vers_high` when the error is a complete ERR_VERS.
+        vers_range: Option<(u32, u32)>,
+    },
     /// A procedure not defined in Version Two. RDMA2_ERR_INVAL_PROC (draft, Transport Errors).
     UnknownProc {
         /// The value found.
@@ -372,7 +384,7 @@ pub enum HeaderErrorKind {
     /// A reply carrying a Read list (the Read-Read model is retired). Drop (a reply).
     ReadListInReply,
     /// A call whose `rdma_inv_handle` is neither zero nor one of its chunk handles (the
-    /// requester "MUST NOT set [it] to any other value", draft "Remote Invalidation").
+    /// requester "MUST NOT set the value of the rdma_inv_handle field to any other value", draft "Remote Invalidation").
     /// RDMA2_ERR_BAD_XDR.
     InvHandleNotInChunks {
         /// The handle found.
@@ -401,6 +413,12 @@ pub enum HeaderErrorKind {
         len: u32,
         /// The limit.
         max: u32,
+    },
+    /// `rdma_optinfo` followed by pad octets that are not zero (XDR requires zero residual
+    /// octets, RFC 4506 §4.9). RDMA2_ERR_BAD_XDR.
+    NonZeroPad {
+        /// Offset of the first pad octet.
+        at: usize,
     },
     /// An RDMA2_ERROR whose body is truncated or malformed. Drop: errors are never answered.
     ErrorBodyMalformed {
@@ -498,6 +516,7 @@ impl HeaderError {
         }
         let code = match self.kind {
             HeaderErrorKind::ShortHeader { .. }
+            | HeaderErrorKind::ForeignError { .. }
             | HeaderErrorKind::ErrorBodyMalformed { .. }
             | HeaderErrorKind::NomsgReplyWithoutReplyChunk
             | HeaderErrorKind::ReadListInReply => return Response::Drop,
@@ -512,7 +531,8 @@ impl HeaderError {
             | HeaderErrorKind::MissingPayload { .. }
             | HeaderErrorKind::XidMismatch { .. }
             | HeaderErrorKind::DirectionMismatch { .. }
-            | HeaderErrorKind::OptInfoTooLong { .. } => ErrCode::BadXdr,
+            | HeaderErrorKind::OptInfoTooLong { .. }
+            | HeaderErrorKind::NonZeroPad { .. } => ErrCode::BadXdr,
         };
         Response::Error { xid, vers, code }
     }
@@ -525,14 +545,6 @@ impl core::fmt::Display for HeaderError {
 }
 
 impl std::error::Error for HeaderError {}
-
-#[inline]
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    match b.get(at..at.checked_add(4)?) {
-        Some(&[a, b1, c, d]) => Some(u32::from_be_bytes([a, b1, c, d])),
-        _ => None,
-    }
-}
 
 fn get_direction(r: &mut XdrReader<'_>) -> Result<Direction, HeaderErrorKind> {
     let at = r.position();
@@ -613,7 +625,15 @@ pub fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>, HeaderEr
         direction,
     };
     if vers != VERSION {
-        return Err(err(HeaderErrorKind::BadVersion { vers }, None));
+        let kind = if proc_raw == Proc::Error.to_u32() {
+            HeaderErrorKind::ForeignError {
+                vers,
+                vers_range: super::any_version_err_vers(buf),
+            }
+        } else {
+            HeaderErrorKind::BadVersion { vers }
+        };
+        return Err(err(kind, None));
     }
     let mut r = XdrReader::new(buf);
     // The fixed words were read above; skip them (cannot fail).
@@ -689,6 +709,13 @@ pub fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>, HeaderEr
                 };
                 err(k, direction)
             })?;
+            let pad_at = at + 4 + optinfo.len();
+            if buf
+                .get(pad_at..r.position())
+                .is_some_and(|p| p.iter().any(|&b| b != 0))
+            {
+                return Err(err(HeaderErrorKind::NonZeroPad { at: pad_at }, direction));
+            }
             Body::Optional(Optional {
                 optdir,
                 opttype,
