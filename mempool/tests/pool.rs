@@ -495,3 +495,9 @@ fn accepts_two_thread_stress_no_double_handout() {
     assert_eq!(ix, (0..N as u32).collect::<Vec<_>>());
     p.put_bulk(&all);
 }
+
+#[test]
+fn accepts_side_table_entry_two_per_cache_line() {
+    assert_eq!(std::mem::size_of::<rpcrdma_mempool::ObjEntry>(), 32);
+    assert_eq!(std::mem::size_of::<ObjIdx>(), 8);
+}
