@@ -337,8 +337,6 @@ pub(crate) struct QpShared {
 // SAFETY: `engine` is only accessed by the holder of `sq_lock` (acquired with an atomic swap,
 // released with a store that publishes the engine's changes); every other field is Sync.
 unsafe impl Sync for QpShared {}
-// SAFETY: all fields are Send; the raw pointers inside queued entries are plain addresses.
-unsafe impl Send for QpShared {}
 
 impl QpShared {
     #[allow(clippy::too_many_arguments)]
@@ -360,7 +358,7 @@ impl QpShared {
         } else {
             Some(ArrayQueue::new(opts.max_recv_wr.max(1) as usize))
         };
-        let held_cap = (opts.max_send_wr + opts.max_recv_wr) as usize;
+        let held_cap = (opts.max_send_wr + opts.max_recv_wr) as usize + 64;
         let qp = Arc::new(QpShared {
             qp_num,
             dev,
@@ -1255,6 +1253,7 @@ impl QueuePair<SoftProvider> for SoftQp {
         if self.send_queue_used() >= o.max_send_wr {
             return Self::send_err(errno::ENOMEM);
         }
+        let mut new_mw_key = None;
         let op = match wr.op {
             SendOp::Send => SqOp::Send,
             SendOp::SendWithInv { rkey } => SqOp::SendInv(rkey),
@@ -1281,7 +1280,7 @@ impl QueuePair<SoftProvider> for SoftQp {
                 // Relaxed: the window's key is owner data (see SoftMw).
                 let old = mw.rkey.load(Ordering::Relaxed);
                 let new = (old & !0xff) | (rkey & 0xff);
-                mw.rkey.store(new, Ordering::Relaxed);
+                new_mw_key = Some((mw, new));
                 SqOp::Bind(BindReq {
                     mw_index: mw.index,
                     mw_key: old,
@@ -1338,6 +1337,12 @@ impl QueuePair<SoftProvider> for SoftQp {
                 off += n;
             }
             entry.inline_len = total as u32;
+        }
+        if let Some((mw, key)) = new_mw_key {
+            // The WR is accepted: the window's current key becomes the bind's key
+            // (`mw->rkey = ibv_inc_rkey(mw->rkey)` in ibverbs terms).
+            // Relaxed: owner data (see SoftMw).
+            mw.rkey.store(key, Ordering::Relaxed);
         }
         self.staged_send.push(entry);
         Ok(())
