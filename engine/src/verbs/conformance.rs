@@ -576,7 +576,8 @@ pub fn send_recv_multi_sge<E: Env>(env: &mut E) -> CheckResult {
 }
 
 /// A SEND larger than the receive buffer: the receive fails (LOC_LEN_ERR; rxe reports
-/// REM_INV_REQ_ERR), the sender gets REM_INV_REQ_ERR, both QPs go to ERROR.
+/// REM_INV_REQ_ERR, rdmavt LOC_QP_OP_ERR), the sender gets REM_INV_REQ_ERR, both QPs go to
+/// ERROR.
 pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
@@ -590,7 +591,15 @@ pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
         None,
     )?;
     let rc = wait_wc(env, &mut p.s.cq)?;
-    expect_status_in(&rc, 5, &[WcStatus::LOC_LEN_ERR, WcStatus::REM_INV_REQ_ERR])?;
+    expect_status_in(
+        &rc,
+        5,
+        &[
+            WcStatus::LOC_LEN_ERR,
+            WcStatus::REM_INV_REQ_ERR,
+            WcStatus::LOC_QP_OP_ERR,
+        ],
+    )?;
     expect_both_down(env, &mut p)
 }
 
