@@ -720,6 +720,110 @@ mod soft_only {
         assert_eq!(s.qp.state(), QpState::Rts);
     }
 
+    /// One thread streams writes + sends while the other receives and then drops the
+    /// connection mid-stream: both sides end in ERROR with everything flushed, no hang.
+    #[test]
+    fn accepts_teardown_while_the_peer_is_sending() {
+        let mut env = SoftEnv::new();
+        let rnr7 = QpOptions {
+            rnr_retry_count: 7,
+            ..QpOptions::default()
+        };
+        let o = PairOpts {
+            c: rnr7,
+            s: rnr7,
+            ..PairOpts::default()
+        };
+        let p = connect_opts(&mut env, o).unwrap();
+        let (mut c, mut s) = (p.c, p.s);
+        let cbuf = Buf::<P>::new(&c.pd, 4096, LW).unwrap();
+        let sbuf = Buf::<P>::new(&s.pd, 65536, RW).unwrap();
+        let (s_addr, s_key) = (sbuf.addr(), sbuf.keys().rkey);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let client = std::thread::spawn(move || {
+            let mut out = [Completion::default(); 16];
+            let (mut ok, mut flushed) = (0u64, 0u64);
+            let mut i = 0u64;
+            'outer: loop {
+                let sgl = [cbuf.sge(0, 512)];
+                let w = SendOp::RdmaWrite {
+                    remote_addr: s_addr + (i % 64) * 512,
+                    rkey: s_key,
+                };
+                c.qp.queue_send(&SendWr {
+                    wr_id: i * 2,
+                    op: w,
+                    sgl: &sgl,
+                    flags: SendFlags::NONE,
+                })
+                .unwrap();
+                c.qp.queue_send(&SendWr::send(i * 2 + 1, &sgl[..1]))
+                    .unwrap();
+                c.qp.flush_send().unwrap();
+                i += 1;
+                loop {
+                    assert!(std::time::Instant::now() < deadline, "client hung");
+                    let n = c.cq.poll(&mut out).unwrap();
+                    for w in &out[..n] {
+                        match w.status {
+                            WcStatus::SUCCESS => ok += 1,
+                            WcStatus::WR_FLUSH_ERR => flushed += 1,
+                            st => panic!("unexpected status {}", st.name()),
+                        }
+                    }
+                    if n > 0 {
+                        break;
+                    }
+                    if c.qp.state() == QpState::Error {
+                        // Anything posted now flushes.
+                        break 'outer;
+                    }
+                }
+                if c.qp.state() == QpState::Error {
+                    break;
+                }
+            }
+            (ok, flushed, c)
+        });
+        let mut out = [Completion::default(); 16];
+        let mut received = 0;
+        let mut posted = 0u64;
+        while received < 300 {
+            assert!(std::time::Instant::now() < deadline, "server hung");
+            if posted < received + 8 {
+                post_recv(&mut s.qp, posted, &[sbuf.sge(0, 4096)]);
+                posted += 1;
+            }
+            let n = s.cq.poll(&mut out).unwrap();
+            assert!(out[..n].iter().all(|w| w.status.is_success()));
+            received += n as u64;
+        }
+        s.qp.faults().drop_connection();
+        let (ok, _flushed, mut c) = client.join().unwrap();
+        assert!(ok >= 300, "client saw {ok} successes");
+        assert_eq!(c.qp.state(), QpState::Error);
+        assert_eq!(s.qp.state(), QpState::Error);
+        wait_event_kind(&mut env, &mut c.qp, CmEventKind::Disconnected).unwrap();
+        wait_event_kind(&mut env, &mut s.qp, CmEventKind::Disconnected).unwrap();
+        // The server's outstanding receives complete (a last one may have been delivered
+        // just before the teardown) or flush.
+        let mut rest = 0;
+        loop {
+            let n = s.cq.poll(&mut out).unwrap();
+            if n == 0 {
+                break;
+            }
+            for w in &out[..n] {
+                assert!(
+                    w.status == WcStatus::WR_FLUSH_ERR || w.status.is_success(),
+                    "{w:?}"
+                );
+            }
+            rest += n as u64;
+        }
+        assert_eq!(rest, posted - received);
+    }
+
     #[test]
     fn accepts_accept_of_abandoned_request_fails_cleanly() {
         let env = SoftEnv::new();

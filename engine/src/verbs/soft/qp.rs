@@ -312,6 +312,9 @@ pub(crate) struct QpShared {
     state: AtomicU8,
     connected: AtomicBool,
     down: AtomicBool,
+    /// Set on both QPs of a connection before either changes state when it is torn down, so
+    /// an engine that finds its peer gone flushes instead of reporting a transport error.
+    link_down: AtomicBool,
     pub(crate) local_addr: SocketAddr,
     pub(crate) peer_addr: SocketAddr,
     pub(crate) opts: QpOptions,
@@ -369,6 +372,7 @@ impl QpShared {
             state: AtomicU8::new(QpState::Init as u8),
             connected: AtomicBool::new(false),
             down: AtomicBool::new(false),
+            link_down: AtomicBool::new(false),
             local_addr,
             peer_addr,
             opts,
@@ -573,9 +577,27 @@ impl QpShared {
 
     /// Moves this QP and its peer to ERROR, with `Disconnected` on both.
     pub(crate) fn connection_down(&self) {
+        let peer = self.peer.get().and_then(Weak::upgrade);
+        // SeqCst: both flags are visible before either state change (see peer_gone).
+        self.link_down.store(true, Ordering::SeqCst);
+        if let Some(peer) = &peer {
+            peer.link_down.store(true, Ordering::SeqCst);
+        }
         self.go_error(true);
-        if let Some(peer) = self.peer.get().and_then(Weak::upgrade) {
+        if let Some(peer) = peer {
             peer.go_error(true);
+        }
+    }
+
+    /// The peer cannot receive: part of a teardown (flush) or a vanished peer (transport
+    /// retries exhausted). Called after reading the peer's state.
+    fn peer_gone(&self) -> Outcome {
+        // SeqCst: pairs with the stores in connection_down, made before the peer's state
+        // changed, which we have already observed.
+        if self.link_down.load(Ordering::SeqCst) {
+            Outcome::Fail(WcStatus::WR_FLUSH_ERR)
+        } else {
+            Outcome::Fail(WcStatus::RETRY_EXC_ERR)
         }
     }
 
@@ -589,6 +611,11 @@ impl QpShared {
     /// Marks the QP destroyed: nothing completes any more; the peer sees the connection go down.
     pub(crate) fn destroy(&self) {
         let peer = self.peer.get().and_then(Weak::upgrade);
+        // SeqCst: see connection_down.
+        self.link_down.store(true, Ordering::SeqCst);
+        if let Some(peer) = &peer {
+            peer.link_down.store(true, Ordering::SeqCst);
+        }
         // SeqCst: pairs with go_error's compare-exchange.
         self.state.store(DESTROYED, Ordering::SeqCst);
         if let Some(peer) = peer {
@@ -931,7 +958,7 @@ impl QpShared {
             },
             SqOp::Send | SqOp::SendInv(_) => {
                 let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return Outcome::Fail(WcStatus::RETRY_EXC_ERR);
+                    return self.peer_gone();
                 };
                 let src = match self.gather(w, inline) {
                     Ok(l) => l,
@@ -947,6 +974,7 @@ impl QpShared {
                 let out = match r {
                     Ok(n) => Outcome::Done(n),
                     Err(None) => return Outcome::Rnr,
+                    Err(Some(WcStatus::RETRY_EXC_ERR)) => return self.peer_gone(),
                     Err(Some(s)) => Outcome::Fail(s),
                 };
                 let op = if inv.is_some() {
@@ -959,7 +987,7 @@ impl QpShared {
             }
             SqOp::Write { raddr, rkey } => {
                 let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return Outcome::Fail(WcStatus::RETRY_EXC_ERR);
+                    return self.peer_gone();
                 };
                 let src = match self.gather(w, inline) {
                     Ok(l) => l,
@@ -1006,7 +1034,7 @@ impl QpShared {
             }
             SqOp::Read { raddr, rkey } => {
                 let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return Outcome::Fail(WcStatus::RETRY_EXC_ERR);
+                    return self.peer_gone();
                 };
                 let dst = match self.local_segs(w, true) {
                     Ok(l) => l,
