@@ -25,8 +25,14 @@
 //! Handles are self-contained: a QP keeps its CQs, PD and device alive internally, a
 //! registration keeps its PD alive, so drop order between handles never causes use-after-free.
 //!
-//! Errors from calls are [`VerbsError`] (the failing call + an errno-like code); errors of work
-//! requests arrive as [`Completion`]s with a non-success [`WcStatus`], exactly like ibverbs.
+//! Normal operation: connect/accept through the CM calls, register memory, queue work requests
+//! and ring one doorbell per batch, poll completions in bursts, poll connection events.
+//!
+//! Recovery: errors from calls are [`VerbsError`] (the failing call + an errno-like code);
+//! errors of work requests arrive as [`Completion`]s with a non-success [`WcStatus`], exactly
+//! like ibverbs. After an error completion the QP is in the error state: everything outstanding
+//! completes with `WR_FLUSH_ERR`, the owner disconnects and drops the QP, and the peer sees
+//! `Disconnected`.
 //!
 //! Providers: [`soft`] (in-process, the default, used by all tests). The conformance suite in
 //! [`conformance`] is generic over the provider.

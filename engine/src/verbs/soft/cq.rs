@@ -57,6 +57,7 @@ impl CqShared {
             let Ok(list) = self.attached.try_lock() else {
                 return;
             };
+            // SeqCst: only one handler claims the overrun (pairs with the store in `push`).
             if self.overflow_unhandled.swap(false, Ordering::SeqCst) {
                 for w in list.iter() {
                     if let Some(qp) = w.upgrade() {

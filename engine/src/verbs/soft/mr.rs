@@ -141,6 +141,7 @@ impl KeyTable {
         let old = s.state.load(Ordering::Relaxed);
         let key = inc_rkey((old & KEY_MASK) as u32);
         s.pd.store(pd, Ordering::Relaxed);
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         s.addr.store(addr, Ordering::Relaxed);
         s.len.store(len, Ordering::Relaxed);
         s.access.store(access.0, Ordering::Relaxed);
@@ -182,6 +183,7 @@ impl KeyTable {
         let old = s.state.load(Ordering::Relaxed);
         let key = inc_rkey((old & KEY_MASK) as u32);
         s.pd.store(pd, Ordering::Relaxed);
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         s.access.store(0, Ordering::Relaxed);
         s.addr.store(0, Ordering::Relaxed);
         s.len.store(0, Ordering::Relaxed);
@@ -228,6 +230,7 @@ impl KeyTable {
             return false;
         }
         wait_unpinned(s);
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         let parent = s.parent.load(Ordering::Relaxed);
         if let Some(p) = self.slots.get(parent as usize) {
             // AcqRel: pairs with the dereg's Acquire load of the bound count.
@@ -252,6 +255,7 @@ impl KeyTable {
             return false;
         }
         if let Some(q) = via_qp {
+            // Relaxed: slot fields are ordered by the `state` word (see module doc).
             if s.qp_num.load(Ordering::Relaxed) != q {
                 return false;
             }
@@ -263,6 +267,7 @@ impl KeyTable {
     pub(crate) fn bind(&self, req: &BindReq) -> Result<(), BindError> {
         let s = self.slots.get(req.mw_index as usize).ok_or(BindError)?;
         let st = s.state.load(Ordering::Acquire);
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         if st & KIND_MASK != KIND_MW
             || st & (VALID | BUSY) != 0
             || (st & KEY_MASK) as u32 != req.mw_key
@@ -289,6 +294,7 @@ impl KeyTable {
         {
             return Err(BindError);
         }
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         s.addr.store(req.addr, Ordering::Relaxed);
         s.len.store(req.len, Ordering::Relaxed);
         s.access.store(req.access.0, Ordering::Relaxed);
@@ -318,6 +324,7 @@ impl KeyTable {
 
     fn in_bounds(s: &KeySlot, addr: u64, len: u64) -> bool {
         let base = s.addr.load(Ordering::Relaxed);
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         let size = s.len.load(Ordering::Relaxed);
         let Some(end) = addr.checked_add(len) else {
             return false;
@@ -337,9 +344,11 @@ impl KeyTable {
     ) -> Option<Pin<'_>> {
         let (pin, st) = self.pin(lkey)?;
         let s = pin.0;
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         if st & KIND_MASK != KIND_MR || s.pd.load(Ordering::Relaxed) != pd {
             return None;
         }
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         if write && !Access(s.access.load(Ordering::Relaxed)).contains(Access::LOCAL_WRITE) {
             return None;
         }
@@ -362,15 +371,18 @@ impl KeyTable {
     ) -> Option<Pin<'_>> {
         let (pin, st) = self.pin(rkey)?;
         let s = pin.0;
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         if s.pd.load(Ordering::Relaxed) != pd {
             return None;
         }
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
         if !Access(s.access.load(Ordering::Relaxed)).contains(need) {
             return None;
         }
         match st & KIND_MASK {
             KIND_MR => {}
             KIND_MW => {
+                // Relaxed: slot fields are ordered by the `state` word (see module doc).
                 if s.qp_num.load(Ordering::Relaxed) != qp_num {
                     return None;
                 }

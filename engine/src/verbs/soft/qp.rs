@@ -796,6 +796,7 @@ impl QpShared {
             if !self.sq_dirty.load(Ordering::SeqCst) {
                 return;
             }
+            // SeqCst: re-take the lock; pairs with sq_kick's dirty store + swap.
             if self.sq_lock.swap(true, Ordering::SeqCst) {
                 return; // someone else holds it now and will see the dirty flag
             }
