@@ -1,0 +1,1 @@
+//! The provider conformance suite (in progress).

@@ -1,0 +1,1 @@
+//! The in-process software provider (in progress).
