@@ -408,6 +408,11 @@ pub struct Pair {
     /// inspection (bounded; cleared by tests as they like).
     pub sent_procs: Vec<(Dir, u32, u32, u32, u32)>,
     pub record_procs: bool,
+    /// With `record`: a copy of every message sent (allocates; not for the allocation test).
+    pub sent: Vec<(Dir, Vec<u8>)>,
+    pub record: bool,
+    /// Every RDMA Read / Write executed: (direction, local length, remote address, rkey).
+    pub rdma_log: Vec<(Dir, bool, u32, u64, u32)>,
 }
 
 impl Pair {
@@ -464,6 +469,9 @@ impl Pair {
             ],
             sent_procs: Vec::with_capacity(1 << 16),
             record_procs: false,
+            sent: Vec::new(),
+            record: false,
+            rdma_log: Vec::new(),
         }
     }
 
@@ -696,6 +704,9 @@ impl Pair {
                     self.sent_procs
                         .push((d, word(0), word(1), word(2), word(3)));
                 }
+                if self.record {
+                    self.sent.push((d, msg.to_vec()));
+                }
                 if self.check_credits && x.conn.is_some() && y.conn.is_some() {
                     match d {
                         Dir::Req => {
@@ -773,6 +784,9 @@ impl Pair {
                 rkey,
             } => {
                 self.stats.writes += 1;
+                if self.record {
+                    self.rdma_log.push((d, true, local.len, remote_addr, rkey));
+                }
                 let ok = x.host.local_ok(&local, false)
                     && y.host
                         .remote_ok(rkey, remote_addr, local.len, Access::REMOTE_WRITE);
@@ -794,6 +808,9 @@ impl Pair {
                 rkey,
             } => {
                 self.stats.reads += 1;
+                if self.record {
+                    self.rdma_log.push((d, false, local.len, remote_addr, rkey));
+                }
                 let ok = x.host.local_ok(&local, true)
                     && y.host
                         .remote_ok(rkey, remote_addr, local.len, Access::REMOTE_READ);
@@ -972,6 +989,17 @@ impl Pair {
             .iter()
             .position(|e| matches!(e, Event::ReplyReady(_) | Event::CallFailed { .. }))?;
         Some(self.req.events.remove(i))
+    }
+
+    /// The last message sent in direction `d` (needs `record`).
+    pub fn last_sent(&self, d: Dir) -> &[u8] {
+        &self
+            .sent
+            .iter()
+            .rev()
+            .find(|(x, _)| *x == d)
+            .expect("nothing recorded")
+            .1
     }
 
     pub fn next_reply(&mut self) -> Reply {
