@@ -21,7 +21,7 @@ use super::{
     MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS,
 };
 use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
-use crate::proto::v1::{self, Body, ErrCode, HeaderErrorKind, Message, MessageBody, RdmaError};
+use crate::proto::v1::{self, Body, HeaderErrorKind, Message, MessageBody, RdmaError};
 use crate::verbs::{inc_rkey, Completion, Sge, WcFlags, WrId};
 use crate::xdr::pad4;
 
@@ -498,14 +498,17 @@ impl Requester {
         let h = match v1::decode(buf, &core.limits) {
             Ok(h) => h,
             Err(e) => {
-                // An ERR_VERS from a responder that put its own version in rdma_vers.
-                if let HeaderErrorKind::BadVersion { .. } = e.kind {
-                    if let Some((xid, low, high)) = foreign_err_vers(buf) {
-                        return match self.find(xid) {
-                            Some(slot) => Verdict::Fail(slot, CallError::ErrVers { low, high }),
-                            None => Verdict::Unknown,
-                        };
-                    }
+                // An ERR_VERS from a responder that put its own version in rdma_vers (the
+                // layout of ERR_VERS is the same in every version).
+                if let HeaderErrorKind::ForeignError {
+                    vers_range: Some((low, high)),
+                    ..
+                } = e.kind
+                {
+                    return match e.xid.and_then(|x| self.find(x)) {
+                        Some(slot) => Verdict::Fail(slot, CallError::ErrVers { low, high }),
+                        None => Verdict::Unknown,
+                    };
                 }
                 return match e.xid.and_then(|x| self.find(x)) {
                     Some(slot) => {
@@ -854,20 +857,6 @@ enum Verdict {
         /// Offset of the inline reply in the receive buffer (RDMA_MSG); `None` for RDMA_NOMSG.
         copy_from: Option<u32>,
     },
-}
-
-/// An RDMA_ERROR / ERR_VERS whose `rdma_vers` is not 1 (its layout is the same in every
-/// version): `(xid, low, high)`.
-fn foreign_err_vers(buf: &[u8]) -> Option<(u32, u32, u32)> {
-    let w = |i: usize| -> Option<u32> {
-        let b = buf.get(i * 4..i * 4 + 4)?;
-        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    if w(3)? == 4 && ErrCode::from(w(4)?) == ErrCode::Vers {
-        Some((w(0)?, w(5)?, w(6)?))
-    } else {
-        None
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
