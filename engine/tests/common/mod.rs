@@ -631,6 +631,7 @@ impl Pair {
     fn complete(&mut self, d: Dir, wc: Completion) {
         if !wc.status.is_success() {
             self.stats.errors += 1;
+            eprintln!("harness: {d:?} error completion {wc:?}");
         }
         let s = self.side(d);
         if !wc.opcode.is_recv() {
@@ -791,8 +792,10 @@ impl Pair {
                     && y.host
                         .remote_ok(rkey, remote_addr, local.len, Access::REMOTE_WRITE);
                 let status = if ok {
-                    let data = x.host.read_at(local.addr, local.len as usize).to_vec();
-                    y.host.write(remote_addr, &data);
+                    self.scratch.clear();
+                    self.scratch
+                        .extend_from_slice(x.host.read_at(local.addr, local.len as usize));
+                    y.host.write(remote_addr, &self.scratch);
                     self.stats.write_octets += u64::from(local.len);
                     WcStatus::SUCCESS
                 } else {
