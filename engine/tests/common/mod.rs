@@ -17,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod alloc_count;
+pub mod soft;
 
 use rpcrdma_engine::conn::{
     CallId, CallSpec, CmInput, Config, Connection, Event, HostMemory, IncomingCall, LocalBuf,
