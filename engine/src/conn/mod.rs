@@ -259,7 +259,9 @@ pub struct Pools<'a> {
     /// Requester with [`StagMode::MemoryWindows`]: the memory windows (type 2) allocated for this
     /// QP, given by their current rkeys. The slot index is what [`WorkRequest::BindMw`] names.
     pub mws: &'a [u32],
-    /// At least 4 octets the connection may keep zeroed: the source of XDR pad octets.
+    /// At least 4 octets the connection may keep zeroed: the source of XDR pad octets. A
+    /// requester may expose it read-only in a long call, so (like every buffer a requester
+    /// exposes with [`StagMode::MemoryWindows`]) its registration needs `MW_BIND`.
     pub zero: LocalBuf,
 }
 
@@ -469,6 +471,12 @@ pub struct DdpItem {
 }
 
 /// An RPC call to start (requester).
+///
+/// Every buffer the call may expose must be registered so the chosen [`StagMode`] can expose
+/// it: with memory windows, a registration with `MW_BIND` (and `LOCAL_WRITE` for receptacles
+/// and the reply buffer); with persistent STags, one whose [`HostMemory::remote_key`] exists.
+/// That includes the message parts, which are exposed (read-only) when the call does not fit
+/// the inline threshold and goes as a long message.
 #[derive(Debug, Clone, Copy)]
 pub struct CallSpec<'a> {
     /// The encoded RPC call (from its XID), without the DDP items, in up to [`MAX_PARTS`] parts.

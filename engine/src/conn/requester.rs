@@ -482,19 +482,22 @@ impl Requester {
             .flags
             .contains(WcFlags::WITH_INV)
             .then_some(wc.invalidated_rkey);
-        if let Some(rkey) = inv {
-            self.mark_remote_inv(core, rkey);
-        }
         core.hold_recv(index);
-        if let Some(buf) = mem.bytes(rbuf.addr, len as usize) {
-            let verdict = self.judge_reply(core, buf);
-            self.apply_verdict(core, verdict, rbuf.addr, mem);
+        let verdict = match mem.bytes(rbuf.addr, len as usize) {
+            Some(buf) => self.judge_reply(core, buf),
+            None => Verdict::Drop,
+        };
+        // The peer invalidated a window before this receive completed: note it before the
+        // answered call posts its LocalInvs.
+        if let Some(rkey) = inv {
+            self.mark_remote_inv(core, rkey, verdict.slot());
         }
+        self.apply_verdict(core, verdict, rbuf.addr, mem);
         core.release_recv(index);
     }
 
     /// Decodes a reply and decides what it means, without touching memory other than `buf`.
-    fn judge_reply(&mut self, core: &Core, buf: &[u8]) -> Verdict {
+    fn judge_reply(&self, core: &Core, buf: &[u8]) -> Verdict {
         let h = match v1::decode(buf, &core.limits) {
             Ok(h) => h,
             Err(e) => {
@@ -681,9 +684,17 @@ impl Requester {
             .map(|i| i as u32)
     }
 
-    fn mark_remote_inv(&mut self, core: &mut Core, rkey: u32) {
-        // The STag the peer invalidated belongs to some bound window of ours (normally the
-        // answered call's only one); look it up among the windows in use.
+    /// Notes that the peer invalidated `rkey` (Send With Invalidate). Normally it is one of the
+    /// answered call's windows (`hint`); otherwise every window in use is searched.
+    fn mark_remote_inv(&mut self, core: &mut Core, rkey: u32, hint: Option<u32>) {
+        if let Some(call) = hint.and_then(|s| self.calls.get_mut(s as usize)) {
+            for i in 0..call.nstags as usize {
+                if core.mws[call.stags[i] as usize].rkey == rkey {
+                    call.remote_inv |= 1 << i;
+                    return;
+                }
+            }
+        }
         for mw in core.mws.iter() {
             if mw.rkey != rkey {
                 continue;
@@ -835,6 +846,7 @@ impl Requester {
 }
 
 /// What a received reply means.
+#[derive(Debug, Clone, Copy)]
 enum Verdict {
     /// Ignore it.
     Drop,
@@ -857,6 +869,17 @@ enum Verdict {
         /// Offset of the inline reply in the receive buffer (RDMA_MSG); `None` for RDMA_NOMSG.
         copy_from: Option<u32>,
     },
+}
+
+impl Verdict {
+    /// The call the reply answers, if it names one.
+    fn slot(&self) -> Option<u32> {
+        match *self {
+            Verdict::Fail(s, _) | Verdict::FailWithCredits(s, _, _) => Some(s),
+            Verdict::Reply { slot, .. } => Some(slot),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
