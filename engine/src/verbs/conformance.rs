@@ -16,7 +16,7 @@
 //! `disconnect`, then the check looks for `Disconnected` and flushes on both sides.
 
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
@@ -87,6 +87,11 @@ pub struct Buf<P: Provider> {
     keys: Keys,
 }
 
+// SAFETY: `Buf` owns its allocation and registration exclusively; the registration is Send
+// (MemoryRegion: Send + Sync); the memory is only accessed through volatile raw-pointer reads and
+// writes, which are as valid from another thread as from this one.
+unsafe impl<P: Provider> Send for Buf<P> {}
+
 impl<P: Provider> Buf<P> {
     /// Allocates `len` zeroed octets and registers them in `pd` with `access`.
     pub fn new(pd: &P::Pd, len: usize, access: Access) -> Result<Buf<P>, String> {
@@ -145,6 +150,16 @@ impl<P: Provider> Buf<P> {
         }
     }
 
+    /// Copies `data` in at `off` (clipped to the buffer).
+    pub fn write(&self, off: usize, data: &[u8]) {
+        for (k, b) in data.iter().enumerate() {
+            if off + k < self.len {
+                // SAFETY: index inside the allocation.
+                unsafe { self.ptr.add(off + k).write_volatile(*b) };
+            }
+        }
+    }
+
     /// Copies `[off, off + len)` out.
     pub fn read(&self, off: usize, len: usize) -> Vec<u8> {
         let end = (off + len).min(self.len);
@@ -187,7 +202,7 @@ fn expected(seed: u8, off: usize, len: usize) -> Vec<u8> {
 /// One side of a connection.
 pub struct Side<P: Provider> {
     /// Protection domain (shareable between connections).
-    pub pd: Rc<P::Pd>,
+    pub pd: Arc<P::Pd>,
     /// CQ for both send and receive completions.
     pub cq: P::Cq,
     /// The QP.
@@ -279,12 +294,12 @@ pub struct Connected<P: Provider> {
 pub fn connect_with<E: Env>(
     env: &mut E,
     o: PairOpts<'_>,
-    s_pd: Option<Rc<<E::P as Provider>::Pd>>,
+    s_pd: Option<Arc<<E::P as Provider>::Pd>>,
     s_srq: Option<&<E::P as Provider>::Srq>,
 ) -> Result<Connected<E::P>, String> {
     let addr = env.listen_addr();
     let mut l = env.server().listen(addr, 8).map_err(e2s)?;
-    let c_pd = Rc::new(env.client().alloc_pd().map_err(e2s)?);
+    let c_pd = Arc::new(env.client().alloc_pd().map_err(e2s)?);
     let c_cq = env.client().create_cq(o.c_cq).map_err(e2s)?;
     let mut c_qp = env
         .client()
@@ -304,7 +319,7 @@ pub fn connect_with<E: Env>(
     let req_pdata = req.private_data().to_vec();
     let s_pd = match s_pd {
         Some(pd) => pd,
-        None => Rc::new(env.server().alloc_pd().map_err(e2s)?),
+        None => Arc::new(env.server().alloc_pd().map_err(e2s)?),
     };
     let s_cq = env.server().create_cq(o.s_cq).map_err(e2s)?;
     let mut s_qp = req
@@ -561,7 +576,8 @@ pub fn send_recv_multi_sge<E: Env>(env: &mut E) -> CheckResult {
 }
 
 /// A SEND larger than the receive buffer: the receive fails (LOC_LEN_ERR; rxe reports
-/// REM_INV_REQ_ERR), the sender gets REM_INV_REQ_ERR, both QPs go to ERROR.
+/// REM_INV_REQ_ERR, rdmavt LOC_QP_OP_ERR), the sender gets REM_INV_REQ_ERR, both QPs go to
+/// ERROR.
 pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
@@ -575,7 +591,15 @@ pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
         None,
     )?;
     let rc = wait_wc(env, &mut p.s.cq)?;
-    expect_status_in(&rc, 5, &[WcStatus::LOC_LEN_ERR, WcStatus::REM_INV_REQ_ERR])?;
+    expect_status_in(
+        &rc,
+        5,
+        &[
+            WcStatus::LOC_LEN_ERR,
+            WcStatus::REM_INV_REQ_ERR,
+            WcStatus::LOC_QP_OP_ERR,
+        ],
+    )?;
     expect_both_down(env, &mut p)
 }
 
@@ -1625,7 +1649,7 @@ pub fn srq_shared_by_two_qps<E: Env>(env: &mut E) -> CheckResult {
     if env.server().caps().max_srq == 0 {
         return Ok(());
     }
-    let spd = Rc::new(env.server().alloc_pd().map_err(e2s)?);
+    let spd = Arc::new(env.server().alloc_pd().map_err(e2s)?);
     let mut srq = env.server().create_srq(&spd, 16, 1).map_err(e2s)?;
     let rb = Buf::<E::P>::new(&spd, 4096, LW)?;
     for i in 0..4u64 {

@@ -575,9 +575,13 @@ impl Default for SoftEnv {
 }
 
 impl SoftEnv {
-    /// A fresh environment.
+    /// A fresh environment on its own fabric.
     pub fn new() -> SoftEnv {
-        let fabric = SoftFabric::new();
+        SoftEnv::on(SoftFabric::new())
+    }
+
+    /// A fresh environment on `fabric` (e.g. one with a trace hook).
+    pub fn on(fabric: SoftFabric) -> SoftEnv {
         let client = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
         let server = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
         SoftEnv {
@@ -591,6 +595,32 @@ impl SoftEnv {
     /// The environment's fabric.
     pub fn fabric(&self) -> &SoftFabric {
         &self.fabric
+    }
+
+    /// The client device.
+    pub fn client_dev(&self) -> &SoftDevice {
+        &self.client
+    }
+
+    /// The server device.
+    pub fn server_dev(&self) -> &SoftDevice {
+        &self.server
+    }
+
+    /// A new PD on the client device.
+    pub fn client_pd(&self) -> SoftPd {
+        SoftPd {
+            dev: self.client.inner.clone(),
+            id: self.client.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// A new PD on the server device.
+    pub fn server_pd(&self) -> SoftPd {
+        SoftPd {
+            dev: self.server.inner.clone(),
+            id: self.server.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+        }
     }
 }
 

@@ -312,6 +312,9 @@ pub(crate) struct QpShared {
     state: AtomicU8,
     connected: AtomicBool,
     down: AtomicBool,
+    /// Set on both QPs of a connection before either changes state when it is torn down, so
+    /// an engine that finds its peer gone flushes instead of reporting a transport error.
+    link_down: AtomicBool,
     pub(crate) local_addr: SocketAddr,
     pub(crate) peer_addr: SocketAddr,
     pub(crate) opts: QpOptions,
@@ -337,8 +340,6 @@ pub(crate) struct QpShared {
 // SAFETY: `engine` is only accessed by the holder of `sq_lock` (acquired with an atomic swap,
 // released with a store that publishes the engine's changes); every other field is Sync.
 unsafe impl Sync for QpShared {}
-// SAFETY: all fields are Send; the raw pointers inside queued entries are plain addresses.
-unsafe impl Send for QpShared {}
 
 impl QpShared {
     #[allow(clippy::too_many_arguments)]
@@ -360,7 +361,7 @@ impl QpShared {
         } else {
             Some(ArrayQueue::new(opts.max_recv_wr.max(1) as usize))
         };
-        let held_cap = (opts.max_send_wr + opts.max_recv_wr) as usize;
+        let held_cap = (opts.max_send_wr + opts.max_recv_wr) as usize + 64;
         let qp = Arc::new(QpShared {
             qp_num,
             dev,
@@ -371,6 +372,7 @@ impl QpShared {
             state: AtomicU8::new(QpState::Init as u8),
             connected: AtomicBool::new(false),
             down: AtomicBool::new(false),
+            link_down: AtomicBool::new(false),
             local_addr,
             peer_addr,
             opts,
@@ -575,9 +577,27 @@ impl QpShared {
 
     /// Moves this QP and its peer to ERROR, with `Disconnected` on both.
     pub(crate) fn connection_down(&self) {
+        let peer = self.peer.get().and_then(Weak::upgrade);
+        // SeqCst: both flags are visible before either state change (see peer_gone).
+        self.link_down.store(true, Ordering::SeqCst);
+        if let Some(peer) = &peer {
+            peer.link_down.store(true, Ordering::SeqCst);
+        }
         self.go_error(true);
-        if let Some(peer) = self.peer.get().and_then(Weak::upgrade) {
+        if let Some(peer) = peer {
             peer.go_error(true);
+        }
+    }
+
+    /// The peer cannot receive: part of a teardown (flush) or a vanished peer (transport
+    /// retries exhausted). Called after reading the peer's state.
+    fn peer_gone(&self) -> Outcome {
+        // SeqCst: pairs with the stores in connection_down, made before the peer's state
+        // changed, which we have already observed.
+        if self.link_down.load(Ordering::SeqCst) {
+            Outcome::Fail(WcStatus::WR_FLUSH_ERR)
+        } else {
+            Outcome::Fail(WcStatus::RETRY_EXC_ERR)
         }
     }
 
@@ -591,6 +611,11 @@ impl QpShared {
     /// Marks the QP destroyed: nothing completes any more; the peer sees the connection go down.
     pub(crate) fn destroy(&self) {
         let peer = self.peer.get().and_then(Weak::upgrade);
+        // SeqCst: see connection_down.
+        self.link_down.store(true, Ordering::SeqCst);
+        if let Some(peer) = &peer {
+            peer.link_down.store(true, Ordering::SeqCst);
+        }
         // SeqCst: pairs with go_error's compare-exchange.
         self.state.store(DESTROYED, Ordering::SeqCst);
         if let Some(peer) = peer {
@@ -933,7 +958,7 @@ impl QpShared {
             },
             SqOp::Send | SqOp::SendInv(_) => {
                 let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return Outcome::Fail(WcStatus::RETRY_EXC_ERR);
+                    return self.peer_gone();
                 };
                 let src = match self.gather(w, inline) {
                     Ok(l) => l,
@@ -949,6 +974,7 @@ impl QpShared {
                 let out = match r {
                     Ok(n) => Outcome::Done(n),
                     Err(None) => return Outcome::Rnr,
+                    Err(Some(WcStatus::RETRY_EXC_ERR)) => return self.peer_gone(),
                     Err(Some(s)) => Outcome::Fail(s),
                 };
                 let op = if inv.is_some() {
@@ -961,7 +987,7 @@ impl QpShared {
             }
             SqOp::Write { raddr, rkey } => {
                 let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return Outcome::Fail(WcStatus::RETRY_EXC_ERR);
+                    return self.peer_gone();
                 };
                 let src = match self.gather(w, inline) {
                     Ok(l) => l,
@@ -1008,7 +1034,7 @@ impl QpShared {
             }
             SqOp::Read { raddr, rkey } => {
                 let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return Outcome::Fail(WcStatus::RETRY_EXC_ERR);
+                    return self.peer_gone();
                 };
                 let dst = match self.local_segs(w, true) {
                     Ok(l) => l,
@@ -1255,6 +1281,7 @@ impl QueuePair<SoftProvider> for SoftQp {
         if self.send_queue_used() >= o.max_send_wr {
             return Self::send_err(errno::ENOMEM);
         }
+        let mut new_mw_key = None;
         let op = match wr.op {
             SendOp::Send => SqOp::Send,
             SendOp::SendWithInv { rkey } => SqOp::SendInv(rkey),
@@ -1281,7 +1308,7 @@ impl QueuePair<SoftProvider> for SoftQp {
                 // Relaxed: the window's key is owner data (see SoftMw).
                 let old = mw.rkey.load(Ordering::Relaxed);
                 let new = (old & !0xff) | (rkey & 0xff);
-                mw.rkey.store(new, Ordering::Relaxed);
+                new_mw_key = Some((mw, new));
                 SqOp::Bind(BindReq {
                     mw_index: mw.index,
                     mw_key: old,
@@ -1338,6 +1365,12 @@ impl QueuePair<SoftProvider> for SoftQp {
                 off += n;
             }
             entry.inline_len = total as u32;
+        }
+        if let Some((mw, key)) = new_mw_key {
+            // The WR is accepted: the window's current key becomes the bind's key
+            // (`mw->rkey = ibv_inc_rkey(mw->rkey)` in ibverbs terms).
+            // Relaxed: owner data (see SoftMw).
+            mw.rkey.store(key, Ordering::Relaxed);
         }
         self.staged_send.push(entry);
         Ok(())
