@@ -3,7 +3,7 @@
 //! and feeds the completions back. Single-threaded: the soft provider executes work at the
 //! doorbell on the posting thread, so nothing touches the memory concurrently.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use rpcrdma_engine::conn::{
     CmInput, Config, Connection, Event, HostMemory, LocalBuf, Pools, Role, WorkRequest,
@@ -82,7 +82,7 @@ pub struct SoftSide {
     pub errors: Vec<Completion>,
     mws: Vec<SoftMw>,
     mem: Buf<SoftProvider>,
-    _pd: Rc<SoftPd>,
+    _pd: Arc<SoftPd>,
 }
 
 impl SoftSide {
@@ -230,7 +230,7 @@ const REGION: usize = 8 << 20;
 fn side(
     role: Role,
     cfg: Config,
-    pd: Rc<SoftPd>,
+    pd: Arc<SoftPd>,
     qp: SoftQp,
     cq: SoftCq,
     peer_private_data: &[u8],
