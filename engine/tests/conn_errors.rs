@@ -624,3 +624,35 @@ fn rejects_call_spec_errors_without_posting() {
     });
     assert_eq!(r, Err(rpcrdma_engine::conn::StartError::DuplicateXid));
 }
+
+#[test]
+fn rejects_impossible_completion_by_closing_and_failing_calls() {
+    // A success completion the requester never asked for (an RDMA Read id): internal state can
+    // no longer be trusted, so the connection closes and pending calls fail, once.
+    let mut p = raw_responder(Config::DEFAULT);
+    let (_, _) = start(&mut p, 0x90, 1, 64);
+    let wc = rpcrdma_engine::verbs::Completion {
+        wr_id: rpcrdma_engine::verbs::WrId::new(rpcrdma_engine::conn::wr_kind::READ, 0).raw(),
+        ..Default::default()
+    };
+    let now = p.now;
+    let Side { host, conn, .. } = &mut p.req;
+    conn.as_mut().unwrap().handle_completion(now, &wc, host);
+    p.pump();
+    assert_eq!(p.req.conn.as_ref().unwrap().state(), ConnState::Closed);
+    let lost = p
+        .req
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::ConnectionLost))
+        .count();
+    assert_eq!(lost, 1);
+    assert!(matches!(
+        p.next_done(),
+        Some(Event::CallFailed {
+            xid: 0x90,
+            error: CallError::ConnectionLost,
+            ..
+        })
+    ));
+}

@@ -726,7 +726,7 @@ impl Core {
     /// fails rather than losing a completion silently).
     pub(crate) fn emit(&mut self, ev: Event) {
         if !self.events.push(ev) {
-            self.state = ConnState::Closed;
+            self.fail();
         }
     }
 
@@ -776,13 +776,10 @@ impl Core {
         }
     }
 
-    /// Enters the closed state and reports the loss once.
+    /// Enters the closed state. [`Connection`] notices it after the current input and does the
+    /// rest once (reports the loss, fails the role's calls).
     pub(crate) fn fail(&mut self) {
         self.state = ConnState::Closed;
-        if !self.lost_reported {
-            self.lost_reported = true;
-            let _ = self.events.push(Event::ConnectionLost);
-        }
     }
 }
 
@@ -999,11 +996,15 @@ impl Connection {
         }
     }
 
+    /// Closes the connection (once): reports the loss and fails what the role has pending.
     fn fail(&mut self) {
-        if self.core.state == ConnState::Closed && self.core.lost_reported {
+        self.core.state = ConnState::Closed;
+        if self.core.lost_reported {
             return;
         }
-        self.core.fail();
+        self.core.lost_reported = true;
+        // The event ring keeps room for this (sized slots + receives + 4).
+        let _ = self.core.events.push(Event::ConnectionLost);
         match &mut self.role {
             RoleState::Requester(r) => r.on_closed(&mut self.core),
             RoleState::Responder(r) => r.on_closed(&mut self.core),
@@ -1040,11 +1041,8 @@ impl Connection {
                     }
                 }
             }
+            // The QP is in the error state: everything outstanding completes flushed.
             self.fail();
-            match &mut self.role {
-                RoleState::Requester(r) => r.on_flushed(&mut self.core, kind, index),
-                RoleState::Responder(r) => r.on_flushed(&mut self.core, kind, index),
-            }
             return;
         }
         if self.core.state == ConnState::Closed {
@@ -1054,7 +1052,12 @@ impl Connection {
             RoleState::Requester(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
             RoleState::Responder(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
         }
-        if self.core.state == ConnState::Closed {
+        self.check_closed();
+    }
+
+    /// An input found the connection broken: finish closing it.
+    fn check_closed(&mut self) {
+        if self.core.state == ConnState::Closed && !self.core.lost_reported {
             self.fail();
         }
     }
@@ -1064,6 +1067,7 @@ impl Connection {
         if let RoleState::Requester(r) = &mut self.role {
             r.on_timeout(&mut self.core, now);
         }
+        self.check_closed();
     }
 
     /// The next work request to post.
@@ -1099,10 +1103,12 @@ impl Connection {
         spec: &CallSpec<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        match &mut self.role {
+        let r = match &mut self.role {
             RoleState::Requester(r) => r.start_call(&mut self.core, now, spec, mem),
             RoleState::Responder(_) => Err(StartError::WrongRole),
-        }
+        };
+        self.check_closed();
+        r
     }
 
     /// Responder: answers `call`. The message parts and result items must stay untouched until
@@ -1115,9 +1121,11 @@ impl Connection {
         mem: &mut M,
     ) -> Result<ReplyKind, ReplyError> {
         let _ = now;
-        match &mut self.role {
+        let r = match &mut self.role {
             RoleState::Responder(r) => r.send_reply(&mut self.core, call, spec, mem),
             RoleState::Requester(_) => Err(ReplyError::WrongRole),
-        }
+        };
+        self.check_closed();
+        r
     }
 }

@@ -841,8 +841,6 @@ impl Requester {
         }
         self.orphans = 0;
     }
-
-    pub(crate) fn on_flushed(&mut self, _core: &mut Core, _kind: u8, _index: u32) {}
 }
 
 /// What a received reply means.

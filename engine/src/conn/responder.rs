@@ -902,8 +902,6 @@ impl Responder {
         self.active = 0;
         while self.backlog.pop().is_some() {}
     }
-
-    pub(crate) fn on_flushed(&mut self, _core: &mut Core, _kind: u8, _index: u32) {}
 }
 
 /// Calls `f(local, remote_addr, rkey)` for each RDMA Write placing result `k < ndirect` into
