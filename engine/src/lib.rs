@@ -4,8 +4,10 @@
 //! - [`proto`]: RPC-over-RDMA v1 / v2 transport headers, chunk lists, RFC 8797 private data.
 //! - [`rpc`]: the ONC RPC (RFC 5531) message header.
 //! - [`verbs`]: the provider boundary shaped like ibverbs + rdma_cm, and its providers.
+//! - [`conn`]: the sans-IO RPC-over-RDMA Version One connection (requester and responder).
 #![warn(missing_docs)]
 
+pub mod conn;
 pub mod proto;
 pub mod rpc;
 pub mod verbs;

@@ -1,0 +1,1131 @@
+//! The sans-IO RPC-over-RDMA Version One connection (RFC 8166 as clarified by the
+//! implementation-experience draft): one [`Connection`] per queue pair, in the role of requester
+//! (client) or responder (server), Read-Write transfer model (the responder drives every RDMA
+//! Read and Write; the requester exposes memory, the responder never does).
+//!
+//! Normal operation: the environment (a poller, or the test harness) feeds inputs —
+//! [`Connection::handle_completion`], [`Connection::handle_cm`], [`Connection::handle_timeout`] —
+//! and drains outputs — [`Connection::poll_wr`] (provider-agnostic [`WorkRequest`]s to post),
+//! [`Connection::poll_event`] ([`Event`]s for the application), [`Connection::poll_timeout`].
+//! Time is a `u64` nanosecond count the caller supplies; the connection never reads a clock,
+//! never blocks, never allocates after [`Connection::new`], and touches memory only through the
+//! caller's [`HostMemory`]. Every `wr_id` is a [`WrId`] of a kind ([`wr_kind`]) and a slot index
+//! into per-connection arrays sized at creation, so a completion leads straight to its state.
+//!
+//! - Requester: [`Connection::start_call`] turns an encoded RPC call (parts of a registered
+//!   buffer, DDP argument items cut out, result receptacles, a reply buffer) into memory-window
+//!   binds + one Send (RDMA_MSG inline, or RDMA_NOMSG with a Position Zero Read chunk when the
+//!   call does not fit the inline threshold). The reply is matched by XID, copied (inline) or
+//!   already placed (Reply chunk) in the reply buffer, every dynamic STag of the call is
+//!   invalidated (locally, unless the peer invalidated it with Send With Invalidate), and only
+//!   then [`Event::ReplyReady`] is reported. At most the granted number of calls are
+//!   outstanding (one until the first reply; a grant of 0 counts as 1, grants above the local
+//!   maximum are clamped), and a receive is always posted for every outstanding call.
+//! - Responder: receives equal to the credits granted are kept posted. Each call header is
+//!   validated with the codec, Read chunks are pulled with RDMA Read into a data buffer where the
+//!   call's XDR stream is reassembled, and [`Event::CallReady`] hands out a view of the stream.
+//!   [`Connection::send_reply`] RDMA-Writes result items into the Write chunks (never pad
+//!   octets), returns the Write list with the lengths actually written, and sends the reply
+//!   inline or, when it does not fit, through the Reply chunk as RDMA_NOMSG.
+//!
+//! Recovery: malformed headers are answered as the codec's [`HeaderError::response`] says
+//! (ERR_VERS with the range 1..=1, ERR_CHUNK, or a silent drop); a reply the requester cannot
+//! parse fails its call ([`CallError::BadReply`]). Any unsuccessful completion means the queue
+//! pair is in the error state: the connection moves to [`ConnState::Closed`], reports
+//! [`Event::ConnectionLost`] and fails every pending call with [`CallError::ConnectionLost`]
+//! (the environment then tears the QP down, which also ends its memory windows). A call that
+//! outlives [`Config::call_timeout_ns`] is failed with [`CallError::TimedOut`] after its STags
+//! are invalidated; its credit stays in use until a reply with an unknown XID arrives.
+//!
+//! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
+
+mod requester;
+mod responder;
+mod ring;
+mod stream;
+
+use crate::proto::chunks::ChunkLimits;
+use crate::proto::private_data::{self, Negotiated, PrivateData};
+use crate::verbs::{Completion, Sge, WrId};
+use requester::Requester;
+use responder::Responder;
+use ring::{IndexStack, Ring};
+
+pub use crate::verbs::Access;
+
+/// Most scatter/gather entries in one [`WorkRequest::Send`].
+pub const MAX_SGE: usize = 8;
+/// Most parts an RPC message may be given in ([`CallSpec::message`], [`ReplySpec::message`]).
+pub const MAX_PARTS: usize = 8;
+/// Most read segments in one call (all Read chunks together, Position Zero included). Also the
+/// largest [`ChunkLimits::max_read_segments`] honoured.
+pub const MAX_READ_SEGMENTS: usize = 16;
+/// Most Write chunks in one call. Also the largest [`ChunkLimits::max_write_chunks`] honoured.
+pub const MAX_WRITE_CHUNKS: usize = 4;
+/// Most segments in one incoming Write chunk ([`ChunkLimits::max_write_segments`] cap).
+pub const MAX_WRITE_SEGMENTS: usize = 16;
+/// Most segments in an incoming Reply chunk ([`ChunkLimits::max_reply_segments`] cap).
+pub const MAX_REPLY_SEGMENTS: usize = 16;
+/// Most pieces a message is cut into for gathering (parts split around inline items and pads).
+pub const MAX_PIECES: usize = 24;
+/// Most dynamic STags (memory windows) one call uses.
+pub const MAX_CALL_STAGS: usize = MAX_READ_SEGMENTS + MAX_WRITE_CHUNKS + 1;
+
+/// The only RPC-over-RDMA version this connection speaks (reported by ERR_VERS as `1..=1`).
+pub const VERSION: u32 = 1;
+
+// ---------------------------------------------------------------------------------------------
+// Memory.
+
+/// A piece of registered local memory: start address, length and the local key of the
+/// registration containing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LocalBuf {
+    /// Start address.
+    pub addr: u64,
+    /// Length in octets.
+    pub len: u32,
+    /// Local key of the registration.
+    pub lkey: u32,
+}
+
+impl LocalBuf {
+    /// The empty buffer.
+    pub const EMPTY: LocalBuf = LocalBuf {
+        addr: 0,
+        len: 0,
+        lkey: 0,
+    };
+
+    /// A buffer.
+    #[inline]
+    pub const fn new(addr: u64, len: u32, lkey: u32) -> Self {
+        Self { addr, len, lkey }
+    }
+
+    /// The scatter/gather entry covering the buffer.
+    #[inline]
+    pub const fn sge(&self) -> Sge {
+        Sge {
+            addr: self.addr,
+            len: self.len,
+            lkey: self.lkey,
+        }
+    }
+
+    /// `len` octets at `off`, or `None` when outside the buffer.
+    #[inline]
+    pub fn sub(&self, off: u32, len: u32) -> Option<LocalBuf> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        Some(LocalBuf {
+            addr: self.addr.checked_add(u64::from(off))?,
+            len,
+            lkey: self.lkey,
+        })
+    }
+}
+
+/// The caller's memory, as the connection sees it. Implemented by the environment over its
+/// registered regions (a poller over hugepage pools, the test harness over byte arrays).
+pub trait HostMemory {
+    /// The `len` octets at `addr`, or `None` when they are not all accessible.
+    fn bytes(&self, addr: u64, len: usize) -> Option<&[u8]>;
+    /// The `len` octets at `addr` for writing, or `None`.
+    fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]>;
+    /// Copies `len` octets from `src` to `dst` (ranges do not overlap); `false` when either is
+    /// inaccessible. The default goes through a small stack buffer.
+    fn copy(&mut self, dst: u64, src: u64, len: usize) -> bool {
+        let mut tmp = [0u8; 256];
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(tmp.len());
+            let Some(s) = self.bytes(src + done as u64, n) else {
+                return false;
+            };
+            tmp[..n].copy_from_slice(s);
+            let Some(d) = self.bytes_mut(dst + done as u64, n) else {
+                return false;
+            };
+            d.copy_from_slice(&tmp[..n]);
+            done += n;
+        }
+        true
+    }
+    /// The persistent STag (rkey of a registration with remote rights) of the registration
+    /// whose local key is `lkey`, for [`StagMode::Persistent`]. Default: none.
+    fn remote_key(&self, lkey: u32) -> Option<u32> {
+        let _ = lkey;
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration.
+
+/// Which end of the RPC exchange this connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The client: sends calls, receives replies.
+    Requester,
+    /// The server: receives calls, sends replies.
+    Responder,
+}
+
+/// How the requester exposes chunk memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StagMode {
+    /// A memory window bound per chunk with only the needed remote right, invalidated before the
+    /// call completes (dynamic STags).
+    MemoryWindows,
+    /// The registration's own rkey ([`HostMemory::remote_key`]); nothing to bind or invalidate.
+    /// Remote invalidation is then never advertised.
+    Persistent,
+}
+
+/// Connection settings. `Copy`; validated by [`Connection::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Requester: the most calls it will have outstanding (and the credits it asks for).
+    /// Responder: the credits it grants = receives it keeps posted.
+    pub credits: u32,
+    /// Largest message this side sends with one Send (advertised in the private data).
+    pub inline_send: u32,
+    /// Size of this side's receive buffers (advertised in the private data).
+    pub inline_recv: u32,
+    /// Send queue depth of the QP.
+    pub sq_depth: u32,
+    /// Receive queue depth of the QP.
+    pub rq_depth: u32,
+    /// Scatter/gather entries per send work request the QP allows (capped at [`MAX_SGE`]).
+    pub max_send_sge: u32,
+    /// RDMA Reads the responder keeps outstanding at once (the QP's initiator depth).
+    pub max_rdma_reads: u32,
+    /// Limits on incoming chunk lists (each capped at the `MAX_*` constants of this module).
+    pub limits: ChunkLimits,
+    /// Direct data placement: DDP items become Read / Write chunks. When off they travel inline
+    /// (or in a long message) and no Write chunks are offered.
+    pub ddp: bool,
+    /// Requester: how chunk memory is exposed.
+    pub stag: StagMode,
+    /// Advertise the RFC 8797 R bit (remote invalidation). A requester advertises it only with
+    /// [`StagMode::MemoryWindows`].
+    pub remote_invalidate: bool,
+    /// Requester: fail a call not answered within this many nanoseconds (0: never).
+    pub call_timeout_ns: u64,
+}
+
+impl Config {
+    /// Linux-like defaults: 64 credits, 4096-octet inline thresholds, memory windows, DDP on,
+    /// remote invalidation advertised, no call timeout.
+    pub const DEFAULT: Config = Config {
+        credits: 64,
+        inline_send: 4096,
+        inline_recv: 4096,
+        sq_depth: 1024,
+        rq_depth: 256,
+        max_send_sge: 4,
+        max_rdma_reads: 16,
+        limits: ChunkLimits::DEFAULT,
+        ddp: true,
+        stag: StagMode::MemoryWindows,
+        remote_invalidate: true,
+        call_timeout_ns: 0,
+    };
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The memory the environment hands in at creation. Slices are copied; the memory they describe
+/// must stay registered for the life of the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Pools<'a> {
+    /// Send buffers, one per call slot (the number of call slots). Each holds a transport header
+    /// and, when an inline message has more pieces than SGEs, the message copied after it, so
+    /// each must be at least [`Config::inline_send`] octets.
+    pub headers: &'a [LocalBuf],
+    /// Receive buffers, each at least the advertised [`Config::inline_recv`]. Requester: at least
+    /// `credits`. Responder: at least `credits + headers.len()` (posted ones plus one held by each
+    /// call in progress).
+    pub recvs: &'a [LocalBuf],
+    /// Responder: reassembly buffers for calls with Read chunks (their size bounds the largest
+    /// such call). Requester: unused.
+    pub data: &'a [LocalBuf],
+    /// Requester with [`StagMode::MemoryWindows`]: the memory windows (type 2) allocated for this
+    /// QP, given by their current rkeys. The slot index is what [`WorkRequest::BindMw`] names.
+    pub mws: &'a [u32],
+    /// At least 4 octets the connection may keep zeroed: the source of XDR pad octets. A
+    /// requester may expose it read-only in a long call, so (like every buffer a requester
+    /// exposes with [`StagMode::MemoryWindows`]) its registration needs `MW_BIND`.
+    pub zero: LocalBuf,
+}
+
+/// Why [`Connection::new`] refused a configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `credits` is zero.
+    NoCredits,
+    /// No header slots.
+    NoHeaderSlots,
+    /// Fewer receive slots than the role needs.
+    TooFewRecvSlots {
+        /// Slots needed.
+        needed: usize,
+        /// Slots given.
+        have: usize,
+    },
+    /// A receive slot is smaller than the advertised receive size.
+    RecvSlotTooSmall {
+        /// Size needed.
+        needed: u32,
+        /// Size given.
+        have: u32,
+    },
+    /// A header slot is smaller than the inline send size.
+    HeaderSlotTooSmall {
+        /// Size needed.
+        needed: u32,
+        /// Size given.
+        have: u32,
+    },
+    /// The receive queue cannot hold the receives the role keeps posted.
+    RecvQueueTooShallow,
+    /// The send queue cannot hold one call's work requests.
+    SendQueueTooShallow,
+    /// The zero source is shorter than 4 octets.
+    NoZeroSource,
+    /// Memory windows were asked for but none were given.
+    NoMemoryWindows,
+    /// More slots than a work request id can index.
+    TooManySlots,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "connection configuration rejected: {self:?}")
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+// ---------------------------------------------------------------------------------------------
+// Work requests.
+
+/// The `kind` byte of the [`WrId`]s this module builds.
+pub mod wr_kind {
+    /// A receive; index = receive slot.
+    pub const RECV: u8 = 1;
+    /// A Send; index = call slot.
+    pub const SEND: u8 = 2;
+    /// An RDMA Read; index = call slot.
+    pub const READ: u8 = 3;
+    /// An RDMA Write; index = call slot.
+    pub const WRITE: u8 = 4;
+    /// A memory window bind; index = call slot.
+    pub const BIND: u8 = 5;
+    /// A local invalidate; index = call slot.
+    pub const INV: u8 = 6;
+}
+
+/// A work request to post, provider-agnostic. Every send-queue request is signaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkRequest {
+    /// Post a receive of one buffer.
+    Recv {
+        /// Id.
+        wr_id: WrId,
+        /// The receive buffer.
+        sge: Sge,
+    },
+    /// A Send (with invalidate when `invalidate` is set) gathering `sges[..nsge]`.
+    Send {
+        /// Id.
+        wr_id: WrId,
+        /// Gather list.
+        sges: [Sge; MAX_SGE],
+        /// Entries used.
+        nsge: u8,
+        /// Send With Invalidate of this peer rkey.
+        invalidate: Option<u32>,
+    },
+    /// RDMA Write of `local` to the peer's `remote_addr` under `rkey`.
+    RdmaWrite {
+        /// Id.
+        wr_id: WrId,
+        /// Source.
+        local: Sge,
+        /// Peer address.
+        remote_addr: u64,
+        /// Peer key.
+        rkey: u32,
+    },
+    /// RDMA Read from the peer's `remote_addr` under `rkey` into `local`.
+    RdmaRead {
+        /// Id.
+        wr_id: WrId,
+        /// Sink.
+        local: Sge,
+        /// Peer address.
+        remote_addr: u64,
+        /// Peer key.
+        rkey: u32,
+    },
+    /// Bind memory window slot `mw` over `[addr, addr + len)` of the registration `lkey` with
+    /// `access`, under `new_rkey` (the window's next key).
+    BindMw {
+        /// Id.
+        wr_id: WrId,
+        /// Memory window slot index ([`Pools::mws`]).
+        mw: u32,
+        /// Window start.
+        addr: u64,
+        /// Window length.
+        len: u32,
+        /// Local key of the registration the window covers.
+        lkey: u32,
+        /// Remote rights: only `REMOTE_READ` or only `REMOTE_WRITE`.
+        access: Access,
+        /// The key the window has after the bind.
+        new_rkey: u32,
+    },
+    /// Invalidate a local memory window's key.
+    LocalInv {
+        /// Id.
+        wr_id: WrId,
+        /// The key.
+        rkey: u32,
+    },
+}
+
+impl WorkRequest {
+    /// The request's id.
+    pub const fn wr_id(&self) -> WrId {
+        match *self {
+            WorkRequest::Recv { wr_id, .. }
+            | WorkRequest::Send { wr_id, .. }
+            | WorkRequest::RdmaWrite { wr_id, .. }
+            | WorkRequest::RdmaRead { wr_id, .. }
+            | WorkRequest::BindMw { wr_id, .. }
+            | WorkRequest::LocalInv { wr_id, .. } => wr_id,
+        }
+    }
+
+    /// The Send's gather list (empty for other kinds).
+    pub fn send_sges(&self) -> &[Sge] {
+        match self {
+            WorkRequest::Send { sges, nsge, .. } => &sges[..(*nsge as usize).min(MAX_SGE)],
+            _ => &[],
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs and outputs.
+
+/// Connection manager inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmInput<'a> {
+    /// The connection is established. `private_data` is what the peer sent (connect request on
+    /// the responder, accept on the requester), scanned for an RFC 8797 message.
+    Established {
+        /// The peer's private data (may be empty).
+        private_data: &'a [u8],
+    },
+    /// The connection is gone (disconnect, device removal, ...).
+    Disconnected,
+}
+
+/// State of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConnState {
+    /// Created; receives may be posted; waiting for [`CmInput::Established`].
+    Connecting,
+    /// Established: calls flow.
+    Connected,
+    /// Disconnected or failed; terminal.
+    Closed,
+}
+
+/// Identifies a call on one connection (a slot and its generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallId {
+    /// Call slot.
+    pub slot: u32,
+    /// Generation of the slot (stale ids are refused).
+    pub generation: u32,
+}
+
+/// A DDP-eligible item cut out of a message: its octets are not in the message parts; they go
+/// at offset `at` of the parts' concatenation (a multiple of four).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DdpItem {
+    /// Offset in the message (without DDP items) where the item belongs.
+    pub at: u32,
+    /// The item's octets (no XDR pad).
+    pub buf: LocalBuf,
+}
+
+/// An RPC call to start (requester).
+///
+/// Every buffer the call may expose must be registered so the chosen [`StagMode`] can expose
+/// it: with memory windows, a registration with `MW_BIND` (and `LOCAL_WRITE` for receptacles
+/// and the reply buffer); with persistent STags, one whose [`HostMemory::remote_key`] exists.
+/// That includes the message parts, which are exposed (read-only) when the call does not fit
+/// the inline threshold and goes as a long message.
+#[derive(Debug, Clone, Copy)]
+pub struct CallSpec<'a> {
+    /// The encoded RPC call (from its XID), without the DDP items, in up to [`MAX_PARTS`] parts.
+    pub message: &'a [LocalBuf],
+    /// DDP-eligible argument items (Read chunks), in offset order.
+    pub ddp: &'a [DdpItem],
+    /// Receptacles for DDP-eligible results (Write chunks), in result order.
+    pub receptacles: &'a [LocalBuf],
+    /// Where the reply (without DDP results) is placed; its length is the largest reply
+    /// expected. A Reply chunk over it is offered when the reply might not fit inline.
+    pub reply: LocalBuf,
+}
+
+/// An RPC reply to send (responder).
+#[derive(Debug, Clone, Copy)]
+pub struct ReplySpec<'a> {
+    /// The encoded RPC reply (from its XID), without the DDP results, in up to [`MAX_PARTS`]
+    /// parts.
+    pub message: &'a [LocalBuf],
+    /// DDP-eligible result items, in result order; the first goes to the first Write chunk, and
+    /// so on. Items beyond the Write list go inline at their offsets.
+    pub results: &'a [DdpItem],
+}
+
+/// Why [`Connection::start_call`] did not start a call. Nothing was posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartError {
+    /// The connection is not established (or closed).
+    NotConnected,
+    /// This connection is a responder.
+    WrongRole,
+    /// No credit: the granted number of calls is outstanding. Retry after a reply.
+    NoCredit,
+    /// No free call slot, memory window or send queue room. Retry after completions.
+    Busy,
+    /// The spec is malformed (too many parts/items/receptacles, misplaced item, message shorter
+    /// than an XID, unreachable memory).
+    BadSpec,
+    /// An outstanding call already uses this XID.
+    DuplicateXid,
+    /// The call cannot be expressed within the inline threshold and chunk limits even as a long
+    /// message.
+    TooLarge,
+    /// [`StagMode::Persistent`] and a buffer has no remote key.
+    NoRemoteKey,
+}
+
+/// What a bad reply was wrong with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadReply {
+    /// The transport header did not decode or broke a reply rule.
+    Header(crate::proto::v1::HeaderErrorKind),
+    /// The Write list returned more chunks or segments, or longer segments, than offered.
+    WriteList,
+    /// RDMA_NOMSG without a Reply chunk offered, or a returned Reply chunk longer than offered.
+    ReplyChunk,
+    /// The inline reply is larger than the reply buffer.
+    TooLong,
+}
+
+/// Why a call failed ([`Event::CallFailed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// RDMA_ERROR / ERR_VERS: the responder speaks versions `low..=high`.
+    ErrVers {
+        /// Lowest version the responder supports.
+        low: u32,
+        /// Highest version the responder supports.
+        high: u32,
+    },
+    /// RDMA_ERROR / ERR_CHUNK: the responder could not use the call's chunks (or needed more
+    /// chunk space than offered).
+    ErrChunk,
+    /// RDMA_ERROR with an unknown code.
+    RdmaError(u32),
+    /// The reply could not be used.
+    BadReply(BadReply),
+    /// The connection was lost before the reply.
+    ConnectionLost,
+    /// No reply within [`Config::call_timeout_ns`].
+    TimedOut,
+}
+
+/// Why [`Connection::send_reply`] refused. Nothing was posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyError {
+    /// This connection is a requester.
+    WrongRole,
+    /// The call id is stale or the call is not waiting for a reply.
+    NoSuchCall,
+    /// Not enough send queue room now. Retry after completions.
+    Busy,
+    /// The spec is malformed (too many parts/results, misplaced result, unreachable memory).
+    BadSpec,
+    /// The connection is closed.
+    Closed,
+}
+
+/// How [`Connection::send_reply`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// RDMA_MSG: the reply went inline.
+    Inline,
+    /// RDMA_NOMSG: the reply went through the Reply chunk.
+    Long,
+    /// The reply did not fit the chunks offered: ERR_CHUNK was sent instead.
+    ErrChunk,
+}
+
+/// A completed call (requester).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    /// The call.
+    pub call: CallId,
+    /// Its XID.
+    pub xid: u32,
+    /// Octets of reply placed at the start of [`CallSpec::reply`].
+    pub len: u32,
+    /// Octets the responder wrote into each receptacle ([`CallSpec::receptacles`] order), as it
+    /// returned them.
+    pub written: [u32; MAX_WRITE_CHUNKS],
+    /// Receptacles offered (entries of `written` that are meaningful).
+    pub nwritten: u8,
+    /// The reply came through the Reply chunk (RDMA_NOMSG).
+    pub long: bool,
+}
+
+impl Reply {
+    /// The written lengths of the offered receptacles.
+    pub fn written(&self) -> &[u32] {
+        &self.written[..(self.nwritten as usize).min(MAX_WRITE_CHUNKS)]
+    }
+}
+
+/// A call ready for the application (responder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IncomingCall {
+    /// The call (pass it to [`Connection::send_reply`]).
+    pub call: CallId,
+    /// Its XID.
+    pub xid: u32,
+    /// The reassembled XDR stream of the call; valid until the reply's Send completes.
+    pub stream: LocalBuf,
+    /// Write chunks offered.
+    pub write_chunks: u8,
+    /// Capacity of each offered Write chunk.
+    pub write_capacity: [u32; MAX_WRITE_CHUNKS],
+    /// Capacity of the Reply chunk, if one was offered.
+    pub reply_capacity: Option<u32>,
+}
+
+/// What the connection reports to the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The connection is established with these settings.
+    Connected(Negotiated),
+    /// Requester: a call completed; every STag of it is invalid.
+    ReplyReady(Reply),
+    /// Requester: a call failed; every STag of it is invalid (unless the connection was lost,
+    /// in which case the QP is in the error state).
+    CallFailed {
+        /// The call.
+        call: CallId,
+        /// Its XID.
+        xid: u32,
+        /// Why.
+        error: CallError,
+    },
+    /// Responder: a call is ready.
+    CallReady(IncomingCall),
+    /// The connection was lost (reported once).
+    ConnectionLost,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared core.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecvState {
+    /// Not posted and not in use.
+    Idle,
+    /// Posted to the receive queue.
+    Posted,
+    /// Completed and still referenced by a call.
+    Held,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RecvSlot {
+    buf: LocalBuf,
+    state: RecvState,
+}
+
+/// A memory window slot (requester).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MwSlot {
+    /// Current key (after the last bind).
+    pub(crate) rkey: u32,
+    /// Call slot using it, when bound.
+    pub(crate) owner: Option<u32>,
+    /// Index in the owner's STag list.
+    pub(crate) pos: u8,
+}
+
+/// State both roles share: configuration, output rings, queue accounting, pools.
+pub(crate) struct Core {
+    pub(crate) cfg: Config,
+    pub(crate) limits: ChunkLimits,
+    pub(crate) state: ConnState,
+    pub(crate) neg: Negotiated,
+    wrs: Ring<WorkRequest>,
+    events: Ring<Event>,
+    lost_reported: bool,
+    pub(crate) sq_used: u32,
+    pub(crate) reads_used: u32,
+    recvs: Vec<RecvSlot>,
+    recv_idle: IndexStack,
+    pub(crate) rq_posted: u32,
+    rq_target: u32,
+    pub(crate) headers: Vec<LocalBuf>,
+    pub(crate) zero: LocalBuf,
+    pub(crate) mws: Vec<MwSlot>,
+    pub(crate) mw_free: IndexStack,
+    pub(crate) max_sge: usize,
+}
+
+impl Core {
+    /// Send queue entries free.
+    #[inline]
+    pub(crate) fn sq_free(&self) -> u32 {
+        self.cfg.sq_depth.saturating_sub(self.sq_used)
+    }
+
+    /// Queues a send-queue work request (the caller checked [`Core::sq_free`]).
+    pub(crate) fn post_send(&mut self, wr: WorkRequest) {
+        if self.wrs.push(wr) {
+            self.sq_used += 1;
+            if matches!(wr, WorkRequest::RdmaRead { .. }) {
+                self.reads_used += 1;
+            }
+        } else {
+            self.fail();
+        }
+    }
+
+    /// Queues an event (rings are sized so this cannot overflow; if it ever did, the connection
+    /// fails rather than losing a completion silently).
+    pub(crate) fn emit(&mut self, ev: Event) {
+        if !self.events.push(ev) {
+            self.fail();
+        }
+    }
+
+    /// The buffer of receive slot `i`.
+    pub(crate) fn recv_buf(&self, i: u32) -> Option<LocalBuf> {
+        self.recvs.get(i as usize).map(|r| r.buf)
+    }
+
+    /// Marks receive slot `i` held by a call.
+    pub(crate) fn hold_recv(&mut self, i: u32) {
+        if let Some(r) = self.recvs.get_mut(i as usize) {
+            r.state = RecvState::Held;
+        }
+    }
+
+    /// Returns receive slot `i` to the pool and keeps the receive queue filled.
+    pub(crate) fn release_recv(&mut self, i: u32) {
+        if let Some(r) = self.recvs.get_mut(i as usize) {
+            if r.state != RecvState::Idle {
+                r.state = RecvState::Idle;
+                let _ = self.recv_idle.push(i);
+            }
+        }
+        self.refill_recvs();
+    }
+
+    /// Posts idle receive slots until `rq_target` are posted.
+    pub(crate) fn refill_recvs(&mut self) {
+        if self.state == ConnState::Closed {
+            return;
+        }
+        while self.rq_posted < self.rq_target {
+            let Some(i) = self.recv_idle.pop() else {
+                break;
+            };
+            let slot = &mut self.recvs[i as usize];
+            slot.state = RecvState::Posted;
+            let wr = WorkRequest::Recv {
+                wr_id: WrId::new(wr_kind::RECV, u64::from(i)),
+                sge: slot.buf.sge(),
+            };
+            if !self.wrs.push(wr) {
+                self.state = ConnState::Closed;
+                return;
+            }
+            self.rq_posted += 1;
+        }
+    }
+
+    /// Enters the closed state. [`Connection`] notices it after the current input and does the
+    /// rest once (reports the loss, fails the role's calls).
+    pub(crate) fn fail(&mut self) {
+        self.state = ConnState::Closed;
+    }
+}
+
+enum RoleState {
+    Requester(Requester),
+    Responder(Responder),
+}
+
+/// One RPC-over-RDMA Version One connection (one QP). See the module documentation.
+pub struct Connection {
+    core: Core,
+    role: RoleState,
+}
+
+impl core::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connection")
+            .field("role", &self.role())
+            .field("state", &self.core.state)
+            .field("sq_used", &self.core.sq_used)
+            .field("rq_posted", &self.core.rq_posted)
+            .finish()
+    }
+}
+
+fn cap_limits(l: ChunkLimits) -> ChunkLimits {
+    ChunkLimits {
+        max_read_segments: l.max_read_segments.min(MAX_READ_SEGMENTS as u32),
+        max_write_chunks: l.max_write_chunks.min(MAX_WRITE_CHUNKS as u32),
+        max_write_segments: l.max_write_segments.min(MAX_WRITE_SEGMENTS as u32),
+        max_reply_segments: l.max_reply_segments.min(MAX_REPLY_SEGMENTS as u32),
+    }
+}
+
+impl Connection {
+    /// Creates a connection. Allocates its slot arrays once; the receives to post first are
+    /// available from [`Connection::poll_wr`] at once (they may be posted while the QP is in
+    /// INIT, before the connection is established).
+    pub fn new(role: Role, cfg: Config, pools: &Pools<'_>) -> Result<Connection, ConfigError> {
+        if cfg.credits == 0 {
+            return Err(ConfigError::NoCredits);
+        }
+        let nslots = pools.headers.len();
+        if nslots == 0 {
+            return Err(ConfigError::NoHeaderSlots);
+        }
+        if nslots > u16::MAX as usize
+            || pools.recvs.len() > u16::MAX as usize
+            || pools.mws.len() > u16::MAX as usize
+            || pools.data.len() > u16::MAX as usize
+        {
+            return Err(ConfigError::TooManySlots);
+        }
+        if pools.zero.len < 4 {
+            return Err(ConfigError::NoZeroSource);
+        }
+        let recv_size = private_data::representable_size(cfg.inline_recv);
+        if let Some(r) = pools.recvs.iter().find(|r| r.len < recv_size) {
+            return Err(ConfigError::RecvSlotTooSmall {
+                needed: recv_size,
+                have: r.len,
+            });
+        }
+        if let Some(h) = pools.headers.iter().find(|h| h.len < cfg.inline_send) {
+            return Err(ConfigError::HeaderSlotTooSmall {
+                needed: cfg.inline_send,
+                have: h.len,
+            });
+        }
+        let (rq_target, needed_recvs) = match role {
+            Role::Requester => {
+                let c = cfg.credits.min(nslots as u32) as usize;
+                (pools.recvs.len().min(u32::MAX as usize) as u32, c)
+            }
+            Role::Responder => (cfg.credits, cfg.credits as usize + nslots),
+        };
+        if pools.recvs.len() < needed_recvs {
+            return Err(ConfigError::TooFewRecvSlots {
+                needed: needed_recvs,
+                have: pools.recvs.len(),
+            });
+        }
+        if cfg.rq_depth < rq_target {
+            return Err(ConfigError::RecvQueueTooShallow);
+        }
+        if cfg.sq_depth < 2 {
+            return Err(ConfigError::SendQueueTooShallow);
+        }
+        if role == Role::Requester && cfg.stag == StagMode::MemoryWindows && pools.mws.is_empty() {
+            return Err(ConfigError::NoMemoryWindows);
+        }
+        let mut recvs = Vec::with_capacity(pools.recvs.len());
+        for r in pools.recvs {
+            recvs.push(RecvSlot {
+                buf: *r,
+                state: RecvState::Idle,
+            });
+        }
+        let mut mws = Vec::with_capacity(pools.mws.len());
+        for &rkey in pools.mws {
+            mws.push(MwSlot {
+                rkey,
+                owner: None,
+                pos: 0,
+            });
+        }
+        let wr_cap = cfg.sq_depth as usize + cfg.rq_depth as usize + 1;
+        let ev_cap = nslots + pools.recvs.len() + 4;
+        let filler = WorkRequest::LocalInv {
+            wr_id: WrId(0),
+            rkey: 0,
+        };
+        let mut core = Core {
+            cfg,
+            limits: cap_limits(cfg.limits),
+            state: ConnState::Connecting,
+            neg: private_data::negotiate(&PrivateData::V1_DEFAULTS, None),
+            wrs: Ring::new(wr_cap, filler),
+            events: Ring::new(ev_cap, Event::ConnectionLost),
+            lost_reported: false,
+            sq_used: 0,
+            reads_used: 0,
+            recv_idle: IndexStack::full(recvs.len()),
+            recvs,
+            rq_posted: 0,
+            rq_target,
+            headers: pools.headers.to_vec(),
+            zero: pools.zero,
+            mw_free: IndexStack::full(mws.len()),
+            mws,
+            max_sge: (cfg.max_send_sge as usize).clamp(1, MAX_SGE),
+        };
+        let role_state = match role {
+            Role::Requester => RoleState::Requester(Requester::new(&core)),
+            Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
+        };
+        core.refill_recvs();
+        Ok(Connection {
+            core,
+            role: role_state,
+        })
+    }
+
+    /// The role.
+    pub fn role(&self) -> Role {
+        match self.role {
+            RoleState::Requester(_) => Role::Requester,
+            RoleState::Responder(_) => Role::Responder,
+        }
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> ConnState {
+        self.core.state
+    }
+
+    /// The negotiated settings (v1 defaults until established).
+    pub fn negotiated(&self) -> Negotiated {
+        self.core.neg
+    }
+
+    /// This side's RFC 8797 message, for the connect request (requester) or the accept
+    /// (responder).
+    pub fn private_data(&self) -> [u8; private_data::MSG_LEN] {
+        self.ours().encode()
+    }
+
+    fn ours(&self) -> PrivateData {
+        let cfg = &self.core.cfg;
+        let r = cfg.remote_invalidate
+            && (self.role() == Role::Responder || cfg.stag == StagMode::MemoryWindows);
+        PrivateData::v1(r, cfg.inline_send, cfg.inline_recv)
+    }
+
+    /// Requester: the credits currently granted by the responder (1 until the first reply).
+    /// Responder: the credits granted.
+    pub fn credits(&self) -> u32 {
+        match &self.role {
+            RoleState::Requester(r) => r.granted(),
+            RoleState::Responder(_) => self.core.cfg.credits,
+        }
+    }
+
+    /// Requester: calls outstanding (sent and not answered, timed-out ones included).
+    pub fn outstanding(&self) -> u32 {
+        match &self.role {
+            RoleState::Requester(r) => r.outstanding(),
+            RoleState::Responder(_) => 0,
+        }
+    }
+
+    /// Receives currently posted.
+    pub fn receives_posted(&self) -> u32 {
+        self.core.rq_posted
+    }
+
+    /// Connection manager input.
+    pub fn handle_cm(&mut self, now: u64, input: CmInput<'_>) {
+        let _ = now;
+        match input {
+            CmInput::Established { private_data } => {
+                if self.core.state != ConnState::Connecting {
+                    return;
+                }
+                let peer = private_data::find(private_data);
+                self.core.neg = private_data::negotiate(&self.ours(), peer.as_ref());
+                self.core.state = ConnState::Connected;
+                self.core.emit(Event::Connected(self.core.neg));
+                if let RoleState::Responder(r) = &mut self.role {
+                    r.on_established(&mut self.core);
+                }
+            }
+            CmInput::Disconnected => self.fail(),
+        }
+    }
+
+    /// Closes the connection (once): reports the loss and fails what the role has pending.
+    fn fail(&mut self) {
+        self.core.state = ConnState::Closed;
+        if self.core.lost_reported {
+            return;
+        }
+        self.core.lost_reported = true;
+        // The event ring keeps room for this (sized slots + receives + 4).
+        let _ = self.core.events.push(Event::ConnectionLost);
+        match &mut self.role {
+            RoleState::Requester(r) => r.on_closed(&mut self.core),
+            RoleState::Responder(r) => r.on_closed(&mut self.core),
+        }
+    }
+
+    /// A work completion of this QP.
+    pub fn handle_completion<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        wc: &Completion,
+        mem: &mut M,
+    ) {
+        let id = WrId(wc.wr_id);
+        let kind = id.kind();
+        if kind == wr_kind::RECV {
+            self.core.rq_posted = self.core.rq_posted.saturating_sub(1);
+        } else {
+            self.core.sq_used = self.core.sq_used.saturating_sub(1);
+            if kind == wr_kind::READ {
+                self.core.reads_used = self.core.reads_used.saturating_sub(1);
+            }
+        }
+        let Ok(index) = u32::try_from(id.index()) else {
+            self.fail();
+            return;
+        };
+        if !wc.status.is_success() {
+            if kind == wr_kind::RECV {
+                if let Some(r) = self.core.recvs.get_mut(index as usize) {
+                    if r.state == RecvState::Posted {
+                        r.state = RecvState::Idle;
+                        let _ = self.core.recv_idle.push(index);
+                    }
+                }
+            }
+            // The QP is in the error state: everything outstanding completes flushed.
+            self.fail();
+            return;
+        }
+        if self.core.state == ConnState::Closed {
+            return;
+        }
+        match &mut self.role {
+            RoleState::Requester(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
+            RoleState::Responder(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
+        }
+        self.check_closed();
+    }
+
+    /// An input found the connection broken: finish closing it.
+    fn check_closed(&mut self) {
+        if self.core.state == ConnState::Closed && !self.core.lost_reported {
+            self.fail();
+        }
+    }
+
+    /// The time given by [`Connection::poll_timeout`] has come.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if let RoleState::Requester(r) = &mut self.role {
+            r.on_timeout(&mut self.core, now);
+        }
+        self.check_closed();
+    }
+
+    /// The next work request to post.
+    pub fn poll_wr(&mut self) -> Option<WorkRequest> {
+        self.core.wrs.pop()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.core.events.pop()
+    }
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match &self.role {
+            RoleState::Requester(r) => r.next_deadline(),
+            RoleState::Responder(_) => None,
+        }
+    }
+
+    /// Work requests waiting in [`Connection::poll_wr`].
+    pub fn pending_wrs(&self) -> usize {
+        self.core.wrs.len()
+    }
+
+    /// Requester: starts a call. On success the binds and the Send are queued for
+    /// [`Connection::poll_wr`]; the outcome arrives as [`Event::ReplyReady`] or
+    /// [`Event::CallFailed`]. The message parts, DDP items, receptacles and reply buffer must
+    /// stay untouched until then.
+    pub fn start_call<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        spec: &CallSpec<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        let r = match &mut self.role {
+            RoleState::Requester(r) => r.start_call(&mut self.core, now, spec, mem),
+            RoleState::Responder(_) => Err(StartError::WrongRole),
+        };
+        self.check_closed();
+        r
+    }
+
+    /// Responder: answers `call`. The message parts and result items must stay untouched until
+    /// the slot is reused (after the reply's Send completes).
+    pub fn send_reply<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        call: CallId,
+        spec: &ReplySpec<'_>,
+        mem: &mut M,
+    ) -> Result<ReplyKind, ReplyError> {
+        let _ = now;
+        let r = match &mut self.role {
+            RoleState::Responder(r) => r.send_reply(&mut self.core, call, spec, mem),
+            RoleState::Requester(_) => Err(ReplyError::WrongRole),
+        };
+        self.check_closed();
+        r
+    }
+}

@@ -1,0 +1,976 @@
+//! Responder (server) side of the connection.
+//!
+//! Normal operation: `credits` receives are kept posted (that number is the grant sent in every
+//! reply). A completed receive takes a call slot (or waits in the backlog for one) and moves
+//! through [`RespState`]: the header is validated by the codec; a call with Read chunks (or an
+//! RDMA_NOMSG call) waits for a data buffer (`WaitBuffer`), has its inline part copied into
+//! place and its chunks pulled with RDMA Read straight to their stream offsets (`Reading`);
+//! then [`Event::CallReady`] is reported (`Delivered`). [`super::Connection::send_reply`] posts
+//! the RDMA Writes of the results and the reply Send (`Sending`); when they have all completed
+//! the slot, its receive buffer and its data buffer are free again. No memory of the responder
+//! is ever exposed: it posts no binds and sends no rkeys.
+//!
+//! Recovery: a header the codec rejects is answered as [`HeaderError::response`] says — ERR_VERS
+//! (range 1..=1) or ERR_CHUNK through a call slot in `ErrorPending`, or dropped. RDMA_DONE is
+//! ignored, RDMA_MSGP is treated as RDMA_MSG, an RDMA_ERROR from the requester is dropped.
+//! Geometry the codec cannot judge (a Read chunk position outside the stream, a stream larger
+//! than any data buffer, an RDMA_NOMSG stream whose XID differs from the header's) is answered
+//! with ERR_CHUNK.
+//!
+//! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
+
+use super::ring::{IndexStack, Ring};
+use super::stream::{build_pieces, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
+use super::{
+    wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
+    ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS, MAX_SGE,
+    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
+};
+use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment};
+use crate::proto::v1::{self, Body, Disposition, Message, MessageBody, Response};
+use crate::verbs::{Completion, Sge, WrId};
+use crate::xdr::pad4;
+
+const MAX_W: usize = MAX_WRITE_CHUNKS * MAX_WRITE_SEGMENTS;
+
+/// State of a responder call slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RespState {
+    /// Unused.
+    Free,
+    /// Valid call with chunks; waiting for a free data buffer to reassemble into.
+    WaitBuffer,
+    /// Pulling the Read chunks with RDMA Read.
+    Reading,
+    /// [`Event::CallReady`] reported; waiting for `send_reply`.
+    Delivered,
+    /// An RDMA_ERROR answer waits for send-queue room.
+    ErrorPending(ErrAnswer),
+    /// The answer's Writes and Send are posted; waiting for their completions.
+    Sending,
+}
+
+/// Which RDMA_ERROR to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrAnswer {
+    /// ERR_VERS with the range 1..=1.
+    Vers,
+    /// ERR_CHUNK.
+    Chunk,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RespCall {
+    state: RespState,
+    generation: u32,
+    xid: u32,
+    /// `rdma_vers` of the call, copied into an RDMA_ERROR answer.
+    vers: u32,
+    /// Receive slot still referenced (inline stream, or inline part not yet copied).
+    recv: Option<u32>,
+    /// Data buffer the stream is reassembled in.
+    data: Option<u32>,
+    nomsg: bool,
+    /// Offset of the inline RPC message in the receive buffer (RDMA_MSG).
+    inline_off: u32,
+    /// Length of the base stream: inline payload (RDMA_MSG) or Position Zero chunk (RDMA_NOMSG).
+    base_len: u32,
+    stream_len: u32,
+    reads: [ReadSegment; MAX_READ_SEGMENTS],
+    nreads: u8,
+    ins: Insertions,
+    writes: [Segment; MAX_W],
+    wstart: [u8; MAX_WRITE_CHUNKS],
+    wcount: [u8; MAX_WRITE_CHUNKS],
+    nwrites: u8,
+    reply: [Segment; MAX_REPLY_SEGMENTS],
+    nreply: u8,
+    has_reply: bool,
+    /// The single distinct handle of the call's chunks (Send With Invalidate candidate).
+    single_handle: Option<u32>,
+    /// Stream offset where each non-Position-Zero read segment's data starts.
+    seg_out: [u32; MAX_READ_SEGMENTS],
+    // Read progress: current segment, octets of it requested, base offset reached in the
+    // Position Zero chunk.
+    rd_seg: u8,
+    rd_off: u32,
+    pz_base: u32,
+    reads_inflight: u32,
+    /// Outstanding send-queue work requests.
+    outstanding: u32,
+}
+
+impl RespCall {
+    const FREE: RespCall = RespCall {
+        state: RespState::Free,
+        generation: 0,
+        xid: 0,
+        vers: 0,
+        recv: None,
+        data: None,
+        nomsg: false,
+        inline_off: 0,
+        base_len: 0,
+        stream_len: 0,
+        reads: [ReadSegment {
+            position: 0,
+            target: Segment {
+                handle: 0,
+                length: 0,
+                offset: 0,
+            },
+        }; MAX_READ_SEGMENTS],
+        nreads: 0,
+        ins: Insertions::EMPTY,
+        writes: [Segment {
+            handle: 0,
+            length: 0,
+            offset: 0,
+        }; MAX_W],
+        wstart: [0; MAX_WRITE_CHUNKS],
+        wcount: [0; MAX_WRITE_CHUNKS],
+        nwrites: 0,
+        reply: [Segment {
+            handle: 0,
+            length: 0,
+            offset: 0,
+        }; MAX_REPLY_SEGMENTS],
+        nreply: 0,
+        has_reply: false,
+        single_handle: None,
+        seg_out: [0; MAX_READ_SEGMENTS],
+        rd_seg: 0,
+        rd_off: 0,
+        pz_base: 0,
+        reads_inflight: 0,
+        outstanding: 0,
+    };
+
+    fn write_chunk(&self, k: usize) -> &[Segment] {
+        let s = self.wstart[k] as usize;
+        &self.writes[s..s + self.wcount[k] as usize]
+    }
+
+    fn reply_capacity(&self) -> u64 {
+        self.reply[..self.nreply as usize]
+            .iter()
+            .map(|s| u64::from(s.length))
+            .sum()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    recv: u32,
+    len: u32,
+}
+
+pub(crate) struct Responder {
+    calls: Vec<RespCall>,
+    free: IndexStack,
+    data: Vec<LocalBuf>,
+    data_busy: Vec<bool>,
+    largest_data: u32,
+    /// Receives completed while no call slot was free (or before the connection was up).
+    backlog: Ring<Pending>,
+    /// Slots in `WaitBuffer`, `Reading` or `ErrorPending` (to skip the progress scan).
+    active: u32,
+}
+
+impl Responder {
+    pub(crate) fn new(core: &Core, data: &[LocalBuf]) -> Self {
+        let n = core.headers.len();
+        Responder {
+            calls: vec![RespCall::FREE; n],
+            free: IndexStack::full(n),
+            data: data.to_vec(),
+            data_busy: vec![false; data.len()],
+            largest_data: data.iter().map(|d| d.len).max().unwrap_or(0),
+            backlog: Ring::new(core.recvs.len(), Pending { recv: 0, len: 0 }),
+            active: 0,
+        }
+    }
+
+    /// Calls may arrive (and be delivered) before the responder sees the connection
+    /// established; replies sent before then use the v1 defaults (1024-octet thresholds, no
+    /// remote invalidation), which are never larger than the negotiated values.
+    pub(crate) fn on_established(&mut self, _core: &mut Core) {}
+
+    // -----------------------------------------------------------------------------------------
+    // Completions.
+
+    pub(crate) fn on_completion<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        _now: u64,
+        kind: u8,
+        index: u32,
+        wc: &Completion,
+        mem: &mut M,
+    ) {
+        match kind {
+            wr_kind::RECV => {
+                let Some(rbuf) = core.recv_buf(index) else {
+                    core.state = ConnState::Closed;
+                    return;
+                };
+                core.hold_recv(index);
+                core.refill_recvs();
+                let p = Pending {
+                    recv: index,
+                    len: wc.byte_len.min(rbuf.len),
+                };
+                if self.backlog.is_empty() {
+                    if let Some(slot) = self.free.pop() {
+                        self.take_call(core, slot, p, mem);
+                    } else if !self.backlog.push(p) {
+                        core.state = ConnState::Closed;
+                        return;
+                    }
+                } else if !self.backlog.push(p) {
+                    core.state = ConnState::Closed;
+                    return;
+                }
+            }
+            wr_kind::READ | wr_kind::WRITE | wr_kind::SEND => {
+                let Some(call) = self.calls.get_mut(index as usize) else {
+                    core.state = ConnState::Closed;
+                    return;
+                };
+                if call.state == RespState::Free || call.outstanding == 0 {
+                    core.state = ConnState::Closed;
+                    return;
+                }
+                call.outstanding -= 1;
+                if kind == wr_kind::READ {
+                    call.reads_inflight = call.reads_inflight.saturating_sub(1);
+                }
+                if call.state == RespState::Sending && call.outstanding == 0 {
+                    self.free_slot(core, index);
+                }
+            }
+            _ => {
+                // Responders never bind or invalidate.
+                core.state = ConnState::Closed;
+                return;
+            }
+        }
+        self.progress(core, mem);
+    }
+
+    /// Takes a backlogged receive if a slot is free.
+    fn drain_backlog<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
+        while !self.backlog.is_empty() {
+            let Some(slot) = self.free.pop() else {
+                return;
+            };
+            let Some(p) = self.backlog.pop() else {
+                let _ = self.free.push(slot);
+                return;
+            };
+            self.take_call(core, slot, p, mem);
+        }
+    }
+
+    /// Validates a received call header into slot `slot`.
+    fn take_call<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        p: Pending,
+        mem: &mut M,
+    ) {
+        let generation = self.calls[slot as usize].generation;
+        let mut call = RespCall {
+            generation,
+            ..RespCall::FREE
+        };
+        let Some(rbuf) = core.recv_buf(p.recv) else {
+            let _ = self.free.push(slot);
+            return;
+        };
+        let Some(buf) = mem.bytes(rbuf.addr, p.len as usize) else {
+            let _ = self.free.push(slot);
+            core.release_recv(p.recv);
+            return;
+        };
+        let h = match v1::decode(buf, &core.limits) {
+            Ok(h) => h,
+            Err(e) => {
+                match e.response() {
+                    Response::Drop => {
+                        let _ = self.free.push(slot);
+                    }
+                    Response::ErrVers { xid, vers } => {
+                        call.xid = xid;
+                        call.vers = vers;
+                        self.answer_error(slot, call, ErrAnswer::Vers);
+                    }
+                    Response::ErrChunk { xid, vers } => {
+                        call.xid = xid;
+                        call.vers = vers;
+                        self.answer_error(slot, call, ErrAnswer::Chunk);
+                    }
+                }
+                core.release_recv(p.recv);
+                return;
+            }
+        };
+        call.xid = h.xid;
+        call.vers = h.vers;
+        let lists = match (h.disposition(), h.chunks()) {
+            (Disposition::Deliver, Some(l)) => *l,
+            // RDMA_DONE is ignored; an RDMA_ERROR from a requester is never answered.
+            _ => {
+                let _ = self.free.push(slot);
+                core.release_recv(p.recv);
+                return;
+            }
+        };
+        if h.check_call().is_err() {
+            self.answer_error(slot, call, ErrAnswer::Chunk);
+            core.release_recv(p.recv);
+            return;
+        }
+        call.nomsg = matches!(h.body, Body::Nomsg(_));
+        call.single_handle = lists.single_handle();
+        // Copy the chunk lists (the codec bounded them by our limits, which are capped at the
+        // array sizes; any excess is an ERR_CHUNK, never a panic).
+        let mut ok = lists.reads.len() <= MAX_READ_SEGMENTS
+            && lists.writes.len() <= MAX_WRITE_CHUNKS
+            && lists.reply.map_or(0, |r| r.len()) <= MAX_REPLY_SEGMENTS;
+        if ok {
+            for (i, r) in lists.reads.iter().enumerate() {
+                call.reads[i] = r;
+            }
+            call.nreads = lists.reads.len() as u8;
+            let mut w = 0usize;
+            for (k, chunk) in lists.writes.iter().enumerate() {
+                if w + chunk.len() > MAX_W || chunk.len() > MAX_WRITE_SEGMENTS {
+                    ok = false;
+                    break;
+                }
+                call.wstart[k] = w as u8;
+                call.wcount[k] = chunk.len() as u8;
+                for s in chunk.segments() {
+                    call.writes[w] = s;
+                    w += 1;
+                }
+            }
+            call.nwrites = lists.writes.len() as u8;
+            if let Some(r) = lists.reply {
+                call.has_reply = true;
+                for (i, s) in r.segments().enumerate() {
+                    call.reply[i] = s;
+                }
+                call.nreply = r.len() as u8;
+            }
+        }
+        // Stream geometry.
+        if ok {
+            if call.nomsg {
+                call.base_len = lists.reads.position_zero().map_or(0, |c| c.length());
+            } else {
+                call.base_len = h.payload.len() as u32;
+                call.inline_off = h.header_len as u32;
+            }
+            for chunk in lists.reads.chunks().filter(|c| c.position != 0) {
+                if call
+                    .ins
+                    .push(chunk.position, chunk.length(), call.base_len)
+                    .is_err()
+                {
+                    ok = false;
+                    break;
+                }
+            }
+            match call.base_len.checked_add(call.ins.grow) {
+                Some(l) => call.stream_len = l,
+                None => ok = false,
+            }
+            // Where each non-zero-position segment lands: its chunk's offset plus the lengths
+            // of the chunk's earlier segments.
+            let mut k = 0usize;
+            let mut prev: Option<u32> = None;
+            let mut off = 0u32;
+            for i in 0..call.nreads as usize {
+                let rs = call.reads[i];
+                if rs.position == 0 {
+                    continue;
+                }
+                if prev.is_some_and(|p| p != rs.position) {
+                    k += 1;
+                    off = 0;
+                }
+                prev = Some(rs.position);
+                if k < call.ins.len() {
+                    call.seg_out[i] = call.ins.chunk(k).0 + off;
+                }
+                off = off.saturating_add(rs.target.length);
+            }
+        }
+        if !ok {
+            self.answer_error(slot, call, ErrAnswer::Chunk);
+            core.release_recv(p.recv);
+            return;
+        }
+        if !call.nomsg && call.nreads == 0 {
+            // Pure inline call: hand out the receive buffer itself.
+            call.recv = Some(p.recv);
+            call.state = RespState::Delivered;
+            let stream = LocalBuf {
+                addr: rbuf.addr + u64::from(call.inline_off),
+                len: call.base_len,
+                lkey: rbuf.lkey,
+            };
+            self.calls[slot as usize] = call;
+            self.deliver(core, slot, stream);
+            return;
+        }
+        if call.stream_len > self.largest_data {
+            self.answer_error(slot, call, ErrAnswer::Chunk);
+            core.release_recv(p.recv);
+            return;
+        }
+        if call.nomsg {
+            core.release_recv(p.recv);
+        } else {
+            call.recv = Some(p.recv);
+        }
+        call.state = RespState::WaitBuffer;
+        self.calls[slot as usize] = call;
+        self.active += 1;
+    }
+
+    fn answer_error(&mut self, slot: u32, mut call: RespCall, kind: ErrAnswer) {
+        call.state = RespState::ErrorPending(kind);
+        call.recv = None;
+        call.data = None;
+        self.calls[slot as usize] = call;
+        self.active += 1;
+    }
+
+    fn deliver(&mut self, core: &mut Core, slot: u32, stream: LocalBuf) {
+        let c = &self.calls[slot as usize];
+        let mut cap = [0u32; MAX_WRITE_CHUNKS];
+        for (k, cp) in cap.iter_mut().enumerate().take(c.nwrites as usize) {
+            *cp = c
+                .write_chunk(k)
+                .iter()
+                .fold(0u32, |a, s| a.saturating_add(s.length));
+        }
+        core.emit(Event::CallReady(IncomingCall {
+            call: CallId {
+                slot,
+                generation: c.generation,
+            },
+            xid: c.xid,
+            stream,
+            write_chunks: c.nwrites,
+            write_capacity: cap,
+            reply_capacity: c
+                .has_reply
+                .then(|| c.reply_capacity().min(u64::from(u32::MAX)) as u32),
+        }));
+    }
+
+    /// The processing loop: error answers waiting for room, calls waiting for a data buffer,
+    /// Read chunks to pull, finished reads to deliver, then backlogged receives.
+    fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
+        if core.state == ConnState::Closed {
+            return;
+        }
+        self.drain_backlog(core, mem);
+        if self.active > 0 {
+            for slot in 0..self.calls.len() as u32 {
+                match self.calls[slot as usize].state {
+                    RespState::ErrorPending(kind) => self.try_send_error(core, slot, kind, mem),
+                    RespState::WaitBuffer => self.try_start_reading(core, slot, mem),
+                    RespState::Reading => self.pump_reads(core, slot, mem),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn try_send_error<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        kind: ErrAnswer,
+        mem: &mut M,
+    ) {
+        if core.sq_free() == 0 {
+            return;
+        }
+        let header = core.headers[slot as usize];
+        let call = &mut self.calls[slot as usize];
+        let credits = core.cfg.credits;
+        let n = mem
+            .bytes_mut(header.addr, header.len as usize)
+            .and_then(|out| match kind {
+                ErrAnswer::Vers => {
+                    v1::encode_err_vers(call.xid, call.vers, credits, VERSION, VERSION, out).ok()
+                }
+                ErrAnswer::Chunk => v1::encode_err_chunk(call.xid, call.vers, credits, out).ok(),
+            });
+        let Some(n) = n else {
+            core.state = ConnState::Closed;
+            return;
+        };
+        let mut sges = [Sge::default(); MAX_SGE];
+        sges[0] = Sge {
+            addr: header.addr,
+            len: n as u32,
+            lkey: header.lkey,
+        };
+        core.post_send(WorkRequest::Send {
+            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
+            sges,
+            nsge: 1,
+            invalidate: None,
+        });
+        call.outstanding += 1;
+        call.state = RespState::Sending;
+        self.active -= 1;
+    }
+
+    fn try_start_reading<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        mem: &mut M,
+    ) {
+        // The first free buffer large enough.
+        let need = self.calls[slot as usize].stream_len;
+        let found = (0..self.data.len()).find(|&i| !self.data_busy[i] && self.data[i].len >= need);
+        let Some(d) = found else {
+            return;
+        };
+        self.data_busy[d] = true;
+        let d = d as u32;
+        let dbuf = self.data[d as usize];
+        let call = &mut self.calls[slot as usize];
+        call.data = Some(d);
+        // Pads of the inserted chunks are zeros in the stream (never transferred).
+        for k in 0..call.ins.len() {
+            let (pos, len) = call.ins.chunk(k);
+            let pad = pad4(len as usize);
+            if pad != 0 {
+                if let Some(z) = mem.bytes_mut(dbuf.addr + u64::from(pos) + u64::from(len), pad) {
+                    z.fill(0);
+                }
+            }
+        }
+        // RDMA_MSG: copy the inline parts into place and release the receive buffer.
+        if let Some(r) = call.recv.take() {
+            let ok = match core.recv_buf(r) {
+                Some(rbuf) => {
+                    let src0 = rbuf.addr + u64::from(call.inline_off);
+                    let mut b = 0u32;
+                    let mut ok = true;
+                    while b < call.base_len {
+                        let (out, run) = call.ins.locate(b);
+                        let n = run.unwrap_or(u32::MAX).min(call.base_len - b);
+                        if !mem.copy(dbuf.addr + u64::from(out), src0 + u64::from(b), n as usize) {
+                            ok = false;
+                            break;
+                        }
+                        b += n;
+                    }
+                    ok
+                }
+                None => false,
+            };
+            core.release_recv(r);
+            if !ok {
+                core.state = ConnState::Closed;
+                return;
+            }
+        }
+        call.state = RespState::Reading;
+        self.pump_reads(core, slot, mem);
+    }
+
+    fn pump_reads<M: HostMemory + ?Sized>(&mut self, core: &mut Core, slot: u32, mem: &mut M) {
+        let Some(d) = self.calls[slot as usize].data else {
+            return;
+        };
+        let dbuf = self.data[d as usize];
+        let call = &mut self.calls[slot as usize];
+        while (call.rd_seg as usize) < call.nreads as usize {
+            let rs = call.reads[call.rd_seg as usize];
+            let seg = rs.target;
+            let remaining = seg.length - call.rd_off;
+            if remaining == 0 {
+                call.rd_seg += 1;
+                call.rd_off = 0;
+                continue;
+            }
+            if core.sq_free() == 0 || core.reads_used >= core.cfg.max_rdma_reads.max(1) {
+                return;
+            }
+            let (out, n) = if rs.position == 0 {
+                let (out, run) = call.ins.locate(call.pz_base);
+                (out, remaining.min(run.unwrap_or(u32::MAX)))
+            } else {
+                (call.seg_out[call.rd_seg as usize] + call.rd_off, remaining)
+            };
+            core.post_send(WorkRequest::RdmaRead {
+                wr_id: WrId::new(wr_kind::READ, u64::from(slot)),
+                local: Sge {
+                    addr: dbuf.addr + u64::from(out),
+                    len: n,
+                    lkey: dbuf.lkey,
+                },
+                remote_addr: seg.offset + u64::from(call.rd_off),
+                rkey: seg.handle,
+            });
+            call.outstanding += 1;
+            call.reads_inflight += 1;
+            call.rd_off += n;
+            if rs.position == 0 {
+                call.pz_base += n;
+            }
+            if call.rd_off == seg.length {
+                call.rd_seg += 1;
+                call.rd_off = 0;
+            }
+        }
+        if call.reads_inflight > 0 {
+            return;
+        }
+        // All chunks are in place.
+        let stream = LocalBuf {
+            addr: dbuf.addr,
+            len: call.stream_len,
+            lkey: dbuf.lkey,
+        };
+        self.active -= 1;
+        if call.nomsg {
+            let xid_ok = call.stream_len >= 4
+                && mem
+                    .bytes(stream.addr, 4)
+                    .is_some_and(|b| b == call.xid.to_be_bytes());
+            if !xid_ok {
+                let c = *call;
+                self.release_data(slot);
+                self.answer_error(slot, c, ErrAnswer::Chunk);
+                self.try_send_error(core, slot, ErrAnswer::Chunk, mem);
+                return;
+            }
+        }
+        call.state = RespState::Delivered;
+        self.deliver(core, slot, stream);
+    }
+
+    fn release_data(&mut self, slot: u32) {
+        if let Some(d) = self.calls[slot as usize].data.take() {
+            if let Some(b) = self.data_busy.get_mut(d as usize) {
+                *b = false;
+            }
+        }
+    }
+
+    fn free_slot(&mut self, core: &mut Core, slot: u32) {
+        let c = self.calls[slot as usize];
+        if let Some(r) = c.recv {
+            core.release_recv(r);
+        }
+        self.release_data(slot);
+        self.calls[slot as usize] = RespCall {
+            generation: c.generation.wrapping_add(1),
+            ..RespCall::FREE
+        };
+        let _ = self.free.push(slot);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Replies.
+
+    pub(crate) fn send_reply<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        id: CallId,
+        spec: &ReplySpec<'_>,
+        mem: &mut M,
+    ) -> Result<ReplyKind, ReplyError> {
+        if core.state == ConnState::Closed {
+            return Err(ReplyError::Closed);
+        }
+        let slot = id.slot;
+        let call = match self.calls.get(slot as usize) {
+            Some(c) if c.generation == id.generation && c.state == RespState::Delivered => *c,
+            _ => return Err(ReplyError::NoSuchCall),
+        };
+        if spec.message.is_empty()
+            || spec.message.len() > MAX_PARTS
+            || spec.results.len() > MAX_READ_SEGMENTS
+        {
+            return Err(ReplyError::BadSpec);
+        }
+        let nw = call.nwrites as usize;
+        let ndirect = nw.min(spec.results.len());
+        // Results → Write chunks, in order. Lengths returned per segment; unused chunks keep
+        // their segment count with zero lengths.
+        let mut ret = call.writes;
+        for s in ret.iter_mut() {
+            s.length = 0;
+        }
+        let mut too_big = false;
+        for (k, item) in spec.results.iter().take(ndirect).enumerate() {
+            let mut left = item.buf.len;
+            let s0 = call.wstart[k] as usize;
+            for (i, seg) in call.write_chunk(k).iter().enumerate() {
+                let take = left.min(seg.length);
+                ret[s0 + i].length = take;
+                left -= take;
+            }
+            if left > 0 {
+                too_big = true;
+            }
+        }
+        let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
+            at: i.at,
+            buf: i.buf,
+        });
+        let pieces =
+            build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
+
+        let mut wrefs: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+        for (k, w) in wrefs.iter_mut().enumerate().take(nw) {
+            let s = call.wstart[k] as usize;
+            *w = &ret[s..s + call.wcount[k] as usize];
+        }
+        let msg_lists = ChunkListsRef {
+            reads: &[],
+            writes: &wrefs[..nw],
+            reply: None,
+        };
+        let send_inline = core.neg.send_inline as usize;
+        let fits_inline =
+            v1::FIXED_LEN + msg_lists.encoded_len() + pieces.total as usize <= send_inline;
+        let kind = if too_big {
+            ReplyKind::ErrChunk
+        } else if fits_inline {
+            ReplyKind::Inline
+        } else if call.has_reply && call.reply_capacity() >= u64::from(pieces.total) {
+            ReplyKind::Long
+        } else {
+            ReplyKind::ErrChunk
+        };
+        // Reply chunk lengths returned (RDMA_NOMSG).
+        let mut rret = call.reply;
+        if kind == ReplyKind::Long {
+            let mut left = pieces.total;
+            for s in rret[..call.nreply as usize].iter_mut() {
+                let take = left.min(s.length);
+                s.length = take;
+                left -= take;
+            }
+        }
+
+        // Work requests: Writes of the results, Writes of a long reply, then the Send.
+        let nwr = if kind == ReplyKind::ErrChunk {
+            1
+        } else {
+            let mut n = 1u32;
+            for_each_result_write(&call, spec, ndirect, |_, _, _| n += 1);
+            if kind == ReplyKind::Long {
+                for_each_piece_write(&pieces, &call.reply[..call.nreply as usize], |_, _, _| {
+                    n += 1
+                });
+            }
+            n
+        };
+        if core.sq_free() < nwr {
+            return Err(ReplyError::Busy);
+        }
+
+        let header = core.headers[slot as usize];
+        let credits = core.cfg.credits;
+        let encoded = mem
+            .bytes_mut(header.addr, header.len as usize)
+            .and_then(|out| match kind {
+                ReplyKind::ErrChunk => v1::encode_err_chunk(call.xid, call.vers, credits, out).ok(),
+                ReplyKind::Inline => v1::encode(
+                    &Message {
+                        xid: call.xid,
+                        credits,
+                        body: MessageBody::Msg(msg_lists),
+                    },
+                    out,
+                )
+                .ok(),
+                ReplyKind::Long => v1::encode(
+                    &Message {
+                        xid: call.xid,
+                        credits,
+                        body: MessageBody::Nomsg(ChunkListsRef {
+                            reads: &[],
+                            writes: &wrefs[..nw],
+                            reply: Some(&rret[..call.nreply as usize]),
+                        }),
+                    },
+                    out,
+                )
+                .ok(),
+            });
+        let Some(hdr_len) = encoded else {
+            return Err(ReplyError::BadSpec);
+        };
+        if pieces.as_slice().iter().any(|p| p.zero) {
+            if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
+                z.fill(0);
+            }
+        }
+        let mut sges = [Sge::default(); MAX_SGE];
+        let mut nsge = 1usize;
+        let mut first_len = hdr_len as u32;
+        if kind == ReplyKind::Inline {
+            if pieces.n < core.max_sge {
+                for p in pieces.as_slice() {
+                    sges[nsge] = p.buf.sge();
+                    nsge += 1;
+                }
+            } else if copy_pieces_into(mem, header, hdr_len as u32, &pieces) {
+                first_len += pieces.total;
+            } else {
+                return Err(ReplyError::BadSpec);
+            }
+        }
+        sges[0] = Sge {
+            addr: header.addr,
+            len: first_len,
+            lkey: header.lkey,
+        };
+
+        let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
+        let mut posted = 0u32;
+        if kind != ReplyKind::ErrChunk {
+            for_each_result_write(&call, spec, ndirect, |local, remote_addr, rkey| {
+                core.post_send(WorkRequest::RdmaWrite {
+                    wr_id: write_id,
+                    local,
+                    remote_addr,
+                    rkey,
+                });
+                posted += 1;
+            });
+            if kind == ReplyKind::Long {
+                for_each_piece_write(
+                    &pieces,
+                    &call.reply[..call.nreply as usize],
+                    |local, remote_addr, rkey| {
+                        core.post_send(WorkRequest::RdmaWrite {
+                            wr_id: write_id,
+                            local,
+                            remote_addr,
+                            rkey,
+                        });
+                        posted += 1;
+                    },
+                );
+            }
+        }
+        let invalidate = if core.neg.remote_invalidate {
+            call.single_handle
+        } else {
+            None
+        };
+        core.post_send(WorkRequest::Send {
+            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
+            sges,
+            nsge: nsge as u8,
+            invalidate,
+        });
+        let c = &mut self.calls[slot as usize];
+        c.outstanding += posted + 1;
+        c.state = RespState::Sending;
+        Ok(kind)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Failures.
+
+    pub(crate) fn on_closed(&mut self, core: &mut Core) {
+        for slot in 0..self.calls.len() as u32 {
+            if self.calls[slot as usize].state != RespState::Free {
+                self.free_slot(core, slot);
+            }
+        }
+        self.active = 0;
+        while self.backlog.pop().is_some() {}
+    }
+}
+
+/// Calls `f(local, remote_addr, rkey)` for each RDMA Write placing result `k < ndirect` into
+/// Write chunk `k`: exactly the item's octets, never a pad.
+fn for_each_result_write(
+    call: &RespCall,
+    spec: &ReplySpec<'_>,
+    ndirect: usize,
+    mut f: impl FnMut(Sge, u64, u32),
+) {
+    for (k, item) in spec.results.iter().take(ndirect).enumerate() {
+        let mut off = 0u32;
+        for seg in call.write_chunk(k) {
+            let left = item.buf.len - off;
+            if left == 0 {
+                break;
+            }
+            let take = left.min(seg.length);
+            if take == 0 {
+                continue;
+            }
+            f(
+                Sge {
+                    addr: item.buf.addr + u64::from(off),
+                    len: take,
+                    lkey: item.buf.lkey,
+                },
+                seg.offset,
+                seg.handle,
+            );
+            off += take;
+        }
+    }
+}
+
+/// Calls `f(local, remote_addr, rkey)` for each RDMA Write placing the pieces of a long reply
+/// into the Reply chunk's segments, in order.
+fn for_each_piece_write(pieces: &Pieces, segs: &[Segment], mut f: impl FnMut(Sge, u64, u32)) {
+    let mut si = 0usize;
+    let mut soff = 0u32;
+    for p in pieces.as_slice() {
+        let mut poff = 0u32;
+        while poff < p.buf.len {
+            let Some(seg) = segs.get(si) else {
+                return;
+            };
+            let room = seg.length - soff;
+            if room == 0 {
+                si += 1;
+                soff = 0;
+                continue;
+            }
+            let take = room.min(p.buf.len - poff);
+            let src_addr = if p.zero {
+                p.buf.addr
+            } else {
+                p.buf.addr + u64::from(poff)
+            };
+            f(
+                Sge {
+                    addr: src_addr,
+                    len: take,
+                    lkey: p.buf.lkey,
+                },
+                seg.offset + u64::from(soff),
+                seg.handle,
+            );
+            poff += take;
+            soff += take;
+        }
+    }
+}

@@ -1,0 +1,1054 @@
+//! Two-endpoint harness for `rpcrdma_engine::conn` without a verbs provider.
+//!
+//! Two in-memory "hosts" (byte arenas with fake registrations and memory windows) and a pump
+//! that executes the [`WorkRequest`]s of both connections against them in virtual time. The
+//! harness enforces what a real RC QP would: lkey / rkey validity, access rights and bounds,
+//! memory window key sequencing, receive buffer sizes. It also ASSERTS, on every post:
+//! - no Send arrives without a posted receive (that would be an RNR; clients use rnr_retry 0),
+//! - the requester never has more calls outstanding than the responder granted (0 → 1,
+//!   values above the requester's maximum clamped),
+//! - queue depths are respected;
+//!
+//! and whenever the requester reports a call finished it tries every STag that call advertised
+//! and asserts none of them allows remote access any more (memory-window mode).
+//!
+//! A side may be "raw" (no `Connection`): tests then inject hand-written messages and read what
+//! arrives, to probe one engine with hostile or foreign peers.
+#![allow(dead_code)]
+
+pub mod alloc_count;
+pub mod soft;
+
+use rpcrdma_engine::conn::{
+    CallId, CallSpec, CmInput, Config, Connection, Event, HostMemory, IncomingCall, LocalBuf,
+    Pools, Reply, ReplyKind, ReplySpec, Role, StagMode, WorkRequest,
+};
+use rpcrdma_engine::proto::chunks::ChunkLimits;
+use rpcrdma_engine::proto::v1;
+use rpcrdma_engine::verbs::{inc_rkey, Access, Completion, Sge, WcFlags, WcOpcode, WcStatus, WrId};
+use std::collections::VecDeque;
+
+// ---------------------------------------------------------------------------------------------
+// Hosts.
+
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    pub addr: u64,
+    pub len: u64,
+    pub lkey: u32,
+    pub rkey: u32,
+    pub access: Access,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Mw {
+    pub rkey: u32,
+    pub bound: Option<(u64, u32, Access)>,
+}
+
+/// A host: one arena of bytes, registrations, memory windows.
+pub struct Host {
+    pub name: &'static str,
+    pub base: u64,
+    pub mem: Vec<u8>,
+    next: u64,
+    pub regions: Vec<Region>,
+    pub mws: Vec<Mw>,
+    key_base: u32,
+}
+
+impl Host {
+    pub fn new(name: &'static str, base: u64, size: usize, key_base: u32) -> Host {
+        Host {
+            name,
+            base,
+            mem: vec![0; size],
+            next: 0,
+            regions: Vec::with_capacity(256),
+            mws: Vec::with_capacity(256),
+            key_base,
+        }
+    }
+
+    /// Allocates and registers `len` octets (64-aligned) with `access`.
+    pub fn alloc(&mut self, len: u32, access: Access) -> LocalBuf {
+        let addr = self.base + self.next;
+        let rounded = (u64::from(len.max(1)) + 63) & !63;
+        assert!(
+            self.next + rounded <= self.mem.len() as u64,
+            "{}: arena exhausted",
+            self.name
+        );
+        self.next += rounded;
+        let idx = self.regions.len() as u32;
+        let lkey = self.key_base + 0x100 + idx;
+        let rkey = (self.key_base << 8) + 0x10_0000 + idx;
+        self.regions.push(Region {
+            addr,
+            len: u64::from(len),
+            lkey,
+            rkey,
+            access,
+        });
+        LocalBuf::new(addr, len, lkey)
+    }
+
+    /// Allocates `n` memory windows; returns their initial rkeys.
+    pub fn alloc_mws(&mut self, n: usize) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        for _ in 0..n {
+            let i = self.mws.len() as u32;
+            let rkey = ((self.key_base + 0x4000 + i) << 8) | 0x11;
+            self.mws.push(Mw { rkey, bound: None });
+            out.push(rkey);
+        }
+        out
+    }
+
+    fn off(&self, addr: u64, len: usize) -> Option<usize> {
+        let o = addr.checked_sub(self.base)? as usize;
+        if o.checked_add(len)? <= self.mem.len() {
+            Some(o)
+        } else {
+            None
+        }
+    }
+
+    fn region_by_lkey(&self, lkey: u32) -> Option<&Region> {
+        self.regions.iter().find(|r| r.lkey == lkey)
+    }
+
+    /// A local SGE is valid: its lkey names a registration containing it (with LOCAL_WRITE
+    /// when the device writes it).
+    pub fn local_ok(&self, sge: &Sge, write: bool) -> bool {
+        match self.region_by_lkey(sge.lkey) {
+            Some(r) => {
+                sge.addr >= r.addr
+                    && sge.addr + u64::from(sge.len) <= r.addr + r.len
+                    && (!write || r.access.contains(Access::LOCAL_WRITE))
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a peer may access `[addr, addr + len)` under `rkey` with `access`.
+    pub fn remote_ok(&self, rkey: u32, addr: u64, len: u32, access: Access) -> bool {
+        let inside = |a: u64, l: u64| addr >= a && addr + u64::from(len) <= a + l;
+        for mw in &self.mws {
+            if mw.rkey == rkey {
+                if let Some((a, l, acc)) = mw.bound {
+                    return acc.contains(access) && inside(a, u64::from(l));
+                }
+                return false;
+            }
+        }
+        for r in &self.regions {
+            if r.rkey == rkey {
+                return r.access.contains(access) && inside(r.addr, r.len);
+            }
+        }
+        false
+    }
+
+    /// True when `rkey` allows any remote access at all (one octet anywhere it covers).
+    pub fn rkey_live(&self, rkey: u32) -> bool {
+        self.mws
+            .iter()
+            .any(|m| m.rkey == rkey && m.bound.is_some_and(|(_, _, a)| a.is_remote()))
+            || self
+                .regions
+                .iter()
+                .any(|r| r.rkey == rkey && r.access.is_remote())
+    }
+
+    /// Windows currently bound.
+    pub fn bound_windows(&self) -> usize {
+        self.mws.iter().filter(|m| m.bound.is_some()).count()
+    }
+
+    /// Invalidates the bound window with `rkey`.
+    pub fn invalidate(&mut self, rkey: u32) -> bool {
+        for mw in &mut self.mws {
+            if mw.rkey == rkey && mw.bound.is_some() {
+                mw.bound = None;
+                return true;
+            }
+        }
+        false
+    }
+
+    pub fn read(&self, buf: LocalBuf) -> &[u8] {
+        let o = self
+            .off(buf.addr, buf.len as usize)
+            .expect("read outside arena");
+        &self.mem[o..o + buf.len as usize]
+    }
+
+    pub fn read_at(&self, addr: u64, len: usize) -> &[u8] {
+        let o = self.off(addr, len).expect("read outside arena");
+        &self.mem[o..o + len]
+    }
+
+    pub fn write(&mut self, addr: u64, data: &[u8]) {
+        let o = self.off(addr, data.len()).expect("write outside arena");
+        self.mem[o..o + data.len()].copy_from_slice(data);
+    }
+
+    pub fn fill(&mut self, buf: LocalBuf, v: u8) {
+        let o = self
+            .off(buf.addr, buf.len as usize)
+            .expect("fill outside arena");
+        self.mem[o..o + buf.len as usize].fill(v);
+    }
+
+    /// A buffer holding `data`.
+    pub fn buf_with(&mut self, data: &[u8], access: Access) -> LocalBuf {
+        let b = self.alloc(data.len() as u32, access);
+        self.write(b.addr, data);
+        b
+    }
+}
+
+impl HostMemory for Host {
+    fn bytes(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        // Only registered memory is reachable.
+        let r = self
+            .regions
+            .iter()
+            .find(|r| addr >= r.addr && addr + len as u64 <= r.addr + r.len.max(1))?;
+        let _ = r;
+        let o = self.off(addr, len)?;
+        Some(&self.mem[o..o + len])
+    }
+
+    fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        self.regions
+            .iter()
+            .find(|r| addr >= r.addr && addr + len as u64 <= r.addr + r.len.max(1))?;
+        let o = self.off(addr, len)?;
+        Some(&mut self.mem[o..o + len])
+    }
+
+    fn remote_key(&self, lkey: u32) -> Option<u32> {
+        let r = self.region_by_lkey(lkey)?;
+        r.access.is_remote().then_some(r.rkey)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sides.
+
+/// Sizes of one endpoint's pools.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizing {
+    pub headers: usize,
+    pub recvs: usize,
+    pub data: usize,
+    pub data_size: u32,
+    pub mws: usize,
+}
+
+impl Sizing {
+    pub fn for_config(role: Role, cfg: &Config) -> Sizing {
+        let c = cfg.credits as usize;
+        match role {
+            Role::Requester => Sizing {
+                headers: c,
+                recvs: c,
+                data: 0,
+                data_size: 0,
+                mws: c * 8,
+            },
+            Role::Responder => Sizing {
+                headers: 2 * c,
+                recvs: 3 * c,
+                data: c,
+                data_size: 256 * 1024,
+                mws: 0,
+            },
+        }
+    }
+}
+
+pub const RAW_RECV: u8 = 0x7f;
+pub const RAW_SEND: u8 = 0x7e;
+
+/// One endpoint.
+pub struct Side {
+    pub host: Host,
+    pub conn: Option<Connection>,
+    pub cfg: Config,
+    pub rq: VecDeque<(u64, Sge)>,
+    pub cq: VecDeque<Completion>,
+    pub events: Vec<Event>,
+    pub sq_outstanding: u32,
+    /// Raw side: messages received (copied) with their completion.
+    pub inbox: Vec<(Vec<u8>, Completion)>,
+    raw_recvs: Vec<LocalBuf>,
+    raw_send: LocalBuf,
+}
+
+impl Side {
+    pub fn conn(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("raw side has no connection")
+    }
+}
+
+pub fn make_side(
+    name: &'static str,
+    base: u64,
+    key_base: u32,
+    role: Role,
+    cfg: Config,
+    sizing: Sizing,
+) -> Side {
+    let mut host = Host::new(name, base, 64 << 20, key_base);
+    let lw = Access::LOCAL_WRITE;
+    let headers: Vec<LocalBuf> = (0..sizing.headers)
+        .map(|_| host.alloc(cfg.inline_send.max(1024), lw))
+        .collect();
+    let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
+    let recvs: Vec<LocalBuf> = (0..sizing.recvs)
+        .map(|_| host.alloc(recv_size, lw))
+        .collect();
+    let data: Vec<LocalBuf> = (0..sizing.data)
+        .map(|_| host.alloc(sizing.data_size, lw))
+        .collect();
+    let mws = host.alloc_mws(sizing.mws);
+    let zero = host.alloc(64, lw | Access::MW_BIND | Access::REMOTE_READ);
+    let pools = Pools {
+        headers: &headers,
+        recvs: &recvs,
+        data: &data,
+        mws: &mws,
+        zero,
+    };
+    let conn = Connection::new(role, cfg, &pools).expect("config accepted");
+    Side {
+        host,
+        conn: Some(conn),
+        cfg,
+        rq: VecDeque::with_capacity(4096),
+        cq: VecDeque::with_capacity(8192),
+        events: Vec::with_capacity(4096),
+        sq_outstanding: 0,
+        inbox: Vec::new(),
+        raw_recvs: Vec::new(),
+        raw_send: LocalBuf::EMPTY,
+    }
+}
+
+pub fn make_raw_side(name: &'static str, base: u64, key_base: u32) -> Side {
+    let mut host = Host::new(name, base, 64 << 20, key_base);
+    let raw_send = host.alloc(64 * 1024, Access::LOCAL_WRITE);
+    Side {
+        host,
+        conn: None,
+        cfg: Config::DEFAULT,
+        rq: VecDeque::with_capacity(4096),
+        cq: VecDeque::with_capacity(8192),
+        events: Vec::new(),
+        sq_outstanding: 0,
+        inbox: Vec::new(),
+        raw_recvs: Vec::new(),
+        raw_send,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pair.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    /// The requester side ("a").
+    Req,
+    /// The responder side ("b").
+    Resp,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub sends: u64,
+    pub sends_with_inv: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub binds: u64,
+    pub local_invs: u64,
+    pub recvs_posted: u64,
+    pub errors: u64,
+    pub max_outstanding: u32,
+    /// Octets written by RDMA Write into the requester (payload only).
+    pub write_octets: u64,
+}
+
+const EXPOSED_SLOTS: usize = 256;
+
+#[derive(Clone, Copy)]
+struct Exposed {
+    used: bool,
+    xid: u32,
+    handles: [u32; 32],
+    n: usize,
+}
+
+pub struct Pair {
+    pub req: Side,
+    pub resp: Side,
+    pub now: u64,
+    /// Credit bookkeeping of the requester as seen on the wire.
+    pub grant: u32,
+    pub outstanding: u32,
+    pub credit_max: u32,
+    pub check_credits: bool,
+    /// Check STags after every finished call (memory-window mode).
+    pub check_stags: bool,
+    pub stats: Stats,
+    scratch: Vec<u8>,
+    exposed: Vec<Exposed>,
+    /// Every Send's transport header words 0..4 (xid, vers, credits, proc) by direction, for
+    /// inspection (bounded; cleared by tests as they like).
+    pub sent_procs: Vec<(Dir, u32, u32, u32, u32)>,
+    pub record_procs: bool,
+    /// With `record`: a copy of every message sent (allocates; not for the allocation test).
+    pub sent: Vec<(Dir, Vec<u8>)>,
+    pub record: bool,
+    /// Every RDMA Read / Write executed: (direction, local length, remote address, rkey).
+    pub rdma_log: Vec<(Dir, bool, u32, u64, u32)>,
+}
+
+impl Pair {
+    /// Two connections with `req_cfg` / `resp_cfg`, connected (private data exchanged).
+    pub fn new(req_cfg: Config, resp_cfg: Config) -> Pair {
+        let req = make_side(
+            "requester",
+            0x1000_0000,
+            0x10,
+            Role::Requester,
+            req_cfg,
+            Sizing::for_config(Role::Requester, &req_cfg),
+        );
+        let resp = make_side(
+            "responder",
+            0x9000_0000,
+            0x20,
+            Role::Responder,
+            resp_cfg,
+            Sizing::for_config(Role::Responder, &resp_cfg),
+        );
+        let mut p = Pair::from_sides(req, resp);
+        p.credit_max = req_cfg.credits;
+        p.check_stags = req_cfg.stag == StagMode::MemoryWindows;
+        p.connect();
+        p
+    }
+
+    /// Default configuration on both sides.
+    pub fn default_pair() -> Pair {
+        Pair::new(Config::DEFAULT, Config::DEFAULT)
+    }
+
+    pub fn from_sides(req: Side, resp: Side) -> Pair {
+        Pair {
+            credit_max: req.cfg.credits,
+            req,
+            resp,
+            now: 1_000,
+            grant: 1,
+            outstanding: 0,
+            check_credits: true,
+            check_stags: false,
+            stats: Stats::default(),
+            scratch: Vec::with_capacity(1 << 20),
+            exposed: vec![
+                Exposed {
+                    used: false,
+                    xid: 0,
+                    handles: [0; 32],
+                    n: 0,
+                };
+                EXPOSED_SLOTS
+            ],
+            sent_procs: Vec::with_capacity(1 << 16),
+            record_procs: false,
+            sent: Vec::new(),
+            record: false,
+            rdma_log: Vec::new(),
+        }
+    }
+
+    /// Exchanges private data (both sides established), then pumps the initial receives.
+    pub fn connect(&mut self) {
+        let now = self.now;
+        let req_pd = self.req.conn.as_ref().map(|c| c.private_data());
+        let resp_pd = self.resp.conn.as_ref().map(|c| c.private_data());
+        if let Some(c) = self.req.conn.as_mut() {
+            let pd = resp_pd.unwrap_or([0; 8]);
+            c.handle_cm(
+                now,
+                CmInput::Established {
+                    private_data: if resp_pd.is_some() { &pd } else { &[] },
+                },
+            );
+        }
+        if let Some(c) = self.resp.conn.as_mut() {
+            let pd = req_pd.unwrap_or([0; 8]);
+            c.handle_cm(
+                now,
+                CmInput::Established {
+                    private_data: if req_pd.is_some() { &pd } else { &[] },
+                },
+            );
+        }
+        self.pump();
+    }
+
+    fn side(&mut self, d: Dir) -> &mut Side {
+        match d {
+            Dir::Req => &mut self.req,
+            Dir::Resp => &mut self.resp,
+        }
+    }
+
+    /// Runs both endpoints until nothing moves.
+    pub fn pump(&mut self) {
+        loop {
+            let mut progress = false;
+            progress |= self.drain_wrs(Dir::Req);
+            progress |= self.drain_wrs(Dir::Resp);
+            progress |= self.deliver_one(Dir::Req);
+            progress |= self.deliver_one(Dir::Resp);
+            self.collect_events(Dir::Req);
+            self.collect_events(Dir::Resp);
+            self.now += 100;
+            if let Some(t) = self.req.conn.as_ref().and_then(|c| c.poll_timeout()) {
+                if t <= self.now {
+                    let now = self.now;
+                    self.req.conn().handle_timeout(now);
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+
+    /// Advances virtual time by `ns` (timers fire in the next pump).
+    pub fn advance(&mut self, ns: u64) {
+        self.now += ns;
+        self.pump();
+    }
+
+    fn drain_wrs(&mut self, d: Dir) -> bool {
+        let mut any = false;
+        loop {
+            let Some(conn) = self.side(d).conn.as_mut() else {
+                return any;
+            };
+            let Some(wr) = conn.poll_wr() else {
+                return any;
+            };
+            any = true;
+            self.exec(d, wr);
+        }
+    }
+
+    fn deliver_one(&mut self, d: Dir) -> bool {
+        let now = self.now;
+        let side = self.side(d);
+        let Some(c) = side.cq.pop_front() else {
+            return false;
+        };
+        match side.conn.as_mut() {
+            Some(conn) => conn.handle_completion(now, &c, &mut side.host),
+            None => {
+                let kind = WrId(c.wr_id).kind();
+                if kind == RAW_RECV && c.status.is_success() {
+                    let i = WrId(c.wr_id).index() as usize;
+                    let b = side.raw_recvs[i];
+                    let data = side.host.read_at(b.addr, c.byte_len as usize).to_vec();
+                    side.inbox.push((data, c));
+                }
+            }
+        }
+        true
+    }
+
+    fn collect_events(&mut self, d: Dir) {
+        loop {
+            let Some(conn) = self.side(d).conn.as_mut() else {
+                return;
+            };
+            let Some(ev) = conn.poll_event() else {
+                return;
+            };
+            if d == Dir::Req {
+                let xid = match ev {
+                    Event::ReplyReady(r) => Some(r.xid),
+                    Event::CallFailed { xid, error, .. } => {
+                        if error == rpcrdma_engine::conn::CallError::ConnectionLost {
+                            None
+                        } else {
+                            Some(xid)
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(xid) = xid {
+                    self.check_finished_call(xid);
+                }
+            }
+            self.side(d).events.push(ev);
+        }
+    }
+
+    /// Tries every STag the call advertised: none may allow remote access any more.
+    fn check_finished_call(&mut self, xid: u32) {
+        for e in self.exposed.iter_mut() {
+            if e.used && e.xid == xid {
+                if self.check_stags {
+                    for &h in &e.handles[..e.n] {
+                        assert!(
+                            !self.req.host.rkey_live(h),
+                            "STag {h:#x} of finished call {xid:#x} still allows remote access"
+                        );
+                    }
+                }
+                e.used = false;
+            }
+        }
+    }
+
+    fn record_exposed(&mut self, xid: u32, handles: &[u32]) {
+        let Some(e) = self.exposed.iter_mut().find(|e| !e.used) else {
+            panic!("harness: too many calls in flight to track");
+        };
+        e.used = true;
+        e.xid = xid;
+        e.n = handles.len().min(32);
+        e.handles[..e.n].copy_from_slice(&handles[..e.n]);
+    }
+
+    fn complete(&mut self, d: Dir, wc: Completion) {
+        if !wc.status.is_success() {
+            self.stats.errors += 1;
+            eprintln!("harness: {d:?} error completion {wc:?}");
+        }
+        let s = self.side(d);
+        if !wc.opcode.is_recv() {
+            s.sq_outstanding = s.sq_outstanding.saturating_sub(1);
+        }
+        s.cq.push_back(wc);
+    }
+
+    fn exec(&mut self, d: Dir, wr: WorkRequest) {
+        let (x, y) = match d {
+            Dir::Req => (&mut self.req, &mut self.resp),
+            Dir::Resp => (&mut self.resp, &mut self.req),
+        };
+        if !matches!(wr, WorkRequest::Recv { .. }) {
+            assert!(
+                x.sq_outstanding < x.cfg.sq_depth,
+                "{}: send queue overrun",
+                x.host.name
+            );
+            x.sq_outstanding += 1;
+        }
+        let wc = |wr_id: WrId, status: WcStatus, opcode: WcOpcode, len: u32| Completion {
+            wr_id: wr_id.raw(),
+            status,
+            opcode,
+            byte_len: len,
+            qp_num: 1,
+            src_qp: 2,
+            flags: WcFlags::NONE,
+            invalidated_rkey: 0,
+            vendor_err: 0,
+        };
+        match wr {
+            WorkRequest::Recv { wr_id, sge } => {
+                assert!(
+                    x.host.local_ok(&sge, true),
+                    "{}: bad receive SGE",
+                    x.host.name
+                );
+                x.rq.push_back((wr_id.raw(), sge));
+                assert!(
+                    x.rq.len() as u32 <= x.cfg.rq_depth,
+                    "{}: receive queue overrun",
+                    x.host.name
+                );
+                self.stats.recvs_posted += 1;
+            }
+            WorkRequest::Send {
+                wr_id,
+                sges,
+                nsge,
+                invalidate,
+            } => {
+                self.scratch.clear();
+                for s in &sges[..nsge as usize] {
+                    assert!(
+                        x.host.local_ok(s, false),
+                        "{}: bad send SGE {s:?}",
+                        x.host.name
+                    );
+                    self.scratch
+                        .extend_from_slice(x.host.read_at(s.addr, s.len as usize));
+                }
+                let msg = &self.scratch[..];
+                let word = |i: usize| -> u32 {
+                    msg.get(i * 4..i * 4 + 4)
+                        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                        .unwrap_or(0)
+                };
+                if self.record_procs && self.sent_procs.len() < self.sent_procs.capacity() {
+                    self.sent_procs
+                        .push((d, word(0), word(1), word(2), word(3)));
+                }
+                if self.record {
+                    self.sent.push((d, msg.to_vec()));
+                }
+                if self.check_credits && x.conn.is_some() && y.conn.is_some() {
+                    match d {
+                        Dir::Req => {
+                            assert!(
+                                self.outstanding < self.grant,
+                                "requester exceeded its credits: {} outstanding, {} granted",
+                                self.outstanding,
+                                self.grant
+                            );
+                            self.outstanding += 1;
+                            self.stats.max_outstanding =
+                                self.stats.max_outstanding.max(self.outstanding);
+                        }
+                        Dir::Resp => {
+                            self.grant = word(2).clamp(1, self.credit_max);
+                            self.outstanding = self.outstanding.saturating_sub(1);
+                        }
+                    }
+                }
+                if d == Dir::Req && x.conn.is_some() {
+                    if let Ok(h) = v1::decode(msg, &ChunkLimits::DEFAULT) {
+                        let mut hs = [0u32; 32];
+                        let mut n = 0;
+                        if let Some(c) = h.chunks() {
+                            for s in c.segments() {
+                                if n < 32 {
+                                    hs[n] = s.handle;
+                                    n += 1;
+                                }
+                            }
+                        }
+                        let xid = h.xid;
+                        self.record_exposed(xid, &hs[..n]);
+                    }
+                }
+                self.stats.sends += 1;
+                let len = self.scratch.len() as u32;
+                let (x, y) = match d {
+                    Dir::Req => (&mut self.req, &mut self.resp),
+                    Dir::Resp => (&mut self.resp, &mut self.req),
+                };
+                let Some((rwr, rsge)) = y.rq.pop_front() else {
+                    panic!(
+                        "RNR: {} sent a message while {} had no receive posted",
+                        x.host.name, y.host.name
+                    );
+                };
+                assert!(
+                    len <= rsge.len,
+                    "{}: {} octet message for a {} octet receive buffer",
+                    y.host.name,
+                    len,
+                    rsge.len
+                );
+                y.host.write(rsge.addr, &self.scratch);
+                let mut rc = wc(WrId(rwr), WcStatus::SUCCESS, WcOpcode::RECV, len);
+                if let Some(rkey) = invalidate {
+                    assert!(
+                        y.host.invalidate(rkey),
+                        "Send With Invalidate of {rkey:#x}, not a bound window of {}",
+                        y.host.name
+                    );
+                    rc.flags = WcFlags::WITH_INV;
+                    rc.invalidated_rkey = rkey;
+                    self.stats.sends_with_inv += 1;
+                }
+                y.cq.push_back(rc);
+                let c = wc(wr_id, WcStatus::SUCCESS, WcOpcode::SEND, len);
+                self.complete(d, c);
+            }
+            WorkRequest::RdmaWrite {
+                wr_id,
+                local,
+                remote_addr,
+                rkey,
+            } => {
+                self.stats.writes += 1;
+                if self.record {
+                    self.rdma_log.push((d, true, local.len, remote_addr, rkey));
+                }
+                let ok = x.host.local_ok(&local, false)
+                    && y.host
+                        .remote_ok(rkey, remote_addr, local.len, Access::REMOTE_WRITE);
+                let status = if ok {
+                    self.scratch.clear();
+                    self.scratch
+                        .extend_from_slice(x.host.read_at(local.addr, local.len as usize));
+                    y.host.write(remote_addr, &self.scratch);
+                    self.stats.write_octets += u64::from(local.len);
+                    WcStatus::SUCCESS
+                } else {
+                    WcStatus::REM_ACCESS_ERR
+                };
+                let c = wc(wr_id, status, WcOpcode::RDMA_WRITE, local.len);
+                self.complete(d, c);
+            }
+            WorkRequest::RdmaRead {
+                wr_id,
+                local,
+                remote_addr,
+                rkey,
+            } => {
+                self.stats.reads += 1;
+                if self.record {
+                    self.rdma_log.push((d, false, local.len, remote_addr, rkey));
+                }
+                let ok = x.host.local_ok(&local, true)
+                    && y.host
+                        .remote_ok(rkey, remote_addr, local.len, Access::REMOTE_READ);
+                let status = if ok {
+                    self.scratch.clear();
+                    self.scratch
+                        .extend_from_slice(y.host.read_at(remote_addr, local.len as usize));
+                    x.host.write(local.addr, &self.scratch);
+                    WcStatus::SUCCESS
+                } else {
+                    WcStatus::REM_ACCESS_ERR
+                };
+                let c = wc(wr_id, status, WcOpcode::RDMA_READ, local.len);
+                self.complete(d, c);
+            }
+            WorkRequest::BindMw {
+                wr_id,
+                mw,
+                addr,
+                len,
+                lkey,
+                access,
+                new_rkey,
+            } => {
+                self.stats.binds += 1;
+                let region_ok = x.host.regions.iter().any(|r| {
+                    r.lkey == lkey
+                        && addr >= r.addr
+                        && addr + u64::from(len) <= r.addr + r.len
+                        && r.access.contains(Access::MW_BIND)
+                });
+                let one_right = access == Access::REMOTE_READ || access == Access::REMOTE_WRITE;
+                let ok = match x.host.mws.get_mut(mw as usize) {
+                    Some(w) if w.bound.is_none() && new_rkey == inc_rkey(w.rkey) && region_ok => {
+                        w.rkey = new_rkey;
+                        w.bound = Some((addr, len, access));
+                        true
+                    }
+                    _ => false,
+                };
+                assert!(one_right, "window bound with {access:?}");
+                let c = wc(
+                    wr_id,
+                    if ok {
+                        WcStatus::SUCCESS
+                    } else {
+                        WcStatus::MW_BIND_ERR
+                    },
+                    WcOpcode::BIND_MW,
+                    0,
+                );
+                self.complete(d, c);
+            }
+            WorkRequest::LocalInv { wr_id, rkey } => {
+                self.stats.local_invs += 1;
+                let ok = x.host.invalidate(rkey);
+                let c = wc(
+                    wr_id,
+                    if ok {
+                        WcStatus::SUCCESS
+                    } else {
+                        WcStatus::LOC_QP_OP_ERR
+                    },
+                    WcOpcode::LOCAL_INV,
+                    0,
+                );
+                self.complete(d, c);
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Raw sides.
+
+    /// Raw side `d` posts `n` receive buffers of `size` octets.
+    pub fn raw_post_recvs(&mut self, d: Dir, n: usize, size: u32) {
+        let s = self.side(d);
+        for _ in 0..n {
+            let b = s.host.alloc(size, Access::LOCAL_WRITE);
+            let i = s.raw_recvs.len();
+            s.raw_recvs.push(b);
+            s.rq.push_back((WrId::new(RAW_RECV, i as u64).raw(), b.sge()));
+        }
+    }
+
+    /// Raw side `d` sends `msg` (optionally with invalidate).
+    pub fn raw_send(&mut self, d: Dir, msg: &[u8], invalidate: Option<u32>) {
+        let s = self.side(d);
+        let b = s.raw_send;
+        assert!(msg.len() <= b.len as usize);
+        s.host.write(b.addr, msg);
+        let mut sges = [Sge::default(); rpcrdma_engine::conn::MAX_SGE];
+        sges[0] = Sge {
+            addr: b.addr,
+            len: msg.len() as u32,
+            lkey: b.lkey,
+        };
+        self.exec(
+            d,
+            WorkRequest::Send {
+                wr_id: WrId::new(RAW_SEND, 0),
+                sges,
+                nsge: 1,
+                invalidate,
+            },
+        );
+        // The raw side's own send completion is not interesting.
+        self.side(d).cq.retain(|c| WrId(c.wr_id).kind() != RAW_SEND);
+        self.pump();
+    }
+
+    /// Raw side `d`: the messages received so far (drained).
+    pub fn raw_take(&mut self, d: Dir) -> Vec<Vec<u8>> {
+        self.pump();
+        let s = self.side(d);
+        while let Some(c) = s.cq.pop_front() {
+            let kind = WrId(c.wr_id).kind();
+            if kind == RAW_RECV && c.status.is_success() {
+                let i = WrId(c.wr_id).index() as usize;
+                let b = s.raw_recvs[i];
+                s.inbox
+                    .push((s.host.read_at(b.addr, c.byte_len as usize).to_vec(), c));
+            }
+        }
+        s.inbox.drain(..).map(|(m, _)| m).collect()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Application helpers.
+
+    pub fn call(&mut self, spec: &CallSpec<'_>) -> CallId {
+        self.try_call(spec).expect("start_call")
+    }
+
+    pub fn try_call(
+        &mut self,
+        spec: &CallSpec<'_>,
+    ) -> Result<CallId, rpcrdma_engine::conn::StartError> {
+        let now = self.now;
+        let side = &mut self.req;
+        let conn = side.conn.as_mut().expect("requester");
+        let r = conn.start_call(now, spec, &mut side.host);
+        self.pump();
+        r
+    }
+
+    pub fn reply(&mut self, call: CallId, spec: &ReplySpec<'_>) -> ReplyKind {
+        let now = self.now;
+        let side = &mut self.resp;
+        let conn = side.conn.as_mut().expect("responder");
+        let k = conn
+            .send_reply(now, call, spec, &mut side.host)
+            .expect("send_reply");
+        self.pump();
+        k
+    }
+
+    /// The next CallReady of the responder.
+    pub fn next_call(&mut self) -> Option<IncomingCall> {
+        let i = self
+            .resp
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::CallReady(_)))?;
+        match self.resp.events.remove(i) {
+            Event::CallReady(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The next requester event that finishes a call.
+    pub fn next_done(&mut self) -> Option<Event> {
+        let i = self
+            .req
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::ReplyReady(_) | Event::CallFailed { .. }))?;
+        Some(self.req.events.remove(i))
+    }
+
+    /// The last message sent in direction `d` (needs `record`).
+    pub fn last_sent(&self, d: Dir) -> &[u8] {
+        &self
+            .sent
+            .iter()
+            .rev()
+            .find(|(x, _)| *x == d)
+            .expect("nothing recorded")
+            .1
+    }
+
+    pub fn next_reply(&mut self) -> Reply {
+        match self.next_done() {
+            Some(Event::ReplyReady(r)) => r,
+            other => panic!("expected ReplyReady, got {other:?}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message helpers.
+
+/// An RPC call header (RFC 5531) for `xid`, program 100003 (NFS) version 3, `proc`, AUTH_NONE,
+/// followed by `args`.
+pub fn rpc_call(xid: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for w in [xid, 0, 2, 100_003, 3, proc_, 0, 0, 0, 0] {
+        v.extend_from_slice(&w.to_be_bytes());
+    }
+    v.extend_from_slice(args);
+    v
+}
+
+/// An accepted-success RPC reply header for `xid`, followed by `results`.
+pub fn rpc_reply(xid: u32, results: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for w in [xid, 1, 0, 0, 0, 0] {
+        v.extend_from_slice(&w.to_be_bytes());
+    }
+    v.extend_from_slice(results);
+    v
+}
+
+pub fn be32(b: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]])
+}
+
+/// Deterministic payload bytes.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect()
+}
+
+pub const LW: Access = Access::LOCAL_WRITE;
+/// Access for buffers a requester exposes through windows.
+pub const EXPOSE: Access = Access(Access::LOCAL_WRITE.0 | Access::MW_BIND.0);

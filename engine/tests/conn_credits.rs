@@ -1,0 +1,303 @@
+//! Connection engine: credit flow control. The harness asserts on every Send that the
+//! requester never has more calls outstanding than granted and that no Send meets an empty
+//! receive queue (no RNR, ever).
+
+mod common;
+
+use common::*;
+use rpcrdma_engine::conn::{
+    CallSpec, Config, DdpItem, Event, LocalBuf, ReplySpec, Role, StartError,
+};
+
+fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// Small deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn accepts_one_call_until_the_first_reply() {
+    let mut cfg = Config::DEFAULT;
+    cfg.credits = 8;
+    let mut p = Pair::new(cfg, Config::DEFAULT);
+    let reply = p.req.host.alloc(64, LW);
+    let mk = |p: &mut Pair, xid| p.req.host.buf_with(&rpc_call(xid, 0, &[]), LW);
+    let m1 = mk(&mut p, 1);
+    let m2 = mk(&mut p, 2);
+    let spec = |m| CallSpec {
+        message: std::slice::from_ref(m),
+        ddp: &[],
+        receptacles: &[],
+        reply,
+    };
+    // Do not let the responder answer yet: take the call but hold it.
+    p.call(&spec(&m1));
+    assert_eq!(p.try_call(&spec(&m2)), Err(StartError::NoCredit));
+    let inc = p.next_call().unwrap();
+    let r = p.resp.host.buf_with(&rpc_reply(1, &[]), LW);
+    p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[r],
+            results: &[],
+        },
+    );
+    p.next_reply();
+    // The responder granted 64; the requester's own maximum (8) applies.
+    assert_eq!(p.req.conn.as_ref().unwrap().credits(), 8);
+    let reply_bufs: Vec<LocalBuf> = (0..9).map(|_| p.req.host.alloc(64, LW)).collect();
+    for i in 0..8u32 {
+        let m = mk(&mut p, 100 + i);
+        p.call(&CallSpec {
+            message: &[m],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_bufs[i as usize],
+        });
+    }
+    let m = mk(&mut p, 200);
+    assert_eq!(
+        p.try_call(&CallSpec {
+            message: &[m],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_bufs[8],
+        }),
+        Err(StartError::NoCredit)
+    );
+    assert_eq!(p.stats.max_outstanding, 8);
+}
+
+/// A real requester (max 8 credits) against a raw responder; the responder answers call `xid`
+/// with `credits` on the wire.
+#[test]
+fn accepts_hostile_credit_values_zero_and_max() {
+    let mut cfg = Config::DEFAULT;
+    cfg.credits = 8;
+    let req = make_side(
+        "requester",
+        0x1000_0000,
+        0x10,
+        Role::Requester,
+        cfg,
+        Sizing::for_config(Role::Requester, &cfg),
+    );
+    let resp = make_raw_side("raw-responder", 0x9000_0000, 0x20);
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.raw_post_recvs(Dir::Resp, 64, 4096);
+    let reply = p.req.host.alloc(64, LW);
+    let mut xid = 0x1000;
+    let mut issue = |p: &mut Pair| -> Result<u32, StartError> {
+        xid += 1;
+        let m = p.req.host.buf_with(&rpc_call(xid, 0, &[]), LW);
+        p.try_call(&CallSpec {
+            message: &[m],
+            ddp: &[],
+            receptacles: &[],
+            reply,
+        })
+        .map(|_| xid)
+    };
+    let answer = |p: &mut Pair, xid: u32, credits: u32| {
+        let mut m = words(&[xid, 1, credits, 0, 0, 0, 0]);
+        m.extend_from_slice(&rpc_reply(xid, &[]));
+        p.raw_send(Dir::Resp, &m, None);
+        assert!(matches!(p.next_done(), Some(Event::ReplyReady(_))));
+    };
+    // Grant 2^32 - 1: clamped to the local maximum, 8.
+    let x = issue(&mut p).unwrap();
+    answer(&mut p, x, u32::MAX);
+    assert_eq!(p.req.conn.as_ref().unwrap().credits(), 8);
+    let xs: Vec<u32> = (0..8).map(|_| issue(&mut p).unwrap()).collect();
+    assert_eq!(issue(&mut p), Err(StartError::NoCredit));
+    assert_eq!(p.raw_take(Dir::Resp).len(), 9);
+    // Grant 0 counts as 1: after the answers, only one call at a time.
+    for &x in &xs {
+        answer(&mut p, x, 0);
+    }
+    assert_eq!(p.req.conn.as_ref().unwrap().credits(), 1);
+    let x = issue(&mut p).unwrap();
+    assert_eq!(issue(&mut p), Err(StartError::NoCredit));
+    answer(&mut p, x, 0);
+    assert!(issue(&mut p).is_ok());
+    // 0 → 1 also on an RDMA_ERROR.
+    assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 1);
+}
+
+#[test]
+fn accepts_sustained_pipelined_traffic_within_credits() {
+    // Requester may have 32 outstanding, the responder grants 6. The responder application
+    // answers held calls in random order with random shapes (inline, DDP reads, Write chunks,
+    // long calls, long replies); every result is checked, and the harness checks credits, RNR
+    // and STag invalidation on each call.
+    let mut req_cfg = Config::DEFAULT;
+    req_cfg.credits = 32;
+    let mut resp_cfg = Config::DEFAULT;
+    resp_cfg.credits = 6;
+    let mut p = Pair::new(req_cfg, resp_cfg);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+
+    struct Pending {
+        xid: u32,
+        reply: LocalBuf,
+        rec: Option<LocalBuf>,
+        arg: Vec<u8>,
+        want_reply: Vec<u8>,
+        want_result: Vec<u8>,
+    }
+    // Pre-allocate per-slot buffers (reused round-robin).
+    let nbuf = 64;
+    let msgs: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(8192, EXPOSE)).collect();
+    let items: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(8192, EXPOSE)).collect();
+    let recs: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(8192, EXPOSE)).collect();
+    let replies: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(16384, EXPOSE)).collect();
+    let rmsgs: Vec<LocalBuf> = (0..16).map(|_| p.resp.host.alloc(16384, LW)).collect();
+    let rdata: Vec<LocalBuf> = (0..16).map(|_| p.resp.host.alloc(8192, LW)).collect();
+
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut held = Vec::new();
+    let mut next_xid = 1u32;
+    let mut done = 0;
+    let total = 600;
+    let mut issued = 0;
+    let mut buf_i = 0usize;
+    while done < total {
+        // Issue as many calls as the connection accepts.
+        while issued < total {
+            let k = buf_i % nbuf;
+            let xid = next_xid;
+            let arg_len = match rng.below(4) {
+                0 => 0,
+                1 => 1 + rng.below(16) as usize,
+                _ => 1 + rng.below(6000) as usize,
+            };
+            let inline_extra = if rng.below(5) == 0 { 5000 } else { 8 };
+            let arg = pattern(arg_len, xid as u8);
+            let mut call = rpc_call(xid, 1, &words(&[arg_len as u32]));
+            let at = call.len() as u32;
+            call.extend_from_slice(&pattern(inline_extra, 3));
+            p.req.host.write(msgs[k].addr, &call);
+            p.req.host.write(items[k].addr, &arg);
+            let msg = msgs[k].sub(0, call.len() as u32).unwrap();
+            let item = items[k].sub(0, arg_len as u32).unwrap();
+            let use_rec = rng.below(2) == 0;
+            let ddp = [DdpItem { at, buf: item }];
+            let spec = CallSpec {
+                message: &[msg],
+                ddp: if arg_len > 0 { &ddp } else { &[] },
+                receptacles: if use_rec {
+                    std::slice::from_ref(&recs[k])
+                } else {
+                    &[]
+                },
+                reply: replies[k],
+            };
+            match p.try_call(&spec) {
+                Ok(_) => {}
+                Err(StartError::NoCredit) | Err(StartError::Busy) => break,
+                Err(e) => panic!("{e:?}: {:?}", p.req.events),
+            }
+            let mut full = call[..at as usize].to_vec();
+            full.extend_from_slice(&arg);
+            full.resize((full.len() + 3) & !3, 0);
+            full.extend_from_slice(&call[at as usize..]);
+            pending.push(Pending {
+                xid,
+                reply: replies[k],
+                rec: use_rec.then_some(recs[k]),
+                arg: full,
+                want_reply: Vec::new(),
+                want_result: Vec::new(),
+            });
+            next_xid += 1;
+            issued += 1;
+            buf_i += 1;
+        }
+        // The responder application: collect calls, check them, answer some in random order.
+        while let Some(inc) = p.next_call() {
+            let pd = pending.iter().find(|q| q.xid == inc.xid).unwrap();
+            assert_eq!(
+                p.resp.host.read(inc.stream),
+                &pd.arg[..],
+                "call {}",
+                inc.xid
+            );
+            held.push(inc);
+        }
+        if held.is_empty() {
+            p.pump();
+            continue;
+        }
+        let n = 1 + rng.below(held.len() as u64) as usize;
+        for _ in 0..n {
+            let i = rng.below(held.len() as u64) as usize;
+            let inc = held.swap_remove(i);
+            let slot = (inc.xid as usize) % 16;
+            let result_len = if inc.write_chunks > 0 {
+                rng.below(u64::from(inc.write_capacity[0]) + 1) as usize
+            } else {
+                0
+            };
+            let body_len = if rng.below(6) == 0 { 9000 } else { 40 };
+            let mut reply = rpc_reply(inc.xid, &words(&[result_len as u32]));
+            let at = reply.len() as u32;
+            reply.extend_from_slice(&pattern(body_len, inc.xid as u8));
+            let result = pattern(result_len, 0x5a ^ inc.xid as u8);
+            p.resp.host.write(rmsgs[slot].addr, &reply);
+            p.resp.host.write(rdata[slot].addr, &result);
+            let rmsg = rmsgs[slot].sub(0, reply.len() as u32).unwrap();
+            let rd = rdata[slot].sub(0, result_len as u32).unwrap();
+            let results = [DdpItem { at, buf: rd }];
+            let spec = ReplySpec {
+                message: &[rmsg],
+                results: if inc.write_chunks > 0 { &results } else { &[] },
+            };
+            p.reply(inc.call, &spec);
+            let pd = pending.iter_mut().find(|q| q.xid == inc.xid).unwrap();
+            pd.want_reply = reply;
+            pd.want_result = result;
+        }
+        // Check completed calls.
+        while let Some(ev) = p.next_done() {
+            let Event::ReplyReady(r) = ev else {
+                panic!("{ev:?}")
+            };
+            let i = pending.iter().position(|q| q.xid == r.xid).unwrap();
+            let pd = pending.swap_remove(i);
+            assert_eq!(
+                p.req.host.read(pd.reply.sub(0, r.len).unwrap()),
+                &pd.want_reply[..]
+            );
+            if let Some(rec) = pd.rec {
+                assert_eq!(r.written(), &[pd.want_result.len() as u32]);
+                assert_eq!(
+                    &p.req.host.read(rec)[..pd.want_result.len()],
+                    &pd.want_result[..]
+                );
+            }
+            done += 1;
+        }
+    }
+    assert_eq!(p.stats.max_outstanding, 6);
+    assert_eq!(p.stats.errors, 0);
+    assert_eq!(p.req.host.bound_windows(), 0);
+    let c = p.resp.conn.as_ref().unwrap();
+    assert_eq!(
+        c.receives_posted(),
+        6,
+        "reply credits = receives kept posted"
+    );
+}

@@ -1,0 +1,313 @@
+//! Connection engine: connection set-up and small inline calls (RDMA_MSG both ways).
+
+mod common;
+
+use common::*;
+use rpcrdma_engine::conn::{
+    CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools, ReplyKind, ReplySpec,
+    Role, StartError,
+};
+use rpcrdma_engine::proto::v1;
+
+#[test]
+fn accepts_small_inline_call_and_reply() {
+    let mut p = Pair::default_pair();
+    assert!(matches!(p.req.events[0], Event::Connected(_)));
+    let xid = 0x0102_0304;
+    let call = rpc_call(xid, 1, &[0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+    let msg = p.req.host.buf_with(&call, LW);
+    let reply_buf = p.req.host.alloc(512, LW);
+    let id = p.call(&CallSpec {
+        message: &[msg],
+        ddp: &[],
+        receptacles: &[],
+        reply: reply_buf,
+    });
+    // The responder sees the call's XDR stream exactly as encoded.
+    let inc = p.next_call().expect("CallReady");
+    assert_eq!(inc.xid, xid);
+    assert_eq!(p.resp.host.read(inc.stream), &call[..]);
+    assert_eq!(inc.write_chunks, 0);
+    assert_eq!(inc.reply_capacity, None, "a 512-octet reply fits inline");
+    // No window was bound: nothing to expose for an inline call.
+    assert_eq!(p.stats.binds, 0);
+
+    let reply = rpc_reply(xid, &[0, 0, 0, 0, 0xaa, 0xbb, 0xcc, 0xdd]);
+    let rmsg = p.resp.host.buf_with(&reply, LW);
+    let kind = p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        },
+    );
+    assert_eq!(kind, ReplyKind::Inline);
+    let r = p.next_reply();
+    assert_eq!(r.call, id);
+    assert_eq!(r.xid, xid);
+    assert!(!r.long);
+    assert_eq!(
+        p.req.host.read(reply_buf.sub(0, r.len).unwrap()),
+        &reply[..]
+    );
+    assert_eq!(p.stats.sends, 2);
+    assert_eq!(p.stats.errors, 0);
+}
+
+#[test]
+fn accepts_inline_call_gathered_from_parts() {
+    // Header, argument and trailer in three separate buffers: the call is sent with one Send
+    // gathering them (no copy), and arrives as one stream.
+    let mut p = Pair::default_pair();
+    let xid = 77;
+    let head = rpc_call(xid, 7, &[]);
+    let mid = pattern(36, 3);
+    let tail = pattern(8, 9);
+    let b1 = p.req.host.buf_with(&head, LW);
+    let b2 = p.req.host.buf_with(&mid, LW);
+    let b3 = p.req.host.buf_with(&tail, LW);
+    let reply_buf = p.req.host.alloc(256, LW);
+    p.call(&CallSpec {
+        message: &[b1, b2, b3],
+        ddp: &[],
+        receptacles: &[],
+        reply: reply_buf,
+    });
+    let inc = p.next_call().unwrap();
+    let mut want = head.clone();
+    want.extend_from_slice(&mid);
+    want.extend_from_slice(&tail);
+    assert_eq!(p.resp.host.read(inc.stream), &want[..]);
+}
+
+#[test]
+fn accepts_inline_reply_copied_when_parts_exceed_sges() {
+    // More pieces than the QP's SGE limit: the engine copies them after the header instead.
+    let mut cfg = Config::DEFAULT;
+    cfg.max_send_sge = 2;
+    let mut p = Pair::new(cfg, cfg);
+    let xid = 5;
+    let parts: Vec<Vec<u8>> = (0..4).map(|i| pattern(12, i)).collect();
+    let mut call = rpc_call(xid, 1, &[]);
+    let mut bufs = vec![p.req.host.buf_with(&call, LW)];
+    for part in &parts {
+        bufs.push(p.req.host.buf_with(part, LW));
+        call.extend_from_slice(part);
+    }
+    let reply_buf = p.req.host.alloc(256, LW);
+    p.call(&CallSpec {
+        message: &bufs,
+        ddp: &[],
+        receptacles: &[],
+        reply: reply_buf,
+    });
+    let inc = p.next_call().unwrap();
+    assert_eq!(p.resp.host.read(inc.stream), &call[..]);
+    let mut reply = rpc_reply(xid, &[]);
+    let mut rbufs = vec![p.resp.host.buf_with(&reply, LW)];
+    for part in &parts {
+        rbufs.push(p.resp.host.buf_with(part, LW));
+        reply.extend_from_slice(part);
+    }
+    assert_eq!(
+        p.reply(
+            inc.call,
+            &ReplySpec {
+                message: &rbufs,
+                results: &[],
+            }
+        ),
+        ReplyKind::Inline
+    );
+    let r = p.next_reply();
+    assert_eq!(
+        p.req.host.read(reply_buf.sub(0, r.len).unwrap()),
+        &reply[..]
+    );
+}
+
+#[test]
+fn accepts_private_data_negotiation() {
+    // Requester asks 4096/4096 with R; responder 2048 send / 8192 receive, with R.
+    let mut resp_cfg = Config::DEFAULT;
+    resp_cfg.inline_send = 2048;
+    resp_cfg.inline_recv = 8192;
+    let p = Pair::new(Config::DEFAULT, resp_cfg);
+    let (Event::Connected(req_neg), Event::Connected(resp_neg)) =
+        (p.req.events[0], p.resp.events[0])
+    else {
+        panic!("no Connected event");
+    };
+    assert_eq!(req_neg.send_inline, 4096);
+    assert_eq!(req_neg.recv_inline, 2048);
+    assert_eq!(resp_neg.send_inline, 2048);
+    assert_eq!(resp_neg.recv_inline, 4096);
+    assert!(req_neg.remote_invalidate && resp_neg.remote_invalidate);
+    // The requester's own message: f6ab0e18, version 1, R, 4096 → 3, 4096 → 3.
+    let c = p.req.conn.as_ref().unwrap();
+    assert_eq!(
+        c.private_data(),
+        [0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03]
+    );
+}
+
+#[test]
+fn accepts_missing_private_data_as_v1_defaults() {
+    let mut side = make_side(
+        "requester",
+        0x1000_0000,
+        0x10,
+        Role::Requester,
+        Config::DEFAULT,
+        Sizing::for_config(Role::Requester, &Config::DEFAULT),
+    );
+    let c = side.conn();
+    c.handle_cm(0, CmInput::Established { private_data: &[] });
+    let n = c.negotiated();
+    assert_eq!(n.send_inline, 1024);
+    assert_eq!(n.recv_inline, 1024);
+    assert!(!n.remote_invalidate);
+    assert!(!n.peer_recognised);
+}
+
+#[test]
+fn rejects_calls_before_connection_and_after_disconnect() {
+    let mut side = make_side(
+        "requester",
+        0x1000_0000,
+        0x10,
+        Role::Requester,
+        Config::DEFAULT,
+        Sizing::for_config(Role::Requester, &Config::DEFAULT),
+    );
+    let msg = side.host.buf_with(&rpc_call(1, 0, &[]), LW);
+    let spec = CallSpec {
+        message: &[msg],
+        ddp: &[],
+        receptacles: &[],
+        reply: LocalBuf::EMPTY,
+    };
+    let Side { host, conn, .. } = &mut side;
+    let conn = conn.as_mut().unwrap();
+    assert_eq!(
+        conn.start_call(0, &spec, host),
+        Err(StartError::NotConnected)
+    );
+    conn.handle_cm(0, CmInput::Established { private_data: &[] });
+    assert!(conn.start_call(0, &spec, host).is_ok());
+    conn.handle_cm(1, CmInput::Disconnected);
+    assert_eq!(conn.state(), ConnState::Closed);
+    // The outstanding call fails with ConnectionLost, and the loss is reported once.
+    let evs: Vec<Event> = std::iter::from_fn(|| conn.poll_event()).collect();
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        Event::CallFailed {
+            error: rpcrdma_engine::conn::CallError::ConnectionLost,
+            ..
+        }
+    )));
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(e, Event::ConnectionLost))
+            .count(),
+        1
+    );
+    assert_eq!(
+        conn.start_call(2, &spec, host),
+        Err(StartError::NotConnected)
+    );
+}
+
+#[test]
+fn rejects_bad_configurations() {
+    let mut host = Host::new("h", 0x1000, 1 << 20, 1);
+    let h = host.alloc(4096, LW);
+    let r = host.alloc(4096, LW);
+    let small = host.alloc(512, LW);
+    let zero = host.alloc(8, LW);
+    let base = Pools {
+        headers: &[h],
+        recvs: &[r],
+        data: &[],
+        mws: &[1],
+        zero,
+    };
+    let mut cfg = Config::DEFAULT;
+    cfg.credits = 1;
+    assert!(Connection::new(Role::Requester, cfg, &base).is_ok());
+    let mut c0 = cfg;
+    c0.credits = 0;
+    assert!(Connection::new(Role::Requester, c0, &base).is_err());
+    let small_recv = Pools {
+        recvs: &[small],
+        ..base
+    };
+    assert!(Connection::new(Role::Requester, cfg, &small_recv).is_err());
+    let no_mws = Pools { mws: &[], ..base };
+    assert!(Connection::new(Role::Requester, cfg, &no_mws).is_err());
+    // A responder needs credits + call slots receive buffers.
+    assert!(Connection::new(Role::Responder, cfg, &base).is_err());
+    let no_zero = Pools {
+        zero: LocalBuf::EMPTY,
+        ..base
+    };
+    assert!(Connection::new(Role::Requester, cfg, &no_zero).is_err());
+}
+
+#[test]
+fn accepts_receives_posted_before_establishment() {
+    // The receives the role keeps posted are queued at creation (QP in INIT), before any call.
+    let mut side = make_side(
+        "responder",
+        0x9000_0000,
+        0x20,
+        Role::Responder,
+        Config::DEFAULT,
+        Sizing::for_config(Role::Responder, &Config::DEFAULT),
+    );
+    let c = side.conn();
+    let mut n = 0;
+    while let Some(wr) = c.poll_wr() {
+        assert!(matches!(wr, rpcrdma_engine::conn::WorkRequest::Recv { .. }));
+        n += 1;
+    }
+    assert_eq!(n, Config::DEFAULT.credits);
+    assert_eq!(c.receives_posted(), Config::DEFAULT.credits);
+}
+
+#[test]
+fn accepts_reply_header_golden_bytes() {
+    // The inline reply header as the requester receives it, checked word by word against
+    // RFC 8166 §4 / the XDR of Appendix A: xid, vers 1, credits 64, RDMA_MSG, three empty lists.
+    let mut p = Pair::default_pair();
+    p.record_procs = true;
+    let xid = 0xcafe_f00d;
+    let msg = p.req.host.buf_with(&rpc_call(xid, 0, &[]), LW);
+    let reply_buf = p.req.host.alloc(128, LW);
+    p.call(&CallSpec {
+        message: &[msg],
+        ddp: &[],
+        receptacles: &[],
+        reply: reply_buf,
+    });
+    let inc = p.next_call().unwrap();
+    let rmsg = p.resp.host.buf_with(&rpc_reply(xid, &[]), LW);
+    p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        },
+    );
+    let (d, w0, w1, w2, w3) = p.sent_procs[1];
+    assert_eq!(d, Dir::Resp);
+    assert_eq!(
+        [w0, w1, w2, w3],
+        [0xcafe_f00d, 0x0000_0001, 0x0000_0040, 0x0000_0000]
+    );
+    // The call: xid, vers 1, credits requested = 64, RDMA_MSG.
+    let (d, w0, w1, w2, w3) = p.sent_procs[0];
+    assert_eq!(d, Dir::Req);
+    assert_eq!([w0, w1, w2, w3], [0xcafe_f00d, 1, 64, 0]);
+    let _ = v1::FIXED_LEN;
+}
