@@ -12,7 +12,7 @@
 //! poll of the overrun CQ fails with `EOVERFLOW`.
 
 use core::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdma_sys as sys;
@@ -60,10 +60,17 @@ pub(crate) struct QpAcct {
     rq_completed: AtomicU64,
     /// The QP's SRQ accounting, if it has one.
     srq: Option<Arc<SrqAcct>>,
+    /// The connection phase (`qp::Phase` as u8), written under the QP's progress lock.
+    phase: AtomicU8,
 }
 
 impl QpAcct {
-    pub(crate) fn new(qp_num: u32, max_send_wr: u32, srq: Option<Arc<SrqAcct>>) -> QpAcct {
+    pub(crate) fn new(
+        qp_num: u32,
+        max_send_wr: u32,
+        srq: Option<Arc<SrqAcct>>,
+        phase: u8,
+    ) -> QpAcct {
         let n = max_send_wr.max(1) as usize;
         QpAcct {
             qp_num,
@@ -74,7 +81,19 @@ impl QpAcct {
             marks_tail: AtomicU64::new(0),
             rq_completed: AtomicU64::new(0),
             srq,
+            phase: AtomicU8::new(phase),
         }
+    }
+
+    /// The connection phase.
+    pub(crate) fn phase(&self) -> super::qp::Phase {
+        // Acquire: pairs with the Release store in `set_phase`.
+        super::qp::Phase::from_u8(self.phase.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_phase(&self, p: u8) {
+        // Release: pairs with the Acquire load in `phase` (QP's queue_send, any thread).
+        self.phase.store(p, Ordering::Release);
     }
 
     pub(crate) fn errored(&self) -> bool {
@@ -197,6 +216,7 @@ fn drain_async(ctx: *mut sys::ibv_context) {
         if rc != 0 {
             return;
         }
+        super::trace!("async event {} element {:p}", ev.event_type, ev.element);
         if ev.event_type == IBV_EVENT_CQ_ERR {
             let key = ev.element as usize;
             if let Some((_, flag)) = lock(&CQ_ERRORS).iter().find(|(k, _)| *k == key) {
@@ -318,8 +338,14 @@ impl RdmaCq {
     }
 }
 
-fn convert(wc: &sys::ibv_wc) -> Completion {
-    let flags = WcFlags(wc.wc_flags);
+/// The kernel's `IB_WC_WITH_INVALIDATE` bit as rxe leaks it to user space.
+const KERNEL_WC_WITH_INVALIDATE: u32 = 1 << 2;
+
+fn convert(wc: &sys::ibv_wc, inv_quirk: bool) -> Completion {
+    let mut flags = WcFlags(wc.wc_flags);
+    if inv_quirk && flags.0 & KERNEL_WC_WITH_INVALIDATE != 0 {
+        flags = WcFlags((flags.0 & !KERNEL_WC_WITH_INVALIDATE) | WcFlags::WITH_INV.0);
+    }
     let invalidated_rkey = if flags.contains(WcFlags::WITH_INV) {
         // SAFETY: with IBV_WC_WITH_INV the union holds the invalidated rkey (both members are
         // u32-sized plain data anyway).
@@ -350,6 +376,7 @@ impl CompletionQueue for RdmaCq {
         let mut wcs: [MaybeUninit<sys::ibv_wc>; POLL_BURST] =
             // SAFETY: an array of MaybeUninit needs no initialization.
             unsafe { MaybeUninit::uninit().assume_init() };
+        let quirk = inner.dev.wc_inv_quirk();
         let mut total = 0usize;
         while total < out.len() {
             let want = (out.len() - total).min(POLL_BURST);
@@ -361,7 +388,7 @@ impl CompletionQueue for RdmaCq {
             let n = (n as usize).min(want);
             for (dst, wc) in out[total..total + n].iter_mut().zip(&wcs[..n]) {
                 // SAFETY: ibv_poll_cq initialized the first n entries.
-                *dst = convert(unsafe { wc.assume_init_ref() });
+                *dst = convert(unsafe { wc.assume_init_ref() }, quirk);
             }
             total += n;
             if n < want {

@@ -36,6 +36,7 @@
 mod cm;
 mod cq;
 mod mem;
+mod netns;
 mod qp;
 
 #[cfg(test)]
@@ -44,6 +45,7 @@ mod tests;
 use core::ffi::c_int;
 use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::path::Path;
 use std::sync::Arc;
 
 use rdma_sys as sys;
@@ -57,6 +59,23 @@ pub use cm::{RdmaConnRequest, RdmaListener};
 pub use cq::{RdmaCq, ASYNC_CHECK_INTERVAL, POLL_BURST};
 pub use mem::{RdmaMr, RdmaMw, RdmaPd, RdmaSrq};
 pub use qp::RdmaQp;
+
+/// True when `RPCRDMA_VERBS_TRACE` is set (to anything but `0`): connection events, async
+/// events and failed posts are printed to stderr. Read once.
+pub fn trace_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RPCRDMA_VERBS_TRACE").is_ok_and(|v| v != "0"))
+}
+
+/// Prints a trace line when tracing is on (never on the data path's success branches).
+macro_rules! trace {
+    ($($arg:tt)*) => {
+        if $crate::verbs::rdma::trace_enabled() {
+            eprintln!("rdma: {}", format_args!($($arg)*));
+        }
+    };
+}
+pub(crate) use trace;
 
 /// Timeout of `rdma_resolve_addr` and `rdma_resolve_route`, in milliseconds.
 pub const RESOLVE_TIMEOUT_MS: c_int = 2000;
@@ -198,16 +217,21 @@ unsafe fn id_addrs(id: *mut sys::rdma_cm_id) -> (Option<SocketAddr>, Option<Sock
 
 /// The device context and the anchor rdma_cm id that keeps librdmacm's reference to it.
 pub(crate) struct DeviceInner {
-    /// Anchor id, bound to the device's local address (port 0). Destroyed before `channel`.
+    /// Anchor id, bound to the device's local address (port 0), on the event hub (not
+    /// registered: nothing is expected on it).
     id: *mut sys::rdma_cm_id,
-    /// The anchor id's event channel (nothing is expected on it); dropped after the id.
-    _channel: cm::Channel,
     /// The verbs context (`id->verbs`; owned by librdmacm).
     ctx: *mut sys::ibv_context,
     caps: DeviceCaps,
     local: IpAddr,
     name: String,
     iwarp: bool,
+    /// The network namespace the device was opened in (ids for it are created there).
+    netns: Option<netns::NetNs>,
+    /// rxe (Linux 6.1 and others) reports a receive's Send With Invalidate with the kernel's
+    /// `IB_WC_WITH_INVALIDATE` bit (1 << 2, which is `IBV_WC_IP_CSUM_OK` in ibverbs) instead of
+    /// `IBV_WC_WITH_INV` (1 << 3): completions of this device get the bit translated.
+    wc_inv_quirk: bool,
 }
 
 // SAFETY: ibverbs contexts and rdma_cm ids may be used from any thread; the anchor id is only
@@ -219,8 +243,7 @@ unsafe impl Sync for DeviceInner {}
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         // SAFETY: the id was created by rdma_create_id and nothing else refers to it; every
-        // event on its channel was acknowledged (none are expected). The channel is dropped
-        // after this body, i.e. after the id.
+        // event was acknowledged by the hub (none are expected).
         unsafe {
             sys::rdma_destroy_id(self.id);
         }
@@ -234,6 +257,39 @@ impl DeviceInner {
     pub(crate) fn caps(&self) -> &DeviceCaps {
         &self.caps
     }
+
+    pub(crate) fn wc_inv_quirk(&self) -> bool {
+        self.wc_inv_quirk
+    }
+
+    /// Creates an id on the event hub and binds it to `addr`, in the device's network
+    /// namespace. Returns the hub and the id (guarded: destroyed on drop unless forgotten).
+    pub(crate) fn bound_id(
+        &self,
+        addr: SocketAddr,
+        call: VerbsCall,
+    ) -> Result<(&'static cm::Hub, cm::IdGuard), VerbsError> {
+        netns::run_in(self.netns.as_ref(), call, || bind_new_id(addr, call))
+    }
+}
+
+/// A new id on the event hub bound to `addr` (in the calling thread's namespace).
+fn bind_new_id(
+    addr: SocketAddr,
+    call: VerbsCall,
+) -> Result<(&'static cm::Hub, cm::IdGuard), VerbsError> {
+    let hub = cm::hub(call)?;
+    let guard = hub.create_id(call)?;
+    let mut sa = to_sockaddr(addr);
+    // SAFETY: the id is live; sa is a valid sockaddr for its family.
+    let rc =
+        unsafe { sys::rdma_bind_addr(guard.0, (&mut sa as *mut libc::sockaddr_storage).cast()) };
+    if rc != 0 {
+        let e = os_err(call);
+        drop(guard);
+        return Err(e);
+    }
+    Ok((hub, guard))
 }
 
 /// An opened device (see [`Device`]).
@@ -259,17 +315,23 @@ impl RdmaDevice {
     /// errno of `rdma_bind_addr` (`EADDRNOTAVAIL`, `ENODEV`) when `local` is not an address of
     /// an RDMA device; `QueryDevice` when the device cannot be queried.
     pub fn open(local: IpAddr) -> Result<RdmaDevice, VerbsError> {
-        let channel = cm::Channel::new(VerbsCall::OpenDevice)?;
-        let id = cm::create_id(&channel, VerbsCall::OpenDevice)?;
-        // From here on, `guard` destroys the id on every error path (before the channel).
-        let guard = cm::IdGuard(id);
-        let mut sa = to_sockaddr(SocketAddr::new(local, 0));
-        // SAFETY: id is a live id; sa is a valid sockaddr for its family.
-        let rc =
-            unsafe { sys::rdma_bind_addr(id, (&mut sa as *mut libc::sockaddr_storage).cast()) };
-        if rc != 0 {
-            return Err(os_err(VerbsCall::OpenDevice));
-        }
+        RdmaDevice::open_ns(local, netns::NetNs::current())
+    }
+
+    /// Like [`RdmaDevice::open`], with the device's address living in the network namespace at
+    /// `netns` (e.g. `/run/netns/peer`, as made by `ip netns add`). Listeners and connections of
+    /// the device are then created in that namespace, whatever thread calls. Needs
+    /// `CAP_SYS_ADMIN` when it is not the caller's namespace.
+    pub fn open_in_netns(local: IpAddr, netns: &Path) -> Result<RdmaDevice, VerbsError> {
+        let ns = netns::NetNs::open(netns, VerbsCall::OpenDevice)?;
+        RdmaDevice::open_ns(local, Some(ns))
+    }
+
+    fn open_ns(local: IpAddr, ns: Option<netns::NetNs>) -> Result<RdmaDevice, VerbsError> {
+        let (_hub, guard) = netns::run_in(ns.as_ref(), VerbsCall::OpenDevice, || {
+            bind_new_id(SocketAddr::new(local, 0), VerbsCall::OpenDevice)
+        })?;
+        let id = guard.0;
         // SAFETY: id is live; after a successful bind `verbs` is the device's context or null.
         let ctx = unsafe { (*id).verbs };
         if ctx.is_null() {
@@ -290,7 +352,8 @@ impl RdmaDevice {
                 )
             }
         };
-        let caps = query_caps(ctx)?;
+        let (caps, vendor_id) = query_caps(ctx)?;
+        let wc_inv_quirk = vendor_id == RXE_VENDOR_ID;
         // The async fd is read without blocking (CQ overrun detection).
         // SAFETY: ctx is live; async_fd is its descriptor.
         unsafe {
@@ -308,12 +371,13 @@ impl RdmaDevice {
         Ok(RdmaDevice {
             inner: Arc::new(DeviceInner {
                 id,
-                _channel: channel,
                 ctx,
                 caps,
                 local,
                 name,
                 iwarp,
+                netns: ns,
+                wc_inv_quirk,
             }),
         })
     }
@@ -329,8 +393,11 @@ impl RdmaDevice {
     }
 }
 
-/// `ibv_query_device` + the inline-data probe, as [`DeviceCaps`].
-fn query_caps(ctx: *mut sys::ibv_context) -> Result<DeviceCaps, VerbsError> {
+/// `vendor_id` of Soft-RoCE (rxe).
+const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+
+/// `ibv_query_device` + the inline-data probe, as [`DeviceCaps`], and the vendor id.
+fn query_caps(ctx: *mut sys::ibv_context) -> Result<(DeviceCaps, u32), VerbsError> {
     // SAFETY: ibv_device_attr is plain old data.
     let mut attr: sys::ibv_device_attr = unsafe { core::mem::zeroed() };
     // SAFETY: ctx is a live context; attr is writable.
@@ -343,7 +410,7 @@ fn query_caps(ctx: *mut sys::ibv_context) -> Result<DeviceCaps, VerbsError> {
     let mw_type2 = bit(sys::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2A)
         || bit(sys::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2B);
     let send_with_invalidate = bit(sys::ibv_device_cap_flags::IBV_DEVICE_MEM_MGT_EXTENSIONS);
-    Ok(DeviceCaps {
+    let caps = DeviceCaps {
         max_qp: attr_u32(attr.max_qp),
         max_qp_wr: attr_u32(attr.max_qp_wr),
         max_sge: attr_u32(attr.max_sge),
@@ -363,7 +430,8 @@ fn query_caps(ctx: *mut sys::ibv_context) -> Result<DeviceCaps, VerbsError> {
         max_private_data_connect: PRIVATE_DATA_CONNECT_MAX as u32,
         max_private_data_accept: PRIVATE_DATA_ACCEPT_MAX as u32,
         max_private_data_reject: PRIVATE_DATA_REJECT_MAX as u32,
-    })
+    };
+    Ok((caps, attr.vendor_id))
 }
 
 /// The largest inline size the device grants an RC QP: `ibv_device_attr` has no such field, so

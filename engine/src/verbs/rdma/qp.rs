@@ -4,9 +4,14 @@
 //! of arrays preallocated at QP creation (`ibv_send_wr` / `ibv_recv_wr`, their SGEs, and an
 //! inline-data copy area for `IBV_SEND_INLINE`); [`QueuePair::flush_send`] /
 //! [`QueuePair::flush_recv`] chain the slots through `next` and ring one doorbell with one
-//! `ibv_post_send` / `ibv_post_recv`. The active side is driven by
-//! [`QueuePair::poll_event`]: `ADDR_RESOLVED` → `rdma_resolve_route`, `ROUTE_RESOLVED` →
-//! `rdma_connect`, `ESTABLISHED` → connected (read depths negotiated from the peer's answer).
+//! `ibv_post_send` / `ibv_post_recv`.
+//!
+//! Connection progress: the QP's id lives on the process-wide event hub (see `cm`); the
+//! hub's dispatcher takes the active side's steps (`ADDR_RESOLVED` → `rdma_resolve_route`,
+//! `ROUTE_RESOLVED` → `rdma_connect`) and answers a peer's disconnect as soon as any poll in the
+//! process reads the event, and queues the events meant for the caller in the QP's small event
+//! queue, which [`QueuePair::poll_event`] hands out. `ESTABLISHED` makes the QP connected, with
+//! its read depths negotiated from the peer's answer.
 //!
 //! Recovery: every terminal connection event (rejected, unreachable, address/route/connect
 //! error, disconnected, device removal) moves the QP to the error state (`ibv_modify_qp`), so
@@ -17,11 +22,11 @@
 
 use core::ffi::c_int;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rdma_sys as sys;
 
-use super::cm::{next_event, Channel, IdGuard};
+use super::cm::{lock, Hub, IdGuard, RawEvent};
 use super::cq::{CqInner, QpAcct};
 use super::mem::{index_of, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
@@ -30,19 +35,202 @@ use crate::verbs::{
     RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError, PRIVATE_DATA_CONNECT_MAX,
 };
 
-/// Where the connection is.
+/// Where the connection is (mirrored in [`QpAcct`] for the data path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+#[repr(u8)]
+pub(crate) enum Phase {
     /// Active side: waiting for `ADDR_RESOLVED`.
-    ResolvingAddr,
+    ResolvingAddr = 0,
     /// Active side: waiting for `ROUTE_RESOLVED`.
-    ResolvingRoute,
+    ResolvingRoute = 1,
     /// Active side: `rdma_connect` sent, waiting for `ESTABLISHED`.
-    Connecting,
+    Connecting = 2,
     /// Connected (passive side: from `rdma_accept` on).
-    Connected,
+    Connected = 3,
     /// Terminal: the QP is in the error state.
-    Closed,
+    Closed = 4,
+}
+
+impl Phase {
+    pub(crate) fn from_u8(v: u8) -> Phase {
+        match v {
+            0 => Phase::ResolvingAddr,
+            1 => Phase::ResolvingRoute,
+            2 => Phase::Connecting,
+            3 => Phase::Connected,
+            _ => Phase::Closed,
+        }
+    }
+
+    /// Sends may be queued (RTS, or the error state where they flush).
+    pub(crate) fn can_send(self) -> bool {
+        matches!(self, Phase::Connected | Phase::Closed)
+    }
+}
+
+/// Events kept for the caller until its `poll_event` (a connection has at most a handful).
+const STASH: usize = 8;
+
+/// The connection side of a QP: where the connection is and the events waiting for the
+/// caller. Shared between the QP and the event hub's table.
+pub(crate) struct Progress {
+    id: *mut sys::rdma_cm_id,
+    qp: *mut sys::ibv_qp,
+    acct: Arc<QpAcct>,
+    phase: Phase,
+    active: bool,
+    /// Set (under the lock) by the QP's Drop before the id is destroyed.
+    dead: bool,
+    connect_data: PrivateData,
+    /// Options in force (read depths negotiated).
+    opts: QpOptions,
+    has_srq: bool,
+    stash: [Option<CmEvent>; STASH],
+}
+
+// SAFETY: the raw pointers are only used under the Mutex and never after `dead` is set;
+// ibverbs/rdma_cm calls may come from any thread.
+unsafe impl Send for Progress {}
+
+impl Progress {
+    fn set_phase(&mut self, p: Phase) {
+        self.phase = p;
+        self.acct.set_phase(p as u8);
+    }
+
+    fn conn_param(&self, private_data: &[u8]) -> sys::rdma_conn_param {
+        // SAFETY: plain old data.
+        let mut p: sys::rdma_conn_param = unsafe { core::mem::zeroed() };
+        if !private_data.is_empty() {
+            p.private_data = private_data.as_ptr().cast();
+            p.private_data_len = u8::try_from(private_data.len()).unwrap_or(u8::MAX);
+        }
+        p.responder_resources = self.opts.responder_resources;
+        p.initiator_depth = self.opts.initiator_depth;
+        p.flow_control = 1;
+        p.retry_count = self.opts.retry_count;
+        p.rnr_retry_count = self.opts.rnr_retry_count;
+        p.srq = u8::from(self.has_srq);
+        p
+    }
+
+    /// Moves the QP to the error state (everything posted flushes) and stops the accounting.
+    fn enter_error(&mut self) {
+        self.acct.set_errored();
+        self.set_phase(Phase::Closed);
+        // SAFETY: plain old data.
+        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        // SAFETY: the QP is live (not dead: checked by every caller); only the state changes.
+        unsafe {
+            sys::ibv_modify_qp(
+                self.qp,
+                &mut attr,
+                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
+            );
+        }
+    }
+
+    fn terminal(&mut self, kind: CmEventKind, status: i32, pd: PrivateData) {
+        self.enter_error();
+        self.stash_push(CmEvent {
+            kind,
+            status,
+            private_data: pd,
+        });
+    }
+
+    fn stash_push(&mut self, ev: CmEvent) {
+        match self.stash.iter_mut().find(|s| s.is_none()) {
+            Some(slot) => *slot = Some(ev),
+            None => super::trace!(
+                "qp {:#x}: event queue full, {:?} dropped",
+                self.acct.qp_num,
+                ev.kind
+            ),
+        }
+    }
+
+    fn stash_pop(&mut self) -> Option<CmEvent> {
+        let ev = self.stash[0].take()?;
+        self.stash.rotate_left(1);
+        Some(ev)
+    }
+
+    /// Handles one event of the QP's id (called by the hub's dispatcher).
+    pub(crate) fn handle(&mut self, ev: &RawEvent) {
+        use sys::rdma_cm_event_type as t;
+        if self.dead {
+            return;
+        }
+        let pd = ev.private_data;
+        match ev.kind {
+            t::RDMA_CM_EVENT_ADDR_RESOLVED if self.phase == Phase::ResolvingAddr => {
+                // SAFETY: the id is live (not dead) with a resolved address.
+                if unsafe { sys::rdma_resolve_route(self.id, RESOLVE_TIMEOUT_MS) } != 0 {
+                    let e = super::last_errno();
+                    self.terminal(CmEventKind::RouteError, -e, pd);
+                } else {
+                    self.set_phase(Phase::ResolvingRoute);
+                }
+            }
+            t::RDMA_CM_EVENT_ROUTE_RESOLVED if self.phase == Phase::ResolvingRoute => {
+                let data = self.connect_data;
+                let mut param = self.conn_param(data.as_slice());
+                // SAFETY: the id is live with a route and a QP; param points to `data`, valid
+                // for the call.
+                if unsafe { sys::rdma_connect(self.id, &mut param) } != 0 {
+                    let e = super::last_errno();
+                    self.terminal(CmEventKind::ConnectError, -e, pd);
+                } else {
+                    self.set_phase(Phase::Connecting);
+                }
+            }
+            t::RDMA_CM_EVENT_ESTABLISHED if self.phase == Phase::Closed => {
+                // Given up on (disconnect() while connecting): tear the connection down.
+                // SAFETY: the id is live.
+                unsafe {
+                    sys::rdma_disconnect(self.id);
+                }
+            }
+            t::RDMA_CM_EVENT_ESTABLISHED => {
+                if self.active && self.phase == Phase::Connecting {
+                    // The peer's answer bounds our read depths.
+                    self.opts.initiator_depth =
+                        self.opts.initiator_depth.min(ev.responder_resources);
+                    self.opts.responder_resources =
+                        self.opts.responder_resources.min(ev.initiator_depth);
+                }
+                self.set_phase(Phase::Connected);
+                self.stash_push(CmEvent {
+                    kind: CmEventKind::Established,
+                    status: ev.status,
+                    private_data: pd,
+                });
+            }
+            t::RDMA_CM_EVENT_ADDR_ERROR => self.terminal(CmEventKind::AddrError, ev.status, pd),
+            t::RDMA_CM_EVENT_ROUTE_ERROR => self.terminal(CmEventKind::RouteError, ev.status, pd),
+            t::RDMA_CM_EVENT_REJECTED => self.terminal(CmEventKind::Rejected, ev.status, pd),
+            t::RDMA_CM_EVENT_UNREACHABLE => self.terminal(CmEventKind::Unreachable, ev.status, pd),
+            t::RDMA_CM_EVENT_CONNECT_ERROR => {
+                self.terminal(CmEventKind::ConnectError, ev.status, pd)
+            }
+            t::RDMA_CM_EVENT_DISCONNECTED => {
+                // Answer the peer's disconnect at once (IB CM DREP); an error means it was
+                // answered already (we disconnected first).
+                // SAFETY: the id is live.
+                unsafe {
+                    sys::rdma_disconnect(self.id);
+                }
+                self.terminal(CmEventKind::Disconnected, ev.status, pd)
+            }
+            t::RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                self.terminal(CmEventKind::DeviceRemoval, ev.status, pd)
+            }
+            // TIMEWAIT_EXIT, ADDR_CHANGE, stale resolution events: nothing for the caller.
+            _ => {}
+        }
+    }
 }
 
 /// Preallocated send work requests, their SGEs and inline copies (one batch).
@@ -51,6 +239,8 @@ struct SendBatch {
     sges: Box<[sys::ibv_sge]>,
     inline: Box<[u8]>,
     signaled: Box<[bool]>,
+    /// Per slot: the window a BIND_MW binds and its new key (null otherwise).
+    binds: Box<[(*mut sys::ibv_mw, u32)]>,
     stride: usize,
     inline_stride: usize,
     len: usize,
@@ -71,6 +261,7 @@ impl SendBatch {
                 .collect(),
             inline: vec![0u8; n * inline_stride].into_boxed_slice(),
             signaled: vec![false; n].into_boxed_slice(),
+            binds: vec![(core::ptr::null_mut(), 0); n].into_boxed_slice(),
             stride,
             inline_stride,
             len: 0,
@@ -100,10 +291,10 @@ pub struct RdmaQp {
     id: *mut sys::rdma_cm_id,
     qp: *mut sys::ibv_qp,
     qp_num: u32,
+    /// Depths and limits as created (the negotiated read depths live in `progress`).
     opts: QpOptions,
-    phase: Phase,
-    active: bool,
-    connect_data: PrivateData,
+    progress: Arc<Mutex<Progress>>,
+    hub: &'static Hub,
     local: SocketAddr,
     peer: SocketAddr,
     acct: Arc<QpAcct>,
@@ -117,8 +308,6 @@ pub struct RdmaQp {
     srq: Option<Arc<SrqInner>>,
     _pd: Arc<PdInner>,
     _dev: Arc<DeviceInner>,
-    /// Dropped after the id (fields drop after `Drop::drop`).
-    _channel: Channel,
 }
 
 // SAFETY: the QP is used through &mut self only; ibverbs/rdma_cm objects may be used from any
@@ -127,11 +316,13 @@ unsafe impl Send for RdmaQp {}
 
 impl Drop for RdmaQp {
     fn drop(&mut self) {
+        // No driver touches the id once `dead` is set under the lock.
+        lock(&self.progress).dead = true;
+        self.hub.unregister(self.id);
         self.send_cq.detach(&self.acct);
         self.recv_cq.detach(&self.acct);
-        // SAFETY: the QP and id are live and owned; every event was acknowledged. The QP is
-        // destroyed before the id, the id before its channel (a field dropped after this), and
-        // the CQs/SRQ/PD after both (Arc fields).
+        // SAFETY: the QP and id are live, owned and unregistered; every event was acknowledged.
+        // The QP is destroyed before the id, and the CQs/SRQ/PD after both (Arc fields).
         unsafe {
             sys::rdma_destroy_qp(self.id);
             sys::rdma_destroy_id(self.id);
@@ -169,13 +360,13 @@ fn validate(caps: &DeviceCaps, mut o: QpOptions, srq: bool) -> Result<QpOptions,
 }
 
 impl RdmaQp {
-    /// `rdma_create_qp` on `guard`'s id and the preallocated batches. On error the id (with its
-    /// QP, if created) is destroyed by the guard, then the channel.
+    /// `rdma_create_qp` on `guard`'s id and the preallocated batches; the id is registered with
+    /// the hub. On error the id (with its QP, if created) is destroyed by the guard.
     #[allow(clippy::too_many_arguments)]
     fn new(
         dev: &Arc<DeviceInner>,
+        hub: &'static Hub,
         guard: IdGuard,
-        channel: Channel,
         init: &QpInit<'_, Rdma>,
         opts: QpOptions,
         active: bool,
@@ -209,28 +400,42 @@ impl RdmaQp {
         // SAFETY: qp is live.
         let qp_num = unsafe { (*qp).qp_num };
         let srq = init.srq.map(|s| Arc::clone(s.inner()));
+        let phase = if active {
+            Phase::ResolvingAddr
+        } else {
+            Phase::Connected
+        };
         let acct = Arc::new(QpAcct::new(
             qp_num,
             opts.max_send_wr,
             srq.as_ref().map(|s| Arc::clone(s.acct())),
+            phase as u8,
         ));
         let send_cq = Arc::clone(init.send_cq.inner());
         let recv_cq = Arc::clone(init.recv_cq.inner());
         send_cq.attach(&acct);
         recv_cq.attach(&acct);
         core::mem::forget(guard);
+        let progress = Arc::new(Mutex::new(Progress {
+            id,
+            qp,
+            acct: Arc::clone(&acct),
+            phase,
+            active,
+            dead: false,
+            connect_data: PrivateData::EMPTY,
+            opts,
+            has_srq: srq.is_some(),
+            stash: [None; STASH],
+        }));
+        hub.register_qp(id, &progress);
         Ok(RdmaQp {
             id,
             qp,
             qp_num,
             opts,
-            phase: if active {
-                Phase::ResolvingAddr
-            } else {
-                Phase::Connected
-            },
-            active,
-            connect_data: PrivateData::EMPTY,
+            progress,
+            hub,
             local,
             peer,
             acct,
@@ -244,12 +449,11 @@ impl RdmaQp {
             srq,
             _pd: Arc::clone(pd),
             _dev: Arc::clone(dev),
-            _channel: channel,
         })
     }
 
     /// The active side: id bound to the device's address, QP created (INIT), address
-    /// resolution started.
+    /// resolution started; the rest happens in event polls.
     pub(crate) fn connect(
         dev: &Arc<DeviceInner>,
         addr: SocketAddr,
@@ -261,19 +465,12 @@ impl RdmaQp {
             _ => return Err(VerbsError::new(VerbsCall::Connect, errno::EINVAL)),
         };
         let opts = validate(dev.caps(), init.opts, init.srq.is_some())?;
-        let channel = Channel::new(VerbsCall::Connect)?;
-        let id = super::cm::create_id(&channel, VerbsCall::Connect)?;
-        let guard = IdGuard(id);
-        let mut sa = super::to_sockaddr(SocketAddr::new(dev_local(dev), 0));
-        // SAFETY: id is live; sa is a valid sockaddr.
-        if unsafe { sys::rdma_bind_addr(id, (&mut sa as *mut libc::sockaddr_storage).cast()) } != 0
-        {
-            return Err(os_err(VerbsCall::Connect));
-        }
+        let (hub, guard) = dev.bound_id(SocketAddr::new(dev.local, 0), VerbsCall::Connect)?;
+        let id = guard.0;
         // SAFETY: id is live.
-        let local = unsafe { id_addrs(id).0 }.unwrap_or(SocketAddr::new(dev_local(dev), 0));
-        let mut qp = RdmaQp::new(dev, guard, channel, &init, opts, true, local, addr)?;
-        qp.connect_data = connect_data;
+        let local = unsafe { id_addrs(id).0 }.unwrap_or(SocketAddr::new(dev.local, 0));
+        let qp = RdmaQp::new(dev, hub, guard, &init, opts, true, local, addr)?;
+        lock(&qp.progress).connect_data = connect_data;
         let mut dst = super::to_sockaddr(addr);
         // SAFETY: id is live and bound; dst is a valid sockaddr; a null source keeps the bound
         // address.
@@ -294,71 +491,24 @@ impl RdmaQp {
     /// The passive side: QP on the request's id, then `rdma_accept`.
     pub(crate) fn accept(
         dev: &Arc<DeviceInner>,
-        id: *mut sys::rdma_cm_id,
-        channel: Channel,
+        hub: &'static Hub,
+        guard: IdGuard,
         init: QpInit<'_, Rdma>,
         private_data: &[u8],
         (peer_initiator, peer_responder): (u8, u8),
         (local, peer): (SocketAddr, SocketAddr),
     ) -> Result<RdmaQp, VerbsError> {
-        let guard = IdGuard(id);
         let mut opts = validate(dev.caps(), init.opts, init.srq.is_some())?;
         opts.initiator_depth = opts.initiator_depth.min(peer_responder);
         opts.responder_resources = opts.responder_resources.min(peer_initiator);
-        let qp = RdmaQp::new(dev, guard, channel, &init, opts, false, local, peer)?;
-        let mut param = qp.conn_param(private_data);
+        let qp = RdmaQp::new(dev, hub, guard, &init, opts, false, local, peer)?;
+        let mut param = lock(&qp.progress).conn_param(private_data);
         // SAFETY: id is live with its QP; param points to private_data (valid for the call).
         if unsafe { sys::rdma_accept(qp.id, &mut param) } != 0 {
             return Err(os_err(VerbsCall::Accept));
         }
         Ok(qp)
     }
-
-    fn conn_param(&self, private_data: &[u8]) -> sys::rdma_conn_param {
-        // SAFETY: plain old data.
-        let mut p: sys::rdma_conn_param = unsafe { core::mem::zeroed() };
-        if !private_data.is_empty() {
-            p.private_data = private_data.as_ptr().cast();
-            p.private_data_len = u8::try_from(private_data.len()).unwrap_or(u8::MAX);
-        }
-        p.responder_resources = self.opts.responder_resources;
-        p.initiator_depth = self.opts.initiator_depth;
-        p.flow_control = 1;
-        p.retry_count = self.opts.retry_count;
-        p.rnr_retry_count = self.opts.rnr_retry_count;
-        p.srq = u8::from(self.srq.is_some());
-        p
-    }
-
-    /// Moves the QP to the error state (everything posted flushes) and stops the accounting.
-    fn enter_error(&mut self) {
-        self.acct.set_errored();
-        self.phase = Phase::Closed;
-        // SAFETY: plain old data.
-        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is live; only the state is modified.
-        unsafe {
-            sys::ibv_modify_qp(
-                self.qp,
-                &mut attr,
-                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
-            );
-        }
-    }
-
-    fn terminal(&mut self, kind: CmEventKind, status: i32, pd: PrivateData) -> CmEvent {
-        self.enter_error();
-        CmEvent {
-            kind,
-            status,
-            private_data: pd,
-        }
-    }
-}
-
-fn dev_local(dev: &DeviceInner) -> std::net::IpAddr {
-    dev.local
 }
 
 impl QueuePair<Rdma> for RdmaQp {
@@ -387,7 +537,7 @@ impl QueuePair<Rdma> for RdmaQp {
     }
 
     fn options(&self) -> QpOptions {
-        self.opts
+        lock(&self.progress).opts
     }
 
     fn local_addr(&self) -> SocketAddr {
@@ -401,7 +551,7 @@ impl QueuePair<Rdma> for RdmaQp {
     fn queue_send(&mut self, wr: &SendWr<'_, Rdma>) -> Result<(), VerbsError> {
         let einval = VerbsError::new(VerbsCall::PostSend, errno::EINVAL);
         let enomem = VerbsError::new(VerbsCall::PostSend, errno::ENOMEM);
-        if !matches!(self.phase, Phase::Connected | Phase::Closed) {
+        if !self.acct.phase().can_send() {
             return Err(einval);
         }
         let n = self.send.len;
@@ -524,6 +674,10 @@ impl QueuePair<Rdma> for RdmaQp {
             }
         }
         self.send.signaled[n] = wr.flags.contains(SendFlags::SIGNALED);
+        self.send.binds[n] = match wr.op {
+            SendOp::BindMw { mw, rkey, .. } => (mw.raw(), rkey),
+            _ => (core::ptr::null_mut(), 0),
+        };
         self.send.len = n + 1;
         Ok(())
     }
@@ -554,11 +708,29 @@ impl QueuePair<Rdma> for RdmaQp {
         let rc = unsafe { sys::ibv_post_send(self.qp, head, &mut bad) };
         self.doorbells += 1;
         self.send.len = 0;
+        let posted = if rc == 0 {
+            n
+        } else {
+            index_of(self.send.wrs.as_ptr(), bad, n)
+        };
+        // Providers read the window's current key from `ibv_mw.rkey` when a bind is posted
+        // (rxe checks it against the kernel's); it becomes the new key once posted, as
+        // ibv_bind_mw does for type-1 windows.
+        for &(mw, rkey) in &self.send.binds[..posted] {
+            if !mw.is_null() {
+                // SAFETY: the window is alive (the caller keeps it for its bind) and only this
+                // QP posts binds of it.
+                unsafe { core::ptr::addr_of_mut!((*mw).rkey).write(rkey) };
+            }
+        }
         if rc == 0 {
             self.sq_posted = before + n as u64;
             return Ok(());
         }
-        let posted = index_of(self.send.wrs.as_ptr(), bad, n);
+        super::trace!(
+            "qp {:#x}: ibv_post_send of {n} -> {rc}, {posted} posted",
+            self.qp_num
+        );
         self.sq_posted = before + posted as u64;
         if accounting {
             let unposted = self.send.signaled[posted..n].iter().filter(|s| **s).count() as u64;
@@ -604,103 +776,32 @@ impl QueuePair<Rdma> for RdmaQp {
     }
 
     fn poll_event(&mut self) -> Result<Option<CmEvent>, VerbsError> {
-        use sys::rdma_cm_event_type as t;
-        loop {
-            let Some(ev) = next_event(&self._channel)? else {
-                return Ok(None);
-            };
-            let pd = ev.private_data;
-            let ev = match ev.kind {
-                t::RDMA_CM_EVENT_ADDR_RESOLVED if self.phase == Phase::ResolvingAddr => {
-                    // SAFETY: the id is live with a resolved address.
-                    if unsafe { sys::rdma_resolve_route(self.id, RESOLVE_TIMEOUT_MS) } != 0 {
-                        let e = super::last_errno();
-                        return Ok(Some(self.terminal(CmEventKind::RouteError, -e, pd)));
-                    }
-                    self.phase = Phase::ResolvingRoute;
-                    continue;
-                }
-                t::RDMA_CM_EVENT_ROUTE_RESOLVED if self.phase == Phase::ResolvingRoute => {
-                    let data = self.connect_data;
-                    let mut param = self.conn_param(data.as_slice());
-                    // SAFETY: the id is live with a route and a QP; param points to `data`,
-                    // valid for the call.
-                    if unsafe { sys::rdma_connect(self.id, &mut param) } != 0 {
-                        let e = super::last_errno();
-                        return Ok(Some(self.terminal(CmEventKind::ConnectError, -e, pd)));
-                    }
-                    self.phase = Phase::Connecting;
-                    continue;
-                }
-                t::RDMA_CM_EVENT_ESTABLISHED if self.phase == Phase::Closed => {
-                    // Given up on (disconnect() while connecting): tear the connection down.
-                    // SAFETY: the id is live.
-                    unsafe {
-                        sys::rdma_disconnect(self.id);
-                    }
-                    continue;
-                }
-                t::RDMA_CM_EVENT_ESTABLISHED => {
-                    if self.active && self.phase == Phase::Connecting {
-                        // The peer's answer bounds our read depths.
-                        self.opts.initiator_depth =
-                            self.opts.initiator_depth.min(ev.responder_resources);
-                        self.opts.responder_resources =
-                            self.opts.responder_resources.min(ev.initiator_depth);
-                    }
-                    self.phase = Phase::Connected;
-                    CmEvent {
-                        kind: CmEventKind::Established,
-                        status: ev.status,
-                        private_data: pd,
-                    }
-                }
-                t::RDMA_CM_EVENT_ADDR_ERROR => self.terminal(CmEventKind::AddrError, ev.status, pd),
-                t::RDMA_CM_EVENT_ROUTE_ERROR => {
-                    self.terminal(CmEventKind::RouteError, ev.status, pd)
-                }
-                t::RDMA_CM_EVENT_REJECTED => self.terminal(CmEventKind::Rejected, ev.status, pd),
-                t::RDMA_CM_EVENT_UNREACHABLE => {
-                    self.terminal(CmEventKind::Unreachable, ev.status, pd)
-                }
-                t::RDMA_CM_EVENT_CONNECT_ERROR => {
-                    self.terminal(CmEventKind::ConnectError, ev.status, pd)
-                }
-                t::RDMA_CM_EVENT_DISCONNECTED => {
-                    // Answer the peer's disconnect (IB CM DREP); errors mean it was already
-                    // answered.
-                    // SAFETY: the id is live.
-                    unsafe {
-                        sys::rdma_disconnect(self.id);
-                    }
-                    self.terminal(CmEventKind::Disconnected, ev.status, pd)
-                }
-                t::RDMA_CM_EVENT_DEVICE_REMOVAL => {
-                    self.terminal(CmEventKind::DeviceRemoval, ev.status, pd)
-                }
-                // TIMEWAIT_EXIT, ADDR_CHANGE, stale resolution events: nothing for the caller.
-                _ => continue,
-            };
-            return Ok(Some(ev));
-        }
+        self.hub.poll()?;
+        Ok(lock(&self.progress).stash_pop())
     }
 
     fn disconnect(&mut self) -> Result<(), VerbsError> {
-        match self.phase {
+        let mut p = lock(&self.progress);
+        match p.phase {
             Phase::Closed => Ok(()),
             Phase::Connected => {
                 // SAFETY: the id is live and connected.
                 let rc = unsafe { sys::rdma_disconnect(self.id) };
+                super::trace!(
+                    "qp {:#x}: rdma_disconnect -> {rc} ({})",
+                    self.qp_num,
+                    super::last_errno()
+                );
                 let res = if rc != 0 {
                     Err(os_err(VerbsCall::Disconnect))
                 } else {
                     Ok(())
                 };
-                self.enter_error();
+                p.enter_error();
                 res
             }
             _ => {
-                self.enter_error();
+                p.enter_error();
                 Err(VerbsError::new(VerbsCall::Disconnect, errno::ENOTCONN))
             }
         }
