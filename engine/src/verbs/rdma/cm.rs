@@ -333,10 +333,13 @@ impl RdmaListener {
         let (hub, guard) = dev.bound_id(addr, VerbsCall::Listen)?;
         let id = guard.0;
         let backlog = c_int::try_from(backlog).unwrap_or(c_int::MAX);
-        // SAFETY: id is bound.
-        if unsafe { sys::rdma_listen(id, backlog) } != 0 {
-            return Err(os_err(VerbsCall::Listen));
-        }
+        dev.in_netns(VerbsCall::Listen, || {
+            // SAFETY: id is bound.
+            if unsafe { sys::rdma_listen(id, backlog) } != 0 {
+                return Err(os_err(VerbsCall::Listen));
+            }
+            Ok(())
+        })?;
         // SAFETY: id is live.
         let local = unsafe { id_addrs(id).0 }.unwrap_or(addr);
         let queue = Arc::new(Mutex::new(ListenQueue {

@@ -46,6 +46,8 @@ pub(crate) struct SrqAcct {
 /// receive its completions (consumers).
 pub(crate) struct QpAcct {
     pub(crate) qp_num: u32,
+    /// The `ibv_qp` (moved to the error state when a CQ it uses overruns).
+    qp: *mut sys::ibv_qp,
     /// Set by a CQ poll on an error completion, or by the QP on disconnect; never cleared.
     errored: AtomicBool,
     /// Send WRs retired (the value of `posted` right after the last completed signaled WR).
@@ -64,8 +66,16 @@ pub(crate) struct QpAcct {
     phase: AtomicU8,
 }
 
+// SAFETY: the raw QP pointer is only used for ibv_modify_qp (thread-safe) while the QP is
+// attached to a CQ, i.e. alive (the QP detaches itself before it is destroyed, under the CQ's
+// table lock).
+unsafe impl Send for QpAcct {}
+// SAFETY: see Send; everything else is atomic.
+unsafe impl Sync for QpAcct {}
+
 impl QpAcct {
     pub(crate) fn new(
+        qp: *mut sys::ibv_qp,
         qp_num: u32,
         max_send_wr: u32,
         srq: Option<Arc<SrqAcct>>,
@@ -73,6 +83,7 @@ impl QpAcct {
     ) -> QpAcct {
         let n = max_send_wr.max(1) as usize;
         QpAcct {
+            qp,
             qp_num,
             errored: AtomicBool::new(false),
             sq_completed: AtomicU64::new(0),
@@ -219,9 +230,15 @@ fn drain_async(ctx: *mut sys::ibv_context) {
         super::trace!("async event {} element {:p}", ev.event_type, ev.element);
         if ev.event_type == IBV_EVENT_CQ_ERR {
             let key = ev.element as usize;
-            if let Some((_, flag)) = lock(&CQ_ERRORS).iter().find(|(k, _)| *k == key) {
+            let table = lock(&CQ_ERRORS);
+            if let Some((_, flag)) = table.iter().find(|(k, _)| *k == key) {
                 // Release: pairs with the Acquire load at the top of RdmaCq::poll.
                 flag.store(true, Ordering::Release);
+            } else {
+                super::trace!(
+                    "CQ_ERR for an unknown CQ; known: {:x?}",
+                    table.iter().map(|e| e.0).collect::<Vec<_>>()
+                );
             }
         }
         // SAFETY: the event came from ibv_get_async_event and is acknowledged once.
@@ -273,6 +290,26 @@ impl CqInner {
 
     pub(crate) fn detach(&self, acct: &Arc<QpAcct>) {
         lock(&self.qps).retain(|a| !Arc::ptr_eq(a, acct));
+    }
+
+    /// A CQ overrun: every QP attached goes to the error state (as the IB spec has it; rxe
+    /// leaves them in RTS), so their outstanding work flushes.
+    fn overrun_qps(&self) {
+        let qps = lock(&self.qps);
+        for a in qps.iter() {
+            a.set_errored();
+            // SAFETY: plain old data.
+            let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
+            attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+            // SAFETY: attached QPs are alive (they detach under this lock before destruction).
+            unsafe {
+                sys::ibv_modify_qp(
+                    a.qp,
+                    &mut attr,
+                    sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as core::ffi::c_int,
+                );
+            }
+        }
     }
 
     fn account(&self, done: &[Completion]) {
@@ -405,6 +442,7 @@ impl CompletionQueue for RdmaCq {
                 drain_async(inner.dev.ctx());
                 // Acquire: pairs with the Release store in `drain_async`.
                 if inner.overrun.load(Ordering::Acquire) {
+                    inner.overrun_qps();
                     return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
                 }
             }

@@ -271,6 +271,16 @@ impl DeviceInner {
     ) -> Result<(&'static cm::Hub, cm::IdGuard), VerbsError> {
         netns::run_in(self.netns.as_ref(), call, || bind_new_id(addr, call))
     }
+
+    /// Runs `f` in the device's network namespace (calls that make sockets: siw creates its
+    /// TCP socket in the caller's namespace on `rdma_listen` and `rdma_connect`).
+    pub(crate) fn in_netns<T>(
+        &self,
+        call: VerbsCall,
+        f: impl FnOnce() -> Result<T, VerbsError>,
+    ) -> Result<T, VerbsError> {
+        netns::run_in(self.netns.as_ref(), call, f)
+    }
 }
 
 /// A new id on the event hub bound to `addr` (in the calling thread's namespace).

@@ -86,6 +86,7 @@ pub(crate) struct Progress {
     opts: QpOptions,
     has_srq: bool,
     stash: [Option<CmEvent>; STASH],
+    dev: Arc<DeviceInner>,
 }
 
 // SAFETY: the raw pointers are only used under the Mutex and never after `dead` is set;
@@ -177,13 +178,19 @@ impl Progress {
             t::RDMA_CM_EVENT_ROUTE_RESOLVED if self.phase == Phase::ResolvingRoute => {
                 let data = self.connect_data;
                 let mut param = self.conn_param(data.as_slice());
-                // SAFETY: the id is live with a route and a QP; param points to `data`, valid
-                // for the call.
-                if unsafe { sys::rdma_connect(self.id, &mut param) } != 0 {
-                    let e = super::last_errno();
-                    self.terminal(CmEventKind::ConnectError, -e, pd);
-                } else {
-                    self.set_phase(Phase::Connecting);
+                let id = self.id;
+                let dev = Arc::clone(&self.dev);
+                let rc = dev.in_netns(VerbsCall::Connect, || {
+                    // SAFETY: the id is live with a route and a QP; param points to `data`,
+                    // valid for the call.
+                    if unsafe { sys::rdma_connect(id, &mut param) } != 0 {
+                        return Err(os_err(VerbsCall::Connect));
+                    }
+                    Ok(())
+                });
+                match rc {
+                    Ok(()) => self.set_phase(Phase::Connecting),
+                    Err(e) => self.terminal(CmEventKind::ConnectError, -e.errno, pd),
                 }
             }
             t::RDMA_CM_EVENT_ESTABLISHED if self.phase == Phase::Closed => {
@@ -406,6 +413,7 @@ impl RdmaQp {
             Phase::Connected
         };
         let acct = Arc::new(QpAcct::new(
+            qp,
             qp_num,
             opts.max_send_wr,
             srq.as_ref().map(|s| Arc::clone(s.acct())),
@@ -427,6 +435,7 @@ impl RdmaQp {
             opts,
             has_srq: srq.is_some(),
             stash: [None; STASH],
+            dev: Arc::clone(dev),
         }));
         hub.register_qp(id, &progress);
         Ok(RdmaQp {
@@ -511,6 +520,28 @@ impl RdmaQp {
     }
 }
 
+impl RdmaQp {
+    /// Work posted to a QP already in the error state must flush. Hardware flushes it on its
+    /// own; rxe only flushes its queues on the transition to ERROR, so the transition is
+    /// repeated (ERROR → ERROR is always allowed). Only called when the QP is known errored.
+    fn reflush(&mut self) {
+        if self.state() != QpState::Error {
+            return;
+        }
+        // SAFETY: plain old data.
+        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        // SAFETY: the QP is live; only the state changes.
+        unsafe {
+            sys::ibv_modify_qp(
+                self.qp,
+                &mut attr,
+                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
+            );
+        }
+    }
+}
+
 impl QueuePair<Rdma> for RdmaQp {
     fn qp_num(&self) -> u32 {
         self.qp_num
@@ -530,10 +561,21 @@ impl QueuePair<Rdma> for RdmaQp {
                 &mut init,
             )
         };
-        if rc != 0 {
-            return QpState::Unknown;
+        let queried = if rc == 0 {
+            QpState::from_u8(u8::try_from(attr.qp_state).unwrap_or(u8::MAX))
+        } else {
+            QpState::Unknown
+        };
+        match queried {
+            // siw does not report the state (always RESET); a QP made by rdma_create_qp is
+            // never in RESET, so the tracked state stands in.
+            QpState::Reset | QpState::Unknown => match self.acct.phase() {
+                Phase::ResolvingAddr | Phase::ResolvingRoute | Phase::Connecting => QpState::Init,
+                Phase::Connected if !self.acct.errored() => QpState::Rts,
+                Phase::Connected | Phase::Closed => QpState::Error,
+            },
+            s => s,
         }
-        QpState::from_u8(u8::try_from(attr.qp_state).unwrap_or(u8::MAX))
     }
 
     fn options(&self) -> QpOptions {
@@ -725,6 +767,9 @@ impl QueuePair<Rdma> for RdmaQp {
         }
         if rc == 0 {
             self.sq_posted = before + n as u64;
+            if !accounting {
+                self.reflush();
+            }
             return Ok(());
         }
         super::trace!(
@@ -767,6 +812,9 @@ impl QueuePair<Rdma> for RdmaQp {
         self.rq_posted += posted as u64;
         if rc != 0 {
             return Err(ret_err(VerbsCall::PostRecv, rc));
+        }
+        if self.acct.errored() {
+            self.reflush();
         }
         Ok(())
     }
