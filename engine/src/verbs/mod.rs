@@ -25,8 +25,14 @@
 //! Handles are self-contained: a QP keeps its CQs, PD and device alive internally, a
 //! registration keeps its PD alive, so drop order between handles never causes use-after-free.
 //!
-//! Errors from calls are [`VerbsError`] (the failing call + an errno-like code); errors of work
-//! requests arrive as [`Completion`]s with a non-success [`WcStatus`], exactly like ibverbs.
+//! Normal operation: connect/accept through the CM calls, register memory, queue work requests
+//! and ring one doorbell per batch, poll completions in bursts, poll connection events.
+//!
+//! Recovery: errors from calls are [`VerbsError`] (the failing call + an errno-like code);
+//! errors of work requests arrive as [`Completion`]s with a non-success [`WcStatus`], exactly
+//! like ibverbs. After an error completion the QP is in the error state: everything outstanding
+//! completes with `WR_FLUSH_ERR`, the owner disconnects and drops the QP, and the peer sees
+//! `Disconnected`.
 //!
 //! Providers: [`soft`] (in-process, the default, used by all tests). The conformance suite in
 //! [`conformance`] is generic over the provider.
@@ -971,4 +977,50 @@ pub trait ConnRequest<P: Provider>: Send {
     fn accept(self, init: QpInit<'_, P>, private_data: &[u8]) -> Result<P::Qp, VerbsError>;
     /// `rdma_reject(private_data)` (at most [`DeviceCaps::max_private_data_reject`] octets).
     fn reject(self, private_data: &[u8]) -> Result<(), VerbsError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_wr_id_round_trip() {
+        let w = WrId::new(0xa5, 0x00ab_cdef_0123_4567);
+        assert_eq!(w.kind(), 0xa5);
+        assert_eq!(w.index(), 0x00ab_cdef_0123_4567);
+        assert_eq!(w.raw(), 0xa5ab_cdef_0123_4567);
+        // Index bits above 56 are dropped, never leak into the kind.
+        let w = WrId::new(1, u64::MAX);
+        assert_eq!(w.kind(), 1);
+        assert_eq!(w.index(), WrId::INDEX_MASK);
+    }
+
+    #[test]
+    fn accepts_inc_rkey_like_ibverbs() {
+        assert_eq!(inc_rkey(0x1234_5600), 0x1234_5601);
+        assert_eq!(inc_rkey(0x1234_56ff), 0x1234_5600);
+        assert_eq!(inc_rkey(0xffff_ffff), 0xffff_ff00);
+    }
+
+    #[test]
+    fn rejects_private_data_over_accept_limit() {
+        assert!(PrivateData::new(&[7; PRIVATE_DATA_ACCEPT_MAX]).is_some());
+        assert!(PrivateData::new(&[7; PRIVATE_DATA_ACCEPT_MAX + 1]).is_none());
+        let p = PrivateData::new(b"abc").unwrap_or_default();
+        assert_eq!(p.as_slice(), b"abc");
+        assert_eq!(PrivateData::EMPTY.as_slice(), b"");
+    }
+
+    #[test]
+    fn accepts_ibverbs_numeric_values() {
+        assert_eq!(QpState::from_u8(6), QpState::Error);
+        assert_eq!(QpState::from_u8(200), QpState::Unknown);
+        assert_eq!(WcStatus::RNR_RETRY_EXC_ERR.0, 13);
+        assert_eq!(WcStatus(99).name(), "UNKNOWN");
+        assert_eq!(WcOpcode::RECV.0, 128);
+        assert!(WcOpcode::RECV.is_recv() && !WcOpcode::LOCAL_INV.is_recv());
+        assert_eq!(WcFlags::WITH_INV.0, 8);
+        assert_eq!(SendFlags::INLINE.0, 8);
+        assert_eq!(core::mem::size_of::<Sge>(), 16);
+    }
 }

@@ -1,0 +1,178 @@
+//! Soft completion queues: a bounded lock-free MPMC ring (several QPs on several threads push,
+//! the owner polls).
+//!
+//! Normal operation: producers push completions; `poll` pops a burst into the caller's array.
+//! When an attached QP has deferred work (an RNR-blocked send queue, held completions), `poll`
+//! first drives it — the soft "NIC" has no thread of its own.
+//!
+//! Recovery: a push into a full ring overruns the CQ (as hardware's `IBV_EVENT_CQ_ERR`): the
+//! CQ becomes unusable (`poll` fails with `EOVERFLOW`) and every attached QP goes to the error
+//! state with its connection torn down. Later pushes are dropped.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crossbeam_queue::ArrayQueue;
+
+use super::qp::QpShared;
+use super::DeviceInner;
+use crate::verbs::{errno, Completion, CompletionQueue, VerbsCall, VerbsError};
+
+pub(crate) struct CqShared {
+    pub(crate) dev: Arc<DeviceInner>,
+    ring: ArrayQueue<Completion>,
+    depth: u32,
+    overflow: AtomicBool,
+    overflow_unhandled: AtomicBool,
+    /// Number of `poll` calls so far (for "hold until N polls").
+    pub(crate) polls: AtomicU64,
+    /// Attached QPs with deferred work (RNR wait, held completions).
+    pub(crate) work: AtomicU32,
+    attached: Mutex<Vec<Weak<QpShared>>>,
+}
+
+impl CqShared {
+    /// Pushes a completion; on a full ring the CQ overruns.
+    pub(crate) fn push(&self, c: Completion) {
+        // Acquire: pairs with the Release store below (a sticky flag; later pushes drop).
+        if self.overflow.load(Ordering::Acquire) {
+            return;
+        }
+        if self.ring.push(c).is_err() {
+            // Release/SeqCst: publish the overrun before asking someone to handle it.
+            self.overflow.store(true, Ordering::Release);
+            self.overflow_unhandled.store(true, Ordering::SeqCst);
+            self.handle_overflow();
+        }
+    }
+
+    /// Moves every attached QP to the error state, if the CQ overran and nobody did it yet.
+    /// Never blocks: if the attach list is busy, its holder runs this after unlocking.
+    pub(crate) fn handle_overflow(&self) {
+        loop {
+            // SeqCst: pairs with the SeqCst store in `push`, against the unlock below.
+            if !self.overflow_unhandled.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(list) = self.attached.try_lock() else {
+                return;
+            };
+            // SeqCst: only one handler claims the overrun (pairs with the store in `push`).
+            if self.overflow_unhandled.swap(false, Ordering::SeqCst) {
+                for w in list.iter() {
+                    if let Some(qp) = w.upgrade() {
+                        qp.connection_down();
+                    }
+                }
+            }
+            drop(list);
+        }
+    }
+
+    pub(crate) fn attach(&self, qp: &Arc<QpShared>) {
+        self.attached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(qp));
+        self.handle_overflow();
+    }
+
+    pub(crate) fn detach(&self, qp: &QpShared) {
+        self.attached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|w| !core::ptr::eq(w.as_ptr(), qp));
+        self.handle_overflow();
+    }
+
+    /// Drives attached QPs' deferred work (called by `poll` when `work` > 0).
+    fn progress(&self) {
+        let Ok(list) = self.attached.try_lock() else {
+            return;
+        };
+        for w in list.iter() {
+            if let Some(qp) = w.upgrade() {
+                qp.progress(self);
+            }
+        }
+        drop(list);
+        self.handle_overflow();
+    }
+
+    pub(crate) fn is_overflowed(&self) -> bool {
+        // Acquire: pairs with the Release store in `push`.
+        self.overflow.load(Ordering::Acquire)
+    }
+}
+
+/// A soft completion queue.
+pub struct SoftCq {
+    pub(crate) shared: Arc<CqShared>,
+}
+
+impl core::fmt::Debug for SoftCq {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "SoftCq(depth {})", self.shared.depth)
+    }
+}
+
+impl SoftCq {
+    pub(crate) fn new(dev: Arc<DeviceInner>, depth: u32) -> SoftCq {
+        SoftCq {
+            shared: Arc::new(CqShared {
+                dev,
+                ring: ArrayQueue::new(depth.max(1) as usize),
+                depth,
+                overflow: AtomicBool::new(false),
+                overflow_unhandled: AtomicBool::new(false),
+                polls: AtomicU64::new(0),
+                work: AtomicU32::new(0),
+                attached: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Completions currently queued (diagnostics).
+    pub fn len(&self) -> usize {
+        self.shared.ring.len()
+    }
+
+    /// True when no completion is queued.
+    pub fn is_empty(&self) -> bool {
+        self.shared.ring.is_empty()
+    }
+}
+
+impl CompletionQueue for SoftCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError> {
+        let s = &*self.shared;
+        if s.is_overflowed() {
+            s.handle_overflow();
+            return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
+        }
+        // Relaxed: a counter only this poller increments; readers tolerate staleness.
+        s.polls.fetch_add(1, Ordering::Relaxed);
+        // Acquire: pairs with the Release increments by QPs that defer work.
+        if s.work.load(Ordering::Acquire) != 0 {
+            s.progress();
+            if s.is_overflowed() {
+                return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
+            }
+        }
+        let mut n = 0;
+        while n < out.len() {
+            match s.ring.pop() {
+                Some(c) => {
+                    out[n] = c;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        Ok(n)
+    }
+
+    fn depth(&self) -> u32 {
+        self.shared.depth
+    }
+}
