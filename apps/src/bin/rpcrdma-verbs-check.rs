@@ -53,6 +53,10 @@ fn parse_args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
+        if arg.is_empty() {
+            // Wrappers that quote an empty argument list (`printf %q` of nothing) pass "".
+            continue;
+        }
         let (key, inline) = match arg.split_once('=') {
             Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
             _ => (arg.clone(), None),
