@@ -179,6 +179,12 @@ impl QpAcct {
         self.sq_completed.store(m, Ordering::Release);
     }
 
+    /// A successful send completion, for the unit tests.
+    #[cfg(test)]
+    pub(crate) fn test_send_completion(&self) {
+        self.on_send_completion();
+    }
+
     fn on_recv_completion(&self) {
         match &self.srq {
             // Release: pairs with the Acquire load in RdmaSrq::queue_recv.
