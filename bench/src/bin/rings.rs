@@ -256,6 +256,18 @@ fn main() {
         Some((a, b)) => println!("consumer on core {}, producer on core {}", a.id, b.id),
         None => println!("fewer than two usable cores: threads run unpinned"),
     }
+    // Other processes on these two cores make every number here meaningless: say so up front.
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        let one: f64 = load
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        println!("load average (1 min) before the run: {one:.2}");
+        if one > 0.5 {
+            println!("WARNING: the machine is busy; expect noisy, inflated numbers");
+        }
+    }
     let floor = halved(&cacheline_pingpong(ROUND_TRIPS));
     pin(cores.map(|c| c.0));
 
