@@ -214,6 +214,11 @@ pub struct Config {
     pub remote_invalidate: bool,
     /// Requester: fail a call not answered within this many nanoseconds (0: never).
     pub call_timeout_ns: u64,
+    /// Send this side's RFC 8797 message at connection set-up ([`Connection::private_data_opt`]).
+    /// When off, this side negotiates as a peer without private data: the Version One defaults
+    /// (1024-octet thresholds both ways, no remote invalidation), which is what the other side
+    /// assumes of it.
+    pub send_private_data: bool,
 }
 
 impl Config {
@@ -232,6 +237,7 @@ impl Config {
         stag: StagMode::MemoryWindows,
         remote_invalidate: true,
         call_timeout_ns: 0,
+        send_private_data: true,
     };
 }
 
@@ -942,16 +948,48 @@ impl Connection {
     }
 
     /// This side's RFC 8797 message, for the connect request (requester) or the accept
-    /// (responder).
+    /// (responder). The sizes are the advertised (representable, rounded-down) values.
     pub fn private_data(&self) -> [u8; private_data::MSG_LEN] {
-        self.ours().encode()
+        self.advertised().encode()
     }
 
-    fn ours(&self) -> PrivateData {
+    /// The private data to send at connection set-up: this side's RFC 8797 message, or `None`
+    /// when [`Config::send_private_data`] is off (send no private data, or only the transport's
+    /// own).
+    pub fn private_data_opt(&self) -> Option<[u8; private_data::MSG_LEN]> {
+        self.core.cfg.send_private_data.then(|| self.private_data())
+    }
+
+    /// The message this side advertises, with the sizes as the peer will decode them.
+    fn advertised(&self) -> PrivateData {
         let cfg = &self.core.cfg;
         let r = cfg.remote_invalidate
             && (self.role() == Role::Responder || cfg.stag == StagMode::MemoryWindows);
-        PrivateData::v1(r, cfg.inline_send, cfg.inline_recv)
+        PrivateData::v1(
+            r,
+            private_data::representable_size(cfg.inline_send),
+            private_data::representable_size(cfg.inline_recv),
+        )
+    }
+
+    /// What this side negotiates with: its advertised message, or the Version One defaults
+    /// when it sends none (the peer assumes exactly that of it).
+    fn ours(&self) -> PrivateData {
+        if self.core.cfg.send_private_data {
+            self.advertised()
+        } else {
+            PrivateData::V1_DEFAULTS
+        }
+    }
+
+    /// RFC 8797 §4.2 with both ends using the advertised values: each direction's threshold is
+    /// min(sender's advertised send size, receiver's advertised receive size). Our send
+    /// threshold is further capped by what our send buffers really hold (an inline send size
+    /// below 1024 is advertised as 1024, the smallest representable value).
+    fn negotiate_with(&self, peer: Option<&PrivateData>) -> Negotiated {
+        let mut n = private_data::negotiate(&self.ours(), peer);
+        n.send_inline = n.send_inline.min(self.core.cfg.inline_send.max(1));
+        n
     }
 
     /// Requester: the credits currently granted by the responder (1 until the first reply).
@@ -985,7 +1023,7 @@ impl Connection {
                     return;
                 }
                 let peer = private_data::find(private_data);
-                self.core.neg = private_data::negotiate(&self.ours(), peer.as_ref());
+                self.core.neg = self.negotiate_with(peer.as_ref());
                 self.core.state = ConnState::Connected;
                 self.core.emit(Event::Connected(self.core.neg));
                 if let RoleState::Responder(r) = &mut self.role {

@@ -414,6 +414,9 @@ pub struct Pair {
     pub record: bool,
     /// Every RDMA Read / Write executed: (direction, local length, remote address, rkey).
     pub rdma_log: Vec<(Dir, bool, u32, u64, u32)>,
+    /// With `record`: every invalidation executed on a host, (host side, rkey, remotely by
+    /// Send With Invalidate).
+    pub inv_log: Vec<(Dir, u32, bool)>,
 }
 
 impl Pair {
@@ -473,29 +476,48 @@ impl Pair {
             sent: Vec::new(),
             record: false,
             rdma_log: Vec::new(),
+            inv_log: Vec::new(),
         }
     }
 
-    /// Exchanges private data (both sides established), then pumps the initial receives.
+    /// Exchanges private data (both sides established), then pumps the initial receives. Each
+    /// side gets what the other's [`Connection::private_data_opt`] gives (nothing when it sends
+    /// none; a raw side sends none).
     pub fn connect(&mut self) {
+        let req_pd = self
+            .req
+            .conn
+            .as_ref()
+            .and_then(|c| c.private_data_opt())
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        let resp_pd = self
+            .resp
+            .conn
+            .as_ref()
+            .and_then(|c| c.private_data_opt())
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        self.connect_with(&resp_pd, &req_pd);
+    }
+
+    /// Establishes both sides with the given private data as received: `to_req` is what the
+    /// requester gets in the accept, `to_resp` what the responder gets in the connect request.
+    pub fn connect_with(&mut self, to_req: &[u8], to_resp: &[u8]) {
         let now = self.now;
-        let req_pd = self.req.conn.as_ref().map(|c| c.private_data());
-        let resp_pd = self.resp.conn.as_ref().map(|c| c.private_data());
         if let Some(c) = self.req.conn.as_mut() {
-            let pd = resp_pd.unwrap_or([0; 8]);
             c.handle_cm(
                 now,
                 CmInput::Established {
-                    private_data: if resp_pd.is_some() { &pd } else { &[] },
+                    private_data: to_req,
                 },
             );
         }
         if let Some(c) = self.resp.conn.as_mut() {
-            let pd = req_pd.unwrap_or([0; 8]);
             c.handle_cm(
                 now,
                 CmInput::Established {
-                    private_data: if req_pd.is_some() { &pd } else { &[] },
+                    private_data: to_resp,
                 },
             );
         }
@@ -774,6 +796,13 @@ impl Pair {
                     rc.flags = WcFlags::WITH_INV;
                     rc.invalidated_rkey = rkey;
                     self.stats.sends_with_inv += 1;
+                    if self.record {
+                        let to = match d {
+                            Dir::Req => Dir::Resp,
+                            Dir::Resp => Dir::Req,
+                        };
+                        self.inv_log.push((to, rkey, true));
+                    }
                 }
                 y.cq.push_back(rc);
                 let c = wc(wr_id, WcStatus::SUCCESS, WcOpcode::SEND, len);
@@ -870,6 +899,9 @@ impl Pair {
             }
             WorkRequest::LocalInv { wr_id, rkey } => {
                 self.stats.local_invs += 1;
+                if self.record {
+                    self.inv_log.push((d, rkey, false));
+                }
                 let ok = x.host.invalidate(rkey);
                 let c = wc(
                     wr_id,
