@@ -27,10 +27,24 @@
 //!   [`Connection::send_reply`] RDMA-Writes result items into the Write chunks (never pad
 //!   octets), returns the Write list with the lengths actually written, and sends the reply
 //!   inline or, when it does not fit, through the Reply chunk as RDMA_NOMSG.
+//! - Both directions (RFC 8167): a connection created with [`Connection::with_backchannel`]
+//!   also carries backward calls once [`Connection::enable_backchannel`] is called: the server
+//!   starts them with [`Connection::start_call`] and gets [`Event::ReplyReady`], the client gets
+//!   [`Event::CallReady`] and answers with [`Connection::send_reply`]. Every received message
+//!   is routed by direction first (the RPC `msg_type` of an RDMA_MSG; context for the other
+//!   procedures); XIDs and credits of the two directions are kept apart.
+//! - Private data (RFC 8797): [`Connection::private_data_opt`] gives this side's message for
+//!   the connect request or the accept, [`CmInput::Established`] takes the peer's; each
+//!   direction's inline threshold is min(sender's advertised send size, receiver's advertised
+//!   receive size), so both ends compute the same values.
 //!
 //! Recovery: malformed headers are answered as the codec's [`HeaderError::response`] says
 //! (ERR_VERS with the range 1..=1, ERR_CHUNK, or a silent drop); a reply the requester cannot
-//! parse fails its call ([`CallError::BadReply`]). Any unsuccessful completion means the queue
+//! parse fails its call ([`CallError::BadReply`]). A message whose direction cannot be told is
+//! dropped without using any of its fields (its credit value included), and so is a backward
+//! message while the backchannel is not enabled. Backward calls pending when the connection is
+//! lost fail with [`CallError::ConnectionLost`] (with their XIDs) so the server's upper layer can
+//! re-issue them on the connection the client establishes next. Any unsuccessful completion means the queue
 //! pair is in the error state: the connection moves to [`ConnState::Closed`], reports
 //! [`Event::ConnectionLost`] and fails every pending call with [`CallError::ConnectionLost`]
 //! (the environment then tears the QP down, which also ends its memory windows). A call that
@@ -39,14 +53,17 @@
 //!
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
+mod backchannel;
 mod requester;
 mod responder;
 mod ring;
 mod stream;
+mod wire;
 
 use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::{Completion, Sge, WrId};
+use backchannel::{BackRequester, BackResponder};
 use requester::Requester;
 use responder::Responder;
 use ring::{IndexStack, Ring};
@@ -219,6 +236,11 @@ pub struct Config {
     /// (1024-octet thresholds both ways, no remote invalidation), which is what the other side
     /// assumes of it.
     pub send_private_data: bool,
+    /// Backward direction (RFC 8167), used only by a connection created with
+    /// [`Connection::with_backchannel`]. Requester (client): the backward credits it grants the
+    /// server (backward calls it serves at once). Responder (server): the backward credits it
+    /// asks for, and the most backward calls it keeps outstanding. Never sent as 0.
+    pub backchannel_credits: u32,
 }
 
 impl Config {
@@ -238,6 +260,7 @@ impl Config {
         remote_invalidate: true,
         call_timeout_ns: 0,
         send_private_data: true,
+        backchannel_credits: 16,
     };
 }
 
@@ -270,6 +293,47 @@ pub struct Pools<'a> {
     /// exposes with [`StagMode::MemoryWindows`]) its registration needs `MW_BIND`.
     pub zero: LocalBuf,
 }
+
+/// Memory for the backward direction (RFC 8167), given to [`Connection::with_backchannel`].
+/// Every buffer must stay registered for the life of the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct BackchannelPools<'a> {
+    /// Send buffers for backward messages, each at least [`Config::inline_send`] octets.
+    /// Requester (client): one per backward call being served, at least
+    /// [`Config::backchannel_credits`]. Responder (server): one per backward call outstanding
+    /// (at most `backchannel_credits` of them are used).
+    pub headers: &'a [LocalBuf],
+    /// Extra receive buffers, each at least the advertised [`Config::inline_recv`].
+    /// Requester: at least `2 × backchannel_credits` (one per backward credit, plus one per
+    /// backward call whose reply Send has not completed yet), all posted once the backchannel
+    /// is enabled. Responder: at least `headers.len()` (one posted per backward call sent).
+    pub recvs: &'a [LocalBuf],
+}
+
+impl BackchannelPools<'_> {
+    /// No backchannel.
+    pub const NONE: BackchannelPools<'static> = BackchannelPools {
+        headers: &[],
+        recvs: &[],
+    };
+}
+
+/// Why [`Connection::enable_backchannel`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackchannelError {
+    /// The connection was created without backchannel memory ([`Connection::with_backchannel`]).
+    NoResources,
+    /// The connection is closed.
+    Closed,
+}
+
+impl core::fmt::Display for BackchannelError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "backchannel not available: {self:?}")
+    }
+}
+
+impl std::error::Error for BackchannelError {}
 
 /// Why [`Connection::new`] refused a configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,6 +373,22 @@ pub enum ConfigError {
     NoMemoryWindows,
     /// More slots than a work request id can index.
     TooManySlots,
+    /// Backchannel memory was given with [`Config::backchannel_credits`] of 0.
+    NoBackchannelCredits,
+    /// Fewer backchannel send buffers than the role needs.
+    TooFewBackchannelHeaders {
+        /// Buffers needed.
+        needed: usize,
+        /// Buffers given.
+        have: usize,
+    },
+    /// Fewer backchannel receive buffers than the role needs.
+    TooFewBackchannelRecvs {
+        /// Buffers needed.
+        needed: usize,
+        /// Buffers given.
+        have: usize,
+    },
 }
 
 impl core::fmt::Display for ConfigError {
@@ -336,6 +416,8 @@ pub mod wr_kind {
     pub const BIND: u8 = 5;
     /// A local invalidate; index = call slot.
     pub const INV: u8 = 6;
+    /// A Send of the backward direction (RFC 8167); index = backward call slot.
+    pub const BACK_SEND: u8 = 7;
 }
 
 /// A work request to post, provider-agnostic. Every send-queue request is signaled.
@@ -528,6 +610,10 @@ pub enum StartError {
     TooLarge,
     /// [`StagMode::Persistent`] and a buffer has no remote key.
     NoRemoteKey,
+    /// Responder: a backward call, but the backchannel is not enabled
+    /// ([`Connection::enable_backchannel`]: the peer's upper layer has not said it takes
+    /// backward calls) or the connection has no backchannel memory. Nothing was sent.
+    BackchannelDisabled,
 }
 
 /// What a bad reply was wrong with.
@@ -699,9 +785,12 @@ pub(crate) struct Core {
     pub(crate) sq_used: u32,
     pub(crate) reads_used: u32,
     recvs: Vec<RecvSlot>,
-    recv_idle: IndexStack,
+    pub(crate) recv_idle: IndexStack,
     pub(crate) rq_posted: u32,
-    rq_target: u32,
+    pub(crate) rq_target: u32,
+    /// Requester with an enabled backchannel: posted receives the server may still take for
+    /// backward calls (backward credits not in use), kept back from forward calls.
+    pub(crate) recv_reserve: u32,
     pub(crate) headers: Vec<LocalBuf>,
     pub(crate) zero: LocalBuf,
     pub(crate) mws: Vec<MwSlot>,
@@ -794,10 +883,21 @@ enum RoleState {
     Responder(Responder),
 }
 
+/// The backward direction of a connection.
+enum Back {
+    /// Created without backchannel memory.
+    None,
+    /// Responder (server): sends backward calls.
+    Server(BackRequester),
+    /// Requester (client): serves backward calls.
+    Client(BackResponder),
+}
+
 /// One RPC-over-RDMA Version One connection (one QP). See the module documentation.
 pub struct Connection {
     core: Core,
     role: RoleState,
+    back: Back,
 }
 
 impl core::fmt::Debug for Connection {
@@ -825,6 +925,21 @@ impl Connection {
     /// available from [`Connection::poll_wr`] at once (they may be posted while the QP is in
     /// INIT, before the connection is established).
     pub fn new(role: Role, cfg: Config, pools: &Pools<'_>) -> Result<Connection, ConfigError> {
+        Self::with_backchannel(role, cfg, pools, &BackchannelPools::NONE)
+    }
+
+    /// Creates a connection that can also carry the backward direction (RFC 8167) once
+    /// [`Connection::enable_backchannel`] is called: a requester (client) then serves backward
+    /// calls ([`Event::CallReady`], answered with [`Connection::send_reply`]), a responder
+    /// (server) sends them ([`Connection::start_call`], answered by [`Event::ReplyReady`] /
+    /// [`Event::CallFailed`]). `bc` sizes: see [`BackchannelPools`]; empty pools mean no
+    /// backchannel (as [`Connection::new`]).
+    pub fn with_backchannel(
+        role: Role,
+        cfg: Config,
+        pools: &Pools<'_>,
+        bc: &BackchannelPools<'_>,
+    ) -> Result<Connection, ConfigError> {
         if cfg.credits == 0 {
             return Err(ConfigError::NoCredits);
         }
@@ -833,7 +948,8 @@ impl Connection {
             return Err(ConfigError::NoHeaderSlots);
         }
         if nslots > u16::MAX as usize
-            || pools.recvs.len() > u16::MAX as usize
+            || pools.recvs.len() + bc.recvs.len() > u16::MAX as usize
+            || bc.headers.len() > u16::MAX as usize
             || pools.mws.len() > u16::MAX as usize
             || pools.data.len() > u16::MAX as usize
         {
@@ -849,11 +965,45 @@ impl Connection {
                 have: r.len,
             });
         }
-        if let Some(h) = pools.headers.iter().find(|h| h.len < cfg.inline_send) {
+        if let Some(h) = pools
+            .headers
+            .iter()
+            .chain(bc.headers)
+            .find(|h| h.len < cfg.inline_send)
+        {
             return Err(ConfigError::HeaderSlotTooSmall {
                 needed: cfg.inline_send,
                 have: h.len,
             });
+        }
+        if let Some(r) = bc.recvs.iter().find(|r| r.len < recv_size) {
+            return Err(ConfigError::RecvSlotTooSmall {
+                needed: recv_size,
+                have: r.len,
+            });
+        }
+        let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
+        if with_bc {
+            let c = cfg.backchannel_credits as usize;
+            if c == 0 {
+                return Err(ConfigError::NoBackchannelCredits);
+            }
+            let (need_h, need_r) = match role {
+                Role::Requester => (c, 2 * c),
+                Role::Responder => (1, bc.headers.len().max(1)),
+            };
+            if bc.headers.len() < need_h {
+                return Err(ConfigError::TooFewBackchannelHeaders {
+                    needed: need_h,
+                    have: bc.headers.len(),
+                });
+            }
+            if bc.recvs.len() < need_r {
+                return Err(ConfigError::TooFewBackchannelRecvs {
+                    needed: need_r,
+                    have: bc.recvs.len(),
+                });
+            }
         }
         let (rq_target, needed_recvs) = match role {
             Role::Requester => {
@@ -868,7 +1018,9 @@ impl Connection {
                 have: pools.recvs.len(),
             });
         }
-        if cfg.rq_depth < rq_target {
+        // The receive queue also holds the backchannel receives: all of them on a client, one
+        // per backward call outstanding on a server.
+        if (cfg.rq_depth as usize) < rq_target as usize + bc.recvs.len() {
             return Err(ConfigError::RecvQueueTooShallow);
         }
         if cfg.sq_depth < 2 {
@@ -877,8 +1029,8 @@ impl Connection {
         if role == Role::Requester && cfg.stag == StagMode::MemoryWindows && pools.mws.is_empty() {
             return Err(ConfigError::NoMemoryWindows);
         }
-        let mut recvs = Vec::with_capacity(pools.recvs.len());
-        for r in pools.recvs {
+        let mut recvs = Vec::with_capacity(pools.recvs.len() + bc.recvs.len());
+        for r in pools.recvs.iter().chain(bc.recvs) {
             recvs.push(RecvSlot {
                 buf: *r,
                 state: RecvState::Idle,
@@ -893,7 +1045,7 @@ impl Connection {
             });
         }
         let wr_cap = cfg.sq_depth as usize + cfg.rq_depth as usize + 1;
-        let ev_cap = nslots + pools.recvs.len() + 4;
+        let ev_cap = nslots + pools.recvs.len() + bc.headers.len() + bc.recvs.len() + 4;
         let filler = WorkRequest::LocalInv {
             wr_id: WrId(0),
             rkey: 0,
@@ -912,6 +1064,7 @@ impl Connection {
             recvs,
             rq_posted: 0,
             rq_target,
+            recv_reserve: 0,
             headers: pools.headers.to_vec(),
             zero: pools.zero,
             mw_free: IndexStack::full(mws.len()),
@@ -922,11 +1075,71 @@ impl Connection {
             Role::Requester => RoleState::Requester(Requester::new(&core)),
             Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
         };
+        let back = match (with_bc, role) {
+            (false, _) => Back::None,
+            (true, Role::Requester) => {
+                Back::Client(BackResponder::new(&core, bc.headers, bc.recvs.len()))
+            }
+            (true, Role::Responder) => Back::Server(BackRequester::new(&core, bc.headers)),
+        };
         core.refill_recvs();
         Ok(Connection {
             core,
             role: role_state,
+            back,
         })
+    }
+
+    /// Enables the backward direction (RFC 8167 §6: only once the upper layers agreed, e.g.
+    /// an NFSv4.1 CREATE_SESSION with a backchannel). Requester (client): posts the
+    /// backchannel receives (call it before telling the server). Responder (server): allows
+    /// [`Connection::start_call`] to send backward calls. May be called before the connection
+    /// is established.
+    pub fn enable_backchannel(&mut self) -> Result<(), BackchannelError> {
+        if self.core.state == ConnState::Closed {
+            return Err(BackchannelError::Closed);
+        }
+        match &mut self.back {
+            Back::None => Err(BackchannelError::NoResources),
+            Back::Server(b) => {
+                b.enabled = true;
+                Ok(())
+            }
+            Back::Client(b) => {
+                b.enable(&mut self.core);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the backward direction is enabled.
+    pub fn backchannel_enabled(&self) -> bool {
+        match &self.back {
+            Back::None => false,
+            Back::Server(b) => b.enabled,
+            Back::Client(b) => b.enabled,
+        }
+    }
+
+    /// Backward credits. Requester (client): the credits it grants in backward replies.
+    /// Responder (server): the credits the client granted in its last backward reply (1
+    /// before the first). 0 without a backchannel.
+    pub fn backward_credits(&self) -> u32 {
+        match &self.back {
+            Back::None => 0,
+            Back::Server(b) => b.granted(),
+            Back::Client(b) => b.credits(),
+        }
+    }
+
+    /// Backward calls in progress: sent and not answered (server), received and not answered
+    /// (client).
+    pub fn backward_outstanding(&self) -> u32 {
+        match &self.back {
+            Back::None => 0,
+            Back::Server(b) => b.outstanding(),
+            Back::Client(b) => b.outstanding(),
+        }
     }
 
     /// The role.
@@ -1047,6 +1260,11 @@ impl Connection {
             RoleState::Requester(r) => r.on_closed(&mut self.core),
             RoleState::Responder(r) => r.on_closed(&mut self.core),
         }
+        match &mut self.back {
+            Back::None => {}
+            Back::Server(b) => b.on_closed(&mut self.core),
+            Back::Client(b) => b.on_closed(&mut self.core),
+        }
     }
 
     /// A work completion of this QP.
@@ -1086,11 +1304,61 @@ impl Connection {
         if self.core.state == ConnState::Closed {
             return;
         }
-        match &mut self.role {
-            RoleState::Requester(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
-            RoleState::Responder(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
+        let route = if kind == wr_kind::RECV {
+            self.route(index, wc, mem)
+        } else {
+            wire::Route::Forward
+        };
+        match (kind, route, &mut self.back) {
+            (wr_kind::BACK_SEND, _, Back::Server(b)) => b.on_send_complete(&mut self.core, index),
+            (wr_kind::BACK_SEND, _, Back::Client(b)) => {
+                b.on_send_complete(&mut self.core, index, mem)
+            }
+            (wr_kind::BACK_SEND, _, Back::None) => self.core.fail(),
+            (_, wire::Route::Backward, Back::Server(b)) => {
+                b.on_recv(&mut self.core, index, wc, mem)
+            }
+            (_, wire::Route::Backward, Back::Client(b)) => {
+                b.on_recv(&mut self.core, index, wc, mem)
+            }
+            (_, wire::Route::Drop | wire::Route::Backward, _) => {
+                // Direction unknown, or a backward message while the backchannel is off:
+                // repost the receive, use nothing of the message.
+                self.core.hold_recv(index);
+                self.core.release_recv(index);
+            }
+            (_, wire::Route::Forward, _) => match &mut self.role {
+                RoleState::Requester(r) => {
+                    r.on_completion(&mut self.core, now, kind, index, wc, mem)
+                }
+                RoleState::Responder(r) => {
+                    r.on_completion(&mut self.core, now, kind, index, wc, mem)
+                }
+            },
         }
         self.check_closed();
+    }
+
+    /// Which direction the message in receive `index` belongs to. Backward messages while the
+    /// backchannel is off come back as [`wire::Route::Backward`] and are dropped by the caller.
+    fn route<M: HostMemory + ?Sized>(
+        &self,
+        index: u32,
+        wc: &Completion,
+        mem: &mut M,
+    ) -> wire::Route {
+        let Some(rbuf) = self.core.recv_buf(index) else {
+            return wire::Route::Forward;
+        };
+        let len = wc.byte_len.min(rbuf.len) as usize;
+        let Some(buf) = mem.bytes(rbuf.addr, len) else {
+            return wire::Route::Forward;
+        };
+        let r = wire::route(buf, self.role(), &self.core.limits);
+        if r == wire::Route::Backward && !self.backchannel_enabled() {
+            return wire::Route::Drop;
+        }
+        r
     }
 
     /// An input found the connection broken: finish closing it.
@@ -1135,15 +1403,22 @@ impl Connection {
     /// [`Connection::poll_wr`]; the outcome arrives as [`Event::ReplyReady`] or
     /// [`Event::CallFailed`]. The message parts, DDP items, receptacles and reply buffer must
     /// stay untouched until then.
+    ///
+    /// Responder (server) with an enabled backchannel: starts a backward-direction call
+    /// (RFC 8167). It goes inline as RDMA_MSG with empty chunk lists (DDP items are sent
+    /// inline, receptacles are refused); its XID is from the backward space (it may equal the
+    /// XID of a forward call in progress). Without an enabled backchannel:
+    /// [`StartError::BackchannelDisabled`].
     pub fn start_call<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
         spec: &CallSpec<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        let r = match &mut self.role {
-            RoleState::Requester(r) => r.start_call(&mut self.core, now, spec, mem),
-            RoleState::Responder(_) => Err(StartError::WrongRole),
+        let r = match (&mut self.role, &mut self.back) {
+            (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, mem),
+            (RoleState::Responder(_), Back::Server(b)) => b.start_call(&mut self.core, spec, mem),
+            (RoleState::Responder(_), _) => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();
         r
@@ -1151,6 +1426,10 @@ impl Connection {
 
     /// Responder: answers `call`. The message parts and result items must stay untouched until
     /// the slot is reused (after the reply's Send completes).
+    ///
+    /// Requester (client) with an enabled backchannel: answers a backward call reported by
+    /// [`Event::CallReady`], inline (results go inline; a reply too large for the inline
+    /// threshold is answered with ERR_CHUNK, [`ReplyKind::ErrChunk`]).
     pub fn send_reply<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
@@ -1159,9 +1438,12 @@ impl Connection {
         mem: &mut M,
     ) -> Result<ReplyKind, ReplyError> {
         let _ = now;
-        let r = match &mut self.role {
-            RoleState::Responder(r) => r.send_reply(&mut self.core, call, spec, mem),
-            RoleState::Requester(_) => Err(ReplyError::WrongRole),
+        let r = match (&mut self.role, &mut self.back) {
+            (RoleState::Responder(r), _) => r.send_reply(&mut self.core, call, spec, mem),
+            (RoleState::Requester(_), Back::Client(b)) => {
+                b.send_reply(&mut self.core, call, spec, mem)
+            }
+            (RoleState::Requester(_), _) => Err(ReplyError::WrongRole),
         };
         self.check_closed();
         r

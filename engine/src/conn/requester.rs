@@ -162,8 +162,9 @@ impl Requester {
         if self.outstanding() >= self.granted {
             return Err(StartError::NoCredit);
         }
-        // One posted receive per outstanding call (the reply must never meet an empty queue).
-        if core.rq_posted <= self.outstanding() {
+        // One posted receive per outstanding call (the reply must never meet an empty queue),
+        // besides those the server may still take for backward calls.
+        if core.rq_posted <= self.outstanding() + core.recv_reserve {
             return Err(StartError::Busy);
         }
         if spec.message.is_empty()
