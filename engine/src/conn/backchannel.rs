@@ -19,19 +19,80 @@
 //! every backward call still pending fails with [`CallError::ConnectionLost`]; the server's
 //! upper layer re-issues it (same XID) on the connection the client establishes next.
 
+use super::responder::ErrAnswer;
 use super::ring::IndexStack;
 use super::stream::{build_pieces, copy_pieces, Cut};
+use super::wire::{self, AnyBody, WireErr};
 use super::{
     wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,
     IncomingCall, LocalBuf, Reply, ReplyError, ReplyKind, ReplySpec, StartError, WorkRequest,
     MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS,
 };
 use crate::proto::chunks::ChunkListsRef;
-use crate::proto::v1::{self, Body, Message, MessageBody, RdmaError};
+use crate::proto::v1::{self, Message, MessageBody};
+use crate::proto::v2::{self, Direction};
 use crate::verbs::{Completion, Sge, WrId};
 
-/// Octets of an RDMA_MSG header with three empty chunk lists.
-const MSG_HDR_LEN: usize = v1::FIXED_LEN + 12;
+/// Octets of an RDMA_MSG / RDMA2_MSG header with three empty chunk lists.
+const fn msg_hdr_len(vers: u32) -> usize {
+    if vers == v2::VERSION {
+        v2::FIXED_LEN + 8 + 12
+    } else {
+        v1::FIXED_LEN + 12
+    }
+}
+
+/// Encodes an inline message header with empty chunk lists in version `vers`.
+fn encode_msg(
+    vers: u32,
+    xid: u32,
+    credits: u32,
+    direction: Direction,
+    out: &mut [u8],
+) -> Option<usize> {
+    if vers == v2::VERSION {
+        v2::encode(
+            &v2::Message {
+                xid,
+                credits,
+                body: v2::MessageBody::Msg(v2::ChunksRef {
+                    direction,
+                    // Nothing of either side is exposed for backward messages.
+                    inv_handle: 0,
+                    lists: ChunkListsRef::EMPTY,
+                }),
+            },
+            out,
+        )
+        .ok()
+    } else {
+        v1::encode(
+            &Message {
+                xid,
+                credits,
+                body: MessageBody::Msg(ChunkListsRef::EMPTY),
+            },
+            out,
+        )
+        .ok()
+    }
+}
+
+/// Posts a one-SGE Send of the first `len` octets of `header`.
+fn post_header(core: &mut Core, wr_id: WrId, header: LocalBuf, len: usize) {
+    let mut sges = [Sge::default(); MAX_SGE];
+    sges[0] = Sge {
+        addr: header.addr,
+        len: len as u32,
+        lkey: header.lkey,
+    };
+    core.post_send(WorkRequest::Send {
+        wr_id,
+        sges,
+        nsge: 1,
+        invalidate: None,
+    });
+}
 
 /// Posts a Send of `pieces` after a header of `hdr_len` octets in `header` (gathered, or copied
 /// after the header past the SGE limit).
@@ -184,7 +245,9 @@ impl BackRequester {
         });
         let pieces =
             build_pieces(spec.message, cuts, core.zero).map_err(|_| StartError::BadSpec)?;
-        if MSG_HDR_LEN + pieces.total as usize > core.neg.send_inline as usize {
+        // Backward calls use the version of the forward calls (RFC 8167 §5.1).
+        let vers = core.version;
+        if msg_hdr_len(vers) + pieces.total as usize > core.neg_of(vers).send_inline as usize {
             return Err(StartError::TooLarge);
         }
         if core.sq_free() == 0 || core.recv_idle.len() == 0 {
@@ -194,14 +257,10 @@ impl BackRequester {
             return Err(StartError::Busy);
         };
         let header = self.headers[slot as usize];
-        let msg = Message {
-            xid,
-            credits: self.max,
-            body: MessageBody::Msg(ChunkListsRef::EMPTY),
-        };
+        let credits = self.max;
         let encoded = mem
             .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| v1::encode(&msg, out).ok());
+            .and_then(|out| encode_msg(vers, xid, credits, Direction::Call, out));
         let Some(hdr_len) = encoded else {
             let _ = self.free.push(slot);
             return Err(StartError::BadSpec);
@@ -247,7 +306,7 @@ impl BackRequester {
         let len = wc.byte_len.min(rbuf.len) as usize;
         // (slot, outcome, granted, payload offset)
         let verdict = mem.bytes(rbuf.addr, len).and_then(|buf| {
-            let h = v1::decode(buf, &core.limits).ok()?;
+            let h = wire::decode(buf, &core.v2_limits, core.cfg.max_version).ok()?;
             let slot = self
                 .calls
                 .iter()
@@ -255,8 +314,8 @@ impl BackRequester {
             let granted = h.credits.clamp(1, self.max);
             let call = &self.calls[slot];
             let outcome = match h.body {
-                Body::Msg(l) | Body::Msgp { chunks: l, .. } => {
-                    if !l.is_empty() {
+                AnyBody::Msg { lists, .. } => {
+                    if !lists.is_empty() {
                         Err(CallError::BadReply(BadReply::WriteList))
                     } else if h.payload.len() > call.reply.len as usize {
                         Err(CallError::BadReply(BadReply::TooLong))
@@ -264,11 +323,14 @@ impl BackRequester {
                         Ok(h.payload.len() as u32)
                     }
                 }
-                Body::Error(RdmaError::Vers { low, high }) => Err(CallError::ErrVers { low, high }),
-                Body::Error(RdmaError::Chunk) => Err(CallError::ErrChunk),
-                Body::Error(RdmaError::Unknown(c)) => Err(CallError::RdmaError(c)),
-                Body::Nomsg(_) => Err(CallError::BadReply(BadReply::ReplyChunk)),
-                Body::Done => return None,
+                AnyBody::Error(WireErr::Vers { low, high }) => {
+                    Err(CallError::ErrVers { low, high })
+                }
+                AnyBody::Error(WireErr::Chunk) => Err(CallError::ErrChunk),
+                AnyBody::Error(WireErr::V2(e)) => Err(CallError::Rdma2(e)),
+                AnyBody::Error(WireErr::Unknown(c)) => Err(CallError::RdmaError(c)),
+                AnyBody::Nomsg { .. } => Err(CallError::BadReply(BadReply::ReplyChunk)),
+                AnyBody::Done | AnyBody::Optional(_) => return None,
             };
             Some((slot as u32, outcome, granted, h.header_len as u64))
         });
@@ -361,8 +423,8 @@ enum SState {
     Free,
     /// [`Event::CallReady`] reported; the receive holds the call.
     Delivered,
-    /// An ERR_CHUNK answer waits for send-queue room.
-    ErrorPending,
+    /// An error answer waits for send-queue room.
+    ErrorPending(ErrAnswer),
     /// The answer's Send is posted.
     Sending,
 }
@@ -461,38 +523,45 @@ impl BackResponder {
             return;
         };
         let generation = self.calls[slot as usize].generation;
-        // (xid, vers, chunks present, payload offset, payload length)
-        let parsed = mem.bytes(rbuf.addr, len).and_then(|buf| {
-            let h = v1::decode(buf, &core.limits).ok()?;
-            let lists = h.chunks()?;
-            let inline = matches!(h.body, Body::Msg(_) | Body::Msgp { .. });
-            Some((
-                h.xid,
-                h.vers,
-                !inline || !lists.is_empty(),
-                h.header_len as u32,
-                h.payload.len() as u32,
-            ))
+        // Ok((xid, vers, chunks present, payload offset, payload length)), or the error answer
+        // a rejected header calls for.
+        let parsed = mem.bytes(rbuf.addr, len).map(|buf| {
+            match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
+                Ok(h) => match h.body {
+                    AnyBody::Msg { lists, .. } => Ok(Some((
+                        h.xid,
+                        h.vers,
+                        !lists.is_empty(),
+                        h.header_len as u32,
+                        h.payload.len() as u32,
+                    ))),
+                    AnyBody::Nomsg { .. } => Ok(Some((h.xid, h.vers, true, 0, 0))),
+                    _ => Ok(None),
+                },
+                Err(e) => Err(ErrAnswer::for_error(&e)),
+            }
         });
-        let Some((xid, vers, chunks, off, plen)) = parsed else {
-            let _ = self.free.push(slot);
-            core.release_recv(index);
-            return;
+        let (xid, vers, chunks, off, plen) = match parsed {
+            Some(Ok(Some(p))) => p,
+            Some(Err(Some((xid, vers, kind)))) => {
+                core.release_recv(index);
+                self.unanswered += 1;
+                self.pend_error(core, slot, xid, vers, kind, mem);
+                return;
+            }
+            _ => {
+                let _ = self.free.push(slot);
+                core.release_recv(index);
+                return;
+            }
         };
         self.unanswered += 1;
         self.update_reserve(core);
         if chunks {
-            // RFC 8167 §5.3: no backward chunk support here → ERR_CHUNK.
+            // RFC 8167 §5.3: no backward chunk support here → ERR_CHUNK (Version Two: its
+            // equivalent, RDMA2_ERR_BAD_XDR).
             core.release_recv(index);
-            self.calls[slot as usize] = SCall {
-                state: SState::ErrorPending,
-                generation,
-                xid,
-                vers,
-                recv: None,
-            };
-            self.pending += 1;
-            self.progress(core, mem);
+            self.pend_error(core, slot, xid, vers, ErrAnswer::unusable(vers), mem);
             return;
         }
         self.calls[slot as usize] = SCall {
@@ -516,39 +585,75 @@ impl BackResponder {
         }));
     }
 
+    /// Queues an error answer in `slot` (counted as unanswered by the caller) and tries to
+    /// send it.
+    fn pend_error<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        xid: u32,
+        vers: u32,
+        kind: ErrAnswer,
+        mem: &mut M,
+    ) {
+        let generation = self.calls[slot as usize].generation;
+        self.calls[slot as usize] = SCall {
+            state: SState::ErrorPending(kind),
+            generation,
+            xid,
+            vers,
+            recv: None,
+        };
+        self.pending += 1;
+        self.update_reserve(core);
+        self.progress(core, mem);
+    }
+
+    /// Answers (`xid`, `vers`) with a Version Two error outside any call (an RDMA2_OPTIONAL
+    /// call of an unknown type). Dropped when no slot is free.
+    pub(crate) fn answer_v2_error<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        xid: u32,
+        vers: u32,
+        e: v2::RdmaError,
+        mem: &mut M,
+    ) {
+        let Some(slot) = self.free.pop() else {
+            return;
+        };
+        self.unanswered += 1;
+        self.pend_error(core, slot, xid, vers, ErrAnswer::V2(e), mem);
+    }
+
     /// Sends answers that waited for send-queue room.
     pub(crate) fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
         if self.pending == 0 {
             return;
         }
         for slot in 0..self.calls.len() as u32 {
-            if self.calls[slot as usize].state != SState::ErrorPending {
+            let SState::ErrorPending(kind) = self.calls[slot as usize].state else {
                 continue;
-            }
+            };
             if core.sq_free() == 0 {
                 return;
             }
             let c = self.calls[slot as usize];
             let header = self.headers[slot as usize];
+            let (credits, max_version) = (self.credits, core.cfg.max_version);
             let n = mem
                 .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| v1::encode_err_chunk(c.xid, c.vers, self.credits, out).ok());
+                .and_then(|out| kind.encode(c.xid, c.vers, credits, max_version, out));
             let Some(n) = n else {
                 core.fail();
                 return;
             };
-            let mut sges = [Sge::default(); MAX_SGE];
-            sges[0] = Sge {
-                addr: header.addr,
-                len: n as u32,
-                lkey: header.lkey,
-            };
-            core.post_send(WorkRequest::Send {
-                wr_id: WrId::new(wr_kind::BACK_SEND, u64::from(slot)),
-                sges,
-                nsge: 1,
-                invalidate: None,
-            });
+            post_header(
+                core,
+                WrId::new(wr_kind::BACK_SEND, u64::from(slot)),
+                header,
+                n,
+            );
             self.calls[slot as usize].state = SState::Sending;
             self.pending -= 1;
             self.unanswered = self.unanswered.saturating_sub(1);
@@ -588,40 +693,37 @@ impl BackResponder {
         }
         let header = self.headers[id.slot as usize];
         let wr_id = WrId::new(wr_kind::BACK_SEND, u64::from(id.slot));
-        let fits = MSG_HDR_LEN + pieces.total as usize <= core.neg.send_inline as usize;
-        let kind = if fits {
-            let msg = Message {
-                xid: c.xid,
-                credits: self.credits,
-                body: MessageBody::Msg(ChunkListsRef::EMPTY),
-            };
+        let credits = self.credits;
+        let limit = core.neg_of(c.vers).send_inline as usize;
+        let kind = if msg_hdr_len(c.vers) + pieces.total as usize <= limit {
             let n = mem
                 .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| v1::encode(&msg, out).ok())
+                .and_then(|out| encode_msg(c.vers, c.xid, credits, Direction::Reply, out))
                 .ok_or(ReplyError::BadSpec)?;
             if !post_inline(core, wr_id, header, n as u32, &pieces, mem) {
                 return Err(ReplyError::BadSpec);
             }
             ReplyKind::Inline
         } else {
-            // Too large for inline and no Reply chunk was (or can be) offered.
+            // Too large for inline and no Reply chunk was (or can be) offered: ERR_CHUNK, or
+            // in Version Two RDMA2_ERR_CANT_REPLY (no chunk at all: segment unknown, 0).
+            let is_v2 = c.vers == v2::VERSION;
+            let e = if is_v2 {
+                ErrAnswer::V2(v2::RdmaError::CantReply {
+                    processed: true,
+                    segment_index: 0,
+                    length_needed: pieces.total,
+                })
+            } else {
+                ErrAnswer::Chunk
+            };
+            let max_version = core.cfg.max_version;
             let n = mem
                 .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| v1::encode_err_chunk(c.xid, c.vers, self.credits, out).ok())
+                .and_then(|out| e.encode(c.xid, c.vers, credits, max_version, out))
                 .ok_or(ReplyError::BadSpec)?;
-            let mut sges = [Sge::default(); MAX_SGE];
-            sges[0] = Sge {
-                addr: header.addr,
-                len: n as u32,
-                lkey: header.lkey,
-            };
-            core.post_send(WorkRequest::Send {
-                wr_id,
-                sges,
-                nsge: 1,
-                invalidate: None,
-            });
-            ReplyKind::ErrChunk
+            post_header(core, wr_id, header, n);
+            ReplyKind::failed(is_v2)
         };
         self.calls[id.slot as usize].state = SState::Sending;
         self.unanswered = self.unanswered.saturating_sub(1);

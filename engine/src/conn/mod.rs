@@ -1,7 +1,8 @@
-//! The sans-IO RPC-over-RDMA Version One connection (RFC 8166 as clarified by the
-//! implementation-experience draft): one [`Connection`] per queue pair, in the role of requester
-//! (client) or responder (server), Read-Write transfer model (the responder drives every RDMA
-//! Read and Write; the requester exposes memory, the responder never does).
+//! The sans-IO RPC-over-RDMA connection: Version One (RFC 8166 as clarified by the
+//! implementation-experience draft) and, with [`Config::max_version`] 2, Version Two of the seed
+//! draft; one [`Connection`] per queue pair, in the role of requester (client) or responder
+//! (server), Read-Write transfer model (the responder drives every RDMA Read and Write; the
+//! requester exposes memory, the responder never does).
 //!
 //! Normal operation: the environment (a poller, or the test harness) feeds inputs —
 //! [`Connection::handle_completion`], [`Connection::handle_cm`], [`Connection::handle_timeout`] —
@@ -33,13 +34,24 @@
 //!   [`Event::CallReady`] and answers with [`Connection::send_reply`]. Every received message
 //!   is routed by direction first (the RPC `msg_type` of an RDMA_MSG; context for the other
 //!   procedures); XIDs and credits of the two directions are kept apart.
+//! - Version Two: a requester with [`Config::max_version`] 2 sends its first call in Version
+//!   Two within 1024 octets (one credit); a Version Two reply confirms it and the thresholds
+//!   become the Version Two ones (4096 unless private data says more) without dropping the
+//!   connection; ERR_VERS makes it send the same call again in Version One and stay there
+//!   ([`Connection::remembered_version`] tells the layer above for the next connection). Calls
+//!   carry `rdma_inv_handle` (one of their window handles when remote invalidation is on, else
+//!   0); a responder answers each call in its version, Send-With-Invalidates exactly that
+//!   handle, answers RDMA2_ERR_CANT_REPLY when the reply resources are too small (the requester
+//!   retries once with the fallback of [`Connection::start_call_with`]), and RDMA2_OPTIONAL
+//!   messages go to the handlers of [`Connection::register_optional`].
 //! - Private data (RFC 8797): [`Connection::private_data_opt`] gives this side's message for
 //!   the connect request or the accept, [`CmInput::Established`] takes the peer's; each
 //!   direction's inline threshold is min(sender's advertised send size, receiver's advertised
 //!   receive size), so both ends compute the same values.
 //!
 //! Recovery: malformed headers are answered as the codec's [`HeaderError::response`] says
-//! (ERR_VERS with the range 1..=1, ERR_CHUNK, or a silent drop); a reply the requester cannot
+//! (ERR_VERS with the range 1..=`max_version`, ERR_CHUNK, or a silent drop; in Version Two
+//! RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_PROC, RDMA2_ERR_INVAL_OPTION); a reply the requester cannot
 //! parse fails its call ([`CallError::BadReply`]). A message whose direction cannot be told is
 //! dropped without using any of its fields (its credit value included), and so is a backward
 //! message while the backchannel is not enabled. Backward calls pending when the connection is
@@ -88,8 +100,20 @@ pub const MAX_PIECES: usize = 24;
 /// Most dynamic STags (memory windows) one call uses.
 pub const MAX_CALL_STAGS: usize = MAX_READ_SEGMENTS + MAX_WRITE_CHUNKS + 1;
 
-/// The only RPC-over-RDMA version this connection speaks (reported by ERR_VERS as `1..=1`).
+/// RPC-over-RDMA Version One: what every connection speaks (ERR_VERS reports `1..=`
+/// [`Config::max_version`]).
 pub const VERSION: u32 = 1;
+/// The highest RPC-over-RDMA version a connection can speak ([`Config::max_version`]): Version
+/// Two of the draft.
+pub const MAX_VERSION: u32 = 2;
+/// The Version Two default inline threshold: every Version Two receiver takes 4096-octet
+/// messages, and senders assume it of their peer (draft, "Default Values").
+pub const V2_INLINE: u32 = 4096;
+/// Version Two negotiation: a requester's first message is no larger than the Version One
+/// default inline threshold, since the responder might speak only Version One.
+pub const V2_FIRST_MESSAGE: u32 = 1024;
+/// Most RDMA2_OPTIONAL handlers a connection holds ([`Connection::register_optional`]).
+pub const MAX_OPTIONAL_HANDLERS: usize = 4;
 
 // ---------------------------------------------------------------------------------------------
 // Memory.
@@ -241,6 +265,11 @@ pub struct Config {
     /// server (backward calls it serves at once). Responder (server): the backward credits it
     /// asks for, and the most backward calls it keeps outstanding. Never sent as 0.
     pub backchannel_credits: u32,
+    /// Highest RPC-over-RDMA version spoken: 1, or 2 (the draft's Version Two). A requester with
+    /// 2 sends its first call in Version Two (at most 1024 octets) and falls back to Version One
+    /// for the connection if the responder answers ERR_VERS; a responder with 2 answers each
+    /// call in the version it came in. Version Two needs [`Config::inline_recv`] ≥ 4096.
+    pub max_version: u32,
 }
 
 impl Config {
@@ -261,6 +290,7 @@ impl Config {
         call_timeout_ns: 0,
         send_private_data: true,
         backchannel_credits: 16,
+        max_version: 1,
     };
 }
 
@@ -381,6 +411,14 @@ pub enum ConfigError {
         needed: usize,
         /// Buffers given.
         have: usize,
+    },
+    /// [`Config::max_version`] is neither 1 nor 2.
+    UnsupportedVersion(u32),
+    /// Version Two is enabled but the receive size is below 4096 octets, the size every
+    /// Version Two receiver must take.
+    InlineRecvTooSmallForV2 {
+        /// The advertised receive size.
+        have: u32,
     },
     /// Fewer backchannel receive buffers than the role needs.
     TooFewBackchannelRecvs {
@@ -578,6 +616,27 @@ pub struct CallSpec<'a> {
     pub reply: LocalBuf,
 }
 
+/// Extra instructions for a call ([`Connection::start_call_with`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    /// Version Two: when the responder answers RDMA2_ERR_CANT_REPLY (the reply resources were
+    /// too small), the call is sent again once, with the same XID, with this reply buffer
+    /// (when not empty) in place of [`CallSpec::reply`]. Must stay untouched until the call
+    /// completes, like the rest of the spec.
+    pub fallback_reply: Option<LocalBuf>,
+    /// With `fallback_reply` (or alone): receptacles replacing [`CallSpec::receptacles`] in the
+    /// retry (same count or fewer).
+    pub fallback_receptacles: &'a [LocalBuf],
+}
+
+impl CallOptions<'_> {
+    /// No options.
+    pub const NONE: CallOptions<'static> = CallOptions {
+        fallback_reply: None,
+        fallback_receptacles: &[],
+    };
+}
+
 /// An RPC reply to send (responder).
 #[derive(Debug, Clone, Copy)]
 pub struct ReplySpec<'a> {
@@ -627,6 +686,15 @@ pub enum BadReply {
     ReplyChunk,
     /// The inline reply is larger than the reply buffer.
     TooLong,
+    /// Version Two: the transport header did not decode or broke a reply rule.
+    HeaderV2(crate::proto::v2::HeaderErrorKind),
+    /// The reply came in another RPC-over-RDMA version than the call.
+    Version {
+        /// Version of the call.
+        call: u32,
+        /// Version of the reply.
+        reply: u32,
+    },
 }
 
 /// Why a call failed ([`Event::CallFailed`]).
@@ -650,6 +718,13 @@ pub enum CallError {
     ConnectionLost,
     /// No reply within [`Config::call_timeout_ns`].
     TimedOut,
+    /// A Version Two RDMA2_ERROR other than RDMA2_ERR_VERS (reported as [`CallError::ErrVers`]):
+    /// RDMA2_ERR_BAD_XDR, RDMA2_ERR_CANT_REPLY (when no fallback was given or the retry failed
+    /// too), RDMA2_ERR_INVAL_PROC, RDMA2_ERR_INVAL_OPTION, or an unknown code.
+    Rdma2(crate::proto::v2::RdmaError),
+    /// The call had to be sent again (Version Two fallback to Version One after ERR_VERS, or a
+    /// CANT_REPLY retry) and could not be.
+    Resend(StartError),
 }
 
 /// Why [`Connection::send_reply`] refused. Nothing was posted.
@@ -676,6 +751,20 @@ pub enum ReplyKind {
     Long,
     /// The reply did not fit the chunks offered: ERR_CHUNK was sent instead.
     ErrChunk,
+    /// Version Two: the reply did not fit the chunks offered: RDMA2_ERR_CANT_REPLY was sent
+    /// instead (with the first segment too short and the length it needed).
+    CantReply,
+}
+
+impl ReplyKind {
+    /// The answer sent when a reply does not fit the chunks offered, by version.
+    pub(crate) const fn failed(v2: bool) -> ReplyKind {
+        if v2 {
+            ReplyKind::CantReply
+        } else {
+            ReplyKind::ErrChunk
+        }
+    }
 }
 
 /// A completed call (requester).
@@ -743,6 +832,44 @@ pub enum Event {
     ConnectionLost,
 }
 
+/// An RDMA2_OPTIONAL message handed to a handler ([`Connection::register_optional`]). It
+/// borrows the receive buffer, which is reposted when the handler returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalMessage<'a> {
+    /// `rdma_xid`.
+    pub xid: u32,
+    /// `rdma_credit`, as on the wire (not used by the connection).
+    pub credits: u32,
+    /// `rdma_optdir`.
+    pub direction: crate::proto::v2::Direction,
+    /// `rdma_opttype`.
+    pub opttype: u32,
+    /// `rdma_optinfo`.
+    pub info: &'a [u8],
+    /// Whatever follows the transport header (all, part or none of an RPC message).
+    pub payload: &'a [u8],
+}
+
+/// A handler of RDMA2_OPTIONAL messages of one `rdma_opttype`.
+pub type OptionalHandler = Box<dyn FnMut(&OptionalMessage<'_>) + Send>;
+
+/// Why [`Connection::register_optional`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionalError {
+    /// [`MAX_OPTIONAL_HANDLERS`] types are registered already.
+    TableFull,
+    /// A handler for this type is registered already.
+    AlreadyRegistered,
+}
+
+impl core::fmt::Display for OptionalError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "optional handler not registered: {self:?}")
+    }
+}
+
+impl std::error::Error for OptionalError {}
+
 // ---------------------------------------------------------------------------------------------
 // Shared core.
 
@@ -778,7 +905,19 @@ pub(crate) struct Core {
     pub(crate) cfg: Config,
     pub(crate) limits: ChunkLimits,
     pub(crate) state: ConnState,
+    /// Version One thresholds (RFC 8797).
     pub(crate) neg: Negotiated,
+    /// Version Two thresholds (4096 unless private data says more).
+    pub(crate) neg_v2: Negotiated,
+    /// Decoding limits for Version Two (chunk limits as `limits`).
+    pub(crate) v2_limits: crate::proto::v2::Limits,
+    /// Requester: the version it sends. Responder: the version of the last valid call (the
+    /// version of its backward calls).
+    pub(crate) version: u32,
+    /// Requester: Version Two sent, not yet confirmed by a non-error reply.
+    pub(crate) probing: bool,
+    /// Requester: what the negotiation learnt about the peer.
+    pub(crate) remembered: Option<u32>,
     wrs: Ring<WorkRequest>,
     events: Ring<Event>,
     lost_reported: bool,
@@ -799,6 +938,16 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// The thresholds of protocol version `vers`.
+    #[inline]
+    pub(crate) fn neg_of(&self, vers: u32) -> &Negotiated {
+        if vers == crate::proto::v2::VERSION {
+            &self.neg_v2
+        } else {
+            &self.neg
+        }
+    }
+
     /// Send queue entries free.
     #[inline]
     pub(crate) fn sq_free(&self) -> u32 {
@@ -893,11 +1042,17 @@ enum Back {
     Client(BackResponder),
 }
 
-/// One RPC-over-RDMA Version One connection (one QP). See the module documentation.
+struct OptionalEntry {
+    opttype: u32,
+    handler: OptionalHandler,
+}
+
+/// One RPC-over-RDMA connection (one QP). See the module documentation.
 pub struct Connection {
     core: Core,
     role: RoleState,
     back: Back,
+    optional: [Option<OptionalEntry>; MAX_OPTIONAL_HANDLERS],
 }
 
 impl core::fmt::Debug for Connection {
@@ -908,6 +1063,31 @@ impl core::fmt::Debug for Connection {
             .field("sq_used", &self.core.sq_used)
             .field("rq_posted", &self.core.rq_posted)
             .finish()
+    }
+}
+
+/// Version Two thresholds: 4096 octets both ways (draft, "Default Values"), raised to the RFC
+/// 8797 sizes when both sides exchanged private data (a discovery mechanism the draft leaves
+/// open), and never more than this side's send buffers hold. `exchange` is (peer's message,
+/// ours) when both were sent.
+fn v2_thresholds(cfg: &Config, exchange: Option<(PrivateData, PrivateData)>) -> Negotiated {
+    let (peer_send, peer_recv, our_recv, recognised) = match exchange {
+        Some((peer, ours)) => (
+            peer.advertised_send_size().max(V2_INLINE),
+            peer.advertised_recv_size().max(V2_INLINE),
+            ours.advertised_recv_size().max(V2_INLINE),
+            true,
+        ),
+        None => (V2_INLINE, V2_INLINE, V2_INLINE, false),
+    };
+    Negotiated {
+        send_inline: cfg.inline_send.max(1).min(peer_recv),
+        recv_inline: our_recv.min(peer_send),
+        recv_buffer: private_data::representable_size(cfg.inline_recv),
+        // Version Two: the requester names the handle per call (rdma_inv_handle); this says
+        // whether this side may use remote invalidation at all.
+        remote_invalidate: cfg.remote_invalidate,
+        peer_recognised: recognised,
     }
 }
 
@@ -942,6 +1122,14 @@ impl Connection {
     ) -> Result<Connection, ConfigError> {
         if cfg.credits == 0 {
             return Err(ConfigError::NoCredits);
+        }
+        if !(VERSION..=MAX_VERSION).contains(&cfg.max_version) {
+            return Err(ConfigError::UnsupportedVersion(cfg.max_version));
+        }
+        if cfg.max_version >= 2 && private_data::representable_size(cfg.inline_recv) < V2_INLINE {
+            return Err(ConfigError::InlineRecvTooSmallForV2 {
+                have: private_data::representable_size(cfg.inline_recv),
+            });
         }
         let nslots = pools.headers.len();
         if nslots == 0 {
@@ -1055,6 +1243,17 @@ impl Connection {
             limits: cap_limits(cfg.limits),
             state: ConnState::Connecting,
             neg: private_data::negotiate(&PrivateData::V1_DEFAULTS, None),
+            neg_v2: v2_thresholds(&cfg, None),
+            v2_limits: crate::proto::v2::Limits {
+                chunks: cap_limits(cfg.limits),
+                max_optinfo: crate::proto::v2::Limits::DEFAULT.max_optinfo,
+            },
+            version: match role {
+                Role::Requester => cfg.max_version,
+                Role::Responder => VERSION,
+            },
+            probing: role == Role::Requester && cfg.max_version >= 2,
+            remembered: None,
             wrs: Ring::new(wr_cap, filler),
             events: Ring::new(ev_cap, Event::ConnectionLost),
             lost_reported: false,
@@ -1087,7 +1286,56 @@ impl Connection {
             core,
             role: role_state,
             back,
+            optional: [None, None, None, None],
         })
+    }
+
+    /// The RPC-over-RDMA version in use. Requester: the version its calls are sent in (2 while
+    /// probing a Version Two peer, 1 after falling back). Responder: the version of the last
+    /// valid call (also the version of its backward calls).
+    pub fn version(&self) -> u32 {
+        self.core.version
+    }
+
+    /// Requester: what version negotiation learnt about the peer, for the layer above to keep
+    /// across reconnections (pass it as [`Config::max_version`] of the next connection to the
+    /// same peer, so a Version One peer is not probed again): `Some(2)` once a Version Two reply
+    /// arrived, `Some(1)` after ERR_VERS (or when the connection was lost while the first
+    /// Version Two call was unanswered, which the draft allows to read the same way), `None`
+    /// while unknown or when only Version One was ever spoken.
+    pub fn remembered_version(&self) -> Option<u32> {
+        self.core.remembered
+    }
+
+    /// Registers `handler` for RDMA2_OPTIONAL messages of type `opttype` (Version Two). A
+    /// received optional message of a registered type is handed to its handler (on the thread
+    /// driving [`Connection::handle_completion`]); one of any other type is answered with
+    /// RDMA2_ERR_INVAL_OPTION when it is a call-direction message this side can answer, and
+    /// dropped otherwise.
+    pub fn register_optional(
+        &mut self,
+        opttype: u32,
+        handler: OptionalHandler,
+    ) -> Result<(), OptionalError> {
+        if self.optional.iter().flatten().any(|e| e.opttype == opttype) {
+            return Err(OptionalError::AlreadyRegistered);
+        }
+        let Some(free) = self.optional.iter_mut().find(|e| e.is_none()) else {
+            return Err(OptionalError::TableFull);
+        };
+        *free = Some(OptionalEntry { opttype, handler });
+        Ok(())
+    }
+
+    /// Removes the handler of `opttype`; `false` when none was registered.
+    pub fn unregister_optional(&mut self, opttype: u32) -> bool {
+        for e in self.optional.iter_mut() {
+            if e.as_ref().is_some_and(|h| h.opttype == opttype) {
+                *e = None;
+                return true;
+            }
+        }
+        false
     }
 
     /// Enables the backward direction (RFC 8167 §6: only once the upper layers agreed, e.g.
@@ -1155,9 +1403,17 @@ impl Connection {
         self.core.state
     }
 
-    /// The negotiated settings (v1 defaults until established).
+    /// The thresholds in use (v1 defaults until established): those of [`Connection::version`]
+    /// — RFC 8797 values for Version One, the Version Two values (4096 unless private data
+    /// says more) for Version Two, with a send threshold of at most 1024 while a requester's
+    /// first Version Two call probes the responder. They change, without losing the connection,
+    /// when version negotiation ends.
     pub fn negotiated(&self) -> Negotiated {
-        self.core.neg
+        let mut n = *self.core.neg_of(self.core.version);
+        if self.core.probing {
+            n.send_inline = n.send_inline.min(V2_FIRST_MESSAGE);
+        }
+        n
     }
 
     /// This side's RFC 8797 message, for the connect request (requester) or the accept
@@ -1237,8 +1493,10 @@ impl Connection {
                 }
                 let peer = private_data::find(private_data);
                 self.core.neg = self.negotiate_with(peer.as_ref());
+                let sent = self.core.cfg.send_private_data.then(|| self.advertised());
+                self.core.neg_v2 = v2_thresholds(&self.core.cfg, peer.zip(sent));
                 self.core.state = ConnState::Connected;
-                self.core.emit(Event::Connected(self.core.neg));
+                self.core.emit(Event::Connected(self.negotiated()));
                 if let RoleState::Responder(r) = &mut self.role {
                     r.on_established(&mut self.core);
                 }
@@ -1309,6 +1567,11 @@ impl Connection {
         } else {
             wire::Route::Forward
         };
+        if route == wire::Route::Optional {
+            self.on_optional(index, wc, mem);
+            self.check_closed();
+            return;
+        }
         match (kind, route, &mut self.back) {
             (wr_kind::BACK_SEND, _, Back::Server(b)) => b.on_send_complete(&mut self.core, index),
             (wr_kind::BACK_SEND, _, Back::Client(b)) => {
@@ -1321,7 +1584,8 @@ impl Connection {
             (_, wire::Route::Backward, Back::Client(b)) => {
                 b.on_recv(&mut self.core, index, wc, mem)
             }
-            (_, wire::Route::Drop | wire::Route::Backward, _) => {
+            // (Optional messages were handled above.)
+            (_, wire::Route::Drop | wire::Route::Backward | wire::Route::Optional, _) => {
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message.
                 self.core.hold_recv(index);
@@ -1339,6 +1603,59 @@ impl Connection {
         self.check_closed();
     }
 
+    /// An RDMA2_OPTIONAL message arrived in receive `index`: its handler, or
+    /// RDMA2_ERR_INVAL_OPTION for a call-direction message of an unknown type (draft, "Optional
+    /// Features"), sent by whichever side of this connection acts as responder for calls in
+    /// that direction. Reply-direction messages are never answered.
+    fn on_optional<M: HostMemory + ?Sized>(&mut self, index: u32, wc: &Completion, mem: &mut M) {
+        self.core.hold_recv(index);
+        let Some(rbuf) = self.core.recv_buf(index) else {
+            self.core.fail();
+            return;
+        };
+        let len = wc.byte_len.min(rbuf.len) as usize;
+        let mut answer = None;
+        if let Some(buf) = mem.bytes(rbuf.addr, len) {
+            if let Ok(h) = crate::proto::v2::decode(buf, &self.core.v2_limits) {
+                if let crate::proto::v2::Body::Optional(o) = h.body {
+                    let msg = OptionalMessage {
+                        xid: h.xid,
+                        credits: h.credits,
+                        direction: o.optdir,
+                        opttype: o.opttype,
+                        info: o.optinfo,
+                        payload: h.payload,
+                    };
+                    match self
+                        .optional
+                        .iter_mut()
+                        .flatten()
+                        .find(|e| e.opttype == o.opttype)
+                    {
+                        Some(e) => (e.handler)(&msg),
+                        None if o.optdir == crate::proto::v2::Direction::Call => {
+                            answer = Some((h.xid, h.vers))
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        self.core.release_recv(index);
+        let Some((xid, vers)) = answer else {
+            return;
+        };
+        let err = crate::proto::v2::RdmaError::InvalOption;
+        match (&mut self.role, &mut self.back) {
+            (RoleState::Responder(r), _) => r.answer_v2_error(&mut self.core, xid, vers, err, mem),
+            (RoleState::Requester(_), Back::Client(b)) if b.enabled => {
+                b.answer_v2_error(&mut self.core, xid, vers, err, mem)
+            }
+            // A client without a backchannel has no way to answer a call.
+            _ => {}
+        }
+    }
+
     /// Which direction the message in receive `index` belongs to. Backward messages while the
     /// backchannel is off come back as [`wire::Route::Backward`] and are dropped by the caller.
     fn route<M: HostMemory + ?Sized>(
@@ -1354,7 +1671,12 @@ impl Connection {
         let Some(buf) = mem.bytes(rbuf.addr, len) else {
             return wire::Route::Forward;
         };
-        let r = wire::route(buf, self.role(), &self.core.limits);
+        let r = wire::route(
+            buf,
+            self.role(),
+            &self.core.v2_limits,
+            self.core.cfg.max_version,
+        );
         if r == wire::Route::Backward && !self.backchannel_enabled() {
             return wire::Route::Drop;
         }
@@ -1415,8 +1737,20 @@ impl Connection {
         spec: &CallSpec<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
+        self.start_call_with(now, spec, &CallOptions::NONE, mem)
+    }
+
+    /// [`Connection::start_call`] with options: a fallback reply buffer (and receptacles) for
+    /// a Version Two RDMA2_ERR_CANT_REPLY retry. The options are ignored for backward calls.
+    pub fn start_call_with<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
         let r = match (&mut self.role, &mut self.back) {
-            (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, mem),
+            (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, opts, mem),
             (RoleState::Responder(_), Back::Server(b)) => b.start_call(&mut self.core, spec, mem),
             (RoleState::Responder(_), _) => Err(StartError::BackchannelDisabled),
         };
