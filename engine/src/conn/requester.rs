@@ -177,6 +177,8 @@ pub(crate) struct Requester {
     orphans: u32,
     /// Calls in `Finishing` (to skip the progress scan when zero).
     finishing: u32,
+    /// Calls in `Finishing` that will be sent again: they keep their credit meanwhile.
+    resending: u32,
 }
 
 /// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
@@ -197,6 +199,7 @@ impl Requester {
             awaiting: 0,
             orphans: 0,
             finishing: 0,
+            resending: 0,
         }
     }
 
@@ -205,7 +208,7 @@ impl Requester {
     }
 
     pub(crate) fn outstanding(&self) -> u32 {
-        self.awaiting + self.orphans
+        self.awaiting + self.orphans + self.resending
     }
 
     pub(crate) fn next_deadline(&self) -> Option<u64> {
@@ -601,6 +604,7 @@ impl Requester {
         }
         let sv = self.saved[slot as usize];
         if !c.saved {
+            self.resending -= 1;
             self.calls[slot as usize].outcome =
                 Outcome::Failed(CallError::Resend(StartError::BadSpec));
             self.complete(core, slot);
@@ -625,9 +629,13 @@ impl Requester {
             self.saved[slot as usize].retried = true;
         }
         match self.launch(core, c.deadline, &spec, Some((slot, c.generation)), mem) {
-            Ok(_) => self.finishing -= 1,
+            Ok(_) => {
+                self.finishing -= 1;
+                self.resending -= 1;
+            }
             Err(StartError::Busy) => {}
             Err(e) => {
+                self.resending -= 1;
                 self.calls[slot as usize].outcome = Outcome::Failed(CallError::Resend(e));
                 self.complete(core, slot);
             }
@@ -887,6 +895,7 @@ impl Requester {
                     core.remembered = Some(super::VERSION);
                 }
                 self.answered(core, slot, Outcome::Resend(why));
+                self.resending += 1;
             }
             Verdict::Reply {
                 slot,
@@ -1117,6 +1126,7 @@ impl Requester {
             self.complete(core, slot as u32);
         }
         self.orphans = 0;
+        self.resending = 0;
     }
 }
 
