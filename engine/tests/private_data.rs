@@ -300,8 +300,14 @@ fn accepts_negotiation_recv_buffer_is_advertised_value() {
     assert_eq!(n.recv_inline, 4096);
     assert_eq!(n.send_inline, 4096);
     let theirs = negotiate(&peer, Some(&ours));
-    assert_eq!(theirs.recv_inline, n.send_inline, "both ends agree on our send threshold");
-    assert_eq!(theirs.send_inline, n.recv_inline, "both ends agree on their send threshold");
+    assert_eq!(
+        theirs.recv_inline, n.send_inline,
+        "both ends agree on our send threshold"
+    );
+    assert_eq!(
+        theirs.send_inline, n.recv_inline,
+        "both ends agree on their send threshold"
+    );
     assert!(n.remote_invalidate);
 }
 
