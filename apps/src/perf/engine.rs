@@ -1001,6 +1001,8 @@ pub fn run_loopback<P: Provider>(
             .join()
             .unwrap_or_else(|_| Err(PerfError::Protocol("server thread panicked".into())));
         match (client_result, server_result) {
+            // The server failed first and hung up: its error is the cause.
+            (Err(PerfError::Disconnected), Err(e)) => Err(PerfError::Peer(Box::new(e))),
             (Err(e), _) => Err(e),
             (Ok(_), Err(e)) => Err(PerfError::Peer(Box::new(e))),
             (Ok(r), Ok(_)) => Ok(r),
