@@ -243,10 +243,7 @@ fn apply_short(
         'p' => a.port = ranged(&flag, v()?, 1, 65535)? as u16,
         'D' => a.duration = Some(ranged(&flag, v()?, 1, 3600 * 24)?),
         'q' => a.qps = ranged(&flag, v()?, 1, u64::from(MAX_QPS))? as u32,
-        't' => {
-            a.tx_depth = ranged(&flag, v()?, 1, 15000)? as u32;
-            given.tx_depth = true;
-        }
+        't' => a.tx_depth = ranged(&flag, v()?, 1, 15000)? as u32,
         'm' => {
             let m = number(&flag, v()?)?;
             if !matches!(m, 256 | 512 | 1024 | 2048 | 4096) {
@@ -273,7 +270,6 @@ fn apply_short(
 #[derive(Default)]
 struct Given {
     size: bool,
-    tx_depth: bool,
     cq_mod: bool,
 }
 
@@ -428,7 +424,6 @@ pub fn parse(test: Test, args: &[String]) -> Result<PerfArgs, String> {
         }
         a.cq_mod = a.tx_depth;
     }
-    let _ = given.tx_depth;
     Ok(a)
 }
 

@@ -593,13 +593,13 @@ pub fn validate(cfg: &Config) -> Result<(), PerfError> {
     if cfg.sizes.is_empty() {
         return bad("no message size".into());
     }
+    if cfg.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
+        return bad(format!("message size must be 1..={MAX_SIZE}"));
+    }
     for w in cfg.sizes.windows(2) {
         if w[1] != w[0] * 2 {
             return bad("sizes must be one size or a doubling series".into());
         }
-    }
-    if cfg.sizes[0] == 0 || cfg.max_size() > MAX_SIZE {
-        return bad(format!("message size must be 1..={MAX_SIZE}"));
     }
     match cfg.duration {
         Some(d) if d.is_zero() || d.as_millis() > u128::from(u32::MAX) => {
@@ -1609,7 +1609,8 @@ fn send_lat_server<P: Provider>(
             if !wc.opcode.is_recv() {
                 continue;
             }
-            let len = u64::from(wc.byte_len);
+            // The provider bounds byte_len by the receive buffer; clamp anyway.
+            let len = u64::from(wc.byte_len).min(side.mem.area);
             if wc.byte_len != seen_len {
                 // First message of a size: check it before answering (the next one lands in
                 // the same buffer only after our answer).
@@ -1724,7 +1725,7 @@ fn send_bw_server<P: Provider>(
             if wc.byte_len != seen_len {
                 side.mem.check(
                     side.mem.recv_off(q as u32),
-                    u64::from(wc.byte_len),
+                    u64::from(wc.byte_len).min(side.mem.area),
                     CLIENT_SEED,
                     "send_bw message",
                 )?;
