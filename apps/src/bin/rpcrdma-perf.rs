@@ -31,9 +31,6 @@ const SOFT_SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 /// Prints perftest's layout as results arrive and keeps what the output files need.
 struct Printer {
     unit: rpcrdma_apps::perf::stats::BwUnit,
-    duration: bool,
-    test: Test,
-    header_done: bool,
     results: Vec<SizeResult>,
     hists: Vec<(SizeResult, Histogram<u64>)>,
     keep_hists: bool,
@@ -58,13 +55,16 @@ impl Observer for Printer {
         );
     }
 
+    fn running(&mut self, cfg: &Config) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(RESULT_LINE.as_bytes());
+        let header = report::header(cfg.test, cfg.duration.is_some(), self.unit);
+        let _ = o.write_all(header.as_bytes());
+        let _ = o.flush();
+    }
+
     fn result(&mut self, r: &SizeResult, hist: &Histogram<u64>) {
         let mut o = io::stdout().lock();
-        if !self.header_done {
-            self.header_done = true;
-            let _ = o.write_all(RESULT_LINE.as_bytes());
-            let _ = o.write_all(report::header(self.test, self.duration, self.unit).as_bytes());
-        }
         let _ = o.write_all(report::result_line(r, self.unit).as_bytes());
         let _ = o.flush();
         self.results.push(*r);
@@ -222,7 +222,7 @@ fn run_with<P: Provider>(
             }
             let dev = open(bind)?;
             let stop = AtomicBool::new(false);
-            let eff = engine::run_server::<P>(
+            engine::run_server::<P>(
                 cfg,
                 &dev,
                 SocketAddr::new(bind, a.port),
@@ -230,18 +230,9 @@ fn run_with<P: Provider>(
                 &mut |addr| {
                     println!(" Waiting for client rdma_cm QP to connect on {addr}");
                     println!(" Please run the same command with the IB/RoCE interface IP");
-                    print!("{RESULT_LINE}");
                 },
                 printer,
             )?;
-            if !printer.header_done {
-                print!("{RESULT_LINE}");
-                print!(
-                    "{}",
-                    report::header(cfg.test, eff.duration.is_some(), cfg.unit)
-                );
-                printer.header_done = true;
-            }
         }
     }
     Ok(())
@@ -286,9 +277,6 @@ fn run(a: &PerfArgs) -> Result<(), String> {
     let _ = io::stdout().flush();
     let mut printer = Printer {
         unit: cfg.unit,
-        duration: cfg.duration.is_some(),
-        test: a.test,
-        header_done: false,
         results: Vec::new(),
         hists: Vec::new(),
         keep_hists: a.hist_log.is_some(),

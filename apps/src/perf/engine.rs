@@ -113,6 +113,9 @@ pub struct ConnInfo {
 pub trait Observer {
     /// A QP is connected.
     fn connected(&mut self, _info: &ConnInfo) {}
+    /// Every QP is connected and the measurements start, with `cfg` in effect (a server's
+    /// sizes, iterations and duration are the client's). Print the result header now.
+    fn running(&mut self, _cfg: &Config) {}
     /// A size finished; `hist` holds its samples in ns (latency: RTT / factor per iteration;
     /// BW: post-to-completion time of each signaled WR).
     fn result(&mut self, _r: &SizeResult, _hist: &Histogram<u64>) {}
@@ -945,6 +948,7 @@ pub fn run_server<P: Provider>(
     ready(listener.local_addr());
     let (eff, mut side) = server_accept::<P>(cfg, dev, &mut listener, stop, obs)?;
     drop(listener);
+    obs.running(&eff);
     let r = server_run(&eff, &mut side, stop, obs);
     for qp in &mut side.qps {
         let _ = qp.disconnect();
@@ -1044,6 +1048,7 @@ fn client_run<P: Provider>(
         side.post_recv(0, LAT_RECVS)?;
     }
     let mut results = Vec::with_capacity(cfg.sizes.len());
+    obs.running(cfg);
     for &size in &cfg.sizes {
         hist.reset();
         progress.start();
@@ -1366,6 +1371,7 @@ fn bw_client<P: Provider>(
     let (mut totscnt, mut totccnt) = (0u64, 0u64);
     let (mut sampled, mut sample_start, mut sample_end) = (0u64, 0u64, 0u64);
     let first_post = now_ns(&clk);
+    let mut loops = 0u32;
     loop {
         {
             for q in 0..qps {
@@ -1463,7 +1469,8 @@ fn bw_client<P: Provider>(
         if duration.is_some() && now >= end {
             break;
         }
-        if totscnt & 0xffff == 0 {
+        loops = loops.wrapping_add(1);
+        if loops & 0xf == 0 {
             progress.tick(
                 size,
                 totccnt.min(tot),
