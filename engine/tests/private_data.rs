@@ -291,12 +291,17 @@ fn accepts_negotiation_min_per_direction() {
 
 #[test]
 fn accepts_negotiation_recv_buffer_is_advertised_value() {
-    // A 5000-octet receive buffer is advertised as 4096.
+    // A 5000-octet buffer is advertised as 4096, in both directions: the peer computes its
+    // receive threshold from the 4096 we advertised, so our send threshold must be 4096 too.
     let ours = PrivateData::v1(true, 5000, 5000);
-    let n = negotiate(&ours, Some(&PrivateData::v1(true, 262_144, 262_144)));
+    let peer = PrivateData::v1(true, 262_144, 262_144);
+    let n = negotiate(&ours, Some(&peer));
     assert_eq!(n.recv_buffer, 4096);
     assert_eq!(n.recv_inline, 4096);
-    assert_eq!(n.send_inline, 5000);
+    assert_eq!(n.send_inline, 4096);
+    let theirs = negotiate(&peer, Some(&ours));
+    assert_eq!(theirs.recv_inline, n.send_inline, "both ends agree on our send threshold");
+    assert_eq!(theirs.send_inline, n.recv_inline, "both ends agree on their send threshold");
     assert!(n.remote_invalidate);
 }
 

@@ -1,7 +1,8 @@
-//! The sans-IO RPC-over-RDMA Version One connection (RFC 8166 as clarified by the
-//! implementation-experience draft): one [`Connection`] per queue pair, in the role of requester
-//! (client) or responder (server), Read-Write transfer model (the responder drives every RDMA
-//! Read and Write; the requester exposes memory, the responder never does).
+//! The sans-IO RPC-over-RDMA connection: Version One (RFC 8166 as clarified by the
+//! implementation-experience draft) and, with [`Config::max_version`] 2, Version Two of the seed
+//! draft; one [`Connection`] per queue pair, in the role of requester (client) or responder
+//! (server), Read-Write transfer model (the responder drives every RDMA Read and Write; the
+//! requester exposes memory, the responder never does).
 //!
 //! Normal operation: the environment (a poller, or the test harness) feeds inputs —
 //! [`Connection::handle_completion`], [`Connection::handle_cm`], [`Connection::handle_timeout`] —
@@ -27,10 +28,35 @@
 //!   [`Connection::send_reply`] RDMA-Writes result items into the Write chunks (never pad
 //!   octets), returns the Write list with the lengths actually written, and sends the reply
 //!   inline or, when it does not fit, through the Reply chunk as RDMA_NOMSG.
+//! - Both directions (RFC 8167): a connection created with [`Connection::with_backchannel`]
+//!   also carries backward calls once [`Connection::enable_backchannel`] is called: the server
+//!   starts them with [`Connection::start_call`] and gets [`Event::ReplyReady`], the client gets
+//!   [`Event::CallReady`] and answers with [`Connection::send_reply`]. Every received message
+//!   is routed by direction first (the RPC `msg_type` of an RDMA_MSG; context for the other
+//!   procedures); XIDs and credits of the two directions are kept apart.
+//! - Version Two: a requester with [`Config::max_version`] 2 sends its first call in Version
+//!   Two within 1024 octets (one credit); a Version Two reply confirms it and the thresholds
+//!   become the Version Two ones (4096 unless private data says more) without dropping the
+//!   connection; ERR_VERS makes it send the same call again in Version One and stay there
+//!   ([`Connection::remembered_version`] tells the layer above for the next connection). Calls
+//!   carry `rdma_inv_handle` (one of their window handles when remote invalidation is on, else
+//!   0); a responder answers each call in its version, Send-With-Invalidates exactly that
+//!   handle, answers RDMA2_ERR_CANT_REPLY when the reply resources are too small (the requester
+//!   retries once with the fallback of [`Connection::start_call_with`]), and RDMA2_OPTIONAL
+//!   messages go to the handlers of [`Connection::register_optional`].
+//! - Private data (RFC 8797): [`Connection::private_data_opt`] gives this side's message for
+//!   the connect request or the accept, [`CmInput::Established`] takes the peer's; each
+//!   direction's inline threshold is min(sender's advertised send size, receiver's advertised
+//!   receive size), so both ends compute the same values.
 //!
 //! Recovery: malformed headers are answered as the codec's [`HeaderError::response`] says
-//! (ERR_VERS with the range 1..=1, ERR_CHUNK, or a silent drop); a reply the requester cannot
-//! parse fails its call ([`CallError::BadReply`]). Any unsuccessful completion means the queue
+//! (ERR_VERS with the range 1..=`max_version`, ERR_CHUNK, or a silent drop; in Version Two
+//! RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_PROC, RDMA2_ERR_INVAL_OPTION); a reply the requester cannot
+//! parse fails its call ([`CallError::BadReply`]). A message whose direction cannot be told is
+//! dropped without using any of its fields (its credit value included), and so is a backward
+//! message while the backchannel is not enabled. Backward calls pending when the connection is
+//! lost fail with [`CallError::ConnectionLost`] (with their XIDs) so the server's upper layer can
+//! re-issue them on the connection the client establishes next. Any unsuccessful completion means the queue
 //! pair is in the error state: the connection moves to [`ConnState::Closed`], reports
 //! [`Event::ConnectionLost`] and fails every pending call with [`CallError::ConnectionLost`]
 //! (the environment then tears the QP down, which also ends its memory windows). A call that
@@ -39,14 +65,17 @@
 //!
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
+mod backchannel;
 mod requester;
 mod responder;
 mod ring;
 mod stream;
+mod wire;
 
 use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::{Completion, Sge, WrId};
+use backchannel::{BackRequester, BackResponder};
 use requester::Requester;
 use responder::Responder;
 use ring::{IndexStack, Ring};
@@ -71,8 +100,20 @@ pub const MAX_PIECES: usize = 24;
 /// Most dynamic STags (memory windows) one call uses.
 pub const MAX_CALL_STAGS: usize = MAX_READ_SEGMENTS + MAX_WRITE_CHUNKS + 1;
 
-/// The only RPC-over-RDMA version this connection speaks (reported by ERR_VERS as `1..=1`).
+/// RPC-over-RDMA Version One: what every connection speaks (ERR_VERS reports `1..=`
+/// [`Config::max_version`]).
 pub const VERSION: u32 = 1;
+/// The highest RPC-over-RDMA version a connection can speak ([`Config::max_version`]): Version
+/// Two of the draft.
+pub const MAX_VERSION: u32 = 2;
+/// The Version Two default inline threshold: every Version Two receiver takes 4096-octet
+/// messages, and senders assume it of their peer (draft, "Default Values").
+pub const V2_INLINE: u32 = 4096;
+/// Version Two negotiation: a requester's first message is no larger than the Version One
+/// default inline threshold, since the responder might speak only Version One.
+pub const V2_FIRST_MESSAGE: u32 = 1024;
+/// Most RDMA2_OPTIONAL handlers a connection holds ([`Connection::register_optional`]).
+pub const MAX_OPTIONAL_HANDLERS: usize = 4;
 
 // ---------------------------------------------------------------------------------------------
 // Memory.
@@ -214,6 +255,21 @@ pub struct Config {
     pub remote_invalidate: bool,
     /// Requester: fail a call not answered within this many nanoseconds (0: never).
     pub call_timeout_ns: u64,
+    /// Send this side's RFC 8797 message at connection set-up ([`Connection::private_data_opt`]).
+    /// When off, this side negotiates as a peer without private data: the Version One defaults
+    /// (1024-octet thresholds both ways, no remote invalidation), which is what the other side
+    /// assumes of it.
+    pub send_private_data: bool,
+    /// Backward direction (RFC 8167), used only by a connection created with
+    /// [`Connection::with_backchannel`]. Requester (client): the backward credits it grants the
+    /// server (backward calls it serves at once). Responder (server): the backward credits it
+    /// asks for, and the most backward calls it keeps outstanding. Never sent as 0.
+    pub backchannel_credits: u32,
+    /// Highest RPC-over-RDMA version spoken: 1, or 2 (the draft's Version Two). A requester with
+    /// 2 sends its first call in Version Two (at most 1024 octets) and falls back to Version One
+    /// for the connection if the responder answers ERR_VERS; a responder with 2 answers each
+    /// call in the version it came in. Version Two needs [`Config::inline_recv`] ≥ 4096.
+    pub max_version: u32,
 }
 
 impl Config {
@@ -232,6 +288,9 @@ impl Config {
         stag: StagMode::MemoryWindows,
         remote_invalidate: true,
         call_timeout_ns: 0,
+        send_private_data: true,
+        backchannel_credits: 16,
+        max_version: 1,
     };
 }
 
@@ -264,6 +323,47 @@ pub struct Pools<'a> {
     /// exposes with [`StagMode::MemoryWindows`]) its registration needs `MW_BIND`.
     pub zero: LocalBuf,
 }
+
+/// Memory for the backward direction (RFC 8167), given to [`Connection::with_backchannel`].
+/// Every buffer must stay registered for the life of the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct BackchannelPools<'a> {
+    /// Send buffers for backward messages, each at least [`Config::inline_send`] octets.
+    /// Requester (client): one per backward call being served, at least
+    /// [`Config::backchannel_credits`]. Responder (server): one per backward call outstanding
+    /// (at most `backchannel_credits` of them are used).
+    pub headers: &'a [LocalBuf],
+    /// Extra receive buffers, each at least the advertised [`Config::inline_recv`].
+    /// Requester: at least `2 × backchannel_credits` (one per backward credit, plus one per
+    /// backward call whose reply Send has not completed yet), all posted once the backchannel
+    /// is enabled. Responder: at least `headers.len()` (one posted per backward call sent).
+    pub recvs: &'a [LocalBuf],
+}
+
+impl BackchannelPools<'_> {
+    /// No backchannel.
+    pub const NONE: BackchannelPools<'static> = BackchannelPools {
+        headers: &[],
+        recvs: &[],
+    };
+}
+
+/// Why [`Connection::enable_backchannel`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackchannelError {
+    /// The connection was created without backchannel memory ([`Connection::with_backchannel`]).
+    NoResources,
+    /// The connection is closed.
+    Closed,
+}
+
+impl core::fmt::Display for BackchannelError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "backchannel not available: {self:?}")
+    }
+}
+
+impl std::error::Error for BackchannelError {}
 
 /// Why [`Connection::new`] refused a configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,6 +403,30 @@ pub enum ConfigError {
     NoMemoryWindows,
     /// More slots than a work request id can index.
     TooManySlots,
+    /// Backchannel memory was given with [`Config::backchannel_credits`] of 0.
+    NoBackchannelCredits,
+    /// Fewer backchannel send buffers than the role needs.
+    TooFewBackchannelHeaders {
+        /// Buffers needed.
+        needed: usize,
+        /// Buffers given.
+        have: usize,
+    },
+    /// [`Config::max_version`] is neither 1 nor 2.
+    UnsupportedVersion(u32),
+    /// Version Two is enabled but the receive size is below 4096 octets, the size every
+    /// Version Two receiver must take.
+    InlineRecvTooSmallForV2 {
+        /// The advertised receive size.
+        have: u32,
+    },
+    /// Fewer backchannel receive buffers than the role needs.
+    TooFewBackchannelRecvs {
+        /// Buffers needed.
+        needed: usize,
+        /// Buffers given.
+        have: usize,
+    },
 }
 
 impl core::fmt::Display for ConfigError {
@@ -330,6 +454,8 @@ pub mod wr_kind {
     pub const BIND: u8 = 5;
     /// A local invalidate; index = call slot.
     pub const INV: u8 = 6;
+    /// A Send of the backward direction (RFC 8167); index = backward call slot.
+    pub const BACK_SEND: u8 = 7;
 }
 
 /// A work request to post, provider-agnostic. Every send-queue request is signaled.
@@ -490,6 +616,27 @@ pub struct CallSpec<'a> {
     pub reply: LocalBuf,
 }
 
+/// Extra instructions for a call ([`Connection::start_call_with`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    /// Version Two: when the responder answers RDMA2_ERR_CANT_REPLY (the reply resources were
+    /// too small), the call is sent again once, with the same XID, with this reply buffer
+    /// (when not empty) in place of [`CallSpec::reply`]. Must stay untouched until the call
+    /// completes, like the rest of the spec.
+    pub fallback_reply: Option<LocalBuf>,
+    /// With `fallback_reply` (or alone): receptacles replacing [`CallSpec::receptacles`] in the
+    /// retry (same count or fewer).
+    pub fallback_receptacles: &'a [LocalBuf],
+}
+
+impl CallOptions<'_> {
+    /// No options.
+    pub const NONE: CallOptions<'static> = CallOptions {
+        fallback_reply: None,
+        fallback_receptacles: &[],
+    };
+}
+
 /// An RPC reply to send (responder).
 #[derive(Debug, Clone, Copy)]
 pub struct ReplySpec<'a> {
@@ -522,6 +669,10 @@ pub enum StartError {
     TooLarge,
     /// [`StagMode::Persistent`] and a buffer has no remote key.
     NoRemoteKey,
+    /// Responder: a backward call, but the backchannel is not enabled
+    /// ([`Connection::enable_backchannel`]: the peer's upper layer has not said it takes
+    /// backward calls) or the connection has no backchannel memory. Nothing was sent.
+    BackchannelDisabled,
 }
 
 /// What a bad reply was wrong with.
@@ -535,6 +686,15 @@ pub enum BadReply {
     ReplyChunk,
     /// The inline reply is larger than the reply buffer.
     TooLong,
+    /// Version Two: the transport header did not decode or broke a reply rule.
+    HeaderV2(crate::proto::v2::HeaderErrorKind),
+    /// The reply came in another RPC-over-RDMA version than the call.
+    Version {
+        /// Version of the call.
+        call: u32,
+        /// Version of the reply.
+        reply: u32,
+    },
 }
 
 /// Why a call failed ([`Event::CallFailed`]).
@@ -558,6 +718,13 @@ pub enum CallError {
     ConnectionLost,
     /// No reply within [`Config::call_timeout_ns`].
     TimedOut,
+    /// A Version Two RDMA2_ERROR other than RDMA2_ERR_VERS (reported as [`CallError::ErrVers`]):
+    /// RDMA2_ERR_BAD_XDR, RDMA2_ERR_CANT_REPLY (when no fallback was given or the retry failed
+    /// too), RDMA2_ERR_INVAL_PROC, RDMA2_ERR_INVAL_OPTION, or an unknown code.
+    Rdma2(crate::proto::v2::RdmaError),
+    /// The call had to be sent again (Version Two fallback to Version One after ERR_VERS, or a
+    /// CANT_REPLY retry) and could not be.
+    Resend(StartError),
 }
 
 /// Why [`Connection::send_reply`] refused. Nothing was posted.
@@ -584,6 +751,20 @@ pub enum ReplyKind {
     Long,
     /// The reply did not fit the chunks offered: ERR_CHUNK was sent instead.
     ErrChunk,
+    /// Version Two: the reply did not fit the chunks offered: RDMA2_ERR_CANT_REPLY was sent
+    /// instead (with the first segment too short and the length it needed).
+    CantReply,
+}
+
+impl ReplyKind {
+    /// The answer sent when a reply does not fit the chunks offered, by version.
+    pub(crate) const fn failed(v2: bool) -> ReplyKind {
+        if v2 {
+            ReplyKind::CantReply
+        } else {
+            ReplyKind::ErrChunk
+        }
+    }
 }
 
 /// A completed call (requester).
@@ -651,6 +832,44 @@ pub enum Event {
     ConnectionLost,
 }
 
+/// An RDMA2_OPTIONAL message handed to a handler ([`Connection::register_optional`]). It
+/// borrows the receive buffer, which is reposted when the handler returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalMessage<'a> {
+    /// `rdma_xid`.
+    pub xid: u32,
+    /// `rdma_credit`, as on the wire (not used by the connection).
+    pub credits: u32,
+    /// `rdma_optdir`.
+    pub direction: crate::proto::v2::Direction,
+    /// `rdma_opttype`.
+    pub opttype: u32,
+    /// `rdma_optinfo`.
+    pub info: &'a [u8],
+    /// Whatever follows the transport header (all, part or none of an RPC message).
+    pub payload: &'a [u8],
+}
+
+/// A handler of RDMA2_OPTIONAL messages of one `rdma_opttype`.
+pub type OptionalHandler = Box<dyn FnMut(&OptionalMessage<'_>) + Send>;
+
+/// Why [`Connection::register_optional`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionalError {
+    /// [`MAX_OPTIONAL_HANDLERS`] types are registered already.
+    TableFull,
+    /// A handler for this type is registered already.
+    AlreadyRegistered,
+}
+
+impl core::fmt::Display for OptionalError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "optional handler not registered: {self:?}")
+    }
+}
+
+impl std::error::Error for OptionalError {}
+
 // ---------------------------------------------------------------------------------------------
 // Shared core.
 
@@ -686,16 +905,31 @@ pub(crate) struct Core {
     pub(crate) cfg: Config,
     pub(crate) limits: ChunkLimits,
     pub(crate) state: ConnState,
+    /// Version One thresholds (RFC 8797).
     pub(crate) neg: Negotiated,
+    /// Version Two thresholds (4096 unless private data says more).
+    pub(crate) neg_v2: Negotiated,
+    /// Decoding limits for Version Two (chunk limits as `limits`).
+    pub(crate) v2_limits: crate::proto::v2::Limits,
+    /// Requester: the version it sends. Responder: the version of the last valid call (the
+    /// version of its backward calls).
+    pub(crate) version: u32,
+    /// Requester: Version Two sent, not yet confirmed by a non-error reply.
+    pub(crate) probing: bool,
+    /// Requester: what the negotiation learnt about the peer.
+    pub(crate) remembered: Option<u32>,
     wrs: Ring<WorkRequest>,
     events: Ring<Event>,
     lost_reported: bool,
     pub(crate) sq_used: u32,
     pub(crate) reads_used: u32,
     recvs: Vec<RecvSlot>,
-    recv_idle: IndexStack,
+    pub(crate) recv_idle: IndexStack,
     pub(crate) rq_posted: u32,
-    rq_target: u32,
+    pub(crate) rq_target: u32,
+    /// Requester with an enabled backchannel: posted receives the server may still take for
+    /// backward calls (backward credits not in use), kept back from forward calls.
+    pub(crate) recv_reserve: u32,
     pub(crate) headers: Vec<LocalBuf>,
     pub(crate) zero: LocalBuf,
     pub(crate) mws: Vec<MwSlot>,
@@ -704,6 +938,16 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// The thresholds of protocol version `vers`.
+    #[inline]
+    pub(crate) fn neg_of(&self, vers: u32) -> &Negotiated {
+        if vers == crate::proto::v2::VERSION {
+            &self.neg_v2
+        } else {
+            &self.neg
+        }
+    }
+
     /// Send queue entries free.
     #[inline]
     pub(crate) fn sq_free(&self) -> u32 {
@@ -788,10 +1032,27 @@ enum RoleState {
     Responder(Responder),
 }
 
-/// One RPC-over-RDMA Version One connection (one QP). See the module documentation.
+/// The backward direction of a connection.
+enum Back {
+    /// Created without backchannel memory.
+    None,
+    /// Responder (server): sends backward calls.
+    Server(BackRequester),
+    /// Requester (client): serves backward calls.
+    Client(BackResponder),
+}
+
+struct OptionalEntry {
+    opttype: u32,
+    handler: OptionalHandler,
+}
+
+/// One RPC-over-RDMA connection (one QP). See the module documentation.
 pub struct Connection {
     core: Core,
     role: RoleState,
+    back: Back,
+    optional: [Option<OptionalEntry>; MAX_OPTIONAL_HANDLERS],
 }
 
 impl core::fmt::Debug for Connection {
@@ -802,6 +1063,31 @@ impl core::fmt::Debug for Connection {
             .field("sq_used", &self.core.sq_used)
             .field("rq_posted", &self.core.rq_posted)
             .finish()
+    }
+}
+
+/// Version Two thresholds: 4096 octets both ways (draft, "Default Values"), raised to the RFC
+/// 8797 sizes when both sides exchanged private data (a discovery mechanism the draft leaves
+/// open), and never more than this side's send buffers hold. `exchange` is (peer's message,
+/// ours) when both were sent.
+fn v2_thresholds(cfg: &Config, exchange: Option<(PrivateData, PrivateData)>) -> Negotiated {
+    let (peer_send, peer_recv, our_recv, recognised) = match exchange {
+        Some((peer, ours)) => (
+            peer.advertised_send_size().max(V2_INLINE),
+            peer.advertised_recv_size().max(V2_INLINE),
+            ours.advertised_recv_size().max(V2_INLINE),
+            true,
+        ),
+        None => (V2_INLINE, V2_INLINE, V2_INLINE, false),
+    };
+    Negotiated {
+        send_inline: cfg.inline_send.max(1).min(peer_recv),
+        recv_inline: our_recv.min(peer_send),
+        recv_buffer: private_data::representable_size(cfg.inline_recv),
+        // Version Two: the requester names the handle per call (rdma_inv_handle); this says
+        // whether this side may use remote invalidation at all.
+        remote_invalidate: cfg.remote_invalidate,
+        peer_recognised: recognised,
     }
 }
 
@@ -819,15 +1105,39 @@ impl Connection {
     /// available from [`Connection::poll_wr`] at once (they may be posted while the QP is in
     /// INIT, before the connection is established).
     pub fn new(role: Role, cfg: Config, pools: &Pools<'_>) -> Result<Connection, ConfigError> {
+        Self::with_backchannel(role, cfg, pools, &BackchannelPools::NONE)
+    }
+
+    /// Creates a connection that can also carry the backward direction (RFC 8167) once
+    /// [`Connection::enable_backchannel`] is called: a requester (client) then serves backward
+    /// calls ([`Event::CallReady`], answered with [`Connection::send_reply`]), a responder
+    /// (server) sends them ([`Connection::start_call`], answered by [`Event::ReplyReady`] /
+    /// [`Event::CallFailed`]). `bc` sizes: see [`BackchannelPools`]; empty pools mean no
+    /// backchannel (as [`Connection::new`]).
+    pub fn with_backchannel(
+        role: Role,
+        cfg: Config,
+        pools: &Pools<'_>,
+        bc: &BackchannelPools<'_>,
+    ) -> Result<Connection, ConfigError> {
         if cfg.credits == 0 {
             return Err(ConfigError::NoCredits);
+        }
+        if !(VERSION..=MAX_VERSION).contains(&cfg.max_version) {
+            return Err(ConfigError::UnsupportedVersion(cfg.max_version));
+        }
+        if cfg.max_version >= 2 && private_data::representable_size(cfg.inline_recv) < V2_INLINE {
+            return Err(ConfigError::InlineRecvTooSmallForV2 {
+                have: private_data::representable_size(cfg.inline_recv),
+            });
         }
         let nslots = pools.headers.len();
         if nslots == 0 {
             return Err(ConfigError::NoHeaderSlots);
         }
         if nslots > u16::MAX as usize
-            || pools.recvs.len() > u16::MAX as usize
+            || pools.recvs.len() + bc.recvs.len() > u16::MAX as usize
+            || bc.headers.len() > u16::MAX as usize
             || pools.mws.len() > u16::MAX as usize
             || pools.data.len() > u16::MAX as usize
         {
@@ -843,11 +1153,45 @@ impl Connection {
                 have: r.len,
             });
         }
-        if let Some(h) = pools.headers.iter().find(|h| h.len < cfg.inline_send) {
+        if let Some(h) = pools
+            .headers
+            .iter()
+            .chain(bc.headers)
+            .find(|h| h.len < cfg.inline_send)
+        {
             return Err(ConfigError::HeaderSlotTooSmall {
                 needed: cfg.inline_send,
                 have: h.len,
             });
+        }
+        if let Some(r) = bc.recvs.iter().find(|r| r.len < recv_size) {
+            return Err(ConfigError::RecvSlotTooSmall {
+                needed: recv_size,
+                have: r.len,
+            });
+        }
+        let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
+        if with_bc {
+            let c = cfg.backchannel_credits as usize;
+            if c == 0 {
+                return Err(ConfigError::NoBackchannelCredits);
+            }
+            let (need_h, need_r) = match role {
+                Role::Requester => (c, 2 * c),
+                Role::Responder => (1, bc.headers.len().max(1)),
+            };
+            if bc.headers.len() < need_h {
+                return Err(ConfigError::TooFewBackchannelHeaders {
+                    needed: need_h,
+                    have: bc.headers.len(),
+                });
+            }
+            if bc.recvs.len() < need_r {
+                return Err(ConfigError::TooFewBackchannelRecvs {
+                    needed: need_r,
+                    have: bc.recvs.len(),
+                });
+            }
         }
         let (rq_target, needed_recvs) = match role {
             Role::Requester => {
@@ -862,7 +1206,9 @@ impl Connection {
                 have: pools.recvs.len(),
             });
         }
-        if cfg.rq_depth < rq_target {
+        // The receive queue also holds the backchannel receives: all of them on a client, one
+        // per backward call outstanding on a server.
+        if (cfg.rq_depth as usize) < rq_target as usize + bc.recvs.len() {
             return Err(ConfigError::RecvQueueTooShallow);
         }
         if cfg.sq_depth < 2 {
@@ -871,8 +1217,8 @@ impl Connection {
         if role == Role::Requester && cfg.stag == StagMode::MemoryWindows && pools.mws.is_empty() {
             return Err(ConfigError::NoMemoryWindows);
         }
-        let mut recvs = Vec::with_capacity(pools.recvs.len());
-        for r in pools.recvs {
+        let mut recvs = Vec::with_capacity(pools.recvs.len() + bc.recvs.len());
+        for r in pools.recvs.iter().chain(bc.recvs) {
             recvs.push(RecvSlot {
                 buf: *r,
                 state: RecvState::Idle,
@@ -887,7 +1233,7 @@ impl Connection {
             });
         }
         let wr_cap = cfg.sq_depth as usize + cfg.rq_depth as usize + 1;
-        let ev_cap = nslots + pools.recvs.len() + 4;
+        let ev_cap = nslots + pools.recvs.len() + bc.headers.len() + bc.recvs.len() + 4;
         let filler = WorkRequest::LocalInv {
             wr_id: WrId(0),
             rkey: 0,
@@ -897,6 +1243,17 @@ impl Connection {
             limits: cap_limits(cfg.limits),
             state: ConnState::Connecting,
             neg: private_data::negotiate(&PrivateData::V1_DEFAULTS, None),
+            neg_v2: v2_thresholds(&cfg, None),
+            v2_limits: crate::proto::v2::Limits {
+                chunks: cap_limits(cfg.limits),
+                max_optinfo: crate::proto::v2::Limits::DEFAULT.max_optinfo,
+            },
+            version: match role {
+                Role::Requester => cfg.max_version,
+                Role::Responder => VERSION,
+            },
+            probing: role == Role::Requester && cfg.max_version >= 2,
+            remembered: None,
             wrs: Ring::new(wr_cap, filler),
             events: Ring::new(ev_cap, Event::ConnectionLost),
             lost_reported: false,
@@ -906,6 +1263,7 @@ impl Connection {
             recvs,
             rq_posted: 0,
             rq_target,
+            recv_reserve: 0,
             headers: pools.headers.to_vec(),
             zero: pools.zero,
             mw_free: IndexStack::full(mws.len()),
@@ -916,11 +1274,120 @@ impl Connection {
             Role::Requester => RoleState::Requester(Requester::new(&core)),
             Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
         };
+        let back = match (with_bc, role) {
+            (false, _) => Back::None,
+            (true, Role::Requester) => {
+                Back::Client(BackResponder::new(&core, bc.headers, bc.recvs.len()))
+            }
+            (true, Role::Responder) => Back::Server(BackRequester::new(&core, bc.headers)),
+        };
         core.refill_recvs();
         Ok(Connection {
             core,
             role: role_state,
+            back,
+            optional: [None, None, None, None],
         })
+    }
+
+    /// The RPC-over-RDMA version in use. Requester: the version its calls are sent in (2 while
+    /// probing a Version Two peer, 1 after falling back). Responder: the version of the last
+    /// valid call (also the version of its backward calls).
+    pub fn version(&self) -> u32 {
+        self.core.version
+    }
+
+    /// Requester: what version negotiation learnt about the peer, for the layer above to keep
+    /// across reconnections (pass it as [`Config::max_version`] of the next connection to the
+    /// same peer, so a Version One peer is not probed again): `Some(2)` once a Version Two reply
+    /// arrived, `Some(1)` after ERR_VERS (or when the connection was lost while the first
+    /// Version Two call was unanswered, which the draft allows to read the same way), `None`
+    /// while unknown or when only Version One was ever spoken.
+    pub fn remembered_version(&self) -> Option<u32> {
+        self.core.remembered
+    }
+
+    /// Registers `handler` for RDMA2_OPTIONAL messages of type `opttype` (Version Two). A
+    /// received optional message of a registered type is handed to its handler (on the thread
+    /// driving [`Connection::handle_completion`]); one of any other type is answered with
+    /// RDMA2_ERR_INVAL_OPTION when it is a call-direction message this side can answer, and
+    /// dropped otherwise.
+    pub fn register_optional(
+        &mut self,
+        opttype: u32,
+        handler: OptionalHandler,
+    ) -> Result<(), OptionalError> {
+        if self.optional.iter().flatten().any(|e| e.opttype == opttype) {
+            return Err(OptionalError::AlreadyRegistered);
+        }
+        let Some(free) = self.optional.iter_mut().find(|e| e.is_none()) else {
+            return Err(OptionalError::TableFull);
+        };
+        *free = Some(OptionalEntry { opttype, handler });
+        Ok(())
+    }
+
+    /// Removes the handler of `opttype`; `false` when none was registered.
+    pub fn unregister_optional(&mut self, opttype: u32) -> bool {
+        for e in self.optional.iter_mut() {
+            if e.as_ref().is_some_and(|h| h.opttype == opttype) {
+                *e = None;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Enables the backward direction (RFC 8167 §6: only once the upper layers agreed, e.g.
+    /// an NFSv4.1 CREATE_SESSION with a backchannel). Requester (client): posts the
+    /// backchannel receives (call it before telling the server). Responder (server): allows
+    /// [`Connection::start_call`] to send backward calls. May be called before the connection
+    /// is established.
+    pub fn enable_backchannel(&mut self) -> Result<(), BackchannelError> {
+        if self.core.state == ConnState::Closed {
+            return Err(BackchannelError::Closed);
+        }
+        match &mut self.back {
+            Back::None => Err(BackchannelError::NoResources),
+            Back::Server(b) => {
+                b.enabled = true;
+                Ok(())
+            }
+            Back::Client(b) => {
+                b.enable(&mut self.core);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the backward direction is enabled.
+    pub fn backchannel_enabled(&self) -> bool {
+        match &self.back {
+            Back::None => false,
+            Back::Server(b) => b.enabled,
+            Back::Client(b) => b.enabled,
+        }
+    }
+
+    /// Backward credits. Requester (client): the credits it grants in backward replies.
+    /// Responder (server): the credits the client granted in its last backward reply (1
+    /// before the first). 0 without a backchannel.
+    pub fn backward_credits(&self) -> u32 {
+        match &self.back {
+            Back::None => 0,
+            Back::Server(b) => b.granted(),
+            Back::Client(b) => b.credits(),
+        }
+    }
+
+    /// Backward calls in progress: sent and not answered (server), received and not answered
+    /// (client).
+    pub fn backward_outstanding(&self) -> u32 {
+        match &self.back {
+            Back::None => 0,
+            Back::Server(b) => b.outstanding(),
+            Back::Client(b) => b.outstanding(),
+        }
     }
 
     /// The role.
@@ -936,22 +1403,62 @@ impl Connection {
         self.core.state
     }
 
-    /// The negotiated settings (v1 defaults until established).
+    /// The thresholds in use (v1 defaults until established): those of [`Connection::version`]
+    /// — RFC 8797 values for Version One, the Version Two values (4096 unless private data
+    /// says more) for Version Two, with a send threshold of at most 1024 while a requester's
+    /// first Version Two call probes the responder. They change, without losing the connection,
+    /// when version negotiation ends.
     pub fn negotiated(&self) -> Negotiated {
-        self.core.neg
+        let mut n = *self.core.neg_of(self.core.version);
+        if self.core.probing {
+            n.send_inline = n.send_inline.min(V2_FIRST_MESSAGE);
+        }
+        n
     }
 
     /// This side's RFC 8797 message, for the connect request (requester) or the accept
-    /// (responder).
+    /// (responder). The sizes are the advertised (representable, rounded-down) values.
     pub fn private_data(&self) -> [u8; private_data::MSG_LEN] {
-        self.ours().encode()
+        self.advertised().encode()
     }
 
-    fn ours(&self) -> PrivateData {
+    /// The private data to send at connection set-up: this side's RFC 8797 message, or `None`
+    /// when [`Config::send_private_data`] is off (send no private data, or only the transport's
+    /// own).
+    pub fn private_data_opt(&self) -> Option<[u8; private_data::MSG_LEN]> {
+        self.core.cfg.send_private_data.then(|| self.private_data())
+    }
+
+    /// The message this side advertises, with the sizes as the peer will decode them.
+    fn advertised(&self) -> PrivateData {
         let cfg = &self.core.cfg;
         let r = cfg.remote_invalidate
             && (self.role() == Role::Responder || cfg.stag == StagMode::MemoryWindows);
-        PrivateData::v1(r, cfg.inline_send, cfg.inline_recv)
+        PrivateData::v1(
+            r,
+            private_data::representable_size(cfg.inline_send),
+            private_data::representable_size(cfg.inline_recv),
+        )
+    }
+
+    /// What this side negotiates with: its advertised message, or the Version One defaults
+    /// when it sends none (the peer assumes exactly that of it).
+    fn ours(&self) -> PrivateData {
+        if self.core.cfg.send_private_data {
+            self.advertised()
+        } else {
+            PrivateData::V1_DEFAULTS
+        }
+    }
+
+    /// RFC 8797 §4.2 with both ends using the advertised values: each direction's threshold is
+    /// min(sender's advertised send size, receiver's advertised receive size). Our send
+    /// threshold is further capped by what our send buffers really hold (an inline send size
+    /// below 1024 is advertised as 1024, the smallest representable value).
+    fn negotiate_with(&self, peer: Option<&PrivateData>) -> Negotiated {
+        let mut n = private_data::negotiate(&self.ours(), peer);
+        n.send_inline = n.send_inline.min(self.core.cfg.inline_send.max(1));
+        n
     }
 
     /// Requester: the credits currently granted by the responder (1 until the first reply).
@@ -985,9 +1492,11 @@ impl Connection {
                     return;
                 }
                 let peer = private_data::find(private_data);
-                self.core.neg = private_data::negotiate(&self.ours(), peer.as_ref());
+                self.core.neg = self.negotiate_with(peer.as_ref());
+                let sent = self.core.cfg.send_private_data.then(|| self.advertised());
+                self.core.neg_v2 = v2_thresholds(&self.core.cfg, peer.zip(sent));
                 self.core.state = ConnState::Connected;
-                self.core.emit(Event::Connected(self.core.neg));
+                self.core.emit(Event::Connected(self.negotiated()));
                 if let RoleState::Responder(r) = &mut self.role {
                     r.on_established(&mut self.core);
                 }
@@ -1008,6 +1517,11 @@ impl Connection {
         match &mut self.role {
             RoleState::Requester(r) => r.on_closed(&mut self.core),
             RoleState::Responder(r) => r.on_closed(&mut self.core),
+        }
+        match &mut self.back {
+            Back::None => {}
+            Back::Server(b) => b.on_closed(&mut self.core),
+            Back::Client(b) => b.on_closed(&mut self.core),
         }
     }
 
@@ -1048,11 +1562,125 @@ impl Connection {
         if self.core.state == ConnState::Closed {
             return;
         }
-        match &mut self.role {
-            RoleState::Requester(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
-            RoleState::Responder(r) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
+        let route = if kind == wr_kind::RECV {
+            self.route(index, wc, mem)
+        } else {
+            wire::Route::Forward
+        };
+        if route == wire::Route::Optional {
+            self.on_optional(index, wc, mem);
+            self.check_closed();
+            return;
+        }
+        match (kind, route, &mut self.back) {
+            (wr_kind::BACK_SEND, _, Back::Server(b)) => b.on_send_complete(&mut self.core, index),
+            (wr_kind::BACK_SEND, _, Back::Client(b)) => {
+                b.on_send_complete(&mut self.core, index, mem)
+            }
+            (wr_kind::BACK_SEND, _, Back::None) => self.core.fail(),
+            (_, wire::Route::Backward, Back::Server(b)) => {
+                b.on_recv(&mut self.core, index, wc, mem)
+            }
+            (_, wire::Route::Backward, Back::Client(b)) => {
+                b.on_recv(&mut self.core, index, wc, mem)
+            }
+            // (Optional messages were handled above.)
+            (_, wire::Route::Drop | wire::Route::Backward | wire::Route::Optional, _) => {
+                // Direction unknown, or a backward message while the backchannel is off:
+                // repost the receive, use nothing of the message.
+                self.core.hold_recv(index);
+                self.core.release_recv(index);
+            }
+            (_, wire::Route::Forward, _) => match &mut self.role {
+                RoleState::Requester(r) => {
+                    r.on_completion(&mut self.core, now, kind, index, wc, mem)
+                }
+                RoleState::Responder(r) => {
+                    r.on_completion(&mut self.core, now, kind, index, wc, mem)
+                }
+            },
         }
         self.check_closed();
+    }
+
+    /// An RDMA2_OPTIONAL message arrived in receive `index`: its handler, or
+    /// RDMA2_ERR_INVAL_OPTION for a call-direction message of an unknown type (draft, "Optional
+    /// Features"), sent by whichever side of this connection acts as responder for calls in
+    /// that direction. Reply-direction messages are never answered.
+    fn on_optional<M: HostMemory + ?Sized>(&mut self, index: u32, wc: &Completion, mem: &mut M) {
+        self.core.hold_recv(index);
+        let Some(rbuf) = self.core.recv_buf(index) else {
+            self.core.fail();
+            return;
+        };
+        let len = wc.byte_len.min(rbuf.len) as usize;
+        let mut answer = None;
+        if let Some(buf) = mem.bytes(rbuf.addr, len) {
+            if let Ok(h) = crate::proto::v2::decode(buf, &self.core.v2_limits) {
+                if let crate::proto::v2::Body::Optional(o) = h.body {
+                    let msg = OptionalMessage {
+                        xid: h.xid,
+                        credits: h.credits,
+                        direction: o.optdir,
+                        opttype: o.opttype,
+                        info: o.optinfo,
+                        payload: h.payload,
+                    };
+                    match self
+                        .optional
+                        .iter_mut()
+                        .flatten()
+                        .find(|e| e.opttype == o.opttype)
+                    {
+                        Some(e) => (e.handler)(&msg),
+                        None if o.optdir == crate::proto::v2::Direction::Call => {
+                            answer = Some((h.xid, h.vers))
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        self.core.release_recv(index);
+        let Some((xid, vers)) = answer else {
+            return;
+        };
+        let err = crate::proto::v2::RdmaError::InvalOption;
+        match (&mut self.role, &mut self.back) {
+            (RoleState::Responder(r), _) => r.answer_v2_error(&mut self.core, xid, vers, err, mem),
+            (RoleState::Requester(_), Back::Client(b)) if b.enabled => {
+                b.answer_v2_error(&mut self.core, xid, vers, err, mem)
+            }
+            // A client without a backchannel has no way to answer a call.
+            _ => {}
+        }
+    }
+
+    /// Which direction the message in receive `index` belongs to. Backward messages while the
+    /// backchannel is off come back as [`wire::Route::Backward`] and are dropped by the caller.
+    fn route<M: HostMemory + ?Sized>(
+        &self,
+        index: u32,
+        wc: &Completion,
+        mem: &mut M,
+    ) -> wire::Route {
+        let Some(rbuf) = self.core.recv_buf(index) else {
+            return wire::Route::Forward;
+        };
+        let len = wc.byte_len.min(rbuf.len) as usize;
+        let Some(buf) = mem.bytes(rbuf.addr, len) else {
+            return wire::Route::Forward;
+        };
+        let r = wire::route(
+            buf,
+            self.role(),
+            &self.core.v2_limits,
+            self.core.cfg.max_version,
+        );
+        if r == wire::Route::Backward && !self.backchannel_enabled() {
+            return wire::Route::Drop;
+        }
+        r
     }
 
     /// An input found the connection broken: finish closing it.
@@ -1097,15 +1725,34 @@ impl Connection {
     /// [`Connection::poll_wr`]; the outcome arrives as [`Event::ReplyReady`] or
     /// [`Event::CallFailed`]. The message parts, DDP items, receptacles and reply buffer must
     /// stay untouched until then.
+    ///
+    /// Responder (server) with an enabled backchannel: starts a backward-direction call
+    /// (RFC 8167). It goes inline as RDMA_MSG with empty chunk lists (DDP items are sent
+    /// inline, receptacles are refused); its XID is from the backward space (it may equal the
+    /// XID of a forward call in progress). Without an enabled backchannel:
+    /// [`StartError::BackchannelDisabled`].
     pub fn start_call<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
         spec: &CallSpec<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        let r = match &mut self.role {
-            RoleState::Requester(r) => r.start_call(&mut self.core, now, spec, mem),
-            RoleState::Responder(_) => Err(StartError::WrongRole),
+        self.start_call_with(now, spec, &CallOptions::NONE, mem)
+    }
+
+    /// [`Connection::start_call`] with options: a fallback reply buffer (and receptacles) for
+    /// a Version Two RDMA2_ERR_CANT_REPLY retry. The options are ignored for backward calls.
+    pub fn start_call_with<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        let r = match (&mut self.role, &mut self.back) {
+            (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, opts, mem),
+            (RoleState::Responder(_), Back::Server(b)) => b.start_call(&mut self.core, spec, mem),
+            (RoleState::Responder(_), _) => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();
         r
@@ -1113,6 +1760,10 @@ impl Connection {
 
     /// Responder: answers `call`. The message parts and result items must stay untouched until
     /// the slot is reused (after the reply's Send completes).
+    ///
+    /// Requester (client) with an enabled backchannel: answers a backward call reported by
+    /// [`Event::CallReady`], inline (results go inline; a reply too large for the inline
+    /// threshold is answered with ERR_CHUNK, [`ReplyKind::ErrChunk`]).
     pub fn send_reply<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
@@ -1121,9 +1772,12 @@ impl Connection {
         mem: &mut M,
     ) -> Result<ReplyKind, ReplyError> {
         let _ = now;
-        let r = match &mut self.role {
-            RoleState::Responder(r) => r.send_reply(&mut self.core, call, spec, mem),
-            RoleState::Requester(_) => Err(ReplyError::WrongRole),
+        let r = match (&mut self.role, &mut self.back) {
+            (RoleState::Responder(r), _) => r.send_reply(&mut self.core, call, spec, mem),
+            (RoleState::Requester(_), Back::Client(b)) => {
+                b.send_reply(&mut self.core, call, spec, mem)
+            }
+            (RoleState::Requester(_), _) => Err(ReplyError::WrongRole),
         };
         self.check_closed();
         r

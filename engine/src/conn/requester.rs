@@ -6,22 +6,32 @@
 //! the peer did not invalidate; waiting for those and for the call's other send-queue work to
 //! complete) → `Free`, at which point [`Event::ReplyReady`] or [`Event::CallFailed`] is
 //! reported. Every send-queue work request of a call carries the call slot in its `wr_id`, so
-//! the slot cannot be reused while any of them is outstanding.
+//! the slot cannot be reused while any of them is outstanding. Calls go in the connection's
+//! version; in Version Two they name in `rdma_inv_handle` the one window the responder may
+//! invalidate (the Reply chunk's, else the first Write chunk's, else the first Read segment's).
+//! A call that may have to be sent again (the Version Two probe, or one with a CANT_REPLY
+//! fallback) keeps a copy of its spec in a per-slot array; `Finishing` then ends by sending it
+//! again in the same slot and generation instead of reporting it.
 //!
 //! Recovery: a reply that does not decode, or breaks a reply rule, fails the call whose XID it
 //! carries (RFC 8166 says such a reply is dropped; failing the call, as Linux does, keeps the
 //! caller from waiting forever); one with an unknown XID is dropped. A timed-out call is failed
 //! after its STags are invalidated and its credit is kept as an "orphan" until a reply with an
-//! unknown XID arrives. A lost connection fails every call at once.
+//! unknown XID arrives. A lost connection fails every call at once. ERR_VERS while probing with
+//! Version Two switches the connection to Version One and sends the call again; RDMA2_ERR_
+//! CANT_REPLY sends it again once with the fallback resources; other Version Two errors fail the
+//! call ([`CallError::Rdma2`]) and, unlike Version One errors, never change the credits.
 
 use super::stream::{build_pieces, copy_pieces, parts_len, Cut};
+use super::wire::{self, AnyBody, AnyError, WireErr};
 use super::{
-    wr_kind, Access, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,
-    LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS, MAX_PARTS,
-    MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS,
+    wr_kind, Access, BadReply, CallError, CallId, CallOptions, CallSpec, ConnState, Core, DdpItem,
+    Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
+    MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
 };
 use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
-use crate::proto::v1::{self, Body, HeaderErrorKind, Message, MessageBody, RdmaError};
+use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
+use crate::proto::v2;
 use crate::verbs::{inc_rkey, Completion, Sge, WcFlags, WrId};
 use crate::xdr::pad4;
 
@@ -46,6 +56,58 @@ enum Outcome {
         long: bool,
     },
     Failed(CallError),
+    /// Send the call again once its STags are invalidated.
+    Resend(Resend),
+}
+
+/// Why a call is sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// ERR_VERS answered a Version Two call: again in Version One.
+    Fallback,
+    /// RDMA2_ERR_CANT_REPLY: again with the fallback reply resources.
+    Larger,
+}
+
+/// A call spec kept for sending the call again (Version Two negotiation, CANT_REPLY retry).
+/// Stored in a per-slot array, written only for calls that may need it.
+#[derive(Debug, Clone, Copy)]
+struct Saved {
+    message: [LocalBuf; MAX_PARTS],
+    nmsg: u8,
+    ddp: [DdpItem; MAX_READ_SEGMENTS],
+    nddp: u8,
+    receptacles: [LocalBuf; MAX_WRITE_CHUNKS],
+    nrec: u8,
+    reply: LocalBuf,
+    fallback_reply: Option<LocalBuf>,
+    fallback_receptacles: [LocalBuf; MAX_WRITE_CHUNKS],
+    nfallback_rec: u8,
+    /// The CANT_REPLY retry was used.
+    retried: bool,
+}
+
+impl Saved {
+    const EMPTY: Saved = Saved {
+        message: [LocalBuf::EMPTY; MAX_PARTS],
+        nmsg: 0,
+        ddp: [DdpItem {
+            at: 0,
+            buf: LocalBuf::EMPTY,
+        }; MAX_READ_SEGMENTS],
+        nddp: 0,
+        receptacles: [LocalBuf::EMPTY; MAX_WRITE_CHUNKS],
+        nrec: 0,
+        reply: LocalBuf::EMPTY,
+        fallback_reply: None,
+        fallback_receptacles: [LocalBuf::EMPTY; MAX_WRITE_CHUNKS],
+        nfallback_rec: 0,
+        retried: false,
+    };
+
+    fn has_fallback(&self) -> bool {
+        self.fallback_reply.is_some() || self.nfallback_rec > 0
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +132,10 @@ struct ReqCall {
     reply_offered: bool,
     deadline: u64,
     outcome: Outcome,
+    /// RPC-over-RDMA version the call was sent in.
+    vers: u32,
+    /// `Requester::saved[slot]` holds this call's spec.
+    saved: bool,
 }
 
 impl ReqCall {
@@ -92,11 +158,14 @@ impl ReqCall {
         reply_offered: false,
         deadline: u64::MAX,
         outcome: Outcome::Pending,
+        vers: 1,
+        saved: false,
     };
 }
 
 pub(crate) struct Requester {
     calls: Vec<ReqCall>,
+    saved: Vec<Saved>,
     free: super::ring::IndexStack,
     /// Local maximum of outstanding calls.
     max_credits: u32,
@@ -108,6 +177,8 @@ pub(crate) struct Requester {
     orphans: u32,
     /// Calls in `Finishing` (to skip the progress scan when zero).
     finishing: u32,
+    /// Calls in `Finishing` that will be sent again: they keep their credit meanwhile.
+    resending: u32,
 }
 
 /// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
@@ -121,12 +192,14 @@ impl Requester {
         let n = core.headers.len();
         Requester {
             calls: vec![ReqCall::FREE; n],
+            saved: vec![Saved::EMPTY; n],
             free: super::ring::IndexStack::full(n),
             max_credits: core.cfg.credits.min(n as u32),
             granted: 1,
             awaiting: 0,
             orphans: 0,
             finishing: 0,
+            resending: 0,
         }
     }
 
@@ -135,7 +208,7 @@ impl Requester {
     }
 
     pub(crate) fn outstanding(&self) -> u32 {
-        self.awaiting + self.orphans
+        self.awaiting + self.orphans + self.resending
     }
 
     pub(crate) fn next_deadline(&self) -> Option<u64> {
@@ -154,6 +227,7 @@ impl Requester {
         core: &mut Core,
         now: u64,
         spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
         if core.state != ConnState::Connected {
@@ -162,10 +236,55 @@ impl Requester {
         if self.outstanding() >= self.granted {
             return Err(StartError::NoCredit);
         }
-        // One posted receive per outstanding call (the reply must never meet an empty queue).
-        if core.rq_posted <= self.outstanding() {
+        // One posted receive per outstanding call (the reply must never meet an empty queue),
+        // besides those the server may still take for backward calls.
+        if core.rq_posted <= self.outstanding() + core.recv_reserve {
             return Err(StartError::Busy);
         }
+        if opts.fallback_receptacles.len() > MAX_WRITE_CHUNKS {
+            return Err(StartError::BadSpec);
+        }
+        let deadline = match core.cfg.call_timeout_ns {
+            0 => u64::MAX,
+            t => now.saturating_add(t),
+        };
+        let id = self.launch(core, deadline, spec, None, mem)?;
+        // Keep the spec when the call may have to be sent again.
+        let keep =
+            core.probing || opts.fallback_reply.is_some() || !opts.fallback_receptacles.is_empty();
+        self.calls[id.slot as usize].saved = keep;
+        if keep {
+            let sv = &mut self.saved[id.slot as usize];
+            *sv = Saved::EMPTY;
+            sv.nmsg = spec.message.len() as u8;
+            sv.message[..spec.message.len()].copy_from_slice(spec.message);
+            sv.nddp = spec.ddp.len() as u8;
+            sv.ddp[..spec.ddp.len()].copy_from_slice(spec.ddp);
+            sv.nrec = spec.receptacles.len() as u8;
+            sv.receptacles[..spec.receptacles.len()].copy_from_slice(spec.receptacles);
+            sv.reply = spec.reply;
+            sv.fallback_reply = opts.fallback_reply;
+            sv.nfallback_rec = opts.fallback_receptacles.len() as u8;
+            sv.fallback_receptacles[..opts.fallback_receptacles.len()]
+                .copy_from_slice(opts.fallback_receptacles);
+        }
+        Ok(id)
+    }
+
+    /// Builds and posts a call: in a new slot, or (`reuse`) again in the slot and generation
+    /// of a call being sent again.
+    fn launch<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        deadline: u64,
+        spec: &CallSpec<'_>,
+        reuse: Option<(u32, u32)>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        let vers = core.version;
+        let is_v2 = vers == v2::VERSION;
+        // Version Two adds rdma_direction and rdma_inv_handle to the header.
+        let v2_extra = if is_v2 { 8 } else { 0 };
         if spec.message.is_empty()
             || spec.message.len() > MAX_PARTS
             || spec.ddp.len() > MAX_READ_SEGMENTS
@@ -229,9 +348,10 @@ impl Requester {
         }
         // The largest inline reply header: fixed words, empty Read list, our Write list, no
         // Reply chunk.
-        let reply_hdr = v1::FIXED_LEN + 4 + nwrites * (8 + SEGMENT_LEN) + 4 + 4;
+        let reply_hdr = v1::FIXED_LEN + v2_extra + 4 + nwrites * (8 + SEGMENT_LEN) + 4 + 4;
         let reply_offered = spec.reply.len > 0
-            && reply_hdr as u64 + u64::from(spec.reply.len) > u64::from(core.neg.recv_inline);
+            && reply_hdr as u64 + u64::from(spec.reply.len)
+                > u64::from(core.neg_of(vers).recv_inline);
         let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
 
         // Inline (RDMA_MSG) or long (RDMA_NOMSG + Position Zero Read chunk)?
@@ -241,8 +361,13 @@ impl Requester {
             writes: &write_refs[..nwrites],
             reply: reply_offered.then_some(&reply_seg[..]),
         };
-        let msg_hdr = v1::FIXED_LEN + msg_lists.encoded_len();
-        let send_inline = core.neg.send_inline as usize;
+        let msg_hdr = v1::FIXED_LEN + v2_extra + msg_lists.encoded_len();
+        let mut send_inline = core.neg_of(vers).send_inline as usize;
+        if is_v2 && core.probing {
+            // The responder may speak only Version One (draft, "Protocol Version
+            // Negotiation").
+            send_inline = send_inline.min(V2_FIRST_MESSAGE as usize);
+        }
         let long = msg_hdr + pieces.total as usize > send_inline;
         let npz = if long { pieces.n } else { 0 };
         let nreads = npz + nddp;
@@ -272,15 +397,21 @@ impl Requester {
         if core.sq_free() < sq_needed {
             return Err(StartError::Busy);
         }
-        let Some(slot) = self.free.pop() else {
-            return Err(StartError::Busy);
+        let slot = match reuse {
+            Some((slot, _)) => slot,
+            None => self.free.pop().ok_or(StartError::Busy)?,
         };
         let header = core.headers[slot as usize];
 
         // From here on nothing fails except unreachable memory (checked before posting).
         let mut call = ReqCall::FREE;
-        call.generation = self.calls[slot as usize].generation;
+        call.generation = match reuse {
+            Some((_, g)) => g,
+            None => self.calls[slot as usize].generation,
+        };
         call.xid = xid;
+        call.vers = vers;
+        call.saved = self.calls[slot as usize].saved && reuse.is_some();
         call.reply = spec.reply;
         call.reply_offered = reply_offered;
         call.nwrites = nwrites as u8;
@@ -315,7 +446,7 @@ impl Requester {
             let handle = if mw_mode {
                 let Some(m) = core.mw_free.pop() else {
                     // Counted above; unreachable. Give back what was taken.
-                    self.rollback(core, &call, slot);
+                    self.rollback(core, &call, slot, reuse.is_none());
                     return Err(StartError::Busy);
                 };
                 let mw = &mut core.mws[m as usize];
@@ -353,22 +484,48 @@ impl Requester {
             writes: &write_refs[..nwrites],
             reply: reply_offered.then_some(&reply_seg[..]),
         };
-        let msg = Message {
-            xid,
-            credits: self.max_credits,
-            body: if long {
-                MessageBody::Nomsg(lists)
+        // Version Two: the one handle the responder may invalidate remotely (draft, "Remote
+        // Invalidation"); 0 when none may be (persistent keys, or remote invalidation off).
+        let inv_handle = if core.cfg.remote_invalidate && mw_mode && nb > 0 {
+            if reply_offered {
+                reply_handle
+            } else if nwrites > 0 {
+                writes[0].handle
             } else {
-                MessageBody::Msg(lists)
-            },
+                reads[0].target.handle
+            }
+        } else {
+            0
         };
+        let credits = self.max_credits;
 
         // Encode the header; gather (or, past the SGE limit, copy) the inline message after it.
         let encoded = mem
             .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| v1::encode(&msg, out).ok());
+            .and_then(|out| {
+                if is_v2 {
+                    let c = v2::ChunksRef {
+                        direction: v2::Direction::Call,
+                        inv_handle,
+                        lists,
+                    };
+                    let body = if long {
+                        v2::MessageBody::Nomsg(c)
+                    } else {
+                        v2::MessageBody::Msg(c)
+                    };
+                    v2::encode(&v2::Message { xid, credits, body }, out).ok()
+                } else {
+                    let body = if long {
+                        MessageBody::Nomsg(lists)
+                    } else {
+                        MessageBody::Msg(lists)
+                    };
+                    v1::encode(&Message { xid, credits, body }, out).ok()
+                }
+            });
         let Some(hdr_len) = encoded else {
-            self.rollback(core, &call, slot);
+            self.rollback(core, &call, slot, reuse.is_none());
             return Err(StartError::BadSpec);
         };
         let mut sges = [Sge::default(); MAX_SGE];
@@ -381,7 +538,7 @@ impl Requester {
                     nsge += 1;
                 }
             } else if !copy_pieces(mem, header, hdr_len as u32, &pieces) {
-                self.rollback(core, &call, slot);
+                self.rollback(core, &call, slot, reuse.is_none());
                 return Err(StartError::BadSpec);
             } else {
                 first_len += pieces.total;
@@ -409,10 +566,7 @@ impl Requester {
         });
         call.outstanding = if mw_mode { nb as u32 + 1 } else { 1 };
         call.state = ReqState::AwaitingReply;
-        call.deadline = match core.cfg.call_timeout_ns {
-            0 => u64::MAX,
-            t => now.saturating_add(t),
-        };
+        call.deadline = deadline;
         self.calls[slot as usize] = call;
         self.awaiting += 1;
         Ok(CallId {
@@ -421,15 +575,71 @@ impl Requester {
         })
     }
 
-    /// Undoes a partly built call (no work request was posted yet).
-    fn rollback(&mut self, core: &mut Core, call: &ReqCall, slot: u32) {
-        for &m in &call.stags[..call.nstags as usize] {
-            if let Some(mw) = core.mws.get_mut(m as usize) {
-                mw.owner = None;
-            }
-            let _ = core.mw_free.push(u32::from(m));
+    /// Undoes a partly built call (no work request was posted yet); `free_slot` when the slot
+    /// was taken for it.
+    fn rollback(&mut self, core: &mut Core, call: &ReqCall, slot: u32, free_slot: bool) {
+        release_windows(core, call);
+        if free_slot {
+            let _ = self.free.push(slot);
         }
-        let _ = self.free.push(slot);
+    }
+
+    /// Sends a finished call again (its STags are all invalidated): in Version One after a
+    /// fallback, or with the fallback reply resources after CANT_REPLY. Busy resources leave
+    /// it waiting for the next round; any other failure fails the call.
+    fn resend<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        why: Resend,
+        mem: &mut M,
+    ) {
+        let c = self.calls[slot as usize];
+        release_windows(core, &c);
+        {
+            let call = &mut self.calls[slot as usize];
+            call.nstags = 0;
+            call.inv_next = 0;
+            call.remote_inv = 0;
+        }
+        let sv = self.saved[slot as usize];
+        if !c.saved {
+            self.resending -= 1;
+            self.calls[slot as usize].outcome =
+                Outcome::Failed(CallError::Resend(StartError::BadSpec));
+            self.complete(core, slot);
+            return;
+        }
+        let larger = why == Resend::Larger;
+        let receptacles: &[LocalBuf] = if larger && sv.nfallback_rec > 0 {
+            &sv.fallback_receptacles[..sv.nfallback_rec as usize]
+        } else {
+            &sv.receptacles[..sv.nrec as usize]
+        };
+        let spec = CallSpec {
+            message: &sv.message[..sv.nmsg as usize],
+            ddp: &sv.ddp[..sv.nddp as usize],
+            receptacles,
+            reply: match (larger, sv.fallback_reply) {
+                (true, Some(r)) => r,
+                _ => sv.reply,
+            },
+        };
+        if larger {
+            self.saved[slot as usize].retried = true;
+        }
+        match self.launch(core, c.deadline, &spec, Some((slot, c.generation)), mem) {
+            Ok(_) => {
+                self.finishing -= 1;
+                self.resending -= 1;
+            }
+            Err(StartError::Busy) => {}
+            Err(e) => {
+                self.resending -= 1;
+                self.calls[slot as usize].outcome = Outcome::Failed(CallError::Resend(e));
+                self.complete(core, slot);
+            }
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -463,7 +673,7 @@ impl Requester {
                 return;
             }
         }
-        self.progress(core);
+        self.progress(core, Some(mem));
     }
 
     fn on_recv<M: HostMemory + ?Sized>(
@@ -498,9 +708,9 @@ impl Requester {
 
     /// Decodes a reply and decides what it means, without touching memory other than `buf`.
     fn judge_reply(&self, core: &Core, buf: &[u8]) -> Verdict {
-        let h = match v1::decode(buf, &core.limits) {
+        let h = match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
             Ok(h) => h,
-            Err(e) => {
+            Err(AnyError::V1(e)) => {
                 // An ERR_VERS from a responder that put its own version in rdma_vers (the
                 // layout of ERR_VERS is the same in every version).
                 if let HeaderErrorKind::ForeignError {
@@ -509,7 +719,7 @@ impl Requester {
                 } = e.kind
                 {
                     return match e.xid.and_then(|x| self.find(x)) {
-                        Some(slot) => Verdict::Fail(slot, CallError::ErrVers { low, high }),
+                        Some(slot) => self.err_vers(core, slot, low, high, None),
                         None => Verdict::Unknown,
                     };
                 }
@@ -520,101 +730,139 @@ impl Requester {
                     None => Verdict::Drop,
                 };
             }
+            Err(AnyError::V2(e)) => {
+                return match e.xid.and_then(|x| self.find(x)) {
+                    Some(slot) => {
+                        Verdict::Fail(slot, CallError::BadReply(BadReply::HeaderV2(e.kind)))
+                    }
+                    None => Verdict::Drop,
+                };
+            }
         };
+        let is_v2 = h.vers == v2::VERSION;
         let granted = clamp_credits(h.credits, self.max_credits);
         let Some(slot) = self.find(h.xid) else {
             return match h.body {
-                Body::Done => Verdict::Credits(granted),
+                AnyBody::Done => Verdict::Credits(granted),
+                // A Version Two error never reports credits (draft, "Protocol Version
+                // Negotiation").
+                AnyBody::Error(_) if is_v2 => Verdict::Unknown,
                 _ => Verdict::UnknownWithCredits(granted),
             };
         };
-        let err = match h.body {
-            Body::Done => return Verdict::Credits(granted),
-            Body::Error(RdmaError::Vers { low, high }) => Some(CallError::ErrVers { low, high }),
-            Body::Error(RdmaError::Chunk) => Some(CallError::ErrChunk),
-            Body::Error(RdmaError::Unknown(code)) => Some(CallError::RdmaError(code)),
-            _ => None,
-        };
-        if let Some(e) = err {
-            return Verdict::FailWithCredits(slot, e, granted);
-        }
-        if let Err(e) = h.check_reply() {
-            return Verdict::FailWithCredits(
-                slot,
-                CallError::BadReply(BadReply::Header(e.kind)),
-                granted,
-            );
-        }
         let call = &self.calls[slot as usize];
-        let Some(lists) = h.chunks() else {
-            return Verdict::Drop;
+        let with_credits = |e| {
+            if is_v2 {
+                Verdict::Fail(slot, e)
+            } else {
+                Verdict::FailWithCredits(slot, e, granted)
+            }
         };
+        let (lists, nomsg) = match h.body {
+            AnyBody::Done => return Verdict::Credits(granted),
+            AnyBody::Optional(_) => return Verdict::Drop,
+            AnyBody::Error(WireErr::Vers { low, high }) => {
+                return self.err_vers(core, slot, low, high, (!is_v2).then_some(granted))
+            }
+            AnyBody::Error(WireErr::Chunk) => return with_credits(CallError::ErrChunk),
+            AnyBody::Error(WireErr::Unknown(code)) => {
+                return with_credits(CallError::RdmaError(code))
+            }
+            AnyBody::Error(WireErr::V2(e)) => {
+                if let v2::RdmaError::CantReply { .. } = e {
+                    let sv = &self.saved[slot as usize];
+                    if call.saved && sv.has_fallback() && !sv.retried {
+                        return Verdict::Resend(slot, Resend::Larger);
+                    }
+                }
+                return Verdict::Fail(slot, CallError::Rdma2(e));
+            }
+            AnyBody::Msg { lists, .. } => (lists, false),
+            AnyBody::Nomsg { lists, .. } => (lists, true),
+        };
+        if h.vers != call.vers {
+            // "A responder MUST send Replies with the same RPC-over-RDMA protocol version that
+            // the requester uses to send its Calls."
+            return with_credits(CallError::BadReply(BadReply::Version {
+                call: call.vers,
+                reply: h.vers,
+            }));
+        }
+        // Reply-only rules (the Version Two decoder checked them already): no Read list; an
+        // RDMA_NOMSG reply is in the Reply chunk.
+        if !is_v2 {
+            let kind = if !lists.reads.is_empty() {
+                Some(HeaderErrorKind::ReadListInReply)
+            } else if nomsg && lists.reply.is_none() {
+                Some(HeaderErrorKind::NomsgReplyWithoutReplyChunk)
+            } else {
+                None
+            };
+            if let Some(k) = kind {
+                return with_credits(CallError::BadReply(BadReply::Header(k)));
+            }
+        }
         // Write list: at most the chunks offered; each returned chunk has at most the offered
         // segment (or is an empty array); lengths never exceed what was offered.
         let mut written = [0u32; MAX_WRITE_CHUNKS];
         if lists.writes.len() > call.nwrites as usize {
-            return Verdict::FailWithCredits(
-                slot,
-                CallError::BadReply(BadReply::WriteList),
-                granted,
-            );
+            return with_credits(CallError::BadReply(BadReply::WriteList));
         }
         for (i, chunk) in lists.writes.iter().enumerate() {
-            if chunk.len() > 1 {
-                return Verdict::FailWithCredits(
-                    slot,
-                    CallError::BadReply(BadReply::WriteList),
-                    granted,
-                );
-            }
             let got = chunk.total_length();
-            if got > call.writes[i].length {
-                return Verdict::FailWithCredits(
-                    slot,
-                    CallError::BadReply(BadReply::WriteList),
-                    granted,
-                );
+            if chunk.len() > 1 || got > call.writes[i].length {
+                return with_credits(CallError::BadReply(BadReply::WriteList));
             }
             written[i] = got;
         }
-        match h.body {
-            Body::Nomsg(_) => {
-                let ok = call.reply_offered
-                    && lists
-                        .reply
-                        .is_some_and(|r| r.len() <= 1 && r.total_length() <= call.reply.len);
-                if !ok {
-                    return Verdict::FailWithCredits(
-                        slot,
-                        CallError::BadReply(BadReply::ReplyChunk),
-                        granted,
-                    );
-                }
-                let len = lists.reply.map_or(0, |r| r.total_length());
-                Verdict::Reply {
-                    slot,
-                    granted,
-                    len,
-                    written,
-                    copy_from: None,
-                }
+        if nomsg {
+            let ok = call.reply_offered
+                && lists
+                    .reply
+                    .is_some_and(|r| r.len() <= 1 && r.total_length() <= call.reply.len);
+            if !ok {
+                return with_credits(CallError::BadReply(BadReply::ReplyChunk));
             }
-            _ => {
-                if h.payload.len() > call.reply.len as usize {
-                    return Verdict::FailWithCredits(
-                        slot,
-                        CallError::BadReply(BadReply::TooLong),
-                        granted,
-                    );
-                }
-                Verdict::Reply {
-                    slot,
-                    granted,
-                    len: h.payload.len() as u32,
-                    written,
-                    copy_from: Some(h.header_len as u32),
-                }
+            let len = lists.reply.map_or(0, |r| r.total_length());
+            Verdict::Reply {
+                slot,
+                granted,
+                len,
+                written,
+                copy_from: None,
             }
+        } else {
+            if h.payload.len() > call.reply.len as usize {
+                return with_credits(CallError::BadReply(BadReply::TooLong));
+            }
+            Verdict::Reply {
+                slot,
+                granted,
+                len: h.payload.len() as u32,
+                written,
+                copy_from: Some(h.header_len as u32),
+            }
+        }
+    }
+
+    /// ERR_VERS for the call in `slot`: while a Version Two call probes the responder and
+    /// Version One is in the range, fall back and send the call again; else fail it.
+    fn err_vers(
+        &self,
+        core: &Core,
+        slot: u32,
+        low: u32,
+        high: u32,
+        granted: Option<u32>,
+    ) -> Verdict {
+        let call = &self.calls[slot as usize];
+        if core.probing && call.vers == v2::VERSION && (low..=high).contains(&super::VERSION) {
+            return Verdict::Resend(slot, Resend::Fallback);
+        }
+        let e = CallError::ErrVers { low, high };
+        match granted {
+            Some(g) => Verdict::FailWithCredits(slot, e, g),
+            None => Verdict::Fail(slot, e),
         }
     }
 
@@ -638,6 +886,17 @@ impl Requester {
                 self.granted = g;
                 self.answered(core, slot, Outcome::Failed(e));
             }
+            Verdict::Resend(slot, why) => {
+                if why == Resend::Fallback {
+                    // The responder speaks only Version One: use it for the rest of the
+                    // connection, and remember it for the next one.
+                    core.version = super::VERSION;
+                    core.probing = false;
+                    core.remembered = Some(super::VERSION);
+                }
+                self.answered(core, slot, Outcome::Resend(why));
+                self.resending += 1;
+            }
             Verdict::Reply {
                 slot,
                 granted,
@@ -647,6 +906,11 @@ impl Requester {
             } => {
                 self.granted = granted;
                 let call = self.calls[slot as usize];
+                if core.probing && call.vers == v2::VERSION {
+                    // A Version Two reply: Version Two it is, with its thresholds from now on.
+                    core.probing = false;
+                    core.remembered = Some(v2::VERSION);
+                }
                 if let Some(off) = copy_from {
                     if len > 0
                         && !mem.copy(call.reply.addr, recv_addr + u64::from(off), len as usize)
@@ -724,8 +988,8 @@ impl Requester {
     }
 
     /// The processing loop: posts pending LocalInvs as send-queue room allows and completes
-    /// calls whose work is all done.
-    fn progress(&mut self, core: &mut Core) {
+    /// (or, with `mem`, sends again) calls whose work is all done.
+    fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mut mem: Option<&mut M>) {
         if self.finishing == 0 {
             return;
         }
@@ -752,7 +1016,12 @@ impl Requester {
                 call.inv_next += 1;
             }
             if call.inv_next as usize == call.nstags as usize && call.outstanding == 0 {
-                self.complete(core, slot as u32);
+                match (call.outcome, mem.as_deref_mut()) {
+                    (Outcome::Resend(why), Some(m)) => self.resend(core, slot as u32, why, m),
+                    // Sent again on the next completion (a resend needs the memory).
+                    (Outcome::Resend(_), None) => {}
+                    _ => self.complete(core, slot as u32),
+                }
             }
         }
     }
@@ -784,7 +1053,7 @@ impl Requester {
                 xid: call.xid,
                 error,
             },
-            Outcome::Pending => Event::CallFailed {
+            Outcome::Pending | Outcome::Resend(_) => Event::CallFailed {
                 call: id,
                 xid: call.xid,
                 error: CallError::ConnectionLost,
@@ -810,16 +1079,33 @@ impl Requester {
         for slot in 0..self.calls.len() {
             let c = &self.calls[slot];
             if c.state == ReqState::AwaitingReply && c.deadline <= now {
+                if core.probing && c.vers == v2::VERSION {
+                    // The first Version Two call went unanswered: assume the responder does
+                    // not speak Version Two (draft, "Responder Does Not Support ...").
+                    core.version = super::VERSION;
+                    core.probing = false;
+                    core.remembered = Some(super::VERSION);
+                }
                 self.answered(core, slot as u32, Outcome::Failed(CallError::TimedOut));
                 self.orphans += 1;
             }
         }
-        self.progress(core);
+        self.progress::<dyn HostMemory>(core, None);
     }
 
     /// The connection is gone: every call fails now (no invalidation is possible; the QP is in
     /// the error state and its windows die with it).
     pub(crate) fn on_closed(&mut self, core: &mut Core) {
+        if core.probing
+            && self
+                .calls
+                .iter()
+                .any(|c| c.state == ReqState::AwaitingReply && c.vers == v2::VERSION)
+        {
+            // Lost while the first Version Two call was unanswered: the draft lets the next
+            // connection assume Version One (no negotiation loop).
+            core.remembered = Some(super::VERSION);
+        }
         for slot in 0..self.calls.len() {
             let c = self.calls[slot];
             match c.state {
@@ -830,7 +1116,7 @@ impl Requester {
                     self.calls[slot].outcome = Outcome::Failed(CallError::ConnectionLost);
                 }
                 ReqState::Finishing => {
-                    if let Outcome::Reply { .. } = c.outcome {
+                    if let Outcome::Reply { .. } | Outcome::Resend(_) = c.outcome {
                         // Answered, but its STags could not all be invalidated: not a success.
                         self.calls[slot].outcome = Outcome::Failed(CallError::ConnectionLost);
                     }
@@ -840,6 +1126,7 @@ impl Requester {
             self.complete(core, slot as u32);
         }
         self.orphans = 0;
+        self.resending = 0;
     }
 }
 
@@ -858,6 +1145,8 @@ enum Verdict {
     Fail(u32, CallError),
     /// Fail the call and update credits.
     FailWithCredits(u32, CallError, u32),
+    /// Invalidate the call's STags, then send it again.
+    Resend(u32, Resend),
     /// A usable reply.
     Reply {
         slot: u32,
@@ -873,7 +1162,9 @@ impl Verdict {
     /// The call the reply answers, if it names one.
     fn slot(&self) -> Option<u32> {
         match *self {
-            Verdict::Fail(s, _) | Verdict::FailWithCredits(s, _, _) => Some(s),
+            Verdict::Fail(s, _) | Verdict::FailWithCredits(s, _, _) | Verdict::Resend(s, _) => {
+                Some(s)
+            }
             Verdict::Reply { slot, .. } => Some(slot),
             _ => None,
         }
@@ -914,6 +1205,16 @@ impl BindPlan {
             access: Access::REMOTE_WRITE,
             target,
         }
+    }
+}
+
+/// Frees the memory windows of `call` (their keys are invalid or about to die with the QP).
+fn release_windows(core: &mut Core, call: &ReqCall) {
+    for &m in &call.stags[..call.nstags as usize] {
+        if let Some(mw) = core.mws.get_mut(m as usize) {
+            mw.owner = None;
+        }
+        let _ = core.mw_free.push(u32::from(m));
     }
 }
 

@@ -10,24 +10,33 @@
 //! the slot, its receive buffer and its data buffer are free again. No memory of the responder
 //! is ever exposed: it posts no binds and sends no rkeys.
 //!
+//! Calls of either version are taken (Version Two when [`super::Config::max_version`] is 2) and
+//! answered in their own version; a Version Two reply copies `rdma_inv_handle` and is sent with
+//! Send With Invalidate of exactly that handle when it is not 0.
+//!
 //! Recovery: a header the codec rejects is answered as [`HeaderError::response`] says — ERR_VERS
-//! (range 1..=1) or ERR_CHUNK through a call slot in `ErrorPending`, or dropped. RDMA_DONE is
+//! (range 1..=`max_version`), ERR_CHUNK, RDMA2_ERR_BAD_XDR or RDMA2_ERR_INVAL_PROC through a
+//! call slot in `ErrorPending` — or dropped. A reply that does not fit the chunks offered is
+//! answered ERR_CHUNK (v1) or RDMA2_ERR_CANT_REPLY with the first segment too short and the
+//! length it needed (v2). RDMA_DONE is
 //! ignored, RDMA_MSGP is treated as RDMA_MSG, an RDMA_ERROR from the requester is dropped.
 //! Geometry the codec cannot judge (a Read chunk position outside the stream, a stream larger
-//! than any data buffer, an RDMA_NOMSG stream whose XID differs from the header's) is answered
-//! with ERR_CHUNK.
+//! than any data buffer, an RDMA_NOMSG stream whose XID differs from the header's or that is not
+//! a CALL) is answered with ERR_CHUNK (v1) or RDMA2_ERR_BAD_XDR (v2).
 //!
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
 use super::ring::{IndexStack, Ring};
 use super::stream::{build_pieces, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
+use super::wire::{self, AnyBody, AnyError};
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
     ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS, MAX_SGE,
     MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
 };
 use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment};
-use crate::proto::v1::{self, Body, Disposition, Message, MessageBody, Response};
+use crate::proto::v1::{self, Message, MessageBody, Response};
+use crate::proto::v2;
 use crate::verbs::{Completion, Sge, WrId};
 use crate::xdr::pad4;
 
@@ -53,10 +62,66 @@ pub(crate) enum RespState {
 /// Which RDMA_ERROR to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ErrAnswer {
-    /// ERR_VERS with the range 1..=1.
+    /// ERR_VERS (any version's layout) with the range 1..=`max_version`.
     Vers,
     /// ERR_CHUNK.
     Chunk,
+    /// A Version Two RDMA2_ERROR (other than RDMA2_ERR_VERS).
+    V2(v2::RdmaError),
+}
+
+impl ErrAnswer {
+    /// The answer to a header that cannot be used, in the call's version: ERR_CHUNK (v1) or
+    /// RDMA2_ERR_BAD_XDR (v2).
+    pub(crate) fn unusable(vers: u32) -> Self {
+        if vers == v2::VERSION {
+            ErrAnswer::V2(v2::RdmaError::BadXdr)
+        } else {
+            ErrAnswer::Chunk
+        }
+    }
+
+    /// Encodes the answer to (`xid`, `vers`) into `out`.
+    pub(crate) fn encode(
+        &self,
+        xid: u32,
+        vers: u32,
+        credits: u32,
+        max_version: u32,
+        out: &mut [u8],
+    ) -> Option<usize> {
+        match *self {
+            ErrAnswer::Vers => {
+                v1::encode_err_vers(xid, vers, credits, VERSION, max_version, out).ok()
+            }
+            ErrAnswer::Chunk => v1::encode_err_chunk(xid, vers, credits, out).ok(),
+            ErrAnswer::V2(e) => v2::encode_error(xid, vers, credits, &e, out).ok(),
+        }
+    }
+
+    /// The answer a rejected header calls for, if any.
+    pub(crate) fn for_error(e: &AnyError) -> Option<(u32, u32, ErrAnswer)> {
+        match e {
+            AnyError::V1(e) => match e.response() {
+                Response::Drop => None,
+                Response::ErrVers { xid, vers } => Some((xid, vers, ErrAnswer::Vers)),
+                Response::ErrChunk { xid, vers } => Some((xid, vers, ErrAnswer::Chunk)),
+            },
+            AnyError::V2(e) => match e.response() {
+                v2::Response::Drop => None,
+                v2::Response::Error { xid, vers, code } => Some((
+                    xid,
+                    vers,
+                    match code {
+                        v2::ErrCode::Vers => ErrAnswer::Vers,
+                        v2::ErrCode::InvalProc => ErrAnswer::V2(v2::RdmaError::InvalProc),
+                        v2::ErrCode::InvalOption => ErrAnswer::V2(v2::RdmaError::InvalOption),
+                        _ => ErrAnswer::V2(v2::RdmaError::BadXdr),
+                    },
+                )),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -64,8 +129,10 @@ struct RespCall {
     state: RespState,
     generation: u32,
     xid: u32,
-    /// `rdma_vers` of the call, copied into an RDMA_ERROR answer.
+    /// `rdma_vers` of the call, copied into an RDMA_ERROR answer; the reply's version.
     vers: u32,
+    /// Version Two `rdma_inv_handle` of the call (0: none may be invalidated remotely).
+    inv_handle: u32,
     /// Receive slot still referenced (inline stream, or inline part not yet copied).
     recv: Option<u32>,
     /// Data buffer the stream is reassembled in.
@@ -106,6 +173,7 @@ impl RespCall {
         generation: 0,
         xid: 0,
         vers: 0,
+        inv_handle: 0,
         recv: None,
         data: None,
         nomsg: false,
@@ -294,22 +362,17 @@ impl Responder {
             core.release_recv(p.recv);
             return;
         };
-        let h = match v1::decode(buf, &core.limits) {
+        let h = match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
             Ok(h) => h,
             Err(e) => {
-                match e.response() {
-                    Response::Drop => {
+                match ErrAnswer::for_error(&e) {
+                    None => {
                         let _ = self.free.push(slot);
                     }
-                    Response::ErrVers { xid, vers } => {
+                    Some((xid, vers, kind)) => {
                         call.xid = xid;
                         call.vers = vers;
-                        self.answer_error(slot, call, ErrAnswer::Vers);
-                    }
-                    Response::ErrChunk { xid, vers } => {
-                        call.xid = xid;
-                        call.vers = vers;
-                        self.answer_error(slot, call, ErrAnswer::Chunk);
+                        self.answer_error(slot, call, kind);
                     }
                 }
                 core.release_recv(p.recv);
@@ -318,21 +381,27 @@ impl Responder {
         };
         call.xid = h.xid;
         call.vers = h.vers;
-        let lists = match (h.disposition(), h.chunks()) {
-            (Disposition::Deliver, Some(l)) => *l,
-            // RDMA_DONE is ignored; an RDMA_ERROR from a requester is never answered.
+        let (lists, nomsg, inv_handle) = match h.body {
+            AnyBody::Msg { lists, inv_handle } => (lists, false, inv_handle),
+            AnyBody::Nomsg { lists, inv_handle } => (lists, true, inv_handle),
+            // RDMA_DONE is ignored; an RDMA_ERROR from a requester is never answered; optional
+            // messages never get here.
             _ => {
                 let _ = self.free.push(slot);
                 core.release_recv(p.recv);
                 return;
             }
         };
-        if h.check_call().is_err() {
-            self.answer_error(slot, call, ErrAnswer::Chunk);
+        // RFC 8166 §3.5.3: an RDMA_NOMSG call carries its RPC message in a Position Zero Read
+        // chunk (the Version Two decoder checked this already).
+        if nomsg && !lists.reads.has_position_zero() {
+            self.answer_error(slot, call, ErrAnswer::unusable(h.vers));
             core.release_recv(p.recv);
             return;
         }
-        call.nomsg = matches!(h.body, Body::Nomsg(_));
+        core.version = h.vers;
+        call.nomsg = nomsg;
+        call.inv_handle = inv_handle;
         call.single_handle = lists.single_handle();
         // Copy the chunk lists (the codec bounded them by our limits, which are capped at the
         // array sizes; any excess is an ERR_CHUNK, never a panic).
@@ -410,7 +479,7 @@ impl Responder {
             }
         }
         if !ok {
-            self.answer_error(slot, call, ErrAnswer::Chunk);
+            self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
             core.release_recv(p.recv);
             return;
         }
@@ -428,7 +497,7 @@ impl Responder {
             return;
         }
         if call.stream_len > self.largest_data {
-            self.answer_error(slot, call, ErrAnswer::Chunk);
+            self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
             core.release_recv(p.recv);
             return;
         }
@@ -440,6 +509,29 @@ impl Responder {
         call.state = RespState::WaitBuffer;
         self.calls[slot as usize] = call;
         self.active += 1;
+    }
+
+    /// Answers (`xid`, `vers`) with a Version Two error outside any call (an RDMA2_OPTIONAL
+    /// message of an unknown type). Dropped when no slot is free.
+    pub(crate) fn answer_v2_error<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        xid: u32,
+        vers: u32,
+        e: v2::RdmaError,
+        mem: &mut M,
+    ) {
+        let Some(slot) = self.free.pop() else {
+            return;
+        };
+        let call = RespCall {
+            generation: self.calls[slot as usize].generation,
+            xid,
+            vers,
+            ..RespCall::FREE
+        };
+        self.answer_error(slot, call, ErrAnswer::V2(e));
+        self.progress(core, mem);
     }
 
     fn answer_error(&mut self, slot: u32, mut call: RespCall, kind: ErrAnswer) {
@@ -506,14 +598,10 @@ impl Responder {
         let header = core.headers[slot as usize];
         let call = &mut self.calls[slot as usize];
         let credits = core.cfg.credits;
+        let max_version = core.cfg.max_version;
         let n = mem
             .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| match kind {
-                ErrAnswer::Vers => {
-                    v1::encode_err_vers(call.xid, call.vers, credits, VERSION, VERSION, out).ok()
-                }
-                ErrAnswer::Chunk => v1::encode_err_chunk(call.xid, call.vers, credits, out).ok(),
-            });
+            .and_then(|out| kind.encode(call.xid, call.vers, credits, max_version, out));
         let Some(n) = n else {
             core.state = ConnState::Closed;
             return;
@@ -648,15 +736,20 @@ impl Responder {
         };
         self.active -= 1;
         if call.nomsg {
-            let xid_ok = call.stream_len >= 4
-                && mem
-                    .bytes(stream.addr, 4)
-                    .is_some_and(|b| b == call.xid.to_be_bytes());
-            if !xid_ok {
+            // The RPC message in the Position Zero chunk starts with the header's XID and is a
+            // CALL (v2 draft, "Message Direction": rdma_direction matches its msg_type).
+            let mut head = [0u32; 2];
+            if let Some(b) = mem.bytes(stream.addr, 8.min(call.stream_len as usize)) {
+                for (i, w) in b.chunks_exact(4).enumerate() {
+                    head[i] = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+                }
+            }
+            if call.stream_len < 8 || head != [call.xid, 0] {
                 let c = *call;
+                let kind = ErrAnswer::unusable(c.vers);
                 self.release_data(slot);
-                self.answer_error(slot, c, ErrAnswer::Chunk);
-                self.try_send_error(core, slot, ErrAnswer::Chunk, mem);
+                self.answer_error(slot, c, kind);
+                self.try_send_error(core, slot, kind, mem);
                 return;
             }
         }
@@ -718,16 +811,22 @@ impl Responder {
             s.length = 0;
         }
         let mut too_big = false;
+        // Version Two RDMA2_ERR_CANT_REPLY: the first segment too short (1-based over the
+        // Write list's segments, then the Reply chunk's; 0: unknown) and the length it needed.
+        let mut short = (0u32, 0u32);
         for (k, item) in spec.results.iter().take(ndirect).enumerate() {
             let mut left = item.buf.len;
             let s0 = call.wstart[k] as usize;
-            for (i, seg) in call.write_chunk(k).iter().enumerate() {
+            let chunk = call.write_chunk(k);
+            for (i, seg) in chunk.iter().enumerate() {
                 let take = left.min(seg.length);
                 ret[s0 + i].length = take;
                 left -= take;
             }
-            if left > 0 {
+            if left > 0 && !too_big {
                 too_big = true;
+                let last = chunk.last().map_or(0, |s| s.length);
+                short = ((s0 + chunk.len()) as u32, last.saturating_add(left));
             }
         }
         let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
@@ -747,17 +846,39 @@ impl Responder {
             writes: &wrefs[..nw],
             reply: None,
         };
-        let send_inline = core.neg.send_inline as usize;
+        let is_v2 = call.vers == v2::VERSION;
+        // Version Two adds rdma_direction and rdma_inv_handle.
+        let hdr_extra = if is_v2 { 8 } else { 0 };
+        let send_inline = core.neg_of(call.vers).send_inline as usize;
         let fits_inline =
-            v1::FIXED_LEN + msg_lists.encoded_len() + pieces.total as usize <= send_inline;
+            v1::FIXED_LEN + hdr_extra + msg_lists.encoded_len() + pieces.total as usize
+                <= send_inline;
+        let long_ok = call.has_reply && call.reply_capacity() >= u64::from(pieces.total);
+        let failed = ReplyKind::failed(is_v2);
         let kind = if too_big {
-            ReplyKind::ErrChunk
+            failed
         } else if fits_inline {
             ReplyKind::Inline
-        } else if call.has_reply && call.reply_capacity() >= u64::from(pieces.total) {
+        } else if long_ok {
             ReplyKind::Long
         } else {
-            ReplyKind::ErrChunk
+            if call.has_reply {
+                let n = u64::from(call.nreply);
+                let last = call.reply[..call.nreply as usize]
+                    .last()
+                    .map_or(0, |s| u64::from(s.length));
+                let need = last + u64::from(pieces.total)
+                    - call.reply_capacity().min(u64::from(pieces.total));
+                let wsegs: u64 = call.wcount[..nw].iter().map(|&c| u64::from(c)).sum();
+                short = (
+                    (wsegs + n).min(u64::from(u32::MAX)) as u32,
+                    need.min(u64::from(u32::MAX)) as u32,
+                );
+            } else {
+                // No Reply chunk at all: which segment is unknown; the reply's length.
+                short = (0, pieces.total);
+            }
+            failed
         };
         // Reply chunk lengths returned (RDMA_NOMSG).
         let mut rret = call.reply;
@@ -771,7 +892,7 @@ impl Responder {
         }
 
         // Work requests: Writes of the results, Writes of a long reply, then the Send.
-        let nwr = if kind == ReplyKind::ErrChunk {
+        let nwr = if kind == failed {
             1
         } else {
             let mut n = 1u32;
@@ -793,6 +914,49 @@ impl Responder {
             .bytes_mut(header.addr, header.len as usize)
             .and_then(|out| match kind {
                 ReplyKind::ErrChunk => v1::encode_err_chunk(call.xid, call.vers, credits, out).ok(),
+                ReplyKind::CantReply => v2::encode_error(
+                    call.xid,
+                    call.vers,
+                    credits,
+                    &v2::RdmaError::CantReply {
+                        // Found after the upper layer processed the call.
+                        processed: true,
+                        segment_index: short.0,
+                        length_needed: short.1,
+                    },
+                    out,
+                )
+                .ok(),
+                ReplyKind::Inline if is_v2 => v2::encode(
+                    &v2::Message {
+                        xid: call.xid,
+                        credits,
+                        body: v2::MessageBody::Msg(v2::ChunksRef {
+                            direction: v2::Direction::Reply,
+                            inv_handle: call.inv_handle,
+                            lists: msg_lists,
+                        }),
+                    },
+                    out,
+                )
+                .ok(),
+                ReplyKind::Long if is_v2 => v2::encode(
+                    &v2::Message {
+                        xid: call.xid,
+                        credits,
+                        body: v2::MessageBody::Nomsg(v2::ChunksRef {
+                            direction: v2::Direction::Reply,
+                            inv_handle: call.inv_handle,
+                            lists: ChunkListsRef {
+                                reads: &[],
+                                writes: &wrefs[..nw],
+                                reply: Some(&rret[..call.nreply as usize]),
+                            },
+                        }),
+                    },
+                    out,
+                )
+                .ok(),
                 ReplyKind::Inline => v1::encode(
                     &Message {
                         xid: call.xid,
@@ -847,7 +1011,7 @@ impl Responder {
 
         let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
         let mut posted = 0u32;
-        if kind != ReplyKind::ErrChunk {
+        if kind != failed {
             for_each_result_write(&call, spec, ndirect, |local, remote_addr, rkey| {
                 core.post_send(WorkRequest::RdmaWrite {
                     wr_id: write_id,
@@ -873,7 +1037,12 @@ impl Responder {
                 );
             }
         }
-        let invalidate = if core.neg.remote_invalidate {
+        let invalidate = if is_v2 {
+            // Version Two: exactly the handle the requester named, never another, and only
+            // with a reply (an RDMA2_ERROR carries no rdma_inv_handle).
+            (kind != failed && core.cfg.remote_invalidate && call.inv_handle != 0)
+                .then_some(call.inv_handle)
+        } else if core.neg.remote_invalidate {
             call.single_handle
         } else {
             None

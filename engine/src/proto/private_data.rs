@@ -309,8 +309,8 @@ pub struct Negotiated {
 /// Combines our message with the peer's (`None` when [`find`] found nothing; a message whose
 /// version is not 1 is treated the same way).
 ///
-/// Our send limit is used as given (we can send that much whatever is representable); our
-/// receive limit is the advertised, representable value.
+/// Both of our limits are taken as advertised (rounded down to a representable size), so the
+/// two ends compute the same threshold for each direction: the peer only knows what we sent.
 pub fn negotiate(ours: &PrivateData, peer: Option<&PrivateData>) -> Negotiated {
     let (peer, peer_recognised) = match peer {
         Some(p) if p.version == VERSION_1 => (*p, true),
@@ -322,7 +322,7 @@ pub fn negotiate(ours: &PrivateData, peer: Option<&PrivateData>) -> Negotiated {
     let peer_recv = peer.advertised_recv_size();
     let recv_buffer = ours.advertised_recv_size();
     Negotiated {
-        send_inline: ours.max_send_size.min(peer_recv),
+        send_inline: ours.advertised_send_size().min(peer_recv),
         recv_inline: recv_buffer.min(peer_send),
         recv_buffer,
         remote_invalidate: ours.remote_invalidate && peer.remote_invalidate,

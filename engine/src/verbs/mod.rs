@@ -38,6 +38,9 @@
 //! [`conformance`] is generic over the provider.
 
 pub mod conformance;
+/// The ibverbs + rdma_cm provider (cargo feature `rdma`; needs libibverbs and librdmacm).
+#[cfg(feature = "rdma")]
+pub mod rdma;
 pub mod soft;
 
 use core::fmt;

@@ -20,11 +20,11 @@ pub mod alloc_count;
 pub mod soft;
 
 use rpcrdma_engine::conn::{
-    CallId, CallSpec, CmInput, Config, Connection, Event, HostMemory, IncomingCall, LocalBuf,
-    Pools, Reply, ReplyKind, ReplySpec, Role, StagMode, WorkRequest,
+    BackchannelPools, CallId, CallSpec, CmInput, Config, Connection, Event, HostMemory,
+    IncomingCall, LocalBuf, Pools, Reply, ReplyKind, ReplySpec, Role, StagMode, WorkRequest,
 };
 use rpcrdma_engine::proto::chunks::ChunkLimits;
-use rpcrdma_engine::proto::v1;
+use rpcrdma_engine::proto::{v1, v2};
 use rpcrdma_engine::verbs::{inc_rkey, Access, Completion, Sge, WcFlags, WcOpcode, WcStatus, WrId};
 use std::collections::VecDeque;
 
@@ -246,6 +246,10 @@ pub struct Sizing {
     pub data: usize,
     pub data_size: u32,
     pub mws: usize,
+    /// Backchannel send buffers (0: created with `Connection::new`).
+    pub bc_headers: usize,
+    /// Backchannel receive buffers.
+    pub bc_recvs: usize,
 }
 
 impl Sizing {
@@ -258,6 +262,8 @@ impl Sizing {
                 data: 0,
                 data_size: 0,
                 mws: c * 8,
+                bc_headers: 0,
+                bc_recvs: 0,
             },
             Role::Responder => Sizing {
                 headers: 2 * c,
@@ -265,8 +271,27 @@ impl Sizing {
                 data: c,
                 data_size: 256 * 1024,
                 mws: 0,
+                bc_headers: 0,
+                bc_recvs: 0,
             },
         }
+    }
+
+    /// As [`Sizing::for_config`], plus backchannel memory sized as `BackchannelPools` says.
+    pub fn with_backchannel(role: Role, cfg: &Config) -> Sizing {
+        let b = cfg.backchannel_credits as usize;
+        let mut s = Self::for_config(role, cfg);
+        match role {
+            Role::Requester => {
+                s.bc_headers = b;
+                s.bc_recvs = 2 * b;
+            }
+            Role::Responder => {
+                s.bc_headers = b;
+                s.bc_recvs = b;
+            }
+        }
+        s
     }
 }
 
@@ -303,6 +328,23 @@ pub fn make_side(
     sizing: Sizing,
 ) -> Side {
     let mut host = Host::new(name, base, 64 << 20, key_base);
+    let conn = build_conn(&mut host, role, cfg, sizing);
+    Side {
+        host,
+        conn: Some(conn),
+        cfg,
+        rq: VecDeque::with_capacity(4096),
+        cq: VecDeque::with_capacity(8192),
+        events: Vec::with_capacity(4096),
+        sq_outstanding: 0,
+        inbox: Vec::new(),
+        raw_recvs: Vec::new(),
+        raw_send: LocalBuf::EMPTY,
+    }
+}
+
+/// A connection over fresh pools carved out of `host`.
+pub fn build_conn(host: &mut Host, role: Role, cfg: Config, sizing: Sizing) -> Connection {
     let lw = Access::LOCAL_WRITE;
     let headers: Vec<LocalBuf> = (0..sizing.headers)
         .map(|_| host.alloc(cfg.inline_send.max(1024), lw))
@@ -323,18 +365,25 @@ pub fn make_side(
         mws: &mws,
         zero,
     };
-    let conn = Connection::new(role, cfg, &pools).expect("config accepted");
-    Side {
-        host,
-        conn: Some(conn),
-        cfg,
-        rq: VecDeque::with_capacity(4096),
-        cq: VecDeque::with_capacity(8192),
-        events: Vec::with_capacity(4096),
-        sq_outstanding: 0,
-        inbox: Vec::new(),
-        raw_recvs: Vec::new(),
-        raw_send: LocalBuf::EMPTY,
+    let bc_headers: Vec<LocalBuf> = (0..sizing.bc_headers)
+        .map(|_| host.alloc(cfg.inline_send.max(1024), lw))
+        .collect();
+    let bc_recvs: Vec<LocalBuf> = (0..sizing.bc_recvs)
+        .map(|_| host.alloc(recv_size, lw))
+        .collect();
+    if sizing.bc_headers + sizing.bc_recvs > 0 {
+        Connection::with_backchannel(
+            role,
+            cfg,
+            &pools,
+            &BackchannelPools {
+                headers: &bc_headers,
+                recvs: &bc_recvs,
+            },
+        )
+        .expect("config accepted")
+    } else {
+        Connection::new(role, cfg, &pools).expect("config accepted")
     }
 }
 
@@ -364,6 +413,66 @@ pub enum Dir {
     Req,
     /// The responder side ("b").
     Resp,
+}
+
+/// Messages by direction and kind, as classified on the wire by the harness.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WireCounts {
+    pub fwd_calls: u32,
+    pub fwd_replies: u32,
+    pub back_calls: u32,
+    pub back_replies: u32,
+    pub unknown: u32,
+}
+
+/// What a Send carries, judged by the harness from the message alone (independently of the
+/// engine): v1 RDMA_MSG by the RPC msg_type at the payload, RDMA_NOMSG and RDMA_ERROR by the
+/// sender, v2 by `rdma_direction` / `rdma_optdir`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    FwdCall,
+    FwdReply,
+    BackCall,
+    BackReply,
+    Unknown,
+}
+
+pub fn classify(from: Dir, msg: &[u8]) -> Kind {
+    let w = |i: usize| -> Option<u32> {
+        msg.get(i * 4..i * 4 + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let (is_call, is_reply) = match from {
+        Dir::Req => (Kind::FwdCall, Kind::BackReply),
+        Dir::Resp => (Kind::BackCall, Kind::FwdReply),
+    };
+    match (w(1), w(3)) {
+        (Some(1), Some(0 | 2)) => {
+            let Ok(h) = v1::decode(msg, &ChunkLimits::DEFAULT) else {
+                return Kind::Unknown;
+            };
+            match h
+                .payload
+                .get(4..8)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            {
+                Some(0) => is_call,
+                Some(1) => is_reply,
+                _ => Kind::Unknown,
+            }
+        }
+        (Some(1), Some(1)) => match from {
+            Dir::Req => Kind::FwdCall,
+            Dir::Resp => Kind::FwdReply,
+        },
+        (Some(_), Some(4)) => is_reply,
+        (Some(2), Some(0 | 1 | 5)) => match w(4) {
+            Some(0) => is_call,
+            Some(1) => is_reply,
+            _ => Kind::Unknown,
+        },
+        _ => Kind::Unknown,
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -400,6 +509,16 @@ pub struct Pair {
     pub outstanding: u32,
     pub credit_max: u32,
     pub check_credits: bool,
+    /// Backward credits granted by the client's last backward reply (1 before the first).
+    pub bc_grant: u32,
+    /// Backward calls sent by the server and not yet answered on the wire.
+    pub bc_outstanding: u32,
+    /// The client's backward credits once its backchannel is enabled (0 before): at every
+    /// message arriving at the client, at least `outstanding + bc_reserve - bc_outstanding`
+    /// receives must be posted (RFC 8167 §4.2.1).
+    pub bc_reserve: u32,
+    /// Forward calls and replies, backward calls and replies seen on the wire.
+    pub wire: WireCounts,
     /// Check STags after every finished call (memory-window mode).
     pub check_stags: bool,
     pub stats: Stats,
@@ -414,6 +533,9 @@ pub struct Pair {
     pub record: bool,
     /// Every RDMA Read / Write executed: (direction, local length, remote address, rkey).
     pub rdma_log: Vec<(Dir, bool, u32, u64, u32)>,
+    /// With `record`: every invalidation executed on a host, (host side, rkey, remotely by
+    /// Send With Invalidate).
+    pub inv_log: Vec<(Dir, u32, bool)>,
 }
 
 impl Pair {
@@ -456,6 +578,10 @@ impl Pair {
             grant: 1,
             outstanding: 0,
             check_credits: true,
+            bc_grant: 1,
+            bc_outstanding: 0,
+            bc_reserve: 0,
+            wire: WireCounts::default(),
             check_stags: false,
             stats: Stats::default(),
             scratch: Vec::with_capacity(1 << 20),
@@ -473,29 +599,48 @@ impl Pair {
             sent: Vec::new(),
             record: false,
             rdma_log: Vec::new(),
+            inv_log: Vec::new(),
         }
     }
 
-    /// Exchanges private data (both sides established), then pumps the initial receives.
+    /// Exchanges private data (both sides established), then pumps the initial receives. Each
+    /// side gets what the other's [`Connection::private_data_opt`] gives (nothing when it sends
+    /// none; a raw side sends none).
     pub fn connect(&mut self) {
+        let req_pd = self
+            .req
+            .conn
+            .as_ref()
+            .and_then(|c| c.private_data_opt())
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        let resp_pd = self
+            .resp
+            .conn
+            .as_ref()
+            .and_then(|c| c.private_data_opt())
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        self.connect_with(&resp_pd, &req_pd);
+    }
+
+    /// Establishes both sides with the given private data as received: `to_req` is what the
+    /// requester gets in the accept, `to_resp` what the responder gets in the connect request.
+    pub fn connect_with(&mut self, to_req: &[u8], to_resp: &[u8]) {
         let now = self.now;
-        let req_pd = self.req.conn.as_ref().map(|c| c.private_data());
-        let resp_pd = self.resp.conn.as_ref().map(|c| c.private_data());
         if let Some(c) = self.req.conn.as_mut() {
-            let pd = resp_pd.unwrap_or([0; 8]);
             c.handle_cm(
                 now,
                 CmInput::Established {
-                    private_data: if resp_pd.is_some() { &pd } else { &[] },
+                    private_data: to_req,
                 },
             );
         }
         if let Some(c) = self.resp.conn.as_mut() {
-            let pd = req_pd.unwrap_or([0; 8]);
             c.handle_cm(
                 now,
                 CmInput::Established {
-                    private_data: if req_pd.is_some() { &pd } else { &[] },
+                    private_data: to_resp,
                 },
             );
         }
@@ -709,9 +854,33 @@ impl Pair {
                 if self.record {
                     self.sent.push((d, msg.to_vec()));
                 }
-                if self.check_credits && x.conn.is_some() && y.conn.is_some() {
-                    match d {
-                        Dir::Req => {
+                let kind = classify(d, msg);
+                match kind {
+                    Kind::FwdCall => self.wire.fwd_calls += 1,
+                    Kind::FwdReply => self.wire.fwd_replies += 1,
+                    Kind::BackCall => self.wire.back_calls += 1,
+                    Kind::BackReply => self.wire.back_replies += 1,
+                    Kind::Unknown => self.wire.unknown += 1,
+                }
+                let both = x.conn.is_some() && y.conn.is_some();
+                if both && d == Dir::Resp && self.bc_reserve > 0 {
+                    // RFC 8167 §4.2.1: the client keeps receives posted for every forward
+                    // call outstanding plus every backward credit not in use.
+                    let need =
+                        self.outstanding + self.bc_reserve.saturating_sub(self.bc_outstanding);
+                    assert!(
+                        y.rq.len() as u32 >= need,
+                        "client has {} receives posted, needs {} ({} forward outstanding, {} backward credits, {} backward outstanding)",
+                        y.rq.len(),
+                        need,
+                        self.outstanding,
+                        self.bc_reserve,
+                        self.bc_outstanding
+                    );
+                }
+                if self.check_credits && both {
+                    match kind {
+                        Kind::FwdCall => {
                             assert!(
                                 self.outstanding < self.grant,
                                 "requester exceeded its credits: {} outstanding, {} granted",
@@ -722,26 +891,32 @@ impl Pair {
                             self.stats.max_outstanding =
                                 self.stats.max_outstanding.max(self.outstanding);
                         }
-                        Dir::Resp => {
+                        Kind::FwdReply => {
                             self.grant = word(2).clamp(1, self.credit_max);
                             self.outstanding = self.outstanding.saturating_sub(1);
                         }
+                        Kind::BackCall => {
+                            assert_ne!(word(2), 0, "backward call with rdma_credit 0");
+                            assert!(
+                                self.bc_outstanding < self.bc_grant,
+                                "server exceeded its backward credits: {} outstanding, {} granted",
+                                self.bc_outstanding,
+                                self.bc_grant
+                            );
+                            self.bc_outstanding += 1;
+                        }
+                        Kind::BackReply => {
+                            assert_ne!(word(2), 0, "backward reply with rdma_credit 0");
+                            self.bc_grant = word(2);
+                            self.bc_outstanding = self.bc_outstanding.saturating_sub(1);
+                        }
+                        Kind::Unknown => {}
                     }
                 }
-                if d == Dir::Req && x.conn.is_some() {
-                    if let Ok(h) = v1::decode(msg, &ChunkLimits::DEFAULT) {
-                        let mut hs = [0u32; 32];
-                        let mut n = 0;
-                        if let Some(c) = h.chunks() {
-                            for s in c.segments() {
-                                if n < 32 {
-                                    hs[n] = s.handle;
-                                    n += 1;
-                                }
-                            }
-                        }
-                        let xid = h.xid;
-                        self.record_exposed(xid, &hs[..n]);
+                if kind == Kind::FwdCall && x.conn.is_some() {
+                    if let Some(hs) = call_handles(msg) {
+                        let xid = word(0);
+                        self.record_exposed(xid, &hs.0[..hs.1]);
                     }
                 }
                 self.stats.sends += 1;
@@ -766,14 +941,22 @@ impl Pair {
                 y.host.write(rsge.addr, &self.scratch);
                 let mut rc = wc(WrId(rwr), WcStatus::SUCCESS, WcOpcode::RECV, len);
                 if let Some(rkey) = invalidate {
+                    // (A raw receiver may be sent anything: only engines are held to it.)
                     assert!(
-                        y.host.invalidate(rkey),
+                        y.host.invalidate(rkey) || y.conn.is_none(),
                         "Send With Invalidate of {rkey:#x}, not a bound window of {}",
                         y.host.name
                     );
                     rc.flags = WcFlags::WITH_INV;
                     rc.invalidated_rkey = rkey;
                     self.stats.sends_with_inv += 1;
+                    if self.record {
+                        let to = match d {
+                            Dir::Req => Dir::Resp,
+                            Dir::Resp => Dir::Req,
+                        };
+                        self.inv_log.push((to, rkey, true));
+                    }
                 }
                 y.cq.push_back(rc);
                 let c = wc(wr_id, WcStatus::SUCCESS, WcOpcode::SEND, len);
@@ -870,6 +1053,9 @@ impl Pair {
             }
             WorkRequest::LocalInv { wr_id, rkey } => {
                 self.stats.local_invs += 1;
+                if self.record {
+                    self.inv_log.push((d, rkey, false));
+                }
                 let ok = x.host.invalidate(rkey);
                 let c = wc(
                     wr_id,
@@ -1006,6 +1192,142 @@ impl Pair {
             .1
     }
 
+    // -----------------------------------------------------------------------------------------
+    // Backward direction (RFC 8167).
+
+    /// The connection is lost: both sides see the disconnect, the harness forgets what was in
+    /// flight (a real QP flushes it).
+    pub fn disconnect(&mut self) {
+        let now = self.now;
+        for side in [&mut self.req, &mut self.resp] {
+            if let Some(c) = side.conn.as_mut() {
+                c.handle_cm(now, CmInput::Disconnected);
+            }
+            side.rq.clear();
+            side.cq.clear();
+            side.sq_outstanding = 0;
+        }
+        self.collect_events(Dir::Req);
+        self.collect_events(Dir::Resp);
+        for side in [&mut self.req, &mut self.resp] {
+            while side.conn.as_mut().and_then(|c| c.poll_wr()).is_some() {}
+        }
+        for e in self.exposed.iter_mut() {
+            e.used = false;
+        }
+        self.grant = 1;
+        self.outstanding = 0;
+        self.bc_grant = 1;
+        self.bc_outstanding = 0;
+        self.bc_reserve = 0;
+    }
+
+    /// The client reconnects: both sides get new connections (same configurations and
+    /// sizings, fresh pools from the same hosts, so buffers the applications hold stay valid)
+    /// and exchange private data again.
+    pub fn reconnect(&mut self, req_sizing: Sizing, resp_sizing: Sizing) {
+        for (side, role, sizing) in [
+            (&mut self.req, Role::Requester, req_sizing),
+            (&mut self.resp, Role::Responder, resp_sizing),
+        ] {
+            let cfg = side.cfg;
+            side.conn = Some(build_conn(&mut side.host, role, cfg, sizing));
+        }
+        self.connect();
+    }
+
+    /// Two connections with backchannel memory, connected; the backchannel is not enabled.
+    pub fn new_bidir(req_cfg: Config, resp_cfg: Config) -> Pair {
+        let req = make_side(
+            "requester",
+            0x1000_0000,
+            0x10,
+            Role::Requester,
+            req_cfg,
+            Sizing::with_backchannel(Role::Requester, &req_cfg),
+        );
+        let resp = make_side(
+            "responder",
+            0x9000_0000,
+            0x20,
+            Role::Responder,
+            resp_cfg,
+            Sizing::with_backchannel(Role::Responder, &resp_cfg),
+        );
+        let mut p = Pair::from_sides(req, resp);
+        p.credit_max = req_cfg.credits;
+        p.check_stags = req_cfg.stag == StagMode::MemoryWindows;
+        p.connect();
+        p
+    }
+
+    /// Enables the client's backchannel (it posts its backchannel receives), then the
+    /// server's (its upper layer learnt the client is ready).
+    pub fn enable_backchannel(&mut self) {
+        self.req
+            .conn()
+            .enable_backchannel()
+            .expect("client backchannel");
+        self.bc_reserve = self.req.cfg.backchannel_credits;
+        self.pump();
+        self.resp
+            .conn()
+            .enable_backchannel()
+            .expect("server backchannel");
+    }
+
+    /// The server starts a backward call.
+    pub fn try_back_call(
+        &mut self,
+        spec: &CallSpec<'_>,
+    ) -> Result<CallId, rpcrdma_engine::conn::StartError> {
+        let now = self.now;
+        let side = &mut self.resp;
+        let conn = side.conn.as_mut().expect("responder");
+        let r = conn.start_call(now, spec, &mut side.host);
+        self.pump();
+        r
+    }
+
+    pub fn back_call(&mut self, spec: &CallSpec<'_>) -> CallId {
+        self.try_back_call(spec).expect("backward start_call")
+    }
+
+    /// The client answers a backward call.
+    pub fn back_reply(&mut self, call: CallId, spec: &ReplySpec<'_>) -> ReplyKind {
+        let now = self.now;
+        let side = &mut self.req;
+        let conn = side.conn.as_mut().expect("requester");
+        let k = conn
+            .send_reply(now, call, spec, &mut side.host)
+            .expect("backward send_reply");
+        self.pump();
+        k
+    }
+
+    /// The next backward call the client received.
+    pub fn next_back_call(&mut self) -> Option<IncomingCall> {
+        let i = self
+            .req
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::CallReady(_)))?;
+        match self.req.events.remove(i) {
+            Event::CallReady(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The next finished backward call of the server.
+    pub fn next_back_done(&mut self) -> Option<Event> {
+        let i = self
+            .resp
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::ReplyReady(_) | Event::CallFailed { .. }))?;
+        Some(self.resp.events.remove(i))
+    }
+
     pub fn next_reply(&mut self) -> Reply {
         match self.next_done() {
             Some(Event::ReplyReady(r)) => r,
@@ -1036,6 +1358,30 @@ pub fn rpc_reply(xid: u32, results: &[u8]) -> Vec<u8> {
     }
     v.extend_from_slice(results);
     v
+}
+
+/// The handles of a forward call's chunk lists (v1 or v2 header), at most 32.
+pub fn call_handles(msg: &[u8]) -> Option<([u32; 32], usize)> {
+    let mut hs = [0u32; 32];
+    let mut n = 0;
+    let mut take = |h: u32| {
+        if n < 32 {
+            hs[n] = h;
+            n += 1;
+        }
+    };
+    match msg.get(4..8) {
+        Some([0, 0, 0, 1]) => {
+            let h = v1::decode(msg, &ChunkLimits::DEFAULT).ok()?;
+            h.chunks()?.segments().for_each(|s| take(s.handle));
+        }
+        Some([0, 0, 0, 2]) => {
+            let h = v2::decode(msg, &v2::Limits::DEFAULT).ok()?;
+            h.chunks()?.lists.segments().for_each(|s| take(s.handle));
+        }
+        _ => return None,
+    }
+    Some((hs, n))
 }
 
 pub fn be32(b: &[u8], i: usize) -> u32 {

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use rpcrdma_engine::conn::{
-    CmInput, Config, Connection, Event, HostMemory, LocalBuf, Pools, Role, WorkRequest,
+    BackchannelPools, CmInput, Config, Connection, Event, HostMemory, LocalBuf, Pools, Role,
+    WorkRequest,
 };
 use rpcrdma_engine::verbs::conformance::{self, Buf, PairOpts};
 use rpcrdma_engine::verbs::soft::{SoftCq, SoftEnv, SoftMw, SoftPd, SoftProvider, SoftQp};
@@ -234,6 +235,7 @@ fn side(
     qp: SoftQp,
     cq: SoftCq,
     peer_private_data: &[u8],
+    bidir: bool,
 ) -> SoftSide {
     let mem: Buf<SoftProvider> =
         Buf::new(&*pd, REGION, Access::LOCAL_WRITE | Access::MW_BIND).expect("register");
@@ -255,7 +257,18 @@ fn side(
     let mws: Vec<SoftMw> = (0..nmw).map(|_| pd.alloc_mw().expect("alloc_mw")).collect();
     let mw_keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
     let zero = host.alloc(64);
-    let mut conn = Connection::new(
+    let b = if bidir {
+        cfg.backchannel_credits as usize
+    } else {
+        0
+    };
+    let (nbh, nbr) = match role {
+        Role::Requester => (b, 2 * b),
+        Role::Responder => (b, b),
+    };
+    let bc_headers: Vec<LocalBuf> = (0..nbh).map(|_| host.alloc(cfg.inline_send)).collect();
+    let bc_recvs: Vec<LocalBuf> = (0..nbr).map(|_| host.alloc(recv_size)).collect();
+    let mut conn = Connection::with_backchannel(
         role,
         cfg,
         &Pools {
@@ -264,6 +277,10 @@ fn side(
             data: &data,
             mws: &mw_keys,
             zero,
+        },
+        &BackchannelPools {
+            headers: &bc_headers,
+            recvs: &bc_recvs,
         },
     )
     .expect("config");
@@ -290,6 +307,15 @@ impl SoftPair {
     /// Connects a requester (`req_cfg`) to a responder (`resp_cfg`) over the soft provider,
     /// exchanging RFC 8797 private data through rdma_cm. Both QPs use rnr_retry 0.
     pub fn new(req_cfg: Config, resp_cfg: Config) -> SoftPair {
+        Self::build(req_cfg, resp_cfg, false)
+    }
+
+    /// As [`SoftPair::new`], with backchannel memory on both sides (not yet enabled).
+    pub fn new_bidir(req_cfg: Config, resp_cfg: Config) -> SoftPair {
+        Self::build(req_cfg, resp_cfg, true)
+    }
+
+    fn build(req_cfg: Config, resp_cfg: Config, bidir: bool) -> SoftPair {
         let mut env = SoftEnv::new();
         let pd_of = |cfg: &Config, r: bool| {
             rpcrdma_engine::proto::private_data::PrivateData::v1(
@@ -333,6 +359,7 @@ impl SoftPair {
             pair.c.qp,
             pair.c.cq,
             accept_pd.as_slice(),
+            bidir,
         );
         assert_eq!(req.conn.private_data(), c_pdata);
         let resp = side(
@@ -342,6 +369,7 @@ impl SoftPair {
             pair.s.qp,
             pair.s.cq,
             &request_pd,
+            bidir,
         );
         assert_eq!(resp.conn.private_data(), s_pdata);
         let mut p = SoftPair {

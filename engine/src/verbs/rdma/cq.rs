@@ -1,0 +1,462 @@
+//! Completion queues and the per-QP queue accounting fed by them.
+//!
+//! Normal operation: `ibv_poll_cq` fills a stack array of [`POLL_BURST`] `ibv_wc`s, which are
+//! converted into the caller's [`Completion`]s; then each completion is charged to its QP's
+//! accounting (found by `qp_num` in the CQ's sorted table, one lock per non-empty poll): a
+//! successful send completion frees the send slots up to its WR, a receive completion frees one
+//! receive slot (of the QP or of its SRQ).
+//!
+//! Recovery: an error completion marks its QP as errored (accounting off: the device flushes
+//! everything). A CQ overrun is an async `IBV_EVENT_CQ_ERR` on the context; the async fd is
+//! drained without blocking every [`ASYNC_CHECK_INTERVAL`] empty polls, and from then on every
+//! poll of the overrun CQ fails with `EOVERFLOW`.
+
+use core::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rdma_sys as sys;
+
+use super::DeviceInner;
+use crate::verbs::{
+    errno, Completion, CompletionQueue, VerbsCall, VerbsError, WcFlags, WcOpcode, WcStatus,
+};
+
+/// Completions fetched per `ibv_poll_cq` call (the size of the stack array of `ibv_wc`).
+pub const POLL_BURST: usize = 32;
+/// Empty polls between two non-blocking reads of the device's async events.
+pub const ASYNC_CHECK_INTERVAL: u32 = 256;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accounting
+// ---------------------------------------------------------------------------------------------
+
+/// Outstanding receives of an SRQ: posted by the SRQ owner, completed by any CQ poller.
+#[derive(Default)]
+pub(crate) struct SrqAcct {
+    /// Receives completed so far.
+    pub(crate) completed: AtomicU64,
+}
+
+/// Queue accounting of one QP, shared between the QP (producer of WRs) and the CQs that
+/// receive its completions (consumers).
+pub(crate) struct QpAcct {
+    pub(crate) qp_num: u32,
+    /// The `ibv_qp` (moved to the error state when a CQ it uses overruns).
+    qp: *mut sys::ibv_qp,
+    /// Set by a CQ poll on an error completion, or by the QP on disconnect; never cleared.
+    errored: AtomicBool,
+    /// Send WRs retired (the value of `posted` right after the last completed signaled WR).
+    sq_completed: AtomicU64,
+    /// Ring of "send WRs posted up to and including this signaled WR", oldest first.
+    marks: Box<[AtomicU64]>,
+    /// Marks pushed (written by the QP only).
+    marks_head: AtomicU64,
+    /// Marks consumed (written by the send CQ's poller only).
+    marks_tail: AtomicU64,
+    /// Receives completed (the QP's own receive queue).
+    rq_completed: AtomicU64,
+    /// The QP's SRQ accounting, if it has one.
+    srq: Option<Arc<SrqAcct>>,
+    /// The connection phase (`qp::Phase` as u8), written under the QP's progress lock.
+    phase: AtomicU8,
+}
+
+// SAFETY: the raw QP pointer is only used for ibv_modify_qp (thread-safe) while the QP is
+// attached to a CQ, i.e. alive (the QP detaches itself before it is destroyed, under the CQ's
+// table lock).
+unsafe impl Send for QpAcct {}
+// SAFETY: see Send; everything else is atomic.
+unsafe impl Sync for QpAcct {}
+
+impl QpAcct {
+    pub(crate) fn new(
+        qp: *mut sys::ibv_qp,
+        qp_num: u32,
+        max_send_wr: u32,
+        srq: Option<Arc<SrqAcct>>,
+        phase: u8,
+    ) -> QpAcct {
+        let n = max_send_wr.max(1) as usize;
+        QpAcct {
+            qp,
+            qp_num,
+            errored: AtomicBool::new(false),
+            sq_completed: AtomicU64::new(0),
+            marks: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            marks_head: AtomicU64::new(0),
+            marks_tail: AtomicU64::new(0),
+            rq_completed: AtomicU64::new(0),
+            srq,
+            phase: AtomicU8::new(phase),
+        }
+    }
+
+    /// The connection phase.
+    pub(crate) fn phase(&self) -> super::qp::Phase {
+        // Acquire: pairs with the Release store in `set_phase`.
+        super::qp::Phase::from_u8(self.phase.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_phase(&self, p: u8) {
+        // Release: pairs with the Acquire load in `phase` (QP's queue_send, any thread).
+        self.phase.store(p, Ordering::Release);
+    }
+
+    pub(crate) fn errored(&self) -> bool {
+        // Acquire: pairs with the Release store in `set_errored` (CQ poller or QP).
+        self.errored.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_errored(&self) {
+        // Release: pairs with the Acquire load in `errored` (QP's queue_send/queue_recv).
+        self.errored.store(true, Ordering::Release);
+    }
+
+    /// Send WRs retired so far.
+    pub(crate) fn sq_completed(&self) -> u64 {
+        // Acquire: pairs with the Release store in `on_send_completion`.
+        self.sq_completed.load(Ordering::Acquire)
+    }
+
+    /// Receives completed so far.
+    pub(crate) fn rq_completed(&self) -> u64 {
+        // Acquire: pairs with the Release fetch_add in `on_recv_completion`.
+        self.rq_completed.load(Ordering::Acquire)
+    }
+
+    /// Records a posted signaled WR: `posted` is the number of send WRs posted so far,
+    /// including it. Called by the QP only (single producer).
+    pub(crate) fn push_mark(&self, posted: u64) {
+        // Relaxed: only this producer writes marks_head.
+        let h = self.marks_head.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release store of marks_tail in `on_send_completion`, so the
+        // slot we overwrite was read already.
+        let t = self.marks_tail.load(Ordering::Acquire);
+        let cap = self.marks.len() as u64;
+        if h.wrapping_sub(t) >= cap {
+            // Cannot happen while the send-queue check holds (outstanding <= depth); the mark
+            // is dropped, which only delays freeing slots.
+            return;
+        }
+        // Relaxed: published by the Release store of marks_head below.
+        self.marks[(h % cap) as usize].store(posted, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of marks_head in `on_send_completion`.
+        self.marks_head.store(h.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Removes the `k` most recent marks (their WRs were not posted after all). Called by the
+    /// QP only; no completion can consume them since their WRs never reached the device.
+    pub(crate) fn rollback_marks(&self, k: u64) {
+        // Relaxed: only this producer writes marks_head.
+        let h = self.marks_head.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release store of marks_tail in `on_send_completion`.
+        let t = self.marks_tail.load(Ordering::Acquire);
+        let k = k.min(h.wrapping_sub(t));
+        // Release: pairs with the Acquire load of marks_head in `on_send_completion`.
+        self.marks_head.store(h.wrapping_sub(k), Ordering::Release);
+    }
+
+    /// A successful send completion (always a signaled WR): retire up to its mark.
+    fn on_send_completion(&self) {
+        // Relaxed: only the send CQ's poller writes marks_tail.
+        let t = self.marks_tail.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release store of marks_head in `push_mark`.
+        let h = self.marks_head.load(Ordering::Acquire);
+        if t == h {
+            return;
+        }
+        let cap = self.marks.len() as u64;
+        // Relaxed: the slot was published by the Acquire load of marks_head above.
+        let m = self.marks[(t % cap) as usize].load(Ordering::Relaxed);
+        // Release: pairs with the Acquire load of marks_tail in `push_mark`.
+        self.marks_tail.store(t.wrapping_add(1), Ordering::Release);
+        // Release: pairs with the Acquire load in `sq_completed` (QP's queue_send).
+        self.sq_completed.store(m, Ordering::Release);
+    }
+
+    /// A successful send completion, for the unit tests.
+    #[cfg(test)]
+    pub(crate) fn test_send_completion(&self) {
+        self.on_send_completion();
+    }
+
+    fn on_recv_completion(&self) {
+        match &self.srq {
+            // Release: pairs with the Acquire load in RdmaSrq::queue_recv.
+            Some(s) => s.completed.fetch_add(1, Ordering::Release),
+            // Release: pairs with the Acquire load in `rq_completed`.
+            None => self.rq_completed.fetch_add(1, Ordering::Release),
+        };
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CQ
+// ---------------------------------------------------------------------------------------------
+
+/// CQs by `ibv_cq` address with their overrun flags, for async `IBV_EVENT_CQ_ERR` events.
+static CQ_ERRORS: Mutex<Vec<(usize, Arc<AtomicBool>)>> = Mutex::new(Vec::new());
+
+/// The `struct ibv_async_event` layout read as plain integers (the event type as a `u32`
+/// rather than a Rust enum, so an unknown value from a newer kernel is not undefined
+/// behaviour).
+#[repr(C)]
+struct AsyncEvent {
+    element: *mut core::ffi::c_void,
+    event_type: u32,
+}
+
+/// `IBV_EVENT_CQ_ERR`.
+const IBV_EVENT_CQ_ERR: u32 = 0;
+
+/// Reads every pending async event of `ctx` without blocking (the fd is non-blocking) and
+/// flags overrun CQs.
+fn drain_async(ctx: *mut sys::ibv_context) {
+    loop {
+        let mut ev = AsyncEvent {
+            element: core::ptr::null_mut(),
+            event_type: u32::MAX,
+        };
+        // SAFETY: ctx is live; AsyncEvent has the layout of struct ibv_async_event (a
+        // pointer-sized union then a C enum).
+        let rc = unsafe {
+            sys::ibv_get_async_event(
+                ctx,
+                (&mut ev as *mut AsyncEvent).cast::<sys::ibv_async_event>(),
+            )
+        };
+        if rc != 0 {
+            return;
+        }
+        super::trace!("async event {} element {:p}", ev.event_type, ev.element);
+        if ev.event_type == IBV_EVENT_CQ_ERR {
+            let key = ev.element as usize;
+            let table = lock(&CQ_ERRORS);
+            if let Some((_, flag)) = table.iter().find(|(k, _)| *k == key) {
+                // Release: pairs with the Acquire load at the top of RdmaCq::poll.
+                flag.store(true, Ordering::Release);
+            } else {
+                super::trace!(
+                    "CQ_ERR for an unknown CQ; known: {:x?}",
+                    table.iter().map(|e| e.0).collect::<Vec<_>>()
+                );
+            }
+        }
+        // SAFETY: the event came from ibv_get_async_event and is acknowledged once.
+        unsafe {
+            sys::ibv_ack_async_event((&mut ev as *mut AsyncEvent).cast::<sys::ibv_async_event>())
+        };
+    }
+}
+
+/// The verbs CQ and the accounting of the QPs attached to it.
+pub(crate) struct CqInner {
+    cq: *mut sys::ibv_cq,
+    depth: u32,
+    overrun: Arc<AtomicBool>,
+    /// QPs whose completions arrive here, sorted by qp_num.
+    qps: Mutex<Vec<Arc<QpAcct>>>,
+    dev: Arc<DeviceInner>,
+}
+
+// SAFETY: ibv_cq may be used from any thread; polling is serialized by &mut RdmaCq.
+unsafe impl Send for CqInner {}
+// SAFETY: shared access only attaches/detaches QPs (under the mutex) or reads the raw pointer.
+unsafe impl Sync for CqInner {}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        let key = self.cq as usize;
+        lock(&CQ_ERRORS).retain(|(k, _)| *k != key);
+        // SAFETY: every QP using this CQ holds an Arc to it, so none is left.
+        unsafe {
+            sys::ibv_destroy_cq(self.cq);
+        }
+    }
+}
+
+impl CqInner {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_cq {
+        self.cq
+    }
+
+    pub(crate) fn attach(&self, acct: &Arc<QpAcct>) {
+        let mut qps = lock(&self.qps);
+        if qps.iter().any(|a| Arc::ptr_eq(a, acct)) {
+            return;
+        }
+        let pos = qps.partition_point(|a| a.qp_num < acct.qp_num);
+        qps.insert(pos, Arc::clone(acct));
+    }
+
+    pub(crate) fn detach(&self, acct: &Arc<QpAcct>) {
+        lock(&self.qps).retain(|a| !Arc::ptr_eq(a, acct));
+    }
+
+    /// A CQ overrun: every QP attached goes to the error state (as the IB spec has it; rxe
+    /// leaves them in RTS), so their outstanding work flushes.
+    fn overrun_qps(&self) {
+        let qps = lock(&self.qps);
+        for a in qps.iter() {
+            a.set_errored();
+            // SAFETY: plain old data.
+            let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
+            attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+            // SAFETY: attached QPs are alive (they detach under this lock before destruction).
+            unsafe {
+                sys::ibv_modify_qp(
+                    a.qp,
+                    &mut attr,
+                    sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as core::ffi::c_int,
+                );
+            }
+        }
+    }
+
+    fn account(&self, done: &[Completion]) {
+        let qps = lock(&self.qps);
+        for c in done {
+            let Ok(i) = qps.binary_search_by_key(&c.qp_num, |a| a.qp_num) else {
+                continue;
+            };
+            let a = &qps[i];
+            if !c.status.is_success() {
+                a.set_errored();
+            } else if c.opcode.is_recv() {
+                a.on_recv_completion();
+            } else {
+                a.on_send_completion();
+            }
+        }
+    }
+}
+
+/// A completion queue (see [`CompletionQueue`]).
+pub struct RdmaCq {
+    inner: Arc<CqInner>,
+    empty_polls: u32,
+}
+
+impl RdmaCq {
+    pub(crate) fn create(dev: &Arc<DeviceInner>, depth: u32) -> Result<RdmaCq, VerbsError> {
+        if depth == 0 || depth > dev.caps().max_cqe {
+            return Err(VerbsError::new(VerbsCall::CreateCq, errno::EINVAL));
+        }
+        let cqe = core::ffi::c_int::try_from(depth)
+            .map_err(|_| VerbsError::new(VerbsCall::CreateCq, errno::EINVAL))?;
+        // SAFETY: the context is live; no completion channel, vector 0.
+        let cq = unsafe {
+            sys::ibv_create_cq(
+                dev.ctx(),
+                cqe,
+                core::ptr::null_mut(),
+                core::ptr::null_mut(),
+                0,
+            )
+        };
+        if cq.is_null() {
+            return Err(super::os_err(VerbsCall::CreateCq));
+        }
+        let overrun = Arc::new(AtomicBool::new(false));
+        lock(&CQ_ERRORS).push((cq as usize, Arc::clone(&overrun)));
+        Ok(RdmaCq {
+            inner: Arc::new(CqInner {
+                cq,
+                depth,
+                overrun,
+                qps: Mutex::new(Vec::new()),
+                dev: Arc::clone(dev),
+            }),
+            empty_polls: 0,
+        })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<CqInner> {
+        &self.inner
+    }
+}
+
+/// The kernel's `IB_WC_WITH_INVALIDATE` bit as rxe leaks it to user space.
+const KERNEL_WC_WITH_INVALIDATE: u32 = 1 << 2;
+
+fn convert(wc: &sys::ibv_wc, inv_quirk: bool) -> Completion {
+    let mut flags = WcFlags(wc.wc_flags);
+    if inv_quirk && flags.0 & KERNEL_WC_WITH_INVALIDATE != 0 {
+        flags = WcFlags((flags.0 & !KERNEL_WC_WITH_INVALIDATE) | WcFlags::WITH_INV.0);
+    }
+    let invalidated_rkey = if flags.contains(WcFlags::WITH_INV) {
+        // SAFETY: with IBV_WC_WITH_INV the union holds the invalidated rkey (both members are
+        // u32-sized plain data anyway).
+        unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey }
+    } else {
+        0
+    };
+    Completion {
+        wr_id: wc.wr_id,
+        status: WcStatus(wc.status),
+        opcode: WcOpcode(wc.opcode),
+        byte_len: wc.byte_len,
+        qp_num: wc.qp_num,
+        src_qp: wc.src_qp,
+        flags,
+        invalidated_rkey,
+        vendor_err: wc.vendor_err,
+    }
+}
+
+impl CompletionQueue for RdmaCq {
+    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError> {
+        let inner = &*self.inner;
+        // Acquire: pairs with the Release store in `drain_async`.
+        if inner.overrun.load(Ordering::Acquire) {
+            return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
+        }
+        let mut wcs: [MaybeUninit<sys::ibv_wc>; POLL_BURST] =
+            // SAFETY: an array of MaybeUninit needs no initialization.
+            unsafe { MaybeUninit::uninit().assume_init() };
+        let quirk = inner.dev.wc_inv_quirk();
+        let mut total = 0usize;
+        while total < out.len() {
+            let want = (out.len() - total).min(POLL_BURST);
+            // SAFETY: the CQ is live; wcs has room for `want` entries.
+            let n = unsafe { sys::ibv_poll_cq(inner.cq, want as i32, wcs.as_mut_ptr().cast()) };
+            if n < 0 {
+                return Err(VerbsError::new(VerbsCall::PollCq, errno::EIO));
+            }
+            let n = (n as usize).min(want);
+            for (dst, wc) in out[total..total + n].iter_mut().zip(&wcs[..n]) {
+                // SAFETY: ibv_poll_cq initialized the first n entries.
+                *dst = convert(unsafe { wc.assume_init_ref() }, quirk);
+            }
+            total += n;
+            if n < want {
+                break;
+            }
+        }
+        if total > 0 {
+            self.empty_polls = 0;
+            inner.account(&out[..total]);
+        } else {
+            self.empty_polls += 1;
+            if self.empty_polls >= ASYNC_CHECK_INTERVAL {
+                self.empty_polls = 0;
+                drain_async(inner.dev.ctx());
+                // Acquire: pairs with the Release store in `drain_async`.
+                if inner.overrun.load(Ordering::Acquire) {
+                    inner.overrun_qps();
+                    return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    fn depth(&self) -> u32 {
+        self.inner.depth
+    }
+}

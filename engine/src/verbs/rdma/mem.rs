@@ -1,0 +1,445 @@
+//! Protection domains, memory regions, type-2 memory windows and shared receive queues.
+//!
+//! Normal operation: `ibv_alloc_pd`, `ibv_reg_mr` (the [`Registrar`] of the PD),
+//! `ibv_alloc_mw(IBV_MW_TYPE_2)` and `ibv_create_srq`; the SRQ batches receives into
+//! preallocated arrays and posts them with one `ibv_post_srq_recv`.
+//!
+//! Recovery: failures return the call's errno; an SRQ post that fails part-way drops the rest
+//! of the batch (only the WRs before the failing one were posted and are counted).
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use rdma_sys as sys;
+
+use super::cq::SrqAcct;
+use super::{os_err, ret_err, DeviceInner, Rdma};
+use crate::verbs::{
+    errno, Access, Keys, MemoryRegion, MemoryWindow, ProtectionDomain, RecvWr, Registrar,
+    SharedReceiveQueue, VerbsCall, VerbsError,
+};
+
+// ---------------------------------------------------------------------------------------------
+// PD
+// ---------------------------------------------------------------------------------------------
+
+pub(crate) struct PdInner {
+    pd: *mut sys::ibv_pd,
+    dev: Arc<DeviceInner>,
+}
+
+// SAFETY: ibv_pd may be used from any thread (registration calls are thread-safe).
+unsafe impl Send for PdInner {}
+// SAFETY: see Send.
+unsafe impl Sync for PdInner {}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        // SAFETY: every MR, MW, QP and SRQ of the PD holds an Arc to it, so none is left.
+        unsafe {
+            sys::ibv_dealloc_pd(self.pd);
+        }
+    }
+}
+
+impl PdInner {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_pd {
+        self.pd
+    }
+}
+
+/// A protection domain (see [`ProtectionDomain`]).
+pub struct RdmaPd {
+    inner: Arc<PdInner>,
+}
+
+impl RdmaPd {
+    pub(crate) fn alloc(dev: &Arc<DeviceInner>) -> Result<RdmaPd, VerbsError> {
+        // SAFETY: the context is live.
+        let pd = unsafe { sys::ibv_alloc_pd(dev.ctx()) };
+        if pd.is_null() {
+            return Err(os_err(VerbsCall::AllocPd));
+        }
+        Ok(RdmaPd {
+            inner: Arc::new(PdInner {
+                pd,
+                dev: Arc::clone(dev),
+            }),
+        })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<PdInner> {
+        &self.inner
+    }
+}
+
+impl Registrar for RdmaPd {
+    type Registration = RdmaMr;
+    type Error = VerbsError;
+
+    unsafe fn register(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<(RdmaMr, Keys), VerbsError> {
+        if addr.is_null() || len as u64 > self.inner.dev.caps().max_mr_size {
+            return Err(VerbsError::new(VerbsCall::RegMr, errno::EINVAL));
+        }
+        let access_c = core::ffi::c_int::try_from(access.0)
+            .map_err(|_| VerbsError::new(VerbsCall::RegMr, errno::EINVAL))?;
+        // The caller guarantees the memory stays valid while the registration lives.
+        let mr = sys::ibv_reg_mr(self.inner.pd, addr.cast(), len, access_c);
+        if mr.is_null() {
+            return Err(os_err(VerbsCall::RegMr));
+        }
+        let keys = Keys {
+            lkey: (*mr).lkey,
+            rkey: (*mr).rkey,
+        };
+        Ok((
+            RdmaMr {
+                mr,
+                keys,
+                addr: addr as u64,
+                len: len as u64,
+                access,
+                _pd: Arc::clone(&self.inner),
+            },
+            keys,
+        ))
+    }
+}
+
+impl ProtectionDomain<Rdma> for RdmaPd {
+    fn alloc_mw(&self) -> Result<RdmaMw, VerbsError> {
+        // SAFETY: the PD is live. rdma-sys returns None when the provider has no alloc_mw op.
+        let mw = unsafe { sys::ibv_alloc_mw(self.inner.pd, sys::ibv_mw_type::IBV_MW_TYPE_2) };
+        let mw = match mw {
+            Some(p) if !p.is_null() => p,
+            Some(_) => return Err(os_err(VerbsCall::AllocMw)),
+            None => return Err(VerbsError::new(VerbsCall::AllocMw, errno::EOPNOTSUPP)),
+        };
+        // SAFETY: mw is live.
+        let rkey = unsafe { (*mw).rkey };
+        Ok(RdmaMw {
+            mw,
+            rkey: AtomicU32::new(rkey),
+            _pd: Arc::clone(&self.inner),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MR / MW
+// ---------------------------------------------------------------------------------------------
+
+/// A memory registration (see [`MemoryRegion`]); dropping it calls `ibv_dereg_mr`.
+pub struct RdmaMr {
+    mr: *mut sys::ibv_mr,
+    keys: Keys,
+    addr: u64,
+    len: u64,
+    access: Access,
+    _pd: Arc<PdInner>,
+}
+
+// SAFETY: the ibv_mr is immutable after registration; deregistration is thread-safe.
+unsafe impl Send for RdmaMr {}
+// SAFETY: see Send.
+unsafe impl Sync for RdmaMr {}
+
+impl Drop for RdmaMr {
+    fn drop(&mut self) {
+        // SAFETY: registered by ibv_reg_mr, deregistered once; the PD outlives it (Arc).
+        unsafe {
+            sys::ibv_dereg_mr(self.mr);
+        }
+    }
+}
+
+impl RdmaMr {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_mr {
+        self.mr
+    }
+}
+
+impl MemoryRegion for RdmaMr {
+    fn keys(&self) -> Keys {
+        self.keys
+    }
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn access(&self) -> Access {
+        self.access
+    }
+}
+
+/// A type-2 memory window (see [`MemoryWindow`]); dropping it calls `ibv_dealloc_mw`.
+pub struct RdmaMw {
+    mw: *mut sys::ibv_mw,
+    /// The key of the last queued bind (ibverbs does not update `mw->rkey` for type-2 binds
+    /// posted as work requests).
+    rkey: AtomicU32,
+    _pd: Arc<PdInner>,
+}
+
+// SAFETY: the ibv_mw is only read (pointer) after allocation; deallocation is thread-safe.
+unsafe impl Send for RdmaMw {}
+// SAFETY: see Send; the key is atomic.
+unsafe impl Sync for RdmaMw {}
+
+impl Drop for RdmaMw {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_mw, deallocated once; the PD outlives it (Arc).
+        unsafe {
+            sys::ibv_dealloc_mw(self.mw);
+        }
+    }
+}
+
+impl RdmaMw {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_mw {
+        self.mw
+    }
+
+    pub(crate) fn set_rkey(&self, rkey: u32) {
+        // Release: pairs with the Acquire load in `rkey`.
+        self.rkey.store(rkey, Ordering::Release);
+    }
+}
+
+impl MemoryWindow for RdmaMw {
+    fn rkey(&self) -> u32 {
+        // Acquire: pairs with the Release store in `set_rkey`.
+        self.rkey.load(Ordering::Acquire)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SRQ
+// ---------------------------------------------------------------------------------------------
+
+/// Preallocated receive work requests and their SGEs (one batch).
+pub(crate) struct RecvBatch {
+    wrs: Box<[sys::ibv_recv_wr]>,
+    sges: Box<[sys::ibv_sge]>,
+    stride: usize,
+    max_sge: usize,
+    len: usize,
+}
+
+impl RecvBatch {
+    pub(crate) fn new(depth: u32, max_sge: u32) -> RecvBatch {
+        let stride = (max_sge as usize).max(1);
+        let n = depth as usize;
+        RecvBatch {
+            // SAFETY: ibv_recv_wr / ibv_sge are plain old data; zeroes are valid.
+            wrs: (0..n).map(|_| unsafe { core::mem::zeroed() }).collect(),
+            // SAFETY: as above.
+            sges: (0..n * stride)
+                .map(|_| unsafe { core::mem::zeroed() })
+                .collect(),
+            stride,
+            max_sge: max_sge as usize,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.wrs.len()
+    }
+
+    /// Appends `wr` (the caller checked the capacity and depth).
+    pub(crate) fn push(&mut self, wr: &RecvWr<'_>, call: VerbsCall) -> Result<(), VerbsError> {
+        if wr.sgl.len() > self.max_sge {
+            return Err(VerbsError::new(call, errno::EINVAL));
+        }
+        if self.len >= self.wrs.len() {
+            return Err(VerbsError::new(call, errno::ENOMEM));
+        }
+        let i = self.len;
+        let base = i * self.stride;
+        for (dst, s) in self.sges[base..base + wr.sgl.len()].iter_mut().zip(wr.sgl) {
+            dst.addr = s.addr;
+            dst.length = s.len;
+            dst.lkey = s.lkey;
+        }
+        let sg_list = if wr.sgl.is_empty() {
+            core::ptr::null_mut()
+        } else {
+            &mut self.sges[base] as *mut sys::ibv_sge
+        };
+        let w = &mut self.wrs[i];
+        w.wr_id = wr.wr_id;
+        w.sg_list = sg_list;
+        w.num_sge = wr.sgl.len() as i32;
+        w.next = core::ptr::null_mut();
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Links the batch and returns its head (null when empty).
+    pub(crate) fn link(&mut self) -> *mut sys::ibv_recv_wr {
+        let n = self.len;
+        if n == 0 {
+            return core::ptr::null_mut();
+        }
+        let base = self.wrs.as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: i + 1 <= n <= wrs.len(); the pointer stays inside (or one past) the box.
+            self.wrs[i].next = if i + 1 < n {
+                unsafe { base.add(i + 1) }
+            } else {
+                core::ptr::null_mut()
+            };
+        }
+        base
+    }
+
+    /// How many WRs of the batch before `bad` were posted (all if `bad` is null), and clears
+    /// the batch.
+    pub(crate) fn finish(&mut self, ok: bool, bad: *mut sys::ibv_recv_wr) -> usize {
+        let n = self.len;
+        self.len = 0;
+        if ok {
+            return n;
+        }
+        index_of(self.wrs.as_ptr(), bad, n)
+    }
+}
+
+/// Index of `bad` in the array at `base` (clamped to `n`; `n` is not returned for null, 0 is).
+pub(crate) fn index_of<T>(base: *const T, bad: *const T, n: usize) -> usize {
+    if bad.is_null() {
+        return 0;
+    }
+    let off = (bad as usize).wrapping_sub(base as usize) / core::mem::size_of::<T>().max(1);
+    off.min(n)
+}
+
+/// The verbs SRQ, kept alive by the SRQ handle and by every QP attached to it.
+pub(crate) struct SrqInner {
+    srq: *mut sys::ibv_srq,
+    acct: Arc<SrqAcct>,
+    _pd: Arc<PdInner>,
+}
+
+// SAFETY: ibv_srq may be used from any thread; posting is serialized by &mut RdmaSrq.
+unsafe impl Send for SrqInner {}
+// SAFETY: shared access only reads the raw pointer and the atomic accounting.
+unsafe impl Sync for SrqInner {}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // SAFETY: every QP attached to the SRQ holds an Arc to it, so none is left.
+        unsafe {
+            sys::ibv_destroy_srq(self.srq);
+        }
+    }
+}
+
+impl SrqInner {
+    pub(crate) fn raw(&self) -> *mut sys::ibv_srq {
+        self.srq
+    }
+
+    pub(crate) fn acct(&self) -> &Arc<SrqAcct> {
+        &self.acct
+    }
+}
+
+/// A shared receive queue (see [`SharedReceiveQueue`]).
+pub struct RdmaSrq {
+    inner: Arc<SrqInner>,
+    batch: RecvBatch,
+    max_wr: u32,
+    posted: u64,
+    doorbells: u64,
+}
+
+// SAFETY: the SRQ is posted to through &mut self only; the raw pointers in `batch` point into
+// its own boxes.
+unsafe impl Send for RdmaSrq {}
+
+impl RdmaSrq {
+    pub(crate) fn create(
+        dev: &Arc<DeviceInner>,
+        pd: &RdmaPd,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<RdmaSrq, VerbsError> {
+        let caps = dev.caps();
+        if caps.max_srq == 0 {
+            return Err(VerbsError::new(VerbsCall::CreateSrq, errno::EOPNOTSUPP));
+        }
+        if max_wr == 0 || max_wr > caps.max_srq_wr || max_sge > caps.max_sge {
+            return Err(VerbsError::new(VerbsCall::CreateSrq, errno::EINVAL));
+        }
+        // SAFETY: plain old data.
+        let mut attr: sys::ibv_srq_init_attr = unsafe { core::mem::zeroed() };
+        attr.attr.max_wr = max_wr;
+        attr.attr.max_sge = max_sge.max(1);
+        // SAFETY: the PD is live; attr is initialized.
+        let srq = unsafe { sys::ibv_create_srq(pd.inner().raw(), &mut attr) };
+        if srq.is_null() {
+            return Err(os_err(VerbsCall::CreateSrq));
+        }
+        Ok(RdmaSrq {
+            inner: Arc::new(SrqInner {
+                srq,
+                acct: Arc::new(SrqAcct::default()),
+                _pd: Arc::clone(pd.inner()),
+            }),
+            batch: RecvBatch::new(max_wr, max_sge),
+            max_wr,
+            posted: 0,
+            doorbells: 0,
+        })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<SrqInner> {
+        &self.inner
+    }
+}
+
+impl SharedReceiveQueue for RdmaSrq {
+    fn queue_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), VerbsError> {
+        // Acquire: pairs with the Release fetch_add in QpAcct::on_recv_completion.
+        let done = self.inner.acct.completed.load(Ordering::Acquire);
+        let outstanding = self.posted.saturating_sub(done);
+        if outstanding + self.batch.len() as u64 + 1 > u64::from(self.max_wr) {
+            return Err(VerbsError::new(VerbsCall::PostSrqRecv, errno::ENOMEM));
+        }
+        self.batch.push(wr, VerbsCall::PostSrqRecv)
+    }
+
+    fn flush_recv(&mut self) -> Result<(), VerbsError> {
+        let head = self.batch.link();
+        if head.is_null() {
+            return Ok(());
+        }
+        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        // SAFETY: the SRQ is live; the chain lives in self.batch until the call returns.
+        let rc = unsafe { sys::ibv_post_srq_recv(self.inner.srq, head, &mut bad) };
+        self.doorbells += 1;
+        let posted = self.batch.finish(rc == 0, bad);
+        self.posted += posted as u64;
+        if rc != 0 {
+            return Err(ret_err(VerbsCall::PostSrqRecv, rc));
+        }
+        Ok(())
+    }
+
+    fn doorbells(&self) -> u64 {
+        self.doorbells
+    }
+}

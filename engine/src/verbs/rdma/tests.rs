@@ -1,0 +1,175 @@
+//! Tests that run without RDMA hardware (this host has no kernel RDMA stack): clean errors
+//! where there is no device, and the provider's pure logic (address conversion, queue
+//! accounting, batch chaining).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::cq::QpAcct;
+use super::mem::{index_of, RecvBatch};
+use super::{from_sockaddr, to_sockaddr, Rdma};
+use crate::verbs::{errno, Provider, RecvWr, Sge, VerbsCall};
+
+/// Opening a device where there is none (no kernel RDMA, or an address of no RDMA device)
+/// returns a clean `OpenDevice` error, never a panic.
+#[test]
+fn rejects_open_without_device() {
+    // 192.0.2.1 (TEST-NET-1) is never a local address.
+    let err = Rdma::open(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))).unwrap_err();
+    assert_eq!(err.call, VerbsCall::OpenDevice);
+    assert!(
+        [
+            errno::ENODEV,
+            errno::EADDRNOTAVAIL,
+            38, /* ENOSYS */
+            errno::EINVAL
+        ]
+        .contains(&err.errno),
+        "unexpected errno {}",
+        err.errno
+    );
+}
+
+/// Socket addresses survive the trip through `sockaddr_in` / `sockaddr_in6`, port in network
+/// order.
+#[test]
+fn accepts_sockaddr_roundtrip() {
+    for a in ["10.0.3.2:20049", "[fe80::1%3]:41000", "0.0.0.0:0"] {
+        let addr: SocketAddr = a.parse().unwrap();
+        let ss = to_sockaddr(addr);
+        // SAFETY: ss is a sockaddr_storage holding the family written by to_sockaddr.
+        let back = unsafe { from_sockaddr((&ss as *const libc::sockaddr_storage).cast()) };
+        assert_eq!(back, Some(addr));
+    }
+    let ss = to_sockaddr("10.0.3.2:20049".parse().unwrap());
+    // SAFETY: sockaddr_in layout, written above.
+    let sin = unsafe { &*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+    assert_eq!(sin.sin_port.to_ne_bytes(), [0x4e, 0x51]); // 20049 = 0x4e51, big-endian
+                                                          // SAFETY: a null pointer is allowed.
+    assert_eq!(unsafe { from_sockaddr(core::ptr::null()) }, None);
+}
+
+/// A signaled send completion retires its WR and every unsignaled WR posted before it; later
+/// WRs stay outstanding.
+#[test]
+fn accepts_signaled_completion_retiring_earlier_unsignaled() {
+    let acct = QpAcct::new(core::ptr::null_mut(), 7, 4, None, 3);
+    // Posted: 3 unsignaled, 1 signaled (mark 4), 1 unsignaled, 1 signaled (mark 6).
+    acct.push_mark(4);
+    acct.push_mark(6);
+    assert_eq!(acct.sq_completed(), 0);
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 4);
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 6);
+    // A completion without a mark (cannot happen) changes nothing.
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 6);
+}
+
+/// Marks of WRs the device refused are rolled back, so a later completion retires only what was
+/// posted.
+#[test]
+fn rejects_marks_of_unposted_wrs() {
+    let acct = QpAcct::new(core::ptr::null_mut(), 7, 4, None, 3);
+    acct.push_mark(1);
+    acct.push_mark(2);
+    acct.push_mark(3);
+    acct.rollback_marks(2);
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 1);
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 1, "a rolled-back mark was consumed");
+    // Rolling back more than is there is clamped.
+    acct.rollback_marks(10);
+    acct.push_mark(9);
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 9);
+}
+
+/// The mark ring never holds more than the send depth.
+#[test]
+fn rejects_marks_beyond_depth() {
+    let acct = QpAcct::new(core::ptr::null_mut(), 7, 2, None, 3);
+    acct.push_mark(1);
+    acct.push_mark(2);
+    acct.push_mark(3); // dropped: ring full
+    acct.test_send_completion();
+    acct.test_send_completion();
+    acct.test_send_completion();
+    assert_eq!(acct.sq_completed(), 2);
+}
+
+/// Receive batches copy the SGEs, chain the WRs through `next`, check SGE count and capacity,
+/// and count what a partial post took.
+#[test]
+fn accepts_recv_batch_chaining_and_limits() {
+    let mut b = RecvBatch::new(3, 2);
+    let sgl = [Sge {
+        addr: 0x1000,
+        len: 64,
+        lkey: 7,
+    }];
+    let three = [sgl[0]; 3];
+    assert_eq!(
+        b.push(
+            &RecvWr {
+                wr_id: 1,
+                sgl: &three
+            },
+            VerbsCall::PostRecv
+        )
+        .unwrap_err()
+        .errno,
+        errno::EINVAL
+    );
+    for i in 0..3 {
+        b.push(
+            &RecvWr {
+                wr_id: i,
+                sgl: &sgl,
+            },
+            VerbsCall::PostRecv,
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        b.push(
+            &RecvWr {
+                wr_id: 9,
+                sgl: &sgl
+            },
+            VerbsCall::PostRecv
+        )
+        .unwrap_err()
+        .errno,
+        errno::ENOMEM
+    );
+    let head = b.link();
+    // SAFETY: head points to the batch's first WR; the chain has 3 WRs ending in null.
+    unsafe {
+        let mut p = head;
+        let mut ids = Vec::new();
+        while !p.is_null() {
+            ids.push((*p).wr_id);
+            assert_eq!((*p).num_sge, 1);
+            assert_eq!((*(*p).sg_list).addr, 0x1000);
+            assert_eq!((*(*p).sg_list).lkey, 7);
+            p = (*p).next;
+        }
+        assert_eq!(ids, [0, 1, 2]);
+        // The device refused the second WR: one was posted.
+        assert_eq!(b.finish(false, head.add(1)), 1);
+    }
+    assert_eq!(b.len(), 0);
+}
+
+/// `index_of` clamps pointers outside the batch.
+#[test]
+fn rejects_bad_wr_pointer_outside_batch() {
+    let a = [0u64; 4];
+    let base = a.as_ptr();
+    assert_eq!(index_of(base, core::ptr::null(), 4), 0);
+    // SAFETY: in bounds of `a`.
+    assert_eq!(index_of(base, unsafe { base.add(2) }, 4), 2);
+    assert_eq!(index_of(base, base.wrapping_add(100), 4), 4);
+}
