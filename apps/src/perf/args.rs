@@ -78,7 +78,7 @@ pub struct PerfArgs {
     pub hist_log: Option<PathBuf>,
     /// `--loopback`.
     pub loopback: bool,
-    /// `--bind IP`: address the server listens on.
+    /// `--bind IP`: local address whose RDMA device is used (rdma provider).
     pub bind: Option<String>,
     /// The server address (client mode).
     pub server: Option<String>,
@@ -482,7 +482,7 @@ pub fn usage(prog: &str, test: Option<Test>) -> String {
     s.push_str(
         "      --loopback            Run server and client in this process (default with soft)\n",
     );
-    s.push_str("      --bind <ip>           Address the server listens on (rdma server, default 0.0.0.0)\n");
+    s.push_str("      --bind <ip>           Local address of the RDMA device to use (rdma; default: found)\n");
     s.push_str("      --cores <a>[,<b>]     Pin the client to core a and the server to core b\n");
     s.push_str(
         "      --hugepages           Back buffers with 2 MiB hugepages (fallback with a warning)\n",
