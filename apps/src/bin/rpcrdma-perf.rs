@@ -1,0 +1,528 @@
+//! `rpcrdma-perf`: perftest-compatible verbs benchmarks over the rpcrdma verbs boundary.
+//!
+//! `rpcrdma-perf <test> [options] [server]` with `<test>` one of send_lat, write_lat, read_lat,
+//! send_bw, write_bw, read_bw; a copy or link named `rpcrdma_<test>` runs that test directly.
+//! With the soft provider (default) the server and the client run in this process on two
+//! pinned threads; with `--provider rdma` (feature `rdma`) the server is started without an
+//! address and the client with the server's address, as with perftest. See `docs/apps.md`.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::Histogram;
+use rpcrdma_apps::pcap::{Mtu, PcapTrace};
+use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
+use rpcrdma_apps::perf::engine::{self, ConnInfo, Observer};
+use rpcrdma_apps::perf::report::{self, BannerInfo, RESULT_LINE};
+use rpcrdma_apps::perf::{Config, PerfError, SizeResult, Test};
+use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_engine::verbs::{Device, Provider};
+
+/// Client and server addresses of a soft loopback run.
+const SOFT_CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const SOFT_SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Prints perftest's layout as results arrive and keeps what the output files need.
+struct Printer {
+    unit: rpcrdma_apps::perf::stats::BwUnit,
+    results: Vec<SizeResult>,
+    hists: Vec<(SizeResult, Histogram<u64>)>,
+    keep_hists: bool,
+}
+
+impl Observer for Printer {
+    fn connected(&mut self, c: &ConnInfo) {
+        let mut o = io::stdout().lock();
+        let _ = writeln!(
+            o,
+            " local address: QPN {:#06x} IP {} port {}\t\tQP {}",
+            c.qpn,
+            c.local.ip(),
+            c.local.port(),
+            c.qp_index
+        );
+        let _ = writeln!(
+            o,
+            " remote address: IP {} port {}",
+            c.remote.ip(),
+            c.remote.port()
+        );
+    }
+
+    fn running(&mut self, cfg: &Config) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(RESULT_LINE.as_bytes());
+        let header = report::header(cfg.test, cfg.duration.is_some(), self.unit);
+        let _ = o.write_all(header.as_bytes());
+        let _ = o.flush();
+    }
+
+    fn result(&mut self, r: &SizeResult, hist: &Histogram<u64>) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(report::result_line(r, self.unit).as_bytes());
+        let _ = o.flush();
+        self.results.push(*r);
+        if self.keep_hists {
+            self.hists.push((*r, hist.clone()));
+        }
+    }
+}
+
+fn write_hist_log(
+    path: &Path,
+    test: Test,
+    hists: &[(SizeResult, Histogram<u64>)],
+) -> io::Result<()> {
+    let mut out = BufWriter::new(File::create(path)?);
+    let mut ser = V2Serializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "rpcrdma-perf {} {}: one interval per message size, values in ns ({})",
+            test,
+            env!("CARGO_PKG_VERSION"),
+            if test.is_latency() {
+                "round trip / rtt factor per iteration"
+            } else {
+                "post to completion of each signaled WR"
+            }
+        ))
+        .with_start_time(std::time::SystemTime::now())
+        .begin_log_with(&mut out, &mut ser)?;
+    for (r, h) in hists {
+        let tag = format!("size={}", r.size);
+        w.write_histogram(h, r.start, r.elapsed, Tag::new(&tag))
+            .map_err(|e| io::Error::other(format!("{e:?}")))?;
+    }
+    drop(w);
+    out.flush()
+}
+
+fn pick_cores(want: &[usize]) -> (Option<core_affinity::CoreId>, Option<core_affinity::CoreId>) {
+    // get_core_ids reads the calling thread's mask: call it before pinning anything.
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    let find = |n: usize| ids.iter().copied().find(|c| c.id == n);
+    match want {
+        [] if ids.len() >= 2 => (Some(ids[0]), Some(ids[1])),
+        [] => (None, None),
+        [a] => (find(*a), None),
+        [a, b, ..] => (find(*a), find(*b)),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {host}"))
+}
+
+enum Role {
+    Loopback { server: IpAddr, client: IpAddr },
+    Server { bind: IpAddr },
+    Client { server: SocketAddr },
+}
+
+impl Role {
+    fn name(&self) -> &'static str {
+        match self {
+            Role::Loopback { .. } => "loopback",
+            Role::Server { .. } => "server",
+            Role::Client { .. } => "client",
+        }
+    }
+}
+
+fn role(a: &PerfArgs) -> Result<Role, String> {
+    let bind = match &a.bind {
+        Some(b) => b
+            .parse::<IpAddr>()
+            .map_err(|_| format!("--bind expects an IP address, got {b:?}"))?,
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    match a.provider {
+        ProviderKind::Soft => {
+            if a.server.is_some() && !a.loopback {
+                return Err(
+                    "the soft provider runs both sides in this process: drop the server \
+                            address, or add --loopback to use it as the server's address"
+                        .into(),
+                );
+            }
+            let server = match &a.server {
+                Some(h) => resolve(h, a.port)?.ip(),
+                None => IpAddr::V4(SOFT_SERVER_IP),
+            };
+            let client = if server == IpAddr::V4(SOFT_CLIENT_IP) {
+                IpAddr::V4(SOFT_SERVER_IP)
+            } else {
+                IpAddr::V4(SOFT_CLIENT_IP)
+            };
+            Ok(Role::Loopback { server, client })
+        }
+        ProviderKind::Rdma => match (&a.server, a.loopback) {
+            (Some(h), true) => {
+                let ip = resolve(h, a.port)?.ip();
+                Ok(Role::Loopback {
+                    server: ip,
+                    client: ip,
+                })
+            }
+            (None, true) => Err("--loopback with the rdma provider needs the device's IP \
+                                 address as the server address"
+                .into()),
+            (Some(h), false) => Ok(Role::Client {
+                server: resolve(h, a.port)?,
+            }),
+            (None, false) => Ok(Role::Server { bind }),
+        },
+    }
+}
+
+/// Runs the configured role on provider `P`, opening devices with `open`.
+fn run_with<P: Provider>(
+    cfg: &Config,
+    a: &PerfArgs,
+    role: &Role,
+    open: &dyn Fn(IpAddr) -> Result<P::Device, PerfError>,
+    printer: &mut Printer,
+) -> Result<(), PerfError> {
+    match *role {
+        Role::Loopback { server, client } => {
+            let sdev = open(server)?;
+            let cdev = open(client)?;
+            engine::run_loopback::<P>(
+                cfg,
+                &cdev,
+                &sdev,
+                SocketAddr::new(server, a.port),
+                pick_cores(&a.cores),
+                printer,
+            )?;
+        }
+        Role::Client { server } => {
+            if let (Some(c), _) = pick_cores(&a.cores) {
+                core_affinity::set_for_current(c);
+            }
+            let local = match &a.bind {
+                Some(b) => b
+                    .parse()
+                    .map_err(|_| PerfError::Config(format!("--bind {b:?}")))?,
+                None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            };
+            let dev = open(local)?;
+            engine::run_client::<P>(cfg, &dev, server, printer)?;
+        }
+        Role::Server { bind } => {
+            if let (Some(c), _) = pick_cores(&a.cores) {
+                core_affinity::set_for_current(c);
+            }
+            let dev = open(bind)?;
+            let stop = AtomicBool::new(false);
+            // Listen on the opened device's address (an unspecified --bind picks a device).
+            let listen = SocketAddr::new(
+                if bind.is_unspecified() {
+                    dev.local_ip()
+                } else {
+                    bind
+                },
+                a.port,
+            );
+            engine::run_server::<P>(
+                cfg,
+                &dev,
+                listen,
+                &stop,
+                &mut |addr| {
+                    println!(" Waiting for client rdma_cm QP to connect on {addr}");
+                    println!(" Please run the same command with the IB/RoCE interface IP");
+                },
+                printer,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn run(a: &PerfArgs) -> Result<(), String> {
+    let mut cfg = a.config();
+    cfg.progress = true;
+    let role = role(a)?;
+    let mtu = Mtu::from_bytes(a.mtu).ok_or("bad MTU")?;
+    if a.pcap.is_some() && a.provider != ProviderKind::Soft {
+        return Err("--pcap needs the soft provider (it exports the soft fabric's trace)".into());
+    }
+    if a.provider == ProviderKind::Rdma {
+        rdma_available()?;
+    }
+    let provider_name = match a.provider {
+        ProviderKind::Soft => SoftProvider::NAME,
+        ProviderKind::Rdma => "rdma",
+    };
+    let memory = if a.hugepages {
+        "mempool region, 2 MiB hugepages (fallback: normal pages, with a warning)"
+    } else {
+        "mempool region, normal pages"
+    };
+    let banner = BannerInfo {
+        test: a.test,
+        device: a.device.as_deref().unwrap_or(provider_name),
+        provider: provider_name,
+        role: role.name(),
+        qps: cfg.qps,
+        tx_depth: cfg.tx_depth,
+        rx_depth: cfg.rx_depth,
+        cq_mod: cfg.cq_mod,
+        mtu: a.mtu,
+        gid_index: a.gid_index,
+        inline: cfg.inline,
+        out_reads: 16,
+        memory,
+    };
+    print!("{}", report::banner(&banner));
+    let _ = io::stdout().flush();
+    let mut printer = Printer {
+        unit: cfg.unit,
+        results: Vec::new(),
+        hists: Vec::new(),
+        keep_hists: a.hist_log.is_some(),
+    };
+    let outcome = match a.provider {
+        ProviderKind::Soft => {
+            let fabric = SoftFabric::new();
+            let trace = match &a.pcap {
+                Some(p) => Some(
+                    PcapTrace::create(&fabric, p, mtu)
+                        .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
+                ),
+                None => None,
+            };
+            let open = |ip: IpAddr| Ok(fabric.open(ip));
+            let r = run_with::<SoftProvider>(&cfg, a, &role, &open, &mut printer);
+            if let (Some(t), Some(p)) = (trace, &a.pcap) {
+                match t.finish() {
+                    Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
+                    Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
+                }
+            }
+            r
+        }
+        ProviderKind::Rdma => run_rdma(&cfg, a, &role, &mut printer),
+    };
+    if let Err(e) = outcome {
+        return Err(format!("{e}"));
+    }
+    print!("{RESULT_LINE}");
+    let _ = io::stdout().flush();
+    if let Some(p) = &a.out_json {
+        let doc = report::json_report(&banner, &printer.results, cfg.unit);
+        let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(p, s + "\n").map_err(|e| format!("--out_json {}: {e}", p.display()))?;
+    }
+    if let Some(p) = &a.hist_log {
+        write_hist_log(p, a.test, &printer.hists)
+            .map_err(|e| format!("--hist-log {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Whether this build can run the rdma provider.
+fn rdma_available() -> Result<(), String> {
+    if cfg!(feature = "rdma") {
+        Ok(())
+    } else {
+        Err("this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into())
+    }
+}
+
+#[cfg(feature = "rdma")]
+fn run_rdma(
+    cfg: &Config,
+    a: &PerfArgs,
+    role: &Role,
+    printer: &mut Printer,
+) -> Result<(), PerfError> {
+    use rpcrdma_engine::verbs::rdma::Rdma;
+    let peer = match role {
+        Role::Client { server } => Some(*server),
+        _ => None,
+    };
+    let open = |ip: IpAddr| rdma_dev::open(ip, peer, a.device.as_deref());
+    run_with::<Rdma>(cfg, a, role, &open, printer)
+}
+
+#[cfg(not(feature = "rdma"))]
+fn run_rdma(
+    _cfg: &Config,
+    _a: &PerfArgs,
+    _role: &Role,
+    _printer: &mut Printer,
+) -> Result<(), PerfError> {
+    Err(PerfError::Config(
+        "this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into(),
+    ))
+}
+
+/// Finding the RDMA device to open: the rdma provider opens a device by one of its IP
+/// addresses.
+#[cfg(feature = "rdma")]
+mod rdma_dev {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+
+    use rpcrdma_apps::perf::PerfError;
+    use rpcrdma_engine::verbs::rdma::RdmaDevice;
+
+    /// Addresses of the host's up interfaces: IPv4 first, loopback last.
+    pub fn local_addrs() -> Vec<IpAddr> {
+        let mut out = Vec::new();
+        let mut list: *mut libc::ifaddrs = core::ptr::null_mut();
+        // SAFETY: on success getifaddrs stores a list in `list`, freed below.
+        if unsafe { libc::getifaddrs(&mut list) } != 0 {
+            return out;
+        }
+        let mut p = list;
+        while !p.is_null() {
+            // SAFETY: `p` is a node of the list getifaddrs returned, not yet freed.
+            let ifa = unsafe { &*p };
+            p = ifa.ifa_next;
+            if ifa.ifa_addr.is_null() || ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
+                continue;
+            }
+            // SAFETY: ifa_addr is non-null and points to a sockaddr.
+            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+            if family == libc::AF_INET {
+                // SAFETY: AF_INET: the sockaddr is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))));
+            } else if family == libc::AF_INET6 {
+                // SAFETY: AF_INET6: the sockaddr is a sockaddr_in6.
+                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+            }
+        }
+        // SAFETY: `list` came from getifaddrs and is freed once.
+        unsafe { libc::freeifaddrs(list) };
+        out.sort_by_key(|ip| (ip.is_loopback(), ip.is_ipv6()));
+        out
+    }
+
+    /// The source address the kernel picks towards `peer` (no packet is sent).
+    pub fn route_to(peer: SocketAddr) -> Option<IpAddr> {
+        let any: SocketAddr = if peer.is_ipv4() {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
+        } else {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
+        };
+        let s = UdpSocket::bind(any).ok()?;
+        s.connect(peer).ok()?;
+        Some(s.local_addr().ok()?.ip())
+    }
+
+    /// Opens the device owning `ip`; when `ip` is unspecified, the device of the source
+    /// address towards `peer` (client) or of the first local address that has one (server),
+    /// named `name` when `-d` was given.
+    pub fn open(
+        ip: IpAddr,
+        peer: Option<SocketAddr>,
+        name: Option<&str>,
+    ) -> Result<RdmaDevice, PerfError> {
+        let candidates = if !ip.is_unspecified() {
+            vec![ip]
+        } else if let Some(src) = peer.and_then(route_to) {
+            vec![src]
+        } else {
+            local_addrs()
+        };
+        let mut last = None;
+        for c in candidates {
+            match RdmaDevice::open(c) {
+                Ok(d) if name.map_or(true, |n| d.name() == n) => return Ok(d),
+                Ok(d) => {
+                    last = Some(PerfError::Config(format!(
+                        "{c} belongs to device {}, not {}",
+                        d.name(),
+                        name.unwrap_or("?")
+                    )))
+                }
+                Err(e) if e.errno == rpcrdma_engine::verbs::errno::ENODEV => {
+                    last = Some(PerfError::Config(format!(
+                        "no RDMA device owns {c} (OpenDevice: errno {}); check `rdma link` / \
+                         `ibv_devices`, or pick the address with --bind",
+                        e.errno
+                    )))
+                }
+                Err(e) => last = Some(PerfError::Verbs(e)),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            PerfError::Config("no local address to open an RDMA device on (use --bind)".into())
+        }))
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let argv0 = argv.first().map(String::as_str).unwrap_or("rpcrdma-perf");
+    let prog = argv0.rsplit('/').next().unwrap_or(argv0);
+    let (test, rest) = match Test::from_argv0(argv0) {
+        Some(t) => (t, &argv[1..]),
+        None => match argv.get(1).map(String::as_str) {
+            None | Some("-h") | Some("--help") => {
+                print!("{}", args::usage(prog, None));
+                return if argv.len() > 1 {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(2)
+                };
+            }
+            Some("-V") | Some("--version") => {
+                println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
+                return ExitCode::SUCCESS;
+            }
+            Some(name) => match Test::from_name(name) {
+                Some(t) => (t, &argv[2..]),
+                None => {
+                    eprintln!(
+                        "{prog}: unknown test {name:?} (send_lat write_lat read_lat send_bw \
+                         write_bw read_bw)"
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+        },
+    };
+    let a = match args::parse(test, rest) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("Try `{prog} {test} --help`.");
+            return ExitCode::from(2);
+        }
+    };
+    if a.help {
+        print!("{}", args::usage(prog, Some(test)));
+        return ExitCode::SUCCESS;
+    }
+    if a.version {
+        println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    match run(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(" {prog} {test}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
