@@ -531,11 +531,20 @@ impl Client {
                 args,
             });
         }
-        if self.state() == ClientState::Failed {
-            return Err(Refused {
-                error: ClientError::ReconnectFailed,
-                args,
-            });
+        match self.state() {
+            ClientState::Failed => {
+                return Err(Refused {
+                    error: ClientError::ReconnectFailed,
+                    args,
+                })
+            }
+            ClientState::Closed => {
+                return Err(Refused {
+                    error: ClientError::Closed,
+                    args,
+                })
+            }
+            _ => {}
         }
         let sub = Submit {
             prog,
@@ -739,7 +748,11 @@ impl<P: Provider> ClientConn<P> {
         };
         let slab =
             Slab::new(&**ep.pd(), &layout, ep.hugepages()).map_err(|_| ClientError::Setup)?;
-        let mem = HostRegions::new(&[Arc::clone(&slab.region), Arc::clone(ep.buffers().region())]);
+        let mem = HostRegions::new(&[
+            Arc::clone(&slab.region),
+            Arc::clone(ep.buffers().region()),
+            Arc::clone(ep.reply_buffers().region()),
+        ]);
         let recs = (0..nrec)
             .map(|i| Record {
                 gen: 0,
@@ -843,6 +856,7 @@ impl<P: Provider> ClientConn<P> {
                 return;
             }
         };
+        env.qp_created(&qp);
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
             env.stats.verbs_error();

@@ -139,7 +139,9 @@ pub struct EndpointConfig {
     pub max_credits: u32,
     /// Payload buffers in the endpoint's pool (arguments, replies, DDP items).
     pub buffers: usize,
-    /// Size of each payload buffer (the largest call arguments or reply).
+    /// Reply buffers (a separate pool of `buffer_size` buffers: one per call in progress).
+    pub reply_buffers: usize,
+    /// Size of each payload and reply buffer (the largest call arguments or reply).
     pub buffer_size: usize,
     /// Worker threads (0: worker mode unavailable).
     pub workers: usize,
@@ -155,6 +157,7 @@ impl Default for EndpointConfig {
             max_conns_per_reactor: 64,
             max_credits: 128,
             buffers: 4096,
+            reply_buffers: 4096,
             buffer_size: 16 * 1024,
             workers: 0,
             worker_ring: 256,

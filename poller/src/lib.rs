@@ -51,5 +51,5 @@ pub use config::{
     ProtocolVersion, RuntimeConfig, ServerOptions,
 };
 pub use program::{BuildError, Handler, Program, Programs, Reject, ReplyBuilder, Request};
-pub use runtime::{Endpoint, EndpointError};
+pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};

@@ -101,6 +101,10 @@ pub(crate) enum NodeCmd<P: Provider> {
     },
 }
 
+/// A function called with every QP a node creates (connect) or accepts, on the reactor
+/// thread, before it is used: for tracing and fault injection in tests.
+pub type QpHook<P> = Box<dyn Fn(&<P as Provider>::Qp) + Send + Sync>;
+
 /// What other threads hold of a node.
 pub(crate) struct NodePeer<P: Provider> {
     ctl: MpscProducer<NodeCmd<P>>,
@@ -112,11 +116,13 @@ struct EndpointInner<P: Provider> {
     dev: Arc<P::Device>,
     pd: Arc<P::Pd>,
     bufs: BufPool,
+    replies: BufPool,
     cfg: EndpointConfig,
     peers: Arc<Vec<NodePeer<P>>>,
     next: AtomicUsize,
     hugepages: HugePagePolicy,
     workers: Mutex<Option<Workers>>,
+    qp_hook: Arc<OnceLock<QpHook<P>>>,
 }
 
 /// A verbs device bound to a reactor set: one node (CQ + connections) per reactor. Cheap to
@@ -194,6 +200,8 @@ impl<P: Provider> Endpoint<P> {
         );
         let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages)
             .map_err(EndpointError::Memory)?;
+        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages)
+            .map_err(EndpointError::Memory)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);
         let cq_depth = (cfg.max_conns_per_reactor as u64 * u64::from(per_conn))
@@ -236,11 +244,13 @@ impl<P: Provider> Endpoint<P> {
             dev,
             pd,
             bufs,
+            replies,
             cfg: cfg.clone(),
             peers: Arc::clone(&peers),
             next: AtomicUsize::new(0),
             hugepages,
             workers: Mutex::new(workers),
+            qp_hook: Arc::new(OnceLock::new()),
         });
         for (i, (rx, w)) in consumers.into_iter().zip(writers).enumerate() {
             let cq = inner
@@ -248,7 +258,7 @@ impl<P: Provider> Endpoint<P> {
                 .create_cq(cq_depth.max(64))
                 .map_err(|e| EndpointError::Verbs(e.to_string()))?;
             let cache = inner
-                .bufs
+                .replies
                 .pool()
                 .cache()
                 .map_err(|e| EndpointError::Memory(MemError::Pool(e.to_string())))?;
@@ -259,6 +269,7 @@ impl<P: Provider> Endpoint<P> {
                     pd: Arc::clone(&inner.pd),
                     cq,
                     bufs: inner.bufs.clone(),
+                    replies: inner.replies.clone(),
                     cache,
                     router: Router::new(cfg.max_conns_per_reactor),
                     stats: w,
@@ -266,6 +277,7 @@ impl<P: Provider> Endpoint<P> {
                     hugepages,
                     gens: vec![0; cfg.max_conns_per_reactor],
                     peers: Arc::clone(&peers),
+                    qp_hook: Arc::clone(&inner.qp_hook),
                 },
                 slots: (0..cfg.max_conns_per_reactor).map(|_| None).collect(),
                 free: (0..cfg.max_conns_per_reactor as u32).rev().collect(),
@@ -286,6 +298,12 @@ impl<P: Provider> Endpoint<P> {
     /// The payload buffer pool (arguments, replies, DDP items).
     pub fn buffers(&self) -> &BufPool {
         &self.inner.bufs
+    }
+
+    /// The pool replies are received into (client) or built in (server); separate from
+    /// [`Endpoint::buffers`] so calls waiting with their arguments can never starve replies.
+    pub fn reply_buffers(&self) -> &BufPool {
+        &self.inner.replies
     }
 
     /// The configuration.
@@ -316,6 +334,12 @@ impl<P: Provider> Endpoint<P> {
     /// A reader of node `i`'s counters.
     pub fn node_stats_reader(&self, i: usize) -> Option<NodeStats> {
         self.inner.peers.get(i).map(|p| p.stats.clone())
+    }
+
+    /// Installs the QP hook (once; later calls return `false`). It sees QPs created after
+    /// this call.
+    pub fn set_qp_hook(&self, hook: QpHook<P>) -> bool {
+        self.inner.qp_hook.set(hook).is_ok()
     }
 
     /// Stops the worker threads (after the reactors have stopped). Idempotent.
@@ -395,6 +419,8 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub pd: Arc<P::Pd>,
     pub cq: P::Cq,
     pub bufs: BufPool,
+    /// The reply pool (the node's cache is in front of it).
+    pub replies: BufPool,
     pub cache: PoolCache,
     pub router: Router,
     pub stats: NodeStatsWriter,
@@ -402,6 +428,7 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub hugepages: HugePagePolicy,
     gens: Vec<u32>,
     peers: Arc<Vec<NodePeer<P>>>,
+    qp_hook: Arc<OnceLock<QpHook<P>>>,
 }
 
 impl<P: Provider> NodeEnv<P> {
@@ -417,6 +444,13 @@ impl<P: Provider> NodeEnv<P> {
 
     pub(crate) fn rq_depth(&self, credits: u32) -> u32 {
         rq_depth_for(credits)
+    }
+
+    /// Runs the QP hook, if any.
+    pub(crate) fn qp_created(&self, qp: &P::Qp) {
+        if let Some(h) = self.qp_hook.get() {
+            h(qp);
+        }
     }
 }
 

@@ -310,6 +310,7 @@ impl<P: Provider> ServerConn<P> {
             opts,
         };
         let qp = req.accept(init, &conn.private_data()).ok()?;
+        env.qp_created(&qp);
         conn.handle_cm(
             env.now,
             conn::CmInput::Established {
@@ -320,7 +321,11 @@ impl<P: Provider> ServerConn<P> {
         if !env.router.insert(qpn, slot) {
             return None;
         }
-        let mem = HostRegions::new(&[Arc::clone(&slab.region), Arc::clone(env.bufs.region())]);
+        let mem = HostRegions::new(&[
+            Arc::clone(&slab.region),
+            Arc::clone(env.bufs.region()),
+            Arc::clone(env.replies.region()),
+        ]);
         let mut drv = ConnDriver::new(mem);
         drv.qp_num = qpn;
         drv.qp = Some(qp);

@@ -49,6 +49,7 @@ pub fn endpoint_config(workers: usize) -> EndpointConfig {
         max_conns_per_reactor: 16,
         max_credits: 32,
         buffers: 1024,
+        reply_buffers: 512,
         buffer_size: 16 * 1024,
         workers,
         worker_ring: 64,
