@@ -299,7 +299,7 @@ impl Callback {
             Self::inline(f)
         } else {
             let b = Box::new(f);
-            Self::inline(move |r| b(r))
+            Self::inline(b)
         }
     }
 
@@ -513,6 +513,7 @@ impl Client {
     /// Starts a call. `cb` runs exactly once with the outcome (on the reactor or a worker, per
     /// the client's mode; it must not block in inline mode). `Err` means the call was not
     /// accepted (ring full, client closed or failed) and `cb` will not run.
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
     pub fn call<F>(
         &self,
         prog: u32,
@@ -1003,7 +1004,7 @@ impl<P: Provider> ClientConn<P> {
             work += 1;
         }
         if self.drv.broken {
-            work += self.events(env, links.as_deref_mut(), cx, slot);
+            work += self.events(env, links, cx, slot);
         }
         if self.drv.conn.is_some() {
             let gen = env.slot_gen(slot);
@@ -1061,10 +1062,7 @@ impl<P: Provider> ClientConn<P> {
         let mut work = 0;
         let mut lost = false;
         self.scratch.clear();
-        loop {
-            let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) else {
-                break;
-            };
+        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
             work += 1;
             match ev {
                 Event::Connected(_) => {

@@ -441,9 +441,9 @@ impl<P: Provider> ServerConn<P> {
             work += 1;
             match ev {
                 Event::CallReady(inc) => {
-                    if !self.waiting.is_empty()
-                        || !self.on_call(env, links.as_deref_mut(), slot, inc)
-                    {
+                    let served = self.waiting.is_empty()
+                        && self.on_call(env, links.as_deref_mut(), slot, inc);
+                    if !served {
                         self.waiting.push_back(inc);
                     }
                 }
