@@ -837,6 +837,9 @@ impl Core {
 
     /// Fires up to [`TIMER_BATCH`] due timers; returns how many fired.
     fn run_timers(&mut self, now: u64) -> usize {
+        if self.timers.is_empty() {
+            return 0;
+        }
         let mut due = [TimerKey::default(); TIMER_BATCH];
         let mut n = 0;
         self.timers.expire_max(now, TIMER_BATCH, |k| {

@@ -153,7 +153,7 @@ impl Poller for Watcher {
         self.polls += 1;
         match self.polls {
             1_000 => self.at_warm.store(allocs() + 1, Relaxed),
-            21_000 => self.at_end.store(allocs() + 1, Relaxed),
+            6_000 => self.at_end.store(allocs() + 1, Relaxed),
             _ => {}
         }
         if self.polls % 16 == 0 {
@@ -162,7 +162,7 @@ impl Poller for Watcher {
                 cx.cancel_timer(h);
             }
         }
-        usize::from(self.polls % 8 == 0)
+        usize::from(self.polls % 4 == 0)
     }
 
     fn on_timer(&mut self, _token: u64, cx: &mut PollerCtx<'_>) {
@@ -194,7 +194,7 @@ fn accepts_no_allocation_in_the_reactor_loop() {
     )
     .unwrap();
     let mut waited = 0;
-    while at_end.load(Relaxed) == 0 && waited < 5_000 {
+    while at_end.load(Relaxed) == 0 && waited < 10_000 {
         std::thread::sleep(Duration::from_millis(1));
         waited += 1;
     }

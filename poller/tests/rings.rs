@@ -46,6 +46,17 @@ fn stress_items() -> u64 {
 // ---------------------------------------------------------------- SPSC
 
 #[test]
+fn accepts_halves_sent_to_other_threads() {
+    fn is_send<T: Send>(_: &T) {}
+    let (p, c) = ring::channel::<String>(2).unwrap();
+    let (mp, mc) = mpsc::channel::<String>(2).unwrap();
+    is_send(&p);
+    is_send(&c);
+    is_send(&mp);
+    is_send(&mc);
+}
+
+#[test]
 fn rejects_spsc_capacity_not_power_of_two() {
     for cap in [0, 3, 6, 1000, MAX_CAPACITY + 1, MAX_CAPACITY * 2] {
         assert_eq!(
