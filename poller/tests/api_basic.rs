@@ -62,3 +62,25 @@ fn rejects_unknown_program_version_procedure() {
     );
     w.stop();
 }
+
+#[test]
+fn rejects_calls_when_reconnects_are_exhausted() {
+    let w = World::new(0);
+    // Nobody listens at w.addr.
+    let opts = ClientOptions {
+        max_reconnects: 3,
+        reconnect_min_ms: 1,
+        reconnect_max_ms: 4,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
+    let mut a = client.args().unwrap();
+    a.put_u32(1).unwrap();
+    let e = client.call_blocking(PROG, 2, SUM, a);
+    assert_eq!(e.unwrap_err(), ClientError::ReconnectFailed);
+    assert!(!client.wait_connected(Duration::from_millis(10)));
+    assert_eq!(client.stats().snapshot().reconnects, 3);
+    let e = client.call(PROG, 2, 0, client.args().unwrap(), |_| {}).unwrap_err();
+    assert_eq!(e.error, ClientError::ReconnectFailed);
+    w.stop();
+}

@@ -18,6 +18,7 @@ use rpcrdma_poller::{
 /// Outcomes counted per call index: each must be recorded exactly once.
 struct Tally {
     seen: Mutex<Vec<u32>>,
+    xids: Mutex<Vec<u32>>,
     ok: AtomicU64,
     err: AtomicU64,
     bad: AtomicU64,
@@ -27,6 +28,7 @@ impl Tally {
     fn new(n: usize) -> Arc<Tally> {
         Arc::new(Tally {
             seen: Mutex::new(vec![0; n]),
+            xids: Mutex::new(Vec::new()),
             ok: AtomicU64::new(0),
             err: AtomicU64::new(0),
             bad: AtomicU64::new(0),
@@ -34,6 +36,9 @@ impl Tally {
     }
     fn record(&self, i: usize, r: &Result<Reply, ClientError>, want: u32) {
         self.seen.lock().unwrap()[i] += 1;
+        if let Ok(rep) = r {
+            self.xids.lock().unwrap().push(rep.xid());
+        }
         match r {
             Ok(rep) if rep.results() == want.to_be_bytes() => {
                 self.ok.fetch_add(1, Ordering::Relaxed);
@@ -233,8 +238,18 @@ fn accepts_connection_drop_mid_traffic_exactly_once() {
         assert!(w
             .client_ep
             .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+        // The server logs the XID of every call it runs.
+        let served: Arc<Mutex<Vec<u32>>> = Arc::new(Mutex::new(Vec::new()));
+        let s2 = Arc::clone(&served);
+        let logging = rpcrdma_poller::Program::new(PROG, 2..=3).procedure(
+            SUM,
+            move |req: &rpcrdma_poller::Request<'_>, out: &mut rpcrdma_poller::ReplyBuilder<'_>| {
+                s2.lock().unwrap().push(req.xid);
+                sum(req, out)
+            },
+        );
         let _server = Server::builder()
-            .program(program(w.server_ep.buffers().clone()))
+            .program(logging)
             .options(ServerOptions {
                 credits: 4,
                 mode,
@@ -324,6 +339,20 @@ fn accepts_connection_drop_mid_traffic_exactly_once() {
         for c in &clients {
             assert_eq!(c.pending(), 0);
         }
+        // Retransmissions reuse the XID: every XID the server ran belongs to a completed call.
+        let replied: HashSet<u32> = tally.xids.lock().unwrap().iter().copied().collect();
+        assert_eq!(replied.len(), n, "XIDs not unique per call");
+        let served = served.lock().unwrap();
+        assert!(served.len() >= n);
+        let foreign = served.iter().filter(|x| !replied.contains(x)).count();
+        assert_eq!(foreign, 0, "{foreign} calls ran under an XID no reply carried");
+        let retransmits: u64 = clients.iter().map(|c| c.stats().snapshot().retransmits).sum();
+        eprintln!(
+            "{mode:?}: {drops} drops, {lost} losses, {reconnects} reconnects, {retransmits} \
+             retransmits, {} executions for {n} calls",
+            served.len()
+        );
+        drop(served);
         w.stop();
     }
 }
@@ -376,7 +405,5 @@ fn rejects_calls_after_close_and_completes_pending() {
     tally.wait(100, 10);
     tally.exactly_once();
     assert_eq!(tally.ok.load(Ordering::Relaxed), 100);
-    let seen: HashSet<u64> = HashSet::new();
-    drop(seen);
     w.stop();
 }
