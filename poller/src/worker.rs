@@ -337,7 +337,8 @@ impl Workers {
         ))
     }
 
-    /// Stops the workers after they finish every job in their rings whose nodes are gone.
+    /// Stops the workers once their rings are empty (stop the reactors first so nothing more
+    /// arrives).
     pub(crate) fn stop(&mut self) {
         // Release: pairs with the workers' Acquire load; they exit once their rings are empty
         // and abandoned by the nodes.
@@ -398,9 +399,11 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
             bo.reset();
             continue;
         }
-        // Acquire: pairs with the Release store in `Workers::stop`.
-        if stop.load(Ordering::Acquire) && side.jobs.iter().all(|c| c.is_abandoned()) {
-            // Nodes are gone: finish what is left, then exit.
+        // Acquire: pairs with the Release store in `Workers::stop`. The rings were just found
+        // empty; jobs a node still enqueues after this are dropped with the rings (client
+        // callbacks then run with `Dropped`), which only happens when the endpoint is dropped
+        // before its reactors stopped.
+        if stop.load(Ordering::Acquire) {
             let left: usize = side.jobs.iter().map(|c| c.used_count()).sum();
             if left == 0 {
                 break;
@@ -430,6 +433,5 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
         } else {
             core::hint::spin_loop();
         }
-        let _ = stop.load(Ordering::Relaxed);
     }
 }

@@ -345,8 +345,14 @@ fn accepts_connection_drop_mid_traffic_exactly_once() {
         let served = served.lock().unwrap();
         assert!(served.len() >= n);
         let foreign = served.iter().filter(|x| !replied.contains(x)).count();
-        assert_eq!(foreign, 0, "{foreign} calls ran under an XID no reply carried");
-        let retransmits: u64 = clients.iter().map(|c| c.stats().snapshot().retransmits).sum();
+        assert_eq!(
+            foreign, 0,
+            "{foreign} calls ran under an XID no reply carried"
+        );
+        let retransmits: u64 = clients
+            .iter()
+            .map(|c| c.stats().snapshot().retransmits)
+            .sum();
         eprintln!(
             "{mode:?}: {drops} drops, {lost} losses, {reconnects} reconnects, {retransmits} \
              retransmits, {} executions for {n} calls",
