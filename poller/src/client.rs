@@ -980,8 +980,8 @@ impl<P: Provider> ClientConn<P> {
         if self.state == CState::Done {
             return 0;
         }
+        // Acquire: pairs with the Release store in `Client::close`.
         if !self.closing && self.shared.closed.load(Ordering::Acquire) {
-            // Acquire above: pairs with the Release store in `Client::close`.
             self.closing = true;
         }
         // CM events.
@@ -1201,11 +1201,11 @@ impl<P: Provider> ClientConn<P> {
         outcome: Result<Reply, ClientError>,
     ) {
         self.completed += 1;
-        // Release: pairs with the Relaxed loads in `Client::pending` only in the sense that
-        // the count never runs ahead of the completion it counts; single writer.
+        // Relaxed: a count for monitoring with a single writer (this reactor); pairs with the
+        // Relaxed loads in `Client::pending` / `Client::completed`.
         self.shared
             .completed
-            .store(self.completed, Ordering::Release);
+            .store(self.completed, Ordering::Relaxed);
         match (self.opts.mode, links) {
             (CallbackMode::Worker, Some(l)) => {
                 let job = Job::Complete(CompleteJob { cb, outcome });
@@ -1408,10 +1408,10 @@ impl<P: Provider> Drop for ClientConn<P> {
             self.completed += 1;
             s.cb.call(Err(ClientError::Closed));
         }
-        // Release: see `complete_cb`.
+        // Relaxed: see `complete_cb`.
         self.shared
             .completed
-            .store(self.completed, Ordering::Release);
+            .store(self.completed, Ordering::Relaxed);
         self.shared.set_state(ST_CLOSED);
     }
 }
