@@ -1415,3 +1415,49 @@ impl<P: Provider> Drop for ClientConn<P> {
         self.shared.set_state(ST_CLOSED);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn accepts_callback_runs_exactly_once() {
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = Arc::clone(&n);
+        let cb = Callback::new(move |r| {
+            assert_eq!(r.unwrap_err(), ClientError::Busy);
+            n2.fetch_add(1, Ordering::SeqCst);
+        });
+        cb.call(Err(ClientError::Busy));
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn accepts_dropped_callback_completing_with_dropped() {
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = Arc::clone(&n);
+        // A closure too large for the inline storage is boxed and still runs once.
+        let big = [7u64; 16];
+        let cb = Callback::new(move |r| {
+            assert_eq!(r.unwrap_err(), ClientError::Dropped);
+            assert_eq!(big[15], 7);
+            n2.fetch_add(1, Ordering::SeqCst);
+        });
+        drop(cb);
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn rejects_running_disarmed_callback() {
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = Arc::clone(&n);
+        let cb = Callback::new(move |_| {
+            n2.fetch_add(1, Ordering::SeqCst);
+        });
+        cb.disarm();
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+        // The captured Arc was dropped with the closure.
+        assert_eq!(Arc::strong_count(&n), 1);
+    }
+}
