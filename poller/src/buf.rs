@@ -1,7 +1,7 @@
 //! Registered memory for the RPC runtime: per-connection slabs, the endpoint's buffer pool, and
 //! the [`HostMemory`] view the connection engine reads and writes through.
 //!
-//! Normal operation: every connection gets one [`Slab`] — a mempool [`Region`] registered once
+//! Normal operation: every connection gets one slab — a mempool [`Region`] registered once
 //! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`) and carved into the buffers
 //! the engine's [`Pools`] name: send headers, receive buffers, reassembly buffers (server), the
 //! zero source and one RPC-header buffer per call record (client). Payloads live in the
