@@ -13,13 +13,20 @@ use hdrhistogram::Histogram;
 
 /// The cores the benchmark pins its two threads to (the first two the process may use), or
 /// `None` when fewer than two are available (then threads run unpinned).
+///
+/// `core_affinity::get_core_ids` reads the *calling thread's* mask, so the answer is taken once,
+/// on first use, and remembered: a later call from an already pinned thread would otherwise see
+/// one core and put both sides of a measurement on it.
 pub fn two_cores() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
-    // get_core_ids reads the calling thread's mask: call it before pinning anything.
-    let ids = core_affinity::get_core_ids()?;
-    if ids.len() < 2 {
-        return None;
-    }
-    Some((ids[0], ids[1]))
+    static CORES: std::sync::OnceLock<Option<(core_affinity::CoreId, core_affinity::CoreId)>> =
+        std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        let ids = core_affinity::get_core_ids()?;
+        if ids.len() < 2 {
+            return None;
+        }
+        Some((ids[0], ids[1]))
+    })
 }
 
 /// Pins the current thread to `core` when given; returns whether pinning happened.

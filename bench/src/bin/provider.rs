@@ -207,6 +207,10 @@ fn main() {
         eprintln!("--size is at most 61440");
         std::process::exit(2);
     }
+    // Read the process's core mask before anything pins the main thread.
+    if two_cores().is_none() {
+        eprintln!("provider: fewer than two cores available; threads run unpinned");
+    }
     let floor = cacheline_pingpong(iters);
     let send = send_rtt(iters, 0);
     let write = send_rtt(iters, size);
