@@ -15,53 +15,9 @@ use core::fmt;
 use core::marker::PhantomData;
 use std::sync::Arc;
 
-/// The index of one STag slot: `(pool id << 32) | index`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-#[repr(transparent)]
-pub struct StagIdx(u64);
-
-impl StagIdx {
-    /// The slot's index within its pool.
-    #[inline]
-    pub const fn index(self) -> u32 {
-        self.0 as u32
-    }
-
-    /// The id of the pool the slot belongs to.
-    #[inline]
-    pub const fn pool_id(self) -> u32 {
-        (self.0 >> 32) as u32
-    }
-
-    /// The raw 64-bit value.
-    #[inline]
-    pub const fn to_raw(self) -> u64 {
-        self.0
-    }
-
-    /// Rebuilds an index from [`StagIdx::to_raw`]; pools check it on use.
-    #[inline]
-    pub const fn from_raw(raw: u64) -> StagIdx {
-        StagIdx(raw)
-    }
-}
-
-impl fmt::Debug for StagIdx {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "StagIdx({}:{})", self.pool_id(), self.index())
-    }
-}
-
-#[inline]
-fn raw_mut(s: &mut [StagIdx]) -> &mut [u64] {
-    // SAFETY: `StagIdx` is `repr(transparent)` over `u64`.
-    unsafe { &mut *(s as *mut [StagIdx] as *mut [u64]) }
-}
-
-#[inline]
-fn raw(s: &[StagIdx]) -> &[u64] {
-    // SAFETY: `StagIdx` is `repr(transparent)` over `u64`.
-    unsafe { &*(s as *const [StagIdx] as *const [u64]) }
+crate::shared::pool_index! {
+    /// The index of one STag slot: `(pool id << 32) | index`.
+    StagIdx
 }
 
 /// Cache settings of a [`StagPool`].
