@@ -116,7 +116,7 @@ missing=$(awk '/^[^\t].*:$/{f=$0} /not found/{print "  " f " " $1}' "$VM_CACHE/l
 [ -z "$missing" ] || vm_log "warning: unresolved libraries:"$'\n'"$missing"
 for b in bash ip rdma ibv_devices rping ib_send_lat; do
 	[ -e "$R/usr/bin/$b" ] || [ -e "$R/usr/sbin/$b" ] || vm_die "$b missing from the initramfs"
-	! echo "$missing" | grep -q "/$b: " || vm_die "$b has unresolved libraries"
+	! grep -q "/$b: " <<<"$missing" || vm_die "$b has unresolved libraries"
 done
 
 # ---- /etc ---------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ preflight=0
 if [ ! -x "$BIN" ]; then
 	echo "vm-stage: $BIN is not an executable file inside the VM"
 	preflight=126
-elif libs=$(ldd "$BIN" 2>/dev/null) && echo "$libs" | grep -q 'not found'; then
+elif libs=$(ldd "$BIN" 2>/dev/null) && grep -q 'not found' <<<"$libs"; then
 	echo "vm-stage: $BIN needs libraries the VM does not have:"
 	echo "$libs" | grep 'not found'
 	echo "(add the Debian package to GUEST_PKGS in scripts/vm/setup.sh, or the host binary to RPCRDMA_VM_EXTRA_BINS)"

@@ -34,16 +34,29 @@ vm_die() {
 		echo "############################################################################"
 		echo "## ${VM_TAG:-rpcrdma-vm}: FAILED: $1"
 		shift
-		local l
-		for l in "$@"; do echo "##   $l"; done
+		local l x
+		for l in "$@"; do
+			while IFS= read -r x; do echo "##   $x"; done <<<"$l"
+		done
 		echo "############################################################################"
 	} >&2
 	exit 1
 }
 
+# The guest's Debian packages (apt-get download + dpkg-deb -x): rdma-core
+# userspace with the rxe and siw providers, perftest, rping, the kernel NFS
+# server's tools, busybox (fills gaps), kmod; tcpdump unless RPCRDMA_VM_TCPDUMP=0.
+vm_guest_pkgs() {
+	echo libibverbs1 librdmacm1 ibverbs-providers ibverbs-utils rdmacm-utils perftest rdma-core \
+		libnl-3-200 libnl-route-3-200 libpci3 infiniband-diags libibumad3 libibmad5 libibnetdisc5 \
+		busybox-static kmod nfs-kernel-server nfs-common rpcbind libnfsidmap1 libwrap0 keyutils
+	if [ "${RPCRDMA_VM_TCPDUMP:-1}" = 1 ]; then echo tcpdump libpcap0.8; fi
+}
+
 # Files whose content determines the initramfs; a change rebuilds it.
 vm_initramfs_key() {
 	{
+		vm_guest_pkgs
 		cat "$VM_SCRIPTS/build-initramfs.sh" "$VM_SCRIPTS/guest-init.sh"
 		echo "tcpdump=${RPCRDMA_VM_TCPDUMP:-1} extra=${RPCRDMA_VM_EXTRA_BINS:-} gz=${RPCRDMA_VM_INITRD_GZIP:-0}"
 		cat "$VM_CACHE/stamps/kernel" "$VM_CACHE/stamps/guest" "$VM_CACHE/stamps/siw" 2>/dev/null

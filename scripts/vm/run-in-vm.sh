@@ -170,7 +170,8 @@ vm_log "vm wall time $((WALL / 1000)).$(((WALL % 1000) / 100)) s, qemu rc $QRC, 
 case "$RC" in
 '' | *[!0-9]*)
 	if [ "$QRC" = 124 ] || [ "$QRC" = 137 ]; then
-		vm_log "TIMEOUT: the VM ran longer than RPCRDMA_VM_TIMEOUT=${TIMEOUT}s (exit 124)"
+		vm_log "TIMEOUT: the VM ran longer than RPCRDMA_VM_TIMEOUT=${TIMEOUT}s (exit 124); last console lines:"
+		tail -n 20 "$LOG" | sed 's/^/  | /' >&2
 		exit 124
 	fi
 	vm_log "VM FAILURE: no exit status from the guest (exit 125); last console lines:"

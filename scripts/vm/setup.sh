@@ -50,6 +50,8 @@ command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
 
 stamp() { echo "$2" >"stamps/$1"; }
 done_step() { [ -s "stamps/$1" ]; }
+guest_current() { [ "$(cat stamps/guest 2>/dev/null)" = "$GUEST_KEY" ]; }           # same package list
+siw_current() { [ -s stamps/siw ] && [ "$(cut -d' ' -f1 stamps/siw)" = "$KVER" ]; }          # built for this kernel
 
 # ---- apt helpers -------------------------------------------------------------
 APT_OPTS=(-q -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
@@ -58,7 +60,7 @@ unreachable() { # LOG HEADLINE
 	vm_die "$2" \
 		"The Debian package archive could not be used; the VM stage cannot be built." \
 		"This is a problem of the machine/network, not of the project." \
-		"apt sources: $(grep -rhoE '(https?|file)://[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null | sort -u | tr '\n' ' ')" \
+		"apt sources: $(grep -rhE '^[^#]*(https?|file)://' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null | grep -oE '(https?|file)://[^ ]+' | sort -u | tr '\n' ' ')" \
 		"last lines of $1:" "$(tail -n 8 "$1" 2>/dev/null | sed 's/^/    /')"
 }
 apt_update() {
@@ -72,7 +74,8 @@ apt_update() {
 	apt-get "${APT_OPTS[@]}" update >logs/apt-update.log 2>&1 || unreachable logs/apt-update.log "apt-get update failed"
 	APT_UPDATED=1
 }
-have_candidate() { apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [0-9]'; }
+# (no "cmd | grep -q" under pipefail: grep's early exit would fail the pipe)
+have_candidate() { grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy "$1" 2>/dev/null)"; }
 
 # ---- 0. host tools ------------------------------------------------------------
 need=()
@@ -80,7 +83,7 @@ for c in file:file gcc:gcc make:make xz:xz-utils strip:binutils ip:iproute2 rdma
 	flock:util-linux sha256sum:coreutils; do
 	command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
 done
-dpkg-query -W -f='${Status}' libelf1 2>/dev/null | grep -q 'ok installed' || need+=(libelf1)
+grep -q 'ok installed' <<<"$(dpkg-query -W -f='${Status}' libelf1 2>/dev/null)" || need+=(libelf1)
 if [ "${#need[@]}" -gt 0 ]; then
 	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 	[ "$(id -u)" = 0 ] || vm_die "missing host packages: ${need[*]}" "run as root, or: apt-get install ${need[*]}"
@@ -91,31 +94,32 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 # ---- 1./2. what to download ------------------------------------------------------
+# a different kernel asked for: redo the kernel step (and so siw.ko and the initramfs)
+if [ -n "${RPCRDMA_VM_KERNEL:-}" ] && [ "linux-image-$(cat stamps/kernel 2>/dev/null)" != "$RPCRDMA_VM_KERNEL" ]; then
+	rm -f stamps/kernel
+fi
+GUEST_KEY=$(vm_guest_pkgs | sha256sum | cut -c1-16)
+KVER=$(cat stamps/kernel 2>/dev/null || true)
 case "${RPCRDMA_VM_APT_UPDATE:-auto}" in
 1) apt_update ;;
 0) ;;
-*) done_step qemu && done_step kernel && done_step guest && done_step siw || apt_update ;;
+*) done_step qemu && done_step kernel && guest_current && siw_current || apt_update ;;
 esac
-
-GUEST_PKGS="libibverbs1 librdmacm1 ibverbs-providers ibverbs-utils rdmacm-utils perftest rdma-core
-  libnl-3-200 libnl-route-3-200 libpci3 infiniband-diags libibumad3 libibmad5 libibnetdisc5
-  busybox-static kmod nfs-kernel-server nfs-common rpcbind libnfsidmap1 libwrap0 keyutils"
-[ "${RPCRDMA_VM_TCPDUMP:-1}" = 1 ] && GUEST_PKGS="$GUEST_PKGS tcpdump libpcap0.8"
 
 if done_step kernel; then
 	KVER=$(cat stamps/kernel)
 	KPKG=linux-image-$KVER
 else
-	KPKG=${RPCRDMA_VM_KERNEL:-$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')}
+	KPKG=${RPCRDMA_VM_KERNEL:-$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ && !k {k = $2} END {print k}' || true)}
 	[ -n "$KPKG" ] && have_candidate "$KPKG" ||
 		unreachable logs/apt-update.log "no Debian kernel package found (apt-cache depends linux-image-amd64)"
 	KVER=${KPKG#linux-image-}
 fi
 # linux-source must be the very version the kernel was built from
 if ls debs/kernel/"$KPKG"_*.deb >/dev/null 2>&1; then
-	KSRCVER=$(dpkg-deb -f "$(ls debs/kernel/"$KPKG"_*.deb | head -1)" Version)
+	KSRCVER=$(dpkg-deb -f debs/kernel/"$KPKG"_*.deb Version)
 else
-	KSRCVER=$(apt-cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}' || true)
+	KSRCVER=$(apt-cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/ && !v {v = $2} END {print v}' || true)
 fi
 KMAJ=$(echo "$KVER" | cut -d. -f1,2)    # 6.1
 KFLAV=${KVER##*-}                       # amd64
@@ -131,9 +135,9 @@ if ! done_step qemu; then
 	want+=("${q[@]/#/qemu:}")
 fi
 done_step kernel || want+=("kernel:$KPKG")
-done_step siw || want+=("kbuild:linux-headers-$KVER" "kbuild:linux-headers-$KABI-common" "kbuild:linux-kbuild-$KMAJ"
+siw_current || want+=("kbuild:linux-headers-$KVER" "kbuild:linux-headers-$KABI-common" "kbuild:linux-kbuild-$KMAJ"
 	"kbuild:linux-source-$KMAJ${KSRCVER:+=$KSRCVER}")
-if ! done_step guest; then for p in $GUEST_PKGS; do want+=("guest:$p"); done; fi
+if ! guest_current; then for p in $(vm_guest_pkgs); do want+=("guest:$p"); done; fi
 # cpio (to pack the initramfs) is unpacked into the cache rather than installed
 if ! command -v cpio >/dev/null && ! done_step cpio; then want+=(tools:cpio); fi
 
@@ -150,8 +154,8 @@ if [ "${#want[@]}" -gt 0 ]; then
 		g=${w%%:*} p=${w#*:}
 		p=${p%%=*}
 		mkdir -p "debs/$g"
-		f=$(ls debs/all/"${p}"_*.deb 2>/dev/null | head -1)
-		[ -n "$f" ] || unreachable logs/apt-download.log "package $p was not downloaded"
+		f=$(compgen -G "debs/all/${p}_*.deb" || true)
+		[ -n "$f" ] && [ -f "$f" ] || unreachable logs/apt-download.log "package $p was not downloaded"
 		ln -f "$f" "debs/$g/" # a package may be in two groups (libibverbs1)
 	done
 	rm -rf debs/all
@@ -176,7 +180,7 @@ build_siw() {
 	[ -f siw/siw.ko ]
 }
 SIW_PID=
-if ! done_step siw; then
+if ! siw_current; then
 	vm_log "building siw.ko (background)"
 	build_siw >logs/siw-build.log 2>&1 &
 	SIW_PID=$!
@@ -194,7 +198,8 @@ if ! done_step qemu; then
 		for f in "$d"/*; do ln -sf "$(readlink -f "$f")" "fw/$(basename "$f")"; done
 	done
 	vm_qemu_env
-	v=$("$QEMU" --version | head -1) || vm_die "unpacked qemu does not run" "$("$QEMU" --version 2>&1 | tail -3)"
+	v=$("$QEMU" --version) || vm_die "unpacked qemu does not run" "$("$QEMU" --version 2>&1 | tail -3)"
+	v=${v%%$'\n'*}
 	stamp qemu "$v"
 	vm_log "qemu: $v"
 fi
@@ -206,22 +211,26 @@ if ! done_step kernel; then
 	ln -sf "vmlinuz-$KVER" kernel/boot/vmlinuz
 	# Uncompressed vmlinux (ELF with a PVH entry note) for a faster boot:
 	# the payload of the bzImage is one xz stream.
-	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' kernel/boot/vmlinuz | head -1 | cut -d: -f1 || true)
-	if [ -n "$off" ] && tail -c +$((off + 1)) kernel/boot/vmlinuz | xz -dc --single-stream >kernel/boot/vmlinux.tmp 2>/dev/null &&
+	off=$(LC_ALL=C grep -m1 -obUaP '\xfd7zXZ\x00' kernel/boot/vmlinuz | cut -d: -f1 || true)
+	off=${off%%$'\n'*}
+	rm -f kernel/boot/vmlinux.xz
+	if [ -n "$off" ] && tail -c +$((off + 1)) kernel/boot/vmlinuz >kernel/boot/vmlinux.xz &&
+		xz -dc --single-stream kernel/boot/vmlinux.xz >kernel/boot/vmlinux.tmp 2>/dev/null &&
 		[ "$(head -c4 kernel/boot/vmlinux.tmp | od -An -c | tr -d ' ')" = 177ELF ]; then
 		mv kernel/boot/vmlinux.tmp kernel/boot/vmlinux
+		rm -f kernel/boot/vmlinux.xz
 	else
-		rm -f kernel/boot/vmlinux.tmp
+		rm -f kernel/boot/vmlinux.tmp kernel/boot/vmlinux.xz
 		vm_log "note: could not extract vmlinux; booting the bzImage (slower)"
 	fi
 	stamp kernel "$KVER"
 	vm_log "kernel $KVER ($KSRCVER)"
 fi
-if ! done_step guest; then
+if ! guest_current; then
 	rm -rf guest
 	mkdir -p guest
 	for f in debs/guest/*.deb; do dpkg-deb -x "$f" guest; done
-	stamp guest "$(cd debs/guest && ls | sha256sum | cut -c1-16)"
+	stamp guest "$GUEST_KEY"
 	vm_log "guest packages unpacked ($(ls debs/guest | wc -l))"
 fi
 if ! command -v cpio >/dev/null && ! done_step cpio; then
@@ -242,6 +251,8 @@ if [ -n "$SIW_PID" ]; then
 fi
 
 # ---- 5. initramfs ------------------------------------------------------------------
-"$VM_SCRIPTS/build-initramfs.sh" || vm_die "build-initramfs.sh failed"
+if [ ! -f out/initrd ] || [ "$(cat stamps/initramfs 2>/dev/null)" != "$(vm_initramfs_key)" ]; then
+	"$VM_SCRIPTS/build-initramfs.sh" || vm_die "build-initramfs.sh failed"
+fi
 vm_is_ready || vm_die "setup finished but the VM is not ready (stamps: $(ls stamps | tr '\n' ' '))"
 vm_log "ready: $(du -sh "$VM_CACHE" | cut -f1) in $VM_CACHE"

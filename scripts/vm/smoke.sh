@@ -51,7 +51,7 @@ check $? "ibv_devices lists rxe0 siw0 siw1 (got: $devs)"
 ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so /usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav*.so >/dev/null
 check $? "ibverbs-providers: librxe and libsiw present"
 libs=$(ldd "$(command -v rping)") && echo "$libs" | grep -E 'libibverbs.so.1|librdmacm.so.1' &&
-	echo "$libs" | grep -q 'librdmacm.so.1 => /' && ! echo "$libs" | grep -q 'not found'
+	grep -q 'librdmacm.so.1 => /' <<<"$libs" && ! grep -q 'not found' <<<"$libs"
 check $? "rping resolves libibverbs.so.1 and librdmacm.so.1"
 
 header "rxe0: Soft-RoCE, loopback on eth0 10.0.2.15"
@@ -71,7 +71,7 @@ ip netns exec peer rping -s -a 10.0.3.2 -p 7471 -C 1 >/dev/null 2>&1 &
 lp=$!
 seen=1
 for _ in $(seq 50); do
-	if ip netns exec peer ss -Hltn 'sport = :7471' | grep -q 7471; then
+	if grep -q 7471 <<<"$(ip netns exec peer ss -Hltn 'sport = :7471')"; then
 		seen=0
 		break
 	fi
