@@ -20,6 +20,7 @@
 #        RPCRDMA_VM_INITRD_GZIP=1 gzip the image (smaller, slower to boot under TCG).
 set -euo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck disable=SC2034 # read by vm_log/vm_die in lib.sh
 VM_TAG=vm-initramfs
 cd "$VM_CACHE"
 export PATH=$VM_CACHE/tools:$PATH

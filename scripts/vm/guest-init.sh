@@ -99,7 +99,7 @@ step "rdma ready: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
 # ---- payload -----------------------------------------------------------------------------
 NONCE=$(cat /vm/nonce 2>/dev/null)
 if [ -f /vm/cmd ]; then
-	cd / && cd "$(cat /vm/cwd 2>/dev/null || echo /)" 2>/dev/null
+	cd "$(cat /vm/cwd 2>/dev/null || echo /)" 2>/dev/null || cd /
 	echo "@@RPCRDMA_VM_BEGIN $NONCE@@"
 	(
 		[ -f /vm/env ] && . /vm/env

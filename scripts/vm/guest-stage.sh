@@ -77,14 +77,15 @@ if [ ! -x "$BIN" ]; then
 elif libs=$(ldd "$BIN" 2>/dev/null) && grep -q 'not found' <<<"$libs"; then
 	echo "vm-stage: $BIN needs libraries the VM does not have:"
 	echo "$libs" | grep 'not found'
-	echo "(add the Debian package to GUEST_PKGS in scripts/vm/setup.sh, or the host binary to RPCRDMA_VM_EXTRA_BINS)"
+	echo "(stage.sh copies the host's copies of missing libraries in; if the host lacks them too, add"
+	echo " the Debian package to vm_guest_pkgs in scripts/vm/lib.sh)"
 	preflight=127
 fi
 
 # ---- runs --------------------------------------------------------------------------------------
 run_rxe() {
 	local e=(RPCRDMA_VM_RUN=rxe RPCRDMA_DEVICE=rxe0 RPCRDMA_PEER_DEVICE=rxe0
-		RPCRDMA_SERVER_ADDR=$RXE_ADDR RPCRDMA_CLIENT_ADDR=$RXE_ADDR)
+		"RPCRDMA_SERVER_ADDR=$RXE_ADDR" "RPCRDMA_CLIENT_ADDR=$RXE_ADDR")
 	banner "vm-stage run: rxe — Soft-RoCE (rdma_rxe) loopback on rxe0 (eth0 $RXE_ADDR), root netns" \
 		"  $BIN $*" "${e[@]/#/    }"
 	need_devices rxe0 || return 125
@@ -92,7 +93,7 @@ run_rxe() {
 }
 run_siw_inproc() {
 	local e=(RPCRDMA_VM_RUN=siw-inproc RPCRDMA_DEVICE=siw0 RPCRDMA_PEER_DEVICE=siw1
-		RPCRDMA_SERVER_ADDR=$SIW_PEER_ADDR RPCRDMA_CLIENT_ADDR=$SIW_ADDR RPCRDMA_PEER_NETNS=/run/netns/peer)
+		"RPCRDMA_SERVER_ADDR=$SIW_PEER_ADDR" "RPCRDMA_CLIENT_ADDR=$SIW_ADDR" RPCRDMA_PEER_NETNS=/run/netns/peer)
 	banner "vm-stage run: siw-inproc — soft-iWARP, one process: client siw0 ($SIW_ADDR, root netns)," \
 		"  server side siw1 ($SIW_PEER_ADDR) reached through setns(RPCRDMA_PEER_NETNS)" \
 		"  $BIN $*" "${e[@]/#/    }"
@@ -101,9 +102,9 @@ run_siw_inproc() {
 }
 listener_in_peer() { [ -n "$(ip netns exec peer ss -Hltn 2>/dev/null)" ]; }
 run_siw_split() {
-	local common=(RPCRDMA_VM_RUN=siw-split RPCRDMA_SERVER_ADDR=$SIW_PEER_ADDR RPCRDMA_CLIENT_ADDR=$SIW_ADDR)
+	local common=(RPCRDMA_VM_RUN=siw-split "RPCRDMA_SERVER_ADDR=$SIW_PEER_ADDR" "RPCRDMA_CLIENT_ADDR=$SIW_ADDR")
 	local se=("${common[@]}" RPCRDMA_ROLE=server RPCRDMA_DEVICE=siw1 RPCRDMA_PEER_DEVICE=siw0
-		RPCRDMA_READY_FILE=$W/server.ready)
+		"RPCRDMA_READY_FILE=$W/server.ready")
 	local ce=("${common[@]}" RPCRDMA_ROLE=client RPCRDMA_DEVICE=siw0 RPCRDMA_PEER_DEVICE=siw1)
 	local sp tp c s rc deadline ready
 	banner "vm-stage run: siw-split — soft-iWARP, two processes" \

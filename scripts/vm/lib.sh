@@ -21,9 +21,12 @@ VM_T0=${VM_T0:-$(date +%s)}
 export PATH=$VM_CACHE/tools:$PATH # cpio unpacked by setup.sh when the host has none
 
 # Guest layout (guest-init.sh sets it up; docs/vm.md describes it).
-VM_RXE_ADDR=10.0.2.15      # eth0, rxe0 (root netns, loopback inside rxe)
-VM_SIW_ADDR=10.0.3.1       # sw0, siw0 (root netns)
-VM_SIW_PEER_ADDR=10.0.3.2  # sw1, siw1 (netns "peer")
+# shellcheck disable=SC2034 # used by the scripts that source this file
+{
+	VM_RXE_ADDR=10.0.2.15     # eth0, rxe0 (root netns, loopback inside rxe)
+	VM_SIW_ADDR=10.0.3.1      # sw0, siw0 (root netns)
+	VM_SIW_PEER_ADDR=10.0.3.2 # sw1, siw1 (netns "peer")
+}
 
 vm_log() { printf '[%s +%ss] %s\n' "${VM_TAG:-rpcrdma-vm}" "$(($(date +%s) - VM_T0))" "$*" >&2; }
 
@@ -72,6 +75,7 @@ vm_is_ready() {
 }
 
 # Sets QEMU and the library path for the unpacked (not installed) qemu.
+# shellcheck disable=SC2034 # QEMU is used by the callers
 vm_qemu_env() {
 	QEMU=$VM_CACHE/qemu/usr/bin/qemu-system-x86_64
 	export LD_LIBRARY_PATH="$VM_CACHE/qemu/usr/lib/x86_64-linux-gnu:$VM_CACHE/qemu/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -21,6 +21,8 @@
 #   RPCRDMA_VM_CACHE=dir     state directory (default ~/.cache/rpcrdma-vm)
 #   RPCRDMA_VM_SHARE=dir     host directory shared at the same path ("" = none)
 #   RPCRDMA_VM_FILES="f..."  extra host files to copy in (same absolute path)
+#   RPCRDMA_VM_LIBS="l..."   extra host shared libraries, copied (dereferenced)
+#                            into the guest's /usr/lib/x86_64-linux-gnu
 #   RPCRDMA_VM_TIMEOUT=s     wall-clock limit for the whole VM (default 900)
 #   RPCRDMA_VM_MEM=MiB       guest RAM (default 2048)   RPCRDMA_VM_SMP=n  vCPUs (default 2)
 #   RPCRDMA_VM_SIW=0         no siw/veth/netns setup in the guest
@@ -34,6 +36,7 @@
 # failed, or the guest printed no exit status); 2 usage.
 set -uo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck disable=SC2034 # read by vm_log/vm_die in lib.sh
 VM_TAG=run-in-vm
 if [ $# -eq 0 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
 	sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -98,6 +101,10 @@ for f in ${RPCRDMA_VM_FILES:-}; do
 	}
 	under_share "$(readlink -f "$f")" || add_file "$f"
 done
+for l in ${RPCRDMA_VM_LIBS:-}; do
+	mkdir -p "$P/usr/lib/x86_64-linux-gnu"
+	cp -L "$l" "$P/usr/lib/x86_64-linux-gnu/$(basename "$l")" || exit 2
+done
 if under_share "$PWD"; then echo "$PWD" >"$P/vm/cwd"; else echo / >"$P/vm/cwd"; fi
 echo "$SHARE" >"$P/vm/share"
 NONCE=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
@@ -121,6 +128,7 @@ APPEND="console=ttyS0 panic=-1 oops=panic mitigations=off edd=off clocksource=ts
 # real-mode dance, no xz decompression under TCG (saves ~5 s per boot)
 KIMAGE=$VM_CACHE/kernel/boot/vmlinux
 [ -f "$KIMAGE" ] || KIMAGE=$VM_CACHE/kernel/boot/vmlinuz
+# shellcheck disable=SC2054 # the commas belong to qemu option values
 ARGS=(-L "$VM_CACHE/fw" -accel "$ACCEL" -m "${RPCRDMA_VM_MEM:-2048}" -smp "${RPCRDMA_VM_SMP:-2}"
 	-nographic -nodefaults -no-reboot -serial stdio
 	-kernel "$KIMAGE" -initrd "$WORK/initrd"

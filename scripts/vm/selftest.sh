@@ -10,6 +10,7 @@
 # Exit status: stage.sh's.
 set -euo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck disable=SC2034 # read by vm_log/vm_die in lib.sh
 VM_TAG=vm-selftest
 if [ "${RPCRDMA_SKIP_VM:-0}" = 1 ]; then
 	echo "vm-selftest: SKIPPED (RPCRDMA_SKIP_VM=1)"

@@ -29,6 +29,7 @@
 # Exit status: 0 ready; 1 failed (with a banner saying why).
 set -euo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck disable=SC2034 # read by vm_log/vm_die in lib.sh
 VM_TAG=vm-setup
 
 mkdir -p "$VM_CACHE"/{stamps,logs}

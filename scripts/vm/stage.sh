@@ -27,6 +27,7 @@
 # unreachable on a fresh machine: a loud banner says so).
 set -uo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib.sh"
+# shellcheck disable=SC2034 # read by vm_log/vm_die in lib.sh
 VM_TAG=vm-stage
 
 if [ "${RPCRDMA_SKIP_VM:-0}" = 1 ]; then
@@ -66,6 +67,15 @@ case "$BIN" in
 "$SHARE"/*) ;;
 *) export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $BIN" ;; # not visible over 9p: copy it in
 esac
+# shared libraries BINARY needs that the guest image lacks: bring the host's
+extra=$(ldd "$BIN" 2>/dev/null | awk '/=> \//{print $3}' | while read -r l; do
+	[ -e "$VM_CACHE/initramfs/usr/lib/x86_64-linux-gnu/$(basename "$l")" ] || echo "$l"
+done)
+if [ -n "$extra" ]; then
+	echo "==== vm-stage: copying libraries the VM lacks: $(echo $extra)"
+	RPCRDMA_VM_LIBS="${RPCRDMA_VM_LIBS:-} $(echo $extra)"
+	export RPCRDMA_VM_LIBS
+fi
 export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-1800}
 "$VM_SCRIPTS/run-in-vm.sh" "$VM_SCRIPTS/guest-stage.sh" "$BIN" "$@"
 rc=$?
