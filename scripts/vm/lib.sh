@@ -16,7 +16,7 @@
 #   logs/        apt and build logs of the last setup
 
 VM_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-VM_CACHE=${RPCRDMA_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rpcrdma-vm}
+VM_CACHE=${RPCRDMA_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rpcrdma-vm}
 VM_T0=${VM_T0:-$(date +%s)}
 export PATH=$VM_CACHE/tools:$PATH # cpio unpacked by setup.sh when the host has none
 
