@@ -16,7 +16,7 @@
 #   logs/        apt and build logs of the last setup
 
 VM_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-VM_CACHE=${RPCRDMA_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rpcrdma-vm}
+VM_CACHE=${RPCRDMA_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rpcrdma-vm}
 VM_T0=${VM_T0:-$(date +%s)}
 export PATH=$VM_CACHE/tools:$PATH # cpio unpacked by setup.sh when the host has none
 
@@ -61,7 +61,7 @@ vm_initramfs_key() {
 	{
 		vm_guest_pkgs
 		cat "$VM_SCRIPTS/build-initramfs.sh" "$VM_SCRIPTS/guest-init.sh"
-		echo "tcpdump=${RPCRDMA_VM_TCPDUMP:-1} extra=${RPCRDMA_VM_EXTRA_BINS:-} gz=${RPCRDMA_VM_INITRD_GZIP:-0}"
+		echo "extra=${RPCRDMA_VM_EXTRA_BINS:-}"
 		cat "$VM_CACHE/stamps/kernel" "$VM_CACHE/stamps/guest" "$VM_CACHE/stamps/siw" 2>/dev/null
 	} | sha256sum | cut -c1-16
 }

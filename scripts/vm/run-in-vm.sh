@@ -30,6 +30,7 @@
 #   RPCRDMA_VM_LOG=file      keep the whole serial console log there
 #   RPCRDMA_VM_ENV="A=1 B=2" more variables for the guest
 #   RPCRDMA_VM_ACCEL=tcg     accelerator (kvm does not work on kvm_pvm hosts)
+#   RPCRDMA_VM_APPEND="..."  more kernel command line parameters
 # Passed into the guest unchanged: RPCRDMA_* (RPCRDMA_VM_* too: guest-stage.sh
 # reads some), RUST_*.
 # Exit status: the payload's; 124 timeout; 125 VM failure (setup failed, qemu
@@ -121,8 +122,10 @@ cat "$VM_CACHE/out/initrd" "$WORK/payload.cpio" >"$WORK/initrd"
 # ---- qemu -------------------------------------------------------------------------------------
 VERBOSE=${RPCRDMA_VM_VERBOSE:-0}
 ACCEL=${RPCRDMA_VM_ACCEL:-tcg}
-# tsc: the default (hpet) costs an emulated MMIO access per clock read
-APPEND="console=ttyS0 panic=-1 oops=panic mitigations=off edd=off clocksource=tsc tsc=reliable rpcrdma_vm.siw=${RPCRDMA_VM_SIW:-1} rpcrdma_vm.verbose=$VERBOSE"
+# tsc: the default (hpet) costs an emulated MMIO access per clock read;
+# no crypto self-tests, audit, apparmor, watchdogs: boot work a test VM does not need
+APPEND="console=ttyS0 panic=-1 oops=panic mitigations=off edd=off clocksource=tsc tsc=reliable"
+APPEND="$APPEND cryptomgr.notests audit=0 apparmor=0 nowatchdog rpcrdma_vm.siw=${RPCRDMA_VM_SIW:-1} rpcrdma_vm.verbose=$VERBOSE"
 [ "$VERBOSE" = 1 ] || APPEND="$APPEND quiet loglevel=3"
 # the uncompressed vmlinux boots through its PVH entry point: no firmware
 # real-mode dance, no xz decompression under TCG (saves ~5 s per boot)
@@ -136,7 +139,7 @@ ARGS=(-L "$VM_CACHE/fw" -accel "$ACCEL" -m "${RPCRDMA_VM_MEM:-2048}" -smp "${RPC
 	-device virtio-rng-pci)
 [ "$ACCEL" = tcg ] && ARGS+=(-cpu max)
 [ -n "$SHARE" ] && ARGS+=(-virtfs "local,path=$SHARE,mount_tag=share,security_model=none,id=share")
-ARGS+=(-append "$APPEND")
+ARGS+=(-append "$APPEND ${RPCRDMA_VM_APPEND:-}")
 
 LOG=${RPCRDMA_VM_LOG:-$WORK/console.log}
 : >"$LOG"

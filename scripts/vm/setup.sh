@@ -7,16 +7,19 @@
 # root for "apt-get update" and for installing missing host tools.
 #
 # Steps (state in $RPCRDMA_VM_CACHE, default ~/.cache/rpcrdma-vm; see lib.sh):
-#   0. host tools (cpio, file, gcc, make, xz, iproute2, libelf1) via apt-get install
+#   0. host tools (file, gcc, make, xz, binutils, iproute2, libelf1): apt-get
+#      install of those missing (on this machine kind: none)
 #   1. apt-get update (once per bootstrap; see RPCRDMA_VM_APT_UPDATE)
 #   2. one "apt-get download" of: qemu-system-x86 and the libraries the host
 #      lacks (not installed: a backports qemu-utils on these hosts conflicts),
 #      Debian's current 6.1 kernel, its headers/kbuild/source, and the guest
 #      userspace (rdma-core with the rxe and siw providers, perftest, rping,
-#      nfs-kernel-server, busybox, kmod, tcpdump)
-#   3. unpack (dpkg-deb -x) qemu, kernel, guest packages
+#      nfs-kernel-server, busybox, kmod, tcpdump; see vm_guest_pkgs in lib.sh),
+#      and cpio when the host has none (unpacked into the cache, not installed)
+#   3. unpack (dpkg-deb -x) qemu, kernel (+ the uncompressed vmlinux, which
+#      boots faster), guest packages
 #   4. siw.ko built out of tree (Debian's 6.1 config has CONFIG_RDMA_SIW unset),
-#      in the background while 3 and 5 run
+#      in the background while 3 runs
 #   5. build-initramfs.sh -> out/initrd
 #
 # Knobs:

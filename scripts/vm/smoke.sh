@@ -61,7 +61,7 @@ pair "ib_send_lat -n 100 over rxe0" "ib_send_lat -d rxe0 -x 1 -n 100" "ib_send_l
 
 header "siw: siw0 10.0.3.1 (root netns) <-> siw1 10.0.3.2 (netns peer)"
 if command -v tcpdump >/dev/null; then
-	tcpdump -i sw0 -n -w /tmp/siw.pcap 'tcp' 2>/tmp/tcpdump.log &
+	tcpdump -i sw0 -n -U --immediate-mode -w /tmp/siw.pcap tcp 2>/tmp/tcpdump.log &
 	tdp=$!
 	sleep 1
 fi
