@@ -11,7 +11,8 @@
 #   siw  soft-iWARP, client side siw0 (10.0.3.1, root netns), server side siw1
 #        (10.0.3.2, netns peer), in one or both shapes (RPCRDMA_VM_SIW_MODE):
 #     inproc  one process drives both sides (the server side must setns() into
-#             RPCRDMA_PEER_NETNS=/run/netns/peer before creating its rdma_cm ids):
+#             RPCRDMA_PEER_NETNS=/run/netns/peer, also given as RPCRDMA_SERVER_NETNS,
+#             before creating its rdma_cm ids):
 #               RPCRDMA_DEVICE=siw0 RPCRDMA_PEER_DEVICE=siw1
 #               RPCRDMA_SERVER_ADDR=10.0.3.2 RPCRDMA_CLIENT_ADDR=10.0.3.1  BINARY ARGS
 #     split   two processes: first, in netns peer,
@@ -93,7 +94,8 @@ run_rxe() {
 }
 run_siw_inproc() {
 	local e=(RPCRDMA_VM_RUN=siw-inproc RPCRDMA_DEVICE=siw0 RPCRDMA_PEER_DEVICE=siw1
-		"RPCRDMA_SERVER_ADDR=$SIW_PEER_ADDR" "RPCRDMA_CLIENT_ADDR=$SIW_ADDR" RPCRDMA_PEER_NETNS=/run/netns/peer)
+		"RPCRDMA_SERVER_ADDR=$SIW_PEER_ADDR" "RPCRDMA_CLIENT_ADDR=$SIW_ADDR" RPCRDMA_PEER_NETNS=/run/netns/peer
+		RPCRDMA_SERVER_NETNS=/run/netns/peer)
 	banner "vm-stage run: siw-inproc — soft-iWARP, one process: client siw0 ($SIW_ADDR, root netns)," \
 		"  server side siw1 ($SIW_PEER_ADDR) reached through setns(RPCRDMA_PEER_NETNS)" \
 		"  $BIN $*" "${e[@]/#/    }"
