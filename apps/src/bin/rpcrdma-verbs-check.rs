@@ -115,6 +115,8 @@ struct CheckEnv<P: Provider> {
     idle: Option<Duration>,
     timeout: Duration,
     settle: u32,
+    /// Notes of the running check (printed after its result line).
+    notes: Vec<String>,
 }
 
 impl<P: Provider> Env for CheckEnv<P> {
@@ -151,6 +153,10 @@ impl<P: Provider> Env for CheckEnv<P> {
 
     fn settle_iterations(&self) -> u32 {
         self.settle
+    }
+
+    fn note(&mut self, what: &str) {
+        self.notes.push(what.to_string());
     }
 }
 
@@ -219,6 +225,9 @@ fn run_checks<P: Provider>(env: &mut CheckEnv<P>, args: &Args) -> (usize, usize)
                     println!("FAIL {}{tag}: panicked: {msg} ({ms} ms)", c.name);
                 }
             }
+            for n in env.notes.drain(..) {
+                println!("    note: {n}");
+            }
         }
     }
     let not_run = if unselected > 0 {
@@ -270,6 +279,7 @@ fn run_soft(args: &Args) -> Result<(usize, usize), String> {
         idle: None,
         timeout: args.timeout.unwrap_or(Duration::from_secs(5)),
         settle: 20,
+        notes: Vec::new(),
     };
     Ok(run_checks(&mut env, args))
 }
@@ -352,6 +362,7 @@ fn run_rdma(args: &Args) -> Result<(usize, usize), String> {
         idle: Some(Duration::from_micros(50)),
         timeout: args.timeout.unwrap_or(Duration::from_secs(20)),
         settle: 2000,
+        notes: Vec::new(),
     };
     Ok(run_checks(&mut env, args))
 }

@@ -59,6 +59,9 @@ pub trait Env {
     fn settle_iterations(&self) -> u32 {
         200
     }
+    /// Called when a check takes a documented device-specific path (which one, and what the
+    /// device did), so a run's log shows it. Default: ignored.
+    fn note(&mut self, _what: &str) {}
 }
 
 /// One named check.
@@ -668,6 +671,9 @@ fn expect_posted_in_error<E: Env>(
             late.is_empty(),
             "siw completed WRs posted in ERROR: {late:?}"
         );
+        env.note(&format!(
+            "siw: wr {wr_id:#x} posted in ERROR never completes"
+        ));
         return Ok(());
     }
     let wc = wait_wc(env, cq).map_err(|e| format!("flush of wr {wr_id:#x}: {e}"))?;
@@ -795,6 +801,13 @@ fn recv_error_check<E: Env>(
     expect_status_in(&wc, 1, exp.sender).map_err(|e| format!("sender: {e}"))?;
     let rc = wait_wc(env, &mut p.s.cq).map_err(|e| format!("receiver: {e}"))?;
     expect_status_in(&rc, 5, exp.receiver).map_err(|e| format!("receiver: {e}"))?;
+    if profile(env) != Profile::Soft {
+        env.note(&format!(
+            "sender {}, receiver {}",
+            wc.status.name(),
+            rc.status.name()
+        ));
+    }
     if profile(env).iwarp() {
         return expect_terminated(env, &mut p);
     }
@@ -974,6 +987,10 @@ fn write_expect_access_error<E: Env>(
         // docs/rdma-provider.md 2.4: the Write completes once handed to the transport; the
         // responder's access error terminates the connection.
         expect_status_in(&wc, 3, iwarp_remote_error_statuses(prof))?;
+        env.note(&format!(
+            "iWARP: the Write completed {}; the responder terminates the connection",
+            wc.status.name()
+        ));
         return expect_terminated(env, p);
     }
     expect_wc(&wc, 3, WcStatus::REM_ACCESS_ERR, None)?;
@@ -1000,6 +1017,9 @@ fn read_expect_status<E: Env>(
     )?;
     let wc = wait_wc(env, &mut p.c.cq)?;
     expect_status_in(&wc, 4, allowed)?;
+    if allowed.len() > 1 {
+        env.note(&format!("the Read completed {}", wc.status.name()));
+    }
     if wc.status.is_success() {
         return Ok(wc.status);
     }
@@ -1309,6 +1329,10 @@ pub fn mw_bind_and_access<E: Env>(env: &mut E) -> CheckResult {
         post_send::<E::P>(&mut p.c.qp, wr::<E::P>(3, w, &sgl))?;
         let wc = wait_wc(env, &mut p.c.cq)?;
         expect_status_in(&wc, 3, &[WcStatus::SUCCESS, WcStatus::REM_ACCESS_ERR])?;
+        env.note(&format!(
+            "rxe: Write crossing the window's end: {}",
+            wc.status.name()
+        ));
         if wc.status.is_success() {
             return Ok(());
         }
@@ -1536,6 +1560,10 @@ pub fn rnr_retry_zero<E: Env>(env: &mut E) -> CheckResult {
         // docs/rdma-provider.md 2.4: no RNR on iWARP; the SEND completes once handed to the
         // transport and the receiver, having no receive, terminates the connection.
         expect_status_in(&wc, 1, iwarp_remote_error_statuses(prof))?;
+        env.note(&format!(
+            "iWARP: the SEND completed {}; the receiver terminates the connection",
+            wc.status.name()
+        ));
         return expect_terminated(env, &mut p);
     }
     expect_wc(&wc, 1, WcStatus::RNR_RETRY_EXC_ERR, None)?;
