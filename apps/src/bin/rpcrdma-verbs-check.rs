@@ -21,7 +21,9 @@
 //!   `/run/netns`, or a path). Unset: when the server address cannot be opened here, every
 //!   namespace under `/run/netns` is tried. Every check drives both ends of its connections from
 //!   this one process; the provider creates the server's rdma_cm ids inside that namespace.
-//! - `RPCRDMA_PORT_BASE`: first rdma_cm port to listen on (default 41000 + pid % 4096).
+//! - `RPCRDMA_PORT_BASE`: first rdma_cm port to listen on (default 24000 + pid % 4096, below
+//!   Linux's ephemeral range 32768-60999 that the active side's ids draw from; a port found
+//!   taken anyway is skipped).
 //! - `RPCRDMA_ROLE`: only `both` (the default). The suite's checks look at both ends of each
 //!   connection, so they cannot be split over two processes; use the namespace support instead.
 
@@ -258,7 +260,7 @@ fn port_base() -> Result<u16, String> {
             .ok()
             .filter(|p| (1024..65000).contains(p))
             .ok_or_else(|| format!("RPCRDMA_PORT_BASE={v:?} is not a port in 1024..65000")),
-        _ => Ok(41000 + (std::process::id() % 4096) as u16),
+        _ => Ok(24000 + (std::process::id() % 4096) as u16),
     }
 }
 

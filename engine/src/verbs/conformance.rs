@@ -402,6 +402,23 @@ fn wait_until<E: Env, T>(
     }
 }
 
+/// Listens on a fresh address of the server device. A port still taken (`EADDRINUSE`: on a
+/// loopback device the active side's ephemeral rdma_cm ports share the address) is skipped.
+pub fn listen_fresh<E: Env>(
+    env: &mut E,
+    backlog: u32,
+) -> Result<(SocketAddr, <E::P as Provider>::Listener), String> {
+    let mut tries = 0;
+    loop {
+        let addr = env.listen_addr();
+        match env.server().listen(addr, backlog) {
+            Ok(l) => return Ok((addr, l)),
+            Err(e) if e.errno == super::errno::EADDRINUSE && tries < 16 => tries += 1,
+            Err(e) => return Err(format!("listen on {addr}: {e}")),
+        }
+    }
+}
+
 /// Waits for the next CM event of `qp`.
 pub fn wait_event<E: Env>(env: &mut E, qp: &mut <E::P as Provider>::Qp) -> Result<CmEvent, String> {
     wait_until(env, "a CM event", |_| qp.poll_event().map_err(e2s))
@@ -435,8 +452,7 @@ pub fn connect_with<E: Env>(
     s_pd: Option<Arc<<E::P as Provider>::Pd>>,
     s_srq: Option<&<E::P as Provider>::Srq>,
 ) -> Result<Connected<E::P>, String> {
-    let addr = env.listen_addr();
-    let mut l = env.server().listen(addr, 8).map_err(e2s)?;
+    let (addr, mut l) = listen_fresh(env, 8)?;
     let c_pd = Arc::new(env.client().alloc_pd().map_err(e2s)?);
     let c_cq = env.client().create_cq(o.c_cq).map_err(e2s)?;
     let mut c_qp = env
@@ -2156,8 +2172,7 @@ pub fn private_data_exchange<E: Env>(env: &mut E) -> CheckResult {
 
 /// Private data beyond the RDMA-CM limits is refused.
 pub fn private_data_limits<E: Env>(env: &mut E) -> CheckResult {
-    let addr = env.listen_addr();
-    let mut l = env.server().listen(addr, 4).map_err(e2s)?;
+    let (addr, mut l) = listen_fresh(env, 4)?;
     let pd = env.client().alloc_pd().map_err(e2s)?;
     let cq = env.client().create_cq(64).map_err(e2s)?;
     let init = QpInit {
@@ -2203,8 +2218,7 @@ pub fn private_data_limits<E: Env>(env: &mut E) -> CheckResult {
 
 /// Reject carries private data to the requester, whose QP ends in ERROR.
 pub fn reject_with_private_data<E: Env>(env: &mut E) -> CheckResult {
-    let addr = env.listen_addr();
-    let mut l = env.server().listen(addr, 4).map_err(e2s)?;
+    let (addr, mut l) = listen_fresh(env, 4)?;
     let pd = env.client().alloc_pd().map_err(e2s)?;
     let mut cq = env.client().create_cq(64).map_err(e2s)?;
     let b = Buf::<E::P>::new(&pd, 64, LW)?;
@@ -2287,8 +2301,7 @@ pub fn connect_without_listener<E: Env>(env: &mut E) -> CheckResult {
 
 /// Sending before the connection is established is refused (EINVAL), receives may be posted.
 pub fn post_before_established<E: Env>(env: &mut E) -> CheckResult {
-    let addr = env.listen_addr();
-    let _l = env.server().listen(addr, 4).map_err(e2s)?;
+    let (addr, _l) = listen_fresh(env, 4)?;
     let pd = env.client().alloc_pd().map_err(e2s)?;
     let cq = env.client().create_cq(64).map_err(e2s)?;
     let b = Buf::<E::P>::new(&pd, 64, LW)?;
