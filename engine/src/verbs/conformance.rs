@@ -858,6 +858,8 @@ pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
             sender: iwarp_remote_error_statuses(Profile::Siw),
             receiver: &[WcStatus::LOC_LEN_ERR],
         },
+        // docs/rdma-provider.md 2.4: other iWARP devices may also report the remote error to
+        // the sender; the receive fails and the connection is terminated.
         Profile::Iwarp => RecvErr {
             sender: iwarp_remote_error_statuses(Profile::Iwarp),
             receiver: &[WcStatus::LOC_LEN_ERR, WcStatus::LOC_QP_OP_ERR],
@@ -893,6 +895,8 @@ pub fn recv_wrong_pd<E: Env>(env: &mut E) -> CheckResult {
             sender: iwarp_remote_error_statuses(Profile::Siw),
             receiver: &[WcStatus::GENERAL_ERR],
         },
+        // docs/rdma-provider.md 2.4: other iWARP devices may also report the remote error to
+        // the sender; the receive fails and the connection is terminated.
         Profile::Iwarp => RecvErr {
             sender: iwarp_remote_error_statuses(Profile::Iwarp),
             receiver: &[
