@@ -10,7 +10,8 @@
  *                        its rdma_cm id (ids live in their creator's netns)
  *   RPCRDMA_ROLE         server | client (two processes); unset = both sides here
  *   RPCRDMA_READY_FILE   (server) created once the listener is up
- * One RC connection through rdma_cm, one SEND each way, then disconnect.
+ * One RC connection through rdma_cm, a SEND each way (ping-pong), every
+ * completion waited for at most 20 s, then disconnect.
  * Exit status 0 on success.
  */
 #define _GNU_SOURCE
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,19 +37,46 @@ static const char *env(const char *name, const char *dflt)
 	return v && *v ? v : dflt;
 }
 
-/* expect: device name the connection must be on (NULL = any) */
+/* Wait up to WAIT_S seconds for one completion on cq (busy poll with short
+ * sleeps: a lost event must not hang the probe). */
+#define WAIT_S 20
+static int wait_comp(struct ibv_cq *cq, const char *who, const char *what)
+{
+	struct ibv_wc wc;
+	for (int i = 0; i < WAIT_S * 1000; i++) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+		if (n < 0)
+			break;
+		if (n == 1) {
+			if (wc.status == IBV_WC_SUCCESS)
+				return 0;
+			fprintf(stderr, "%s: %s completion: %s\n", who, what, ibv_wc_status_str(wc.status));
+			return 1;
+		}
+		usleep(1000);
+	}
+	fprintf(stderr, "%s: no %s completion within %d s\n", who, what, WAIT_S);
+	return 1;
+}
+
+/* Ping-pong: the client sends first, the server answers after receiving.
+ * expect: device name the connection must be on (NULL = any). */
 static int exchange(struct rdma_cm_id *id, const char *who, const char *expect, int server)
 {
 	char rx[MSG] = {0}, tx[MSG];
 	struct ibv_mr *rmr, *smr;
-	struct ibv_wc wc;
 	const char *dev = ibv_get_device_name(id->verbs->device);
+	/* a lost packet is retransmitted after ~67 ms (4.096 us * 2^14), not never */
+	uint8_t ack_timeout = 14;
+	int rc = 1;
 
 	printf("%s: connection on device %s\n", who, dev);
 	if (expect && strcmp(dev, expect) != 0) {
 		fprintf(stderr, "%s: expected device %s, got %s\n", who, expect, dev);
 		return 1;
 	}
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout))
+		perror("rdma_set_option(ACK_TIMEOUT)"); /* not fatal */
 	snprintf(tx, sizeof tx, "hello from the %s on %s", who, dev);
 	rmr = rdma_reg_msgs(id, rx, sizeof rx);
 	smr = rdma_reg_msgs(id, tx, sizeof tx);
@@ -57,30 +86,32 @@ static int exchange(struct rdma_cm_id *id, const char *who, const char *expect, 
 	}
 	if (rdma_post_recv(id, NULL, rx, sizeof rx, rmr)) {
 		perror("rdma_post_recv");
-		return 1;
+		goto out;
 	}
-	if (server && rdma_accept(id, NULL)) {
-		perror("rdma_accept");
-		return 1;
+	if (server ? rdma_accept(id, NULL) : rdma_connect(id, NULL)) {
+		perror(server ? "rdma_accept" : "rdma_connect");
+		goto out;
 	}
-	if (!server && rdma_connect(id, NULL)) {
-		perror("rdma_connect");
-		return 1;
+	if (server && wait_comp(id->recv_cq, who, "receive"))
+		goto out;
+	if (rdma_post_send(id, NULL, tx, sizeof tx, smr, IBV_SEND_SIGNALED)) {
+		perror("rdma_post_send");
+		goto out;
 	}
-	if (rdma_post_send(id, NULL, tx, sizeof tx, smr, IBV_SEND_SIGNALED) ||
-	    rdma_get_send_comp(id, &wc) <= 0 || wc.status != IBV_WC_SUCCESS) {
-		fprintf(stderr, "%s: send failed\n", who);
-		return 1;
-	}
-	if (rdma_get_recv_comp(id, &wc) <= 0 || wc.status != IBV_WC_SUCCESS) {
-		fprintf(stderr, "%s: recv failed\n", who);
-		return 1;
-	}
+	if (wait_comp(id->send_cq, who, "send"))
+		goto out;
+	if (!server && wait_comp(id->recv_cq, who, "receive"))
+		goto out;
 	printf("%s: received \"%s\"\n", who, rx);
+	rc = 0;
+	/* linger: let a retransmitted last message still find this QP to ACK it */
+	if (!server)
+		usleep(500000);
+out:
 	rdma_disconnect(id);
 	rdma_dereg_mr(rmr);
 	rdma_dereg_mr(smr);
-	return 0;
+	return rc;
 }
 
 static struct rdma_cm_id *endpoint(const char *addr, int passive, const char *bind_addr)
