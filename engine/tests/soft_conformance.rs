@@ -80,10 +80,101 @@ conformance_tests!(
 #[test]
 fn run_all_passes() {
     let mut env = SoftEnv::new();
-    let (pass, fail) = c::run_all(&mut env);
-    assert_eq!(fail, 0);
-    assert_eq!(pass, c::all_checks::<SoftEnv>().len());
+    assert_eq!(c::profile(&env), c::Profile::Soft);
+    let sum = c::run_all(&mut env);
+    assert_eq!((sum.failed, sum.skipped), (0, 0));
+    assert_eq!(sum.passed, c::all_checks::<SoftEnv>().len());
     let _ = env.listen_addr();
+}
+
+/// A device without type-2 memory windows, Send With Invalidate or SRQs, and with one RDMA Read
+/// sink SGE: the checks that need them are reported as skipped with the reason, never run,
+/// never failed; the others pass.
+#[test]
+fn accepts_skips_of_checks_the_device_cannot_run() {
+    use rpcrdma_engine::verbs::soft::SoftConfig;
+    let mut config = SoftConfig::default();
+    config.caps.mw_type2 = false;
+    config.caps.send_with_invalidate = false;
+    config.caps.max_srq = 0;
+    // One sink SGE per RDMA Read (as siw): rdma_read_in_bounds checks the refusal of two.
+    config.caps.max_sge_rd = 1;
+    let mut env = SoftEnv::with_config(config);
+    let mut skipped = Vec::new();
+    for check in c::all_checks::<SoftEnv>() {
+        match c::run_check(&mut env, &check) {
+            c::Outcome::Pass => {}
+            c::Outcome::Fail(e) => panic!("{} failed: {e}", check.name),
+            c::Outcome::Skip(why) => skipped.push((check.name, why)),
+        }
+    }
+    let names: Vec<&str> = skipped.iter().map(|s| s.0).collect();
+    assert_eq!(
+        names,
+        [
+            "mw_bind_and_access",
+            "mw_rebind_rotates_key",
+            "mw_bind_requires_mw_bind_access",
+            "mw_bind_twice_fails",
+            "mw_local_inv_blocks_access",
+            "mw_bound_to_qp",
+            "send_with_inv",
+            "send_with_inv_bad_key",
+            "srq_shared_by_two_qps",
+        ]
+    );
+    assert_eq!(skipped[0].1, "device has no type-2 memory windows");
+    assert_eq!(skipped[7].1, "device has no Send With Invalidate");
+    assert_eq!(skipped[8].1, "device has no shared receive queues");
+}
+
+/// The RNR retry count of a SEND is the one the *receiver* asked for (rdma_cm carries each
+/// side's `rnr_retry_count` to the peer): a sender asking for infinite retries still fails at
+/// once against a receiver that asked for 0, and a sender asking for 0 waits for a receiver
+/// that asked for infinite retries.
+#[test]
+fn accepts_rnr_retry_count_of_the_receiver() {
+    use rpcrdma_engine::verbs::conformance::{connect_opts, settle, wait_wc, Buf, PairOpts};
+    use rpcrdma_engine::verbs::soft::SoftProvider;
+    use rpcrdma_engine::verbs::{
+        Access, QpOptions, QueuePair, RecvWr, SendWr, WcStatus, RNR_RETRY_INFINITE,
+    };
+    let mut env = SoftEnv::new();
+    let inf = QpOptions {
+        rnr_retry_count: RNR_RETRY_INFINITE,
+        ..QpOptions::default()
+    };
+    for (c, s) in [(inf, QpOptions::default()), (QpOptions::default(), inf)] {
+        let o = PairOpts {
+            c,
+            s,
+            ..PairOpts::default()
+        };
+        let mut p = connect_opts(&mut env, o).unwrap();
+        // Each side reports what it asked for.
+        assert_eq!(p.c.qp.options().rnr_retry_count, c.rnr_retry_count);
+        assert_eq!(p.s.qp.options().rnr_retry_count, s.rnr_retry_count);
+        let sb = Buf::<SoftProvider>::new(&p.c.pd, 64, Access::LOCAL_WRITE).unwrap();
+        p.c.qp
+            .queue_send(&SendWr::send(1, &[sb.sge(0, 8)]))
+            .unwrap();
+        p.c.qp.flush_send().unwrap();
+        if s.rnr_retry_count == 0 {
+            let wc = wait_wc(&mut env, &mut p.c.cq).unwrap();
+            assert_eq!(wc.status, WcStatus::RNR_RETRY_EXC_ERR);
+        } else {
+            assert!(settle(&mut env, &mut p.c.cq).unwrap().is_empty());
+            let rb = Buf::<SoftProvider>::new(&p.s.pd, 64, Access::LOCAL_WRITE).unwrap();
+            p.s.qp
+                .queue_recv(&RecvWr {
+                    wr_id: 2,
+                    sgl: &[rb.sge(0, 64)],
+                })
+                .unwrap();
+            p.s.qp.flush_recv().unwrap();
+            assert!(wait_wc(&mut env, &mut p.c.cq).unwrap().status.is_success());
+        }
+    }
 }
 
 // -------------------------------------------------------------------------------------------
@@ -333,6 +424,10 @@ mod soft_only {
         let o = PairOpts {
             c: QpOptions {
                 max_inline_data: 64,
+                ..QpOptions::default()
+            },
+            // The receiver's count governs the client's SEND (rdma_cm semantics).
+            s: QpOptions {
                 rnr_retry_count: 7,
                 ..QpOptions::default()
             },

@@ -1,10 +1,13 @@
 //! rpcrdma-verbs-check: runs the verbs provider conformance suite
 //! (`rpcrdma_engine::verbs::conformance`) against a chosen provider and prints one line per
-//! check (`PASS name` / `FAIL name: reason`); exits 1 if any check failed, 2 on a usage or
-//! setup error.
+//! check (`PASS name` / `FAIL name: reason` / `SKIP name (why)`: the devices lack what the check
+//! needs), then `summary: N passed, N failed, N skipped`; exits 1 if any check failed, 2 on a
+//! usage or setup error. The checks expect per-device behaviour where devices legitimately
+//! differ (the profile printed at the start; see `docs/rdma-provider.md` section 2).
 //!
 //! ```text
-//! rpcrdma-verbs-check [--provider soft|rdma] [--only a,b] [--skip a,b] [--timeout SECS] [--list]
+//! rpcrdma-verbs-check [--provider soft|rdma] [--only a,b] [--skip a,b] [--timeout SECS]
+//!                     [--repeat N] [--list]
 //! ```
 //!
 //! `--provider soft` (the default) runs on the in-process software provider. `--provider rdma`
@@ -18,7 +21,9 @@
 //!   `/run/netns`, or a path). Unset: when the server address cannot be opened here, every
 //!   namespace under `/run/netns` is tried. Every check drives both ends of its connections from
 //!   this one process; the provider creates the server's rdma_cm ids inside that namespace.
-//! - `RPCRDMA_PORT_BASE`: first rdma_cm port to listen on (default 41000 + pid % 4096).
+//! - `RPCRDMA_PORT_BASE`: first rdma_cm port to listen on (default 24000 + pid % 4096, below
+//!   Linux's ephemeral range 32768-60999 that the active side's ids draw from; a port found
+//!   taken anyway is skipped).
 //! - `RPCRDMA_ROLE`: only `both` (the default). The suite's checks look at both ends of each
 //!   connection, so they cannot be split over two processes; use the namespace support instead.
 
@@ -27,7 +32,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rpcrdma_engine::verbs::conformance::{all_checks, Check, Env};
+use rpcrdma_engine::verbs::conformance::{all_checks, run_check, Check, Env, Outcome, Profile};
 use rpcrdma_engine::verbs::soft::SoftProvider;
 use rpcrdma_engine::verbs::{Device, DeviceCaps, Provider};
 
@@ -37,11 +42,12 @@ struct Args {
     only: Vec<String>,
     skip: Vec<String>,
     timeout: Option<Duration>,
+    repeat: u32,
     list: bool,
 }
 
 const USAGE: &str = "usage: rpcrdma-verbs-check [--provider soft|rdma] [--only a,b] [--skip a,b] \
-                     [--timeout SECS] [--list]";
+                     [--timeout SECS] [--repeat N] [--list]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -49,6 +55,7 @@ fn parse_args() -> Result<Args, String> {
         only: Vec::new(),
         skip: Vec::new(),
         timeout: None,
+        repeat: 1,
         list: false,
     };
     let mut it = std::env::args().skip(1);
@@ -76,6 +83,14 @@ fn parse_args() -> Result<Args, String> {
                 let secs: u64 = v.parse().map_err(|_| format!("bad --timeout {v:?}"))?;
                 a.timeout = Some(Duration::from_secs(secs.max(1)));
             }
+            "--repeat" => {
+                let v = value("--repeat")?;
+                a.repeat = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| format!("bad --repeat {v:?} (1..=1000)"))?;
+            }
             "--list" => a.list = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -102,6 +117,8 @@ struct CheckEnv<P: Provider> {
     idle: Option<Duration>,
     timeout: Duration,
     settle: u32,
+    /// Notes of the running check (printed after its result line).
+    notes: Vec<String>,
 }
 
 impl<P: Provider> Env for CheckEnv<P> {
@@ -139,14 +156,22 @@ impl<P: Provider> Env for CheckEnv<P> {
     fn settle_iterations(&self) -> u32 {
         self.settle
     }
+
+    fn note(&mut self, what: &str) {
+        self.notes.push(what.to_string());
+    }
 }
 
 fn print_caps(side: &str, name: &str, ip: IpAddr, c: &DeviceCaps) {
     println!(
-        "{side}: {name} {ip}: max_qp_wr {} max_sge {} max_inline {} max_cqe {} max_srq_wr {} \
-         rd_atom {}/{} mw_type2 {} send_with_inv {}",
+        "{side}: {name} {ip}: {:?} vendor {:#x}/{:#x} max_qp_wr {} max_sge {}/{} max_inline {} \
+         max_cqe {} max_srq_wr {} rd_atom {}/{} mw_type2 {} send_with_inv {}",
+        c.transport,
+        c.vendor_id,
+        c.vendor_part_id,
         c.max_qp_wr,
         c.max_sge,
+        c.max_sge_rd,
         c.max_inline_data,
         c.max_cqe,
         c.max_srq_wr,
@@ -157,40 +182,62 @@ fn print_caps(side: &str, name: &str, ip: IpAddr, c: &DeviceCaps) {
     );
 }
 
-/// Runs the selected checks; returns (passed, failed).
+/// Runs the selected checks (each `--repeat` times); returns (passed, failed) runs.
 fn run_checks<P: Provider>(env: &mut CheckEnv<P>, args: &Args) -> (usize, usize) {
     let checks: Vec<Check<CheckEnv<P>>> = all_checks::<CheckEnv<P>>();
-    let (mut pass, mut fail, mut skipped) = (0usize, 0usize, 0usize);
-    for c in checks {
+    let prof = Profile::of::<P>(env.client.caps(), env.server.caps());
+    println!("profile: {prof:?} (expectations per docs/rdma-provider.md section 2)");
+    let (mut pass, mut fail, mut skipped, mut unselected) = (0usize, 0usize, 0usize, 0usize);
+    for c in &checks {
         let selected = args.only.is_empty() || args.only.iter().any(|n| n == c.name);
         if !selected || args.skip.iter().any(|n| n == c.name) {
-            skipped += 1;
+            unselected += 1;
             continue;
         }
-        let t0 = Instant::now();
-        let r = catch_unwind(AssertUnwindSafe(|| (c.run)(env)));
-        let ms = t0.elapsed().as_millis();
-        match r {
-            Ok(Ok(())) => {
-                pass += 1;
-                println!("PASS {} ({ms} ms)", c.name);
+        for round in 1..=args.repeat {
+            let tag = if args.repeat > 1 {
+                format!(" [{round}/{}]", args.repeat)
+            } else {
+                String::new()
+            };
+            let t0 = Instant::now();
+            let r = catch_unwind(AssertUnwindSafe(|| run_check(env, c)));
+            let ms = t0.elapsed().as_millis();
+            match r {
+                Ok(Outcome::Pass) => {
+                    pass += 1;
+                    println!("PASS {}{tag} ({ms} ms)", c.name);
+                }
+                Ok(Outcome::Fail(e)) => {
+                    fail += 1;
+                    println!("FAIL {}{tag}: {e} ({ms} ms)", c.name);
+                }
+                Ok(Outcome::Skip(why)) => {
+                    skipped += 1;
+                    println!("SKIP {} ({why})", c.name);
+                    break;
+                }
+                Err(p) => {
+                    fail += 1;
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    println!("FAIL {}{tag}: panicked: {msg} ({ms} ms)", c.name);
+                }
             }
-            Ok(Err(e)) => {
-                fail += 1;
-                println!("FAIL {}: {e} ({ms} ms)", c.name);
-            }
-            Err(p) => {
-                fail += 1;
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                println!("FAIL {}: panicked: {msg} ({ms} ms)", c.name);
+            for n in env.notes.drain(..) {
+                println!("    note: {n}");
             }
         }
     }
-    println!("summary: {pass} passed, {fail} failed, {skipped} skipped");
+    let not_run = if unselected > 0 {
+        format!(", {unselected} not selected")
+    } else {
+        String::new()
+    };
+    println!("summary: {pass} passed, {fail} failed, {skipped} skipped{not_run}");
     (pass, fail)
 }
 
@@ -213,7 +260,7 @@ fn port_base() -> Result<u16, String> {
             .ok()
             .filter(|p| (1024..65000).contains(p))
             .ok_or_else(|| format!("RPCRDMA_PORT_BASE={v:?} is not a port in 1024..65000")),
-        _ => Ok(41000 + (std::process::id() % 4096) as u16),
+        _ => Ok(24000 + (std::process::id() % 4096) as u16),
     }
 }
 
@@ -234,6 +281,7 @@ fn run_soft(args: &Args) -> Result<(usize, usize), String> {
         idle: None,
         timeout: args.timeout.unwrap_or(Duration::from_secs(5)),
         settle: 20,
+        notes: Vec::new(),
     };
     Ok(run_checks(&mut env, args))
 }
@@ -316,6 +364,7 @@ fn run_rdma(args: &Args) -> Result<(usize, usize), String> {
         idle: Some(Duration::from_micros(50)),
         timeout: args.timeout.unwrap_or(Duration::from_secs(20)),
         settle: 2000,
+        notes: Vec::new(),
     };
     Ok(run_checks(&mut env, args))
 }

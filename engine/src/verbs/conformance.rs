@@ -5,26 +5,33 @@
 //! same), fresh listen addresses, and how to wait (yield for the soft provider, sleep a little
 //! on real hardware). Each check builds its own connection(s) through the boundary's connection
 //! manager, so CM behaviour is covered too. [`run_all`] runs every check and prints
-//! `PASS name` / `FAIL name: reason`; the soft provider's test file runs each check as its own
-//! `#[test]`.
+//! `PASS name` / `FAIL name: reason` / `SKIP name (why)`; the soft provider's test file runs
+//! each check as its own `#[test]`.
 //!
-//! Where real devices legitimately differ (e.g. the receive status of a too-small buffer is
-//! `LOC_LEN_ERR` on mlx5 but `REM_INV_REQ_ERR` on rxe), a check accepts the documented set; the
-//! soft provider's exact choice is pinned by `engine/tests/soft_conformance.rs`.
+//! Per-device expectations: where real devices legitimately differ, a check picks what it
+//! expects from the [`Profile`] of the devices under test (the soft provider, rxe, other IB /
+//! RoCE devices, siw, other iWARP devices), and every alternative names the section of
+//! `docs/rdma-provider.md` that documents it. The soft provider's expectations are always the
+//! exact behaviour of `docs/verbs.md`. A check that needs something a device lacks (type-2
+//! memory windows, RNR retry, SRQs) declares it ([`Needs`]) and is reported as skipped, with the
+//! reason, instead of failing.
 //!
 //! Error checks end the way a ULP would: after the first error completion the requester calls
-//! `disconnect`, then the check looks for `Disconnected` and flushes on both sides.
+//! `disconnect`, then the check looks for `Disconnected` and flushes on both sides. On iWARP a
+//! remote error is not reported on the WR that caused it: the responder terminates the
+//! connection, and the checks look for exactly that (both sides `Disconnected` without any call
+//! from the ULP, later WRs flushed).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
-    Access, CmEvent, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, Keys, Listener,
-    MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QpState, QueuePair, RecvWr,
-    Registrar, SendFlags, SendOp, SendWr, Sge, SharedReceiveQueue, VerbsError, WcFlags, WcOpcode,
-    WcStatus, PRIVATE_DATA_ACCEPT_MAX, PRIVATE_DATA_CONNECT_MAX, PRIVATE_DATA_REJECT_MAX,
-    REJECT_CONSUMER, RNR_RETRY_INFINITE,
+    vendor, Access, CmEvent, CmEventKind, Completion, CompletionQueue, ConnRequest, Device,
+    DeviceCaps, Keys, Listener, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions,
+    QpState, QueuePair, RecvWr, Registrar, SendFlags, SendOp, SendWr, Sge, SharedReceiveQueue,
+    Transport, VerbsError, WcFlags, WcOpcode, WcStatus, PRIVATE_DATA_ACCEPT_MAX,
+    PRIVATE_DATA_CONNECT_MAX, PRIVATE_DATA_REJECT_MAX, REJECT_CONSUMER, RNR_RETRY_INFINITE,
 };
 
 /// Outcome of one check: `Err` carries the reason.
@@ -52,6 +59,9 @@ pub trait Env {
     fn settle_iterations(&self) -> u32 {
         200
     }
+    /// Called when a check takes a documented device-specific path (which one, and what the
+    /// device did), so a run's log shows it. Default: ignored.
+    fn note(&mut self, _what: &str) {}
 }
 
 /// One named check.
@@ -60,6 +70,134 @@ pub struct Check<E: Env> {
     pub name: &'static str,
     /// The check.
     pub run: fn(&mut E) -> CheckResult,
+    /// What the devices must support for the check to run.
+    pub needs: Needs,
+}
+
+/// Which device behaviour the checks expect where devices legitimately differ (each difference
+/// is documented in `docs/rdma-provider.md` section 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// The soft provider: exactly the behaviour of `docs/verbs.md`.
+    Soft,
+    /// Soft-RoCE (`rdma_rxe`): IB transport plus the rxe differences (section 2.3).
+    Rxe,
+    /// Any other InfiniBand / RoCE device: IB transport, statuses where IB devices differ.
+    Ib,
+    /// Soft-iWARP (`siw`): iWARP plus the siw differences (section 2.4).
+    Siw,
+    /// Any other iWARP device: iWARP semantics (section 2.4), no siw quirks.
+    Iwarp,
+}
+
+impl Profile {
+    /// The profile of a device pair: the soft provider by name, others by transport and vendor.
+    pub fn of<P: Provider>(client: &DeviceCaps, server: &DeviceCaps) -> Profile {
+        if P::NAME == "soft" {
+            return Profile::Soft;
+        }
+        let both = |v: u32| client.vendor_id == v && server.vendor_id == v;
+        if client.transport == Transport::Iwarp || server.transport == Transport::Iwarp {
+            if both(vendor::SIW) {
+                Profile::Siw
+            } else {
+                Profile::Iwarp
+            }
+        } else if both(vendor::RXE) {
+            Profile::Rxe
+        } else {
+            Profile::Ib
+        }
+    }
+
+    /// iWARP semantics (no RNR; remote errors terminate the connection).
+    pub fn iwarp(self) -> bool {
+        matches!(self, Profile::Siw | Profile::Iwarp)
+    }
+}
+
+/// The profile of `env`'s devices.
+pub fn profile<E: Env>(env: &E) -> Profile {
+    Profile::of::<E::P>(env.client().caps(), env.server().caps())
+}
+
+/// What a check needs from both devices (a set of flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Needs(pub u8);
+
+impl Needs {
+    /// Nothing beyond RC queue pairs.
+    pub const NONE: Needs = Needs(0);
+    /// Type-2 memory windows ([`DeviceCaps::mw_type2`]).
+    pub const MW_TYPE2: Needs = Needs(1);
+    /// Send With Invalidate / Local Invalidate ([`DeviceCaps::send_with_invalidate`]).
+    pub const SEND_WITH_INV: Needs = Needs(2);
+    /// RNR retry (IB transport; iWARP has none).
+    pub const RNR: Needs = Needs(4);
+    /// Shared receive queues ([`DeviceCaps::max_srq`] > 0).
+    pub const SRQ: Needs = Needs(8);
+
+    /// True when every flag of `other` is set.
+    pub const fn contains(self, other: Needs) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Why a check with these needs cannot run on the two devices (`None`: it can).
+    pub fn missing(self, client: &DeviceCaps, server: &DeviceCaps) -> Option<&'static str> {
+        let all = |f: fn(&DeviceCaps) -> bool| f(client) && f(server);
+        if self.contains(Needs::MW_TYPE2) && !all(|c| c.mw_type2) {
+            return Some("device has no type-2 memory windows");
+        }
+        if self.contains(Needs::SEND_WITH_INV) && !all(|c| c.send_with_invalidate) {
+            return Some("device has no Send With Invalidate");
+        }
+        if self.contains(Needs::RNR) && !all(|c| c.transport == Transport::Ib) {
+            return Some(
+                "iWARP has no RNR retry: a SEND that finds no receive ends the connection, \
+                 see rnr_retry_zero (docs/rdma-provider.md 2.4)",
+            );
+        }
+        if self.contains(Needs::SRQ) && !all(|c| c.max_srq > 0) {
+            return Some("device has no shared receive queues");
+        }
+        None
+    }
+}
+
+impl core::ops::BitOr for Needs {
+    type Output = Needs;
+    fn bitor(self, rhs: Needs) -> Needs {
+        Needs(self.0 | rhs.0)
+    }
+}
+
+/// What running one check gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The check passed.
+    Pass,
+    /// The check failed (the reason).
+    Fail(String),
+    /// The devices lack what the check needs (why).
+    Skip(&'static str),
+}
+
+/// Why `check` cannot run on `env`'s devices (`None`: it can).
+pub fn skip_reason<E: Env>(env: &E, check: &Check<E>) -> Option<&'static str> {
+    check
+        .needs
+        .missing(env.client().caps(), env.server().caps())
+}
+
+/// Runs one check, unless the devices lack what it needs.
+pub fn run_check<E: Env>(env: &mut E, check: &Check<E>) -> Outcome {
+    if let Some(why) = skip_reason(env, check) {
+        return Outcome::Skip(why);
+    }
+    match (check.run)(env) {
+        Ok(()) => Outcome::Pass,
+        Err(e) => Outcome::Fail(e),
+    }
 }
 
 macro_rules! ensure {
@@ -264,6 +402,23 @@ fn wait_until<E: Env, T>(
     }
 }
 
+/// Listens on a fresh address of the server device. A port still taken (`EADDRINUSE`: on a
+/// loopback device the active side's ephemeral rdma_cm ports share the address) is skipped.
+pub fn listen_fresh<E: Env>(
+    env: &mut E,
+    backlog: u32,
+) -> Result<(SocketAddr, <E::P as Provider>::Listener), String> {
+    let mut tries = 0;
+    loop {
+        let addr = env.listen_addr();
+        match env.server().listen(addr, backlog) {
+            Ok(l) => return Ok((addr, l)),
+            Err(e) if e.errno == super::errno::EADDRINUSE && tries < 16 => tries += 1,
+            Err(e) => return Err(format!("listen on {addr}: {e}")),
+        }
+    }
+}
+
 /// Waits for the next CM event of `qp`.
 pub fn wait_event<E: Env>(env: &mut E, qp: &mut <E::P as Provider>::Qp) -> Result<CmEvent, String> {
     wait_until(env, "a CM event", |_| qp.poll_event().map_err(e2s))
@@ -297,8 +452,7 @@ pub fn connect_with<E: Env>(
     s_pd: Option<Arc<<E::P as Provider>::Pd>>,
     s_srq: Option<&<E::P as Provider>::Srq>,
 ) -> Result<Connected<E::P>, String> {
-    let addr = env.listen_addr();
-    let mut l = env.server().listen(addr, 8).map_err(e2s)?;
+    let (addr, mut l) = listen_fresh(env, 8)?;
     let c_pd = Arc::new(env.client().alloc_pd().map_err(e2s)?);
     let c_cq = env.client().create_cq(o.c_cq).map_err(e2s)?;
     let mut c_qp = env
@@ -499,6 +653,71 @@ fn expect_both_down<E: Env>(env: &mut E, p: &mut Pair<E::P>) -> CheckResult {
     Ok(())
 }
 
+/// iWARP (docs/rdma-provider.md 2.4): a remote error terminates the connection. Without any
+/// call from the ULP both sides report `Disconnected` and both QPs end in ERROR; a WR posted to
+/// the requester afterwards flushes.
+fn expect_terminated<E: Env>(env: &mut E, p: &mut Pair<E::P>) -> CheckResult {
+    wait_event_kind(env, &mut p.c.qp, CmEventKind::Disconnected)
+        .map_err(|e| format!("requester: {e}: the connection was not terminated"))?;
+    wait_event_kind(env, &mut p.s.qp, CmEventKind::Disconnected)
+        .map_err(|e| format!("responder: {e}: the connection was not terminated"))?;
+    ensure!(
+        p.c.qp.state() == QpState::Error && p.s.qp.state() == QpState::Error,
+        "states after termination: {:?} / {:?}, expected Error",
+        p.c.qp.state(),
+        p.s.qp.state()
+    );
+    let _ = settle(env, &mut p.c.cq)?;
+    let b = Buf::<E::P>::new(&p.c.pd, 64, LW)?;
+    post_send::<E::P>(&mut p.c.qp, SendWr::send(0x7e, &[b.sge(0, 8)]))?;
+    expect_posted_in_error(env, &mut p.c.cq, 0x7e).map_err(|e| format!("after termination: {e}"))
+}
+
+/// A WR posted to a QP already in ERROR: flushed (`WR_FLUSH_ERR`); on siw never completed at
+/// all (docs/rdma-provider.md 2.4: libsiw writes it into the queue the kernel flushed when the
+/// QP entered ERROR, and nothing flushes it later).
+fn expect_posted_in_error<E: Env>(
+    env: &mut E,
+    cq: &mut <E::P as Provider>::Cq,
+    wr_id: u64,
+) -> CheckResult {
+    if profile(env) == Profile::Siw {
+        let late = settle(env, cq)?;
+        ensure!(
+            late.is_empty(),
+            "siw completed WRs posted in ERROR: {late:?}"
+        );
+        env.note(&format!(
+            "siw: wr {wr_id:#x} posted in ERROR never completes"
+        ));
+        return Ok(());
+    }
+    let wc = wait_wc(env, cq).map_err(|e| format!("flush of wr {wr_id:#x}: {e}"))?;
+    expect_wc(&wc, wr_id, WcStatus::WR_FLUSH_ERR, None)
+}
+
+/// The requester's completion of a WR that hits a remote error, on iWARP (docs/rdma-provider.md
+/// 2.4): siw completes it `SUCCESS` (handed to TCP), or, when the responder's termination
+/// overtakes its transmission, `LOC_QP_OP_ERR` / `WR_FLUSH_ERR`; other iWARP devices may also
+/// report the remote error itself.
+fn iwarp_remote_error_statuses(prof: Profile) -> &'static [WcStatus] {
+    match prof {
+        Profile::Siw => &[
+            WcStatus::SUCCESS,
+            WcStatus::LOC_QP_OP_ERR,
+            WcStatus::WR_FLUSH_ERR,
+        ],
+        _ => &[
+            WcStatus::SUCCESS,
+            WcStatus::LOC_QP_OP_ERR,
+            WcStatus::REM_ACCESS_ERR,
+            WcStatus::REM_INV_REQ_ERR,
+            WcStatus::REM_OP_ERR,
+            WcStatus::WR_FLUSH_ERR,
+        ],
+    }
+}
+
 const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
 const LW: Access = Access::LOCAL_WRITE;
 
@@ -575,51 +794,124 @@ pub fn send_recv_multi_sge<E: Env>(env: &mut E) -> CheckResult {
     Ok(())
 }
 
-/// A SEND larger than the receive buffer: the receive fails (LOC_LEN_ERR; rxe reports
-/// REM_INV_REQ_ERR, rdmavt LOC_QP_OP_ERR), the sender gets REM_INV_REQ_ERR, both QPs go to
-/// ERROR.
-pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
-    let mut p = connect(env)?;
+/// The statuses of a SEND the receiver cannot take (the requester's and the receive's), per
+/// profile, for [`recv_too_small`] and [`recv_wrong_pd`].
+struct RecvErr {
+    sender: &'static [WcStatus],
+    receiver: &'static [WcStatus],
+}
+
+/// After a SEND the receiver could not take: on IB both QPs are in ERROR after the requester's
+/// error completion (the ULP disconnects); on iWARP the receiver terminates the connection.
+fn recv_error_check<E: Env>(
+    env: &mut E,
+    mut p: Pair<E::P>,
+    rb: &Buf<E::P>,
+    recv_len: usize,
+    exp: RecvErr,
+) -> CheckResult {
     let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
-    let rb = Buf::<E::P>::new(&p.s.pd, 4096, LW)?;
-    post_recv::<E::P>(&mut p.s.qp, 5, &[rb.sge(0, 16)])?;
+    post_recv::<E::P>(&mut p.s.qp, 5, &[rb.sge(0, recv_len)])?;
     post_send::<E::P>(&mut p.c.qp, SendWr::send(1, &[sb.sge(0, 100)]))?;
-    expect_wc(
-        &wait_wc(env, &mut p.c.cq)?,
-        1,
-        WcStatus::REM_INV_REQ_ERR,
-        None,
-    )?;
-    let rc = wait_wc(env, &mut p.s.cq)?;
-    expect_status_in(
-        &rc,
-        5,
-        &[
-            WcStatus::LOC_LEN_ERR,
-            WcStatus::REM_INV_REQ_ERR,
-            WcStatus::LOC_QP_OP_ERR,
-        ],
-    )?;
+    let wc = wait_wc(env, &mut p.c.cq).map_err(|e| format!("sender: {e}"))?;
+    expect_status_in(&wc, 1, exp.sender).map_err(|e| format!("sender: {e}"))?;
+    let rc = wait_wc(env, &mut p.s.cq).map_err(|e| format!("receiver: {e}"))?;
+    expect_status_in(&rc, 5, exp.receiver).map_err(|e| format!("receiver: {e}"))?;
+    if profile(env) != Profile::Soft {
+        env.note(&format!(
+            "sender {}, receiver {}",
+            wc.status.name(),
+            rc.status.name()
+        ));
+    }
+    if profile(env).iwarp() {
+        return expect_terminated(env, &mut p);
+    }
     expect_both_down(env, &mut p)
+}
+
+/// A SEND larger than the receive buffer: the receive fails (`LOC_LEN_ERR`), the sender gets
+/// `REM_INV_REQ_ERR`, both QPs go to ERROR. Device differences: docs/rdma-provider.md 2.3, 2.4.
+pub fn recv_too_small<E: Env>(env: &mut E) -> CheckResult {
+    let p = connect(env)?;
+    let rb = Buf::<E::P>::new(&p.s.pd, 4096, LW)?;
+    let exp = match profile(env) {
+        Profile::Soft => RecvErr {
+            sender: &[WcStatus::REM_INV_REQ_ERR],
+            receiver: &[WcStatus::LOC_LEN_ERR],
+        },
+        // docs/rdma-provider.md 2.3: rxe NAKs with "remote operational error" and fails the
+        // receive with LOC_QP_OP_ERR.
+        Profile::Rxe => RecvErr {
+            sender: &[WcStatus::REM_OP_ERR],
+            receiver: &[WcStatus::LOC_QP_OP_ERR],
+        },
+        // docs/rdma-provider.md 2.3: IB devices report the receive as LOC_LEN_ERR (rdmavt:
+        // LOC_QP_OP_ERR) and the sender as REM_INV_REQ_ERR (rxe: REM_OP_ERR).
+        Profile::Ib => RecvErr {
+            sender: &[WcStatus::REM_INV_REQ_ERR, WcStatus::REM_OP_ERR],
+            receiver: &[WcStatus::LOC_LEN_ERR, WcStatus::LOC_QP_OP_ERR],
+        },
+        // docs/rdma-provider.md 2.4: the SEND completes once handed to TCP; the receiver's
+        // receive fails and it terminates the connection.
+        Profile::Siw => RecvErr {
+            sender: iwarp_remote_error_statuses(Profile::Siw),
+            receiver: &[WcStatus::LOC_LEN_ERR],
+        },
+        // docs/rdma-provider.md 2.4: other iWARP devices may also report the remote error to
+        // the sender; the receive fails and the connection is terminated.
+        Profile::Iwarp => RecvErr {
+            sender: iwarp_remote_error_statuses(Profile::Iwarp),
+            receiver: &[WcStatus::LOC_LEN_ERR, WcStatus::LOC_QP_OP_ERR],
+        },
+    };
+    recv_error_check(env, p, &rb, 16, exp)
 }
 
 /// A receive SGE whose lkey belongs to another PD: the receive fails with a local protection
-/// (or QP operation) error and the sender gets REM_OP_ERR.
+/// error and the sender gets `REM_OP_ERR`. Device differences: docs/rdma-provider.md 2.3, 2.4.
 pub fn recv_wrong_pd<E: Env>(env: &mut E) -> CheckResult {
-    let mut p = connect(env)?;
+    let p = connect(env)?;
     let other = env.server().alloc_pd().map_err(e2s)?;
-    let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
     let rb = Buf::<E::P>::new(&other, 4096, LW)?;
-    post_recv::<E::P>(&mut p.s.qp, 5, &[rb.sge(0, 4096)])?;
-    post_send::<E::P>(&mut p.c.qp, SendWr::send(1, &[sb.sge(0, 100)]))?;
-    expect_wc(&wait_wc(env, &mut p.c.cq)?, 1, WcStatus::REM_OP_ERR, None)?;
-    let rc = wait_wc(env, &mut p.s.cq)?;
-    expect_status_in(&rc, 5, &[WcStatus::LOC_PROT_ERR, WcStatus::LOC_QP_OP_ERR])?;
-    expect_both_down(env, &mut p)
+    let exp = match profile(env) {
+        Profile::Soft => RecvErr {
+            sender: &[WcStatus::REM_OP_ERR],
+            receiver: &[WcStatus::LOC_PROT_ERR],
+        },
+        // docs/rdma-provider.md 2.3: rxe fails the receive with LOC_QP_OP_ERR.
+        Profile::Rxe => RecvErr {
+            sender: &[WcStatus::REM_OP_ERR],
+            receiver: &[WcStatus::LOC_QP_OP_ERR],
+        },
+        // docs/rdma-provider.md 2.3: IB devices report LOC_PROT_ERR (rdmavt LOC_QP_OP_ERR).
+        Profile::Ib => RecvErr {
+            sender: &[WcStatus::REM_OP_ERR],
+            receiver: &[WcStatus::LOC_PROT_ERR, WcStatus::LOC_QP_OP_ERR],
+        },
+        // docs/rdma-provider.md 2.4: the SEND completes; siw fails the receive with
+        // GENERAL_ERR and terminates.
+        Profile::Siw => RecvErr {
+            sender: iwarp_remote_error_statuses(Profile::Siw),
+            receiver: &[WcStatus::GENERAL_ERR],
+        },
+        // docs/rdma-provider.md 2.4: other iWARP devices may also report the remote error to
+        // the sender; the receive fails and the connection is terminated.
+        Profile::Iwarp => RecvErr {
+            sender: iwarp_remote_error_statuses(Profile::Iwarp),
+            receiver: &[
+                WcStatus::LOC_PROT_ERR,
+                WcStatus::LOC_QP_OP_ERR,
+                WcStatus::GENERAL_ERR,
+            ],
+        },
+    };
+    recv_error_check(env, p, &rb, 4096, exp)
 }
 
-/// A send SGE with a bad lkey, or outside its region: LOC_PROT_ERR, QP to ERROR.
+/// A send SGE with a bad lkey, or outside its region: `LOC_PROT_ERR`, QP to ERROR.
 pub fn send_bad_lkey<E: Env>(env: &mut E) -> CheckResult {
+    let prof = profile(env);
     for case in 0..2 {
         let mut p = connect(env)?;
         let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
@@ -634,7 +926,17 @@ pub fn send_bad_lkey<E: Env>(env: &mut E) -> CheckResult {
             sb.sge(4000, 200)
         };
         post_send::<E::P>(&mut p.c.qp, SendWr::send(1, &[sge]))?;
-        expect_wc(&wait_wc(env, &mut p.c.cq)?, 1, WcStatus::LOC_PROT_ERR, None)
+        let allowed: &[WcStatus] = match (prof, case) {
+            (Profile::Soft, _) => &[WcStatus::LOC_PROT_ERR],
+            // docs/rdma-provider.md 2.3: rxe reports an lkey it does not know as a QP
+            // operation error, an SGE beyond its region as a protection error.
+            (Profile::Rxe, 0) => &[WcStatus::LOC_QP_OP_ERR],
+            (Profile::Rxe, _) => &[WcStatus::LOC_PROT_ERR],
+            // docs/rdma-provider.md 2.4: siw reports both as a QP operation error.
+            (Profile::Siw, _) => &[WcStatus::LOC_QP_OP_ERR],
+            (Profile::Ib | Profile::Iwarp, _) => &[WcStatus::LOC_PROT_ERR, WcStatus::LOC_QP_OP_ERR],
+        };
+        expect_status_in(&wait_wc(env, &mut p.c.cq)?, 1, allowed)
             .map_err(|e| format!("case {case}: {e}"))?;
         ensure!(
             p.c.qp.state() == QpState::Error,
@@ -699,15 +1001,25 @@ fn write_expect_access_error<E: Env>(
         &mut p.c.qp,
         wr::<E::P>(3, SendOp::RdmaWrite { remote_addr, rkey }, &sgl),
     )?;
-    expect_wc(
-        &wait_wc(env, &mut p.c.cq)?,
-        3,
-        WcStatus::REM_ACCESS_ERR,
-        None,
-    )?;
+    let wc = wait_wc(env, &mut p.c.cq)?;
+    let prof = profile(env);
+    if prof.iwarp() {
+        // docs/rdma-provider.md 2.4: the Write completes once handed to the transport; the
+        // responder's access error terminates the connection.
+        expect_status_in(&wc, 3, iwarp_remote_error_statuses(prof))?;
+        env.note(&format!(
+            "iWARP: the Write completed {}; the responder terminates the connection",
+            wc.status.name()
+        ));
+        return expect_terminated(env, p);
+    }
+    expect_wc(&wc, 3, WcStatus::REM_ACCESS_ERR, None)?;
     expect_both_down(env, p)
 }
 
+/// Posts an RDMA Read and checks its status is one of `allowed`; returns the status. Unless it
+/// succeeded (a documented device quirk), the requester's QP must be in ERROR.
+#[allow(clippy::too_many_arguments)]
 fn read_expect_status<E: Env>(
     env: &mut E,
     p: &mut Pair<E::P>,
@@ -715,21 +1027,45 @@ fn read_expect_status<E: Env>(
     rkey: u32,
     len: usize,
     sink_access: Access,
-    status: WcStatus,
-) -> CheckResult {
+    allowed: &[WcStatus],
+) -> Result<WcStatus, String> {
     let db = Buf::<E::P>::new(&p.c.pd, 8192, sink_access)?;
     let sgl = [db.sge(0, len)];
     post_send::<E::P>(
         &mut p.c.qp,
         wr::<E::P>(4, SendOp::RdmaRead { remote_addr, rkey }, &sgl),
     )?;
-    expect_wc(&wait_wc(env, &mut p.c.cq)?, 4, status, None)?;
+    let wc = wait_wc(env, &mut p.c.cq)?;
+    expect_status_in(&wc, 4, allowed)?;
+    if allowed.len() > 1 {
+        env.note(&format!("the Read completed {}", wc.status.name()));
+    }
+    if wc.status.is_success() {
+        return Ok(wc.status);
+    }
     ensure!(
         p.c.qp.state() == QpState::Error,
         "client QP state {:?} after an error completion",
         p.c.qp.state()
     );
-    Ok(())
+    Ok(wc.status)
+}
+
+/// The requester's status for an RDMA Read the responder must refuse (bad rkey, out of
+/// bounds): `REM_ACCESS_ERR`, except on iWARP.
+fn read_refused_statuses(prof: Profile) -> &'static [WcStatus] {
+    match prof {
+        Profile::Soft | Profile::Rxe | Profile::Ib => &[WcStatus::REM_ACCESS_ERR],
+        // docs/rdma-provider.md 2.4: siw terminates the connection instead of answering, so the
+        // Read is flushed (a later kernel answering REM_ACCESS_ERR is accepted too).
+        Profile::Siw => &[WcStatus::WR_FLUSH_ERR, WcStatus::REM_ACCESS_ERR],
+        // docs/rdma-provider.md 2.4: iWARP reports the error or terminates.
+        Profile::Iwarp => &[
+            WcStatus::REM_ACCESS_ERR,
+            WcStatus::REM_OP_ERR,
+            WcStatus::WR_FLUSH_ERR,
+        ],
+    }
 }
 
 /// RDMA Write crossing the end of the target region: REM_ACCESS_ERR, both QPs down.
@@ -789,18 +1125,37 @@ pub fn rdma_write_after_dereg<E: Env>(env: &mut E) -> CheckResult {
     Ok(())
 }
 
-/// RDMA Read inside a region with REMOTE_READ returns its bytes.
+/// RDMA Read inside a region with REMOTE_READ returns its bytes, scattered over two sink SGEs
+/// where the device allows (`max_sge_rd` >= 2). A device with `max_sge_rd` 1 (siw) refuses a
+/// two-SGE Read with `EINVAL` (docs/rdma-provider.md 2.4) and reads into one SGE.
 pub fn rdma_read_in_bounds<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let tb = Buf::<E::P>::new(&p.s.pd, 8192, RW)?;
     let db = Buf::<E::P>::new(&p.c.pd, 8192, LW)?;
     tb.fill(5);
-    let sgl = [db.sge(0, 300), db.sge(4000, 212)];
+    let two = [db.sge(0, 300), db.sge(4000, 212)];
+    let one = [db.sge(0, 512)];
     let op: SendOp<'_, E::P> = SendOp::RdmaRead {
         remote_addr: tb.addr() + 1000,
         rkey: tb.keys().rkey,
     };
-    post_send::<E::P>(&mut p.c.qp, wr::<E::P>(4, op, &sgl))?;
+    let sgl: &[Sge] = if env.client().caps().max_sge_rd >= 2 {
+        &two
+    } else {
+        let e = p.c.qp.queue_send(&wr::<E::P>(4, op, &two));
+        ensure!(
+            matches!(
+                e,
+                Err(VerbsError {
+                    errno: super::errno::EINVAL,
+                    ..
+                })
+            ),
+            "a Read into 2 SGEs with max_sge_rd 1: {e:?}"
+        );
+        &one
+    };
+    post_send::<E::P>(&mut p.c.qp, wr::<E::P>(4, op, sgl))?;
     let wc = wait_wc(env, &mut p.c.cq)?;
     expect_wc(&wc, 4, WcStatus::SUCCESS, Some(WcOpcode::RDMA_READ))?;
     ensure!(
@@ -808,8 +1163,14 @@ pub fn rdma_read_in_bounds<E: Env>(env: &mut E) -> CheckResult {
         "RDMA Read byte_len {}, expected 512",
         wc.byte_len
     );
-    let mut got = db.read(0, 300);
-    got.extend(db.read(4000, 212));
+    let mut got = db.read(0, sgl[0].len as usize);
+    if sgl.len() == 2 {
+        got.extend(db.read(4000, 212));
+        ensure!(
+            db.read(300, 16) == vec![0; 16],
+            "bytes after the first sink SGE were written"
+        );
+    }
     ensure!(got == expected(5, 1000, 512), "read data differs");
     Ok(())
 }
@@ -819,7 +1180,8 @@ pub fn rdma_read_out_of_bounds<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let tb = Buf::<E::P>::new(&p.s.pd, 4096, RW)?;
     let (a, k) = (tb.addr() + 4000, tb.keys().rkey);
-    read_expect_status(env, &mut p, a, k, 200, LW, WcStatus::REM_ACCESS_ERR)?;
+    let allowed = read_refused_statuses(profile(env));
+    read_expect_status(env, &mut p, a, k, 200, LW, allowed)?;
     expect_both_down(env, &mut p)
 }
 
@@ -827,8 +1189,28 @@ pub fn rdma_read_out_of_bounds<E: Env>(env: &mut E) -> CheckResult {
 pub fn rdma_read_missing_access<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let tb = Buf::<E::P>::new(&p.s.pd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    tb.fill(12);
     let (a, k) = (tb.addr(), tb.keys().rkey);
-    read_expect_status(env, &mut p, a, k, 64, LW, WcStatus::REM_ACCESS_ERR)?;
+    let prof = profile(env);
+    let allowed: &[WcStatus] = match prof {
+        // docs/rdma-provider.md 2.4: siw does not check the source region's REMOTE_READ right:
+        // the Read succeeds (device bug; upper layers never rely on a missing REMOTE_READ for
+        // protection). A refusal (fixed kernel) is accepted too.
+        Profile::Siw => &[
+            WcStatus::SUCCESS,
+            WcStatus::WR_FLUSH_ERR,
+            WcStatus::REM_ACCESS_ERR,
+        ],
+        _ => read_refused_statuses(prof),
+    };
+    if read_expect_status(env, &mut p, a, k, 64, LW, allowed)?.is_success() {
+        ensure!(
+            p.c.qp.state() == QpState::Rts,
+            "QP state {:?} after the unchecked Read",
+            p.c.qp.state()
+        );
+        return Ok(());
+    }
     expect_both_down(env, &mut p)
 }
 
@@ -837,7 +1219,8 @@ pub fn rdma_read_wrong_rkey<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let tb = Buf::<E::P>::new(&p.s.pd, 4096, RW)?;
     let (a, k) = (tb.addr(), tb.keys().rkey ^ 0x01);
-    read_expect_status(env, &mut p, a, k, 64, LW, WcStatus::REM_ACCESS_ERR)?;
+    let allowed = read_refused_statuses(profile(env));
+    read_expect_status(env, &mut p, a, k, 64, LW, allowed)?;
     expect_both_down(env, &mut p)
 }
 
@@ -846,7 +1229,9 @@ pub fn rdma_read_sink_needs_local_write<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let tb = Buf::<E::P>::new(&p.s.pd, 4096, RW)?;
     let (a, k) = (tb.addr(), tb.keys().rkey);
-    read_expect_status(env, &mut p, a, k, 64, Access::NONE, WcStatus::LOC_PROT_ERR)
+    let allowed = [WcStatus::LOC_PROT_ERR];
+    read_expect_status(env, &mut p, a, k, 64, Access::NONE, &allowed)?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -951,6 +1336,33 @@ pub fn mw_bind_and_access<E: Env>(env: &mut E) -> CheckResult {
         "read through window differs"
     );
     // Inside the region, outside the window.
+    if profile(env) == Profile::Rxe {
+        // docs/rdma-provider.md 2.3: rxe checks a window access against the underlying region
+        // only, so a Write crossing the window's end (inside the region) succeeds (device bug;
+        // upper layers never expose through a window what the region must not expose). A
+        // refusal (fixed kernel) is accepted too.
+        let sgl = [sb.sge(0, 64)];
+        let w: SendOp<'_, E::P> = SendOp::RdmaWrite {
+            remote_addr: tb.addr() + 1024 + 2048 - 8,
+            rkey: k,
+        };
+        post_send::<E::P>(&mut p.c.qp, wr::<E::P>(3, w, &sgl))?;
+        let wc = wait_wc(env, &mut p.c.cq)?;
+        expect_status_in(&wc, 3, &[WcStatus::SUCCESS, WcStatus::REM_ACCESS_ERR])?;
+        env.note(&format!(
+            "rxe: Write crossing the window's end: {}",
+            wc.status.name()
+        ));
+        if wc.status.is_success() {
+            return Ok(());
+        }
+        expect_both_down(env, &mut p)?;
+        ensure!(
+            tb.read(3072, 64) == vec![0; 64],
+            "write beyond the window landed"
+        );
+        return Ok(());
+    }
     write_expect_access_error(env, &mut p, tb.addr() + 1024 + 2048 - 8, k, 64)?;
     ensure!(
         tb.read(3072, 64) == vec![0; 64],
@@ -1148,25 +1560,42 @@ pub fn send_with_inv_bad_key<E: Env>(env: &mut E) -> CheckResult {
 // RNR, flush, ordering
 // ---------------------------------------------------------------------------------------------
 
-/// With rnr_retry_count 0, a SEND that finds no receive fails with RNR_RETRY_EXC_ERR.
+/// With the receiver's rnr_retry_count 0, a SEND that finds no receive fails with
+/// RNR_RETRY_EXC_ERR. On iWARP (no RNR) the receiver terminates the connection instead.
 pub fn rnr_retry_zero<E: Env>(env: &mut E) -> CheckResult {
-    let mut p = connect(env)?;
+    let o = PairOpts {
+        // The sender's own count must not matter: the receiver's (0) governs.
+        c: QpOptions {
+            rnr_retry_count: RNR_RETRY_INFINITE,
+            ..QpOptions::default()
+        },
+        ..PairOpts::default()
+    };
+    let mut p = connect_opts(env, o)?;
     let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
     post_send::<E::P>(&mut p.c.qp, SendWr::send(1, &[sb.sge(0, 32)]))?;
-    expect_wc(
-        &wait_wc(env, &mut p.c.cq)?,
-        1,
-        WcStatus::RNR_RETRY_EXC_ERR,
-        None,
-    )?;
+    let wc = wait_wc(env, &mut p.c.cq)?;
+    let prof = profile(env);
+    if prof.iwarp() {
+        // docs/rdma-provider.md 2.4: no RNR on iWARP; the SEND completes once handed to the
+        // transport and the receiver, having no receive, terminates the connection.
+        expect_status_in(&wc, 1, iwarp_remote_error_statuses(prof))?;
+        env.note(&format!(
+            "iWARP: the SEND completed {}; the receiver terminates the connection",
+            wc.status.name()
+        ));
+        return expect_terminated(env, &mut p);
+    }
+    expect_wc(&wc, 1, WcStatus::RNR_RETRY_EXC_ERR, None)?;
     expect_both_down(env, &mut p)
 }
 
-/// With infinite RNR retry, a SEND waits for the receive and then completes; later WRs wait
-/// behind it.
+/// With the receiver's rnr_retry_count infinite, a SEND waits for the receive and then
+/// completes; later WRs wait behind it. The count is the receiver's (rdma_cm carries it to the
+/// peer in the REQ / REP): the sender's own is 0 here.
 pub fn rnr_retry_waits_for_recv<E: Env>(env: &mut E) -> CheckResult {
     let o = PairOpts {
-        c: QpOptions {
+        s: QpOptions {
             rnr_retry_count: RNR_RETRY_INFINITE,
             ..QpOptions::default()
         },
@@ -1210,11 +1639,15 @@ pub fn rnr_retry_waits_for_recv<E: Env>(env: &mut E) -> CheckResult {
     Ok(())
 }
 
-/// With a finite RNR retry count and no receive ever posted, the SEND eventually fails with
-/// RNR_RETRY_EXC_ERR.
+/// With the receiver's finite RNR retry count and no receive ever posted, the SEND eventually
+/// fails with RNR_RETRY_EXC_ERR (the sender's own count, infinite here, does not matter).
 pub fn rnr_retry_exhausted<E: Env>(env: &mut E) -> CheckResult {
     let o = PairOpts {
         c: QpOptions {
+            rnr_retry_count: RNR_RETRY_INFINITE,
+            ..QpOptions::default()
+        },
+        s: QpOptions {
             rnr_retry_count: 2,
             ..QpOptions::default()
         },
@@ -1263,40 +1696,59 @@ pub fn flush_on_error_both_sides<E: Env>(env: &mut E) -> CheckResult {
     p.c.qp.queue_send(&SendWr::send(2, &sgl)).map_err(e2s)?;
     p.c.qp.queue_send(&SendWr::send(3, &sgl)).map_err(e2s)?;
     p.c.qp.flush_send().map_err(e2s)?;
-    let first = wait_wc(env, &mut p.c.cq)?;
-    expect_wc(&first, 1, WcStatus::REM_ACCESS_ERR, None)?;
-    expect_both_down(env, &mut p)?;
-    let mut c_wcs = wait_wcs(env, &mut p.c.cq, 6)?;
-    c_wcs.sort_by_key(|w| w.wr_id);
-    let c_ids: Vec<u64> = c_wcs.iter().map(|w| w.wr_id).collect();
-    ensure!(
-        c_ids == [2, 3, 200, 201, 202, 203],
-        "client flushed {c_ids:?}"
-    );
-    for w in &c_wcs {
+    let prof = profile(env);
+    if prof.iwarp() {
+        // docs/rdma-provider.md 2.4: the bad Write and the SENDs behind it may all complete
+        // (handed to TCP) before the responder's termination arrives; whatever had not
+        // completed flushes. The responder took nothing after the bad Write: its receives
+        // flush, as do the requester's.
+        let mut c_wcs = wait_wcs(env, &mut p.c.cq, 7)?;
+        c_wcs.sort_by_key(|w| w.wr_id);
+        let c_ids: Vec<u64> = c_wcs.iter().map(|w| w.wr_id).collect();
         ensure!(
-            w.status == WcStatus::WR_FLUSH_ERR,
-            "client wr {} status {}",
-            w.wr_id,
-            w.status.name()
+            c_ids == [1, 2, 3, 200, 201, 202, 203],
+            "client completed {c_ids:?}"
         );
+        expect_status_in(&c_wcs[0], 1, iwarp_remote_error_statuses(prof))?;
+        for w in &c_wcs[1..3] {
+            expect_status_in(w, w.wr_id, iwarp_remote_error_statuses(prof))?;
+        }
+        for w in &c_wcs[3..] {
+            expect_wc(w, w.wr_id, WcStatus::WR_FLUSH_ERR, None)?;
+        }
+        wait_event_kind(env, &mut p.c.qp, CmEventKind::Disconnected)?;
+        wait_event_kind(env, &mut p.s.qp, CmEventKind::Disconnected)?;
+    } else {
+        let first = wait_wc(env, &mut p.c.cq)?;
+        expect_wc(&first, 1, WcStatus::REM_ACCESS_ERR, None)?;
+        expect_both_down(env, &mut p)?;
+        let mut c_wcs = wait_wcs(env, &mut p.c.cq, 6)?;
+        c_wcs.sort_by_key(|w| w.wr_id);
+        let c_ids: Vec<u64> = c_wcs.iter().map(|w| w.wr_id).collect();
+        ensure!(
+            c_ids == [2, 3, 200, 201, 202, 203],
+            "client flushed {c_ids:?}"
+        );
+        for w in &c_wcs {
+            ensure!(
+                w.status == WcStatus::WR_FLUSH_ERR,
+                "client wr {} status {}",
+                w.wr_id,
+                w.status.name()
+            );
+        }
     }
     let s_wcs = wait_wcs(env, &mut p.s.cq, 4)?;
     for (i, w) in s_wcs.iter().enumerate() {
         expect_wc(w, 100 + i as u64, WcStatus::WR_FLUSH_ERR, None)?;
     }
-    // Posting in ERROR is accepted and flushes.
+    // Posting in ERROR is accepted and flushes (siw: never completes, see
+    // expect_posted_in_error).
     p.c.qp.queue_send(&SendWr::send(4, &sgl)).map_err(e2s)?;
     p.c.qp.flush_send().map_err(e2s)?;
-    expect_wc(&wait_wc(env, &mut p.c.cq)?, 4, WcStatus::WR_FLUSH_ERR, None)?;
+    expect_posted_in_error(env, &mut p.c.cq, 4).map_err(|e| format!("send in ERROR: {e}"))?;
     post_recv::<E::P>(&mut p.s.qp, 105, &[sbuf.sge(0, 16)])?;
-    expect_wc(
-        &wait_wc(env, &mut p.s.cq)?,
-        105,
-        WcStatus::WR_FLUSH_ERR,
-        None,
-    )?;
-    Ok(())
+    expect_posted_in_error(env, &mut p.s.cq, 105).map_err(|e| format!("receive in ERROR: {e}"))
 }
 
 /// `disconnect` flushes both sides' receives and reports `Disconnected` on both.
@@ -1646,9 +2098,6 @@ pub fn doorbell_per_batch<E: Env>(env: &mut E) -> CheckResult {
 
 /// A shared receive queue serves two connections.
 pub fn srq_shared_by_two_qps<E: Env>(env: &mut E) -> CheckResult {
-    if env.server().caps().max_srq == 0 {
-        return Ok(());
-    }
     let spd = Arc::new(env.server().alloc_pd().map_err(e2s)?);
     let mut srq = env.server().create_srq(&spd, 16, 1).map_err(e2s)?;
     let rb = Buf::<E::P>::new(&spd, 4096, LW)?;
@@ -1727,8 +2176,7 @@ pub fn private_data_exchange<E: Env>(env: &mut E) -> CheckResult {
 
 /// Private data beyond the RDMA-CM limits is refused.
 pub fn private_data_limits<E: Env>(env: &mut E) -> CheckResult {
-    let addr = env.listen_addr();
-    let mut l = env.server().listen(addr, 4).map_err(e2s)?;
+    let (addr, mut l) = listen_fresh(env, 4)?;
     let pd = env.client().alloc_pd().map_err(e2s)?;
     let cq = env.client().create_cq(64).map_err(e2s)?;
     let init = QpInit {
@@ -1774,8 +2222,7 @@ pub fn private_data_limits<E: Env>(env: &mut E) -> CheckResult {
 
 /// Reject carries private data to the requester, whose QP ends in ERROR.
 pub fn reject_with_private_data<E: Env>(env: &mut E) -> CheckResult {
-    let addr = env.listen_addr();
-    let mut l = env.server().listen(addr, 4).map_err(e2s)?;
+    let (addr, mut l) = listen_fresh(env, 4)?;
     let pd = env.client().alloc_pd().map_err(e2s)?;
     let mut cq = env.client().create_cq(64).map_err(e2s)?;
     let b = Buf::<E::P>::new(&pd, 64, LW)?;
@@ -1801,9 +2248,16 @@ pub fn reject_with_private_data<E: Env>(env: &mut E) -> CheckResult {
         "got {:?}, expected Rejected",
         ev.kind
     );
+    // docs/rdma-provider.md 2.4 / 2.5: an iWARP reject is an MPA reject, reported as
+    // -ECONNRESET; IB reports the IB CM reason "consumer reject".
+    let status = if profile(env).iwarp() {
+        -super::errno::ECONNRESET
+    } else {
+        REJECT_CONSUMER
+    };
     ensure!(
-        ev.status == REJECT_CONSUMER,
-        "reject status {}, expected {REJECT_CONSUMER}",
+        ev.status == status,
+        "reject status {}, expected {status}",
         ev.status
     );
     ensure!(
@@ -1851,8 +2305,7 @@ pub fn connect_without_listener<E: Env>(env: &mut E) -> CheckResult {
 
 /// Sending before the connection is established is refused (EINVAL), receives may be posted.
 pub fn post_before_established<E: Env>(env: &mut E) -> CheckResult {
-    let addr = env.listen_addr();
-    let _l = env.server().listen(addr, 4).map_err(e2s)?;
+    let (addr, _l) = listen_fresh(env, 4)?;
     let pd = env.client().alloc_pd().map_err(e2s)?;
     let cq = env.client().create_cq(64).map_err(e2s)?;
     let b = Buf::<E::P>::new(&pd, 64, LW)?;
@@ -1879,10 +2332,14 @@ pub fn post_before_established<E: Env>(env: &mut E) -> CheckResult {
 // ---------------------------------------------------------------------------------------------
 
 macro_rules! checks {
-    ($($name:ident),* $(,)?) => {
-        /// Every check, in order.
+    ($($name:ident $([$($need:ident)|+])?),* $(,)?) => {
+        /// Every check, in order, with what it needs.
         pub fn all_checks<E: Env>() -> Vec<Check<E>> {
-            vec![$(Check { name: stringify!($name), run: $name::<E> }),*]
+            vec![$(Check {
+                name: stringify!($name),
+                run: $name::<E>,
+                needs: Needs(0 $($(| Needs::$need.0)+)?),
+            }),*]
         }
     };
 }
@@ -1904,17 +2361,17 @@ checks!(
     rdma_read_missing_access,
     rdma_read_wrong_rkey,
     rdma_read_sink_needs_local_write,
-    mw_bind_and_access,
-    mw_rebind_rotates_key,
-    mw_bind_requires_mw_bind_access,
-    mw_bind_twice_fails,
-    mw_local_inv_blocks_access,
-    mw_bound_to_qp,
-    send_with_inv,
-    send_with_inv_bad_key,
+    mw_bind_and_access[MW_TYPE2],
+    mw_rebind_rotates_key[MW_TYPE2 | SEND_WITH_INV],
+    mw_bind_requires_mw_bind_access[MW_TYPE2],
+    mw_bind_twice_fails[MW_TYPE2],
+    mw_local_inv_blocks_access[MW_TYPE2 | SEND_WITH_INV],
+    mw_bound_to_qp[MW_TYPE2],
+    send_with_inv[MW_TYPE2 | SEND_WITH_INV],
+    send_with_inv_bad_key[SEND_WITH_INV],
     rnr_retry_zero,
-    rnr_retry_waits_for_recv,
-    rnr_retry_exhausted,
+    rnr_retry_waits_for_recv[RNR],
+    rnr_retry_exhausted[RNR],
     flush_on_error_both_sides,
     disconnect_flushes_both,
     ordering_write_then_send,
@@ -1924,7 +2381,7 @@ checks!(
     unsignaled_hold_send_slots,
     cq_overflow,
     doorbell_per_batch,
-    srq_shared_by_two_qps,
+    srq_shared_by_two_qps[SRQ],
     private_data_exchange,
     private_data_limits,
     reject_with_private_data,
@@ -1932,20 +2389,35 @@ checks!(
     post_before_established,
 );
 
-/// Runs every check, printing `PASS name` / `FAIL name: reason`; returns (passed, failed).
-pub fn run_all<E: Env>(env: &mut E) -> (usize, usize) {
-    let (mut pass, mut fail) = (0, 0);
+/// Counts of a suite run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Checks that passed.
+    pub passed: usize,
+    /// Checks that failed.
+    pub failed: usize,
+    /// Checks skipped because the devices lack what they need.
+    pub skipped: usize,
+}
+
+/// Runs every check, printing `PASS name` / `FAIL name: reason` / `SKIP name (why)`.
+pub fn run_all<E: Env>(env: &mut E) -> Summary {
+    let mut sum = Summary::default();
     for c in all_checks::<E>() {
-        match (c.run)(env) {
-            Ok(()) => {
-                pass += 1;
+        match run_check(env, &c) {
+            Outcome::Pass => {
+                sum.passed += 1;
                 println!("PASS {}", c.name);
             }
-            Err(e) => {
-                fail += 1;
+            Outcome::Fail(e) => {
+                sum.failed += 1;
                 println!("FAIL {}: {e}", c.name);
+            }
+            Outcome::Skip(why) => {
+                sum.skipped += 1;
+                println!("SKIP {} ({why})", c.name);
             }
         }
     }
-    (pass, fail)
+    sum
 }

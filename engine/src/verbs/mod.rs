@@ -83,6 +83,8 @@ pub mod errno {
     pub const ENOTCONN: i32 = 107;
     /// Connection timed out.
     pub const ETIMEDOUT: i32 = 110;
+    /// Connection reset by peer (an iWARP / MPA reject reports `-ECONNRESET`).
+    pub const ECONNRESET: i32 = 104;
     /// Connection refused.
     pub const ECONNREFUSED: i32 = 111;
     /// Operation already in progress.
@@ -175,6 +177,35 @@ pub const PRIVATE_DATA_ACCEPT_MAX: usize = 196;
 /// RDMA-CM private data limit on a reject (IB CM REJ 148 bytes).
 pub const PRIVATE_DATA_REJECT_MAX: usize = 148;
 
+/// The transport a device speaks (`ibv_device.transport_type`). Upper layers need it where the
+/// transports behave differently (`docs/rdma-provider.md` section 2):
+///
+/// - [`Transport::Ib`] (InfiniBand, RoCE): a SEND that finds no receive is retried (RNR NAK) up
+///   to the count the *peer* asked for; a remote error (bad rkey, receive too small) completes
+///   the WR that caused it with a `REM_*` status.
+/// - [`Transport::Iwarp`]: there is no RNR (a SEND without a receive ends the connection at the
+///   receiver); a SEND / RDMA Write completes `SUCCESS` once handed to the transport, and a
+///   remote error reaches the requester only as the connection being terminated (later WRs
+///   flush, both sides get `Disconnected`), never as a `REM_*` status of the WR that caused it.
+///   Rejects report negative errnos, not IB CM reject reasons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// InfiniBand transport (InfiniBand, RoCE v1/v2, Soft-RoCE; the soft provider).
+    Ib,
+    /// iWARP (RDMAP/DDP/MPA over TCP: soft-iWARP, Chelsio, Intel iWARP mode).
+    Iwarp,
+}
+
+/// `vendor_id` values (`ibv_device_attr.vendor_id`) the conformance suite knows.
+pub mod vendor {
+    /// The soft provider (not a PCI vendor id).
+    pub const SOFT: u32 = 0;
+    /// Soft-RoCE (`rdma_rxe`).
+    pub const RXE: u32 = 0x00ff_ffff;
+    /// Soft-iWARP (`siw`, ASCII "bmt").
+    pub const SIW: u32 = 0x0062_6d74;
+}
+
 /// What a device supports (`ibv_query_device` + rdma_cm limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceCaps {
@@ -184,6 +215,9 @@ pub struct DeviceCaps {
     pub max_qp_wr: u32,
     /// Maximum scatter/gather entries per work request (`max_sge`).
     pub max_sge: u32,
+    /// Maximum scatter entries of an RDMA Read's local sink (`max_sge_rd`; siw: 1). An RDMA
+    /// Read with more SGEs is refused with `EINVAL` by [`QueuePair::queue_send`].
+    pub max_sge_rd: u32,
     /// Maximum inline data per send work request (`max_inline_data` of `ibv_qp_cap`; 0 = none).
     pub max_inline_data: u32,
     /// Maximum number of CQs (`max_cq`).
@@ -216,6 +250,12 @@ pub struct DeviceCaps {
     pub max_private_data_accept: u32,
     /// Private data limit on reject (see [`PRIVATE_DATA_REJECT_MAX`]).
     pub max_private_data_reject: u32,
+    /// The transport (see [`Transport`] for what differs).
+    pub transport: Transport,
+    /// `vendor_id` of `ibv_query_device` (see [`vendor`]; identifies a device's known quirks).
+    pub vendor_id: u32,
+    /// `vendor_part_id` of `ibv_query_device`.
+    pub vendor_part_id: u32,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -658,7 +698,13 @@ pub struct QpOptions {
     pub max_recv_sge: u32,
     /// Inline data per send WR (`cap.max_inline_data`).
     pub max_inline_data: u32,
-    /// RNR retries (`rnr_retry_count`, 0..=7, 7 = infinite). Default 0: any RNR is an error.
+    /// RNR retries **the peer** makes when its SENDs to this QP find no receive posted
+    /// (`rdma_conn_param.rnr_retry_count`, 0..=7, 7 = infinite). As with rdma_cm over the IB
+    /// CM, the value travels to the peer (the active side's in the REQ, the passive side's in
+    /// the REP) and becomes the RNR retry count of the *peer's* QP; this QP's own sends use the
+    /// count the peer gave. Default 0: a SEND to this QP without a receive is an error at the
+    /// sender. Meaningless on iWARP (no RNR). [`QueuePair::options`] reports the value this side
+    /// asked for.
     pub rnr_retry_count: u8,
     /// Transport retries (`retry_count`, 0..=7).
     pub retry_count: u8,
@@ -928,7 +974,8 @@ pub trait QueuePair<P: Provider>: Send {
     fn peer_addr(&self) -> SocketAddr;
 
     /// Adds a send WR to the current batch. Immediate errors, as `ibv_post_send` gives them:
-    /// `EINVAL` (too many SGEs, inline data too long, QP not yet RTS/never connected, bad
+    /// `EINVAL` (too many SGEs, an RDMA Read with more than [`DeviceCaps::max_sge_rd`] SGEs,
+    /// inline data too long, QP not yet RTS/never connected, bad
     /// window key), `ENOMEM` (send queue full: outstanding + batched WRs would exceed
     /// `max_send_wr`; a send-queue slot frees when a later signaled completion or an error
     /// completion of the QP is generated). In the error state WRs are accepted and complete

@@ -2,9 +2,12 @@
 //!
 //! Normal operation: `ibv_poll_cq` fills a stack array of [`POLL_BURST`] `ibv_wc`s, which are
 //! converted into the caller's [`Completion`]s; then each completion is charged to its QP's
-//! accounting (found by `qp_num` in the CQ's sorted table, one lock per non-empty poll): a
+//! accounting, found by `qp_num` (binary search) in the CQ's current table of attached QPs: a
 //! successful send completion frees the send slots up to its WR, a receive completion frees one
-//! receive slot (of the QP or of its SRQ).
+//! receive slot (of the QP or of its SRQ). The poll takes no lock: the table is an immutable
+//! sorted array behind an atomic pointer, replaced whole when a QP attaches or detaches (control
+//! path); the replaced array is freed once the CQ's single poller is not inside an accounting
+//! pass that may have loaded it (a pass counter, odd while a pass runs).
 //!
 //! Recovery: an error completion marks its QP as errored (accounting off: the device flushes
 //! everything). A CQ overrun is an async `IBV_EVENT_CQ_ERR` on the context; the async fd is
@@ -12,7 +15,7 @@
 //! poll of the overrun CQ fails with `EOVERFLOW`.
 
 use core::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdma_sys as sys;
@@ -67,8 +70,8 @@ pub(crate) struct QpAcct {
 }
 
 // SAFETY: the raw QP pointer is only used for ibv_modify_qp (thread-safe) while the QP is
-// attached to a CQ, i.e. alive (the QP detaches itself before it is destroyed, under the CQ's
-// table lock).
+// attached to a CQ, i.e. alive (the QP detaches itself before it is destroyed, and detaching
+// waits until the CQ's poller no longer reads a table holding it).
 unsafe impl Send for QpAcct {}
 // SAFETY: see Send; everything else is atomic.
 unsafe impl Sync for QpAcct {}
@@ -254,19 +257,154 @@ fn drain_async(ctx: *mut sys::ibv_context) {
     }
 }
 
+/// The QPs attached to a CQ, sorted by `qp_num`: an immutable snapshot.
+type QpTable = Box<[Arc<QpAcct>]>;
+
+/// The QPs attached to a CQ, read without a lock by the CQ's single poller.
+///
+/// The table is an immutable sorted array behind an atomic pointer. Attach and detach (control
+/// path, serialized by a mutex the poller never takes) publish a new array, then free the old
+/// one once the poller is not inside a read pass that may have loaded it: the poller counts its
+/// passes (the counter is odd while a pass runs), and a writer that sees an odd count after
+/// publishing waits until the count moves on. Reads allocate nothing and never wait.
+///
+/// Only one thread may read at a time (the CQ's poller: `poll` takes `&mut RdmaCq`).
+pub(crate) struct AttachTable {
+    /// The current table (`Box::into_raw` of a `QpTable`; never null).
+    table: AtomicPtr<QpTable>,
+    /// Read passes: odd while one runs.
+    passes: AtomicU64,
+    /// Serializes writers.
+    edit: Mutex<()>,
+}
+
+impl Drop for AttachTable {
+    fn drop(&mut self) {
+        // Relaxed: &mut self, no other thread can hold the table any more.
+        let t = self.table.load(Ordering::Relaxed);
+        // SAFETY: the table came from Box::into_raw and nobody else can read it now.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
+impl AttachTable {
+    pub(crate) fn new() -> AttachTable {
+        let empty: QpTable = Box::new([]);
+        AttachTable {
+            table: AtomicPtr::new(Box::into_raw(Box::new(empty))),
+            passes: AtomicU64::new(0),
+            edit: Mutex::new(()),
+        }
+    }
+
+    /// Runs `f` on the current table. Only the CQ's poller calls this (one reader at a time).
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&[Arc<QpAcct>]) -> R) -> R {
+        // SeqCst: with the SeqCst load of `table` below and, in `replace`, the SeqCst store of
+        // `table` followed by the SeqCst load of `passes`: either this pass loads the new
+        // table, or the writer sees this pass running (odd) and waits for it to end.
+        self.passes.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: see above.
+        let t = self.table.load(Ordering::SeqCst);
+        // SAFETY: a published table is freed only after `passes` moved past the odd value the
+        // writer saw after unpublishing it, i.e. after every pass that could have loaded it.
+        let r = f(unsafe { &*t });
+        // Release: pairs with the Acquire load of `passes` in `replace`'s wait, so the writer
+        // frees the table only after our reads of it.
+        self.passes.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Publishes the table `edit` derives from the current one (`None`: no change).
+    fn replace(&self, edit: impl FnOnce(&[Arc<QpAcct>]) -> Option<Vec<Arc<QpAcct>>>) {
+        let _g = lock(&self.edit);
+        // Relaxed: only writers, serialized by `edit`, store `table`.
+        let old = self.table.load(Ordering::Relaxed);
+        // SAFETY: `old` is the current table; only writers free tables and we hold `edit`.
+        let Some(new) = edit(unsafe { &*old }) else {
+            return;
+        };
+        let new: QpTable = new.into_boxed_slice();
+        // SeqCst: see `read`.
+        self.table
+            .store(Box::into_raw(Box::new(new)), Ordering::SeqCst);
+        // SeqCst: see `read`.
+        let p = self.passes.load(Ordering::SeqCst);
+        if p % 2 == 1 {
+            // The poller is inside a pass that may have loaded `old`: wait for it to end (a
+            // pass is a few atomic operations per completion and never blocks).
+            // Acquire: pairs with the Release increment that ends the pass.
+            while self.passes.load(Ordering::Acquire) == p {
+                std::thread::yield_now();
+            }
+        }
+        // SAFETY: `old` came from Box::into_raw, is unpublished, and no pass reads it now.
+        drop(unsafe { Box::from_raw(old) });
+    }
+
+    /// Adds `acct` (kept sorted by `qp_num`; attaching twice is a no-op).
+    pub(crate) fn attach(&self, acct: &Arc<QpAcct>) {
+        self.replace(|qps| {
+            if qps.iter().any(|a| Arc::ptr_eq(a, acct)) {
+                return None;
+            }
+            let pos = qps.partition_point(|a| a.qp_num < acct.qp_num);
+            let mut v = Vec::with_capacity(qps.len() + 1);
+            v.extend(qps[..pos].iter().cloned());
+            v.push(Arc::clone(acct));
+            v.extend(qps[pos..].iter().cloned());
+            Some(v)
+        });
+    }
+
+    /// Removes `acct`; on return no read pass sees it any more (its QP may be destroyed).
+    pub(crate) fn detach(&self, acct: &Arc<QpAcct>) {
+        self.replace(|qps| {
+            if !qps.iter().any(|a| Arc::ptr_eq(a, acct)) {
+                return None;
+            }
+            Some(
+                qps.iter()
+                    .filter(|a| !Arc::ptr_eq(a, acct))
+                    .cloned()
+                    .collect(),
+            )
+        });
+    }
+
+    /// Charges completions to their QPs' accounting (the poller, after each non-empty poll).
+    pub(crate) fn account(&self, done: &[Completion]) {
+        self.read(|qps| {
+            for c in done {
+                let Ok(i) = qps.binary_search_by_key(&c.qp_num, |a| a.qp_num) else {
+                    continue;
+                };
+                let a = &qps[i];
+                if !c.status.is_success() {
+                    a.set_errored();
+                } else if c.opcode.is_recv() {
+                    a.on_recv_completion();
+                } else {
+                    a.on_send_completion();
+                }
+            }
+        });
+    }
+}
+
 /// The verbs CQ and the accounting of the QPs attached to it.
 pub(crate) struct CqInner {
     cq: *mut sys::ibv_cq,
     depth: u32,
     overrun: Arc<AtomicBool>,
-    /// QPs whose completions arrive here, sorted by qp_num.
-    qps: Mutex<Vec<Arc<QpAcct>>>,
+    /// The QPs whose completions arrive here.
+    qps: AttachTable,
     dev: Arc<DeviceInner>,
 }
 
-// SAFETY: ibv_cq may be used from any thread; polling is serialized by &mut RdmaCq.
+// SAFETY: ibv_cq may be used from any thread; polling is serialized by &mut RdmaCq (one RdmaCq
+// per CqInner), which makes it the attach table's single reader.
 unsafe impl Send for CqInner {}
-// SAFETY: shared access only attaches/detaches QPs (under the mutex) or reads the raw pointer.
+// SAFETY: shared access attaches/detaches QPs (AttachTable writers) or reads the raw pointer.
 unsafe impl Sync for CqInner {}
 
 impl Drop for CqInner {
@@ -286,53 +424,34 @@ impl CqInner {
     }
 
     pub(crate) fn attach(&self, acct: &Arc<QpAcct>) {
-        let mut qps = lock(&self.qps);
-        if qps.iter().any(|a| Arc::ptr_eq(a, acct)) {
-            return;
-        }
-        let pos = qps.partition_point(|a| a.qp_num < acct.qp_num);
-        qps.insert(pos, Arc::clone(acct));
+        self.qps.attach(acct);
     }
 
+    /// Detaches `acct`; on return the poller no longer sees it (the QP may be destroyed).
     pub(crate) fn detach(&self, acct: &Arc<QpAcct>) {
-        lock(&self.qps).retain(|a| !Arc::ptr_eq(a, acct));
+        self.qps.detach(acct);
     }
 
     /// A CQ overrun: every QP attached goes to the error state (as the IB spec has it; rxe
-    /// leaves them in RTS), so their outstanding work flushes.
+    /// leaves them in RTS), so their outstanding work flushes. Called by the poller.
     fn overrun_qps(&self) {
-        let qps = lock(&self.qps);
-        for a in qps.iter() {
-            a.set_errored();
-            // SAFETY: plain old data.
-            let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-            attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-            // SAFETY: attached QPs are alive (they detach under this lock before destruction).
-            unsafe {
-                sys::ibv_modify_qp(
-                    a.qp,
-                    &mut attr,
-                    sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as core::ffi::c_int,
-                );
-            }
-        }
-    }
-
-    fn account(&self, done: &[Completion]) {
-        let qps = lock(&self.qps);
-        for c in done {
-            let Ok(i) = qps.binary_search_by_key(&c.qp_num, |a| a.qp_num) else {
-                continue;
-            };
-            let a = &qps[i];
-            if !c.status.is_success() {
+        self.qps.read(|qps| {
+            for a in qps {
                 a.set_errored();
-            } else if c.opcode.is_recv() {
-                a.on_recv_completion();
-            } else {
-                a.on_send_completion();
+                // SAFETY: plain old data.
+                let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
+                attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+                // SAFETY: QPs in the table are alive: a QP detaches (which waits for this pass
+                // to end) before it is destroyed.
+                unsafe {
+                    sys::ibv_modify_qp(
+                        a.qp,
+                        &mut attr,
+                        sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as core::ffi::c_int,
+                    );
+                }
             }
-        }
+        });
     }
 }
 
@@ -369,7 +488,7 @@ impl RdmaCq {
                 cq,
                 depth,
                 overrun,
-                qps: Mutex::new(Vec::new()),
+                qps: AttachTable::new(),
                 dev: Arc::clone(dev),
             }),
             empty_polls: 0,
@@ -440,7 +559,7 @@ impl CompletionQueue for RdmaCq {
         }
         if total > 0 {
             self.empty_polls = 0;
-            inner.account(&out[..total]);
+            inner.qps.account(&out[..total]);
         } else {
             self.empty_polls += 1;
             if self.empty_polls >= ASYNC_CHECK_INTERVAL {

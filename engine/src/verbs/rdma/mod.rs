@@ -51,8 +51,8 @@ use std::sync::Arc;
 use rdma_sys as sys;
 
 use super::{
-    errno, Device, DeviceCaps, Provider, QpInit, VerbsCall, VerbsError, PRIVATE_DATA_ACCEPT_MAX,
-    PRIVATE_DATA_CONNECT_MAX, PRIVATE_DATA_REJECT_MAX,
+    errno, Device, DeviceCaps, Provider, QpInit, Transport, VerbsCall, VerbsError,
+    PRIVATE_DATA_ACCEPT_MAX, PRIVATE_DATA_CONNECT_MAX, PRIVATE_DATA_REJECT_MAX,
 };
 
 pub use cm::{RdmaConnRequest, RdmaListener};
@@ -362,7 +362,7 @@ impl RdmaDevice {
                 )
             }
         };
-        let (caps, vendor_id) = query_caps(ctx)?;
+        let (caps, vendor_id) = query_caps(ctx, iwarp)?;
         let wc_inv_quirk = vendor_id == RXE_VENDOR_ID;
         // The async fd is read without blocking (CQ overrun detection).
         // SAFETY: ctx is live; async_fd is its descriptor.
@@ -404,10 +404,10 @@ impl RdmaDevice {
 }
 
 /// `vendor_id` of Soft-RoCE (rxe).
-const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+const RXE_VENDOR_ID: u32 = crate::verbs::vendor::RXE;
 
 /// `ibv_query_device` + the inline-data probe, as [`DeviceCaps`], and the vendor id.
-fn query_caps(ctx: *mut sys::ibv_context) -> Result<(DeviceCaps, u32), VerbsError> {
+fn query_caps(ctx: *mut sys::ibv_context, iwarp: bool) -> Result<(DeviceCaps, u32), VerbsError> {
     // SAFETY: ibv_device_attr is plain old data.
     let mut attr: sys::ibv_device_attr = unsafe { core::mem::zeroed() };
     // SAFETY: ctx is a live context; attr is writable.
@@ -424,6 +424,7 @@ fn query_caps(ctx: *mut sys::ibv_context) -> Result<(DeviceCaps, u32), VerbsErro
         max_qp: attr_u32(attr.max_qp),
         max_qp_wr: attr_u32(attr.max_qp_wr),
         max_sge: attr_u32(attr.max_sge),
+        max_sge_rd: attr_u32(attr.max_sge_rd),
         max_inline_data: probe_inline(ctx),
         max_cq: attr_u32(attr.max_cq),
         max_cqe: attr_u32(attr.max_cqe),
@@ -440,6 +441,13 @@ fn query_caps(ctx: *mut sys::ibv_context) -> Result<(DeviceCaps, u32), VerbsErro
         max_private_data_connect: PRIVATE_DATA_CONNECT_MAX as u32,
         max_private_data_accept: PRIVATE_DATA_ACCEPT_MAX as u32,
         max_private_data_reject: PRIVATE_DATA_REJECT_MAX as u32,
+        transport: if iwarp {
+            Transport::Iwarp
+        } else {
+            Transport::Ib
+        },
+        vendor_id: attr.vendor_id,
+        vendor_part_id: attr.vendor_part_id,
     };
     Ok((caps, attr.vendor_id))
 }

@@ -314,7 +314,7 @@ pub struct RdmaQp {
     recv_cq: Arc<CqInner>,
     srq: Option<Arc<SrqInner>>,
     _pd: Arc<PdInner>,
-    _dev: Arc<DeviceInner>,
+    dev: Arc<DeviceInner>,
 }
 
 // SAFETY: the QP is used through &mut self only; ibverbs/rdma_cm objects may be used from any
@@ -457,7 +457,7 @@ impl RdmaQp {
             recv_cq,
             srq,
             _pd: Arc::clone(pd),
-            _dev: Arc::clone(dev),
+            dev: Arc::clone(dev),
         })
     }
 
@@ -620,6 +620,13 @@ impl QueuePair<Rdma> for RdmaQp {
             SendOp::BindMw { .. } => (sys::ibv_wr_opcode::IBV_WR_BIND_MW, false),
         };
         if inline && !carries_data {
+            return Err(einval);
+        }
+        // siw (max_sge_rd 1) reads only the first SGE's length of a longer sink list and
+        // reports that as byte_len; its kernel refuses such a Read from kernel users.
+        if matches!(wr.op, SendOp::RdmaRead { .. })
+            && wr.sgl.len() > self.dev.caps().max_sge_rd as usize
+        {
             return Err(einval);
         }
         if let SendOp::BindMw { mw, rkey, .. } = wr.op {

@@ -3,11 +3,12 @@
 //! accounting, batch chaining).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
-use super::cq::QpAcct;
+use super::cq::{AttachTable, QpAcct};
 use super::mem::{index_of, RecvBatch};
 use super::{from_sockaddr, to_sockaddr, Rdma};
-use crate::verbs::{errno, Provider, RecvWr, Sge, VerbsCall};
+use crate::verbs::{errno, Completion, Provider, RecvWr, Sge, VerbsCall, WcOpcode, WcStatus};
 
 /// Opening a device where there is none (no kernel RDMA, or an address of no RDMA device)
 /// returns a clean `OpenDevice` error, never a panic.
@@ -172,4 +173,89 @@ fn rejects_bad_wr_pointer_outside_batch() {
     // SAFETY: in bounds of `a`.
     assert_eq!(index_of(base, unsafe { base.add(2) }, 4), 2);
     assert_eq!(index_of(base, base.wrapping_add(100), 4), 4);
+}
+
+fn recv_wc(qp_num: u32) -> Completion {
+    Completion {
+        qp_num,
+        opcode: WcOpcode::RECV,
+        ..Completion::default()
+    }
+}
+
+/// The CQ's table of attached QPs stays sorted, ignores double attaches and unknown QPs, and
+/// charges each completion to its QP.
+#[test]
+fn accepts_attach_table_lookup_and_detach() {
+    let t = AttachTable::new();
+    let accts: Vec<Arc<QpAcct>> = [5u32, 1, 3]
+        .iter()
+        .map(|&n| Arc::new(QpAcct::new(core::ptr::null_mut(), n, 4, None, 3)))
+        .collect();
+    for a in &accts {
+        t.attach(a);
+    }
+    t.attach(&accts[0]);
+    assert_eq!(
+        t.read(|q| q.iter().map(|a| a.qp_num).collect::<Vec<_>>()),
+        [1, 3, 5]
+    );
+    t.account(&[recv_wc(5), recv_wc(5), recv_wc(3), recv_wc(99)]);
+    assert_eq!(accts[0].rq_completed(), 2);
+    assert_eq!(accts[2].rq_completed(), 1);
+    assert_eq!(accts[1].rq_completed(), 0);
+    t.detach(&accts[2]);
+    t.detach(&accts[2]);
+    assert_eq!(
+        t.read(|q| q.iter().map(|a| a.qp_num).collect::<Vec<_>>()),
+        [1, 5]
+    );
+    t.account(&[recv_wc(3)]);
+    assert_eq!(
+        accts[2].rq_completed(),
+        1,
+        "a detached QP is no longer charged"
+    );
+    // An error completion stops the QP's accounting.
+    t.account(&[Completion {
+        status: WcStatus::WR_FLUSH_ERR,
+        ..recv_wc(1)
+    }]);
+    assert!(accts[1].errored());
+}
+
+/// A poller thread charging completions while another thread attaches and detaches QPs: no
+/// completion of the QP that stays attached is lost, and nothing is freed under the reader
+/// (run under Miri for the memory-model check).
+#[test]
+fn accepts_attach_table_concurrent_poll_and_edit() {
+    let rounds: u64 = if cfg!(miri) { 50 } else { 20_000 };
+    let t = Arc::new(AttachTable::new());
+    let stay = Arc::new(QpAcct::new(core::ptr::null_mut(), 1000, 4, None, 3));
+    t.attach(&stay);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let editor = {
+        let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            // Acquire: pairs with the Release store after the poller's last pass.
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let a = Arc::new(QpAcct::new(core::ptr::null_mut(), n % 1000, 4, None, 3));
+                t.attach(&a);
+                t.detach(&a);
+                n = n.wrapping_add(1);
+                if cfg!(miri) && n > 20 {
+                    break;
+                }
+            }
+        })
+    };
+    for i in 0..rounds {
+        t.account(&[recv_wc(1000), recv_wc((i % 1000) as u32)]);
+    }
+    // Release: pairs with the Acquire load in the editor loop.
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    editor.join().unwrap();
+    assert_eq!(stay.rq_completed(), rounds);
+    assert_eq!(t.read(|q| q.len()), 1);
 }

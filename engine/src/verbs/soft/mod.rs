@@ -37,8 +37,8 @@ use mr::{KeyTable, MAX_SGE};
 use qp::QpShared;
 
 use super::{
-    errno, CmEventKind, ConnRequest, Device, DeviceCaps, Listener, PrivateData, Provider, QpInit,
-    VerbsCall, VerbsError, PRIVATE_DATA_ACCEPT_MAX, PRIVATE_DATA_CONNECT_MAX,
+    errno, vendor, CmEventKind, ConnRequest, Device, DeviceCaps, Listener, PrivateData, Provider,
+    QpInit, Transport, VerbsCall, VerbsError, PRIVATE_DATA_ACCEPT_MAX, PRIVATE_DATA_CONNECT_MAX,
     PRIVATE_DATA_REJECT_MAX, REJECT_CONSUMER, REJECT_NO_LISTENER, RNR_RETRY_INFINITE,
 };
 
@@ -62,6 +62,7 @@ impl Default for SoftConfig {
                 max_qp: 1 << 16,
                 max_qp_wr: 4096,
                 max_sge: MAX_SGE as u32,
+                max_sge_rd: MAX_SGE as u32,
                 max_inline_data: 256,
                 max_cq: 1 << 16,
                 max_cqe: 1 << 20,
@@ -78,6 +79,9 @@ impl Default for SoftConfig {
                 max_private_data_connect: PRIVATE_DATA_CONNECT_MAX as u32,
                 max_private_data_accept: PRIVATE_DATA_ACCEPT_MAX as u32,
                 max_private_data_reject: PRIVATE_DATA_REJECT_MAX as u32,
+                transport: Transport::Ib,
+                vendor_id: vendor::SOFT,
+                vendor_part_id: 0,
             },
             key_table_entries: 4096,
         }
@@ -582,8 +586,18 @@ impl SoftEnv {
 
     /// A fresh environment on `fabric` (e.g. one with a trace hook).
     pub fn on(fabric: SoftFabric) -> SoftEnv {
-        let client = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
-        let server = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+        SoftEnv::on_with(fabric, SoftConfig::default())
+    }
+
+    /// A fresh environment on its own fabric whose two devices use `config` (e.g. without
+    /// memory windows, to see the suite skip what they cannot run).
+    pub fn with_config(config: SoftConfig) -> SoftEnv {
+        SoftEnv::on_with(SoftFabric::new(), config)
+    }
+
+    fn on_with(fabric: SoftFabric, config: SoftConfig) -> SoftEnv {
+        let client = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), config);
+        let server = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), config);
         SoftEnv {
             fabric,
             client,

@@ -7,7 +7,8 @@
 //! RDMA WRITE/READ copy through the peer's key table, LOCAL_INV/BIND_MW change the local key
 //! table. Completions go to the CQs (lock-free MPMC rings). A SEND that finds no receive
 //! (RNR) stays at the head of the send queue and is retried on later doorbells, CQ polls and
-//! the peer's receive doorbells, up to `rnr_retry_count` times (7 = forever).
+//! the peer's receive doorbells, up to the *peer's* `rnr_retry_count` times (7 = forever; the
+//! count is the one the receiver asked for at connection time, as rdma_cm does).
 //!
 //! Recovery: any error completion moves the QP to ERROR and tears the connection down: both
 //! QPs go to ERROR, both get `Disconnected`, and every outstanding send and receive WR
@@ -389,7 +390,8 @@ impl QpShared {
                 head: 0,
                 len: 0,
                 peer: None,
-                rnr_retry: opts.rnr_retry_count,
+                // Replaced by the peer's count at establishment.
+                rnr_retry: 0,
                 rnr_left: None,
                 psn: qp_num.wrapping_mul(0x9e37) & 0xff_ffff,
                 unsignaled: 0,
@@ -440,7 +442,13 @@ impl QpShared {
     /// Connection established: links the engine to `peer`, moves to RTS.
     pub(crate) fn establish(&self, peer: &Arc<QpShared>) {
         let _ = self.peer.set(Arc::downgrade(peer));
-        self.with_engine(|e| e.peer = Some(peer.clone()));
+        // As rdma_cm over the IB CM: the RNR retry count of our sends is the one the peer asked
+        // for (carried in its REQ or REP), not our own option.
+        let rnr = peer.opts.rnr_retry_count;
+        self.with_engine(|e| {
+            e.peer = Some(peer.clone());
+            e.rnr_retry = rnr;
+        });
         // SeqCst: orders with the error transition's compare-exchange.
         if self
             .state
@@ -1290,10 +1298,15 @@ impl QueuePair<SoftProvider> for SoftQp {
                 raddr: remote_addr,
                 rkey,
             },
-            SendOp::RdmaRead { remote_addr, rkey } => SqOp::Read {
-                raddr: remote_addr,
-                rkey,
-            },
+            SendOp::RdmaRead { remote_addr, rkey } => {
+                if wr.sgl.len() > sh.dev.caps.max_sge_rd as usize {
+                    return Self::send_err(errno::EINVAL);
+                }
+                SqOp::Read {
+                    raddr: remote_addr,
+                    rkey,
+                }
+            }
             SendOp::LocalInv { rkey } => SqOp::LocalInv(rkey),
             SendOp::BindMw {
                 mw,
