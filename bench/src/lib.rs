@@ -2,6 +2,8 @@
 //! cross-core cache-line ping-pong floor, and a side-by-side report printed as ratios.
 #![warn(missing_docs)]
 
+pub mod soft_rtt;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;

@@ -17,12 +17,21 @@
 //! and the reactor loop (see `tests/noalloc.rs`).
 #![warn(missing_docs)]
 
+pub mod api_stats;
 pub mod backoff;
+pub mod buf;
+pub mod client;
+pub mod config;
+pub mod driver;
 pub mod mpsc;
+pub mod program;
 pub mod reactor;
 pub mod ring;
+pub mod runtime;
+pub mod server;
 pub mod stats;
 pub mod timer;
+mod worker;
 
 pub use backoff::{Backoff, BackoffConfig, IdleAction};
 pub use mpsc::{MpscConsumer, MpscProducer};
@@ -33,3 +42,14 @@ pub use reactor::{
 pub use ring::{Consumer, Producer, RingError};
 pub use stats::{StatsReader, StatsSnapshot, StatsWriter};
 pub use timer::{TimerError, TimerHandle, TimerWheel};
+
+pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
+pub use buf::{BufPool, HostRegions};
+pub use client::{CallArgs, Callback, Client, ClientError, ClientState, Refused, Reply};
+pub use config::{
+    BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PinMode,
+    ProtocolVersion, RuntimeConfig, ServerOptions,
+};
+pub use program::{BuildError, Handler, Program, Programs, Reject, ReplyBuilder, Request};
+pub use runtime::{Endpoint, EndpointError, QpHook};
+pub use server::{Server, ServerBuilder, ServerError};

@@ -8,6 +8,10 @@
 //! - One-way latency: ping-pong of one item through two queues of the same kind; each sample is
 //!   half a round trip (ns), next to the bare cache-line ping-pong floor (also halved).
 //!
+//! The variants are interleaved (one run or chunk of each in turn, repeated), so that noise from
+//! other processes on the shared cores hits every row alike and the ratios stay meaningful. Every
+//! measurement runs in fresh threads pinned to the two cores; the main thread stays unpinned.
+//!
 //! Run: `cargo run --release -p rpcrdma-bench --bin rings`.
 
 use crossbeam_queue::ArrayQueue;
@@ -17,6 +21,7 @@ use rpcrdma_poller::mpsc::{self, MpscConsumer, MpscProducer};
 use rpcrdma_poller::ring::{self, Consumer, Producer};
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Barrier};
+use std::thread;
 use std::time::Instant;
 
 /// Ring size for every queue.
@@ -25,8 +30,10 @@ const CAP: usize = 1024;
 const ITEMS: u64 = 1 << 20;
 /// Throughput runs (samples) per row.
 const RUNS: usize = 15;
-/// Round trips per latency row.
-const ROUND_TRIPS: u64 = 100_000;
+/// Latency chunks per row (interleaved).
+const CHUNKS: usize = 20;
+/// Round trips per latency chunk.
+const CHUNK_ROUND_TRIPS: u64 = 5_000;
 /// Burst size.
 const BURST: usize = 32;
 
@@ -137,13 +144,23 @@ fn mpsc_ring() -> (MpscProducer<u64>, MpscConsumer<u64>) {
     mpsc::channel(CAP).expect("power-of-two capacity")
 }
 
-/// One throughput run: the producer (on core 2) sends 0..ITEMS, the consumer (this thread, on
-/// core 1) checks the sequence. Returns picoseconds per item.
+/// Runs `f` on a fresh thread pinned to the first core (the consumer / timing side).
+fn on_first_core<R: Send + 'static>(cores: Cores, f: impl FnOnce() -> R + Send + 'static) -> R {
+    thread::spawn(move || {
+        pin(cores.map(|c| c.0));
+        f()
+    })
+    .join()
+    .expect("measurement thread")
+}
+
+/// One throughput run: the producer (second core) sends 0..ITEMS, the consumer (first core)
+/// checks the sequence. Returns picoseconds per item.
 fn one_run<T: Tx, R: Rx>(cores: Cores, (mut tx, mut rx): (T, R), burst: bool) -> u64 {
     let start = Arc::new(Barrier::new(2));
     let producer = {
         let start = Arc::clone(&start);
-        std::thread::spawn(move || {
+        thread::spawn(move || {
             pin(cores.map(|c| c.1));
             start.wait();
             let mut next = 0u64;
@@ -167,49 +184,41 @@ fn one_run<T: Tx, R: Rx>(cores: Cores, (mut tx, mut rx): (T, R), burst: bool) ->
             }
         })
     };
-    start.wait();
-    let t = Instant::now();
-    let mut expect = 0u64;
-    let mut out = [MaybeUninit::<u64>::uninit(); BURST];
-    while expect < ITEMS {
-        if burst {
-            let got = rx.pop_burst(&mut out);
-            if got.is_empty() {
-                core::hint::spin_loop();
-            }
-            for &v in got {
+    on_first_core(cores, move || {
+        start.wait();
+        let t = Instant::now();
+        let mut expect = 0u64;
+        let mut out = [MaybeUninit::<u64>::uninit(); BURST];
+        while expect < ITEMS {
+            if burst {
+                let got = rx.pop_burst(&mut out);
+                if got.is_empty() {
+                    core::hint::spin_loop();
+                }
+                for &v in got {
+                    assert_eq!(v, expect, "sequence broken");
+                    expect += 1;
+                }
+            } else if let Some(v) = rx.pop() {
                 assert_eq!(v, expect, "sequence broken");
                 expect += 1;
+            } else {
+                core::hint::spin_loop();
             }
-        } else if let Some(v) = rx.pop() {
-            assert_eq!(v, expect, "sequence broken");
-            expect += 1;
-        } else {
-            core::hint::spin_loop();
         }
-    }
-    let ns = t.elapsed().as_nanos() as u64;
-    producer.join().expect("producer thread");
-    ns.saturating_mul(1000) / ITEMS
+        let ns = t.elapsed().as_nanos() as u64;
+        producer.join().expect("producer thread");
+        ns.saturating_mul(1000) / ITEMS
+    })
 }
 
-fn throughput<T: Tx, R: Rx>(cores: Cores, make: fn() -> (T, R), burst: bool) -> Histogram<u64> {
-    // One warm-up run, not recorded.
-    one_run(cores, make(), burst);
-    let mut h = histogram();
-    for _ in 0..RUNS {
-        h.saturating_record(one_run(cores, make(), burst));
-    }
-    h
-}
-
-/// Ping-pong through two queues of one kind; samples are half round trips (ns).
-fn latency<T: Tx, R: Rx>(cores: Cores, make: fn() -> (T, R)) -> Histogram<u64> {
+/// One latency chunk: ping-pong through two queues of one kind; samples are half round trips.
+fn latency_chunk<T: Tx, R: Rx>(cores: Cores, make: fn() -> (T, R)) -> Histogram<u64> {
     let (mut ping_tx, mut ping_rx) = make();
     let (mut pong_tx, mut pong_rx) = make();
-    let echo = std::thread::spawn(move || {
+    let echo = thread::spawn(move || {
         pin(cores.map(|c| c.1));
-        for i in 0..ROUND_TRIPS {
+        for i in 0..CHUNK_ROUND_TRIPS {
             let v = loop {
                 if let Some(v) = ping_rx.pop() {
                     break v;
@@ -222,41 +231,51 @@ fn latency<T: Tx, R: Rx>(cores: Cores, make: fn() -> (T, R)) -> Histogram<u64> {
             }
         }
     });
-    let mut h = histogram();
-    for i in 0..ROUND_TRIPS {
-        let t = Instant::now();
-        while !ping_tx.push(i) {
-            core::hint::spin_loop();
-        }
-        let v = loop {
-            if let Some(v) = pong_rx.pop() {
-                break v;
+    on_first_core(cores, move || {
+        let mut h = histogram();
+        for i in 0..CHUNK_ROUND_TRIPS {
+            let t = Instant::now();
+            while !ping_tx.push(i) {
+                core::hint::spin_loop();
             }
-            core::hint::spin_loop();
-        };
-        h.saturating_record(t.elapsed().as_nanos() as u64 / 2);
-        assert_eq!(v, i, "sequence broken");
-    }
-    echo.join().expect("echo thread");
-    h
+            let v = loop {
+                if let Some(v) = pong_rx.pop() {
+                    break v;
+                }
+                core::hint::spin_loop();
+            };
+            h.saturating_record(t.elapsed().as_nanos() as u64 / 2);
+            assert_eq!(v, i, "sequence broken");
+        }
+        echo.join().expect("echo thread");
+        h
+    })
 }
 
-fn halved(h: &Histogram<u64>) -> Histogram<u64> {
+/// The bare cache-line ping-pong, halved. It runs on a fresh unpinned thread, so that
+/// `cacheline_pingpong` sees the full CPU mask and pins its own pair.
+fn floor_chunk() -> Histogram<u64> {
+    let rtt = thread::spawn(|| cacheline_pingpong(CHUNK_ROUND_TRIPS))
+        .join()
+        .expect("ping-pong thread");
     let mut out = histogram();
-    for v in h.iter_recorded() {
+    for v in rtt.iter_recorded() {
         let _ = out.record_n(v.value_iterated_to() / 2, v.count_at_value());
     }
     out
 }
 
+type Sample = Box<dyn Fn(Cores) -> u64>;
+type Chunk = Box<dyn Fn(Cores) -> Histogram<u64>>;
+
 fn main() {
-    // Read the usable cores before anything is pinned.
+    // Read the usable cores before anything is pinned (the main thread never is).
     let cores = two_cores();
     match cores {
         Some((a, b)) => println!("consumer on core {}, producer on core {}", a.id, b.id),
         None => println!("fewer than two usable cores: threads run unpinned"),
     }
-    // Other processes on these two cores make every number here meaningless: say so up front.
+    // Other processes on these two cores inflate every number: say so up front.
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         let one: f64 = load
             .split_whitespace()
@@ -265,35 +284,51 @@ fn main() {
             .unwrap_or(0.0);
         println!("load average (1 min) before the run: {one:.2}");
         if one > 0.5 {
-            println!("WARNING: the machine is busy; expect noisy, inflated numbers");
+            println!("WARNING: the machine is busy; expect noisy numbers (ratios suffer least)");
         }
     }
-    let floor = halved(&cacheline_pingpong(ROUND_TRIPS));
-    pin(cores.map(|c| c.0));
 
-    let rows = vec![
-        Row::new("spsc ring, single", throughput(cores, spsc, false)),
-        Row::new("spsc ring, burst 32", throughput(cores, spsc, true)),
-        Row::new(
+    let variants: Vec<(&str, Sample)> = vec![
+        ("spsc ring, single", Box::new(|c| one_run(c, spsc(), false))),
+        (
+            "spsc ring, burst 32",
+            Box::new(|c| one_run(c, spsc(), true)),
+        ),
+        (
             "crossbeam ArrayQueue, single",
-            throughput(cores, crossbeam, false),
+            Box::new(|c| one_run(c, crossbeam(), false)),
         ),
-        Row::new(
+        (
             "crossbeam ArrayQueue, 32 singles",
-            throughput(cores, crossbeam, true),
+            Box::new(|c| one_run(c, crossbeam(), true)),
         ),
-        Row::new(
+        (
             "mpsc ring (1 producer), single",
-            throughput(cores, mpsc_ring, false),
+            Box::new(|c| one_run(c, mpsc_ring(), false)),
         ),
-        Row::new(
+        (
             "mpsc ring (1 producer), deq burst 32",
-            throughput(cores, mpsc_ring, true),
+            Box::new(|c| one_run(c, mpsc_ring(), true)),
         ),
     ];
+    // One warm-up run each, not recorded; then the runs, interleaved.
+    for (_, f) in &variants {
+        f(cores);
+    }
+    let mut hists: Vec<Histogram<u64>> = variants.iter().map(|_| histogram()).collect();
+    for _ in 0..RUNS {
+        for (h, (_, f)) in hists.iter_mut().zip(&variants) {
+            h.saturating_record(f(cores));
+        }
+    }
+    let rows: Vec<Row> = variants
+        .iter()
+        .zip(hists)
+        .map(|((name, _), h)| Row::new(*name, h))
+        .collect();
     report(
         &format!(
-            "Throughput, {ITEMS} u64 items per run, {RUNS} runs: PICOSECONDS per item \
+            "Throughput, {ITEMS} u64 items per run, {RUNS} interleaved runs: PICOSECONDS per item \
              (columns say ns; read ps), ratio to the spsc single row"
         ),
         &rows,
@@ -307,15 +342,33 @@ fn main() {
         );
     }
 
-    let rows = vec![
-        Row::new("cache-line ping-pong / 2 (floor)", floor),
-        Row::new("spsc ring", latency(cores, spsc)),
-        Row::new("crossbeam ArrayQueue", latency(cores, crossbeam)),
-        Row::new("mpsc ring", latency(cores, mpsc_ring)),
+    let chunks: Vec<(&str, Chunk)> = vec![
+        (
+            "cache-line ping-pong / 2 (floor)",
+            Box::new(|_| floor_chunk()),
+        ),
+        ("spsc ring", Box::new(|c| latency_chunk(c, spsc))),
+        (
+            "crossbeam ArrayQueue",
+            Box::new(|c| latency_chunk(c, crossbeam)),
+        ),
+        ("mpsc ring", Box::new(|c| latency_chunk(c, mpsc_ring))),
     ];
+    let mut hists: Vec<Histogram<u64>> = chunks.iter().map(|_| histogram()).collect();
+    for _ in 0..CHUNKS {
+        for (h, (_, f)) in hists.iter_mut().zip(&chunks) {
+            h.add(f(cores)).expect("same histogram bounds");
+        }
+    }
+    let rows: Vec<Row> = chunks
+        .iter()
+        .zip(hists)
+        .map(|((name, _), h)| Row::new(*name, h))
+        .collect();
     report(
         &format!(
-            "One-way latency (half round trip, ns), {ROUND_TRIPS} round trips, ratio to the floor"
+            "One-way latency (half round trip, ns), {CHUNKS} interleaved chunks of \
+             {CHUNK_ROUND_TRIPS} round trips, ratio to the floor"
         ),
         &rows,
     );

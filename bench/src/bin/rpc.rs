@@ -1,0 +1,240 @@
+//! RPC benchmark (issue 7), side by side in one run, as ratios to the physical floor:
+//!
+//! 1. bare cross-core cache-line ping-pong round trip (the floor);
+//! 2. bare soft-provider SEND round trip (verbs only, no RPC stack);
+//! 3. NULL RPC round trip through the whole stack (client call → client reactor → soft QP →
+//!    server reactor → NULL reply → callback), callbacks inline on the reactors;
+//! 4. the same with callbacks and handlers on worker threads;
+//! 5. NULL RPC throughput (32 calls in flight) in both modes.
+//!
+//! The client connection runs on reactor 1 and the server connection on reactor 0, each
+//! reactor pinned to one of the first two cores. Inline mode busy-polls; worker mode adds a
+//! worker thread per endpoint, so reactors and workers back off when idle (the machine has two
+//! cores). Rerun: `cargo run --release -p rpcrdma-bench --bin rpc -- [--iters N] [--secs S]`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rpcrdma_bench::soft_rtt::{load_average, soft_send_rtt};
+use rpcrdma_bench::{cacheline_pingpong, histogram, report, Row};
+use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_poller::{
+    BackoffMode, CallbackMode, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
+    Program, ReactorConfig, ReactorSet, Server, ServerOptions,
+};
+
+const PROG: u32 = 0x2000_00aa;
+
+fn flag(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(i) = args.iter().position(|a| a == name) else {
+        return default;
+    };
+    match args.get(i + 1).and_then(|v| v.parse().ok()) {
+        Some(v) => v,
+        None => {
+            eprintln!("usage: rpc [--iters N] [--secs S] ({name} needs a number)");
+            std::process::exit(2)
+        }
+    }
+}
+
+struct Bench {
+    set: ReactorSet,
+    eps: [Endpoint<SoftProvider>; 2],
+    client: Client,
+}
+
+fn setup(mode: CallbackMode, port: u16) -> Bench {
+    let worker = mode == CallbackMode::Worker;
+    let mut rc = ReactorConfig::new(Cores::Count(2));
+    rc.pin = PinPolicy::AllowUnpinned;
+    let backoff = if worker {
+        BackoffMode::SharedCores
+    } else {
+        BackoffMode::BusyPoll
+    };
+    rc.backoff = backoff.config();
+    let set = ReactorSet::start(&rc).expect("two reactors");
+    let fabric = SoftFabric::new();
+    let sdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)));
+    let cdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1)));
+    let ecfg = EndpointConfig {
+        max_conns_per_reactor: 4,
+        max_credits: 32,
+        buffers: 1024,
+        reply_buffers: 1024,
+        buffer_size: 4096,
+        workers: usize::from(worker),
+        worker_ring: 256,
+        hugepages: true,
+    };
+    let sep = Endpoint::with_backoff(&set, sdev, ecfg.clone(), backoff).expect("server ep");
+    let cep = Endpoint::with_backoff(&set, cdev, ecfg, backoff).expect("client ep");
+    let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)), port);
+    Server::builder()
+        .program(Program::new(PROG, 1..=1))
+        .options(ServerOptions {
+            mode,
+            credits: 32,
+            listen_reactor: Some(0),
+            ..ServerOptions::default()
+        })
+        .start(&sep, addr)
+        .expect("server");
+    // The listener hands the first connection to reactor 0; the client runs on reactor 1.
+    let client = Client::connect(
+        &cep,
+        addr,
+        ClientOptions {
+            mode,
+            credits: 32,
+            reactor: Some(1),
+            ..ClientOptions::default()
+        },
+    )
+    .expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)), "connect");
+    Bench {
+        set,
+        eps: [sep, cep],
+        client,
+    }
+}
+
+impl Bench {
+    fn stop(mut self) {
+        self.set.stop().expect("stop reactors");
+        for e in &self.eps {
+            e.stop_workers();
+        }
+    }
+}
+
+/// Closed-loop state: each completion records its latency and starts the next call.
+struct Loop {
+    client: Client,
+    base: Instant,
+    hist: Mutex<Histogram<u64>>,
+    left: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicBool,
+}
+
+fn issue(st: Arc<Loop>) {
+    let Some(args) = st.client.args() else {
+        st.failed.store(true, Ordering::Release);
+        return;
+    };
+    let t0 = st.base.elapsed().as_nanos() as u64;
+    let s2 = Arc::clone(&st);
+    let r = st.client.call(PROG, 1, 0, args, move |r| {
+        let dt = (s2.base.elapsed().as_nanos() as u64).saturating_sub(t0);
+        if r.is_err() {
+            s2.failed.store(true, Ordering::Release);
+        }
+        s2.hist
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .saturating_record(dt.max(1));
+        // Release: pairs with the Acquire load of the waiting thread.
+        s2.done.fetch_add(1, Ordering::Release);
+        // AcqRel: each completion takes one of the calls still to start (the counter wraps
+        // below zero once all are started; those values are far above any total).
+        let prev = s2.left.fetch_sub(1, Ordering::AcqRel);
+        if prev > 0 && prev < u64::MAX / 2 {
+            issue(s2);
+        }
+    });
+    if r.is_err() {
+        st.failed.store(true, Ordering::Release);
+    }
+}
+
+/// Runs `total` NULL calls with `window` in flight; returns latencies and the elapsed time.
+fn closed_loop(client: &Client, total: u64, window: u64) -> (Histogram<u64>, Duration) {
+    let st = Arc::new(Loop {
+        client: client.clone(),
+        base: Instant::now(),
+        hist: Mutex::new(histogram()),
+        left: AtomicU64::new(total - window.min(total)),
+        done: AtomicU64::new(0),
+        failed: AtomicBool::new(false),
+    });
+    let t = Instant::now();
+    for _ in 0..window.min(total) {
+        issue(Arc::clone(&st));
+    }
+    // Acquire: pairs with the callbacks' Release increments.
+    while st.done.load(Ordering::Acquire) < total {
+        assert!(!st.failed.load(Ordering::Acquire), "a call failed");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let el = t.elapsed();
+    let h = st.hist.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    (h, el)
+}
+
+fn main() {
+    let iters = flag("--iters", 50_000);
+    let secs = flag("--secs", 2);
+    let load_before = load_average();
+    let floor = cacheline_pingpong(iters);
+    let send = soft_send_rtt(iters);
+    let mut rows = vec![
+        Row::new("cache-line ping-pong RTT (floor)", floor),
+        Row::new("bare soft SEND round trip (32 B)", send),
+    ];
+    let mut tput = Vec::new();
+    for (i, mode) in [CallbackMode::Inline, CallbackMode::Worker]
+        .into_iter()
+        .enumerate()
+    {
+        let b = setup(mode, 7000 + i as u16);
+        let _ = closed_loop(&b.client, iters / 10 + 1, 1); // warm-up
+        let (h, _) = closed_loop(&b.client, iters, 1);
+        rows.push(Row::new(format!("NULL RPC round trip, {mode:?} mode"), h));
+        // Throughput: as many calls as fit in `secs` at the first estimate, 32 in flight.
+        let (_, el) = closed_loop(&b.client, 20_000, 32);
+        let rate = 20_000.0 / el.as_secs_f64();
+        let total = ((rate * secs as f64) as u64).max(1000);
+        let (_, el) = closed_loop(&b.client, total, 32);
+        tput.push((mode, total as f64 / el.as_secs_f64()));
+        b.stop();
+    }
+    let load_after = load_average();
+    report(
+        &format!(
+            "RPC round trip over the soft provider ({iters} iterations; ratio = p50 / floor p50)"
+        ),
+        &rows,
+    );
+    let send_p50 = rows[1].hist.value_at_quantile(0.5).max(1) as f64;
+    for r in &rows[2..] {
+        println!(
+            "{:<44} p50 / bare SEND p50 = {:.2}",
+            r.name,
+            r.hist.value_at_quantile(0.5) as f64 / send_p50
+        );
+    }
+    println!("\nNULL RPC throughput (32 calls in flight, about {secs} s each)");
+    for (m, t) in &tput {
+        println!("{:<44} {:>12.0} calls/s", format!("{m:?} mode"), t);
+    }
+    if let (Some(t0), Some(t1)) = (load_before, tput.first().map(|t| t.1)) {
+        println!(
+            "worker / inline throughput = {:.2}",
+            tput.get(1).map_or(0.0, |w| w.1) / t1
+        );
+        println!(
+            "\nload average before: {:.2} {:.2} {:.2}; after: {}",
+            t0.0,
+            t0.1,
+            t0.2,
+            load_after.map_or("?".into(), |l| format!("{:.2} {:.2} {:.2}", l.0, l.1, l.2))
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! Run-time statistics of the RPC layer: one block per node (a reactor's share of an
+//! [`Endpoint`](crate::runtime::Endpoint)) and one per connection.
+//!
+//! Normal operation: each block has exactly one writer (the reactor thread that owns the node or
+//! connection) and any number of readers ([`NodeStats::snapshot`], [`ConnStats::snapshot`]),
+//! like [`crate::stats`]: an update is a relaxed load plus a relaxed store, gauges are relaxed
+//! stores. Counters are individually exact; a snapshot is not atomic across counters.
+//!
+//! Recovery: nothing to recover; counters wrap at 2^64.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use std::sync::Arc;
+
+/// Adds `n` to a counter only the owning thread stores.
+#[inline]
+fn bump(c: &AtomicU64, n: u64) {
+    // Relaxed load and store: single writer (the load sees our own last store); readers'
+    // Relaxed loads in `snapshot` may see any recent value, which is all a statistic promises.
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+#[inline]
+fn set(c: &AtomicU64, v: u64) {
+    // Relaxed: a gauge, read by `snapshot` only (pairs with nothing).
+    c.store(v, Ordering::Relaxed);
+}
+
+#[inline]
+fn get(c: &AtomicU64) -> u64 {
+    // Relaxed: statistics only; sees some recent value of the writer's Relaxed stores.
+    c.load(Ordering::Relaxed)
+}
+
+macro_rules! counters {
+    (
+        $(#[$m:meta])* $block:ident, $snap:ident {
+            $( $(#[$fm:meta])* $field:ident ),+ $(,)?
+        }
+    ) => {
+        #[derive(Default)]
+        struct $block {
+            $( $field: AtomicU64, )+
+        }
+
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $snap {
+            $( $(#[$fm])* pub $field: u64, )+
+        }
+
+        impl $block {
+            fn snapshot(&self) -> $snap {
+                $snap { $( $field: get(&self.$field), )+ }
+            }
+        }
+    };
+}
+
+counters! {
+    /// Counters of one node (one reactor's CQ and connections of an endpoint).
+    NodeCounters, NodeSnapshot {
+        /// Calls to the node's poll function.
+        polls,
+        /// Polls that found useful work (completions, calls, events, worker results).
+        busy_polls,
+        /// Completion-queue polls that returned at least one completion.
+        cq_bursts,
+        /// Completions taken from the CQ.
+        completions,
+        /// Completions whose QP number matched no live connection (late flushes).
+        stray_completions,
+        /// Doorbells rung (send and receive flushes).
+        doorbells,
+        /// Work requests posted.
+        work_requests,
+        /// Connections currently in the node (a gauge).
+        connections,
+        /// Connections accepted (server) or established (client) so far.
+        established,
+        /// Jobs waiting in the rings to the workers (a gauge, sampled each poll).
+        worker_ring_used,
+        /// Jobs waiting in the node because the worker rings were full (a gauge).
+        worker_overflow,
+        /// Times a job could not enter a full worker ring (back-pressure events).
+        worker_ring_full,
+        /// Verbs calls that failed (post, flush, poll, connect, accept).
+        verbs_errors,
+    }
+}
+
+counters! {
+    /// Counters of one connection.
+    ConnCounters, ConnSnapshot {
+        /// Calls started on the wire (client, retransmissions included) or received (server).
+        calls,
+        /// Calls completed: replies received (client) or replies sent (server).
+        replies,
+        /// Calls completed with an error (client) or answered with an RPC error (server).
+        errors,
+        /// Octets of RPC message sent (call or reply, DDP items included).
+        bytes_out,
+        /// Octets of RPC message received (reply or call stream, DDP results included).
+        bytes_in,
+        /// Credits in use: calls outstanding on the wire (client) or calls being served
+        /// (server). A gauge.
+        credits_in_use,
+        /// Credits granted by the peer (client) or to the peer (server). A gauge.
+        credits_granted,
+        /// Calls waiting for a credit or a slot (client) / for a reply buffer (server). A gauge.
+        queued,
+        /// Calls sent again on a new connection (client).
+        retransmits,
+        /// Reconnections (client).
+        reconnects,
+        /// Connections lost.
+        connection_losses,
+    }
+}
+
+/// Node counters: the writer half stays on the reactor thread.
+pub(crate) struct NodeStatsWriter(Arc<CachePadded<NodeCounters>>);
+
+/// A reader of a node's counters (any thread).
+#[derive(Clone)]
+pub struct NodeStats(Arc<CachePadded<NodeCounters>>);
+
+impl NodeStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> NodeSnapshot {
+        self.0.snapshot()
+    }
+}
+
+impl core::fmt::Debug for NodeStats {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.snapshot().fmt(f)
+    }
+}
+
+impl NodeSnapshot {
+    /// Fraction of polls that did useful work (0 when there were none).
+    pub fn busy_fraction(&self) -> f64 {
+        if self.polls == 0 {
+            0.0
+        } else {
+            self.busy_polls as f64 / self.polls as f64
+        }
+    }
+}
+
+pub(crate) fn node_stats() -> (NodeStatsWriter, NodeStats) {
+    let c = Arc::new(CachePadded::new(NodeCounters::default()));
+    (NodeStatsWriter(Arc::clone(&c)), NodeStats(c))
+}
+
+impl NodeStatsWriter {
+    pub(crate) fn poll(&self, busy: bool) {
+        bump(&self.0.polls, 1);
+        if busy {
+            bump(&self.0.busy_polls, 1);
+        }
+    }
+    pub(crate) fn completions(&self, n: u64) {
+        bump(&self.0.cq_bursts, 1);
+        bump(&self.0.completions, n);
+    }
+    pub(crate) fn stray(&self) {
+        bump(&self.0.stray_completions, 1);
+    }
+    pub(crate) fn posted(&self, doorbells: u64, wrs: u64) {
+        bump(&self.0.doorbells, doorbells);
+        bump(&self.0.work_requests, wrs);
+    }
+    pub(crate) fn set_connections(&self, n: u64) {
+        set(&self.0.connections, n);
+    }
+    pub(crate) fn established(&self) {
+        bump(&self.0.established, 1);
+    }
+    pub(crate) fn set_worker(&self, ring_used: u64, overflow: u64) {
+        set(&self.0.worker_ring_used, ring_used);
+        set(&self.0.worker_overflow, overflow);
+    }
+    pub(crate) fn worker_ring_full(&self) {
+        bump(&self.0.worker_ring_full, 1);
+    }
+    pub(crate) fn verbs_error(&self) {
+        bump(&self.0.verbs_errors, 1);
+    }
+}
+
+/// Connection counters: the writer half stays with the connection on its reactor.
+pub(crate) struct ConnStatsWriter(Arc<CachePadded<ConnCounters>>);
+
+/// A reader of a connection's counters (any thread).
+#[derive(Clone)]
+pub struct ConnStats(Arc<CachePadded<ConnCounters>>);
+
+impl ConnStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> ConnSnapshot {
+        self.0.snapshot()
+    }
+}
+
+impl core::fmt::Debug for ConnStats {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.snapshot().fmt(f)
+    }
+}
+
+pub(crate) fn conn_stats() -> (ConnStatsWriter, ConnStats) {
+    let c = Arc::new(CachePadded::new(ConnCounters::default()));
+    (ConnStatsWriter(Arc::clone(&c)), ConnStats(c))
+}
+
+impl ConnStatsWriter {
+    pub(crate) fn call(&self, bytes_out: u64) {
+        bump(&self.0.calls, 1);
+        bump(&self.0.bytes_out, bytes_out);
+    }
+    pub(crate) fn call_in(&self, bytes_in: u64) {
+        bump(&self.0.calls, 1);
+        bump(&self.0.bytes_in, bytes_in);
+    }
+    pub(crate) fn reply_in(&self, bytes_in: u64) {
+        bump(&self.0.replies, 1);
+        bump(&self.0.bytes_in, bytes_in);
+    }
+    pub(crate) fn reply_out(&self, bytes_out: u64) {
+        bump(&self.0.replies, 1);
+        bump(&self.0.bytes_out, bytes_out);
+    }
+    pub(crate) fn error(&self) {
+        bump(&self.0.errors, 1);
+    }
+    pub(crate) fn credits(&self, in_use: u64, granted: u64) {
+        set(&self.0.credits_in_use, in_use);
+        set(&self.0.credits_granted, granted);
+    }
+    pub(crate) fn queued(&self, n: u64) {
+        set(&self.0.queued, n);
+    }
+    pub(crate) fn retransmit(&self) {
+        bump(&self.0.retransmits, 1);
+    }
+    pub(crate) fn reconnect(&self) {
+        bump(&self.0.reconnects, 1);
+    }
+    pub(crate) fn lost(&self) {
+        bump(&self.0.connection_losses, 1);
+    }
+}

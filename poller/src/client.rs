@@ -1,0 +1,1417 @@
+//! The client API: [`Client::connect`], [`Client::call`] with a completion callback, a blocking
+//! wrapper, DDP items per call, and the reactor-side connection that runs them
+//! (`ClientConn`).
+//!
+//! Normal operation: `call` moves the call (arguments already encoded by the caller into a
+//! registered [`CallArgs`] buffer, DDP items and receptacles, the callback) into the client's
+//! MPSC submission ring and wakes its reactor. The reactor takes calls from the ring while it has
+//! a free call record and a reply buffer, gives each an XID and an RPC call header (written in
+//! the connection's slab), and starts as many as the granted credits allow; the rest wait, in
+//! order, in the record queue (and further ones in the ring) — nothing is dropped. A reply
+//! completes its record: the RPC reply header is checked and the callback gets a [`Reply`] that
+//! owns the reply buffer (a pool object that returns to its pool when dropped, on any thread),
+//! or a [`ClientError`]. Callbacks run on the reactor ([`CallbackMode::Inline`]) or on a
+//! worker thread ([`CallbackMode::Worker`]).
+//!
+//! Recovery: when the connection is lost, every call on the wire fails inside the engine; the
+//! client puts those back at the head of its queue (in submission order), drops the QP and
+//! reconnects after a back-off delay (timer wheel; doubling from `reconnect_min_ms` to
+//! `reconnect_max_ms`). On the new connection the calls are sent again with the SAME XIDs. A
+//! call sent more than `1 + max_retransmits` times fails with
+//! [`ClientError::RetransmitsExhausted`]; after `max_reconnects` failed attempts in a row every
+//! pending call fails with [`ClientError::ReconnectFailed`]; [`Client::close`] lets pending
+//! calls finish, then disconnects; calls refused at submission are handed back. Every accepted
+//! call completes exactly once: a [`Callback`] dropped without having run (a ring dropped at
+//! teardown) runs with [`ClientError::Dropped`].
+
+use core::mem::MaybeUninit;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use rpcrdma_engine::conn::{
+    self, CallError, CallId, CallSpec, Connection, DdpItem, Event, LocalBuf, Role, StartError,
+};
+use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, RejectedReply, ReplyBody};
+use rpcrdma_engine::verbs::{
+    CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
+};
+use rpcrdma_mempool::PoolBuf;
+
+use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
+use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
+use crate::config::{CallbackMode, ClientOptions, ProtocolVersion};
+use crate::driver::ConnDriver;
+use crate::mpsc::{self, MpscConsumer, MpscProducer};
+use crate::program::{BuildError, DdpItems, MAX_DDP};
+use crate::reactor::PollerCtx;
+use crate::runtime::{timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
+use crate::timer::TimerHandle;
+use crate::worker::{CompleteJob, Job, NodeLinks};
+
+/// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
+const RPC_HEADER_SIZE: u32 = 128;
+
+// ---------------------------------------------------------------------------------------------
+// Errors and results.
+
+/// Why a call did not produce results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientError {
+    /// The submission ring is full (back-pressure); try again later.
+    Busy,
+    /// The client was closed.
+    Closed,
+    /// The connection could not be (re)established within `max_reconnects` attempts.
+    ReconnectFailed,
+    /// The call was sent `1 + max_retransmits` times and every connection carrying it was lost.
+    RetransmitsExhausted,
+    /// No reply within `call_timeout_ms`.
+    TimedOut,
+    /// The server accepted the call but did not run it: PROG_UNAVAIL, PROG_MISMATCH,
+    /// PROC_UNAVAIL, GARBAGE_ARGS, SYSTEM_ERR or an unknown accept_stat.
+    Rpc(AcceptStat),
+    /// The server denied the call (RPC_MISMATCH or AUTH_ERROR).
+    Denied(RejectedReply),
+    /// The transport failed the call (RDMA_ERROR, bad reply, ...).
+    Transport(CallError),
+    /// The reply's RPC header did not decode.
+    BadReply,
+    /// The call could not be expressed (too large, too many items, ...).
+    BadCall(StartError),
+    /// The requested protocol version is not supported.
+    Unsupported,
+    /// Setting the connection up failed locally (memory, verbs).
+    Setup,
+    /// The call was dropped without running (runtime torn down with the call in a ring).
+    Dropped,
+}
+
+impl core::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "RPC call failed: {self:?}")
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A call refused at submission, with its arguments handed back.
+#[derive(Debug)]
+pub struct Refused {
+    /// Why.
+    pub error: ClientError,
+    /// The arguments, untouched.
+    pub args: CallArgs,
+}
+
+impl core::fmt::Display for Refused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "call refused: {:?}", self.error)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// A successful reply. Owns the reply buffer (and the call's receptacles); dropping it returns
+/// them to their pool.
+#[derive(Debug)]
+pub struct Reply {
+    buf: PoolBuf,
+    off: usize,
+    len: usize,
+    xid: u32,
+    receptacles: [Option<(PoolBuf, u32)>; MAX_DDP],
+}
+
+impl Reply {
+    /// The XID of the call.
+    pub fn xid(&self) -> u32 {
+        self.xid
+    }
+
+    /// The encoded results (after the RPC reply header; DDP results are in the receptacles).
+    pub fn results(&self) -> &[u8] {
+        self.buf.get(self.off..self.off + self.len).unwrap_or(&[])
+    }
+
+    /// The octets the server wrote into receptacle `i` (in the order they were given).
+    pub fn receptacle(&self, i: usize) -> Option<&[u8]> {
+        let (b, n) = self.receptacles.get(i)?.as_ref()?;
+        b.get(..*n as usize)
+    }
+
+    /// Takes receptacle `i` with the number of octets written into it.
+    pub fn take_receptacle(&mut self, i: usize) -> Option<(PoolBuf, usize)> {
+        let (b, n) = self.receptacles.get_mut(i)?.take()?;
+        Some((b, n as usize))
+    }
+
+    /// The reply buffer itself and the results' range in it.
+    pub fn into_buf(self) -> (PoolBuf, core::ops::Range<usize>) {
+        (self.buf, self.off..self.off + self.len)
+    }
+}
+
+/// A call's arguments in registered memory: the encoded XDR arguments, DDP argument items (sent
+/// as Read chunks) and receptacles for DDP results (offered as Write chunks).
+#[derive(Debug)]
+pub struct CallArgs {
+    buf: PoolBuf,
+    len: usize,
+    ddp: DdpItems,
+    receptacles: [Option<PoolBuf>; MAX_DDP],
+    nrec: usize,
+}
+
+impl CallArgs {
+    /// Arguments written into `buf` (from its start).
+    pub fn new(buf: PoolBuf) -> CallArgs {
+        CallArgs {
+            buf,
+            len: 0,
+            ddp: DdpItems::new(),
+            receptacles: Default::default(),
+            nrec: 0,
+        }
+    }
+
+    /// Octets of arguments written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The free space after the arguments written so far.
+    pub fn space(&mut self) -> &mut [u8] {
+        &mut self.buf[self.len..]
+    }
+
+    /// Marks `n` more octets of [`CallArgs::space`] as written.
+    pub fn advance(&mut self, n: usize) -> Result<(), BuildError> {
+        if n > self.buf.len() - self.len {
+            return Err(BuildError::Full);
+        }
+        self.len += n;
+        Ok(())
+    }
+
+    /// Appends raw octets.
+    pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
+        let end = self.len.checked_add(data.len()).ok_or(BuildError::Full)?;
+        let dst = self.buf.get_mut(self.len..end).ok_or(BuildError::Full)?;
+        dst.copy_from_slice(data);
+        self.len = end;
+        Ok(())
+    }
+
+    /// Appends an XDR unsigned int.
+    pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
+        self.put(&v.to_be_bytes())
+    }
+
+    /// Appends XDR variable-length opaque data.
+    pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
+        let pad = (4 - data.len() % 4) % 4;
+        if data.len() > u32::MAX as usize || self.buf.len() - self.len < 4 + data.len() + pad {
+            return Err(BuildError::Full);
+        }
+        self.put_u32(data.len() as u32)?;
+        self.put(data)?;
+        self.put(&[0u8; 3][..pad])
+    }
+
+    /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible argument
+    /// item (its XDR length word must already be written; no pad follows). It travels as a
+    /// Read chunk the server pulls with RDMA Read (or inline when DDP is off).
+    pub fn ddp(&mut self, buf: PoolBuf, len: usize) -> Result<(), (BuildError, PoolBuf)> {
+        let len = len.min(buf.len());
+        if self.len > u32::MAX as usize {
+            return Err((BuildError::Full, buf));
+        }
+        self.ddp
+            .push(self.len as u32, len as u32, buf)
+            .map_err(|b| (BuildError::TooManyItems, b))
+    }
+
+    /// Offers `buf` (whole) as a receptacle for the next DDP-eligible result (a Write chunk).
+    pub fn receptacle(&mut self, buf: PoolBuf) -> Result<(), (BuildError, PoolBuf)> {
+        if self.nrec >= MAX_DDP {
+            return Err((BuildError::TooManyItems, buf));
+        }
+        self.receptacles[self.nrec] = Some(buf);
+        self.nrec += 1;
+        Ok(())
+    }
+
+    /// The buffer (and gives up the items).
+    pub fn into_buf(self) -> PoolBuf {
+        self.buf
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callbacks without allocation.
+
+const CB_WORDS: usize = 6;
+
+/// A completion callback: any `FnOnce(Result<Reply, ClientError>) + Send + 'static`, stored
+/// inline (no allocation) when it fits in six machine words, boxed otherwise. Runs exactly
+/// once: by [`Callback::call`], or with [`ClientError::Dropped`] when dropped unrun.
+pub struct Callback {
+    data: MaybeUninit<[usize; CB_WORDS]>,
+    call_fn: unsafe fn(*mut u8, Result<Reply, ClientError>),
+    drop_fn: unsafe fn(*mut u8),
+    /// 0: armed, 1: consumed, 2: disarmed (drop without running).
+    state: u8,
+}
+
+// SAFETY: constructed only from `F: Send`.
+unsafe impl Send for Callback {}
+
+unsafe fn call_tramp<F: FnOnce(Result<Reply, ClientError>)>(
+    p: *mut u8,
+    r: Result<Reply, ClientError>,
+) {
+    // SAFETY: `p` holds an initialised `F` that is read (moved out) exactly once.
+    let f = unsafe { core::ptr::read(p.cast::<F>()) };
+    f(r)
+}
+
+unsafe fn drop_tramp<F>(p: *mut u8) {
+    // SAFETY: `p` holds an initialised `F`, dropped exactly once.
+    unsafe { core::ptr::drop_in_place(p.cast::<F>()) }
+}
+
+impl Callback {
+    /// Wraps `f`.
+    pub fn new<F>(f: F) -> Callback
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        if Self::fits::<F>() {
+            Self::inline(f)
+        } else {
+            let b = Box::new(f);
+            Self::inline(b)
+        }
+    }
+
+    const fn fits<F>() -> bool {
+        core::mem::size_of::<F>() <= core::mem::size_of::<[usize; CB_WORDS]>()
+            && core::mem::align_of::<F>() <= core::mem::align_of::<usize>()
+    }
+
+    fn inline<F>(f: F) -> Callback
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        assert!(Self::fits::<F>(), "callback storage");
+        let mut data = MaybeUninit::<[usize; CB_WORDS]>::uninit();
+        // SAFETY: `F` fits in `data` (size and alignment checked above).
+        unsafe { core::ptr::write(data.as_mut_ptr().cast::<F>(), f) };
+        Callback {
+            data,
+            call_fn: call_tramp::<F>,
+            drop_fn: drop_tramp::<F>,
+            state: 0,
+        }
+    }
+
+    /// Runs the callback.
+    pub fn call(mut self, r: Result<Reply, ClientError>) {
+        if self.state == 0 {
+            self.state = 1;
+            // SAFETY: armed, so `data` holds the closure; `state` keeps it from running twice.
+            unsafe { (self.call_fn)(self.data.as_mut_ptr().cast::<u8>(), r) }
+        }
+    }
+
+    /// Drops the callback without running it.
+    pub(crate) fn disarm(mut self) {
+        if self.state == 0 {
+            self.state = 2;
+        }
+    }
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        match self.state {
+            0 => {
+                self.state = 1;
+                // SAFETY: armed: the closure is there and runs once.
+                unsafe {
+                    (self.call_fn)(
+                        self.data.as_mut_ptr().cast::<u8>(),
+                        Err(ClientError::Dropped),
+                    )
+                }
+            }
+            2 => {
+                self.state = 1;
+                // SAFETY: disarmed: the closure is there and is dropped once.
+                unsafe { (self.drop_fn)(self.data.as_mut_ptr().cast::<u8>()) }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl core::fmt::Debug for Callback {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Callback")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The handle.
+
+/// A call on its way to the reactor.
+pub(crate) struct Submit {
+    prog: u32,
+    vers: u32,
+    proc_num: u32,
+    args: CallArgs,
+    cb: Callback,
+}
+
+const ST_CONNECTING: u8 = 0;
+const ST_CONNECTED: u8 = 1;
+const ST_RECONNECTING: u8 = 2;
+const ST_FAILED: u8 = 3;
+const ST_CLOSED: u8 = 4;
+
+/// Connection state as seen from the handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// First connect in progress.
+    Connecting,
+    /// Established.
+    Connected,
+    /// Lost; reconnecting after a back-off delay.
+    Reconnecting,
+    /// Gave up reconnecting (calls fail at once).
+    Failed,
+    /// Closed.
+    Closed,
+}
+
+pub(crate) struct ClientShared {
+    state: AtomicU8,
+    closed: AtomicBool,
+    submitted: AtomicU64,
+    completed: AtomicU64,
+    stats: ConnStats,
+    node_thread: Arc<OnceLock<Thread>>,
+}
+
+impl ClientShared {
+    fn set_state(&self, s: u8) {
+        // Release: pairs with the Acquire load in `Client::state`.
+        self.state.store(s, Ordering::Release);
+    }
+}
+
+/// A client connection handle. Cheap to clone; `Send + Sync`; usable from any thread.
+#[derive(Clone)]
+pub struct Client {
+    tx: MpscProducer<Submit>,
+    shared: Arc<ClientShared>,
+    bufs: crate::buf::BufPool,
+}
+
+impl core::fmt::Debug for Client {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects to `addr` through `ep` (on the reactor `opts.reactor`, or the next in turn).
+    /// Returns at once; the connection is established in the background (calls made meanwhile
+    /// wait in the queue). See [`Client::wait_connected`].
+    pub fn connect<P: Provider>(
+        ep: &Endpoint<P>,
+        addr: SocketAddr,
+        opts: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        if opts.version != ProtocolVersion::V1 {
+            return Err(ClientError::Unsupported);
+        }
+        let mut opts = opts;
+        opts.credits = opts.credits.clamp(1, ep.config().max_credits.max(1));
+        opts.max_pending = opts.max_pending.clamp(opts.credits as usize, 1 << 16);
+        let node = ep.pick(opts.reactor);
+        let cap = opts.queue_depth.clamp(2, 1 << 20).next_power_of_two();
+        let (tx, rx) = mpsc::channel::<Submit>(cap).map_err(|_| ClientError::Setup)?;
+        let (w, stats) = conn_stats();
+        let shared = Arc::new(ClientShared {
+            state: AtomicU8::new(ST_CONNECTING),
+            closed: AtomicBool::new(false),
+            submitted: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            stats,
+            node_thread: ep.node_thread(node),
+        });
+        let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w)?;
+        ep.send(node, NodeCmd::AddClient(Box::new(conn)))
+            .map_err(|_| ClientError::Closed)?;
+        Ok(Client {
+            tx,
+            shared,
+            bufs: ep.buffers().clone(),
+        })
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> ClientState {
+        // Acquire: pairs with the Release store in `ClientShared::set_state`.
+        match self.shared.state.load(Ordering::Acquire) {
+            ST_CONNECTING => ClientState::Connecting,
+            ST_CONNECTED => ClientState::Connected,
+            ST_RECONNECTING => ClientState::Reconnecting,
+            ST_FAILED => ClientState::Failed,
+            _ => ClientState::Closed,
+        }
+    }
+
+    /// Waits (sleeping) until connected; `false` on timeout or failure.
+    pub fn wait_connected(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            match self.state() {
+                ClientState::Connected => return true,
+                ClientState::Failed | ClientState::Closed => return false,
+                _ => {}
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    /// Fresh, empty arguments in a registered pool buffer (`None` when the pool is exhausted).
+    pub fn args(&self) -> Option<CallArgs> {
+        self.bufs.get().map(CallArgs::new)
+    }
+
+    /// A registered pool buffer (for DDP items and receptacles).
+    pub fn buffer(&self) -> Option<PoolBuf> {
+        self.bufs.get()
+    }
+
+    /// Starts a call. `cb` runs exactly once with the outcome (on the reactor or a worker, per
+    /// the client's mode; it must not block in inline mode). `Err` means the call was not
+    /// accepted (ring full, client closed or failed) and `cb` will not run.
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub fn call<F>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        // Acquire: pairs with the Release store in `close`.
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(Refused {
+                error: ClientError::Closed,
+                args,
+            });
+        }
+        match self.state() {
+            ClientState::Failed => {
+                return Err(Refused {
+                    error: ClientError::ReconnectFailed,
+                    args,
+                })
+            }
+            ClientState::Closed => {
+                return Err(Refused {
+                    error: ClientError::Closed,
+                    args,
+                })
+            }
+            _ => {}
+        }
+        let sub = Submit {
+            prog,
+            vers,
+            proc_num,
+            args,
+            cb: Callback::new(cb),
+        };
+        // Relaxed: a count for `pending` only; the ring orders the submission itself.
+        self.shared.submitted.fetch_add(1, Ordering::Relaxed);
+        match self.tx.enqueue(sub) {
+            Ok(()) => {
+                if let Some(t) = self.shared.node_thread.get() {
+                    t.unpark();
+                }
+                Ok(())
+            }
+            Err(sub) => {
+                // Relaxed: see above.
+                self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
+                sub.cb.disarm();
+                Err(Refused {
+                    error: ClientError::Busy,
+                    args: sub.args,
+                })
+            }
+        }
+    }
+
+    /// Makes a call and waits for its outcome (retrying while the submission ring is full).
+    /// Allocates (a rendezvous per call); never call it from an inline callback.
+    pub fn call_blocking(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+    ) -> Result<Reply, ClientError> {
+        let slot = Arc::new((
+            Mutex::new(None::<Result<Reply, ClientError>>),
+            Condvar::new(),
+        ));
+        let mut args = args;
+        loop {
+            let s = Arc::clone(&slot);
+            match self.call(prog, vers, proc_num, args, move |r| {
+                let (m, c) = &*s;
+                *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                c.notify_one();
+            }) {
+                Ok(()) => break,
+                Err(Refused {
+                    error: ClientError::Busy,
+                    args: a,
+                }) => {
+                    args = a;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(r) => return Err(r.error),
+            }
+        }
+        let (m, c) = &*slot;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = g.take() {
+                return r;
+            }
+            g = c.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Calls accepted and not completed yet.
+    pub fn pending(&self) -> u64 {
+        // Relaxed (both): counts for monitoring; each completion's callback has its own
+        // ordering.
+        let s = self.shared.submitted.load(Ordering::Relaxed);
+        let c = self.shared.completed.load(Ordering::Relaxed);
+        s.saturating_sub(c)
+    }
+
+    /// Calls completed (callbacks handed out) so far.
+    pub fn completed(&self) -> u64 {
+        // Relaxed: a count for monitoring.
+        self.shared.completed.load(Ordering::Relaxed)
+    }
+
+    /// The connection's counters.
+    pub fn stats(&self) -> ConnStats {
+        self.shared.stats.clone()
+    }
+
+    /// Stops accepting calls; pending ones finish, then the connection is closed.
+    pub fn close(&self) {
+        // Release: pairs with the Acquire loads in `call` and on the reactor.
+        self.shared.closed.store(true, Ordering::Release);
+        if let Some(t) = self.shared.node_thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reactor side.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecState {
+    Free,
+    Queued,
+    InFlight,
+}
+
+struct Record {
+    gen: u32,
+    state: RecState,
+    xid: u32,
+    seq: u64,
+    hdr: LocalBuf,
+    hdr_len: u32,
+    args: Option<CallArgs>,
+    reply: Option<PoolBuf>,
+    cb: Option<Callback>,
+    sends: u32,
+    call: Option<CallId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CState {
+    /// Waiting for the node to place and connect it.
+    Idle,
+    Connecting,
+    Connected,
+    /// Lost; reconnect timer armed.
+    Backoff,
+    /// Gave up; calls fail at once.
+    Failed,
+    /// Closed and drained; the node removes it.
+    Done,
+}
+
+/// One client connection on its reactor. See the module documentation.
+pub(crate) struct ClientConn<P: Provider> {
+    shared: Arc<ClientShared>,
+    rx: MpscConsumer<Submit>,
+    opts: ClientOptions,
+    addr: SocketAddr,
+    pub(crate) drv: ConnDriver<P>,
+    slab: Slab,
+    cfg: conn::Config,
+    nmw: usize,
+    state: CState,
+    recs: Vec<Record>,
+    free: Vec<u32>,
+    ready: VecDeque<u32>,
+    by_slot: Vec<u32>,
+    scratch: Vec<u32>,
+    next_xid: u32,
+    seq: u64,
+    in_use: u32,
+    attempts: u32,
+    backoff_ns: u64,
+    timer: Option<TimerHandle>,
+    closing: bool,
+    stats: ConnStatsWriter,
+    completed: u64,
+    worker: usize,
+}
+
+const NO_REC: u32 = u32::MAX;
+
+impl<P: Provider> ClientConn<P> {
+    fn new(
+        ep: &Endpoint<P>,
+        addr: SocketAddr,
+        opts: ClientOptions,
+        rx: MpscConsumer<Submit>,
+        shared: Arc<ClientShared>,
+        stats: ConnStatsWriter,
+    ) -> Result<Self, ClientError> {
+        let c = opts.credits;
+        let mut cfg = conn::Config::DEFAULT;
+        cfg.credits = c;
+        cfg.inline_send = opts.inline_send.clamp(1024, 262_144);
+        cfg.inline_recv = opts.inline_recv.clamp(1024, 262_144);
+        cfg.remote_invalidate = opts.remote_invalidate;
+        cfg.ddp = opts.ddp;
+        cfg.call_timeout_ns = opts.call_timeout_ms.saturating_mul(1_000_000);
+        cfg.sq_depth = ep.sq_depth(c);
+        cfg.rq_depth = ep.rq_depth(c);
+        cfg.max_send_sge = 4;
+        let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
+        let nrec = opts.max_pending;
+        let layout = SlabLayout {
+            headers: c as usize,
+            header_size: cfg.inline_send,
+            recvs: c as usize,
+            recv_size,
+            data: 0,
+            data_size: 0,
+            rpc_headers: nrec,
+            rpc_header_size: RPC_HEADER_SIZE,
+        };
+        let slab =
+            Slab::new(&**ep.pd(), &layout, ep.hugepages()).map_err(|_| ClientError::Setup)?;
+        let mem = HostRegions::new(&[
+            Arc::clone(&slab.region),
+            Arc::clone(ep.buffers().region()),
+            Arc::clone(ep.reply_buffers().region()),
+        ]);
+        let recs = (0..nrec)
+            .map(|i| Record {
+                gen: 0,
+                state: RecState::Free,
+                xid: 0,
+                seq: 0,
+                hdr: slab.rpc_headers[i],
+                hdr_len: 0,
+                args: None,
+                reply: None,
+                cb: None,
+                sends: 0,
+                call: None,
+            })
+            .collect();
+        // An XID base that differs between clients and runs (RFC 5531 asks for uniqueness).
+        let seed = (Instant::now().elapsed().as_nanos() as u32)
+            ^ (Arc::as_ptr(&shared) as usize as u32).rotate_left(13)
+            ^ std::process::id().rotate_left(7);
+        Ok(ClientConn {
+            shared,
+            rx,
+            opts,
+            addr,
+            drv: ConnDriver::new(mem),
+            slab,
+            cfg,
+            nmw: (c as usize) * 4,
+            state: CState::Idle,
+            recs,
+            free: (0..nrec as u32).rev().collect(),
+            ready: VecDeque::with_capacity(nrec),
+            by_slot: vec![NO_REC; c as usize],
+            scratch: Vec::with_capacity(nrec),
+            next_xid: seed.wrapping_mul(0x9e37_79b9) | 1,
+            seq: 0,
+            in_use: 0,
+            attempts: 0,
+            backoff_ns: opts.reconnect_min_ms.max(1) * 1_000_000,
+            timer: None,
+            closing: false,
+            stats,
+            completed: 0,
+            worker: 0,
+        })
+    }
+
+    /// True once closed and drained (the node removes it).
+    pub(crate) fn is_done(&self) -> bool {
+        self.state == CState::Done
+    }
+
+    /// Placed on a node: connect.
+    pub(crate) fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        self.worker = slot as usize;
+        self.connect(env, cx, slot);
+    }
+
+    fn connect(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        let mut mws = Vec::with_capacity(self.nmw);
+        for _ in 0..self.nmw {
+            match env.pd.alloc_mw() {
+                Ok(m) => mws.push(m),
+                Err(_) => {
+                    env.stats.verbs_error();
+                    self.lost(env, cx, slot);
+                    return;
+                }
+            }
+        }
+        let keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
+        let conn = match Connection::new(Role::Requester, self.cfg, &self.slab.pools(&keys)) {
+            Ok(c) => c,
+            Err(_) => {
+                self.fail_all(env, None, ClientError::Setup);
+                self.state = CState::Failed;
+                self.shared.set_state(ST_FAILED);
+                return;
+            }
+        };
+        let opts = QpOptions {
+            max_send_wr: self.cfg.sq_depth,
+            max_recv_wr: self.cfg.rq_depth,
+            max_send_sge: self.cfg.max_send_sge,
+            max_recv_sge: 1,
+            rnr_retry_count: self.opts.rnr_retry.min(7),
+            ..QpOptions::default()
+        };
+        let init = QpInit {
+            pd: &*env.pd,
+            send_cq: &env.cq,
+            recv_cq: &env.cq,
+            srq: None,
+            opts,
+        };
+        let qp = match env.dev.connect(self.addr, init, &conn.private_data()) {
+            Ok(q) => q,
+            Err(_) => {
+                env.stats.verbs_error();
+                self.lost(env, cx, slot);
+                return;
+            }
+        };
+        env.qp_created(&qp);
+        let qpn = qp.qp_num();
+        if !env.router.insert(qpn, slot) {
+            env.stats.verbs_error();
+            self.lost(env, cx, slot);
+            return;
+        }
+        self.drv.qp_num = qpn;
+        self.drv.qp = Some(qp);
+        self.drv.conn = Some(conn);
+        self.drv.mws = mws;
+        self.drv.broken = false;
+        self.state = CState::Connecting;
+        // Receives may be posted while connecting.
+        let p = self.drv.post(env.now);
+        env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+    }
+
+    /// Drops the QP and routes; the engine has failed every call already.
+    fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
+        if self.drv.qp_num != 0 {
+            env.router.remove(self.drv.qp_num);
+            self.drv.qp_num = 0;
+        }
+        self.drv.cancel_timer(cx);
+        if let Some(mut qp) = self.drv.qp.take() {
+            let _ = qp.disconnect();
+        }
+        self.drv.conn = None;
+        self.drv.mws.clear();
+        for s in self.by_slot.iter_mut() {
+            *s = NO_REC;
+        }
+    }
+
+    /// The connection is gone (or never came): back off and reconnect, or give up.
+    fn lost(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        self.teardown(env, cx);
+        if self.closing_now() {
+            self.fail_all(env, None, ClientError::Closed);
+            self.finish(env);
+            return;
+        }
+        if self.attempts >= self.opts.max_reconnects {
+            self.fail_all(env, None, ClientError::ReconnectFailed);
+            self.state = CState::Failed;
+            self.shared.set_state(ST_FAILED);
+            return;
+        }
+        self.attempts += 1;
+        self.state = CState::Backoff;
+        self.shared.set_state(ST_RECONNECTING);
+        let delay = self.backoff_ns;
+        self.backoff_ns = (self.backoff_ns * 2).min(self.opts.reconnect_max_ms.max(1) * 1_000_000);
+        let gen = env.slot_gen(slot);
+        match cx.arm_timer(
+            env.now.saturating_add(delay),
+            timer_token(TIMER_RECONNECT, slot, gen),
+        ) {
+            Ok(h) => self.timer = Some(h),
+            Err(_) => {
+                // No timer room: try again at once rather than never.
+                self.connect(env, cx, slot);
+            }
+        }
+    }
+
+    fn closing_now(&self) -> bool {
+        // Acquire: pairs with the Release store in `Client::close`.
+        self.closing || self.shared.closed.load(Ordering::Acquire)
+    }
+
+    fn finish(&mut self, env: &mut NodeEnv<P>) {
+        // Submissions still in the ring (raced with close) complete as closed.
+        while let Some(s) = self.rx.dequeue() {
+            self.complete_cb(env, None, s.cb, Err(ClientError::Closed));
+        }
+        self.state = CState::Done;
+        self.shared.set_state(ST_CLOSED);
+    }
+
+    /// A timer of this connection fired.
+    pub(crate) fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match kind {
+            TIMER_RECONNECT => {
+                self.timer = None;
+                if self.state == CState::Backoff {
+                    self.stats.reconnect();
+                    self.connect(env, cx, slot);
+                }
+            }
+            TIMER_CONN => {
+                self.drv.on_timer(env.now);
+                self.service(env, links, cx, slot);
+            }
+            _ => {}
+        }
+    }
+
+    /// The reactor is stopping: drain and close.
+    pub(crate) fn shutdown(&mut self) {
+        self.closing = true;
+    }
+
+    /// One round of work; returns the work done.
+    pub(crate) fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        if self.state == CState::Done {
+            return 0;
+        }
+        if !self.closing && self.shared.closed.load(Ordering::Acquire) {
+            // Acquire above: pairs with the Release store in `Client::close`.
+            self.closing = true;
+        }
+        // CM events.
+        work += self.poll_cm(env, cx, slot);
+        // Engine events.
+        work += self.events(env, links.as_deref_mut(), cx, slot);
+        // New calls from the ring (not while completions wait for a worker: back-pressure).
+        let congested = links.as_deref().is_some_and(|l| l.congested());
+        if !congested {
+            work += self.take_submissions(env, links.as_deref_mut());
+        }
+        // Start what the credits allow.
+        if self.state == CState::Connected {
+            work += self.start_ready(env, links.as_deref_mut());
+        }
+        // Post the batch.
+        let p = self.drv.post(env.now);
+        if p.wrs > 0 {
+            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            work += 1;
+        }
+        if self.drv.broken {
+            work += self.events(env, links, cx, slot);
+        }
+        if self.drv.conn.is_some() {
+            let gen = env.slot_gen(slot);
+            self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+        }
+        if let Some(c) = self.drv.conn.as_ref() {
+            self.stats
+                .credits(u64::from(c.outstanding()), u64::from(c.credits()));
+        }
+        self.stats.queued(self.ready.len() as u64);
+        // Closed and drained: disconnect.
+        if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
+            self.teardown(env, cx);
+            self.finish(env);
+            work += 1;
+        }
+        work
+    }
+
+    fn poll_cm(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) -> usize {
+        let mut work = 0;
+        loop {
+            let ev = match self.drv.poll_cm() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break,
+                Err(_) => {
+                    env.stats.verbs_error();
+                    break;
+                }
+            };
+            work += 1;
+            match ev.kind {
+                CmEventKind::Established => {
+                    self.drv.established(env.now, ev.private_data.as_slice())
+                }
+                CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
+                    self.drv.disconnected(env.now)
+                }
+                // Rejected, unreachable, address/route/connect errors: never established. The
+                // engine reports ConnectionLost, handled with the other events.
+                _ => self.drv.disconnected(env.now),
+            }
+        }
+        let _ = (cx, slot);
+        work
+    }
+
+    fn events(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        let mut lost = false;
+        self.scratch.clear();
+        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
+            work += 1;
+            match ev {
+                Event::Connected(_) => {
+                    self.state = CState::Connected;
+                    self.attempts = 0;
+                    self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
+                    self.shared.set_state(ST_CONNECTED);
+                    env.stats.established();
+                }
+                Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
+                Event::CallFailed { call, error, .. } => {
+                    let Some(i) = self.rec_of(call) else { continue };
+                    self.by_slot[call.slot as usize] = NO_REC;
+                    self.recs[i as usize].call = None;
+                    if error == CallError::ConnectionLost && !self.closing_now() {
+                        if self.recs[i as usize].sends > self.opts.max_retransmits {
+                            self.stats.error();
+                            self.complete(
+                                env,
+                                links.as_deref_mut(),
+                                i,
+                                Err(ClientError::RetransmitsExhausted),
+                            );
+                        } else {
+                            // Sent again, with the same XID, on the next connection.
+                            self.recs[i as usize].state = RecState::Queued;
+                            self.scratch.push(i);
+                        }
+                    } else {
+                        self.stats.error();
+                        let e = match error {
+                            CallError::TimedOut => ClientError::TimedOut,
+                            CallError::ConnectionLost => ClientError::Closed,
+                            other => ClientError::Transport(other),
+                        };
+                        self.complete(env, links.as_deref_mut(), i, Err(e));
+                    }
+                }
+                Event::ConnectionLost => lost = true,
+                Event::CallReady(_) => {}
+            }
+        }
+        if !self.scratch.is_empty() {
+            // Back to the head of the queue, in submission order.
+            let recs = &self.recs;
+            self.scratch.sort_unstable_by_key(|&i| recs[i as usize].seq);
+            for &i in self.scratch.iter().rev() {
+                self.ready.push_front(i);
+            }
+            self.scratch.clear();
+        }
+        if lost {
+            self.stats.lost();
+            self.lost(env, cx, slot);
+        }
+        work
+    }
+
+    fn rec_of(&self, call: CallId) -> Option<u32> {
+        let i = *self.by_slot.get(call.slot as usize)?;
+        let r = self.recs.get(i as usize)?;
+        (r.call == Some(call)).then_some(i)
+    }
+
+    fn on_reply(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>, r: conn::Reply) {
+        let Some(i) = self.rec_of(r.call) else { return };
+        self.by_slot[r.call.slot as usize] = NO_REC;
+        let rec = &mut self.recs[i as usize];
+        rec.call = None;
+        let Some(buf) = rec.reply.take() else { return };
+        let len = (r.len as usize).min(buf.len());
+        let mut receptacles: [Option<(PoolBuf, u32)>; MAX_DDP] = Default::default();
+        let mut ddp_in = 0u64;
+        if let Some(a) = rec.args.as_mut() {
+            for (k, w) in r.written().iter().enumerate().take(MAX_DDP) {
+                if let Some(b) = a.receptacles[k].take() {
+                    let n = (*w).min(b.len() as u32);
+                    ddp_in += u64::from(n);
+                    receptacles[k] = Some((b, n));
+                }
+            }
+        }
+        self.stats.reply_in(len as u64 + ddp_in);
+        let outcome = match rpc::decode_reply(&buf[..len]) {
+            Ok((h, off)) => match h.body {
+                ReplyBody::Accepted {
+                    stat: AcceptStat::Success,
+                    ..
+                } => Ok(Reply {
+                    off,
+                    len: len - off,
+                    xid: rec.xid,
+                    buf,
+                    receptacles,
+                }),
+                ReplyBody::Accepted { stat, .. } => Err(ClientError::Rpc(stat)),
+                ReplyBody::Denied(d) => Err(ClientError::Denied(d)),
+            },
+            Err(_) => Err(ClientError::BadReply),
+        };
+        if outcome.is_err() {
+            self.stats.error();
+        }
+        self.complete(env, links, i, outcome);
+    }
+
+    /// Finishes record `i` with `outcome` and frees it.
+    fn complete(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        i: u32,
+        outcome: Result<Reply, ClientError>,
+    ) {
+        let rec = &mut self.recs[i as usize];
+        rec.state = RecState::Free;
+        rec.gen = rec.gen.wrapping_add(1);
+        rec.args = None;
+        if let Some(b) = rec.reply.take() {
+            env.cache.put_buf(b);
+        }
+        rec.call = None;
+        let cb = rec.cb.take();
+        self.in_use -= 1;
+        self.free.push(i);
+        if let Some(cb) = cb {
+            self.complete_cb(env, links, cb, outcome);
+        }
+    }
+
+    fn complete_cb(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cb: Callback,
+        outcome: Result<Reply, ClientError>,
+    ) {
+        self.completed += 1;
+        // Release: pairs with the Relaxed loads in `Client::pending` only in the sense that
+        // the count never runs ahead of the completion it counts; single writer.
+        self.shared
+            .completed
+            .store(self.completed, Ordering::Release);
+        match (self.opts.mode, links) {
+            (CallbackMode::Worker, Some(l)) => {
+                let job = Job::Complete(CompleteJob { cb, outcome });
+                if !l.submit(self.worker, job) {
+                    env.stats.worker_ring_full();
+                }
+            }
+            _ => cb.call(outcome),
+        }
+    }
+
+    /// Fails every held call (queued or on the wire) and every call in the ring.
+    fn fail_all(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        e: ClientError,
+    ) {
+        for i in 0..self.recs.len() as u32 {
+            if self.recs[i as usize].state != RecState::Free {
+                self.stats.error();
+                self.complete(env, links.as_deref_mut(), i, Err(e));
+            }
+        }
+        self.ready.clear();
+        for s in self.by_slot.iter_mut() {
+            *s = NO_REC;
+        }
+        while let Some(s) = self.rx.dequeue() {
+            self.complete_cb(env, links.as_deref_mut(), s.cb, Err(e));
+        }
+    }
+
+    /// Takes calls from the ring into free records.
+    fn take_submissions(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+    ) -> usize {
+        let mut n = 0;
+        if self.state == CState::Failed {
+            while let Some(s) = self.rx.dequeue() {
+                self.complete_cb(
+                    env,
+                    links.as_deref_mut(),
+                    s.cb,
+                    Err(ClientError::ReconnectFailed),
+                );
+                n += 1;
+            }
+            return n;
+        }
+        while !self.free.is_empty() && self.rx.used_count() > 0 {
+            let Some(reply) = env.cache.get_buf() else {
+                break;
+            };
+            let Some(sub) = self.rx.dequeue() else {
+                env.cache.put_buf(reply);
+                break;
+            };
+            let Some(i) = self.free.pop() else {
+                break;
+            };
+            n += 1;
+            let xid = self.next_xid;
+            self.next_xid = self.next_xid.wrapping_add(1);
+            self.seq += 1;
+            let rec = &mut self.recs[i as usize];
+            let hdr = CallHeader {
+                xid,
+                prog: sub.prog,
+                vers: sub.vers,
+                proc_num: sub.proc_num,
+                cred: OpaqueAuth::NONE,
+                verf: OpaqueAuth::NONE,
+            };
+            let hdr_len = {
+                use rpcrdma_engine::conn::HostMemory;
+                self.drv
+                    .mem
+                    .bytes_mut(rec.hdr.addr, rec.hdr.len as usize)
+                    .and_then(|out| rpc::encode_call(out, &hdr).ok())
+            };
+            rec.xid = xid;
+            rec.seq = self.seq;
+            rec.sends = 0;
+            rec.args = Some(sub.args);
+            rec.reply = Some(reply);
+            rec.cb = Some(sub.cb);
+            rec.state = RecState::Queued;
+            self.in_use += 1;
+            match hdr_len {
+                Some(l) => {
+                    rec.hdr_len = l as u32;
+                    self.ready.push_back(i);
+                }
+                None => {
+                    self.stats.error();
+                    self.complete(
+                        env,
+                        links.as_deref_mut(),
+                        i,
+                        Err(ClientError::BadCall(StartError::BadSpec)),
+                    );
+                }
+            }
+        }
+        n
+    }
+
+    /// Starts queued calls while the engine takes them.
+    fn start_ready(&mut self, env: &mut NodeEnv<P>, mut links: Option<&mut NodeLinks>) -> usize {
+        let mut n = 0;
+        while let Some(&i) = self.ready.front() {
+            let Some(conn) = self.drv.conn.as_mut() else {
+                break;
+            };
+            let rec = &self.recs[i as usize];
+            let Some(args) = rec.args.as_ref() else {
+                self.ready.pop_front();
+                continue;
+            };
+            let Some(reply) = rec.reply.as_ref() else {
+                self.ready.pop_front();
+                continue;
+            };
+            let mut parts = [LocalBuf::EMPTY; 2];
+            parts[0] = rec.hdr.sub(0, rec.hdr_len).unwrap_or(LocalBuf::EMPTY);
+            let mut np = 1;
+            if args.len > 0 {
+                parts[1] = local_buf(&args.buf, args.len);
+                np = 2;
+            }
+            let mut items = [DdpItem {
+                at: 0,
+                buf: LocalBuf::EMPTY,
+            }; MAX_DDP];
+            let mut ni = 0;
+            let mut bytes = u64::from(rec.hdr_len) + args.len as u64;
+            for k in 0..args.ddp.len() {
+                if let Some((at, len, b)) = args.ddp.get(k) {
+                    items[ni] = DdpItem {
+                        at: rec.hdr_len + at,
+                        buf: local_buf(b, len as usize),
+                    };
+                    bytes += u64::from(len);
+                    ni += 1;
+                }
+            }
+            let mut recp = [LocalBuf::EMPTY; MAX_DDP];
+            let mut nr = 0;
+            for b in args.receptacles.iter().take(args.nrec).flatten() {
+                recp[nr] = local_buf(b, b.len());
+                nr += 1;
+            }
+            let spec = CallSpec {
+                message: &parts[..np],
+                ddp: &items[..ni],
+                receptacles: &recp[..nr],
+                reply: local_buf(reply, reply.len()),
+            };
+            match conn.start_call(env.now, &spec, &mut self.drv.mem) {
+                Ok(id) => {
+                    self.ready.pop_front();
+                    let rec = &mut self.recs[i as usize];
+                    if rec.sends > 0 {
+                        self.stats.retransmit();
+                    }
+                    rec.sends += 1;
+                    rec.state = RecState::InFlight;
+                    rec.call = Some(id);
+                    if let Some(s) = self.by_slot.get_mut(id.slot as usize) {
+                        *s = i;
+                    }
+                    self.stats.call(bytes);
+                    n += 1;
+                }
+                Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
+                Err(e) => {
+                    self.ready.pop_front();
+                    self.stats.error();
+                    self.complete(env, links.as_deref_mut(), i, Err(ClientError::BadCall(e)));
+                }
+            }
+        }
+        n
+    }
+}
+
+impl<P: Provider> Drop for ClientConn<P> {
+    fn drop(&mut self) {
+        // Anything still held completes now (runtime torn down before the client drained).
+        for r in self.recs.iter_mut() {
+            if let Some(cb) = r.cb.take() {
+                self.completed += 1;
+                cb.call(Err(ClientError::Closed));
+            }
+        }
+        while let Some(s) = self.rx.dequeue() {
+            self.completed += 1;
+            s.cb.call(Err(ClientError::Closed));
+        }
+        // Release: see `complete_cb`.
+        self.shared
+            .completed
+            .store(self.completed, Ordering::Release);
+        self.shared.set_state(ST_CLOSED);
+    }
+}

@@ -1,0 +1,342 @@
+//! Configuration of the RPC runtime: builders' option structs, also readable from a TOML or JSON
+//! file.
+//!
+//! Normal operation: every struct has working defaults ([`Default`]) and public fields, so code
+//! sets what it needs and leaves the rest; [`Config`] groups them for files (every section and
+//! field optional, unknown fields rejected so typos do not pass silently). [`Config::from_file`]
+//! picks the format from the extension (`.toml`, `.json`).
+//!
+//! Recovery: a malformed file is a [`ConfigError`] naming the problem (with the parser's line
+//! and column); values out of range are clamped or refused when the runtime is built (see each
+//! field), never trusted to size anything unchecked.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use crate::backoff::BackoffConfig;
+use crate::reactor::{Cores, PinPolicy, ReactorConfig};
+
+/// Where application code runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CallbackMode {
+    /// On the reactor, inside its poll (must not block). The fastest.
+    #[default]
+    Inline,
+    /// On the endpoint's worker threads, reached through SPSC rings.
+    Worker,
+}
+
+/// RPC-over-RDMA protocol version a client prefers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolVersion {
+    /// RPC-over-RDMA Version One (RFC 8166).
+    #[default]
+    V1,
+    /// Version Two (draft); not implemented yet: connecting with it fails.
+    V2,
+}
+
+/// Idle back-off of reactors and workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BackoffMode {
+    /// Pure busy polling (dedicated cores).
+    #[default]
+    BusyPoll,
+    /// Spin, yield, then sleep (cores shared with other work; tests).
+    SharedCores,
+}
+
+impl BackoffMode {
+    /// The back-off settings.
+    pub fn config(self) -> BackoffConfig {
+        match self {
+            BackoffMode::BusyPoll => BackoffConfig::busy_poll(),
+            BackoffMode::SharedCores => BackoffConfig::shared_cores(),
+        }
+    }
+}
+
+/// How reactor threads are pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PinMode {
+    /// Every reactor must be pinned.
+    Required,
+    /// Pin where possible.
+    #[default]
+    AllowUnpinned,
+    /// Do not pin.
+    Off,
+}
+
+/// The reactors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Reactors to start (0: one per usable core).
+    pub reactors: usize,
+    /// Pinning.
+    pub pin: PinMode,
+    /// Idle back-off.
+    pub backoff: BackoffMode,
+    /// Timers per reactor.
+    pub timer_capacity: usize,
+    /// Timer wheel tick (microseconds).
+    pub timer_tick_us: u64,
+    /// How long a stopping reactor waits for connections to drain (milliseconds).
+    pub drain_timeout_ms: u64,
+    /// Thread name prefix.
+    pub name: String,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            reactors: 0,
+            pin: PinMode::AllowUnpinned,
+            backoff: BackoffMode::BusyPoll,
+            timer_capacity: 8192,
+            timer_tick_us: 100,
+            drain_timeout_ms: 2000,
+            name: "rpc".into(),
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// The reactor-set configuration.
+    pub fn reactor_config(&self) -> ReactorConfig {
+        let cores = if self.reactors == 0 {
+            Cores::All
+        } else {
+            Cores::Count(self.reactors)
+        };
+        let mut c = ReactorConfig::new(cores);
+        c.pin = match self.pin {
+            PinMode::Required => PinPolicy::Required,
+            PinMode::AllowUnpinned => PinPolicy::AllowUnpinned,
+            PinMode::Off => PinPolicy::Off,
+        };
+        c.backoff = self.backoff.config();
+        c.timer_capacity = self.timer_capacity.clamp(64, 1 << 20);
+        c.timer_tick_ns = self.timer_tick_us.clamp(1, 1_000_000) * 1000;
+        c.drain_timeout = Duration::from_millis(self.drain_timeout_ms.min(600_000));
+        c.name = self.name.clone();
+        c
+    }
+}
+
+/// One endpoint (a device used by clients or servers on every reactor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// Connections each reactor can hold (sizes its CQ and route table).
+    pub max_conns_per_reactor: usize,
+    /// Largest credit count any connection of the endpoint may use (sizes the CQ).
+    pub max_credits: u32,
+    /// Payload buffers in the endpoint's pool (arguments, replies, DDP items).
+    pub buffers: usize,
+    /// Reply buffers (a separate pool of `buffer_size` buffers: one per call in progress).
+    pub reply_buffers: usize,
+    /// Size of each payload and reply buffer (the largest call arguments or reply).
+    pub buffer_size: usize,
+    /// Worker threads (0: worker mode unavailable).
+    pub workers: usize,
+    /// Slots of each node-to-worker ring (rounded up to a power of two).
+    pub worker_ring: usize,
+    /// Back the endpoint's memory with hugepages when possible.
+    pub hugepages: bool,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            max_conns_per_reactor: 64,
+            max_credits: 128,
+            buffers: 4096,
+            reply_buffers: 4096,
+            buffer_size: 16 * 1024,
+            workers: 0,
+            worker_ring: 256,
+            hugepages: true,
+        }
+    }
+}
+
+/// A client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientOptions {
+    /// Largest call sent inline (advertised in the RFC 8797 private data).
+    pub inline_send: u32,
+    /// Receive buffer size (advertised).
+    pub inline_recv: u32,
+    /// Calls outstanding at most (the credits asked for); more wait in the queue.
+    pub credits: u32,
+    /// Advertise remote invalidation (RFC 8797 R bit).
+    pub remote_invalidate: bool,
+    /// RNR retry count of the QP (0..=7, 7 = forever). 7 by default: the server posts its
+    /// receives right after accepting, and a first call must not race that into an error.
+    pub rnr_retry: u8,
+    /// Protocol version to speak.
+    pub version: ProtocolVersion,
+    /// Direct data placement (DDP items become chunks).
+    pub ddp: bool,
+    /// Fail a call not answered in this many milliseconds (0: never).
+    pub call_timeout_ms: u64,
+    /// Times a call is sent again on a new connection after the old one was lost.
+    pub max_retransmits: u32,
+    /// First reconnect delay (milliseconds); doubles per failed attempt.
+    pub reconnect_min_ms: u64,
+    /// Longest reconnect delay (milliseconds).
+    pub reconnect_max_ms: u64,
+    /// Reconnect attempts in a row before pending calls fail (0: never reconnect).
+    pub max_reconnects: u32,
+    /// Where completion callbacks run.
+    pub mode: CallbackMode,
+    /// Calls the submission ring holds (rounded up to a power of two).
+    pub queue_depth: usize,
+    /// Calls taken from the ring and held by the connection at once (queued + outstanding).
+    pub max_pending: usize,
+    /// Reactor to place the connection on (`None`: round robin).
+    pub reactor: Option<usize>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            inline_send: 4096,
+            inline_recv: 4096,
+            credits: 32,
+            remote_invalidate: true,
+            rnr_retry: 7,
+            version: ProtocolVersion::V1,
+            ddp: true,
+            call_timeout_ms: 0,
+            max_retransmits: 3,
+            reconnect_min_ms: 1,
+            reconnect_max_ms: 500,
+            max_reconnects: 10,
+            mode: CallbackMode::Inline,
+            queue_depth: 1024,
+            max_pending: 128,
+            reactor: None,
+        }
+    }
+}
+
+/// A server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerOptions {
+    /// Largest reply sent inline (advertised).
+    pub inline_send: u32,
+    /// Receive buffer size (advertised).
+    pub inline_recv: u32,
+    /// Credits granted to each client (receives kept posted).
+    pub credits: u32,
+    /// Use Send With Invalidate when the client allows it.
+    pub remote_invalidate: bool,
+    /// Largest call with Read chunks (size of each reassembly buffer).
+    pub max_call: u32,
+    /// Reassembly buffers per connection (0: a quarter of the credits, at least 2).
+    pub data_buffers: u32,
+    /// Where handlers run.
+    pub mode: CallbackMode,
+    /// Pending connection requests the listener queues.
+    pub backlog: u32,
+    /// RNR retry count of accepted QPs (0..=7).
+    pub rnr_retry: u8,
+    /// Reactor running the listener (`None`: reactor 0). Connections are spread over all.
+    pub listen_reactor: Option<usize>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            inline_send: 4096,
+            inline_recv: 4096,
+            credits: 32,
+            remote_invalidate: true,
+            max_call: 256 * 1024,
+            data_buffers: 0,
+            mode: CallbackMode::Inline,
+            backlog: 128,
+            rnr_retry: 7,
+            listen_reactor: None,
+        }
+    }
+}
+
+/// Everything, as read from a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Reactors.
+    pub runtime: RuntimeConfig,
+    /// Endpoint.
+    pub endpoint: EndpointConfig,
+    /// Client connections.
+    pub client: ClientOptions,
+    /// Server.
+    pub server: ServerOptions,
+}
+
+/// A configuration file could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Reading the file failed.
+    Io(String),
+    /// The TOML did not parse or did not match (message includes the location).
+    Toml(String),
+    /// The JSON did not parse or did not match (message includes line and column).
+    Json(String),
+    /// The extension is neither `.toml` nor `.json`.
+    UnknownFormat,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::Io(m) => write!(f, "reading configuration: {m}"),
+            ConfigError::Toml(m) => write!(f, "TOML configuration: {m}"),
+            ConfigError::Json(m) => write!(f, "JSON configuration: {m}"),
+            ConfigError::UnknownFormat => {
+                write!(f, "configuration file must end in .toml or .json")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Parses TOML.
+    pub fn from_toml_str(s: &str) -> Result<Config, ConfigError> {
+        toml::from_str(s).map_err(|e| ConfigError::Toml(e.to_string()))
+    }
+
+    /// Parses JSON.
+    pub fn from_json_str(s: &str) -> Result<Config, ConfigError> {
+        serde_json::from_str(s).map_err(|e| ConfigError::Json(e.to_string()))
+    }
+
+    /// Reads a `.toml` or `.json` file.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io(e.to_string()))?;
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Config::from_toml_str(&text),
+            Some("json") => Config::from_json_str(&text),
+            _ => Err(ConfigError::UnknownFormat),
+        }
+    }
+
+    /// The configuration as TOML.
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}

@@ -1,0 +1,469 @@
+//! The per-connection driver: one queue pair and one sans-IO [`Connection`], generic over the
+//! verbs provider `P` (chosen at compile time, no dynamic dispatch on the data path).
+//!
+//! Normal operation: the node (a reactor's poller, see [`crate::runtime`]) polls its one
+//! completion queue in bursts and hands each completion to the driver of the QP it names
+//! ([`Router`]: a small fixed open-addressing table from `qp_num` to a slot, no map
+//! allocation). The driver feeds it to the connection with its [`HostRegions`] memory view; after
+//! the application has had its events, [`ConnDriver::post`] drains the connection's
+//! [`WorkRequest`]s into `queue_recv` / `queue_send` and rings ONE receive doorbell and ONE send
+//! doorbell for the whole batch (receives first, so they are posted before any Send of the same
+//! batch can draw a reply). Memory-window slot indices are mapped to the provider's `P::Mw`
+//! objects and region keys to the provider's `P::Mr`. CM events are polled from the QP and
+//! handed to the connection with the peer's private data; the connection's deadline
+//! ([`Connection::poll_timeout`]) is kept armed on the reactor's timer wheel.
+//!
+//! Recovery: a verbs call that fails while posting means the QP cannot be trusted any more:
+//! the driver disconnects it and tells the connection `Disconnected`, which fails everything
+//! pending exactly once (the owner then decides: reconnect, or tear down). The QP is dropped
+//! (destroyed) only after that; completions of a destroyed QP that are still in the CQ match no
+//! live route and are counted as strays.
+
+use rpcrdma_engine::conn::{CmInput, Connection, WorkRequest};
+use rpcrdma_engine::verbs::{
+    Completion, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsError,
+};
+
+use crate::buf::HostRegions;
+use crate::reactor::PollerCtx;
+use crate::timer::TimerHandle;
+
+/// Maps QP numbers to node slots: linear probing in a power-of-two table at most half full,
+/// with backward-shift deletion (no tombstones). Sized once.
+#[derive(Debug)]
+pub struct Router {
+    keys: Box<[u32]>,
+    vals: Box<[u32]>,
+    mask: usize,
+    len: usize,
+}
+
+/// Marks an empty router entry (QP numbers are 24-bit, so this never collides).
+const EMPTY: u32 = u32::MAX;
+
+impl Router {
+    /// A table for up to `capacity` QPs.
+    pub fn new(capacity: usize) -> Router {
+        let n = (capacity.max(1) * 2).next_power_of_two();
+        Router {
+            keys: vec![EMPTY; n].into_boxed_slice(),
+            vals: vec![0; n].into_boxed_slice(),
+            mask: n - 1,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn home(&self, qpn: u32) -> usize {
+        // Fibonacci hashing of the QP number.
+        (qpn.wrapping_mul(0x9e37_79b9) as usize) & self.mask
+    }
+
+    /// The slot of `qpn`.
+    #[inline]
+    pub fn get(&self, qpn: u32) -> Option<u32> {
+        let mut i = self.home(qpn);
+        loop {
+            let k = self.keys[i];
+            if k == qpn {
+                return Some(self.vals[i]);
+            }
+            if k == EMPTY {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Adds (or replaces) `qpn → slot`; `false` when the table is half full.
+    pub fn insert(&mut self, qpn: u32, slot: u32) -> bool {
+        if qpn == EMPTY {
+            return false;
+        }
+        let mut i = self.home(qpn);
+        loop {
+            let k = self.keys[i];
+            if k == qpn {
+                self.vals[i] = slot;
+                return true;
+            }
+            if k == EMPTY {
+                if (self.len + 1) * 2 > self.keys.len() {
+                    return false;
+                }
+                self.keys[i] = qpn;
+                self.vals[i] = slot;
+                self.len += 1;
+                return true;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Removes `qpn`; returns its slot.
+    pub fn remove(&mut self, qpn: u32) -> Option<u32> {
+        let mut i = self.home(qpn);
+        loop {
+            let k = self.keys[i];
+            if k == EMPTY {
+                return None;
+            }
+            if k == qpn {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        let val = self.vals[i];
+        self.len -= 1;
+        // Backward-shift: move later entries of the cluster into the hole when their home
+        // position allows it.
+        let mut hole = i;
+        let mut j = (i + 1) & self.mask;
+        loop {
+            let k = self.keys[j];
+            if k == EMPTY {
+                break;
+            }
+            let h = self.home(k);
+            // Distance from home to j, and from home to the hole (cyclic).
+            let dj = j.wrapping_sub(h) & self.mask;
+            let dh = hole.wrapping_sub(h) & self.mask;
+            if dh <= dj {
+                self.keys[hole] = k;
+                self.vals[hole] = self.vals[j];
+                hole = j;
+            }
+            j = (j + 1) & self.mask;
+        }
+        self.keys[hole] = EMPTY;
+        Some(val)
+    }
+
+    /// Entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Counts of one [`ConnDriver::post`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Posted {
+    /// Work requests queued.
+    pub wrs: u32,
+    /// Doorbells rung (0..=2).
+    pub doorbells: u32,
+}
+
+/// One QP and its connection. See the module documentation.
+pub struct ConnDriver<P: Provider> {
+    /// The queue pair (`None` between a loss and the next connect).
+    pub qp: Option<P::Qp>,
+    /// The connection engine (`None` between a loss and the next connect).
+    pub conn: Option<Connection>,
+    /// Memory windows by slot index (the engine names them by index).
+    pub mws: Vec<P::Mw>,
+    /// The regions this connection may touch.
+    pub mem: HostRegions,
+    /// QP number routed to this driver (0 when none).
+    pub qp_num: u32,
+    timer: Option<TimerHandle>,
+    timer_at: u64,
+    /// Set when posting failed; the owner must tear the connection down.
+    pub broken: bool,
+}
+
+impl<P: Provider> core::fmt::Debug for ConnDriver<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ConnDriver")
+            .field("qp_num", &self.qp_num)
+            .field("conn", &self.conn)
+            .field("broken", &self.broken)
+            .finish()
+    }
+}
+
+impl<P: Provider> ConnDriver<P> {
+    /// A driver over `mem`, with no QP yet.
+    pub fn new(mem: HostRegions) -> Self {
+        ConnDriver {
+            qp: None,
+            conn: None,
+            mws: Vec::new(),
+            mem,
+            qp_num: 0,
+            timer: None,
+            timer_at: u64::MAX,
+            broken: false,
+        }
+    }
+
+    /// Feeds one completion of this QP to the connection.
+    #[inline]
+    pub fn feed(&mut self, now: u64, wc: &Completion) {
+        if let Some(c) = self.conn.as_mut() {
+            c.handle_completion(now, wc, &mut self.mem);
+        }
+    }
+
+    /// Hands the next CM event of the QP to `f` (without blocking). `Err` when polling failed.
+    pub fn poll_cm(&mut self) -> Result<Option<rpcrdma_engine::verbs::CmEvent>, VerbsError> {
+        match self.qp.as_mut() {
+            Some(qp) => qp.poll_event(),
+            None => Ok(None),
+        }
+    }
+
+    /// Tells the connection the peer's private data (the connection is established).
+    pub fn established(&mut self, now: u64, private_data: &[u8]) {
+        if let Some(c) = self.conn.as_mut() {
+            c.handle_cm(now, CmInput::Established { private_data });
+        }
+    }
+
+    /// Tells the connection it is gone (idempotent in the engine).
+    pub fn disconnected(&mut self, now: u64) {
+        if let Some(c) = self.conn.as_mut() {
+            c.handle_cm(now, CmInput::Disconnected);
+        }
+    }
+
+    /// Posts every work request the connection has queued: receives and sends are queued, then
+    /// one `flush_recv` and one `flush_send`. On a verbs error the QP is disconnected, the
+    /// connection told, and [`ConnDriver::broken`] set.
+    pub fn post(&mut self, now: u64) -> Posted {
+        let mut p = Posted::default();
+        let (Some(conn), Some(qp)) = (self.conn.as_mut(), self.qp.as_mut()) else {
+            return p;
+        };
+        if conn.pending_wrs() == 0 {
+            return p;
+        }
+        let mut sends = 0u32;
+        let mut recvs = 0u32;
+        let mut failed = false;
+        while let Some(wr) = conn.poll_wr() {
+            p.wrs += 1;
+            let r = match wr {
+                WorkRequest::Recv { wr_id, sge } => {
+                    recvs += 1;
+                    let sgl = [sge];
+                    qp.queue_recv(&RecvWr {
+                        wr_id: wr_id.raw(),
+                        sgl: &sgl,
+                    })
+                }
+                WorkRequest::Send {
+                    wr_id,
+                    sges,
+                    nsge,
+                    invalidate,
+                } => {
+                    sends += 1;
+                    let op = match invalidate {
+                        Some(rkey) => SendOp::SendWithInv { rkey },
+                        None => SendOp::Send,
+                    };
+                    let n = (nsge as usize).min(sges.len());
+                    queue::<P>(qp, wr_id.raw(), op, &sges[..n])
+                }
+                WorkRequest::RdmaWrite {
+                    wr_id,
+                    local,
+                    remote_addr,
+                    rkey,
+                } => {
+                    sends += 1;
+                    queue::<P>(
+                        qp,
+                        wr_id.raw(),
+                        SendOp::RdmaWrite { remote_addr, rkey },
+                        &[local],
+                    )
+                }
+                WorkRequest::RdmaRead {
+                    wr_id,
+                    local,
+                    remote_addr,
+                    rkey,
+                } => {
+                    sends += 1;
+                    queue::<P>(
+                        qp,
+                        wr_id.raw(),
+                        SendOp::RdmaRead { remote_addr, rkey },
+                        &[local],
+                    )
+                }
+                WorkRequest::BindMw {
+                    wr_id,
+                    mw,
+                    addr,
+                    len,
+                    lkey,
+                    access,
+                    new_rkey,
+                } => {
+                    sends += 1;
+                    let mr = self
+                        .mem
+                        .region_by_lkey(lkey)
+                        .and_then(|r| r.registration::<P::Mr>());
+                    match (self.mws.get(mw as usize), mr) {
+                        (Some(mw), Some(mr)) => queue::<P>(
+                            qp,
+                            wr_id.raw(),
+                            SendOp::BindMw {
+                                mw,
+                                mr,
+                                rkey: new_rkey,
+                                addr,
+                                len: u64::from(len),
+                                access,
+                            },
+                            &[],
+                        ),
+                        _ => Err(VerbsError::new(
+                            rpcrdma_engine::verbs::VerbsCall::PostSend,
+                            rpcrdma_engine::verbs::errno::EINVAL,
+                        )),
+                    }
+                }
+                WorkRequest::LocalInv { wr_id, rkey } => {
+                    sends += 1;
+                    queue::<P>(qp, wr_id.raw(), SendOp::LocalInv { rkey }, &[])
+                }
+            };
+            if r.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        if !failed && recvs > 0 {
+            failed = qp.flush_recv().is_err();
+            p.doorbells += 1;
+        }
+        if !failed && sends > 0 {
+            failed = qp.flush_send().is_err();
+            p.doorbells += 1;
+        }
+        if failed {
+            // Whatever was queued and not flushed is discarded with the QP.
+            let _ = qp.disconnect();
+            conn.handle_cm(now, CmInput::Disconnected);
+            while conn.poll_wr().is_some() {}
+            self.broken = true;
+        }
+        p
+    }
+
+    /// Keeps one reactor timer armed at the connection's next deadline (`token` names it).
+    pub fn sync_timer(&mut self, cx: &mut PollerCtx<'_>, token: u64) {
+        let want = self
+            .conn
+            .as_ref()
+            .and_then(|c| c.poll_timeout())
+            .unwrap_or(u64::MAX);
+        if want == self.timer_at {
+            return;
+        }
+        if let Some(h) = self.timer.take() {
+            cx.cancel_timer(h);
+        }
+        self.timer_at = u64::MAX;
+        if want != u64::MAX {
+            if let Ok(h) = cx.arm_timer(want, token) {
+                self.timer = Some(h);
+                self.timer_at = want;
+            }
+        }
+    }
+
+    /// The armed deadline fired.
+    pub fn on_timer(&mut self, now: u64) {
+        self.timer = None;
+        self.timer_at = u64::MAX;
+        if let Some(c) = self.conn.as_mut() {
+            c.handle_timeout(now);
+        }
+    }
+
+    /// Cancels the timer (teardown).
+    pub fn cancel_timer(&mut self, cx: &mut PollerCtx<'_>) {
+        if let Some(h) = self.timer.take() {
+            cx.cancel_timer(h);
+        }
+        self.timer_at = u64::MAX;
+    }
+}
+
+#[inline]
+fn queue<P: Provider>(
+    qp: &mut P::Qp,
+    wr_id: u64,
+    op: SendOp<'_, P>,
+    sgl: &[Sge],
+) -> Result<(), VerbsError> {
+    qp.queue_send(&SendWr {
+        wr_id,
+        op,
+        sgl,
+        flags: SendFlags::SIGNALED,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Router;
+
+    #[test]
+    fn accepts_router_insert_get_remove() {
+        let mut r = Router::new(8);
+        for q in 0..8u32 {
+            assert!(r.insert(0x11 + q * 16, q));
+        }
+        assert_eq!(r.len(), 8);
+        for q in 0..8u32 {
+            assert_eq!(r.get(0x11 + q * 16), Some(q));
+        }
+        assert_eq!(r.remove(0x11 + 3 * 16), Some(3));
+        assert_eq!(r.get(0x11 + 3 * 16), None);
+        for q in (0..8u32).filter(|&q| q != 3) {
+            assert_eq!(r.get(0x11 + q * 16), Some(q), "qp {q} lost after removal");
+        }
+    }
+
+    #[test]
+    fn rejects_overfull_router() {
+        let mut r = Router::new(2);
+        assert!(r.insert(1, 0));
+        assert!(r.insert(2, 1));
+        assert!(!r.insert(3, 2));
+        assert!(!r.insert(u32::MAX, 0));
+        assert_eq!(r.remove(9), None);
+    }
+
+    #[test]
+    fn accepts_router_churn_against_model() {
+        let mut r = Router::new(16);
+        let mut model = std::collections::HashMap::new();
+        let mut x = 12345u32;
+        for step in 0..5000u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let q = (x >> 8) % 64;
+            if x & 1 == 0 && model.len() < 16 {
+                assert!(r.insert(q, step));
+                model.insert(q, step);
+            } else {
+                assert_eq!(r.remove(q), model.remove(&q));
+            }
+            for (k, v) in &model {
+                assert_eq!(r.get(*k), Some(*v));
+            }
+        }
+    }
+}

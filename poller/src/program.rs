@@ -1,0 +1,461 @@
+//! RPC programs served by a [`Server`](crate::server::Server): procedure handlers, the
+//! zero-copy request view they get, the reply builder they write results into, and the RFC 5531
+//! dispatch rules.
+//!
+//! Normal operation: a [`Program`] is a program number, a version range and a handler per
+//! procedure (for every version, or for one). For each call the server decodes the RPC header
+//! and [`Programs::dispatch`]es it: procedure 0 (NULL) of a served version is answered at once
+//! with an empty SUCCESS; a registered procedure runs its [`Handler`] with a [`Request`] (the
+//! arguments are a slice of the received or reassembled stream: inline payload in the receive
+//! buffer, Read-chunk payloads already placed by RDMA Read; nothing is copied) and a
+//! [`ReplyBuilder`] over a registered reply buffer. Results the handler marks as DDP
+//! ([`ReplyBuilder::ddp`]) go into the call's Write chunks when the client offered them.
+//!
+//! Recovery (RFC 5531 section 9): unknown program → PROG_UNAVAIL; known program, version outside
+//! every range registered for it → PROG_MISMATCH with the lowest and highest version served;
+//! known version, unknown procedure → PROC_UNAVAIL; a handler returning [`Reject`] → GARBAGE_ARGS
+//! or SYSTEM_ERR; an RPC version other than 2 → MSG_DENIED / RPC_MISMATCH {2, 2}; an
+//! over-long credential or verifier → AUTH_ERROR (BADCRED / BADVERF). A header too short to
+//! decode is answered GARBAGE_ARGS with the transport header's XID.
+
+use std::sync::Arc;
+
+use rpcrdma_engine::rpc::{
+    AcceptStat, AuthStat, OpaqueAuth, RejectedReply, ReplyHeader, RpcError, RPC_VERSION,
+};
+use rpcrdma_mempool::PoolBuf;
+
+/// Most DDP items one call's arguments or one reply's results may carry.
+pub const MAX_DDP: usize = 4;
+
+/// Length of an accepted SUCCESS reply header with an AUTH_NONE verifier: xid, msg_type,
+/// reply_stat, verifier flavor and length, accept_stat.
+pub const SUCCESS_HEADER_LEN: usize = 24;
+
+/// Why a handler refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// The arguments could not be decoded (GARBAGE_ARGS).
+    GarbageArgs,
+    /// The server failed (SYSTEM_ERR).
+    SystemErr,
+}
+
+/// A procedure handler. Runs on a reactor (inline mode) or on a worker thread; must not block
+/// in inline mode.
+pub trait Handler: Send + Sync + 'static {
+    /// Serves one call: decode `req.args`, write the results into `reply`.
+    fn handle(&self, req: &Request<'_>, reply: &mut ReplyBuilder<'_>) -> Result<(), Reject>;
+}
+
+impl<F> Handler for F
+where
+    F: Fn(&Request<'_>, &mut ReplyBuilder<'_>) -> Result<(), Reject> + Send + Sync + 'static,
+{
+    #[inline]
+    fn handle(&self, req: &Request<'_>, reply: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        self(req, reply)
+    }
+}
+
+/// A call as a handler sees it (borrowed; valid for the duration of the handler).
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// Transaction id.
+    pub xid: u32,
+    /// Program number.
+    pub prog: u32,
+    /// Program version.
+    pub vers: u32,
+    /// Procedure number.
+    pub proc_num: u32,
+    /// The caller's credential.
+    pub cred: OpaqueAuth<'a>,
+    /// The encoded arguments (zero-copy view; DDP arguments are already in place).
+    pub args: &'a [u8],
+    /// Capacity of each Write chunk the client offered (DDP results fit there).
+    pub write_chunks: &'a [u32],
+}
+
+/// DDP result items of one reply: where each goes in the reply stream and the buffer that
+/// holds it (kept until the reply's Send completes).
+#[derive(Debug, Default)]
+pub struct DdpItems {
+    pub(crate) items: [Option<(u32, u32, PoolBuf)>; MAX_DDP],
+    pub(crate) n: usize,
+}
+
+impl DdpItems {
+    /// No items.
+    pub fn new() -> DdpItems {
+        DdpItems::default()
+    }
+
+    /// Items held.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Drops every item (their buffers go back to their pools).
+    pub fn clear(&mut self) {
+        for i in self.items.iter_mut() {
+            *i = None;
+        }
+        self.n = 0;
+    }
+
+    /// The item at `i`: offset in the stream, length, buffer.
+    pub(crate) fn get(&self, i: usize) -> Option<(u32, u32, &PoolBuf)> {
+        self.items
+            .get(i)?
+            .as_ref()
+            .map(|(at, len, b)| (*at, *len, b))
+    }
+
+    pub(crate) fn push(&mut self, at: u32, len: u32, buf: PoolBuf) -> Result<(), PoolBuf> {
+        if self.n >= MAX_DDP || at % 4 != 0 {
+            return Err(buf);
+        }
+        self.items[self.n] = Some((at, len, buf));
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// Why writing into a [`ReplyBuilder`] (or [`CallArgs`](crate::client::CallArgs)) failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError {
+    /// Not enough room in the buffer.
+    Full,
+    /// Too many DDP items, or an item at an offset that is not a multiple of four.
+    TooManyItems,
+}
+
+/// Writes results into a registered reply buffer (zero-copy: the buffer is what the reply Send
+/// gathers). Offsets are relative to the start of the results.
+pub struct ReplyBuilder<'a> {
+    out: &'a mut [u8],
+    len: usize,
+    /// Offset of the results in the RPC reply (the header length).
+    base: u32,
+    ddp: &'a mut DdpItems,
+}
+
+impl<'a> ReplyBuilder<'a> {
+    pub(crate) fn new(out: &'a mut [u8], base: u32, ddp: &'a mut DdpItems) -> Self {
+        ReplyBuilder {
+            out,
+            len: 0,
+            base,
+            ddp,
+        }
+    }
+
+    /// Octets of results written so far (DDP items excluded).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The free space after the results written so far; write into it, then
+    /// [`ReplyBuilder::advance`].
+    pub fn space(&mut self) -> &mut [u8] {
+        &mut self.out[self.len..]
+    }
+
+    /// Marks `n` more octets of [`ReplyBuilder::space`] as written.
+    pub fn advance(&mut self, n: usize) -> Result<(), BuildError> {
+        if n > self.out.len() - self.len {
+            return Err(BuildError::Full);
+        }
+        self.len += n;
+        Ok(())
+    }
+
+    /// Appends raw octets.
+    pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
+        let end = self.len.checked_add(data.len()).ok_or(BuildError::Full)?;
+        let dst = self.out.get_mut(self.len..end).ok_or(BuildError::Full)?;
+        dst.copy_from_slice(data);
+        self.len = end;
+        Ok(())
+    }
+
+    /// Appends an XDR unsigned int.
+    pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
+        self.put(&v.to_be_bytes())
+    }
+
+    /// Appends XDR variable-length opaque data (length, octets, pad).
+    pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
+        let pad = (4 - data.len() % 4) % 4;
+        if data.len() > u32::MAX as usize || self.out.len() - self.len < 4 + data.len() + pad {
+            return Err(BuildError::Full);
+        }
+        self.put_u32(data.len() as u32)?;
+        self.put(data)?;
+        self.put(&[0u8; 3][..pad])
+    }
+
+    /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible result
+    /// item (its XDR length word must already be written; no pad follows in the stream). The
+    /// item goes into the next Write chunk the client offered, or inline when none is left. On
+    /// error the buffer is handed back.
+    pub fn ddp(&mut self, buf: PoolBuf, len: usize) -> Result<(), (BuildError, PoolBuf)> {
+        let len = len.min(buf.len());
+        let at = self.base as usize + self.len;
+        if at > u32::MAX as usize {
+            return Err((BuildError::Full, buf));
+        }
+        self.ddp
+            .push(at as u32, len as u32, buf)
+            .map_err(|b| (BuildError::TooManyItems, b))
+    }
+}
+
+/// One RPC program: a number, a version range and handlers.
+#[derive(Clone)]
+pub struct Program {
+    prog: u32,
+    low: u32,
+    high: u32,
+    /// `table[v - low][proc]`.
+    table: Vec<Vec<Option<Arc<dyn Handler>>>>,
+}
+
+impl core::fmt::Debug for Program {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Program")
+            .field("prog", &self.prog)
+            .field("versions", &(self.low..=self.high))
+            .finish()
+    }
+}
+
+/// Most versions one [`Program`] may span.
+pub const MAX_VERSIONS: u32 = 64;
+/// Highest procedure number a handler may be registered for.
+pub const MAX_PROC: u32 = 4095;
+
+impl Program {
+    /// Program `prog` serving versions `low..=high` (swapped if reversed; at most
+    /// [`MAX_VERSIONS`] versions, the range is cut there).
+    pub fn new(prog: u32, versions: core::ops::RangeInclusive<u32>) -> Program {
+        let (mut low, mut high) = (*versions.start(), *versions.end());
+        if low > high {
+            core::mem::swap(&mut low, &mut high);
+        }
+        high = high.min(low.saturating_add(MAX_VERSIONS - 1));
+        Program {
+            prog,
+            low,
+            high,
+            table: vec![Vec::new(); (high - low + 1) as usize],
+        }
+    }
+
+    /// The program number.
+    pub fn number(&self) -> u32 {
+        self.prog
+    }
+
+    /// The version range.
+    pub fn versions(&self) -> (u32, u32) {
+        (self.low, self.high)
+    }
+
+    /// Registers `handler` for procedure `proc_num` of every version. Procedure 0 is NULL and
+    /// always answered by the server; numbers above [`MAX_PROC`] are ignored.
+    pub fn procedure<H: Handler>(mut self, proc_num: u32, handler: H) -> Program {
+        let h: Arc<dyn Handler> = Arc::new(handler);
+        for v in self.low..=self.high {
+            self.set(v, proc_num, Arc::clone(&h));
+        }
+        self
+    }
+
+    /// Registers `handler` for procedure `proc_num` of version `vers` only (ignored when `vers`
+    /// is outside the range).
+    pub fn procedure_for<H: Handler>(mut self, vers: u32, proc_num: u32, handler: H) -> Program {
+        self.set(vers, proc_num, Arc::new(handler));
+        self
+    }
+
+    fn set(&mut self, vers: u32, proc_num: u32, h: Arc<dyn Handler>) {
+        if proc_num == 0 || proc_num > MAX_PROC || vers < self.low || vers > self.high {
+            return;
+        }
+        let row = &mut self.table[(vers - self.low) as usize];
+        if row.len() <= proc_num as usize {
+            row.resize(proc_num as usize + 1, None);
+        }
+        row[proc_num as usize] = Some(h);
+    }
+}
+
+/// What the server does with a call.
+#[derive(Clone)]
+pub enum Dispatch<'a> {
+    /// Run this handler.
+    Handler(&'a Arc<dyn Handler>),
+    /// NULL procedure: empty SUCCESS.
+    Null,
+    /// Answer with this accept_stat (PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL).
+    Error(AcceptStat),
+}
+
+impl core::fmt::Debug for Dispatch<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Dispatch::Handler(_) => f.write_str("Handler"),
+            Dispatch::Null => f.write_str("Null"),
+            Dispatch::Error(s) => write!(f, "Error({s:?})"),
+        }
+    }
+}
+
+/// The programs of one server.
+#[derive(Clone, Debug, Default)]
+pub struct Programs {
+    progs: Vec<Program>,
+}
+
+impl Programs {
+    /// No programs.
+    pub fn new() -> Programs {
+        Programs::default()
+    }
+
+    /// Adds a program (several entries may share a program number with disjoint versions).
+    pub fn add(&mut self, p: Program) {
+        self.progs.push(p);
+    }
+
+    /// The RFC 5531 decision for `prog`/`vers`/`proc_num`.
+    pub fn dispatch(&self, prog: u32, vers: u32, proc_num: u32) -> Dispatch<'_> {
+        let mut known = false;
+        let (mut low, mut high) = (u32::MAX, 0u32);
+        for p in &self.progs {
+            if p.prog != prog {
+                continue;
+            }
+            known = true;
+            low = low.min(p.low);
+            high = high.max(p.high);
+            if vers < p.low || vers > p.high {
+                continue;
+            }
+            if proc_num == 0 {
+                return Dispatch::Null;
+            }
+            let row = &p.table[(vers - p.low) as usize];
+            return match row.get(proc_num as usize) {
+                Some(Some(h)) => Dispatch::Handler(h),
+                _ => Dispatch::Error(AcceptStat::ProcUnavail),
+            };
+        }
+        if known {
+            Dispatch::Error(AcceptStat::ProgMismatch { low, high })
+        } else {
+            Dispatch::Error(AcceptStat::ProgUnavail)
+        }
+    }
+}
+
+/// The reply header for an RPC header that did not decode (RFC 5531 section 9 answers).
+pub(crate) fn header_error_reply(e: &RpcError, xid: u32) -> ReplyHeader<'static> {
+    match *e {
+        RpcError::BadRpcVersion { .. } => ReplyHeader::denied(
+            xid,
+            RejectedReply::RpcMismatch {
+                low: RPC_VERSION,
+                high: RPC_VERSION,
+            },
+        ),
+        RpcError::CredTooLong { .. } => {
+            ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred))
+        }
+        RpcError::VerfTooLong { .. } => {
+            ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadVerf))
+        }
+        _ => ReplyHeader::accepted(xid, AcceptStat::GarbageArgs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(_: &Request<'_>, _: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        Ok(())
+    }
+
+    fn progs() -> Programs {
+        let mut p = Programs::new();
+        p.add(Program::new(100_003, 3..=4).procedure(1, ok));
+        p.add(Program::new(100_003, 6..=6).procedure_for(6, 2, ok));
+        p
+    }
+
+    #[test]
+    fn accepts_null_and_registered_procedures() {
+        let p = progs();
+        assert!(matches!(p.dispatch(100_003, 3, 0), Dispatch::Null));
+        assert!(matches!(p.dispatch(100_003, 4, 1), Dispatch::Handler(_)));
+        assert!(matches!(p.dispatch(100_003, 6, 2), Dispatch::Handler(_)));
+    }
+
+    #[test]
+    fn rejects_unknown_program_version_and_procedure() {
+        let p = progs();
+        assert!(matches!(
+            p.dispatch(7, 3, 1),
+            Dispatch::Error(AcceptStat::ProgUnavail)
+        ));
+        // Lowest and highest version over every entry of the program.
+        assert!(matches!(
+            p.dispatch(100_003, 5, 1),
+            Dispatch::Error(AcceptStat::ProgMismatch { low: 3, high: 6 })
+        ));
+        assert!(matches!(
+            p.dispatch(100_003, 3, 9),
+            Dispatch::Error(AcceptStat::ProcUnavail)
+        ));
+        assert!(matches!(
+            p.dispatch(100_003, 6, 1),
+            Dispatch::Error(AcceptStat::ProcUnavail)
+        ));
+    }
+
+    #[test]
+    fn rejects_reply_builder_overflow() {
+        let mut buf = [0u8; 8];
+        let mut d = DdpItems::new();
+        let mut b = ReplyBuilder::new(&mut buf, 24, &mut d);
+        assert_eq!(b.put_u32(1), Ok(()));
+        assert_eq!(b.put_opaque(&[1, 2, 3]), Err(BuildError::Full));
+        assert_eq!(b.put(&[9; 4]), Ok(()));
+        assert_eq!(b.put(&[9]), Err(BuildError::Full));
+        assert_eq!(&buf, &[0, 0, 0, 1, 9, 9, 9, 9]);
+    }
+
+    #[test]
+    fn accepts_header_error_answers() {
+        let h = header_error_reply(&RpcError::BadRpcVersion { xid: 5, rpcvers: 3 }, 5);
+        assert_eq!(
+            h,
+            ReplyHeader::denied(5, RejectedReply::RpcMismatch { low: 2, high: 2 })
+        );
+        let h = header_error_reply(&RpcError::Truncated { at: 0, needed: 4 }, 9);
+        assert_eq!(h, ReplyHeader::accepted(9, AcceptStat::GarbageArgs));
+    }
+}

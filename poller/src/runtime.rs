@@ -1,0 +1,726 @@
+//! Endpoints and nodes: how RPC connections live on the reactors.
+//!
+//! Normal operation: an [`Endpoint`] binds a verbs device (one protection domain, one payload
+//! [`BufPool`], optional worker threads) to a [`ReactorSet`]: it adds one node poller to every
+//! reactor. A node owns ONE completion queue shared by all its QPs, a fixed table of connection
+//! slots, a [`Router`] from QP number to slot, a per-core cache of the payload pool and its
+//! links to the workers. One node poll: take control commands (new client connections, accept
+//! requests handed over by the listening node, listeners), poll listeners, poll the CQ in bursts
+//! of [`CQ_BURST`] and feed each completion to its connection, take worker results, then give
+//! every connection one round (CM events, engine events → callbacks / handlers, new calls,
+//! one doorbell per queue for everything it produced) and push queued worker jobs. Timers
+//! (connection deadlines, reconnect back-off) are the reactor's timer wheel; tokens carry the
+//! slot and its generation, so a timer of a connection that is gone finds nothing.
+//!
+//! Recovery: CQ and post errors are counted and end the affected connection (clients
+//! reconnect). A completion whose QP is unknown (a flush after teardown) is counted as a stray
+//! and ignored. Stopping ([`Poller::shutdown`]): listeners close, client connections stop
+//! taking new calls and drain, server connections serve until their clients disconnect; the
+//! node reports drained when no connection and no queued worker job is left, and the reactor's
+//! drain timeout bounds the wait. Whatever is dropped then completes its callbacks with an
+//! error (see [`crate::client`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+
+use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, Listener, Provider};
+use rpcrdma_mempool::{HugePagePolicy, PoolCache};
+
+use crate::api_stats::{node_stats, NodeSnapshot, NodeStats, NodeStatsWriter};
+use crate::buf::{BufPool, MemError};
+use crate::client::ClientConn;
+use crate::config::{BackoffMode, EndpointConfig};
+use crate::driver::Router;
+use crate::mpsc::{self, MpscConsumer, MpscProducer};
+use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
+use crate::server::{ServerConn, ServerShared};
+use crate::worker::{NodeLinks, Workers};
+
+/// Completions taken from the CQ per poll call.
+pub const CQ_BURST: usize = 32;
+/// CQ polls per node poll at most (the rest waits for the next poll, so other pollers run).
+const CQ_ROUNDS: usize = 4;
+/// Control commands handled per node poll at most.
+const CONTROL_BATCH: usize = 16;
+
+pub(crate) const TIMER_CONN: u8 = 1;
+pub(crate) const TIMER_RECONNECT: u8 = 2;
+
+/// A timer token: kind, slot, slot generation.
+#[inline]
+pub(crate) fn timer_token(kind: u8, slot: u32, gen: u32) -> u64 {
+    (u64::from(kind) << 56) | ((u64::from(slot) & 0xff_ffff) << 32) | u64::from(gen)
+}
+
+/// A worker job token: slot and generation.
+#[inline]
+pub(crate) fn job_token(slot: u32, gen: u32) -> u64 {
+    (u64::from(slot) << 32) | u64::from(gen)
+}
+
+/// Why an endpoint could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointError {
+    /// Verbs setup failed (PD, CQ).
+    Verbs(String),
+    /// Memory setup failed.
+    Memory(MemError),
+    /// A setting is out of range.
+    BadConfig(&'static str),
+    /// Adding pollers to the reactors failed.
+    Reactor(ReactorError),
+}
+
+impl core::fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            EndpointError::Verbs(m) => write!(f, "verbs: {m}"),
+            EndpointError::Memory(e) => write!(f, "memory: {e}"),
+            EndpointError::BadConfig(w) => write!(f, "bad endpoint configuration: {w}"),
+            EndpointError::Reactor(e) => write!(f, "reactor: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EndpointError {}
+
+/// Commands to a node.
+pub(crate) enum NodeCmd<P: Provider> {
+    /// Place and connect a client connection.
+    AddClient(Box<ClientConn<P>>),
+    /// Accept a connect request for a server.
+    Accept {
+        req: P::ConnRequest,
+        server: Arc<ServerShared>,
+    },
+    /// Poll a listener.
+    Listen {
+        listener: P::Listener,
+        server: Arc<ServerShared>,
+    },
+}
+
+/// A function called with every QP a node creates (connect) or accepts, on the reactor
+/// thread, before it is used: for tracing and fault injection in tests.
+pub type QpHook<P> = Box<dyn Fn(&<P as Provider>::Qp) + Send + Sync>;
+
+/// What other threads hold of a node.
+pub(crate) struct NodePeer<P: Provider> {
+    ctl: MpscProducer<NodeCmd<P>>,
+    thread: Arc<OnceLock<Thread>>,
+    stats: NodeStats,
+}
+
+struct EndpointInner<P: Provider> {
+    dev: Arc<P::Device>,
+    pd: Arc<P::Pd>,
+    bufs: BufPool,
+    replies: BufPool,
+    cfg: EndpointConfig,
+    peers: Arc<Vec<NodePeer<P>>>,
+    next: AtomicUsize,
+    hugepages: HugePagePolicy,
+    workers: Mutex<Option<Workers>>,
+    qp_hook: Arc<OnceLock<QpHook<P>>>,
+}
+
+/// A verbs device bound to a reactor set: one node (CQ + connections) per reactor. Cheap to
+/// clone. Stop the reactor set before dropping the last clone (the workers stop with it).
+pub struct Endpoint<P: Provider> {
+    inner: Arc<EndpointInner<P>>,
+}
+
+impl<P: Provider> Clone for Endpoint<P> {
+    fn clone(&self) -> Self {
+        Endpoint {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<P: Provider> core::fmt::Debug for Endpoint<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("provider", &P::NAME)
+            .field("nodes", &self.inner.peers.len())
+            .finish()
+    }
+}
+
+/// Send queue depth for `credits` (binds, Send and invalidations of every call; replies'
+/// Writes).
+pub(crate) fn sq_depth_for(credits: u32) -> u32 {
+    (credits * 8).clamp(64, 4096)
+}
+
+/// Receive queue depth for `credits` (server: credits + call slots).
+pub(crate) fn rq_depth_for(credits: u32) -> u32 {
+    (credits * 3).clamp(16, 4096)
+}
+
+impl<P: Provider> Endpoint<P> {
+    /// Binds `dev` to every reactor of `set` (one node poller each) with `cfg`.
+    pub fn new(
+        set: &ReactorSet,
+        dev: P::Device,
+        cfg: EndpointConfig,
+    ) -> Result<Endpoint<P>, EndpointError> {
+        Self::with_backoff(set, dev, cfg, BackoffMode::SharedCores)
+    }
+
+    /// As [`Endpoint::new`], with the workers' idle back-off given.
+    pub fn with_backoff(
+        set: &ReactorSet,
+        dev: P::Device,
+        cfg: EndpointConfig,
+        worker_backoff: BackoffMode,
+    ) -> Result<Endpoint<P>, EndpointError> {
+        let n = set.len();
+        if n == 0 {
+            return Err(EndpointError::BadConfig("no reactors"));
+        }
+        if cfg.max_conns_per_reactor == 0 || cfg.max_conns_per_reactor > 1 << 16 {
+            return Err(EndpointError::BadConfig("max_conns_per_reactor"));
+        }
+        if cfg.max_credits == 0 || cfg.max_credits > 1024 {
+            return Err(EndpointError::BadConfig("max_credits"));
+        }
+        if cfg.buffer_size < 64 {
+            return Err(EndpointError::BadConfig("buffer_size"));
+        }
+        let hugepages = if cfg.hugepages {
+            HugePagePolicy::Prefer
+        } else {
+            HugePagePolicy::Never
+        };
+        let pd = Arc::new(
+            dev.alloc_pd()
+                .map_err(|e| EndpointError::Verbs(e.to_string()))?,
+        );
+        let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages)
+            .map_err(EndpointError::Memory)?;
+        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages)
+            .map_err(EndpointError::Memory)?;
+        let dev = Arc::new(dev);
+        let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);
+        let cq_depth = (cfg.max_conns_per_reactor as u64 * u64::from(per_conn))
+            .min(u64::from(dev.caps().max_cqe)) as u32;
+        let mut consumers = Vec::with_capacity(n);
+        let mut peers = Vec::with_capacity(n);
+        let mut writers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (tx, rx) = mpsc::channel::<NodeCmd<P>>(256)
+                .map_err(|_| EndpointError::BadConfig("control ring"))?;
+            let (w, r) = node_stats();
+            consumers.push(rx);
+            writers.push(w);
+            peers.push(NodePeer {
+                ctl: tx,
+                thread: Arc::new(OnceLock::new()),
+                stats: r,
+            });
+        }
+        let threads: Vec<_> = peers.iter().map(|p| Arc::clone(&p.thread)).collect();
+        let slots_per_node = cfg.max_conns_per_reactor * 2 * cfg.max_credits as usize;
+        let (workers, mut links) = if cfg.workers > 0 {
+            let ring = cfg.worker_ring.clamp(2, 1 << 20).next_power_of_two();
+            let (w, l) = Workers::start(
+                cfg.workers,
+                n,
+                ring,
+                slots_per_node.max(ring),
+                worker_backoff.config(),
+                &threads,
+                "rpc",
+            )
+            .map_err(|_| EndpointError::BadConfig("workers"))?;
+            (Some(w), l.into_iter().map(Some).collect::<Vec<_>>())
+        } else {
+            (None, (0..n).map(|_| None).collect())
+        };
+        let peers = Arc::new(peers);
+        let inner = Arc::new(EndpointInner {
+            dev,
+            pd,
+            bufs,
+            replies,
+            cfg: cfg.clone(),
+            peers: Arc::clone(&peers),
+            next: AtomicUsize::new(0),
+            hugepages,
+            workers: Mutex::new(workers),
+            qp_hook: Arc::new(OnceLock::new()),
+        });
+        for (i, (rx, w)) in consumers.into_iter().zip(writers).enumerate() {
+            let cq = inner
+                .dev
+                .create_cq(cq_depth.max(64))
+                .map_err(|e| EndpointError::Verbs(e.to_string()))?;
+            let cache = inner
+                .replies
+                .pool()
+                .cache()
+                .map_err(|e| EndpointError::Memory(MemError::Pool(e.to_string())))?;
+            let node = Node {
+                env: NodeEnv {
+                    index: i,
+                    dev: Arc::clone(&inner.dev),
+                    pd: Arc::clone(&inner.pd),
+                    cq,
+                    bufs: inner.bufs.clone(),
+                    replies: inner.replies.clone(),
+                    cache,
+                    router: Router::new(cfg.max_conns_per_reactor),
+                    stats: w,
+                    now: 0,
+                    hugepages,
+                    gens: vec![0; cfg.max_conns_per_reactor],
+                    peers: Arc::clone(&peers),
+                    qp_hook: Arc::clone(&inner.qp_hook),
+                },
+                slots: (0..cfg.max_conns_per_reactor).map(|_| None).collect(),
+                free: (0..cfg.max_conns_per_reactor as u32).rev().collect(),
+                ctl: rx,
+                listeners: Vec::new(),
+                links: links[i].take(),
+                wcs: vec![Completion::default(); CQ_BURST].into_boxed_slice(),
+                stopping: false,
+                thread_set: false,
+                live: 0,
+            };
+            set.add_poller(Placement::Reactor(i), Box::new(node))
+                .map_err(EndpointError::Reactor)?;
+        }
+        Ok(Endpoint { inner })
+    }
+
+    /// The payload buffer pool (arguments, replies, DDP items).
+    pub fn buffers(&self) -> &BufPool {
+        &self.inner.bufs
+    }
+
+    /// The pool replies are received into (client) or built in (server); separate from
+    /// [`Endpoint::buffers`] so calls waiting with their arguments can never starve replies.
+    pub fn reply_buffers(&self) -> &BufPool {
+        &self.inner.replies
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.inner.cfg
+    }
+
+    /// The device.
+    pub fn device(&self) -> &P::Device {
+        &self.inner.dev
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> &Arc<P::Pd> {
+        &self.inner.pd
+    }
+
+    /// Nodes (= reactors).
+    pub fn nodes(&self) -> usize {
+        self.inner.peers.len()
+    }
+
+    /// Counters of node `i`.
+    pub fn node_stats(&self, i: usize) -> Option<NodeSnapshot> {
+        self.inner.peers.get(i).map(|p| p.stats.snapshot())
+    }
+
+    /// A reader of node `i`'s counters.
+    pub fn node_stats_reader(&self, i: usize) -> Option<NodeStats> {
+        self.inner.peers.get(i).map(|p| p.stats.clone())
+    }
+
+    /// Installs the QP hook (once; later calls return `false`). It sees QPs created after
+    /// this call.
+    pub fn set_qp_hook(&self, hook: QpHook<P>) -> bool {
+        self.inner.qp_hook.set(hook).is_ok()
+    }
+
+    /// Stops the worker threads (after the reactors have stopped). Idempotent.
+    pub fn stop_workers(&self) {
+        if let Some(mut w) = self
+            .inner
+            .workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            w.stop();
+        }
+    }
+
+    pub(crate) fn hugepages(&self) -> HugePagePolicy {
+        self.inner.hugepages
+    }
+
+    pub(crate) fn sq_depth(&self, credits: u32) -> u32 {
+        sq_depth_for(credits)
+    }
+
+    pub(crate) fn rq_depth(&self, credits: u32) -> u32 {
+        rq_depth_for(credits)
+    }
+
+    pub(crate) fn pick(&self, reactor: Option<usize>) -> usize {
+        let n = self.nodes().max(1);
+        match reactor {
+            Some(i) => i % n,
+            // Relaxed: a turn counter only.
+            None => self.inner.next.fetch_add(1, Ordering::Relaxed) % n,
+        }
+    }
+
+    pub(crate) fn node_thread(&self, i: usize) -> Arc<OnceLock<Thread>> {
+        Arc::clone(&self.inner.peers[i % self.nodes().max(1)].thread)
+    }
+
+    pub(crate) fn send(&self, node: usize, cmd: NodeCmd<P>) -> Result<(), NodeCmd<P>> {
+        send_to(&self.inner.peers, node, cmd)
+    }
+}
+
+fn send_to<P: Provider>(
+    peers: &[NodePeer<P>],
+    node: usize,
+    cmd: NodeCmd<P>,
+) -> Result<(), NodeCmd<P>> {
+    let Some(p) = peers.get(node) else {
+        return Err(cmd);
+    };
+    let mut cmd = cmd;
+    // The control ring is drained every poll; wait (yielding) briefly if it is full.
+    for _ in 0..10_000 {
+        match p.ctl.enqueue(cmd) {
+            Ok(()) => {
+                if let Some(t) = p.thread.get() {
+                    t.unpark();
+                }
+                return Ok(());
+            }
+            Err(c) => {
+                cmd = c;
+                std::thread::yield_now();
+            }
+        }
+    }
+    Err(cmd)
+}
+
+/// What a node's connections use while being served.
+pub(crate) struct NodeEnv<P: Provider> {
+    pub index: usize,
+    pub dev: Arc<P::Device>,
+    pub pd: Arc<P::Pd>,
+    pub cq: P::Cq,
+    pub bufs: BufPool,
+    /// The reply pool (the node's cache is in front of it).
+    pub replies: BufPool,
+    pub cache: PoolCache,
+    pub router: Router,
+    pub stats: NodeStatsWriter,
+    pub now: u64,
+    pub hugepages: HugePagePolicy,
+    gens: Vec<u32>,
+    peers: Arc<Vec<NodePeer<P>>>,
+    qp_hook: Arc<OnceLock<QpHook<P>>>,
+}
+
+impl<P: Provider> NodeEnv<P> {
+    /// The generation of slot `slot` (timer and job tokens carry it).
+    #[inline]
+    pub(crate) fn slot_gen(&self, slot: u32) -> u32 {
+        self.gens.get(slot as usize).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn sq_depth(&self, credits: u32) -> u32 {
+        sq_depth_for(credits)
+    }
+
+    pub(crate) fn rq_depth(&self, credits: u32) -> u32 {
+        rq_depth_for(credits)
+    }
+
+    /// Runs the QP hook, if any.
+    pub(crate) fn qp_created(&self, qp: &P::Qp) {
+        if let Some(h) = self.qp_hook.get() {
+            h(qp);
+        }
+    }
+}
+
+enum Conn<P: Provider> {
+    Client(Box<ClientConn<P>>),
+    Server(Box<ServerConn<P>>),
+}
+
+/// One reactor's share of an endpoint (a [`Poller`]). See the module documentation.
+struct Node<P: Provider> {
+    env: NodeEnv<P>,
+    slots: Vec<Option<Conn<P>>>,
+    free: Vec<u32>,
+    ctl: MpscConsumer<NodeCmd<P>>,
+    listeners: Vec<(P::Listener, Arc<ServerShared>)>,
+    links: Option<NodeLinks>,
+    wcs: Box<[Completion]>,
+    stopping: bool,
+    thread_set: bool,
+    live: usize,
+}
+
+impl<P: Provider> Node<P> {
+    fn take_slot(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    fn release_slot(&mut self, slot: u32) {
+        if let Some(s) = self.slots.get_mut(slot as usize) {
+            if s.take().is_some() {
+                self.live -= 1;
+                if let Some(g) = self.env.gens.get_mut(slot as usize) {
+                    *g = g.wrapping_add(1);
+                }
+                self.free.push(slot);
+            }
+        }
+        self.env.stats.set_connections(self.live as u64);
+    }
+
+    fn command(&mut self, cmd: NodeCmd<P>, cx: &mut PollerCtx<'_>) {
+        match cmd {
+            NodeCmd::AddClient(mut c) => {
+                let Some(slot) = self.take_slot() else {
+                    // No room: the connection is dropped, failing its calls (see ClientConn).
+                    self.env.stats.verbs_error();
+                    return;
+                };
+                if self.stopping {
+                    c.shutdown();
+                }
+                c.start(&mut self.env, cx, slot);
+                self.slots[slot as usize] = Some(Conn::Client(c));
+                self.live += 1;
+                self.env.stats.set_connections(self.live as u64);
+            }
+            NodeCmd::Accept { req, server } => self.accept(req, server),
+            NodeCmd::Listen { listener, server } => {
+                if self.stopping {
+                    return;
+                }
+                self.listeners.push((listener, server));
+            }
+        }
+    }
+
+    fn accept(&mut self, req: P::ConnRequest, server: Arc<ServerShared>) {
+        if self.stopping || server.is_stopping() {
+            // Relaxed: a count for monitoring.
+            server.rejected.fetch_add(1, Ordering::Relaxed);
+            return; // dropping the request rejects it
+        }
+        let Some(slot) = self.take_slot() else {
+            // Relaxed: a count for monitoring.
+            server.rejected.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        match ServerConn::accept(&mut self.env, req, server, slot) {
+            Some(c) => {
+                self.slots[slot as usize] = Some(Conn::Server(Box::new(c)));
+                self.live += 1;
+                self.env.stats.set_connections(self.live as u64);
+            }
+            None => {
+                self.env.stats.verbs_error();
+                self.free.push(slot);
+            }
+        }
+    }
+
+    fn poll_listeners(&mut self) -> usize {
+        let mut work = 0;
+        let mut i = 0;
+        while i < self.listeners.len() {
+            if self.stopping || self.listeners[i].1.is_stopping() {
+                self.listeners.swap_remove(i);
+                work += 1;
+                continue;
+            }
+            loop {
+                let req = match self.listeners[i].0.poll() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(_) => {
+                        self.env.stats.verbs_error();
+                        break;
+                    }
+                };
+                work += 1;
+                let server = Arc::clone(&self.listeners[i].1);
+                let n = self.env.peers.len().max(1);
+                // Relaxed: a turn counter only.
+                let target = server.next.fetch_add(1, Ordering::Relaxed) % n;
+                if target == self.env.index {
+                    self.accept(req, server);
+                } else {
+                    let peers = Arc::clone(&self.env.peers);
+                    if let Err(NodeCmd::Accept { req, server }) =
+                        send_to(&peers, target, NodeCmd::Accept { req, server })
+                    {
+                        self.accept(req, server);
+                    }
+                }
+            }
+            i += 1;
+        }
+        work
+    }
+
+    fn poll_cq(&mut self) -> usize {
+        let mut total = 0;
+        for _ in 0..CQ_ROUNDS {
+            let n = match self.env.cq.poll(&mut self.wcs) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.env.stats.verbs_error();
+                    break;
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            self.env.stats.completions(n as u64);
+            total += n;
+            let now = self.env.now;
+            for wc in &self.wcs[..n] {
+                let Some(slot) = self.env.router.get(wc.qp_num) else {
+                    self.env.stats.stray();
+                    continue;
+                };
+                match self.slots.get_mut(slot as usize) {
+                    Some(Some(Conn::Client(c))) => c.drv.feed(now, wc),
+                    Some(Some(Conn::Server(s))) => s.feed(now, wc),
+                    _ => self.env.stats.stray(),
+                }
+            }
+            if n < self.wcs.len() {
+                break;
+            }
+        }
+        total
+    }
+
+    fn worker_results(&mut self) -> usize {
+        let Some(links) = self.links.as_mut() else {
+            return 0;
+        };
+        let slots = &mut self.slots;
+        let env = &mut self.env;
+        links.results(|s| {
+            let slot = (s.token >> 32) as u32;
+            let gen = s.token as u32;
+            if env.slot_gen(slot) != gen {
+                return; // the connection is gone; buffers return to the pool here
+            }
+            if let Some(Some(Conn::Server(c))) = slots.get_mut(slot as usize) {
+                c.on_served(env, s);
+            }
+        })
+    }
+}
+
+impl<P: Provider> Poller for Node<P> {
+    fn poll(&mut self, now: u64, cx: &mut PollerCtx<'_>) -> usize {
+        if !self.thread_set {
+            self.thread_set = true;
+            if let Some(p) = self.env.peers.get(self.env.index) {
+                let _ = p.thread.set(std::thread::current());
+            }
+        }
+        self.env.now = now;
+        let mut work = 0;
+        for _ in 0..CONTROL_BATCH {
+            let Some(cmd) = self.ctl.dequeue() else { break };
+            self.command(cmd, cx);
+            work += 1;
+        }
+        if !self.listeners.is_empty() {
+            work += self.poll_listeners();
+        }
+        work += self.poll_cq();
+        work += self.worker_results();
+        for i in 0..self.slots.len() {
+            let slot = i as u32;
+            let done = match self.slots[i].as_mut() {
+                None => continue,
+                Some(Conn::Client(c)) => {
+                    work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
+                    c.is_done()
+                }
+                Some(Conn::Server(s)) => {
+                    work += s.service(&mut self.env, self.links.as_mut(), cx, slot);
+                    s.is_done()
+                }
+            };
+            if done {
+                self.release_slot(slot);
+            }
+        }
+        if let Some(l) = self.links.as_mut() {
+            work += l.flush();
+            let (used, over) = l.occupancy();
+            self.env.stats.set_worker(used as u64, over as u64);
+        }
+        self.env.stats.poll(work > 0);
+        work
+    }
+
+    fn on_timer(&mut self, token: u64, cx: &mut PollerCtx<'_>) {
+        let kind = (token >> 56) as u8;
+        let slot = ((token >> 32) & 0xff_ffff) as u32;
+        let gen = token as u32;
+        if self.env.slot_gen(slot) != gen {
+            return;
+        }
+        self.env.now = cx.now();
+        match self.slots.get_mut(slot as usize) {
+            Some(Some(Conn::Client(c))) => {
+                c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
+            }
+            Some(Some(Conn::Server(s))) => s.on_timer(&mut self.env),
+            _ => {}
+        }
+    }
+
+    fn shutdown(&mut self, _now: u64) {
+        self.stopping = true;
+        self.listeners.clear();
+        for c in self.slots.iter_mut().flatten() {
+            if let Conn::Client(c) = c {
+                c.shutdown();
+            }
+        }
+    }
+
+    fn is_drained(&self) -> bool {
+        self.live == 0 && self.links.as_ref().map_or(true, |l| !l.congested())
+    }
+}
+
+impl<P: Provider> Drop for Node<P> {
+    fn drop(&mut self) {
+        // Connections first (their QPs reference the CQ), then the rest.
+        for s in self.slots.iter_mut() {
+            if let Some(c) = s.take() {
+                match c {
+                    Conn::Client(c) => drop(c),
+                    Conn::Server(s) => drop(s),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,693 @@
+//! The server API: [`Server::builder`] registers [`Program`]s, [`ServerBuilder::start`] listens
+//! on an endpoint; and the reactor-side connection (`ServerConn`) that serves calls.
+//!
+//! Normal operation: the listener is polled by one reactor (`listen_reactor`); each connect
+//! request is handed to the next reactor in turn through its control ring and accepted there
+//! (the QP joins that reactor's CQ), so accepting never stalls the other reactors. For every
+//! call the engine delivers, the connection takes a registered reply buffer from the endpoint
+//! pool, decodes the RPC header and dispatches it ([`Programs::dispatch`]): NULL and RFC 5531
+//! errors are answered at once; a handler runs inline or on a worker with a zero-copy view of
+//! the arguments and writes its results straight into the reply buffer, which the reply Send
+//! gathers. DDP results go into the client's Write chunks. Reply buffers and DDP items are
+//! kept until the reply's Send completes, then return to their pool.
+//!
+//! Recovery: a call that finds no free reply buffer waits in order in the connection (the
+//! client gets no new credit meanwhile); a reply the send queue cannot take yet waits and is
+//! retried first. When the connection is lost, calls in progress are dropped with it (the
+//! client retransmits them on its next connection); the connection's memory is released only
+//! when no worker still holds a view of it. Stopping: the listener closes, connections keep
+//! serving until their clients disconnect (or the reactors' drain timeout ends them).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rpcrdma_engine::conn::{
+    self, CallId, ConnState, Connection, DdpItem, Event, HostMemory, IncomingCall, LocalBuf,
+    ReplyError, ReplySpec, Role,
+};
+use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
+use rpcrdma_engine::verbs::{
+    CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
+};
+use rpcrdma_mempool::PoolBuf;
+
+use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
+use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
+use crate::config::{CallbackMode, ServerOptions};
+use crate::driver::ConnDriver;
+use crate::program::{
+    header_error_reply, DdpItems, Dispatch, Program, Programs, ReplyBuilder, Request, MAX_DDP,
+    SUCCESS_HEADER_LEN,
+};
+use crate::reactor::PollerCtx;
+use crate::runtime::{job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_CONN};
+use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
+
+/// Why a server could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerError {
+    /// Listening failed (address in use, not this device's address, ...).
+    Listen(String),
+    /// Worker mode was asked for on an endpoint without workers.
+    NoWorkers,
+    /// The reactor is gone.
+    Stopped,
+}
+
+impl core::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ServerError::Listen(m) => write!(f, "listen failed: {m}"),
+            ServerError::NoWorkers => write!(f, "worker mode needs an endpoint with workers"),
+            ServerError::Stopped => write!(f, "reactor stopped"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+pub(crate) struct ServerShared {
+    pub(crate) programs: Programs,
+    pub(crate) opts: ServerOptions,
+    pub(crate) next: AtomicUsize,
+    pub(crate) stopping: AtomicBool,
+    conns: Mutex<Vec<ConnStats>>,
+    pub(crate) accepted: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+}
+
+impl ServerShared {
+    /// Whether the server stopped listening.
+    pub(crate) fn is_stopping(&self) -> bool {
+        // Acquire: pairs with the Release store in `Server::stop_listening`.
+        self.stopping.load(Ordering::Acquire)
+    }
+}
+
+/// Builds a [`Server`].
+#[derive(Debug, Default)]
+pub struct ServerBuilder {
+    programs: Programs,
+    opts: ServerOptions,
+}
+
+impl ServerBuilder {
+    /// Serves `p`.
+    pub fn program(mut self, p: Program) -> Self {
+        self.programs.add(p);
+        self
+    }
+
+    /// Sets every option.
+    pub fn options(mut self, o: ServerOptions) -> Self {
+        self.opts = o;
+        self
+    }
+
+    /// Where handlers run.
+    pub fn mode(mut self, m: CallbackMode) -> Self {
+        self.opts.mode = m;
+        self
+    }
+
+    /// Credits granted to each client.
+    pub fn credits(mut self, c: u32) -> Self {
+        self.opts.credits = c;
+        self
+    }
+
+    /// Listens on `addr` through `ep` and starts serving.
+    pub fn start<P: Provider>(
+        self,
+        ep: &Endpoint<P>,
+        addr: SocketAddr,
+    ) -> Result<Server, ServerError> {
+        if self.opts.mode == CallbackMode::Worker && ep.config().workers == 0 {
+            return Err(ServerError::NoWorkers);
+        }
+        let mut opts = self.opts;
+        opts.credits = opts.credits.clamp(1, ep.config().max_credits.max(1));
+        let listener = ep
+            .device()
+            .listen(addr, opts.backlog.max(1))
+            .map_err(|e| ServerError::Listen(e.to_string()))?;
+        let local = rpcrdma_engine::verbs::Listener::local_addr(&listener);
+        let shared = Arc::new(ServerShared {
+            programs: self.programs,
+            opts,
+            next: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            conns: Mutex::new(Vec::new()),
+            accepted: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        });
+        let node = opts
+            .listen_reactor
+            .unwrap_or(0)
+            .min(ep.nodes().saturating_sub(1));
+        ep.send(
+            node,
+            NodeCmd::Listen {
+                listener,
+                server: Arc::clone(&shared),
+            },
+        )
+        .map_err(|_| ServerError::Stopped)?;
+        Ok(Server {
+            shared,
+            addr: local,
+        })
+    }
+}
+
+/// A running server (handle). Dropping it does not stop it; see [`Server::stop_listening`].
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<ServerShared>,
+    addr: SocketAddr,
+}
+
+impl core::fmt::Debug for Server {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+impl Server {
+    /// A builder.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The address listened on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        // Relaxed: a count for monitoring.
+        self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Counters of every connection accepted so far (closed ones included).
+    pub fn connection_stats(&self) -> Vec<ConnSnapshot> {
+        self.shared
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|s| s.snapshot())
+            .collect()
+    }
+
+    /// The connection counters summed.
+    pub fn totals(&self) -> ConnSnapshot {
+        let mut t = ConnSnapshot::default();
+        for s in self.connection_stats() {
+            t.calls += s.calls;
+            t.replies += s.replies;
+            t.errors += s.errors;
+            t.bytes_in += s.bytes_in;
+            t.bytes_out += s.bytes_out;
+            t.credits_in_use += s.credits_in_use;
+            t.queued += s.queued;
+            t.connection_losses += s.connection_losses;
+        }
+        t
+    }
+
+    /// Stops accepting connections (existing ones keep being served).
+    pub fn stop_listening(&self) {
+        // Release: pairs with the Acquire load in `ServerShared::is_stopping`.
+        self.shared.stopping.store(true, Ordering::Release);
+    }
+}
+
+struct Held {
+    _reply: PoolBuf,
+    _ddp: DdpItems,
+}
+
+struct PendingReply {
+    call: CallId,
+    reply: PoolBuf,
+    len: usize,
+    ddp: DdpItems,
+}
+
+/// One accepted connection on its reactor.
+pub(crate) struct ServerConn<P: Provider> {
+    shared: Arc<ServerShared>,
+    pub(crate) drv: ConnDriver<P>,
+    _slab: Slab,
+    held: Vec<Option<Held>>,
+    waiting: VecDeque<IncomingCall>,
+    pending: VecDeque<PendingReply>,
+    in_worker: u32,
+    lost: bool,
+    stats: ConnStatsWriter,
+    worker: usize,
+}
+
+impl<P: Provider> ServerConn<P> {
+    /// Accepts `req` on this node (QP on the node's CQ). `None` when anything failed (the
+    /// request is rejected by being dropped).
+    pub(crate) fn accept(
+        env: &mut NodeEnv<P>,
+        req: P::ConnRequest,
+        shared: Arc<ServerShared>,
+        slot: u32,
+    ) -> Option<ServerConn<P>> {
+        let o = shared.opts;
+        let c = o.credits;
+        let mut cfg = conn::Config::DEFAULT;
+        cfg.credits = c;
+        cfg.inline_send = o.inline_send.clamp(1024, 262_144);
+        cfg.inline_recv = o.inline_recv.clamp(1024, 262_144);
+        cfg.remote_invalidate = o.remote_invalidate;
+        cfg.sq_depth = env.sq_depth(c);
+        cfg.rq_depth = env.rq_depth(c);
+        cfg.max_send_sge = 4;
+        cfg.max_rdma_reads = 16;
+        let nslots = 2 * c as usize;
+        let ndata = if o.data_buffers == 0 {
+            (c as usize / 4).max(2)
+        } else {
+            o.data_buffers as usize
+        };
+        let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
+        let layout = SlabLayout {
+            headers: nslots,
+            header_size: cfg.inline_send,
+            recvs: c as usize + nslots,
+            recv_size,
+            data: ndata,
+            data_size: o.max_call.clamp(4096, 1 << 30),
+            rpc_headers: 0,
+            rpc_header_size: 0,
+        };
+        let slab = Slab::new(&*env.pd, &layout, env.hugepages).ok()?;
+        let mut conn = Connection::new(Role::Responder, cfg, &slab.pools(&[])).ok()?;
+        let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
+        let opts = QpOptions {
+            max_send_wr: cfg.sq_depth,
+            max_recv_wr: cfg.rq_depth,
+            max_send_sge: cfg.max_send_sge,
+            max_recv_sge: 1,
+            rnr_retry_count: o.rnr_retry.min(7),
+            initiator_depth: 16,
+            responder_resources: 16,
+            ..QpOptions::default()
+        };
+        let init = QpInit {
+            pd: &*env.pd,
+            send_cq: &env.cq,
+            recv_cq: &env.cq,
+            srq: None,
+            opts,
+        };
+        let qp = req.accept(init, &conn.private_data()).ok()?;
+        env.qp_created(&qp);
+        conn.handle_cm(
+            env.now,
+            conn::CmInput::Established {
+                private_data: peer_pd.as_slice(),
+            },
+        );
+        let qpn = qp.qp_num();
+        if !env.router.insert(qpn, slot) {
+            return None;
+        }
+        let mem = HostRegions::new(&[
+            Arc::clone(&slab.region),
+            Arc::clone(env.bufs.region()),
+            Arc::clone(env.replies.region()),
+        ]);
+        let mut drv = ConnDriver::new(mem);
+        drv.qp_num = qpn;
+        drv.qp = Some(qp);
+        drv.conn = Some(conn);
+        // The receives go out at once: the client may send as soon as it sees Established.
+        let p = drv.post(env.now);
+        env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+        let (w, r) = conn_stats();
+        shared
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r);
+        // Relaxed: a count for monitoring.
+        shared.accepted.fetch_add(1, Ordering::Relaxed);
+        env.stats.established();
+        Some(ServerConn {
+            shared,
+            drv,
+            _slab: slab,
+            held: (0..nslots).map(|_| None).collect(),
+            waiting: VecDeque::with_capacity(nslots),
+            pending: VecDeque::with_capacity(nslots),
+            in_worker: 0,
+            lost: false,
+            stats: w,
+            worker: slot as usize,
+        })
+    }
+
+    /// True when the node may drop it: lost and no worker holds a view of its memory.
+    pub(crate) fn is_done(&self) -> bool {
+        self.lost && self.in_worker == 0
+    }
+
+    /// Feeds a completion; a finished reply Send releases its buffers.
+    #[inline]
+    pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
+        let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
+        if id.kind() == conn::wr_kind::SEND {
+            if let Some(h) = self.held.get_mut(id.index() as usize) {
+                *h = None;
+            }
+        }
+        self.drv.feed(now, wc);
+    }
+
+    pub(crate) fn on_timer(&mut self, env: &mut NodeEnv<P>) {
+        self.drv.on_timer(env.now);
+    }
+
+    /// One round of work.
+    pub(crate) fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        if self.lost {
+            return 0;
+        }
+        // CM: only a disconnect matters after accept.
+        loop {
+            match self.drv.poll_cm() {
+                Ok(Some(ev)) => {
+                    work += 1;
+                    if matches!(
+                        ev.kind,
+                        CmEventKind::Disconnected | CmEventKind::DeviceRemoval
+                    ) {
+                        self.drv.disconnected(env.now);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    env.stats.verbs_error();
+                    break;
+                }
+            }
+        }
+        // Replies the send queue refused earlier, in order.
+        while let Some(p) = self.pending.pop_front() {
+            let PendingReply {
+                call,
+                reply,
+                len,
+                ddp,
+            } = p;
+            if let Err((r, d)) = self.send(env, call, reply, len, ddp, true) {
+                self.pending.push_front(PendingReply {
+                    call,
+                    reply: r,
+                    len,
+                    ddp: d,
+                });
+                break;
+            }
+            work += 1;
+        }
+        // Calls that waited for a reply buffer, in order.
+        while let Some(inc) = self.waiting.front().copied() {
+            if !self.on_call(env, links.as_deref_mut(), slot, inc) {
+                break;
+            }
+            self.waiting.pop_front();
+            work += 1;
+        }
+        // New events.
+        let mut lost = false;
+        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
+            work += 1;
+            match ev {
+                Event::CallReady(inc) => {
+                    let served = self.waiting.is_empty()
+                        && self.on_call(env, links.as_deref_mut(), slot, inc);
+                    if !served {
+                        self.waiting.push_back(inc);
+                    }
+                }
+                Event::ConnectionLost => lost = true,
+                _ => {}
+            }
+        }
+        let p = self.drv.post(env.now);
+        if p.wrs > 0 {
+            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            work += 1;
+        }
+        if self.drv.broken
+            || lost
+            || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
+        {
+            self.teardown(env, cx);
+            return work + 1;
+        }
+        let gen = env.slot_gen(slot);
+        self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+        self.stats.credits(
+            (self.held.iter().filter(|h| h.is_some()).count() + self.in_worker as usize) as u64,
+            u64::from(self.shared.opts.credits),
+        );
+        self.stats.queued(self.waiting.len() as u64);
+        work
+    }
+
+    fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
+        self.lost = true;
+        self.stats.lost();
+        if self.drv.qp_num != 0 {
+            env.router.remove(self.drv.qp_num);
+            self.drv.qp_num = 0;
+        }
+        self.drv.cancel_timer(cx);
+        if let Some(mut qp) = self.drv.qp.take() {
+            let _ = qp.disconnect();
+        }
+        self.drv.conn = None;
+        for h in self.held.iter_mut() {
+            *h = None;
+        }
+        self.waiting.clear();
+        self.pending.clear();
+    }
+
+    /// Serves one call; `false` when no reply buffer is free (the call must wait).
+    fn on_call(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        slot: u32,
+        inc: IncomingCall,
+    ) -> bool {
+        let Some(mut reply) = env.cache.get_buf() else {
+            return false;
+        };
+        let stream: &[u8] = self
+            .drv
+            .mem
+            .bytes(inc.stream.addr, inc.stream.len as usize)
+            .unwrap_or(&[]);
+        self.stats.call_in(stream.len() as u64);
+        // Everything decided with shared borrows; the reply is sent afterwards.
+        let decided: Decision = match rpc::decode_call(stream) {
+            Err(e) => {
+                let h = header_error_reply(&e, inc.xid);
+                Decision::Header(h)
+            }
+            Ok((h, off)) => match self.shared.programs.dispatch(h.prog, h.vers, h.proc_num) {
+                Dispatch::Null => Decision::Done(Ok(0), DdpItems::new()),
+                Dispatch::Error(stat) => Decision::Header(ReplyHeader::accepted(inc.xid, stat)),
+                Dispatch::Handler(handler) => {
+                    let nw = (inc.write_chunks as usize).min(MAX_DDP);
+                    let args = stream.get(off..).unwrap_or(&[]);
+                    match (self.shared.opts.mode, links) {
+                        (CallbackMode::Worker, Some(l)) => {
+                            let mut caps = [0u32; MAX_DDP];
+                            caps[..nw].copy_from_slice(&inc.write_capacity[..nw]);
+                            let job = Job::Serve(ServeJob {
+                                token: job_token(slot, env.slot_gen(slot)),
+                                call_slot: inc.call.slot,
+                                call_gen: inc.call.generation,
+                                handler: Arc::clone(handler),
+                                xid: inc.xid,
+                                prog: h.prog,
+                                vers: h.vers,
+                                proc_num: h.proc_num,
+                                cred_flavor: h.cred.flavor.to_u32(),
+                                cred: RawSlice::new(h.cred.body),
+                                args: RawSlice::new(args),
+                                write_caps: caps,
+                                nwrite: nw as u8,
+                                reply,
+                                base: SUCCESS_HEADER_LEN as u32,
+                                ddp: DdpItems::new(),
+                            });
+                            self.in_worker += 1;
+                            if !l.submit(self.worker, job) {
+                                env.stats.worker_ring_full();
+                            }
+                            return true;
+                        }
+                        _ => {
+                            let req = Request {
+                                xid: inc.xid,
+                                prog: h.prog,
+                                vers: h.vers,
+                                proc_num: h.proc_num,
+                                cred: h.cred,
+                                args,
+                                write_chunks: &inc.write_capacity[..nw],
+                            };
+                            let mut ddp = DdpItems::new();
+                            let r = {
+                                let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
+                                let mut b =
+                                    ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp);
+                                handler.handle(&req, &mut b).map(|()| b.len())
+                            };
+                            Decision::Done(r, ddp)
+                        }
+                    }
+                }
+            },
+        };
+        match decided {
+            Decision::Header(h) => {
+                self.stats.error();
+                let len = rpc::encode_reply(&mut reply, &h).unwrap_or(0);
+                let _ = self.send(env, inc.call, reply, len, DdpItems::new(), false);
+            }
+            Decision::Done(r, ddp) => self.finish(env, inc.call, inc.xid, reply, ddp, r),
+        }
+        true
+    }
+
+    /// Turns a handler's outcome into the reply and sends it.
+    fn finish(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        call: CallId,
+        xid: u32,
+        mut reply: PoolBuf,
+        mut ddp: DdpItems,
+        r: Result<usize, crate::program::Reject>,
+    ) {
+        let (stat, results) = match r {
+            Ok(n) => (AcceptStat::Success, n),
+            Err(crate::program::Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
+            Err(crate::program::Reject::SystemErr) => (AcceptStat::SystemErr, 0),
+        };
+        if stat != AcceptStat::Success {
+            self.stats.error();
+            ddp.clear();
+        }
+        let h = ReplyHeader::accepted(xid, stat);
+        let hl = rpc::encode_reply(&mut reply[..SUCCESS_HEADER_LEN], &h).unwrap_or(0);
+        let _ = self.send(env, call, reply, hl + results, ddp, false);
+    }
+
+    /// Sends a reply (or queues it when the send queue is full). `Err` hands the buffers back
+    /// when `retry` and the send queue is still full.
+    fn send(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        call: CallId,
+        reply: PoolBuf,
+        len: usize,
+        ddp: DdpItems,
+        retry: bool,
+    ) -> Result<(), (PoolBuf, DdpItems)> {
+        let Some(conn) = self.drv.conn.as_mut() else {
+            return Ok(());
+        };
+        let mut items = [DdpItem {
+            at: 0,
+            buf: LocalBuf::EMPTY,
+        }; MAX_DDP];
+        let mut n = 0;
+        let mut bytes = len as u64;
+        for k in 0..ddp.len() {
+            if let Some((at, l, b)) = ddp.get(k) {
+                items[n] = DdpItem {
+                    at,
+                    buf: local_buf(b, l as usize),
+                };
+                bytes += u64::from(l);
+                n += 1;
+            }
+        }
+        let msg = [local_buf(&reply, len)];
+        let spec = ReplySpec {
+            message: &msg,
+            results: &items[..n],
+        };
+        match conn.send_reply(env.now, call, &spec, &mut self.drv.mem) {
+            Ok(_) => {
+                if let Some(h) = self.held.get_mut(call.slot as usize) {
+                    *h = Some(Held {
+                        _reply: reply,
+                        _ddp: ddp,
+                    });
+                }
+                self.stats.reply_out(bytes);
+                Ok(())
+            }
+            Err(ReplyError::Busy) => {
+                if retry {
+                    return Err((reply, ddp));
+                }
+                self.pending.push_back(PendingReply {
+                    call,
+                    reply,
+                    len,
+                    ddp,
+                });
+                Ok(())
+            }
+            Err(_) => {
+                self.stats.error();
+                env.cache.put_buf(reply);
+                Ok(())
+            }
+        }
+    }
+
+    /// A worker finished a handler.
+    pub(crate) fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
+        self.in_worker = self.in_worker.saturating_sub(1);
+        if self.lost {
+            return;
+        }
+        let call = CallId {
+            slot: s.call_slot,
+            generation: s.call_gen,
+        };
+        self.finish(env, call, s.xid, s.reply, s.ddp, s.result);
+    }
+}
+
+enum Decision {
+    Header(ReplyHeader<'static>),
+    Done(Result<usize, crate::program::Reject>, DdpItems),
+}

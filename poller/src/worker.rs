@@ -1,0 +1,435 @@
+//! Worker mode: application callbacks and procedure handlers run on worker threads instead of
+//! the reactors.
+//!
+//! Normal operation: every node (reactor) has one SPSC ring to each worker (jobs) and one back
+//! (results); a connection always uses the same worker (`slot % workers`), so its jobs keep
+//! their order. A node enqueues jobs in bursts at the end of its poll; a worker dequeues bursts
+//! from all its rings, runs the jobs (server handlers write straight into the registered reply
+//! buffer; client callbacks get the reply buffer itself) and enqueues handler results back. The
+//! node turns results into replies. Idle workers back off (spin, yield, park); a node that
+//! enqueues into a parked worker's ring unparks it, and a worker unparks the node after
+//! enqueueing results.
+//!
+//! Recovery (back-pressure, never drop or reorder): when a job ring is full the node keeps the
+//! job, and every later one of the node, in an overflow queue sized at creation for every call
+//! slot it has, and retries first on the next poll. While anything waits there, server calls keep
+//! their slots (no reply, so the client gets no new credit) and clients take no new calls from
+//! their submission rings. A worker whose result ring is full waits (yielding) for the node to
+//! drain it. At shutdown workers finish every job already in their rings; a job dropped unrun (a
+//! ring dropped at process teardown) completes its client callback with an error through
+//! [`Callback`]'s drop.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+
+use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
+use rpcrdma_mempool::PoolBuf;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::client::{Callback, ClientError, Reply};
+use crate::program::{DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
+use crate::ring::{self, Consumer, Producer};
+
+/// Jobs moved per ring operation.
+pub const BURST: usize = 32;
+
+/// A borrowed byte range handed to a worker. The node guarantees the memory stays valid and
+/// unwritten until the job's result comes back (the call's receive/data buffer is held by the
+/// connection until its reply is sent, and a connection's memory is released only when no job
+/// of it is out).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawSlice {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: see the type's documentation: the pointed-to memory is registered memory owned by
+// the node for the job's lifetime and read only by the worker meanwhile.
+unsafe impl Send for RawSlice {}
+
+impl RawSlice {
+    pub(crate) fn new(s: &[u8]) -> RawSlice {
+        RawSlice {
+            ptr: s.as_ptr(),
+            len: s.len(),
+        }
+    }
+
+    /// # Safety
+    /// The memory must be valid and unwritten for `'a` (see the type's documentation).
+    unsafe fn get<'a>(self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the caller's promise.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// A handler call for a worker.
+pub(crate) struct ServeJob {
+    /// Names the connection slot, its generation and the call (for the node).
+    pub token: u64,
+    pub call_slot: u32,
+    pub call_gen: u32,
+    pub handler: Arc<dyn Handler>,
+    pub xid: u32,
+    pub prog: u32,
+    pub vers: u32,
+    pub proc_num: u32,
+    pub cred_flavor: u32,
+    pub cred: RawSlice,
+    pub args: RawSlice,
+    pub write_caps: [u32; MAX_DDP],
+    pub nwrite: u8,
+    pub reply: PoolBuf,
+    pub base: u32,
+    pub ddp: DdpItems,
+}
+
+/// A client completion for a worker.
+pub(crate) struct CompleteJob {
+    pub cb: Callback,
+    pub outcome: Result<Reply, ClientError>,
+}
+
+/// Work for a worker.
+pub(crate) enum Job {
+    Serve(ServeJob),
+    Complete(CompleteJob),
+}
+
+/// A handler's result, back to the node.
+pub(crate) struct Served {
+    pub token: u64,
+    pub call_slot: u32,
+    pub call_gen: u32,
+    pub xid: u32,
+    pub reply: PoolBuf,
+    pub ddp: DdpItems,
+    pub result: Result<usize, Reject>,
+}
+
+impl ServeJob {
+    fn run(mut self) -> Served {
+        // SAFETY: the node keeps the call's stream alive and unwritten until `Served` returns.
+        let (args, cred) = unsafe { (self.args.get(), self.cred.get()) };
+        let nw = (self.nwrite as usize).min(MAX_DDP);
+        let req = Request {
+            xid: self.xid,
+            prog: self.prog,
+            vers: self.vers,
+            proc_num: self.proc_num,
+            cred: OpaqueAuth {
+                flavor: AuthFlavor::from_u32(self.cred_flavor),
+                body: cred,
+            },
+            args,
+            write_chunks: &self.write_caps[..nw],
+        };
+        let base = self.base as usize;
+        let result = {
+            let out = self.reply.get_mut(base..).unwrap_or_default();
+            let mut b = ReplyBuilder::new(out, self.base, &mut self.ddp);
+            match self.handler.handle(&req, &mut b) {
+                Ok(()) => Ok(b.len()),
+                Err(r) => Err(r),
+            }
+        };
+        Served {
+            token: self.token,
+            call_slot: self.call_slot,
+            call_gen: self.call_gen,
+            xid: self.xid,
+            reply: self.reply,
+            ddp: self.ddp,
+            result,
+        }
+    }
+}
+
+/// Wake-up state shared by a worker and the nodes.
+pub(crate) struct WorkerWake {
+    sleeping: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+impl WorkerWake {
+    pub(crate) fn wake(&self) {
+        // SeqCst: pairs with the worker's SeqCst store of `sleeping` followed by its re-check
+        // of the rings (Dekker): either we see it asleep and unpark, or it sees our job.
+        if self.sleeping.load(Ordering::SeqCst) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+/// A node's side of its links to the workers.
+pub(crate) struct NodeLinks {
+    jobs: Vec<Producer<Job>>,
+    done: Vec<Consumer<Served>>,
+    wakes: Vec<Arc<WorkerWake>>,
+    /// Jobs that did not fit their ring, in order (worker index, job).
+    overflow: VecDeque<(usize, Job)>,
+    overflow_cap: usize,
+    touched: u64,
+}
+
+impl NodeLinks {
+    /// Queues `job` for worker `w` (ring, or overflow when the ring or the overflow is in use).
+    /// Returns `false` when the ring was full (back-pressure event).
+    pub(crate) fn submit(&mut self, w: usize, job: Job) -> bool {
+        let w = w % self.jobs.len().max(1);
+        if self.overflow.is_empty() {
+            match self.jobs[w].enqueue(job) {
+                Ok(()) => {
+                    self.touched |= 1 << (w % 64);
+                    return true;
+                }
+                Err(j) => {
+                    self.push_overflow(w, j);
+                    return false;
+                }
+            }
+        }
+        self.push_overflow(w, job);
+        false
+    }
+
+    fn push_overflow(&mut self, w: usize, job: Job) {
+        // Sized at creation for every call slot of the node, so this never grows; if an
+        // accounting error ever made it, growing beats dropping a job.
+        debug_assert!(self.overflow.len() < self.overflow_cap);
+        self.overflow.push_back((w, job));
+    }
+
+    /// True while jobs wait in the overflow (back-pressure is on).
+    pub(crate) fn congested(&self) -> bool {
+        !self.overflow.is_empty()
+    }
+
+    /// Moves overflowed jobs into their rings, in order, and wakes the workers that got jobs.
+    /// Returns the jobs moved.
+    pub(crate) fn flush(&mut self) -> usize {
+        let mut moved = 0;
+        while let Some((w, job)) = self.overflow.pop_front() {
+            match self.jobs[w].enqueue(job) {
+                Ok(()) => {
+                    self.touched |= 1 << (w % 64);
+                    moved += 1;
+                }
+                Err(j) => {
+                    self.overflow.push_front((w, j));
+                    break;
+                }
+            }
+        }
+        if self.touched != 0 {
+            for (i, wk) in self.wakes.iter().enumerate() {
+                if self.touched & (1 << (i % 64)) != 0 {
+                    wk.wake();
+                }
+            }
+            self.touched = 0;
+        }
+        moved
+    }
+
+    /// Takes up to [`BURST`] results from each worker.
+    pub(crate) fn results<F: FnMut(Served)>(&mut self, mut f: F) -> usize {
+        let mut n = 0;
+        for c in self.done.iter_mut() {
+            n += c.dequeue_burst_with(BURST, &mut f);
+        }
+        n
+    }
+
+    /// Jobs in the rings now and jobs in the overflow.
+    pub(crate) fn occupancy(&self) -> (usize, usize) {
+        let used = self.jobs.iter().map(|p| p.used_count()).sum();
+        (used, self.overflow.len())
+    }
+}
+
+/// One worker's side.
+struct WorkerSide {
+    jobs: Vec<Consumer<Job>>,
+    done: Vec<Producer<Served>>,
+    node_threads: Vec<Arc<OnceLock<Thread>>>,
+    wake: Arc<WorkerWake>,
+}
+
+/// The worker threads of an endpoint.
+pub(crate) struct Workers {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    wakes: Vec<Arc<WorkerWake>>,
+}
+
+impl Workers {
+    /// Starts `n` workers for `nodes` nodes with rings of `ring_cap` (a power of two); returns
+    /// each node's links. `node_threads[i]` is filled by node `i` with its reactor thread.
+    pub(crate) fn start(
+        n: usize,
+        nodes: usize,
+        ring_cap: usize,
+        overflow_cap: usize,
+        backoff: BackoffConfig,
+        node_threads: &[Arc<OnceLock<Thread>>],
+        name: &str,
+    ) -> Result<(Workers, Vec<NodeLinks>), crate::ring::RingError> {
+        let mut links: Vec<NodeLinks> = (0..nodes)
+            .map(|_| NodeLinks {
+                jobs: Vec::with_capacity(n),
+                done: Vec::with_capacity(n),
+                wakes: Vec::with_capacity(n),
+                overflow: VecDeque::with_capacity(overflow_cap),
+                overflow_cap,
+                touched: 0,
+            })
+            .collect();
+        let mut sides = Vec::with_capacity(n);
+        let mut wakes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let wake = Arc::new(WorkerWake {
+                sleeping: AtomicBool::new(false),
+                thread: OnceLock::new(),
+            });
+            let mut side = WorkerSide {
+                jobs: Vec::with_capacity(nodes),
+                done: Vec::with_capacity(nodes),
+                node_threads: node_threads.to_vec(),
+                wake: Arc::clone(&wake),
+            };
+            for l in links.iter_mut() {
+                let (jp, jc) = ring::channel::<Job>(ring_cap)?;
+                let (dp, dc) = ring::channel::<Served>(ring_cap)?;
+                l.jobs.push(jp);
+                l.done.push(dc);
+                l.wakes.push(Arc::clone(&wake));
+                side.jobs.push(jc);
+                side.done.push(dp);
+            }
+            wakes.push(wake);
+            sides.push(side);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::with_capacity(n);
+        for (i, side) in sides.into_iter().enumerate() {
+            let stop = Arc::clone(&stop);
+            let t = std::thread::Builder::new()
+                .name(format!("{name}-worker-{i}"))
+                .spawn(move || worker_loop(side, stop, backoff))
+                .map_err(|_| crate::ring::RingError::BadCapacity)?;
+            threads.push(t);
+        }
+        Ok((
+            Workers {
+                stop,
+                threads,
+                wakes,
+            },
+            links,
+        ))
+    }
+
+    /// Stops the workers after they finish every job in their rings whose nodes are gone.
+    pub(crate) fn stop(&mut self) {
+        // Release: pairs with the workers' Acquire load; they exit once their rings are empty
+        // and abandoned by the nodes.
+        self.stop.store(true, Ordering::Release);
+        for w in &self.wakes {
+            if let Some(t) = w.thread.get() {
+                t.unpark();
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConfig) {
+    let _ = side.wake.thread.set(std::thread::current());
+    let mut bo = Backoff::new(backoff);
+    loop {
+        let mut did = 0usize;
+        for i in 0..side.jobs.len() {
+            let (jobs, done) = (&mut side.jobs[i], &mut side.done[i]);
+            let mut results = 0usize;
+            let n = jobs.dequeue_burst_with(BURST, |job| match job {
+                Job::Complete(c) => c.cb.call(c.outcome),
+                Job::Serve(s) => {
+                    let mut r = s.run();
+                    loop {
+                        match done.enqueue(r) {
+                            Ok(()) => break,
+                            Err(back) => {
+                                r = back;
+                                // The node drains results every poll; wake it and wait.
+                                if let Some(t) = side.node_threads[i].get() {
+                                    t.unpark();
+                                }
+                                std::thread::yield_now();
+                            }
+                        }
+                    }
+                    results += 1;
+                }
+            });
+            if results > 0 {
+                if let Some(t) = side.node_threads[i].get() {
+                    t.unpark();
+                }
+            }
+            did += n;
+        }
+        if did > 0 {
+            bo.reset();
+            continue;
+        }
+        // Acquire: pairs with the Release store in `Workers::stop`.
+        if stop.load(Ordering::Acquire) && side.jobs.iter().all(|c| c.is_abandoned()) {
+            // Nodes are gone: finish what is left, then exit.
+            let left: usize = side.jobs.iter().map(|c| c.used_count()).sum();
+            if left == 0 {
+                break;
+            }
+            continue;
+        }
+        if bo.is_enabled() {
+            let cfg = *bo.config();
+            // Park only after the spin and yield phases; announce it first (see `wake`).
+            let action = bo.next_action();
+            if let crate::backoff::IdleAction::Sleep(ns) = action {
+                // SeqCst: see `WorkerWake::wake`.
+                side.wake.sleeping.store(true, Ordering::SeqCst);
+                let empty = side.jobs.iter_mut().all(|c| c.used_count() == 0);
+                if empty && !stop.load(Ordering::Acquire) {
+                    std::thread::park_timeout(std::time::Duration::from_nanos(
+                        ns.clamp(1, cfg.max_sleep_ns.max(1)),
+                    ));
+                }
+                // SeqCst: see `WorkerWake::wake`.
+                side.wake.sleeping.store(false, Ordering::SeqCst);
+            } else if let crate::backoff::IdleAction::Yield = action {
+                std::thread::yield_now();
+            } else {
+                core::hint::spin_loop();
+            }
+        } else {
+            core::hint::spin_loop();
+        }
+        let _ = stop.load(Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,86 @@
+//! End to end over the soft provider: one server, one client, inline mode; NULL, a handler,
+//! RFC 5531 errors.
+
+mod api_common;
+
+use std::time::Duration;
+
+use api_common::*;
+use rpcrdma_engine::rpc::AcceptStat;
+use rpcrdma_poller::{CallbackMode, Client, ClientError, ClientOptions, Server};
+
+#[test]
+fn accepts_null_and_echo_inline() {
+    let w = World::new(0);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .mode(CallbackMode::Inline)
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)), "connect");
+    let r = client
+        .call_blocking(PROG, 2, 0, client.args().unwrap())
+        .expect("NULL");
+    assert!(r.results().is_empty());
+    let mut a = client.args().unwrap();
+    a.put_opaque(b"hello, rdma").unwrap();
+    let r = client.call_blocking(PROG, 3, ECHO, a).expect("echo");
+    assert_eq!(&r.results()[..4], &11u32.to_be_bytes());
+    assert_eq!(&r.results()[4..15], b"hello, rdma");
+    w.stop();
+}
+
+#[test]
+fn rejects_unknown_program_version_procedure() {
+    let w = World::new(0);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    let e = client.call_blocking(PROG + 1, 2, 1, client.args().unwrap());
+    assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::ProgUnavail));
+    let e = client.call_blocking(PROG, 7, 1, client.args().unwrap());
+    assert_eq!(
+        e.unwrap_err(),
+        ClientError::Rpc(AcceptStat::ProgMismatch { low: 2, high: 3 })
+    );
+    let e = client.call_blocking(PROG, 2, 99, client.args().unwrap());
+    assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::ProcUnavail));
+    let mut a = client.args().unwrap();
+    a.put(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    // ECHO with a length beyond the arguments.
+    let mut bad = client.args().unwrap();
+    bad.put_u32(1000).unwrap();
+    let e = client.call_blocking(PROG, 2, ECHO, bad);
+    assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::GarbageArgs));
+    let r = client.call_blocking(PROG, 2, SUM, a).expect("sum");
+    assert_eq!(
+        r.results(),
+        &(0x0102_0304u32.wrapping_add(0x0506_0708)).to_be_bytes()
+    );
+    w.stop();
+}
+
+#[test]
+fn rejects_calls_when_reconnects_are_exhausted() {
+    let w = World::new(0);
+    // Nobody listens at w.addr.
+    let opts = ClientOptions {
+        max_reconnects: 3,
+        reconnect_min_ms: 1,
+        reconnect_max_ms: 4,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
+    let mut a = client.args().unwrap();
+    a.put_u32(1).unwrap();
+    let e = client.call_blocking(PROG, 2, SUM, a);
+    assert_eq!(e.unwrap_err(), ClientError::ReconnectFailed);
+    assert!(!client.wait_connected(Duration::from_millis(10)));
+    assert_eq!(client.stats().snapshot().reconnects, 3);
+    let e = client.call(PROG, 2, 0, client.args().unwrap(), |_| {}).unwrap_err();
+    assert_eq!(e.error, ClientError::ReconnectFailed);
+    w.stop();
+}

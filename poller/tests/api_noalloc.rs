@@ -1,0 +1,133 @@
+//! Zero heap allocations per RPC in steady state through the whole stack, inline mode: the
+//! client call (submission ring), the client reactor (XID, RPC header, engine, soft QP post),
+//! the server reactor (receive, dispatch, handler, reply), the reply completion and the
+//! callback. A counting global allocator counts on every thread; the test thread itself does
+//! not allocate while measuring (it spins on an atomic).
+
+mod api_common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api_common::*;
+use rpcrdma_poller::{CallbackMode, Client, ClientOptions, Server, ServerOptions};
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; the counter is a static atomic.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // Relaxed: a count read after the measured window (the joins/spins order it).
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Relaxed: as above.
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // Relaxed: as above.
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.load(Ordering::SeqCst)
+}
+
+/// Runs `n` SUM calls, up to `window` outstanding, spinning (no allocation) for completions.
+fn run(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
+    let start = done.load(Ordering::Acquire);
+    let mut issued = 0u64;
+    let end = Instant::now() + Duration::from_secs(30);
+    while done.load(Ordering::Acquire) < start + n {
+        assert!(Instant::now() < end, "stalled");
+        if issued < n && issued - (done.load(Ordering::Acquire) - start) < window {
+            let Some(mut a) = client.args() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            a.put_u32(issued as u32).unwrap();
+            a.put_u32(1).unwrap();
+            let want = issued as u32 + 1;
+            let (d, b) = (Arc::clone(done), Arc::clone(bad));
+            match client.call(PROG, 2, SUM, a, move |r| {
+                match r {
+                    Ok(rep) if rep.results() == want.to_be_bytes() => {}
+                    _ => {
+                        b.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // Release: pairs with the test thread's Acquire loads.
+                d.fetch_add(1, Ordering::Release);
+            }) {
+                Ok(()) => issued += 1,
+                Err(r) => drop(r),
+            }
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn accepts_zero_allocations_per_rpc_inline() {
+    let c0 = allocs();
+    drop(std::hint::black_box(vec![1u8; 10]));
+    assert!(allocs() > c0, "counting allocator not active");
+    let w = World::new(0);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(ServerOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            ..ClientOptions::default()
+        },
+    )
+    .expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let done = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    // Warm-up: pool caches, lazily initialised state, every call slot used at least once.
+    run(&client, 3000, 16, &done, &bad);
+    // Let the reactors reach their idle back-off too (its sleeping path must not allocate).
+    std::thread::sleep(Duration::from_millis(20));
+    let before = allocs();
+    run(&client, 5000, 16, &done, &bad);
+    std::thread::sleep(Duration::from_millis(5));
+    let after = allocs();
+    assert_eq!(bad.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        after - before,
+        0,
+        "{} heap allocations in 5000 RPCs (client call -> server handler -> reply completion)",
+        after - before
+    );
+    w.stop();
+}

@@ -1,0 +1,409 @@
+//! Many connections across two reactors, both callback modes, concurrency up to (and beyond)
+//! the credit limit, DDP in both directions, and a connection dropped in the middle of traffic
+//! with every call completing exactly once.
+
+mod api_common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use api_common::*;
+use rpcrdma_engine::verbs::soft::SoftFaults;
+use rpcrdma_poller::{
+    CallbackMode, Client, ClientError, ClientOptions, Reply, Server, ServerOptions,
+};
+
+/// Outcomes counted per call index: each must be recorded exactly once.
+struct Tally {
+    seen: Mutex<Vec<u32>>,
+    xids: Mutex<Vec<u32>>,
+    ok: AtomicU64,
+    err: AtomicU64,
+    bad: AtomicU64,
+}
+
+impl Tally {
+    fn new(n: usize) -> Arc<Tally> {
+        Arc::new(Tally {
+            seen: Mutex::new(vec![0; n]),
+            xids: Mutex::new(Vec::new()),
+            ok: AtomicU64::new(0),
+            err: AtomicU64::new(0),
+            bad: AtomicU64::new(0),
+        })
+    }
+    fn record(&self, i: usize, r: &Result<Reply, ClientError>, want: u32) {
+        self.seen.lock().unwrap()[i] += 1;
+        if let Ok(rep) = r {
+            self.xids.lock().unwrap().push(rep.xid());
+        }
+        match r {
+            Ok(rep) if rep.results() == want.to_be_bytes() => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {
+                self.bad.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.err.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    fn done(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+            + self.err.load(Ordering::Relaxed)
+            + self.bad.load(Ordering::Relaxed)
+    }
+    fn wait(&self, n: u64, secs: u64) {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while self.done() < n {
+            assert!(
+                Instant::now() < end,
+                "only {} of {n} calls completed",
+                self.done()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    fn exactly_once(&self) {
+        let s = self.seen.lock().unwrap();
+        assert!(
+            s.iter().all(|&c| c == 1),
+            "calls not completed exactly once: {:?}",
+            s.iter()
+                .enumerate()
+                .filter(|(_, &c)| c != 1)
+                .take(10)
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Fires `per` SUM calls on each client without waiting; call `i` sums (i, 7).
+fn fire(clients: &[Client], per: usize, tally: &Arc<Tally>) {
+    for (k, c) in clients.iter().enumerate() {
+        for j in 0..per {
+            let i = k * per + j;
+            let mut a = loop {
+                match c.args() {
+                    Some(a) => break a,
+                    None => std::thread::sleep(Duration::from_micros(100)),
+                }
+            };
+            a.put_u32(i as u32).unwrap();
+            a.put_u32(7).unwrap();
+            let t = Arc::clone(tally);
+            let mut args = a;
+            loop {
+                let t2 = Arc::clone(&t);
+                match c.call(PROG, 2, SUM, args, move |r| t2.record(i, &r, i as u32 + 7)) {
+                    Ok(()) => break,
+                    Err(r) => {
+                        assert_eq!(r.error, ClientError::Busy);
+                        args = r.args;
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn many_connections(mode: CallbackMode, workers: usize) {
+    let w = World::new(workers);
+    let server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(ServerOptions {
+            credits: 8,
+            mode,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let opts = ClientOptions {
+        credits: 8,
+        mode,
+        ..ClientOptions::default()
+    };
+    let clients: Vec<Client> = (0..6)
+        .map(|_| Client::connect(&w.client_ep, w.addr, opts).expect("client"))
+        .collect();
+    for c in &clients {
+        assert!(c.wait_connected(Duration::from_secs(5)));
+    }
+    let per = 300;
+    let tally = Tally::new(clients.len() * per);
+    fire(&clients, per, &tally);
+    tally.wait((clients.len() * per) as u64, 30);
+    tally.exactly_once();
+    assert_eq!(
+        tally.ok.load(Ordering::Relaxed),
+        (clients.len() * per) as u64
+    );
+    // Both reactors carried connections of both endpoints.
+    for i in 0..2 {
+        let s = w.client_ep.node_stats(i).unwrap();
+        assert!(s.connections >= 1, "client node {i}: {s:?}");
+        let s = w.server_ep.node_stats(i).unwrap();
+        assert!(s.connections >= 1, "server node {i}: {s:?}");
+        assert!(s.completions > 0);
+    }
+    // The credit limit was reached but never exceeded; calls queued beyond it.
+    for c in &clients {
+        let s = c.stats().snapshot();
+        assert_eq!(s.replies, per as u64);
+        assert!(s.credits_granted <= 8);
+    }
+    let t = server.totals();
+    assert_eq!(t.replies, (clients.len() * per) as u64);
+    assert_eq!(server.accepted(), clients.len() as u64);
+    w.stop();
+}
+
+#[test]
+fn accepts_many_connections_inline() {
+    many_connections(CallbackMode::Inline, 0);
+}
+
+#[test]
+fn accepts_many_connections_worker_mode() {
+    many_connections(CallbackMode::Worker, 2);
+}
+
+#[test]
+fn accepts_ddp_calls_both_directions() {
+    for mode in [CallbackMode::Inline, CallbackMode::Worker] {
+        let w = World::new(1);
+        let _server = Server::builder()
+            .program(program(w.server_ep.buffers().clone()))
+            .mode(mode)
+            .start(&w.server_ep, w.addr)
+            .expect("server");
+        let client = Client::connect(
+            &w.client_ep,
+            w.addr,
+            ClientOptions {
+                mode,
+                ..ClientOptions::default()
+            },
+        )
+        .expect("client");
+        // FILL: the result goes into our receptacle through a Write chunk.
+        let mut a = client.args().unwrap();
+        a.put_u32(9000).unwrap();
+        a.put_u32(0x5a).unwrap();
+        let rec = client.buffer().unwrap();
+        a.receptacle(rec).unwrap();
+        let mut r = client.call_blocking(PROG, 2, FILL, a).expect("fill");
+        assert_eq!(&r.results()[..4], &9000u32.to_be_bytes());
+        // After the length word, the trailer (the item travelled in the Write chunk).
+        assert_eq!(&r.results()[4..8], &0xfeed_f00du32.to_be_bytes());
+        let got = r.receptacle(0).expect("receptacle");
+        assert_eq!(got.len(), 9000);
+        assert!(got.iter().all(|&b| b == 0x5a));
+        let (buf, n) = r.take_receptacle(0).unwrap();
+        assert_eq!(n, 9000);
+        drop(buf);
+        // LEN: a 12000-octet argument pulled by RDMA Read (larger than the inline threshold).
+        let mut payload = client.buffer().unwrap();
+        for (i, b) in payload[..12000].iter_mut().enumerate() {
+            *b = (i * 7 % 251) as u8;
+        }
+        let want = checksum(&payload[..12000]);
+        let mut a = client.args().unwrap();
+        a.put_u32(12000).unwrap();
+        a.ddp(payload, 12000).unwrap();
+        let r = client.call_blocking(PROG, 3, LEN, a).expect("len");
+        assert_eq!(&r.results()[..4], &12000u32.to_be_bytes());
+        assert_eq!(&r.results()[4..8], &want.to_be_bytes());
+        // FILL without a receptacle: the item comes back inline (or in the Reply chunk).
+        let mut a = client.args().unwrap();
+        a.put_u32(5000).unwrap();
+        a.put_u32(0x11).unwrap();
+        let r = client.call_blocking(PROG, 2, FILL, a).expect("fill inline");
+        assert_eq!(&r.results()[..4], &5000u32.to_be_bytes());
+        assert!(r.results()[4..5004].iter().all(|&b| b == 0x11));
+        w.stop();
+    }
+}
+
+#[test]
+fn accepts_connection_drop_mid_traffic_exactly_once() {
+    for mode in [CallbackMode::Inline, CallbackMode::Worker] {
+        let w = World::new(1);
+        let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
+        let f2 = Arc::clone(&faults);
+        assert!(w
+            .client_ep
+            .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+        // The server logs the XID of every call it runs.
+        let served: Arc<Mutex<Vec<u32>>> = Arc::new(Mutex::new(Vec::new()));
+        let s2 = Arc::clone(&served);
+        let logging = rpcrdma_poller::Program::new(PROG, 2..=3).procedure(
+            SUM,
+            move |req: &rpcrdma_poller::Request<'_>, out: &mut rpcrdma_poller::ReplyBuilder<'_>| {
+                s2.lock().unwrap().push(req.xid);
+                sum(req, out)
+            },
+        );
+        let _server = Server::builder()
+            .program(logging)
+            .options(ServerOptions {
+                credits: 4,
+                mode,
+                ..ServerOptions::default()
+            })
+            .start(&w.server_ep, w.addr)
+            .expect("server");
+        let opts = ClientOptions {
+            credits: 4,
+            mode,
+            max_retransmits: 50,
+            max_reconnects: 50,
+            ..ClientOptions::default()
+        };
+        let clients: Vec<Client> = (0..3)
+            .map(|_| Client::connect(&w.client_ep, w.addr, opts).expect("client"))
+            .collect();
+        for c in &clients {
+            assert!(c.wait_connected(Duration::from_secs(5)));
+        }
+        let per = 400;
+        let n = clients.len() * per;
+        let tally = Tally::new(n);
+        let dropper = {
+            let faults = Arc::clone(&faults);
+            let tally = Arc::clone(&tally);
+            std::thread::spawn(move || {
+                let mut drops = 0;
+                let mut last = 0;
+                while tally.done() < n as u64 && drops < 6 {
+                    let d = tally.done();
+                    if d >= last + 150 {
+                        last = d;
+                        let f = faults.lock().unwrap().last().cloned();
+                        if let Some(f) = f {
+                            f.drop_connection();
+                            drops += 1;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                drops
+            })
+        };
+        fire(&clients, per, &tally);
+        let end = Instant::now() + Duration::from_secs(30);
+        while tally.done() < n as u64 {
+            if Instant::now() > end {
+                for c in &clients {
+                    eprintln!(
+                        "{:?} pending {} {:?}",
+                        c.state(),
+                        c.pending(),
+                        c.stats().snapshot()
+                    );
+                }
+                for i in 0..2 {
+                    eprintln!("client node {i} {:?}", w.client_ep.node_stats(i));
+                    eprintln!("server node {i} {:?}", w.server_ep.node_stats(i));
+                }
+                panic!("{mode:?}: only {} of {n} completed", tally.done());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let drops = dropper.join().unwrap();
+        tally.exactly_once();
+        assert_eq!(tally.bad.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            tally.ok.load(Ordering::Relaxed),
+            n as u64,
+            "errors: {}",
+            tally.err.load(Ordering::Relaxed)
+        );
+        assert!(drops > 0, "no connection was dropped");
+        let lost: u64 = clients
+            .iter()
+            .map(|c| c.stats().snapshot().connection_losses)
+            .sum();
+        let reconnects: u64 = clients
+            .iter()
+            .map(|c| c.stats().snapshot().reconnects)
+            .sum();
+        assert!(
+            lost > 0 && reconnects > 0,
+            "lost {lost} reconnects {reconnects}"
+        );
+        for c in &clients {
+            assert_eq!(c.pending(), 0);
+        }
+        // Retransmissions reuse the XID: every XID the server ran belongs to a completed call.
+        let replied: HashSet<u32> = tally.xids.lock().unwrap().iter().copied().collect();
+        assert_eq!(replied.len(), n, "XIDs not unique per call");
+        let served = served.lock().unwrap();
+        assert!(served.len() >= n);
+        let foreign = served.iter().filter(|x| !replied.contains(x)).count();
+        assert_eq!(foreign, 0, "{foreign} calls ran under an XID no reply carried");
+        let retransmits: u64 = clients.iter().map(|c| c.stats().snapshot().retransmits).sum();
+        eprintln!(
+            "{mode:?}: {drops} drops, {lost} losses, {reconnects} reconnects, {retransmits} \
+             retransmits, {} executions for {n} calls",
+            served.len()
+        );
+        drop(served);
+        w.stop();
+    }
+}
+
+#[test]
+fn accepts_graceful_shutdown_losing_nothing() {
+    let w = World::new(0);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .credits(4)
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let opts = ClientOptions {
+        credits: 4,
+        ..ClientOptions::default()
+    };
+    let clients: Vec<Client> = (0..4)
+        .map(|_| Client::connect(&w.client_ep, w.addr, opts).expect("client"))
+        .collect();
+    for c in &clients {
+        assert!(c.wait_connected(Duration::from_secs(5)));
+    }
+    let per = 200;
+    let n = clients.len() * per;
+    let tally = Tally::new(n);
+    fire(&clients, per, &tally);
+    // Stop at once: everything accepted must still complete, successfully.
+    w.stop();
+    assert_eq!(tally.done(), n as u64);
+    tally.exactly_once();
+    assert_eq!(tally.ok.load(Ordering::Relaxed), n as u64);
+    for c in &clients {
+        assert!(c.call(PROG, 2, 0, c.args().unwrap(), |_| {}).is_err());
+    }
+}
+
+#[test]
+fn rejects_calls_after_close_and_completes_pending() {
+    let w = World::new(0);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let c = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    let tally = Tally::new(100);
+    fire(std::slice::from_ref(&c), 100, &tally);
+    c.close();
+    let e = c.call(PROG, 2, 0, c.args().unwrap(), |_| {}).unwrap_err();
+    assert_eq!(e.error, ClientError::Closed);
+    tally.wait(100, 10);
+    tally.exactly_once();
+    assert_eq!(tally.ok.load(Ordering::Relaxed), 100);
+    w.stop();
+}
