@@ -328,8 +328,10 @@ impl Plan {
             } else {
                 pad4(self.reply_len)
             };
+        // Rounded to 4 only: an inline plan's buffers must stay within the inline threshold
+        // minus the transport header, or the poller offers a Reply chunk with every call.
         let n = args.max(ddp).max(reply).max(256);
-        ((n + 63) & !63) as usize
+        pad4(n) as usize
     }
 
     /// Octets at the start of an argument buffer the arguments overwrite (restored before the
@@ -384,6 +386,9 @@ pub struct RpcConfig {
     pub progress: bool,
     /// Connection set-up limit, and the longest time without a completed call.
     pub timeout: Duration,
+    /// Check the data of every call and reply, not only the first of each size (slower;
+    /// for tests).
+    pub check_every_call: bool,
 }
 
 impl RpcConfig {
@@ -409,6 +414,7 @@ impl RpcConfig {
             port: super::DEFAULT_PORT,
             progress: false,
             timeout: Duration::from_secs(10),
+            check_every_call: false,
         }
     }
 
@@ -520,7 +526,7 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
 
 /// The server's program: NULL, and [`PROC_XFER`] answering from `pool` (prefilled with the
 /// pattern) or `pat`.
-fn program(pool: BufPool, pat: Arc<[u8]>) -> Program {
+fn program(pool: BufPool, pat: Arc<[u8]>, every: bool) -> Program {
     // Last (data_len, reply_len) whose data was checked; a hint shared by the handlers.
     let checked = Arc::new(AtomicU64::new(u64::MAX));
     Program::new(PROG, VERS..=VERS).procedure(
@@ -537,7 +543,7 @@ fn program(pool: BufPool, pat: Arc<[u8]>) -> Program {
             }
             let key = ((data_len as u64) << 32) | reply_len as u64;
             // Relaxed (load and store): a hint only; two handlers racing both check.
-            if checked.load(Ordering::Relaxed) != key {
+            if every || checked.load(Ordering::Relaxed) != key {
                 if pat.get(..data_len) != Some(data) {
                     return Err(Reject::GarbageArgs);
                 }
@@ -646,7 +652,11 @@ fn build_world(
     let max_call =
         u64::from(CALL_HEADER + ARG_WORDS) + pad4(plan.call_len) + u64::from(inline) + 64;
     Server::builder()
-        .program(program(sep.buffers().clone(), Arc::clone(pat)))
+        .program(program(
+            sep.buffers().clone(),
+            Arc::clone(pat),
+            cfg.check_every_call,
+        ))
         .options(ServerOptions {
             inline_send: inline,
             inline_recv: inline,
@@ -734,6 +744,7 @@ struct Loop {
     plan: Plan,
     pat: Arc<[u8]>,
     latency: bool,
+    every: bool,
     st: Mutex<LoopState>,
     cv: Condvar,
 }
@@ -846,7 +857,7 @@ impl Loop {
                 return;
             }
         };
-        if !st.checked {
+        if !st.checked || self.every {
             st.checked = true;
             if let Err(e) = self.check(&reply) {
                 st.error = Some(e);
@@ -915,6 +926,7 @@ fn run_size(
         plan: *plan,
         pat: Arc::clone(pat),
         latency,
+        every: cfg.check_every_call,
         st: Mutex::new(LoopState {
             issued: 0,
             completed: 0,
