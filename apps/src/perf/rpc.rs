@@ -378,7 +378,9 @@ pub struct RpcConfig {
     pub hugepages: bool,
     /// Idle behaviour of the reactors.
     pub backoff: BackoffMode,
-    /// Cores for (client reactor, server reactor); `None`: the first two usable cores.
+    /// Cores for (client reactor, server reactor); `None`: the first two cores the calling
+    /// thread may run on (threads inherit their creator's mask: find the cores before pinning
+    /// anything).
     pub cores: Option<(CoreId, CoreId)>,
     /// Server port of the first size (each further size uses the next port).
     pub port: u16,
