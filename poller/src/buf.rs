@@ -1,7 +1,7 @@
 //! Registered memory for the RPC runtime: per-connection slabs, the endpoint's buffer pool, and
 //! the [`HostMemory`] view the connection engine reads and writes through.
 //!
-//! Normal operation: every connection gets one [`Slab`] — a mempool [`Region`] registered once
+//! Normal operation: every connection gets one slab — a mempool [`Region`] registered once
 //! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`) and carved into the buffers
 //! the engine's [`Pools`] name: send headers, receive buffers, reassembly buffers (server), the
 //! zero source and one RPC-header buffer per call record (client). Payloads live in the
@@ -312,5 +312,72 @@ impl HostMemory for HostRegions {
             .iter()
             .find(|s| s.lkey == lkey)
             .map(|s| s.rkey)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpcrdma_engine::verbs::soft::SoftEnv;
+
+    #[test]
+    fn rejects_access_outside_registered_regions() {
+        let env = SoftEnv::new();
+        let pd = env.client_pd();
+        let r = registered_region(&pd, 8192, HugePagePolicy::Never).expect("region");
+        let base = r.as_ptr() as u64;
+        let len = r.len();
+        let mut m = HostRegions::new(&[Arc::clone(&r)]);
+        assert!(m.bytes(base, len).is_some());
+        assert!(m.bytes(base + len as u64 - 4, 4).is_some());
+        assert!(m.bytes(base + len as u64 - 4, 5).is_none());
+        assert!(m.bytes(base - 1, 1).is_none());
+        assert!(m.bytes_mut(u64::MAX - 2, 8).is_none());
+        m.bytes_mut(base, 4).unwrap().copy_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(m.bytes(base, 4).unwrap(), &[1, 2, 3, 4]);
+        let lkey = r.keys().unwrap().lkey;
+        assert_eq!(m.remote_key(lkey), r.persistent_stag());
+        assert!(m.remote_key(lkey ^ 0xff).is_none());
+        assert!(m.region_by_lkey(lkey).is_some());
+    }
+
+    #[test]
+    fn accepts_slab_layout_inside_its_region() {
+        let env = SoftEnv::new();
+        let pd = env.client_pd();
+        let l = SlabLayout {
+            headers: 4,
+            header_size: 1024,
+            recvs: 6,
+            recv_size: 1024,
+            data: 2,
+            data_size: 5000,
+            rpc_headers: 3,
+            rpc_header_size: 128,
+        };
+        let s = Slab::new(&pd, &l, HugePagePolicy::Never).expect("slab");
+        let m = HostRegions::new(&[Arc::clone(&s.region)]);
+        let all = s
+            .headers
+            .iter()
+            .chain(&s.recvs)
+            .chain(&s.data)
+            .chain(&s.rpc_headers)
+            .chain(core::iter::once(&s.zero));
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for b in all {
+            assert!(m.bytes(b.addr, b.len as usize).is_some(), "{b:?} outside");
+            assert_eq!(b.addr % 64, 0);
+            spans.push((b.addr, b.addr + u64::from(b.len)));
+        }
+        spans.sort();
+        assert!(
+            spans.windows(2).all(|w| w[0].1 <= w[1].0),
+            "buffers overlap"
+        );
+        assert_eq!(
+            s.headers.len() + s.recvs.len() + s.data.len() + s.rpc_headers.len(),
+            15
+        );
     }
 }

@@ -980,8 +980,8 @@ impl<P: Provider> ClientConn<P> {
         if self.state == CState::Done {
             return 0;
         }
+        // Acquire: pairs with the Release store in `Client::close`.
         if !self.closing && self.shared.closed.load(Ordering::Acquire) {
-            // Acquire above: pairs with the Release store in `Client::close`.
             self.closing = true;
         }
         // CM events.
@@ -1201,11 +1201,11 @@ impl<P: Provider> ClientConn<P> {
         outcome: Result<Reply, ClientError>,
     ) {
         self.completed += 1;
-        // Release: pairs with the Relaxed loads in `Client::pending` only in the sense that
-        // the count never runs ahead of the completion it counts; single writer.
+        // Relaxed: a count for monitoring with a single writer (this reactor); pairs with the
+        // Relaxed loads in `Client::pending` / `Client::completed`.
         self.shared
             .completed
-            .store(self.completed, Ordering::Release);
+            .store(self.completed, Ordering::Relaxed);
         match (self.opts.mode, links) {
             (CallbackMode::Worker, Some(l)) => {
                 let job = Job::Complete(CompleteJob { cb, outcome });
@@ -1408,10 +1408,56 @@ impl<P: Provider> Drop for ClientConn<P> {
             self.completed += 1;
             s.cb.call(Err(ClientError::Closed));
         }
-        // Release: see `complete_cb`.
+        // Relaxed: see `complete_cb`.
         self.shared
             .completed
-            .store(self.completed, Ordering::Release);
+            .store(self.completed, Ordering::Relaxed);
         self.shared.set_state(ST_CLOSED);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn accepts_callback_runs_exactly_once() {
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = Arc::clone(&n);
+        let cb = Callback::new(move |r| {
+            assert_eq!(r.unwrap_err(), ClientError::Busy);
+            n2.fetch_add(1, Ordering::SeqCst);
+        });
+        cb.call(Err(ClientError::Busy));
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn accepts_dropped_callback_completing_with_dropped() {
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = Arc::clone(&n);
+        // A closure too large for the inline storage is boxed and still runs once.
+        let big = [7u64; 16];
+        let cb = Callback::new(move |r| {
+            assert_eq!(r.unwrap_err(), ClientError::Dropped);
+            assert_eq!(big[15], 7);
+            n2.fetch_add(1, Ordering::SeqCst);
+        });
+        drop(cb);
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn rejects_running_disarmed_callback() {
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = Arc::clone(&n);
+        let cb = Callback::new(move |_| {
+            n2.fetch_add(1, Ordering::SeqCst);
+        });
+        cb.disarm();
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+        // The captured Arc was dropped with the closure.
+        assert_eq!(Arc::strong_count(&n), 1);
     }
 }

@@ -13,8 +13,27 @@
 //! - [`reactor`]: [`ReactorSet`] of pinned reactor threads running [`Poller`]s, with a control
 //!   ring, a timer wheel and counters each; graceful stop.
 //!
+//!
+//! The RPC runtime users embed (see `docs/embedding.md` and `examples/embed.rs`):
+//!
+//! - [`runtime`]: [`Endpoint`] binds a verbs device to a [`ReactorSet`]: one node poller per
+//!   reactor with ONE completion queue for all its QPs, completions routed by QP number.
+//! - [`driver`]: the per-connection driver (QP + sans-IO connection, one doorbell per batch,
+//!   memory windows, CM events, deadlines on the timer wheel) and the QP-number router.
+//! - [`server`] / [`program`]: [`Server::builder`], RPC programs and handlers, RFC 5531
+//!   dispatch (NULL, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS).
+//! - [`client`]: [`Client::connect`], [`Client::call`] with a completion callback (stored
+//!   without allocation), [`Client::call_blocking`], DDP items, queueing beyond the credits,
+//!   reconnection with back-off and same-XID retransmission.
+//! - [`buf`]: registered memory (per-connection slabs, payload and reply pools) and the
+//!   engine's memory view.
+//! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters.
+//! - Worker mode (callbacks and handlers on worker threads through SPSC rings, with
+//!   back-pressure) is internal to the runtime.
+//!
 //! Nothing on the data path allocates after creation: ring operations, timer arm/cancel/expire
-//! and the reactor loop (see `tests/noalloc.rs`).
+//! and the reactor loop (see `tests/noalloc.rs`), and a whole RPC in inline mode, client call to
+//! server handler to reply callback (`tests/api_noalloc.rs`).
 #![warn(missing_docs)]
 
 pub mod api_stats;

@@ -136,6 +136,17 @@ pub enum BuildError {
     TooManyItems,
 }
 
+impl core::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BuildError::Full => write!(f, "buffer full"),
+            BuildError::TooManyItems => write!(f, "too many DDP items or misaligned item"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
 /// Writes results into a registered reply buffer (zero-copy: the buffer is what the reply Send
 /// gathers). Offsets are relative to the start of the results.
 pub struct ReplyBuilder<'a> {

@@ -204,7 +204,9 @@ impl<P: Provider> Endpoint<P> {
             .map_err(EndpointError::Memory)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);
-        let cq_depth = (cfg.max_conns_per_reactor as u64 * u64::from(per_conn))
+        // Every QP's queues, twice: completions of a torn-down QP may still sit in the CQ
+        // while a new connection already uses its slot.
+        let cq_depth = (2 * cfg.max_conns_per_reactor as u64 * u64::from(per_conn))
             .min(u64::from(dev.caps().max_cqe)) as u32;
         let mut consumers = Vec::with_capacity(n);
         let mut peers = Vec::with_capacity(n);

@@ -158,8 +158,10 @@ pub(crate) struct WorkerWake {
 
 impl WorkerWake {
     pub(crate) fn wake(&self) {
-        // SeqCst: pairs with the worker's SeqCst store of `sleeping` followed by its re-check
-        // of the rings (Dekker): either we see it asleep and unpark, or it sees our job.
+        // SeqCst fence + load: pairs with the worker's SeqCst store of `sleeping` and fence
+        // before its re-check of the rings (Dekker): our enqueue is ordered before this load,
+        // so either we see it asleep and unpark, or it sees our job.
+        core::sync::atomic::fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
             if let Some(t) = self.thread.get() {
                 t.unpark();
@@ -337,10 +339,11 @@ impl Workers {
         ))
     }
 
-    /// Stops the workers after they finish every job in their rings whose nodes are gone.
+    /// Stops the workers once their rings are empty (stop the reactors first so nothing more
+    /// arrives).
     pub(crate) fn stop(&mut self) {
-        // Release: pairs with the workers' Acquire load; they exit once their rings are empty
-        // and abandoned by the nodes.
+        // Release: pairs with the workers' Acquire loads; they exit once their rings are
+        // empty.
         self.stop.store(true, Ordering::Release);
         for w in &self.wakes {
             if let Some(t) = w.thread.get() {
@@ -398,9 +401,11 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
             bo.reset();
             continue;
         }
-        // Acquire: pairs with the Release store in `Workers::stop`.
-        if stop.load(Ordering::Acquire) && side.jobs.iter().all(|c| c.is_abandoned()) {
-            // Nodes are gone: finish what is left, then exit.
+        // Acquire: pairs with the Release store in `Workers::stop`. The rings were just found
+        // empty; jobs a node still enqueues after this are dropped with the rings (client
+        // callbacks then run with `Dropped`), which only happens when the endpoint is dropped
+        // before its reactors stopped.
+        if stop.load(Ordering::Acquire) {
             let left: usize = side.jobs.iter().map(|c| c.used_count()).sum();
             if left == 0 {
                 break;
@@ -412,9 +417,11 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
             // Park only after the spin and yield phases; announce it first (see `wake`).
             let action = bo.next_action();
             if let crate::backoff::IdleAction::Sleep(ns) = action {
-                // SeqCst: see `WorkerWake::wake`.
+                // SeqCst store + fence: see `WorkerWake::wake`.
                 side.wake.sleeping.store(true, Ordering::SeqCst);
+                core::sync::atomic::fence(Ordering::SeqCst);
                 let empty = side.jobs.iter_mut().all(|c| c.used_count() == 0);
+                // Acquire: pairs with the Release store in `Workers::stop`.
                 if empty && !stop.load(Ordering::Acquire) {
                     std::thread::park_timeout(std::time::Duration::from_nanos(
                         ns.clamp(1, cfg.max_sleep_ns.max(1)),
@@ -430,6 +437,5 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
         } else {
             core::hint::spin_loop();
         }
-        let _ = stop.load(Ordering::Relaxed);
     }
 }

@@ -80,7 +80,9 @@ fn rejects_calls_when_reconnects_are_exhausted() {
     assert_eq!(e.unwrap_err(), ClientError::ReconnectFailed);
     assert!(!client.wait_connected(Duration::from_millis(10)));
     assert_eq!(client.stats().snapshot().reconnects, 3);
-    let e = client.call(PROG, 2, 0, client.args().unwrap(), |_| {}).unwrap_err();
+    let e = client
+        .call(PROG, 2, 0, client.args().unwrap(), |_| {})
+        .unwrap_err();
     assert_eq!(e.error, ClientError::ReconnectFailed);
     w.stop();
 }

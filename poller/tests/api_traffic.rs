@@ -218,6 +218,14 @@ fn accepts_ddp_calls_both_directions() {
         let r = client.call_blocking(PROG, 3, LEN, a).expect("len");
         assert_eq!(&r.results()[..4], &12000u32.to_be_bytes());
         assert_eq!(&r.results()[4..8], &want.to_be_bytes());
+        // A call larger than the inline threshold without DDP items (a long call: Position
+        // Zero Read chunk) whose reply is long too (Reply chunk).
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+        let mut a = client.args().unwrap();
+        a.put_opaque(&big).unwrap();
+        let r = client.call_blocking(PROG, 2, ECHO, a).expect("long echo");
+        assert_eq!(&r.results()[..4], &10_000u32.to_be_bytes());
+        assert_eq!(&r.results()[4..10_004], &big[..]);
         // FILL without a receptacle: the item comes back inline (or in the Reply chunk).
         let mut a = client.args().unwrap();
         a.put_u32(5000).unwrap();
@@ -345,8 +353,14 @@ fn accepts_connection_drop_mid_traffic_exactly_once() {
         let served = served.lock().unwrap();
         assert!(served.len() >= n);
         let foreign = served.iter().filter(|x| !replied.contains(x)).count();
-        assert_eq!(foreign, 0, "{foreign} calls ran under an XID no reply carried");
-        let retransmits: u64 = clients.iter().map(|c| c.stats().snapshot().retransmits).sum();
+        assert_eq!(
+            foreign, 0,
+            "{foreign} calls ran under an XID no reply carried"
+        );
+        let retransmits: u64 = clients
+            .iter()
+            .map(|c| c.stats().snapshot().retransmits)
+            .sum();
         eprintln!(
             "{mode:?}: {drops} drops, {lost} losses, {reconnects} reconnects, {retransmits} \
              retransmits, {} executions for {n} calls",

@@ -182,8 +182,14 @@ fn main() {
     let iters = flag("--iters", 50_000);
     let secs = flag("--secs", 2);
     let load_before = load_average();
-    let floor = cacheline_pingpong(iters);
-    let send = soft_send_rtt(iters);
+    // Each measurement that pins its calling thread runs on a fresh thread, so the main
+    // thread keeps the whole CPU mask (the reactors read it to choose their cores).
+    let floor = std::thread::spawn(move || cacheline_pingpong(iters))
+        .join()
+        .expect("floor");
+    let send = std::thread::spawn(move || soft_send_rtt(iters))
+        .join()
+        .expect("soft SEND round trip");
     let mut rows = vec![
         Row::new("cache-line ping-pong RTT (floor)", floor),
         Row::new("bare soft SEND round trip (32 B)", send),
