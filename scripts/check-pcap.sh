@@ -9,6 +9,9 @@
 # 2. rpcrdma-perf send_lat / read_bw / write_bw with --pcap and a 1024-octet MTU: the BTH
 #    opcodes (SEND First/Middle/Last, RDMA READ Request/Response First/Middle/Last, RDMA WRITE
 #    Only, ACK) and PSN sequences must be what the message sizes imply, and nothing malformed.
+# 3. rpcrdma-perf rpc_lat with --pcap (RPC calls through the poller API): tshark's rpcordma
+#    fields must show the message types and chunk lists each --chunks mode implies, every XID
+#    once as a call and once as a reply, version 1 and 32 credits.
 #
 # Installs tshark when missing (Debian/Ubuntu). Exits non-zero on any mismatch.
 set -euo pipefail
@@ -101,6 +104,31 @@ got=$(opcodes "$TMP/write.pcap")
 lens=$(ts -r "$TMP/write.pcap" -Y 'infiniband.bth.opcode == 10' -T fields -e infiniband.reth.dmalen | sort -u)
 [ "$lens" = "100" ] || bad "write_bw RETH lengths: $lens"
 [ "$(malformed "$TMP/write.pcap")" -eq 0 ] || bad "write_bw trace has malformed frames"
+
+# ---- 3. rpc_lat traces: RPC-over-RDMA through the poller's Client/Server API -----------------
+# rpcordma fields per message: msg_type, reads, writes, reply, segment lengths.
+rpcfields() { ts -r "$1" -Y rpcordma -T fields -e rpcordma.msg_type -e rpcordma.reads_count \
+    -e rpcordma.writes_count -e rpcordma.reply_count -e rpcordma.rdma_length; }
+# Every XID twice (call, reply), version 1, 32 credits.
+pairs() { ts -r "$1" -Y rpcordma -T fields -e rpcordma.xid -e rpcordma.version -e rpcordma.flow_control |
+    awk '$2 != 1 || $3 != 32 { bad = 1 } { n[$1]++ } END { for (x in n) if (n[x] != 2) bad = 1; exit bad }'; }
+rpc() { "$BIN/rpcrdma-perf" rpc_lat -n 5 --backoff shared_cores --pcap "$@" >/dev/null 2>&1; }
+# 5 inline calls of 100 octets: RDMA_MSG both ways, no chunks.
+rpc "$TMP/rpc1.pcap" -s 100
+got=$(rpcfields "$TMP/rpc1.pcap" | sort | uniq -c | awk '{$1=$1; print}' | paste -sd';')
+[ "$got" = "10 0 0 0 0" ] || bad "rpc_lat inline structure: $got"
+pairs "$TMP/rpc1.pcap" || bad "rpc_lat inline: XIDs not paired, or version / credits wrong"
+# 8192 octets, --chunks auto: the call's payload in a Read chunk, a Write chunk and a Reply
+# chunk offered; the reply's payload in the Write chunk.
+rpc "$TMP/rpc2.pcap" -s 8192 -m 1024
+got=$(rpcfields "$TMP/rpc2.pcap" | sort | uniq -c | awk '{$1=$1; print}' | paste -sd';')
+[ "$got" = "5 0 0 1 0 8192;5 0 1 1 1 8192,8192,8192" ] || bad "rpc_lat chunk structure: $got"
+pairs "$TMP/rpc2.pcap" || bad "rpc_lat chunks: XIDs not paired, or version / credits wrong"
+[ "$(malformed "$TMP/rpc2.pcap")" -eq 0 ] || bad "rpc_lat chunk trace has malformed frames"
+# --chunks reply: empty calls offering a Reply chunk, answered by RDMA_NOMSG through it.
+rpc "$TMP/rpc3.pcap" -s 8192 --chunks reply
+got=$(rpcfields "$TMP/rpc3.pcap" | awk '{print $1, $2, $3, $4}' | sort | uniq -c | awk '{$1=$1; print}' | paste -sd';')
+[ "$got" = "5 0 0 0 1;5 1 0 0 1" ] || bad "rpc_lat long reply structure: $got"
 
 if [ "$fail" -ne 0 ]; then
     exit 1

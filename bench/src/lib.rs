@@ -1,8 +1,10 @@
 //! Shared pieces of the rpcrdma benchmarks: pinned thread pairs, latency histograms, the
-//! cross-core cache-line ping-pong floor, and a side-by-side report printed as ratios.
+//! cross-core cache-line ping-pong floor, a side-by-side report printed as ratios, and a tiny
+//! SVG line-plot writer ([`svg`]) for the latency-vs-size plot.
 #![warn(missing_docs)]
 
 pub mod soft_rtt;
+pub mod svg;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

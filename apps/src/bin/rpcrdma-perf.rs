@@ -1,7 +1,9 @@
 //! `rpcrdma-perf`: perftest-compatible verbs benchmarks over the rpcrdma verbs boundary.
 //!
 //! `rpcrdma-perf <test> [options] [server]` with `<test>` one of send_lat, write_lat, read_lat,
-//! send_bw, write_bw, read_bw; a copy or link named `rpcrdma_<test>` runs that test directly.
+//! send_bw, write_bw, read_bw, or the RPC tests rpc_lat, rpc_bw (through the poller's
+//! Client/Server API, see `rpcrdma_apps::perf::rpc`); a copy or link named `rpcrdma_<test>`
+//! runs that test directly.
 //! With the soft provider (default) the server and the client run in this process on two
 //! pinned threads; with `--provider rdma` (feature `rdma`) the server is started without an
 //! address and the client with the server's address, as with perftest. See `docs/apps.md`.
@@ -20,6 +22,7 @@ use rpcrdma_apps::pcap::{Mtu, PcapTrace};
 use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
 use rpcrdma_apps::perf::engine::{self, ConnInfo, Observer};
 use rpcrdma_apps::perf::report::{self, BannerInfo, RESULT_LINE};
+use rpcrdma_apps::perf::rpc::{self, RpcTest};
 use rpcrdma_apps::perf::{Config, PerfError, SizeResult, Test};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
@@ -475,6 +478,13 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let argv0 = argv.first().map(String::as_str).unwrap_or("rpcrdma-perf");
     let prog = argv0.rsplit('/').next().unwrap_or(argv0);
+    // The RPC tests (rpc_lat, rpc_bw) have their own flags and runner.
+    if let Some(t) = RpcTest::from_argv0(argv0) {
+        return ExitCode::from(rpc::main(prog, t, &argv[1..]));
+    }
+    if let Some(t) = argv.get(1).and_then(|n| RpcTest::from_name(n)) {
+        return ExitCode::from(rpc::main(prog, t, &argv[2..]));
+    }
     let (test, rest) = match Test::from_argv0(argv0) {
         Some(t) => (t, &argv[1..]),
         None => match argv.get(1).map(String::as_str) {
@@ -495,7 +505,7 @@ fn main() -> ExitCode {
                 None => {
                     eprintln!(
                         "{prog}: unknown test {name:?} (send_lat write_lat read_lat send_bw \
-                         write_bw read_bw)"
+                         write_bw read_bw rpc_lat rpc_bw)"
                     );
                     return ExitCode::from(2);
                 }

@@ -159,7 +159,7 @@ impl PerfArgs {
     }
 }
 
-fn number(flag: &str, v: &str) -> Result<u64, String> {
+pub(crate) fn number(flag: &str, v: &str) -> Result<u64, String> {
     let t = v.trim();
     let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         u64::from_str_radix(h, 16)
@@ -169,7 +169,7 @@ fn number(flag: &str, v: &str) -> Result<u64, String> {
     r.map_err(|_| format!("{flag} expects a number, got {v:?}"))
 }
 
-fn ranged(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+pub(crate) fn ranged(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
     let n = number(flag, v)?;
     if n < lo || n > hi {
         return Err(format!(" {flag} should be between {lo} and {hi}"));
@@ -436,7 +436,7 @@ pub fn usage(prog: &str, test: Option<Test>) -> String {
         "Usage:\n  {prog} {t} [options]             loopback (soft provider), or start a server (rdma)\n  {prog} {t} [options] <server>    connect to the server (rdma provider)\n\n"
     );
     if test.is_none() {
-        s.push_str("Tests: send_lat write_lat read_lat send_bw write_bw read_bw\n");
+        s.push_str("Tests: send_lat write_lat read_lat send_bw write_bw read_bw rpc_lat rpc_bw\n");
         s.push_str("(a link named rpcrdma_<test> runs that test directly)\n\n");
     }
     s.push_str("perftest options:\n");

@@ -16,6 +16,7 @@
 pub mod args;
 pub mod engine;
 pub mod report;
+pub mod rpc;
 pub mod stats;
 
 use core::fmt;

@@ -1,0 +1,770 @@
+//! `rpcrdma-ping`: rpcinfo / rping for RPC-over-RDMA. Sends NULL calls to a program and version
+//! at an address (NFS, 100003 version 3, port 20049 by default) through the poller's public
+//! Client API and reports what the connection negotiated and the round-trip statistics.
+//!
+//! Normal operation: a short probe connection (plain rdma_cm connect carrying our RFC 8797
+//! private data) shows what the server answers in its accept private data (inline sizes, R
+//! bit); it is closed at once. Then a [`Client`] connects and makes `-c` NULL calls one at a
+//! time; each round trip is stamped from just before [`Client::call`] to the reply callback on
+//! the reactor. The credits the server granted come from the client's connection counters;
+//! with the soft provider the RPC-over-RDMA version and credit field of every reply are also
+//! read off the wire (the fabric's packet trace). `--loopback` (soft provider) starts an
+//! in-process server that registers the program and version first.
+//!
+//! Recovery: no server (rejected, unreachable, no answer within `-t`) ends the run with a
+//! message and exit status 1, as does any call that fails (PROG_UNAVAIL, PROG_MISMATCH, a
+//! timeout, ...); usage errors exit with 2.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rpcrdma_engine::proto::private_data::{self, PrivateData};
+use rpcrdma_engine::rpc::AcceptStat;
+use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider, TraceEvent, TraceOp};
+use rpcrdma_engine::verbs::{
+    CmEventKind, Device, Provider, QpInit, QpOptions, QueuePair, REJECT_NO_LISTENER,
+};
+use rpcrdma_poller::{
+    BackoffMode, CallbackMode, Client, ClientError, ClientOptions, Cores, Endpoint, EndpointConfig,
+    PinPolicy, Program, ProtocolVersion, ReactorConfig, ReactorSet, Server, ServerOptions,
+};
+
+/// Client / server addresses on the soft fabric.
+const SOFT_CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const SOFT_SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProviderKind {
+    Soft,
+    Rdma,
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    host: Option<String>,
+    prog: u32,
+    vers: u32,
+    port: u16,
+    count: u64,
+    interval: Duration,
+    timeout: Duration,
+    version: u32,
+    inline: u32,
+    credits: u32,
+    remote_invalidate: bool,
+    loopback: bool,
+    provider: ProviderKind,
+    bind: Option<IpAddr>,
+    backoff: BackoffMode,
+    quiet: bool,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            host: None,
+            prog: 100_003,
+            vers: 3,
+            port: 20049,
+            count: 5,
+            interval: Duration::ZERO,
+            timeout: Duration::from_secs(3),
+            version: 1,
+            inline: 4096,
+            credits: 32,
+            remote_invalidate: true,
+            loopback: false,
+            provider: ProviderKind::Soft,
+            bind: None,
+            backoff: BackoffMode::BusyPoll,
+            quiet: false,
+        }
+    }
+}
+
+fn usage(prog: &str) -> String {
+    format!(
+        "Usage: {prog} [options] <server>[:port]\n       {prog} --loopback [options] [address]\n\n\
+         NULL calls over RPC-over-RDMA through the poller's Client API; prints the negotiated\n\
+         transport values and round-trip statistics. Exit status: 0 every call answered,\n\
+         1 no answer or a call failed, 2 usage error.\n\n\
+         Options:\n\
+         \x20 -P, --program <n>       RPC program (default 100003, NFS)\n\
+         \x20 -v, --vers <n>          program version (default 3)\n\
+         \x20 -p, --port <n>          port (default 20049)\n\
+         \x20 -c, --count <n>         NULL calls (default 5)\n\
+         \x20 -i, --interval <ms>     pause between calls (default 0)\n\
+         \x20 -t, --timeout <ms>      connection and per-call limit (default 3000)\n\
+         \x20     --version 1|2       RPC-over-RDMA version (default 1)\n\
+         \x20     --inline-size <n>   inline sizes we advertise (1024..262144, default 4096)\n\
+         \x20     --credits <n>       credits asked for (default 32)\n\
+         \x20     --no-remote-invalidate  do not advertise the RFC 8797 R bit\n\
+         \x20     --loopback          start an in-process server registering the program\n\
+         \x20                         (soft provider; default address 10.0.0.2)\n\
+         \x20     --provider soft|rdma  verbs provider (default soft; rdma needs the `rdma` feature)\n\
+         \x20     --bind <ip>         local address whose device to use (rdma)\n\
+         \x20     --backoff busy_poll|shared_cores  reactors' idle behaviour (default busy_poll)\n\
+         \x20 -q, --quiet             summary only\n\
+         \x20 -h, --help / -V         help / version\n"
+    )
+}
+
+fn num(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = v.trim();
+    let n = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        t.parse::<u64>()
+    }
+    .map_err(|_| format!("{flag} expects a number, got {v:?}"))?;
+    if n < lo || n > hi {
+        return Err(format!("{flag} must be between {lo} and {hi}"));
+    }
+    Ok(n)
+}
+
+enum Parsed {
+    Run(Args),
+    Help,
+    Version,
+}
+
+fn parse(argv: &[String]) -> Result<Parsed, String> {
+    let mut a = Args::default();
+    let mut i = 0;
+    while i < argv.len() {
+        let tok = argv[i].as_str();
+        i += 1;
+        let (name, inline) = match tok.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+            _ => (tok, None),
+        };
+        let mut val = || -> Result<String, String> {
+            if let Some(v) = inline {
+                return Ok(v.to_string());
+            }
+            let v = argv
+                .get(i)
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))?;
+            i += 1;
+            Ok(v)
+        };
+        match name {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" => return Ok(Parsed::Version),
+            "-P" | "--program" => a.prog = num(name, &val()?, 0, u64::from(u32::MAX))? as u32,
+            "-v" | "--vers" => a.vers = num(name, &val()?, 0, u64::from(u32::MAX))? as u32,
+            "-p" | "--port" => a.port = num(name, &val()?, 1, 65535)? as u16,
+            "-c" | "--count" => a.count = num(name, &val()?, 1, 1_000_000)?,
+            "-i" | "--interval" => {
+                a.interval = Duration::from_millis(num(name, &val()?, 0, 3_600_000)?)
+            }
+            "-t" | "--timeout" => {
+                a.timeout = Duration::from_millis(num(name, &val()?, 1, 3_600_000)?)
+            }
+            "--version" => a.version = num(name, &val()?, 1, 2)? as u32,
+            "--inline-size" => {
+                a.inline = num(
+                    name,
+                    &val()?,
+                    u64::from(private_data::MIN_SIZE),
+                    u64::from(private_data::MAX_SIZE),
+                )? as u32
+            }
+            "--credits" => a.credits = num(name, &val()?, 1, 1024)? as u32,
+            "--no-remote-invalidate" => a.remote_invalidate = false,
+            "--loopback" => a.loopback = true,
+            "-q" | "--quiet" => a.quiet = true,
+            "--provider" => {
+                a.provider = match val()?.as_str() {
+                    "soft" => ProviderKind::Soft,
+                    "rdma" => ProviderKind::Rdma,
+                    v => return Err(format!("--provider must be soft or rdma, got {v:?}")),
+                }
+            }
+            "--bind" => {
+                let v = val()?;
+                a.bind = Some(
+                    v.parse()
+                        .map_err(|_| format!("--bind expects an IP address, got {v:?}"))?,
+                )
+            }
+            "--backoff" => {
+                a.backoff = match val()?.as_str() {
+                    "busy_poll" | "busy" => BackoffMode::BusyPoll,
+                    "shared_cores" | "shared" => BackoffMode::SharedCores,
+                    v => {
+                        return Err(format!(
+                            "--backoff must be busy_poll or shared_cores, got {v:?}"
+                        ))
+                    }
+                }
+            }
+            _ if tok.starts_with('-') && tok.len() > 1 => {
+                return Err(format!("unknown flag {tok}"))
+            }
+            _ => {
+                if a.host.is_some() {
+                    return Err(format!("unexpected argument {tok:?}"));
+                }
+                a.host = Some(tok.to_string());
+            }
+        }
+    }
+    if a.host.is_none() && !a.loopback {
+        return Err("give the server's address, or --loopback".into());
+    }
+    Ok(Parsed::Run(a))
+}
+
+/// `host`, `host:port`, `[v6]:port` or a name.
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    if let Ok(sa) = host.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let (h, p) = match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => {
+            (h, num("port", p, 1, 65535)? as u16)
+        }
+        _ => (host, port),
+    };
+    (h, p)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {h}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {h}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the wire shows (soft provider)
+// ---------------------------------------------------------------------------------------------
+
+/// Transport header fields of the server's replies, read from the soft fabric's trace.
+#[derive(Default)]
+struct Seen {
+    replies: AtomicU64,
+    vers: AtomicU32,
+    credits: AtomicU32,
+}
+
+impl Seen {
+    fn record(&self, server: IpAddr, ev: &TraceEvent<'_>) {
+        if !matches!(ev.op, TraceOp::Send | TraceOp::SendWithInv) || ev.src.ip() != server {
+            return;
+        }
+        // rdma_xid, rdma_vers, rdma_credit: the first 12 octets, across the gather list.
+        let mut head = [0u8; 12];
+        let mut n = 0;
+        for part in ev.payload {
+            let k = part.len().min(head.len() - n);
+            head[n..n + k].copy_from_slice(&part[..k]);
+            n += k;
+            if n == head.len() {
+                break;
+            }
+        }
+        if n < head.len() {
+            return;
+        }
+        let word = |i: usize| u32::from_be_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+        // Relaxed (all three): read after the reactors stopped (their join orders them).
+        self.vers.store(word(4), Ordering::Relaxed);
+        self.credits.store(word(8), Ordering::Relaxed);
+        self.replies.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The probe connection
+// ---------------------------------------------------------------------------------------------
+
+struct Probe {
+    setup: Duration,
+    peer: Vec<u8>,
+}
+
+/// Connects with `ours` as private data, returns what the server accepted with, disconnects.
+fn probe<P: Provider>(
+    dev: &P::Device,
+    addr: SocketAddr,
+    ours: &[u8],
+    timeout: Duration,
+) -> Result<Probe, String> {
+    let pd = dev.alloc_pd().map_err(|e| format!("probe: {e}"))?;
+    let cq = dev.create_cq(16).map_err(|e| format!("probe: {e}"))?;
+    let init = QpInit::<P> {
+        pd: &pd,
+        send_cq: &cq,
+        recv_cq: &cq,
+        srq: None,
+        opts: QpOptions {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpOptions::default()
+        },
+    };
+    let t0 = Instant::now();
+    let mut qp = dev
+        .connect(addr, init, ours)
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
+    let ev = loop {
+        match qp.poll_event() {
+            Ok(Some(ev)) => break ev,
+            Ok(None) if t0.elapsed() < timeout => std::thread::sleep(Duration::from_micros(50)),
+            Ok(None) => return Err(format!("no answer from {addr} within {timeout:?}")),
+            Err(e) => return Err(format!("connect to {addr}: {e}")),
+        }
+    };
+    let setup = t0.elapsed();
+    let r = match ev.kind {
+        CmEventKind::Established => Ok(Probe {
+            setup,
+            peer: ev.private_data.as_slice().to_vec(),
+        }),
+        CmEventKind::Rejected if ev.status == REJECT_NO_LISTENER => {
+            Err(format!("no answer from {addr}: nobody listens there"))
+        }
+        CmEventKind::Rejected => Err(format!(
+            "{addr} rejected the connection (reason {})",
+            ev.status
+        )),
+        k => Err(format!("no answer from {addr} ({k:?})")),
+    };
+    let _ = qp.disconnect();
+    r
+}
+
+fn describe_pd(p: &PrivateData) -> String {
+    format!(
+        "RFC 8797 v{}: max send {}, max receive {}, R={}",
+        p.version,
+        p.max_send_size,
+        p.max_recv_size,
+        u8::from(p.remote_invalidate)
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+type Outcome = Option<(u64, Result<u32, ClientError>)>;
+
+/// One NULL call; returns the round trip (ns, stamped in the callback) and the reply's XID.
+fn null_call(client: &Client, a: &Args, clock: Instant) -> (Option<u64>, Result<u32, ClientError>) {
+    let Some(args) = client.args() else {
+        return (None, Err(ClientError::Setup));
+    };
+    let slot = Arc::new((
+        Mutex::new(None::<(u64, Result<u32, ClientError>)>),
+        Condvar::new(),
+    ));
+    let s2 = Arc::clone(&slot);
+    let t0 = clock.elapsed().as_nanos() as u64;
+    let r = client.call(a.prog, a.vers, 0, args, move |r| {
+        let t1 = clock.elapsed().as_nanos() as u64;
+        let (m, c) = &*s2;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = Some((t1, r.map(|rep| rep.xid())));
+        c.notify_one();
+    });
+    if let Err(r) = r {
+        return (None, Err(r.error));
+    }
+    let (m, c) = &*slot;
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    // The client's own call timeout fails the call; this is a last resort.
+    let end = Instant::now() + a.timeout + Duration::from_secs(2);
+    loop {
+        let got: Outcome = g.take();
+        if let Some((t1, r)) = got {
+            return (Some(t1.saturating_sub(t0)), r);
+        }
+        let now = Instant::now();
+        if now >= end {
+            return (None, Err(ClientError::TimedOut));
+        }
+        g = c
+            .wait_timeout(g, end - now)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+    }
+}
+
+fn explain(e: &ClientError, a: &Args) -> String {
+    match e {
+        ClientError::Rpc(AcceptStat::ProgUnavail) => {
+            format!("PROG_UNAVAIL: program {} is not served there", a.prog)
+        }
+        ClientError::Rpc(AcceptStat::ProgMismatch { low, high }) => format!(
+            "PROG_MISMATCH: version {} of program {} not served (versions {low}..={high} are)",
+            a.vers, a.prog
+        ),
+        ClientError::TimedOut => format!("no reply within {:?}", a.timeout),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Nearest-rank percentile of sorted `v`.
+fn pct(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let r = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[r - 1]
+}
+
+fn run<P: Provider>(
+    a: &Args,
+    target: SocketAddr,
+    cdev: P::Device,
+    sdev: Option<P::Device>,
+    seen: Option<&Seen>,
+) -> Result<bool, String> {
+    let loopback = sdev.is_some();
+    let nreact = if loopback { 2 } else { 1 };
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    let mut rc = if ids.len() >= nreact {
+        let mut rc = ReactorConfig::new(Cores::Ids(ids[..nreact].iter().rev().copied().collect()));
+        rc.pin = PinPolicy::AllowUnpinned;
+        rc
+    } else {
+        let mut rc = ReactorConfig::new(Cores::Count(nreact));
+        rc.pin = PinPolicy::Off;
+        rc
+    };
+    rc.backoff = a.backoff.config();
+    rc.drain_timeout = Duration::from_secs(1);
+    rc.name = "ping".into();
+    let mut set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
+    let ecfg = EndpointConfig {
+        max_conns_per_reactor: 4,
+        max_credits: a.credits.max(32),
+        buffers: 64,
+        reply_buffers: 64,
+        buffer_size: 4096,
+        workers: 0,
+        hugepages: false,
+        ..EndpointConfig::default()
+    };
+    let mut eps = Vec::new();
+    if let Some(sdev) = sdev {
+        let sep = Endpoint::<P>::with_backoff(&set, sdev, ecfg.clone(), a.backoff)
+            .map_err(|e| format!("server endpoint: {e}"))?;
+        Server::builder()
+            .program(Program::new(a.prog, a.vers..=a.vers))
+            .options(ServerOptions {
+                inline_send: a.inline,
+                inline_recv: a.inline,
+                credits: a.credits,
+                listen_reactor: Some(0),
+                mode: CallbackMode::Inline,
+                ..ServerOptions::default()
+            })
+            .start(&sep, target)
+            .map_err(|e| format!("loopback server: {e}"))?;
+        eps.push(sep);
+        if !a.quiet {
+            println!(
+                " loopback server: program {} version {} registered at {target}",
+                a.prog, a.vers
+            );
+        }
+    }
+    let cep = Endpoint::<P>::with_backoff(&set, cdev, ecfg, a.backoff)
+        .map_err(|e| format!("client endpoint: {e}"))?;
+    let opts = ClientOptions {
+        inline_send: a.inline,
+        inline_recv: a.inline,
+        credits: a.credits,
+        remote_invalidate: a.remote_invalidate,
+        version: if a.version == 2 {
+            ProtocolVersion::V2
+        } else {
+            ProtocolVersion::V1
+        },
+        call_timeout_ms: a.timeout.as_millis().min(u128::from(u32::MAX)) as u64,
+        max_retransmits: 0,
+        max_reconnects: 1,
+        reconnect_min_ms: 1,
+        reconnect_max_ms: 10,
+        reactor: Some(nreact - 1),
+        ..ClientOptions::default()
+    };
+    let outcome = (|| -> Result<Stats, String> {
+        let client = match Client::connect(&cep, target, opts) {
+            Ok(c) => c,
+            Err(ClientError::Unsupported) => {
+                return Err(format!(
+                    "RPC-over-RDMA version {} is not available through the poller API yet \
+                     (Client::connect refuses it); use --version 1",
+                    a.version
+                ))
+            }
+            Err(e) => return Err(format!("connect: {e}")),
+        };
+        let r = ping::<P>(a, target, &client, cep.device());
+        client.close();
+        r
+    })();
+    let _ = set.stop();
+    for e in eps.iter().chain(std::iter::once(&cep)) {
+        e.stop_workers();
+    }
+    if let (Ok(_), Some(s)) = (&outcome, seen) {
+        // Relaxed: the reactors (and with them the trace hook's writes) were joined above.
+        let n = s.replies.load(Ordering::Relaxed);
+        if n > 0 && !a.quiet {
+            println!(
+                " on the wire     : {n} replies, rdma_vers {}, rdma_credit {} (last reply)",
+                s.vers.load(Ordering::Relaxed),
+                s.credits.load(Ordering::Relaxed)
+            );
+        }
+    }
+    outcome.map(|st| st.print(target))
+}
+
+fn ping<P: Provider>(
+    a: &Args,
+    target: SocketAddr,
+    client: &Client,
+    dev: &P::Device,
+) -> Result<Stats, String> {
+    let ours = PrivateData::v1(
+        a.remote_invalidate,
+        a.inline
+            .clamp(private_data::MIN_SIZE, private_data::MAX_SIZE),
+        a.inline
+            .clamp(private_data::MIN_SIZE, private_data::MAX_SIZE),
+    );
+    let pr = probe::<P>(dev, target, &ours.encode(), a.timeout)?;
+    if !client.wait_connected(a.timeout) {
+        return Err(format!("no answer from {target} (RPC connection)"));
+    }
+    let peer = private_data::search(&pr.peer);
+    let neg = private_data::negotiate(&ours, peer.as_ref().ok().map(|(_, p)| p));
+    println!(
+        "RPCRDMA-PING {target}: program {} version {}, {} NULL call{}",
+        a.prog,
+        a.vers,
+        a.count,
+        if a.count == 1 { "" } else { "s" }
+    );
+    println!(
+        " connection      : established in {:.3} ms (probe connection)",
+        pr.setup.as_secs_f64() * 1e3
+    );
+    println!(
+        " private data    : sent   {}",
+        describe_pd(&PrivateData {
+            max_send_size: ours.advertised_send_size(),
+            max_recv_size: ours.advertised_recv_size(),
+            ..ours
+        })
+    );
+    match &peer {
+        Ok((at, p)) => println!(
+            " private data    : server {}{}",
+            describe_pd(p),
+            if *at > 0 {
+                format!(" (at offset {at})")
+            } else {
+                String::new()
+            }
+        ),
+        Err(e) => println!(
+            " private data    : server sent none ({e:?}; {} octets): Version One defaults apply",
+            pr.peer.len()
+        ),
+    }
+    println!(
+        " negotiated      : RPC-over-RDMA version {}, inline calls {} / replies {}, remote \
+         invalidation {}",
+        a.version,
+        neg.send_inline,
+        neg.recv_inline,
+        if neg.remote_invalidate { "on" } else { "off" }
+    );
+    let clock = Instant::now();
+    let mut rtts = Vec::with_capacity(a.count as usize);
+    let mut failed = 0u64;
+    for i in 0..a.count {
+        if i > 0 && !a.interval.is_zero() {
+            std::thread::sleep(a.interval);
+        }
+        match null_call(client, a, clock) {
+            (Some(ns), Ok(xid)) => {
+                let us = ns as f64 / 1e3;
+                rtts.push(us);
+                if !a.quiet {
+                    println!(
+                        " NULL reply from {target}: seq {} xid {xid:#010x} time {us:.1} us",
+                        i + 1
+                    );
+                }
+            }
+            (_, Err(e)) => {
+                failed += 1;
+                println!(" NULL call seq {}: {}", i + 1, explain(&e, a));
+            }
+            (None, Ok(_)) => failed += 1,
+        }
+    }
+    let snap = client.stats().snapshot();
+    println!(
+        " credits         : asked {}, granted {}",
+        a.credits, snap.credits_granted
+    );
+    Ok(Stats {
+        count: a.count,
+        rtts,
+        failed,
+    })
+}
+
+/// Round trips of a run.
+struct Stats {
+    count: u64,
+    rtts: Vec<f64>,
+    failed: u64,
+}
+
+impl Stats {
+    fn print(mut self, target: SocketAddr) -> bool {
+        println!("--- {target} rpcrdma-ping statistics ---");
+        let n = self.count;
+        println!(
+            " {n} calls, {} replies, {} failed, {:.0}% lost",
+            self.rtts.len(),
+            self.failed,
+            (n - self.rtts.len() as u64) as f64 * 100.0 / n as f64
+        );
+        let r = &mut self.rtts;
+        if !r.is_empty() {
+            r.sort_by(|x, y| x.total_cmp(y));
+            let avg = r.iter().sum::<f64>() / r.len() as f64;
+            println!(
+                " rtt min/avg/max/p50/p99 = {:.1}/{avg:.1}/{:.1}/{:.1}/{:.1} us",
+                r[0],
+                r[r.len() - 1],
+                pct(r, 0.5),
+                pct(r, 0.99)
+            );
+        }
+        self.failed == 0 && self.rtts.len() as u64 == n
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Providers
+// ---------------------------------------------------------------------------------------------
+
+fn run_soft(a: &Args, target: SocketAddr) -> Result<bool, String> {
+    let fabric = SoftFabric::new();
+    let seen = Arc::new(Seen::default());
+    let s2 = Arc::clone(&seen);
+    let server_ip = target.ip();
+    fabric.set_trace(Box::new(move |ev| s2.record(server_ip, ev)));
+    let client_ip = if target.ip() == IpAddr::V4(SOFT_CLIENT_IP) {
+        IpAddr::V4(SOFT_SERVER_IP)
+    } else {
+        IpAddr::V4(SOFT_CLIENT_IP)
+    };
+    let cdev = fabric.open(client_ip);
+    let sdev = a.loopback.then(|| fabric.open(target.ip()));
+    run::<SoftProvider>(a, target, cdev, sdev, Some(&seen))
+}
+
+#[cfg(feature = "rdma")]
+fn run_rdma(a: &Args, target: SocketAddr) -> Result<bool, String> {
+    use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
+    let local = match a.bind {
+        Some(ip) => ip,
+        None if a.loopback => target.ip(),
+        None => {
+            // The source address the kernel picks towards the target (nothing is sent).
+            let any: SocketAddr = if target.is_ipv4() {
+                (Ipv4Addr::UNSPECIFIED, 0).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            };
+            let s = std::net::UdpSocket::bind(any).map_err(|e| e.to_string())?;
+            s.connect(target).map_err(|e| e.to_string())?;
+            s.local_addr().map_err(|e| e.to_string())?.ip()
+        }
+    };
+    let open = |ip: IpAddr| {
+        RdmaDevice::open(ip).map_err(|e| format!("no RDMA device owns {ip} ({e}); use --bind"))
+    };
+    let cdev = open(local)?;
+    let sdev = if a.loopback {
+        Some(open(target.ip())?)
+    } else {
+        None
+    };
+    run::<Rdma>(a, target, cdev, sdev, None)
+}
+
+#[cfg(not(feature = "rdma"))]
+fn run_rdma(_a: &Args, _target: SocketAddr) -> Result<bool, String> {
+    Err("this rpcrdma-ping was built without the `rdma` feature; use --provider soft".into())
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let argv0 = argv.first().map(String::as_str).unwrap_or("rpcrdma-ping");
+    let prog = argv0.rsplit('/').next().unwrap_or(argv0);
+    let a = match parse(argv.get(1..).unwrap_or(&[])) {
+        Ok(Parsed::Run(a)) => a,
+        Ok(Parsed::Help) => {
+            print!("{}", usage(prog));
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Version) => {
+            println!("rpcrdma-ping {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            eprintln!("Try `{prog} --help`.");
+            return ExitCode::from(2);
+        }
+    };
+    let default_host = match (a.provider, a.loopback) {
+        (ProviderKind::Soft, true) => SOFT_SERVER_IP.to_string(),
+        _ => String::new(),
+    };
+    let host = a.host.clone().unwrap_or(default_host);
+    let target = match resolve(&host, a.port) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.loopback && a.provider == ProviderKind::Rdma && a.host.is_none() {
+        eprintln!("{prog}: --loopback with the rdma provider needs the device's address");
+        return ExitCode::from(2);
+    }
+    let r = match a.provider {
+        ProviderKind::Soft => run_soft(&a, target),
+        ProviderKind::Rdma => run_rdma(&a, target),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1810 @@
+//! RPC benchmarks over the poller's public API: `rpc_lat` and `rpc_bw`.
+//!
+//! Normal operation: for every message size a fresh loopback "world" is built over the soft
+//! provider: a [`ReactorSet`] of two reactors pinned to two cores (the server's connection on
+//! reactor 0, the client's on reactor 1), one [`Endpoint`] per device, a [`Server`] serving the
+//! benchmark program [`PROG`] and one [`Client`]. The endpoints' buffers are sized for that
+//! message size, so small sizes never pay for the Reply chunk the poller offers whenever its
+//! reply buffers exceed the inline threshold. Calls run as a closed loop driven from the
+//! completion callbacks on the client's reactor: `rpc_lat` keeps one call in flight, `rpc_bw`
+//! a window of `-t` calls (default: the credits). Each call is stamped just before
+//! [`Client::call`] and its callback stamps the completion, so an `rpc_lat` sample is the full
+//! round trip (call submitted → reply callback), not half of it as in `send_lat`. The
+//! statistics and the output layout are perftest's ([`super::stats`], [`super::report`]).
+//!
+//! What a call carries ([`Chunks`]): procedure [`PROC_XFER`] takes `(reply_len, opaque data)`
+//! and returns `opaque<reply_len>`. `auto` and `none` move `-s` octets each way; `auto` puts a
+//! payload above the inline threshold into a Read chunk (call) / Write chunk (reply), `none`
+//! refuses such sizes. `read` sends the payload in a Read chunk and gets an empty result;
+//! `write` gets it back in a Write chunk; `reply` gets it back inline or, above the threshold,
+//! as a long reply through the Reply chunk. `--null` calls procedure 0 instead.
+//!
+//! Data is checked, untimed, like perftest does: the server compares the first call of each
+//! size with the pattern (GARBAGE_ARGS on a mismatch), the client the first reply. Every
+//! registered pool buffer is filled with the same position-based pattern once, so DDP sources
+//! need no per-call fill: only the few octets an argument buffer had written over are restored.
+//!
+//! Recovery: any failed call (an RPC error, a transport error, a data mismatch), a refused
+//! submission, an exhausted pool, or no progress within the timeout ends the run with a
+//! [`PerfError`]; the world is stopped (client closed, reactors drained) in every case.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::Histogram;
+use rpcrdma_engine::proto::private_data::{self, representable_size};
+use rpcrdma_engine::proto::v1::FIXED_LEN;
+use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_poller::{
+    BackoffMode, BufPool, CallArgs, CallbackMode, Client, ClientError, ClientOptions, CoreId,
+    Cores, Endpoint, EndpointConfig, PinPolicy, Program, ProtocolVersion, ReactorConfig,
+    ReactorSet, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
+};
+
+use super::engine::{margin_for, new_histogram, pattern};
+use super::report::{self, Progress, RESULT_LINE};
+use super::stats::{lat_duration, BwStats, BwUnit, LatStats};
+use super::{Outcome, PerfError, SizeResult, MAX_ITERS, MIN_ITERS, PEAK_MAX_ITERS};
+use crate::pcap::{Mtu, PcapTrace};
+
+/// The benchmark's RPC program number (user-defined range, RFC 5531).
+pub const PROG: u32 = 0x2000_5250;
+/// Its version.
+pub const VERS: u32 = 1;
+/// Procedure: arguments `(unsigned reply_len, opaque data<>)`, result `opaque<reply_len>`.
+pub const PROC_XFER: u32 = 1;
+/// Largest `-s` of the RPC tests (and the last size of `-a`).
+pub const MAX_RPC_SIZE: u64 = 1 << 20;
+/// Seed of the payload pattern (both directions use it; see the module doc).
+pub const SEED: u8 = 0x72;
+/// Octets of an RPC call header with AUTH_NONE credential and verifier.
+pub const CALL_HEADER: u32 = 40;
+/// Octets of an accepted SUCCESS reply header with an AUTH_NONE verifier.
+pub const REPLY_HEADER: u32 = 24;
+/// Octets of a Version One transport header with three empty chunk lists.
+pub const TRANSPORT_HEADER: u32 = FIXED_LEN as u32 + 12;
+/// Argument words before the data: the reply length and the data's XDR length.
+const ARG_WORDS: u32 = 8;
+/// Default soft-provider addresses (as `rpcrdma-perf`).
+const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// How often the waiting thread wakes up (progress, stall check).
+const WAKE: Duration = Duration::from_millis(200);
+
+/// The two RPC benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RpcTest {
+    /// `rpc_lat`: one call at a time, full round trip per call.
+    Lat,
+    /// `rpc_bw`: a window of calls in flight.
+    Bw,
+}
+
+impl RpcTest {
+    /// Both tests.
+    pub const ALL: [RpcTest; 2] = [RpcTest::Lat, RpcTest::Bw];
+
+    /// Subcommand name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RpcTest::Lat => "rpc_lat",
+            RpcTest::Bw => "rpc_bw",
+        }
+    }
+
+    /// The test named `name`.
+    pub fn from_name(name: &str) -> Option<RpcTest> {
+        RpcTest::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The test a binary called `argv0` runs (`rpcrdma_rpc_lat` → `rpc_lat`).
+    pub fn from_argv0(argv0: &str) -> Option<RpcTest> {
+        let base = argv0.rsplit('/').next().unwrap_or(argv0);
+        let rest = base
+            .strip_prefix("rpcrdma_")
+            .or_else(|| base.strip_prefix("rpcrdma-"))?;
+        RpcTest::from_name(rest)
+    }
+
+    /// Latency test?
+    pub const fn is_latency(self) -> bool {
+        matches!(self, RpcTest::Lat)
+    }
+
+    /// Banner title.
+    pub const fn title(self) -> &'static str {
+        match self {
+            RpcTest::Lat => "RPC Latency Test",
+            RpcTest::Bw => "RPC BW Test",
+        }
+    }
+
+    /// `--out_json` test name.
+    pub const fn json_name(self) -> &'static str {
+        match self {
+            RpcTest::Lat => "RPC_Latency_Test",
+            RpcTest::Bw => "RPC_BW_Test",
+        }
+    }
+
+    /// Default `-s` (perftest's: 2 for latency, 65536 for bandwidth).
+    pub const fn default_size(self) -> u64 {
+        match self {
+            RpcTest::Lat => 2,
+            RpcTest::Bw => 65536,
+        }
+    }
+}
+
+impl core::fmt::Display for RpcTest {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the payload travels (`--chunks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Chunks {
+    /// `-s` octets each way; above the inline threshold the call's payload goes in a Read
+    /// chunk and the reply's in a Write chunk.
+    #[default]
+    Auto,
+    /// `-s` octets each way, inline only (larger sizes are refused).
+    None,
+    /// `-s` octets in the call, always in a Read chunk; empty result.
+    Read,
+    /// `-s` octets in the reply, always in a Write chunk; no call payload.
+    Write,
+    /// `-s` octets in the reply, not DDP: inline, or a long reply through the Reply chunk
+    /// above the inline threshold; no call payload.
+    Reply,
+}
+
+impl Chunks {
+    /// Flag value.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Chunks::Auto => "auto",
+            Chunks::None => "none",
+            Chunks::Read => "read",
+            Chunks::Write => "write",
+            Chunks::Reply => "reply",
+        }
+    }
+
+    /// Parses a flag value.
+    pub fn from_name(s: &str) -> Option<Chunks> {
+        [
+            Chunks::Auto,
+            Chunks::None,
+            Chunks::Read,
+            Chunks::Write,
+            Chunks::Reply,
+        ]
+        .into_iter()
+        .find(|c| c.name() == s)
+    }
+}
+
+#[inline]
+const fn pad4(n: u64) -> u64 {
+    (n + 3) & !3
+}
+
+/// Largest call data (octets, XDR-padded) that travels inline under `inline`.
+pub const fn call_inline_max(inline: u32) -> u64 {
+    let fixed = TRANSPORT_HEADER + CALL_HEADER + ARG_WORDS;
+    if inline <= fixed {
+        0
+    } else {
+        ((inline - fixed) & !3) as u64
+    }
+}
+
+/// Largest reply data (octets, XDR-padded) that travels inline under `inline`.
+pub const fn reply_inline_max(inline: u32) -> u64 {
+    let fixed = TRANSPORT_HEADER + REPLY_HEADER + 4;
+    if inline <= fixed {
+        0
+    } else {
+        ((inline - fixed) & !3) as u64
+    }
+}
+
+/// What one call of one size carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// NULL procedure (nothing else applies).
+    pub null: bool,
+    /// Octets of call data.
+    pub call_len: u64,
+    /// The call data goes as a DDP item (Read chunk).
+    pub call_ddp: bool,
+    /// Octets of reply data.
+    pub reply_len: u64,
+    /// The client offers a receptacle (Write chunk) for the reply data.
+    pub reply_ddp: bool,
+}
+
+impl Plan {
+    /// The plan for `size` octets under `chunks` and inline threshold `inline` (as advertised).
+    pub fn new(chunks: Chunks, null: bool, size: u64, inline: u32) -> Result<Plan, String> {
+        if null {
+            return Ok(Plan {
+                null: true,
+                call_len: 0,
+                call_ddp: false,
+                reply_len: 0,
+                reply_ddp: false,
+            });
+        }
+        let (cmax, rmax) = (call_inline_max(inline), reply_inline_max(inline));
+        let p = |call_len, call_ddp, reply_len, reply_ddp| Plan {
+            null: false,
+            call_len,
+            call_ddp,
+            reply_len,
+            reply_ddp,
+        };
+        Ok(match chunks {
+            Chunks::Auto => p(size, pad4(size) > cmax, size, pad4(size) > rmax),
+            Chunks::None => {
+                let most = cmax.min(rmax);
+                if pad4(size) > most {
+                    return Err(format!(
+                        "-s {size} does not fit the {inline}-octet inline threshold with \
+                         --chunks none (largest: {most}); use --chunks auto or a larger \
+                         --inline-size"
+                    ));
+                }
+                p(size, false, size, false)
+            }
+            Chunks::Read => p(size, true, 0, false),
+            Chunks::Write => p(0, false, size, true),
+            Chunks::Reply => p(0, false, size, false),
+        })
+    }
+
+    /// What the plan moves, in words (banner).
+    pub fn describe(&self, inline: u32) -> String {
+        if self.null {
+            return "NULL procedure: no arguments, no results".into();
+        }
+        let dir = |len: u64, ddp: bool, chunk: &str, long: &str, max: u64| -> String {
+            if len == 0 {
+                "nothing".into()
+            } else if ddp {
+                format!("{len} B in a {chunk} chunk")
+            } else if pad4(len) > max {
+                format!("{len} B {long}")
+            } else {
+                format!("{len} B inline")
+            }
+        };
+        format!(
+            "call {}, reply {}",
+            dir(
+                self.call_len,
+                self.call_ddp,
+                "Read",
+                "(long call)",
+                call_inline_max(inline)
+            ),
+            dir(
+                self.reply_len,
+                self.reply_ddp,
+                "Write",
+                "as a long reply (Reply chunk)",
+                reply_inline_max(inline)
+            )
+        )
+    }
+
+    /// Size of every endpoint buffer for this plan: argument buffers, DDP sources and
+    /// receptacles, reply buffers (a long reply lands whole in one).
+    pub fn buffer_size(&self) -> usize {
+        let args = u64::from(ARG_WORDS)
+            + if self.call_ddp {
+                0
+            } else {
+                pad4(self.call_len)
+            };
+        let ddp = if self.call_ddp { self.call_len } else { 0 }.max(if self.reply_ddp {
+            self.reply_len
+        } else {
+            0
+        });
+        let reply = u64::from(REPLY_HEADER)
+            + 4
+            + if self.reply_ddp {
+                0
+            } else {
+                pad4(self.reply_len)
+            };
+        // Rounded to 4 only: an inline plan's buffers must stay within the inline threshold
+        // minus the transport header, or the poller offers a Reply chunk with every call.
+        let n = args.max(ddp).max(reply).max(256);
+        pad4(n) as usize
+    }
+
+    /// Octets at the start of an argument buffer the arguments overwrite (restored before the
+    /// buffer serves as a DDP source).
+    fn dirty(&self) -> usize {
+        (u64::from(ARG_WORDS)
+            + if self.call_ddp {
+                0
+            } else {
+                pad4(self.call_len)
+            }) as usize
+    }
+}
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// The test.
+    pub test: RpcTest,
+    /// Sizes, each on a fresh world.
+    pub sizes: Vec<u64>,
+    /// Calls per size (ignored with `duration`).
+    pub iters: u64,
+    /// Duration mode: run each size this long; the middle is measured.
+    pub duration: Option<Duration>,
+    /// NULL calls instead of the payload procedure.
+    pub null: bool,
+    /// How the payload travels.
+    pub chunks: Chunks,
+    /// RPC-over-RDMA version asked for.
+    pub version: ProtocolVersion,
+    /// Inline threshold both sides advertise (1024..=262144; rounded down to what RFC 8797
+    /// can express).
+    pub inline: u32,
+    /// Credits the client asks for and the server grants.
+    pub credits: u32,
+    /// Calls in flight (`rpc_bw`; `rpc_lat` always 1).
+    pub window: u32,
+    /// Compute the BW peak.
+    pub peak: bool,
+    /// BW unit.
+    pub unit: BwUnit,
+    /// Back the endpoints' buffers with hugepages.
+    pub hugepages: bool,
+    /// Idle behaviour of the reactors.
+    pub backoff: BackoffMode,
+    /// Cores for (client reactor, server reactor); `None`: the first two cores the calling
+    /// thread may run on (threads inherit their creator's mask: find the cores before pinning
+    /// anything).
+    pub cores: Option<(CoreId, CoreId)>,
+    /// Server port of the first size (each further size uses the next port).
+    pub port: u16,
+    /// Progress indicator on stderr (when a terminal).
+    pub progress: bool,
+    /// Connection set-up limit, and the longest time without a completed call.
+    pub timeout: Duration,
+    /// Check the data of every call and reply, not only the first of each size (slower;
+    /// for tests).
+    pub check_every_call: bool,
+}
+
+impl RpcConfig {
+    /// Defaults for `test`: one size (2 or 65536), 1000 calls, auto chunks, Version One,
+    /// 4096-octet inline threshold, 32 credits, busy polling.
+    pub fn new(test: RpcTest) -> RpcConfig {
+        RpcConfig {
+            test,
+            sizes: vec![test.default_size()],
+            iters: 1000,
+            duration: None,
+            null: false,
+            chunks: Chunks::Auto,
+            version: ProtocolVersion::V1,
+            inline: 4096,
+            credits: 32,
+            window: 32,
+            peak: true,
+            unit: BwUnit::MiB,
+            hugepages: false,
+            backoff: BackoffMode::BusyPoll,
+            cores: None,
+            port: super::DEFAULT_PORT,
+            progress: false,
+            timeout: Duration::from_secs(10),
+            check_every_call: false,
+        }
+    }
+
+    /// The inline threshold as advertised (RFC 8797 rounding).
+    pub fn advertised_inline(&self) -> u32 {
+        representable_size(
+            self.inline
+                .clamp(private_data::MIN_SIZE, private_data::MAX_SIZE),
+        )
+    }
+
+    /// Calls in flight.
+    pub fn effective_window(&self) -> u64 {
+        if self.test.is_latency() {
+            1
+        } else {
+            u64::from(self.window.max(1))
+        }
+    }
+
+    /// Checks the configuration; returns each size's plan.
+    pub fn plans(&self) -> Result<Vec<Plan>, PerfError> {
+        if self.sizes.is_empty() {
+            return Err(PerfError::Config("no message size".into()));
+        }
+        if self.duration.is_none() && !(MIN_ITERS..=MAX_ITERS).contains(&self.iters) {
+            return Err(PerfError::Config(format!(
+                " -n should be between {MIN_ITERS} and {MAX_ITERS}"
+            )));
+        }
+        if !(1..=1024).contains(&self.credits) {
+            return Err(PerfError::Config("--credits must be 1..=1024".into()));
+        }
+        let inline = self.advertised_inline();
+        self.sizes
+            .iter()
+            .map(|&s| {
+                if s == 0 && !self.null || s > MAX_RPC_SIZE {
+                    return Err(PerfError::Config(format!(
+                        " -s should be between 1 and {MAX_RPC_SIZE} for the RPC tests"
+                    )));
+                }
+                Plan::new(self.chunks, self.null, s, inline).map_err(PerfError::Config)
+            })
+            .collect()
+    }
+}
+
+/// The connection of a run (reported once, for the first size).
+#[derive(Debug, Clone, Copy)]
+pub struct RpcConnInfo {
+    /// Client device address.
+    pub client: IpAddr,
+    /// Server address.
+    pub server: SocketAddr,
+    /// Client reactor's core, when pinned.
+    pub client_core: Option<usize>,
+    /// Server reactor's core, when pinned.
+    pub server_core: Option<usize>,
+}
+
+/// Counters of one size, beyond perftest's columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcSizeInfo {
+    /// The plan.
+    pub plan: Plan,
+    /// Calls the client completed (its own counter), measured or not.
+    pub completed: u64,
+    /// Calls that failed (client connection counter).
+    pub errors: u64,
+    /// Credits the server granted (last value seen).
+    pub credits_granted: u64,
+}
+
+/// Receives what a run produces.
+pub trait RpcObserver {
+    /// The first size's connection is up.
+    fn connected(&mut self, _info: &RpcConnInfo) {}
+    /// Measurements start (print the header now).
+    fn running(&mut self, _cfg: &RpcConfig) {}
+    /// A size finished; `hist` holds every call's round trip (ns).
+    fn result(&mut self, _r: &SizeResult, _hist: &Histogram<u64>, _info: &RpcSizeInfo) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoRpcObserver;
+
+impl RpcObserver for NoRpcObserver {}
+
+// ---------------------------------------------------------------------------------------------
+// The world of one size
+// ---------------------------------------------------------------------------------------------
+
+/// Fills every buffer of `pool` with `pat` (the pool is idle: all buffers are free).
+fn prefill(pool: &BufPool, pat: &[u8]) {
+    let mut all = Vec::with_capacity(pool.count());
+    while let Some(mut b) = pool.get() {
+        let n = b.len().min(pat.len());
+        b[..n].copy_from_slice(&pat[..n]);
+        all.push(b);
+    }
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)
+        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+/// The server's program: NULL, and [`PROC_XFER`] answering from `pool` (prefilled with the
+/// pattern) or `pat`.
+fn program(pool: BufPool, pat: Arc<[u8]>, every: bool) -> Program {
+    // Last (data_len, reply_len) whose data was checked; a hint shared by the handlers.
+    let checked = Arc::new(AtomicU64::new(u64::MAX));
+    Program::new(PROG, VERS..=VERS).procedure(
+        PROC_XFER,
+        move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+            let reply_len = be32(req.args, 0).ok_or(Reject::GarbageArgs)? as usize;
+            let data_len = be32(req.args, 4).ok_or(Reject::GarbageArgs)? as usize;
+            let data = req
+                .args
+                .get(8..8usize.saturating_add(data_len))
+                .ok_or(Reject::GarbageArgs)?;
+            if reply_len > pat.len() {
+                return Err(Reject::GarbageArgs);
+            }
+            let key = ((data_len as u64) << 32) | reply_len as u64;
+            // Relaxed (load and store): a hint only; two handlers racing both check.
+            if every || checked.load(Ordering::Relaxed) != key {
+                if pat.get(..data_len) != Some(data) {
+                    return Err(Reject::GarbageArgs);
+                }
+                checked.store(key, Ordering::Relaxed);
+            }
+            out.put_u32(reply_len as u32)
+                .map_err(|_| Reject::SystemErr)?;
+            let offered = req.write_chunks.first().copied().unwrap_or(0) as usize;
+            if reply_len > 0 && offered >= reply_len {
+                let b = pool.get().ok_or(Reject::SystemErr)?;
+                if b.len() < reply_len {
+                    return Err(Reject::SystemErr);
+                }
+                out.ddp(b, reply_len).map_err(|_| Reject::SystemErr)
+            } else {
+                out.put(&pat[..reply_len]).map_err(|_| Reject::SystemErr)?;
+                out.put(&[0u8; 3][..(4 - reply_len % 4) % 4])
+                    .map_err(|_| Reject::SystemErr)
+            }
+        },
+    )
+}
+
+struct World {
+    set: ReactorSet,
+    eps: [Endpoint<SoftProvider>; 2],
+    client: Client,
+    info: RpcConnInfo,
+}
+
+impl World {
+    fn stop(mut self) {
+        self.client.close();
+        let _ = self.set.stop();
+        for e in &self.eps {
+            e.stop_workers();
+        }
+    }
+}
+
+fn pick_cores(cfg: &RpcConfig) -> Option<(CoreId, CoreId)> {
+    if cfg.cores.is_some() {
+        return cfg.cores;
+    }
+    // get_core_ids reads the calling thread's mask: nothing has been pinned yet.
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    (ids.len() >= 2).then(|| (ids[0], ids[1]))
+}
+
+fn build_world(
+    cfg: &RpcConfig,
+    fabric: &SoftFabric,
+    plan: &Plan,
+    port: u16,
+    pat: &Arc<[u8]>,
+) -> Result<World, PerfError> {
+    let cores = pick_cores(cfg);
+    let mut rc = match cores {
+        // Reactor 0 serves, reactor 1 runs the client.
+        Some((c, s)) => {
+            let mut rc = ReactorConfig::new(Cores::Ids(vec![s, c]));
+            rc.pin = PinPolicy::AllowUnpinned;
+            rc
+        }
+        None => {
+            let mut rc = ReactorConfig::new(Cores::Count(2));
+            rc.pin = PinPolicy::Off;
+            rc
+        }
+    };
+    rc.backoff = cfg.backoff.config();
+    rc.drain_timeout = Duration::from_secs(2);
+    rc.name = "rpcperf".into();
+    let set = ReactorSet::start(&rc)
+        .map_err(|e| PerfError::Config(format!("starting the reactors: {e}")))?;
+    let window = cfg.effective_window() as usize;
+    let credits = cfg.credits as usize;
+    let inline = cfg.advertised_inline();
+    let size = plan.buffer_size();
+    let ecfg = |buffers: usize, replies: usize| EndpointConfig {
+        max_conns_per_reactor: 2,
+        max_credits: cfg.credits.max(1),
+        buffers,
+        reply_buffers: replies,
+        buffer_size: size,
+        workers: 0,
+        worker_ring: 64,
+        hugepages: cfg.hugepages,
+    };
+    let sdev = fabric.open(IpAddr::V4(SERVER_IP));
+    let cdev = fabric.open(IpAddr::V4(CLIENT_IP));
+    let mk = |dev, c: EndpointConfig| {
+        Endpoint::<SoftProvider>::with_backoff(&set, dev, c, cfg.backoff)
+            .map_err(|e| PerfError::Memory(format!("endpoint: {e}")))
+    };
+    // Server: one DDP result buffer and one reply buffer per call being served.
+    let sep = mk(sdev, ecfg(credits + 8, credits + 8))?;
+    // Client: arguments, a DDP source and a receptacle per call; one reply buffer per call.
+    let cep = mk(
+        cdev,
+        ecfg(window.max(credits) * 3 + 8, window.max(credits) + 8),
+    )?;
+    prefill(sep.buffers(), pat);
+    prefill(cep.buffers(), pat);
+    let addr = SocketAddr::new(IpAddr::V4(SERVER_IP), port);
+    let max_call =
+        u64::from(CALL_HEADER + ARG_WORDS) + pad4(plan.call_len) + u64::from(inline) + 64;
+    Server::builder()
+        .program(program(
+            sep.buffers().clone(),
+            Arc::clone(pat),
+            cfg.check_every_call,
+        ))
+        .options(ServerOptions {
+            inline_send: inline,
+            inline_recv: inline,
+            credits: cfg.credits,
+            max_call: max_call.min(u64::from(u32::MAX)) as u32,
+            mode: CallbackMode::Inline,
+            listen_reactor: Some(0),
+            ..ServerOptions::default()
+        })
+        .start(&sep, addr)
+        .map_err(|e| PerfError::Config(format!("server: {e}")))?;
+    let opts = ClientOptions {
+        inline_send: inline,
+        inline_recv: inline,
+        credits: cfg.credits,
+        version: cfg.version,
+        call_timeout_ms: cfg.timeout.as_millis().min(u128::from(u32::MAX)) as u64,
+        max_reconnects: 2,
+        mode: CallbackMode::Inline,
+        queue_depth: (window * 2).max(64),
+        max_pending: window.max(credits),
+        reactor: Some(1),
+        ..ClientOptions::default()
+    };
+    let client = match Client::connect(&cep, addr, opts) {
+        Ok(c) => c,
+        Err(ClientError::Unsupported) => {
+            return Err(PerfError::Config(format!(
+                "RPC-over-RDMA {:?} is not available through the poller API yet \
+                 (Client::connect refuses it); use --version 1",
+                cfg.version
+            )))
+        }
+        Err(e) => return Err(PerfError::Protocol(format!("connect: {e}"))),
+    };
+    if !client.wait_connected(cfg.timeout) {
+        return Err(PerfError::Timeout("the RPC connection"));
+    }
+    let core = |i: usize| {
+        set.handle(i)
+            .filter(|h| h.is_pinned())
+            .and_then(|h| h.core())
+            .map(|c| c.id)
+    };
+    let info = RpcConnInfo {
+        client: IpAddr::V4(CLIENT_IP),
+        server: addr,
+        client_core: core(1),
+        server_core: core(0),
+    };
+    Ok(World {
+        set,
+        eps: [sep, cep],
+        client,
+        info,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The closed loop
+// ---------------------------------------------------------------------------------------------
+
+struct LoopState {
+    issued: u64,
+    completed: u64,
+    /// Calls to issue (counted mode).
+    target: u64,
+    /// Stop issuing at this time (duration mode, ns on the loop clock).
+    deadline: Option<u64>,
+    /// Measured window of duration mode (ns).
+    window: (u64, u64),
+    in_window: u64,
+    rtts: Vec<u64>,
+    posted: Vec<u64>,
+    done_at: Vec<u64>,
+    hist: Histogram<u64>,
+    checked: bool,
+    error: Option<PerfError>,
+    finished: bool,
+}
+
+struct Loop {
+    client: Client,
+    clock: Instant,
+    plan: Plan,
+    pat: Arc<[u8]>,
+    latency: bool,
+    every: bool,
+    st: Mutex<LoopState>,
+    cv: Condvar,
+}
+
+fn lock(m: &Mutex<LoopState>) -> MutexGuard<'_, LoopState> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Loop {
+    #[inline]
+    fn now(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+
+    /// Arguments of the next call (outside the timed interval).
+    fn args(&self) -> Result<CallArgs, PerfError> {
+        let exhausted = || PerfError::Memory("the client's buffer pool is exhausted".into());
+        let mut a = self.client.args().ok_or_else(exhausted)?;
+        let p = &self.plan;
+        if p.null {
+            return Ok(a);
+        }
+        let full = |_| PerfError::Config("arguments do not fit the buffer".into());
+        a.put_u32(p.reply_len as u32).map_err(full)?;
+        a.put_u32(p.call_len as u32).map_err(full)?;
+        let n = p.call_len as usize;
+        if p.call_ddp {
+            let mut b = self.client.buffer().ok_or_else(exhausted)?;
+            // The buffer holds the pattern except where it last served as arguments.
+            let d = p.dirty().min(n).min(b.len());
+            b[..d].copy_from_slice(&self.pat[..d]);
+            a.ddp(b, n).map_err(|(e, _)| full(e))?;
+        } else if n > 0 {
+            a.put(&self.pat[..n]).map_err(full)?;
+            a.put(&[0u8; 3][..(4 - n % 4) % 4]).map_err(full)?;
+        }
+        if p.reply_ddp {
+            let b = self.client.buffer().ok_or_else(exhausted)?;
+            a.receptacle(b).map_err(|(e, _)| full(e))?;
+        }
+        Ok(a)
+    }
+
+    /// Checks the first reply of the size against the pattern.
+    fn check(&self, r: &Reply) -> Result<(), PerfError> {
+        let res = r.results();
+        if self.plan.null {
+            return if res.is_empty() {
+                Ok(())
+            } else {
+                Err(PerfError::Verify(format!(
+                    "NULL reply carries {} octets",
+                    res.len()
+                )))
+            };
+        }
+        let want = self.plan.reply_len as usize;
+        let len = be32(res, 0)
+            .ok_or_else(|| PerfError::Verify("reply without a result length".into()))?
+            as usize;
+        if len != want {
+            return Err(PerfError::Verify(format!(
+                "reply length {len}, expected {want}"
+            )));
+        }
+        let data = match r.receptacle(0) {
+            Some(d) => d.get(..len),
+            None => res.get(4..4 + len),
+        };
+        if data != self.pat.get(..len) {
+            return Err(PerfError::Verify(format!(
+                "the {len} reply octets differ from the server's pattern"
+            )));
+        }
+        Ok(())
+    }
+
+    fn finish(&self, st: &mut LoopState) {
+        st.finished = true;
+        self.cv.notify_all();
+    }
+
+    /// Starts one call (state locked by the caller).
+    fn issue(self: &Arc<Self>, st: &mut LoopState) -> Result<(), PerfError> {
+        let args = self.args()?;
+        let i = st.issued as usize;
+        st.issued += 1;
+        let proc_num = if self.plan.null { 0 } else { PROC_XFER };
+        let me = Arc::clone(self);
+        let t0 = self.now();
+        if let Some(p) = st.posted.get_mut(i) {
+            *p = t0;
+        }
+        self.client
+            .call(PROG, VERS, proc_num, args, move |r| me.completed(t0, r))
+            .map_err(|r| PerfError::Protocol(format!("call refused: {:?}", r.error)))
+    }
+
+    fn completed(self: &Arc<Self>, t0: u64, r: Result<Reply, ClientError>) {
+        let t1 = self.now();
+        let mut st = lock(&self.st);
+        if st.finished {
+            return;
+        }
+        let reply = match r {
+            Ok(reply) => reply,
+            Err(e) => {
+                st.error = Some(call_error(e));
+                self.finish(&mut st);
+                return;
+            }
+        };
+        if !st.checked || self.every {
+            st.checked = true;
+            if let Err(e) = self.check(&reply) {
+                st.error = Some(e);
+                self.finish(&mut st);
+                return;
+            }
+        }
+        drop(reply);
+        let k = st.completed as usize;
+        st.completed += 1;
+        let rtt = t1.saturating_sub(t0);
+        st.hist.saturating_record(rtt.max(1));
+        if st.deadline.is_some() {
+            if t1 >= st.window.0 && t1 <= st.window.1 {
+                st.in_window += 1;
+            }
+        } else if self.latency {
+            if let Some(s) = st.rtts.get_mut(k) {
+                *s = rtt;
+            }
+        } else if let Some(s) = st.done_at.get_mut(k) {
+            *s = t1;
+        }
+        let more = match st.deadline {
+            Some(d) => t1 < d,
+            None => st.issued < st.target,
+        };
+        if more {
+            if let Err(e) = self.issue(&mut st) {
+                st.error = Some(e);
+                self.finish(&mut st);
+            }
+        } else if st.completed == st.issued {
+            self.finish(&mut st);
+        }
+    }
+}
+
+fn call_error(e: ClientError) -> PerfError {
+    match e {
+        ClientError::Rpc(rpcrdma_engine::rpc::AcceptStat::GarbageArgs) => PerfError::Verify(
+            "the server found the call's data different from the pattern (GARBAGE_ARGS)".into(),
+        ),
+        ClientError::TimedOut => PerfError::Timeout("an RPC reply"),
+        other => PerfError::Protocol(format!("RPC failed: {other:?}")),
+    }
+}
+
+/// Runs one size on `w`.
+fn run_size(
+    cfg: &RpcConfig,
+    w: &World,
+    plan: &Plan,
+    size: u64,
+    pat: &Arc<[u8]>,
+    run_start: Instant,
+    progress: &mut Progress,
+) -> Result<(SizeResult, Histogram<u64>), PerfError> {
+    let latency = cfg.test.is_latency();
+    let counted = cfg.duration.is_none();
+    let n = if counted { cfg.iters as usize } else { 0 };
+    let start = run_start.elapsed();
+    let lp = Arc::new(Loop {
+        client: w.client.clone(),
+        clock: Instant::now(),
+        plan: *plan,
+        pat: Arc::clone(pat),
+        latency,
+        every: cfg.check_every_call,
+        st: Mutex::new(LoopState {
+            issued: 0,
+            completed: 0,
+            target: if counted { cfg.iters } else { u64::MAX },
+            deadline: None,
+            window: (0, 0),
+            in_window: 0,
+            rtts: if latency { vec![0; n] } else { Vec::new() },
+            posted: if latency { Vec::new() } else { vec![0; n] },
+            done_at: if latency { Vec::new() } else { vec![0; n] },
+            hist: new_histogram(),
+            checked: false,
+            error: None,
+            finished: false,
+        }),
+        cv: Condvar::new(),
+    });
+    progress.start();
+    {
+        let mut st = lock(&lp.st);
+        if let Some(d) = cfg.duration {
+            let m = margin_for(d).as_nanos() as u64;
+            let d = d.as_nanos() as u64;
+            let now = lp.now();
+            st.deadline = Some(now + d);
+            st.window = (now + m, now + d - m);
+        }
+        let first = cfg.effective_window().min(st.target);
+        for _ in 0..first {
+            if let Err(e) = lp.issue(&mut st) {
+                st.error = Some(e);
+                st.finished = true;
+                break;
+            }
+        }
+    }
+    // Wait, ticking the progress indicator, until done or stalled.
+    let mut st = lock(&lp.st);
+    let (mut seen, mut since) = (0u64, Instant::now());
+    while !st.finished {
+        st = lp
+            .cv
+            .wait_timeout(st, WAKE)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+        if st.completed != seen {
+            seen = st.completed;
+            since = Instant::now();
+        } else if since.elapsed() > cfg.timeout {
+            st.finished = true;
+            st.error = Some(PerfError::Timeout("RPC replies (no progress)"));
+        }
+        let total = if counted { cfg.iters } else { 0 };
+        progress.tick(size, st.completed, total);
+    }
+    progress.clear();
+    if let Some(e) = st.error.take() {
+        return Err(e);
+    }
+    let elapsed = run_start.elapsed() - start;
+    // Octets per call the BW columns count (none for NULL calls).
+    let size = if plan.null { 0 } else { size };
+    let (iters, outcome) = match (cfg.duration, latency) {
+        (Some(_), _) => {
+            let span = st.window.1 - st.window.0;
+            if latency {
+                let (avg, tps) = lat_duration(st.in_window, span, 1);
+                (st.in_window, Outcome::LatDuration { avg, tps })
+            } else {
+                let bw = BwStats::from_span(size, st.in_window, span, cfg.unit);
+                (st.in_window, Outcome::Bw(bw))
+            }
+        }
+        (None, true) => {
+            let s = LatStats::from_round_trips(&mut st.rtts, 1)
+                .ok_or(PerfError::Config("too few samples".into()))?;
+            (st.completed, Outcome::Lat(s))
+        }
+        (None, false) => {
+            let bw = if cfg.peak {
+                BwStats::from_stamps(size, &st.posted, &st.done_at, cfg.unit)
+            } else {
+                let last = st.done_at.last().copied().unwrap_or(0);
+                let first = st.posted.first().copied().unwrap_or(0);
+                Some(BwStats::from_span(
+                    size,
+                    st.completed,
+                    last.saturating_sub(first),
+                    cfg.unit,
+                ))
+            }
+            .ok_or(PerfError::Config("unusable stamps".into()))?;
+            (st.completed, Outcome::Bw(bw))
+        }
+    };
+    let hist = st.hist.clone();
+    Ok((
+        SizeResult {
+            size,
+            iters,
+            outcome,
+            start,
+            elapsed,
+        },
+        hist,
+    ))
+}
+
+/// Runs `cfg` over the soft provider, on `fabric` (install a pcap trace on it first if
+/// wanted). Returns one result per size (size 0 for NULL calls).
+pub fn run_loopback(
+    cfg: &RpcConfig,
+    fabric: &SoftFabric,
+    obs: &mut dyn RpcObserver,
+) -> Result<Vec<SizeResult>, PerfError> {
+    let plans = cfg.plans()?;
+    let run_start = Instant::now();
+    let mut progress = Progress::new(cfg.progress);
+    let mut results = Vec::with_capacity(plans.len());
+    for (k, (&size, plan)) in cfg.sizes.iter().zip(&plans).enumerate() {
+        let pat: Arc<[u8]> = (0..plan.buffer_size() as u64)
+            .map(|i| pattern(SEED, i))
+            .collect();
+        let port = match cfg.port.checked_add(k as u16) {
+            Some(p) => p,
+            None => 1024 + k as u16,
+        };
+        let w = build_world(cfg, fabric, plan, port, &pat)?;
+        if k == 0 {
+            obs.connected(&w.info);
+            obs.running(cfg);
+        }
+        let r = run_size(cfg, &w, plan, size, &pat, run_start, &mut progress);
+        let snap = w.client.stats().snapshot();
+        let completed = w.client.completed();
+        w.stop();
+        let (r, hist) = r?;
+        let info = RpcSizeInfo {
+            plan: *plan,
+            completed,
+            errors: snap.errors,
+            credits_granted: snap.credits_granted,
+        };
+        obs.result(&r, &hist, &info);
+        results.push(r);
+    }
+    Ok(results)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command line
+// ---------------------------------------------------------------------------------------------
+
+/// Everything the command line of an RPC test says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcArgs {
+    /// The test.
+    pub test: RpcTest,
+    /// `-s`.
+    pub size: u64,
+    /// `-a`: sizes 2..=[`MAX_RPC_SIZE`].
+    pub all: bool,
+    /// `-n`.
+    pub iters: u64,
+    /// `-D` (seconds).
+    pub duration: Option<u64>,
+    /// `-p`.
+    pub port: u16,
+    /// `-m` (pcap packet size, banner).
+    pub mtu: u32,
+    /// `-t` (rpc_bw: calls in flight; default the credits).
+    pub window: Option<u32>,
+    /// `-N`.
+    pub no_peak: bool,
+    /// `--report_gbits`.
+    pub report_gbits: bool,
+    /// `--out_json`.
+    pub out_json: Option<PathBuf>,
+    /// `--pcap`.
+    pub pcap: Option<PathBuf>,
+    /// `--hist-log`.
+    pub hist_log: Option<PathBuf>,
+    /// `--cores a,b`: client core, server core.
+    pub cores: Vec<usize>,
+    /// `--hugepages`.
+    pub hugepages: bool,
+    /// `--chunks`.
+    pub chunks: Chunks,
+    /// `--version 1|2`: RPC-over-RDMA version.
+    pub rpc_version: u32,
+    /// `--inline-size`.
+    pub inline: u32,
+    /// `--credits`.
+    pub credits: u32,
+    /// `--null`.
+    pub null: bool,
+    /// `--backoff`.
+    pub backoff: BackoffMode,
+    /// `-h`.
+    pub help: bool,
+    /// `-V` (or `--version` without a value).
+    pub print_version: bool,
+}
+
+impl RpcArgs {
+    /// Nothing given.
+    pub fn defaults(test: RpcTest) -> RpcArgs {
+        RpcArgs {
+            test,
+            size: test.default_size(),
+            all: false,
+            iters: 1000,
+            duration: None,
+            port: super::DEFAULT_PORT,
+            mtu: 4096,
+            window: None,
+            no_peak: false,
+            report_gbits: false,
+            out_json: None,
+            pcap: None,
+            hist_log: None,
+            cores: Vec::new(),
+            hugepages: false,
+            chunks: Chunks::Auto,
+            rpc_version: 1,
+            inline: 4096,
+            credits: 32,
+            null: false,
+            backoff: BackoffMode::BusyPoll,
+            help: false,
+            print_version: false,
+        }
+    }
+
+    /// The sizes to run.
+    pub fn sizes(&self) -> Vec<u64> {
+        if self.all {
+            (1..=MAX_RPC_SIZE.trailing_zeros())
+                .map(|s| 1u64 << s)
+                .collect()
+        } else {
+            vec![self.size]
+        }
+    }
+
+    /// The run configuration.
+    pub fn config(&self) -> RpcConfig {
+        let mut c = RpcConfig::new(self.test);
+        c.sizes = self.sizes();
+        c.iters = self.iters;
+        c.duration = self.duration.map(Duration::from_secs);
+        c.null = self.null;
+        c.chunks = self.chunks;
+        c.version = if self.rpc_version == 2 {
+            ProtocolVersion::V2
+        } else {
+            ProtocolVersion::V1
+        };
+        c.inline = self.inline;
+        c.credits = self.credits;
+        c.window = self.window.unwrap_or(self.credits);
+        c.peak = !self.no_peak && self.duration.is_none() && self.iters <= PEAK_MAX_ITERS;
+        c.unit = if self.report_gbits {
+            BwUnit::Gbit
+        } else {
+            BwUnit::MiB
+        };
+        c.hugepages = self.hugepages;
+        c.backoff = self.backoff;
+        c.port = self.port;
+        c
+    }
+}
+
+fn value<'a>(
+    name: &str,
+    inline: Option<&'a str>,
+    args: &'a [String],
+    i: &mut usize,
+) -> Result<&'a str, String> {
+    if let Some(v) = inline {
+        return Ok(v);
+    }
+    let v = args
+        .get(*i)
+        .ok_or_else(|| format!("{name} needs a value"))?;
+    *i += 1;
+    Ok(v)
+}
+
+fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<(), String> {
+    use super::args::{number, ranged};
+    match name {
+        "-s" | "--size" => {
+            a.size = ranged(name, v, 1, MAX_RPC_SIZE)?;
+            *given_size = true;
+        }
+        "-n" | "--iters" => a.iters = ranged(name, v, MIN_ITERS, MAX_ITERS)?,
+        "-D" | "--duration" => a.duration = Some(ranged(name, v, 1, 3600 * 24)?),
+        "-p" | "--port" => a.port = ranged(name, v, 1, 65535)? as u16,
+        "-m" | "--mtu" => {
+            let m = number(name, v)?;
+            if !matches!(m, 256 | 512 | 1024 | 2048 | 4096) {
+                return Err(format!(" {name} must be 256, 512, 1024, 2048 or 4096"));
+            }
+            a.mtu = m as u32;
+        }
+        "-t" | "--tx-depth" => a.window = Some(ranged(name, v, 1, 1024)? as u32),
+        "--out_json" | "--out_json_file" => a.out_json = Some(PathBuf::from(v)),
+        "--pcap" => a.pcap = Some(PathBuf::from(v)),
+        "--hist-log" => a.hist_log = Some(PathBuf::from(v)),
+        "--cores" => {
+            let mut cores = Vec::new();
+            for part in v.split(',') {
+                cores.push(number("--cores", part)? as usize);
+            }
+            if cores.is_empty() || cores.len() > 2 {
+                return Err("--cores takes one or two core numbers (client,server)".into());
+            }
+            a.cores = cores;
+        }
+        "--provider" => {
+            if v != "soft" {
+                return Err(format!(
+                    "--provider {v}: the RPC tests run over the soft provider only \
+                     (server and client in this process)"
+                ));
+            }
+        }
+        "--chunks" => {
+            a.chunks = Chunks::from_name(v).ok_or_else(|| {
+                format!("--chunks must be auto, none, read, write or reply, got {v:?}")
+            })?
+        }
+        "--version" | "--rpcrdma-version" => {
+            a.rpc_version = match v {
+                "1" => 1,
+                "2" => 2,
+                _ => return Err(format!("{name} must be 1 or 2, got {v:?}")),
+            }
+        }
+        "--inline-size" => {
+            a.inline = ranged(
+                name,
+                v,
+                u64::from(private_data::MIN_SIZE),
+                u64::from(private_data::MAX_SIZE),
+            )? as u32
+        }
+        "--credits" => a.credits = ranged(name, v, 1, 1024)? as u32,
+        "--backoff" => {
+            a.backoff = match v {
+                "busy_poll" | "busy" => BackoffMode::BusyPoll,
+                "shared_cores" | "shared" => BackoffMode::SharedCores,
+                _ => {
+                    return Err(format!(
+                        "--backoff must be busy_poll or shared_cores, got {v:?}"
+                    ))
+                }
+            }
+        }
+        "--connection" => {
+            if v != "RC" {
+                return Err(format!("--connection {v} is not supported (RC only)"));
+            }
+        }
+        _ => return Err(format!("unknown flag {name}")),
+    }
+    Ok(())
+}
+
+fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
+    match name {
+        "-a" | "--all" => a.all = true,
+        "-N" | "--noPeak" => a.no_peak = true,
+        "-h" | "--help" => a.help = true,
+        "-V" => a.print_version = true,
+        "-F" | "--CPU-freq" | "-R" | "--rdma_cm" | "--loopback" => {}
+        "--report_gbits" => a.report_gbits = true,
+        "--hugepages" => a.hugepages = true,
+        "--null" => a.null = true,
+        _ => return Err(format!("unknown flag {name}")),
+    }
+    Ok(())
+}
+
+const SHORT_VALUE: &str = "snDpmt";
+const SHORT_BOOL: &str = "aNhVFR";
+const LONG_VALUE: [&str; 18] = [
+    "size",
+    "iters",
+    "duration",
+    "port",
+    "mtu",
+    "tx-depth",
+    "out_json",
+    "out_json_file",
+    "pcap",
+    "hist-log",
+    "cores",
+    "provider",
+    "chunks",
+    "rpcrdma-version",
+    "inline-size",
+    "credits",
+    "backoff",
+    "connection",
+];
+const LONG_BOOL: [&str; 9] = [
+    "all",
+    "noPeak",
+    "help",
+    "CPU-freq",
+    "rdma_cm",
+    "loopback",
+    "report_gbits",
+    "hugepages",
+    "null",
+];
+
+/// Parses the arguments of `rpc_lat` / `rpc_bw` (after the subcommand).
+pub fn parse(test: RpcTest, args: &[String]) -> Result<RpcArgs, String> {
+    let mut a = RpcArgs::defaults(test);
+    let mut given_size = false;
+    let mut i = 0;
+    while i < args.len() {
+        let tok = args[i].as_str();
+        i += 1;
+        if let Some(long) = tok.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let flag = format!("--{name}");
+            if name == "version" {
+                // `--version N` is the RPC-over-RDMA version; alone, perftest's "print the
+                // version".
+                match inline.or_else(|| args.get(i).map(String::as_str)) {
+                    Some(v) if v.chars().all(|c| c.is_ascii_digit()) && !v.is_empty() => {
+                        if inline.is_none() {
+                            i += 1;
+                        }
+                        apply(&mut a, "--version", v, &mut given_size)?;
+                    }
+                    _ => a.print_version = true,
+                }
+            } else if LONG_VALUE.contains(&name) {
+                let v = value(&flag, inline, args, &mut i)?;
+                apply(&mut a, &flag, v, &mut given_size)?;
+            } else if LONG_BOOL.contains(&name) {
+                if inline.is_some() {
+                    return Err(format!("{flag} takes no value"));
+                }
+                apply_bool(&mut a, &flag)?;
+            } else if name == "inline_size" {
+                return Err(
+                    "--inline_size (perftest's WQE inline data) does not apply to the \
+                            RPC tests; use --inline-size (the RPC-over-RDMA inline threshold)"
+                        .into(),
+                );
+            } else {
+                return Err(format!("unknown or unsupported flag {flag}"));
+            }
+        } else if tok.len() > 1 && tok.starts_with('-') {
+            let chars: Vec<char> = tok[1..].chars().collect();
+            let mut k = 0;
+            while k < chars.len() {
+                let f = chars[k];
+                k += 1;
+                let flag = format!("-{f}");
+                if SHORT_VALUE.contains(f) {
+                    let rest: String = chars[k..].iter().collect();
+                    let v = if rest.is_empty() {
+                        value(&flag, None, args, &mut i)?.to_string()
+                    } else {
+                        rest
+                    };
+                    apply(&mut a, &flag, &v, &mut given_size)?;
+                    break;
+                } else if SHORT_BOOL.contains(f) {
+                    apply_bool(&mut a, &flag)?;
+                } else if f == 'I' {
+                    return Err("-I (perftest's WQE inline data) does not apply to the RPC \
+                                tests; use --inline-size (the RPC-over-RDMA inline threshold)"
+                        .into());
+                } else if f == 'q' {
+                    return Err("-q: the RPC tests use one connection".into());
+                } else {
+                    return Err(format!("flag {flag} is not supported by the RPC tests"));
+                }
+            }
+        } else {
+            return Err(format!(
+                "unexpected argument {tok:?} (the RPC tests run server and client in this \
+                 process over the soft provider)"
+            ));
+        }
+    }
+    if a.all && given_size {
+        return Err("-a and -s cannot be used together".into());
+    }
+    if a.duration.is_some() && a.all {
+        return Err("-D (duration) runs one size; drop -a".into());
+    }
+    if test.is_latency() && a.no_peak {
+        return Err(" NoPeak only valid for BW tests".into());
+    }
+    if test.is_latency() && a.window.is_some() {
+        return Err("-t applies to rpc_bw (rpc_lat keeps one call in flight)".into());
+    }
+    if a.null && (given_size || a.all) {
+        return Err("--null calls procedure 0 (no payload): drop -s / -a".into());
+    }
+    if a.null && a.chunks != Chunks::Auto {
+        return Err("--null carries no payload: drop --chunks".into());
+    }
+    Ok(a)
+}
+
+/// Help text.
+pub fn usage(prog: &str, test: RpcTest) -> String {
+    let t = test.name();
+    let mut s = format!(
+        "Usage:\n  {prog} {t} [options]     RPC calls through the poller's Client/Server API,\n\
+         \x20                                 server and client in this process (soft provider)\n\n"
+    );
+    s.push_str("perftest options:\n");
+    s.push_str("  -s, --size=<size>         Payload octets per call (default 2 lat, 65536 bw; at most 1048576)\n");
+    s.push_str("  -a, --all                 Run sizes from 2 till 2^20\n");
+    s.push_str("  -n, --iters=<iters>       Calls per size (at least 5, default 1000)\n");
+    s.push_str("  -D, --duration=<sec>      Run for this many seconds instead of -n (one size)\n");
+    s.push_str("  -p, --port=<port>         Server port of the first size (default 18515)\n");
+    s.push_str("  -m, --mtu=<mtu>           Packet size of --pcap traces (default 4096)\n");
+    if !test.is_latency() {
+        s.push_str("  -t, --tx-depth=<n>        Calls in flight (default: the credits)\n");
+        s.push_str("  -N, --noPeak              Do not compute the peak\n");
+        s.push_str("      --report_gbits        Report Gb/sec instead of MiB/sec\n");
+    }
+    s.push_str("      --out_json <file>     Also write the results as JSON\n");
+    s.push_str("  -h, --help                This text\n");
+    s.push_str("  -V                        Version\n\n");
+    s.push_str("RPC options:\n");
+    s.push_str("      --null                NULL calls (procedure 0, no payload)\n");
+    s.push_str(
+        "      --chunks <how>        auto (default): inline, or Read/Write chunks above the\n",
+    );
+    s.push_str(
+        "                            inline threshold; none: inline only; read: payload in a\n",
+    );
+    s.push_str(
+        "                            Read chunk; write: payload back in a Write chunk; reply:\n",
+    );
+    s.push_str(
+        "                            payload back inline or as a long reply (Reply chunk)\n",
+    );
+    s.push_str("      --version 1|2         RPC-over-RDMA version (default 1)\n");
+    s.push_str(
+        "      --inline-size <n>     Inline threshold both sides advertise (1024..262144,\n",
+    );
+    s.push_str("                            default 4096; rounded down as RFC 8797 encodes it)\n");
+    s.push_str("      --credits <n>         Credits asked for and granted (default 32)\n");
+    s.push_str(
+        "      --backoff busy_poll|shared_cores  Reactors' idle behaviour (default busy_poll)\n",
+    );
+    s.push_str("      --cores <a>[,<b>]     Client reactor on core a, server reactor on core b\n");
+    s.push_str("      --hugepages           Back the endpoints' buffers with 2 MiB hugepages\n");
+    s.push_str("      --pcap <file>         Write the run's packets as RoCEv2 frames (pcap)\n");
+    s.push_str("      --hist-log <file>     hdrhistogram interval log, one interval per size\n");
+    s
+}
+
+/// Prints perftest's layout as results arrive and keeps what the output files need.
+struct Printer {
+    unit: BwUnit,
+    results: Vec<(SizeResult, RpcSizeInfo)>,
+    hists: Vec<(SizeResult, Histogram<u64>)>,
+    keep_hists: bool,
+}
+
+impl RpcObserver for Printer {
+    fn connected(&mut self, c: &RpcConnInfo) {
+        let core = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("core {c}"));
+        let mut o = io::stdout().lock();
+        let _ = writeln!(
+            o,
+            " local address: IP {}\t\tclient reactor 1, {}",
+            c.client,
+            core(c.client_core)
+        );
+        let _ = writeln!(
+            o,
+            " remote address: IP {} port {}\tserver reactor 0, {}",
+            c.server.ip(),
+            c.server.port(),
+            core(c.server_core)
+        );
+    }
+
+    fn running(&mut self, cfg: &RpcConfig) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(RESULT_LINE.as_bytes());
+        let h = if cfg.test.is_latency() {
+            if cfg.duration.is_some() {
+                report::LAT_DUR_HEADER
+            } else {
+                report::LAT_HEADER
+            }
+        } else if self.unit == BwUnit::Gbit {
+            report::BW_HEADER_GBITS
+        } else {
+            report::BW_HEADER
+        };
+        let _ = o.write_all(h.as_bytes());
+        let _ = o.flush();
+    }
+
+    fn result(&mut self, r: &SizeResult, hist: &Histogram<u64>, info: &RpcSizeInfo) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(report::result_line(r, self.unit).as_bytes());
+        let _ = o.flush();
+        self.results.push((*r, *info));
+        if self.keep_hists {
+            self.hists.push((*r, hist.clone()));
+        }
+    }
+}
+
+/// The banner, in the shape of perftest's, with the RPC settings.
+pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
+    use std::fmt::Write as _;
+    let inline = cfg.advertised_inline();
+    let mut s = String::new();
+    s.push_str(RESULT_LINE);
+    let kind = if cfg.null { "NULL" } else { "payload" };
+    let _ = writeln!(s, "                    {} ({kind})", cfg.test.title());
+    let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : soft");
+    let _ = writeln!(s, " Number of qps   : 1\t\tTransport type : IB");
+    let _ = writeln!(s, " Connection type : RC\t\tUsing SRQ      : OFF");
+    let _ = writeln!(s, " TX depth        : {}", cfg.effective_window());
+    let _ = writeln!(s, " Mtu             : {mtu}[B]");
+    let _ = writeln!(s, " Link type       : Ethernet");
+    let _ = writeln!(s, " rdma_cm QPs\t : ON");
+    let _ = writeln!(s, " Data ex. method : rdma_cm");
+    let _ = writeln!(s, " Provider        : soft (loopback)");
+    let _ = writeln!(
+        s,
+        " RPC program     : {PROG:#010x} version {VERS}, procedure {}",
+        if cfg.null { "0 (NULL)" } else { "1 (XFER)" }
+    );
+    let _ = writeln!(
+        s,
+        " RPC-over-RDMA   : version {}, inline threshold {inline}[B], credits {}",
+        match cfg.version {
+            ProtocolVersion::V1 => 1,
+            ProtocolVersion::V2 => 2,
+        },
+        cfg.credits
+    );
+    if !cfg.null {
+        let _ = writeln!(
+            s,
+            " Chunks          : {} (inline up to {} B call data, {} B reply data)",
+            cfg.chunks.name(),
+            call_inline_max(inline),
+            reply_inline_max(inline)
+        );
+        if let [one] = cfg.sizes.as_slice() {
+            if let Ok(p) = Plan::new(cfg.chunks, cfg.null, *one, inline) {
+                let _ = writeln!(s, " Each call       : {}", p.describe(inline));
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        " Callbacks       : inline on the reactors ({})",
+        match cfg.backoff {
+            BackoffMode::BusyPoll => "busy polling",
+            BackoffMode::SharedCores => "idle back-off",
+        }
+    );
+    let _ = writeln!(
+        s,
+        " Memory          : poller endpoint pools, {}",
+        if cfg.hugepages {
+            "2 MiB hugepages (fallback: normal pages)"
+        } else {
+            "normal pages"
+        }
+    );
+    if cfg.test.is_latency() {
+        let _ = writeln!(
+            s,
+            " Latency         : full round trip per RPC (call -> reply callback), not RTT/2"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            " Bandwidth       : -s octets per RPC (one direction), calls per second as MsgRate"
+        );
+    }
+    s.push_str(RESULT_LINE);
+    s
+}
+
+/// The `--out_json` document: perftest's keys plus the RPC settings.
+pub fn json_report(cfg: &RpcConfig, mtu: u32, results: &[SizeResult]) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    let mut info = Map::new();
+    info.insert("test".into(), json!(cfg.test.json_name()));
+    info.insert("Dual_port".into(), json!("OFF"));
+    info.insert("Device".into(), json!("soft"));
+    info.insert("Provider".into(), json!("soft"));
+    info.insert("Role".into(), json!("loopback"));
+    info.insert("Number_of_qps".into(), json!(1));
+    info.insert("Transport_type".into(), json!("IB"));
+    info.insert("Connection_type".into(), json!("RC"));
+    info.insert("Using_SRQ".into(), json!("OFF"));
+    info.insert("TX_depth".into(), json!(cfg.effective_window()));
+    info.insert("Mtu".into(), json!(mtu));
+    info.insert("Link_type".into(), json!("Ethernet"));
+    info.insert("rdma_cm_QPs".into(), json!("ON"));
+    info.insert("Data_ex_method".into(), json!("rdma_cm"));
+    info.insert("RPC_program".into(), json!(PROG));
+    info.insert(
+        "RPC_procedure".into(),
+        json!(if cfg.null { 0 } else { PROC_XFER }),
+    );
+    info.insert(
+        "RPC_over_RDMA_version".into(),
+        json!(match cfg.version {
+            ProtocolVersion::V1 => 1,
+            ProtocolVersion::V2 => 2,
+        }),
+    );
+    info.insert("Inline_threshold".into(), json!(cfg.advertised_inline()));
+    info.insert("Credits".into(), json!(cfg.credits));
+    info.insert("Chunks".into(), json!(cfg.chunks.name()));
+    info.insert(
+        "Latency".into(),
+        json!(if cfg.test.is_latency() {
+            "round_trip"
+        } else {
+            "n/a"
+        }),
+    );
+    let unit = match cfg.unit {
+        BwUnit::MiB => "MiB/sec",
+        BwUnit::Gbit => "Gb/sec",
+    };
+    let rows: Vec<Value> = results
+        .iter()
+        .map(|r| match &r.outcome {
+            Outcome::Lat(s) => json!({
+                "MsgSize": r.size, "n_iterations": r.iters, "t_min": s.min, "t_max": s.max,
+                "t_typical": s.typical, "t_avg": s.avg, "t_stdev": s.stdev,
+                "percentile_99": s.p99, "percentile_99.9": s.p999,
+            }),
+            Outcome::LatDuration { avg, tps } => json!({
+                "MsgSize": r.size, "n_iterations": r.iters, "t_avg": avg, "tps_average": tps,
+            }),
+            Outcome::Bw(s) => json!({
+                "MsgSize": r.size, "n_iterations": r.iters, "BW_peak": s.peak,
+                "BW_average": s.avg, "MsgRate": s.msg_rate, "unit": unit,
+            }),
+        })
+        .collect();
+    json!({ "test_info": Value::Object(info), "results": rows })
+}
+
+fn write_hist_log(
+    path: &Path,
+    test: RpcTest,
+    hists: &[(SizeResult, Histogram<u64>)],
+) -> io::Result<()> {
+    let mut out = BufWriter::new(File::create(path)?);
+    let mut ser = V2Serializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "rpcrdma-perf {test} {}: one interval per message size, values in ns (full round \
+             trip of each RPC)",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .with_start_time(std::time::SystemTime::now())
+        .begin_log_with(&mut out, &mut ser)?;
+    for (r, h) in hists {
+        let tag = format!("size={}", r.size);
+        w.write_histogram(h, r.start, r.elapsed, Tag::new(&tag))
+            .map_err(|e| io::Error::other(format!("{e:?}")))?;
+    }
+    drop(w);
+    out.flush()
+}
+
+fn run_cli(a: &RpcArgs) -> Result<(), String> {
+    let mut cfg = a.config();
+    cfg.progress = true;
+    if let [c] = a.cores.as_slice() {
+        let ids = core_affinity::get_core_ids().unwrap_or_default();
+        let other = ids.iter().copied().find(|i| i.id != *c);
+        cfg.cores = other.map(|o| (CoreId { id: *c }, o));
+    } else if let [c, s] = a.cores.as_slice() {
+        cfg.cores = Some((CoreId { id: *c }, CoreId { id: *s }));
+    }
+    cfg.plans().map_err(|e| e.to_string())?;
+    let mtu = Mtu::from_bytes(a.mtu).ok_or("bad MTU")?;
+    print!("{}", banner(&cfg, a.mtu));
+    let _ = io::stdout().flush();
+    let fabric = SoftFabric::new();
+    let trace = match &a.pcap {
+        Some(p) => Some(
+            PcapTrace::create(&fabric, p, mtu)
+                .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let mut printer = Printer {
+        unit: cfg.unit,
+        results: Vec::new(),
+        hists: Vec::new(),
+        keep_hists: a.hist_log.is_some(),
+    };
+    let r = run_loopback(&cfg, &fabric, &mut printer);
+    if let (Some(t), Some(p)) = (trace, &a.pcap) {
+        match t.finish() {
+            Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
+            Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
+        }
+    }
+    let results = r.map_err(|e| e.to_string())?;
+    print!("{RESULT_LINE}");
+    let completed: u64 = printer.results.iter().map(|(_, i)| i.completed).sum();
+    let errors: u64 = printer.results.iter().map(|(_, i)| i.errors).sum();
+    let credits = printer.results.last().map_or(0, |(_, i)| i.credits_granted);
+    println!(" RPCs completed  : {completed}, errors {errors}, credits granted {credits}");
+    let _ = io::stdout().flush();
+    if let Some(p) = &a.out_json {
+        let doc = json_report(&cfg, a.mtu, &results);
+        let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(p, s + "\n").map_err(|e| format!("--out_json {}: {e}", p.display()))?;
+    }
+    if let Some(p) = &a.hist_log {
+        write_hist_log(p, a.test, &printer.hists)
+            .map_err(|e| format!("--hist-log {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The `rpc_lat` / `rpc_bw` subcommand: parses `args`, runs, prints. Returns the exit status:
+/// 0 success, 1 run failure, 2 usage error.
+pub fn main(prog: &str, test: RpcTest, args: &[String]) -> u8 {
+    let a = match parse(test, args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("Try `{prog} {test} --help`.");
+            return 2;
+        }
+    };
+    if a.help {
+        print!("{}", usage(prog, test));
+        return 0;
+    }
+    if a.print_version {
+        println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    if let Err(e) = a.config().plans() {
+        eprintln!("{e}");
+        eprintln!("Try `{prog} {test} --help`.");
+        return 2;
+    }
+    match run_cli(&a) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(" {prog} {test}: {e}");
+            1
+        }
+    }
+}
