@@ -178,8 +178,10 @@ pub struct ClientOptions {
     pub credits: u32,
     /// Advertise remote invalidation (RFC 8797 R bit).
     pub remote_invalidate: bool,
-    /// RNR retry count of the QP (0..=7, 7 = forever). 7 by default: the server posts its
-    /// receives right after accepting, and a first call must not race that into an error.
+    /// RNR retry count the client asks of its peer (`rdma_conn_param.rnr_retry_count`: how
+    /// often the server retries a Send that finds no receive; 0..=7, 7 = forever). 0 by
+    /// default, as Linux does: correct credit flow control never causes an RNR, so one is an
+    /// error to see, not to hide. (The server posts its receives before it accepts.)
     pub rnr_retry: u8,
     /// Protocol version to speak.
     pub version: ProtocolVersion,
@@ -212,7 +214,7 @@ impl Default for ClientOptions {
             inline_recv: 4096,
             credits: 32,
             remote_invalidate: true,
-            rnr_retry: 7,
+            rnr_retry: 0,
             version: ProtocolVersion::V1,
             ddp: true,
             call_timeout_ms: 0,
@@ -248,7 +250,8 @@ pub struct ServerOptions {
     pub mode: CallbackMode,
     /// Pending connection requests the listener queues.
     pub backlog: u32,
-    /// RNR retry count of accepted QPs (0..=7).
+    /// RNR retry count the server asks of its clients in the accept (`rdma_conn_param`;
+    /// 0..=7, 7 = forever). 0 by default: receives are posted before the accept goes out.
     pub rnr_retry: u8,
     /// Reactor running the listener (`None`: reactor 0). Connections are spread over all.
     pub listen_reactor: Option<usize>,
@@ -265,7 +268,7 @@ impl Default for ServerOptions {
             data_buffers: 0,
             mode: CallbackMode::Inline,
             backlog: 128,
-            rnr_retry: 7,
+            rnr_retry: 0,
             listen_reactor: None,
         }
     }

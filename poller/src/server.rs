@@ -25,11 +25,12 @@ use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::conn::{
     self, CallId, ConnState, Connection, DdpItem, Event, HostMemory, IncomingCall, LocalBuf,
-    ReplyError, ReplySpec, Role,
+    ReplyError, ReplySpec, Role, WorkRequest,
 };
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
 use rpcrdma_engine::verbs::{
-    CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
+    errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
+    RecvWr, VerbsCall, VerbsError,
 };
 use rpcrdma_mempool::PoolBuf;
 
@@ -309,14 +310,25 @@ impl<P: Provider> ServerConn<P> {
             srq: None,
             opts,
         };
-        let qp = req.accept(init, &conn.private_data()).ok()?;
-        env.qp_created(&qp);
+        // The requester's private data is known from the request: establish the engine first,
+        // so its receives exist, and post them on the new QP before the accept goes out — the
+        // client may send as soon as it sees Established, and RNR retry stays 0.
         conn.handle_cm(
             env.now,
             conn::CmInput::Established {
                 private_data: peer_pd.as_slice(),
             },
         );
+        let ours = conn.private_data();
+        let mut preposted = 0u32;
+        let qp = req
+            .accept_prepared(init, &ours, &mut |qp: &mut P::Qp| {
+                post_initial_recvs::<P>(&mut conn, qp, &mut preposted)
+            })
+            .ok()?;
+        env.stats
+            .posted(u64::from(preposted > 0), u64::from(preposted));
+        env.qp_created(&qp);
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
             return None;
@@ -330,7 +342,7 @@ impl<P: Provider> ServerConn<P> {
         drv.qp_num = qpn;
         drv.qp = Some(qp);
         drv.conn = Some(conn);
-        // The receives go out at once: the client may send as soon as it sees Established.
+        // Anything else the engine queued meanwhile (nothing, normally).
         let p = drv.post(env.now);
         env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
         let (w, r) = conn_stats();
@@ -690,4 +702,26 @@ impl<P: Provider> ServerConn<P> {
 enum Decision {
     Header(ReplyHeader<'static>),
     Done(Result<usize, crate::program::Reject>, DdpItems),
+}
+
+/// Posts the receives a freshly established responder queued, on a QP that is not yet
+/// accepted (one doorbell). A fresh responder queues nothing but receives; anything else is a
+/// bug and aborts the accept rather than being lost.
+fn post_initial_recvs<P: Provider>(
+    conn: &mut Connection,
+    qp: &mut P::Qp,
+    posted: &mut u32,
+) -> Result<(), VerbsError> {
+    while let Some(wr) = conn.poll_wr() {
+        let WorkRequest::Recv { wr_id, sge } = wr else {
+            return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
+        };
+        let sgl = [sge];
+        qp.queue_recv(&RecvWr {
+            wr_id: wr_id.raw(),
+            sgl: &sgl,
+        })?;
+        *posted += 1;
+    }
+    qp.flush_recv()
 }

@@ -1021,7 +1021,23 @@ pub trait ConnRequest<P: Provider>: Send {
     /// connected (RTS) and reports `Established`. The read depths are negotiated:
     /// ours = min(ours, the peer's opposite number). `private_data` is at most
     /// [`DeviceCaps::max_private_data_accept`] octets.
-    fn accept(self, init: QpInit<'_, P>, private_data: &[u8]) -> Result<P::Qp, VerbsError>;
+    fn accept(self, init: QpInit<'_, P>, private_data: &[u8]) -> Result<P::Qp, VerbsError>
+    where
+        Self: Sized,
+    {
+        self.accept_prepared(init, private_data, &mut |_| Ok(()))
+    }
+    /// `rdma_create_qp(init)`, then `prepare(&mut qp)` on the new QP before anything reaches
+    /// the requester, then `rdma_accept(private_data)`: the order a responder needs to post its
+    /// first receives before the requester can send (so a correct peer never meets an empty
+    /// receive queue, and RNR retry can stay 0). An error from `prepare` aborts the accept (the
+    /// requester sees the connection refused) and is returned.
+    fn accept_prepared(
+        self,
+        init: QpInit<'_, P>,
+        private_data: &[u8],
+        prepare: &mut dyn FnMut(&mut P::Qp) -> Result<(), VerbsError>,
+    ) -> Result<P::Qp, VerbsError>;
     /// `rdma_reject(private_data)` (at most [`DeviceCaps::max_private_data_reject`] octets).
     fn reject(self, private_data: &[u8]) -> Result<(), VerbsError>;
 }

@@ -429,7 +429,12 @@ impl ConnRequest<Rdma> for RdmaConnRequest {
         self.responder_resources
     }
 
-    fn accept(mut self, init: QpInit<'_, Rdma>, private_data: &[u8]) -> Result<RdmaQp, VerbsError> {
+    fn accept_prepared(
+        mut self,
+        init: QpInit<'_, Rdma>,
+        private_data: &[u8],
+        prepare: &mut dyn FnMut(&mut RdmaQp) -> Result<(), VerbsError>,
+    ) -> Result<RdmaQp, VerbsError> {
         if private_data.len() > PRIVATE_DATA_ACCEPT_MAX {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
         }
@@ -446,6 +451,7 @@ impl ConnRequest<Rdma> for RdmaConnRequest {
             private_data,
             (self.initiator_depth, self.responder_resources),
             (self.local, self.peer),
+            prepare,
         )
     }
 

@@ -498,6 +498,8 @@ impl RdmaQp {
     }
 
     /// The passive side: QP on the request's id, then `rdma_accept`.
+    // The arguments are rdma_create_qp's and rdma_accept's, plus the prepare step between them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn accept(
         dev: &Arc<DeviceInner>,
         hub: &'static Hub,
@@ -506,11 +508,14 @@ impl RdmaQp {
         private_data: &[u8],
         (peer_initiator, peer_responder): (u8, u8),
         (local, peer): (SocketAddr, SocketAddr),
+        prepare: &mut dyn FnMut(&mut RdmaQp) -> Result<(), VerbsError>,
     ) -> Result<RdmaQp, VerbsError> {
         let mut opts = validate(dev.caps(), init.opts, init.srq.is_some())?;
         opts.initiator_depth = opts.initiator_depth.min(peer_responder);
         opts.responder_resources = opts.responder_resources.min(peer_initiator);
-        let qp = RdmaQp::new(dev, hub, guard, &init, opts, false, local, peer)?;
+        let mut qp = RdmaQp::new(dev, hub, guard, &init, opts, false, local, peer)?;
+        // The QP is in INIT: receives posted now are there before the requester can send.
+        prepare(&mut qp)?;
         let mut param = lock(&qp.progress).conn_param(private_data);
         // SAFETY: id is live with its QP; param points to private_data (valid for the call).
         if unsafe { sys::rdma_accept(qp.id, &mut param) } != 0 {

@@ -480,10 +480,11 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
             .map_or(0, |p| p.client.opts.responder_resources)
     }
 
-    fn accept(
+    fn accept_prepared(
         mut self,
         init: QpInit<'_, SoftProvider>,
         private_data: &[u8],
+        prepare: &mut dyn FnMut(&mut SoftQp) -> Result<(), VerbsError>,
     ) -> Result<SoftQp, VerbsError> {
         if private_data.len() > self.dev.caps.max_private_data_accept as usize {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
@@ -497,7 +498,13 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
             // The requester gave up (destroyed, disconnected) meanwhile.
             return Err(VerbsError::new(VerbsCall::Accept, errno::ENOTCONN));
         }
-        let server = new_qp(&self.dev, &init, self.local, client.local_addr);
+        let mut qp = SoftQp::new(new_qp(&self.dev, &init, self.local, client.local_addr));
+        // The QP is in INIT: receives posted here are in place before the requester can send.
+        if let Err(e) = prepare(&mut qp) {
+            client.fail_connect(CmEventKind::Rejected, REJECT_CONSUMER, &[]);
+            return Err(e);
+        }
+        let server = Arc::clone(&qp.shared);
         // Read depths: each side issues at most what the other serves.
         let c_init = client
             .opts
@@ -517,7 +524,7 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
         server.establish(&client);
         client.push_event(CmEventKind::Established, 0, private_data);
         server.push_event(CmEventKind::Established, 0, &[]);
-        Ok(SoftQp::new(server))
+        Ok(qp)
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
