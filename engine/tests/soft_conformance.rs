@@ -75,6 +75,7 @@ conformance_tests!(
     reject_with_private_data,
     connect_without_listener,
     post_before_established,
+    recv_posted_before_accept,
 );
 
 #[test]

@@ -2327,6 +2327,80 @@ pub fn post_before_established<E: Env>(env: &mut E) -> CheckResult {
     Ok(())
 }
 
+/// `accept_prepared`: receives posted on the new QP in `prepare` (before the accept reaches the
+/// requester, which is not RTS yet) are in place when the requester sees Established, so it can
+/// send at once with RNR retry 0 on both sides.
+pub fn recv_posted_before_accept<E: Env>(env: &mut E) -> CheckResult {
+    let (addr, mut l) = listen_fresh(env, 4)?;
+    let no_rnr = QpOptions {
+        rnr_retry_count: 0,
+        ..QpOptions::default()
+    };
+    let c_pd = env.client().alloc_pd().map_err(e2s)?;
+    let mut c_cq = env.client().create_cq(64).map_err(e2s)?;
+    let sb = Buf::<E::P>::new(&c_pd, 64, LW)?;
+    sb.fill(5);
+    let mut c_qp = env
+        .client()
+        .connect(
+            addr,
+            QpInit {
+                pd: &c_pd,
+                send_cq: &c_cq,
+                recv_cq: &c_cq,
+                srq: None,
+                opts: no_rnr,
+            },
+            &[],
+        )
+        .map_err(e2s)?;
+    let req = wait_until(env, "a connect request", |_| l.poll().map_err(e2s))?;
+    let s_pd = env.server().alloc_pd().map_err(e2s)?;
+    let mut s_cq = env.server().create_cq(64).map_err(e2s)?;
+    let rb = Buf::<E::P>::new(&s_pd, 256, LW)?;
+    let mut requester_was_rts = false;
+    let mut prepared = 0;
+    let mut s_qp = req
+        .accept_prepared(
+            QpInit {
+                pd: &s_pd,
+                send_cq: &s_cq,
+                recv_cq: &s_cq,
+                srq: None,
+                opts: no_rnr,
+            },
+            &[],
+            &mut |qp| {
+                prepared += 1;
+                requester_was_rts |= c_qp.state() == QpState::Rts;
+                qp.queue_recv(&RecvWr {
+                    wr_id: 77,
+                    sgl: &[rb.sge(0, 256)],
+                })?;
+                qp.flush_recv()
+            },
+        )
+        .map_err(e2s)?;
+    ensure!(prepared == 1, "prepare ran {prepared} times");
+    ensure!(!requester_was_rts, "requester was RTS before the accept");
+    let ev = wait_event_kind(env, &mut c_qp, CmEventKind::Established)?;
+    ensure!(
+        ev.kind == CmEventKind::Established,
+        "client got {:?}",
+        ev.kind
+    );
+    // Send at once: the receive posted in `prepare` must be there (RNR retry is 0).
+    post_send::<E::P>(&mut c_qp, SendWr::send(1, &[sb.sge(0, 64)]))?;
+    let wc = wait_wc(env, &mut c_cq)?;
+    expect_wc(&wc, 1, WcStatus::SUCCESS, Some(WcOpcode::SEND))?;
+    let rc = wait_wc(env, &mut s_cq)?;
+    expect_wc(&rc, 77, WcStatus::SUCCESS, Some(WcOpcode::RECV))?;
+    ensure!(rc.byte_len == 64, "receive byte_len {}", rc.byte_len);
+    ensure!(rb.read(0, 64) == sb.read(0, 64), "received data differs");
+    let _ = wait_event_kind(env, &mut s_qp, CmEventKind::Established);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Registry
 // ---------------------------------------------------------------------------------------------
@@ -2387,6 +2461,7 @@ checks!(
     reject_with_private_data,
     connect_without_listener,
     post_before_established,
+    recv_posted_before_accept,
 );
 
 /// Counts of a suite run.
