@@ -173,11 +173,17 @@ fn rejects_malformed_headers_as_rfc_8166_requires() {
         words(&[x + 7, 1, 8, RDMA_NOMSG, 0, 0, 1, 1, 0x55, 64, 0, 0x2000]),
         true,
     ));
-    // RDMA_MSG without an RPC message.
+    // RDMA_MSG without an RPC message: too small to convey one, dropped silently
+    // (RFC 8167 §5.3).
     cases.push((
         "RDMA_MSG without payload",
         words(&[x + 8, 1, 8, RDMA_MSG, 0, 0, 0]),
-        true,
+        false,
+    ));
+    cases.push((
+        "RDMA_MSG with only an RPC XID",
+        words(&[x + 8, 1, 8, RDMA_MSG, 0, 0, 0, x + 8]),
+        false,
     ));
     // Transport XID differs from the RPC XID.
     let mut m = words(&[x + 9, 1, 8, RDMA_MSG, 0, 0, 0]);

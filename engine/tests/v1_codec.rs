@@ -600,9 +600,9 @@ fn rejects_every_prefix_as_truncated() {
                 e.kind
             );
         }
-        // RDMA_MSG / RDMA_MSGP also need the RPC XID after the header.
+        // RDMA_MSG / RDMA_MSGP also need the RPC XID and msg_type after the header.
         let min = match dec(buf).proc() {
-            Proc::Msg | Proc::Msgp => len + 4,
+            Proc::Msg | Proc::Msgp => len + 8,
             _ => len,
         };
         for cut in len..min {
@@ -916,10 +916,16 @@ fn rejects_nomsg_with_only_write_list_with_err_chunk() {
 }
 
 #[test]
-fn rejects_msg_without_payload_with_err_chunk() {
+fn rejects_msg_without_payload_with_drop() {
+    // RFC 8167 §5.3: a message too small to convey a complete RPC message is discarded
+    // silently, none of its fields used.
     let e = err_of(&MSG_INLINE[..30]);
     assert_eq!(e.kind, HeaderErrorKind::MissingPayload { len: 2 });
-    assert!(matches!(e.response(), Response::ErrChunk { .. }));
+    assert_eq!(e.response(), Response::Drop);
+    // An XID without a msg_type is too small as well.
+    let e = err_of(&MSG_INLINE[..32]);
+    assert_eq!(e.kind, HeaderErrorKind::MissingPayload { len: 4 });
+    assert_eq!(e.response(), Response::Drop);
 }
 
 #[test]

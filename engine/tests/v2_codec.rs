@@ -883,10 +883,12 @@ fn rejects_inv_handle_outside_call_chunks_with_bad_xdr() {
 }
 
 #[test]
-fn rejects_msg_without_payload_with_bad_xdr() {
+fn rejects_msg_without_payload_with_drop() {
+    // RFC 8167 §5.3: a message too small to convey a complete RPC message is discarded
+    // silently, none of its fields used.
     let e = err_of(&MSG_CALL_INLINE[..40]);
     assert_eq!(e.kind, HeaderErrorKind::MissingPayload { len: 4 });
-    assert_eq!(e.response(), bad_xdr(0xbeef_0001));
+    assert_eq!(e.response(), Response::Drop);
 }
 
 #[test]
@@ -981,6 +983,58 @@ fn rejects_malformed_error_body_with_drop() {
     let e = err_of(&ERR_VERS[..24]);
     assert_eq!(e.kind, HeaderErrorKind::ErrorBodyMalformed { at: 20 });
     assert_eq!(e.response(), Response::Drop);
+}
+
+#[test]
+fn rejects_payload_after_error_with_drop() {
+    // "When the rdma_proc field has the value RDMA2_ERROR, an RPC Payload Stream MUST NOT
+    // follow the Transport Header Stream" (Presence Of Payload).
+    for golden in [
+        ERR_VERS,
+        ERR_BAD_XDR,
+        ERR_CANT_REPLY,
+        ERR_INVAL_PROC,
+        ERR_INVAL_OPTION,
+    ] {
+        let mut buf = golden.to_vec();
+        buf.extend_from_slice(&[0, 0, 0, 0]);
+        let e = err_of(&buf);
+        assert_eq!(e.kind, HeaderErrorKind::PayloadAfterError { len: 4 });
+        assert_eq!(e.response(), Response::Drop);
+        assert!(v2::decode(golden, &Limits::DEFAULT).is_ok());
+    }
+}
+
+#[test]
+fn rejects_optional_call_carrying_a_reply_with_bad_xdr() {
+    // rdma_optdir = CALL, but the payload is the start of an RPC REPLY with the same XID.
+    let mut buf = OPTIONAL_CALL.to_vec();
+    buf.extend_from_slice(&[0xbe, 0xef, 0x00, 0x20, 0, 0, 0, 1]);
+    let e = err_of(&buf);
+    assert_eq!(e.kind, HeaderErrorKind::OptDirMismatch { msg_type: 1 });
+    assert_eq!(e.response(), bad_xdr(0xbeef_0020));
+    // The same payload marked REPLY is accepted.
+    let last = buf.len() - 1;
+    buf[last] = 0;
+    assert!(v2::decode(&buf, &Limits::DEFAULT).is_ok());
+}
+
+#[test]
+fn rejects_optional_reply_carrying_a_call_with_drop() {
+    let mut buf = OPTIONAL_REPLY.to_vec();
+    buf.extend_from_slice(&[0, 0, 0, 0]); // msg_type CALL after the RPC xid
+    let e = err_of(&buf);
+    assert_eq!(e.kind, HeaderErrorKind::OptDirMismatch { msg_type: 0 });
+    assert_eq!(e.response(), Response::Drop);
+}
+
+#[test]
+fn accepts_optional_payload_that_does_not_start_an_rpc_message() {
+    // A part of a payload that is not the start of an RPC message (its first word is not the
+    // XID) cannot be checked against rdma_optdir and is accepted.
+    let mut buf = OPTIONAL_CALL.to_vec();
+    buf.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 1]);
+    assert!(v2::decode(&buf, &Limits::DEFAULT).is_ok());
 }
 
 // ---------------------------------------------------------------------------------------------

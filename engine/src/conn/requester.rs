@@ -723,6 +723,14 @@ impl Requester {
                         None => Verdict::Unknown,
                     };
                 }
+                // Too small to convey a complete RPC message: none of its fields is used,
+                // its XID included (RFC 8167 §5.3).
+                if matches!(
+                    e.kind,
+                    HeaderErrorKind::ShortHeader { .. } | HeaderErrorKind::MissingPayload { .. }
+                ) {
+                    return Verdict::Drop;
+                }
                 return match e.xid.and_then(|x| self.find(x)) {
                     Some(slot) => {
                         Verdict::Fail(slot, CallError::BadReply(BadReply::Header(e.kind)))
@@ -731,6 +739,13 @@ impl Requester {
                 };
             }
             Err(AnyError::V2(e)) => {
+                if matches!(
+                    e.kind,
+                    v2::HeaderErrorKind::ShortHeader { .. }
+                        | v2::HeaderErrorKind::MissingPayload { .. }
+                ) {
+                    return Verdict::Drop;
+                }
                 return match e.xid.and_then(|x| self.find(x)) {
                     Some(slot) => {
                         Verdict::Fail(slot, CallError::BadReply(BadReply::HeaderV2(e.kind)))

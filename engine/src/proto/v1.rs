@@ -319,8 +319,9 @@ pub enum HeaderErrorKind {
     /// is nowhere. RFC 8166 §4.4.2 names the case with all lists empty as an XDR error; a
     /// Write list or Read chunks at other positions cannot carry the message either. ERR_CHUNK.
     NomsgWithoutChunk,
-    /// An RDMA_MSG (or RDMA_MSGP) whose inline payload is too short to hold an RPC XID.
-    /// ERR_CHUNK.
+    /// An RDMA_MSG (or RDMA_MSGP) whose inline payload is too short to hold an RPC XID and
+    /// `msg_type`: too small to convey a complete RPC message, so dropped without using any of
+    /// its fields, `rdma_credit` included (RFC 8167 §5.3). Drop.
     MissingPayload {
         /// Payload octets present.
         len: usize,
@@ -424,6 +425,7 @@ impl HeaderError {
             | HeaderErrorKind::ForeignError { .. }
             | HeaderErrorKind::ErrorBodyTruncated { .. }
             | HeaderErrorKind::NomsgReplyWithoutReplyChunk
+            | HeaderErrorKind::MissingPayload { .. }
             | HeaderErrorKind::ReadListInReply => Response::Drop,
             HeaderErrorKind::BadVersion { .. } => Response::ErrVers { xid, vers },
             HeaderErrorKind::UnknownProc { .. }
@@ -431,7 +433,6 @@ impl HeaderError {
             | HeaderErrorKind::Chunk(_)
             | HeaderErrorKind::PositionZeroInMsg { .. }
             | HeaderErrorKind::NomsgWithoutChunk
-            | HeaderErrorKind::MissingPayload { .. }
             | HeaderErrorKind::XidMismatch { .. }
             | HeaderErrorKind::NomsgCallWithoutPositionZero => Response::ErrChunk { xid, vers },
         }
@@ -544,14 +545,16 @@ pub fn decode<'a>(buf: &'a [u8], limits: &ChunkLimits) -> Result<Header<'a>, Hea
                         return Err(err(HeaderErrorKind::PositionZeroInMsg { at: lists_at }));
                     }
                     let payload = r.rest();
-                    match be32(payload, 0) {
-                        None => {
-                            return Err(err(HeaderErrorKind::MissingPayload { len: payload.len() }))
-                        }
-                        Some(rpc_xid) if rpc_xid != xid => {
+                    // The RPC message must at least hold its XID and msg_type (RFC 8167
+                    // §5.3: a message too small for that is dropped).
+                    match (be32(payload, 0), be32(payload, 4)) {
+                        (Some(rpc_xid), Some(_)) if rpc_xid != xid => {
                             return Err(err(HeaderErrorKind::XidMismatch { rpc_xid }))
                         }
-                        Some(_) => {}
+                        (Some(_), Some(_)) => {}
+                        _ => {
+                            return Err(err(HeaderErrorKind::MissingPayload { len: payload.len() }))
+                        }
                     }
                     if p == Proc::Msgp {
                         Body::Msgp {

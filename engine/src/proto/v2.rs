@@ -391,7 +391,9 @@ pub enum HeaderErrorKind {
         handle: u32,
     },
     /// RDMA2_MSG whose payload is too short for an RPC XID and message type ("an RPC Payload
-    /// Stream MUST follow", draft "Presence Of Payload"). RDMA2_ERR_BAD_XDR.
+    /// Stream MUST follow", draft "Presence Of Payload"): too small to convey a complete RPC
+    /// message, so dropped without using any of its fields (RFC 8167 §5.3, which Version Two
+    /// incorporates). Drop.
     MissingPayload {
         /// Payload octets present.
         len: usize,
@@ -424,6 +426,19 @@ pub enum HeaderErrorKind {
     ErrorBodyMalformed {
         /// Offset of the item.
         at: usize,
+    },
+    /// Octets follow an RDMA2_ERROR ("an RPC Payload Stream MUST NOT follow", draft
+    /// "Presence Of Payload"). Drop: errors are never answered.
+    PayloadAfterError {
+        /// Octets after the error body.
+        len: usize,
+    },
+    /// RDMA2_OPTIONAL whose payload starts an RPC message (its first word is `rdma_xid`) with
+    /// a `msg_type` other than `rdma_optdir` (draft, "Message Direction": they MUST be the
+    /// same). RDMA2_ERR_BAD_XDR for a CALL, dropped for a REPLY.
+    OptDirMismatch {
+        /// The RPC message's `msg_type`.
+        msg_type: u32,
     },
 }
 
@@ -518,6 +533,8 @@ impl HeaderError {
             HeaderErrorKind::ShortHeader { .. }
             | HeaderErrorKind::ForeignError { .. }
             | HeaderErrorKind::ErrorBodyMalformed { .. }
+            | HeaderErrorKind::PayloadAfterError { .. }
+            | HeaderErrorKind::MissingPayload { .. }
             | HeaderErrorKind::NomsgReplyWithoutReplyChunk
             | HeaderErrorKind::ReadListInReply => return Response::Drop,
             HeaderErrorKind::BadVersion { .. } => ErrCode::Vers,
@@ -528,9 +545,9 @@ impl HeaderError {
             | HeaderErrorKind::PositionZeroInMsg { .. }
             | HeaderErrorKind::NomsgCallWithoutPositionZero
             | HeaderErrorKind::InvHandleNotInChunks { .. }
-            | HeaderErrorKind::MissingPayload { .. }
             | HeaderErrorKind::XidMismatch { .. }
             | HeaderErrorKind::DirectionMismatch { .. }
+            | HeaderErrorKind::OptDirMismatch { .. }
             | HeaderErrorKind::OptInfoTooLong { .. }
             | HeaderErrorKind::NonZeroPad { .. } => ErrCode::BadXdr,
         };
@@ -672,7 +689,7 @@ pub fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>, HeaderEr
             let at = r.position();
             let code = r.get_u32().map_err(|_| malformed(at))?;
             let at = r.position();
-            Body::Error(match ErrCode::from(code) {
+            let e = match ErrCode::from(code) {
                 ErrCode::Vers => match (r.get_u32(), r.get_u32()) {
                     (Ok(low), Ok(high)) => RdmaError::Vers { low, high },
                     _ => return Err(malformed(at)),
@@ -689,7 +706,16 @@ pub fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>, HeaderEr
                 ErrCode::InvalProc => RdmaError::InvalProc,
                 ErrCode::InvalOption => RdmaError::InvalOption,
                 ErrCode::Unknown(v) => RdmaError::Unknown(v),
-            })
+            };
+            if !r.rest().is_empty() {
+                return Err(err(
+                    HeaderErrorKind::PayloadAfterError {
+                        len: r.rest().len(),
+                    },
+                    Some(Direction::Reply),
+                ));
+            }
+            Body::Error(e)
         }
         Proc::Optional => {
             let optdir = get_direction(&mut r).map_err(|k| err(k, None))?;
@@ -715,6 +741,14 @@ pub fn decode<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>, HeaderEr
                 .is_some_and(|p| p.iter().any(|&b| b != 0))
             {
                 return Err(err(HeaderErrorKind::NonZeroPad { at: pad_at }, direction));
+            }
+            // A payload that starts an RPC message (identified by its XID; a part that does
+            // not start one cannot be checked) must travel in the message's own direction.
+            let payload = r.rest();
+            if let (Some(rpc_xid), Some(msg_type)) = (be32(payload, 0), be32(payload, 4)) {
+                if rpc_xid == xid && msg_type != optdir.to_u32() {
+                    return Err(err(HeaderErrorKind::OptDirMismatch { msg_type }, direction));
+                }
             }
             Body::Optional(Optional {
                 optdir,
