@@ -59,10 +59,15 @@ pub fn endpoint_config(workers: usize) -> EndpointConfig {
 
 impl World {
     pub fn new(workers: usize) -> World {
+        World::with_reactors(workers, &reactor_config(2))
+    }
+
+    /// A world whose reactors run with `cfg` (e.g. pure busy polling).
+    pub fn with_reactors(workers: usize, cfg: &ReactorConfig) -> World {
         let fabric = SoftFabric::new();
         let sdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
         let cdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
-        let set = ReactorSet::start(&reactor_config(2)).expect("reactors");
+        let set = ReactorSet::start(cfg).expect("reactors");
         let server_ep = Endpoint::new(&set, sdev, endpoint_config(workers)).expect("server ep");
         let client_ep = Endpoint::new(&set, cdev, endpoint_config(workers)).expect("client ep");
         let port = PORT.fetch_add(1, Ordering::Relaxed);

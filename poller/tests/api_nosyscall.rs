@@ -1,0 +1,220 @@
+//! No system call per RPC in steady state through the whole stack (inline mode, busy-polling
+//! reactors): client call, client reactor, soft QP, server reactor, handler, reply, callback.
+//!
+//! How it is measured: the test re-runs its own binary under `strace -f` (every thread). The
+//! child warms up, then brackets a window of 5000 RPCs with two marker system calls
+//! (`close(-1001)` / `close(-1002)`, which fail harmlessly with EBADF). The parent counts every
+//! system call that any thread entered between the markers. Reads of the clock go through the
+//! vDSO and are not system calls; a futex wake, a `sched_yield`, a `nanosleep`, a `write` or an
+//! `mmap` on the data path would show up here.
+//!
+//! `strace` must be installed (CI installs it and sets `RPCRDMA_EXPECT_STRACE=1`, which turns
+//! its absence into a failure); elsewhere the test says it was skipped.
+
+mod api_common;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api_common::*;
+use rpcrdma_poller::{BackoffConfig, CallbackMode, Client, ClientOptions, Server, ServerOptions};
+
+const CHILD_ENV: &str = "RPCRDMA_NOSYSCALL_CHILD";
+const TEST_NAME: &str = "accepts_no_syscalls_per_rpc_in_steady_state";
+const WINDOW_RPCS: u64 = 5000;
+const MARK_START: i32 = -1001;
+const MARK_END: i32 = -1002;
+
+fn marker(fd: i32) {
+    // SAFETY: closing an invalid descriptor only returns EBADF.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+/// Runs `n` SUM calls, up to `window` outstanding, spinning (no system call) for completions.
+fn run(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
+    // Acquire: pairs with the Release increments in the callbacks.
+    let start = done.load(Ordering::Acquire);
+    let mut issued = 0u64;
+    let mut spins = 0u64;
+    loop {
+        // Acquire: as above.
+        let finished = done.load(Ordering::Acquire) - start;
+        if finished >= n {
+            break;
+        }
+        spins += 1;
+        // The clock is read through the vDSO (no system call), and only now and then.
+        if spins % 4096 == 0 {
+            assert!(spins < 1 << 40, "stalled");
+        }
+        if issued < n && issued - finished < window {
+            let Some(mut a) = client.args() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            a.put_u32(issued as u32).unwrap();
+            a.put_u32(1).unwrap();
+            let want = issued as u32 + 1;
+            let (d, b) = (Arc::clone(done), Arc::clone(bad));
+            match client.call(PROG, 2, SUM, a, move |r| {
+                if !matches!(r, Ok(rep) if rep.results() == want.to_be_bytes()) {
+                    // Relaxed: read after the run, ordered by the Release/Acquire on `done`.
+                    b.fetch_add(1, Ordering::Relaxed);
+                }
+                // Release: pairs with the test thread's Acquire loads.
+                d.fetch_add(1, Ordering::Release);
+            }) {
+                Ok(()) => issued += 1,
+                Err(r) => drop(r),
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The child: a busy-polling world, warm-up, then the bracketed window.
+fn child() {
+    let mut cfg = reactor_config(2);
+    cfg.backoff = BackoffConfig::busy_poll();
+    let w = World::with_reactors(0, &cfg);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(ServerOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            ..ClientOptions::default()
+        },
+    )
+    .expect("client");
+    assert!(client.wait_connected(Duration::from_secs(20)));
+    let done = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    // Warm-up: pool caches, lazily initialised state, every call slot used at least once.
+    run(&client, 3000, 16, &done, &bad);
+    marker(MARK_START);
+    run(&client, WINDOW_RPCS, 16, &done, &bad);
+    marker(MARK_END);
+    assert_eq!(bad.load(Ordering::Relaxed), 0, "wrong results");
+    w.stop();
+}
+
+/// System calls entered between the two markers in an `strace -f` log (one line per call;
+/// a call split by another thread's line counts once, at its `<unfinished ...>` line).
+fn count_between_markers(log: &str) -> Result<Vec<String>, String> {
+    let start = format!("close({MARK_START})");
+    let end = format!("close({MARK_END})");
+    let mut inside = false;
+    let mut seen = Vec::new();
+    let mut found_end = false;
+    for line in log.lines() {
+        if line.contains(&start) {
+            inside = true;
+            continue;
+        }
+        if line.contains(&end) {
+            found_end = true;
+            break;
+        }
+        if !inside || line.contains("resumed>") || line.contains("+++") || line.contains("---") {
+            continue;
+        }
+        seen.push(line.to_string());
+    }
+    if !inside || !found_end {
+        return Err("markers not found in the strace log".into());
+    }
+    Ok(seen)
+}
+
+#[test]
+fn accepts_no_syscalls_per_rpc_in_steady_state() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        child();
+        return;
+    }
+    let strace = ["/usr/bin/strace", "/bin/strace"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(strace) = strace else {
+        assert!(
+            std::env::var_os("RPCRDMA_EXPECT_STRACE").is_none(),
+            "RPCRDMA_EXPECT_STRACE is set but strace is not installed"
+        );
+        eprintln!("SKIPPED {TEST_NAME}: strace is not installed (apt-get install strace)");
+        return;
+    };
+    let log = std::env::temp_dir().join(format!("rpcrdma-nosyscall-{}.log", std::process::id()));
+    let exe = std::env::current_exe().expect("test binary path");
+    let t0 = Instant::now();
+    let out = Command::new(strace)
+        .args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .arg(&exe)
+        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .expect("run strace");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    if !out.status.success() && text.is_empty() {
+        // ptrace refused (a container without CAP_SYS_PTRACE): say so, fail only in CI.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            std::env::var_os("RPCRDMA_EXPECT_STRACE").is_none(),
+            "strace could not trace the child: {err}"
+        );
+        eprintln!("SKIPPED {TEST_NAME}: strace could not trace: {err}");
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "child failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let calls = count_between_markers(&text).expect("strace log");
+    eprintln!(
+        "{} system calls in {WINDOW_RPCS} RPCs (traced run took {:?})",
+        calls.len(),
+        t0.elapsed()
+    );
+    assert!(
+        calls.is_empty(),
+        "{} system calls in {WINDOW_RPCS} RPCs; the first ones:\n{}",
+        calls.len(),
+        calls
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn rejects_a_log_with_syscalls_between_the_markers() {
+    // The counter itself must be able to fail.
+    let log = "10 close(-1001) = -1 EBADF\n11 futex(0x1, FUTEX_WAKE, 1) = 0\n\
+               12 sched_yield( <unfinished ...>\n11 <... sched_yield resumed>) = 0\n\
+               10 close(-1002) = -1 EBADF\n";
+    let calls = count_between_markers(log).unwrap();
+    assert_eq!(calls.len(), 2);
+    assert!(count_between_markers("10 close(-1001) = -1 EBADF\n").is_err());
+    let clean = "10 close(-1001) = -1 EBADF\n10 close(-1002) = -1 EBADF\n";
+    assert!(count_between_markers(clean).unwrap().is_empty());
+}
