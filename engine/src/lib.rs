@@ -10,5 +10,6 @@
 pub mod conn;
 pub mod proto;
 pub mod rpc;
+pub mod u32map;
 pub mod verbs;
 pub mod xdr;

@@ -32,6 +32,7 @@ use super::{
 use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
 use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
 use crate::proto::v2;
+use crate::u32map::U32Map;
 use crate::verbs::{inc_rkey, Completion, Sge, WcFlags, WrId};
 use crate::xdr::pad4;
 
@@ -179,6 +180,8 @@ pub(crate) struct Requester {
     finishing: u32,
     /// Calls in `Finishing` that will be sent again: they keep their credit meanwhile.
     resending: u32,
+    /// XID → slot of every call in `AwaitingReply` (sized for all slots, never grows).
+    by_xid: U32Map,
 }
 
 /// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
@@ -200,6 +203,7 @@ impl Requester {
             orphans: 0,
             finishing: 0,
             resending: 0,
+            by_xid: U32Map::new(n),
         }
     }
 
@@ -300,11 +304,7 @@ impl Requester {
             Some(&[a, b, c, d]) if spec.message[0].len >= 4 => u32::from_be_bytes([a, b, c, d]),
             _ => return Err(StartError::BadSpec),
         };
-        if self
-            .calls
-            .iter()
-            .any(|c| c.state == ReqState::AwaitingReply && c.xid == xid)
-        {
+        if self.find(xid).is_some() {
             return Err(StartError::DuplicateXid);
         }
         let inline_len = parts_len(spec.message).ok_or(StartError::BadSpec)?;
@@ -569,6 +569,9 @@ impl Requester {
         call.deadline = deadline;
         self.calls[slot as usize] = call;
         self.awaiting += 1;
+        // Cannot fail: the table holds every slot, and the XID is not live (checked above).
+        let added = self.by_xid.insert(call.xid, slot);
+        debug_assert!(added);
         Ok(CallId {
             slot,
             generation: call.generation,
@@ -957,10 +960,10 @@ impl Requester {
     }
 
     fn find(&self, xid: u32) -> Option<u32> {
-        self.calls
-            .iter()
-            .position(|c| c.state == ReqState::AwaitingReply && c.xid == xid)
-            .map(|i| i as u32)
+        self.by_xid.get(xid).filter(|&slot| {
+            let c = &self.calls[slot as usize];
+            c.state == ReqState::AwaitingReply && c.xid == xid
+        })
     }
 
     /// Notes that the peer invalidated `rkey` (Send With Invalidate). Normally it is one of the
@@ -997,6 +1000,8 @@ impl Requester {
         call.state = ReqState::Finishing;
         call.outcome = outcome;
         call.inv_next = 0;
+        let xid = call.xid;
+        self.by_xid.remove(xid);
         self.awaiting -= 1;
         self.finishing += 1;
         let _ = core;
@@ -1140,6 +1145,7 @@ impl Requester {
             self.calls[slot].state = ReqState::Finishing;
             self.complete(core, slot as u32);
         }
+        self.by_xid.clear();
         self.orphans = 0;
         self.resending = 0;
     }
