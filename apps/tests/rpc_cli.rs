@@ -178,11 +178,25 @@ fn accepts_duration_mode() {
 }
 
 #[test]
-fn rejects_version_two_clearly() {
-    let out = run(22400, &["rpc_lat", "-n", "5", "--version", "2"]);
+fn accepts_version_two_and_rejects_it_with_small_inline_size() {
+    let s = ok(&run(22400, &["rpc_lat", "-n", "5", "--version", "2"]));
+    assert!(s.contains("RPC-over-RDMA   : version 2"), "{s}");
+    assert_eq!(completed(&s), 5, "{s}");
+    let out = run(
+        22401,
+        &[
+            "rpc_lat",
+            "-n",
+            "5",
+            "--version",
+            "2",
+            "--inline-size",
+            "1024",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("not available through the poller API"), "{e}");
+    assert!(e.contains("needs an inline size of at least 4096"), "{e}");
 }
 
 #[test]

@@ -116,9 +116,17 @@ fn rejects_usage_errors() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
     let out = Command::new(bin())
-        .args(["--loopback", "--version", "2", "-p", "20051"])
+        .args([
+            "--loopback",
+            "--version",
+            "2",
+            "--inline-size",
+            "1024",
+            "-p",
+            "20051",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("version 2 is not available"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs an inline size of at least 4096"));
 }

@@ -115,6 +115,8 @@ counters! {
         reconnects,
         /// Connections lost.
         connection_losses,
+        /// RPC-over-RDMA version in use (client; 0 before the first connection). A gauge.
+        rdma_version,
     }
 }
 
@@ -250,5 +252,8 @@ impl ConnStatsWriter {
     }
     pub(crate) fn lost(&self) {
         bump(&self.0.connection_losses, 1);
+    }
+    pub(crate) fn version(&self, v: u64) {
+        set(&self.0.rdma_version, v);
     }
 }

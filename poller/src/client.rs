@@ -23,6 +23,15 @@
 //! calls finish, then disconnects; calls refused at submission are handed back. Every accepted
 //! call completes exactly once: a [`Callback`] dropped without having run (a ring dropped at
 //! teardown) runs with [`ClientError::Dropped`].
+//!
+//! Version Two: with [`ProtocolVersion::V2`] the engine sends the first call of each connection
+//! in Version Two and falls back to Version One when the server answers ERR_VERS; the client
+//! keeps what the engine learnt ([`Connection::remembered_version`]) and starts every later
+//! connection at that version (a Version One server is not probed again). A call with a reply
+//! size hint ([`CallArgs::expect_reply`]) offers only that much of its reply buffer and, when
+//! the server answers RDMA2_ERR_CANT_REPLY, is sent again with the same XID offering the whole
+//! buffer. What was negotiated is published for [`Client::negotiated`] at connect and whenever
+//! the version or the granted credits change.
 
 use core::mem::MaybeUninit;
 use std::collections::VecDeque;
@@ -33,8 +42,10 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use rpcrdma_engine::conn::{
-    self, CallError, CallId, CallSpec, Connection, DdpItem, Event, LocalBuf, Role, StartError,
+    self, CallError, CallId, CallOptions, CallSpec, Connection, DdpItem, Event, LocalBuf, Role,
+    StartError,
 };
+use rpcrdma_engine::proto::v2::RdmaError;
 use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, RejectedReply, ReplyBody};
 use rpcrdma_engine::verbs::{
     CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
@@ -46,6 +57,7 @@ use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
+use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
 use crate::program::{BuildError, DdpItems, MAX_DDP};
 use crate::reactor::PollerCtx;
 use crate::runtime::{timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
@@ -54,6 +66,11 @@ use crate::worker::{CompleteJob, Job, NodeLinks};
 
 /// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
 const RPC_HEADER_SIZE: u32 = 128;
+
+/// The smallest transport header of an inline Version Two reply: the four fixed words,
+/// `rdma_direction`, `rdma_inv_handle`, and three empty chunk lists. An inline reply's RPC
+/// message is never longer than the receive buffer minus this.
+const V2_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v2::FIXED_LEN + 8 + 12;
 
 // ---------------------------------------------------------------------------------------------
 // Errors and results.
@@ -82,8 +99,20 @@ pub enum ClientError {
     BadReply,
     /// The call could not be expressed (too large, too many items, ...).
     BadCall(StartError),
-    /// The requested protocol version is not supported.
+    /// The requested protocol version cannot be spoken with these options (Version Two needs
+    /// an inline receive size of at least 4096 octets).
     Unsupported,
+    /// Version Two RDMA2_ERR_CANT_REPLY: the server's reply did not fit the reply resources the
+    /// call offered (reply buffer, receptacles) and there was nothing larger to send the call
+    /// again with (no [`CallArgs::expect_reply`] hint below the reply buffer's size, or the
+    /// retry was too small as well).
+    CantReply {
+        /// The first segment too short (1-based, Write list segments then the Reply chunk's;
+        /// 0 when the server did not say).
+        segment: u32,
+        /// Octets that segment needed (the whole reply when it is the reply buffer).
+        needed: u32,
+    },
     /// Setting the connection up failed locally (memory, verbs).
     Setup,
     /// The call was dropped without running (runtime torn down with the call in a ring).
@@ -164,6 +193,8 @@ pub struct CallArgs {
     ddp: DdpItems,
     receptacles: [Option<PoolBuf>; MAX_DDP],
     nrec: usize,
+    /// Reply size hint (0: none): see [`CallArgs::expect_reply`].
+    reply_hint: u32,
 }
 
 impl CallArgs {
@@ -175,7 +206,23 @@ impl CallArgs {
             ddp: DdpItems::new(),
             receptacles: Default::default(),
             nrec: 0,
+            reply_hint: 0,
         }
+    }
+
+    /// Expects a reply (RPC reply header and inline results, DDP results excluded) of at most
+    /// `n` octets. On a Version Two connection the call then offers only part of its reply
+    /// buffer: `n` octets, or what any inline reply needs when that is more — so with `n`
+    /// within the inline threshold no Reply chunk, and no memory window for it, is offered.
+    /// When the server answers RDMA2_ERR_CANT_REPLY because the reply is larger, the call is
+    /// sent again, with the same XID, offering the whole reply buffer, and the callback gets
+    /// the reply as usual (a reply larger than the whole buffer fails with
+    /// [`ClientError::CantReply`]). Version One connections, and the first call of a Version
+    /// Two connection (which probes the server), always offer the whole buffer. 0 (the
+    /// default) or a size at least the buffer's: no hint.
+    pub fn expect_reply(&mut self, n: usize) -> &mut Self {
+        self.reply_hint = n.min(u32::MAX as usize) as u32;
+        self
     }
 
     /// Octets of arguments written.
@@ -410,6 +457,8 @@ pub(crate) struct ClientShared {
     completed: AtomicU64,
     stats: ConnStats,
     node_thread: Arc<OnceLock<Thread>>,
+    /// What the connection negotiated (written by its reactor only).
+    neg: NegotiatedCell,
 }
 
 impl ClientShared {
@@ -444,7 +493,11 @@ impl Client {
         addr: SocketAddr,
         opts: ClientOptions,
     ) -> Result<Client, ClientError> {
-        if opts.version != ProtocolVersion::V1 {
+        if opts.version == ProtocolVersion::V2
+            && rpcrdma_engine::proto::private_data::representable_size(
+                opts.inline_recv.clamp(1024, 262_144),
+            ) < conn::V2_INLINE
+        {
             return Err(ClientError::Unsupported);
         }
         let mut opts = opts;
@@ -461,6 +514,7 @@ impl Client {
             completed: AtomicU64::new(0),
             stats,
             node_thread: ep.node_thread(node),
+            neg: NegotiatedCell::default(),
         });
         let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w)?;
         ep.send(node, NodeCmd::AddClient(Box::new(conn)))
@@ -482,6 +536,15 @@ impl Client {
             ST_FAILED => ClientState::Failed,
             _ => ClientState::Closed,
         }
+    }
+
+    /// What the connection negotiated: RPC-over-RDMA version, inline thresholds, remote
+    /// invalidation, the server's private data, the credits it grants. `None` before the first
+    /// connection is established; while reconnecting, the values of the last connection.
+    /// Published by the reactor (at connect, and when the version or the credits change);
+    /// reading takes no lock.
+    pub fn negotiated(&self) -> Option<Negotiated> {
+        self.shared.neg.load()
     }
 
     /// Waits (sleeping) until connected; `false` on timeout or failure.
@@ -711,6 +774,11 @@ pub(crate) struct ClientConn<P: Provider> {
     stats: ConnStatsWriter,
     completed: u64,
     worker: usize,
+    /// The server's RFC 8797 private data of the current connection.
+    peer_pd: Option<PeerPrivateData>,
+    /// Version and credits last published to `shared.neg` (0: nothing yet on this connection).
+    pub_version: u32,
+    pub_credits: u32,
 }
 
 const NO_REC: u32 = u32::MAX;
@@ -735,6 +803,7 @@ impl<P: Provider> ClientConn<P> {
         cfg.sq_depth = ep.sq_depth(c);
         cfg.rq_depth = ep.rq_depth(c);
         cfg.max_send_sge = 4;
+        cfg.max_version = opts.version.number();
         let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
         let nrec = opts.max_pending;
         let layout = SlabLayout {
@@ -798,6 +867,9 @@ impl<P: Provider> ClientConn<P> {
             stats,
             completed: 0,
             worker: 0,
+            peer_pd: None,
+            pub_version: 0,
+            pub_credits: 0,
         })
     }
 
@@ -885,8 +957,15 @@ impl<P: Provider> ClientConn<P> {
         if let Some(mut qp) = self.drv.qp.take() {
             let _ = qp.disconnect();
         }
+        // What version negotiation learnt about the server holds for the next connection:
+        // after a fallback to Version One, Version Two is not probed again.
+        if let Some(v) = self.drv.conn.as_ref().and_then(|c| c.remembered_version()) {
+            self.cfg.max_version = v.min(self.cfg.max_version).max(conn::VERSION);
+        }
         self.drv.conn = None;
         self.drv.mws.clear();
+        self.peer_pd = None;
+        self.pub_version = 0;
         for s in self.by_slot.iter_mut() {
             *s = NO_REC;
         }
@@ -1014,6 +1093,7 @@ impl<P: Provider> ClientConn<P> {
             self.stats
                 .credits(u64::from(c.outstanding()), u64::from(c.credits()));
         }
+        self.refresh_negotiated();
         self.stats.queued(self.ready.len() as u64);
         // Closed and drained: disconnect.
         if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
@@ -1038,6 +1118,7 @@ impl<P: Provider> ClientConn<P> {
             work += 1;
             match ev.kind {
                 CmEventKind::Established => {
+                    self.peer_pd = PeerPrivateData::find(ev.private_data.as_slice());
                     self.drv.established(env.now, ev.private_data.as_slice())
                 }
                 CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
@@ -1069,6 +1150,7 @@ impl<P: Provider> ClientConn<P> {
                     self.state = CState::Connected;
                     self.attempts = 0;
                     self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
+                    self.publish_negotiated();
                     self.shared.set_state(ST_CONNECTED);
                     env.stats.established();
                 }
@@ -1096,6 +1178,14 @@ impl<P: Provider> ClientConn<P> {
                         let e = match error {
                             CallError::TimedOut => ClientError::TimedOut,
                             CallError::ConnectionLost => ClientError::Closed,
+                            CallError::Rdma2(RdmaError::CantReply {
+                                segment_index,
+                                length_needed,
+                                ..
+                            }) => ClientError::CantReply {
+                                segment: segment_index,
+                                needed: length_needed,
+                            },
                             other => ClientError::Transport(other),
                         };
                         self.complete(env, links.as_deref_mut(), i, Err(e));
@@ -1121,6 +1211,42 @@ impl<P: Provider> ClientConn<P> {
         work
     }
 
+    /// Publishes again when the version or the grant changed: the first reply confirms or
+    /// abandons Version Two and brings the real grant. Two comparisons when nothing changed.
+    fn refresh_negotiated(&mut self) {
+        if let Some(c) = self.drv.conn.as_ref() {
+            if self.pub_version != 0
+                && (c.version() != self.pub_version || c.credits() != self.pub_credits)
+            {
+                self.publish_negotiated();
+            }
+        }
+    }
+
+    /// Publishes what the current connection negotiated for [`Client::negotiated`].
+    fn publish_negotiated(&mut self) {
+        let Some(c) = self.drv.conn.as_ref() else {
+            return;
+        };
+        let n = c.negotiated();
+        self.pub_version = c.version();
+        self.pub_credits = c.credits();
+        let version = ProtocolVersion::from_number(self.pub_version).unwrap_or(ProtocolVersion::V1);
+        // In effect when both sides set R (RFC 8797 §4.1); in Version Two the client then
+        // names the handle the server may invalidate in each call.
+        let remote_invalidate =
+            self.cfg.remote_invalidate && self.peer_pd.is_some_and(|p| p.remote_invalidate);
+        self.shared.neg.store(&Negotiated {
+            version,
+            send_inline: n.send_inline,
+            recv_inline: n.recv_inline,
+            remote_invalidate,
+            peer_private_data: self.peer_pd,
+            credits: self.pub_credits,
+        });
+        self.stats.version(u64::from(self.pub_version));
+    }
+
     fn rec_of(&self, call: CallId) -> Option<u32> {
         let i = *self.by_slot.get(call.slot as usize)?;
         let r = self.recs.get(i as usize)?;
@@ -1129,6 +1255,8 @@ impl<P: Provider> ClientConn<P> {
 
     fn on_reply(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>, r: conn::Reply) {
         let Some(i) = self.rec_of(r.call) else { return };
+        // Before the callback runs, so that it sees the settings this reply confirmed.
+        self.refresh_negotiated();
         self.by_slot[r.call.slot as usize] = NO_REC;
         let rec = &mut self.recs[i as usize];
         rec.call = None;
@@ -1361,13 +1489,36 @@ impl<P: Provider> ClientConn<P> {
                 recp[nr] = local_buf(b, b.len());
                 nr += 1;
             }
+            // A reply size hint applies on a confirmed Version Two connection: the hinted part
+            // of the reply buffer first — never less than any inline reply needs, which the
+            // server may send whatever we offer — and the whole buffer after
+            // RDMA2_ERR_CANT_REPLY.
+            let whole = local_buf(reply, reply.len());
+            let hint = args.reply_hint as usize;
+            let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
+            let first_len = if v2 && hint > 0 {
+                let room =
+                    (conn.negotiated().recv_buffer as usize).saturating_sub(V2_MIN_REPLY_HEADER);
+                hint.max(room)
+            } else {
+                reply.len()
+            };
+            let (first, fallback) = if first_len < reply.len() {
+                (local_buf(reply, first_len), Some(whole))
+            } else {
+                (whole, None)
+            };
             let spec = CallSpec {
                 message: &parts[..np],
                 ddp: &items[..ni],
                 receptacles: &recp[..nr],
-                reply: local_buf(reply, reply.len()),
+                reply: first,
             };
-            match conn.start_call(env.now, &spec, &mut self.drv.mem) {
+            let copts = CallOptions {
+                fallback_reply: fallback,
+                fallback_receptacles: &[],
+            };
+            match conn.start_call_with(env.now, &spec, &copts, &mut self.drv.mem) {
                 Ok(id) => {
                     self.ready.pop_front();
                     let rec = &mut self.recs[i as usize];

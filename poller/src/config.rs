@@ -27,15 +27,41 @@ pub enum CallbackMode {
     Worker,
 }
 
-/// RPC-over-RDMA protocol version a client prefers.
+/// RPC-over-RDMA protocol version: the one a client prefers ([`ClientOptions::version`]), the
+/// highest a server answers in ([`ServerOptions::version`]), the one in use
+/// ([`Negotiated::version`](crate::Negotiated::version)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ProtocolVersion {
     /// RPC-over-RDMA Version One (RFC 8166).
     #[default]
     V1,
-    /// Version Two (draft); not implemented yet: connecting with it fails.
+    /// RPC-over-RDMA Version Two (the seed draft). A client preferring it sends its first call
+    /// of a connection in Version Two (within 1024 octets, one credit); a Version Two reply
+    /// confirms it (4096-octet thresholds unless RFC 8797 private data says more), an ERR_VERS
+    /// answer makes it send the call again in Version One and use Version One from then on,
+    /// for every later connection of the same [`Client`](crate::Client) too. Needs an inline
+    /// receive size of at least 4096 octets.
     V2,
+}
+
+impl ProtocolVersion {
+    /// The version number on the wire (`rdma_vers`).
+    pub const fn number(self) -> u32 {
+        match self {
+            ProtocolVersion::V1 => 1,
+            ProtocolVersion::V2 => 2,
+        }
+    }
+
+    /// The version of wire number `n` (`None` for any other number).
+    pub const fn from_number(n: u32) -> Option<ProtocolVersion> {
+        match n {
+            1 => Some(ProtocolVersion::V1),
+            2 => Some(ProtocolVersion::V2),
+            _ => None,
+        }
+    }
 }
 
 /// Idle back-off of reactors and workers.
@@ -183,7 +209,10 @@ pub struct ClientOptions {
     /// default, as Linux does: correct credit flow control never causes an RNR, so one is an
     /// error to see, not to hide. (The server posts its receives before it accepts.)
     pub rnr_retry: u8,
-    /// Protocol version to speak.
+    /// Protocol version to prefer. [`ProtocolVersion::V2`] falls back to Version One when the
+    /// server does not speak Version Two, and remembers that for the client's later
+    /// connections; it needs `inline_recv` ≥ 4096 ([`Client::connect`](crate::Client::connect)
+    /// refuses it otherwise with [`ClientError::Unsupported`](crate::ClientError::Unsupported)).
     pub version: ProtocolVersion,
     /// Direct data placement (DDP items become chunks).
     pub ddp: bool,
@@ -255,6 +284,13 @@ pub struct ServerOptions {
     pub rnr_retry: u8,
     /// Reactor running the listener (`None`: reactor 0). Connections are spread over all.
     pub listen_reactor: Option<usize>,
+    /// Highest RPC-over-RDMA version served. [`ProtocolVersion::V2`] (the default) answers
+    /// each call in the version it came in: Version Two clients in Version Two, Version One
+    /// clients in Version One. [`ProtocolVersion::V1`] serves Version One only and answers a
+    /// Version Two call with ERR_VERS (a Version Two client then falls back). Version Two
+    /// needs `inline_recv` ≥ 4096: with a smaller receive size the server serves Version One
+    /// only.
+    pub version: ProtocolVersion,
 }
 
 impl Default for ServerOptions {
@@ -270,6 +306,7 @@ impl Default for ServerOptions {
             backlog: 128,
             rnr_retry: 0,
             listen_reactor: None,
+            version: ProtocolVersion::V2,
         }
     }
 }

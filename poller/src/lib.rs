@@ -24,7 +24,8 @@
 //!   dispatch (NULL, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS).
 //! - [`client`]: [`Client::connect`], [`Client::call`] with a completion callback (stored
 //!   without allocation), [`Client::call_blocking`], DDP items, queueing beyond the credits,
-//!   reconnection with back-off and same-XID retransmission.
+//!   reconnection with back-off and same-XID retransmission, RPC-over-RDMA Version One or Two
+//!   (with fallback), [`Client::negotiated`] ([`negotiated`]).
 //! - [`buf`]: registered memory (per-connection slabs, payload and reply pools) and the
 //!   engine's memory view.
 //! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters.
@@ -43,6 +44,7 @@ pub mod client;
 pub mod config;
 pub mod driver;
 pub mod mpsc;
+pub mod negotiated;
 pub mod program;
 pub mod reactor;
 pub mod ring;
@@ -69,6 +71,7 @@ pub use config::{
     BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PinMode,
     ProtocolVersion, RuntimeConfig, ServerOptions,
 };
+pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{BuildError, Handler, Program, Programs, Reject, ReplyBuilder, Request};
 pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};

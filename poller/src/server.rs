@@ -273,6 +273,10 @@ impl<P: Provider> ServerConn<P> {
         cfg.rq_depth = env.rq_depth(c);
         cfg.max_send_sge = 4;
         cfg.max_rdma_reads = 16;
+        // Version Two needs 4096-octet receives; a smaller receive size serves Version One only.
+        let v2_ok = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv)
+            >= conn::V2_INLINE;
+        cfg.max_version = if v2_ok { o.version.number() } else { 1 };
         let nslots = 2 * c as usize;
         let ndata = if o.data_buffers == 0 {
             (c as usize / 4).max(2)

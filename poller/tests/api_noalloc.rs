@@ -2,17 +2,23 @@
 //! client call (submission ring), the client reactor (XID, RPC header, engine, soft QP post),
 //! the server reactor (receive, dispatch, handler, reply), the reply completion and the
 //! callback. A counting global allocator counts on every thread; the test thread itself does
-//! not allocate while measuring (it spins on an atomic).
+//! not allocate while measuring (it spins on an atomic). In Version One, and in Version Two with
+//! reply size hints where every fourth call's reply is larger than its hint (an
+//! RDMA2_ERR_CANT_REPLY answer and a retry with the same XID). The tests run one at a time (the
+//! count is process-wide).
 
 mod api_common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api_common::*;
-use rpcrdma_poller::{CallbackMode, Client, ClientOptions, Server, ServerOptions};
+use rpcrdma_poller::{CallbackMode, Client, ClientOptions, ProtocolVersion, Server, ServerOptions};
+
+/// One measuring test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 struct Counting;
 
@@ -86,8 +92,112 @@ fn run(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<At
     }
 }
 
+/// Runs `n` calls as `run` does, in Version Two: SUM calls with a 64-octet reply hint, and
+/// every fourth an ECHO of 5000 octets with the same hint (a long call; its reply is larger
+/// than the inline room the hint offers: CANT_REPLY, retried with the whole reply buffer).
+fn run_v2(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
+    let start = done.load(Ordering::Acquire);
+    let mut issued = 0u64;
+    let end = Instant::now() + Duration::from_secs(30);
+    let payload = [0x6bu8; 5000];
+    while done.load(Ordering::Acquire) < start + n {
+        assert!(Instant::now() < end, "stalled");
+        if issued < n && issued - (done.load(Ordering::Acquire) - start) < window {
+            let Some(mut a) = client.args() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            let big = issued % 4 == 0;
+            let (proc_num, want) = if big {
+                a.put_opaque(&payload).unwrap();
+                (ECHO, 5000u32)
+            } else {
+                a.put_u32(issued as u32).unwrap();
+                a.put_u32(1).unwrap();
+                (SUM, issued as u32 + 1)
+            };
+            a.expect_reply(64);
+            let (d, b) = (Arc::clone(done), Arc::clone(bad));
+            match client.call(PROG, 2, proc_num, a, move |r| {
+                let ok = match r {
+                    Ok(rep) if big => {
+                        rep.results().get(..4) == Some(&want.to_be_bytes()[..])
+                            && rep.results().len() == 4 + 5000
+                            && rep.results()[4..].iter().all(|&x| x == 0x6b)
+                    }
+                    Ok(rep) => rep.results() == want.to_be_bytes(),
+                    Err(_) => false,
+                };
+                if !ok {
+                    b.fetch_add(1, Ordering::Relaxed);
+                }
+                // Release: pairs with the test thread's Acquire loads.
+                d.fetch_add(1, Ordering::Release);
+            }) {
+                Ok(()) => issued += 1,
+                Err(r) => drop(r),
+            }
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn accepts_zero_allocations_per_rpc_v2_with_cant_reply_retries() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let w = World::new(0);
+    let server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(ServerOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            version: ProtocolVersion::V2,
+            ..ClientOptions::default()
+        },
+    )
+    .expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let done = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    run_v2(&client, 3000, 16, &done, &bad);
+    assert_eq!(
+        client.negotiated().map(|n| n.version),
+        Some(ProtocolVersion::V2)
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    let errors = client.stats().snapshot().errors;
+    let served = server.totals().calls;
+    let before = allocs();
+    run_v2(&client, 5000, 16, &done, &bad);
+    std::thread::sleep(Duration::from_millis(5));
+    let after = allocs();
+    assert_eq!(bad.load(Ordering::Relaxed), 0);
+    assert_eq!(client.stats().snapshot().errors, errors);
+    // Every ECHO reached the server twice (CANT_REPLY, then the retry).
+    assert_eq!(server.totals().calls - served, 5000 + 1250);
+    assert_eq!(
+        after - before,
+        0,
+        "{} heap allocations in 5000 Version Two RPCs (1250 retried after CANT_REPLY)",
+        after - before
+    );
+    w.stop();
+}
+
 #[test]
 fn accepts_zero_allocations_per_rpc_inline() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c0 = allocs();
     drop(std::hint::black_box(vec![1u8; 10]));
     assert!(allocs() > c0, "counting allocator not active");

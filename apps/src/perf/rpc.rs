@@ -687,8 +687,7 @@ fn build_world(
         Ok(c) => c,
         Err(ClientError::Unsupported) => {
             return Err(PerfError::Config(format!(
-                "RPC-over-RDMA {:?} is not available through the poller API yet \
-                 (Client::connect refuses it); use --version 1",
+                "RPC-over-RDMA {:?} needs an inline size of at least 4096 (--inline-size)",
                 cfg.version
             )))
         }
