@@ -188,6 +188,28 @@ fn accepts_first_v2_message_within_1024_then_v2_thresholds() {
 }
 
 #[test]
+fn accepts_v2_thresholds_from_rounded_advertised_sizes() {
+    // 9000 and 5000 are not representable in RFC 8797 (advertised as 8192 and 4096). Each end
+    // works out the other's send threshold from the advertised value, so a sender must not
+    // use its raw configured size: both ends agree on every direction.
+    let mut cc = v2cfg();
+    cc.inline_send = 9000;
+    cc.inline_recv = 16384;
+    let mut sc = v2cfg();
+    sc.inline_send = 5000;
+    sc.inline_recv = 16384;
+    let mut p = Pair::new(cc, sc);
+    simple_call(&mut p, 1, 64, 64);
+    serve(&mut p, 40, &[]);
+    p.next_reply();
+    let a = p.req.conn.as_ref().unwrap().negotiated();
+    let b = p.resp.conn.as_ref().unwrap().negotiated();
+    assert_eq!(a.send_inline, b.recv_inline, "client → server");
+    assert_eq!(b.send_inline, a.recv_inline, "server → client");
+    assert_eq!((a.send_inline, b.send_inline), (8192, 4096));
+}
+
+#[test]
 fn accepts_fallback_to_v1_with_a_v1_only_server_and_remembers_it() {
     let mut sc = v1cfg();
     sc.inline_recv = 2048;

@@ -1071,17 +1071,20 @@ impl core::fmt::Debug for Connection {
 /// open), and never more than this side's send buffers hold. `exchange` is (peer's message,
 /// ours) when both were sent.
 fn v2_thresholds(cfg: &Config, exchange: Option<(PrivateData, PrivateData)>) -> Negotiated {
-    let (peer_send, peer_recv, our_recv, recognised) = match exchange {
+    let (peer_send, peer_recv, our_send, our_recv, recognised) = match exchange {
         Some((peer, ours)) => (
             peer.advertised_send_size().max(V2_INLINE),
             peer.advertised_recv_size().max(V2_INLINE),
+            ours.advertised_send_size().max(V2_INLINE),
             ours.advertised_recv_size().max(V2_INLINE),
             true,
         ),
-        None => (V2_INLINE, V2_INLINE, V2_INLINE, false),
+        None => (V2_INLINE, V2_INLINE, V2_INLINE, V2_INLINE, false),
     };
     Negotiated {
-        send_inline: cfg.inline_send.max(1).min(peer_recv),
+        // The peer works out this direction from our advertised (rounded-down) send size, so
+        // ours never exceeds it, nor what our send buffers hold.
+        send_inline: cfg.inline_send.max(1).min(our_send).min(peer_recv),
         recv_inline: our_recv.min(peer_send),
         recv_buffer: private_data::representable_size(cfg.inline_recv),
         // Version Two: the requester names the handle per call (rdma_inv_handle); this says
