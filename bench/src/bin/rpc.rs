@@ -23,7 +23,7 @@ use rpcrdma_bench::{cacheline_pingpong, histogram, report, Row};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
     BackoffMode, CallbackMode, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
-    Program, ReactorConfig, ReactorSet, Server, ServerOptions,
+    Program, ProtocolVersion, ReactorConfig, ReactorSet, Server, ServerOptions,
 };
 
 const PROG: u32 = 0x2000_00aa;
@@ -48,7 +48,7 @@ struct Bench {
     client: Client,
 }
 
-fn setup(mode: CallbackMode, port: u16) -> Bench {
+fn setup(mode: CallbackMode, version: ProtocolVersion, port: u16) -> Bench {
     let worker = mode == CallbackMode::Worker;
     let mut rc = ReactorConfig::new(Cores::Count(2));
     rc.pin = PinPolicy::AllowUnpinned;
@@ -93,6 +93,7 @@ fn setup(mode: CallbackMode, port: u16) -> Bench {
             mode,
             credits: 32,
             reactor: Some(1),
+            version,
             ..ClientOptions::default()
         },
     )
@@ -178,6 +179,13 @@ fn closed_loop(client: &Client, total: u64, window: u64) -> (Histogram<u64>, Dur
     (h, el)
 }
 
+fn version_name(v: ProtocolVersion) -> &'static str {
+    match v {
+        ProtocolVersion::V1 => "v1",
+        ProtocolVersion::V2 => "v2",
+    }
+}
+
 fn main() {
     let iters = flag("--iters", 50_000);
     let secs = flag("--secs", 2);
@@ -195,20 +203,28 @@ fn main() {
         Row::new("bare soft SEND round trip (32 B)", send),
     ];
     let mut tput = Vec::new();
-    for (i, mode) in [CallbackMode::Inline, CallbackMode::Worker]
-        .into_iter()
-        .enumerate()
-    {
-        let b = setup(mode, 7000 + i as u16);
+    let runs = [
+        (CallbackMode::Inline, ProtocolVersion::V1),
+        (CallbackMode::Worker, ProtocolVersion::V1),
+        (CallbackMode::Inline, ProtocolVersion::V2),
+    ];
+    for (i, (mode, version)) in runs.into_iter().enumerate() {
+        let b = setup(mode, version, 7000 + i as u16);
+        let name = format!("{mode:?} mode, {}", version_name(version));
         let _ = closed_loop(&b.client, iters / 10 + 1, 1); // warm-up
+        assert_eq!(
+            b.client.negotiated().map(|n| n.version),
+            Some(version),
+            "negotiated version"
+        );
         let (h, _) = closed_loop(&b.client, iters, 1);
-        rows.push(Row::new(format!("NULL RPC round trip, {mode:?} mode"), h));
+        rows.push(Row::new(format!("NULL RPC round trip, {name}"), h));
         // Throughput: as many calls as fit in `secs` at the first estimate, 32 in flight.
         let (_, el) = closed_loop(&b.client, 20_000, 32);
         let rate = 20_000.0 / el.as_secs_f64();
         let total = ((rate * secs as f64) as u64).max(1000);
         let (_, el) = closed_loop(&b.client, total, 32);
-        tput.push((mode, total as f64 / el.as_secs_f64()));
+        tput.push((name, total as f64 / el.as_secs_f64()));
         b.stop();
     }
     let load_after = load_average();
@@ -228,7 +244,7 @@ fn main() {
     }
     println!("\nNULL RPC throughput (32 calls in flight, about {secs} s each)");
     for (m, t) in &tput {
-        println!("{:<44} {:>12.0} calls/s", format!("{m:?} mode"), t);
+        println!("{m:<44} {t:>12.0} calls/s");
     }
     if let (Some(t0), Some(t1)) = (load_before, tput.first().map(|t| t.1)) {
         println!(
