@@ -117,6 +117,22 @@ counters! {
         connection_losses,
         /// RPC-over-RDMA version in use (client; 0 before the first connection). A gauge.
         rdma_version,
+        /// Backward calls (RFC 8167) sent (server; retransmissions included) or received
+        /// (client).
+        back_calls,
+        /// Backward calls completed by a reply (server: a reply arrived; client: a reply was
+        /// sent).
+        back_replies,
+        /// Backward calls that failed (server: timed out, not served, session closed, RPC or
+        /// transport error) or were answered with an RPC or transport error (client).
+        back_errors,
+        /// Backward calls sent again, with the same XID, on a later connection of their session
+        /// (server).
+        back_retransmits,
+        /// Backward calls on the wire (server) or being served (client). A gauge.
+        back_in_flight,
+        /// Backward calls waiting for a backward credit or a reply buffer (server). A gauge.
+        back_queued,
     }
 }
 
@@ -255,5 +271,31 @@ impl ConnStatsWriter {
     }
     pub(crate) fn version(&self, v: u64) {
         set(&self.0.rdma_version, v);
+    }
+    pub(crate) fn back_call(&self, bytes_out: u64) {
+        bump(&self.0.back_calls, 1);
+        bump(&self.0.bytes_out, bytes_out);
+    }
+    pub(crate) fn back_call_in(&self, bytes_in: u64) {
+        bump(&self.0.back_calls, 1);
+        bump(&self.0.bytes_in, bytes_in);
+    }
+    pub(crate) fn back_reply(&self, bytes: u64, incoming: bool) {
+        bump(&self.0.back_replies, 1);
+        if incoming {
+            bump(&self.0.bytes_in, bytes);
+        } else {
+            bump(&self.0.bytes_out, bytes);
+        }
+    }
+    pub(crate) fn back_error(&self) {
+        bump(&self.0.back_errors, 1);
+    }
+    pub(crate) fn back_retransmit(&self) {
+        bump(&self.0.back_retransmits, 1);
+    }
+    pub(crate) fn back_gauges(&self, in_flight: u64, queued: u64) {
+        set(&self.0.back_in_flight, in_flight);
+        set(&self.0.back_queued, queued);
     }
 }

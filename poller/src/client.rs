@@ -53,6 +53,7 @@ use rpcrdma_engine::verbs::{
 use rpcrdma_mempool::PoolBuf;
 
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
+use crate::backchannel::{BackchannelService, ClientBack};
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
@@ -117,6 +118,13 @@ pub enum ClientError {
     Setup,
     /// The call was dropped without running (runtime torn down with the call in a ring).
     Dropped,
+    /// Backward call (server side): the client has not said it serves the backchannel (the
+    /// upper layer did not enable it, RFC 8167 §6). Refused locally; nothing was sent.
+    NotServed,
+    /// Backward call (server side): the session is unknown or was closed.
+    SessionClosed,
+    /// A blocking wrapper was called on the reactor thread that has to complete it.
+    WouldBlock,
 }
 
 impl core::fmt::Display for ClientError {
@@ -493,6 +501,17 @@ impl Client {
         addr: SocketAddr,
         opts: ClientOptions,
     ) -> Result<Client, ClientError> {
+        Self::connect_with(ep, addr, opts, None)
+    }
+
+    /// [`Client::connect`], serving `back` on the backchannel when given (see
+    /// [`Client::connect_serving`]).
+    pub(crate) fn connect_with<P: Provider>(
+        ep: &Endpoint<P>,
+        addr: SocketAddr,
+        opts: ClientOptions,
+        back: Option<BackchannelService>,
+    ) -> Result<Client, ClientError> {
         if opts.version == ProtocolVersion::V2
             && rpcrdma_engine::proto::private_data::representable_size(
                 opts.inline_recv.clamp(1024, 262_144),
@@ -516,7 +535,7 @@ impl Client {
             node_thread: ep.node_thread(node),
             neg: NegotiatedCell::default(),
         });
-        let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w)?;
+        let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
         ep.send(node, NodeCmd::AddClient(Box::new(conn)))
             .map_err(|_| ClientError::Closed)?;
         Ok(Client {
@@ -779,6 +798,10 @@ pub(crate) struct ClientConn<P: Provider> {
     /// Version and credits last published to `shared.neg` (0: nothing yet on this connection).
     pub_version: u32,
     pub_credits: u32,
+    /// The backchannel this client serves (RFC 8167), if any.
+    back: Option<Box<ClientBack>>,
+    /// A reconnect waits until no worker holds a view of a backward call's receive buffer.
+    reconnect_deferred: bool,
 }
 
 const NO_REC: u32 = u32::MAX;
@@ -791,6 +814,7 @@ impl<P: Provider> ClientConn<P> {
         rx: MpscConsumer<Submit>,
         shared: Arc<ClientShared>,
         stats: ConnStatsWriter,
+        back: Option<BackchannelService>,
     ) -> Result<Self, ClientError> {
         let c = opts.credits;
         let mut cfg = conn::Config::DEFAULT;
@@ -818,11 +842,27 @@ impl<P: Provider> ClientConn<P> {
         };
         let slab =
             Slab::new(&**ep.pd(), &layout, ep.hugepages()).map_err(|_| ClientError::Setup)?;
-        let mem = HostRegions::new(&[
+        let back = match back {
+            Some(b) => Some(
+                ClientBack::new(
+                    &**ep.pd(),
+                    ep.hugepages(),
+                    &mut cfg,
+                    ep.config(),
+                    opts.mode,
+                    b,
+                )
+                .map_err(|_| ClientError::Setup)?,
+            ),
+            None => None,
+        };
+        let mut regions = vec![
             Arc::clone(&slab.region),
             Arc::clone(ep.buffers().region()),
             Arc::clone(ep.reply_buffers().region()),
-        ]);
+        ];
+        regions.extend(back.as_ref().map(|b| b.region()));
+        let mem = HostRegions::new(&regions);
         let recs = (0..nrec)
             .map(|i| Record {
                 gen: 0,
@@ -870,12 +910,14 @@ impl<P: Provider> ClientConn<P> {
             peer_pd: None,
             pub_version: 0,
             pub_credits: 0,
+            back,
+            reconnect_deferred: false,
         })
     }
 
     /// True once closed and drained (the node removes it).
     pub(crate) fn is_done(&self) -> bool {
-        self.state == CState::Done
+        self.state == CState::Done && self.back.as_ref().map_or(true, |b| b.idle())
     }
 
     /// Placed on a node: connect.
@@ -897,7 +939,11 @@ impl<P: Provider> ClientConn<P> {
             }
         }
         let keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
-        let conn = match Connection::new(Role::Requester, self.cfg, &self.slab.pools(&keys)) {
+        let conn = match self.back.as_deref() {
+            None => Connection::new(Role::Requester, self.cfg, &self.slab.pools(&keys)),
+            Some(b) => b.requester(self.cfg, &self.slab.pools(&keys)),
+        };
+        let conn = match conn {
             Ok(c) => c,
             Err(_) => {
                 self.fail_all(env, None, ClientError::Setup);
@@ -969,6 +1015,9 @@ impl<P: Provider> ClientConn<P> {
         for s in self.by_slot.iter_mut() {
             *s = NO_REC;
         }
+        if let Some(b) = self.back.as_mut() {
+            b.on_lost(env);
+        }
     }
 
     /// The connection is gone (or never came): back off and reconnect, or give up.
@@ -1030,8 +1079,13 @@ impl<P: Provider> ClientConn<P> {
             TIMER_RECONNECT => {
                 self.timer = None;
                 if self.state == CState::Backoff {
-                    self.stats.reconnect();
-                    self.connect(env, cx, slot);
+                    if self.back.as_ref().is_some_and(|b| !b.idle()) {
+                        // `service` connects once the workers are done with the old receives.
+                        self.reconnect_deferred = true;
+                    } else {
+                        self.stats.reconnect();
+                        self.connect(env, cx, slot);
+                    }
                 }
             }
             TIMER_CONN => {
@@ -1063,10 +1117,21 @@ impl<P: Provider> ClientConn<P> {
         if !self.closing && self.shared.closed.load(Ordering::Acquire) {
             self.closing = true;
         }
+        if self.reconnect_deferred && self.back.as_ref().map_or(true, |b| b.idle()) {
+            self.reconnect_deferred = false;
+            if self.state == CState::Backoff {
+                self.stats.reconnect();
+                self.connect(env, cx, slot);
+            }
+        }
         // CM events.
         work += self.poll_cm(env, cx, slot);
         // Engine events.
         work += self.events(env, links.as_deref_mut(), cx, slot);
+        // Backward calls that waited for a reply buffer or send-queue room.
+        if let Some(b) = self.back.as_mut() {
+            work += b.service(&mut self.drv, env, links.as_deref_mut(), slot, &self.stats);
+        }
         // New calls from the ring (not while completions wait for a worker: back-pressure).
         let congested = links.as_deref().is_some_and(|l| l.congested());
         if !congested {
@@ -1192,7 +1257,18 @@ impl<P: Provider> ClientConn<P> {
                     }
                 }
                 Event::ConnectionLost => lost = true,
-                Event::CallReady(_) => {}
+                Event::CallReady(inc) => {
+                    if let Some(b) = self.back.as_mut() {
+                        b.on_call(
+                            &mut self.drv,
+                            env,
+                            links.as_deref_mut(),
+                            slot,
+                            inc,
+                            &self.stats,
+                        );
+                    }
+                }
             }
         }
         if !self.scratch.is_empty() {
@@ -1564,6 +1640,48 @@ impl<P: Provider> Drop for ClientConn<P> {
             .completed
             .store(self.completed, Ordering::Relaxed);
         self.shared.set_state(ST_CLOSED);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pieces the backchannel (crate::backchannel) uses.
+
+impl Reply {
+    /// A backward call's reply (server side): `len` octets of results at `off` of `buf`.
+    pub(crate) fn backward(buf: PoolBuf, off: usize, len: usize, xid: u32) -> Reply {
+        Reply {
+            buf,
+            off,
+            len,
+            xid,
+            receptacles: Default::default(),
+        }
+    }
+}
+
+impl CallArgs {
+    /// The argument buffer and the octets written in it.
+    pub(crate) fn written(&self) -> (&PoolBuf, usize) {
+        (&self.buf, self.len)
+    }
+
+    /// The DDP argument items.
+    pub(crate) fn ddp_items(&self) -> &DdpItems {
+        &self.ddp
+    }
+
+    /// Receptacles offered.
+    pub(crate) fn receptacle_count(&self) -> usize {
+        self.nrec
+    }
+}
+
+impl<P: Provider> ClientConn<P> {
+    /// A worker finished a backward call's handler.
+    pub(crate) fn on_served(&mut self, env: &mut NodeEnv<P>, s: crate::worker::Served) {
+        if let Some(b) = self.back.as_mut() {
+            b.on_served(&mut self.drv, env, s, &self.stats);
+        }
     }
 }
 

@@ -291,6 +291,17 @@ pub struct ServerOptions {
     /// needs `inline_recv` ≥ 4096: with a smaller receive size the server serves Version One
     /// only.
     pub version: ProtocolVersion,
+    /// Backward calls (RFC 8167) each connection keeps outstanding at most, and the backward
+    /// credits it asks its client for (the client's grant limits it further). 0: connections
+    /// carry no backchannel and handlers get no [`BackChannel`](crate::BackChannel). At most
+    /// the endpoint's `max_credits`.
+    pub backchannel_credits: u32,
+    /// Backward calls one connection holds at once (queued, parked or on the wire); more wait
+    /// in its submission ring, which has as many slots (rounded up to a power of two).
+    pub backchannel_queue: usize,
+    /// Fail a backward call not answered within this many milliseconds (0: never). Per call:
+    /// [`BackCallOptions::timeout_ms`](crate::BackCallOptions::timeout_ms).
+    pub backchannel_timeout_ms: u64,
 }
 
 impl Default for ServerOptions {
@@ -307,6 +318,9 @@ impl Default for ServerOptions {
             rnr_retry: 0,
             listen_reactor: None,
             version: ProtocolVersion::V2,
+            backchannel_credits: 4,
+            backchannel_queue: 64,
+            backchannel_timeout_ms: 30_000,
         }
     }
 }

@@ -26,6 +26,11 @@
 //!   without allocation), [`Client::call_blocking`], DDP items, queueing beyond the credits,
 //!   reconnection with back-off and same-XID retransmission, RPC-over-RDMA Version One or Two
 //!   (with fallback), [`Client::negotiated`] ([`negotiated`]).
+//!   reconnection with back-off and same-XID retransmission.
+//! - [`backchannel`]: backward-direction RPC (RFC 8167): clients serve programs on their
+//!   backchannel ([`Client::connect_serving`]); server handlers get a [`BackChannel`] to enable
+//!   it, bind the connection to a session and send backward calls ([`Server::back_call`]),
+//!   which are kept and sent again with the same XID when the session's client reconnects.
 //! - [`buf`]: registered memory (per-connection slabs, payload and reply pools) and the
 //!   engine's memory view.
 //! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters.
@@ -38,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod api_stats;
+pub mod backchannel;
 pub mod backoff;
 pub mod buf;
 pub mod client;
@@ -65,6 +71,7 @@ pub use stats::{StatsReader, StatsSnapshot, StatsWriter};
 pub use timer::{TimerError, TimerHandle, TimerWheel};
 
 pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
+pub use backchannel::{BackCallOptions, BackChannel, BackchannelService, BindError};
 pub use buf::{BufPool, HostRegions};
 pub use client::{CallArgs, Callback, Client, ClientError, ClientState, Refused, Reply};
 pub use config::{

@@ -25,6 +25,8 @@ use rpcrdma_engine::rpc::{
 };
 use rpcrdma_mempool::PoolBuf;
 
+use crate::backchannel::BackChannel;
+
 /// Most DDP items one call's arguments or one reply's results may carry.
 pub const MAX_DDP: usize = 4;
 
@@ -75,6 +77,19 @@ pub struct Request<'a> {
     pub args: &'a [u8],
     /// Capacity of each Write chunk the client offered (DDP results fit there).
     pub write_chunks: &'a [u32],
+    /// The backchannel of the connection the call arrived on (server with
+    /// `backchannel_credits` > 0; `None` for backward calls a client serves).
+    pub(crate) back: Option<&'a BackChannel>,
+}
+
+impl<'a> Request<'a> {
+    /// The backchannel of the connection this call arrived on: a `Send + Clone` handle to
+    /// enable it once the client said it serves backward calls, bind the connection to a
+    /// session, and send backward calls (RFC 8167). `None` when the server has no backchannel
+    /// (`ServerOptions::backchannel_credits` 0) and in backward calls a client serves.
+    pub fn backchannel(&self) -> Option<&'a BackChannel> {
+        self.back
+    }
 }
 
 /// DDP result items of one reply: where each goes in the reply stream and the buffer that

@@ -46,6 +46,8 @@ const CONTROL_BATCH: usize = 16;
 
 pub(crate) const TIMER_CONN: u8 = 1;
 pub(crate) const TIMER_RECONNECT: u8 = 2;
+/// A server connection's earliest backward-call deadline.
+pub(crate) const TIMER_BACK: u8 = 3;
 
 /// A timer token: kind, slot, slot generation.
 #[inline]
@@ -448,6 +450,11 @@ impl<P: Provider> NodeEnv<P> {
         rq_depth_for(credits)
     }
 
+    /// The thread of this node's reactor (set once it has polled).
+    pub(crate) fn node_thread(&self) -> Arc<OnceLock<Thread>> {
+        Arc::clone(&self.peers[self.index].thread)
+    }
+
     /// Runs the QP hook, if any.
     pub(crate) fn qp_created(&self, qp: &P::Qp) {
         if let Some(h) = self.qp_hook.get() {
@@ -628,8 +635,10 @@ impl<P: Provider> Node<P> {
             if env.slot_gen(slot) != gen {
                 return; // the connection is gone; buffers return to the pool here
             }
-            if let Some(Some(Conn::Server(c))) = slots.get_mut(slot as usize) {
-                c.on_served(env, s);
+            match slots.get_mut(slot as usize) {
+                Some(Some(Conn::Server(c))) => c.on_served(env, s),
+                Some(Some(Conn::Client(c))) => c.on_served(env, s),
+                _ => {}
             }
         })
     }
@@ -693,7 +702,9 @@ impl<P: Provider> Poller for Node<P> {
             Some(Some(Conn::Client(c))) => {
                 c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
             }
-            Some(Some(Conn::Server(s))) => s.on_timer(&mut self.env),
+            Some(Some(Conn::Server(s))) => {
+                s.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
+            }
             _ => {}
         }
     }
@@ -702,8 +713,9 @@ impl<P: Provider> Poller for Node<P> {
         self.stopping = true;
         self.listeners.clear();
         for c in self.slots.iter_mut().flatten() {
-            if let Conn::Client(c) = c {
-                c.shutdown();
+            match c {
+                Conn::Client(c) => c.shutdown(),
+                Conn::Server(s) => s.shutdown(),
             }
         }
     }

@@ -9,7 +9,9 @@
 //! errors are answered at once; a handler runs inline or on a worker with a zero-copy view of
 //! the arguments and writes its results straight into the reply buffer, which the reply Send
 //! gathers. DDP results go into the client's Write chunks. Reply buffers and DDP items are
-//! kept until the reply's Send completes, then return to their pool.
+//! kept until the reply's Send completes, then return to their pool. With
+//! `backchannel_credits` > 0 each connection also sends backward calls (RFC 8167, see
+//! [`crate::backchannel`]); handlers reach them through [`Request::backchannel`].
 //!
 //! Recovery: a call that finds no free reply buffer waits in order in the connection (the
 //! client gets no new credit meanwhile); a reply the send queue cannot take yet waits and is
@@ -35,6 +37,7 @@ use rpcrdma_engine::verbs::{
 use rpcrdma_mempool::PoolBuf;
 
 use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
+use crate::backchannel::{BackServer, ServerBack};
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
@@ -43,7 +46,7 @@ use crate::program::{
     SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
-use crate::runtime::{job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_CONN};
+use crate::runtime::{job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_BACK, TIMER_CONN};
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 
 /// Why a server could not start.
@@ -77,6 +80,8 @@ pub(crate) struct ServerShared {
     conns: Mutex<Vec<ConnStats>>,
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: AtomicU64,
+    /// Sessions and backward-call settings (RFC 8167).
+    pub(crate) back: Arc<BackServer>,
 }
 
 impl ServerShared {
@@ -143,6 +148,7 @@ impl ServerBuilder {
             conns: Mutex::new(Vec::new()),
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
         });
         let node = opts
             .listen_reactor
@@ -216,8 +222,19 @@ impl Server {
             t.credits_in_use += s.credits_in_use;
             t.queued += s.queued;
             t.connection_losses += s.connection_losses;
+            t.back_calls += s.back_calls;
+            t.back_replies += s.back_replies;
+            t.back_errors += s.back_errors;
+            t.back_retransmits += s.back_retransmits;
+            t.back_in_flight += s.back_in_flight;
+            t.back_queued += s.back_queued;
         }
         t
+    }
+
+    /// The server's sessions and backward-call settings.
+    pub(crate) fn back_server(&self) -> &Arc<BackServer> {
+        &self.shared.back
     }
 
     /// Stops accepting connections (existing ones keep being served).
@@ -251,6 +268,8 @@ pub(crate) struct ServerConn<P: Provider> {
     lost: bool,
     stats: ConnStatsWriter,
     worker: usize,
+    /// The backward direction (RFC 8167), when the server has one.
+    back: Option<ServerBack>,
 }
 
 impl<P: Provider> ServerConn<P> {
@@ -295,7 +314,19 @@ impl<P: Provider> ServerConn<P> {
             rpc_header_size: 0,
         };
         let slab = Slab::new(&*env.pd, &layout, env.hugepages).ok()?;
-        let mut conn = Connection::new(Role::Responder, cfg, &slab.pools(&[])).ok()?;
+        let (w, r) = conn_stats();
+        let back = if o.backchannel_credits > 0 {
+            Some(ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()).ok()?)
+        } else {
+            None
+        };
+        let mut conn = match &back {
+            Some(b) => {
+                Connection::with_backchannel(Role::Responder, cfg, &slab.pools(&[]), &b.pools())
+                    .ok()?
+            }
+            None => Connection::new(Role::Responder, cfg, &slab.pools(&[])).ok()?,
+        };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
         let opts = QpOptions {
             max_send_wr: cfg.sq_depth,
@@ -337,11 +368,13 @@ impl<P: Provider> ServerConn<P> {
         if !env.router.insert(qpn, slot) {
             return None;
         }
-        let mem = HostRegions::new(&[
+        let mut regions = vec![
             Arc::clone(&slab.region),
             Arc::clone(env.bufs.region()),
             Arc::clone(env.replies.region()),
-        ]);
+        ];
+        regions.extend(back.as_ref().map(|b| b.region()));
+        let mem = HostRegions::new(&regions);
         let mut drv = ConnDriver::new(mem);
         drv.qp_num = qpn;
         drv.qp = Some(qp);
@@ -349,7 +382,6 @@ impl<P: Provider> ServerConn<P> {
         // Anything else the engine queued meanwhile (nothing, normally).
         let p = drv.post(env.now);
         env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-        let (w, r) = conn_stats();
         shared
             .conns
             .lock()
@@ -369,12 +401,13 @@ impl<P: Provider> ServerConn<P> {
             lost: false,
             stats: w,
             worker: slot as usize,
+            back,
         })
     }
 
     /// True when the node may drop it: lost and no worker holds a view of its memory.
     pub(crate) fn is_done(&self) -> bool {
-        self.lost && self.in_worker == 0
+        self.lost && self.in_worker == 0 && self.back.as_ref().map_or(true, |b| b.is_done())
     }
 
     /// Feeds a completion; a finished reply Send releases its buffers.
@@ -389,8 +422,27 @@ impl<P: Provider> ServerConn<P> {
         self.drv.feed(now, wc);
     }
 
-    pub(crate) fn on_timer(&mut self, env: &mut NodeEnv<P>) {
-        self.drv.on_timer(env.now);
+    pub(crate) fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match (kind, self.back.as_mut()) {
+            (TIMER_BACK, Some(b)) => b.on_timer(env, links, cx, slot, &self.stats),
+            (TIMER_BACK, None) => {}
+            _ => self.drv.on_timer(env.now),
+        }
+    }
+
+    /// The reactor is stopping: a lost connection stops holding backward calls for its
+    /// session (they fail).
+    pub(crate) fn shutdown(&mut self) {
+        if let Some(b) = self.back.as_mut() {
+            b.shutdown();
+        }
     }
 
     /// One round of work.
@@ -403,7 +455,11 @@ impl<P: Provider> ServerConn<P> {
     ) -> usize {
         let mut work = 0;
         if self.lost {
-            return 0;
+            // Backward calls kept for the session until its client binds a new connection.
+            return match self.back.as_mut() {
+                Some(b) => b.service_lost(env, links, cx, slot, &self.stats),
+                None => 0,
+            };
         }
         // CM: only a disconnect matters after accept.
         loop {
@@ -464,8 +520,29 @@ impl<P: Provider> ServerConn<P> {
                     }
                 }
                 Event::ConnectionLost => lost = true,
-                _ => {}
+                Event::ReplyReady(r) => {
+                    if let Some(b) = self.back.as_mut() {
+                        b.on_reply(env, links.as_deref_mut(), r, &self.stats);
+                    }
+                }
+                Event::CallFailed { call, error, .. } => {
+                    if let Some(b) = self.back.as_mut() {
+                        b.on_failed(env, links.as_deref_mut(), call, error, &self.stats);
+                    }
+                }
+                Event::Connected(_) => {}
             }
+        }
+        // Backward calls: enable, take new ones, start what the backward credits allow.
+        if let Some(b) = self.back.as_mut() {
+            work += b.service(
+                &mut self.drv,
+                env,
+                links.as_deref_mut(),
+                cx,
+                slot,
+                &self.stats,
+            );
         }
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
@@ -476,7 +553,7 @@ impl<P: Provider> ServerConn<P> {
             || lost
             || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
         {
-            self.teardown(env, cx);
+            self.teardown(env, links, cx, slot);
             return work + 1;
         }
         let gen = env.slot_gen(slot);
@@ -489,7 +566,13 @@ impl<P: Provider> ServerConn<P> {
         work
     }
 
-    fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
+    fn teardown(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
         self.lost = true;
         self.stats.lost();
         if self.drv.qp_num != 0 {
@@ -506,6 +589,9 @@ impl<P: Provider> ServerConn<P> {
         }
         self.waiting.clear();
         self.pending.clear();
+        if let Some(b) = self.back.as_mut() {
+            b.on_lost(env, links, cx, slot, &self.stats);
+        }
     }
 
     /// Serves one call; `false` when no reply buffer is free (the call must wait).
@@ -558,6 +644,7 @@ impl<P: Provider> ServerConn<P> {
                                 reply,
                                 base: SUCCESS_HEADER_LEN as u32,
                                 ddp: DdpItems::new(),
+                                back: self.back.as_ref().map(|b| b.handle.clone()),
                             });
                             self.in_worker += 1;
                             if !l.submit(self.worker, job) {
@@ -574,6 +661,7 @@ impl<P: Provider> ServerConn<P> {
                                 cred: h.cred,
                                 args,
                                 write_chunks: &inc.write_capacity[..nw],
+                                back: self.back.as_ref().map(|b| &b.handle),
                             };
                             let mut ddp = DdpItems::new();
                             let r = {

@@ -27,6 +27,7 @@ use std::thread::{JoinHandle, Thread};
 use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
 use rpcrdma_mempool::PoolBuf;
 
+use crate::backchannel::BackChannel;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::client::{Callback, ClientError, Reply};
 use crate::program::{DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
@@ -87,6 +88,8 @@ pub(crate) struct ServeJob {
     pub reply: PoolBuf,
     pub base: u32,
     pub ddp: DdpItems,
+    /// The connection's backchannel handle (server calls).
+    pub back: Option<BackChannel>,
 }
 
 /// A client completion for a worker.
@@ -128,6 +131,7 @@ impl ServeJob {
             },
             args,
             write_chunks: &self.write_caps[..nw],
+            back: self.back.as_ref(),
         };
         let base = self.base as usize;
         let result = {

@@ -1,11 +1,12 @@
 //! Zero heap allocations per RPC in steady state through the whole stack, inline mode: the
 //! client call (submission ring), the client reactor (XID, RPC header, engine, soft QP post),
 //! the server reactor (receive, dispatch, handler, reply), the reply completion and the
-//! callback. A counting global allocator counts on every thread; the test thread itself does
-//! not allocate while measuring (it spins on an atomic). In Version One, and in Version Two with
-//! reply size hints where every fourth call's reply is larger than its hint (an
-//! RDMA2_ERR_CANT_REPLY answer and a retry with the same XID). The tests run one at a time (the
-//! count is process-wide).
+//! callback. The same for backward calls (RFC 8167): a server's backchannel handle, the server
+//! reactor, the client's backchannel handler and the reply back. A counting global allocator
+//! counts on every thread; the test thread itself does not allocate while measuring (it spins
+//! on an atomic). In Version One, and in Version Two with reply size hints where every fourth
+//! call's reply is larger than its hint (an RDMA2_ERR_CANT_REPLY answer and a retry with the
+//! same XID). The tests run one at a time (the count is process-wide).
 
 mod api_common;
 
@@ -15,7 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api_common::*;
-use rpcrdma_poller::{CallbackMode, Client, ClientOptions, ProtocolVersion, Server, ServerOptions};
+use rpcrdma_poller::{
+    BackChannel, BackchannelService, CallbackMode, Client, ClientOptions, Program, ProtocolVersion,
+    Reject, ReplyBuilder, Request, Server, ServerOptions,
+};
 
 /// One measuring test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -197,7 +201,7 @@ fn accepts_zero_allocations_per_rpc_v2_with_cant_reply_retries() {
 
 #[test]
 fn accepts_zero_allocations_per_rpc_inline() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c0 = allocs();
     drop(std::hint::black_box(vec![1u8; 10]));
     assert!(allocs() > c0, "counting allocator not active");
@@ -239,5 +243,109 @@ fn accepts_zero_allocations_per_rpc_inline() {
         "{} heap allocations in 5000 RPCs (client call -> server handler -> reply completion)",
         after - before
     );
+    w.stop();
+}
+
+/// Backward program: SUM on the client's backchannel.
+const CB_PROG: u32 = 0x4000_0001;
+/// Forward: enable the backchannel and bind session 1.
+const SESSION: u32 = 20;
+
+/// Runs `n` backward SUM calls through `bc`, up to `window` outstanding.
+fn run_back(bc: &BackChannel, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
+    let start = done.load(Ordering::Acquire);
+    let mut issued = 0u64;
+    let end = Instant::now() + Duration::from_secs(30);
+    while done.load(Ordering::Acquire) < start + n {
+        assert!(Instant::now() < end, "stalled");
+        if issued < n && issued - (done.load(Ordering::Acquire) - start) < window {
+            let Some(mut a) = bc.args() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            a.put_u32(issued as u32).unwrap();
+            a.put_u32(2).unwrap();
+            let want = issued as u32 + 2;
+            let (d, b) = (Arc::clone(done), Arc::clone(bad));
+            match bc.call(CB_PROG, 1, SUM, a, move |r| {
+                match r {
+                    Ok(rep) if rep.results() == want.to_be_bytes() => {}
+                    _ => {
+                        b.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // Release: pairs with the test thread's Acquire loads.
+                d.fetch_add(1, Ordering::Release);
+            }) {
+                Ok(()) => issued += 1,
+                Err(r) => drop(r),
+            }
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn accepts_zero_allocations_per_backward_call_inline() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c0 = allocs();
+    drop(std::hint::black_box(vec![1u8; 10]));
+    assert!(allocs() > c0, "counting allocator not active");
+    let w = World::new(0);
+    let server = Server::builder()
+        .program(Program::new(PROG, 2..=2).procedure(
+            SESSION,
+            |req: &Request<'_>, _: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
+                bc.enable();
+                bc.bind(1).map_err(|_| Reject::SystemErr)
+            },
+        ))
+        .options(ServerOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            backchannel_credits: 8,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            credits: 16,
+            mode: CallbackMode::Inline,
+            ..ClientOptions::default()
+        },
+        BackchannelService::new()
+            .program(Program::new(CB_PROG, 1..=1).procedure(SUM, sum))
+            .credits(8),
+    )
+    .expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    client
+        .call_blocking(PROG, 2, SESSION, client.args().unwrap())
+        .expect("session");
+    let bc = server.session_backchannel(1).expect("bound");
+    let done = Arc::new(AtomicU64::new(0));
+    let bad = Arc::new(AtomicU64::new(0));
+    // Warm-up: caches, every record and engine slot used at least once, the deadline timer
+    // armed.
+    run_back(&bc, 3000, 8, &done, &bad);
+    std::thread::sleep(Duration::from_millis(20));
+    let before = allocs();
+    run_back(&bc, 5000, 8, &done, &bad);
+    std::thread::sleep(Duration::from_millis(5));
+    let after = allocs();
+    assert_eq!(bad.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        after - before,
+        0,
+        "{} heap allocations in 5000 backward calls (server handle -> client handler -> reply)",
+        after - before
+    );
+    let s = bc.stats().snapshot();
+    assert_eq!(s.back_replies, 8000, "{s:?}");
     w.stop();
 }

@@ -502,10 +502,12 @@ fn run<P: Provider>(
     let outcome = (|| -> Result<Stats, String> {
         let client = match Client::connect(&cep, target, opts) {
             Ok(c) => c,
-            Err(ClientError::Unsupported) => return Err(format!(
+            Err(ClientError::Unsupported) => {
+                return Err(format!(
                 "RPC-over-RDMA version {} needs an inline size of at least 4096 (--inline-size)",
                 a.version
-            )),
+            ))
+            }
             Err(e) => return Err(format!("connect: {e}")),
         };
         let r = ping::<P>(a, target, &client, cep.device());

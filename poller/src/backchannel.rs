@@ -1,0 +1,2075 @@
+//! Backward-direction RPC (RFC 8167) in the public API: clients that serve RPC programs on
+//! their backchannel, and server handlers and sessions that send backward calls.
+//!
+//! Normal operation, client: [`Client::connect_serving`] takes a [`BackchannelService`] (RPC
+//! programs, dispatched as on the server: NULL, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL,
+//! GARBAGE_ARGS / SYSTEM_ERR) and the backward credits the client grants. Every connection the
+//! client makes (the first one and each reconnection) is created with backchannel memory and
+//! enabled before it connects, so the receives for backward calls are posted before the server
+//! can learn that the client serves them. Each backward call the engine delivers takes a reply
+//! buffer from the node's reply pool, runs its handler inline on the reactor or on a worker
+//! (the client's callback mode) and is answered inline. The reply buffer is kept until the
+//! engine hands out the call's slot again, which it does only after the reply's Send completed.
+//!
+//! Normal operation, server: each connection of a server with `backchannel_credits` > 0 is
+//! created with backchannel memory, and its handlers get a [`BackChannel`] (`Send + Clone`,
+//! [`Request::backchannel`]). The upper layer enables it once the client has said that it
+//! serves backward calls ([`BackChannel::enable`]; in NFSv4.1, CREATE_SESSION with a
+//! backchannel). It may also bind the connection to a session id ([`BackChannel::bind`], as
+//! BIND_CONN_TO_SESSION does). A backward call ([`BackChannel::call`], or
+//! [`Server::back_call`] for a session) takes an XID from the server's backward XID space. It
+//! goes from any thread through the connection's MPSC submission ring to the connection's
+//! reactor. The reactor starts calls while the client's backward credits allow; the others
+//! wait in order, and nothing is dropped. It keeps one timer-wheel deadline armed, for the
+//! earliest call, and completes each call exactly once through its [`Callback`] (on the
+//! reactor or a worker, per the server's mode), with the reply or an error.
+//!
+//! Recovery: a call for a connection whose backchannel was not enabled fails with
+//! [`ClientError::NotServed`] and is not sent. A call that gets no answer in time fails with
+//! [`ClientError::TimedOut`]. Its buffers stay with the connection until the engine is done
+//! with the call, and a late reply is dropped. When a connection bound to a session is lost,
+//! it keeps its pending backward calls, with their deadlines. The lost connection stays on its
+//! reactor as the session's holder and also takes new calls for the session. When the client
+//! binds a new connection to the session, the calls move to it through its ring and are sent
+//! again with the SAME XIDs. Closing a session ([`Server::close_session`]) fails its calls
+//! with [`ClientError::SessionClosed`]. The calls of a lost connection that has no session fail
+//! with `Transport(ConnectionLost)`. If a submission races with the removal of its
+//! connection, a SeqCst handshake guarantees that one of the two sides sees the other: that
+//! side reroutes the call to the session or fails it, so no call is lost. On the client, a
+//! reconnection waits until no worker still reads a backward call of the lost connection.
+
+// Submissions and refusals carry the call's arguments back and forth by value, so nothing
+// allocates on the way (as `Client::call` does).
+#![allow(clippy::result_large_err)]
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
+use std::time::Duration;
+
+use rpcrdma_engine::conn::{
+    self, BackchannelPools, CallError, CallId, CallSpec, ConnState, Connection, DdpItem,
+    HostMemory, IncomingCall, LocalBuf, Pools, ReplyError, ReplyKind, ReplySpec, Role, StartError,
+};
+use rpcrdma_engine::proto::private_data::representable_size;
+use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody, ReplyHeader};
+use rpcrdma_engine::verbs::Provider;
+use rpcrdma_mempool::{HugePagePolicy, PoolBuf, Region, Registrar};
+
+use crate::api_stats::{ConnStats, ConnStatsWriter};
+use crate::buf::{local_buf, BufPool, MemError, Slab, SlabLayout};
+use crate::client::{CallArgs, Callback, Client, ClientError, Refused, Reply};
+use crate::config::{CallbackMode, ClientOptions, EndpointConfig, ServerOptions};
+use crate::driver::ConnDriver;
+use crate::mpsc::{self, MpscConsumer, MpscProducer};
+use crate::program::{
+    header_error_reply, DdpItems, Dispatch, Program, Programs, Reject, ReplyBuilder, Request,
+    MAX_DDP, SUCCESS_HEADER_LEN,
+};
+use crate::reactor::PollerCtx;
+use crate::runtime::{job_token, timer_token, Endpoint, NodeEnv, TIMER_BACK};
+use crate::server::Server;
+use crate::timer::TimerHandle;
+use crate::worker::{CompleteJob, Job, NodeLinks, RawSlice, ServeJob, Served};
+
+/// Backward credits a client grants by default (what Linux grants).
+pub const DEFAULT_BACK_CREDITS: u32 = 16;
+
+/// Size of the RPC call header buffer of each backward call record.
+const RPC_HEADER_SIZE: u32 = 128;
+
+const NO_REC: u32 = u32::MAX;
+
+/// Times a call left in a removed connection's ring is offered to its session's full ring.
+const ORPHAN_TRIES: u32 = 10_000;
+
+/// What to do with a call's reply header.
+enum Decision {
+    Header(ReplyHeader<'static>),
+    Done(Result<usize, Reject>, DdpItems),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client side.
+
+/// The RPC programs a client serves on its backchannel (RFC 8167), and the backward credits
+/// it grants (how many backward calls the server may have outstanding). Pass it to
+/// [`Client::connect_serving`].
+#[derive(Debug, Clone)]
+pub struct BackchannelService {
+    programs: Programs,
+    credits: u32,
+}
+
+impl Default for BackchannelService {
+    fn default() -> Self {
+        BackchannelService {
+            programs: Programs::new(),
+            credits: DEFAULT_BACK_CREDITS,
+        }
+    }
+}
+
+impl BackchannelService {
+    /// No programs yet; [`DEFAULT_BACK_CREDITS`] credits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves `p` on the backchannel.
+    pub fn program(mut self, p: Program) -> Self {
+        self.programs.add(p);
+        self
+    }
+
+    /// Backward credits granted (at least 1; at most the endpoint's `max_credits`).
+    pub fn credits(mut self, c: u32) -> Self {
+        self.credits = c.max(1);
+        self
+    }
+
+    /// The backward credits asked for.
+    pub fn granted_credits(&self) -> u32 {
+        self.credits
+    }
+}
+
+impl Client {
+    /// [`Client::connect`] for a client that serves `service` on the backchannel of every
+    /// connection it makes. Handlers run like the server's: inline on the reactor or on a
+    /// worker, per `opts.mode`. The server sends backward calls only after its upper layer
+    /// was told that this client serves them (RFC 8167 §6). After a reconnection the upper
+    /// layer binds the new connection to its session again, and the server then sends the
+    /// backward calls that were pending.
+    pub fn connect_serving<P: Provider>(
+        ep: &Endpoint<P>,
+        addr: SocketAddr,
+        opts: ClientOptions,
+        service: BackchannelService,
+    ) -> Result<Client, ClientError> {
+        Client::connect_with(ep, addr, opts, Some(service))
+    }
+}
+
+/// A reply that waits for send-queue room.
+struct PendingBack {
+    call: CallId,
+    reply: PoolBuf,
+    len: usize,
+    ddp: DdpItems,
+    ok: bool,
+}
+
+/// A client connection's backward responder (on its reactor).
+pub(crate) struct ClientBack {
+    programs: Programs,
+    slab: Slab,
+    /// The reply buffer (and DDP items) last sent from each engine backward slot. They are
+    /// released when the slot answers its next call (the engine reuses a slot only after its
+    /// reply's Send completed) or when the connection is lost.
+    held: Vec<Option<(PoolBuf, DdpItems)>>,
+    /// Calls waiting for a reply buffer, in order.
+    waiting: VecDeque<IncomingCall>,
+    /// Replies the send queue could not take yet, in order.
+    pending: VecDeque<PendingBack>,
+    /// Handlers running on a worker; each holds a view of a receive buffer.
+    in_worker: u32,
+    mode: CallbackMode,
+}
+
+impl ClientBack {
+    /// Backchannel memory and settings for `s`; updates `cfg` (backward credits, receive
+    /// queue depth).
+    pub(crate) fn new<R: Registrar>(
+        reg: &R,
+        hugepages: HugePagePolicy,
+        cfg: &mut conn::Config,
+        ep: &EndpointConfig,
+        mode: CallbackMode,
+        s: BackchannelService,
+    ) -> Result<Box<ClientBack>, MemError> {
+        let credits = s.credits.clamp(1, ep.max_credits.max(1));
+        cfg.backchannel_credits = credits;
+        // The forward receives plus every backchannel receive (2 × credits).
+        cfg.rq_depth = cfg.rq_depth.max(cfg.credits + 2 * credits);
+        // Two send buffers (engine call slots) per credit, like the receives: the server may
+        // send its next call as soon as it has a reply whose Send has not completed here yet,
+        // and a call finding no free slot would be dropped.
+        let layout = SlabLayout {
+            headers: 2 * credits as usize,
+            header_size: cfg.inline_send,
+            recvs: 2 * credits as usize,
+            recv_size: representable_size(cfg.inline_recv),
+            data: 0,
+            data_size: 0,
+            rpc_headers: 0,
+            rpc_header_size: 0,
+        };
+        let slab = Slab::new(reg, &layout, hugepages)?;
+        Ok(Box::new(ClientBack {
+            programs: s.programs,
+            slab,
+            held: (0..2 * credits).map(|_| None).collect(),
+            waiting: VecDeque::with_capacity(2 * credits as usize),
+            pending: VecDeque::with_capacity(2 * credits as usize),
+            in_worker: 0,
+            mode,
+        }))
+    }
+
+    /// The backchannel memory's region (for the connection's memory view).
+    pub(crate) fn region(&self) -> Arc<Region> {
+        Arc::clone(&self.slab.region)
+    }
+
+    fn pools(&self) -> BackchannelPools<'_> {
+        BackchannelPools {
+            headers: &self.slab.headers,
+            recvs: &self.slab.recvs,
+        }
+    }
+
+    /// A requester engine with this backchannel, enabled.
+    pub(crate) fn requester(
+        &self,
+        cfg: conn::Config,
+        pools: &Pools<'_>,
+    ) -> Result<Connection, conn::ConfigError> {
+        let mut c = Connection::with_backchannel(Role::Requester, cfg, pools, &self.pools())?;
+        // This client serves the backchannel: post its receives before the connect request
+        // goes out (RFC 8167 §4.2.1), so they are there when the server learns about it.
+        let _ = c.enable_backchannel();
+        Ok(c)
+    }
+
+    /// True when no worker holds a view of a backward call.
+    pub(crate) fn idle(&self) -> bool {
+        self.in_worker == 0
+    }
+
+    /// A backward call arrived.
+    pub(crate) fn on_call<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        slot: u32,
+        inc: IncomingCall,
+        stats: &ConnStatsWriter,
+    ) {
+        stats.back_call_in(u64::from(inc.stream.len));
+        if !self.waiting.is_empty() || !self.serve(drv, env, links, slot, inc, stats) {
+            self.waiting.push_back(inc);
+        }
+    }
+
+    /// Serves one call; `false` when no reply buffer is free (the call must wait).
+    fn serve<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        slot: u32,
+        inc: IncomingCall,
+        stats: &ConnStatsWriter,
+    ) -> bool {
+        let Some(mut reply) = env.cache.get_buf() else {
+            return false;
+        };
+        let stream: &[u8] = drv
+            .mem
+            .bytes(inc.stream.addr, inc.stream.len as usize)
+            .unwrap_or(&[]);
+        let decided = match rpc::decode_call(stream) {
+            Err(e) => Decision::Header(header_error_reply(&e, inc.xid)),
+            Ok((h, off)) => match self.programs.dispatch(h.prog, h.vers, h.proc_num) {
+                Dispatch::Null => Decision::Done(Ok(0), DdpItems::new()),
+                Dispatch::Error(stat) => Decision::Header(ReplyHeader::accepted(inc.xid, stat)),
+                Dispatch::Handler(handler) => {
+                    let args = stream.get(off..).unwrap_or(&[]);
+                    match (self.mode, links) {
+                        (CallbackMode::Worker, Some(l)) => {
+                            let job = Job::Serve(ServeJob {
+                                token: job_token(slot, env.slot_gen(slot)),
+                                call_slot: inc.call.slot,
+                                call_gen: inc.call.generation,
+                                handler: Arc::clone(handler),
+                                xid: inc.xid,
+                                prog: h.prog,
+                                vers: h.vers,
+                                proc_num: h.proc_num,
+                                cred_flavor: h.cred.flavor.to_u32(),
+                                cred: RawSlice::new(h.cred.body),
+                                args: RawSlice::new(args),
+                                write_caps: [0; MAX_DDP],
+                                nwrite: 0,
+                                reply,
+                                base: SUCCESS_HEADER_LEN as u32,
+                                ddp: DdpItems::new(),
+                                back: None,
+                            });
+                            self.in_worker += 1;
+                            if !l.submit(slot as usize, job) {
+                                env.stats.worker_ring_full();
+                            }
+                            return true;
+                        }
+                        _ => {
+                            let req = Request {
+                                xid: inc.xid,
+                                prog: h.prog,
+                                vers: h.vers,
+                                proc_num: h.proc_num,
+                                cred: h.cred,
+                                args,
+                                write_chunks: &[],
+                                back: None,
+                            };
+                            let mut ddp = DdpItems::new();
+                            let r = {
+                                let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
+                                let mut b =
+                                    ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp);
+                                handler.handle(&req, &mut b).map(|()| b.len())
+                            };
+                            Decision::Done(r, ddp)
+                        }
+                    }
+                }
+            },
+        };
+        match decided {
+            Decision::Header(h) => {
+                let len = rpc::encode_reply(&mut reply, &h).unwrap_or(0);
+                let _ = self.send(
+                    drv,
+                    env,
+                    inc.call,
+                    reply,
+                    len,
+                    DdpItems::new(),
+                    false,
+                    false,
+                    stats,
+                );
+            }
+            Decision::Done(r, ddp) => {
+                self.finish(drv, env, inc.call, inc.xid, reply, ddp, r, stats)
+            }
+        }
+        true
+    }
+
+    /// Turns a handler's outcome into the reply and sends it.
+    #[allow(clippy::too_many_arguments)]
+    fn finish<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        call: CallId,
+        xid: u32,
+        mut reply: PoolBuf,
+        mut ddp: DdpItems,
+        r: Result<usize, Reject>,
+        stats: &ConnStatsWriter,
+    ) {
+        let (stat, results) = match r {
+            Ok(n) => (AcceptStat::Success, n),
+            Err(Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
+            Err(Reject::SystemErr) => (AcceptStat::SystemErr, 0),
+        };
+        let ok = stat == AcceptStat::Success;
+        if !ok {
+            ddp.clear();
+        }
+        let h = ReplyHeader::accepted(xid, stat);
+        let hl = rpc::encode_reply(&mut reply[..SUCCESS_HEADER_LEN], &h).unwrap_or(0);
+        let _ = self.send(drv, env, call, reply, hl + results, ddp, ok, false, stats);
+    }
+
+    /// Sends a backward reply (inline; DDP results go inline too), or queues it when the send
+    /// queue is full. `Err` hands the buffers back when `retry` and the queue is still full.
+    #[allow(clippy::too_many_arguments)]
+    fn send<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        call: CallId,
+        reply: PoolBuf,
+        len: usize,
+        ddp: DdpItems,
+        ok: bool,
+        retry: bool,
+        stats: &ConnStatsWriter,
+    ) -> Result<(), (PoolBuf, DdpItems)> {
+        let Some(conn) = drv.conn.as_mut() else {
+            env.cache.put_buf(reply);
+            return Ok(());
+        };
+        let mut items = [DdpItem {
+            at: 0,
+            buf: LocalBuf::EMPTY,
+        }; MAX_DDP];
+        let mut n = 0;
+        let mut bytes = len as u64;
+        for k in 0..ddp.len() {
+            if let Some((at, l, b)) = ddp.get(k) {
+                items[n] = DdpItem {
+                    at,
+                    buf: local_buf(b, l as usize),
+                };
+                bytes += u64::from(l);
+                n += 1;
+            }
+        }
+        let msg = [local_buf(&reply, len)];
+        let spec = ReplySpec {
+            message: &msg,
+            results: &items[..n],
+        };
+        match conn.send_reply(env.now, call, &spec, &mut drv.mem) {
+            Ok(kind) => {
+                stats.back_reply(bytes, false);
+                if !ok || matches!(kind, ReplyKind::ErrChunk | ReplyKind::CantReply) {
+                    stats.back_error();
+                }
+                match self.held.get_mut(call.slot as usize) {
+                    Some(h) => {
+                        // The slot's previous reply was sent before the engine reused it.
+                        if let Some((old, _)) = h.replace((reply, ddp)) {
+                            env.cache.put_buf(old);
+                        }
+                    }
+                    None => {
+                        // Engine slots are < 2 × credits; never here. Keep the buffers
+                        // rather than release them under a Send.
+                        debug_assert!(false, "backward slot {} out of range", call.slot);
+                        core::mem::forget((reply, ddp));
+                    }
+                }
+                Ok(())
+            }
+            Err(ReplyError::Busy) => {
+                if retry {
+                    return Err((reply, ddp));
+                }
+                self.pending.push_back(PendingBack {
+                    call,
+                    reply,
+                    len,
+                    ddp,
+                    ok,
+                });
+                Ok(())
+            }
+            Err(_) => {
+                stats.back_error();
+                env.cache.put_buf(reply);
+                Ok(())
+            }
+        }
+    }
+
+    /// Retries replies that waited for send-queue room, then calls that waited for a reply
+    /// buffer.
+    pub(crate) fn service<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        let mut work = 0;
+        while let Some(p) = self.pending.pop_front() {
+            let PendingBack {
+                call,
+                reply,
+                len,
+                ddp,
+                ok,
+            } = p;
+            match self.send(drv, env, call, reply, len, ddp, ok, true, stats) {
+                Ok(()) => work += 1,
+                Err((reply, ddp)) => {
+                    self.pending.push_front(PendingBack {
+                        call,
+                        reply,
+                        len,
+                        ddp,
+                        ok,
+                    });
+                    break;
+                }
+            }
+        }
+        while let Some(inc) = self.waiting.front().copied() {
+            if !self.serve(drv, env, links.as_deref_mut(), slot, inc, stats) {
+                break;
+            }
+            self.waiting.pop_front();
+            work += 1;
+        }
+        if let Some(c) = drv.conn.as_ref() {
+            stats.back_gauges(
+                u64::from(c.backward_outstanding()),
+                self.waiting.len() as u64,
+            );
+        }
+        work
+    }
+
+    /// A worker finished a backward call's handler.
+    pub(crate) fn on_served<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        s: Served,
+        stats: &ConnStatsWriter,
+    ) {
+        self.in_worker = self.in_worker.saturating_sub(1);
+        // A reconnection waits for every worker (ClientConn), so a live engine here is the one
+        // that delivered the call.
+        let live = drv
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.state() != ConnState::Closed);
+        if !live {
+            // The call died with its connection; the server sends it again.
+            env.cache.put_buf(s.reply);
+            return;
+        }
+        let call = CallId {
+            slot: s.call_slot,
+            generation: s.call_gen,
+        };
+        self.finish(drv, env, call, s.xid, s.reply, s.ddp, s.result, stats);
+    }
+
+    /// The connection is gone (its QP destroyed): release every buffer of its calls.
+    pub(crate) fn on_lost<P: Provider>(&mut self, env: &mut NodeEnv<P>) {
+        self.waiting.clear();
+        while let Some(p) = self.pending.pop_front() {
+            env.cache.put_buf(p.reply);
+        }
+        for h in self.held.iter_mut() {
+            if let Some((b, _)) = h.take() {
+                env.cache.put_buf(b);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server side: shared state.
+
+/// When a backward call gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    /// This many nanoseconds after the connection's reactor takes the call.
+    After(u64),
+    /// At this reactor-clock time (a call moved from a lost connection).
+    At(u64),
+    Never,
+}
+
+impl Deadline {
+    fn at(self, now: u64) -> u64 {
+        match self {
+            Deadline::After(ns) => now.saturating_add(ns),
+            Deadline::At(t) => t,
+            Deadline::Never => u64::MAX,
+        }
+    }
+}
+
+/// A backward call on its way to a connection's reactor.
+pub(crate) struct BackSubmit {
+    prog: u32,
+    vers: u32,
+    proc_num: u32,
+    args: CallArgs,
+    cb: Callback,
+    xid: u32,
+    deadline: Deadline,
+    /// Times the call was sent already (on earlier connections).
+    sends: u32,
+    /// Complete on the reactor even in worker mode (blocking wrappers).
+    inline_cb: bool,
+}
+
+/// Options of one backward call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackCallOptions {
+    /// The XID to use. `None`: the next one of the server's backward XID space. The backward
+    /// XID space is separate from the forward one, so an XID may equal the XID of a forward
+    /// call in progress (RFC 8167 §2.4.1). It must not be the XID of another backward call in
+    /// progress on the same connection, or the call fails with
+    /// `BadCall(StartError::DuplicateXid)`.
+    pub xid: Option<u32>,
+    /// Fail with [`ClientError::TimedOut`] when there is no answer after this many
+    /// milliseconds. `None`: `ServerOptions::backchannel_timeout_ms`. `Some(0)`: never.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Why [`BackChannel::bind`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindError {
+    /// The connection is bound to another session, which is still open.
+    AlreadyBound(u64),
+    /// The connection is gone, or the session was closed meanwhile.
+    Closed,
+}
+
+impl core::fmt::Display for BindError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BindError::AlreadyBound(s) => write!(f, "connection already bound to session {s}"),
+            BindError::Closed => write!(f, "connection or session closed"),
+        }
+    }
+}
+
+impl std::error::Error for BindError {}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A session: the connection whose backchannel carries its backward calls.
+pub(crate) struct SessionState {
+    id: u64,
+    /// Bumped on every bind and on close (Release); a lost holder compares it (Acquire) to
+    /// notice a change without taking `cur`.
+    epoch: AtomicU64,
+    /// Set once, under `cur`'s lock, by [`BackServer::close`].
+    closed: AtomicBool,
+    /// The connection bound now (live, or lost and holding the session's calls). Never a
+    /// removed connection: a connection marks itself removed only under this lock, after
+    /// finding it no longer here (or taking itself out when its reactor stops).
+    cur: Mutex<Option<Arc<ConnBackShared>>>,
+}
+
+impl SessionState {
+    fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release store in `BackServer::close`.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Hands `sub` to the connection bound now.
+    fn submit(&self, sub: BackSubmit) -> Result<(), (ClientError, BackSubmit)> {
+        let cur = lock(&self.cur);
+        if self.is_closed() {
+            return Err((ClientError::SessionClosed, sub));
+        }
+        match cur.as_ref() {
+            None => Err((ClientError::SessionClosed, sub)),
+            Some(c) => match c.submit(sub) {
+                Ok(()) => Ok(()),
+                Err(SubmitError::Full(s)) => Err((ClientError::Busy, s)),
+                Err(SubmitError::Dead(s)) => Err((ClientError::Closed, s)),
+            },
+        }
+    }
+}
+
+/// A server's sessions and backward-call settings.
+pub(crate) struct BackServer {
+    sessions: Mutex<HashMap<u64, Arc<SessionState>>>,
+    /// The backward XID space (server-wide, so calls moved between connections never collide
+    /// with calls already there).
+    next_xid: AtomicU32,
+    bufs: BufPool,
+    timeout_ns: u64,
+    credits: u32,
+    queue: usize,
+    mode: CallbackMode,
+}
+
+impl BackServer {
+    pub(crate) fn new(bufs: BufPool, o: &ServerOptions, ep: &EndpointConfig) -> BackServer {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let seed = (now.subsec_nanos() ^ now.as_secs() as u32)
+            ^ std::process::id().rotate_left(11)
+            ^ (&bufs as *const BufPool as usize as u32).rotate_left(23);
+        BackServer {
+            sessions: Mutex::new(HashMap::new()),
+            next_xid: AtomicU32::new(seed.wrapping_mul(0x85eb_ca6b) | 1),
+            bufs,
+            timeout_ns: o.backchannel_timeout_ms.saturating_mul(1_000_000),
+            credits: o.backchannel_credits.min(ep.max_credits.max(1)),
+            queue: o.backchannel_queue.clamp(2, 1 << 16),
+            mode: o.mode,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submission(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: &BackCallOptions,
+        cb: Callback,
+        inline_cb: bool,
+    ) -> BackSubmit {
+        let xid = opts.xid.unwrap_or_else(|| {
+            // Relaxed: only the counter's atomicity matters (unique values).
+            self.next_xid.fetch_add(1, Ordering::Relaxed)
+        });
+        let deadline = match opts.timeout_ms {
+            Some(0) => Deadline::Never,
+            Some(ms) => Deadline::After(ms.saturating_mul(1_000_000)),
+            None if self.timeout_ns == 0 => Deadline::Never,
+            None => Deadline::After(self.timeout_ns),
+        };
+        BackSubmit {
+            prog,
+            vers,
+            proc_num,
+            args,
+            cb,
+            xid,
+            deadline,
+            sends: 0,
+            inline_cb,
+        }
+    }
+
+    fn session(&self, id: u64) -> Option<Arc<SessionState>> {
+        lock(&self.sessions).get(&id).cloned()
+    }
+
+    fn bind(&self, conn: &Arc<ConnBackShared>, id: u64) -> Result<(), BindError> {
+        let st = {
+            let mut m = lock(&self.sessions);
+            Arc::clone(m.entry(id).or_insert_with(|| {
+                Arc::new(SessionState {
+                    id,
+                    epoch: AtomicU64::new(1),
+                    closed: AtomicBool::new(false),
+                    cur: Mutex::new(None),
+                })
+            }))
+        };
+        // Lock order: the connection's session, then the session's `cur`.
+        let mut mine = lock(&conn.session);
+        if let Some(b) = mine.as_ref() {
+            if !Arc::ptr_eq(b, &st) && !b.is_closed() {
+                return Err(BindError::AlreadyBound(b.id));
+            }
+        }
+        let old = {
+            let mut cur = lock(&st.cur);
+            // SeqCst: see `ConnBackShared::submit` (a removed connection is never bound).
+            if conn.dead.load(Ordering::SeqCst) || st.is_closed() {
+                return Err(BindError::Closed);
+            }
+            cur.replace(Arc::clone(conn))
+        };
+        *mine = Some(Arc::clone(&st));
+        drop(mine);
+        // Release (both): pair with the Acquire loads in `ServerBack::sync_binding` and
+        // `ServerBack::service_lost`, which then read the session under its locks.
+        conn.bind_gen.fetch_add(1, Ordering::Release);
+        st.epoch.fetch_add(1, Ordering::Release);
+        if let Some(o) = old {
+            if !Arc::ptr_eq(&o, conn) {
+                o.wake();
+            }
+        }
+        conn.wake();
+        Ok(())
+    }
+
+    fn close(&self, id: u64) -> bool {
+        let Some(st) = lock(&self.sessions).remove(&id) else {
+            return false;
+        };
+        let old = {
+            let mut cur = lock(&st.cur);
+            // Release: pairs with the Acquire loads in `SessionState::is_closed`.
+            st.closed.store(true, Ordering::Release);
+            cur.take()
+        };
+        // Release: see `bind`.
+        st.epoch.fetch_add(1, Ordering::Release);
+        if let Some(c) = old {
+            c.wake();
+        }
+        true
+    }
+}
+
+enum SubmitError {
+    /// The ring is full.
+    Full(BackSubmit),
+    /// The connection was removed.
+    Dead(BackSubmit),
+}
+
+/// What the handles of one connection share with its reactor.
+pub(crate) struct ConnBackShared {
+    tx: MpscProducer<BackSubmit>,
+    /// The ring's consumer once the connection is removed: whoever finds calls left in it
+    /// (the reactor, or a late submitter) reroutes or fails them.
+    orphan: Mutex<Option<MpscConsumer<BackSubmit>>>,
+    /// Set once when the connection is removed.
+    dead: AtomicBool,
+    /// The upper layer said the client serves backward calls.
+    enable_req: AtomicBool,
+    /// The session this connection is bound to.
+    session: Mutex<Option<Arc<SessionState>>>,
+    /// Bumped (Release) whenever `session` changes.
+    bind_gen: AtomicU64,
+    node_thread: Arc<OnceLock<Thread>>,
+    server: Arc<BackServer>,
+    stats: ConnStats,
+}
+
+impl ConnBackShared {
+    fn wake(&self) {
+        if let Some(t) = self.node_thread.get() {
+            t.unpark();
+        }
+    }
+
+    fn on_node_thread(&self) -> bool {
+        self.node_thread
+            .get()
+            .is_some_and(|t| t.id() == std::thread::current().id())
+    }
+
+    /// Puts `sub` in the ring (no lock, no allocation).
+    fn submit(&self, sub: BackSubmit) -> Result<(), SubmitError> {
+        // SeqCst (this load, the fence and the load below): the handshake with
+        // `ServerBack::mark_dead` (which stores `dead`, fences, then drains the ring). Either
+        // its drain finds our item, or our second load sees `dead` and we drain the ring
+        // ourselves.
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(SubmitError::Dead(sub));
+        }
+        if let Err(sub) = self.tx.enqueue(sub) {
+            return Err(SubmitError::Full(sub));
+        }
+        fence(Ordering::SeqCst);
+        if self.dead.load(Ordering::SeqCst) {
+            self.drain_orphans();
+            return Ok(());
+        }
+        self.wake();
+        Ok(())
+    }
+
+    /// Calls left in the ring of a removed connection go to its session (if it is open) or
+    /// fail. Their callbacks may run on this thread.
+    fn drain_orphans(&self) {
+        let route = lock(&self.session).clone();
+        loop {
+            // The consumer's lock is not held while rerouting (no lock order with `cur`).
+            let next = lock(&self.orphan).as_mut().and_then(|rx| rx.dequeue());
+            let Some(mut sub) = next else { break };
+            let mut tries = 0;
+            let r = loop {
+                let r = match &route {
+                    Some(st) => st.submit(sub),
+                    None => Err((ClientError::Transport(CallError::ConnectionLost), sub)),
+                };
+                match r {
+                    // The session's connection is busy: give its reactor a moment.
+                    Err((ClientError::Busy, s)) if tries < ORPHAN_TRIES => {
+                        sub = s;
+                        tries += 1;
+                        std::thread::yield_now();
+                    }
+                    r => break r,
+                }
+            };
+            if let Err((e, sub)) = r {
+                sub.cb.call(Err(e));
+            }
+        }
+    }
+}
+
+fn refuse(error: ClientError, sub: BackSubmit) -> Refused {
+    sub.cb.disarm();
+    Refused {
+        error,
+        args: sub.args,
+    }
+}
+
+/// Makes a call through `start` and waits for its outcome (retrying while the ring is full).
+fn blocking<S>(mut args: CallArgs, mut start: S) -> Result<Reply, ClientError>
+where
+    S: FnMut(CallArgs, Callback) -> Result<(), Refused>,
+{
+    type Slot = (Mutex<Option<Result<Reply, ClientError>>>, Condvar);
+    let slot: Arc<Slot> = Arc::new((Mutex::new(None), Condvar::new()));
+    loop {
+        let s = Arc::clone(&slot);
+        let cb = Callback::new(move |r| {
+            let (m, c) = &*s;
+            *lock(m) = Some(r);
+            c.notify_one();
+        });
+        match start(args, cb) {
+            Ok(()) => break,
+            Err(Refused {
+                error: ClientError::Busy,
+                args: a,
+            }) => {
+                args = a;
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            Err(r) => return Err(r.error),
+        }
+    }
+    let (m, c) = &*slot;
+    let mut g = lock(m);
+    loop {
+        if let Some(r) = g.take() {
+            return r;
+        }
+        g = c.wait(g).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server side: the public handles.
+
+/// The backchannel of one server connection (RFC 8167). `Send + Clone`; usable from any
+/// thread. Handlers get it from [`Request::backchannel`]; [`Server::session_backchannel`]
+/// gives the one bound to a session.
+#[derive(Clone)]
+pub struct BackChannel {
+    inner: Arc<ConnBackShared>,
+}
+
+impl core::fmt::Debug for BackChannel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BackChannel")
+            .field("enabled", &self.is_enabled())
+            .field("session", &self.session())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl BackChannel {
+    /// Enables backward calls on this connection. Call it once the client has said that it
+    /// serves them (RFC 8167 §6), e.g. in the handler of the client's CREATE_SESSION. Until
+    /// then every backward call fails with [`ClientError::NotServed`] and nothing is sent.
+    pub fn enable(&self) {
+        // Release: pairs with the Acquire load on the reactor (`ServerBack::service`); calls
+        // submitted after this see the backchannel enabled.
+        self.inner.enable_req.store(true, Ordering::Release);
+        self.inner.wake();
+    }
+
+    /// Whether [`BackChannel::enable`] was called.
+    pub fn is_enabled(&self) -> bool {
+        // Acquire: pairs with the Release store in `enable`.
+        self.inner.enable_req.load(Ordering::Acquire)
+    }
+
+    /// Binds this connection to `session` (as NFSv4.1 BIND_CONN_TO_SESSION does; creates the
+    /// session on first use). The session's backward calls go to the connection bound last.
+    /// The calls that were pending on an earlier connection of the session, when it was
+    /// lost, move to this one and are sent again with the same XIDs.
+    pub fn bind(&self, session: u64) -> Result<(), BindError> {
+        self.inner.server.bind(&self.inner, session)
+    }
+
+    /// The open session this connection is bound to.
+    pub fn session(&self) -> Option<u64> {
+        lock(&self.inner.session)
+            .as_ref()
+            .filter(|s| !s.is_closed())
+            .map(|s| s.id)
+    }
+
+    /// True once the connection is gone and holds no calls any more.
+    pub fn is_closed(&self) -> bool {
+        // SeqCst: see `ConnBackShared::submit`.
+        self.inner.dead.load(Ordering::SeqCst)
+    }
+
+    /// Fresh, empty arguments in a registered buffer of the server's endpoint pool (`None`
+    /// when the pool is exhausted).
+    pub fn args(&self) -> Option<CallArgs> {
+        self.inner.server.bufs.get().map(CallArgs::new)
+    }
+
+    /// The connection's counters (the `back_*` fields count backward calls).
+    pub fn stats(&self) -> ConnStats {
+        self.inner.stats.clone()
+    }
+
+    /// Sends a backward call on this connection. `cb` runs exactly once with the outcome: the
+    /// reply, [`ClientError::NotServed`], [`ClientError::TimedOut`],
+    /// [`ClientError::SessionClosed`], an RPC error from the client, or a transport error.
+    /// It runs on the reactor or a worker, per the server's mode, and must not block in
+    /// inline mode. `Err` means that the call was not accepted (the ring is full, or the
+    /// connection is gone and has no open session); the arguments come back and `cb` does
+    /// not run. Arguments travel inline: they must fit the inline threshold, and DDP items
+    /// are sent inline too (receptacles are refused).
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub fn call<F>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.start(
+            prog,
+            vers,
+            proc_num,
+            args,
+            &BackCallOptions::default(),
+            Callback::new(cb),
+            false,
+        )
+    }
+
+    /// [`BackChannel::call`] with options (XID, timeout).
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub fn call_with<F>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: BackCallOptions,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.start(prog, vers, proc_num, args, &opts, Callback::new(cb), false)
+    }
+
+    /// Sends a backward call and waits for its outcome (retrying while the ring is full). It
+    /// allocates a rendezvous per call. It may be called from a handler that runs on a worker.
+    /// On the connection's own reactor thread it returns [`ClientError::WouldBlock`].
+    pub fn call_blocking(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+    ) -> Result<Reply, ClientError> {
+        self.call_blocking_with(prog, vers, proc_num, args, BackCallOptions::default())
+    }
+
+    /// [`BackChannel::call_blocking`] with options (XID, timeout).
+    pub fn call_blocking_with(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: BackCallOptions,
+    ) -> Result<Reply, ClientError> {
+        if self.inner.on_node_thread() {
+            return Err(ClientError::WouldBlock);
+        }
+        blocking(args, |a, cb| {
+            self.start(prog, vers, proc_num, a, &opts, cb, true)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    fn start(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: &BackCallOptions,
+        cb: Callback,
+        inline_cb: bool,
+    ) -> Result<(), Refused> {
+        let sub = self
+            .inner
+            .server
+            .submission(prog, vers, proc_num, args, opts, cb, inline_cb);
+        match self.inner.submit(sub) {
+            Ok(()) => Ok(()),
+            Err(SubmitError::Full(sub)) => Err(refuse(ClientError::Busy, sub)),
+            Err(SubmitError::Dead(sub)) => {
+                // The connection is gone: its session (if still open) takes the call.
+                let route = lock(&self.inner.session).clone();
+                match route {
+                    Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
+                    None => Err(refuse(ClientError::Closed, sub)),
+                }
+            }
+        }
+    }
+}
+
+impl Server {
+    /// Sends a backward call to the client of `session`, on the connection bound to it last
+    /// (see [`BackChannel::bind`]). If that connection was lost, the call waits, with its
+    /// deadline, until the client binds a new connection to the session. Completion as in
+    /// [`BackChannel::call`]. `Err`: the session is unknown or closed
+    /// ([`ClientError::SessionClosed`]), or the ring is full ([`ClientError::Busy`]).
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub fn back_call<F>(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.back_start(
+            session,
+            prog,
+            vers,
+            proc_num,
+            args,
+            &BackCallOptions::default(),
+            Callback::new(cb),
+            false,
+        )
+    }
+
+    /// [`Server::back_call`] with options (XID, timeout).
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    pub fn back_call_with<F>(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: BackCallOptions,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.back_start(
+            session,
+            prog,
+            vers,
+            proc_num,
+            args,
+            &opts,
+            Callback::new(cb),
+            false,
+        )
+    }
+
+    /// Sends a backward call to `session` and waits for its outcome (see
+    /// [`BackChannel::call_blocking`]).
+    pub fn back_call_blocking(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+    ) -> Result<Reply, ClientError> {
+        let Some(st) = self.back_server().session(session) else {
+            return Err(ClientError::SessionClosed);
+        };
+        if lock(&st.cur).as_ref().is_some_and(|c| c.on_node_thread()) {
+            return Err(ClientError::WouldBlock);
+        }
+        let opts = BackCallOptions::default();
+        blocking(args, |a, cb| {
+            self.back_start(session, prog, vers, proc_num, a, &opts, cb, true)
+        })
+    }
+
+    /// Closes `session`: the backward calls its connections hold fail with
+    /// [`ClientError::SessionClosed`], and later ones are refused. `false` if it was unknown.
+    pub fn close_session(&self, session: u64) -> bool {
+        self.back_server().close(session)
+    }
+
+    /// The backchannel of the connection bound to `session` now.
+    pub fn session_backchannel(&self, session: u64) -> Option<BackChannel> {
+        let st = self.back_server().session(session)?;
+        let cur = lock(&st.cur).clone()?;
+        Some(BackChannel { inner: cur })
+    }
+
+    /// Fresh, empty arguments for a backward call, in a registered buffer of the server's
+    /// endpoint pool (`None` when the pool is exhausted).
+    pub fn back_args(&self) -> Option<CallArgs> {
+        self.back_server().bufs.get().map(CallArgs::new)
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    fn back_start(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: &BackCallOptions,
+        cb: Callback,
+        inline_cb: bool,
+    ) -> Result<(), Refused> {
+        let bs = self.back_server();
+        let sub = bs.submission(prog, vers, proc_num, args, opts, cb, inline_cb);
+        match bs.session(session) {
+            Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
+            None => Err(refuse(ClientError::SessionClosed, sub)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server side: the reactor's part.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BState {
+    Free,
+    /// Waiting to be sent (or, on a lost connection, parked for the session).
+    Queued,
+    /// On the wire.
+    InFlight,
+    /// Completed (timed out or failed) while the engine still has it: its buffers are kept
+    /// until the engine reports the call.
+    Zombie,
+}
+
+struct BRec {
+    state: BState,
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_num: u32,
+    hdr: LocalBuf,
+    hdr_len: u32,
+    args: Option<CallArgs>,
+    reply: Option<PoolBuf>,
+    cb: Option<Callback>,
+    inline_cb: bool,
+    deadline: u64,
+    sends: u32,
+    call: Option<CallId>,
+    seq: u64,
+}
+
+/// What a lost connection does with its session's calls.
+enum Holder {
+    /// Nothing known yet (re-read the session).
+    Unknown,
+    /// This connection holds them.
+    Me,
+    /// Move them to this connection.
+    Other(Arc<ConnBackShared>),
+}
+
+/// One server connection's backward requester (on its reactor). See the module documentation.
+pub(crate) struct ServerBack {
+    pub(crate) handle: BackChannel,
+    rx: Option<MpscConsumer<BackSubmit>>,
+    slab: Slab,
+    recs: Vec<BRec>,
+    free: Vec<u32>,
+    ready: VecDeque<u32>,
+    /// Engine backward slot → record.
+    by_slot: Vec<u32>,
+    scratch: Vec<u32>,
+    seq: u64,
+    in_use: u32,
+    in_flight: u32,
+    session: Option<Arc<SessionState>>,
+    seen_bind: u64,
+    seen_epoch: u64,
+    holder: Holder,
+    /// The engine's backchannel is enabled.
+    enabled: bool,
+    /// The upper layer enabled it; the engine follows in this round.
+    enable_now: bool,
+    lost: bool,
+    stopping: bool,
+    done: bool,
+    timer: Option<TimerHandle>,
+    timer_at: u64,
+    mode: CallbackMode,
+    worker: usize,
+}
+
+impl ServerBack {
+    /// Backchannel memory and the handle of a connection being accepted in `slot`; updates
+    /// `cfg` (backward credits, receive queue depth).
+    pub(crate) fn new<P: Provider>(
+        env: &NodeEnv<P>,
+        server: &Arc<BackServer>,
+        cfg: &mut conn::Config,
+        recv_size: u32,
+        slot: u32,
+        stats: ConnStats,
+    ) -> Result<ServerBack, MemError> {
+        let credits = server.credits.max(1);
+        cfg.backchannel_credits = credits;
+        // The granted receives plus one per backward call outstanding.
+        cfg.rq_depth = cfg.rq_depth.max(cfg.credits + credits);
+        let nrec = server.queue;
+        let layout = SlabLayout {
+            headers: credits as usize,
+            header_size: cfg.inline_send,
+            recvs: credits as usize,
+            recv_size,
+            data: 0,
+            data_size: 0,
+            rpc_headers: nrec,
+            rpc_header_size: RPC_HEADER_SIZE,
+        };
+        let slab = Slab::new(&*env.pd, &layout, env.hugepages)?;
+        let (tx, rx) = mpsc::channel::<BackSubmit>(nrec.next_power_of_two())
+            .map_err(|_| MemError::BadSize("backchannel ring"))?;
+        let inner = Arc::new(ConnBackShared {
+            tx,
+            orphan: Mutex::new(None),
+            dead: AtomicBool::new(false),
+            enable_req: AtomicBool::new(false),
+            session: Mutex::new(None),
+            bind_gen: AtomicU64::new(0),
+            node_thread: env.node_thread(),
+            server: Arc::clone(server),
+            stats,
+        });
+        let recs = (0..nrec)
+            .map(|i| BRec {
+                state: BState::Free,
+                xid: 0,
+                prog: 0,
+                vers: 0,
+                proc_num: 0,
+                hdr: slab.rpc_headers[i],
+                hdr_len: 0,
+                args: None,
+                reply: None,
+                cb: None,
+                inline_cb: false,
+                deadline: u64::MAX,
+                sends: 0,
+                call: None,
+                seq: 0,
+            })
+            .collect();
+        Ok(ServerBack {
+            handle: BackChannel { inner },
+            rx: Some(rx),
+            slab,
+            recs,
+            free: (0..nrec as u32).rev().collect(),
+            ready: VecDeque::with_capacity(nrec),
+            by_slot: vec![NO_REC; credits as usize],
+            scratch: Vec::with_capacity(nrec),
+            seq: 0,
+            in_use: 0,
+            in_flight: 0,
+            session: None,
+            seen_bind: 0,
+            seen_epoch: 0,
+            holder: Holder::Unknown,
+            enabled: false,
+            enable_now: false,
+            lost: false,
+            stopping: false,
+            done: false,
+            timer: None,
+            timer_at: u64::MAX,
+            mode: server.mode,
+            worker: slot as usize,
+        })
+    }
+
+    /// The backchannel memory's region (for the connection's memory view).
+    pub(crate) fn region(&self) -> Arc<Region> {
+        Arc::clone(&self.slab.region)
+    }
+
+    /// The engine's backchannel memory.
+    pub(crate) fn pools(&self) -> BackchannelPools<'_> {
+        BackchannelPools {
+            headers: &self.slab.headers,
+            recvs: &self.slab.recvs,
+        }
+    }
+
+    /// True once removed (lost, nothing held for a session any more).
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The reactor is stopping.
+    pub(crate) fn shutdown(&mut self) {
+        self.stopping = true;
+    }
+
+    fn sync_binding(&mut self) {
+        // Acquire: pairs with the Release increment in `BackServer::bind`.
+        let g = self.handle.inner.bind_gen.load(Ordering::Acquire);
+        if g != self.seen_bind {
+            self.seen_bind = g;
+            self.session = lock(&self.handle.inner.session).clone();
+            self.seen_epoch = 0;
+            self.holder = Holder::Unknown;
+        }
+    }
+
+    /// Whether calls of a lost connection are kept for its session.
+    fn keeps_calls(&self) -> bool {
+        !self.stopping && self.session.as_ref().is_some_and(|s| !s.is_closed())
+    }
+
+    fn rec_of(&self, call: CallId) -> Option<u32> {
+        let i = *self.by_slot.get(call.slot as usize)?;
+        let r = self.recs.get(i as usize)?;
+        (r.call == Some(call)).then_some(i)
+    }
+
+    fn complete<P: Provider>(
+        &self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cb: Callback,
+        inline_cb: bool,
+        outcome: Result<Reply, ClientError>,
+    ) {
+        match (self.mode, inline_cb, links) {
+            (CallbackMode::Worker, false, Some(l)) => {
+                if !l.submit(self.worker, Job::Complete(CompleteJob { cb, outcome })) {
+                    env.stats.worker_ring_full();
+                }
+            }
+            _ => cb.call(outcome),
+        }
+    }
+
+    fn free_rec<P: Provider>(&mut self, env: &mut NodeEnv<P>, i: u32) {
+        let r = &mut self.recs[i as usize];
+        if r.state == BState::Free {
+            return;
+        }
+        r.state = BState::Free;
+        r.args = None;
+        if let Some(b) = r.reply.take() {
+            env.cache.put_buf(b);
+        }
+        r.cb = None;
+        r.call = None;
+        r.hdr_len = 0;
+        self.in_use -= 1;
+        self.free.push(i);
+    }
+
+    /// Completes record `i` with `outcome`. A call on the wire becomes a zombie (the engine
+    /// still uses its buffers); any other is freed.
+    fn fail_rec<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        i: u32,
+        outcome: Result<Reply, ClientError>,
+    ) {
+        let r = &mut self.recs[i as usize];
+        let cb = r.cb.take();
+        let inline_cb = r.inline_cb;
+        match r.state {
+            BState::InFlight => {
+                r.state = BState::Zombie;
+                self.in_flight -= 1;
+            }
+            BState::Zombie | BState::Free => {}
+            BState::Queued => self.free_rec(env, i),
+        }
+        if let Some(cb) = cb {
+            self.complete(env, links, cb, inline_cb, outcome);
+        }
+    }
+
+    /// Fails every call held (queued, parked or on the wire) with `e`.
+    fn fail_all<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        e: ClientError,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        let mut n = 0;
+        for i in 0..self.recs.len() as u32 {
+            if matches!(
+                self.recs[i as usize].state,
+                BState::Queued | BState::InFlight
+            ) {
+                stats.back_error();
+                self.fail_rec(env, links.as_deref_mut(), i, Err(e));
+                n += 1;
+            }
+        }
+        self.ready.clear();
+        n
+    }
+
+    /// Takes calls from the ring into free records (queued to be sent, or parked when lost).
+    fn intake<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        let mut n = 0;
+        let mut earliest = u64::MAX;
+        while let Some(&i) = self.free.last() {
+            let Some(rx) = self.rx.as_mut() else { break };
+            let Some(sub) = rx.dequeue() else { break };
+            n += 1;
+            // Acquire: pairs with the Release store in `BackChannel::enable`. Re-read after
+            // the dequeue: a call submitted after `enable` must find it (the dequeue's Acquire
+            // orders this load after the submitter's).
+            if !self.lost && !self.enabled && self.handle.inner.enable_req.load(Ordering::Acquire) {
+                self.enable_now = true;
+            }
+            if !self.lost && !self.enabled && !self.enable_now {
+                // RFC 8167 §6: the client has not said it serves backward calls.
+                stats.back_error();
+                self.complete(
+                    env,
+                    links.as_deref_mut(),
+                    sub.cb,
+                    sub.inline_cb,
+                    Err(ClientError::NotServed),
+                );
+                continue;
+            }
+            self.free.pop();
+            self.seq += 1;
+            let deadline = sub.deadline.at(env.now);
+            let r = &mut self.recs[i as usize];
+            r.state = BState::Queued;
+            r.xid = sub.xid;
+            r.prog = sub.prog;
+            r.vers = sub.vers;
+            r.proc_num = sub.proc_num;
+            r.hdr_len = 0;
+            r.args = Some(sub.args);
+            r.reply = None;
+            r.cb = Some(sub.cb);
+            r.inline_cb = sub.inline_cb;
+            r.deadline = deadline;
+            r.sends = sub.sends;
+            r.call = None;
+            r.seq = self.seq;
+            self.in_use += 1;
+            if !self.lost {
+                self.ready.push_back(i);
+            }
+            earliest = earliest.min(deadline);
+        }
+        if earliest != u64::MAX {
+            self.arm(env, cx, slot, earliest);
+        }
+        n
+    }
+
+    fn arm<P: Provider>(&mut self, env: &NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32, at: u64) {
+        if at >= self.timer_at {
+            return;
+        }
+        if let Some(h) = self.timer.take() {
+            cx.cancel_timer(h);
+        }
+        self.timer_at = u64::MAX;
+        if let Ok(h) = cx.arm_timer(at, timer_token(TIMER_BACK, slot, env.slot_gen(slot))) {
+            self.timer = Some(h);
+            self.timer_at = at;
+        }
+    }
+
+    /// Starts queued calls while the engine takes them (backward credits, slots).
+    fn start_ready<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        let mut n = 0;
+        while let Some(&i) = self.ready.front() {
+            let Some(conn) = drv.conn.as_mut() else { break };
+            let r = &mut self.recs[i as usize];
+            if r.reply.is_none() {
+                match env.cache.get_buf() {
+                    Some(b) => r.reply = Some(b),
+                    None => break,
+                }
+            }
+            if r.hdr_len == 0 {
+                let h = CallHeader {
+                    xid: r.xid,
+                    prog: r.prog,
+                    vers: r.vers,
+                    proc_num: r.proc_num,
+                    cred: OpaqueAuth::NONE,
+                    verf: OpaqueAuth::NONE,
+                };
+                r.hdr_len = drv
+                    .mem
+                    .bytes_mut(r.hdr.addr, r.hdr.len as usize)
+                    .and_then(|out| rpc::encode_call(out, &h).ok())
+                    .unwrap_or(0) as u32;
+            }
+            let (Some(args), Some(reply), true) =
+                (r.args.as_ref(), r.reply.as_ref(), r.hdr_len > 0)
+            else {
+                self.ready.pop_front();
+                stats.back_error();
+                let e = ClientError::BadCall(StartError::BadSpec);
+                self.fail_rec(env, links.as_deref_mut(), i, Err(e));
+                continue;
+            };
+            let (abuf, alen) = args.written();
+            let mut parts = [LocalBuf::EMPTY; 2];
+            parts[0] = r.hdr.sub(0, r.hdr_len).unwrap_or(LocalBuf::EMPTY);
+            let mut np = 1;
+            if alen > 0 {
+                parts[1] = local_buf(abuf, alen);
+                np = 2;
+            }
+            let mut items = [DdpItem {
+                at: 0,
+                buf: LocalBuf::EMPTY,
+            }; MAX_DDP];
+            let mut ni = 0;
+            let mut bytes = u64::from(r.hdr_len) + alen as u64;
+            let ddp = args.ddp_items();
+            for k in 0..ddp.len() {
+                if let Some((at, len, b)) = ddp.get(k) {
+                    items[ni] = DdpItem {
+                        at: r.hdr_len + at,
+                        buf: local_buf(b, len as usize),
+                    };
+                    bytes += u64::from(len);
+                    ni += 1;
+                }
+            }
+            // Backward calls carry no chunks: receptacles make the engine refuse the call.
+            let recp = [local_buf(reply, 0); 1];
+            let nr = usize::from(args.receptacle_count() > 0);
+            let spec = CallSpec {
+                message: &parts[..np],
+                ddp: &items[..ni],
+                receptacles: &recp[..nr],
+                reply: local_buf(reply, reply.len()),
+            };
+            match conn.start_call(env.now, &spec, &mut drv.mem) {
+                Ok(id) => {
+                    self.ready.pop_front();
+                    let r = &mut self.recs[i as usize];
+                    if r.sends > 0 {
+                        stats.back_retransmit();
+                    }
+                    r.sends += 1;
+                    r.state = BState::InFlight;
+                    r.call = Some(id);
+                    if let Some(s) = self.by_slot.get_mut(id.slot as usize) {
+                        *s = i;
+                    }
+                    self.in_flight += 1;
+                    stats.back_call(bytes);
+                    n += 1;
+                }
+                Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
+                Err(e) => {
+                    self.ready.pop_front();
+                    stats.back_error();
+                    let e = match e {
+                        StartError::BackchannelDisabled => ClientError::NotServed,
+                        e => ClientError::BadCall(e),
+                    };
+                    self.fail_rec(env, links.as_deref_mut(), i, Err(e));
+                }
+            }
+        }
+        n
+    }
+
+    /// One round on a live connection: bindings, enabling, new calls, starts.
+    pub(crate) fn service<P: Provider>(
+        &mut self,
+        drv: &mut ConnDriver<P>,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        let mut work = 0;
+        self.sync_binding();
+        if self.session.as_ref().is_some_and(|s| s.is_closed()) {
+            self.session = None;
+            work += self.fail_all(env, links.as_deref_mut(), ClientError::SessionClosed, stats);
+        }
+        // Acquire: pairs with the Release store in `BackChannel::enable`.
+        if !self.enabled && self.handle.inner.enable_req.load(Ordering::Acquire) {
+            self.enable_now = true;
+        }
+        work += self.intake(env, links.as_deref_mut(), cx, slot, stats);
+        if self.enable_now && !self.enabled {
+            if let Some(c) = drv.conn.as_mut() {
+                self.enabled = c.enable_backchannel().is_ok();
+            }
+        }
+        work += self.start_ready(drv, env, links, stats);
+        stats.back_gauges(u64::from(self.in_flight), self.ready.len() as u64);
+        work
+    }
+
+    /// A backward reply arrived.
+    pub(crate) fn on_reply<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        r: conn::Reply,
+        stats: &ConnStatsWriter,
+    ) {
+        let Some(i) = self.rec_of(r.call) else { return };
+        self.by_slot[r.call.slot as usize] = NO_REC;
+        let rec = &mut self.recs[i as usize];
+        rec.call = None;
+        if rec.state == BState::Zombie {
+            self.free_rec(env, i);
+            return;
+        }
+        self.in_flight -= 1;
+        rec.state = BState::Queued;
+        let xid = rec.xid;
+        let outcome = match rec.reply.take() {
+            None => Err(ClientError::BadReply),
+            Some(buf) => {
+                let len = (r.len as usize).min(buf.len());
+                let verdict = match rpc::decode_reply(&buf[..len]) {
+                    Ok((h, off)) => match h.body {
+                        ReplyBody::Accepted {
+                            stat: AcceptStat::Success,
+                            ..
+                        } => Ok(off),
+                        ReplyBody::Accepted { stat, .. } => Err(ClientError::Rpc(stat)),
+                        ReplyBody::Denied(d) => Err(ClientError::Denied(d)),
+                    },
+                    Err(_) => Err(ClientError::BadReply),
+                };
+                match verdict {
+                    Ok(off) => {
+                        stats.back_reply(len as u64, true);
+                        Ok(Reply::backward(buf, off, len - off, xid))
+                    }
+                    Err(e) => {
+                        env.cache.put_buf(buf);
+                        Err(e)
+                    }
+                }
+            }
+        };
+        if outcome.is_err() {
+            stats.back_error();
+        }
+        self.fail_rec(env, links, i, outcome);
+    }
+
+    /// A backward call failed in the engine.
+    pub(crate) fn on_failed<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        call: CallId,
+        error: CallError,
+        stats: &ConnStatsWriter,
+    ) {
+        let Some(i) = self.rec_of(call) else { return };
+        self.by_slot[call.slot as usize] = NO_REC;
+        let rec = &mut self.recs[i as usize];
+        rec.call = None;
+        if rec.state == BState::Zombie {
+            self.free_rec(env, i);
+            return;
+        }
+        self.in_flight -= 1;
+        rec.state = BState::Queued;
+        self.sync_binding();
+        if error == CallError::ConnectionLost && self.keeps_calls() {
+            // Parked for the session (see `on_lost`).
+            if let Some(b) = self.recs[i as usize].reply.take() {
+                env.cache.put_buf(b);
+            }
+            return;
+        }
+        stats.back_error();
+        let e = match error {
+            CallError::TimedOut => ClientError::TimedOut,
+            e => ClientError::Transport(e),
+        };
+        self.fail_rec(env, links, i, Err(e));
+    }
+
+    /// The connection was lost (engine and QP gone): keep the calls for the session, or fail
+    /// them.
+    pub(crate) fn on_lost<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) {
+        self.lost = true;
+        self.enabled = false;
+        self.enable_now = false;
+        self.sync_binding();
+        let keep = self.keeps_calls();
+        for i in 0..self.recs.len() as u32 {
+            match self.recs[i as usize].state {
+                BState::Free => {}
+                BState::Zombie => self.free_rec(env, i),
+                BState::InFlight | BState::Queued => {
+                    let r = &mut self.recs[i as usize];
+                    if r.state == BState::InFlight {
+                        r.state = BState::Queued;
+                        r.call = None;
+                        self.in_flight -= 1;
+                    }
+                    if keep {
+                        if let Some(b) = self.recs[i as usize].reply.take() {
+                            env.cache.put_buf(b);
+                        }
+                    } else {
+                        stats.back_error();
+                        let e = ClientError::Transport(CallError::ConnectionLost);
+                        self.fail_rec(env, links.as_deref_mut(), i, Err(e));
+                    }
+                }
+            }
+        }
+        for s in self.by_slot.iter_mut() {
+            *s = NO_REC;
+        }
+        self.ready.clear();
+        self.holder = Holder::Unknown;
+        let _ = (cx, slot);
+        stats.back_gauges(0, u64::from(self.in_use));
+    }
+
+    /// One round of a lost connection: hold the session's calls, move them to the session's
+    /// new connection, or leave.
+    pub(crate) fn service_lost<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        if self.done {
+            return 0;
+        }
+        self.sync_binding();
+        let mut work = 0;
+        if !self.keeps_calls() {
+            let e = match &self.session {
+                Some(s) if s.is_closed() => ClientError::SessionClosed,
+                _ if self.stopping => ClientError::Closed,
+                _ => ClientError::Transport(CallError::ConnectionLost),
+            };
+            work += self.fail_all(env, links.as_deref_mut(), e, stats);
+            while let Some(sub) = self.rx.as_mut().and_then(|r| r.dequeue()) {
+                stats.back_error();
+                self.complete(env, links.as_deref_mut(), sub.cb, sub.inline_cb, Err(e));
+                work += 1;
+            }
+            self.remove(cx);
+            return work + 1;
+        }
+        // Who holds the session now?
+        if let Some(st) = self.session.clone() {
+            // Acquire: pairs with the Release increments in `BackServer::bind` / `close`.
+            let epoch = st.epoch.load(Ordering::Acquire);
+            if epoch != self.seen_epoch || matches!(self.holder, Holder::Unknown) {
+                self.seen_epoch = epoch;
+                let cur = lock(&st.cur).clone();
+                self.holder = match cur {
+                    Some(c) if !Arc::ptr_eq(&c, &self.handle.inner) => Holder::Other(c),
+                    Some(_) => Holder::Me,
+                    None => Holder::Unknown,
+                };
+            }
+        }
+        work += self.intake(env, links, cx, slot, stats);
+        if let Holder::Other(target) = &self.holder {
+            let target = Arc::clone(target);
+            work += self.hand_over(env, &target);
+            if self.in_use == 0 && self.remove(cx) {
+                work += 1;
+            }
+        }
+        stats.back_gauges(0, u64::from(self.in_use));
+        work
+    }
+
+    /// Moves the parked calls, oldest first, to `target` (same XIDs and deadlines).
+    fn hand_over<P: Provider>(&mut self, env: &mut NodeEnv<P>, target: &ConnBackShared) -> usize {
+        self.scratch.clear();
+        for (i, r) in self.recs.iter().enumerate() {
+            if r.state == BState::Queued {
+                self.scratch.push(i as u32);
+            }
+        }
+        let recs = &self.recs;
+        self.scratch.sort_unstable_by_key(|&i| recs[i as usize].seq);
+        let mut n = 0;
+        for k in 0..self.scratch.len() {
+            let i = self.scratch[k];
+            let r = &mut self.recs[i as usize];
+            let (Some(args), Some(cb)) = (r.args.take(), r.cb.take()) else {
+                self.free_rec(env, i);
+                continue;
+            };
+            let sub = BackSubmit {
+                prog: r.prog,
+                vers: r.vers,
+                proc_num: r.proc_num,
+                args,
+                cb,
+                xid: r.xid,
+                deadline: Deadline::At(r.deadline),
+                sends: r.sends,
+                inline_cb: r.inline_cb,
+            };
+            match target.submit(sub) {
+                Ok(()) => {
+                    self.free_rec(env, i);
+                    n += 1;
+                }
+                Err(SubmitError::Full(sub) | SubmitError::Dead(sub)) => {
+                    // Full: retried next round. Dead: the session moved on; re-read it.
+                    let r = &mut self.recs[i as usize];
+                    r.args = Some(sub.args);
+                    r.cb = Some(sub.cb);
+                    self.holder = Holder::Unknown;
+                    break;
+                }
+            }
+        }
+        self.scratch.clear();
+        n
+    }
+
+    /// Removes the connection when it holds nothing and is not its session's holder: marks
+    /// it dead (under the session's lock) and hands whatever is left in its ring to the
+    /// session, or fails it. Returns whether it was removed.
+    fn remove(&mut self, cx: &mut PollerCtx<'_>) -> bool {
+        let queued = self.rx.as_ref().map_or(0, |r| r.used_count());
+        if self.in_use > 0 || self.done || (queued > 0 && self.keeps_calls()) {
+            return false;
+        }
+        if !self.mark_dead(self.stopping) {
+            return false;
+        }
+        if let Some(h) = self.timer.take() {
+            cx.cancel_timer(h);
+        }
+        self.done = true;
+        true
+    }
+
+    /// Marks the connection removed, unless it holds its session and `evict` is false (then
+    /// `false`). With `evict`, the session loses its holder. Whatever is left in the ring goes
+    /// to the session or fails.
+    fn mark_dead(&mut self, evict: bool) -> bool {
+        let inner = Arc::clone(&self.handle.inner);
+        {
+            // Under the session's lock: a connection the session names is never removed (see
+            // `SessionState::cur`), and a removed one is never bound (`BackServer::bind`).
+            let sess = lock(&inner.session);
+            if let Some(st) = sess.as_ref() {
+                let mut cur = lock(&st.cur);
+                let mine = cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &inner));
+                if mine && !st.is_closed() {
+                    if !evict {
+                        return false;
+                    }
+                    *cur = None;
+                }
+            }
+            // SeqCst: see `ConnBackShared::submit`.
+            inner.dead.store(true, Ordering::SeqCst);
+        }
+        // SeqCst: see `ConnBackShared::submit`.
+        fence(Ordering::SeqCst);
+        *lock(&inner.orphan) = self.rx.take();
+        inner.drain_orphans();
+        true
+    }
+
+    /// The earliest deadline came: fail every call past its deadline.
+    pub(crate) fn on_timer<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) {
+        self.timer = None;
+        self.timer_at = u64::MAX;
+        let now = env.now;
+        let mut next = u64::MAX;
+        for i in 0..self.recs.len() as u32 {
+            let r = &self.recs[i as usize];
+            if !matches!(r.state, BState::Queued | BState::InFlight) {
+                continue;
+            }
+            if r.deadline <= now {
+                stats.back_error();
+                self.fail_rec(env, links.as_deref_mut(), i, Err(ClientError::TimedOut));
+            } else {
+                next = next.min(r.deadline);
+            }
+        }
+        let recs = &self.recs;
+        self.ready
+            .retain(|&j| recs[j as usize].state == BState::Queued);
+        if next != u64::MAX && !self.done {
+            self.arm(env, cx, slot, next);
+        }
+    }
+}
+
+impl Drop for ServerBack {
+    fn drop(&mut self) {
+        if !self.done {
+            // Runtime teardown: late and queued submissions complete now (records' callbacks
+            // run with `Dropped` when the records go).
+            self.mark_dead(true);
+        }
+    }
+}

@@ -1,0 +1,1059 @@
+//! Backward-direction RPC (RFC 8167) through the public API: clients that serve a program on
+//! their backchannel, server handlers and sessions that send backward calls, over two
+//! reactors, in both callback modes; backward credits, calls refused to clients that did not
+//! say they serve them, connections dropped in the middle of backward traffic (every call
+//! completing exactly once after the clients reconnect and rebind their sessions), timeouts
+//! and closed sessions.
+
+mod api_common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use api_common::*;
+use rpcrdma_engine::rpc::AcceptStat;
+use rpcrdma_engine::verbs::soft::SoftFaults;
+use rpcrdma_poller::{
+    BackCallOptions, BackchannelService, CallbackMode, Client, ClientError, ClientOptions, Program,
+    ProtocolVersion, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
+};
+
+/// The program clients serve on the backchannel (versions 1..=2).
+const CB_PROG: u32 = 0x4000_0001;
+/// Sum of the u32 arguments (counted, logged, gated).
+const CB_SUM: u32 = 1;
+/// Always GARBAGE_ARGS.
+const CB_GARBAGE: u32 = 2;
+
+/// Forward: (session hi, session lo, flags) — bit 0: the client serves the backchannel. The
+/// handler enables the backchannel when told so and binds the connection to the session.
+const SESSION: u32 = 20;
+/// Forward: (i, v) — sends backward CB_SUM(i, v) with the forward call's XID (not waiting),
+/// replies i + v.
+const BOUNCE: u32 = 21;
+/// Forward (worker mode): as BOUNCE, but waits for the backward reply and returns its result.
+const BOUNCE_WAIT: u32 = 22;
+/// Forward: a blocking backward call from an inline handler (must be refused), then one
+/// before the backchannel is enabled; replies 1 when the first was refused with WouldBlock.
+const TRY_BACK: u32 = 23;
+
+fn be32(b: &[u8], i: usize) -> Option<u32> {
+    b.get(i..i + 4)
+        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+/// Outcomes counted per call index: each must be recorded exactly once.
+struct Tally {
+    seen: Mutex<Vec<u32>>,
+    xids: Mutex<Vec<u32>>,
+    errors: Mutex<Vec<ClientError>>,
+    ok: AtomicU64,
+    err: AtomicU64,
+    bad: AtomicU64,
+}
+
+impl Tally {
+    fn new(n: usize) -> Arc<Tally> {
+        Arc::new(Tally {
+            seen: Mutex::new(vec![0; n]),
+            xids: Mutex::new(Vec::new()),
+            errors: Mutex::new(Vec::new()),
+            ok: AtomicU64::new(0),
+            err: AtomicU64::new(0),
+            bad: AtomicU64::new(0),
+        })
+    }
+    fn record(&self, i: usize, r: &Result<Reply, ClientError>, want: u32) {
+        self.seen.lock().unwrap()[i] += 1;
+        match r {
+            Ok(rep) if rep.results() == want.to_be_bytes() => {
+                self.xids.lock().unwrap().push(rep.xid());
+                self.ok.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(_) => {
+                self.bad.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(e) => {
+                self.errors.lock().unwrap().push(*e);
+                self.err.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    fn done(&self) -> u64 {
+        self.ok.load(Ordering::SeqCst)
+            + self.err.load(Ordering::SeqCst)
+            + self.bad.load(Ordering::SeqCst)
+    }
+    fn wait(&self, n: u64, secs: u64, what: &str) {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while self.done() < n {
+            assert!(
+                Instant::now() < end,
+                "{what}: only {} of {n} completed",
+                self.done()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    fn all_ok_exactly_once(&self, n: usize, what: &str) {
+        let s = self.seen.lock().unwrap();
+        assert_eq!(s.len(), n);
+        assert!(
+            s.iter().all(|&c| c == 1),
+            "{what}: not completed exactly once: {:?}",
+            s.iter()
+                .enumerate()
+                .filter(|(_, &c)| c != 1)
+                .take(10)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(self.bad.load(Ordering::SeqCst), 0, "{what}: wrong results");
+        assert_eq!(
+            self.ok.load(Ordering::SeqCst),
+            n as u64,
+            "{what}: errors {:?}",
+            self.errors
+                .lock()
+                .unwrap()
+                .iter()
+                .take(10)
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// A gate handlers pass (or wait at while it is closed).
+struct Gate {
+    open: Mutex<bool>,
+    cv: Condvar,
+    waiting: AtomicU64,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate {
+            open: Mutex::new(true),
+            cv: Condvar::new(),
+            waiting: AtomicU64::new(0),
+        }
+    }
+    fn set(&self, open: bool) {
+        *self.open.lock().unwrap() = open;
+        self.cv.notify_all();
+    }
+    fn pass(&self) {
+        let mut g = self.open.lock().unwrap();
+        if !*g {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            while !*g {
+                g = self.cv.wait(g).unwrap();
+            }
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What the clients' backchannel handlers saw.
+struct ClientLog {
+    /// XIDs of the CB_SUM calls run.
+    xids: Mutex<Vec<u32>>,
+    /// CB_SUM calls entered, and the most backward calls seen outstanding at an entry
+    /// (entered minus completions reported by the server's callbacks).
+    entered: AtomicU64,
+    server_done: AtomicU64,
+    max_outstanding: AtomicU64,
+    gate: Gate,
+}
+
+impl ClientLog {
+    fn new() -> Arc<ClientLog> {
+        Arc::new(ClientLog {
+            xids: Mutex::new(Vec::new()),
+            entered: AtomicU64::new(0),
+            server_done: AtomicU64::new(0),
+            max_outstanding: AtomicU64::new(0),
+            gate: Gate::new(),
+        })
+    }
+}
+
+/// The backchannel program of the clients.
+fn cb_program(log: Arc<ClientLog>) -> Program {
+    Program::new(CB_PROG, 1..=2)
+        .procedure(
+            CB_SUM,
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+                let e = log.entered.fetch_add(1, Ordering::SeqCst) + 1;
+                let out_now = e.saturating_sub(log.server_done.load(Ordering::SeqCst));
+                log.max_outstanding.fetch_max(out_now, Ordering::SeqCst);
+                log.xids.lock().unwrap().push(req.xid);
+                log.gate.pass();
+                sum(req, out)
+            },
+        )
+        .procedure(CB_GARBAGE, |_: &Request<'_>, _: &mut ReplyBuilder<'_>| {
+            Err(Reject::GarbageArgs)
+        })
+}
+
+fn service(log: &Arc<ClientLog>, credits: u32) -> BackchannelService {
+    BackchannelService::new()
+        .program(cb_program(Arc::clone(log)))
+        .credits(credits)
+}
+
+/// The server's program: SUM, SESSION, BOUNCE, BOUNCE_WAIT, TRY_BACK. Backward calls BOUNCE
+/// sends are recorded in `back` at index `i`; TRY_BACK's second call in `refused`.
+fn server_program(back: Arc<Tally>, refused: Arc<Mutex<Vec<ClientError>>>) -> Program {
+    let b2 = Arc::clone(&back);
+    Program::new(PROG, 2..=3)
+        .procedure(SUM, sum)
+        .procedure(
+            SESSION,
+            |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+                let hi = be32(req.args, 0).ok_or(Reject::GarbageArgs)?;
+                let lo = be32(req.args, 4).ok_or(Reject::GarbageArgs)?;
+                let flags = be32(req.args, 8).ok_or(Reject::GarbageArgs)?;
+                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
+                if flags & 1 != 0 {
+                    bc.enable();
+                }
+                bc.bind((u64::from(hi) << 32) | u64::from(lo))
+                    .map_err(|_| Reject::SystemErr)?;
+                out.put_u32(0).map_err(|_| Reject::SystemErr)
+            },
+        )
+        .procedure(
+            BOUNCE,
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+                let i = be32(req.args, 0).ok_or(Reject::GarbageArgs)?;
+                let v = be32(req.args, 4).ok_or(Reject::GarbageArgs)?;
+                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
+                let mut a = bc.args().ok_or(Reject::SystemErr)?;
+                a.put_u32(i).map_err(|_| Reject::SystemErr)?;
+                a.put_u32(v).map_err(|_| Reject::SystemErr)?;
+                let t = Arc::clone(&back);
+                let opts = BackCallOptions {
+                    xid: Some(req.xid),
+                    ..BackCallOptions::default()
+                };
+                bc.call_with(CB_PROG, 1, CB_SUM, a, opts, move |r| {
+                    t.record(i as usize, &r, i + v)
+                })
+                .map_err(|_| Reject::SystemErr)?;
+                out.put_u32(i + v).map_err(|_| Reject::SystemErr)
+            },
+        )
+        .procedure(
+            BOUNCE_WAIT,
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+                let i = be32(req.args, 0).ok_or(Reject::GarbageArgs)?;
+                let v = be32(req.args, 4).ok_or(Reject::GarbageArgs)?;
+                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
+                let mut a = bc.args().ok_or(Reject::SystemErr)?;
+                a.put_u32(i).map_err(|_| Reject::SystemErr)?;
+                a.put_u32(v).map_err(|_| Reject::SystemErr)?;
+                // The forward call (this XID) is in flight while the backward call with the
+                // same XID is.
+                let opts = BackCallOptions {
+                    xid: Some(req.xid),
+                    ..BackCallOptions::default()
+                };
+                let r = bc.call_blocking_with(CB_PROG, 1, CB_SUM, a, opts);
+                b2.record(i as usize, &r, i + v);
+                let rep = r.map_err(|_| Reject::SystemErr)?;
+                out.put(rep.results()).map_err(|_| Reject::SystemErr)
+            },
+        )
+        .procedure(
+            TRY_BACK,
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
+                let a = bc.args().ok_or(Reject::SystemErr)?;
+                let would_block = matches!(
+                    bc.call_blocking(CB_PROG, 1, 0, a),
+                    Err(ClientError::WouldBlock)
+                );
+                let a = bc.args().ok_or(Reject::SystemErr)?;
+                let r2 = Arc::clone(&refused);
+                bc.call(CB_PROG, 1, 0, a, move |r| {
+                    r2.lock()
+                        .unwrap()
+                        .push(r.err().unwrap_or(ClientError::Dropped))
+                })
+                .map_err(|_| Reject::SystemErr)?;
+                out.put_u32(u32::from(would_block))
+                    .map_err(|_| Reject::SystemErr)
+            },
+        )
+}
+
+fn server_opts(mode: CallbackMode, back_credits: u32) -> ServerOptions {
+    ServerOptions {
+        credits: 8,
+        mode,
+        backchannel_credits: back_credits,
+        ..ServerOptions::default()
+    }
+}
+
+fn bind(c: &Client, session: u64, serves: bool) -> Result<Reply, ClientError> {
+    let mut a = c.args().unwrap();
+    a.put_u32((session >> 32) as u32).unwrap();
+    a.put_u32(session as u32).unwrap();
+    a.put_u32(u32::from(serves)).unwrap();
+    c.call_blocking(PROG, 2, SESSION, a)
+}
+
+fn sum_args(args: Option<rpcrdma_poller::CallArgs>, i: u32, v: u32) -> rpcrdma_poller::CallArgs {
+    let mut a = args.expect("buffer");
+    a.put_u32(i).unwrap();
+    a.put_u32(v).unwrap();
+    a
+}
+
+/// Sends backward CB_SUM(i, 3) to `session` for every `i` of `range`, recorded in `tally`.
+fn back_fire(server: &Server, session: u64, range: std::ops::Range<usize>, tally: &Arc<Tally>) {
+    for i in range {
+        let mut args = loop {
+            match server.back_args() {
+                Some(a) => break sum_args(Some(a), i as u32, 3),
+                None => std::thread::sleep(Duration::from_micros(100)),
+            }
+        };
+        loop {
+            let t = Arc::clone(tally);
+            match server.back_call(session, CB_PROG, 1, CB_SUM, args, move |r| {
+                t.record(i, &r, i as u32 + 3)
+            }) {
+                Ok(()) => break,
+                Err(r) => {
+                    assert_eq!(r.error, ClientError::Busy, "back_call refused");
+                    args = r.args;
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
+    }
+}
+
+/// Fires forward `proc_of(j)` (i, 5) calls, `per` per client; call `i` is recorded at `i`.
+fn forward_fire(
+    clients: &[Client],
+    per: usize,
+    tally: &Arc<Tally>,
+    proc_of: impl Fn(usize) -> u32,
+) {
+    for (k, c) in clients.iter().enumerate() {
+        for j in 0..per {
+            let i = k * per + j;
+            let mut args = loop {
+                match c.args() {
+                    Some(a) => break sum_args(Some(a), i as u32, 5),
+                    None => std::thread::sleep(Duration::from_micros(100)),
+                }
+            };
+            loop {
+                let t = Arc::clone(tally);
+                match c.call(PROG, 2, proc_of(j), args, move |r| {
+                    t.record(i, &r, i as u32 + 5)
+                }) {
+                    Ok(()) => break,
+                    Err(r) => {
+                        assert_eq!(r.error, ClientError::Busy);
+                        args = r.args;
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Forward calls whose handlers send backward calls with the forward call's XID, while the
+/// test thread sends backward calls to every session: several clients over two reactors.
+fn colliding_xids(mode: CallbackMode, workers: usize, version: ProtocolVersion) {
+    let w = World::new(workers);
+    let nclients = 4;
+    let per_fwd = 100;
+    let per_back = 100;
+    let nfwd = nclients * per_fwd;
+    // Backward tally: BOUNCE calls at 0..nfwd, session calls after.
+    let back = Tally::new(nfwd + nclients * per_back);
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let server = Server::builder()
+        .program(server_program(Arc::clone(&back), refused))
+        .options(ServerOptions {
+            // Room for every call a connection may get at once: an inline handler cannot
+            // wait for ring space (BOUNCE would fail with SYSTEM_ERR).
+            backchannel_queue: 512,
+            ..server_opts(mode, 4)
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let log = ClientLog::new();
+    let opts = ClientOptions {
+        credits: 8,
+        mode,
+        version,
+        ..ClientOptions::default()
+    };
+    let clients: Vec<Client> = (0..nclients)
+        .map(|_| {
+            Client::connect_serving(&w.client_ep, w.addr, opts, service(&log, 3)).expect("client")
+        })
+        .collect();
+    for (k, c) in clients.iter().enumerate() {
+        assert!(c.wait_connected(Duration::from_secs(5)));
+        bind(c, 100 + k as u64, true).expect("bind");
+    }
+    let fwd = Tally::new(nfwd);
+    let feeder = {
+        let server = server.clone();
+        let back = Arc::clone(&back);
+        std::thread::spawn(move || {
+            for k in 0..nclients {
+                let base = nfwd + k * per_back;
+                back_fire(&server, 100 + k as u64, base..base + per_back, &back);
+            }
+        })
+    };
+    // In worker mode every other forward call waits for its backward call.
+    let wait_too = mode == CallbackMode::Worker;
+    forward_fire(&clients, per_fwd, &fwd, |j| {
+        if wait_too && j % 2 == 1 {
+            BOUNCE_WAIT
+        } else {
+            BOUNCE
+        }
+    });
+    feeder.join().unwrap();
+    let nback = nfwd + nclients * per_back;
+    fwd.wait(nfwd as u64, 30, "forward");
+    let end = Instant::now() + Duration::from_secs(30);
+    while back.done() < nback as u64 {
+        if Instant::now() > end {
+            for c in &clients {
+                eprintln!("client {:?} {:?}", c.state(), c.stats().snapshot());
+            }
+            for s in server.connection_stats() {
+                eprintln!("server conn {s:?}");
+            }
+            panic!("backward: only {} of {nback} completed", back.done());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    fwd.all_ok_exactly_once(nfwd, "forward");
+    back.all_ok_exactly_once(nback, "backward");
+    for c in &clients {
+        let n = c.negotiated().expect("negotiated");
+        assert_eq!(n.version, version, "{n:?}");
+    }
+    // Every forward call's XID was also the XID of a backward call the clients ran.
+    let seen: HashSet<u32> = log.xids.lock().unwrap().iter().copied().collect();
+    let fwd_xids = fwd.xids.lock().unwrap();
+    assert_eq!(fwd_xids.len(), nfwd);
+    let missing = fwd_xids.iter().filter(|x| !seen.contains(x)).count();
+    assert_eq!(missing, 0, "{missing} forward XIDs never used backward");
+    // Counters: every backward call sent once, answered once.
+    let t = server.totals();
+    assert_eq!(t.back_calls, nback as u64, "{t:?}");
+    assert_eq!(t.back_replies, nback as u64, "{t:?}");
+    assert_eq!(t.back_errors, 0, "{t:?}");
+    assert_eq!(t.back_retransmits, 0, "{t:?}");
+    let received: u64 = clients
+        .iter()
+        .map(|c| c.stats().snapshot().back_calls)
+        .sum();
+    assert_eq!(received, nback as u64);
+    for c in &clients {
+        let s = c.stats().snapshot();
+        assert_eq!(s.back_calls, (2 * per_back) as u64, "{s:?}");
+        assert_eq!(s.back_replies, s.back_calls, "{s:?}");
+    }
+    for i in 0..2 {
+        let s = w.server_ep.node_stats(i).unwrap();
+        assert!(s.connections >= 1, "server node {i}: {s:?}");
+    }
+    w.stop();
+}
+
+#[test]
+fn accepts_backward_calls_with_colliding_xids_inline() {
+    colliding_xids(CallbackMode::Inline, 0, ProtocolVersion::V1);
+}
+
+#[test]
+fn accepts_backward_calls_with_colliding_xids_v2() {
+    // Version Two carries the direction in the header (rdma_direction) and requires the
+    // backward direction: the same traffic over Version Two.
+    colliding_xids(CallbackMode::Inline, 0, ProtocolVersion::V2);
+}
+
+#[test]
+fn accepts_backward_calls_with_colliding_xids_worker_mode() {
+    colliding_xids(CallbackMode::Worker, 2, ProtocolVersion::V1);
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn accepts_backward_credits_granted_by_the_client() {
+    // The server asks for 8 backward credits; the client grants 2.
+    let w = World::new(1);
+    let back = Tally::new(1);
+    let server = Server::builder()
+        .program(server_program(back, Arc::new(Mutex::new(Vec::new()))))
+        .options(server_opts(CallbackMode::Inline, 8))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let log = ClientLog::new();
+    let c = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            mode: CallbackMode::Worker,
+            ..ClientOptions::default()
+        },
+        service(&log, 2),
+    )
+    .expect("client");
+    assert!(c.wait_connected(Duration::from_secs(5)));
+    bind(&c, 7, true).expect("bind");
+    // One call first: the grant arrives with its reply (one credit before that).
+    let r = server
+        .back_call_blocking(7, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 1, 2))
+        .expect("first backward call");
+    assert_eq!(r.results(), 3u32.to_be_bytes());
+    log.server_done.fetch_add(1, Ordering::SeqCst);
+    let bc = server.session_backchannel(7).expect("bound");
+    // Hold the client's handlers and send 20.
+    log.gate.set(false);
+    let n = 20;
+    let tally = Tally::new(n);
+    for i in 0..n {
+        let t = Arc::clone(&tally);
+        let l = Arc::clone(&log);
+        server
+            .back_call(
+                7,
+                CB_PROG,
+                1,
+                CB_SUM,
+                sum_args(server.back_args(), i as u32, 3),
+                move |r| {
+                    l.server_done.fetch_add(1, Ordering::SeqCst);
+                    t.record(i, &r, i as u32 + 3)
+                },
+            )
+            .expect("back_call");
+    }
+    // Exactly the grant is on the wire; the rest waits on the server.
+    wait_for("2 calls at the client and 18 queued", 10, || {
+        let s = bc.stats().snapshot();
+        c.stats().snapshot().back_calls == 3 && s.back_queued == 18
+    });
+    let s = bc.stats().snapshot();
+    assert_eq!(s.back_calls, 3, "{s:?}");
+    assert_eq!(s.back_in_flight, 2, "{s:?}");
+    log.gate.set(true);
+    tally.wait(n as u64, 20, "backward");
+    tally.all_ok_exactly_once(n, "backward");
+    let max = log.max_outstanding.load(Ordering::SeqCst);
+    assert!(
+        max <= 2,
+        "{max} backward calls outstanding with 2 credits granted"
+    );
+    let s = bc.stats().snapshot();
+    assert_eq!(s.back_calls, 21, "{s:?}");
+    assert_eq!(s.back_replies, 21, "{s:?}");
+    assert_eq!(c.stats().snapshot().back_calls, 21);
+    w.stop();
+}
+
+#[test]
+fn rejects_backward_calls_to_a_client_that_did_not_enable_them() {
+    let w = World::new(0);
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let server = Server::builder()
+        .program(server_program(Tally::new(1), Arc::clone(&refused)))
+        .options(server_opts(CallbackMode::Inline, 4))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    // A client that serves nothing, and one that serves the program but whose upper layer
+    // did not tell the server.
+    let plain = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("plain");
+    let log = ClientLog::new();
+    let serving = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions::default(),
+        service(&log, 4),
+    )
+    .expect("serving");
+    assert!(plain.wait_connected(Duration::from_secs(5)));
+    assert!(serving.wait_connected(Duration::from_secs(5)));
+    bind(&plain, 1, false).expect("bind plain");
+    bind(&serving, 2, false).expect("bind serving");
+    for s in [1u64, 2] {
+        let e = server
+            .back_call_blocking(s, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 1, 1))
+            .unwrap_err();
+        assert_eq!(e, ClientError::NotServed, "session {s}");
+    }
+    // From a handler: a blocking call on the reactor is refused; a call before `enable` is
+    // refused too.
+    let r = plain
+        .call_blocking(PROG, 2, TRY_BACK, plain.args().unwrap())
+        .expect("try_back");
+    assert_eq!(
+        r.results(),
+        1u32.to_be_bytes(),
+        "blocking call from the reactor"
+    );
+    wait_for("the refused callback", 5, || {
+        !refused.lock().unwrap().is_empty()
+    });
+    assert_eq!(*refused.lock().unwrap(), vec![ClientError::NotServed]);
+    // An unknown session is refused at once, with the arguments back.
+    let e = server
+        .back_call(99, CB_PROG, 1, CB_SUM, server.back_args().unwrap(), |_| {
+            panic!("must not run")
+        })
+        .unwrap_err();
+    assert_eq!(e.error, ClientError::SessionClosed);
+    // Nothing was sent; each refusal was counted.
+    let t = server.totals();
+    assert_eq!(t.back_calls, 0, "{t:?}");
+    assert_eq!(t.back_errors, 3, "{t:?}");
+    assert_eq!(plain.stats().snapshot().back_calls, 0);
+    assert_eq!(serving.stats().snapshot().back_calls, 0);
+    assert_eq!(log.entered.load(Ordering::SeqCst), 0);
+    // Once the client says it serves the backchannel, the same session works.
+    bind(&serving, 2, true).expect("rebind serving");
+    let r = server
+        .back_call_blocking(2, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 4, 5))
+        .expect("after enable");
+    assert_eq!(r.results(), 9u32.to_be_bytes());
+    w.stop();
+}
+
+#[test]
+fn rejects_handler_backchannel_when_the_server_has_none() {
+    let w = World::new(0);
+    let _server = Server::builder()
+        .program(server_program(
+            Tally::new(1),
+            Arc::new(Mutex::new(Vec::new())),
+        ))
+        .options(server_opts(CallbackMode::Inline, 0))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let c = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    assert!(c.wait_connected(Duration::from_secs(5)));
+    // SESSION answers SYSTEM_ERR when `Request::backchannel` is `None`.
+    assert_eq!(
+        bind(&c, 1, true).unwrap_err(),
+        ClientError::Rpc(AcceptStat::SystemErr)
+    );
+    w.stop();
+}
+
+#[test]
+fn accepts_backchannel_dispatch_like_the_server() {
+    let w = World::new(0);
+    let server = Server::builder()
+        .program(server_program(
+            Tally::new(1),
+            Arc::new(Mutex::new(Vec::new())),
+        ))
+        .options(server_opts(CallbackMode::Inline, 4))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let log = ClientLog::new();
+    let c = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions::default(),
+        service(&log, 4),
+    )
+    .expect("client");
+    assert!(c.wait_connected(Duration::from_secs(5)));
+    bind(&c, 5, true).expect("bind");
+    let call = |prog: u32, vers: u32, p: u32| {
+        server.back_call_blocking(5, prog, vers, p, sum_args(server.back_args(), 20, 22))
+    };
+    assert_eq!(
+        call(CB_PROG, 2, CB_SUM).unwrap().results(),
+        42u32.to_be_bytes()
+    );
+    // NULL: an empty SUCCESS.
+    assert!(call(CB_PROG, 1, 0).unwrap().results().is_empty());
+    assert_eq!(
+        call(CB_PROG + 1, 1, CB_SUM).unwrap_err(),
+        ClientError::Rpc(AcceptStat::ProgUnavail)
+    );
+    assert_eq!(
+        call(CB_PROG, 5, CB_SUM).unwrap_err(),
+        ClientError::Rpc(AcceptStat::ProgMismatch { low: 1, high: 2 })
+    );
+    assert_eq!(
+        call(CB_PROG, 1, 9).unwrap_err(),
+        ClientError::Rpc(AcceptStat::ProcUnavail)
+    );
+    assert_eq!(
+        call(CB_PROG, 1, CB_GARBAGE).unwrap_err(),
+        ClientError::Rpc(AcceptStat::GarbageArgs)
+    );
+    // Backward calls carry no chunks: a receptacle is refused locally.
+    let mut a = sum_args(server.back_args(), 1, 1);
+    a.receptacle(server.back_args().unwrap().into_buf())
+        .unwrap();
+    let e = server
+        .back_call_blocking(5, CB_PROG, 1, CB_SUM, a)
+        .unwrap_err();
+    assert!(matches!(e, ClientError::BadCall(_)), "{e:?}");
+    // Client counters: 6 calls ran or were answered with an RPC error.
+    let s = c.stats().snapshot();
+    assert_eq!(s.back_calls, 6, "{s:?}");
+    assert_eq!(s.back_replies, 6, "{s:?}");
+    assert_eq!(s.back_errors, 4, "{s:?}");
+    let t = server.totals();
+    assert_eq!(t.back_calls, 6, "{t:?}");
+    assert_eq!(t.back_replies, 2, "{t:?}");
+    assert_eq!(t.back_errors, 5, "{t:?}");
+    w.stop();
+}
+
+/// Connections dropped in the middle of backward traffic: every backward call completes
+/// exactly once, successfully, after the clients reconnect and rebind their sessions.
+fn drop_mid_backward_traffic(mode: CallbackMode, workers: usize) {
+    let w = World::new(workers);
+    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
+    let f2 = Arc::clone(&faults);
+    assert!(w
+        .client_ep
+        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+    let server = Server::builder()
+        .program(server_program(
+            Tally::new(1),
+            Arc::new(Mutex::new(Vec::new())),
+        ))
+        .options(server_opts(mode, 4))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let log = ClientLog::new();
+    let opts = ClientOptions {
+        credits: 4,
+        mode,
+        max_retransmits: 50,
+        max_reconnects: 50,
+        ..ClientOptions::default()
+    };
+    let nclients = 3;
+    let clients: Vec<Client> = (0..nclients)
+        .map(|_| {
+            Client::connect_serving(&w.client_ep, w.addr, opts, service(&log, 4)).expect("client")
+        })
+        .collect();
+    for (k, c) in clients.iter().enumerate() {
+        assert!(c.wait_connected(Duration::from_secs(5)));
+        bind(c, 200 + k as u64, true).expect("bind");
+    }
+    let per = 300;
+    let n = nclients * per;
+    let tally = Tally::new(n);
+    let stop = Arc::new(AtomicU64::new(0));
+    let bind_failures = Arc::new(AtomicU64::new(0));
+    // The upper layer: after every reconnection, bind the new connection to the session.
+    let rebinder = {
+        let clients = clients.clone();
+        let stop = Arc::clone(&stop);
+        let failures = Arc::clone(&bind_failures);
+        std::thread::spawn(move || {
+            let mut seen = vec![0u64; clients.len()];
+            let mut binds = 0;
+            while stop.load(Ordering::SeqCst) == 0 {
+                for (k, c) in clients.iter().enumerate() {
+                    let r = c.stats().snapshot().reconnects;
+                    if r != seen[k] {
+                        seen[k] = r;
+                        let mut a = c.args().unwrap();
+                        let s = 200 + k as u64;
+                        a.put_u32((s >> 32) as u32).unwrap();
+                        a.put_u32(s as u32).unwrap();
+                        a.put_u32(1).unwrap();
+                        let f = Arc::clone(&failures);
+                        c.call(PROG, 2, SESSION, a, move |r| {
+                            if r.is_err() {
+                                f.fetch_add(1, Ordering::SeqCst);
+                            }
+                        })
+                        .expect("rebind");
+                        binds += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            binds
+        })
+    };
+    let dropper = {
+        let faults = Arc::clone(&faults);
+        let tally = Arc::clone(&tally);
+        let log = Arc::clone(&log);
+        let server = server.clone();
+        std::thread::spawn(move || {
+            let mut drops = 0;
+            let mut last = 0;
+            while tally.done() < n as u64 && drops < 4 {
+                let d = tally.done();
+                if d >= last + (n as u64) / 6 {
+                    last = d;
+                    let gated = mode == CallbackMode::Worker;
+                    if gated {
+                        // Hold a backward call in a client handler: it is on the wire when the
+                        // connections go.
+                        log.gate.set(false);
+                        let end = Instant::now() + Duration::from_secs(10);
+                        while log.gate.waiting.load(Ordering::SeqCst) == 0
+                            && tally.done() < n as u64
+                            && Instant::now() < end
+                        {
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                    } else if server.totals().back_in_flight == 0 {
+                        last = d.saturating_sub(n as u64 / 6);
+                        std::thread::sleep(Duration::from_micros(50));
+                        continue;
+                    }
+                    for f in faults.lock().unwrap().drain(..) {
+                        f.drop_connection();
+                    }
+                    drops += 1;
+                    if gated {
+                        log.gate.set(true);
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            log.gate.set(true);
+            drops
+        })
+    };
+    for k in 0..nclients {
+        back_fire(&server, 200 + k as u64, k * per..(k + 1) * per, &tally);
+    }
+    let end = Instant::now() + Duration::from_secs(60);
+    while tally.done() < n as u64 {
+        if Instant::now() > end {
+            for c in &clients {
+                eprintln!("{:?} {:?}", c.state(), c.stats().snapshot());
+            }
+            for s in server.connection_stats() {
+                eprintln!("server conn {s:?}");
+            }
+            panic!(
+                "{mode:?}: only {} of {n} backward calls completed",
+                tally.done()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let drops = dropper.join().unwrap();
+    stop.store(1, Ordering::SeqCst);
+    let binds = rebinder.join().unwrap();
+    tally.all_ok_exactly_once(n, "backward");
+    assert_eq!(bind_failures.load(Ordering::SeqCst), 0, "a rebind failed");
+    assert!(drops > 0, "no connection was dropped");
+    let lost: u64 = clients
+        .iter()
+        .map(|c| c.stats().snapshot().connection_losses)
+        .sum();
+    assert!(lost > 0 && binds > 0, "lost {lost} rebinds {binds}");
+    // Retransmissions reuse the XID: every XID a client ran belongs to a completed call.
+    let replied: HashSet<u32> = tally.xids.lock().unwrap().iter().copied().collect();
+    assert_eq!(replied.len(), n, "XIDs not unique per call");
+    let ran = log.xids.lock().unwrap();
+    assert!(ran.len() >= n);
+    let foreign = ran.iter().filter(|x| !replied.contains(x)).count();
+    assert_eq!(
+        foreign, 0,
+        "{foreign} backward calls ran under an XID no reply carried"
+    );
+    let t = server.totals();
+    if mode == CallbackMode::Worker {
+        // Each drop had a backward call on the wire (held in a client handler).
+        assert!(t.back_retransmits > 0, "{t:?}");
+    }
+    assert_eq!(t.back_replies, n as u64, "{t:?}");
+    eprintln!(
+        "{mode:?}: {drops} drops, {lost} losses, {binds} rebinds, {} backward sends, {} \
+         retransmits, {} runs for {n} calls",
+        t.back_calls,
+        t.back_retransmits,
+        ran.len()
+    );
+    drop(ran);
+    w.stop();
+}
+
+#[test]
+fn accepts_connection_drop_mid_backward_traffic_inline() {
+    drop_mid_backward_traffic(CallbackMode::Inline, 0);
+}
+
+#[test]
+fn accepts_connection_drop_mid_backward_traffic_worker_mode() {
+    drop_mid_backward_traffic(CallbackMode::Worker, 2);
+}
+
+/// Waits for a callback's outcome stored in `slot`.
+fn outcome(slot: &Arc<Mutex<Option<Result<Reply, ClientError>>>>) -> Result<Reply, ClientError> {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(r) = slot.lock().unwrap().take() {
+            return r;
+        }
+        assert!(Instant::now() < end, "no outcome");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
+    let w = World::new(1);
+    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
+    let f2 = Arc::clone(&faults);
+    assert!(w
+        .client_ep
+        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+    let server = Server::builder()
+        .program(server_program(
+            Tally::new(1),
+            Arc::new(Mutex::new(Vec::new())),
+        ))
+        .options(server_opts(CallbackMode::Inline, 4))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let log = ClientLog::new();
+    let c = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            mode: CallbackMode::Worker,
+            ..ClientOptions::default()
+        },
+        service(&log, 4),
+    )
+    .expect("client");
+    assert!(c.wait_connected(Duration::from_secs(5)));
+    bind(&c, 1, true).expect("bind");
+    let slot = Arc::new(Mutex::new(None));
+    let short = BackCallOptions {
+        timeout_ms: Some(100),
+        ..BackCallOptions::default()
+    };
+    // 1. On the wire, the client's handler held: times out; the late reply is dropped and the
+    // next call works.
+    log.gate.set(false);
+    let s2 = Arc::clone(&slot);
+    server
+        .back_call_with(
+            1,
+            CB_PROG,
+            1,
+            CB_SUM,
+            sum_args(server.back_args(), 1, 1),
+            short,
+            move |r| *s2.lock().unwrap() = Some(r),
+        )
+        .expect("back_call");
+    assert_eq!(outcome(&slot).unwrap_err(), ClientError::TimedOut);
+    assert_eq!(
+        log.entered.load(Ordering::SeqCst),
+        1,
+        "the call reached the client"
+    );
+    log.gate.set(true);
+    let r = server
+        .back_call_blocking(1, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 2, 3))
+        .expect("after the timeout");
+    assert_eq!(r.results(), 5u32.to_be_bytes());
+    // 2. Parked for a session whose client never comes back: times out.
+    let before = faults.lock().unwrap().len();
+    let gone = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            max_reconnects: 0,
+            ..ClientOptions::default()
+        },
+        service(&log, 4),
+    )
+    .expect("client");
+    assert!(gone.wait_connected(Duration::from_secs(5)));
+    bind(&gone, 2, true).expect("bind");
+    let f = faults.lock().unwrap()[before].clone();
+    f.drop_connection();
+    wait_for("the client to give up", 10, || {
+        gone.state() == rpcrdma_poller::ClientState::Failed
+    });
+    let s2 = Arc::clone(&slot);
+    server
+        .back_call_with(
+            2,
+            CB_PROG,
+            1,
+            CB_SUM,
+            sum_args(server.back_args(), 1, 1),
+            short,
+            move |r| *s2.lock().unwrap() = Some(r),
+        )
+        .expect("parked call");
+    assert_eq!(outcome(&slot).unwrap_err(), ClientError::TimedOut);
+    // 3. Parked without a deadline: closing the session completes it.
+    let s2 = Arc::clone(&slot);
+    let never = BackCallOptions {
+        timeout_ms: Some(0),
+        ..BackCallOptions::default()
+    };
+    server
+        .back_call_with(
+            2,
+            CB_PROG,
+            1,
+            CB_SUM,
+            sum_args(server.back_args(), 1, 1),
+            never,
+            move |r| *s2.lock().unwrap() = Some(r),
+        )
+        .expect("parked call");
+    assert!(server.close_session(2));
+    assert_eq!(outcome(&slot).unwrap_err(), ClientError::SessionClosed);
+    assert!(!server.close_session(2));
+    let e = server
+        .back_call(2, CB_PROG, 1, CB_SUM, server.back_args().unwrap(), |_| {
+            panic!("must not run")
+        })
+        .unwrap_err();
+    assert_eq!(e.error, ClientError::SessionClosed);
+    // The lingering connection left once its session closed.
+    wait_for("the lost connection to leave", 10, || {
+        (0..2)
+            .map(|i| w.server_ep.node_stats(i).unwrap().connections)
+            .sum::<u64>()
+            == 1
+    });
+    let t = server.totals();
+    assert_eq!(t.back_errors, 3, "{t:?}");
+    w.stop();
+}
