@@ -784,3 +784,49 @@ fn accepts_bidirectional_traffic_end_to_end_over_soft_provider() {
     assert!(p.req.errors.is_empty(), "requester: {:?}", p.req.errors);
     assert!(p.resp.errors.is_empty(), "responder: {:?}", p.resp.errors);
 }
+
+#[test]
+fn rejects_client_backchannel_with_one_send_buffer_per_credit() {
+    // The server may send its next backward call as soon as it has a reply whose Send has not
+    // completed on the client yet: the client needs a send buffer per backward credit plus one
+    // per reply still being sent, like its receives. One per credit is refused at set-up
+    // rather than dropping a call later.
+    use rpcrdma_engine::conn::{BackchannelPools, ConfigError, Connection, Pools};
+    let mut cfg = Config::DEFAULT;
+    cfg.credits = 4;
+    cfg.backchannel_credits = 3;
+    let buf = |i: u64, len: u32| LocalBuf {
+        addr: 0x1000_0000 + i * 0x1_0000,
+        len,
+        lkey: 1,
+    };
+    let headers: Vec<LocalBuf> = (0..4).map(|i| buf(i, 4096)).collect();
+    let recvs: Vec<LocalBuf> = (4..8).map(|i| buf(i, 4096)).collect();
+    let bc_recvs: Vec<LocalBuf> = (8..14).map(|i| buf(i, 4096)).collect();
+    let mws: Vec<u32> = (0..32).map(|i| 0x100 + i).collect();
+    let pools = Pools {
+        headers: &headers,
+        recvs: &recvs,
+        data: &[],
+        mws: &mws,
+        zero: buf(20, 64),
+    };
+    let make = |n: u64| {
+        let bc_headers: Vec<LocalBuf> = (0..n).map(|i| buf(30 + i, 4096)).collect();
+        Connection::with_backchannel(
+            Role::Requester,
+            cfg,
+            &pools,
+            &BackchannelPools {
+                headers: &bc_headers,
+                recvs: &bc_recvs,
+            },
+        )
+        .map(|_| ())
+    };
+    assert_eq!(
+        make(3),
+        Err(ConfigError::TooFewBackchannelHeaders { needed: 6, have: 3 })
+    );
+    assert_eq!(make(6), Ok(()));
+}

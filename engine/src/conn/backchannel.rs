@@ -518,7 +518,11 @@ impl BackResponder {
         };
         let len = wc.byte_len.min(rbuf.len) as usize;
         let Some(slot) = self.free.pop() else {
-            // More backward calls than granted: the server broke the credit rule.
+            // Unreachable with a server that keeps to the credits it was granted: there is a
+            // send buffer per credit plus one per reply still being sent (the sizing rule of
+            // `BackchannelPools::headers`). A server that sends more broke the credit rule;
+            // the call is dropped (the receive is reposted) and the server's retransmission
+            // rules apply.
             core.release_recv(index);
             return;
         };

@@ -329,8 +329,9 @@ pub struct Pools<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct BackchannelPools<'a> {
     /// Send buffers for backward messages, each at least [`Config::inline_send`] octets.
-    /// Requester (client): one per backward call being served, at least
-    /// [`Config::backchannel_credits`]. Responder (server): one per backward call outstanding
+    /// Requester (client): one per backward call being served or whose reply Send has not
+    /// completed yet, at least `2 × backchannel_credits`. Responder (server): one per backward
+    /// call outstanding
     /// (at most `backchannel_credits` of them are used).
     pub headers: &'a [LocalBuf],
     /// Extra receive buffers, each at least the advertised [`Config::inline_recv`].
@@ -1180,7 +1181,10 @@ impl Connection {
                 return Err(ConfigError::NoBackchannelCredits);
             }
             let (need_h, need_r) = match role {
-                Role::Requester => (c, 2 * c),
+                // Requester: a send buffer per backward credit, plus one per backward call
+                // whose reply Send has not completed yet (the server may send its next call
+                // as soon as it has the reply), like the receives.
+                Role::Requester => (2 * c, 2 * c),
                 Role::Responder => (1, bc.headers.len().max(1)),
             };
             if bc.headers.len() < need_h {

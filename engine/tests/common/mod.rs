@@ -283,7 +283,7 @@ impl Sizing {
         let mut s = Self::for_config(role, cfg);
         match role {
             Role::Requester => {
-                s.bc_headers = b;
+                s.bc_headers = 2 * b;
                 s.bc_recvs = 2 * b;
             }
             Role::Responder => {

@@ -263,7 +263,7 @@ fn side(
         0
     };
     let (nbh, nbr) = match role {
-        Role::Requester => (b, 2 * b),
+        Role::Requester => (2 * b, 2 * b),
         Role::Responder => (b, b),
     };
     let bc_headers: Vec<LocalBuf> = (0..nbh).map(|_| host.alloc(cfg.inline_send)).collect();
