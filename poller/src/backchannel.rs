@@ -207,7 +207,7 @@ impl ClientBack {
             rpc_headers: 0,
             rpc_header_size: 0,
         };
-        let slab = Slab::new(reg, &layout, hugepages)?;
+        let slab = Slab::new(reg, &layout, hugepages, crate::buf::LOCAL_ACCESS)?;
         Ok(Box::new(ClientBack {
             programs: s.programs,
             slab,
@@ -1340,7 +1340,7 @@ impl ServerBack {
             rpc_headers: nrec,
             rpc_header_size: RPC_HEADER_SIZE,
         };
-        let slab = Slab::new(&*env.pd, &layout, env.hugepages)?;
+        let slab = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS)?;
         let (tx, rx) = mpsc::channel::<BackSubmit>(nrec.next_power_of_two())
             .map_err(|_| MemError::BadSize("backchannel ring"))?;
         let inner = Arc::new(ConnBackShared {

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use rpcrdma_engine::conn::{HostMemory, LocalBuf, Pools};
+use rpcrdma_engine::verbs::DeviceCaps;
 use rpcrdma_mempool::{
     Access, HugePagePolicy, Pool, PoolBuf, PoolConfig, Region, RegionOptions, Registrar,
 };
@@ -52,11 +53,28 @@ impl core::fmt::Display for MemError {
 
 impl std::error::Error for MemError {}
 
-/// Maps and registers a region of at least `len` octets.
+/// Access rights for memory a client may expose in chunks: memory windows are bound over it
+/// per call (`MW_BIND`), or, on a device without type-2 memory windows, its persistent STag is
+/// advertised, so the registration itself carries the remote rights (the whole region is then
+/// reachable by the peer for as long as it is registered: see docs/rdma-provider.md).
+pub(crate) fn exposable_access(caps: &DeviceCaps) -> Access {
+    if caps.mw_type2 {
+        Access::LOCAL_WRITE | Access::MW_BIND
+    } else {
+        Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
+    }
+}
+
+/// Access rights for memory that never leaves this side (server slabs, backchannel buffers:
+/// the Read-Write model exposes no responder memory).
+pub(crate) const LOCAL_ACCESS: Access = Access::LOCAL_WRITE;
+
+/// Maps and registers a region of at least `len` octets with `access`.
 pub(crate) fn registered_region<R: Registrar>(
     reg: &R,
     len: usize,
     hugepages: HugePagePolicy,
+    access: Access,
 ) -> Result<Arc<Region>, MemError> {
     let opts = RegionOptions {
         hugepages,
@@ -64,7 +82,7 @@ pub(crate) fn registered_region<R: Registrar>(
     };
     let region = Region::new(len.max(4096), &opts).map_err(|e| MemError::Region(e.to_string()))?;
     region
-        .register(reg, Access::LOCAL_WRITE | Access::MW_BIND)
+        .register(reg, access)
         .map_err(|e| MemError::Register(e.to_string()))?;
     Ok(Arc::new(region))
 }
@@ -89,6 +107,7 @@ impl BufPool {
         count: usize,
         size: usize,
         hugepages: HugePagePolicy,
+        access: Access,
     ) -> Result<BufPool, MemError> {
         if count == 0 || size == 0 || size > u32::MAX as usize {
             return Err(MemError::BadSize("buffer pool count/size"));
@@ -99,7 +118,7 @@ impl BufPool {
         let len = cfg
             .region_len()
             .ok_or(MemError::BadSize("buffer pool too large"))?;
-        let region = registered_region(reg, len, hugepages)?;
+        let region = registered_region(reg, len, hugepages, access)?;
         let pool = Pool::new(&region, &cfg).map_err(|e| MemError::Pool(e.to_string()))?;
         Ok(BufPool { pool })
     }
@@ -180,9 +199,10 @@ impl Slab {
         reg: &R,
         l: &SlabLayout,
         hugepages: HugePagePolicy,
+        access: Access,
     ) -> Result<Slab, MemError> {
         let total = l.total().ok_or(MemError::BadSize("slab too large"))?;
-        let region = registered_region(reg, total, hugepages)?;
+        let region = registered_region(reg, total, hugepages, access)?;
         let lkey = region.keys().map(|k| k.lkey).unwrap_or(0);
         let base = region.as_ptr() as u64;
         let carve = |n: usize, size: u32| -> Result<Vec<LocalBuf>, MemError> {
@@ -324,7 +344,13 @@ mod tests {
     fn rejects_access_outside_registered_regions() {
         let env = SoftEnv::new();
         let pd = env.client_pd();
-        let r = registered_region(&pd, 8192, HugePagePolicy::Never).expect("region");
+        let r = registered_region(
+            &pd,
+            8192,
+            HugePagePolicy::Never,
+            LOCAL_ACCESS | Access::MW_BIND,
+        )
+        .expect("region");
         let base = r.as_ptr() as u64;
         let len = r.len();
         let mut m = HostRegions::new(&[Arc::clone(&r)]);
@@ -355,7 +381,7 @@ mod tests {
             rpc_headers: 3,
             rpc_header_size: 128,
         };
-        let s = Slab::new(&pd, &l, HugePagePolicy::Never).expect("slab");
+        let s = Slab::new(&pd, &l, HugePagePolicy::Never, LOCAL_ACCESS).expect("slab");
         let m = HostRegions::new(&[Arc::clone(&s.region)]);
         let all = s
             .headers

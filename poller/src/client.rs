@@ -822,6 +822,12 @@ impl<P: Provider> ClientConn<P> {
         cfg.inline_send = opts.inline_send.clamp(1024, 262_144);
         cfg.inline_recv = opts.inline_recv.clamp(1024, 262_144);
         cfg.remote_invalidate = opts.remote_invalidate;
+        // A device without type-2 memory windows (siw, some RoCE NICs): chunks are exposed
+        // through the registrations' persistent STags, and the client does not offer remote
+        // invalidation (it would revoke a persistent key). The device logged this once.
+        if !ep.device().caps().mw_type2 {
+            cfg.stag = conn::StagMode::Persistent;
+        }
         cfg.ddp = opts.ddp;
         cfg.call_timeout_ns = opts.call_timeout_ms.saturating_mul(1_000_000);
         cfg.sq_depth = ep.sq_depth(c);
@@ -841,7 +847,14 @@ impl<P: Provider> ClientConn<P> {
             rpc_header_size: RPC_HEADER_SIZE,
         };
         let slab =
-            Slab::new(&**ep.pd(), &layout, ep.hugepages()).map_err(|_| ClientError::Setup)?;
+            // The slab's zero octets may be exposed (read-only) in a long call.
+            Slab::new(
+                &**ep.pd(),
+                &layout,
+                ep.hugepages(),
+                crate::buf::exposable_access(ep.device().caps()),
+            )
+            .map_err(|_| ClientError::Setup)?;
         let back = match back {
             Some(b) => Some(
                 ClientBack::new(
@@ -890,7 +903,11 @@ impl<P: Provider> ClientConn<P> {
             drv: ConnDriver::new(mem),
             slab,
             cfg,
-            nmw: (c as usize) * 4,
+            nmw: if cfg.stag == conn::StagMode::MemoryWindows {
+                (c as usize) * 4
+            } else {
+                0
+            },
             state: CState::Idle,
             recs,
             free: (0..nrec as u32).rev().collect(),

@@ -200,9 +200,11 @@ impl<P: Provider> Endpoint<P> {
             dev.alloc_pd()
                 .map_err(|e| EndpointError::Verbs(e.to_string()))?,
         );
-        let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages)
+        // Arguments, DDP items and receptacles may be exposed in chunks.
+        let access = crate::buf::exposable_access(dev.caps());
+        let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages, access)
             .map_err(EndpointError::Memory)?;
-        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages)
+        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages, access)
             .map_err(EndpointError::Memory)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);

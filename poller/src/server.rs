@@ -287,7 +287,9 @@ impl<P: Provider> ServerConn<P> {
         cfg.credits = c;
         cfg.inline_send = o.inline_send.clamp(1024, 262_144);
         cfg.inline_recv = o.inline_recv.clamp(1024, 262_144);
-        cfg.remote_invalidate = o.remote_invalidate;
+        // Send With Invalidate only where the device can post it (RFC 8797 §4.1: R says the
+        // responder's stack supports remote invalidation); the device logged its absence.
+        cfg.remote_invalidate = o.remote_invalidate && env.dev.caps().send_with_invalidate;
         cfg.sq_depth = env.sq_depth(c);
         cfg.rq_depth = env.rq_depth(c);
         cfg.max_send_sge = 4;
@@ -313,7 +315,8 @@ impl<P: Provider> ServerConn<P> {
             rpc_headers: 0,
             rpc_header_size: 0,
         };
-        let slab = Slab::new(&*env.pd, &layout, env.hugepages).ok()?;
+        // The responder exposes nothing (Read-Write model): local access only.
+        let slab = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS).ok()?;
         let (w, r) = conn_stats();
         let back = if o.backchannel_credits > 0 {
             Some(ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()).ok()?)

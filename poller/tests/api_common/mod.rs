@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFabric, SoftProvider};
 use rpcrdma_poller::{
     BackoffConfig, Cores, EndpointConfig, PinPolicy, Program, ReactorConfig, ReactorSet, Reject,
     ReplyBuilder, Request,
@@ -64,9 +64,14 @@ impl World {
 
     /// A world whose reactors run with `cfg` (e.g. pure busy polling).
     pub fn with_reactors(workers: usize, cfg: &ReactorConfig) -> World {
+        World::with_devices(workers, cfg, &SoftConfig::default())
+    }
+
+    /// A world whose two soft devices have `dev` (e.g. capabilities a device lacks).
+    pub fn with_devices(workers: usize, cfg: &ReactorConfig, dev: &SoftConfig) -> World {
         let fabric = SoftFabric::new();
-        let sdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
-        let cdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+        let sdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), dev.clone());
+        let cdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), dev.clone());
         let set = ReactorSet::start(cfg).expect("reactors");
         let server_ep = Endpoint::new(&set, sdev, endpoint_config(workers)).expect("server ep");
         let client_ep = Endpoint::new(&set, cdev, endpoint_config(workers)).expect("client ep");

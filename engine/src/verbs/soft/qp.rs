@@ -1293,7 +1293,14 @@ impl QueuePair<SoftProvider> for SoftQp {
         let mut new_mw_key = None;
         let op = match wr.op {
             SendOp::Send => SqOp::Send,
-            SendOp::SendWithInv { rkey } => SqOp::SendInv(rkey),
+            SendOp::SendWithInv { rkey } => {
+                // A device without Send With Invalidate refuses the opcode at post time, as
+                // ibv_post_send does with EINVAL.
+                if !sh.dev.caps.send_with_invalidate {
+                    return Self::send_err(errno::EINVAL);
+                }
+                SqOp::SendInv(rkey)
+            }
             SendOp::RdmaWrite { remote_addr, rkey } => SqOp::Write {
                 raddr: remote_addr,
                 rkey,
