@@ -70,8 +70,8 @@ impl World {
     /// A world whose two soft devices have `dev` (e.g. capabilities a device lacks).
     pub fn with_devices(workers: usize, cfg: &ReactorConfig, dev: &SoftConfig) -> World {
         let fabric = SoftFabric::new();
-        let sdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), dev.clone());
-        let cdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), dev.clone());
+        let sdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), *dev);
+        let cdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), *dev);
         let set = ReactorSet::start(cfg).expect("reactors");
         let server_ep = Endpoint::new(&set, sdev, endpoint_config(workers)).expect("server ep");
         let client_ep = Endpoint::new(&set, cdev, endpoint_config(workers)).expect("client ep");
