@@ -830,3 +830,42 @@ fn rejects_client_backchannel_with_one_send_buffer_per_credit() {
     );
     assert_eq!(make(6), Ok(()));
 }
+
+#[test]
+fn rejects_backward_call_reusing_a_live_backward_xid() {
+    // Backward XIDs come from their own space; within it, one live call per XID (the server
+    // matches backward replies by XID).
+    let mut cc = Config::DEFAULT;
+    cc.backchannel_credits = 4;
+    let mut sc = Config::DEFAULT;
+    sc.backchannel_credits = 4;
+    let mut p = Pair::new_bidir(cc, sc);
+    p.enable_backchannel();
+    let rb = p.resp.host.alloc(256, LW);
+    let m1 = p.resp.host.buf_with(&cb_call(7, 0, &[]), LW);
+    p.back_call(&spec(&[m1], rb));
+    let inc = p.next_back_call().unwrap();
+    let r = p.req.host.buf_with(&rpc_reply(7, &[]), LW);
+    p.back_reply(
+        inc.call,
+        &ReplySpec {
+            message: &[r],
+            results: &[],
+        },
+    );
+    assert!(p.next_back_done().is_some());
+    // XID 8 outstanding (the client holds it), then XID 8 again: refused.
+    let rb2 = p.resp.host.alloc(256, LW);
+    let m2 = p.resp.host.buf_with(&cb_call(8, 0, &[]), LW);
+    p.back_call(&spec(&[m2], rb2));
+    let rb3 = p.resp.host.alloc(256, LW);
+    let m3 = p.resp.host.buf_with(&cb_call(8, 0, &[]), LW);
+    assert_eq!(
+        p.try_back_call(&spec(&[m3], rb3)),
+        Err(StartError::DuplicateXid)
+    );
+    // Another XID is fine.
+    let m4 = p.resp.host.buf_with(&cb_call(9, 0, &[]), LW);
+    let rb4 = p.resp.host.alloc(256, LW);
+    assert!(p.try_back_call(&spec(&[m4], rb4)).is_ok());
+}

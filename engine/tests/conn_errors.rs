@@ -662,3 +662,73 @@ fn rejects_impossible_completion_by_closing_and_failing_calls() {
         })
     ));
 }
+
+#[test]
+fn rejects_long_reply_whose_reply_chunk_holds_no_reply_to_the_call() {
+    // RDMA_NOMSG: the RPC message is in the Reply chunk, written by the responder. It must be
+    // the REPLY to this call (same XID, msg_type REPLY); anything else fails the call.
+    let mut p = raw_responder(Config::DEFAULT);
+    let bad = Some(CallError::BadReply(BadReply::NotAReply));
+    let err_of = |ev: Option<Event>| match ev {
+        Some(Event::CallFailed { error, .. }) => Some(error),
+        other => panic!("{other:?}"),
+    };
+    let cases: [(&str, fn(u32) -> Vec<u8>); 3] = [
+        ("a CALL", |xid| rpc_call(xid, 1, &[0; 8])),
+        ("another XID", |_| rpc_reply(0x99, &[0; 8])),
+        ("only an XID", |xid| xid.to_be_bytes().to_vec()),
+    ];
+    for (i, (what, make)) in cases.into_iter().enumerate() {
+        let xid = 0x40 + i as u32;
+        let content = make(xid);
+        let (call, reply) = start(&mut p, xid, 0, 2048);
+        let h = v1::decode(&call, &ChunkLimits::DEFAULT).unwrap();
+        let seg = h
+            .chunks()
+            .unwrap()
+            .reply
+            .expect("Reply chunk offered")
+            .get(0)
+            .unwrap();
+        // The "RDMA Write" into the Reply chunk, then the RDMA_NOMSG returning its length.
+        p.req.host.write(reply.addr, &content);
+        let m = words(&[
+            xid,
+            1,
+            8,
+            RDMA_NOMSG,
+            0,
+            0,
+            1,
+            1,
+            seg.handle,
+            content.len() as u32,
+            (seg.offset >> 32) as u32,
+            seg.offset as u32,
+        ]);
+        p.raw_send(Dir::Resp, &m, None);
+        assert_eq!(err_of(outcome(&mut p)), bad, "{what}");
+    }
+    // The REPLY itself is accepted.
+    let (call, reply) = start(&mut p, 0x50, 0, 2048);
+    let h = v1::decode(&call, &ChunkLimits::DEFAULT).unwrap();
+    let seg = h.chunks().unwrap().reply.unwrap().get(0).unwrap();
+    let content = rpc_reply(0x50, &[7; 8]);
+    p.req.host.write(reply.addr, &content);
+    let m = words(&[
+        0x50,
+        1,
+        8,
+        RDMA_NOMSG,
+        0,
+        0,
+        1,
+        1,
+        seg.handle,
+        content.len() as u32,
+        (seg.offset >> 32) as u32,
+        seg.offset as u32,
+    ]);
+    p.raw_send(Dir::Resp, &m, None);
+    assert!(matches!(outcome(&mut p), Some(Event::ReplyReady(r)) if r.xid == 0x50));
+}

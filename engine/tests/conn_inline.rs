@@ -252,6 +252,20 @@ fn rejects_bad_configurations() {
         ..base
     };
     assert!(Connection::new(Role::Requester, cfg, &no_zero).is_err());
+    // A responder must grant at least one credit (RFC 8166: 0 would stop the requester).
+    let r2 = host.alloc(4096, LW);
+    let h2 = host.alloc(4096, LW);
+    let r3 = host.alloc(4096, LW);
+    let d = host.alloc(4096, LW);
+    let resp = Pools {
+        headers: &[h, h2],
+        recvs: &[r, r2, r3],
+        data: &[d],
+        mws: &[],
+        zero,
+    };
+    assert!(Connection::new(Role::Responder, cfg, &resp).is_ok());
+    assert!(Connection::new(Role::Responder, c0, &resp).is_err());
 }
 
 #[test]

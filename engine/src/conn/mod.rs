@@ -687,6 +687,10 @@ pub enum BadReply {
     ReplyChunk,
     /// The inline reply is larger than the reply buffer.
     TooLong,
+    /// The message the responder wrote into the Reply chunk (RDMA_NOMSG / RDMA2_NOMSG) is not
+    /// an RPC REPLY to this call: shorter than an XID and `msg_type`, another XID, or not a
+    /// REPLY (v2 draft, "Message Direction": the direction MUST match the RPC message).
+    NotAReply,
     /// Version Two: the transport header did not decode or broke a reply rule.
     HeaderV2(crate::proto::v2::HeaderErrorKind),
     /// The reply came in another RPC-over-RDMA version than the call.

@@ -940,6 +940,26 @@ impl Requester {
                         );
                         return;
                     }
+                } else {
+                    // A long reply: the responder wrote the RPC message into the Reply chunk
+                    // (its RDMA Writes completed before this Send, RC ordering). It must be
+                    // the REPLY to this call; the transport header could not say so.
+                    let head = if len >= 8 {
+                        mem.bytes(call.reply.addr, 8)
+                    } else {
+                        None
+                    };
+                    let is_reply = head.is_some_and(|b| {
+                        b[..4] == call.xid.to_be_bytes() && b[4..8] == 1u32.to_be_bytes()
+                    });
+                    if !is_reply {
+                        self.answered(
+                            core,
+                            slot,
+                            Outcome::Failed(CallError::BadReply(BadReply::NotAReply)),
+                        );
+                        return;
+                    }
                 }
                 self.answered(
                     core,
