@@ -673,7 +673,8 @@ fn rejects_long_reply_whose_reply_chunk_holds_no_reply_to_the_call() {
         Some(Event::CallFailed { error, .. }) => Some(error),
         other => panic!("{other:?}"),
     };
-    let cases: [(&str, fn(u32) -> Vec<u8>); 3] = [
+    type Content = fn(u32) -> Vec<u8>;
+    let cases: [(&str, Content); 3] = [
         ("a CALL", |xid| rpc_call(xid, 1, &[0; 8])),
         ("another XID", |_| rpc_reply(0x99, &[0; 8])),
         ("only an XID", |xid| xid.to_be_bytes().to_vec()),
