@@ -200,6 +200,33 @@ fn accepts_version_two_and_rejects_it_with_small_inline_size() {
 }
 
 #[test]
+fn rejects_rdma_runs_without_a_device_with_status_1() {
+    // Without the `rdma` feature the run says so; with it, this host has no RDMA device that
+    // owns 127.0.0.1 (the VM stage runs the real thing, scripts/vm/guest-apps.sh).
+    let out = run(
+        22420,
+        &[
+            "rpc_lat",
+            "-n",
+            "5",
+            "--provider",
+            "rdma",
+            "--bind",
+            "127.0.0.1",
+            "127.0.0.1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("without the `rdma` feature")
+            || e.contains("RDMA device")
+            || e.contains("errno"),
+        "{e}"
+    );
+}
+
+#[test]
 fn rejects_usage_errors_with_status_2() {
     for bad in [
         &["rpc_lat", "-I", "64"][..],

@@ -90,6 +90,75 @@ fn accepts_loopback_other_program_and_small_inline() {
     assert!(s.contains(" 2 calls, 2 replies, 0 failed"), "{s}");
 }
 
+/// Runs a loopback ping with `args` on `port`; returns stdout (status 0 required).
+fn loopback(port: &str, args: &[&str]) -> String {
+    let out = Command::new(bin())
+        .args([
+            "--loopback",
+            "-c",
+            "2",
+            "--backoff",
+            "shared_cores",
+            "-p",
+            port,
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s
+}
+
+#[test]
+fn accepts_chunk_shapes_as_announced_and_seen_on_the_wire() {
+    // Default: inline call, reply buffers small enough that no Reply chunk is offered.
+    let s = loopback("20052", &[]);
+    assert!(
+        s.contains(
+            " call            : 40 octets of RPC message (0 of arguments): inline, RDMA_MSG"
+        ),
+        "{s}"
+    );
+    assert!(s.contains(" reply chunk     : not offered"), "{s}");
+    assert!(
+        s.contains("calls 2 RDMA_MSG, 0 RDMA_NOMSG + Position-Zero Read chunk (last 0 octets), 0 offering a Reply chunk; replies 2 RDMA_MSG, 0 RDMA_NOMSG"),
+        "{s}"
+    );
+    // Arguments over the 1024-octet send size we advertise: a long call; replies stay inline.
+    let s = loopback("20053", &["--inline-send", "1024", "--arg-size", "2000"]);
+    assert!(
+        s.contains("sent   RFC 8797 v1: max send 1024, max receive 4096, R=1"),
+        "{s}"
+    );
+    assert!(
+        s.contains(": long call, RDMA_NOMSG + Position-Zero Read chunk (28-octet header"),
+        "{s}"
+    );
+    assert!(
+        s.contains("calls 0 RDMA_MSG, 2 RDMA_NOMSG + Position-Zero Read chunk (last 2040 octets), 0 offering a Reply chunk"),
+        "{s}"
+    );
+    // --reply-chunk: every call offers one (our server still answers a NULL call inline).
+    let s = loopback("20054", &["--reply-chunk"]);
+    assert!(s.contains(" reply chunk     : offered (4096 octets"), "{s}");
+    assert!(
+        s.contains("calls 2 RDMA_MSG, 0 RDMA_NOMSG + Position-Zero Read chunk (last 0 octets), 2 offering a Reply chunk; replies 2 RDMA_MSG"),
+        "{s}"
+    );
+    // Arguments larger than the buffers' default: both (the buffers grow past the threshold).
+    let s = loopback("20055", &["--arg-size", "9000"]);
+    assert!(s.contains(" 2 calls, 2 replies, 0 failed"), "{s}");
+    assert!(
+        s.contains("calls 0 RDMA_MSG, 2 RDMA_NOMSG + Position-Zero Read chunk (last 9040 octets), 2 offering a Reply chunk"),
+        "{s}"
+    );
+}
+
 #[test]
 fn rejects_address_without_server() {
     let t = Instant::now();
@@ -111,6 +180,8 @@ fn rejects_usage_errors() {
         &["--loopback", "-c", "0"],
         &["--bogus"],
         &["a", "b"],
+        &["--loopback", "--arg-size", "2000000"],
+        &["--loopback", "--inline-send", "512"],
     ] {
         let out = Command::new(bin()).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");

@@ -2,6 +2,7 @@
 //! derived by hand from the RFC 8166 header layouts, flag parsing of the RPC tests, and a short
 //! library run whose completion count must be `-n`.
 
+use rpcrdma_apps::perf::args::ProviderKind;
 use rpcrdma_apps::perf::rpc::{
     self, call_inline_max, reply_inline_max, Chunks, Plan, RpcConfig, RpcObserver, RpcSizeInfo,
     RpcTest,
@@ -126,6 +127,25 @@ fn accepts_rpc_flags() {
     // The bandwidth window defaults to the credits.
     let a = rpc::parse(RpcTest::Bw, &args(&["--credits", "12"])).unwrap();
     assert_eq!(a.config().window, 12);
+    // --provider rdma: no address starts the server, an address runs the client.
+    let a = rpc::parse(
+        RpcTest::Lat,
+        &args(&["--provider", "rdma", "--bind", "10.0.2.15"]),
+    )
+    .unwrap();
+    assert_eq!(
+        (a.provider, a.server.as_deref(), a.bind.as_deref()),
+        (ProviderKind::Rdma, None, Some("10.0.2.15"))
+    );
+    let a = rpc::parse(
+        RpcTest::Bw,
+        &args(&["--provider=rdma", "-n", "20", "10.0.3.2"]),
+    )
+    .unwrap();
+    assert_eq!(
+        (a.provider, a.server.as_deref(), a.iters),
+        (ProviderKind::Rdma, Some("10.0.3.2"), 20)
+    );
 }
 
 #[test]
@@ -142,8 +162,13 @@ fn rejects_bad_rpc_flags() {
         &["--null", "-s", "64"],
         &["-N"],
         &["-t", "4"],
-        &["--provider", "rdma"],
+        &["--provider", "bogus"],
         &["10.0.0.2"],
+        &["--bind", "10.0.0.1"],
+        &["--provider", "rdma", "--loopback"],
+        &["--provider", "rdma", "--pcap", "x.pcap"],
+        &["--provider", "rdma", "10.0.0.2", "10.0.0.3"],
+        &["--provider", "rdma", "--bind", "nowhere"],
     ] {
         assert!(
             rpc::parse(RpcTest::Lat, &args(bad)).is_err(),
@@ -162,6 +187,46 @@ impl RpcObserver for Count {
         assert_eq!(h.len(), i.completed, "one histogram sample per call");
         self.results.push((*r, *i));
     }
+}
+
+#[test]
+fn accepts_split_server_and_client_runs() {
+    // The two-process shape of `--provider rdma` (rpc::serve + rpc::run_client), here on two
+    // threads over the soft provider: one connection per size to the same server, which
+    // returns once every connection it accepted has closed.
+    use rpcrdma_engine::verbs::soft::SoftProvider;
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    let mut cfg = RpcConfig::new(RpcTest::Bw);
+    cfg.sizes = vec![64, 16384];
+    cfg.iters = 20;
+    cfg.backoff = BackoffMode::SharedCores;
+    cfg.check_every_call = true;
+    let fabric = SoftFabric::new();
+    let server_ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+    let listen = SocketAddr::new(server_ip, 21500);
+    let sdev = fabric.open(server_ip);
+    let scfg = cfg.clone();
+    let (tx, rx) = mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let stop = AtomicBool::new(false);
+        rpc::serve::<SoftProvider>(&scfg, sdev, listen, &stop, &mut |at| tx.send(at).unwrap())
+    });
+    let at = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("listening");
+    assert_eq!(at, listen);
+    let mut obs = Count::default();
+    let open = || Ok(fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))));
+    let r = rpc::run_client::<SoftProvider>(&cfg, listen, &open, &mut obs).expect("client");
+    assert_eq!(r.len(), 2);
+    for (res, info) in &obs.results {
+        assert_eq!((res.iters, info.completed, info.errors), (20, 20, 0));
+    }
+    let sum = server.join().unwrap().expect("server");
+    assert_eq!(sum.connections, 2);
+    assert_eq!((sum.calls, sum.replies, sum.errors), (40, 40, 0));
 }
 
 #[test]

@@ -27,6 +27,9 @@
 #     both    inproc, then split
 # Every run also gets RPCRDMA_VM_RUN (rxe, siw-inproc, siw-split) and is limited
 # to RPCRDMA_VM_RUN_TIMEOUT s (default 600; the run fails with status 124).
+# Extra runs (RPCRDMA_VM_EXTRA_RUNS="name=/path/script ..."): after the runs above, in the
+# same boot, each script is run with bash (same limit, RPCRDMA_VM_RUN=name) and counts as a
+# run named `name` (scripts/ci-vm-stage.sh runs guest-apps.sh and guest-interop.sh this way).
 # Prints a summary and "vm-stage: N passed, N failed"; exits 1 if any run failed.
 set -u
 if [ $# -lt 1 ]; then
@@ -190,6 +193,24 @@ for run in $RUNS; do
 		[ "$rc" -eq 124 ] && note="timed out after RPCRDMA_VM_RUN_TIMEOUT=${RUN_TIMEOUT}s"
 		result "$name" "$rc" $(($(now_ms) - t0)) "$note"
 	done
+done
+
+# ---- extra runs: scripts in the same boot --------------------------------------------------
+for spec in ${RPCRDMA_VM_EXTRA_RUNS:-}; do
+	name=${spec%%=*}
+	script=${spec#*=}
+	t0=$(now_ms)
+	banner "vm-stage run: $name — $script (extra run)"
+	if [ ! -f "$script" ]; then
+		echo "vm-stage: extra run $name: $script is not a file inside the VM"
+		rc=127
+	else
+		RPCRDMA_VM_RUN=$name timeout -k 5 "$RUN_TIMEOUT" bash "$script"
+		rc=$?
+	fi
+	note=
+	[ "$rc" -eq 124 ] && note="timed out after RPCRDMA_VM_RUN_TIMEOUT=${RUN_TIMEOUT}s"
+	result "$name" "$rc" $(($(now_ms) - t0)) "$note"
 done
 
 banner "vm-stage summary ($BIN)" "${SUMMARY[@]/#/  }"

@@ -226,8 +226,11 @@ fn run_with<P: Provider>(
             engine::run_client::<P>(cfg, &dev, server, printer)?;
         }
         Role::Server { bind } => {
-            if let (Some(c), _) = pick_cores(&a.cores) {
-                core_affinity::set_for_current(c);
+            // The server core (`--cores a,b`: b; the second core by default), so that a client
+            // process on the same machine keeps the first one; `--cores a` alone: a.
+            let (c, s) = pick_cores(&a.cores);
+            if let Some(core) = if a.cores.len() == 1 { c } else { s.or(c) } {
+                core_affinity::set_for_current(core);
             }
             let dev = open(bind)?;
             let stop = AtomicBool::new(false);
@@ -359,7 +362,7 @@ fn run_rdma(
         Role::Client { server } => Some(*server),
         _ => None,
     };
-    let open = |ip: IpAddr| rdma_dev::open(ip, peer, a.device.as_deref());
+    let open = |ip: IpAddr| rpcrdma_apps::perf::rdma_dev::open(ip, peer, a.device.as_deref());
     run_with::<Rdma>(cfg, a, role, &open, printer)
 }
 
@@ -373,105 +376,6 @@ fn run_rdma(
     Err(PerfError::Config(
         "this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into(),
     ))
-}
-
-/// Finding the RDMA device to open: the rdma provider opens a device by one of its IP
-/// addresses.
-#[cfg(feature = "rdma")]
-mod rdma_dev {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-
-    use rpcrdma_apps::perf::PerfError;
-    use rpcrdma_engine::verbs::rdma::RdmaDevice;
-
-    /// Addresses of the host's up interfaces: IPv4 first, loopback last.
-    pub fn local_addrs() -> Vec<IpAddr> {
-        let mut out = Vec::new();
-        let mut list: *mut libc::ifaddrs = core::ptr::null_mut();
-        // SAFETY: on success getifaddrs stores a list in `list`, freed below.
-        if unsafe { libc::getifaddrs(&mut list) } != 0 {
-            return out;
-        }
-        let mut p = list;
-        while !p.is_null() {
-            // SAFETY: `p` is a node of the list getifaddrs returned, not yet freed.
-            let ifa = unsafe { &*p };
-            p = ifa.ifa_next;
-            if ifa.ifa_addr.is_null() || ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
-                continue;
-            }
-            // SAFETY: ifa_addr is non-null and points to a sockaddr.
-            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-            if family == libc::AF_INET {
-                // SAFETY: AF_INET: the sockaddr is a sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                out.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                    sin.sin_addr.s_addr,
-                ))));
-            } else if family == libc::AF_INET6 {
-                // SAFETY: AF_INET6: the sockaddr is a sockaddr_in6.
-                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-                out.push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
-            }
-        }
-        // SAFETY: `list` came from getifaddrs and is freed once.
-        unsafe { libc::freeifaddrs(list) };
-        out.sort_by_key(|ip| (ip.is_loopback(), ip.is_ipv6()));
-        out
-    }
-
-    /// The source address the kernel picks towards `peer` (no packet is sent).
-    pub fn route_to(peer: SocketAddr) -> Option<IpAddr> {
-        let any: SocketAddr = if peer.is_ipv4() {
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
-        } else {
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
-        };
-        let s = UdpSocket::bind(any).ok()?;
-        s.connect(peer).ok()?;
-        Some(s.local_addr().ok()?.ip())
-    }
-
-    /// Opens the device owning `ip`; when `ip` is unspecified, the device of the source
-    /// address towards `peer` (client) or of the first local address that has one (server),
-    /// named `name` when `-d` was given.
-    pub fn open(
-        ip: IpAddr,
-        peer: Option<SocketAddr>,
-        name: Option<&str>,
-    ) -> Result<RdmaDevice, PerfError> {
-        let candidates = if !ip.is_unspecified() {
-            vec![ip]
-        } else if let Some(src) = peer.and_then(route_to) {
-            vec![src]
-        } else {
-            local_addrs()
-        };
-        let mut last = None;
-        for c in candidates {
-            match RdmaDevice::open(c) {
-                Ok(d) if name.map_or(true, |n| d.name() == n) => return Ok(d),
-                Ok(d) => {
-                    last = Some(PerfError::Config(format!(
-                        "{c} belongs to device {}, not {}",
-                        d.name(),
-                        name.unwrap_or("?")
-                    )))
-                }
-                Err(e) if e.errno == rpcrdma_engine::verbs::errno::ENODEV => {
-                    last = Some(PerfError::Config(format!(
-                        "no RDMA device owns {c} (OpenDevice: errno {}); check `rdma link` / \
-                         `ibv_devices`, or pick the address with --bind",
-                        e.errno
-                    )))
-                }
-                Err(e) => last = Some(PerfError::Verbs(e)),
-            }
-        }
-        Err(last.unwrap_or_else(|| {
-            PerfError::Config("no local address to open an RDMA device on (use --bind)".into())
-        }))
-    }
 }
 
 fn main() -> ExitCode {

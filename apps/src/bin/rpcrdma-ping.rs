@@ -7,9 +7,14 @@
 //! bit); it is closed at once. Then a [`Client`] connects and makes `-c` NULL calls one at a
 //! time; each round trip is stamped from just before [`Client::call`] to the reply callback on
 //! the reactor. The credits the server granted come from the client's connection counters;
-//! with the soft provider the RPC-over-RDMA version and credit field of every reply are also
-//! read off the wire (the fabric's packet trace). `--loopback` (soft provider) starts an
-//! in-process server that registers the program and version first.
+//! with the soft provider the RPC-over-RDMA version and credit field of every reply, and the
+//! message type and chunk lists of every call and reply, are also read off the wire (the
+//! fabric's packet trace). `--arg-size` appends opaque octets to each NULL call (a call larger
+//! than the inline threshold travels as a long call: RDMA_NOMSG with a Position-Zero Read
+//! chunk); `--reply-chunk` sizes the reply buffers above the inline threshold, so the client
+//! offers a Reply chunk with every call. The shapes the negotiated values imply are printed
+//! before the calls. `--loopback` (soft provider) starts an in-process server that registers
+//! the program and version first.
 //!
 //! Recovery: no server (rejected, unreachable, no answer within `-t`) ends the run with a
 //! message and exit status 1, as does any call that fails (PROG_UNAVAIL, PROG_MISMATCH, a
@@ -21,7 +26,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use rpcrdma_engine::proto::private_data::{self, PrivateData};
+use rpcrdma_engine::proto::chunks::{ChunkLimits, SEGMENT_LEN};
+use rpcrdma_engine::proto::private_data::{self, Negotiated, PrivateData};
+use rpcrdma_engine::proto::v1::{self, Body};
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider, TraceEvent, TraceOp};
 use rpcrdma_engine::verbs::{
@@ -31,6 +38,18 @@ use rpcrdma_poller::{
     BackoffMode, CallbackMode, Client, ClientError, ClientOptions, Cores, Endpoint, EndpointConfig,
     PinPolicy, Program, ProtocolVersion, ReactorConfig, ReactorSet, Server, ServerOptions,
 };
+
+/// Largest `--arg-size`.
+const MAX_ARG_SIZE: u64 = 1 << 20;
+/// Octets of an RPC call header with AUTH_NONE credential and verifier.
+const CALL_HEADER: u32 = 40;
+/// Octets of the largest inline reply header the client expects for a call without Write
+/// chunks: the fixed words and three empty lists. A reply buffer larger than the negotiated
+/// inline receive size minus this makes the client offer a Reply chunk.
+const REPLY_TRANSPORT_HEADER: u32 = v1::FIXED_LEN as u32 + 12;
+/// Octets a Reply chunk of one segment adds to a call's transport header (beyond the
+/// "absent" word).
+const REPLY_CHUNK_LEN: u32 = 4 + SEGMENT_LEN as u32;
 
 /// Client / server addresses on the soft fabric.
 const SOFT_CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -53,8 +72,14 @@ struct Args {
     timeout: Duration,
     version: u32,
     inline: u32,
+    /// `--inline-send`: the send size we advertise, when it differs from `inline`.
+    inline_send: Option<u32>,
     credits: u32,
     remote_invalidate: bool,
+    /// `--arg-size`: opaque octets appended to each NULL call's (empty) arguments.
+    arg_size: u32,
+    /// `--reply-chunk`: reply buffers larger than the inline threshold (a Reply chunk is offered).
+    reply_chunk: bool,
     loopback: bool,
     provider: ProviderKind,
     bind: Option<IpAddr>,
@@ -74,13 +99,106 @@ impl Default for Args {
             timeout: Duration::from_secs(3),
             version: 1,
             inline: 4096,
+            inline_send: None,
             credits: 32,
             remote_invalidate: true,
+            arg_size: 0,
+            reply_chunk: false,
             loopback: false,
             provider: ProviderKind::Soft,
             bind: None,
             backoff: BackoffMode::BusyPoll,
             quiet: false,
+        }
+    }
+}
+
+const fn pad4(n: u32) -> u32 {
+    (n + 3) & !3
+}
+
+impl Args {
+    /// The private data we send (RFC 8797 sizes, R bit).
+    fn ours(&self) -> PrivateData {
+        let clamp = |n: u32| n.clamp(private_data::MIN_SIZE, private_data::MAX_SIZE);
+        PrivateData::v1(
+            self.remote_invalidate,
+            clamp(self.inline_send.unwrap_or(self.inline)),
+            clamp(self.inline),
+        )
+    }
+
+    /// Size of every endpoint buffer (arguments and replies): room for `--arg-size` octets,
+    /// and either just small enough that no Reply chunk is offered (a reply of that size fits
+    /// the inline receive size we advertise), or with `--reply-chunk` just large enough that
+    /// one is.
+    fn buffer_size(&self) -> u32 {
+        let recv = self.ours().advertised_recv_size();
+        let reply = if self.reply_chunk {
+            recv
+        } else {
+            recv - REPLY_TRANSPORT_HEADER
+        };
+        reply.max(pad4(self.arg_size)).max(256)
+    }
+}
+
+/// The shapes a call takes under the negotiated values (the rule the client's engine applies).
+struct Shape {
+    /// Octets of the RPC call message (header + arguments).
+    call_len: u32,
+    /// Octets of the call's transport header.
+    header: u32,
+    /// Sent as a long call (RDMA_NOMSG + Position-Zero Read chunk).
+    long: bool,
+    /// A Reply chunk is offered.
+    reply_chunk: bool,
+}
+
+impl Shape {
+    fn new(a: &Args, neg: &Negotiated) -> Shape {
+        let v2_extra = if a.version == 2 { 8 } else { 0 };
+        let buffer = a.buffer_size();
+        let reply_chunk = buffer + REPLY_TRANSPORT_HEADER + v2_extra > neg.recv_inline;
+        let header =
+            REPLY_TRANSPORT_HEADER + v2_extra + if reply_chunk { REPLY_CHUNK_LEN } else { 0 };
+        let call_len = CALL_HEADER + pad4(a.arg_size);
+        Shape {
+            call_len,
+            header,
+            long: header + call_len > neg.send_inline,
+            reply_chunk,
+        }
+    }
+
+    fn print(&self, a: &Args, neg: &Negotiated) {
+        if self.long {
+            println!(
+                " call            : {} octets of RPC message ({} of arguments): long call, \
+                 RDMA_NOMSG + Position-Zero Read chunk ({}-octet header + message > inline \
+                 send size {})",
+                self.call_len, a.arg_size, self.header, neg.send_inline
+            );
+        } else {
+            println!(
+                " call            : {} octets of RPC message ({} of arguments): inline, RDMA_MSG",
+                self.call_len, a.arg_size
+            );
+        }
+        if self.reply_chunk {
+            println!(
+                " reply chunk     : offered ({} octets: the reply buffers exceed the inline \
+                 receive size {} less the transport header)",
+                a.buffer_size(),
+                neg.recv_inline
+            );
+        } else {
+            println!(
+                " reply chunk     : not offered (replies up to {} octets fit the inline receive \
+                 size {})",
+                a.buffer_size(),
+                neg.recv_inline
+            );
         }
     }
 }
@@ -175,8 +293,18 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
                     u64::from(private_data::MAX_SIZE),
                 )? as u32
             }
+            "--inline-send" => {
+                a.inline_send = Some(num(
+                    name,
+                    &val()?,
+                    u64::from(private_data::MIN_SIZE),
+                    u64::from(private_data::MAX_SIZE),
+                )? as u32)
+            }
             "--credits" => a.credits = num(name, &val()?, 1, 1024)? as u32,
             "--no-remote-invalidate" => a.remote_invalidate = false,
+            "--arg-size" => a.arg_size = num(name, &val()?, 0, MAX_ARG_SIZE)? as u32,
+            "--reply-chunk" => a.reply_chunk = true,
             "--loopback" => a.loopback = true,
             "-q" | "--quiet" => a.quiet = true,
             "--provider" => {
@@ -246,21 +374,34 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 // What the wire shows (soft provider)
 // ---------------------------------------------------------------------------------------------
 
-/// Transport header fields of the server's replies, read from the soft fabric's trace.
+/// Transport headers of the calls and replies, read from the soft fabric's trace.
 #[derive(Default)]
 struct Seen {
     replies: AtomicU64,
     vers: AtomicU32,
     credits: AtomicU32,
+    /// Replies by procedure: RDMA_MSG, RDMA_NOMSG.
+    reply_msg: AtomicU64,
+    reply_nomsg: AtomicU64,
+    /// Calls by procedure: RDMA_MSG, RDMA_NOMSG with a Position-Zero Read chunk.
+    call_msg: AtomicU64,
+    call_long: AtomicU64,
+    /// Calls offering a Reply chunk.
+    call_reply_chunk: AtomicU64,
+    /// Octets of the last long call's Position-Zero Read chunk.
+    pz_len: AtomicU32,
 }
+
+/// Octets of a transport header the trace hook reassembles (every header of a ping fits).
+const SEEN_HEAD: usize = 256;
 
 impl Seen {
     fn record(&self, server: IpAddr, ev: &TraceEvent<'_>) {
-        if !matches!(ev.op, TraceOp::Send | TraceOp::SendWithInv) || ev.src.ip() != server {
+        if !matches!(ev.op, TraceOp::Send | TraceOp::SendWithInv) {
             return;
         }
-        // rdma_xid, rdma_vers, rdma_credit: the first 12 octets, across the gather list.
-        let mut head = [0u8; 12];
+        // The transport header: the first octets of the message, across the gather list.
+        let mut head = [0u8; SEEN_HEAD];
         let mut n = 0;
         for part in ev.payload {
             let k = part.len().min(head.len() - n);
@@ -270,14 +411,66 @@ impl Seen {
                 break;
             }
         }
-        if n < head.len() {
+        let Ok(h) = v1::decode(&head[..n], &ChunkLimits::DEFAULT) else {
+            return;
+        };
+        // Relaxed (every counter here): read after the reactors stopped (their join orders
+        // them).
+        if ev.src.ip() == server {
+            self.vers.store(h.vers, Ordering::Relaxed);
+            self.credits.store(h.credits, Ordering::Relaxed);
+            self.replies.fetch_add(1, Ordering::Relaxed);
+            match h.body {
+                Body::Msg(_) => self.reply_msg.fetch_add(1, Ordering::Relaxed),
+                Body::Nomsg(_) => self.reply_nomsg.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
             return;
         }
-        let word = |i: usize| u32::from_be_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
-        // Relaxed (all three): read after the reactors stopped (their join orders them).
-        self.vers.store(word(4), Ordering::Relaxed);
-        self.credits.store(word(8), Ordering::Relaxed);
-        self.replies.fetch_add(1, Ordering::Relaxed);
+        let Some(c) = h.chunks() else { return };
+        if c.reply.is_some() {
+            self.call_reply_chunk.fetch_add(1, Ordering::Relaxed);
+        }
+        match h.body {
+            Body::Nomsg(_) if c.reads.has_position_zero() => {
+                let pz: u32 = c
+                    .reads
+                    .iter()
+                    .filter(|r| r.position == 0)
+                    .map(|r| r.target.length)
+                    .sum();
+                self.pz_len.store(pz, Ordering::Relaxed);
+                self.call_long.fetch_add(1, Ordering::Relaxed);
+            }
+            Body::Msg(_) => {
+                self.call_msg.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    fn print(&self) {
+        // Relaxed (all): see `record`.
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let n = get(&self.replies);
+        if n == 0 {
+            return;
+        }
+        println!(
+            " on the wire     : {n} replies, rdma_vers {}, rdma_credit {} (last reply)",
+            self.vers.load(Ordering::Relaxed),
+            self.credits.load(Ordering::Relaxed)
+        );
+        println!(
+            " on the wire     : calls {} RDMA_MSG, {} RDMA_NOMSG + Position-Zero Read chunk \
+             (last {} octets), {} offering a Reply chunk; replies {} RDMA_MSG, {} RDMA_NOMSG",
+            get(&self.call_msg),
+            get(&self.call_long),
+            self.pz_len.load(Ordering::Relaxed),
+            get(&self.call_reply_chunk),
+            get(&self.reply_msg),
+            get(&self.reply_nomsg)
+        );
     }
 }
 
@@ -360,10 +553,19 @@ fn describe_pd(p: &PrivateData) -> String {
 type Outcome = Option<(u64, Result<u32, ClientError>)>;
 
 /// One NULL call; returns the round trip (ns, stamped in the callback) and the reply's XID.
-fn null_call(client: &Client, a: &Args, clock: Instant) -> (Option<u64>, Result<u32, ClientError>) {
-    let Some(args) = client.args() else {
+/// `fill` (`--arg-size` octets, XDR-padded) is appended to the call's empty arguments.
+fn null_call(
+    client: &Client,
+    a: &Args,
+    fill: &[u8],
+    clock: Instant,
+) -> (Option<u64>, Result<u32, ClientError>) {
+    let Some(mut args) = client.args() else {
         return (None, Err(ClientError::Setup));
     };
+    if args.put(fill).is_err() {
+        return (None, Err(ClientError::Setup));
+    }
     let slot = Arc::new((
         Mutex::new(None::<(u64, Result<u32, ClientError>)>),
         Condvar::new(),
@@ -450,7 +652,7 @@ fn run<P: Provider>(
         max_credits: a.credits.max(32),
         buffers: 64,
         reply_buffers: 64,
-        buffer_size: 4096,
+        buffer_size: a.buffer_size() as usize,
         workers: 0,
         hugepages: false,
         ..EndpointConfig::default()
@@ -465,6 +667,7 @@ fn run<P: Provider>(
                 inline_send: a.inline,
                 inline_recv: a.inline,
                 credits: a.credits,
+                max_call: CALL_HEADER + pad4(a.arg_size) + a.inline + 64,
                 listen_reactor: Some(0),
                 mode: CallbackMode::Inline,
                 ..ServerOptions::default()
@@ -482,7 +685,7 @@ fn run<P: Provider>(
     let cep = Endpoint::<P>::with_backoff(&set, cdev, ecfg, a.backoff)
         .map_err(|e| format!("client endpoint: {e}"))?;
     let opts = ClientOptions {
-        inline_send: a.inline,
+        inline_send: a.inline_send.unwrap_or(a.inline),
         inline_recv: a.inline,
         credits: a.credits,
         remote_invalidate: a.remote_invalidate,
@@ -519,14 +722,9 @@ fn run<P: Provider>(
         e.stop_workers();
     }
     if let (Ok(_), Some(s)) = (&outcome, seen) {
-        // Relaxed: the reactors (and with them the trace hook's writes) were joined above.
-        let n = s.replies.load(Ordering::Relaxed);
-        if n > 0 && !a.quiet {
-            println!(
-                " on the wire     : {n} replies, rdma_vers {}, rdma_credit {} (last reply)",
-                s.vers.load(Ordering::Relaxed),
-                s.credits.load(Ordering::Relaxed)
-            );
+        // The reactors (and with them the trace hook's writes) were joined above.
+        if !a.quiet {
+            s.print();
         }
     }
     outcome.map(|st| st.print(target))
@@ -538,13 +736,7 @@ fn ping<P: Provider>(
     client: &Client,
     dev: &P::Device,
 ) -> Result<Stats, String> {
-    let ours = PrivateData::v1(
-        a.remote_invalidate,
-        a.inline
-            .clamp(private_data::MIN_SIZE, private_data::MAX_SIZE),
-        a.inline
-            .clamp(private_data::MIN_SIZE, private_data::MAX_SIZE),
-    );
+    let ours = a.ours();
     let pr = probe::<P>(dev, target, &ours.encode(), a.timeout)?;
     if !client.wait_connected(a.timeout) {
         return Err(format!("no answer from {target} (RPC connection)"));
@@ -593,6 +785,10 @@ fn ping<P: Provider>(
         neg.recv_inline,
         if neg.remote_invalidate { "on" } else { "off" }
     );
+    Shape::new(a, &neg).print(a, &neg);
+    let fill: Vec<u8> = (0..pad4(a.arg_size))
+        .map(|i| if i < a.arg_size { (i % 251) as u8 } else { 0 })
+        .collect();
     let clock = Instant::now();
     let mut rtts = Vec::with_capacity(a.count as usize);
     let mut failed = 0u64;
@@ -600,7 +796,7 @@ fn ping<P: Provider>(
         if i > 0 && !a.interval.is_zero() {
             std::thread::sleep(a.interval);
         }
-        match null_call(client, a, clock) {
+        match null_call(client, a, &fill, clock) {
             (Some(ns), Ok(xid)) => {
                 let us = ns as f64 / 1e3;
                 rtts.push(us);

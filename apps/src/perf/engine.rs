@@ -33,7 +33,7 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::verbs::{
     Access, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, DeviceCaps, Keys,
     Listener, Provider, QpInit, QpOptions, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge,
-    WcOpcode, WcStatus, RNR_RETRY_INFINITE,
+    VerbsError, WcOpcode, WcStatus, RNR_RETRY_INFINITE,
 };
 use rpcrdma_mempool::{HugePagePolicy, PageKind, Region, RegionOptions};
 
@@ -542,16 +542,31 @@ impl<P: Provider> Side<P> {
     }
 
     fn post_recv(&mut self, q: u32, n: u32) -> Result<(), PerfError> {
-        let sge = [self.mem.sge(self.mem.recv_off(q), self.mem.area)];
-        let qp = &mut self.qps[q as usize];
-        for _ in 0..n {
-            qp.queue_recv(&RecvWr {
-                wr_id: u64::from(q),
-                sgl: &sge,
-            })?;
-        }
-        qp.flush_recv()?;
+        post_recvs::<P>(&mut self.qps[q as usize], &self.mem, q, n)?;
         Ok(())
+    }
+}
+
+/// Posts `n` receives into QP `q`'s receive area (one doorbell).
+fn post_recvs<P: Provider>(qp: &mut P::Qp, mem: &Mem, q: u32, n: u32) -> Result<(), VerbsError> {
+    let sge = [mem.sge(mem.recv_off(q), mem.area)];
+    for _ in 0..n {
+        qp.queue_recv(&RecvWr {
+            wr_id: u64::from(q),
+            sgl: &sge,
+        })?;
+    }
+    qp.flush_recv()
+}
+
+/// Receives the server posts on each QP before it accepts: the send tests' first messages must
+/// find them (iWARP has no RNR retry: a SEND that meets an empty receive queue terminates the
+/// connection; on IB / RoCE it would cost an RNR back-off).
+fn server_recvs<P: Provider>(test: Test, qp: &P::Qp) -> u32 {
+    match test {
+        Test::SendLat => LAT_RECVS,
+        Test::SendBw => qp.options().max_recv_wr,
+        _ => 0,
     }
 }
 
@@ -884,7 +899,10 @@ fn server_accept<P: Provider>(
             srq: None,
             opts,
         };
-        let mut qp = r.accept(init, &reply)?;
+        let test = cfg.test;
+        let mut qp = r.accept_prepared(init, &reply, &mut |qp| {
+            post_recvs::<P>(qp, &mem, q, server_recvs::<P>(test, qp))
+        })?;
         wait_established::<P>(&mut qp, cfg.connect_timeout)?;
         obs.connected(&ConnInfo {
             qp_index: q,
@@ -1601,7 +1619,7 @@ fn send_lat_server<P: Provider>(
     side: &mut Side<P>,
     stop: &AtomicBool,
 ) -> Result<(), PerfError> {
-    side.post_recv(0, LAT_RECVS)?;
+    // LAT_RECVS receives were posted before the accept (`server_recvs`).
     let inline = cfg.inline.min(side.qps[0].options().max_inline_data);
     let mut seen_len = u32::MAX;
     let mut sent = 0u64;
@@ -1704,10 +1722,7 @@ fn send_bw_server<P: Provider>(
     obs: &mut dyn Observer,
 ) -> Result<(), PerfError> {
     let qps = cfg.qps;
-    let depth = side.qps[0].options().max_recv_wr;
-    for q in 0..qps {
-        side.post_recv(q, depth)?;
-    }
+    // Each QP's receive queue was filled before the accept (`server_recvs`).
     let per_size = cfg.iters * u64::from(qps);
     let mut repost = vec![0u32; qps as usize];
     let hist = new_histogram();

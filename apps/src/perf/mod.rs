@@ -15,6 +15,8 @@
 
 pub mod args;
 pub mod engine;
+#[cfg(feature = "rdma")]
+pub mod rdma_dev;
 pub mod report;
 pub mod rpc;
 pub mod stats;

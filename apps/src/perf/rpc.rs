@@ -11,6 +11,9 @@
 //! [`Client::call`] and its callback stamps the completion, so an `rpc_lat` sample is the full
 //! round trip (call submitted → reply callback), not half of it as in `send_lat`. The
 //! statistics and the output layout are perftest's ([`super::stats`], [`super::report`]).
+//! On a real provider the two sides run as two processes: [`serve`] (one reactor, the
+//! benchmark server sized for the largest size, until every connection it expects has come
+//! and gone) and [`run_client`] (one reactor, one fresh world and connection per size).
 //!
 //! What a call carries ([`Chunks`]): procedure [`PROC_XFER`] takes `(reply_len, opaque data)`
 //! and returns `opaque<reply_len>`. `auto` and `none` move `-s` octets each way; `auto` puts a
@@ -32,7 +35,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -42,12 +45,14 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::proto::private_data::{self, representable_size};
 use rpcrdma_engine::proto::v1::FIXED_LEN;
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_engine::verbs::{Device, Provider};
 use rpcrdma_poller::{
     BackoffMode, BufPool, CallArgs, CallbackMode, Client, ClientError, ClientOptions, CoreId,
     Cores, Endpoint, EndpointConfig, PinPolicy, Program, ProtocolVersion, ReactorConfig,
     ReactorSet, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
 };
 
+use super::args::ProviderKind;
 use super::engine::{margin_for, new_histogram, pattern};
 use super::report::{self, Progress, RESULT_LINE};
 use super::stats::{lat_duration, BwStats, BwUnit, LatStats};
@@ -472,10 +477,14 @@ pub struct RpcConnInfo {
     pub client: IpAddr,
     /// Server address.
     pub server: SocketAddr,
+    /// The client's reactor (1 next to an in-process server, else 0).
+    pub client_reactor: usize,
     /// Client reactor's core, when pinned.
     pub client_core: Option<usize>,
-    /// Server reactor's core, when pinned.
+    /// Server reactor's core, when pinned (and the server runs in this process).
     pub server_core: Option<usize>,
+    /// The server runs in this process (on reactor 0); else it is another process.
+    pub server_in_process: bool,
 }
 
 /// Counters of one size, beyond perftest's columns.
@@ -569,14 +578,14 @@ fn program(pool: BufPool, pat: Arc<[u8]>, every: bool) -> Program {
     )
 }
 
-struct World {
+struct World<P: Provider> {
     set: ReactorSet,
-    eps: [Endpoint<SoftProvider>; 2],
+    eps: Vec<Endpoint<P>>,
     client: Client,
     info: RpcConnInfo,
 }
 
-impl World {
+impl<P: Provider> World<P> {
     fn stop(mut self) {
         self.client.close();
         let _ = self.set.stop();
@@ -595,38 +604,47 @@ fn pick_cores(cfg: &RpcConfig) -> Option<(CoreId, CoreId)> {
     (ids.len() >= 2).then(|| (ids[0], ids[1]))
 }
 
-fn build_world(
-    cfg: &RpcConfig,
-    fabric: &SoftFabric,
-    plan: &Plan,
-    port: u16,
-    pat: &Arc<[u8]>,
-) -> Result<World, PerfError> {
-    let cores = pick_cores(cfg);
-    let mut rc = match cores {
-        // Reactor 0 serves, reactor 1 runs the client.
-        Some((c, s)) => {
-            let mut rc = ReactorConfig::new(Cores::Ids(vec![s, c]));
+/// Which sides a process's reactors run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sides {
+    /// Reactor 0 (server) on the server core, reactor 1 (client) on the client core.
+    Both,
+    /// One reactor on the client core.
+    Client,
+    /// One reactor on the server core (so a client process on the same machine keeps the
+    /// other one).
+    Server,
+}
+
+/// The reactors of `sides`, on the cores of `--cores a,b` (client a, server b) or the first
+/// two cores.
+fn reactors(cfg: &RpcConfig, sides: Sides, name: &str) -> Result<ReactorSet, PerfError> {
+    let mut rc = match (pick_cores(cfg), sides) {
+        (Some((c, s)), _) => {
+            let mut rc = ReactorConfig::new(Cores::Ids(match sides {
+                Sides::Both => vec![s, c],
+                Sides::Client => vec![c],
+                Sides::Server => vec![s],
+            }));
             rc.pin = PinPolicy::AllowUnpinned;
             rc
         }
-        None => {
-            let mut rc = ReactorConfig::new(Cores::Count(2));
+        (None, _) => {
+            let mut rc = ReactorConfig::new(Cores::Count(if sides == Sides::Both { 2 } else { 1 }));
             rc.pin = PinPolicy::Off;
             rc
         }
     };
     rc.backoff = cfg.backoff.config();
     rc.drain_timeout = Duration::from_secs(2);
-    rc.name = "rpcperf".into();
-    let set = ReactorSet::start(&rc)
-        .map_err(|e| PerfError::Config(format!("starting the reactors: {e}")))?;
-    let window = cfg.effective_window() as usize;
-    let credits = cfg.credits as usize;
-    let inline = cfg.advertised_inline();
-    let size = plan.buffer_size();
-    let ecfg = |buffers: usize, replies: usize| EndpointConfig {
-        max_conns_per_reactor: 2,
+    rc.name = name.into();
+    ReactorSet::start(&rc).map_err(|e| PerfError::Config(format!("starting the reactors: {e}")))
+}
+
+/// The endpoint configuration: `buffers` payload and `replies` reply buffers of `size` octets.
+fn endpoint_config(cfg: &RpcConfig, size: usize, buffers: usize, replies: usize) -> EndpointConfig {
+    EndpointConfig {
+        max_conns_per_reactor: 4,
         max_credits: cfg.credits.max(1),
         buffers,
         reply_buffers: replies,
@@ -634,25 +652,20 @@ fn build_world(
         workers: 0,
         worker_ring: 64,
         hugepages: cfg.hugepages,
-    };
-    let sdev = fabric.open(IpAddr::V4(SERVER_IP));
-    let cdev = fabric.open(IpAddr::V4(CLIENT_IP));
-    let mk = |dev, c: EndpointConfig| {
-        Endpoint::<SoftProvider>::with_backoff(&set, dev, c, cfg.backoff)
-            .map_err(|e| PerfError::Memory(format!("endpoint: {e}")))
-    };
-    // Server: one DDP result buffer and one reply buffer per call being served.
-    let sep = mk(sdev, ecfg(credits + 8, credits + 8))?;
-    // Client: arguments, a DDP source and a receptacle per call; one reply buffer per call.
-    let cep = mk(
-        cdev,
-        ecfg(window.max(credits) * 3 + 8, window.max(credits) + 8),
-    )?;
-    prefill(sep.buffers(), pat);
-    prefill(cep.buffers(), pat);
-    let addr = SocketAddr::new(IpAddr::V4(SERVER_IP), port);
-    let max_call =
-        u64::from(CALL_HEADER + ARG_WORDS) + pad4(plan.call_len) + u64::from(inline) + 64;
+    }
+}
+
+/// Starts the benchmark server on `sep` at `addr`, for calls of up to `call_len` octets of data.
+fn start_server<P: Provider>(
+    cfg: &RpcConfig,
+    sep: &Endpoint<P>,
+    addr: SocketAddr,
+    call_len: u64,
+    reactor: usize,
+    pat: &Arc<[u8]>,
+) -> Result<Server, PerfError> {
+    let inline = cfg.advertised_inline();
+    let max_call = u64::from(CALL_HEADER + ARG_WORDS) + pad4(call_len) + u64::from(inline) + 64;
     Server::builder()
         .program(program(
             sep.buffers().clone(),
@@ -665,11 +678,58 @@ fn build_world(
             credits: cfg.credits,
             max_call: max_call.min(u64::from(u32::MAX)) as u32,
             mode: CallbackMode::Inline,
-            listen_reactor: Some(0),
+            listen_reactor: Some(reactor),
             ..ServerOptions::default()
         })
-        .start(&sep, addr)
-        .map_err(|e| PerfError::Config(format!("server: {e}")))?;
+        .start(sep, addr)
+        .map_err(|e| PerfError::Config(format!("server: {e}")))
+}
+
+/// Builds the world of one size: with `sdev`, a server on it at `addr` (reactor 0) and the
+/// client on reactor 1; without, only the client (reactor 0), for a server in another process.
+fn build_world<P: Provider>(
+    cfg: &RpcConfig,
+    plan: &Plan,
+    addr: SocketAddr,
+    cdev: P::Device,
+    sdev: Option<P::Device>,
+    pat: &Arc<[u8]>,
+) -> Result<World<P>, PerfError> {
+    let serve = sdev.is_some();
+    let set = reactors(
+        cfg,
+        if serve { Sides::Both } else { Sides::Client },
+        "rpcperf",
+    )?;
+    let window = cfg.effective_window() as usize;
+    let credits = cfg.credits as usize;
+    let inline = cfg.advertised_inline();
+    let size = plan.buffer_size();
+    let client_ip = cdev.local_ip();
+    let mk = |dev, c: EndpointConfig| {
+        Endpoint::<P>::with_backoff(&set, dev, c, cfg.backoff)
+            .map_err(|e| PerfError::Memory(format!("endpoint: {e}")))
+    };
+    let mut eps = Vec::with_capacity(2);
+    if let Some(sdev) = sdev {
+        // Server: one DDP result buffer and one reply buffer per call being served.
+        let sep = mk(sdev, endpoint_config(cfg, size, credits + 8, credits + 8))?;
+        prefill(sep.buffers(), pat);
+        start_server(cfg, &sep, addr, plan.call_len, 0, pat)?;
+        eps.push(sep);
+    }
+    // Client: arguments, a DDP source and a receptacle per call; one reply buffer per call.
+    let cep = mk(
+        cdev,
+        endpoint_config(
+            cfg,
+            size,
+            window.max(credits) * 3 + 8,
+            window.max(credits) + 8,
+        ),
+    )?;
+    prefill(cep.buffers(), pat);
+    let client_reactor = usize::from(serve);
     let opts = ClientOptions {
         inline_send: inline,
         inline_recv: inline,
@@ -680,7 +740,7 @@ fn build_world(
         mode: CallbackMode::Inline,
         queue_depth: (window * 2).max(64),
         max_pending: window.max(credits),
-        reactor: Some(1),
+        reactor: Some(client_reactor),
         ..ClientOptions::default()
     };
     let client = match Client::connect(&cep, addr, opts) {
@@ -693,6 +753,7 @@ fn build_world(
         }
         Err(e) => return Err(PerfError::Protocol(format!("connect: {e}"))),
     };
+    eps.push(cep);
     if !client.wait_connected(cfg.timeout) {
         return Err(PerfError::Timeout("the RPC connection"));
     }
@@ -703,14 +764,16 @@ fn build_world(
             .map(|c| c.id)
     };
     let info = RpcConnInfo {
-        client: IpAddr::V4(CLIENT_IP),
+        client: client_ip,
         server: addr,
-        client_core: core(1),
-        server_core: core(0),
+        client_reactor,
+        client_core: core(client_reactor),
+        server_core: if serve { core(0) } else { None },
+        server_in_process: serve,
     };
     Ok(World {
         set,
-        eps: [sep, cep],
+        eps,
         client,
         info,
     })
@@ -910,7 +973,7 @@ fn call_error(e: ClientError) -> PerfError {
 /// Runs one size on `w`.
 fn run_size(
     cfg: &RpcConfig,
-    w: &World,
+    client: &Client,
     plan: &Plan,
     size: u64,
     pat: &Arc<[u8]>,
@@ -922,7 +985,7 @@ fn run_size(
     let n = if counted { cfg.iters as usize } else { 0 };
     let start = run_start.elapsed();
     let lp = Arc::new(Loop {
-        client: w.client.clone(),
+        client: client.clone(),
         clock: Instant::now(),
         plan: *plan,
         pat: Arc::clone(pat),
@@ -1036,31 +1099,32 @@ fn run_size(
     ))
 }
 
-/// Runs `cfg` over the soft provider, on `fabric` (install a pcap trace on it first if
-/// wanted). Returns one result per size (size 0 for NULL calls).
-pub fn run_loopback(
+/// The payload pattern for buffers of `n` octets.
+fn pattern_of(n: usize) -> Arc<[u8]> {
+    (0..n as u64).map(|i| pattern(SEED, i)).collect()
+}
+
+/// Builds the world of one size: (size index, plan, pattern) → world.
+type WorldFn<'a, P> = dyn FnMut(usize, &Plan, &Arc<[u8]>) -> Result<World<P>, PerfError> + 'a;
+
+/// Runs every size of `cfg` on the worlds `world` builds.
+fn run_sizes<P: Provider>(
     cfg: &RpcConfig,
-    fabric: &SoftFabric,
     obs: &mut dyn RpcObserver,
+    world: &mut WorldFn<'_, P>,
 ) -> Result<Vec<SizeResult>, PerfError> {
     let plans = cfg.plans()?;
     let run_start = Instant::now();
     let mut progress = Progress::new(cfg.progress);
     let mut results = Vec::with_capacity(plans.len());
     for (k, (&size, plan)) in cfg.sizes.iter().zip(&plans).enumerate() {
-        let pat: Arc<[u8]> = (0..plan.buffer_size() as u64)
-            .map(|i| pattern(SEED, i))
-            .collect();
-        let port = match cfg.port.checked_add(k as u16) {
-            Some(p) => p,
-            None => 1024 + k as u16,
-        };
-        let w = build_world(cfg, fabric, plan, port, &pat)?;
+        let pat = pattern_of(plan.buffer_size());
+        let w = world(k, plan, &pat)?;
         if k == 0 {
             obs.connected(&w.info);
             obs.running(cfg);
         }
-        let r = run_size(cfg, &w, plan, size, &pat, run_start, &mut progress);
+        let r = run_size(cfg, &w.client, plan, size, &pat, run_start, &mut progress);
         let snap = w.client.stats().snapshot();
         let completed = w.client.completed();
         w.stop();
@@ -1075,6 +1139,103 @@ pub fn run_loopback(
         results.push(r);
     }
     Ok(results)
+}
+
+/// Runs `cfg` over the soft provider, on `fabric` (install a pcap trace on it first if
+/// wanted). Returns one result per size (size 0 for NULL calls).
+pub fn run_loopback(
+    cfg: &RpcConfig,
+    fabric: &SoftFabric,
+    obs: &mut dyn RpcObserver,
+) -> Result<Vec<SizeResult>, PerfError> {
+    run_sizes::<SoftProvider>(cfg, obs, &mut |k, plan, pat| {
+        // Each size on its own port: a fresh server per world.
+        let port = match cfg.port.checked_add(k as u16) {
+            Some(p) => p,
+            None => 1024 + k as u16,
+        };
+        let addr = SocketAddr::new(IpAddr::V4(SERVER_IP), port);
+        let sdev = fabric.open(IpAddr::V4(SERVER_IP));
+        let cdev = fabric.open(IpAddr::V4(CLIENT_IP));
+        build_world::<SoftProvider>(cfg, plan, addr, cdev, Some(sdev), pat)
+    })
+}
+
+/// The client side against a server in another process ([`serve`]) at `server`: one
+/// connection per size, each through a fresh world on a device `open` returns (called once
+/// per size). Returns one result per size.
+pub fn run_client<P: Provider>(
+    cfg: &RpcConfig,
+    server: SocketAddr,
+    open: &dyn Fn() -> Result<P::Device, PerfError>,
+    obs: &mut dyn RpcObserver,
+) -> Result<Vec<SizeResult>, PerfError> {
+    run_sizes::<P>(cfg, obs, &mut |_, plan, pat| {
+        build_world::<P>(cfg, plan, server, open()?, None, pat)
+    })
+}
+
+/// What a [`serve`] run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeSummary {
+    /// Connections accepted (one per size of the client's run).
+    pub connections: u64,
+    /// Calls received, all connections.
+    pub calls: u64,
+    /// Replies sent.
+    pub replies: u64,
+    /// Calls answered with an RPC error (a data mismatch is GARBAGE_ARGS).
+    pub errors: u64,
+}
+
+/// The server side for a client in another process ([`run_client`]): serves the benchmark
+/// program on `dev` at `listen`, with buffers for the largest size of `cfg` (give it the
+/// client's sizes, chunks, inline threshold and credits), calls `ready` once listening, and
+/// returns once `cfg.sizes.len()` connections were accepted and all of them closed (or `stop`
+/// is set).
+pub fn serve<P: Provider>(
+    cfg: &RpcConfig,
+    dev: P::Device,
+    listen: SocketAddr,
+    stop: &AtomicBool,
+    ready: &mut dyn FnMut(SocketAddr),
+) -> Result<ServeSummary, PerfError> {
+    let plans = cfg.plans()?;
+    let size = plans.iter().map(Plan::buffer_size).max().unwrap_or(256);
+    let call_len = plans.iter().map(|p| p.call_len).max().unwrap_or(0);
+    let pat = pattern_of(size);
+    let mut set = reactors(cfg, Sides::Server, "rpcserve")?;
+    let credits = cfg.credits as usize;
+    let sep = Endpoint::<P>::with_backoff(
+        &set,
+        dev,
+        endpoint_config(cfg, size, credits + 8, credits + 8),
+        cfg.backoff,
+    )
+    .map_err(|e| PerfError::Memory(format!("endpoint: {e}")))?;
+    prefill(sep.buffers(), &pat);
+    let server = start_server(cfg, &sep, listen, call_len, 0, &pat)?;
+    ready(server.local_addr());
+    let want = cfg.sizes.len() as u64;
+    // Relaxed: a stop request only; nothing else is published through it.
+    while !stop.load(Ordering::Relaxed) {
+        let t = server.totals();
+        if server.accepted() >= want && t.connection_losses >= server.accepted() {
+            break;
+        }
+        std::thread::sleep(WAKE / 4);
+    }
+    server.stop_listening();
+    let t = server.totals();
+    let summary = ServeSummary {
+        connections: server.accepted(),
+        calls: t.calls,
+        replies: t.replies,
+        errors: t.errors,
+    };
+    let _ = set.stop();
+    sep.stop_workers();
+    Ok(summary)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1126,6 +1287,14 @@ pub struct RpcArgs {
     pub null: bool,
     /// `--backoff`.
     pub backoff: BackoffMode,
+    /// `--provider`: soft (both sides in this process) or rdma (server and client processes).
+    pub provider: ProviderKind,
+    /// `--loopback` (what the soft provider always does; refused with rdma).
+    pub loopback: bool,
+    /// The server's address (rdma client); none: soft loopback, or the rdma server.
+    pub server: Option<String>,
+    /// `--bind`: local address whose RDMA device to use (rdma server: also the listen address).
+    pub bind: Option<String>,
     /// `-h`.
     pub help: bool,
     /// `-V` (or `--version` without a value).
@@ -1157,6 +1326,10 @@ impl RpcArgs {
             credits: 32,
             null: false,
             backoff: BackoffMode::BusyPoll,
+            provider: ProviderKind::Soft,
+            loopback: false,
+            server: None,
+            bind: None,
             help: false,
             print_version: false,
         }
@@ -1250,12 +1423,16 @@ fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<
             a.cores = cores;
         }
         "--provider" => {
-            if v != "soft" {
-                return Err(format!(
-                    "--provider {v}: the RPC tests run over the soft provider only \
-                     (server and client in this process)"
-                ));
+            a.provider = match v {
+                "soft" => ProviderKind::Soft,
+                "rdma" => ProviderKind::Rdma,
+                _ => return Err(format!("--provider must be soft or rdma, got {v:?}")),
             }
+        }
+        "--bind" => {
+            v.parse::<IpAddr>()
+                .map_err(|_| format!("--bind expects an IP address, got {v:?}"))?;
+            a.bind = Some(v.to_string());
         }
         "--chunks" => {
             a.chunks = Chunks::from_name(v).ok_or_else(|| {
@@ -1305,7 +1482,8 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
         "-N" | "--noPeak" => a.no_peak = true,
         "-h" | "--help" => a.help = true,
         "-V" => a.print_version = true,
-        "-F" | "--CPU-freq" | "-R" | "--rdma_cm" | "--loopback" => {}
+        "-F" | "--CPU-freq" | "-R" | "--rdma_cm" => {}
+        "--loopback" => a.loopback = true,
         "--report_gbits" => a.report_gbits = true,
         "--hugepages" => a.hugepages = true,
         "--null" => a.null = true,
@@ -1316,7 +1494,7 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
 
 const SHORT_VALUE: &str = "snDpmt";
 const SHORT_BOOL: &str = "aNhVFR";
-const LONG_VALUE: [&str; 18] = [
+const LONG_VALUE: [&str; 19] = [
     "size",
     "iters",
     "duration",
@@ -1329,6 +1507,7 @@ const LONG_VALUE: [&str; 18] = [
     "hist-log",
     "cores",
     "provider",
+    "bind",
     "chunks",
     "rpcrdma-version",
     "inline-size",
@@ -1419,12 +1598,31 @@ pub fn parse(test: RpcTest, args: &[String]) -> Result<RpcArgs, String> {
                     return Err(format!("flag {flag} is not supported by the RPC tests"));
                 }
             }
+        } else if a.server.is_none() {
+            a.server = Some(tok.to_string());
         } else {
-            return Err(format!(
-                "unexpected argument {tok:?} (the RPC tests run server and client in this \
-                 process over the soft provider)"
-            ));
+            return Err(format!("unexpected argument {tok:?}"));
         }
+    }
+    if a.provider == ProviderKind::Soft && a.server.is_some() {
+        return Err(format!(
+            "unexpected argument {:?} (over the soft provider the RPC tests run server and \
+             client in this process; a server address needs --provider rdma)",
+            a.server.as_deref().unwrap_or_default()
+        ));
+    }
+    if a.provider == ProviderKind::Soft && a.bind.is_some() {
+        return Err("--bind applies to --provider rdma".into());
+    }
+    if a.provider == ProviderKind::Rdma && a.loopback {
+        return Err(
+            "--loopback: with --provider rdma the RPC tests run as a server process (no \
+                    address) and a client process (the server's address)"
+                .into(),
+        );
+    }
+    if a.provider == ProviderKind::Rdma && a.pcap.is_some() {
+        return Err("--pcap needs the soft provider (it exports the soft fabric's trace)".into());
     }
     if a.all && given_size {
         return Err("-a and -s cannot be used together".into());
@@ -1452,7 +1650,9 @@ pub fn usage(prog: &str, test: RpcTest) -> String {
     let t = test.name();
     let mut s = format!(
         "Usage:\n  {prog} {t} [options]     RPC calls through the poller's Client/Server API,\n\
-         \x20                                 server and client in this process (soft provider)\n\n"
+         \x20                                 server and client in this process (soft provider)\n\
+         \x20 {prog} {t} --provider rdma [options]           start a server (rdma provider)\n\
+         \x20 {prog} {t} --provider rdma [options] <server>  run the client against it\n\n"
     );
     s.push_str("perftest options:\n");
     s.push_str("  -s, --size=<size>         Payload octets per call (default 2 lat, 65536 bw; at most 1048576)\n");
@@ -1492,6 +1692,9 @@ pub fn usage(prog: &str, test: RpcTest) -> String {
     s.push_str(
         "      --backoff busy_poll|shared_cores  Reactors' idle behaviour (default busy_poll)\n",
     );
+    s.push_str("      --provider soft|rdma  Verbs provider (default soft; rdma: two processes, give both\n");
+    s.push_str("                            the same size, chunk, inline and credit options)\n");
+    s.push_str("      --bind <ip>           rdma: local address whose device to use (server: listen there)\n");
     s.push_str("      --cores <a>[,<b>]     Client reactor on core a, server reactor on core b\n");
     s.push_str("      --hugepages           Back the endpoints' buffers with 2 MiB hugepages\n");
     s.push_str("      --pcap <file>         Write the run's packets as RoCEv2 frames (pcap)\n");
@@ -1513,17 +1716,27 @@ impl RpcObserver for Printer {
         let mut o = io::stdout().lock();
         let _ = writeln!(
             o,
-            " local address: IP {}\t\tclient reactor 1, {}",
+            " local address: IP {}\t\tclient reactor {}, {}",
             c.client,
+            c.client_reactor,
             core(c.client_core)
         );
-        let _ = writeln!(
-            o,
-            " remote address: IP {} port {}\tserver reactor 0, {}",
-            c.server.ip(),
-            c.server.port(),
-            core(c.server_core)
-        );
+        if c.server_in_process {
+            let _ = writeln!(
+                o,
+                " remote address: IP {} port {}\tserver reactor 0, {}",
+                c.server.ip(),
+                c.server.port(),
+                core(c.server_core)
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                " remote address: IP {} port {}\tserver process",
+                c.server.ip(),
+                c.server.port()
+            );
+        }
     }
 
     fn running(&mut self, cfg: &RpcConfig) {
@@ -1557,13 +1770,18 @@ impl RpcObserver for Printer {
 
 /// The banner, in the shape of perftest's, with the RPC settings.
 pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
+    banner_for(cfg, mtu, "soft", "soft (loopback)")
+}
+
+/// [`banner`] naming the device and the provider with the process's role (`rdma (client)`).
+pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> String {
     use std::fmt::Write as _;
     let inline = cfg.advertised_inline();
     let mut s = String::new();
     s.push_str(RESULT_LINE);
     let kind = if cfg.null { "NULL" } else { "payload" };
     let _ = writeln!(s, "                    {} ({kind})", cfg.test.title());
-    let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : soft");
+    let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : {device}");
     let _ = writeln!(s, " Number of qps   : 1\t\tTransport type : IB");
     let _ = writeln!(s, " Connection type : RC\t\tUsing SRQ      : OFF");
     let _ = writeln!(s, " TX depth        : {}", cfg.effective_window());
@@ -1571,7 +1789,7 @@ pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
     let _ = writeln!(s, " Link type       : Ethernet");
     let _ = writeln!(s, " rdma_cm QPs\t : ON");
     let _ = writeln!(s, " Data ex. method : rdma_cm");
-    let _ = writeln!(s, " Provider        : soft (loopback)");
+    let _ = writeln!(s, " Provider        : {provider}");
     let _ = writeln!(
         s,
         " RPC program     : {PROG:#010x} version {VERS}, procedure {}",
@@ -1634,13 +1852,24 @@ pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
 
 /// The `--out_json` document: perftest's keys plus the RPC settings.
 pub fn json_report(cfg: &RpcConfig, mtu: u32, results: &[SizeResult]) -> serde_json::Value {
+    json_report_for(cfg, mtu, results, "soft", "loopback")
+}
+
+/// [`json_report`] naming the provider and the process's role (`client`).
+pub fn json_report_for(
+    cfg: &RpcConfig,
+    mtu: u32,
+    results: &[SizeResult],
+    provider: &str,
+    role: &str,
+) -> serde_json::Value {
     use serde_json::{json, Map, Value};
     let mut info = Map::new();
     info.insert("test".into(), json!(cfg.test.json_name()));
     info.insert("Dual_port".into(), json!("OFF"));
-    info.insert("Device".into(), json!("soft"));
-    info.insert("Provider".into(), json!("soft"));
-    info.insert("Role".into(), json!("loopback"));
+    info.insert("Device".into(), json!(provider));
+    info.insert("Provider".into(), json!(provider));
+    info.insert("Role".into(), json!(role));
     info.insert("Number_of_qps".into(), json!(1));
     info.insert("Transport_type".into(), json!("IB"));
     info.insert("Connection_type".into(), json!("RC"));
@@ -1721,6 +1950,40 @@ fn write_hist_log(
     out.flush()
 }
 
+/// The process's role under `--provider rdma`.
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+enum RdmaRole {
+    /// No address: serve the benchmark program for one client run.
+    Server { bind: IpAddr },
+    /// The server's address: run the client.
+    Client { server: SocketAddr, bind: IpAddr },
+}
+
+fn rdma_role(a: &RpcArgs) -> Result<RdmaRole, String> {
+    let bind = match &a.bind {
+        Some(b) => b
+            .parse::<IpAddr>()
+            .map_err(|_| format!("--bind expects an IP address, got {b:?}"))?,
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    Ok(match &a.server {
+        None => RdmaRole::Server { bind },
+        Some(h) => {
+            let server = if let Ok(ip) = h.parse::<IpAddr>() {
+                SocketAddr::new(ip, a.port)
+            } else {
+                use std::net::ToSocketAddrs;
+                (h.as_str(), a.port)
+                    .to_socket_addrs()
+                    .map_err(|e| format!("cannot resolve {h}: {e}"))?
+                    .next()
+                    .ok_or_else(|| format!("cannot resolve {h}"))?
+            };
+            RdmaRole::Client { server, bind }
+        }
+    })
+}
+
 fn run_cli(a: &RpcArgs) -> Result<(), String> {
     let mut cfg = a.config();
     cfg.progress = true;
@@ -1733,30 +1996,50 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
     }
     cfg.plans().map_err(|e| e.to_string())?;
     let mtu = Mtu::from_bytes(a.mtu).ok_or("bad MTU")?;
-    print!("{}", banner(&cfg, a.mtu));
-    let _ = io::stdout().flush();
-    let fabric = SoftFabric::new();
-    let trace = match &a.pcap {
-        Some(p) => Some(
-            PcapTrace::create(&fabric, p, mtu)
-                .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
     let mut printer = Printer {
         unit: cfg.unit,
         results: Vec::new(),
         hists: Vec::new(),
         keep_hists: a.hist_log.is_some(),
     };
-    let r = run_loopback(&cfg, &fabric, &mut printer);
-    if let (Some(t), Some(p)) = (trace, &a.pcap) {
-        match t.finish() {
-            Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
-            Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
+    let (results, role) = match a.provider {
+        ProviderKind::Soft => {
+            print!("{}", banner(&cfg, a.mtu));
+            let _ = io::stdout().flush();
+            let fabric = SoftFabric::new();
+            let trace = match &a.pcap {
+                Some(p) => Some(
+                    PcapTrace::create(&fabric, p, mtu)
+                        .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
+                ),
+                None => None,
+            };
+            let r = run_loopback(&cfg, &fabric, &mut printer);
+            if let (Some(t), Some(p)) = (trace, &a.pcap) {
+                match t.finish() {
+                    Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
+                    Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
+                }
+            }
+            (r.map_err(|e| e.to_string())?, "loopback")
         }
-    }
-    let results = r.map_err(|e| e.to_string())?;
+        ProviderKind::Rdma => {
+            let role = rdma_role(a)?;
+            if matches!(role, RdmaRole::Server { .. })
+                && (a.out_json.is_some() || a.hist_log.is_some())
+            {
+                return Err(
+                    "the rdma server measures nothing: give --out_json / --hist-log \
+                            to the client"
+                        .into(),
+                );
+            }
+            match run_rdma(&cfg, a, &role, &mut printer)? {
+                Some(r) => (r, "client"),
+                None => return Ok(()),
+            }
+        }
+    };
     print!("{RESULT_LINE}");
     let completed: u64 = printer.results.iter().map(|(_, i)| i.completed).sum();
     let errors: u64 = printer.results.iter().map(|(_, i)| i.errors).sum();
@@ -1764,7 +2047,11 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
     println!(" RPCs completed  : {completed}, errors {errors}, credits granted {credits}");
     let _ = io::stdout().flush();
     if let Some(p) = &a.out_json {
-        let doc = json_report(&cfg, a.mtu, &results);
+        let provider = match a.provider {
+            ProviderKind::Soft => "soft",
+            ProviderKind::Rdma => "rdma",
+        };
+        let doc = json_report_for(&cfg, a.mtu, &results, provider, role);
         let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(p, s + "\n").map_err(|e| format!("--out_json {}: {e}", p.display()))?;
     }
@@ -1773,6 +2060,62 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
             .map_err(|e| format!("--hist-log {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// Runs the rdma provider's side: `Some(results)` for the client, `None` for the server (which
+/// prints its own summary).
+#[cfg(feature = "rdma")]
+fn run_rdma(
+    cfg: &RpcConfig,
+    a: &RpcArgs,
+    role: &RdmaRole,
+    printer: &mut Printer,
+) -> Result<Option<Vec<SizeResult>>, String> {
+    use rpcrdma_engine::verbs::rdma::Rdma;
+    match *role {
+        RdmaRole::Server { bind } => {
+            print!("{}", banner_for(cfg, a.mtu, "rdma", "rdma (server)"));
+            let _ = io::stdout().flush();
+            let dev = super::rdma_dev::open(bind, None, None).map_err(|e| e.to_string())?;
+            let ip = if bind.is_unspecified() {
+                dev.local_ip()
+            } else {
+                bind
+            };
+            let stop = AtomicBool::new(false);
+            let sum = serve::<Rdma>(cfg, dev, SocketAddr::new(ip, a.port), &stop, &mut |at| {
+                println!(" Waiting for client rdma_cm QP to connect on {at}");
+                println!(" Please run the same command with the server's IP address");
+                let _ = io::stdout().flush();
+            })
+            .map_err(|e| e.to_string())?;
+            print!("{RESULT_LINE}");
+            println!(
+                " RPCs served     : {} calls, {} replies, errors {}, connections {}",
+                sum.calls, sum.replies, sum.errors, sum.connections
+            );
+            let _ = io::stdout().flush();
+            Ok(None)
+        }
+        RdmaRole::Client { server, bind } => {
+            print!("{}", banner_for(cfg, a.mtu, "rdma", "rdma (client)"));
+            let _ = io::stdout().flush();
+            let open = || super::rdma_dev::open(bind, Some(server), None);
+            run_client::<Rdma>(cfg, server, &open, printer)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[cfg(not(feature = "rdma"))]
+fn run_rdma(
+    _cfg: &RpcConfig,
+    _a: &RpcArgs,
+    _role: &RdmaRole,
+    _printer: &mut Printer,
+) -> Result<Option<Vec<SizeResult>>, String> {
+    Err("this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into())
 }
 
 /// The `rpc_lat` / `rpc_bw` subcommand: parses `args`, runs, prints. Returns the exit status:
