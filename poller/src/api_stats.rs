@@ -117,6 +117,11 @@ counters! {
         connection_losses,
         /// RPC-over-RDMA version in use (client; 0 before the first connection). A gauge.
         rdma_version,
+        /// Receives that arrived as Send With Invalidate: the peer invalidated one of the
+        /// answered call's STags remotely (client).
+        remote_invalidations,
+        /// Replies that came through the Reply chunk as RDMA_NOMSG (client).
+        reply_chunk_replies,
     }
 }
 
@@ -255,5 +260,11 @@ impl ConnStatsWriter {
     }
     pub(crate) fn version(&self, v: u64) {
         set(&self.0.rdma_version, v);
+    }
+    pub(crate) fn remote_invalidation(&self) {
+        bump(&self.0.remote_invalidations, 1);
+    }
+    pub(crate) fn reply_chunk_reply(&self) {
+        bump(&self.0.reply_chunk_replies, 1);
     }
 }

@@ -2,7 +2,9 @@
 //! the [`HostMemory`] view the connection engine reads and writes through.
 //!
 //! Normal operation: every connection gets one slab — a mempool [`Region`] registered once
-//! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`) and carved into the buffers
+//! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`; a client's on a device
+//! without memory windows: `LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE`, see [`region_access`])
+//! and carved into the buffers
 //! the engine's [`Pools`] name: send headers, receive buffers, reassembly buffers (server), the
 //! zero source and one RPC-header buffer per call record (client). Payloads live in the
 //! endpoint's [`BufPool`]: fixed-size [`PoolBuf`]s (arguments, replies, DDP items) that return
@@ -52,11 +54,27 @@ impl core::fmt::Display for MemError {
 
 impl std::error::Error for MemError {}
 
-/// Maps and registers a region of at least `len` octets.
+/// The access rights of the registrations a client may expose chunks from, on a device with
+/// (`mw_type2`) or without type-2 memory windows. With windows: `LOCAL_WRITE | MW_BIND`, a
+/// window bound per chunk gives the remote right. Without them (siw): the client exposes
+/// chunks through the registrations' own keys (persistent STags, the engine's
+/// [`StagMode::Persistent`](rpcrdma_engine::conn::StagMode::Persistent)), so the regions carry
+/// `REMOTE_READ | REMOTE_WRITE` themselves — for as long as they are registered, to any peer
+/// that learns a key.
+pub(crate) fn region_access(mw_type2: bool) -> Access {
+    if mw_type2 {
+        Access::LOCAL_WRITE | Access::MW_BIND
+    } else {
+        Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
+    }
+}
+
+/// Maps and registers a region of at least `len` octets with `access`.
 pub(crate) fn registered_region<R: Registrar>(
     reg: &R,
     len: usize,
     hugepages: HugePagePolicy,
+    access: Access,
 ) -> Result<Arc<Region>, MemError> {
     let opts = RegionOptions {
         hugepages,
@@ -64,7 +82,7 @@ pub(crate) fn registered_region<R: Registrar>(
     };
     let region = Region::new(len.max(4096), &opts).map_err(|e| MemError::Region(e.to_string()))?;
     region
-        .register(reg, Access::LOCAL_WRITE | Access::MW_BIND)
+        .register(reg, access)
         .map_err(|e| MemError::Register(e.to_string()))?;
     Ok(Arc::new(region))
 }
@@ -89,6 +107,7 @@ impl BufPool {
         count: usize,
         size: usize,
         hugepages: HugePagePolicy,
+        access: Access,
     ) -> Result<BufPool, MemError> {
         if count == 0 || size == 0 || size > u32::MAX as usize {
             return Err(MemError::BadSize("buffer pool count/size"));
@@ -99,7 +118,7 @@ impl BufPool {
         let len = cfg
             .region_len()
             .ok_or(MemError::BadSize("buffer pool too large"))?;
-        let region = registered_region(reg, len, hugepages)?;
+        let region = registered_region(reg, len, hugepages, access)?;
         let pool = Pool::new(&region, &cfg).map_err(|e| MemError::Pool(e.to_string()))?;
         Ok(BufPool { pool })
     }
@@ -180,9 +199,10 @@ impl Slab {
         reg: &R,
         l: &SlabLayout,
         hugepages: HugePagePolicy,
+        access: Access,
     ) -> Result<Slab, MemError> {
         let total = l.total().ok_or(MemError::BadSize("slab too large"))?;
-        let region = registered_region(reg, total, hugepages)?;
+        let region = registered_region(reg, total, hugepages, access)?;
         let lkey = region.keys().map(|k| k.lkey).unwrap_or(0);
         let base = region.as_ptr() as u64;
         let carve = |n: usize, size: u32| -> Result<Vec<LocalBuf>, MemError> {
@@ -324,7 +344,8 @@ mod tests {
     fn rejects_access_outside_registered_regions() {
         let env = SoftEnv::new();
         let pd = env.client_pd();
-        let r = registered_region(&pd, 8192, HugePagePolicy::Never).expect("region");
+        let r = registered_region(&pd, 8192, HugePagePolicy::Never, region_access(true))
+            .expect("region");
         let base = r.as_ptr() as u64;
         let len = r.len();
         let mut m = HostRegions::new(&[Arc::clone(&r)]);
@@ -355,7 +376,7 @@ mod tests {
             rpc_headers: 3,
             rpc_header_size: 128,
         };
-        let s = Slab::new(&pd, &l, HugePagePolicy::Never).expect("slab");
+        let s = Slab::new(&pd, &l, HugePagePolicy::Never, region_access(true)).expect("slab");
         let m = HostRegions::new(&[Arc::clone(&s.region)]);
         let all = s
             .headers

@@ -198,9 +198,11 @@ impl<P: Provider> Endpoint<P> {
             dev.alloc_pd()
                 .map_err(|e| EndpointError::Verbs(e.to_string()))?,
         );
-        let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages)
+        // Payloads are exposed by clients: with the rights a client on this device needs.
+        let access = crate::buf::region_access(dev.caps().mw_type2);
+        let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages, access)
             .map_err(EndpointError::Memory)?;
-        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages)
+        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages, access)
             .map_err(EndpointError::Memory)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);
@@ -604,7 +606,7 @@ impl<P: Provider> Node<P> {
                     continue;
                 };
                 match self.slots.get_mut(slot as usize) {
-                    Some(Some(Conn::Client(c))) => c.drv.feed(now, wc),
+                    Some(Some(Conn::Client(c))) => c.feed(now, wc),
                     Some(Some(Conn::Server(s))) => s.feed(now, wc),
                     _ => self.env.stats.stray(),
                 }

@@ -294,7 +294,14 @@ impl<P: Provider> ServerConn<P> {
             rpc_headers: 0,
             rpc_header_size: 0,
         };
-        let slab = Slab::new(&*env.pd, &layout, env.hugepages).ok()?;
+        // A server never exposes memory: its slab keeps local rights only.
+        let slab = Slab::new(
+            &*env.pd,
+            &layout,
+            env.hugepages,
+            crate::buf::region_access(true),
+        )
+        .ok()?;
         let mut conn = Connection::new(Role::Responder, cfg, &slab.pools(&[])).ok()?;
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
         let opts = QpOptions {

@@ -421,3 +421,130 @@ fn rejects_calls_after_close_and_completes_pending() {
     assert_eq!(tally.ok.load(Ordering::Relaxed), 100);
     w.stop();
 }
+
+/// A connection lost while a call is on the wire with its memory windows bound: the client
+/// deallocates the windows before it destroys the QP. (A bound type-2 window holds a reference
+/// to its QP; kernel rxe warns at such a destroy and frees the QP under the window — seen with
+/// the Linux NFS server interop run, docs/interop-nfs.md.)
+#[test]
+fn accepts_connection_loss_releasing_windows_before_qp() {
+    use rpcrdma_engine::verbs::soft::DelayMode;
+    let w = World::new(0);
+    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
+    let f2 = Arc::clone(&faults);
+    assert!(w
+        .client_ep
+        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(ServerOptions {
+            credits: 4,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let opts = ClientOptions {
+        credits: 4,
+        max_retransmits: 0,
+        max_reconnects: 0,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let qp = faults.lock().unwrap().last().cloned().expect("client QP");
+    // The client sees none of its completions from now on: the call below stays on the wire
+    // with its windows (Write chunk, Reply chunk) bound.
+    qp.delay_completions(DelayMode::Hold);
+    let mut a = client.args().unwrap();
+    a.put_u32(5000).unwrap();
+    a.put_u32(0x11).unwrap();
+    a.receptacle(client.buffer().unwrap()).unwrap();
+    let outcome: Arc<Mutex<Option<Result<Reply, ClientError>>>> = Arc::new(Mutex::new(None));
+    let o2 = Arc::clone(&outcome);
+    client
+        .call(PROG, 2, FILL, a, move |r| *o2.lock().unwrap() = Some(r))
+        .expect("call");
+    // Binds and the Send executed (their completions, and the reply's, are held).
+    let end = Instant::now() + Duration::from_secs(10);
+    while qp.held_completions() < 4 {
+        assert!(Instant::now() < end, "held {}", qp.held_completions());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    qp.drop_connection();
+    while outcome.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the call never completed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r = outcome.lock().unwrap().take().unwrap();
+    assert!(r.is_err(), "the call cannot succeed: {r:?}");
+    while client.stats().snapshot().connection_losses == 0 {
+        assert!(Instant::now() < end);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let fabric = w.fabric.clone();
+    w.stop();
+    assert_eq!(
+        fabric.windows_bound_at_qp_destroy(),
+        0,
+        "memory windows were still bound when the client destroyed its QP"
+    );
+}
+
+/// A client on a device without memory windows (as siw): it exposes its chunks through the
+/// registrations' own keys (persistent STags) instead of failing to connect, and DDP in both
+/// directions, long calls and Reply chunks work; it does not advertise remote invalidation.
+#[test]
+fn accepts_ddp_calls_on_device_without_memory_windows() {
+    use rpcrdma_engine::verbs::soft::SoftConfig;
+    use std::net::{IpAddr, Ipv4Addr};
+    let w = World::new(0);
+    let mut config = SoftConfig::default();
+    config.caps.mw_type2 = false;
+    config.caps.send_with_invalidate = false;
+    let dev = w
+        .fabric
+        .open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)), config);
+    let ep = Endpoint::new(&w.set, dev, endpoint_config(0)).expect("endpoint");
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(&ep, w.addr, ClientOptions::default()).expect("client");
+    assert!(
+        client.wait_connected(Duration::from_secs(5)),
+        "no connection: {:?}",
+        client.state()
+    );
+    let n = client.negotiated().expect("negotiated");
+    assert!(!n.remote_invalidate);
+    // FILL through a Write chunk.
+    let mut a = client.args().unwrap();
+    a.put_u32(9000).unwrap();
+    a.put_u32(0x5a).unwrap();
+    a.receptacle(client.buffer().unwrap()).unwrap();
+    let r = client.call_blocking(PROG, 2, FILL, a).expect("fill");
+    let got = r.receptacle(0).expect("receptacle");
+    assert_eq!(got.len(), 9000);
+    assert!(got.iter().all(|&b| b == 0x5a));
+    // LEN: the argument pulled through a Read chunk.
+    let mut payload = client.buffer().unwrap();
+    for (i, b) in payload[..12000].iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    let want = checksum(&payload[..12000]);
+    let mut a = client.args().unwrap();
+    a.put_u32(12000).unwrap();
+    a.ddp(payload, 12000).unwrap();
+    let r = client.call_blocking(PROG, 3, LEN, a).expect("len");
+    assert_eq!(&r.results()[4..8], &want.to_be_bytes());
+    // A long call with a long reply (Position Zero Read chunk, Reply chunk).
+    let big: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+    let mut a = client.args().unwrap();
+    a.put_opaque(&big).unwrap();
+    let r = client.call_blocking(PROG, 2, ECHO, a).expect("long echo");
+    assert_eq!(&r.results()[4..10_004], &big[..]);
+    assert_eq!(client.stats().snapshot().connection_losses, 0);
+    client.close();
+    drop(ep);
+    w.stop();
+}
