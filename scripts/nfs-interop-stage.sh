@@ -64,6 +64,7 @@ BIN=$(readlink -f "$BIN")
 say "built $BIN"
 
 # ---- 2. the VM ------------------------------------------------------------------------------
+# shellcheck source=scripts/vm/lib.sh
 . "$ROOT/scripts/vm/lib.sh"
 # shellcheck disable=SC2034 # read by vm_log in lib.sh
 VM_TAG=nfs-interop-stage
@@ -87,7 +88,7 @@ extra=$(ldd "$BIN" 2>/dev/null | awk '/=> \//{print $3}' | while read -r l; do
 	[ -e "$VM_CACHE/initramfs/usr/lib/x86_64-linux-gnu/$(basename "$l")" ] || echo "$l"
 done)
 if [ -n "$extra" ]; then
-	RPCRDMA_VM_LIBS="${RPCRDMA_VM_LIBS:-} $(echo $extra)"
+	RPCRDMA_VM_LIBS="${RPCRDMA_VM_LIBS:-} $(tr '\n' ' ' <<<"$extra")"
 	export RPCRDMA_VM_LIBS
 fi
 export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-600}

@@ -48,10 +48,10 @@ result() { # RUN STATUS NOTE
 
 # ---- common: modules, export, test tree ------------------------------------------------------
 say "setting up the export"
-modprobe nfsd && modprobe rpcrdma || {
+if ! modprobe nfsd || ! modprobe rpcrdma; then
 	echo "nfs-interop: cannot load nfsd / rpcrdma"
 	exit 1
-}
+fi
 mkdir -p /proc/fs/nfsd "$EXPORT" /var/lib/nfs/v4recovery /var/lib/nfs/rpc_pipefs /run/rpcbind
 mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
 mountpoint -q "$EXPORT" || mount -t tmpfs -o size=96m,mode=0755 tmpfs "$EXPORT"
@@ -69,6 +69,7 @@ start_nfsd() { # how: "" (root netns) or "ip netns exec peer"
 	# The nfsd file system is per network namespace (keyed by the mounter's): inside
 	# `ip netns exec` (a private mount namespace) the root namespace's mount is replaced, or
 	# rpc.nfsd would configure the root namespace's nfsd.
+	# shellcheck disable=SC2016 # the inner script expands its own variables
 	$ns bash -c '
 		set -e
 		if [ -n "'"$ns"'" ]; then umount /proc/fs/nfsd 2>/dev/null || true; fi
