@@ -222,6 +222,42 @@ mod soft_only {
         }
     }
 
+    /// A type-2 window still bound when its QP is destroyed is counted (rxe warns there);
+    /// deallocating the window first leaves nothing to count.
+    #[test]
+    fn accepts_count_of_windows_bound_at_qp_destroy() {
+        for dealloc_first in [false, true] {
+            let mut env = SoftEnv::new();
+            let mut p = connect(&mut env).unwrap();
+            let tb = Buf::<P>::new(&p.s.pd, 4096, MR_MW).unwrap();
+            let mw = p.s.pd.alloc_mw().unwrap();
+            let bind = SendOp::BindMw {
+                mw: &mw,
+                mr: tb.mr(),
+                rkey: mw.next_rkey(),
+                addr: tb.addr(),
+                len: 4096,
+                access: MW_ACC,
+            };
+            post_send(&mut p.s.qp, signaled(1, bind, &[]));
+            assert!(wait_wc(&mut env, &mut p.s.cq).unwrap().status.is_success());
+            let before = env.fabric().windows_bound_at_qp_destroy();
+            if dealloc_first {
+                drop(mw);
+                drop(p);
+            } else {
+                drop(p);
+                drop(mw);
+            }
+            let counted = env.fabric().windows_bound_at_qp_destroy() - before;
+            assert_eq!(
+                counted,
+                u64::from(!dealloc_first),
+                "dealloc first: {dealloc_first}"
+            );
+        }
+    }
+
     #[test]
     fn rejects_recv_too_small_with_loc_len_err_on_receiver() {
         let mut env = SoftEnv::new();

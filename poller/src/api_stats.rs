@@ -133,6 +133,11 @@ counters! {
         back_in_flight,
         /// Backward calls waiting for a backward credit or a reply buffer (server). A gauge.
         back_queued,
+        /// Receives that arrived as Send With Invalidate: the peer invalidated one of the
+        /// answered call's STags remotely (client).
+        remote_invalidations,
+        /// Replies that came through the Reply chunk as RDMA_NOMSG (client).
+        reply_chunk_replies,
     }
 }
 
@@ -297,5 +302,11 @@ impl ConnStatsWriter {
     pub(crate) fn back_gauges(&self, in_flight: u64, queued: u64) {
         set(&self.0.back_in_flight, in_flight);
         set(&self.0.back_queued, queued);
+    }
+    pub(crate) fn remote_invalidation(&self) {
+        bump(&self.0.remote_invalidations, 1);
+    }
+    pub(crate) fn reply_chunk_reply(&self) {
+        bump(&self.0.reply_chunk_replies, 1);
     }
 }

@@ -2,7 +2,9 @@
 //! the [`HostMemory`] view the connection engine reads and writes through.
 //!
 //! Normal operation: every connection gets one slab — a mempool [`Region`] registered once
-//! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`) and carved into the buffers
+//! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`; a client's on a device
+//! without memory windows: `LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE`, see [`exposable_access`])
+//! and carved into the buffers
 //! the engine's [`Pools`] name: send headers, receive buffers, reassembly buffers (server), the
 //! zero source and one RPC-header buffer per call record (client). Payloads live in the
 //! endpoint's [`BufPool`]: fixed-size [`PoolBuf`]s (arguments, replies, DDP items) that return

@@ -73,6 +73,14 @@ const RPC_HEADER_SIZE: u32 = 128;
 /// message is never longer than the receive buffer minus this.
 const V2_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v2::FIXED_LEN + 8 + 12;
 
+/// The smallest transport header of an inline Version One reply: the four fixed words and
+/// three empty chunk lists.
+const V1_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v1::FIXED_LEN + 12;
+
+/// What each returned Write chunk of one segment adds to a Version One reply header
+/// (discriminator, segment count, handle, length, offset).
+const V1_WRITE_CHUNK_LEN: usize = 8 + rpcrdma_engine::proto::chunks::SEGMENT_LEN;
+
 // ---------------------------------------------------------------------------------------------
 // Errors and results.
 
@@ -219,14 +227,17 @@ impl CallArgs {
     }
 
     /// Expects a reply (RPC reply header and inline results, DDP results excluded) of at most
-    /// `n` octets. On a Version Two connection the call then offers only part of its reply
-    /// buffer: `n` octets, or what any inline reply needs when that is more — so with `n`
-    /// within the inline threshold no Reply chunk, and no memory window for it, is offered.
-    /// When the server answers RDMA2_ERR_CANT_REPLY because the reply is larger, the call is
-    /// sent again, with the same XID, offering the whole reply buffer, and the callback gets
-    /// the reply as usual (a reply larger than the whole buffer fails with
-    /// [`ClientError::CantReply`]). Version One connections, and the first call of a Version
-    /// Two connection (which probes the server), always offer the whole buffer. 0 (the
+    /// `n` octets. The call then offers only part of its reply buffer: `n` octets, or what any
+    /// inline reply needs when that is more — so with `n` within the inline threshold no
+    /// Reply chunk, and no memory window for it, is offered. When the server answers that the
+    /// reply did not fit — RDMA2_ERR_CANT_REPLY in Version Two, ERR_CHUNK in Version One —
+    /// the call is sent again, with the same XID, offering the whole reply buffer, and the
+    /// callback gets the reply as usual (a reply larger than the whole buffer fails with
+    /// [`ClientError::CantReply`], or in Version One `Transport(ErrChunk)`). Without a hint a
+    /// Version One call whose reply buffer exceeds the inline threshold always offers a Reply
+    /// chunk, and the Linux server then always answers through it (an RDMA Write and
+    /// RDMA_NOMSG even for a small reply; see docs/interop-nfs.md). The first call of a
+    /// Version Two connection (which probes the server) always offers the whole buffer. 0 (the
     /// default) or a size at least the buffer's: no hint.
     pub fn expect_reply(&mut self, n: usize) -> &mut Self {
         self.reply_hint = n.min(u32::MAX as usize) as u32;
@@ -932,6 +943,16 @@ impl<P: Provider> ClientConn<P> {
         })
     }
 
+    /// Feeds a completion of this connection's QP to the engine (counting receives that came
+    /// as Send With Invalidate).
+    #[inline]
+    pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
+        if wc.status.is_success() && wc.flags.contains(rpcrdma_engine::verbs::WcFlags::WITH_INV) {
+            self.stats.remote_invalidation();
+        }
+        self.drv.feed(now, wc);
+    }
+
     /// True once closed and drained (the node removes it).
     pub(crate) fn is_done(&self) -> bool {
         self.state == CState::Done && self.back.as_ref().map_or(true, |b| b.idle())
@@ -1017,16 +1038,20 @@ impl<P: Provider> ClientConn<P> {
             self.drv.qp_num = 0;
         }
         self.drv.cancel_timer(cx);
-        if let Some(mut qp) = self.drv.qp.take() {
+        let qp = self.drv.qp.take().map(|mut qp| {
             let _ = qp.disconnect();
-        }
+            qp
+        });
+        // Windows first: a bound type-2 window holds a reference to its QP (rxe warns when
+        // the QP is destroyed under one, and frees it anyway); deallocating invalidates it.
+        self.drv.mws.clear();
+        drop(qp);
         // What version negotiation learnt about the server holds for the next connection:
         // after a fallback to Version One, Version Two is not probed again.
         if let Some(v) = self.drv.conn.as_ref().and_then(|c| c.remembered_version()) {
             self.cfg.max_version = v.min(self.cfg.max_version).max(conn::VERSION);
         }
         self.drv.conn = None;
-        self.drv.mws.clear();
         self.peer_pd = None;
         self.pub_version = 0;
         for s in self.by_slot.iter_mut() {
@@ -1327,8 +1352,10 @@ impl<P: Provider> ClientConn<P> {
         let version = ProtocolVersion::from_number(self.pub_version).unwrap_or(ProtocolVersion::V1);
         // In effect when both sides set R (RFC 8797 §4.1); in Version Two the client then
         // names the handle the server may invalidate in each call.
-        let remote_invalidate =
-            self.cfg.remote_invalidate && self.peer_pd.is_some_and(|p| p.remote_invalidate);
+        // (With persistent STags the client never advertises R.)
+        let remote_invalidate = self.cfg.remote_invalidate
+            && self.cfg.stag == conn::StagMode::MemoryWindows
+            && self.peer_pd.is_some_and(|p| p.remote_invalidate);
         self.shared.neg.store(&Negotiated {
             version,
             send_inline: n.send_inline,
@@ -1367,6 +1394,9 @@ impl<P: Provider> ClientConn<P> {
             }
         }
         self.stats.reply_in(len as u64 + ddp_in);
+        if r.long {
+            self.stats.reply_chunk_reply();
+        }
         let outcome = match rpc::decode_reply(&buf[..len]) {
             Ok((h, off)) => match h.body {
                 ReplyBody::Accepted {
@@ -1582,16 +1612,23 @@ impl<P: Provider> ClientConn<P> {
                 recp[nr] = local_buf(b, b.len());
                 nr += 1;
             }
-            // A reply size hint applies on a confirmed Version Two connection: the hinted part
-            // of the reply buffer first — never less than any inline reply needs, which the
-            // server may send whatever we offer — and the whole buffer after
-            // RDMA2_ERR_CANT_REPLY.
+            // A reply size hint applies on a Version One connection and on a confirmed Version
+            // Two one: the hinted part of the reply buffer first — never less than any inline
+            // reply needs, which the server may send whatever we offer — and the whole buffer
+            // after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One).
             let whole = local_buf(reply, reply.len());
             let hint = args.reply_hint as usize;
             let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
             let first_len = if v2 && hint > 0 {
                 let room =
                     (conn.negotiated().recv_buffer as usize).saturating_sub(V2_MIN_REPLY_HEADER);
+                hint.max(room)
+            } else if conn.version() == 1 && hint > 0 {
+                // An inline reply returns our Write list in its header; the rest of the reply
+                // threshold is what it can carry. So a hint within it offers no Reply chunk.
+                let writes = if self.cfg.ddp { nr } else { 0 };
+                let hdr = V1_MIN_REPLY_HEADER + writes * V1_WRITE_CHUNK_LEN;
+                let room = (conn.negotiated().recv_inline as usize).saturating_sub(hdr);
                 hint.max(room)
             } else {
                 reply.len()

@@ -43,12 +43,14 @@ pub struct Posted {
 
 /// One QP and its connection. See the module documentation.
 pub struct ConnDriver<P: Provider> {
+    /// Memory windows by slot index (the engine names them by index). Declared before `qp`
+    /// so that they are dropped (deallocated) before it: a bound type-2 window holds a
+    /// reference to its QP.
+    pub mws: Vec<P::Mw>,
     /// The queue pair (`None` between a loss and the next connect).
     pub qp: Option<P::Qp>,
     /// The connection engine (`None` between a loss and the next connect).
     pub conn: Option<Connection>,
-    /// Memory windows by slot index (the engine names them by index).
-    pub mws: Vec<P::Mw>,
     /// The regions this connection may touch.
     pub mem: HostRegions,
     /// QP number routed to this driver (0 when none).
@@ -73,9 +75,9 @@ impl<P: Provider> ConnDriver<P> {
     /// A driver over `mem`, with no QP yet.
     pub fn new(mem: HostRegions) -> Self {
         ConnDriver {
+            mws: Vec::new(),
             qp: None,
             conn: None,
-            mws: Vec::new(),
             mem,
             qp_num: 0,
             timer: None,

@@ -613,7 +613,7 @@ impl<P: Provider> Node<P> {
                     continue;
                 };
                 match self.slots.get_mut(slot as usize) {
-                    Some(Some(Conn::Client(c))) => c.drv.feed(now, wc),
+                    Some(Some(Conn::Client(c))) => c.feed(now, wc),
                     Some(Some(Conn::Server(s))) => s.feed(now, wc),
                     _ => self.env.stats.stray(),
                 }

@@ -455,3 +455,71 @@ fn rejects_calls_after_close_and_completes_pending() {
     assert_eq!(tally.ok.load(Ordering::Relaxed), 100);
     w.stop();
 }
+
+/// A connection lost while a call is on the wire with its memory windows bound: the client
+/// deallocates the windows before it destroys the QP. (A bound type-2 window holds a reference
+/// to its QP; kernel rxe warns at such a destroy and frees the QP under the window — seen with
+/// the Linux NFS server interop run, docs/interop-nfs.md.)
+#[test]
+fn accepts_connection_loss_releasing_windows_before_qp() {
+    use rpcrdma_engine::verbs::soft::DelayMode;
+    let w = World::new(0);
+    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
+    let f2 = Arc::clone(&faults);
+    assert!(w
+        .client_ep
+        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(ServerOptions {
+            credits: 4,
+            ..ServerOptions::default()
+        })
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let opts = ClientOptions {
+        credits: 4,
+        max_retransmits: 0,
+        max_reconnects: 0,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let qp = faults.lock().unwrap().last().cloned().expect("client QP");
+    // The client sees none of its completions from now on: the call below stays on the wire
+    // with its windows (Write chunk, Reply chunk) bound.
+    qp.delay_completions(DelayMode::Hold);
+    let mut a = client.args().unwrap();
+    a.put_u32(5000).unwrap();
+    a.put_u32(0x11).unwrap();
+    a.receptacle(client.buffer().unwrap()).unwrap();
+    let outcome: Arc<Mutex<Option<Result<Reply, ClientError>>>> = Arc::new(Mutex::new(None));
+    let o2 = Arc::clone(&outcome);
+    client
+        .call(PROG, 2, FILL, a, move |r| *o2.lock().unwrap() = Some(r))
+        .expect("call");
+    // Binds and the Send executed (their completions, and the reply's, are held).
+    let end = Instant::now() + Duration::from_secs(10);
+    while qp.held_completions() < 4 {
+        assert!(Instant::now() < end, "held {}", qp.held_completions());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    qp.drop_connection();
+    while outcome.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the call never completed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r = outcome.lock().unwrap().take().unwrap();
+    assert!(r.is_err(), "the call cannot succeed: {r:?}");
+    while client.stats().snapshot().connection_losses == 0 {
+        assert!(Instant::now() < end);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let fabric = w.fabric.clone();
+    w.stop();
+    assert_eq!(
+        fabric.windows_bound_at_qp_destroy(),
+        0,
+        "memory windows were still bound when the client destroyed its QP"
+    );
+}

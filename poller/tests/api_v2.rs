@@ -2,7 +2,8 @@
 //! client with a Version Two server and with a Version One-only server (fallback, remembered
 //! across a forced reconnect), a Version One client with a Version Two server,
 //! [`Client::negotiated`] for every R-bit combination and for larger inline thresholds, and the
-//! RDMA2_ERR_CANT_REPLY retry (same XID, larger reply resources) end to end.
+//! RDMA2_ERR_CANT_REPLY retry (same XID, larger reply resources) end to end — and its Version
+//! One counterpart, the ERR_CHUNK retry of a call with a reply size hint.
 
 mod api_common;
 
@@ -488,10 +489,8 @@ fn rejects_reply_larger_than_every_reply_resource() {
                 assert_eq!(e, ClientError::Transport(CallError::ErrChunk))
             }
         }
-        assert_eq!(
-            cw.ran.lock().unwrap().len(),
-            if version == ProtocolVersion::V2 { 3 } else { 2 }
-        );
+        // Version Two: probe, CANT_REPLY, retry; Version One: ERR_CHUNK, retry (ERR_CHUNK).
+        assert_eq!(cw.ran.lock().unwrap().len(), 3);
         // The connection carries on.
         let mut a = c.args().unwrap();
         a.put_u32(100).unwrap();
@@ -499,4 +498,84 @@ fn rejects_reply_larger_than_every_reply_resource() {
         assert_eq!(&r.results()[..4], &100u32.to_be_bytes());
         cw.w.stop();
     }
+}
+
+/// Version One with a reply size hint ([`CallArgs::expect_reply`]): a hint within the inline
+/// threshold offers no Reply chunk (the client's 16 KiB reply buffer would otherwise always
+/// offer one); a reply larger than that is answered ERR_CHUNK and the call is sent again with
+/// the same XID offering the whole buffer, and succeeds. Without a hint every call offers a
+/// Reply chunk.
+#[test]
+fn accepts_err_chunk_retry_with_the_same_xid_in_version_one() {
+    use rpcrdma_engine::proto::chunks::ChunkLimits;
+    use rpcrdma_engine::proto::v1::{self, Body};
+    use rpcrdma_engine::verbs::soft::TraceOp;
+    let cw = cant_reply_world(ProtocolVersion::V1);
+    // (XID, Reply chunk offered) of every call the client sends.
+    let sent: Arc<Mutex<Vec<(u32, bool)>>> = Arc::new(Mutex::new(Vec::new()));
+    let s2 = Arc::clone(&sent);
+    assert!(cw.w.fabric.set_trace(Box::new(move |ev| {
+        if ev.op != TraceOp::Send || ev.src.ip() != std::net::IpAddr::from([10, 0, 0, 1]) {
+            return;
+        }
+        let msg: Vec<u8> = ev.payload.concat();
+        if let Ok(h) = v1::decode(&msg, &ChunkLimits::DEFAULT) {
+            if let Body::Msg(l) | Body::Nomsg(l) = h.body {
+                s2.lock().unwrap().push((h.xid, l.reply.is_some()));
+            }
+        }
+    })));
+    let c = Client::connect(
+        &cw.w.client_ep,
+        "10.0.0.3:2049".parse().unwrap(),
+        ClientOptions::default(),
+    )
+    .expect("client");
+    let offered = |xid: u32| -> Vec<bool> {
+        sent.lock()
+            .unwrap()
+            .iter()
+            .filter(|(x, _)| *x == xid)
+            .map(|(_, r)| *r)
+            .collect()
+    };
+    // Small reply, hinted: once, no Reply chunk.
+    let mut a = echo_args(&c, b"small");
+    a.expect_reply(256);
+    let r = c.call_blocking(PROG, 2, ECHO, a).expect("small");
+    assert_eq!(&r.results()[4..9], b"small");
+    assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
+    assert_eq!(offered(r.xid()), [false]);
+    // Larger than the hint but inline: room for any inline reply is always offered.
+    cw.ran.lock().unwrap().clear();
+    let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+    let mut a = echo_args(&c, &data[..3000]);
+    a.expect_reply(256);
+    let r = c.call_blocking(PROG, 2, ECHO, a).expect("inline");
+    assert_eq!(&r.results()[4..3004], &data[..3000]);
+    assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
+    assert_eq!(offered(r.xid()), [false]);
+    // Too large for inline: ERR_CHUNK, then the same XID with a Reply chunk.
+    cw.ran.lock().unwrap().clear();
+    let mut a = echo_args(&c, &data);
+    a.expect_reply(256);
+    let r = c.call_blocking(PROG, 2, ECHO, a).expect("retried");
+    assert_eq!(&r.results()[..4], &6000u32.to_be_bytes());
+    assert_eq!(&r.results()[4..6004], &data[..]);
+    assert_eq!(
+        *cw.ran.lock().unwrap(),
+        [r.xid(), r.xid()],
+        "run twice, one XID"
+    );
+    assert_eq!(offered(r.xid()), [false, true]);
+    // No hint: the Reply chunk is offered from the start.
+    let r = c
+        .call_blocking(PROG, 2, ECHO, echo_args(&c, b"nohint"))
+        .expect("no hint");
+    assert_eq!(offered(r.xid()), [true]);
+    let st = c.stats().snapshot();
+    assert_eq!(st.errors, 0);
+    assert_eq!(st.reply_chunk_replies, 1, "only the retried reply was long");
+    assert_eq!(neg(&c).version, ProtocolVersion::V1);
+    cw.w.stop();
 }

@@ -620,10 +620,10 @@ pub struct CallSpec<'a> {
 /// Extra instructions for a call ([`Connection::start_call_with`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallOptions<'a> {
-    /// Version Two: when the responder answers RDMA2_ERR_CANT_REPLY (the reply resources were
-    /// too small), the call is sent again once, with the same XID, with this reply buffer
-    /// (when not empty) in place of [`CallSpec::reply`]. Must stay untouched until the call
-    /// completes, like the rest of the spec.
+    /// When the responder answers RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version
+    /// One) — the reply resources were too small — the call is sent again once, with the same
+    /// XID, with this reply buffer (when not empty) in place of [`CallSpec::reply`]. Must stay
+    /// untouched until the call completes, like the rest of the spec.
     pub fallback_reply: Option<LocalBuf>,
     /// With `fallback_reply` (or alone): receptacles replacing [`CallSpec::receptacles`] in the
     /// retry (same count or fewer).
@@ -1752,7 +1752,7 @@ impl Connection {
     }
 
     /// [`Connection::start_call`] with options: a fallback reply buffer (and receptacles) for
-    /// a Version Two RDMA2_ERR_CANT_REPLY retry. The options are ignored for backward calls.
+    /// a retry after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One). The options are ignored for backward calls.
     pub fn start_call_with<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,

@@ -19,7 +19,7 @@
 //! after its STags are invalidated and its credit is kept as an "orphan" until a reply with an
 //! unknown XID arrives. A lost connection fails every call at once. ERR_VERS while probing with
 //! Version Two switches the connection to Version One and sends the call again; RDMA2_ERR_
-//! CANT_REPLY sends it again once with the fallback resources; other Version Two errors fail the
+//! CANT_REPLY (in Version One: ERR_CHUNK) sends it again once with the fallback resources; other Version Two errors fail the
 //! call ([`CallError::Rdma2`]) and, unlike Version One errors, never change the credits.
 
 use super::stream::{build_pieces, copy_pieces, parts_len, Cut};
@@ -782,7 +782,18 @@ impl Requester {
             AnyBody::Error(WireErr::Vers { low, high }) => {
                 return self.err_vers(core, slot, low, high, (!is_v2).then_some(granted))
             }
-            AnyBody::Error(WireErr::Chunk) => return with_credits(CallError::ErrChunk),
+            AnyBody::Error(WireErr::Chunk) => {
+                // Version One has no CANT_REPLY: a responder that cannot fit the reply into
+                // what the call offered answers ERR_CHUNK. A call that offered less than its
+                // whole reply buffer (a reply size hint) is sent again once, offering all of
+                // it ("send the request again, this time with a Reply chunk", implementation
+                // experience §4.3).
+                let sv = &self.saved[slot as usize];
+                if !is_v2 && call.saved && sv.has_fallback() && !sv.retried {
+                    return Verdict::ResendWithCredits(slot, Resend::Larger, granted);
+                }
+                return with_credits(CallError::ErrChunk);
+            }
             AnyBody::Error(WireErr::Unknown(code)) => {
                 return with_credits(CallError::RdmaError(code))
             }
@@ -903,6 +914,11 @@ impl Requester {
             Verdict::FailWithCredits(slot, e, g) => {
                 self.granted = g;
                 self.answered(core, slot, Outcome::Failed(e));
+            }
+            Verdict::ResendWithCredits(slot, why, g) => {
+                self.granted = g;
+                self.answered(core, slot, Outcome::Resend(why));
+                self.resending += 1;
             }
             Verdict::Resend(slot, why) => {
                 if why == Resend::Fallback {
@@ -1188,6 +1204,8 @@ enum Verdict {
     FailWithCredits(u32, CallError, u32),
     /// Invalidate the call's STags, then send it again.
     Resend(u32, Resend),
+    /// As `Resend`, with a credit update (a Version One error reply).
+    ResendWithCredits(u32, Resend, u32),
     /// A usable reply.
     Reply {
         slot: u32,
@@ -1203,9 +1221,10 @@ impl Verdict {
     /// The call the reply answers, if it names one.
     fn slot(&self) -> Option<u32> {
         match *self {
-            Verdict::Fail(s, _) | Verdict::FailWithCredits(s, _, _) | Verdict::Resend(s, _) => {
-                Some(s)
-            }
+            Verdict::Fail(s, _)
+            | Verdict::FailWithCredits(s, _, _)
+            | Verdict::Resend(s, _)
+            | Verdict::ResendWithCredits(s, _, _) => Some(s),
             Verdict::Reply { slot, .. } => Some(slot),
             _ => None,
         }

@@ -23,7 +23,7 @@ mod trace;
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_queue::ArrayQueue;
@@ -98,6 +98,9 @@ pub(crate) struct FabricInner {
     next_qpn: AtomicU32,
     next_port: AtomicU32,
     pub(crate) trace: OnceLock<TraceHook>,
+    /// Type-2 windows that were still bound to a QP when it was destroyed (see
+    /// [`SoftFabric::windows_bound_at_qp_destroy`]).
+    pub(crate) windows_bound_at_destroy: AtomicU64,
 }
 
 /// The in-process "network" soft devices live on.
@@ -128,6 +131,7 @@ impl SoftFabric {
                 next_qpn: AtomicU32::new(0x11),
                 next_port: AtomicU32::new(0),
                 trace: OnceLock::new(),
+                windows_bound_at_destroy: AtomicU64::new(0),
             }),
         }
     }
@@ -162,6 +166,17 @@ impl SoftFabric {
     /// runs inside the soft NIC and must not call verbs.
     pub fn set_trace(&self, hook: TraceHook) -> bool {
         self.inner.trace.set(hook).is_ok()
+    }
+
+    /// Type-2 memory windows that were still bound to their QP when the QP was destroyed, over
+    /// the fabric's life (a diagnostic: 0 for a well-behaved user). A bound type-2 window holds
+    /// a reference to its QP; kernel Soft-RoCE (rxe, Linux 6.1) then warns at the QP's destroy
+    /// (`__rxe_cleanup` times out waiting for the reference) and frees the QP under the
+    /// window. Invalidate or deallocate windows before destroying their QP.
+    pub fn windows_bound_at_qp_destroy(&self) -> u64 {
+        // Relaxed: a statistic; the destroying thread's increment is ordered for the reader by
+        // however it learnt that the QP was dropped (a join, a channel).
+        self.inner.windows_bound_at_destroy.load(Ordering::Relaxed)
     }
 
     /// Makes connects to `addr` report `Unreachable` (true) or behave normally (false).

@@ -193,6 +193,21 @@ impl KeyTable {
     }
 
     /// Frees a window (invalidating it if bound).
+    /// Type-2 windows currently bound (valid) to QP `qp_num` (control path: scans the table).
+    pub(crate) fn windows_bound_to(&self, qp_num: u32) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| {
+                // Acquire: pairs with the bind's SeqCst publish, so `qp_num` is current.
+                let st = s.state.load(Ordering::Acquire);
+                // Relaxed: slot fields are ordered by the `state` word (see module doc).
+                st & KIND_MASK == KIND_MW
+                    && st & VALID != 0
+                    && s.qp_num.load(Ordering::Relaxed) == qp_num
+            })
+            .count() as u64
+    }
+
     pub(crate) fn dealloc_mw(&self, index: u32) {
         let Some(s) = self.slots.get(index as usize) else {
             return;

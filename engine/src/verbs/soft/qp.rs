@@ -1248,6 +1248,15 @@ impl SoftQp {
 
 impl Drop for SoftQp {
     fn drop(&mut self) {
+        let bound = self.shared.dev.keys.windows_bound_to(self.shared.qp_num);
+        if bound > 0 {
+            // Relaxed: a statistic (see `SoftFabric::windows_bound_at_qp_destroy`).
+            self.shared
+                .dev
+                .fabric
+                .windows_bound_at_destroy
+                .fetch_add(bound, Ordering::Relaxed);
+        }
         self.shared.destroy();
     }
 }
