@@ -42,6 +42,10 @@ fn accepts_loopback_ping() {
         "{s}"
     );
     assert!(s.contains("credits         : asked 16, granted 16"), "{s}");
+    assert!(
+        s.contains("in use          : RPC-over-RDMA version 1, inline calls 4096 / replies 4096, remote invalidation on"),
+        "{s}"
+    );
     assert!(s.contains("rdma_vers 1, rdma_credit 16"), "{s}");
     assert_eq!(
         s.matches(" NULL reply from 10.0.0.2:20049: seq ").count(),
@@ -200,4 +204,16 @@ fn rejects_usage_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs an inline size of at least 4096"));
+}
+
+#[test]
+fn accepts_version_two_ping_and_reports_what_is_in_use() {
+    // The loopback server answers Version Two: the connection stays in Version Two.
+    let s = loopback("20053", &["--version", "2"]);
+    assert!(
+        s.contains("in use          : RPC-over-RDMA version 2, inline calls 4096 / replies 4096"),
+        "{s}"
+    );
+    assert!(!s.contains("fell back"), "{s}");
+    assert!(s.contains(" 2 calls, 2 replies, 0 failed"), "{s}");
 }

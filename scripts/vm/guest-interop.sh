@@ -129,30 +129,28 @@ else
 fi
 
 # ---- RPC-over-RDMA Version Two against Linux (Version One only) -------------------------------
-# >>> EXTEND HERE when the Client speaks Version Two (ClientOptions::version = V2 with fallback
-# to Version One). Linux 6.1 implements Version One only: it answers a Version Two call with
-# RDMA_ERROR / ERR_VERS (rdma_vers_low = rdma_vers_high = 1); the client must then fall back to
-# Version One on that connection and complete every call. Run it with RPCRDMA_VM_INTEROP_V2=1
-# until it is on by default; add checks of what the ping prints about the fallback (e.g. the
-# ERR_VERS range and the version finally negotiated) next to the ones below.
+# Version Two against Linux 6.1, which implements Version One only: it answers a Version Two
+# call with RDMA_ERROR / ERR_VERS (rdma_vers_low = rdma_vers_high = 1); the client falls back to
+# Version One on that connection, sends the call again and completes every call. The ping
+# prints what the connection uses after the calls ("in use ... (asked 2: fell back)").
 v2_fallback() {
 	local t0 rc
 	t0=$(now_ms)
 	timeout -k 5 "$CHECK_TIMEOUT" "$PING" --provider rdma --version 2 -c 3 -v 3 "$ADDR" \
 		>"$CW/ping.log" 2>&1
 	rc=$?
-	if [ "$rc" -eq 0 ] && grep -q '^ 3 calls, 3 replies, 0 failed' "$CW/ping.log"; then
-		verdict v2-err-vers-fallback "$t0" 0 "$(grep -h '^ negotiated' "$CW/ping.log")"
+	if [ "$rc" -eq 0 ] && grep -q '^ 3 calls, 3 replies, 0 failed' "$CW/ping.log" &&
+		grep -q '^ in use          : RPC-over-RDMA version 1 (asked 2: fell back)' "$CW/ping.log"; then
+		verdict v2-err-vers-fallback "$t0" 0 "$(grep -h '^ in use' "$CW/ping.log")"
 	else
-		verdict v2-err-vers-fallback "$t0" 1 "Version Two ping to Linux: exit $rc, not every call answered"
+		verdict v2-err-vers-fallback "$t0" 1 "Version Two ping to Linux: exit $rc, not every call answered or no fallback to Version One"
 		show_log rpcrdma-ping "$CW/ping.log"
 	fi
 }
-if [ "${RPCRDMA_VM_INTEROP_V2:-0}" = 1 ]; then
+if [ "${RPCRDMA_VM_INTEROP_V2:-1}" = 1 ]; then
 	v2_fallback
 else
-	skip v2-err-vers-fallback "waits for Client Version Two support (RPCRDMA_VM_INTEROP_V2=1 runs it)"
+	skip v2-err-vers-fallback "RPCRDMA_VM_INTEROP_V2=0"
 fi
-# <<< EXTEND HERE
 
 finish

@@ -815,6 +815,23 @@ fn ping<P: Provider>(
         }
     }
     let snap = client.stats().snapshot();
+    // What the client's connection really uses (after the replies: a Version Two client that
+    // met a Version One server has fallen back by now).
+    if let Some(n) = client.negotiated() {
+        let v = n.version.number();
+        println!(
+            " in use          : RPC-over-RDMA version {v}{}, inline calls {} / replies {}, \
+             remote invalidation {}",
+            if v == a.version {
+                String::new()
+            } else {
+                format!(" (asked {}: fell back)", a.version)
+            },
+            n.send_inline,
+            n.recv_inline,
+            if n.remote_invalidate { "on" } else { "off" }
+        );
+    }
     println!(
         " credits         : asked {}, granted {}",
         a.credits, snap.credits_granted
