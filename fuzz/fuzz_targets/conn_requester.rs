@@ -10,61 +10,19 @@
 //! twice, never report more calls than were started, and never ask for more receives than it
 //! was given.
 #![no_main]
+#[path = "common.rs"]
+mod common;
+use common::{wc, Carver, BASE};
 use libfuzzer_sys::fuzz_target;
 use rpcrdma_engine::conn::{
     CallOptions, CallSpec, CmInput, Config, Connection, DdpItem, Event, HostMemory, LocalBuf,
     Pools, Role, WorkRequest,
 };
-use rpcrdma_engine::verbs::{Completion, WcFlags, WcOpcode, WcStatus, WrId};
+use rpcrdma_engine::verbs::{WcFlags, WcOpcode, WcStatus, WrId};
 
-const BASE: u64 = 0x10_0000;
-const LKEY: u32 = 0x77;
 const CREDITS: u32 = 4;
 const INLINE: u32 = 4096;
 const BUF: u32 = 16 * 1024;
-
-/// One flat registered region.
-struct Flat(Vec<u8>);
-
-impl HostMemory for Flat {
-    fn bytes(&self, addr: u64, len: usize) -> Option<&[u8]> {
-        let off = usize::try_from(addr.checked_sub(BASE)?).ok()?;
-        self.0.get(off..off.checked_add(len)?)
-    }
-    fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let off = usize::try_from(addr.checked_sub(BASE)?).ok()?;
-        self.0.get_mut(off..off.checked_add(len)?)
-    }
-}
-
-/// Carves consecutive buffers out of the region.
-struct Carver(u64);
-
-impl Carver {
-    fn take(&mut self, len: u32) -> LocalBuf {
-        let b = LocalBuf {
-            addr: self.0,
-            len,
-            lkey: LKEY,
-        };
-        self.0 += u64::from(len);
-        b
-    }
-}
-
-fn wc(wr_id: WrId, status: WcStatus, opcode: WcOpcode, len: u32) -> Completion {
-    Completion {
-        wr_id: wr_id.raw(),
-        status,
-        opcode,
-        byte_len: len,
-        qp_num: 1,
-        src_qp: 2,
-        flags: WcFlags::NONE,
-        invalidated_rkey: 0,
-        vendor_err: 0,
-    }
-}
 
 /// Per call slot: the buffers of the call started in it.
 #[derive(Clone, Copy)]
@@ -102,8 +60,7 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let mws: Vec<u32> = (0..8 * CREDITS).map(|i| 0x1000 + i * 0x100).collect();
     let zero = carve.take(64);
-    let size = (carve.0 - BASE) as usize;
-    let mut mem = Flat(vec![0u8; size]);
+    let mut mem = carve.region();
     let pools = Pools {
         headers: &headers,
         recvs: &recvs,

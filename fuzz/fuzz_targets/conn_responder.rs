@@ -11,61 +11,19 @@
 //! ask for more receives than it was given, and never reference memory outside its buffers
 //! (the host memory below refuses such accesses, and the engine must cope).
 #![no_main]
+#[path = "common.rs"]
+mod common;
+use common::{wc, Carver, BASE, LKEY};
 use libfuzzer_sys::fuzz_target;
 use rpcrdma_engine::conn::{
     CmInput, Config, Connection, DdpItem, Event, HostMemory, LocalBuf, Pools, ReplySpec, Role,
     WorkRequest,
 };
-use rpcrdma_engine::verbs::{Completion, WcFlags, WcOpcode, WcStatus, WrId};
+use rpcrdma_engine::verbs::{WcOpcode, WcStatus, WrId};
 
-const BASE: u64 = 0x10_0000;
-const LKEY: u32 = 0x77;
 const CREDITS: u32 = 4;
 const INLINE: u32 = 4096;
 const DATA: u32 = 16 * 1024;
-
-/// One flat registered region.
-struct Flat(Vec<u8>);
-
-impl HostMemory for Flat {
-    fn bytes(&self, addr: u64, len: usize) -> Option<&[u8]> {
-        let off = usize::try_from(addr.checked_sub(BASE)?).ok()?;
-        self.0.get(off..off.checked_add(len)?)
-    }
-    fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let off = usize::try_from(addr.checked_sub(BASE)?).ok()?;
-        self.0.get_mut(off..off.checked_add(len)?)
-    }
-}
-
-/// Carves consecutive buffers out of the region.
-struct Carver(u64);
-
-impl Carver {
-    fn take(&mut self, len: u32) -> LocalBuf {
-        let b = LocalBuf {
-            addr: self.0,
-            len,
-            lkey: LKEY,
-        };
-        self.0 += u64::from(len);
-        b
-    }
-}
-
-fn wc(wr_id: WrId, status: WcStatus, opcode: WcOpcode, len: u32) -> Completion {
-    Completion {
-        wr_id: wr_id.raw(),
-        status,
-        opcode,
-        byte_len: len,
-        qp_num: 1,
-        src_qp: 2,
-        flags: WcFlags::NONE,
-        invalidated_rkey: 0,
-        vendor_err: 0,
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, mut rest)) = data.split_first() else {
@@ -84,8 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let bufs: Vec<LocalBuf> = (0..c).map(|_| carve.take(DATA)).collect();
     let zero = carve.take(64);
     let reply_buf = carve.take(DATA);
-    let size = (carve.0 - BASE) as usize;
-    let mut mem = Flat(vec![0u8; size]);
+    let mut mem = carve.region();
     let pools = Pools {
         headers: &headers,
         recvs: &recvs,

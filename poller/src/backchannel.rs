@@ -50,8 +50,8 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use rpcrdma_engine::conn::{
-    self, BackchannelPools, CallError, CallId, CallSpec, ConnState, Connection, DdpItem,
-    HostMemory, IncomingCall, LocalBuf, Pools, ReplyError, ReplyKind, ReplySpec, Role, StartError,
+    self, BackchannelPools, CallError, CallId, CallSpec, ConnState, Connection, HostMemory,
+    IncomingCall, LocalBuf, Pools, ReplyError, ReplyKind, ReplySpec, Role, StartError,
 };
 use rpcrdma_engine::proto::private_data::representable_size;
 use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody, ReplyHeader};
@@ -408,22 +408,8 @@ impl ClientBack {
             env.cache.put_buf(reply);
             return Ok(());
         };
-        let mut items = [DdpItem {
-            at: 0,
-            buf: LocalBuf::EMPTY,
-        }; MAX_DDP];
-        let mut n = 0;
-        let mut bytes = len as u64;
-        for k in 0..ddp.len() {
-            if let Some((at, l, b)) = ddp.get(k) {
-                items[n] = DdpItem {
-                    at,
-                    buf: local_buf(b, l as usize),
-                };
-                bytes += u64::from(l);
-                n += 1;
-            }
-        }
+        let (items, n, ddp_bytes) = ddp.engine_items(0);
+        let bytes = len as u64 + ddp_bytes;
         let msg = [local_buf(&reply, len)];
         let spec = ReplySpec {
             message: &msg,
@@ -1656,23 +1642,8 @@ impl ServerBack {
                 parts[1] = local_buf(abuf, alen);
                 np = 2;
             }
-            let mut items = [DdpItem {
-                at: 0,
-                buf: LocalBuf::EMPTY,
-            }; MAX_DDP];
-            let mut ni = 0;
-            let mut bytes = u64::from(r.hdr_len) + alen as u64;
-            let ddp = args.ddp_items();
-            for k in 0..ddp.len() {
-                if let Some((at, len, b)) = ddp.get(k) {
-                    items[ni] = DdpItem {
-                        at: r.hdr_len + at,
-                        buf: local_buf(b, len as usize),
-                    };
-                    bytes += u64::from(len);
-                    ni += 1;
-                }
-            }
+            let (items, ni, ddp_bytes) = args.ddp_items().engine_items(r.hdr_len);
+            let bytes = u64::from(r.hdr_len) + alen as u64 + ddp_bytes;
             // Backward calls carry no chunks: receptacles make the engine refuse the call.
             let recp = [local_buf(reply, 0); 1];
             let nr = usize::from(args.receptacle_count() > 0);

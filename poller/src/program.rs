@@ -132,6 +132,29 @@ impl DdpItems {
             .map(|(at, len, b)| (*at, *len, b))
     }
 
+    /// The items as the engine takes them, each offset moved by `base` (the octets that
+    /// precede the stream the offsets count from), with their total length.
+    pub(crate) fn engine_items(
+        &self,
+        base: u32,
+    ) -> ([rpcrdma_engine::conn::DdpItem; MAX_DDP], usize, u64) {
+        let mut items = [rpcrdma_engine::conn::DdpItem {
+            at: 0,
+            buf: rpcrdma_engine::conn::LocalBuf::EMPTY,
+        }; MAX_DDP];
+        let mut n = 0;
+        let mut bytes = 0u64;
+        for (at, len, b) in (0..self.len()).filter_map(|k| self.get(k)) {
+            items[n] = rpcrdma_engine::conn::DdpItem {
+                at: base + at,
+                buf: crate::buf::local_buf(b, len as usize),
+            };
+            bytes += u64::from(len);
+            n += 1;
+        }
+        (items, n, bytes)
+    }
+
     pub(crate) fn push(&mut self, at: u32, len: u32, buf: PoolBuf) -> Result<(), PoolBuf> {
         if self.n >= MAX_DDP || at % 4 != 0 {
             return Err(buf);

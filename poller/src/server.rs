@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::conn::{
-    self, CallId, ConnState, Connection, DdpItem, Event, HostMemory, IncomingCall, LocalBuf,
-    ReplyError, ReplySpec, Role, WorkRequest,
+    self, CallId, ConnState, Connection, Event, HostMemory, IncomingCall, ReplyError, ReplySpec,
+    Role, WorkRequest,
 };
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
 use rpcrdma_engine::verbs::{
@@ -728,22 +728,8 @@ impl<P: Provider> ServerConn<P> {
         let Some(conn) = self.drv.conn.as_mut() else {
             return Ok(());
         };
-        let mut items = [DdpItem {
-            at: 0,
-            buf: LocalBuf::EMPTY,
-        }; MAX_DDP];
-        let mut n = 0;
-        let mut bytes = len as u64;
-        for k in 0..ddp.len() {
-            if let Some((at, l, b)) = ddp.get(k) {
-                items[n] = DdpItem {
-                    at,
-                    buf: local_buf(b, l as usize),
-                };
-                bytes += u64::from(l);
-                n += 1;
-            }
-        }
+        let (items, n, ddp_bytes) = ddp.engine_items(0);
+        let bytes = len as u64 + ddp_bytes;
         let msg = [local_buf(&reply, len)];
         let spec = ReplySpec {
             message: &msg,

@@ -61,42 +61,7 @@ fn allocs() -> u64 {
     ALLOCS.load(Ordering::SeqCst)
 }
 
-/// Runs `n` SUM calls, up to `window` outstanding, spinning (no allocation) for completions.
-fn run(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
-    let start = done.load(Ordering::Acquire);
-    let mut issued = 0u64;
-    let end = Instant::now() + Duration::from_secs(30);
-    while done.load(Ordering::Acquire) < start + n {
-        assert!(Instant::now() < end, "stalled");
-        if issued < n && issued - (done.load(Ordering::Acquire) - start) < window {
-            let Some(mut a) = client.args() else {
-                std::hint::spin_loop();
-                continue;
-            };
-            a.put_u32(issued as u32).unwrap();
-            a.put_u32(1).unwrap();
-            let want = issued as u32 + 1;
-            let (d, b) = (Arc::clone(done), Arc::clone(bad));
-            match client.call(PROG, 2, SUM, a, move |r| {
-                match r {
-                    Ok(rep) if rep.results() == want.to_be_bytes() => {}
-                    _ => {
-                        b.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                // Release: pairs with the test thread's Acquire loads.
-                d.fetch_add(1, Ordering::Release);
-            }) {
-                Ok(()) => issued += 1,
-                Err(r) => drop(r),
-            }
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// Runs `n` calls as `run` does, in Version Two: SUM calls with a 64-octet reply hint, and
+/// Runs `n` calls as `run_sum_calls` does, in Version Two: SUM calls with a 64-octet reply hint, and
 /// every fourth an ECHO of 5000 octets with the same hint (a long call; its reply is larger
 /// than the inline room the hint offers: CANT_REPLY, retried with the whole reply buffer).
 fn run_v2(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
@@ -229,11 +194,11 @@ fn accepts_zero_allocations_per_rpc_inline() {
     let done = Arc::new(AtomicU64::new(0));
     let bad = Arc::new(AtomicU64::new(0));
     // Warm-up: pool caches, lazily initialised state, every call slot used at least once.
-    run(&client, 3000, 16, &done, &bad);
+    run_sum_calls(&client, 3000, 16, &done, &bad);
     // Let the reactors reach their idle back-off too (its sleeping path must not allocate).
     std::thread::sleep(Duration::from_millis(20));
     let before = allocs();
-    run(&client, 5000, 16, &done, &bad);
+    run_sum_calls(&client, 5000, 16, &done, &bad);
     std::thread::sleep(Duration::from_millis(5));
     let after = allocs();
     assert_eq!(bad.load(Ordering::Relaxed), 0);

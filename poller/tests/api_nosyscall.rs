@@ -34,49 +34,6 @@ fn marker(fd: i32) {
     }
 }
 
-/// Runs `n` SUM calls, up to `window` outstanding, spinning (no system call) for completions.
-fn run(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
-    // Acquire: pairs with the Release increments in the callbacks.
-    let start = done.load(Ordering::Acquire);
-    let mut issued = 0u64;
-    let mut spins = 0u64;
-    loop {
-        // Acquire: as above.
-        let finished = done.load(Ordering::Acquire) - start;
-        if finished >= n {
-            break;
-        }
-        spins += 1;
-        // The clock is read through the vDSO (no system call), and only now and then.
-        if spins % 4096 == 0 {
-            assert!(spins < 1 << 40, "stalled");
-        }
-        if issued < n && issued - finished < window {
-            let Some(mut a) = client.args() else {
-                std::hint::spin_loop();
-                continue;
-            };
-            a.put_u32(issued as u32).unwrap();
-            a.put_u32(1).unwrap();
-            let want = issued as u32 + 1;
-            let (d, b) = (Arc::clone(done), Arc::clone(bad));
-            match client.call(PROG, 2, SUM, a, move |r| {
-                if !matches!(r, Ok(rep) if rep.results() == want.to_be_bytes()) {
-                    // Relaxed: read after the run, ordered by the Release/Acquire on `done`.
-                    b.fetch_add(1, Ordering::Relaxed);
-                }
-                // Release: pairs with the test thread's Acquire loads.
-                d.fetch_add(1, Ordering::Release);
-            }) {
-                Ok(()) => issued += 1,
-                Err(r) => drop(r),
-            }
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
 /// The child: a busy-polling world, warm-up, then the bracketed window.
 fn child() {
     let mut cfg = reactor_config(2);
@@ -105,9 +62,9 @@ fn child() {
     let done = Arc::new(AtomicU64::new(0));
     let bad = Arc::new(AtomicU64::new(0));
     // Warm-up: pool caches, lazily initialised state, every call slot used at least once.
-    run(&client, 3000, 16, &done, &bad);
+    run_sum_calls(&client, 3000, 16, &done, &bad);
     marker(MARK_START);
-    run(&client, WINDOW_RPCS, 16, &done, &bad);
+    run_sum_calls(&client, WINDOW_RPCS, 16, &done, &bad);
     marker(MARK_END);
     assert_eq!(bad.load(Ordering::Relaxed), 0, "wrong results");
     w.stop();

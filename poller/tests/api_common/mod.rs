@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFabric, SoftProvider};
@@ -150,4 +151,59 @@ pub fn program(pool: rpcrdma_poller::BufPool) -> Program {
 pub fn checksum(data: &[u8]) -> u32 {
     data.iter()
         .fold(0u32, |a, &b| a.wrapping_mul(31).wrapping_add(b as u32))
+}
+
+/// Runs `n` SUM calls (version 2 of the test program), up to `window` outstanding, spinning for
+/// completions: no allocation and no system call on the calling thread (the measuring tests
+/// rely on it). Each wrong result counts in `bad`; `done` counts completions.
+pub fn run_sum_calls(
+    client: &rpcrdma_poller::Client,
+    n: u64,
+    window: u64,
+    done: &Arc<AtomicU64>,
+    bad: &Arc<AtomicU64>,
+) {
+    // Acquire: pairs with the Release increments in the callbacks.
+    let start = done.load(Ordering::Acquire);
+    let mut issued = 0u64;
+    let mut spins = 0u64;
+    // The clock is read through the vDSO (no system call), and only now and then.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        // Acquire: as above.
+        let finished = done.load(Ordering::Acquire) - start;
+        if finished >= n {
+            break;
+        }
+        spins += 1;
+        if spins % 4096 == 0 {
+            assert!(
+                std::time::Instant::now() < end,
+                "stalled: {finished} of {n} done"
+            );
+        }
+        if issued < n && issued - finished < window {
+            let Some(mut a) = client.args() else {
+                std::hint::spin_loop();
+                continue;
+            };
+            a.put_u32(issued as u32).unwrap();
+            a.put_u32(1).unwrap();
+            let want = issued as u32 + 1;
+            let (d, b) = (Arc::clone(done), Arc::clone(bad));
+            match client.call(PROG, 2, SUM, a, move |r| {
+                if !matches!(r, Ok(rep) if rep.results() == want.to_be_bytes()) {
+                    // Relaxed: read after the run, ordered by the Release/Acquire on `done`.
+                    b.fetch_add(1, Ordering::Relaxed);
+                }
+                // Release: pairs with the test thread's Acquire loads.
+                d.fetch_add(1, Ordering::Release);
+            }) {
+                Ok(()) => issued += 1,
+                Err(r) => drop(r),
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
