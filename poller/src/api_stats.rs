@@ -133,6 +133,9 @@ counters! {
         back_in_flight,
         /// Backward calls waiting for a backward credit or a reply buffer (server). A gauge.
         back_queued,
+        /// Sessions closed because their client bound no new connection within
+        /// `ServerOptions::session_grace_ms` after this connection was lost (server).
+        sessions_expired,
         /// Receives that arrived as Send With Invalidate: the peer invalidated one of the
         /// answered call's STags remotely (client).
         remote_invalidations,
@@ -302,6 +305,9 @@ impl ConnStatsWriter {
     pub(crate) fn back_gauges(&self, in_flight: u64, queued: u64) {
         set(&self.0.back_in_flight, in_flight);
         set(&self.0.back_queued, queued);
+    }
+    pub(crate) fn session_expired(&self) {
+        bump(&self.0.sessions_expired, 1);
     }
     pub(crate) fn remote_invalidation(&self) {
         bump(&self.0.remote_invalidations, 1);

@@ -32,7 +32,13 @@
 //! reactor as the session's holder and also takes new calls for the session. When the client
 //! binds a new connection to the session, the calls move to it through its ring and are sent
 //! again with the SAME XIDs. Closing a session ([`Server::close_session`]) fails its calls
-//! with [`ClientError::SessionClosed`]. The calls of a lost connection that has no session fail
+//! with [`ClientError::SessionClosed`]. A lost holder also arms a grace timer on its reactor's
+//! timer wheel (`ServerOptions::session_grace_ms`, like an NFSv4 lease): if no connection
+//! binds the session before it fires, the holder closes the session itself, exactly as
+//! `close_session` does (a check under the session's lock that it still holds it, so a bind
+//! racing with the expiry either wins or finds the session gone and starts a fresh one), and
+//! leaves its reactor slot. A bind before the expiry makes another connection the holder, and
+//! the lost one cancels its timer. The calls of a lost connection that has no session fail
 //! with `Transport(ConnectionLost)`. If a submission races with the removal of its
 //! connection, a SeqCst handshake guarantees that one of the two sides sees the other: that
 //! side reroutes the call to the session or fails it, so no call is lost. On the client, a
@@ -69,7 +75,7 @@ use crate::program::{
     MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
-use crate::runtime::{job_token, timer_token, Endpoint, NodeEnv, TIMER_BACK};
+use crate::runtime::{job_token, timer_token, Endpoint, NodeEnv, TIMER_BACK, TIMER_GRACE};
 use crate::server::Server;
 use crate::timer::TimerHandle;
 use crate::worker::{CompleteJob, Job, NodeLinks, RawSlice, ServeJob, Served};
@@ -669,6 +675,9 @@ pub(crate) struct BackServer {
     next_xid: AtomicU32,
     bufs: BufPool,
     timeout_ns: u64,
+    /// How long a lost connection holds its session for the client to bind again (0: until
+    /// the session is closed).
+    grace_ns: u64,
     credits: u32,
     queue: usize,
     mode: CallbackMode,
@@ -687,6 +696,7 @@ impl BackServer {
             next_xid: AtomicU32::new(seed.wrapping_mul(0x85eb_ca6b) | 1),
             bufs,
             timeout_ns: o.backchannel_timeout_ms.saturating_mul(1_000_000),
+            grace_ns: o.session_grace_ms.saturating_mul(1_000_000),
             credits: o.backchannel_credits.min(ep.max_credits.max(1)),
             queue: o.backchannel_queue.clamp(2, 1 << 16),
             mode: o.mode,
@@ -732,6 +742,19 @@ impl BackServer {
     }
 
     fn bind(&self, conn: &Arc<ConnBackShared>, id: u64) -> Result<(), BindError> {
+        // A session closed (by `close` or `expire`) between the lookup and the bind is no
+        // longer in the map by then: look again, so that the bind starts a fresh session.
+        for _ in 0..4 {
+            match self.bind_once(conn, id) {
+                // SeqCst: see `ConnBackShared::submit` (a removed connection is never bound).
+                Err(BindError::Closed) if !conn.dead.load(Ordering::SeqCst) => continue,
+                r => return r,
+            }
+        }
+        Err(BindError::Closed)
+    }
+
+    fn bind_once(&self, conn: &Arc<ConnBackShared>, id: u64) -> Result<(), BindError> {
         let st = {
             let mut m = lock(&self.sessions);
             Arc::clone(m.entry(id).or_insert_with(|| {
@@ -788,6 +811,33 @@ impl BackServer {
         if let Some(c) = old {
             c.wake();
         }
+        true
+    }
+
+    /// Closes `st` as [`BackServer::close`] does, if `holder` (a lost connection whose grace
+    /// period ended) is still the connection bound to it. `false` when another connection was
+    /// bound meanwhile or the session is already closed.
+    fn expire(&self, st: &Arc<SessionState>, holder: &Arc<ConnBackShared>) -> bool {
+        {
+            // Lock order: the session map, then the session's `cur` (nobody takes the map
+            // while holding a `cur`). The map is held across the check and the removal, so a
+            // bind either binds before (and the check fails) or finds no session and creates
+            // a fresh one.
+            let mut m = lock(&self.sessions);
+            let mut cur = lock(&st.cur);
+            let mine = cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, holder));
+            if !mine || st.is_closed() {
+                return false;
+            }
+            // Release: pairs with the Acquire loads in `SessionState::is_closed`.
+            st.closed.store(true, Ordering::Release);
+            *cur = None;
+            if m.get(&st.id).is_some_and(|s| Arc::ptr_eq(s, st)) {
+                m.remove(&st.id);
+            }
+        }
+        // Release: see `bind`.
+        st.epoch.fetch_add(1, Ordering::Release);
         true
     }
 }
@@ -966,7 +1016,9 @@ impl BackChannel {
     }
 
     /// Binds this connection to `session` (as NFSv4.1 BIND_CONN_TO_SESSION does; creates the
-    /// session on first use). The session's backward calls go to the connection bound last.
+    /// session on first use, and a fresh one after the session was closed or expired, see
+    /// `ServerOptions::session_grace_ms`). The session's backward calls go to the connection
+    /// bound last.
     /// The calls that were pending on an earlier connection of the session, when it was
     /// lost, move to this one and are sent again with the same XIDs.
     pub fn bind(&self, session: u64) -> Result<(), BindError> {
@@ -1109,7 +1161,9 @@ impl BackChannel {
 impl Server {
     /// Sends a backward call to the client of `session`, on the connection bound to it last
     /// (see [`BackChannel::bind`]). If that connection was lost, the call waits, with its
-    /// deadline, until the client binds a new connection to the session. Completion as in
+    /// deadline, until the client binds a new connection to the session, or fails with
+    /// [`ClientError::SessionClosed`] when the session's grace period
+    /// (`ServerOptions::session_grace_ms`) ends first. Completion as in
     /// [`BackChannel::call`]. `Err`: the session is unknown or closed
     /// ([`ClientError::SessionClosed`]), or the ring is full ([`ClientError::Busy`]).
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
@@ -1187,7 +1241,9 @@ impl Server {
     }
 
     /// Closes `session`: the backward calls its connections hold fail with
-    /// [`ClientError::SessionClosed`], and later ones are refused. `false` if it was unknown.
+    /// [`ClientError::SessionClosed`], and later ones are refused. `false` if it was unknown
+    /// (never bound, closed, or expired after its grace period). A session whose connection
+    /// was lost closes by itself when `ServerOptions::session_grace_ms` passes without a bind.
     pub fn close_session(&self, session: u64) -> bool {
         self.back_server().close(session)
     }
@@ -1296,6 +1352,11 @@ pub(crate) struct ServerBack {
     done: bool,
     timer: Option<TimerHandle>,
     timer_at: u64,
+    /// The session grace period (0: none), when it ends (while this lost connection holds
+    /// its session; `u64::MAX` otherwise), and its timer.
+    grace_ns: u64,
+    grace_at: u64,
+    grace_timer: Option<TimerHandle>,
     mode: CallbackMode,
     worker: usize,
 }
@@ -1382,6 +1443,9 @@ impl ServerBack {
             done: false,
             timer: None,
             timer_at: u64::MAX,
+            grace_ns: server.grace_ns,
+            grace_at: u64::MAX,
+            grace_timer: None,
             mode: server.mode,
             worker: slot as usize,
         })
@@ -1865,6 +1929,9 @@ impl ServerBack {
         }
         self.sync_binding();
         let mut work = 0;
+        if self.grace_at <= env.now && self.expire(cx, stats) {
+            work += 1;
+        }
         if !self.keeps_calls() {
             let e = match &self.session {
                 Some(s) if s.is_closed() => ClientError::SessionClosed,
@@ -1893,6 +1960,23 @@ impl ServerBack {
                     None => Holder::Unknown,
                 };
             }
+        }
+        match self.holder {
+            // Held for the client: its grace period runs (armed once, from the first round
+            // after the loss).
+            Holder::Me if self.grace_ns > 0 => {
+                if self.grace_at == u64::MAX {
+                    self.grace_at = env.now.saturating_add(self.grace_ns);
+                }
+                if self.grace_timer.is_none() {
+                    let token = timer_token(TIMER_GRACE, slot, env.slot_gen(slot));
+                    // A full wheel: tried again next round (the check above still expires it).
+                    self.grace_timer = cx.arm_timer(self.grace_at, token).ok();
+                }
+            }
+            // Bound elsewhere: the client came back in time.
+            Holder::Other(_) => self.cancel_grace(cx),
+            _ => {}
         }
         work += self.intake(env, links, cx, slot, stats);
         if let Holder::Other(target) = &self.holder {
@@ -1968,8 +2052,43 @@ impl ServerBack {
         if let Some(h) = self.timer.take() {
             cx.cancel_timer(h);
         }
+        self.cancel_grace(cx);
         self.done = true;
         true
+    }
+
+    fn cancel_grace(&mut self, cx: &mut PollerCtx<'_>) {
+        self.grace_at = u64::MAX;
+        if let Some(h) = self.grace_timer.take() {
+            cx.cancel_timer(h);
+        }
+    }
+
+    /// The grace period ended: closes the session if this connection still holds it (the
+    /// next steps of `service_lost` then fail its calls and remove the connection).
+    fn expire(&mut self, cx: &mut PollerCtx<'_>, stats: &ConnStatsWriter) -> bool {
+        self.cancel_grace(cx);
+        let Some(st) = self.session.clone() else {
+            return false;
+        };
+        if !self.handle.inner.server.expire(&st, &self.handle.inner) {
+            return false;
+        }
+        stats.session_expired();
+        true
+    }
+
+    /// The grace timer fired.
+    pub(crate) fn on_grace_timer<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+        stats: &ConnStatsWriter,
+    ) {
+        self.grace_timer = None;
+        self.service_lost(env, links, cx, slot, stats);
     }
 
     /// Marks the connection removed, unless it holds its session and `evict` is false (then

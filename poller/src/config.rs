@@ -302,6 +302,15 @@ pub struct ServerOptions {
     /// Fail a backward call not answered within this many milliseconds (0: never). Per call:
     /// [`BackCallOptions::timeout_ms`](crate::BackCallOptions::timeout_ms).
     pub backchannel_timeout_ms: u64,
+    /// How long a session whose connection was lost waits for its client to bind a new
+    /// connection to it, in milliseconds (like an NFSv4 lease). The grace starts when the
+    /// connection is lost; a bind before it ends cancels it. When it ends, the session closes
+    /// as with [`Server::close_session`](crate::Server::close_session): its backward calls
+    /// fail with [`ClientError::SessionClosed`](crate::ClientError::SessionClosed), the lost
+    /// connection's reactor slot and memory are released, the expiry is counted
+    /// (`ConnSnapshot::sessions_expired`), and a later bind of the same session id starts a
+    /// fresh session. 0: keep the session until `close_session` or the reactor stops.
+    pub session_grace_ms: u64,
 }
 
 impl Default for ServerOptions {
@@ -321,6 +330,7 @@ impl Default for ServerOptions {
             backchannel_credits: 4,
             backchannel_queue: 64,
             backchannel_timeout_ms: 30_000,
+            session_grace_ms: 90_000,
         }
     }
 }

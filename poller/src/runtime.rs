@@ -48,6 +48,8 @@ pub(crate) const TIMER_CONN: u8 = 1;
 pub(crate) const TIMER_RECONNECT: u8 = 2;
 /// A server connection's earliest backward-call deadline.
 pub(crate) const TIMER_BACK: u8 = 3;
+/// The end of a lost server connection's session grace period.
+pub(crate) const TIMER_GRACE: u8 = 4;
 
 /// A timer token: kind, slot, slot generation.
 #[inline]

@@ -46,7 +46,9 @@ use crate::program::{
     SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
-use crate::runtime::{job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_BACK, TIMER_CONN};
+use crate::runtime::{
+    job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
+};
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 
 /// Why a server could not start.
@@ -228,6 +230,7 @@ impl Server {
             t.back_retransmits += s.back_retransmits;
             t.back_in_flight += s.back_in_flight;
             t.back_queued += s.back_queued;
+            t.sessions_expired += s.sessions_expired;
         }
         t
     }
@@ -436,6 +439,10 @@ impl<P: Provider> ServerConn<P> {
         match (kind, self.back.as_mut()) {
             (TIMER_BACK, Some(b)) => b.on_timer(env, links, cx, slot, &self.stats),
             (TIMER_BACK, None) => {}
+            (TIMER_GRACE, Some(b)) if self.lost => {
+                b.on_grace_timer(env, links, cx, slot, &self.stats)
+            }
+            (TIMER_GRACE, _) => {}
             _ => self.drv.on_timer(env.now),
         }
     }

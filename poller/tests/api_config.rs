@@ -75,6 +75,33 @@ fn accepts_toml_and_json_configuration() {
 }
 
 #[test]
+fn accepts_session_grace_from_toml_and_json() {
+    assert_eq!(ServerOptions::default().session_grace_ms, 90_000);
+    let c = Config::from_toml_str("[server]\nsession_grace_ms = 250\nbackchannel_credits = 2")
+        .expect("toml");
+    assert_eq!(c.server.session_grace_ms, 250);
+    assert_eq!(c.server.backchannel_credits, 2);
+    assert_eq!(
+        c.server.backchannel_timeout_ms, 30_000,
+        "unset fields keep their defaults"
+    );
+    let c = Config::from_json_str(r#"{"server": {"session_grace_ms": 0}}"#).expect("json");
+    assert_eq!(c.server.session_grace_ms, 0, "0 keeps sessions forever");
+    let c = Config::from_toml_str("[client]\ncredits = 4").expect("toml");
+    assert_eq!(c.server.session_grace_ms, 90_000);
+    let back = Config::from_toml_str(&c.to_toml_string()).expect("round trip");
+    assert_eq!(back.server.session_grace_ms, 90_000);
+    assert!(matches!(
+        Config::from_toml_str("[server]\nsession_grace_ms = -1"),
+        Err(ConfigError::Toml(_))
+    ));
+    assert!(matches!(
+        Config::from_json_str(r#"{"server": {"session_grace": 5}}"#),
+        Err(ConfigError::Json(_))
+    ));
+}
+
+#[test]
 fn rejects_malformed_configuration() {
     assert!(matches!(
         Config::from_toml_str("[client]\ncredits = \"many\""),
