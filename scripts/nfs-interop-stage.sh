@@ -9,7 +9,8 @@
 # 2. boots the VM once and runs scripts/vm/nfs-interop.sh in it: kernel nfsd on "rdma 20049"
 #    exporting a tmpfs with the test tree, then rpcrdma-nfs-check (NFSv4.0 COMPOUNDs: NULL,
 #    LOOKUP/GETATTR, READ through Write chunks, WRITE through Read chunks, long calls, Reply
-#    chunks, Send With Invalidate) over
+#    chunks, Send With Invalidate; NFSv4.1 with the client serving the session's backchannel:
+#    CB_SEQUENCE + CB_RECALL of read delegations, across a reconnection) over
 #      rxe  client and nfsd on rxe0 (10.0.2.15, loopback inside rxe);
 #      siw  client on siw0 (10.0.3.1, root netns), nfsd in netns peer on siw1 (10.0.3.2);
 # 3. prints a summary per run (checks passed / failed).

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod nfs4;
+pub mod nfs4cb;
 pub mod pcap;
 pub mod perf;
 pub mod rpc_sample;

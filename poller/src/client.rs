@@ -11,10 +11,12 @@
 //! completes its record: the RPC reply header is checked and the callback gets a [`Reply`] that
 //! owns the reply buffer (a pool object that returns to its pool when dropped, on any thread),
 //! or a [`ClientError`]. Callbacks run on the reactor ([`CallbackMode::Inline`]) or on a
-//! worker thread ([`CallbackMode::Worker`]).
+//! worker thread ([`CallbackMode::Worker`]); the blocking wrapper's rendezvous always runs on
+//! the reactor, so a worker may wait for a call of its own client.
 //!
 //! Recovery: when the connection is lost, every call on the wire fails inside the engine; the
-//! client puts those back at the head of its queue (in submission order), drops the QP and
+//! client counts the loss and leaves `Connected` at once (before any of those calls
+//! completes), puts them back at the head of its queue (in submission order), drops the QP and
 //! reconnects after a back-off delay (timer wheel; doubling from `reconnect_min_ms` to
 //! `reconnect_max_ms`). On the new connection the calls are sent again with the SAME XIDs. A
 //! call sent more than `1 + max_retransmits` times fails with
@@ -336,6 +338,8 @@ pub struct Callback {
     drop_fn: unsafe fn(*mut u8),
     /// 0: armed, 1: consumed, 2: disarmed (drop without running).
     state: u8,
+    /// Runs on the reactor even in worker mode (it only hands the outcome over).
+    on_reactor: bool,
 }
 
 // SAFETY: constructed only from `F: Send`.
@@ -387,7 +391,16 @@ impl Callback {
             call_fn: call_tramp::<F>,
             drop_fn: drop_tramp::<F>,
             state: 0,
+            on_reactor: false,
         }
+    }
+
+    /// Marks a callback that only hands the outcome over (a rendezvous that never blocks):
+    /// it runs on the reactor even in worker mode, so a thread waiting for it on a worker
+    /// does not wait for itself.
+    pub(crate) fn on_reactor(mut self) -> Callback {
+        self.on_reactor = true;
+        self
     }
 
     /// Runs the callback.
@@ -618,34 +631,39 @@ impl Client {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
+        self.submit(prog, vers, proc_num, args, Callback::new(cb))
+    }
+
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    fn submit(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        cb: Callback,
+    ) -> Result<(), Refused> {
         // Acquire: pairs with the Release store in `close`.
-        if self.shared.closed.load(Ordering::Acquire) {
-            return Err(Refused {
-                error: ClientError::Closed,
-                args,
-            });
-        }
-        match self.state() {
-            ClientState::Failed => {
-                return Err(Refused {
-                    error: ClientError::ReconnectFailed,
-                    args,
-                })
+        let refused = if self.shared.closed.load(Ordering::Acquire) {
+            Some(ClientError::Closed)
+        } else {
+            match self.state() {
+                ClientState::Failed => Some(ClientError::ReconnectFailed),
+                ClientState::Closed => Some(ClientError::Closed),
+                _ => None,
             }
-            ClientState::Closed => {
-                return Err(Refused {
-                    error: ClientError::Closed,
-                    args,
-                })
-            }
-            _ => {}
+        };
+        if let Some(error) = refused {
+            // Not accepted: the callback never runs.
+            cb.disarm();
+            return Err(Refused { error, args });
         }
         let sub = Submit {
             prog,
             vers,
             proc_num,
             args,
-            cb: Callback::new(cb),
+            cb,
         };
         // Relaxed: a count for `pending` only; the ring orders the submission itself.
         self.shared.submitted.fetch_add(1, Ordering::Relaxed);
@@ -669,7 +687,9 @@ impl Client {
     }
 
     /// Makes a call and waits for its outcome (retrying while the submission ring is full).
-    /// Allocates (a rendezvous per call); never call it from an inline callback.
+    /// Allocates (a rendezvous per call); never call it from an inline callback. It may be
+    /// called from a worker (a completion callback, or a backchannel handler of this client):
+    /// its outcome is handed over on the reactor, not through a worker.
     pub fn call_blocking(
         &self,
         prog: u32,
@@ -684,11 +704,15 @@ impl Client {
         let mut args = args;
         loop {
             let s = Arc::clone(&slot);
-            match self.call(prog, vers, proc_num, args, move |r| {
+            // Handed over on the reactor: in worker mode this thread may be the worker that
+            // would run the callback (e.g. a backchannel handler waiting for a forward call).
+            let cb = Callback::new(move |r| {
                 let (m, c) = &*s;
                 *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                 c.notify_one();
-            }) {
+            })
+            .on_reactor();
+            match self.submit(prog, vers, proc_num, args, cb) {
                 Ok(()) => break,
                 Err(Refused {
                     error: ClientError::Busy,
@@ -1298,7 +1322,17 @@ impl<P: Provider> ClientConn<P> {
                         self.complete(env, links.as_deref_mut(), i, Err(e));
                     }
                 }
-                Event::ConnectionLost => lost = true,
+                Event::ConnectionLost => {
+                    lost = true;
+                    // Published before the calls failed by the loss complete (their events
+                    // follow this one): whoever they wake sees the loss counted and the client
+                    // no longer connected. `lost` below settles the state (reconnecting,
+                    // failed or closed).
+                    self.stats.lost();
+                    if self.state == CState::Connected {
+                        self.shared.set_state(ST_RECONNECTING);
+                    }
+                }
                 Event::CallReady(inc) => {
                     if let Some(b) = self.back.as_mut() {
                         b.on_call(
@@ -1323,7 +1357,6 @@ impl<P: Provider> ClientConn<P> {
             self.scratch.clear();
         }
         if lost {
-            self.stats.lost();
             self.lost(env, cx, slot);
         }
         work
@@ -1458,7 +1491,7 @@ impl<P: Provider> ClientConn<P> {
             .completed
             .store(self.completed, Ordering::Relaxed);
         match (self.opts.mode, links) {
-            (CallbackMode::Worker, Some(l)) => {
+            (CallbackMode::Worker, Some(l)) if !cb.on_reactor => {
                 let job = Job::Complete(CompleteJob { cb, outcome });
                 if !l.submit(self.worker, job) {
                     env.stats.worker_ring_full();

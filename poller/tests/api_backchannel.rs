@@ -1268,3 +1268,76 @@ fn rejects_session_after_grace_expiry() {
     assert_eq!(server_slots(&w), 1);
     w.stop();
 }
+
+/// A client in worker mode whose backward handler makes a blocking forward call on the same
+/// client (an NFSv4.1 client returning a recalled delegation, or flushing data, before it
+/// answers CB_RECALL): the forward call completes while the handler waits. (Before, the
+/// outcome of `call_blocking` went through the connection's worker, the one running the
+/// handler: the handler waited for itself forever, the call timeout included.)
+#[test]
+fn accepts_forward_call_from_a_backward_handler_in_worker_mode() {
+    let w = World::new(2);
+    let server = Server::builder()
+        .program(server_program(
+            Tally::new(1),
+            Arc::new(Mutex::new(Vec::new())),
+        ))
+        .options(server_opts(CallbackMode::Inline, 4))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let me: Arc<std::sync::OnceLock<Client>> = Arc::new(std::sync::OnceLock::new());
+    // What each handler got: the forward result, or why it gave up waiting.
+    let inner: Arc<Mutex<Vec<Result<u32, String>>>> = Arc::new(Mutex::new(Vec::new()));
+    let (m2, i2) = (Arc::clone(&me), Arc::clone(&inner));
+    let prog = Program::new(CB_PROG, 1..=1).procedure(
+        CB_SUM,
+        move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+            let c = m2.get().ok_or(Reject::SystemErr)?.clone();
+            // Forward SUM with the backward call's arguments, made with `call_blocking` on
+            // another thread while this handler (on the worker) waits for it, at most 10 s:
+            // a regression fails the test instead of hanging it.
+            let mut a = c.args().ok_or(Reject::SystemErr)?;
+            a.put(req.args).map_err(|_| Reject::SystemErr)?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let r = c
+                    .call_blocking(PROG, 2, SUM, a)
+                    .map(|rep| be32(rep.results(), 0).unwrap_or(u32::MAX))
+                    .map_err(|e| format!("{e:?}"));
+                let _ = tx.send(r);
+            });
+            let r = rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| Err("no outcome within 10 s".into()));
+            i2.lock().unwrap().push(r.clone());
+            let v = r.map_err(|_| Reject::SystemErr)?;
+            out.put_u32(v).map_err(|_| Reject::SystemErr)
+        },
+    );
+    let c = Client::connect_serving(
+        &w.client_ep,
+        w.addr,
+        ClientOptions {
+            mode: CallbackMode::Worker,
+            ..ClientOptions::default()
+        },
+        BackchannelService::new().program(prog).credits(2),
+    )
+    .expect("client");
+    assert!(me.set(c.clone()).is_ok());
+    assert!(c.wait_connected(Duration::from_secs(5)));
+    bind(&c, 11, true).expect("bind");
+    for i in 0..3u32 {
+        let mut a = server.back_args().expect("buffer");
+        a.put_u32(i).unwrap();
+        a.put_u32(40).unwrap();
+        // (The server's backward calls time out after 30 s by default.)
+        let r = server.back_call_blocking(11, CB_PROG, 1, CB_SUM, a);
+        let inner = inner.lock().unwrap().clone();
+        let r = r.unwrap_or_else(|e| panic!("backward call {i}: {e:?}; handlers: {inner:?}"));
+        assert_eq!(r.results(), (i + 40).to_be_bytes(), "{inner:?}");
+    }
+    let inner = inner.lock().unwrap().clone();
+    assert_eq!(inner, vec![Ok(40), Ok(41), Ok(42)]);
+    w.stop();
+}

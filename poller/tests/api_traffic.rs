@@ -523,3 +523,70 @@ fn accepts_connection_loss_releasing_windows_before_qp() {
         "memory windows were still bound when the client destroyed its QP"
     );
 }
+
+/// A connection lost under a call that may not be sent again (`max_retransmits` 0): when the
+/// call's outcome is delivered, the client already says it is no longer connected and has
+/// counted the loss. (Before, the failed calls completed first and the state still said
+/// `Connected`: the NFSv4.1 interop run, waiting for the reconnection after such a failure,
+/// saw `wait_connected` return at once, docs/interop-nfs.md.)
+#[test]
+fn accepts_lost_connection_published_before_its_failed_calls_complete() {
+    use rpcrdma_engine::verbs::soft::DelayMode;
+    use rpcrdma_poller::ClientState;
+    let w = World::new(0);
+    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
+    let f2 = Arc::clone(&faults);
+    assert!(w
+        .client_ep
+        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let opts = ClientOptions {
+        credits: 4,
+        max_retransmits: 0,
+        max_reconnects: 3,
+        // The client stays in its back-off for the rest of the test.
+        reconnect_min_ms: 600_000,
+        reconnect_max_ms: 600_000,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let qp = faults.lock().unwrap().last().cloned().expect("client QP");
+    qp.delay_completions(DelayMode::Hold);
+    let mut a = client.args().unwrap();
+    a.put_u32(7).unwrap();
+    // (outcome, state and losses seen by the callback)
+    type Seen = (Result<Reply, ClientError>, ClientState, u64);
+    let outcome: Arc<Mutex<Option<Seen>>> = Arc::new(Mutex::new(None));
+    let o2 = Arc::clone(&outcome);
+    let c2 = client.clone();
+    client
+        .call(PROG, 1, ECHO, a, move |r| {
+            let losses = c2.stats().snapshot().connection_losses;
+            *o2.lock().unwrap() = Some((r, c2.state(), losses));
+        })
+        .expect("call");
+    let end = Instant::now() + Duration::from_secs(10);
+    while qp.held_completions() < 1 {
+        assert!(Instant::now() < end, "the call's Send never executed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    qp.drop_connection();
+    while outcome.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the call never completed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (r, state, losses) = outcome.lock().unwrap().take().unwrap();
+    assert!(matches!(r, Err(ClientError::RetransmitsExhausted)), "{r:?}");
+    assert_eq!(
+        state,
+        ClientState::Reconnecting,
+        "the state the failed call's callback saw"
+    );
+    assert_eq!(losses, 1, "the loss is counted before the call completes");
+    assert_eq!(client.state(), ClientState::Reconnecting);
+    w.stop();
+}

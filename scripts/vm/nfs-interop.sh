@@ -10,7 +10,9 @@
 # 2. rxe: starts nfsd in the root netns (rpcbind, exportfs, rpc.mountd, rpc.nfsd, then
 #    "rdma 20049" into /proc/fs/nfsd/portlist), ends the NFSv4 grace period
 #    (/proc/fs/nfsd/v4_end_grace: READ/WRITE with the anonymous stateid get NFS4ERR_GRACE
-#    during it) and runs `BINARY 10.0.2.15` (client and server on rxe0, loopback in rxe);
+#    during it) and runs `BINARY 10.0.2.15 --local-tree /srv/export/nfsinterop` (client and
+#    server on rxe0, loopback in rxe; the NFSv4.1 part writes the delegated files there so
+#    that nfsd recalls them);
 # 3. siw: nfsd runs in netns "peer" (siw creates its TCP sockets in the caller's namespace and
 #    cannot talk to its own address, see docs/vm.md): an nfsd instance of that namespace
 #    (NFSv4 only, so it needs no rpcbind there), its own rpc.mountd, the same tmpfs; then
@@ -54,6 +56,10 @@ if ! modprobe nfsd || ! modprobe rpcrdma; then
 fi
 mkdir -p /proc/fs/nfsd "$EXPORT" /var/lib/nfs/v4recovery /var/lib/nfs/rpc_pipefs /run/rpcbind
 mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
+# The NLM grace period (lockd, started with NFSv3 in the root namespace) also keeps nfsd from
+# granting delegations (locks_in_grace); 50 s by default, 3 s here (before lockd starts).
+echo 3 >/proc/sys/fs/nfs/nlm_timeout 2>/dev/null || true
+echo 3 >/proc/sys/fs/nfs/nlm_grace_period 2>/dev/null || true
 mountpoint -q "$EXPORT" || mount -t tmpfs -o size=96m,mode=0755 tmpfs "$EXPORT"
 echo "$EXPORT *(rw,fsid=0,insecure,no_subtree_check,no_root_squash,sec=sys:none)" >/etc/exports
 if ! "$BIN" --setup "$EXPORT/nfsinterop" "$@"; then
@@ -116,7 +122,7 @@ for run in $RUNS; do
 		say "rxe: nfsd in the root netns, rdma 20049 on 10.0.2.15 (rxe0)"
 		rpcbind -w 2>/dev/null || true
 		if start_nfsd ""; then
-			run_check rxe 10.0.2.15 "$@"
+			run_check rxe 10.0.2.15 --local-tree "$EXPORT/nfsinterop" "$@"
 		else
 			result rxe 1 "nfsd did not start"
 		fi
@@ -124,7 +130,7 @@ for run in $RUNS; do
 	siw)
 		say "siw: nfsd in netns peer on 10.0.3.2 (siw1), client on siw0 (10.0.3.1)"
 		if start_nfsd "ip netns exec peer"; then
-			run_check siw 10.0.3.2 --bind 10.0.3.1 "$@"
+			run_check siw 10.0.3.2 --bind 10.0.3.1 --local-tree "$EXPORT/nfsinterop" "$@"
 		else
 			result siw 1 "nfsd did not start in netns peer"
 		fi

@@ -1,12 +1,13 @@
 //! `rpcrdma-nfs-check`: interoperability checks of our RPC-over-RDMA Version One client (the
 //! poller's public [`Client`] over the rdma-sys provider) against the Linux kernel NFS server
 //! (svcrdma) on `rdma 20049`, with NFSv4.0 COMPOUNDs (minor version 0: no sessions; READ and
-//! WRITE with the anonymous stateid).
+//! WRITE with the anonymous stateid), then NFSv4.1 with a session whose backchannel
+//! (RFC 8167) the client serves.
 //!
 //! Normal operation: `--setup DIR` creates the test tree on the server's exported file system
 //! (a file of pseudo-random bytes from a fixed seed, an empty scratch file, a directory with
-//! many entries). Then, against `SERVER`, three clients run their checks, each printing
-//! `PASS name: ...` or `FAIL name: ...`:
+//! many entries). Then, against `SERVER`, four clients run their checks (`--parts`), each
+//! printing `PASS name: ...` or `FAIL name: ...`:
 //! - **big** (256 KiB buffers, so every call offers a Reply chunk): NULL; PUTROOTFH + LOOKUP +
 //!   GETFH + GETATTR (type, size); READs of small sizes with the data inline, and of 4 KiB to
 //!   256 KiB through a Write chunk (a receptacle: Linux RDMA-Writes the data into it), odd
@@ -22,7 +23,13 @@
 //!   then answers with Send With Invalidate), a long call above the 1024-octet threshold, and
 //!   a reply too large for the inline threshold with no Reply chunk offered;
 //! - **nodr** (the small client without the RFC 8797 R bit): a single-STag call must be
-//!   answered with a plain Send.
+//!   answered with a plain Send;
+//! - **nfs41** (`Client::connect_serving`, handlers on a worker): EXCHANGE_ID,
+//!   CREATE_SESSION with CONN_BACK_CHAN, SEQUENCE-prefixed COMPOUNDs; with `--local-tree`
+//!   (the test tree's local path on the server) read delegations that local writers make nfsd
+//!   recall with CB_COMPOUND {CB_SEQUENCE, CB_RECALL} on the client's connection, before and
+//!   after a reconnection (BIND_CONN_TO_SESSION); DESTROY_SESSION, DESTROY_CLIENTID
+//!   (`rpcrdma-nfs-check/nfs41.rs`).
 //!
 //! What each connection negotiated (`Client::negotiated`) and the per-connection counters
 //! (Send With Invalidate receives, replies through the Reply chunk) are printed. The exit
@@ -39,16 +46,19 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rpcrdma_apps::nfs4::{
-    self, decode_compound, encode_compound, CompoundReply, Op, OpResult, ReadPlacement, Stable,
-    WriteData, NF4DIR, NF4REG, NFS4ERR_GRACE, NFS4_OK,
+    self, decode_compound, encode_compound_minor, CompoundReply, Op, OpResult, ReadPlacement,
+    Stable, WriteData, NF4DIR, NF4REG, NFS4ERR_GRACE, NFS4_OK,
 };
 use rpcrdma_engine::conn::CallError;
 use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
 use rpcrdma_engine::verbs::Device;
 use rpcrdma_poller::{
-    BackoffMode, Client, ClientError, ClientOptions, ConnSnapshot, Cores, Endpoint, EndpointConfig,
-    PinPolicy, ReactorConfig, ReactorSet,
+    BackchannelService, BackoffMode, CallbackMode, Client, ClientError, ClientOptions,
+    ConnSnapshot, Cores, Endpoint, EndpointConfig, PinPolicy, ReactorConfig, ReactorSet,
 };
+
+#[path = "rpcrdma-nfs-check/nfs41.rs"]
+mod nfs41;
 
 /// Buffers of the big client: the largest READ / WRITE (and reply) it handles.
 const BIG_BUF: usize = 256 * 1024;
@@ -57,6 +67,8 @@ const BIG_BUF: usize = 256 * 1024;
 const SMALL_BUF: usize = 4032;
 /// Octets written into every receptacle before a call, to see what the server wrote.
 const SENTINEL: u8 = 0xa5;
+/// The parts of a run, in order.
+const PARTS: [&str; 4] = ["big", "small", "nodr", "nfs41"];
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -71,6 +83,10 @@ struct Args {
     grace_wait: Duration,
     setup: Option<PathBuf>,
     probe: bool,
+    /// The test tree as seen locally on the server (for the delegation recall).
+    local_tree: Option<PathBuf>,
+    /// The parts to run (big, small, nodr, nfs41).
+    parts: Vec<String>,
 }
 
 impl Default for Args {
@@ -87,6 +103,8 @@ impl Default for Args {
             grace_wait: Duration::from_secs(120),
             setup: None,
             probe: false,
+            local_tree: None,
+            parts: PARTS.iter().map(|p| p.to_string()).collect(),
         }
     }
 }
@@ -97,8 +115,9 @@ fn usage(prog: &str) -> String {
          {prog} --setup DIR [options]            create the test tree in DIR (server side)\n\n\
          NFSv4.0 COMPOUNDs over RPC-over-RDMA Version One through the poller's Client (rdma\n\
          provider): NULL, LOOKUP/GETATTR, READ through Write chunks, WRITE through Read chunks,\n\
-         long calls, Reply chunks, Send With Invalidate. Prints PASS/FAIL per check; exit\n\
-         status 0 all passed, 1 a check failed, 2 usage error.\n\n\
+         long calls, Reply chunks, Send With Invalidate; then NFSv4.1 with a session whose\n\
+         backchannel (RFC 8167) the client serves: CB_COMPOUND with CB_SEQUENCE and CB_RECALL.\n\
+         Prints PASS/FAIL per check; exit status 0 all passed, 1 a check failed, 2 usage error.\n\n\
          Options:\n\
          \x20 -p, --port <n>        port (default 20049)\n\
          \x20     --dir <path>      test tree, relative to the export root (default nfsinterop)\n\
@@ -110,6 +129,10 @@ fn usage(prog: &str) -> String {
          \x20     --grace-wait <s>  how long to wait out NFS4ERR_GRACE (default 120)\n\
          \x20     --probe-reply-chunk-limit  also probe how large a Reply chunk Linux needs next\n\
          \x20                       to a Write chunk (its last READ drops the connection)\n\
+         \x20     --local-tree <dir>  the test tree as the server sees it locally: the NFSv4.1\n\
+         \x20                       part creates files there, gets read delegations on them and\n\
+         \x20                       writes them locally so that the server recalls them\n\
+         \x20     --parts <list>    parts to run (default big,small,nodr,nfs41)\n\
          \x20 -h, --help\n"
     )
 }
@@ -175,6 +198,17 @@ fn parse(argv: &[String]) -> Result<Option<Args>, String> {
             "--grace-wait" => a.grace_wait = Duration::from_secs(num(name, &val()?, 0, 3600)?),
             "--setup" => a.setup = Some(PathBuf::from(val()?)),
             "--probe-reply-chunk-limit" => a.probe = true,
+            "--local-tree" => a.local_tree = Some(PathBuf::from(val()?)),
+            "--parts" => {
+                let v = val()?;
+                let parts: Vec<String> = v.split(',').map(|p| p.trim().to_string()).collect();
+                if let Some(bad) = parts.iter().find(|p| !PARTS.contains(&p.as_str())) {
+                    return Err(format!(
+                        "--parts: unknown part {bad:?} (big, small, nodr, nfs41)"
+                    ));
+                }
+                a.parts = parts;
+            }
             _ if tok.starts_with('-') && tok.len() > 1 => {
                 return Err(format!("unknown flag {tok}"))
             }
@@ -282,6 +316,8 @@ struct Nfs<'a> {
     tag: &'static str,
     /// The client advertises the RFC 8797 R bit.
     r_bit: bool,
+    /// The COMPOUND minor version (0, or 1 with sessions).
+    minor: u32,
 }
 
 /// How one COMPOUND is sent.
@@ -375,7 +411,7 @@ impl Nfs<'_> {
     fn compound_once(&self, ops: &[Op<'_>], how: How<'_>) -> Result<(CompoundReply, Info), String> {
         let c = self.client;
         let mut args = c.args().ok_or("argument buffer pool exhausted")?;
-        let enc = encode_compound(self.tag, ops);
+        let enc = encode_compound_minor(self.tag, self.minor, ops);
         match (enc.ddp_at, how.ddp) {
             (Some(at), Some(data)) => {
                 args.put(&enc.bytes[..at]).map_err(|e| format!("{e:?}"))?;
@@ -800,6 +836,17 @@ struct Shape {
     remote_invalidate: bool,
 }
 
+impl Shape {
+    const fn new(name: &'static str, buffer: usize, inline_send: u32, r: bool) -> Shape {
+        Shape {
+            name,
+            buffer,
+            inline_send,
+            remote_invalidate: r,
+        }
+    }
+}
+
 fn open_device(a: &Args, target: SocketAddr) -> Result<RdmaDevice, String> {
     let local = match a.bind {
         Some(ip) => ip,
@@ -819,6 +866,7 @@ fn connect(
     a: &Args,
     target: SocketAddr,
     shape: &Shape,
+    service: Option<BackchannelService>,
 ) -> Result<(Endpoint<Rdma>, Client, bool), String> {
     let dev = open_device(a, target)?;
     let caps = dev.caps();
@@ -845,7 +893,9 @@ fn connect(
         buffers: 24,
         reply_buffers: 16,
         buffer_size: shape.buffer,
-        workers: 0,
+        // A client serving a backchannel runs its handlers (and its completions) on a worker:
+        // they may block (the CB_RECALL handler holds its reply, see `nfs41`).
+        workers: usize::from(service.is_some()),
         hugepages: false,
         ..EndpointConfig::default()
     };
@@ -858,12 +908,23 @@ fn connect(
         remote_invalidate: shape.remote_invalidate,
         call_timeout_ms: a.timeout.as_millis().min(u128::from(u32::MAX)) as u64,
         max_retransmits: 0,
-        max_reconnects: 0,
+        // The NFSv4.1 client reconnects (its reconnection round); the others must never lose
+        // their connection.
+        max_reconnects: if service.is_some() { 5 } else { 0 },
         max_pending: 16,
         reactor: Some(0),
+        mode: if service.is_some() {
+            CallbackMode::Worker
+        } else {
+            CallbackMode::Inline
+        },
         ..ClientOptions::default()
     };
-    let client = Client::connect(&ep, target, opts).map_err(|e| format!("connect: {e}"))?;
+    let client = match service {
+        Some(s) => Client::connect_serving(&ep, target, opts, s),
+        None => Client::connect(&ep, target, opts),
+    }
+    .map_err(|e| format!("connect: {e}"))?;
     if !client.wait_connected(a.timeout) {
         return Err(format!(
             "no RPC-over-RDMA connection to {target} within {:?} (state {:?})",
@@ -1283,37 +1344,23 @@ fn run(a: &Args) -> Result<Tally, String> {
         a.dir, a.size
     );
     let mut t = Tally::default();
-    let mut shapes = vec![
-        Shape {
-            name: "big",
-            buffer: BIG_BUF,
-            inline_send: 4096,
-            remote_invalidate: true,
-        },
-        Shape {
-            name: "small",
-            buffer: SMALL_BUF,
-            inline_send: 1024,
-            remote_invalidate: true,
-        },
-        Shape {
-            name: "nodr",
-            buffer: SMALL_BUF,
-            inline_send: 1024,
-            remote_invalidate: false,
-        },
-    ];
+    let mut shapes: Vec<Shape> = [
+        Shape::new("big", BIG_BUF, 4096, true),
+        Shape::new("small", SMALL_BUF, 1024, true),
+        Shape::new("nodr", SMALL_BUF, 1024, false),
+        Shape::new("nfs41", nfs41::BUF, 4096, true),
+    ]
+    .into_iter()
+    .filter(|s| a.parts.iter().any(|p| p == s.name))
+    .collect();
     if a.probe {
-        shapes.push(Shape {
-            name: "probe",
-            buffer: BIG_BUF,
-            inline_send: 4096,
-            remote_invalidate: true,
-        });
+        shapes.push(Shape::new("probe", BIG_BUF, 4096, true));
     }
     let mut eps = Vec::new();
     for shape in &shapes {
-        let (ep, client, r_bit) = match connect(&set, a, target, shape) {
+        let cb = (shape.name == "nfs41").then(nfs41::Callbacks::new);
+        let service = cb.as_ref().map(nfs41::Callbacks::service);
+        let (ep, client, r_bit) = match connect(&set, a, target, shape, service) {
             Ok(x) => x,
             Err(e) => {
                 t.check(&format!("{}/connect", shape.name), Err(e));
@@ -1325,16 +1372,19 @@ fn run(a: &Args) -> Result<Tally, String> {
             a,
             tag: "rpcrdma-nfs-check",
             r_bit,
+            minor: u32::from(cb.is_some()),
         };
-        match shape.name {
-            "big" => run_big(&nfs, &mut t, a.size, a.seed),
-            "probe" => run_probe(&nfs, &mut t, a.size, a.seed),
-            name => run_small(&nfs, &mut t, a.size, a.seed, name),
+        match (shape.name, &cb) {
+            ("big", _) => run_big(&nfs, &mut t, a.size, a.seed),
+            ("probe", _) => run_probe(&nfs, &mut t, a.size, a.seed),
+            (_, Some(cb)) => nfs41::run(&nfs, cb, &mut t),
+            (name, None) => run_small(&nfs, &mut t, a.size, a.seed, name),
         }
         let s = client.stats().snapshot();
         println!(
             "   counters {}: calls {}, replies {} ({} through the Reply chunk), errors {}, Send \
-             With Invalidate {}, connection losses {}, credits granted {}",
+             With Invalidate {}, connection losses {}, credits granted {}, backward calls {} \
+             (replies {}, errors {})",
             shape.name,
             s.calls,
             s.replies,
@@ -1342,15 +1392,24 @@ fn run(a: &Args) -> Result<Tally, String> {
             s.errors,
             s.remote_invalidations,
             s.connection_losses,
-            s.credits_granted
+            s.credits_granted,
+            s.back_calls,
+            s.back_replies,
+            s.back_errors
         );
         if shape.name != "probe" {
+            // The NFSv4.1 part drops one connection on purpose (its reconnection round).
+            let caused = cb.as_ref().map_or(0, |c| c.losses_caused());
             t.check(
                 &format!("{}/connection-kept", shape.name),
-                if s.connection_losses == 0 {
-                    Ok("no connection loss".into())
-                } else {
-                    Err(format!("{} connection losses", s.connection_losses))
+                match s.connection_losses {
+                    0 => Ok("no connection loss".into()),
+                    n if n == caused => Ok(format!(
+                        "{n} connection loss, the one caused on purpose; no other"
+                    )),
+                    n => Err(format!(
+                        "{n} connection losses ({caused} caused on purpose)"
+                    )),
                 },
             );
         }
