@@ -71,7 +71,7 @@ use crate::config::{CallbackMode, ClientOptions, EndpointConfig, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::program::{
-    header_error_reply, DdpItems, Dispatch, Program, Programs, Reject, ReplyBuilder, Request,
+    header_error_reply, serve_inline, DdpItems, Dispatch, Program, Programs, Reject, Request,
     MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
@@ -333,13 +333,7 @@ impl ClientBack {
                                 write_chunks: &[],
                                 back: None,
                             };
-                            let mut ddp = DdpItems::new();
-                            let r = {
-                                let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
-                                let mut b =
-                                    ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp);
-                                handler.handle(&req, &mut b).map(|()| b.len())
-                            };
+                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply);
                             Decision::Done(r, ddp)
                         }
                     }
@@ -942,7 +936,8 @@ fn refuse(error: ClientError, sub: BackSubmit) -> Refused {
 }
 
 /// Makes a call through `start` and waits for its outcome (retrying while the ring is full).
-fn blocking<S>(mut args: CallArgs, mut start: S) -> Result<Reply, ClientError>
+/// Shared by the blocking wrappers of backward calls and of [`crate::Client::call_blocking`].
+pub(crate) fn blocking<S>(mut args: CallArgs, mut start: S) -> Result<Reply, ClientError>
 where
     S: FnMut(CallArgs, Callback) -> Result<(), Refused>,
 {

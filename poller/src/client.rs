@@ -39,7 +39,7 @@ use core::mem::MaybeUninit;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -697,41 +697,13 @@ impl Client {
         proc_num: u32,
         args: CallArgs,
     ) -> Result<Reply, ClientError> {
-        let slot = Arc::new((
-            Mutex::new(None::<Result<Reply, ClientError>>),
-            Condvar::new(),
-        ));
-        let mut args = args;
-        loop {
-            let s = Arc::clone(&slot);
-            // Handed over on the reactor: in worker mode this thread may be the worker that
-            // would run the callback (e.g. a backchannel handler waiting for a forward call).
-            let cb = Callback::new(move |r| {
-                let (m, c) = &*s;
-                *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                c.notify_one();
-            })
-            .on_reactor();
-            match self.submit(prog, vers, proc_num, args, cb) {
-                Ok(()) => break,
-                Err(Refused {
-                    error: ClientError::Busy,
-                    args: a,
-                }) => {
-                    args = a;
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                Err(r) => return Err(r.error),
-            }
-        }
-        let (m, c) = &*slot;
-        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(r) = g.take() {
-                return r;
-            }
-            g = c.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
+        // The outcome is handed over on the reactor: in worker mode this thread may be the
+        // worker that would run the callback (e.g. a backchannel handler waiting for a forward
+        // call).
+        #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+        crate::backchannel::blocking(args, |a, cb| {
+            self.submit(prog, vers, proc_num, a, cb.on_reactor())
+        })
     }
 
     /// Calls accepted and not completed yet.

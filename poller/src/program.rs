@@ -43,6 +43,23 @@ pub enum Reject {
     SystemErr,
 }
 
+/// Runs `handler` on the reactor: its results go after the success header
+/// ([`SUCCESS_HEADER_LEN`] octets) in `reply`. Returns the results' length (or why the handler
+/// refused) and the DDP items it handed over.
+pub(crate) fn serve_inline(
+    handler: &dyn Handler,
+    req: &Request<'_>,
+    reply: &mut [u8],
+) -> (Result<usize, Reject>, DdpItems) {
+    let mut ddp = DdpItems::new();
+    let r = {
+        let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
+        let mut b = ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp);
+        handler.handle(req, &mut b).map(|()| b.len())
+    };
+    (r, ddp)
+}
+
 /// A procedure handler. Runs on a reactor (inline mode) or on a worker thread; must not block
 /// in inline mode.
 pub trait Handler: Send + Sync + 'static {

@@ -42,7 +42,7 @@ use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::program::{
-    header_error_reply, DdpItems, Dispatch, Program, Programs, ReplyBuilder, Request, MAX_DDP,
+    header_error_reply, serve_inline, DdpItems, Dispatch, Program, Programs, Request, MAX_DDP,
     SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
@@ -673,13 +673,7 @@ impl<P: Provider> ServerConn<P> {
                                 write_chunks: &inc.write_capacity[..nw],
                                 back: self.back.as_ref().map(|b| &b.handle),
                             };
-                            let mut ddp = DdpItems::new();
-                            let r = {
-                                let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
-                                let mut b =
-                                    ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp);
-                                handler.handle(&req, &mut b).map(|()| b.len())
-                            };
+                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply);
                             Decision::Done(r, ddp)
                         }
                     }
