@@ -84,8 +84,10 @@ fuzz_target!(|data: &[u8]| {
     let mut xid = 0u32;
     let mut started = 0u64;
     let mut finished = 0u64;
-    // (slot, generation) of every call reported, to catch a double report.
-    let mut live: Vec<Option<u32>> = vec![None; c];
+    // (slot, generation) of every call started and not reported yet, to catch a lost or
+    // doubled report. (A slot may be reused before the event of its previous call is polled:
+    // the generation tells them apart.)
+    let mut live: Vec<(u32, u32)> = Vec::with_capacity(4 * c);
     loop {
         for _ in 0..10_000 {
             let mut progressed = false;
@@ -149,9 +151,11 @@ fuzz_target!(|data: &[u8]| {
                 if let Some(id) = id {
                     finished += 1;
                     assert!(finished <= started, "more calls reported than started");
-                    let slot = id.slot as usize;
-                    assert_eq!(live[slot], Some(id.generation), "call reported twice");
-                    live[slot] = None;
+                    let k = live
+                        .iter()
+                        .position(|&l| l == (id.slot, id.generation))
+                        .expect("call reported twice, or never started");
+                    live.swap_remove(k);
                 }
             }
             if !progressed {
@@ -169,8 +173,8 @@ fuzz_target!(|data: &[u8]| {
         // Start the next call (when a slot and a credit are free), its shape from the flags
         // and the message length.
         xid += 1;
-        if let Some(slot) = live.iter().position(|l| l.is_none()) {
-            let m = slots[slot];
+        {
+            let m = slots[xid as usize % c];
             let shape = (len as u32).wrapping_add(u32::from(flags));
             let msg_len = 40 + (shape % 5) * 700;
             let mut hdr = [0u8; 40];
@@ -206,13 +210,16 @@ fuzz_target!(|data: &[u8]| {
                 fallback_reply: (shape & 64 != 0).then_some(m.fallback),
                 fallback_receptacles: &[],
             };
-            // (The buffers are picked by a free entry of `live`; the engine picks its own
-            // slot, so buffers may be shared between calls: only the data suffers.)
+            // (The buffers are picked by the XID; the engine picks its own slot, so buffers
+            // may be shared between calls: only the data suffers.)
             if let Ok(id) = conn.start_call_with(now, &spec, &opts, &mut mem) {
-                let s = id.slot as usize;
-                assert!(s < c && live[s].is_none(), "call started in a busy slot");
+                assert!((id.slot as usize) < c, "call slot out of range");
+                assert!(
+                    !live.contains(&(id.slot, id.generation)),
+                    "a live call id handed out again"
+                );
                 started += 1;
-                live[s] = Some(id.generation);
+                live.push((id.slot, id.generation));
             }
         }
         if posted.is_empty() {
@@ -243,20 +250,23 @@ fuzz_target!(|data: &[u8]| {
         }
         while let Some(ev) = conn.poll_event() {
             any = true;
-            if let Event::ReplyReady(r) = ev {
-                assert!(
-                    live[r.call.slot as usize].take().is_some(),
-                    "call reported twice"
-                );
-            } else if let Event::CallFailed { call, .. } = ev {
-                assert!(
-                    live[call.slot as usize].take().is_some(),
-                    "call reported twice"
-                );
+            let id = match ev {
+                Event::ReplyReady(r) => Some(r.call),
+                Event::CallFailed { call, .. } => Some(call),
+                _ => None,
+            };
+            if let Some(id) = id {
+                let k = live
+                    .iter()
+                    .position(|&l| l == (id.slot, id.generation))
+                    .expect("call reported twice, or never started");
+                live.swap_remove(k);
             }
         }
         if !any {
             break;
         }
     }
+    // Every call started was reported exactly once, the connection loss included.
+    assert!(live.is_empty(), "calls never reported: {live:?}");
 });
