@@ -13,7 +13,7 @@ mod api_common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use api_common::*;
 use rpcrdma_poller::{
@@ -65,51 +65,36 @@ fn allocs() -> u64 {
 /// every fourth an ECHO of 5000 octets with the same hint (a long call; its reply is larger
 /// than the inline room the hint offers: CANT_REPLY, retried with the whole reply buffer).
 fn run_v2(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
-    let start = done.load(Ordering::Acquire);
-    let mut issued = 0u64;
-    let end = Instant::now() + Duration::from_secs(30);
     let payload = [0x6bu8; 5000];
-    while done.load(Ordering::Acquire) < start + n {
-        assert!(Instant::now() < end, "stalled");
-        if issued < n && issued - (done.load(Ordering::Acquire) - start) < window {
-            let Some(mut a) = client.args() else {
-                std::hint::spin_loop();
-                continue;
-            };
-            let big = issued % 4 == 0;
-            let (proc_num, want) = if big {
-                a.put_opaque(&payload).unwrap();
-                (ECHO, 5000u32)
-            } else {
-                a.put_u32(issued as u32).unwrap();
-                a.put_u32(1).unwrap();
-                (SUM, issued as u32 + 1)
-            };
+    run_window(n, window, done, |i| {
+        let Some(mut a) = client.args() else {
+            return false;
+        };
+        if i % 4 != 0 {
+            a.put_u32(i as u32).unwrap();
+            a.put_u32(1).unwrap();
             a.expect_reply(64);
-            let (d, b) = (Arc::clone(done), Arc::clone(bad));
-            match client.call(PROG, 2, proc_num, a, move |r| {
-                let ok = match r {
-                    Ok(rep) if big => {
-                        rep.results().get(..4) == Some(&want.to_be_bytes()[..])
-                            && rep.results().len() == 4 + 5000
-                            && rep.results()[4..].iter().all(|&x| x == 0x6b)
-                    }
-                    Ok(rep) => rep.results() == want.to_be_bytes(),
-                    Err(_) => false,
-                };
+            return client
+                .call(PROG, 2, SUM, a, expect_sum(done, bad, i as u32 + 1))
+                .is_ok();
+        }
+        a.put_opaque(&payload).unwrap();
+        a.expect_reply(64);
+        let (d, b) = (Arc::clone(done), Arc::clone(bad));
+        client
+            .call(PROG, 2, ECHO, a, move |r| {
+                let ok = matches!(r, Ok(rep) if rep.results().get(..4) == Some(&5000u32.to_be_bytes()[..])
+                    && rep.results().len() == 4 + 5000
+                    && rep.results()[4..].iter().all(|&x| x == 0x6b));
                 if !ok {
+                    // Relaxed: read after the run, ordered by the Release/Acquire on `done`.
                     b.fetch_add(1, Ordering::Relaxed);
                 }
-                // Release: pairs with the test thread's Acquire loads.
+                // Release: pairs with the Acquire loads in `run_window`.
                 d.fetch_add(1, Ordering::Release);
-            }) {
-                Ok(()) => issued += 1,
-                Err(r) => drop(r),
-            }
-        } else {
-            std::thread::yield_now();
-        }
-    }
+            })
+            .is_ok()
+    });
 }
 
 #[test]
@@ -218,37 +203,15 @@ const SESSION: u32 = 20;
 
 /// Runs `n` backward SUM calls through `bc`, up to `window` outstanding.
 fn run_back(bc: &BackChannel, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc<AtomicU64>) {
-    let start = done.load(Ordering::Acquire);
-    let mut issued = 0u64;
-    let end = Instant::now() + Duration::from_secs(30);
-    while done.load(Ordering::Acquire) < start + n {
-        assert!(Instant::now() < end, "stalled");
-        if issued < n && issued - (done.load(Ordering::Acquire) - start) < window {
-            let Some(mut a) = bc.args() else {
-                std::hint::spin_loop();
-                continue;
-            };
-            a.put_u32(issued as u32).unwrap();
-            a.put_u32(2).unwrap();
-            let want = issued as u32 + 2;
-            let (d, b) = (Arc::clone(done), Arc::clone(bad));
-            match bc.call(CB_PROG, 1, SUM, a, move |r| {
-                match r {
-                    Ok(rep) if rep.results() == want.to_be_bytes() => {}
-                    _ => {
-                        b.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                // Release: pairs with the test thread's Acquire loads.
-                d.fetch_add(1, Ordering::Release);
-            }) {
-                Ok(()) => issued += 1,
-                Err(r) => drop(r),
-            }
-        } else {
-            std::thread::yield_now();
-        }
-    }
+    run_window(n, window, done, |i| {
+        let Some(mut a) = bc.args() else {
+            return false;
+        };
+        a.put_u32(i as u32).unwrap();
+        a.put_u32(2).unwrap();
+        bc.call(CB_PROG, 1, SUM, a, expect_sum(done, bad, i as u32 + 2))
+            .is_ok()
+    });
 }
 
 #[test]

@@ -5,7 +5,7 @@
 mod api_common;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,72 +14,6 @@ use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFaults};
 use rpcrdma_poller::{
     CallbackMode, Client, ClientError, ClientOptions, Reply, Server, ServerOptions,
 };
-
-/// Outcomes counted per call index: each must be recorded exactly once.
-struct Tally {
-    seen: Mutex<Vec<u32>>,
-    xids: Mutex<Vec<u32>>,
-    ok: AtomicU64,
-    err: AtomicU64,
-    bad: AtomicU64,
-}
-
-impl Tally {
-    fn new(n: usize) -> Arc<Tally> {
-        Arc::new(Tally {
-            seen: Mutex::new(vec![0; n]),
-            xids: Mutex::new(Vec::new()),
-            ok: AtomicU64::new(0),
-            err: AtomicU64::new(0),
-            bad: AtomicU64::new(0),
-        })
-    }
-    fn record(&self, i: usize, r: &Result<Reply, ClientError>, want: u32) {
-        self.seen.lock().unwrap()[i] += 1;
-        if let Ok(rep) = r {
-            self.xids.lock().unwrap().push(rep.xid());
-        }
-        match r {
-            Ok(rep) if rep.results() == want.to_be_bytes() => {
-                self.ok.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(_) => {
-                self.bad.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                self.err.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-    fn done(&self) -> u64 {
-        self.ok.load(Ordering::Relaxed)
-            + self.err.load(Ordering::Relaxed)
-            + self.bad.load(Ordering::Relaxed)
-    }
-    fn wait(&self, n: u64, secs: u64) {
-        let end = Instant::now() + Duration::from_secs(secs);
-        while self.done() < n {
-            assert!(
-                Instant::now() < end,
-                "only {} of {n} calls completed",
-                self.done()
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    fn exactly_once(&self) {
-        let s = self.seen.lock().unwrap();
-        assert!(
-            s.iter().all(|&c| c == 1),
-            "calls not completed exactly once: {:?}",
-            s.iter()
-                .enumerate()
-                .filter(|(_, &c)| c != 1)
-                .take(10)
-                .collect::<Vec<_>>()
-        );
-    }
-}
 
 /// Fires `per` SUM calls on each client without waiting; call `i` sums (i, 7).
 fn fire(clients: &[Client], per: usize, tally: &Arc<Tally>) {
@@ -136,7 +70,7 @@ fn many_connections(mode: CallbackMode, workers: usize) {
     let per = 300;
     let tally = Tally::new(clients.len() * per);
     fire(&clients, per, &tally);
-    tally.wait((clients.len() * per) as u64, 30);
+    tally.wait((clients.len() * per) as u64, 30, "calls");
     tally.exactly_once();
     assert_eq!(
         tally.ok.load(Ordering::Relaxed),
@@ -450,7 +384,7 @@ fn rejects_calls_after_close_and_completes_pending() {
     c.close();
     let e = c.call(PROG, 2, 0, c.args().unwrap(), |_| {}).unwrap_err();
     assert_eq!(e.error, ClientError::Closed);
-    tally.wait(100, 10);
+    tally.wait(100, 10, "calls");
     tally.exactly_once();
     assert_eq!(tally.ok.load(Ordering::Relaxed), 100);
     w.stop();

@@ -5,13 +5,14 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFabric, SoftProvider};
 use rpcrdma_poller::{
-    BackoffConfig, Cores, EndpointConfig, PinPolicy, Program, ReactorConfig, ReactorSet, Reject,
-    ReplyBuilder, Request,
+    BackoffConfig, ClientError, Cores, EndpointConfig, PinPolicy, Program, ReactorConfig,
+    ReactorSet, Reject, Reply, ReplyBuilder, Request,
 };
 
 pub type P = SoftProvider;
@@ -153,21 +154,16 @@ pub fn checksum(data: &[u8]) -> u32 {
         .fold(0u32, |a, &b| a.wrapping_mul(31).wrapping_add(b as u32))
 }
 
-/// Runs `n` SUM calls (version 2 of the test program), up to `window` outstanding, spinning for
-/// completions: no allocation and no system call on the calling thread (the measuring tests
-/// rely on it). Each wrong result counts in `bad`; `done` counts completions.
-pub fn run_sum_calls(
-    client: &rpcrdma_poller::Client,
-    n: u64,
-    window: u64,
-    done: &Arc<AtomicU64>,
-    bad: &Arc<AtomicU64>,
-) {
+/// Keeps up to `window` calls outstanding until `n` more have completed (`done` counts
+/// completions; the callbacks increment it with Release). `issue(i)` starts call `i` and says
+/// whether it was accepted (`false`: retried). Spins: no allocation and no system call on the
+/// calling thread (the measuring tests rely on it; the clock is read through the vDSO, and only
+/// now and then).
+pub fn run_window(n: u64, window: u64, done: &AtomicU64, mut issue: impl FnMut(u64) -> bool) {
     // Acquire: pairs with the Release increments in the callbacks.
     let start = done.load(Ordering::Acquire);
     let mut issued = 0u64;
     let mut spins = 0u64;
-    // The clock is read through the vDSO (no system call), and only now and then.
     let end = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         // Acquire: as above.
@@ -182,28 +178,145 @@ pub fn run_sum_calls(
                 "stalled: {finished} of {n} done"
             );
         }
-        if issued < n && issued - finished < window {
-            let Some(mut a) = client.args() else {
-                std::hint::spin_loop();
-                continue;
-            };
-            a.put_u32(issued as u32).unwrap();
-            a.put_u32(1).unwrap();
-            let want = issued as u32 + 1;
-            let (d, b) = (Arc::clone(done), Arc::clone(bad));
-            match client.call(PROG, 2, SUM, a, move |r| {
-                if !matches!(r, Ok(rep) if rep.results() == want.to_be_bytes()) {
-                    // Relaxed: read after the run, ordered by the Release/Acquire on `done`.
-                    b.fetch_add(1, Ordering::Relaxed);
-                }
-                // Release: pairs with the test thread's Acquire loads.
-                d.fetch_add(1, Ordering::Release);
-            }) {
-                Ok(()) => issued += 1,
-                Err(r) => drop(r),
-            }
+        if issued < n && issued - finished < window && issue(issued) {
+            issued += 1;
         } else {
             std::hint::spin_loop();
         }
+    }
+}
+
+/// The completion of a call whose results must be `want`: counts a wrong outcome in `bad`,
+/// then the completion in `done`.
+pub fn expect_sum(
+    done: &Arc<AtomicU64>,
+    bad: &Arc<AtomicU64>,
+    want: u32,
+) -> impl FnOnce(Result<Reply, ClientError>) + Send + 'static {
+    let (d, b) = (Arc::clone(done), Arc::clone(bad));
+    move |r| {
+        if !matches!(r, Ok(rep) if rep.results() == want.to_be_bytes()) {
+            // Relaxed: read after the run, ordered by the Release/Acquire on `done`.
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        // Release: pairs with the Acquire loads in `run_window`.
+        d.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Runs `n` SUM calls (version 2 of the test program), up to `window` outstanding, as
+/// [`run_window`] does. Each wrong result counts in `bad`; `done` counts completions.
+pub fn run_sum_calls(
+    client: &rpcrdma_poller::Client,
+    n: u64,
+    window: u64,
+    done: &Arc<AtomicU64>,
+    bad: &Arc<AtomicU64>,
+) {
+    run_window(n, window, done, |i| {
+        let Some(mut a) = client.args() else {
+            return false;
+        };
+        a.put_u32(i as u32).unwrap();
+        a.put_u32(1).unwrap();
+        client
+            .call(PROG, 2, SUM, a, expect_sum(done, bad, i as u32 + 1))
+            .is_ok()
+    });
+}
+
+/// Outcomes counted per call index: each must be recorded exactly once.
+pub struct Tally {
+    pub seen: Mutex<Vec<u32>>,
+    pub xids: Mutex<Vec<u32>>,
+    pub errors: Mutex<Vec<ClientError>>,
+    pub ok: AtomicU64,
+    pub err: AtomicU64,
+    pub bad: AtomicU64,
+}
+
+impl Tally {
+    pub fn new(n: usize) -> Arc<Tally> {
+        Arc::new(Tally {
+            seen: Mutex::new(vec![0; n]),
+            xids: Mutex::new(Vec::new()),
+            errors: Mutex::new(Vec::new()),
+            ok: AtomicU64::new(0),
+            err: AtomicU64::new(0),
+            bad: AtomicU64::new(0),
+        })
+    }
+    pub fn record(&self, i: usize, r: &Result<Reply, ClientError>, want: u32) {
+        self.seen.lock().unwrap()[i] += 1;
+        if let Ok(rep) = r {
+            self.xids.lock().unwrap().push(rep.xid());
+        }
+        match r {
+            Ok(rep) if rep.results() == want.to_be_bytes() => {
+                self.ok.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(_) => {
+                self.bad.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(e) => {
+                self.errors.lock().unwrap().push(*e);
+                self.err.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    pub fn done(&self) -> u64 {
+        self.ok.load(Ordering::SeqCst)
+            + self.err.load(Ordering::SeqCst)
+            + self.bad.load(Ordering::SeqCst)
+    }
+    pub fn wait(&self, n: u64, secs: u64, what: &str) {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while self.done() < n {
+            assert!(
+                Instant::now() < end,
+                "{what}: only {} of {n} completed",
+                self.done()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    /// Every call completed once (whatever the outcome).
+    pub fn exactly_once(&self) {
+        let s = self.seen.lock().unwrap();
+        assert!(
+            s.iter().all(|&c| c == 1),
+            "calls not completed exactly once: {:?}",
+            s.iter()
+                .enumerate()
+                .filter(|(_, &c)| c != 1)
+                .take(10)
+                .collect::<Vec<_>>()
+        );
+    }
+    /// Every call completed once, with the right result.
+    pub fn all_ok_exactly_once(&self, n: usize, what: &str) {
+        let s = self.seen.lock().unwrap();
+        assert_eq!(s.len(), n);
+        assert!(
+            s.iter().all(|&c| c == 1),
+            "{what}: not completed exactly once: {:?}",
+            s.iter()
+                .enumerate()
+                .filter(|(_, &c)| c != 1)
+                .take(10)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(self.bad.load(Ordering::SeqCst), 0, "{what}: wrong results");
+        assert_eq!(
+            self.ok.load(Ordering::SeqCst),
+            n as u64,
+            "{what}: errors {:?}",
+            self.errors
+                .lock()
+                .unwrap()
+                .iter()
+                .take(10)
+                .collect::<Vec<_>>()
+        );
     }
 }
