@@ -1,0 +1,119 @@
+//! The store an NFSv3 server serves: the one small trait both backends implement
+//! ([`memory::MemoryStore`](super::memory::MemoryStore), [`dir::DirStore`](super::dir::DirStore)).
+//!
+//! Normal operation: the procedure handlers ([`super::server`]) decode a call, call one or two
+//! store methods with plain values ([`Fh`], names as octets, [`Sattr3`]) and encode what comes
+//! back. The store owns file handles (their content, their lifetime), attributes, directory
+//! cookies and the write verifier; it knows nothing of XDR, RPC or RDMA. Weak cache consistency
+//! data is assembled by the handlers from [`Store::getattr`] before and after an operation.
+//!
+//! Recovery: every method answers an [`Nfsstat3`] instead of failing: a handle that does not
+//! decode is BADHANDLE, one that names nothing (any more) is STALE, OS errors map through
+//! [`Nfsstat3::from_errno`]. No method panics on any input.
+
+use super::types::{CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Sattr3, StableHow, Time3};
+
+/// What one READDIR / READDIRPLUS listing returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirListing {
+    /// The cookie verifier to hand to the client (`cookieverf3`).
+    pub verf: [u8; 8],
+    /// True when the listing reached the end of the directory.
+    pub eof: bool,
+}
+
+/// An NFSv3 store. Methods take `&self`: stores are shared by every reactor (memory store,
+/// handlers run inline) or every worker (directory store, handlers run in worker mode) and
+/// synchronise inside.
+pub trait Store: Send + Sync + 'static {
+    /// Short name for logs and counters (`memory`, `dir`).
+    fn kind(&self) -> &'static str;
+
+    /// The handle of the exported root directory.
+    fn root(&self) -> Fh;
+
+    /// Attributes of `fh`.
+    fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3>;
+
+    /// Sets attributes (size, then mode and owner, then times). With `guard`, NOT_SYNC unless
+    /// the object's ctime equals it (RFC 1813 SETATTR `sattrguard3`). Setting the size of a
+    /// directory is ISDIR, of anything else but a regular file INVAL.
+    fn setattr(&self, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()>;
+
+    /// The handle of `name` in directory `dir` (`.` is `dir`, `..` its parent; the root's
+    /// parent is the root). NOTDIR when `dir` is not a directory, NOENT when absent.
+    fn lookup(&self, dir: &Fh, name: &[u8]) -> NfsResult<Fh>;
+
+    /// The target of symbolic link `fh` into `out`; returns its length. INVAL when `fh` is not
+    /// a symbolic link.
+    fn readlink(&self, fh: &Fh, out: &mut [u8]) -> NfsResult<usize>;
+
+    /// Reads at most `out.len()` octets at `offset` into `out`; returns the octets read and
+    /// whether the read reached the end of the file. ISDIR for a directory, INVAL for other
+    /// non-regular files. Offsets past the end read 0 octets with eof.
+    fn read(&self, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)>;
+
+    /// Writes `data` at `offset`; returns how stable the data is now (at least `stable`).
+    /// FBIG when `offset + len` overflows or passes the store's largest file, NOSPC when the
+    /// store is full.
+    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow)
+        -> NfsResult<StableHow>;
+
+    /// Makes every earlier UNSTABLE write of `fh` stable.
+    fn commit(&self, fh: &Fh) -> NfsResult<()>;
+
+    /// Creates a regular file (`how` as RFC 1813 CREATE says: UNCHECKED opens an existing one,
+    /// GUARDED fails with EXIST, EXCLUSIVE stores the verifier and succeeds again for the same
+    /// verifier). Returns its handle.
+    fn create(&self, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh>;
+
+    /// Creates a directory.
+    fn mkdir(&self, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh>;
+
+    /// Creates a symbolic link to `target`.
+    fn symlink(&self, dir: &Fh, name: &[u8], target: &[u8], attr: &Sattr3) -> NfsResult<Fh>;
+
+    /// Removes a non-directory entry (ISDIR for a directory... as Linux answers: NFS3ERR_ISDIR
+    /// is not in RFC 1813's REMOVE list but is what clients handle).
+    fn remove(&self, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// Removes an empty directory (NOTEMPTY otherwise, NOTDIR for a non-directory).
+    fn rmdir(&self, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// Renames `from_name` in `from_dir` to `to_name` in `to_dir`, replacing a compatible
+    /// target (POSIX rename rules: a directory replaces only an empty directory, EXIST or
+    /// NOTEMPTY otherwise; ISDIR / NOTDIR for mismatched types; INVAL when moving a directory
+    /// into itself).
+    fn rename(&self, from_dir: &Fh, from_name: &[u8], to_dir: &Fh, to_name: &[u8])
+        -> NfsResult<()>;
+
+    /// Makes `name` in `dir` a new hard link to `fh` (ISDIR when `fh` is a directory).
+    fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// Lists directory `dir` starting after `cookie` (0: from the start), calling `emit` for
+    /// each entry in order until it returns `false` (the reply is full: that entry is not
+    /// included). With `plus`, entries carry their handle and attributes. BAD_COOKIE when
+    /// `cookie` is not 0 and `verf` is not the verifier this directory hands out; cookies stay
+    /// valid while entries are added and removed, so a listing in pages is complete and has
+    /// no duplicates.
+    fn readdir(
+        &self,
+        dir: &Fh,
+        cookie: u64,
+        verf: [u8; 8],
+        plus: bool,
+        emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
+    ) -> NfsResult<DirListing>;
+
+    /// Space and file-slot counts of the file system holding `fh`.
+    fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat>;
+
+    /// The write verifier: the same value until the server restarts (or loses uncommitted
+    /// data), then a different one.
+    fn write_verifier(&self) -> [u8; 8];
+
+    /// Largest file size the store supports (FSINFO `maxfilesize`).
+    fn max_file_size(&self) -> u64 {
+        (1u64 << 63) - 1
+    }
+}
