@@ -54,6 +54,14 @@ macro_rules! counters {
                 $snap { $( $field: get(&self.$field), )+ }
             }
         }
+
+        impl $snap {
+            /// Adds every field of `other` (counters and gauges alike) to this one: totals
+            /// over several blocks.
+            pub fn accumulate(&mut self, other: &$snap) {
+                $( self.$field = self.$field.wrapping_add(other.$field); )+
+            }
+        }
     };
 }
 
@@ -141,6 +149,19 @@ counters! {
         remote_invalidations,
         /// Replies that came through the Reply chunk as RDMA_NOMSG (client).
         reply_chunk_replies,
+        /// Calls that came with Read chunks (server; Position-Zero long calls included).
+        read_chunk_calls,
+        /// Calls that offered Write chunks (server).
+        write_chunk_calls,
+        /// Calls that offered a Reply chunk (server).
+        reply_chunk_calls,
+        /// Calls that came as RDMA_NOMSG through a Position-Zero Read chunk (server).
+        long_calls,
+        /// Replies sent with Send With Invalidate (server).
+        send_invalidates,
+        /// Connections the server closed because a handler asked to answer by disconnecting
+        /// ([`Reject::Disconnect`](crate::Reject::Disconnect)).
+        kicked,
     }
 }
 
@@ -314,5 +335,26 @@ impl ConnStatsWriter {
     }
     pub(crate) fn reply_chunk_reply(&self) {
         bump(&self.0.reply_chunk_replies, 1);
+    }
+    /// A call arrived with these chunks (server).
+    pub(crate) fn call_chunks(&self, t: &crate::program::CallTransport, write_chunks: u8) {
+        if t.read_segments > 0 {
+            bump(&self.0.read_chunk_calls, 1);
+        }
+        if write_chunks > 0 {
+            bump(&self.0.write_chunk_calls, 1);
+        }
+        if t.reply_chunk.is_some() {
+            bump(&self.0.reply_chunk_calls, 1);
+        }
+        if t.position_zero {
+            bump(&self.0.long_calls, 1);
+        }
+    }
+    pub(crate) fn send_invalidates(&self, n: u64) {
+        bump(&self.0.send_invalidates, n);
+    }
+    pub(crate) fn kicked(&self) {
+        bump(&self.0.kicked, 1);
     }
 }

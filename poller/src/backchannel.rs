@@ -71,9 +71,14 @@ use crate::config::{CallbackMode, ClientOptions, EndpointConfig, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::program::{
-    header_error_reply, serve_inline, DdpItems, Dispatch, Program, Programs, Reject, Request,
-    MAX_DDP, SUCCESS_HEADER_LEN,
+    header_error_reply, serve_inline, CallTransport, DdpItems, Dispatch, Program, Programs, Reject,
+    Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
+
+/// The peer named to a backward handler when the QP is already gone.
+const UNSPECIFIED_PEER: std::net::SocketAddr = std::net::SocketAddr::V4(
+    std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
+);
 use crate::reactor::PollerCtx;
 use crate::runtime::{job_token, timer_token, Endpoint, NodeEnv, TIMER_BACK, TIMER_GRACE};
 use crate::server::Server;
@@ -295,6 +300,13 @@ impl ClientBack {
                 Dispatch::Error(stat) => Decision::Header(ReplyHeader::accepted(inc.xid, stat)),
                 Dispatch::Handler(handler) => {
                     let args = stream.get(off..).unwrap_or(&[]);
+                    let transport = CallTransport::plain(
+                        drv.qp.as_ref().map_or(
+                            UNSPECIFIED_PEER,
+                            rpcrdma_engine::verbs::QueuePair::peer_addr,
+                        ),
+                        0,
+                    );
                     match (self.mode, links) {
                         (CallbackMode::Worker, Some(l)) => {
                             let job = Job::Serve(ServeJob {
@@ -311,6 +323,7 @@ impl ClientBack {
                                 args: RawSlice::new(args),
                                 write_caps: [0; MAX_DDP],
                                 nwrite: 0,
+                                transport,
                                 reply,
                                 base: SUCCESS_HEADER_LEN as u32,
                                 ddp: DdpItems::new(),
@@ -331,6 +344,7 @@ impl ClientBack {
                                 cred: h.cred,
                                 args,
                                 write_chunks: &[],
+                                transport,
                                 back: None,
                             };
                             let (r, ddp) = serve_inline(&**handler, &req, &mut reply);
@@ -378,7 +392,8 @@ impl ClientBack {
         let (stat, results) = match r {
             Ok(n) => (AcceptStat::Success, n),
             Err(Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
-            Err(Reject::SystemErr) => (AcceptStat::SystemErr, 0),
+            // A client cannot drop its own connection to answer a backward call.
+            Err(Reject::SystemErr | Reject::Disconnect) => (AcceptStat::SystemErr, 0),
         };
         let ok = stat == AcceptStat::Success;
         if !ok {

@@ -39,6 +39,8 @@ pub struct Posted {
     pub wrs: u32,
     /// Doorbells rung (0..=2).
     pub doorbells: u32,
+    /// Sends posted as Send With Invalidate.
+    pub invalidates: u32,
 }
 
 /// One QP and its connection. See the module documentation.
@@ -149,7 +151,10 @@ impl<P: Provider> ConnDriver<P> {
                 } => {
                     sends += 1;
                     let op = match invalidate {
-                        Some(rkey) => SendOp::SendWithInv { rkey },
+                        Some(rkey) => {
+                            p.invalidates += 1;
+                            SendOp::SendWithInv { rkey }
+                        }
                         None => SendOp::Send,
                     };
                     let n = (nsge as usize).min(sges.len());

@@ -79,6 +79,8 @@ pub use config::{
     ProtocolVersion, RuntimeConfig, ServerOptions,
 };
 pub use negotiated::{Negotiated, PeerPrivateData};
-pub use program::{BuildError, Handler, Program, Programs, Reject, ReplyBuilder, Request};
+pub use program::{
+    BuildError, CallTransport, Handler, Program, Programs, Reject, ReplyBuilder, Request,
+};
 pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};

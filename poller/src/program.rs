@@ -18,6 +18,7 @@
 //! over-long credential or verifier → AUTH_ERROR (BADCRED / BADVERF). A header too short to
 //! decode is answered GARBAGE_ARGS with the transport header's XID.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rpcrdma_engine::rpc::{
@@ -41,6 +42,12 @@ pub enum Reject {
     GarbageArgs,
     /// The server failed (SYSTEM_ERR).
     SystemErr,
+    /// Send no reply: the server closes the connection instead (after the handler ran). The
+    /// client reconnects and retransmits with the same XID, which is what an appliance's fault
+    /// injection or an administrator's "drop this client" asks for; a duplicate request cache
+    /// then answers the retransmission. Not for backward calls a client serves (answered
+    /// SYSTEM_ERR there).
+    Disconnect,
 }
 
 /// Runs `handler` on the reactor: its results go after the success header
@@ -77,6 +84,36 @@ where
     }
 }
 
+/// What the transport knows of a call: who sent it and how its chunks were shaped
+/// (RPC-over-RDMA Read list, Write list, Reply chunk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTransport {
+    /// The requester's address as RDMA-CM reports it. Its port is the connection's RDMA-CM
+    /// port, chosen anew for every connection: key per-client state on the IP address.
+    pub peer: SocketAddr,
+    /// Identifies the connection the call arrived on (unique within the process).
+    pub conn_id: u64,
+    /// Read segments the call carried (its Read chunks, Position Zero included).
+    pub read_segments: u8,
+    /// The call came as RDMA_NOMSG through a Position-Zero Read chunk (a long call).
+    pub position_zero: bool,
+    /// Capacity of the Reply chunk the client offered, if any.
+    pub reply_chunk: Option<u32>,
+}
+
+impl CallTransport {
+    /// A call that came with no chunks from `peer` (backward calls, tests).
+    pub const fn plain(peer: SocketAddr, conn_id: u64) -> CallTransport {
+        CallTransport {
+            peer,
+            conn_id,
+            read_segments: 0,
+            position_zero: false,
+            reply_chunk: None,
+        }
+    }
+}
+
 /// A call as a handler sees it (borrowed; valid for the duration of the handler).
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
@@ -94,6 +131,8 @@ pub struct Request<'a> {
     pub args: &'a [u8],
     /// Capacity of each Write chunk the client offered (DDP results fit there).
     pub write_chunks: &'a [u32],
+    /// The peer and the call's chunks.
+    pub transport: CallTransport,
     /// The backchannel of the connection the call arrived on (server with
     /// `backchannel_credits` > 0; `None` for backward calls a client serves).
     pub(crate) back: Option<&'a BackChannel>,
@@ -245,6 +284,11 @@ impl<'a> ReplyBuilder<'a> {
         }
         self.len += n;
         Ok(())
+    }
+
+    /// The results written so far (DDP items excluded): what a duplicate request cache keeps.
+    pub fn results(&self) -> &[u8] {
+        &self.out[..self.len]
     }
 
     /// Appends raw octets.

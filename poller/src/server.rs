@@ -42,8 +42,8 @@ use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::program::{
-    header_error_reply, serve_inline, DdpItems, Dispatch, Program, Programs, Request, MAX_DDP,
-    SUCCESS_HEADER_LEN,
+    header_error_reply, serve_inline, CallTransport, DdpItems, Dispatch, Program, Programs,
+    Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
 use crate::runtime::{
@@ -212,26 +212,15 @@ impl Server {
             .collect()
     }
 
-    /// The connection counters summed.
+    /// The connection counters summed (gauges too: `credits_granted` is the sum of what every
+    /// connection is granted).
     pub fn totals(&self) -> ConnSnapshot {
         let mut t = ConnSnapshot::default();
         for s in self.connection_stats() {
-            t.calls += s.calls;
-            t.replies += s.replies;
-            t.errors += s.errors;
-            t.bytes_in += s.bytes_in;
-            t.bytes_out += s.bytes_out;
-            t.credits_in_use += s.credits_in_use;
-            t.queued += s.queued;
-            t.connection_losses += s.connection_losses;
-            t.back_calls += s.back_calls;
-            t.back_replies += s.back_replies;
-            t.back_errors += s.back_errors;
-            t.back_retransmits += s.back_retransmits;
-            t.back_in_flight += s.back_in_flight;
-            t.back_queued += s.back_queued;
-            t.sessions_expired += s.sessions_expired;
+            t.accumulate(&s);
         }
+        // Not meaningful summed over connections.
+        t.rdma_version = 0;
         t
     }
 
@@ -273,7 +262,16 @@ pub(crate) struct ServerConn<P: Provider> {
     worker: usize,
     /// The backward direction (RFC 8167), when the server has one.
     back: Option<ServerBack>,
+    /// The requester's address and this connection's id (handed to handlers).
+    peer: std::net::SocketAddr,
+    conn_id: u64,
+    /// A handler answered [`Reject::Disconnect`](crate::Reject::Disconnect): close the
+    /// connection at the end of this round.
+    kick: bool,
 }
+
+/// Source of connection ids (`CallTransport::conn_id`), unique within the process.
+static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<P: Provider> ServerConn<P> {
     /// Accepts `req` on this node (QP on the node's CQ). `None` when anything failed (the
@@ -370,6 +368,7 @@ impl<P: Provider> ServerConn<P> {
         env.stats
             .posted(u64::from(preposted > 0), u64::from(preposted));
         env.qp_created(&qp);
+        let peer = qp.peer_addr();
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
             return None;
@@ -408,6 +407,10 @@ impl<P: Provider> ServerConn<P> {
             stats: w,
             worker: slot as usize,
             back,
+            peer,
+            // Relaxed: a unique number is all that is needed (no data is published with it).
+            conn_id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
+            kick: false,
         })
     }
 
@@ -557,10 +560,15 @@ impl<P: Provider> ServerConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            self.stats.send_invalidates(u64::from(p.invalidates));
             work += 1;
+        }
+        if self.kick {
+            self.stats.kicked();
         }
         if self.drv.broken
             || lost
+            || self.kick
             || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
         {
             self.teardown(env, links, cx, slot);
@@ -633,6 +641,14 @@ impl<P: Provider> ServerConn<P> {
                 Dispatch::Handler(handler) => {
                     let nw = (inc.write_chunks as usize).min(MAX_DDP);
                     let args = stream.get(off..).unwrap_or(&[]);
+                    let transport = CallTransport {
+                        peer: self.peer,
+                        conn_id: self.conn_id,
+                        read_segments: inc.read_segments,
+                        position_zero: inc.position_zero,
+                        reply_chunk: inc.reply_capacity,
+                    };
+                    self.stats.call_chunks(&transport, inc.write_chunks);
                     match (self.shared.opts.mode, links) {
                         (CallbackMode::Worker, Some(l)) => {
                             let mut caps = [0u32; MAX_DDP];
@@ -651,6 +667,7 @@ impl<P: Provider> ServerConn<P> {
                                 args: RawSlice::new(args),
                                 write_caps: caps,
                                 nwrite: nw as u8,
+                                transport,
                                 reply,
                                 base: SUCCESS_HEADER_LEN as u32,
                                 ddp: DdpItems::new(),
@@ -671,6 +688,7 @@ impl<P: Provider> ServerConn<P> {
                                 cred: h.cred,
                                 args,
                                 write_chunks: &inc.write_capacity[..nw],
+                                transport,
                                 back: self.back.as_ref().map(|b| &b.handle),
                             };
                             let (r, ddp) = serve_inline(&**handler, &req, &mut reply);
@@ -705,6 +723,15 @@ impl<P: Provider> ServerConn<P> {
             Ok(n) => (AcceptStat::Success, n),
             Err(crate::program::Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
             Err(crate::program::Reject::SystemErr) => (AcceptStat::SystemErr, 0),
+            Err(crate::program::Reject::Disconnect) => {
+                // No reply: the connection closes at the end of this round and the client
+                // retransmits on its next one. The buffers go back to their pools.
+                self.kick = true;
+                env.cache.put_buf(reply);
+                drop(ddp);
+                let _ = call;
+                return;
+            }
         };
         if stat != AcceptStat::Success {
             self.stats.error();

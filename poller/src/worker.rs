@@ -30,7 +30,7 @@ use rpcrdma_mempool::PoolBuf;
 use crate::backchannel::BackChannel;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::client::{Callback, ClientError, Reply};
-use crate::program::{DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
+use crate::program::{CallTransport, DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
 use crate::ring::{self, Consumer, Producer};
 
 /// Jobs moved per ring operation.
@@ -85,6 +85,7 @@ pub(crate) struct ServeJob {
     pub args: RawSlice,
     pub write_caps: [u32; MAX_DDP],
     pub nwrite: u8,
+    pub transport: CallTransport,
     pub reply: PoolBuf,
     pub base: u32,
     pub ddp: DdpItems,
@@ -131,6 +132,7 @@ impl ServeJob {
             },
             args,
             write_chunks: &self.write_caps[..nw],
+            transport: self.transport,
             back: self.back.as_ref(),
         };
         let base = self.base as usize;

@@ -586,6 +586,8 @@ impl BackResponder {
             write_chunks: 0,
             write_capacity: [0; MAX_WRITE_CHUNKS],
             reply_capacity: None,
+            read_segments: 0,
+            position_zero: false,
         }));
     }
 

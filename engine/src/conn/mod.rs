@@ -812,6 +812,10 @@ pub struct IncomingCall {
     pub write_capacity: [u32; MAX_WRITE_CHUNKS],
     /// Capacity of the Reply chunk, if one was offered.
     pub reply_capacity: Option<u32>,
+    /// Read segments the call carried (its Read chunks, Position Zero included).
+    pub read_segments: u8,
+    /// The call came as RDMA_NOMSG through a Position-Zero Read chunk (a long call).
+    pub position_zero: bool,
 }
 
 /// What the connection reports to the application.

@@ -563,6 +563,8 @@ impl Responder {
             reply_capacity: c
                 .has_reply
                 .then(|| c.reply_capacity().min(u64::from(u32::MAX)) as u32),
+            read_segments: c.nreads,
+            position_zero: c.nomsg,
         }));
     }
 
