@@ -169,6 +169,10 @@ pub struct EndpointConfig {
     pub reply_buffers: usize,
     /// Size of each payload and reply buffer (the largest call arguments or reply).
     pub buffer_size: usize,
+    /// Size of each reply buffer when it differs from `buffer_size` (0: `buffer_size`). A
+    /// server whose DDP payloads are large (1 MiB READs) but whose replies are small keeps
+    /// its reply pool small this way.
+    pub reply_buffer_size: usize,
     /// Worker threads (0: worker mode unavailable).
     pub workers: usize,
     /// Slots of each node-to-worker ring (rounded up to a power of two).
@@ -185,6 +189,7 @@ impl Default for EndpointConfig {
             buffers: 4096,
             reply_buffers: 4096,
             buffer_size: 16 * 1024,
+            reply_buffer_size: 0,
             workers: 0,
             worker_ring: 256,
             hugepages: true,

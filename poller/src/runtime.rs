@@ -206,7 +206,12 @@ impl<P: Provider> Endpoint<P> {
         let access = crate::buf::exposable_access(dev.caps());
         let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages, access)
             .map_err(EndpointError::Memory)?;
-        let replies = BufPool::new(&*pd, cfg.reply_buffers, cfg.buffer_size, hugepages, access)
+        let reply_size = if cfg.reply_buffer_size == 0 {
+            cfg.buffer_size
+        } else {
+            cfg.reply_buffer_size.max(64)
+        };
+        let replies = BufPool::new(&*pd, cfg.reply_buffers, reply_size, hugepages, access)
             .map_err(EndpointError::Memory)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);

@@ -649,6 +649,7 @@ fn endpoint_config(cfg: &RpcConfig, size: usize, buffers: usize, replies: usize)
         buffers,
         reply_buffers: replies,
         buffer_size: size,
+        reply_buffer_size: 0,
         workers: 0,
         worker_ring: 64,
         hugepages: cfg.hugepages,

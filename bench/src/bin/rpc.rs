@@ -68,6 +68,7 @@ fn setup(mode: CallbackMode, version: ProtocolVersion, port: u16) -> Bench {
         buffers: 1024,
         reply_buffers: 1024,
         buffer_size: 4096,
+        reply_buffer_size: 0,
         workers: usize::from(worker),
         worker_ring: 256,
         hugepages: true,

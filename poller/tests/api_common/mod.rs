@@ -53,6 +53,7 @@ pub fn endpoint_config(workers: usize) -> EndpointConfig {
         buffers: 1024,
         reply_buffers: 512,
         buffer_size: 16 * 1024,
+        reply_buffer_size: 0,
         workers,
         worker_ring: 64,
         hugepages: false,

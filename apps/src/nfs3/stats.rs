@@ -1,0 +1,196 @@
+//! Counters of the NFS server: calls per procedure, the shapes of the calls' chunks, the
+//! duplicate request cache, and errors by kind; printed as `nfsd-stat NAME VALUE` lines (at exit,
+//! on SIGUSR1, on demand).
+//!
+//! Normal operation: every handler bumps a few relaxed atomic counters (several reactors or
+//! workers write; `fetch_add` is the only read-modify-write, no lock). Readers take a
+//! [`NfsStats::lines`] snapshot: each counter is exact, the set is not one atomic cut.
+//! Recovery: nothing to recover; counters wrap at 2^64.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use rpcrdma_poller::CallTransport;
+
+use super::types::Nfsstat3;
+
+/// Procedures of NFSv3 (0..=21).
+pub const PROCS: usize = 22;
+
+/// NFSv3 procedure names by number.
+pub const PROC_NAMES: [&str; PROCS] = [
+    "NULL",
+    "GETATTR",
+    "SETATTR",
+    "LOOKUP",
+    "ACCESS",
+    "READLINK",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "MKDIR",
+    "SYMLINK",
+    "MKNOD",
+    "REMOVE",
+    "RMDIR",
+    "RENAME",
+    "LINK",
+    "READDIR",
+    "READDIRPLUS",
+    "FSSTAT",
+    "FSINFO",
+    "PATHCONF",
+    "COMMIT",
+];
+
+/// NFS3ERR_* statuses counted one by one (anything else is counted as `other`).
+const ERRS: [Nfsstat3; 24] = [
+    Nfsstat3::PERM,
+    Nfsstat3::NOENT,
+    Nfsstat3::IO,
+    Nfsstat3::NXIO,
+    Nfsstat3::ACCES,
+    Nfsstat3::EXIST,
+    Nfsstat3::XDEV,
+    Nfsstat3::NOTDIR,
+    Nfsstat3::ISDIR,
+    Nfsstat3::INVAL,
+    Nfsstat3::FBIG,
+    Nfsstat3::NOSPC,
+    Nfsstat3::ROFS,
+    Nfsstat3::MLINK,
+    Nfsstat3::NAMETOOLONG,
+    Nfsstat3::NOTEMPTY,
+    Nfsstat3::STALE,
+    Nfsstat3::BADHANDLE,
+    Nfsstat3::NOT_SYNC,
+    Nfsstat3::BAD_COOKIE,
+    Nfsstat3::NOTSUPP,
+    Nfsstat3::TOOSMALL,
+    Nfsstat3::BADTYPE,
+    Nfsstat3::JUKEBOX,
+];
+
+/// The server's counters.
+#[derive(Debug, Default)]
+pub struct NfsStats {
+    calls: [AtomicU64; PROCS],
+    /// Calls that came with Read chunks (Position Zero included).
+    pub chunk_read: AtomicU64,
+    /// Calls that offered Write chunks.
+    pub chunk_write: AtomicU64,
+    /// Calls that offered a Reply chunk.
+    pub chunk_reply: AtomicU64,
+    /// Position-Zero long calls (RDMA_NOMSG).
+    pub chunk_pz: AtomicU64,
+    /// READ results placed by DDP (into a Write chunk).
+    pub read_ddp: AtomicU64,
+    /// READ results sent inline (no Write chunk offered).
+    pub read_inline: AtomicU64,
+    /// Retransmissions answered from the duplicate request cache.
+    pub drc_hits: AtomicU64,
+    /// Retransmissions that arrived while the first call was still running (JUKEBOX).
+    pub drc_inprogress: AtomicU64,
+    /// Replies the cache stored.
+    pub drc_stored: AtomicU64,
+    /// Replies the cache evicted to stay within its bounds.
+    pub drc_evicted: AtomicU64,
+    /// Connections dropped on purpose (`--drop-every`).
+    pub dropped: AtomicU64,
+    /// Calls answered GARBAGE_ARGS.
+    pub garbage_args: AtomicU64,
+    /// Calls answered SYSTEM_ERR (no buffer for a result, encoding failed).
+    pub system_err: AtomicU64,
+    errs: [AtomicU64; ERRS.len()],
+    err_other: AtomicU64,
+}
+
+#[inline]
+fn inc(c: &AtomicU64) {
+    // Relaxed: a statistic; several threads add, readers want some recent value.
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl NfsStats {
+    /// Counts a call of `proc_num` and the shape of its chunks.
+    pub fn call(&self, proc_num: u32, t: &CallTransport, write_chunks: usize) {
+        if let Some(c) = self.calls.get(proc_num as usize) {
+            inc(c);
+        }
+        if t.read_segments > 0 {
+            inc(&self.chunk_read);
+        }
+        if write_chunks > 0 {
+            inc(&self.chunk_write);
+        }
+        if t.reply_chunk.is_some() {
+            inc(&self.chunk_reply);
+        }
+        if t.position_zero {
+            inc(&self.chunk_pz);
+        }
+    }
+
+    /// Counts a status answered (NFS3_OK is not counted).
+    pub fn status(&self, s: Nfsstat3) {
+        if s == Nfsstat3::OK {
+            return;
+        }
+        match ERRS.iter().position(|e| *e == s) {
+            Some(i) => inc(&self.errs[i]),
+            None => inc(&self.err_other),
+        }
+    }
+
+    /// Bumps one of the public counters.
+    pub fn bump(&self, c: &AtomicU64) {
+        inc(c);
+    }
+
+    /// Calls of procedure `p` so far.
+    pub fn calls(&self, p: u32) -> u64 {
+        self.calls
+            .get(p as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Answers of status `s` so far.
+    pub fn errors(&self, s: Nfsstat3) -> u64 {
+        ERRS.iter()
+            .position(|e| *e == s)
+            .map_or(0, |i| self.errs[i].load(Ordering::Relaxed))
+    }
+
+    /// Every counter as (name, value), in a stable order.
+    pub fn lines(&self) -> Vec<(String, u64)> {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut v = Vec::with_capacity(PROCS + ERRS.len() + 16);
+        let total: u64 = self.calls.iter().map(g).sum();
+        v.push(("calls.total".to_string(), total));
+        for (i, c) in self.calls.iter().enumerate() {
+            v.push((format!("calls.{}", PROC_NAMES[i]), g(c)));
+        }
+        for (n, c) in [
+            ("chunks.read", &self.chunk_read),
+            ("chunks.write", &self.chunk_write),
+            ("chunks.reply", &self.chunk_reply),
+            ("chunks.pz", &self.chunk_pz),
+            ("read.ddp", &self.read_ddp),
+            ("read.inline", &self.read_inline),
+            ("drc.hits", &self.drc_hits),
+            ("drc.inprogress", &self.drc_inprogress),
+            ("drc.stored", &self.drc_stored),
+            ("drc.evicted", &self.drc_evicted),
+            ("conn.dropped", &self.dropped),
+            ("errors.GARBAGE_ARGS", &self.garbage_args),
+            ("errors.SYSTEM_ERR", &self.system_err),
+        ] {
+            v.push((n.to_string(), g(c)));
+        }
+        for (i, e) in ERRS.iter().enumerate() {
+            let name = e.name().trim_start_matches("NFS3ERR_");
+            v.push((format!("errors.{name}"), g(&self.errs[i])));
+        }
+        v.push(("errors.other".to_string(), g(&self.err_other)));
+        v
+    }
+}
