@@ -1,0 +1,192 @@
+//! `rpcrdma-nfsd`: an NFSv3 server over RPC-over-RDMA (RFC 8166 / RFC 8267) with MOUNT v3 over
+//! TCP, for the Linux kernel NFS client (`mount -t nfs -o vers=3,proto=rdma`). docs/nfs-server.md.
+//!
+//! Normal operation: starts the daemon ([`rpcrdma_apps::nfs3::daemon`]) on the RDMA device
+//! that owns `--bind`, prints `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND`,
+//! then waits: SIGUSR1 (or `--stats-interval`) prints the counters as `nfsd-stat NAME VALUE`
+//! lines; SIGTERM or SIGINT prints them, unregisters from rpcbind and exits 0.
+//!
+//! Recovery: a bad command line or a failure to start prints why and exits 2 or 1.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static DUMP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    // Relaxed: read by the main loop's polling load; only a flag crosses.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    // Relaxed: as above.
+    DUMP.store(true, Ordering::Relaxed);
+}
+
+fn install_signals() {
+    let stop = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    let usr1 = on_usr1 as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handlers only store to atomics (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGTERM, stop);
+        libc::signal(libc::SIGINT, stop);
+        libc::signal(libc::SIGUSR1, usr1);
+    }
+}
+
+const USAGE: &str = "usage: rpcrdma-nfsd [options]
+  --provider rdma         verbs provider (rdma: kernel verbs; needs --features rdma)
+  --bind IP               address whose RDMA device serves (and MOUNT listens on) [0.0.0.0]
+  --port P                NFS/RDMA port [20049]
+  --mount-port P          MOUNT v3 TCP port [20048]; 0: any
+  --no-mount              no MOUNT service
+  --export PATH           exported path [/export]
+  --backend memory|dir:PATH  store [memory]
+  --reactors N            reactor threads [1]
+  --workers N             worker threads of the dir backend [2]
+  --pin                   pin reactors to cores
+  --credits N             credits granted per connection [64]
+  --max-io BYTES          rtmax / wtmax [1048576]
+  --buffers N             READ DDP buffers of max-io octets [96]
+  --memory-capacity BYTES memory backend capacity [1073741824]
+  --drop-every N          drop the connection instead of answering every Nth
+                          non-idempotent call (fault injection) [0: never]
+  --no-rpcbind            do not register with rpcbind
+  --no-hugepages          do not back pools with hugepages
+  --stats-interval S      print the counters every S seconds [0: on SIGUSR1 and at exit]";
+
+struct Cli {
+    provider: String,
+    opts: DaemonOptions,
+    stats_interval: u64,
+}
+
+fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
+    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+    v.parse()
+        .map_err(|_| format!("{flag}: not a valid number: {v:?}"))
+}
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
+    let mut o = DaemonOptions::default();
+    let mut provider = "rdma".to_string();
+    let mut bind = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    let (mut port, mut mport, mut mount) = (NFS_RDMA_PORT, 20048u16, true);
+    let mut stats_interval = 0;
+    let mut it = args;
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--provider" => provider = it.next().ok_or("--provider needs a value")?,
+            "--bind" => {
+                let v = it.next().ok_or("--bind needs an address")?;
+                bind = v.parse().map_err(|_| format!("--bind: bad address {v:?}"))?;
+            }
+            "--port" => port = num(&a, it.next())?,
+            "--mount-port" => mport = num(&a, it.next())?,
+            "--no-mount" => mount = false,
+            "--export" => o.export = it.next().ok_or("--export needs a path")?,
+            "--backend" => o.backend = it.next().ok_or("--backend needs a value")?.parse()?,
+            "--reactors" => o.reactors = num(&a, it.next())?,
+            "--workers" => o.workers = num(&a, it.next())?,
+            "--pin" => o.pin = true,
+            "--credits" => o.credits = num(&a, it.next())?,
+            "--max-io" => o.max_io = num(&a, it.next())?,
+            "--buffers" => o.buffers = num(&a, it.next())?,
+            "--memory-capacity" => o.memory_capacity = num(&a, it.next())?,
+            "--drop-every" => o.drop_every = num(&a, it.next())?,
+            "--no-rpcbind" => o.rpcbind = false,
+            "--no-hugepages" => o.hugepages = false,
+            "--stats-interval" => stats_interval = num(&a, it.next())?,
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {a:?}")),
+        }
+    }
+    if !o.export.starts_with('/') {
+        return Err(format!("--export must be an absolute path, got {:?}", o.export));
+    }
+    o.nfs = SocketAddr::new(bind, port);
+    o.mount = mount.then_some(SocketAddr::new(bind, mport));
+    Ok(Cli {
+        provider,
+        opts: o,
+        stats_interval,
+    })
+}
+
+fn main() {
+    let cli = match parse(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("rpcrdma-nfsd: {e}");
+            }
+            eprintln!("{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    install_signals();
+    let r = match cli.provider.as_str() {
+        "rdma" => run_rdma(&cli),
+        p => Err(format!(
+            "--provider {p}: the server needs real RDMA (rdma); the software provider is \
+             in-process only (cargo test -p rpcrdma-apps --test nfsd)"
+        )),
+    };
+    if let Err(e) = r {
+        eprintln!("rpcrdma-nfsd: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(feature = "rdma")]
+fn run_rdma(cli: &Cli) -> Result<(), String> {
+    use rpcrdma_engine::verbs::rdma::Rdma;
+    let dev = rpcrdma_apps::perf::rdma_dev::open(cli.opts.nfs.ip(), None, None)
+        .map_err(|e| format!("opening the RDMA device of {}: {e}", cli.opts.nfs.ip()))?;
+    let mut d = rpcrdma_apps::nfs3::daemon::Daemon::<Rdma>::start(dev, &cli.opts)?;
+    serve(cli, &mut d)
+}
+
+#[cfg(not(feature = "rdma"))]
+fn run_rdma(_: &Cli) -> Result<(), String> {
+    Err("built without the rdma provider: cargo build --release -p rpcrdma-apps --features \
+         rdma --bin rpcrdma-nfsd"
+        .into())
+}
+
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+fn serve<P: rpcrdma_engine::verbs::Provider>(
+    cli: &Cli,
+    d: &mut rpcrdma_apps::nfs3::daemon::Daemon<P>,
+) -> Result<(), String> {
+    let mount = d
+        .mount_addr()
+        .map_or_else(|| "none".to_string(), |a| a.to_string());
+    let kind = match &cli.opts.backend {
+        Backend::Memory => "memory".to_string(),
+        Backend::Dir(p) => format!("dir:{}", p.display()),
+    };
+    println!(
+        "rpcrdma-nfsd: ready nfs={} mount={mount} backend={kind}",
+        d.nfs_addr()
+    );
+    let mut last = Instant::now();
+    // Relaxed: flags set by the signal handlers (see there).
+    while !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        let due = cli.stats_interval > 0
+            && last.elapsed() >= Duration::from_secs(cli.stats_interval);
+        if DUMP.swap(false, Ordering::Relaxed) || due {
+            last = Instant::now();
+            print!("{}", d.counters_text());
+        }
+    }
+    print!("{}", d.counters_text());
+    d.stop();
+    println!("rpcrdma-nfsd: stopped");
+    Ok(())
+}
