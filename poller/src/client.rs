@@ -1602,10 +1602,10 @@ impl<P: Provider> ClientConn<P> {
             let mut ni = 0;
             let mut bytes = u64::from(rec.hdr_len) + args.len as u64;
             for k in 0..args.ddp.len() {
-                if let Some((at, len, b)) = args.ddp.get(k) {
+                if let Some((at, len, buf)) = args.ddp.get(k) {
                     items[ni] = DdpItem {
                         at: rec.hdr_len + at,
-                        buf: local_buf(b, len as usize),
+                        buf,
                     };
                     bytes += u64::from(len);
                     ni += 1;

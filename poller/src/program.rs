@@ -152,8 +152,37 @@ impl<'a> Request<'a> {
 /// holds it (kept until the reply's Send completes).
 #[derive(Debug, Default)]
 pub struct DdpItems {
-    pub(crate) items: [Option<(u32, u32, PoolBuf)>; MAX_DDP],
+    pub(crate) items: [Option<(u32, u32, DdpBuf)>; MAX_DDP],
     pub(crate) n: usize,
+}
+
+/// Where a DDP item's octets are: a buffer the item owns, or a range of a buffer shared with
+/// its owner (a store that keeps file data in registered memory), kept alive until the Send
+/// that carries the item completes.
+#[derive(Debug)]
+pub(crate) enum DdpBuf {
+    /// The item owns the buffer.
+    Owned(PoolBuf),
+    /// The item holds a reference; its octets start at this offset.
+    Shared(Arc<PoolBuf>, u32),
+}
+
+impl DdpBuf {
+    /// The registered memory of the first `len` octets of the item.
+    pub(crate) fn local(&self, len: u32) -> rpcrdma_engine::conn::LocalBuf {
+        match self {
+            DdpBuf::Owned(b) => crate::buf::local_buf(b, len as usize),
+            DdpBuf::Shared(b, off) => {
+                let e = b.entry();
+                let off = (*off).min(e.len);
+                rpcrdma_engine::conn::LocalBuf::new(
+                    e.addr + u64::from(off),
+                    len.min(e.len - off),
+                    e.lkey,
+                )
+            }
+        }
+    }
 }
 
 impl DdpItems {
@@ -180,12 +209,12 @@ impl DdpItems {
         self.n = 0;
     }
 
-    /// The item at `i`: offset in the stream, length, buffer.
-    pub(crate) fn get(&self, i: usize) -> Option<(u32, u32, &PoolBuf)> {
+    /// The item at `i`: offset in the stream, length, its registered memory.
+    pub(crate) fn get(&self, i: usize) -> Option<(u32, u32, rpcrdma_engine::conn::LocalBuf)> {
         self.items
             .get(i)?
             .as_ref()
-            .map(|(at, len, b)| (*at, *len, b))
+            .map(|(at, len, b)| (*at, *len, b.local(*len)))
     }
 
     /// The items as the engine takes them, each offset moved by `base` (the octets that
@@ -200,11 +229,8 @@ impl DdpItems {
         }; MAX_DDP];
         let mut n = 0;
         let mut bytes = 0u64;
-        for (at, len, b) in (0..self.len()).filter_map(|k| self.get(k)) {
-            items[n] = rpcrdma_engine::conn::DdpItem {
-                at: base + at,
-                buf: crate::buf::local_buf(b, len as usize),
-            };
+        for (at, len, buf) in (0..self.len()).filter_map(|k| self.get(k)) {
+            items[n] = rpcrdma_engine::conn::DdpItem { at: base + at, buf };
             bytes += u64::from(len);
             n += 1;
         }
@@ -215,7 +241,22 @@ impl DdpItems {
         if self.n >= MAX_DDP || at % 4 != 0 {
             return Err(buf);
         }
-        self.items[self.n] = Some((at, len, buf));
+        self.items[self.n] = Some((at, len, DdpBuf::Owned(buf)));
+        self.n += 1;
+        Ok(())
+    }
+
+    pub(crate) fn push_shared(
+        &mut self,
+        at: u32,
+        len: u32,
+        buf: Arc<PoolBuf>,
+        off: u32,
+    ) -> Result<(), Arc<PoolBuf>> {
+        if self.n >= MAX_DDP || at % 4 != 0 {
+            return Err(buf);
+        }
+        self.items[self.n] = Some((at, len, DdpBuf::Shared(buf, off)));
         self.n += 1;
         Ok(())
     }
@@ -328,6 +369,30 @@ impl<'a> ReplyBuilder<'a> {
         }
         self.ddp
             .push(at as u32, len as u32, buf)
+            .map_err(|b| (BuildError::TooManyItems, b))
+    }
+}
+
+impl ReplyBuilder<'_> {
+    /// As [`ReplyBuilder::ddp`], for `len` octets at `off` in a buffer shared with its owner
+    /// (zero copy from a store that keeps data in registered buffers). The item holds a
+    /// reference until the reply's Send completes; the owner must not change those octets
+    /// meanwhile (copy on write: replace a buffer whose `Arc` is shared instead of writing
+    /// into it). A range past the buffer's end is cut to it.
+    pub fn ddp_shared(
+        &mut self,
+        buf: Arc<PoolBuf>,
+        off: usize,
+        len: usize,
+    ) -> Result<(), (BuildError, Arc<PoolBuf>)> {
+        let off = off.min(buf.len());
+        let len = len.min(buf.len() - off);
+        let at = self.base as usize + self.len;
+        if at > u32::MAX as usize {
+            return Err((BuildError::Full, buf));
+        }
+        self.ddp
+            .push_shared(at as u32, len as u32, buf, off as u32)
             .map_err(|b| (BuildError::TooManyItems, b))
     }
 }

@@ -1,0 +1,329 @@
+//! A small NFSv3 client on the engine's public [`Client`] API: what the in-process tests and
+//! tools use to drive [`super::server`] over the software provider (our own requester, with
+//! the same chunk shapes the Linux client uses: WRITE data as a Read chunk, READ data into a
+//! Write chunk, large listings through the Reply chunk).
+//!
+//! Normal operation: each method encodes its arguments with [`super::proto`], calls, and
+//! decodes the results; a non-OK status comes back as [`NfsError::Status`]. Recovery: the
+//! transport errors of [`Client`] ([`NfsError::Rpc`]) and undecodable replies
+//! ([`NfsError::Decode`]) are returned, never panicked on.
+
+use rpcrdma_engine::xdr::XdrWriter;
+use rpcrdma_poller::{CallArgs, Client, ClientError, Reply};
+
+use super::proto::{
+    self, decode_readdir_res, decode_res, encode_args, encode_write_head, proc3, Args3,
+    DecodeError, FsInfo, OwnedDirEntry, Res3,
+};
+use super::types::{CreateHow, Fattr3, Fh, Nfsstat3, Sattr3, StableHow};
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NfsError {
+    /// The RPC failed (transport, RPC-level reject).
+    Rpc(ClientError),
+    /// The reply did not decode.
+    Decode(DecodeError),
+    /// The server answered this NFS3ERR_* status.
+    Status(Nfsstat3),
+    /// No buffer was free.
+    NoBuffer,
+}
+
+impl From<ClientError> for NfsError {
+    fn from(e: ClientError) -> NfsError {
+        NfsError::Rpc(e)
+    }
+}
+
+impl From<DecodeError> for NfsError {
+    fn from(e: DecodeError) -> NfsError {
+        NfsError::Decode(e)
+    }
+}
+
+/// Result of a client call.
+pub type NfsResult<T> = Result<T, NfsError>;
+
+/// An NFSv3 client over one RPC-over-RDMA connection.
+pub struct NfsClient {
+    c: Client,
+}
+
+fn fail<T, U>(r: Result<T, (Nfsstat3, U)>) -> NfsResult<T> {
+    r.map_err(|(s, _)| NfsError::Status(s))
+}
+
+impl NfsClient {
+    /// Wraps a connected client.
+    pub fn new(c: Client) -> NfsClient {
+        NfsClient { c }
+    }
+
+    /// The underlying RPC client.
+    pub fn rpc(&self) -> &Client {
+        &self.c
+    }
+
+    fn args(&self) -> NfsResult<CallArgs> {
+        self.c.args().ok_or(NfsError::NoBuffer)
+    }
+
+    /// Calls `proc_num` with already-encoded arguments.
+    pub fn call_raw(&self, proc_num: u32, bytes: &[u8]) -> NfsResult<Reply> {
+        let mut a = self.args()?;
+        a.put(bytes).map_err(|_| NfsError::NoBuffer)?;
+        Ok(self
+            .c
+            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc_num, a)?)
+    }
+
+    /// Calls with `args` encoded inline.
+    pub fn call(&self, proc_num: u32, args: &Args3<'_>) -> NfsResult<Reply> {
+        let mut a = self.args()?;
+        let n = {
+            let mut w = XdrWriter::new(a.space());
+            encode_args(&mut w, args).map_err(|_| NfsError::NoBuffer)?;
+            w.finish()
+        };
+        a.advance(n).map_err(|_| NfsError::NoBuffer)?;
+        Ok(self
+            .c
+            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc_num, a)?)
+    }
+
+    /// GETATTR.
+    pub fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3> {
+        let r = self.call(proc3::GETATTR, &Args3::Getattr { fh: *fh })?;
+        match decode_res(proc3::GETATTR, r.results())? {
+            Res3::Getattr(a) => a.map_err(NfsError::Status),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::GETATTR))),
+        }
+    }
+
+    /// LOOKUP: the handle of `name` in `dir`.
+    pub fn lookup(&self, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
+        let r = self.call(proc3::LOOKUP, &Args3::Lookup { dir: *dir, name })?;
+        match decode_res(proc3::LOOKUP, r.results())? {
+            Res3::Lookup(x) => fail(x).map(|(fh, _, _)| fh),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::LOOKUP))),
+        }
+    }
+
+    /// CREATE, MKDIR, SYMLINK: the new object's handle.
+    fn made(&self, proc_num: u32, args: &Args3<'_>) -> NfsResult<Fh> {
+        let r = self.call(proc_num, args)?;
+        match decode_res(proc_num, r.results())? {
+            Res3::Create(x) => {
+                fail(x).and_then(|(fh, _, _)| fh.ok_or(NfsError::Status(Nfsstat3::SERVERFAULT)))
+            }
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc_num))),
+        }
+    }
+
+    /// CREATE.
+    pub fn create(&self, dir: &Fh, name: &[u8], how: CreateHow) -> NfsResult<Fh> {
+        self.made(
+            proc3::CREATE,
+            &Args3::Create {
+                dir: *dir,
+                name,
+                how,
+            },
+        )
+    }
+
+    /// MKDIR.
+    pub fn mkdir(&self, dir: &Fh, name: &[u8], attr: Sattr3) -> NfsResult<Fh> {
+        self.made(
+            proc3::MKDIR,
+            &Args3::Mkdir {
+                dir: *dir,
+                name,
+                attr,
+            },
+        )
+    }
+
+    /// SYMLINK.
+    pub fn symlink(&self, dir: &Fh, name: &[u8], target: &[u8]) -> NfsResult<Fh> {
+        self.made(
+            proc3::SYMLINK,
+            &Args3::Symlink {
+                dir: *dir,
+                name,
+                attr: Sattr3::default(),
+                target,
+            },
+        )
+    }
+
+    /// The status of a call whose result is only a status and wcc data (REMOVE, RMDIR,
+    /// RENAME, LINK, SETATTR).
+    pub fn status(&self, proc_num: u32, args: &Args3<'_>) -> NfsResult<()> {
+        let r = self.call(proc_num, args)?;
+        let s = match decode_res(proc_num, r.results())? {
+            Res3::Setattr(s, _) | Res3::Remove(s, _) | Res3::Rename(s, _, _) => s,
+            Res3::Link(s, _, _) => s,
+            _ => return Err(NfsError::Decode(DecodeError::UnknownProc(proc_num))),
+        };
+        if s == Nfsstat3::OK {
+            Ok(())
+        } else {
+            Err(NfsError::Status(s))
+        }
+    }
+
+    /// WRITE: the data goes as a Read chunk (DDP) when `ddp`, inline otherwise. Returns the
+    /// count written, how stable it is and the write verifier.
+    pub fn write(
+        &self,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+        ddp: bool,
+    ) -> NfsResult<(u32, StableHow, [u8; 8])> {
+        let r = if ddp {
+            let mut a = self.args()?;
+            let mut b = self.c.buffer().ok_or(NfsError::NoBuffer)?;
+            let buf = b.get_mut(..data.len()).ok_or(NfsError::NoBuffer)?;
+            buf.copy_from_slice(data);
+            let n = {
+                let mut w = XdrWriter::new(a.space());
+                encode_write_head(&mut w, fh, offset, data.len() as u32, stable, data.len() as u32)
+                    .map_err(|_| NfsError::NoBuffer)?;
+                w.finish()
+            };
+            a.advance(n).map_err(|_| NfsError::NoBuffer)?;
+            a.ddp(b, data.len()).map_err(|_| NfsError::NoBuffer)?;
+            self.c
+                .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc3::WRITE, a)?
+        } else {
+            self.call(
+                proc3::WRITE,
+                &Args3::Write {
+                    fh: *fh,
+                    offset,
+                    count: data.len() as u32,
+                    stable,
+                    data,
+                },
+            )?
+        };
+        match decode_res(proc3::WRITE, r.results())? {
+            Res3::Write(x) => fail(x).map(|(_, n, s, v)| (n, s, v)),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::WRITE))),
+        }
+    }
+
+    /// READ: into a Write chunk (DDP) when `ddp`, inline otherwise. Returns the data and eof.
+    pub fn read(&self, fh: &Fh, offset: u64, count: u32, ddp: bool) -> NfsResult<(Vec<u8>, bool)> {
+        let mut a = self.args()?;
+        let n = {
+            let mut w = XdrWriter::new(a.space());
+            encode_args(
+                &mut w,
+                &Args3::Read {
+                    fh: *fh,
+                    offset,
+                    count,
+                },
+            )
+            .map_err(|_| NfsError::NoBuffer)?;
+            w.finish()
+        };
+        a.advance(n).map_err(|_| NfsError::NoBuffer)?;
+        if ddp {
+            let b = self.c.buffer().ok_or(NfsError::NoBuffer)?;
+            a.receptacle(b).map_err(|_| NfsError::NoBuffer)?;
+        } else {
+            a.expect_reply(count as usize + 256);
+        }
+        let r = self
+            .c
+            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc3::READ, a)?;
+        match decode_res(proc3::READ, r.results())? {
+            Res3::Read(x) => {
+                let (_, cnt, eof, inline) = fail(x)?;
+                let data = match r.receptacle(0) {
+                    Some(d) if ddp => d.to_vec(),
+                    _ => inline.to_vec(),
+                };
+                if data.len() != cnt as usize {
+                    return Err(NfsError::Status(Nfsstat3::SERVERFAULT));
+                }
+                Ok((data, eof))
+            }
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::READ))),
+        }
+    }
+
+    /// READDIR or READDIRPLUS of one page.
+    pub fn readdir_page(
+        &self,
+        dir: &Fh,
+        cookie: u64,
+        verf: [u8; 8],
+        count: u32,
+        plus: bool,
+    ) -> NfsResult<proto::ReaddirRes> {
+        let (p, args) = if plus {
+            (
+                proc3::READDIRPLUS,
+                Args3::Readdirplus {
+                    dir: *dir,
+                    cookie,
+                    verf,
+                    dircount: count,
+                    maxcount: count,
+                },
+            )
+        } else {
+            (
+                proc3::READDIR,
+                Args3::Readdir {
+                    dir: *dir,
+                    cookie,
+                    verf,
+                    count,
+                },
+            )
+        };
+        let r = self.call(p, &args)?;
+        let d = decode_readdir_res(r.results(), plus)?;
+        if d.status != Nfsstat3::OK {
+            return Err(NfsError::Status(d.status));
+        }
+        Ok(d)
+    }
+
+    /// Every entry of `dir`, page by page (`count` octets each).
+    pub fn readdir_all(&self, dir: &Fh, count: u32, plus: bool) -> NfsResult<Vec<OwnedDirEntry>> {
+        let (mut cookie, mut verf, mut all) = (0u64, [0u8; 8], Vec::new());
+        loop {
+            let page = self.readdir_page(dir, cookie, verf, count, plus)?;
+            verf = page.verf;
+            if let Some(last) = page.entries.last() {
+                cookie = last.cookie;
+            }
+            let empty = page.entries.is_empty();
+            all.extend(page.entries);
+            if page.eof {
+                return Ok(all);
+            }
+            if empty {
+                return Err(NfsError::Status(Nfsstat3::SERVERFAULT));
+            }
+        }
+    }
+
+    /// FSINFO.
+    pub fn fsinfo(&self, fh: &Fh) -> NfsResult<FsInfo> {
+        let r = self.call(proc3::FSINFO, &Args3::Fsinfo { fh: *fh })?;
+        match decode_res(proc3::FSINFO, r.results())? {
+            Res3::Fsinfo(x) => fail(x).map(|(_, f)| f),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::FSINFO))),
+        }
+    }
+}
