@@ -56,8 +56,7 @@ pub trait Store: Send + Sync + 'static {
     /// Writes `data` at `offset`; returns how stable the data is now (at least `stable`).
     /// FBIG when `offset + len` overflows or passes the store's largest file, NOSPC when the
     /// store is full.
-    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow)
-        -> NfsResult<StableHow>;
+    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow) -> NfsResult<StableHow>;
 
     /// Makes every earlier UNSTABLE write of `fh` stable.
     fn commit(&self, fh: &Fh) -> NfsResult<()>;
