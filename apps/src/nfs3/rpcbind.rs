@@ -33,6 +33,8 @@ pub const RPCBPROC_SET: u32 = 1;
 pub const RPCBPROC_UNSET: u32 = 2;
 /// RPCBPROC_GETADDR: `string RPCBPROC_GETADDR(rpcb)`.
 pub const RPCBPROC_GETADDR: u32 = 3;
+/// RPCBPROC_DUMP: `rpcblist_ptr RPCBPROC_DUMP(void)`.
+pub const RPCBPROC_DUMP: u32 = 4;
 /// rpcbind's well-known port.
 pub const RPCBIND_PORT: u16 = 111;
 
@@ -194,7 +196,9 @@ pub fn getaddr(prog: u32, vers: u32, netid: &str) -> io::Result<Option<String>> 
 
 /// RPCBPROC_GETADDR (version 4) at `rpcbind`: the universal address, `None` when rpcbind answers
 /// the empty string (not registered). Version 4 GETADDR may answer the address of another
-/// version of the program when the one asked for is not registered (RFC 1833).
+/// version of the program when the one asked for is not registered (RFC 1833), and the Linux
+/// rpcbind looks the program up under the netid of the transport the question came in on (here
+/// "tcp"), not under `netid`: use [`dump_at`] to see registrations of other netids ("rdma").
 pub fn getaddr_at(
     rpcbind: SocketAddr,
     prog: u32,
@@ -208,6 +212,56 @@ pub fn getaddr_at(
         .get_opaque(MAX_UADDR)
         .map_err(|e| bad_reply("GETADDR reply", e))?;
     Ok((!a.is_empty()).then(|| String::from_utf8_lossy(a).into_owned()))
+}
+
+/// One mapping as RPCBPROC_DUMP lists it (an RFC 1833 `rpcb`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcbMapping {
+    /// Program number.
+    pub prog: u32,
+    /// Program version.
+    pub vers: u32,
+    /// Network id.
+    pub netid: String,
+    /// Universal address.
+    pub addr: String,
+    /// Owner as rpcbind recorded it.
+    pub owner: String,
+}
+
+/// Decodes an `rpcblist_ptr` (the result of RPCBPROC_DUMP). Strings above 1024 octets are
+/// refused; the list's length is bounded by the input.
+pub fn decode_rpcblist(b: &[u8]) -> Result<Vec<RpcbMapping>, XdrError> {
+    let mut r = XdrReader::new(b);
+    let mut out = Vec::new();
+    while r.get_optional()? {
+        let prog = r.get_u32()?;
+        let vers = r.get_u32()?;
+        let mut s = || -> Result<String, XdrError> {
+            Ok(String::from_utf8_lossy(r.get_opaque(MAX_UADDR)?).into_owned())
+        };
+        let (netid, addr, owner) = (s()?, s()?, s()?);
+        out.push(RpcbMapping {
+            prog,
+            vers,
+            netid,
+            addr,
+            owner,
+        });
+    }
+    Ok(out)
+}
+
+/// RPCBPROC_DUMP (version 4) at the local rpcbind; see [`dump_at`].
+pub fn dump() -> io::Result<Vec<RpcbMapping>> {
+    dump_at(local_rpcbind())
+}
+
+/// RPCBPROC_DUMP (version 4) at `rpcbind`: every registered mapping.
+pub fn dump_at(rpcbind: SocketAddr) -> io::Result<Vec<RpcbMapping>> {
+    let mut c = RpcClient::connect(rpcbind, CONNECT_TIMEOUT, IO_TIMEOUT)?;
+    let res = c.call(RPCBIND_PROG, RPCBVERS4, RPCBPROC_DUMP, &[])?;
+    decode_rpcblist(&res).map_err(|e| bad_reply("DUMP reply", e))
 }
 
 #[cfg(test)]
@@ -255,6 +309,15 @@ mod tests {
         }
 
         fn call(&self, _: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+            if proc_num == RPCBPROC_DUMP {
+                for ((prog, vers, netid), addr) in lock(&self.map).iter() {
+                    out.put_bool(true);
+                    out.0
+                        .extend(encode_rpcb(*prog, *vers, netid, addr, "unknown"));
+                }
+                out.put_bool(false);
+                return AcceptStat::Success;
+            }
             let Ok((prog, vers, netid, addr, owner)) = decode_rpcb(args) else {
                 return AcceptStat::GarbageArgs;
             };
@@ -471,25 +534,56 @@ mod tests {
     /// must fail fast with ConnectionRefused.
     #[test]
     fn accepts_system_rpcbind_when_running() {
-        let entry = RpcbEntry {
-            prog: 0x2000_0000 + std::process::id() % 0x1000,
+        let prog = 0x2000_0000 + std::process::id() % 0x1000;
+        let tcp = RpcbEntry {
+            prog,
             vers: 3,
             netid: "tcp".into(),
             addr: "127.0.0.1:20048".parse().unwrap(),
         };
+        let rdma = RpcbEntry {
+            netid: "rdma".into(),
+            addr: "10.0.2.15:20049".parse().unwrap(),
+            ..tcp.clone()
+        };
         let t0 = Instant::now();
-        match register(std::slice::from_ref(&entry)) {
+        match register(&[tcp.clone(), rdma.clone()]) {
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 assert!(t0.elapsed() < Duration::from_millis(1500));
                 eprintln!("skipped: no rpcbind listening on 127.0.0.1:111");
             }
             Err(e) => panic!("rpcbind on 127.0.0.1:111 refused the registration: {e}"),
             Ok(reg) => {
-                let got = getaddr(entry.prog, 3, "tcp").unwrap();
+                let got = getaddr(prog, 3, "tcp").unwrap();
                 assert_eq!(got.as_deref(), Some("127.0.0.1.78.80"));
+                let mine = |d: Vec<RpcbMapping>| -> Vec<(String, String)> {
+                    d.into_iter()
+                        .filter(|m| m.prog == prog)
+                        .map(|m| (m.netid, m.addr))
+                        .collect()
+                };
+                let listed = mine(dump().unwrap());
+                assert!(listed.contains(&("rdma".into(), "10.0.2.15.78.81".into())));
+                assert_eq!(listed.len(), 2, "{listed:?}");
+                // Registering again over a live registration works (UNSET first).
+                let again = register(std::slice::from_ref(&rdma)).unwrap();
+                std::mem::forget(again);
                 reg.unregister();
-                assert_eq!(getaddr(entry.prog, 3, "tcp").unwrap(), None);
+                assert_eq!(getaddr(prog, 3, "tcp").unwrap(), None);
+                assert_eq!(mine(dump().unwrap()), []);
             }
         }
+    }
+
+    #[test]
+    fn rejects_malformed_dump_lists() {
+        assert_eq!(decode_rpcblist(&[0, 0, 0, 0]).unwrap(), []);
+        assert!(decode_rpcblist(&[0, 0, 0, 1, 0, 0, 0, 1]).is_err());
+        assert!(decode_rpcblist(&[0, 0, 0, 2]).is_err());
+        let mut b = vec![0, 0, 0, 1];
+        b.extend(encode_rpcb(1, 2, "tcp", "a", "b"));
+        assert!(decode_rpcblist(&b).is_err(), "list without its end");
+        b.extend([0, 0, 0, 0]);
+        assert_eq!(decode_rpcblist(&b).unwrap()[0].netid, "tcp");
     }
 }
