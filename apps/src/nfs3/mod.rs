@@ -13,4 +13,7 @@
 //! cache answers what already ran.
 
 pub mod fs;
+pub mod mount;
+pub mod rpcbind;
+pub mod tcp_rpc;
 pub mod types;
