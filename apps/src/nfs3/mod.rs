@@ -12,5 +12,9 @@
 //! names. A client that loses its connection reconnects and retransmits; the duplicate request
 //! cache answers what already ran.
 
+pub mod dir;
 pub mod fs;
+pub mod memory;
+#[cfg(test)]
+mod store_tests;
 pub mod types;
