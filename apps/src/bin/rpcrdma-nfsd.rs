@@ -83,7 +83,9 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
             "--provider" => provider = it.next().ok_or("--provider needs a value")?,
             "--bind" => {
                 let v = it.next().ok_or("--bind needs an address")?;
-                bind = v.parse().map_err(|_| format!("--bind: bad address {v:?}"))?;
+                bind = v
+                    .parse()
+                    .map_err(|_| format!("--bind: bad address {v:?}"))?;
             }
             "--port" => port = num(&a, it.next())?,
             "--mount-port" => mport = num(&a, it.next())?,
@@ -106,7 +108,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
         }
     }
     if !o.export.starts_with('/') {
-        return Err(format!("--export must be an absolute path, got {:?}", o.export));
+        return Err(format!(
+            "--export must be an absolute path, got {:?}",
+            o.export
+        ));
     }
     o.nfs = SocketAddr::new(bind, port);
     o.mount = mount.then_some(SocketAddr::new(bind, mport));
@@ -153,9 +158,11 @@ fn run_rdma(cli: &Cli) -> Result<(), String> {
 
 #[cfg(not(feature = "rdma"))]
 fn run_rdma(_: &Cli) -> Result<(), String> {
-    Err("built without the rdma provider: cargo build --release -p rpcrdma-apps --features \
+    Err(
+        "built without the rdma provider: cargo build --release -p rpcrdma-apps --features \
          rdma --bin rpcrdma-nfsd"
-        .into())
+            .into(),
+    )
 }
 
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
@@ -178,8 +185,8 @@ fn serve<P: rpcrdma_engine::verbs::Provider>(
     // Relaxed: flags set by the signal handlers (see there).
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
-        let due = cli.stats_interval > 0
-            && last.elapsed() >= Duration::from_secs(cli.stats_interval);
+        let due =
+            cli.stats_interval > 0 && last.elapsed() >= Duration::from_secs(cli.stats_interval);
         if DUMP.swap(false, Ordering::Relaxed) || due {
             last = Instant::now();
             print!("{}", d.counters_text());

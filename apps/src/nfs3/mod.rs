@@ -12,8 +12,12 @@
 //! names. A client that loses its connection reconnects and retransmits; the duplicate request
 //! cache answers what already ran.
 
+pub mod dir;
 pub mod fs;
+pub mod memory;
 pub mod mount;
 pub mod rpcbind;
+#[cfg(test)]
+mod store_tests;
 pub mod tcp_rpc;
 pub mod types;

@@ -1,0 +1,165 @@
+//! The directory store's file handles and its cache of open descriptors.
+//!
+//! Handle layout (at most 64 octets): `"RD"`, version 1, a zero octet, the export tag (4
+//! octets: a hash of the export root's kernel handle, so a handle from another export on the
+//! same file system is STALE here), the kernel handle type (i32, big endian), then the kernel
+//! handle octets (`name_to_handle_at`; at most [`MAX_KERNEL`]). The kernel handle names the
+//! inode and its generation, so handles survive server restarts and go STALE when the file
+//! is removed.
+//!
+//! Normal operation: [`FdCache`] keeps up to [`CACHE_CAP`] descriptors opened with
+//! `open_by_handle_at`, keyed by handle, oldest evicted first; descriptors are shared
+//! (`Arc`) so an eviction never closes one in use. Recovery: entries of removed objects are
+//! dropped when they are seen with no links ([`FdCache::forget`]), so their space is freed.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use super::super::types::{Fh, NfsResult, Nfsstat3, FHSIZE};
+use super::sys::KernelHandle;
+
+/// Handle magic.
+const MAGIC: [u8; 2] = *b"RD";
+/// Handle layout version.
+const VERSION: u8 = 1;
+/// Octets before the kernel handle.
+const HDR: usize = 12;
+/// Longest kernel handle a [`Fh`] carries.
+pub(super) const MAX_KERNEL: usize = FHSIZE - HDR;
+/// Descriptors kept open.
+pub(super) const CACHE_CAP: usize = 256;
+
+/// The export tag of an export whose root has kernel handle `root` (FNV-1a).
+pub(super) fn export_tag(root: &KernelHandle) -> [u8; 4] {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in root.htype().to_be_bytes().iter().chain(root.bytes()) {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h.to_be_bytes()
+}
+
+/// The NFS handle for kernel handle `kh` in the export tagged `tag`; `None` when too long.
+pub(super) fn encode(tag: [u8; 4], kh: &KernelHandle) -> Option<Fh> {
+    let bytes = kh.bytes();
+    if bytes.len() > MAX_KERNEL {
+        return None;
+    }
+    let mut b = [0u8; FHSIZE];
+    b[..2].copy_from_slice(&MAGIC);
+    b[2] = VERSION;
+    b[4..8].copy_from_slice(&tag);
+    b[8..12].copy_from_slice(&kh.htype().to_be_bytes());
+    b[HDR..HDR + bytes.len()].copy_from_slice(bytes);
+    Fh::new(&b[..HDR + bytes.len()])
+}
+
+/// The kernel handle in `fh`: BADHANDLE when it is not a directory-store handle, STALE when
+/// it belongs to another export.
+pub(super) fn decode(tag: [u8; 4], fh: &Fh) -> NfsResult<KernelHandle> {
+    let b = fh.as_bytes();
+    if b.len() <= HDR || b[..2] != MAGIC || b[2] != VERSION || b[3] != 0 {
+        return Err(Nfsstat3::BADHANDLE);
+    }
+    if b[4..8] != tag {
+        return Err(Nfsstat3::STALE);
+    }
+    let htype = i32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+    KernelHandle::new(htype, &b[HDR..]).ok_or(Nfsstat3::BADHANDLE)
+}
+
+/// Open descriptors by handle, bounded, oldest evicted first.
+#[derive(Debug, Default)]
+pub(super) struct FdCache {
+    map: HashMap<Fh, (Arc<OwnedFd>, u64)>,
+    order: VecDeque<(Fh, u64)>,
+    next: u64,
+}
+
+impl FdCache {
+    /// The descriptor cached for `fh`.
+    pub(super) fn get(&self, fh: &Fh) -> Option<Arc<OwnedFd>> {
+        self.map.get(fh).map(|(fd, _)| fd.clone())
+    }
+
+    /// Caches `fd` for `fh` (replacing an older one), evicting the oldest beyond the cap.
+    pub(super) fn insert(&mut self, fh: Fh, fd: Arc<OwnedFd>) {
+        self.next += 1;
+        self.map.insert(fh, (fd, self.next));
+        self.order.push_back((fh, self.next));
+        while self.map.len() > CACHE_CAP {
+            let Some((old, seq)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&old).is_some_and(|&(_, s)| s == seq) {
+                self.map.remove(&old);
+            }
+        }
+        if self.order.len() > 2 * CACHE_CAP {
+            let map = &self.map;
+            self.order
+                .retain(|(fh, seq)| map.get(fh).is_some_and(|&(_, s)| s == *seq));
+        }
+    }
+
+    /// Drops the descriptor of `fh` (its object is gone or changed).
+    pub(super) fn forget(&mut self, fh: &Fh) {
+        self.map.remove(fh);
+    }
+
+    /// Descriptors held.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fd() -> Arc<OwnedFd> {
+        Arc::new(std::fs::File::open("/").map(OwnedFd::from).expect("open /"))
+    }
+
+    #[test]
+    fn cache_stays_bounded_and_evicts_oldest() {
+        let mut c = FdCache::default();
+        let fhs: Vec<Fh> = (0..CACHE_CAP as u32 + 10)
+            .map(|i| Fh::new(&i.to_be_bytes()).expect("fh"))
+            .collect();
+        let shared = fd();
+        for fh in &fhs {
+            c.insert(*fh, shared.clone());
+            c.insert(*fh, shared.clone());
+            c.forget(&fhs[0]);
+        }
+        assert!(c.len() <= CACHE_CAP);
+        assert!(c.order.len() <= 2 * CACHE_CAP + 1);
+        assert!(c.get(&fhs[5]).is_none());
+        assert!(c.get(&fhs[CACHE_CAP + 9]).is_some());
+    }
+
+    #[test]
+    fn rejects_short_foreign_and_wrong_magic_handles() {
+        let kh = KernelHandle::new(1, &[1, 2, 3, 4, 5, 6, 7, 8]).expect("kh");
+        let tag = export_tag(&kh);
+        let fh = encode(tag, &kh).expect("fits");
+        assert_eq!(
+            decode(tag, &fh).map(|k| k.bytes().to_vec()),
+            Ok(kh.bytes().to_vec())
+        );
+        let other = [tag[0] ^ 1, tag[1], tag[2], tag[3]];
+        assert_eq!(decode(other, &fh).err(), Some(Nfsstat3::STALE));
+        let mut bad = fh.as_bytes().to_vec();
+        bad[0] = b'X';
+        assert_eq!(
+            decode(tag, &Fh::new(&bad).expect("fh")).err(),
+            Some(Nfsstat3::BADHANDLE)
+        );
+        let short = Fh::new(&fh.as_bytes()[..HDR]).expect("fh");
+        assert_eq!(decode(tag, &short).err(), Some(Nfsstat3::BADHANDLE));
+        let long = KernelHandle::new(1, &[0; MAX_KERNEL + 1]).expect("kh");
+        assert!(encode(tag, &long).is_none());
+    }
+}
