@@ -155,3 +155,64 @@ fn disconnect_answer(mode: CallbackMode) {
     drop(server);
     w.stop();
 }
+
+const SHARED: u32 = 10;
+
+/// A result placed from a buffer the program keeps (`ddp_shared`): into the client's Write
+/// chunk when it offered one, inline (with the data intact) when not; the buffer's reference
+/// is released once the reply went out.
+#[test]
+fn shared_ddp_items_come_from_the_owners_buffer() {
+    let w = World::new(0);
+    let mut b = w.server_ep.buffers().get().expect("buffer");
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (i % 251) as u8;
+    }
+    let kept = Arc::new(b);
+    let k2 = Arc::clone(&kept);
+    let prog = Program::new(PROG, 2..=3).procedure(
+        SHARED,
+        move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+            let off = u32::from_be_bytes(req.args[..4].try_into().unwrap()) as usize;
+            let len = u32::from_be_bytes(req.args[4..8].try_into().unwrap()) as usize;
+            out.put_u32(len as u32).map_err(|_| Reject::SystemErr)?;
+            out.ddp_shared(Arc::clone(&k2), off, len)
+                .map_err(|_| Reject::SystemErr)
+        },
+    );
+    let server = Server::builder()
+        .program(prog)
+        .options(ServerOptions::default())
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("c");
+    assert!(client.wait_connected(Duration::from_secs(5)));
+    let want =
+        |off: usize, len: usize| -> Vec<u8> { (off..off + len).map(|i| (i % 251) as u8).collect() };
+    // Into a Write chunk.
+    let mut a = client.args().unwrap();
+    a.put_u32(1000).unwrap();
+    a.put_u32(5000).unwrap();
+    a.receptacle(client.buffer().unwrap())
+        .map_err(|e| e.0)
+        .unwrap();
+    let r = client.call_blocking(PROG, 2, SHARED, a).expect("ddp");
+    assert_eq!(r.receptacle(0).expect("written"), &want(1000, 5000)[..]);
+    // Inline, odd length: the data arrives intact after its length word.
+    let mut a = client.args().unwrap();
+    a.put_u32(7).unwrap();
+    a.put_u32(33).unwrap();
+    let r = client.call_blocking(PROG, 2, SHARED, a).expect("inline");
+    assert_eq!(&r.results()[..4], &33u32.to_be_bytes());
+    assert_eq!(&r.results()[4..37], &want(7, 33)[..]);
+    drop(r);
+    // The replies' references are gone once their Sends completed.
+    let t0 = std::time::Instant::now();
+    while Arc::strong_count(&kept) > 2 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(Arc::strong_count(&kept), 2, "program + test");
+    client.close();
+    drop(server);
+    w.stop();
+}
