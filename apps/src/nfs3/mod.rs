@@ -13,4 +13,5 @@
 //! cache answers what already ran.
 
 pub mod fs;
+pub mod proto;
 pub mod types;
