@@ -743,7 +743,9 @@ impl<P: Provider> ServerConn<P> {
     }
 
     /// Sends a reply (or queues it when the send queue is full). `Err` hands the buffers back
-    /// when `retry` and the send queue is still full.
+    /// when `retry` and the send queue is still full (moved, not copied, on the rare retry
+    /// path: the size of the error is not a cost).
+    #[allow(clippy::result_large_err)]
     fn send(
         &mut self,
         env: &mut NodeEnv<P>,

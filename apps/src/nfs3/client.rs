@@ -191,8 +191,15 @@ impl NfsClient {
             buf.copy_from_slice(data);
             let n = {
                 let mut w = XdrWriter::new(a.space());
-                encode_write_head(&mut w, fh, offset, data.len() as u32, stable, data.len() as u32)
-                    .map_err(|_| NfsError::NoBuffer)?;
+                encode_write_head(
+                    &mut w,
+                    fh,
+                    offset,
+                    data.len() as u32,
+                    stable,
+                    data.len() as u32,
+                )
+                .map_err(|_| NfsError::NoBuffer)?;
                 w.finish()
             };
             a.advance(n).map_err(|_| NfsError::NoBuffer)?;

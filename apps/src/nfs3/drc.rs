@@ -83,7 +83,10 @@ impl DrcKey {
     fn shard(&self) -> usize {
         let a = match self.addr {
             IpAddr::V4(v) => u32::from(v),
-            IpAddr::V6(v) => v.octets().iter().fold(0u32, |h, &b| h.rotate_left(5) ^ u32::from(b)),
+            IpAddr::V6(v) => v
+                .octets()
+                .iter()
+                .fold(0u32, |h, &b| h.rotate_left(5) ^ u32::from(b)),
         };
         ((self.xid ^ a ^ self.csum).wrapping_mul(0x9e37_79b9) >> 28) as usize % SHARDS
     }
@@ -242,8 +245,9 @@ mod tests {
         let mut evicted = 0;
         for x in 0..10_000u32 {
             let k = key(x, &x.to_be_bytes());
-            assert_eq!(d.begin(k).0, Lookup::New);
-            evicted += d.finish(k, &[0u8; 100]);
+            let (found, e) = d.begin(k);
+            assert_eq!(found, Lookup::New);
+            evicted += e + d.finish(k, &[0u8; 100]);
         }
         let (entries, _) = d.usage();
         assert!(entries <= 64, "{entries}");

@@ -12,11 +12,17 @@
 //! names. A client that loses its connection reconnects and retransmits; the duplicate request
 //! cache answers what already ran.
 
+pub mod client;
+pub mod daemon;
 pub mod dir;
+pub mod drc;
 pub mod fs;
 pub mod memory;
 pub mod mount;
+pub mod proto;
 pub mod rpcbind;
+pub mod server;
+pub mod stats;
 #[cfg(test)]
 mod store_tests;
 pub mod tcp_rpc;

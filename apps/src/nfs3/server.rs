@@ -33,8 +33,8 @@ use super::proto::{
 };
 use super::stats::NfsStats;
 use super::types::{
-    access, check_name_len, is_dot_entry, Caller, CreateHow, Fattr3, Fh, Ftype3, Nfsstat3,
-    Sattr3, Time3, WccData, PATH_MAX,
+    access, check_name_len, is_dot_entry, Caller, CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3,
+    Time3, WccData, PATH_MAX,
 };
 
 /// Octets kept for the RPC-over-RDMA transport header (with its Write list) when a reply
@@ -273,7 +273,10 @@ impl Nfs3 {
             } => {
                 let wcc = self.wcc_before(&fh);
                 let n = (count as usize).min(data.len());
-                let r = if offset.checked_add(n as u64).map_or(true, |e| e > i64::MAX as u64) {
+                let r = if offset
+                    .checked_add(n as u64)
+                    .map_or(true, |e| e > i64::MAX as u64)
+                {
                     Err(Nfsstat3::FBIG)
                 } else {
                     s.write(&fh, offset, &data[..n], stable)
@@ -309,10 +312,13 @@ impl Nfs3 {
                     self.create(&dir, name, |d, n| s.symlink(d, n, target, &a))
                 }
             }
-            Args3::Mknod { dir, name, ftype, .. } => {
+            Args3::Mknod {
+                dir, name, ftype, ..
+            } => {
                 let st = match ftype {
-                    Some(Ftype3::Reg | Ftype3::Dir | Ftype3::Lnk) | None => Nfsstat3::BADTYPE,
-                    Some(_) => Nfsstat3::NOTSUPP,
+                    // RFC 1813 MKNOD: BADTYPE for the types MKNOD does not create.
+                    Ftype3::Reg | Ftype3::Dir | Ftype3::Lnk => Nfsstat3::BADTYPE,
+                    _ => Nfsstat3::NOTSUPP,
                 };
                 self.create(&dir, name, |_, _| Err(st))
             }
@@ -495,15 +501,14 @@ impl Nfs3 {
             self.stats.status(Nfsstat3::OK);
             self.stats.bump(&self.stats.read_ddp);
             let mut w = XdrWriter::new(out.space());
-            encode_read_head(&mut w, Some(&attr), got as u32, eof).map_err(|_| Reject::SystemErr)?;
+            encode_read_head(&mut w, Some(&attr), got as u32, eof)
+                .map_err(|_| Reject::SystemErr)?;
             let hl = w.finish();
             out.advance(hl).map_err(|_| Reject::SystemErr)?;
             return out.ddp(buf, got).map_err(|_| Reject::SystemErr);
         }
         // Inline (or in the Reply chunk): the store reads straight into the reply.
-        let room = self
-            .reply_limit(req, out)
-            .saturating_sub(READ_HEAD_MAX + 3);
+        let room = self.reply_limit(req, out).saturating_sub(READ_HEAD_MAX + 3);
         let n = count.min(room);
         let space = out.space();
         let Some(dst) = space.get_mut(READ_HEAD_MAX..READ_HEAD_MAX + n) else {
@@ -608,7 +613,9 @@ fn status_of(r: &Res3<'_>) -> Nfsstat3 {
     match r {
         Res3::Null => Nfsstat3::OK,
         Res3::Getattr(r) => r.as_ref().err().copied().unwrap_or(Nfsstat3::OK),
-        Res3::Setattr(s, _) | Res3::Remove(s, _) | Res3::Rename(s, _, _) | Res3::Link(s, _, _) => *s,
+        Res3::Setattr(s, _) | Res3::Remove(s, _) | Res3::Rename(s, _, _) | Res3::Link(s, _, _) => {
+            *s
+        }
         Res3::ReaddirFail(s, _) => *s,
         Res3::Lookup(r) => st(r),
         Res3::Access(r) => st(r),
