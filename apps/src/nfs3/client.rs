@@ -8,7 +8,7 @@
 //! transport errors of [`Client`] ([`NfsError::Rpc`]) and undecodable replies
 //! ([`NfsError::Decode`]) are returned, never panicked on.
 
-use rpcrdma_engine::xdr::XdrWriter;
+use rpcrdma_engine::xdr::{XdrReader, XdrWriter};
 use rpcrdma_poller::{CallArgs, Client, ClientError, Reply};
 
 use super::proto::{
@@ -16,6 +16,20 @@ use super::proto::{
     DecodeError, FsInfo, OwnedDirEntry, Res3,
 };
 use super::types::{CreateHow, Fattr3, Fh, Nfsstat3, Sattr3, StableHow};
+
+/// READ3res up to the data's length word (the data went by DDP): count, eof, length.
+fn read_head(b: &[u8]) -> NfsResult<(u32, bool, u32)> {
+    let mut r = XdrReader::new(b);
+    let st = Nfsstat3(r.get_u32().map_err(DecodeError::from)?);
+    proto::get_post_op_attr(&mut r)?;
+    if st != Nfsstat3::OK {
+        return Err(NfsError::Status(st));
+    }
+    let cnt = r.get_u32().map_err(DecodeError::from)?;
+    let eof = r.get_bool().map_err(DecodeError::from)?;
+    let len = r.get_u32().map_err(DecodeError::from)?;
+    Ok((cnt, eof, len))
+}
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -250,17 +264,21 @@ impl NfsClient {
         let r = self
             .c
             .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc3::READ, a)?;
+        if let Some(d) = r.receptacle(0).filter(|_| ddp) {
+            // The data went to the Write chunk: the inline results end with its length word.
+            let (cnt, eof, len) = read_head(r.results())?;
+            if len as usize != d.len() || cnt != len {
+                return Err(NfsError::Status(Nfsstat3::SERVERFAULT));
+            }
+            return Ok((d.to_vec(), eof));
+        }
         match decode_res(proc3::READ, r.results())? {
             Res3::Read(x) => {
                 let (_, cnt, eof, inline) = fail(x)?;
-                let data = match r.receptacle(0) {
-                    Some(d) if ddp => d.to_vec(),
-                    _ => inline.to_vec(),
-                };
-                if data.len() != cnt as usize {
+                if inline.len() != cnt as usize {
                     return Err(NfsError::Status(Nfsstat3::SERVERFAULT));
                 }
-                Ok((data, eof))
+                Ok((inline.to_vec(), eof))
             }
             _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::READ))),
         }
