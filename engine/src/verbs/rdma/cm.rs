@@ -376,8 +376,11 @@ impl Listener<Rdma> for RdmaListener {
             private_data: ev.private_data,
             peer: dst.unwrap_or(SocketAddr::new(self.local.ip(), 0)),
             local: src.unwrap_or(self.local),
-            initiator_depth: ev.initiator_depth,
-            responder_resources: ev.responder_resources,
+            // rdma_cm reports a request's depths from the local side's view (IB CM and iWARP
+            // CM both swap them): `initiator_depth` is what we may issue — the requester's
+            // responder resources — and `responder_resources` what the requester will issue.
+            initiator_depth: ev.responder_resources,
+            responder_resources: ev.initiator_depth,
             dev: Arc::clone(&self.dev),
         }))
     }

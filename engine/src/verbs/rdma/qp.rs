@@ -202,11 +202,12 @@ impl Progress {
             }
             t::RDMA_CM_EVENT_ESTABLISHED => {
                 if self.active && self.phase == Phase::Connecting {
-                    // The peer's answer bounds our read depths.
-                    self.opts.initiator_depth =
-                        self.opts.initiator_depth.min(ev.responder_resources);
+                    // The peer's answer bounds our read depths. rdma_cm reports them from
+                    // our side's view: `initiator_depth` is what we may issue (the peer's
+                    // responder resources), `responder_resources` what the peer will issue.
+                    self.opts.initiator_depth = self.opts.initiator_depth.min(ev.initiator_depth);
                     self.opts.responder_resources =
-                        self.opts.responder_resources.min(ev.initiator_depth);
+                        self.opts.responder_resources.min(ev.responder_resources);
                 }
                 self.set_phase(Phase::Connected);
                 self.stash_push(CmEvent {
