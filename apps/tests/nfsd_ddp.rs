@@ -105,6 +105,9 @@ fn ddp_both_directions(r: &Rig) {
     assert!(moved.contains(&("chunks.write", 1)), "{moved:?}");
     assert!(moved.contains(&("read.ddp", 1)), "{moved:?}");
     assert!(!moved.iter().any(|(k, _)| *k == "read.inline"), "{moved:?}");
+    // A READ asking for more than rtmax gets rtmax.
+    let (back, eof) = r.nfs.read(&f, 0, 1 << 20, true).unwrap();
+    assert_eq!((back.len(), eof), (256 * 1024, false));
     // The rest, by DDP, reaches the end.
     let (back, eof) = r.nfs.read(&f, 256 * 1024, 256 * 1024, true).unwrap();
     assert!(eof);

@@ -308,6 +308,14 @@ fn inval_fbig_offsets(r: &Rig) {
     // READLINK of anything but a symbolic link.
     assert_eq!(status(r.nfs.readlink(&f)), Nfsstat3::INVAL);
     assert_eq!(status(r.nfs.readlink(&root)), Nfsstat3::INVAL);
+    // The size of a symbolic link.
+    let l = r.nfs.symlink(&root, b"sl", b"f").unwrap();
+    let size0 = Sattr3 {
+        size: Some(0),
+        ..Sattr3::default()
+    };
+    assert_eq!(status(r.nfs.setattr(&l, &size0, None)), Nfsstat3::INVAL);
+    assert_eq!(r.nfs.readlink(&l).unwrap(), b"f");
     // A symbolic link to nothing.
     assert_eq!(status(r.nfs.symlink(&root, b"empty", b"")), Nfsstat3::INVAL);
     // RENAME of "." or "..".
@@ -365,6 +373,11 @@ fn inval_fbig_offsets(r: &Rig) {
     for plus in [false, true] {
         let s = status(r.nfs.readdir_page(&d, cookie, forged_verf, 512, plus));
         assert_eq!(s, Nfsstat3::BAD_COOKIE, "plus={plus}");
+    }
+    // TOOSMALL: a count that holds not even the empty listing, or not one entry.
+    for (count, plus) in [(50, false), (50, true), (112, false), (140, true)] {
+        let s = status(r.nfs.readdir_page(&d, 0, [0; 8], count, plus));
+        assert_eq!(s, Nfsstat3::TOOSMALL, "count {count} plus={plus}");
     }
     // The right verifier resumes.
     assert!(r

@@ -399,6 +399,19 @@ fn create_modes(r: &Rig) {
         (a.ftype, a.mode & 0o7777, a.size, a.nlink),
         (Ftype3::Reg, 0o604, 0, 1)
     );
+    // Our client calls with AUTH_NONE: new objects belong to nobody, unless asked otherwise.
+    assert_eq!((a.uid, a.gid), (65534, 65534));
+    let owned = Sattr3 {
+        uid: Some(1234),
+        gid: Some(5678),
+        ..Sattr3::default()
+    };
+    let o = r
+        .nfs
+        .mkdir(&r.root, b"owned", owned)
+        .expect("mkdir with an owner");
+    let a = r.nfs.getattr(&o).unwrap();
+    assert_eq!((a.uid, a.gid), (1234, 5678));
 }
 
 #[test]
