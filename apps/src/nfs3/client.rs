@@ -13,9 +13,11 @@ use rpcrdma_poller::{CallArgs, Client, ClientError, Reply};
 
 use super::proto::{
     self, decode_readdir_res, decode_res, encode_args, encode_write_head, proc3, Args3,
-    DecodeError, FsInfo, OwnedDirEntry, Res3,
+    DecodeError, FsInfo, OwnedDirEntry, PathConf, Res3,
 };
-use super::types::{CreateHow, Fattr3, Fh, Nfsstat3, Sattr3, StableHow};
+use super::types::{
+    CreateHow, Fattr3, Fh, FsStat, Ftype3, Nfsstat3, Sattr3, StableHow, Time3, WccData,
+};
 
 /// READ3res up to the data's length word (the data went by DDP): count, eof, length.
 fn read_head(b: &[u8]) -> NfsResult<(u32, bool, u32)> {
@@ -198,6 +200,19 @@ impl NfsClient {
         stable: StableHow,
         ddp: bool,
     ) -> NfsResult<(u32, StableHow, [u8; 8])> {
+        self.write_wcc(fh, offset, data, stable, ddp)
+            .map(|(_, n, s, v)| (n, s, v))
+    }
+
+    /// WRITE as [`NfsClient::write`], with the file's weak cache consistency data first.
+    pub fn write_wcc(
+        &self,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+        ddp: bool,
+    ) -> NfsResult<(WccData, u32, StableHow, [u8; 8])> {
         let r = if ddp {
             let mut a = self.args()?;
             let mut b = self.c.buffer().ok_or(NfsError::NoBuffer)?;
@@ -233,7 +248,7 @@ impl NfsClient {
             )?
         };
         match decode_res(proc3::WRITE, r.results())? {
-            Res3::Write(x) => fail(x).map(|(_, n, s, v)| (n, s, v)),
+            Res3::Write(x) => fail(x),
             _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::WRITE))),
         }
     }
@@ -350,5 +365,201 @@ impl NfsClient {
             Res3::Fsinfo(x) => fail(x).map(|(_, f)| f),
             _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::FSINFO))),
         }
+    }
+}
+
+/// The rest of the procedures, and calls with a chosen program, version or reply size.
+impl NfsClient {
+    /// Calls `proc_num` of any program and version with already-encoded arguments (RPC-level
+    /// errors come back as [`ClientError::Rpc`] / [`ClientError::Denied`]).
+    pub fn call_as(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        bytes: &[u8],
+    ) -> Result<Reply, ClientError> {
+        let mut a = self.c.args().ok_or(ClientError::Busy)?;
+        a.put(bytes).map_err(|_| ClientError::Busy)?;
+        self.c.call_blocking(prog, vers, proc_num, a)
+    }
+
+    /// Calls with `args` encoded inline, expecting a reply of at most `hint` octets (with a
+    /// hint within the inline threshold no Reply chunk is offered; see
+    /// [`CallArgs::expect_reply`]).
+    pub fn call_hint(&self, proc_num: u32, args: &Args3<'_>, hint: usize) -> NfsResult<Reply> {
+        let mut a = self.args()?;
+        let n = {
+            let mut w = XdrWriter::new(a.space());
+            encode_args(&mut w, args).map_err(|_| NfsError::NoBuffer)?;
+            w.finish()
+        };
+        a.advance(n).map_err(|_| NfsError::NoBuffer)?;
+        a.expect_reply(hint);
+        Ok(self
+            .c
+            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc_num, a)?)
+    }
+
+    /// Calls with `args` and hands the decoded result to `f` (any status).
+    pub fn with_res<T>(&self, args: &Args3<'_>, f: impl FnOnce(Res3<'_>) -> T) -> NfsResult<T> {
+        let p = args.proc_num();
+        let r = self.call(p, args)?;
+        Ok(f(decode_res(p, r.results())?))
+    }
+
+    /// NULL.
+    pub fn null(&self) -> NfsResult<()> {
+        self.call(proc3::NULL, &Args3::Null).map(drop)
+    }
+
+    /// SETATTR: the object's weak cache consistency data.
+    pub fn setattr(&self, fh: &Fh, attr: &Sattr3, guard: Option<Time3>) -> NfsResult<WccData> {
+        let a = Args3::Setattr {
+            fh: *fh,
+            attr: *attr,
+            guard,
+        };
+        match self.with_res(&a, |r| match r {
+            Res3::Setattr(s, w) => Ok((s, w)),
+            _ => Err(DecodeError::UnknownProc(proc3::SETATTR)),
+        })?? {
+            (Nfsstat3::OK, w) => Ok(w),
+            (s, _) => Err(NfsError::Status(s)),
+        }
+    }
+
+    /// LOOKUP: the handle, its attributes and the directory's.
+    pub fn lookup_attr(
+        &self,
+        dir: &Fh,
+        name: &[u8],
+    ) -> NfsResult<(Fh, Option<Fattr3>, Option<Fattr3>)> {
+        let a = Args3::Lookup { dir: *dir, name };
+        self.with_res(&a, |r| match r {
+            Res3::Lookup(x) => fail(x),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::LOOKUP))),
+        })?
+    }
+
+    /// ACCESS: the bits granted of `want`.
+    pub fn access(&self, fh: &Fh, want: u32) -> NfsResult<u32> {
+        let a = Args3::Access {
+            fh: *fh,
+            access: want,
+        };
+        self.with_res(&a, |r| match r {
+            Res3::Access(x) => fail(x).map(|(_, bits)| bits),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::ACCESS))),
+        })?
+    }
+
+    /// READLINK: the target.
+    pub fn readlink(&self, fh: &Fh) -> NfsResult<Vec<u8>> {
+        self.with_res(&Args3::Readlink { fh: *fh }, |r| match r {
+            Res3::Readlink(x) => fail(x).map(|(_, t)| t.to_vec()),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::READLINK))),
+        })?
+    }
+
+    /// CREATE with the whole result: handle, attributes, the directory's wcc data.
+    pub fn create_wcc(
+        &self,
+        dir: &Fh,
+        name: &[u8],
+        how: CreateHow,
+    ) -> NfsResult<(Fh, Option<Fattr3>, WccData)> {
+        let a = Args3::Create {
+            dir: *dir,
+            name,
+            how,
+        };
+        self.with_res(&a, |r| match r {
+            Res3::Create(x) => fail(x).and_then(|(fh, at, w)| {
+                fh.map(|f| (f, at, w))
+                    .ok_or(NfsError::Status(Nfsstat3::SERVERFAULT))
+            }),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::CREATE))),
+        })?
+    }
+
+    /// MKNOD of a FIFO, socket or device (`ftype`), or of a type MKNOD refuses.
+    pub fn mknod(&self, dir: &Fh, name: &[u8], ftype: Ftype3) -> NfsResult<Fh> {
+        self.made(
+            proc3::MKNOD,
+            &Args3::Mknod {
+                dir: *dir,
+                name,
+                ftype,
+                attr: Sattr3::default(),
+                rdev: (1, 3),
+            },
+        )
+    }
+
+    /// REMOVE.
+    pub fn remove(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        self.status(proc3::REMOVE, &Args3::Remove { dir: *dir, name })
+    }
+
+    /// RMDIR.
+    pub fn rmdir(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        self.status(proc3::RMDIR, &Args3::Rmdir { dir: *dir, name })
+    }
+
+    /// RENAME.
+    pub fn rename(&self, from_dir: &Fh, from: &[u8], to_dir: &Fh, to: &[u8]) -> NfsResult<()> {
+        let a = Args3::Rename {
+            from_dir: *from_dir,
+            from_name: from,
+            to_dir: *to_dir,
+            to_name: to,
+        };
+        self.status(proc3::RENAME, &a)
+    }
+
+    /// LINK: the file's attributes after the link.
+    pub fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<Option<Fattr3>> {
+        let a = Args3::Link {
+            fh: *fh,
+            dir: *dir,
+            name,
+        };
+        match self.with_res(&a, |r| match r {
+            Res3::Link(s, at, _) => Ok((s, at)),
+            _ => Err(DecodeError::UnknownProc(proc3::LINK)),
+        })?? {
+            (Nfsstat3::OK, at) => Ok(at),
+            (s, _) => Err(NfsError::Status(s)),
+        }
+    }
+
+    /// COMMIT: the write verifier.
+    pub fn commit(&self, fh: &Fh, offset: u64, count: u32) -> NfsResult<[u8; 8]> {
+        let a = Args3::Commit {
+            fh: *fh,
+            offset,
+            count,
+        };
+        self.with_res(&a, |r| match r {
+            Res3::Commit(x) => fail(x).map(|(_, v)| v),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::COMMIT))),
+        })?
+    }
+
+    /// FSSTAT.
+    pub fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat> {
+        self.with_res(&Args3::Fsstat { fh: *fh }, |r| match r {
+            Res3::Fsstat(x) => fail(x).map(|(_, s, _)| s),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::FSSTAT))),
+        })?
+    }
+
+    /// PATHCONF.
+    pub fn pathconf(&self, fh: &Fh) -> NfsResult<PathConf> {
+        self.with_res(&Args3::Pathconf { fh: *fh }, |r| match r {
+            Res3::Pathconf(x) => fail(x).map(|(_, p)| p),
+            _ => Err(NfsError::Decode(DecodeError::UnknownProc(proc3::PATHCONF))),
+        })?
     }
 }

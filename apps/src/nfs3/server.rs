@@ -483,9 +483,11 @@ impl Nfs3 {
             Ok(a) => a,
             Err(e) => return self.put(out, &Res3::Read(Err((e, None)))),
         };
-        let count = count.min(self.cfg.max_io) as usize;
-        if offset > i64::MAX as u64 || count == 0 {
-            // Linux nfsd clamps the offset to OFFSET_MAX: nothing is there.
+        // Linux nfsd (nfsd3_proc_read) clamps the offset to OFFSET_MAX and the count so the
+        // read ends there: nothing is past it, and no store sees offset + count overflow.
+        let room = (i64::MAX as u64).saturating_sub(offset);
+        let count = u64::from(count.min(self.cfg.max_io)).min(room) as usize;
+        if count == 0 {
             let eof = offset >= attr.size;
             return self.put(out, &Res3::Read(Ok((Some(attr), 0, eof, &[]))));
         }

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use rpcrdma_apps::nfs3::client::NfsClient;
+use rpcrdma_apps::nfs3::client::{NfsClient, NfsError, NfsResult};
 use rpcrdma_apps::nfs3::daemon::{Backend, Daemon, DaemonOptions};
 use rpcrdma_apps::nfs3::mount;
-use rpcrdma_apps::nfs3::types::Fh;
+use rpcrdma_apps::nfs3::types::{Fh, Nfsstat3};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
     BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
@@ -87,18 +87,8 @@ impl Rig {
         rc.drain_timeout = Duration::from_secs(2);
         rc.name = "nfsclient".into();
         let set = ReactorSet::start(&rc).expect("client reactors");
-        let ecfg = EndpointConfig {
-            max_conns_per_reactor: 4,
-            max_credits: 16,
-            buffers: 64,
-            reply_buffers: 32,
-            buffer_size: 256 * 1024 + 4096,
-            reply_buffer_size: 0,
-            workers: 0,
-            worker_ring: 64,
-            hugepages: false,
-        };
-        let client_ep = Endpoint::<SoftProvider>::new(&set, cdev, ecfg).expect("client ep");
+        let client_ep =
+            Endpoint::<SoftProvider>::new(&set, cdev, client_config()).expect("client ep");
         let addr = daemon.nfs_addr();
         let client = Client::connect(
             &client_ep,
@@ -127,13 +117,109 @@ impl Rig {
         }
     }
 
+    /// A counter of the daemon (`Daemon::counters` names); panics on an unknown name.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.daemon
+            .counters()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("no counter {name}"))
+    }
+
+    /// Another client connection from another soft device of the fabric (address `ip`),
+    /// with its endpoint (keep both alive).
+    pub fn second_client(&self, ip: Ipv4Addr) -> (Endpoint<SoftProvider>, NfsClient) {
+        let dev = self.fabric.open(IpAddr::V4(ip));
+        let ep = Endpoint::<SoftProvider>::new(&self.set, dev, client_config()).expect("ep");
+        let c = Client::connect(
+            &ep,
+            self.addr,
+            ClientOptions {
+                credits: 16,
+                ..ClientOptions::default()
+            },
+        )
+        .expect("connect");
+        assert!(c.wait_connected(Duration::from_secs(5)));
+        (ep, NfsClient::new(c))
+    }
+
     /// Stops everything.
-    pub fn stop(mut self) {
-        self.nfs.rpc().close();
-        let _ = self.set.stop();
-        self.daemon.stop();
-        if let Some(d) = &self.dir {
+    pub fn stop(self) {
+        if let Some(d) = self.stop_keep() {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+
+    /// Stops everything but keeps the exported directory (returned).
+    pub fn stop_keep(mut self) -> Option<PathBuf> {
+        self.nfs.rpc().close();
+        let _ = self.set.stop();
+        self.daemon.stop();
+        self.dir.take()
+    }
+}
+
+/// The client endpoint's configuration.
+fn client_config() -> EndpointConfig {
+    EndpointConfig {
+        max_conns_per_reactor: 4,
+        max_credits: 16,
+        buffers: 64,
+        reply_buffers: 32,
+        buffer_size: 256 * 1024 + 4096,
+        reply_buffer_size: 0,
+        workers: 0,
+        worker_ring: 64,
+        hugepages: false,
+    }
+}
+
+/// A small deterministic generator (xorshift64*) for hostile inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A value below `n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// `n` random octets.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// The NFS3ERR_* status a call failed with (panics when it succeeded or failed otherwise).
+#[track_caller]
+pub fn status<T: std::fmt::Debug>(r: NfsResult<T>) -> Nfsstat3 {
+    match r {
+        Err(NfsError::Status(s)) => s,
+        other => panic!("expected an NFS3ERR status, got {other:?}"),
+    }
+}
+
+/// Runs `f` on a memory-backend rig, then stops it.
+pub fn on_memory(f: impl FnOnce(&Rig)) {
+    let r = Rig::memory();
+    f(&r);
+    r.stop();
+}
+
+/// Runs `f` on a dir-backend rig (a fresh directory tagged `tag`), then stops it.
+pub fn on_dir(tag: &str, f: impl FnOnce(&Rig)) {
+    let r = Rig::dir(tag);
+    f(&r);
+    r.stop();
 }
