@@ -45,6 +45,7 @@ conformance_tests!(
     rdma_write_wrong_pd,
     rdma_write_after_dereg,
     rdma_read_in_bounds,
+    rdma_read_depths_of_a_linux_requester,
     rdma_read_out_of_bounds,
     rdma_read_missing_access,
     rdma_read_wrong_rkey,

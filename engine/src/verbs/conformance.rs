@@ -1175,6 +1175,57 @@ pub fn rdma_read_in_bounds<E: Env>(env: &mut E) -> CheckResult {
     Ok(())
 }
 
+/// Read depths as a Linux NFS/RDMA client sets them (xprtrdma: `initiator_depth` 0, it never
+/// reads; `responder_resources` its device's maximum): the passive side may still issue RDMA
+/// Reads towards it (what a server does to pull Read chunks), and its negotiated initiator
+/// depth is the requester's responder resources, not the requester's initiator depth.
+pub fn rdma_read_depths_of_a_linux_requester<E: Env>(env: &mut E) -> CheckResult {
+    let c = QpOptions {
+        initiator_depth: 0,
+        responder_resources: 8,
+        ..QpOptions::default()
+    };
+    let s = QpOptions {
+        initiator_depth: 16,
+        responder_resources: 16,
+        ..QpOptions::default()
+    };
+    let mut p = connect_opts(
+        env,
+        PairOpts {
+            c,
+            s,
+            ..PairOpts::default()
+        },
+    )?;
+    let so = p.s.qp.options();
+    ensure!(
+        so.initiator_depth >= 1 && so.initiator_depth <= 8,
+        "server initiator depth {} (requester serves 8 reads)",
+        so.initiator_depth
+    );
+    ensure!(
+        so.responder_resources == 0,
+        "server responder resources {} (requester issues none)",
+        so.responder_resources
+    );
+    let tb = Buf::<E::P>::new(&p.c.pd, 4096, RW)?;
+    let db = Buf::<E::P>::new(&p.s.pd, 4096, LW)?;
+    tb.fill(9);
+    let op: SendOp<'_, E::P> = SendOp::RdmaRead {
+        remote_addr: tb.addr() + 100,
+        rkey: tb.keys().rkey,
+    };
+    post_send::<E::P>(&mut p.s.qp, wr::<E::P>(7, op, &[db.sge(0, 1000)]))?;
+    let wc = wait_wc(env, &mut p.s.cq)?;
+    expect_wc(&wc, 7, WcStatus::SUCCESS, Some(WcOpcode::RDMA_READ))?;
+    ensure!(
+        db.read(0, 1000) == expected(9, 100, 1000),
+        "read data differs"
+    );
+    Ok(())
+}
+
 /// RDMA Read crossing the end of the source region: REM_ACCESS_ERR.
 pub fn rdma_read_out_of_bounds<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
@@ -2431,6 +2482,7 @@ checks!(
     rdma_write_wrong_pd,
     rdma_write_after_dereg,
     rdma_read_in_bounds,
+    rdma_read_depths_of_a_linux_requester,
     rdma_read_out_of_bounds,
     rdma_read_missing_access,
     rdma_read_wrong_rkey,
