@@ -1,0 +1,179 @@
+#!/bin/bash
+# scripts/nfs-server-stage.sh — the Linux kernel NFS client (NFSv3, proto=rdma) against our server
+# rpcrdma-nfsd, in the QEMU/TCG VM of scripts/vm/ (issue 12, "Prove it against the kernel").
+#
+#   scripts/nfs-server-stage.sh
+#
+# 1. builds the server with the rdma provider:
+#      cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd
+#    (RPCRDMA_NFSD_BIN=kernel skips the build and runs every part against the kernel's own nfsd:
+#    how the scripts are validated, and the reference numbers; RPCRDMA_NFSD_BIN=PATH uses that
+#    binary as it is);
+# 2. boots the VM once and runs scripts/vm/nfs-server.sh in it: over rxe and over siw, with the
+#    memory and the dir:/srv/nfsd-dir backends, the kernel client mounts the server
+#    (vers=3,proto=rdma, "xprt: rdma" in /proc/self/mountstats) and runs the checksummed
+#    workload (scripts/vm/nfs-workload.sh: 1000-file tree + special sizes, umount/mount/verify,
+#    ls -l of 5000 entries, rename/link/symlink/chmod/truncate/fsync, parallel writers, fio
+#    verify=crc32c, rm -rf); the server's counters must show Read, Write and Reply chunks; then the
+#    fault run (rxe, --drop-every N: reconnections, retransmissions answered by the DRC, final tree
+#    = manifest) and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
+# 3. prints the summary: per device x backend the workload result and the counters, the fault run,
+#    the fio ratio table.
+#
+# Exit status: 0 every part passed; 1 a check failed or a part did not finish; 2 the build
+# failed; 124 the VM timed out; 125 the VM could not be built or started (outside reasons, e.g.
+# the Debian archive unreachable on a fresh machine): a loud banner says so, it never passes.
+#
+# Knobs: RPCRDMA_SKIP_VM=1 skips the stage (says so, exits 0); RPCRDMA_NFSD_BIN (see 1.);
+# RPCRDMA_VM_TIMEOUT (whole VM, default 900 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
+# the memory backend, the kernel's tmpfs exports and the client's page cache share it);
+# everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_FAULT,
+# RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
+# RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
+# CARGO_TARGET_DIR.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+cd "$ROOT" || exit 2
+T0=$(date +%s)
+say() { printf '==== nfs-server-stage [+%ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+banner() {
+	{
+		echo
+		echo "################################################################################"
+		local l
+		for l in "$@"; do echo "## $l"; done
+		echo "################################################################################"
+	} >&2
+}
+
+if [ "${RPCRDMA_SKIP_VM:-0}" = 1 ]; then
+	echo "nfs-server-stage: SKIPPED (RPCRDMA_SKIP_VM=1): the kernel NFS client never mounted rpcrdma-nfsd"
+	exit 0
+fi
+
+# ---- 1. build -------------------------------------------------------------------------------
+BIN=${RPCRDMA_NFSD_BIN:-}
+log=$(mktemp)
+json=$(mktemp)
+trap 'rm -f "$json" "$log"' EXIT
+if [ "$BIN" = kernel ]; then
+	say "RPCRDMA_NFSD_BIN=kernel: no build; every part runs against the kernel's own nfsd"
+elif [ -n "$BIN" ]; then
+	[ -x "$BIN" ] || {
+		banner "nfs-server-stage: FAILED: RPCRDMA_NFSD_BIN=$BIN is not an executable (exit 2)"
+		exit 2
+	}
+	BIN=$(readlink -f "$BIN")
+	say "using $BIN (RPCRDMA_NFSD_BIN)"
+else
+	say "cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd"
+	if ! cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd \
+		--message-format=json-render-diagnostics >"$json"; then
+		banner "nfs-server-stage: FAILED: building rpcrdma-nfsd with --features rdma failed (exit 2)" \
+			"It needs libibverbs-dev, librdmacm-dev and libclang-dev (bindgen, libclang <= 15)." \
+			"RPCRDMA_NFSD_BIN=kernel runs the stage against the kernel nfsd instead."
+		exit 2
+	fi
+	BIN=$(sed -n 's/.*"executable":"\([^"]*rpcrdma-nfsd\)".*/\1/p' "$json" | tail -n 1)
+	[ -n "$BIN" ] && [ -x "$BIN" ] || BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/rpcrdma-nfsd
+	if [ ! -x "$BIN" ]; then
+		banner "nfs-server-stage: FAILED: cargo built no rpcrdma-nfsd executable (exit 2)"
+		exit 2
+	fi
+	BIN=$(readlink -f "$BIN")
+	say "built $BIN"
+fi
+
+# ---- 2. the VM ------------------------------------------------------------------------------
+# shellcheck source=scripts/vm/lib.sh
+. "$ROOT/scripts/vm/lib.sh"
+# shellcheck disable=SC2034 # read by vm_log in lib.sh
+VM_TAG=nfs-server-stage
+if ! vm_is_ready; then
+	say "building the VM (scripts/vm/setup.sh)"
+	if ! "$ROOT/scripts/vm/setup.sh"; then
+		banner "nfs-server-stage: FAILED: the VM could not be built (exit 125)." \
+			"This is an outside failure (see the messages above), NOT a pass: the kernel client" \
+			"never mounted the server. RPCRDMA_SKIP_VM=1 skips the stage deliberately."
+		exit 125
+	fi
+fi
+if [ "$BIN" != kernel ]; then
+	SHARE=${RPCRDMA_VM_SHARE-$PWD}
+	[ -z "$SHARE" ] || SHARE=$(readlink -f "$SHARE")
+	case "$BIN" in
+	"$SHARE"/*) ;;
+	*) export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $BIN" ;; # not visible over 9p: copy it in
+	esac
+	# Shared libraries the binary needs that the guest image lacks: bring the host's.
+	extra=$(ldd "$BIN" 2>/dev/null | awk '/=> \//{print $3}' | while read -r l; do
+		[ -e "$VM_CACHE/initramfs/usr/lib/x86_64-linux-gnu/$(basename "$l")" ] || echo "$l"
+	done)
+	if [ -n "$extra" ]; then
+		RPCRDMA_VM_LIBS="${RPCRDMA_VM_LIBS:-} $(tr '\n' ' ' <<<"$extra")"
+		export RPCRDMA_VM_LIBS
+	fi
+fi
+export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-900}
+export RPCRDMA_VM_MEM=${RPCRDMA_VM_MEM:-3072}
+say "scripts/vm/run-in-vm.sh scripts/vm/nfs-server.sh $BIN"
+"$ROOT/scripts/vm/run-in-vm.sh" "$ROOT/scripts/vm/nfs-server.sh" "$BIN" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+# ---- 3. summary -----------------------------------------------------------------------------
+# The guest prints "counters P: ...", "client P: rsize=...", "## nfs-server P: PASS|FAIL ... —
+# workload: N passed, N failed", "ratio JOB METRIC kernel=.. ours=.. ratio=.." and finally
+# "nfs-server: N passed, N failed".
+declare -A cnt=() cli=() verdict=()
+ratios=() final=''
+while IFS= read -r line; do
+	case "$line" in
+	"counters "*) cnt[${line%%:*}]=${line#*: } ;;
+	"client "*": rsize="*) cli[${line%%:*}]=${line#*: } ;;
+	"## nfs-server "*)
+		r=${line#"## nfs-server "}
+		verdict[${r%%:*}]=${r#*: }
+		;;
+	"ratio "*) ratios+=("${line#ratio }") ;;
+	"nfs-server: "*) final=$line ;;
+	esac
+done <"$log"
+echo
+echo "==== nfs-server-stage: the Linux NFSv3 client (proto=rdma) against ${BIN##*/}, per device x backend"
+missing=0
+for p in ${RPCRDMA_NFSD_RUNS:-rxe/memory rxe/dir siw/memory siw/dir} fault fio; do
+	[ "$p" = fault ] && [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] && continue
+	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
+	case $p in
+	rxe/*) dev="$p (rxe0 loopback)" ;;
+	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
+	fault) dev="fault (rxe, memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
+	fio) dev="fio side by side (rxe, memory)" ;;
+	esac
+	if [ -n "${verdict[$p]:-}" ]; then
+		printf '  %-40s %s\n' "$dev" "${verdict[$p]}"
+	else
+		printf '  %-40s %s\n' "$dev" "NO VERDICT: the part did not finish"
+		missing=1
+	fi
+	[ -z "${cnt["counters $p"]:-}" ] || printf '  %-40s   server: %s\n' "" "${cnt["counters $p"]}"
+	[ -z "${cli["client $p"]:-}" ] || printf '  %-40s   client: %s\n' "" "${cli["client $p"]}"
+done
+if [ "${#ratios[@]}" -gt 0 ]; then
+	echo "  fio ratios (best of the rounds; IOPS/bandwidth: higher is better, latency: lower):"
+	for r in "${ratios[@]}"; do printf '    %s\n' "$r"; done
+fi
+[ -n "$final" ] && echo "  $final"
+[ "$rc" -ne 0 ] || [ "$missing" -eq 0 ] || rc=1
+
+case $rc in
+0) say "PASSED: every part passed ($(($(date +%s) - T0)) s)" ;;
+124) banner "nfs-server-stage: FAILED: the VM timed out (RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT}s, exit 124)" ;;
+125)
+	banner "nfs-server-stage: FAILED: the VM could not be built or started (exit 125)." \
+		"This is an outside failure (see the console tail above), NOT a pass: the kernel client" \
+		"never mounted the server. RPCRDMA_SKIP_VM=1 skips the stage deliberately."
+	;;
+*) banner "nfs-server-stage: FAILED (exit $rc): a check failed or a part did not finish (FAIL lines above)" ;;
+esac
+exit "$rc"

@@ -1,0 +1,538 @@
+#!/bin/bash
+# scripts/vm/nfs-server.sh — guest payload (run INSIDE the VM by run-in-vm.sh): the Linux kernel
+# NFS client (xprtrdma, NFSv3, proto=rdma) against our server rpcrdma-nfsd (issue 12).
+#
+#   scripts/vm/run-in-vm.sh scripts/vm/nfs-server.sh BINARY|kernel
+#
+# BINARY is rpcrdma-nfsd (built with --features rdma); `kernel` runs every part against the
+# kernel's own nfsd instead (how the script is validated, and a reference for the numbers).
+# Parts, in this order (each ends with "## nfs-server PART: PASS|FAIL ..."):
+#   rxe/memory, rxe/dir, siw/memory, siw/dir   (RPCRDMA_NFSD_RUNS)
+#       server: rxe -> `rpcrdma-nfsd --bind 10.0.2.15` in the root netns (rxe0, loopback inside
+#       rxe); siw -> `ip netns exec peer rpcrdma-nfsd --bind 10.0.3.2` (siw1), the client in the
+#       root netns on siw0. Backends: memory; dir:/srv/nfsd-dir (a tmpfs). Then: the ready line,
+#       mount -o vers=3,proto=rdma,port=P,mountport=M,mountproto=tcp,nolock, /proc/self/mountstats
+#       must say "xprt: rdma", the workload (nfs-workload.sh full, with umount + mount + verify in
+#       the middle), the client's view (mount options, xprtrdma chunk counters, NFSv3 calls per
+#       procedure), SIGUSR1 -> the server's counters: chunks.read, chunks.write and chunks.reply
+#       must be > 0 (replies.send_inv printed), umount, SIGTERM -> exit status 0.
+#   fault    (RPCRDMA_NFSD_FAULT=1): rxe, memory backend, --drop-every N (RPCRDMA_NFSD_DROP_EVERY,
+#       default 50): nfs-workload.sh churn must see no error and end with the reference tree;
+#       conn.dropped and drc.hits must be > 0.
+#   fio      (RPCRDMA_NFSD_FIO=1): over rxe, the same fio jobs (nfs-fio.sh: 1 MiB sequential
+#       write/read bandwidth, 4 KiB random write/read IOPS + clat p50/p99, direct=1) against the
+#       kernel nfsd (tmpfs export, /mnt/knfs) and against rpcrdma-nfsd (memory backend,
+#       /mnt/onfs), both mounted at once, each job run on one then the other, in
+#       RPCRDMA_NFSD_FIO_ROUNDS rounds (default 2, order swapped each round); the best of the
+#       rounds is compared, one ratio ours/kernel per row ("ratio ..." lines and a table). With
+#       two rounds of 5 s the kernel against itself came out within 0.92-1.08 (p99 latency:
+#       0.74-1.07, the noisiest row).
+# In `kernel` mode: the kernel nfsd of the root netns (rxe) and one in netns peer (siw) export
+#   tmpfs directories (memory -> /srv/kexport, dir -> /srv/nfsd-dir); the server-side counters
+#   are svc_rdma's (rdma_stat_read / rdma_stat_write; reply chunks are taken from the client's
+#   xprtrdma counters), the fault part runs the churn workload with no faults (the kernel nfsd
+#   cannot drop connections on demand) and the fio part compares the kernel with itself (the
+#   ratios show the noise of the VM).
+# Ports: the kernel nfsd uses rdma 20049 + mountd 20048 (tcp); ours uses RPCRDMA_NFSD_PORT
+# (20051) and RPCRDMA_NFSD_MOUNT_PORT (20050) so both can run in the same boot, with
+# --no-rpcbind (the mount names both ports). The kernel nfsd's max_block_size is set to 1 MiB
+# (its default is 512 KiB on a 2 GiB guest) so that both servers offer the client rsize = wsize
+# = 1 MiB.
+#
+# Output: PASS/FAIL lines per check, "workload: N passed, N failed" per workload, lines
+#   counters PART: name=value ...        client PART: rsize=.. wsize=.. read_chunks=.. ...
+#   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
+# and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
+# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
+# (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
+# RPCRDMA_NFS_FIO_RUNTIME, RPCRDMA_NFS_FIO_SIZE (nfs-workload.sh / nfs-fio.sh).
+set -u
+if [ $# -ne 1 ]; then
+	echo "usage: nfs-server.sh BINARY|kernel" >&2
+	exit 2
+fi
+BIN=$1
+HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+RUNS=${RPCRDMA_NFSD_RUNS:-rxe/memory rxe/dir siw/memory siw/dir}
+PORT=${RPCRDMA_NFSD_PORT:-20051}
+MPORT=${RPCRDMA_NFSD_MOUNT_PORT:-20050}
+RUN_TIMEOUT=${RPCRDMA_NFSD_RUN_TIMEOUT:-300}
+READY_TIMEOUT=${RPCRDMA_NFSD_READY_TIMEOUT:-30}
+KEXPORT=/srv/kexport NFSD_DIR=/srv/nfsd-dir MNT=/mnt/nfs
+LOGS=/run/nfs-server
+KIND=ours
+[ "$BIN" = kernel ] && KIND=kernel
+mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
+NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
+
+up() {
+	local u _
+	read -r u _ </proc/uptime
+	echo "$u"
+}
+say() { echo "==== nfs-server [uptime $(up)s] $*"; }
+now_ms() { date +%s%3N; }
+pass() { echo "PASS $1${2:+: $2}"; }
+failc() { # NAME REASON: a failed check of the current part
+	echo "FAIL $1: $2"
+	PFAIL=$((PFAIL + 1))
+}
+part_begin() {
+	PART=$1 PFAIL=0 PNOTES='' PT0=$(now_ms)
+	say "part $PART: $2"
+}
+part_end() {
+	local t v=PASS
+	t=$(($(now_ms) - PT0))
+	[ "$PFAIL" -eq 0 ] || v="FAIL ($PFAIL failed)"
+	echo "## nfs-server $PART: $v in $((t / 1000)).$((t % 1000 / 100)) s${PNOTES:+ — $PNOTES}"
+	SUMMARY+=("$(printf '%-11s %s in %d s' "$PART" "$v" $((t / 1000)))")
+	NPARTS=$((NPARTS + 1))
+	[ "$PFAIL" -eq 0 ] || NPFAIL=$((NPFAIL + 1))
+}
+
+# ---- the kernel side: modules, exports, kernel nfsd per namespace ------------------------------
+say "setup: modules, exports ($KIND server)"
+if ! modprobe -a nfsd rpcrdma nfsv3; then
+	echo "nfs-server: cannot load nfsd / rpcrdma / nfsv3"
+	exit 1
+fi
+for d in "$KEXPORT" "$NFSD_DIR"; do mountpoint -q "$d" || mount -t tmpfs -o size=512m,mode=0755 tmpfs "$d"; done
+cat >/etc/exports <<EOF
+$KEXPORT *(rw,fsid=1,insecure,no_subtree_check,no_root_squash)
+$NFSD_DIR *(rw,fsid=2,insecure,no_subtree_check,no_root_squash)
+EOF
+mkdir -p /proc/fs/nfsd /var/lib/nfs/v4recovery /run/rpcbind
+mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
+rpcbind -w 2>/dev/null || true
+declare -A KNFSD_UP=()
+# knfsd_start root|peer: one kernel nfsd (NFSv3, 8 threads, rdma 20049, mountd tcp 20048) in that
+# netns, once per boot: a second "rdma 20049" on the same instance panics Debian's 6.1 (see
+# nfs-interop.sh). In netns peer the nfsd file system is mounted afresh inside `ip netns exec`
+# (a private mount namespace), and rpc.mountd, a daemon, keeps that namespace alive.
+knfsd_start() {
+	local ns=() t0
+	[ -n "${KNFSD_UP[$1]:-}" ] && return 0
+	[ "$1" = peer ] && ns=(ip netns exec peer)
+	t0=$(now_ms)
+	# shellcheck disable=SC2016 # the inner script expands its own variables
+	"${ns[@]}" bash -c '
+		set -e
+		if [ "$1" = peer ]; then umount /proc/fs/nfsd 2>/dev/null || true; fi
+		mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
+		exportfs -ra
+		if [ "$(cat /proc/fs/nfsd/threads)" -gt 0 ]; then
+			echo "kernel nfsd ($1): already running"
+		else
+			echo 1048576 >/proc/fs/nfsd/max_block_size
+			rpc.mountd -p 20048 -N 4
+			rpc.nfsd -N 4 8
+		fi
+		grep -q "^rdma 20049" /proc/fs/nfsd/portlist || echo "rdma 20049" >/proc/fs/nfsd/portlist
+		echo "kernel nfsd ($1): portlist $(tr "\n" " " </proc/fs/nfsd/portlist)versions $(cat /proc/fs/nfsd/versions), max_block_size $(cat /proc/fs/nfsd/max_block_size)"
+	' knfsd "$1" || return 1
+	KNFSD_UP[$1]=1
+	echo "kernel nfsd ($1) ready in $(($(now_ms) - t0)) ms"
+}
+
+# ---- our server / the kernel's, behind one interface --------------------------------------------
+# srv_start DEV BACKEND [EXTRA SERVER ARGS]: sets SRV_ADDR SRV_PORT SRV_MPORT SRV_PATH SRV_PID SRV_LOG
+SRV_PID='' SRV_LOG=''
+srv_start() {
+	local dev=$1 be=$2 ns=() arg t0 line
+	shift 2
+	case $dev in
+	rxe) SRV_ADDR=10.0.2.15 ;;
+	siw)
+		SRV_ADDR=10.0.3.2
+		ns=(ip netns exec peer)
+		;;
+	esac
+	SRV_LOG=$LOGS/server-${PART//\//-}.log
+	: >"$SRV_LOG"
+	if [ "$KIND" = kernel ]; then
+		SRV_PORT=20049 SRV_MPORT=20048 SRV_PID=''
+		if [ "$be" = memory ]; then SRV_PATH=$KEXPORT; else SRV_PATH=$NFSD_DIR; fi
+		find "$SRV_PATH" -mindepth 1 -delete
+		local kns=root
+		[ "$dev" = siw ] && kns=peer
+		knfsd_start "$kns" || return 1
+		KSTAT0=$(kstats)
+		return 0
+	fi
+	SRV_PORT=$PORT SRV_MPORT=$MPORT SRV_PATH=/export
+	if [ "$be" = memory ]; then arg=memory; else
+		find "$NFSD_DIR" -mindepth 1 -delete
+		arg=dir:$NFSD_DIR
+	fi
+	t0=$(now_ms)
+	# shellcheck disable=SC2086 # RPCRDMA_NFSD_ARGS: more arguments, split on purpose
+	"${ns[@]}" "$BIN" --provider rdma --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" --export /export \
+		--backend "$arg" --no-rpcbind ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
+	SRV_PID=$!
+	while :; do
+		line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG")
+		[ -n "$line" ] && break
+		if ! kill -0 "$SRV_PID" 2>/dev/null; then
+			wait "$SRV_PID"
+			echo "server exited with status $? before its ready line"
+			SRV_PID=''
+			return 1
+		fi
+		if [ $(($(now_ms) - t0)) -gt $((READY_TIMEOUT * 1000)) ]; then
+			echo "no ready line within $READY_TIMEOUT s"
+			return 1
+		fi
+		sleep 0.2
+	done
+	echo "server: $line ($(($(now_ms) - t0)) ms)"
+	# the ports it really uses
+	arg=$(sed -n 's/.* nfs=[^ ]*:\([0-9]*\).*/\1/p' <<<"$line")
+	[ -n "$arg" ] && SRV_PORT=$arg
+	arg=$(sed -n 's/.* mount=[^ ]*:\([0-9]*\).*/\1/p' <<<"$line")
+	[ -n "$arg" ] && SRV_MPORT=$arg
+	return 0
+}
+
+# srv_stop: SIGTERM, the exit status must be 0 within 20 s (ours); nothing for the kernel nfsd
+srv_stop() {
+	local i st
+	[ -n "$SRV_PID" ] || return 0
+	kill -TERM "$SRV_PID" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$SRV_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	if kill -0 "$SRV_PID" 2>/dev/null; then
+		kill -KILL "$SRV_PID"
+		wait "$SRV_PID" 2>/dev/null
+		failc server-exit "still running 20 s after SIGTERM (killed)"
+	else
+		wait "$SRV_PID"
+		st=$?
+		if [ "$st" -eq 0 ]; then pass server-exit "exit status 0 after SIGTERM"; else failc server-exit "exit status $st after SIGTERM"; fi
+	fi
+	SRV_PID=''
+}
+
+# kstats: svc_rdma's global counters and the nfsd's (root netns) call count, one line
+kstats() {
+	local f v out=''
+	for f in read write recv; do
+		v=$(cat "/proc/sys/sunrpc/svc_rdma/rdma_stat_$f" 2>/dev/null || echo 0)
+		out="$out $f=$v"
+	done
+	echo "$out"
+}
+kstat_get() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<" $1"; }
+
+# counters: fills CNT[name] from the server (SIGUSR1 -> "nfsd-stat NAME VALUE" lines) or, for the
+# kernel, from svc_rdma's counters (deltas since srv_start) and the client's xprtrdma counters
+declare -A CNT=()
+counters() {
+	local n0 n1 n2 i name value
+	CNT=()
+	if [ "$KIND" = kernel ]; then
+		local k1
+		k1=$(kstats)
+		for name in read write recv; do
+			CNT[svc_rdma.$name]=$(($(kstat_get "$k1" "$name") - $(kstat_get "$KSTAT0" "$name")))
+		done
+		CNT[chunks.read]=${CNT[svc_rdma.read]}
+		CNT[chunks.write]=${CNT[svc_rdma.write]}
+		CNT[chunks.reply]=${CLI[reply_chunks]:-0}
+		CNT[calls.total]=${CNT[svc_rdma.recv]}
+		return 0
+	fi
+	[ -n "$SRV_PID" ] || return 1
+	n0=$(wc -l <"$SRV_LOG")
+	kill -USR1 "$SRV_PID" || return 1
+	# wait until the block of nfsd-stat lines stopped growing
+	n1=0
+	for ((i = 0; i < 50; i++)); do
+		sleep 0.2
+		n2=$(tail -n +$((n0 + 1)) "$SRV_LOG" | grep -c '^nfsd-stat ')
+		[ "$n2" -gt 0 ] && [ "$n2" -eq "$n1" ] && break
+		n1=$n2
+	done
+	while read -r _ name value; do CNT[$name]=$value; done < <(tail -n +$((n0 + 1)) "$SRV_LOG" | grep '^nfsd-stat ')
+	[ "${#CNT[@]}" -gt 0 ]
+}
+show_counters() {
+	local k line=''
+	for k in calls.total calls.READ calls.WRITE calls.READDIRPLUS chunks.read chunks.write chunks.reply chunks.pz \
+		replies.send_inv credits.granted drc.hits drc.inprogress conn.accepted conn.dropped svc_rdma.read \
+		svc_rdma.write svc_rdma.recv; do
+		[ -n "${CNT[$k]:-}" ] && line="$line $k=${CNT[$k]}"
+	done
+	for k in "${!CNT[@]}"; do case $k in errors.*) line="$line $k=${CNT[$k]}" ;; esac done
+	echo "counters $PART:$line"
+}
+cnt_positive() { # NAME...: each counter > 0
+	local k
+	for k in "$@"; do
+		if [ "${CNT[$k]:-0}" -gt 0 ] 2>/dev/null; then pass "counter-$k" "${CNT[$k]}"; else failc "counter-$k" "${CNT[$k]:-missing} (expected > 0)"; fi
+	done
+}
+
+# ---- the client -----------------------------------------------------------------------------------
+mount_cmd() { # DIR: the mount command line for the current server
+	echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock $SRV_ADDR:$SRV_PATH $1"
+}
+do_mount() { # DIR
+	local out t0
+	mkdir -p "$1"
+	t0=$(now_ms)
+	# shellcheck disable=SC2046 # the command line, split into words on purpose
+	if ! out=$(timeout -k 5 60 $(mount_cmd "$1") 2>&1); then
+		failc mount "$(mount_cmd "$1") failed: $out"
+		return 1
+	fi
+	if [ "$(mstats "$1" | awk '$1 == "xprt:" {print $2; exit}')" = rdma ]; then
+		pass mount "$(mount_cmd "$1") ($(($(now_ms) - t0)) ms), mountstats: xprt: rdma"
+	else
+		failc mount "mountstats shows no 'xprt: rdma' for $1: $(mstats "$1" | grep xprt:)"
+		return 1
+	fi
+}
+do_umount() { # DIR
+	local out
+	out=$(timeout -k 5 60 umount "$1" 2>&1) && return 0
+	failc umount "umount $1: $out"
+	umount -f -l "$1" 2>/dev/null
+	return 1
+}
+mstats() { # DIR [FILE]: the mountstats block of that mount point (default /proc/self/mountstats)
+	awk -v m="$1" '$1 == "device" {on = ($5 == m && $8 == "nfs")} on' "${2:-/proc/self/mountstats}"
+}
+# client_stats DIR [EARLIER-BLOCK-FILE]: CLI[...] from the xprt line (+ the one saved before the
+# remount), the mount options; printed as "client PART: ..."
+declare -A CLI=()
+XPRT_FIELDS="srcport bind_count connects connect_time idle sends recvs bad_xids req_u bklog_u read_chunks write_chunks reply_chunks rdma_req_bytes rdma_reply_bytes pullup_copy fixup_copy hardway_register failed_marshal bad_reply nomsg_calls mrs_recycled mrs_orphaned mrs_allocated local_inv_needed empty_sendctx_q reply_waits_for_send"
+client_stats() {
+	local blk opts i f names vals
+	blk=$(mstats "$1")
+	read -ra names <<<"$XPRT_FIELDS"
+	CLI=()
+	for f in "$blk" "$([ -z "${2:-}" ] || mstats "$1" "$2" 2>/dev/null)"; do
+		read -ra vals <<<"$(awk '$1 == "xprt:" && $2 == "rdma" {$1 = $2 = ""; print; exit}' <<<"$f")"
+		for ((i = 0; i < ${#vals[@]} && i < ${#names[@]}; i++)); do
+			CLI[${names[i]}]=$((${CLI[${names[i]}]:-0} + vals[i]))
+		done
+	done
+	opts=$(awk '$1 == "opts:" {print $2; exit}' <<<"$blk")
+	CLI[rsize]=$(tr ',' '\n' <<<"$opts" | sed -n 's/^rsize=//p')
+	CLI[wsize]=$(tr ',' '\n' <<<"$opts" | sed -n 's/^wsize=//p')
+	echo "client $PART: rsize=${CLI[rsize]} wsize=${CLI[wsize]} connects=${CLI[connects]:-?} read_chunks=${CLI[read_chunks]:-?} write_chunks=${CLI[write_chunks]:-?} reply_chunks=${CLI[reply_chunks]:-?} local_inv_needed=${CLI[local_inv_needed]:-?} rpc_sends=${CLI[sends]:-?} bad_reply=${CLI[bad_reply]:-?}"
+	echo "client $PART: mount options $opts"
+}
+# nfs3_calls: the client's NFSv3 calls per procedure since NFS3_0 (/proc/net/rpc/nfs, nfsstat -c)
+NFS3_NAMES="null getattr setattr lookup access readlink read write create mkdir symlink mknod remove rmdir rename link readdir readdirplus fsstat fsinfo pathconf commit"
+nfs3_line() { awk '$1 == "proc3" {$1 = $2 = ""; print}' /proc/net/rpc/nfs; }
+rpc_line() { awk '$1 == "rpc" {print $2, $3}' /proc/net/rpc/nfs; }
+nfs3_calls() {
+	local a b out='' i=0 n
+	read -ra a <<<"$NFS3_0"
+	read -ra b <<<"$(nfs3_line)"
+	for n in $NFS3_NAMES; do
+		[ $((b[i] - a[i])) -gt 0 ] && out="$out ${n^^}=$((b[i] - a[i]))"
+		i=$((i + 1))
+	done
+	read -ra a <<<"$RPC_0"
+	read -ra b <<<"$(rpc_line)"
+	echo "client $PART: NFSv3 calls$out; rpc calls $((b[0] - a[0])), retransmissions $((b[1] - a[1]))"
+}
+
+# ---- parts -----------------------------------------------------------------------------------------
+# run_part DEV BACKEND: the full workload against one server
+run_part() {
+	local dev=$1 be=$2 pre=$LOGS/pre-remount-${1}-${2}.mountstats wl rc
+	part_begin "$dev/$be" "$KIND server, $be backend, over $dev"
+	if ! srv_start "$dev" "$be"; then
+		failc server-start "the server did not start (log below)"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+		part_end
+		return
+	fi
+	pass server-start "$SRV_ADDR nfs port $SRV_PORT, mount port $SRV_MPORT"
+	NFS3_0=$(nfs3_line) RPC_0=$(rpc_line)
+	if do_mount "$MNT"; then
+		local remount
+		remount="cat /proc/self/mountstats >$pre && umount $MNT && $(mount_cmd "$MNT")"
+		wl=$(mktemp)
+		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" full "$MNT" --remount "$remount" | tee "$wl"
+		rc=${PIPESTATUS[0]}
+		[ "$rc" -ne 124 ] || echo "FAIL workload: timed out after $RUN_TIMEOUT s"
+		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
+		PNOTES="$(grep '^workload:' "$wl" | head -n 1)"
+		rm -f "$wl"
+		client_stats "$MNT" "$pre"
+		nfs3_calls
+		if counters; then
+			show_counters
+			cnt_positive chunks.read chunks.write chunks.reply
+			echo "note: replies sent with Send With Invalidate: ${CNT[replies.send_inv]:-n/a (kernel: not counted; client local_inv_needed=${CLI[local_inv_needed]:-?})}"
+		else
+			failc counters "no nfsd-stat lines after SIGUSR1"
+		fi
+		# the client's own view of the chunks: all three kinds must have been used
+		for v in read_chunks write_chunks reply_chunks; do
+			[ "${CLI[$v]:-0}" -gt 0 ] || failc "client-$v" "xprtrdma counted ${CLI[$v]:-no} $v"
+		done
+		do_umount "$MNT"
+	fi
+	srv_stop
+	if [ "$PFAIL" -ne 0 ] && [ -s "$SRV_LOG" ]; then
+		echo "---- server log (tail):"
+		grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 30 | sed 's/^/  | /'
+		echo "---- kernel log (tail):"
+		dmesg | grep -v 'speed is unknown' | tail -n 15 | sed 's/^/  | /'
+	fi
+	part_end
+}
+
+run_fault() {
+	local every=${RPCRDMA_NFSD_DROP_EVERY:-50} wl rc extra=()
+	part_begin fault "rxe, memory backend, the server drops the connection every $every-th non-idempotent call"
+	[ "$KIND" = kernel ] || extra=(--drop-every "$every")
+	if ! srv_start rxe memory "${extra[@]}"; then
+		failc server-start "the server did not start"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+		part_end
+		return
+	fi
+	NFS3_0=$(nfs3_line) RPC_0=$(rpc_line)
+	if do_mount "$MNT"; then
+		wl=$(mktemp)
+		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" churn "$MNT" | tee "$wl"
+		rc=${PIPESTATUS[0]}
+		[ "$rc" -ne 124 ] || echo "FAIL churn: timed out after $RUN_TIMEOUT s"
+		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
+		PNOTES="$(grep '^workload:' "$wl" | head -n 1)"
+		rm -f "$wl"
+		client_stats "$MNT"
+		nfs3_calls
+		if counters; then
+			show_counters
+			if [ "$KIND" = kernel ]; then
+				echo "SKIP counter-conn.dropped, counter-drc.hits: the kernel nfsd cannot drop connections on demand (churn ran without faults)"
+			else
+				cnt_positive conn.dropped drc.hits
+			fi
+		else
+			failc counters "no nfsd-stat lines after SIGUSR1"
+		fi
+		do_umount "$MNT"
+	fi
+	srv_stop
+	part_end
+}
+
+# fio_best FILE LABEL JOB: the best of the rounds ("fio-result LABEL JOB ..." lines): the highest
+# IOPS and bandwidth, the lowest latencies (interference from the busy host only slows a run down)
+fio_best() {
+	awk -v l="$2" -v j="$3" '$1 == "fio-result" && $2 == l && $3 == j && $4 ~ /^iops=/ {
+		for (i = 4; i <= NF; i++) {
+			split($i, kv, "=")
+			v = kv[2] + 0
+			if (kv[1] == "iops" || kv[1] == "bw_kib") { if (!(kv[1] in b) || v > b[kv[1]]) b[kv[1]] = v }
+			else if (kv[1] ~ /^clat/) { if (!(kv[1] in b) || v < b[kv[1]]) b[kv[1]] = v }
+		}
+		n++
+	} END {
+		if (n) printf "iops=%d bw_kib=%d clat_p50_us=%d clat_p99_us=%d\n", b["iops"], b["bw_kib"], b["clat_p50_us"], b["clat_p99_us"]
+	}' "$1"
+}
+fio_get() { sed -n "s/.*\b$2=\([0-9.]*\).*/\1/p" <<<"$1"; }
+# run_fio: both servers mounted at once (kernel nfsd on /mnt/knfs, ours on /mnt/onfs), every job
+# run against one then the other, RPCRDMA_NFSD_FIO_ROUNDS rounds (default 2, the order swapped
+# each round), the best of the rounds compared
+run_fio() {
+	local f label=ours rounds=${RPCRDMA_NFSD_FIO_ROUNDS:-2} r job l order kmnt=/mnt/knfs omnt=/mnt/onfs ok=1 obe=memory
+	part_begin fio "over rxe: the same fio jobs against the kernel nfsd (tmpfs) and against $KIND (memory backend), $rounds rounds"
+	f=$LOGS/fio.log
+	: >"$f"
+	# 1. the kernel nfsd
+	local kind_save=$KIND
+	KIND=kernel
+	srv_start rxe memory && do_mount "$kmnt" || ok=0
+	KIND=$kind_save
+	# 2. ours (in kernel mode: the kernel nfsd again, on its other tmpfs export: the ratios then
+	#    show the noise of the measurement)
+	if [ "$KIND" = kernel ]; then
+		label=kernel2 obe=dir
+	fi
+	if ! srv_start rxe "$obe"; then
+		failc server-start "the server did not start"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+		ok=0
+	elif ! do_mount "$omnt"; then ok=0; fi
+	if [ "$ok" = 1 ]; then
+		for ((r = 1; r <= rounds; r++)); do
+			order="kernel $label"
+			[ $((r % 2)) -eq 0 ] && order="$label kernel"
+			for job in seqwrite seqread randwrite randread; do
+				for l in $order; do
+					if [ "$l" = kernel ]; then d=$kmnt; else d=$omnt; fi
+					"$HERE/nfs-fio.sh" "$d" "$l" "$job" >>"$f" || failc "fio-$l-$job" "$(grep "^fio-result $l $job" "$f" | tail -n 1)"
+					grep "^fio-result $l $job " "$f" | tail -n 1 | sed "s/^/round $r: /"
+				done
+			done
+		done
+		rm -f "$kmnt/fio-perf.dat" "$omnt/fio-perf.dat"
+	fi
+	if [ -n "$SRV_PID" ] || [ "$KIND" = kernel ]; then counters && show_counters; fi
+	mountpoint -q "$kmnt" && do_umount "$kmnt"
+	mountpoint -q "$omnt" && do_umount "$omnt"
+	srv_stop
+	echo
+	echo "fio over rxe, direct=1, libaio, ${RPCRDMA_NFS_FIO_RUNTIME:-5} s per job, best of $rounds rounds: $label / kernel"
+	echo "(higher is better for IOPS and bandwidth, lower for latency)"
+	printf '  %-34s %12s %12s %8s\n' "job" "kernel" "$label" "ratio"
+	local kb ob k o row metric desc rt ratios=()
+	for row in "seqwrite bw_kib 1 MiB sequential write, KiB/s" "seqread bw_kib 1 MiB sequential read, KiB/s" \
+		"randwrite iops 4 KiB random write, IOPS" "randwrite clat_p50_us   clat p50, us" "randwrite clat_p99_us   clat p99, us" \
+		"randread iops 4 KiB random read, IOPS" "randread clat_p50_us   clat p50, us" "randread clat_p99_us   clat p99, us"; do
+		read -r job metric desc <<<"$row"
+		kb=$(fio_best "$f" kernel "$job")
+		ob=$(fio_best "$f" "$label" "$job")
+		k=$(fio_get "$kb" "$metric")
+		o=$(fio_get "$ob" "$metric")
+		rt=$(awk -v k="$k" -v o="$o" 'BEGIN {if (k + 0 > 0 && o != "") printf "%.2f", o / k; else print "n/a"}')
+		printf '  %-34s %12s %12s %8s\n' "$desc" "${k:-n/a}" "${o:-n/a}" "$rt"
+		ratios+=("ratio $job $metric kernel=${k:-n/a} $label=${o:-n/a} ratio=$rt")
+	done
+	printf '%s\n' "${ratios[@]}"
+	part_end
+}
+
+# ---- main ----------------------------------------------------------------------------------------
+if [ "$KIND" = ours ]; then
+	if [ ! -x "$BIN" ]; then
+		echo "nfs-server: $BIN is not an executable file inside the VM"
+		exit 1
+	fi
+	if ldd "$BIN" 2>&1 | grep -q 'not found'; then
+		echo "nfs-server: $BIN: libraries missing in the VM: $(ldd "$BIN" | grep 'not found' | tr '\n' ' ')"
+		exit 1
+	fi
+fi
+command -v fio >/dev/null || echo "note: fio is not in the guest image (scripts/vm/lib.sh vm_guest_pkgs): the fio checks will fail"
+for r in $RUNS; do
+	case $r in
+	rxe/memory | rxe/dir | siw/memory | siw/dir) run_part "${r%/*}" "${r#*/}" ;;
+	*)
+		echo "nfs-server: unknown run $r (rxe/memory rxe/dir siw/memory siw/dir)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
+[ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ] && run_fault
+[ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
+
+echo
+for l in "${SUMMARY[@]}"; do echo "  $l"; done
+echo "nfs-server: $((NPARTS - NPFAIL)) passed, $NPFAIL failed"
+[ "$NPFAIL" -eq 0 ]
