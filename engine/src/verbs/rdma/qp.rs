@@ -701,7 +701,18 @@ impl QueuePair<Rdma> for RdmaQp {
         w.imm_data_invalidated_rkey_union.invalidated_rkey = 0;
         match wr.op {
             SendOp::Send => {}
-            SendOp::SendWithInv { rkey } | SendOp::LocalInv { rkey } => {
+            SendOp::SendWithInv { rkey } => {
+                w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+                // libsiw (rdma-core's soft-iWARP provider) takes the STag to invalidate from
+                // `wr.rdma.rkey`, not from `invalidate_rkey`: without this it sends STag 0 and
+                // the peer answers with a TERMINATE ("STag cannot be invalidated"). Other
+                // providers ignore `wr.rdma` for a Send (docs/rdma-provider.md 2.4).
+                w.wr.rdma = sys::rdma_t {
+                    remote_addr: 0,
+                    rkey,
+                };
+            }
+            SendOp::LocalInv { rkey } => {
                 w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
             }
             SendOp::RdmaWrite { remote_addr, rkey } | SendOp::RdmaRead { remote_addr, rkey } => {
