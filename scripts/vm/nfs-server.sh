@@ -54,7 +54,7 @@ if [ $# -ne 1 ]; then
 fi
 BIN=$1
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-RUNS=${RPCRDMA_NFSD_RUNS:-rxe/memory rxe/dir siw/memory siw/dir}
+RUNS=${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir}
 PORT=${RPCRDMA_NFSD_PORT:-20051}
 MPORT=${RPCRDMA_NFSD_MOUNT_PORT:-20050}
 RUN_TIMEOUT=${RPCRDMA_NFSD_RUN_TIMEOUT:-300}
