@@ -703,10 +703,8 @@ impl QueuePair<Rdma> for RdmaQp {
             SendOp::Send => {}
             SendOp::SendWithInv { rkey } => {
                 w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
-                // libsiw (rdma-core's soft-iWARP provider) takes the STag to invalidate from
-                // `wr.rdma.rkey`, not from `invalidate_rkey`: without this it sends STag 0 and
-                // the peer answers with a TERMINATE ("STag cannot be invalidated"). Other
-                // providers ignore `wr.rdma` for a Send (docs/rdma-provider.md 2.4).
+                // libsiw reads the STag from `wr.rdma.rkey` (others ignore it for a Send):
+                // without it siw sends STag 0 and gets a TERMINATE (docs/rdma-provider.md 2.4).
                 w.wr.rdma = sys::rdma_t {
                     remote_addr: 0,
                     rkey,
