@@ -19,6 +19,9 @@
 #   fault    (RPCRDMA_NFSD_FAULT=1): rxe, memory backend, --drop-every N (RPCRDMA_NFSD_DROP_EVERY,
 #       default 50): nfs-workload.sh churn must see no error and end with the reference tree;
 #       conn.dropped and drc.hits must be > 0.
+#   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
+#       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
+#       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
 #   fio      (RPCRDMA_NFSD_FIO=1): over rxe, the same fio jobs (nfs-fio.sh: 1 MiB sequential
 #       write/read bandwidth, 4 KiB random write/read IOPS + clat p50/p99, direct=1) against the
 #       kernel nfsd (tmpfs export, /mnt/knfs) and against rpcrdma-nfsd (memory backend,
@@ -430,6 +433,57 @@ run_fault() {
 	part_end
 }
 
+# run_rpcbind (ours only): the server on its default ports (NFS/RDMA 20049, MOUNT 20048)
+# registers with the guest's rpcbind, a plain `mount -o vers=3,proto=rdma` (no port options:
+# the kernel uses 20049 for rdma, mount.nfs asks rpcbind for MOUNT) works, and the
+# registrations are gone after SIGTERM. Runs before the fio part starts the kernel nfsd (which
+# takes the same ports).
+run_rpcbind() {
+	local t0 line pid log=$LOGS/server-rpcbind.log reg
+	part_begin rpcbind "rxe, memory backend, default ports, registered with rpcbind, plain mount"
+	t0=$(now_ms)
+	"$BIN" --provider rdma --bind 10.0.2.15 --backend memory >"$log" 2>&1 &
+	pid=$!
+	until line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$log"); do
+		if ! kill -0 "$pid" 2>/dev/null || [ $(($(now_ms) - t0)) -gt $((READY_TIMEOUT * 1000)) ]; then
+			failc server-start "no ready line: $(tail -n 5 "$log" | tr '\n' ' ')"
+			kill -KILL "$pid" 2>/dev/null
+			part_end
+			return
+		fi
+		sleep 0.2
+	done
+	echo "server: $line"
+	reg=$(rpcinfo 127.0.0.1 2>&1)
+	if grep -Eq '^ +100003 +3 +rdma +10\.0\.2\.15\.78\.81 ' <<<"$reg" &&
+		grep -Eq '^ +100005 +3 +tcp +10\.0\.2\.15\.78\.80 ' <<<"$reg"; then
+		pass rpcbind-set "100003 v3 rdma 10.0.2.15.78.81 and 100005 v3 tcp 10.0.2.15.78.80 registered"
+	else
+		failc rpcbind-set "rpcinfo shows: $(grep -E ' 10000[35] ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
+	fi
+	mkdir -p /mnt/rpcb
+	if timeout -k 5 60 mount -t nfs -o vers=3,proto=rdma,nolock 10.0.2.15:/export /mnt/rpcb 2>&1; then
+		if [ "$(mstats /mnt/rpcb | awk '$1 == "xprt:" {print $2; exit}')" = rdma ] &&
+			echo plain >/mnt/rpcb/p && [ "$(cat /mnt/rpcb/p)" = plain ]; then
+			pass plain-mount "mount -t nfs -o vers=3,proto=rdma,nolock 10.0.2.15:/export: xprt: rdma, a file written and read"
+		else
+			failc plain-mount "mounted, but no 'xprt: rdma' or the file did not read back"
+		fi
+		do_umount /mnt/rpcb
+	else
+		failc plain-mount "mount -t nfs -o vers=3,proto=rdma,nolock 10.0.2.15:/export /mnt/rpcb failed"
+	fi
+	SRV_PID=$pid
+	srv_stop
+	reg=$(rpcinfo 127.0.0.1 2>&1)
+	if grep -Eq ' (100003|100005) ' <<<"$reg"; then
+		failc rpcbind-unset "still registered after exit: $(grep -E ' 10000[35] ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
+	else
+		pass rpcbind-unset "100003 and 100005 unregistered at exit"
+	fi
+	part_end
+}
+
 # fio_best FILE LABEL JOB: the best of the rounds ("fio-result LABEL JOB ..." lines): the highest
 # IOPS and bandwidth, the lowest latencies (interference from the busy host only slows a run down)
 fio_best() {
@@ -530,6 +584,7 @@ for r in $RUNS; do
 	esac
 done
 [ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ] && run_fault
+[ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 
 echo
