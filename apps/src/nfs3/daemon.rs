@@ -6,7 +6,9 @@
 //! Normal operation: the memory backend serves its handlers inline on the reactors (they
 //! never block); the directory backend serves them on worker threads (file I/O blocks). READ
 //! results are DDP items from the endpoint's payload pool, whose buffers are `max_io` octets;
-//! replies use a separate pool of small buffers sized for the largest listing.
+//! the memory backend keeps its large blocks in buffers of that same pool and places READ
+//! data straight from them (zero copy). Replies use a separate pool of small buffers sized for
+//! the largest listing.
 //!
 //! Recovery: a failure to start any part stops what was started and is returned as text; a
 //! missing rpcbind is only a warning (mount with `port=` and `mountport=`).
@@ -79,7 +81,13 @@ pub struct DaemonOptions {
     pub credits: u32,
     /// Largest READ / WRITE (FSINFO rtmax / wtmax).
     pub max_io: u32,
-    /// Payload buffers (READ DDP results in flight, across connections).
+    /// Payload buffers of `max_io` octets, registered at start-up: READ DDP results in flight
+    /// (across connections) and, with the memory backend, the store's large blocks (its data
+    /// is then read by DDP without a copy). The memory store leaves a quarter of them for
+    /// READ results it cannot serve from a block; past that its blocks are ordinary heap
+    /// memory (still within `memory_capacity`, READs then copied), so an exhausted pool never
+    /// fails a write. Default 256 (256 MiB with 1 MiB `max_io`: the store holds up to 192 MiB
+    /// in registered memory).
     pub buffers: usize,
     /// Connections each reactor holds at most.
     pub max_conns: usize,
@@ -105,7 +113,7 @@ impl Default for DaemonOptions {
             pin: false,
             credits: 64,
             max_io: 1 << 20,
-            buffers: 96,
+            buffers: 256,
             max_conns: 64,
             drop_every: 0,
             rpcbind: true,
@@ -134,18 +142,15 @@ const INLINE: u32 = 4096;
 impl<P: Provider> Daemon<P> {
     /// Starts everything on device `dev`.
     pub fn start(dev: P::Device, o: &DaemonOptions) -> Result<Daemon<P>, String> {
-        let (store, mode): (Arc<dyn Store>, CallbackMode) = match &o.backend {
-            Backend::Memory => (
-                Arc::new(MemoryStore::new(MemoryOptions {
-                    capacity: o.memory_capacity,
-                    ..MemoryOptions::default()
-                })),
-                CallbackMode::Inline,
-            ),
-            Backend::Dir(p) => (
-                Arc::new(DirStore::open(p).map_err(|e| format!("{}: {e}", p.display()))?),
-                CallbackMode::Worker,
-            ),
+        let mode = match &o.backend {
+            Backend::Memory => CallbackMode::Inline,
+            Backend::Dir(_) => CallbackMode::Worker,
+        };
+        let dir_store: Option<Arc<dyn Store>> = match &o.backend {
+            Backend::Memory => None,
+            Backend::Dir(p) => Some(Arc::new(
+                DirStore::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            )),
         };
         let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));
         rc.pin = if o.pin {
@@ -177,6 +182,16 @@ impl<P: Provider> Daemon<P> {
             hugepages: o.hugepages,
         };
         let ep = Endpoint::<P>::new(&set, dev, ecfg).map_err(|e| format!("endpoint: {e}"))?;
+        // The memory store's large blocks live in the endpoint's registered pool.
+        let store = dir_store.unwrap_or_else(|| {
+            Arc::new(MemoryStore::with_pool(
+                MemoryOptions {
+                    capacity: o.memory_capacity,
+                    ..MemoryOptions::default()
+                },
+                ep.buffers().clone(),
+            ))
+        });
         let nfs = Nfs3::new(
             Arc::clone(&store),
             Some(ep.buffers().clone()),

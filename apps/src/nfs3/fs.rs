@@ -11,6 +11,10 @@
 //! decode is BADHANDLE, one that names nothing (any more) is STALE, OS errors map through
 //! [`Nfsstat3::from_errno`]. No method panics on any input.
 
+use std::sync::Arc;
+
+use rpcrdma_mempool::PoolBuf;
+
 use super::types::{CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Sattr3, StableHow, Time3};
 
 /// What one READDIR / READDIRPLUS listing returned.
@@ -19,6 +23,20 @@ pub struct DirListing {
     /// The cookie verifier to hand to the client (`cookieverf3`).
     pub verf: [u8; 8],
     /// True when the listing reached the end of the directory.
+    pub eof: bool,
+}
+
+/// A READ's data as a range of a registered buffer the store keeps ([`Store::read_registered`]).
+#[derive(Debug, Clone)]
+pub struct SharedRead {
+    /// The store's buffer; the reply holds this reference until its Send completes, and the
+    /// store does not change the octets meanwhile (it copies the block on write instead).
+    pub buf: Arc<PoolBuf>,
+    /// Where the data starts in `buf`.
+    pub off: usize,
+    /// Octets of data (the READ's count clamped to the file size; more than 0).
+    pub len: usize,
+    /// Whether the range reaches the end of the file (as [`Store::read`] says).
     pub eof: bool,
 }
 
@@ -52,6 +70,22 @@ pub trait Store: Send + Sync + 'static {
     /// whether the read reached the end of the file. ISDIR for a directory, INVAL for other
     /// non-regular files. Offsets past the end read 0 octets with eof.
     fn read(&self, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)>;
+
+    /// Zero-copy READ: when the whole range `[offset, offset + count)`, clamped to the file
+    /// size, lies inside one registered block the store keeps (and is not empty), that block
+    /// and where the range is in it, with eof as [`Store::read`] computes it; the caller hands
+    /// the buffer to the transport (a DDP item) instead of copying. `Some(Err(_))` for what
+    /// `read` would refuse (BADHANDLE, STALE, ISDIR, INVAL). `None`: use `read` (the range is
+    /// empty, in a hole, crosses blocks, or the store keeps no registered blocks, as the
+    /// default says).
+    fn read_registered(
+        &self,
+        _fh: &Fh,
+        _offset: u64,
+        _count: usize,
+    ) -> Option<NfsResult<SharedRead>> {
+        None
+    }
 
     /// Writes `data` at `offset`; returns how stable the data is now (at least `stable`).
     /// FBIG when `offset + len` overflows or passes the store's largest file, NOSPC when the

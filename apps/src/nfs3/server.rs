@@ -491,6 +491,29 @@ impl Nfs3 {
             let eof = offset >= attr.size;
             return self.put(out, &Res3::Read(Ok((Some(attr), 0, eof, &[]))));
         }
+        if let Some(&cap) = req.write_chunks.first() {
+            // Zero copy: the store's registered block itself becomes the DDP item.
+            match self
+                .store
+                .read_registered(fh, offset, count.min(cap as usize))
+            {
+                Some(Ok(r)) => {
+                    self.stats.status(Nfsstat3::OK);
+                    self.stats.bump(&self.stats.read_ddp);
+                    self.stats.bump(&self.stats.read_zero_copy);
+                    let mut w = XdrWriter::new(out.space());
+                    encode_read_head(&mut w, Some(&attr), r.len as u32, r.eof)
+                        .map_err(|_| Reject::SystemErr)?;
+                    let hl = w.finish();
+                    out.advance(hl).map_err(|_| Reject::SystemErr)?;
+                    return out
+                        .ddp_shared(r.buf, r.off, r.len)
+                        .map_err(|_| Reject::SystemErr);
+                }
+                Some(Err(e)) => return self.put(out, &Res3::Read(Err((e, Some(attr))))),
+                None => {}
+            }
+        }
         if let (Some(&cap), Some(pool)) = (req.write_chunks.first(), self.pool.as_ref()) {
             let Some(mut buf) = pool.get() else {
                 return self.put(out, &Res3::Read(Err((Nfsstat3::JUKEBOX, Some(attr)))));

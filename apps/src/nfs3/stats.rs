@@ -84,6 +84,9 @@ pub struct NfsStats {
     pub chunk_pz: AtomicU64,
     /// READ results placed by DDP (into a Write chunk).
     pub read_ddp: AtomicU64,
+    /// READ results placed by DDP straight from the store's registered block (no copy; also
+    /// counted in `read_ddp`).
+    pub read_zero_copy: AtomicU64,
     /// READ results sent inline (no Write chunk offered).
     pub read_inline: AtomicU64,
     /// Retransmissions answered from the duplicate request cache.
@@ -175,6 +178,7 @@ impl NfsStats {
             ("chunks.reply", &self.chunk_reply),
             ("chunks.pz", &self.chunk_pz),
             ("read.ddp", &self.read_ddp),
+            ("read.zero_copy", &self.read_zero_copy),
             ("read.inline", &self.read_inline),
             ("drc.hits", &self.drc_hits),
             ("drc.inprogress", &self.drc_inprogress),

@@ -602,6 +602,13 @@ fn memory_store_meets_the_store_contract() {
 }
 
 #[test]
+fn memory_store_with_a_pool_meets_the_store_contract() {
+    let tp = super::memory::test_pool::TestPool::new(16);
+    let s = MemoryStore::with_pool(MemoryOptions::default(), tp.pool.clone());
+    conformance(&s);
+}
+
+#[test]
 fn dir_store_meets_the_store_contract() {
     let t = TempDir::new();
     let s = DirStore::open(&t.0).expect("open");

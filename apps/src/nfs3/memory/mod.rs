@@ -6,7 +6,9 @@
 //! and getattr take it shared, everything that changes the tree takes it exclusive, and
 //! nothing but tree work (no I/O, no callbacks other than READDIR's `emit`, which only
 //! encodes) runs under it. File data lives in lazily allocated fixed-size blocks
-//! ([`blocks`]). Recovery: a poisoned lock (a panic elsewhere while holding it) is recovered
+//! ([`blocks`]); a store built [`MemoryStore::with_pool`] keeps large blocks in the endpoint's
+//! registered buffers and answers READs from them without a copy
+//! ([`Store::read_registered`]), copying a block on write while a reply holds it. Recovery: a poisoned lock (a panic elsewhere while holding it) is recovered
 //! with `into_inner`: every tree method checks before it changes, so the tree stays
 //! consistent.
 //!
@@ -22,14 +24,21 @@
 //! verifier is derived from the directory's file id and generation.
 
 mod blocks;
+#[cfg(test)]
+pub(crate) mod test_pool;
+#[cfg(test)]
+mod tests;
 mod tree;
 
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::fs::{DirListing, Store};
+use rpcrdma_poller::BufPool;
+
+use super::fs::{DirListing, SharedRead, Store};
 use super::types::{
     CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3,
 };
+use blocks::Alloc;
 use tree::{Body, Tree, FIRST_SEQ, ROOT};
 
 /// Sizing of a [`MemoryStore`].
@@ -39,7 +48,8 @@ pub struct MemoryOptions {
     pub capacity: u64,
     /// Most files (inodes, the root included); creates past it are NOSPC.
     pub max_files: u64,
-    /// Size of one data block (allocated on first write into it).
+    /// Size of one data block (allocated on first write into it). A store built
+    /// [`MemoryStore::with_pool`] uses the pool's buffer size instead.
     pub block_size: usize,
 }
 
@@ -85,17 +95,28 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
-    /// An empty store (a root directory, mode 0755, owned by root).
+    /// An empty store (a root directory, mode 0755, owned by root); file data in `Vec`
+    /// blocks, READs always copied ([`Store::read_registered`] is always `None`).
     pub fn new(opts: MemoryOptions) -> MemoryStore {
-        let opts = MemoryOptions {
-            block_size: opts.block_size.max(1),
-            ..opts
-        };
+        MemoryStore::build(opts, Alloc::plain(opts.block_size))
+    }
+
+    /// As [`MemoryStore::new`], with blocks of `pool.buf_size()` octets; a block that grows
+    /// to 64 KiB (or less when the buffers are smaller) moves into one of the pool's
+    /// registered buffers, from which READs with a Write chunk are answered without a copy.
+    /// The store leaves a quarter of the pool's buffers free for READ results that are
+    /// copied; past that (and when the pool is empty) blocks stay `Vec`s: a dry pool never
+    /// fails a write. Capacity counts octets of file data whichever kind holds them.
+    pub fn with_pool(opts: MemoryOptions, pool: BufPool) -> MemoryStore {
+        MemoryStore::build(opts, Alloc::pooled(pool))
+    }
+
+    fn build(opts: MemoryOptions, alloc: Alloc) -> MemoryStore {
         let r = random8();
         let generation = u32::from_be_bytes([r[0], r[1], r[2], r[3]]) | 1;
         let max = (1u64 << 63) - 1;
         MemoryStore {
-            tree: RwLock::new(Tree::new(opts, generation, max)),
+            tree: RwLock::new(Tree::new(opts, alloc, generation, max)),
             verf: random8(),
             generation,
         }
@@ -239,6 +260,30 @@ impl Store for MemoryStore {
             }
             Body::Dir(_) => Err(Nfsstat3::ISDIR),
             Body::Symlink(_) => Err(Nfsstat3::INVAL),
+        }
+    }
+
+    fn read_registered(&self, fh: &Fh, offset: u64, count: usize) -> Option<NfsResult<SharedRead>> {
+        let tree = self.read_tree();
+        let id = match self.id(&tree, fh) {
+            Ok(id) => id,
+            Err(e) => return Some(Err(e)),
+        };
+        match &tree.inodes.get(&id)?.body {
+            Body::File { size, data } if offset < *size => {
+                let end = offset.saturating_add(count as u64).min(*size);
+                let len = (end - offset) as usize;
+                let (buf, off, len) = data.read_registered(tree.alloc.bs, offset, len)?;
+                Some(Ok(SharedRead {
+                    buf,
+                    off,
+                    len,
+                    eof: end >= *size,
+                }))
+            }
+            Body::File { .. } => None,
+            Body::Dir(_) => Some(Err(Nfsstat3::ISDIR)),
+            Body::Symlink(_) => Some(Err(Nfsstat3::INVAL)),
         }
     }
 

@@ -15,7 +15,7 @@ use super::super::types::{
     check_name_len, is_dot_entry, name_is_wellformed, CreateHow, Fattr3, Ftype3, NfsResult,
     Nfsstat3, Sattr3, SetTime, Time3, PATH_MAX,
 };
-use super::blocks::Blocks;
+use super::blocks::{Alloc, Blocks};
 use super::MemoryOptions;
 
 /// File id of the root directory.
@@ -138,12 +138,24 @@ pub(super) struct Tree {
     last: Time3,
     generation: u32,
     pub(super) opts: MemoryOptions,
+    /// Block size and the registered pool (`opts.block_size` is `alloc.bs`).
+    pub(super) alloc: Alloc,
     pub(super) max_file_size: u64,
 }
 
 impl Tree {
-    /// A tree holding only the root directory (mode 0755, owned by root).
-    pub(super) fn new(opts: MemoryOptions, generation: u32, max_file_size: u64) -> Tree {
+    /// A tree holding only the root directory (mode 0755, owned by root); file data in
+    /// blocks from `alloc`.
+    pub(super) fn new(
+        opts: MemoryOptions,
+        alloc: Alloc,
+        generation: u32,
+        max_file_size: u64,
+    ) -> Tree {
+        let opts = MemoryOptions {
+            block_size: alloc.bs,
+            ..opts
+        };
         let mut t = Tree {
             inodes: HashMap::new(),
             next_fileid: ROOT,
@@ -151,6 +163,7 @@ impl Tree {
             last: Time3::default(),
             generation,
             opts,
+            alloc,
             max_file_size,
         };
         let root = t.new_inode(Body::Dir(Dir::new(ROOT)), &Sattr3::default(), 0o755);
@@ -308,12 +321,12 @@ impl Tree {
             }
         }
         let now = self.stamp();
-        let bs = self.opts.block_size;
-        let i = self.node_mut(id)?;
+        let alloc = &self.alloc;
+        let i = self.inodes.get_mut(&id).ok_or(Nfsstat3::STALE)?;
         let mut freed = 0;
         if let (Some(new), Body::File { size, data }) = (set.size, &mut i.body) {
             if new < *size {
-                freed = data.truncate(bs, new);
+                freed = data.truncate(alloc, new);
             }
             *size = new;
             i.mtime = now;
@@ -347,7 +360,7 @@ impl Tree {
             .checked_add(data.len() as u64)
             .filter(|&e| e <= self.max_file_size)
             .ok_or(Nfsstat3::FBIG)?;
-        let (bs, used, capacity) = (self.opts.block_size, self.used, self.opts.capacity);
+        let (bs, used, capacity) = (self.alloc.bs, self.used, self.opts.capacity);
         let grow = match &self.node(id)?.body {
             Body::File { data: blocks, .. } => blocks.growth(bs, offset, data.len()),
             Body::Dir(_) => return Err(Nfsstat3::ISDIR),
@@ -360,9 +373,10 @@ impl Tree {
             return Err(Nfsstat3::NOSPC);
         }
         let now = self.stamp();
-        let i = self.node_mut(id)?;
+        let alloc = &self.alloc;
+        let i = self.inodes.get_mut(&id).ok_or(Nfsstat3::STALE)?;
         if let Body::File { size, data: blocks } = &mut i.body {
-            blocks.write(bs, offset, data);
+            blocks.write(alloc, offset, data);
             *size = (*size).max(end);
         }
         i.mtime = now;
