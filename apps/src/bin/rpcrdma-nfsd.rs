@@ -51,7 +51,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --pin                   pin reactors to cores
   --credits N             credits granted per connection [64]
   --max-io BYTES          rtmax / wtmax [1048576]
-  --buffers N             READ DDP buffers of max-io octets [96]
+  --buffers N             registered buffers of max-io octets: READ DDP buffers and the
+                          memory backend's registered blocks [256]
   --memory-capacity BYTES memory backend capacity [1073741824]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
