@@ -34,7 +34,7 @@ use super::proto::{
 use super::stats::NfsStats;
 use super::types::{
     access, check_name_len, is_dot_entry, Caller, CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3,
-    Time3, WccData, PATH_MAX,
+    StableHow, Time3, WccData, PATH_MAX,
 };
 
 /// Octets kept for the RPC-over-RDMA transport header (with its Write list) when a reply
@@ -270,23 +270,7 @@ impl Nfs3 {
                 count,
                 stable,
                 data,
-            } => {
-                let wcc = self.wcc_before(&fh);
-                let n = (count as usize).min(data.len());
-                let r = if offset
-                    .checked_add(n as u64)
-                    .map_or(true, |e| e > i64::MAX as u64)
-                {
-                    Err(Nfsstat3::FBIG)
-                } else {
-                    s.write(&fh, offset, &data[..n], stable)
-                };
-                let wcc = self.wcc_after(&fh, wcc);
-                match r {
-                    Ok(c) => Res3::Write(Ok((wcc, n as u32, c, s.write_verifier()))),
-                    Err(e) => Res3::Write(Err((e, wcc))),
-                }
-            }
+            } => self.write(&fh, offset, count, stable, data),
             Args3::Create { dir, name, how } => {
                 let how = match how {
                     CreateHow::Unchecked(a) => CreateHow::Unchecked(owned_by(a, caller)),
@@ -395,6 +379,30 @@ impl Nfs3 {
                 nseconds: 1,
             },
             properties: fsf3::LINK | fsf3::SYMLINK | fsf3::HOMOGENEOUS | fsf3::CANSETTIME,
+        }
+    }
+
+    /// WRITE: FBIG past 2^63 - 1 (Linux nfsd: OFFSET_MAX); the data is the call's stream.
+    fn write(
+        &self,
+        fh: &Fh,
+        offset: u64,
+        count: u32,
+        stable: StableHow,
+        data: &[u8],
+    ) -> Res3<'static> {
+        let wcc = self.wcc_before(fh);
+        let n = (count as usize).min(data.len());
+        let end = offset.checked_add(n as u64);
+        let r = if end.map_or(true, |e| e > i64::MAX as u64) {
+            Err(Nfsstat3::FBIG)
+        } else {
+            self.store.write(fh, offset, &data[..n], stable)
+        };
+        let wcc = self.wcc_after(fh, wcc);
+        match r {
+            Ok(c) => Res3::Write(Ok((wcc, n as u32, c, self.store.write_verifier()))),
+            Err(e) => Res3::Write(Err((e, wcc))),
         }
     }
 
