@@ -44,6 +44,24 @@ fn raw_requester() -> Pair {
     p
 }
 
+/// A raw requester that advertised R (remote invalidation) in its RFC 8797 private data.
+fn raw_requester_with_r() -> Pair {
+    let req = make_raw_side("raw-requester", 0x1000_0000, 0x10);
+    let resp = make_side(
+        "responder",
+        0x9000_0000,
+        0x20,
+        Role::Responder,
+        Config::DEFAULT,
+        Sizing::for_config(Role::Responder, &Config::DEFAULT),
+    );
+    let mut p = Pair::from_sides(req, resp);
+    let pd = rpcrdma_engine::proto::private_data::PrivateData::v1(true, 4096, 4096).encode();
+    p.connect_with(&[], &pd);
+    p.raw_post_recvs(Dir::Req, 64, 4096);
+    p
+}
+
 /// Sends `msg` and returns what came back (at most one message).
 fn probe(p: &mut Pair, msg: &[u8]) -> Option<Vec<u8>> {
     p.raw_send(Dir::Req, msg, None);
@@ -250,6 +268,71 @@ fn rejects_malformed_headers_as_rfc_8166_requires() {
         assert!(p.next_call().is_none(), "{name}: delivered");
         still_works(&mut p, 0x9000 + i as u32);
     }
+}
+
+/// RFC 8797 §4.1: Send With Invalidate conveys an RPC reply; an RDMA_ERROR answer to a header
+/// the responder cannot use is none (Linux svcrdma sends its errors with plain Sends). With
+/// remote invalidation negotiated (the raw requester advertises R) and a header naming a single
+/// handle, every ERR_VERS and ERR_CHUNK answer — from the codec, from the responder's geometry
+/// checks, and after the Position Zero chunk was read — arrives without invalidation.
+#[test]
+fn rejects_send_with_invalidate_for_header_error_answers() {
+    let mut p = raw_requester_with_r();
+    assert!(p.resp.conn.as_ref().unwrap().negotiated().remote_invalidate);
+    let body = rpc_call(0xbad, 0, &[]);
+    let b = p
+        .req
+        .host
+        .buf_with(&body, Access::LOCAL_WRITE | Access::REMOTE_READ);
+    let rkey = p.req.host.regions.last().unwrap().rkey;
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    // ERR_VERS: version 3, one Write chunk.
+    let mut m = words(&[0x700, 3, 8, RDMA_MSG, 0, 1, 1, 0x55, 64, 0, 0x2000, 0, 0]);
+    m.extend_from_slice(&rpc_call(0x700, 0, &[]));
+    cases.push(("ERR_VERS", m));
+    // ERR_CHUNK from the call check: RDMA_NOMSG with only a Reply chunk (handle 0x55).
+    cases.push((
+        "RDMA_NOMSG call without position zero",
+        words(&[0x701, 1, 8, RDMA_NOMSG, 0, 0, 1, 1, 0x55, 64, 0, 0x2000]),
+    ));
+    // ERR_CHUNK from the responder's geometry check: one Read chunk past the stream.
+    let mut m = words(&[
+        0x702, 1, 8, RDMA_MSG, 1, 4096, 0x1234, 16, 0, 0x1000, 0, 0, 0,
+    ]);
+    m.extend_from_slice(&rpc_call(0x702, 0, &[]));
+    cases.push(("read chunk past the stream", m));
+    // ERR_CHUNK after the Read: the Position Zero chunk holds another XID (handle `rkey`).
+    let m = words(&[
+        0x703,
+        1,
+        8,
+        RDMA_NOMSG,
+        1,
+        0,
+        rkey,
+        body.len() as u32,
+        (b.addr >> 32) as u32,
+        b.addr as u32,
+        0,
+        0,
+        0,
+    ]);
+    cases.push(("RDMA_NOMSG stream with another XID", m));
+    for (name, msg) in cases {
+        p.raw_send(Dir::Req, &msg, None);
+        let got = p.raw_take_completions(Dir::Req);
+        assert_eq!(got.len(), 1, "{name}: one answer");
+        let (ans, wc) = &got[0];
+        assert_eq!(be32(ans, 0), be32(&msg, 0), "{name}: rdma_xid copied");
+        assert_eq!(be32(ans, 3), RDMA_ERROR, "{name}: an RDMA_ERROR");
+        assert!(
+            !wc.flags.contains(rpcrdma_engine::verbs::WcFlags::WITH_INV),
+            "{name}: sent with invalidate of {:#x}",
+            wc.invalidated_rkey
+        );
+    }
+    assert_eq!(p.stats.sends_with_inv, 0);
+    still_works(&mut p, 0x704);
 }
 
 #[test]

@@ -289,3 +289,71 @@ fn accepts_foreign_responder_invalidating_one_of_several_handles() {
         assert_eq!(p.stats.errors, 0);
     }
 }
+
+/// RFC 8797 §4.1 lets a responder use Send With Invalidate to convey an RPC *reply*; an
+/// RDMA_ERROR is no reply (RFC 8166 §4.5: it reports a transport error in place of one), and
+/// Linux svcrdma never sends one with invalidate. With both R bits set and a call carrying a
+/// single handle — a Write chunk the result overflows, or a Reply chunk the reply overflows —
+/// the ERR_CHUNK answer is a plain Send: the requester invalidates that handle itself.
+#[test]
+fn rejects_send_with_invalidate_for_an_err_chunk_answer() {
+    let mut p = Pair::new(Config::DEFAULT, Config::DEFAULT);
+    assert!(p.resp.conn.as_ref().unwrap().negotiated().remote_invalidate);
+    for (i, overflow_reply_chunk) in [false, true].into_iter().enumerate() {
+        p.record = true;
+        p.inv_log.clear();
+        let xid = 0x400 + i as u32;
+        let msg = p.req.host.buf_with(&rpc_call(xid, 1, &[]), EXPOSE);
+        let rec = p.req.host.alloc(64, EXPOSE);
+        // 8192 octets: above the 4096 receive threshold, so a Reply chunk (the only handle).
+        let reply = p
+            .req
+            .host
+            .alloc(if overflow_reply_chunk { 8192 } else { 256 }, EXPOSE);
+        let recs = if overflow_reply_chunk {
+            vec![]
+        } else {
+            vec![rec]
+        };
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &recs,
+            reply,
+        });
+        let handles = sent_handles(&p);
+        assert_eq!(
+            handles.len(),
+            1,
+            "a single handle: a Send With Invalidate candidate"
+        );
+        let inc = p.next_call().expect("CallReady");
+        let mut body = rpc_reply(xid, &[]);
+        if overflow_reply_chunk {
+            body.resize(9000, 0x11); // larger than the 8192-octet Reply chunk
+        }
+        let r = p.resp.host.buf_with(&body, LW);
+        let big = p.resp.host.buf_with(&[7; 100], LW); // larger than the 64-octet Write chunk
+        let results = [DdpItem { at: 24, buf: big }];
+        let kind = p.reply(
+            inc.call,
+            &ReplySpec {
+                message: &[r],
+                results: if overflow_reply_chunk { &[] } else { &results },
+            },
+        );
+        assert_eq!(kind, rpcrdma_engine::conn::ReplyKind::ErrChunk);
+        assert!(matches!(
+            p.next_done(),
+            Some(Event::CallFailed {
+                error: rpcrdma_engine::conn::CallError::ErrChunk,
+                ..
+            })
+        ));
+        // On the wire: RDMA_ERROR / ERR_CHUNK, sent without invalidation.
+        assert_eq!(be32(p.last_sent(Dir::Resp), 3), 4, "RDMA_ERROR");
+        assert_eq!(p.stats.sends_with_inv, 0, "ERR_CHUNK sent with invalidate");
+        check(&p, &handles, false, "ERR_CHUNK");
+        assert_eq!(p.stats.errors, 0);
+    }
+}

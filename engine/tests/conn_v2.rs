@@ -187,11 +187,86 @@ fn accepts_first_v2_message_within_1024_then_v2_thresholds() {
     p.next_reply();
 }
 
+/// Draft, "Default Values": "RPC-over-RDMA Version Two receiver implementations MUST support
+/// an inline threshold of 4096 bytes ... A mechanism for discovering a peer's preferred inline
+/// threshold value (not defined in this document) may be used ... In the absense of such a
+/// mechanism, senders MUST assume a receiver's inline threshold is 4096 bytes." RFC 8797's
+/// sizes describe Version One ("Protocol Version Negotiation": after a Version Two reply "both
+/// peers use the default inline threshold value for RPC-over-RDMA Version Two connections
+/// (4096 bytes)"). Both ends advertise 16384 in their RFC 8797 private data; once Version Two
+/// is confirmed:
+/// - the requester sends a 6000-octet call as a Long Call (RDMA2_NOMSG), never inline;
+/// - it offers a Reply chunk for a reply that may exceed 4096 octets;
+/// - the responder sends a 6000-octet reply through that Reply chunk, never inline;
+/// - 4096 octets exactly still go inline both ways.
 #[test]
-fn accepts_v2_thresholds_from_rounded_advertised_sizes() {
-    // 9000 and 5000 are not representable in RFC 8797 (advertised as 8192 and 4096). Each end
-    // works out the other's send threshold from the advertised value, so a sender must not
-    // use its raw configured size: both ends agree on every direction.
+fn rejects_inline_v2_messages_above_4096_whatever_rfc_8797_advertised() {
+    let mut c = v2cfg();
+    c.inline_send = 16384;
+    c.inline_recv = 16384;
+    let mut p = Pair::new(c, c);
+    p.record = true;
+    simple_call(&mut p, 1, 64, 256);
+    serve(&mut p, 40, &[]);
+    p.next_reply();
+    assert_eq!(p.req.conn.as_ref().unwrap().version(), 2);
+    // RFC 8797 data were exchanged (Version One would use 16384 both ways) ...
+    let pd = p.req.conn.as_ref().unwrap().private_data();
+    assert_eq!(
+        rpcrdma_engine::proto::private_data::decode(&pd)
+            .unwrap()
+            .max_recv_size,
+        16384
+    );
+    // ... but Version Two thresholds are 4096 in every direction.
+    for side in [&p.req, &p.resp] {
+        let n = side.conn.as_ref().unwrap().negotiated();
+        assert_eq!(
+            (n.send_inline, n.recv_inline),
+            (4096, 4096),
+            "{}",
+            side.host.name
+        );
+    }
+    // A 6000-octet call: Long Call.
+    simple_call(&mut p, 2, 6000, 256);
+    assert_eq!(
+        be32(p.last_sent(Dir::Req), 3),
+        NOMSG,
+        "6000-octet call inline"
+    );
+    serve(&mut p, 40, &[]);
+    p.next_reply();
+    // A reply buffer of 8192: the reply may exceed 4096, so a Reply chunk is offered; the
+    // responder sends a 6000-octet reply through it.
+    let rbuf = simple_call(&mut p, 3, 64, 8192);
+    assert_eq!(be32(p.last_sent(Dir::Req), 3), MSG);
+    let (inc, k) = serve(&mut p, 6000, &[]);
+    assert_eq!(inc.reply_capacity, Some(8192), "no Reply chunk offered");
+    assert_eq!(k, ReplyKind::Long, "6000-octet reply inline");
+    assert_eq!(be32(p.last_sent(Dir::Resp), 3), NOMSG);
+    let r = p.next_reply();
+    assert!(r.long);
+    assert_eq!(r.len, 6000);
+    assert_eq!(be32(p.req.host.read(rbuf), 0), 3);
+    // The boundary: a call of exactly 4096 octets with its header goes inline.
+    // A reply buffer of 4096 - 36 octets: the largest reply fits inline, no Reply chunk.
+    simple_call(&mut p, 4, 4096 - 36, 4096 - 36);
+    assert_eq!(be32(p.last_sent(Dir::Req), 3), MSG);
+    assert_eq!(p.last_sent(Dir::Req).len(), 4096);
+    let (inc, k) = serve(&mut p, 4096 - 36, &[]);
+    assert_eq!((inc.reply_capacity, k), (None, ReplyKind::Inline));
+    assert_eq!(p.last_sent(Dir::Resp).len(), 4096);
+    p.next_reply();
+    assert!(p.sent.iter().all(|(_, m)| m.len() <= 4096));
+    assert_eq!(p.stats.errors, 0);
+}
+
+#[test]
+fn accepts_v2_thresholds_independent_of_rounded_advertised_sizes() {
+    // 9000 and 5000 are not representable in RFC 8797 (advertised as 8192 and 4096); Version
+    // Two does not use the RFC 8797 sizes at all (draft, "Default Values"): both ends agree
+    // on 4096 every way, at most what a side's send buffers hold.
     let mut cc = v2cfg();
     cc.inline_send = 9000;
     cc.inline_recv = 16384;
@@ -206,7 +281,7 @@ fn accepts_v2_thresholds_from_rounded_advertised_sizes() {
     let b = p.resp.conn.as_ref().unwrap().negotiated();
     assert_eq!(a.send_inline, b.recv_inline, "client → server");
     assert_eq!(b.send_inline, a.recv_inline, "server → client");
-    assert_eq!((a.send_inline, b.send_inline), (8192, 4096));
+    assert_eq!((a.send_inline, b.send_inline), (4096, 4096));
 }
 
 #[test]

@@ -265,6 +265,101 @@ fn rejects_reply_too_big_for_offered_resources_with_cant_reply() {
     still_works(&mut p, 0xe3);
 }
 
+/// Draft, "Transport Errors", RDMA2_ERR_CANT_REPLY: "The responder MUST set the
+/// rdma_segment_index field to point to the first segment in the transport header that is too
+/// short, or to zero to indicate that it was not possible to determine which segment was too
+/// small." A Write chunk or Reply chunk with no segments has no segment that is too short: the
+/// index is zero (never the previous chunk's last segment, which was large enough), and the
+/// length needed is what did not fit.
+#[test]
+fn rejects_overflow_of_a_chunk_without_segments_with_cant_reply_index_zero() {
+    let mut p = raw_client();
+    // Write list: a chunk of two 8-octet segments, then a chunk with no segments.
+    let mut m = words(&[
+        0xe5, 2, 8, MSG, CALL, 0, // header, no invalidation
+        0, // Read list: empty
+        1, 2, 0x51, 8, 0, 0x1000, 0x52, 8, 0, 0x2000, // Write chunk 1: two segments
+        1, 0, // Write chunk 2: zero segments
+        0, // end of Write list
+        0, // no Reply chunk
+    ]);
+    m.extend_from_slice(&rpc_call(0xe5, 0, &[]));
+    p.raw_send(Dir::Req, &m, None);
+    let inc = p
+        .next_call()
+        .expect("call with an empty Write chunk delivered");
+    assert_eq!(inc.write_chunks, 2);
+    let r = p.resp.host.buf_with(&rpc_reply(0xe5, &[]), LW);
+    let d1 = p.resp.host.buf_with(&[1; 4], LW); // fits chunk 1
+    let d2 = p.resp.host.buf_with(&[2; 20], LW); // chunk 2 has no room at all
+    let kind = p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[r],
+            results: &[
+                rpcrdma_engine::conn::DdpItem { at: 24, buf: d1 },
+                rpcrdma_engine::conn::DdpItem { at: 24, buf: d2 },
+            ],
+        },
+    );
+    assert_eq!(kind, ReplyKind::CantReply);
+    assert_eq!(
+        p.raw_take(Dir::Req),
+        vec![v2_error(
+            0xe5,
+            2,
+            &[
+                3,  // RDMA2_ERR_CANT_REPLY
+                1,  // rdma_processed: TRUE
+                0,  // rdma_segment_index: undeterminable (not 2, chunk 1's last segment)
+                20, // rdma_length_needed: the result that did not fit
+            ]
+        )]
+    );
+    // A Reply chunk with no segments after a Write chunk of two: a 5000-octet reply.
+    let mut m = words(&[
+        0xe6, 2, 8, MSG, CALL, 0, 0, //
+        1, 2, 0x51, 8, 0, 0x1000, 0x52, 8, 0, 0x2000, 0, // Write list: one chunk of two
+        1, 0, // Reply chunk: present, zero segments
+    ]);
+    m.extend_from_slice(&rpc_call(0xe6, 0, &[]));
+    p.raw_send(Dir::Req, &m, None);
+    let inc = p
+        .next_call()
+        .expect("call with an empty Reply chunk delivered");
+    assert_eq!(inc.reply_capacity, Some(0));
+    let mut reply = rpc_reply(0xe6, &[]);
+    reply.resize(5000, 1);
+    let r = p.resp.host.buf_with(&reply, LW);
+    assert_eq!(
+        p.reply(
+            inc.call,
+            &ReplySpec {
+                message: &[r],
+                results: &[],
+            }
+        ),
+        ReplyKind::CantReply
+    );
+    assert_eq!(
+        p.raw_take(Dir::Req),
+        vec![v2_error(
+            0xe6,
+            2,
+            &[
+                3,    // RDMA2_ERR_CANT_REPLY
+                1,    // rdma_processed: TRUE
+                0,    // rdma_segment_index: undeterminable (not 2, the Write chunk's last)
+                5000, // rdma_length_needed: the whole reply
+            ]
+        )]
+    );
+    still_works(&mut p, 0xe7);
+}
+
+/// What a handler saw: (xid, optinfo).
+type XidInfo = (u32, Vec<u8>);
+
 /// What a handler saw: (xid, opttype, optinfo, optdir).
 type Seen = (u32, u32, Vec<u8>, Direction);
 
@@ -324,6 +419,61 @@ fn accepts_registered_optional_types_and_rejects_others_with_inval_option() {
     assert_eq!(probe(&mut p, &m), None);
     assert_eq!(seen.lock().unwrap().len(), 1);
     still_works(&mut p, 0xf4);
+}
+
+/// Draft, XDR of `rpcrdma2_optional`: `opaque rdma_optinfo<>` has no bound of its own; the
+/// only limit is the message, which the receive buffer bounds. A responder whose receive buffers
+/// (and RFC 8797 advertised receive size) are 16384 octets takes a well-formed RDMA2_OPTIONAL
+/// with 6000 octets of `rdma_optinfo` to its handler — no RDMA2_ERR_BAD_XDR — and still
+/// rejects one that claims more than its receive buffer could hold.
+#[test]
+fn accepts_optinfo_as_large_as_the_receive_buffer_allows() {
+    let mut cfg = v2cfg();
+    cfg.inline_recv = 16384;
+    let req = make_raw_side("raw-requester", 0x1000_0000, 0x10);
+    let resp = make_side(
+        "responder",
+        0x9000_0000,
+        0x20,
+        Role::Responder,
+        cfg,
+        Sizing::for_config(Role::Responder, &cfg),
+    );
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.raw_post_recvs(Dir::Req, 64, 8192);
+    let seen: Arc<Mutex<Vec<XidInfo>>> = Arc::default();
+    let s2 = seen.clone();
+    p.resp
+        .conn()
+        .register_optional(
+            0x77,
+            Box::new(move |m| s2.lock().unwrap().push((m.xid, m.info.to_vec()))),
+        )
+        .unwrap();
+    let info = pattern(6000, 9);
+    let mut m = words(&[
+        0xf8,     // rdma_xid
+        2,        // rdma_vers
+        8,        // rdma_credit
+        OPTIONAL, // rdma_proc
+        CALL,     // rdma_optdir
+        0x77,     // rdma_opttype
+        6000,     // rdma_optinfo length (a multiple of four: no pad)
+    ]);
+    m.extend_from_slice(&info);
+    assert_eq!(probe(&mut p, &m), None, "no RDMA2_ERR_BAD_XDR");
+    assert_eq!(*seen.lock().unwrap(), [(0xf8, info)]);
+    // A length beyond anything the 16384-octet receive buffer could hold: BAD_XDR.
+    let mut m = words(&[0xf9, 2, 8, OPTIONAL, CALL, 0x77, 20_000]);
+    m.extend_from_slice(&[0; 64]);
+    assert_eq!(
+        probe(&mut p, &m),
+        Some(v2_error(0xf9, 2, &[2 /* RDMA2_ERR_BAD_XDR */]))
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    let c = p.resp.conn.as_ref().unwrap();
+    assert_eq!(c.state(), ConnState::Connected);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ pub enum ProtocolVersion {
     V1,
     /// RPC-over-RDMA Version Two (the seed draft). A client preferring it sends its first call
     /// of a connection in Version Two (within 1024 octets, one credit); a Version Two reply
-    /// confirms it (4096-octet thresholds unless RFC 8797 private data says more), an ERR_VERS
+    /// confirms it (4096-octet thresholds both ways: the draft has senders assume 4096 without
+    /// a Version Two discovery mechanism, whatever RFC 8797 private data said), an ERR_VERS
     /// answer makes it send the call again in Version One and use Version One from then on,
     /// for every later connection of the same [`Client`](crate::Client) too. Needs an inline
     /// receive size of at least 4096 octets.

@@ -257,7 +257,7 @@ fn accepts_negotiated_values_for_r_bit_combinations() {
             wait_until("close", || c.state() == ClientState::Closed);
         }
     }
-    // Larger thresholds from the private data, in both versions.
+    // Larger thresholds from the private data: used by Version One only.
     for version in [ProtocolVersion::V1, ProtocolVersion::V2] {
         port += 1;
         let addr = SocketAddr::new(w.addr.ip(), port);
@@ -285,8 +285,15 @@ fn accepts_negotiated_values_for_r_bit_combinations() {
         assert_eq!(sum_call(&c, 1, 1), Ok(2));
         let n = neg(&c);
         assert_eq!(n.version, version);
-        // send: min(12288 we send, 16384 it receives); recv: min(8192 we receive, 8192 it sends).
-        assert_eq!((n.send_inline, n.recv_inline), (12288, 8192), "{version:?}");
+        // Version One: send min(12288 we send, 16384 it receives), recv min(8192 we receive,
+        // 8192 it sends). Version Two ignores the RFC 8797 sizes: 4096 both ways (draft,
+        // "Default Values": without a Version Two discovery mechanism "senders MUST assume a
+        // receiver's inline threshold is 4096 bytes").
+        let want = match version {
+            ProtocolVersion::V1 => (12288, 8192),
+            _ => (4096, 4096),
+        };
+        assert_eq!((n.send_inline, n.recv_inline), want, "{version:?}");
         let pd = n.peer_private_data.unwrap();
         assert_eq!((pd.max_send_size, pd.max_recv_size), (8192, 16384));
         c.close();

@@ -36,7 +36,8 @@
 //!   procedures); XIDs and credits of the two directions are kept apart.
 //! - Version Two: a requester with [`Config::max_version`] 2 sends its first call in Version
 //!   Two within 1024 octets (one credit); a Version Two reply confirms it and the thresholds
-//!   become the Version Two ones (4096 unless private data says more) without dropping the
+//!   become the Version Two ones (4096 both ways: the draft's senders assume 4096 without a
+//!   Version Two discovery mechanism, RFC 8797 sizes describe Version One) without dropping the
 //!   connection; ERR_VERS makes it send the same call again in Version One and stay there
 //!   ([`Connection::remembered_version`] tells the layer above for the next connection). Calls
 //!   carry `rdma_inv_handle` (one of their window handles when remote invalidation is on, else
@@ -916,7 +917,7 @@ pub(crate) struct Core {
     pub(crate) state: ConnState,
     /// Version One thresholds (RFC 8797).
     pub(crate) neg: Negotiated,
-    /// Version Two thresholds (4096 unless private data says more).
+    /// Version Two thresholds (4096 octets both ways).
     pub(crate) neg_v2: Negotiated,
     /// Decoding limits for Version Two (chunk limits as `limits`).
     pub(crate) v2_limits: crate::proto::v2::Limits,
@@ -1075,31 +1076,24 @@ impl core::fmt::Debug for Connection {
     }
 }
 
-/// Version Two thresholds: 4096 octets both ways (draft, "Default Values"), raised to the RFC
-/// 8797 sizes when both sides exchanged private data (a discovery mechanism the draft leaves
-/// open), and never more than this side's send buffers hold. `exchange` is (peer's message,
-/// ours) when both were sent.
-fn v2_thresholds(cfg: &Config, exchange: Option<(PrivateData, PrivateData)>) -> Negotiated {
-    let (peer_send, peer_recv, our_send, our_recv, recognised) = match exchange {
-        Some((peer, ours)) => (
-            peer.advertised_send_size().max(V2_INLINE),
-            peer.advertised_recv_size().max(V2_INLINE),
-            ours.advertised_send_size().max(V2_INLINE),
-            ours.advertised_recv_size().max(V2_INLINE),
-            true,
-        ),
-        None => (V2_INLINE, V2_INLINE, V2_INLINE, V2_INLINE, false),
-    };
+/// Version Two thresholds: 4096 octets both ways, whatever RFC 8797 private data said (its sizes
+/// describe Version One), and a send threshold never above what this side's send buffers hold.
+/// Draft, "Default Values": "Inline threshold values are not advertised to peers via the base
+/// RPC-over-RDMA Version Two protocol ... In the absense of such a mechanism, senders MUST
+/// assume a receiver's inline threshold is 4096 bytes"; "Protocol Version Negotiation": after a
+/// Version Two reply "both peers use the default inline threshold value for RPC-over-RDMA
+/// Version Two connections (4096 bytes)". `peer_recognised`: the peer sent an RFC 8797 message.
+fn v2_thresholds(cfg: &Config, peer_recognised: bool) -> Negotiated {
     Negotiated {
-        // The peer works out this direction from our advertised (rounded-down) send size, so
-        // ours never exceeds it, nor what our send buffers hold.
-        send_inline: cfg.inline_send.max(1).min(our_send).min(peer_recv),
-        recv_inline: our_recv.min(peer_send),
+        send_inline: cfg.inline_send.clamp(1, V2_INLINE),
+        // The peer assumes our threshold is 4096 and sends nothing larger inline (our receive
+        // buffers, at least 4096 for Version Two, take more should a peer do so anyway).
+        recv_inline: V2_INLINE,
         recv_buffer: private_data::representable_size(cfg.inline_recv),
         // Version Two: the requester names the handle per call (rdma_inv_handle); this says
         // whether this side may use remote invalidation at all.
         remote_invalidate: cfg.remote_invalidate,
-        peer_recognised: recognised,
+        peer_recognised,
     }
 }
 
@@ -1258,10 +1252,12 @@ impl Connection {
             limits: cap_limits(cfg.limits),
             state: ConnState::Connecting,
             neg: private_data::negotiate(&PrivateData::V1_DEFAULTS, None),
-            neg_v2: v2_thresholds(&cfg, None),
+            neg_v2: v2_thresholds(&cfg, false),
             v2_limits: crate::proto::v2::Limits {
                 chunks: cap_limits(cfg.limits),
-                max_optinfo: crate::proto::v2::Limits::DEFAULT.max_optinfo,
+                // rdma_optinfo is bounded only by the message, which the receive buffer
+                // bounds: follow the receive size, never below the codec's default.
+                max_optinfo: recv_size.max(crate::proto::v2::Limits::DEFAULT.max_optinfo),
             },
             version: match role {
                 Role::Requester => cfg.max_version,
@@ -1419,8 +1415,8 @@ impl Connection {
     }
 
     /// The thresholds in use (v1 defaults until established): those of [`Connection::version`]
-    /// — RFC 8797 values for Version One, the Version Two values (4096 unless private data
-    /// says more) for Version Two, with a send threshold of at most 1024 while a requester's
+    /// — RFC 8797 values for Version One, the Version Two values (4096 both ways, whatever the
+    /// private data said) for Version Two, with a send threshold of at most 1024 while a requester's
     /// first Version Two call probes the responder. They change, without losing the connection,
     /// when version negotiation ends.
     pub fn negotiated(&self) -> Negotiated {
@@ -1508,8 +1504,7 @@ impl Connection {
                 }
                 let peer = private_data::find(private_data);
                 self.core.neg = self.negotiate_with(peer.as_ref());
-                let sent = self.core.cfg.send_private_data.then(|| self.advertised());
-                self.core.neg_v2 = v2_thresholds(&self.core.cfg, peer.zip(sent));
+                self.core.neg_v2 = v2_thresholds(&self.core.cfg, peer.is_some());
                 self.core.state = ConnState::Connected;
                 self.core.emit(Event::Connected(self.negotiated()));
                 if let RoleState::Responder(r) = &mut self.role {

@@ -18,7 +18,9 @@
 //! (range 1..=`max_version`), ERR_CHUNK, RDMA2_ERR_BAD_XDR or RDMA2_ERR_INVAL_PROC through a
 //! call slot in `ErrorPending` — or dropped. A reply that does not fit the chunks offered is
 //! answered ERR_CHUNK (v1) or RDMA2_ERR_CANT_REPLY with the first segment too short and the
-//! length it needed (v2). RDMA_DONE is
+//! length it needed (v2; index 0 when the chunk that overflows has no segment at all). No
+//! RDMA_ERROR is ever sent with Send With Invalidate (RFC 8797 §4.1: that conveys a reply).
+//! RDMA_DONE is
 //! ignored, RDMA_MSGP is treated as RDMA_MSG, an RDMA_ERROR from the requester is dropped.
 //! Geometry the codec cannot judge (a Read chunk position outside the stream, a stream larger
 //! than any data buffer, an RDMA_NOMSG stream whose XID differs from the header's or that is not
@@ -827,8 +829,13 @@ impl Responder {
             }
             if left > 0 && !too_big {
                 too_big = true;
-                let last = chunk.last().map_or(0, |s| s.length);
-                short = ((s0 + chunk.len()) as u32, last.saturating_add(left));
+                short = match chunk.last() {
+                    // The chunk's last segment (1-based index) is the first one too short.
+                    Some(last) => ((s0 + chunk.len()) as u32, last.length.saturating_add(left)),
+                    // A chunk without segments has no segment too short: index 0 ("not
+                    // possible to determine"), and what did not fit.
+                    None => (0, left),
+                };
             }
         }
         let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
@@ -864,7 +871,7 @@ impl Responder {
         } else if long_ok {
             ReplyKind::Long
         } else {
-            if call.has_reply {
+            if call.has_reply && call.nreply > 0 {
                 let n = u64::from(call.nreply);
                 let last = call.reply[..call.nreply as usize]
                     .last()
@@ -877,7 +884,8 @@ impl Responder {
                     need.min(u64::from(u32::MAX)) as u32,
                 );
             } else {
-                // No Reply chunk at all: which segment is unknown; the reply's length.
+                // No Reply chunk, or one without segments: no segment is too short, so the
+                // index is 0 (draft: "not possible to determine"); the reply's length.
                 short = (0, pieces.total);
             }
             failed
@@ -1039,11 +1047,14 @@ impl Responder {
                 );
             }
         }
-        let invalidate = if is_v2 {
-            // Version Two: exactly the handle the requester named, never another, and only
-            // with a reply (an RDMA2_ERROR carries no rdma_inv_handle).
-            (kind != failed && core.cfg.remote_invalidate && call.inv_handle != 0)
-                .then_some(call.inv_handle)
+        // Send With Invalidate conveys an RPC reply (RFC 8797 §4.1); an RDMA_ERROR is none, so
+        // ERR_CHUNK / RDMA2_ERR_CANT_REPLY go with a plain Send (as Linux svcrdma's errors do)
+        // and the requester invalidates the call's STags itself.
+        let invalidate = if kind == failed {
+            None
+        } else if is_v2 {
+            // Version Two: exactly the handle the requester named, never another.
+            (core.cfg.remote_invalidate && call.inv_handle != 0).then_some(call.inv_handle)
         } else if core.neg.remote_invalidate {
             call.single_handle
         } else {

@@ -1114,6 +1114,15 @@ impl Pair {
 
     /// Raw side `d`: the messages received so far (drained).
     pub fn raw_take(&mut self, d: Dir) -> Vec<Vec<u8>> {
+        self.raw_take_completions(d)
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect()
+    }
+
+    /// Raw side `d`: the messages received so far with their receive completions (drained), to
+    /// see e.g. whether a message came with Send With Invalidate.
+    pub fn raw_take_completions(&mut self, d: Dir) -> Vec<(Vec<u8>, Completion)> {
         self.pump();
         let s = self.side(d);
         while let Some(c) = s.cq.pop_front() {
@@ -1125,7 +1134,7 @@ impl Pair {
                     .push((s.host.read_at(b.addr, c.byte_len as usize).to_vec(), c));
             }
         }
-        s.inbox.drain(..).map(|(m, _)| m).collect()
+        s.inbox.drain(..).collect()
     }
 
     // -----------------------------------------------------------------------------------------
