@@ -869,3 +869,84 @@ fn rejects_backward_call_reusing_a_live_backward_xid() {
     let rb4 = p.resp.host.alloc(256, LW);
     assert!(p.try_back_call(&spec(&[m4], rb4)).is_ok());
 }
+
+/// An engine server with its backchannel enabled facing a raw (hand-driven) client with 16
+/// receives posted.
+fn raw_client() -> Pair {
+    let cfg = Config::DEFAULT;
+    let req = make_raw_side("raw-requester", 0x1000_0000, 0x10);
+    let resp = make_side(
+        "responder",
+        0x9000_0000,
+        0x20,
+        Role::Responder,
+        cfg,
+        Sizing::with_backchannel(Role::Responder, &cfg),
+    );
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.resp.conn().enable_backchannel().unwrap();
+    p.raw_post_recvs(Dir::Req, 16, 4096);
+    p
+}
+
+/// The server starts backward call `xid`; `Err` when it refuses.
+fn raw_back_call(p: &mut Pair, xid: u32) -> Result<(), StartError> {
+    let m = p.resp.host.buf_with(&cb_call(xid, 0, &[]), LW);
+    let rb = p.resp.host.alloc(256, LW);
+    p.try_back_call(&spec(&[m], rb))?;
+    assert_eq!(
+        p.raw_take(Dir::Req).len(),
+        1,
+        "backward call {xid:#x} on the wire"
+    );
+    Ok(())
+}
+
+/// RFC 8167 §4.1: "Credits work the same way in the backward direction as they do in the
+/// forward direction", and a requester assumes one credit until "a non-error RPC-over-RDMA
+/// message from the responder that reports the responder's actual credit limit" (v2 draft,
+/// "Protocol Version Negotiation", the Version One rule). An RDMA_ERROR answering the server's
+/// first backward call with `rdma_credit` 16 leaves the backward grant at one (the second call
+/// waits for a non-error reply); once a backward reply reported 3, errors carrying 16 or 1
+/// change nothing either.
+#[test]
+fn rejects_backward_credits_of_an_error() {
+    let cases: [(&[u32], CallError); 2] = [
+        (&[2], CallError::ErrChunk),                          // ERR_CHUNK
+        (&[1, 1, 1], CallError::ErrVers { low: 1, high: 1 }), // ERR_VERS 1..1
+    ];
+    for (body, want) in cases {
+        let mut p = raw_client();
+        let credits = |p: &Pair| p.resp.conn.as_ref().unwrap().backward_credits();
+        let error = |p: &mut Pair, xid: u32, wire: u32| {
+            let mut e = words(&[xid, 1, wire, RDMA_ERROR]);
+            e.extend_from_slice(&words(body));
+            p.raw_send(Dir::Req, &e, None);
+            match p.next_back_done() {
+                Some(Event::CallFailed { error, .. }) => assert_eq!(error, want),
+                other => panic!("{body:?}: {other:?}"),
+            }
+        };
+        raw_back_call(&mut p, 0x80).unwrap();
+        error(&mut p, 0x80, 16);
+        assert_eq!(credits(&p), 1, "{body:?}: backward grant of an error taken");
+        raw_back_call(&mut p, 0x81).unwrap();
+        assert_eq!(raw_back_call(&mut p, 0x82), Err(StartError::NoCredit));
+        // The first backward reply reports the limit: 3.
+        let mut m = words(&[0x81, 1, 3, RDMA_MSG, 0, 0, 0]);
+        m.extend_from_slice(&rpc_reply(0x81, &[]));
+        p.raw_send(Dir::Req, &m, None);
+        assert!(matches!(p.next_back_done(), Some(Event::ReplyReady(r)) if r.xid == 0x81));
+        assert_eq!(credits(&p), 3);
+        for (x, wire) in [(0x90, 16), (0x91, 1)] {
+            raw_back_call(&mut p, x).unwrap();
+            error(&mut p, x, wire);
+            assert_eq!(credits(&p), 3, "{body:?} with rdma_credit {wire}");
+        }
+        for x in 0xa0..0xa3 {
+            raw_back_call(&mut p, x).unwrap();
+        }
+        assert_eq!(raw_back_call(&mut p, 0xa3), Err(StartError::NoCredit));
+    }
+}

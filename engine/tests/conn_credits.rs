@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{
-    CallSpec, Config, DdpItem, Event, LocalBuf, ReplySpec, Role, StartError,
+    CallError, CallSpec, Config, DdpItem, Event, LocalBuf, ReplySpec, Role, StartError,
 };
 
 fn words(ws: &[u32]) -> Vec<u8> {
@@ -133,7 +133,6 @@ fn accepts_hostile_credit_values_zero_and_max() {
     assert_eq!(issue(&mut p), Err(StartError::NoCredit));
     answer(&mut p, x, 0);
     assert!(issue(&mut p).is_ok());
-    // 0 → 1 also on an RDMA_ERROR.
     assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 1);
 }
 
@@ -300,4 +299,245 @@ fn accepts_sustained_pipelined_traffic_within_credits() {
         6,
         "reply credits = receives kept posted"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credit values the requester must not use (issue 13, part 1, items 1 and 2).
+
+const RDMA_MSG: u32 = 0;
+const RDMA_DONE: u32 = 3;
+const RDMA_ERROR: u32 = 4;
+
+/// A real Version One requester (local maximum 8 forward credits, optionally with its
+/// backchannel enabled) against a raw responder with 64 receives posted.
+fn raw_responder(backchannel: bool) -> Pair {
+    let mut cfg = Config::DEFAULT;
+    cfg.credits = 8;
+    let sizing = if backchannel {
+        Sizing::with_backchannel(Role::Requester, &cfg)
+    } else {
+        Sizing::for_config(Role::Requester, &cfg)
+    };
+    let req = make_side("requester", 0x1000_0000, 0x10, Role::Requester, cfg, sizing);
+    let resp = make_raw_side("raw-responder", 0x9000_0000, 0x20);
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    if backchannel {
+        p.req.conn().enable_backchannel().unwrap();
+    }
+    p.raw_post_recvs(Dir::Resp, 64, 4096);
+    p.pump();
+    p
+}
+
+/// Starts a call with XID `xid`; `Err` when the requester refuses it.
+fn issue(p: &mut Pair, xid: u32) -> Result<(), StartError> {
+    let m = p.req.host.buf_with(&rpc_call(xid, 0, &[]), LW);
+    let reply = p.req.host.alloc(256, LW);
+    p.try_call(&CallSpec {
+        message: &[m],
+        ddp: &[],
+        receptacles: &[],
+        reply,
+    })
+    .map(|_| ())?;
+    assert_eq!(p.raw_take(Dir::Resp).len(), 1, "call {xid:#x} on the wire");
+    Ok(())
+}
+
+/// The raw responder answers `xid` with an inline RDMA_MSG reply granting `credits`.
+fn answer(p: &mut Pair, xid: u32, credits: u32) {
+    let mut m = words(&[xid, 1, credits, RDMA_MSG, 0, 0, 0]);
+    m.extend_from_slice(&rpc_reply(xid, &[]));
+    p.raw_send(Dir::Resp, &m, None);
+    assert!(matches!(p.next_done(), Some(Event::ReplyReady(r)) if r.xid == xid));
+}
+
+fn credits(p: &Pair) -> u32 {
+    p.req.conn.as_ref().unwrap().credits()
+}
+
+/// RDMA_ERROR bodies (after the four fixed words) with the error each one fails its call with.
+fn v1_errors() -> [(Vec<u32>, CallError); 3] {
+    [
+        (vec![2], CallError::ErrChunk),                          // ERR_CHUNK
+        (vec![1, 1, 1], CallError::ErrVers { low: 1, high: 1 }), // ERR_VERS, range 1..1
+        (vec![7], CallError::RdmaError(7)),                      // an unknown error code
+    ]
+}
+
+/// v2 draft, "Protocol Version Negotiation": "As with RPC-over-RDMA Version One, a requester
+/// MUST assume the ability to exchange only a single RPC-over-RDMA message at a time until it
+/// receives a non-error RPC-over-RDMA message from the responder that reports the responder's
+/// actual credit limit." An RDMA_ERROR answering the first call (credits 64 on the wire) fails
+/// that call and leaves the grant at one: the next call waits for its non-error reply.
+#[test]
+fn rejects_credits_of_an_error_before_the_first_reply() {
+    for (i, (body, want)) in v1_errors().into_iter().enumerate() {
+        let mut p = raw_responder(false);
+        let xid = 0x100 * (i as u32 + 1);
+        issue(&mut p, xid).unwrap();
+        let mut e = words(&[xid, 1, 64, RDMA_ERROR]); // rdma_credit 64
+        e.extend_from_slice(&words(&body));
+        p.raw_send(Dir::Resp, &e, None);
+        match p.next_done() {
+            Some(Event::CallFailed { error, .. }) => assert_eq!(error, want, "{body:?}"),
+            other => panic!("{body:?}: {other:?}"),
+        }
+        assert_eq!(credits(&p), 1, "{body:?}: grant of an error taken");
+        // Still one call at a time.
+        issue(&mut p, xid + 1).unwrap();
+        assert_eq!(
+            issue(&mut p, xid + 2),
+            Err(StartError::NoCredit),
+            "{body:?}"
+        );
+        // The first non-error reply reports the limit.
+        answer(&mut p, xid + 1, 5);
+        assert_eq!(credits(&p), 5);
+        for x in 0..5 {
+            issue(&mut p, xid + 0x10 + x).unwrap();
+        }
+        assert_eq!(issue(&mut p, xid + 0x20), Err(StartError::NoCredit));
+    }
+}
+
+/// Once a non-error reply reported the limit, an RDMA_ERROR's `rdma_credit` is still not used:
+/// neither raised (64) nor lowered (1), whether the error names a call or an unknown XID. An
+/// error message does not report the responder's actual credit limit (v2 draft, "Protocol
+/// Version Negotiation"), and Version Two errors are treated alike.
+#[test]
+fn rejects_credits_of_an_error_after_the_first_reply() {
+    for (body, want) in v1_errors() {
+        let mut p = raw_responder(false);
+        issue(&mut p, 1).unwrap();
+        answer(&mut p, 1, 4);
+        assert_eq!(credits(&p), 4);
+        for (x, wire) in [(2u32, 64u32), (3, 1)] {
+            issue(&mut p, x).unwrap();
+            let mut e = words(&[x, 1, wire, RDMA_ERROR]);
+            e.extend_from_slice(&words(&body));
+            p.raw_send(Dir::Resp, &e, None);
+            assert!(
+                matches!(p.next_done(), Some(Event::CallFailed { error, .. }) if error == want)
+            );
+            assert_eq!(credits(&p), 4, "{body:?} with rdma_credit {wire}");
+        }
+        // An error for an XID nobody sent.
+        let mut e = words(&[0xdead, 1, 64, RDMA_ERROR]);
+        e.extend_from_slice(&words(&body));
+        p.raw_send(Dir::Resp, &e, None);
+        assert!(p.next_done().is_none());
+        assert_eq!(credits(&p), 4, "{body:?} for an unknown XID");
+    }
+}
+
+/// Implementation experience §7.1.2: RDMA_DONE is never sent, and a receiver "should ignore
+/// it"; RFC 8167 §4.1: when the direction of a message is not determined, "the receiver MUST
+/// NOT use the header's credit value". An RDMA_DONE naming the outstanding call (credits 5, then
+/// 0) or an unknown XID (credits 6) changes nothing: the call stays pending, the grant stays,
+/// the receive is reposted.
+fn done_changes_nothing(backchannel: bool) {
+    let mut p = raw_responder(backchannel);
+    let posted = p.req.conn.as_ref().unwrap().receives_posted();
+    issue(&mut p, 0x40).unwrap();
+    for (xid, wire) in [(0x40, 5), (0x41, 6), (0x40, 0)] {
+        p.raw_send(Dir::Resp, &words(&[xid, 1, wire, RDMA_DONE]), None);
+        assert!(p.next_done().is_none(), "RDMA_DONE completed a call");
+        let c = p.req.conn.as_ref().unwrap();
+        assert_eq!(c.credits(), 1, "RDMA_DONE {xid:#x} with rdma_credit {wire}");
+        assert_eq!(c.outstanding(), 1);
+        assert_eq!(c.receives_posted(), posted, "receive reposted");
+        assert_eq!(issue(&mut p, 0x50), Err(StartError::NoCredit));
+    }
+    // After the real reply (credits 3) the same: RDMA_DONE moves the grant neither way.
+    answer(&mut p, 0x40, 3);
+    for (xid, wire) in [(0x42, 8), (0x43, 0)] {
+        p.raw_send(Dir::Resp, &words(&[xid, 1, wire, RDMA_DONE]), None);
+        assert_eq!(credits(&p), 3, "RDMA_DONE with rdma_credit {wire}");
+    }
+    issue(&mut p, 0x44).unwrap();
+    p.raw_send(Dir::Resp, &words(&[0x44, 1, 8, RDMA_DONE]), None);
+    assert!(p.next_done().is_none());
+    assert_eq!(credits(&p), 3, "RDMA_DONE naming an outstanding call");
+    answer(&mut p, 0x44, 3);
+    assert_eq!(
+        p.req.conn.as_ref().unwrap().receives_posted(),
+        posted,
+        "every receive reposted"
+    );
+}
+
+/// RDMA_DONE on a requester (IE §7.1.2, RFC 8167 §4.1; see `done_changes_nothing`).
+#[test]
+fn rejects_credits_of_rdma_done() {
+    done_changes_nothing(false);
+}
+
+/// RDMA_DONE on a client that serves backward calls: a message whose direction cannot be
+/// determined (RFC 8167 §4.1), neither a forward reply nor a backward call.
+#[test]
+fn rejects_credits_of_rdma_done_on_a_client_with_a_backchannel() {
+    done_changes_nothing(true);
+}
+
+/// Two engines, the harness watching the wire: the responder's first answer is an ERR_CHUNK
+/// (the reply does not fit the 256 octets offered) carrying its grant, 64. The requester keeps
+/// to one call until the next, non-error reply (v2 draft, "Protocol Version Negotiation"); the
+/// harness (which takes grants from non-error replies only) would fail the third call's Send
+/// if the requester had taken the error's 64.
+#[test]
+fn accepts_one_call_until_the_first_non_error_reply() {
+    let mut p = Pair::default_pair();
+    p.record = true;
+    let mk = |p: &mut Pair, xid| p.req.host.buf_with(&rpc_call(xid, 0, &[]), LW);
+    fn spec(m: &LocalBuf, reply: LocalBuf) -> CallSpec<'_> {
+        CallSpec {
+            message: std::slice::from_ref(m),
+            ddp: &[],
+            receptacles: &[],
+            reply,
+        }
+    }
+    let r1 = p.req.host.alloc(256, LW);
+    let m1 = mk(&mut p, 1);
+    p.call(&spec(&m1, r1));
+    let inc = p.next_call().unwrap();
+    let mut big = rpc_reply(1, &[]);
+    big.extend_from_slice(&pattern(8000, 1));
+    let rb = p.resp.host.buf_with(&big, LW);
+    let kind = p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[rb],
+            results: &[],
+        },
+    );
+    assert_eq!(kind, rpcrdma_engine::conn::ReplyKind::ErrChunk);
+    assert_eq!(be32(p.last_sent(Dir::Resp), 2), 64, "the error carries 64");
+    assert!(matches!(
+        p.next_done(),
+        Some(Event::CallFailed {
+            error: CallError::ErrChunk,
+            ..
+        })
+    ));
+    let r2 = p.req.host.alloc(256, LW);
+    let m2 = mk(&mut p, 2);
+    p.call(&spec(&m2, r2));
+    let m3 = mk(&mut p, 3);
+    assert_eq!(p.try_call(&spec(&m3, r2)), Err(StartError::NoCredit));
+    assert_eq!(credits(&p), 1);
+    let inc = p.next_call().unwrap();
+    let rb = p.resp.host.buf_with(&rpc_reply(2, &[]), LW);
+    p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[rb],
+            results: &[],
+        },
+    );
+    assert_eq!(p.next_reply().xid, 2);
+    assert_eq!(credits(&p), 64);
+    assert_eq!(p.stats.max_outstanding, 1);
 }

@@ -673,3 +673,131 @@ fn accepts_optional_messages_on_the_client() {
     // Decoded by the codec too.
     assert!(v2::decode(&got[0], &v2::Limits::DEFAULT).is_ok());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Errors answering the server's backward calls.
+
+/// RFC 8167 §4.1 (backward credits work as forward ones) and the v2 draft, "Protocol Version
+/// Negotiation": a requester assumes a single message at a time "until it receives a non-error
+/// RPC-over-RDMA message from the responder that reports the responder's actual credit limit".
+/// A Version Two server with its backchannel enabled, a raw client: an RDMA2_ERROR answering
+/// the first backward call with `rdma_credit` 16 leaves the backward grant at one; after a
+/// backward reply reported 3, RDMA2_ERRORs carrying 16 or 1 change nothing either.
+#[test]
+fn rejects_backward_credits_of_a_v2_error() {
+    let cfg = v2cfg();
+    let req = make_raw_side("raw-requester", 0x1000_0000, 0x10);
+    let resp = make_side(
+        "responder",
+        0x9000_0000,
+        0x20,
+        Role::Responder,
+        cfg,
+        Sizing::with_backchannel(Role::Responder, &cfg),
+    );
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.resp.conn().enable_backchannel().unwrap();
+    p.raw_post_recvs(Dir::Req, 16, 8192);
+    // A Version Two forward call first: backward calls use the forward calls' version.
+    still_works_backchannel(&mut p, 0x10);
+    let credits = |p: &Pair| p.resp.conn.as_ref().unwrap().backward_credits();
+    let back_call = |p: &mut Pair, xid: u32| {
+        let m = p.resp.host.buf_with(&rpc_call(xid, 1, &[]), LW);
+        let rb = p.resp.host.alloc(256, LW);
+        let r = p.try_back_call(&CallSpec {
+            message: &[m],
+            ddp: &[],
+            receptacles: &[],
+            reply: rb,
+        });
+        if r.is_ok() {
+            let got = p.raw_take(Dir::Req);
+            assert_eq!(&got[0][..20], &words(&[xid, 2, 16, MSG, CALL])[..]);
+        }
+        r.map(|_| ())
+    };
+    let error = |p: &mut Pair, xid: u32, wire: u32| {
+        // rdma_xid, rdma_vers copied; rdma_credit; RDMA2_ERROR; RDMA2_ERR_BAD_XDR
+        p.raw_send(Dir::Req, &words(&[xid, 2, wire, ERROR, 2]), None);
+        match p.next_back_done() {
+            Some(Event::CallFailed { error, .. }) => {
+                assert_eq!(error, CallError::Rdma2(RdmaError::BadXdr))
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    back_call(&mut p, 0x80).unwrap();
+    error(&mut p, 0x80, 16);
+    assert_eq!(credits(&p), 1, "backward grant of an RDMA2_ERROR taken");
+    back_call(&mut p, 0x81).unwrap();
+    assert_eq!(
+        back_call(&mut p, 0x82),
+        Err(rpcrdma_engine::conn::StartError::NoCredit)
+    );
+    let mut m = words(&[0x81, 2, 3, MSG, REPLY, 0, 0, 0, 0]);
+    m.extend_from_slice(&rpc_reply(0x81, &[]));
+    p.raw_send(Dir::Req, &m, None);
+    assert!(matches!(p.next_back_done(), Some(Event::ReplyReady(r)) if r.xid == 0x81));
+    assert_eq!(credits(&p), 3);
+    for (x, wire) in [(0x90, 16), (0x91, 1)] {
+        back_call(&mut p, x).unwrap();
+        error(&mut p, x, wire);
+        assert_eq!(credits(&p), 3, "RDMA2_ERROR with rdma_credit {wire}");
+    }
+}
+
+/// The raw client sends a good Version Two forward call `xid`; the server answers it.
+fn still_works_backchannel(p: &mut Pair, xid: u32) {
+    let mut m = words(&[xid, 2, 8, MSG, CALL, 0, 0, 0, 0]);
+    m.extend_from_slice(&rpc_call(xid, 0, &[]));
+    p.raw_send(Dir::Req, &m, None);
+    let inc = p.next_call().expect("good call delivered");
+    let r = p.resp.host.buf_with(&rpc_reply(xid, &[]), LW);
+    p.reply(
+        inc.call,
+        &ReplySpec {
+            message: &[r],
+            results: &[],
+        },
+    );
+    let got = p.raw_take(Dir::Req);
+    assert_eq!(&got[0][..24], &words(&[xid, 2, 64, MSG, REPLY, 0])[..]);
+}
+
+/// v2 draft, "Protocol Version Negotiation": a requester "MUST assume the ability to exchange
+/// only a single RPC-over-RDMA message at a time until it receives a non-error RPC-over-RDMA
+/// message from the responder that reports the responder's actual credit limit". The first
+/// Version Two call (the probe) is answered RDMA2_ERR_BAD_XDR with `rdma_credit` 60: the call
+/// fails and the grant stays one until the next call's RDMA2_MSG reply reports 4.
+#[test]
+fn rejects_credits_of_a_v2_error_before_the_first_reply() {
+    let cfg = v2cfg();
+    let sizing = Sizing::for_config(Role::Requester, &cfg);
+    let req = make_side("requester", 0x1000_0000, 0x10, Role::Requester, cfg, sizing);
+    let resp = make_raw_side("raw-responder", 0x9000_0000, 0x20);
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.raw_post_recvs(Dir::Resp, 64, 8192);
+    let credits = |p: &Pair| p.req.conn.as_ref().unwrap().credits();
+    let got = start(&mut p, 1, 0);
+    assert_eq!(be32(&got, 1), 2, "a Version Two call");
+    p.raw_send(Dir::Resp, &words(&[1, 2, 60, ERROR, 2]), None);
+    assert_eq!(failed(&mut p), CallError::Rdma2(RdmaError::BadXdr));
+    assert_eq!(credits(&p), 1, "grant of an RDMA2_ERROR taken");
+    start(&mut p, 2, 0);
+    let m = p.req.host.buf_with(&rpc_call(3, 1, &[]), EXPOSE);
+    let reply = p.req.host.alloc(256, EXPOSE);
+    let r = p.try_call(&CallSpec {
+        message: &[m],
+        ddp: &[],
+        receptacles: &[],
+        reply,
+    });
+    assert_eq!(r.err(), Some(rpcrdma_engine::conn::StartError::NoCredit));
+    let mut m = words(&[2, 2, 4, MSG, REPLY, 0, 0, 0, 0]);
+    m.extend_from_slice(&rpc_reply(2, &[]));
+    p.raw_send(Dir::Resp, &m, None);
+    assert!(matches!(p.next_done(), Some(Event::ReplyReady(_))));
+    assert_eq!(credits(&p), 4);
+}

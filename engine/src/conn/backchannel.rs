@@ -4,7 +4,8 @@
 //! Normal operation: backward messages are inline RDMA_MSG with empty chunk lists (neither side
 //! exposes memory for them). The server side ([`BackRequester`]) keeps its own slots, XIDs and
 //! credits: it asks for [`super::Config::backchannel_credits`] in `rdma_credit`, keeps at most
-//! the granted number outstanding (one until the first backward reply; never sending 0), and
+//! the granted number outstanding (one until the first non-error backward reply, whose
+//! `rdma_credit` is the grant; an error's is never used; never sending 0), and
 //! posts one extra receive per backward call it sends, before the call. The client side
 //! ([`BackResponder`]) keeps `2 × credits` extra receives posted once the upper layer enabled
 //! the backchannel (one per backward credit, plus one per backward call whose reply Send has
@@ -177,7 +178,8 @@ pub(crate) struct BackRequester {
     pub(crate) enabled: bool,
     /// Credits asked for and the local maximum of outstanding backward calls.
     max: u32,
-    /// Backward credits granted by the client's last backward reply (1 before the first).
+    /// Backward credits granted by the client's last non-error backward reply (1 before the
+    /// first).
     granted: u32,
     awaiting: u32,
 }
@@ -304,14 +306,21 @@ impl BackRequester {
             return;
         };
         let len = wc.byte_len.min(rbuf.len) as usize;
-        // (slot, outcome, granted, payload offset)
+        // (slot, outcome, granted (None: unchanged), payload offset)
         let verdict = mem.bytes(rbuf.addr, len).and_then(|buf| {
             let h = wire::decode(buf, &core.v2_limits, core.cfg.max_version).ok()?;
             let slot = self
                 .calls
                 .iter()
                 .position(|c| c.state == BState::Awaiting && c.xid == h.xid)?;
-            let granted = h.credits.clamp(1, self.max);
+            // Backward credits work as forward ones (RFC 8167 §4.1): only a non-error reply
+            // reports the client's grant; an RDMA_ERROR / RDMA2_ERROR's `rdma_credit` is never
+            // used (the v2 draft's "non-error RPC-over-RDMA message ... that reports the
+            // responder's actual credit limit"; see the requester's module doc, "Credits").
+            let granted = match h.body {
+                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => Some(h.credits.clamp(1, self.max)),
+                _ => None,
+            };
             let call = &self.calls[slot];
             let outcome = match h.body {
                 AnyBody::Msg { lists, .. } => {
@@ -335,7 +344,9 @@ impl BackRequester {
             Some((slot as u32, outcome, granted, h.header_len as u64))
         });
         if let Some((slot, mut outcome, granted, off)) = verdict {
-            self.granted = granted;
+            if let Some(g) = granted {
+                self.granted = g;
+            }
             let call = self.calls[slot as usize];
             if let Ok(n) = outcome {
                 if n > 0 && !mem.copy(call.reply.addr, rbuf.addr + off, n as usize) {

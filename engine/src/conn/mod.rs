@@ -20,8 +20,9 @@
 //!   already placed (Reply chunk) in the reply buffer, every dynamic STag of the call is
 //!   invalidated (locally, unless the peer invalidated it with Send With Invalidate), and only
 //!   then [`Event::ReplyReady`] is reported. At most the granted number of calls are
-//!   outstanding (one until the first reply; a grant of 0 counts as 1, grants above the local
-//!   maximum are clamped), and a receive is always posted for every outstanding call.
+//!   outstanding (one until the first non-error reply; a grant of 0 counts as 1, grants above
+//!   the local maximum are clamped; the `rdma_credit` of an RDMA_ERROR / RDMA2_ERROR or an
+//!   RDMA_DONE is never used), and a receive is always posted for every outstanding call.
 //! - Responder: receives equal to the credits granted are kept posted. Each call header is
 //!   validated with the codec, Read chunks are pulled with RDMA Read into a data buffer where the
 //!   call's XDR stream is reassembled, and [`Event::CallReady`] hands out a view of the stream.
@@ -54,8 +55,8 @@
 //! (ERR_VERS with the range 1..=`max_version`, ERR_CHUNK, or a silent drop; in Version Two
 //! RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_PROC, RDMA2_ERR_INVAL_OPTION); a reply the requester cannot
 //! parse fails its call ([`CallError::BadReply`]). A message whose direction cannot be told is
-//! dropped without using any of its fields (its credit value included), and so is a backward
-//! message while the backchannel is not enabled. Backward calls pending when the connection is
+//! dropped without using any of its fields (its credit value included), RDMA_DONE among them,
+//! and so is a backward message while the backchannel is not enabled. Backward calls pending when the connection is
 //! lost fail with [`CallError::ConnectionLost`] (with their XIDs) so the server's upper layer can
 //! re-issue them on the connection the client establishes next. Any unsuccessful completion means the queue
 //! pair is in the error state: the connection moves to [`ConnState::Closed`], reports
@@ -1472,7 +1473,8 @@ impl Connection {
         n
     }
 
-    /// Requester: the credits currently granted by the responder (1 until the first reply).
+    /// Requester: the credits currently granted by the responder (1 until the first non-error
+    /// reply; errors never change it).
     /// Responder: the credits granted.
     pub fn credits(&self) -> u32 {
         match &self.role {

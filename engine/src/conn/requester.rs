@@ -19,8 +19,25 @@
 //! after its STags are invalidated and its credit is kept as an "orphan" until a reply with an
 //! unknown XID arrives. A lost connection fails every call at once. ERR_VERS while probing with
 //! Version Two switches the connection to Version One and sends the call again; RDMA2_ERR_
-//! CANT_REPLY (in Version One: ERR_CHUNK) sends it again once with the fallback resources; other Version Two errors fail the
-//! call ([`CallError::Rdma2`]) and, unlike Version One errors, never change the credits.
+//! CANT_REPLY (in Version One: ERR_CHUNK) sends it again once with the fallback resources; other
+//! errors fail the call ([`CallError::Rdma2`], [`CallError::ErrChunk`], ...).
+//!
+//! Credits: one until the first non-error reply, then the clamped `rdma_credit` of the latest
+//! non-error reply (RDMA_MSG / RDMA_NOMSG / RDMA_MSGP). The `rdma_credit` of an RDMA_ERROR or
+//! RDMA2_ERROR is never used, before or after the first reply, whatever XID it names: the v2
+//! draft ("Protocol Version Negotiation") has a requester "assume the ability to exchange only a
+//! single RPC-over-RDMA message at a time until it receives a non-error RPC-over-RDMA message
+//! from the responder that reports the responder's actual credit limit" ("as with Version One"),
+//! so an error does not report the limit (RFC 8166 §3.3.3, from memory, is the Version One
+//! rule). RFC 8166 §4.2.3 (from memory) gives `rdma_credit` a meaning in an RPC Call (requested)
+//! and an RPC Reply (granted) message only, and §4.5 forms an RDMA_ERROR from the XID, version,
+//! procedure and error code; an error carries neither. Implementations use a fixed grant
+//! (implementation experience §4.4), so ignoring an error's value loses nothing. (Linux
+//! xprtrdma's `rpcrdma_reply_handler` takes the value of any message matching a pending XID,
+//! errors included, even before the first reply; we do not.) RDMA_DONE changes nothing, whatever
+//! XID it names: implementation experience §7.1.2 says a receiver "should ignore it", and as its
+//! direction cannot be told, RFC 8167 §4.1 says "the receiver MUST NOT use the header's credit
+//! value" (it is dropped by [`super::wire::route`] before it gets here; its receive is reposted).
 
 use super::stream::{build_pieces, copy_pieces, parts_len, Cut};
 use super::wire::{self, AnyBody, AnyError, WireErr};
@@ -170,7 +187,7 @@ pub(crate) struct Requester {
     free: super::ring::IndexStack,
     /// Local maximum of outstanding calls.
     max_credits: u32,
-    /// Credits granted by the last reply (1 before the first).
+    /// Credits granted by the last non-error reply (1 before the first).
     granted: u32,
     /// Calls in `AwaitingReply`.
     awaiting: u32,
@@ -722,7 +739,7 @@ impl Requester {
                 } = e.kind
                 {
                     return match e.xid.and_then(|x| self.find(x)) {
-                        Some(slot) => self.err_vers(core, slot, low, high, None),
+                        Some(slot) => self.err_vers(core, slot, low, high),
                         None => Verdict::Unknown,
                     };
                 }
@@ -758,17 +775,18 @@ impl Requester {
             }
         };
         let is_v2 = h.vers == v2::VERSION;
+        // The credit rule (module doc, "Credits"): only a non-error reply reports a grant.
         let granted = clamp_credits(h.credits, self.max_credits);
         let Some(slot) = self.find(h.xid) else {
             return match h.body {
-                AnyBody::Done => Verdict::Credits(granted),
-                // A Version Two error never reports credits (draft, "Protocol Version
-                // Negotiation").
-                AnyBody::Error(_) if is_v2 => Verdict::Unknown,
-                _ => Verdict::UnknownWithCredits(granted),
+                AnyBody::Done | AnyBody::Optional(_) => Verdict::Drop,
+                AnyBody::Error(_) => Verdict::Unknown,
+                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => Verdict::UnknownWithCredits(granted),
             };
         };
         let call = &self.calls[slot as usize];
+        // A Version One reply that is not an error but cannot be used still reports the grant
+        // (as before; a Version Two one fails its call without changing credits).
         let with_credits = |e| {
             if is_v2 {
                 Verdict::Fail(slot, e)
@@ -777,10 +795,10 @@ impl Requester {
             }
         };
         let (lists, nomsg) = match h.body {
-            AnyBody::Done => return Verdict::Credits(granted),
-            AnyBody::Optional(_) => return Verdict::Drop,
+            // RDMA_DONE is ignored, whatever XID it names (module doc, "Credits").
+            AnyBody::Done | AnyBody::Optional(_) => return Verdict::Drop,
             AnyBody::Error(WireErr::Vers { low, high }) => {
-                return self.err_vers(core, slot, low, high, (!is_v2).then_some(granted))
+                return self.err_vers(core, slot, low, high)
             }
             AnyBody::Error(WireErr::Chunk) => {
                 // Version One has no CANT_REPLY: a responder that cannot fit the reply into
@@ -790,12 +808,12 @@ impl Requester {
                 // experience §4.3).
                 let sv = &self.saved[slot as usize];
                 if !is_v2 && call.saved && sv.has_fallback() && !sv.retried {
-                    return Verdict::ResendWithCredits(slot, Resend::Larger, granted);
+                    return Verdict::Resend(slot, Resend::Larger);
                 }
-                return with_credits(CallError::ErrChunk);
+                return Verdict::Fail(slot, CallError::ErrChunk);
             }
             AnyBody::Error(WireErr::Unknown(code)) => {
-                return with_credits(CallError::RdmaError(code))
+                return Verdict::Fail(slot, CallError::RdmaError(code))
             }
             AnyBody::Error(WireErr::V2(e)) => {
                 if let v2::RdmaError::CantReply { .. } = e {
@@ -876,23 +894,12 @@ impl Requester {
 
     /// ERR_VERS for the call in `slot`: while a Version Two call probes the responder and
     /// Version One is in the range, fall back and send the call again; else fail it.
-    fn err_vers(
-        &self,
-        core: &Core,
-        slot: u32,
-        low: u32,
-        high: u32,
-        granted: Option<u32>,
-    ) -> Verdict {
+    fn err_vers(&self, core: &Core, slot: u32, low: u32, high: u32) -> Verdict {
         let call = &self.calls[slot as usize];
         if core.probing && call.vers == v2::VERSION && (low..=high).contains(&super::VERSION) {
             return Verdict::Resend(slot, Resend::Fallback);
         }
-        let e = CallError::ErrVers { low, high };
-        match granted {
-            Some(g) => Verdict::FailWithCredits(slot, e, g),
-            None => Verdict::Fail(slot, e),
-        }
+        Verdict::Fail(slot, CallError::ErrVers { low, high })
     }
 
     fn apply_verdict<M: HostMemory + ?Sized>(
@@ -905,7 +912,6 @@ impl Requester {
         match v {
             Verdict::Drop => {}
             Verdict::Unknown => self.unknown_reply(),
-            Verdict::Credits(g) => self.granted = g,
             Verdict::UnknownWithCredits(g) => {
                 self.granted = g;
                 self.unknown_reply();
@@ -914,11 +920,6 @@ impl Requester {
             Verdict::FailWithCredits(slot, e, g) => {
                 self.granted = g;
                 self.answered(core, slot, Outcome::Failed(e));
-            }
-            Verdict::ResendWithCredits(slot, why, g) => {
-                self.granted = g;
-                self.answered(core, slot, Outcome::Resend(why));
-                self.resending += 1;
             }
             Verdict::Resend(slot, why) => {
                 if why == Resend::Fallback {
@@ -1190,22 +1191,18 @@ impl Requester {
 /// What a received reply means.
 #[derive(Debug, Clone, Copy)]
 enum Verdict {
-    /// Ignore it.
+    /// Ignore it (RDMA_DONE, RDMA2_OPTIONAL, a message too short to use).
     Drop,
-    /// Unknown XID, no usable header.
+    /// Unknown XID, nothing usable (an error, or a header that does not parse).
     Unknown,
-    /// Only a credit update (RDMA_DONE).
-    Credits(u32),
-    /// Unknown XID with a credit update.
+    /// Unknown XID, a non-error reply with a credit update.
     UnknownWithCredits(u32),
-    /// Fail the call.
+    /// Fail the call (an error reply, or an unusable reply that carries no grant).
     Fail(u32, CallError),
-    /// Fail the call and update credits.
+    /// Fail the call and update credits (a non-error reply that cannot be used).
     FailWithCredits(u32, CallError, u32),
-    /// Invalidate the call's STags, then send it again.
+    /// Invalidate the call's STags, then send it again (an error reply: no credit update).
     Resend(u32, Resend),
-    /// As `Resend`, with a credit update (a Version One error reply).
-    ResendWithCredits(u32, Resend, u32),
     /// A usable reply.
     Reply {
         slot: u32,
@@ -1221,10 +1218,9 @@ impl Verdict {
     /// The call the reply answers, if it names one.
     fn slot(&self) -> Option<u32> {
         match *self {
-            Verdict::Fail(s, _)
-            | Verdict::FailWithCredits(s, _, _)
-            | Verdict::Resend(s, _)
-            | Verdict::ResendWithCredits(s, _, _) => Some(s),
+            Verdict::Fail(s, _) | Verdict::FailWithCredits(s, _, _) | Verdict::Resend(s, _) => {
+                Some(s)
+            }
             Verdict::Reply { slot, .. } => Some(slot),
             _ => None,
         }

@@ -209,7 +209,10 @@ pub(crate) fn route(buf: &[u8], role: Role, limits: &v2::Limits, max_version: u3
                 }
             }
         }
-        AnyBody::Done => Route::Forward,
+        // RDMA_DONE is never sent (implementation experience §7.1.2: a receiver "should ignore
+        // it"); its direction cannot be told, so "the receiver MUST NOT use the header's credit
+        // value" (RFC 8167 §4.1). Nothing of it is used, on either role.
+        AnyBody::Done => Route::Drop,
         // Errors answer calls: on a requester, its forward calls; on a responder, its
         // backward calls.
         AnyBody::Error(_) => reply_here,

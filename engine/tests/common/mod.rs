@@ -6,7 +6,8 @@
 //! memory window key sequencing, receive buffer sizes. It also ASSERTS, on every post:
 //! - no Send arrives without a posted receive (that would be an RNR; clients use rnr_retry 0),
 //! - the requester never has more calls outstanding than the responder granted (0 → 1,
-//!   values above the requester's maximum clamped),
+//!   values above the requester's maximum clamped; one until the first non-error reply, the
+//!   `rdma_credit` of RDMA_ERROR / RDMA2_ERROR never taken as a grant, in either direction),
 //! - queue depths are respected;
 //!
 //! and whenever the requester reports a call finished it tries every STag that call advertised
@@ -436,6 +437,9 @@ pub enum Kind {
     BackReply,
     Unknown,
 }
+
+/// `rdma_proc` of RDMA_ERROR and RDMA2_ERROR.
+pub const PROC_ERROR: u32 = 4;
 
 pub fn classify(from: Dir, msg: &[u8]) -> Kind {
     let w = |i: usize| -> Option<u32> {
@@ -892,7 +896,11 @@ impl Pair {
                                 self.stats.max_outstanding.max(self.outstanding);
                         }
                         Kind::FwdReply => {
-                            self.grant = word(2).clamp(1, self.credit_max);
+                            // An error reports no credit limit (v2 draft, "Protocol Version
+                            // Negotiation"): only a non-error reply moves the grant.
+                            if word(3) != PROC_ERROR {
+                                self.grant = word(2).clamp(1, self.credit_max);
+                            }
                             self.outstanding = self.outstanding.saturating_sub(1);
                         }
                         Kind::BackCall => {
@@ -907,7 +915,10 @@ impl Pair {
                         }
                         Kind::BackReply => {
                             assert_ne!(word(2), 0, "backward reply with rdma_credit 0");
-                            self.bc_grant = word(2);
+                            // Backward credits work as forward ones (RFC 8167 §4.1).
+                            if word(3) != PROC_ERROR {
+                                self.bc_grant = word(2);
+                            }
                             self.bc_outstanding = self.bc_outstanding.saturating_sub(1);
                         }
                         Kind::Unknown => {}
