@@ -1578,10 +1578,12 @@ pub fn send_with_inv<E: Env>(env: &mut E) -> CheckResult {
 }
 
 /// SEND_WITH_INV naming a key that is not a window bound to the receiving QP: the receive
-/// completes in error and both QPs go down.
+/// completes in error and both QPs go down. siw (profile `Siw`) checks only that the STag
+/// belongs to the receiver's PD and invalidates a registered region's key as well: the receive
+/// succeeds, and the region's key is dead afterwards (docs/rdma-provider.md 2.4).
 pub fn send_with_inv_bad_key<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
-    let rb = Buf::<E::P>::new(&p.s.pd, 4096, LW)?;
+    let rb = Buf::<E::P>::new(&p.s.pd, 4096, LW | Access::REMOTE_WRITE)?;
     post_recv::<E::P>(&mut p.s.qp, 0x55, &[rb.sge(0, 4096)])?;
     let sb = Buf::<E::P>::new(&p.c.pd, 4096, LW)?;
     let sgl = [sb.sge(0, 64)];
@@ -1592,6 +1594,11 @@ pub fn send_with_inv_bad_key<E: Env>(env: &mut E) -> CheckResult {
     post_send::<E::P>(&mut p.c.qp, wr::<E::P>(1, op, &sgl))?;
     let rc = wait_wc(env, &mut p.s.cq)?;
     ensure!(rc.wr_id == 0x55, "receive wr_id {:#x}", rc.wr_id);
+    if rc.status.is_success() && profile(env) == Profile::Siw {
+        env.note("siw invalidated a registered region's key (it checks only the PD)");
+        let _ = wait_wc(env, &mut p.c.cq)?;
+        return write_expect_access_error(env, &mut p, rb.addr(), rb.keys().rkey, 64);
+    }
     ensure!(
         !rc.status.is_success(),
         "receive succeeded despite an invalid invalidate key"
