@@ -326,6 +326,7 @@ impl ClientBack {
                                 transport,
                                 reply,
                                 base: SUCCESS_HEADER_LEN as u32,
+                                limit: u32::MAX,
                                 ddp: DdpItems::new(),
                                 back: None,
                             });
@@ -347,7 +348,7 @@ impl ClientBack {
                                 transport,
                                 back: None,
                             };
-                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply);
+                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply, usize::MAX);
                             Decision::Done(r, ddp)
                         }
                     }

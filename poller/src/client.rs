@@ -205,9 +205,18 @@ impl Reply {
 /// A call's arguments in registered memory: the encoded XDR arguments, DDP argument items (sent
 /// as Read chunks) and receptacles for DDP results (offered as Write chunks).
 #[derive(Debug)]
+///
+/// The buffer comes from a pool and may hold an earlier call's arguments or results: the
+/// builder never sends such octets. It keeps a mark below which every octet was written for
+/// this call (`put*`) or zeroed; [`CallArgs::space`] zeroes the free space above the mark once
+/// (one memset of the rest of the buffer per call that uses it; later calls cost nothing) and
+/// [`CallArgs::advance`] zeroes what it moves over above the mark. Calls built with `put*`
+/// alone pay nothing.
 pub struct CallArgs {
     buf: PoolBuf,
     len: usize,
+    /// Every octet of `buf` below this was written for this call or zeroed (≥ `len`).
+    clean: usize,
     ddp: DdpItems,
     receptacles: [Option<PoolBuf>; MAX_DDP],
     nrec: usize,
@@ -221,6 +230,7 @@ impl CallArgs {
         CallArgs {
             buf,
             len: 0,
+            clean: 0,
             ddp: DdpItems::new(),
             receptacles: Default::default(),
             nrec: 0,
@@ -256,17 +266,23 @@ impl CallArgs {
         self.len == 0
     }
 
-    /// The free space after the arguments written so far.
+    /// The free space after the arguments written so far. The first call zeroes the octets no
+    /// earlier `put*` wrote (so an earlier call's data left in the pool buffer cannot be
+    /// sent); later calls cost nothing.
     pub fn space(&mut self) -> &mut [u8] {
+        let end = self.buf.len();
+        crate::program::zero_above(&mut self.buf, &mut self.clean, end);
         &mut self.buf[self.len..]
     }
 
-    /// Marks `n` more octets of [`CallArgs::space`] as written.
+    /// Marks `n` more octets of [`CallArgs::space`] as written. Octets the caller did not write
+    /// are sent as zeros, never as what the pool buffer held before.
     pub fn advance(&mut self, n: usize) -> Result<(), BuildError> {
         if n > self.buf.len() - self.len {
             return Err(BuildError::Full);
         }
         self.len += n;
+        crate::program::zero_above(&mut self.buf, &mut self.clean, self.len);
         Ok(())
     }
 
@@ -276,6 +292,7 @@ impl CallArgs {
         let dst = self.buf.get_mut(self.len..end).ok_or(BuildError::Full)?;
         dst.copy_from_slice(data);
         self.len = end;
+        self.clean = self.clean.max(end);
         Ok(())
     }
 

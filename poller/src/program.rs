@@ -51,20 +51,30 @@ pub enum Reject {
 }
 
 /// Runs `handler` on the reactor: its results go after the success header
-/// ([`SUCCESS_HEADER_LEN`] octets) in `reply`. Returns the results' length (or why the handler
-/// refused) and the DDP items it handed over.
+/// ([`SUCCESS_HEADER_LEN`] octets) in `reply`, within the first `limit` octets (the largest RPC
+/// reply the transport can carry: see [`reply_window`]). Returns the results' length (or why
+/// the handler refused) and the DDP items it handed over.
 pub(crate) fn serve_inline(
     handler: &dyn Handler,
     req: &Request<'_>,
     reply: &mut [u8],
+    limit: usize,
 ) -> (Result<usize, Reject>, DdpItems) {
     let mut ddp = DdpItems::new();
     let r = {
         let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
-        let mut b = ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp);
+        let mut b = ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp)
+            .with_window(limit.saturating_sub(SUCCESS_HEADER_LEN));
         handler.handle(req, &mut b).map(|()| b.len())
     };
     (r, ddp)
+}
+
+/// The largest RPC reply (header and inline results) a call can be answered with: the inline
+/// threshold `inline_send`, or the Reply chunk the client offered when that is larger. The
+/// [`ReplyBuilder::space`] offers no space beyond it, which bounds what it zeroes.
+pub(crate) fn reply_window(inline_send: u32, reply_chunk: Option<u32>) -> usize {
+    inline_send.max(reply_chunk.unwrap_or(0)) as usize
 }
 
 /// A procedure handler. Runs on a reactor (inline mode) or on a worker thread; must not block
@@ -284,9 +294,27 @@ impl std::error::Error for BuildError {}
 
 /// Writes results into a registered reply buffer (zero-copy: the buffer is what the reply Send
 /// gathers). Offsets are relative to the start of the results.
+///
+/// Pool buffers are reused without being cleared, so the buffer may hold an earlier reply to
+/// another client. The builder never sends such octets: it keeps a mark below which every octet
+/// was written in this reply (`put*`) or zeroed by the builder. [`ReplyBuilder::space`] zeroes
+/// the part of the free space above the mark once (later calls cost nothing), and
+/// [`ReplyBuilder::advance`] zeroes what it moves over above the mark, so advancing over octets
+/// the handler did not write sends zeros. The free space `space` offers is only what the reply
+/// can carry — the inline threshold, or the Reply chunk the client offered when larger — so the
+/// one memset costs at most that many octets (about 4 KiB for an inline reply), never the
+/// whole buffer. `put*` may go beyond it (into the rest of the reply buffer): such a reply
+/// cannot be sent as it is, and the transport answers with RDMA2_ERR_CANT_REPLY / ERR_CHUNK so
+/// that the client retries with a larger Reply chunk. A handler that wants that behaviour for
+/// oversized results writes them with `put*`; through `space` they fail with
+/// [`BuildError::Full`].
 pub struct ReplyBuilder<'a> {
     out: &'a mut [u8],
     len: usize,
+    /// Every octet of `out` below this was written in this reply or zeroed (≥ `len`).
+    clean: usize,
+    /// `space` offers octets up to this offset of `out` (what the reply can carry).
+    window: usize,
     /// Offset of the results in the RPC reply (the header length).
     base: u32,
     ddp: &'a mut DdpItems,
@@ -294,12 +322,22 @@ pub struct ReplyBuilder<'a> {
 
 impl<'a> ReplyBuilder<'a> {
     pub(crate) fn new(out: &'a mut [u8], base: u32, ddp: &'a mut DdpItems) -> Self {
+        let window = out.len();
         ReplyBuilder {
             out,
             len: 0,
+            clean: 0,
+            window,
             base,
             ddp,
         }
+    }
+
+    /// `space` offers no more than the first `window` octets of the results (what the reply
+    /// can carry); `put*` is not limited.
+    pub(crate) fn with_window(mut self, window: usize) -> Self {
+        self.window = window.min(self.out.len());
+        self
     }
 
     /// Octets of results written so far (DDP items excluded).
@@ -312,18 +350,24 @@ impl<'a> ReplyBuilder<'a> {
         self.len == 0
     }
 
-    /// The free space after the results written so far; write into it, then
-    /// [`ReplyBuilder::advance`].
+    /// The free space after the results written so far (as much as the reply can carry);
+    /// write into it, then [`ReplyBuilder::advance`]. The first call zeroes the octets no
+    /// earlier `put*` wrote (so an earlier reply held by the pool buffer cannot be sent); later
+    /// calls cost nothing.
     pub fn space(&mut self) -> &mut [u8] {
-        &mut self.out[self.len..]
+        let end = self.window.max(self.clean);
+        zero_above(self.out, &mut self.clean, end);
+        &mut self.out[self.len..end]
     }
 
-    /// Marks `n` more octets of [`ReplyBuilder::space`] as written.
+    /// Marks `n` more octets of [`ReplyBuilder::space`] as written. Octets the handler did not
+    /// write are sent as zeros, never as what the pool buffer held before.
     pub fn advance(&mut self, n: usize) -> Result<(), BuildError> {
         if n > self.out.len() - self.len {
             return Err(BuildError::Full);
         }
         self.len += n;
+        zero_above(self.out, &mut self.clean, self.len);
         Ok(())
     }
 
@@ -338,6 +382,7 @@ impl<'a> ReplyBuilder<'a> {
         let dst = self.out.get_mut(self.len..end).ok_or(BuildError::Full)?;
         dst.copy_from_slice(data);
         self.len = end;
+        self.clean = self.clean.max(end);
         Ok(())
     }
 
@@ -370,6 +415,17 @@ impl<'a> ReplyBuilder<'a> {
         self.ddp
             .push(at as u32, len as u32, buf)
             .map_err(|b| (BuildError::TooManyItems, b))
+    }
+}
+
+/// Zeroes `buf[*clean..upto]` when `upto` is past the clean mark, and moves the mark there: the
+/// builders' guard against sending octets an earlier user of a pool buffer left behind.
+#[inline]
+pub(crate) fn zero_above(buf: &mut [u8], clean: &mut usize, upto: usize) {
+    let upto = upto.min(buf.len());
+    if upto > *clean {
+        buf[*clean..upto].fill(0);
+        *clean = upto;
     }
 }
 

@@ -649,6 +649,10 @@ impl<P: Provider> ServerConn<P> {
                         reply_chunk: inc.reply_capacity,
                     };
                     self.stats.call_chunks(&transport, inc.write_chunks);
+                    // What the reply can carry (inline or in the Reply chunk): the handler gets
+                    // no more space than that, so clearing it stays cheap.
+                    let inline = self.shared.opts.inline_send.clamp(1024, 262_144);
+                    let window = crate::program::reply_window(inline, inc.reply_capacity);
                     match (self.shared.opts.mode, links) {
                         (CallbackMode::Worker, Some(l)) => {
                             let mut caps = [0u32; MAX_DDP];
@@ -670,6 +674,7 @@ impl<P: Provider> ServerConn<P> {
                                 transport,
                                 reply,
                                 base: SUCCESS_HEADER_LEN as u32,
+                                limit: window as u32,
                                 ddp: DdpItems::new(),
                                 back: self.back.as_ref().map(|b| b.handle.clone()),
                             });
@@ -691,7 +696,7 @@ impl<P: Provider> ServerConn<P> {
                                 transport,
                                 back: self.back.as_ref().map(|b| &b.handle),
                             };
-                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply);
+                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply, window);
                             Decision::Done(r, ddp)
                         }
                     }

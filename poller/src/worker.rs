@@ -88,6 +88,8 @@ pub(crate) struct ServeJob {
     pub transport: CallTransport,
     pub reply: PoolBuf,
     pub base: u32,
+    /// The results end before this offset of `reply` (see `program::reply_window`).
+    pub limit: u32,
     pub ddp: DdpItems,
     /// The connection's backchannel handle (server calls).
     pub back: Option<BackChannel>,
@@ -138,7 +140,8 @@ impl ServeJob {
         let base = self.base as usize;
         let result = {
             let out = self.reply.get_mut(base..).unwrap_or_default();
-            let mut b = ReplyBuilder::new(out, self.base, &mut self.ddp);
+            let mut b = ReplyBuilder::new(out, self.base, &mut self.ddp)
+                .with_window((self.limit as usize).saturating_sub(base));
             match self.handler.handle(&req, &mut b) {
                 Ok(()) => Ok(b.len()),
                 Err(r) => Err(r),
