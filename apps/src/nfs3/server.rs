@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rpcrdma_engine::rpc::{AuthFlavor, AuthSys, OpaqueAuth};
-use rpcrdma_engine::xdr::XdrWriter;
+use rpcrdma_engine::xdr::{XdrError, XdrWriter};
 use rpcrdma_poller::program::SUCCESS_HEADER_LEN;
 use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
 
@@ -40,6 +40,9 @@ use super::types::{
 /// Octets kept for the RPC-over-RDMA transport header (with its Write list) when a reply
 /// must go inline.
 const TRANSPORT_HEADER_RESERVE: usize = 256;
+/// Largest result encoded aside when it exceeds what the client can receive (a READLINK of a
+/// `PATH_MAX` target with attributes fits easily).
+const OVERSIZED_RESULT_MAX: usize = 16 * 1024;
 /// Largest READ3resok header (status, post_op_attr with attributes, count, eof, length).
 const READ_HEAD_MAX: usize = 4 + 4 + 84 + 4 + 4 + 4;
 
@@ -199,12 +202,31 @@ impl Nfs3 {
     fn put(&self, out: &mut ReplyBuilder<'_>, r: &Res3<'_>) -> Result<(), Reject> {
         self.stats.status(status_of(r));
         let mut w = XdrWriter::new(out.space());
-        if encode_res(&mut w, r).is_err() {
-            self.stats.bump(&self.stats.system_err);
-            return Err(Reject::SystemErr);
+        match encode_res(&mut w, r) {
+            Ok(()) => {
+                let n = w.finish();
+                out.advance(n).map_err(|_| Reject::SystemErr)
+            }
+            // More than the client can receive (`space()` is what the inline threshold or
+            // its Reply chunk carries): encode it aside and append it, so that the transport
+            // answers ERR_CHUNK (Version One) / RDMA2_ERR_CANT_REPLY and the client sends the
+            // call again offering a larger Reply chunk. Rare: results that big are READLINK
+            // of a long target or READ/READDIR, which size themselves to the limit.
+            Err(XdrError::NoSpace { .. }) => {
+                let mut big = vec![0u8; OVERSIZED_RESULT_MAX];
+                let mut w = XdrWriter::new(&mut big);
+                if encode_res(&mut w, r).is_err() {
+                    self.stats.bump(&self.stats.system_err);
+                    return Err(Reject::SystemErr);
+                }
+                let n = w.finish();
+                out.put(&big[..n]).map_err(|_| Reject::SystemErr)
+            }
+            Err(_) => {
+                self.stats.bump(&self.stats.system_err);
+                Err(Reject::SystemErr)
+            }
         }
-        let n = w.finish();
-        out.advance(n).map_err(|_| Reject::SystemErr)
     }
 
     /// Octets of results the client can receive for this call: the Reply chunk it offered,
