@@ -16,32 +16,6 @@ use super::types::Nfsstat3;
 /// Procedures of NFSv3 (0..=21).
 pub const PROCS: usize = 22;
 
-/// NFSv3 procedure names by number.
-pub const PROC_NAMES: [&str; PROCS] = [
-    "NULL",
-    "GETATTR",
-    "SETATTR",
-    "LOOKUP",
-    "ACCESS",
-    "READLINK",
-    "READ",
-    "WRITE",
-    "CREATE",
-    "MKDIR",
-    "SYMLINK",
-    "MKNOD",
-    "REMOVE",
-    "RMDIR",
-    "RENAME",
-    "LINK",
-    "READDIR",
-    "READDIRPLUS",
-    "FSSTAT",
-    "FSINFO",
-    "PATHCONF",
-    "COMMIT",
-];
-
 /// NFS3ERR_* statuses counted one by one (anything else is counted as `other`).
 const ERRS: [Nfsstat3; 24] = [
     Nfsstat3::PERM,
@@ -170,7 +144,7 @@ impl NfsStats {
         let total: u64 = self.calls.iter().map(g).sum();
         v.push(("calls.total".to_string(), total));
         for (i, c) in self.calls.iter().enumerate() {
-            v.push((format!("calls.{}", PROC_NAMES[i]), g(c)));
+            v.push((format!("calls.{}", super::proto::proc_name(i as u32)), g(c)));
         }
         for (n, c) in [
             ("chunks.read", &self.chunk_read),
