@@ -102,7 +102,9 @@ counters! {
     ConnCounters, ConnSnapshot {
         /// Calls started on the wire (client, retransmissions included) or received (server).
         calls,
-        /// Calls completed: replies received (client) or replies sent (server).
+        /// Calls completed: replies received (client) or replies delivered (server: the
+        /// reply's Send completed successfully; a reply whose Send failed or was flushed is
+        /// not counted, nor are its octets in `bytes_out`).
         replies,
         /// Calls completed with an error (client) or answered with an RPC error (server).
         errors,
@@ -119,10 +121,19 @@ counters! {
         queued,
         /// Calls sent again on a new connection (client).
         retransmits,
-        /// Reconnections (client).
+        /// Reconnection attempts started after a loss or a failed attempt, successful or not
+        /// (client; at most `ClientOptions::max_reconnects` in a row). Successful ones are
+        /// `reconnects` minus the failed ones counted in `connect_failures`, less one when the
+        /// first connection failed.
         reconnects,
-        /// Connections lost.
+        /// Established connections that were lost (client: a connection that reached
+        /// `Connected`; server: an accepted connection). A connection attempt that fails
+        /// before establishment is not a loss: see `connect_failures`.
         connection_losses,
+        /// Connection attempts (the first one or a reconnection) that failed before the
+        /// connection was established: rejected, unreachable, or a local setup error
+        /// (client).
+        connect_failures,
         /// RPC-over-RDMA version in use (client; 0 before the first connection). A gauge.
         rdma_version,
         /// Backward calls (RFC 8167) sent (server; retransmissions included) or received
@@ -297,6 +308,9 @@ impl ConnStatsWriter {
     }
     pub(crate) fn lost(&self) {
         bump(&self.0.connection_losses, 1);
+    }
+    pub(crate) fn connect_failed(&self) {
+        bump(&self.0.connect_failures, 1);
     }
     pub(crate) fn version(&self, v: u64) {
         set(&self.0.rdma_version, v);

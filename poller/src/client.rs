@@ -984,6 +984,7 @@ impl<P: Provider> ClientConn<P> {
                 Ok(m) => mws.push(m),
                 Err(_) => {
                     env.stats.verbs_error();
+                    self.stats.connect_failed();
                     self.lost(env, cx, slot);
                     return;
                 }
@@ -1022,6 +1023,7 @@ impl<P: Provider> ClientConn<P> {
             Ok(q) => q,
             Err(_) => {
                 env.stats.verbs_error();
+                self.stats.connect_failed();
                 self.lost(env, cx, slot);
                 return;
             }
@@ -1030,6 +1032,7 @@ impl<P: Provider> ClientConn<P> {
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
             env.stats.verbs_error();
+            self.stats.connect_failed();
             self.lost(env, cx, slot);
             return;
         }
@@ -1317,9 +1320,13 @@ impl<P: Provider> ClientConn<P> {
                     // follow this one): whoever they wake sees the loss counted and the client
                     // no longer connected. `lost` below settles the state (reconnecting,
                     // failed or closed).
-                    self.stats.lost();
+                    // Only an established connection is lost; an attempt that never
+                    // reached `Connected` failed.
                     if self.state == CState::Connected {
+                        self.stats.lost();
                         self.shared.set_state(ST_RECONNECTING);
+                    } else {
+                        self.stats.connect_failed();
                     }
                 }
                 Event::CallReady(inc) => {

@@ -239,6 +239,8 @@ impl Server {
 struct Held {
     _reply: PoolBuf,
     _ddp: DdpItems,
+    /// Octets of the reply (DDP items included), counted when its Send completes.
+    bytes: u64,
 }
 
 struct PendingReply {
@@ -419,13 +421,18 @@ impl<P: Provider> ServerConn<P> {
         self.lost && self.in_worker == 0 && self.back.as_ref().map_or(true, |b| b.is_done())
     }
 
-    /// Feeds a completion; a finished reply Send releases its buffers.
+    /// Feeds a completion; a finished reply Send releases its buffers and, when it succeeded,
+    /// counts the reply (a Send in error or flushed delivered nothing).
     #[inline]
     pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
         let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
         if id.kind() == conn::wr_kind::SEND {
             if let Some(h) = self.held.get_mut(id.index() as usize) {
-                *h = None;
+                if let Some(h) = h.take() {
+                    if wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS {
+                        self.stats.reply_out(h.bytes);
+                    }
+                }
             }
         }
         self.drv.feed(now, wc);
@@ -776,9 +783,9 @@ impl<P: Provider> ServerConn<P> {
                     *h = Some(Held {
                         _reply: reply,
                         _ddp: ddp,
+                        bytes,
                     });
                 }
-                self.stats.reply_out(bytes);
                 Ok(())
             }
             Err(ReplyError::Busy) => {
