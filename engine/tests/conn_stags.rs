@@ -368,3 +368,70 @@ fn accepts_timeout_with_stags_invalidated_and_credit_held() {
         })
         .is_ok());
 }
+
+/// A timed-out call keeps its credit until its own late reply arrives (the responder still holds
+/// the receive it used). A stray reply naming an XID no call ever had, or an error naming one,
+/// must not release that credit early: a new call could then overrun the responder's receives
+/// (RFC 8166 §3.3.1, from memory: a requester must not exceed the granted credits).
+#[test]
+fn rejects_stray_reply_releasing_a_timed_out_calls_credit() {
+    let mut rc = Config::DEFAULT;
+    rc.call_timeout_ns = 1_000_000;
+    let req = make_side(
+        "requester",
+        0x1000_0000,
+        0x10,
+        Role::Requester,
+        rc,
+        Sizing::for_config(Role::Requester, &rc),
+    );
+    let resp = make_raw_side("raw-responder", 0x9000_0000, 0x20);
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.raw_post_recvs(Dir::Resp, 8, 4096);
+    let msg = p.req.host.buf_with(&rpc_call(0x80, 6, &[]), LW);
+    let reply = p.req.host.alloc(256, LW);
+    p.call(&CallSpec {
+        message: &[msg],
+        ddp: &[],
+        receptacles: &[],
+        reply,
+    });
+    p.advance(1_100_000);
+    assert!(matches!(
+        p.next_done(),
+        Some(Event::CallFailed {
+            error: CallError::TimedOut,
+            ..
+        })
+    ));
+    assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 1);
+    // A stray reply (XID never used; it grants one credit, so the grant stays 1), then an
+    // RDMA_ERROR naming another unknown XID.
+    let mut m = words(&[0x99, 1, 1, 0, 0, 0, 0]);
+    m.extend_from_slice(&rpc_reply(0x99, &[]));
+    p.raw_send(Dir::Resp, &m, None);
+    p.raw_send(Dir::Resp, &words(&[0x98, 1, 8, 4, 2]), None);
+    assert_eq!(
+        p.req.conn.as_ref().unwrap().outstanding(),
+        1,
+        "the timed-out call's credit is still held"
+    );
+    let msg2 = p.req.host.buf_with(&rpc_call(0x81, 6, &[]), LW);
+    let spec2 = CallSpec {
+        message: &[msg2],
+        ddp: &[],
+        receptacles: &[],
+        reply,
+    };
+    assert_eq!(
+        p.try_call(&spec2),
+        Err(rpcrdma_engine::conn::StartError::NoCredit)
+    );
+    // Its own late reply releases it.
+    let mut m = words(&[0x80, 1, 8, 0, 0, 0, 0]);
+    m.extend_from_slice(&rpc_reply(0x80, &[]));
+    p.raw_send(Dir::Resp, &m, None);
+    assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 0);
+    assert!(p.try_call(&spec2).is_ok());
+}

@@ -798,3 +798,95 @@ fn accepts_v2_end_to_end_over_soft_provider() {
     assert!(p.req.errors.is_empty(), "requester: {:?}", p.req.errors);
     assert!(p.resp.errors.is_empty(), "responder: {:?}", p.resp.errors);
 }
+
+/// A Version Two probe that a Version One responder drops silently, on a requester with no call
+/// timeout: the draft ("Responder Does Not Support RPC-over-RDMA Version Two") lets the requester
+/// "assume the same situation (no responder support for RPC-over-RDMA Version Two) if the initial
+/// negotiation message is lost or dropped". The probe has its own timeout
+/// ([`Config::probe_timeout_ns`]), whatever the call timeout says: when it expires the call is
+/// sent again in Version One, same XID, and completes; the fallback is remembered.
+#[test]
+fn accepts_silently_dropped_probe_sent_again_in_v1_after_the_probe_timeout() {
+    let mut cc = v2cfg();
+    cc.call_timeout_ns = 0; // never
+    cc.probe_timeout_ns = 3_000_000;
+    let req = make_side(
+        "requester",
+        0x1000_0000,
+        0x10,
+        Role::Requester,
+        cc,
+        Sizing::for_config(Role::Requester, &cc),
+    );
+    let resp = make_raw_side("raw-v1-server", 0x9000_0000, 0x20);
+    let mut p = Pair::from_sides(req, resp);
+    p.connect();
+    p.raw_post_recvs(Dir::Resp, 8, 4096);
+    let t0 = p.now;
+    let reply = simple_call(&mut p, 0x51, 64, 256);
+    let probe = p.raw_take(Dir::Resp);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(
+        &probe[0][..8],
+        &words(&[0x51, 2])[..],
+        "the probe is Version Two"
+    );
+    let d = p
+        .req
+        .conn
+        .as_ref()
+        .unwrap()
+        .poll_timeout()
+        .expect("a deadline");
+    assert!(
+        (t0 + 3_000_000..=p.now + 3_000_000).contains(&d),
+        "the probe's own deadline"
+    );
+    // Dropped by the peer: nothing comes back. Before the probe timeout nothing happens.
+    p.advance(2_000_000);
+    assert!(p.next_done().is_none());
+    assert!(p.raw_take(Dir::Resp).is_empty());
+    p.advance(1_500_000);
+    assert!(p.next_done().is_none(), "the call is not failed");
+    let again = p.raw_take(Dir::Resp);
+    assert_eq!(again.len(), 1, "sent again");
+    assert_eq!(
+        &again[0][..16],
+        &words(&[0x51, 1, 64, MSG])[..],
+        "the same XID, in Version One (RDMA_MSG)"
+    );
+    let c = p.req.conn.as_ref().unwrap();
+    assert_eq!((c.version(), c.remembered_version()), (1, Some(1)));
+    assert_eq!(c.poll_timeout(), None, "no deadline left: no call timeout");
+    let mut m = words(&[0x51, 1, 8, MSG, 0, 0, 0]);
+    m.extend_from_slice(&rpc_reply(0x51, &[]));
+    p.raw_send(Dir::Resp, &m, None);
+    assert!(matches!(p.next_done(), Some(Event::ReplyReady(_))));
+    let _ = reply;
+}
+
+/// A call timeout shorter than the probe timeout still fails the probe call first (and the
+/// connection still falls back); a probe answered in time leaves no deadline behind.
+#[test]
+fn accepts_probe_answered_before_its_timeout_without_fallback() {
+    let mut cc = v2cfg();
+    cc.probe_timeout_ns = 3_000_000;
+    let mut p = Pair::new(cc, v2cfg());
+    let t0 = p.now;
+    simple_call(&mut p, 0x61, 64, 256);
+    let d = p
+        .req
+        .conn
+        .as_ref()
+        .unwrap()
+        .poll_timeout()
+        .expect("the probe's deadline");
+    assert!((t0 + 3_000_000..=p.now + 3_000_000).contains(&d));
+    serve(&mut p, 40, &[]);
+    p.next_reply();
+    let c = p.req.conn.as_ref().unwrap();
+    assert_eq!((c.version(), c.remembered_version()), (2, Some(2)));
+    assert_eq!(c.poll_timeout(), None);
+    p.advance(10_000_000);
+    assert_eq!(p.req.conn.as_ref().unwrap().version(), 2);
+}

@@ -801,3 +801,61 @@ fn rejects_credits_of_a_v2_error_before_the_first_reply() {
     assert!(matches!(p.next_done(), Some(Event::ReplyReady(_))));
     assert_eq!(credits(&p), 4);
 }
+
+/// Decision (docs/conformance.md, V2-31): a client receiving a Version Two header with an
+/// unknown `rdma_proc` drops it and answers nothing, with or without a backchannel. The draft's
+/// "MUST send RDMA2_ERR_INVAL_PROC" is met by responders; a requester cannot tell the message's
+/// direction (the procedure defines the body that would say it), so an answer would be an
+/// RDMA2_ERROR the server never budgeted a receive for, naming an XID that may belong to one of
+/// the server's own backward calls (RFC 8167 §4.1: a receiver that cannot tell the direction
+/// "MUST NOT use the header's credit value").
+#[test]
+fn rejects_unknown_procedure_on_the_client_silently() {
+    for bidir in [false, true] {
+        let mut p = raw_server(bidir);
+        p.raw_send(
+            Dir::Resp,
+            &words(&[
+                0xc1, // rdma_xid
+                2,    // rdma_vers
+                60,   // rdma_credit (never used)
+                7,    // rdma_proc: not defined in Version Two
+                0, 0, 0,
+            ]),
+            None,
+        );
+        assert!(
+            p.raw_take(Dir::Resp).is_empty(),
+            "no answer (bidir {bidir})"
+        );
+        let c = p.req.conn.as_ref().unwrap();
+        assert_eq!(c.state(), ConnState::Connected);
+        assert_eq!(c.credits(), 4, "its credit value is not used");
+        assert!(p.next_done().is_none());
+        // The connection still works: a call and its reply.
+        start(&mut p, 0xc2, 0);
+        let mut m = words(&[0xc2, 2, 4, MSG, REPLY, 0, 0, 0, 0]);
+        m.extend_from_slice(&rpc_reply(0xc2, &[]));
+        p.raw_send(Dir::Resp, &m, None);
+        assert!(matches!(p.next_done(), Some(Event::ReplyReady(_))));
+    }
+}
+
+/// Decision (docs/conformance.md, V2-34): an RDMA2_OPTIONAL marked REPLY whose `rdma_opttype`
+/// is unknown is dropped without RDMA2_ERR_INVAL_OPTION, on a server as on a client
+/// (`accepts_optional_messages_on_the_client`). The draft's MUST ("A receiver MUST send
+/// RDMA2_ERR_INVAL_OPTION when an RDMA2_OPTIONAL message is received and the receiver does not
+/// recognize the value in the rdma_opttype field") names no direction, but an RDMA2_ERROR is
+/// itself a reply: answering a reply-direction message sends the peer a message no call of its
+/// own budgeted a receive for (RFC 8166 credits), naming an XID the peer may be using for a call
+/// of its own. Marked CALL, it is answered (`accepts_registered_optional_types_and_rejects_
+/// others_with_inval_option`).
+#[test]
+fn rejects_unknown_optional_reply_on_the_server_silently() {
+    let mut p = raw_client();
+    assert_eq!(
+        probe(&mut p, &words(&[0xd1, 2, 8, OPTIONAL, REPLY, 0x43, 0])),
+        None
+    );
+    still_works(&mut p, 0xd2);
+}

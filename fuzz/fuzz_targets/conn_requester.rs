@@ -163,7 +163,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         now += 1000;
-        conn.handle_timeout(now);
+        conn.handle_timeout(now, &mut mem);
         let Some((len, tail)) = rest.split_first_chunk::<2>() else {
             break;
         };

@@ -167,7 +167,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         now += 1000;
-        conn.handle_timeout(now);
+        conn.handle_timeout(now, &mut mem);
         // The next message from the peer.
         let Some((len, tail)) = rest.split_first_chunk::<2>() else {
             break;

@@ -277,7 +277,7 @@ impl<P: Provider> ConnDriver<P> {
         self.timer = None;
         self.timer_at = u64::MAX;
         if let Some(c) = self.conn.as_mut() {
-            c.handle_timeout(now);
+            c.handle_timeout(now, &mut self.mem);
         }
     }
 

@@ -257,6 +257,13 @@ pub struct Config {
     pub remote_invalidate: bool,
     /// Requester: fail a call not answered within this many nanoseconds (0: never).
     pub call_timeout_ns: u64,
+    /// Requester with [`Config::max_version`] 2: how long the first Version Two call (the
+    /// probe) waits for an answer before the responder is taken for a Version One one that
+    /// drops what it cannot read (draft, "Responder Does Not Support RPC-over-RDMA Version
+    /// Two": "if the initial negotiation message is lost or dropped"). The call is then sent
+    /// again in Version One, same XID, and the fallback remembered. Independent of
+    /// [`Config::call_timeout_ns`]; 0: only the call timeout applies.
+    pub probe_timeout_ns: u64,
     /// Send this side's RFC 8797 message at connection set-up ([`Connection::private_data_opt`]).
     /// When off, this side negotiates as a peer without private data: the Version One defaults
     /// (1024-octet thresholds both ways, no remote invalidation), which is what the other side
@@ -276,7 +283,7 @@ pub struct Config {
 
 impl Config {
     /// Linux-like defaults: 64 credits, 4096-octet inline thresholds, memory windows, DDP on,
-    /// remote invalidation advertised, no call timeout.
+    /// remote invalidation advertised, no call timeout, a 5 s Version Two probe timeout.
     pub const DEFAULT: Config = Config {
         credits: 64,
         inline_send: 4096,
@@ -290,6 +297,7 @@ impl Config {
         stag: StagMode::MemoryWindows,
         remote_invalidate: true,
         call_timeout_ns: 0,
+        probe_timeout_ns: 5_000_000_000,
         send_private_data: true,
         backchannel_credits: 16,
         max_version: 1,
@@ -1702,10 +1710,11 @@ impl Connection {
         }
     }
 
-    /// The time given by [`Connection::poll_timeout`] has come.
-    pub fn handle_timeout(&mut self, now: u64) {
+    /// The time given by [`Connection::poll_timeout`] has come. `mem` is the host memory, as
+    /// for completions: a Version Two probe that timed out is sent again from here.
+    pub fn handle_timeout<M: HostMemory + ?Sized>(&mut self, now: u64, mem: &mut M) {
         if let RoleState::Requester(r) = &mut self.role {
-            r.on_timeout(&mut self.core, now);
+            r.on_timeout(&mut self.core, now, mem);
         }
         self.check_closed();
     }

@@ -16,8 +16,8 @@
 //! Recovery: a reply that does not decode, or breaks a reply rule, fails the call whose XID it
 //! carries (RFC 8166 says such a reply is dropped; failing the call, as Linux does, keeps the
 //! caller from waiting forever); one with an unknown XID is dropped. A timed-out call is failed
-//! after its STags are invalidated and its credit is kept as an "orphan" until a reply with an
-//! unknown XID arrives. A lost connection fails every call at once. ERR_VERS while probing with
+//! after its STags are invalidated and its credit is kept as an "orphan" until the late reply
+//! with its XID arrives (a stray reply naming any other XID frees nothing). A lost connection fails every call at once. ERR_VERS while probing with
 //! Version Two switches the connection to Version One and sends the call again; RDMA2_ERR_
 //! CANT_REPLY (in Version One: ERR_CHUNK) sends it again once with the fallback resources; other
 //! errors fail the call ([`CallError::Rdma2`], [`CallError::ErrChunk`], ...).
@@ -149,6 +149,9 @@ struct ReqCall {
     reply: LocalBuf,
     reply_offered: bool,
     deadline: u64,
+    /// The Version Two probe's own deadline ([`super::Config::probe_timeout_ns`]); `u64::MAX`
+    /// for every other call.
+    probe_deadline: u64,
     outcome: Outcome,
     /// RPC-over-RDMA version the call was sent in.
     vers: u32,
@@ -175,6 +178,7 @@ impl ReqCall {
         reply: LocalBuf::EMPTY,
         reply_offered: false,
         deadline: u64::MAX,
+        probe_deadline: u64::MAX,
         outcome: Outcome::Pending,
         vers: 1,
         saved: false,
@@ -193,6 +197,9 @@ pub(crate) struct Requester {
     awaiting: u32,
     /// Timed-out calls whose reply may still come.
     orphans: u32,
+    /// The XIDs of those calls (as many as `orphans`; capacity: every slot). Only the late
+    /// reply of one of them returns a credit.
+    orphan_xids: Vec<u32>,
     /// Calls in `Finishing` (to skip the progress scan when zero).
     finishing: u32,
     /// Calls in `Finishing` that will be sent again: they keep their credit meanwhile.
@@ -218,6 +225,7 @@ impl Requester {
             granted: 1,
             awaiting: 0,
             orphans: 0,
+            orphan_xids: Vec::with_capacity(n),
             finishing: 0,
             resending: 0,
             by_xid: U32Map::new(n),
@@ -235,8 +243,9 @@ impl Requester {
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         self.calls
             .iter()
-            .filter(|c| c.state == ReqState::AwaitingReply && c.deadline != u64::MAX)
-            .map(|c| c.deadline)
+            .filter(|c| c.state == ReqState::AwaitingReply)
+            .map(|c| c.deadline.min(c.probe_deadline))
+            .filter(|&d| d != u64::MAX)
             .min()
     }
 
@@ -270,6 +279,10 @@ impl Requester {
             t => now.saturating_add(t),
         };
         let id = self.launch(core, deadline, spec, None, mem)?;
+        let call = &mut self.calls[id.slot as usize];
+        if core.probing && call.vers == v2::VERSION && core.cfg.probe_timeout_ns > 0 {
+            call.probe_deadline = now.saturating_add(core.cfg.probe_timeout_ns);
+        }
         // Keep the spec when the call may have to be sent again.
         let keep =
             core.probing || opts.fallback_reply.is_some() || !opts.fallback_receptacles.is_empty();
@@ -740,7 +753,7 @@ impl Requester {
                 {
                     return match e.xid.and_then(|x| self.find(x)) {
                         Some(slot) => self.err_vers(core, slot, low, high),
-                        None => Verdict::Unknown,
+                        None => Verdict::Unknown(e.xid),
                     };
                 }
                 // Too small to convey a complete RPC message: none of its fields is used,
@@ -780,8 +793,10 @@ impl Requester {
         let Some(slot) = self.find(h.xid) else {
             return match h.body {
                 AnyBody::Done | AnyBody::Optional(_) => Verdict::Drop,
-                AnyBody::Error(_) => Verdict::Unknown,
-                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => Verdict::UnknownWithCredits(granted),
+                AnyBody::Error(_) => Verdict::Unknown(Some(h.xid)),
+                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => {
+                    Verdict::UnknownWithCredits(granted, h.xid)
+                }
             };
         };
         let call = &self.calls[slot as usize];
@@ -911,10 +926,10 @@ impl Requester {
     ) {
         match v {
             Verdict::Drop => {}
-            Verdict::Unknown => self.unknown_reply(),
-            Verdict::UnknownWithCredits(g) => {
+            Verdict::Unknown(xid) => self.unknown_reply(xid),
+            Verdict::UnknownWithCredits(g, xid) => {
                 self.granted = g;
-                self.unknown_reply();
+                self.unknown_reply(Some(xid));
             }
             Verdict::Fail(slot, e) => self.answered(core, slot, Outcome::Failed(e)),
             Verdict::FailWithCredits(slot, e, g) => {
@@ -991,9 +1006,15 @@ impl Requester {
         }
     }
 
-    fn unknown_reply(&mut self) {
-        // A late answer to a timed-out call returns its credit.
-        self.orphans = self.orphans.saturating_sub(1);
+    /// A reply (or error) whose XID names no call awaiting one: the late answer to a timed-out
+    /// call returns that call's credit; any other XID returns nothing (a stray or duplicate
+    /// reply must not free a credit the responder still holds).
+    fn unknown_reply(&mut self, xid: Option<u32>) {
+        let Some(xid) = xid else { return };
+        if let Some(i) = self.orphan_xids.iter().position(|&x| x == xid) {
+            self.orphan_xids.swap_remove(i);
+            self.orphans = self.orphans.saturating_sub(1);
+        }
     }
 
     fn find(&self, xid: u32) -> Option<u32> {
@@ -1129,13 +1150,33 @@ impl Requester {
     // -----------------------------------------------------------------------------------------
     // Timers and failures.
 
-    pub(crate) fn on_timeout(&mut self, core: &mut Core, now: u64) {
+    pub(crate) fn on_timeout<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        now: u64,
+        mem: &mut M,
+    ) {
         if core.state == ConnState::Closed {
             return;
         }
         for slot in 0..self.calls.len() {
             let c = &self.calls[slot];
-            if c.state == ReqState::AwaitingReply && c.deadline <= now {
+            if c.state != ReqState::AwaitingReply {
+                continue;
+            }
+            if c.deadline > now && c.probe_deadline <= now && core.probing {
+                // The probe went unanswered for its own timeout: a Version One responder that
+                // drops what it cannot read. Version One for this connection and the next, and
+                // the call goes again (same XID) once its STags are invalidated.
+                core.version = super::VERSION;
+                core.probing = false;
+                core.remembered = Some(super::VERSION);
+                self.answered(core, slot as u32, Outcome::Resend(Resend::Fallback));
+                self.resending += 1;
+                continue;
+            }
+            if c.deadline <= now {
+                let xid = c.xid;
                 if core.probing && c.vers == v2::VERSION {
                     // The first Version Two call went unanswered: assume the responder does
                     // not speak Version Two (draft, "Responder Does Not Support ...").
@@ -1145,9 +1186,12 @@ impl Requester {
                 }
                 self.answered(core, slot as u32, Outcome::Failed(CallError::TimedOut));
                 self.orphans += 1;
+                // Never grows past its capacity: a call starts only while awaiting + orphans
+                // is below the grant, which is at most the number of slots.
+                self.orphan_xids.push(xid);
             }
         }
-        self.progress::<dyn HostMemory>(core, None);
+        self.progress(core, Some(mem));
     }
 
     /// The connection is gone: every call fails now (no invalidation is possible; the QP is in
@@ -1184,6 +1228,7 @@ impl Requester {
         }
         self.by_xid.clear();
         self.orphans = 0;
+        self.orphan_xids.clear();
         self.resending = 0;
     }
 }
@@ -1193,10 +1238,11 @@ impl Requester {
 enum Verdict {
     /// Ignore it (RDMA_DONE, RDMA2_OPTIONAL, a message too short to use).
     Drop,
-    /// Unknown XID, nothing usable (an error, or a header that does not parse).
-    Unknown,
+    /// Unknown XID (when readable), nothing usable (an error, or a header that does not
+    /// parse).
+    Unknown(Option<u32>),
     /// Unknown XID, a non-error reply with a credit update.
-    UnknownWithCredits(u32),
+    UnknownWithCredits(u32, u32),
     /// Fail the call (an error reply, or an unusable reply that carries no grant).
     Fail(u32, CallError),
     /// Fail the call and update credits (a non-error reply that cannot be used).

@@ -672,7 +672,10 @@ impl Pair {
             if let Some(t) = self.req.conn.as_ref().and_then(|c| c.poll_timeout()) {
                 if t <= self.now {
                     let now = self.now;
-                    self.req.conn().handle_timeout(now);
+                    let side = &mut self.req;
+                    if let Some(conn) = side.conn.as_mut() {
+                        conn.handle_timeout(now, &mut side.host);
+                    }
                     progress = true;
                 }
             }
