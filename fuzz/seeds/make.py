@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Writes the checked-in seed corpora of every fuzz target (fuzz/seeds/<target>/<name>).
+
+Each seed is built here from the wire layouts the specs give (RFC 8166 XDR for Version One,
+the Version Two draft -02 XDR, RFC 5531 for ONC RPC, RFC 8797 for the private data, RFC 1813
+for NFSv3 arguments), one comment per field, so a reader can check a seed against the RFC
+without the engine. `scripts/fuzz.sh` copies them into fuzz/corpus/<target>/ before a run.
+Rerun after changing a layout: `python3 fuzz/seeds/make.py` (deterministic output).
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def w(*words):
+    """Big-endian 32-bit XDR words."""
+    return b"".join(struct.pack(">I", x & 0xFFFFFFFF) for x in words)
+
+
+def hyper(x):
+    return struct.pack(">Q", x)
+
+
+def opaque(b):
+    """XDR variable-length opaque: length, bytes, pad to 4 (pad octets zero)."""
+    return w(len(b)) + b + b"\0" * (-len(b) % 4)
+
+
+# --- ONC RPC (RFC 5531) ------------------------------------------------------------------
+CALL, REPLY = 0, 1
+AUTH_NONE, AUTH_SYS = 0, 1
+
+
+def auth_sys_body(uid=0, gid=0, gids=(), machine=b"client"):
+    return w(0x5EED) + opaque(machine) + w(uid, gid, len(gids), *gids)
+
+
+def rpc_call(xid, prog=100003, vers=3, proc=0, args=b"", cred=None):
+    cred = cred if cred is not None else w(AUTH_NONE, 0)
+    return w(xid, CALL, 2, prog, vers, proc) + cred + w(AUTH_NONE, 0) + args
+
+
+def rpc_reply_ok(xid, results=b""):
+    # MSG_ACCEPTED, verifier AUTH_NONE, SUCCESS.
+    return w(xid, REPLY, 0, AUTH_NONE, 0, 0) + results
+
+
+def rpc_reply_denied_mismatch(xid):
+    return w(xid, REPLY, 1, 0, 2, 2)  # MSG_DENIED, RPC_MISMATCH, low 2, high 2
+
+
+def rpc_reply_auth_error(xid):
+    return w(xid, REPLY, 1, 1, 1)  # MSG_DENIED, AUTH_ERROR, AUTH_BADCRED
+
+
+def rpc_reply_prog_mismatch(xid):
+    return w(xid, REPLY, 0, AUTH_NONE, 0, 2, 3, 3)  # PROG_MISMATCH 3..3
+
+
+# --- RPC-over-RDMA Version One (RFC 8166) ------------------------------------------------
+RDMA_MSG, RDMA_NOMSG, RDMA_MSGP, RDMA_DONE, RDMA_ERROR = 0, 1, 2, 3, 4
+
+
+def seg(handle, length, offset):
+    """xdr_rdma_segment: handle, length, 64-bit offset."""
+    return w(handle, length) + hyper(offset)
+
+
+def read_list(*items):
+    """Read list: for each (position, segment) a 1, position, segment; then 0."""
+    return b"".join(w(1, pos) + s for pos, s in items) + w(0)
+
+
+def write_chunk(*segs):
+    return w(len(segs)) + b"".join(segs)
+
+
+def write_list(*chunks):
+    return b"".join(w(1) + c for c in chunks) + w(0)
+
+
+def reply_chunk(chunk=None):
+    return w(0) if chunk is None else w(1) + chunk
+
+
+def v1(xid, proc, body, credits=32):
+    return w(xid, 1, credits, proc) + body
+
+
+def no_lists():
+    return read_list() + write_list() + reply_chunk()
+
+
+V1 = {
+    "msg_inline_call": v1(1, RDMA_MSG, no_lists() + rpc_call(1)),
+    "msg_inline_reply": v1(2, RDMA_MSG, no_lists() + rpc_reply_ok(2, w(0))),
+    "msg_read_chunk": v1(
+        3, RDMA_MSG,
+        read_list((100, seg(0x1234_5601, 8192, 0x7F00_0000_1000)))
+        + write_list() + reply_chunk() + rpc_call(3, proc=7, args=b"\0" * 60),
+    ),
+    "msg_two_read_segments": v1(
+        4, RDMA_MSG,
+        read_list((64, seg(0x11, 4096, 0x1000)), (64, seg(0x11, 4096, 0x2000)))
+        + write_list() + reply_chunk() + rpc_call(4, proc=7, args=b"\0" * 24),
+    ),
+    "msg_write_list": v1(
+        5, RDMA_MSG,
+        read_list() + write_list(write_chunk(seg(0x22, 65536, 0x9000)))
+        + reply_chunk() + rpc_call(5, proc=6, args=b"\0" * 40),
+    ),
+    "msg_write_list_two_chunks": v1(
+        6, RDMA_MSG,
+        read_list()
+        + write_list(write_chunk(seg(0x22, 4096, 0x9000), seg(0x23, 4096, 0xA000)),
+                     write_chunk(seg(0x24, 512, 0xB000)))
+        + reply_chunk() + rpc_call(6, proc=6),
+    ),
+    "msg_reply_chunk": v1(
+        7, RDMA_MSG,
+        read_list() + write_list() + reply_chunk(write_chunk(seg(0x33, 8192, 0xC000)))
+        + rpc_call(7, proc=16),
+    ),
+    "nomsg_position_zero": v1(
+        8, RDMA_NOMSG,
+        read_list((0, seg(0x44, 6000, 0xD000))) + write_list() + reply_chunk(),
+    ),
+    "nomsg_reply_in_reply_chunk": v1(
+        9, RDMA_NOMSG,
+        read_list() + write_list() + reply_chunk(write_chunk(seg(0x55, 2000, 0xE000))),
+    ),
+    "msgp": v1(10, RDMA_MSGP, w(8, 64) + no_lists() + rpc_call(10)),
+    "done": v1(11, RDMA_DONE, b""),
+    "error_vers": v1(12, RDMA_ERROR, w(1, 1, 1)),  # ERR_VERS, low 1, high 1
+    "error_chunk": v1(13, RDMA_ERROR, w(2)),  # ERR_CHUNK
+    "bad_version": w(14, 7, 32, RDMA_MSG) + no_lists() + rpc_call(14),
+    "short_header": w(15, 1, 32),
+}
+
+# --- RPC-over-RDMA Version Two (draft -02) -------------------------------------------------
+R2_MSG, R2_NOMSG, R2_ERROR, R2_OPTIONAL = 0, 1, 4, 5
+
+
+def v2(xid, proc, body, credits=32):
+    return w(xid, 2, credits, proc) + body
+
+
+def v2_msg_body(direction, inv_handle=0, lists=None):
+    return w(direction, inv_handle) + (lists if lists is not None else no_lists())
+
+
+V2 = {
+    "msg_call": v2(1, R2_MSG, v2_msg_body(CALL) + rpc_call(1)),
+    "msg_reply": v2(2, R2_MSG, v2_msg_body(REPLY) + rpc_reply_ok(2, w(0))),
+    "msg_call_chunks": v2(
+        3, R2_MSG,
+        v2_msg_body(CALL, 0x66,
+                    read_list((92, seg(0x66, 4096, 0x1000)))
+                    + write_list(write_chunk(seg(0x67, 4096, 0x2000)))
+                    + reply_chunk(write_chunk(seg(0x68, 8192, 0x3000))))
+        + rpc_call(3, proc=7, args=b"\0" * 52),
+    ),
+    "nomsg_call": v2(
+        4, R2_NOMSG,
+        v2_msg_body(CALL, 0, read_list((0, seg(0x69, 5000, 0x4000))) + write_list() + reply_chunk()),
+    ),
+    "nomsg_reply": v2(
+        5, R2_NOMSG,
+        v2_msg_body(REPLY, 0, read_list() + write_list() + reply_chunk(write_chunk(seg(0x6A, 3000, 0x5000)))),
+    ),
+    "error_vers": v2(6, R2_ERROR, w(1, 1, 2)),
+    "error_bad_xdr": v2(7, R2_ERROR, w(2)),
+    "error_inval_proc": v2(8, R2_ERROR, w(4)),
+    "error_inval_option": v2(9, R2_ERROR, w(5)),
+    "error_cant_reply": v2(10, R2_ERROR, w(3, 1, 1, 9000)),  # processed, index 1, 9000 needed
+    "optional_call": v2(11, R2_OPTIONAL, w(CALL, 0x42) + opaque(b"opt-info")),
+    "optional_reply": v2(12, R2_OPTIONAL, w(REPLY, 0x43) + opaque(b"")),
+    "unknown_proc": v2(13, 7, w(0, 0, 0)),
+}
+
+# --- RFC 8797 private data -----------------------------------------------------------------
+MAGIC = bytes([0xF6, 0xAB, 0x0E, 0x18])
+
+
+def pd(version=1, flags=0, send=3, recv=3):
+    """Format identifier, version, flags (bit 0: R, remote invalidation), sizes ((n+1)*1024)."""
+    return MAGIC + bytes([version, flags, send, recv])
+
+
+PRIVATE_DATA = {
+    "v1_defaults": pd(),
+    "remote_invalidate_4k": pd(flags=1),
+    "max_sizes": pd(flags=1, send=255, recv=255),
+    "min_sizes": pd(send=0, recv=0),
+    "unknown_version": pd(version=2),
+    "reserved_flags": pd(flags=0xFE),
+    "behind_other_bytes": b"\x01\x02\x03\x04" + pd(flags=1, send=31, recv=31),
+    "cut_short": MAGIC + bytes([1, 1]),
+}
+
+# --- ONC RPC messages (rpc_msg target) -------------------------------------------------------
+RPC = {
+    "call_auth_none": rpc_call(0x100, proc=1, args=w(8) + b"\0" * 8),
+    "call_auth_sys": rpc_call(0x101, proc=4, cred=w(AUTH_SYS) + opaque(auth_sys_body(1000, 1000, (4, 24, 27)))),
+    "call_auth_sys_16_gids": rpc_call(0x102, cred=w(AUTH_SYS) + opaque(auth_sys_body(0, 0, tuple(range(16)), b"m" * 255))),
+    "reply_success": rpc_reply_ok(0x103, w(0, 1, 2)),
+    "reply_rpc_mismatch": rpc_reply_denied_mismatch(0x104),
+    "reply_auth_error": rpc_reply_auth_error(0x105),
+    "reply_prog_mismatch": rpc_reply_prog_mismatch(0x106),
+    "reply_garbage_args": w(0x107, REPLY, 0, AUTH_NONE, 0, 4),
+}
+
+# --- NFSv3 arguments (RFC 1813), nfs3_args target: first octet = procedure -----------------------
+FH = opaque(bytes(range(32)))  # nfs_fh3 of 32 octets
+NAME = opaque(b"file.txt")
+SATTR_NONE = w(0, 0, 0, 0, 0, 0)  # set_it false for mode/uid/gid/size, atime/mtime DONT_CHANGE
+
+NFS3 = {
+    0: b"",  # NULL
+    1: FH,  # GETATTR
+    2: FH + SATTR_NONE + w(0),  # SETATTR, no guard
+    3: FH + NAME,  # LOOKUP
+    4: FH + w(0x3F),  # ACCESS
+    5: FH,  # READLINK
+    6: FH + hyper(4096) + w(65536),  # READ
+    7: FH + hyper(0) + w(5, 2) + opaque(b"hello"),  # WRITE, FILE_SYNC
+    8: FH + NAME + w(0) + SATTR_NONE,  # CREATE UNCHECKED
+    9: FH + opaque(b"dir") + SATTR_NONE,  # MKDIR
+    10: FH + opaque(b"link") + SATTR_NONE + opaque(b"target"),  # SYMLINK
+    11: FH + opaque(b"fifo") + w(7) + SATTR_NONE,  # MKNOD NF3FIFO
+    12: FH + NAME,  # REMOVE
+    13: FH + opaque(b"dir"),  # RMDIR
+    14: FH + NAME + FH + opaque(b"new.txt"),  # RENAME
+    15: FH + FH + opaque(b"hard"),  # LINK
+    16: FH + hyper(0) + hyper(0) + w(8192),  # READDIR
+    17: FH + hyper(0) + hyper(0) + w(4096, 32768),  # READDIRPLUS
+    18: FH,  # FSSTAT
+    19: FH,  # FSINFO
+    20: FH,  # PATHCONF
+    21: FH + hyper(0) + w(0),  # COMMIT
+}
+
+
+# --- Connection scripts: a flags octet, then u16-length-prefixed messages ---------------------
+def script(flags, *msgs):
+    return bytes([flags]) + b"".join(struct.pack(">H", len(m)) + m for m in msgs)
+
+
+RESPONDER = {
+    "v1_inline_calls": script(0x08, V1["msg_inline_call"], V1["msg_read_chunk"]),
+    "v1_ddp_calls": script(0x0C, V1["msg_write_list"], V1["msg_reply_chunk"], V1["msg_write_list_two_chunks"]),
+    "v1_long_call": script(0x08, V1["nomsg_position_zero"]),
+    "v1_bad_inputs": script(0x08, V1["bad_version"], V1["short_header"], V1["done"], V1["msgp"], V1["error_chunk"]),
+    "v2_calls": script(0x09, V2["msg_call"], V2["msg_call_chunks"], V2["nomsg_call"]),
+    "v2_optional_and_errors": script(0x09, V2["optional_call"], V2["optional_reply"], V2["unknown_proc"]),
+    "v1_failing_wrs": script(0x38, V1["msg_read_chunk"], V1["msg_write_list"]),
+}
+
+REQUESTER = {
+    "v1_replies": script(0x00, V1["msg_inline_reply"],
+                         v1(2, RDMA_MSG, no_lists() + rpc_reply_ok(2))),
+    "v1_errors": script(0x00, v1(1, RDMA_ERROR, w(1, 1, 1)), v1(2, RDMA_ERROR, w(2))),
+    "v1_reply_chunk": script(0x00, v1(1, RDMA_NOMSG, read_list() + write_list()
+                                      + reply_chunk(write_chunk(seg(0x55, 200, 0xE000))))),
+    "v1_write_list_returned": script(0x00, v1(1, RDMA_MSG, read_list()
+                                              + write_list(write_chunk(seg(0x22, 100, 0x9000)))
+                                              + reply_chunk() + rpc_reply_ok(1))),
+    "v2_replies": script(0x01, V2["msg_reply"].replace(w(2, 2), w(1, 2), 1), V2["error_cant_reply"]),
+    "v2_fallback": script(0x01, v2(1, R2_ERROR, w(1, 1, 1))),
+}
+
+TARGETS = {
+    "v1_header": V1,
+    "v2_header": V2,
+    "private_data": PRIVATE_DATA,
+    "rpc_msg": RPC,
+    "nfs3_args": {f"proc{p:02}": bytes([p]) + body for p, body in NFS3.items()},
+    "conn_responder": RESPONDER,
+    "conn_requester": REQUESTER,
+}
+
+
+def main():
+    for target, seeds in TARGETS.items():
+        d = os.path.join(HERE, target)
+        os.makedirs(d, exist_ok=True)
+        for old in os.listdir(d):
+            os.remove(os.path.join(d, old))
+        for name, data in seeds.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+        print(f"{target}: {len(seeds)} seeds")
+
+
+if __name__ == "__main__":
+    main()
