@@ -717,3 +717,380 @@ fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes() {
     assert_eq!(t.connection_losses, r.server.accepted() - 1);
     r.stop();
 }
+
+/// Version Two fixed words and the chunk-list preamble: XID, version 2, credits, procedure.
+fn fixed2(xid: u32, proc_: u32) -> Vec<u32> {
+    vec![xid, 2, 1, proc_]
+}
+
+/// Every malformed Version Two header, one per connection (draft, "Transport Errors",
+/// "Message Direction", "Presence Of Payload", "Optional Features"): an unknown procedure is
+/// answered RDMA2_ERR_INVAL_PROC, an unparsable header (bad direction, truncation, chunk-list
+/// violations, an `rdma_inv_handle` not among the chunks, a direction that differs from the
+/// RPC `msg_type`, a malformed `rdma_optinfo`) RDMA2_ERR_BAD_XDR, an RDMA2_OPTIONAL CALL of an
+/// unknown type RDMA2_ERR_INVAL_OPTION; an RDMA2_MSG without payload, an RDMA2_ERROR sent to a
+/// server and an RDMA2_OPTIONAL REPLY of an unknown type are dropped (the last is issue 13
+/// §1.7's open decision: the draft's MUST names no direction; docs/conformance.md V2 rows).
+#[test]
+fn rejects_malformed_v2_headers_each_as_the_draft_prescribes() {
+    let r = rig(ServerOptions::default());
+    let live = liveness(&r.honest);
+    let call = |x: u32| rpc_call(x, PROG, 2, SUM, &words(&[20, 22]));
+    const BAD_XDR: u32 = 2;
+    const INVAL_PROC: u32 = 4;
+    const INVAL_OPTION: u32 = 5;
+    const OPT: u32 = 5;
+    let mut cases: Vec<(&str, Vec<u8>, u32, u32, Want)> = Vec::new();
+    for (x, p) in [(0x101, 2u32), (0x102, 3), (0x103, 0x7777)] {
+        cases.push((
+            "v2 unknown procedure",
+            cat(&fixed2(x, p), &[0; 16]),
+            x,
+            2,
+            Want::V2Err(INVAL_PROC),
+        ));
+    }
+    let x = 0x111;
+    let mut m = fixed2(x, W_MSG);
+    m.extend([5, 0, 0, 0, 0]);
+    cases.push((
+        "v2 rdma_direction 5",
+        cat(&m, &call(x)),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x112;
+    let mut m = fixed2(x, W_MSG);
+    m.push(0);
+    cases.push((
+        "v2 cut after rdma_direction",
+        words(&m),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x113;
+    let mut m = fixed2(x, W_MSG);
+    m.extend([0, 0, 3, 0, 0]);
+    cases.push((
+        "v2 read list discriminator 3",
+        cat(&m, &call(x)),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x114;
+    let mut m = fixed2(x, W_MSG);
+    m.extend([0, 0, 1, 0, 0x800, 64, 0, 0x1000, 0, 0, 0]);
+    cases.push((
+        "v2 Position Zero Read chunk in RDMA2_MSG",
+        cat(&m, &call(x)),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x115;
+    let mut m = fixed2(x, W_NOMSG);
+    m.extend([0, 0, 0, 0, 0]);
+    cases.push((
+        "v2 RDMA2_NOMSG call without Position Zero",
+        words(&m),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x116;
+    let mut m = fixed2(x, W_MSG);
+    m.extend([0, 0xdead_beef, 0, 0, 0]);
+    cases.push((
+        "v2 rdma_inv_handle not among the chunks",
+        cat(&m, &call(x)),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x117;
+    cases.push((
+        "v2 direction CALL with an RPC REPLY",
+        v2_msg(x, 1, ChunkListsRef::EMPTY, &rpc_reply(x, &[0; 4])),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x118;
+    cases.push((
+        "v2 RDMA2_MSG without payload",
+        words(&[x, 2, 1, W_MSG, 0, 0, 0, 0, 0]),
+        x,
+        2,
+        Want::Drop,
+    ));
+    let x = 0x119;
+    cases.push((
+        "v2 XID mismatch",
+        v2_msg(x, 1, ChunkListsRef::EMPTY, &call(x ^ 1)),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    for (x, body) in [(0x121, vec![2]), (0x122, vec![3, 1, 1, 64]), (0x123, vec![9])] {
+        cases.push((
+            "v2 RDMA2_ERROR sent to a server",
+            cat(&fixed2(x, 4), &words(&body)),
+            x,
+            2,
+            Want::Drop,
+        ));
+    }
+    let x = 0x131;
+    cases.push((
+        "v2 RDMA2_OPTIONAL CALL of an unknown type",
+        words(&[x, 2, 1, OPT, 0, 0x5151, 4, 0xabcd]),
+        x,
+        2,
+        Want::V2Err(INVAL_OPTION),
+    ));
+    let x = 0x132;
+    cases.push((
+        "v2 RDMA2_OPTIONAL CALL of an unknown type with an RPC call",
+        cat(&[x, 2, 1, OPT, 0, 0x5152, 0], &call(x)),
+        x,
+        2,
+        Want::V2Err(INVAL_OPTION),
+    ));
+    let x = 0x133;
+    cases.push((
+        "v2 RDMA2_OPTIONAL REPLY of an unknown type",
+        words(&[x, 2, 1, OPT, 1, 0x5153, 0]),
+        x,
+        2,
+        Want::Drop,
+    ));
+    let x = 0x134;
+    cases.push((
+        "v2 RDMA2_OPTIONAL rdma_optdir 9",
+        words(&[x, 2, 1, OPT, 9, 0x5154, 0]),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x135;
+    cases.push((
+        "v2 rdma_optinfo longer than the message",
+        words(&[x, 2, 1, OPT, 0, 0x5155, 64, 1, 2]),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x136;
+    cases.push((
+        "v2 rdma_optinfo of 0xfffffff0 octets",
+        words(&[x, 2, 1, OPT, 0, 0x5156, 0xffff_fff0, 1, 2]),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x137;
+    let mut m = words(&[x, 2, 1, OPT, 0, 0x5157, 3]);
+    m.extend_from_slice(&[1, 2, 3, 0xff]);
+    cases.push((
+        "v2 rdma_optinfo with a non-zero pad",
+        m,
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x138;
+    cases.push((
+        "v2 rdma_optinfo cut inside its length word",
+        words(&[x, 2, 1, OPT, 0, 0x5158])
+            .into_iter()
+            .chain([0, 0])
+            .collect(),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    let x = 0x139;
+    cases.push((
+        "v2 RDMA2_OPTIONAL CALL carrying an RPC REPLY",
+        cat(&[x, 2, 1, OPT, 0, 0x5159, 0], &rpc_reply(x, &[0; 4])),
+        x,
+        2,
+        Want::V2Err(BAD_XDR),
+    ));
+    run_cases(&r, &cases);
+    // A valid Version Two call after all that, on a fresh connection.
+    let mut p = r.peer();
+    p.send(&sum_v2(0x1ff, 1, 2));
+    assert_sum_reply(&p.recv_msg("v2 call"), 0x1ff, 2, 3, "v2 call");
+    r.close(p, "v2 call");
+    r.honest_round(32, "after the malformed v2 headers");
+    live.finish("malformed v2 headers");
+    r.stop();
+}
+
+/// Server credits in the credit tests.
+const CREDITS: u32 = 4;
+
+fn small_credits() -> ServerOptions {
+    ServerOptions {
+        credits: CREDITS,
+        ..ServerOptions::default()
+    }
+}
+
+/// A requester that overruns its credits and never takes its replies (RFC 8166 §3.3.1: "the
+/// responder MAY terminate the connection"; a requester "MUST NOT" send more than granted):
+/// the server keeps its granted receives and no more, so once the receives it owns are all
+/// held by the violator's calls the next Send finds none and fails with RNR_RETRY_EXC_ERR
+/// (the server asks RNR retry 0 in its accept): the violator alone is cut off, with at most
+/// `3 × credits` calls taken in (every receive buffer of the connection). Calls posted after
+/// the cut are flushed and never reach the server. Honest traffic goes on throughout.
+fn overrun_and_stall(r: &Rig, v2: bool) {
+    let what = if v2 { "v2 overrun" } else { "v1 overrun" };
+    let mut p = r.peer_with(
+        &pd_v1(4096, 4096),
+        RawOpts {
+            recvs: 1,
+            recv_size: 4096,
+            // The server's replies to this peer wait for receives forever.
+            rnr_retry: 7,
+        },
+    );
+    let n = 4 * CREDITS + 16;
+    let ids: Vec<u64> = (0..n)
+        .map(|i| {
+            let x = 0x9000 + i;
+            p.send(&if v2 { sum_v2(x, i, 1) } else { sum_v1(x, i, 1) })
+        })
+        .collect();
+    let wcs: Vec<WcStatus> = ids.iter().map(|&w| p.wait_send(w).status).collect();
+    let ok = wcs.iter().take_while(|s| **s == WcStatus::SUCCESS).count();
+    assert!(ok >= CREDITS as usize, "{what}: the granted calls went in");
+    assert!(
+        ok <= 3 * CREDITS as usize,
+        "{what}: {ok} calls taken in: more than the connection's receive buffers"
+    );
+    assert_eq!(wcs[ok], WcStatus::RNR_RETRY_EXC_ERR, "{what}: {wcs:?}");
+    assert!(
+        wcs[ok + 1..].iter().all(|s| *s == WcStatus::WR_FLUSH_ERR),
+        "{what}: {wcs:?}"
+    );
+    assert!(p.wait_down(), "{what}: cut off");
+    assert_eq!(p.state(), QpState::Error);
+    r.wait_only_honest_left(what);
+    // The violator's connection (the last accepted) took in no more than its receives.
+    let mine = || r.server.connection_stats().last().copied().expect("stats");
+    let calls = mine().calls;
+    assert!(calls <= 3 * u64::from(CREDITS), "{what}: {calls} calls taken in");
+    assert_eq!(mine().connection_losses, 1);
+    // Calls after the cut: flushed, never delivered.
+    let late = p.send(&sum_v1(0x9fff, 1, 1));
+    assert_eq!(p.wait_send(late).status, WcStatus::WR_FLUSH_ERR);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(mine().calls, calls, "{what}: nothing after the cut");
+    r.honest_round(16, what);
+}
+
+/// Credit overruns in both versions (RFC 8166 §3.3.1; v2 draft, "Flow Control" keeps the
+/// rule): the violator alone is cut off, other connections keep being served.
+#[test]
+fn rejects_credit_overruns_by_cutting_off_the_violator_alone() {
+    let r = rig(small_credits());
+    let live = liveness(&r.honest);
+    overrun_and_stall(&r, false);
+    overrun_and_stall(&r, true);
+    // A burst far beyond the grant from a peer that does take its replies: the server may
+    // serve it (each call answered once, correctly) or cut it off (RNR at the requester);
+    // either way nothing else is disturbed.
+    let mut p = r.peer_with(
+        &pd_v1(4096, 4096),
+        RawOpts {
+            recvs: 256,
+            recv_size: 4096,
+            rnr_retry: 7,
+        },
+    );
+    let n = 200u32;
+    let ids: Vec<u64> = (0..n).map(|i| p.send(&sum_v1(0xa000 + i, i, 2))).collect();
+    let wcs: Vec<WcStatus> = ids.iter().map(|&w| p.wait_send(w).status).collect();
+    let ok = wcs.iter().take_while(|s| **s == WcStatus::SUCCESS).count();
+    if ok < n as usize {
+        assert_eq!(wcs[ok], WcStatus::RNR_RETRY_EXC_ERR, "burst: {wcs:?}");
+        assert!(p.wait_down());
+    }
+    let mut seen = vec![0u32; n as usize];
+    while let Ok(m) = p.recv(Duration::from_millis(if ok == n as usize {
+        10_000
+    } else {
+        50
+    })) {
+        match decode(&m) {
+            Answer::Reply {
+                xid,
+                stat: Some(AcceptStat::Success),
+                results,
+                credits,
+                ..
+            } if (0xa000..0xa000 + n).contains(&xid) => {
+                let i = xid - 0xa000;
+                assert_eq!(results, (i + 2).to_be_bytes(), "burst reply {i}");
+                assert_eq!(credits, CREDITS, "the grant stays the configured one");
+                seen[i as usize] += 1;
+            }
+            other => panic!("burst: unexpected {other:?}"),
+        }
+        if seen.iter().take(ok).all(|&c| c == 1) && ok == n as usize {
+            break;
+        }
+    }
+    assert!(seen.iter().all(|&c| c <= 1), "a call answered twice");
+    if ok == n as usize {
+        assert!(seen.iter().all(|&c| c == 1), "served: every call answered");
+        r.close(p, "burst");
+    } else {
+        r.wait_only_honest_left("burst cut off");
+    }
+    r.honest_round(16, "after the overruns");
+    live.finish("credit overruns");
+    r.stop();
+}
+
+/// Duplicate XIDs in flight (RFC 8166 §4.2.1: the XID only matches a reply to its call;
+/// detecting retransmissions is the upper layer's business): two calls with one XID are two
+/// calls, each answered once with its own result, in order; hostile `rdma_credit` requests (0,
+/// 0xffffffff) never change the grant the server sends (RFC 8166 §3.3.1: the responder
+/// decides; the value of a Version Two call likewise).
+#[test]
+fn accepts_duplicate_xids_and_hostile_credit_requests_without_disturbance() {
+    let r = rig(small_credits());
+    let live = liveness(&r.honest);
+    for v2 in [false, true] {
+        let vers = if v2 { 2 } else { 1 };
+        let mk = |x, a, b| if v2 { sum_v2(x, a, b) } else { sum_v1(x, a, b) };
+        let mut p = r.peer();
+        let x = 0x4242;
+        p.send(&mk(x, 1, 2));
+        p.send(&mk(x, 3, 4));
+        p.send(&mk(x, 5, 6));
+        for (k, want) in [3u32, 7, 11].into_iter().enumerate() {
+            assert_sum_reply(&p.recv_msg("dup"), x, vers, want, &format!("dup {k}"));
+        }
+        for (k, asked) in [0u32, 0xffff_ffff, 1000].into_iter().enumerate() {
+            let x = 0x4300 + k as u32;
+            let mut m = mk(x, k as u32, 1);
+            m[8..12].copy_from_slice(&asked.to_be_bytes());
+            p.send(&m);
+            let got = p.recv_msg("credit request");
+            assert_sum_reply(&got, x, vers, k as u32 + 1, "credit request");
+            assert_eq!(word(&got, 2), Some(CREDITS), "grant after asking {asked}");
+        }
+        assert_eq!(p.recv(Duration::from_millis(20)), Err(RecvEnd::Timeout));
+        r.close(p, "dup");
+    }
+    r.honest_round(16, "after duplicate XIDs");
+    live.finish("duplicate XIDs");
+    r.stop();
+}
