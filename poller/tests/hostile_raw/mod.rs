@@ -238,9 +238,7 @@ impl RawPeer {
                     return Err(RecvEnd::Flushed(c.status));
                 }
                 let i = (c.wr_id & !RECV_TAG) as usize;
-                let msg = self
-                    .rbuf
-                    .read(i * self.opts.recv_size, c.byte_len as usize);
+                let msg = self.rbuf.read(i * self.opts.recv_size, c.byte_len as usize);
                 self.post_recv(i);
                 return Ok(msg);
             }
