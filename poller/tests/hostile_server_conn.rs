@@ -535,7 +535,7 @@ fn rejects_guessed_keys_against_server_memory_without_memory_windows() {
     r.stop();
 }
 
-/// Send With Invalidate from a requester naming a key (IBA o10-?: the responder invalidates
+/// Send With Invalidate from a requester naming a key (InfiniBand verbs: the responder invalidates
 /// only a memory window bound to this QP — or a region, on siw, see below — otherwise the
 /// Send is a Remote Invalid Request error at both ends): naming the server pools' keys, a
 /// neighbour, its own keys, or nonsense, each a valid SUM call, ends that connection alone
