@@ -100,6 +100,11 @@ fn stag_of(call: &Call, kind: Kind) -> (u32, u64, u32) {
 /// result word `1000 + i`: Write chunk filled with `0xc0 + i`, the reply through the Reply chunk
 /// for `Kind::Reply`, inline otherwise.
 fn serve(conn: &mut RawConn, call: &Call, kind: Kind, i: usize) {
+    serve_c(conn, call, kind, i, 16)
+}
+
+/// As [`serve`], granting `credits`.
+fn serve_c(conn: &mut RawConn, call: &Call, kind: Kind, i: usize, credits: u32) {
     let want = (1000 + i as u32).to_be_bytes();
     let rpc = rpc_reply(call.xid, &want);
     let mut echo: Vec<Vec<Segment>> = call
@@ -128,12 +133,12 @@ fn serve(conn: &mut RawConn, call: &Call, kind: Kind, i: usize) {
         assert_eq!(conn.write(rs.handle, rs.offset, &rpc), WcStatus::SUCCESS);
         let seg = [Segment::new(rs.handle, rpc.len() as u32, rs.offset)];
         assert_eq!(
-            conn.send(&v1_nomsg_reply(call.xid, 16, &seg)),
+            conn.send(&v1_nomsg_reply(call.xid, credits, &seg)),
             WcStatus::SUCCESS
         );
     } else {
         assert_eq!(
-            conn.send(&v1_msg(call.xid, 16, &refs, &rpc)),
+            conn.send(&v1_msg(call.xid, credits, &refs, &rpc)),
             WcStatus::SUCCESS
         );
     }
@@ -168,15 +173,27 @@ fn later_call_fine(
     rx: &mpsc::Receiver<Outcome>,
 ) -> RawConn {
     let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    call_fine(&mut conn, c, i, tally, tx, rx);
+    conn
+}
+
+/// A Write-chunk call `i` completes normally on `conn`.
+fn call_fine(
+    conn: &mut RawConn,
+    c: &Client,
+    i: usize,
+    tally: &Arc<Tally>,
+    tx: &mpsc::Sender<Outcome>,
+    rx: &mpsc::Receiver<Outcome>,
+) {
     start(c, Kind::Write, i, tally, tx);
     let call = conn.recv_call();
-    serve(&mut conn, &call, Kind::Write, i);
+    serve(conn, &call, Kind::Write, i);
     let (j, r) = next_outcome(rx);
     assert_eq!(j, i);
     let rep = r.expect("the later call succeeds");
     assert_eq!(rep.results(), (1000 + i as u32).to_be_bytes());
     assert_eq!(rep.receptacle(0), Some(&[0xc0 + i as u8; WRITE_LEN][..]));
-    conn
 }
 
 /// One round per STag kind: a call ends as `finish`, then the raw server uses the call's
@@ -346,6 +363,199 @@ fn rejects_guessed_keys() {
     }
     no_outcome(&rx, Duration::from_millis(50));
     tally.exactly_once();
+    drop(conn);
+    c.close();
+    w.stop();
+}
+
+/// The kind a call was started with (see [`start`]) and its index (first argument word).
+fn kind_and_index(call: &Call) -> (Kind, usize) {
+    let kind = if !call.writes.is_empty() {
+        Kind::Write
+    } else if !call.reads.is_empty() {
+        Kind::Read
+    } else {
+        Kind::Reply
+    };
+    (kind, word(&call.rpc, 10) as usize)
+}
+
+/// Serves calls as they arrive until `n` outcomes are in; returns them by index.
+fn serve_all(
+    conn: &mut RawConn,
+    rx: &mpsc::Receiver<Outcome>,
+    n: usize,
+    credits: u32,
+) -> Vec<(usize, Result<Reply, ClientError>)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        if let Ok(o) = rx.try_recv() {
+            out.push(o);
+            continue;
+        }
+        if let Some(m) = conn.recv_within(Duration::from_millis(2)) {
+            let call = decode_call(&m.bytes).expect("a call");
+            let (kind, i) = kind_and_index(&call);
+            serve_c(conn, &call, kind, i, credits);
+        }
+    }
+    out
+}
+
+/// Two raw servers, one client endpoint with a connection to each. Server A uses the live
+/// Write-chunk STag of a call sent to server B: memory windows are bound to one QP (type 2),
+/// so the access fails with `REM_ACCESS_ERR` and only connection A goes down. B's call is
+/// untouched (its receptacle holds what B wrote), A reconnects and serves a later call.
+#[test]
+fn rejects_stags_of_another_connection() {
+    let w = HWorld::new();
+    let mut sa = w.listen();
+    let mut sb = w.listen();
+    let ca = w.client(&sa, opts());
+    let cb_ = w.client(&sb, opts());
+    let mut conn_a = sa.accept(&pdata(true, 4096, 4096), 4096);
+    let mut conn_b = sb.accept(&pdata(true, 4096, 4096), 4096);
+    let tally = Tally::new(3);
+    let (tx, rx) = mpsc::channel();
+    for (i, kind) in [(0usize, Kind::Write), (1, Kind::Reply)] {
+        start(&cb_, kind, i, &tally, &tx);
+        let call = conn_b.recv_call();
+        let (k, off, _) = stag_of(&call, kind);
+        let st = conn_a.write(k, off, &[0xee; 32]);
+        assert_eq!(st, WcStatus::REM_ACCESS_ERR, "{kind:?} STag of B used by A");
+        serve(&mut conn_b, &call, kind, i);
+        let (j, r) = next_outcome(&rx);
+        let rep = r.expect("B's call is unaffected");
+        assert_eq!(j, i);
+        if kind == Kind::Write {
+            assert_eq!(rep.receptacle(0), Some(&[0xc0 + i as u8; WRITE_LEN][..]));
+        }
+        conn_a = sa.accept(&pdata(true, 4096, 4096), 4096);
+    }
+    call_fine(&mut conn_a, &ca, 2, &tally, &tx, &rx);
+    drop(conn_a);
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.exactly_once();
+    ca.close();
+    cb_.close();
+    w.stop();
+}
+
+/// A Read chunk is exposed read-only and a Write chunk write-only, each exactly over its
+/// buffer (RFC 8166 §3.4.5: the requester exposes what the chunk describes). A write into a
+/// live Read chunk, a read of a live Write chunk, a write past a Write chunk's end and a read
+/// past a Read chunk's end all fail with `REM_ACCESS_ERR`; the call is sent again on the new
+/// connection and completes once with the right data.
+#[test]
+fn rejects_writes_into_read_chunks_and_access_beyond_chunks() {
+    let w = HWorld::new();
+    let mut srv = w.listen();
+    let c = w.client(&srv, opts());
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    let cases = 4usize;
+    let tally = Tally::new(cases);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..cases {
+        let kind = if i % 2 == 0 { Kind::Read } else { Kind::Write };
+        start(&c, kind, i, &tally, &tx);
+        let call = conn.recv_call();
+        let (k, off, len) = stag_of(&call, kind);
+        let (st, data, what) = match i {
+            0 => (
+                conn.write(k, off, &[0xee; 32]),
+                vec![],
+                "write into a Read chunk",
+            ),
+            1 => {
+                let (st, d) = conn.read(k, off, 32);
+                (st, d, "read of a Write chunk")
+            }
+            2 => {
+                let (st, d) = conn.read(k, off, len as usize + 1);
+                (st, d, "read past a Read chunk's end")
+            }
+            _ => (
+                conn.write(k, off + u64::from(len) - 8, &[0xee; 32]),
+                vec![],
+                "write past a Write chunk's end",
+            ),
+        };
+        assert_refused(st, &data, what);
+        conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+        let call = conn.recv_call();
+        assert_eq!(kind_and_index(&call), (kind, i), "the call is sent again");
+        serve(&mut conn, &call, kind, i);
+        let (j, r) = next_outcome(&rx);
+        let rep = r.expect("resent call succeeds");
+        assert_eq!(
+            (j, rep.results()),
+            (i, &(1000 + i as u32).to_be_bytes()[..])
+        );
+        if kind == Kind::Write {
+            assert_eq!(rep.receptacle(0), Some(&[0xc0 + i as u8; WRITE_LEN][..]));
+        }
+    }
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.all_ok_exactly_once(cases, "chunk rights");
+    drop(conn);
+    c.close();
+    w.stop();
+}
+
+/// A reply with an unknown XID and a second reply to a completed XID are dropped (RFC 8166
+/// §4.2.1 and implementation experience: a reply matching no outstanding call is discarded):
+/// no callback runs twice, and the duplicate does not free a credit — with a grant of 4 the
+/// server sees exactly 4 calls outstanding afterwards, never a fifth.
+#[test]
+fn accepts_unknown_and_duplicate_replies_dropped() {
+    let w = HWorld::new();
+    let mut srv = w.listen();
+    let c = w.client(&srv, opts());
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    let n = 9usize;
+    let tally = Tally::new(n);
+    let (tx, rx) = mpsc::channel();
+    start(&c, Kind::Reply, 0, &tally, &tx);
+    let call = conn.recv_call();
+    let stray = v1_msg(
+        call.xid ^ 0x5a5a_0000,
+        4,
+        &[],
+        &rpc_reply(call.xid ^ 0x5a5a_0000, &[0; 4]),
+    );
+    assert_eq!(conn.send(&stray), WcStatus::SUCCESS);
+    no_outcome(&rx, Duration::from_millis(100));
+    let dup = v1_msg(
+        call.xid,
+        4,
+        &[],
+        &rpc_reply(call.xid, &1000u32.to_be_bytes()),
+    );
+    serve_c(&mut conn, &call, Kind::Reply, 0, 4);
+    let (j, r) = next_outcome(&rx);
+    assert_eq!(j, 0);
+    r.expect("the real reply");
+    // The same reply again, twice.
+    assert_eq!(conn.send(&dup), WcStatus::SUCCESS);
+    assert_eq!(conn.send(&dup), WcStatus::SUCCESS);
+    no_outcome(&rx, Duration::from_millis(100));
+    for i in 1..n {
+        start(&c, Kind::Write, i, &tally, &tx);
+    }
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(conn.recv_call());
+    }
+    // The grant is 4: no fifth call while four are outstanding.
+    conn.expect_silence(Duration::from_millis(200));
+    for call in &held {
+        let (kind, i) = kind_and_index(call);
+        serve_c(&mut conn, call, kind, i, 4);
+    }
+    let outs = serve_all(&mut conn, &rx, n - 1, 4);
+    assert!(outs.iter().all(|(_, r)| r.is_ok()));
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.all_ok_exactly_once(n, "unknown and duplicate replies");
     drop(conn);
     c.close();
     w.stop();
