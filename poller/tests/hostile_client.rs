@@ -560,3 +560,276 @@ fn accepts_unknown_and_duplicate_replies_dropped() {
     c.close();
     w.stop();
 }
+
+/// RFC 8797 §4.1: "Each RDMA Send with Invalidate MUST invalidate an STag associated only with
+/// the XID in the rdma_xid field". A server answers call A with Send With Invalidate naming the
+/// Write-chunk STag of call B, in flight on the same connection. The client checks the
+/// invalidated STag (it is not A's): A completes with its data and its own window is still
+/// invalidated by the client (a later access through it fails); B's window is dead, so B cannot
+/// be answered through it on this connection — it is sent again on the new connection and
+/// completes exactly once.
+#[test]
+fn rejects_send_with_invalidate_of_another_calls_stag() {
+    let w = HWorld::new();
+    let mut srv = w.listen();
+    let c = w.client(&srv, opts());
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    let tally = Tally::new(3);
+    let (tx, rx) = mpsc::channel();
+    call_fine(&mut conn, &c, 2, &tally, &tx, &rx);
+    start(&c, Kind::Write, 0, &tally, &tx);
+    start(&c, Kind::Write, 1, &tally, &tx);
+    let ca = conn.recv_call();
+    let cb_ = conn.recv_call();
+    let (ka, oa, _) = stag_of(&ca, Kind::Write);
+    let (kb, ob, _) = stag_of(&cb_, Kind::Write);
+    let (ia, ib) = (kind_and_index(&ca).1, kind_and_index(&cb_).1);
+    assert_eq!(
+        conn.write(ka, oa, &[0xc0 + ia as u8; WRITE_LEN]),
+        WcStatus::SUCCESS
+    );
+    let seg = [Segment::new(ka, WRITE_LEN as u32, oa)];
+    let rpc = rpc_reply(ca.xid, &(1000 + ia as u32).to_be_bytes());
+    assert_eq!(
+        conn.send_inv(&v1_msg(ca.xid, 16, &[&seg], &rpc), kb),
+        WcStatus::SUCCESS
+    );
+    let (j, r) = next_outcome(&rx);
+    assert_eq!(j, ia);
+    let rep = r.expect("A completes");
+    assert_eq!(rep.receptacle(0), Some(&[0xc0 + ia as u8; WRITE_LEN][..]));
+    // A's window was invalidated by the client despite the foreign invalidation.
+    assert_refused(conn.write(ka, oa, &[0xee; 8]), &[], "A's STag after A");
+    drop(rep);
+    // B goes again on the next connection (its window on the old one was dead anyway).
+    let _ = ob;
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    let call = conn.recv_call();
+    assert_eq!(kind_and_index(&call), (Kind::Write, ib));
+    serve(&mut conn, &call, Kind::Write, ib);
+    let (j, r) = next_outcome(&rx);
+    assert_eq!(j, ib);
+    assert_eq!(
+        r.expect("B completes").receptacle(0),
+        Some(&[0xc0 + ib as u8; WRITE_LEN][..])
+    );
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.all_ok_exactly_once(3, "foreign invalidation");
+    drop(conn);
+    c.close();
+    w.stop();
+}
+
+/// Send With Invalidate naming an STag of another connection: a type-2 window can be
+/// invalidated only through the QP it is bound to, so the client's receive completes in error
+/// and connection A goes down (verbs); connection B's window stays live — B's call is answered
+/// through it — and A's call is sent again and completes once.
+#[test]
+fn rejects_send_with_invalidate_of_another_connections_stag() {
+    let w = HWorld::new();
+    let mut sa = w.listen();
+    let mut sb = w.listen();
+    let ca = w.client(&sa, opts());
+    let cb_ = w.client(&sb, opts());
+    let mut conn_a = sa.accept(&pdata(true, 4096, 4096), 4096);
+    let mut conn_b = sb.accept(&pdata(true, 4096, 4096), 4096);
+    let tally = Tally::new(2);
+    let (tx, rx) = mpsc::channel();
+    start(&ca, Kind::Write, 0, &tally, &tx);
+    start(&cb_, Kind::Write, 1, &tally, &tx);
+    let call_a = conn_a.recv_call();
+    let call_b = conn_b.recv_call();
+    let (kb, _, _) = stag_of(&call_b, Kind::Write);
+    let rpc = rpc_reply(call_a.xid, &1000u32.to_be_bytes());
+    let echo = [Segment::new(stag_of(&call_a, Kind::Write).0, 0, 0)];
+    // The Send itself may complete before or after the receiver's error is noticed.
+    let _ = conn_a.send_inv(&v1_msg(call_a.xid, 16, &[&echo], &rpc), kb);
+    no_outcome(&rx, Duration::from_millis(100));
+    serve(&mut conn_b, &call_b, Kind::Write, 1);
+    let (j, r) = next_outcome(&rx);
+    assert_eq!(j, 1);
+    assert_eq!(
+        r.expect("B unaffected").receptacle(0),
+        Some(&[0xc1; WRITE_LEN][..])
+    );
+    let mut conn_a = sa.accept(&pdata(true, 4096, 4096), 4096);
+    let call = conn_a.recv_call();
+    assert_eq!(kind_and_index(&call), (Kind::Write, 0), "A sent again");
+    serve(&mut conn_a, &call, Kind::Write, 0);
+    let (j, r) = next_outcome(&rx);
+    assert_eq!(j, 0);
+    r.expect("A completes");
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.all_ok_exactly_once(2, "foreign connection's invalidation");
+    drop((conn_a, conn_b));
+    ca.close();
+    cb_.close();
+    w.stop();
+}
+
+/// Starts `n` Reply-chunk calls from index `from`.
+fn start_many(c: &Client, from: usize, n: usize, tally: &Arc<Tally>, tx: &mpsc::Sender<Outcome>) {
+    for i in from..from + n {
+        start(c, Kind::Reply, i, tally, tx);
+    }
+}
+
+/// Receives exactly `n` calls, then nothing more within 200 ms (the grant is `n`).
+fn exactly_outstanding(conn: &mut RawConn, n: usize) -> Vec<Call> {
+    let calls: Vec<Call> = (0..n).map(|_| conn.recv_call()).collect();
+    conn.expect_silence(Duration::from_millis(200));
+    calls
+}
+
+/// RFC 8166 §3.3.1: a grant of 0 would deadlock, so it counts as 1; a grant above what the
+/// requester asked for is clamped to its own maximum (16 here). With grant 0 the server sees
+/// one call at a time; with grant 2^32-1 exactly 16 outstanding, never more.
+#[test]
+fn accepts_credit_grants_of_zero_and_huge_clamped() {
+    let w = HWorld::new();
+    let mut srv = w.listen();
+    let c = w.client(&srv, opts());
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    let n = 3 + 20;
+    let tally = Tally::new(n);
+    let (tx, rx) = mpsc::channel();
+    start_many(&c, 0, 3, &tally, &tx);
+    for _ in 0..3 {
+        let calls = exactly_outstanding(&mut conn, 1);
+        let (kind, i) = kind_and_index(&calls[0]);
+        serve_c(&mut conn, &calls[0], kind, i, 0);
+        next_outcome(&rx).1.expect("grant 0 call");
+    }
+    // Now a huge grant.
+    start(&c, Kind::Reply, 3, &tally, &tx);
+    let call = conn.recv_call();
+    serve_c(&mut conn, &call, Kind::Reply, 3, u32::MAX);
+    next_outcome(&rx).1.expect("huge grant call");
+    start_many(&c, 4, 19, &tally, &tx);
+    let held = exactly_outstanding(&mut conn, 16);
+    for call in &held {
+        let (kind, i) = kind_and_index(call);
+        serve_c(&mut conn, call, kind, i, u32::MAX);
+    }
+    let outs = serve_all(&mut conn, &rx, 19, u32::MAX);
+    assert!(outs.iter().all(|(_, r)| r.is_ok()));
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.all_ok_exactly_once(n, "credit clamps");
+    drop(conn);
+    c.close();
+    w.stop();
+}
+
+/// A storm of RDMA_ERROR messages (ERR_CHUNK, unknown XIDs, `rdma_credit` 1000): each is
+/// dropped (no call has that XID), none changes the grant (v2 draft, "Protocol Version
+/// Negotiation": the credit limit comes from non-error messages), the connection stays up, and
+/// with the server's grant of 2 the client keeps exactly 2 calls outstanding afterwards.
+#[test]
+fn accepts_rdma_error_storm_without_effect() {
+    let w = HWorld::new();
+    let mut srv = w.listen();
+    let c = w.client(&srv, opts());
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    let n = 5;
+    let tally = Tally::new(n);
+    let (tx, rx) = mpsc::channel();
+    start(&c, Kind::Reply, 0, &tally, &tx);
+    let call = conn.recv_call();
+    serve_c(&mut conn, &call, Kind::Reply, 0, 2);
+    next_outcome(&rx).1.expect("first call");
+    for burst in 0..20u32 {
+        for k in 0..8u32 {
+            let xid = 0xbad0_0000 | (burst << 8) | k;
+            assert_eq!(conn.send(&v1_err_chunk(xid, 1000)), WcStatus::SUCCESS);
+        }
+        // The client reposts its receives (a storm past them would be a credit overrun).
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    no_outcome(&rx, Duration::from_millis(50));
+    start_many(&c, 1, 4, &tally, &tx);
+    let held = exactly_outstanding(&mut conn, 2);
+    for call in &held {
+        let (kind, i) = kind_and_index(call);
+        serve_c(&mut conn, call, kind, i, 2);
+    }
+    let outs = serve_all(&mut conn, &rx, 4, 2);
+    assert!(outs.iter().all(|(_, r)| r.is_ok()));
+    assert_eq!(
+        c.stats().snapshot().connection_losses,
+        0,
+        "stayed connected"
+    );
+    tally.all_ok_exactly_once(n, "error storm");
+    drop(conn);
+    c.close();
+    w.stop();
+}
+
+/// A server that advertises (RFC 8797) a receive size of 256 KiB but posts 4 KiB receives: the
+/// client's 8 KiB inline call overruns the receive, the raw receive fails and the connection
+/// drops (verbs). The client sends the call again on each new connection up to
+/// `max_retransmits`, then fails it once (`RetransmitsExhausted`). An honest server
+/// advertising 4 KiB then gets the same call as a long message (RDMA_NOMSG with a Position
+/// Zero Read chunk) and answers it.
+#[test]
+fn rejects_lying_receive_size_and_recovers_with_an_honest_one() {
+    let w = HWorld::new();
+    let mut srv = w.listen();
+    let o = ClientOptions {
+        inline_send: 16 * 1024,
+        max_retransmits: 2,
+        ..opts()
+    };
+    let c = w.client(&srv, o);
+    let tally = Tally::new(2);
+    let (tx, rx) = mpsc::channel();
+    let big = |i: usize| {
+        let mut a = c.args().expect("args");
+        a.put_u32(i as u32).unwrap();
+        a.put(&[0x77; 8000]).unwrap();
+        a.expect_reply(64);
+        a
+    };
+    let lie = pdata(true, 4096, 256 * 1024);
+    let mut conn = srv.accept(&lie, 4096);
+    c.call(PROG, 2, 1, big(0), cb(0, 1000, &tally, &tx))
+        .ok()
+        .expect("call");
+    let m = conn.recv_within(WAIT).expect("the overrun");
+    assert!(!m.status.is_success(), "an 8 KiB Send into 4 KiB");
+    // Sent again on each of the next connections (max_retransmits = 2).
+    for _ in 0..2 {
+        let mut conn = srv.accept(&lie, 4096);
+        let m = conn.recv_within(WAIT).expect("the overrun again");
+        assert!(!m.status.is_success());
+    }
+    let (j, r) = next_outcome(&rx);
+    assert_eq!((j, r.err()), (0, Some(ClientError::RetransmitsExhausted)));
+    let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
+    c.call(PROG, 2, 1, big(1), cb(1, 1001, &tally, &tx))
+        .ok()
+        .expect("call");
+    let call = conn.recv_call();
+    assert!(call.nomsg && call.reads[0].position == 0, "a long call");
+    let mut data = Vec::new();
+    for r in call.reads.iter().filter(|r| r.position == 0) {
+        let (st, d) = conn.read(r.target.handle, r.target.offset, r.target.length as usize);
+        assert_eq!(st, WcStatus::SUCCESS);
+        data.extend(d);
+    }
+    assert_eq!(word(&data, 10), 1, "the call's argument");
+    assert_eq!(data.len(), 44 + 8000, "the whole RPC call");
+    let rpc = rpc_reply(call.xid, &1001u32.to_be_bytes());
+    assert_eq!(
+        conn.send(&v1_msg(call.xid, 16, &[], &rpc)),
+        WcStatus::SUCCESS
+    );
+    let (j, r) = next_outcome(&rx);
+    assert_eq!(j, 1);
+    r.expect("honest server");
+    no_outcome(&rx, Duration::from_millis(50));
+    tally.exactly_once();
+    drop(conn);
+    c.close();
+    w.stop();
+}
