@@ -793,8 +793,7 @@ fn rejects_lying_receive_size_and_recovers_with_an_honest_one() {
     let lie = pdata(true, 4096, 256 * 1024);
     let mut conn = srv.accept(&lie, 4096);
     c.call(PROG, 2, 1, big(0), cb(0, 1000, &tally, &tx))
-        .ok()
-        .expect("call");
+        .unwrap_or_else(|_| panic!("call refused"));
     let m = conn.recv_within(WAIT).expect("the overrun");
     assert!(!m.status.is_success(), "an 8 KiB Send into 4 KiB");
     // Sent again on each of the next connections (max_retransmits = 2).
@@ -807,8 +806,7 @@ fn rejects_lying_receive_size_and_recovers_with_an_honest_one() {
     assert_eq!((j, r.err()), (0, Some(ClientError::RetransmitsExhausted)));
     let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
     c.call(PROG, 2, 1, big(1), cb(1, 1001, &tally, &tx))
-        .ok()
-        .expect("call");
+        .unwrap_or_else(|_| panic!("call refused"));
     let call = conn.recv_call();
     assert!(call.nomsg && call.reads[0].position == 0, "a long call");
     let mut data = Vec::new();
