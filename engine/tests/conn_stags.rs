@@ -434,4 +434,80 @@ fn rejects_stray_reply_releasing_a_timed_out_calls_credit() {
     p.raw_send(Dir::Resp, &m, None);
     assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 0);
     assert!(p.try_call(&spec2).is_ok());
+
+/// Runs `n` calls one after another, each offering one Write chunk (one window bound per
+/// call), and returns the handles offered in order.
+fn bound_keys(cfg: Config, n: u32) -> Vec<u32> {
+    let mut p = Pair::new(cfg, Config::DEFAULT);
+    let mut keys = Vec::new();
+    for i in 0..n {
+        p.record = true;
+        p.sent.clear();
+        let xid = 0x5000 + i;
+        let msg = p.req.host.buf_with(&rpc_call(xid, 6, &[]), LW);
+        let rec = p.req.host.alloc(64, EXPOSE);
+        let reply = p.req.host.alloc(256, LW);
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[rec],
+            reply,
+        });
+        let sent = p.last_sent(Dir::Req).to_vec();
+        let h = v1::decode(&sent, &ChunkLimits::DEFAULT).unwrap();
+        let c = h.chunks().unwrap();
+        keys.extend(c.writes.iter().flat_map(|w| w.segments().map(|s| s.handle)));
+        let inc = p.next_call().unwrap();
+        let r = p.resp.host.buf_with(&rpc_reply(xid, &[]), LW);
+        p.reply(
+            inc.call,
+            &ReplySpec {
+                message: &[r],
+                results: &[],
+            },
+        );
+        p.next_reply();
+    }
+    keys
+}
+
+/// Issue 13 §3 ("keys are not predictable from earlier ones"): a window's next key must not be
+/// derivable from its last one. With `ibv_inc_rkey` every rebind's key is the last key + 1 in
+/// the consumer key byte, so a peer that saw one STag knows the window's next. The consumer key
+/// byte comes from a per-connection generator seeded by [`Config::key_seed`]: never the
+/// window's previous byte, and `key + 1` no more often than chance.
+#[test]
+fn rejects_window_keys_predictable_from_the_previous_key() {
+    let mut cfg = Config::DEFAULT;
+    cfg.key_seed = 0x0123_4567_89ab_cdef;
+    let keys = bound_keys(cfg, 400);
+    let mut last: std::collections::HashMap<u32, u32> = Default::default();
+    let (mut rebinds, mut incremented) = (0u32, 0u32);
+    for &k in &keys {
+        if let Some(prev) = last.insert(k >> 8, k) {
+            rebinds += 1;
+            assert_ne!(prev, k, "a rebind reused the window's previous key");
+            if k == rpcrdma_engine::verbs::inc_rkey(prev) {
+                incremented += 1;
+            }
+        }
+    }
+    assert!(rebinds >= 300, "windows were rebound ({rebinds})");
+    assert!(
+        incremented * 8 < rebinds,
+        "{incremented} of {rebinds} rebinds used the previous key + 1"
+    );
+}
+
+/// The key generator's seed is an input (sans-IO): the same seed gives the same keys, another
+/// seed other keys.
+#[test]
+fn accepts_window_keys_from_the_configured_seed() {
+    let mut a = Config::DEFAULT;
+    a.key_seed = 1;
+    let mut b = Config::DEFAULT;
+    b.key_seed = 2;
+    let ka = bound_keys(a, 40);
+    assert_eq!(ka, bound_keys(a, 40), "same seed, same keys");
+    assert_ne!(ka, bound_keys(b, 40), "another seed, other keys");
 }

@@ -830,6 +830,18 @@ pub(crate) struct ClientConn<P: Provider> {
 
 const NO_REC: u32 = u32::MAX;
 
+/// A seed for a connection's window-key generator from the operating system's random source:
+/// std's `RandomState` keys come from it (once per thread, then varied per instance), and
+/// SipHash under those keys of a process-wide counter is unpredictable to a peer.
+fn key_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    // Relaxed: a unique-number counter.
+    h.write_u64(N.fetch_add(1, Ordering::Relaxed));
+    h.finish()
+}
+
 impl<P: Provider> ClientConn<P> {
     fn new(
         ep: &Endpoint<P>,
@@ -991,9 +1003,13 @@ impl<P: Provider> ClientConn<P> {
             }
         }
         let keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
+        // Each connection draws its window keys from its own secret seed, so no key follows
+        // from an earlier one (issue 13, STag hygiene).
+        let mut cfg = self.cfg;
+        cfg.key_seed = key_seed();
         let conn = match self.back.as_deref() {
-            None => Connection::new(Role::Requester, self.cfg, &self.slab.pools(&keys)),
-            Some(b) => b.requester(self.cfg, &self.slab.pools(&keys)),
+            None => Connection::new(Role::Requester, cfg, &self.slab.pools(&keys)),
+            Some(b) => b.requester(cfg, &self.slab.pools(&keys)),
         };
         let conn = match conn {
             Ok(c) => c,

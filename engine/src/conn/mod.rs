@@ -279,6 +279,13 @@ pub struct Config {
     /// for the connection if the responder answers ERR_VERS; a responder with 2 answers each
     /// call in the version it came in. Version Two needs [`Config::inline_recv`] ≥ 4096.
     pub max_version: u32,
+    /// Requester with [`StagMode::MemoryWindows`]: seed of the connection's key generator,
+    /// which picks the consumer key byte (the low 8 bits) of every memory-window bind, never
+    /// the window's previous byte. Keys are then not predictable from earlier ones as far as
+    /// the seed is not: an embedder gives each connection a seed from the operating system's
+    /// random source (the poller does); tests may fix it. The default, 0, is a valid but
+    /// public seed.
+    pub key_seed: u64,
 }
 
 impl Config {
@@ -301,6 +308,7 @@ impl Config {
         send_private_data: true,
         backchannel_credits: 16,
         max_version: 1,
+        key_seed: 0,
     };
 }
 
@@ -953,6 +961,8 @@ pub(crate) struct Core {
     pub(crate) zero: LocalBuf,
     pub(crate) mws: Vec<MwSlot>,
     pub(crate) mw_free: IndexStack,
+    /// Draws the key byte of every window bind ([`Config::key_seed`]).
+    pub(crate) keys: crate::verbs::KeyGen,
     pub(crate) max_sge: usize,
 }
 
@@ -1288,6 +1298,7 @@ impl Connection {
             zero: pools.zero,
             mw_free: IndexStack::full(mws.len()),
             mws,
+            keys: crate::verbs::KeyGen::new(cfg.key_seed),
             max_sge: (cfg.max_send_sge as usize).clamp(1, MAX_SGE),
         };
         let role_state = match role {

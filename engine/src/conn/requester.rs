@@ -50,7 +50,7 @@ use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
 use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
 use crate::proto::v2;
 use crate::u32map::U32Map;
-use crate::verbs::{inc_rkey, Completion, Sge, WcFlags, WrId};
+use crate::verbs::{Completion, Sge, WcFlags, WrId};
 use crate::xdr::pad4;
 
 /// State of a requester call slot.
@@ -480,7 +480,8 @@ impl Requester {
                     return Err(StartError::Busy);
                 };
                 let mw = &mut core.mws[m as usize];
-                let new_rkey = inc_rkey(mw.rkey);
+                // Not `inc_rkey`: the next key must not follow from the last one.
+                let new_rkey = core.keys.next_rkey(mw.rkey);
                 mw.rkey = new_rkey;
                 mw.owner = Some(slot);
                 mw.pos = n as u8;

@@ -1306,6 +1306,22 @@ fn bind<E: Env>(
     expect: WcStatus,
 ) -> Result<u32, String> {
     let rkey = mw.next_rkey();
+    bind_key(env, side, mw, buf, off, len, access, expect, rkey)
+}
+
+/// As [`bind`], with the new key `rkey` chosen by the caller (any consumer key byte).
+#[allow(clippy::too_many_arguments)]
+fn bind_key<E: Env>(
+    env: &mut E,
+    side: &mut Side<E::P>,
+    mw: &<E::P as Provider>::Mw,
+    buf: &Buf<E::P>,
+    off: u64,
+    len: u64,
+    access: Access,
+    expect: WcStatus,
+    rkey: u32,
+) -> Result<u32, String> {
     let op: SendOp<'_, E::P> = SendOp::BindMw {
         mw,
         mr: buf.mr(),
@@ -1423,14 +1439,35 @@ pub fn mw_bind_and_access<E: Env>(env: &mut E) -> CheckResult {
 }
 
 /// Rebinding after invalidation rotates the key byte; the old key no longer works, the new
-/// one does.
+/// one does. The first rebind uses `ibv_inc_rkey`; the second a consumer key byte drawn at
+/// random (as the connection engine does, [`super::KeyGen`]), which providers must accept.
 pub fn mw_rebind_rotates_key<E: Env>(env: &mut E) -> CheckResult {
     let mut p = connect(env)?;
     let tb = Buf::<E::P>::new(&p.s.pd, 8192, MR_MW)?;
     let mw = p.s.pd.alloc_mw().map_err(e2s)?;
+    let k0 = bind(env, &mut p.s, &mw, &tb, 0, 4096, MW_ACC, WcStatus::SUCCESS)?;
+    local_inv(env, &mut p.s, k0, WcStatus::SUCCESS)?;
     let k1 = bind(env, &mut p.s, &mw, &tb, 0, 4096, MW_ACC, WcStatus::SUCCESS)?;
+    ensure!(k0 != k1, "rebind reused key {k0:#x}");
     local_inv(env, &mut p.s, k1, WcStatus::SUCCESS)?;
-    let k2 = bind(env, &mut p.s, &mw, &tb, 0, 4096, MW_ACC, WcStatus::SUCCESS)?;
+    // A byte other than the incremented one (the draw never repeats the current byte).
+    let mut gen = super::KeyGen::new(0x5eed);
+    let mut want = gen.next_rkey(k1);
+    while want == super::inc_rkey(k1) {
+        want = gen.next_rkey(k1);
+    }
+    let k2 = bind_key(
+        env,
+        &mut p.s,
+        &mw,
+        &tb,
+        0,
+        4096,
+        MW_ACC,
+        WcStatus::SUCCESS,
+        want,
+    )?;
+    ensure!(k2 == want, "bind key {k2:#x}, asked for {want:#x}");
     ensure!(k1 != k2, "rebind reused key {k1:#x}");
     ensure!(
         k1 >> 8 == k2 >> 8,

@@ -269,6 +269,56 @@ pub const fn inc_rkey(rkey: u32) -> u32 {
     (rkey & 0xffff_ff00) | (rkey.wrapping_add(1) & 0xff)
 }
 
+/// A generator of memory-window keys whose consumer key byte is not predictable from earlier
+/// keys: splitmix64 over a seed the caller supplies (e.g. from the operating system's random
+/// source), so the sequence is as unpredictable as the seed and reproducible in tests.
+///
+/// [`inc_rkey`] (what `ibv_inc_rkey` does) makes a window's next key its last key + 1: a peer
+/// that saw one STag of a window knows the window's next one. [`KeyGen::next_rkey`] keeps the
+/// index bits and draws the key byte, never equal to the previous one (a type-2 bind must use a
+/// new key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyGen {
+    state: u64,
+}
+
+impl KeyGen {
+    /// A generator seeded with `seed` (any value, 0 included).
+    #[inline]
+    pub const fn new(seed: u64) -> KeyGen {
+        KeyGen { state: seed }
+    }
+
+    /// The next 64 random bits (splitmix64).
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The key for the next bind of a window whose current key is `rkey`: the index bits kept,
+    /// a random key byte other than `rkey`'s.
+    #[inline]
+    pub fn next_rkey(&mut self, rkey: u32) -> u32 {
+        let old = rkey & 0xff;
+        loop {
+            // Each 64-bit draw offers eight candidate bytes; at most one of 256 values is
+            // refused, so this loops again with probability 2^-64.
+            let mut bits = self.next_u64();
+            for _ in 0..8 {
+                let b = (bits & 0xff) as u32;
+                if b != old {
+                    return (rkey & 0xffff_ff00) | b;
+                }
+                bits >>= 8;
+            }
+        }
+    }
+}
+
 /// A scatter/gather entry. Same layout as `struct ibv_sge` (`addr`, `length`, `lkey`), so an
 /// ibverbs provider can pass slices of it through unchanged.
 #[repr(C)]
@@ -1063,6 +1113,23 @@ mod tests {
         assert_eq!(inc_rkey(0x1234_5600), 0x1234_5601);
         assert_eq!(inc_rkey(0x1234_56ff), 0x1234_5600);
         assert_eq!(inc_rkey(0xffff_ffff), 0xffff_ff00);
+    }
+
+    #[test]
+    fn accepts_keygen_keeping_the_index_and_changing_the_byte() {
+        let mut g = KeyGen::new(7);
+        let mut k = 0x1234_5600;
+        let mut seen = [false; 256];
+        for _ in 0..4096 {
+            let n = g.next_rkey(k);
+            assert_eq!(n >> 8, 0x12_3456, "index bits kept");
+            assert_ne!(n, k, "a new key every bind");
+            seen[(n & 0xff) as usize] = true;
+            k = n;
+        }
+        assert!(seen.iter().all(|&s| s), "every key byte is drawn");
+        // The seed is an input: the same seed gives the same keys.
+        assert_eq!(KeyGen::new(9).next_rkey(5), KeyGen::new(9).next_rkey(5));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use rpcrdma_engine::conn::{
 };
 use rpcrdma_engine::proto::chunks::ChunkLimits;
 use rpcrdma_engine::proto::{v1, v2};
-use rpcrdma_engine::verbs::{inc_rkey, Access, Completion, Sge, WcFlags, WcOpcode, WcStatus, WrId};
+use rpcrdma_engine::verbs::{Access, Completion, Sge, WcFlags, WcOpcode, WcStatus, WrId};
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------------------------------------
@@ -1045,7 +1045,12 @@ impl Pair {
                 });
                 let one_right = access == Access::REMOTE_READ || access == Access::REMOTE_WRITE;
                 let ok = match x.host.mws.get_mut(mw as usize) {
-                    Some(w) if w.bound.is_none() && new_rkey == inc_rkey(w.rkey) && region_ok => {
+                    Some(w)
+                        if w.bound.is_none()
+                            && new_rkey >> 8 == w.rkey >> 8
+                            && new_rkey != w.rkey
+                            && region_ok =>
+                    {
                         w.rkey = new_rkey;
                         w.bound = Some((addr, len, access));
                         true
