@@ -434,6 +434,7 @@ fn rejects_stray_reply_releasing_a_timed_out_calls_credit() {
     p.raw_send(Dir::Resp, &m, None);
     assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 0);
     assert!(p.try_call(&spec2).is_ok());
+}
 
 /// Runs `n` calls one after another, each offering one Write chunk (one window bound per
 /// call), and returns the handles offered in order.
