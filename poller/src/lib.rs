@@ -82,5 +82,7 @@ pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{
     BuildError, CallTransport, Handler, Program, Programs, Reject, ReplyBuilder, Request,
 };
+/// Why a server rejected a connect (this crate's reject private data, not an IETF format).
+pub use rpcrdma_engine::proto::reject::RejectReason;
 pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};
