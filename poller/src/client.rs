@@ -1084,6 +1084,21 @@ impl<P: Provider> ClientConn<P> {
         env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
     }
 
+    /// A failed attempt's reject may still wait in the QP's events (the flushes that reported
+    /// the loss can be polled first: rdma_cm moves the QP to error before the event is read):
+    /// read its reason before the QP goes.
+    fn read_reject(&mut self) {
+        if self.state == CState::Connected {
+            return;
+        }
+        while let Ok(Some(ev)) = self.drv.poll_cm() {
+            if ev.kind == CmEventKind::Rejected {
+                self.shared
+                    .set_reject(reject::decode(ev.private_data.as_slice()));
+            }
+        }
+    }
+
     /// Drops the QP and routes; the engine has failed every call already.
     fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
         if self.drv.qp_num != 0 {
@@ -1117,6 +1132,7 @@ impl<P: Provider> ClientConn<P> {
 
     /// The connection is gone (or never came): back off and reconnect, or give up.
     fn lost(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        self.read_reject();
         self.teardown(env, cx);
         if self.closing_now() {
             self.fail_all(env, None, ClientError::Closed);
