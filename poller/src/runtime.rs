@@ -14,7 +14,10 @@
 //!
 //! Recovery: CQ and post errors are counted and end the affected connection (clients
 //! reconnect). A completion whose QP is unknown (a flush after teardown) is counted as a stray
-//! and ignored. Stopping ([`Poller::shutdown`]): listeners close, client connections stop
+//! and ignored. A connect request that finds the node's slots full waits (at most `DEFER_NS`)
+//! for the slot of an idle connection evicted for it, or is rejected with a reason (see
+//! [`crate::server`]). Stopping ([`Poller::shutdown`]): listeners close, waiting connect
+//! requests are rejected (`ShuttingDown`), client connections stop
 //! taking new calls and drain, server connections serve until their clients disconnect; the
 //! node reports drained when no connection and no queued worker job is left, and the reactor's
 //! drain timeout bounds the wait. Whatever is dropped then completes its callbacks with an

@@ -13,6 +13,17 @@
 //! `backchannel_credits` > 0 each connection also sends backward calls (RFC 8167, see
 //! [`crate::backchannel`]); handlers reach them through [`Request::backchannel`].
 //!
+//! Admission (issue 13 §2 item 5; Linux nfsd's policy): a connect request first takes one of
+//! its peer address's `max_conns_per_peer` shares (`PeerSlot`, given back when the
+//! connection closes), then a free slot of the reactor it was handed to; when there is none,
+//! the server connection there idle the longest (at least `evict_idle_ms`, holding no session)
+//! is evicted and the request waits for its slot (Linux's `svc_check_conn_limits`). A
+//! connection idle `idle_timeout_ms` is closed (Linux's `svc_age_temp_xprts`); idle means no
+//! call in the server's hands, no reply Send outstanding, no backward call on the wire and no
+//! completion for that long. A refused request is rejected with a
+//! [`RejectReason`](crate::RejectReason) in the reject's private data
+//! (`rpcrdma_engine::proto::reject`, this crate's format).
+//!
 //! Recovery: a call that finds no free reply buffer waits in order in the connection (the
 //! client gets no new credit meanwhile); a reply the send queue cannot take yet waits and is
 //! retried first. When the connection is lost, calls in progress are dropped with it (the
