@@ -532,7 +532,8 @@ impl ClientShared {
     }
 
     fn reject(&self) -> Option<RejectReason> {
-        // Relaxed: read after the Acquire load of the state that made it matter.
+        // Relaxed: a reason code, meaningful alone; where it decides an error (`gave_up` in
+        // `submit`) it is read after the Acquire load of the state that made it final.
         RejectReason::from_code(self.reject.load(Ordering::Relaxed))
     }
 
@@ -639,8 +640,6 @@ impl Client {
     /// not rejected, was rejected without a reason this client reads, or the connection is
     /// established.
     pub fn reject_reason(&self) -> Option<RejectReason> {
-        // Acquire: the state's Release store follows the reason's store.
-        let _ = self.shared.state.load(Ordering::Acquire);
         self.shared.reject()
     }
 

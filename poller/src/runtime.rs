@@ -32,6 +32,7 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Completion, CompletionQueue, ConnRequest, Device, Listener, Provider};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
+use crate::admission::PeerSlot;
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats, NodeStatsWriter};
 use crate::buf::{BufPool, MemError};
 use crate::client::ClientConn;
@@ -39,7 +40,7 @@ use crate::config::{BackoffMode, EndpointConfig};
 use crate::driver::Router;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
-use crate::server::{PeerSlot, ServerConn, ServerShared};
+use crate::server::{ServerConn, ServerShared};
 use crate::worker::{NodeLinks, Workers};
 
 /// Completions taken from the CQ per poll call.
@@ -570,7 +571,7 @@ impl<P: Provider> Node<P> {
             self.refuse(req, &server, RejectReason::ShuttingDown);
             return;
         }
-        let Some(peer) = server.admit_peer(req.peer_addr().ip()) else {
+        let Some(peer) = server.peers.admit(req.peer_addr().ip()) else {
             self.refuse(req, &server, RejectReason::PeerLimit);
             return;
         };

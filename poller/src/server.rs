@@ -31,8 +31,8 @@
 //! when no worker still holds a view of it. Stopping: the listener closes, connections keep
 //! serving until their clients disconnect (or the reactors' drain timeout ends them).
 
-use std::collections::{HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +47,7 @@ use rpcrdma_engine::verbs::{
 };
 use rpcrdma_mempool::PoolBuf;
 
+use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackServer, ServerBack};
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
@@ -95,55 +96,11 @@ pub(crate) struct ServerShared {
     pub(crate) rejected: AtomicU64,
     /// Sessions and backward-call settings (RFC 8167).
     pub(crate) back: Arc<BackServer>,
-    /// Connections (and connect requests being accepted) per peer address, when
-    /// `max_conns_per_peer` limits them. Touched on accept and teardown only.
-    peers: Mutex<HashMap<IpAddr, u32>>,
-}
-
-/// One connection's share of its peer address's limit (`ServerOptions::max_conns_per_peer`),
-/// held by a connect request being accepted and then by its connection; dropping it gives the
-/// share back.
-pub(crate) struct PeerSlot {
-    server: Arc<ServerShared>,
-    ip: IpAddr,
-    counted: bool,
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        if !self.counted {
-            return;
-        }
-        let mut m = self.server.peers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.ip);
-            }
-        }
-    }
+    /// Connection shares per peer address (`max_conns_per_peer`).
+    pub(crate) peers: Arc<PeerTable>,
 }
 
 impl ServerShared {
-    /// Takes one of `ip`'s connection shares; `None` when it holds `max_conns_per_peer`
-    /// already (the connect is to be rejected with [`RejectReason::PeerLimit`](crate::RejectReason::PeerLimit)).
-    pub(crate) fn admit_peer(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
-        let limit = self.opts.max_conns_per_peer;
-        if limit > 0 {
-            let mut m = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-            let n = m.entry(ip).or_insert(0);
-            if *n >= limit {
-                return None;
-            }
-            *n += 1;
-        }
-        Some(PeerSlot {
-            server: Arc::clone(self),
-            ip,
-            counted: limit > 0,
-        })
-    }
-
     /// Counts a rejected connect request.
     pub(crate) fn count_reject(&self) {
         // Relaxed: a count for monitoring.
@@ -221,7 +178,7 @@ impl ServerBuilder {
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
-            peers: Mutex::new(HashMap::new()),
+            peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
         });
         let node = opts
             .listen_reactor
