@@ -94,6 +94,20 @@ counters! {
         worker_ring_full,
         /// Verbs calls that failed (post, flush, poll, connect, accept).
         verbs_errors,
+        /// Connect requests this node rejected because its connection slots were full and no
+        /// connection was idle long enough to evict (reject reason `ServerFull`, server).
+        rejects_full,
+        /// Connect requests rejected because the peer address held
+        /// `ServerOptions::max_conns_per_peer` connections (reason `PeerLimit`, server).
+        rejects_peer_limit,
+        /// Connect requests rejected for any other reason: the server stopping
+        /// (`ShuttingDown`) or failing to set the connection up (`NoResources`).
+        rejects_other,
+        /// Idle server connections this node closed to make room for a new connect
+        /// (`ServerOptions::evict_idle`).
+        evictions,
+        /// Server connections this node closed after `ServerOptions::idle_timeout_ms` idle.
+        idle_closes,
     }
 }
 
@@ -173,6 +187,12 @@ counters! {
         /// Connections the server closed because a handler asked to answer by disconnecting
         /// ([`Reject::Disconnect`](crate::Reject::Disconnect)).
         kicked,
+        /// Connections the server closed to make room for a new connect while they were idle
+        /// (`ServerOptions::evict_idle`; 0 or 1 per connection).
+        evictions,
+        /// Connections the server closed after `ServerOptions::idle_timeout_ms` idle (0 or 1
+        /// per connection).
+        idle_closes,
     }
 }
 
@@ -245,6 +265,21 @@ impl NodeStatsWriter {
     }
     pub(crate) fn verbs_error(&self) {
         bump(&self.0.verbs_errors, 1);
+    }
+    /// A connect request was rejected with `reason`.
+    pub(crate) fn rejected(&self, reason: rpcrdma_engine::proto::reject::RejectReason) {
+        use rpcrdma_engine::proto::reject::RejectReason as R;
+        match reason {
+            R::ServerFull => bump(&self.0.rejects_full, 1),
+            R::PeerLimit => bump(&self.0.rejects_peer_limit, 1),
+            _ => bump(&self.0.rejects_other, 1),
+        }
+    }
+    pub(crate) fn evicted(&self) {
+        bump(&self.0.evictions, 1);
+    }
+    pub(crate) fn idle_closed(&self) {
+        bump(&self.0.idle_closes, 1);
     }
 }
 
@@ -370,5 +405,11 @@ impl ConnStatsWriter {
     }
     pub(crate) fn kicked(&self) {
         bump(&self.0.kicked, 1);
+    }
+    pub(crate) fn evicted(&self) {
+        bump(&self.0.evictions, 1);
+    }
+    pub(crate) fn idle_closed(&self) {
+        bump(&self.0.idle_closes, 1);
     }
 }

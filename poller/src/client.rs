@@ -47,6 +47,7 @@ use rpcrdma_engine::conn::{
     self, CallError, CallId, CallOptions, CallSpec, Connection, DdpItem, Event, LocalBuf, Role,
     StartError,
 };
+use rpcrdma_engine::proto::reject::{self, RejectReason};
 use rpcrdma_engine::proto::v2::RdmaError;
 use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, RejectedReply, ReplyBody};
 use rpcrdma_engine::verbs::{
@@ -135,6 +136,11 @@ pub enum ClientError {
     SessionClosed,
     /// A blocking wrapper was called on the reactor thread that has to complete it.
     WouldBlock,
+    /// The client gave up reconnecting (as [`ClientError::ReconnectFailed`]) and the server had
+    /// rejected its last connect with this reason in the reject's private data (this crate's
+    /// format, `rpcrdma_engine::proto::reject`; a reject without a reason it understands is
+    /// `ReconnectFailed`).
+    Rejected(RejectReason),
 }
 
 impl core::fmt::Display for ClientError {
@@ -508,12 +514,33 @@ pub(crate) struct ClientShared {
     node_thread: Arc<OnceLock<Thread>>,
     /// What the connection negotiated (written by its reactor only).
     neg: NegotiatedCell,
+    /// The code of the reason the server gave when it rejected the last connect attempt (0:
+    /// none; written by the reactor only).
+    reject: AtomicU8,
 }
 
 impl ClientShared {
     fn set_state(&self, s: u8) {
         // Release: pairs with the Acquire load in `Client::state`.
         self.state.store(s, Ordering::Release);
+    }
+
+    fn set_reject(&self, r: Option<RejectReason>) {
+        // Relaxed: published with the state (Release in `set_state`) that makes it matter.
+        self.reject
+            .store(r.map_or(0, RejectReason::code), Ordering::Relaxed);
+    }
+
+    fn reject(&self) -> Option<RejectReason> {
+        // Relaxed: a reason code, meaningful alone; where it decides an error (`gave_up` in
+        // `submit`) it is read after the Acquire load of the state that made it final.
+        RejectReason::from_code(self.reject.load(Ordering::Relaxed))
+    }
+
+    /// The error of a client that gave up reconnecting.
+    fn gave_up(&self) -> ClientError {
+        self.reject()
+            .map_or(ClientError::ReconnectFailed, ClientError::Rejected)
     }
 }
 
@@ -575,6 +602,7 @@ impl Client {
             stats,
             node_thread: ep.node_thread(node),
             neg: NegotiatedCell::default(),
+            reject: AtomicU8::new(0),
         });
         let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
         ep.send(node, NodeCmd::AddClient(Box::new(conn)))
@@ -605,6 +633,14 @@ impl Client {
     /// reading takes no lock.
     pub fn negotiated(&self) -> Option<Negotiated> {
         self.shared.neg.load()
+    }
+
+    /// The reason the server gave when it rejected the last connect attempt (this crate's
+    /// reject private data, `rpcrdma_engine::proto::reject`): `None` when the last attempt was
+    /// not rejected, was rejected without a reason this client reads, or the connection is
+    /// established.
+    pub fn reject_reason(&self) -> Option<RejectReason> {
+        self.shared.reject()
     }
 
     /// Waits (sleeping) until connected; `false` on timeout or failure.
@@ -665,7 +701,7 @@ impl Client {
             Some(ClientError::Closed)
         } else {
             match self.state() {
-                ClientState::Failed => Some(ClientError::ReconnectFailed),
+                ClientState::Failed => Some(self.shared.gave_up()),
                 ClientState::Closed => Some(ClientError::Closed),
                 _ => None,
             }
@@ -1063,6 +1099,21 @@ impl<P: Provider> ClientConn<P> {
         env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
     }
 
+    /// A failed attempt's reject may still wait in the QP's events (the flushes that reported
+    /// the loss can be polled first: rdma_cm moves the QP to error before the event is read):
+    /// read its reason before the QP goes.
+    fn read_reject(&mut self) {
+        if self.state == CState::Connected {
+            return;
+        }
+        while let Ok(Some(ev)) = self.drv.poll_cm() {
+            if ev.kind == CmEventKind::Rejected {
+                self.shared
+                    .set_reject(reject::decode(ev.private_data.as_slice()));
+            }
+        }
+    }
+
     /// Drops the QP and routes; the engine has failed every call already.
     fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
         if self.drv.qp_num != 0 {
@@ -1096,6 +1147,7 @@ impl<P: Provider> ClientConn<P> {
 
     /// The connection is gone (or never came): back off and reconnect, or give up.
     fn lost(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        self.read_reject();
         self.teardown(env, cx);
         if self.closing_now() {
             self.fail_all(env, None, ClientError::Closed);
@@ -1103,7 +1155,8 @@ impl<P: Provider> ClientConn<P> {
             return;
         }
         if self.attempts >= self.opts.max_reconnects {
-            self.fail_all(env, None, ClientError::ReconnectFailed);
+            let e = self.shared.gave_up();
+            self.fail_all(env, None, e);
             self.state = CState::Failed;
             self.shared.set_state(ST_FAILED);
             return;
@@ -1257,6 +1310,7 @@ impl<P: Provider> ClientConn<P> {
             work += 1;
             match ev.kind {
                 CmEventKind::Established => {
+                    self.shared.set_reject(None);
                     self.peer_pd = PeerPrivateData::find(ev.private_data.as_slice());
                     self.drv.established(env.now, ev.private_data.as_slice())
                 }
@@ -1264,8 +1318,16 @@ impl<P: Provider> ClientConn<P> {
                     self.drv.disconnected(env.now)
                 }
                 // Rejected, unreachable, address/route/connect errors: never established. The
-                // engine reports ConnectionLost, handled with the other events.
-                _ => self.drv.disconnected(env.now),
+                // engine reports ConnectionLost, handled with the other events. A reject may
+                // say why (never trusted beyond a reason code).
+                kind => {
+                    self.shared.set_reject(if kind == CmEventKind::Rejected {
+                        reject::decode(ev.private_data.as_slice())
+                    } else {
+                        None
+                    });
+                    self.drv.disconnected(env.now)
+                }
             }
         }
         let _ = (cx, slot);

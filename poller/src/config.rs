@@ -317,6 +317,31 @@ pub struct ServerOptions {
     /// (`ConnSnapshot::sessions_expired`), and a later bind of the same session id starts a
     /// fresh session. 0: keep the session until `close_session` or the reactor stops.
     pub session_grace_ms: u64,
+    /// Close a connection that has been idle this long, in milliseconds (0: never). Idle means
+    /// no call being served (received, in a handler, or waiting for a reply buffer), no reply
+    /// whose Send has not completed, no backward call on the wire, and no completion at all for
+    /// that long. Like Linux nfsd, which closes temporary transports idle for 6 to 12 minutes
+    /// (`svc_age_temp_xprts`, run every 6 minutes), the default is 6 minutes. The client is
+    /// told by the disconnect and connects again when it has calls; counted in
+    /// `ConnSnapshot::idle_closes` and `NodeSnapshot::idle_closes`.
+    pub idle_timeout_ms: u64,
+    /// A connect request that finds its reactor's connection slots full closes the server
+    /// connection idle the longest there, if one has been idle at least `evict_idle_ms`, and
+    /// takes its slot (Linux's `svc_check_conn_limits` closes the oldest temporary transport
+    /// when a service has too many). `false`: refuse the connect instead. Either way a refused
+    /// connect is rejected with [`RejectReason::ServerFull`](crate::RejectReason::ServerFull).
+    pub evict_idle: bool,
+    /// How long a connection must have been idle (see `idle_timeout_ms`) before a newcomer may
+    /// evict it, in milliseconds: a grace that keeps a connection storm from closing
+    /// connections that were just accepted and have not sent their first call yet. 2 seconds
+    /// by default. Counted in `ConnSnapshot::evictions` and `NodeSnapshot::evictions`.
+    pub evict_idle_ms: u64,
+    /// Connections one peer IP address may hold on this server at once (0: no limit). The
+    /// next connect from that address is rejected with
+    /// [`RejectReason::PeerLimit`](crate::RejectReason::PeerLimit) (it never evicts). 32 by
+    /// default: twice the 16 connections a Linux NFS client opens to one server with the
+    /// largest `nconnect`.
+    pub max_conns_per_peer: u32,
 }
 
 impl Default for ServerOptions {
@@ -337,6 +362,10 @@ impl Default for ServerOptions {
             backchannel_queue: 64,
             backchannel_timeout_ms: 30_000,
             session_grace_ms: 90_000,
+            idle_timeout_ms: 360_000,
+            evict_idle: true,
+            evict_idle_ms: 2_000,
+            max_conns_per_peer: 32,
         }
     }
 }

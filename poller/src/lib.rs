@@ -42,6 +42,7 @@
 //! server handler to reply callback (`tests/api_noalloc.rs`).
 #![warn(missing_docs)]
 
+mod admission;
 pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
@@ -82,5 +83,7 @@ pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{
     BuildError, CallTransport, Handler, Program, Programs, Reject, ReplyBuilder, Request,
 };
+/// Why a server rejected a connect (this crate's reject private data, not an IETF format).
+pub use rpcrdma_engine::proto::reject::RejectReason;
 pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};

@@ -14,19 +14,25 @@
 //!
 //! Recovery: CQ and post errors are counted and end the affected connection (clients
 //! reconnect). A completion whose QP is unknown (a flush after teardown) is counted as a stray
-//! and ignored. Stopping ([`Poller::shutdown`]): listeners close, client connections stop
+//! and ignored. A connect request that finds the node's slots full waits (at most `DEFER_NS`)
+//! for the slot of an idle connection evicted for it, or is rejected with a reason (see
+//! [`crate::server`]). Stopping ([`Poller::shutdown`]): listeners close, waiting connect
+//! requests are rejected (`ShuttingDown`), client connections stop
 //! taking new calls and drain, server connections serve until their clients disconnect; the
 //! node reports drained when no connection and no queued worker job is left, and the reactor's
 //! drain timeout bounds the wait. Whatever is dropped then completes its callbacks with an
 //! error (see [`crate::client`]).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
-use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, Listener, Provider};
+use rpcrdma_engine::proto::reject::RejectReason;
+use rpcrdma_engine::verbs::{Completion, CompletionQueue, ConnRequest, Device, Listener, Provider};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
+use crate::admission::PeerSlot;
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats, NodeStatsWriter};
 use crate::buf::{BufPool, MemError};
 use crate::client::ClientConn;
@@ -43,6 +49,9 @@ pub const CQ_BURST: usize = 32;
 const CQ_ROUNDS: usize = 4;
 /// Control commands handled per node poll at most.
 const CONTROL_BATCH: usize = 16;
+/// How long a connect request waits for the slot of a connection evicted for it (ns). The
+/// slot is normally free within a poll or two; the request is rejected (`ServerFull`) after.
+const DEFER_NS: u64 = 2_000_000_000;
 
 pub(crate) const TIMER_CONN: u8 = 1;
 pub(crate) const TIMER_RECONNECT: u8 = 2;
@@ -301,6 +310,8 @@ impl<P: Provider> Endpoint<P> {
                 stopping: false,
                 thread_set: false,
                 live: 0,
+                deferred: VecDeque::new(),
+                evicting: 0,
             };
             set.add_poller(Placement::Reactor(i), Box::new(node))
                 .map_err(EndpointError::Reactor)?;
@@ -477,6 +488,15 @@ enum Conn<P: Provider> {
     Server(Box<ServerConn<P>>),
 }
 
+/// A connect request waiting for the slot of a connection evicted for it.
+struct Deferred<P: Provider> {
+    req: P::ConnRequest,
+    server: Arc<ServerShared>,
+    peer: PeerSlot,
+    /// Rejected (`ServerFull`) when still waiting at this time (ns).
+    until: u64,
+}
+
 /// One reactor's share of an endpoint (a [`Poller`]). See the module documentation.
 struct Node<P: Provider> {
     env: NodeEnv<P>,
@@ -489,6 +509,10 @@ struct Node<P: Provider> {
     stopping: bool,
     thread_set: bool,
     live: usize,
+    /// Connect requests waiting for the slots of evicted connections, oldest first.
+    deferred: VecDeque<Deferred<P>>,
+    /// Evicted connections whose slots are not free yet (each promised to a request).
+    evicting: usize,
 }
 
 impl<P: Provider> Node<P> {
@@ -498,8 +522,12 @@ impl<P: Provider> Node<P> {
 
     fn release_slot(&mut self, slot: u32) {
         if let Some(s) = self.slots.get_mut(slot as usize) {
+            let evicted = matches!(s, Some(Conn::Server(c)) if c.was_evicted());
             if s.take().is_some() {
                 self.live -= 1;
+                if evicted {
+                    self.evicting = self.evicting.saturating_sub(1);
+                }
                 if let Some(g) = self.env.gens.get_mut(slot as usize) {
                     *g = g.wrapping_add(1);
                 }
@@ -535,28 +563,118 @@ impl<P: Provider> Node<P> {
         }
     }
 
+    /// Admission of a connect request: the peer's limit, then a free slot, else the slot of
+    /// the connection idle the longest (evicted for it, the request waits for its slot), else
+    /// a reject with the reason (`crate::server` documents the policy).
     fn accept(&mut self, req: P::ConnRequest, server: Arc<ServerShared>) {
         if self.stopping || server.is_stopping() {
-            // Relaxed: a count for monitoring.
-            server.rejected.fetch_add(1, Ordering::Relaxed);
-            return; // dropping the request rejects it
+            self.refuse(req, &server, RejectReason::ShuttingDown);
+            return;
         }
-        let Some(slot) = self.take_slot() else {
-            // Relaxed: a count for monitoring.
-            server.rejected.fetch_add(1, Ordering::Relaxed);
+        let Some(peer) = server.peers.admit(req.peer_addr().ip()) else {
+            self.refuse(req, &server, RejectReason::PeerLimit);
             return;
         };
-        match ServerConn::accept(&mut self.env, req, server, slot) {
-            Some(c) => {
+        // Requests already waiting go first.
+        self.run_deferred();
+        if self.deferred.is_empty() {
+            if let Some(slot) = self.take_slot() {
+                self.accept_in(slot, req, server, peer);
+                return;
+            }
+        }
+        // Full: take a slot an evicted connection is giving back, or evict one more.
+        if self.deferred.len() < self.evicting || self.evict_idlest() {
+            let until = self.env.now.saturating_add(DEFER_NS);
+            self.deferred.push_back(Deferred {
+                req,
+                server,
+                peer,
+                until,
+            });
+        } else {
+            drop(peer);
+            self.refuse(req, &server, RejectReason::ServerFull);
+        }
+    }
+
+    /// Accepts `req` in the free slot `slot`.
+    fn accept_in(
+        &mut self,
+        slot: u32,
+        req: P::ConnRequest,
+        server: Arc<ServerShared>,
+        peer: PeerSlot,
+    ) {
+        match ServerConn::accept(&mut self.env, req, Arc::clone(&server), slot, peer) {
+            Ok(c) => {
                 self.slots[slot as usize] = Some(Conn::Server(Box::new(c)));
                 self.live += 1;
                 self.env.stats.set_connections(self.live as u64);
             }
-            None => {
+            Err(req) => {
                 self.env.stats.verbs_error();
                 self.free.push(slot);
+                if let Some(req) = req {
+                    self.refuse(req, &server, RejectReason::NoResources);
+                }
             }
         }
+    }
+
+    /// Rejects `req`, telling the requester why (`rpcrdma_engine::proto::reject`), and counts it.
+    fn refuse(&mut self, req: P::ConnRequest, server: &ServerShared, reason: RejectReason) {
+        server.count_reject();
+        self.env.stats.rejected(reason);
+        if req.reject(&reason.encode()).is_err() {
+            self.env.stats.verbs_error();
+        }
+    }
+
+    /// Marks the server connection idle the longest (at least its server's eviction grace)
+    /// for eviction; `false` when there is none.
+    fn evict_idlest(&mut self) -> bool {
+        let now = self.env.now;
+        let mut best: Option<(usize, u64)> = None;
+        for (i, c) in self.slots.iter().enumerate() {
+            if let Some(Conn::Server(s)) = c {
+                if let Some(idle) = s.evictable(now) {
+                    if best.map_or(true, |(_, b)| idle > b) {
+                        best = Some((i, idle));
+                    }
+                }
+            }
+        }
+        match best.and_then(|(i, _)| self.slots.get_mut(i)) {
+            Some(Some(Conn::Server(s))) => {
+                s.evict();
+                self.evicting += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Accepts waiting connect requests into free slots, oldest first; rejects those that
+    /// waited too long.
+    fn run_deferred(&mut self) -> usize {
+        let mut work = 0;
+        while let Some(d) = self.deferred.front() {
+            if d.until <= self.env.now {
+                if let Some(d) = self.deferred.pop_front() {
+                    drop(d.peer);
+                    self.refuse(d.req, &d.server, RejectReason::ServerFull);
+                }
+                work += 1;
+                continue;
+            }
+            let Some(slot) = self.take_slot() else { break };
+            if let Some(d) = self.deferred.pop_front() {
+                self.accept_in(slot, d.req, d.server, d.peer);
+                work += 1;
+            }
+        }
+        work
     }
 
     fn poll_listeners(&mut self) -> usize {
@@ -690,6 +808,9 @@ impl<P: Provider> Poller for Node<P> {
                 self.release_slot(slot);
             }
         }
+        if !self.deferred.is_empty() {
+            work += self.run_deferred();
+        }
         if let Some(l) = self.links.as_mut() {
             work += l.flush();
             let (used, over) = l.occupancy();
@@ -721,6 +842,10 @@ impl<P: Provider> Poller for Node<P> {
     fn shutdown(&mut self, _now: u64) {
         self.stopping = true;
         self.listeners.clear();
+        while let Some(d) = self.deferred.pop_front() {
+            drop(d.peer);
+            self.refuse(d.req, &d.server, RejectReason::ShuttingDown);
+        }
         for c in self.slots.iter_mut().flatten() {
             match c {
                 Conn::Client(c) => c.shutdown(),

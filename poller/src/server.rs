@@ -13,6 +13,17 @@
 //! `backchannel_credits` > 0 each connection also sends backward calls (RFC 8167, see
 //! [`crate::backchannel`]); handlers reach them through [`Request::backchannel`].
 //!
+//! Admission (issue 13 §2 item 5; Linux nfsd's policy): a connect request first takes one of
+//! its peer address's `max_conns_per_peer` shares (`PeerSlot`, given back when the
+//! connection closes), then a free slot of the reactor it was handed to; when there is none,
+//! the server connection there idle the longest (at least `evict_idle_ms`, holding no session)
+//! is evicted and the request waits for its slot (Linux's `svc_check_conn_limits`). A
+//! connection idle `idle_timeout_ms` is closed (Linux's `svc_age_temp_xprts`); idle means no
+//! call in the server's hands, no reply Send outstanding, no backward call on the wire and no
+//! completion for that long. A refused request is rejected with a
+//! [`RejectReason`](crate::RejectReason) in the reject's private data
+//! (`rpcrdma_engine::proto::reject`, this crate's format).
+//!
 //! Recovery: a call that finds no free reply buffer waits in order in the connection (the
 //! client gets no new credit meanwhile); a reply the send queue cannot take yet waits and is
 //! retried first. When the connection is lost, calls in progress are dropped with it (the
@@ -36,6 +47,7 @@ use rpcrdma_engine::verbs::{
 };
 use rpcrdma_mempool::PoolBuf;
 
+use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackServer, ServerBack};
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
@@ -84,9 +96,24 @@ pub(crate) struct ServerShared {
     pub(crate) rejected: AtomicU64,
     /// Sessions and backward-call settings (RFC 8167).
     pub(crate) back: Arc<BackServer>,
+    /// Connection shares per peer address (`max_conns_per_peer`).
+    pub(crate) peers: Arc<PeerTable>,
 }
 
 impl ServerShared {
+    /// Counts a rejected connect request.
+    pub(crate) fn count_reject(&self) {
+        // Relaxed: a count for monitoring.
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Evicting idle connections for newcomers is allowed, after this grace (ns).
+    pub(crate) fn evict_grace_ns(&self) -> Option<u64> {
+        self.opts
+            .evict_idle
+            .then(|| self.opts.evict_idle_ms.saturating_mul(1_000_000))
+    }
+
     /// Whether the server stopped listening.
     pub(crate) fn is_stopping(&self) -> bool {
         // Acquire: pairs with the Release store in `Server::stop_listening`.
@@ -151,6 +178,7 @@ impl ServerBuilder {
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
+            peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
         });
         let node = opts
             .listen_reactor
@@ -199,6 +227,13 @@ impl Server {
     pub fn accepted(&self) -> u64 {
         // Relaxed: a count for monitoring.
         self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Connect requests rejected so far, whatever the reason (per reason:
+    /// [`NodeSnapshot`](crate::NodeSnapshot)'s `rejects_*`, summed over the endpoint's nodes).
+    pub fn rejected(&self) -> u64 {
+        // Relaxed: a count for monitoring.
+        self.shared.rejected.load(Ordering::Relaxed)
     }
 
     /// Counters of every connection accepted so far (closed ones included).
@@ -270,20 +305,28 @@ pub(crate) struct ServerConn<P: Provider> {
     /// A handler answered [`Reject::Disconnect`](crate::Reject::Disconnect): close the
     /// connection at the end of this round.
     kick: bool,
+    /// When the connection last did anything (a completion, a call, a handler's result), ns.
+    last_active: u64,
+    /// Closed (or to be closed at the end of this round) to make room for a new connect.
+    evicted: bool,
+    /// This connection's share of its peer's limit (given back at teardown).
+    peer_slot: Option<PeerSlot>,
 }
 
 /// Source of connection ids (`CallTransport::conn_id`), unique within the process.
 static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<P: Provider> ServerConn<P> {
-    /// Accepts `req` on this node (QP on the node's CQ). `None` when anything failed (the
-    /// request is rejected by being dropped).
+    /// Accepts `req` on this node (QP on the node's CQ). `Err(Some(req))` when setting the
+    /// connection up failed before the accept (the caller rejects it with a reason);
+    /// `Err(None)` when the accept itself failed (the request was rejected without one).
     pub(crate) fn accept(
         env: &mut NodeEnv<P>,
         req: P::ConnRequest,
         shared: Arc<ServerShared>,
         slot: u32,
-    ) -> Option<ServerConn<P>> {
+        peer_slot: PeerSlot,
+    ) -> Result<ServerConn<P>, Option<P::ConnRequest>> {
         let o = shared.opts;
         let c = o.credits;
         let mut cfg = conn::Config::DEFAULT;
@@ -319,19 +362,26 @@ impl<P: Provider> ServerConn<P> {
             rpc_header_size: 0,
         };
         // The responder exposes nothing (Read-Write model): local access only.
-        let slab = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS).ok()?;
+        let Ok(slab) = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS) else {
+            return Err(Some(req));
+        };
         let (w, r) = conn_stats();
         let back = if o.backchannel_credits > 0 {
-            Some(ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()).ok()?)
+            match ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()) {
+                Ok(b) => Some(b),
+                Err(_) => return Err(Some(req)),
+            }
         } else {
             None
         };
-        let mut conn = match &back {
+        let conn = match &back {
             Some(b) => {
                 Connection::with_backchannel(Role::Responder, cfg, &slab.pools(&[]), &b.pools())
-                    .ok()?
             }
-            None => Connection::new(Role::Responder, cfg, &slab.pools(&[])).ok()?,
+            None => Connection::new(Role::Responder, cfg, &slab.pools(&[])),
+        };
+        let Ok(mut conn) = conn else {
+            return Err(Some(req));
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
         let opts = QpOptions {
@@ -366,14 +416,14 @@ impl<P: Provider> ServerConn<P> {
             .accept_prepared(init, &ours, &mut |qp: &mut P::Qp| {
                 post_initial_recvs::<P>(&mut conn, qp, &mut preposted)
             })
-            .ok()?;
+            .map_err(|_| None)?;
         env.stats
             .posted(u64::from(preposted > 0), u64::from(preposted));
         env.qp_created(&qp);
         let peer = qp.peer_addr();
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
-            return None;
+            return Err(None);
         }
         let mut regions = vec![
             Arc::clone(&slab.region),
@@ -397,7 +447,7 @@ impl<P: Provider> ServerConn<P> {
         // Relaxed: a count for monitoring.
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
-        Some(ServerConn {
+        Ok(ServerConn {
             shared,
             drv,
             _slab: slab,
@@ -413,7 +463,55 @@ impl<P: Provider> ServerConn<P> {
             // Relaxed: a unique number is all that is needed (no data is published with it).
             conn_id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             kick: false,
+            last_active: env.now,
+            evicted: false,
+            peer_slot: Some(peer_slot),
         })
+    }
+
+    /// How long the connection has been idle at `now` (ns), or `None` when it is busy or
+    /// closed: a call being served or waiting, a reply whose Send has not completed, a
+    /// backward call on the wire. Idle time counts from the last completion, call or result.
+    fn idle_for(&self, now: u64) -> Option<u64> {
+        if self.lost || self.evicted || self.kick {
+            return None;
+        }
+        let idle = now.saturating_sub(self.last_active);
+        let busy = self.in_worker > 0
+            || !self.waiting.is_empty()
+            || !self.pending.is_empty()
+            || self
+                .drv
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.backward_outstanding() > 0)
+            || self.held.iter().any(Option::is_some);
+        (!busy).then_some(idle)
+    }
+
+    /// How long the connection has been idle, if a newcomer may evict it now: idle at least
+    /// its server's eviction grace, and not holding a session (a lost connection keeps its
+    /// slot while it holds its session's backward calls, so evicting it frees nothing).
+    pub(crate) fn evictable(&self, now: u64) -> Option<u64> {
+        let grace = self.shared.evict_grace_ns()?;
+        if self
+            .back
+            .as_ref()
+            .is_some_and(|b| b.handle.session().is_some())
+        {
+            return None;
+        }
+        self.idle_for(now).filter(|&idle| idle >= grace)
+    }
+
+    /// Marks the connection for eviction: it closes at the end of its next round.
+    pub(crate) fn evict(&mut self) {
+        self.evicted = true;
+    }
+
+    /// Whether the connection was evicted (its slot is promised to a connect request).
+    pub(crate) fn was_evicted(&self) -> bool {
+        self.evicted
     }
 
     /// True when the node may drop it: lost and no worker holds a view of its memory.
@@ -425,6 +523,7 @@ impl<P: Provider> ServerConn<P> {
     /// counts the reply (a Send in error or flushed delivered nothing).
     #[inline]
     pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
+        self.last_active = now;
         let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
         if id.kind() == conn::wr_kind::SEND {
             if let Some(h) = self.held.get_mut(id.index() as usize) {
@@ -573,9 +672,11 @@ impl<P: Provider> ServerConn<P> {
         if self.kick {
             self.stats.kicked();
         }
+        let close = self.close_when_idle(env);
         if self.drv.broken
             || lost
             || self.kick
+            || close
             || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
         {
             self.teardown(env, links, cx, slot);
@@ -591,6 +692,29 @@ impl<P: Provider> ServerConn<P> {
         work
     }
 
+    /// Whether to close the connection at the end of this round: evicted for a newcomer, or
+    /// idle for `idle_timeout_ms` (counted here).
+    fn close_when_idle(&mut self, env: &mut NodeEnv<P>) -> bool {
+        if self.evicted {
+            self.stats.evicted();
+            env.stats.evicted();
+            return true;
+        }
+        let timeout = self.shared.opts.idle_timeout_ms;
+        // The cheap test first: a connection with recent completions is not idle.
+        if timeout == 0
+            || env.now.saturating_sub(self.last_active) < timeout.saturating_mul(1_000_000)
+        {
+            return false;
+        }
+        if self.idle_for(env.now).is_none() {
+            return false;
+        }
+        self.stats.idle_closed();
+        env.stats.idle_closed();
+        true
+    }
+
     fn teardown(
         &mut self,
         env: &mut NodeEnv<P>,
@@ -599,6 +723,7 @@ impl<P: Provider> ServerConn<P> {
         slot: u32,
     ) {
         self.lost = true;
+        self.peer_slot = None;
         self.stats.lost();
         if self.drv.qp_num != 0 {
             env.router.remove(self.drv.qp_num);
@@ -811,6 +936,7 @@ impl<P: Provider> ServerConn<P> {
     /// A worker finished a handler.
     pub(crate) fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
         self.in_worker = self.in_worker.saturating_sub(1);
+        self.last_active = env.now;
         if self.lost {
             return;
         }

@@ -1,5 +1,6 @@
 //! Transport-header codecs: RPC-over-RDMA Version One (RFC 8166), Version Two (the seed draft),
-//! the chunk lists both share, and RFC 8797 connection private data.
+//! the chunk lists both share, RFC 8797 connection private data, and this crate's own
+//! connection-reject private data ([`reject`], not an IETF format).
 //!
 //! Normal operation: a receiver calls [`peek`] on a receive buffer to learn the XID and version
 //! from the first two words (their place is fixed for every version, RFC 8166 §7), then hands
@@ -18,6 +19,7 @@
 
 pub mod chunks;
 pub mod private_data;
+pub mod reject;
 pub mod v1;
 pub mod v2;
 

@@ -555,6 +555,13 @@ impl QpShared {
     /// Moves the QP to ERROR (unless destroyed or already there); returns true on the
     /// transition. Outstanding work is flushed.
     fn go_error(&self, event: bool) -> bool {
+        self.go_error_with(event, None)
+    }
+
+    /// [`go_error`](Self::go_error), reporting `terminal` (a failed connect's event) instead of
+    /// `Disconnected`. Either event is queued before the flushes, as with rdma_cm: a consumer
+    /// that sees a flushed completion finds the event that explains it (a reject's reason).
+    fn go_error_with(&self, event: bool, terminal: Option<(CmEventKind, i32, &[u8])>) -> bool {
         let mut cur = self.raw_state();
         loop {
             if cur == QpState::Error as u8 || cur == DESTROYED {
@@ -571,8 +578,10 @@ impl QpShared {
                 Err(now) => cur = now,
             }
         }
-        // Acquire: pairs with the Release in `establish`.
-        if event
+        if let Some((kind, status, pd)) = terminal {
+            self.push_event(kind, status, pd);
+        } else if event
+            // Acquire: pairs with the Release in `establish`.
             && self.connected.load(Ordering::Acquire)
             && !self.down.swap(true, Ordering::AcqRel)
         {
@@ -611,9 +620,7 @@ impl QpShared {
 
     /// Puts a not-yet-connected QP in ERROR (rejected / unreachable), flushing its receives.
     pub(crate) fn fail_connect(&self, kind: CmEventKind, status: i32, pd: &[u8]) {
-        if self.go_error(false) {
-            self.push_event(kind, status, pd);
-        }
+        self.go_error_with(false, Some((kind, status, pd)));
     }
 
     /// Marks the QP destroyed: nothing completes any more; the peer sees the connection go down.

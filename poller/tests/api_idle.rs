@@ -1,0 +1,377 @@
+//! Idle connections and connection admission (issue 13 §2 item 5): raw soft-provider QPs that
+//! connect to a real `Server` with valid RFC 8797 private data and then never send.
+
+mod api_common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api_common::*;
+use rpcrdma_engine::proto::private_data::PrivateData as Rfc8797;
+use rpcrdma_engine::proto::reject;
+use rpcrdma_engine::verbs::soft::{SoftCq, SoftDevice, SoftPd, SoftQp};
+use rpcrdma_engine::verbs::{CmEvent, CmEventKind, Device, QpInit, QpOptions, QueuePair};
+use rpcrdma_poller::{
+    CallbackMode, Client, ClientError, ClientOptions, NodeSnapshot, Program, RejectReason, Reply,
+    Server, ServerOptions,
+};
+
+/// A raw connection: a QP that connected with valid RFC 8797 private data and sends nothing.
+struct Raw {
+    qp: SoftQp,
+    _cq: SoftCq,
+    _pd: SoftPd,
+}
+
+impl Raw {
+    /// Connects to `addr` from `dev` (not waiting for the outcome).
+    fn connect(dev: &SoftDevice, addr: SocketAddr) -> Raw {
+        let pd = dev.alloc_pd().expect("pd");
+        let cq = dev.create_cq(64).expect("cq");
+        let init = QpInit {
+            pd: &pd,
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            opts: QpOptions::default(),
+        };
+        let pd_msg = Rfc8797::v1(false, 1024, 1024).encode();
+        let qp = dev.connect(addr, init, &pd_msg).expect("connect");
+        Raw {
+            qp,
+            _cq: cq,
+            _pd: pd,
+        }
+    }
+
+    /// The next CM event, if one is there now.
+    fn poll(&mut self) -> Option<CmEvent> {
+        self.qp.poll_event().expect("poll_event")
+    }
+
+    /// The next CM event within 10 s (`None`: none came).
+    fn event(&mut self) -> Option<CmEvent> {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if let Some(ev) = self.qp.poll_event().expect("poll_event") {
+                return Some(ev);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    }
+
+    /// Waits for the connection to be established.
+    fn established(&mut self) {
+        let ev = self.event().expect("no CM event");
+        assert_eq!(ev.kind, CmEventKind::Established, "raw connect: {ev:?}");
+    }
+}
+
+fn ip(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 0, last))
+}
+
+fn start(w: &World, o: ServerOptions) -> Server {
+    Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(o)
+        .start(&w.server_ep, w.addr)
+        .expect("server")
+}
+
+fn sum_call(c: &Client, a: u32, b: u32) -> Result<u32, ClientError> {
+    let mut args = c.args().expect("args");
+    args.put_u32(a).unwrap();
+    args.put_u32(b).unwrap();
+    let r = c.call_blocking(PROG, 2, SUM, args)?;
+    let v = r.results();
+    Ok(u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
+}
+
+/// The server's whole connection capacity: `max_conns_per_reactor` × reactors.
+fn capacity(w: &World) -> usize {
+    w.server_ep.config().max_conns_per_reactor * w.server_ep.nodes()
+}
+
+/// Opens `n` raw connections from `dev` and waits until every one is established.
+fn flood(dev: &SoftDevice, addr: SocketAddr, n: usize) -> Vec<Raw> {
+    let mut v: Vec<Raw> = (0..n).map(|_| Raw::connect(dev, addr)).collect();
+    for r in v.iter_mut() {
+        r.established();
+    }
+    v
+}
+
+fn honest_opts() -> ClientOptions {
+    ClientOptions {
+        call_timeout_ms: 20_000,
+        reconnect_min_ms: 5,
+        reconnect_max_ms: 200,
+        max_reconnects: 200,
+        ..ClientOptions::default()
+    }
+}
+
+/// The server endpoint's node counters, summed.
+fn node_totals(w: &World) -> NodeSnapshot {
+    let mut t = NodeSnapshot::default();
+    for i in 0..w.server_ep.nodes() {
+        t.accumulate(&w.server_ep.node_stats(i).expect("node"));
+    }
+    t
+}
+
+/// Waits (≤ 10 s) until `f` holds.
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Issue 13 §2 item 5: `max_conns_per_reactor` × reactors idle raw connections (established with
+/// valid RFC 8797 private data, RFC 8797 §5.1, then silent) must not lock an honest client out:
+/// like Linux's `svc_check_conn_limits`, a connect at capacity closes the connection idle the
+/// longest (here after the default 2-second grace) instead of being refused. Default options.
+#[test]
+fn accepts_honest_client_after_idle_flood() {
+    let w = World::new(0);
+    let _s = start(&w, ServerOptions::default());
+    let attacker = w.fabric.open(ip(3));
+    let raw = flood(&attacker, w.addr, capacity(&w));
+    let c = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("client");
+    assert_eq!(
+        sum_call(&c, 40, 2),
+        Ok(42),
+        "honest client after an idle flood"
+    );
+    assert!(node_totals(&w).evictions >= 1, "{:?}", node_totals(&w));
+    c.close();
+    drop(raw);
+    w.stop();
+}
+
+/// The connection idle the longest is the one evicted, and its peer sees the disconnect
+/// (`RDMA_CM_EVENT_DISCONNECTED`); the others stay up. The counters say so: one eviction on
+/// the node and on that connection.
+#[test]
+fn accepts_eviction_of_the_idlest_connection_which_sees_a_disconnect() {
+    let w = World::with_reactors(0, &reactor_config(1));
+    let o = ServerOptions {
+        evict_idle_ms: 0,
+        max_conns_per_peer: 0,
+        ..ServerOptions::default()
+    };
+    let s = start(&w, o);
+    let attacker = w.fabric.open(ip(3));
+    // One at a time: the first is accepted first and so is idle the longest.
+    let mut raw = flood(&attacker, w.addr, capacity(&w));
+    let c = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("client");
+    assert_eq!(sum_call(&c, 1, 2), Ok(3));
+    let ev = raw[0].event().expect("the evicted peer sees an event");
+    assert_eq!(ev.kind, CmEventKind::Disconnected, "{ev:?}");
+    for (i, r) in raw.iter_mut().enumerate().skip(1) {
+        assert_eq!(r.poll(), None, "raw connection {i} was not evicted");
+    }
+    let n = node_totals(&w);
+    assert_eq!(
+        (n.evictions, n.rejects_full, n.idle_closes),
+        (1, 0, 0),
+        "{n:?}"
+    );
+    assert_eq!(s.totals().evictions, 1);
+    assert_eq!(s.rejected(), 0);
+    c.close();
+    drop(raw);
+    w.stop();
+}
+
+/// A connect at capacity with no connection idle for the eviction grace (or eviction off) is
+/// rejected, and the reject's private data tells the client why: `ServerFull`
+/// (`rpcrdma_engine::proto::reject`, this crate's format — RFC 8797 defines none for rejects).
+#[test]
+fn rejects_connect_at_capacity_with_nothing_evictable() {
+    for evict_idle in [true, false] {
+        let w = World::new(0);
+        let o = ServerOptions {
+            evict_idle,
+            evict_idle_ms: 600_000,
+            max_conns_per_peer: 0,
+            ..ServerOptions::default()
+        };
+        let s = start(&w, o);
+        let attacker = w.fabric.open(ip(3));
+        let mut raw = flood(&attacker, w.addr, capacity(&w));
+        // A raw requester sees the reason in the reject's private data.
+        let mut extra = Raw::connect(&attacker, w.addr);
+        let ev = extra.event().expect("reject");
+        assert_eq!(ev.kind, CmEventKind::Rejected, "{ev:?}");
+        assert_eq!(
+            reject::decode(ev.private_data.as_slice()),
+            Some(RejectReason::ServerFull)
+        );
+        // So does a Client, when it gives up.
+        let o = ClientOptions {
+            max_reconnects: 0,
+            ..ClientOptions::default()
+        };
+        let c = Client::connect(&w.client_ep, w.addr, o).expect("client");
+        assert_eq!(
+            sum_call(&c, 1, 2),
+            Err(ClientError::Rejected(RejectReason::ServerFull))
+        );
+        assert_eq!(c.reject_reason(), Some(RejectReason::ServerFull));
+        let n = node_totals(&w);
+        assert_eq!((n.rejects_full, n.evictions), (2, 0), "{n:?}");
+        assert_eq!(s.rejected(), 2);
+        // Every flooding connection is still up.
+        for (i, r) in raw.iter_mut().enumerate() {
+            assert_eq!(r.poll(), None, "raw connection {i}");
+        }
+        c.close();
+        drop(raw);
+        w.stop();
+    }
+}
+
+/// `max_conns_per_peer`: the N+1st connection from one address is rejected with `PeerLimit`,
+/// visible at the client as `ClientError::Rejected(PeerLimit)` and `Client::reject_reason`;
+/// other addresses are not affected, and the share comes back when a connection closes.
+#[test]
+fn rejects_connect_over_the_per_peer_limit() {
+    let w = World::new(0);
+    let o = ServerOptions {
+        max_conns_per_peer: 2,
+        ..ServerOptions::default()
+    };
+    let s = start(&w, o);
+    let a = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("a");
+    let b = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("b");
+    assert_eq!(sum_call(&a, 1, 1), Ok(2));
+    assert_eq!(sum_call(&b, 2, 2), Ok(4));
+    let once = ClientOptions {
+        max_reconnects: 0,
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(&w.client_ep, w.addr, once).expect("c");
+    assert_eq!(
+        sum_call(&c, 3, 3),
+        Err(ClientError::Rejected(RejectReason::PeerLimit))
+    );
+    assert_eq!(c.reject_reason(), Some(RejectReason::PeerLimit));
+    // A raw requester from the same address reads the same reason.
+    let mut raw = Raw::connect(w.client_ep.device(), w.addr);
+    let ev = raw.event().expect("reject");
+    assert_eq!(ev.kind, CmEventKind::Rejected, "{ev:?}");
+    assert_eq!(
+        reject::decode(ev.private_data.as_slice()),
+        Some(RejectReason::PeerLimit)
+    );
+    // Another address is served.
+    let other = w.fabric.open(ip(4));
+    let mut r2 = Raw::connect(&other, w.addr);
+    r2.established();
+    let n = node_totals(&w);
+    assert_eq!((n.rejects_peer_limit, n.rejects_full), (2, 0), "{n:?}");
+    assert_eq!(s.rejected(), 2);
+    // Closing a connection gives its share back.
+    a.close();
+    wait_until("the server to see a's disconnect", || {
+        s.totals().connection_losses >= 1
+    });
+    let d = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("d");
+    assert_eq!(sum_call(&d, 4, 4), Ok(8));
+    b.close();
+    d.close();
+    drop((raw, r2));
+    w.stop();
+}
+
+const SLOW: u32 = 0x2000_0002;
+
+/// A program whose procedure 1 sets `entered`, then holds its call until `release` is set (at
+/// most 30 s).
+fn slow_program(entered: Arc<AtomicBool>, release: Arc<AtomicBool>) -> Program {
+    Program::new(SLOW, 1..=1).procedure(
+        1,
+        move |_req: &rpcrdma_poller::Request<'_>, out: &mut rpcrdma_poller::ReplyBuilder<'_>| {
+            entered.store(true, Ordering::Release);
+            let end = Instant::now() + Duration::from_secs(30);
+            while !release.load(Ordering::Acquire) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            out.put_u32(7)
+                .map_err(|_| rpcrdma_poller::Reject::SystemErr)
+        },
+    )
+}
+
+/// `idle_timeout_ms`: an idle connection is closed (its peer sees the disconnect, counted in
+/// `idle_closes`), while a connection whose call is held by a slow handler on a worker is not
+/// idle and survives many timeouts (as Linux nfsd never ages out a transport with work).
+#[test]
+fn accepts_idle_timeout_closing_an_idle_connection_but_not_a_busy_one() {
+    let w = World::new(1);
+    let entered = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let o = ServerOptions {
+        idle_timeout_ms: 100,
+        mode: CallbackMode::Worker,
+        ..ServerOptions::default()
+    };
+    let s = Server::builder()
+        .program(slow_program(Arc::clone(&entered), Arc::clone(&release)))
+        .options(o)
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let c = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("client");
+    let (tx, rx) = std::sync::mpsc::channel::<Result<Reply, ClientError>>();
+    let args = c.args().expect("args");
+    c.call(SLOW, 1, 1, args, move |r| {
+        let _ = tx.send(r);
+    })
+    .expect("call");
+    // Under load the client's connection may itself be closed as idle before its call arrives
+    // (it then reconnects and sends the call again): count from the moment the handler has it.
+    wait_until("the call to reach the handler", || {
+        entered.load(Ordering::Acquire)
+    });
+    let closes = s.totals().idle_closes;
+    let losses = c.stats().snapshot().connection_losses;
+    let attacker = w.fabric.open(ip(3));
+    let mut raw = Raw::connect(&attacker, w.addr);
+    raw.established();
+    let ev = raw.event().expect("the idle connection is closed");
+    assert_eq!(ev.kind, CmEventKind::Disconnected, "{ev:?}");
+    // Many timeouts later the busy connection is still up.
+    std::thread::sleep(Duration::from_millis(1000));
+    let busy: Vec<_> = s
+        .connection_stats()
+        .into_iter()
+        .filter(|x| x.credits_in_use > 0)
+        .collect();
+    assert_eq!(busy.len(), 1, "{busy:?}");
+    assert_eq!((busy[0].idle_closes, busy[0].connection_losses), (0, 0));
+    assert_eq!(c.stats().snapshot().connection_losses, losses);
+    assert_eq!(
+        s.totals().idle_closes,
+        closes + 1,
+        "only the idle connection"
+    );
+    release.store(true, Ordering::Release);
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the slow call completes");
+    assert_eq!(
+        r.map(|r| r.results().to_vec()),
+        Ok(7u32.to_be_bytes().to_vec())
+    );
+    assert!(node_totals(&w).idle_closes >= 1);
+    c.close();
+    drop(raw);
+    w.stop();
+}
