@@ -259,6 +259,38 @@ mod soft_only {
         }
     }
 
+    /// `SoftDevice::key_usage` counts regions, allocated windows and bound windows, and is
+    /// back at its start once they are invalidated, deallocated and deregistered (the soak's
+    /// leak check relies on it).
+    #[test]
+    fn accepts_key_usage_counts_back_to_start() {
+        let mut env = SoftEnv::new();
+        let mut p = connect(&mut env).unwrap();
+        let dev = env.server_dev().clone();
+        let start = dev.key_usage();
+        let tb = Buf::<P>::new(&p.s.pd, 4096, MR_MW).unwrap();
+        let mw = p.s.pd.alloc_mw().unwrap();
+        let u = dev.key_usage();
+        assert_eq!(
+            (u.regions, u.windows, u.windows_bound),
+            (start.regions + 1, start.windows + 1, start.windows_bound)
+        );
+        let bind = SendOp::BindMw {
+            mw: &mw,
+            mr: tb.mr(),
+            rkey: mw.next_rkey(),
+            addr: tb.addr(),
+            len: 4096,
+            access: MW_ACC,
+        };
+        post_send(&mut p.s.qp, signaled(1, bind, &[]));
+        assert!(wait_wc(&mut env, &mut p.s.cq).unwrap().status.is_success());
+        assert_eq!(dev.key_usage().windows_bound, start.windows_bound + 1);
+        drop(mw);
+        drop(tb);
+        assert_eq!(dev.key_usage(), start);
+    }
+
     #[test]
     fn rejects_recv_too_small_with_loc_len_err_on_receiver() {
         let mut env = SoftEnv::new();

@@ -218,6 +218,29 @@ impl core::fmt::Debug for SoftDevice {
     }
 }
 
+/// How many entries of a soft device's protection table are in use (see
+/// [`SoftDevice::key_usage`]): a leak check for long runs (`bench/src/bin/soak.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyUsage {
+    /// Registered memory regions.
+    pub regions: u64,
+    /// Allocated type-2 memory windows, bound or not.
+    pub windows: u64,
+    /// Memory windows currently bound (their rkey is valid).
+    pub windows_bound: u64,
+}
+
+impl SoftDevice {
+    /// The device's protection-table entries in use now: registered regions, allocated
+    /// memory windows and bound ones. Control path (scans the whole table); a snapshot that
+    /// is exact only while nothing registers, binds or invalidates concurrently. Added for
+    /// leak checks (issue 13 §3, fault-injection soak): after a run, the counts must be back
+    /// at their start values.
+    pub fn key_usage(&self) -> KeyUsage {
+        self.inner.keys.usage()
+    }
+}
+
 fn check_opts(
     dev: &DeviceInner,
     init: &QpInit<'_, SoftProvider>,

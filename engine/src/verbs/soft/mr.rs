@@ -208,6 +208,27 @@ impl KeyTable {
             .count() as u64
     }
 
+    /// What the table holds now (control path: scans every slot; a snapshot, not atomic
+    /// across slots).
+    pub(crate) fn usage(&self) -> super::KeyUsage {
+        let mut u = super::KeyUsage::default();
+        for s in self.slots.iter() {
+            // Acquire: pairs with the publishing stores of register / alloc_mw / bind.
+            let st = s.state.load(Ordering::Acquire);
+            match st & KIND_MASK {
+                KIND_MR if st & VALID != 0 => u.regions += 1,
+                KIND_MW => {
+                    u.windows += 1;
+                    if st & VALID != 0 {
+                        u.windows_bound += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        u
+    }
+
     pub(crate) fn dealloc_mw(&self, index: u32) {
         let Some(s) = self.slots.get(index as usize) else {
             return;
