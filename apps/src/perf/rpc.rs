@@ -653,6 +653,7 @@ fn endpoint_config(cfg: &RpcConfig, size: usize, buffers: usize, replies: usize)
         workers: 0,
         worker_ring: 64,
         hugepages: cfg.hugepages,
+        ..EndpointConfig::default()
     }
 }
 
