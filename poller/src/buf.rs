@@ -3,7 +3,7 @@
 //!
 //! Normal operation: every connection gets one slab — a mempool [`Region`] registered once
 //! with the endpoint's protection domain, without remote rights (`LOCAL_WRITE`, plus `MW_BIND`
-//! for a client on a device with type-2 memory windows, see [`pool_access`]) — and carved into
+//! for a client on a device with type-2 memory windows, see `pool_access`) — and carved into
 //! the buffers
 //! the engine's [`Pools`] name: send headers, receive buffers, reassembly buffers (server), the
 //! zero source and one RPC-header buffer per call record (client). Payloads live in the
