@@ -524,6 +524,30 @@ mod tests {
     }
 
     #[test]
+    fn accepts_exposure_rkey_only_for_its_region_and_rejects_ranges_outside() {
+        let env = SoftEnv::new();
+        let pd = env.client_pd();
+        let r = registered_region(&pd, 8192, HugePagePolicy::Never, LOCAL_ACCESS).expect("r");
+        let other =
+            registered_region(&pd, 8192, HugePagePolicy::Never, LOCAL_ACCESS).expect("other");
+        let len = r.len();
+        assert!(Exposure::new(&pd, &r, 0, 0, HEADER_REMOTE).is_err());
+        assert!(Exposure::new(&pd, &r, 1, len, HEADER_REMOTE).is_err());
+        assert!(Exposure::new(&pd, &r, usize::MAX, 2, HEADER_REMOTE).is_err());
+        let e = Exposure::new(&pd, &r, 4096, len - 4096, HEADER_REMOTE).expect("exposure");
+        assert_eq!(e.range(), (r.as_ptr() as u64 + 4096, (len - 4096) as u64));
+        let lkey = r.keys().unwrap().lkey;
+        assert_ne!(e.rkey(), lkey, "a second registration, a key of its own");
+        let mut m = HostRegions::new(&[Arc::clone(&r), Arc::clone(&other)]);
+        assert_eq!(m.remote_key(lkey), None);
+        assert!(m.expose(&e));
+        assert_eq!(m.remote_key(lkey), Some(e.rkey()));
+        assert_eq!(m.remote_key(other.keys().unwrap().lkey), None);
+        let mut alone = HostRegions::new(&[Arc::clone(&other)]);
+        assert!(!alone.expose(&e), "no listed region has its lkey");
+    }
+
+    #[test]
     fn accepts_slab_layout_inside_its_region() {
         let env = SoftEnv::new();
         let pd = env.client_pd();
