@@ -288,3 +288,19 @@ fn accepts_every_call_checked_with_buffers_changing_roles() {
         assert_eq!(obs.results[0].1.completed, 200);
     }
 }
+
+/// `--persistent-stags` (issue 13 §2.3): off by default; given, the client's endpoint opts in to
+/// endpoint-wide persistent STags on a device without memory windows; it takes no value.
+#[test]
+fn accepts_persistent_stags_flag_off_by_default() {
+    let a = rpc::parse(RpcTest::Lat, &args(&[])).unwrap();
+    assert!(!a.persistent_stags && !a.config().persistent_stags);
+    let a = rpc::parse(
+        RpcTest::Lat,
+        &args(&["--provider", "rdma", "--persistent-stags", "10.0.3.2"]),
+    )
+    .unwrap();
+    assert!(a.persistent_stags && a.config().persistent_stags);
+    assert!(rpc::parse(RpcTest::Lat, &args(&["--persistent-stags=yes"])).is_err());
+    assert!(rpc::usage("rpcrdma-perf", RpcTest::Lat).contains("--persistent-stags"));
+}

@@ -2,9 +2,9 @@
 //! the [`HostMemory`] view the connection engine reads and writes through.
 //!
 //! Normal operation: every connection gets one slab — a mempool [`Region`] registered once
-//! with the endpoint's protection domain (`LOCAL_WRITE | MW_BIND`; a client's on a device
-//! without memory windows: `LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE`, see [`exposable_access`])
-//! and carved into the buffers
+//! with the endpoint's protection domain, without remote rights (`LOCAL_WRITE`, plus `MW_BIND`
+//! for a client on a device with type-2 memory windows, see `pool_access`) — and carved into
+//! the buffers
 //! the engine's [`Pools`] name: send headers, receive buffers, reassembly buffers (server), the
 //! zero source and one RPC-header buffer per call record (client). Payloads live in the
 //! endpoint's [`BufPool`]: fixed-size [`PoolBuf`]s (arguments, replies, DDP items) that return
@@ -12,11 +12,20 @@
 //! [`MAX_REGIONS`]) regions a connection may touch and implements [`HostMemory`] over them
 //! with a bounds check per access.
 //!
+//! Remote rights: none of the above carries any. Only a client endpoint that opted in to
+//! persistent STags ([`PersistentStags::EndpointWide`]) on a device without type-2 windows
+//! gets [`Exposure`]s: second registrations with remote rights over its pools (payload: read
+//! and write; replies: write) and over each connection's RPC-header buffers (read), whose
+//! rkeys [`HostRegions::remote_key`] hands the engine. Local work requests keep using the
+//! local-only registrations' lkeys. The reach is in docs/rdma-provider.md.
+//!
 //! Recovery: an address outside every listed region is refused (`None`), which the engine
 //! reports as a bad spec or a failed connection; nothing here panics on such input.
 
+use std::any::Any;
 use std::sync::Arc;
 
+use crate::config::PersistentStags;
 use rpcrdma_engine::conn::{HostMemory, LocalBuf, Pools};
 use rpcrdma_engine::verbs::DeviceCaps;
 use rpcrdma_mempool::{
@@ -55,21 +64,114 @@ impl core::fmt::Display for MemError {
 
 impl std::error::Error for MemError {}
 
-/// Access rights for memory a client may expose in chunks: memory windows are bound over it
-/// per call (`MW_BIND`), or, on a device without type-2 memory windows, its persistent STag is
-/// advertised, so the registration itself carries the remote rights (the whole region is then
-/// reachable by the peer for as long as it is registered: see docs/rdma-provider.md).
-pub(crate) fn exposable_access(caps: &DeviceCaps) -> Access {
+/// Access rights of the local registration of the endpoint's pools and of client slabs:
+/// `LOCAL_WRITE`, plus `MW_BIND` on a device with type-2 memory windows (a window bound per
+/// chunk carries the remote right, for one call, on one connection). Never a remote right:
+/// a serving endpoint's memory is never exposed (RFC 8166 §3.4, the Read-Write model), and a
+/// client's is exposed only through an opted-in [`Exposure`].
+pub(crate) fn pool_access(caps: &DeviceCaps) -> Access {
     if caps.mw_type2 {
         Access::LOCAL_WRITE | Access::MW_BIND
     } else {
-        Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
+        Access::LOCAL_WRITE
     }
 }
 
+/// Whether an endpoint on a device with `caps` configured with `mode` exposes its memory
+/// through persistent STags ([`Exposure`]s): only without type-2 windows, and only opted in.
+pub(crate) fn persistent_exposure(caps: &DeviceCaps, mode: PersistentStags) -> bool {
+    !caps.mw_type2 && mode == PersistentStags::EndpointWide
+}
+
+/// Remote rights of the payload pool's exposure: arguments and DDP items are read (Read
+/// chunks), receptacles written (Write chunks). Remote write needs local write (IBTA).
+pub(crate) const PAYLOAD_REMOTE: Access =
+    Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_WRITE.0);
+
+/// Remote rights of the reply pool's exposure: reply buffers are only written (Reply chunks).
+pub(crate) const REPLY_REMOTE: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
+
+/// Remote rights of a client connection's RPC-header buffers and zero octets: only read
+/// (message parts of long calls, position-zero Read chunks).
+pub(crate) const HEADER_REMOTE: Access = Access::REMOTE_READ;
+
 /// Access rights for memory that never leaves this side (server slabs, backchannel buffers:
-/// the Read-Write model exposes no responder memory).
+/// the Read-Write model exposes no responder memory, and backward messages carry no chunks).
 pub(crate) const LOCAL_ACCESS: Access = Access::LOCAL_WRITE;
+
+/// A second registration, with remote rights, over part of a registered [`Region`]: its rkey
+/// is the persistent STag advertised for buffers of that part, while local work requests keep
+/// the region's own (local-only) lkey. Deregistered when dropped, before the region can be
+/// unmapped (it holds the region).
+pub struct Exposure {
+    // Field order matters: the registration drops before the region it covers.
+    _handle: Box<dyn Any + Send + Sync>,
+    lkey: u32,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    access: Access,
+    _region: Arc<Region>,
+}
+
+impl core::fmt::Debug for Exposure {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Exposure")
+            .field("addr", &self.addr)
+            .field("len", &self.len)
+            .field("rkey", &self.rkey)
+            .field("access", &self.access)
+            .finish()
+    }
+}
+
+impl Exposure {
+    /// Registers `[off, off + len)` of `region` (registered) with `access`.
+    pub(crate) fn new<R: Registrar>(
+        reg: &R,
+        region: &Arc<Region>,
+        off: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<Arc<Exposure>, MemError> {
+        let lkey = region
+            .keys()
+            .ok_or(MemError::Register("region not registered".into()))?
+            .lkey;
+        if len == 0 || !matches!(off.checked_add(len), Some(e) if e <= region.len()) {
+            return Err(MemError::BadSize("exposure outside its region"));
+        }
+        // SAFETY: `[off, off + len)` lies inside the mapping (checked above), which `_region`
+        // keeps mapped for as long as the registration (dropped first) lives; peers with the
+        // rkey may read and write it concurrently, which is what the opt-in accepts.
+        let (handle, keys) = unsafe { reg.register(region.as_ptr().add(off), len, access) }
+            .map_err(|e| MemError::Register(e.to_string()))?;
+        Ok(Arc::new(Exposure {
+            _handle: Box::new(handle),
+            lkey,
+            rkey: keys.rkey,
+            addr: region.as_ptr() as u64 + off as u64,
+            len: len as u64,
+            access,
+            _region: Arc::clone(region),
+        }))
+    }
+
+    /// The persistent STag (rkey) peers use.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// The exposed range: (start address, length).
+    pub fn range(&self) -> (u64, u64) {
+        (self.addr, self.len)
+    }
+
+    /// The remote rights granted.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+}
 
 /// Maps and registers a region of at least `len` octets with `access`.
 pub(crate) fn registered_region<R: Registrar>(
@@ -101,15 +203,19 @@ pub fn local_buf(buf: &PoolBuf, len: usize) -> LocalBuf {
 #[derive(Clone, Debug)]
 pub struct BufPool {
     pool: Pool,
+    exposure: Option<Arc<Exposure>>,
 }
 
 impl BufPool {
+    /// A pool registered with `access` (local rights); when `remote` is given, also exposed
+    /// whole with those remote rights ([`Exposure`]).
     pub(crate) fn new<R: Registrar>(
         reg: &R,
         count: usize,
         size: usize,
         hugepages: HugePagePolicy,
         access: Access,
+        remote: Option<Access>,
     ) -> Result<BufPool, MemError> {
         if count == 0 || size == 0 || size > u32::MAX as usize {
             return Err(MemError::BadSize("buffer pool count/size"));
@@ -121,8 +227,18 @@ impl BufPool {
             .region_len()
             .ok_or(MemError::BadSize("buffer pool too large"))?;
         let region = registered_region(reg, len, hugepages, access)?;
+        let exposure = match remote {
+            Some(a) => Some(Exposure::new(reg, &region, 0, region.len(), a)?),
+            None => None,
+        };
         let pool = Pool::new(&region, &cfg).map_err(|e| MemError::Pool(e.to_string()))?;
-        Ok(BufPool { pool })
+        Ok(BufPool { pool, exposure })
+    }
+
+    /// The registration with remote rights over the whole pool, when the endpoint exposes it
+    /// (persistent STags, opted in; see [`Exposure`]).
+    pub fn exposure(&self) -> Option<&Arc<Exposure>> {
+        self.exposure.as_ref()
     }
 
     /// A buffer from the shared ring (any thread), or `None` when all are in use.
@@ -194,6 +310,8 @@ pub(crate) struct Slab {
     pub data: Vec<LocalBuf>,
     pub rpc_headers: Vec<LocalBuf>,
     pub zero: LocalBuf,
+    /// Where the RPC-header buffers start (they and the zero octets are carved last).
+    tail: usize,
 }
 
 impl Slab {
@@ -220,6 +338,7 @@ impl Slab {
         let headers = carve(l.headers, l.header_size)?;
         let recvs = carve(l.recvs, l.recv_size)?;
         let data = carve(l.data, l.data_size)?;
+        let tail = region.len() - region.remaining();
         let rpc_headers = carve(l.rpc_headers, l.rpc_header_size)?;
         let zero = carve(1, 64)?[0];
         Ok(Slab {
@@ -229,7 +348,20 @@ impl Slab {
             data,
             rpc_headers,
             zero,
+            tail,
         })
+    }
+
+    /// Exposes the RPC-header buffers and the zero octets (the only slab memory a long call
+    /// names in its chunks) with `access`; the send headers and receive buffers before them
+    /// stay local.
+    pub(crate) fn expose_tail<R: Registrar>(
+        &self,
+        reg: &R,
+        access: Access,
+    ) -> Result<Arc<Exposure>, MemError> {
+        let end = (self.zero.addr - self.region.as_ptr() as u64) as usize + self.zero.len as usize;
+        Exposure::new(reg, &self.region, self.tail, end - self.tail, access)
     }
 
     /// The engine's view of the slab (memory windows given separately).
@@ -249,7 +381,8 @@ struct Span {
     base: u64,
     len: u64,
     lkey: u32,
-    rkey: u32,
+    /// The persistent STag of the span's buffers, when they are exposed.
+    rkey: Option<u32>,
 }
 
 /// The registered regions one connection may touch, as the engine's [`HostMemory`].
@@ -262,6 +395,7 @@ pub struct HostRegions {
     spans: [Span; MAX_REGIONS],
     n: usize,
     keep: Vec<Arc<Region>>,
+    exposures: Vec<Arc<Exposure>>,
 }
 
 impl core::fmt::Debug for HostRegions {
@@ -271,7 +405,9 @@ impl core::fmt::Debug for HostRegions {
 }
 
 impl HostRegions {
-    /// A view over `regions` (registered; at most [`MAX_REGIONS`], the rest ignored).
+    /// A view over `regions` (registered; at most [`MAX_REGIONS`], the rest ignored). A
+    /// region has a remote key ([`HostMemory::remote_key`]) only when its own registration
+    /// carries remote rights, or once an [`Exposure`] of it is added ([`HostRegions::expose`]).
     pub fn new(regions: &[Arc<Region>]) -> HostRegions {
         let mut spans = [Span::default(); MAX_REGIONS];
         let mut n = 0;
@@ -280,16 +416,33 @@ impl HostRegions {
             let keys = r
                 .keys()
                 .unwrap_or(rpcrdma_mempool::Keys { lkey: 0, rkey: 0 });
+            let remote = r.access().is_some_and(|a| a.is_remote());
             spans[n] = Span {
                 base: r.as_ptr() as u64,
                 len: r.len() as u64,
                 lkey: keys.lkey,
-                rkey: keys.rkey,
+                rkey: remote.then_some(keys.rkey),
             };
             keep.push(Arc::clone(r));
             n += 1;
         }
-        HostRegions { spans, n, keep }
+        HostRegions {
+            spans,
+            n,
+            keep,
+            exposures: Vec::new(),
+        }
+    }
+
+    /// Advertises `e`'s rkey for the buffers of the region it covers (matched by lkey; `false`
+    /// when no listed region has it). Keeps the exposure registered while the view lives.
+    pub fn expose(&mut self, e: &Arc<Exposure>) -> bool {
+        let Some(s) = self.spans[..self.n].iter_mut().find(|s| s.lkey == e.lkey) else {
+            return false;
+        };
+        s.rkey = Some(e.rkey);
+        self.exposures.push(Arc::clone(e));
+        true
     }
 
     #[inline]
@@ -333,7 +486,7 @@ impl HostMemory for HostRegions {
         self.spans[..self.n]
             .iter()
             .find(|s| s.lkey == lkey)
-            .map(|s| s.rkey)
+            .and_then(|s| s.rkey)
     }
 }
 
@@ -364,9 +517,34 @@ mod tests {
         m.bytes_mut(base, 4).unwrap().copy_from_slice(&[1, 2, 3, 4]);
         assert_eq!(m.bytes(base, 4).unwrap(), &[1, 2, 3, 4]);
         let lkey = r.keys().unwrap().lkey;
-        assert_eq!(m.remote_key(lkey), r.persistent_stag());
+        // Registered without remote rights: nothing to advertise.
+        assert_eq!(m.remote_key(lkey), None);
         assert!(m.remote_key(lkey ^ 0xff).is_none());
         assert!(m.region_by_lkey(lkey).is_some());
+    }
+
+    #[test]
+    fn accepts_exposure_rkey_only_for_its_region_and_rejects_ranges_outside() {
+        let env = SoftEnv::new();
+        let pd = env.client_pd();
+        let r = registered_region(&pd, 8192, HugePagePolicy::Never, LOCAL_ACCESS).expect("r");
+        let other =
+            registered_region(&pd, 8192, HugePagePolicy::Never, LOCAL_ACCESS).expect("other");
+        let len = r.len();
+        assert!(Exposure::new(&pd, &r, 0, 0, HEADER_REMOTE).is_err());
+        assert!(Exposure::new(&pd, &r, 1, len, HEADER_REMOTE).is_err());
+        assert!(Exposure::new(&pd, &r, usize::MAX, 2, HEADER_REMOTE).is_err());
+        let e = Exposure::new(&pd, &r, 4096, len - 4096, HEADER_REMOTE).expect("exposure");
+        assert_eq!(e.range(), (r.as_ptr() as u64 + 4096, (len - 4096) as u64));
+        let lkey = r.keys().unwrap().lkey;
+        assert_ne!(e.rkey(), lkey, "a second registration, a key of its own");
+        let mut m = HostRegions::new(&[Arc::clone(&r), Arc::clone(&other)]);
+        assert_eq!(m.remote_key(lkey), None);
+        assert!(m.expose(&e));
+        assert_eq!(m.remote_key(lkey), Some(e.rkey()));
+        assert_eq!(m.remote_key(other.keys().unwrap().lkey), None);
+        let mut alone = HostRegions::new(&[Arc::clone(&other)]);
+        assert!(!alone.expose(&e), "no listed region has its lkey");
     }
 
     #[test]

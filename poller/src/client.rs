@@ -141,11 +141,23 @@ pub enum ClientError {
     /// format, `rpcrdma_engine::proto::reject`; a reject without a reason it understands is
     /// `ReconnectFailed`).
     Rejected(RejectReason),
+    /// [`Client::connect`]: the device has no type-2 memory windows, so chunks could only be
+    /// exposed through endpoint-wide persistent STags, and the endpoint was not configured to
+    /// allow that ([`EndpointConfig::persistent_stags`](crate::EndpointConfig::persistent_stags)
+    /// is [`PersistentStags::Refuse`](crate::PersistentStags::Refuse)). Nothing was connected.
+    PersistentStagsRefused,
 }
 
 impl core::fmt::Display for ClientError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "RPC call failed: {self:?}")
+        match self {
+            ClientError::PersistentStagsRefused => f.write_str(
+                "the device has no type-2 memory windows: a client on it exposes the \
+                 endpoint's pools to every peer through persistent STags, which needs \
+                 EndpointConfig::persistent_stags = EndpointWide (see docs/rdma-provider.md)",
+            ),
+            _ => write!(f, "RPC call failed: {self:?}"),
+        }
     }
 }
 
@@ -580,6 +592,13 @@ impl Client {
         opts: ClientOptions,
         back: Option<BackchannelService>,
     ) -> Result<Client, ClientError> {
+        // Without type-2 windows, chunks can only be exposed through endpoint-wide persistent
+        // STags: refused unless the endpoint opted in (docs/rdma-provider.md).
+        if !ep.device().caps().mw_type2
+            && ep.config().persistent_stags != crate::config::PersistentStags::EndpointWide
+        {
+            return Err(ClientError::PersistentStagsRefused);
+        }
         if opts.version == ProtocolVersion::V2
             && rpcrdma_engine::proto::private_data::representable_size(
                 opts.inline_recv.clamp(1024, 262_144),
@@ -894,10 +913,12 @@ impl<P: Provider> ClientConn<P> {
         cfg.inline_send = opts.inline_send.clamp(1024, 262_144);
         cfg.inline_recv = opts.inline_recv.clamp(1024, 262_144);
         cfg.remote_invalidate = opts.remote_invalidate;
-        // A device without type-2 memory windows (siw, some RoCE NICs): chunks are exposed
-        // through the registrations' persistent STags, and the client does not offer remote
-        // invalidation (it would revoke a persistent key). The device logged this once.
-        if !ep.device().caps().mw_type2 {
+        // A device without type-2 memory windows (siw, some RoCE NICs), opted in (checked in
+        // `connect_with`): chunks are exposed through the persistent STags of the endpoint's
+        // pool exposures and of this slab's RPC-header buffers, and the client does not offer
+        // remote invalidation (it would revoke a persistent key). The device logged this once.
+        let persistent = !ep.device().caps().mw_type2;
+        if persistent {
             cfg.stag = conn::StagMode::Persistent;
         }
         cfg.ddp = opts.ddp;
@@ -918,15 +939,24 @@ impl<P: Provider> ClientConn<P> {
             rpc_headers: nrec,
             rpc_header_size: RPC_HEADER_SIZE,
         };
-        let slab =
-            // The slab's zero octets may be exposed (read-only) in a long call.
-            Slab::new(
-                &**ep.pd(),
-                &layout,
-                ep.hugepages(),
-                crate::buf::exposable_access(ep.device().caps()),
-            )
-            .map_err(|_| ClientError::Setup)?;
+        // The slab's RPC-header buffers and zero octets may be exposed (read-only) in a long
+        // call: through windows over the slab, or through an exposure of just that tail.
+        let slab = Slab::new(
+            &**ep.pd(),
+            &layout,
+            ep.hugepages(),
+            crate::buf::pool_access(ep.device().caps()),
+        )
+        .map_err(|_| ClientError::Setup)?;
+        let mut exposures = Vec::with_capacity(3);
+        if persistent {
+            let tail = slab
+                .expose_tail(&**ep.pd(), crate::buf::HEADER_REMOTE)
+                .map_err(|_| ClientError::Setup)?;
+            exposures.push(tail);
+            exposures.extend(ep.buffers().exposure().cloned());
+            exposures.extend(ep.reply_buffers().exposure().cloned());
+        }
         let back = match back {
             Some(b) => Some(
                 ClientBack::new(
@@ -947,7 +977,10 @@ impl<P: Provider> ClientConn<P> {
             Arc::clone(ep.reply_buffers().region()),
         ];
         regions.extend(back.as_ref().map(|b| b.region()));
-        let mem = HostRegions::new(&regions);
+        let mut mem = HostRegions::new(&regions);
+        for e in &exposures {
+            mem.expose(e);
+        }
         let recs = (0..nrec)
             .map(|i| Record {
                 gen: 0,

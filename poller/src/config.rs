@@ -99,6 +99,29 @@ pub enum PinMode {
     Off,
 }
 
+/// Whether a client endpoint may expose its memory through persistent STags: the only way to
+/// offer chunks on a device without type-2 memory windows (siw, some RoCE NICs). The exact
+/// reach is in docs/rdma-provider.md ("What a peer can reach"); on a device with windows the
+/// option changes nothing (every chunk is a window bound for one call, on one connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PersistentStags {
+    /// Refuse: on a device without type-2 windows [`Client::connect`](crate::Client::connect)
+    /// fails with [`ClientError::PersistentStagsRefused`](crate::ClientError::PersistentStagsRefused),
+    /// and no memory of the endpoint is registered with remote rights.
+    #[default]
+    Refuse,
+    /// Expose endpoint-wide (opt-in): on a device without type-2 windows the endpoint's payload
+    /// pool (remote read and write) and reply pool (remote write) get a second registration
+    /// with remote rights whose rkey is advertised in every chunk, and each client
+    /// connection's RPC-header buffers one with remote read. Every peer connected to the
+    /// endpoint (every server its clients reach, every client of a server on it) that learns
+    /// those keys can read and overwrite those pools — other connections' arguments,
+    /// receptacles and reply buffers included — until the endpoint is dropped. Do not set it on
+    /// an endpoint that serves.
+    EndpointWide,
+}
+
 /// The reactors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -180,6 +203,9 @@ pub struct EndpointConfig {
     pub worker_ring: usize,
     /// Back the endpoint's memory with hugepages when possible.
     pub hugepages: bool,
+    /// On a device without type-2 memory windows: refuse client connections (default) or
+    /// expose the endpoint's pools through persistent STags (see [`PersistentStags`]).
+    pub persistent_stags: PersistentStags,
 }
 
 impl Default for EndpointConfig {
@@ -194,6 +220,7 @@ impl Default for EndpointConfig {
             workers: 0,
             worker_ring: 256,
             hugepages: true,
+            persistent_stags: PersistentStags::Refuse,
         }
     }
 }

@@ -76,8 +76,8 @@ pub use backchannel::{BackCallOptions, BackChannel, BackchannelService, BindErro
 pub use buf::{BufPool, HostRegions};
 pub use client::{CallArgs, Callback, Client, ClientError, ClientState, Refused, Reply};
 pub use config::{
-    BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PinMode,
-    ProtocolVersion, RuntimeConfig, ServerOptions,
+    BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,
+    PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
 };
 pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{

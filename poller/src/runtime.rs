@@ -211,17 +211,35 @@ impl<P: Provider> Endpoint<P> {
             dev.alloc_pd()
                 .map_err(|e| EndpointError::Verbs(e.to_string()))?,
         );
-        // Arguments, DDP items and receptacles may be exposed in chunks.
-        let access = crate::buf::exposable_access(dev.caps());
-        let bufs = BufPool::new(&*pd, cfg.buffers, cfg.buffer_size, hugepages, access)
-            .map_err(EndpointError::Memory)?;
+        // No remote rights on the pools' own registrations (a serving endpoint exposes
+        // nothing); a client exposes chunks through windows bound over them, or — opted in, on
+        // a device without windows — through a second, remote registration (buf::Exposure).
+        let access = crate::buf::pool_access(dev.caps());
+        let expose = crate::buf::persistent_exposure(dev.caps(), cfg.persistent_stags);
+        let remote = |a| expose.then_some(a);
+        let bufs = BufPool::new(
+            &*pd,
+            cfg.buffers,
+            cfg.buffer_size,
+            hugepages,
+            access,
+            remote(crate::buf::PAYLOAD_REMOTE),
+        )
+        .map_err(EndpointError::Memory)?;
         let reply_size = if cfg.reply_buffer_size == 0 {
             cfg.buffer_size
         } else {
             cfg.reply_buffer_size.max(64)
         };
-        let replies = BufPool::new(&*pd, cfg.reply_buffers, reply_size, hugepages, access)
-            .map_err(EndpointError::Memory)?;
+        let replies = BufPool::new(
+            &*pd,
+            cfg.reply_buffers,
+            reply_size,
+            hugepages,
+            access,
+            remote(crate::buf::REPLY_REMOTE),
+        )
+        .map_err(EndpointError::Memory)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);
         // Every QP's queues, twice: completions of a torn-down QP may still sit in the CQ

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use api_common::*;
 use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFaults};
 use rpcrdma_poller::{
-    CallbackMode, Client, ClientError, ClientOptions, Reply, Server, ServerOptions,
+    CallbackMode, Client, ClientError, ClientOptions, EndpointConfig, PersistentStags, Reply,
+    Server, ServerOptions,
 };
 
 /// Fires `per` SUM calls on each client without waiting; call `i` sums (i, 7).
@@ -190,11 +191,16 @@ fn accepts_ddp_calls_on_devices_without_memory_windows_or_send_with_invalidate()
     // Such devices (siw, some RoCE NICs) make the client expose chunks through persistent
     // STags and the server answer with plain Sends: neither side offers remote invalidation,
     // and the soft provider refuses both memory windows and Send With Invalidate as such a
-    // device would. Every DDP shape still works.
+    // device would. Every DDP shape still works. (The client endpoint opts in to persistent
+    // STags: without it, `Client::connect` refuses; see tests/api_exposure.rs.)
     let mut dev = SoftConfig::default();
     dev.caps.mw_type2 = false;
     dev.caps.send_with_invalidate = false;
-    let w = World::with_devices(1, &reactor_config(2), &dev);
+    let client_cfg = EndpointConfig {
+        persistent_stags: PersistentStags::EndpointWide,
+        ..endpoint_config(1)
+    };
+    let w = World::with_client_endpoint(1, &reactor_config(2), &dev, client_cfg);
     let _server = Server::builder()
         .program(program(w.server_ep.buffers().clone()))
         .start(&w.server_ep, w.addr)

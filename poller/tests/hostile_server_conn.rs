@@ -517,11 +517,10 @@ fn rejects_guessed_keys_against_server_memory() {
     r.stop();
 }
 
-/// The same attack on devices without memory windows (siw; issue 13 §2.2): the endpoint's
-/// pools are then registered with remote rights for the client role, and a server that only
-/// serves exposes them too.
+/// The same attack on devices without memory windows (siw; issue 13 §2.2): a serving
+/// endpoint registers its pools without remote rights there too (before the fix they carried
+/// REMOTE_READ|REMOTE_WRITE for the client role, and a connected peer read and wrote them).
 #[test]
-#[ignore = "issue 13 §2.2: a serving endpoint on a device without memory windows registers its pools with REMOTE_READ|REMOTE_WRITE; a connected peer reads and writes them"]
 fn rejects_guessed_keys_against_server_memory_without_memory_windows() {
     let mut dev = SoftConfig::default();
     dev.caps.mw_type2 = false;

@@ -17,7 +17,8 @@
 # "RPCs served : n calls, n replies, errors 0, connections 1" on the server.
 #
 # The RPC tests run over siw too: without type-2 memory windows the poller's client exposes
-# chunks through persistent STags.
+# chunks through endpoint-wide persistent STags, which it refuses unless told: the siw client
+# gets --persistent-stags (it prints the exposure; docs/rdma-provider.md).
 set -u
 . "$(dirname "$(readlink -f "$0")")/guest-checks.sh"
 PERF=${RPCRDMA_VM_PERF:?RPCRDMA_VM_PERF: the rpcrdma-perf binary}
@@ -70,7 +71,7 @@ rpc() {
 			-- "$PERF" "$t" --provider rdma -n "$n" "$@" "$RXE"
 	else
 		pair "$name" ip netns exec peer timeout -k 5 "$CHECK_TIMEOUT" "$PERF" "$t" --provider rdma -n "$n" "$@" \
-			-- "$PERF" "$t" --provider rdma -n "$n" "$@" "$SIW_PEER"
+			-- "$PERF" "$t" --provider rdma --persistent-stags -n "$n" "$@" "$SIW_PEER"
 	fi
 	if [ "$PAIR_CLIENT_RC" -ne 0 ] || [ "$PAIR_SERVER_RC" -ne 0 ]; then
 		reason="client exit $PAIR_CLIENT_RC, server exit $PAIR_SERVER_RC"
@@ -101,7 +102,8 @@ rpc rxe rpc_bw-rxe rpc_bw 65536 bw "$BW_N" -t 8
 rpc rxe rpc_lat-reply-rxe rpc_lat 8192 lat "$BW_N" -s 8192 --chunks reply
 
 # siw has no type-2 memory windows: the poller's client exposes its chunks through persistent
-# STags there (and neither side offers remote invalidation), docs/rdma-provider.md 2.4.
+# STags there, opted in with --persistent-stags in rpc() (and neither side offers remote
+# invalidation), docs/rdma-provider.md 2.4.
 section "rpcrdma-perf RPC tests over siw (persistent STags): siw0 -> siw1 ($SIW_PEER, netns peer)"
 rpc siw rpc_lat-siw rpc_lat 2 lat "$RPC_N"
 rpc siw rpc_bw-siw rpc_bw 65536 bw "$BW_N" -t 8

@@ -16,7 +16,8 @@
 # 3. siw: nfsd runs in netns "peer" (siw creates its TCP sockets in the caller's namespace and
 #    cannot talk to its own address, see docs/vm.md): an nfsd instance of that namespace
 #    (NFSv4 only, so it needs no rpcbind there), its own rpc.mountd, the same tmpfs; then
-#    `BINARY 10.0.3.2 --bind 10.0.3.1` from the root netns over siw0 -> siw1.
+#    `BINARY 10.0.3.2 --bind 10.0.3.1 --persistent-stags` from the root netns over siw0 -> siw1
+#    (siw has no type-2 memory windows: the client must opt in to persistent STags).
 # Each run ends with "## nfs-interop <run>: PASS|FAIL (exit n)"; the script prints
 # "nfs-interop: N passed, N failed" and exits 1 if any run failed.
 #
@@ -130,7 +131,8 @@ for run in $RUNS; do
 	siw)
 		say "siw: nfsd in netns peer on 10.0.3.2 (siw1), client on siw0 (10.0.3.1)"
 		if start_nfsd "ip netns exec peer"; then
-			run_check siw 10.0.3.2 --bind 10.0.3.1 --local-tree "$EXPORT/nfsinterop" "$@"
+			# siw has no type-2 memory windows: the client opts in to persistent STags.
+			run_check siw 10.0.3.2 --bind 10.0.3.1 --persistent-stags --local-tree "$EXPORT/nfsinterop" "$@"
 		else
 			result siw 1 "nfsd did not start in netns peer"
 		fi

@@ -54,7 +54,8 @@ use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
 use rpcrdma_engine::verbs::Device;
 use rpcrdma_poller::{
     BackchannelService, BackoffMode, CallbackMode, Client, ClientError, ClientOptions,
-    ConnSnapshot, Cores, Endpoint, EndpointConfig, PinPolicy, ReactorConfig, ReactorSet,
+    ConnSnapshot, Cores, Endpoint, EndpointConfig, PersistentStags, PinPolicy, ReactorConfig,
+    ReactorSet,
 };
 
 #[path = "rpcrdma-nfs-check/nfs41.rs"]
@@ -87,6 +88,9 @@ struct Args {
     local_tree: Option<PathBuf>,
     /// The parts to run (big, small, nodr, nfs41).
     parts: Vec<String>,
+    /// `--persistent-stags`: on a device without type-2 memory windows (siw), the client's
+    /// endpoints expose their pools through endpoint-wide persistent STags (refused otherwise).
+    persistent_stags: bool,
 }
 
 impl Default for Args {
@@ -105,6 +109,7 @@ impl Default for Args {
             probe: false,
             local_tree: None,
             parts: PARTS.iter().map(|p| p.to_string()).collect(),
+            persistent_stags: false,
         }
     }
 }
@@ -133,6 +138,9 @@ fn usage(prog: &str) -> String {
          \x20                       part creates files there, gets read delegations on them and\n\
          \x20                       writes them locally so that the server recalls them\n\
          \x20     --parts <list>    parts to run (default big,small,nodr,nfs41)\n\
+         \x20     --persistent-stags  on a device without type-2 memory windows (siw): expose the\n\
+         \x20                       client's pools to the server through endpoint-wide\n\
+         \x20                       persistent STags (refused without; docs/rdma-provider.md)\n\
          \x20 -h, --help\n"
     )
 }
@@ -198,6 +206,7 @@ fn parse(argv: &[String]) -> Result<Option<Args>, String> {
             "--grace-wait" => a.grace_wait = Duration::from_secs(num(name, &val()?, 0, 3600)?),
             "--setup" => a.setup = Some(PathBuf::from(val()?)),
             "--probe-reply-chunk-limit" => a.probe = true,
+            "--persistent-stags" => a.persistent_stags = true,
             "--local-tree" => a.local_tree = Some(PathBuf::from(val()?)),
             "--parts" => {
                 let v = val()?;
@@ -897,6 +906,11 @@ fn connect(
         // they may block (the CB_RECALL handler holds its reply, see `nfs41`).
         workers: usize::from(service.is_some()),
         hugepages: false,
+        persistent_stags: if a.persistent_stags {
+            PersistentStags::EndpointWide
+        } else {
+            PersistentStags::Refuse
+        },
         ..EndpointConfig::default()
     };
     let ep = Endpoint::<Rdma>::with_backoff(set, dev, ecfg, BackoffMode::SharedCores)
@@ -924,7 +938,12 @@ fn connect(
         Some(s) => Client::connect_serving(&ep, target, opts, s),
         None => Client::connect(&ep, target, opts),
     }
-    .map_err(|e| format!("connect: {e}"))?;
+    .map_err(|e| match e {
+        ClientError::PersistentStagsRefused => {
+            format!("{e}; pass --persistent-stags to accept that exposure")
+        }
+        e => format!("connect: {e}"),
+    })?;
     if !client.wait_connected(a.timeout) {
         return Err(format!(
             "no RPC-over-RDMA connection to {target} within {:?} (state {:?})",
@@ -1453,6 +1472,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if a.persistent_stags {
+        eprintln!(
+            "{prog}: --persistent-stags: on a device without type-2 memory windows (siw) each \
+             client's payload pool (read+write) and reply pool (write) are reachable by the NFS \
+             server until that client ends (docs/rdma-provider.md)"
+        );
     }
     match run(&a) {
         Ok(t) => {

@@ -36,7 +36,8 @@ use rpcrdma_engine::verbs::{
 };
 use rpcrdma_poller::{
     BackoffMode, CallbackMode, Client, ClientError, ClientOptions, Cores, Endpoint, EndpointConfig,
-    PinPolicy, Program, ProtocolVersion, ReactorConfig, ReactorSet, Server, ServerOptions,
+    PersistentStags, PinPolicy, Program, ProtocolVersion, ReactorConfig, ReactorSet, Server,
+    ServerOptions,
 };
 
 /// Largest `--arg-size`.
@@ -85,6 +86,9 @@ struct Args {
     bind: Option<IpAddr>,
     backoff: BackoffMode,
     quiet: bool,
+    /// `--persistent-stags`: on a device without type-2 memory windows (siw), the client's
+    /// endpoint exposes its pools through endpoint-wide persistent STags (refused otherwise).
+    persistent_stags: bool,
 }
 
 impl Default for Args {
@@ -109,6 +113,7 @@ impl Default for Args {
             bind: None,
             backoff: BackoffMode::BusyPoll,
             quiet: false,
+            persistent_stags: false,
         }
     }
 }
@@ -225,6 +230,9 @@ fn usage(prog: &str) -> String {
          \x20     --provider soft|rdma  verbs provider (default soft; rdma needs the `rdma` feature)\n\
          \x20     --bind <ip>         local address whose device to use (rdma)\n\
          \x20     --backoff busy_poll|shared_cores  reactors' idle behaviour (default busy_poll)\n\
+         \x20     --persistent-stags  on a device without type-2 memory windows (siw): expose the\n\
+         \x20                         client's pools to the server through endpoint-wide\n\
+         \x20                         persistent STags (refused without; docs/rdma-provider.md)\n\
          \x20 -q, --quiet             summary only\n\
          \x20 -h, --help / -V         help / version\n"
     )
@@ -306,6 +314,7 @@ fn parse(argv: &[String]) -> Result<Parsed, String> {
             "--arg-size" => a.arg_size = num(name, &val()?, 0, MAX_ARG_SIZE)? as u32,
             "--reply-chunk" => a.reply_chunk = true,
             "--loopback" => a.loopback = true,
+            "--persistent-stags" => a.persistent_stags = true,
             "-q" | "--quiet" => a.quiet = true,
             "--provider" => {
                 a.provider = match val()?.as_str() {
@@ -682,7 +691,15 @@ fn run<P: Provider>(
             );
         }
     }
-    let cep = Endpoint::<P>::with_backoff(&set, cdev, ecfg, a.backoff)
+    let cecfg = EndpointConfig {
+        persistent_stags: if a.persistent_stags {
+            PersistentStags::EndpointWide
+        } else {
+            PersistentStags::Refuse
+        },
+        ..ecfg
+    };
+    let cep = Endpoint::<P>::with_backoff(&set, cdev, cecfg, a.backoff)
         .map_err(|e| format!("client endpoint: {e}"))?;
     let opts = ClientOptions {
         inline_send: a.inline_send.unwrap_or(a.inline),
@@ -710,6 +727,11 @@ fn run<P: Provider>(
                 "RPC-over-RDMA version {} needs an inline size of at least 4096 (--inline-size)",
                 a.version
             ))
+            }
+            Err(e @ ClientError::PersistentStagsRefused) => {
+                return Err(format!(
+                    "{e}; pass --persistent-stags to accept that exposure"
+                ))
             }
             Err(e) => return Err(format!("connect: {e}")),
         };
@@ -966,6 +988,13 @@ fn main() -> ExitCode {
     if a.loopback && a.provider == ProviderKind::Rdma && a.host.is_none() {
         eprintln!("{prog}: --loopback with the rdma provider needs the device's address");
         return ExitCode::from(2);
+    }
+    if a.persistent_stags {
+        eprintln!(
+            "{prog}: --persistent-stags: on a device without type-2 memory windows (siw) the \
+             client's payload pool (read+write) and reply pool (write) are reachable by the \
+             server it calls until it exits (docs/rdma-provider.md)"
+        );
     }
     let r = match a.provider {
         ProviderKind::Soft => run_soft(&a, target),

@@ -180,6 +180,7 @@ impl<P: Provider> Daemon<P> {
             workers,
             worker_ring: 256,
             hugepages: o.hugepages,
+            ..EndpointConfig::default()
         };
         let ep = Endpoint::<P>::new(&set, dev, ecfg).map_err(|e| format!("endpoint: {e}"))?;
         // The memory store's large blocks live in the endpoint's registered pool.

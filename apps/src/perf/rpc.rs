@@ -48,8 +48,8 @@ use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
 use rpcrdma_poller::{
     BackoffMode, BufPool, CallArgs, CallbackMode, Client, ClientError, ClientOptions, CoreId,
-    Cores, Endpoint, EndpointConfig, PinPolicy, Program, ProtocolVersion, ReactorConfig,
-    ReactorSet, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
+    Cores, Endpoint, EndpointConfig, PersistentStags, PinPolicy, Program, ProtocolVersion,
+    ReactorConfig, ReactorSet, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
 };
 
 use super::args::ProviderKind;
@@ -381,6 +381,9 @@ pub struct RpcConfig {
     pub unit: BwUnit,
     /// Back the endpoints' buffers with hugepages.
     pub hugepages: bool,
+    /// The client's endpoint accepts persistent STags on a device without type-2 memory
+    /// windows (siw): [`PersistentStags::EndpointWide`]; otherwise such a client is refused.
+    pub persistent_stags: bool,
     /// Idle behaviour of the reactors.
     pub backoff: BackoffMode,
     /// Cores for (client reactor, server reactor); `None`: the first two cores the calling
@@ -416,6 +419,7 @@ impl RpcConfig {
             peak: true,
             unit: BwUnit::MiB,
             hugepages: false,
+            persistent_stags: false,
             backoff: BackoffMode::BusyPoll,
             cores: None,
             port: super::DEFAULT_PORT,
@@ -653,6 +657,7 @@ fn endpoint_config(cfg: &RpcConfig, size: usize, buffers: usize, replies: usize)
         workers: 0,
         worker_ring: 64,
         hugepages: cfg.hugepages,
+        ..EndpointConfig::default()
     }
 }
 
@@ -722,12 +727,19 @@ fn build_world<P: Provider>(
     // Client: arguments, a DDP source and a receptacle per call; one reply buffer per call.
     let cep = mk(
         cdev,
-        endpoint_config(
-            cfg,
-            size,
-            window.max(credits) * 3 + 8,
-            window.max(credits) + 8,
-        ),
+        EndpointConfig {
+            persistent_stags: if cfg.persistent_stags {
+                PersistentStags::EndpointWide
+            } else {
+                PersistentStags::Refuse
+            },
+            ..endpoint_config(
+                cfg,
+                size,
+                window.max(credits) * 3 + 8,
+                window.max(credits) + 8,
+            )
+        },
     )?;
     prefill(cep.buffers(), pat);
     let client_reactor = usize::from(serve);
@@ -750,6 +762,11 @@ fn build_world<P: Provider>(
             return Err(PerfError::Config(format!(
                 "RPC-over-RDMA {:?} needs an inline size of at least 4096 (--inline-size)",
                 cfg.version
+            )))
+        }
+        Err(e @ ClientError::PersistentStagsRefused) => {
+            return Err(PerfError::Config(format!(
+                "{e}; pass --persistent-stags to accept that exposure"
             )))
         }
         Err(e) => return Err(PerfError::Protocol(format!("connect: {e}"))),
@@ -1276,6 +1293,9 @@ pub struct RpcArgs {
     pub cores: Vec<usize>,
     /// `--hugepages`.
     pub hugepages: bool,
+    /// `--persistent-stags`: the client may expose its pools through endpoint-wide persistent
+    /// STags on a device without type-2 memory windows (siw).
+    pub persistent_stags: bool,
     /// `--chunks`.
     pub chunks: Chunks,
     /// `--version 1|2`: RPC-over-RDMA version.
@@ -1321,6 +1341,7 @@ impl RpcArgs {
             hist_log: None,
             cores: Vec::new(),
             hugepages: false,
+            persistent_stags: false,
             chunks: Chunks::Auto,
             rpc_version: 1,
             inline: 4096,
@@ -1370,6 +1391,7 @@ impl RpcArgs {
             BwUnit::MiB
         };
         c.hugepages = self.hugepages;
+        c.persistent_stags = self.persistent_stags;
         c.backoff = self.backoff;
         c.port = self.port;
         c
@@ -1487,6 +1509,7 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
         "--loopback" => a.loopback = true,
         "--report_gbits" => a.report_gbits = true,
         "--hugepages" => a.hugepages = true,
+        "--persistent-stags" => a.persistent_stags = true,
         "--null" => a.null = true,
         _ => return Err(format!("unknown flag {name}")),
     }
@@ -1516,7 +1539,7 @@ const LONG_VALUE: [&str; 19] = [
     "backoff",
     "connection",
 ];
-const LONG_BOOL: [&str; 9] = [
+const LONG_BOOL: [&str; 10] = [
     "all",
     "noPeak",
     "help",
@@ -1525,6 +1548,7 @@ const LONG_BOOL: [&str; 9] = [
     "loopback",
     "report_gbits",
     "hugepages",
+    "persistent-stags",
     "null",
 ];
 
@@ -1698,6 +1722,15 @@ pub fn usage(prog: &str, test: RpcTest) -> String {
     s.push_str("      --bind <ip>           rdma: local address whose device to use (server: listen there)\n");
     s.push_str("      --cores <a>[,<b>]     Client reactor on core a, server reactor on core b\n");
     s.push_str("      --hugepages           Back the endpoints' buffers with 2 MiB hugepages\n");
+    s.push_str(
+        "      --persistent-stags    Client on a device without type-2 memory windows (siw):\n",
+    );
+    s.push_str(
+        "                            expose its pools to the server through endpoint-wide\n",
+    );
+    s.push_str(
+        "                            persistent STags (refused without; docs/rdma-provider.md)\n",
+    );
     s.push_str("      --pcap <file>         Write the run's packets as RoCEv2 frames (pcap)\n");
     s.push_str("      --hist-log <file>     hdrhistogram interval log, one interval per size\n");
     s
@@ -1985,6 +2018,11 @@ fn rdma_role(a: &RpcArgs) -> Result<RdmaRole, String> {
     })
 }
 
+/// The line a client given `--persistent-stags` prints (stderr) before it connects.
+pub const PERSISTENT_STAGS_NOTICE: &str = "rpcrdma-perf: --persistent-stags: on a device without \
+type-2 memory windows (siw) this client's payload pool (read+write) and reply pool (write) are \
+reachable by the server it connects to for the whole run (docs/rdma-provider.md)";
+
 fn run_cli(a: &RpcArgs) -> Result<(), String> {
     let mut cfg = a.config();
     cfg.progress = true;
@@ -2026,6 +2064,14 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
         }
         ProviderKind::Rdma => {
             let role = rdma_role(a)?;
+            if matches!(role, RdmaRole::Server { .. }) && a.persistent_stags {
+                return Err(
+                    "--persistent-stags applies to the client (a server exposes nothing)".into(),
+                );
+            }
+            if a.persistent_stags {
+                eprintln!("{PERSISTENT_STAGS_NOTICE}");
+            }
             if matches!(role, RdmaRole::Server { .. })
                 && (a.out_json.is_some() || a.hist_log.is_some())
             {

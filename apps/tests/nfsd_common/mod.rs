@@ -173,6 +173,7 @@ fn client_config() -> EndpointConfig {
         workers: 0,
         worker_ring: 64,
         hugepages: false,
+        ..EndpointConfig::default()
     }
 }
 

@@ -72,6 +72,7 @@ fn setup(mode: CallbackMode, version: ProtocolVersion, port: u16) -> Bench {
         workers: usize::from(worker),
         worker_ring: 256,
         hugepages: true,
+        ..EndpointConfig::default()
     };
     let sep = Endpoint::with_backoff(&set, sdev, ecfg.clone(), backoff).expect("server ep");
     let cep = Endpoint::with_backoff(&set, cdev, ecfg, backoff).expect("client ep");

@@ -57,6 +57,7 @@ pub fn endpoint_config(workers: usize) -> EndpointConfig {
         workers,
         worker_ring: 64,
         hugepages: false,
+        ..EndpointConfig::default()
     }
 }
 
@@ -72,12 +73,23 @@ impl World {
 
     /// A world whose two soft devices have `dev` (e.g. capabilities a device lacks).
     pub fn with_devices(workers: usize, cfg: &ReactorConfig, dev: &SoftConfig) -> World {
+        World::with_client_endpoint(workers, cfg, dev, endpoint_config(workers))
+    }
+
+    /// As [`World::with_devices`], the client endpoint configured with `client` (e.g. opted in
+    /// to persistent STags on a device without memory windows).
+    pub fn with_client_endpoint(
+        workers: usize,
+        cfg: &ReactorConfig,
+        dev: &SoftConfig,
+        client: EndpointConfig,
+    ) -> World {
         let fabric = SoftFabric::new();
         let sdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), *dev);
         let cdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), *dev);
         let set = ReactorSet::start(cfg).expect("reactors");
         let server_ep = Endpoint::new(&set, sdev, endpoint_config(workers)).expect("server ep");
-        let client_ep = Endpoint::new(&set, cdev, endpoint_config(workers)).expect("client ep");
+        let client_ep = Endpoint::new(&set, cdev, client).expect("client ep");
         let port = PORT.fetch_add(1, Ordering::Relaxed);
         World {
             fabric,

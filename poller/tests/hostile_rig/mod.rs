@@ -48,7 +48,13 @@ pub fn rig(opts: ServerOptions) -> Rig {
 
 /// [`rig`] on soft devices configured as `dev` (e.g. without memory windows).
 pub fn rig_on(opts: ServerOptions, dev: &rpcrdma_engine::verbs::soft::SoftConfig) -> Rig {
-    let w = World::with_devices(0, &reactor_config(2), dev);
+    // The honest client's own endpoint opts in to persistent STags where the device has no
+    // memory windows (the server's endpoint is separate and exposes nothing).
+    let mut cep = endpoint_config(0);
+    if !dev.caps.mw_type2 {
+        cep.persistent_stags = rpcrdma_poller::PersistentStags::EndpointWide;
+    }
+    let w = World::with_client_endpoint(0, &reactor_config(2), dev, cep);
     let back: BackLog = Arc::new(Mutex::new(Vec::new()));
     let b2 = Arc::clone(&back);
     let prog: Program = program(w.server_ep.buffers().clone()).procedure(

@@ -44,6 +44,7 @@ impl TestPool {
             workers: 0,
             worker_ring: 4,
             hugepages: false,
+            ..EndpointConfig::default()
         };
         let ep = Endpoint::<SoftProvider>::new(&set, dev, cfg).expect("endpoint");
         TestPool {
