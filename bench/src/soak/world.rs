@@ -49,6 +49,7 @@ fn endpoint_config(workers: usize) -> EndpointConfig {
         // Small on purpose: the "stall" fault fills it.
         worker_ring: 2,
         hugepages: false,
+        ..EndpointConfig::default()
     }
 }
 

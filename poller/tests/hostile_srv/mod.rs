@@ -83,6 +83,7 @@ impl HWorld {
             workers: 0,
             worker_ring: 64,
             hugepages: false,
+            ..EndpointConfig::default()
         };
         let client_ep = Endpoint::new(&set, cdev, cfg).expect("client ep");
         HWorld {
