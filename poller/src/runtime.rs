@@ -29,8 +29,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
 use rpcrdma_engine::proto::reject::RejectReason;
-use rpcrdma_engine::verbs::{Completion, CompletionQueue, ConnRequest, Device, Listener, Provider};
-use rpcrdma_mempool::{HugePagePolicy, PoolCache};
+use rpcrdma_engine::verbs::{
+    Completion, CompletionQueue, ConnRequest, Device, DeviceCaps, Listener, Provider,
+};
+use rpcrdma_mempool::{HugePagePolicy, PoolCache, Registrar};
 
 use crate::admission::PeerSlot;
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats, NodeStatsWriter};
@@ -190,18 +192,7 @@ impl<P: Provider> Endpoint<P> {
         worker_backoff: BackoffMode,
     ) -> Result<Endpoint<P>, EndpointError> {
         let n = set.len();
-        if n == 0 {
-            return Err(EndpointError::BadConfig("no reactors"));
-        }
-        if cfg.max_conns_per_reactor == 0 || cfg.max_conns_per_reactor > 1 << 16 {
-            return Err(EndpointError::BadConfig("max_conns_per_reactor"));
-        }
-        if cfg.max_credits == 0 || cfg.max_credits > 1024 {
-            return Err(EndpointError::BadConfig("max_credits"));
-        }
-        if cfg.buffer_size < 64 {
-            return Err(EndpointError::BadConfig("buffer_size"));
-        }
+        check_endpoint_config(n, &cfg)?;
         let hugepages = if cfg.hugepages {
             HugePagePolicy::Prefer
         } else {
@@ -211,35 +202,7 @@ impl<P: Provider> Endpoint<P> {
             dev.alloc_pd()
                 .map_err(|e| EndpointError::Verbs(e.to_string()))?,
         );
-        // No remote rights on the pools' own registrations (a serving endpoint exposes
-        // nothing); a client exposes chunks through windows bound over them, or — opted in, on
-        // a device without windows — through a second, remote registration (buf::Exposure).
-        let access = crate::buf::pool_access(dev.caps());
-        let expose = crate::buf::persistent_exposure(dev.caps(), cfg.persistent_stags);
-        let remote = |a| expose.then_some(a);
-        let bufs = BufPool::new(
-            &*pd,
-            cfg.buffers,
-            cfg.buffer_size,
-            hugepages,
-            access,
-            remote(crate::buf::PAYLOAD_REMOTE),
-        )
-        .map_err(EndpointError::Memory)?;
-        let reply_size = if cfg.reply_buffer_size == 0 {
-            cfg.buffer_size
-        } else {
-            cfg.reply_buffer_size.max(64)
-        };
-        let replies = BufPool::new(
-            &*pd,
-            cfg.reply_buffers,
-            reply_size,
-            hugepages,
-            access,
-            remote(crate::buf::REPLY_REMOTE),
-        )
-        .map_err(EndpointError::Memory)?;
+        let (bufs, replies) = register_pools(&*pd, dev.caps(), &cfg, hugepages)?;
         let dev = Arc::new(dev);
         let per_conn = sq_depth_for(cfg.max_credits) + rq_depth_for(cfg.max_credits);
         // Every QP's queues, twice: completions of a torn-down QP may still sit in the CQ
@@ -889,4 +852,60 @@ impl<P: Provider> Drop for Node<P> {
             }
         }
     }
+}
+
+/// Refuses endpoint configurations that cannot work (`n` reactors).
+fn check_endpoint_config(n: usize, cfg: &EndpointConfig) -> Result<(), EndpointError> {
+    if n == 0 {
+        return Err(EndpointError::BadConfig("no reactors"));
+    }
+    if cfg.max_conns_per_reactor == 0 || cfg.max_conns_per_reactor > 1 << 16 {
+        return Err(EndpointError::BadConfig("max_conns_per_reactor"));
+    }
+    if cfg.max_credits == 0 || cfg.max_credits > 1024 {
+        return Err(EndpointError::BadConfig("max_credits"));
+    }
+    if cfg.buffer_size < 64 {
+        return Err(EndpointError::BadConfig("buffer_size"));
+    }
+    Ok(())
+}
+
+/// Registers the endpoint's payload and reply pools. No remote rights on the pools' own
+/// registrations (a serving endpoint exposes nothing); a client exposes chunks through windows
+/// bound over them, or — opted in, on a device without windows — through a second, remote
+/// registration (`buf::Exposure`).
+fn register_pools<R: Registrar>(
+    pd: &R,
+    caps: &DeviceCaps,
+    cfg: &EndpointConfig,
+    hugepages: HugePagePolicy,
+) -> Result<(BufPool, BufPool), EndpointError> {
+    let access = crate::buf::pool_access(caps);
+    let expose = crate::buf::persistent_exposure(caps, cfg.persistent_stags);
+    let remote = |a| expose.then_some(a);
+    let bufs = BufPool::new(
+        pd,
+        cfg.buffers,
+        cfg.buffer_size,
+        hugepages,
+        access,
+        remote(crate::buf::PAYLOAD_REMOTE),
+    )
+    .map_err(EndpointError::Memory)?;
+    let reply_size = if cfg.reply_buffer_size == 0 {
+        cfg.buffer_size
+    } else {
+        cfg.reply_buffer_size.max(64)
+    };
+    let replies = BufPool::new(
+        pd,
+        cfg.reply_buffers,
+        reply_size,
+        hugepages,
+        access,
+        remote(crate::buf::REPLY_REMOTE),
+    )
+    .map_err(EndpointError::Memory)?;
+    Ok((bufs, replies))
 }
