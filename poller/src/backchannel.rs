@@ -24,11 +24,14 @@
 //! earliest call, and completes each call exactly once through its [`Callback`] (on the
 //! reactor or a worker, per the server's mode), with the reply or an error.
 //!
-//! Recovery: a call for a connection whose backchannel was not enabled fails with
-//! [`ClientError::NotServed`] and is not sent. A call that gets no answer in time fails with
-//! [`ClientError::TimedOut`]. Its buffers stay with the connection until the engine is done
-//! with the call, and a late reply is dropped. When a connection bound to a session is lost,
-//! it keeps its pending backward calls, with their deadlines. The lost connection stays on its
+//! Recovery: a call that reaches a connection whose upper layer had not called
+//! [`BackChannel::enable`] fails with [`ClientError::NotServed`] and is not sent. A call that
+//! gets no answer in time fails with [`ClientError::TimedOut`]. Its buffers stay with the
+//! connection until the engine is done with the call, and a late reply is dropped. When a
+//! connection bound to a session is lost, it keeps its pending backward calls, with their
+//! deadlines, also when it is lost before its reactor turned the engine's backchannel on (a
+//! bind had just moved the session's calls to it): the calls wait for the loss to be handled
+//! instead of being started on the closed engine. The lost connection stays on its
 //! reactor as the session's holder and also takes new calls for the session. When the client
 //! binds a new connection to the session, the calls move to it through its ring and are sent
 //! again with the SAME XIDs. Closing a session ([`Server::close_session`]) fails its calls
@@ -56,8 +59,8 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use rpcrdma_engine::conn::{
-    self, BackchannelPools, CallError, CallId, CallSpec, ConnState, Connection, HostMemory,
-    IncomingCall, LocalBuf, Pools, ReplyError, ReplyKind, ReplySpec, Role, StartError,
+    self, BackchannelError, BackchannelPools, CallError, CallId, CallSpec, ConnState, Connection,
+    HostMemory, IncomingCall, LocalBuf, Pools, ReplyError, ReplyKind, ReplySpec, Role, StartError,
 };
 use rpcrdma_engine::proto::private_data::representable_size;
 use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody, ReplyHeader};
@@ -1781,14 +1784,35 @@ impl ServerBack {
             self.enable_now = true;
         }
         work += self.intake(env, links.as_deref_mut(), cx, slot, stats);
-        if self.enable_now && !self.enabled {
-            if let Some(c) = drv.conn.as_mut() {
-                self.enabled = c.enable_backchannel().is_ok();
-            }
+        if self.enable_now && !self.enabled && !self.enable_engine(drv) {
+            // The engine closed before its backchannel was turned on (the connection was
+            // lost this round, e.g. right after a bind moved the session's calls here): the
+            // calls wait, and the teardown that follows keeps them for the session (or fails
+            // them with `Transport(ConnectionLost)`), as for any lost connection. Starting
+            // them would fail them with `NotServed` although the client serves them.
+            stats.back_gauges(u64::from(self.in_flight), self.ready.len() as u64);
+            return work;
         }
         work += self.start_ready(drv, env, links, stats);
         stats.back_gauges(u64::from(self.in_flight), self.ready.len() as u64);
         work
+    }
+
+    /// Turns the engine's backchannel on (the upper layer enabled it). `false` when the engine
+    /// is already closed. An engine without backchannel memory stays off, and `start_ready`
+    /// then fails the calls with [`ClientError::NotServed`] (it cannot serve them).
+    fn enable_engine<P: Provider>(&mut self, drv: &mut ConnDriver<P>) -> bool {
+        let Some(c) = drv.conn.as_mut() else {
+            return false;
+        };
+        match c.enable_backchannel() {
+            Ok(()) => {
+                self.enabled = true;
+                true
+            }
+            Err(BackchannelError::Closed) => false,
+            Err(BackchannelError::NoResources) => true,
+        }
     }
 
     /// A backward reply arrived.
