@@ -91,6 +91,7 @@ pub fn bad_reply(rx: &Rx, i: usize) -> BadReply {
 
 /// A connected client and its raw connection, the first call answered with grant `g` (for a
 /// Version Two client: the probe, answered in Version Two).
+#[allow(clippy::too_many_arguments)]
 pub fn setup(
     w: &HWorld,
     srv: &mut RawServer,
