@@ -923,6 +923,7 @@ impl<P: Provider> ClientConn<P> {
         }
         cfg.ddp = opts.ddp;
         cfg.call_timeout_ns = opts.call_timeout_ms.saturating_mul(1_000_000);
+        cfg.probe_timeout_ns = opts.probe_timeout_ms.saturating_mul(1_000_000);
         cfg.sq_depth = ep.sq_depth(c);
         cfg.rq_depth = ep.rq_depth(c);
         cfg.max_send_sge = 4;

@@ -251,6 +251,12 @@ pub struct ClientOptions {
     pub ddp: bool,
     /// Fail a call not answered in this many milliseconds (0: never).
     pub call_timeout_ms: u64,
+    /// With [`ProtocolVersion::V2`]: how long the first Version Two call of a connection (the
+    /// probe) waits for an answer before the server is taken for a Version One one that drops
+    /// what it cannot read; the call is then sent again in Version One (same XID) and the
+    /// fallback remembered. Independent of `call_timeout_ms`; 0: only the call timeout
+    /// applies. 5000 by default.
+    pub probe_timeout_ms: u64,
     /// Times a call is sent again on a new connection after the old one was lost.
     pub max_retransmits: u32,
     /// First reconnect delay (milliseconds); doubles per failed attempt.
@@ -280,6 +286,7 @@ impl Default for ClientOptions {
             version: ProtocolVersion::V1,
             ddp: true,
             call_timeout_ms: 0,
+            probe_timeout_ms: 5000,
             max_retransmits: 3,
             reconnect_min_ms: 1,
             reconnect_max_ms: 500,

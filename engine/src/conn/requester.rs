@@ -155,6 +155,11 @@ struct ReqCall {
     outcome: Outcome,
     /// RPC-over-RDMA version the call was sent in.
     vers: u32,
+    /// The version of an earlier transmission whose reply is still taken: the Version Two
+    /// probe sent again in Version One after its own timeout (decision D-4 in
+    /// docs/conformance.md: a slow Version Two responder's late reply completes the call).
+    /// 0: none.
+    also_vers: u32,
     /// `Requester::saved[slot]` holds this call's spec.
     saved: bool,
 }
@@ -181,6 +186,7 @@ impl ReqCall {
         probe_deadline: u64::MAX,
         outcome: Outcome::Pending,
         vers: 1,
+        also_vers: 0,
         saved: false,
     };
 }
@@ -442,6 +448,10 @@ impl Requester {
         call.xid = xid;
         call.vers = vers;
         call.saved = self.calls[slot as usize].saved && reuse.is_some();
+        call.also_vers = match reuse {
+            Some(_) => self.calls[slot as usize].also_vers,
+            None => 0,
+        };
         call.reply = spec.reply;
         call.reply_offered = reply_offered;
         call.nwrites = nwrites as u8;
@@ -843,9 +853,10 @@ impl Requester {
             AnyBody::Msg { lists, .. } => (lists, false),
             AnyBody::Nomsg { lists, .. } => (lists, true),
         };
-        if h.vers != call.vers {
+        if h.vers != call.vers && h.vers != call.also_vers {
             // "A responder MUST send Replies with the same RPC-over-RDMA protocol version that
-            // the requester uses to send its Calls."
+            // the requester uses to send its Calls." (A probe sent again after its timeout
+            // went out in both versions: either reply answers it.)
             return with_credits(CallError::BadReply(BadReply::Version {
                 call: call.vers,
                 reply: h.vers,
@@ -1172,6 +1183,8 @@ impl Requester {
                 core.version = super::VERSION;
                 core.probing = false;
                 core.remembered = Some(super::VERSION);
+                // The probe may still be answered (a slow Version Two responder).
+                self.calls[slot].also_vers = v2::VERSION;
                 self.answered(core, slot as u32, Outcome::Resend(Resend::Fallback));
                 self.resending += 1;
                 continue;

@@ -12,6 +12,8 @@
 //! the new connection with [`RawServer::accept`] again.
 #![allow(dead_code)]
 
+pub mod flows;
+
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -65,6 +67,12 @@ pub struct HWorld {
 impl HWorld {
     /// A new world.
     pub fn new() -> HWorld {
+        HWorld::with_workers(0)
+    }
+
+    /// A new world whose client endpoint has `workers` worker threads (for
+    /// `CallbackMode::Worker` clients).
+    pub fn with_workers(workers: usize) -> HWorld {
         let fabric = SoftFabric::new();
         let sdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
         let cdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
@@ -80,7 +88,7 @@ impl HWorld {
             reply_buffers: 128,
             buffer_size: 16 * 1024,
             reply_buffer_size: 0,
-            workers: 0,
+            workers,
             worker_ring: 64,
             hugepages: false,
             ..EndpointConfig::default()
@@ -627,5 +635,129 @@ pub fn next_outcome(rx: &mpsc::Receiver<Outcome>) -> Outcome {
 pub fn no_outcome(rx: &mpsc::Receiver<Outcome>, within: Duration) {
     if let Ok((i, r)) = rx.recv_timeout(within) {
         panic!("call {i} completed unexpectedly: {:?}", r.map(|x| x.xid()));
+    }
+}
+
+/// Big-endian words.
+pub fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// A Version One RDMA_MSG (or RDMA_NOMSG when `nomsg`) with any chunk lists, followed by `rpc`.
+pub fn v1_full(
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    lists: ChunkListsRef<'_>,
+    rpc: &[u8],
+) -> Vec<u8> {
+    let mut out = vec![0u8; 16 + lists.encoded_len()];
+    let body = if nomsg {
+        v1::MessageBody::Nomsg(lists)
+    } else {
+        v1::MessageBody::Msg(lists)
+    };
+    let n = v1::encode(&v1::Message { xid, credits, body }, &mut out).expect("encode");
+    out.truncate(n);
+    out.extend_from_slice(rpc);
+    out
+}
+
+/// A Version Two RDMA2_MSG (or RDMA2_NOMSG when `nomsg`) with any direction, invalidation
+/// handle and chunk lists, followed by `rpc`.
+pub fn v2_full(
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    direction: v2::Direction,
+    inv_handle: u32,
+    lists: ChunkListsRef<'_>,
+    rpc: &[u8],
+) -> Vec<u8> {
+    let c = v2::ChunksRef {
+        direction,
+        inv_handle,
+        lists,
+    };
+    let body = if nomsg {
+        v2::MessageBody::Nomsg(c)
+    } else {
+        v2::MessageBody::Msg(c)
+    };
+    let m = v2::Message { xid, credits, body };
+    let mut out = vec![0u8; v2::encoded_len(&m)];
+    let n = v2::encode(&m, &mut out).expect("encode");
+    out.truncate(n);
+    out.extend_from_slice(rpc);
+    out
+}
+
+/// A message the client sent that is not a forward call: a backward reply or an error.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// `rdma_xid`.
+    pub xid: u32,
+    /// `rdma_vers`.
+    pub vers: u32,
+    /// `rdma_credit`.
+    pub credits: u32,
+    /// `rdma_proc`.
+    pub proc_: u32,
+    /// The RPC message of an RDMA_MSG / RDMA2_MSG (empty otherwise).
+    pub rpc: Vec<u8>,
+    /// The whole message.
+    pub bytes: Vec<u8>,
+}
+
+impl Answer {
+    /// The RPC reply: `Ok(accept_stat)` (results after it in `rpc`) or `Err(rejection)`.
+    pub fn rpc_outcome(
+        &self,
+    ) -> Result<rpcrdma_engine::rpc::AcceptStat, rpcrdma_engine::rpc::RejectedReply> {
+        let (h, _) = rpcrdma_engine::rpc::decode_reply(&self.rpc)
+            .unwrap_or_else(|e| panic!("not an RPC reply ({e:?}): {:02x?}", self.rpc));
+        assert_eq!(h.xid, self.xid, "RPC XID = rdma_xid");
+        match h.body {
+            rpcrdma_engine::rpc::ReplyBody::Accepted { stat, .. } => Ok(stat),
+            rpcrdma_engine::rpc::ReplyBody::Denied(r) => Err(r),
+        }
+    }
+
+    /// The results of an accepted reply (after the 24-octet header with AUTH_NONE).
+    pub fn results(&self) -> &[u8] {
+        self.rpc.get(24..).unwrap_or(&[])
+    }
+}
+
+/// Decodes what the client sent back (header fields and, for a message, its RPC part).
+pub fn decode_answer(b: &[u8]) -> Answer {
+    let rpc = match word(b, 1) {
+        1 => v1::decode(b, &ChunkLimits::DEFAULT)
+            .ok()
+            .filter(|h| h.proc() == v1::Proc::Msg)
+            .map(|h| h.payload.to_vec()),
+        2 => v2::decode(b, &v2::Limits::DEFAULT)
+            .ok()
+            .filter(|h| h.proc() == v2::Proc::Msg)
+            .map(|h| h.payload.to_vec()),
+        _ => None,
+    };
+    Answer {
+        xid: word(b, 0),
+        vers: word(b, 1),
+        credits: word(b, 2),
+        proc_: word(b, 3),
+        rpc: rpc.unwrap_or_default(),
+        bytes: b.to_vec(),
+    }
+}
+
+impl RawConn {
+    /// The next message from the client, decoded as an [`Answer`] (panics after the deadline
+    /// or on a failed receive).
+    pub fn recv_answer(&mut self) -> Answer {
+        let m = self.recv_within(WAIT).expect("no message from the client");
+        assert!(m.status.is_success(), "receive failed: {}", m.status.name());
+        decode_answer(&m.bytes)
     }
 }
