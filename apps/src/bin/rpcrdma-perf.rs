@@ -20,9 +20,9 @@ use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
 use rpcrdma_apps::pcap::{Mtu, PcapTrace};
 use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
-use rpcrdma_apps::perf::engine::{self, ConnInfo, Observer};
 use rpcrdma_apps::perf::report::{self, BannerInfo, RESULT_LINE};
 use rpcrdma_apps::perf::rpc::{self, RpcTest};
+use rpcrdma_apps::perf::verbs_loops::{self, ConnInfo, Observer};
 use rpcrdma_apps::perf::{Config, PerfError, SizeResult, Test};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
@@ -203,7 +203,7 @@ fn run_with<P: Provider>(
         Role::Loopback { server, client } => {
             let sdev = open(server)?;
             let cdev = open(client)?;
-            engine::run_loopback::<P>(
+            verbs_loops::run_loopback::<P>(
                 cfg,
                 &cdev,
                 &sdev,
@@ -223,7 +223,7 @@ fn run_with<P: Provider>(
                 None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             };
             let dev = open(local)?;
-            engine::run_client::<P>(cfg, &dev, server, printer)?;
+            verbs_loops::run_client::<P>(cfg, &dev, server, printer)?;
         }
         Role::Server { bind } => {
             // The server core (`--cores a,b`: b; the second core by default), so that a client
@@ -243,7 +243,7 @@ fn run_with<P: Provider>(
                 },
                 a.port,
             );
-            engine::run_server::<P>(
+            verbs_loops::run_server::<P>(
                 cfg,
                 &dev,
                 listen,

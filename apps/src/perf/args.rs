@@ -15,7 +15,7 @@ use super::stats::BwUnit;
 use super::{
     all_sizes, Config, Test, DEFAULT_PORT, MAX_ITERS, MAX_SIZE, MIN_ITERS, PEAK_MAX_ITERS,
 };
-use crate::perf::engine::MAX_QPS;
+use crate::perf::verbs_loops::MAX_QPS;
 
 /// Which verbs provider runs the test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -53,9 +53,9 @@ use rpcrdma_poller::{
 };
 
 use super::args::ProviderKind;
-use super::engine::{margin_for, new_histogram, pattern};
 use super::report::{self, Progress, RESULT_LINE};
 use super::stats::{lat_duration, BwStats, BwUnit, LatStats};
+use super::verbs_loops::{margin_for, new_histogram, pattern};
 use super::{Outcome, PerfError, SizeResult, MAX_ITERS, MIN_ITERS, PEAK_MAX_ITERS};
 use crate::pcap::{Mtu, PcapTrace};
 
