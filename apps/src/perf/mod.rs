@@ -18,6 +18,7 @@ pub mod args;
 pub mod rdma_dev;
 pub mod report;
 pub mod rpc;
+pub mod rpc_cli;
 pub mod stats;
 pub mod verbs_loops;
 
