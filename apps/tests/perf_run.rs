@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use rpcrdma_apps::pcap::{Mtu, PcapTrace};
-use rpcrdma_apps::perf::engine::{self, ConnInfo, Hello, Observer, Reply, HELLO_LEN};
+use rpcrdma_apps::perf::verbs_loops::{self, ConnInfo, Hello, Observer, Reply, HELLO_LEN};
 use rpcrdma_apps::perf::{Config, Outcome, PerfError, SizeResult, Test};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 
@@ -38,7 +38,7 @@ fn run_on(fabric: &SoftFabric, cfg: &Config) -> Result<Collect, PerfError> {
     let c = fabric.open(CLIENT);
     let s = fabric.open(SERVER);
     let mut obs = Collect::default();
-    engine::run_loopback::<SoftProvider>(
+    verbs_loops::run_loopback::<SoftProvider>(
         cfg,
         &c,
         &s,
@@ -165,7 +165,7 @@ fn rejects_client_server_test_mismatch() {
         let (sdev, stop) = (&sdev, &stop);
         let srv = s.spawn(move || {
             let scfg = small(Test::WriteLat);
-            engine::run_server::<SoftProvider>(
+            verbs_loops::run_server::<SoftProvider>(
                 &scfg,
                 sdev,
                 addr,
@@ -177,7 +177,7 @@ fn rejects_client_server_test_mismatch() {
             )
         });
         let a = rx.recv().expect("server listening");
-        let r = engine::run_client::<SoftProvider>(
+        let r = verbs_loops::run_client::<SoftProvider>(
             &small(Test::ReadLat),
             &cdev,
             a,
@@ -198,22 +198,28 @@ fn rejects_client_server_test_mismatch() {
 fn rejects_bad_configurations() {
     let mut c = small(Test::WriteBw);
     c.sizes = vec![64, 256];
-    assert!(matches!(engine::validate(&c), Err(PerfError::Config(_))));
+    assert!(matches!(
+        verbs_loops::validate(&c),
+        Err(PerfError::Config(_))
+    ));
     let mut c = small(Test::SendLat);
     c.qps = 2;
-    assert!(engine::validate(&c).is_err());
+    assert!(verbs_loops::validate(&c).is_err());
     let mut c = small(Test::SendBw);
     c.cq_mod = c.tx_depth + 1;
-    assert!(engine::validate(&c).is_err());
+    assert!(verbs_loops::validate(&c).is_err());
     let mut c = small(Test::ReadLat);
     c.iters = 4;
-    assert!(engine::validate(&c).is_err());
+    assert!(verbs_loops::validate(&c).is_err());
     let mut c = small(Test::ReadLat);
     c.duration = Some(Duration::from_secs(1));
-    assert!(engine::validate(&c).is_err(), "duration with several sizes");
+    assert!(
+        verbs_loops::validate(&c).is_err(),
+        "duration with several sizes"
+    );
     let mut c = small(Test::ReadLat);
     c.sizes = vec![(1 << 23) + 1];
-    assert!(engine::validate(&c).is_err());
+    assert!(verbs_loops::validate(&c).is_err());
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! derived by hand from the RFC 8166 header layouts, flag parsing of the RPC tests, and a short
 //! library run whose completion count must be `-n`.
 
-use rpcrdma_apps::perf::args::ProviderKind;
+use rpcrdma_apps::perf::args::{parse_rpc, usage_rpc, ProviderKind};
 use rpcrdma_apps::perf::rpc::{
     self, call_inline_max, reply_inline_max, Chunks, Plan, RpcConfig, RpcObserver, RpcSizeInfo,
     RpcTest,
@@ -89,7 +89,7 @@ fn accepts_inline_plans_without_a_reply_chunk_offer() {
 
 #[test]
 fn accepts_rpc_flags() {
-    let a = rpc::parse(
+    let a = parse_rpc(
         RpcTest::Bw,
         &args(&[
             "-s8192",
@@ -113,22 +113,22 @@ fn accepts_rpc_flags() {
     assert_eq!((c.window, c.credits, c.peak), (8, 16, false));
     assert_eq!(c.version, ProtocolVersion::V1);
     // -a: 2 .. 2^20.
-    let a = rpc::parse(RpcTest::Lat, &args(&["-a"])).unwrap();
+    let a = parse_rpc(RpcTest::Lat, &args(&["-a"])).unwrap();
     let s = a.sizes();
     assert_eq!((s.len(), s[0], s[19]), (20, 2, 1 << 20));
     // --version alone prints the program version (perftest's meaning).
     assert!(
-        rpc::parse(RpcTest::Lat, &args(&["--version"]))
+        parse_rpc(RpcTest::Lat, &args(&["--version"]))
             .unwrap()
             .print_version
     );
-    let a = rpc::parse(RpcTest::Lat, &args(&["--version=2"])).unwrap();
+    let a = parse_rpc(RpcTest::Lat, &args(&["--version=2"])).unwrap();
     assert_eq!(a.config().version, ProtocolVersion::V2);
     // The bandwidth window defaults to the credits.
-    let a = rpc::parse(RpcTest::Bw, &args(&["--credits", "12"])).unwrap();
+    let a = parse_rpc(RpcTest::Bw, &args(&["--credits", "12"])).unwrap();
     assert_eq!(a.config().window, 12);
     // --provider rdma: no address starts the server, an address runs the client.
-    let a = rpc::parse(
+    let a = parse_rpc(
         RpcTest::Lat,
         &args(&["--provider", "rdma", "--bind", "10.0.2.15"]),
     )
@@ -137,7 +137,7 @@ fn accepts_rpc_flags() {
         (a.provider, a.server.as_deref(), a.bind.as_deref()),
         (ProviderKind::Rdma, None, Some("10.0.2.15"))
     );
-    let a = rpc::parse(
+    let a = parse_rpc(
         RpcTest::Bw,
         &args(&["--provider=rdma", "-n", "20", "10.0.3.2"]),
     )
@@ -171,7 +171,7 @@ fn rejects_bad_rpc_flags() {
         &["--provider", "rdma", "--bind", "nowhere"],
     ] {
         assert!(
-            rpc::parse(RpcTest::Lat, &args(bad)).is_err(),
+            parse_rpc(RpcTest::Lat, &args(bad)).is_err(),
             "accepted {bad:?}"
         );
     }
@@ -293,14 +293,14 @@ fn accepts_every_call_checked_with_buffers_changing_roles() {
 /// endpoint-wide persistent STags on a device without memory windows; it takes no value.
 #[test]
 fn accepts_persistent_stags_flag_off_by_default() {
-    let a = rpc::parse(RpcTest::Lat, &args(&[])).unwrap();
+    let a = parse_rpc(RpcTest::Lat, &args(&[])).unwrap();
     assert!(!a.persistent_stags && !a.config().persistent_stags);
-    let a = rpc::parse(
+    let a = parse_rpc(
         RpcTest::Lat,
         &args(&["--provider", "rdma", "--persistent-stags", "10.0.3.2"]),
     )
     .unwrap();
     assert!(a.persistent_stags && a.config().persistent_stags);
-    assert!(rpc::parse(RpcTest::Lat, &args(&["--persistent-stags=yes"])).is_err());
-    assert!(rpc::usage("rpcrdma-perf", RpcTest::Lat).contains("--persistent-stags"));
+    assert!(parse_rpc(RpcTest::Lat, &args(&["--persistent-stags=yes"])).is_err());
+    assert!(usage_rpc("rpcrdma-perf", RpcTest::Lat).contains("--persistent-stags"));
 }

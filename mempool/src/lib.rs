@@ -13,18 +13,18 @@
 //! After creation (regions, pools, caches) no operation allocates.
 #![warn(missing_docs)]
 
+mod index_pool;
 pub mod pool;
 pub mod reg;
 pub mod region;
 mod ring;
-mod shared;
 pub mod stag;
 
+pub use index_pool::{Exhausted, PoolError, PoolStats, MAX_CACHES, MAX_CACHE_SIZE, MAX_COUNT};
 pub use pool::{ObjEntry, ObjIdx, Pool, PoolBuf, PoolCache, PoolConfig};
 pub use reg::{Access, Keys, Registrar};
 pub use region::{
     HugePagePolicy, HugePageShortfall, HugePageSize, PageKind, Region, RegionError, RegionOptions,
     RegisterError,
 };
-pub use shared::{Exhausted, PoolError, PoolStats, MAX_CACHES, MAX_CACHE_SIZE, MAX_COUNT};
 pub use stag::{StagCache, StagConfig, StagIdx, StagPool, StagSlot};

@@ -12,15 +12,15 @@
 //! assertion; counted and dropped in release builds); double frees of raw indices panic in debug
 //! builds and are impossible through [`PoolBuf`].
 
+use crate::index_pool::{CacheState, Exhausted, PoolError, PoolStats, Shared};
 use crate::reg::Keys;
 use crate::region::Region;
-use crate::shared::{CacheState, Exhausted, PoolError, PoolStats, Shared};
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::sync::Arc;
 
-crate::shared::pool_index! {
+crate::index_pool::pool_index! {
     /// The index of one object of one pool: `(pool id << 32) | index`. Plain data (`Copy`); whoever
     /// holds it is trusted by the raw API to own the object.
     ObjIdx

@@ -9,13 +9,13 @@
 //! foreign indices are rejected and raw double frees are caught in debug builds, as in
 //! [`crate::pool`].
 
-use crate::shared::{CacheState, Exhausted, PoolError, PoolStats, Shared};
+use crate::index_pool::{CacheState, Exhausted, PoolError, PoolStats, Shared};
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::marker::PhantomData;
 use std::sync::Arc;
 
-crate::shared::pool_index! {
+crate::index_pool::pool_index! {
     /// The index of one STag slot: `(pool id << 32) | index`.
     StagIdx
 }

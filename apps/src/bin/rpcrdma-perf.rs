@@ -2,7 +2,7 @@
 //!
 //! `rpcrdma-perf <test> [options] [server]` with `<test>` one of send_lat, write_lat, read_lat,
 //! send_bw, write_bw, read_bw, or the RPC tests rpc_lat, rpc_bw (through the poller's
-//! Client/Server API, see `rpcrdma_apps::perf::rpc`); a copy or link named `rpcrdma_<test>`
+//! Client/Server API, see `rpcrdma_apps::perf::rpc` and `rpcrdma_apps::perf::rpc_cli`); a copy or link named `rpcrdma_<test>`
 //! runs that test directly.
 //! With the soft provider (default) the server and the client run in this process on two
 //! pinned threads; with `--provider rdma` (feature `rdma`) the server is started without an
@@ -20,9 +20,10 @@ use hdrhistogram::serialization::V2Serializer;
 use hdrhistogram::Histogram;
 use rpcrdma_apps::pcap::{Mtu, PcapTrace};
 use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
-use rpcrdma_apps::perf::engine::{self, ConnInfo, Observer};
 use rpcrdma_apps::perf::report::{self, BannerInfo, RESULT_LINE};
-use rpcrdma_apps::perf::rpc::{self, RpcTest};
+use rpcrdma_apps::perf::rpc::RpcTest;
+use rpcrdma_apps::perf::rpc_cli;
+use rpcrdma_apps::perf::verbs_loops::{self, ConnInfo, Observer};
 use rpcrdma_apps::perf::{Config, PerfError, SizeResult, Test};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
@@ -203,7 +204,7 @@ fn run_with<P: Provider>(
         Role::Loopback { server, client } => {
             let sdev = open(server)?;
             let cdev = open(client)?;
-            engine::run_loopback::<P>(
+            verbs_loops::run_loopback::<P>(
                 cfg,
                 &cdev,
                 &sdev,
@@ -223,7 +224,7 @@ fn run_with<P: Provider>(
                 None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             };
             let dev = open(local)?;
-            engine::run_client::<P>(cfg, &dev, server, printer)?;
+            verbs_loops::run_client::<P>(cfg, &dev, server, printer)?;
         }
         Role::Server { bind } => {
             // The server core (`--cores a,b`: b; the second core by default), so that a client
@@ -243,7 +244,7 @@ fn run_with<P: Provider>(
                 },
                 a.port,
             );
-            engine::run_server::<P>(
+            verbs_loops::run_server::<P>(
                 cfg,
                 &dev,
                 listen,
@@ -384,10 +385,10 @@ fn main() -> ExitCode {
     let prog = argv0.rsplit('/').next().unwrap_or(argv0);
     // The RPC tests (rpc_lat, rpc_bw) have their own flags and runner.
     if let Some(t) = RpcTest::from_argv0(argv0) {
-        return ExitCode::from(rpc::main(prog, t, &argv[1..]));
+        return ExitCode::from(rpc_cli::main(prog, t, &argv[1..]));
     }
     if let Some(t) = argv.get(1).and_then(|n| RpcTest::from_name(n)) {
-        return ExitCode::from(rpc::main(prog, t, &argv[2..]));
+        return ExitCode::from(rpc_cli::main(prog, t, &argv[2..]));
     }
     let (test, rest) = match Test::from_argv0(argv0) {
         Some(t) => (t, &argv[1..]),

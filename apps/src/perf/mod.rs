@@ -6,20 +6,21 @@
 //! the way perftest's `run_iter_*` loops do (ping-pong for latency, a `tx_depth` window with CQ
 //! moderation for bandwidth) and the statistics are computed as perftest computes them
 //! ([`stats`]) and printed in its layout ([`report`]). With the soft provider both sides run in
-//! one process on two pinned threads ([`engine::run_loopback`]); on real providers they can run
-//! as two processes ([`engine::run_server`], [`engine::run_client`]).
+//! one process on two pinned threads ([`verbs_loops::run_loopback`]); on real providers they can run
+//! as two processes ([`verbs_loops::run_server`], [`verbs_loops::run_client`]).
 //!
 //! Recovery: any verbs error, error completion, unexpected disconnect, timeout or data
 //! mismatch ends the run with a [`PerfError`]; the client disconnects, which ends the server
 //! side too. Nothing is retried.
 
 pub mod args;
-pub mod engine;
 #[cfg(feature = "rdma")]
 pub mod rdma_dev;
 pub mod report;
 pub mod rpc;
+pub mod rpc_cli;
 pub mod stats;
+pub mod verbs_loops;
 
 use core::fmt;
 use std::time::Duration;
@@ -213,7 +214,7 @@ pub fn all_sizes() -> impl Iterator<Item = u64> {
     (1..=23).map(|s| 1u64 << s)
 }
 
-/// What the engine runs (validated by [`args`]).
+/// What the verbs loops run (validated by [`args`]).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The test.

@@ -1,5 +1,5 @@
 //! Latency vs message size, in one run, over the soft provider: `send_lat` and `write_lat`
-//! (rpcrdma-apps' perftest engine, verbs only) and `rpc_lat` (RPC calls through the poller's
+//! (rpcrdma-apps' perftest verbs loops, verbs only) and `rpc_lat` (RPC calls through the poller's
 //! Client/Server API, `--chunks auto`) for sizes 2 .. 64 KiB. Writes an SVG plot (t_typical
 //! as a round trip vs size, log2 x axis) and prints a Markdown table with the machine's load
 //! average.
@@ -14,8 +14,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
-use rpcrdma_apps::perf::engine::{self, NoObserver};
 use rpcrdma_apps::perf::rpc::{self, NoRpcObserver, RpcConfig, RpcTest};
+use rpcrdma_apps::perf::verbs_loops::{self, NoObserver};
 use rpcrdma_apps::perf::{Config, Outcome, PerfError, SizeResult, Test};
 use rpcrdma_bench::soft_rtt::load_average;
 use rpcrdma_bench::svg::LinePlot;
@@ -87,11 +87,11 @@ fn verbs(test: Test, sizes: &[u64], iters: u64, port: u16, cores: CorePair) -> V
     cfg.sizes = sizes.to_vec();
     cfg.iters = iters;
     let cores = cores.map_or((None, None), |(a, b)| (Some(a), Some(b)));
-    // On a thread of its own: the engine pins the calling thread, and the main thread must keep
+    // On a thread of its own: the verbs loops pin the calling thread, and the main thread must keep
     // its full CPU mask for the next tests (the reactors plan their cores from it).
     std::thread::scope(|sc| {
         sc.spawn(|| {
-            engine::run_loopback::<SoftProvider>(
+            verbs_loops::run_loopback::<SoftProvider>(
                 &cfg,
                 &cdev,
                 &sdev,

@@ -1,4 +1,4 @@
-//! The index machinery shared by object pools and STag pools: a backing ring of free tokens,
+//! The index pool under both object pools and STag pools: a backing ring of free tokens,
 //! per-core caches in front of it, counters, and ownership checks.
 //!
 //! Normal operation: a token is `(pool id << 32) | index`. All free tokens live either in the

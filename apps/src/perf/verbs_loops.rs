@@ -1,4 +1,5 @@
-//! The benchmark engine, generic over the verbs provider.
+//! The verbs benchmark loops (perftest's `run_iter_*`: send/write/read, latency and bandwidth),
+//! generic over the verbs provider.
 //!
 //! Normal operation: the server listens and accepts `qps` connections; the client's connect
 //! private data ([`Hello`], 44 octets) carries the test, the sizes (one size or a doubling
@@ -605,7 +606,7 @@ fn cq_depth(qps: u32, o: &QpOptions, caps: &DeviceCaps) -> u32 {
     (qps * (o.max_send_wr + o.max_recv_wr) + 64).min(caps.max_cqe)
 }
 
-/// Checks what the engine relies on.
+/// Checks what the verbs loops rely on.
 pub fn validate(cfg: &Config) -> Result<(), PerfError> {
     let bad = |s: String| Err(PerfError::Config(s));
     if cfg.sizes.is_empty() {

@@ -1,31 +1,25 @@
-//! Command-line flags: perftest's where they apply, plus rpcrdma-perf's own.
+//! The flags of the verbs tests (`send_lat` … `read_bw`): perftest's where they apply, plus
+//! rpcrdma-perf's own.
 //!
-//! Normal operation: [`parse`] accepts perftest's spellings (`-s 64`, `-s64`, `--size 64`,
-//! `--size=64`, grouped boolean short flags like `-aF`, numbers in decimal or `0x` hex),
-//! applies perftest's defaults and dependencies (tx depth at most the iterations for BW, CQ
+//! Normal operation: [`parse`] reads perftest's spellings (the scanner of [`super`]), applies
+//! perftest's defaults and dependencies (tx depth at most the iterations for BW, CQ
 //! moderation at most the tx depth, no peak above 20000 iterations) and yields [`PerfArgs`].
 //! Recovery: an unknown, unsupported or out-of-range flag is an error message naming the
-//! flag; nothing is silently ignored except the flags perftest users pass by habit and that
-//! mean nothing here (`-F`, `-R`).
+//! flag (the short spelling for perftest's flags, `-s` for `--size`); nothing is silently
+//! ignored except the flags perftest users pass by habit and that mean nothing here (`-F`,
+//! `-R`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::stats::BwUnit;
 use super::{
+    check_sizes, connection, cores, mtu, provider, ranged, scan, Item, ProviderKind, Table, Takes,
+};
+use crate::perf::stats::BwUnit;
+use crate::perf::verbs_loops::MAX_QPS;
+use crate::perf::{
     all_sizes, Config, Test, DEFAULT_PORT, MAX_ITERS, MAX_SIZE, MIN_ITERS, PEAK_MAX_ITERS,
 };
-use crate::perf::engine::MAX_QPS;
-
-/// Which verbs provider runs the test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProviderKind {
-    /// The in-process software provider (default; loopback only).
-    #[default]
-    Soft,
-    /// ibverbs / rdma_cm (needs the `rdma` feature).
-    Rdma,
-}
 
 /// Everything the command line says.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,24 +153,6 @@ impl PerfArgs {
     }
 }
 
-pub(crate) fn number(flag: &str, v: &str) -> Result<u64, String> {
-    let t = v.trim();
-    let r = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else {
-        t.parse::<u64>()
-    };
-    r.map_err(|_| format!("{flag} expects a number, got {v:?}"))
-}
-
-pub(crate) fn ranged(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
-    let n = number(flag, v)?;
-    if n < lo || n > hi {
-        return Err(format!(" {flag} should be between {lo} and {hi}"));
-    }
-    Ok(n)
-}
-
 /// Short flags that take a value.
 const SHORT_VALUE: &str = "sndixpDqtmIQr";
 /// Short boolean flags.
@@ -223,6 +199,38 @@ const LONG_VALUE: [&str; 8] = [
 /// Long boolean flags of our own.
 const LONG_BOOL: [&str; 3] = ["report_gbits", "hugepages", "loopback"];
 
+/// The verbs tests' flag table.
+struct Flags;
+
+impl Table for Flags {
+    fn long(&self, name: &str) -> Result<Takes, String> {
+        if LONG_BOOL.contains(&name) {
+            Ok(Takes::Nothing)
+        } else if LONG_VALUE.contains(&name) {
+            Ok(Takes::Value)
+        } else if let Some(f) = long_to_short(name) {
+            self.short(f)
+        } else {
+            Err(format!("unknown or unsupported flag --{name}"))
+        }
+    }
+
+    fn short(&self, f: char) -> Result<Takes, String> {
+        if SHORT_VALUE.contains(f) {
+            Ok(Takes::Value)
+        } else if SHORT_BOOL.contains(f) {
+            Ok(Takes::Nothing)
+        } else if SHORT_UNSUPPORTED.contains(f) {
+            Err(format!(
+                "perftest flag -{f} is not supported by rpcrdma-perf"
+            ))
+        } else {
+            Err(format!("unknown flag -{f}"))
+        }
+    }
+}
+
+/// Applies perftest's flag `-f` (also when spelled long: errors name `-f`).
 fn apply_short(
     a: &mut PerfArgs,
     f: char,
@@ -244,13 +252,7 @@ fn apply_short(
         'D' => a.duration = Some(ranged(&flag, v()?, 1, 3600 * 24)?),
         'q' => a.qps = ranged(&flag, v()?, 1, u64::from(MAX_QPS))? as u32,
         't' => a.tx_depth = ranged(&flag, v()?, 1, 15000)? as u32,
-        'm' => {
-            let m = number(&flag, v()?)?;
-            if !matches!(m, 256 | 512 | 1024 | 2048 | 4096) {
-                return Err(format!(" {flag} must be 256, 512, 1024, 2048 or 4096"));
-            }
-            a.mtu = m as u32;
-        }
+        'm' => a.mtu = mtu(&flag, v()?)?,
         'I' => a.inline = ranged(&flag, v()?, 0, 912)? as u32,
         'Q' => {
             a.cq_mod = ranged(&flag, v()?, 1, 1024)? as u32;
@@ -267,142 +269,65 @@ fn apply_short(
     Ok(())
 }
 
+/// Which flags were given (for the dependencies).
 #[derive(Default)]
 struct Given {
     size: bool,
     cq_mod: bool,
 }
 
-fn apply_long(a: &mut PerfArgs, name: &str, v: &str) -> Result<(), String> {
+/// Applies one of rpcrdma-perf's own long flags, `--name` (a boolean one when `v` is none).
+fn apply_long(a: &mut PerfArgs, name: &str, v: Option<&str>) -> Result<(), String> {
+    let Some(v) = v else {
+        match name {
+            "report_gbits" => a.report_gbits = true,
+            "hugepages" => a.hugepages = true,
+            _ => a.loopback = true,
+        }
+        return Ok(());
+    };
     match name {
         "out_json" | "out_json_file" => a.out_json = Some(PathBuf::from(v)),
-        "provider" => {
-            a.provider = match v {
-                "soft" => ProviderKind::Soft,
-                "rdma" => ProviderKind::Rdma,
-                _ => return Err(format!("--provider must be soft or rdma, got {v:?}")),
-            }
-        }
-        "cores" => {
-            let mut cores = Vec::new();
-            for part in v.split(',') {
-                cores.push(number("--cores", part)? as usize);
-            }
-            if cores.is_empty() || cores.len() > 2 {
-                return Err("--cores takes one or two core numbers (client,server)".into());
-            }
-            a.cores = cores;
-        }
+        "provider" => a.provider = provider(v)?,
+        "cores" => a.cores = cores(v)?,
         "pcap" => a.pcap = Some(PathBuf::from(v)),
         "hist-log" => a.hist_log = Some(PathBuf::from(v)),
         "bind" => a.bind = Some(v.to_string()),
-        "connection" => {
-            if v != "RC" {
-                return Err(format!("--connection {v} is not supported (RC only)"));
-            }
-        }
+        "connection" => connection(v)?,
         _ => return Err(format!("unknown flag --{name}")),
     }
     Ok(())
+}
+
+/// Applies one item of the command line.
+fn apply(a: &mut PerfArgs, item: Item<'_>, given: &mut Given) -> Result<(), String> {
+    let (flag, v) = match item {
+        Item::Operand(tok) => {
+            if a.server.is_some() {
+                return Err(format!("unexpected argument {tok:?}"));
+            }
+            a.server = Some(tok.to_string());
+            return Ok(());
+        }
+        Item::Flag(flag, v) => (flag, v),
+    };
+    if let Some(name) = flag.strip_prefix("--") {
+        if let Some(f) = long_to_short(name) {
+            return apply_short(a, f, v, given);
+        }
+        return apply_long(a, name, v);
+    }
+    let f = flag.chars().nth(1).unwrap_or('-');
+    apply_short(a, f, v, given)
 }
 
 /// Parses the arguments after the subcommand (or after argv[0] for a `rpcrdma_<test>` link).
 pub fn parse(test: Test, args: &[String]) -> Result<PerfArgs, String> {
     let mut a = PerfArgs::defaults(test);
     let mut given = Given::default();
-    let mut i = 0;
-    while i < args.len() {
-        let tok = args[i].as_str();
-        i += 1;
-        if let Some(long) = tok.strip_prefix("--") {
-            let (name, inline_val) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (long, None),
-            };
-            if LONG_BOOL.contains(&name) {
-                if inline_val.is_some() {
-                    return Err(format!("--{name} takes no value"));
-                }
-                match name {
-                    "report_gbits" => a.report_gbits = true,
-                    "hugepages" => a.hugepages = true,
-                    _ => a.loopback = true,
-                }
-            } else if LONG_VALUE.contains(&name) {
-                let v = match inline_val {
-                    Some(v) => v,
-                    None => {
-                        let v = args
-                            .get(i)
-                            .ok_or_else(|| format!("--{name} needs a value"))?;
-                        i += 1;
-                        v.as_str()
-                    }
-                };
-                apply_long(&mut a, name, v)?;
-            } else if let Some(f) = long_to_short(name) {
-                if SHORT_VALUE.contains(f) {
-                    let v = match inline_val {
-                        Some(v) => v,
-                        None => {
-                            let v = args
-                                .get(i)
-                                .ok_or_else(|| format!("--{name} needs a value"))?;
-                            i += 1;
-                            v.as_str()
-                        }
-                    };
-                    apply_short(&mut a, f, Some(v), &mut given)?;
-                } else {
-                    if inline_val.is_some() {
-                        return Err(format!("--{name} takes no value"));
-                    }
-                    apply_short(&mut a, f, None, &mut given)?;
-                }
-            } else {
-                return Err(format!("unknown or unsupported flag --{name}"));
-            }
-        } else if tok.len() > 1 && tok.starts_with('-') {
-            let chars: Vec<char> = tok[1..].chars().collect();
-            let mut k = 0;
-            while k < chars.len() {
-                let f = chars[k];
-                k += 1;
-                if SHORT_VALUE.contains(f) {
-                    let rest: String = chars[k..].iter().collect();
-                    let v = if !rest.is_empty() {
-                        rest
-                    } else {
-                        let v = args.get(i).ok_or_else(|| format!("-{f} needs a value"))?;
-                        i += 1;
-                        v.clone()
-                    };
-                    apply_short(&mut a, f, Some(&v), &mut given)?;
-                    break;
-                } else if SHORT_BOOL.contains(f) {
-                    apply_short(&mut a, f, None, &mut given)?;
-                } else if SHORT_UNSUPPORTED.contains(f) {
-                    return Err(format!(
-                        "perftest flag -{f} is not supported by rpcrdma-perf"
-                    ));
-                } else {
-                    return Err(format!("unknown flag -{f}"));
-                }
-            }
-        } else {
-            if a.server.is_some() {
-                return Err(format!("unexpected argument {tok:?}"));
-            }
-            a.server = Some(tok.to_string());
-        }
-    }
+    scan(args, &Flags, &mut |item| apply(&mut a, item, &mut given))?;
     // perftest's dependencies.
-    if a.all && given.size {
-        return Err("-a and -s cannot be used together".into());
-    }
-    if a.duration.is_some() && a.all {
-        return Err("-D (duration) runs one size; drop -a".into());
-    }
+    check_sizes(a.all, given.size, a.duration.is_some())?;
     if test.is_latency() && a.qps > 1 {
         return Err(" Multiple QPs only available on bw tests".into());
     }

@@ -1,0 +1,496 @@
+//! The `rpc_lat` / `rpc_bw` subcommand of `rpcrdma-perf`: runs what
+//! [`super::args::parse_rpc`] read with the runners of [`super::rpc`] and prints perftest's
+//! layout (banner, one row per size, the RPC counters), the `--out_json` document and the
+//! `--hist-log` interval log.
+//!
+//! Normal operation: over the soft provider both sides run in this process
+//! ([`super::rpc::run_loopback`], optionally traced to `--pcap`); with `--provider rdma` a
+//! process without an address serves ([`super::rpc::serve`]) and one with the server's address
+//! runs the client ([`super::rpc::run_client`]). Recovery: a usage error exits 2 with the
+//! message, a failed run exits 1 with the error; nothing is retried.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::Histogram;
+use rpcrdma_engine::verbs::soft::SoftFabric;
+use rpcrdma_poller::{BackoffMode, CoreId, ProtocolVersion};
+
+use super::args::{parse_rpc, usage_rpc, ProviderKind, RpcArgs};
+use super::report::{self, RESULT_LINE};
+use super::rpc::{
+    call_inline_max, reply_inline_max, run_loopback, Plan, RpcConfig, RpcConnInfo, RpcObserver,
+    RpcSizeInfo, RpcTest, PROC_XFER, PROG, VERS,
+};
+use super::stats::BwUnit;
+use super::{Outcome, SizeResult};
+use crate::pcap::{Mtu, PcapTrace};
+
+/// Prints perftest's layout as results arrive and keeps what the output files need.
+struct Printer {
+    unit: BwUnit,
+    results: Vec<(SizeResult, RpcSizeInfo)>,
+    hists: Vec<(SizeResult, Histogram<u64>)>,
+    keep_hists: bool,
+}
+
+impl RpcObserver for Printer {
+    fn connected(&mut self, c: &RpcConnInfo) {
+        let core = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("core {c}"));
+        let mut o = io::stdout().lock();
+        let _ = writeln!(
+            o,
+            " local address: IP {}\t\tclient reactor {}, {}",
+            c.client,
+            c.client_reactor,
+            core(c.client_core)
+        );
+        if c.server_in_process {
+            let _ = writeln!(
+                o,
+                " remote address: IP {} port {}\tserver reactor 0, {}",
+                c.server.ip(),
+                c.server.port(),
+                core(c.server_core)
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                " remote address: IP {} port {}\tserver process",
+                c.server.ip(),
+                c.server.port()
+            );
+        }
+    }
+
+    fn running(&mut self, cfg: &RpcConfig) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(RESULT_LINE.as_bytes());
+        let h = if cfg.test.is_latency() {
+            if cfg.duration.is_some() {
+                report::LAT_DUR_HEADER
+            } else {
+                report::LAT_HEADER
+            }
+        } else if self.unit == BwUnit::Gbit {
+            report::BW_HEADER_GBITS
+        } else {
+            report::BW_HEADER
+        };
+        let _ = o.write_all(h.as_bytes());
+        let _ = o.flush();
+    }
+
+    fn result(&mut self, r: &SizeResult, hist: &Histogram<u64>, info: &RpcSizeInfo) {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(report::result_line(r, self.unit).as_bytes());
+        let _ = o.flush();
+        self.results.push((*r, *info));
+        if self.keep_hists {
+            self.hists.push((*r, hist.clone()));
+        }
+    }
+}
+
+/// The banner, in the shape of perftest's, with the RPC settings.
+pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
+    banner_for(cfg, mtu, "soft", "soft (loopback)")
+}
+
+/// [`banner`] naming the device and the provider with the process's role (`rdma (client)`).
+pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> String {
+    use std::fmt::Write as _;
+    let inline = cfg.advertised_inline();
+    let mut s = String::new();
+    s.push_str(RESULT_LINE);
+    let kind = if cfg.null { "NULL" } else { "payload" };
+    let _ = writeln!(s, "                    {} ({kind})", cfg.test.title());
+    let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : {device}");
+    let _ = writeln!(s, " Number of qps   : 1\t\tTransport type : IB");
+    let _ = writeln!(s, " Connection type : RC\t\tUsing SRQ      : OFF");
+    let _ = writeln!(s, " TX depth        : {}", cfg.effective_window());
+    let _ = writeln!(s, " Mtu             : {mtu}[B]");
+    let _ = writeln!(s, " Link type       : Ethernet");
+    let _ = writeln!(s, " rdma_cm QPs\t : ON");
+    let _ = writeln!(s, " Data ex. method : rdma_cm");
+    let _ = writeln!(s, " Provider        : {provider}");
+    let _ = writeln!(
+        s,
+        " RPC program     : {PROG:#010x} version {VERS}, procedure {}",
+        if cfg.null { "0 (NULL)" } else { "1 (XFER)" }
+    );
+    let _ = writeln!(
+        s,
+        " RPC-over-RDMA   : version {}, inline threshold {inline}[B], credits {}",
+        match cfg.version {
+            ProtocolVersion::V1 => 1,
+            ProtocolVersion::V2 => 2,
+        },
+        cfg.credits
+    );
+    if !cfg.null {
+        let _ = writeln!(
+            s,
+            " Chunks          : {} (inline up to {} B call data, {} B reply data)",
+            cfg.chunks.name(),
+            call_inline_max(inline),
+            reply_inline_max(inline)
+        );
+        if let [one] = cfg.sizes.as_slice() {
+            if let Ok(p) = Plan::new(cfg.chunks, cfg.null, *one, inline) {
+                let _ = writeln!(s, " Each call       : {}", p.describe(inline));
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        " Callbacks       : inline on the reactors ({})",
+        match cfg.backoff {
+            BackoffMode::BusyPoll => "busy polling",
+            BackoffMode::SharedCores => "idle back-off",
+        }
+    );
+    let _ = writeln!(
+        s,
+        " Memory          : poller endpoint pools, {}",
+        if cfg.hugepages {
+            "2 MiB hugepages (fallback: normal pages)"
+        } else {
+            "normal pages"
+        }
+    );
+    if cfg.test.is_latency() {
+        let _ = writeln!(
+            s,
+            " Latency         : full round trip per RPC (call -> reply callback), not RTT/2"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            " Bandwidth       : -s octets per RPC (one direction), calls per second as MsgRate"
+        );
+    }
+    s.push_str(RESULT_LINE);
+    s
+}
+
+/// The `--out_json` document: perftest's keys plus the RPC settings.
+pub fn json_report(cfg: &RpcConfig, mtu: u32, results: &[SizeResult]) -> serde_json::Value {
+    json_report_for(cfg, mtu, results, "soft", "loopback")
+}
+
+/// [`json_report`] naming the provider and the process's role (`client`).
+pub fn json_report_for(
+    cfg: &RpcConfig,
+    mtu: u32,
+    results: &[SizeResult],
+    provider: &str,
+    role: &str,
+) -> serde_json::Value {
+    use serde_json::{json, Map, Value};
+    let mut info = Map::new();
+    info.insert("test".into(), json!(cfg.test.json_name()));
+    info.insert("Dual_port".into(), json!("OFF"));
+    info.insert("Device".into(), json!(provider));
+    info.insert("Provider".into(), json!(provider));
+    info.insert("Role".into(), json!(role));
+    info.insert("Number_of_qps".into(), json!(1));
+    info.insert("Transport_type".into(), json!("IB"));
+    info.insert("Connection_type".into(), json!("RC"));
+    info.insert("Using_SRQ".into(), json!("OFF"));
+    info.insert("TX_depth".into(), json!(cfg.effective_window()));
+    info.insert("Mtu".into(), json!(mtu));
+    info.insert("Link_type".into(), json!("Ethernet"));
+    info.insert("rdma_cm_QPs".into(), json!("ON"));
+    info.insert("Data_ex_method".into(), json!("rdma_cm"));
+    info.insert("RPC_program".into(), json!(PROG));
+    info.insert(
+        "RPC_procedure".into(),
+        json!(if cfg.null { 0 } else { PROC_XFER }),
+    );
+    info.insert(
+        "RPC_over_RDMA_version".into(),
+        json!(match cfg.version {
+            ProtocolVersion::V1 => 1,
+            ProtocolVersion::V2 => 2,
+        }),
+    );
+    info.insert("Inline_threshold".into(), json!(cfg.advertised_inline()));
+    info.insert("Credits".into(), json!(cfg.credits));
+    info.insert("Chunks".into(), json!(cfg.chunks.name()));
+    info.insert(
+        "Latency".into(),
+        json!(if cfg.test.is_latency() {
+            "round_trip"
+        } else {
+            "n/a"
+        }),
+    );
+    let unit = match cfg.unit {
+        BwUnit::MiB => "MiB/sec",
+        BwUnit::Gbit => "Gb/sec",
+    };
+    let rows: Vec<Value> = results
+        .iter()
+        .map(|r| match &r.outcome {
+            Outcome::Lat(s) => json!({
+                "MsgSize": r.size, "n_iterations": r.iters, "t_min": s.min, "t_max": s.max,
+                "t_typical": s.typical, "t_avg": s.avg, "t_stdev": s.stdev,
+                "percentile_99": s.p99, "percentile_99.9": s.p999,
+            }),
+            Outcome::LatDuration { avg, tps } => json!({
+                "MsgSize": r.size, "n_iterations": r.iters, "t_avg": avg, "tps_average": tps,
+            }),
+            Outcome::Bw(s) => json!({
+                "MsgSize": r.size, "n_iterations": r.iters, "BW_peak": s.peak,
+                "BW_average": s.avg, "MsgRate": s.msg_rate, "unit": unit,
+            }),
+        })
+        .collect();
+    json!({ "test_info": Value::Object(info), "results": rows })
+}
+
+fn write_hist_log(
+    path: &Path,
+    test: RpcTest,
+    hists: &[(SizeResult, Histogram<u64>)],
+) -> io::Result<()> {
+    let mut out = BufWriter::new(File::create(path)?);
+    let mut ser = V2Serializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "rpcrdma-perf {test} {}: one interval per message size, values in ns (full round \
+             trip of each RPC)",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .with_start_time(std::time::SystemTime::now())
+        .begin_log_with(&mut out, &mut ser)?;
+    for (r, h) in hists {
+        let tag = format!("size={}", r.size);
+        w.write_histogram(h, r.start, r.elapsed, Tag::new(&tag))
+            .map_err(|e| io::Error::other(format!("{e:?}")))?;
+    }
+    drop(w);
+    out.flush()
+}
+
+/// The process's role under `--provider rdma`.
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+enum RdmaRole {
+    /// No address: serve the benchmark program for one client run.
+    Server { bind: IpAddr },
+    /// The server's address: run the client.
+    Client { server: SocketAddr, bind: IpAddr },
+}
+
+fn rdma_role(a: &RpcArgs) -> Result<RdmaRole, String> {
+    let bind = match &a.bind {
+        Some(b) => b
+            .parse::<IpAddr>()
+            .map_err(|_| format!("--bind expects an IP address, got {b:?}"))?,
+        None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    };
+    Ok(match &a.server {
+        None => RdmaRole::Server { bind },
+        Some(h) => {
+            let server = if let Ok(ip) = h.parse::<IpAddr>() {
+                SocketAddr::new(ip, a.port)
+            } else {
+                use std::net::ToSocketAddrs;
+                (h.as_str(), a.port)
+                    .to_socket_addrs()
+                    .map_err(|e| format!("cannot resolve {h}: {e}"))?
+                    .next()
+                    .ok_or_else(|| format!("cannot resolve {h}"))?
+            };
+            RdmaRole::Client { server, bind }
+        }
+    })
+}
+
+/// The line a client given `--persistent-stags` prints (stderr) before it connects.
+pub const PERSISTENT_STAGS_NOTICE: &str = "rpcrdma-perf: --persistent-stags: on a device without \
+type-2 memory windows (siw) this client's payload pool (read+write) and reply pool (write) are \
+reachable by the server it connects to for the whole run (docs/rdma-provider.md)";
+
+fn run_cli(a: &RpcArgs) -> Result<(), String> {
+    let mut cfg = a.config();
+    cfg.progress = true;
+    if let [c] = a.cores.as_slice() {
+        let ids = core_affinity::get_core_ids().unwrap_or_default();
+        let other = ids.iter().copied().find(|i| i.id != *c);
+        cfg.cores = other.map(|o| (CoreId { id: *c }, o));
+    } else if let [c, s] = a.cores.as_slice() {
+        cfg.cores = Some((CoreId { id: *c }, CoreId { id: *s }));
+    }
+    cfg.plans().map_err(|e| e.to_string())?;
+    let mtu = Mtu::from_bytes(a.mtu).ok_or("bad MTU")?;
+    let mut printer = Printer {
+        unit: cfg.unit,
+        results: Vec::new(),
+        hists: Vec::new(),
+        keep_hists: a.hist_log.is_some(),
+    };
+    let (results, role) = match a.provider {
+        ProviderKind::Soft => {
+            print!("{}", banner(&cfg, a.mtu));
+            let _ = io::stdout().flush();
+            let fabric = SoftFabric::new();
+            let trace = match &a.pcap {
+                Some(p) => Some(
+                    PcapTrace::create(&fabric, p, mtu)
+                        .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
+                ),
+                None => None,
+            };
+            let r = run_loopback(&cfg, &fabric, &mut printer);
+            if let (Some(t), Some(p)) = (trace, &a.pcap) {
+                match t.finish() {
+                    Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
+                    Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
+                }
+            }
+            (r.map_err(|e| e.to_string())?, "loopback")
+        }
+        ProviderKind::Rdma => {
+            let role = rdma_role(a)?;
+            if matches!(role, RdmaRole::Server { .. }) && a.persistent_stags {
+                return Err(
+                    "--persistent-stags applies to the client (a server exposes nothing)".into(),
+                );
+            }
+            if a.persistent_stags {
+                eprintln!("{PERSISTENT_STAGS_NOTICE}");
+            }
+            if matches!(role, RdmaRole::Server { .. })
+                && (a.out_json.is_some() || a.hist_log.is_some())
+            {
+                return Err(
+                    "the rdma server measures nothing: give --out_json / --hist-log \
+                            to the client"
+                        .into(),
+                );
+            }
+            match run_rdma(&cfg, a, &role, &mut printer)? {
+                Some(r) => (r, "client"),
+                None => return Ok(()),
+            }
+        }
+    };
+    print!("{RESULT_LINE}");
+    let completed: u64 = printer.results.iter().map(|(_, i)| i.completed).sum();
+    let errors: u64 = printer.results.iter().map(|(_, i)| i.errors).sum();
+    let credits = printer.results.last().map_or(0, |(_, i)| i.credits_granted);
+    println!(" RPCs completed  : {completed}, errors {errors}, credits granted {credits}");
+    let _ = io::stdout().flush();
+    if let Some(p) = &a.out_json {
+        let provider = match a.provider {
+            ProviderKind::Soft => "soft",
+            ProviderKind::Rdma => "rdma",
+        };
+        let doc = json_report_for(&cfg, a.mtu, &results, provider, role);
+        let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(p, s + "\n").map_err(|e| format!("--out_json {}: {e}", p.display()))?;
+    }
+    if let Some(p) = &a.hist_log {
+        write_hist_log(p, a.test, &printer.hists)
+            .map_err(|e| format!("--hist-log {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs the rdma provider's side: `Some(results)` for the client, `None` for the server (which
+/// prints its own summary).
+#[cfg(feature = "rdma")]
+fn run_rdma(
+    cfg: &RpcConfig,
+    a: &RpcArgs,
+    role: &RdmaRole,
+    printer: &mut Printer,
+) -> Result<Option<Vec<SizeResult>>, String> {
+    use super::rpc::{run_client, serve};
+    use rpcrdma_engine::verbs::rdma::Rdma;
+    use rpcrdma_engine::verbs::Device;
+    use std::sync::atomic::AtomicBool;
+    match *role {
+        RdmaRole::Server { bind } => {
+            print!("{}", banner_for(cfg, a.mtu, "rdma", "rdma (server)"));
+            let _ = io::stdout().flush();
+            let dev = super::rdma_dev::open(bind, None, None).map_err(|e| e.to_string())?;
+            let ip = if bind.is_unspecified() {
+                dev.local_ip()
+            } else {
+                bind
+            };
+            let stop = AtomicBool::new(false);
+            let sum = serve::<Rdma>(cfg, dev, SocketAddr::new(ip, a.port), &stop, &mut |at| {
+                println!(" Waiting for client rdma_cm QP to connect on {at}");
+                println!(" Please run the same command with the server's IP address");
+                let _ = io::stdout().flush();
+            })
+            .map_err(|e| e.to_string())?;
+            print!("{RESULT_LINE}");
+            println!(
+                " RPCs served     : {} calls, {} replies, errors {}, connections {}",
+                sum.calls, sum.replies, sum.errors, sum.connections
+            );
+            let _ = io::stdout().flush();
+            Ok(None)
+        }
+        RdmaRole::Client { server, bind } => {
+            print!("{}", banner_for(cfg, a.mtu, "rdma", "rdma (client)"));
+            let _ = io::stdout().flush();
+            let open = || super::rdma_dev::open(bind, Some(server), None);
+            run_client::<Rdma>(cfg, server, &open, printer)
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[cfg(not(feature = "rdma"))]
+fn run_rdma(
+    _cfg: &RpcConfig,
+    _a: &RpcArgs,
+    _role: &RdmaRole,
+    _printer: &mut Printer,
+) -> Result<Option<Vec<SizeResult>>, String> {
+    Err("this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into())
+}
+
+/// The `rpc_lat` / `rpc_bw` subcommand: parses `args`, runs, prints. Returns the exit status:
+/// 0 success, 1 run failure, 2 usage error.
+pub fn main(prog: &str, test: RpcTest, args: &[String]) -> u8 {
+    let a = match parse_rpc(test, args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            eprintln!("Try `{prog} {test} --help`.");
+            return 2;
+        }
+    };
+    if a.help {
+        print!("{}", usage_rpc(prog, test));
+        return 0;
+    }
+    if a.print_version {
+        println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    if let Err(e) = a.config().plans() {
+        eprintln!("{e}");
+        eprintln!("Try `{prog} {test} --help`.");
+        return 2;
+    }
+    match run_cli(&a) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(" {prog} {test}: {e}");
+            1
+        }
+    }
+}
