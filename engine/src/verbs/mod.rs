@@ -42,6 +42,7 @@ pub mod conformance;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod soft;
+pub mod validate;
 
 use core::fmt;
 use std::net::{IpAddr, SocketAddr};
