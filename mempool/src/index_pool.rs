@@ -1,4 +1,4 @@
-//! The index pool under both object pools and STag pools: a backing ring of free tokens,
+//! The index machinery of the object pools ([`crate::pool`]): a backing ring of free tokens,
 //! per-core caches in front of it, counters, and ownership checks.
 //!
 //! Normal operation: a token is `(pool id << 32) | index`. All free tokens live either in the
@@ -18,8 +18,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize
 use crossbeam_utils::CachePadded;
 
 /// Defines a pool index type: a `Copy` newtype over `(pool id << 32) | index`, with the raw
-/// `u64` slice views the shared ring works on. Used by the buffer pool ([`crate::ObjIdx`]) and
-/// the STag pool ([`crate::StagIdx`]) so the two cannot drift apart.
+/// `u64` slice views the shared ring works on. Used by the buffer pool ([`crate::ObjIdx`]).
 macro_rules! pool_index {
     ($(#[$meta:meta])* $name:ident) => {
         $(#[$meta])*
@@ -81,7 +80,7 @@ pub const MAX_COUNT: usize = 1 << 30;
 /// Largest number of per-core caches of one pool.
 pub const MAX_CACHES: usize = 1024;
 
-/// Pool ids come from one counter for object and STag pools alike, so a token names its pool.
+/// Pool ids come from one counter, so a token names its pool.
 static NEXT_POOL_ID: AtomicU32 = AtomicU32::new(1);
 
 /// Whether per-object state is tracked (double-free detection).
@@ -438,7 +437,7 @@ impl Shared {
     }
 }
 
-/// The state of one per-core cache. Owned by a `PoolCache` / `StagCache`, which passes the
+/// The state of one per-core cache. Owned by a `PoolCache`, which passes the
 /// `Shared` it belongs to into every call.
 pub(crate) struct CacheState {
     objs: Box<[u64]>,

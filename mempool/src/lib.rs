@@ -1,4 +1,4 @@
-//! rpcrdma-mempool: hugepage regions, fixed-size object pools with per-core caches, and STags.
+//! rpcrdma-mempool: hugepage regions and fixed-size object pools with per-core caches.
 //!
 //! This crate knows memory, not RDMA: no protocol, no threads.
 //!
@@ -7,8 +7,6 @@
 //! - [`Pool`]: `count` fixed-size objects carved from a registered region, with a side table
 //!   ([`ObjEntry`]), a lock-free shared ring of free indices and per-core caches
 //!   ([`PoolCache`], DPDK `rte_mempool` style); [`PoolBuf`] is the owned handle.
-//! - [`StagPool`]: fixed-capacity pool of opaque provider handles (memory windows) used as
-//!   dynamic STags.
 //!
 //! After creation (regions, pools, caches) no operation allocates.
 #![warn(missing_docs)]
@@ -18,7 +16,6 @@ pub mod pool;
 pub mod reg;
 pub mod region;
 mod ring;
-pub mod stag;
 
 pub use index_pool::{Exhausted, PoolError, PoolStats, MAX_CACHES, MAX_CACHE_SIZE, MAX_COUNT};
 pub use pool::{ObjEntry, ObjIdx, Pool, PoolBuf, PoolCache, PoolConfig};
@@ -27,4 +24,3 @@ pub use region::{
     HugePagePolicy, HugePageShortfall, HugePageSize, PageKind, Region, RegionError, RegionOptions,
     RegisterError,
 };
-pub use stag::{StagCache, StagConfig, StagIdx, StagPool, StagSlot};

@@ -1,11 +1,11 @@
 //! No heap allocation after creation: a counting global allocator watches get/put (bulk and
-//! single, cache and shared path), owned-handle drop, and STag slots.
+//! single, cache and shared path) and owned-handle drop.
 //!
 //! Counting is per thread (the test harness allocates on its own threads).
 
 mod common;
 
-use rpcrdma_mempool::{ObjIdx, StagConfig, StagIdx, StagPool};
+use rpcrdma_mempool::ObjIdx;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -56,10 +56,7 @@ fn accepts_no_allocation_after_creation() {
     // Creation (may allocate).
     let pool = common::pool(256, 128, 64, 32);
     let mut cache = pool.cache().unwrap();
-    let stags = StagPool::new((0..64u32).collect(), &StagConfig::default()).unwrap();
-    let mut scache = stags.cache().unwrap();
     let mut bulk = [ObjIdx::default(); 40];
-    let mut sbulk = [StagIdx::default(); 8];
 
     let before = allocs();
     for round in 0..100 {
@@ -90,13 +87,6 @@ fn accepts_no_allocation_after_creation() {
         let _ = std::hint::black_box(pool.stats());
         let _ = std::hint::black_box(cache.stats());
         let _ = std::hint::black_box(pool.available());
-        // STag slots.
-        scache.get_bulk(&mut sbulk).unwrap();
-        scache.put_bulk(&sbulk);
-        let s = stags.get_owned().unwrap();
-        drop(s);
-        let i = scache.get().unwrap();
-        scache.put(i);
     }
     cache.flush();
     let after = allocs();

@@ -6,10 +6,11 @@
 //! ([`Router`]: a small fixed open-addressing table from `qp_num` to a slot, no map
 //! allocation). The driver feeds it to the connection with its [`HostRegions`] memory view; after
 //! the application has had its events, [`ConnDriver::post`] drains the connection's
-//! [`WorkRequest`]s into `queue_recv` / `queue_send` and rings ONE receive doorbell and ONE send
+//! work requests into `queue_recv` / `queue_send` and rings ONE receive doorbell and ONE send
 //! doorbell for the whole batch (receives first, so they are posted before any Send of the same
-//! batch can draw a reply). Memory-window slot indices are mapped to the provider's `P::Mw`
-//! objects and region keys to the provider's `P::Mr`. CM events are polled from the QP and
+//! batch can draw a reply): the engine's one translation,
+//! [`rpcrdma_engine::post::post_work_requests`], with memory-window slot indices mapped to this
+//! driver's `P::Mw` objects and region keys to the provider's `P::Mr`. CM events are polled from the QP and
 //! handed to the connection with the peer's private data; the connection's deadline
 //! ([`Connection::poll_timeout`]) is kept armed on the reactor's timer wheel.
 //!
@@ -19,10 +20,10 @@
 //! (destroyed) only after that; completions of a destroyed QP that are still in the CQ match no
 //! live route and are counted as strays.
 
-use rpcrdma_engine::conn::{CmInput, Connection, WorkRequest};
-use rpcrdma_engine::verbs::{
-    Completion, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsError,
-};
+use rpcrdma_engine::conn::{CmInput, Connection};
+use rpcrdma_engine::post::post_work_requests;
+use rpcrdma_engine::post::Posted;
+use rpcrdma_engine::verbs::{Completion, Provider, QueuePair, VerbsError};
 
 use crate::buf::HostRegions;
 use crate::reactor::PollerCtx;
@@ -31,17 +32,6 @@ use crate::timer::TimerHandle;
 /// Maps QP numbers to node slots: the engine's fixed open-addressing table
 /// ([`rpcrdma_engine::u32map::U32Map`]), sized once for the reactor's connections.
 pub type Router = rpcrdma_engine::u32map::U32Map;
-
-/// Counts of one [`ConnDriver::post`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Posted {
-    /// Work requests queued.
-    pub wrs: u32,
-    /// Doorbells rung (0..=2).
-    pub doorbells: u32,
-    /// Sends posted as Send With Invalidate.
-    pub invalidates: u32,
-}
 
 /// One QP and its connection. See the module documentation.
 pub struct ConnDriver<P: Provider> {
@@ -118,129 +108,20 @@ impl<P: Provider> ConnDriver<P> {
         }
     }
 
-    /// Posts every work request the connection has queued: receives and sends are queued, then
-    /// one `flush_recv` and one `flush_send`. On a verbs error the QP is disconnected, the
+    /// Posts every work request the connection has queued
+    /// ([`rpcrdma_engine::post::post_work_requests`]: receives and sends are queued, then one
+    /// `flush_recv` and one `flush_send`). On a verbs error the QP is disconnected, the
     /// connection told, and [`ConnDriver::broken`] set.
     pub fn post(&mut self, now: u64) -> Posted {
-        let mut p = Posted::default();
         let (Some(conn), Some(qp)) = (self.conn.as_mut(), self.qp.as_mut()) else {
-            return p;
+            return Posted::default();
         };
-        if conn.pending_wrs() == 0 {
-            return p;
-        }
-        let mut sends = 0u32;
-        let mut recvs = 0u32;
-        let mut failed = false;
-        while let Some(wr) = conn.poll_wr() {
-            p.wrs += 1;
-            let r = match wr {
-                WorkRequest::Recv { wr_id, sge } => {
-                    recvs += 1;
-                    let sgl = [sge];
-                    qp.queue_recv(&RecvWr {
-                        wr_id: wr_id.raw(),
-                        sgl: &sgl,
-                    })
-                }
-                WorkRequest::Send {
-                    wr_id,
-                    sges,
-                    nsge,
-                    invalidate,
-                } => {
-                    sends += 1;
-                    let op = match invalidate {
-                        Some(rkey) => {
-                            p.invalidates += 1;
-                            SendOp::SendWithInv { rkey }
-                        }
-                        None => SendOp::Send,
-                    };
-                    let n = (nsge as usize).min(sges.len());
-                    queue::<P>(qp, wr_id.raw(), op, &sges[..n])
-                }
-                WorkRequest::RdmaWrite {
-                    wr_id,
-                    local,
-                    remote_addr,
-                    rkey,
-                } => {
-                    sends += 1;
-                    queue::<P>(
-                        qp,
-                        wr_id.raw(),
-                        SendOp::RdmaWrite { remote_addr, rkey },
-                        &[local],
-                    )
-                }
-                WorkRequest::RdmaRead {
-                    wr_id,
-                    local,
-                    remote_addr,
-                    rkey,
-                } => {
-                    sends += 1;
-                    queue::<P>(
-                        qp,
-                        wr_id.raw(),
-                        SendOp::RdmaRead { remote_addr, rkey },
-                        &[local],
-                    )
-                }
-                WorkRequest::BindMw {
-                    wr_id,
-                    mw,
-                    addr,
-                    len,
-                    lkey,
-                    access,
-                    new_rkey,
-                } => {
-                    sends += 1;
-                    let mr = self
-                        .mem
-                        .region_by_lkey(lkey)
-                        .and_then(|r| r.registration::<P::Mr>());
-                    match (self.mws.get(mw as usize), mr) {
-                        (Some(mw), Some(mr)) => queue::<P>(
-                            qp,
-                            wr_id.raw(),
-                            SendOp::BindMw {
-                                mw,
-                                mr,
-                                rkey: new_rkey,
-                                addr,
-                                len: u64::from(len),
-                                access,
-                            },
-                            &[],
-                        ),
-                        _ => Err(VerbsError::new(
-                            rpcrdma_engine::verbs::VerbsCall::PostSend,
-                            rpcrdma_engine::verbs::errno::EINVAL,
-                        )),
-                    }
-                }
-                WorkRequest::LocalInv { wr_id, rkey } => {
-                    sends += 1;
-                    queue::<P>(qp, wr_id.raw(), SendOp::LocalInv { rkey }, &[])
-                }
-            };
-            if r.is_err() {
-                failed = true;
-                break;
-            }
-        }
-        if !failed && recvs > 0 {
-            failed = qp.flush_recv().is_err();
-            p.doorbells += 1;
-        }
-        if !failed && sends > 0 {
-            failed = qp.flush_send().is_err();
-            p.doorbells += 1;
-        }
-        if failed {
+        let mem = &self.mem;
+        let (p, r) = post_work_requests::<P>(conn, qp, &self.mws, |lkey| {
+            mem.region_by_lkey(lkey)
+                .and_then(|r| r.registration::<P::Mr>())
+        });
+        if r.is_err() {
             // Whatever was queued and not flushed is discarded with the QP.
             let _ = qp.disconnect();
             conn.handle_cm(now, CmInput::Disconnected);
@@ -288,19 +169,4 @@ impl<P: Provider> ConnDriver<P> {
         }
         self.timer_at = u64::MAX;
     }
-}
-
-#[inline]
-fn queue<P: Provider>(
-    qp: &mut P::Qp,
-    wr_id: u64,
-    op: SendOp<'_, P>,
-    sgl: &[Sge],
-) -> Result<(), VerbsError> {
-    qp.queue_send(&SendWr {
-        wr_id,
-        op,
-        sgl,
-        flags: SendFlags::SIGNALED,
-    })
 }

@@ -35,13 +35,15 @@
 //! `Disconnected`.
 //!
 //! Providers: [`soft`] (in-process, the default, used by all tests). The conformance suite in
-//! [`conformance`] is generic over the provider.
+//! `conformance` (cargo feature `conformance`) is generic over the provider.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 /// The ibverbs + rdma_cm provider (cargo feature `rdma`; needs libibverbs and librdmacm).
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod soft;
+pub mod validate;
 
 use core::fmt;
 use std::net::{IpAddr, SocketAddr};

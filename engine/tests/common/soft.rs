@@ -1,19 +1,19 @@
 //! A minimal driver running `conn::Connection`s over real soft-provider QPs: it posts the
-//! connection's [`WorkRequest`]s as `SendWr` / `RecvWr` (one doorbell per batch), polls the CQ
-//! and feeds the completions back. Single-threaded: the soft provider executes work at the
+//! connection's work requests with the engine's one translation
+//! ([`rpcrdma_engine::post::post_work_requests`]: one receive then one send doorbell per
+//! batch), polls the CQ and feeds the completions back. Single-threaded: the soft provider executes work at the
 //! doorbell on the posting thread, so nothing touches the memory concurrently.
 
 use std::sync::Arc;
 
 use rpcrdma_engine::conn::{
     BackchannelPools, CmInput, Config, Connection, Event, HostMemory, LocalBuf, Pools, Role,
-    WorkRequest,
 };
+use rpcrdma_engine::post::post_work_requests;
 use rpcrdma_engine::verbs::conformance::{self, Buf, PairOpts};
 use rpcrdma_engine::verbs::soft::{SoftCq, SoftEnv, SoftMw, SoftPd, SoftProvider, SoftQp};
 use rpcrdma_engine::verbs::{
-    Access, Completion, CompletionQueue, MemoryWindow, ProtectionDomain, QpOptions, QueuePair,
-    RecvWr, SendFlags, SendOp, SendWr,
+    Access, Completion, CompletionQueue, MemoryWindow, ProtectionDomain, QpOptions,
 };
 
 /// The registered memory of one side, seen by the connection through raw pointers.
@@ -90,97 +90,15 @@ impl SoftSide {
     /// Posts everything the connection wants posted, then polls and feeds completions.
     /// Returns whether anything happened.
     pub fn drive(&mut self, now: u64) -> bool {
-        let mut any = false;
-        let mut sends = 0;
-        while let Some(wr) = self.conn.poll_wr() {
-            any = true;
-            match wr {
-                WorkRequest::Recv { wr_id, sge } => {
-                    let sgl = [sge];
-                    self.qp
-                        .queue_recv(&RecvWr {
-                            wr_id: wr_id.raw(),
-                            sgl: &sgl,
-                        })
-                        .expect("queue_recv");
-                    // Receives are rung at once so they precede any Send of this batch.
-                    self.qp.flush_recv().expect("flush_recv");
-                }
-                WorkRequest::Send {
-                    wr_id,
-                    sges,
-                    nsge,
-                    invalidate,
-                } => {
-                    let op = match invalidate {
-                        Some(rkey) => SendOp::SendWithInv { rkey },
-                        None => SendOp::Send,
-                    };
-                    self.queue(wr_id.raw(), op, &sges[..nsge as usize]);
-                    sends += 1;
-                }
-                WorkRequest::RdmaWrite {
-                    wr_id,
-                    local,
-                    remote_addr,
-                    rkey,
-                } => {
-                    self.queue(
-                        wr_id.raw(),
-                        SendOp::RdmaWrite { remote_addr, rkey },
-                        &[local],
-                    );
-                    sends += 1;
-                }
-                WorkRequest::RdmaRead {
-                    wr_id,
-                    local,
-                    remote_addr,
-                    rkey,
-                } => {
-                    self.queue(
-                        wr_id.raw(),
-                        SendOp::RdmaRead { remote_addr, rkey },
-                        &[local],
-                    );
-                    sends += 1;
-                }
-                WorkRequest::BindMw {
-                    wr_id,
-                    mw,
-                    addr,
-                    len,
-                    lkey,
-                    access,
-                    new_rkey,
-                } => {
-                    assert_eq!(lkey, self.host.lkey);
-                    let op = SendOp::BindMw {
-                        mw: &self.mws[mw as usize],
-                        mr: self.mem.mr(),
-                        rkey: new_rkey,
-                        addr,
-                        len: u64::from(len),
-                        access,
-                    };
-                    let wr = SendWr {
-                        wr_id: wr_id.raw(),
-                        op,
-                        sgl: &[],
-                        flags: SendFlags::SIGNALED,
-                    };
-                    self.qp.queue_send(&wr).expect("queue_send bind");
-                    sends += 1;
-                }
-                WorkRequest::LocalInv { wr_id, rkey } => {
-                    self.queue(wr_id.raw(), SendOp::LocalInv { rkey }, &[]);
-                    sends += 1;
-                }
-            }
-        }
-        if sends > 0 {
-            self.qp.flush_send().expect("flush_send");
-        }
+        let host_lkey = self.host.lkey;
+        let mem = &self.mem;
+        let (posted, r) =
+            post_work_requests::<SoftProvider>(&mut self.conn, &mut self.qp, &self.mws, |lkey| {
+                assert_eq!(lkey, host_lkey);
+                Some(mem.mr())
+            });
+        r.expect("post work requests");
+        let mut any = posted.wrs > 0;
         let mut wcs = [Completion::default(); 32];
         loop {
             let n = self.cq.poll(&mut wcs).expect("poll_cq");
@@ -200,21 +118,6 @@ impl SoftSide {
             self.events.push(ev);
         }
         any
-    }
-
-    fn queue(
-        &mut self,
-        wr_id: u64,
-        op: SendOp<'_, SoftProvider>,
-        sgl: &[rpcrdma_engine::verbs::Sge],
-    ) {
-        let wr = SendWr {
-            wr_id,
-            op,
-            sgl,
-            flags: SendFlags::SIGNALED,
-        };
-        self.qp.queue_send(&wr).expect("queue_send");
     }
 }
 

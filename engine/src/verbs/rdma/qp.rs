@@ -30,6 +30,7 @@ use super::cm::{lock, Hub, IdGuard, RawEvent};
 use super::cq::{CqInner, QpAcct};
 use super::mem::{index_of, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
+use crate::verbs::validate;
 use crate::verbs::{
     errno, CmEvent, CmEventKind, DeviceCaps, PrivateData, QpInit, QpOptions, QpState, QueuePair,
     RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError, PRIVATE_DATA_CONNECT_MAX,
@@ -613,28 +614,19 @@ impl QueuePair<Rdma> for RdmaQp {
                 return Err(enomem);
             }
         }
-        if wr.sgl.len() > self.opts.max_send_sge as usize {
-            return Err(einval);
-        }
+        // SGE count, Send With Invalidate support, RDMA Read sinks (siw, max_sge_rd 1, reads
+        // only the first SGE's length of a longer sink list and reports that as byte_len; its
+        // kernel refuses such a Read from kernel users), inline rules.
+        validate::send_wr(wr, &self.opts, self.dev.caps())?;
         let inline = wr.flags.contains(SendFlags::INLINE);
-        let (opcode, carries_data) = match wr.op {
-            SendOp::Send => (sys::ibv_wr_opcode::IBV_WR_SEND, true),
-            SendOp::SendWithInv { .. } => (sys::ibv_wr_opcode::IBV_WR_SEND_WITH_INV, true),
-            SendOp::RdmaWrite { .. } => (sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE, true),
-            SendOp::RdmaRead { .. } => (sys::ibv_wr_opcode::IBV_WR_RDMA_READ, false),
-            SendOp::LocalInv { .. } => (sys::ibv_wr_opcode::IBV_WR_LOCAL_INV, false),
-            SendOp::BindMw { .. } => (sys::ibv_wr_opcode::IBV_WR_BIND_MW, false),
+        let opcode = match wr.op {
+            SendOp::Send => sys::ibv_wr_opcode::IBV_WR_SEND,
+            SendOp::SendWithInv { .. } => sys::ibv_wr_opcode::IBV_WR_SEND_WITH_INV,
+            SendOp::RdmaWrite { .. } => sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            SendOp::RdmaRead { .. } => sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
+            SendOp::LocalInv { .. } => sys::ibv_wr_opcode::IBV_WR_LOCAL_INV,
+            SendOp::BindMw { .. } => sys::ibv_wr_opcode::IBV_WR_BIND_MW,
         };
-        if inline && !carries_data {
-            return Err(einval);
-        }
-        // siw (max_sge_rd 1) reads only the first SGE's length of a longer sink list and
-        // reports that as byte_len; its kernel refuses such a Read from kernel users.
-        if matches!(wr.op, SendOp::RdmaRead { .. })
-            && wr.sgl.len() > self.dev.caps().max_sge_rd as usize
-        {
-            return Err(einval);
-        }
         if let SendOp::BindMw { mw, rkey, .. } = wr.op {
             // A type-2 bind keeps the window's index (upper 24 bits) and changes the key byte.
             if (rkey ^ crate::verbs::MemoryWindow::rkey(mw)) & 0xffff_ff00 != 0 {
@@ -645,10 +637,8 @@ impl QueuePair<Rdma> for RdmaQp {
         let sge_base = n * self.send.stride;
         let num_sge;
         if inline {
+            // At most max_inline_data octets (checked by `validate::send_wr`).
             let total: usize = wr.sgl.iter().map(|s| s.len as usize).sum();
-            if total > self.opts.max_inline_data as usize {
-                return Err(einval);
-            }
             let area = &mut self.send.inline[n * self.send.inline_stride..][..total];
             let mut off = 0;
             for s in wr.sgl {

@@ -603,11 +603,14 @@ impl Provider for SoftProvider {
 // ---------------------------------------------------------------------------------------------
 
 /// The conformance-suite environment for the soft provider: an isolated fabric with a client
-/// device (10.0.0.1) and a server device (10.0.0.2).
+/// device (10.0.0.1) and a server device (10.0.0.2). (The suite's `Env` is implemented with
+/// the cargo feature `conformance`; the fabric and devices are usable without it.)
 pub struct SoftEnv {
     fabric: SoftFabric,
     client: SoftDevice,
     server: SoftDevice,
+    /// Last listening port handed out (read only by the suite's `Env::listen_addr`).
+    #[cfg_attr(not(feature = "conformance"), allow(dead_code))]
     next_port: u16,
 }
 
@@ -683,6 +686,7 @@ impl SoftEnv {
     }
 }
 
+#[cfg(feature = "conformance")]
 impl super::conformance::Env for SoftEnv {
     type P = SoftProvider;
 

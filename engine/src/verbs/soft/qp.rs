@@ -33,6 +33,7 @@ use super::cq::CqShared;
 use super::mr::{BindReq, Pin, MAX_SGE};
 use super::trace::{TraceEvent, TraceOp};
 use super::{DeviceInner, SoftProvider};
+use crate::verbs::validate;
 use crate::verbs::{
     errno, Access, CmEvent, CmEventKind, Completion, PrivateData, QpOptions, QpState, QueuePair,
     RecvWr, SendFlags, SendOp, SendWr, Sge, SharedReceiveQueue, VerbsCall, VerbsError, WcFlags,
@@ -1300,36 +1301,23 @@ impl QueuePair<SoftProvider> for SoftQp {
             _ => return Self::send_err(errno::EINVAL),
         }
         let o = &sh.opts;
-        if wr.sgl.len() > o.max_send_sge as usize {
-            return Self::send_err(errno::EINVAL);
-        }
         if self.send_queue_used() >= o.max_send_wr {
             return Self::send_err(errno::ENOMEM);
         }
+        // SGE count, Send With Invalidate support, RDMA Read sinks, inline rules.
+        validate::send_wr(wr, o, &sh.dev.caps)?;
         let mut new_mw_key = None;
         let op = match wr.op {
             SendOp::Send => SqOp::Send,
-            SendOp::SendWithInv { rkey } => {
-                // A device without Send With Invalidate refuses the opcode at post time, as
-                // ibv_post_send does with EINVAL.
-                if !sh.dev.caps.send_with_invalidate {
-                    return Self::send_err(errno::EINVAL);
-                }
-                SqOp::SendInv(rkey)
-            }
+            SendOp::SendWithInv { rkey } => SqOp::SendInv(rkey),
             SendOp::RdmaWrite { remote_addr, rkey } => SqOp::Write {
                 raddr: remote_addr,
                 rkey,
             },
-            SendOp::RdmaRead { remote_addr, rkey } => {
-                if wr.sgl.len() > sh.dev.caps.max_sge_rd as usize {
-                    return Self::send_err(errno::EINVAL);
-                }
-                SqOp::Read {
-                    raddr: remote_addr,
-                    rkey,
-                }
-            }
+            SendOp::RdmaRead { remote_addr, rkey } => SqOp::Read {
+                raddr: remote_addr,
+                rkey,
+            },
             SendOp::LocalInv { rkey } => SqOp::LocalInv(rkey),
             SendOp::BindMw {
                 mw,
@@ -1369,13 +1357,8 @@ impl QueuePair<SoftProvider> for SoftQp {
         };
         entry.sges[..wr.sgl.len()].copy_from_slice(wr.sgl);
         if wr.flags.contains(SendFlags::INLINE) {
-            if !matches!(op, SqOp::Send | SqOp::SendInv(_) | SqOp::Write { .. }) {
-                return Self::send_err(errno::EINVAL);
-            }
+            // Opcode and total length checked by `validate::send_wr`.
             let total: u64 = wr.sgl.iter().map(|s| s.len as u64).sum();
-            if total > o.max_inline_data as u64 {
-                return Self::send_err(errno::EINVAL);
-            }
             let slot = self.staged_send.len() * o.max_inline_data as usize;
             let mut off = slot;
             for s in wr.sgl.iter().filter(|s| s.len > 0) {

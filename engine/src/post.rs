@@ -1,0 +1,186 @@
+//! Posting a connection's work requests to a verbs provider: the one translation from the
+//! sans-IO engine's [`WorkRequest`]s to [`QueuePair::queue_recv`] / [`QueuePair::queue_send`]
+//! calls, used by every caller that drives a [`Connection`] over a real provider (the poller's
+//! per-connection driver, the engine's soft-provider test harness). It sits between [`conn`]
+//! (which never calls a provider: it is sans-IO) and [`verbs`] (which knows nothing of
+//! connections), so neither module imports the other for it.
+//!
+//! Normal operation: [`post_work_requests`] drains the connection's queued work requests; each
+//! becomes one queued verbs work request ([`queue_work_request`]) whose `wr_id` is the engine's
+//! [`WrId`](crate::verbs::WrId) (kind, slot) unchanged, every send-queue request signaled.
+//! Memory-window slot indices name entries of the caller's `P::Mw` array, registration lkeys
+//! are resolved to `P::Mr` by the caller. Then ONE receive doorbell and ONE send doorbell are
+//! rung for the whole batch, receives first, so they are posted before any Send of the same
+//! batch can draw a reply.
+//!
+//! Recovery: the first verbs call that fails stops the batch and is returned with the counts
+//! so far; the requests already queued and not flushed are left to the QP (the caller is
+//! expected to disconnect it: a QP whose post failed cannot be trusted) and those not drained
+//! stay in the connection. A BIND_MW naming a window slot or lkey the caller cannot resolve
+//! fails as `ibv_post_send` would, with `EINVAL`.
+//!
+//! [`conn`]: crate::conn
+//! [`verbs`]: crate::verbs
+
+use crate::conn::{Connection, WorkRequest};
+use crate::verbs::{
+    errno, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsCall, VerbsError,
+};
+
+/// Counts of one [`post_work_requests`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Posted {
+    /// Work requests queued (including one whose queueing failed).
+    pub wrs: u32,
+    /// Doorbells rung (0..=2; a doorbell whose flush failed counts).
+    pub doorbells: u32,
+    /// Sends posted as Send With Invalidate (including one whose queueing failed).
+    pub invalidates: u32,
+}
+
+/// Which queue a [`queue_work_request`] went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// The receive queue.
+    Recv,
+    /// The send queue.
+    Send,
+}
+
+/// Queues one work request on `qp` (no doorbell). `mws` are the connection's memory windows
+/// by slot index; `mr_of` resolves a registration's lkey (only called for BIND_MW).
+#[inline]
+pub fn queue_work_request<'a, P: Provider>(
+    qp: &mut P::Qp,
+    wr: &WorkRequest,
+    mws: &'a [P::Mw],
+    mr_of: impl FnOnce(u32) -> Option<&'a P::Mr>,
+) -> Result<Queued, VerbsError> {
+    match *wr {
+        WorkRequest::Recv { wr_id, sge } => {
+            let sgl = [sge];
+            qp.queue_recv(&RecvWr {
+                wr_id: wr_id.raw(),
+                sgl: &sgl,
+            })?;
+            Ok(Queued::Recv)
+        }
+        WorkRequest::Send {
+            wr_id,
+            ref sges,
+            nsge,
+            invalidate,
+        } => {
+            let op = match invalidate {
+                Some(rkey) => SendOp::SendWithInv { rkey },
+                None => SendOp::Send,
+            };
+            let n = usize::from(nsge).min(sges.len());
+            signaled::<P>(qp, wr_id.raw(), op, &sges[..n]).map(|()| Queued::Send)
+        }
+        WorkRequest::RdmaWrite {
+            wr_id,
+            local,
+            remote_addr,
+            rkey,
+        } => {
+            let op = SendOp::RdmaWrite { remote_addr, rkey };
+            signaled::<P>(qp, wr_id.raw(), op, &[local]).map(|()| Queued::Send)
+        }
+        WorkRequest::RdmaRead {
+            wr_id,
+            local,
+            remote_addr,
+            rkey,
+        } => {
+            let op = SendOp::RdmaRead { remote_addr, rkey };
+            signaled::<P>(qp, wr_id.raw(), op, &[local]).map(|()| Queued::Send)
+        }
+        WorkRequest::BindMw {
+            wr_id,
+            mw,
+            addr,
+            len,
+            lkey,
+            access,
+            new_rkey,
+        } => {
+            let (Some(mw), Some(mr)) = (mws.get(mw as usize), mr_of(lkey)) else {
+                return Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
+            };
+            let op = SendOp::BindMw {
+                mw,
+                mr,
+                rkey: new_rkey,
+                addr,
+                len: u64::from(len),
+                access,
+            };
+            signaled::<P>(qp, wr_id.raw(), op, &[]).map(|()| Queued::Send)
+        }
+        WorkRequest::LocalInv { wr_id, rkey } => {
+            signaled::<P>(qp, wr_id.raw(), SendOp::LocalInv { rkey }, &[]).map(|()| Queued::Send)
+        }
+    }
+}
+
+/// Posts every work request `conn` has queued on `qp`: each queued with
+/// [`queue_work_request`], then one `flush_recv` and one `flush_send` (each only when its queue
+/// got a request). On the first verbs error the batch stops and the error is returned beside
+/// the counts so far (see the module documentation for what the caller must do).
+#[inline]
+pub fn post_work_requests<'a, P: Provider>(
+    conn: &mut Connection,
+    qp: &mut P::Qp,
+    mws: &'a [P::Mw],
+    mut mr_of: impl FnMut(u32) -> Option<&'a P::Mr>,
+) -> (Posted, Result<(), VerbsError>) {
+    let mut p = Posted::default();
+    if conn.pending_wrs() == 0 {
+        return (p, Ok(()));
+    }
+    let (mut sends, mut recvs) = (0u32, 0u32);
+    while let Some(wr) = conn.poll_wr() {
+        p.wrs += 1;
+        if let WorkRequest::Send {
+            invalidate: Some(_),
+            ..
+        } = wr
+        {
+            p.invalidates += 1;
+        }
+        match queue_work_request::<P>(qp, &wr, mws, &mut mr_of) {
+            Ok(Queued::Recv) => recvs += 1,
+            Ok(Queued::Send) => sends += 1,
+            Err(e) => return (p, Err(e)),
+        }
+    }
+    if recvs > 0 {
+        p.doorbells += 1;
+        if let Err(e) = qp.flush_recv() {
+            return (p, Err(e));
+        }
+    }
+    if sends > 0 {
+        p.doorbells += 1;
+        if let Err(e) = qp.flush_send() {
+            return (p, Err(e));
+        }
+    }
+    (p, Ok(()))
+}
+
+#[inline]
+fn signaled<P: Provider>(
+    qp: &mut P::Qp,
+    wr_id: u64,
+    op: SendOp<'_, P>,
+    sgl: &[Sge],
+) -> Result<(), VerbsError> {
+    qp.queue_send(&SendWr {
+        wr_id,
+        op,
+        sgl,
+        flags: SendFlags::SIGNALED,
+    })
+}
