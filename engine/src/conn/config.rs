@@ -7,6 +7,7 @@
 //! Recovery: nothing here fails at run time; a bad configuration is refused at creation.
 
 use crate::proto::chunks::ChunkLimits;
+use crate::proto::private_data;
 use crate::verbs::Sge;
 
 /// Most scatter/gather entries in one [`WorkRequest::Send`].
@@ -380,3 +381,150 @@ impl core::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Checks a configuration and its memory for a connection of `role` (the checks of
+/// [`super::Connection::with_backchannel`], in order); the number of receives to keep posted.
+pub(super) fn validate(
+    role: Role,
+    cfg: &Config,
+    pools: &Pools<'_>,
+    bc: &BackchannelPools<'_>,
+) -> Result<u32, ConfigError> {
+    check_settings(cfg)?;
+    check_buffers(cfg, pools, bc)?;
+    if !bc.headers.is_empty() || !bc.recvs.is_empty() {
+        check_backchannel(role, cfg, bc)?;
+    }
+    check_queues(role, cfg, pools, bc)
+}
+
+/// Credits and version.
+fn check_settings(cfg: &Config) -> Result<(), ConfigError> {
+    if cfg.credits == 0 {
+        return Err(ConfigError::NoCredits);
+    }
+    if !(VERSION..=MAX_VERSION).contains(&cfg.max_version) {
+        return Err(ConfigError::UnsupportedVersion(cfg.max_version));
+    }
+    if cfg.max_version >= 2 && private_data::representable_size(cfg.inline_recv) < V2_INLINE {
+        return Err(ConfigError::InlineRecvTooSmallForV2 {
+            have: private_data::representable_size(cfg.inline_recv),
+        });
+    }
+    Ok(())
+}
+
+/// Slot counts and buffer sizes.
+fn check_buffers(
+    cfg: &Config,
+    pools: &Pools<'_>,
+    bc: &BackchannelPools<'_>,
+) -> Result<(), ConfigError> {
+    let nslots = pools.headers.len();
+    if nslots == 0 {
+        return Err(ConfigError::NoHeaderSlots);
+    }
+    if nslots > u16::MAX as usize
+        || pools.recvs.len() + bc.recvs.len() > u16::MAX as usize
+        || bc.headers.len() > u16::MAX as usize
+        || pools.mws.len() > u16::MAX as usize
+        || pools.data.len() > u16::MAX as usize
+    {
+        return Err(ConfigError::TooManySlots);
+    }
+    if pools.zero.len < 4 {
+        return Err(ConfigError::NoZeroSource);
+    }
+    let recv_size = private_data::representable_size(cfg.inline_recv);
+    if let Some(r) = pools.recvs.iter().find(|r| r.len < recv_size) {
+        return Err(ConfigError::RecvSlotTooSmall {
+            needed: recv_size,
+            have: r.len,
+        });
+    }
+    if let Some(h) = pools
+        .headers
+        .iter()
+        .chain(bc.headers)
+        .find(|h| h.len < cfg.inline_send)
+    {
+        return Err(ConfigError::HeaderSlotTooSmall {
+            needed: cfg.inline_send,
+            have: h.len,
+        });
+    }
+    if let Some(r) = bc.recvs.iter().find(|r| r.len < recv_size) {
+        return Err(ConfigError::RecvSlotTooSmall {
+            needed: recv_size,
+            have: r.len,
+        });
+    }
+    Ok(())
+}
+
+/// Backchannel memory (when given) against the backward credits.
+fn check_backchannel(
+    role: Role,
+    cfg: &Config,
+    bc: &BackchannelPools<'_>,
+) -> Result<(), ConfigError> {
+    let c = cfg.backchannel_credits as usize;
+    if c == 0 {
+        return Err(ConfigError::NoBackchannelCredits);
+    }
+    let (need_h, need_r) = match role {
+        // Requester: a send buffer per backward credit, plus one per backward call
+        // whose reply Send has not completed yet (the server may send its next call
+        // as soon as it has the reply), like the receives.
+        Role::Requester => (2 * c, 2 * c),
+        Role::Responder => (1, bc.headers.len().max(1)),
+    };
+    if bc.headers.len() < need_h {
+        return Err(ConfigError::TooFewBackchannelHeaders {
+            needed: need_h,
+            have: bc.headers.len(),
+        });
+    }
+    if bc.recvs.len() < need_r {
+        return Err(ConfigError::TooFewBackchannelRecvs {
+            needed: need_r,
+            have: bc.recvs.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Receive slots and queue depths; the number of receives to keep posted.
+fn check_queues(
+    role: Role,
+    cfg: &Config,
+    pools: &Pools<'_>,
+    bc: &BackchannelPools<'_>,
+) -> Result<u32, ConfigError> {
+    let nslots = pools.headers.len();
+    let (rq_target, needed_recvs) = match role {
+        Role::Requester => {
+            let c = cfg.credits.min(nslots as u32) as usize;
+            (pools.recvs.len().min(u32::MAX as usize) as u32, c)
+        }
+        Role::Responder => (cfg.credits, cfg.credits as usize + nslots),
+    };
+    if pools.recvs.len() < needed_recvs {
+        return Err(ConfigError::TooFewRecvSlots {
+            needed: needed_recvs,
+            have: pools.recvs.len(),
+        });
+    }
+    // The receive queue also holds the backchannel receives: all of them on a client, one
+    // per backward call outstanding on a server.
+    if (cfg.rq_depth as usize) < rq_target as usize + bc.recvs.len() {
+        return Err(ConfigError::RecvQueueTooShallow);
+    }
+    if cfg.sq_depth < 2 {
+        return Err(ConfigError::SendQueueTooShallow);
+    }
+    if role == Role::Requester && cfg.stag == StagMode::MemoryWindows && pools.mws.is_empty() {
+        return Err(ConfigError::NoMemoryWindows);
+    }
+    Ok(rq_target)
+}

@@ -12,13 +12,11 @@
 
 use super::backchannel::{BackRequester, BackResponder};
 use super::config::*;
-use super::core_state::{Core, MwSlot, RecvSlot, RecvState};
+use super::core_state::{self, Core, RecvState};
 use super::requester::Requester;
 use super::responder::Responder;
-use super::ring::{IndexStack, Ring};
 use super::types::*;
 use super::wire;
-use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::{Completion, WrId};
 
@@ -61,36 +59,6 @@ impl core::fmt::Debug for Connection {
     }
 }
 
-/// Version Two thresholds: 4096 octets both ways, whatever RFC 8797 private data said (its sizes
-/// describe Version One), and a send threshold never above what this side's send buffers hold.
-/// Draft, "Default Values": "Inline threshold values are not advertised to peers via the base
-/// RPC-over-RDMA Version Two protocol ... In the absense of such a mechanism, senders MUST
-/// assume a receiver's inline threshold is 4096 bytes"; "Protocol Version Negotiation": after a
-/// Version Two reply "both peers use the default inline threshold value for RPC-over-RDMA
-/// Version Two connections (4096 bytes)". `peer_recognised`: the peer sent an RFC 8797 message.
-fn v2_thresholds(cfg: &Config, peer_recognised: bool) -> Negotiated {
-    Negotiated {
-        send_inline: cfg.inline_send.clamp(1, V2_INLINE),
-        // The peer assumes our threshold is 4096 and sends nothing larger inline (our receive
-        // buffers, at least 4096 for Version Two, take more should a peer do so anyway).
-        recv_inline: V2_INLINE,
-        recv_buffer: private_data::representable_size(cfg.inline_recv),
-        // Version Two: the requester names the handle per call (rdma_inv_handle); this says
-        // whether this side may use remote invalidation at all.
-        remote_invalidate: cfg.remote_invalidate,
-        peer_recognised,
-    }
-}
-
-fn cap_limits(l: ChunkLimits) -> ChunkLimits {
-    ChunkLimits {
-        max_read_segments: l.max_read_segments.min(MAX_READ_SEGMENTS as u32),
-        max_write_chunks: l.max_write_chunks.min(MAX_WRITE_CHUNKS as u32),
-        max_write_segments: l.max_write_segments.min(MAX_WRITE_SEGMENTS as u32),
-        max_reply_segments: l.max_reply_segments.min(MAX_REPLY_SEGMENTS as u32),
-    }
-}
-
 impl Connection {
     /// Creates a connection. Allocates its slot arrays once; the receives to post first are
     /// available from [`Connection::poll_wr`] at once (they may be posted while the QP is in
@@ -111,162 +79,9 @@ impl Connection {
         pools: &Pools<'_>,
         bc: &BackchannelPools<'_>,
     ) -> Result<Connection, ConfigError> {
-        if cfg.credits == 0 {
-            return Err(ConfigError::NoCredits);
-        }
-        if !(VERSION..=MAX_VERSION).contains(&cfg.max_version) {
-            return Err(ConfigError::UnsupportedVersion(cfg.max_version));
-        }
-        if cfg.max_version >= 2 && private_data::representable_size(cfg.inline_recv) < V2_INLINE {
-            return Err(ConfigError::InlineRecvTooSmallForV2 {
-                have: private_data::representable_size(cfg.inline_recv),
-            });
-        }
-        let nslots = pools.headers.len();
-        if nslots == 0 {
-            return Err(ConfigError::NoHeaderSlots);
-        }
-        if nslots > u16::MAX as usize
-            || pools.recvs.len() + bc.recvs.len() > u16::MAX as usize
-            || bc.headers.len() > u16::MAX as usize
-            || pools.mws.len() > u16::MAX as usize
-            || pools.data.len() > u16::MAX as usize
-        {
-            return Err(ConfigError::TooManySlots);
-        }
-        if pools.zero.len < 4 {
-            return Err(ConfigError::NoZeroSource);
-        }
-        let recv_size = private_data::representable_size(cfg.inline_recv);
-        if let Some(r) = pools.recvs.iter().find(|r| r.len < recv_size) {
-            return Err(ConfigError::RecvSlotTooSmall {
-                needed: recv_size,
-                have: r.len,
-            });
-        }
-        if let Some(h) = pools
-            .headers
-            .iter()
-            .chain(bc.headers)
-            .find(|h| h.len < cfg.inline_send)
-        {
-            return Err(ConfigError::HeaderSlotTooSmall {
-                needed: cfg.inline_send,
-                have: h.len,
-            });
-        }
-        if let Some(r) = bc.recvs.iter().find(|r| r.len < recv_size) {
-            return Err(ConfigError::RecvSlotTooSmall {
-                needed: recv_size,
-                have: r.len,
-            });
-        }
+        let rq_target = validate(role, &cfg, pools, bc)?;
         let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
-        if with_bc {
-            let c = cfg.backchannel_credits as usize;
-            if c == 0 {
-                return Err(ConfigError::NoBackchannelCredits);
-            }
-            let (need_h, need_r) = match role {
-                // Requester: a send buffer per backward credit, plus one per backward call
-                // whose reply Send has not completed yet (the server may send its next call
-                // as soon as it has the reply), like the receives.
-                Role::Requester => (2 * c, 2 * c),
-                Role::Responder => (1, bc.headers.len().max(1)),
-            };
-            if bc.headers.len() < need_h {
-                return Err(ConfigError::TooFewBackchannelHeaders {
-                    needed: need_h,
-                    have: bc.headers.len(),
-                });
-            }
-            if bc.recvs.len() < need_r {
-                return Err(ConfigError::TooFewBackchannelRecvs {
-                    needed: need_r,
-                    have: bc.recvs.len(),
-                });
-            }
-        }
-        let (rq_target, needed_recvs) = match role {
-            Role::Requester => {
-                let c = cfg.credits.min(nslots as u32) as usize;
-                (pools.recvs.len().min(u32::MAX as usize) as u32, c)
-            }
-            Role::Responder => (cfg.credits, cfg.credits as usize + nslots),
-        };
-        if pools.recvs.len() < needed_recvs {
-            return Err(ConfigError::TooFewRecvSlots {
-                needed: needed_recvs,
-                have: pools.recvs.len(),
-            });
-        }
-        // The receive queue also holds the backchannel receives: all of them on a client, one
-        // per backward call outstanding on a server.
-        if (cfg.rq_depth as usize) < rq_target as usize + bc.recvs.len() {
-            return Err(ConfigError::RecvQueueTooShallow);
-        }
-        if cfg.sq_depth < 2 {
-            return Err(ConfigError::SendQueueTooShallow);
-        }
-        if role == Role::Requester && cfg.stag == StagMode::MemoryWindows && pools.mws.is_empty() {
-            return Err(ConfigError::NoMemoryWindows);
-        }
-        let mut recvs = Vec::with_capacity(pools.recvs.len() + bc.recvs.len());
-        for r in pools.recvs.iter().chain(bc.recvs) {
-            recvs.push(RecvSlot {
-                buf: *r,
-                state: RecvState::Idle,
-            });
-        }
-        let mut mws = Vec::with_capacity(pools.mws.len());
-        for &rkey in pools.mws {
-            mws.push(MwSlot {
-                rkey,
-                owner: None,
-                pos: 0,
-            });
-        }
-        let wr_cap = cfg.sq_depth as usize + cfg.rq_depth as usize + 1;
-        let ev_cap = nslots + pools.recvs.len() + bc.headers.len() + bc.recvs.len() + 4;
-        let filler = WorkRequest::LocalInv {
-            wr_id: WrId(0),
-            rkey: 0,
-        };
-        let mut core = Core {
-            cfg,
-            limits: cap_limits(cfg.limits),
-            state: ConnState::Connecting,
-            neg: private_data::negotiate(&PrivateData::V1_DEFAULTS, None),
-            neg_v2: v2_thresholds(&cfg, false),
-            v2_limits: crate::proto::v2::Limits {
-                chunks: cap_limits(cfg.limits),
-                // rdma_optinfo is bounded only by the message, which the receive buffer
-                // bounds: follow the receive size, never below the codec's default.
-                max_optinfo: recv_size.max(crate::proto::v2::Limits::DEFAULT.max_optinfo),
-            },
-            version: match role {
-                Role::Requester => cfg.max_version,
-                Role::Responder => VERSION,
-            },
-            probing: role == Role::Requester && cfg.max_version >= 2,
-            remembered: None,
-            wrs: Ring::new(wr_cap, filler),
-            events: Ring::new(ev_cap, Event::ConnectionLost),
-            lost_reported: false,
-            sq_used: 0,
-            reads_used: 0,
-            recv_idle: IndexStack::full(recvs.len()),
-            recvs,
-            rq_posted: 0,
-            rq_target,
-            recv_reserve: 0,
-            headers: pools.headers.to_vec(),
-            zero: pools.zero,
-            mw_free: IndexStack::full(mws.len()),
-            mws,
-            keys: crate::verbs::KeyGen::new(cfg.key_seed),
-            max_sge: (cfg.max_send_sge as usize).clamp(1, MAX_SGE),
-        };
+        let mut core = Core::new(role, cfg, pools, bc, rq_target);
         let role_state = match role {
             Role::Requester => RoleState::Requester(Requester::new(&core)),
             Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
@@ -491,7 +306,7 @@ impl Connection {
                 }
                 let peer = private_data::find(private_data);
                 self.core.neg = self.negotiate_with(peer.as_ref());
-                self.core.neg_v2 = v2_thresholds(&self.core.cfg, peer.is_some());
+                self.core.neg_v2 = core_state::v2_thresholds(&self.core.cfg, peer.is_some());
                 self.core.state = ConnState::Connected;
                 self.core.emit(Event::Connected(self.negotiated()));
                 if let RoleState::Responder(r) = &mut self.role {

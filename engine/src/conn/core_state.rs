@@ -8,11 +8,11 @@
 //! would overflow, or any role that finds the queue pair broken, calls [`Core::fail`]; the
 //! [`super::Connection`] notices the closed state after the current input and reports it once.
 
-use super::config::{Config, LocalBuf};
+use super::config::*;
 use super::ring::{IndexStack, Ring};
 use super::types::{wr_kind, ConnState, Event, WorkRequest};
 use crate::proto::chunks::ChunkLimits;
-use crate::proto::private_data::Negotiated;
+use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::WrId;
 
 // ---------------------------------------------------------------------------------------------
@@ -171,5 +171,106 @@ impl Core {
     /// rest once (reports the loss, fails the role's calls).
     pub(crate) fn fail(&mut self) {
         self.state = ConnState::Closed;
+    }
+}
+
+impl Core {
+    /// The state of a new connection of `role` (a configuration [`super::config::validate`]
+    /// accepted): every receive slot idle, every window free, nothing queued yet.
+    pub(super) fn new(
+        role: Role,
+        cfg: Config,
+        pools: &Pools<'_>,
+        bc: &BackchannelPools<'_>,
+        rq_target: u32,
+    ) -> Core {
+        let nslots = pools.headers.len();
+        let recv_size = private_data::representable_size(cfg.inline_recv);
+        let mut recvs = Vec::with_capacity(pools.recvs.len() + bc.recvs.len());
+        for r in pools.recvs.iter().chain(bc.recvs) {
+            recvs.push(RecvSlot {
+                buf: *r,
+                state: RecvState::Idle,
+            });
+        }
+        let mut mws = Vec::with_capacity(pools.mws.len());
+        for &rkey in pools.mws {
+            mws.push(MwSlot {
+                rkey,
+                owner: None,
+                pos: 0,
+            });
+        }
+        let wr_cap = cfg.sq_depth as usize + cfg.rq_depth as usize + 1;
+        let ev_cap = nslots + pools.recvs.len() + bc.headers.len() + bc.recvs.len() + 4;
+        let filler = WorkRequest::LocalInv {
+            wr_id: WrId(0),
+            rkey: 0,
+        };
+        Core {
+            cfg,
+            limits: cap_limits(cfg.limits),
+            state: ConnState::Connecting,
+            neg: private_data::negotiate(&PrivateData::V1_DEFAULTS, None),
+            neg_v2: v2_thresholds(&cfg, false),
+            v2_limits: crate::proto::v2::Limits {
+                chunks: cap_limits(cfg.limits),
+                // rdma_optinfo is bounded only by the message, which the receive buffer
+                // bounds: follow the receive size, never below the codec's default.
+                max_optinfo: recv_size.max(crate::proto::v2::Limits::DEFAULT.max_optinfo),
+            },
+            version: match role {
+                Role::Requester => cfg.max_version,
+                Role::Responder => VERSION,
+            },
+            probing: role == Role::Requester && cfg.max_version >= 2,
+            remembered: None,
+            wrs: Ring::new(wr_cap, filler),
+            events: Ring::new(ev_cap, Event::ConnectionLost),
+            lost_reported: false,
+            sq_used: 0,
+            reads_used: 0,
+            recv_idle: IndexStack::full(recvs.len()),
+            recvs,
+            rq_posted: 0,
+            rq_target,
+            recv_reserve: 0,
+            headers: pools.headers.to_vec(),
+            zero: pools.zero,
+            mw_free: IndexStack::full(mws.len()),
+            mws,
+            keys: crate::verbs::KeyGen::new(cfg.key_seed),
+            max_sge: (cfg.max_send_sge as usize).clamp(1, MAX_SGE),
+        }
+    }
+}
+
+/// Version Two thresholds: 4096 octets both ways, whatever RFC 8797 private data said (its sizes
+/// describe Version One), and a send threshold never above what this side's send buffers hold.
+/// Draft, "Default Values": "Inline threshold values are not advertised to peers via the base
+/// RPC-over-RDMA Version Two protocol ... In the absense of such a mechanism, senders MUST
+/// assume a receiver's inline threshold is 4096 bytes"; "Protocol Version Negotiation": after a
+/// Version Two reply "both peers use the default inline threshold value for RPC-over-RDMA
+/// Version Two connections (4096 bytes)". `peer_recognised`: the peer sent an RFC 8797 message.
+pub(super) fn v2_thresholds(cfg: &Config, peer_recognised: bool) -> Negotiated {
+    Negotiated {
+        send_inline: cfg.inline_send.clamp(1, V2_INLINE),
+        // The peer assumes our threshold is 4096 and sends nothing larger inline (our receive
+        // buffers, at least 4096 for Version Two, take more should a peer do so anyway).
+        recv_inline: V2_INLINE,
+        recv_buffer: private_data::representable_size(cfg.inline_recv),
+        // Version Two: the requester names the handle per call (rdma_inv_handle); this says
+        // whether this side may use remote invalidation at all.
+        remote_invalidate: cfg.remote_invalidate,
+        peer_recognised,
+    }
+}
+
+fn cap_limits(l: ChunkLimits) -> ChunkLimits {
+    ChunkLimits {
+        max_read_segments: l.max_read_segments.min(MAX_READ_SEGMENTS as u32),
+        max_write_chunks: l.max_write_chunks.min(MAX_WRITE_CHUNKS as u32),
+        max_write_segments: l.max_write_segments.min(MAX_WRITE_SEGMENTS as u32),
+        max_reply_segments: l.max_reply_segments.min(MAX_REPLY_SEGMENTS as u32),
     }
 }

@@ -36,7 +36,7 @@ use super::{
     ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS, MAX_SGE,
     MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
 };
-use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment};
+use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, Message, MessageBody, Response};
 use crate::proto::v2;
 use crate::verbs::{Completion, Sge, WrId};
@@ -215,6 +215,93 @@ impl RespCall {
         reads_inflight: 0,
         outstanding: 0,
     };
+
+    /// Copies the chunk lists of a call (the codec bounded them by our limits, which are capped
+    /// at the array sizes; any excess is an ERR_CHUNK, never a panic): `false` when they do not
+    /// fit.
+    fn copy_lists(&mut self, lists: &ChunkLists<'_>) -> bool {
+        if !(lists.reads.len() <= MAX_READ_SEGMENTS
+            && lists.writes.len() <= MAX_WRITE_CHUNKS
+            && lists.reply.map_or(0, |r| r.len()) <= MAX_REPLY_SEGMENTS)
+        {
+            return false;
+        }
+        for (i, r) in lists.reads.iter().enumerate() {
+            self.reads[i] = r;
+        }
+        self.nreads = lists.reads.len() as u8;
+        let mut ok = true;
+        let mut w = 0usize;
+        for (k, chunk) in lists.writes.iter().enumerate() {
+            if w + chunk.len() > MAX_W || chunk.len() > MAX_WRITE_SEGMENTS {
+                ok = false;
+                break;
+            }
+            self.wstart[k] = w as u8;
+            self.wcount[k] = chunk.len() as u8;
+            for s in chunk.segments() {
+                self.writes[w] = s;
+                w += 1;
+            }
+        }
+        self.nwrites = lists.writes.len() as u8;
+        if let Some(r) = lists.reply {
+            self.has_reply = true;
+            for (i, s) in r.segments().enumerate() {
+                self.reply[i] = s;
+            }
+            self.nreply = r.len() as u8;
+        }
+        ok
+    }
+
+    /// Lays out the call's XDR stream: the base (inline payload of `h`, or the Position Zero
+    /// chunk), the Read chunks inserted at their positions, and where each of their segments
+    /// lands. `false` when the positions or lengths cannot make a stream.
+    fn lay_out_stream(&mut self, lists: &ChunkLists<'_>, h: &wire::Any<'_>) -> bool {
+        let mut ok = true;
+        if self.nomsg {
+            self.base_len = lists.reads.position_zero().map_or(0, |c| c.length());
+        } else {
+            self.base_len = h.payload.len() as u32;
+            self.inline_off = h.header_len as u32;
+        }
+        for chunk in lists.reads.chunks().filter(|c| c.position != 0) {
+            if self
+                .ins
+                .push(chunk.position, chunk.length(), self.base_len)
+                .is_err()
+            {
+                ok = false;
+                break;
+            }
+        }
+        match self.base_len.checked_add(self.ins.grow) {
+            Some(l) => self.stream_len = l,
+            None => ok = false,
+        }
+        // Where each non-zero-position segment lands: its chunk's offset plus the lengths of the
+        // chunk's earlier segments.
+        let mut k = 0usize;
+        let mut prev: Option<u32> = None;
+        let mut off = 0u32;
+        for i in 0..self.nreads as usize {
+            let rs = self.reads[i];
+            if rs.position == 0 {
+                continue;
+            }
+            if prev.is_some_and(|p| p != rs.position) {
+                k += 1;
+                off = 0;
+            }
+            prev = Some(rs.position);
+            if k < self.ins.len() {
+                self.seg_out[i] = self.ins.chunk(k).0 + off;
+            }
+            off = off.saturating_add(rs.target.length);
+        }
+        ok
+    }
 
     fn write_chunk(&self, k: usize) -> &[Segment] {
         let s = self.wstart[k] as usize;
@@ -405,89 +492,21 @@ impl Responder {
         call.nomsg = nomsg;
         call.inv_handle = inv_handle;
         call.single_handle = lists.single_handle();
-        // Copy the chunk lists (the codec bounded them by our limits, which are capped at the
-        // array sizes; any excess is an ERR_CHUNK, never a panic).
-        let mut ok = lists.reads.len() <= MAX_READ_SEGMENTS
-            && lists.writes.len() <= MAX_WRITE_CHUNKS
-            && lists.reply.map_or(0, |r| r.len()) <= MAX_REPLY_SEGMENTS;
-        if ok {
-            for (i, r) in lists.reads.iter().enumerate() {
-                call.reads[i] = r;
-            }
-            call.nreads = lists.reads.len() as u8;
-            let mut w = 0usize;
-            for (k, chunk) in lists.writes.iter().enumerate() {
-                if w + chunk.len() > MAX_W || chunk.len() > MAX_WRITE_SEGMENTS {
-                    ok = false;
-                    break;
-                }
-                call.wstart[k] = w as u8;
-                call.wcount[k] = chunk.len() as u8;
-                for s in chunk.segments() {
-                    call.writes[w] = s;
-                    w += 1;
-                }
-            }
-            call.nwrites = lists.writes.len() as u8;
-            if let Some(r) = lists.reply {
-                call.has_reply = true;
-                for (i, s) in r.segments().enumerate() {
-                    call.reply[i] = s;
-                }
-                call.nreply = r.len() as u8;
-            }
-        }
-        // Stream geometry.
-        if ok {
-            if call.nomsg {
-                call.base_len = lists.reads.position_zero().map_or(0, |c| c.length());
-            } else {
-                call.base_len = h.payload.len() as u32;
-                call.inline_off = h.header_len as u32;
-            }
-            for chunk in lists.reads.chunks().filter(|c| c.position != 0) {
-                if call
-                    .ins
-                    .push(chunk.position, chunk.length(), call.base_len)
-                    .is_err()
-                {
-                    ok = false;
-                    break;
-                }
-            }
-            match call.base_len.checked_add(call.ins.grow) {
-                Some(l) => call.stream_len = l,
-                None => ok = false,
-            }
-            // Where each non-zero-position segment lands: its chunk's offset plus the lengths
-            // of the chunk's earlier segments.
-            let mut k = 0usize;
-            let mut prev: Option<u32> = None;
-            let mut off = 0u32;
-            for i in 0..call.nreads as usize {
-                let rs = call.reads[i];
-                if rs.position == 0 {
-                    continue;
-                }
-                if prev.is_some_and(|p| p != rs.position) {
-                    k += 1;
-                    off = 0;
-                }
-                prev = Some(rs.position);
-                if k < call.ins.len() {
-                    call.seg_out[i] = call.ins.chunk(k).0 + off;
-                }
-                off = off.saturating_add(rs.target.length);
-            }
-        }
+        let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, &h);
         if !ok {
             self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
             core.release_recv(p.recv);
             return;
         }
+        self.admit(core, slot, call, p.recv, rbuf);
+    }
+
+    /// A valid call in `slot`: a pure inline one is delivered from its receive buffer at once;
+    /// one with Read chunks (or a long one) waits for a data buffer to be reassembled in.
+    fn admit(&mut self, core: &mut Core, slot: u32, mut call: RespCall, recv: u32, rbuf: LocalBuf) {
         if !call.nomsg && call.nreads == 0 {
             // Pure inline call: hand out the receive buffer itself.
-            call.recv = Some(p.recv);
+            call.recv = Some(recv);
             call.state = RespState::Delivered;
             let stream = LocalBuf {
                 addr: rbuf.addr + u64::from(call.inline_off),
@@ -500,13 +519,13 @@ impl Responder {
         }
         if call.stream_len > self.largest_data {
             self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
-            core.release_recv(p.recv);
+            core.release_recv(recv);
             return;
         }
         if call.nomsg {
-            core.release_recv(p.recv);
+            core.release_recv(recv);
         } else {
-            call.recv = Some(p.recv);
+            call.recv = Some(recv);
         }
         call.state = RespState::WaitBuffer;
         self.calls[slot as usize] = call;
@@ -806,223 +825,38 @@ impl Responder {
         {
             return Err(ReplyError::BadSpec);
         }
-        let nw = call.nwrites as usize;
-        let ndirect = nw.min(spec.results.len());
-        // Results → Write chunks, in order. Lengths returned per segment; unused chunks keep
-        // their segment count with zero lengths.
-        let mut ret = call.writes;
-        for s in ret.iter_mut() {
-            s.length = 0;
-        }
-        let mut too_big = false;
-        // Version Two RDMA2_ERR_CANT_REPLY: the first segment too short (1-based over the
-        // Write list's segments, then the Reply chunk's; 0: unknown) and the length it needed.
-        let mut short = (0u32, 0u32);
-        for (k, item) in spec.results.iter().take(ndirect).enumerate() {
-            let mut left = item.buf.len;
-            let s0 = call.wstart[k] as usize;
-            let chunk = call.write_chunk(k);
-            for (i, seg) in chunk.iter().enumerate() {
-                let take = left.min(seg.length);
-                ret[s0 + i].length = take;
-                left -= take;
-            }
-            if left > 0 && !too_big {
-                too_big = true;
-                short = match chunk.last() {
-                    // The chunk's last segment (1-based index) is the first one too short.
-                    Some(last) => ((s0 + chunk.len()) as u32, last.length.saturating_add(left)),
-                    // A chunk without segments has no segment too short: index 0 ("not
-                    // possible to determine"), and what did not fit.
-                    None => (0, left),
-                };
-            }
-        }
-        let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
-            at: i.at,
-            buf: i.buf,
-        });
-        let pieces =
-            build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
-
-        let mut wrefs: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-        for (k, w) in wrefs.iter_mut().enumerate().take(nw) {
-            let s = call.wstart[k] as usize;
-            *w = &ret[s..s + call.wcount[k] as usize];
-        }
-        let msg_lists = ChunkListsRef {
-            reads: &[],
-            writes: &wrefs[..nw],
-            reply: None,
-        };
-        let is_v2 = call.vers == v2::VERSION;
-        // Version Two adds rdma_direction and rdma_inv_handle.
-        let hdr_extra = if is_v2 { 8 } else { 0 };
-        let send_inline = core.neg_of(call.vers).send_inline as usize;
-        let fits_inline =
-            v1::FIXED_LEN + hdr_extra + msg_lists.encoded_len() + pieces.total as usize
-                <= send_inline;
-        let long_ok = call.has_reply && call.reply_capacity() >= u64::from(pieces.total);
-        let failed = ReplyKind::failed(is_v2);
-        let kind = if too_big {
-            failed
-        } else if fits_inline {
-            ReplyKind::Inline
-        } else if long_ok {
-            ReplyKind::Long
-        } else {
-            if call.has_reply && call.nreply > 0 {
-                let n = u64::from(call.nreply);
-                let last = call.reply[..call.nreply as usize]
-                    .last()
-                    .map_or(0, |s| u64::from(s.length));
-                let need = last + u64::from(pieces.total)
-                    - call.reply_capacity().min(u64::from(pieces.total));
-                let wsegs: u64 = call.wcount[..nw].iter().map(|&c| u64::from(c)).sum();
-                short = (
-                    (wsegs + n).min(u64::from(u32::MAX)) as u32,
-                    need.min(u64::from(u32::MAX)) as u32,
-                );
-            } else {
-                // No Reply chunk, or one without segments: no segment is too short, so the
-                // index is 0 (draft: "not possible to determine"); the reply's length.
-                short = (0, pieces.total);
-            }
-            failed
-        };
-        // Reply chunk lengths returned (RDMA_NOMSG).
-        let mut rret = call.reply;
-        if kind == ReplyKind::Long {
-            let mut left = pieces.total;
-            for s in rret[..call.nreply as usize].iter_mut() {
-                let take = left.min(s.length);
-                s.length = take;
-                left -= take;
-            }
-        }
-
-        // Work requests: Writes of the results, Writes of a long reply, then the Send.
-        let nwr = if kind == failed {
-            1
-        } else {
-            let mut n = 1u32;
-            for_each_result_write(&call, spec, ndirect, |_, _, _| n += 1);
-            if kind == ReplyKind::Long {
-                for_each_piece_write(&pieces, &call.reply[..call.nreply as usize], |_, _, _| {
-                    n += 1
-                });
-            }
-            n
-        };
-        if core.sq_free() < nwr {
+        let plan = plan_reply(core, &call, spec)?;
+        if core.sq_free() < plan.work_requests(&call, spec) {
             return Err(ReplyError::Busy);
         }
-
         let header = core.headers[slot as usize];
-        let credits = core.cfg.credits;
-        let encoded = mem
-            .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| match kind {
-                ReplyKind::ErrChunk => v1::encode_err_chunk(call.xid, call.vers, credits, out).ok(),
-                ReplyKind::CantReply => v2::encode_error(
-                    call.xid,
-                    call.vers,
-                    credits,
-                    &v2::RdmaError::CantReply {
-                        // Found after the upper layer processed the call.
-                        processed: true,
-                        segment_index: short.0,
-                        length_needed: short.1,
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Inline if is_v2 => v2::encode(
-                    &v2::Message {
-                        xid: call.xid,
-                        credits,
-                        body: v2::MessageBody::Msg(v2::ChunksRef {
-                            direction: v2::Direction::Reply,
-                            inv_handle: call.inv_handle,
-                            lists: msg_lists,
-                        }),
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Long if is_v2 => v2::encode(
-                    &v2::Message {
-                        xid: call.xid,
-                        credits,
-                        body: v2::MessageBody::Nomsg(v2::ChunksRef {
-                            direction: v2::Direction::Reply,
-                            inv_handle: call.inv_handle,
-                            lists: ChunkListsRef {
-                                reads: &[],
-                                writes: &wrefs[..nw],
-                                reply: Some(&rret[..call.nreply as usize]),
-                            },
-                        }),
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Inline => v1::encode(
-                    &Message {
-                        xid: call.xid,
-                        credits,
-                        body: MessageBody::Msg(msg_lists),
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Long => v1::encode(
-                    &Message {
-                        xid: call.xid,
-                        credits,
-                        body: MessageBody::Nomsg(ChunkListsRef {
-                            reads: &[],
-                            writes: &wrefs[..nw],
-                            reply: Some(&rret[..call.nreply as usize]),
-                        }),
-                    },
-                    out,
-                )
-                .ok(),
-            });
-        let Some(hdr_len) = encoded else {
-            return Err(ReplyError::BadSpec);
-        };
-        if pieces.as_slice().iter().any(|p| p.zero) {
+        let hdr_len = encode_reply(core, &call, &plan, header, mem).ok_or(ReplyError::BadSpec)?;
+        if plan.pieces.as_slice().iter().any(|p| p.zero) {
             if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
                 z.fill(0);
             }
         }
-        let mut sges = [Sge::default(); MAX_SGE];
-        let mut nsge = 1usize;
-        let mut first_len = hdr_len as u32;
-        if kind == ReplyKind::Inline {
-            if pieces.n < core.max_sge {
-                for p in pieces.as_slice() {
-                    sges[nsge] = p.buf.sge();
-                    nsge += 1;
-                }
-            } else if copy_pieces_into(mem, header, hdr_len as u32, &pieces) {
-                first_len += pieces.total;
-            } else {
-                return Err(ReplyError::BadSpec);
-            }
-        }
-        sges[0] = Sge {
-            addr: header.addr,
-            len: first_len,
-            lkey: header.lkey,
-        };
+        let sges = gather_reply(core, &plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
+        self.queue_reply(core, slot, &call, spec, &plan, sges);
+        Ok(plan.kind)
+    }
 
+    /// Queues the RDMA Writes of the results, those of a long reply, then the Send (with
+    /// invalidate when allowed), and moves the call to `Sending`.
+    fn queue_reply(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        call: &RespCall,
+        spec: &ReplySpec<'_>,
+        plan: &ReplyPlan,
+        (sges, nsge): ([Sge; MAX_SGE], usize),
+    ) {
+        let (kind, failed) = (plan.kind, ReplyKind::failed(plan.is_v2));
         let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
         let mut posted = 0u32;
         if kind != failed {
-            for_each_result_write(&call, spec, ndirect, |local, remote_addr, rkey| {
+            for_each_result_write(call, spec, plan.ndirect, |local, remote_addr, rkey| {
                 core.post_send(WorkRequest::RdmaWrite {
                     wr_id: write_id,
                     local,
@@ -1033,7 +867,7 @@ impl Responder {
             });
             if kind == ReplyKind::Long {
                 for_each_piece_write(
-                    &pieces,
+                    &plan.pieces,
                     &call.reply[..call.nreply as usize],
                     |local, remote_addr, rkey| {
                         core.post_send(WorkRequest::RdmaWrite {
@@ -1052,7 +886,7 @@ impl Responder {
         // and the requester invalidates the call's STags itself.
         let invalidate = if kind == failed {
             None
-        } else if is_v2 {
+        } else if plan.is_v2 {
             // Version Two: exactly the handle the requester named, never another.
             (core.cfg.remote_invalidate && call.inv_handle != 0).then_some(call.inv_handle)
         } else if core.neg.remote_invalidate {
@@ -1069,7 +903,6 @@ impl Responder {
         let c = &mut self.calls[slot as usize];
         c.outstanding += posted + 1;
         c.state = RespState::Sending;
-        Ok(kind)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1155,4 +988,250 @@ fn for_each_piece_write(pieces: &Pieces, segs: &[Segment], mut f: impl FnMut(Sge
             soff += take;
         }
     }
+}
+
+/// How a reply goes, decided before anything is posted ([`plan_reply`]).
+struct ReplyPlan {
+    kind: ReplyKind,
+    is_v2: bool,
+    /// Results placed by RDMA Write (the first `ndirect`, one per Write chunk).
+    ndirect: usize,
+    /// The Write list to return: the call's segments with the lengths actually written.
+    ret: [Segment; MAX_W],
+    /// The Reply chunk to return (RDMA_NOMSG): its segments with the lengths written.
+    rret: [Segment; MAX_REPLY_SEGMENTS],
+    /// Version Two RDMA2_ERR_CANT_REPLY: the first segment too short (1-based over the Write
+    /// list's segments, then the Reply chunk's; 0: unknown) and the length it needed.
+    short: (u32, u32),
+    /// The reply message (results beyond the Write list inline at their offsets).
+    pieces: Pieces,
+}
+
+impl ReplyPlan {
+    /// Send-queue entries the reply takes: its RDMA Writes and the Send.
+    fn work_requests(&self, call: &RespCall, spec: &ReplySpec<'_>) -> u32 {
+        if self.kind == ReplyKind::failed(self.is_v2) {
+            return 1;
+        }
+        let mut n = 1u32;
+        for_each_result_write(call, spec, self.ndirect, |_, _, _| n += 1);
+        if self.kind == ReplyKind::Long {
+            for_each_piece_write(
+                &self.pieces,
+                &call.reply[..call.nreply as usize],
+                |_, _, _| n += 1,
+            );
+        }
+        n
+    }
+}
+
+/// The Write chunks of `call` as slices of `ret` (its returned Write list).
+fn write_refs<'a>(call: &RespCall, ret: &'a [Segment; MAX_W]) -> [&'a [Segment]; MAX_WRITE_CHUNKS] {
+    let mut wrefs: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for (k, w) in wrefs.iter_mut().enumerate().take(call.nwrites as usize) {
+        let s = call.wstart[k] as usize;
+        *w = &ret[s..s + call.wcount[k] as usize];
+    }
+    wrefs
+}
+
+/// Results → Write chunks, in order: the Write list to return (lengths per segment; unused
+/// chunks keep their segment count with zero lengths), and, when a result does not fit its
+/// chunk, the first segment too short and the length it needed.
+fn result_write_lengths(
+    call: &RespCall,
+    spec: &ReplySpec<'_>,
+    ndirect: usize,
+) -> ([Segment; MAX_W], Option<(u32, u32)>) {
+    let mut ret = call.writes;
+    for s in ret.iter_mut() {
+        s.length = 0;
+    }
+    let mut short = None;
+    for (k, item) in spec.results.iter().take(ndirect).enumerate() {
+        let mut left = item.buf.len;
+        let s0 = call.wstart[k] as usize;
+        let chunk = call.write_chunk(k);
+        for (i, seg) in chunk.iter().enumerate() {
+            let take = left.min(seg.length);
+            ret[s0 + i].length = take;
+            left -= take;
+        }
+        if left > 0 && short.is_none() {
+            short = Some(match chunk.last() {
+                // The chunk's last segment (1-based index) is the first one too short.
+                Some(last) => ((s0 + chunk.len()) as u32, last.length.saturating_add(left)),
+                // A chunk without segments has no segment too short: index 0 ("not
+                // possible to determine"), and what did not fit.
+                None => (0, left),
+            });
+        }
+    }
+    (ret, short)
+}
+
+/// The first segment too short and the length needed when a reply of `total` octets fits
+/// neither inline nor in the Reply chunk offered.
+fn reply_chunk_short(call: &RespCall, total: u32) -> (u32, u32) {
+    if call.has_reply && call.nreply > 0 {
+        let n = u64::from(call.nreply);
+        let last = call.reply[..call.nreply as usize]
+            .last()
+            .map_or(0, |s| u64::from(s.length));
+        let need = last + u64::from(total) - call.reply_capacity().min(u64::from(total));
+        let nw = call.nwrites as usize;
+        let wsegs: u64 = call.wcount[..nw].iter().map(|&c| u64::from(c)).sum();
+        (
+            (wsegs + n).min(u64::from(u32::MAX)) as u32,
+            need.min(u64::from(u32::MAX)) as u32,
+        )
+    } else {
+        // No Reply chunk, or one without segments: no segment is too short, so the index is 0
+        // (draft: "not possible to determine"); the reply's length.
+        (0, total)
+    }
+}
+
+/// Plans a reply: places the results in the Write chunks, cuts the message into pieces, and
+/// chooses inline, long (Reply chunk) or the version's "does not fit" error.
+fn plan_reply(core: &Core, call: &RespCall, spec: &ReplySpec<'_>) -> Result<ReplyPlan, ReplyError> {
+    let nw = call.nwrites as usize;
+    let ndirect = nw.min(spec.results.len());
+    let (ret, too_big) = result_write_lengths(call, spec, ndirect);
+    let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
+        at: i.at,
+        buf: i.buf,
+    });
+    let pieces =
+        build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
+    let wrefs = write_refs(call, &ret);
+    let msg_lists = ChunkListsRef {
+        reads: &[],
+        writes: &wrefs[..nw],
+        reply: None,
+    };
+    let is_v2 = call.vers == v2::VERSION;
+    // Version Two adds rdma_direction and rdma_inv_handle.
+    let hdr_extra = if is_v2 { 8 } else { 0 };
+    let send_inline = core.neg_of(call.vers).send_inline as usize;
+    let fits_inline =
+        v1::FIXED_LEN + hdr_extra + msg_lists.encoded_len() + pieces.total as usize <= send_inline;
+    let long_ok = call.has_reply && call.reply_capacity() >= u64::from(pieces.total);
+    let failed = ReplyKind::failed(is_v2);
+    let (kind, short) = match too_big {
+        Some(short) => (failed, short),
+        None if fits_inline => (ReplyKind::Inline, (0, 0)),
+        None if long_ok => (ReplyKind::Long, (0, 0)),
+        None => (failed, reply_chunk_short(call, pieces.total)),
+    };
+    // Reply chunk lengths returned (RDMA_NOMSG).
+    let mut rret = call.reply;
+    if kind == ReplyKind::Long {
+        let mut left = pieces.total;
+        for s in rret[..call.nreply as usize].iter_mut() {
+            let take = left.min(s.length);
+            s.length = take;
+            left -= take;
+        }
+    }
+    Ok(ReplyPlan {
+        kind,
+        is_v2,
+        ndirect,
+        ret,
+        rret,
+        short,
+        pieces,
+    })
+}
+
+/// Encodes the reply's transport header (or its RDMA_ERROR) into `header`; its length, or
+/// `None` when the buffer is unreachable or too small.
+fn encode_reply<M: HostMemory + ?Sized>(
+    core: &Core,
+    call: &RespCall,
+    plan: &ReplyPlan,
+    header: LocalBuf,
+    mem: &mut M,
+) -> Option<usize> {
+    let nw = call.nwrites as usize;
+    let wrefs = write_refs(call, &plan.ret);
+    let lists = ChunkListsRef {
+        reads: &[],
+        writes: &wrefs[..nw],
+        reply: (plan.kind == ReplyKind::Long).then_some(&plan.rret[..call.nreply as usize]),
+    };
+    let (xid, credits) = (call.xid, core.cfg.credits);
+    let out = mem.bytes_mut(header.addr, header.len as usize)?;
+    let chunks = |direction| v2::ChunksRef {
+        direction,
+        inv_handle: call.inv_handle,
+        lists,
+    };
+    match plan.kind {
+        ReplyKind::ErrChunk => v1::encode_err_chunk(xid, call.vers, credits, out).ok(),
+        ReplyKind::CantReply => v2::encode_error(
+            xid,
+            call.vers,
+            credits,
+            &v2::RdmaError::CantReply {
+                // Found after the upper layer processed the call.
+                processed: true,
+                segment_index: plan.short.0,
+                length_needed: plan.short.1,
+            },
+            out,
+        )
+        .ok(),
+        ReplyKind::Inline if plan.is_v2 => {
+            let body = v2::MessageBody::Msg(chunks(v2::Direction::Reply));
+            v2::encode(&v2::Message { xid, credits, body }, out).ok()
+        }
+        ReplyKind::Long if plan.is_v2 => {
+            let body = v2::MessageBody::Nomsg(chunks(v2::Direction::Reply));
+            v2::encode(&v2::Message { xid, credits, body }, out).ok()
+        }
+        ReplyKind::Inline => {
+            let body = MessageBody::Msg(lists);
+            v1::encode(&Message { xid, credits, body }, out).ok()
+        }
+        ReplyKind::Long => {
+            let body = MessageBody::Nomsg(lists);
+            v1::encode(&Message { xid, credits, body }, out).ok()
+        }
+    }
+}
+
+/// The reply Send's gather list: the header of `hdr_len` octets, then (inline replies) the
+/// message pieces — gathered, or copied after the header past the SGE limit.
+fn gather_reply<M: HostMemory + ?Sized>(
+    core: &Core,
+    plan: &ReplyPlan,
+    header: LocalBuf,
+    hdr_len: usize,
+    mem: &mut M,
+) -> Option<([Sge; MAX_SGE], usize)> {
+    let pieces = &plan.pieces;
+    let mut sges = [Sge::default(); MAX_SGE];
+    let mut nsge = 1usize;
+    let mut first_len = hdr_len as u32;
+    if plan.kind == ReplyKind::Inline {
+        if pieces.n < core.max_sge {
+            for p in pieces.as_slice() {
+                sges[nsge] = p.buf.sge();
+                nsge += 1;
+            }
+        } else if copy_pieces_into(mem, header, hdr_len as u32, pieces) {
+            first_len += pieces.total;
+        } else {
+            return None;
+        }
+    }
+    sges[0] = Sge {
+        addr: header.addr,
+        len: first_len,
+        lkey: header.lkey,
+    };
+    Some((sges, nsge))
 }

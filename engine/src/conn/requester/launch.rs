@@ -65,7 +65,8 @@ impl Requester {
     }
 
     /// Builds and posts a call: in a new slot, or (`reuse`) again in the slot and generation
-    /// of a call being sent again.
+    /// of a call being sent again. Steps: plan the chunks, check resources, take a slot, bind
+    /// STags, encode the header, queue the work requests.
     fn launch<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
@@ -74,60 +75,73 @@ impl Requester {
         reuse: Option<(u32, u32)>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
+        let plan = self.plan_call(core, spec, mem)?;
+        check_resources(core, &plan, spec, mem)?;
+        let slot = match reuse {
+            Some((slot, _)) => slot,
+            None => self.free.pop().ok_or(StartError::Busy)?,
+        };
+        let header = core.headers[slot as usize];
+
+        // From here on nothing fails except unreachable memory (checked before posting).
+        let mut call = ReqCall::FREE;
+        call.generation = match reuse {
+            Some((_, g)) => g,
+            None => self.calls[slot as usize].generation,
+        };
+        call.xid = plan.xid;
+        call.vers = plan.vers;
+        call.saved = self.calls[slot as usize].saved && reuse.is_some();
+        call.reply = spec.reply;
+        call.reply_offered = plan.reply_offered;
+        call.nwrites = plan.nwrites as u8;
+
+        let Some(exposed) = bind_stags(core, &plan, spec, slot, &mut call, mem) else {
+            // Counted above; unreachable. Give back what was taken.
+            self.rollback(core, &call, slot, reuse.is_none());
+            return Err(StartError::Busy);
+        };
+        call.writes = exposed.writes;
+        let Some((sges, nsge)) = self.encode_call(core, &plan, &exposed, spec, header, mem) else {
+            self.rollback(core, &call, slot, reuse.is_none());
+            return Err(StartError::BadSpec);
+        };
+        call.outstanding = if plan.mw_mode {
+            exposed.nb as u32 + 1
+        } else {
+            1
+        };
+        call.deadline = deadline;
+        Ok(self.queue_call(core, &exposed, slot, call, (sges, nsge)))
+    }
+
+    /// Plans a call without taking anything: checks the spec and its XID, turns DDP items into
+    /// Read chunks (or inline pieces), receptacles into Write chunks, decides on a Reply chunk
+    /// and on a long (Position Zero) message, and checks the result against the limits.
+    fn plan_call<M: HostMemory + ?Sized>(
+        &self,
+        core: &Core,
+        spec: &CallSpec<'_>,
+        mem: &mut M,
+    ) -> Result<CallPlan, StartError> {
         let vers = core.version;
         let is_v2 = vers == v2::VERSION;
         // Version Two adds rdma_direction and rdma_inv_handle to the header.
         let v2_extra = if is_v2 { 8 } else { 0 };
-        if spec.message.is_empty()
-            || spec.message.len() > MAX_PARTS
-            || spec.ddp.len() > MAX_READ_SEGMENTS
-            || spec.receptacles.len() > MAX_WRITE_CHUNKS
-        {
-            return Err(StartError::BadSpec);
-        }
+        let xid = self.check_spec(core, spec, mem)?;
         let ddp = core.cfg.ddp;
-        if ddp && spec.receptacles.len() > core.limits.max_write_chunks as usize {
-            return Err(StartError::BadSpec);
-        }
-        let xid = match mem.bytes(spec.message[0].addr, 4) {
-            Some(&[a, b, c, d]) if spec.message[0].len >= 4 => u32::from_be_bytes([a, b, c, d]),
-            _ => return Err(StartError::BadSpec),
-        };
-        if self.find(xid).is_some() {
-            return Err(StartError::DuplicateXid);
-        }
         let inline_len = parts_len(spec.message).ok_or(StartError::BadSpec)?;
-
-        // DDP argument items → Read chunks (positions in the full XDR stream; no pad sent).
-        let mut ddp_reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
-        let mut nddp = 0usize;
-        if ddp {
-            let mut shift = 0u32;
-            let mut last = 0u32;
-            for item in spec.ddp {
-                if item.at == 0 || item.at % 4 != 0 || item.at < last || item.at > inline_len {
-                    return Err(StartError::BadSpec);
-                }
-                last = item.at;
-                let position = item.at.checked_add(shift).ok_or(StartError::TooLarge)?;
-                ddp_reads[nddp] =
-                    ReadSegment::new(position, Segment::new(0, item.buf.len, item.buf.addr));
-                nddp += 1;
-                let padded = item
-                    .buf
-                    .len
-                    .checked_add(pad4(item.buf.len as usize) as u32)
-                    .ok_or(StartError::TooLarge)?;
-                shift = shift.checked_add(padded).ok_or(StartError::TooLarge)?;
-            }
-        }
+        let (ddp_reads, nddp) = if ddp {
+            ddp_read_chunks(spec.ddp, inline_len)?
+        } else {
+            ([ReadSegment::default(); MAX_READ_SEGMENTS], 0)
+        };
         let inline_cuts = spec.ddp.iter().filter(|_| !ddp).map(|i| Cut {
             at: i.at,
             buf: i.buf,
         });
         let pieces =
             build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| StartError::BadSpec)?;
-        let _ = inline_len;
 
         // Write chunks (one segment per receptacle) and the Reply chunk decision.
         let nwrites = if ddp { spec.receptacles.len() } else { 0 };
@@ -166,134 +180,84 @@ impl Requester {
         if long && msg_hdr + npz * (4 + 20) > send_inline {
             return Err(StartError::TooLarge);
         }
-        let nstags = nreads + nwrites + usize::from(reply_offered);
-        let mw_mode = core.cfg.stag == StagMode::MemoryWindows;
-        if mw_mode {
-            if nstags > MAX_CALL_STAGS || core.mw_free.len() < nstags {
-                return Err(StartError::Busy);
-            }
-        } else {
-            let keyed = |b: &LocalBuf| mem.remote_key(b.lkey).is_some();
-            let pz_ok = pieces.as_slice()[..npz].iter().all(|p| keyed(&p.buf));
-            let ddp_ok = spec.ddp.iter().take(nddp).all(|i| keyed(&i.buf));
-            let w_ok = spec.receptacles.iter().take(nwrites).all(keyed);
-            let r_ok = !reply_offered || keyed(&spec.reply);
-            if !(pz_ok && ddp_ok && w_ok && r_ok) {
-                return Err(StartError::NoRemoteKey);
-            }
-        }
-        let sq_needed = if mw_mode { nstags as u32 + 1 } else { 1 };
-        if core.sq_free() < sq_needed {
-            return Err(StartError::Busy);
-        }
-        let slot = match reuse {
-            Some((slot, _)) => slot,
-            None => self.free.pop().ok_or(StartError::Busy)?,
-        };
-        let header = core.headers[slot as usize];
+        Ok(CallPlan {
+            xid,
+            vers,
+            is_v2,
+            mw_mode: core.cfg.stag == StagMode::MemoryWindows,
+            ddp_reads,
+            nddp,
+            pieces,
+            writes,
+            nwrites,
+            reply_offered,
+            long,
+            npz,
+            nreads,
+            nstags: nreads + nwrites + usize::from(reply_offered),
+        })
+    }
 
-        // From here on nothing fails except unreachable memory (checked before posting).
-        let mut call = ReqCall::FREE;
-        call.generation = match reuse {
-            Some((_, g)) => g,
-            None => self.calls[slot as usize].generation,
-        };
-        call.xid = xid;
-        call.vers = vers;
-        call.saved = self.calls[slot as usize].saved && reuse.is_some();
-        call.reply = spec.reply;
-        call.reply_offered = reply_offered;
-        call.nwrites = nwrites as u8;
-
-        // Expose chunk memory: collect the targets first, then bind (or look up keys).
-        let mut reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
-        for (i, p) in pieces.as_slice()[..npz].iter().enumerate() {
-            reads[i] = ReadSegment::new(0, Segment::new(0, p.buf.len, p.buf.addr));
+    /// Checks the spec's shape against the fixed limits and reads its XID, which no
+    /// outstanding call may use.
+    fn check_spec<M: HostMemory + ?Sized>(
+        &self,
+        core: &Core,
+        spec: &CallSpec<'_>,
+        mem: &M,
+    ) -> Result<u32, StartError> {
+        if spec.message.is_empty()
+            || spec.message.len() > MAX_PARTS
+            || spec.ddp.len() > MAX_READ_SEGMENTS
+            || spec.receptacles.len() > MAX_WRITE_CHUNKS
+        {
+            return Err(StartError::BadSpec);
         }
-        reads[npz..nreads].copy_from_slice(&ddp_reads[..nddp]);
-        let mut binds = [BindPlan::NONE; MAX_CALL_STAGS];
-        let mut nb = 0usize;
-        for (i, p) in pieces.as_slice()[..npz].iter().enumerate() {
-            binds[nb] = BindPlan::read(p.buf, Target::Read(i));
-            nb += 1;
+        if core.cfg.ddp && spec.receptacles.len() > core.limits.max_write_chunks as usize {
+            return Err(StartError::BadSpec);
         }
-        for (k, item) in spec.ddp.iter().take(nddp).enumerate() {
-            binds[nb] = BindPlan::read(item.buf, Target::Read(npz + k));
-            nb += 1;
-        }
-        for (k, r) in spec.receptacles.iter().take(nwrites).enumerate() {
-            binds[nb] = BindPlan::write(*r, Target::Write(k));
-            nb += 1;
-        }
-        let mut reply_handle = 0u32;
-        if reply_offered {
-            binds[nb] = BindPlan::write(spec.reply, Target::Reply);
-            nb += 1;
-        }
-        let mut bind_wrs = [None; MAX_CALL_STAGS];
-        for (n, b) in binds[..nb].iter().enumerate() {
-            let handle = if mw_mode {
-                let Some(m) = core.mw_free.pop() else {
-                    // Counted above; unreachable. Give back what was taken.
-                    self.rollback(core, &call, slot, reuse.is_none());
-                    return Err(StartError::Busy);
-                };
-                let mw = &mut core.mws[m as usize];
-                // Not `inc_rkey`: the next key must not follow from the last one.
-                let new_rkey = core.keys.next_rkey(mw.rkey);
-                mw.rkey = new_rkey;
-                mw.owner = Some(slot);
-                mw.pos = n as u8;
-                call.stags[n] = m as u16;
-                call.nstags = n as u8 + 1;
-                bind_wrs[n] = Some(WorkRequest::BindMw {
-                    wr_id: WrId::new(wr_kind::BIND, u64::from(slot)),
-                    mw: m,
-                    addr: b.buf.addr,
-                    len: b.buf.len,
-                    lkey: b.buf.lkey,
-                    access: b.access,
-                    new_rkey,
-                });
-                new_rkey
-            } else {
-                mem.remote_key(b.buf.lkey).unwrap_or(0)
-            };
-            match b.target {
-                Target::Read(i) => reads[i].target.handle = handle,
-                Target::Write(k) => writes[k].handle = handle,
-                Target::Reply => reply_handle = handle,
-                Target::None => {}
+        match mem.bytes(spec.message[0].addr, 4) {
+            Some(&[a, b, c, d]) if spec.message[0].len >= 4 => {
+                let xid = u32::from_be_bytes([a, b, c, d]);
+                match self.find(xid) {
+                    Some(_) => Err(StartError::DuplicateXid),
+                    None => Ok(xid),
+                }
             }
+            _ => Err(StartError::BadSpec),
         }
-        call.writes = writes;
-        let reply_seg = [Segment::new(reply_handle, spec.reply.len, spec.reply.addr)];
-        let write_refs = write_slices(&writes, nwrites);
+    }
+
+    /// Encodes the call's transport header into `header` and gathers (or, past the SGE limit,
+    /// copies) the inline message after it: the Send's gather list, or `None` when memory is
+    /// unreachable.
+    fn encode_call<M: HostMemory + ?Sized>(
+        &self,
+        core: &Core,
+        plan: &CallPlan,
+        exposed: &Exposed,
+        spec: &CallSpec<'_>,
+        header: LocalBuf,
+        mem: &mut M,
+    ) -> Option<([Sge; MAX_SGE], usize)> {
+        let (nreads, nwrites, long) = (plan.nreads, plan.nwrites, plan.long);
+        let reply_seg = [Segment::new(
+            exposed.reply_handle,
+            spec.reply.len,
+            spec.reply.addr,
+        )];
+        let write_refs = write_slices(&exposed.writes, nwrites);
         let lists = ChunkListsRef {
-            reads: &reads[..nreads],
+            reads: &exposed.reads[..nreads],
             writes: &write_refs[..nwrites],
-            reply: reply_offered.then_some(&reply_seg[..]),
+            reply: plan.reply_offered.then_some(&reply_seg[..]),
         };
-        // Version Two: the one handle the responder may invalidate remotely (draft, "Remote
-        // Invalidation"); 0 when none may be (persistent keys, or remote invalidation off).
-        let inv_handle = if core.cfg.remote_invalidate && mw_mode && nb > 0 {
-            if reply_offered {
-                reply_handle
-            } else if nwrites > 0 {
-                writes[0].handle
-            } else {
-                reads[0].target.handle
-            }
-        } else {
-            0
-        };
-        let credits = self.max_credits;
-
-        // Encode the header; gather (or, past the SGE limit, copy) the inline message after it.
-        let encoded = mem
+        let (xid, credits) = (plan.xid, self.max_credits);
+        let inv_handle = inv_handle(core, plan, exposed);
+        let hdr_len = mem
             .bytes_mut(header.addr, header.len as usize)
             .and_then(|out| {
-                if is_v2 {
+                if plan.is_v2 {
                     let c = v2::ChunksRef {
                         direction: v2::Direction::Call,
                         inv_handle,
@@ -313,11 +277,8 @@ impl Requester {
                     };
                     v1::encode(&Message { xid, credits, body }, out).ok()
                 }
-            });
-        let Some(hdr_len) = encoded else {
-            self.rollback(core, &call, slot, reuse.is_none());
-            return Err(StartError::BadSpec);
-        };
+            })?;
+        let pieces = &plan.pieces;
         let mut sges = [Sge::default(); MAX_SGE];
         let mut nsge = 1usize;
         let mut first_len = hdr_len as u32;
@@ -327,9 +288,8 @@ impl Requester {
                     sges[nsge] = p.buf.sge();
                     nsge += 1;
                 }
-            } else if !copy_pieces(mem, header, hdr_len as u32, &pieces) {
-                self.rollback(core, &call, slot, reuse.is_none());
-                return Err(StartError::BadSpec);
+            } else if !copy_pieces(mem, header, hdr_len as u32, pieces) {
+                return None;
             } else {
                 first_len += pieces.total;
             }
@@ -344,8 +304,19 @@ impl Requester {
             len: first_len,
             lkey: header.lkey,
         };
+        Some((sges, nsge))
+    }
 
-        for wr in bind_wrs[..nb].iter().flatten() {
+    /// Queues the binds and the Send (`sges`) of a built call and makes it await its reply.
+    fn queue_call(
+        &mut self,
+        core: &mut Core,
+        exposed: &Exposed,
+        slot: u32,
+        mut call: ReqCall,
+        (sges, nsge): ([Sge; MAX_SGE], usize),
+    ) -> CallId {
+        for wr in exposed.binds[..exposed.nb].iter().flatten() {
             core.post_send(*wr);
         }
         core.post_send(WorkRequest::Send {
@@ -354,18 +325,16 @@ impl Requester {
             nsge: nsge as u8,
             invalidate: None,
         });
-        call.outstanding = if mw_mode { nb as u32 + 1 } else { 1 };
         call.state = ReqState::AwaitingReply;
-        call.deadline = deadline;
         self.calls[slot as usize] = call;
         self.awaiting += 1;
         // Cannot fail: the table holds every slot, and the XID is not live (checked above).
         let added = self.by_xid.insert(call.xid, slot);
         debug_assert!(added);
-        Ok(CallId {
+        CallId {
             slot,
             generation: call.generation,
-        })
+        }
     }
 
     /// Undoes a partly built call (no work request was posted yet); `free_slot` when the slot
@@ -479,4 +448,192 @@ fn write_slices(writes: &[Segment; MAX_WRITE_CHUNKS], n: usize) -> [&[Segment]; 
         *o = core::slice::from_ref(w);
     }
     out
+}
+
+/// What a call will look like on the wire, decided before anything is taken
+/// ([`Requester::plan_call`]).
+struct CallPlan {
+    xid: u32,
+    /// Version the call goes in, and whether that is Version Two.
+    vers: u32,
+    is_v2: bool,
+    /// [`StagMode::MemoryWindows`]: chunk memory is exposed through bound windows.
+    mw_mode: bool,
+    /// The DDP items as Read segments (positions in the full stream, handles not yet known).
+    ddp_reads: [ReadSegment; MAX_READ_SEGMENTS],
+    nddp: usize,
+    /// The message as pieces (DDP items inline when DDP is off).
+    pieces: Pieces,
+    /// Write chunks, one segment per receptacle (handles not yet known).
+    writes: [Segment; MAX_WRITE_CHUNKS],
+    nwrites: usize,
+    /// A Reply chunk over the reply buffer is offered.
+    reply_offered: bool,
+    /// RDMA_NOMSG with a Position Zero Read chunk (one segment per piece).
+    long: bool,
+    npz: usize,
+    /// Read segments in all (Position Zero first, then the DDP items).
+    nreads: usize,
+    /// STags the call exposes.
+    nstags: usize,
+}
+
+/// The chunk lists of a call with their handles, once its memory is exposed
+/// ([`bind_stags`]), and the binds to post.
+struct Exposed {
+    reads: [ReadSegment; MAX_READ_SEGMENTS],
+    writes: [Segment; MAX_WRITE_CHUNKS],
+    reply_handle: u32,
+    binds: [Option<WorkRequest>; MAX_CALL_STAGS],
+    nb: usize,
+}
+
+/// DDP argument items → Read chunks (positions in the full XDR stream; no pad sent). Items
+/// must be in offset order, on 4-octet boundaries, inside the message of `inline_len` octets.
+fn ddp_read_chunks(
+    items: &[DdpItem],
+    inline_len: u32,
+) -> Result<([ReadSegment; MAX_READ_SEGMENTS], usize), StartError> {
+    let mut reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
+    let mut n = 0usize;
+    let mut shift = 0u32;
+    let mut last = 0u32;
+    for item in items {
+        if item.at == 0 || item.at % 4 != 0 || item.at < last || item.at > inline_len {
+            return Err(StartError::BadSpec);
+        }
+        last = item.at;
+        let position = item.at.checked_add(shift).ok_or(StartError::TooLarge)?;
+        reads[n] = ReadSegment::new(position, Segment::new(0, item.buf.len, item.buf.addr));
+        n += 1;
+        let padded = item
+            .buf
+            .len
+            .checked_add(pad4(item.buf.len as usize) as u32)
+            .ok_or(StartError::TooLarge)?;
+        shift = shift.checked_add(padded).ok_or(StartError::TooLarge)?;
+    }
+    Ok((reads, n))
+}
+
+/// Whether the planned call can go now: enough free windows (or a remote key for every
+/// exposed buffer) and send queue room for its binds and Send.
+fn check_resources<M: HostMemory + ?Sized>(
+    core: &Core,
+    plan: &CallPlan,
+    spec: &CallSpec<'_>,
+    mem: &M,
+) -> Result<(), StartError> {
+    let (nstags, npz, nddp, nwrites) = (plan.nstags, plan.npz, plan.nddp, plan.nwrites);
+    if plan.mw_mode {
+        if nstags > MAX_CALL_STAGS || core.mw_free.len() < nstags {
+            return Err(StartError::Busy);
+        }
+    } else {
+        let keyed = |b: &LocalBuf| mem.remote_key(b.lkey).is_some();
+        let pz_ok = plan.pieces.as_slice()[..npz].iter().all(|p| keyed(&p.buf));
+        let ddp_ok = spec.ddp.iter().take(nddp).all(|i| keyed(&i.buf));
+        let w_ok = spec.receptacles.iter().take(nwrites).all(keyed);
+        let r_ok = !plan.reply_offered || keyed(&spec.reply);
+        if !(pz_ok && ddp_ok && w_ok && r_ok) {
+            return Err(StartError::NoRemoteKey);
+        }
+    }
+    let sq_needed = if plan.mw_mode { nstags as u32 + 1 } else { 1 };
+    if core.sq_free() < sq_needed {
+        return Err(StartError::Busy);
+    }
+    Ok(())
+}
+
+/// Exposes the call's chunk memory: binds a memory window over each buffer (recording it in
+/// `call`) or looks up its persistent key, and fills the handles into the chunk lists. `None`
+/// when a window counted free is missing (the caller rolls back).
+fn bind_stags<M: HostMemory + ?Sized>(
+    core: &mut Core,
+    plan: &CallPlan,
+    spec: &CallSpec<'_>,
+    slot: u32,
+    call: &mut ReqCall,
+    mem: &M,
+) -> Option<Exposed> {
+    let (npz, nddp, nreads, nwrites) = (plan.npz, plan.nddp, plan.nreads, plan.nwrites);
+    let mut ex = Exposed {
+        reads: [ReadSegment::default(); MAX_READ_SEGMENTS],
+        writes: plan.writes,
+        reply_handle: 0,
+        binds: [None; MAX_CALL_STAGS],
+        nb: 0,
+    };
+    // Collect the targets first, then bind (or look up keys).
+    for (i, p) in plan.pieces.as_slice()[..npz].iter().enumerate() {
+        ex.reads[i] = ReadSegment::new(0, Segment::new(0, p.buf.len, p.buf.addr));
+    }
+    ex.reads[npz..nreads].copy_from_slice(&plan.ddp_reads[..nddp]);
+    let mut binds = [BindPlan::NONE; MAX_CALL_STAGS];
+    let mut nb = 0usize;
+    for (i, p) in plan.pieces.as_slice()[..npz].iter().enumerate() {
+        binds[nb] = BindPlan::read(p.buf, Target::Read(i));
+        nb += 1;
+    }
+    for (k, item) in spec.ddp.iter().take(nddp).enumerate() {
+        binds[nb] = BindPlan::read(item.buf, Target::Read(npz + k));
+        nb += 1;
+    }
+    for (k, r) in spec.receptacles.iter().take(nwrites).enumerate() {
+        binds[nb] = BindPlan::write(*r, Target::Write(k));
+        nb += 1;
+    }
+    if plan.reply_offered {
+        binds[nb] = BindPlan::write(spec.reply, Target::Reply);
+        nb += 1;
+    }
+    ex.nb = nb;
+    for (n, b) in binds[..nb].iter().enumerate() {
+        let handle = if plan.mw_mode {
+            let m = core.mw_free.pop()?;
+            let mw = &mut core.mws[m as usize];
+            // Not `inc_rkey`: the next key must not follow from the last one.
+            let new_rkey = core.keys.next_rkey(mw.rkey);
+            mw.rkey = new_rkey;
+            mw.owner = Some(slot);
+            mw.pos = n as u8;
+            call.stags[n] = m as u16;
+            call.nstags = n as u8 + 1;
+            ex.binds[n] = Some(WorkRequest::BindMw {
+                wr_id: WrId::new(wr_kind::BIND, u64::from(slot)),
+                mw: m,
+                addr: b.buf.addr,
+                len: b.buf.len,
+                lkey: b.buf.lkey,
+                access: b.access,
+                new_rkey,
+            });
+            new_rkey
+        } else {
+            mem.remote_key(b.buf.lkey).unwrap_or(0)
+        };
+        match b.target {
+            Target::Read(i) => ex.reads[i].target.handle = handle,
+            Target::Write(k) => ex.writes[k].handle = handle,
+            Target::Reply => ex.reply_handle = handle,
+            Target::None => {}
+        }
+    }
+    Some(ex)
+}
+
+/// Version Two: the one handle the responder may invalidate remotely (draft, "Remote
+/// Invalidation") — the Reply chunk's, else the first Write chunk's, else the first Read
+/// segment's; 0 when none may be (persistent keys, or remote invalidation off).
+fn inv_handle(core: &Core, plan: &CallPlan, ex: &Exposed) -> u32 {
+    if !(core.cfg.remote_invalidate && plan.mw_mode && ex.nb > 0) {
+        0
+    } else if plan.reply_offered {
+        ex.reply_handle
+    } else if plan.nwrites > 0 {
+        ex.writes[0].handle
+    } else {
+        ex.reads[0].target.handle
+    }
 }

@@ -42,14 +42,14 @@
 mod launch;
 mod reply;
 
-use super::stream::{build_pieces, copy_pieces, parts_len, Cut};
+use super::stream::{build_pieces, copy_pieces, parts_len, Cut, Pieces};
 use super::wire::{self, AnyBody, AnyError, WireErr};
 use super::{
     wr_kind, Access, BadReply, CallError, CallId, CallOptions, CallSpec, ConnState, Core, DdpItem,
     Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
     MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
 };
-use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
+use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
 use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
 use crate::proto::v2;
 use crate::u32map::U32Map;

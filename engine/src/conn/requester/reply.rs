@@ -75,7 +75,34 @@ impl Requester {
     fn judge_reply(&self, core: &Core, buf: &[u8]) -> Verdict {
         let h = match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
             Ok(h) => h,
-            Err(AnyError::V1(e)) => {
+            Err(e) => return self.judge_undecodable(core, e),
+        };
+        // The credit rule (module doc, "Credits"): only a non-error reply reports a grant.
+        let granted = clamp_credits(h.credits, self.max_credits);
+        let Some(slot) = self.find(h.xid) else {
+            return match h.body {
+                AnyBody::Done | AnyBody::Optional(_) => Verdict::Drop,
+                AnyBody::Error(_) => Verdict::Unknown(Some(h.xid)),
+                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => {
+                    Verdict::UnknownWithCredits(granted, h.xid)
+                }
+            };
+        };
+        let (lists, nomsg) = match h.body {
+            // RDMA_DONE is ignored, whatever XID it names (module doc, "Credits").
+            AnyBody::Done | AnyBody::Optional(_) => return Verdict::Drop,
+            AnyBody::Error(e) => return self.judge_error(core, slot, h.vers, e),
+            AnyBody::Msg { lists, .. } => (lists, false),
+            AnyBody::Nomsg { lists, .. } => (lists, true),
+        };
+        self.judge_answer(slot, &h, lists, nomsg, granted)
+    }
+
+    /// A reply neither codec accepted: fails the call it names when its XID is readable, else
+    /// is dropped. An ERR_VERS in a foreign version is still an ERR_VERS.
+    fn judge_undecodable(&self, core: &Core, e: AnyError) -> Verdict {
+        match e {
+            AnyError::V1(e) => {
                 // An ERR_VERS from a responder that put its own version in rdma_vers (the
                 // layout of ERR_VERS is the same in every version).
                 if let HeaderErrorKind::ForeignError {
@@ -96,14 +123,14 @@ impl Requester {
                 ) {
                     return Verdict::Drop;
                 }
-                return match e.xid.and_then(|x| self.find(x)) {
+                match e.xid.and_then(|x| self.find(x)) {
                     Some(slot) => {
                         Verdict::Fail(slot, CallError::BadReply(BadReply::Header(e.kind)))
                     }
                     None => Verdict::Drop,
-                };
+                }
             }
-            Err(AnyError::V2(e)) => {
+            AnyError::V2(e) => {
                 if matches!(
                     e.kind,
                     v2::HeaderErrorKind::ShortHeader { .. }
@@ -111,26 +138,51 @@ impl Requester {
                 ) {
                     return Verdict::Drop;
                 }
-                return match e.xid.and_then(|x| self.find(x)) {
+                match e.xid.and_then(|x| self.find(x)) {
                     Some(slot) => {
                         Verdict::Fail(slot, CallError::BadReply(BadReply::HeaderV2(e.kind)))
                     }
                     None => Verdict::Drop,
-                };
-            }
-        };
-        let is_v2 = h.vers == v2::VERSION;
-        // The credit rule (module doc, "Credits"): only a non-error reply reports a grant.
-        let granted = clamp_credits(h.credits, self.max_credits);
-        let Some(slot) = self.find(h.xid) else {
-            return match h.body {
-                AnyBody::Done | AnyBody::Optional(_) => Verdict::Drop,
-                AnyBody::Error(_) => Verdict::Unknown(Some(h.xid)),
-                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => {
-                    Verdict::UnknownWithCredits(granted, h.xid)
                 }
-            };
-        };
+            }
+        }
+    }
+
+    /// An RDMA_ERROR / RDMA2_ERROR of version `vers` answering the call in `slot`: a resend
+    /// (Version Two fallback, CANT_REPLY / ERR_CHUNK retry with the fallback resources) or a
+    /// failure. Never a credit update.
+    fn judge_error(&self, core: &Core, slot: u32, vers: u32, e: WireErr) -> Verdict {
+        let is_v2 = vers == v2::VERSION;
+        let call = &self.calls[slot as usize];
+        let sv = &self.saved[slot as usize];
+        let may_retry = call.saved && sv.has_fallback() && !sv.retried;
+        match e {
+            WireErr::Vers { low, high } => self.err_vers(core, slot, low, high),
+            // Version One has no CANT_REPLY: a responder that cannot fit the reply into what
+            // the call offered answers ERR_CHUNK. A call that offered less than its whole reply
+            // buffer (a reply size hint) is sent again once, offering all of it ("send the
+            // request again, this time with a Reply chunk", implementation experience §4.3).
+            WireErr::Chunk if !is_v2 && may_retry => Verdict::Resend(slot, Resend::Larger),
+            WireErr::Chunk => Verdict::Fail(slot, CallError::ErrChunk),
+            WireErr::Unknown(code) => Verdict::Fail(slot, CallError::RdmaError(code)),
+            WireErr::V2(v2::RdmaError::CantReply { .. }) if may_retry => {
+                Verdict::Resend(slot, Resend::Larger)
+            }
+            WireErr::V2(e) => Verdict::Fail(slot, CallError::Rdma2(e)),
+        }
+    }
+
+    /// A non-error reply to the call in `slot`: checks it against what the call offered
+    /// (version, reply-only rules, Write list, Reply chunk, inline length).
+    fn judge_answer(
+        &self,
+        slot: u32,
+        h: &wire::Any<'_>,
+        lists: ChunkLists<'_>,
+        nomsg: bool,
+        granted: u32,
+    ) -> Verdict {
+        let is_v2 = h.vers == v2::VERSION;
         let call = &self.calls[slot as usize];
         // A Version One reply that is not an error but cannot be used still reports the grant
         // (as before; a Version Two one fails its call without changing credits).
@@ -140,39 +192,6 @@ impl Requester {
             } else {
                 Verdict::FailWithCredits(slot, e, granted)
             }
-        };
-        let (lists, nomsg) = match h.body {
-            // RDMA_DONE is ignored, whatever XID it names (module doc, "Credits").
-            AnyBody::Done | AnyBody::Optional(_) => return Verdict::Drop,
-            AnyBody::Error(WireErr::Vers { low, high }) => {
-                return self.err_vers(core, slot, low, high)
-            }
-            AnyBody::Error(WireErr::Chunk) => {
-                // Version One has no CANT_REPLY: a responder that cannot fit the reply into
-                // what the call offered answers ERR_CHUNK. A call that offered less than its
-                // whole reply buffer (a reply size hint) is sent again once, offering all of
-                // it ("send the request again, this time with a Reply chunk", implementation
-                // experience §4.3).
-                let sv = &self.saved[slot as usize];
-                if !is_v2 && call.saved && sv.has_fallback() && !sv.retried {
-                    return Verdict::Resend(slot, Resend::Larger);
-                }
-                return Verdict::Fail(slot, CallError::ErrChunk);
-            }
-            AnyBody::Error(WireErr::Unknown(code)) => {
-                return Verdict::Fail(slot, CallError::RdmaError(code))
-            }
-            AnyBody::Error(WireErr::V2(e)) => {
-                if let v2::RdmaError::CantReply { .. } = e {
-                    let sv = &self.saved[slot as usize];
-                    if call.saved && sv.has_fallback() && !sv.retried {
-                        return Verdict::Resend(slot, Resend::Larger);
-                    }
-                }
-                return Verdict::Fail(slot, CallError::Rdma2(e));
-            }
-            AnyBody::Msg { lists, .. } => (lists, false),
-            AnyBody::Nomsg { lists, .. } => (lists, true),
         };
         if h.vers != call.vers {
             // "A responder MUST send Replies with the same RPC-over-RDMA protocol version that
@@ -294,37 +313,9 @@ impl Requester {
                     core.probing = false;
                     core.remembered = Some(v2::VERSION);
                 }
-                if let Some(off) = copy_from {
-                    if len > 0
-                        && !mem.copy(call.reply.addr, recv_addr + u64::from(off), len as usize)
-                    {
-                        self.answered(
-                            core,
-                            slot,
-                            Outcome::Failed(CallError::BadReply(BadReply::TooLong)),
-                        );
-                        return;
-                    }
-                } else {
-                    // A long reply: the responder wrote the RPC message into the Reply chunk
-                    // (its RDMA Writes completed before this Send, RC ordering). It must be
-                    // the REPLY to this call; the transport header could not say so.
-                    let head = if len >= 8 {
-                        mem.bytes(call.reply.addr, 8)
-                    } else {
-                        None
-                    };
-                    let is_reply = head.is_some_and(|b| {
-                        b[..4] == call.xid.to_be_bytes() && b[4..8] == 1u32.to_be_bytes()
-                    });
-                    if !is_reply {
-                        self.answered(
-                            core,
-                            slot,
-                            Outcome::Failed(CallError::BadReply(BadReply::NotAReply)),
-                        );
-                        return;
-                    }
+                if let Err(bad) = place_reply(&call, len, copy_from, recv_addr, mem) {
+                    self.answered(core, slot, Outcome::Failed(CallError::BadReply(bad)));
+                    return;
                 }
                 self.answered(
                     core,
@@ -413,5 +404,36 @@ impl Verdict {
             Verdict::Reply { slot, .. } => Some(slot),
             _ => None,
         }
+    }
+}
+
+/// Puts a usable reply of `len` octets in place: copies an inline one (at `copy_from` in the
+/// receive buffer at `recv_addr`) into the call's reply buffer, or checks that the long one the
+/// responder wrote into the Reply chunk (its RDMA Writes completed before this Send, RC
+/// ordering) is the REPLY to this call — the transport header could not say so.
+fn place_reply<M: HostMemory + ?Sized>(
+    call: &ReqCall,
+    len: u32,
+    copy_from: Option<u32>,
+    recv_addr: u64,
+    mem: &mut M,
+) -> Result<(), BadReply> {
+    if let Some(off) = copy_from {
+        if len > 0 && !mem.copy(call.reply.addr, recv_addr + u64::from(off), len as usize) {
+            return Err(BadReply::TooLong);
+        }
+        return Ok(());
+    }
+    let head = if len >= 8 {
+        mem.bytes(call.reply.addr, 8)
+    } else {
+        None
+    };
+    let is_reply =
+        head.is_some_and(|b| b[..4] == call.xid.to_be_bytes() && b[4..8] == 1u32.to_be_bytes());
+    if is_reply {
+        Ok(())
+    } else {
+        Err(BadReply::NotAReply)
     }
 }
