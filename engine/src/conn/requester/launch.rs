@@ -41,6 +41,7 @@ impl Requester {
         let call = &mut self.calls[id.slot as usize];
         if core.probing && call.vers == v2::VERSION && core.cfg.probe_timeout_ns > 0 {
             call.probe_deadline = now.saturating_add(core.cfg.probe_timeout_ns);
+            self.note_due(id.slot);
         }
         // Keep the spec when the call may have to be sent again.
         let keep =
@@ -327,6 +328,7 @@ impl Requester {
         });
         call.state = ReqState::AwaitingReply;
         self.calls[slot as usize] = call;
+        self.note_due(slot);
         self.awaiting += 1;
         // Cannot fail: the table holds every slot, and the XID is not live (checked above).
         let added = self.by_xid.insert(call.xid, slot);

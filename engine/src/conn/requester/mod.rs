@@ -55,6 +55,7 @@ use crate::proto::v2;
 use crate::u32map::U32Map;
 use crate::verbs::{Completion, Sge, WcFlags, WrId};
 use crate::xdr::pad4;
+use core::cell::Cell;
 
 /// State of a requester call slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +164,12 @@ struct ReqCall {
 }
 
 impl ReqCall {
+    /// When the call times out: its call deadline or, for the Version Two probe, its own
+    /// deadline, whichever comes first (`u64::MAX`: never).
+    fn due(&self) -> u64 {
+        self.deadline.min(self.probe_deadline)
+    }
+
     const FREE: ReqCall = ReqCall {
         state: ReqState::Free,
         generation: 0,
@@ -209,6 +216,14 @@ pub(crate) struct Requester {
     resending: u32,
     /// XID → slot of every call in `AwaitingReply` (sized for all slots, never grows).
     by_xid: U32Map,
+    /// The earliest due time (`deadline` or `probe_deadline`) of the calls in `AwaitingReply`,
+    /// `u64::MAX` when none has one; exact unless `due_stale`. A call that starts waiting can
+    /// only make it earlier (`note_due`); the call holding it that stops waiting makes it stale
+    /// (`forget_due`), and `next_deadline` then rescans once. With no call timeout nothing is
+    /// ever scanned.
+    next_due: Cell<u64>,
+    /// `next_due` may be earlier than the earliest call still waiting: rescan before use.
+    due_stale: Cell<bool>,
 }
 
 /// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
@@ -232,6 +247,8 @@ impl Requester {
             finishing: 0,
             resending: 0,
             by_xid: U32Map::new(n),
+            next_due: Cell::new(u64::MAX),
+            due_stale: Cell::new(false),
         }
     }
 
@@ -243,13 +260,38 @@ impl Requester {
         self.awaiting + self.orphans + self.resending
     }
 
+    /// The earliest time a waiting call times out (its call or probe deadline), if any.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.calls
-            .iter()
-            .filter(|c| c.state == ReqState::AwaitingReply)
-            .map(|c| c.deadline.min(c.probe_deadline))
-            .filter(|&d| d != u64::MAX)
-            .min()
+        if self.due_stale.get() {
+            let due = self
+                .calls
+                .iter()
+                .filter(|c| c.state == ReqState::AwaitingReply)
+                .map(ReqCall::due)
+                .min()
+                .unwrap_or(u64::MAX);
+            self.next_due.set(due);
+            self.due_stale.set(false);
+        }
+        let due = self.next_due.get();
+        (due != u64::MAX).then_some(due)
+    }
+
+    /// The call in `slot` waits for its reply with its current deadlines: the earliest due
+    /// time can only move earlier.
+    fn note_due(&self, slot: u32) {
+        let due = self.calls[slot as usize].due();
+        if due < self.next_due.get() {
+            self.next_due.set(due);
+        }
+    }
+
+    /// `call` stops waiting: when it held the earliest due time, the next query rescans.
+    fn forget_due(&self, call: &ReqCall) {
+        let due = call.due();
+        if due != u64::MAX && due <= self.next_due.get() {
+            self.due_stale.set(true);
+        }
     }
 
     fn find(&self, xid: u32) -> Option<u32> {
@@ -269,6 +311,8 @@ impl Requester {
         call.outcome = outcome;
         call.inv_next = 0;
         let xid = call.xid;
+        let c = *call;
+        self.forget_due(&c);
         self.by_xid.remove(xid);
         self.awaiting -= 1;
         self.finishing += 1;
@@ -440,6 +484,8 @@ impl Requester {
         self.orphans = 0;
         self.orphan_xids.clear();
         self.resending = 0;
+        self.next_due.set(u64::MAX);
+        self.due_stale.set(false);
     }
 }
 
