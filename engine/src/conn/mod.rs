@@ -71,6 +71,7 @@ mod backchannel;
 mod config;
 mod connection;
 mod core_state;
+mod credits;
 mod requester;
 mod responder;
 mod ring;

@@ -28,6 +28,7 @@
 //!
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
+use super::credits;
 use super::ring::{IndexStack, Ring};
 use super::stream::{build_pieces, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
 use super::wire::{self, AnyBody, AnyError};
@@ -620,7 +621,7 @@ impl Responder {
         }
         let header = core.headers[slot as usize];
         let call = &mut self.calls[slot as usize];
-        let credits = core.cfg.credits;
+        let credits = credits::sent_grant(core.cfg.credits);
         let max_version = core.cfg.max_version;
         let n = mem
             .bytes_mut(header.addr, header.len as usize)
@@ -1162,7 +1163,7 @@ fn encode_reply<M: HostMemory + ?Sized>(
         writes: &wrefs[..nw],
         reply: (plan.kind == ReplyKind::Long).then_some(&plan.rret[..call.nreply as usize]),
     };
-    let (xid, credits) = (call.xid, core.cfg.credits);
+    let (xid, credits) = (call.xid, credits::sent_grant(core.cfg.credits));
     let out = mem.bytes_mut(header.addr, header.len as usize)?;
     let chunks = |direction| v2::ChunksRef {
         direction,

@@ -22,7 +22,7 @@ impl Requester {
         if core.state != ConnState::Connected {
             return Err(StartError::NotConnected);
         }
-        if self.outstanding() >= self.granted {
+        if !credits::may_start(self.outstanding(), self.granted) {
             return Err(StartError::NoCredit);
         }
         // One posted receive per outstanding call (the reply must never meet an empty queue),

@@ -22,26 +22,27 @@
 //! CANT_REPLY (in Version One: ERR_CHUNK) sends it again once with the fallback resources; other
 //! errors fail the call ([`CallError::Rdma2`], [`CallError::ErrChunk`], ...).
 //!
-//! Credits: one until the first non-error reply, then the clamped `rdma_credit` of the latest
-//! non-error reply (RDMA_MSG / RDMA_NOMSG / RDMA_MSGP). The `rdma_credit` of an RDMA_ERROR or
-//! RDMA2_ERROR is never used, before or after the first reply, whatever XID it names: the v2
-//! draft ("Protocol Version Negotiation") has a requester "assume the ability to exchange only a
-//! single RPC-over-RDMA message at a time until it receives a non-error RPC-over-RDMA message
-//! from the responder that reports the responder's actual credit limit" ("as with Version One"),
-//! so an error does not report the limit (RFC 8166 §3.3.3, from memory, is the Version One
-//! rule). RFC 8166 §4.2.3 (from memory) gives `rdma_credit` a meaning in an RPC Call (requested)
-//! and an RPC Reply (granted) message only, and §4.5 forms an RDMA_ERROR from the XID, version,
-//! procedure and error code; an error carries neither. Implementations use a fixed grant
-//! (implementation experience §4.4), so ignoring an error's value loses nothing. (Linux
-//! xprtrdma's `rpcrdma_reply_handler` takes the value of any message matching a pending XID,
-//! errors included, even before the first reply; we do not.) RDMA_DONE changes nothing, whatever
-//! XID it names: implementation experience §7.1.2 says a receiver "should ignore it", and as its
-//! direction cannot be told, RFC 8167 §4.1 says "the receiver MUST NOT use the header's credit
-//! value" (it is dropped by [`super::wire::route`] before it gets here; its receive is reposted).
+//! Credits (the rules live in [`super::credits`]): one until the first non-error reply, then the
+//! clamped `rdma_credit` of the latest non-error reply (RDMA_MSG / RDMA_NOMSG / RDMA_MSGP). The
+//! `rdma_credit` of an RDMA_ERROR or RDMA2_ERROR is never used, before or after the first reply,
+//! whatever XID it names: the v2 draft ("Protocol Version Negotiation") has a requester "assume the
+//! ability to exchange only a single RPC-over-RDMA message at a time until it receives a non-error
+//! RPC-over-RDMA message from the responder that reports the responder's actual credit limit" ("as
+//! with Version One"), so an error does not report the limit (RFC 8166 §3.3.3, from memory, is the
+//! Version One rule). RFC 8166 §4.2.3 (from memory) gives `rdma_credit` a meaning in an RPC Call
+//! (requested) and an RPC Reply (granted) message only, and §4.5 forms an RDMA_ERROR from the XID,
+//! version, procedure and error code; an error carries neither. Implementations use a fixed grant
+//! (implementation experience §4.4), so ignoring an error's value loses nothing. (Linux xprtrdma's
+//! `rpcrdma_reply_handler` takes the value of any message matching a pending XID, errors included,
+//! even before the first reply; we do not.) RDMA_DONE changes nothing, whatever XID it names:
+//! implementation experience §7.1.2 says a receiver "should ignore it", and as its direction cannot
+//! be told, RFC 8167 §4.1 says "the receiver MUST NOT use the header's credit value" (it is dropped
+//! by [`super::wire::route`] before it gets here; its receive is reposted).
 
 mod launch;
 mod reply;
 
+use super::credits::{self, Orphans};
 use super::stream::{build_pieces, copy_pieces, parts_len, Cut, Pieces};
 use super::wire::{self, AnyBody, AnyError, WireErr};
 use super::{
@@ -205,11 +206,9 @@ pub(crate) struct Requester {
     granted: u32,
     /// Calls in `AwaitingReply`.
     awaiting: u32,
-    /// Timed-out calls whose reply may still come.
-    orphans: u32,
-    /// The XIDs of those calls (as many as `orphans`; capacity: every slot). Only the late
-    /// reply of one of them returns a credit.
-    orphan_xids: Vec<u32>,
+    /// Timed-out calls whose reply may still come: each holds a credit until the late reply
+    /// with its XID arrives ([`credits::Orphans`]).
+    orphans: Orphans,
     /// Calls in `Finishing` (to skip the progress scan when zero).
     finishing: u32,
     /// Calls in `Finishing` that will be sent again: they keep their credit meanwhile.
@@ -226,12 +225,6 @@ pub(crate) struct Requester {
     due_stale: Cell<bool>,
 }
 
-/// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
-#[inline]
-pub(crate) fn clamp_credits(wire: u32, max: u32) -> u32 {
-    wire.clamp(1, max.max(1))
-}
-
 impl Requester {
     pub(crate) fn new(core: &Core) -> Self {
         let n = core.headers.len();
@@ -239,11 +232,10 @@ impl Requester {
             calls: vec![ReqCall::FREE; n],
             saved: vec![Saved::EMPTY; n],
             free: super::ring::IndexStack::full(n),
-            max_credits: core.cfg.credits.min(n as u32),
-            granted: 1,
+            max_credits: credits::local_max(core.cfg.credits, n),
+            granted: credits::INITIAL_GRANT,
             awaiting: 0,
-            orphans: 0,
-            orphan_xids: Vec::with_capacity(n),
+            orphans: Orphans::with_capacity(n),
             finishing: 0,
             resending: 0,
             by_xid: U32Map::new(n),
@@ -257,7 +249,7 @@ impl Requester {
     }
 
     pub(crate) fn outstanding(&self) -> u32 {
-        self.awaiting + self.orphans + self.resending
+        self.awaiting + self.orphans.count() + self.resending
     }
 
     /// The earliest time a waiting call times out (its call or probe deadline), if any.
@@ -439,10 +431,7 @@ impl Requester {
                     core.remembered = Some(crate::conn::VERSION);
                 }
                 self.answered(core, slot as u32, Outcome::Failed(CallError::TimedOut));
-                self.orphans += 1;
-                // Never grows past its capacity: a call starts only while awaiting + orphans
-                // is below the grant, which is at most the number of slots.
-                self.orphan_xids.push(xid);
+                self.orphans.add(xid);
             }
         }
         self.progress(core, Some(mem));
@@ -481,8 +470,7 @@ impl Requester {
             self.complete(core, slot as u32);
         }
         self.by_xid.clear();
-        self.orphans = 0;
-        self.orphan_xids.clear();
+        self.orphans.clear();
         self.resending = 0;
         self.next_due.set(u64::MAX);
         self.due_stale.set(false);

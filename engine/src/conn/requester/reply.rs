@@ -77,15 +77,13 @@ impl Requester {
             Ok(h) => h,
             Err(e) => return self.judge_undecodable(core, e),
         };
-        // The credit rule (module doc, "Credits"): only a non-error reply reports a grant.
-        let granted = clamp_credits(h.credits, self.max_credits);
+        // The credit rule ([`credits::reply_grant`]): only a non-error reply reports a grant.
+        let grant = credits::reply_grant(&h.body, h.credits, self.max_credits);
         let Some(slot) = self.find(h.xid) else {
-            return match h.body {
-                AnyBody::Done | AnyBody::Optional(_) => Verdict::Drop,
-                AnyBody::Error(_) => Verdict::Unknown(Some(h.xid)),
-                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => {
-                    Verdict::UnknownWithCredits(granted, h.xid)
-                }
+            return match (h.body, grant) {
+                (AnyBody::Error(_), _) => Verdict::Unknown(Some(h.xid)),
+                (_, Some(g)) => Verdict::UnknownWithCredits(g, h.xid),
+                (_, None) => Verdict::Drop,
             };
         };
         let (lists, nomsg) = match h.body {
@@ -95,7 +93,7 @@ impl Requester {
             AnyBody::Msg { lists, .. } => (lists, false),
             AnyBody::Nomsg { lists, .. } => (lists, true),
         };
-        self.judge_answer(slot, &h, lists, nomsg, granted)
+        self.judge_answer(slot, &h, lists, nomsg, grant)
     }
 
     /// A reply neither codec accepted: fails the call it names when its XID is readable, else
@@ -180,18 +178,17 @@ impl Requester {
         h: &wire::Any<'_>,
         lists: ChunkLists<'_>,
         nomsg: bool,
-        granted: u32,
+        granted: Option<u32>,
     ) -> Verdict {
         let is_v2 = h.vers == v2::VERSION;
         let call = &self.calls[slot as usize];
         // A Version One reply that is not an error but cannot be used still reports the grant
         // (as before; a Version Two one fails its call without changing credits).
-        let with_credits = |e| {
-            if is_v2 {
-                Verdict::Fail(slot, e)
-            } else {
-                Verdict::FailWithCredits(slot, e, granted)
+        let with_credits = |e| match granted {
+            Some(g) if credits::unusable_reply_grants(h.vers) => {
+                Verdict::FailWithCredits(slot, e, g)
             }
+            _ => Verdict::Fail(slot, e),
         };
         if h.vers != call.vers {
             // "A responder MUST send Replies with the same RPC-over-RDMA protocol version that
@@ -306,7 +303,9 @@ impl Requester {
                 written,
                 copy_from,
             } => {
-                self.granted = granted;
+                if let Some(g) = granted {
+                    self.granted = g;
+                }
                 let call = self.calls[slot as usize];
                 if core.probing && call.vers == v2::VERSION {
                     // A Version Two reply: Version Two it is, with its thresholds from now on.
@@ -334,10 +333,8 @@ impl Requester {
     /// call returns that call's credit; any other XID returns nothing (a stray or duplicate
     /// reply must not free a credit the responder still holds).
     fn unknown_reply(&mut self, xid: Option<u32>) {
-        let Some(xid) = xid else { return };
-        if let Some(i) = self.orphan_xids.iter().position(|&x| x == xid) {
-            self.orphan_xids.swap_remove(i);
-            self.orphans = self.orphans.saturating_sub(1);
+        if let Some(xid) = xid {
+            self.orphans.reclaim(xid);
         }
     }
 
@@ -386,7 +383,8 @@ enum Verdict {
     /// A usable reply.
     Reply {
         slot: u32,
-        granted: u32,
+        /// The grant it reports ([`credits::reply_grant`]).
+        granted: Option<u32>,
         len: u32,
         written: [u32; MAX_WRITE_CHUNKS],
         /// Offset of the inline reply in the receive buffer (RDMA_MSG); `None` for RDMA_NOMSG.
