@@ -13,7 +13,7 @@
 use super::backchannel::{BackRequester, BackResponder};
 use super::config::*;
 use super::core_state::{self, Core, RecvState};
-use super::requester::Requester;
+use super::requester::{self, Requester};
 use super::responder::Responder;
 use super::types::*;
 use super::wire;
@@ -33,6 +33,21 @@ enum Back {
     Server(BackRequester),
     /// Requester (client): serves backward calls.
     Client(BackResponder),
+}
+
+/// What is left to do for a received message once its decoded header no longer borrows the
+/// receive buffer ([`Connection::on_recv`]).
+enum AfterRecv {
+    /// Nothing.
+    Done,
+    /// An RDMA2_OPTIONAL message: the error answer to send, if any.
+    Optional(Option<(u32, u32)>),
+    /// A forward message on a requester: its verdict and receive buffer address.
+    Requester(Option<(requester::Verdict, u64)>),
+    /// A forward message on a responder: whether to run its processing loop.
+    Responder(bool),
+    /// A backward message, for the backchannel (which reads it itself).
+    Backward,
 }
 
 struct OptionalEntry {
@@ -374,86 +389,129 @@ impl Connection {
         if self.core.state == ConnState::Closed {
             return;
         }
-        let route = if kind == wr_kind::RECV {
-            self.route(index, wc, mem)
-        } else {
-            wire::Route::Forward
-        };
-        if route == wire::Route::Optional {
-            self.on_optional(index, wc, mem);
-            self.check_closed();
-            return;
-        }
-        match (kind, route, &mut self.back) {
-            (wr_kind::BACK_SEND, _, Back::Server(b)) => b.on_send_complete(&mut self.core, index),
-            (wr_kind::BACK_SEND, _, Back::Client(b)) => {
+        match (kind, &mut self.back, &mut self.role) {
+            (wr_kind::RECV, _, _) => self.on_recv(now, index, wc, mem),
+            (wr_kind::BACK_SEND, Back::Server(b), _) => b.on_send_complete(&mut self.core, index),
+            (wr_kind::BACK_SEND, Back::Client(b), _) => {
                 b.on_send_complete(&mut self.core, index, mem)
             }
-            (wr_kind::BACK_SEND, _, Back::None) => self.core.fail(),
-            (_, wire::Route::Backward, Back::Server(b)) => {
-                b.on_recv(&mut self.core, index, wc, mem)
+            (wr_kind::BACK_SEND, Back::None, _) => self.core.fail(),
+            (_, _, RoleState::Requester(r)) => {
+                r.on_completion(&mut self.core, now, kind, index, wc, mem)
             }
-            (_, wire::Route::Backward, Back::Client(b)) => {
-                b.on_recv(&mut self.core, index, wc, mem)
+            (_, _, RoleState::Responder(r)) => {
+                r.on_completion(&mut self.core, now, kind, index, wc, mem)
             }
-            // (Optional messages were handled above.)
-            (_, wire::Route::Drop | wire::Route::Backward | wire::Route::Optional, _) => {
-                // Direction unknown, or a backward message while the backchannel is off:
-                // repost the receive, use nothing of the message.
-                self.core.hold_recv(index);
-                self.core.release_recv(index);
-            }
-            (_, wire::Route::Forward, _) => match &mut self.role {
-                RoleState::Requester(r) => {
-                    r.on_completion(&mut self.core, now, kind, index, wc, mem)
-                }
-                RoleState::Responder(r) => {
-                    r.on_completion(&mut self.core, now, kind, index, wc, mem)
-                }
-            },
         }
         self.check_closed();
     }
 
-    /// An RDMA2_OPTIONAL message arrived in receive `index`: its handler, or
-    /// RDMA2_ERR_INVAL_OPTION for a call-direction message of an unknown type (draft, "Optional
-    /// Features"), sent by whichever side of this connection acts as responder for calls in
-    /// that direction. Reply-direction messages are never answered.
-    fn on_optional<M: HostMemory + ?Sized>(&mut self, index: u32, wc: &Completion, mem: &mut M) {
-        self.core.hold_recv(index);
-        let Some(rbuf) = self.core.recv_buf(index) else {
-            self.core.fail();
-            return;
-        };
-        let len = wc.byte_len.min(rbuf.len) as usize;
-        let mut answer = None;
-        if let Some(buf) = mem.bytes(rbuf.addr, len) {
-            if let Ok(h) = crate::proto::v2::decode(buf, &self.core.v2_limits) {
-                if let crate::proto::v2::Body::Optional(o) = h.body {
-                    let msg = OptionalMessage {
-                        xid: h.xid,
-                        credits: h.credits,
-                        direction: o.optdir,
-                        opttype: o.opttype,
-                        info: o.optinfo,
-                        payload: h.payload,
-                    };
-                    match self
-                        .optional
-                        .iter_mut()
-                        .flatten()
-                        .find(|e| e.opttype == o.opttype)
-                    {
-                        Some(e) => (e.handler)(&msg),
-                        None if o.optdir == crate::proto::v2::Direction::Call => {
-                            answer = Some((h.xid, h.vers))
-                        }
-                        None => {}
-                    }
+    /// A message arrived in receive `index`: decoded once here, routed by direction, and
+    /// handed (decoded) to the part that owns it — first while the decoded header borrows the
+    /// receive buffer, then, once it no longer does, with the host memory to act on.
+    fn on_recv<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        index: u32,
+        wc: &Completion,
+        mem: &mut M,
+    ) {
+        let rbuf = self.core.recv_buf(index);
+        let len = rbuf.map_or(0, |b| wc.byte_len.min(b.len));
+        let role = self.role();
+        let back_enabled = self.backchannel_enabled();
+        let next = {
+            // `None`: the receive buffer is not readable (goes to the forward role, which
+            // drops it).
+            let decoded = rbuf
+                .and_then(|b| mem.bytes(b.addr, len as usize))
+                .map(|buf| wire::decode(buf, &self.core.v2_limits, self.core.cfg.max_version));
+            let route = match &decoded {
+                None => wire::Route::Forward,
+                // Backward messages while the backchannel is off are dropped.
+                Some(d) => match wire::route(d, role) {
+                    wire::Route::Backward if !back_enabled => wire::Route::Drop,
+                    r => r,
+                },
+            };
+            match (route, decoded) {
+                (wire::Route::Optional, Some(Ok(h))) => {
+                    AfterRecv::Optional(self.on_optional(index, &h))
                 }
+                (wire::Route::Forward, d) => match &mut self.role {
+                    RoleState::Requester(r) => {
+                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d.as_ref()))
+                    }
+                    RoleState::Responder(r) => {
+                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d.as_ref()))
+                    }
+                },
+                (wire::Route::Backward, _) => AfterRecv::Backward,
+                // Direction unknown, or a backward message while the backchannel is off:
+                // repost the receive, use nothing of the message. (An optional message always
+                // decodes.)
+                (wire::Route::Drop | wire::Route::Optional, _) => {
+                    self.core.hold_recv(index);
+                    self.core.release_recv(index);
+                    AfterRecv::Done
+                }
+            }
+        };
+        match (next, &mut self.role, &mut self.back) {
+            (AfterRecv::Done, _, _) => {}
+            (AfterRecv::Optional(answer), _, _) => self.answer_optional(answer, mem),
+            (AfterRecv::Requester(v), RoleState::Requester(r), _) => {
+                r.finish_recv(&mut self.core, now, index, v, mem)
+            }
+            (AfterRecv::Responder(go_on), RoleState::Responder(r), _) => {
+                if go_on {
+                    r.progress(&mut self.core, mem);
+                }
+            }
+            (AfterRecv::Backward, _, Back::Server(b)) => b.on_recv(&mut self.core, index, wc, mem),
+            (AfterRecv::Backward, _, Back::Client(b)) => b.on_recv(&mut self.core, index, wc, mem),
+            // Not reachable: the phases follow the role, and a backward route needs a
+            // backchannel.
+            _ => self.core.fail(),
+        }
+    }
+
+    /// An RDMA2_OPTIONAL message `h` arrived in receive `index`: its handler, or, for a
+    /// call-direction message of an unknown type, the (`xid`, `vers`) to answer with
+    /// RDMA2_ERR_INVAL_OPTION (draft, "Optional Features"). Reply-direction messages are never
+    /// answered.
+    fn on_optional(&mut self, index: u32, h: &wire::Any<'_>) -> Option<(u32, u32)> {
+        self.core.hold_recv(index);
+        let mut answer = None;
+        if let wire::AnyBody::Optional(o) = h.body {
+            let msg = OptionalMessage {
+                xid: h.xid,
+                credits: h.credits,
+                direction: o.optdir,
+                opttype: o.opttype,
+                info: o.optinfo,
+                payload: h.payload,
+            };
+            match self
+                .optional
+                .iter_mut()
+                .flatten()
+                .find(|e| e.opttype == o.opttype)
+            {
+                Some(e) => (e.handler)(&msg),
+                None if o.optdir == crate::proto::v2::Direction::Call => {
+                    answer = Some((h.xid, h.vers))
+                }
+                None => {}
             }
         }
         self.core.release_recv(index);
+        answer
+    }
+
+    /// Answers an RDMA2_OPTIONAL call of an unknown type with RDMA2_ERR_INVAL_OPTION, sent by
+    /// whichever side of this connection acts as responder for calls in that direction.
+    fn answer_optional<M: HostMemory + ?Sized>(&mut self, answer: Option<(u32, u32)>, mem: &mut M) {
         let Some((xid, vers)) = answer else {
             return;
         };
@@ -466,33 +524,6 @@ impl Connection {
             // A client without a backchannel has no way to answer a call.
             _ => {}
         }
-    }
-
-    /// Which direction the message in receive `index` belongs to. Backward messages while the
-    /// backchannel is off come back as [`wire::Route::Backward`] and are dropped by the caller.
-    fn route<M: HostMemory + ?Sized>(
-        &self,
-        index: u32,
-        wc: &Completion,
-        mem: &mut M,
-    ) -> wire::Route {
-        let Some(rbuf) = self.core.recv_buf(index) else {
-            return wire::Route::Forward;
-        };
-        let len = wc.byte_len.min(rbuf.len) as usize;
-        let Some(buf) = mem.bytes(rbuf.addr, len) else {
-            return wire::Route::Forward;
-        };
-        let r = wire::route(
-            buf,
-            self.role(),
-            &self.core.v2_limits,
-            self.core.cfg.max_version,
-        );
-        if r == wire::Route::Backward && !self.backchannel_enabled() {
-            return wire::Route::Drop;
-        }
-        r
     }
 
     /// An input found the connection broken: finish closing it.

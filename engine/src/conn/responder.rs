@@ -363,33 +363,10 @@ impl Responder {
         _now: u64,
         kind: u8,
         index: u32,
-        wc: &Completion,
+        _wc: &Completion,
         mem: &mut M,
     ) {
         match kind {
-            wr_kind::RECV => {
-                let Some(rbuf) = core.recv_buf(index) else {
-                    core.state = ConnState::Closed;
-                    return;
-                };
-                core.hold_recv(index);
-                core.refill_recvs();
-                let p = Pending {
-                    recv: index,
-                    len: wc.byte_len.min(rbuf.len),
-                };
-                if self.backlog.is_empty() {
-                    if let Some(slot) = self.free.pop() {
-                        self.take_call(core, slot, p, mem);
-                    } else if !self.backlog.push(p) {
-                        core.state = ConnState::Closed;
-                        return;
-                    }
-                } else if !self.backlog.push(p) {
-                    core.state = ConnState::Closed;
-                    return;
-                }
-            }
             wr_kind::READ | wr_kind::WRITE | wr_kind::SEND => {
                 let Some(call) = self.calls.get_mut(index as usize) else {
                     core.state = ConnState::Closed;
@@ -408,12 +385,49 @@ impl Responder {
                 }
             }
             _ => {
-                // Responders never bind or invalidate.
+                // Responders never bind or invalidate (and receives come decoded).
                 core.state = ConnState::Closed;
                 return;
             }
         }
         self.progress(core, mem);
+    }
+
+    /// A call arrived in receive `index` (`len` octets), decoded by the connection (`None`: its
+    /// buffer is not readable): holds the receive, keeps the receive queue filled, and takes
+    /// the call into a free slot, or backlogs it (to be decoded again when a slot frees up).
+    /// `false` when the connection must close (the caller then skips the processing loop).
+    pub(crate) fn take_recv(
+        &mut self,
+        core: &mut Core,
+        index: u32,
+        len: u32,
+        decoded: Option<&Result<wire::Any<'_>, AnyError>>,
+    ) -> bool {
+        let Some(rbuf) = core.recv_buf(index) else {
+            core.state = ConnState::Closed;
+            return false;
+        };
+        core.hold_recv(index);
+        core.refill_recvs();
+        let p = Pending { recv: index, len };
+        if self.backlog.is_empty() {
+            if let Some(slot) = self.free.pop() {
+                match decoded {
+                    Some(d) => self.take_decoded(core, slot, p, rbuf, d),
+                    None => {
+                        let _ = self.free.push(slot);
+                        core.release_recv(p.recv);
+                    }
+                }
+                return true;
+            }
+        }
+        if !self.backlog.push(p) {
+            core.state = ConnState::Closed;
+            return false;
+        }
+        true
     }
 
     /// Takes a backlogged receive if a slot is free.
@@ -430,7 +444,7 @@ impl Responder {
         }
     }
 
-    /// Validates a received call header into slot `slot`.
+    /// Validates a backlogged call (decoding its header again) into slot `slot`.
     fn take_call<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
@@ -438,11 +452,6 @@ impl Responder {
         p: Pending,
         mem: &mut M,
     ) {
-        let generation = self.calls[slot as usize].generation;
-        let mut call = RespCall {
-            generation,
-            ..RespCall::FREE
-        };
         let Some(rbuf) = core.recv_buf(p.recv) else {
             let _ = self.free.push(slot);
             return;
@@ -452,10 +461,28 @@ impl Responder {
             core.release_recv(p.recv);
             return;
         };
-        let h = match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
+        let decoded = wire::decode(buf, &core.v2_limits, core.cfg.max_version);
+        self.take_decoded(core, slot, p, rbuf, &decoded);
+    }
+
+    /// Validates a decoded call header (in receive buffer `rbuf`) into slot `slot`.
+    fn take_decoded(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        p: Pending,
+        rbuf: LocalBuf,
+        decoded: &Result<wire::Any<'_>, AnyError>,
+    ) {
+        let generation = self.calls[slot as usize].generation;
+        let mut call = RespCall {
+            generation,
+            ..RespCall::FREE
+        };
+        let h = match decoded {
             Ok(h) => h,
             Err(e) => {
-                match ErrAnswer::for_error(&e) {
+                match ErrAnswer::for_error(e) {
                     None => {
                         let _ = self.free.push(slot);
                     }
@@ -493,7 +520,7 @@ impl Responder {
         call.nomsg = nomsg;
         call.inv_handle = inv_handle;
         call.single_handle = lists.single_handle();
-        let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, &h);
+        let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, h);
         if !ok {
             self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
             core.release_recv(p.recv);
@@ -592,7 +619,7 @@ impl Responder {
 
     /// The processing loop: error answers waiting for room, calls waiting for a data buffer,
     /// Read chunks to pull, finished reads to deliver, then backlogged receives.
-    fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
+    pub(crate) fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
         if core.state == ConnState::Closed {
             return;
         }

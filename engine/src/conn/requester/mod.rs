@@ -42,6 +42,8 @@
 mod launch;
 mod reply;
 
+pub(crate) use reply::Verdict;
+
 use super::credits::{self, Orphans};
 use super::stream::{build_pieces, copy_pieces, parts_len, Cut, Pieces};
 use super::wire::{self, AnyBody, AnyError, WireErr};
@@ -85,7 +87,7 @@ enum Outcome {
 
 /// Why a call is sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Resend {
+pub(crate) enum Resend {
     /// ERR_VERS answered a Version Two call: again in Version One.
     Fallback,
     /// RDMA2_ERR_CANT_REPLY: again with the fallback reply resources.

@@ -10,17 +10,17 @@
 use super::*;
 
 impl Requester {
+    /// A send-queue completion (receives come through [`Requester::judge_recv`]).
     pub(crate) fn on_completion<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
         _now: u64,
         kind: u8,
         index: u32,
-        wc: &Completion,
+        _wc: &Completion,
         mem: &mut M,
     ) {
         match kind {
-            wr_kind::RECV => self.on_recv(core, index, wc, mem),
             wr_kind::SEND | wr_kind::BIND | wr_kind::INV => {
                 let Some(call) = self.calls.get_mut(index as usize) else {
                     core.state = ConnState::Closed;
@@ -33,7 +33,7 @@ impl Requester {
                 call.outstanding -= 1;
             }
             _ => {
-                // Requesters never post RDMA Reads or Writes.
+                // Requesters never post RDMA Reads or Writes (and receives come decoded).
                 core.state = ConnState::Closed;
                 return;
             }
@@ -41,25 +41,28 @@ impl Requester {
         self.progress(core, Some(mem));
     }
 
-    fn on_recv<M: HostMemory + ?Sized>(
+    /// A reply arrived in receive `index`, decoded by the connection (`None`: its buffer is
+    /// not readable): holds the receive and judges the reply, without touching memory. The
+    /// verdict and the receive buffer's address go to [`Requester::finish_recv`]; `None` when
+    /// the receive slot does not exist (the connection is then closed).
+    pub(crate) fn judge_recv(
         &mut self,
         core: &mut Core,
         index: u32,
         wc: &Completion,
-        mem: &mut M,
-    ) {
+        decoded: Option<&Result<wire::Any<'_>, AnyError>>,
+    ) -> Option<(Verdict, u64)> {
         let Some(rbuf) = core.recv_buf(index) else {
             core.state = ConnState::Closed;
-            return;
+            return None;
         };
-        let len = wc.byte_len.min(rbuf.len);
         let inv = wc
             .flags
             .contains(WcFlags::WITH_INV)
             .then_some(wc.invalidated_rkey);
         core.hold_recv(index);
-        let verdict = match mem.bytes(rbuf.addr, len as usize) {
-            Some(buf) => self.judge_reply(core, buf),
+        let verdict = match decoded {
+            Some(d) => self.judge_reply(core, d),
             None => Verdict::Drop,
         };
         // The peer invalidated a window before this receive completed: note it before the
@@ -67,20 +70,36 @@ impl Requester {
         if let Some(rkey) = inv {
             self.mark_remote_inv(core, rkey, verdict.slot());
         }
-        self.apply_verdict(core, verdict, rbuf.addr, mem);
-        core.release_recv(index);
+        Some((verdict, rbuf.addr))
     }
 
-    /// Decodes a reply and decides what it means, without touching memory other than `buf`.
-    fn judge_reply(&self, core: &Core, buf: &[u8]) -> Verdict {
-        let h = match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
+    /// Acts on a judged reply (copies an inline one into place), reposts its receive and runs
+    /// the processing loop.
+    pub(crate) fn finish_recv<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        _now: u64,
+        index: u32,
+        judged: Option<(Verdict, u64)>,
+        mem: &mut M,
+    ) {
+        if let Some((verdict, recv_addr)) = judged {
+            self.apply_verdict(core, verdict, recv_addr, mem);
+            core.release_recv(index);
+        }
+        self.progress(core, Some(mem));
+    }
+
+    /// Decides what a decoded reply means, without touching memory.
+    fn judge_reply(&self, core: &Core, decoded: &Result<wire::Any<'_>, AnyError>) -> Verdict {
+        let h = match decoded {
             Ok(h) => h,
-            Err(e) => return self.judge_undecodable(core, e),
+            Err(e) => return self.judge_undecodable(core, *e),
         };
         // The credit rule ([`credits::reply_grant`]): only a non-error reply reports a grant.
         let grant = credits::reply_grant(&h.body, h.credits, self.max_credits);
         let Some(slot) = self.find(h.xid) else {
-            return match (h.body, grant) {
+            return match (&h.body, grant) {
                 (AnyBody::Error(_), _) => Verdict::Unknown(Some(h.xid)),
                 (_, Some(g)) => Verdict::UnknownWithCredits(g, h.xid),
                 (_, None) => Verdict::Drop,
@@ -93,7 +112,7 @@ impl Requester {
             AnyBody::Msg { lists, .. } => (lists, false),
             AnyBody::Nomsg { lists, .. } => (lists, true),
         };
-        self.judge_answer(slot, &h, lists, nomsg, grant)
+        self.judge_answer(slot, h, lists, nomsg, grant)
     }
 
     /// A reply neither codec accepted: fails the call it names when its XID is readable, else
@@ -366,7 +385,7 @@ impl Requester {
 
 /// What a received reply means.
 #[derive(Debug, Clone, Copy)]
-enum Verdict {
+pub(crate) enum Verdict {
     /// Ignore it (RDMA_DONE, RDMA2_OPTIONAL, a message too short to use).
     Drop,
     /// Unknown XID (when readable), nothing usable (an error, or a header that does not
