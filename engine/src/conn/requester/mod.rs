@@ -280,9 +280,9 @@ impl Requester {
         }
     }
 
-    /// `call` stops waiting: when it held the earliest due time, the next query rescans.
-    fn forget_due(&self, call: &ReqCall) {
-        let due = call.due();
+    /// A call due at `due` stops waiting: when it held the earliest due time, the next query
+    /// rescans.
+    fn forget_due(&self, due: u64) {
         if due != u64::MAX && due <= self.next_due.get() {
             self.due_stale.set(true);
         }
@@ -305,8 +305,8 @@ impl Requester {
         call.outcome = outcome;
         call.inv_next = 0;
         let xid = call.xid;
-        let c = *call;
-        self.forget_due(&c);
+        let due = call.due();
+        self.forget_due(due);
         self.by_xid.remove(xid);
         self.awaiting -= 1;
         self.finishing += 1;
