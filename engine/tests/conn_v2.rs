@@ -890,3 +890,41 @@ fn accepts_probe_answered_before_its_timeout_without_fallback() {
     p.advance(10_000_000);
     assert_eq!(p.req.conn.as_ref().unwrap().version(), 2);
 }
+
+/// `poll_timeout` follows the earliest call still waiting as calls start and are answered
+/// (Version One, call timeout only): the first call's deadline, then, once it is answered,
+/// the deadline of the call started after it, then none.
+#[test]
+fn accepts_poll_timeout_following_the_earliest_waiting_call() {
+    let mut cc = v1cfg();
+    cc.call_timeout_ns = 1_000_000;
+    let mut p = Pair::new(cc, v1cfg());
+    let timeout = |p: &Pair| p.req.conn.as_ref().unwrap().poll_timeout();
+    // The first reply grants the credits for two calls at once.
+    simple_call(&mut p, 0x71, 64, 256);
+    serve(&mut p, 40, &[]);
+    p.next_reply();
+    assert_eq!(timeout(&p), None, "nothing waiting");
+    let t1 = p.now;
+    simple_call(&mut p, 0x72, 64, 256);
+    p.advance(100_000);
+    let t2 = p.now;
+    simple_call(&mut p, 0x73, 64, 256);
+    assert!(t2 > t1);
+    assert_eq!(
+        timeout(&p),
+        Some(t1 + 1_000_000),
+        "the first call's deadline"
+    );
+    let (first, _) = serve(&mut p, 40, &[]);
+    assert_eq!(first.xid, 0x72);
+    assert_eq!(p.next_reply().xid, 0x72);
+    assert_eq!(
+        timeout(&p),
+        Some(t2 + 1_000_000),
+        "the second call's deadline"
+    );
+    serve(&mut p, 40, &[]);
+    assert_eq!(p.next_reply().xid, 0x73);
+    assert_eq!(timeout(&p), None, "nothing waiting");
+}

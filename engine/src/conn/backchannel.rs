@@ -20,6 +20,7 @@
 //! every backward call still pending fails with [`CallError::ConnectionLost`]; the server's
 //! upper layer re-issues it (same XID) on the connection the client establishes next.
 
+use super::credits;
 use super::responder::ErrAnswer;
 use super::ring::IndexStack;
 use super::stream::{build_pieces, copy_pieces, Cut};
@@ -192,8 +193,8 @@ impl BackRequester {
             free: IndexStack::full(n),
             headers: headers.to_vec(),
             enabled: false,
-            max: core.cfg.backchannel_credits.clamp(1, n.max(1) as u32),
-            granted: 1,
+            max: credits::local_max(core.cfg.backchannel_credits, n),
+            granted: credits::INITIAL_GRANT,
             awaiting: 0,
         }
     }
@@ -218,7 +219,7 @@ impl BackRequester {
         if core.state != ConnState::Connected {
             return Err(StartError::NotConnected);
         }
-        if self.awaiting >= self.granted {
+        if !credits::may_start(self.awaiting, self.granted) {
             return Err(StartError::NoCredit);
         }
         if spec.message.is_empty()
@@ -317,10 +318,7 @@ impl BackRequester {
             // reports the client's grant; an RDMA_ERROR / RDMA2_ERROR's `rdma_credit` is never
             // used (the v2 draft's "non-error RPC-over-RDMA message ... that reports the
             // responder's actual credit limit"; see the requester's module doc, "Credits").
-            let granted = match h.body {
-                AnyBody::Msg { .. } | AnyBody::Nomsg { .. } => Some(h.credits.clamp(1, self.max)),
-                _ => None,
-            };
+            let granted = credits::reply_grant(&h.body, h.credits, self.max);
             let call = &self.calls[slot];
             let outcome = match h.body {
                 AnyBody::Msg { lists, .. } => {
@@ -484,7 +482,7 @@ impl BackResponder {
             headers: headers.to_vec(),
             nrecvs: nrecvs as u32,
             enabled: false,
-            credits: core.cfg.backchannel_credits.max(1),
+            credits: credits::sent_grant(core.cfg.backchannel_credits),
             unanswered: 0,
             pending: 0,
         }
@@ -511,7 +509,7 @@ impl BackResponder {
     }
 
     fn update_reserve(&self, core: &mut Core) {
-        core.recv_reserve = self.credits.saturating_sub(self.unanswered);
+        core.recv_reserve = credits::backward_reserve(self.credits, self.unanswered);
     }
 
     /// A backward call arrived in receive `index`.

@@ -2,16 +2,19 @@
 //! protocol versions, and routing of each message by direction (RFC 8167 §4.1, v2 draft
 //! "Message Direction").
 //!
-//! Normal operation: [`decode`] reads the version from the fixed words and hands the buffer to
-//! the Version One or Version Two codec (Version Two only when the connection speaks it), and
-//! returns one borrowed [`Any`] view whatever the version. Every completed receive is first
-//! classified by [`route`], before either role sees it, to tell a forward-direction message (a
-//! reply on the client, a call on the server) from a backward-direction one (a call on the
-//! client, a reply on the server), or an RDMA2_OPTIONAL message. Version One carries no
-//! direction in its header, so an RDMA_MSG is classified by the `msg_type` word of the RPC
-//! message at its fixed offset ([`crate::rpc::msg_direction`]); RDMA_NOMSG and RDMA_ERROR by
-//! context (what each role can receive). Version Two carries the direction in the header
-//! (`rdma_direction`, `rdma_optdir`; RDMA2_ERROR is always a reply).
+//! Normal operation: [`decode`] reads the version from the fixed words and hands the buffer to the
+//! Version One or Version Two codec (Version Two only when the connection speaks it), and returns
+//! one borrowed [`Any`] view whatever the version. Every completed receive is decoded once, by the
+//! connection, and classified by [`route`] before either role sees it (the forward role and the
+//! RDMA2_OPTIONAL handlers are handed the decoded header; a call that waits in the responder's
+//! backlog is decoded again when it gets a slot, and the backchannel still decodes backward
+//! messages itself), to tell a forward-direction message (a reply on the client, a call on the
+//! server) from a backward-direction one (a call on the client, a reply on the server), or an
+//! RDMA2_OPTIONAL message. Version One carries no direction in its header, so an RDMA_MSG is
+//! classified by the `msg_type` word of the RPC message at its fixed offset
+//! ([`crate::rpc::msg_direction`]); RDMA_NOMSG and RDMA_ERROR by context (what each role can
+//! receive). Version Two carries the direction in the header (`rdma_direction`, `rdma_optdir`;
+//! RDMA2_ERROR is always a reply).
 //!
 //! Recovery: a message whose direction cannot be told (an RDMA_MSG whose RPC message is too
 //! short or whose `msg_type` is neither CALL nor REPLY) is dropped, and none of its fields, the
@@ -149,8 +152,8 @@ pub(crate) enum Route {
     Drop,
 }
 
-/// Classifies a received message for a connection of role `role`.
-pub(crate) fn route(buf: &[u8], role: Role, limits: &v2::Limits, max_version: u32) -> Route {
+/// Classifies a received message, as [`decode`] read it, for a connection of role `role`.
+pub(crate) fn route(decoded: &Result<Any<'_>, AnyError>, role: Role) -> Route {
     let (call_here, reply_here) = match role {
         // What a requester normally receives is a reply; a call is backward.
         Role::Requester => (Route::Backward, Route::Forward),
@@ -161,7 +164,7 @@ pub(crate) fn route(buf: &[u8], role: Role, limits: &v2::Limits, max_version: u3
         Direction::Reply => reply_here,
         Direction::Unknown(_) => Route::Drop,
     };
-    let h = match decode(buf, limits, max_version) {
+    let h = match decoded {
         Ok(h) => h,
         // A Version Two header tells its direction before most of what can go wrong. One
         // that fails before (bad direction or procedure, cut short) is answered by a

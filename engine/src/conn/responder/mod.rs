@@ -28,6 +28,9 @@
 //!
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
+use super::credits;
+mod send;
+
 use super::ring::{IndexStack, Ring};
 use super::stream::{build_pieces, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
 use super::wire::{self, AnyBody, AnyError};
@@ -36,7 +39,7 @@ use super::{
     ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS, MAX_SGE,
     MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
 };
-use crate::proto::chunks::{ChunkListsRef, ReadSegment, Segment};
+use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, Message, MessageBody, Response};
 use crate::proto::v2;
 use crate::verbs::{Completion, Sge, WrId};
@@ -216,6 +219,93 @@ impl RespCall {
         outstanding: 0,
     };
 
+    /// Copies the chunk lists of a call (the codec bounded them by our limits, which are capped
+    /// at the array sizes; any excess is an ERR_CHUNK, never a panic): `false` when they do not
+    /// fit.
+    fn copy_lists(&mut self, lists: &ChunkLists<'_>) -> bool {
+        if !(lists.reads.len() <= MAX_READ_SEGMENTS
+            && lists.writes.len() <= MAX_WRITE_CHUNKS
+            && lists.reply.map_or(0, |r| r.len()) <= MAX_REPLY_SEGMENTS)
+        {
+            return false;
+        }
+        for (i, r) in lists.reads.iter().enumerate() {
+            self.reads[i] = r;
+        }
+        self.nreads = lists.reads.len() as u8;
+        let mut ok = true;
+        let mut w = 0usize;
+        for (k, chunk) in lists.writes.iter().enumerate() {
+            if w + chunk.len() > MAX_W || chunk.len() > MAX_WRITE_SEGMENTS {
+                ok = false;
+                break;
+            }
+            self.wstart[k] = w as u8;
+            self.wcount[k] = chunk.len() as u8;
+            for s in chunk.segments() {
+                self.writes[w] = s;
+                w += 1;
+            }
+        }
+        self.nwrites = lists.writes.len() as u8;
+        if let Some(r) = lists.reply {
+            self.has_reply = true;
+            for (i, s) in r.segments().enumerate() {
+                self.reply[i] = s;
+            }
+            self.nreply = r.len() as u8;
+        }
+        ok
+    }
+
+    /// Lays out the call's XDR stream: the base (inline payload of `h`, or the Position Zero
+    /// chunk), the Read chunks inserted at their positions, and where each of their segments
+    /// lands. `false` when the positions or lengths cannot make a stream.
+    fn lay_out_stream(&mut self, lists: &ChunkLists<'_>, h: &wire::Any<'_>) -> bool {
+        let mut ok = true;
+        if self.nomsg {
+            self.base_len = lists.reads.position_zero().map_or(0, |c| c.length());
+        } else {
+            self.base_len = h.payload.len() as u32;
+            self.inline_off = h.header_len as u32;
+        }
+        for chunk in lists.reads.chunks().filter(|c| c.position != 0) {
+            if self
+                .ins
+                .push(chunk.position, chunk.length(), self.base_len)
+                .is_err()
+            {
+                ok = false;
+                break;
+            }
+        }
+        match self.base_len.checked_add(self.ins.grow) {
+            Some(l) => self.stream_len = l,
+            None => ok = false,
+        }
+        // Where each non-zero-position segment lands: its chunk's offset plus the lengths of the
+        // chunk's earlier segments.
+        let mut k = 0usize;
+        let mut prev: Option<u32> = None;
+        let mut off = 0u32;
+        for i in 0..self.nreads as usize {
+            let rs = self.reads[i];
+            if rs.position == 0 {
+                continue;
+            }
+            if prev.is_some_and(|p| p != rs.position) {
+                k += 1;
+                off = 0;
+            }
+            prev = Some(rs.position);
+            if k < self.ins.len() {
+                self.seg_out[i] = self.ins.chunk(k).0 + off;
+            }
+            off = off.saturating_add(rs.target.length);
+        }
+        ok
+    }
+
     fn write_chunk(&self, k: usize) -> &[Segment] {
         let s = self.wstart[k] as usize;
         &self.writes[s..s + self.wcount[k] as usize]
@@ -275,33 +365,10 @@ impl Responder {
         _now: u64,
         kind: u8,
         index: u32,
-        wc: &Completion,
+        _wc: &Completion,
         mem: &mut M,
     ) {
         match kind {
-            wr_kind::RECV => {
-                let Some(rbuf) = core.recv_buf(index) else {
-                    core.state = ConnState::Closed;
-                    return;
-                };
-                core.hold_recv(index);
-                core.refill_recvs();
-                let p = Pending {
-                    recv: index,
-                    len: wc.byte_len.min(rbuf.len),
-                };
-                if self.backlog.is_empty() {
-                    if let Some(slot) = self.free.pop() {
-                        self.take_call(core, slot, p, mem);
-                    } else if !self.backlog.push(p) {
-                        core.state = ConnState::Closed;
-                        return;
-                    }
-                } else if !self.backlog.push(p) {
-                    core.state = ConnState::Closed;
-                    return;
-                }
-            }
             wr_kind::READ | wr_kind::WRITE | wr_kind::SEND => {
                 let Some(call) = self.calls.get_mut(index as usize) else {
                     core.state = ConnState::Closed;
@@ -320,12 +387,49 @@ impl Responder {
                 }
             }
             _ => {
-                // Responders never bind or invalidate.
+                // Responders never bind or invalidate (and receives come decoded).
                 core.state = ConnState::Closed;
                 return;
             }
         }
         self.progress(core, mem);
+    }
+
+    /// A call arrived in receive `index` (`len` octets), decoded by the connection (`None`: its
+    /// buffer is not readable): holds the receive, keeps the receive queue filled, and takes
+    /// the call into a free slot, or backlogs it (to be decoded again when a slot frees up).
+    /// `false` when the connection must close (the caller then skips the processing loop).
+    pub(crate) fn take_recv(
+        &mut self,
+        core: &mut Core,
+        index: u32,
+        len: u32,
+        decoded: Option<&Result<wire::Any<'_>, AnyError>>,
+    ) -> bool {
+        let Some(rbuf) = core.recv_buf(index) else {
+            core.state = ConnState::Closed;
+            return false;
+        };
+        core.hold_recv(index);
+        core.refill_recvs();
+        let p = Pending { recv: index, len };
+        if self.backlog.is_empty() {
+            if let Some(slot) = self.free.pop() {
+                match decoded {
+                    Some(d) => self.take_decoded(core, slot, p, rbuf, d),
+                    None => {
+                        let _ = self.free.push(slot);
+                        core.release_recv(p.recv);
+                    }
+                }
+                return true;
+            }
+        }
+        if !self.backlog.push(p) {
+            core.state = ConnState::Closed;
+            return false;
+        }
+        true
     }
 
     /// Takes a backlogged receive if a slot is free.
@@ -342,7 +446,7 @@ impl Responder {
         }
     }
 
-    /// Validates a received call header into slot `slot`.
+    /// Validates a backlogged call (decoding its header again) into slot `slot`.
     fn take_call<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
@@ -350,11 +454,6 @@ impl Responder {
         p: Pending,
         mem: &mut M,
     ) {
-        let generation = self.calls[slot as usize].generation;
-        let mut call = RespCall {
-            generation,
-            ..RespCall::FREE
-        };
         let Some(rbuf) = core.recv_buf(p.recv) else {
             let _ = self.free.push(slot);
             return;
@@ -364,10 +463,28 @@ impl Responder {
             core.release_recv(p.recv);
             return;
         };
-        let h = match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
+        let decoded = wire::decode(buf, &core.v2_limits, core.cfg.max_version);
+        self.take_decoded(core, slot, p, rbuf, &decoded);
+    }
+
+    /// Validates a decoded call header (in receive buffer `rbuf`) into slot `slot`.
+    fn take_decoded(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        p: Pending,
+        rbuf: LocalBuf,
+        decoded: &Result<wire::Any<'_>, AnyError>,
+    ) {
+        let generation = self.calls[slot as usize].generation;
+        let mut call = RespCall {
+            generation,
+            ..RespCall::FREE
+        };
+        let h = match decoded {
             Ok(h) => h,
             Err(e) => {
-                match ErrAnswer::for_error(&e) {
+                match ErrAnswer::for_error(e) {
                     None => {
                         let _ = self.free.push(slot);
                     }
@@ -405,89 +522,21 @@ impl Responder {
         call.nomsg = nomsg;
         call.inv_handle = inv_handle;
         call.single_handle = lists.single_handle();
-        // Copy the chunk lists (the codec bounded them by our limits, which are capped at the
-        // array sizes; any excess is an ERR_CHUNK, never a panic).
-        let mut ok = lists.reads.len() <= MAX_READ_SEGMENTS
-            && lists.writes.len() <= MAX_WRITE_CHUNKS
-            && lists.reply.map_or(0, |r| r.len()) <= MAX_REPLY_SEGMENTS;
-        if ok {
-            for (i, r) in lists.reads.iter().enumerate() {
-                call.reads[i] = r;
-            }
-            call.nreads = lists.reads.len() as u8;
-            let mut w = 0usize;
-            for (k, chunk) in lists.writes.iter().enumerate() {
-                if w + chunk.len() > MAX_W || chunk.len() > MAX_WRITE_SEGMENTS {
-                    ok = false;
-                    break;
-                }
-                call.wstart[k] = w as u8;
-                call.wcount[k] = chunk.len() as u8;
-                for s in chunk.segments() {
-                    call.writes[w] = s;
-                    w += 1;
-                }
-            }
-            call.nwrites = lists.writes.len() as u8;
-            if let Some(r) = lists.reply {
-                call.has_reply = true;
-                for (i, s) in r.segments().enumerate() {
-                    call.reply[i] = s;
-                }
-                call.nreply = r.len() as u8;
-            }
-        }
-        // Stream geometry.
-        if ok {
-            if call.nomsg {
-                call.base_len = lists.reads.position_zero().map_or(0, |c| c.length());
-            } else {
-                call.base_len = h.payload.len() as u32;
-                call.inline_off = h.header_len as u32;
-            }
-            for chunk in lists.reads.chunks().filter(|c| c.position != 0) {
-                if call
-                    .ins
-                    .push(chunk.position, chunk.length(), call.base_len)
-                    .is_err()
-                {
-                    ok = false;
-                    break;
-                }
-            }
-            match call.base_len.checked_add(call.ins.grow) {
-                Some(l) => call.stream_len = l,
-                None => ok = false,
-            }
-            // Where each non-zero-position segment lands: its chunk's offset plus the lengths
-            // of the chunk's earlier segments.
-            let mut k = 0usize;
-            let mut prev: Option<u32> = None;
-            let mut off = 0u32;
-            for i in 0..call.nreads as usize {
-                let rs = call.reads[i];
-                if rs.position == 0 {
-                    continue;
-                }
-                if prev.is_some_and(|p| p != rs.position) {
-                    k += 1;
-                    off = 0;
-                }
-                prev = Some(rs.position);
-                if k < call.ins.len() {
-                    call.seg_out[i] = call.ins.chunk(k).0 + off;
-                }
-                off = off.saturating_add(rs.target.length);
-            }
-        }
+        let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, h);
         if !ok {
             self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
             core.release_recv(p.recv);
             return;
         }
+        self.admit(core, slot, call, p.recv, rbuf);
+    }
+
+    /// A valid call in `slot`: a pure inline one is delivered from its receive buffer at once;
+    /// one with Read chunks (or a long one) waits for a data buffer to be reassembled in.
+    fn admit(&mut self, core: &mut Core, slot: u32, mut call: RespCall, recv: u32, rbuf: LocalBuf) {
         if !call.nomsg && call.nreads == 0 {
             // Pure inline call: hand out the receive buffer itself.
-            call.recv = Some(p.recv);
+            call.recv = Some(recv);
             call.state = RespState::Delivered;
             let stream = LocalBuf {
                 addr: rbuf.addr + u64::from(call.inline_off),
@@ -500,13 +549,13 @@ impl Responder {
         }
         if call.stream_len > self.largest_data {
             self.answer_error(slot, call, ErrAnswer::unusable(call.vers));
-            core.release_recv(p.recv);
+            core.release_recv(recv);
             return;
         }
         if call.nomsg {
-            core.release_recv(p.recv);
+            core.release_recv(recv);
         } else {
-            call.recv = Some(p.recv);
+            call.recv = Some(recv);
         }
         call.state = RespState::WaitBuffer;
         self.calls[slot as usize] = call;
@@ -572,7 +621,7 @@ impl Responder {
 
     /// The processing loop: error answers waiting for room, calls waiting for a data buffer,
     /// Read chunks to pull, finished reads to deliver, then backlogged receives.
-    fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
+    pub(crate) fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
         if core.state == ConnState::Closed {
             return;
         }
@@ -601,7 +650,7 @@ impl Responder {
         }
         let header = core.headers[slot as usize];
         let call = &mut self.calls[slot as usize];
-        let credits = core.cfg.credits;
+        let credits = credits::sent_grant(core.cfg.credits);
         let max_version = core.cfg.max_version;
         let n = mem
             .bytes_mut(header.addr, header.len as usize)
@@ -783,296 +832,6 @@ impl Responder {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Replies.
-
-    pub(crate) fn send_reply<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        id: CallId,
-        spec: &ReplySpec<'_>,
-        mem: &mut M,
-    ) -> Result<ReplyKind, ReplyError> {
-        if core.state == ConnState::Closed {
-            return Err(ReplyError::Closed);
-        }
-        let slot = id.slot;
-        let call = match self.calls.get(slot as usize) {
-            Some(c) if c.generation == id.generation && c.state == RespState::Delivered => *c,
-            _ => return Err(ReplyError::NoSuchCall),
-        };
-        if spec.message.is_empty()
-            || spec.message.len() > MAX_PARTS
-            || spec.results.len() > MAX_READ_SEGMENTS
-        {
-            return Err(ReplyError::BadSpec);
-        }
-        let nw = call.nwrites as usize;
-        let ndirect = nw.min(spec.results.len());
-        // Results → Write chunks, in order. Lengths returned per segment; unused chunks keep
-        // their segment count with zero lengths.
-        let mut ret = call.writes;
-        for s in ret.iter_mut() {
-            s.length = 0;
-        }
-        let mut too_big = false;
-        // Version Two RDMA2_ERR_CANT_REPLY: the first segment too short (1-based over the
-        // Write list's segments, then the Reply chunk's; 0: unknown) and the length it needed.
-        let mut short = (0u32, 0u32);
-        for (k, item) in spec.results.iter().take(ndirect).enumerate() {
-            let mut left = item.buf.len;
-            let s0 = call.wstart[k] as usize;
-            let chunk = call.write_chunk(k);
-            for (i, seg) in chunk.iter().enumerate() {
-                let take = left.min(seg.length);
-                ret[s0 + i].length = take;
-                left -= take;
-            }
-            if left > 0 && !too_big {
-                too_big = true;
-                short = match chunk.last() {
-                    // The chunk's last segment (1-based index) is the first one too short.
-                    Some(last) => ((s0 + chunk.len()) as u32, last.length.saturating_add(left)),
-                    // A chunk without segments has no segment too short: index 0 ("not
-                    // possible to determine"), and what did not fit.
-                    None => (0, left),
-                };
-            }
-        }
-        let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
-            at: i.at,
-            buf: i.buf,
-        });
-        let pieces =
-            build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
-
-        let mut wrefs: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-        for (k, w) in wrefs.iter_mut().enumerate().take(nw) {
-            let s = call.wstart[k] as usize;
-            *w = &ret[s..s + call.wcount[k] as usize];
-        }
-        let msg_lists = ChunkListsRef {
-            reads: &[],
-            writes: &wrefs[..nw],
-            reply: None,
-        };
-        let is_v2 = call.vers == v2::VERSION;
-        // Version Two adds rdma_direction and rdma_inv_handle.
-        let hdr_extra = if is_v2 { 8 } else { 0 };
-        let send_inline = core.neg_of(call.vers).send_inline as usize;
-        let fits_inline =
-            v1::FIXED_LEN + hdr_extra + msg_lists.encoded_len() + pieces.total as usize
-                <= send_inline;
-        let long_ok = call.has_reply && call.reply_capacity() >= u64::from(pieces.total);
-        let failed = ReplyKind::failed(is_v2);
-        let kind = if too_big {
-            failed
-        } else if fits_inline {
-            ReplyKind::Inline
-        } else if long_ok {
-            ReplyKind::Long
-        } else {
-            if call.has_reply && call.nreply > 0 {
-                let n = u64::from(call.nreply);
-                let last = call.reply[..call.nreply as usize]
-                    .last()
-                    .map_or(0, |s| u64::from(s.length));
-                let need = last + u64::from(pieces.total)
-                    - call.reply_capacity().min(u64::from(pieces.total));
-                let wsegs: u64 = call.wcount[..nw].iter().map(|&c| u64::from(c)).sum();
-                short = (
-                    (wsegs + n).min(u64::from(u32::MAX)) as u32,
-                    need.min(u64::from(u32::MAX)) as u32,
-                );
-            } else {
-                // No Reply chunk, or one without segments: no segment is too short, so the
-                // index is 0 (draft: "not possible to determine"); the reply's length.
-                short = (0, pieces.total);
-            }
-            failed
-        };
-        // Reply chunk lengths returned (RDMA_NOMSG).
-        let mut rret = call.reply;
-        if kind == ReplyKind::Long {
-            let mut left = pieces.total;
-            for s in rret[..call.nreply as usize].iter_mut() {
-                let take = left.min(s.length);
-                s.length = take;
-                left -= take;
-            }
-        }
-
-        // Work requests: Writes of the results, Writes of a long reply, then the Send.
-        let nwr = if kind == failed {
-            1
-        } else {
-            let mut n = 1u32;
-            for_each_result_write(&call, spec, ndirect, |_, _, _| n += 1);
-            if kind == ReplyKind::Long {
-                for_each_piece_write(&pieces, &call.reply[..call.nreply as usize], |_, _, _| {
-                    n += 1
-                });
-            }
-            n
-        };
-        if core.sq_free() < nwr {
-            return Err(ReplyError::Busy);
-        }
-
-        let header = core.headers[slot as usize];
-        let credits = core.cfg.credits;
-        let encoded = mem
-            .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| match kind {
-                ReplyKind::ErrChunk => v1::encode_err_chunk(call.xid, call.vers, credits, out).ok(),
-                ReplyKind::CantReply => v2::encode_error(
-                    call.xid,
-                    call.vers,
-                    credits,
-                    &v2::RdmaError::CantReply {
-                        // Found after the upper layer processed the call.
-                        processed: true,
-                        segment_index: short.0,
-                        length_needed: short.1,
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Inline if is_v2 => v2::encode(
-                    &v2::Message {
-                        xid: call.xid,
-                        credits,
-                        body: v2::MessageBody::Msg(v2::ChunksRef {
-                            direction: v2::Direction::Reply,
-                            inv_handle: call.inv_handle,
-                            lists: msg_lists,
-                        }),
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Long if is_v2 => v2::encode(
-                    &v2::Message {
-                        xid: call.xid,
-                        credits,
-                        body: v2::MessageBody::Nomsg(v2::ChunksRef {
-                            direction: v2::Direction::Reply,
-                            inv_handle: call.inv_handle,
-                            lists: ChunkListsRef {
-                                reads: &[],
-                                writes: &wrefs[..nw],
-                                reply: Some(&rret[..call.nreply as usize]),
-                            },
-                        }),
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Inline => v1::encode(
-                    &Message {
-                        xid: call.xid,
-                        credits,
-                        body: MessageBody::Msg(msg_lists),
-                    },
-                    out,
-                )
-                .ok(),
-                ReplyKind::Long => v1::encode(
-                    &Message {
-                        xid: call.xid,
-                        credits,
-                        body: MessageBody::Nomsg(ChunkListsRef {
-                            reads: &[],
-                            writes: &wrefs[..nw],
-                            reply: Some(&rret[..call.nreply as usize]),
-                        }),
-                    },
-                    out,
-                )
-                .ok(),
-            });
-        let Some(hdr_len) = encoded else {
-            return Err(ReplyError::BadSpec);
-        };
-        if pieces.as_slice().iter().any(|p| p.zero) {
-            if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
-                z.fill(0);
-            }
-        }
-        let mut sges = [Sge::default(); MAX_SGE];
-        let mut nsge = 1usize;
-        let mut first_len = hdr_len as u32;
-        if kind == ReplyKind::Inline {
-            if pieces.n < core.max_sge {
-                for p in pieces.as_slice() {
-                    sges[nsge] = p.buf.sge();
-                    nsge += 1;
-                }
-            } else if copy_pieces_into(mem, header, hdr_len as u32, &pieces) {
-                first_len += pieces.total;
-            } else {
-                return Err(ReplyError::BadSpec);
-            }
-        }
-        sges[0] = Sge {
-            addr: header.addr,
-            len: first_len,
-            lkey: header.lkey,
-        };
-
-        let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
-        let mut posted = 0u32;
-        if kind != failed {
-            for_each_result_write(&call, spec, ndirect, |local, remote_addr, rkey| {
-                core.post_send(WorkRequest::RdmaWrite {
-                    wr_id: write_id,
-                    local,
-                    remote_addr,
-                    rkey,
-                });
-                posted += 1;
-            });
-            if kind == ReplyKind::Long {
-                for_each_piece_write(
-                    &pieces,
-                    &call.reply[..call.nreply as usize],
-                    |local, remote_addr, rkey| {
-                        core.post_send(WorkRequest::RdmaWrite {
-                            wr_id: write_id,
-                            local,
-                            remote_addr,
-                            rkey,
-                        });
-                        posted += 1;
-                    },
-                );
-            }
-        }
-        // Send With Invalidate conveys an RPC reply (RFC 8797 §4.1); an RDMA_ERROR is none, so
-        // ERR_CHUNK / RDMA2_ERR_CANT_REPLY go with a plain Send (as Linux svcrdma's errors do)
-        // and the requester invalidates the call's STags itself.
-        let invalidate = if kind == failed {
-            None
-        } else if is_v2 {
-            // Version Two: exactly the handle the requester named, never another.
-            (core.cfg.remote_invalidate && call.inv_handle != 0).then_some(call.inv_handle)
-        } else if core.neg.remote_invalidate {
-            call.single_handle
-        } else {
-            None
-        };
-        core.post_send(WorkRequest::Send {
-            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
-            sges,
-            nsge: nsge as u8,
-            invalidate,
-        });
-        let c = &mut self.calls[slot as usize];
-        c.outstanding += posted + 1;
-        c.state = RespState::Sending;
-        Ok(kind)
-    }
-
-    // -----------------------------------------------------------------------------------------
     // Failures.
 
     pub(crate) fn on_closed(&mut self, core: &mut Core) {
@@ -1083,76 +842,5 @@ impl Responder {
         }
         self.active = 0;
         while self.backlog.pop().is_some() {}
-    }
-}
-
-/// Calls `f(local, remote_addr, rkey)` for each RDMA Write placing result `k < ndirect` into
-/// Write chunk `k`: exactly the item's octets, never a pad.
-fn for_each_result_write(
-    call: &RespCall,
-    spec: &ReplySpec<'_>,
-    ndirect: usize,
-    mut f: impl FnMut(Sge, u64, u32),
-) {
-    for (k, item) in spec.results.iter().take(ndirect).enumerate() {
-        let mut off = 0u32;
-        for seg in call.write_chunk(k) {
-            let left = item.buf.len - off;
-            if left == 0 {
-                break;
-            }
-            let take = left.min(seg.length);
-            if take == 0 {
-                continue;
-            }
-            f(
-                Sge {
-                    addr: item.buf.addr + u64::from(off),
-                    len: take,
-                    lkey: item.buf.lkey,
-                },
-                seg.offset,
-                seg.handle,
-            );
-            off += take;
-        }
-    }
-}
-
-/// Calls `f(local, remote_addr, rkey)` for each RDMA Write placing the pieces of a long reply
-/// into the Reply chunk's segments, in order.
-fn for_each_piece_write(pieces: &Pieces, segs: &[Segment], mut f: impl FnMut(Sge, u64, u32)) {
-    let mut si = 0usize;
-    let mut soff = 0u32;
-    for p in pieces.as_slice() {
-        let mut poff = 0u32;
-        while poff < p.buf.len {
-            let Some(seg) = segs.get(si) else {
-                return;
-            };
-            let room = seg.length - soff;
-            if room == 0 {
-                si += 1;
-                soff = 0;
-                continue;
-            }
-            let take = room.min(p.buf.len - poff);
-            let src_addr = if p.zero {
-                p.buf.addr
-            } else {
-                p.buf.addr + u64::from(poff)
-            };
-            f(
-                Sge {
-                    addr: src_addr,
-                    len: take,
-                    lkey: p.buf.lkey,
-                },
-                seg.offset + u64::from(soff),
-                seg.handle,
-            );
-            poff += take;
-            soff += take;
-        }
     }
 }

@@ -1,0 +1,629 @@
+//! [`Connection`]: one RPC-over-RDMA connection (one QP) — creation and validation of its
+//! configuration, private-data negotiation, and the dispatch of every input (completions,
+//! connection-manager events, timeouts, calls and replies from the application) to the forward
+//! role ([`super::requester`] or [`super::responder`]), the backward direction
+//! ([`super::backchannel`]) or the RDMA2_OPTIONAL handlers. See the module documentation of
+//! [`super`] for the protocol behaviour.
+//!
+//! Normal operation: each received message is routed by direction first ([`super::wire`]),
+//! then handled by whichever part owns that direction. Recovery: any unsuccessful completion
+//! or a disconnect closes the connection once ([`Connection::fail`]): [`Event::ConnectionLost`]
+//! is reported and every part fails what it has pending.
+
+use super::backchannel::{BackRequester, BackResponder};
+use super::config::*;
+use super::core_state::{self, Core, RecvState};
+use super::requester::{self, Requester};
+use super::responder::Responder;
+use super::types::*;
+use super::wire;
+use crate::proto::private_data::{self, Negotiated, PrivateData};
+use crate::verbs::{Completion, WrId};
+
+enum RoleState {
+    Requester(Requester),
+    Responder(Responder),
+}
+
+/// The backward direction of a connection.
+enum Back {
+    /// Created without backchannel memory.
+    None,
+    /// Responder (server): sends backward calls.
+    Server(BackRequester),
+    /// Requester (client): serves backward calls.
+    Client(BackResponder),
+}
+
+/// What is left to do for a received message once its decoded header no longer borrows the
+/// receive buffer ([`Connection::on_recv`]).
+enum AfterRecv {
+    /// Nothing.
+    Done,
+    /// An RDMA2_OPTIONAL message: the error answer to send, if any.
+    Optional(Option<(u32, u32)>),
+    /// A forward message on a requester: its verdict and receive buffer address.
+    Requester(Option<(requester::Verdict, u64)>),
+    /// A forward message on a responder: whether to run its processing loop.
+    Responder(bool),
+    /// A backward message, for the backchannel (which reads it itself).
+    Backward,
+}
+
+struct OptionalEntry {
+    opttype: u32,
+    handler: OptionalHandler,
+}
+
+/// One RPC-over-RDMA connection (one QP). See the module documentation.
+pub struct Connection {
+    core: Core,
+    role: RoleState,
+    back: Back,
+    optional: [Option<OptionalEntry>; MAX_OPTIONAL_HANDLERS],
+}
+
+impl core::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connection")
+            .field("role", &self.role())
+            .field("state", &self.core.state)
+            .field("sq_used", &self.core.sq_used)
+            .field("rq_posted", &self.core.rq_posted)
+            .finish()
+    }
+}
+
+impl Connection {
+    /// Creates a connection. Allocates its slot arrays once; the receives to post first are
+    /// available from [`Connection::poll_wr`] at once (they may be posted while the QP is in
+    /// INIT, before the connection is established).
+    pub fn new(role: Role, cfg: Config, pools: &Pools<'_>) -> Result<Connection, ConfigError> {
+        Self::with_backchannel(role, cfg, pools, &BackchannelPools::NONE)
+    }
+
+    /// Creates a connection that can also carry the backward direction (RFC 8167) once
+    /// [`Connection::enable_backchannel`] is called: a requester (client) then serves backward
+    /// calls ([`Event::CallReady`], answered with [`Connection::send_reply`]), a responder
+    /// (server) sends them ([`Connection::start_call`], answered by [`Event::ReplyReady`] /
+    /// [`Event::CallFailed`]). `bc` sizes: see [`BackchannelPools`]; empty pools mean no
+    /// backchannel (as [`Connection::new`]).
+    pub fn with_backchannel(
+        role: Role,
+        cfg: Config,
+        pools: &Pools<'_>,
+        bc: &BackchannelPools<'_>,
+    ) -> Result<Connection, ConfigError> {
+        let rq_target = validate(role, &cfg, pools, bc)?;
+        let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
+        let mut core = Core::new(role, cfg, pools, bc, rq_target);
+        let role_state = match role {
+            Role::Requester => RoleState::Requester(Requester::new(&core)),
+            Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
+        };
+        let back = match (with_bc, role) {
+            (false, _) => Back::None,
+            (true, Role::Requester) => {
+                Back::Client(BackResponder::new(&core, bc.headers, bc.recvs.len()))
+            }
+            (true, Role::Responder) => Back::Server(BackRequester::new(&core, bc.headers)),
+        };
+        core.refill_recvs();
+        Ok(Connection {
+            core,
+            role: role_state,
+            back,
+            optional: [None, None, None, None],
+        })
+    }
+
+    /// The RPC-over-RDMA version in use. Requester: the version its calls are sent in (2 while
+    /// probing a Version Two peer, 1 after falling back). Responder: the version of the last
+    /// valid call (also the version of its backward calls).
+    pub fn version(&self) -> u32 {
+        self.core.version
+    }
+
+    /// Requester: what version negotiation learnt about the peer, for the layer above to keep
+    /// across reconnections (pass it as [`Config::max_version`] of the next connection to the
+    /// same peer, so a Version One peer is not probed again): `Some(2)` once a Version Two reply
+    /// arrived, `Some(1)` after ERR_VERS (or when the connection was lost while the first
+    /// Version Two call was unanswered, which the draft allows to read the same way), `None`
+    /// while unknown or when only Version One was ever spoken.
+    pub fn remembered_version(&self) -> Option<u32> {
+        self.core.remembered
+    }
+
+    /// Registers `handler` for RDMA2_OPTIONAL messages of type `opttype` (Version Two). A
+    /// received optional message of a registered type is handed to its handler (on the thread
+    /// driving [`Connection::handle_completion`]); one of any other type is answered with
+    /// RDMA2_ERR_INVAL_OPTION when it is a call-direction message this side can answer, and
+    /// dropped otherwise.
+    pub fn register_optional(
+        &mut self,
+        opttype: u32,
+        handler: OptionalHandler,
+    ) -> Result<(), OptionalError> {
+        if self.optional.iter().flatten().any(|e| e.opttype == opttype) {
+            return Err(OptionalError::AlreadyRegistered);
+        }
+        let Some(free) = self.optional.iter_mut().find(|e| e.is_none()) else {
+            return Err(OptionalError::TableFull);
+        };
+        *free = Some(OptionalEntry { opttype, handler });
+        Ok(())
+    }
+
+    /// Removes the handler of `opttype`; `false` when none was registered.
+    pub fn unregister_optional(&mut self, opttype: u32) -> bool {
+        for e in self.optional.iter_mut() {
+            if e.as_ref().is_some_and(|h| h.opttype == opttype) {
+                *e = None;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Enables the backward direction (RFC 8167 §6: only once the upper layers agreed, e.g.
+    /// an NFSv4.1 CREATE_SESSION with a backchannel). Requester (client): posts the
+    /// backchannel receives (call it before telling the server). Responder (server): allows
+    /// [`Connection::start_call`] to send backward calls. May be called before the connection
+    /// is established.
+    pub fn enable_backchannel(&mut self) -> Result<(), BackchannelError> {
+        if self.core.state == ConnState::Closed {
+            return Err(BackchannelError::Closed);
+        }
+        match &mut self.back {
+            Back::None => Err(BackchannelError::NoResources),
+            Back::Server(b) => {
+                b.enabled = true;
+                Ok(())
+            }
+            Back::Client(b) => {
+                b.enable(&mut self.core);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the backward direction is enabled.
+    pub fn backchannel_enabled(&self) -> bool {
+        match &self.back {
+            Back::None => false,
+            Back::Server(b) => b.enabled,
+            Back::Client(b) => b.enabled,
+        }
+    }
+
+    /// Backward credits. Requester (client): the credits it grants in backward replies.
+    /// Responder (server): the credits the client granted in its last backward reply (1
+    /// before the first). 0 without a backchannel.
+    pub fn backward_credits(&self) -> u32 {
+        match &self.back {
+            Back::None => 0,
+            Back::Server(b) => b.granted(),
+            Back::Client(b) => b.credits(),
+        }
+    }
+
+    /// Backward calls in progress: sent and not answered (server), received and not answered
+    /// (client).
+    pub fn backward_outstanding(&self) -> u32 {
+        match &self.back {
+            Back::None => 0,
+            Back::Server(b) => b.outstanding(),
+            Back::Client(b) => b.outstanding(),
+        }
+    }
+
+    /// The role.
+    pub fn role(&self) -> Role {
+        match self.role {
+            RoleState::Requester(_) => Role::Requester,
+            RoleState::Responder(_) => Role::Responder,
+        }
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> ConnState {
+        self.core.state
+    }
+
+    /// The thresholds in use (v1 defaults until established): those of [`Connection::version`]
+    /// — RFC 8797 values for Version One, the Version Two values (4096 both ways, whatever the
+    /// private data said) for Version Two, with a send threshold of at most 1024 while a requester's
+    /// first Version Two call probes the responder. They change, without losing the connection,
+    /// when version negotiation ends.
+    pub fn negotiated(&self) -> Negotiated {
+        let mut n = *self.core.neg_of(self.core.version);
+        if self.core.probing {
+            n.send_inline = n.send_inline.min(V2_FIRST_MESSAGE);
+        }
+        n
+    }
+
+    /// This side's RFC 8797 message, for the connect request (requester) or the accept
+    /// (responder). The sizes are the advertised (representable, rounded-down) values.
+    pub fn private_data(&self) -> [u8; private_data::MSG_LEN] {
+        self.advertised().encode()
+    }
+
+    /// The private data to send at connection set-up: this side's RFC 8797 message, or `None`
+    /// when [`Config::send_private_data`] is off (send no private data, or only the transport's
+    /// own).
+    pub fn private_data_opt(&self) -> Option<[u8; private_data::MSG_LEN]> {
+        self.core.cfg.send_private_data.then(|| self.private_data())
+    }
+
+    /// The message this side advertises, with the sizes as the peer will decode them.
+    fn advertised(&self) -> PrivateData {
+        let cfg = &self.core.cfg;
+        let r = cfg.remote_invalidate
+            && (self.role() == Role::Responder || cfg.stag == StagMode::MemoryWindows);
+        PrivateData::v1(
+            r,
+            private_data::representable_size(cfg.inline_send),
+            private_data::representable_size(cfg.inline_recv),
+        )
+    }
+
+    /// What this side negotiates with: its advertised message, or the Version One defaults
+    /// when it sends none (the peer assumes exactly that of it).
+    fn ours(&self) -> PrivateData {
+        if self.core.cfg.send_private_data {
+            self.advertised()
+        } else {
+            PrivateData::V1_DEFAULTS
+        }
+    }
+
+    /// RFC 8797 §4.2 with both ends using the advertised values: each direction's threshold is
+    /// min(sender's advertised send size, receiver's advertised receive size). Our send
+    /// threshold is further capped by what our send buffers really hold (an inline send size
+    /// below 1024 is advertised as 1024, the smallest representable value).
+    fn negotiate_with(&self, peer: Option<&PrivateData>) -> Negotiated {
+        let mut n = private_data::negotiate(&self.ours(), peer);
+        n.send_inline = n.send_inline.min(self.core.cfg.inline_send.max(1));
+        n
+    }
+
+    /// Requester: the credits currently granted by the responder (1 until the first non-error
+    /// reply; errors never change it).
+    /// Responder: the credits granted.
+    pub fn credits(&self) -> u32 {
+        match &self.role {
+            RoleState::Requester(r) => r.granted(),
+            RoleState::Responder(_) => self.core.cfg.credits,
+        }
+    }
+
+    /// Requester: calls outstanding (sent and not answered, timed-out ones included).
+    pub fn outstanding(&self) -> u32 {
+        match &self.role {
+            RoleState::Requester(r) => r.outstanding(),
+            RoleState::Responder(_) => 0,
+        }
+    }
+
+    /// Receives currently posted.
+    pub fn receives_posted(&self) -> u32 {
+        self.core.rq_posted
+    }
+
+    /// Connection manager input.
+    pub fn handle_cm(&mut self, now: u64, input: CmInput<'_>) {
+        let _ = now;
+        match input {
+            CmInput::Established { private_data } => {
+                if self.core.state != ConnState::Connecting {
+                    return;
+                }
+                let peer = private_data::find(private_data);
+                self.core.neg = self.negotiate_with(peer.as_ref());
+                self.core.neg_v2 = core_state::v2_thresholds(&self.core.cfg, peer.is_some());
+                self.core.state = ConnState::Connected;
+                self.core.emit(Event::Connected(self.negotiated()));
+                if let RoleState::Responder(r) = &mut self.role {
+                    r.on_established(&mut self.core);
+                }
+            }
+            CmInput::Disconnected => self.fail(),
+        }
+    }
+
+    /// Closes the connection (once): reports the loss and fails what the role has pending.
+    fn fail(&mut self) {
+        self.core.state = ConnState::Closed;
+        if self.core.lost_reported {
+            return;
+        }
+        self.core.lost_reported = true;
+        // The event ring keeps room for this (sized slots + receives + 4).
+        let _ = self.core.events.push(Event::ConnectionLost);
+        match &mut self.role {
+            RoleState::Requester(r) => r.on_closed(&mut self.core),
+            RoleState::Responder(r) => r.on_closed(&mut self.core),
+        }
+        match &mut self.back {
+            Back::None => {}
+            Back::Server(b) => b.on_closed(&mut self.core),
+            Back::Client(b) => b.on_closed(&mut self.core),
+        }
+    }
+
+    /// A work completion of this QP.
+    pub fn handle_completion<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        wc: &Completion,
+        mem: &mut M,
+    ) {
+        let id = WrId(wc.wr_id);
+        let kind = id.kind();
+        if kind == wr_kind::RECV {
+            self.core.rq_posted = self.core.rq_posted.saturating_sub(1);
+        } else {
+            self.core.sq_used = self.core.sq_used.saturating_sub(1);
+            if kind == wr_kind::READ {
+                self.core.reads_used = self.core.reads_used.saturating_sub(1);
+            }
+        }
+        let Ok(index) = u32::try_from(id.index()) else {
+            self.fail();
+            return;
+        };
+        if !wc.status.is_success() {
+            if kind == wr_kind::RECV {
+                if let Some(r) = self.core.recvs.get_mut(index as usize) {
+                    if r.state == RecvState::Posted {
+                        r.state = RecvState::Idle;
+                        let _ = self.core.recv_idle.push(index);
+                    }
+                }
+            }
+            // The QP is in the error state: everything outstanding completes flushed.
+            self.fail();
+            return;
+        }
+        if self.core.state == ConnState::Closed {
+            return;
+        }
+        match (kind, &mut self.back, &mut self.role) {
+            (wr_kind::RECV, _, _) => self.on_recv(now, index, wc, mem),
+            (wr_kind::BACK_SEND, Back::Server(b), _) => b.on_send_complete(&mut self.core, index),
+            (wr_kind::BACK_SEND, Back::Client(b), _) => {
+                b.on_send_complete(&mut self.core, index, mem)
+            }
+            (wr_kind::BACK_SEND, Back::None, _) => self.core.fail(),
+            (_, _, RoleState::Requester(r)) => {
+                r.on_completion(&mut self.core, now, kind, index, wc, mem)
+            }
+            (_, _, RoleState::Responder(r)) => {
+                r.on_completion(&mut self.core, now, kind, index, wc, mem)
+            }
+        }
+        self.check_closed();
+    }
+
+    /// A message arrived in receive `index`: decoded once here, routed by direction, and
+    /// handed (decoded) to the part that owns it — first while the decoded header borrows the
+    /// receive buffer, then, once it no longer does, with the host memory to act on.
+    fn on_recv<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        index: u32,
+        wc: &Completion,
+        mem: &mut M,
+    ) {
+        let rbuf = self.core.recv_buf(index);
+        let len = rbuf.map_or(0, |b| wc.byte_len.min(b.len));
+        let role = self.role();
+        let back_enabled = self.backchannel_enabled();
+        let next = {
+            // `None`: the receive buffer is not readable (goes to the forward role, which
+            // drops it).
+            let decoded = rbuf
+                .and_then(|b| mem.bytes(b.addr, len as usize))
+                .map(|buf| wire::decode(buf, &self.core.v2_limits, self.core.cfg.max_version));
+            let route = match &decoded {
+                None => wire::Route::Forward,
+                // Backward messages while the backchannel is off are dropped.
+                Some(d) => match wire::route(d, role) {
+                    wire::Route::Backward if !back_enabled => wire::Route::Drop,
+                    r => r,
+                },
+            };
+            match (route, decoded) {
+                (wire::Route::Optional, Some(Ok(h))) => {
+                    AfterRecv::Optional(self.on_optional(index, &h))
+                }
+                (wire::Route::Forward, d) => match &mut self.role {
+                    RoleState::Requester(r) => {
+                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d.as_ref()))
+                    }
+                    RoleState::Responder(r) => {
+                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d.as_ref()))
+                    }
+                },
+                (wire::Route::Backward, _) => AfterRecv::Backward,
+                // Direction unknown, or a backward message while the backchannel is off:
+                // repost the receive, use nothing of the message. (An optional message always
+                // decodes.)
+                (wire::Route::Drop | wire::Route::Optional, _) => {
+                    self.core.hold_recv(index);
+                    self.core.release_recv(index);
+                    AfterRecv::Done
+                }
+            }
+        };
+        match (next, &mut self.role, &mut self.back) {
+            (AfterRecv::Done, _, _) => {}
+            (AfterRecv::Optional(answer), _, _) => self.answer_optional(answer, mem),
+            (AfterRecv::Requester(v), RoleState::Requester(r), _) => {
+                r.finish_recv(&mut self.core, now, index, v, mem)
+            }
+            (AfterRecv::Responder(go_on), RoleState::Responder(r), _) => {
+                if go_on {
+                    r.progress(&mut self.core, mem);
+                }
+            }
+            (AfterRecv::Backward, _, Back::Server(b)) => b.on_recv(&mut self.core, index, wc, mem),
+            (AfterRecv::Backward, _, Back::Client(b)) => b.on_recv(&mut self.core, index, wc, mem),
+            // Not reachable: the phases follow the role, and a backward route needs a
+            // backchannel.
+            _ => self.core.fail(),
+        }
+    }
+
+    /// An RDMA2_OPTIONAL message `h` arrived in receive `index`: its handler, or, for a
+    /// call-direction message of an unknown type, the (`xid`, `vers`) to answer with
+    /// RDMA2_ERR_INVAL_OPTION (draft, "Optional Features"). Reply-direction messages are never
+    /// answered.
+    fn on_optional(&mut self, index: u32, h: &wire::Any<'_>) -> Option<(u32, u32)> {
+        self.core.hold_recv(index);
+        let mut answer = None;
+        if let wire::AnyBody::Optional(o) = h.body {
+            let msg = OptionalMessage {
+                xid: h.xid,
+                credits: h.credits,
+                direction: o.optdir,
+                opttype: o.opttype,
+                info: o.optinfo,
+                payload: h.payload,
+            };
+            match self
+                .optional
+                .iter_mut()
+                .flatten()
+                .find(|e| e.opttype == o.opttype)
+            {
+                Some(e) => (e.handler)(&msg),
+                None if o.optdir == crate::proto::v2::Direction::Call => {
+                    answer = Some((h.xid, h.vers))
+                }
+                None => {}
+            }
+        }
+        self.core.release_recv(index);
+        answer
+    }
+
+    /// Answers an RDMA2_OPTIONAL call of an unknown type with RDMA2_ERR_INVAL_OPTION, sent by
+    /// whichever side of this connection acts as responder for calls in that direction.
+    fn answer_optional<M: HostMemory + ?Sized>(&mut self, answer: Option<(u32, u32)>, mem: &mut M) {
+        let Some((xid, vers)) = answer else {
+            return;
+        };
+        let err = crate::proto::v2::RdmaError::InvalOption;
+        match (&mut self.role, &mut self.back) {
+            (RoleState::Responder(r), _) => r.answer_v2_error(&mut self.core, xid, vers, err, mem),
+            (RoleState::Requester(_), Back::Client(b)) if b.enabled => {
+                b.answer_v2_error(&mut self.core, xid, vers, err, mem)
+            }
+            // A client without a backchannel has no way to answer a call.
+            _ => {}
+        }
+    }
+
+    /// An input found the connection broken: finish closing it.
+    fn check_closed(&mut self) {
+        if self.core.state == ConnState::Closed && !self.core.lost_reported {
+            self.fail();
+        }
+    }
+
+    /// The time given by [`Connection::poll_timeout`] has come. `mem` is the host memory, as
+    /// for completions: a Version Two probe that timed out is sent again from here.
+    pub fn handle_timeout<M: HostMemory + ?Sized>(&mut self, now: u64, mem: &mut M) {
+        if let RoleState::Requester(r) = &mut self.role {
+            r.on_timeout(&mut self.core, now, mem);
+        }
+        self.check_closed();
+    }
+
+    /// The next work request to post.
+    pub fn poll_wr(&mut self) -> Option<WorkRequest> {
+        self.core.wrs.pop()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.core.events.pop()
+    }
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match &self.role {
+            RoleState::Requester(r) => r.next_deadline(),
+            RoleState::Responder(_) => None,
+        }
+    }
+
+    /// Work requests waiting in [`Connection::poll_wr`].
+    pub fn pending_wrs(&self) -> usize {
+        self.core.wrs.len()
+    }
+
+    /// Requester: starts a call. On success the binds and the Send are queued for
+    /// [`Connection::poll_wr`]; the outcome arrives as [`Event::ReplyReady`] or
+    /// [`Event::CallFailed`]. The message parts, DDP items, receptacles and reply buffer must
+    /// stay untouched until then.
+    ///
+    /// Responder (server) with an enabled backchannel: starts a backward-direction call
+    /// (RFC 8167). It goes inline as RDMA_MSG with empty chunk lists (DDP items are sent
+    /// inline, receptacles are refused); its XID is from the backward space (it may equal the
+    /// XID of a forward call in progress). Without an enabled backchannel:
+    /// [`StartError::BackchannelDisabled`].
+    pub fn start_call<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        spec: &CallSpec<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        self.start_call_with(now, spec, &CallOptions::NONE, mem)
+    }
+
+    /// [`Connection::start_call`] with options: a fallback reply buffer (and receptacles) for
+    /// a retry after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One). The options are ignored for backward calls.
+    pub fn start_call_with<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        let r = match (&mut self.role, &mut self.back) {
+            (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, opts, mem),
+            (RoleState::Responder(_), Back::Server(b)) => b.start_call(&mut self.core, spec, mem),
+            (RoleState::Responder(_), _) => Err(StartError::BackchannelDisabled),
+        };
+        self.check_closed();
+        r
+    }
+
+    /// Responder: answers `call`. The message parts and result items must stay untouched until
+    /// the slot is reused (after the reply's Send completes).
+    ///
+    /// Requester (client) with an enabled backchannel: answers a backward call reported by
+    /// [`Event::CallReady`], inline (results go inline; a reply too large for the inline
+    /// threshold is answered with ERR_CHUNK, [`ReplyKind::ErrChunk`]).
+    pub fn send_reply<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        call: CallId,
+        spec: &ReplySpec<'_>,
+        mem: &mut M,
+    ) -> Result<ReplyKind, ReplyError> {
+        let _ = now;
+        let r = match (&mut self.role, &mut self.back) {
+            (RoleState::Responder(r), _) => r.send_reply(&mut self.core, call, spec, mem),
+            (RoleState::Requester(_), Back::Client(b)) => {
+                b.send_reply(&mut self.core, call, spec, mem)
+            }
+            (RoleState::Requester(_), _) => Err(ReplyError::WrongRole),
+        };
+        self.check_closed();
+        r
+    }
+}

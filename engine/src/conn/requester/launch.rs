@@ -1,0 +1,645 @@
+//! Starting a requester call: checking the spec, planning the chunks (DDP items as Read
+//! chunks, receptacles as Write chunks, a Reply chunk when the reply may not fit inline, a
+//! Position Zero Read chunk when the call does not), exposing their memory (memory-window binds
+//! or persistent keys), encoding the transport header and queueing the binds and the Send; and
+//! sending a finished call again (Version Two fallback, CANT_REPLY / ERR_CHUNK retry).
+//!
+//! Normal operation: nothing is queued until every check passed, so a refused call leaves no
+//! trace. Recovery: a failure after resources were taken (unreachable memory) gives them back
+//! ([`Requester::rollback`]); a resend that cannot be built fails its call.
+
+use super::*;
+
+impl Requester {
+    pub(crate) fn start_call<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        now: u64,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        if core.state != ConnState::Connected {
+            return Err(StartError::NotConnected);
+        }
+        if !credits::may_start(self.outstanding(), self.granted) {
+            return Err(StartError::NoCredit);
+        }
+        // One posted receive per outstanding call (the reply must never meet an empty queue),
+        // besides those the server may still take for backward calls.
+        if core.rq_posted <= self.outstanding() + core.recv_reserve {
+            return Err(StartError::Busy);
+        }
+        if opts.fallback_receptacles.len() > MAX_WRITE_CHUNKS {
+            return Err(StartError::BadSpec);
+        }
+        let deadline = match core.cfg.call_timeout_ns {
+            0 => u64::MAX,
+            t => now.saturating_add(t),
+        };
+        let id = self.launch(core, deadline, spec, None, mem)?;
+        let call = &mut self.calls[id.slot as usize];
+        if core.probing && call.vers == v2::VERSION && core.cfg.probe_timeout_ns > 0 {
+            call.probe_deadline = now.saturating_add(core.cfg.probe_timeout_ns);
+            self.note_due(id.slot);
+        }
+        // Keep the spec when the call may have to be sent again.
+        let keep =
+            core.probing || opts.fallback_reply.is_some() || !opts.fallback_receptacles.is_empty();
+        self.calls[id.slot as usize].saved = keep;
+        if keep {
+            let sv = &mut self.saved[id.slot as usize];
+            *sv = Saved::EMPTY;
+            sv.nmsg = spec.message.len() as u8;
+            sv.message[..spec.message.len()].copy_from_slice(spec.message);
+            sv.nddp = spec.ddp.len() as u8;
+            sv.ddp[..spec.ddp.len()].copy_from_slice(spec.ddp);
+            sv.nrec = spec.receptacles.len() as u8;
+            sv.receptacles[..spec.receptacles.len()].copy_from_slice(spec.receptacles);
+            sv.reply = spec.reply;
+            sv.fallback_reply = opts.fallback_reply;
+            sv.nfallback_rec = opts.fallback_receptacles.len() as u8;
+            sv.fallback_receptacles[..opts.fallback_receptacles.len()]
+                .copy_from_slice(opts.fallback_receptacles);
+        }
+        Ok(id)
+    }
+
+    /// Builds and posts a call: in a new slot, or (`reuse`) again in the slot and generation
+    /// of a call being sent again. Steps: plan the chunks, check resources, take a slot, bind
+    /// STags, encode the header, queue the work requests.
+    fn launch<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        deadline: u64,
+        spec: &CallSpec<'_>,
+        reuse: Option<(u32, u32)>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        let plan = self.plan_call(core, spec, mem)?;
+        check_resources(core, &plan, spec, mem)?;
+        let slot = match reuse {
+            Some((slot, _)) => slot,
+            None => self.free.pop().ok_or(StartError::Busy)?,
+        };
+        let header = core.headers[slot as usize];
+
+        // From here on nothing fails except unreachable memory (checked before posting).
+        let mut call = ReqCall::FREE;
+        call.generation = match reuse {
+            Some((_, g)) => g,
+            None => self.calls[slot as usize].generation,
+        };
+        call.xid = plan.xid;
+        call.vers = plan.vers;
+        call.saved = self.calls[slot as usize].saved && reuse.is_some();
+        call.also_vers = match reuse {
+            Some(_) => self.calls[slot as usize].also_vers,
+            None => 0,
+        };
+        call.reply = spec.reply;
+        call.reply_offered = plan.reply_offered;
+        call.nwrites = plan.nwrites as u8;
+
+        let Some(exposed) = bind_stags(core, &plan, spec, slot, &mut call, mem) else {
+            // Counted above; unreachable. Give back what was taken.
+            self.rollback(core, &call, slot, reuse.is_none());
+            return Err(StartError::Busy);
+        };
+        call.writes = exposed.writes;
+        let Some((sges, nsge)) = self.encode_call(core, &plan, &exposed, spec, header, mem) else {
+            self.rollback(core, &call, slot, reuse.is_none());
+            return Err(StartError::BadSpec);
+        };
+        call.outstanding = if plan.mw_mode {
+            exposed.nb as u32 + 1
+        } else {
+            1
+        };
+        call.deadline = deadline;
+        Ok(self.queue_call(core, &exposed, slot, call, (sges, nsge)))
+    }
+
+    /// Plans a call without taking anything: checks the spec and its XID, turns DDP items into
+    /// Read chunks (or inline pieces), receptacles into Write chunks, decides on a Reply chunk
+    /// and on a long (Position Zero) message, and checks the result against the limits.
+    fn plan_call<M: HostMemory + ?Sized>(
+        &self,
+        core: &Core,
+        spec: &CallSpec<'_>,
+        mem: &mut M,
+    ) -> Result<CallPlan, StartError> {
+        let vers = core.version;
+        let is_v2 = vers == v2::VERSION;
+        // Version Two adds rdma_direction and rdma_inv_handle to the header.
+        let v2_extra = if is_v2 { 8 } else { 0 };
+        let xid = self.check_spec(core, spec, mem)?;
+        let ddp = core.cfg.ddp;
+        let inline_len = parts_len(spec.message).ok_or(StartError::BadSpec)?;
+        let (ddp_reads, nddp) = if ddp {
+            ddp_read_chunks(spec.ddp, inline_len)?
+        } else {
+            ([ReadSegment::default(); MAX_READ_SEGMENTS], 0)
+        };
+        let inline_cuts = spec.ddp.iter().filter(|_| !ddp).map(|i| Cut {
+            at: i.at,
+            buf: i.buf,
+        });
+        let pieces =
+            build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| StartError::BadSpec)?;
+
+        // Write chunks (one segment per receptacle) and the Reply chunk decision.
+        let nwrites = if ddp { spec.receptacles.len() } else { 0 };
+        let mut writes = [Segment::default(); MAX_WRITE_CHUNKS];
+        for (w, r) in writes.iter_mut().zip(spec.receptacles.iter()).take(nwrites) {
+            *w = Segment::new(0, r.len, r.addr);
+        }
+        // The largest inline reply header: fixed words, empty Read list, our Write list, no
+        // Reply chunk.
+        let reply_hdr = v1::FIXED_LEN + v2_extra + 4 + nwrites * (8 + SEGMENT_LEN) + 4 + 4;
+        let reply_offered = spec.reply.len > 0
+            && reply_hdr as u64 + u64::from(spec.reply.len)
+                > u64::from(core.neg_of(vers).recv_inline);
+        let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
+
+        // Inline (RDMA_MSG) or long (RDMA_NOMSG + Position Zero Read chunk)?
+        let write_refs = write_slices(&writes, nwrites);
+        let msg_lists = ChunkListsRef {
+            reads: &ddp_reads[..nddp],
+            writes: &write_refs[..nwrites],
+            reply: reply_offered.then_some(&reply_seg[..]),
+        };
+        let msg_hdr = v1::FIXED_LEN + v2_extra + msg_lists.encoded_len();
+        let mut send_inline = core.neg_of(vers).send_inline as usize;
+        if is_v2 && core.probing {
+            // The responder may speak only Version One (draft, "Protocol Version
+            // Negotiation").
+            send_inline = send_inline.min(V2_FIRST_MESSAGE as usize);
+        }
+        let long = msg_hdr + pieces.total as usize > send_inline;
+        let npz = if long { pieces.n } else { 0 };
+        let nreads = npz + nddp;
+        if nreads > core.limits.max_read_segments as usize {
+            return Err(StartError::TooLarge);
+        }
+        if long && msg_hdr + npz * (4 + 20) > send_inline {
+            return Err(StartError::TooLarge);
+        }
+        Ok(CallPlan {
+            xid,
+            vers,
+            is_v2,
+            mw_mode: core.cfg.stag == StagMode::MemoryWindows,
+            ddp_reads,
+            nddp,
+            pieces,
+            writes,
+            nwrites,
+            reply_offered,
+            long,
+            npz,
+            nreads,
+            nstags: nreads + nwrites + usize::from(reply_offered),
+        })
+    }
+
+    /// Checks the spec's shape against the fixed limits and reads its XID, which no
+    /// outstanding call may use.
+    fn check_spec<M: HostMemory + ?Sized>(
+        &self,
+        core: &Core,
+        spec: &CallSpec<'_>,
+        mem: &M,
+    ) -> Result<u32, StartError> {
+        if spec.message.is_empty()
+            || spec.message.len() > MAX_PARTS
+            || spec.ddp.len() > MAX_READ_SEGMENTS
+            || spec.receptacles.len() > MAX_WRITE_CHUNKS
+        {
+            return Err(StartError::BadSpec);
+        }
+        if core.cfg.ddp && spec.receptacles.len() > core.limits.max_write_chunks as usize {
+            return Err(StartError::BadSpec);
+        }
+        match mem.bytes(spec.message[0].addr, 4) {
+            Some(&[a, b, c, d]) if spec.message[0].len >= 4 => {
+                let xid = u32::from_be_bytes([a, b, c, d]);
+                match self.find(xid) {
+                    Some(_) => Err(StartError::DuplicateXid),
+                    None => Ok(xid),
+                }
+            }
+            _ => Err(StartError::BadSpec),
+        }
+    }
+
+    /// Encodes the call's transport header into `header` and gathers (or, past the SGE limit,
+    /// copies) the inline message after it: the Send's gather list, or `None` when memory is
+    /// unreachable.
+    fn encode_call<M: HostMemory + ?Sized>(
+        &self,
+        core: &Core,
+        plan: &CallPlan,
+        exposed: &Exposed,
+        spec: &CallSpec<'_>,
+        header: LocalBuf,
+        mem: &mut M,
+    ) -> Option<([Sge; MAX_SGE], usize)> {
+        let (nreads, nwrites, long) = (plan.nreads, plan.nwrites, plan.long);
+        let reply_seg = [Segment::new(
+            exposed.reply_handle,
+            spec.reply.len,
+            spec.reply.addr,
+        )];
+        let write_refs = write_slices(&exposed.writes, nwrites);
+        let lists = ChunkListsRef {
+            reads: &exposed.reads[..nreads],
+            writes: &write_refs[..nwrites],
+            reply: plan.reply_offered.then_some(&reply_seg[..]),
+        };
+        let (xid, credits) = (plan.xid, self.max_credits);
+        let inv_handle = inv_handle(core, plan, exposed);
+        let hdr_len = mem
+            .bytes_mut(header.addr, header.len as usize)
+            .and_then(|out| {
+                if plan.is_v2 {
+                    let c = v2::ChunksRef {
+                        direction: v2::Direction::Call,
+                        inv_handle,
+                        lists,
+                    };
+                    let body = if long {
+                        v2::MessageBody::Nomsg(c)
+                    } else {
+                        v2::MessageBody::Msg(c)
+                    };
+                    v2::encode(&v2::Message { xid, credits, body }, out).ok()
+                } else {
+                    let body = if long {
+                        MessageBody::Nomsg(lists)
+                    } else {
+                        MessageBody::Msg(lists)
+                    };
+                    v1::encode(&Message { xid, credits, body }, out).ok()
+                }
+            })?;
+        let pieces = &plan.pieces;
+        let mut sges = [Sge::default(); MAX_SGE];
+        let mut nsge = 1usize;
+        let mut first_len = hdr_len as u32;
+        if !long {
+            if pieces.n < core.max_sge {
+                for p in pieces.as_slice() {
+                    sges[nsge] = p.buf.sge();
+                    nsge += 1;
+                }
+            } else if !copy_pieces(mem, header, hdr_len as u32, pieces) {
+                return None;
+            } else {
+                first_len += pieces.total;
+            }
+        }
+        if pieces.as_slice().iter().any(|p| p.zero) {
+            if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
+                z.fill(0);
+            }
+        }
+        sges[0] = Sge {
+            addr: header.addr,
+            len: first_len,
+            lkey: header.lkey,
+        };
+        Some((sges, nsge))
+    }
+
+    /// Queues the binds and the Send (`sges`) of a built call and makes it await its reply.
+    fn queue_call(
+        &mut self,
+        core: &mut Core,
+        exposed: &Exposed,
+        slot: u32,
+        mut call: ReqCall,
+        (sges, nsge): ([Sge; MAX_SGE], usize),
+    ) -> CallId {
+        for wr in exposed.binds[..exposed.nb].iter().flatten() {
+            core.post_send(*wr);
+        }
+        core.post_send(WorkRequest::Send {
+            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
+            sges,
+            nsge: nsge as u8,
+            invalidate: None,
+        });
+        call.state = ReqState::AwaitingReply;
+        self.calls[slot as usize] = call;
+        self.note_due(slot);
+        self.awaiting += 1;
+        // Cannot fail: the table holds every slot, and the XID is not live (checked above).
+        let added = self.by_xid.insert(call.xid, slot);
+        debug_assert!(added);
+        CallId {
+            slot,
+            generation: call.generation,
+        }
+    }
+
+    /// Undoes a partly built call (no work request was posted yet); `free_slot` when the slot
+    /// was taken for it.
+    fn rollback(&mut self, core: &mut Core, call: &ReqCall, slot: u32, free_slot: bool) {
+        release_windows(core, call);
+        if free_slot {
+            let _ = self.free.push(slot);
+        }
+    }
+
+    /// Sends a finished call again (its STags are all invalidated): in Version One after a
+    /// fallback, or with the fallback reply resources after CANT_REPLY. Busy resources leave
+    /// it waiting for the next round; any other failure fails the call.
+    pub(super) fn resend<M: HostMemory + ?Sized>(
+        &mut self,
+        core: &mut Core,
+        slot: u32,
+        why: Resend,
+        mem: &mut M,
+    ) {
+        let c = self.calls[slot as usize];
+        release_windows(core, &c);
+        {
+            let call = &mut self.calls[slot as usize];
+            call.nstags = 0;
+            call.inv_next = 0;
+            call.remote_inv = 0;
+        }
+        let sv = self.saved[slot as usize];
+        if !c.saved {
+            self.resending -= 1;
+            self.calls[slot as usize].outcome =
+                Outcome::Failed(CallError::Resend(StartError::BadSpec));
+            self.complete(core, slot);
+            return;
+        }
+        let larger = why == Resend::Larger;
+        let receptacles: &[LocalBuf] = if larger && sv.nfallback_rec > 0 {
+            &sv.fallback_receptacles[..sv.nfallback_rec as usize]
+        } else {
+            &sv.receptacles[..sv.nrec as usize]
+        };
+        let spec = CallSpec {
+            message: &sv.message[..sv.nmsg as usize],
+            ddp: &sv.ddp[..sv.nddp as usize],
+            receptacles,
+            reply: match (larger, sv.fallback_reply) {
+                (true, Some(r)) => r,
+                _ => sv.reply,
+            },
+        };
+        if larger {
+            self.saved[slot as usize].retried = true;
+        }
+        match self.launch(core, c.deadline, &spec, Some((slot, c.generation)), mem) {
+            Ok(_) => {
+                self.finishing -= 1;
+                self.resending -= 1;
+            }
+            Err(StartError::Busy) => {}
+            Err(e) => {
+                self.resending -= 1;
+                self.calls[slot as usize].outcome = Outcome::Failed(CallError::Resend(e));
+                self.complete(core, slot);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    None,
+    Read(usize),
+    Write(usize),
+    Reply,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BindPlan {
+    buf: LocalBuf,
+    access: Access,
+    target: Target,
+}
+
+impl BindPlan {
+    const NONE: BindPlan = BindPlan {
+        buf: LocalBuf::EMPTY,
+        access: Access::NONE,
+        target: Target::None,
+    };
+    fn read(buf: LocalBuf, target: Target) -> Self {
+        BindPlan {
+            buf,
+            access: Access::REMOTE_READ,
+            target,
+        }
+    }
+    fn write(buf: LocalBuf, target: Target) -> Self {
+        BindPlan {
+            buf,
+            access: Access::REMOTE_WRITE,
+            target,
+        }
+    }
+}
+
+fn write_slices(writes: &[Segment; MAX_WRITE_CHUNKS], n: usize) -> [&[Segment]; MAX_WRITE_CHUNKS] {
+    let mut out: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for (o, w) in out.iter_mut().zip(writes.iter()).take(n) {
+        *o = core::slice::from_ref(w);
+    }
+    out
+}
+
+/// What a call will look like on the wire, decided before anything is taken
+/// ([`Requester::plan_call`]).
+struct CallPlan {
+    xid: u32,
+    /// Version the call goes in, and whether that is Version Two.
+    vers: u32,
+    is_v2: bool,
+    /// [`StagMode::MemoryWindows`]: chunk memory is exposed through bound windows.
+    mw_mode: bool,
+    /// The DDP items as Read segments (positions in the full stream, handles not yet known).
+    ddp_reads: [ReadSegment; MAX_READ_SEGMENTS],
+    nddp: usize,
+    /// The message as pieces (DDP items inline when DDP is off).
+    pieces: Pieces,
+    /// Write chunks, one segment per receptacle (handles not yet known).
+    writes: [Segment; MAX_WRITE_CHUNKS],
+    nwrites: usize,
+    /// A Reply chunk over the reply buffer is offered.
+    reply_offered: bool,
+    /// RDMA_NOMSG with a Position Zero Read chunk (one segment per piece).
+    long: bool,
+    npz: usize,
+    /// Read segments in all (Position Zero first, then the DDP items).
+    nreads: usize,
+    /// STags the call exposes.
+    nstags: usize,
+}
+
+/// The chunk lists of a call with their handles, once its memory is exposed
+/// ([`bind_stags`]), and the binds to post.
+struct Exposed {
+    reads: [ReadSegment; MAX_READ_SEGMENTS],
+    writes: [Segment; MAX_WRITE_CHUNKS],
+    reply_handle: u32,
+    binds: [Option<WorkRequest>; MAX_CALL_STAGS],
+    nb: usize,
+}
+
+/// DDP argument items → Read chunks (positions in the full XDR stream; no pad sent). Items
+/// must be in offset order, on 4-octet boundaries, inside the message of `inline_len` octets.
+fn ddp_read_chunks(
+    items: &[DdpItem],
+    inline_len: u32,
+) -> Result<([ReadSegment; MAX_READ_SEGMENTS], usize), StartError> {
+    let mut reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
+    let mut n = 0usize;
+    let mut shift = 0u32;
+    let mut last = 0u32;
+    for item in items {
+        if item.at == 0 || item.at % 4 != 0 || item.at < last || item.at > inline_len {
+            return Err(StartError::BadSpec);
+        }
+        last = item.at;
+        let position = item.at.checked_add(shift).ok_or(StartError::TooLarge)?;
+        reads[n] = ReadSegment::new(position, Segment::new(0, item.buf.len, item.buf.addr));
+        n += 1;
+        let padded = item
+            .buf
+            .len
+            .checked_add(pad4(item.buf.len as usize) as u32)
+            .ok_or(StartError::TooLarge)?;
+        shift = shift.checked_add(padded).ok_or(StartError::TooLarge)?;
+    }
+    Ok((reads, n))
+}
+
+/// Whether the planned call can go now: enough free windows (or a remote key for every
+/// exposed buffer) and send queue room for its binds and Send.
+fn check_resources<M: HostMemory + ?Sized>(
+    core: &Core,
+    plan: &CallPlan,
+    spec: &CallSpec<'_>,
+    mem: &M,
+) -> Result<(), StartError> {
+    let (nstags, npz, nddp, nwrites) = (plan.nstags, plan.npz, plan.nddp, plan.nwrites);
+    if plan.mw_mode {
+        if nstags > MAX_CALL_STAGS || core.mw_free.len() < nstags {
+            return Err(StartError::Busy);
+        }
+    } else {
+        let keyed = |b: &LocalBuf| mem.remote_key(b.lkey).is_some();
+        let pz_ok = plan.pieces.as_slice()[..npz].iter().all(|p| keyed(&p.buf));
+        let ddp_ok = spec.ddp.iter().take(nddp).all(|i| keyed(&i.buf));
+        let w_ok = spec.receptacles.iter().take(nwrites).all(keyed);
+        let r_ok = !plan.reply_offered || keyed(&spec.reply);
+        if !(pz_ok && ddp_ok && w_ok && r_ok) {
+            return Err(StartError::NoRemoteKey);
+        }
+    }
+    let sq_needed = if plan.mw_mode { nstags as u32 + 1 } else { 1 };
+    if core.sq_free() < sq_needed {
+        return Err(StartError::Busy);
+    }
+    Ok(())
+}
+
+/// Exposes the call's chunk memory: binds a memory window over each buffer (recording it in
+/// `call`) or looks up its persistent key, and fills the handles into the chunk lists. `None`
+/// when a window counted free is missing (the caller rolls back).
+fn bind_stags<M: HostMemory + ?Sized>(
+    core: &mut Core,
+    plan: &CallPlan,
+    spec: &CallSpec<'_>,
+    slot: u32,
+    call: &mut ReqCall,
+    mem: &M,
+) -> Option<Exposed> {
+    let (npz, nddp, nreads, nwrites) = (plan.npz, plan.nddp, plan.nreads, plan.nwrites);
+    let mut ex = Exposed {
+        reads: [ReadSegment::default(); MAX_READ_SEGMENTS],
+        writes: plan.writes,
+        reply_handle: 0,
+        binds: [None; MAX_CALL_STAGS],
+        nb: 0,
+    };
+    // Collect the targets first, then bind (or look up keys).
+    for (i, p) in plan.pieces.as_slice()[..npz].iter().enumerate() {
+        ex.reads[i] = ReadSegment::new(0, Segment::new(0, p.buf.len, p.buf.addr));
+    }
+    ex.reads[npz..nreads].copy_from_slice(&plan.ddp_reads[..nddp]);
+    let mut binds = [BindPlan::NONE; MAX_CALL_STAGS];
+    let mut nb = 0usize;
+    for (i, p) in plan.pieces.as_slice()[..npz].iter().enumerate() {
+        binds[nb] = BindPlan::read(p.buf, Target::Read(i));
+        nb += 1;
+    }
+    for (k, item) in spec.ddp.iter().take(nddp).enumerate() {
+        binds[nb] = BindPlan::read(item.buf, Target::Read(npz + k));
+        nb += 1;
+    }
+    for (k, r) in spec.receptacles.iter().take(nwrites).enumerate() {
+        binds[nb] = BindPlan::write(*r, Target::Write(k));
+        nb += 1;
+    }
+    if plan.reply_offered {
+        binds[nb] = BindPlan::write(spec.reply, Target::Reply);
+        nb += 1;
+    }
+    ex.nb = nb;
+    for (n, b) in binds[..nb].iter().enumerate() {
+        let handle = if plan.mw_mode {
+            let m = core.mw_free.pop()?;
+            let mw = &mut core.mws[m as usize];
+            // Not `inc_rkey`: the next key must not follow from the last one.
+            let new_rkey = core.keys.next_rkey(mw.rkey);
+            mw.rkey = new_rkey;
+            mw.owner = Some(slot);
+            mw.pos = n as u8;
+            call.stags[n] = m as u16;
+            call.nstags = n as u8 + 1;
+            ex.binds[n] = Some(WorkRequest::BindMw {
+                wr_id: WrId::new(wr_kind::BIND, u64::from(slot)),
+                mw: m,
+                addr: b.buf.addr,
+                len: b.buf.len,
+                lkey: b.buf.lkey,
+                access: b.access,
+                new_rkey,
+            });
+            new_rkey
+        } else {
+            mem.remote_key(b.buf.lkey).unwrap_or(0)
+        };
+        match b.target {
+            Target::Read(i) => ex.reads[i].target.handle = handle,
+            Target::Write(k) => ex.writes[k].handle = handle,
+            Target::Reply => ex.reply_handle = handle,
+            Target::None => {}
+        }
+    }
+    Some(ex)
+}
+
+/// Version Two: the one handle the responder may invalidate remotely (draft, "Remote
+/// Invalidation") — the Reply chunk's, else the first Write chunk's, else the first Read
+/// segment's; 0 when none may be (persistent keys, or remote invalidation off).
+fn inv_handle(core: &Core, plan: &CallPlan, ex: &Exposed) -> u32 {
+    if !(core.cfg.remote_invalidate && plan.mw_mode && ex.nb > 0) {
+        0
+    } else if plan.reply_offered {
+        ex.reply_handle
+    } else if plan.nwrites > 0 {
+        ex.writes[0].handle
+    } else {
+        ex.reads[0].target.handle
+    }
+}
