@@ -746,6 +746,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads /proc and /sys, which Miri's isolation forbids")]
     fn accepts_shortfall_arithmetic() {
         // Whatever the machine has reserved, the suggestion covers the request.
         let s = HugePageShortfall::measure(HugePageSize::Size2MiB, 10 << 21, libc::ENOMEM);

@@ -10,9 +10,39 @@
 //! empty ring hands out none. The publish step waits for earlier reservations; a thread that is
 //! preempted between reserving and publishing delays the others (as in DPDK), so the wait spins
 //! briefly and then yields the CPU.
+//!
+//! Memory-model checks (docs/memory-model.md): the tests below run under Miri's weak-memory
+//! emulation (scripts/miri.sh), and `loom_tests` model-checks the head/tail protocol with every
+//! atomic swapped for loom's through the [`sync`] shim (scripts/loom.sh, `--cfg loom`).
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
+use sync::{AtomicU64, AtomicUsize, Ordering};
+
+/// The atomics the ring uses: `core`'s in every normal build, loom's model-checked ones under
+/// `--cfg loom` (scripts/loom.sh), so the same code is what loom explores.
+mod sync {
+    #[cfg(not(loom))]
+    pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    #[cfg(loom)]
+    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    /// One round of waiting for another thread. Under loom a wait must yield to the model's
+    /// scheduler (a spinning thread would otherwise be explored forever).
+    #[inline]
+    pub(crate) fn wait(spins: u32) {
+        #[cfg(loom)]
+        {
+            let _ = spins;
+            loom::thread::yield_now();
+        }
+        #[cfg(not(loom))]
+        if spins < 128 {
+            core::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
 
 /// Head and tail of one side (producers or consumers).
 struct Side {
@@ -60,11 +90,7 @@ fn wait_for_tail(tail: &AtomicUsize, expected: usize) {
     // own publish, which the other side then acquires.
     while tail.load(Ordering::Acquire) != expected {
         spins = spins.wrapping_add(1);
-        if spins < 128 {
-            core::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+        sync::wait(spins);
     }
 }
 
@@ -229,7 +255,9 @@ impl Ring {
     }
 }
 
-#[cfg(test)]
+// The std-thread tests (also run under Miri). Not under loom: loom's atomics work only inside
+// `loom::model`.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -320,5 +348,165 @@ mod tests {
         out.truncate(N);
         out.sort_unstable();
         assert_eq!(out, all);
+    }
+}
+
+/// Model-checked head/tail protocol (scripts/loom.sh: `RUSTFLAGS="--cfg loom"`). loom runs each
+/// closure under every interleaving up to the preemption bound (`LOOM_MAX_PREEMPTIONS`, default 3
+/// here) and lets loads return older stores the memory model allows, so a missing
+/// acquire/release shows up as a lost, duplicated or spuriously refused token. The slots are
+/// atomics too, so a slot read that is not ordered after the slot's write can read a stale token.
+///
+/// Every role runs on a spawned thread and the model's main thread only joins, and nothing
+/// yields: with loom 0.7.3 a main thread doing work was never preempted before it (so nothing
+/// crossed concurrently), and a thread that yields is never again shown a store it saw before
+/// the yield (so the stale reads above disappear). Both were seen with counting models.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// `loom::model` with a preemption bound of 3 unless `LOOM_MAX_PREEMPTIONS` says otherwise.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        if b.preemption_bound.is_none() {
+            b.preemption_bound = Some(3);
+        }
+        b.check(f);
+    }
+
+    /// Drains the ring (after every thread joined) and returns the tokens sorted.
+    fn drain(r: &Ring) -> Vec<u64> {
+        let mut out = [0u64; 4];
+        let n = r.dequeue_burst(&mut out);
+        assert_eq!(
+            r.dequeue_burst(&mut out[n..]),
+            0,
+            "ring not empty after drain"
+        );
+        let mut v = out[..n].to_vec();
+        v.sort_unstable();
+        v
+    }
+
+    /// Two threads take tokens out of a full ring (capacity 2, both tokens in it) and put them
+    /// back, twice each. The population fits the ring exactly, so a put-back must never be
+    /// refused (a refusal is issue 13 §2.1's "spuriously full" ring, whose tokens the pool would
+    /// drop) and at the end each token is in the ring exactly once (no double handout).
+    #[test]
+    fn loom_mpmc_population_conserved() {
+        model(|| {
+            let r = Arc::new(Ring::new(2));
+            assert!(r.enqueue_bulk(&[10, 11]));
+            let worker = |want: usize| {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    for _ in 0..2 {
+                        let mut held = [0u64; 2];
+                        let got = r.dequeue_burst(&mut held[..want]);
+                        assert!(r.enqueue_bulk(&held[..got]), "refused a put-back");
+                    }
+                })
+            };
+            let a = worker(1);
+            let b = worker(2);
+            a.join().unwrap();
+            b.join().unwrap();
+            assert_eq!(drain(&r), [10, 11]);
+        });
+    }
+
+    /// Two producers and one consumer through a ring of capacity 2, three tokens (so the slots
+    /// wrap). Nobody spins: each producer tries each token once (a refused token stays with it),
+    /// the consumer makes two attempts, and the rest is drained after the joins. Token 1 can
+    /// never be refused (at most one other token is in the ring then); every accepted token
+    /// comes out exactly once, and each producer's tokens in the order it enqueued them.
+    #[test]
+    fn loom_mpmc_two_producers_one_consumer() {
+        model(|| {
+            let r = Arc::new(Ring::new(2));
+            let producer = |tokens: &'static [u64]| {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    let mut refused = Vec::new();
+                    for t in tokens {
+                        if !r.enqueue_bulk(core::slice::from_ref(t)) {
+                            refused.push(*t);
+                        }
+                    }
+                    refused
+                })
+            };
+            let p1 = producer(&[1, 3]);
+            let p2 = producer(&[2]);
+            let consumer = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    let mut got = Vec::new();
+                    for _ in 0..2 {
+                        let mut out = [0u64; 2];
+                        let n = r.dequeue_burst(&mut out);
+                        got.extend_from_slice(&out[..n]);
+                    }
+                    got
+                })
+            };
+            let mut got = consumer.join().unwrap();
+            let mut refused = p1.join().unwrap();
+            refused.extend(p2.join().unwrap());
+            assert!(!refused.contains(&1), "spuriously full: {refused:?}");
+            let mut out = [0u64; 4];
+            let n = r.dequeue_burst(&mut out);
+            got.extend_from_slice(&out[..n]);
+            if let (Some(a), Some(b)) = (
+                got.iter().position(|&g| g == 1),
+                got.iter().position(|&g| g == 3),
+            ) {
+                assert!(a < b, "producer order lost: {got:?}");
+            }
+            got.extend_from_slice(&refused);
+            got.sort_unstable();
+            assert_eq!(got, [1, 2, 3]);
+        });
+    }
+
+    /// Bulk moves of two against a ring of capacity 2: a producer offers two bulks of two (once
+    /// each) while a consumer makes two bulk attempts of two. The first bulk is never refused
+    /// (the ring is empty then), nothing moves half a bulk, and order holds.
+    #[test]
+    fn loom_mpmc_bulk_all_or_nothing() {
+        model(|| {
+            let r = Arc::new(Ring::new(2));
+            let p = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    assert!(r.enqueue_bulk(&[1, 2]), "empty ring refused a bulk");
+                    r.enqueue_bulk(&[3, 4])
+                })
+            };
+            let c = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    let mut got = Vec::new();
+                    for _ in 0..2 {
+                        let mut out = [0u64; 2];
+                        if r.dequeue_bulk(&mut out) {
+                            got.extend_from_slice(&out);
+                        }
+                    }
+                    got
+                })
+            };
+            let mut got = c.join().unwrap();
+            let second = p.join().unwrap();
+            let mut out = [0u64; 2];
+            if r.dequeue_bulk(&mut out) {
+                got.extend_from_slice(&out);
+            }
+            assert_eq!(r.len(), 0);
+            let want: &[u64] = if second { &[1, 2, 3, 4] } else { &[1, 2] };
+            assert_eq!(got, want);
+        });
     }
 }

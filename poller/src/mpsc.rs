@@ -16,14 +16,17 @@
 //! empty one hands out nothing; nobody blocks. Items left when every handle is gone are dropped
 //! with the ring; a consumer sink that panics has already taken (and released) the item it was
 //! given.
+//!
+//! Memory-model checks (docs/memory-model.md): the tests run under Miri's weak-memory emulation
+//! (scripts/miri.sh) and poller/tests/loom_rings.rs model-checks the sequence protocol with loom
+//! through the ring's `sync` shim (scripts/loom.sh, `--cfg loom`).
 
+use crate::ring::sync::{self, Arc, AtomicUsize, Ordering, Tracks};
 use crate::ring::{check_capacity, RingError};
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
-use std::sync::Arc;
 
 /// One slot: a sequence number and the item storage.
 struct Slot<T> {
@@ -41,6 +44,8 @@ struct Shared<T> {
     /// `capacity - 1`.
     mask: usize,
     slots: Box<[Slot<T>]>,
+    /// Access checks of the slots' items (empty except under loom).
+    tracks: Tracks,
 }
 
 // SAFETY: a slot's item is written only by the producer whose CAS claimed its position and read
@@ -76,12 +81,13 @@ impl<T> Drop for Shared<T> {
             return;
         }
         // Exclusive access: every handle is gone (Arc's last decrement synchronises with theirs).
-        let mut pos = *self.head.get_mut();
-        let end = *self.tail.get_mut();
+        let mut pos = sync::get_mut(&mut self.head);
+        let end = sync::get_mut(&mut self.tail);
         while pos != end {
             let mask = self.mask;
             let slot = &mut self.slots[pos & mask];
-            if *slot.seq.get_mut() == pos.wrapping_add(1) {
+            if sync::get_mut(&mut slot.seq) == pos.wrapping_add(1) {
+                self.tracks.write(pos & mask);
                 // SAFETY: the sequence says the slot holds the item of position `pos`.
                 unsafe { slot.val.get_mut().assume_init_drop() };
             }
@@ -105,6 +111,7 @@ pub fn channel<T>(capacity: usize) -> Result<(MpscProducer<T>, MpscConsumer<T>),
         head: CachePadded::new(AtomicUsize::new(0)),
         mask: capacity - 1,
         slots,
+        tracks: Tracks::new(capacity),
     });
     Ok((
         MpscProducer {
@@ -162,6 +169,7 @@ impl<T> MpscProducer<T> {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
+                        s.tracks.write(pos & s.mask);
                         // SAFETY: our CAS claimed position `pos`; its slot is free (seq == pos)
                         // and no other producer can claim it in this lap.
                         unsafe { (*slot.val.get()).write(item) };
@@ -231,6 +239,7 @@ impl<T> MpscConsumer<T> {
         let pos = self.head;
         let cap = self.shared.capacity();
         let slot = self.shared.slot(pos);
+        self.shared.tracks.read(pos & self.shared.mask);
         // SAFETY: `ready(0)` was checked: the slot holds the item of position `pos`, and only
         // the consumer reads slots.
         let v = unsafe { (*slot.val.get()).assume_init_read() };
@@ -317,7 +326,8 @@ impl<T> fmt::Debug for MpscConsumer<T> {
     }
 }
 
-#[cfg(test)]
+// Not under loom: loom's atomics work only inside `loom::model` (poller/tests/loom_rings.rs).
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -15,14 +15,107 @@
 //! halves are gone are dropped with the ring. If a caller's iterator or sink panics in the middle of
 //! a batch, the items already moved are published (or released) before the panic continues, so
 //! nothing is dropped twice or leaked.
+//!
+//! Memory-model checks (docs/memory-model.md): the tests run under Miri's weak-memory emulation
+//! (scripts/miri.sh), and poller/tests/loom_rings.rs model-checks this ring and the MPSC channel
+//! with loom through the [`sync`] shim (scripts/loom.sh, `--cfg loom`).
 
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::mem::MaybeUninit;
 use core::ptr;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
-use std::sync::Arc;
+use sync::{Arc, AtomicUsize, Ordering, Tracks};
+
+/// What the rings ([`ring`](crate::ring), [`mpsc`](crate::mpsc)) synchronise with: `core`'s
+/// atomics in every normal build, loom's model-checked ones under `--cfg loom` (scripts/loom.sh),
+/// so the code loom explores is the code that ships.
+pub(crate) mod sync {
+    #[cfg(not(loom))]
+    pub(crate) use core::sync::atomic::{AtomicUsize, Ordering};
+    #[cfg(loom)]
+    pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
+    #[cfg(loom)]
+    pub(crate) use loom::sync::Arc;
+    /// The handles' shared state: under loom its count is modelled too, so the final `Drop`
+    /// (which reads the slots and positions without atomics) is checked to come after every
+    /// handle's last access.
+    #[cfg(not(loom))]
+    pub(crate) use std::sync::Arc;
+
+    /// The value of an atomic the caller holds exclusively (`Drop`).
+    #[inline]
+    pub(crate) fn get_mut(a: &mut AtomicUsize) -> usize {
+        #[cfg(not(loom))]
+        return *a.get_mut();
+        #[cfg(loom)]
+        return a.with_mut(|v| *v);
+    }
+
+    /// Access checks for slot storage the rings reach through raw pointers. Zero-sized and free in
+    /// normal builds; under loom every slot has a `loom::cell::UnsafeCell<()>` that each slot
+    /// write and read touches, so loom reports a write and a read (or a read and the next lap's
+    /// write) that the head/tail protocol leaves unordered.
+    pub(crate) struct Tracks {
+        #[cfg(loom)]
+        cells: Box<[loom::cell::UnsafeCell<()>]>,
+    }
+
+    impl Tracks {
+        /// Checks for `n` slots.
+        pub(crate) fn new(n: usize) -> Self {
+            #[cfg(loom)]
+            return Tracks {
+                cells: (0..n).map(|_| loom::cell::UnsafeCell::new(())).collect(),
+            };
+            #[cfg(not(loom))]
+            {
+                let _ = n;
+                Tracks {}
+            }
+        }
+
+        /// Records a write of slot `i` (an index into the slot array).
+        #[inline(always)]
+        pub(crate) fn write(&self, i: usize) {
+            #[cfg(loom)]
+            self.cells[i].with_mut(|_| ());
+            #[cfg(not(loom))]
+            let _ = i;
+        }
+
+        /// Records a read of slot `i`.
+        #[inline(always)]
+        pub(crate) fn read(&self, i: usize) {
+            #[cfg(loom)]
+            self.cells[i].with(|_| ());
+            #[cfg(not(loom))]
+            let _ = i;
+        }
+
+        /// Records writes of the `n` slots from position `pos` (ring array of `mask + 1`).
+        #[inline(always)]
+        pub(crate) fn write_range(&self, pos: usize, n: usize, mask: usize) {
+            #[cfg(loom)]
+            for k in 0..n {
+                self.write(pos.wrapping_add(k) & mask);
+            }
+            #[cfg(not(loom))]
+            let _ = (pos, n, mask);
+        }
+
+        /// Records reads of the `n` slots from position `pos`.
+        #[inline(always)]
+        pub(crate) fn read_range(&self, pos: usize, n: usize, mask: usize) {
+            #[cfg(loom)]
+            for k in 0..n {
+                self.read(pos.wrapping_add(k) & mask);
+            }
+            #[cfg(not(loom))]
+            let _ = (pos, n, mask);
+        }
+    }
+}
 
 /// The largest capacity a ring (SPSC or MPSC) may be created with.
 pub const MAX_CAPACITY: usize = 1 << 30;
@@ -71,6 +164,8 @@ struct Shared<T> {
     /// The slots. The slot of position `pos` holds an item exactly when `cons <= pos < prod`; the
     /// producer writes only outside that window, the consumer reads only inside it.
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    /// Access checks of the slots (empty except under loom).
+    tracks: Tracks,
 }
 
 // SAFETY: the position protocol hands every slot to exactly one side at a time (the producer
@@ -105,9 +200,10 @@ impl<T> Drop for Shared<T> {
             return;
         }
         // Exclusive access: both halves are gone (Arc's last decrement synchronises with theirs).
-        let mut pos = *self.cons.get_mut();
-        let end = *self.prod.get_mut();
+        let mut pos = sync::get_mut(&mut self.cons);
+        let end = sync::get_mut(&mut self.prod);
         while pos != end {
+            self.tracks.write(pos & self.mask);
             // SAFETY: slots in cons..prod hold published, not yet consumed items.
             unsafe { ptr::drop_in_place(self.slot(pos)) };
             pos = pos.wrapping_add(1);
@@ -128,6 +224,7 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), RingErr
         cons: CachePadded::new(AtomicUsize::new(0)),
         mask: capacity - 1,
         slots,
+        tracks: Tracks::new(capacity),
     });
     Ok((
         Producer {
@@ -209,6 +306,7 @@ impl<T> Producer<T> {
         if self.free_space(1) == 0 {
             return Err(item);
         }
+        self.shared.tracks.write(self.tail & self.shared.mask);
         // SAFETY: the slot at `tail` is free (checked above) and only we write free slots.
         unsafe { self.shared.slot(self.tail).write(item) };
         self.publish(1);
@@ -282,6 +380,9 @@ impl<T> Producer<T> {
         }
         let start = self.tail & self.shared.mask;
         let first = n.min(self.capacity() - start);
+        self.shared
+            .tracks
+            .write_range(self.tail, n, self.shared.mask);
         // SAFETY: the caller checked that `n` slots from `tail` are free; they are the
         // contiguous ranges start..start+first and 0..n-first of the slot array, which do not
         // overlap `items` (the ring owns its array).
@@ -318,6 +419,7 @@ impl<T> Producer<T> {
             match it.next() {
                 Some(v) => {
                     let pos = g.p.tail.wrapping_add(g.written);
+                    g.p.shared.tracks.write(pos & g.p.shared.mask);
                     // SAFETY: at least `max` slots from `tail` are free (checked by the caller).
                     unsafe { g.p.shared.slot(pos).write(v) };
                     g.written += 1;
@@ -405,6 +507,7 @@ impl<T> Consumer<T> {
         if self.available(1) == 0 {
             return None;
         }
+        self.shared.tracks.read(self.head & self.shared.mask);
         // SAFETY: the slot at `head` is published (checked above); moving out leaves it free.
         let v = unsafe { self.shared.slot(self.head).read() };
         self.release(1);
@@ -453,6 +556,9 @@ impl<T> Consumer<T> {
         if n > 0 {
             let start = self.head & self.shared.mask;
             let first = n.min(self.capacity() - start);
+            self.shared
+                .tracks
+                .read_range(self.head, n, self.shared.mask);
             // SAFETY: the caller checked that `n` slots from `head` are published; they are the
             // contiguous ranges start..start+first and 0..n-first of the slot array. Moving them
             // bitwise into `out` transfers ownership; the slots become free on release.
@@ -487,6 +593,7 @@ impl<T> Consumer<T> {
         let mut g = Guard { c: self, taken: 0 };
         while g.taken < n {
             let pos = g.c.head.wrapping_add(g.taken);
+            g.c.shared.tracks.read(pos & g.c.shared.mask);
             // SAFETY: at least `n` slots from `head` are published (checked by the caller).
             let v = unsafe { g.c.shared.slot(pos).read() };
             g.taken += 1;
@@ -505,7 +612,8 @@ impl<T> fmt::Debug for Consumer<T> {
     }
 }
 
-#[cfg(test)]
+// Not under loom: loom's atomics work only inside `loom::model` (poller/tests/loom_rings.rs).
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize as Counter;
