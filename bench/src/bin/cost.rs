@@ -1,0 +1,136 @@
+//! Deterministic cost benchmark (issue 15): instructions per RPC, counted by callgrind.
+//!
+//! `cost run --kind null|ddp [--warmup W] [--n N]` runs W + N calls of one kind through the
+//! real client, server and soft provider on one reactor thread (`rpcrdma_bench::cost`); under
+//! `valgrind --tool=callgrind --collect-atstart=no` only the N measured calls are counted.
+//! Natively it runs the same calls and checks every reply (the test suite does, with N = 50).
+//!
+//! `cost analyze --file callgrind.out.X --kind K --n N [--budget FILE] [--top T]` splits the
+//! counted instructions per RPC into client, server, provider, application and runtime
+//! (`rpcrdma_bench::cost::profile`), prints the top T functions by self and by inclusive cost
+//! (markdown), and with `--budget` exits 1 when the total per RPC is more than the budget's
+//! `tolerance_percent` above the budget for K. Normal use: scripts/cost.sh.
+
+use std::process::ExitCode;
+
+use rpcrdma_bench::cost::profile::{budget_value, Profile, BUCKETS};
+use rpcrdma_bench::cost::{run, Kind};
+
+fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+fn num(args: &[String], name: &str, default: u64) -> Result<u64, String> {
+    match opt(args, name) {
+        None => Ok(default),
+        Some(v) => v.parse().map_err(|_| format!("{name} needs a number")),
+    }
+}
+
+fn kind(args: &[String]) -> Result<Kind, String> {
+    opt(args, "--kind")
+        .and_then(Kind::parse)
+        .ok_or_else(|| "--kind null|ddp is required".to_string())
+}
+
+fn cmd_run(args: &[String]) -> Result<bool, String> {
+    let k = kind(args)?;
+    let warmup = num(args, "--warmup", 200)?;
+    let n = num(args, "--n", 2000)?;
+    let out = run(k, warmup, n)?;
+    println!(
+        "cost run: kind {} warm-up {warmup} measured {n}: {} replies right, {} wrong or failed",
+        k.name(),
+        out.ok,
+        out.bad
+    );
+    Ok(out.bad == 0 && out.ok == warmup.max(1) + n)
+}
+
+fn cmd_analyze(args: &[String]) -> Result<bool, String> {
+    let k = kind(args)?;
+    let n = num(args, "--n", 2000)?.max(1);
+    let top = num(args, "--top", 20)? as usize;
+    let file = opt(args, "--file").ok_or("--file is required")?;
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+    let p = Profile::parse(&text)?;
+    let s = p.split();
+    let per = |x: f64| x / n as f64;
+    let total = per(p.total as f64);
+    println!(
+        "\n### {} RPC: {total:.0} instructions per RPC ({n} RPCs counted)\n",
+        k.name()
+    );
+    println!("| bucket | instructions per RPC | share |\n|---|---:|---:|");
+    for (b, v) in BUCKETS.iter().zip(s.buckets) {
+        println!(
+            "| {b} | {:.0} | {:.1} % |",
+            per(v),
+            100.0 * v / p.total.max(1) as f64
+        );
+    }
+    // Thread start-up frames (whose inclusive cost is the whole run) say nothing.
+    let wrapper = |n: &str| {
+        [
+            "clone",
+            "start_thread",
+            "std::sys",
+            "<std::sys",
+            "core::ops::function::FnOnce",
+        ]
+        .iter()
+        .any(|w| n.starts_with(w))
+    };
+    let mut f: Vec<_> = s
+        .functions
+        .iter()
+        .filter(|x| !wrapper(&x.0))
+        .cloned()
+        .collect();
+    for (title, by_self) in [("self", true), ("inclusive", false)] {
+        f.sort_by_key(|x| std::cmp::Reverse(if by_self { x.1 } else { x.2 }));
+        println!("\nTop {top} functions by {title} cost ({}):\n", k.name());
+        println!("| function | self / RPC | inclusive / RPC |\n|---|---:|---:|");
+        for (name, se, inc) in f.iter().take(top) {
+            let short: String = name.replace("rpcrdma_", "").chars().take(160).collect();
+            println!(
+                "| `{}` | {:.0} | {:.0} |",
+                short.replace('|', "\\|"),
+                per(*se as f64),
+                per(*inc as f64)
+            );
+        }
+    }
+    let Some(bfile) = opt(args, "--budget") else {
+        return Ok(true);
+    };
+    let btext = std::fs::read_to_string(bfile).map_err(|e| format!("{bfile}: {e}"))?;
+    let budget = budget_value(&btext, k.name()).ok_or(format!("{bfile}: no {}", k.name()))?;
+    let tol = budget_value(&btext, "tolerance_percent").unwrap_or(3);
+    let limit = budget as f64 * (1.0 + tol as f64 / 100.0);
+    let ok = total <= limit;
+    println!(
+        "\nBUDGET {}: {total:.0} instructions per RPC, budget {budget} + {tol} % = {limit:.0}: {}",
+        k.name(),
+        if ok { "ok" } else { "OVER BUDGET" }
+    );
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let r = match args.first().map(String::as_str) {
+        Some("run") => cmd_run(&args[1..]),
+        Some("analyze") => cmd_analyze(&args[1..]),
+        _ => Err("usage: cost run --kind null|ddp [--warmup W] [--n N] | cost analyze --file F --kind K --n N [--budget B] [--top T]".into()),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("cost: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
