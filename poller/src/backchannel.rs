@@ -1,7 +1,7 @@
 //! Backward-direction RPC (RFC 8167) in the public API: clients that serve RPC programs on
 //! their backchannel, and server handlers and sessions that send backward calls.
 //!
-//! Normal operation, client: [`Client::connect_serving`] takes a [`BackchannelService`] (RPC
+//! Normal operation, client: [`Client::connect_serving`](crate::Client::connect_serving) takes a [`BackchannelService`] (RPC
 //! programs, dispatched as on the server: NULL, PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL,
 //! GARBAGE_ARGS / SYSTEM_ERR) and the backward credits the client grants. Every connection the
 //! client makes (the first one and each reconnection) is created with backchannel memory and
@@ -17,7 +17,7 @@
 //! serves backward calls ([`BackChannel::enable`]; in NFSv4.1, CREATE_SESSION with a
 //! backchannel). It may also bind the connection to a session id ([`BackChannel::bind`], as
 //! BIND_CONN_TO_SESSION does). A backward call ([`BackChannel::call`], or
-//! [`Server::back_call`] for a session) takes an XID from the server's backward XID space. It
+//! [`Server::back_call`](crate::Server::back_call) for a session) takes an XID from the server's backward XID space. It
 //! goes from any thread through the connection's MPSC submission ring to the connection's
 //! reactor. The reactor starts calls while the client's backward credits allow; the others
 //! wait in order, and nothing is dropped. It keeps one timer-wheel deadline armed, for the
@@ -34,7 +34,7 @@
 //! instead of being started on the closed engine. The lost connection stays on its
 //! reactor as the session's holder and also takes new calls for the session. When the client
 //! binds a new connection to the session, the calls move to it through its ring and are sent
-//! again with the SAME XIDs. Closing a session ([`Server::close_session`]) fails its calls
+//! again with the SAME XIDs. Closing a session ([`Server::close_session`](crate::Server::close_session)) fails its calls
 //! with [`ClientError::SessionClosed`]. A lost holder also arms a grace timer on its reactor's
 //! timer wheel (`ServerOptions::session_grace_ms`, like an NFSv4 lease): if no connection
 //! binds the session before it fires, the holder closes the session itself, exactly as
@@ -52,11 +52,9 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
-use std::time::Duration;
 
 use rpcrdma_engine::conn::{
     self, BackchannelError, BackchannelPools, CallError, CallId, CallSpec, ConnState, Connection,
@@ -69,8 +67,8 @@ use rpcrdma_mempool::{HugePagePolicy, PoolBuf, Region, Registrar};
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
 use crate::buf::{local_buf, BufPool, MemError, Slab, SlabLayout};
-use crate::client::{CallArgs, Callback, Client, ClientError, Refused, Reply};
-use crate::config::{CallbackMode, ClientOptions, EndpointConfig, ServerOptions};
+use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
+use crate::config::{CallbackMode, EndpointConfig, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::program::{
@@ -83,8 +81,7 @@ const UNSPECIFIED_PEER: std::net::SocketAddr = std::net::SocketAddr::V4(
     std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
 );
 use crate::reactor::PollerCtx;
-use crate::runtime::{job_token, timer_token, Endpoint, NodeEnv, TIMER_BACK, TIMER_GRACE};
-use crate::server::Server;
+use crate::runtime::{job_token, timer_token, NodeEnv, TIMER_BACK, TIMER_GRACE};
 use crate::timer::TimerHandle;
 use crate::worker::{CompleteJob, Job, NodeLinks, RawSlice, ServeJob, Served};
 
@@ -110,7 +107,7 @@ enum Decision {
 
 /// The RPC programs a client serves on its backchannel (RFC 8167), and the backward credits
 /// it grants (how many backward calls the server may have outstanding). Pass it to
-/// [`Client::connect_serving`].
+/// [`Client::connect_serving`](crate::Client::connect_serving).
 #[derive(Debug, Clone)]
 pub struct BackchannelService {
     programs: Programs,
@@ -147,23 +144,6 @@ impl BackchannelService {
     /// The backward credits asked for.
     pub fn granted_credits(&self) -> u32 {
         self.credits
-    }
-}
-
-impl Client {
-    /// [`Client::connect`] for a client that serves `service` on the backchannel of every
-    /// connection it makes. Handlers run like the server's: inline on the reactor or on a
-    /// worker, per `opts.mode`. The server sends backward calls only after its upper layer
-    /// was told that this client serves them (RFC 8167 §6). After a reconnection the upper
-    /// layer binds the new connection to its session again, and the server then sends the
-    /// backward calls that were pending.
-    pub fn connect_serving<P: Provider>(
-        ep: &Endpoint<P>,
-        addr: SocketAddr,
-        opts: ClientOptions,
-        service: BackchannelService,
-    ) -> Result<Client, ClientError> {
-        Client::connect_with(ep, addr, opts, Some(service))
     }
 }
 
@@ -639,7 +619,7 @@ impl core::fmt::Display for BindError {
 
 impl std::error::Error for BindError {}
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -654,7 +634,7 @@ pub(crate) struct SessionState {
     /// The connection bound now (live, or lost and holding the session's calls). Never a
     /// removed connection: a connection marks itself removed only under this lock, after
     /// finding it no longer here (or taking itself out when its reactor stops).
-    cur: Mutex<Option<Arc<ConnBackShared>>>,
+    pub(crate) cur: Mutex<Option<Arc<ConnBackShared>>>,
 }
 
 impl SessionState {
@@ -664,7 +644,7 @@ impl SessionState {
     }
 
     /// Hands `sub` to the connection bound now.
-    fn submit(&self, sub: BackSubmit) -> Result<(), (ClientError, BackSubmit)> {
+    pub(crate) fn submit(&self, sub: BackSubmit) -> Result<(), (ClientError, BackSubmit)> {
         let cur = lock(&self.cur);
         if self.is_closed() {
             return Err((ClientError::SessionClosed, sub));
@@ -686,7 +666,7 @@ pub(crate) struct BackServer {
     /// The backward XID space (server-wide, so calls moved between connections never collide
     /// with calls already there).
     next_xid: AtomicU32,
-    bufs: BufPool,
+    pub(crate) bufs: BufPool,
     timeout_ns: u64,
     /// How long a lost connection holds its session for the client to bind again (0: until
     /// the session is closed).
@@ -717,7 +697,7 @@ impl BackServer {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn submission(
+    pub(crate) fn submission(
         &self,
         prog: u32,
         vers: u32,
@@ -750,7 +730,7 @@ impl BackServer {
         }
     }
 
-    fn session(&self, id: u64) -> Option<Arc<SessionState>> {
+    pub(crate) fn session(&self, id: u64) -> Option<Arc<SessionState>> {
         lock(&self.sessions).get(&id).cloned()
     }
 
@@ -809,7 +789,7 @@ impl BackServer {
         Ok(())
     }
 
-    fn close(&self, id: u64) -> bool {
+    pub(crate) fn close(&self, id: u64) -> bool {
         let Some(st) = lock(&self.sessions).remove(&id) else {
             return false;
         };
@@ -888,7 +868,7 @@ impl ConnBackShared {
         }
     }
 
-    fn on_node_thread(&self) -> bool {
+    pub(crate) fn on_node_thread(&self) -> bool {
         self.node_thread
             .get()
             .is_some_and(|t| t.id() == std::thread::current().id())
@@ -946,7 +926,7 @@ impl ConnBackShared {
     }
 }
 
-fn refuse(error: ClientError, sub: BackSubmit) -> Refused {
+pub(crate) fn refuse(error: ClientError, sub: BackSubmit) -> Refused {
     sub.cb.disarm();
     Refused {
         error,
@@ -954,52 +934,15 @@ fn refuse(error: ClientError, sub: BackSubmit) -> Refused {
     }
 }
 
-/// Makes a call through `start` and waits for its outcome (retrying while the ring is full).
-/// Shared by the blocking wrappers of backward calls and of [`crate::Client::call_blocking`].
-pub(crate) fn blocking<S>(mut args: CallArgs, mut start: S) -> Result<Reply, ClientError>
-where
-    S: FnMut(CallArgs, Callback) -> Result<(), Refused>,
-{
-    type Slot = (Mutex<Option<Result<Reply, ClientError>>>, Condvar);
-    let slot: Arc<Slot> = Arc::new((Mutex::new(None), Condvar::new()));
-    loop {
-        let s = Arc::clone(&slot);
-        let cb = Callback::new(move |r| {
-            let (m, c) = &*s;
-            *lock(m) = Some(r);
-            c.notify_one();
-        });
-        match start(args, cb) {
-            Ok(()) => break,
-            Err(Refused {
-                error: ClientError::Busy,
-                args: a,
-            }) => {
-                args = a;
-                std::thread::sleep(Duration::from_micros(50));
-            }
-            Err(r) => return Err(r.error),
-        }
-    }
-    let (m, c) = &*slot;
-    let mut g = lock(m);
-    loop {
-        if let Some(r) = g.take() {
-            return r;
-        }
-        g = c.wait(g).unwrap_or_else(|e| e.into_inner());
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Server side: the public handles.
 
 /// The backchannel of one server connection (RFC 8167). `Send + Clone`; usable from any
-/// thread. Handlers get it from [`Request::backchannel`]; [`Server::session_backchannel`]
+/// thread. Handlers get it from [`Request::backchannel`]; [`Server::session_backchannel`](crate::Server::session_backchannel)
 /// gives the one bound to a session.
 #[derive(Clone)]
 pub struct BackChannel {
-    inner: Arc<ConnBackShared>,
+    pub(crate) inner: Arc<ConnBackShared>,
 }
 
 impl core::fmt::Debug for BackChannel {
@@ -1168,130 +1111,6 @@ impl BackChannel {
                     None => Err(refuse(ClientError::Closed, sub)),
                 }
             }
-        }
-    }
-}
-
-impl Server {
-    /// Sends a backward call to the client of `session`, on the connection bound to it last
-    /// (see [`BackChannel::bind`]). If that connection was lost, the call waits, with its
-    /// deadline, until the client binds a new connection to the session, or fails with
-    /// [`ClientError::SessionClosed`] when the session's grace period
-    /// (`ServerOptions::session_grace_ms`) ends first. Completion as in
-    /// [`BackChannel::call`]. `Err`: the session is unknown or closed
-    /// ([`ClientError::SessionClosed`]), or the ring is full ([`ClientError::Busy`]).
-    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn back_call<F>(
-        &self,
-        session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-        cb: F,
-    ) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
-        self.back_start(
-            session,
-            prog,
-            vers,
-            proc_num,
-            args,
-            &BackCallOptions::default(),
-            Callback::new(cb),
-            false,
-        )
-    }
-
-    /// [`Server::back_call`] with options (XID, timeout).
-    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
-    pub fn back_call_with<F>(
-        &self,
-        session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-        opts: BackCallOptions,
-        cb: F,
-    ) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
-        self.back_start(
-            session,
-            prog,
-            vers,
-            proc_num,
-            args,
-            &opts,
-            Callback::new(cb),
-            false,
-        )
-    }
-
-    /// Sends a backward call to `session` and waits for its outcome (see
-    /// [`BackChannel::call_blocking`]).
-    pub fn back_call_blocking(
-        &self,
-        session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-    ) -> Result<Reply, ClientError> {
-        let Some(st) = self.back_server().session(session) else {
-            return Err(ClientError::SessionClosed);
-        };
-        if lock(&st.cur).as_ref().is_some_and(|c| c.on_node_thread()) {
-            return Err(ClientError::WouldBlock);
-        }
-        let opts = BackCallOptions::default();
-        blocking(args, |a, cb| {
-            self.back_start(session, prog, vers, proc_num, a, &opts, cb, true)
-        })
-    }
-
-    /// Closes `session`: the backward calls its connections hold fail with
-    /// [`ClientError::SessionClosed`], and later ones are refused. `false` if it was unknown
-    /// (never bound, closed, or expired after its grace period). A session whose connection
-    /// was lost closes by itself when `ServerOptions::session_grace_ms` passes without a bind.
-    pub fn close_session(&self, session: u64) -> bool {
-        self.back_server().close(session)
-    }
-
-    /// The backchannel of the connection bound to `session` now.
-    pub fn session_backchannel(&self, session: u64) -> Option<BackChannel> {
-        let st = self.back_server().session(session)?;
-        let cur = lock(&st.cur).clone()?;
-        Some(BackChannel { inner: cur })
-    }
-
-    /// Fresh, empty arguments for a backward call, in a registered buffer of the server's
-    /// endpoint pool (`None` when the pool is exhausted).
-    pub fn back_args(&self) -> Option<CallArgs> {
-        self.back_server().bufs.get().map(CallArgs::new)
-    }
-
-    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
-    fn back_start(
-        &self,
-        session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-        opts: &BackCallOptions,
-        cb: Callback,
-        inline_cb: bool,
-    ) -> Result<(), Refused> {
-        let bs = self.back_server();
-        let sub = bs.submission(prog, vers, proc_num, args, opts, cb, inline_cb);
-        match bs.session(session) {
-            Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
-            None => Err(refuse(ClientError::SessionClosed, sub)),
         }
     }
 }

@@ -47,8 +47,10 @@ pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
 pub mod buf;
+mod call;
 pub mod client;
 pub mod config;
+mod ddp;
 pub mod driver;
 pub mod mpsc;
 pub mod negotiated;
@@ -74,7 +76,8 @@ pub use timer::{TimerError, TimerHandle, TimerWheel};
 pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
 pub use backchannel::{BackCallOptions, BackChannel, BackchannelService, BindError};
 pub use buf::{BufPool, HostRegions};
-pub use client::{CallArgs, Callback, Client, ClientError, ClientState, Refused, Reply};
+pub use call::{CallArgs, Callback, ClientError, Refused, Reply};
+pub use client::{Client, ClientState};
 pub use config::{
     BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,
     PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,

@@ -49,8 +49,9 @@ use rpcrdma_mempool::PoolBuf;
 
 use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
-use crate::backchannel::{BackServer, ServerBack};
+use crate::backchannel::{lock, refuse, BackCallOptions, BackChannel, BackServer, ServerBack};
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
+use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::program::{
@@ -973,4 +974,131 @@ fn post_initial_recvs<P: Provider>(
         *posted += 1;
     }
     qp.flush_recv()
+}
+
+// Submissions and refusals carry the call's arguments back and forth by value, so nothing
+// allocates on the way (as `Client::call` does).
+#[allow(clippy::result_large_err)]
+impl Server {
+    /// Sends a backward call to the client of `session`, on the connection bound to it last
+    /// (see [`BackChannel::bind`]). If that connection was lost, the call waits, with its
+    /// deadline, until the client binds a new connection to the session, or fails with
+    /// [`ClientError::SessionClosed`] when the session's grace period
+    /// (`ServerOptions::session_grace_ms`) ends first. Completion as in
+    /// [`BackChannel::call`]. `Err`: the session is unknown or closed
+    /// ([`ClientError::SessionClosed`]), or the ring is full ([`ClientError::Busy`]).
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub fn back_call<F>(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.back_start(
+            session,
+            prog,
+            vers,
+            proc_num,
+            args,
+            &BackCallOptions::default(),
+            Callback::new(cb),
+            false,
+        )
+    }
+
+    /// [`Server::back_call`] with options (XID, timeout).
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    pub fn back_call_with<F>(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: BackCallOptions,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.back_start(
+            session,
+            prog,
+            vers,
+            proc_num,
+            args,
+            &opts,
+            Callback::new(cb),
+            false,
+        )
+    }
+
+    /// Sends a backward call to `session` and waits for its outcome (see
+    /// [`BackChannel::call_blocking`]).
+    pub fn back_call_blocking(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+    ) -> Result<Reply, ClientError> {
+        let Some(st) = self.back_server().session(session) else {
+            return Err(ClientError::SessionClosed);
+        };
+        if lock(&st.cur).as_ref().is_some_and(|c| c.on_node_thread()) {
+            return Err(ClientError::WouldBlock);
+        }
+        let opts = BackCallOptions::default();
+        blocking(args, |a, cb| {
+            self.back_start(session, prog, vers, proc_num, a, &opts, cb, true)
+        })
+    }
+
+    /// Closes `session`: the backward calls its connections hold fail with
+    /// [`ClientError::SessionClosed`], and later ones are refused. `false` if it was unknown
+    /// (never bound, closed, or expired after its grace period). A session whose connection
+    /// was lost closes by itself when `ServerOptions::session_grace_ms` passes without a bind.
+    pub fn close_session(&self, session: u64) -> bool {
+        self.back_server().close(session)
+    }
+
+    /// The backchannel of the connection bound to `session` now.
+    pub fn session_backchannel(&self, session: u64) -> Option<BackChannel> {
+        let st = self.back_server().session(session)?;
+        let cur = lock(&st.cur).clone()?;
+        Some(BackChannel { inner: cur })
+    }
+
+    /// Fresh, empty arguments for a backward call, in a registered buffer of the server's
+    /// endpoint pool (`None` when the pool is exhausted).
+    pub fn back_args(&self) -> Option<CallArgs> {
+        self.back_server().bufs.get().map(CallArgs::new)
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    fn back_start(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: &BackCallOptions,
+        cb: Callback,
+        inline_cb: bool,
+    ) -> Result<(), Refused> {
+        let bs = self.back_server();
+        let sub = bs.submission(prog, vers, proc_num, args, opts, cb, inline_cb);
+        match bs.session(session) {
+            Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
+            None => Err(refuse(ClientError::SessionClosed, sub)),
+        }
+    }
 }

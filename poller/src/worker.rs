@@ -29,7 +29,7 @@ use rpcrdma_mempool::PoolBuf;
 
 use crate::backchannel::BackChannel;
 use crate::backoff::{Backoff, BackoffConfig};
-use crate::client::{Callback, ClientError, Reply};
+use crate::call::{Callback, ClientError, Reply};
 use crate::program::{CallTransport, DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
 use crate::ring::{self, Consumer, Producer};
 
