@@ -59,6 +59,7 @@ pub mod reactor;
 pub mod ring;
 pub mod runtime;
 pub mod server;
+mod session;
 pub mod stats;
 pub mod timer;
 mod worker;
@@ -74,7 +75,7 @@ pub use stats::{StatsReader, StatsSnapshot, StatsWriter};
 pub use timer::{TimerError, TimerHandle, TimerWheel};
 
 pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
-pub use backchannel::{BackCallOptions, BackChannel, BackchannelService, BindError};
+pub use backchannel::BackchannelService;
 pub use buf::{BufPool, HostRegions};
 pub use call::{CallArgs, Callback, ClientError, Refused, Reply};
 pub use client::{Client, ClientState};
@@ -90,3 +91,4 @@ pub use program::{
 pub use rpcrdma_engine::proto::reject::RejectReason;
 pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};
+pub use session::{BackCallOptions, BackChannel, BindError};

@@ -26,9 +26,9 @@ use rpcrdma_engine::rpc::{
 };
 use rpcrdma_mempool::PoolBuf;
 
-use crate::backchannel::BackChannel;
 pub(crate) use crate::ddp::zero_above;
 pub use crate::ddp::{BuildError, DdpItems, MAX_DDP};
+use crate::session::BackChannel;
 
 /// Length of an accepted SUCCESS reply header with an AUTH_NONE verifier: xid, msg_type,
 /// reply_stat, verifier flavor and length, accept_stat.

@@ -49,7 +49,7 @@ use rpcrdma_mempool::PoolBuf;
 
 use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
-use crate::backchannel::{lock, refuse, BackCallOptions, BackChannel, BackServer, ServerBack};
+use crate::backchannel::ServerBack;
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
@@ -62,6 +62,7 @@ use crate::reactor::PollerCtx;
 use crate::runtime::{
     job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
 };
+use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 
 /// Why a server could not start.
