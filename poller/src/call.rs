@@ -1,7 +1,8 @@
 //! The call-facing types both call directions share: a call's arguments in registered memory
 //! ([`CallArgs`]), its completion callback ([`Callback`], stored without allocation), its
 //! outcome ([`Reply`] or [`ClientError`]), a refusal at submission that hands the arguments
-//! back ([`Refused`]), and the blocking wait the blocking wrappers are built on. Forward calls
+//! back ([`Refused`]), the blocking wait the blocking wrappers are built on, and what the
+//! transport knows of a call a handler serves ([`CallTransport`]). Forward calls
 //! ([`Client`](crate::Client)) and backward calls ([`BackChannel`](crate::BackChannel)) use
 //! them alike; this module names neither role.
 //!
@@ -14,6 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 use core::mem::MaybeUninit;
+use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -23,6 +25,39 @@ use rpcrdma_engine::rpc::{AcceptStat, RejectedReply};
 use rpcrdma_mempool::PoolBuf;
 
 use crate::ddp::{zero_above, BuildError, DdpItems, MAX_DDP};
+
+// ---------------------------------------------------------------------------------------------
+// What the transport knows of a call.
+
+/// What the transport knows of a call: who sent it and how its chunks were shaped
+/// (RPC-over-RDMA Read list, Write list, Reply chunk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTransport {
+    /// The requester's address as RDMA-CM reports it. Its port is the connection's RDMA-CM
+    /// port, chosen anew for every connection: key per-client state on the IP address.
+    pub peer: SocketAddr,
+    /// Identifies the connection the call arrived on (unique within the process).
+    pub conn_id: u64,
+    /// Read segments the call carried (its Read chunks, Position Zero included).
+    pub read_segments: u8,
+    /// The call came as RDMA_NOMSG through a Position-Zero Read chunk (a long call).
+    pub position_zero: bool,
+    /// Capacity of the Reply chunk the client offered, if any.
+    pub reply_chunk: Option<u32>,
+}
+
+impl CallTransport {
+    /// A call that came with no chunks from `peer` (backward calls, tests).
+    pub const fn plain(peer: SocketAddr, conn_id: u64) -> CallTransport {
+        CallTransport {
+            peer,
+            conn_id,
+            read_segments: 0,
+            position_zero: false,
+            reply_chunk: None,
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Errors and results.

@@ -18,7 +18,6 @@
 //! over-long credential or verifier → AUTH_ERROR (BADCRED / BADVERF). A header too short to
 //! decode is answered GARBAGE_ARGS with the transport header's XID.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rpcrdma_engine::rpc::{
@@ -26,6 +25,7 @@ use rpcrdma_engine::rpc::{
 };
 use rpcrdma_mempool::PoolBuf;
 
+pub use crate::call::CallTransport;
 pub(crate) use crate::ddp::zero_above;
 pub use crate::ddp::{BuildError, DdpItems, MAX_DDP};
 use crate::session::BackChannel;
@@ -90,36 +90,6 @@ where
     #[inline]
     fn handle(&self, req: &Request<'_>, reply: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
         self(req, reply)
-    }
-}
-
-/// What the transport knows of a call: who sent it and how its chunks were shaped
-/// (RPC-over-RDMA Read list, Write list, Reply chunk).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallTransport {
-    /// The requester's address as RDMA-CM reports it. Its port is the connection's RDMA-CM
-    /// port, chosen anew for every connection: key per-client state on the IP address.
-    pub peer: SocketAddr,
-    /// Identifies the connection the call arrived on (unique within the process).
-    pub conn_id: u64,
-    /// Read segments the call carried (its Read chunks, Position Zero included).
-    pub read_segments: u8,
-    /// The call came as RDMA_NOMSG through a Position-Zero Read chunk (a long call).
-    pub position_zero: bool,
-    /// Capacity of the Reply chunk the client offered, if any.
-    pub reply_chunk: Option<u32>,
-}
-
-impl CallTransport {
-    /// A call that came with no chunks from `peer` (backward calls, tests).
-    pub const fn plain(peer: SocketAddr, conn_id: u64) -> CallTransport {
-        CallTransport {
-            peer,
-            conn_id,
-            read_segments: 0,
-            position_zero: false,
-            reply_chunk: None,
-        }
     }
 }
 
