@@ -71,8 +71,8 @@ use crate::config::{CallbackMode, EndpointConfig};
 use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer};
 use crate::program::{
-    header_error_reply, serve_inline, CallTransport, DdpItems, Dispatch, Program, Programs, Reject,
-    Request, MAX_DDP, SUCCESS_HEADER_LEN,
+    header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Program,
+    Programs, Reject, Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::session::{
     lock, BackServer, BackSubmit, ConnBackShared, Deadline, Grace, SessionState, SubmitError,
@@ -95,12 +95,6 @@ pub const DEFAULT_BACK_CREDITS: u32 = 16;
 const RPC_HEADER_SIZE: u32 = 128;
 
 const NO_REC: u32 = u32::MAX;
-
-/// What to do with a call's reply header.
-enum Decision {
-    Header(ReplyHeader<'static>),
-    Done(Result<usize, Reject>, DdpItems),
-}
 
 // ---------------------------------------------------------------------------------------------
 // Client side.

@@ -426,6 +426,14 @@ impl Programs {
     }
 }
 
+/// What a connection does with a call it dispatched (forward calls on a server connection,
+/// backward calls on a client connection): send this reply header as it is (an RFC 5531
+/// error), or reply with the handler's outcome (results length or reject) and DDP items.
+pub(crate) enum Decision {
+    Header(ReplyHeader<'static>),
+    Done(Result<usize, Reject>, DdpItems),
+}
+
 /// The reply header for an RPC header that did not decode (RFC 5531 section 9 answers).
 pub(crate) fn header_error_reply(e: &RpcError, xid: u32) -> ReplyHeader<'static> {
     match *e {

@@ -55,8 +55,8 @@ use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
 use crate::program::{
-    header_error_reply, serve_inline, CallTransport, DdpItems, Dispatch, Program, Programs,
-    Request, MAX_DDP, SUCCESS_HEADER_LEN,
+    header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Program,
+    Programs, Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
 use crate::runtime::{
@@ -948,11 +948,6 @@ impl<P: Provider> ServerConn<P> {
         };
         self.finish(env, call, s.xid, s.reply, s.ddp, s.result);
     }
-}
-
-enum Decision {
-    Header(ReplyHeader<'static>),
-    Done(Result<usize, crate::program::Reject>, DdpItems),
 }
 
 /// Posts the receives a freshly established responder queued, on a QP that is not yet
