@@ -65,7 +65,9 @@ use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
 use crate::reactor::PollerCtx;
-use crate::runtime::{timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
+use crate::runtime::{
+    timer_token, Endpoint, NodeCmd, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT,
+};
 use crate::timer::TimerHandle;
 use crate::worker::{CompleteJob, Job, NodeLinks};
 
@@ -639,21 +641,6 @@ impl<P: Provider> ClientConn<P> {
         })
     }
 
-    /// Feeds a completion of this connection's QP to the engine (counting receives that came
-    /// as Send With Invalidate).
-    #[inline]
-    pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
-        if wc.status.is_success() && wc.flags.contains(rpcrdma_engine::verbs::WcFlags::WITH_INV) {
-            self.stats.remote_invalidation();
-        }
-        self.drv.feed(now, wc);
-    }
-
-    /// True once closed and drained (the node removes it).
-    pub(crate) fn is_done(&self) -> bool {
-        self.state == CState::Done && self.back.as_ref().map_or(true, |b| b.idle())
-    }
-
     /// Placed on a node: connect.
     pub(crate) fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
         self.worker = slot as usize;
@@ -826,109 +813,6 @@ impl<P: Provider> ClientConn<P> {
         }
         self.state = CState::Done;
         self.shared.set_state(ST_CLOSED);
-    }
-
-    /// A timer of this connection fired.
-    pub(crate) fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
-        match kind {
-            TIMER_RECONNECT => {
-                self.timer = None;
-                if self.state == CState::Backoff {
-                    if self.back.as_ref().is_some_and(|b| !b.idle()) {
-                        // `service` connects once the workers are done with the old receives.
-                        self.reconnect_deferred = true;
-                    } else {
-                        self.stats.reconnect();
-                        self.connect(env, cx, slot);
-                    }
-                }
-            }
-            TIMER_CONN => {
-                self.drv.on_timer(env.now);
-                self.service(env, links, cx, slot);
-            }
-            _ => {}
-        }
-    }
-
-    /// The reactor is stopping: drain and close.
-    pub(crate) fn shutdown(&mut self) {
-        self.closing = true;
-    }
-
-    /// One round of work; returns the work done.
-    pub(crate) fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
-        let mut work = 0;
-        if self.state == CState::Done {
-            return 0;
-        }
-        // Acquire: pairs with the Release store in `Client::close`.
-        if !self.closing && self.shared.closed.load(Ordering::Acquire) {
-            self.closing = true;
-        }
-        if self.reconnect_deferred && self.back.as_ref().map_or(true, |b| b.idle()) {
-            self.reconnect_deferred = false;
-            if self.state == CState::Backoff {
-                self.stats.reconnect();
-                self.connect(env, cx, slot);
-            }
-        }
-        // CM events.
-        work += self.poll_cm(env, cx, slot);
-        // Engine events.
-        work += self.events(env, links.as_deref_mut(), cx, slot);
-        // Backward calls that waited for a reply buffer or send-queue room.
-        if let Some(b) = self.back.as_mut() {
-            work += b.service(&mut self.drv, env, links.as_deref_mut(), slot, &self.stats);
-        }
-        // New calls from the ring (not while completions wait for a worker: back-pressure).
-        let congested = links.as_deref().is_some_and(|l| l.congested());
-        if !congested {
-            work += self.take_submissions(env, links.as_deref_mut());
-        }
-        // Start what the credits allow.
-        if self.state == CState::Connected {
-            work += self.start_ready(env, links.as_deref_mut());
-        }
-        // Post the batch.
-        let p = self.drv.post(env.now);
-        if p.wrs > 0 {
-            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            work += 1;
-        }
-        if self.drv.broken {
-            work += self.events(env, links, cx, slot);
-        }
-        if self.drv.conn.is_some() {
-            let gen = env.slot_gen(slot);
-            self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
-        }
-        if let Some(c) = self.drv.conn.as_ref() {
-            self.stats
-                .credits(u64::from(c.outstanding()), u64::from(c.credits()));
-        }
-        self.refresh_negotiated();
-        self.stats.queued(self.ready.len() as u64);
-        // Closed and drained: disconnect.
-        if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
-            self.teardown(env, cx);
-            self.finish(env);
-            work += 1;
-        }
-        work
     }
 
     fn poll_cm(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) -> usize {
@@ -1439,15 +1323,6 @@ impl<P: Provider> Drop for ClientConn<P> {
     }
 }
 
-impl<P: Provider> ClientConn<P> {
-    /// A worker finished a backward call's handler.
-    pub(crate) fn on_served(&mut self, env: &mut NodeEnv<P>, s: crate::worker::Served) {
-        if let Some(b) = self.back.as_mut() {
-            b.on_served(&mut self.drv, env, s, &self.stats);
-        }
-    }
-}
-
 impl Client {
     /// [`Client::connect`] for a client that serves `service` on the backchannel of every
     /// connection it makes. Handlers run like the server's: inline on the reactor or on a
@@ -1462,5 +1337,132 @@ impl Client {
         service: BackchannelService,
     ) -> Result<Client, ClientError> {
         Client::connect_with(ep, addr, opts, Some(service))
+    }
+}
+
+impl<P: Provider> NodeConn<P> for ClientConn<P> {
+    /// Feeds a completion of this connection's QP to the engine (counting receives that came
+    /// as Send With Invalidate).
+    #[inline]
+    fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
+        if wc.status.is_success() && wc.flags.contains(rpcrdma_engine::verbs::WcFlags::WITH_INV) {
+            self.stats.remote_invalidation();
+        }
+        self.drv.feed(now, wc);
+    }
+
+    /// A worker finished a backward call's handler.
+    fn on_served(&mut self, env: &mut NodeEnv<P>, s: crate::worker::Served) {
+        if let Some(b) = self.back.as_mut() {
+            b.on_served(&mut self.drv, env, s, &self.stats);
+        }
+    }
+
+    /// One round of work; returns the work done.
+    fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        if self.state == CState::Done {
+            return 0;
+        }
+        // Acquire: pairs with the Release store in `Client::close`.
+        if !self.closing && self.shared.closed.load(Ordering::Acquire) {
+            self.closing = true;
+        }
+        if self.reconnect_deferred && self.back.as_ref().map_or(true, |b| b.idle()) {
+            self.reconnect_deferred = false;
+            if self.state == CState::Backoff {
+                self.stats.reconnect();
+                self.connect(env, cx, slot);
+            }
+        }
+        // CM events.
+        work += self.poll_cm(env, cx, slot);
+        // Engine events.
+        work += self.events(env, links.as_deref_mut(), cx, slot);
+        // Backward calls that waited for a reply buffer or send-queue room.
+        if let Some(b) = self.back.as_mut() {
+            work += b.service(&mut self.drv, env, links.as_deref_mut(), slot, &self.stats);
+        }
+        // New calls from the ring (not while completions wait for a worker: back-pressure).
+        let congested = links.as_deref().is_some_and(|l| l.congested());
+        if !congested {
+            work += self.take_submissions(env, links.as_deref_mut());
+        }
+        // Start what the credits allow.
+        if self.state == CState::Connected {
+            work += self.start_ready(env, links.as_deref_mut());
+        }
+        // Post the batch.
+        let p = self.drv.post(env.now);
+        if p.wrs > 0 {
+            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            work += 1;
+        }
+        if self.drv.broken {
+            work += self.events(env, links, cx, slot);
+        }
+        if self.drv.conn.is_some() {
+            let gen = env.slot_gen(slot);
+            self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+        }
+        if let Some(c) = self.drv.conn.as_ref() {
+            self.stats
+                .credits(u64::from(c.outstanding()), u64::from(c.credits()));
+        }
+        self.refresh_negotiated();
+        self.stats.queued(self.ready.len() as u64);
+        // Closed and drained: disconnect.
+        if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
+            self.teardown(env, cx);
+            self.finish(env);
+            work += 1;
+        }
+        work
+    }
+
+    /// True once closed and drained (the node removes it).
+    fn is_done(&self) -> bool {
+        self.state == CState::Done && self.back.as_ref().map_or(true, |b| b.idle())
+    }
+
+    /// A timer of this connection fired.
+    fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match kind {
+            TIMER_RECONNECT => {
+                self.timer = None;
+                if self.state == CState::Backoff {
+                    if self.back.as_ref().is_some_and(|b| !b.idle()) {
+                        // `service` connects once the workers are done with the old receives.
+                        self.reconnect_deferred = true;
+                    } else {
+                        self.stats.reconnect();
+                        self.connect(env, cx, slot);
+                    }
+                }
+            }
+            TIMER_CONN => {
+                self.drv.on_timer(env.now);
+                self.service(env, links, cx, slot);
+            }
+            _ => {}
+        }
+    }
+
+    /// The reactor is stopping: drain and close.
+    fn shutdown(&mut self) {
+        self.closing = true;
     }
 }

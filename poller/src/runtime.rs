@@ -43,7 +43,7 @@ use crate::driver::Router;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
 use crate::server::{ServerConn, ServerShared};
-use crate::worker::{NodeLinks, Workers};
+use crate::worker::{NodeLinks, Served, Workers};
 
 /// Completions taken from the CQ per poll call.
 pub const CQ_BURST: usize = 32;
@@ -464,9 +464,134 @@ impl<P: Provider> NodeEnv<P> {
     }
 }
 
+/// What a node drives each connection in its slots through: the client and server connections
+/// implement it, and the node's loop names no role. The node holds its connections in
+/// [`Conn`], an enum whose implementation forwards to the role (a match, no virtual call,
+/// on the completion path).
+pub(crate) trait NodeConn<P: Provider> {
+    /// Feeds one completion of the connection's QP.
+    fn feed(&mut self, now: u64, wc: &Completion);
+    /// A worker finished a job (handler or callback) of this connection.
+    fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served);
+    /// One round of work (CM events, engine events, new calls, doorbells); the work done.
+    fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize;
+    /// True when the node may release the connection's slot.
+    fn is_done(&self) -> bool;
+    /// A timer of this connection fired (`kind`: one of the `TIMER_*` kinds).
+    fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    );
+    /// The reactor is stopping.
+    fn shutdown(&mut self);
+    /// How long the connection has been idle when it may be evicted for a connect request
+    /// (`None`: never; only server connections are).
+    fn evictable(&self, _now: u64) -> Option<u64> {
+        None
+    }
+    /// Marks the connection for eviction.
+    fn evict(&mut self) {}
+    /// Whether the connection was evicted (its slot is promised to a connect request).
+    fn was_evicted(&self) -> bool {
+        false
+    }
+}
+
+/// A node's connection: the one place that names the roles.
 enum Conn<P: Provider> {
     Client(Box<ClientConn<P>>),
     Server(Box<ServerConn<P>>),
+}
+
+impl<P: Provider> NodeConn<P> for Conn<P> {
+    #[inline]
+    fn feed(&mut self, now: u64, wc: &Completion) {
+        match self {
+            Conn::Client(c) => c.feed(now, wc),
+            Conn::Server(s) => s.feed(now, wc),
+        }
+    }
+
+    fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
+        match self {
+            Conn::Client(c) => c.on_served(env, s),
+            Conn::Server(c) => c.on_served(env, s),
+        }
+    }
+
+    #[inline]
+    fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        match self {
+            Conn::Client(c) => c.service(env, links, cx, slot),
+            Conn::Server(s) => s.service(env, links, cx, slot),
+        }
+    }
+
+    #[inline]
+    fn is_done(&self) -> bool {
+        match self {
+            Conn::Client(c) => c.is_done(),
+            Conn::Server(s) => s.is_done(),
+        }
+    }
+
+    fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match self {
+            Conn::Client(c) => c.on_timer(kind, env, links, cx, slot),
+            Conn::Server(s) => s.on_timer(kind, env, links, cx, slot),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        match self {
+            Conn::Client(c) => c.shutdown(),
+            Conn::Server(s) => s.shutdown(),
+        }
+    }
+
+    fn evictable(&self, now: u64) -> Option<u64> {
+        match self {
+            Conn::Client(c) => c.evictable(now),
+            Conn::Server(s) => s.evictable(now),
+        }
+    }
+
+    fn evict(&mut self) {
+        match self {
+            Conn::Client(c) => c.evict(),
+            Conn::Server(s) => s.evict(),
+        }
+    }
+
+    fn was_evicted(&self) -> bool {
+        match self {
+            Conn::Client(c) => c.was_evicted(),
+            Conn::Server(s) => s.was_evicted(),
+        }
+    }
 }
 
 /// A connect request waiting for the slot of a connection evicted for it.
@@ -503,7 +628,7 @@ impl<P: Provider> Node<P> {
 
     fn release_slot(&mut self, slot: u32) {
         if let Some(s) = self.slots.get_mut(slot as usize) {
-            let evicted = matches!(s, Some(Conn::Server(c)) if c.was_evicted());
+            let evicted = s.as_ref().is_some_and(|c| c.was_evicted());
             if s.take().is_some() {
                 self.live -= 1;
                 if evicted {
@@ -618,7 +743,7 @@ impl<P: Provider> Node<P> {
         let now = self.env.now;
         let mut best: Option<(usize, u64)> = None;
         for (i, c) in self.slots.iter().enumerate() {
-            if let Some(Conn::Server(s)) = c {
+            if let Some(s) = c {
                 if let Some(idle) = s.evictable(now) {
                     if best.map_or(true, |(_, b)| idle > b) {
                         best = Some((i, idle));
@@ -627,7 +752,7 @@ impl<P: Provider> Node<P> {
             }
         }
         match best.and_then(|(i, _)| self.slots.get_mut(i)) {
-            Some(Some(Conn::Server(s))) => {
+            Some(Some(s)) => {
                 s.evict();
                 self.evicting += 1;
                 true
@@ -719,8 +844,7 @@ impl<P: Provider> Node<P> {
                     continue;
                 };
                 match self.slots.get_mut(slot as usize) {
-                    Some(Some(Conn::Client(c))) => c.feed(now, wc),
-                    Some(Some(Conn::Server(s))) => s.feed(now, wc),
+                    Some(Some(c)) => c.feed(now, wc),
                     _ => self.env.stats.stray(),
                 }
             }
@@ -743,10 +867,8 @@ impl<P: Provider> Node<P> {
             if env.slot_gen(slot) != gen {
                 return; // the connection is gone; buffers return to the pool here
             }
-            match slots.get_mut(slot as usize) {
-                Some(Some(Conn::Server(c))) => c.on_served(env, s),
-                Some(Some(Conn::Client(c))) => c.on_served(env, s),
-                _ => {}
+            if let Some(Some(c)) = slots.get_mut(slot as usize) {
+                c.on_served(env, s);
             }
         })
     }
@@ -774,17 +896,11 @@ impl<P: Provider> Poller for Node<P> {
         work += self.worker_results();
         for i in 0..self.slots.len() {
             let slot = i as u32;
-            let done = match self.slots[i].as_mut() {
-                None => continue,
-                Some(Conn::Client(c)) => {
-                    work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
-                    c.is_done()
-                }
-                Some(Conn::Server(s)) => {
-                    work += s.service(&mut self.env, self.links.as_mut(), cx, slot);
-                    s.is_done()
-                }
+            let Some(c) = self.slots[i].as_mut() else {
+                continue;
             };
+            work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
+            let done = c.is_done();
             if done {
                 self.release_slot(slot);
             }
@@ -809,14 +925,8 @@ impl<P: Provider> Poller for Node<P> {
             return;
         }
         self.env.now = cx.now();
-        match self.slots.get_mut(slot as usize) {
-            Some(Some(Conn::Client(c))) => {
-                c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
-            }
-            Some(Some(Conn::Server(s))) => {
-                s.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
-            }
-            _ => {}
+        if let Some(Some(c)) = self.slots.get_mut(slot as usize) {
+            c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot);
         }
     }
 
@@ -828,10 +938,7 @@ impl<P: Provider> Poller for Node<P> {
             self.refuse(d.req, &d.server, RejectReason::ShuttingDown);
         }
         for c in self.slots.iter_mut().flatten() {
-            match c {
-                Conn::Client(c) => c.shutdown(),
-                Conn::Server(s) => s.shutdown(),
-            }
+            c.shutdown();
         }
     }
 
@@ -844,12 +951,7 @@ impl<P: Provider> Drop for Node<P> {
     fn drop(&mut self) {
         // Connections first (their QPs reference the CQ), then the rest.
         for s in self.slots.iter_mut() {
-            if let Some(c) = s.take() {
-                match c {
-                    Conn::Client(c) => drop(c),
-                    Conn::Server(s) => drop(s),
-                }
-            }
+            drop(s.take());
         }
     }
 }

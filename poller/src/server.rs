@@ -60,7 +60,8 @@ use crate::program::{
 };
 use crate::reactor::PollerCtx;
 use crate::runtime::{
-    job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
+    job_token, timer_token, Endpoint, NodeCmd, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN,
+    TIMER_GRACE,
 };
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
@@ -491,209 +492,6 @@ impl<P: Provider> ServerConn<P> {
         (!busy).then_some(idle)
     }
 
-    /// How long the connection has been idle, if a newcomer may evict it now: idle at least
-    /// its server's eviction grace, and not holding a session (a lost connection keeps its
-    /// slot while it holds its session's backward calls, so evicting it frees nothing).
-    pub(crate) fn evictable(&self, now: u64) -> Option<u64> {
-        let grace = self.shared.evict_grace_ns()?;
-        if self
-            .back
-            .as_ref()
-            .is_some_and(|b| b.handle.session().is_some())
-        {
-            return None;
-        }
-        self.idle_for(now).filter(|&idle| idle >= grace)
-    }
-
-    /// Marks the connection for eviction: it closes at the end of its next round.
-    pub(crate) fn evict(&mut self) {
-        self.evicted = true;
-    }
-
-    /// Whether the connection was evicted (its slot is promised to a connect request).
-    pub(crate) fn was_evicted(&self) -> bool {
-        self.evicted
-    }
-
-    /// True when the node may drop it: lost and no worker holds a view of its memory.
-    pub(crate) fn is_done(&self) -> bool {
-        self.lost && self.in_worker == 0 && self.back.as_ref().map_or(true, |b| b.is_done())
-    }
-
-    /// Feeds a completion; a finished reply Send releases its buffers and, when it succeeded,
-    /// counts the reply (a Send in error or flushed delivered nothing).
-    #[inline]
-    pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
-        self.last_active = now;
-        let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
-        if id.kind() == conn::wr_kind::SEND {
-            if let Some(h) = self.held.get_mut(id.index() as usize) {
-                if let Some(h) = h.take() {
-                    if wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS {
-                        self.stats.reply_out(h.bytes);
-                    }
-                }
-            }
-        }
-        self.drv.feed(now, wc);
-    }
-
-    pub(crate) fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
-        match (kind, self.back.as_mut()) {
-            (TIMER_BACK, Some(b)) => b.on_timer(env, links, cx, slot, &self.stats),
-            (TIMER_BACK, None) => {}
-            (TIMER_GRACE, Some(b)) if self.lost => {
-                b.on_grace_timer(env, links, cx, slot, &self.stats)
-            }
-            (TIMER_GRACE, _) => {}
-            _ => self.drv.on_timer(env.now),
-        }
-    }
-
-    /// The reactor is stopping: a lost connection stops holding backward calls for its
-    /// session (they fail).
-    pub(crate) fn shutdown(&mut self) {
-        if let Some(b) = self.back.as_mut() {
-            b.shutdown();
-        }
-    }
-
-    /// One round of work.
-    pub(crate) fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
-        let mut work = 0;
-        if self.lost {
-            // Backward calls kept for the session until its client binds a new connection.
-            return match self.back.as_mut() {
-                Some(b) => b.service_lost(env, links, cx, slot, &self.stats),
-                None => 0,
-            };
-        }
-        // CM: only a disconnect matters after accept.
-        loop {
-            match self.drv.poll_cm() {
-                Ok(Some(ev)) => {
-                    work += 1;
-                    if matches!(
-                        ev.kind,
-                        CmEventKind::Disconnected | CmEventKind::DeviceRemoval
-                    ) {
-                        self.drv.disconnected(env.now);
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    env.stats.verbs_error();
-                    break;
-                }
-            }
-        }
-        // Replies the send queue refused earlier, in order.
-        while let Some(p) = self.pending.pop_front() {
-            let PendingReply {
-                call,
-                reply,
-                len,
-                ddp,
-            } = p;
-            if let Err((r, d)) = self.send(env, call, reply, len, ddp, true) {
-                self.pending.push_front(PendingReply {
-                    call,
-                    reply: r,
-                    len,
-                    ddp: d,
-                });
-                break;
-            }
-            work += 1;
-        }
-        // Calls that waited for a reply buffer, in order.
-        while let Some(inc) = self.waiting.front().copied() {
-            if !self.on_call(env, links.as_deref_mut(), slot, inc) {
-                break;
-            }
-            self.waiting.pop_front();
-            work += 1;
-        }
-        // New events.
-        let mut lost = false;
-        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
-            work += 1;
-            match ev {
-                Event::CallReady(inc) => {
-                    let served = self.waiting.is_empty()
-                        && self.on_call(env, links.as_deref_mut(), slot, inc);
-                    if !served {
-                        self.waiting.push_back(inc);
-                    }
-                }
-                Event::ConnectionLost => lost = true,
-                Event::ReplyReady(r) => {
-                    if let Some(b) = self.back.as_mut() {
-                        b.on_reply(env, links.as_deref_mut(), r, &self.stats);
-                    }
-                }
-                Event::CallFailed { call, error, .. } => {
-                    if let Some(b) = self.back.as_mut() {
-                        b.on_failed(env, links.as_deref_mut(), call, error, &self.stats);
-                    }
-                }
-                Event::Connected(_) => {}
-            }
-        }
-        // Backward calls: enable, take new ones, start what the backward credits allow.
-        if let Some(b) = self.back.as_mut() {
-            work += b.service(
-                &mut self.drv,
-                env,
-                links.as_deref_mut(),
-                cx,
-                slot,
-                &self.stats,
-            );
-        }
-        let p = self.drv.post(env.now);
-        if p.wrs > 0 {
-            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.send_invalidates(u64::from(p.invalidates));
-            work += 1;
-        }
-        if self.kick {
-            self.stats.kicked();
-        }
-        let close = self.close_when_idle(env);
-        if self.drv.broken
-            || lost
-            || self.kick
-            || close
-            || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
-        {
-            self.teardown(env, links, cx, slot);
-            return work + 1;
-        }
-        let gen = env.slot_gen(slot);
-        self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
-        self.stats.credits(
-            (self.held.iter().filter(|h| h.is_some()).count() + self.in_worker as usize) as u64,
-            u64::from(self.shared.opts.credits),
-        );
-        self.stats.queued(self.waiting.len() as u64);
-        work
-    }
-
     /// Whether to close the connection at the end of this round: evicted for a newcomer, or
     /// idle for `idle_timeout_ms` (counted here).
     fn close_when_idle(&mut self, env: &mut NodeEnv<P>) -> bool {
@@ -934,20 +732,6 @@ impl<P: Provider> ServerConn<P> {
             }
         }
     }
-
-    /// A worker finished a handler.
-    pub(crate) fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
-        self.in_worker = self.in_worker.saturating_sub(1);
-        self.last_active = env.now;
-        if self.lost {
-            return;
-        }
-        let call = CallId {
-            slot: s.call_slot,
-            generation: s.call_gen,
-        };
-        self.finish(env, call, s.xid, s.reply, s.ddp, s.result);
-    }
 }
 
 /// Posts the receives a freshly established responder queued, on a QP that is not yet
@@ -1096,5 +880,224 @@ impl Server {
             Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
             None => Err(refuse(ClientError::SessionClosed, sub)),
         }
+    }
+}
+
+impl<P: Provider> NodeConn<P> for ServerConn<P> {
+    /// Feeds a completion; a finished reply Send releases its buffers and, when it succeeded,
+    /// counts the reply (a Send in error or flushed delivered nothing).
+    #[inline]
+    fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
+        self.last_active = now;
+        let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
+        if id.kind() == conn::wr_kind::SEND {
+            if let Some(h) = self.held.get_mut(id.index() as usize) {
+                if let Some(h) = h.take() {
+                    if wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS {
+                        self.stats.reply_out(h.bytes);
+                    }
+                }
+            }
+        }
+        self.drv.feed(now, wc);
+    }
+
+    /// A worker finished a handler.
+    fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
+        self.in_worker = self.in_worker.saturating_sub(1);
+        self.last_active = env.now;
+        if self.lost {
+            return;
+        }
+        let call = CallId {
+            slot: s.call_slot,
+            generation: s.call_gen,
+        };
+        self.finish(env, call, s.xid, s.reply, s.ddp, s.result);
+    }
+
+    /// One round of work.
+    fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        if self.lost {
+            // Backward calls kept for the session until its client binds a new connection.
+            return match self.back.as_mut() {
+                Some(b) => b.service_lost(env, links, cx, slot, &self.stats),
+                None => 0,
+            };
+        }
+        // CM: only a disconnect matters after accept.
+        loop {
+            match self.drv.poll_cm() {
+                Ok(Some(ev)) => {
+                    work += 1;
+                    if matches!(
+                        ev.kind,
+                        CmEventKind::Disconnected | CmEventKind::DeviceRemoval
+                    ) {
+                        self.drv.disconnected(env.now);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    env.stats.verbs_error();
+                    break;
+                }
+            }
+        }
+        // Replies the send queue refused earlier, in order.
+        while let Some(p) = self.pending.pop_front() {
+            let PendingReply {
+                call,
+                reply,
+                len,
+                ddp,
+            } = p;
+            if let Err((r, d)) = self.send(env, call, reply, len, ddp, true) {
+                self.pending.push_front(PendingReply {
+                    call,
+                    reply: r,
+                    len,
+                    ddp: d,
+                });
+                break;
+            }
+            work += 1;
+        }
+        // Calls that waited for a reply buffer, in order.
+        while let Some(inc) = self.waiting.front().copied() {
+            if !self.on_call(env, links.as_deref_mut(), slot, inc) {
+                break;
+            }
+            self.waiting.pop_front();
+            work += 1;
+        }
+        // New events.
+        let mut lost = false;
+        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
+            work += 1;
+            match ev {
+                Event::CallReady(inc) => {
+                    let served = self.waiting.is_empty()
+                        && self.on_call(env, links.as_deref_mut(), slot, inc);
+                    if !served {
+                        self.waiting.push_back(inc);
+                    }
+                }
+                Event::ConnectionLost => lost = true,
+                Event::ReplyReady(r) => {
+                    if let Some(b) = self.back.as_mut() {
+                        b.on_reply(env, links.as_deref_mut(), r, &self.stats);
+                    }
+                }
+                Event::CallFailed { call, error, .. } => {
+                    if let Some(b) = self.back.as_mut() {
+                        b.on_failed(env, links.as_deref_mut(), call, error, &self.stats);
+                    }
+                }
+                Event::Connected(_) => {}
+            }
+        }
+        // Backward calls: enable, take new ones, start what the backward credits allow.
+        if let Some(b) = self.back.as_mut() {
+            work += b.service(
+                &mut self.drv,
+                env,
+                links.as_deref_mut(),
+                cx,
+                slot,
+                &self.stats,
+            );
+        }
+        let p = self.drv.post(env.now);
+        if p.wrs > 0 {
+            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            self.stats.send_invalidates(u64::from(p.invalidates));
+            work += 1;
+        }
+        if self.kick {
+            self.stats.kicked();
+        }
+        let close = self.close_when_idle(env);
+        if self.drv.broken
+            || lost
+            || self.kick
+            || close
+            || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
+        {
+            self.teardown(env, links, cx, slot);
+            return work + 1;
+        }
+        let gen = env.slot_gen(slot);
+        self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+        self.stats.credits(
+            (self.held.iter().filter(|h| h.is_some()).count() + self.in_worker as usize) as u64,
+            u64::from(self.shared.opts.credits),
+        );
+        self.stats.queued(self.waiting.len() as u64);
+        work
+    }
+
+    /// True when the node may drop it: lost and no worker holds a view of its memory.
+    fn is_done(&self) -> bool {
+        self.lost && self.in_worker == 0 && self.back.as_ref().map_or(true, |b| b.is_done())
+    }
+
+    fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match (kind, self.back.as_mut()) {
+            (TIMER_BACK, Some(b)) => b.on_timer(env, links, cx, slot, &self.stats),
+            (TIMER_BACK, None) => {}
+            (TIMER_GRACE, Some(b)) if self.lost => {
+                b.on_grace_timer(env, links, cx, slot, &self.stats)
+            }
+            (TIMER_GRACE, _) => {}
+            _ => self.drv.on_timer(env.now),
+        }
+    }
+
+    /// The reactor is stopping: a lost connection stops holding backward calls for its
+    /// session (they fail).
+    fn shutdown(&mut self) {
+        if let Some(b) = self.back.as_mut() {
+            b.shutdown();
+        }
+    }
+
+    /// How long the connection has been idle, if a newcomer may evict it now: idle at least
+    /// its server's eviction grace, and not holding a session (a lost connection keeps its
+    /// slot while it holds its session's backward calls, so evicting it frees nothing).
+    fn evictable(&self, now: u64) -> Option<u64> {
+        let grace = self.shared.evict_grace_ns()?;
+        if self
+            .back
+            .as_ref()
+            .is_some_and(|b| b.handle.session().is_some())
+        {
+            return None;
+        }
+        self.idle_for(now).filter(|&idle| idle >= grace)
+    }
+
+    /// Marks the connection for eviction: it closes at the end of its next round.
+    fn evict(&mut self) {
+        self.evicted = true;
+    }
+
+    /// Whether the connection was evicted (its slot is promised to a connect request).
+    fn was_evicted(&self) -> bool {
+        self.evicted
     }
 }
