@@ -83,8 +83,8 @@ pub use crate::session::{BackCallOptions, BackChannel, BindError};
 const UNSPECIFIED_PEER: std::net::SocketAddr = std::net::SocketAddr::V4(
     std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
 );
+use crate::node::{job_token, timer_token, NodeEnv, TIMER_BACK, TIMER_GRACE};
 use crate::reactor::PollerCtx;
-use crate::runtime::{job_token, timer_token, NodeEnv, TIMER_BACK, TIMER_GRACE};
 use crate::timer::TimerHandle;
 use crate::worker::{CompleteJob, Job, NodeLinks, RawSlice, ServeJob, Served};
 

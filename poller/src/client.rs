@@ -64,10 +64,9 @@ use crate::ddp::MAX_DDP;
 use crate::driver::ConnDriver;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
+use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
 use crate::reactor::PollerCtx;
-use crate::runtime::{
-    timer_token, Endpoint, NodeCmd, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT,
-};
+use crate::runtime::{Endpoint, NodeCmd};
 use crate::timer::TimerHandle;
 use crate::worker::{CompleteJob, Job, NodeLinks};
 

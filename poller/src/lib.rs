@@ -54,6 +54,7 @@ mod ddp;
 pub mod driver;
 pub mod mpsc;
 pub mod negotiated;
+mod node;
 pub mod program;
 pub mod reactor;
 pub mod ring;

@@ -54,15 +54,13 @@ use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
+use crate::node::{job_token, timer_token, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
 use crate::program::{
     header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Program,
     Programs, Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
-use crate::runtime::{
-    job_token, timer_token, Endpoint, NodeCmd, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN,
-    TIMER_GRACE,
-};
+use crate::runtime::{Endpoint, NodeCmd};
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 
