@@ -49,6 +49,7 @@ pub mod backoff;
 pub mod buf;
 mod call;
 pub mod client;
+mod client_conn;
 pub mod config;
 mod ddp;
 pub mod driver;

@@ -37,7 +37,7 @@ use rpcrdma_mempool::{HugePagePolicy, Registrar};
 use crate::admission::PeerSlot;
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats};
 use crate::buf::{BufPool, MemError};
-use crate::client::ClientConn;
+use crate::client_conn::ClientConn;
 use crate::config::{BackoffMode, EndpointConfig};
 use crate::driver::Router;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
