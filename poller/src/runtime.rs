@@ -44,7 +44,7 @@ use crate::mpsc::{self, MpscConsumer, MpscProducer};
 pub use crate::node::QpHook;
 use crate::node::{rq_depth_for, sq_depth_for, NodeConn, NodeEnv};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
-use crate::server::{ServerConn, ServerShared};
+use crate::server_conn::{ServerConn, ServerShared};
 use crate::worker::{NodeLinks, Served, Workers};
 
 /// Completions taken from the CQ per poll call.
