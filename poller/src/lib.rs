@@ -61,6 +61,7 @@ pub mod reactor;
 pub mod ring;
 pub mod runtime;
 pub mod server;
+mod server_back;
 mod server_conn;
 mod session;
 pub mod stats;

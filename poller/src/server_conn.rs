@@ -25,7 +25,6 @@ use rpcrdma_mempool::PoolBuf;
 
 use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
-use crate::backchannel::ServerBack;
 use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
@@ -35,6 +34,7 @@ use crate::program::{
     Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::reactor::PollerCtx;
+use crate::server_back::ServerBack;
 use crate::session::BackServer;
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 
