@@ -386,7 +386,7 @@ impl ConnStatsWriter {
         bump(&self.0.reply_chunk_replies, 1);
     }
     /// A call arrived with these chunks (server).
-    pub(crate) fn call_chunks(&self, t: &crate::program::CallTransport, write_chunks: u8) {
+    pub(crate) fn call_chunks(&self, t: &crate::call::CallTransport, write_chunks: u8) {
         if t.read_segments > 0 {
             bump(&self.0.read_chunk_calls, 1);
         }

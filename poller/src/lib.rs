@@ -47,16 +47,23 @@ pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
 pub mod buf;
+mod call;
 pub mod client;
+mod client_conn;
 pub mod config;
+mod ddp;
 pub mod driver;
 pub mod mpsc;
 pub mod negotiated;
+mod node;
 pub mod program;
 pub mod reactor;
 pub mod ring;
 pub mod runtime;
 pub mod server;
+mod server_back;
+mod server_conn;
+mod session;
 pub mod stats;
 pub mod timer;
 mod worker;
@@ -72,9 +79,10 @@ pub use stats::{StatsReader, StatsSnapshot, StatsWriter};
 pub use timer::{TimerError, TimerHandle, TimerWheel};
 
 pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
-pub use backchannel::{BackCallOptions, BackChannel, BackchannelService, BindError};
+pub use backchannel::BackchannelService;
 pub use buf::{BufPool, HostRegions};
-pub use client::{CallArgs, Callback, Client, ClientError, ClientState, Refused, Reply};
+pub use call::{CallArgs, Callback, ClientError, Refused, Reply};
+pub use client::{Client, ClientState};
 pub use config::{
     BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,
     PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
@@ -87,3 +95,4 @@ pub use program::{
 pub use rpcrdma_engine::proto::reject::RejectReason;
 pub use runtime::{Endpoint, EndpointError, QpHook};
 pub use server::{Server, ServerBuilder, ServerError};
+pub use session::{BackCallOptions, BackChannel, BindError};

@@ -1,4 +1,4 @@
-//! RPC programs served by a [`Server`](crate::server::Server): procedure handlers, the
+//! RPC programs served by a [`Server`](crate::Server): procedure handlers, the
 //! zero-copy request view they get, the reply builder they write results into, and the RFC 5531
 //! dispatch rules.
 //!
@@ -18,7 +18,6 @@
 //! over-long credential or verifier → AUTH_ERROR (BADCRED / BADVERF). A header too short to
 //! decode is answered GARBAGE_ARGS with the transport header's XID.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rpcrdma_engine::rpc::{
@@ -26,10 +25,10 @@ use rpcrdma_engine::rpc::{
 };
 use rpcrdma_mempool::PoolBuf;
 
-use crate::backchannel::BackChannel;
-
-/// Most DDP items one call's arguments or one reply's results may carry.
-pub const MAX_DDP: usize = 4;
+pub use crate::call::CallTransport;
+pub(crate) use crate::ddp::zero_above;
+pub use crate::ddp::{BuildError, DdpItems, MAX_DDP};
+use crate::session::BackChannel;
 
 /// Length of an accepted SUCCESS reply header with an AUTH_NONE verifier: xid, msg_type,
 /// reply_stat, verifier flavor and length, accept_stat.
@@ -94,36 +93,6 @@ where
     }
 }
 
-/// What the transport knows of a call: who sent it and how its chunks were shaped
-/// (RPC-over-RDMA Read list, Write list, Reply chunk).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallTransport {
-    /// The requester's address as RDMA-CM reports it. Its port is the connection's RDMA-CM
-    /// port, chosen anew for every connection: key per-client state on the IP address.
-    pub peer: SocketAddr,
-    /// Identifies the connection the call arrived on (unique within the process).
-    pub conn_id: u64,
-    /// Read segments the call carried (its Read chunks, Position Zero included).
-    pub read_segments: u8,
-    /// The call came as RDMA_NOMSG through a Position-Zero Read chunk (a long call).
-    pub position_zero: bool,
-    /// Capacity of the Reply chunk the client offered, if any.
-    pub reply_chunk: Option<u32>,
-}
-
-impl CallTransport {
-    /// A call that came with no chunks from `peer` (backward calls, tests).
-    pub const fn plain(peer: SocketAddr, conn_id: u64) -> CallTransport {
-        CallTransport {
-            peer,
-            conn_id,
-            read_segments: 0,
-            position_zero: false,
-            reply_chunk: None,
-        }
-    }
-}
-
 /// A call as a handler sees it (borrowed; valid for the duration of the handler).
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
@@ -157,140 +126,6 @@ impl<'a> Request<'a> {
         self.back
     }
 }
-
-/// DDP result items of one reply: where each goes in the reply stream and the buffer that
-/// holds it (kept until the reply's Send completes).
-#[derive(Debug, Default)]
-pub struct DdpItems {
-    pub(crate) items: [Option<(u32, u32, DdpBuf)>; MAX_DDP],
-    pub(crate) n: usize,
-}
-
-/// Where a DDP item's octets are: a buffer the item owns, or a range of a buffer shared with
-/// its owner (a store that keeps file data in registered memory), kept alive until the Send
-/// that carries the item completes.
-#[derive(Debug)]
-pub(crate) enum DdpBuf {
-    /// The item owns the buffer.
-    Owned(PoolBuf),
-    /// The item holds a reference; its octets start at this offset.
-    Shared(Arc<PoolBuf>, u32),
-}
-
-impl DdpBuf {
-    /// The registered memory of the first `len` octets of the item.
-    pub(crate) fn local(&self, len: u32) -> rpcrdma_engine::conn::LocalBuf {
-        match self {
-            DdpBuf::Owned(b) => crate::buf::local_buf(b, len as usize),
-            DdpBuf::Shared(b, off) => {
-                let e = b.entry();
-                let off = (*off).min(e.len);
-                rpcrdma_engine::conn::LocalBuf::new(
-                    e.addr + u64::from(off),
-                    len.min(e.len - off),
-                    e.lkey,
-                )
-            }
-        }
-    }
-}
-
-impl DdpItems {
-    /// No items.
-    pub fn new() -> DdpItems {
-        DdpItems::default()
-    }
-
-    /// Items held.
-    pub fn len(&self) -> usize {
-        self.n
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// Drops every item (their buffers go back to their pools).
-    pub fn clear(&mut self) {
-        for i in self.items.iter_mut() {
-            *i = None;
-        }
-        self.n = 0;
-    }
-
-    /// The item at `i`: offset in the stream, length, its registered memory.
-    pub(crate) fn get(&self, i: usize) -> Option<(u32, u32, rpcrdma_engine::conn::LocalBuf)> {
-        self.items
-            .get(i)?
-            .as_ref()
-            .map(|(at, len, b)| (*at, *len, b.local(*len)))
-    }
-
-    /// The items as the engine takes them, each offset moved by `base` (the octets that
-    /// precede the stream the offsets count from), with their total length.
-    pub(crate) fn engine_items(
-        &self,
-        base: u32,
-    ) -> ([rpcrdma_engine::conn::DdpItem; MAX_DDP], usize, u64) {
-        let mut items = [rpcrdma_engine::conn::DdpItem {
-            at: 0,
-            buf: rpcrdma_engine::conn::LocalBuf::EMPTY,
-        }; MAX_DDP];
-        let mut n = 0;
-        let mut bytes = 0u64;
-        for (at, len, buf) in (0..self.len()).filter_map(|k| self.get(k)) {
-            items[n] = rpcrdma_engine::conn::DdpItem { at: base + at, buf };
-            bytes += u64::from(len);
-            n += 1;
-        }
-        (items, n, bytes)
-    }
-
-    pub(crate) fn push(&mut self, at: u32, len: u32, buf: PoolBuf) -> Result<(), PoolBuf> {
-        if self.n >= MAX_DDP || at % 4 != 0 {
-            return Err(buf);
-        }
-        self.items[self.n] = Some((at, len, DdpBuf::Owned(buf)));
-        self.n += 1;
-        Ok(())
-    }
-
-    pub(crate) fn push_shared(
-        &mut self,
-        at: u32,
-        len: u32,
-        buf: Arc<PoolBuf>,
-        off: u32,
-    ) -> Result<(), Arc<PoolBuf>> {
-        if self.n >= MAX_DDP || at % 4 != 0 {
-            return Err(buf);
-        }
-        self.items[self.n] = Some((at, len, DdpBuf::Shared(buf, off)));
-        self.n += 1;
-        Ok(())
-    }
-}
-
-/// Why writing into a [`ReplyBuilder`] (or [`CallArgs`](crate::client::CallArgs)) failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuildError {
-    /// Not enough room in the buffer.
-    Full,
-    /// Too many DDP items, or an item at an offset that is not a multiple of four.
-    TooManyItems,
-}
-
-impl core::fmt::Display for BuildError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            BuildError::Full => write!(f, "buffer full"),
-            BuildError::TooManyItems => write!(f, "too many DDP items or misaligned item"),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {}
 
 /// Writes results into a registered reply buffer (zero-copy: the buffer is what the reply Send
 /// gathers). Offsets are relative to the start of the results.
@@ -415,17 +250,6 @@ impl<'a> ReplyBuilder<'a> {
         self.ddp
             .push(at as u32, len as u32, buf)
             .map_err(|b| (BuildError::TooManyItems, b))
-    }
-}
-
-/// Zeroes `buf[*clean..upto]` when `upto` is past the clean mark, and moves the mark there: the
-/// builders' guard against sending octets an earlier user of a pool buffer left behind.
-#[inline]
-pub(crate) fn zero_above(buf: &mut [u8], clean: &mut usize, upto: usize) {
-    let upto = upto.min(buf.len());
-    if upto > *clean {
-        buf[*clean..upto].fill(0);
-        *clean = upto;
     }
 }
 
@@ -600,6 +424,14 @@ impl Programs {
             Dispatch::Error(AcceptStat::ProgUnavail)
         }
     }
+}
+
+/// What a connection does with a call it dispatched (forward calls on a server connection,
+/// backward calls on a client connection): send this reply header as it is (an RFC 5531
+/// error), or reply with the handler's outcome (results length or reject) and DDP items.
+pub(crate) enum Decision {
+    Header(ReplyHeader<'static>),
+    Done(Result<usize, Reject>, DdpItems),
 }
 
 /// The reply header for an RPC header that did not decode (RFC 5531 section 9 answers).

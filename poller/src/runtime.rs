@@ -32,18 +32,20 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{
     Completion, CompletionQueue, ConnRequest, Device, DeviceCaps, Listener, Provider,
 };
-use rpcrdma_mempool::{HugePagePolicy, PoolCache, Registrar};
+use rpcrdma_mempool::{HugePagePolicy, Registrar};
 
 use crate::admission::PeerSlot;
-use crate::api_stats::{node_stats, NodeSnapshot, NodeStats, NodeStatsWriter};
+use crate::api_stats::{node_stats, NodeSnapshot, NodeStats};
 use crate::buf::{BufPool, MemError};
-use crate::client::ClientConn;
+use crate::client_conn::ClientConn;
 use crate::config::{BackoffMode, EndpointConfig};
 use crate::driver::Router;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
+pub use crate::node::QpHook;
+use crate::node::{rq_depth_for, sq_depth_for, NodeConn, NodeEnv};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
-use crate::server::{ServerConn, ServerShared};
-use crate::worker::{NodeLinks, Workers};
+use crate::server_conn::{ServerConn, ServerShared};
+use crate::worker::{NodeLinks, Served, Workers};
 
 /// Completions taken from the CQ per poll call.
 pub const CQ_BURST: usize = 32;
@@ -54,25 +56,6 @@ const CONTROL_BATCH: usize = 16;
 /// How long a connect request waits for the slot of a connection evicted for it (ns). The
 /// slot is normally free within a poll or two; the request is rejected (`ServerFull`) after.
 const DEFER_NS: u64 = 2_000_000_000;
-
-pub(crate) const TIMER_CONN: u8 = 1;
-pub(crate) const TIMER_RECONNECT: u8 = 2;
-/// A server connection's earliest backward-call deadline.
-pub(crate) const TIMER_BACK: u8 = 3;
-/// The end of a lost server connection's session grace period.
-pub(crate) const TIMER_GRACE: u8 = 4;
-
-/// A timer token: kind, slot, slot generation.
-#[inline]
-pub(crate) fn timer_token(kind: u8, slot: u32, gen: u32) -> u64 {
-    (u64::from(kind) << 56) | ((u64::from(slot) & 0xff_ffff) << 32) | u64::from(gen)
-}
-
-/// A worker job token: slot and generation.
-#[inline]
-pub(crate) fn job_token(slot: u32, gen: u32) -> u64 {
-    (u64::from(slot) << 32) | u64::from(gen)
-}
 
 /// Why an endpoint could not be created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,10 +99,6 @@ pub(crate) enum NodeCmd<P: Provider> {
     },
 }
 
-/// A function called with every QP a node creates (connect) or accepts, on the reactor
-/// thread, before it is used: for tracing and fault injection in tests.
-pub type QpHook<P> = Box<dyn Fn(&<P as Provider>::Qp) + Send + Sync>;
-
 /// What other threads hold of a node.
 pub(crate) struct NodePeer<P: Provider> {
     ctl: MpscProducer<NodeCmd<P>>,
@@ -161,17 +140,6 @@ impl<P: Provider> core::fmt::Debug for Endpoint<P> {
             .field("nodes", &self.inner.peers.len())
             .finish()
     }
-}
-
-/// Send queue depth for `credits` (binds, Send and invalidations of every call; replies'
-/// Writes).
-pub(crate) fn sq_depth_for(credits: u32) -> u32 {
-    (credits * 8).clamp(64, 4096)
-}
-
-/// Receive queue depth for `credits` (server: credits + call slots).
-pub(crate) fn rq_depth_for(credits: u32) -> u32 {
-    (credits * 3).clamp(16, 4096)
 }
 
 impl<P: Provider> Endpoint<P> {
@@ -279,9 +247,10 @@ impl<P: Provider> Endpoint<P> {
                     now: 0,
                     hugepages,
                     gens: vec![0; cfg.max_conns_per_reactor],
-                    peers: Arc::clone(&peers),
+                    thread: Arc::clone(&peers[i].thread),
                     qp_hook: Arc::clone(&inner.qp_hook),
                 },
+                peers: Arc::clone(&peers),
                 slots: (0..cfg.max_conns_per_reactor).map(|_| None).collect(),
                 free: (0..cfg.max_conns_per_reactor as u32).rev().collect(),
                 ctl: rx,
@@ -417,56 +386,91 @@ fn send_to<P: Provider>(
     Err(cmd)
 }
 
-/// What a node's connections use while being served.
-pub(crate) struct NodeEnv<P: Provider> {
-    pub index: usize,
-    pub dev: Arc<P::Device>,
-    pub pd: Arc<P::Pd>,
-    pub cq: P::Cq,
-    pub bufs: BufPool,
-    /// The reply pool (the node's cache is in front of it).
-    pub replies: BufPool,
-    pub cache: PoolCache,
-    pub router: Router,
-    pub stats: NodeStatsWriter,
-    pub now: u64,
-    pub hugepages: HugePagePolicy,
-    gens: Vec<u32>,
-    peers: Arc<Vec<NodePeer<P>>>,
-    qp_hook: Arc<OnceLock<QpHook<P>>>,
-}
-
-impl<P: Provider> NodeEnv<P> {
-    /// The generation of slot `slot` (timer and job tokens carry it).
-    #[inline]
-    pub(crate) fn slot_gen(&self, slot: u32) -> u32 {
-        self.gens.get(slot as usize).copied().unwrap_or(0)
-    }
-
-    pub(crate) fn sq_depth(&self, credits: u32) -> u32 {
-        sq_depth_for(credits)
-    }
-
-    pub(crate) fn rq_depth(&self, credits: u32) -> u32 {
-        rq_depth_for(credits)
-    }
-
-    /// The thread of this node's reactor (set once it has polled).
-    pub(crate) fn node_thread(&self) -> Arc<OnceLock<Thread>> {
-        Arc::clone(&self.peers[self.index].thread)
-    }
-
-    /// Runs the QP hook, if any.
-    pub(crate) fn qp_created(&self, qp: &P::Qp) {
-        if let Some(h) = self.qp_hook.get() {
-            h(qp);
-        }
-    }
-}
-
+/// A node's connection: the one place that names the roles.
 enum Conn<P: Provider> {
     Client(Box<ClientConn<P>>),
     Server(Box<ServerConn<P>>),
+}
+
+impl<P: Provider> NodeConn<P> for Conn<P> {
+    #[inline]
+    fn feed(&mut self, now: u64, wc: &Completion) {
+        match self {
+            Conn::Client(c) => c.feed(now, wc),
+            Conn::Server(s) => s.feed(now, wc),
+        }
+    }
+
+    fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
+        match self {
+            Conn::Client(c) => c.on_served(env, s),
+            Conn::Server(c) => c.on_served(env, s),
+        }
+    }
+
+    #[inline]
+    fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        match self {
+            Conn::Client(c) => c.service(env, links, cx, slot),
+            Conn::Server(s) => s.service(env, links, cx, slot),
+        }
+    }
+
+    #[inline]
+    fn is_done(&self) -> bool {
+        match self {
+            Conn::Client(c) => c.is_done(),
+            Conn::Server(s) => s.is_done(),
+        }
+    }
+
+    fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match self {
+            Conn::Client(c) => c.on_timer(kind, env, links, cx, slot),
+            Conn::Server(s) => s.on_timer(kind, env, links, cx, slot),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        match self {
+            Conn::Client(c) => c.shutdown(),
+            Conn::Server(s) => s.shutdown(),
+        }
+    }
+
+    fn evictable(&self, now: u64) -> Option<u64> {
+        match self {
+            Conn::Client(c) => c.evictable(now),
+            Conn::Server(s) => s.evictable(now),
+        }
+    }
+
+    fn evict(&mut self) {
+        match self {
+            Conn::Client(c) => c.evict(),
+            Conn::Server(s) => s.evict(),
+        }
+    }
+
+    fn was_evicted(&self) -> bool {
+        match self {
+            Conn::Client(c) => c.was_evicted(),
+            Conn::Server(s) => s.was_evicted(),
+        }
+    }
 }
 
 /// A connect request waiting for the slot of a connection evicted for it.
@@ -489,6 +493,8 @@ struct Node<P: Provider> {
     wcs: Box<[Completion]>,
     stopping: bool,
     thread_set: bool,
+    /// Every node's control ring (connect requests are handed over to the next node).
+    peers: Arc<Vec<NodePeer<P>>>,
     live: usize,
     /// Connect requests waiting for the slots of evicted connections, oldest first.
     deferred: VecDeque<Deferred<P>>,
@@ -503,7 +509,7 @@ impl<P: Provider> Node<P> {
 
     fn release_slot(&mut self, slot: u32) {
         if let Some(s) = self.slots.get_mut(slot as usize) {
-            let evicted = matches!(s, Some(Conn::Server(c)) if c.was_evicted());
+            let evicted = s.as_ref().is_some_and(|c| c.was_evicted());
             if s.take().is_some() {
                 self.live -= 1;
                 if evicted {
@@ -618,7 +624,7 @@ impl<P: Provider> Node<P> {
         let now = self.env.now;
         let mut best: Option<(usize, u64)> = None;
         for (i, c) in self.slots.iter().enumerate() {
-            if let Some(Conn::Server(s)) = c {
+            if let Some(s) = c {
                 if let Some(idle) = s.evictable(now) {
                     if best.map_or(true, |(_, b)| idle > b) {
                         best = Some((i, idle));
@@ -627,7 +633,7 @@ impl<P: Provider> Node<P> {
             }
         }
         match best.and_then(|(i, _)| self.slots.get_mut(i)) {
-            Some(Some(Conn::Server(s))) => {
+            Some(Some(s)) => {
                 s.evict();
                 self.evicting += 1;
                 true
@@ -678,13 +684,13 @@ impl<P: Provider> Node<P> {
                 };
                 work += 1;
                 let server = Arc::clone(&self.listeners[i].1);
-                let n = self.env.peers.len().max(1);
+                let n = self.peers.len().max(1);
                 // Relaxed: a turn counter only.
                 let target = server.next.fetch_add(1, Ordering::Relaxed) % n;
                 if target == self.env.index {
                     self.accept(req, server);
                 } else {
-                    let peers = Arc::clone(&self.env.peers);
+                    let peers = Arc::clone(&self.peers);
                     if let Err(NodeCmd::Accept { req, server }) =
                         send_to(&peers, target, NodeCmd::Accept { req, server })
                     {
@@ -719,8 +725,7 @@ impl<P: Provider> Node<P> {
                     continue;
                 };
                 match self.slots.get_mut(slot as usize) {
-                    Some(Some(Conn::Client(c))) => c.feed(now, wc),
-                    Some(Some(Conn::Server(s))) => s.feed(now, wc),
+                    Some(Some(c)) => c.feed(now, wc),
                     _ => self.env.stats.stray(),
                 }
             }
@@ -743,10 +748,8 @@ impl<P: Provider> Node<P> {
             if env.slot_gen(slot) != gen {
                 return; // the connection is gone; buffers return to the pool here
             }
-            match slots.get_mut(slot as usize) {
-                Some(Some(Conn::Server(c))) => c.on_served(env, s),
-                Some(Some(Conn::Client(c))) => c.on_served(env, s),
-                _ => {}
+            if let Some(Some(c)) = slots.get_mut(slot as usize) {
+                c.on_served(env, s);
             }
         })
     }
@@ -756,9 +759,7 @@ impl<P: Provider> Poller for Node<P> {
     fn poll(&mut self, now: u64, cx: &mut PollerCtx<'_>) -> usize {
         if !self.thread_set {
             self.thread_set = true;
-            if let Some(p) = self.env.peers.get(self.env.index) {
-                let _ = p.thread.set(std::thread::current());
-            }
+            let _ = self.env.thread.set(std::thread::current());
         }
         self.env.now = now;
         let mut work = 0;
@@ -774,17 +775,11 @@ impl<P: Provider> Poller for Node<P> {
         work += self.worker_results();
         for i in 0..self.slots.len() {
             let slot = i as u32;
-            let done = match self.slots[i].as_mut() {
-                None => continue,
-                Some(Conn::Client(c)) => {
-                    work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
-                    c.is_done()
-                }
-                Some(Conn::Server(s)) => {
-                    work += s.service(&mut self.env, self.links.as_mut(), cx, slot);
-                    s.is_done()
-                }
+            let Some(c) = self.slots[i].as_mut() else {
+                continue;
             };
+            work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
+            let done = c.is_done();
             if done {
                 self.release_slot(slot);
             }
@@ -809,14 +804,8 @@ impl<P: Provider> Poller for Node<P> {
             return;
         }
         self.env.now = cx.now();
-        match self.slots.get_mut(slot as usize) {
-            Some(Some(Conn::Client(c))) => {
-                c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
-            }
-            Some(Some(Conn::Server(s))) => {
-                s.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot)
-            }
-            _ => {}
+        if let Some(Some(c)) = self.slots.get_mut(slot as usize) {
+            c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot);
         }
     }
 
@@ -828,10 +817,7 @@ impl<P: Provider> Poller for Node<P> {
             self.refuse(d.req, &d.server, RejectReason::ShuttingDown);
         }
         for c in self.slots.iter_mut().flatten() {
-            match c {
-                Conn::Client(c) => c.shutdown(),
-                Conn::Server(s) => s.shutdown(),
-            }
+            c.shutdown();
         }
     }
 
@@ -844,12 +830,7 @@ impl<P: Provider> Drop for Node<P> {
     fn drop(&mut self) {
         // Connections first (their QPs reference the CQ), then the rest.
         for s in self.slots.iter_mut() {
-            if let Some(c) = s.take() {
-                match c {
-                    Conn::Client(c) => drop(c),
-                    Conn::Server(s) => drop(s),
-                }
-            }
+            drop(s.take());
         }
     }
 }

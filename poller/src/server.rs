@@ -11,7 +11,8 @@
 //! gathers. DDP results go into the client's Write chunks. Reply buffers and DDP items are
 //! kept until the reply's Send completes, then return to their pool. With
 //! `backchannel_credits` > 0 each connection also sends backward calls (RFC 8167, see
-//! [`crate::backchannel`]); handlers reach them through [`Request::backchannel`].
+//! [`crate::backchannel`]); handlers reach them through
+//! [`Request::backchannel`](crate::Request::backchannel).
 //!
 //! Admission (issue 13 §2 item 5; Linux nfsd's policy): a connect request first takes one of
 //! its peer address's `max_conns_per_peer` shares (`PeerSlot`, given back when the
@@ -31,37 +32,21 @@
 //! when no worker still holds a view of it. Stopping: the listener closes, connections keep
 //! serving until their clients disconnect (or the reactors' drain timeout ends them).
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rpcrdma_engine::conn::{
-    self, CallId, ConnState, Connection, Event, HostMemory, IncomingCall, ReplyError, ReplySpec,
-    Role, WorkRequest,
-};
-use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
-use rpcrdma_engine::verbs::{
-    errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
-    RecvWr, VerbsCall, VerbsError,
-};
-use rpcrdma_mempool::PoolBuf;
+use rpcrdma_engine::verbs::{Device, Provider};
 
-use crate::admission::{PeerSlot, PeerTable};
-use crate::api_stats::{conn_stats, ConnSnapshot, ConnStats, ConnStatsWriter};
-use crate::backchannel::{BackServer, ServerBack};
-use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
+use crate::admission::PeerTable;
+use crate::api_stats::ConnSnapshot;
+use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
-use crate::driver::ConnDriver;
-use crate::program::{
-    header_error_reply, serve_inline, CallTransport, DdpItems, Dispatch, Program, Programs,
-    Request, MAX_DDP, SUCCESS_HEADER_LEN,
-};
-use crate::reactor::PollerCtx;
-use crate::runtime::{
-    job_token, timer_token, Endpoint, NodeCmd, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
-};
-use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
+use crate::program::{Program, Programs};
+use crate::runtime::{Endpoint, NodeCmd};
+use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
+
+use crate::server_conn::ServerShared;
 
 /// Why a server could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,41 +70,6 @@ impl core::fmt::Display for ServerError {
 }
 
 impl std::error::Error for ServerError {}
-
-pub(crate) struct ServerShared {
-    pub(crate) programs: Programs,
-    pub(crate) opts: ServerOptions,
-    pub(crate) next: AtomicUsize,
-    pub(crate) stopping: AtomicBool,
-    conns: Mutex<Vec<ConnStats>>,
-    pub(crate) accepted: AtomicU64,
-    pub(crate) rejected: AtomicU64,
-    /// Sessions and backward-call settings (RFC 8167).
-    pub(crate) back: Arc<BackServer>,
-    /// Connection shares per peer address (`max_conns_per_peer`).
-    pub(crate) peers: Arc<PeerTable>,
-}
-
-impl ServerShared {
-    /// Counts a rejected connect request.
-    pub(crate) fn count_reject(&self) {
-        // Relaxed: a count for monitoring.
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Evicting idle connections for newcomers is allowed, after this grace (ns).
-    pub(crate) fn evict_grace_ns(&self) -> Option<u64> {
-        self.opts
-            .evict_idle
-            .then(|| self.opts.evict_idle_ms.saturating_mul(1_000_000))
-    }
-
-    /// Whether the server stopped listening.
-    pub(crate) fn is_stopping(&self) -> bool {
-        // Acquire: pairs with the Release store in `Server::stop_listening`.
-        self.stopping.load(Ordering::Acquire)
-    }
-}
 
 /// Builds a [`Server`].
 #[derive(Debug, Default)]
@@ -271,706 +221,129 @@ impl Server {
     }
 }
 
-struct Held {
-    _reply: PoolBuf,
-    _ddp: DdpItems,
-    /// Octets of the reply (DDP items included), counted when its Send completes.
-    bytes: u64,
-}
+// Submissions and refusals carry the call's arguments back and forth by value, so nothing
+// allocates on the way (as `Client::call` does).
+#[allow(clippy::result_large_err)]
+impl Server {
+    /// Sends a backward call to the client of `session`, on the connection bound to it last
+    /// (see [`BackChannel::bind`]). If that connection was lost, the call waits, with its
+    /// deadline, until the client binds a new connection to the session, or fails with
+    /// [`ClientError::SessionClosed`] when the session's grace period
+    /// (`ServerOptions::session_grace_ms`) ends first. Completion as in
+    /// [`BackChannel::call`]. `Err`: the session is unknown or closed
+    /// ([`ClientError::SessionClosed`]), or the ring is full ([`ClientError::Busy`]).
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub fn back_call<F>(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.back_start(
+            session,
+            prog,
+            vers,
+            proc_num,
+            args,
+            &BackCallOptions::default(),
+            Callback::new(cb),
+            false,
+        )
+    }
 
-struct PendingReply {
-    call: CallId,
-    reply: PoolBuf,
-    len: usize,
-    ddp: DdpItems,
-}
+    /// [`Server::back_call`] with options (XID, timeout).
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    pub fn back_call_with<F>(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: BackCallOptions,
+        cb: F,
+    ) -> Result<(), Refused>
+    where
+        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
+    {
+        self.back_start(
+            session,
+            prog,
+            vers,
+            proc_num,
+            args,
+            &opts,
+            Callback::new(cb),
+            false,
+        )
+    }
 
-/// One accepted connection on its reactor.
-pub(crate) struct ServerConn<P: Provider> {
-    shared: Arc<ServerShared>,
-    pub(crate) drv: ConnDriver<P>,
-    _slab: Slab,
-    held: Vec<Option<Held>>,
-    waiting: VecDeque<IncomingCall>,
-    pending: VecDeque<PendingReply>,
-    in_worker: u32,
-    lost: bool,
-    stats: ConnStatsWriter,
-    worker: usize,
-    /// The backward direction (RFC 8167), when the server has one.
-    back: Option<ServerBack>,
-    /// The requester's address and this connection's id (handed to handlers).
-    peer: std::net::SocketAddr,
-    conn_id: u64,
-    /// A handler answered [`Reject::Disconnect`](crate::Reject::Disconnect): close the
-    /// connection at the end of this round.
-    kick: bool,
-    /// When the connection last did anything (a completion, a call, a handler's result), ns.
-    last_active: u64,
-    /// Closed (or to be closed at the end of this round) to make room for a new connect.
-    evicted: bool,
-    /// This connection's share of its peer's limit (given back at teardown).
-    peer_slot: Option<PeerSlot>,
-}
-
-/// Source of connection ids (`CallTransport::conn_id`), unique within the process.
-static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-impl<P: Provider> ServerConn<P> {
-    /// Accepts `req` on this node (QP on the node's CQ). `Err(Some(req))` when setting the
-    /// connection up failed before the accept (the caller rejects it with a reason);
-    /// `Err(None)` when the accept itself failed (the request was rejected without one).
-    pub(crate) fn accept(
-        env: &mut NodeEnv<P>,
-        req: P::ConnRequest,
-        shared: Arc<ServerShared>,
-        slot: u32,
-        peer_slot: PeerSlot,
-    ) -> Result<ServerConn<P>, Option<P::ConnRequest>> {
-        let o = shared.opts;
-        let c = o.credits;
-        let mut cfg = conn::Config::DEFAULT;
-        cfg.credits = c;
-        cfg.inline_send = o.inline_send.clamp(1024, 262_144);
-        cfg.inline_recv = o.inline_recv.clamp(1024, 262_144);
-        // Send With Invalidate only where the device can post it (RFC 8797 §4.1: R says the
-        // responder's stack supports remote invalidation); the device logged its absence.
-        cfg.remote_invalidate = o.remote_invalidate && env.dev.caps().send_with_invalidate;
-        cfg.sq_depth = env.sq_depth(c);
-        cfg.rq_depth = env.rq_depth(c);
-        cfg.max_send_sge = 4;
-        cfg.max_rdma_reads = 16;
-        // Version Two needs 4096-octet receives; a smaller receive size serves Version One only.
-        let v2_ok = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv)
-            >= conn::V2_INLINE;
-        cfg.max_version = if v2_ok { o.version.number() } else { 1 };
-        let nslots = 2 * c as usize;
-        let ndata = if o.data_buffers == 0 {
-            (c as usize / 4).max(2)
-        } else {
-            o.data_buffers as usize
+    /// Sends a backward call to `session` and waits for its outcome (see
+    /// [`BackChannel::call_blocking`]).
+    pub fn back_call_blocking(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+    ) -> Result<Reply, ClientError> {
+        let Some(st) = self.back_server().session(session) else {
+            return Err(ClientError::SessionClosed);
         };
-        let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
-        let layout = SlabLayout {
-            headers: nslots,
-            header_size: cfg.inline_send,
-            recvs: c as usize + nslots,
-            recv_size,
-            data: ndata,
-            data_size: o.max_call.clamp(4096, 1 << 30),
-            rpc_headers: 0,
-            rpc_header_size: 0,
-        };
-        // The responder exposes nothing (Read-Write model): local access only.
-        let Ok(slab) = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS) else {
-            return Err(Some(req));
-        };
-        let (w, r) = conn_stats();
-        let back = if o.backchannel_credits > 0 {
-            match ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()) {
-                Ok(b) => Some(b),
-                Err(_) => return Err(Some(req)),
-            }
-        } else {
-            None
-        };
-        let conn = match &back {
-            Some(b) => {
-                Connection::with_backchannel(Role::Responder, cfg, &slab.pools(&[]), &b.pools())
-            }
-            None => Connection::new(Role::Responder, cfg, &slab.pools(&[])),
-        };
-        let Ok(mut conn) = conn else {
-            return Err(Some(req));
-        };
-        let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
-        let opts = QpOptions {
-            max_send_wr: cfg.sq_depth,
-            max_recv_wr: cfg.rq_depth,
-            max_send_sge: cfg.max_send_sge,
-            max_recv_sge: 1,
-            rnr_retry_count: o.rnr_retry.min(7),
-            initiator_depth: 16,
-            responder_resources: 16,
-            ..QpOptions::default()
-        };
-        let init = QpInit {
-            pd: &*env.pd,
-            send_cq: &env.cq,
-            recv_cq: &env.cq,
-            srq: None,
-            opts,
-        };
-        // The requester's private data is known from the request: establish the engine first,
-        // so its receives exist, and post them on the new QP before the accept goes out — the
-        // client may send as soon as it sees Established, and RNR retry stays 0.
-        conn.handle_cm(
-            env.now,
-            conn::CmInput::Established {
-                private_data: peer_pd.as_slice(),
-            },
-        );
-        let ours = conn.private_data();
-        let mut preposted = 0u32;
-        let qp = req
-            .accept_prepared(init, &ours, &mut |qp: &mut P::Qp| {
-                post_initial_recvs::<P>(&mut conn, qp, &mut preposted)
-            })
-            .map_err(|_| None)?;
-        env.stats
-            .posted(u64::from(preposted > 0), u64::from(preposted));
-        env.qp_created(&qp);
-        let peer = qp.peer_addr();
-        let qpn = qp.qp_num();
-        if !env.router.insert(qpn, slot) {
-            return Err(None);
+        if lock(&st.cur).as_ref().is_some_and(|c| c.on_node_thread()) {
+            return Err(ClientError::WouldBlock);
         }
-        let mut regions = vec![
-            Arc::clone(&slab.region),
-            Arc::clone(env.bufs.region()),
-            Arc::clone(env.replies.region()),
-        ];
-        regions.extend(back.as_ref().map(|b| b.region()));
-        let mem = HostRegions::new(&regions);
-        let mut drv = ConnDriver::new(mem);
-        drv.qp_num = qpn;
-        drv.qp = Some(qp);
-        drv.conn = Some(conn);
-        // Anything else the engine queued meanwhile (nothing, normally).
-        let p = drv.post(env.now);
-        env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-        shared
-            .conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r);
-        // Relaxed: a count for monitoring.
-        shared.accepted.fetch_add(1, Ordering::Relaxed);
-        env.stats.established();
-        Ok(ServerConn {
-            shared,
-            drv,
-            _slab: slab,
-            held: (0..nslots).map(|_| None).collect(),
-            waiting: VecDeque::with_capacity(nslots),
-            pending: VecDeque::with_capacity(nslots),
-            in_worker: 0,
-            lost: false,
-            stats: w,
-            worker: slot as usize,
-            back,
-            peer,
-            // Relaxed: a unique number is all that is needed (no data is published with it).
-            conn_id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
-            kick: false,
-            last_active: env.now,
-            evicted: false,
-            peer_slot: Some(peer_slot),
+        let opts = BackCallOptions::default();
+        blocking(args, |a, cb| {
+            self.back_start(session, prog, vers, proc_num, a, &opts, cb, true)
         })
     }
 
-    /// How long the connection has been idle at `now` (ns), or `None` when it is busy or
-    /// closed: a call being served or waiting, a reply whose Send has not completed, a
-    /// backward call on the wire. Idle time counts from the last completion, call or result.
-    fn idle_for(&self, now: u64) -> Option<u64> {
-        if self.lost || self.evicted || self.kick {
-            return None;
-        }
-        let idle = now.saturating_sub(self.last_active);
-        let busy = self.in_worker > 0
-            || !self.waiting.is_empty()
-            || !self.pending.is_empty()
-            || self
-                .drv
-                .conn
-                .as_ref()
-                .is_some_and(|c| c.backward_outstanding() > 0)
-            || self.held.iter().any(Option::is_some);
-        (!busy).then_some(idle)
+    /// Closes `session`: the backward calls its connections hold fail with
+    /// [`ClientError::SessionClosed`], and later ones are refused. `false` if it was unknown
+    /// (never bound, closed, or expired after its grace period). A session whose connection
+    /// was lost closes by itself when `ServerOptions::session_grace_ms` passes without a bind.
+    pub fn close_session(&self, session: u64) -> bool {
+        self.back_server().close(session)
     }
 
-    /// How long the connection has been idle, if a newcomer may evict it now: idle at least
-    /// its server's eviction grace, and not holding a session (a lost connection keeps its
-    /// slot while it holds its session's backward calls, so evicting it frees nothing).
-    pub(crate) fn evictable(&self, now: u64) -> Option<u64> {
-        let grace = self.shared.evict_grace_ns()?;
-        if self
-            .back
-            .as_ref()
-            .is_some_and(|b| b.handle.session().is_some())
-        {
-            return None;
-        }
-        self.idle_for(now).filter(|&idle| idle >= grace)
+    /// The backchannel of the connection bound to `session` now.
+    pub fn session_backchannel(&self, session: u64) -> Option<BackChannel> {
+        let st = self.back_server().session(session)?;
+        let cur = lock(&st.cur).clone()?;
+        Some(BackChannel { inner: cur })
     }
 
-    /// Marks the connection for eviction: it closes at the end of its next round.
-    pub(crate) fn evict(&mut self) {
-        self.evicted = true;
+    /// Fresh, empty arguments for a backward call, in a registered buffer of the server's
+    /// endpoint pool (`None` when the pool is exhausted).
+    pub fn back_args(&self) -> Option<CallArgs> {
+        self.back_server().bufs.get().map(CallArgs::new)
     }
 
-    /// Whether the connection was evicted (its slot is promised to a connect request).
-    pub(crate) fn was_evicted(&self) -> bool {
-        self.evicted
-    }
-
-    /// True when the node may drop it: lost and no worker holds a view of its memory.
-    pub(crate) fn is_done(&self) -> bool {
-        self.lost && self.in_worker == 0 && self.back.as_ref().map_or(true, |b| b.is_done())
-    }
-
-    /// Feeds a completion; a finished reply Send releases its buffers and, when it succeeded,
-    /// counts the reply (a Send in error or flushed delivered nothing).
-    #[inline]
-    pub(crate) fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
-        self.last_active = now;
-        let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
-        if id.kind() == conn::wr_kind::SEND {
-            if let Some(h) = self.held.get_mut(id.index() as usize) {
-                if let Some(h) = h.take() {
-                    if wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS {
-                        self.stats.reply_out(h.bytes);
-                    }
-                }
-            }
-        }
-        self.drv.feed(now, wc);
-    }
-
-    pub(crate) fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
-        match (kind, self.back.as_mut()) {
-            (TIMER_BACK, Some(b)) => b.on_timer(env, links, cx, slot, &self.stats),
-            (TIMER_BACK, None) => {}
-            (TIMER_GRACE, Some(b)) if self.lost => {
-                b.on_grace_timer(env, links, cx, slot, &self.stats)
-            }
-            (TIMER_GRACE, _) => {}
-            _ => self.drv.on_timer(env.now),
+    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    fn back_start(
+        &self,
+        session: u64,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: CallArgs,
+        opts: &BackCallOptions,
+        cb: Callback,
+        inline_cb: bool,
+    ) -> Result<(), Refused> {
+        let bs = self.back_server();
+        let sub = bs.submission(prog, vers, proc_num, args, opts, cb, inline_cb);
+        match bs.session(session) {
+            Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
+            None => Err(refuse(ClientError::SessionClosed, sub)),
         }
     }
-
-    /// The reactor is stopping: a lost connection stops holding backward calls for its
-    /// session (they fail).
-    pub(crate) fn shutdown(&mut self) {
-        if let Some(b) = self.back.as_mut() {
-            b.shutdown();
-        }
-    }
-
-    /// One round of work.
-    pub(crate) fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
-        let mut work = 0;
-        if self.lost {
-            // Backward calls kept for the session until its client binds a new connection.
-            return match self.back.as_mut() {
-                Some(b) => b.service_lost(env, links, cx, slot, &self.stats),
-                None => 0,
-            };
-        }
-        // CM: only a disconnect matters after accept.
-        loop {
-            match self.drv.poll_cm() {
-                Ok(Some(ev)) => {
-                    work += 1;
-                    if matches!(
-                        ev.kind,
-                        CmEventKind::Disconnected | CmEventKind::DeviceRemoval
-                    ) {
-                        self.drv.disconnected(env.now);
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    env.stats.verbs_error();
-                    break;
-                }
-            }
-        }
-        // Replies the send queue refused earlier, in order.
-        while let Some(p) = self.pending.pop_front() {
-            let PendingReply {
-                call,
-                reply,
-                len,
-                ddp,
-            } = p;
-            if let Err((r, d)) = self.send(env, call, reply, len, ddp, true) {
-                self.pending.push_front(PendingReply {
-                    call,
-                    reply: r,
-                    len,
-                    ddp: d,
-                });
-                break;
-            }
-            work += 1;
-        }
-        // Calls that waited for a reply buffer, in order.
-        while let Some(inc) = self.waiting.front().copied() {
-            if !self.on_call(env, links.as_deref_mut(), slot, inc) {
-                break;
-            }
-            self.waiting.pop_front();
-            work += 1;
-        }
-        // New events.
-        let mut lost = false;
-        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
-            work += 1;
-            match ev {
-                Event::CallReady(inc) => {
-                    let served = self.waiting.is_empty()
-                        && self.on_call(env, links.as_deref_mut(), slot, inc);
-                    if !served {
-                        self.waiting.push_back(inc);
-                    }
-                }
-                Event::ConnectionLost => lost = true,
-                Event::ReplyReady(r) => {
-                    if let Some(b) = self.back.as_mut() {
-                        b.on_reply(env, links.as_deref_mut(), r, &self.stats);
-                    }
-                }
-                Event::CallFailed { call, error, .. } => {
-                    if let Some(b) = self.back.as_mut() {
-                        b.on_failed(env, links.as_deref_mut(), call, error, &self.stats);
-                    }
-                }
-                Event::Connected(_) => {}
-            }
-        }
-        // Backward calls: enable, take new ones, start what the backward credits allow.
-        if let Some(b) = self.back.as_mut() {
-            work += b.service(
-                &mut self.drv,
-                env,
-                links.as_deref_mut(),
-                cx,
-                slot,
-                &self.stats,
-            );
-        }
-        let p = self.drv.post(env.now);
-        if p.wrs > 0 {
-            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.send_invalidates(u64::from(p.invalidates));
-            work += 1;
-        }
-        if self.kick {
-            self.stats.kicked();
-        }
-        let close = self.close_when_idle(env);
-        if self.drv.broken
-            || lost
-            || self.kick
-            || close
-            || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
-        {
-            self.teardown(env, links, cx, slot);
-            return work + 1;
-        }
-        let gen = env.slot_gen(slot);
-        self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
-        self.stats.credits(
-            (self.held.iter().filter(|h| h.is_some()).count() + self.in_worker as usize) as u64,
-            u64::from(self.shared.opts.credits),
-        );
-        self.stats.queued(self.waiting.len() as u64);
-        work
-    }
-
-    /// Whether to close the connection at the end of this round: evicted for a newcomer, or
-    /// idle for `idle_timeout_ms` (counted here).
-    fn close_when_idle(&mut self, env: &mut NodeEnv<P>) -> bool {
-        if self.evicted {
-            self.stats.evicted();
-            env.stats.evicted();
-            return true;
-        }
-        let timeout = self.shared.opts.idle_timeout_ms;
-        // The cheap test first: a connection with recent completions is not idle.
-        if timeout == 0
-            || env.now.saturating_sub(self.last_active) < timeout.saturating_mul(1_000_000)
-        {
-            return false;
-        }
-        if self.idle_for(env.now).is_none() {
-            return false;
-        }
-        self.stats.idle_closed();
-        env.stats.idle_closed();
-        true
-    }
-
-    fn teardown(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
-        self.lost = true;
-        self.peer_slot = None;
-        self.stats.lost();
-        if self.drv.qp_num != 0 {
-            env.router.remove(self.drv.qp_num);
-            self.drv.qp_num = 0;
-        }
-        self.drv.cancel_timer(cx);
-        if let Some(mut qp) = self.drv.qp.take() {
-            let _ = qp.disconnect();
-        }
-        self.drv.conn = None;
-        for h in self.held.iter_mut() {
-            *h = None;
-        }
-        self.waiting.clear();
-        self.pending.clear();
-        if let Some(b) = self.back.as_mut() {
-            b.on_lost(env, links, cx, slot, &self.stats);
-        }
-    }
-
-    /// Serves one call; `false` when no reply buffer is free (the call must wait).
-    fn on_call(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        slot: u32,
-        inc: IncomingCall,
-    ) -> bool {
-        let Some(mut reply) = env.cache.get_buf() else {
-            return false;
-        };
-        let stream: &[u8] = self
-            .drv
-            .mem
-            .bytes(inc.stream.addr, inc.stream.len as usize)
-            .unwrap_or(&[]);
-        self.stats.call_in(stream.len() as u64);
-        // Everything decided with shared borrows; the reply is sent afterwards.
-        let decided: Decision = match rpc::decode_call(stream) {
-            Err(e) => {
-                let h = header_error_reply(&e, inc.xid);
-                Decision::Header(h)
-            }
-            Ok((h, off)) => match self.shared.programs.dispatch(h.prog, h.vers, h.proc_num) {
-                Dispatch::Null => Decision::Done(Ok(0), DdpItems::new()),
-                Dispatch::Error(stat) => Decision::Header(ReplyHeader::accepted(inc.xid, stat)),
-                Dispatch::Handler(handler) => {
-                    let nw = (inc.write_chunks as usize).min(MAX_DDP);
-                    let args = stream.get(off..).unwrap_or(&[]);
-                    let transport = CallTransport {
-                        peer: self.peer,
-                        conn_id: self.conn_id,
-                        read_segments: inc.read_segments,
-                        position_zero: inc.position_zero,
-                        reply_chunk: inc.reply_capacity,
-                    };
-                    self.stats.call_chunks(&transport, inc.write_chunks);
-                    // What the reply can carry (inline or in the Reply chunk): the handler gets
-                    // no more space than that, so clearing it stays cheap.
-                    let inline = self.shared.opts.inline_send.clamp(1024, 262_144);
-                    let window = crate::program::reply_window(inline, inc.reply_capacity);
-                    match (self.shared.opts.mode, links) {
-                        (CallbackMode::Worker, Some(l)) => {
-                            let mut caps = [0u32; MAX_DDP];
-                            caps[..nw].copy_from_slice(&inc.write_capacity[..nw]);
-                            let job = Job::Serve(ServeJob {
-                                token: job_token(slot, env.slot_gen(slot)),
-                                call_slot: inc.call.slot,
-                                call_gen: inc.call.generation,
-                                handler: Arc::clone(handler),
-                                xid: inc.xid,
-                                prog: h.prog,
-                                vers: h.vers,
-                                proc_num: h.proc_num,
-                                cred_flavor: h.cred.flavor.to_u32(),
-                                cred: RawSlice::new(h.cred.body),
-                                args: RawSlice::new(args),
-                                write_caps: caps,
-                                nwrite: nw as u8,
-                                transport,
-                                reply,
-                                base: SUCCESS_HEADER_LEN as u32,
-                                limit: window as u32,
-                                ddp: DdpItems::new(),
-                                back: self.back.as_ref().map(|b| b.handle.clone()),
-                            });
-                            self.in_worker += 1;
-                            if !l.submit(self.worker, job) {
-                                env.stats.worker_ring_full();
-                            }
-                            return true;
-                        }
-                        _ => {
-                            let req = Request {
-                                xid: inc.xid,
-                                prog: h.prog,
-                                vers: h.vers,
-                                proc_num: h.proc_num,
-                                cred: h.cred,
-                                args,
-                                write_chunks: &inc.write_capacity[..nw],
-                                transport,
-                                back: self.back.as_ref().map(|b| &b.handle),
-                            };
-                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply, window);
-                            Decision::Done(r, ddp)
-                        }
-                    }
-                }
-            },
-        };
-        match decided {
-            Decision::Header(h) => {
-                self.stats.error();
-                let len = rpc::encode_reply(&mut reply, &h).unwrap_or(0);
-                let _ = self.send(env, inc.call, reply, len, DdpItems::new(), false);
-            }
-            Decision::Done(r, ddp) => self.finish(env, inc.call, inc.xid, reply, ddp, r),
-        }
-        true
-    }
-
-    /// Turns a handler's outcome into the reply and sends it.
-    fn finish(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        call: CallId,
-        xid: u32,
-        mut reply: PoolBuf,
-        mut ddp: DdpItems,
-        r: Result<usize, crate::program::Reject>,
-    ) {
-        let (stat, results) = match r {
-            Ok(n) => (AcceptStat::Success, n),
-            Err(crate::program::Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
-            Err(crate::program::Reject::SystemErr) => (AcceptStat::SystemErr, 0),
-            Err(crate::program::Reject::Disconnect) => {
-                // No reply: the connection closes at the end of this round and the client
-                // retransmits on its next one. The buffers go back to their pools.
-                self.kick = true;
-                env.cache.put_buf(reply);
-                drop(ddp);
-                let _ = call;
-                return;
-            }
-        };
-        if stat != AcceptStat::Success {
-            self.stats.error();
-            ddp.clear();
-        }
-        let h = ReplyHeader::accepted(xid, stat);
-        let hl = rpc::encode_reply(&mut reply[..SUCCESS_HEADER_LEN], &h).unwrap_or(0);
-        let _ = self.send(env, call, reply, hl + results, ddp, false);
-    }
-
-    /// Sends a reply (or queues it when the send queue is full). `Err` hands the buffers back
-    /// when `retry` and the send queue is still full (moved, not copied, on the rare retry
-    /// path: the size of the error is not a cost).
-    #[allow(clippy::result_large_err)]
-    fn send(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        call: CallId,
-        reply: PoolBuf,
-        len: usize,
-        ddp: DdpItems,
-        retry: bool,
-    ) -> Result<(), (PoolBuf, DdpItems)> {
-        let Some(conn) = self.drv.conn.as_mut() else {
-            return Ok(());
-        };
-        let (items, n, ddp_bytes) = ddp.engine_items(0);
-        let bytes = len as u64 + ddp_bytes;
-        let msg = [local_buf(&reply, len)];
-        let spec = ReplySpec {
-            message: &msg,
-            results: &items[..n],
-        };
-        match conn.send_reply(env.now, call, &spec, &mut self.drv.mem) {
-            Ok(_) => {
-                if let Some(h) = self.held.get_mut(call.slot as usize) {
-                    *h = Some(Held {
-                        _reply: reply,
-                        _ddp: ddp,
-                        bytes,
-                    });
-                }
-                Ok(())
-            }
-            Err(ReplyError::Busy) => {
-                if retry {
-                    return Err((reply, ddp));
-                }
-                self.pending.push_back(PendingReply {
-                    call,
-                    reply,
-                    len,
-                    ddp,
-                });
-                Ok(())
-            }
-            Err(_) => {
-                self.stats.error();
-                env.cache.put_buf(reply);
-                Ok(())
-            }
-        }
-    }
-
-    /// A worker finished a handler.
-    pub(crate) fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
-        self.in_worker = self.in_worker.saturating_sub(1);
-        self.last_active = env.now;
-        if self.lost {
-            return;
-        }
-        let call = CallId {
-            slot: s.call_slot,
-            generation: s.call_gen,
-        };
-        self.finish(env, call, s.xid, s.reply, s.ddp, s.result);
-    }
-}
-
-enum Decision {
-    Header(ReplyHeader<'static>),
-    Done(Result<usize, crate::program::Reject>, DdpItems),
-}
-
-/// Posts the receives a freshly established responder queued, on a QP that is not yet
-/// accepted (one doorbell). A fresh responder queues nothing but receives; anything else is a
-/// bug and aborts the accept rather than being lost.
-fn post_initial_recvs<P: Provider>(
-    conn: &mut Connection,
-    qp: &mut P::Qp,
-    posted: &mut u32,
-) -> Result<(), VerbsError> {
-    while let Some(wr) = conn.poll_wr() {
-        let WorkRequest::Recv { wr_id, sge } = wr else {
-            return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
-        };
-        let sgl = [sge];
-        qp.queue_recv(&RecvWr {
-            wr_id: wr_id.raw(),
-            sgl: &sgl,
-        })?;
-        *posted += 1;
-    }
-    qp.flush_recv()
 }

@@ -27,11 +27,11 @@ use std::thread::{JoinHandle, Thread};
 use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
 use rpcrdma_mempool::PoolBuf;
 
-use crate::backchannel::BackChannel;
 use crate::backoff::{Backoff, BackoffConfig};
-use crate::client::{Callback, ClientError, Reply};
+use crate::call::{Callback, ClientError, Reply};
 use crate::program::{CallTransport, DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
 use crate::ring::{self, Consumer, Producer};
+use crate::session::BackChannel;
 
 /// Jobs moved per ring operation.
 pub const BURST: usize = 32;

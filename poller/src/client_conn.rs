@@ -1,0 +1,1028 @@
+//! The reactor side of a client (`ClientConn`): one connection slot on a node, its call
+//! records, the submission ring it drains, connect / reconnect with back-off, and the state it
+//! shares with the [`Client`](crate::Client) handles (`ClientShared`, [`ClientState`]).
+//!
+//! Normal operation and recovery: as described in [`crate::client`] — calls are taken from the
+//! ring into free records, started while credits allow, completed exactly once; a lost
+//! connection puts its calls back at the head of the queue (same XIDs) and reconnects after a
+//! back-off delay, failing them after `max_retransmits` sends or `max_reconnects` attempts.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+
+use rpcrdma_engine::conn::{
+    self, CallError, CallId, CallOptions, CallSpec, Connection, DdpItem, Event, LocalBuf, Role,
+    StartError,
+};
+use rpcrdma_engine::proto::reject::{self, RejectReason};
+use rpcrdma_engine::proto::v2::RdmaError;
+use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody};
+use rpcrdma_engine::verbs::{
+    CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
+};
+use rpcrdma_mempool::PoolBuf;
+
+pub use crate::call::{CallArgs, Callback, ClientError, Reply};
+
+use crate::api_stats::{ConnStats, ConnStatsWriter};
+use crate::backchannel::ClientBack;
+use crate::buf::{local_buf, Slab};
+use crate::config::{CallbackMode, ClientOptions, ProtocolVersion};
+use crate::ddp::MAX_DDP;
+use crate::driver::ConnDriver;
+use crate::mpsc::MpscConsumer;
+use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
+use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
+use crate::reactor::PollerCtx;
+use crate::timer::TimerHandle;
+use crate::worker::{CompleteJob, Job, NodeLinks};
+
+/// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
+pub(crate) const RPC_HEADER_SIZE: u32 = 128;
+
+/// The smallest transport header of an inline Version Two reply: the four fixed words,
+/// `rdma_direction`, `rdma_inv_handle`, and three empty chunk lists. An inline reply's RPC
+/// message is never longer than the receive buffer minus this.
+const V2_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v2::FIXED_LEN + 8 + 12;
+
+/// The smallest transport header of an inline Version One reply: the four fixed words and
+/// three empty chunk lists.
+const V1_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v1::FIXED_LEN + 12;
+
+/// What each returned Write chunk of one segment adds to a Version One reply header
+/// (discriminator, segment count, handle, length, offset).
+const V1_WRITE_CHUNK_LEN: usize = 8 + rpcrdma_engine::proto::chunks::SEGMENT_LEN;
+
+// ---------------------------------------------------------------------------------------------
+// The handle.
+
+/// A call on its way to the reactor.
+pub(crate) struct Submit {
+    pub(crate) prog: u32,
+    pub(crate) vers: u32,
+    pub(crate) proc_num: u32,
+    pub(crate) args: CallArgs,
+    pub(crate) cb: Callback,
+}
+
+pub(crate) const ST_CONNECTING: u8 = 0;
+pub(crate) const ST_CONNECTED: u8 = 1;
+pub(crate) const ST_RECONNECTING: u8 = 2;
+pub(crate) const ST_FAILED: u8 = 3;
+pub(crate) const ST_CLOSED: u8 = 4;
+
+/// Connection state as seen from the handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// First connect in progress.
+    Connecting,
+    /// Established.
+    Connected,
+    /// Lost; reconnecting after a back-off delay.
+    Reconnecting,
+    /// Gave up reconnecting (calls fail at once).
+    Failed,
+    /// Closed.
+    Closed,
+}
+
+pub(crate) struct ClientShared {
+    pub(crate) state: AtomicU8,
+    pub(crate) closed: AtomicBool,
+    pub(crate) submitted: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    pub(crate) stats: ConnStats,
+    pub(crate) node_thread: Arc<OnceLock<Thread>>,
+    /// What the connection negotiated (written by its reactor only).
+    pub(crate) neg: NegotiatedCell,
+    /// The code of the reason the server gave when it rejected the last connect attempt (0:
+    /// none; written by the reactor only).
+    pub(crate) reject: AtomicU8,
+}
+
+impl ClientShared {
+    fn set_state(&self, s: u8) {
+        // Release: pairs with the Acquire load in `Client::state`.
+        self.state.store(s, Ordering::Release);
+    }
+
+    fn set_reject(&self, r: Option<RejectReason>) {
+        // Relaxed: published with the state (Release in `set_state`) that makes it matter.
+        self.reject
+            .store(r.map_or(0, RejectReason::code), Ordering::Relaxed);
+    }
+
+    pub(crate) fn reject(&self) -> Option<RejectReason> {
+        // Relaxed: a reason code, meaningful alone; where it decides an error (`gave_up` in
+        // `submit`) it is read after the Acquire load of the state that made it final.
+        RejectReason::from_code(self.reject.load(Ordering::Relaxed))
+    }
+
+    /// The error of a client that gave up reconnecting.
+    pub(crate) fn gave_up(&self) -> ClientError {
+        self.reject()
+            .map_or(ClientError::ReconnectFailed, ClientError::Rejected)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reactor side.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecState {
+    Free,
+    Queued,
+    InFlight,
+}
+
+pub(crate) struct Record {
+    pub(crate) gen: u32,
+    pub(crate) state: RecState,
+    pub(crate) xid: u32,
+    pub(crate) seq: u64,
+    pub(crate) hdr: LocalBuf,
+    pub(crate) hdr_len: u32,
+    pub(crate) args: Option<CallArgs>,
+    pub(crate) reply: Option<PoolBuf>,
+    pub(crate) cb: Option<Callback>,
+    pub(crate) sends: u32,
+    pub(crate) call: Option<CallId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CState {
+    /// Waiting for the node to place and connect it.
+    Idle,
+    Connecting,
+    Connected,
+    /// Lost; reconnect timer armed.
+    Backoff,
+    /// Gave up; calls fail at once.
+    Failed,
+    /// Closed and drained; the node removes it.
+    Done,
+}
+
+/// One client connection on its reactor. See the module documentation.
+pub(crate) struct ClientConn<P: Provider> {
+    pub(crate) shared: Arc<ClientShared>,
+    pub(crate) rx: MpscConsumer<Submit>,
+    pub(crate) opts: ClientOptions,
+    pub(crate) addr: SocketAddr,
+    pub(crate) drv: ConnDriver<P>,
+    pub(crate) slab: Slab,
+    pub(crate) cfg: conn::Config,
+    pub(crate) nmw: usize,
+    pub(crate) state: CState,
+    pub(crate) recs: Vec<Record>,
+    pub(crate) free: Vec<u32>,
+    pub(crate) ready: VecDeque<u32>,
+    pub(crate) by_slot: Vec<u32>,
+    pub(crate) scratch: Vec<u32>,
+    pub(crate) next_xid: u32,
+    pub(crate) seq: u64,
+    pub(crate) in_use: u32,
+    pub(crate) attempts: u32,
+    pub(crate) backoff_ns: u64,
+    pub(crate) timer: Option<TimerHandle>,
+    pub(crate) closing: bool,
+    pub(crate) stats: ConnStatsWriter,
+    pub(crate) completed: u64,
+    pub(crate) worker: usize,
+    /// The server's RFC 8797 private data of the current connection.
+    pub(crate) peer_pd: Option<PeerPrivateData>,
+    /// Version and credits last published to `shared.neg` (0: nothing yet on this connection).
+    pub(crate) pub_version: u32,
+    pub(crate) pub_credits: u32,
+    /// The backchannel this client serves (RFC 8167), if any.
+    pub(crate) back: Option<Box<ClientBack>>,
+    /// A reconnect waits until no worker holds a view of a backward call's receive buffer.
+    pub(crate) reconnect_deferred: bool,
+}
+
+pub(crate) const NO_REC: u32 = u32::MAX;
+
+/// A seed for a connection's window-key generator from the operating system's random source:
+/// std's `RandomState` keys come from it (once per thread, then varied per instance), and
+/// SipHash under those keys of a process-wide counter is unpredictable to a peer.
+fn key_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    // Relaxed: a unique-number counter.
+    h.write_u64(N.fetch_add(1, Ordering::Relaxed));
+    h.finish()
+}
+
+impl<P: Provider> ClientConn<P> {
+    /// Placed on a node: connect.
+    pub(crate) fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        self.worker = slot as usize;
+        self.connect(env, cx, slot);
+    }
+
+    fn connect(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        let mut mws = Vec::with_capacity(self.nmw);
+        for _ in 0..self.nmw {
+            match env.pd.alloc_mw() {
+                Ok(m) => mws.push(m),
+                Err(_) => {
+                    env.stats.verbs_error();
+                    self.stats.connect_failed();
+                    self.lost(env, cx, slot);
+                    return;
+                }
+            }
+        }
+        let keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
+        // Each connection draws its window keys from its own secret seed, so no key follows
+        // from an earlier one (issue 13, STag hygiene).
+        let mut cfg = self.cfg;
+        cfg.key_seed = key_seed();
+        let conn = match self.back.as_deref() {
+            None => Connection::new(Role::Requester, cfg, &self.slab.pools(&keys)),
+            Some(b) => b.requester(cfg, &self.slab.pools(&keys)),
+        };
+        let conn = match conn {
+            Ok(c) => c,
+            Err(_) => {
+                self.fail_all(env, None, ClientError::Setup);
+                self.state = CState::Failed;
+                self.shared.set_state(ST_FAILED);
+                return;
+            }
+        };
+        let opts = QpOptions {
+            max_send_wr: self.cfg.sq_depth,
+            max_recv_wr: self.cfg.rq_depth,
+            max_send_sge: self.cfg.max_send_sge,
+            max_recv_sge: 1,
+            rnr_retry_count: self.opts.rnr_retry.min(7),
+            ..QpOptions::default()
+        };
+        let init = QpInit {
+            pd: &*env.pd,
+            send_cq: &env.cq,
+            recv_cq: &env.cq,
+            srq: None,
+            opts,
+        };
+        let qp = match env.dev.connect(self.addr, init, &conn.private_data()) {
+            Ok(q) => q,
+            Err(_) => {
+                env.stats.verbs_error();
+                self.stats.connect_failed();
+                self.lost(env, cx, slot);
+                return;
+            }
+        };
+        env.qp_created(&qp);
+        let qpn = qp.qp_num();
+        if !env.router.insert(qpn, slot) {
+            env.stats.verbs_error();
+            self.stats.connect_failed();
+            self.lost(env, cx, slot);
+            return;
+        }
+        self.drv.qp_num = qpn;
+        self.drv.qp = Some(qp);
+        self.drv.conn = Some(conn);
+        self.drv.mws = mws;
+        self.drv.broken = false;
+        self.state = CState::Connecting;
+        // Receives may be posted while connecting.
+        let p = self.drv.post(env.now);
+        env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+    }
+
+    /// A failed attempt's reject may still wait in the QP's events (the flushes that reported
+    /// the loss can be polled first: rdma_cm moves the QP to error before the event is read):
+    /// read its reason before the QP goes.
+    fn read_reject(&mut self) {
+        if self.state == CState::Connected {
+            return;
+        }
+        while let Ok(Some(ev)) = self.drv.poll_cm() {
+            if ev.kind == CmEventKind::Rejected {
+                self.shared
+                    .set_reject(reject::decode(ev.private_data.as_slice()));
+            }
+        }
+    }
+
+    /// Drops the QP and routes; the engine has failed every call already.
+    fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
+        if self.drv.qp_num != 0 {
+            env.router.remove(self.drv.qp_num);
+            self.drv.qp_num = 0;
+        }
+        self.drv.cancel_timer(cx);
+        let qp = self.drv.qp.take().map(|mut qp| {
+            let _ = qp.disconnect();
+            qp
+        });
+        // Windows first: a bound type-2 window holds a reference to its QP (rxe warns when
+        // the QP is destroyed under one, and frees it anyway); deallocating invalidates it.
+        self.drv.mws.clear();
+        drop(qp);
+        // What version negotiation learnt about the server holds for the next connection:
+        // after a fallback to Version One, Version Two is not probed again.
+        if let Some(v) = self.drv.conn.as_ref().and_then(|c| c.remembered_version()) {
+            self.cfg.max_version = v.min(self.cfg.max_version).max(conn::VERSION);
+        }
+        self.drv.conn = None;
+        self.peer_pd = None;
+        self.pub_version = 0;
+        for s in self.by_slot.iter_mut() {
+            *s = NO_REC;
+        }
+        if let Some(b) = self.back.as_mut() {
+            b.on_lost(env);
+        }
+    }
+
+    /// The connection is gone (or never came): back off and reconnect, or give up.
+    fn lost(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        self.read_reject();
+        self.teardown(env, cx);
+        if self.closing_now() {
+            self.fail_all(env, None, ClientError::Closed);
+            self.finish(env);
+            return;
+        }
+        if self.attempts >= self.opts.max_reconnects {
+            let e = self.shared.gave_up();
+            self.fail_all(env, None, e);
+            self.state = CState::Failed;
+            self.shared.set_state(ST_FAILED);
+            return;
+        }
+        self.attempts += 1;
+        self.state = CState::Backoff;
+        self.shared.set_state(ST_RECONNECTING);
+        let delay = self.backoff_ns;
+        self.backoff_ns = (self.backoff_ns * 2).min(self.opts.reconnect_max_ms.max(1) * 1_000_000);
+        let gen = env.slot_gen(slot);
+        match cx.arm_timer(
+            env.now.saturating_add(delay),
+            timer_token(TIMER_RECONNECT, slot, gen),
+        ) {
+            Ok(h) => self.timer = Some(h),
+            Err(_) => {
+                // No timer room: try again at once rather than never.
+                self.connect(env, cx, slot);
+            }
+        }
+    }
+
+    fn closing_now(&self) -> bool {
+        // Acquire: pairs with the Release store in `Client::close`.
+        self.closing || self.shared.closed.load(Ordering::Acquire)
+    }
+
+    fn finish(&mut self, env: &mut NodeEnv<P>) {
+        // Submissions still in the ring (raced with close) complete as closed.
+        while let Some(s) = self.rx.dequeue() {
+            self.complete_cb(env, None, s.cb, Err(ClientError::Closed));
+        }
+        self.state = CState::Done;
+        self.shared.set_state(ST_CLOSED);
+    }
+
+    fn poll_cm(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) -> usize {
+        let mut work = 0;
+        loop {
+            let ev = match self.drv.poll_cm() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break,
+                Err(_) => {
+                    env.stats.verbs_error();
+                    break;
+                }
+            };
+            work += 1;
+            match ev.kind {
+                CmEventKind::Established => {
+                    self.shared.set_reject(None);
+                    self.peer_pd = PeerPrivateData::find(ev.private_data.as_slice());
+                    self.drv.established(env.now, ev.private_data.as_slice())
+                }
+                CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
+                    self.drv.disconnected(env.now)
+                }
+                // Rejected, unreachable, address/route/connect errors: never established. The
+                // engine reports ConnectionLost, handled with the other events. A reject may
+                // say why (never trusted beyond a reason code).
+                kind => {
+                    self.shared.set_reject(if kind == CmEventKind::Rejected {
+                        reject::decode(ev.private_data.as_slice())
+                    } else {
+                        None
+                    });
+                    self.drv.disconnected(env.now)
+                }
+            }
+        }
+        let _ = (cx, slot);
+        work
+    }
+
+    fn events(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        let mut lost = false;
+        self.scratch.clear();
+        while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
+            work += 1;
+            match ev {
+                Event::Connected(_) => {
+                    self.state = CState::Connected;
+                    self.attempts = 0;
+                    self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
+                    self.publish_negotiated();
+                    self.shared.set_state(ST_CONNECTED);
+                    env.stats.established();
+                }
+                Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
+                Event::CallFailed { call, error, .. } => {
+                    let Some(i) = self.rec_of(call) else { continue };
+                    self.by_slot[call.slot as usize] = NO_REC;
+                    self.recs[i as usize].call = None;
+                    if error == CallError::ConnectionLost && !self.closing_now() {
+                        if self.recs[i as usize].sends > self.opts.max_retransmits {
+                            self.stats.error();
+                            self.complete(
+                                env,
+                                links.as_deref_mut(),
+                                i,
+                                Err(ClientError::RetransmitsExhausted),
+                            );
+                        } else {
+                            // Sent again, with the same XID, on the next connection.
+                            self.recs[i as usize].state = RecState::Queued;
+                            self.scratch.push(i);
+                        }
+                    } else {
+                        self.stats.error();
+                        let e = match error {
+                            CallError::TimedOut => ClientError::TimedOut,
+                            CallError::ConnectionLost => ClientError::Closed,
+                            CallError::Rdma2(RdmaError::CantReply {
+                                segment_index,
+                                length_needed,
+                                ..
+                            }) => ClientError::CantReply {
+                                segment: segment_index,
+                                needed: length_needed,
+                            },
+                            other => ClientError::Transport(other),
+                        };
+                        self.complete(env, links.as_deref_mut(), i, Err(e));
+                    }
+                }
+                Event::ConnectionLost => {
+                    lost = true;
+                    // Published before the calls failed by the loss complete (their events
+                    // follow this one): whoever they wake sees the loss counted and the client
+                    // no longer connected. `lost` below settles the state (reconnecting,
+                    // failed or closed).
+                    // Only an established connection is lost; an attempt that never
+                    // reached `Connected` failed.
+                    if self.state == CState::Connected {
+                        self.stats.lost();
+                        self.shared.set_state(ST_RECONNECTING);
+                    } else {
+                        self.stats.connect_failed();
+                    }
+                }
+                Event::CallReady(inc) => {
+                    if let Some(b) = self.back.as_mut() {
+                        b.on_call(
+                            &mut self.drv,
+                            env,
+                            links.as_deref_mut(),
+                            slot,
+                            inc,
+                            &self.stats,
+                        );
+                    }
+                }
+            }
+        }
+        if !self.scratch.is_empty() {
+            // Back to the head of the queue, in submission order.
+            let recs = &self.recs;
+            self.scratch.sort_unstable_by_key(|&i| recs[i as usize].seq);
+            for &i in self.scratch.iter().rev() {
+                self.ready.push_front(i);
+            }
+            self.scratch.clear();
+        }
+        if lost {
+            self.lost(env, cx, slot);
+        }
+        work
+    }
+
+    /// Publishes again when the version or the grant changed: the first reply confirms or
+    /// abandons Version Two and brings the real grant. Two comparisons when nothing changed.
+    fn refresh_negotiated(&mut self) {
+        if let Some(c) = self.drv.conn.as_ref() {
+            if self.pub_version != 0
+                && (c.version() != self.pub_version || c.credits() != self.pub_credits)
+            {
+                self.publish_negotiated();
+            }
+        }
+    }
+
+    /// Publishes what the current connection negotiated for [`Client::negotiated`].
+    fn publish_negotiated(&mut self) {
+        let Some(c) = self.drv.conn.as_ref() else {
+            return;
+        };
+        let n = c.negotiated();
+        self.pub_version = c.version();
+        self.pub_credits = c.credits();
+        let version = ProtocolVersion::from_number(self.pub_version).unwrap_or(ProtocolVersion::V1);
+        // In effect when both sides set R (RFC 8797 §4.1); in Version Two the client then
+        // names the handle the server may invalidate in each call.
+        // (With persistent STags the client never advertises R.)
+        let remote_invalidate = self.cfg.remote_invalidate
+            && self.cfg.stag == conn::StagMode::MemoryWindows
+            && self.peer_pd.is_some_and(|p| p.remote_invalidate);
+        self.shared.neg.store(&Negotiated {
+            version,
+            send_inline: n.send_inline,
+            recv_inline: n.recv_inline,
+            remote_invalidate,
+            peer_private_data: self.peer_pd,
+            credits: self.pub_credits,
+        });
+        self.stats.version(u64::from(self.pub_version));
+    }
+
+    fn rec_of(&self, call: CallId) -> Option<u32> {
+        let i = *self.by_slot.get(call.slot as usize)?;
+        let r = self.recs.get(i as usize)?;
+        (r.call == Some(call)).then_some(i)
+    }
+
+    fn on_reply(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>, r: conn::Reply) {
+        let Some(i) = self.rec_of(r.call) else { return };
+        // Before the callback runs, so that it sees the settings this reply confirmed.
+        self.refresh_negotiated();
+        self.by_slot[r.call.slot as usize] = NO_REC;
+        let rec = &mut self.recs[i as usize];
+        rec.call = None;
+        let Some(buf) = rec.reply.take() else { return };
+        let len = (r.len as usize).min(buf.len());
+        let mut receptacles: [Option<(PoolBuf, u32)>; MAX_DDP] = Default::default();
+        let mut ddp_in = 0u64;
+        if let Some(a) = rec.args.as_mut() {
+            for (k, w) in r.written().iter().enumerate().take(MAX_DDP) {
+                if let Some(b) = a.receptacles[k].take() {
+                    let n = (*w).min(b.len() as u32);
+                    ddp_in += u64::from(n);
+                    receptacles[k] = Some((b, n));
+                }
+            }
+        }
+        self.stats.reply_in(len as u64 + ddp_in);
+        if r.long {
+            self.stats.reply_chunk_reply();
+        }
+        let outcome = match rpc::decode_reply(&buf[..len]) {
+            Ok((h, off)) => match h.body {
+                ReplyBody::Accepted {
+                    stat: AcceptStat::Success,
+                    ..
+                } => Ok(Reply {
+                    off,
+                    len: len - off,
+                    xid: rec.xid,
+                    buf,
+                    receptacles,
+                }),
+                ReplyBody::Accepted { stat, .. } => Err(ClientError::Rpc(stat)),
+                ReplyBody::Denied(d) => Err(ClientError::Denied(d)),
+            },
+            Err(_) => Err(ClientError::BadReply),
+        };
+        if outcome.is_err() {
+            self.stats.error();
+        }
+        self.complete(env, links, i, outcome);
+    }
+
+    /// Finishes record `i` with `outcome` and frees it.
+    fn complete(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        i: u32,
+        outcome: Result<Reply, ClientError>,
+    ) {
+        let rec = &mut self.recs[i as usize];
+        rec.state = RecState::Free;
+        rec.gen = rec.gen.wrapping_add(1);
+        rec.args = None;
+        if let Some(b) = rec.reply.take() {
+            env.cache.put_buf(b);
+        }
+        rec.call = None;
+        let cb = rec.cb.take();
+        self.in_use -= 1;
+        self.free.push(i);
+        if let Some(cb) = cb {
+            self.complete_cb(env, links, cb, outcome);
+        }
+    }
+
+    fn complete_cb(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cb: Callback,
+        outcome: Result<Reply, ClientError>,
+    ) {
+        self.completed += 1;
+        // Relaxed: a count for monitoring with a single writer (this reactor); pairs with the
+        // Relaxed loads in `Client::pending` / `Client::completed`.
+        self.shared
+            .completed
+            .store(self.completed, Ordering::Relaxed);
+        match (self.opts.mode, links) {
+            (CallbackMode::Worker, Some(l)) if !cb.on_reactor => {
+                let job = Job::Complete(CompleteJob { cb, outcome });
+                if !l.submit(self.worker, job) {
+                    env.stats.worker_ring_full();
+                }
+            }
+            _ => cb.call(outcome),
+        }
+    }
+
+    /// Fails every held call (queued or on the wire) and every call in the ring.
+    fn fail_all(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        e: ClientError,
+    ) {
+        for i in 0..self.recs.len() as u32 {
+            if self.recs[i as usize].state != RecState::Free {
+                self.stats.error();
+                self.complete(env, links.as_deref_mut(), i, Err(e));
+            }
+        }
+        self.ready.clear();
+        for s in self.by_slot.iter_mut() {
+            *s = NO_REC;
+        }
+        while let Some(s) = self.rx.dequeue() {
+            self.complete_cb(env, links.as_deref_mut(), s.cb, Err(e));
+        }
+    }
+
+    /// Takes calls from the ring into free records.
+    fn take_submissions(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+    ) -> usize {
+        let mut n = 0;
+        if self.state == CState::Failed {
+            while let Some(s) = self.rx.dequeue() {
+                self.complete_cb(
+                    env,
+                    links.as_deref_mut(),
+                    s.cb,
+                    Err(ClientError::ReconnectFailed),
+                );
+                n += 1;
+            }
+            return n;
+        }
+        while !self.free.is_empty() && self.rx.used_count() > 0 {
+            let Some(reply) = env.cache.get_buf() else {
+                break;
+            };
+            let Some(sub) = self.rx.dequeue() else {
+                env.cache.put_buf(reply);
+                break;
+            };
+            let Some(i) = self.free.pop() else {
+                break;
+            };
+            n += 1;
+            let xid = self.next_xid;
+            self.next_xid = self.next_xid.wrapping_add(1);
+            self.seq += 1;
+            let rec = &mut self.recs[i as usize];
+            let hdr = CallHeader {
+                xid,
+                prog: sub.prog,
+                vers: sub.vers,
+                proc_num: sub.proc_num,
+                cred: OpaqueAuth::NONE,
+                verf: OpaqueAuth::NONE,
+            };
+            let hdr_len = {
+                use rpcrdma_engine::conn::HostMemory;
+                self.drv
+                    .mem
+                    .bytes_mut(rec.hdr.addr, rec.hdr.len as usize)
+                    .and_then(|out| rpc::encode_call(out, &hdr).ok())
+            };
+            rec.xid = xid;
+            rec.seq = self.seq;
+            rec.sends = 0;
+            rec.args = Some(sub.args);
+            rec.reply = Some(reply);
+            rec.cb = Some(sub.cb);
+            rec.state = RecState::Queued;
+            self.in_use += 1;
+            match hdr_len {
+                Some(l) => {
+                    rec.hdr_len = l as u32;
+                    self.ready.push_back(i);
+                }
+                None => {
+                    self.stats.error();
+                    self.complete(
+                        env,
+                        links.as_deref_mut(),
+                        i,
+                        Err(ClientError::BadCall(StartError::BadSpec)),
+                    );
+                }
+            }
+        }
+        n
+    }
+
+    /// Starts queued calls while the engine takes them.
+    fn start_ready(&mut self, env: &mut NodeEnv<P>, mut links: Option<&mut NodeLinks>) -> usize {
+        let mut n = 0;
+        while let Some(&i) = self.ready.front() {
+            let Some(conn) = self.drv.conn.as_mut() else {
+                break;
+            };
+            let rec = &self.recs[i as usize];
+            let Some(args) = rec.args.as_ref() else {
+                self.ready.pop_front();
+                continue;
+            };
+            let Some(reply) = rec.reply.as_ref() else {
+                self.ready.pop_front();
+                continue;
+            };
+            let mut parts = [LocalBuf::EMPTY; 2];
+            parts[0] = rec.hdr.sub(0, rec.hdr_len).unwrap_or(LocalBuf::EMPTY);
+            let mut np = 1;
+            if args.len > 0 {
+                parts[1] = local_buf(&args.buf, args.len);
+                np = 2;
+            }
+            let mut items = [DdpItem {
+                at: 0,
+                buf: LocalBuf::EMPTY,
+            }; MAX_DDP];
+            let mut ni = 0;
+            let mut bytes = u64::from(rec.hdr_len) + args.len as u64;
+            for k in 0..args.ddp.len() {
+                if let Some((at, len, buf)) = args.ddp.get(k) {
+                    items[ni] = DdpItem {
+                        at: rec.hdr_len + at,
+                        buf,
+                    };
+                    bytes += u64::from(len);
+                    ni += 1;
+                }
+            }
+            let mut recp = [LocalBuf::EMPTY; MAX_DDP];
+            let mut nr = 0;
+            for b in args.receptacles.iter().take(args.nrec).flatten() {
+                recp[nr] = local_buf(b, b.len());
+                nr += 1;
+            }
+            // A reply size hint applies on a Version One connection and on a confirmed Version
+            // Two one: the hinted part of the reply buffer first — never less than any inline
+            // reply needs, which the server may send whatever we offer — and the whole buffer
+            // after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One).
+            let whole = local_buf(reply, reply.len());
+            let hint = args.reply_hint as usize;
+            let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
+            let first_len = if v2 && hint > 0 {
+                let room =
+                    (conn.negotiated().recv_buffer as usize).saturating_sub(V2_MIN_REPLY_HEADER);
+                hint.max(room)
+            } else if conn.version() == 1 && hint > 0 {
+                // An inline reply returns our Write list in its header; the rest of the reply
+                // threshold is what it can carry. So a hint within it offers no Reply chunk.
+                let writes = if self.cfg.ddp { nr } else { 0 };
+                let hdr = V1_MIN_REPLY_HEADER + writes * V1_WRITE_CHUNK_LEN;
+                let room = (conn.negotiated().recv_inline as usize).saturating_sub(hdr);
+                hint.max(room)
+            } else {
+                reply.len()
+            };
+            let (first, fallback) = if first_len < reply.len() {
+                (local_buf(reply, first_len), Some(whole))
+            } else {
+                (whole, None)
+            };
+            let spec = CallSpec {
+                message: &parts[..np],
+                ddp: &items[..ni],
+                receptacles: &recp[..nr],
+                reply: first,
+            };
+            let copts = CallOptions {
+                fallback_reply: fallback,
+                fallback_receptacles: &[],
+            };
+            match conn.start_call_with(env.now, &spec, &copts, &mut self.drv.mem) {
+                Ok(id) => {
+                    self.ready.pop_front();
+                    let rec = &mut self.recs[i as usize];
+                    if rec.sends > 0 {
+                        self.stats.retransmit();
+                    }
+                    rec.sends += 1;
+                    rec.state = RecState::InFlight;
+                    rec.call = Some(id);
+                    if let Some(s) = self.by_slot.get_mut(id.slot as usize) {
+                        *s = i;
+                    }
+                    self.stats.call(bytes);
+                    n += 1;
+                }
+                Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
+                Err(e) => {
+                    self.ready.pop_front();
+                    self.stats.error();
+                    self.complete(env, links.as_deref_mut(), i, Err(ClientError::BadCall(e)));
+                }
+            }
+        }
+        n
+    }
+}
+
+impl<P: Provider> Drop for ClientConn<P> {
+    fn drop(&mut self) {
+        // Anything still held completes now (runtime torn down before the client drained).
+        for r in self.recs.iter_mut() {
+            if let Some(cb) = r.cb.take() {
+                self.completed += 1;
+                cb.call(Err(ClientError::Closed));
+            }
+        }
+        while let Some(s) = self.rx.dequeue() {
+            self.completed += 1;
+            s.cb.call(Err(ClientError::Closed));
+        }
+        // Relaxed: see `complete_cb`.
+        self.shared
+            .completed
+            .store(self.completed, Ordering::Relaxed);
+        self.shared.set_state(ST_CLOSED);
+    }
+}
+
+impl<P: Provider> NodeConn<P> for ClientConn<P> {
+    /// Feeds a completion of this connection's QP to the engine (counting receives that came
+    /// as Send With Invalidate).
+    #[inline]
+    fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
+        if wc.status.is_success() && wc.flags.contains(rpcrdma_engine::verbs::WcFlags::WITH_INV) {
+            self.stats.remote_invalidation();
+        }
+        self.drv.feed(now, wc);
+    }
+
+    /// A worker finished a backward call's handler.
+    fn on_served(&mut self, env: &mut NodeEnv<P>, s: crate::worker::Served) {
+        if let Some(b) = self.back.as_mut() {
+            b.on_served(&mut self.drv, env, s, &self.stats);
+        }
+    }
+
+    /// One round of work; returns the work done.
+    fn service(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        mut links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) -> usize {
+        let mut work = 0;
+        if self.state == CState::Done {
+            return 0;
+        }
+        // Acquire: pairs with the Release store in `Client::close`.
+        if !self.closing && self.shared.closed.load(Ordering::Acquire) {
+            self.closing = true;
+        }
+        if self.reconnect_deferred && self.back.as_ref().map_or(true, |b| b.idle()) {
+            self.reconnect_deferred = false;
+            if self.state == CState::Backoff {
+                self.stats.reconnect();
+                self.connect(env, cx, slot);
+            }
+        }
+        // CM events.
+        work += self.poll_cm(env, cx, slot);
+        // Engine events.
+        work += self.events(env, links.as_deref_mut(), cx, slot);
+        // Backward calls that waited for a reply buffer or send-queue room.
+        if let Some(b) = self.back.as_mut() {
+            work += b.service(&mut self.drv, env, links.as_deref_mut(), slot, &self.stats);
+        }
+        // New calls from the ring (not while completions wait for a worker: back-pressure).
+        let congested = links.as_deref().is_some_and(|l| l.congested());
+        if !congested {
+            work += self.take_submissions(env, links.as_deref_mut());
+        }
+        // Start what the credits allow.
+        if self.state == CState::Connected {
+            work += self.start_ready(env, links.as_deref_mut());
+        }
+        // Post the batch.
+        let p = self.drv.post(env.now);
+        if p.wrs > 0 {
+            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            work += 1;
+        }
+        if self.drv.broken {
+            work += self.events(env, links, cx, slot);
+        }
+        if self.drv.conn.is_some() {
+            let gen = env.slot_gen(slot);
+            self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+        }
+        if let Some(c) = self.drv.conn.as_ref() {
+            self.stats
+                .credits(u64::from(c.outstanding()), u64::from(c.credits()));
+        }
+        self.refresh_negotiated();
+        self.stats.queued(self.ready.len() as u64);
+        // Closed and drained: disconnect.
+        if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
+            self.teardown(env, cx);
+            self.finish(env);
+            work += 1;
+        }
+        work
+    }
+
+    /// True once closed and drained (the node removes it).
+    fn is_done(&self) -> bool {
+        self.state == CState::Done && self.back.as_ref().map_or(true, |b| b.idle())
+    }
+
+    /// A timer of this connection fired.
+    fn on_timer(
+        &mut self,
+        kind: u8,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        cx: &mut PollerCtx<'_>,
+        slot: u32,
+    ) {
+        match kind {
+            TIMER_RECONNECT => {
+                self.timer = None;
+                if self.state == CState::Backoff {
+                    if self.back.as_ref().is_some_and(|b| !b.idle()) {
+                        // `service` connects once the workers are done with the old receives.
+                        self.reconnect_deferred = true;
+                    } else {
+                        self.stats.reconnect();
+                        self.connect(env, cx, slot);
+                    }
+                }
+            }
+            TIMER_CONN => {
+                self.drv.on_timer(env.now);
+                self.service(env, links, cx, slot);
+            }
+            _ => {}
+        }
+    }
+
+    /// The reactor is stopping: drain and close.
+    fn shutdown(&mut self) {
+        self.closing = true;
+    }
+}

@@ -1,0 +1,163 @@
+//! DDP items and the buffer-writing error shared by the two builders that fill registered
+//! memory: a call's [`CallArgs`](crate::CallArgs) and a reply's
+//! [`ReplyBuilder`](crate::ReplyBuilder).
+//!
+//! Normal operation: a builder pushes each DDP-eligible item (its offset in the XDR stream, its
+//! length and the buffer holding it, owned or shared) into [`DdpItems`]; the connection hands
+//! them to the engine as chunk payloads and keeps the buffers until the Send that carries them
+//! completes. Recovery: an item beyond [`MAX_DDP`] or at an offset that is not a multiple of
+//! four is refused ([`BuildError::TooManyItems`]) and its buffer handed back; nothing else
+//! fails here.
+
+use std::sync::Arc;
+
+use rpcrdma_mempool::PoolBuf;
+
+/// Most DDP items one call's arguments or one reply's results may carry.
+pub const MAX_DDP: usize = 4;
+
+/// DDP result items of one reply: where each goes in the reply stream and the buffer that
+/// holds it (kept until the reply's Send completes).
+#[derive(Debug, Default)]
+pub struct DdpItems {
+    pub(crate) items: [Option<(u32, u32, DdpBuf)>; MAX_DDP],
+    pub(crate) n: usize,
+}
+
+/// Where a DDP item's octets are: a buffer the item owns, or a range of a buffer shared with
+/// its owner (a store that keeps file data in registered memory), kept alive until the Send
+/// that carries the item completes.
+#[derive(Debug)]
+pub(crate) enum DdpBuf {
+    /// The item owns the buffer.
+    Owned(PoolBuf),
+    /// The item holds a reference; its octets start at this offset.
+    Shared(Arc<PoolBuf>, u32),
+}
+
+impl DdpBuf {
+    /// The registered memory of the first `len` octets of the item.
+    pub(crate) fn local(&self, len: u32) -> rpcrdma_engine::conn::LocalBuf {
+        match self {
+            DdpBuf::Owned(b) => crate::buf::local_buf(b, len as usize),
+            DdpBuf::Shared(b, off) => {
+                let e = b.entry();
+                let off = (*off).min(e.len);
+                rpcrdma_engine::conn::LocalBuf::new(
+                    e.addr + u64::from(off),
+                    len.min(e.len - off),
+                    e.lkey,
+                )
+            }
+        }
+    }
+}
+
+impl DdpItems {
+    /// No items.
+    pub fn new() -> DdpItems {
+        DdpItems::default()
+    }
+
+    /// Items held.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Drops every item (their buffers go back to their pools).
+    pub fn clear(&mut self) {
+        for i in self.items.iter_mut() {
+            *i = None;
+        }
+        self.n = 0;
+    }
+
+    /// The item at `i`: offset in the stream, length, its registered memory.
+    pub(crate) fn get(&self, i: usize) -> Option<(u32, u32, rpcrdma_engine::conn::LocalBuf)> {
+        self.items
+            .get(i)?
+            .as_ref()
+            .map(|(at, len, b)| (*at, *len, b.local(*len)))
+    }
+
+    /// The items as the engine takes them, each offset moved by `base` (the octets that
+    /// precede the stream the offsets count from), with their total length.
+    pub(crate) fn engine_items(
+        &self,
+        base: u32,
+    ) -> ([rpcrdma_engine::conn::DdpItem; MAX_DDP], usize, u64) {
+        let mut items = [rpcrdma_engine::conn::DdpItem {
+            at: 0,
+            buf: rpcrdma_engine::conn::LocalBuf::EMPTY,
+        }; MAX_DDP];
+        let mut n = 0;
+        let mut bytes = 0u64;
+        for (at, len, buf) in (0..self.len()).filter_map(|k| self.get(k)) {
+            items[n] = rpcrdma_engine::conn::DdpItem { at: base + at, buf };
+            bytes += u64::from(len);
+            n += 1;
+        }
+        (items, n, bytes)
+    }
+
+    pub(crate) fn push(&mut self, at: u32, len: u32, buf: PoolBuf) -> Result<(), PoolBuf> {
+        if self.n >= MAX_DDP || at % 4 != 0 {
+            return Err(buf);
+        }
+        self.items[self.n] = Some((at, len, DdpBuf::Owned(buf)));
+        self.n += 1;
+        Ok(())
+    }
+
+    pub(crate) fn push_shared(
+        &mut self,
+        at: u32,
+        len: u32,
+        buf: Arc<PoolBuf>,
+        off: u32,
+    ) -> Result<(), Arc<PoolBuf>> {
+        if self.n >= MAX_DDP || at % 4 != 0 {
+            return Err(buf);
+        }
+        self.items[self.n] = Some((at, len, DdpBuf::Shared(buf, off)));
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// Why writing into a [`ReplyBuilder`](crate::ReplyBuilder) (or [`CallArgs`](crate::CallArgs))
+/// failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError {
+    /// Not enough room in the buffer.
+    Full,
+    /// Too many DDP items, or an item at an offset that is not a multiple of four.
+    TooManyItems,
+}
+
+impl core::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BuildError::Full => write!(f, "buffer full"),
+            BuildError::TooManyItems => write!(f, "too many DDP items or misaligned item"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Zeroes `buf[*clean..upto]` when `upto` is past the clean mark, and moves the mark there: the
+/// builders' guard against sending octets an earlier user of a pool buffer left behind.
+#[inline]
+pub(crate) fn zero_above(buf: &mut [u8], clean: &mut usize, upto: usize) {
+    let upto = upto.min(buf.len());
+    if upto > *clean {
+        buf[*clean..upto].fill(0);
+        *clean = upto;
+    }
+}
