@@ -24,7 +24,8 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::rpc::{AcceptStat, RejectedReply};
 use rpcrdma_mempool::PoolBuf;
 
-use crate::ddp::{zero_above, BuildError, DdpItems, MAX_DDP};
+use crate::ddp::{full, zero_above, BuildError, DdpItems, Tail, MAX_DDP};
+use rpcrdma_engine::xdr::XdrSink;
 
 // ---------------------------------------------------------------------------------------------
 // What the transport knows of a call.
@@ -280,29 +281,31 @@ impl CallArgs {
     }
 
     /// Appends raw octets.
+    #[inline]
     pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let end = self.len.checked_add(data.len()).ok_or(BuildError::Full)?;
-        let dst = self.buf.get_mut(self.len..end).ok_or(BuildError::Full)?;
-        dst.copy_from_slice(data);
-        self.len = end;
-        self.clean = self.clean.max(end);
-        Ok(())
+        self.tail().put_raw(data).map_err(full)
     }
 
     /// Appends an XDR unsigned int.
+    #[inline]
     pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
-        self.put(&v.to_be_bytes())
+        self.tail().put_u32(v).map_err(full)
     }
 
     /// Appends XDR variable-length opaque data.
+    #[inline]
     pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let pad = (4 - data.len() % 4) % 4;
-        if data.len() > u32::MAX as usize || self.buf.len() - self.len < 4 + data.len() + pad {
-            return Err(BuildError::Full);
+        self.tail().put_opaque(data).map_err(full)
+    }
+
+    /// The free part of the buffer as the engine's XDR writer (moves `len` and the clean mark).
+    #[inline]
+    fn tail(&mut self) -> Tail<'_> {
+        Tail {
+            buf: &mut self.buf,
+            len: &mut self.len,
+            clean: &mut self.clean,
         }
-        self.put_u32(data.len() as u32)?;
-        self.put(data)?;
-        self.put(&[0u8; 3][..pad])
     }
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible argument

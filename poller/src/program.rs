@@ -27,8 +27,10 @@ use rpcrdma_mempool::PoolBuf;
 
 pub use crate::call::CallTransport;
 pub(crate) use crate::ddp::zero_above;
+use crate::ddp::{full, Tail};
 pub use crate::ddp::{BuildError, DdpItems, MAX_DDP};
 use crate::session::BackChannel;
+use rpcrdma_engine::xdr::XdrSink;
 
 /// Length of an accepted SUCCESS reply header with an AUTH_NONE verifier: xid, msg_type,
 /// reply_stat, verifier flavor and length, accept_stat.
@@ -212,29 +214,31 @@ impl<'a> ReplyBuilder<'a> {
     }
 
     /// Appends raw octets.
+    #[inline]
     pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let end = self.len.checked_add(data.len()).ok_or(BuildError::Full)?;
-        let dst = self.out.get_mut(self.len..end).ok_or(BuildError::Full)?;
-        dst.copy_from_slice(data);
-        self.len = end;
-        self.clean = self.clean.max(end);
-        Ok(())
+        self.tail().put_raw(data).map_err(full)
     }
 
     /// Appends an XDR unsigned int.
+    #[inline]
     pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
-        self.put(&v.to_be_bytes())
+        self.tail().put_u32(v).map_err(full)
     }
 
     /// Appends XDR variable-length opaque data (length, octets, pad).
+    #[inline]
     pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let pad = (4 - data.len() % 4) % 4;
-        if data.len() > u32::MAX as usize || self.out.len() - self.len < 4 + data.len() + pad {
-            return Err(BuildError::Full);
+        self.tail().put_opaque(data).map_err(full)
+    }
+
+    /// The free part of the buffer as the engine's XDR writer (moves `len` and the clean mark).
+    #[inline]
+    fn tail(&mut self) -> Tail<'_> {
+        Tail {
+            buf: self.out,
+            len: &mut self.len,
+            clean: &mut self.clean,
         }
-        self.put_u32(data.len() as u32)?;
-        self.put(data)?;
-        self.put(&[0u8; 3][..pad])
     }
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible result
