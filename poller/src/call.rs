@@ -24,8 +24,7 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::rpc::{AcceptStat, RejectedReply};
 use rpcrdma_mempool::PoolBuf;
 
-use crate::ddp::{full, zero_above, BuildError, DdpItems, Tail, MAX_DDP};
-use rpcrdma_engine::xdr::XdrSink;
+use crate::ddp::{zero_above, BuildError, DdpItems, MAX_DDP};
 
 // ---------------------------------------------------------------------------------------------
 // What the transport knows of a call.
@@ -280,33 +279,7 @@ impl CallArgs {
         Ok(())
     }
 
-    /// Appends raw octets.
-    #[inline]
-    pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        self.tail().put_raw(data).map_err(full)
-    }
-
-    /// Appends an XDR unsigned int.
-    #[inline]
-    pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
-        self.tail().put_u32(v).map_err(full)
-    }
-
-    /// Appends XDR variable-length opaque data.
-    #[inline]
-    pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        self.tail().put_opaque(data).map_err(full)
-    }
-
-    /// The free part of the buffer as the engine's XDR writer (moves `len` and the clean mark).
-    #[inline]
-    fn tail(&mut self) -> Tail<'_> {
-        Tail {
-            buf: &mut self.buf,
-            len: &mut self.len,
-            clean: &mut self.clean,
-        }
-    }
+    crate::ddp::xdr_puts!(buf);
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible argument
     /// item (its XDR length word must already be written; no pad follows). It travels as a

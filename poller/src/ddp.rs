@@ -7,8 +7,9 @@
 //! them to the engine as chunk payloads and keeps the buffers until the Send that carries them
 //! completes. Recovery: an item beyond [`MAX_DDP`] or at an offset that is not a multiple of
 //! four is refused ([`BuildError::TooManyItems`]) and its buffer handed back; nothing else
-//! fails here. The builders' `put*` methods encode through [`Tail`], the engine's one XDR
-//! writer ([`XdrSink`]) over the free part of their buffer, which also moves their clean mark.
+//! fails here. The builders' `put*` methods (written once, the `xdr_puts` macro) encode
+//! through `Tail`, the engine's one XDR writer ([`XdrSink`]) over the free part of their
+//! buffer, which also moves their clean mark.
 
 use std::sync::Arc;
 
@@ -199,3 +200,43 @@ impl XdrSink for Tail<'_> {
 pub(crate) fn full(_: XdrError) -> BuildError {
     BuildError::Full
 }
+
+/// The `put*` methods of a builder (`CallArgs`, `ReplyBuilder`) whose buffer is the field
+/// `$buf` and whose `len` and `clean` fields are its write position and clean mark: the
+/// engine's [`XdrSink`] methods over [`Tail`], written once for both builders.
+macro_rules! xdr_puts {
+    ($buf:ident) => {
+        /// Appends raw octets.
+        #[inline]
+        pub fn put(&mut self, data: &[u8]) -> Result<(), $crate::ddp::BuildError> {
+            use rpcrdma_engine::xdr::XdrSink;
+            self.tail().put_raw(data).map_err($crate::ddp::full)
+        }
+
+        /// Appends an XDR unsigned int.
+        #[inline]
+        pub fn put_u32(&mut self, v: u32) -> Result<(), $crate::ddp::BuildError> {
+            use rpcrdma_engine::xdr::XdrSink;
+            self.tail().put_u32(v).map_err($crate::ddp::full)
+        }
+
+        /// Appends XDR variable-length opaque data (length, octets, pad).
+        #[inline]
+        pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), $crate::ddp::BuildError> {
+            use rpcrdma_engine::xdr::XdrSink;
+            self.tail().put_opaque(data).map_err($crate::ddp::full)
+        }
+
+        /// The free part of the buffer as the engine's XDR writer (moves `len` and the clean
+        /// mark).
+        #[inline]
+        fn tail(&mut self) -> $crate::ddp::Tail<'_> {
+            $crate::ddp::Tail {
+                buf: &mut self.$buf,
+                len: &mut self.len,
+                clean: &mut self.clean,
+            }
+        }
+    };
+}
+pub(crate) use xdr_puts;

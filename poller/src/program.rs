@@ -27,10 +27,8 @@ use rpcrdma_mempool::PoolBuf;
 
 pub use crate::call::CallTransport;
 pub(crate) use crate::ddp::zero_above;
-use crate::ddp::{full, Tail};
 pub use crate::ddp::{BuildError, DdpItems, MAX_DDP};
 use crate::session::BackChannel;
-use rpcrdma_engine::xdr::XdrSink;
 
 /// Length of an accepted SUCCESS reply header with an AUTH_NONE verifier: xid, msg_type,
 /// reply_stat, verifier flavor and length, accept_stat.
@@ -213,33 +211,7 @@ impl<'a> ReplyBuilder<'a> {
         &self.out[..self.len]
     }
 
-    /// Appends raw octets.
-    #[inline]
-    pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        self.tail().put_raw(data).map_err(full)
-    }
-
-    /// Appends an XDR unsigned int.
-    #[inline]
-    pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
-        self.tail().put_u32(v).map_err(full)
-    }
-
-    /// Appends XDR variable-length opaque data (length, octets, pad).
-    #[inline]
-    pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        self.tail().put_opaque(data).map_err(full)
-    }
-
-    /// The free part of the buffer as the engine's XDR writer (moves `len` and the clean mark).
-    #[inline]
-    fn tail(&mut self) -> Tail<'_> {
-        Tail {
-            buf: self.out,
-            len: &mut self.len,
-            clean: &mut self.clean,
-        }
-    }
+    crate::ddp::xdr_puts!(out);
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible result
     /// item (its XDR length word must already be written; no pad follows in the stream). The
