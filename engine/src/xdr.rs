@@ -6,6 +6,9 @@
 //! never grows its buffer: a write that does not fit returns [`XdrError::NoSpace`] and leaves the
 //! position where it was, so the caller can pick a bigger slot (or a long message) and retry.
 //!
+//! The encoding rules live once, in the [`XdrSink`] trait over one primitive (`reserve`);
+//! [`XdrWriter`] and the poller's `CallArgs` / `ReplyBuilder` implement that primitive.
+//!
 //! Recovery: every read is bounds-checked; a short buffer gives [`XdrError::Truncated`], a length
 //! above the caller's bound gives [`XdrError::TooLong`] *before* anything is sized from it.
 
@@ -253,6 +256,44 @@ impl<'a> XdrWriter<'a> {
         self.pos
     }
 
+    /// Writes raw octets (no padding).
+    #[inline]
+    pub fn put_raw(&mut self, b: &[u8]) -> Result<(), XdrError> {
+        XdrSink::put_raw(self, b)
+    }
+
+    /// Writes an unsigned 32-bit integer.
+    #[inline]
+    pub fn put_u32(&mut self, v: u32) -> Result<(), XdrError> {
+        XdrSink::put_u32(self, v)
+    }
+
+    /// Writes an unsigned 64-bit integer.
+    #[inline]
+    pub fn put_u64(&mut self, v: u64) -> Result<(), XdrError> {
+        XdrSink::put_u64(self, v)
+    }
+
+    /// Writes a boolean (also the optional-data discriminant).
+    #[inline]
+    pub fn put_bool(&mut self, v: bool) -> Result<(), XdrError> {
+        XdrSink::put_bool(self, v)
+    }
+
+    /// Writes fixed-length opaque data followed by zero pad octets.
+    #[inline]
+    pub fn put_fixed_opaque(&mut self, b: &[u8]) -> Result<(), XdrError> {
+        XdrSink::put_fixed_opaque(self, b)
+    }
+
+    /// Writes variable-length opaque data: length word, data, zero pad.
+    #[inline]
+    pub fn put_opaque(&mut self, b: &[u8]) -> Result<(), XdrError> {
+        XdrSink::put_opaque(self, b)
+    }
+}
+
+impl XdrSink for XdrWriter<'_> {
     #[inline]
     fn reserve(&mut self, n: usize) -> Result<&mut [u8], XdrError> {
         if n > self.remaining() {
@@ -265,57 +306,66 @@ impl<'a> XdrWriter<'a> {
         self.pos += n;
         Ok(s)
     }
+}
+
+/// The XDR encoding rules, written once over one primitive: every encoder of the workspace
+/// ([`XdrWriter`], the poller's call-argument and reply builders, through them the NFS codecs)
+/// implements [`XdrSink::reserve`] and gets the `put_*` methods from here.
+pub trait XdrSink {
+    /// Hands out the next `n` octets of the output and counts them as written; the caller
+    /// fills all of them. When they do not fit: an error, and nothing is counted.
+    fn reserve(&mut self, n: usize) -> Result<&mut [u8], XdrError>;
 
     /// Writes raw octets (no padding).
     #[inline]
-    pub fn put_raw(&mut self, b: &[u8]) -> Result<(), XdrError> {
+    fn put_raw(&mut self, b: &[u8]) -> Result<(), XdrError> {
         self.reserve(b.len())?.copy_from_slice(b);
         Ok(())
     }
 
     /// Writes an unsigned 32-bit integer.
     #[inline]
-    pub fn put_u32(&mut self, v: u32) -> Result<(), XdrError> {
+    fn put_u32(&mut self, v: u32) -> Result<(), XdrError> {
         self.put_raw(&v.to_be_bytes())
     }
 
-    /// Writes an unsigned 64-bit integer.
+    /// Writes an unsigned 64-bit integer (XDR unsigned hyper).
     #[inline]
-    pub fn put_u64(&mut self, v: u64) -> Result<(), XdrError> {
+    fn put_u64(&mut self, v: u64) -> Result<(), XdrError> {
         self.put_raw(&v.to_be_bytes())
     }
 
     /// Writes a boolean (also the optional-data discriminant).
     #[inline]
-    pub fn put_bool(&mut self, v: bool) -> Result<(), XdrError> {
+    fn put_bool(&mut self, v: bool) -> Result<(), XdrError> {
         self.put_u32(v as u32)
     }
 
     /// Writes fixed-length opaque data followed by zero pad octets.
     #[inline]
-    pub fn put_fixed_opaque(&mut self, b: &[u8]) -> Result<(), XdrError> {
-        let total = roundup4(b.len());
-        let out = self.reserve(total)?;
-        out[..b.len()].copy_from_slice(b);
-        out[b.len()..].fill(0);
+    fn put_fixed_opaque(&mut self, b: &[u8]) -> Result<(), XdrError> {
+        let out = self.reserve(roundup4(b.len()))?;
+        let (data, pad) = out.split_at_mut(b.len());
+        data.copy_from_slice(b);
+        pad.fill(0);
         Ok(())
     }
 
-    /// Writes variable-length opaque data: length word, data, zero pad.
+    /// Writes variable-length opaque data: length word, data, zero pad — all of it or, when
+    /// it does not fit (or its length exceeds an XDR length word), nothing.
     #[inline]
-    pub fn put_opaque(&mut self, b: &[u8]) -> Result<(), XdrError> {
-        let len = u32::try_from(b.len()).map_err(|_| XdrError::NoSpace {
-            needed: usize::MAX,
-            capacity: self.buf.len(),
-        })?;
-        if 4 + roundup4(b.len()) > self.remaining() {
-            return Err(XdrError::NoSpace {
-                needed: self.pos.saturating_add(4 + roundup4(b.len())),
-                capacity: self.buf.len(),
-            });
-        }
-        self.put_u32(len)?;
-        self.put_fixed_opaque(b)
+    fn put_opaque(&mut self, b: &[u8]) -> Result<(), XdrError> {
+        let Ok(len) = u32::try_from(b.len()) else {
+            // No buffer holds this: the sink reports NoSpace { needed: usize::MAX, .. }.
+            return self.reserve(usize::MAX).map(|_| ());
+        };
+        let out = self.reserve(roundup4(b.len()).saturating_add(4))?;
+        let (word, rest) = out.split_at_mut(4);
+        word.copy_from_slice(&len.to_be_bytes());
+        let (data, pad) = rest.split_at_mut(b.len());
+        data.copy_from_slice(b);
+        pad.fill(0);
+        Ok(())
     }
 }
 

@@ -279,31 +279,7 @@ impl CallArgs {
         Ok(())
     }
 
-    /// Appends raw octets.
-    pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let end = self.len.checked_add(data.len()).ok_or(BuildError::Full)?;
-        let dst = self.buf.get_mut(self.len..end).ok_or(BuildError::Full)?;
-        dst.copy_from_slice(data);
-        self.len = end;
-        self.clean = self.clean.max(end);
-        Ok(())
-    }
-
-    /// Appends an XDR unsigned int.
-    pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
-        self.put(&v.to_be_bytes())
-    }
-
-    /// Appends XDR variable-length opaque data.
-    pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let pad = (4 - data.len() % 4) % 4;
-        if data.len() > u32::MAX as usize || self.buf.len() - self.len < 4 + data.len() + pad {
-            return Err(BuildError::Full);
-        }
-        self.put_u32(data.len() as u32)?;
-        self.put(data)?;
-        self.put(&[0u8; 3][..pad])
-    }
+    crate::ddp::xdr_puts!(buf);
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible argument
     /// item (its XDR length word must already be written; no pad follows). It travels as a

@@ -7,10 +7,13 @@
 //! them to the engine as chunk payloads and keeps the buffers until the Send that carries them
 //! completes. Recovery: an item beyond [`MAX_DDP`] or at an offset that is not a multiple of
 //! four is refused ([`BuildError::TooManyItems`]) and its buffer handed back; nothing else
-//! fails here.
+//! fails here. The builders' `put*` methods (written once, the `xdr_puts` macro) encode
+//! through `Tail`, the engine's one XDR writer ([`XdrSink`]) over the free part of their
+//! buffer, which also moves their clean mark.
 
 use std::sync::Arc;
 
+use rpcrdma_engine::xdr::{XdrError, XdrSink};
 use rpcrdma_mempool::PoolBuf;
 
 /// Most DDP items one call's arguments or one reply's results may carry.
@@ -161,3 +164,79 @@ pub(crate) fn zero_above(buf: &mut [u8], clean: &mut usize, upto: usize) {
         *clean = upto;
     }
 }
+
+/// The free part of a builder's buffer as an XDR sink: octets from `*len` on, counted into
+/// `*len` as they are reserved and raising the clean mark (see [`zero_above`]) over them. The
+/// builders' `put*` methods are the engine's [`XdrSink`] methods over this, with every
+/// [`XdrError`] reported as [`BuildError::Full`].
+pub(crate) struct Tail<'b> {
+    pub(crate) buf: &'b mut [u8],
+    pub(crate) len: &'b mut usize,
+    pub(crate) clean: &'b mut usize,
+}
+
+impl XdrSink for Tail<'_> {
+    #[inline]
+    fn reserve(&mut self, n: usize) -> Result<&mut [u8], XdrError> {
+        let at = *self.len;
+        let capacity = self.buf.len();
+        let end = match at.checked_add(n) {
+            Some(end) if end <= capacity => end,
+            _ => {
+                return Err(XdrError::NoSpace {
+                    needed: at.saturating_add(n),
+                    capacity,
+                })
+            }
+        };
+        *self.len = end;
+        *self.clean = (*self.clean).max(end);
+        Ok(&mut self.buf[at..end])
+    }
+}
+
+/// The builders' error for a write that does not fit.
+#[inline]
+pub(crate) fn full(_: XdrError) -> BuildError {
+    BuildError::Full
+}
+
+/// The `put*` methods of a builder (`CallArgs`, `ReplyBuilder`) whose buffer is the field
+/// `$buf` and whose `len` and `clean` fields are its write position and clean mark: the
+/// engine's [`XdrSink`] methods over [`Tail`], written once for both builders.
+macro_rules! xdr_puts {
+    ($buf:ident) => {
+        /// Appends raw octets.
+        #[inline]
+        pub fn put(&mut self, data: &[u8]) -> Result<(), $crate::ddp::BuildError> {
+            use rpcrdma_engine::xdr::XdrSink;
+            self.tail().put_raw(data).map_err($crate::ddp::full)
+        }
+
+        /// Appends an XDR unsigned int.
+        #[inline]
+        pub fn put_u32(&mut self, v: u32) -> Result<(), $crate::ddp::BuildError> {
+            use rpcrdma_engine::xdr::XdrSink;
+            self.tail().put_u32(v).map_err($crate::ddp::full)
+        }
+
+        /// Appends XDR variable-length opaque data (length, octets, pad).
+        #[inline]
+        pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), $crate::ddp::BuildError> {
+            use rpcrdma_engine::xdr::XdrSink;
+            self.tail().put_opaque(data).map_err($crate::ddp::full)
+        }
+
+        /// The free part of the buffer as the engine's XDR writer (moves `len` and the clean
+        /// mark).
+        #[inline]
+        fn tail(&mut self) -> $crate::ddp::Tail<'_> {
+            $crate::ddp::Tail {
+                buf: &mut self.$buf,
+                len: &mut self.len,
+                clean: &mut self.clean,
+            }
+        }
+    };
+}
+pub(crate) use xdr_puts;

@@ -211,31 +211,7 @@ impl<'a> ReplyBuilder<'a> {
         &self.out[..self.len]
     }
 
-    /// Appends raw octets.
-    pub fn put(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let end = self.len.checked_add(data.len()).ok_or(BuildError::Full)?;
-        let dst = self.out.get_mut(self.len..end).ok_or(BuildError::Full)?;
-        dst.copy_from_slice(data);
-        self.len = end;
-        self.clean = self.clean.max(end);
-        Ok(())
-    }
-
-    /// Appends an XDR unsigned int.
-    pub fn put_u32(&mut self, v: u32) -> Result<(), BuildError> {
-        self.put(&v.to_be_bytes())
-    }
-
-    /// Appends XDR variable-length opaque data (length, octets, pad).
-    pub fn put_opaque(&mut self, data: &[u8]) -> Result<(), BuildError> {
-        let pad = (4 - data.len() % 4) % 4;
-        if data.len() > u32::MAX as usize || self.out.len() - self.len < 4 + data.len() + pad {
-            return Err(BuildError::Full);
-        }
-        self.put_u32(data.len() as u32)?;
-        self.put(data)?;
-        self.put(&[0u8; 3][..pad])
-    }
+    crate::ddp::xdr_puts!(out);
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible result
     /// item (its XDR length word must already be written; no pad follows in the stream). The
