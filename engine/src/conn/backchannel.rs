@@ -21,9 +21,9 @@
 //! upper layer re-issues it (same XID) on the connection the client establishes next.
 
 use super::credits;
+use super::fixed_capacity::IndexStack;
 use super::receive::{self, AnyBody, WireErr};
 use super::responder::ErrAnswer;
-use super::ring::IndexStack;
 use super::stream::{build_pieces, copy_pieces, Cut};
 use super::{
     wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,

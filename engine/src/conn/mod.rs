@@ -72,10 +72,10 @@ mod config;
 mod connection;
 mod core_state;
 mod credits;
+mod fixed_capacity;
 mod receive;
 mod requester;
 mod responder;
-mod ring;
 mod stream;
 mod types;
 

@@ -207,7 +207,7 @@ impl ReqCall {
 pub(crate) struct Requester {
     calls: Vec<ReqCall>,
     saved: Vec<Saved>,
-    free: super::ring::IndexStack,
+    free: super::fixed_capacity::IndexStack,
     /// Local maximum of outstanding calls.
     max_credits: u32,
     /// Credits granted by the last non-error reply (1 before the first).
@@ -239,7 +239,7 @@ impl Requester {
         Requester {
             calls: vec![ReqCall::FREE; n],
             saved: vec![Saved::EMPTY; n],
-            free: super::ring::IndexStack::full(n),
+            free: super::fixed_capacity::IndexStack::full(n),
             max_credits: credits::local_max(core.cfg.credits, n),
             granted: credits::INITIAL_GRANT,
             awaiting: 0,

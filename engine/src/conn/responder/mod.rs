@@ -31,8 +31,8 @@
 use super::credits;
 mod send;
 
+use super::fixed_capacity::{IndexStack, Ring};
 use super::receive::{self, AnyBody, AnyError};
-use super::ring::{IndexStack, Ring};
 use super::stream::{build_pieces, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
