@@ -17,62 +17,6 @@ use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// Defines a pool index type: a `Copy` newtype over `(pool id << 32) | index`, with the raw
-/// `u64` slice views the shared ring works on. Used by the buffer pool ([`crate::ObjIdx`]).
-macro_rules! pool_index {
-    ($(#[$meta:meta])* $name:ident) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-        #[repr(transparent)]
-        pub struct $name(u64);
-
-        impl $name {
-            /// The entry's index within its pool (`0..count`).
-            #[inline]
-            pub const fn index(self) -> u32 {
-                self.0 as u32
-            }
-
-            /// The id of the pool the entry belongs to.
-            #[inline]
-            pub const fn pool_id(self) -> u32 {
-                (self.0 >> 32) as u32
-            }
-
-            /// The raw 64-bit value (e.g. to store in a work request id).
-            #[inline]
-            pub const fn to_raw(self) -> u64 {
-                self.0
-            }
-
-            /// Rebuilds an index from its raw value. Nothing is checked here; pools check on use.
-            #[inline]
-            pub const fn from_raw(raw: u64) -> $name {
-                $name(raw)
-            }
-        }
-
-        impl core::fmt::Debug for $name {
-            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                write!(f, "{}({}:{})", stringify!($name), self.pool_id(), self.index())
-            }
-        }
-
-        #[inline]
-        fn raw_mut(s: &mut [$name]) -> &mut [u64] {
-            // SAFETY: the index type is `repr(transparent)` over `u64`.
-            unsafe { &mut *(s as *mut [$name] as *mut [u64]) }
-        }
-
-        #[inline]
-        fn raw(s: &[$name]) -> &[u64] {
-            // SAFETY: the index type is `repr(transparent)` over `u64`.
-            unsafe { &*(s as *const [$name] as *const [u64]) }
-        }
-    };
-}
-pub(crate) use pool_index;
-
 /// Largest per-core cache size.
 pub const MAX_CACHE_SIZE: usize = 4096;
 /// Largest number of objects or slots in one pool.

@@ -20,10 +20,56 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::sync::Arc;
 
-crate::index_pool::pool_index! {
-    /// The index of one object of one pool: `(pool id << 32) | index`. Plain data (`Copy`); whoever
-    /// holds it is trusted by the raw API to own the object.
-    ObjIdx
+/// The index of one object of one pool: `(pool id << 32) | index`. Plain data (`Copy`); whoever
+/// holds it is trusted by the raw API to own the object.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(transparent)]
+pub struct ObjIdx(u64);
+
+impl ObjIdx {
+    /// The entry's index within its pool (`0..count`).
+    #[inline]
+    pub const fn index(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// The id of the pool the entry belongs to.
+    #[inline]
+    pub const fn pool_id(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The raw 64-bit value (e.g. to store in a work request id).
+    #[inline]
+    pub const fn to_raw(self) -> u64 {
+        self.0
+    }
+
+    /// Rebuilds an index from its raw value. Nothing is checked here; pools check on use.
+    #[inline]
+    pub const fn from_raw(raw: u64) -> ObjIdx {
+        ObjIdx(raw)
+    }
+}
+
+impl fmt::Debug for ObjIdx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ObjIdx({}:{})", self.pool_id(), self.index())
+    }
+}
+
+/// The raw `u64` tokens the shared ring works on, viewed in place.
+#[inline]
+fn raw_mut(s: &mut [ObjIdx]) -> &mut [u64] {
+    // SAFETY: `ObjIdx` is `repr(transparent)` over `u64`.
+    unsafe { &mut *(s as *mut [ObjIdx] as *mut [u64]) }
+}
+
+/// The raw `u64` tokens of a slice of indices, viewed in place.
+#[inline]
+fn raw(s: &[ObjIdx]) -> &[u64] {
+    // SAFETY: `ObjIdx` is `repr(transparent)` over `u64`.
+    unsafe { &*(s as *const [ObjIdx] as *const [u64]) }
 }
 
 /// One row of a pool's side table: everything a work request needs about an object.

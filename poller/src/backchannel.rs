@@ -68,9 +68,9 @@ use rpcrdma_engine::verbs::Provider;
 use rpcrdma_mempool::{HugePagePolicy, PoolBuf, Region, Registrar};
 
 use crate::api_stats::ConnStatsWriter;
-use crate::buf::{local_buf, MemError, Slab, SlabLayout};
 use crate::config::{CallbackMode, EndpointConfig};
 use crate::driver::ConnDriver;
+use crate::memory::{local_buf, MemError, Slab, SlabLayout};
 use crate::program::{
     header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Program,
     Programs, Reject, Request, MAX_DDP, SUCCESS_HEADER_LEN,
@@ -191,7 +191,7 @@ impl ClientBack {
             rpc_headers: 0,
             rpc_header_size: 0,
         };
-        let slab = Slab::new(reg, &layout, hugepages, crate::buf::LOCAL_ACCESS)?;
+        let slab = Slab::new(reg, &layout, hugepages, crate::memory::LOCAL_ACCESS)?;
         Ok(Box::new(ClientBack {
             programs: s.programs,
             slab,

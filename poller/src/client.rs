@@ -50,7 +50,6 @@ pub use crate::call::{CallArgs, Callback, ClientError, Refused, Reply};
 
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackchannelService, ClientBack};
-use crate::buf::{HostRegions, Slab, SlabLayout};
 pub use crate::client_conn::ClientState;
 use crate::client_conn::{
     CState, ClientConn, ClientShared, RecState, Record, Submit, NO_REC, RPC_HEADER_SIZE,
@@ -58,6 +57,7 @@ use crate::client_conn::{
 };
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
+use crate::memory::{HostRegions, Slab, SlabLayout};
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::negotiated::{Negotiated, NegotiatedCell};
 use crate::runtime::{Endpoint, NodeCmd};
@@ -67,7 +67,7 @@ use crate::runtime::{Endpoint, NodeCmd};
 pub struct Client {
     tx: MpscProducer<Submit>,
     shared: Arc<ClientShared>,
-    bufs: crate::buf::BufPool,
+    bufs: crate::memory::BufPool,
 }
 
 impl core::fmt::Debug for Client {
@@ -363,13 +363,13 @@ impl<P: Provider> ClientConn<P> {
             &**ep.pd(),
             &layout,
             ep.hugepages(),
-            crate::buf::pool_access(ep.device().caps()),
+            crate::memory::pool_access(ep.device().caps()),
         )
         .map_err(|_| ClientError::Setup)?;
         let mut exposures = Vec::with_capacity(3);
         if persistent {
             let tail = slab
-                .expose_tail(&**ep.pd(), crate::buf::HEADER_REMOTE)
+                .expose_tail(&**ep.pd(), crate::memory::HEADER_REMOTE)
                 .map_err(|_| ClientError::Setup)?;
             exposures.push(tail);
             exposures.extend(ep.buffers().exposure().cloned());

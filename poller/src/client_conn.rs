@@ -29,10 +29,10 @@ pub use crate::call::{CallArgs, Callback, ClientError, Reply};
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
 use crate::backchannel::ClientBack;
-use crate::buf::{local_buf, Slab};
 use crate::config::{CallbackMode, ClientOptions, ProtocolVersion};
 use crate::ddp::MAX_DDP;
 use crate::driver::ConnDriver;
+use crate::memory::{local_buf, Slab};
 use crate::mpsc::MpscConsumer;
 use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
 use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT};

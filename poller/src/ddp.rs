@@ -42,7 +42,7 @@ impl DdpBuf {
     /// The registered memory of the first `len` octets of the item.
     pub(crate) fn local(&self, len: u32) -> rpcrdma_engine::conn::LocalBuf {
         match self {
-            DdpBuf::Owned(b) => crate::buf::local_buf(b, len as usize),
+            DdpBuf::Owned(b) => crate::memory::local_buf(b, len as usize),
             DdpBuf::Shared(b, off) => {
                 let e = b.entry();
                 let off = (*off).min(e.len);

@@ -25,7 +25,7 @@ use rpcrdma_engine::post::post_work_requests;
 use rpcrdma_engine::post::Posted;
 use rpcrdma_engine::verbs::{Completion, Provider, QueuePair, VerbsError};
 
-use crate::buf::HostRegions;
+use crate::memory::HostRegions;
 use crate::reactor::PollerCtx;
 use crate::timer::TimerHandle;
 

@@ -31,7 +31,7 @@
 //!   backchannel ([`Client::connect_serving`]); server handlers get a [`BackChannel`] to enable
 //!   it, bind the connection to a session and send backward calls ([`Server::back_call`]),
 //!   which are kept and sent again with the same XID when the session's client reconnects.
-//! - [`buf`]: registered memory (per-connection slabs, payload and reply pools) and the
+//! - [`memory`]: registered memory (per-connection slabs, payload and reply pools) and the
 //!   engine's memory view.
 //! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters.
 //! - Worker mode (callbacks and handlers on worker threads through SPSC rings, with
@@ -46,13 +46,13 @@ mod admission;
 pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
-pub mod buf;
 mod call;
 pub mod client;
 mod client_conn;
 pub mod config;
 mod ddp;
 pub mod driver;
+pub mod memory;
 pub mod mpsc;
 pub mod negotiated;
 mod node;
@@ -80,13 +80,13 @@ pub use timer::{TimerError, TimerHandle, TimerWheel};
 
 pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
 pub use backchannel::BackchannelService;
-pub use buf::{BufPool, HostRegions};
 pub use call::{CallArgs, Callback, ClientError, Refused, Reply};
 pub use client::{Client, ClientState};
 pub use config::{
     BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,
     PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
 };
+pub use memory::{BufPool, HostRegions};
 pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{
     BuildError, CallTransport, Handler, Program, Programs, Reject, ReplyBuilder, Request,

@@ -15,8 +15,8 @@ use rpcrdma_engine::verbs::{Completion, Provider};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
 use crate::api_stats::NodeStatsWriter;
-use crate::buf::BufPool;
 use crate::driver::Router;
+use crate::memory::BufPool;
 use crate::reactor::PollerCtx;
 use crate::worker::{NodeLinks, Served};
 

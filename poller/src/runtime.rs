@@ -36,10 +36,10 @@ use rpcrdma_mempool::{HugePagePolicy, Registrar};
 
 use crate::admission::PeerSlot;
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats};
-use crate::buf::{BufPool, MemError};
 use crate::client_conn::ClientConn;
 use crate::config::{BackoffMode, EndpointConfig};
 use crate::driver::Router;
+use crate::memory::{BufPool, MemError};
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 pub use crate::node::QpHook;
 use crate::node::{rq_depth_for, sq_depth_for, NodeConn, NodeEnv};
@@ -855,15 +855,15 @@ fn check_endpoint_config(n: usize, cfg: &EndpointConfig) -> Result<(), EndpointE
 /// Registers the endpoint's payload and reply pools. No remote rights on the pools' own
 /// registrations (a serving endpoint exposes nothing); a client exposes chunks through windows
 /// bound over them, or — opted in, on a device without windows — through a second, remote
-/// registration (`buf::Exposure`).
+/// registration (`memory::Exposure`).
 fn register_pools<R: Registrar>(
     pd: &R,
     caps: &DeviceCaps,
     cfg: &EndpointConfig,
     hugepages: HugePagePolicy,
 ) -> Result<(BufPool, BufPool), EndpointError> {
-    let access = crate::buf::pool_access(caps);
-    let expose = crate::buf::persistent_exposure(caps, cfg.persistent_stags);
+    let access = crate::memory::pool_access(caps);
+    let expose = crate::memory::persistent_exposure(caps, cfg.persistent_stags);
     let remote = |a| expose.then_some(a);
     let bufs = BufPool::new(
         pd,
@@ -871,7 +871,7 @@ fn register_pools<R: Registrar>(
         cfg.buffer_size,
         hugepages,
         access,
-        remote(crate::buf::PAYLOAD_REMOTE),
+        remote(crate::memory::PAYLOAD_REMOTE),
     )
     .map_err(EndpointError::Memory)?;
     let reply_size = if cfg.reply_buffer_size == 0 {
@@ -885,7 +885,7 @@ fn register_pools<R: Registrar>(
         reply_size,
         hugepages,
         access,
-        remote(crate::buf::REPLY_REMOTE),
+        remote(crate::memory::REPLY_REMOTE),
     )
     .map_err(EndpointError::Memory)?;
     Ok((bufs, replies))

@@ -24,10 +24,10 @@ use rpcrdma_engine::verbs::Provider;
 use rpcrdma_mempool::{PoolBuf, Region};
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
-use crate::buf::{local_buf, MemError, Slab, SlabLayout};
 use crate::call::{CallArgs, Callback, ClientError, Reply};
 use crate::config::CallbackMode;
 use crate::driver::ConnDriver;
+use crate::memory::{local_buf, MemError, Slab, SlabLayout};
 use crate::mpsc::{self, MpscConsumer};
 use crate::session::{
     lock, BackServer, BackSubmit, ConnBackShared, Deadline, Grace, SessionState, SubmitError,
@@ -143,7 +143,12 @@ impl ServerBack {
             rpc_headers: nrec,
             rpc_header_size: RPC_HEADER_SIZE,
         };
-        let slab = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS)?;
+        let slab = Slab::new(
+            &*env.pd,
+            &layout,
+            env.hugepages,
+            crate::memory::LOCAL_ACCESS,
+        )?;
         let (tx, rx) = mpsc::channel::<BackSubmit>(nrec.next_power_of_two())
             .map_err(|_| MemError::BadSize("backchannel ring"))?;
         let inner = Arc::new(ConnBackShared {

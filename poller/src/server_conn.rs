@@ -25,9 +25,9 @@ use rpcrdma_mempool::PoolBuf;
 
 use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
-use crate::buf::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::driver::ConnDriver;
+use crate::memory::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::node::{job_token, timer_token, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
 use crate::program::{
     header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Programs,
@@ -166,7 +166,12 @@ impl<P: Provider> ServerConn<P> {
             rpc_header_size: 0,
         };
         // The responder exposes nothing (Read-Write model): local access only.
-        let Ok(slab) = Slab::new(&*env.pd, &layout, env.hugepages, crate::buf::LOCAL_ACCESS) else {
+        let Ok(slab) = Slab::new(
+            &*env.pd,
+            &layout,
+            env.hugepages,
+            crate::memory::LOCAL_ACCESS,
+        ) else {
             return Err(Some(req));
         };
         let (w, r) = conn_stats();

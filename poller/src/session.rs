@@ -26,9 +26,9 @@ use std::thread::Thread;
 use rpcrdma_engine::conn::CallError;
 
 use crate::api_stats::ConnStats;
-use crate::buf::BufPool;
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, EndpointConfig, ServerOptions};
+use crate::memory::BufPool;
 use crate::mpsc::{MpscConsumer, MpscProducer};
 use crate::reactor::PollerCtx;
 use crate::timer::TimerHandle;

@@ -21,10 +21,10 @@
 //! upper layer re-issues it (same XID) on the connection the client establishes next.
 
 use super::credits;
+use super::fixed_capacity::IndexStack;
+use super::receive::{self, AnyBody, WireErr};
 use super::responder::ErrAnswer;
-use super::ring::IndexStack;
 use super::stream::{build_pieces, copy_pieces, Cut};
-use super::wire::{self, AnyBody, WireErr};
 use super::{
     wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,
     IncomingCall, LocalBuf, Reply, ReplyError, ReplyKind, ReplySpec, StartError, WorkRequest,
@@ -309,7 +309,7 @@ impl BackRequester {
         let len = wc.byte_len.min(rbuf.len) as usize;
         // (slot, outcome, granted (None: unchanged), payload offset)
         let verdict = mem.bytes(rbuf.addr, len).and_then(|buf| {
-            let h = wire::decode(buf, &core.v2_limits, core.cfg.max_version).ok()?;
+            let h = receive::decode(buf, &core.v2_limits, core.cfg.max_version).ok()?;
             let slot = self
                 .calls
                 .iter()
@@ -539,7 +539,7 @@ impl BackResponder {
         // Ok((xid, vers, chunks present, payload offset, payload length)), or the error answer
         // a rejected header calls for.
         let parsed = mem.bytes(rbuf.addr, len).map(|buf| {
-            match wire::decode(buf, &core.v2_limits, core.cfg.max_version) {
+            match receive::decode(buf, &core.v2_limits, core.cfg.max_version) {
                 Ok(h) => match h.body {
                     AnyBody::Msg { lists, .. } => Ok(Some((
                         h.xid,

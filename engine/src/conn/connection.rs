@@ -5,7 +5,7 @@
 //! ([`super::backchannel`]) or the RDMA2_OPTIONAL handlers. See the module documentation of
 //! [`super`] for the protocol behaviour.
 //!
-//! Normal operation: each received message is routed by direction first ([`super::wire`]),
+//! Normal operation: each received message is routed by direction first ([`super::receive`]),
 //! then handled by whichever part owns that direction. Recovery: any unsuccessful completion
 //! or a disconnect closes the connection once ([`Connection::fail`]): [`Event::ConnectionLost`]
 //! is reported and every part fails what it has pending.
@@ -13,10 +13,10 @@
 use super::backchannel::{BackRequester, BackResponder};
 use super::config::*;
 use super::core_state::{self, Core, RecvState};
+use super::receive;
 use super::requester::{self, Requester};
 use super::responder::Responder;
 use super::types::*;
-use super::wire;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::{Completion, WrId};
 
@@ -425,20 +425,20 @@ impl Connection {
             // drops it).
             let decoded = rbuf
                 .and_then(|b| mem.bytes(b.addr, len as usize))
-                .map(|buf| wire::decode(buf, &self.core.v2_limits, self.core.cfg.max_version));
+                .map(|buf| receive::decode(buf, &self.core.v2_limits, self.core.cfg.max_version));
             let route = match &decoded {
-                None => wire::Route::Forward,
+                None => receive::Route::Forward,
                 // Backward messages while the backchannel is off are dropped.
-                Some(d) => match wire::route(d, role) {
-                    wire::Route::Backward if !back_enabled => wire::Route::Drop,
+                Some(d) => match receive::route(d, role) {
+                    receive::Route::Backward if !back_enabled => receive::Route::Drop,
                     r => r,
                 },
             };
             match (route, decoded) {
-                (wire::Route::Optional, Some(Ok(h))) => {
+                (receive::Route::Optional, Some(Ok(h))) => {
                     AfterRecv::Optional(self.on_optional(index, &h))
                 }
-                (wire::Route::Forward, d) => match &mut self.role {
+                (receive::Route::Forward, d) => match &mut self.role {
                     RoleState::Requester(r) => {
                         AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d.as_ref()))
                     }
@@ -446,11 +446,11 @@ impl Connection {
                         AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d.as_ref()))
                     }
                 },
-                (wire::Route::Backward, _) => AfterRecv::Backward,
+                (receive::Route::Backward, _) => AfterRecv::Backward,
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message. (An optional message always
                 // decodes.)
-                (wire::Route::Drop | wire::Route::Optional, _) => {
+                (receive::Route::Drop | receive::Route::Optional, _) => {
                     self.core.hold_recv(index);
                     self.core.release_recv(index);
                     AfterRecv::Done
@@ -480,10 +480,10 @@ impl Connection {
     /// call-direction message of an unknown type, the (`xid`, `vers`) to answer with
     /// RDMA2_ERR_INVAL_OPTION (draft, "Optional Features"). Reply-direction messages are never
     /// answered.
-    fn on_optional(&mut self, index: u32, h: &wire::Any<'_>) -> Option<(u32, u32)> {
+    fn on_optional(&mut self, index: u32, h: &receive::Any<'_>) -> Option<(u32, u32)> {
         self.core.hold_recv(index);
         let mut answer = None;
-        if let wire::AnyBody::Optional(o) = h.body {
+        if let receive::AnyBody::Optional(o) = h.body {
             let msg = OptionalMessage {
                 xid: h.xid,
                 credits: h.credits,

@@ -9,7 +9,7 @@
 //! [`super::Connection`] notices the closed state after the current input and reports it once.
 
 use super::config::*;
-use super::ring::{IndexStack, Ring};
+use super::fixed_capacity::{IndexStack, Ring};
 use super::types::{wr_kind, ConnState, Event, WorkRequest};
 use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};

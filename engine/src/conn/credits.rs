@@ -27,7 +27,7 @@
 //! reply with its XID arrives (the responder still holds it); a stray reply naming any other
 //! XID frees nothing. A lost connection forgets every orphan.
 
-use super::wire::AnyBody;
+use super::receive::AnyBody;
 use crate::proto::v2;
 
 /// The grant a requester assumes before the first non-error reply: one call at a time.
@@ -151,7 +151,7 @@ mod tests {
             buf.extend_from_slice(&w.to_be_bytes());
         }
         let limits = crate::proto::v2::Limits::DEFAULT;
-        super::super::wire::decode(buf, &limits, 1)
+        super::super::receive::decode(buf, &limits, 1)
             .expect("decodes")
             .body
     }
@@ -175,7 +175,7 @@ mod tests {
             e.extend_from_slice(&w.to_be_bytes());
         }
         let limits = crate::proto::v2::Limits::DEFAULT;
-        let err = super::super::wire::decode(&e, &limits, 1)
+        let err = super::super::receive::decode(&e, &limits, 1)
             .expect("ERR_CHUNK")
             .body;
         assert!(matches!(err, AnyBody::Error(_)));

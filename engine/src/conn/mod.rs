@@ -72,12 +72,12 @@ mod config;
 mod connection;
 mod core_state;
 mod credits;
+mod fixed_capacity;
+mod receive;
 mod requester;
 mod responder;
-mod ring;
 mod stream;
 mod types;
-mod wire;
 
 pub use config::*;
 pub use connection::Connection;

@@ -37,7 +37,7 @@
 //! even before the first reply; we do not.) RDMA_DONE changes nothing, whatever XID it names:
 //! implementation experience §7.1.2 says a receiver "should ignore it", and as its direction cannot
 //! be told, RFC 8167 §4.1 says "the receiver MUST NOT use the header's credit value" (it is dropped
-//! by [`super::wire::route`] before it gets here; its receive is reposted).
+//! by [`super::receive::route`] before it gets here; its receive is reposted).
 
 mod launch;
 mod reply;
@@ -45,8 +45,8 @@ mod reply;
 pub(crate) use reply::Verdict;
 
 use super::credits::{self, Orphans};
+use super::receive::{self, AnyBody, AnyError, WireErr};
 use super::stream::{build_pieces, copy_pieces, parts_len, Cut, Pieces};
-use super::wire::{self, AnyBody, AnyError, WireErr};
 use super::{
     wr_kind, Access, BadReply, CallError, CallId, CallOptions, CallSpec, ConnState, Core, DdpItem,
     Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
@@ -207,7 +207,7 @@ impl ReqCall {
 pub(crate) struct Requester {
     calls: Vec<ReqCall>,
     saved: Vec<Saved>,
-    free: super::ring::IndexStack,
+    free: super::fixed_capacity::IndexStack,
     /// Local maximum of outstanding calls.
     max_credits: u32,
     /// Credits granted by the last non-error reply (1 before the first).
@@ -239,7 +239,7 @@ impl Requester {
         Requester {
             calls: vec![ReqCall::FREE; n],
             saved: vec![Saved::EMPTY; n],
-            free: super::ring::IndexStack::full(n),
+            free: super::fixed_capacity::IndexStack::full(n),
             max_credits: credits::local_max(core.cfg.credits, n),
             granted: credits::INITIAL_GRANT,
             awaiting: 0,

@@ -50,7 +50,7 @@ impl Requester {
         core: &mut Core,
         index: u32,
         wc: &Completion,
-        decoded: Option<&Result<wire::Any<'_>, AnyError>>,
+        decoded: Option<&Result<receive::Any<'_>, AnyError>>,
     ) -> Option<(Verdict, u64)> {
         let Some(rbuf) = core.recv_buf(index) else {
             core.state = ConnState::Closed;
@@ -91,7 +91,7 @@ impl Requester {
     }
 
     /// Decides what a decoded reply means, without touching memory.
-    fn judge_reply(&self, core: &Core, decoded: &Result<wire::Any<'_>, AnyError>) -> Verdict {
+    fn judge_reply(&self, core: &Core, decoded: &Result<receive::Any<'_>, AnyError>) -> Verdict {
         let h = match decoded {
             Ok(h) => h,
             Err(e) => return self.judge_undecodable(core, *e),
@@ -194,7 +194,7 @@ impl Requester {
     fn judge_answer(
         &self,
         slot: u32,
-        h: &wire::Any<'_>,
+        h: &receive::Any<'_>,
         lists: ChunkLists<'_>,
         nomsg: bool,
         granted: Option<u32>,

@@ -31,9 +31,9 @@
 use super::credits;
 mod send;
 
-use super::ring::{IndexStack, Ring};
+use super::fixed_capacity::{IndexStack, Ring};
+use super::receive::{self, AnyBody, AnyError};
 use super::stream::{build_pieces, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
-use super::wire::{self, AnyBody, AnyError};
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
     ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS, MAX_SGE,
@@ -261,7 +261,7 @@ impl RespCall {
     /// Lays out the call's XDR stream: the base (inline payload of `h`, or the Position Zero
     /// chunk), the Read chunks inserted at their positions, and where each of their segments
     /// lands. `false` when the positions or lengths cannot make a stream.
-    fn lay_out_stream(&mut self, lists: &ChunkLists<'_>, h: &wire::Any<'_>) -> bool {
+    fn lay_out_stream(&mut self, lists: &ChunkLists<'_>, h: &receive::Any<'_>) -> bool {
         let mut ok = true;
         if self.nomsg {
             self.base_len = lists.reads.position_zero().map_or(0, |c| c.length());
@@ -404,7 +404,7 @@ impl Responder {
         core: &mut Core,
         index: u32,
         len: u32,
-        decoded: Option<&Result<wire::Any<'_>, AnyError>>,
+        decoded: Option<&Result<receive::Any<'_>, AnyError>>,
     ) -> bool {
         let Some(rbuf) = core.recv_buf(index) else {
             core.state = ConnState::Closed;
@@ -463,7 +463,7 @@ impl Responder {
             core.release_recv(p.recv);
             return;
         };
-        let decoded = wire::decode(buf, &core.v2_limits, core.cfg.max_version);
+        let decoded = receive::decode(buf, &core.v2_limits, core.cfg.max_version);
         self.take_decoded(core, slot, p, rbuf, &decoded);
     }
 
@@ -474,7 +474,7 @@ impl Responder {
         slot: u32,
         p: Pending,
         rbuf: LocalBuf,
-        decoded: &Result<wire::Any<'_>, AnyError>,
+        decoded: &Result<receive::Any<'_>, AnyError>,
     ) {
         let generation = self.calls[slot as usize].generation;
         let mut call = RespCall {
