@@ -113,7 +113,7 @@ impl Client {
             return Err(ClientError::Unsupported);
         }
         let mut opts = opts;
-        opts.credits = opts.credits.clamp(1, ep.config().max_credits.max(1));
+        opts.credits = conn::credits::clamp(opts.credits, ep.config().max_credits);
         opts.max_pending = opts.max_pending.clamp(opts.credits as usize, 1 << 16);
         let node = ep.pick(opts.reactor);
         let cap = opts.queue_depth.clamp(2, 1 << 20).next_power_of_two();

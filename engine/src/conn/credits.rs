@@ -33,9 +33,10 @@ use crate::proto::v2;
 /// The grant a requester assumes before the first non-error reply: one call at a time.
 pub(crate) const INITIAL_GRANT: u32 = 1;
 
-/// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
+/// Clamps a credit value — from the wire, or configured by a user — into `1..=max`: 0 counts
+/// as 1, values above `max` become `max` (a `max` of 0 counts as 1).
 #[inline]
-pub(crate) fn clamp(wire: u32, max: u32) -> u32 {
+pub fn clamp(wire: u32, max: u32) -> u32 {
     wire.clamp(1, max.max(1))
 }
 

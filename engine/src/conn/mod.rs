@@ -71,7 +71,7 @@ mod backchannel;
 mod config;
 mod connection;
 mod core_state;
-mod credits;
+pub mod credits;
 mod requester;
 mod responder;
 mod ring;
