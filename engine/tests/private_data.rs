@@ -2,8 +2,9 @@
 
 use proptest::prelude::*;
 use rpcrdma_engine::proto::private_data::{
-    decode, decode_size, encode_size, find, negotiate, negotiate_raw, representable_size, search,
-    Negotiated, PdError, PrivateData, FORMAT_ID, MAX_SIZE, MIN_SIZE, MSG_LEN,
+    clamp_size, decode, decode_size, encode_size, find, negotiate, negotiate_raw,
+    representable_size, search, Negotiated, PdError, PrivateData, FORMAT_ID, MAX_SIZE, MIN_SIZE,
+    MSG_LEN,
 };
 
 /// Linux client connect request (FACTS.md, captured over siw): R set, 4096 / 4096.
@@ -57,6 +58,18 @@ fn accepts_linux_server_golden() {
     let pd = decode(&LINUX_SERVER).unwrap();
     assert_eq!(pd, PrivateData::v1(false, 4096, 4096));
     assert_eq!(PrivateData::v1(false, 4096, 4096).encode(), LINUX_SERVER);
+}
+
+/// RFC 8797 §4.2: a size octet carries `(size / 1024) - 1`, so 1024..=262144 octets; a
+/// configured threshold is kept in that range, not rounded.
+#[test]
+fn accepts_clamp_size_into_the_representable_range() {
+    assert_eq!(clamp_size(0), 1024);
+    assert_eq!(clamp_size(1023), 1024);
+    assert_eq!(clamp_size(1500), 1500);
+    assert_eq!(clamp_size(262_144), 262_144);
+    assert_eq!(clamp_size(262_145), 262_144);
+    assert_eq!(clamp_size(u32::MAX), 262_144);
 }
 
 #[test]

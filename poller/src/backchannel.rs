@@ -174,7 +174,7 @@ impl ClientBack {
         mode: CallbackMode,
         s: BackchannelService,
     ) -> Result<Box<ClientBack>, MemError> {
-        let credits = s.credits.clamp(1, ep.max_credits.max(1));
+        let credits = conn::credits::clamp(s.credits, ep.max_credits);
         cfg.backchannel_credits = credits;
         // The forward receives plus every backchannel receive (2 × credits).
         cfg.rq_depth = cfg.rq_depth.max(cfg.credits + 2 * credits);

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpcrdma_engine::conn::{self};
+use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Device, Provider};
 use rpcrdma_mempool::PoolBuf;
@@ -106,14 +107,13 @@ impl Client {
             return Err(ClientError::PersistentStagsRefused);
         }
         if opts.version == ProtocolVersion::V2
-            && rpcrdma_engine::proto::private_data::representable_size(
-                opts.inline_recv.clamp(1024, 262_144),
-            ) < conn::V2_INLINE
+            && private_data::representable_size(private_data::clamp_size(opts.inline_recv))
+                < conn::V2_INLINE
         {
             return Err(ClientError::Unsupported);
         }
         let mut opts = opts;
-        opts.credits = opts.credits.clamp(1, ep.config().max_credits.max(1));
+        opts.credits = conn::credits::clamp(opts.credits, ep.config().max_credits);
         opts.max_pending = opts.max_pending.clamp(opts.credits as usize, 1 << 16);
         let node = ep.pick(opts.reactor);
         let cap = opts.queue_depth.clamp(2, 1 << 20).next_power_of_two();
@@ -327,8 +327,8 @@ impl<P: Provider> ClientConn<P> {
         let c = opts.credits;
         let mut cfg = conn::Config::DEFAULT;
         cfg.credits = c;
-        cfg.inline_send = opts.inline_send.clamp(1024, 262_144);
-        cfg.inline_recv = opts.inline_recv.clamp(1024, 262_144);
+        cfg.inline_send = private_data::clamp_size(opts.inline_send);
+        cfg.inline_recv = private_data::clamp_size(opts.inline_recv);
         cfg.remote_invalidate = opts.remote_invalidate;
         // A device without type-2 memory windows (siw, some RoCE NICs), opted in (checked in
         // `connect_with`): chunks are exposed through the persistent STags of the endpoint's
@@ -345,7 +345,7 @@ impl<P: Provider> ClientConn<P> {
         cfg.rq_depth = ep.rq_depth(c);
         cfg.max_send_sge = 4;
         cfg.max_version = opts.version.number();
-        let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
+        let recv_size = private_data::representable_size(cfg.inline_recv);
         let nrec = opts.max_pending;
         let layout = SlabLayout {
             headers: c as usize,

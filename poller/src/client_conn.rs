@@ -19,6 +19,7 @@ use rpcrdma_engine::conn::{
 };
 use rpcrdma_engine::proto::reject::{self, RejectReason};
 use rpcrdma_engine::proto::v2::RdmaError;
+use rpcrdma_engine::proto::{inline_msg_header_len, v1, v2};
 use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody};
 use rpcrdma_engine::verbs::{
     CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
@@ -42,19 +43,6 @@ use crate::worker::{CompleteJob, Job, NodeLinks};
 
 /// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
 pub(crate) const RPC_HEADER_SIZE: u32 = 128;
-
-/// The smallest transport header of an inline Version Two reply: the four fixed words,
-/// `rdma_direction`, `rdma_inv_handle`, and three empty chunk lists. An inline reply's RPC
-/// message is never longer than the receive buffer minus this.
-const V2_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v2::FIXED_LEN + 8 + 12;
-
-/// The smallest transport header of an inline Version One reply: the four fixed words and
-/// three empty chunk lists.
-const V1_MIN_REPLY_HEADER: usize = rpcrdma_engine::proto::v1::FIXED_LEN + 12;
-
-/// What each returned Write chunk of one segment adds to a Version One reply header
-/// (discriminator, segment count, handle, length, offset).
-const V1_WRITE_CHUNK_LEN: usize = 8 + rpcrdma_engine::proto::chunks::SEGMENT_LEN;
 
 // ---------------------------------------------------------------------------------------------
 // The handle.
@@ -823,14 +811,14 @@ impl<P: Provider> ClientConn<P> {
             let hint = args.reply_hint as usize;
             let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
             let first_len = if v2 && hint > 0 {
-                let room =
-                    (conn.negotiated().recv_buffer as usize).saturating_sub(V2_MIN_REPLY_HEADER);
+                let room = (conn.negotiated().recv_buffer as usize)
+                    .saturating_sub(inline_msg_header_len(v2::VERSION, 0));
                 hint.max(room)
             } else if conn.version() == 1 && hint > 0 {
                 // An inline reply returns our Write list in its header; the rest of the reply
                 // threshold is what it can carry. So a hint within it offers no Reply chunk.
                 let writes = if self.cfg.ddp { nr } else { 0 };
-                let hdr = V1_MIN_REPLY_HEADER + writes * V1_WRITE_CHUNK_LEN;
+                let hdr = inline_msg_header_len(v1::VERSION, writes);
                 let room = (conn.negotiated().recv_inline as usize).saturating_sub(hdr);
                 hint.max(room)
             } else {

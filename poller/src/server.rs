@@ -113,7 +113,7 @@ impl ServerBuilder {
             return Err(ServerError::NoWorkers);
         }
         let mut opts = self.opts;
-        opts.credits = opts.credits.clamp(1, ep.config().max_credits.max(1));
+        opts.credits = rpcrdma_engine::conn::credits::clamp(opts.credits, ep.config().max_credits);
         let listener = ep
             .device()
             .listen(addr, opts.backlog.max(1))

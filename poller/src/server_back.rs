@@ -128,7 +128,8 @@ impl ServerBack {
         slot: u32,
         stats: ConnStats,
     ) -> Result<ServerBack, MemError> {
-        let credits = server.credits.max(1);
+        // Clamped into 1..=max_credits when the session table was built (`session.rs`).
+        let credits = server.credits;
         cfg.backchannel_credits = credits;
         // The granted receives plus one per backward call outstanding.
         cfg.rq_depth = cfg.rq_depth.max(cfg.credits + credits);

@@ -16,6 +16,7 @@ use rpcrdma_engine::conn::{
     self, CallId, ConnState, Connection, Event, HostMemory, IncomingCall, ReplyError, ReplySpec,
     Role, WorkRequest,
 };
+use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
 use rpcrdma_engine::verbs::{
     errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
@@ -120,6 +121,26 @@ pub(crate) struct ServerConn<P: Provider> {
 /// Source of connection ids (`CallTransport::conn_id`), unique within the process.
 static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// The engine configuration of a server connection with options `o` on this node's device.
+fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Config {
+    let c = o.credits;
+    let mut cfg = conn::Config::DEFAULT;
+    cfg.credits = c;
+    cfg.inline_send = private_data::clamp_size(o.inline_send);
+    cfg.inline_recv = private_data::clamp_size(o.inline_recv);
+    // Send With Invalidate only where the device can post it (RFC 8797 §4.1: R says the
+    // responder's stack supports remote invalidation); the device logged its absence.
+    cfg.remote_invalidate = o.remote_invalidate && env.dev.caps().send_with_invalidate;
+    cfg.sq_depth = env.sq_depth(c);
+    cfg.rq_depth = env.rq_depth(c);
+    cfg.max_send_sge = 4;
+    cfg.max_rdma_reads = 16;
+    // Version Two needs 4096-octet receives; a smaller receive size serves Version One only.
+    let v2_ok = private_data::representable_size(cfg.inline_recv) >= conn::V2_INLINE;
+    cfg.max_version = if v2_ok { o.version.number() } else { 1 };
+    cfg
+}
+
 impl<P: Provider> ServerConn<P> {
     /// Accepts `req` on this node (QP on the node's CQ). `Err(Some(req))` when setting the
     /// connection up failed before the accept (the caller rejects it with a reason);
@@ -133,28 +154,14 @@ impl<P: Provider> ServerConn<P> {
     ) -> Result<ServerConn<P>, Option<P::ConnRequest>> {
         let o = shared.opts;
         let c = o.credits;
-        let mut cfg = conn::Config::DEFAULT;
-        cfg.credits = c;
-        cfg.inline_send = o.inline_send.clamp(1024, 262_144);
-        cfg.inline_recv = o.inline_recv.clamp(1024, 262_144);
-        // Send With Invalidate only where the device can post it (RFC 8797 §4.1: R says the
-        // responder's stack supports remote invalidation); the device logged its absence.
-        cfg.remote_invalidate = o.remote_invalidate && env.dev.caps().send_with_invalidate;
-        cfg.sq_depth = env.sq_depth(c);
-        cfg.rq_depth = env.rq_depth(c);
-        cfg.max_send_sge = 4;
-        cfg.max_rdma_reads = 16;
-        // Version Two needs 4096-octet receives; a smaller receive size serves Version One only.
-        let v2_ok = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv)
-            >= conn::V2_INLINE;
-        cfg.max_version = if v2_ok { o.version.number() } else { 1 };
+        let mut cfg = engine_config(env, &o);
         let nslots = 2 * c as usize;
         let ndata = if o.data_buffers == 0 {
             (c as usize / 4).max(2)
         } else {
             o.data_buffers as usize
         };
-        let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
+        let recv_size = private_data::representable_size(cfg.inline_recv);
         let layout = SlabLayout {
             headers: nslots,
             header_size: cfg.inline_send,
@@ -389,7 +396,7 @@ impl<P: Provider> ServerConn<P> {
                     self.stats.call_chunks(&transport, inc.write_chunks);
                     // What the reply can carry (inline or in the Reply chunk): the handler gets
                     // no more space than that, so clearing it stays cheap.
-                    let inline = self.shared.opts.inline_send.clamp(1024, 262_144);
+                    let inline = private_data::clamp_size(self.shared.opts.inline_send);
                     let window = crate::program::reply_window(inline, inc.reply_capacity);
                     match (self.shared.opts.mode, links) {
                         (CallbackMode::Worker, Some(l)) => {

@@ -179,7 +179,7 @@ impl BackServer {
             bufs,
             timeout_ns: o.backchannel_timeout_ms.saturating_mul(1_000_000),
             grace_ns: o.session_grace_ms.saturating_mul(1_000_000),
-            credits: o.backchannel_credits.min(ep.max_credits.max(1)),
+            credits: rpcrdma_engine::conn::credits::clamp(o.backchannel_credits, ep.max_credits),
             queue: o.backchannel_queue.clamp(2, 1 << 16),
             mode: o.mode,
         }

@@ -37,11 +37,7 @@ use crate::verbs::{Completion, Sge, WrId};
 
 /// Octets of an RDMA_MSG / RDMA2_MSG header with three empty chunk lists.
 const fn msg_hdr_len(vers: u32) -> usize {
-    if vers == v2::VERSION {
-        v2::FIXED_LEN + 8 + 12
-    } else {
-        v1::FIXED_LEN + 12
-    }
+    crate::proto::inline_msg_header_len(vers, 0)
 }
 
 /// Encodes an inline message header with empty chunk lists in version `vers`.

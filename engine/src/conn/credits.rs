@@ -1,14 +1,14 @@
 //! Credits, in one place: what a requester may have outstanding, what a grant received means,
 //! and what a responder sends — for the forward direction (the requester and responder roles)
-//! and the backward one (RFC 8167, [`super::backchannel`]), which follow the same rules.
+//! and the backward one (RFC 8167, `super::backchannel`), which follow the same rules.
 //!
 //! Normal operation:
-//! - A requester asks for its local maximum ([`local_max`]: the configured credits, at least 1,
+//! - A requester asks for its local maximum (`local_max`: the configured credits, at least 1,
 //!   at most its call slots) in every call, and keeps at most the granted number of calls
-//!   outstanding ([`may_start`]). The grant is [`INITIAL_GRANT`] (one) until the first
+//!   outstanding (`may_start`). The grant is `INITIAL_GRANT` (one) until the first
 //!   non-error reply, then the `rdma_credit` of the latest non-error reply (RDMA_MSG /
 //!   RDMA_NOMSG / RDMA_MSGP), clamped ([`clamp`]: 0 counts as 1, above the local maximum
-//!   becomes the maximum). [`reply_grant`] is that rule: the `rdma_credit` of an RDMA_ERROR /
+//!   becomes the maximum). `reply_grant` is that rule: the `rdma_credit` of an RDMA_ERROR /
 //!   RDMA2_ERROR, of RDMA_DONE, of an RDMA2_OPTIONAL message or of a message whose direction
 //!   cannot be told (dropped before it gets here) is never used — the v2 draft ("Protocol
 //!   Version Negotiation") has a requester "assume the ability to exchange only a single
@@ -16,14 +16,14 @@
 //!   the responder that reports the responder's actual credit limit", and RFC 8167 §4.1 says a
 //!   receiver that cannot tell a message's direction "MUST NOT use the header's credit value".
 //!   A Version One reply that is not an error but cannot be used still reports the grant; a
-//!   Version Two one does not ([`unusable_reply_grants`]).
+//!   Version Two one does not (`unusable_reply_grants`).
 //! - A responder grants its configured credits in every reply, and a grant is never sent as 0
-//!   ([`sent_grant`]).
-//! - Backward direction: the client grants the server [`sent_grant`] of its backward credits;
+//!   (`sent_grant`).
+//! - Backward direction: the client grants the server `sent_grant` of its backward credits;
 //!   while the backchannel is enabled it keeps back from its own forward calls the posted
-//!   receives the server may still take ([`backward_reserve`]: backward credits not in use).
+//!   receives the server may still take (`backward_reserve`: backward credits not in use).
 //!
-//! Recovery: a call that timed out keeps its credit as an orphan ([`Orphans`]) until the late
+//! Recovery: a call that timed out keeps its credit as an orphan (`Orphans`) until the late
 //! reply with its XID arrives (the responder still holds it); a stray reply naming any other
 //! XID frees nothing. A lost connection forgets every orphan.
 
@@ -33,9 +33,10 @@ use crate::proto::v2;
 /// The grant a requester assumes before the first non-error reply: one call at a time.
 pub(crate) const INITIAL_GRANT: u32 = 1;
 
-/// Clamps a credit value from the wire: 0 counts as 1, values above `max` become `max`.
+/// Clamps a credit value — from the wire, or configured by a user — into `1..=max`: 0 counts
+/// as 1, values above `max` become `max` (a `max` of 0 counts as 1).
 #[inline]
-pub(crate) fn clamp(wire: u32, max: u32) -> u32 {
+pub fn clamp(wire: u32, max: u32) -> u32 {
     wire.clamp(1, max.max(1))
 }
 

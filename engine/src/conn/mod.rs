@@ -71,7 +71,7 @@ mod backchannel;
 mod config;
 mod connection;
 mod core_state;
-mod credits;
+pub mod credits;
 mod fixed_capacity;
 mod receive;
 mod requester;

@@ -34,6 +34,24 @@ pub const VERS_LOW: u32 = v1::VERSION;
 /// Highest RPC-over-RDMA version this crate decodes.
 pub const VERS_HIGH: u32 = v2::VERSION;
 
+/// Octets of an inline message header (RDMA_MSG / RDMA2_MSG) of version `vers` with an empty
+/// Read list, a Write list of `writes` chunks of one segment each, and no Reply chunk: the
+/// fixed words (plus `rdma_direction` and `rdma_inv_handle` in Version Two) and the three lists.
+///
+/// With `writes` = 0 this is the smallest header any inline message carries; for a call that
+/// offers `writes` Write chunks it is the largest header an inline reply to it carries (the
+/// reply returns the call's Write list, RFC 8166 §3.4.6), so the receive buffer minus this is
+/// the room such a reply has for its RPC message.
+#[inline]
+pub const fn inline_msg_header_len(vers: u32, writes: usize) -> usize {
+    let fixed = if vers == v2::VERSION {
+        v2::FIXED_LEN + 8
+    } else {
+        v1::FIXED_LEN
+    };
+    fixed + 4 + writes * (8 + chunks::SEGMENT_LEN) + 4 + 4
+}
+
 /// The XID and version of a transport header (its first two words), or `None` when fewer than
 /// eight octets arrived. Lets a receiver route by version before decoding.
 #[inline]
@@ -80,5 +98,16 @@ mod tests {
         assert_eq!(peek(&buf), Some((0x1234_5678, 2)));
         assert_eq!(peek(&buf[..7]), None);
         assert_eq!(peek(&[]), None);
+    }
+
+    /// RFC 8166 §4.1/§4.3: four fixed words, then each list's discriminators; a Write chunk of
+    /// one segment is a present-discriminator, a segment count and a 16-octet segment. Version
+    /// Two adds `rdma_direction` and `rdma_inv_handle` after the fixed words.
+    #[test]
+    fn accepts_inline_msg_header_len_by_hand() {
+        assert_eq!(inline_msg_header_len(v1::VERSION, 0), 16 + 12);
+        assert_eq!(inline_msg_header_len(v2::VERSION, 0), 16 + 8 + 12);
+        assert_eq!(inline_msg_header_len(v1::VERSION, 2), 16 + 12 + 2 * 24);
+        assert_eq!(inline_msg_header_len(v2::VERSION, 1), 16 + 8 + 12 + 24);
     }
 }

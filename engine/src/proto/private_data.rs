@@ -101,6 +101,20 @@ impl core::fmt::Display for PdError {
 
 impl std::error::Error for PdError {}
 
+/// Clamps an inline threshold into `MIN_SIZE..=MAX_SIZE`, the range a size octet can carry
+/// (not rounded: [`representable_size`] also rounds down to a multiple of 1024). An endpoint
+/// keeps its configured inline thresholds in this range.
+#[inline]
+pub const fn clamp_size(size: u32) -> u32 {
+    if size < MIN_SIZE {
+        MIN_SIZE
+    } else if size > MAX_SIZE {
+        MAX_SIZE
+    } else {
+        size
+    }
+}
+
 /// Encodes a size in octets as the RFC 8797 size octet: `(size / 1024) - 1`.
 ///
 /// Sizes that are not representable are first clamped into `MIN_SIZE..=MAX_SIZE` and then rounded
@@ -109,13 +123,7 @@ impl std::error::Error for PdError {}
 /// the peer assumes when no private data arrives at all.
 #[inline]
 pub const fn encode_size(size: u32) -> u8 {
-    let s = if size < MIN_SIZE {
-        MIN_SIZE
-    } else if size > MAX_SIZE {
-        MAX_SIZE
-    } else {
-        size
-    };
+    let s = clamp_size(size);
     // s / 1024 is in 1..=256, so the result is in 0..=255.
     ((s / 1024) - 1) as u8
 }

@@ -156,7 +156,7 @@ impl Requester {
         }
         // The largest inline reply header: fixed words, empty Read list, our Write list, no
         // Reply chunk.
-        let reply_hdr = v1::FIXED_LEN + v2_extra + 4 + nwrites * (8 + SEGMENT_LEN) + 4 + 4;
+        let reply_hdr = crate::proto::inline_msg_header_len(vers, nwrites);
         let reply_offered = spec.reply.len > 0
             && reply_hdr as u64 + u64::from(spec.reply.len)
                 > u64::from(core.neg_of(vers).recv_inline);

@@ -52,7 +52,7 @@ use super::{
     Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
     MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
 };
-use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment, SEGMENT_LEN};
+use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
 use crate::proto::v2;
 use crate::u32map::U32Map;
