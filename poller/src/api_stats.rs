@@ -295,6 +295,11 @@ impl ConnStats {
     pub fn snapshot(&self) -> ConnSnapshot {
         self.0.snapshot()
     }
+
+    /// Whether both readers read the same connection's block.
+    pub(crate) fn same_block(&self, other: &ConnStats) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl core::fmt::Debug for ConnStats {
@@ -309,6 +314,10 @@ pub(crate) fn conn_stats() -> (ConnStatsWriter, ConnStats) {
 }
 
 impl ConnStatsWriter {
+    /// A reader of this block.
+    pub(crate) fn reader(&self) -> ConnStats {
+        ConnStats(Arc::clone(&self.0))
+    }
     pub(crate) fn call(&self, bytes_out: u64) {
         bump(&self.0.calls, 1);
         bump(&self.0.bytes_out, bytes_out);

@@ -50,6 +50,7 @@ mod call;
 pub mod client;
 mod client_conn;
 pub mod config;
+mod conn_table;
 mod ddp;
 pub mod driver;
 pub mod memory;
@@ -86,6 +87,7 @@ pub use config::{
     BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,
     PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
 };
+pub use conn_table::CLOSED_KEPT;
 pub use memory::{BufPool, HostRegions};
 pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{

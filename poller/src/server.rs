@@ -42,6 +42,7 @@ use crate::admission::PeerTable;
 use crate::api_stats::ConnSnapshot;
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
+use crate::conn_table::ConnTable;
 use crate::program::{Program, Programs};
 use crate::runtime::{Endpoint, NodeCmd};
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
@@ -124,7 +125,7 @@ impl ServerBuilder {
             opts,
             next: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
-            conns: Mutex::new(Vec::new()),
+            conns: Mutex::new(ConnTable::default()),
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
@@ -186,27 +187,18 @@ impl Server {
         self.shared.rejected.load(Ordering::Relaxed)
     }
 
-    /// Counters of every connection accepted so far (closed ones included).
+    /// Counters of every live connection and of the last [`CLOSED_KEPT`](crate::CLOSED_KEPT)
+    /// closed ones (their final values), in accept order. Older closed connections count in
+    /// [`totals`](Self::totals) only, so the memory this takes does not grow with churn.
     pub fn connection_stats(&self) -> Vec<ConnSnapshot> {
-        self.shared
-            .conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|s| s.snapshot())
-            .collect()
+        self.shared.conn_table().snapshots()
     }
 
-    /// The connection counters summed (gauges too: `credits_granted` is the sum of what every
-    /// connection is granted).
+    /// The counters of every connection accepted so far, summed; gauges (`credits_granted`,
+    /// `credits_in_use`, `queued`, `back_*` gauges) are the live connections' sum, and
+    /// `rdma_version` is zero.
     pub fn totals(&self) -> ConnSnapshot {
-        let mut t = ConnSnapshot::default();
-        for s in self.connection_stats() {
-            t.accumulate(&s);
-        }
-        // Not meaningful summed over connections.
-        t.rdma_version = 0;
-        t
+        self.shared.conn_table().totals()
     }
 
     /// The server's sessions and backward-call settings.

@@ -25,8 +25,9 @@ use rpcrdma_engine::verbs::{
 use rpcrdma_mempool::PoolBuf;
 
 use crate::admission::{PeerSlot, PeerTable};
-use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
+use crate::api_stats::{conn_stats, ConnStatsWriter};
 use crate::config::{CallbackMode, ServerOptions};
+use crate::conn_table::ConnTable;
 use crate::driver::ConnDriver;
 use crate::memory::{local_buf, HostRegions, Slab, SlabLayout};
 use crate::node::{job_token, timer_token, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
@@ -46,7 +47,8 @@ pub(crate) struct ServerShared {
     pub(crate) opts: ServerOptions,
     pub(crate) next: AtomicUsize,
     pub(crate) stopping: AtomicBool,
-    pub(crate) conns: Mutex<Vec<ConnStats>>,
+    /// Live connections' counters, the last closed ones' and the closed total.
+    pub(crate) conns: Mutex<ConnTable>,
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: AtomicU64,
     /// Sessions and backward-call settings (RFC 8167).
@@ -67,6 +69,11 @@ impl ServerShared {
         self.opts
             .evict_idle
             .then(|| self.opts.evict_idle_ms.saturating_mul(1_000_000))
+    }
+
+    /// The connection-counter table, locked (accept, teardown and readers only).
+    pub(crate) fn conn_table(&self) -> std::sync::MutexGuard<'_, ConnTable> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether the server stopped listening.
@@ -255,11 +262,7 @@ impl<P: Provider> ServerConn<P> {
         // Anything else the engine queued meanwhile (nothing, normally).
         let p = drv.post(env.now);
         env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-        shared
-            .conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(r);
+        shared.conn_table().open(r.clone());
         // Relaxed: a count for monitoring.
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
@@ -567,6 +570,13 @@ fn post_initial_recvs<P: Provider>(
         *posted += 1;
     }
     qp.flush_recv()
+}
+
+impl<P: Provider> Drop for ServerConn<P> {
+    /// The connection is gone: its counters move to the server's closed total and history.
+    fn drop(&mut self) {
+        self.shared.conn_table().close(&self.stats.reader());
+    }
 }
 
 impl<P: Provider> NodeConn<P> for ServerConn<P> {

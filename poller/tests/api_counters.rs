@@ -127,3 +127,49 @@ fn rejects_counting_a_reply_whose_send_failed() {
     assert_eq!(t.replies, 1, "the failed reply Send was counted: {t:?}");
     w.stop();
 }
+
+/// Connection churn (issue 13 part 3: the one-hour soak's RSS grew because every accepted
+/// connection's counters were kept forever): after more connections than
+/// [`CLOSED_KEPT`] come and go, the server lists the live one and the last `CLOSED_KEPT`
+/// closed ones only, and its totals still count every call of every connection.
+#[test]
+fn accepts_connection_churn_with_bounded_connection_stats_and_exact_totals() {
+    use rpcrdma_poller::CLOSED_KEPT;
+    let w = World::new(0);
+    let server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let rounds = CLOSED_KEPT as u64 + 20;
+    for i in 0..rounds {
+        let client =
+            Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+        let mut a = client.args().unwrap();
+        a.put_u32(1).unwrap();
+        a.put_u32(2).unwrap();
+        client.call_blocking(PROG, 2, SUM, a).expect("sum");
+        client.close();
+        wait_until("the server to drop the connection", || {
+            server.totals().connection_losses == i + 1
+        });
+    }
+    let live = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    let mut a = live.args().unwrap();
+    a.put_u32(3).unwrap();
+    live.call_blocking(PROG, 2, SUM, a).expect("sum");
+    wait_until("the closed connections to be retired", || {
+        server.connection_stats().len() == CLOSED_KEPT + 1
+    });
+    let t = server.totals();
+    assert_eq!(t.calls, rounds + 1, "{t:?}");
+    assert_eq!(t.replies, rounds + 1, "{t:?}");
+    assert_eq!(server.accepted(), rounds + 1);
+    // Accept order: the live connection, accepted last, is listed last.
+    let last = *server.connection_stats().last().unwrap();
+    assert_eq!((last.calls, last.connection_losses), (1, 0), "{last:?}");
+    assert_eq!(
+        t.credits_granted, last.credits_granted,
+        "closed gauges count zero"
+    );
+    w.stop();
+}
