@@ -258,7 +258,6 @@ impl CallTable {
         self.in_use
     }
 
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     /// Calls on the wire.
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight
@@ -314,7 +313,6 @@ impl CallTable {
         self.ready.push_back(i);
     }
 
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     /// Empties the ready queue (the calls stay held).
     pub(crate) fn clear_ready(&mut self) {
         self.ready.clear();
@@ -426,7 +424,6 @@ impl CallTable {
         self.free.push(i);
     }
 
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     /// Parks queued record `i` (kept for its session): its reply buffer goes back.
     pub(crate) fn park(&mut self, i: u32, sink: &mut impl CallSink) {
         if let Some(b) = self.recs[i as usize].reply.take() {
@@ -434,7 +431,6 @@ impl CallTable {
         }
     }
 
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     /// Parks every queued call (see [`CallTable::park`]).
     pub(crate) fn park_all(&mut self, sink: &mut impl CallSink) {
         for i in 0..self.recs.len() as u32 {
@@ -496,7 +492,6 @@ impl CallTable {
         n
     }
 
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     /// Fails every call past its deadline at `now` with [`ClientError::TimedOut`]; returns
     /// the earliest deadline still ahead (`u64::MAX`: none).
     pub(crate) fn expire(&mut self, now: u64, sink: &mut impl CallSink) -> u64 {
@@ -518,7 +513,6 @@ impl CallTable {
         next
     }
 
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     /// Hands the queued calls, oldest first, to `to` (same XIDs, deadlines and send counts);
     /// each one `to` takes is freed here. Stops at the first `to` refuses (it stays held).
     /// Returns the calls handed over and whether one was refused.
@@ -592,7 +586,6 @@ pub(crate) enum Direction {
     /// A client's calls (`errors`).
     Forward,
     /// A server's backward calls (`back_errors`).
-    #[allow(dead_code)] // used by server_back.rs (next commit)
     Backward,
 }
 
