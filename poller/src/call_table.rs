@@ -29,7 +29,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rpcrdma_engine::conn::{CallId, DdpItem, HostMemory, LocalBuf};
+use rpcrdma_engine::conn::{CallId, DdpItem, HostMemory, LocalBuf, StartError};
 use rpcrdma_engine::rpc::{self, CallHeader, OpaqueAuth};
 use rpcrdma_engine::verbs::Provider;
 use rpcrdma_mempool::PoolBuf;
@@ -206,20 +206,36 @@ pub(crate) trait CallSink {
     fn put_buf(&mut self, b: PoolBuf);
     /// Counts a call completed with an error (before its callback runs).
     fn count_error(&mut self);
+    /// Counts a call the engine took: `bytes` octets, sent before when `resend`.
+    fn count_start(&mut self, bytes: u64, resend: bool);
     /// Runs a callback (or hands it to a worker).
     fn deliver(&mut self, cb: Callback, inline: bool, outcome: Result<Reply, ClientError>);
 }
 
 /// What the owner's start function made of the call at the head of the ready queue.
 pub(crate) enum Start {
-    /// The engine took it.
-    Started(CallId),
+    /// The engine took it (a call of this many octets).
+    Started(CallId, u64),
     /// Not now (no credit, buffer or connection): the queue waits.
     Wait,
     /// Dropped from the queue without completing.
     Skip,
     /// Completes with this error.
     Fail(ClientError),
+}
+
+impl Start {
+    /// What the engine's answer to starting a call of `bytes` octets means (either
+    /// direction): taken; wait for a credit, the send queue or the connection; or fail.
+    pub(crate) fn of(r: Result<CallId, StartError>, bytes: u64) -> Start {
+        match r {
+            Ok(id) => Start::Started(id, bytes),
+            Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => Start::Wait,
+            // Only a server's backward call: the client has not said it serves them.
+            Err(StartError::BackchannelDisabled) => Start::Fail(ClientError::NotServed),
+            Err(e) => Start::Fail(ClientError::BadCall(e)),
+        }
+    }
 }
 
 /// The outstanding calls of one connection (one direction). See the module documentation.
@@ -319,7 +335,7 @@ impl CallTable {
     }
 
     /// Starts queued calls in order through `start` until it says to wait; returns the calls
-    /// started. `start` sees the record (before its send is counted) and the sink.
+    /// started (each counted in the sink).
     pub(crate) fn start_ready<S: CallSink>(
         &mut self,
         sink: &mut S,
@@ -328,9 +344,10 @@ impl CallTable {
         let mut n = 0;
         while let Some(&i) = self.ready.front() {
             match start(&mut self.recs[i as usize], sink) {
-                Start::Started(id) => {
+                Start::Started(id, bytes) => {
                     self.ready.pop_front();
                     let r = &mut self.recs[i as usize];
+                    sink.count_start(bytes, r.sends > 0);
                     r.sends += 1;
                     r.state = CallState::InFlight;
                     r.call = Some(id);
@@ -616,6 +633,18 @@ impl<P: Provider> CallSink for NodeSink<'_, P> {
         match self.dir {
             Direction::Forward => self.stats.error(),
             Direction::Backward => self.stats.back_error(),
+        }
+    }
+
+    fn count_start(&mut self, bytes: u64, resend: bool) {
+        match (self.dir, resend) {
+            (Direction::Forward, true) => self.stats.retransmit(),
+            (Direction::Backward, true) => self.stats.back_retransmit(),
+            _ => {}
+        }
+        match self.dir {
+            Direction::Forward => self.stats.call(bytes),
+            Direction::Backward => self.stats.back_call(bytes),
         }
     }
 

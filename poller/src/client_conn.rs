@@ -648,21 +648,14 @@ impl<P: Provider> ClientConn<P> {
         let ddp = self.cfg.ddp;
         let drv = &mut self.drv;
         let mut sink = sink!(self, env, links);
-        let stats = sink.stats;
         self.calls
-            .start_ready(&mut sink, |rec, _| start_call(drv, now, ddp, stats, rec))
+            .start_ready(&mut sink, |rec, _| start_call(drv, now, ddp, rec))
     }
 }
 
 /// Hands the call of `rec` to the engine (with its receptacles and reply buffer, the reply
 /// size hint applied).
-fn start_call<P: Provider>(
-    drv: &mut ConnDriver<P>,
-    now: u64,
-    ddp: bool,
-    stats: &ConnStatsWriter,
-    rec: &CallRec,
-) -> Start {
+fn start_call<P: Provider>(drv: &mut ConnDriver<P>, now: u64, ddp: bool, rec: &CallRec) -> Start {
     let Some(conn) = drv.conn.as_mut() else {
         return Start::Wait;
     };
@@ -712,17 +705,8 @@ fn start_call<P: Provider>(
         fallback_reply: fallback,
         fallback_receptacles: &[],
     };
-    match conn.start_call_with(now, &spec, &copts, &mut drv.mem) {
-        Ok(id) => {
-            if rec.sends > 0 {
-                stats.retransmit();
-            }
-            stats.call(m.bytes);
-            Start::Started(id)
-        }
-        Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => Start::Wait,
-        Err(e) => Start::Fail(ClientError::BadCall(e)),
-    }
+    let started = conn.start_call_with(now, &spec, &copts, &mut drv.mem);
+    Start::of(started, m.bytes)
 }
 
 impl<P: Provider> Drop for ClientConn<P> {

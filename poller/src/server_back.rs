@@ -294,7 +294,7 @@ impl ServerBack {
         let now = env.now;
         let mut sink = sink!(self, env, links, stats);
         self.calls
-            .start_ready(&mut sink, |r, sink| start_back(drv, now, stats, r, sink))
+            .start_ready(&mut sink, |r, sink| start_back(drv, now, r, sink))
     }
 
     /// One round on a live connection: bindings, enabling, new calls, starts.
@@ -656,7 +656,6 @@ impl ServerBack {
 fn start_back<P: Provider>(
     drv: &mut ConnDriver<P>,
     now: u64,
-    stats: &ConnStatsWriter,
     r: &mut CallRec,
     sink: &mut impl CallSink,
 ) -> Start {
@@ -685,18 +684,7 @@ fn start_back<P: Provider>(
         receptacles: &recp[..nr],
         reply: local_buf(reply, reply.len()),
     };
-    match conn.start_call(now, &spec, &mut drv.mem) {
-        Ok(id) => {
-            if r.sends > 0 {
-                stats.back_retransmit();
-            }
-            stats.back_call(m.bytes);
-            Start::Started(id)
-        }
-        Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => Start::Wait,
-        Err(StartError::BackchannelDisabled) => Start::Fail(ClientError::NotServed),
-        Err(e) => Start::Fail(ClientError::BadCall(e)),
-    }
+    Start::of(conn.start_call(now, &spec, &mut drv.mem), m.bytes)
 }
 
 impl Drop for ServerBack {

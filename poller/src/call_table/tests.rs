@@ -16,6 +16,8 @@ type Seen = Arc<Mutex<Vec<(u32, Result<(), ClientError>)>>>;
 #[derive(Default)]
 struct TestSink {
     errors: u32,
+    starts: u32,
+    resends: u32,
     bufs_back: u32,
     inline: Vec<bool>,
 }
@@ -29,6 +31,10 @@ impl CallSink for TestSink {
     }
     fn count_error(&mut self) {
         self.errors += 1;
+    }
+    fn count_start(&mut self, _bytes: u64, resend: bool) {
+        self.starts += 1;
+        self.resends += u32::from(resend);
     }
     fn deliver(&mut self, cb: Callback, inline: bool, outcome: Result<Reply, ClientError>) {
         self.inline.push(inline);
@@ -93,7 +99,7 @@ impl Rig {
             .start_ready(&mut self.sink, |_, _| match ids.get(k) {
                 Some(&id) => {
                     k += 1;
-                    Start::Started(id)
+                    Start::Started(id, 0)
                 }
                 None => Start::Wait,
             })
@@ -267,7 +273,7 @@ fn accepts_resend_in_submission_order_with_send_counts() {
     r.table.start_ready(&mut r.sink, |rec, _| {
         order.push((rec.proc_num, rec.sends));
         n += 1;
-        Start::Started(id(n, 2))
+        Start::Started(id(n, 2), 0)
     });
     assert_eq!(order, vec![(1, 1), (1, 1), (2, 1), (3, 1), (4, 0)]);
     assert!(recs
@@ -275,6 +281,8 @@ fn accepts_resend_in_submission_order_with_send_counts() {
         .chain([late].iter())
         .all(|&i| r.table.rec(i).state == CallState::InFlight));
     assert_eq!(r.table.rec(recs[0]).sends, 2);
+    // Seven starts, three of them resends.
+    assert_eq!((r.sink.starts, r.sink.resends), (7, 3));
     assert!(r.seen().is_empty());
 }
 
@@ -341,4 +349,21 @@ fn accepts_drain_callbacks_taking_each_once() {
     assert_eq!(n, 2);
     assert_eq!(r.seen().len(), 2);
     assert!(r.sink.inline.is_empty());
+}
+
+#[test]
+fn accepts_engine_start_answers_mapped_alike_for_both_directions() {
+    use rpcrdma_engine::conn::StartError as E;
+    assert!(matches!(Start::of(Ok(id(3, 4)), 9), Start::Started(c, 9) if c == id(3, 4)));
+    for e in [E::NoCredit, E::Busy, E::NotConnected] {
+        assert!(matches!(Start::of(Err(e), 9), Start::Wait));
+    }
+    assert!(matches!(
+        Start::of(Err(E::BackchannelDisabled), 9),
+        Start::Fail(ClientError::NotServed)
+    ));
+    assert!(matches!(
+        Start::of(Err(E::BadSpec), 9),
+        Start::Fail(ClientError::BadCall(E::BadSpec))
+    ));
 }
