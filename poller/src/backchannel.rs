@@ -87,11 +87,6 @@ use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 /// Backward credits a client grants by default (what Linux grants).
 pub const DEFAULT_BACK_CREDITS: u32 = 16;
 
-/// Size of the RPC call header buffer of each backward call record.
-pub(crate) const RPC_HEADER_SIZE: u32 = 128;
-
-pub(crate) const NO_REC: u32 = u32::MAX;
-
 // ---------------------------------------------------------------------------------------------
 // Client side.
 

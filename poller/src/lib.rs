@@ -47,6 +47,7 @@ pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
 mod call;
+mod call_table;
 pub mod client;
 mod client_conn;
 pub mod config;
