@@ -52,6 +52,7 @@ mod client_conn;
 pub mod config;
 mod conn_table;
 mod ddp;
+mod dispatch;
 pub mod driver;
 pub mod memory;
 pub mod mpsc;
