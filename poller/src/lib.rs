@@ -42,6 +42,7 @@
 //! server handler to reply callback (`tests/api_noalloc.rs`).
 #![warn(missing_docs)]
 
+mod accept;
 mod admission;
 pub mod api_stats;
 pub mod backchannel;

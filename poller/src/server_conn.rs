@@ -25,7 +25,9 @@ use crate::conn_table::ConnTable;
 use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab, SlabLayout};
-use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
+use crate::node::{
+    timer_token, Acceptor, Conn, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
+};
 use crate::program::Programs;
 use crate::reactor::PollerCtx;
 use crate::server_back::ServerBack;
@@ -72,6 +74,35 @@ impl ServerShared {
     pub(crate) fn is_stopping(&self) -> bool {
         // Acquire: pairs with the Release store in `Server::stop_listening`.
         self.stopping.load(Ordering::Acquire)
+    }
+}
+
+impl<P: Provider> Acceptor<P> for ServerShared {
+    fn is_stopping(&self) -> bool {
+        ServerShared::is_stopping(self)
+    }
+
+    fn next_node(&self, n: usize) -> usize {
+        // Relaxed: a turn counter only.
+        self.next.fetch_add(1, Ordering::Relaxed) % n.max(1)
+    }
+
+    fn admit(&self, peer: std::net::IpAddr) -> Option<PeerSlot> {
+        self.peers.admit(peer)
+    }
+
+    fn count_reject(&self) {
+        ServerShared::count_reject(self);
+    }
+
+    fn accept(
+        self: Arc<Self>,
+        env: &mut NodeEnv<P>,
+        req: P::ConnRequest,
+        slot: u32,
+        peer: PeerSlot,
+    ) -> Result<Conn<P>, Option<P::ConnRequest>> {
+        ServerConn::accept(env, req, self, slot, peer).map(|c| Box::new(c) as Conn<P>)
     }
 }
 
