@@ -130,7 +130,7 @@ impl Client {
             reject: AtomicU8::new(0),
         });
         let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
-        ep.send(node, NodeCmd::AddClient(Box::new(conn)))
+        ep.send(node, NodeCmd::Add(Box::new(conn)))
             .map_err(|_| ClientError::Closed)?;
         Ok(Client {
             tx,

@@ -730,6 +730,10 @@ impl<P: Provider> Drop for ClientConn<P> {
 }
 
 impl<P: Provider> NodeConn<P> for ClientConn<P> {
+    fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        ClientConn::start(self, env, cx, slot);
+    }
+
     /// Feeds a completion of this connection's QP to the engine (counting receives that came
     /// as Send With Invalidate).
     #[inline]

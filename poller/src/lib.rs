@@ -42,6 +42,7 @@
 //! server handler to reply callback (`tests/api_noalloc.rs`).
 #![warn(missing_docs)]
 
+mod accept;
 mod admission;
 pub mod api_stats;
 pub mod backchannel;
@@ -53,6 +54,7 @@ mod client_conn;
 pub mod config;
 mod conn_table;
 mod ddp;
+mod dispatch;
 pub mod driver;
 pub mod memory;
 pub mod mpsc;

@@ -43,8 +43,9 @@ use crate::api_stats::ConnSnapshot;
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
+use crate::node::{Acceptor, NodeCmd};
 use crate::program::{Program, Programs};
-use crate::runtime::{Endpoint, NodeCmd};
+use crate::runtime::Endpoint;
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
 
 use crate::server_conn::ServerShared;
@@ -139,7 +140,7 @@ impl ServerBuilder {
             node,
             NodeCmd::Listen {
                 listener,
-                server: Arc::clone(&shared),
+                to: Arc::clone(&shared) as Arc<dyn Acceptor<P>>,
             },
         )
         .map_err(|_| ServerError::Stopped)?;
