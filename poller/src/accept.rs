@@ -9,7 +9,8 @@
 //!
 //! Recovery: a request that finds the node's slots full waits (at most [`DEFER_NS`]) for the
 //! slot of the connection idle the longest, evicted for it, or is refused with a reason
-//! (`rpcrdma_engine::proto::reject`; `crate::server` documents the policy): `PeerLimit`,
+//! (`rpcrdma_engine::proto::reject`; `crate::server` documents the policy): `ConnectionLimit`,
+//! `PeerLimit`,
 //! `ServerFull`, `NoResources` (setting the connection up failed), `ShuttingDown` (the node or
 //! the server is stopping; waiting requests are refused so at shutdown). A request that cannot
 //! be handed over to its node (control ring full) is accepted here.
@@ -87,9 +88,12 @@ impl<P: Provider> Intake<P> {
             refuse(seat.env, req, &*to, RejectReason::ShuttingDown);
             return;
         }
-        let Some(peer) = to.admit(req.peer_addr().ip()) else {
-            refuse(seat.env, req, &*to, RejectReason::PeerLimit);
-            return;
+        let peer = match to.admit(req.peer_addr().ip()) {
+            Ok(p) => p,
+            Err(reason) => {
+                refuse(seat.env, req, &*to, reason);
+                return;
+            }
         };
         // Requests already waiting go first.
         self.run_deferred(seat);

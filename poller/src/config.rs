@@ -376,6 +376,12 @@ pub struct ServerOptions {
     /// default: twice the 16 connections a Linux NFS client opens to one server with the
     /// largest `nconnect`.
     pub max_conns_per_peer: u32,
+    /// Connections this server holds at once over all its reactors (0: no limit besides the
+    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect is
+    /// rejected with [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit)
+    /// (it never evicts: `evict_idle` makes room within a reactor's slots only). Counted in
+    /// `NodeSnapshot::rejects_conn_limit`. No limit by default.
+    pub max_connections: u32,
 }
 
 impl Default for ServerOptions {
@@ -400,6 +406,7 @@ impl Default for ServerOptions {
             evict_idle: true,
             evict_idle_ms: 2_000,
             max_conns_per_peer: 32,
+            max_connections: 0,
         }
     }
 }

@@ -16,6 +16,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
+use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Completion, Provider};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
@@ -281,8 +282,9 @@ pub(crate) trait Acceptor<P: Provider>: Send + Sync {
     fn is_stopping(&self) -> bool;
     /// Which of `n` nodes takes the next connect request (a turn counter).
     fn next_node(&self, n: usize) -> usize;
-    /// A share of the peer's connection limit, `None` when the peer is at its limit.
-    fn admit(&self, peer: IpAddr) -> Option<PeerSlot>;
+    /// A share of the server's connection limits (in all and for `peer`), or the reason the
+    /// request is refused.
+    fn admit(&self, peer: IpAddr) -> Result<PeerSlot, RejectReason>;
     /// Counts a refused connect request.
     fn count_reject(&self);
     /// Accepts `req` into the taken slot `slot` of this node. `Err(Some(req))` when setting

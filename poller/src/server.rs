@@ -130,7 +130,10 @@ impl ServerBuilder {
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
-            peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
+            peers: Arc::new(PeerTable::new(
+                opts.max_conns_per_peer,
+                opts.max_connections,
+            )),
         });
         let node = opts
             .listen_reactor

@@ -87,7 +87,10 @@ impl<P: Provider> Acceptor<P> for ServerShared {
         self.next.fetch_add(1, Ordering::Relaxed) % n.max(1)
     }
 
-    fn admit(&self, peer: std::net::IpAddr) -> Option<PeerSlot> {
+    fn admit(
+        &self,
+        peer: std::net::IpAddr,
+    ) -> Result<PeerSlot, rpcrdma_engine::proto::reject::RejectReason> {
         self.peers.admit(peer)
     }
 

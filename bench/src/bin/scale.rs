@@ -3,14 +3,15 @@
 //! `rpcrdma_bench::scale`). Exits 1 when an invariant broke, 2 on bad usage.
 //!
 //! `cargo run --release -p rpcrdma-bench --bin scale -- [--conns N] [--storm N]
-//! [--in-flight N] [--seconds S]` (defaults: 1000 connections, a storm of 1000, 2 calls in
-//! flight each, 3 s steady phases).
+//! [--in-flight N] [--seconds S] [--max-connections N]` (defaults: 1000 connections, a storm
+//! of 1000, 2 calls in flight each, 3 s steady phases, no connection limit).
 
 use std::time::Duration;
 
 use rpcrdma_bench::scale::{run, ScaleConfig};
 
-const USAGE: &str = "usage: scale [--conns N] [--storm N] [--in-flight N] [--seconds S]";
+const USAGE: &str =
+    "usage: scale [--conns N] [--storm N] [--in-flight N] [--seconds S] [--max-connections N]";
 
 fn value(args: &[String], name: &str) -> Option<u64> {
     let i = args.iter().position(|a| a == name)?;
@@ -28,7 +29,7 @@ fn main() {
     for a in args.iter().filter(|a| a.starts_with("--")) {
         if !matches!(
             a.as_str(),
-            "--conns" | "--storm" | "--in-flight" | "--seconds"
+            "--conns" | "--storm" | "--in-flight" | "--seconds" | "--max-connections"
         ) {
             eprintln!("{USAGE} (unknown option {a})");
             std::process::exit(2);
@@ -46,6 +47,9 @@ fn main() {
     }
     if let Some(s) = value(&args, "--seconds") {
         cfg.phase = Duration::from_secs(s.max(1));
+    }
+    if let Some(n) = value(&args, "--max-connections") {
+        cfg.max_connections = n.min(u64::from(u32::MAX)) as u32;
     }
     let report = run(&cfg);
     print!("{report}");

@@ -27,7 +27,8 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
     BackoffConfig, Client, ClientError, ClientOptions, ClientState, Cores, Endpoint,
-    EndpointConfig, PinPolicy, ReactorConfig, ReactorSet, Reply, Server, ServerOptions,
+    EndpointConfig, PinPolicy, ReactorConfig, ReactorSet, RejectReason, Reply, Server,
+    ServerOptions,
 };
 
 use crate::soak::ledger::Ledger;
@@ -60,6 +61,9 @@ pub struct ScaleConfig {
     pub storm_limit: Duration,
     /// Credits each server connection grants.
     pub credits: u32,
+    /// The server's `max_connections` (0: no limit): storm clients over it are refused with
+    /// `RejectReason::ConnectionLimit`.
+    pub max_connections: u32,
 }
 
 impl Default for ScaleConfig {
@@ -72,6 +76,7 @@ impl Default for ScaleConfig {
             phase: Duration::from_secs(3),
             storm_limit: Duration::from_secs(120),
             credits: 8,
+            max_connections: 0,
         }
     }
 }
@@ -108,9 +113,9 @@ pub struct ScaleReport {
     pub server_conns: (u64, u64, u64),
     /// Per phase.
     pub phases: Vec<PhaseStats>,
-    /// Storm clients connected / refused by the server.
+    /// Storm clients connected.
     pub storm_connected: usize,
-    /// Storm clients the server refused.
+    /// Storm clients the server refused (`ConnectionLimit`).
     pub storm_refused: usize,
     /// How long the connect storm and the disconnect storm took to settle.
     pub storm_times: (Duration, Duration),
@@ -203,6 +208,7 @@ impl World {
         let opts = ServerOptions {
             credits: cfg.credits,
             max_conns_per_peer: 0,
+            max_connections: cfg.max_connections,
             ..ServerOptions::default()
         };
         let server = Server::builder()
@@ -423,6 +429,16 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
         .iter()
         .filter(|c| c.state() == ClientState::Connected)
         .count();
+    let storm_refused = storm_clients
+        .iter()
+        .filter(|c| c.reject_reason() == Some(RejectReason::ConnectionLimit))
+        .count();
+    if storm_connected + storm_refused != storm_clients.len() {
+        violations.push(format!(
+            "{} storm clients neither connected nor refused with ConnectionLimit",
+            storm_clients.len() - storm_connected - storm_refused
+        ));
+    }
     // Phase 2: disconnect storm.
     sh.phase.store(2, Ordering::Relaxed);
     let t = Instant::now();
@@ -481,7 +497,6 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     }
     let mut all = clients;
     all.extend(storm_clients.iter().cloned());
-    let storm_refused = storm_clients.len() - storm_connected;
     world.stop(&all);
     ScaleReport {
         cfg: cfg.clone(),
@@ -503,8 +518,8 @@ impl fmt::Display for ScaleReport {
         writeln!(
             f,
             "scale: {} connections to one server reactor, {} in flight each, DDP every {}; \
-             storm of {}",
-            c.conns, c.in_flight, c.ddp_every, c.storm
+             storm of {}; max_connections {}",
+            c.conns, c.in_flight, c.ddp_every, c.storm, c.max_connections
         )?;
         writeln!(f, "load average: {:?} -> {:?}", self.load.0, self.load.1)?;
         if let (Some(a), Some(b)) = self.rss {
