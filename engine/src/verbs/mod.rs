@@ -42,6 +42,7 @@ pub mod conformance;
 /// The ibverbs + rdma_cm provider (cargo feature `rdma`; needs libibverbs and librdmacm).
 #[cfg(feature = "rdma")]
 pub mod rdma;
+pub mod region;
 pub mod soft;
 pub mod validate;
 

@@ -22,7 +22,8 @@ use rdma_sys as sys;
 
 use super::DeviceInner;
 use crate::verbs::{
-    errno, Completion, CompletionQueue, VerbsCall, VerbsError, WcFlags, WcOpcode, WcStatus,
+    errno, validate, Completion, CompletionQueue, VerbsCall, VerbsError, WcFlags, WcOpcode,
+    WcStatus,
 };
 
 /// Completions fetched per `ibv_poll_cq` call (the size of the stack array of `ibv_wc`).
@@ -463,9 +464,7 @@ pub struct RdmaCq {
 
 impl RdmaCq {
     pub(crate) fn create(dev: &Arc<DeviceInner>, depth: u32) -> Result<RdmaCq, VerbsError> {
-        if depth == 0 || depth > dev.caps().max_cqe {
-            return Err(VerbsError::new(VerbsCall::CreateCq, errno::EINVAL));
-        }
+        validate::cq_depth(depth, dev.caps())?;
         let cqe = core::ffi::c_int::try_from(depth)
             .map_err(|_| VerbsError::new(VerbsCall::CreateCq, errno::EINVAL))?;
         // SAFETY: the context is live; no completion channel, vector 0.

@@ -233,9 +233,7 @@ impl SoftSrq {
 impl SharedReceiveQueue for SoftSrq {
     fn queue_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), VerbsError> {
         let err = |e| Err(VerbsError::new(VerbsCall::PostSrqRecv, e));
-        if wr.sgl.len() > self.max_sge as usize {
-            return err(errno::EINVAL);
-        }
+        validate::recv_wr(wr, self.max_sge, VerbsCall::PostSrqRecv)?;
         if self.shared.ring.len() + self.staged.len() >= self.max_wr as usize {
             return err(errno::ENOMEM);
         }
@@ -1430,9 +1428,7 @@ impl QueuePair<SoftProvider> for SoftQp {
         if sh.state() == QpState::Reset || sh.srq.is_some() {
             return Self::recv_err(errno::EINVAL);
         }
-        if wr.sgl.len() > sh.opts.max_recv_sge as usize {
-            return Self::recv_err(errno::EINVAL);
-        }
+        validate::recv_wr(wr, sh.opts.max_recv_sge, VerbsCall::PostRecv)?;
         let used = sh.rq.as_ref().map_or(0, |q| q.len()) + self.staged_recv.len();
         if used >= sh.opts.max_recv_wr as usize {
             return Self::recv_err(errno::ENOMEM);
