@@ -390,6 +390,17 @@ fn wait_established<P: Provider>(qp: &mut P::Qp, timeout: Duration) -> Result<()
     }
 }
 
+/// What the observer is told about QP `q` once it is connected.
+fn conn_info<P: Provider>(q: u32, qp: &P::Qp, mem: &Mem) -> ConnInfo {
+    ConnInfo {
+        qp_index: q,
+        qpn: qp.qp_num(),
+        local: qp.local_addr(),
+        remote: qp.peer_addr(),
+        page_kind: mem.page_kind(),
+    }
+}
+
 pub(super) fn client_connect<P: Provider>(
     cfg: &Config,
     dev: &P::Device,
@@ -468,13 +479,7 @@ pub(super) fn client_connect<P: Provider>(
             ));
         }
         peer = Some(p);
-        obs.connected(&ConnInfo {
-            qp_index: q,
-            qpn: qp.qp_num(),
-            local: qp.local_addr(),
-            remote: qp.peer_addr(),
-            page_kind: mem.page_kind(),
-        });
+        obs.connected(&conn_info::<P>(q, &qp, &mem));
         qps.push(qp);
     }
     let peer = peer.ok_or_else(|| PerfError::Config("no QP".into()))?;
@@ -615,13 +620,7 @@ pub(super) fn server_accept<P: Provider>(
             post_recvs::<P>(qp, &mem, q, server_recvs::<P>(test, qp))
         })?;
         wait_established::<P>(&mut qp, cfg.connect_timeout)?;
-        obs.connected(&ConnInfo {
-            qp_index: q,
-            qpn: qp.qp_num(),
-            local: qp.local_addr(),
-            remote: qp.peer_addr(),
-            page_kind: mem.page_kind(),
-        });
+        obs.connected(&conn_info::<P>(q, &qp, &mem));
         qps.push(qp);
     }
     Ok((

@@ -272,20 +272,7 @@ impl RecvBatch {
 
     /// Links the batch and returns its head (null when empty).
     pub(crate) fn link(&mut self) -> *mut sys::ibv_recv_wr {
-        let n = self.len;
-        if n == 0 {
-            return core::ptr::null_mut();
-        }
-        let base = self.wrs.as_mut_ptr();
-        for i in 0..n {
-            // SAFETY: i + 1 <= n <= wrs.len(); the pointer stays inside (or one past) the box.
-            self.wrs[i].next = if i + 1 < n {
-                unsafe { base.add(i + 1) }
-            } else {
-                core::ptr::null_mut()
-            };
-        }
-        base
+        link(&mut self.wrs, self.len)
     }
 
     /// How many WRs of the batch before `bad` were posted (all if `bad` is null), and clears
@@ -298,6 +285,45 @@ impl RecvBatch {
         }
         index_of(self.wrs.as_ptr(), bad, n)
     }
+}
+
+/// A work request `ibv_post_send` / `ibv_post_recv` walks by its `next` pointer.
+pub(crate) trait Chained: Sized {
+    /// Sets the pointer to the next WR of the chain (null: the last).
+    fn set_next(&mut self, next: *mut Self);
+}
+
+impl Chained for sys::ibv_send_wr {
+    fn set_next(&mut self, next: *mut Self) {
+        self.next = next;
+    }
+}
+
+impl Chained for sys::ibv_recv_wr {
+    fn set_next(&mut self, next: *mut Self) {
+        self.next = next;
+    }
+}
+
+/// Links the first `n` WRs of `wrs` (`n <= wrs.len()`) into one chain; returns its head (null
+/// when `n` is 0).
+pub(crate) fn link<T: Chained>(wrs: &mut [T], n: usize) -> *mut T {
+    debug_assert!(n <= wrs.len());
+    if n == 0 {
+        return core::ptr::null_mut();
+    }
+    let base = wrs.as_mut_ptr();
+    for i in 0..n {
+        let next = if i + 1 < n {
+            // SAFETY: i + 1 < n <= wrs.len(); the pointer stays inside the slice.
+            unsafe { base.add(i + 1) }
+        } else {
+            core::ptr::null_mut()
+        };
+        // SAFETY: i < n <= wrs.len(); `base` is the slice's only pointer in use here.
+        unsafe { (*base.add(i)).set_next(next) };
+    }
+    base
 }
 
 /// Index of `bad` in the array at `base` (clamped to `n`; `n` is not returned for null, 0 is).

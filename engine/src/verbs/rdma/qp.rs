@@ -28,7 +28,7 @@ use rdma_sys as sys;
 
 use super::cm::{lock, Hub, IdGuard, RawEvent};
 use super::cq::{CqInner, QpAcct};
-use super::mem::{index_of, PdInner, RecvBatch, SrqInner};
+use super::mem::{index_of, link, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
 use crate::verbs::{
@@ -278,20 +278,7 @@ impl SendBatch {
     }
 
     fn link(&mut self) -> *mut sys::ibv_send_wr {
-        let n = self.len;
-        if n == 0 {
-            return core::ptr::null_mut();
-        }
-        let base = self.wrs.as_mut_ptr();
-        for i in 0..n {
-            self.wrs[i].next = if i + 1 < n {
-                // SAFETY: i + 1 < n <= wrs.len().
-                unsafe { base.add(i + 1) }
-            } else {
-                core::ptr::null_mut()
-            };
-        }
-        base
+        link(&mut self.wrs, self.len)
     }
 }
 
