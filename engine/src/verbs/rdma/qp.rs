@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use rdma_sys as sys;
 
 use super::cm::{lock, Hub, IdGuard, RawEvent};
-use super::cq::{CqInner, QpAcct};
+use super::cq::{modify_to_error, CqInner, QpAcct};
 use super::mem::{index_of, link, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
@@ -120,17 +120,8 @@ impl Progress {
     fn enter_error(&mut self) {
         self.acct.set_errored();
         self.set_phase(Phase::Closed);
-        // SAFETY: plain old data.
-        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is live (not dead: checked by every caller); only the state changes.
-        unsafe {
-            sys::ibv_modify_qp(
-                self.qp,
-                &mut attr,
-                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
-            );
-        }
+        // SAFETY: the QP is live (not dead: checked by every caller).
+        unsafe { modify_to_error(self.qp) };
     }
 
     fn terminal(&mut self, kind: CmEventKind, status: i32, pd: PrivateData) {
@@ -506,17 +497,8 @@ impl RdmaQp {
         if self.state() != QpState::Error {
             return;
         }
-        // SAFETY: plain old data.
-        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is live; only the state changes.
-        unsafe {
-            sys::ibv_modify_qp(
-                self.qp,
-                &mut attr,
-                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
-            );
-        }
+        // SAFETY: the QP is live.
+        unsafe { modify_to_error(self.qp) };
     }
 }
 
