@@ -13,9 +13,9 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rpcrdma_engine::verbs::{
-    Access, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, DeviceCaps, Keys,
-    Listener, Provider, QpInit, QpOptions, QueuePair, RecvWr, SendFlags, SendWr, Sge, VerbsError,
-    WcStatus, RNR_RETRY_INFINITE,
+    Access, CmEvent, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, DeviceCaps,
+    Keys, Listener, Provider, QpInit, QpOptions, QueuePair, RecvWr, SendFlags, SendWr, Sge,
+    VerbsError, WcStatus, RNR_RETRY_INFINITE,
 };
 use rpcrdma_mempool::{HugePagePolicy, PageKind, Region, RegionOptions};
 
@@ -357,6 +357,18 @@ pub fn validate(cfg: &Config) -> Result<(), PerfError> {
     Ok(())
 }
 
+/// The error of a connection the server rejected (`ev` is the `Rejected` event), with the
+/// reason text it sent as private data.
+fn rejected(ev: &CmEvent) -> PerfError {
+    let why = String::from_utf8_lossy(ev.private_data.as_slice()).into_owned();
+    PerfError::Protocol(format!(
+        "connection rejected (reason {}){}{}",
+        ev.status,
+        if why.is_empty() { "" } else { ": " },
+        why
+    ))
+}
+
 fn wait_established<P: Provider>(qp: &mut P::Qp, timeout: Duration) -> Result<(), PerfError> {
     let deadline = Instant::now() + timeout;
     loop {
@@ -364,13 +376,7 @@ fn wait_established<P: Provider>(qp: &mut P::Qp, timeout: Duration) -> Result<()
             match ev.kind {
                 CmEventKind::Established => return Ok(()),
                 CmEventKind::Rejected => {
-                    let why = String::from_utf8_lossy(ev.private_data.as_slice()).into_owned();
-                    return Err(PerfError::Protocol(format!(
-                        "connection rejected (reason {}){}{}",
-                        ev.status,
-                        if why.is_empty() { "" } else { ": " },
-                        why
-                    )));
+                    return Err(rejected(&ev));
                 }
                 CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
                     return Err(PerfError::Disconnected)
@@ -452,13 +458,7 @@ pub(super) fn client_connect<P: Provider>(
         match ev.kind {
             CmEventKind::Established => {}
             CmEventKind::Rejected => {
-                let why = String::from_utf8_lossy(ev.private_data.as_slice()).into_owned();
-                return Err(PerfError::Protocol(format!(
-                    "connection rejected (reason {}){}{}",
-                    ev.status,
-                    if why.is_empty() { "" } else { ": " },
-                    why
-                )));
+                return Err(rejected(&ev));
             }
             other => {
                 return Err(PerfError::Protocol(format!(
