@@ -55,6 +55,7 @@ pub mod config;
 mod conn_table;
 mod ddp;
 mod dispatch;
+pub mod doorbell;
 pub mod driver;
 pub mod memory;
 pub mod mpsc;

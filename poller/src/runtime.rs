@@ -438,6 +438,14 @@ impl<P: Provider> Poller for Node<P> {
         if !self.thread_set {
             self.thread_set = true;
             let _ = self.env.thread.set(std::thread::current());
+            // A reactor that may sleep: completions and worker results ring its doorbell.
+            if let Some(b) = cx.doorbell() {
+                let bell = Arc::clone(b);
+                let _ = self.env.cq.set_notify(Arc::new(move || bell.ring()));
+                if let Some(l) = self.links.as_ref() {
+                    l.set_node_bell(b);
+                }
+            }
         }
         self.env.now = now;
         let mut work = 0;

@@ -635,7 +635,19 @@ pub trait CompletionQueue: Send {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError>;
     /// The depth the CQ was created with.
     fn depth(&self) -> u32;
+    /// A completion channel for a polling owner that sleeps when idle (the role of
+    /// `ibv_req_notify_cq` and a completion channel): `notify` runs on the producing thread
+    /// after every completion the CQ queues, so it must be quick and must not block (a doorbell
+    /// that wakes the owner only if it is about to sleep). Set once; returns `false` when the CQ
+    /// cannot notify (the default) or already has a channel; the owner then keeps its sleeps
+    /// short.
+    fn set_notify(&mut self, _notify: CqNotify) -> bool {
+        false
+    }
 }
+
+/// What a CQ calls after queueing a completion ([`CompletionQueue::set_notify`]).
+pub type CqNotify = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// A shared receive queue.
 pub trait SharedReceiveQueue: Send {
