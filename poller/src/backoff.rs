@@ -43,13 +43,16 @@ impl BackoffConfig {
         }
     }
 
-    /// Back-off for cores shared with other threads (tests, small machines): 1000 spinning idle
-    /// polls, 100 yielding ones, then sleeps from 10 us doubling to 1 ms.
+    /// Back-off for cores shared with other threads (tests, small machines): 100 spinning idle
+    /// polls, 10 yielding ones, then sleeps from 10 us doubling to 1 ms. Short phases: a loop
+    /// that sleeps on a [`crate::doorbell::Doorbell`] is woken at once by whoever hands it
+    /// work, while spinning or yielding on a shared core keeps that core from the thread the
+    /// work was just handed to.
     pub const fn shared_cores() -> Self {
         BackoffConfig {
             enabled: true,
-            spin_polls: 1000,
-            yield_polls: 100,
+            spin_polls: 100,
+            yield_polls: 10,
             min_sleep_ns: 10_000,
             max_sleep_ns: 1_000_000,
         }
