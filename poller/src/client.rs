@@ -119,6 +119,7 @@ impl Client {
         let cap = opts.queue_depth.clamp(2, 1 << 20).next_power_of_two();
         let (tx, rx) = mpsc::channel::<Submit>(cap).map_err(|_| ClientError::Setup)?;
         let (w, stats) = conn_stats();
+        w.set_peer(addr);
         let shared = Arc::new(ClientShared {
             state: AtomicU8::new(ST_CONNECTING),
             closed: AtomicBool::new(false),

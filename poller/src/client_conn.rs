@@ -441,6 +441,7 @@ impl<P: Provider> ClientConn<P> {
                 }
                 Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
                 Event::CallFailed { call, error, .. } => {
+                    self.stats.call_failed(&error);
                     let Some(i) = self.rec_of(call) else { continue };
                     self.by_slot[call.slot as usize] = NO_REC;
                     self.recs[i as usize].call = None;
@@ -853,6 +854,7 @@ impl<P: Provider> ClientConn<P> {
                         *s = i;
                     }
                     self.stats.call(bytes);
+                    self.stats.call_chunks_out(ni, nr);
                     n += 1;
                 }
                 Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
@@ -950,6 +952,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            self.stats.posted(&p);
             work += 1;
         }
         if self.drv.broken {
@@ -965,6 +968,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         }
         self.refresh_negotiated();
         self.stats.queued(self.ready.len() as u64);
+        self.stats.recv_queue(self.drv.conn.as_ref());
         // Closed and drained: disconnect.
         if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
             self.teardown(env, cx);

@@ -720,6 +720,7 @@ impl<P: Provider> Node<P> {
             total += n;
             let now = self.env.now;
             for wc in &self.wcs[..n] {
+                self.env.stats.wc_status(wc.status);
                 let Some(slot) = self.env.router.get(wc.qp_num) else {
                     self.env.stats.stray();
                     continue;

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use rpcrdma_engine::verbs::{Device, Provider};
 
 use crate::admission::PeerTable;
-use crate::api_stats::ConnSnapshot;
+use crate::api_stats::{ConnSnapshot, ConnStats};
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
@@ -192,6 +192,13 @@ impl Server {
     /// [`totals`](Self::totals) only, so the memory this takes does not grow with churn.
     pub fn connection_stats(&self) -> Vec<ConnSnapshot> {
         self.shared.conn_table().snapshots()
+    }
+
+    /// Readers of the live connections' counters, in accept order: each has the connection's
+    /// id and peer address ([`ConnStats::id`], [`ConnStats::peer`]). Closed connections count in
+    /// [`totals`](Self::totals) and [`connection_stats`](Self::connection_stats).
+    pub fn live_connections(&self) -> Vec<ConnStats> {
+        self.shared.conn_table().live()
     }
 
     /// The counters of every connection accepted so far, summed; gauges (`credits_granted`,

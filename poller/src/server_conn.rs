@@ -125,9 +125,6 @@ pub(crate) struct ServerConn<P: Provider> {
     peer_slot: Option<PeerSlot>,
 }
 
-/// Source of connection ids (`CallTransport::conn_id`), unique within the process.
-static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// The engine configuration of a server connection with options `o` on this node's device.
 fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Config {
     let c = o.credits;
@@ -189,6 +186,7 @@ impl<P: Provider> ServerConn<P> {
             return Err(Some(req));
         };
         let (w, r) = conn_stats();
+        w.set_peer(req.peer_addr());
         let back = if o.backchannel_credits > 0 {
             match ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()) {
                 Ok(b) => Some(b),
@@ -279,8 +277,7 @@ impl<P: Provider> ServerConn<P> {
             worker: slot as usize,
             back,
             peer,
-            // Relaxed: a unique number is all that is needed (no data is published with it).
-            conn_id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
+            conn_id: r.id(),
             kick: false,
             last_active: env.now,
             evicted: false,
@@ -519,7 +516,8 @@ impl<P: Provider> ServerConn<P> {
             results: &items[..n],
         };
         match conn.send_reply(env.now, call, &spec, &mut self.drv.mem) {
-            Ok(_) => {
+            Ok(kind) => {
+                self.stats.reply_kind(kind);
                 if let Some(h) = self.held.get_mut(call.slot as usize) {
                     *h = Some(Held {
                         _reply: reply,
@@ -714,7 +712,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.send_invalidates(u64::from(p.invalidates));
+            self.stats.posted(&p);
             work += 1;
         }
         if self.kick {
@@ -737,6 +735,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             u64::from(self.shared.opts.credits),
         );
         self.stats.queued(self.waiting.len() as u64);
+        self.stats.recv_queue(self.drv.conn.as_ref());
         work
     }
 
