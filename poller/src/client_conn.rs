@@ -189,6 +189,7 @@ pub(crate) struct ClientConn<P: Provider> {
     pub(crate) back: Option<Box<ClientBack>>,
     /// A reconnect waits until no worker holds a view of a backward call's receive buffer.
     pub(crate) reconnect_deferred: bool,
+    pub(crate) lat: crate::metrics::latency::CallTimes,
 }
 
 pub(crate) const NO_REC: u32 = u32::MAX;
@@ -570,6 +571,7 @@ impl<P: Provider> ClientConn<P> {
         // Before the callback runs, so that it sees the settings this reply confirmed.
         self.refresh_negotiated();
         self.by_slot[r.call.slot as usize] = NO_REC;
+        self.lat.done(i, env.now);
         let rec = &mut self.recs[i as usize];
         rec.call = None;
         let Some(buf) = rec.reply.take() else { return };
@@ -713,6 +715,7 @@ impl<P: Provider> ClientConn<P> {
                 break;
             };
             n += 1;
+            self.lat.key(i, sub.prog, sub.vers, sub.proc_num);
             let xid = self.next_xid;
             self.next_xid = self.next_xid.wrapping_add(1);
             self.seq += 1;
@@ -855,6 +858,7 @@ impl<P: Provider> ClientConn<P> {
                     }
                     self.stats.call(bytes);
                     self.stats.call_chunks_out(ni, nr);
+                    self.lat.start(i, env.now);
                     n += 1;
                 }
                 Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
@@ -969,6 +973,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         self.refresh_negotiated();
         self.stats.queued(self.ready.len() as u64);
         self.stats.recv_queue(self.drv.conn.as_ref());
+        self.lat.serve();
         // Closed and drained: disconnect.
         if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
             self.teardown(env, cx);

@@ -249,6 +249,7 @@ impl<P: Provider> Endpoint<P> {
                     gens: vec![0; cfg.max_conns_per_reactor],
                     thread: Arc::clone(&peers[i].thread),
                     qp_hook: Arc::clone(&inner.qp_hook),
+                    latency: Default::default(),
                 },
                 peers: Arc::clone(&peers),
                 slots: (0..cfg.max_conns_per_reactor).map(|_| None).collect(),
@@ -793,6 +794,7 @@ impl<P: Provider> Poller for Node<P> {
             let (used, over) = l.occupancy();
             self.env.stats.set_worker(used as u64, over as u64);
         }
+        self.env.latency.serve();
         self.env.stats.poll(work > 0);
         work
     }

@@ -43,6 +43,8 @@ use crate::api_stats::{ConnSnapshot, ConnStats};
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
+use crate::metrics::latency::{LatencyReader, ServerLatency};
+use crate::metrics::{Metrics, MetricsServer};
 use crate::program::{Program, Programs};
 use crate::runtime::{Endpoint, NodeCmd};
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
@@ -58,6 +60,8 @@ pub enum ServerError {
     NoWorkers,
     /// The reactor is gone.
     Stopped,
+    /// The metrics port (`ServerOptions::metrics_addr`) could not be bound.
+    Metrics(String),
 }
 
 impl core::fmt::Display for ServerError {
@@ -66,6 +70,7 @@ impl core::fmt::Display for ServerError {
             ServerError::Listen(m) => write!(f, "listen failed: {m}"),
             ServerError::NoWorkers => write!(f, "worker mode needs an endpoint with workers"),
             ServerError::Stopped => write!(f, "reactor stopped"),
+            ServerError::Metrics(m) => write!(f, "metrics port: {m}"),
         }
     }
 }
@@ -130,7 +135,19 @@ impl ServerBuilder {
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
             peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
+            latency: (opts.latency_histograms || opts.metrics_addr.is_some())
+                .then(|| Arc::new(ServerLatency::new(ep.nodes()))),
         });
+        let plain = Server {
+            shared: Arc::clone(&shared),
+            addr: local,
+            metrics: None,
+        };
+        // The metrics port first: when it cannot be bound, nothing listens yet.
+        let metrics = match opts.metrics_addr {
+            Some(at) => Some(Arc::new(metrics_port(ep, &plain, at)?)),
+            None => None,
+        };
         let node = opts
             .listen_reactor
             .unwrap_or(0)
@@ -139,22 +156,38 @@ impl ServerBuilder {
             node,
             NodeCmd::Listen {
                 listener,
-                server: Arc::clone(&shared),
+                server: shared,
             },
         )
         .map_err(|_| ServerError::Stopped)?;
-        Ok(Server {
-            shared,
-            addr: local,
-        })
+        Ok(Server { metrics, ..plain })
     }
 }
 
-/// A running server (handle). Dropping it does not stop it; see [`Server::stop_listening`].
+/// Serves the metrics of `server` and its endpoint on `at`. The registry holds a handle
+/// without the port, so the port's thread does not keep itself alive: it stops when the last
+/// handle the caller holds is dropped.
+fn metrics_port<P: Provider>(
+    ep: &Endpoint<P>,
+    server: &Server,
+    at: SocketAddr,
+) -> Result<MetricsServer, ServerError> {
+    let m = Metrics::new();
+    let name = server.addr.to_string();
+    m.add_endpoint(&name, ep);
+    m.add_server(&name, server);
+    m.serve(at)
+        .map_err(|e| ServerError::Metrics(format!("{at}: {e}")))
+}
+
+/// A running server (handle). Dropping it does not stop it (see [`Server::stop_listening`]),
+/// except for its metrics port, which stops with the last handle.
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<ServerShared>,
     addr: SocketAddr,
+    /// The metrics port started for `ServerOptions::metrics_addr` (stops with the last handle).
+    metrics: Option<Arc<MetricsServer>>,
 }
 
 impl core::fmt::Debug for Server {
@@ -172,6 +205,24 @@ impl Server {
     /// The address listened on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The metrics port's address when `ServerOptions::metrics_addr` was set (the port chosen
+    /// when it asked for port 0). The port serves until the last handle of this server is
+    /// dropped; see [`crate::metrics`].
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|m| m.local_addr())
+    }
+
+    /// Readers of the server's latency histograms (call received → reply Send completed, per
+    /// procedure) with their node index, one per node that has served a connection of this
+    /// server, when `ServerOptions::latency_histograms` or `metrics_addr` is set (empty
+    /// otherwise). See [`crate::metrics`].
+    pub fn latency(&self) -> Vec<(usize, LatencyReader)> {
+        self.shared
+            .latency
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.readers())
     }
 
     /// Connections accepted so far.

@@ -55,6 +55,7 @@ pub(crate) struct ServerShared {
     pub(crate) back: Arc<BackServer>,
     /// Connection shares per peer address (`max_conns_per_peer`).
     pub(crate) peers: Arc<PeerTable>,
+    pub(crate) latency: Option<Arc<crate::metrics::latency::ServerLatency>>,
 }
 
 impl ServerShared {
@@ -123,6 +124,7 @@ pub(crate) struct ServerConn<P: Provider> {
     evicted: bool,
     /// This connection's share of its peer's limit (given back at teardown).
     peer_slot: Option<PeerSlot>,
+    lat: crate::metrics::latency::ServerTimes,
 }
 
 /// The engine configuration of a server connection with options `o` on this node's device.
@@ -264,6 +266,9 @@ impl<P: Provider> ServerConn<P> {
         // Relaxed: a count for monitoring.
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
+        let lat = env
+            .latency
+            .attach(shared.latency.as_ref(), env.index, nslots);
         Ok(ServerConn {
             shared,
             drv,
@@ -282,6 +287,7 @@ impl<P: Provider> ServerConn<P> {
             last_active: env.now,
             evicted: false,
             peer_slot: Some(peer_slot),
+            lat,
         })
     }
 
@@ -374,6 +380,8 @@ impl<P: Provider> ServerConn<P> {
             .bytes(inc.stream.addr, inc.stream.len as usize)
             .unwrap_or(&[]);
         self.stats.call_in(stream.len() as u64);
+        self.lat
+            .start(&mut env.latency, inc.call.slot, stream, env.now);
         // Everything decided with shared borrows; the reply is sent afterwards.
         let decided: Decision = match rpc::decode_call(stream) {
             Err(e) => {
@@ -585,6 +593,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.last_active = now;
         let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
         if id.kind() == conn::wr_kind::SEND {
+            self.lat.sent(id.index(), now);
             if let Some(h) = self.held.get_mut(id.index() as usize) {
                 if let Some(h) = h.take() {
                     if wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS {
@@ -736,6 +745,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         );
         self.stats.queued(self.waiting.len() as u64);
         self.stats.recv_queue(self.drv.conn.as_ref());
+        self.lat.flush(&mut env.latency);
         work
     }
 
