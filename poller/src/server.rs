@@ -137,17 +137,17 @@ impl ServerBuilder {
             peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
             latency: (opts.latency_histograms || opts.metrics_addr.is_some())
                 .then(|| Arc::new(ServerLatency::new(ep.nodes()))),
+            metrics: std::sync::OnceLock::new(),
         });
-        let plain = Server {
+        let server = Server {
             shared: Arc::clone(&shared),
             addr: local,
-            metrics: None,
         };
         // The metrics port first: when it cannot be bound, nothing listens yet.
-        let metrics = match opts.metrics_addr {
-            Some(at) => Some(Arc::new(metrics_port(ep, &plain, at)?)),
-            None => None,
-        };
+        if let Some(at) = opts.metrics_addr {
+            let port = metrics_port(ep, &server, at)?;
+            let _ = shared.metrics.set(port);
+        }
         let node = opts
             .listen_reactor
             .unwrap_or(0)
@@ -160,13 +160,13 @@ impl ServerBuilder {
             },
         )
         .map_err(|_| ServerError::Stopped)?;
-        Ok(Server { metrics, ..plain })
+        Ok(server)
     }
 }
 
-/// Serves the metrics of `server` and its endpoint on `at`. The registry holds a handle
-/// without the port, so the port's thread does not keep itself alive: it stops when the last
-/// handle the caller holds is dropped.
+/// Serves the metrics of `server` and its endpoint on `at`. The registry holds the server
+/// weakly, so the port (kept in the server's shared state) does not keep the server alive: it
+/// stops when the server's state is dropped (the reactors stopped and no handle is left).
 fn metrics_port<P: Provider>(
     ep: &Endpoint<P>,
     server: &Server,
@@ -175,19 +175,33 @@ fn metrics_port<P: Provider>(
     let m = Metrics::new();
     let name = server.addr.to_string();
     m.add_endpoint(&name, ep);
-    m.add_server(&name, server);
+    m.add_server_weak(&name, server);
     m.serve(at)
         .map_err(|e| ServerError::Metrics(format!("{at}: {e}")))
 }
 
-/// A running server (handle). Dropping it does not stop it (see [`Server::stop_listening`]),
-/// except for its metrics port, which stops with the last handle.
+/// A running server (handle). Dropping it does not stop it; see [`Server::stop_listening`].
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<ServerShared>,
     addr: SocketAddr,
-    /// The metrics port started for `ServerOptions::metrics_addr` (stops with the last handle).
-    metrics: Option<Arc<MetricsServer>>,
+}
+
+/// A server the metrics registry of its own port refers to without keeping it alive.
+#[derive(Clone)]
+pub(crate) struct WeakServer {
+    shared: std::sync::Weak<ServerShared>,
+    addr: SocketAddr,
+}
+
+impl WeakServer {
+    /// The server, while its state is alive.
+    pub(crate) fn upgrade(&self) -> Option<Server> {
+        Some(Server {
+            shared: self.shared.upgrade()?,
+            addr: self.addr,
+        })
+    }
 }
 
 impl core::fmt::Debug for Server {
@@ -208,10 +222,18 @@ impl Server {
     }
 
     /// The metrics port's address when `ServerOptions::metrics_addr` was set (the port chosen
-    /// when it asked for port 0). The port serves until the last handle of this server is
-    /// dropped; see [`crate::metrics`].
+    /// when it asked for port 0). The port serves as long as the server does: until its
+    /// reactors have stopped and no handle is left; see [`crate::metrics`].
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().map(|m| m.local_addr())
+        self.shared.metrics.get().map(|m| m.local_addr())
+    }
+
+    /// A reference that does not keep the server alive.
+    pub(crate) fn downgrade(&self) -> WeakServer {
+        WeakServer {
+            shared: Arc::downgrade(&self.shared),
+            addr: self.addr,
+        }
     }
 
     /// Readers of the server's latency histograms (call received → reply Send completed, per

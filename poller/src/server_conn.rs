@@ -56,6 +56,7 @@ pub(crate) struct ServerShared {
     /// Connection shares per peer address (`max_conns_per_peer`).
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) latency: Option<Arc<crate::metrics::latency::ServerLatency>>,
+    pub(crate) metrics: std::sync::OnceLock<crate::metrics::MetricsServer>,
 }
 
 impl ServerShared {

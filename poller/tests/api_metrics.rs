@@ -356,9 +356,9 @@ fn accepts_zero_allocations_per_rpc_with_metrics_on() {
     w.stop();
 }
 
-/// The options read from a configuration file; the port closes with the server's last handle.
+/// The options read from a configuration file; the port serves as long as the server does.
 #[test]
-fn accepts_metrics_options_from_toml_and_port_closed_with_last_handle() {
+fn accepts_metrics_options_from_toml_and_port_lifetime() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let c = rpcrdma_poller::Config::from_toml_str(
         "[server]\nmetrics_addr = \"127.0.0.1:0\"\nlatency_histograms = true\n\
@@ -373,32 +373,37 @@ fn accepts_metrics_options_from_toml_and_port_closed_with_last_handle() {
         "off by default"
     );
     let w = World::new(0);
-    let server = Server::builder()
-        .program(program(w.server_ep.buffers().clone()))
-        .options(c.server)
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let port = server.metrics_addr().expect("metrics port");
-    let copy = server.clone();
-    drop(server);
-    assert_eq!(get(port, "/metrics", "GET").0, 200, "a handle is left");
-    drop(copy);
-    assert!(TcpStream::connect(port).is_err(), "port still open");
-    // A port in use is an error at start.
+    // A port in use is an error at start, and nothing is left listening on the RPC address.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let opts = ServerOptions {
         metrics_addr: Some(taken.local_addr().unwrap()),
         ..ServerOptions::default()
     };
-    let mut other = w.addr;
-    other.set_port(other.port() + 1000);
     let e = Server::builder()
         .options(opts)
-        .start(&w.server_ep, other)
+        .start(&w.server_ep, w.addr)
         .expect_err("port in use");
     assert!(matches!(e, rpcrdma_poller::ServerError::Metrics(_)), "{e}");
-    // Nothing was left listening on the RPC address.
-    let again = Server::builder().start(&w.server_ep, other);
-    assert!(again.is_ok(), "{again:?}");
+    let server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(c.server)
+        .start(&w.server_ep, w.addr)
+        .expect("server on the same address");
+    let port = server.metrics_addr().expect("metrics port");
+    // Without any handle the server serves on, and so does its port.
+    drop(server);
+    assert_eq!(
+        get(port, "/metrics", "GET").0,
+        200,
+        "port closed with the handle"
+    );
     w.stop();
+    let end = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(port).is_ok() {
+        assert!(
+            Instant::now() < end,
+            "port still open after the server is gone"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

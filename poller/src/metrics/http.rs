@@ -6,11 +6,13 @@
 //! 8 KiB, 2 s), answers `GET /metrics` with status 200 and the exposition (`Content-Type:
 //! text/plain; version=0.0.4`), `GET /` with a one-line index, anything else with 404 / 405,
 //! and closes. Rendering reads counters with relaxed loads and asks reactors for histogram
-//! copies (see [`super::latency`]): the reactors never wait for this thread.
+//! copies (see [`super::latency`]): the reactors never wait for this thread. A server's own
+//! port lives in the server's shared state and refers to the server weakly: it closes when the
+//! server is gone (reactors stopped, no handle left), whoever drops it last.
 //!
 //! Recovery: a client that sends garbage, too much or nothing gets an error status or is
 //! dropped after the timeout; I/O errors on one connection do not stop the thread. Dropping the
-//! [`MetricsServer`] (or [`MetricsServer::stop`]) stops and joins the thread.
+//! [`MetricsServer`] makes the thread stop within 50 ms; [`MetricsServer::stop`] also joins it.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -24,7 +26,9 @@ use super::Metrics;
 /// Longest request head read.
 const MAX_HEAD: usize = 8192;
 
-/// The thread serving a metrics port. Stops when dropped.
+/// The thread serving a metrics port. Dropping it tells the thread to stop (it does within
+/// 50 ms, without being waited for: a drop may happen on any thread, a reactor's included);
+/// [`MetricsServer::stop`] also waits for it.
 #[derive(Debug)]
 pub struct MetricsServer {
     addr: SocketAddr,
@@ -55,23 +59,23 @@ impl MetricsServer {
         self.addr
     }
 
-    /// Stops the thread and waits for it.
+    /// Stops the thread and waits for it (the port is closed when this returns).
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        // Release: pairs with the Acquire load in `serve`.
-        self.stop.store(true, Ordering::Release);
+        self.signal();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+
+    fn signal(&self) {
+        // Release: pairs with the Acquire load in `serve`.
+        self.stop.store(true, Ordering::Release);
     }
 }
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.halt();
+        self.signal();
     }
 }
 

@@ -8,7 +8,7 @@
 //! writer each, see [`crate::api_stats`]); histograms are copied out of the reactors through
 //! the hand-off of [`latency`], which never makes a reactor wait. Nothing here runs on a
 //! reactor. A server whose `ServerOptions::metrics_addr` is set starts its own registry and
-//! port ([`Server::metrics_addr`]).
+//! port ([`Server::metrics_addr`]), which lives as long as the server.
 //!
 //! Recovery: a reactor that does not answer a histogram request within [`HISTOGRAM_WAIT`]
 //! (all requests are raised first, so the waits overlap) is rendered with the last copy it
@@ -28,7 +28,7 @@ use rpcrdma_engine::verbs::Provider;
 use crate::api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
 use crate::client::{Client, ClientState};
 use crate::runtime::Endpoint;
-use crate::server::Server;
+use crate::server::{Server, WeakServer};
 pub use http::MetricsServer;
 pub use latency::{LatencyReader, ProcKey, ProcLatency, Request, MAX_PROCS};
 use prometheus::{Exposition, Kind};
@@ -76,10 +76,25 @@ const BUCKETS: &[(&str, u64)] = &[
 /// Quantiles of the summaries.
 const QUANTILES: &[(&str, f64)] = &[("0.5", 0.5), ("0.9", 0.9), ("0.99", 0.99), ("0.999", 0.999)];
 
+/// A registered server: held, or (the registry of the server's own port) referred to.
+enum ServerRef {
+    Strong(Server),
+    Weak(WeakServer),
+}
+
+impl ServerRef {
+    fn get(&self) -> Option<Server> {
+        match self {
+            ServerRef::Strong(s) => Some(s.clone()),
+            ServerRef::Weak(w) => w.upgrade(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Sources {
     endpoints: Vec<(String, Vec<NodeStats>)>,
-    servers: Vec<(String, Server)>,
+    servers: Vec<(String, ServerRef)>,
     clients: Vec<(String, Client)>,
 }
 
@@ -124,7 +139,14 @@ impl Metrics {
 
     /// Exposes `server`: its totals, its live connections and their histograms.
     pub fn add_server(&self, name: &str, server: &Server) {
-        self.sources().servers.push((name.into(), server.clone()));
+        let s = ServerRef::Strong(server.clone());
+        self.sources().servers.push((name.into(), s));
+    }
+
+    /// As [`Metrics::add_server`], without keeping the server alive (its own port).
+    pub(crate) fn add_server_weak(&self, name: &str, server: &Server) {
+        let s = ServerRef::Weak(server.downgrade());
+        self.sources().servers.push((name.into(), s));
     }
 
     /// Exposes `client`: its connection counters and, when it keeps them, its round-trip
@@ -141,17 +163,22 @@ impl Metrics {
     /// The Prometheus text exposition (format 0.0.4) of everything registered now.
     pub fn render(&self) -> String {
         let src = self.sources();
+        let servers: Vec<(String, Server)> = src
+            .servers
+            .iter()
+            .filter_map(|(n, s)| Some((n.clone(), s.get()?)))
+            .collect();
         let mut e = Exposition::new();
         render_nodes(&mut e, &src.endpoints);
         let mut rows = Vec::new();
-        for (name, s) in &src.servers {
+        for (name, s) in &servers {
             rows.extend(s.live_connections().iter().map(|c| row("server", name, c)));
         }
         for (name, c) in &src.clients {
             rows.push(row("client", name, &c.stats()));
         }
         render_conns(&mut e, &rows);
-        render_servers(&mut e, &src.servers);
+        render_servers(&mut e, &servers);
         // Ask every reactor first, then collect: the waits overlap.
         let deadline = Instant::now() + HISTOGRAM_WAIT;
         let mut asked = Vec::new();
@@ -161,7 +188,7 @@ impl Metrics {
                 asked.push((0, name.clone(), id, r.request(), r));
             }
         }
-        for (name, s) in &src.servers {
+        for (name, s) in &servers {
             for (node, r) in s.latency() {
                 asked.push((1, name.clone(), node.to_string(), r.request(), r));
             }
