@@ -392,6 +392,8 @@ pub struct RpcConfig {
     /// Check the data of every call and reply, not only the first of each size (slower;
     /// for tests).
     pub check_every_call: bool,
+    /// The server's metrics port (`ServerOptions::metrics_addr`; each size's server in turn).
+    pub metrics: Option<SocketAddr>,
 }
 
 impl RpcConfig {
@@ -419,6 +421,7 @@ impl RpcConfig {
             progress: false,
             timeout: Duration::from_secs(10),
             check_every_call: false,
+            metrics: None,
         }
     }
 
@@ -678,6 +681,7 @@ fn start_server<P: Provider>(
             max_call: max_call.min(u64::from(u32::MAX)) as u32,
             mode: CallbackMode::Inline,
             listen_reactor: Some(reactor),
+            metrics_addr: cfg.metrics,
             ..ServerOptions::default()
         })
         .start(sep, addr)
