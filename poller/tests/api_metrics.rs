@@ -9,13 +9,13 @@
 
 mod api_common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use api_common::counting::{allocs, Counting};
 use api_common::*;
 use rpcrdma_poller::metrics::parse::{parse, Family};
 use rpcrdma_poller::metrics::prometheus::Kind;
@@ -25,42 +25,8 @@ use rpcrdma_poller::{
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator; the counter is a static atomic.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a count read after the measured window (the spins order it).
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Relaxed: as above.
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: as above.
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocs() -> u64 {
-    ALLOCS.load(Ordering::SeqCst)
-}
 
 /// What `curl http://addr/path` does: one GET, the status code and the body.
 fn get(addr: SocketAddr, path: &str, method: &str) -> (u32, String, String) {
@@ -124,6 +90,20 @@ fn client_opts() -> ClientOptions {
     }
 }
 
+/// A server with a metrics port and a client with histograms, connected: (server, its port,
+/// client).
+fn start(w: &World, copts: ClientOptions) -> (Server, SocketAddr, Client) {
+    let server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(server_opts())
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let port = server.metrics_addr().expect("metrics port");
+    let client = Client::connect(&w.client_ep, w.addr, copts).expect("client");
+    assert!(client.wait_connected(Duration::from_secs(10)));
+    (server, port, client)
+}
+
 /// Waits (≤ 20 s) until `check` holds for a fresh scrape of `addr`.
 fn eventually(addr: SocketAddr, what: &str, check: impl Fn(&[Family]) -> bool) -> Vec<Family> {
     let end = Instant::now() + Duration::from_secs(20);
@@ -141,14 +121,7 @@ fn eventually(addr: SocketAddr, what: &str, check: impl Fn(&[Family]) -> bool) -
 fn accepts_exposition_during_traffic_matching_totals() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = World::new(0);
-    let server = Server::builder()
-        .program(program(w.server_ep.buffers().clone()))
-        .options(server_opts())
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let port = server.metrics_addr().expect("metrics port");
-    let client = Client::connect(&w.client_ep, w.addr, client_opts()).expect("client");
-    assert!(client.wait_connected(Duration::from_secs(10)));
+    let (server, port, client) = start(&w, client_opts());
     // The client's side through a registry of its own.
     let reg = Metrics::new();
     reg.add_endpoint("client-ep", &w.client_ep);
@@ -247,18 +220,11 @@ fn accepts_exposition_during_traffic_matching_totals() {
 fn accepts_chunk_window_and_error_counters() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let w = World::new(0);
-    let server = Server::builder()
-        .program(program(w.server_ep.buffers().clone()))
-        .options(server_opts())
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let port = server.metrics_addr().expect("metrics port");
     let opts = ClientOptions {
         version: ProtocolVersion::V2,
         ..client_opts()
     };
-    let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
-    assert!(client.wait_connected(Duration::from_secs(10)));
+    let (server, port, client) = start(&w, opts);
     // FILL into a receptacle: a Write chunk.
     let mut a = client.args().unwrap();
     a.put_u32(9000).unwrap();
@@ -316,14 +282,7 @@ fn accepts_zero_allocations_per_rpc_with_metrics_on() {
     drop(std::hint::black_box(vec![1u8; 10]));
     assert!(allocs() > c0, "counting allocator not active");
     let w = World::new(0);
-    let server = Server::builder()
-        .program(program(w.server_ep.buffers().clone()))
-        .options(server_opts())
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let port = server.metrics_addr().expect("metrics port");
-    let client = Client::connect(&w.client_ep, w.addr, client_opts()).expect("client");
-    assert!(client.wait_connected(Duration::from_secs(10)));
+    let (_server, port, client) = start(&w, client_opts());
     let done = Arc::new(AtomicU64::new(0));
     let bad = Arc::new(AtomicU64::new(0));
     run_sum_calls(&client, 3000, 16, &done, &bad);

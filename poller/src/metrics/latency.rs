@@ -458,7 +458,7 @@ impl ServerTimes {
 
 /// A copy asked for ([`LatencyReader::request`]), to collect with [`LatencyReader::collect`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request(u64);
+pub struct CopyRequest(u64);
 
 impl LatencyReader {
     /// The recorder's histograms: asks its reactor for a copy and waits for it at most
@@ -471,16 +471,16 @@ impl LatencyReader {
 
     /// Asks the reactor for a copy (without waiting): ask several, then collect each, and the
     /// waits overlap.
-    pub fn request(&self) -> Request {
+    pub fn request(&self) -> CopyRequest {
         // Relaxed: the number only has to be unique and increasing (the RMW gives both); the
         // reactor compares it and publishes what it served through `done`. Whatever the
         // reactor recorded before it sees this request is in the copy (same thread).
-        Request(self.0.want.fetch_add(1, Ordering::Relaxed) + 1)
+        CopyRequest(self.0.want.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     /// Waits until the reactor served `r` or `deadline` passed, then copies the histograms out
     /// (the last copy served, when the reactor did not answer in time).
-    pub fn collect(&self, r: Request, deadline: Instant) -> Vec<ProcLatency> {
+    pub fn collect(&self, r: CopyRequest, deadline: Instant) -> Vec<ProcLatency> {
         let s = &self.0;
         // Acquire: pairs with the Release store in `Hists::serve`. `done` only grows (one
         // writer storing the values it loaded from `want`, which only grows).

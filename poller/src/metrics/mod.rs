@@ -30,7 +30,7 @@ use crate::client::{Client, ClientState};
 use crate::runtime::Endpoint;
 use crate::server::{Server, WeakServer};
 pub use http::MetricsServer;
-pub use latency::{LatencyReader, ProcKey, ProcLatency, Request, MAX_PROCS};
+pub use latency::{CopyRequest, LatencyReader, ProcKey, ProcLatency, MAX_PROCS};
 use prometheus::{Exposition, Kind};
 
 /// How long rendering waits for one reactor's histogram copy.
@@ -267,6 +267,9 @@ fn render_conns(e: &mut Exposition, rows: &[ConnRow]) {
     }
 }
 
+/// A per-server count: family name, help, reader.
+type ServerCount = (&'static str, &'static str, fn(&Server) -> u64);
+
 fn render_servers(e: &mut Exposition, servers: &[(String, Server)]) {
     let totals: Vec<Vec<u64>> = servers.iter().map(|(_, s)| s.totals().values()).collect();
     for (k, (field, doc)) in ConnSnapshot::FIELDS.iter().enumerate() {
@@ -280,23 +283,23 @@ fn render_servers(e: &mut Exposition, servers: &[(String, Server)]) {
             e.sample(&name, &[("name", n)], v[k]);
         }
     }
-    let help = "Connections the server accepted.";
-    e.family("rpcrdma_server_accepted_total", help, Kind::Counter);
-    for (n, s) in servers {
-        e.sample(
+    let counts: [ServerCount; 2] = [
+        (
             "rpcrdma_server_accepted_total",
-            &[("name", n)],
-            s.accepted(),
-        );
-    }
-    let help = "Connect requests the server rejected, whatever the reason.";
-    e.family("rpcrdma_server_rejected_total", help, Kind::Counter);
-    for (n, s) in servers {
-        e.sample(
+            "Connections the server accepted.",
+            Server::accepted,
+        ),
+        (
             "rpcrdma_server_rejected_total",
-            &[("name", n)],
-            s.rejected(),
-        );
+            "Connect requests the server rejected, whatever the reason.",
+            Server::rejected,
+        ),
+    ];
+    for (name, help, count) in counts {
+        e.family(name, help, Kind::Counter);
+        for (n, s) in servers {
+            e.sample(name, &[("name", n)], count(s));
+        }
     }
 }
 
@@ -307,20 +310,25 @@ type LatRows = [(String, String, Vec<ProcLatency>)];
 /// second label's name (`conn` or `node`) and the help text.
 fn render_latency(e: &mut Exposition, base: &str, second: (&str, &str), lat: &LatRows) {
     let (key, help) = second;
+    // (histogram, label values: name, conn or node, prog, vers, proc)
+    let rows: Vec<(&ProcLatency, [String; 5])> = lat
+        .iter()
+        .flat_map(|(n, id, ps)| {
+            ps.iter().map(move |p| {
+                let (prog, vers, proc_num) = proc_labels(p);
+                (p, [n.clone(), id.clone(), prog, vers, proc_num])
+            })
+        })
+        .collect();
+    let labels = |v: &'_ [String; 5]| -> [(&str, String); 5] {
+        let names = ["name", key, "prog", "vers", "proc"];
+        core::array::from_fn(|i| (names[i], v[i].clone()))
+    };
     let hname = format!("{base}_seconds");
     e.family(&hname, help, Kind::Histogram);
-    let rows: Vec<_> = lat
-        .iter()
-        .flat_map(|(n, id, ps)| ps.iter().map(move |p| (n, id, p, proc_labels(p))))
-        .collect();
-    for (n, id, p, (prog, vers, proc_num)) in &rows {
-        let l = [
-            ("name", n.as_str()),
-            (key, id.as_str()),
-            ("prog", prog.as_str()),
-            ("vers", vers.as_str()),
-            ("proc", proc_num.as_str()),
-        ];
+    for (p, v) in &rows {
+        let l = labels(v);
+        let l = l.each_ref().map(|(k, v)| (*k, v.as_str()));
         let bucket = format!("{hname}_bucket");
         for (le, ns) in BUCKETS {
             let c = p.hist.count_between(0, *ns);
@@ -333,14 +341,9 @@ fn render_latency(e: &mut Exposition, base: &str, second: (&str, &str), lat: &La
     let qname = format!("{base}_quantile_seconds");
     let help = format!("Quantiles of {hname} (hdrhistogram, two significant digits).");
     e.family(&qname, &help, Kind::Summary);
-    for (n, id, p, (prog, vers, proc_num)) in &rows {
-        let l = [
-            ("name", n.as_str()),
-            (key, id.as_str()),
-            ("prog", prog.as_str()),
-            ("vers", vers.as_str()),
-            ("proc", proc_num.as_str()),
-        ];
+    for (p, v) in &rows {
+        let l = labels(v);
+        let l = l.each_ref().map(|(k, v)| (*k, v.as_str()));
         for (qs, q) in QUANTILES {
             let v = seconds(p.hist.value_at_quantile(*q));
             e.sample(&qname, &with(&l, ("quantile", qs)), v);
