@@ -111,6 +111,9 @@ counters! {
         /// Connect requests rejected because the peer address held
         /// `ServerOptions::max_conns_per_peer` connections (reason `PeerLimit`, server).
         rejects_peer_limit,
+        /// Connect requests rejected because the server held `ServerOptions::max_connections`
+        /// connections (reason `ConnectionLimit`, server).
+        rejects_conn_limit,
         /// Connect requests rejected for any other reason: the server stopping
         /// (`ShuttingDown`) or failing to set the connection up (`NoResources`).
         rejects_other,
@@ -315,6 +318,7 @@ impl NodeStatsWriter {
         match reason {
             R::ServerFull => bump(&self.0.rejects_full, 1),
             R::PeerLimit => bump(&self.0.rejects_peer_limit, 1),
+            R::ConnectionLimit => bump(&self.0.rejects_conn_limit, 1),
             _ => bump(&self.0.rejects_other, 1),
         }
     }

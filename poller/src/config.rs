@@ -382,6 +382,12 @@ pub struct ServerOptions {
     /// default: twice the 16 connections a Linux NFS client opens to one server with the
     /// largest `nconnect`.
     pub max_conns_per_peer: u32,
+    /// Connections this server holds at once over all its reactors (0: no limit besides the
+    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect is
+    /// rejected with [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit)
+    /// (it never evicts: `evict_idle` makes room within a reactor's slots only). Counted in
+    /// `NodeSnapshot::rejects_conn_limit`. No limit by default.
+    pub max_connections: u32,
     /// Serve the Prometheus metrics of this server and its endpoint on this local TCP address
     /// (`GET /metrics`, a thread of its own, never a reactor; port 0 picks one:
     /// [`Server::metrics_addr`](crate::Server::metrics_addr)). Off (`None`) by default. See
@@ -416,6 +422,7 @@ impl Default for ServerOptions {
             evict_idle: true,
             evict_idle_ms: 2_000,
             max_conns_per_peer: 32,
+            max_connections: 0,
             metrics_addr: None,
             latency_histograms: false,
         }

@@ -43,16 +43,19 @@
 //! server handler to reply callback (`tests/api_noalloc.rs`).
 #![warn(missing_docs)]
 
+mod accept;
 mod admission;
 pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
 mod call;
+mod call_table;
 pub mod client;
 mod client_conn;
 pub mod config;
 mod conn_table;
 mod ddp;
+mod dispatch;
 pub mod driver;
 pub mod memory;
 pub mod metrics;

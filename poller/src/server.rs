@@ -45,8 +45,9 @@ use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
 use crate::metrics::latency::{LatencyReader, ServerLatency};
 use crate::metrics::{Metrics, MetricsServer};
+use crate::node::{Acceptor, NodeCmd};
 use crate::program::{Program, Programs};
-use crate::runtime::{Endpoint, NodeCmd};
+use crate::runtime::Endpoint;
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
 
 use crate::server_conn::ServerShared;
@@ -134,7 +135,10 @@ impl ServerBuilder {
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
-            peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
+            peers: Arc::new(PeerTable::new(
+                opts.max_conns_per_peer,
+                opts.max_connections,
+            )),
             latency: (opts.latency_histograms || opts.metrics_addr.is_some())
                 .then(|| Arc::new(ServerLatency::new(ep.nodes()))),
             metrics: std::sync::OnceLock::new(),
@@ -156,7 +160,7 @@ impl ServerBuilder {
             node,
             NodeCmd::Listen {
                 listener,
-                server: shared,
+                to: shared as Arc<dyn Acceptor<P>>,
             },
         )
         .map_err(|_| ServerError::Stopped)?;

@@ -1,18 +1,18 @@
 //! Latency histograms per RPC program and procedure, recorded on a reactor and copied out to
 //! readers without ever blocking it.
 //!
-//! Normal operation: a set of histograms is owned by one reactor thread and only it writes
-//! them: a client's (`CallTimes`, in the client connection: round trips, call on the wire to
-//! reply received), or a server's share on one node (`NodeLatency`, in the node, shared by the
-//! server's connections there: call received to reply Send completed, with the stamps per call
-//! slot in each connection's `ServerTimes`). A set is created with every histogram it will
+//! Normal operation: a set of histograms is owned by one reactor thread and only it writes them: a
+//! client's (`CallTimes`, in the client connection: round trips, call on the wire to reply
+//! received), or a server's share on one node (`NodeLatency`, in the node, shared by the server's
+//! connections there: call received to reply Send completed, with the stamps per call slot in each
+//! server connection's dispatcher, `ServerTimes`). A set is created with every histogram it will
 //! ever use when the client connects or the server starts (histograms on) — [`MAX_PROCS`]
-//! histograms, one per distinct (program, version, procedure) in the order the owner first
-//! sees them, and one "other" histogram for the rest — and stamp tables per call slot when a
-//! connection is created. Per call: a stamp and a histogram index when it starts (a scan of
-//! at most `MAX_PROCS` triples), the difference recorded when it completes: no allocation,
-//! lock or system call (the stamps are the reactor's poll clock, so latencies are multiples of
-//! the poll period). With histograms off every method is one branch.
+//! histograms, one per distinct (program, version, procedure) in the order the owner first sees
+//! them, and one "other" histogram for the rest — and stamp tables per call slot when a connection
+//! is created. Per call: a stamp and a histogram index when it starts (a scan of at most
+//! `MAX_PROCS` triples), the difference recorded when it completes: no allocation, lock or system
+//! call (the stamps are the reactor's poll clock, so latencies are multiples of the poll period).
+//! With histograms off every method is one branch.
 //!
 //! Hand-off to readers ([`LatencyReader::snapshot`], or [`LatencyReader::request`] then
 //! [`LatencyReader::collect`]): the reader raises a request number (`want`, an increment), and
