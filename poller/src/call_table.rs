@@ -334,16 +334,16 @@ impl CallTable {
         self.ready.clear();
     }
 
-    /// Starts queued calls in order through `start` until it says to wait; returns the calls
-    /// started (each counted in the sink).
+    /// Starts queued calls in order through `start` (given each record's index) until it says
+    /// to wait; returns the calls started (each counted in the sink).
     pub(crate) fn start_ready<S: CallSink>(
         &mut self,
         sink: &mut S,
-        mut start: impl FnMut(&mut CallRec, &mut S) -> Start,
+        mut start: impl FnMut(u32, &mut CallRec, &mut S) -> Start,
     ) -> usize {
         let mut n = 0;
         while let Some(&i) = self.ready.front() {
-            match start(&mut self.recs[i as usize], sink) {
+            match start(i, &mut self.recs[i as usize], sink) {
                 Start::Started(id, bytes) => {
                     self.ready.pop_front();
                     let r = &mut self.recs[i as usize];

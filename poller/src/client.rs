@@ -59,6 +59,7 @@ use crate::client_conn::{
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab};
+use crate::metrics::latency::{CallTimes, LatencyReader};
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::negotiated::{Negotiated, NegotiatedCell};
 use crate::runtime::{Endpoint, NodeCmd};
@@ -69,6 +70,7 @@ pub struct Client {
     tx: MpscProducer<Submit>,
     shared: Arc<ClientShared>,
     bufs: crate::memory::BufPool,
+    latency: Option<LatencyReader>,
 }
 
 impl core::fmt::Debug for Client {
@@ -119,6 +121,7 @@ impl Client {
         let cap = opts.queue_depth.clamp(2, 1 << 20).next_power_of_two();
         let (tx, rx) = mpsc::channel::<Submit>(cap).map_err(|_| ClientError::Setup)?;
         let (w, stats) = conn_stats();
+        w.set_peer(addr);
         let shared = Arc::new(ClientShared {
             state: AtomicU8::new(ST_CONNECTING),
             closed: AtomicBool::new(false),
@@ -129,13 +132,16 @@ impl Client {
             neg: NegotiatedCell::default(),
             reject: AtomicU8::new(0),
         });
-        let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
+        let mut conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
+        let (times, latency) = CallTimes::new(opts.latency_histograms, opts.max_pending);
+        conn.lat = times;
         ep.send(node, NodeCmd::Add(Box::new(conn)))
             .map_err(|_| ClientError::Closed)?;
         Ok(Client {
             tx,
             shared,
             bufs: ep.buffers().clone(),
+            latency,
         })
     }
 
@@ -304,6 +310,13 @@ impl Client {
         self.shared.stats.clone()
     }
 
+    /// The reader of the client's round-trip histograms per procedure (call on the wire →
+    /// reply received, the last transmission of each call), when
+    /// [`ClientOptions::latency_histograms`] is on. See [`crate::metrics`].
+    pub fn latency(&self) -> Option<LatencyReader> {
+        self.latency.clone()
+    }
+
     /// Stops accepting calls; pending ones finish, then the connection is closed.
     pub fn close(&self) {
         // Release: pairs with the Acquire loads in `call` and on the reactor.
@@ -423,6 +436,7 @@ impl<P: Provider> ClientConn<P> {
             pub_credits: 0,
             back,
             reconnect_deferred: false,
+            lat: Default::default(),
         })
     }
 }

@@ -160,6 +160,7 @@ pub(crate) struct ClientConn<P: Provider> {
     pub(crate) back: Option<Box<ClientBack>>,
     /// A reconnect waits until no worker holds a view of a backward call's receive buffer.
     pub(crate) reconnect_deferred: bool,
+    pub(crate) lat: crate::metrics::latency::CallTimes,
 }
 
 /// The connection's [`NodeSink`] (a macro, so that it borrows only the fields it uses and the
@@ -424,6 +425,7 @@ impl<P: Provider> ClientConn<P> {
                 }
                 Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
                 Event::CallFailed { call, error, .. } => {
+                    self.stats.call_failed(&error);
                     self.on_failed(env, links.as_deref_mut(), call, error)
                 }
                 Event::ConnectionLost => {
@@ -548,6 +550,7 @@ impl<P: Provider> ClientConn<P> {
         };
         // Before the callback runs, so that it sees the settings this reply confirmed.
         self.refresh_negotiated();
+        self.lat.done(i, env.now);
         let rec = self.calls.rec_mut(i);
         let Some(buf) = rec.reply.take() else { return };
         let len = (r.len as usize).min(buf.len());
@@ -632,6 +635,8 @@ impl<P: Provider> ClientConn<P> {
                 break;
             };
             n += 1;
+            let r = self.calls.rec(i);
+            self.lat.key(i, r.prog, r.vers, r.proc_num);
             if self.calls.rec_mut(i).encode_header(&mut self.drv.mem) {
                 self.calls.push_ready(i);
             } else {
@@ -647,21 +652,33 @@ impl<P: Provider> ClientConn<P> {
         let now = env.now;
         let ddp = self.cfg.ddp;
         let drv = &mut self.drv;
+        let lat = &mut self.lat;
         let mut sink = sink!(self, env, links);
-        self.calls
-            .start_ready(&mut sink, |rec, _| start_call(drv, now, ddp, rec))
+        self.calls.start_ready(&mut sink, |i, rec, sink| {
+            let (start, items, receptacles) = start_call(drv, now, ddp, rec);
+            if let Start::Started(..) = start {
+                sink.stats.call_chunks_out(items, receptacles);
+                lat.start(i, now);
+            }
+            start
+        })
     }
 }
 
 /// Hands the call of `rec` to the engine (with its receptacles and reply buffer, the reply
-/// size hint applied).
-fn start_call<P: Provider>(drv: &mut ConnDriver<P>, now: u64, ddp: bool, rec: &CallRec) -> Start {
+/// size hint applied); with the call's Read items and receptacles (the chunks it offers).
+fn start_call<P: Provider>(
+    drv: &mut ConnDriver<P>,
+    now: u64,
+    ddp: bool,
+    rec: &CallRec,
+) -> (Start, usize, usize) {
     let Some(conn) = drv.conn.as_mut() else {
-        return Start::Wait;
+        return (Start::Wait, 0, 0);
     };
     let (Some(m), Some(args), Some(reply)) = (rec.message(), rec.args.as_ref(), rec.reply.as_ref())
     else {
-        return Start::Skip;
+        return (Start::Skip, 0, 0);
     };
     let mut recp = [LocalBuf::EMPTY; MAX_DDP];
     let mut nr = 0;
@@ -706,7 +723,7 @@ fn start_call<P: Provider>(drv: &mut ConnDriver<P>, now: u64, ddp: bool, rec: &C
         fallback_receptacles: &[],
     };
     let started = conn.start_call_with(now, &spec, &copts, &mut drv.mem);
-    Start::of(started, m.bytes)
+    (Start::of(started, m.bytes), m.ni, nr)
 }
 
 impl<P: Provider> Drop for ClientConn<P> {
@@ -795,6 +812,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            self.stats.posted(&p);
             work += 1;
         }
         if self.drv.broken {
@@ -810,6 +828,8 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         }
         self.refresh_negotiated();
         self.stats.queued(self.calls.queued() as u64);
+        self.stats.recv_queue(self.drv.conn.as_ref());
+        self.lat.serve();
         // Closed and drained: disconnect.
         if self.closing && self.calls.in_use() == 0 && self.rx.used_count() == 0 {
             self.teardown(env, cx);

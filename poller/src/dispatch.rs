@@ -36,6 +36,7 @@ use crate::api_stats::ConnStatsWriter;
 use crate::config::CallbackMode;
 use crate::driver::ConnDriver;
 use crate::memory::local_buf;
+use crate::metrics::latency::{NodeLatency, ServerTimes};
 use crate::node::{job_token, NodeEnv};
 use crate::program::{
     reply_window, serve_inline, CallTransport, DdpItems, Dispatch, Handler, Programs, Reject,
@@ -221,6 +222,9 @@ pub(crate) struct Dispatcher {
     in_worker: u32,
     /// A handler answered [`Reject::Disconnect`]: the connection closes (forward only).
     kick: bool,
+    /// Forward: each call slot's call-received stamp, for the server's latency histograms
+    /// (empty when they are off, and for backward calls).
+    lat: ServerTimes,
 }
 
 impl Dispatcher {
@@ -233,7 +237,20 @@ impl Dispatcher {
             pending: VecDeque::with_capacity(slots),
             in_worker: 0,
             kick: false,
+            lat: ServerTimes::default(),
         }
+    }
+
+    /// Stamps the forward calls for the server's latency histograms with `lat`.
+    pub(crate) fn with_latency(mut self, lat: ServerTimes) -> Dispatcher {
+        self.lat = lat;
+        self
+    }
+
+    /// Records the latencies of the replies sent since the last round (forward; once a round).
+    #[inline]
+    pub(crate) fn flush_latency(&mut self, board: &mut NodeLatency) {
+        self.lat.flush(board);
     }
 
     /// Handlers running on a worker.
@@ -315,10 +332,17 @@ impl Dispatcher {
         self.finish(io, call, s.xid, s.reply, s.ddp, s.result);
     }
 
-    /// The Send of the reply from engine call slot `index` completed (forward): its buffers go
-    /// back and, when it succeeded, the reply is counted.
+    /// The Send of the reply from engine call slot `index` completed at `now` (forward): its
+    /// latency is measured, its buffers go back and, when it succeeded, the reply is counted.
     #[inline]
-    pub(crate) fn on_send_done(&mut self, index: u64, success: bool, stats: &ConnStatsWriter) {
+    pub(crate) fn on_send_done(
+        &mut self,
+        index: u64,
+        success: bool,
+        now: u64,
+        stats: &ConnStatsWriter,
+    ) {
+        self.lat.sent(index, now);
         if let Some(h) = self.held.get_mut(index as usize).and_then(Option::take) {
             if success {
                 stats.reply_out(h.bytes);
@@ -356,6 +380,8 @@ impl Dispatcher {
             .unwrap_or(&[]);
         if self.dir == Direction::Forward {
             io.stats.call_in(stream.len() as u64);
+            self.lat
+                .start(&mut io.env.latency, inc.call.slot, stream, io.env.now);
         }
         // Everything decided with shared borrows; the reply is sent afterwards.
         let decided = match route(site.programs, stream, inc.xid) {
@@ -493,10 +519,13 @@ impl Dispatcher {
         };
         match conn.send_reply(io.env.now, out.call, &spec, &mut io.drv.mem) {
             Ok(kind) => {
-                if self.dir == Direction::Backward {
-                    io.stats.back_reply(bytes, false);
-                    if !out.ok || matches!(kind, ReplyKind::ErrChunk | ReplyKind::CantReply) {
-                        io.stats.back_error();
+                match self.dir {
+                    Direction::Forward => io.stats.reply_kind(kind),
+                    Direction::Backward => {
+                        io.stats.back_reply(bytes, false);
+                        if !out.ok || matches!(kind, ReplyKind::ErrChunk | ReplyKind::CantReply) {
+                            io.stats.back_error();
+                        }
                     }
                 }
                 self.hold(io.env, out, bytes);

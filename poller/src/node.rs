@@ -81,6 +81,7 @@ pub(crate) struct NodeEnv<P: Provider> {
     /// This node's reactor thread (set once it has polled).
     pub thread: Arc<OnceLock<Thread>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
+    pub latency: crate::metrics::latency::NodeLatency,
 }
 
 impl<P: Provider> NodeEnv<P> {

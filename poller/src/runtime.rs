@@ -219,6 +219,7 @@ impl<P: Provider> Endpoint<P> {
                     gens: vec![0; cfg.max_conns_per_reactor],
                     thread: Arc::clone(&peers[i].thread),
                     qp_hook: Arc::clone(&inner.qp_hook),
+                    latency: Default::default(),
                 },
                 peers: Arc::clone(&peers),
                 slots: Slots::new(cfg.max_conns_per_reactor),
@@ -398,6 +399,7 @@ impl<P: Provider> Node<P> {
             total += n;
             let now = self.env.now;
             for wc in &self.wcs[..n] {
+                self.env.stats.wc_status(wc.status);
                 let Some(slot) = self.env.router.get(wc.qp_num) else {
                     self.env.stats.stray();
                     continue;
@@ -479,6 +481,7 @@ impl<P: Provider> Poller for Node<P> {
             let (used, over) = l.occupancy();
             self.env.stats.set_worker(used as u64, over as u64);
         }
+        self.env.latency.serve();
         self.env.stats.poll(work > 0);
         work
     }

@@ -294,7 +294,7 @@ impl ServerBack {
         let now = env.now;
         let mut sink = sink!(self, env, links, stats);
         self.calls
-            .start_ready(&mut sink, |r, sink| start_back(drv, now, r, sink))
+            .start_ready(&mut sink, |_, r, sink| start_back(drv, now, r, sink))
     }
 
     /// One round on a live connection: bindings, enabling, new calls, starts.

@@ -49,6 +49,8 @@ pub(crate) struct ServerShared {
     pub(crate) back: Arc<BackServer>,
     /// Connection shares per peer address (`max_conns_per_peer`).
     pub(crate) peers: Arc<PeerTable>,
+    pub(crate) latency: Option<Arc<crate::metrics::latency::ServerLatency>>,
+    pub(crate) metrics: std::sync::OnceLock<crate::metrics::MetricsServer>,
 }
 
 impl ServerShared {
@@ -131,9 +133,6 @@ pub(crate) struct ServerConn<P: Provider> {
     peer_slot: Option<PeerSlot>,
 }
 
-/// Source of connection ids (`CallTransport::conn_id`), unique within the process.
-static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// The engine configuration of a server connection with options `o` on this node's device.
 fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Config {
     let c = o.credits;
@@ -195,6 +194,7 @@ impl<P: Provider> ServerConn<P> {
             return Err(Some(req));
         };
         let (w, r) = conn_stats();
+        w.set_peer(req.peer_addr());
         let back = if o.backchannel_credits > 0 {
             match ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()) {
                 Ok(b) => Some(b),
@@ -272,17 +272,19 @@ impl<P: Provider> ServerConn<P> {
         // Relaxed: a count for monitoring.
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
+        let lat = env
+            .latency
+            .attach(shared.latency.as_ref(), env.index, nslots);
         Ok(ServerConn {
             shared,
             drv,
             _slab: slab,
-            dispatch: Dispatcher::new(Direction::Forward, nslots),
+            dispatch: Dispatcher::new(Direction::Forward, nslots).with_latency(lat),
             lost: false,
             stats: w,
             back,
             peer,
-            // Relaxed: a unique number is all that is needed (no data is published with it).
-            conn_id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
+            conn_id: r.id(),
             last_active: env.now,
             evicted: false,
             peer_slot: Some(peer_slot),
@@ -431,7 +433,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
         if id.kind() == conn::wr_kind::SEND {
             let ok = wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS;
-            self.dispatch.on_send_done(id.index(), ok, &self.stats);
+            self.dispatch.on_send_done(id.index(), ok, now, &self.stats);
         }
         self.drv.feed(now, wc);
     }
@@ -516,7 +518,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.send_invalidates(u64::from(p.invalidates));
+            self.stats.posted(&p);
             work += 1;
         }
         let kick = self.dispatch.kicked();
@@ -540,6 +542,8 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             u64::from(self.shared.opts.credits),
         );
         self.stats.queued(self.dispatch.waiting() as u64);
+        self.stats.recv_queue(self.drv.conn.as_ref());
+        self.dispatch.flush_latency(&mut env.latency);
         work
     }
 

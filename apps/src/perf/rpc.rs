@@ -390,6 +390,8 @@ pub struct RpcConfig {
     /// Check the data of every call and reply, not only the first of each size (slower;
     /// for tests).
     pub check_every_call: bool,
+    /// The server's metrics port (`ServerOptions::metrics_addr`; each size's server in turn).
+    pub metrics: Option<SocketAddr>,
 }
 
 impl RpcConfig {
@@ -417,6 +419,7 @@ impl RpcConfig {
             progress: false,
             timeout: Duration::from_secs(10),
             check_every_call: false,
+            metrics: None,
         }
     }
 

@@ -96,7 +96,7 @@ impl Rig {
     fn start(&mut self, ids: &[CallId]) -> usize {
         let mut k = 0;
         self.table
-            .start_ready(&mut self.sink, |_, _| match ids.get(k) {
+            .start_ready(&mut self.sink, |_, _, _| match ids.get(k) {
                 Some(&id) => {
                     k += 1;
                     Start::Started(id, 0)
@@ -264,13 +264,13 @@ fn accepts_resend_in_submission_order_with_send_counts() {
     let late = r.queue(4, u64::MAX);
     r.table.resend_held();
     let mut order = Vec::new();
-    r.table.start_ready(&mut r.sink, |rec, _| {
+    r.table.start_ready(&mut r.sink, |_, rec, _| {
         order.push((rec.proc_num, rec.sends));
         Start::Wait
     });
     assert_eq!(order, vec![(1, 1)]);
     let mut n = 0;
-    r.table.start_ready(&mut r.sink, |rec, _| {
+    r.table.start_ready(&mut r.sink, |_, rec, _| {
         order.push((rec.proc_num, rec.sends));
         n += 1;
         Start::Started(id(n, 2), 0)
@@ -292,7 +292,7 @@ fn accepts_start_failure_completing_and_skip_not_completing() {
     r.queue(1, u64::MAX);
     r.queue(2, u64::MAX);
     let mut k = 0;
-    let n = r.table.start_ready(&mut r.sink, |_, _| {
+    let n = r.table.start_ready(&mut r.sink, |_, _, _| {
         k += 1;
         if k == 1 {
             Start::Fail(ClientError::NotServed)

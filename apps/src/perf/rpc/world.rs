@@ -188,6 +188,7 @@ pub(super) fn start_server<P: Provider>(
             max_call: max_call.min(u64::from(u32::MAX)) as u32,
             mode: CallbackMode::Inline,
             listen_reactor: Some(reactor),
+            metrics_addr: cfg.metrics,
             ..ServerOptions::default()
         })
         .start(sep, addr)
