@@ -8,6 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackoffMode, CallbackMode, Client, Config, Endpoint, Program, ReactorSet, Reject, ReplyBuilder,
     Request, Server,
@@ -85,7 +86,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = client.args().ok_or("no buffer")?;
     args.put_u32(40)?;
     args.put_u32(2)?;
-    let reply = client.call_blocking(CALC, 1, ADD, args)?;
+    let reply = client.call_blocking(Proc::new(CALC, 1, ADD), args)?;
     println!("ADD(40, 2) = {:?}", reply.results());
 
     // Asynchronous calls: the callback runs on the reactor (inline mode) and must not block.
@@ -96,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.put_u32(i)?;
         let tx = tx.clone();
         client
-            .call(CALC, 1, ADD, args, move |r| {
+            .call(Proc::new(CALC, 1, ADD), args, move |r| {
                 let v = r.map(|rep| rep.results().to_vec());
                 let _ = tx.send((i, v));
             })

@@ -27,6 +27,32 @@ use rpcrdma_mempool::PoolBuf;
 use crate::ddp::{zero_above, BuildError, DdpItems, MAX_DDP};
 
 // ---------------------------------------------------------------------------------------------
+// Which procedure a call is for.
+
+/// The procedure a call is for: RFC 5531's program number, program version and procedure
+/// number (the call header's `prog`, `vers`, `proc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Proc {
+    /// Program number.
+    pub prog: u32,
+    /// Program version.
+    pub vers: u32,
+    /// Procedure number.
+    pub proc_num: u32,
+}
+
+impl Proc {
+    /// Procedure `proc_num` of version `vers` of program `prog`.
+    pub const fn new(prog: u32, vers: u32, proc_num: u32) -> Proc {
+        Proc {
+            prog,
+            vers,
+            proc_num,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // What the transport knows of a call.
 
 /// What the transport knows of a call: who sent it and how its chunks were shaped

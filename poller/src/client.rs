@@ -46,7 +46,7 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Device, Provider};
 use rpcrdma_mempool::PoolBuf;
 
-pub use crate::call::{CallArgs, Callback, ClientError, Refused, Reply};
+pub use crate::call::{CallArgs, Callback, ClientError, Proc, Refused, Reply};
 
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackchannelService, ClientBack};
@@ -204,29 +204,20 @@ impl Client {
     /// the client's mode; it must not block in inline mode). `Err` means the call was not
     /// accepted (ring full, client closed or failed) and `cb` will not run.
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn call<F>(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-        cb: F,
-    ) -> Result<(), Refused>
+    pub fn call<F>(&self, proc: Proc, args: CallArgs, cb: F) -> Result<(), Refused>
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.submit(prog, vers, proc_num, args, Callback::new(cb))
+        self.submit(proc, args, Callback::new(cb))
     }
 
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    fn submit(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-        cb: Callback,
-    ) -> Result<(), Refused> {
+    fn submit(&self, proc: Proc, args: CallArgs, cb: Callback) -> Result<(), Refused> {
+        let Proc {
+            prog,
+            vers,
+            proc_num,
+        } = proc;
         // Acquire: pairs with the Release store in `close`.
         let refused = if self.shared.closed.load(Ordering::Acquire) {
             Some(ClientError::Closed)
@@ -274,20 +265,12 @@ impl Client {
     /// Allocates (a rendezvous per call); never call it from an inline callback. It may be
     /// called from a worker (a completion callback, or a backchannel handler of this client):
     /// its outcome is handed over on the reactor, not through a worker.
-    pub fn call_blocking(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-    ) -> Result<Reply, ClientError> {
+    pub fn call_blocking(&self, proc: Proc, args: CallArgs) -> Result<Reply, ClientError> {
         // The outcome is handed over on the reactor: in worker mode this thread may be the
         // worker that would run the callback (e.g. a backchannel handler waiting for a forward
         // call).
         #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-        crate::call::blocking(args, |a, cb| {
-            self.submit(prog, vers, proc_num, a, cb.on_reactor())
-        })
+        crate::call::blocking(args, |a, cb| self.submit(proc, a, cb.on_reactor()))
     }
 
     /// Calls accepted and not completed yet.

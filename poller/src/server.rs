@@ -40,7 +40,7 @@ use rpcrdma_engine::verbs::{Device, Provider};
 
 use crate::admission::PeerTable;
 use crate::api_stats::{ConnSnapshot, ConnStats};
-use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
+use crate::call::{blocking, CallArgs, Callback, ClientError, Proc, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
 use crate::metrics::latency::{LatencyReader, ServerLatency};
@@ -312,9 +312,7 @@ impl Server {
     pub fn back_call<F>(
         &self,
         session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         cb: F,
     ) -> Result<(), Refused>
@@ -323,9 +321,7 @@ impl Server {
     {
         self.back_start(
             session,
-            prog,
-            vers,
-            proc_num,
+            proc,
             args,
             &BackCallOptions::default(),
             Callback::new(cb),
@@ -334,13 +330,11 @@ impl Server {
     }
 
     /// [`Server::back_call`] with options (XID, timeout).
-    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
+    #[allow(clippy::result_large_err)]
     pub fn back_call_with<F>(
         &self,
         session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         opts: BackCallOptions,
         cb: F,
@@ -348,16 +342,7 @@ impl Server {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.back_start(
-            session,
-            prog,
-            vers,
-            proc_num,
-            args,
-            &opts,
-            Callback::new(cb),
-            false,
-        )
+        self.back_start(session, proc, args, &opts, Callback::new(cb), false)
     }
 
     /// Sends a backward call to `session` and waits for its outcome (see
@@ -365,9 +350,7 @@ impl Server {
     pub fn back_call_blocking(
         &self,
         session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
     ) -> Result<Reply, ClientError> {
         let Some(st) = self.back_server().session(session) else {
@@ -378,7 +361,7 @@ impl Server {
         }
         let opts = BackCallOptions::default();
         blocking(args, |a, cb| {
-            self.back_start(session, prog, vers, proc_num, a, &opts, cb, true)
+            self.back_start(session, proc, a, &opts, cb, true)
         })
     }
 
@@ -407,16 +390,14 @@ impl Server {
     fn back_start(
         &self,
         session: u64,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         opts: &BackCallOptions,
         cb: Callback,
         inline_cb: bool,
     ) -> Result<(), Refused> {
         let bs = self.back_server();
-        let sub = bs.submission(prog, vers, proc_num, args, opts, cb, inline_cb);
+        let sub = bs.submission(proc, args, opts, cb, inline_cb);
         match bs.session(session) {
             Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
             None => Err(refuse(ClientError::SessionClosed, sub)),

@@ -26,7 +26,7 @@ use std::thread::Thread;
 use rpcrdma_engine::conn::CallError;
 
 use crate::api_stats::ConnStats;
-use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
+use crate::call::{blocking, CallArgs, Callback, ClientError, Proc, Refused, Reply};
 use crate::config::{CallbackMode, EndpointConfig, ServerOptions};
 use crate::memory::BufPool;
 use crate::mpsc::{MpscConsumer, MpscProducer};
@@ -185,12 +185,9 @@ impl BackServer {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn submission(
         &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         opts: &BackCallOptions,
         cb: Callback,
@@ -207,9 +204,9 @@ impl BackServer {
             None => Deadline::After(self.timeout_ns),
         };
         BackSubmit {
-            prog,
-            vers,
-            proc_num,
+            prog: proc.prog,
+            vers: proc.vers,
+            proc_num: proc.proc_num,
             args,
             cb,
             xid,
@@ -506,21 +503,12 @@ impl BackChannel {
     /// not run. Arguments travel inline: they must fit the inline threshold, and DDP items
     /// are sent inline too (receptacles are refused).
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn call<F>(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-        cb: F,
-    ) -> Result<(), Refused>
+    pub fn call<F>(&self, proc: Proc, args: CallArgs, cb: F) -> Result<(), Refused>
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
         self.start(
-            prog,
-            vers,
-            proc_num,
+            proc,
             args,
             &BackCallOptions::default(),
             Callback::new(cb),
@@ -532,9 +520,7 @@ impl BackChannel {
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
     pub fn call_with<F>(
         &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         opts: BackCallOptions,
         cb: F,
@@ -542,45 +528,33 @@ impl BackChannel {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.start(prog, vers, proc_num, args, &opts, Callback::new(cb), false)
+        self.start(proc, args, &opts, Callback::new(cb), false)
     }
 
     /// Sends a backward call and waits for its outcome (retrying while the ring is full). It
     /// allocates a rendezvous per call. It may be called from a handler that runs on a worker.
     /// On the connection's own reactor thread it returns [`ClientError::WouldBlock`].
-    pub fn call_blocking(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
-        args: CallArgs,
-    ) -> Result<Reply, ClientError> {
-        self.call_blocking_with(prog, vers, proc_num, args, BackCallOptions::default())
+    pub fn call_blocking(&self, proc: Proc, args: CallArgs) -> Result<Reply, ClientError> {
+        self.call_blocking_with(proc, args, BackCallOptions::default())
     }
 
     /// [`BackChannel::call_blocking`] with options (XID, timeout).
     pub fn call_blocking_with(
         &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         opts: BackCallOptions,
     ) -> Result<Reply, ClientError> {
         if self.inner.on_node_thread() {
             return Err(ClientError::WouldBlock);
         }
-        blocking(args, |a, cb| {
-            self.start(prog, vers, proc_num, a, &opts, cb, true)
-        })
+        blocking(args, |a, cb| self.start(proc, a, &opts, cb, true))
     }
 
     #[allow(clippy::too_many_arguments, clippy::result_large_err)]
     fn start(
         &self,
-        prog: u32,
-        vers: u32,
-        proc_num: u32,
+        proc: Proc,
         args: CallArgs,
         opts: &BackCallOptions,
         cb: Callback,
@@ -589,7 +563,7 @@ impl BackChannel {
         let sub = self
             .inner
             .server
-            .submission(prog, vers, proc_num, args, opts, cb, inline_cb);
+            .submission(proc, args, opts, cb, inline_cb);
         match self.inner.submit(sub) {
             Ok(()) => Ok(()),
             Err(SubmitError::Full(sub)) => Err(refuse(ClientError::Busy, sub)),

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use api_common::*;
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::verbs::soft::SoftFaults;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackCallOptions, BackchannelService, CallbackMode, Client, ClientError, ClientOptions, Program,
     ProtocolVersion, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
@@ -159,7 +160,7 @@ fn server_program(back: Arc<Tally>, refused: Arc<Mutex<Vec<ClientError>>>) -> Pr
                     xid: Some(req.xid),
                     ..BackCallOptions::default()
                 };
-                bc.call_with(CB_PROG, 1, CB_SUM, a, opts, move |r| {
+                bc.call_with(Proc::new(CB_PROG, 1, CB_SUM), a, opts, move |r| {
                     t.record(i as usize, &r, i + v)
                 })
                 .map_err(|_| Reject::SystemErr)?;
@@ -181,7 +182,7 @@ fn server_program(back: Arc<Tally>, refused: Arc<Mutex<Vec<ClientError>>>) -> Pr
                     xid: Some(req.xid),
                     ..BackCallOptions::default()
                 };
-                let r = bc.call_blocking_with(CB_PROG, 1, CB_SUM, a, opts);
+                let r = bc.call_blocking_with(Proc::new(CB_PROG, 1, CB_SUM), a, opts);
                 b2.record(i as usize, &r, i + v);
                 let rep = r.map_err(|_| Reject::SystemErr)?;
                 out.put(rep.results()).map_err(|_| Reject::SystemErr)
@@ -193,12 +194,12 @@ fn server_program(back: Arc<Tally>, refused: Arc<Mutex<Vec<ClientError>>>) -> Pr
                 let bc = req.backchannel().ok_or(Reject::SystemErr)?;
                 let a = bc.args().ok_or(Reject::SystemErr)?;
                 let would_block = matches!(
-                    bc.call_blocking(CB_PROG, 1, 0, a),
+                    bc.call_blocking(Proc::new(CB_PROG, 1, 0), a),
                     Err(ClientError::WouldBlock)
                 );
                 let a = bc.args().ok_or(Reject::SystemErr)?;
                 let r2 = Arc::clone(&refused);
-                bc.call(CB_PROG, 1, 0, a, move |r| {
+                bc.call(Proc::new(CB_PROG, 1, 0), a, move |r| {
                     r2.lock()
                         .unwrap()
                         .push(r.err().unwrap_or(ClientError::Dropped))
@@ -224,7 +225,7 @@ fn bind(c: &Client, session: u64, serves: bool) -> Result<Reply, ClientError> {
     a.put_u32((session >> 32) as u32).unwrap();
     a.put_u32(session as u32).unwrap();
     a.put_u32(u32::from(serves)).unwrap();
-    c.call_blocking(PROG, 2, SESSION, a)
+    c.call_blocking(Proc::new(PROG, 2, SESSION), a)
 }
 
 fn sum_args(args: Option<rpcrdma_poller::CallArgs>, i: u32, v: u32) -> rpcrdma_poller::CallArgs {
@@ -245,7 +246,7 @@ fn back_fire(server: &Server, session: u64, range: std::ops::Range<usize>, tally
         };
         loop {
             let t = Arc::clone(tally);
-            match server.back_call(session, CB_PROG, 1, CB_SUM, args, move |r| {
+            match server.back_call(session, Proc::new(CB_PROG, 1, CB_SUM), args, move |r| {
                 t.record(i, &r, i as u32 + 3)
             }) {
                 Ok(()) => break,
@@ -277,7 +278,7 @@ fn forward_fire(
             };
             loop {
                 let t = Arc::clone(tally);
-                match c.call(PROG, 2, proc_of(j), args, move |r| {
+                match c.call(Proc::new(PROG, 2, proc_of(j)), args, move |r| {
                     t.record(i, &r, i as u32 + 5)
                 }) {
                     Ok(()) => break,
@@ -450,7 +451,11 @@ fn accepts_backward_credits_granted_by_the_client() {
     bind(&c, 7, true).expect("bind");
     // One call first: the grant arrives with its reply (one credit before that).
     let r = server
-        .back_call_blocking(7, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 1, 2))
+        .back_call_blocking(
+            7,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            sum_args(server.back_args(), 1, 2),
+        )
         .expect("first backward call");
     assert_eq!(r.results(), 3u32.to_be_bytes());
     log.server_done.fetch_add(1, Ordering::SeqCst);
@@ -465,9 +470,7 @@ fn accepts_backward_credits_granted_by_the_client() {
         server
             .back_call(
                 7,
-                CB_PROG,
-                1,
-                CB_SUM,
+                Proc::new(CB_PROG, 1, CB_SUM),
                 sum_args(server.back_args(), i as u32, 3),
                 move |r| {
                     l.server_done.fetch_add(1, Ordering::SeqCst);
@@ -525,14 +528,18 @@ fn rejects_backward_calls_to_a_client_that_did_not_enable_them() {
     bind(&serving, 2, false).expect("bind serving");
     for s in [1u64, 2] {
         let e = server
-            .back_call_blocking(s, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 1, 1))
+            .back_call_blocking(
+                s,
+                Proc::new(CB_PROG, 1, CB_SUM),
+                sum_args(server.back_args(), 1, 1),
+            )
             .unwrap_err();
         assert_eq!(e, ClientError::NotServed, "session {s}");
     }
     // From a handler: a blocking call on the reactor is refused; a call before `enable` is
     // refused too.
     let r = plain
-        .call_blocking(PROG, 2, TRY_BACK, plain.args().unwrap())
+        .call_blocking(Proc::new(PROG, 2, TRY_BACK), plain.args().unwrap())
         .expect("try_back");
     assert_eq!(
         r.results(),
@@ -545,9 +552,12 @@ fn rejects_backward_calls_to_a_client_that_did_not_enable_them() {
     assert_eq!(*refused.lock().unwrap(), vec![ClientError::NotServed]);
     // An unknown session is refused at once, with the arguments back.
     let e = server
-        .back_call(99, CB_PROG, 1, CB_SUM, server.back_args().unwrap(), |_| {
-            panic!("must not run")
-        })
+        .back_call(
+            99,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            server.back_args().unwrap(),
+            |_| panic!("must not run"),
+        )
         .unwrap_err();
     assert_eq!(e.error, ClientError::SessionClosed);
     // Nothing was sent; each refusal was counted.
@@ -560,7 +570,11 @@ fn rejects_backward_calls_to_a_client_that_did_not_enable_them() {
     // Once the client says it serves the backchannel, the same session works.
     bind(&serving, 2, true).expect("rebind serving");
     let r = server
-        .back_call_blocking(2, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 4, 5))
+        .back_call_blocking(
+            2,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            sum_args(server.back_args(), 4, 5),
+        )
         .expect("after enable");
     assert_eq!(r.results(), 9u32.to_be_bytes());
     w.stop();
@@ -609,7 +623,11 @@ fn accepts_backchannel_dispatch_like_the_server() {
     assert!(c.wait_connected(Duration::from_secs(5)));
     bind(&c, 5, true).expect("bind");
     let call = |prog: u32, vers: u32, p: u32| {
-        server.back_call_blocking(5, prog, vers, p, sum_args(server.back_args(), 20, 22))
+        server.back_call_blocking(
+            5,
+            Proc::new(prog, vers, p),
+            sum_args(server.back_args(), 20, 22),
+        )
     };
     assert_eq!(
         call(CB_PROG, 2, CB_SUM).unwrap().results(),
@@ -638,7 +656,7 @@ fn accepts_backchannel_dispatch_like_the_server() {
     a.receptacle(server.back_args().unwrap().into_buf())
         .unwrap();
     let e = server
-        .back_call_blocking(5, CB_PROG, 1, CB_SUM, a)
+        .back_call_blocking(5, Proc::new(CB_PROG, 1, CB_SUM), a)
         .unwrap_err();
     assert!(matches!(e, ClientError::BadCall(_)), "{e:?}");
     // Client counters: 6 calls ran or were answered with an RPC error.
@@ -712,7 +730,7 @@ fn drop_mid_backward_traffic(mode: CallbackMode, workers: usize) {
                         a.put_u32(s as u32).unwrap();
                         a.put_u32(1).unwrap();
                         let f = Arc::clone(&failures);
-                        c.call(PROG, 2, SESSION, a, move |r| {
+                        c.call(Proc::new(PROG, 2, SESSION), a, move |r| {
                             if r.is_err() {
                                 f.fetch_add(1, Ordering::SeqCst);
                             }
@@ -889,9 +907,7 @@ fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
     server
         .back_call_with(
             1,
-            CB_PROG,
-            1,
-            CB_SUM,
+            Proc::new(CB_PROG, 1, CB_SUM),
             sum_args(server.back_args(), 1, 1),
             short,
             move |r| *s2.lock().unwrap() = Some(r),
@@ -905,7 +921,11 @@ fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
     );
     log.gate.set(true);
     let r = server
-        .back_call_blocking(1, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 2, 3))
+        .back_call_blocking(
+            1,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            sum_args(server.back_args(), 2, 3),
+        )
         .expect("after the timeout");
     assert_eq!(r.results(), 5u32.to_be_bytes());
     // 2. Parked for a session whose client never comes back: times out.
@@ -931,9 +951,7 @@ fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
     server
         .back_call_with(
             2,
-            CB_PROG,
-            1,
-            CB_SUM,
+            Proc::new(CB_PROG, 1, CB_SUM),
             sum_args(server.back_args(), 1, 1),
             short,
             move |r| *s2.lock().unwrap() = Some(r),
@@ -949,9 +967,7 @@ fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
     server
         .back_call_with(
             2,
-            CB_PROG,
-            1,
-            CB_SUM,
+            Proc::new(CB_PROG, 1, CB_SUM),
             sum_args(server.back_args(), 1, 1),
             never,
             move |r| *s2.lock().unwrap() = Some(r),
@@ -961,9 +977,12 @@ fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
     assert_eq!(outcome(&slot).unwrap_err(), ClientError::SessionClosed);
     assert!(!server.close_session(2));
     let e = server
-        .back_call(2, CB_PROG, 1, CB_SUM, server.back_args().unwrap(), |_| {
-            panic!("must not run")
-        })
+        .back_call(
+            2,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            server.back_args().unwrap(),
+            |_| panic!("must not run"),
+        )
         .unwrap_err();
     assert_eq!(e.error, ClientError::SessionClosed);
     // The lingering connection left once its session closed.
@@ -1005,9 +1024,7 @@ fn drop_with_calls_on_the_wire(
     let r = server
         .back_call_blocking(
             session,
-            CB_PROG,
-            1,
-            CB_SUM,
+            Proc::new(CB_PROG, 1, CB_SUM),
             sum_args(server.back_args(), 1, 2),
         )
         .expect("first backward call");
@@ -1023,9 +1040,7 @@ fn drop_with_calls_on_the_wire(
         server
             .back_call_with(
                 session,
-                CB_PROG,
-                1,
-                CB_SUM,
+                Proc::new(CB_PROG, 1, CB_SUM),
                 sum_args(server.back_args(), i as u32, 3),
                 never,
                 move |r| t.record(i, &r, i as u32 + 3),
@@ -1105,7 +1120,11 @@ fn accepts_session_rebind_within_grace() {
     let t = server.totals();
     assert_eq!(t.sessions_expired, 0, "{t:?}");
     let r = server
-        .back_call_blocking(9, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 4, 5))
+        .back_call_blocking(
+            9,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            sum_args(server.back_args(), 4, 5),
+        )
         .expect("the session lives on");
     assert_eq!(r.results(), 9u32.to_be_bytes());
     assert_eq!(server_slots(&w), 1);
@@ -1158,9 +1177,12 @@ fn rejects_session_after_grace_expiry() {
     assert_eq!(t.back_errors, n as u64, "{t:?}");
     assert!(server.session_backchannel(11).is_none());
     let e = server
-        .back_call(11, CB_PROG, 1, CB_SUM, server.back_args().unwrap(), |_| {
-            panic!("must not run")
-        })
+        .back_call(
+            11,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            server.back_args().unwrap(),
+            |_| panic!("must not run"),
+        )
         .unwrap_err();
     assert_eq!(e.error, ClientError::SessionClosed);
     assert!(!server.close_session(11), "the expiry closed it already");
@@ -1176,7 +1198,11 @@ fn rejects_session_after_grace_expiry() {
     assert!(fresh.wait_connected(Duration::from_secs(5)));
     bind(&fresh, 11, true).expect("bind a fresh session");
     let r = server
-        .back_call_blocking(11, CB_PROG, 1, CB_SUM, sum_args(server.back_args(), 20, 22))
+        .back_call_blocking(
+            11,
+            Proc::new(CB_PROG, 1, CB_SUM),
+            sum_args(server.back_args(), 20, 22),
+        )
         .expect("fresh session");
     assert_eq!(r.results(), 42u32.to_be_bytes());
     let t = server.totals();
@@ -1221,7 +1247,7 @@ fn accepts_forward_call_from_a_backward_handler_in_worker_mode() {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let r = c
-                    .call_blocking(PROG, 2, SUM, a)
+                    .call_blocking(Proc::new(PROG, 2, SUM), a)
                     .map(|rep| be32(rep.results(), 0).unwrap_or(u32::MAX))
                     .map_err(|e| format!("{e:?}"));
                 let _ = tx.send(r);
@@ -1252,7 +1278,7 @@ fn accepts_forward_call_from_a_backward_handler_in_worker_mode() {
         a.put_u32(i).unwrap();
         a.put_u32(40).unwrap();
         // (The server's backward calls time out after 30 s by default.)
-        let r = server.back_call_blocking(11, CB_PROG, 1, CB_SUM, a);
+        let r = server.back_call_blocking(11, Proc::new(CB_PROG, 1, CB_SUM), a);
         let inner = inner.lock().unwrap().clone();
         let r = r.unwrap_or_else(|e| panic!("backward call {i}: {e:?}; handlers: {inner:?}"));
         assert_eq!(r.results(), (i + 40).to_be_bytes(), "{inner:?}");

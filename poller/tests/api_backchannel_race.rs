@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use api_common::*;
 use rpcrdma_engine::verbs::soft::SoftFaults;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackCallOptions, BackChannel, BackchannelService, CallbackMode, Client, ClientError,
     ClientOptions, Program, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
@@ -118,7 +119,7 @@ fn forward(c: &Client, proc_num: u32, words: &[u32]) -> Result<Reply, ClientErro
     for &w in words {
         a.put_u32(w).unwrap();
     }
-    c.call_blocking(PROG, 2, proc_num, a)
+    c.call_blocking(Proc::new(PROG, 2, proc_num), a)
 }
 
 fn bind(c: &Client, session: u64) {
@@ -197,7 +198,11 @@ impl Rig {
     fn with_reactor_held(&self, f: impl FnOnce()) {
         self.gate.set(false);
         self.blocker
-            .call(PROG, 2, BLOCK, self.blocker.args().expect("buffer"), |_| {})
+            .call(
+                Proc::new(PROG, 2, BLOCK),
+                self.blocker.args().expect("buffer"),
+                |_| {},
+            )
             .expect("block");
         wait_for("the reactor to be held", 10, || {
             self.gate.waiting.load(Ordering::SeqCst) > 0
@@ -218,7 +223,7 @@ impl Rig {
             a.put_u32(3).unwrap();
             let t = Arc::clone(tally);
             self.server
-                .back_call_with(session, CB_PROG, 1, CB_SUM, a, never, move |r| {
+                .back_call_with(session, Proc::new(CB_PROG, 1, CB_SUM), a, never, move |r| {
                     t.record(i, &r, i as u32 + 3)
                 })
                 .expect("back_call");

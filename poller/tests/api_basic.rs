@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use api_common::*;
 use rpcrdma_engine::rpc::AcceptStat;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{CallbackMode, Client, ClientError, ClientOptions, Server};
 
 #[test]
@@ -20,12 +21,14 @@ fn accepts_null_and_echo_inline() {
     let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
     assert!(client.wait_connected(Duration::from_secs(5)), "connect");
     let r = client
-        .call_blocking(PROG, 2, 0, client.args().unwrap())
+        .call_blocking(Proc::new(PROG, 2, 0), client.args().unwrap())
         .expect("NULL");
     assert!(r.results().is_empty());
     let mut a = client.args().unwrap();
     a.put_opaque(b"hello, rdma").unwrap();
-    let r = client.call_blocking(PROG, 3, ECHO, a).expect("echo");
+    let r = client
+        .call_blocking(Proc::new(PROG, 3, ECHO), a)
+        .expect("echo");
     assert_eq!(&r.results()[..4], &11u32.to_be_bytes());
     assert_eq!(&r.results()[4..15], b"hello, rdma");
     w.stop();
@@ -39,23 +42,25 @@ fn rejects_unknown_program_version_procedure() {
         .start(&w.server_ep, w.addr)
         .expect("server");
     let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
-    let e = client.call_blocking(PROG + 1, 2, 1, client.args().unwrap());
+    let e = client.call_blocking(Proc::new(PROG + 1, 2, 1), client.args().unwrap());
     assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::ProgUnavail));
-    let e = client.call_blocking(PROG, 7, 1, client.args().unwrap());
+    let e = client.call_blocking(Proc::new(PROG, 7, 1), client.args().unwrap());
     assert_eq!(
         e.unwrap_err(),
         ClientError::Rpc(AcceptStat::ProgMismatch { low: 2, high: 3 })
     );
-    let e = client.call_blocking(PROG, 2, 99, client.args().unwrap());
+    let e = client.call_blocking(Proc::new(PROG, 2, 99), client.args().unwrap());
     assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::ProcUnavail));
     let mut a = client.args().unwrap();
     a.put(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
     // ECHO with a length beyond the arguments.
     let mut bad = client.args().unwrap();
     bad.put_u32(1000).unwrap();
-    let e = client.call_blocking(PROG, 2, ECHO, bad);
+    let e = client.call_blocking(Proc::new(PROG, 2, ECHO), bad);
     assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::GarbageArgs));
-    let r = client.call_blocking(PROG, 2, SUM, a).expect("sum");
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, SUM), a)
+        .expect("sum");
     assert_eq!(
         r.results(),
         &(0x0102_0304u32.wrapping_add(0x0506_0708)).to_be_bytes()
@@ -76,12 +81,12 @@ fn rejects_calls_when_reconnects_are_exhausted() {
     let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
     let mut a = client.args().unwrap();
     a.put_u32(1).unwrap();
-    let e = client.call_blocking(PROG, 2, SUM, a);
+    let e = client.call_blocking(Proc::new(PROG, 2, SUM), a);
     assert_eq!(e.unwrap_err(), ClientError::ReconnectFailed);
     assert!(!client.wait_connected(Duration::from_millis(10)));
     assert_eq!(client.stats().snapshot().reconnects, 3);
     let e = client
-        .call(PROG, 2, 0, client.args().unwrap(), |_| {})
+        .call(Proc::new(PROG, 2, 0), client.args().unwrap(), |_| {})
         .unwrap_err();
     assert_eq!(e.error, ClientError::ReconnectFailed);
     w.stop();

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api_common::*;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallbackMode, Client, ClientError, ClientOptions, Config, ConfigError, Endpoint, Program,
     Reject, ReplyBuilder, Request, Server, ServerOptions,
@@ -129,9 +130,11 @@ fn accepts_stats_readable_at_run_time() {
     for i in 0..50u32 {
         let mut a = client.args().unwrap();
         a.put_u32(i).unwrap();
-        client.call_blocking(PROG, 2, SUM, a).expect("sum");
+        client
+            .call_blocking(Proc::new(PROG, 2, SUM), a)
+            .expect("sum");
     }
-    let _ = client.call_blocking(PROG, 9, SUM, client.args().unwrap());
+    let _ = client.call_blocking(Proc::new(PROG, 9, SUM), client.args().unwrap());
     let s = client.stats().snapshot();
     assert_eq!(s.calls, 51);
     assert_eq!(s.replies, 51);
@@ -212,7 +215,9 @@ fn accepts_backpressure_of_full_worker_ring_without_loss_or_reorder() {
     // A first reply grants the full credits (one call until then).
     let mut a = client.args().unwrap();
     a.put_u32(1000).unwrap();
-    client.call_blocking(PROG, 2, SUM, a).expect("first call");
+    client
+        .call_blocking(Proc::new(PROG, 2, SUM), a)
+        .expect("first call");
     let done = Arc::new(AtomicU64::new(0));
     let got = Arc::new(Mutex::new(Vec::new()));
     for i in 0..40u32 {
@@ -220,7 +225,7 @@ fn accepts_backpressure_of_full_worker_ring_without_loss_or_reorder() {
         a.put_u32(i).unwrap();
         let (d, g) = (Arc::clone(&done), Arc::clone(&got));
         client
-            .call(PROG, 2, SUM, a, move |r| {
+            .call(Proc::new(PROG, 2, SUM), a, move |r| {
                 g.lock().unwrap().push(r.map(|r| r.results().to_vec()));
                 d.fetch_add(1, Ordering::SeqCst);
             })
@@ -300,7 +305,7 @@ fn rejects_unanswered_call_after_timeout() {
     )
     .unwrap();
     let t = Instant::now();
-    let e = client.call_blocking(PROG, 2, SUM, client.args().unwrap());
+    let e = client.call_blocking(Proc::new(PROG, 2, SUM), client.args().unwrap());
     assert_eq!(e.unwrap_err(), ClientError::TimedOut);
     assert!(t.elapsed() >= Duration::from_millis(30));
     release.store(1, Ordering::SeqCst);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use api_common::*;
 use rpcrdma_engine::verbs::soft::SoftFaults;
 use rpcrdma_engine::verbs::WcStatus;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{Client, ClientError, ClientOptions, ClientState, Server};
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
@@ -38,7 +39,7 @@ fn rejects_counting_failed_connect_attempts_as_losses() {
     let client = Client::connect(&w.client_ep, w.addr, opts).expect("client");
     let mut a = client.args().unwrap();
     a.put_u32(1).unwrap();
-    let e = client.call_blocking(PROG, 2, SUM, a);
+    let e = client.call_blocking(Proc::new(PROG, 2, SUM), a);
     assert_eq!(e.unwrap_err(), ClientError::ReconnectFailed);
     let s = client.stats().snapshot();
     assert_eq!(s.connection_losses, 0, "{s:?}");
@@ -72,7 +73,9 @@ fn accepts_one_loss_for_one_lost_connection_whose_reconnects_fail() {
     let mut a = client.args().unwrap();
     a.put_u32(1).unwrap();
     a.put_u32(2).unwrap();
-    client.call_blocking(PROG, 2, SUM, a).expect("sum");
+    client
+        .call_blocking(Proc::new(PROG, 2, SUM), a)
+        .expect("sum");
     server.stop_listening();
     let qp = faults.lock().unwrap().last().cloned().expect("client QP");
     qp.drop_connection();
@@ -111,14 +114,16 @@ fn rejects_counting_a_reply_whose_send_failed() {
     let mut a = client.args().unwrap();
     a.put_u32(1).unwrap();
     a.put_u32(2).unwrap();
-    client.call_blocking(PROG, 2, SUM, a).expect("sum");
+    client
+        .call_blocking(Proc::new(PROG, 2, SUM), a)
+        .expect("sum");
     wait_until("the first reply counted", || server.totals().replies == 1);
     let qp = faults.lock().unwrap().last().cloned().expect("server QP");
     qp.fail_nth_send(1, WcStatus::LOC_PROT_ERR);
     let mut a = client.args().unwrap();
     a.put_u32(3).unwrap();
     a.put_u32(4).unwrap();
-    assert!(client.call_blocking(PROG, 2, SUM, a).is_err());
+    assert!(client.call_blocking(Proc::new(PROG, 2, SUM), a).is_err());
     wait_until("the server to lose the connection", || {
         server.totals().connection_losses == 1
     });
@@ -147,7 +152,9 @@ fn accepts_connection_churn_with_bounded_connection_stats_and_exact_totals() {
         let mut a = client.args().unwrap();
         a.put_u32(1).unwrap();
         a.put_u32(2).unwrap();
-        client.call_blocking(PROG, 2, SUM, a).expect("sum");
+        client
+            .call_blocking(Proc::new(PROG, 2, SUM), a)
+            .expect("sum");
         client.close();
         wait_until("the server to drop the connection", || {
             server.totals().connection_losses == i + 1
@@ -156,7 +163,7 @@ fn accepts_connection_churn_with_bounded_connection_stats_and_exact_totals() {
     let live = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
     let mut a = live.args().unwrap();
     a.put_u32(3).unwrap();
-    live.call_blocking(PROG, 2, SUM, a).expect("sum");
+    live.call_blocking(Proc::new(PROG, 2, SUM), a).expect("sum");
     wait_until("the closed connections to be retired", || {
         server.connection_stats().len() == CLOSED_KEPT + 1
     });

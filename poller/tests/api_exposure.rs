@@ -25,6 +25,7 @@ use rpcrdma_engine::verbs::{
     Access, CmEventKind, CompletionQueue, ConnRequest, Device, Listener, Provider, QpInit,
     QpOptions, QueuePair, RecvWr, SendFlags, SendOp, SendWr, WcStatus,
 };
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     Client, ClientError, ClientOptions, EndpointConfig, PersistentStags, ReactorSet, Server,
 };
@@ -275,7 +276,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 fn echo(c: &Client, data: &[u8]) -> Result<Vec<u8>, ClientError> {
     let mut a = c.args().expect("args");
     a.put_opaque(data).expect("put");
-    let r = c.call_blocking(PROG, 2, ECHO, a)?;
+    let r = c.call_blocking(Proc::new(PROG, 2, ECHO), a)?;
     Ok(r.results().to_vec())
 }
 
@@ -469,7 +470,8 @@ impl ClientWorld {
         let cb = Client::connect(&self.cep, b.addr, ClientOptions::default()).expect("to B");
         let mut a = cb.args().expect("args");
         a.put_opaque(&pattern(b"call to B ", 3000)).expect("put");
-        cb.call(PROG, 2, ECHO, a, |_| {}).expect("call to B");
+        cb.call(Proc::new(PROG, 2, ECHO), a, |_| {})
+            .expect("call to B");
         let (raw, msg) = b.accept_first_message();
         let chunks = parse_chunks(&msg);
         assert!(chunks.reads.len() >= 2, "a long call: {chunks:?}");

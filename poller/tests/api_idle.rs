@@ -13,6 +13,7 @@ use rpcrdma_engine::proto::private_data::PrivateData as Rfc8797;
 use rpcrdma_engine::proto::reject;
 use rpcrdma_engine::verbs::soft::{SoftCq, SoftDevice, SoftPd, SoftQp};
 use rpcrdma_engine::verbs::{CmEvent, CmEventKind, Device, QpInit, QpOptions, QueuePair};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallbackMode, Client, ClientError, ClientOptions, NodeSnapshot, Program, RejectReason, Reply,
     Server, ServerOptions,
@@ -86,7 +87,7 @@ fn sum_call(c: &Client, a: u32, b: u32) -> Result<u32, ClientError> {
     let mut args = c.args().expect("args");
     args.put_u32(a).unwrap();
     args.put_u32(b).unwrap();
-    let r = c.call_blocking(PROG, 2, SUM, args)?;
+    let r = c.call_blocking(Proc::new(PROG, 2, SUM), args)?;
     let v = r.results();
     Ok(u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
 }
@@ -390,7 +391,7 @@ fn accepts_idle_timeout_closing_an_idle_connection_but_not_a_busy_one() {
     let c = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("client");
     let (tx, rx) = std::sync::mpsc::channel::<Result<Reply, ClientError>>();
     let args = c.args().expect("args");
-    c.call(SLOW, 1, 1, args, move |r| {
+    c.call(Proc::new(SLOW, 1, 1), args, move |r| {
         let _ = tx.send(r);
     })
     .expect("call");

@@ -19,6 +19,7 @@ use api_common::counting::{allocs, Counting};
 use api_common::*;
 use rpcrdma_poller::metrics::parse::{parse, Family};
 use rpcrdma_poller::metrics::prometheus::Kind;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallbackMode, Client, ClientOptions, Metrics, ProtocolVersion, Server, ServerOptions,
 };
@@ -230,18 +231,24 @@ fn accepts_chunk_window_and_error_counters() {
     a.put_u32(9000).unwrap();
     a.put_u32(0x5a).unwrap();
     a.receptacle(client.buffer().unwrap()).unwrap();
-    client.call_blocking(PROG, 2, FILL, a).expect("fill");
+    client
+        .call_blocking(Proc::new(PROG, 2, FILL), a)
+        .expect("fill");
     // LEN with a DDP item: a Read chunk.
     let mut a = client.args().unwrap();
     a.put_u32(12000).unwrap();
     a.ddp(client.buffer().unwrap(), 12000).unwrap();
-    client.call_blocking(PROG, 3, LEN, a).expect("len");
+    client
+        .call_blocking(Proc::new(PROG, 3, LEN), a)
+        .expect("len");
     // A long call (Position-Zero Read chunk) whose long reply comes through the Reply chunk,
     // with a reply hint too small: RDMA2_ERR_CANT_REPLY, then the retry.
     let mut a = client.args().unwrap();
     a.put_opaque(&[7u8; 10_000]).unwrap();
     a.expect_reply(64);
-    client.call_blocking(PROG, 2, ECHO, a).expect("long echo");
+    client
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("long echo");
     let name = w.addr.to_string();
     let l = [("name", name.as_str())];
     let f = eventually(port, "every reply sent", |f| {

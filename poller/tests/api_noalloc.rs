@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use api_common::counting::{allocs, Counting};
 use api_common::*;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackChannel, BackchannelService, CallbackMode, Client, ClientOptions, Program, ProtocolVersion,
     Reject, ReplyBuilder, Request, Server, ServerOptions,
@@ -41,14 +42,18 @@ fn run_v2(client: &Client, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &Arc
             a.put_u32(1).unwrap();
             a.expect_reply(64);
             return client
-                .call(PROG, 2, SUM, a, expect_sum(done, bad, i as u32 + 1))
+                .call(
+                    Proc::new(PROG, 2, SUM),
+                    a,
+                    expect_sum(done, bad, i as u32 + 1),
+                )
                 .is_ok();
         }
         a.put_opaque(&payload).unwrap();
         a.expect_reply(64);
         let (d, b) = (Arc::clone(done), Arc::clone(bad));
         client
-            .call(PROG, 2, ECHO, a, move |r| {
+            .call(Proc::new(PROG, 2, ECHO), a, move |r| {
                 let ok = matches!(r, Ok(rep) if rep.results().get(..4) == Some(&5000u32.to_be_bytes()[..])
                     && rep.results().len() == 4 + 5000
                     && rep.results()[4..].iter().all(|&x| x == 0x6b));
@@ -175,8 +180,12 @@ fn run_back(bc: &BackChannel, n: u64, window: u64, done: &Arc<AtomicU64>, bad: &
         };
         a.put_u32(i as u32).unwrap();
         a.put_u32(2).unwrap();
-        bc.call(CB_PROG, 1, SUM, a, expect_sum(done, bad, i as u32 + 2))
-            .is_ok()
+        bc.call(
+            Proc::new(CB_PROG, 1, SUM),
+            a,
+            expect_sum(done, bad, i as u32 + 2),
+        )
+        .is_ok()
     });
 }
 
@@ -219,7 +228,7 @@ fn accepts_zero_allocations_per_backward_call_inline() {
     .expect("client");
     assert!(client.wait_connected(Duration::from_secs(5)));
     client
-        .call_blocking(PROG, 2, SESSION, client.args().unwrap())
+        .call_blocking(Proc::new(PROG, 2, SESSION), client.args().unwrap())
         .expect("session");
     let bc = server.session_backchannel(1).expect("bound");
     let done = Arc::new(AtomicU64::new(0));

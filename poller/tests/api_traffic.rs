@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use api_common::*;
 use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFaults};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallbackMode, Client, ClientError, ClientOptions, EndpointConfig, PersistentStags, Reply,
     Server, ServerOptions,
@@ -33,7 +34,9 @@ fn fire(clients: &[Client], per: usize, tally: &Arc<Tally>) {
             let mut args = a;
             loop {
                 let t2 = Arc::clone(&t);
-                match c.call(PROG, 2, SUM, args, move |r| t2.record(i, &r, i as u32 + 7)) {
+                match c.call(Proc::new(PROG, 2, SUM), args, move |r| {
+                    t2.record(i, &r, i as u32 + 7)
+                }) {
                     Ok(()) => break,
                     Err(r) => {
                         assert_eq!(r.error, ClientError::Busy);
@@ -122,7 +125,9 @@ fn ddp_round(client: &Client) {
     a.put_u32(0x5a).unwrap();
     let rec = client.buffer().unwrap();
     a.receptacle(rec).unwrap();
-    let mut r = client.call_blocking(PROG, 2, FILL, a).expect("fill");
+    let mut r = client
+        .call_blocking(Proc::new(PROG, 2, FILL), a)
+        .expect("fill");
     assert_eq!(&r.results()[..4], &9000u32.to_be_bytes());
     // After the length word, the trailer (the item travelled in the Write chunk).
     assert_eq!(&r.results()[4..8], &0xfeed_f00du32.to_be_bytes());
@@ -141,7 +146,9 @@ fn ddp_round(client: &Client) {
     let mut a = client.args().unwrap();
     a.put_u32(12000).unwrap();
     a.ddp(payload, 12000).unwrap();
-    let r = client.call_blocking(PROG, 3, LEN, a).expect("len");
+    let r = client
+        .call_blocking(Proc::new(PROG, 3, LEN), a)
+        .expect("len");
     assert_eq!(&r.results()[..4], &12000u32.to_be_bytes());
     assert_eq!(&r.results()[4..8], &want.to_be_bytes());
     // A call larger than the inline threshold without DDP items (a long call: Position
@@ -149,14 +156,18 @@ fn ddp_round(client: &Client) {
     let big: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
     let mut a = client.args().unwrap();
     a.put_opaque(&big).unwrap();
-    let r = client.call_blocking(PROG, 2, ECHO, a).expect("long echo");
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("long echo");
     assert_eq!(&r.results()[..4], &10_000u32.to_be_bytes());
     assert_eq!(&r.results()[4..10_004], &big[..]);
     // FILL without a receptacle: the item comes back inline (or in the Reply chunk).
     let mut a = client.args().unwrap();
     a.put_u32(5000).unwrap();
     a.put_u32(0x11).unwrap();
-    let r = client.call_blocking(PROG, 2, FILL, a).expect("fill inline");
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, FILL), a)
+        .expect("fill inline");
     assert_eq!(&r.results()[..4], &5000u32.to_be_bytes());
     assert!(r.results()[4..5004].iter().all(|&b| b == 0x11));
 }
@@ -380,7 +391,9 @@ fn accepts_graceful_shutdown_losing_nothing() {
     tally.exactly_once();
     assert_eq!(tally.ok.load(Ordering::Relaxed), n as u64);
     for c in &clients {
-        assert!(c.call(PROG, 2, 0, c.args().unwrap(), |_| {}).is_err());
+        assert!(c
+            .call(Proc::new(PROG, 2, 0), c.args().unwrap(), |_| {})
+            .is_err());
     }
 }
 
@@ -395,7 +408,9 @@ fn rejects_calls_after_close_and_completes_pending() {
     let tally = Tally::new(100);
     fire(std::slice::from_ref(&c), 100, &tally);
     c.close();
-    let e = c.call(PROG, 2, 0, c.args().unwrap(), |_| {}).unwrap_err();
+    let e = c
+        .call(Proc::new(PROG, 2, 0), c.args().unwrap(), |_| {})
+        .unwrap_err();
     assert_eq!(e.error, ClientError::Closed);
     tally.wait(100, 10, "calls");
     tally.exactly_once();
@@ -443,7 +458,9 @@ fn accepts_connection_loss_releasing_windows_before_qp() {
     let outcome: Arc<Mutex<Option<Result<Reply, ClientError>>>> = Arc::new(Mutex::new(None));
     let o2 = Arc::clone(&outcome);
     client
-        .call(PROG, 2, FILL, a, move |r| *o2.lock().unwrap() = Some(r))
+        .call(Proc::new(PROG, 2, FILL), a, move |r| {
+            *o2.lock().unwrap() = Some(r)
+        })
         .expect("call");
     // Binds and the Send executed (their completions, and the reply's, are held).
     let end = Instant::now() + Duration::from_secs(10);
@@ -511,7 +528,7 @@ fn accepts_lost_connection_published_before_its_failed_calls_complete() {
     let o2 = Arc::clone(&outcome);
     let c2 = client.clone();
     client
-        .call(PROG, 1, ECHO, a, move |r| {
+        .call(Proc::new(PROG, 1, ECHO), a, move |r| {
             let losses = c2.stats().snapshot().connection_losses;
             *o2.lock().unwrap() = Some((r, c2.state(), losses));
         })

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use api_common::*;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallTransport, CallbackMode, Client, ClientOptions, Program, Reject, ReplyBuilder, Request,
     Server, ServerOptions,
@@ -60,29 +61,39 @@ fn handlers_see_the_peer_the_connection_and_the_chunks() {
     // 1. Inline: no chunks.
     let mut a = client.args().unwrap();
     a.put_u32(1).unwrap();
-    client.call_blocking(PROG, 2, SEEN, a).expect("inline");
+    client
+        .call_blocking(Proc::new(PROG, 2, SEEN), a)
+        .expect("inline");
     // 2. A DDP argument: a Read chunk.
     let mut a = client.args().unwrap();
     let mut b = client.buffer().unwrap();
     b[..8000].fill(7);
     a.put_u32(8000).unwrap();
     a.ddp(b, 8000).map_err(|e| e.0).unwrap();
-    client.call_blocking(PROG, 2, SEEN, a).expect("read chunk");
+    client
+        .call_blocking(Proc::new(PROG, 2, SEEN), a)
+        .expect("read chunk");
     // 3. A receptacle: a Write chunk.
     let mut a = client.args().unwrap();
     a.put_u32(3).unwrap();
     a.receptacle(client.buffer().unwrap())
         .map_err(|e| e.0)
         .unwrap();
-    client.call_blocking(PROG, 2, SEEN, a).expect("write chunk");
+    client
+        .call_blocking(Proc::new(PROG, 2, SEEN), a)
+        .expect("write chunk");
     // 4. Arguments larger than the inline threshold: a Position-Zero long call.
     let mut a = client.args().unwrap();
     a.put(&[1u8; 6000]).unwrap();
-    client.call_blocking(PROG, 2, SEEN, a).expect("long call");
+    client
+        .call_blocking(Proc::new(PROG, 2, SEEN), a)
+        .expect("long call");
     // 5. A large result: the client offers a Reply chunk.
     let mut a = client.args().unwrap();
     a.put(&[0xbb, 0, 0, 0]).unwrap();
-    client.call_blocking(PROG, 2, SEEN, a).expect("reply chunk");
+    client
+        .call_blocking(Proc::new(PROG, 2, SEEN), a)
+        .expect("reply chunk");
 
     let l = log.lock().unwrap().clone();
     assert_eq!(l.len(), 5);
@@ -138,7 +149,7 @@ fn disconnect_answer(mode: CallbackMode) {
         let mut a = client.args().unwrap();
         a.put_u32(n).unwrap();
         let r = client
-            .call_blocking(PROG, 2, SEEN, a)
+            .call_blocking(Proc::new(PROG, 2, SEEN), a)
             .expect("answered after reconnect");
         assert_eq!(r.results(), &4u32.to_be_bytes());
     }
@@ -196,13 +207,17 @@ fn shared_ddp_items_come_from_the_owners_buffer() {
     a.receptacle(client.buffer().unwrap())
         .map_err(|e| e.0)
         .unwrap();
-    let r = client.call_blocking(PROG, 2, SHARED, a).expect("ddp");
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, SHARED), a)
+        .expect("ddp");
     assert_eq!(r.receptacle(0).expect("written"), &want(1000, 5000)[..]);
     // Inline, odd length: the data arrives intact after its length word.
     let mut a = client.args().unwrap();
     a.put_u32(7).unwrap();
     a.put_u32(33).unwrap();
-    let r = client.call_blocking(PROG, 2, SHARED, a).expect("inline");
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, SHARED), a)
+        .expect("inline");
     assert_eq!(&r.results()[..4], &33u32.to_be_bytes());
     assert_eq!(&r.results()[4..37], &want(7, 33)[..]);
     drop(r);

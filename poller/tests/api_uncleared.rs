@@ -12,6 +12,7 @@ mod api_common;
 use std::time::Duration;
 
 use api_common::*;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BufPool, CallbackMode, Client, ClientOptions, Program, Reject, ReplyBuilder, Request, Server,
 };
@@ -91,11 +92,11 @@ fn lazy_reply_shows_no_secret(mode: CallbackMode) {
     assert!(soil(w.server_ep.reply_buffers()) > 0);
     for round in 0..8 {
         let r = a
-            .call_blocking(PROG, 2, TELL, a.args().unwrap())
+            .call_blocking(Proc::new(PROG, 2, TELL), a.args().unwrap())
             .expect("A");
         assert_eq!(r.results(), &[SECRET; 64][..], "round {round}: A's reply");
         let r = b
-            .call_blocking(PROG, 2, LAZY, b.args().unwrap())
+            .call_blocking(Proc::new(PROG, 2, LAZY), b.args().unwrap())
             .expect("B");
         assert_eq!(r.results().len(), 68, "round {round}");
         assert_eq!(&r.results()[..4], &7u32.to_be_bytes());
@@ -129,7 +130,9 @@ fn call_args_advance_over_unwritten_octets_sends_zeros() {
         // An earlier call that carried the secret, then every free buffer soiled as well.
         let mut a = c.args().unwrap();
         a.put(&[SECRET; 64]).unwrap();
-        let r = c.call_blocking(PROG, 2, RAW, a).expect("earlier call");
+        let r = c
+            .call_blocking(Proc::new(PROG, 2, RAW), a)
+            .expect("earlier call");
         assert_eq!(r.results(), &[SECRET; 64][..]);
         drop(r);
         assert!(soil(w.client_ep.buffers()) > 0);
@@ -138,7 +141,9 @@ fn call_args_advance_over_unwritten_octets_sends_zeros() {
         let _ = a.space();
         a.advance(60).unwrap();
         a.advance(4).unwrap(); // without `space` in between
-        let r = c.call_blocking(PROG, 2, RAW, a).expect("lazy call");
+        let r = c
+            .call_blocking(Proc::new(PROG, 2, RAW), a)
+            .expect("lazy call");
         assert_eq!(r.results().len(), 68, "round {round}");
         assert_eq!(&r.results()[..4], &9u32.to_be_bytes());
         assert!(
@@ -160,7 +165,7 @@ fn call_args_advance_without_space_sends_zeros() {
     let mut a = c.args().unwrap();
     a.advance(32).unwrap();
     a.put_u32(5).unwrap();
-    let r = c.call_blocking(PROG, 2, RAW, a).expect("call");
+    let r = c.call_blocking(Proc::new(PROG, 2, RAW), a).expect("call");
     assert_eq!(&r.results()[..32], &[0u8; 32][..]);
     assert_eq!(&r.results()[32..], &5u32.to_be_bytes());
     w.stop();
@@ -177,10 +182,10 @@ fn reply_space_is_bounded_by_what_the_reply_can_carry() {
     let c = connect(&w);
     let mut a = c.args().unwrap();
     a.expect_reply(64); // small: no Reply chunk offered
-    let r = c.call_blocking(PROG, 2, ROOM, a).expect("room");
+    let r = c.call_blocking(Proc::new(PROG, 2, ROOM), a).expect("room");
     assert_eq!(r.results(), &(4096u32 - 24).to_be_bytes());
     let r = c
-        .call_blocking(PROG, 2, ROOM, c.args().unwrap())
+        .call_blocking(Proc::new(PROG, 2, ROOM), c.args().unwrap())
         .expect("room with a Reply chunk");
     assert_eq!(r.results(), &(16 * 1024u32 - 24).to_be_bytes());
     w.stop();

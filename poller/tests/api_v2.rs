@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use api_common::*;
 use rpcrdma_engine::conn::CallError;
 use rpcrdma_engine::verbs::soft::SoftFaults;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallArgs, Client, ClientError, ClientOptions, ClientState, Negotiated, Program,
     ProtocolVersion, Reject, ReplyBuilder, Request, Server, ServerOptions,
@@ -48,7 +49,7 @@ fn sum_call(c: &Client, a: u32, b: u32) -> Result<u32, ClientError> {
     let mut args = c.args().unwrap();
     args.put_u32(a).unwrap();
     args.put_u32(b).unwrap();
-    let r = c.call_blocking(PROG, 2, SUM, args)?;
+    let r = c.call_blocking(Proc::new(PROG, 2, SUM), args)?;
     Ok(u32::from_be_bytes(r.results().try_into().unwrap()))
 }
 
@@ -132,14 +133,16 @@ fn accepts_v2_client_v2_server() {
     let data: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
     let mut a = c.args().unwrap();
     a.put_opaque(&data).unwrap();
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("long echo");
+    let r = c
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("long echo");
     assert_eq!(&r.results()[4..6004], &data[..]);
     let mut a = c.args().unwrap();
     a.put_u32(3000).unwrap();
     a.put_u32(0x5a).unwrap();
     let rec = c.buffer().unwrap();
     a.receptacle(rec).unwrap();
-    let mut r = c.call_blocking(PROG, 2, FILL, a).expect("fill");
+    let mut r = c.call_blocking(Proc::new(PROG, 2, FILL), a).expect("fill");
     let (b, n) = r.take_receptacle(0).expect("DDP result");
     assert_eq!(n, 3000);
     assert!(b[..3000].iter().all(|&x| x == 0x5a));
@@ -205,7 +208,7 @@ fn accepts_v1_client_v2_server() {
     let data = vec![0x33u8; 9000];
     let mut a = c.args().unwrap();
     a.put_opaque(&data).unwrap();
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("echo");
+    let r = c.call_blocking(Proc::new(PROG, 2, ECHO), a).expect("echo");
     assert_eq!(&r.results()[4..9004], &data[..]);
     assert_eq!(neg(&c).version, ProtocolVersion::V1);
     assert_eq!(c.stats().snapshot().rdma_version, 1);
@@ -244,7 +247,7 @@ fn accepts_negotiated_values_for_r_bit_combinations() {
             a.put_u32(100).unwrap();
             a.put_u32(7).unwrap();
             a.receptacle(c.buffer().unwrap()).unwrap();
-            let r = c.call_blocking(PROG, 2, FILL, a).expect("fill");
+            let r = c.call_blocking(Proc::new(PROG, 2, FILL), a).expect("fill");
             assert_eq!(r.receptacle(0).unwrap(), &[7u8; 100][..]);
             let n = neg(&c);
             let what = format!("{version:?} client R {client_r} server R {server_r}");
@@ -404,7 +407,7 @@ fn accepts_cant_reply_retry_with_the_same_xid() {
         Client::connect(&cw.w.client_ep, "10.0.0.3:2049".parse().unwrap(), v2()).expect("client");
     // Confirm Version Two first (the probing call never uses the hint).
     let r = c
-        .call_blocking(PROG, 2, ECHO, echo_args(&c, b"probe"))
+        .call_blocking(Proc::new(PROG, 2, ECHO), echo_args(&c, b"probe"))
         .expect("probe");
     assert_eq!(&r.results()[4..9], b"probe");
     assert_eq!(neg(&c).version, ProtocolVersion::V2);
@@ -415,7 +418,9 @@ fn accepts_cant_reply_retry_with_the_same_xid() {
     let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
     let mut a = echo_args(&c, &data);
     a.expect_reply(256);
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("retried");
+    let r = c
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("retried");
     assert_eq!(&r.results()[..4], &6000u32.to_be_bytes());
     assert_eq!(&r.results()[4..6004], &data[..]);
     assert_eq!(
@@ -427,7 +432,7 @@ fn accepts_cant_reply_retry_with_the_same_xid() {
     cw.ran.lock().unwrap().clear();
     let mut a = echo_args(&c, b"small");
     a.expect_reply(256);
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("small");
+    let r = c.call_blocking(Proc::new(PROG, 2, ECHO), a).expect("small");
     assert_eq!(&r.results()[4..9], b"small");
     assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
     // Larger than the hint but inline: the call always offers room for any inline reply.
@@ -435,14 +440,14 @@ fn accepts_cant_reply_retry_with_the_same_xid() {
     let mut a = echo_args(&c, &data[..1500]);
     a.expect_reply(256);
     let r = c
-        .call_blocking(PROG, 2, ECHO, a)
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
         .expect("inline above the hint");
     assert_eq!(&r.results()[4..1504], &data[..1500]);
     assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
     // Without a hint the whole buffer is offered from the start: once.
     cw.ran.lock().unwrap().clear();
     let r = c
-        .call_blocking(PROG, 2, ECHO, echo_args(&c, &data))
+        .call_blocking(Proc::new(PROG, 2, ECHO), echo_args(&c, &data))
         .expect("no hint");
     assert_eq!(&r.results()[4..6004], &data[..]);
     assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
@@ -453,7 +458,7 @@ fn accepts_cant_reply_retry_with_the_same_xid() {
         let mut a = echo_args(&c, &vec![i as u8; len]);
         a.expect_reply(128);
         let d = Arc::clone(&done);
-        c.call(PROG, 2, ECHO, a, move |r| {
+        c.call(Proc::new(PROG, 2, ECHO), a, move |r| {
             let ok = r.is_ok_and(|r| {
                 r.results().len() >= 4 + len
                     && r.results()[4..4 + len].iter().all(|&b| b == i as u8)
@@ -476,13 +481,13 @@ fn rejects_reply_larger_than_every_reply_resource() {
             .expect("client");
         let mut a = c.args().unwrap();
         a.put_u32(8).unwrap();
-        c.call_blocking(PROG, 2, BIG, a).expect("small");
+        c.call_blocking(Proc::new(PROG, 2, BIG), a).expect("small");
         assert_eq!(neg(&c).version, version);
         // 20000 octets of results: more than the client's 16 KiB reply buffer.
         let mut a = c.args().unwrap();
         a.put_u32(20_000).unwrap();
         a.expect_reply(512);
-        let e = c.call_blocking(PROG, 2, BIG, a).unwrap_err();
+        let e = c.call_blocking(Proc::new(PROG, 2, BIG), a).unwrap_err();
         match version {
             // The retry with the whole buffer is too small as well.
             ProtocolVersion::V2 => match e {
@@ -501,7 +506,7 @@ fn rejects_reply_larger_than_every_reply_resource() {
         // The connection carries on.
         let mut a = c.args().unwrap();
         a.put_u32(100).unwrap();
-        let r = c.call_blocking(PROG, 2, BIG, a).expect("after");
+        let r = c.call_blocking(Proc::new(PROG, 2, BIG), a).expect("after");
         assert_eq!(&r.results()[..4], &100u32.to_be_bytes());
         cw.w.stop();
     }
@@ -549,7 +554,7 @@ fn accepts_err_chunk_retry_with_the_same_xid_in_version_one() {
     // Small reply, hinted: once, no Reply chunk.
     let mut a = echo_args(&c, b"small");
     a.expect_reply(256);
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("small");
+    let r = c.call_blocking(Proc::new(PROG, 2, ECHO), a).expect("small");
     assert_eq!(&r.results()[4..9], b"small");
     assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
     assert_eq!(offered(r.xid()), [false]);
@@ -558,7 +563,9 @@ fn accepts_err_chunk_retry_with_the_same_xid_in_version_one() {
     let data: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
     let mut a = echo_args(&c, &data[..3000]);
     a.expect_reply(256);
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("inline");
+    let r = c
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("inline");
     assert_eq!(&r.results()[4..3004], &data[..3000]);
     assert_eq!(*cw.ran.lock().unwrap(), [r.xid()]);
     assert_eq!(offered(r.xid()), [false]);
@@ -566,7 +573,9 @@ fn accepts_err_chunk_retry_with_the_same_xid_in_version_one() {
     cw.ran.lock().unwrap().clear();
     let mut a = echo_args(&c, &data);
     a.expect_reply(256);
-    let r = c.call_blocking(PROG, 2, ECHO, a).expect("retried");
+    let r = c
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("retried");
     assert_eq!(&r.results()[..4], &6000u32.to_be_bytes());
     assert_eq!(&r.results()[4..6004], &data[..]);
     assert_eq!(
@@ -577,7 +586,7 @@ fn accepts_err_chunk_retry_with_the_same_xid_in_version_one() {
     assert_eq!(offered(r.xid()), [false, true]);
     // No hint: the Reply chunk is offered from the start.
     let r = c
-        .call_blocking(PROG, 2, ECHO, echo_args(&c, b"nohint"))
+        .call_blocking(Proc::new(PROG, 2, ECHO), echo_args(&c, b"nohint"))
         .expect("no hint");
     assert_eq!(offered(r.xid()), [true]);
     let st = c.stats().snapshot();

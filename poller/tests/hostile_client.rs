@@ -20,6 +20,7 @@ use api_common::Tally;
 use hostile_srv::*;
 use rpcrdma_engine::proto::chunks::Segment;
 use rpcrdma_engine::verbs::{inc_rkey, WcStatus};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{Client, ClientError, ClientOptions, Reply};
 
 /// Which STag of a call a case looks at.
@@ -74,7 +75,7 @@ fn start(c: &Client, kind: Kind, i: usize, tally: &Arc<Tally>, tx: &mpsc::Sender
         }
         Kind::Reply => {}
     }
-    if c.call(PROG, 2, 1, a, cb(i, 1000 + i as u32, tally, tx))
+    if c.call(Proc::new(PROG, 2, 1), a, cb(i, 1000 + i as u32, tally, tx))
         .is_err()
     {
         panic!("call {i} refused");
@@ -792,7 +793,7 @@ fn rejects_lying_receive_size_and_recovers_with_an_honest_one() {
     };
     let lie = pdata(true, 4096, 256 * 1024);
     let mut conn = srv.accept(&lie, 4096);
-    c.call(PROG, 2, 1, big(0), cb(0, 1000, &tally, &tx))
+    c.call(Proc::new(PROG, 2, 1), big(0), cb(0, 1000, &tally, &tx))
         .unwrap_or_else(|_| panic!("call refused"));
     let m = conn.recv_within(WAIT).expect("the overrun");
     assert!(!m.status.is_success(), "an 8 KiB Send into 4 KiB");
@@ -805,7 +806,7 @@ fn rejects_lying_receive_size_and_recovers_with_an_honest_one() {
     let (j, r) = next_outcome(&rx);
     assert_eq!((j, r.err()), (0, Some(ClientError::RetransmitsExhausted)));
     let mut conn = srv.accept(&pdata(true, 4096, 4096), 4096);
-    c.call(PROG, 2, 1, big(1), cb(1, 1001, &tally, &tx))
+    c.call(Proc::new(PROG, 2, 1), big(1), cb(1, 1001, &tally, &tx))
         .unwrap_or_else(|_| panic!("call refused"));
     let call = conn.recv_call();
     assert!(call.nomsg && call.reads[0].position == 0, "a long call");

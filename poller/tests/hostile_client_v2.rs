@@ -25,6 +25,7 @@ use rpcrdma_engine::proto::chunks::{ChunkListsRef, ReadSegment, Segment};
 use rpcrdma_engine::proto::v2::{self, Direction, RdmaError};
 use rpcrdma_engine::rpc::{AcceptStat, AuthStat, RejectedReply};
 use rpcrdma_engine::verbs::{QueuePair, WcStatus};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{CallbackMode, Client, ClientError, ClientOptions, ProtocolVersion};
 
 // ---------------------------------------------------------------------------------------------
@@ -91,7 +92,7 @@ fn accepts_v2_reply_whose_inv_handle_names_a_key_not_offered() {
         a.receptacle(c.buffer().expect("buf")).unwrap();
         let t = Arc::clone(&tally);
         let f = to_chan(i as usize, &tx);
-        c.call(PROG, 2, 1, a, move |r| {
+        c.call(Proc::new(PROG, 2, 1), a, move |r| {
             t.record(i as usize, &r, 1000 + i);
             f(r)
         })
@@ -857,7 +858,7 @@ fn serve_sized(
     a.put(&vec![0x5c; extra]).unwrap();
     let t2 = Arc::clone(t);
     let f = to_chan(i, tx);
-    c.call(PROG, 2, 1, a, move |r| {
+    c.call(Proc::new(PROG, 2, 1), a, move |r| {
         t2.record(i, &r, 1000 + i as u32);
         f(r)
     })

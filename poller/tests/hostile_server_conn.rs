@@ -24,6 +24,7 @@ use rpcrdma_engine::proto::v1;
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::verbs::soft::SoftConfig;
 use rpcrdma_engine::verbs::{inc_rkey, Keys, QpState, WcStatus};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::ServerOptions;
 
 /// Server credits in the credit tests.
@@ -487,7 +488,7 @@ fn honest_echoes(r: &Rig, n: usize, what: &str) {
         a.put_opaque(&data).unwrap();
         let rep = r
             .honest
-            .call_blocking(PROG, 2, ECHO, a)
+            .call_blocking(Proc::new(PROG, 2, ECHO), a)
             .unwrap_or_else(|e| panic!("{what}: echo {i}: {e:?}"));
         assert_eq!(word(rep.results(), 0), Some(1500), "{what}");
         assert_eq!(

@@ -20,6 +20,7 @@ use api_common::Tally;
 use hostile_srv::*;
 use rpcrdma_engine::proto::chunks::Segment;
 use rpcrdma_engine::verbs::WcStatus;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{ClientError, ClientOptions};
 
 const DDP_LEN: usize = 128;
@@ -66,7 +67,7 @@ fn accepts_no_stag_valid_after_its_call_completes() {
                 a.ddp(b, DDP_LEN).unwrap();
             }
         }
-        c.call(PROG, 2, 1, a, move |r| {
+        c.call(Proc::new(PROG, 2, 1), a, move |r| {
             t.record(i, &r, want);
             f(r)
         })

@@ -446,7 +446,10 @@ impl Nfs<'_> {
             args.expect_reply(h);
         }
         let before = c.stats().snapshot();
-        let reply = c.call_blocking(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_COMPOUND, args);
+        let reply = c.call_blocking(
+            Proc::new(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_COMPOUND),
+            args,
+        );
         let (swi, long) = delta(&before, &c.stats().snapshot());
         let long = long > 0;
         let mut reply = reply.map_err(|e| format!("call failed: {}", explain(&e)))?;
@@ -990,7 +993,10 @@ fn delta(b: &ConnSnapshot, a: &ConnSnapshot) -> (u64, u64) {
 fn null_check(c: &Client) -> Result<String, String> {
     let args = c.args().ok_or("argument buffer pool exhausted")?;
     let rep = c
-        .call_blocking(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_NULL, args)
+        .call_blocking(
+            Proc::new(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_NULL),
+            args,
+        )
         .map_err(|e| explain(&e))?;
     if rep.results().is_empty() {
         Ok("NULL (program 100003 version 4) answered, empty results".into())

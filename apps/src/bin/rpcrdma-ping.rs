@@ -34,6 +34,7 @@ use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider, TraceEvent, TraceOp}
 use rpcrdma_engine::verbs::{
     CmEventKind, Device, Provider, QpInit, QpOptions, QueuePair, REJECT_NO_LISTENER,
 };
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackoffMode, CallbackMode, Client, ClientError, ClientOptions, Cores, Endpoint, EndpointConfig,
     PersistentStags, PinPolicy, Program, ProtocolVersion, ReactorConfig, ReactorSet, Server,
@@ -581,7 +582,7 @@ fn null_call(
     ));
     let s2 = Arc::clone(&slot);
     let t0 = clock.elapsed().as_nanos() as u64;
-    let r = client.call(a.prog, a.vers, 0, args, move |r| {
+    let r = client.call(Proc::new(a.prog, a.vers, 0), args, move |r| {
         let t1 = clock.elapsed().as_nanos() as u64;
         let (m, c) = &*s2;
         *m.lock().unwrap_or_else(|e| e.into_inner()) = Some((t1, r.map(|rep| rep.xid())));

@@ -604,7 +604,9 @@ mod tests {
         assert!(client.wait_connected(Duration::from_secs(10)));
         for _ in 0..n {
             let a = client.args().unwrap();
-            client.call_blocking(100003, 3, 0, a).expect("NULL");
+            client
+                .call_blocking(rpcrdma_poller::Proc::new(100003, 3, 0), a)
+                .expect("NULL");
         }
         let reg = Metrics::new();
         reg.add_client("nfs-client", &client);

@@ -18,6 +18,7 @@ use super::proto::{
 use super::types::{
     CreateHow, Fattr3, Fh, FsStat, Ftype3, Nfsstat3, Sattr3, StableHow, Time3, WccData,
 };
+use rpcrdma_poller::Proc;
 
 /// READ3res up to the data's length word (the data went by DDP): count, eof, length.
 fn read_head(b: &[u8]) -> NfsResult<(u32, bool, u32)> {
@@ -91,7 +92,7 @@ impl NfsClient {
         a.put(bytes).map_err(|_| NfsError::NoBuffer)?;
         Ok(self
             .c
-            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc_num, a)?)
+            .call_blocking(Proc::new(proto::NFS_PROGRAM, proto::NFS_V3, proc_num), a)?)
     }
 
     /// Calls with `args` encoded inline.
@@ -105,7 +106,7 @@ impl NfsClient {
         a.advance(n).map_err(|_| NfsError::NoBuffer)?;
         Ok(self
             .c
-            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc_num, a)?)
+            .call_blocking(Proc::new(proto::NFS_PROGRAM, proto::NFS_V3, proc_num), a)?)
     }
 
     /// GETATTR.
@@ -233,8 +234,10 @@ impl NfsClient {
             };
             a.advance(n).map_err(|_| NfsError::NoBuffer)?;
             a.ddp(b, data.len()).map_err(|_| NfsError::NoBuffer)?;
-            self.c
-                .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc3::WRITE, a)?
+            self.c.call_blocking(
+                Proc::new(proto::NFS_PROGRAM, proto::NFS_V3, proc3::WRITE),
+                a,
+            )?
         } else {
             self.call(
                 proc3::WRITE,
@@ -278,7 +281,7 @@ impl NfsClient {
         }
         let r = self
             .c
-            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc3::READ, a)?;
+            .call_blocking(Proc::new(proto::NFS_PROGRAM, proto::NFS_V3, proc3::READ), a)?;
         if let Some(d) = r.receptacle(0).filter(|_| ddp) {
             // The data went to the Write chunk: the inline results end with its length word.
             let (cnt, eof, len) = read_head(r.results())?;
@@ -381,7 +384,7 @@ impl NfsClient {
     ) -> Result<Reply, ClientError> {
         let mut a = self.c.args().ok_or(ClientError::Busy)?;
         a.put(bytes).map_err(|_| ClientError::Busy)?;
-        self.c.call_blocking(prog, vers, proc_num, a)
+        self.c.call_blocking(Proc::new(prog, vers, proc_num), a)
     }
 
     /// Calls with `args` encoded inline, expecting a reply of at most `hint` octets (with a
@@ -398,7 +401,7 @@ impl NfsClient {
         a.expect_reply(hint);
         Ok(self
             .c
-            .call_blocking(proto::NFS_PROGRAM, proto::NFS_V3, proc_num, a)?)
+            .call_blocking(Proc::new(proto::NFS_PROGRAM, proto::NFS_V3, proc_num), a)?)
     }
 
     /// Calls with `args` and hands the decoded result to `f` (any status).

@@ -31,6 +31,7 @@ use hdrhistogram::Histogram;
 use rpcrdma_bench::soft_rtt::{load_average, soft_send_rtt};
 use rpcrdma_bench::{cacheline_pingpong, histogram, report, Row};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackoffMode, CallbackMode, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
     Program, ProtocolVersion, ReactorConfig, ReactorSet, Server, ServerOptions,
@@ -179,7 +180,7 @@ fn issue(st: Arc<Loop>) {
     };
     let t0 = st.base.elapsed().as_nanos() as u64;
     let s2 = Arc::clone(&st);
-    let r = st.client.call(PROG, 1, 0, args, move |r| {
+    let r = st.client.call(Proc::new(PROG, 1, 0), args, move |r| {
         let dt = (s2.base.elapsed().as_nanos() as u64).saturating_sub(t0);
         if r.is_err() {
             s2.failed.store(true, Ordering::Release);

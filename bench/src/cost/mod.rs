@@ -22,6 +22,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BufPool, CallbackMode, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
     Program, ReactorConfig, ReactorSet, Reject, Reply, ReplyBuilder, Request, Server,
@@ -171,10 +172,12 @@ impl Driver {
             return self.fail(i);
         }
         let d = Arc::clone(self);
-        let r = self.client.call(PROG, 1, proc_num, args, move |r| {
-            let good = r.is_ok_and(|rep| d.check(&rep, byte));
-            d.completed(i, good);
-        });
+        let r = self
+            .client
+            .call(Proc::new(PROG, 1, proc_num), args, move |r| {
+                let good = r.is_ok_and(|rep| d.check(&rep, byte));
+                d.completed(i, good);
+            });
         if r.is_err() {
             self.fail(i);
         }

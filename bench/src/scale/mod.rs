@@ -36,6 +36,7 @@ use crate::soak::resources::{loadavg, rss_kib};
 use crate::soak::wire::{
     build_args, server_program, verify_reply, Kind, ServerCtx, BUF_SIZE, PROG, P_CHECK,
 };
+use rpcrdma_poller::Proc;
 
 /// Octets of a DDP argument.
 pub const DDP_LEN: usize = 4096;
@@ -302,7 +303,7 @@ fn issue(sh: &Arc<Shared>, client: &Client, k: usize, seq: u64, ddp_every: u32) 
         sh2.ledger.finish(id, ok);
         sh2.out[k].fetch_sub(1, Ordering::AcqRel);
     };
-    match client.call(PROG, 1, P_CHECK, args, cb) {
+    match client.call(Proc::new(PROG, 1, P_CHECK), args, cb) {
         Ok(()) => true,
         Err(_) => {
             sh.out[k].fetch_sub(1, Ordering::AcqRel);

@@ -24,6 +24,7 @@ use super::ledger::Ledger;
 use super::resources::rss_kib;
 use super::wire::{build_args, verify_reply, Kind, Rng, CB_PROG, HEADER, PROG, P_CHECK, P_SESSION};
 use super::world::{Slot, World};
+use rpcrdma_poller::Proc;
 
 /// Longest time without any completion while calls are in flight before it counts as a hang.
 pub const STALL_LIMIT: Duration = Duration::from_secs(30);
@@ -217,7 +218,7 @@ impl Driver<'_> {
             sh.ledger.finish(id, out);
             sh.binding[k].store(false, Ordering::Release);
         };
-        if let Err(r) = s.client.call(PROG, 1, P_SESSION, a, cb) {
+        if let Err(r) = s.client.call(Proc::new(PROG, 1, P_SESSION), a, cb) {
             self.refused(id, &r);
             self.shared.binding[k].store(false, Ordering::Release);
         }
@@ -295,7 +296,10 @@ impl Driver<'_> {
             sh.ledger.finish(id, out);
             sh.fwd[k].fetch_sub(1, Ordering::AcqRel);
         };
-        match self.slots[k].client.call(PROG, 1, P_CHECK, args, cb) {
+        match self.slots[k]
+            .client
+            .call(Proc::new(PROG, 1, P_CHECK), args, cb)
+        {
             Ok(()) => true,
             Err(r) => {
                 self.shared.fwd[k].fetch_sub(1, Ordering::AcqRel);
@@ -331,7 +335,7 @@ impl Driver<'_> {
             sh.ledger.finish(id, out);
             sh.back[k].fetch_sub(1, Ordering::AcqRel);
         };
-        match server.back_call(session, CB_PROG, 1, P_CHECK, args, cb) {
+        match server.back_call(session, Proc::new(CB_PROG, 1, P_CHECK), args, cb) {
             Ok(()) => true,
             Err(r) => {
                 self.shared.back[k].fetch_sub(1, Ordering::AcqRel);

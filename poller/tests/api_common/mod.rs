@@ -12,6 +12,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFabric, SoftProvider};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackoffConfig, ClientError, Cores, EndpointConfig, PinPolicy, Program, ReactorConfig,
     ReactorSet, Reject, Reply, ReplyBuilder, Request,
@@ -235,7 +236,11 @@ pub fn run_sum_calls(
         a.put_u32(i as u32).unwrap();
         a.put_u32(1).unwrap();
         client
-            .call(PROG, 2, SUM, a, expect_sum(done, bad, i as u32 + 1))
+            .call(
+                Proc::new(PROG, 2, SUM),
+                a,
+                expect_sum(done, bad, i as u32 + 1),
+            )
             .is_ok()
     });
 }

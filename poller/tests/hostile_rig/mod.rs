@@ -20,6 +20,7 @@ use rpcrdma_engine::proto::chunks::ChunkListsRef;
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::verbs::soft::SoftDevice;
 use rpcrdma_engine::verbs::QueuePair;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     Client, ClientOptions, Program, Reject, ReplyBuilder, Request, Server, ServerOptions,
 };
@@ -65,7 +66,7 @@ pub fn rig_on(opts: ServerOptions, dev: &rpcrdma_engine::verbs::soft::SoftConfig
             let mut a = bc.args().ok_or(Reject::SystemErr)?;
             a.put_u32(7).map_err(|_| Reject::SystemErr)?;
             let log = Arc::clone(&b2);
-            bc.call(CB_PROG, 1, CB_PROC, a, move |r| {
+            bc.call(Proc::new(CB_PROG, 1, CB_PROC), a, move |r| {
                 let v = match r {
                     Ok(rep) => match rep.results().try_into() {
                         Ok(b) => Ok(u32::from_be_bytes(b)),
@@ -139,10 +140,9 @@ impl Rig {
             let mut args = a;
             loop {
                 let t3 = Arc::clone(&t2);
-                match self
-                    .honest
-                    .call(PROG, 2, SUM, args, move |r| t3.record(i, &r, i as u32 + 1))
-                {
+                match self.honest.call(Proc::new(PROG, 2, SUM), args, move |r| {
+                    t3.record(i, &r, i as u32 + 1)
+                }) {
                     Ok(()) => break,
                     Err(r) => {
                         args = r.args;
@@ -188,7 +188,9 @@ pub fn liveness(c: &Client) -> Liveness {
             a.put_u32(1).unwrap();
             let t3 = Arc::clone(&t2);
             let k = i as usize;
-            match c2.call(PROG, 2, SUM, a, move |r| t3.record(k, &r, k as u32 + 1)) {
+            match c2.call(Proc::new(PROG, 2, SUM), a, move |r| {
+                t3.record(k, &r, k as u32 + 1)
+            }) {
                 Ok(()) => i += 1,
                 Err(_) => std::thread::sleep(Duration::from_micros(200)),
             }

@@ -15,6 +15,7 @@ use super::*;
 use crate::api_common::Tally;
 use rpcrdma_engine::conn::{BadReply, CallError};
 use rpcrdma_engine::verbs::WcStatus;
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackchannelService, Client, ClientError, ClientOptions, Program, ProtocolVersion, Reject,
     Reply, ReplyBuilder, Request,
@@ -53,7 +54,7 @@ pub fn start(c: &Client, i: usize, hint: usize, tally: &Arc<Tally>, tx: &Tx) {
         t.record(i, &r, 1000 + i as u32);
         f(r)
     };
-    if c.call(PROG, 2, 1, a, cb).is_err() {
+    if c.call(Proc::new(PROG, 2, 1), a, cb).is_err() {
         panic!("call {i} refused");
     }
 }

@@ -155,7 +155,10 @@ impl Returner {
         args.expect_reply(1024);
         let t0 = Instant::now();
         let rep = c
-            .call_blocking(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_COMPOUND, args)
+            .call_blocking(
+                Proc::new(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_COMPOUND),
+                args,
+            )
             .map_err(|e| format!("DELEGRETURN from the handler: {e:?}"))?;
         let res = nfs4::decode_compound(rep.results(), &ops, nfs4::ReadPlacement::Inline)
             .map_err(|e| format!("DELEGRETURN reply: {e}"))?;

@@ -22,6 +22,7 @@ use super::super::{Outcome, PerfError, SizeResult};
 
 use super::world::{be32, World};
 use super::{Plan, RpcConfig, RpcObserver, RpcSizeInfo, PROC_XFER, PROG, SEED, VERS, WAKE};
+use rpcrdma_poller::Proc;
 
 struct LoopState {
     pub(super) issued: u64,
@@ -143,7 +144,9 @@ impl Loop {
             *p = t0;
         }
         self.client
-            .call(PROG, VERS, proc_num, args, move |r| me.completed(t0, r))
+            .call(Proc::new(PROG, VERS, proc_num), args, move |r| {
+                me.completed(t0, r)
+            })
             .map_err(|r| PerfError::Protocol(format!("call refused: {:?}", r.error)))
     }
 
