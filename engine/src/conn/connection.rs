@@ -119,7 +119,7 @@ impl Connection {
 
     /// Creates a responder whose receives come from its node's shared receive queue
     /// ([`super::srq`]): it posts none itself, adopts the shared buffer a receive completion
-    /// names (`wr_id` = ([`wr_kind::RECV`], id in `shared`)), and hands each back through
+    /// names (`wr_id` = ([`wr_kind::SRQ_RECV`], id in `shared`)), and hands each back through
     /// [`Connection::poll_released_recv`] when done with it. `pools.recvs` and `bc.recvs` are
     /// not used; `cfg.credits` is the grant the node's [`super::srq::SrqLedger`] backs, plus
     /// one receive per backchannel send buffer (backward replies come from the same SRQ).
@@ -432,7 +432,7 @@ impl Connection {
     ) {
         let id = WrId(wc.wr_id);
         let kind = id.kind();
-        if kind == wr_kind::RECV && self.core.srq.is_some() {
+        if kind == wr_kind::SRQ_RECV {
             self.on_shared_recv(now, id, wc, mem);
             return;
         }

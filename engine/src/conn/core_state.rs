@@ -191,9 +191,14 @@ impl Core {
     /// holding slot (returned; the caller handles it as a completed receive of that slot), or
     /// hands it straight back when it carries nothing to use (`usable` false: an unsuccessful
     /// completion, or the connection is closed) or when no slot is free (the peer exceeded
-    /// its grant: the connection fails). An id naming no buffer fails the connection.
+    /// its grant: the connection fails). An id naming no buffer, or a shared receive in the
+    /// per-connection mode, fails the connection.
     pub(crate) fn adopt_shared(&mut self, id: u32, usable: bool) -> Option<u32> {
-        let srq = self.srq.as_mut()?;
+        let Some(srq) = self.srq.as_mut() else {
+            // A shared receive on a connection that has none.
+            self.state = ConnState::Closed;
+            return None;
+        };
         let Some(buf) = srq.table.get(id) else {
             self.state = ConnState::Closed;
             return None;

@@ -5,7 +5,7 @@
 //! default and is unchanged.
 //!
 //! Normal operation: the node owns `depth` receive buffers ([`SharedRecvs`], registered once)
-//! and posts them to one SRQ with `wr_id` = ([`wr_kind::RECV`], buffer id). A receive
+//! and posts them to one SRQ with `wr_id` = ([`wr_kind::SRQ_RECV`], buffer id). A receive
 //! completion goes to the connection of its QP as usual
 //! ([`super::Connection::handle_completion`]); the connection adopts the buffer into one of its
 //! holding slots and treats it exactly as one of its own receives: a call's receive is held
@@ -49,7 +49,7 @@
 //! refuses a buffer that is not held (a double return), so every buffer is reposted exactly
 //! once per use.
 //!
-//! [`wr_kind::RECV`]: super::wr_kind::RECV
+//! [`wr_kind::SRQ_RECV`]: super::wr_kind::SRQ_RECV
 //! [`ReplyError::BadSpec`]: super::ReplyError::BadSpec
 //! [`ConfigError::SharedReceivesUnsupported`]: super::ConfigError::SharedReceivesUnsupported
 
@@ -105,7 +105,7 @@ pub struct SharedRecv {
 /// The `wr_id` a shared receive buffer is posted with.
 #[inline]
 pub fn recv_wr_id(id: u32) -> WrId {
-    WrId::new(wr_kind::RECV, u64::from(id))
+    WrId::new(wr_kind::SRQ_RECV, u64::from(id))
 }
 
 /// A connection's reservation from an [`SrqLedger`].
@@ -244,7 +244,7 @@ impl SrqPool {
     pub fn consumed(&mut self, wr_id: WrId) -> bool {
         let id = wr_id.index();
         match self.state.get_mut(id as usize) {
-            Some(s) if *s == BufState::Posted && wr_id.kind() == wr_kind::RECV => {
+            Some(s) if *s == BufState::Posted && wr_id.kind() == wr_kind::SRQ_RECV => {
                 *s = BufState::Held;
                 self.posted -= 1;
                 if self.posted < self.low_water {
@@ -277,8 +277,9 @@ impl SrqPool {
     }
 
     /// Buffers held by connections.
+    #[inline]
     pub fn held(&self) -> u32 {
-        self.state.iter().filter(|s| **s == BufState::Held).count() as u32
+        self.state.len() as u32 - self.posted - self.pending.len() as u32
     }
 
     /// Buffers waiting to be posted.
@@ -369,7 +370,11 @@ mod tests {
         assert_eq!(p.posted(), 4);
         assert!(p.consumed(ids[0]));
         assert!(!p.consumed(ids[0]), "consumed twice");
-        assert!(!p.consumed(WrId::new(wr_kind::RECV, 9)), "no such buffer");
+        assert!(!p.consumed(recv_wr_id(9)), "no such buffer");
+        assert!(
+            !p.consumed(WrId::new(wr_kind::RECV, 3)),
+            "not an SRQ receive"
+        );
         assert!(p.consumed(ids[1]));
         assert!(p.consumed(ids[2]));
         assert_eq!(p.low_water_events(), 1, "posted 3, 2, then 1: below 2 once");
