@@ -376,6 +376,14 @@ pub struct ServerOptions {
     /// default: twice the 16 connections a Linux NFS client opens to one server with the
     /// largest `nconnect`.
     pub max_conns_per_peer: u32,
+    /// Shared receive queue depth (`None`: each connection posts its own receives, as
+    /// before). With `Some(depth)` every reactor's server connections take their receives from
+    /// one SRQ of `depth` buffers of `inline_recv` octets: receive memory is bounded by the
+    /// depth, not by the number of connections. Each connection is granted at most `credits`,
+    /// fewer when the SRQ cannot back more (the sum of grants plus backward receives stays
+    /// within the depth, so a client within its grant never meets RNR), and a connect is
+    /// rejected when not even one credit can be backed. See docs/architecture.md.
+    pub shared_receive_queue: Option<u32>,
 }
 
 impl Default for ServerOptions {
@@ -400,6 +408,7 @@ impl Default for ServerOptions {
             evict_idle: true,
             evict_idle_ms: 2_000,
             max_conns_per_peer: 32,
+            shared_receive_queue: None,
         }
     }
 }

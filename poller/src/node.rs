@@ -73,6 +73,8 @@ pub(crate) struct NodeEnv<P: Provider> {
     /// This node's reactor thread (set once it has polled).
     pub thread: Arc<OnceLock<Thread>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
+    /// The shared receive queue of this node's server connections, once one needs it.
+    pub srq: Option<crate::srq::NodeSrq<P>>,
 }
 
 impl<P: Provider> NodeEnv<P> {

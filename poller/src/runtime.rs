@@ -249,6 +249,7 @@ impl<P: Provider> Endpoint<P> {
                     gens: vec![0; cfg.max_conns_per_reactor],
                     thread: Arc::clone(&peers[i].thread),
                     qp_hook: Arc::clone(&inner.qp_hook),
+                    srq: None,
                 },
                 peers: Arc::clone(&peers),
                 slots: (0..cfg.max_conns_per_reactor).map(|_| None).collect(),
@@ -720,13 +721,23 @@ impl<P: Provider> Node<P> {
             total += n;
             let now = self.env.now;
             for wc in &self.wcs[..n] {
+                let srq_recv = crate::srq::consumed(&mut self.env.srq, wc);
                 let Some(slot) = self.env.router.get(wc.qp_num) else {
                     self.env.stats.stray();
+                    crate::srq::stray(&mut self.env.srq, wc, srq_recv);
                     continue;
                 };
                 match self.slots.get_mut(slot as usize) {
-                    Some(Some(c)) => c.feed(now, wc),
-                    _ => self.env.stats.stray(),
+                    Some(Some(c)) => {
+                        c.feed(now, wc);
+                        if let (true, Conn::Server(s)) = (srq_recv, c) {
+                            crate::srq::ConnSrq::collect(&mut self.env, s.drv.conn.as_mut());
+                        }
+                    }
+                    _ => {
+                        self.env.stats.stray();
+                        crate::srq::stray(&mut self.env.srq, wc, srq_recv);
+                    }
                 }
             }
             if n < self.wcs.len() {

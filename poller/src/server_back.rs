@@ -137,7 +137,8 @@ impl ServerBack {
         let layout = SlabLayout {
             headers: credits as usize,
             header_size: cfg.inline_send,
-            recvs: credits as usize,
+            // None with a shared receive queue (`recv_size` 0): backward replies come from it.
+            recvs: if recv_size == 0 { 0 } else { credits as usize },
             recv_size,
             data: 0,
             data_size: 0,

@@ -38,6 +38,7 @@ use crate::program::{
 use crate::reactor::PollerCtx;
 use crate::server_back::ServerBack;
 use crate::session::BackServer;
+use crate::srq::{self, ConnSrq};
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
 
 /// What a server's connections share: its programs, options, admission table and
@@ -123,6 +124,8 @@ pub(crate) struct ServerConn<P: Provider> {
     evicted: bool,
     /// This connection's share of its peer's limit (given back at teardown).
     peer_slot: Option<PeerSlot>,
+    /// Its share of the node's shared receive queue, when the server uses one.
+    srq: Option<ConnSrq>,
 }
 
 /// Source of connection ids (`CallTransport::conn_id`), unique within the process.
@@ -148,6 +151,28 @@ fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Conf
     cfg
 }
 
+/// The engine of a server connection with options `o` over `slab` (and `back`'s memory):
+/// per-connection receives, or the node's shared receive queue with the share it reserved.
+fn engine_conn<P: Provider>(
+    env: &mut NodeEnv<P>,
+    o: &ServerOptions,
+    cfg: conn::Config,
+    slab: &Slab,
+    back: Option<&ServerBack>,
+) -> Option<(Connection, Option<srq::Admitted>)> {
+    let pools = slab.pools(&[]);
+    match (back, o.shared_receive_queue) {
+        (b, Some(depth)) => srq::connection(env, depth, cfg, &pools, b.map(|b| b.pools()))
+            .map(|(c, s)| (c, Some(s))),
+        (Some(b), None) => Connection::with_backchannel(Role::Responder, cfg, &pools, &b.pools())
+            .ok()
+            .map(|c| (c, None)),
+        (None, None) => Connection::new(Role::Responder, cfg, &pools)
+            .ok()
+            .map(|c| (c, None)),
+    }
+}
+
 impl<P: Provider> ServerConn<P> {
     /// Accepts `req` on this node (QP on the node's CQ). `Err(Some(req))` when setting the
     /// connection up failed before the accept (the caller rejects it with a reason);
@@ -169,10 +194,11 @@ impl<P: Provider> ServerConn<P> {
             o.data_buffers as usize
         };
         let recv_size = private_data::representable_size(cfg.inline_recv);
+        let srq_on = o.shared_receive_queue.is_some();
         let layout = SlabLayout {
             headers: nslots,
             header_size: cfg.inline_send,
-            recvs: c as usize + nslots,
+            recvs: if srq_on { 0 } else { c as usize + nslots },
             recv_size,
             data: ndata,
             data_size: o.max_call.clamp(4096, 1 << 30),
@@ -190,20 +216,15 @@ impl<P: Provider> ServerConn<P> {
         };
         let (w, r) = conn_stats();
         let back = if o.backchannel_credits > 0 {
-            match ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()) {
+            let bc_recv = if srq_on { 0 } else { recv_size };
+            match ServerBack::new(env, &shared.back, &mut cfg, bc_recv, slot, r.clone()) {
                 Ok(b) => Some(b),
                 Err(_) => return Err(Some(req)),
             }
         } else {
             None
         };
-        let conn = match &back {
-            Some(b) => {
-                Connection::with_backchannel(Role::Responder, cfg, &slab.pools(&[]), &b.pools())
-            }
-            None => Connection::new(Role::Responder, cfg, &slab.pools(&[])),
-        };
-        let Ok(mut conn) = conn else {
+        let Some((mut conn, srq)) = engine_conn(env, &o, cfg, &slab, back.as_ref()) else {
             return Err(Some(req));
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
@@ -221,7 +242,7 @@ impl<P: Provider> ServerConn<P> {
             pd: &*env.pd,
             send_cq: &env.cq,
             recv_cq: &env.cq,
-            srq: None,
+            srq: env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq()),
             opts,
         };
         // The requester's private data is known from the request: establish the engine first,
@@ -239,14 +260,14 @@ impl<P: Provider> ServerConn<P> {
             .accept_prepared(init, &ours, &mut |qp: &mut P::Qp| {
                 post_initial_recvs::<P>(&mut conn, qp, &mut preposted)
             })
-            .map_err(|_| None)?;
+            .map_err(|_| srq::abandon(env, srq.as_ref()))?;
         env.stats
             .posted(u64::from(preposted > 0), u64::from(preposted));
         env.qp_created(&qp);
         let peer = qp.peer_addr();
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
-            return Err(None);
+            return Err(srq::abandon(env, srq.as_ref()));
         }
         let mut regions = vec![
             Arc::clone(&slab.region),
@@ -254,6 +275,7 @@ impl<P: Provider> ServerConn<P> {
             Arc::clone(env.replies.region()),
         ];
         regions.extend(back.as_ref().map(|b| b.region()));
+        regions.extend(srq.as_ref().map(|s| Arc::clone(&s.region)));
         let mem = HostRegions::new(&regions);
         let mut drv = ConnDriver::new(mem);
         drv.qp_num = qpn;
@@ -285,6 +307,7 @@ impl<P: Provider> ServerConn<P> {
             last_active: env.now,
             evicted: false,
             peer_slot: Some(peer_slot),
+            srq: srq.map(|s| s.share),
         })
     }
 
@@ -349,7 +372,10 @@ impl<P: Provider> ServerConn<P> {
         if let Some(mut qp) = self.drv.qp.take() {
             let _ = qp.disconnect();
         }
-        self.drv.conn = None;
+        match self.srq.as_mut() {
+            Some(s) => s.park(env, self.drv.conn.take()),
+            None => self.drv.conn = None,
+        }
         for h in self.held.iter_mut() {
             *h = None;
         }
@@ -357,6 +383,14 @@ impl<P: Provider> ServerConn<P> {
         self.pending.clear();
         if let Some(b) = self.back.as_mut() {
             b.on_lost(env, links, cx, slot, &self.stats);
+        }
+        self.srq_leave(env);
+    }
+
+    /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
+    fn srq_leave(&mut self, env: &mut NodeEnv<P>) {
+        if let (Some(s), true) = (self.srq.as_mut(), self.in_worker == 0) {
+            s.leave(env);
         }
     }
 
@@ -603,6 +637,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.in_worker = self.in_worker.saturating_sub(1);
         self.last_active = env.now;
         if self.lost {
+            self.srq_leave(env);
             return;
         }
         let call = CallId {
@@ -711,6 +746,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
                 &self.stats,
             );
         }
+        ConnSrq::repost(env, self.drv.conn.as_mut());
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
