@@ -8,7 +8,10 @@
 #     all-or-nothing;
 #   - poller tests/loom_rings.rs: the SPSC ring (single items, slice bulk/burst, iterator and
 #     sink paths, wraparound at capacity 2) and the MPSC channel (two producers / one consumer,
-#     capacity 2, bulk and burst dequeue), with loom's UnsafeCell tracking every slot access.
+#     capacity 2, bulk and burst dequeue), with loom's UnsafeCell tracking every slot access;
+#   - poller tests/loom_doorbell.rs: the doorbell handshake (arm, re-check, park / publish, ring)
+#     over the SPSC ring: no lost wake-up with one or two rings, and a weakened copy of the
+#     handshake (no SeqCst fence pair) that loom must catch (a deadlock).
 #
 # Builds in its own target directory (target/loom) so the `--cfg loom` build does not evict the
 # normal one; release mode (loom runs orders of magnitude faster) without LTO to keep the build
@@ -33,12 +36,14 @@ export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3}
 
 MEMPOOL=(-p rpcrdma-mempool --lib ring::loom_tests)
 POLLER=(-p rpcrdma-poller --test loom_rings)
+DOORBELL=(-p rpcrdma-poller --test loom_doorbell)
 
 if [ "${1:-}" = "--mutants" ]; then
     saved=$(mktemp -d)
-    restore() { for f in mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs; do
+    FILES="mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs poller/src/doorbell.rs"
+    restore() { for f in $FILES; do
         cp "$saved/$(echo "$f" | tr / _)" "$f"; done; rm -rf "$saved"; }
-    for f in mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs; do
+    for f in $FILES; do
         cp "$f" "$saved/$(echo "$f" | tr / _)"
     done
     trap restore EXIT
@@ -101,6 +106,15 @@ if [ "${1:-}" = "--mutants" ]; then
     mutant mpsc-producer-seq-relaxed poller/src/mpsc.rs \
         's/let seq = slot.seq.load(Ordering::Acquire)/let seq = slot.seq.load(Ordering::Relaxed)/' \
         "${POLLER[@]}"
+    # The doorbell: drop either side's SeqCst fence (the owner's after arming, the producer's
+    # before loading the flag); each must let loom find a lost wake-up. `ring` is the second
+    # `fence(Ordering::SeqCst)` of the file, `arm` the first.
+    mutant doorbell-arm-no-fence poller/src/doorbell.rs \
+        '0,/^        fence(Ordering::SeqCst);/s//        fence(Ordering::Release);/' \
+        "${DOORBELL[@]}" -- --skip weak
+    mutant doorbell-ring-no-fence poller/src/doorbell.rs \
+        '/pub fn ring/,/^    }/s/^        fence(Ordering::SeqCst);/        fence(Ordering::Acquire);/' \
+        "${DOORBELL[@]}" -- --skip weak
     [ "$survived" = 0 ] || { echo "== loom mutants: some survived"; exit 1; }
     echo "== loom mutants: all killed"
     exit 0
@@ -111,4 +125,6 @@ echo "== loom (LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS): mempool MPMC ring"
 cargo test --release -q "${MEMPOOL[@]}" -- --test-threads=2
 echo "== loom: poller SPSC ring and MPSC channel"
 cargo test --release -q "${POLLER[@]}" -- --test-threads=2
+echo "== loom: poller doorbell handshake"
+cargo test --release -q "${DOORBELL[@]}" -- --test-threads=2
 echo "== loom: OK ($(($(date +%s) - start)) s)"

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod cost;
+pub mod scale;
 pub mod soak;
 pub mod soft_rtt;
 pub mod svg;

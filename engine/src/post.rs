@@ -44,6 +44,10 @@ pub struct Posted {
     pub doorbells: u32,
     /// Sends posted as Send With Invalidate (including one whose queueing failed).
     pub invalidates: u32,
+    /// Memory-window binds posted (including one whose queueing failed).
+    pub binds: u32,
+    /// Local invalidates posted (including one whose queueing failed).
+    pub local_invalidates: u32,
 }
 
 /// Which queue a [`queue_work_request`] went to.
@@ -150,12 +154,14 @@ pub fn post_work_requests<'a, P: Provider>(
     let (mut sends, mut recvs) = (0u32, 0u32);
     while let Some(wr) = conn.poll_wr() {
         p.wrs += 1;
-        if let WorkRequest::Send {
-            invalidate: Some(_),
-            ..
-        } = wr
-        {
-            p.invalidates += 1;
+        match wr {
+            WorkRequest::Send {
+                invalidate: Some(_),
+                ..
+            } => p.invalidates += 1,
+            WorkRequest::BindMw { .. } => p.binds += 1,
+            WorkRequest::LocalInv { .. } => p.local_invalidates += 1,
+            _ => {}
         }
         match queue_work_request::<P>(qp, &wr, mws, &mut mr_of) {
             Ok(Queued::Recv) => recvs += 1,

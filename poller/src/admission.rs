@@ -1,77 +1,95 @@
-//! Per-peer connection shares of a server (`ServerOptions::max_conns_per_peer`).
+//! A server's connection limits: shares per peer address (`ServerOptions::max_conns_per_peer`)
+//! and in all (`ServerOptions::max_connections`, over every reactor of the server).
 //!
-//! Normal operation: a connect request takes one of its peer IP address's shares
-//! ([`PeerTable::admit`]) before it gets a slot; the [`PeerSlot`] it receives moves into the
-//! connection and is dropped when the connection closes, which gives the share back. The table
-//! is touched on accept and teardown only (a mutex, never on the data path).
+//! Normal operation: a connect request takes one of the server's shares and one of its peer IP
+//! address's ([`PeerTable::admit`]) before it gets a slot; the [`PeerSlot`] it receives moves
+//! into the connection and is dropped when the connection closes, which gives both back. The
+//! table is touched on accept and teardown only (a mutex, never on the data path).
 //!
-//! Recovery: a request over the limit gets no share and is rejected with
-//! [`RejectReason::PeerLimit`](crate::RejectReason::PeerLimit) by its caller; a request or
+//! Recovery: a request over a limit gets no share and is rejected by its caller with the
+//! reason [`PeerTable::admit`] returns
+//! ([`RejectReason::PeerLimit`](crate::RejectReason::PeerLimit) or
+//! [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit)); a request or
 //! connection dropped on any path (failed accept, reactor stopping, node dropped) drops its
-//! share with it, so shares cannot leak. A limit of 0 counts nothing.
+//! shares with it, so shares cannot leak. A limit of 0 counts nothing.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-/// Connections (and connect requests being accepted) per peer address.
-#[derive(Debug)]
-pub(crate) struct PeerTable {
-    limit: u32,
-    counts: Mutex<HashMap<IpAddr, u32>>,
+use rpcrdma_engine::proto::reject::RejectReason;
+
+/// Shares held: per peer address and in all.
+#[derive(Debug, Default)]
+struct Held {
+    by_peer: HashMap<IpAddr, u32>,
+    total: u32,
 }
 
-/// One connection's share of its peer address's limit; dropping it gives the share back.
+/// Connections (and connect requests being accepted) per peer address and in all.
+#[derive(Debug)]
+pub(crate) struct PeerTable {
+    per_peer: u32,
+    total: u32,
+    held: Mutex<Held>,
+}
+
+/// One connection's shares of the limits; dropping it gives them back.
 pub(crate) struct PeerSlot {
     table: Arc<PeerTable>,
     ip: IpAddr,
-    counted: bool,
 }
 
 impl PeerTable {
-    /// A table allowing `limit` connections per address (0: no limit).
-    pub(crate) fn new(limit: u32) -> PeerTable {
+    /// A table allowing `per_peer` connections per address and `total` in all (0: no limit).
+    pub(crate) fn new(per_peer: u32, total: u32) -> PeerTable {
         PeerTable {
-            limit,
-            counts: Mutex::new(HashMap::new()),
+            per_peer,
+            total,
+            held: Mutex::new(Held::default()),
         }
     }
 
-    /// Takes one of `ip`'s shares; `None` when it holds the limit already.
-    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
-        if self.limit > 0 {
-            let mut m = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-            let n = m.entry(ip).or_insert(0);
-            if *n >= self.limit {
-                return None;
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a share for `ip`, or says which limit it is at (the server's total first).
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<PeerSlot, RejectReason> {
+        let mut h = self.lock();
+        if self.total > 0 && h.total >= self.total {
+            return Err(RejectReason::ConnectionLimit);
+        }
+        if self.per_peer > 0 {
+            let n = h.by_peer.entry(ip).or_insert(0);
+            if *n >= self.per_peer {
+                return Err(RejectReason::PeerLimit);
             }
             *n += 1;
         }
-        Some(PeerSlot {
+        h.total += 1;
+        Ok(PeerSlot {
             table: Arc::clone(self),
             ip,
-            counted: self.limit > 0,
         })
     }
 
-    /// Shares `ip` holds now.
+    /// Shares `ip` holds now, and shares held in all.
     #[cfg(test)]
-    fn held(&self, ip: IpAddr) -> u32 {
-        let m = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(&ip).copied().unwrap_or(0)
+    fn held(&self, ip: IpAddr) -> (u32, u32) {
+        let h = self.lock();
+        (h.by_peer.get(&ip).copied().unwrap_or(0), h.total)
     }
 }
 
 impl Drop for PeerSlot {
     fn drop(&mut self) {
-        if !self.counted {
-            return;
-        }
-        let mut m = self.table.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.ip) {
+        let mut h = self.table.lock();
+        h.total = h.total.saturating_sub(1);
+        if let Some(n) = h.by_peer.get_mut(&self.ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                m.remove(&self.ip);
+                h.by_peer.remove(&self.ip);
             }
         }
     }
@@ -83,25 +101,50 @@ mod tests {
 
     #[test]
     fn rejects_share_over_the_limit_until_one_is_given_back() {
-        let t = Arc::new(PeerTable::new(2));
+        let t = Arc::new(PeerTable::new(2, 0));
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let s1 = t.admit(a).expect("first");
         let _s2 = t.admit(a).expect("second");
-        assert!(t.admit(a).is_none(), "third share of one address");
+        assert_eq!(
+            t.admit(a).err(),
+            Some(RejectReason::PeerLimit),
+            "third share of one address"
+        );
         let _other = t.admit(b).expect("another address");
         drop(s1);
-        assert_eq!(t.held(a), 1);
+        assert_eq!(t.held(a), (1, 2));
         let _s3 = t.admit(a).expect("a share was given back");
-        assert!(t.admit(a).is_none());
+        assert_eq!(t.admit(a).err(), Some(RejectReason::PeerLimit));
+    }
+
+    #[test]
+    fn rejects_connections_over_the_total_whatever_the_address() {
+        let t = Arc::new(PeerTable::new(2, 3));
+        let ip = |i: u8| IpAddr::from([10, 0, 0, i]);
+        let s1 = t.admit(ip(1)).expect("first");
+        let _s2 = t.admit(ip(2)).expect("second");
+        let _s3 = t.admit(ip(2)).expect("third");
+        assert_eq!(t.admit(ip(4)).err(), Some(RejectReason::ConnectionLimit));
+        // The total is checked first: an address at its own limit hears about the server's.
+        assert_eq!(t.admit(ip(2)).err(), Some(RejectReason::ConnectionLimit));
+        drop(s1);
+        assert_eq!(t.held(ip(1)), (0, 2));
+        let _s4 = t.admit(ip(4)).expect("a share was given back");
+        assert_eq!(t.admit(ip(5)).err(), Some(RejectReason::ConnectionLimit));
     }
 
     #[test]
     fn accepts_any_number_without_a_limit() {
-        let t = Arc::new(PeerTable::new(0));
+        let t = Arc::new(PeerTable::new(0, 0));
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let v: Vec<_> = (0..100).map(|_| t.admit(a).expect("share")).collect();
-        assert_eq!(t.held(a), 0, "nothing counted");
+        assert_eq!(
+            t.held(a),
+            (0, 100),
+            "no per-address count, the total counted"
+        );
         drop(v);
+        assert_eq!(t.held(a), (0, 0));
     }
 }

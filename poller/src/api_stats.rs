@@ -10,7 +10,8 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 /// Adds `n` to a counter only the owning thread stores.
 #[inline]
@@ -35,7 +36,7 @@ fn get(c: &AtomicU64) -> u64 {
 macro_rules! counters {
     (
         $(#[$m:meta])* $block:ident, $snap:ident {
-            $( $(#[$fm:meta])* $field:ident ),+ $(,)?
+            $( $(#[doc = $doc:expr])* $field:ident ),+ $(,)?
         }
     ) => {
         #[derive(Default)]
@@ -46,7 +47,7 @@ macro_rules! counters {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct $snap {
-            $( $(#[$fm])* pub $field: u64, )+
+            $( $(#[doc = $doc])* pub $field: u64, )+
         }
 
         impl $block {
@@ -56,6 +57,16 @@ macro_rules! counters {
         }
 
         impl $snap {
+            /// Every field's name and documentation, in declaration order (the order of
+            /// [`values`](Self::values)).
+            pub const FIELDS: &'static [(&'static str, &'static str)] =
+                &[ $( (stringify!($field), concat!($($doc),*)) ),+ ];
+
+            /// Every field's value, in [`FIELDS`](Self::FIELDS) order.
+            pub fn values(&self) -> Vec<u64> {
+                vec![ $( self.$field ),+ ]
+            }
+
             /// Adds every field of `other` (counters and gauges alike) to this one: totals
             /// over several blocks.
             pub fn accumulate(&mut self, other: &$snap) {
@@ -100,6 +111,9 @@ counters! {
         /// Connect requests rejected because the peer address held
         /// `ServerOptions::max_conns_per_peer` connections (reason `PeerLimit`, server).
         rejects_peer_limit,
+        /// Connect requests rejected because the server held `ServerOptions::max_connections`
+        /// connections (reason `ConnectionLimit`, server).
+        rejects_conn_limit,
         /// Connect requests rejected for any other reason: the server stopping
         /// (`ShuttingDown`) or failing to set the connection up (`NoResources`).
         rejects_other,
@@ -108,6 +122,14 @@ counters! {
         evictions,
         /// Server connections this node closed after `ServerOptions::idle_timeout_ms` idle.
         idle_closes,
+        /// Completions with status `RNR_RETRY_EXC_ERR`: a Send found no receive posted at the
+        /// peer after its RNR retries (a credit-accounting fault somewhere).
+        rnr_errors,
+        /// Completions with status `WR_FLUSH_ERR`: work requests flushed by a QP in the error
+        /// state (every connection loss flushes what it had posted).
+        flush_errors,
+        /// Completions with any other error status (remote access, retries exhausted, ...).
+        wc_errors,
         /// Receives of the node's shared receive queue (`ServerOptions::shared_receive_queue`;
         /// 0 without one). A gauge.
         srq_depth,
@@ -188,9 +210,10 @@ counters! {
         remote_invalidations,
         /// Replies that came through the Reply chunk as RDMA_NOMSG (client).
         reply_chunk_replies,
-        /// Calls that came with Read chunks (server; Position-Zero long calls included).
+        /// Calls that came with Read chunks (server; Position-Zero long calls included) or
+        /// that carried DDP items as Read chunks (client).
         read_chunk_calls,
-        /// Calls that offered Write chunks (server).
+        /// Calls that offered Write chunks (server: received; client: sent).
         write_chunk_calls,
         /// Calls that offered a Reply chunk (server).
         reply_chunk_calls,
@@ -207,6 +230,29 @@ counters! {
         /// Connections the server closed after `ServerOptions::idle_timeout_ms` idle (0 or 1
         /// per connection).
         idle_closes,
+        /// Receives posted on the connection's receive queue now. A gauge.
+        recv_posted,
+        /// Times `recv_posted` fell below the credits granted (the low-water mark: a peer using
+        /// its whole grant could meet an empty receive queue until the refill).
+        recv_low_water,
+        /// Memory windows bound (one per chunk a call exposes).
+        mw_binds,
+        /// Memory windows invalidated locally (Local Invalidate work requests; windows the
+        /// peer invalidated are `remote_invalidations`).
+        mw_invalidates,
+        /// RDMA_ERROR / RDMA2_ERROR ERR_VERS received (client; a Version Two probe's fallback
+        /// handled inside the engine is not counted).
+        err_vers_in,
+        /// RDMA_ERROR ERR_CHUNK received (client).
+        err_chunk_in,
+        /// RDMA2_ERROR with another code received (BAD_XDR, CANT_REPLY not retried,
+        /// INVAL_PROC, INVAL_OPTION) or an unknown RDMA_ERROR code (client).
+        err_other_in,
+        /// Replies answered with ERR_CHUNK because they did not fit the chunks offered
+        /// (server; errors the engine sends for undecodable headers are not counted).
+        err_chunk_out,
+        /// Replies answered with RDMA2_ERR_CANT_REPLY (server, Version Two).
+        err_cant_reply_out,
     }
 }
 
@@ -286,6 +332,7 @@ impl NodeStatsWriter {
         match reason {
             R::ServerFull => bump(&self.0.rejects_full, 1),
             R::PeerLimit => bump(&self.0.rejects_peer_limit, 1),
+            R::ConnectionLimit => bump(&self.0.rejects_conn_limit, 1),
             _ => bump(&self.0.rejects_other, 1),
         }
     }
@@ -294,6 +341,19 @@ impl NodeStatsWriter {
     }
     pub(crate) fn idle_closed(&self) {
         bump(&self.0.idle_closes, 1);
+    }
+    /// Counts an error status of a completion (nothing for a success: one compare).
+    #[inline]
+    pub(crate) fn wc_status(&self, st: rpcrdma_engine::verbs::WcStatus) {
+        use rpcrdma_engine::verbs::WcStatus as W;
+        if st.is_success() {
+            return;
+        }
+        match st {
+            W::RNR_RETRY_EXC_ERR => bump(&self.0.rnr_errors, 1),
+            W::WR_FLUSH_ERR => bump(&self.0.flush_errors, 1),
+            _ => bump(&self.0.wc_errors, 1),
+        }
     }
     /// The shared receive queue's gauges: (depth, posted, held, low-water events, octets).
     pub(crate) fn set_srq(&self, depth: u64, posted: u64, held: u64, low: u64, bytes: u64) {
@@ -308,17 +368,41 @@ impl NodeStatsWriter {
     }
 }
 
+/// A connection's counter block and what names it: an id unique in the process (assigned at
+/// creation, in order) and the peer's address (set once, when known).
+struct ConnBlock {
+    c: CachePadded<ConnCounters>,
+    id: u64,
+    peer: OnceLock<SocketAddr>,
+}
+
+/// Connection ids: the next one to hand out.
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
 /// Connection counters: the writer half stays with the connection on its reactor.
-pub(crate) struct ConnStatsWriter(Arc<CachePadded<ConnCounters>>);
+pub(crate) struct ConnStatsWriter(Arc<ConnBlock>);
 
 /// A reader of a connection's counters (any thread).
 #[derive(Clone)]
-pub struct ConnStats(Arc<CachePadded<ConnCounters>>);
+pub struct ConnStats(Arc<ConnBlock>);
 
 impl ConnStats {
     /// The counters now.
     pub fn snapshot(&self) -> ConnSnapshot {
-        self.0.snapshot()
+        self.0.c.snapshot()
+    }
+
+    /// The connection's id: unique in the process, increasing in creation order (a client's
+    /// id stays the same across its reconnections; a server connection's is the
+    /// `CallTransport::conn_id` its handlers see).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The peer's address (the server's for a client, the client's for a server connection),
+    /// when known.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.0.peer.get().copied()
     }
 
     /// Whether both readers read the same connection's block.
@@ -334,7 +418,13 @@ impl core::fmt::Debug for ConnStats {
 }
 
 pub(crate) fn conn_stats() -> (ConnStatsWriter, ConnStats) {
-    let c = Arc::new(CachePadded::new(ConnCounters::default()));
+    // Relaxed: only uniqueness matters (the RMW gives it), no data is published by it.
+    let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+    let c = Arc::new(ConnBlock {
+        c: CachePadded::new(ConnCounters::default()),
+        id,
+        peer: OnceLock::new(),
+    });
     (ConnStatsWriter(Arc::clone(&c)), ConnStats(c))
 }
 
@@ -343,107 +433,255 @@ impl ConnStatsWriter {
     pub(crate) fn reader(&self) -> ConnStats {
         ConnStats(Arc::clone(&self.0))
     }
+    /// Records the peer's address (the first one set stays).
+    pub(crate) fn set_peer(&self, addr: SocketAddr) {
+        let _ = self.0.peer.set(addr);
+    }
     pub(crate) fn call(&self, bytes_out: u64) {
-        bump(&self.0.calls, 1);
-        bump(&self.0.bytes_out, bytes_out);
+        bump(&self.0.c.calls, 1);
+        bump(&self.0.c.bytes_out, bytes_out);
     }
     pub(crate) fn call_in(&self, bytes_in: u64) {
-        bump(&self.0.calls, 1);
-        bump(&self.0.bytes_in, bytes_in);
+        bump(&self.0.c.calls, 1);
+        bump(&self.0.c.bytes_in, bytes_in);
     }
     pub(crate) fn reply_in(&self, bytes_in: u64) {
-        bump(&self.0.replies, 1);
-        bump(&self.0.bytes_in, bytes_in);
+        bump(&self.0.c.replies, 1);
+        bump(&self.0.c.bytes_in, bytes_in);
     }
     pub(crate) fn reply_out(&self, bytes_out: u64) {
-        bump(&self.0.replies, 1);
-        bump(&self.0.bytes_out, bytes_out);
+        bump(&self.0.c.replies, 1);
+        bump(&self.0.c.bytes_out, bytes_out);
     }
     pub(crate) fn error(&self) {
-        bump(&self.0.errors, 1);
+        bump(&self.0.c.errors, 1);
     }
     pub(crate) fn credits(&self, in_use: u64, granted: u64) {
-        set(&self.0.credits_in_use, in_use);
-        set(&self.0.credits_granted, granted);
+        set(&self.0.c.credits_in_use, in_use);
+        set(&self.0.c.credits_granted, granted);
     }
     pub(crate) fn queued(&self, n: u64) {
-        set(&self.0.queued, n);
+        set(&self.0.c.queued, n);
     }
     pub(crate) fn retransmit(&self) {
-        bump(&self.0.retransmits, 1);
+        bump(&self.0.c.retransmits, 1);
     }
     pub(crate) fn reconnect(&self) {
-        bump(&self.0.reconnects, 1);
+        bump(&self.0.c.reconnects, 1);
     }
     pub(crate) fn lost(&self) {
-        bump(&self.0.connection_losses, 1);
+        bump(&self.0.c.connection_losses, 1);
     }
     pub(crate) fn connect_failed(&self) {
-        bump(&self.0.connect_failures, 1);
+        bump(&self.0.c.connect_failures, 1);
     }
     pub(crate) fn version(&self, v: u64) {
-        set(&self.0.rdma_version, v);
+        set(&self.0.c.rdma_version, v);
     }
     pub(crate) fn back_call(&self, bytes_out: u64) {
-        bump(&self.0.back_calls, 1);
-        bump(&self.0.bytes_out, bytes_out);
+        bump(&self.0.c.back_calls, 1);
+        bump(&self.0.c.bytes_out, bytes_out);
     }
     pub(crate) fn back_call_in(&self, bytes_in: u64) {
-        bump(&self.0.back_calls, 1);
-        bump(&self.0.bytes_in, bytes_in);
+        bump(&self.0.c.back_calls, 1);
+        bump(&self.0.c.bytes_in, bytes_in);
     }
     pub(crate) fn back_reply(&self, bytes: u64, incoming: bool) {
-        bump(&self.0.back_replies, 1);
+        bump(&self.0.c.back_replies, 1);
         if incoming {
-            bump(&self.0.bytes_in, bytes);
+            bump(&self.0.c.bytes_in, bytes);
         } else {
-            bump(&self.0.bytes_out, bytes);
+            bump(&self.0.c.bytes_out, bytes);
         }
     }
     pub(crate) fn back_error(&self) {
-        bump(&self.0.back_errors, 1);
+        bump(&self.0.c.back_errors, 1);
     }
     pub(crate) fn back_retransmit(&self) {
-        bump(&self.0.back_retransmits, 1);
+        bump(&self.0.c.back_retransmits, 1);
     }
     pub(crate) fn back_gauges(&self, in_flight: u64, queued: u64) {
-        set(&self.0.back_in_flight, in_flight);
-        set(&self.0.back_queued, queued);
+        set(&self.0.c.back_in_flight, in_flight);
+        set(&self.0.c.back_queued, queued);
     }
     pub(crate) fn session_expired(&self) {
-        bump(&self.0.sessions_expired, 1);
+        bump(&self.0.c.sessions_expired, 1);
     }
     pub(crate) fn remote_invalidation(&self) {
-        bump(&self.0.remote_invalidations, 1);
+        bump(&self.0.c.remote_invalidations, 1);
     }
     pub(crate) fn reply_chunk_reply(&self) {
-        bump(&self.0.reply_chunk_replies, 1);
+        bump(&self.0.c.reply_chunk_replies, 1);
     }
     /// A call arrived with these chunks (server).
     pub(crate) fn call_chunks(&self, t: &crate::call::CallTransport, write_chunks: u8) {
         if t.read_segments > 0 {
-            bump(&self.0.read_chunk_calls, 1);
+            bump(&self.0.c.read_chunk_calls, 1);
         }
         if write_chunks > 0 {
-            bump(&self.0.write_chunk_calls, 1);
+            bump(&self.0.c.write_chunk_calls, 1);
         }
         if t.reply_chunk.is_some() {
-            bump(&self.0.reply_chunk_calls, 1);
+            bump(&self.0.c.reply_chunk_calls, 1);
         }
         if t.position_zero {
-            bump(&self.0.long_calls, 1);
+            bump(&self.0.c.long_calls, 1);
         }
     }
-    pub(crate) fn send_invalidates(&self, n: u64) {
-        bump(&self.0.send_invalidates, n);
+    /// What one post of the connection's queued work requests carried: Send With Invalidate,
+    /// memory-window binds and local invalidates.
+    #[inline]
+    pub(crate) fn posted(&self, p: &rpcrdma_engine::post::Posted) {
+        if p.invalidates > 0 {
+            bump(&self.0.c.send_invalidates, u64::from(p.invalidates));
+        }
+        if p.binds > 0 {
+            bump(&self.0.c.mw_binds, u64::from(p.binds));
+        }
+        if p.local_invalidates > 0 {
+            bump(&self.0.c.mw_invalidates, u64::from(p.local_invalidates));
+        }
+    }
+    /// The receive queue now: receives posted against the credits granted; counts a fall
+    /// below the grant (edge, not level: the previous gauge value tells).
+    #[inline]
+    pub(crate) fn recv_queue(&self, conn: Option<&rpcrdma_engine::conn::Connection>) {
+        if let Some(c) = conn {
+            self.recv_levels(c.receives_posted(), c.credits());
+        }
+    }
+    /// `posted` receives against `granted` credits (see [`ConnStatsWriter::recv_queue`]).
+    #[inline]
+    fn recv_levels(&self, posted: u32, granted: u32) {
+        let (posted, granted) = (u64::from(posted), u64::from(granted));
+        if posted < granted && get(&self.0.c.recv_posted) >= granted {
+            bump(&self.0.c.recv_low_water, 1);
+        }
+        set(&self.0.c.recv_posted, posted);
+    }
+    /// Chunks a client call offered (Read chunks for DDP items, Write chunks for receptacles).
+    #[inline]
+    pub(crate) fn call_chunks_out(&self, read_items: usize, receptacles: usize) {
+        if read_items > 0 {
+            bump(&self.0.c.read_chunk_calls, 1);
+        }
+        if receptacles > 0 {
+            bump(&self.0.c.write_chunk_calls, 1);
+        }
+    }
+    /// A call failed with `e` (client): RDMA_ERROR codes are counted.
+    pub(crate) fn call_failed(&self, e: &rpcrdma_engine::conn::CallError) {
+        use rpcrdma_engine::conn::CallError as E;
+        use rpcrdma_engine::proto::v2::RdmaError as R2;
+        match e {
+            E::ErrVers { .. } | E::Rdma2(R2::Vers { .. }) => bump(&self.0.c.err_vers_in, 1),
+            E::ErrChunk => bump(&self.0.c.err_chunk_in, 1),
+            E::RdmaError(_) | E::Rdma2(_) => bump(&self.0.c.err_other_in, 1),
+            _ => {}
+        }
+    }
+    /// How a reply went out (server): the error answers are counted.
+    #[inline]
+    pub(crate) fn reply_kind(&self, k: rpcrdma_engine::conn::ReplyKind) {
+        use rpcrdma_engine::conn::ReplyKind as K;
+        match k {
+            K::ErrChunk => bump(&self.0.c.err_chunk_out, 1),
+            K::CantReply => bump(&self.0.c.err_cant_reply_out, 1),
+            _ => {}
+        }
     }
     pub(crate) fn kicked(&self) {
-        bump(&self.0.kicked, 1);
+        bump(&self.0.c.kicked, 1);
     }
     pub(crate) fn evicted(&self) {
-        bump(&self.0.evictions, 1);
+        bump(&self.0.c.evictions, 1);
     }
     pub(crate) fn idle_closed(&self) {
-        bump(&self.0.idle_closes, 1);
+        bump(&self.0.c.idle_closes, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpcrdma_engine::conn::{CallError, ReplyKind};
+    use rpcrdma_engine::post::Posted;
+    use rpcrdma_engine::proto::v2::RdmaError;
+    use rpcrdma_engine::verbs::WcStatus;
+
+    #[test]
+    fn accepts_error_codes_chunk_kinds_and_windows() {
+        let (w, r) = conn_stats();
+        w.call_failed(&CallError::ErrVers { low: 1, high: 1 });
+        w.call_failed(&CallError::Rdma2(RdmaError::Vers { low: 1, high: 2 }));
+        w.call_failed(&CallError::ErrChunk);
+        w.call_failed(&CallError::Rdma2(RdmaError::BadXdr));
+        w.call_failed(&CallError::RdmaError(9));
+        w.call_failed(&CallError::TimedOut);
+        w.reply_kind(ReplyKind::ErrChunk);
+        w.reply_kind(ReplyKind::CantReply);
+        w.reply_kind(ReplyKind::Inline);
+        w.call_chunks_out(2, 0);
+        w.call_chunks_out(0, 1);
+        w.posted(&Posted {
+            wrs: 9,
+            doorbells: 1,
+            invalidates: 1,
+            binds: 3,
+            local_invalidates: 2,
+        });
+        let s = r.snapshot();
+        assert_eq!((s.err_vers_in, s.err_chunk_in, s.err_other_in), (2, 1, 2));
+        assert_eq!((s.err_chunk_out, s.err_cant_reply_out), (1, 1));
+        assert_eq!((s.read_chunk_calls, s.write_chunk_calls), (1, 1));
+        assert_eq!(
+            (s.send_invalidates, s.mw_binds, s.mw_invalidates),
+            (1, 3, 2)
+        );
+    }
+
+    #[test]
+    fn accepts_low_water_counted_once_per_fall() {
+        let (w, r) = conn_stats();
+        // Starting empty (before the first post) is no fall; a refill, then a fall.
+        for (posted, granted) in [(0, 32), (40, 32), (31, 32), (20, 32), (32, 32), (10, 32)] {
+            w.recv_levels(posted, granted);
+        }
+        let s = r.snapshot();
+        assert_eq!((s.recv_posted, s.recv_low_water), (10, 2));
+    }
+
+    #[test]
+    fn accepts_completion_errors_by_status() {
+        let (w, r) = node_stats();
+        for st in [
+            WcStatus::SUCCESS,
+            WcStatus::RNR_RETRY_EXC_ERR,
+            WcStatus::WR_FLUSH_ERR,
+            WcStatus::WR_FLUSH_ERR,
+            WcStatus::REM_ACCESS_ERR,
+        ] {
+            w.wc_status(st);
+        }
+        let s = r.snapshot();
+        assert_eq!((s.rnr_errors, s.flush_errors, s.wc_errors), (1, 2, 1));
+    }
+
+    #[test]
+    fn accepts_fields_listed_with_their_docs() {
+        let s = ConnSnapshot {
+            recv_low_water: 4,
+            ..ConnSnapshot::default()
+        };
+        let i = ConnSnapshot::FIELDS
+            .iter()
+            .position(|(n, _)| *n == "recv_low_water")
+            .unwrap();
+        assert_eq!(s.values()[i], 4);
+        assert_eq!(s.values().len(), ConnSnapshot::FIELDS.len());
+        assert!(ConnSnapshot::FIELDS[i].1.contains("low-water"));
+        assert!(NodeSnapshot::FIELDS.iter().all(|(_, d)| !d.is_empty()));
+        let (a, b) = (conn_stats().1, conn_stats().1);
+        assert!(b.id() > a.id());
     }
 }

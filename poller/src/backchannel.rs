@@ -55,42 +55,32 @@
 // allocates on the way (as `Client::call` does).
 #![allow(clippy::result_large_err)]
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rpcrdma_engine::conn::{
-    self, BackchannelPools, CallId, ConnState, Connection, HostMemory, IncomingCall, Pools,
-    ReplyError, ReplyKind, ReplySpec, Role,
+    self, BackchannelPools, ConnState, Connection, IncomingCall, Pools, Role,
 };
 use rpcrdma_engine::proto::private_data::representable_size;
-use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
 use rpcrdma_engine::verbs::Provider;
-use rpcrdma_mempool::{HugePagePolicy, PoolBuf, Region, Registrar};
+use rpcrdma_mempool::{HugePagePolicy, Region, Registrar};
 
 use crate::api_stats::ConnStatsWriter;
 use crate::config::{CallbackMode, EndpointConfig};
+use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
-use crate::memory::{local_buf, MemError, Slab, SlabLayout};
-use crate::program::{
-    header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Program,
-    Programs, Reject, Request, MAX_DDP, SUCCESS_HEADER_LEN,
-};
+use crate::memory::{MemError, Slab, SlabLayout};
+use crate::program::{Program, Programs};
 pub use crate::session::{BackCallOptions, BackChannel, BindError};
 
 /// The peer named to a backward handler when the QP is already gone.
 const UNSPECIFIED_PEER: std::net::SocketAddr = std::net::SocketAddr::V4(
     std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
 );
-use crate::node::{job_token, NodeEnv};
-use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
+use crate::node::NodeEnv;
+use crate::worker::{NodeLinks, Served};
 
 /// Backward credits a client grants by default (what Linux grants).
 pub const DEFAULT_BACK_CREDITS: u32 = 16;
-
-/// Size of the RPC call header buffer of each backward call record.
-pub(crate) const RPC_HEADER_SIZE: u32 = 128;
-
-pub(crate) const NO_REC: u32 = u32::MAX;
 
 // ---------------------------------------------------------------------------------------------
 // Client side.
@@ -137,29 +127,15 @@ impl BackchannelService {
     }
 }
 
-/// A reply that waits for send-queue room.
-struct PendingBack {
-    call: CallId,
-    reply: PoolBuf,
-    len: usize,
-    ddp: DdpItems,
-    ok: bool,
-}
-
-/// A client connection's backward responder (on its reactor).
+/// A client connection's backward responder (on its reactor): the programs it serves, its
+/// backchannel memory and the dispatcher that serves the calls (`dispatch.rs`).
 pub(crate) struct ClientBack {
     programs: Programs,
     slab: Slab,
-    /// The reply buffer (and DDP items) last sent from each engine backward slot. They are
-    /// released when the slot answers its next call (the engine reuses a slot only after its
-    /// reply's Send completed) or when the connection is lost.
-    held: Vec<Option<(PoolBuf, DdpItems)>>,
-    /// Calls waiting for a reply buffer, in order.
-    waiting: VecDeque<IncomingCall>,
-    /// Replies the send queue could not take yet, in order.
-    pending: VecDeque<PendingBack>,
-    /// Handlers running on a worker; each holds a view of a receive buffer.
-    in_worker: u32,
+    /// Reply buffers are held per engine backward slot until the slot answers its next call
+    /// (the engine reuses a slot only after its reply's Send completed) or the connection is
+    /// lost.
+    dispatch: Dispatcher,
     mode: CallbackMode,
 }
 
@@ -195,10 +171,7 @@ impl ClientBack {
         Ok(Box::new(ClientBack {
             programs: s.programs,
             slab,
-            held: (0..2 * credits).map(|_| None).collect(),
-            waiting: VecDeque::with_capacity(2 * credits as usize),
-            pending: VecDeque::with_capacity(2 * credits as usize),
-            in_worker: 0,
+            dispatch: Dispatcher::new(Direction::Backward, 2 * credits as usize),
             mode,
         }))
     }
@@ -230,7 +203,28 @@ impl ClientBack {
 
     /// True when no worker holds a view of a backward call.
     pub(crate) fn idle(&self) -> bool {
-        self.in_worker == 0
+        self.dispatch.in_worker() == 0
+    }
+
+    /// How backward calls are served: the peer handlers see is the QP's (or none once the QP
+    /// is gone).
+    fn site<'a, P: Provider>(
+        programs: &'a Programs,
+        mode: CallbackMode,
+        drv: &ConnDriver<P>,
+    ) -> Site<'a> {
+        let peer = drv.qp.as_ref().map_or(
+            UNSPECIFIED_PEER,
+            rpcrdma_engine::verbs::QueuePair::peer_addr,
+        );
+        Site {
+            programs,
+            mode,
+            peer,
+            conn_id: 0,
+            inline_send: 0,
+            back: None,
+        }
     }
 
     /// A backward call arrived.
@@ -243,208 +237,9 @@ impl ClientBack {
         inc: IncomingCall,
         stats: &ConnStatsWriter,
     ) {
-        stats.back_call_in(u64::from(inc.stream.len));
-        if !self.waiting.is_empty() || !self.serve(drv, env, links, slot, inc, stats) {
-            self.waiting.push_back(inc);
-        }
-    }
-
-    /// Serves one call; `false` when no reply buffer is free (the call must wait).
-    fn serve<P: Provider>(
-        &mut self,
-        drv: &mut ConnDriver<P>,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        slot: u32,
-        inc: IncomingCall,
-        stats: &ConnStatsWriter,
-    ) -> bool {
-        let Some(mut reply) = env.cache.get_buf() else {
-            return false;
-        };
-        let stream: &[u8] = drv
-            .mem
-            .bytes(inc.stream.addr, inc.stream.len as usize)
-            .unwrap_or(&[]);
-        let decided = match rpc::decode_call(stream) {
-            Err(e) => Decision::Header(header_error_reply(&e, inc.xid)),
-            Ok((h, off)) => match self.programs.dispatch(h.prog, h.vers, h.proc_num) {
-                Dispatch::Null => Decision::Done(Ok(0), DdpItems::new()),
-                Dispatch::Error(stat) => Decision::Header(ReplyHeader::accepted(inc.xid, stat)),
-                Dispatch::Handler(handler) => {
-                    let args = stream.get(off..).unwrap_or(&[]);
-                    let transport = CallTransport::plain(
-                        drv.qp.as_ref().map_or(
-                            UNSPECIFIED_PEER,
-                            rpcrdma_engine::verbs::QueuePair::peer_addr,
-                        ),
-                        0,
-                    );
-                    match (self.mode, links) {
-                        (CallbackMode::Worker, Some(l)) => {
-                            let job = Job::Serve(ServeJob {
-                                token: job_token(slot, env.slot_gen(slot)),
-                                call_slot: inc.call.slot,
-                                call_gen: inc.call.generation,
-                                handler: Arc::clone(handler),
-                                xid: inc.xid,
-                                prog: h.prog,
-                                vers: h.vers,
-                                proc_num: h.proc_num,
-                                cred_flavor: h.cred.flavor.to_u32(),
-                                cred: RawSlice::new(h.cred.body),
-                                args: RawSlice::new(args),
-                                write_caps: [0; MAX_DDP],
-                                nwrite: 0,
-                                transport,
-                                reply,
-                                base: SUCCESS_HEADER_LEN as u32,
-                                limit: u32::MAX,
-                                ddp: DdpItems::new(),
-                                back: None,
-                            });
-                            self.in_worker += 1;
-                            if !l.submit(slot as usize, job) {
-                                env.stats.worker_ring_full();
-                            }
-                            return true;
-                        }
-                        _ => {
-                            let req = Request {
-                                xid: inc.xid,
-                                prog: h.prog,
-                                vers: h.vers,
-                                proc_num: h.proc_num,
-                                cred: h.cred,
-                                args,
-                                write_chunks: &[],
-                                transport,
-                                back: None,
-                            };
-                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply, usize::MAX);
-                            Decision::Done(r, ddp)
-                        }
-                    }
-                }
-            },
-        };
-        match decided {
-            Decision::Header(h) => {
-                let len = rpc::encode_reply(&mut reply, &h).unwrap_or(0);
-                let _ = self.send(
-                    drv,
-                    env,
-                    inc.call,
-                    reply,
-                    len,
-                    DdpItems::new(),
-                    false,
-                    false,
-                    stats,
-                );
-            }
-            Decision::Done(r, ddp) => {
-                self.finish(drv, env, inc.call, inc.xid, reply, ddp, r, stats)
-            }
-        }
-        true
-    }
-
-    /// Turns a handler's outcome into the reply and sends it.
-    #[allow(clippy::too_many_arguments)]
-    fn finish<P: Provider>(
-        &mut self,
-        drv: &mut ConnDriver<P>,
-        env: &mut NodeEnv<P>,
-        call: CallId,
-        xid: u32,
-        mut reply: PoolBuf,
-        mut ddp: DdpItems,
-        r: Result<usize, Reject>,
-        stats: &ConnStatsWriter,
-    ) {
-        let (stat, results) = match r {
-            Ok(n) => (AcceptStat::Success, n),
-            Err(Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
-            // A client cannot drop its own connection to answer a backward call.
-            Err(Reject::SystemErr | Reject::Disconnect) => (AcceptStat::SystemErr, 0),
-        };
-        let ok = stat == AcceptStat::Success;
-        if !ok {
-            ddp.clear();
-        }
-        let h = ReplyHeader::accepted(xid, stat);
-        let hl = rpc::encode_reply(&mut reply[..SUCCESS_HEADER_LEN], &h).unwrap_or(0);
-        let _ = self.send(drv, env, call, reply, hl + results, ddp, ok, false, stats);
-    }
-
-    /// Sends a backward reply (inline; DDP results go inline too), or queues it when the send
-    /// queue is full. `Err` hands the buffers back when `retry` and the queue is still full.
-    #[allow(clippy::too_many_arguments)]
-    fn send<P: Provider>(
-        &mut self,
-        drv: &mut ConnDriver<P>,
-        env: &mut NodeEnv<P>,
-        call: CallId,
-        reply: PoolBuf,
-        len: usize,
-        ddp: DdpItems,
-        ok: bool,
-        retry: bool,
-        stats: &ConnStatsWriter,
-    ) -> Result<(), (PoolBuf, DdpItems)> {
-        let Some(conn) = drv.conn.as_mut() else {
-            env.cache.put_buf(reply);
-            return Ok(());
-        };
-        let (items, n, ddp_bytes) = ddp.engine_items(0);
-        let bytes = len as u64 + ddp_bytes;
-        let msg = [local_buf(&reply, len)];
-        let spec = ReplySpec {
-            message: &msg,
-            results: &items[..n],
-        };
-        match conn.send_reply(env.now, call, &spec, &mut drv.mem) {
-            Ok(kind) => {
-                stats.back_reply(bytes, false);
-                if !ok || matches!(kind, ReplyKind::ErrChunk | ReplyKind::CantReply) {
-                    stats.back_error();
-                }
-                match self.held.get_mut(call.slot as usize) {
-                    Some(h) => {
-                        // The slot's previous reply was sent before the engine reused it.
-                        if let Some((old, _)) = h.replace((reply, ddp)) {
-                            env.cache.put_buf(old);
-                        }
-                    }
-                    None => {
-                        // Engine slots are < 2 × credits; never here. Keep the buffers
-                        // rather than release them under a Send.
-                        debug_assert!(false, "backward slot {} out of range", call.slot);
-                        core::mem::forget((reply, ddp));
-                    }
-                }
-                Ok(())
-            }
-            Err(ReplyError::Busy) => {
-                if retry {
-                    return Err((reply, ddp));
-                }
-                self.pending.push_back(PendingBack {
-                    call,
-                    reply,
-                    len,
-                    ddp,
-                    ok,
-                });
-                Ok(())
-            }
-            Err(_) => {
-                stats.back_error();
-                env.cache.put_buf(reply);
-                Ok(())
-            }
-        }
+        let site = Self::site(&self.programs, self.mode, drv);
+        let mut io = Io::new(drv, env, links, stats, slot);
+        self.dispatch.on_call(&mut io, &site, inc);
     }
 
     /// Retries replies that waited for send-queue room, then calls that waited for a reply
@@ -453,44 +248,17 @@ impl ClientBack {
         &mut self,
         drv: &mut ConnDriver<P>,
         env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
+        links: Option<&mut NodeLinks>,
         slot: u32,
         stats: &ConnStatsWriter,
     ) -> usize {
-        let mut work = 0;
-        while let Some(p) = self.pending.pop_front() {
-            let PendingBack {
-                call,
-                reply,
-                len,
-                ddp,
-                ok,
-            } = p;
-            match self.send(drv, env, call, reply, len, ddp, ok, true, stats) {
-                Ok(()) => work += 1,
-                Err((reply, ddp)) => {
-                    self.pending.push_front(PendingBack {
-                        call,
-                        reply,
-                        len,
-                        ddp,
-                        ok,
-                    });
-                    break;
-                }
-            }
-        }
-        while let Some(inc) = self.waiting.front().copied() {
-            if !self.serve(drv, env, links.as_deref_mut(), slot, inc, stats) {
-                break;
-            }
-            self.waiting.pop_front();
-            work += 1;
-        }
-        if let Some(c) = drv.conn.as_ref() {
+        let site = Self::site(&self.programs, self.mode, drv);
+        let mut io = Io::new(drv, env, links, stats, slot);
+        let work = self.dispatch.retry(&mut io, &site);
+        if let Some(c) = io.drv.conn.as_ref() {
             stats.back_gauges(
                 u64::from(c.backward_outstanding()),
-                self.waiting.len() as u64,
+                self.dispatch.waiting() as u64,
             );
         }
         work
@@ -504,35 +272,19 @@ impl ClientBack {
         s: Served,
         stats: &ConnStatsWriter,
     ) {
-        self.in_worker = self.in_worker.saturating_sub(1);
         // A reconnection waits for every worker (ClientConn), so a live engine here is the one
-        // that delivered the call.
+        // that delivered the call; otherwise the call died with its connection and the server
+        // sends it again.
         let live = drv
             .conn
             .as_ref()
             .is_some_and(|c| c.state() != ConnState::Closed);
-        if !live {
-            // The call died with its connection; the server sends it again.
-            env.cache.put_buf(s.reply);
-            return;
-        }
-        let call = CallId {
-            slot: s.call_slot,
-            generation: s.call_gen,
-        };
-        self.finish(drv, env, call, s.xid, s.reply, s.ddp, s.result, stats);
+        let mut io = Io::new(drv, env, None, stats, 0);
+        self.dispatch.on_served(&mut io, s, live);
     }
 
     /// The connection is gone (its QP destroyed): release every buffer of its calls.
     pub(crate) fn on_lost<P: Provider>(&mut self, env: &mut NodeEnv<P>) {
-        self.waiting.clear();
-        while let Some(p) = self.pending.pop_front() {
-            env.cache.put_buf(p.reply);
-        }
-        for h in self.held.iter_mut() {
-            if let Some((b, _)) = h.take() {
-                env.cache.put_buf(b);
-            }
-        }
+        self.dispatch.clear(env);
     }
 }

@@ -8,7 +8,9 @@
 //! `min_sleep_ns` and doubling up to `max_sleep_ns`. Any useful work resets the sequence
 //! ([`Backoff::reset`]). Sleeps use [`std::thread::park_timeout`], so whoever hands the thread work
 //! can wake it at once with [`std::thread::Thread::unpark`], and the caller may cap a sleep (e.g. at
-//! the next timer deadline).
+//! the next timer deadline). [`Backoff::sleeps_next`] tells a loop that the next idle iteration
+//! would sleep, so it can arm a [`crate::doorbell::Doorbell`] and poll once more first (the
+//! reactors and workers do).
 //!
 //! Recovery: nothing to recover; a spurious wake-up just ends a sleep early.
 
@@ -41,13 +43,16 @@ impl BackoffConfig {
         }
     }
 
-    /// Back-off for cores shared with other threads (tests, small machines): 1000 spinning idle
-    /// polls, 100 yielding ones, then sleeps from 10 us doubling to 1 ms.
+    /// Back-off for cores shared with other threads (tests, small machines): 100 spinning idle
+    /// polls, 10 yielding ones, then sleeps from 10 us doubling to 1 ms. Short phases: a loop
+    /// that sleeps on a [`crate::doorbell::Doorbell`] is woken at once by whoever hands it
+    /// work, while spinning or yielding on a shared core keeps that core from the thread the
+    /// work was just handed to.
     pub const fn shared_cores() -> Self {
         BackoffConfig {
             enabled: true,
-            spin_polls: 1000,
-            yield_polls: 100,
+            spin_polls: 100,
+            yield_polls: 10,
             min_sleep_ns: 10_000,
             max_sleep_ns: 1_000_000,
         }
@@ -114,6 +119,13 @@ impl Backoff {
         self.sleep_ns = self.cfg.min_sleep_ns;
     }
 
+    /// Whether the next idle iteration would sleep (the spin and yield phases are over), without
+    /// advancing the state: the moment to arm a doorbell and poll once more.
+    #[inline]
+    pub fn sleeps_next(&self) -> bool {
+        self.cfg.enabled && self.idle >= self.cfg.spin_polls.saturating_add(self.cfg.yield_polls)
+    }
+
     /// Advances the state by one idle iteration and says what to do, without doing it.
     pub fn next_action(&mut self) -> IdleAction {
         if !self.cfg.enabled {
@@ -176,7 +188,17 @@ mod tests {
             min_sleep_ns: 100,
             max_sleep_ns: 350,
         });
-        let seq: Vec<_> = (0..7).map(|_| b.next_action()).collect();
+        let seq: Vec<_> = (0..7)
+            .map(|_| (b.sleeps_next(), b.next_action()))
+            .map(|(next, a)| {
+                assert_eq!(
+                    next,
+                    matches!(a, IdleAction::Sleep(_)),
+                    "sleeps_next before {a:?}"
+                );
+                a
+            })
+            .collect();
         use IdleAction::*;
         assert_eq!(
             seq,

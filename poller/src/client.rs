@@ -35,7 +35,6 @@
 //! buffer. What was negotiated is published for [`Client::negotiated`] at connect and whenever
 //! the version or the granted credits change.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -51,14 +50,16 @@ pub use crate::call::{CallArgs, Callback, ClientError, Refused, Reply};
 
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackchannelService, ClientBack};
+use crate::call_table::{requester_layout, CallTable};
 pub use crate::client_conn::ClientState;
 use crate::client_conn::{
-    CState, ClientConn, ClientShared, RecState, Record, Submit, NO_REC, RPC_HEADER_SIZE,
-    ST_CONNECTED, ST_CONNECTING, ST_FAILED, ST_RECONNECTING,
+    CState, ClientConn, ClientShared, Submit, ST_CONNECTED, ST_CONNECTING, ST_FAILED,
+    ST_RECONNECTING,
 };
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
-use crate::memory::{HostRegions, Slab, SlabLayout};
+use crate::memory::{HostRegions, Slab};
+use crate::metrics::latency::{CallTimes, LatencyReader};
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::negotiated::{Negotiated, NegotiatedCell};
 use crate::runtime::{Endpoint, NodeCmd};
@@ -69,6 +70,7 @@ pub struct Client {
     tx: MpscProducer<Submit>,
     shared: Arc<ClientShared>,
     bufs: crate::memory::BufPool,
+    latency: Option<LatencyReader>,
 }
 
 impl core::fmt::Debug for Client {
@@ -119,6 +121,7 @@ impl Client {
         let cap = opts.queue_depth.clamp(2, 1 << 20).next_power_of_two();
         let (tx, rx) = mpsc::channel::<Submit>(cap).map_err(|_| ClientError::Setup)?;
         let (w, stats) = conn_stats();
+        w.set_peer(addr);
         let shared = Arc::new(ClientShared {
             state: AtomicU8::new(ST_CONNECTING),
             closed: AtomicBool::new(false),
@@ -129,13 +132,16 @@ impl Client {
             neg: NegotiatedCell::default(),
             reject: AtomicU8::new(0),
         });
-        let conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
-        ep.send(node, NodeCmd::AddClient(Box::new(conn)))
+        let mut conn = ClientConn::<P>::new(ep, addr, opts, rx, Arc::clone(&shared), w, back)?;
+        let (times, latency) = CallTimes::new(opts.latency_histograms, opts.max_pending);
+        conn.lat = times;
+        ep.send(node, NodeCmd::Add(Box::new(conn)))
             .map_err(|_| ClientError::Closed)?;
         Ok(Client {
             tx,
             shared,
             bufs: ep.buffers().clone(),
+            latency,
         })
     }
 
@@ -304,6 +310,13 @@ impl Client {
         self.shared.stats.clone()
     }
 
+    /// The reader of the client's round-trip histograms per procedure (call on the wire →
+    /// reply received, the last transmission of each call), when
+    /// [`ClientOptions::latency_histograms`] is on. See [`crate::metrics`].
+    pub fn latency(&self) -> Option<LatencyReader> {
+        self.latency.clone()
+    }
+
     /// Stops accepting calls; pending ones finish, then the connection is closed.
     pub fn close(&self) {
         // Release: pairs with the Acquire loads in `call` and on the reactor.
@@ -347,16 +360,7 @@ impl<P: Provider> ClientConn<P> {
         cfg.max_version = opts.version.number();
         let recv_size = private_data::representable_size(cfg.inline_recv);
         let nrec = opts.max_pending;
-        let layout = SlabLayout {
-            headers: c as usize,
-            header_size: cfg.inline_send,
-            recvs: c as usize,
-            recv_size,
-            data: 0,
-            data_size: 0,
-            rpc_headers: nrec,
-            rpc_header_size: RPC_HEADER_SIZE,
-        };
+        let layout = requester_layout(c, cfg.inline_send, recv_size, nrec);
         // The slab's RPC-header buffers and zero octets may be exposed (read-only) in a long
         // call: through windows over the slab, or through an exposure of just that tail.
         let slab = Slab::new(
@@ -399,21 +403,7 @@ impl<P: Provider> ClientConn<P> {
         for e in &exposures {
             mem.expose(e);
         }
-        let recs = (0..nrec)
-            .map(|i| Record {
-                gen: 0,
-                state: RecState::Free,
-                xid: 0,
-                seq: 0,
-                hdr: slab.rpc_headers[i],
-                hdr_len: 0,
-                args: None,
-                reply: None,
-                cb: None,
-                sends: 0,
-                call: None,
-            })
-            .collect();
+        let calls = CallTable::new(&slab.rpc_headers[..nrec], c as usize);
         // An XID base that differs between clients and runs (RFC 5531 asks for uniqueness).
         let seed = (Instant::now().elapsed().as_nanos() as u32)
             ^ (Arc::as_ptr(&shared) as usize as u32).rotate_left(13)
@@ -432,14 +422,8 @@ impl<P: Provider> ClientConn<P> {
                 0
             },
             state: CState::Idle,
-            recs,
-            free: (0..nrec as u32).rev().collect(),
-            ready: VecDeque::with_capacity(nrec),
-            by_slot: vec![NO_REC; c as usize],
-            scratch: Vec::with_capacity(nrec),
+            calls,
             next_xid: seed.wrapping_mul(0x9e37_79b9) | 1,
-            seq: 0,
-            in_use: 0,
             attempts: 0,
             backoff_ns: opts.reconnect_min_ms.max(1) * 1_000_000,
             timer: None,
@@ -452,6 +436,7 @@ impl<P: Provider> ClientConn<P> {
             pub_credits: 0,
             back,
             reconnect_deferred: false,
+            lat: Default::default(),
         })
     }
 }

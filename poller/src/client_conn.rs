@@ -1,5 +1,6 @@
-//! The reactor side of a client (`ClientConn`): one connection slot on a node, its call
-//! records, the submission ring it drains, connect / reconnect with back-off, and the state it
+//! The reactor side of a client (`ClientConn`): one connection slot on a node, its calls (in
+//! a [`CallTable`], `call_table.rs`, shared with the server's backward calls), the submission
+//! ring it drains, connect / reconnect with back-off, and the state it
 //! shares with the [`Client`](crate::Client) handles (`ClientShared`, [`ClientState`]).
 //!
 //! Normal operation and recovery: as described in [`crate::client`] — calls are taken from the
@@ -7,20 +8,18 @@
 //! connection puts its calls back at the head of the queue (same XIDs) and reconnects after a
 //! back-off delay, failing them after `max_retransmits` sends or `max_reconnects` attempts.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 use rpcrdma_engine::conn::{
-    self, CallError, CallId, CallOptions, CallSpec, Connection, DdpItem, Event, LocalBuf, Role,
-    StartError,
+    self, CallError, CallId, CallOptions, CallSpec, Connection, Event, LocalBuf, Role, StartError,
 };
 use rpcrdma_engine::proto::reject::{self, RejectReason};
 use rpcrdma_engine::proto::v2::RdmaError;
 use rpcrdma_engine::proto::{inline_msg_header_len, v1, v2};
-use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody};
+use rpcrdma_engine::rpc::{self, AcceptStat, ReplyBody};
 use rpcrdma_engine::verbs::{
     CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
 };
@@ -30,7 +29,8 @@ pub use crate::call::{CallArgs, Callback, ClientError, Reply};
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
 use crate::backchannel::ClientBack;
-use crate::config::{CallbackMode, ClientOptions, ProtocolVersion};
+use crate::call_table::{CallRec, CallSink, CallTable, Direction, NewCall, NodeSink, Start};
+use crate::config::{ClientOptions, ProtocolVersion};
 use crate::ddp::MAX_DDP;
 use crate::driver::ConnDriver;
 use crate::memory::{local_buf, Slab};
@@ -39,10 +39,7 @@ use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
 use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
 use crate::reactor::PollerCtx;
 use crate::timer::TimerHandle;
-use crate::worker::{CompleteJob, Job, NodeLinks};
-
-/// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
-pub(crate) const RPC_HEADER_SIZE: u32 = 128;
+use crate::worker::NodeLinks;
 
 // ---------------------------------------------------------------------------------------------
 // The handle.
@@ -120,27 +117,6 @@ impl ClientShared {
 // The reactor side.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RecState {
-    Free,
-    Queued,
-    InFlight,
-}
-
-pub(crate) struct Record {
-    pub(crate) gen: u32,
-    pub(crate) state: RecState,
-    pub(crate) xid: u32,
-    pub(crate) seq: u64,
-    pub(crate) hdr: LocalBuf,
-    pub(crate) hdr_len: u32,
-    pub(crate) args: Option<CallArgs>,
-    pub(crate) reply: Option<PoolBuf>,
-    pub(crate) cb: Option<Callback>,
-    pub(crate) sends: u32,
-    pub(crate) call: Option<CallId>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CState {
     /// Waiting for the node to place and connect it.
     Idle,
@@ -165,14 +141,9 @@ pub(crate) struct ClientConn<P: Provider> {
     pub(crate) cfg: conn::Config,
     pub(crate) nmw: usize,
     pub(crate) state: CState,
-    pub(crate) recs: Vec<Record>,
-    pub(crate) free: Vec<u32>,
-    pub(crate) ready: VecDeque<u32>,
-    pub(crate) by_slot: Vec<u32>,
-    pub(crate) scratch: Vec<u32>,
+    /// The outstanding calls (records, ready queue, engine slots).
+    pub(crate) calls: CallTable,
     pub(crate) next_xid: u32,
-    pub(crate) seq: u64,
-    pub(crate) in_use: u32,
     pub(crate) attempts: u32,
     pub(crate) backoff_ns: u64,
     pub(crate) timer: Option<TimerHandle>,
@@ -189,9 +160,24 @@ pub(crate) struct ClientConn<P: Provider> {
     pub(crate) back: Option<Box<ClientBack>>,
     /// A reconnect waits until no worker holds a view of a backward call's receive buffer.
     pub(crate) reconnect_deferred: bool,
+    pub(crate) lat: crate::metrics::latency::CallTimes,
 }
 
-pub(crate) const NO_REC: u32 = u32::MAX;
+/// The connection's [`NodeSink`] (a macro, so that it borrows only the fields it uses and the
+/// call table stays free to change).
+macro_rules! sink {
+    ($s:ident, $env:expr, $links:expr) => {
+        NodeSink {
+            env: $env,
+            links: $links,
+            mode: $s.opts.mode,
+            worker: $s.worker,
+            stats: &$s.stats,
+            dir: Direction::Forward,
+            completed: Some((&mut $s.completed, &$s.shared.completed)),
+        }
+    };
+}
 
 /// A seed for a connection's window-key generator from the operating system's random source:
 /// std's `RandomState` keys come from it (once per thread, then varied per instance), and
@@ -324,9 +310,7 @@ impl<P: Provider> ClientConn<P> {
         self.drv.conn = None;
         self.peer_pd = None;
         self.pub_version = 0;
-        for s in self.by_slot.iter_mut() {
-            *s = NO_REC;
-        }
+        self.calls.engine_gone(&mut sink!(self, env, None));
         if let Some(b) = self.back.as_mut() {
             b.on_lost(env);
         }
@@ -373,8 +357,9 @@ impl<P: Provider> ClientConn<P> {
 
     fn finish(&mut self, env: &mut NodeEnv<P>) {
         // Submissions still in the ring (raced with close) complete as closed.
+        let mut sink = sink!(self, env, None);
         while let Some(s) = self.rx.dequeue() {
-            self.complete_cb(env, None, s.cb, Err(ClientError::Closed));
+            sink.deliver(s.cb, false, Err(ClientError::Closed));
         }
         self.state = CState::Done;
         self.shared.set_state(ST_CLOSED);
@@ -427,7 +412,6 @@ impl<P: Provider> ClientConn<P> {
     ) -> usize {
         let mut work = 0;
         let mut lost = false;
-        self.scratch.clear();
         while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
             work += 1;
             match ev {
@@ -441,40 +425,8 @@ impl<P: Provider> ClientConn<P> {
                 }
                 Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
                 Event::CallFailed { call, error, .. } => {
-                    let Some(i) = self.rec_of(call) else { continue };
-                    self.by_slot[call.slot as usize] = NO_REC;
-                    self.recs[i as usize].call = None;
-                    if error == CallError::ConnectionLost && !self.closing_now() {
-                        if self.recs[i as usize].sends > self.opts.max_retransmits {
-                            self.stats.error();
-                            self.complete(
-                                env,
-                                links.as_deref_mut(),
-                                i,
-                                Err(ClientError::RetransmitsExhausted),
-                            );
-                        } else {
-                            // Sent again, with the same XID, on the next connection.
-                            self.recs[i as usize].state = RecState::Queued;
-                            self.scratch.push(i);
-                        }
-                    } else {
-                        self.stats.error();
-                        let e = match error {
-                            CallError::TimedOut => ClientError::TimedOut,
-                            CallError::ConnectionLost => ClientError::Closed,
-                            CallError::Rdma2(RdmaError::CantReply {
-                                segment_index,
-                                length_needed,
-                                ..
-                            }) => ClientError::CantReply {
-                                segment: segment_index,
-                                needed: length_needed,
-                            },
-                            other => ClientError::Transport(other),
-                        };
-                        self.complete(env, links.as_deref_mut(), i, Err(e));
-                    }
+                    self.stats.call_failed(&error);
+                    self.on_failed(env, links.as_deref_mut(), call, error)
                 }
                 Event::ConnectionLost => {
                     lost = true;
@@ -505,15 +457,8 @@ impl<P: Provider> ClientConn<P> {
                 }
             }
         }
-        if !self.scratch.is_empty() {
-            // Back to the head of the queue, in submission order.
-            let recs = &self.recs;
-            self.scratch.sort_unstable_by_key(|&i| recs[i as usize].seq);
-            for &i in self.scratch.iter().rev() {
-                self.ready.push_front(i);
-            }
-            self.scratch.clear();
-        }
+        // Calls the loss returned go back to the head of the queue, in submission order.
+        self.calls.resend_held();
         if lost {
             self.lost(env, cx, slot);
         }
@@ -558,19 +503,55 @@ impl<P: Provider> ClientConn<P> {
         self.stats.version(u64::from(self.pub_version));
     }
 
-    fn rec_of(&self, call: CallId) -> Option<u32> {
-        let i = *self.by_slot.get(call.slot as usize)?;
-        let r = self.recs.get(i as usize)?;
-        (r.call == Some(call)).then_some(i)
+    /// The engine failed a call: sent again on the next connection (same XID) when the
+    /// connection was lost and retransmits remain, else completed with the error.
+    fn on_failed(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        call: CallId,
+        error: CallError,
+    ) {
+        let closing = self.closing_now();
+        let max_retransmits = self.opts.max_retransmits;
+        let mut sink = sink!(self, env, links);
+        let Some(i) = self.calls.returned(call, &mut sink) else {
+            return;
+        };
+        if error == CallError::ConnectionLost && !closing {
+            if self.calls.rec(i).sends > max_retransmits {
+                let e = Err(ClientError::RetransmitsExhausted);
+                self.calls.finish(i, &mut sink, e);
+            } else {
+                // Sent again, with the same XID, on the next connection.
+                self.calls.hold_for_resend(i);
+            }
+            return;
+        }
+        let e = match error {
+            CallError::TimedOut => ClientError::TimedOut,
+            CallError::ConnectionLost => ClientError::Closed,
+            CallError::Rdma2(RdmaError::CantReply {
+                segment_index,
+                length_needed,
+                ..
+            }) => ClientError::CantReply {
+                segment: segment_index,
+                needed: length_needed,
+            },
+            other => ClientError::Transport(other),
+        };
+        self.calls.finish(i, &mut sink, Err(e));
     }
 
     fn on_reply(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>, r: conn::Reply) {
-        let Some(i) = self.rec_of(r.call) else { return };
+        let Some(i) = self.calls.returned(r.call, &mut sink!(self, env, None)) else {
+            return;
+        };
         // Before the callback runs, so that it sees the settings this reply confirmed.
         self.refresh_negotiated();
-        self.by_slot[r.call.slot as usize] = NO_REC;
-        let rec = &mut self.recs[i as usize];
-        rec.call = None;
+        self.lat.done(i, env.now);
+        let rec = self.calls.rec_mut(i);
         let Some(buf) = rec.reply.take() else { return };
         let len = (r.len as usize).min(buf.len());
         let mut receptacles: [Option<(PoolBuf, u32)>; MAX_DDP] = Default::default();
@@ -605,282 +586,159 @@ impl<P: Provider> ClientConn<P> {
             },
             Err(_) => Err(ClientError::BadReply),
         };
-        if outcome.is_err() {
-            self.stats.error();
-        }
-        self.complete(env, links, i, outcome);
-    }
-
-    /// Finishes record `i` with `outcome` and frees it.
-    fn complete(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        i: u32,
-        outcome: Result<Reply, ClientError>,
-    ) {
-        let rec = &mut self.recs[i as usize];
-        rec.state = RecState::Free;
-        rec.gen = rec.gen.wrapping_add(1);
-        rec.args = None;
-        if let Some(b) = rec.reply.take() {
-            env.cache.put_buf(b);
-        }
-        rec.call = None;
-        let cb = rec.cb.take();
-        self.in_use -= 1;
-        self.free.push(i);
-        if let Some(cb) = cb {
-            self.complete_cb(env, links, cb, outcome);
-        }
-    }
-
-    fn complete_cb(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cb: Callback,
-        outcome: Result<Reply, ClientError>,
-    ) {
-        self.completed += 1;
-        // Relaxed: a count for monitoring with a single writer (this reactor); pairs with the
-        // Relaxed loads in `Client::pending` / `Client::completed`.
-        self.shared
-            .completed
-            .store(self.completed, Ordering::Relaxed);
-        match (self.opts.mode, links) {
-            (CallbackMode::Worker, Some(l)) if !cb.on_reactor => {
-                let job = Job::Complete(CompleteJob { cb, outcome });
-                if !l.submit(self.worker, job) {
-                    env.stats.worker_ring_full();
-                }
-            }
-            _ => cb.call(outcome),
-        }
+        self.calls.finish(i, &mut sink!(self, env, links), outcome);
     }
 
     /// Fails every held call (queued or on the wire) and every call in the ring.
-    fn fail_all(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        e: ClientError,
-    ) {
-        for i in 0..self.recs.len() as u32 {
-            if self.recs[i as usize].state != RecState::Free {
-                self.stats.error();
-                self.complete(env, links.as_deref_mut(), i, Err(e));
-            }
-        }
-        self.ready.clear();
-        for s in self.by_slot.iter_mut() {
-            *s = NO_REC;
-        }
+    fn fail_all(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>, e: ClientError) {
+        let mut sink = sink!(self, env, links);
+        self.calls.fail_all(&mut sink, e);
         while let Some(s) = self.rx.dequeue() {
-            self.complete_cb(env, links.as_deref_mut(), s.cb, Err(e));
+            sink.deliver(s.cb, false, Err(e));
         }
     }
 
     /// Takes calls from the ring into free records.
-    fn take_submissions(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-    ) -> usize {
+    fn take_submissions(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>) -> usize {
         let mut n = 0;
+        let mut sink = sink!(self, env, links);
         if self.state == CState::Failed {
             while let Some(s) = self.rx.dequeue() {
-                self.complete_cb(
-                    env,
-                    links.as_deref_mut(),
-                    s.cb,
-                    Err(ClientError::ReconnectFailed),
-                );
+                sink.deliver(s.cb, false, Err(ClientError::ReconnectFailed));
                 n += 1;
             }
             return n;
         }
-        while !self.free.is_empty() && self.rx.used_count() > 0 {
-            let Some(reply) = env.cache.get_buf() else {
+        while self.calls.has_free() && self.rx.used_count() > 0 {
+            let Some(reply) = sink.get_buf() else {
                 break;
             };
             let Some(sub) = self.rx.dequeue() else {
-                env.cache.put_buf(reply);
+                sink.put_buf(reply);
                 break;
             };
-            let Some(i) = self.free.pop() else {
-                break;
-            };
-            n += 1;
             let xid = self.next_xid;
             self.next_xid = self.next_xid.wrapping_add(1);
-            self.seq += 1;
-            let rec = &mut self.recs[i as usize];
-            let hdr = CallHeader {
+            let call = NewCall {
                 xid,
                 prog: sub.prog,
                 vers: sub.vers,
                 proc_num: sub.proc_num,
-                cred: OpaqueAuth::NONE,
-                verf: OpaqueAuth::NONE,
+                args: sub.args,
+                reply: Some(reply),
+                cb: sub.cb,
+                inline_cb: false,
+                deadline: u64::MAX,
+                sends: 0,
             };
-            let hdr_len = {
-                use rpcrdma_engine::conn::HostMemory;
-                self.drv
-                    .mem
-                    .bytes_mut(rec.hdr.addr, rec.hdr.len as usize)
-                    .and_then(|out| rpc::encode_call(out, &hdr).ok())
+            let Some(i) = self.calls.alloc(call) else {
+                break;
             };
-            rec.xid = xid;
-            rec.seq = self.seq;
-            rec.sends = 0;
-            rec.args = Some(sub.args);
-            rec.reply = Some(reply);
-            rec.cb = Some(sub.cb);
-            rec.state = RecState::Queued;
-            self.in_use += 1;
-            match hdr_len {
-                Some(l) => {
-                    rec.hdr_len = l as u32;
-                    self.ready.push_back(i);
-                }
-                None => {
-                    self.stats.error();
-                    self.complete(
-                        env,
-                        links.as_deref_mut(),
-                        i,
-                        Err(ClientError::BadCall(StartError::BadSpec)),
-                    );
-                }
+            n += 1;
+            let r = self.calls.rec(i);
+            self.lat.key(i, r.prog, r.vers, r.proc_num);
+            if self.calls.rec_mut(i).encode_header(&mut self.drv.mem) {
+                self.calls.push_ready(i);
+            } else {
+                let e = Err(ClientError::BadCall(StartError::BadSpec));
+                self.calls.finish(i, &mut sink, e);
             }
         }
         n
     }
 
     /// Starts queued calls while the engine takes them.
-    fn start_ready(&mut self, env: &mut NodeEnv<P>, mut links: Option<&mut NodeLinks>) -> usize {
-        let mut n = 0;
-        while let Some(&i) = self.ready.front() {
-            let Some(conn) = self.drv.conn.as_mut() else {
-                break;
-            };
-            let rec = &self.recs[i as usize];
-            let Some(args) = rec.args.as_ref() else {
-                self.ready.pop_front();
-                continue;
-            };
-            let Some(reply) = rec.reply.as_ref() else {
-                self.ready.pop_front();
-                continue;
-            };
-            let mut parts = [LocalBuf::EMPTY; 2];
-            parts[0] = rec.hdr.sub(0, rec.hdr_len).unwrap_or(LocalBuf::EMPTY);
-            let mut np = 1;
-            if args.len > 0 {
-                parts[1] = local_buf(&args.buf, args.len);
-                np = 2;
+    fn start_ready(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>) -> usize {
+        let now = env.now;
+        let ddp = self.cfg.ddp;
+        let drv = &mut self.drv;
+        let lat = &mut self.lat;
+        let mut sink = sink!(self, env, links);
+        self.calls.start_ready(&mut sink, |i, rec, sink| {
+            let (start, items, receptacles) = start_call(drv, now, ddp, rec);
+            if let Start::Started(..) = start {
+                sink.stats.call_chunks_out(items, receptacles);
+                lat.start(i, now);
             }
-            let mut items = [DdpItem {
-                at: 0,
-                buf: LocalBuf::EMPTY,
-            }; MAX_DDP];
-            let mut ni = 0;
-            let mut bytes = u64::from(rec.hdr_len) + args.len as u64;
-            for k in 0..args.ddp.len() {
-                if let Some((at, len, buf)) = args.ddp.get(k) {
-                    items[ni] = DdpItem {
-                        at: rec.hdr_len + at,
-                        buf,
-                    };
-                    bytes += u64::from(len);
-                    ni += 1;
-                }
-            }
-            let mut recp = [LocalBuf::EMPTY; MAX_DDP];
-            let mut nr = 0;
-            for b in args.receptacles.iter().take(args.nrec).flatten() {
-                recp[nr] = local_buf(b, b.len());
-                nr += 1;
-            }
-            // A reply size hint applies on a Version One connection and on a confirmed Version
-            // Two one: the hinted part of the reply buffer first — never less than any inline
-            // reply needs, which the server may send whatever we offer — and the whole buffer
-            // after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One).
-            let whole = local_buf(reply, reply.len());
-            let hint = args.reply_hint as usize;
-            let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
-            let first_len = if v2 && hint > 0 {
-                let room = (conn.negotiated().recv_buffer as usize)
-                    .saturating_sub(inline_msg_header_len(v2::VERSION, 0));
-                hint.max(room)
-            } else if conn.version() == 1 && hint > 0 {
-                // An inline reply returns our Write list in its header; the rest of the reply
-                // threshold is what it can carry. So a hint within it offers no Reply chunk.
-                let writes = if self.cfg.ddp { nr } else { 0 };
-                let hdr = inline_msg_header_len(v1::VERSION, writes);
-                let room = (conn.negotiated().recv_inline as usize).saturating_sub(hdr);
-                hint.max(room)
-            } else {
-                reply.len()
-            };
-            let (first, fallback) = if first_len < reply.len() {
-                (local_buf(reply, first_len), Some(whole))
-            } else {
-                (whole, None)
-            };
-            let spec = CallSpec {
-                message: &parts[..np],
-                ddp: &items[..ni],
-                receptacles: &recp[..nr],
-                reply: first,
-            };
-            let copts = CallOptions {
-                fallback_reply: fallback,
-                fallback_receptacles: &[],
-            };
-            match conn.start_call_with(env.now, &spec, &copts, &mut self.drv.mem) {
-                Ok(id) => {
-                    self.ready.pop_front();
-                    let rec = &mut self.recs[i as usize];
-                    if rec.sends > 0 {
-                        self.stats.retransmit();
-                    }
-                    rec.sends += 1;
-                    rec.state = RecState::InFlight;
-                    rec.call = Some(id);
-                    if let Some(s) = self.by_slot.get_mut(id.slot as usize) {
-                        *s = i;
-                    }
-                    self.stats.call(bytes);
-                    n += 1;
-                }
-                Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
-                Err(e) => {
-                    self.ready.pop_front();
-                    self.stats.error();
-                    self.complete(env, links.as_deref_mut(), i, Err(ClientError::BadCall(e)));
-                }
-            }
-        }
-        n
+            start
+        })
     }
+}
+
+/// Hands the call of `rec` to the engine (with its receptacles and reply buffer, the reply
+/// size hint applied); with the call's Read items and receptacles (the chunks it offers).
+fn start_call<P: Provider>(
+    drv: &mut ConnDriver<P>,
+    now: u64,
+    ddp: bool,
+    rec: &CallRec,
+) -> (Start, usize, usize) {
+    let Some(conn) = drv.conn.as_mut() else {
+        return (Start::Wait, 0, 0);
+    };
+    let (Some(m), Some(args), Some(reply)) = (rec.message(), rec.args.as_ref(), rec.reply.as_ref())
+    else {
+        return (Start::Skip, 0, 0);
+    };
+    let mut recp = [LocalBuf::EMPTY; MAX_DDP];
+    let mut nr = 0;
+    for b in args.receptacles.iter().take(args.nrec).flatten() {
+        recp[nr] = local_buf(b, b.len());
+        nr += 1;
+    }
+    // A reply size hint applies on a Version One connection and on a confirmed Version
+    // Two one: the hinted part of the reply buffer first — never less than any inline
+    // reply needs, which the server may send whatever we offer — and the whole buffer
+    // after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One).
+    let whole = local_buf(reply, reply.len());
+    let hint = args.reply_hint as usize;
+    let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
+    let first_len = if v2 && hint > 0 {
+        let room = (conn.negotiated().recv_buffer as usize)
+            .saturating_sub(inline_msg_header_len(v2::VERSION, 0));
+        hint.max(room)
+    } else if conn.version() == 1 && hint > 0 {
+        // An inline reply returns our Write list in its header; the rest of the reply
+        // threshold is what it can carry. So a hint within it offers no Reply chunk.
+        let writes = if ddp { nr } else { 0 };
+        let hdr = inline_msg_header_len(v1::VERSION, writes);
+        let room = (conn.negotiated().recv_inline as usize).saturating_sub(hdr);
+        hint.max(room)
+    } else {
+        reply.len()
+    };
+    let (first, fallback) = if first_len < reply.len() {
+        (local_buf(reply, first_len), Some(whole))
+    } else {
+        (whole, None)
+    };
+    let spec = CallSpec {
+        message: &m.parts[..m.np],
+        ddp: &m.items[..m.ni],
+        receptacles: &recp[..nr],
+        reply: first,
+    };
+    let copts = CallOptions {
+        fallback_reply: fallback,
+        fallback_receptacles: &[],
+    };
+    let started = conn.start_call_with(now, &spec, &copts, &mut drv.mem);
+    (Start::of(started, m.bytes), m.ni, nr)
 }
 
 impl<P: Provider> Drop for ClientConn<P> {
     fn drop(&mut self) {
         // Anything still held completes now (runtime torn down before the client drained).
-        for r in self.recs.iter_mut() {
-            if let Some(cb) = r.cb.take() {
-                self.completed += 1;
-                cb.call(Err(ClientError::Closed));
-            }
-        }
+        let completed = &mut self.completed;
+        self.calls.drain_callbacks(|cb| {
+            *completed += 1;
+            cb.call(Err(ClientError::Closed));
+        });
         while let Some(s) = self.rx.dequeue() {
             self.completed += 1;
             s.cb.call(Err(ClientError::Closed));
         }
-        // Relaxed: see `complete_cb`.
+        // Relaxed: see `NodeSink::deliver`.
         self.shared
             .completed
             .store(self.completed, Ordering::Relaxed);
@@ -889,6 +747,10 @@ impl<P: Provider> Drop for ClientConn<P> {
 }
 
 impl<P: Provider> NodeConn<P> for ClientConn<P> {
+    fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+        ClientConn::start(self, env, cx, slot);
+    }
+
     /// Feeds a completion of this connection's QP to the engine (counting receives that came
     /// as Send With Invalidate).
     #[inline]
@@ -950,6 +812,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+            self.stats.posted(&p);
             work += 1;
         }
         if self.drv.broken {
@@ -964,9 +827,11 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
                 .credits(u64::from(c.outstanding()), u64::from(c.credits()));
         }
         self.refresh_negotiated();
-        self.stats.queued(self.ready.len() as u64);
+        self.stats.queued(self.calls.queued() as u64);
+        self.stats.recv_queue(self.drv.conn.as_ref());
+        self.lat.serve();
         // Closed and drained: disconnect.
-        if self.closing && self.in_use == 0 && self.rx.used_count() == 0 {
+        if self.closing && self.calls.in_use() == 0 && self.rx.used_count() == 0 {
             self.teardown(env, cx);
             self.finish(env);
             work += 1;

@@ -273,6 +273,11 @@ pub struct ClientOptions {
     pub max_pending: usize,
     /// Reactor to place the connection on (`None`: round robin).
     pub reactor: Option<usize>,
+    /// Keep round-trip histograms per RPC procedure ([`Client::latency`](crate::Client::latency);
+    /// docs/observability.md): about 11 KiB per histogram, 25 histograms twice (the reactor's
+    /// and the readers' copy), allocated at connect; recording allocates nothing. Off by
+    /// default.
+    pub latency_histograms: bool,
 }
 
 impl Default for ClientOptions {
@@ -295,6 +300,7 @@ impl Default for ClientOptions {
             queue_depth: 1024,
             max_pending: 128,
             reactor: None,
+            latency_histograms: false,
         }
     }
 }
@@ -376,6 +382,22 @@ pub struct ServerOptions {
     /// default: twice the 16 connections a Linux NFS client opens to one server with the
     /// largest `nconnect`.
     pub max_conns_per_peer: u32,
+    /// Connections this server holds at once over all its reactors (0: no limit besides the
+    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect is
+    /// rejected with [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit)
+    /// (it never evicts: `evict_idle` makes room within a reactor's slots only). Counted in
+    /// `NodeSnapshot::rejects_conn_limit`. No limit by default.
+    pub max_connections: u32,
+    /// Serve the Prometheus metrics of this server and its endpoint on this local TCP address
+    /// (`GET /metrics`, a thread of its own, never a reactor; port 0 picks one:
+    /// [`Server::metrics_addr`](crate::Server::metrics_addr)). Off (`None`) by default. See
+    /// docs/observability.md.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Keep latency histograms per RPC procedure (call received → reply Send completed;
+    /// [`Server::latency`](crate::Server::latency)), per node: 25 histograms of about 11 KiB
+    /// twice per node, allocated at start; recording allocates nothing. On by itself when
+    /// `metrics_addr` is set. Off by default.
+    pub latency_histograms: bool,
     /// Shared receive queue depth (`None`: each connection posts its own receives, as
     /// before). With `Some(depth)` every reactor's server connections take their receives from
     /// one SRQ of `depth` buffers of `inline_recv` octets: receive memory is bounded by the
@@ -408,6 +430,9 @@ impl Default for ServerOptions {
             evict_idle: true,
             evict_idle_ms: 2_000,
             max_conns_per_peer: 32,
+            max_connections: 0,
+            metrics_addr: None,
+            latency_histograms: false,
             shared_receive_queue: None,
         }
     }

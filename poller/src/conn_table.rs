@@ -36,6 +36,7 @@ fn without_gauges(mut s: ConnSnapshot) -> ConnSnapshot {
     s.back_in_flight = 0;
     s.back_queued = 0;
     s.rdma_version = 0;
+    s.recv_posted = 0;
     s
 }
 
@@ -75,6 +76,11 @@ impl ConnTable {
         }
         out.extend(closed.map(|(_, c)| *c));
         out
+    }
+
+    /// The live connections' counter blocks, in accept order.
+    pub(crate) fn live(&self) -> Vec<ConnStats> {
+        self.live.iter().map(|(_, s)| s.clone()).collect()
     }
 
     /// Every connection ever accepted, summed: the closed total plus the live blocks (live

@@ -33,7 +33,8 @@
 //!   which are kept and sent again with the same XID when the session's client reconnects.
 //! - [`memory`]: registered memory (per-connection slabs, payload and reply pools) and the
 //!   engine's memory view.
-//! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters.
+//! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters;
+//!   [`metrics`]: Prometheus exposition on a local HTTP port, latency histograms.
 //! - Worker mode (callbacks and handlers on worker threads through SPSC rings, with
 //!   back-pressure) is internal to the runtime.
 //!
@@ -42,18 +43,23 @@
 //! server handler to reply callback (`tests/api_noalloc.rs`).
 #![warn(missing_docs)]
 
+mod accept;
 mod admission;
 pub mod api_stats;
 pub mod backchannel;
 pub mod backoff;
 mod call;
+mod call_table;
 pub mod client;
 mod client_conn;
 pub mod config;
 mod conn_table;
 mod ddp;
+mod dispatch;
+pub mod doorbell;
 pub mod driver;
 pub mod memory;
+pub mod metrics;
 pub mod mpsc;
 pub mod negotiated;
 mod node;
@@ -90,6 +96,7 @@ pub use config::{
 };
 pub use conn_table::CLOSED_KEPT;
 pub use memory::{BufPool, HostRegions};
+pub use metrics::{Metrics, MetricsServer};
 pub use negotiated::{Negotiated, PeerPrivateData};
 pub use program::{
     BuildError, CallTransport, Handler, Program, Programs, Reject, ReplyBuilder, Request,

@@ -1,22 +1,30 @@
 //! What a node gives the connections in its slots, and what it drives them through: the
 //! node environment ([`NodeEnv`]: device, CQ, pools, router, counters, clock), timer and worker
-//! job tokens (kind, slot, slot generation), queue depths for a credit count, and the
-//! [`NodeConn`] interface the node's loop calls (the runtime names no role).
+//! job tokens (kind, slot, slot generation), queue depths for a credit count, the
+//! [`NodeConn`] interface the node's loop calls, the slot table ([`Slots`]), the commands a
+//! node takes from other threads ([`NodeCmd`]) and the [`Acceptor`] a listener's connect
+//! requests are accepted for. Nothing here (and nothing in `crate::runtime`) names a role:
+//! client and server connections are `Box<dyn NodeConn>`, a server is an `Arc<dyn Acceptor>`.
 //!
 //! Normal operation: the node (`crate::runtime`) feeds each completion to the connection its QP
-//! routes to and gives every connection one round per poll. Recovery: tokens carry the slot's
-//! generation, so a timer or worker result of a connection that is gone finds nothing (the
-//! node compares [`NodeEnv::slot_gen`]).
+//! routes to (one indirect call) and gives every connection one round per poll. Recovery:
+//! tokens carry the slot's generation, so a timer or worker result of a connection that is gone
+//! finds nothing (the node compares [`NodeEnv::slot_gen`]); a command that finds another node's
+//! control ring full is retried (yielding) a bounded number of times, then handed back.
 
+use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
+use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Completion, Provider};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
-use crate::api_stats::NodeStatsWriter;
+use crate::admission::PeerSlot;
+use crate::api_stats::{NodeStats, NodeStatsWriter};
 use crate::driver::Router;
 use crate::memory::BufPool;
+use crate::mpsc::MpscProducer;
 use crate::reactor::PollerCtx;
 use crate::worker::{NodeLinks, Served};
 
@@ -73,6 +81,7 @@ pub(crate) struct NodeEnv<P: Provider> {
     /// This node's reactor thread (set once it has polled).
     pub thread: Arc<OnceLock<Thread>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
+    pub latency: crate::metrics::latency::NodeLatency,
     /// The shared receive queue of this node's server connections, once one needs it.
     pub srq: Option<crate::srq::NodeSrq<P>>,
 }
@@ -106,10 +115,12 @@ impl<P: Provider> NodeEnv<P> {
 }
 
 /// What a node drives each connection in its slots through: the client and server connections
-/// implement it, and the node's loop names no role. The node holds its connections in
-/// `runtime::Conn`, an enum whose implementation forwards to the role (a match, no virtual call,
-/// on the completion path).
+/// implement it, and the node's loop names no role. The node holds its connections as
+/// [`Conn`] (boxed when created, so placing one allocates nothing; one indirect call per
+/// completion).
 pub(crate) trait NodeConn<P: Provider> {
+    /// Placed in slot `slot` of a node (a client connection connects).
+    fn start(&mut self, _env: &mut NodeEnv<P>, _cx: &mut PollerCtx<'_>, _slot: u32) {}
     /// Feeds one completion of the connection's QP.
     fn feed(&mut self, now: u64, wc: &Completion);
     /// A worker finished a job (handler or callback) of this connection.
@@ -140,10 +151,209 @@ pub(crate) trait NodeConn<P: Provider> {
     fn evictable(&self, _now: u64) -> Option<u64> {
         None
     }
+    /// Takes back the shared receives the connection's engine released, after a receive of
+    /// the node's SRQ was fed to it (only server connections on a shared receive queue have
+    /// any).
+    fn collect_shared_recvs(&mut self, _env: &mut NodeEnv<P>) {}
     /// Marks the connection for eviction.
     fn evict(&mut self) {}
     /// Whether the connection was evicted (its slot is promised to a connect request).
     fn was_evicted(&self) -> bool {
         false
     }
+}
+
+/// A connection in a node's slot.
+pub(crate) type Conn<P> = Box<dyn NodeConn<P> + Send>;
+
+/// A node's connection slots: the connections it drives, the free slots, how many are live
+/// and how many evicted connections have a slot promised to a connect request.
+pub(crate) struct Slots<P: Provider> {
+    conns: Vec<Option<Conn<P>>>,
+    free: Vec<u32>,
+    live: usize,
+    evicting: usize,
+}
+
+impl<P: Provider> Slots<P> {
+    /// `n` free slots (taken lowest first).
+    pub(crate) fn new(n: usize) -> Slots<P> {
+        Slots {
+            conns: (0..n).map(|_| None).collect(),
+            free: (0..n as u32).rev().collect(),
+            live: 0,
+            evicting: 0,
+        }
+    }
+
+    /// The number of slots.
+    pub(crate) fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Live connections.
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Evicted connections whose slots are not free yet (each promised to a request).
+    pub(crate) fn evicting(&self) -> usize {
+        self.evicting
+    }
+
+    /// A free slot, if any (give it back with [`Slots::give_back`] if it stays unused).
+    pub(crate) fn take(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    /// A slot [`Slots::take`] gave that stays unused.
+    pub(crate) fn give_back(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+
+    /// Puts `c` in the taken slot `slot`.
+    pub(crate) fn place(&mut self, slot: u32, c: Conn<P>, env: &NodeEnv<P>) {
+        if let Some(s) = self.conns.get_mut(slot as usize) {
+            *s = Some(c);
+            self.live += 1;
+            env.stats.set_connections(self.live as u64);
+        }
+    }
+
+    /// The connection in `slot`, if any.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, slot: u32) -> Option<&mut (dyn NodeConn<P> + Send)> {
+        match self.conns.get_mut(slot as usize) {
+            Some(Some(c)) => Some(&mut **c),
+            _ => None,
+        }
+    }
+
+    /// Every connection.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Conn<P>> {
+        self.conns.iter_mut().flatten()
+    }
+
+    /// Drops the connection in `slot` and frees the slot; timers and worker results still on
+    /// their way for it find a new generation.
+    pub(crate) fn release(&mut self, slot: u32, env: &mut NodeEnv<P>) {
+        if let Some(s) = self.conns.get_mut(slot as usize) {
+            let evicted = s.as_ref().is_some_and(|c| c.was_evicted());
+            if s.take().is_some() {
+                self.live -= 1;
+                if evicted {
+                    self.evicting = self.evicting.saturating_sub(1);
+                }
+                if let Some(g) = env.gens.get_mut(slot as usize) {
+                    *g = g.wrapping_add(1);
+                }
+                self.free.push(slot);
+            }
+        }
+        env.stats.set_connections(self.live as u64);
+    }
+
+    /// Marks the connection idle the longest (at least its eviction grace) for eviction;
+    /// `false` when there is none.
+    pub(crate) fn evict_idlest(&mut self, now: u64) -> bool {
+        let mut best: Option<(usize, u64)> = None;
+        for (i, c) in self.conns.iter().enumerate() {
+            if let Some(idle) = c.as_ref().and_then(|c| c.evictable(now)) {
+                if best.map_or(true, |(_, b)| idle > b) {
+                    best = Some((i, idle));
+                }
+            }
+        }
+        match best.and_then(|(i, _)| self.conns.get_mut(i)) {
+            Some(Some(c)) => {
+                c.evict();
+                self.evicting += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops every connection (their QPs reference the node's CQ: before it).
+    pub(crate) fn clear(&mut self) {
+        for s in self.conns.iter_mut() {
+            drop(s.take());
+        }
+    }
+}
+
+/// What a listener's connect requests are accepted for (a server): the admission questions
+/// the node's intake (`crate::accept`) asks, and the accept itself.
+pub(crate) trait Acceptor<P: Provider>: Send + Sync {
+    /// Stopped listening: requests are refused (`ShuttingDown`).
+    fn is_stopping(&self) -> bool;
+    /// Which of `n` nodes takes the next connect request (a turn counter).
+    fn next_node(&self, n: usize) -> usize;
+    /// A share of the server's connection limits (in all and for `peer`), or the reason the
+    /// request is refused.
+    fn admit(&self, peer: IpAddr) -> Result<PeerSlot, RejectReason>;
+    /// Counts a refused connect request.
+    fn count_reject(&self);
+    /// Accepts `req` into the taken slot `slot` of this node. `Err(Some(req))` when setting
+    /// the connection up failed before the accept (the caller refuses it with a reason);
+    /// `Err(None)` when the accept itself failed.
+    fn accept(
+        self: Arc<Self>,
+        env: &mut NodeEnv<P>,
+        req: P::ConnRequest,
+        slot: u32,
+        peer: PeerSlot,
+    ) -> Result<Conn<P>, Option<P::ConnRequest>>;
+}
+
+/// Commands to a node.
+pub(crate) enum NodeCmd<P: Provider> {
+    /// Place a connection and start it.
+    Add(Conn<P>),
+    /// Accept a connect request (handed over by the node whose listener took it).
+    Accept {
+        req: P::ConnRequest,
+        to: Arc<dyn Acceptor<P>>,
+    },
+    /// Poll a listener.
+    Listen {
+        listener: P::Listener,
+        to: Arc<dyn Acceptor<P>>,
+    },
+}
+
+/// What other threads hold of a node.
+pub(crate) struct NodePeer<P: Provider> {
+    pub ctl: MpscProducer<NodeCmd<P>>,
+    pub thread: Arc<OnceLock<Thread>>,
+    pub stats: NodeStats,
+}
+
+/// Sends `cmd` to node `node` of `peers` and wakes it; hands `cmd` back when there is no such
+/// node or its control ring stays full.
+pub(crate) fn send_to<P: Provider>(
+    peers: &[NodePeer<P>],
+    node: usize,
+    cmd: NodeCmd<P>,
+) -> Result<(), NodeCmd<P>> {
+    let Some(p) = peers.get(node) else {
+        return Err(cmd);
+    };
+    let mut cmd = cmd;
+    // The control ring is drained every poll; wait (yielding) briefly if it is full.
+    for _ in 0..10_000 {
+        match p.ctl.enqueue(cmd) {
+            Ok(()) => {
+                if let Some(t) = p.thread.get() {
+                    t.unpark();
+                }
+                return Ok(());
+            }
+            Err(c) => {
+                cmd = c;
+                std::thread::yield_now();
+            }
+        }
+    }
+    Err(cmd)
 }

@@ -20,9 +20,7 @@
 
 use std::sync::Arc;
 
-use rpcrdma_engine::rpc::{
-    AcceptStat, AuthStat, OpaqueAuth, RejectedReply, ReplyHeader, RpcError, RPC_VERSION,
-};
+use rpcrdma_engine::rpc::{AcceptStat, OpaqueAuth};
 use rpcrdma_mempool::PoolBuf;
 
 pub use crate::call::CallTransport;
@@ -402,34 +400,6 @@ impl Programs {
     }
 }
 
-/// What a connection does with a call it dispatched (forward calls on a server connection,
-/// backward calls on a client connection): send this reply header as it is (an RFC 5531
-/// error), or reply with the handler's outcome (results length or reject) and DDP items.
-pub(crate) enum Decision {
-    Header(ReplyHeader<'static>),
-    Done(Result<usize, Reject>, DdpItems),
-}
-
-/// The reply header for an RPC header that did not decode (RFC 5531 section 9 answers).
-pub(crate) fn header_error_reply(e: &RpcError, xid: u32) -> ReplyHeader<'static> {
-    match *e {
-        RpcError::BadRpcVersion { .. } => ReplyHeader::denied(
-            xid,
-            RejectedReply::RpcMismatch {
-                low: RPC_VERSION,
-                high: RPC_VERSION,
-            },
-        ),
-        RpcError::CredTooLong { .. } => {
-            ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred))
-        }
-        RpcError::VerfTooLong { .. } => {
-            ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadVerf))
-        }
-        _ => ReplyHeader::accepted(xid, AcceptStat::GarbageArgs),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,16 +455,5 @@ mod tests {
         assert_eq!(b.put(&[9; 4]), Ok(()));
         assert_eq!(b.put(&[9]), Err(BuildError::Full));
         assert_eq!(&buf, &[0, 0, 0, 1, 9, 9, 9, 9]);
-    }
-
-    #[test]
-    fn accepts_header_error_answers() {
-        let h = header_error_reply(&RpcError::BadRpcVersion { xid: 5, rpcvers: 3 }, 5);
-        assert_eq!(
-            h,
-            ReplyHeader::denied(5, RejectedReply::RpcMismatch { low: 2, high: 2 })
-        );
-        let h = header_error_reply(&RpcError::Truncated { at: 0, needed: 4 }, 9);
-        assert_eq!(h, ReplyHeader::accepted(9, AcceptStat::GarbageArgs));
     }
 }

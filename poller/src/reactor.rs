@@ -7,7 +7,11 @@
 //! [`Poller::poll`], fire due timers (each goes to the poller that armed it,
 //! [`Poller::on_timer`]), handle up to [`CONTROL_BATCH`] control messages, and count the iteration
 //! as busy or idle. Idle iterations back off only if configured ([`BackoffConfig`]; off means pure
-//! busy-polling); sleeps end early when a control message arrives or at the next timer. Other
+//! busy-polling). Before a sleep the reactor arms its [`Doorbell`] (offered to pollers through
+//! [`PollerCtx::doorbell`], e.g. for a CQ's completion channel or a worker's result ring) and runs
+//! one more whole iteration as the re-check; only if that finds nothing does it park, until a
+//! producer rings, a control message arrives, or the next timer (sleeps stay bounded by the
+//! back-off's longest sleep, for sources without a doorbell). Other
 //! threads talk to a reactor through a [`ReactorHandle`]: add a poller, or run a closure on the
 //! reactor thread with access to its [`ReactorCtx`] (boxed closures are fine there: the control
 //! path is not the data path). Pollers are placed round-robin or on a chosen reactor
@@ -23,6 +27,7 @@
 //! and `stop` reports [`ReactorError::Panicked`].
 
 use crate::backoff::{Backoff, BackoffConfig, IdleAction};
+use crate::doorbell::Doorbell;
 use crate::mpsc::{self, MpscConsumer, MpscProducer};
 use crate::stats::{stats, StatsReader, StatsSnapshot, StatsWriter};
 use crate::timer::{TimerError, TimerHandle, TimerWheel};
@@ -91,9 +96,18 @@ pub struct PollerCtx<'a> {
     stopping: bool,
     finished: bool,
     timers: &'a mut TimerWheel<TimerKey>,
+    bell: Option<&'a Arc<Doorbell>>,
 }
 
 impl PollerCtx<'_> {
+    /// The reactor's doorbell, when it may sleep (back-off on; `None` for a busy-polling
+    /// reactor, which needs no waking). Whoever hands this reactor work from another thread
+    /// rings it after publishing ([`Doorbell::ring`]): a fence and a load while the reactor
+    /// polls, an unpark only when it is about to sleep.
+    pub fn doorbell(&self) -> Option<&Arc<Doorbell>> {
+        self.bell
+    }
+
     /// The reactor clock (ns) at the start of this loop iteration.
     pub fn now(&self) -> u64 {
         self.now
@@ -532,6 +546,7 @@ impl ReactorSet {
                 stats: writer,
                 stopping: false,
                 now: 0,
+                bell: cfg.backoff.enabled.then(|| Arc::new(Doorbell::new())),
             },
             rx,
             gate: Arc::clone(&gate),
@@ -550,6 +565,9 @@ impl ReactorSet {
                         core: c.id,
                     }));
                     return;
+                }
+                if let Some(b) = &reactor.core.bell {
+                    b.register();
                 }
                 let _ = ready_tx.send(Ok(pinned));
                 drop(ready_tx);
@@ -762,6 +780,8 @@ struct Core {
     stats: StatsWriter,
     stopping: bool,
     now: u64,
+    /// The reactor's doorbell (back-off on only).
+    bell: Option<Arc<Doorbell>>,
 }
 
 impl Core {
@@ -825,6 +845,7 @@ impl Core {
                 stopping: self.stopping,
                 finished: false,
                 timers: &mut self.timers,
+                bell: self.bell.as_ref(),
             };
             work = work.saturating_add(p.poll(now, &mut cx));
             if cx.finished {
@@ -861,6 +882,7 @@ impl Core {
                 stopping: self.stopping,
                 finished: false,
                 timers: &mut self.timers,
+                bell: self.bell.as_ref(),
             };
             p.on_timer(k.token, &mut cx);
             if cx.finished {
@@ -926,6 +948,8 @@ impl Reactor {
     /// The run loop; returns when stopped and drained.
     fn run(&mut self) {
         let mut stop_deadline = u64::MAX;
+        // The doorbell is armed: this iteration is the re-check before a sleep.
+        let mut armed = false;
         loop {
             let now = self.clock.now();
             self.core.now = now;
@@ -955,19 +979,55 @@ impl Reactor {
             }
             if busy {
                 self.backoff.reset();
-            } else if self.backoff.is_enabled() {
-                let timers = &self.core.timers;
-                let action = self
-                    .backoff
-                    .idle(|| timers.next_deadline().map(|d| d.saturating_sub(now)));
-                match action {
-                    IdleAction::Yield => self.core.stats.idle_yield(),
-                    IdleAction::Sleep(_) => self.core.stats.idle_sleep(),
-                    IdleAction::Spin => {}
+                if armed {
+                    armed = false;
+                    if let Some(b) = &self.core.bell {
+                        b.disarm();
+                    }
                 }
+            } else if self.backoff.is_enabled() {
+                self.idle(now, &mut armed);
             }
         }
         self.close();
+    }
+
+    /// One idle iteration with back-off on. Before the first sleep of an idle stretch it only
+    /// arms the doorbell, so the next iteration is the re-check (see [`Doorbell::arm`]); a sleep
+    /// then lasts until the bell rings, an unpark, the next timer, or the back-off's sleep.
+    fn idle(&mut self, now: u64, armed: &mut bool) {
+        if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {
+            b.arm();
+            *armed = true;
+            return;
+        }
+        match self.backoff.next_action() {
+            IdleAction::Spin => core::hint::spin_loop(),
+            IdleAction::Yield => {
+                std::thread::yield_now();
+                self.core.stats.idle_yield();
+            }
+            IdleAction::Sleep(d) => {
+                let cap = self.core.timers.next_deadline();
+                let d = cap.map_or(d, |t| d.min(t.saturating_sub(now)));
+                if d == 0 {
+                    std::thread::yield_now();
+                    self.core.stats.idle_yield();
+                } else {
+                    let t = Duration::from_nanos(d);
+                    match &self.core.bell {
+                        Some(b) => b.park(Some(t)),
+                        None => std::thread::park_timeout(t),
+                    }
+                    self.core.stats.idle_sleep();
+                }
+            }
+        }
+        if core::mem::take(armed) {
+            if let Some(b) = &self.core.bell {
+                b.disarm();
+            }
+        }
     }
 
     /// Closes the gate and handles every message a sender managed to enqueue, then drops the

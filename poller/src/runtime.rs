@@ -3,49 +3,45 @@
 //! Normal operation: an [`Endpoint`] binds a verbs device (one protection domain, one payload
 //! [`BufPool`], optional worker threads) to a [`ReactorSet`]: it adds one node poller to every
 //! reactor. A node owns ONE completion queue shared by all its QPs, a fixed table of connection
-//! slots, a [`Router`] from QP number to slot, a per-core cache of the payload pool and its
-//! links to the workers. One node poll: take control commands (new client connections, accept
-//! requests handed over by the listening node, listeners), poll listeners, poll the CQ in bursts
-//! of [`CQ_BURST`] and feed each completion to its connection, take worker results, then give
-//! every connection one round (CM events, engine events → callbacks / handlers, new calls,
-//! one doorbell per queue for everything it produced) and push queued worker jobs. Timers
-//! (connection deadlines, reconnect back-off) are the reactor's timer wheel; tokens carry the
-//! slot and its generation, so a timer of a connection that is gone finds nothing.
+//! slots (`node::Slots`, each a `Box<dyn NodeConn>`: the node names no role), a [`Router`] from
+//! QP number to slot, a per-core cache of the payload pool, its intake of connect requests
+//! (`crate::accept`) and its links to the workers. One node poll: take control commands
+//! (connections to place, connect requests handed over by the listening node, listeners), poll
+//! listeners, poll the CQ in bursts of [`CQ_BURST`] and feed each completion to its connection,
+//! take worker results, then give every connection one round (CM events, engine events →
+//! callbacks / handlers, new calls, one doorbell per queue for everything it produced), accept
+//! connect requests that waited for a slot, and push queued worker jobs. Timers (connection
+//! deadlines, reconnect back-off) are the reactor's timer wheel; tokens carry the slot and its
+//! generation, so a timer of a connection that is gone finds nothing.
 //!
 //! Recovery: CQ and post errors are counted and end the affected connection (clients
 //! reconnect). A completion whose QP is unknown (a flush after teardown) is counted as a stray
-//! and ignored. A connect request that finds the node's slots full waits (at most `DEFER_NS`)
-//! for the slot of an idle connection evicted for it, or is rejected with a reason (see
-//! [`crate::server`]). Stopping ([`Poller::shutdown`]): listeners close, waiting connect
-//! requests are rejected (`ShuttingDown`), client connections stop
-//! taking new calls and drain, server connections serve until their clients disconnect; the
-//! node reports drained when no connection and no queued worker job is left, and the reactor's
-//! drain timeout bounds the wait. Whatever is dropped then completes its callbacks with an
-//! error (see [`crate::client`]).
+//! and ignored. Connect requests that find the node full wait for an evicted connection's slot
+//! or are refused with a reason (`crate::accept`, policy in [`crate::server`]). Stopping
+//! ([`Poller::shutdown`]): the intake closes its listeners and refuses waiting connect requests
+//! (`ShuttingDown`), client connections stop taking new calls and drain, server connections
+//! serve until their clients disconnect; the node reports drained when no connection and no
+//! queued worker job is left, and the reactor's drain timeout bounds the wait. Whatever is
+//! dropped then completes its callbacks with an error (see [`crate::client`]).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
-use rpcrdma_engine::proto::reject::RejectReason;
-use rpcrdma_engine::verbs::{
-    Completion, CompletionQueue, ConnRequest, Device, DeviceCaps, Listener, Provider,
-};
+use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, DeviceCaps, Provider};
 use rpcrdma_mempool::{HugePagePolicy, Registrar};
 
-use crate::admission::PeerSlot;
+use crate::accept::{Intake, Seat};
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats};
-use crate::client_conn::ClientConn;
 use crate::config::{BackoffMode, EndpointConfig};
 use crate::driver::Router;
 use crate::memory::{BufPool, MemError};
-use crate::mpsc::{self, MpscConsumer, MpscProducer};
+use crate::mpsc::{self, MpscConsumer};
+pub(crate) use crate::node::NodeCmd;
 pub use crate::node::QpHook;
-use crate::node::{rq_depth_for, sq_depth_for, NodeConn, NodeEnv};
+use crate::node::{rq_depth_for, send_to, sq_depth_for, NodeEnv, NodePeer, Slots};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
-use crate::server_conn::{ServerConn, ServerShared};
-use crate::worker::{NodeLinks, Served, Workers};
+use crate::worker::{NodeLinks, Workers};
 
 /// Completions taken from the CQ per poll call.
 pub const CQ_BURST: usize = 32;
@@ -53,9 +49,6 @@ pub const CQ_BURST: usize = 32;
 const CQ_ROUNDS: usize = 4;
 /// Control commands handled per node poll at most.
 const CONTROL_BATCH: usize = 16;
-/// How long a connect request waits for the slot of a connection evicted for it (ns). The
-/// slot is normally free within a poll or two; the request is rejected (`ServerFull`) after.
-const DEFER_NS: u64 = 2_000_000_000;
 
 /// Why an endpoint could not be created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,29 +75,6 @@ impl core::fmt::Display for EndpointError {
 }
 
 impl std::error::Error for EndpointError {}
-
-/// Commands to a node.
-pub(crate) enum NodeCmd<P: Provider> {
-    /// Place and connect a client connection.
-    AddClient(Box<ClientConn<P>>),
-    /// Accept a connect request for a server.
-    Accept {
-        req: P::ConnRequest,
-        server: Arc<ServerShared>,
-    },
-    /// Poll a listener.
-    Listen {
-        listener: P::Listener,
-        server: Arc<ServerShared>,
-    },
-}
-
-/// What other threads hold of a node.
-pub(crate) struct NodePeer<P: Provider> {
-    ctl: MpscProducer<NodeCmd<P>>,
-    thread: Arc<OnceLock<Thread>>,
-    stats: NodeStats,
-}
 
 struct EndpointInner<P: Provider> {
     dev: Arc<P::Device>,
@@ -249,20 +219,17 @@ impl<P: Provider> Endpoint<P> {
                     gens: vec![0; cfg.max_conns_per_reactor],
                     thread: Arc::clone(&peers[i].thread),
                     qp_hook: Arc::clone(&inner.qp_hook),
+                    latency: Default::default(),
                     srq: None,
                 },
                 peers: Arc::clone(&peers),
-                slots: (0..cfg.max_conns_per_reactor).map(|_| None).collect(),
-                free: (0..cfg.max_conns_per_reactor as u32).rev().collect(),
+                slots: Slots::new(cfg.max_conns_per_reactor),
                 ctl: rx,
-                listeners: Vec::new(),
+                intake: Intake::new(),
                 links: links[i].take(),
                 wcs: vec![Completion::default(); CQ_BURST].into_boxed_slice(),
                 stopping: false,
                 thread_set: false,
-                live: 0,
-                deferred: VecDeque::new(),
-                evicting: 0,
             };
             set.add_poller(Placement::Reactor(i), Box::new(node))
                 .map_err(EndpointError::Reactor)?;
@@ -360,176 +327,27 @@ impl<P: Provider> Endpoint<P> {
     }
 }
 
-fn send_to<P: Provider>(
-    peers: &[NodePeer<P>],
-    node: usize,
-    cmd: NodeCmd<P>,
-) -> Result<(), NodeCmd<P>> {
-    let Some(p) = peers.get(node) else {
-        return Err(cmd);
-    };
-    let mut cmd = cmd;
-    // The control ring is drained every poll; wait (yielding) briefly if it is full.
-    for _ in 0..10_000 {
-        match p.ctl.enqueue(cmd) {
-            Ok(()) => {
-                if let Some(t) = p.thread.get() {
-                    t.unpark();
-                }
-                return Ok(());
-            }
-            Err(c) => {
-                cmd = c;
-                std::thread::yield_now();
-            }
-        }
-    }
-    Err(cmd)
-}
-
-/// A node's connection: the one place that names the roles.
-enum Conn<P: Provider> {
-    Client(Box<ClientConn<P>>),
-    Server(Box<ServerConn<P>>),
-}
-
-impl<P: Provider> NodeConn<P> for Conn<P> {
-    #[inline]
-    fn feed(&mut self, now: u64, wc: &Completion) {
-        match self {
-            Conn::Client(c) => c.feed(now, wc),
-            Conn::Server(s) => s.feed(now, wc),
-        }
-    }
-
-    fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
-        match self {
-            Conn::Client(c) => c.on_served(env, s),
-            Conn::Server(c) => c.on_served(env, s),
-        }
-    }
-
-    #[inline]
-    fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
-        match self {
-            Conn::Client(c) => c.service(env, links, cx, slot),
-            Conn::Server(s) => s.service(env, links, cx, slot),
-        }
-    }
-
-    #[inline]
-    fn is_done(&self) -> bool {
-        match self {
-            Conn::Client(c) => c.is_done(),
-            Conn::Server(s) => s.is_done(),
-        }
-    }
-
-    fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
-        match self {
-            Conn::Client(c) => c.on_timer(kind, env, links, cx, slot),
-            Conn::Server(s) => s.on_timer(kind, env, links, cx, slot),
-        }
-    }
-
-    fn shutdown(&mut self) {
-        match self {
-            Conn::Client(c) => c.shutdown(),
-            Conn::Server(s) => s.shutdown(),
-        }
-    }
-
-    fn evictable(&self, now: u64) -> Option<u64> {
-        match self {
-            Conn::Client(c) => c.evictable(now),
-            Conn::Server(s) => s.evictable(now),
-        }
-    }
-
-    fn evict(&mut self) {
-        match self {
-            Conn::Client(c) => c.evict(),
-            Conn::Server(s) => s.evict(),
-        }
-    }
-
-    fn was_evicted(&self) -> bool {
-        match self {
-            Conn::Client(c) => c.was_evicted(),
-            Conn::Server(s) => s.was_evicted(),
-        }
-    }
-}
-
-/// A connect request waiting for the slot of a connection evicted for it.
-struct Deferred<P: Provider> {
-    req: P::ConnRequest,
-    server: Arc<ServerShared>,
-    peer: PeerSlot,
-    /// Rejected (`ServerFull`) when still waiting at this time (ns).
-    until: u64,
-}
-
 /// One reactor's share of an endpoint (a [`Poller`]). See the module documentation.
 struct Node<P: Provider> {
     env: NodeEnv<P>,
-    slots: Vec<Option<Conn<P>>>,
-    free: Vec<u32>,
+    slots: Slots<P>,
     ctl: MpscConsumer<NodeCmd<P>>,
-    listeners: Vec<(P::Listener, Arc<ServerShared>)>,
+    /// Connect requests: listeners, requests handed over, requests waiting for a slot.
+    intake: Intake<P>,
     links: Option<NodeLinks>,
     wcs: Box<[Completion]>,
     stopping: bool,
     thread_set: bool,
     /// Every node's control ring (connect requests are handed over to the next node).
     peers: Arc<Vec<NodePeer<P>>>,
-    live: usize,
-    /// Connect requests waiting for the slots of evicted connections, oldest first.
-    deferred: VecDeque<Deferred<P>>,
-    /// Evicted connections whose slots are not free yet (each promised to a request).
-    evicting: usize,
 }
 
 impl<P: Provider> Node<P> {
-    fn take_slot(&mut self) -> Option<u32> {
-        self.free.pop()
-    }
-
-    fn release_slot(&mut self, slot: u32) {
-        if let Some(s) = self.slots.get_mut(slot as usize) {
-            let evicted = s.as_ref().is_some_and(|c| c.was_evicted());
-            if s.take().is_some() {
-                self.live -= 1;
-                if evicted {
-                    self.evicting = self.evicting.saturating_sub(1);
-                }
-                if let Some(g) = self.env.gens.get_mut(slot as usize) {
-                    *g = g.wrapping_add(1);
-                }
-                self.free.push(slot);
-            }
-        }
-        self.env.stats.set_connections(self.live as u64);
-    }
-
     fn command(&mut self, cmd: NodeCmd<P>, cx: &mut PollerCtx<'_>) {
         match cmd {
-            NodeCmd::AddClient(mut c) => {
-                let Some(slot) = self.take_slot() else {
-                    // No room: the connection is dropped, failing its calls (see ClientConn).
+            NodeCmd::Add(mut c) => {
+                let Some(slot) = self.slots.take() else {
+                    // No room: the connection is dropped, failing its calls.
                     self.env.stats.verbs_error();
                     return;
                 };
@@ -537,171 +355,32 @@ impl<P: Provider> Node<P> {
                     c.shutdown();
                 }
                 c.start(&mut self.env, cx, slot);
-                self.slots[slot as usize] = Some(Conn::Client(c));
-                self.live += 1;
-                self.env.stats.set_connections(self.live as u64);
+                self.slots.place(slot, c, &self.env);
             }
-            NodeCmd::Accept { req, server } => self.accept(req, server),
-            NodeCmd::Listen { listener, server } => {
-                if self.stopping {
-                    return;
-                }
-                self.listeners.push((listener, server));
-            }
-        }
-    }
-
-    /// Admission of a connect request: the peer's limit, then a free slot, else the slot of
-    /// the connection idle the longest (evicted for it, the request waits for its slot), else
-    /// a reject with the reason (`crate::server` documents the policy).
-    fn accept(&mut self, req: P::ConnRequest, server: Arc<ServerShared>) {
-        if self.stopping || server.is_stopping() {
-            self.refuse(req, &server, RejectReason::ShuttingDown);
-            return;
-        }
-        let Some(peer) = server.peers.admit(req.peer_addr().ip()) else {
-            self.refuse(req, &server, RejectReason::PeerLimit);
-            return;
-        };
-        // Requests already waiting go first.
-        self.run_deferred();
-        if self.deferred.is_empty() {
-            if let Some(slot) = self.take_slot() {
-                self.accept_in(slot, req, server, peer);
-                return;
-            }
-        }
-        // Full: take a slot an evicted connection is giving back, or evict one more.
-        if self.deferred.len() < self.evicting || self.evict_idlest() {
-            let until = self.env.now.saturating_add(DEFER_NS);
-            self.deferred.push_back(Deferred {
-                req,
-                server,
-                peer,
-                until,
-            });
-        } else {
-            drop(peer);
-            self.refuse(req, &server, RejectReason::ServerFull);
-        }
-    }
-
-    /// Accepts `req` in the free slot `slot`.
-    fn accept_in(
-        &mut self,
-        slot: u32,
-        req: P::ConnRequest,
-        server: Arc<ServerShared>,
-        peer: PeerSlot,
-    ) {
-        match ServerConn::accept(&mut self.env, req, Arc::clone(&server), slot, peer) {
-            Ok(c) => {
-                self.slots[slot as usize] = Some(Conn::Server(Box::new(c)));
-                self.live += 1;
-                self.env.stats.set_connections(self.live as u64);
-            }
-            Err(req) => {
-                self.env.stats.verbs_error();
-                self.free.push(slot);
-                if let Some(req) = req {
-                    self.refuse(req, &server, RejectReason::NoResources);
-                }
-            }
-        }
-    }
-
-    /// Rejects `req`, telling the requester why (`rpcrdma_engine::proto::reject`), and counts it.
-    fn refuse(&mut self, req: P::ConnRequest, server: &ServerShared, reason: RejectReason) {
-        server.count_reject();
-        self.env.stats.rejected(reason);
-        if req.reject(&reason.encode()).is_err() {
-            self.env.stats.verbs_error();
-        }
-    }
-
-    /// Marks the server connection idle the longest (at least its server's eviction grace)
-    /// for eviction; `false` when there is none.
-    fn evict_idlest(&mut self) -> bool {
-        let now = self.env.now;
-        let mut best: Option<(usize, u64)> = None;
-        for (i, c) in self.slots.iter().enumerate() {
-            if let Some(s) = c {
-                if let Some(idle) = s.evictable(now) {
-                    if best.map_or(true, |(_, b)| idle > b) {
-                        best = Some((i, idle));
-                    }
-                }
-            }
-        }
-        match best.and_then(|(i, _)| self.slots.get_mut(i)) {
-            Some(Some(s)) => {
-                s.evict();
-                self.evicting += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Accepts waiting connect requests into free slots, oldest first; rejects those that
-    /// waited too long.
-    fn run_deferred(&mut self) -> usize {
-        let mut work = 0;
-        while let Some(d) = self.deferred.front() {
-            if d.until <= self.env.now {
-                if let Some(d) = self.deferred.pop_front() {
-                    drop(d.peer);
-                    self.refuse(d.req, &d.server, RejectReason::ServerFull);
-                }
-                work += 1;
-                continue;
-            }
-            let Some(slot) = self.take_slot() else { break };
-            if let Some(d) = self.deferred.pop_front() {
-                self.accept_in(slot, d.req, d.server, d.peer);
-                work += 1;
-            }
-        }
-        work
-    }
-
-    fn poll_listeners(&mut self) -> usize {
-        let mut work = 0;
-        let mut i = 0;
-        while i < self.listeners.len() {
-            if self.stopping || self.listeners[i].1.is_stopping() {
-                self.listeners.swap_remove(i);
-                work += 1;
-                continue;
-            }
-            loop {
-                let req = match self.listeners[i].0.poll() {
-                    Ok(Some(r)) => r,
-                    Ok(None) => break,
-                    Err(_) => {
-                        self.env.stats.verbs_error();
-                        break;
-                    }
+            NodeCmd::Accept { req, to } => {
+                let mut seat = Seat {
+                    env: &mut self.env,
+                    slots: &mut self.slots,
+                    peers: &self.peers,
+                    stopping: self.stopping,
                 };
-                work += 1;
-                let server = Arc::clone(&self.listeners[i].1);
-                let n = self.peers.len().max(1);
-                // Relaxed: a turn counter only.
-                let target = server.next.fetch_add(1, Ordering::Relaxed) % n;
-                if target == self.env.index {
-                    self.accept(req, server);
-                } else {
-                    let peers = Arc::clone(&self.peers);
-                    if let Err(NodeCmd::Accept { req, server }) =
-                        send_to(&peers, target, NodeCmd::Accept { req, server })
-                    {
-                        self.accept(req, server);
-                    }
-                }
+                self.intake.accept(&mut seat, req, to);
             }
-            i += 1;
+            NodeCmd::Listen { listener, to } => self.intake.listen(listener, to, self.stopping),
         }
-        work
+    }
+
+    /// The intake's view of this node.
+    fn seat(&mut self) -> (&mut Intake<P>, Seat<'_, P>) {
+        (
+            &mut self.intake,
+            Seat {
+                env: &mut self.env,
+                slots: &mut self.slots,
+                peers: &self.peers,
+                stopping: self.stopping,
+            },
+        )
     }
 
     fn poll_cq(&mut self) -> usize {
@@ -721,20 +400,21 @@ impl<P: Provider> Node<P> {
             total += n;
             let now = self.env.now;
             for wc in &self.wcs[..n] {
+                self.env.stats.wc_status(wc.status);
                 let srq_recv = crate::srq::consumed(&mut self.env.srq, wc);
                 let Some(slot) = self.env.router.get(wc.qp_num) else {
                     self.env.stats.stray();
                     crate::srq::stray(&mut self.env.srq, wc, srq_recv);
                     continue;
                 };
-                match self.slots.get_mut(slot as usize) {
-                    Some(Some(c)) => {
+                match self.slots.get_mut(slot) {
+                    Some(c) => {
                         c.feed(now, wc);
-                        if let (true, Conn::Server(s)) = (srq_recv, c) {
-                            crate::srq::ConnSrq::collect(&mut self.env, s.drv.conn.as_mut());
+                        if srq_recv {
+                            c.collect_shared_recvs(&mut self.env);
                         }
                     }
-                    _ => {
+                    None => {
                         self.env.stats.stray();
                         crate::srq::stray(&mut self.env.srq, wc, srq_recv);
                     }
@@ -759,7 +439,7 @@ impl<P: Provider> Node<P> {
             if env.slot_gen(slot) != gen {
                 return; // the connection is gone; buffers return to the pool here
             }
-            if let Some(Some(c)) = slots.get_mut(slot as usize) {
+            if let Some(c) = slots.get_mut(slot) {
                 c.on_served(env, s);
             }
         })
@@ -771,6 +451,14 @@ impl<P: Provider> Poller for Node<P> {
         if !self.thread_set {
             self.thread_set = true;
             let _ = self.env.thread.set(std::thread::current());
+            // A reactor that may sleep: completions and worker results ring its doorbell.
+            if let Some(b) = cx.doorbell() {
+                let bell = Arc::clone(b);
+                let _ = self.env.cq.set_notify(Arc::new(move || bell.ring()));
+                if let Some(l) = self.links.as_ref() {
+                    l.set_node_bell(b);
+                }
+            }
         }
         self.env.now = now;
         let mut work = 0;
@@ -779,30 +467,32 @@ impl<P: Provider> Poller for Node<P> {
             self.command(cmd, cx);
             work += 1;
         }
-        if !self.listeners.is_empty() {
-            work += self.poll_listeners();
+        if self.intake.is_listening() {
+            let (intake, mut seat) = self.seat();
+            work += intake.poll_listeners(&mut seat);
         }
         work += self.poll_cq();
         work += self.worker_results();
         for i in 0..self.slots.len() {
             let slot = i as u32;
-            let Some(c) = self.slots[i].as_mut() else {
+            let Some(c) = self.slots.get_mut(slot) else {
                 continue;
             };
             work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
-            let done = c.is_done();
-            if done {
-                self.release_slot(slot);
+            if c.is_done() {
+                self.slots.release(slot, &mut self.env);
             }
         }
-        if !self.deferred.is_empty() {
-            work += self.run_deferred();
+        if self.intake.has_deferred() {
+            let (intake, mut seat) = self.seat();
+            work += intake.run_deferred(&mut seat);
         }
         if let Some(l) = self.links.as_mut() {
             work += l.flush();
             let (used, over) = l.occupancy();
             self.env.stats.set_worker(used as u64, over as u64);
         }
+        self.env.latency.serve();
         self.env.stats.poll(work > 0);
         work
     }
@@ -815,34 +505,28 @@ impl<P: Provider> Poller for Node<P> {
             return;
         }
         self.env.now = cx.now();
-        if let Some(Some(c)) = self.slots.get_mut(slot as usize) {
+        if let Some(c) = self.slots.get_mut(slot) {
             c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot);
         }
     }
 
     fn shutdown(&mut self, _now: u64) {
         self.stopping = true;
-        self.listeners.clear();
-        while let Some(d) = self.deferred.pop_front() {
-            drop(d.peer);
-            self.refuse(d.req, &d.server, RejectReason::ShuttingDown);
-        }
-        for c in self.slots.iter_mut().flatten() {
+        self.intake.shutdown(&mut self.env);
+        for c in self.slots.iter_mut() {
             c.shutdown();
         }
     }
 
     fn is_drained(&self) -> bool {
-        self.live == 0 && self.links.as_ref().map_or(true, |l| !l.congested())
+        self.slots.live() == 0 && self.links.as_ref().map_or(true, |l| !l.congested())
     }
 }
 
 impl<P: Provider> Drop for Node<P> {
     fn drop(&mut self) {
         // Connections first (their QPs reference the CQ), then the rest.
-        for s in self.slots.iter_mut() {
-            drop(s.take());
-        }
+        self.slots.clear();
     }
 }
 

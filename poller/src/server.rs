@@ -39,12 +39,15 @@ use std::sync::{Arc, Mutex};
 use rpcrdma_engine::verbs::{Device, Provider};
 
 use crate::admission::PeerTable;
-use crate::api_stats::ConnSnapshot;
+use crate::api_stats::{ConnSnapshot, ConnStats};
 use crate::call::{blocking, CallArgs, Callback, ClientError, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
+use crate::metrics::latency::{LatencyReader, ServerLatency};
+use crate::metrics::{Metrics, MetricsServer};
+use crate::node::{Acceptor, NodeCmd};
 use crate::program::{Program, Programs};
-use crate::runtime::{Endpoint, NodeCmd};
+use crate::runtime::Endpoint;
 use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
 
 use crate::server_conn::ServerShared;
@@ -58,6 +61,8 @@ pub enum ServerError {
     NoWorkers,
     /// The reactor is gone.
     Stopped,
+    /// The metrics port (`ServerOptions::metrics_addr`) could not be bound.
+    Metrics(String),
 }
 
 impl core::fmt::Display for ServerError {
@@ -66,6 +71,7 @@ impl core::fmt::Display for ServerError {
             ServerError::Listen(m) => write!(f, "listen failed: {m}"),
             ServerError::NoWorkers => write!(f, "worker mode needs an endpoint with workers"),
             ServerError::Stopped => write!(f, "reactor stopped"),
+            ServerError::Metrics(m) => write!(f, "metrics port: {m}"),
         }
     }
 }
@@ -129,8 +135,23 @@ impl ServerBuilder {
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             back: Arc::new(BackServer::new(ep.buffers().clone(), &opts, ep.config())),
-            peers: Arc::new(PeerTable::new(opts.max_conns_per_peer)),
+            peers: Arc::new(PeerTable::new(
+                opts.max_conns_per_peer,
+                opts.max_connections,
+            )),
+            latency: (opts.latency_histograms || opts.metrics_addr.is_some())
+                .then(|| Arc::new(ServerLatency::new(ep.nodes()))),
+            metrics: std::sync::OnceLock::new(),
         });
+        let server = Server {
+            shared: Arc::clone(&shared),
+            addr: local,
+        };
+        // The metrics port first: when it cannot be bound, nothing listens yet.
+        if let Some(at) = opts.metrics_addr {
+            let port = metrics_port(ep, &server, at)?;
+            let _ = shared.metrics.set(port);
+        }
         let node = opts
             .listen_reactor
             .unwrap_or(0)
@@ -139,15 +160,28 @@ impl ServerBuilder {
             node,
             NodeCmd::Listen {
                 listener,
-                server: Arc::clone(&shared),
+                to: shared as Arc<dyn Acceptor<P>>,
             },
         )
         .map_err(|_| ServerError::Stopped)?;
-        Ok(Server {
-            shared,
-            addr: local,
-        })
+        Ok(server)
     }
+}
+
+/// Serves the metrics of `server` and its endpoint on `at`. The registry holds the server
+/// weakly, so the port (kept in the server's shared state) does not keep the server alive: it
+/// stops when the server's state is dropped (the reactors stopped and no handle is left).
+fn metrics_port<P: Provider>(
+    ep: &Endpoint<P>,
+    server: &Server,
+    at: SocketAddr,
+) -> Result<MetricsServer, ServerError> {
+    let m = Metrics::new();
+    let name = server.addr.to_string();
+    m.add_endpoint(&name, ep);
+    m.add_server_weak(&name, server);
+    m.serve(at)
+        .map_err(|e| ServerError::Metrics(format!("{at}: {e}")))
 }
 
 /// A running server (handle). Dropping it does not stop it; see [`Server::stop_listening`].
@@ -155,6 +189,23 @@ impl ServerBuilder {
 pub struct Server {
     shared: Arc<ServerShared>,
     addr: SocketAddr,
+}
+
+/// A server the metrics registry of its own port refers to without keeping it alive.
+#[derive(Clone)]
+pub(crate) struct WeakServer {
+    shared: std::sync::Weak<ServerShared>,
+    addr: SocketAddr,
+}
+
+impl WeakServer {
+    /// The server, while its state is alive.
+    pub(crate) fn upgrade(&self) -> Option<Server> {
+        Some(Server {
+            shared: self.shared.upgrade()?,
+            addr: self.addr,
+        })
+    }
 }
 
 impl core::fmt::Debug for Server {
@@ -172,6 +223,32 @@ impl Server {
     /// The address listened on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The metrics port's address when `ServerOptions::metrics_addr` was set (the port chosen
+    /// when it asked for port 0). The port serves as long as the server does: until its
+    /// reactors have stopped and no handle is left; see [`crate::metrics`].
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.shared.metrics.get().map(|m| m.local_addr())
+    }
+
+    /// A reference that does not keep the server alive.
+    pub(crate) fn downgrade(&self) -> WeakServer {
+        WeakServer {
+            shared: Arc::downgrade(&self.shared),
+            addr: self.addr,
+        }
+    }
+
+    /// Readers of the server's latency histograms (call received → reply Send completed, per
+    /// procedure) with their node index, one per node that has served a connection of this
+    /// server, when `ServerOptions::latency_histograms` or `metrics_addr` is set (empty
+    /// otherwise). See [`crate::metrics`].
+    pub fn latency(&self) -> Vec<(usize, LatencyReader)> {
+        self.shared
+            .latency
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.readers())
     }
 
     /// Connections accepted so far.
@@ -192,6 +269,13 @@ impl Server {
     /// [`totals`](Self::totals) only, so the memory this takes does not grow with churn.
     pub fn connection_stats(&self) -> Vec<ConnSnapshot> {
         self.shared.conn_table().snapshots()
+    }
+
+    /// Readers of the live connections' counters, in accept order: each has the connection's
+    /// id and peer address ([`ConnStats::id`], [`ConnStats::peer`]). Closed connections count in
+    /// [`totals`](Self::totals) and [`connection_stats`](Self::connection_stats).
+    pub fn live_connections(&self) -> Vec<ConnStats> {
+        self.shared.conn_table().live()
     }
 
     /// The counters of every connection accepted so far, summed; gauges (`credits_granted`,

@@ -1,33 +1,37 @@
 //! The server side of backward-direction RPC (RFC 8167) on the reactor (`ServerBack`): each
-//! server connection's backward call records, sending them while the client's backward
-//! credits allow, their deadlines (one timer-wheel entry, for the earliest call), their
-//! completion exactly once, and a lost connection's part in its session (holding the
-//! session's calls during its grace period, handing them to the session's new connection).
+//! server connection's backward calls (in a [`CallTable`], `call_table.rs`, shared with the
+//! client's forward calls), sending them while the client's backward credits allow, their
+//! deadlines (one timer-wheel entry, for the earliest call), and a lost connection's part in
+//! its session (holding the session's calls during its grace period, handing them to the
+//! session's new connection).
 //!
 //! Normal operation and recovery: as described in [`crate::backchannel`] (the shared state
-//! and sessions are in `session.rs`).
+//! and sessions are in `session.rs`); every call completes exactly once (the call table's
+//! rule), a call completed while the engine still has it keeps its buffers until the engine
+//! reports it.
 
 // Submissions and refusals carry the call's arguments back and forth by value, so nothing
 // allocates on the way (as `Client::call` does).
 #![allow(clippy::result_large_err)]
 
-use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::conn::{
-    self, BackchannelError, BackchannelPools, CallError, CallId, CallSpec, HostMemory, LocalBuf,
-    StartError,
+    self, BackchannelError, BackchannelPools, CallError, CallId, CallSpec, StartError,
 };
-use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyBody};
+use rpcrdma_engine::rpc::{self, AcceptStat, ReplyBody};
 use rpcrdma_engine::verbs::Provider;
-use rpcrdma_mempool::{PoolBuf, Region};
+use rpcrdma_mempool::Region;
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
-use crate::call::{CallArgs, Callback, ClientError, Reply};
+use crate::call::{ClientError, Reply};
+use crate::call_table::{
+    requester_layout, CallRec, CallSink, CallTable, Direction, NewCall, NodeSink, Start,
+};
 use crate::config::CallbackMode;
 use crate::driver::ConnDriver;
-use crate::memory::{local_buf, MemError, Slab, SlabLayout};
+use crate::memory::{local_buf, MemError, Slab};
 use crate::mpsc::{self, MpscConsumer};
 use crate::session::{
     lock, BackServer, BackSubmit, ConnBackShared, Deadline, Grace, SessionState, SubmitError,
@@ -36,42 +40,42 @@ use crate::session::{
 use crate::node::{timer_token, NodeEnv, TIMER_BACK, TIMER_GRACE};
 use crate::reactor::PollerCtx;
 use crate::timer::TimerHandle;
-use crate::worker::{CompleteJob, Job, NodeLinks};
+use crate::worker::NodeLinks;
 
-use crate::backchannel::{NO_REC, RPC_HEADER_SIZE};
 use crate::session::BackChannel;
 
 // ---------------------------------------------------------------------------------------------
 // Server side: the reactor's part.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BState {
-    Free,
-    /// Waiting to be sent (or, on a lost connection, parked for the session).
-    Queued,
-    /// On the wire.
-    InFlight,
-    /// Completed (timed out or failed) while the engine still has it: its buffers are kept
-    /// until the engine reports the call.
-    Zombie,
+/// The connection's [`NodeSink`] for backward calls.
+macro_rules! sink {
+    ($s:ident, $env:expr, $links:expr, $stats:expr) => {
+        NodeSink {
+            env: $env,
+            links: $links,
+            mode: $s.mode,
+            worker: $s.worker,
+            stats: $stats,
+            dir: Direction::Backward,
+            completed: None,
+        }
+    };
 }
 
-struct BRec {
-    state: BState,
-    xid: u32,
-    prog: u32,
-    vers: u32,
-    proc_num: u32,
-    hdr: LocalBuf,
-    hdr_len: u32,
-    args: Option<CallArgs>,
-    reply: Option<PoolBuf>,
-    cb: Option<Callback>,
-    inline_cb: bool,
-    deadline: u64,
-    sends: u32,
-    call: Option<CallId>,
-    seq: u64,
+/// A submitted backward call as a call-table entry (its deadline from now on).
+fn new_call(sub: BackSubmit, now: u64) -> NewCall {
+    NewCall {
+        xid: sub.xid,
+        prog: sub.prog,
+        vers: sub.vers,
+        proc_num: sub.proc_num,
+        args: sub.args,
+        reply: None,
+        cb: sub.cb,
+        inline_cb: sub.inline_cb,
+        deadline: sub.deadline.at(now),
+        sends: sub.sends,
+    }
 }
 
 /// What a lost connection does with its session's calls.
@@ -89,15 +93,8 @@ pub(crate) struct ServerBack {
     pub(crate) handle: BackChannel,
     rx: Option<MpscConsumer<BackSubmit>>,
     slab: Slab,
-    recs: Vec<BRec>,
-    free: Vec<u32>,
-    ready: VecDeque<u32>,
-    /// Engine backward slot → record.
-    by_slot: Vec<u32>,
-    scratch: Vec<u32>,
-    seq: u64,
-    in_use: u32,
-    in_flight: u32,
+    /// The backward calls (records, ready queue, engine backward slots).
+    calls: CallTable,
     session: Option<Arc<SessionState>>,
     seen_bind: u64,
     seen_epoch: u64,
@@ -134,17 +131,11 @@ impl ServerBack {
         // The granted receives plus one per backward call outstanding.
         cfg.rq_depth = cfg.rq_depth.max(cfg.credits + credits);
         let nrec = server.queue;
-        let layout = SlabLayout {
-            headers: credits as usize,
-            header_size: cfg.inline_send,
-            // None with a shared receive queue (`recv_size` 0): backward replies come from it.
-            recvs: if recv_size == 0 { 0 } else { credits as usize },
-            recv_size,
-            data: 0,
-            data_size: 0,
-            rpc_headers: nrec,
-            rpc_header_size: RPC_HEADER_SIZE,
-        };
+        let mut layout = requester_layout(credits, cfg.inline_send, recv_size, nrec);
+        if recv_size == 0 {
+            // A shared receive queue (`recv_size` 0): backward replies come from it.
+            layout.recvs = 0;
+        }
         let slab = Slab::new(
             &*env.pd,
             &layout,
@@ -164,37 +155,12 @@ impl ServerBack {
             server: Arc::clone(server),
             stats,
         });
-        let recs = (0..nrec)
-            .map(|i| BRec {
-                state: BState::Free,
-                xid: 0,
-                prog: 0,
-                vers: 0,
-                proc_num: 0,
-                hdr: slab.rpc_headers[i],
-                hdr_len: 0,
-                args: None,
-                reply: None,
-                cb: None,
-                inline_cb: false,
-                deadline: u64::MAX,
-                sends: 0,
-                call: None,
-                seq: 0,
-            })
-            .collect();
+        let calls = CallTable::new(&slab.rpc_headers[..nrec], credits as usize);
         Ok(ServerBack {
             handle: BackChannel { inner },
             rx: Some(rx),
             slab,
-            recs,
-            free: (0..nrec as u32).rev().collect(),
-            ready: VecDeque::with_capacity(nrec),
-            by_slot: vec![NO_REC; credits as usize],
-            scratch: Vec::with_capacity(nrec),
-            seq: 0,
-            in_use: 0,
-            in_flight: 0,
+            calls,
             session: None,
             seen_bind: 0,
             seen_epoch: 0,
@@ -251,107 +217,31 @@ impl ServerBack {
         !self.stopping && self.session.as_ref().is_some_and(|s| !s.is_closed())
     }
 
-    fn rec_of(&self, call: CallId) -> Option<u32> {
-        let i = *self.by_slot.get(call.slot as usize)?;
-        let r = self.recs.get(i as usize)?;
-        (r.call == Some(call)).then_some(i)
-    }
-
-    fn complete<P: Provider>(
-        &self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cb: Callback,
-        inline_cb: bool,
-        outcome: Result<Reply, ClientError>,
-    ) {
-        match (self.mode, inline_cb, links) {
-            (CallbackMode::Worker, false, Some(l)) => {
-                if !l.submit(self.worker, Job::Complete(CompleteJob { cb, outcome })) {
-                    env.stats.worker_ring_full();
-                }
-            }
-            _ => cb.call(outcome),
-        }
-    }
-
-    fn free_rec<P: Provider>(&mut self, env: &mut NodeEnv<P>, i: u32) {
-        let r = &mut self.recs[i as usize];
-        if r.state == BState::Free {
-            return;
-        }
-        r.state = BState::Free;
-        r.args = None;
-        if let Some(b) = r.reply.take() {
-            env.cache.put_buf(b);
-        }
-        r.cb = None;
-        r.call = None;
-        r.hdr_len = 0;
-        self.in_use -= 1;
-        self.free.push(i);
-    }
-
-    /// Completes record `i` with `outcome`. A call on the wire becomes a zombie (the engine
-    /// still uses its buffers); any other is freed.
-    fn fail_rec<P: Provider>(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        i: u32,
-        outcome: Result<Reply, ClientError>,
-    ) {
-        let r = &mut self.recs[i as usize];
-        let cb = r.cb.take();
-        let inline_cb = r.inline_cb;
-        match r.state {
-            BState::InFlight => {
-                r.state = BState::Zombie;
-                self.in_flight -= 1;
-            }
-            BState::Zombie | BState::Free => {}
-            BState::Queued => self.free_rec(env, i),
-        }
-        if let Some(cb) = cb {
-            self.complete(env, links, cb, inline_cb, outcome);
-        }
-    }
-
     /// Fails every call held (queued, parked or on the wire) with `e`.
     fn fail_all<P: Provider>(
         &mut self,
         env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
+        links: Option<&mut NodeLinks>,
         e: ClientError,
         stats: &ConnStatsWriter,
     ) -> usize {
-        let mut n = 0;
-        for i in 0..self.recs.len() as u32 {
-            if matches!(
-                self.recs[i as usize].state,
-                BState::Queued | BState::InFlight
-            ) {
-                stats.back_error();
-                self.fail_rec(env, links.as_deref_mut(), i, Err(e));
-                n += 1;
-            }
-        }
-        self.ready.clear();
-        n
+        self.calls.fail_all(&mut sink!(self, env, links, stats), e)
     }
 
     /// Takes calls from the ring into free records (queued to be sent, or parked when lost).
     fn intake<P: Provider>(
         &mut self,
         env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
+        links: Option<&mut NodeLinks>,
         cx: &mut PollerCtx<'_>,
         slot: u32,
         stats: &ConnStatsWriter,
     ) -> usize {
         let mut n = 0;
         let mut earliest = u64::MAX;
-        while let Some(&i) = self.free.last() {
+        let now = env.now;
+        let mut sink = sink!(self, env, links, stats);
+        while self.calls.has_free() {
             let Some(rx) = self.rx.as_mut() else { break };
             let Some(sub) = rx.dequeue() else { break };
             n += 1;
@@ -364,41 +254,21 @@ impl ServerBack {
             if !self.lost && !self.enabled && !self.enable_now {
                 // RFC 8167 §6: the client has not said it serves backward calls.
                 stats.back_error();
-                self.complete(
-                    env,
-                    links.as_deref_mut(),
-                    sub.cb,
-                    sub.inline_cb,
-                    Err(ClientError::NotServed),
-                );
+                sink.deliver(sub.cb, sub.inline_cb, Err(ClientError::NotServed));
                 continue;
             }
-            self.free.pop();
-            self.seq += 1;
-            let deadline = sub.deadline.at(env.now);
-            let r = &mut self.recs[i as usize];
-            r.state = BState::Queued;
-            r.xid = sub.xid;
-            r.prog = sub.prog;
-            r.vers = sub.vers;
-            r.proc_num = sub.proc_num;
-            r.hdr_len = 0;
-            r.args = Some(sub.args);
-            r.reply = None;
-            r.cb = Some(sub.cb);
-            r.inline_cb = sub.inline_cb;
-            r.deadline = deadline;
-            r.sends = sub.sends;
-            r.call = None;
-            r.seq = self.seq;
-            self.in_use += 1;
+            let call = new_call(sub, now);
+            let deadline = call.deadline;
+            let Some(i) = self.calls.alloc(call) else {
+                break;
+            };
             if !self.lost {
-                self.ready.push_back(i);
+                self.calls.push_ready(i);
             }
             earliest = earliest.min(deadline);
         }
         if earliest != u64::MAX {
-            self.arm(env, cx, slot, earliest);
+            self.arm(sink.env, cx, slot, earliest);
         }
         n
     }
@@ -422,92 +292,13 @@ impl ServerBack {
         &mut self,
         drv: &mut ConnDriver<P>,
         env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
+        links: Option<&mut NodeLinks>,
         stats: &ConnStatsWriter,
     ) -> usize {
-        let mut n = 0;
-        while let Some(&i) = self.ready.front() {
-            let Some(conn) = drv.conn.as_mut() else { break };
-            let r = &mut self.recs[i as usize];
-            if r.reply.is_none() {
-                match env.cache.get_buf() {
-                    Some(b) => r.reply = Some(b),
-                    None => break,
-                }
-            }
-            if r.hdr_len == 0 {
-                let h = CallHeader {
-                    xid: r.xid,
-                    prog: r.prog,
-                    vers: r.vers,
-                    proc_num: r.proc_num,
-                    cred: OpaqueAuth::NONE,
-                    verf: OpaqueAuth::NONE,
-                };
-                r.hdr_len = drv
-                    .mem
-                    .bytes_mut(r.hdr.addr, r.hdr.len as usize)
-                    .and_then(|out| rpc::encode_call(out, &h).ok())
-                    .unwrap_or(0) as u32;
-            }
-            let (Some(args), Some(reply), true) =
-                (r.args.as_ref(), r.reply.as_ref(), r.hdr_len > 0)
-            else {
-                self.ready.pop_front();
-                stats.back_error();
-                let e = ClientError::BadCall(StartError::BadSpec);
-                self.fail_rec(env, links.as_deref_mut(), i, Err(e));
-                continue;
-            };
-            let (abuf, alen) = args.written();
-            let mut parts = [LocalBuf::EMPTY; 2];
-            parts[0] = r.hdr.sub(0, r.hdr_len).unwrap_or(LocalBuf::EMPTY);
-            let mut np = 1;
-            if alen > 0 {
-                parts[1] = local_buf(abuf, alen);
-                np = 2;
-            }
-            let (items, ni, ddp_bytes) = args.ddp_items().engine_items(r.hdr_len);
-            let bytes = u64::from(r.hdr_len) + alen as u64 + ddp_bytes;
-            // Backward calls carry no chunks: receptacles make the engine refuse the call.
-            let recp = [local_buf(reply, 0); 1];
-            let nr = usize::from(args.receptacle_count() > 0);
-            let spec = CallSpec {
-                message: &parts[..np],
-                ddp: &items[..ni],
-                receptacles: &recp[..nr],
-                reply: local_buf(reply, reply.len()),
-            };
-            match conn.start_call(env.now, &spec, &mut drv.mem) {
-                Ok(id) => {
-                    self.ready.pop_front();
-                    let r = &mut self.recs[i as usize];
-                    if r.sends > 0 {
-                        stats.back_retransmit();
-                    }
-                    r.sends += 1;
-                    r.state = BState::InFlight;
-                    r.call = Some(id);
-                    if let Some(s) = self.by_slot.get_mut(id.slot as usize) {
-                        *s = i;
-                    }
-                    self.in_flight += 1;
-                    stats.back_call(bytes);
-                    n += 1;
-                }
-                Err(StartError::NoCredit | StartError::Busy | StartError::NotConnected) => break,
-                Err(e) => {
-                    self.ready.pop_front();
-                    stats.back_error();
-                    let e = match e {
-                        StartError::BackchannelDisabled => ClientError::NotServed,
-                        e => ClientError::BadCall(e),
-                    };
-                    self.fail_rec(env, links.as_deref_mut(), i, Err(e));
-                }
-            }
-        }
-        n
+        let now = env.now;
+        let mut sink = sink!(self, env, links, stats);
+        self.calls
+            .start_ready(&mut sink, |_, r, sink| start_back(drv, now, r, sink))
     }
 
     /// One round on a live connection: bindings, enabling, new calls, starts.
@@ -537,11 +328,17 @@ impl ServerBack {
             // calls wait, and the teardown that follows keeps them for the session (or fails
             // them with `Transport(ConnectionLost)`), as for any lost connection. Starting
             // them would fail them with `NotServed` although the client serves them.
-            stats.back_gauges(u64::from(self.in_flight), self.ready.len() as u64);
+            stats.back_gauges(
+                u64::from(self.calls.in_flight()),
+                self.calls.queued() as u64,
+            );
             return work;
         }
         work += self.start_ready(drv, env, links, stats);
-        stats.back_gauges(u64::from(self.in_flight), self.ready.len() as u64);
+        stats.back_gauges(
+            u64::from(self.calls.in_flight()),
+            self.calls.queued() as u64,
+        );
         work
     }
 
@@ -570,16 +367,11 @@ impl ServerBack {
         r: conn::Reply,
         stats: &ConnStatsWriter,
     ) {
-        let Some(i) = self.rec_of(r.call) else { return };
-        self.by_slot[r.call.slot as usize] = NO_REC;
-        let rec = &mut self.recs[i as usize];
-        rec.call = None;
-        if rec.state == BState::Zombie {
-            self.free_rec(env, i);
+        let mut sink = sink!(self, env, links, stats);
+        let Some(i) = self.calls.returned(r.call, &mut sink) else {
             return;
-        }
-        self.in_flight -= 1;
-        rec.state = BState::Queued;
+        };
+        let rec = self.calls.rec_mut(i);
         let xid = rec.xid;
         let outcome = match rec.reply.take() {
             None => Err(ClientError::BadReply),
@@ -602,16 +394,13 @@ impl ServerBack {
                         Ok(Reply::backward(buf, off, len - off, xid))
                     }
                     Err(e) => {
-                        env.cache.put_buf(buf);
+                        sink.put_buf(buf);
                         Err(e)
                     }
                 }
             }
         };
-        if outcome.is_err() {
-            stats.back_error();
-        }
-        self.fail_rec(env, links, i, outcome);
+        self.calls.finish(i, &mut sink, outcome);
     }
 
     /// A backward call failed in the engine.
@@ -623,30 +412,21 @@ impl ServerBack {
         error: CallError,
         stats: &ConnStatsWriter,
     ) {
-        let Some(i) = self.rec_of(call) else { return };
-        self.by_slot[call.slot as usize] = NO_REC;
-        let rec = &mut self.recs[i as usize];
-        rec.call = None;
-        if rec.state == BState::Zombie {
-            self.free_rec(env, i);
+        let mut sink = sink!(self, env, links, stats);
+        let Some(i) = self.calls.returned(call, &mut sink) else {
             return;
-        }
-        self.in_flight -= 1;
-        rec.state = BState::Queued;
+        };
         self.sync_binding();
         if error == CallError::ConnectionLost && self.keeps_calls() {
             // Parked for the session (see `on_lost`).
-            if let Some(b) = self.recs[i as usize].reply.take() {
-                env.cache.put_buf(b);
-            }
+            self.calls.park(i, &mut sink);
             return;
         }
-        stats.back_error();
         let e = match error {
             CallError::TimedOut => ClientError::TimedOut,
             e => ClientError::Transport(e),
         };
-        self.fail_rec(env, links, i, Err(e));
+        self.calls.finish(i, &mut sink, Err(e));
     }
 
     /// The connection was lost (engine and QP gone): keep the calls for the session, or fail
@@ -654,7 +434,7 @@ impl ServerBack {
     pub(crate) fn on_lost<P: Provider>(
         &mut self,
         env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
+        links: Option<&mut NodeLinks>,
         cx: &mut PollerCtx<'_>,
         slot: u32,
         stats: &ConnStatsWriter,
@@ -664,36 +444,18 @@ impl ServerBack {
         self.enable_now = false;
         self.sync_binding();
         let keep = self.keeps_calls();
-        for i in 0..self.recs.len() as u32 {
-            match self.recs[i as usize].state {
-                BState::Free => {}
-                BState::Zombie => self.free_rec(env, i),
-                BState::InFlight | BState::Queued => {
-                    let r = &mut self.recs[i as usize];
-                    if r.state == BState::InFlight {
-                        r.state = BState::Queued;
-                        r.call = None;
-                        self.in_flight -= 1;
-                    }
-                    if keep {
-                        if let Some(b) = self.recs[i as usize].reply.take() {
-                            env.cache.put_buf(b);
-                        }
-                    } else {
-                        stats.back_error();
-                        let e = ClientError::Transport(CallError::ConnectionLost);
-                        self.fail_rec(env, links.as_deref_mut(), i, Err(e));
-                    }
-                }
-            }
+        let mut sink = sink!(self, env, links, stats);
+        self.calls.engine_gone(&mut sink);
+        if keep {
+            self.calls.park_all(&mut sink);
+        } else {
+            let e = ClientError::Transport(CallError::ConnectionLost);
+            self.calls.fail_all(&mut sink, e);
         }
-        for s in self.by_slot.iter_mut() {
-            *s = NO_REC;
-        }
-        self.ready.clear();
+        self.calls.clear_ready();
         self.holder = Holder::Unknown;
         let _ = (cx, slot);
-        stats.back_gauges(0, u64::from(self.in_use));
+        stats.back_gauges(0, u64::from(self.calls.in_use()));
     }
 
     /// One round of a lost connection: hold the session's calls, move them to the session's
@@ -721,9 +483,10 @@ impl ServerBack {
                 _ => ClientError::Transport(CallError::ConnectionLost),
             };
             work += self.fail_all(env, links.as_deref_mut(), e, stats);
+            let mut sink = sink!(self, env, links, stats);
             while let Some(sub) = self.rx.as_mut().and_then(|r| r.dequeue()) {
                 stats.back_error();
-                self.complete(env, links.as_deref_mut(), sub.cb, sub.inline_cb, Err(e));
+                sink.deliver(sub.cb, sub.inline_cb, Err(e));
                 work += 1;
             }
             self.remove(cx);
@@ -757,60 +520,44 @@ impl ServerBack {
         work += self.intake(env, links, cx, slot, stats);
         if let Holder::Other(target) = &self.holder {
             let target = Arc::clone(target);
-            work += self.hand_over(env, &target);
-            if self.in_use == 0 && self.remove(cx) {
+            work += self.hand_over(env, &target, stats);
+            if self.calls.in_use() == 0 && self.remove(cx) {
                 work += 1;
             }
         }
-        stats.back_gauges(0, u64::from(self.in_use));
+        stats.back_gauges(0, u64::from(self.calls.in_use()));
         work
     }
 
-    /// Moves the parked calls, oldest first, to `target` (same XIDs and deadlines).
-    fn hand_over<P: Provider>(&mut self, env: &mut NodeEnv<P>, target: &ConnBackShared) -> usize {
-        self.scratch.clear();
-        for (i, r) in self.recs.iter().enumerate() {
-            if r.state == BState::Queued {
-                self.scratch.push(i as u32);
-            }
-        }
-        let recs = &self.recs;
-        self.scratch.sort_unstable_by_key(|&i| recs[i as usize].seq);
-        let mut n = 0;
-        for k in 0..self.scratch.len() {
-            let i = self.scratch[k];
-            let r = &mut self.recs[i as usize];
-            let (Some(args), Some(cb)) = (r.args.take(), r.cb.take()) else {
-                self.free_rec(env, i);
-                continue;
-            };
+    /// Moves the parked calls, oldest first, to `target` (same XIDs, deadlines and send
+    /// counts); a refusal (ring full: retried next round; target dead: the session moved on)
+    /// stops the move and makes the session be read again.
+    fn hand_over<P: Provider>(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        target: &ConnBackShared,
+        stats: &ConnStatsWriter,
+    ) -> usize {
+        let mut sink = sink!(self, env, None, stats);
+        let (n, refused) = self.calls.hand_over(&mut sink, |c| {
             let sub = BackSubmit {
-                prog: r.prog,
-                vers: r.vers,
-                proc_num: r.proc_num,
-                args,
-                cb,
-                xid: r.xid,
-                deadline: Deadline::At(r.deadline),
-                sends: r.sends,
-                inline_cb: r.inline_cb,
+                prog: c.prog,
+                vers: c.vers,
+                proc_num: c.proc_num,
+                args: c.args,
+                cb: c.cb,
+                xid: c.xid,
+                deadline: Deadline::At(c.deadline),
+                sends: c.sends,
+                inline_cb: c.inline_cb,
             };
-            match target.submit(sub) {
-                Ok(()) => {
-                    self.free_rec(env, i);
-                    n += 1;
-                }
-                Err(SubmitError::Full(sub) | SubmitError::Dead(sub)) => {
-                    // Full: retried next round. Dead: the session moved on; re-read it.
-                    let r = &mut self.recs[i as usize];
-                    r.args = Some(sub.args);
-                    r.cb = Some(sub.cb);
-                    self.holder = Holder::Unknown;
-                    break;
-                }
-            }
+            target
+                .submit(sub)
+                .map_err(|(SubmitError::Full(s) | SubmitError::Dead(s))| new_call(s, 0))
+        });
+        if refused {
+            self.holder = Holder::Unknown;
         }
-        self.scratch.clear();
         n
     }
 
@@ -819,7 +566,7 @@ impl ServerBack {
     /// session, or fails it. Returns whether it was removed.
     fn remove(&mut self, cx: &mut PollerCtx<'_>) -> bool {
         let queued = self.rx.as_ref().map_or(0, |r| r.used_count());
-        if self.in_use > 0 || self.done || (queued > 0 && self.keeps_calls()) {
+        if self.calls.in_use() > 0 || self.done || (queued > 0 && self.keeps_calls()) {
             return false;
         }
         if !self.mark_dead(self.stopping) {
@@ -893,7 +640,7 @@ impl ServerBack {
     pub(crate) fn on_timer<P: Provider>(
         &mut self,
         env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
+        links: Option<&mut NodeLinks>,
         cx: &mut PollerCtx<'_>,
         slot: u32,
         stats: &ConnStatsWriter,
@@ -901,26 +648,47 @@ impl ServerBack {
         self.timer = None;
         self.timer_at = u64::MAX;
         let now = env.now;
-        let mut next = u64::MAX;
-        for i in 0..self.recs.len() as u32 {
-            let r = &self.recs[i as usize];
-            if !matches!(r.state, BState::Queued | BState::InFlight) {
-                continue;
-            }
-            if r.deadline <= now {
-                stats.back_error();
-                self.fail_rec(env, links.as_deref_mut(), i, Err(ClientError::TimedOut));
-            } else {
-                next = next.min(r.deadline);
-            }
-        }
-        let recs = &self.recs;
-        self.ready
-            .retain(|&j| recs[j as usize].state == BState::Queued);
+        let next = self.calls.expire(now, &mut sink!(self, env, links, stats));
         if next != u64::MAX && !self.done {
             self.arm(env, cx, slot, next);
         }
     }
+}
+
+/// Hands backward call `r` to the engine (a reply buffer taken and the RPC header encoded
+/// on its first start).
+fn start_back<P: Provider>(
+    drv: &mut ConnDriver<P>,
+    now: u64,
+    r: &mut CallRec,
+    sink: &mut impl CallSink,
+) -> Start {
+    let Some(conn) = drv.conn.as_mut() else {
+        return Start::Wait;
+    };
+    if r.reply.is_none() {
+        match sink.get_buf() {
+            Some(b) => r.reply = Some(b),
+            None => return Start::Wait,
+        }
+    }
+    if r.hdr_len == 0 {
+        r.encode_header(&mut drv.mem);
+    }
+    let (Some(m), Some(args), Some(reply)) = (r.message(), r.args.as_ref(), r.reply.as_ref())
+    else {
+        return Start::Fail(ClientError::BadCall(StartError::BadSpec));
+    };
+    // Backward calls carry no chunks: receptacles make the engine refuse the call.
+    let recp = [local_buf(reply, 0); 1];
+    let nr = usize::from(args.receptacle_count() > 0);
+    let spec = CallSpec {
+        message: &m.parts[..m.np],
+        ddp: &m.items[..m.ni],
+        receptacles: &recp[..nr],
+        reply: local_buf(reply, reply.len()),
+    };
+    Start::of(conn.start_call(now, &spec, &mut drv.mem), m.bytes)
 }
 
 impl Drop for ServerBack {

@@ -8,38 +8,32 @@
 //! retried first; a lost connection drops its calls in progress (the client retransmits) and
 //! releases its memory only when no worker still holds a view of it.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rpcrdma_engine::conn::{
-    self, CallId, ConnState, Connection, Event, HostMemory, IncomingCall, ReplyError, ReplySpec,
-    Role, WorkRequest,
-};
+use rpcrdma_engine::conn::{self, ConnState, Connection, Event, IncomingCall, Role, WorkRequest};
 use rpcrdma_engine::proto::private_data;
-use rpcrdma_engine::rpc::{self, AcceptStat, ReplyHeader};
 use rpcrdma_engine::verbs::{
     errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
     RecvWr, VerbsCall, VerbsError,
 };
-use rpcrdma_mempool::PoolBuf;
 
 use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{conn_stats, ConnStatsWriter};
-use crate::config::{CallbackMode, ServerOptions};
+use crate::config::ServerOptions;
 use crate::conn_table::ConnTable;
+use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
-use crate::memory::{local_buf, HostRegions, Slab, SlabLayout};
-use crate::node::{job_token, timer_token, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
-use crate::program::{
-    header_error_reply, serve_inline, CallTransport, DdpItems, Decision, Dispatch, Programs,
-    Request, MAX_DDP, SUCCESS_HEADER_LEN,
+use crate::memory::{HostRegions, Slab, SlabLayout};
+use crate::node::{
+    timer_token, Acceptor, Conn, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
 };
+use crate::program::Programs;
 use crate::reactor::PollerCtx;
 use crate::server_back::ServerBack;
 use crate::session::BackServer;
 use crate::srq::{self, ConnSrq};
-use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
+use crate::worker::{NodeLinks, Served};
 
 /// What a server's connections share: its programs, options, admission table and
 /// backward-call sessions.
@@ -56,6 +50,8 @@ pub(crate) struct ServerShared {
     pub(crate) back: Arc<BackServer>,
     /// Connection shares per peer address (`max_conns_per_peer`).
     pub(crate) peers: Arc<PeerTable>,
+    pub(crate) latency: Option<Arc<crate::metrics::latency::ServerLatency>>,
+    pub(crate) metrics: std::sync::OnceLock<crate::metrics::MetricsServer>,
 }
 
 impl ServerShared {
@@ -84,18 +80,36 @@ impl ServerShared {
     }
 }
 
-struct Held {
-    _reply: PoolBuf,
-    _ddp: DdpItems,
-    /// Octets of the reply (DDP items included), counted when its Send completes.
-    bytes: u64,
-}
+impl<P: Provider> Acceptor<P> for ServerShared {
+    fn is_stopping(&self) -> bool {
+        ServerShared::is_stopping(self)
+    }
 
-struct PendingReply {
-    call: CallId,
-    reply: PoolBuf,
-    len: usize,
-    ddp: DdpItems,
+    fn next_node(&self, n: usize) -> usize {
+        // Relaxed: a turn counter only.
+        self.next.fetch_add(1, Ordering::Relaxed) % n.max(1)
+    }
+
+    fn admit(
+        &self,
+        peer: std::net::IpAddr,
+    ) -> Result<PeerSlot, rpcrdma_engine::proto::reject::RejectReason> {
+        self.peers.admit(peer)
+    }
+
+    fn count_reject(&self) {
+        ServerShared::count_reject(self);
+    }
+
+    fn accept(
+        self: Arc<Self>,
+        env: &mut NodeEnv<P>,
+        req: P::ConnRequest,
+        slot: u32,
+        peer: PeerSlot,
+    ) -> Result<Conn<P>, Option<P::ConnRequest>> {
+        ServerConn::accept(env, req, self, slot, peer).map(|c| Box::new(c) as Conn<P>)
+    }
 }
 
 /// One accepted connection on its reactor.
@@ -103,21 +117,15 @@ pub(crate) struct ServerConn<P: Provider> {
     shared: Arc<ServerShared>,
     pub(crate) drv: ConnDriver<P>,
     _slab: Slab,
-    held: Vec<Option<Held>>,
-    waiting: VecDeque<IncomingCall>,
-    pending: VecDeque<PendingReply>,
-    in_worker: u32,
+    /// The calls' handler side: programs, workers, held replies (`dispatch.rs`).
+    dispatch: Dispatcher,
     lost: bool,
     stats: ConnStatsWriter,
-    worker: usize,
     /// The backward direction (RFC 8167), when the server has one.
     back: Option<ServerBack>,
     /// The requester's address and this connection's id (handed to handlers).
     peer: std::net::SocketAddr,
     conn_id: u64,
-    /// A handler answered [`Reject::Disconnect`](crate::Reject::Disconnect): close the
-    /// connection at the end of this round.
-    kick: bool,
     /// When the connection last did anything (a completion, a call, a handler's result), ns.
     last_active: u64,
     /// Closed (or to be closed at the end of this round) to make room for a new connect.
@@ -127,9 +135,6 @@ pub(crate) struct ServerConn<P: Provider> {
     /// Its share of the node's shared receive queue, when the server uses one.
     srq: Option<ConnSrq>,
 }
-
-/// Source of connection ids (`CallTransport::conn_id`), unique within the process.
-static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The engine configuration of a server connection with options `o` on this node's device.
 fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Config {
@@ -215,6 +220,7 @@ impl<P: Provider> ServerConn<P> {
             return Err(Some(req));
         };
         let (w, r) = conn_stats();
+        w.set_peer(req.peer_addr());
         let back = if o.backchannel_credits > 0 {
             let bc_recv = if srq_on { 0 } else { recv_size };
             match ServerBack::new(env, &shared.back, &mut cfg, bc_recv, slot, r.clone()) {
@@ -288,22 +294,19 @@ impl<P: Provider> ServerConn<P> {
         // Relaxed: a count for monitoring.
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
+        let lat = env
+            .latency
+            .attach(shared.latency.as_ref(), env.index, nslots);
         Ok(ServerConn {
             shared,
             drv,
             _slab: slab,
-            held: (0..nslots).map(|_| None).collect(),
-            waiting: VecDeque::with_capacity(nslots),
-            pending: VecDeque::with_capacity(nslots),
-            in_worker: 0,
+            dispatch: Dispatcher::new(Direction::Forward, nslots).with_latency(lat),
             lost: false,
             stats: w,
-            worker: slot as usize,
             back,
             peer,
-            // Relaxed: a unique number is all that is needed (no data is published with it).
-            conn_id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
-            kick: false,
+            conn_id: r.id(),
             last_active: env.now,
             evicted: false,
             peer_slot: Some(peer_slot),
@@ -315,19 +318,16 @@ impl<P: Provider> ServerConn<P> {
     /// closed: a call being served or waiting, a reply whose Send has not completed, a
     /// backward call on the wire. Idle time counts from the last completion, call or result.
     fn idle_for(&self, now: u64) -> Option<u64> {
-        if self.lost || self.evicted || self.kick {
+        if self.lost || self.evicted || self.dispatch.kicked() {
             return None;
         }
         let idle = now.saturating_sub(self.last_active);
-        let busy = self.in_worker > 0
-            || !self.waiting.is_empty()
-            || !self.pending.is_empty()
+        let busy = self.dispatch.busy()
             || self
                 .drv
                 .conn
                 .as_ref()
-                .is_some_and(|c| c.backward_outstanding() > 0)
-            || self.held.iter().any(Option::is_some);
+                .is_some_and(|c| c.backward_outstanding() > 0);
         (!busy).then_some(idle)
     }
 
@@ -354,6 +354,26 @@ impl<P: Provider> ServerConn<P> {
         true
     }
 
+    /// Hands a new call to the dispatcher (served now or queued), or with `None` retries the
+    /// replies and calls that waited; the work done.
+    fn calls(
+        &mut self,
+        env: &mut NodeEnv<P>,
+        links: Option<&mut NodeLinks>,
+        slot: u32,
+        new: Option<IncomingCall>,
+    ) -> usize {
+        let site = serve_site(&self.shared, self.back.as_ref(), self.peer, self.conn_id);
+        let mut io = Io::new(&mut self.drv, env, links, &self.stats, slot);
+        match new {
+            Some(inc) => {
+                self.dispatch.on_call(&mut io, &site, inc);
+                0
+            }
+            None => self.dispatch.retry(&mut io, &site),
+        }
+    }
+
     fn teardown(
         &mut self,
         env: &mut NodeEnv<P>,
@@ -373,14 +393,11 @@ impl<P: Provider> ServerConn<P> {
             let _ = qp.disconnect();
         }
         match self.srq.as_mut() {
+            // Its engine (the shared receives its calls hold) stays until no worker reads them.
             Some(s) => s.park(env, self.drv.conn.take()),
             None => self.drv.conn = None,
         }
-        for h in self.held.iter_mut() {
-            *h = None;
-        }
-        self.waiting.clear();
-        self.pending.clear();
+        self.dispatch.clear(env);
         if let Some(b) = self.back.as_mut() {
             b.on_lost(env, links, cx, slot, &self.stats);
         }
@@ -389,198 +406,27 @@ impl<P: Provider> ServerConn<P> {
 
     /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
     fn srq_leave(&mut self, env: &mut NodeEnv<P>) {
-        if let (Some(s), true) = (self.srq.as_mut(), self.in_worker == 0) {
+        if let (Some(s), 0) = (self.srq.as_mut(), self.dispatch.in_worker()) {
             s.leave(env);
         }
     }
+}
 
-    /// Serves one call; `false` when no reply buffer is free (the call must wait).
-    fn on_call(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        slot: u32,
-        inc: IncomingCall,
-    ) -> bool {
-        let Some(mut reply) = env.cache.get_buf() else {
-            return false;
-        };
-        let stream: &[u8] = self
-            .drv
-            .mem
-            .bytes(inc.stream.addr, inc.stream.len as usize)
-            .unwrap_or(&[]);
-        self.stats.call_in(stream.len() as u64);
-        // Everything decided with shared borrows; the reply is sent afterwards.
-        let decided: Decision = match rpc::decode_call(stream) {
-            Err(e) => {
-                let h = header_error_reply(&e, inc.xid);
-                Decision::Header(h)
-            }
-            Ok((h, off)) => match self.shared.programs.dispatch(h.prog, h.vers, h.proc_num) {
-                Dispatch::Null => Decision::Done(Ok(0), DdpItems::new()),
-                Dispatch::Error(stat) => Decision::Header(ReplyHeader::accepted(inc.xid, stat)),
-                Dispatch::Handler(handler) => {
-                    let nw = (inc.write_chunks as usize).min(MAX_DDP);
-                    let args = stream.get(off..).unwrap_or(&[]);
-                    let transport = CallTransport {
-                        peer: self.peer,
-                        conn_id: self.conn_id,
-                        read_segments: inc.read_segments,
-                        position_zero: inc.position_zero,
-                        reply_chunk: inc.reply_capacity,
-                    };
-                    self.stats.call_chunks(&transport, inc.write_chunks);
-                    // What the reply can carry (inline or in the Reply chunk): the handler gets
-                    // no more space than that, so clearing it stays cheap.
-                    let inline = private_data::clamp_size(self.shared.opts.inline_send);
-                    let window = crate::program::reply_window(inline, inc.reply_capacity);
-                    match (self.shared.opts.mode, links) {
-                        (CallbackMode::Worker, Some(l)) => {
-                            let mut caps = [0u32; MAX_DDP];
-                            caps[..nw].copy_from_slice(&inc.write_capacity[..nw]);
-                            let job = Job::Serve(ServeJob {
-                                token: job_token(slot, env.slot_gen(slot)),
-                                call_slot: inc.call.slot,
-                                call_gen: inc.call.generation,
-                                handler: Arc::clone(handler),
-                                xid: inc.xid,
-                                prog: h.prog,
-                                vers: h.vers,
-                                proc_num: h.proc_num,
-                                cred_flavor: h.cred.flavor.to_u32(),
-                                cred: RawSlice::new(h.cred.body),
-                                args: RawSlice::new(args),
-                                write_caps: caps,
-                                nwrite: nw as u8,
-                                transport,
-                                reply,
-                                base: SUCCESS_HEADER_LEN as u32,
-                                limit: window as u32,
-                                ddp: DdpItems::new(),
-                                back: self.back.as_ref().map(|b| b.handle.clone()),
-                            });
-                            self.in_worker += 1;
-                            if !l.submit(self.worker, job) {
-                                env.stats.worker_ring_full();
-                            }
-                            return true;
-                        }
-                        _ => {
-                            let req = Request {
-                                xid: inc.xid,
-                                prog: h.prog,
-                                vers: h.vers,
-                                proc_num: h.proc_num,
-                                cred: h.cred,
-                                args,
-                                write_chunks: &inc.write_capacity[..nw],
-                                transport,
-                                back: self.back.as_ref().map(|b| &b.handle),
-                            };
-                            let (r, ddp) = serve_inline(&**handler, &req, &mut reply, window);
-                            Decision::Done(r, ddp)
-                        }
-                    }
-                }
-            },
-        };
-        match decided {
-            Decision::Header(h) => {
-                self.stats.error();
-                let len = rpc::encode_reply(&mut reply, &h).unwrap_or(0);
-                let _ = self.send(env, inc.call, reply, len, DdpItems::new(), false);
-            }
-            Decision::Done(r, ddp) => self.finish(env, inc.call, inc.xid, reply, ddp, r),
-        }
-        true
-    }
-
-    /// Turns a handler's outcome into the reply and sends it.
-    fn finish(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        call: CallId,
-        xid: u32,
-        mut reply: PoolBuf,
-        mut ddp: DdpItems,
-        r: Result<usize, crate::program::Reject>,
-    ) {
-        let (stat, results) = match r {
-            Ok(n) => (AcceptStat::Success, n),
-            Err(crate::program::Reject::GarbageArgs) => (AcceptStat::GarbageArgs, 0),
-            Err(crate::program::Reject::SystemErr) => (AcceptStat::SystemErr, 0),
-            Err(crate::program::Reject::Disconnect) => {
-                // No reply: the connection closes at the end of this round and the client
-                // retransmits on its next one. The buffers go back to their pools.
-                self.kick = true;
-                env.cache.put_buf(reply);
-                drop(ddp);
-                let _ = call;
-                return;
-            }
-        };
-        if stat != AcceptStat::Success {
-            self.stats.error();
-            ddp.clear();
-        }
-        let h = ReplyHeader::accepted(xid, stat);
-        let hl = rpc::encode_reply(&mut reply[..SUCCESS_HEADER_LEN], &h).unwrap_or(0);
-        let _ = self.send(env, call, reply, hl + results, ddp, false);
-    }
-
-    /// Sends a reply (or queues it when the send queue is full). `Err` hands the buffers back
-    /// when `retry` and the send queue is still full (moved, not copied, on the rare retry
-    /// path: the size of the error is not a cost).
-    #[allow(clippy::result_large_err)]
-    fn send(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        call: CallId,
-        reply: PoolBuf,
-        len: usize,
-        ddp: DdpItems,
-        retry: bool,
-    ) -> Result<(), (PoolBuf, DdpItems)> {
-        let Some(conn) = self.drv.conn.as_mut() else {
-            return Ok(());
-        };
-        let (items, n, ddp_bytes) = ddp.engine_items(0);
-        let bytes = len as u64 + ddp_bytes;
-        let msg = [local_buf(&reply, len)];
-        let spec = ReplySpec {
-            message: &msg,
-            results: &items[..n],
-        };
-        match conn.send_reply(env.now, call, &spec, &mut self.drv.mem) {
-            Ok(_) => {
-                if let Some(h) = self.held.get_mut(call.slot as usize) {
-                    *h = Some(Held {
-                        _reply: reply,
-                        _ddp: ddp,
-                        bytes,
-                    });
-                }
-                Ok(())
-            }
-            Err(ReplyError::Busy) => {
-                if retry {
-                    return Err((reply, ddp));
-                }
-                self.pending.push_back(PendingReply {
-                    call,
-                    reply,
-                    len,
-                    ddp,
-                });
-                Ok(())
-            }
-            Err(_) => {
-                self.stats.error();
-                env.cache.put_buf(reply);
-                Ok(())
-            }
-        }
+/// How calls on a server connection are served: the server's programs and mode, the peer and
+/// connection id handlers see, the inline threshold, the connection's backchannel handle.
+fn serve_site<'a>(
+    shared: &'a ServerShared,
+    back: Option<&'a ServerBack>,
+    peer: std::net::SocketAddr,
+    conn_id: u64,
+) -> Site<'a> {
+    Site {
+        programs: &shared.programs,
+        mode: shared.opts.mode,
+        peer,
+        conn_id,
+        inline_send: private_data::clamp_size(shared.opts.inline_send),
+        back: back.map(|b| &b.handle),
     }
 }
 
@@ -621,30 +467,20 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.last_active = now;
         let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
         if id.kind() == conn::wr_kind::SEND {
-            if let Some(h) = self.held.get_mut(id.index() as usize) {
-                if let Some(h) = h.take() {
-                    if wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS {
-                        self.stats.reply_out(h.bytes);
-                    }
-                }
-            }
+            let ok = wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS;
+            self.dispatch.on_send_done(id.index(), ok, now, &self.stats);
         }
         self.drv.feed(now, wc);
     }
 
     /// A worker finished a handler.
     fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served) {
-        self.in_worker = self.in_worker.saturating_sub(1);
         self.last_active = env.now;
+        let mut io = Io::new(&mut self.drv, env, None, &self.stats, 0);
+        self.dispatch.on_served(&mut io, s, !self.lost);
         if self.lost {
             self.srq_leave(env);
-            return;
         }
-        let call = CallId {
-            slot: s.call_slot,
-            generation: s.call_gen,
-        };
-        self.finish(env, call, s.xid, s.reply, s.ddp, s.result);
     }
 
     /// One round of work.
@@ -682,44 +518,15 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
                 }
             }
         }
-        // Replies the send queue refused earlier, in order.
-        while let Some(p) = self.pending.pop_front() {
-            let PendingReply {
-                call,
-                reply,
-                len,
-                ddp,
-            } = p;
-            if let Err((r, d)) = self.send(env, call, reply, len, ddp, true) {
-                self.pending.push_front(PendingReply {
-                    call,
-                    reply: r,
-                    len,
-                    ddp: d,
-                });
-                break;
-            }
-            work += 1;
-        }
-        // Calls that waited for a reply buffer, in order.
-        while let Some(inc) = self.waiting.front().copied() {
-            if !self.on_call(env, links.as_deref_mut(), slot, inc) {
-                break;
-            }
-            self.waiting.pop_front();
-            work += 1;
-        }
+        // Replies the send queue refused earlier, then calls that waited for a reply buffer.
+        work += self.calls(env, links.as_deref_mut(), slot, None);
         // New events.
         let mut lost = false;
         while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
             work += 1;
             match ev {
                 Event::CallReady(inc) => {
-                    let served = self.waiting.is_empty()
-                        && self.on_call(env, links.as_deref_mut(), slot, inc);
-                    if !served {
-                        self.waiting.push_back(inc);
-                    }
+                    self.calls(env, links.as_deref_mut(), slot, Some(inc));
                 }
                 Event::ConnectionLost => lost = true,
                 Event::ReplyReady(r) => {
@@ -750,16 +557,17 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.send_invalidates(u64::from(p.invalidates));
+            self.stats.posted(&p);
             work += 1;
         }
-        if self.kick {
+        let kick = self.dispatch.kicked();
+        if kick {
             self.stats.kicked();
         }
         let close = self.close_when_idle(env);
         if self.drv.broken
             || lost
-            || self.kick
+            || kick
             || close
             || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
         {
@@ -769,16 +577,20 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         let gen = env.slot_gen(slot);
         self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
         self.stats.credits(
-            (self.held.iter().filter(|h| h.is_some()).count() + self.in_worker as usize) as u64,
+            (self.dispatch.held() + self.dispatch.in_worker() as usize) as u64,
             u64::from(self.shared.opts.credits),
         );
-        self.stats.queued(self.waiting.len() as u64);
+        self.stats.queued(self.dispatch.waiting() as u64);
+        self.stats.recv_queue(self.drv.conn.as_ref());
+        self.dispatch.flush_latency(&mut env.latency);
         work
     }
 
     /// True when the node may drop it: lost and no worker holds a view of its memory.
     fn is_done(&self) -> bool {
-        self.lost && self.in_worker == 0 && self.back.as_ref().map_or(true, |b| b.is_done())
+        self.lost
+            && self.dispatch.in_worker() == 0
+            && self.back.as_ref().map_or(true, |b| b.is_done())
     }
 
     fn on_timer(
@@ -821,6 +633,12 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             return None;
         }
         self.idle_for(now).filter(|&idle| idle >= grace)
+    }
+
+    /// Takes back the shared receives its engine released (SRQ mode).
+    #[inline]
+    fn collect_shared_recvs(&mut self, env: &mut NodeEnv<P>) {
+        ConnSrq::collect(env, self.drv.conn.as_mut());
     }
 
     /// Marks the connection for eviction: it closes at the end of its next round.

@@ -6,9 +6,12 @@
 //! their order. A node enqueues jobs in bursts at the end of its poll; a worker dequeues bursts
 //! from all its rings, runs the jobs (server handlers write straight into the registered reply
 //! buffer; client callbacks get the reply buffer itself) and enqueues handler results back. The
-//! node turns results into replies. Idle workers back off (spin, yield, park); a node that
-//! enqueues into a parked worker's ring unparks it, and a worker unparks the node after
-//! enqueueing results.
+//! node turns results into replies. Idle workers back off (spin, yield, park). Both directions
+//! use a [`Doorbell`]: a node rings a worker's bell after enqueueing jobs, a worker rings its
+//! node's bell (the reactor's, [`NodeLinks::set_node_bell`]) after enqueueing results; a bell
+//! wakes its owner only when the owner armed it to sleep (armed, then one more look at every ring,
+//! then parked), so spinning sides pay a fence and a load per burst, no system call. A parked
+//! worker sleeps until rung (no timeout); the stop wakes it unconditionally.
 //!
 //! Recovery (back-pressure, never drop or reorder): when a job ring is full the node keeps the
 //! job, and every later one of the node, in an overflow queue sized at creation for every call
@@ -23,6 +26,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
+
+use crate::doorbell::Doorbell;
 
 use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
 use rpcrdma_mempool::PoolBuf;
@@ -159,31 +164,18 @@ impl ServeJob {
     }
 }
 
-/// Wake-up state shared by a worker and the nodes.
-pub(crate) struct WorkerWake {
-    sleeping: AtomicBool,
-    thread: OnceLock<Thread>,
-}
-
-impl WorkerWake {
-    pub(crate) fn wake(&self) {
-        // SeqCst fence + load: pairs with the worker's SeqCst store of `sleeping` and fence
-        // before its re-check of the rings (Dekker): our enqueue is ordered before this load,
-        // so either we see it asleep and unpark, or it sees our job.
-        core::sync::atomic::fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
-            }
-        }
-    }
-}
+/// A node's reactor doorbell as the workers see it: set by the node on its first poll when its
+/// reactor may sleep (empty for a busy-polling reactor, which needs no waking).
+type NodeBell = Arc<OnceLock<Arc<Doorbell>>>;
 
 /// A node's side of its links to the workers.
 pub(crate) struct NodeLinks {
     jobs: Vec<Producer<Job>>,
     done: Vec<Consumer<Served>>,
-    wakes: Vec<Arc<WorkerWake>>,
+    /// Each worker's doorbell (rung after enqueueing jobs for it).
+    bells: Vec<Arc<Doorbell>>,
+    /// This node's reactor doorbell, shared with the workers.
+    node_bell: NodeBell,
     /// Jobs that did not fit their ring, in order (worker index, job).
     overflow: VecDeque<(usize, Job)>,
     overflow_cap: usize,
@@ -240,14 +232,21 @@ impl NodeLinks {
             }
         }
         if self.touched != 0 {
-            for (i, wk) in self.wakes.iter().enumerate() {
+            for (i, b) in self.bells.iter().enumerate() {
                 if self.touched & (1 << (i % 64)) != 0 {
-                    wk.wake();
+                    // After the enqueues above (their Release stores): see `Doorbell::ring`.
+                    b.ring();
                 }
             }
             self.touched = 0;
         }
         moved
+    }
+
+    /// Gives the workers this node's reactor doorbell (the node calls it on its reactor thread,
+    /// with `PollerCtx::doorbell`); later calls change nothing.
+    pub(crate) fn set_node_bell(&self, bell: &Arc<Doorbell>) {
+        let _ = self.node_bell.set(Arc::clone(bell));
     }
 
     /// Takes up to [`BURST`] results from each worker.
@@ -270,15 +269,18 @@ impl NodeLinks {
 struct WorkerSide {
     jobs: Vec<Consumer<Job>>,
     done: Vec<Producer<Served>>,
+    /// The nodes' reactor threads: woken unconditionally while a full result ring waits.
     node_threads: Vec<Arc<OnceLock<Thread>>>,
-    wake: Arc<WorkerWake>,
+    /// The nodes' reactor doorbells (rung after enqueueing results).
+    node_bells: Vec<NodeBell>,
+    bell: Arc<Doorbell>,
 }
 
 /// The worker threads of an endpoint.
 pub(crate) struct Workers {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
-    wakes: Vec<Arc<WorkerWake>>,
+    bells: Vec<Arc<Doorbell>>,
 }
 
 impl Workers {
@@ -293,39 +295,40 @@ impl Workers {
         node_threads: &[Arc<OnceLock<Thread>>],
         name: &str,
     ) -> Result<(Workers, Vec<NodeLinks>), crate::ring::RingError> {
-        let mut links: Vec<NodeLinks> = (0..nodes)
-            .map(|_| NodeLinks {
+        let node_bells: Vec<NodeBell> = (0..nodes).map(|_| Arc::new(OnceLock::new())).collect();
+        let mut links: Vec<NodeLinks> = node_bells
+            .iter()
+            .map(|nb| NodeLinks {
                 jobs: Vec::with_capacity(n),
                 done: Vec::with_capacity(n),
-                wakes: Vec::with_capacity(n),
+                bells: Vec::with_capacity(n),
+                node_bell: Arc::clone(nb),
                 overflow: VecDeque::with_capacity(overflow_cap),
                 overflow_cap,
                 touched: 0,
             })
             .collect();
         let mut sides = Vec::with_capacity(n);
-        let mut wakes = Vec::with_capacity(n);
+        let mut bells = Vec::with_capacity(n);
         for _ in 0..n {
-            let wake = Arc::new(WorkerWake {
-                sleeping: AtomicBool::new(false),
-                thread: OnceLock::new(),
-            });
+            let bell = Arc::new(Doorbell::new());
             let mut side = WorkerSide {
                 jobs: Vec::with_capacity(nodes),
                 done: Vec::with_capacity(nodes),
                 node_threads: node_threads.to_vec(),
-                wake: Arc::clone(&wake),
+                node_bells: node_bells.clone(),
+                bell: Arc::clone(&bell),
             };
             for l in links.iter_mut() {
                 let (jp, jc) = ring::channel::<Job>(ring_cap)?;
                 let (dp, dc) = ring::channel::<Served>(ring_cap)?;
                 l.jobs.push(jp);
                 l.done.push(dc);
-                l.wakes.push(Arc::clone(&wake));
+                l.bells.push(Arc::clone(&bell));
                 side.jobs.push(jc);
                 side.done.push(dp);
             }
-            wakes.push(wake);
+            bells.push(bell);
             sides.push(side);
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -342,7 +345,7 @@ impl Workers {
             Workers {
                 stop,
                 threads,
-                wakes,
+                bells,
             },
             links,
         ))
@@ -354,10 +357,9 @@ impl Workers {
         // Release: pairs with the workers' Acquire loads; they exit once their rings are
         // empty.
         self.stop.store(true, Ordering::Release);
-        for w in &self.wakes {
-            if let Some(t) = w.thread.get() {
-                t.unpark();
-            }
+        for b in &self.bells {
+            // Unconditional: a worker between its stop check and its park keeps the token.
+            b.wake();
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -372,42 +374,17 @@ impl Drop for Workers {
 }
 
 fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConfig) {
-    let _ = side.wake.thread.set(std::thread::current());
+    side.bell.register();
     let mut bo = Backoff::new(backoff);
+    // The bell is armed: this iteration is the re-check before parking.
+    let mut armed = false;
     loop {
-        let mut did = 0usize;
-        for i in 0..side.jobs.len() {
-            let (jobs, done) = (&mut side.jobs[i], &mut side.done[i]);
-            let mut results = 0usize;
-            let n = jobs.dequeue_burst_with(BURST, |job| match job {
-                Job::Complete(c) => c.cb.call(c.outcome),
-                Job::Serve(s) => {
-                    let mut r = s.run();
-                    loop {
-                        match done.enqueue(r) {
-                            Ok(()) => break,
-                            Err(back) => {
-                                r = back;
-                                // The node drains results every poll; wake it and wait.
-                                if let Some(t) = side.node_threads[i].get() {
-                                    t.unpark();
-                                }
-                                std::thread::yield_now();
-                            }
-                        }
-                    }
-                    results += 1;
-                }
-            });
-            if results > 0 {
-                if let Some(t) = side.node_threads[i].get() {
-                    t.unpark();
-                }
-            }
-            did += n;
-        }
+        let did = run_bursts(&mut side);
         if did > 0 {
             bo.reset();
+            if core::mem::take(&mut armed) {
+                side.bell.disarm();
+            }
             continue;
         }
         // Acquire: pairs with the Release store in `Workers::stop`. The rings were just found
@@ -421,30 +398,65 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
             }
             continue;
         }
-        if bo.is_enabled() {
-            let cfg = *bo.config();
-            // Park only after the spin and yield phases; announce it first (see `wake`).
-            let action = bo.next_action();
-            if let crate::backoff::IdleAction::Sleep(ns) = action {
-                // SeqCst store + fence: see `WorkerWake::wake`.
-                side.wake.sleeping.store(true, Ordering::SeqCst);
-                core::sync::atomic::fence(Ordering::SeqCst);
-                let empty = side.jobs.iter_mut().all(|c| c.used_count() == 0);
-                // Acquire: pairs with the Release store in `Workers::stop`.
-                if empty && !stop.load(Ordering::Acquire) {
-                    std::thread::park_timeout(std::time::Duration::from_nanos(
-                        ns.clamp(1, cfg.max_sleep_ns.max(1)),
-                    ));
-                }
-                // SeqCst: see `WorkerWake::wake`.
-                side.wake.sleeping.store(false, Ordering::SeqCst);
-            } else if let crate::backoff::IdleAction::Yield = action {
-                std::thread::yield_now();
-            } else {
-                core::hint::spin_loop();
-            }
-        } else {
+        if !bo.is_enabled() {
             core::hint::spin_loop();
+            continue;
+        }
+        if !armed && bo.sleeps_next() {
+            // "About to sleep"; the next iteration's look at every ring is the re-check.
+            side.bell.arm();
+            armed = true;
+            continue;
+        }
+        match bo.next_action() {
+            // Armed, and the re-check (the loop above) found nothing: park until a node rings
+            // (or the stop, which wakes unconditionally after its store). `park` disarms.
+            crate::backoff::IdleAction::Sleep(_) => side.bell.park(None),
+            crate::backoff::IdleAction::Yield => std::thread::yield_now(),
+            crate::backoff::IdleAction::Spin => core::hint::spin_loop(),
+        }
+        if core::mem::take(&mut armed) {
+            side.bell.disarm();
         }
     }
+}
+
+/// One pass over every job ring: runs up to [`BURST`] jobs from each, enqueues handler results
+/// and rings the node's bell after them. Returns the jobs run.
+fn run_bursts(side: &mut WorkerSide) -> usize {
+    let mut did = 0usize;
+    for i in 0..side.jobs.len() {
+        let (jobs, done) = (&mut side.jobs[i], &mut side.done[i]);
+        let node_thread = &side.node_threads[i];
+        let mut results = 0usize;
+        let n = jobs.dequeue_burst_with(BURST, |job| match job {
+            Job::Complete(c) => c.cb.call(c.outcome),
+            Job::Serve(s) => {
+                let mut r = s.run();
+                loop {
+                    match done.enqueue(r) {
+                        Ok(()) => break,
+                        Err(back) => {
+                            r = back;
+                            // The node drains results every poll; wake it (whatever its
+                            // bell says: rare) and wait.
+                            if let Some(t) = node_thread.get() {
+                                t.unpark();
+                            }
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+                results += 1;
+            }
+        });
+        if results > 0 {
+            if let Some(b) = side.node_bells[i].get() {
+                // After the enqueues above (their Release stores): see `Doorbell::ring`.
+                b.ring();
+            }
+        }
+        did += n;
+    }
+    did
 }

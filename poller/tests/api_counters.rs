@@ -160,6 +160,10 @@ fn accepts_connection_churn_with_bounded_connection_stats_and_exact_totals() {
     wait_until("the closed connections to be retired", || {
         server.connection_stats().len() == CLOSED_KEPT + 1
     });
+    // A reply counts when its Send completes, which may be after the client has it.
+    wait_until("the last reply's Send to complete", || {
+        server.totals().replies == rounds + 1
+    });
     let t = server.totals();
     assert_eq!(t.calls, rounds + 1, "{t:?}");
     assert_eq!(t.replies, rounds + 1, "{t:?}");

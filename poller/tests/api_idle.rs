@@ -291,6 +291,65 @@ fn rejects_connect_over_the_per_peer_limit() {
     w.stop();
 }
 
+/// `max_connections` (issue 16: a limit that rejects extra connects with an RDMA-CM reject
+/// carrying a reason): with 3 allowed, a 4th connect is rejected with `ConnectionLimit`
+/// whatever its address (a Client and a raw requester from another address both read it),
+/// never by evicting an idle connection, and a closed connection gives its share back.
+#[test]
+fn rejects_connect_over_the_servers_connection_limit() {
+    let w = World::new(0);
+    let o = ServerOptions {
+        max_connections: 3,
+        evict_idle: true,
+        evict_idle_ms: 0,
+        ..ServerOptions::default()
+    };
+    let s = start(&w, o);
+    let a = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("a");
+    let b = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("b");
+    assert_eq!(sum_call(&a, 1, 1), Ok(2));
+    assert_eq!(sum_call(&b, 2, 2), Ok(4));
+    let other = w.fabric.open(ip(4));
+    let mut r1 = Raw::connect(&other, w.addr);
+    r1.established();
+    let once = ClientOptions {
+        max_reconnects: 0,
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(&w.client_ep, w.addr, once).expect("c");
+    assert_eq!(
+        sum_call(&c, 3, 3),
+        Err(ClientError::Rejected(RejectReason::ConnectionLimit))
+    );
+    assert_eq!(c.reject_reason(), Some(RejectReason::ConnectionLimit));
+    let mut r2 = Raw::connect(&other, w.addr);
+    let ev = r2.event().expect("reject");
+    assert_eq!(ev.kind, CmEventKind::Rejected, "{ev:?}");
+    assert_eq!(
+        reject::decode(ev.private_data.as_slice()),
+        Some(RejectReason::ConnectionLimit)
+    );
+    let n = node_totals(&w);
+    assert_eq!(
+        (n.rejects_conn_limit, n.rejects_full, n.evictions),
+        (2, 0, 0),
+        "{n:?}"
+    );
+    assert_eq!(s.rejected(), 2);
+    // The served connections are untouched, and closing one gives its share back.
+    assert_eq!(sum_call(&b, 5, 5), Ok(10));
+    a.close();
+    wait_until("the server to see a's disconnect", || {
+        s.totals().connection_losses >= 1
+    });
+    let d = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("d");
+    assert_eq!(sum_call(&d, 4, 4), Ok(8));
+    b.close();
+    d.close();
+    drop((r1, r2));
+    w.stop();
+}
+
 const SLOW: u32 = 0x2000_0002;
 
 /// A program whose procedure 1 sets `entered`, then holds its call until `release` is set (at

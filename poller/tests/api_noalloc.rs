@@ -10,11 +10,11 @@
 
 mod api_common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use api_common::counting::{allocs, Counting};
 use api_common::*;
 use rpcrdma_poller::{
     BackChannel, BackchannelService, CallbackMode, Client, ClientOptions, Program, ProtocolVersion,
@@ -24,42 +24,8 @@ use rpcrdma_poller::{
 /// One measuring test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator; the counter is a static atomic.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a count read after the measured window (the joins/spins order it).
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // Relaxed: as above.
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: as above.
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocs() -> u64 {
-    ALLOCS.load(Ordering::SeqCst)
-}
 
 /// Runs `n` calls as `run_sum_calls` does, in Version Two: SUM calls with a 64-octet reply hint, and
 /// every fourth an ECHO of 5000 octets with the same hint (a long call; its reply is larger

@@ -1,5 +1,7 @@
 //! No system call per RPC in steady state through the whole stack (inline mode, busy-polling
 //! reactors): client call, client reactor, soft QP, server reactor, handler, reply, callback.
+//! And in worker mode with busy-polling reactors and workers: the job and result rings' doorbells
+//! (`rpcrdma_poller::doorbell`) cost a fence and a load while nobody sleeps, never a futex wake.
 //!
 //! How it is measured: the test re-runs its own binary under `strace -f` (every thread). The
 //! child warms up, then brackets a window of 5000 RPCs with two marker system calls
@@ -19,10 +21,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api_common::*;
-use rpcrdma_poller::{BackoffConfig, CallbackMode, Client, ClientOptions, Server, ServerOptions};
+use rpcrdma_engine::verbs::soft::SoftFabric;
+use rpcrdma_poller::{
+    BackoffConfig, BackoffMode, CallbackMode, Client, ClientOptions, Endpoint, Server,
+    ServerOptions,
+};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 const CHILD_ENV: &str = "RPCRDMA_NOSYSCALL_CHILD";
 const TEST_NAME: &str = "accepts_no_syscalls_per_rpc_in_steady_state";
+const WORKER_TEST_NAME: &str = "accepts_no_syscalls_per_rpc_in_worker_mode_busy_polling";
 const WINDOW_RPCS: u64 = 5000;
 const MARK_START: i32 = -1001;
 const MARK_END: i32 = -1002;
@@ -34,16 +42,43 @@ fn marker(fd: i32) {
     }
 }
 
-/// The child: a busy-polling world, warm-up, then the bracketed window.
-fn child() {
-    let mut cfg = reactor_config(2);
+/// A world whose reactors (`reactors` of them) and workers (one per endpoint, if `workers`) all
+/// busy-poll.
+fn busy_world(reactors: usize, workers: bool) -> World {
+    let mut cfg = reactor_config(reactors);
     cfg.backoff = BackoffConfig::busy_poll();
-    let w = World::with_reactors(0, &cfg);
+    if !workers {
+        return World::with_reactors(0, &cfg);
+    }
+    let fabric = SoftFabric::new();
+    let sdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+    let cdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+    let set = rpcrdma_poller::ReactorSet::start(&cfg).expect("reactors");
+    let busy = BackoffMode::BusyPoll;
+    let server_ep = Endpoint::with_backoff(&set, sdev, endpoint_config(1), busy).expect("server");
+    let client_ep = Endpoint::with_backoff(&set, cdev, endpoint_config(1), busy).expect("client");
+    World {
+        fabric,
+        set,
+        server_ep,
+        client_ep,
+        addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 31_999),
+    }
+}
+
+/// The child: a busy-polling world, warm-up, then the bracketed window. Worker mode: one reactor
+/// with both endpoints and one worker per endpoint (three threads), so the window crosses both
+/// rings (server handler jobs and their results, client callback jobs) and both doorbells.
+fn child(mode: CallbackMode) {
+    let w = match mode {
+        CallbackMode::Inline => busy_world(2, false),
+        CallbackMode::Worker => busy_world(1, true),
+    };
     let _server = Server::builder()
         .program(program(w.server_ep.buffers().clone()))
         .options(ServerOptions {
             credits: 16,
-            mode: CallbackMode::Inline,
+            mode,
             ..ServerOptions::default()
         })
         .start(&w.server_ep, w.addr)
@@ -53,7 +88,7 @@ fn child() {
         w.addr,
         ClientOptions {
             credits: 16,
-            mode: CallbackMode::Inline,
+            mode,
             ..ClientOptions::default()
         },
     )
@@ -101,9 +136,23 @@ fn count_between_markers(log: &str) -> Result<Vec<String>, String> {
 #[test]
 fn accepts_no_syscalls_per_rpc_in_steady_state() {
     if std::env::var_os(CHILD_ENV).is_some() {
-        child();
+        child(CallbackMode::Inline);
         return;
     }
+    traced(TEST_NAME);
+}
+
+#[test]
+fn accepts_no_syscalls_per_rpc_in_worker_mode_busy_polling() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        child(CallbackMode::Worker);
+        return;
+    }
+    traced(WORKER_TEST_NAME);
+}
+
+/// Runs test `name` of this binary as the child under `strace -f` and checks its window.
+fn traced(name: &str) {
     let strace = ["/usr/bin/strace", "/bin/strace"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
@@ -112,17 +161,20 @@ fn accepts_no_syscalls_per_rpc_in_steady_state() {
             std::env::var_os("RPCRDMA_EXPECT_STRACE").is_none(),
             "RPCRDMA_EXPECT_STRACE is set but strace is not installed"
         );
-        eprintln!("SKIPPED {TEST_NAME}: strace is not installed (apt-get install strace)");
+        eprintln!("SKIPPED {name}: strace is not installed (apt-get install strace)");
         return;
     };
-    let log = std::env::temp_dir().join(format!("rpcrdma-nosyscall-{}.log", std::process::id()));
+    let log = std::env::temp_dir().join(format!(
+        "rpcrdma-nosyscall-{}-{name}.log",
+        std::process::id()
+    ));
     let exe = std::env::current_exe().expect("test binary path");
     let t0 = Instant::now();
     let out = Command::new(strace)
         .args(["-f", "-qq", "-o"])
         .arg(&log)
         .arg(&exe)
-        .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .output()
         .expect("run strace");
@@ -135,7 +187,7 @@ fn accepts_no_syscalls_per_rpc_in_steady_state() {
             std::env::var_os("RPCRDMA_EXPECT_STRACE").is_none(),
             "strace could not trace the child: {err}"
         );
-        eprintln!("SKIPPED {TEST_NAME}: strace could not trace: {err}");
+        eprintln!("SKIPPED {name}: strace could not trace: {err}");
         return;
     }
     assert!(

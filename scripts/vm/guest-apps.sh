@@ -9,12 +9,16 @@
 #      `rpcrdma-perf T --provider rdma 10.0.2.15` (both on rxe0, loopback inside rxe);
 # siw: server `ip netns exec peer rpcrdma-perf T --provider rdma` (picks siw1, 10.0.3.2),
 #      client `rpcrdma-perf T --provider rdma 10.0.3.2` (siw0, root netns).
-# Tests: send_lat write_lat read_lat (-n $LAT_N), send_bw write_bw read_bw (-n $BW_N), then
+# Tests: send_lat write_lat read_lat (-n $LAT_N), send_bw write_bw read_bw (-n $BW_N), each
+# followed by perftest's ib_<test> with the same size and -n over rdma_cm (-R), then
 # rpc_lat (inline, -n $RPC_N), rpc_bw (64 KiB: Read + Write chunks, -n $BW_N) and rpc_lat
 # --chunks reply (8 KiB long replies through the Reply chunk, -n $BW_N) over rxe. Each check needs both processes to exit 0 and the
 # client to print the perftest header and a result row for the size and -n it ran (send_bw:
 # the server too); the RPC checks also need "RPCs completed : n, errors 0" on the client and
 # "RPCs served : n calls, n replies, errors 0, connections 1" on the server.
+#
+# At the end, one table puts ours beside perftest's (latency t_typical, bandwidth BW average,
+# rpc_lat NULL against 2 x ib_send_lat) with issue 15's targets; it is printed, not checked.
 #
 # The RPC tests run over siw too: without type-2 memory windows the poller's client exposes
 # chunks through endpoint-wide persistent STags, which it refuses unless told: the siw client
@@ -25,6 +29,7 @@ PERF=${RPCRDMA_VM_PERF:?RPCRDMA_VM_PERF: the rpcrdma-perf binary}
 LAT_N=${RPCRDMA_VM_LAT_N:-100}
 BW_N=${RPCRDMA_VM_BW_N:-32}
 RPC_N=${RPCRDMA_VM_RPC_N:-100}
+PT_WAIT=${RPCRDMA_VM_PERFTEST_WAIT:-2}
 RXE=10.0.2.15 SIW_PEER=10.0.3.2
 cd /tmp || exit 1
 need_bin "$PERF" || {
@@ -58,7 +63,81 @@ verbs() {
 		show_log client "$CW/client.log"
 	else
 		verdict "$t-$dev" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ')${srow:+ | server:$(echo "$srow" | tr -s ' \t' ' ')}"
+		OURS[$t-$dev]=$row
 	fi
+}
+
+# perftest DEV TEST: perftest's own ib_TEST over DEV with rdma_cm (-R), the same size and -n
+# as verbs(): its row goes into the side-by-side table (the check fails only when perftest
+# itself printed no row: then the table cannot be made).
+perftest() {
+	local dev=$1 t=$2 t0 kind size iters row reason=
+	t0=$(now_ms)
+	case $t in *_lat) kind=lat size=2 iters=$LAT_N ;; *) kind=bw size=65536 iters=$BW_N ;; esac
+	if ! command -v "ib_$t" >/dev/null; then
+		skip "ib_$t-$dev" "perftest's ib_$t is not installed in the VM"
+		return
+	fi
+	local args=(-R -s "$size" -n "$iters")
+	# perftest's server prints its "Waiting for client" banner through a buffered stdout, so
+	# pair() cannot see it: the client starts after PT_WAIT s and tries again (perftest's client
+	# gives up at once when nobody listens yet) while the server runs.
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	local retry='for i in 1 2 3 4 5 6 7 8 9 10; do "$@" && exit 0; echo "(attempt $i failed)"; sleep 2; done; exit 1'
+	if [ "$dev" = rxe ]; then
+		SERVER_WAIT=$PT_WAIT pair "ib_$t-$dev" "ib_$t" -d rxe0 "${args[@]}" \
+			-- bash -c "$retry" retry "ib_$t" -d rxe0 "${args[@]}" "$RXE"
+	else
+		SERVER_WAIT=$PT_WAIT pair "ib_$t-$dev" ip netns exec peer "ib_$t" "${args[@]}" \
+			-- bash -c "$retry" retry "ib_$t" "${args[@]}" "$SIW_PEER"
+	fi
+	if [ "$PAIR_CLIENT_RC" -ne 0 ] || [ "$PAIR_SERVER_RC" -ne 0 ]; then
+		reason="client exit $PAIR_CLIENT_RC, server exit $PAIR_SERVER_RC"
+	elif ! row=$(result_line "$CW/client.log" "$kind" "$size" "$iters"); then
+		reason="perftest printed no result row for $size B x $iters"
+	fi
+	if [ -n "$reason" ]; then
+		verdict "ib_$t-$dev" "$t0" 1 "$reason${PAIR_NOTE:+; $PAIR_NOTE}"
+		show_log server "$CW/server.log"
+		show_log client "$CW/client.log"
+	else
+		verdict "ib_$t-$dev" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ')"
+		PT[$t-$dev]=$row
+	fi
+}
+
+# col ROW N: the N-th column of a perftest row
+col() { echo "$1" | awk -v n="$2" '{ print $n }'; }
+
+# ratio_table: ours against perftest, one run (TCG: only ratios measured in one boot mean
+# anything). Latency: t_typical (column 5), target <= 1.05; bandwidth: BW average (column 4),
+# target >= 0.95; rpc_lat NULL's full round trip against ib_send_lat's (2 x its RTT/2),
+# target <= 1.3. Printed for the reader; not a pass/fail check (issue 15's table,
+# docs/performance.md).
+ratio_table() {
+	local dev t k o p r col_n what target
+	section "side by side with perftest (same boot, same sizes and -n)"
+	printf '%-5s %-10s %-22s %12s %12s %8s %s\n' dev test measure ours perftest ratio target
+	for dev in rxe siw; do
+		for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
+			k=$t-$dev
+			case $t in *_lat) col_n=5 what="t_typical [usec]" ;; *) col_n=4 what="BW average [MB/s]" ;; esac
+			if [ -z "${OURS[$k]:-}" ] || [ -z "${PT[$k]:-}" ]; then
+				printf '%-5s %-10s %-22s %12s %12s %8s\n' "$dev" "$t" "$what" "${OURS[$k]:+$(col "${OURS[$k]}" $col_n)}" "${PT[$k]:+$(col "${PT[$k]}" $col_n)}" "n/a"
+				continue
+			fi
+			o=$(col "${OURS[$k]}" $col_n) p=$(col "${PT[$k]}" $col_n)
+			r=$(awk -v o="$o" -v p="$p" 'BEGIN { if (p > 0) printf "%.2f", o / p; else print "n/a" }')
+			case $t in *_lat) target="<= 1.05" ;; *) target=">= 0.95" ;; esac
+			printf '%-5s %-10s %-22s %12s %12s %8s %s\n' "$dev" "$t" "$what" "$o" "$p" "$r" "$target"
+		done
+		if [ -n "${RPCLAT[$dev]:-}" ] && [ -n "${PT[send_lat-$dev]:-}" ]; then
+			o=$(col "${RPCLAT[$dev]}" 5) p=$(col "${PT[send_lat-$dev]}" 5)
+			r=$(awk -v o="$o" -v p="$p" 'BEGIN { if (p > 0) printf "%.2f", o / (2 * p); else print "n/a" }')
+			printf '%-5s %-10s %-22s %12s %12s %8s %s\n' "$dev" "rpc_lat" "NULL RTT / 2x send_lat" "$o" "$(awk -v p="$p" 'BEGIN { printf "%.2f", 2 * p }')" "$r" "<= 1.3"
+		fi
+	done
+	echo "(load average in the VM: $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 
 # rpc DEV NAME TEST SIZE KIND N ARGS...: an RPC benchmark over DEV (rxe or siw), N calls
@@ -88,13 +167,22 @@ rpc() {
 		show_log client "$CW/client.log"
 	else
 		verdict "$name" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ') |$(sed -n 's/^ Each call       ://p' "$CW/client.log") |$(sed -n 's/^ RPCs served     :/ server:/p' "$CW/server.log")"
+		[ "$name" = "rpc_lat-$dev" ] && RPCLAT[$dev]=$row
 	fi
 }
 
-section "rpcrdma-perf verbs tests, rdma provider, two processes: rxe0 loopback ($RXE)"
-for t in send_lat write_lat read_lat send_bw write_bw read_bw; do verbs rxe "$t"; done
-section "rpcrdma-perf verbs tests: siw0 (root netns) -> siw1 ($SIW_PEER, netns peer)"
-for t in send_lat write_lat read_lat send_bw write_bw read_bw; do verbs siw "$t"; done
+declare -A OURS PT RPCLAT
+# Each of our verbs tests runs next to perftest's own (same device, sizes, -n, rdma_cm).
+section "rpcrdma-perf verbs tests and perftest, rdma provider, two processes: rxe0 loopback ($RXE)"
+for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
+	verbs rxe "$t"
+	perftest rxe "$t"
+done
+section "rpcrdma-perf verbs tests and perftest: siw0 (root netns) -> siw1 ($SIW_PEER, netns peer)"
+for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
+	verbs siw "$t"
+	perftest siw "$t"
+done
 
 section "rpcrdma-perf RPC tests (poller Client/Server API), rdma provider, two processes: rxe0"
 rpc rxe rpc_lat-rxe rpc_lat 2 lat "$RPC_N"
@@ -107,4 +195,5 @@ rpc rxe rpc_lat-reply-rxe rpc_lat 8192 lat "$BW_N" -s 8192 --chunks reply
 section "rpcrdma-perf RPC tests over siw (persistent STags): siw0 -> siw1 ($SIW_PEER, netns peer)"
 rpc siw rpc_lat-siw rpc_lat 2 lat "$RPC_N"
 rpc siw rpc_bw-siw rpc_bw 65536 bw "$BW_N" -t 8
+ratio_table
 finish

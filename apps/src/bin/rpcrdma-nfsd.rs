@@ -58,7 +58,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           non-idempotent call (fault injection) [0: never]
   --no-rpcbind            do not register with rpcbind
   --no-hugepages          do not back pools with hugepages
-  --stats-interval S      print the counters every S seconds [0: on SIGUSR1 and at exit]";
+  --stats-interval S      print the counters every S seconds [0: on SIGUSR1 and at exit]
+  --metrics ADDR:PORT     serve Prometheus metrics on this TCP address (GET /metrics;
+                          read them with rpcrdma-stat) [off]";
 
 struct Cli {
     provider: String,
@@ -104,6 +106,13 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
             "--no-rpcbind" => o.rpcbind = false,
             "--no-hugepages" => o.hugepages = false,
             "--stats-interval" => stats_interval = num(&a, it.next())?,
+            "--metrics" => {
+                let v = it.next().ok_or("--metrics needs an address")?;
+                let m = v
+                    .parse()
+                    .map_err(|_| format!("--metrics: bad address {v:?}"))?;
+                o.metrics = Some(m);
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {a:?}")),
         }
@@ -178,6 +187,9 @@ fn serve<P: rpcrdma_engine::verbs::Provider>(
         Backend::Memory => "memory".to_string(),
         Backend::Dir(p) => format!("dir:{}", p.display()),
     };
+    if let Some(m) = d.metrics_addr() {
+        println!("rpcrdma-nfsd: metrics on http://{m}/metrics");
+    }
     println!(
         "rpcrdma-nfsd: ready nfs={} mount={mount} backend={kind}",
         d.nfs_addr()

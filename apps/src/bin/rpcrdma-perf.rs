@@ -8,104 +8,25 @@
 //! pinned threads; with `--provider rdma` (feature `rdma`) the server is started without an
 //! address and the client with the server's address, as with perftest. See `docs/apps.md`.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2Serializer;
-use hdrhistogram::Histogram;
-use rpcrdma_apps::pcap::{Mtu, PcapTrace};
+use rpcrdma_apps::pcap::Mtu;
 use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
+use rpcrdma_apps::perf::printer::{self, VerbsPrinter};
 use rpcrdma_apps::perf::report::{self, BannerInfo, RESULT_LINE};
 use rpcrdma_apps::perf::rpc::RpcTest;
 use rpcrdma_apps::perf::rpc_cli;
-use rpcrdma_apps::perf::verbs_loops::{self, ConnInfo, Observer};
-use rpcrdma_apps::perf::{Config, PerfError, SizeResult, Test};
+use rpcrdma_apps::perf::verbs_loops;
+use rpcrdma_apps::perf::{Config, PerfError, Test};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
 
 /// Client and server addresses of a soft loopback run.
 const SOFT_CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const SOFT_SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-/// Prints perftest's layout as results arrive and keeps what the output files need.
-struct Printer {
-    unit: rpcrdma_apps::perf::stats::BwUnit,
-    results: Vec<SizeResult>,
-    hists: Vec<(SizeResult, Histogram<u64>)>,
-    keep_hists: bool,
-}
-
-impl Observer for Printer {
-    fn connected(&mut self, c: &ConnInfo) {
-        let mut o = io::stdout().lock();
-        let _ = writeln!(
-            o,
-            " local address: QPN {:#06x} IP {} port {}\t\tQP {}",
-            c.qpn,
-            c.local.ip(),
-            c.local.port(),
-            c.qp_index
-        );
-        let _ = writeln!(
-            o,
-            " remote address: IP {} port {}",
-            c.remote.ip(),
-            c.remote.port()
-        );
-    }
-
-    fn running(&mut self, cfg: &Config) {
-        let mut o = io::stdout().lock();
-        let _ = o.write_all(RESULT_LINE.as_bytes());
-        let header = report::header(cfg.test, cfg.duration.is_some(), self.unit);
-        let _ = o.write_all(header.as_bytes());
-        let _ = o.flush();
-    }
-
-    fn result(&mut self, r: &SizeResult, hist: &Histogram<u64>) {
-        let mut o = io::stdout().lock();
-        let _ = o.write_all(report::result_line(r, self.unit).as_bytes());
-        let _ = o.flush();
-        self.results.push(*r);
-        if self.keep_hists {
-            self.hists.push((*r, hist.clone()));
-        }
-    }
-}
-
-fn write_hist_log(
-    path: &Path,
-    test: Test,
-    hists: &[(SizeResult, Histogram<u64>)],
-) -> io::Result<()> {
-    let mut out = BufWriter::new(File::create(path)?);
-    let mut ser = V2Serializer::new();
-    let mut w = IntervalLogWriterBuilder::new()
-        .add_comment(&format!(
-            "rpcrdma-perf {} {}: one interval per message size, values in ns ({})",
-            test,
-            env!("CARGO_PKG_VERSION"),
-            if test.is_latency() {
-                "round trip / rtt factor per iteration"
-            } else {
-                "post to completion of each signaled WR"
-            }
-        ))
-        .with_start_time(std::time::SystemTime::now())
-        .begin_log_with(&mut out, &mut ser)?;
-    for (r, h) in hists {
-        let tag = format!("size={}", r.size);
-        w.write_histogram(h, r.start, r.elapsed, Tag::new(&tag))
-            .map_err(|e| io::Error::other(format!("{e:?}")))?;
-    }
-    drop(w);
-    out.flush()
-}
 
 fn pick_cores(want: &[usize]) -> (Option<core_affinity::CoreId>, Option<core_affinity::CoreId>) {
     // get_core_ids reads the calling thread's mask: call it before pinning anything.
@@ -198,7 +119,7 @@ fn run_with<P: Provider>(
     a: &PerfArgs,
     role: &Role,
     open: &dyn Fn(IpAddr) -> Result<P::Device, PerfError>,
-    printer: &mut Printer,
+    printer: &mut VerbsPrinter,
 ) -> Result<(), PerfError> {
     match *role {
         Role::Loopback { server, client } => {
@@ -297,30 +218,14 @@ fn run(a: &PerfArgs) -> Result<(), String> {
     };
     print!("{}", report::banner(&banner));
     let _ = io::stdout().flush();
-    let mut printer = Printer {
-        unit: cfg.unit,
-        results: Vec::new(),
-        hists: Vec::new(),
-        keep_hists: a.hist_log.is_some(),
-    };
+    let mut printer = VerbsPrinter::new(cfg.unit, a.hist_log.is_some());
     let outcome = match a.provider {
         ProviderKind::Soft => {
             let fabric = SoftFabric::new();
-            let trace = match &a.pcap {
-                Some(p) => Some(
-                    PcapTrace::create(&fabric, p, mtu)
-                        .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
-                ),
-                None => None,
-            };
+            let trace = printer::start_pcap(&fabric, a.pcap.as_deref(), mtu)?;
             let open = |ip: IpAddr| Ok(fabric.open(ip));
             let r = run_with::<SoftProvider>(&cfg, a, &role, &open, &mut printer);
-            if let (Some(t), Some(p)) = (trace, &a.pcap) {
-                match t.finish() {
-                    Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
-                    Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
-                }
-            }
+            printer::finish_pcap(trace, a.pcap.as_deref());
             r
         }
         ProviderKind::Rdma => run_rdma(&cfg, a, &role, &mut printer),
@@ -332,12 +237,10 @@ fn run(a: &PerfArgs) -> Result<(), String> {
     let _ = io::stdout().flush();
     if let Some(p) = &a.out_json {
         let doc = report::json_report(&banner, &printer.results, cfg.unit);
-        let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(p, s + "\n").map_err(|e| format!("--out_json {}: {e}", p.display()))?;
+        printer::write_json(p, &doc)?;
     }
     if let Some(p) = &a.hist_log {
-        write_hist_log(p, a.test, &printer.hists)
-            .map_err(|e| format!("--hist-log {}: {e}", p.display()))?;
+        printer.write_hist_log(p, a.test)?;
     }
     Ok(())
 }
@@ -356,7 +259,7 @@ fn run_rdma(
     cfg: &Config,
     a: &PerfArgs,
     role: &Role,
-    printer: &mut Printer,
+    printer: &mut VerbsPrinter,
 ) -> Result<(), PerfError> {
     use rpcrdma_engine::verbs::rdma::Rdma;
     let peer = match role {
@@ -372,7 +275,7 @@ fn run_rdma(
     _cfg: &Config,
     _a: &PerfArgs,
     _role: &Role,
-    _printer: &mut Printer,
+    _printer: &mut VerbsPrinter,
 ) -> Result<(), PerfError> {
     Err(PerfError::Config(
         "this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into(),

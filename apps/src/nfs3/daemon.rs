@@ -99,6 +99,9 @@ pub struct DaemonOptions {
     pub hugepages: bool,
     /// Memory backend: octets of file data at most.
     pub memory_capacity: u64,
+    /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
+    /// observability.md). `None` (default): no metrics port.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for DaemonOptions {
@@ -119,6 +122,7 @@ impl Default for DaemonOptions {
             rpcbind: true,
             hugepages: true,
             memory_capacity: 1 << 30,
+            metrics: None,
         }
     }
 }
@@ -215,6 +219,7 @@ impl<P: Provider> Daemon<P> {
             version: ProtocolVersion::V1,
             // NFSv3 has no backchannel.
             backchannel_credits: 0,
+            metrics_addr: o.metrics,
             ..ServerOptions::default()
         };
         let server = Server::builder()
@@ -278,6 +283,11 @@ impl<P: Provider> Daemon<P> {
     /// Where NFS listens.
     pub fn nfs_addr(&self) -> SocketAddr {
         self.nfs_addr
+    }
+
+    /// Where the metrics port listens (`DaemonOptions::metrics`), if it does.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.server.as_ref().and_then(|s| s.metrics_addr())
     }
 
     /// Where MOUNT listens.

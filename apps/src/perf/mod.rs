@@ -14,6 +14,7 @@
 //! side too. Nothing is retried.
 
 pub mod args;
+pub mod printer;
 #[cfg(feature = "rdma")]
 pub mod rdma_dev;
 pub mod report;

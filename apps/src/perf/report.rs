@@ -33,7 +33,13 @@ pub const BW_HEADER_GBITS: &str =
 
 /// The header line of `test`'s results.
 pub fn header(test: Test, duration: bool, unit: BwUnit) -> &'static str {
-    if test.is_latency() {
+    table_header(test.is_latency(), duration, unit)
+}
+
+/// The header line of a latency test's results (`latency`; `duration`: in duration mode) or
+/// a bandwidth test's (in `unit`), verbs or RPC.
+pub fn table_header(latency: bool, duration: bool, unit: BwUnit) -> &'static str {
+    if latency {
         if duration {
             LAT_DUR_HEADER
         } else {

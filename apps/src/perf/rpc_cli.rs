@@ -9,92 +9,22 @@
 //! runs the client ([`super::rpc::run_client`]). Recovery: a usage error exits 2 with the
 //! message, a failed run exits 1 with the error; nothing is retried.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2Serializer;
-use hdrhistogram::Histogram;
 use rpcrdma_engine::verbs::soft::SoftFabric;
 use rpcrdma_poller::{BackoffMode, CoreId, ProtocolVersion};
 
 use super::args::{parse_rpc, usage_rpc, ProviderKind, RpcArgs};
-use super::report::{self, RESULT_LINE};
+use super::printer::{self, RpcPrinter};
+use super::report::RESULT_LINE;
 use super::rpc::{
-    call_inline_max, reply_inline_max, run_loopback, Plan, RpcConfig, RpcConnInfo, RpcObserver,
-    RpcSizeInfo, RpcTest, PROC_XFER, PROG, VERS,
+    call_inline_max, reply_inline_max, run_loopback, Plan, RpcConfig, RpcTest, PROC_XFER, PROG,
+    VERS,
 };
 use super::stats::BwUnit;
 use super::{Outcome, SizeResult};
-use crate::pcap::{Mtu, PcapTrace};
-
-/// Prints perftest's layout as results arrive and keeps what the output files need.
-struct Printer {
-    unit: BwUnit,
-    results: Vec<(SizeResult, RpcSizeInfo)>,
-    hists: Vec<(SizeResult, Histogram<u64>)>,
-    keep_hists: bool,
-}
-
-impl RpcObserver for Printer {
-    fn connected(&mut self, c: &RpcConnInfo) {
-        let core = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("core {c}"));
-        let mut o = io::stdout().lock();
-        let _ = writeln!(
-            o,
-            " local address: IP {}\t\tclient reactor {}, {}",
-            c.client,
-            c.client_reactor,
-            core(c.client_core)
-        );
-        if c.server_in_process {
-            let _ = writeln!(
-                o,
-                " remote address: IP {} port {}\tserver reactor 0, {}",
-                c.server.ip(),
-                c.server.port(),
-                core(c.server_core)
-            );
-        } else {
-            let _ = writeln!(
-                o,
-                " remote address: IP {} port {}\tserver process",
-                c.server.ip(),
-                c.server.port()
-            );
-        }
-    }
-
-    fn running(&mut self, cfg: &RpcConfig) {
-        let mut o = io::stdout().lock();
-        let _ = o.write_all(RESULT_LINE.as_bytes());
-        let h = if cfg.test.is_latency() {
-            if cfg.duration.is_some() {
-                report::LAT_DUR_HEADER
-            } else {
-                report::LAT_HEADER
-            }
-        } else if self.unit == BwUnit::Gbit {
-            report::BW_HEADER_GBITS
-        } else {
-            report::BW_HEADER
-        };
-        let _ = o.write_all(h.as_bytes());
-        let _ = o.flush();
-    }
-
-    fn result(&mut self, r: &SizeResult, hist: &Histogram<u64>, info: &RpcSizeInfo) {
-        let mut o = io::stdout().lock();
-        let _ = o.write_all(report::result_line(r, self.unit).as_bytes());
-        let _ = o.flush();
-        self.results.push((*r, *info));
-        if self.keep_hists {
-            self.hists.push((*r, hist.clone()));
-        }
-    }
-}
+use crate::pcap::Mtu;
 
 /// The banner, in the shape of perftest's, with the RPC settings.
 pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
@@ -254,30 +184,6 @@ pub fn json_report_for(
     json!({ "test_info": Value::Object(info), "results": rows })
 }
 
-fn write_hist_log(
-    path: &Path,
-    test: RpcTest,
-    hists: &[(SizeResult, Histogram<u64>)],
-) -> io::Result<()> {
-    let mut out = BufWriter::new(File::create(path)?);
-    let mut ser = V2Serializer::new();
-    let mut w = IntervalLogWriterBuilder::new()
-        .add_comment(&format!(
-            "rpcrdma-perf {test} {}: one interval per message size, values in ns (full round \
-             trip of each RPC)",
-            env!("CARGO_PKG_VERSION")
-        ))
-        .with_start_time(std::time::SystemTime::now())
-        .begin_log_with(&mut out, &mut ser)?;
-    for (r, h) in hists {
-        let tag = format!("size={}", r.size);
-        w.write_histogram(h, r.start, r.elapsed, Tag::new(&tag))
-            .map_err(|e| io::Error::other(format!("{e:?}")))?;
-    }
-    drop(w);
-    out.flush()
-}
-
 /// The process's role under `--provider rdma`.
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 enum RdmaRole {
@@ -329,31 +235,15 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
     }
     cfg.plans().map_err(|e| e.to_string())?;
     let mtu = Mtu::from_bytes(a.mtu).ok_or("bad MTU")?;
-    let mut printer = Printer {
-        unit: cfg.unit,
-        results: Vec::new(),
-        hists: Vec::new(),
-        keep_hists: a.hist_log.is_some(),
-    };
+    let mut printer = RpcPrinter::new(cfg.unit, a.hist_log.is_some());
     let (results, role) = match a.provider {
         ProviderKind::Soft => {
             print!("{}", banner(&cfg, a.mtu));
             let _ = io::stdout().flush();
             let fabric = SoftFabric::new();
-            let trace = match &a.pcap {
-                Some(p) => Some(
-                    PcapTrace::create(&fabric, p, mtu)
-                        .map_err(|e| format!("--pcap {}: {e}", p.display()))?,
-                ),
-                None => None,
-            };
+            let trace = printer::start_pcap(&fabric, a.pcap.as_deref(), mtu)?;
             let r = run_loopback(&cfg, &fabric, &mut printer);
-            if let (Some(t), Some(p)) = (trace, &a.pcap) {
-                match t.finish() {
-                    Ok(n) => eprintln!(" pcap: {n} frames written to {}", p.display()),
-                    Err(e) => eprintln!(" pcap: writing {} failed: {e}", p.display()),
-                }
-            }
+            printer::finish_pcap(trace, a.pcap.as_deref());
             (r.map_err(|e| e.to_string())?, "loopback")
         }
         ProviderKind::Rdma => {
@@ -392,13 +282,10 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
             ProviderKind::Soft => "soft",
             ProviderKind::Rdma => "rdma",
         };
-        let doc = json_report_for(&cfg, a.mtu, &results, provider, role);
-        let s = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(p, s + "\n").map_err(|e| format!("--out_json {}: {e}", p.display()))?;
+        printer::write_json(p, &json_report_for(&cfg, a.mtu, &results, provider, role))?;
     }
     if let Some(p) = &a.hist_log {
-        write_hist_log(p, a.test, &printer.hists)
-            .map_err(|e| format!("--hist-log {}: {e}", p.display()))?;
+        printer.write_hist_log(p, a.test)?;
     }
     Ok(())
 }
@@ -410,7 +297,7 @@ fn run_rdma(
     cfg: &RpcConfig,
     a: &RpcArgs,
     role: &RdmaRole,
-    printer: &mut Printer,
+    printer: &mut RpcPrinter,
 ) -> Result<Option<Vec<SizeResult>>, String> {
     use super::rpc::{run_client, serve};
     use rpcrdma_engine::verbs::rdma::Rdma;
@@ -457,7 +344,7 @@ fn run_rdma(
     _cfg: &RpcConfig,
     _a: &RpcArgs,
     _role: &RdmaRole,
-    _printer: &mut Printer,
+    _printer: &mut RpcPrinter,
 ) -> Result<Option<Vec<SizeResult>>, String> {
     Err("this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into())
 }

@@ -4,15 +4,25 @@
 //! 2. bare soft-provider SEND round trip (verbs only, no RPC stack);
 //! 3. NULL RPC round trip through the whole stack (client call → client reactor → soft QP →
 //!    server reactor → NULL reply → callback), callbacks inline on the reactors;
-//! 4. the same with callbacks and handlers on worker threads;
-//! 5. NULL RPC throughput (32 calls in flight) in both modes.
+//! 4. the same with callbacks and handlers on worker threads, on shared cores: two reactors and
+//!    one worker per endpoint (four threads on two cores), all with the `shared_cores` back-off
+//!    (spin, yield, then sleep on a doorbell);
+//! 5. worker mode on dedicated cores: one busy-polling reactor (core 0) carries both endpoints,
+//!    the server's handlers run on one busy-polling worker (the other core), client callbacks
+//!    inline: two threads on two cores, like inline mode's two reactors, and the same two core
+//!    crossings per round trip (reactor → worker → reactor);
+//! 6. inline mode with RPC-over-RDMA Version Two;
+//! 7. a 128-octet TCP loopback ping-pong (`TCP_NODELAY`, two threads), the kernel's round trip
+//!    for comparison;
+//! 8. NULL RPC throughput (32 calls in flight) in each RPC configuration.
 //!
-//! The client connection runs on reactor 1 and the server connection on reactor 0, each
-//! reactor pinned to one of the first two cores. Inline mode busy-polls; worker mode adds a
-//! worker thread per endpoint, so reactors and workers back off when idle (the machine has two
-//! cores). Rerun: `cargo run --release -p rpcrdma-bench --bin rpc -- [--iters N] [--secs S]`.
+//! In the two-reactor configurations the client connection runs on reactor 1 and the server
+//! connection on reactor 0, each reactor pinned to one of the first two cores. Rerun:
+//! `cargo run --release -p rpcrdma-bench --bin rpc -- [--iters N] [--secs S]`;
+//! `scripts/bench-compare.sh REV_A REV_B` runs two revisions side by side.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,22 +52,53 @@ fn flag(name: &str, default: u64) -> u64 {
     }
 }
 
+/// How a configuration places its threads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Two busy-polling reactors, callbacks and handlers inline.
+    Inline,
+    /// Two reactors and a worker per endpoint, all with the shared-cores back-off.
+    WorkerShared,
+    /// One busy-polling reactor with both endpoints; server handlers on one busy-polling worker.
+    WorkerDedicated,
+}
+
+impl Shape {
+    fn name(self, version: ProtocolVersion) -> String {
+        let v = version_name(version);
+        match self {
+            Shape::Inline => format!("Inline mode, {v}"),
+            Shape::WorkerShared => format!("Worker mode, {v}"),
+            Shape::WorkerDedicated => format!("Worker mode, dedicated cores, {v}"),
+        }
+    }
+}
+
 struct Bench {
     set: ReactorSet,
     eps: [Endpoint<SoftProvider>; 2],
     client: Client,
 }
 
-fn setup(mode: CallbackMode, version: ProtocolVersion, port: u16) -> Bench {
-    let worker = mode == CallbackMode::Worker;
-    let mut rc = ReactorConfig::new(Cores::Count(2));
+fn setup(shape: Shape, version: ProtocolVersion, port: u16) -> Bench {
+    let reactors = if shape == Shape::WorkerDedicated {
+        1
+    } else {
+        2
+    };
+    let mut rc = ReactorConfig::new(Cores::Count(reactors));
     rc.pin = PinPolicy::AllowUnpinned;
-    let backoff = if worker {
+    let backoff = if shape == Shape::WorkerShared {
         BackoffMode::SharedCores
     } else {
         BackoffMode::BusyPoll
     };
     rc.backoff = backoff.config();
+    let (server_mode, client_mode) = match shape {
+        Shape::Inline => (CallbackMode::Inline, CallbackMode::Inline),
+        Shape::WorkerShared => (CallbackMode::Worker, CallbackMode::Worker),
+        Shape::WorkerDedicated => (CallbackMode::Worker, CallbackMode::Inline),
+    };
     let set = ReactorSet::start(&rc).expect("two reactors");
     let fabric = SoftFabric::new();
     let sdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)));
@@ -69,32 +110,36 @@ fn setup(mode: CallbackMode, version: ProtocolVersion, port: u16) -> Bench {
         reply_buffers: 1024,
         buffer_size: 4096,
         reply_buffer_size: 0,
-        workers: usize::from(worker),
+        workers: usize::from(server_mode == CallbackMode::Worker),
         worker_ring: 256,
         hugepages: true,
         ..EndpointConfig::default()
     };
-    let sep = Endpoint::with_backoff(&set, sdev, ecfg.clone(), backoff).expect("server ep");
-    let cep = Endpoint::with_backoff(&set, cdev, ecfg, backoff).expect("client ep");
+    let cfg_c = EndpointConfig {
+        workers: usize::from(client_mode == CallbackMode::Worker),
+        ..ecfg.clone()
+    };
+    let sep = Endpoint::with_backoff(&set, sdev, ecfg, backoff).expect("server ep");
+    let cep = Endpoint::with_backoff(&set, cdev, cfg_c, backoff).expect("client ep");
     let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)), port);
     Server::builder()
         .program(Program::new(PROG, 1..=1))
         .options(ServerOptions {
-            mode,
+            mode: server_mode,
             credits: 32,
             listen_reactor: Some(0),
             ..ServerOptions::default()
         })
         .start(&sep, addr)
         .expect("server");
-    // The listener hands the first connection to reactor 0; the client runs on reactor 1.
+    // The listener hands the first connection to reactor 0; the client runs on the last one.
     let client = Client::connect(
         &cep,
         addr,
         ClientOptions {
-            mode,
+            mode: client_mode,
             credits: 32,
-            reactor: Some(1),
+            reactor: Some(reactors - 1),
             version,
             ..ClientOptions::default()
         },
@@ -181,6 +226,38 @@ fn closed_loop(client: &Client, total: u64, window: u64) -> (Histogram<u64>, Dur
     (h, el)
 }
 
+/// 128-octet ping-pong over TCP loopback (`TCP_NODELAY`): the round trip an RPC over the
+/// kernel's TCP stack could not beat on this machine. Threads unpinned (the kernel wakes them).
+fn tcp_loopback_rtt(iters: u64) -> Histogram<u64> {
+    const SIZE: usize = 128;
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("tcp listen");
+    let addr = listener.local_addr().expect("tcp addr");
+    let echo = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("tcp accept");
+        s.set_nodelay(true).expect("nodelay");
+        let mut buf = [0u8; SIZE];
+        while s.read_exact(&mut buf).is_ok() {
+            if s.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let mut s = TcpStream::connect(addr).expect("tcp connect");
+    s.set_nodelay(true).expect("nodelay");
+    let mut buf = [0u8; SIZE];
+    let mut h = histogram();
+    for i in 0..iters {
+        buf[0] = i as u8;
+        let t = Instant::now();
+        s.write_all(&buf).expect("tcp write");
+        s.read_exact(&mut buf).expect("tcp read");
+        h.saturating_record(t.elapsed().as_nanos() as u64);
+    }
+    drop(s);
+    echo.join().expect("tcp echo");
+    h
+}
+
 fn version_name(v: ProtocolVersion) -> &'static str {
     match v {
         ProtocolVersion::V1 => "v1",
@@ -206,13 +283,14 @@ fn main() {
     ];
     let mut tput = Vec::new();
     let runs = [
-        (CallbackMode::Inline, ProtocolVersion::V1),
-        (CallbackMode::Worker, ProtocolVersion::V1),
-        (CallbackMode::Inline, ProtocolVersion::V2),
+        (Shape::Inline, ProtocolVersion::V1),
+        (Shape::WorkerShared, ProtocolVersion::V1),
+        (Shape::WorkerDedicated, ProtocolVersion::V1),
+        (Shape::Inline, ProtocolVersion::V2),
     ];
-    for (i, (mode, version)) in runs.into_iter().enumerate() {
-        let b = setup(mode, version, 7000 + i as u16);
-        let name = format!("{mode:?} mode, {}", version_name(version));
+    for (i, (shape, version)) in runs.into_iter().enumerate() {
+        let b = setup(shape, version, 7000 + i as u16);
+        let name = shape.name(version);
         let _ = closed_loop(&b.client, iters / 10 + 1, 1); // warm-up
         assert_eq!(
             b.client.negotiated().map(|n| n.version),
@@ -229,6 +307,10 @@ fn main() {
         tput.push((name, total as f64 / el.as_secs_f64()));
         b.stop();
     }
+    rows.push(Row::new(
+        "TCP loopback round trip (128 B)",
+        tcp_loopback_rtt(iters),
+    ));
     let load_after = load_average();
     report(
         &format!(
@@ -237,7 +319,7 @@ fn main() {
         &rows,
     );
     let send_p50 = rows[1].hist.value_at_quantile(0.5).max(1) as f64;
-    for r in &rows[2..] {
+    for r in rows[2..].iter().filter(|r| r.name.starts_with("NULL")) {
         println!(
             "{:<44} p50 / bare SEND p50 = {:.2}",
             r.name,
@@ -248,6 +330,20 @@ fn main() {
     for (m, t) in &tput {
         println!("{m:<44} {t:>12.0} calls/s");
     }
+    let p50 = |name: &str| {
+        rows.iter()
+            .find(|r| r.name == name)
+            .map_or(f64::NAN, |r| r.hist.value_at_quantile(0.5).max(1) as f64)
+    };
+    let inline = p50("NULL RPC round trip, Inline mode, v1");
+    println!(
+        "\nworker (dedicated cores) / inline p50 = {:.2}",
+        p50("NULL RPC round trip, Worker mode, dedicated cores, v1") / inline
+    );
+    println!(
+        "worker (shared cores) / TCP loopback p50 = {:.2}",
+        p50("NULL RPC round trip, Worker mode, v1") / p50("TCP loopback round trip (128 B)")
+    );
     if let (Some(t0), Some(t1)) = (load_before, tput.first().map(|t| t.1)) {
         println!(
             "worker / inline throughput = {:.2}",

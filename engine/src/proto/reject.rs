@@ -57,6 +57,9 @@ pub enum RejectReason {
     ShuttingDown,
     /// Accepting failed on the server (memory or verbs resources, code 4).
     NoResources,
+    /// The server holds as many connections as it is configured to serve in all (code 5).
+    /// Trying again later may succeed.
+    ConnectionLimit,
     /// A reason code this version does not know (a newer server's).
     Other(u8),
 }
@@ -69,6 +72,7 @@ impl RejectReason {
             RejectReason::PeerLimit => 2,
             RejectReason::ShuttingDown => 3,
             RejectReason::NoResources => 4,
+            RejectReason::ConnectionLimit => 5,
             RejectReason::Other(c) => c,
         }
     }
@@ -81,6 +85,7 @@ impl RejectReason {
             2 => Some(RejectReason::PeerLimit),
             3 => Some(RejectReason::ShuttingDown),
             4 => Some(RejectReason::NoResources),
+            5 => Some(RejectReason::ConnectionLimit),
             c => Some(RejectReason::Other(c)),
         }
     }
@@ -99,6 +104,7 @@ impl core::fmt::Display for RejectReason {
             RejectReason::PeerLimit => f.write_str("too many connections from this address"),
             RejectReason::ShuttingDown => f.write_str("server shutting down"),
             RejectReason::NoResources => f.write_str("server out of resources"),
+            RejectReason::ConnectionLimit => f.write_str("server at its connection limit"),
             RejectReason::Other(c) => write!(f, "reject reason {c}"),
         }
     }
@@ -134,6 +140,10 @@ mod tests {
         assert_eq!(
             decode(&[0x72, 0x70, 0x72, 0x6a, 0x01, 0x03, 0xff, 0xff]),
             Some(RejectReason::ShuttingDown)
+        );
+        assert_eq!(
+            RejectReason::ConnectionLimit.encode(),
+            [0x72, 0x70, 0x72, 0x6a, 0x01, 0x05, 0x00, 0x00]
         );
         assert_eq!(
             decode(&[0x72, 0x70, 0x72, 0x6a, 0x01, 0x04, 0, 0]),

@@ -1,18 +1,29 @@
-//! The checks every provider makes on a send-queue work request before queueing it (SPDK's
-//! `rdma_provider` common code style): what `ibv_post_send` refuses with `EINVAL` because of
-//! the request itself, independent of the QP's state and of its queue occupancy (each
-//! provider checks those first, in its own terms, and then calls [`send_wr`]).
+//! The checks every provider makes on a verbs call's arguments before the call reaches its
+//! device (SPDK's `rdma_provider` common code style): the rules `ibv_post_send`,
+//! `ibv_post_recv`, `ibv_reg_mr`, `ibv_create_cq`, `ibv_create_srq`, `rdma_create_qp` and the
+//! rdma_cm calls with private data refuse with `EINVAL` because of the arguments themselves,
+//! judged against the QP's options and the device's [`DeviceCaps`]. The soft and the rdma
+//! provider both call these; what only one of them checks (the soft provider reads memory
+//! through the addresses it is given, the rdma provider converts to C integers) stays in the
+//! provider, as do checks of a QP's state and queue occupancy, which each provider makes first,
+//! in its own terms.
 //!
-//! Normal operation: [`send_wr`] returns `Ok` for a well-formed request; it reads the request,
-//! the QP's options and the device's capabilities, nothing else (no allocation, no lock).
+//! Normal operation: each function returns `Ok` for well-formed arguments; it reads its
+//! arguments, nothing else (no allocation, no lock), so it costs a few compares on the data
+//! path ([`send_wr`], [`recv_wr`]).
 //!
-//! Recovery: a refused request is returned as [`VerbsError`] `EINVAL` of
-//! [`VerbsCall::PostSend`]; nothing was queued, the QP is unchanged, and the caller may post
-//! other requests.
+//! Recovery: a refused call is returned as [`VerbsError`] `EINVAL` of the call named; nothing
+//! was created or queued, the QP is unchanged, and the caller may go on.
 
 use super::{
-    errno, DeviceCaps, Provider, QpOptions, SendFlags, SendOp, SendWr, VerbsCall, VerbsError,
+    errno, Access, DeviceCaps, Provider, QpOptions, RecvWr, SendFlags, SendOp, SendWr, VerbsCall,
+    VerbsError,
 };
+
+#[inline]
+fn einval(call: VerbsCall) -> Result<(), VerbsError> {
+    Err(VerbsError::new(call, errno::EINVAL))
+}
 
 /// Checks `wr` against the QP's options `opts` and the device's `caps`:
 /// - at most `max_send_sge` SGEs;
@@ -26,7 +37,7 @@ pub fn send_wr<P: Provider>(
     opts: &QpOptions,
     caps: &DeviceCaps,
 ) -> Result<(), VerbsError> {
-    let einval = Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
+    let einval = einval(VerbsCall::PostSend);
     if wr.sgl.len() > opts.max_send_sge as usize {
         return einval;
     }
@@ -55,11 +66,91 @@ pub fn send_wr<P: Provider>(
     Ok(())
 }
 
+/// Checks a receive request's SGE count against `max_sge` (the QP's `max_recv_sge`, or the
+/// SRQ's `max_sge`); `call` is `PostRecv` or `PostSrqRecv`.
+#[inline]
+pub fn recv_wr(wr: &RecvWr<'_>, max_sge: u32, call: VerbsCall) -> Result<(), VerbsError> {
+    if wr.sgl.len() > max_sge as usize {
+        return einval(call);
+    }
+    Ok(())
+}
+
+/// Checks a memory registration (`ibv_reg_mr`) of `len` octets with `access`: remote write
+/// requires local write (IBA; the kernel's `ib_check_mr_access` answers `EINVAL` too), and
+/// at most [`DeviceCaps::max_mr_size`] octets.
+pub fn reg_mr(len: u64, access: Access, caps: &DeviceCaps) -> Result<(), VerbsError> {
+    if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
+        return einval(VerbsCall::RegMr);
+    }
+    if len > caps.max_mr_size {
+        return einval(VerbsCall::RegMr);
+    }
+    Ok(())
+}
+
+/// Checks a completion queue's depth: 1 to [`DeviceCaps::max_cqe`] entries.
+pub fn cq_depth(depth: u32, caps: &DeviceCaps) -> Result<(), VerbsError> {
+    if depth == 0 || depth > caps.max_cqe {
+        return einval(VerbsCall::CreateCq);
+    }
+    Ok(())
+}
+
+/// Checks a shared receive queue's limits: 1 to [`DeviceCaps::max_srq_wr`] receives of at most
+/// [`DeviceCaps::max_sge`] SGEs.
+pub fn srq(max_wr: u32, max_sge: u32, caps: &DeviceCaps) -> Result<(), VerbsError> {
+    if max_wr == 0 || max_wr > caps.max_srq_wr || max_sge > caps.max_sge {
+        return einval(VerbsCall::CreateSrq);
+    }
+    Ok(())
+}
+
+/// Checks a QP's requested options against the device (`call`: the call that creates the QP):
+/// 1 to [`DeviceCaps::max_qp_wr`] sends; without an SRQ (`srq` false) at most `max_qp_wr`
+/// receives; at most [`DeviceCaps::max_sge`] SGEs per send and per receive; at most
+/// [`DeviceCaps::max_inline_data`] inline octets.
+pub fn qp_opts(
+    o: &QpOptions,
+    srq: bool,
+    caps: &DeviceCaps,
+    call: VerbsCall,
+) -> Result<(), VerbsError> {
+    if o.max_send_wr == 0
+        || o.max_send_wr > caps.max_qp_wr
+        || (!srq && o.max_recv_wr > caps.max_qp_wr)
+        || o.max_send_sge > caps.max_sge
+        || o.max_recv_sge > caps.max_sge
+        || o.max_inline_data > caps.max_inline_data
+    {
+        return einval(call);
+    }
+    Ok(())
+}
+
+/// Clamps a QP's RDMA Read depths to the device's: `initiator_depth` to
+/// [`DeviceCaps::max_qp_init_rd_atom`], `responder_resources` to
+/// [`DeviceCaps::max_qp_rd_atom`] (a device limit above 255 does not clamp).
+pub fn clamp_read_depths(o: &mut QpOptions, caps: &DeviceCaps) {
+    let cap = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
+    o.initiator_depth = o.initiator_depth.min(cap(caps.max_qp_init_rd_atom));
+    o.responder_resources = o.responder_resources.min(cap(caps.max_qp_rd_atom));
+}
+
+/// Checks private data of a connect, accept or reject (`call`) against the device's limit for
+/// it (`max`: [`DeviceCaps::max_private_data_connect`], `_accept` or `_reject`).
+pub fn private_data(data: &[u8], max: u32, call: VerbsCall) -> Result<(), VerbsError> {
+    if data.len() > max as usize {
+        return einval(call);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::verbs::soft::{SoftConfig, SoftProvider};
-    use crate::verbs::Sge;
+    use crate::verbs::{Access, RecvWr, Sge};
 
     type Wr<'a> = SendWr<'a, SoftProvider>;
 
@@ -174,5 +265,98 @@ mod tests {
             send_wr(&with_op(SendOp::Send, &exact, inline), &o, &c),
             Ok(())
         );
+    }
+    #[test]
+    fn rejects_receives_with_more_sges_than_the_queue_takes() {
+        let sgl = [SGE, SGE];
+        let wr = RecvWr {
+            wr_id: 1,
+            sgl: &sgl,
+        };
+        assert_eq!(recv_wr(&wr, 2, VerbsCall::PostRecv), Ok(()));
+        let e = recv_wr(&wr, 1, VerbsCall::PostSrqRecv);
+        assert_eq!(
+            e,
+            Err(VerbsError::new(VerbsCall::PostSrqRecv, errno::EINVAL))
+        );
+    }
+
+    #[test]
+    fn rejects_remote_write_without_local_write_and_oversized_regions() {
+        let c = caps();
+        let rw = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+        assert_eq!(reg_mr(4096, rw, &c), Ok(()));
+        let e = Err(VerbsError::new(VerbsCall::RegMr, errno::EINVAL));
+        assert_eq!(reg_mr(4096, Access::REMOTE_WRITE, &c), e);
+        assert_eq!(reg_mr(c.max_mr_size + 1, Access::LOCAL_WRITE, &c), e);
+        assert_eq!(reg_mr(c.max_mr_size, Access::LOCAL_WRITE, &c), Ok(()));
+    }
+
+    #[test]
+    fn rejects_queue_sizes_outside_the_device_limits() {
+        let c = caps();
+        assert_eq!(cq_depth(1, &c), Ok(()));
+        assert!(cq_depth(0, &c).is_err() && cq_depth(c.max_cqe + 1, &c).is_err());
+        assert_eq!(srq(c.max_srq_wr, c.max_sge, &c), Ok(()));
+        assert!(srq(0, 1, &c).is_err() && srq(c.max_srq_wr + 1, 1, &c).is_err());
+        assert!(srq(1, c.max_sge + 1, &c).is_err());
+        let o = QpOptions::default();
+        assert_eq!(qp_opts(&o, false, &c, VerbsCall::Connect), Ok(()));
+        let e = Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
+        for bad in [
+            QpOptions {
+                max_send_wr: 0,
+                ..o
+            },
+            QpOptions {
+                max_send_wr: c.max_qp_wr + 1,
+                ..o
+            },
+            QpOptions {
+                max_recv_wr: c.max_qp_wr + 1,
+                ..o
+            },
+            QpOptions {
+                max_send_sge: c.max_sge + 1,
+                ..o
+            },
+            QpOptions {
+                max_recv_sge: c.max_sge + 1,
+                ..o
+            },
+            QpOptions {
+                max_inline_data: c.max_inline_data + 1,
+                ..o
+            },
+        ] {
+            assert_eq!(qp_opts(&bad, false, &c, VerbsCall::Accept), e, "{bad:?}");
+        }
+        // With an SRQ the QP's own receive depth is not used.
+        let srq_opts = QpOptions {
+            max_recv_wr: c.max_qp_wr + 1,
+            ..o
+        };
+        assert_eq!(qp_opts(&srq_opts, true, &c, VerbsCall::Connect), Ok(()));
+    }
+
+    #[test]
+    fn accepts_read_depths_clamped_to_the_device() {
+        let mut c = caps();
+        c.max_qp_init_rd_atom = 4;
+        c.max_qp_rd_atom = 1000;
+        let mut o = QpOptions {
+            initiator_depth: 16,
+            responder_resources: 200,
+            ..QpOptions::default()
+        };
+        clamp_read_depths(&mut o, &c);
+        assert_eq!((o.initiator_depth, o.responder_resources), (4, 200));
+    }
+
+    #[test]
+    fn rejects_private_data_over_the_limit() {
+        assert_eq!(private_data(&[0; 56], 56, VerbsCall::Connect), Ok(()));
+        let e = Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
+        assert_eq!(private_data(&[0; 57], 56, VerbsCall::Reject), e);
     }
 }

@@ -3,6 +3,8 @@
 //! one endpoint per device, and small RPC programs.
 #![allow(dead_code)]
 
+pub mod counting;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

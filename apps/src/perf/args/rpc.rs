@@ -51,6 +51,8 @@ pub struct RpcArgs {
     pub pcap: Option<PathBuf>,
     /// `--hist-log`.
     pub hist_log: Option<PathBuf>,
+    /// `--metrics ADDR:PORT`: the server's Prometheus metrics port.
+    pub metrics: Option<std::net::SocketAddr>,
     /// `--cores a,b`: client core, server core.
     pub cores: Vec<usize>,
     /// `--hugepages`.
@@ -101,6 +103,7 @@ impl RpcArgs {
             out_json: None,
             pcap: None,
             hist_log: None,
+            metrics: None,
             cores: Vec::new(),
             hugepages: false,
             persistent_stags: false,
@@ -154,6 +157,7 @@ impl RpcArgs {
         };
         c.hugepages = self.hugepages;
         c.persistent_stags = self.persistent_stags;
+        c.metrics = self.metrics;
         c.backoff = self.backoff;
         c.port = self.port;
         c
@@ -175,6 +179,12 @@ fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<
         "--out_json" | "--out_json_file" => a.out_json = Some(PathBuf::from(v)),
         "--pcap" => a.pcap = Some(PathBuf::from(v)),
         "--hist-log" => a.hist_log = Some(PathBuf::from(v)),
+        "--metrics" => {
+            a.metrics = Some(
+                v.parse()
+                    .map_err(|_| format!("--metrics: bad address {v:?}"))?,
+            )
+        }
         "--cores" => a.cores = cores(v)?,
         "--provider" => a.provider = provider(v)?,
         "--bind" => {
@@ -241,7 +251,7 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
 
 const SHORT_VALUE: &str = "snDpmt";
 const SHORT_BOOL: &str = "aNhVFR";
-const LONG_VALUE: [&str; 19] = [
+const LONG_VALUE: [&str; 20] = [
     "size",
     "iters",
     "duration",
@@ -252,6 +262,7 @@ const LONG_VALUE: [&str; 19] = [
     "out_json_file",
     "pcap",
     "hist-log",
+    "metrics",
     "cores",
     "provider",
     "bind",
@@ -434,5 +445,8 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     );
     s.push_str("      --pcap <file>         Write the run's packets as RoCEv2 frames (pcap)\n");
     s.push_str("      --hist-log <file>     hdrhistogram interval log, one interval per size\n");
+    s.push_str(
+        "      --metrics <addr:port> Serve the server's Prometheus metrics there (rpcrdma-stat)\n",
+    );
     s
 }

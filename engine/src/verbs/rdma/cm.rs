@@ -29,8 +29,8 @@ use rdma_sys as sys;
 use super::qp::{Progress, RdmaQp};
 use super::{id_addrs, last_errno, os_err, DeviceInner, Rdma};
 use crate::verbs::{
-    errno, ConnRequest, Listener, PrivateData, QpInit, VerbsCall, VerbsError,
-    PRIVATE_DATA_ACCEPT_MAX, PRIVATE_DATA_REJECT_MAX,
+    errno, validate, ConnRequest, Listener, PrivateData, QpInit, VerbsCall, VerbsError,
+    PRIVATE_DATA_ACCEPT_MAX,
 };
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -438,9 +438,8 @@ impl ConnRequest<Rdma> for RdmaConnRequest {
         private_data: &[u8],
         prepare: &mut dyn FnMut(&mut RdmaQp) -> Result<(), VerbsError>,
     ) -> Result<RdmaQp, VerbsError> {
-        if private_data.len() > PRIVATE_DATA_ACCEPT_MAX {
-            return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
-        }
+        let max = self.dev.caps().max_private_data_accept;
+        validate::private_data(private_data, max, VerbsCall::Accept)?;
         let Some(id) = self.id.take() else {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
         };
@@ -459,9 +458,8 @@ impl ConnRequest<Rdma> for RdmaConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
-        if private_data.len() > PRIVATE_DATA_REJECT_MAX {
-            return Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
-        }
+        let max = self.dev.caps().max_private_data_reject;
+        validate::private_data(private_data, max, VerbsCall::Reject)?;
         let Some(id) = self.id.take() else {
             return Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
         };

@@ -22,7 +22,8 @@ use rdma_sys as sys;
 
 use super::DeviceInner;
 use crate::verbs::{
-    errno, Completion, CompletionQueue, VerbsCall, VerbsError, WcFlags, WcOpcode, WcStatus,
+    errno, validate, Completion, CompletionQueue, VerbsCall, VerbsError, WcFlags, WcOpcode,
+    WcStatus,
 };
 
 /// Completions fetched per `ibv_poll_cq` call (the size of the stack array of `ibv_wc`).
@@ -37,6 +38,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------------------------
 // Accounting
 // ---------------------------------------------------------------------------------------------
+
+/// `ibv_modify_qp(ERR)`: moves `qp` to the error state (everything posted flushes). The
+/// result is not checked: a QP already in ERROR or being torn down is where it should be.
+///
+/// # Safety
+/// `qp` must be a live QP.
+pub(crate) unsafe fn modify_to_error(qp: *mut sys::ibv_qp) {
+    // SAFETY: plain old data.
+    let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
+    attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+    // SAFETY: the caller guarantees the QP is live; only the state changes.
+    unsafe {
+        sys::ibv_modify_qp(
+            qp,
+            &mut attr,
+            sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as core::ffi::c_int,
+        );
+    }
+}
 
 /// Outstanding receives of an SRQ: posted by the SRQ owner, completed by any CQ poller.
 #[derive(Default)]
@@ -438,18 +458,9 @@ impl CqInner {
         self.qps.read(|qps| {
             for a in qps {
                 a.set_errored();
-                // SAFETY: plain old data.
-                let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-                attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
                 // SAFETY: QPs in the table are alive: a QP detaches (which waits for this pass
                 // to end) before it is destroyed.
-                unsafe {
-                    sys::ibv_modify_qp(
-                        a.qp,
-                        &mut attr,
-                        sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as core::ffi::c_int,
-                    );
-                }
+                unsafe { modify_to_error(a.qp) };
             }
         });
     }
@@ -463,9 +474,7 @@ pub struct RdmaCq {
 
 impl RdmaCq {
     pub(crate) fn create(dev: &Arc<DeviceInner>, depth: u32) -> Result<RdmaCq, VerbsError> {
-        if depth == 0 || depth > dev.caps().max_cqe {
-            return Err(VerbsError::new(VerbsCall::CreateCq, errno::EINVAL));
-        }
+        validate::cq_depth(depth, dev.caps())?;
         let cqe = core::ffi::c_int::try_from(depth)
             .map_err(|_| VerbsError::new(VerbsCall::CreateCq, errno::EINVAL))?;
         // SAFETY: the context is live; no completion channel, vector 0.

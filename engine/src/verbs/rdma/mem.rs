@@ -14,8 +14,9 @@ use rdma_sys as sys;
 
 use super::cq::SrqAcct;
 use super::{os_err, ret_err, DeviceInner, Rdma};
+use crate::verbs::region::Region;
 use crate::verbs::{
-    errno, Access, Keys, MemoryRegion, MemoryWindow, ProtectionDomain, RecvWr, Registrar,
+    errno, validate, Access, Keys, MemoryWindow, ProtectionDomain, RecvWr, Registrar,
     SharedReceiveQueue, VerbsCall, VerbsError,
 };
 
@@ -83,9 +84,12 @@ impl Registrar for RdmaPd {
         len: usize,
         access: Access,
     ) -> Result<(RdmaMr, Keys), VerbsError> {
-        if addr.is_null() || len as u64 > self.inner.dev.caps().max_mr_size {
+        if addr.is_null() {
             return Err(VerbsError::new(VerbsCall::RegMr, errno::EINVAL));
         }
+        // Remote write requires local write (the kernel refuses it with EINVAL too); at most
+        // max_mr_size (shared with the soft provider).
+        validate::reg_mr(len as u64, access, self.inner.dev.caps())?;
         let access_c = core::ffi::c_int::try_from(access.0)
             .map_err(|_| VerbsError::new(VerbsCall::RegMr, errno::EINVAL))?;
         // The caller guarantees the memory stays valid while the registration lives.
@@ -97,17 +101,12 @@ impl Registrar for RdmaPd {
             lkey: (*mr).lkey,
             rkey: (*mr).rkey,
         };
-        Ok((
-            RdmaMr {
-                mr,
-                keys,
-                addr: addr as u64,
-                len: len as u64,
-                access,
-                _pd: Arc::clone(&self.inner),
-            },
-            keys,
-        ))
+        let handle = RdmaReg {
+            mr,
+            _pd: Arc::clone(&self.inner),
+        };
+        let region = Region::new(handle, keys, addr as u64, len as u64, access);
+        Ok((region, keys))
     }
 }
 
@@ -134,22 +133,23 @@ impl ProtectionDomain<Rdma> for RdmaPd {
 // MR / MW
 // ---------------------------------------------------------------------------------------------
 
-/// A memory registration (see [`MemoryRegion`]); dropping it calls `ibv_dereg_mr`.
-pub struct RdmaMr {
+/// A memory registration (see [`MemoryRegion`](crate::verbs::MemoryRegion)); dropping it calls
+/// `ibv_dereg_mr`.
+pub type RdmaMr = Region<RdmaReg>;
+
+/// The rdma provider's handle of a registration (the `ibv_mr`); dropping it calls
+/// `ibv_dereg_mr`.
+pub struct RdmaReg {
     mr: *mut sys::ibv_mr,
-    keys: Keys,
-    addr: u64,
-    len: u64,
-    access: Access,
     _pd: Arc<PdInner>,
 }
 
 // SAFETY: the ibv_mr is immutable after registration; deregistration is thread-safe.
-unsafe impl Send for RdmaMr {}
+unsafe impl Send for RdmaReg {}
 // SAFETY: see Send.
-unsafe impl Sync for RdmaMr {}
+unsafe impl Sync for RdmaReg {}
 
-impl Drop for RdmaMr {
+impl Drop for RdmaReg {
     fn drop(&mut self) {
         // SAFETY: registered by ibv_reg_mr, deregistered once; the PD outlives it (Arc).
         unsafe {
@@ -160,22 +160,7 @@ impl Drop for RdmaMr {
 
 impl RdmaMr {
     pub(crate) fn raw(&self) -> *mut sys::ibv_mr {
-        self.mr
-    }
-}
-
-impl MemoryRegion for RdmaMr {
-    fn keys(&self) -> Keys {
-        self.keys
-    }
-    fn addr(&self) -> u64 {
-        self.addr
-    }
-    fn len(&self) -> u64 {
-        self.len
-    }
-    fn access(&self) -> Access {
-        self.access
+        self.handle().mr
     }
 }
 
@@ -229,7 +214,7 @@ pub(crate) struct RecvBatch {
     wrs: Box<[sys::ibv_recv_wr]>,
     sges: Box<[sys::ibv_sge]>,
     stride: usize,
-    max_sge: usize,
+    max_sge: u32,
     len: usize,
 }
 
@@ -245,7 +230,7 @@ impl RecvBatch {
                 .map(|_| unsafe { core::mem::zeroed() })
                 .collect(),
             stride,
-            max_sge: max_sge as usize,
+            max_sge,
             len: 0,
         }
     }
@@ -260,9 +245,7 @@ impl RecvBatch {
 
     /// Appends `wr` (the caller checked the capacity and depth).
     pub(crate) fn push(&mut self, wr: &RecvWr<'_>, call: VerbsCall) -> Result<(), VerbsError> {
-        if wr.sgl.len() > self.max_sge {
-            return Err(VerbsError::new(call, errno::EINVAL));
-        }
+        validate::recv_wr(wr, self.max_sge, call)?;
         if self.len >= self.wrs.len() {
             return Err(VerbsError::new(call, errno::ENOMEM));
         }
@@ -289,20 +272,7 @@ impl RecvBatch {
 
     /// Links the batch and returns its head (null when empty).
     pub(crate) fn link(&mut self) -> *mut sys::ibv_recv_wr {
-        let n = self.len;
-        if n == 0 {
-            return core::ptr::null_mut();
-        }
-        let base = self.wrs.as_mut_ptr();
-        for i in 0..n {
-            // SAFETY: i + 1 <= n <= wrs.len(); the pointer stays inside (or one past) the box.
-            self.wrs[i].next = if i + 1 < n {
-                unsafe { base.add(i + 1) }
-            } else {
-                core::ptr::null_mut()
-            };
-        }
-        base
+        link(&mut self.wrs, self.len)
     }
 
     /// How many WRs of the batch before `bad` were posted (all if `bad` is null), and clears
@@ -315,6 +285,45 @@ impl RecvBatch {
         }
         index_of(self.wrs.as_ptr(), bad, n)
     }
+}
+
+/// A work request `ibv_post_send` / `ibv_post_recv` walks by its `next` pointer.
+pub(crate) trait Chained: Sized {
+    /// Sets the pointer to the next WR of the chain (null: the last).
+    fn set_next(&mut self, next: *mut Self);
+}
+
+impl Chained for sys::ibv_send_wr {
+    fn set_next(&mut self, next: *mut Self) {
+        self.next = next;
+    }
+}
+
+impl Chained for sys::ibv_recv_wr {
+    fn set_next(&mut self, next: *mut Self) {
+        self.next = next;
+    }
+}
+
+/// Links the first `n` WRs of `wrs` (`n <= wrs.len()`) into one chain; returns its head (null
+/// when `n` is 0).
+pub(crate) fn link<T: Chained>(wrs: &mut [T], n: usize) -> *mut T {
+    debug_assert!(n <= wrs.len());
+    if n == 0 {
+        return core::ptr::null_mut();
+    }
+    let base = wrs.as_mut_ptr();
+    for i in 0..n {
+        let next = if i + 1 < n {
+            // SAFETY: i + 1 < n <= wrs.len(); the pointer stays inside the slice.
+            unsafe { base.add(i + 1) }
+        } else {
+            core::ptr::null_mut()
+        };
+        // SAFETY: i < n <= wrs.len(); `base` is the slice's only pointer in use here.
+        unsafe { (*base.add(i)).set_next(next) };
+    }
+    base
 }
 
 /// Index of `bad` in the array at `base` (clamped to `n`; `n` is not returned for null, 0 is).
@@ -381,9 +390,7 @@ impl RdmaSrq {
         if caps.max_srq == 0 {
             return Err(VerbsError::new(VerbsCall::CreateSrq, errno::EOPNOTSUPP));
         }
-        if max_wr == 0 || max_wr > caps.max_srq_wr || max_sge > caps.max_sge {
-            return Err(VerbsError::new(VerbsCall::CreateSrq, errno::EINVAL));
-        }
+        validate::srq(max_wr, max_sge, caps)?;
         // SAFETY: plain old data.
         let mut attr: sys::ibv_srq_init_attr = unsafe { core::mem::zeroed() };
         attr.attr.max_wr = max_wr;

@@ -57,7 +57,7 @@ use super::{
 
 pub use cm::{RdmaConnRequest, RdmaListener};
 pub use cq::{RdmaCq, ASYNC_CHECK_INTERVAL, POLL_BURST};
-pub use mem::{RdmaMr, RdmaMw, RdmaPd, RdmaSrq};
+pub use mem::{RdmaMr, RdmaMw, RdmaPd, RdmaReg, RdmaSrq};
 pub use qp::RdmaQp;
 
 /// True when `RPCRDMA_VERBS_TRACE` is set (to anything but `0`): connection events, async

@@ -27,13 +27,13 @@ use std::sync::{Arc, Mutex};
 use rdma_sys as sys;
 
 use super::cm::{lock, Hub, IdGuard, RawEvent};
-use super::cq::{CqInner, QpAcct};
-use super::mem::{index_of, PdInner, RecvBatch, SrqInner};
+use super::cq::{modify_to_error, CqInner, QpAcct};
+use super::mem::{index_of, link, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
 use crate::verbs::{
     errno, CmEvent, CmEventKind, DeviceCaps, PrivateData, QpInit, QpOptions, QpState, QueuePair,
-    RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError, PRIVATE_DATA_CONNECT_MAX,
+    RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError,
 };
 
 /// Where the connection is (mirrored in [`QpAcct`] for the data path).
@@ -120,17 +120,8 @@ impl Progress {
     fn enter_error(&mut self) {
         self.acct.set_errored();
         self.set_phase(Phase::Closed);
-        // SAFETY: plain old data.
-        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is live (not dead: checked by every caller); only the state changes.
-        unsafe {
-            sys::ibv_modify_qp(
-                self.qp,
-                &mut attr,
-                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
-            );
-        }
+        // SAFETY: the QP is live (not dead: checked by every caller).
+        unsafe { modify_to_error(self.qp) };
     }
 
     fn terminal(&mut self, kind: CmEventKind, status: i32, pd: PrivateData) {
@@ -278,20 +269,7 @@ impl SendBatch {
     }
 
     fn link(&mut self) -> *mut sys::ibv_send_wr {
-        let n = self.len;
-        if n == 0 {
-            return core::ptr::null_mut();
-        }
-        let base = self.wrs.as_mut_ptr();
-        for i in 0..n {
-            self.wrs[i].next = if i + 1 < n {
-                // SAFETY: i + 1 < n <= wrs.len().
-                unsafe { base.add(i + 1) }
-            } else {
-                core::ptr::null_mut()
-            };
-        }
-        base
+        link(&mut self.wrs, self.len)
     }
 }
 
@@ -341,30 +319,14 @@ impl Drop for RdmaQp {
 
 /// Checks `opts` against the device and clamps the retry counts and read depths.
 fn validate(caps: &DeviceCaps, mut o: QpOptions, srq: bool) -> Result<QpOptions, VerbsError> {
-    let bad = VerbsError::new(VerbsCall::CreateQp, errno::EINVAL);
-    if o.max_send_wr == 0 || o.max_send_wr > caps.max_qp_wr {
-        return Err(bad);
-    }
-    if !srq && o.max_recv_wr > caps.max_qp_wr {
-        return Err(bad);
-    }
-    if o.max_send_sge > caps.max_sge || o.max_recv_sge > caps.max_sge {
-        return Err(bad);
-    }
-    if o.max_inline_data > caps.max_inline_data {
-        return Err(bad);
-    }
+    // Depths, SGE counts, inline size (shared with the soft provider).
+    validate::qp_opts(&o, srq, caps, VerbsCall::CreateQp)?;
     if srq {
         o.max_recv_wr = 0;
     }
     o.rnr_retry_count = o.rnr_retry_count.min(7);
     o.retry_count = o.retry_count.min(7);
-    o.initiator_depth = o
-        .initiator_depth
-        .min(u8::try_from(caps.max_qp_init_rd_atom).unwrap_or(u8::MAX));
-    o.responder_resources = o
-        .responder_resources
-        .min(u8::try_from(caps.max_qp_rd_atom).unwrap_or(u8::MAX));
+    validate::clamp_read_depths(&mut o, caps);
     Ok(o)
 }
 
@@ -471,10 +433,10 @@ impl RdmaQp {
         init: QpInit<'_, Rdma>,
         private_data: &[u8],
     ) -> Result<RdmaQp, VerbsError> {
-        let connect_data = match PrivateData::new(private_data) {
-            Some(p) if private_data.len() <= PRIVATE_DATA_CONNECT_MAX => p,
-            _ => return Err(VerbsError::new(VerbsCall::Connect, errno::EINVAL)),
-        };
+        let max = dev.caps().max_private_data_connect;
+        validate::private_data(private_data, max, VerbsCall::Connect)?;
+        let connect_data = PrivateData::new(private_data)
+            .ok_or(VerbsError::new(VerbsCall::Connect, errno::EINVAL))?;
         let opts = validate(dev.caps(), init.opts, init.srq.is_some())?;
         let (hub, guard) = dev.bound_id(SocketAddr::new(dev.local, 0), VerbsCall::Connect)?;
         let id = guard.0;
@@ -535,17 +497,8 @@ impl RdmaQp {
         if self.state() != QpState::Error {
             return;
         }
-        // SAFETY: plain old data.
-        let mut attr: sys::ibv_qp_attr = unsafe { core::mem::zeroed() };
-        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is live; only the state changes.
-        unsafe {
-            sys::ibv_modify_qp(
-                self.qp,
-                &mut attr,
-                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int,
-            );
-        }
+        // SAFETY: the QP is live.
+        unsafe { modify_to_error(self.qp) };
     }
 }
 

@@ -2,6 +2,7 @@
 //! the owner polls).
 //!
 //! Normal operation: producers push completions; `poll` pops a burst into the caller's array.
+//! A completion channel set with `set_notify` runs after every push (the owner's doorbell).
 //! When an attached QP has deferred work (an RNR-blocked send queue, held completions), `poll`
 //! first drives it — the soft "NIC" has no thread of its own.
 //!
@@ -10,13 +11,13 @@
 //! state with its connection torn down. Later pushes are dropped.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crossbeam_queue::ArrayQueue;
 
 use super::qp::QpShared;
 use super::DeviceInner;
-use crate::verbs::{errno, Completion, CompletionQueue, VerbsCall, VerbsError};
+use crate::verbs::{errno, Completion, CompletionQueue, CqNotify, VerbsCall, VerbsError};
 
 pub(crate) struct CqShared {
     pub(crate) dev: Arc<DeviceInner>,
@@ -29,6 +30,8 @@ pub(crate) struct CqShared {
     /// Attached QPs with deferred work (RNR wait, held completions).
     pub(crate) work: AtomicU32,
     attached: Mutex<Vec<Weak<QpShared>>>,
+    /// The completion channel (`CompletionQueue::set_notify`), run after every push.
+    notify: OnceLock<CqNotify>,
 }
 
 impl CqShared {
@@ -43,6 +46,11 @@ impl CqShared {
             self.overflow.store(true, Ordering::Release);
             self.overflow_unhandled.store(true, Ordering::SeqCst);
             self.handle_overflow();
+        }
+        // After the push (or the overrun, which the owner must see too): the channel orders
+        // its own check after it (a doorbell's SeqCst fence).
+        if let Some(n) = self.notify.get() {
+            n();
         }
     }
 
@@ -128,6 +136,7 @@ impl SoftCq {
                 polls: AtomicU64::new(0),
                 work: AtomicU32::new(0),
                 attached: Mutex::new(Vec::new()),
+                notify: OnceLock::new(),
             }),
         }
     }
@@ -174,5 +183,9 @@ impl CompletionQueue for SoftCq {
 
     fn depth(&self) -> u32 {
         self.shared.depth
+    }
+
+    fn set_notify(&mut self, notify: CqNotify) -> bool {
+        self.shared.notify.set(notify).is_ok()
     }
 }

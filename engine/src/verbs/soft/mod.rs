@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crossbeam_queue::ArrayQueue;
 
 pub use cq::SoftCq;
-pub use mr::{SoftMr, SoftMw, SoftPd};
+pub use mr::{SoftMr, SoftMw, SoftPd, SoftReg};
 pub use qp::{DelayMode, SoftFaults, SoftQp, SoftSrq};
 pub use trace::{TraceEvent, TraceHook, TraceOp};
 
@@ -41,6 +41,7 @@ use super::{
     QpInit, Transport, VerbsCall, VerbsError, PRIVATE_DATA_ACCEPT_MAX, PRIVATE_DATA_CONNECT_MAX,
     PRIVATE_DATA_REJECT_MAX, REJECT_CONSUMER, REJECT_NO_LISTENER, RNR_RETRY_INFINITE,
 };
+use crate::verbs::validate;
 
 /// The soft provider (type-level marker implementing [`Provider`]).
 #[derive(Debug, Clone, Copy, Default)]
@@ -246,14 +247,12 @@ fn check_opts(
     init: &QpInit<'_, SoftProvider>,
     call: VerbsCall,
 ) -> Result<(), VerbsError> {
-    let c = &dev.caps;
     let o = &init.opts;
-    let bad = o.max_send_wr == 0
-        || o.max_send_wr > c.max_qp_wr
-        || (init.srq.is_none() && (o.max_recv_wr == 0 || o.max_recv_wr > c.max_qp_wr))
-        || o.max_send_sge > c.max_sge
-        || o.max_recv_sge > c.max_sge
-        || o.max_inline_data > c.max_inline_data
+    // Depths, SGE counts, inline size against the device (shared with the rdma provider).
+    validate::qp_opts(o, init.srq.is_some(), &dev.caps, call)?;
+    // The soft provider also refuses a QP without receives and out-of-range retry counts (the
+    // rdma provider clamps those).
+    let bad = (init.srq.is_none() && o.max_recv_wr == 0)
         || o.rnr_retry_count > RNR_RETRY_INFINITE
         || o.retry_count > 7;
     let foreign = !core::ptr::eq(&*init.pd.dev, dev)
@@ -275,8 +274,7 @@ fn new_qp(
     peer: SocketAddr,
 ) -> Arc<QpShared> {
     let mut opts = init.opts;
-    opts.initiator_depth = opts.initiator_depth.min(dev.caps.max_qp_init_rd_atom as u8);
-    opts.responder_resources = opts.responder_resources.min(dev.caps.max_qp_rd_atom as u8);
+    validate::clamp_read_depths(&mut opts, &dev.caps);
     if init.srq.is_some() {
         opts.max_recv_wr = 0;
     }
@@ -314,19 +312,13 @@ impl Device<SoftProvider> for SoftDevice {
     }
 
     fn create_cq(&self, depth: u32) -> Result<SoftCq, VerbsError> {
-        if depth == 0 || depth > self.inner.caps.max_cqe {
-            return Err(VerbsError::new(VerbsCall::CreateCq, errno::EINVAL));
-        }
+        validate::cq_depth(depth, &self.inner.caps)?;
         Ok(SoftCq::new(self.inner.clone(), depth))
     }
 
     fn create_srq(&self, pd: &SoftPd, max_wr: u32, max_sge: u32) -> Result<SoftSrq, VerbsError> {
-        let c = &self.inner.caps;
-        if max_wr == 0
-            || max_wr > c.max_srq_wr
-            || max_sge > c.max_sge
-            || !core::ptr::eq(&*pd.dev, &*self.inner)
-        {
+        validate::srq(max_wr, max_sge, &self.inner.caps)?;
+        if !core::ptr::eq(&*pd.dev, &*self.inner) {
             return Err(VerbsError::new(VerbsCall::CreateSrq, errno::EINVAL));
         }
         Ok(SoftSrq::new(self.inner.clone(), pd.id, max_wr, max_sge))
@@ -369,9 +361,8 @@ impl Device<SoftProvider> for SoftDevice {
         init: QpInit<'_, SoftProvider>,
         private_data: &[u8],
     ) -> Result<SoftQp, VerbsError> {
-        if private_data.len() > self.inner.caps.max_private_data_connect as usize {
-            return Err(VerbsError::new(VerbsCall::Connect, errno::EINVAL));
-        }
+        let max = self.inner.caps.max_private_data_connect;
+        validate::private_data(private_data, max, VerbsCall::Connect)?;
         check_opts(&self.inner, &init, VerbsCall::Connect)?;
         let fabric = &self.inner.fabric;
         // Relaxed: a unique-number counter.
@@ -524,9 +515,8 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
         private_data: &[u8],
         prepare: &mut dyn FnMut(&mut SoftQp) -> Result<(), VerbsError>,
     ) -> Result<SoftQp, VerbsError> {
-        if private_data.len() > self.dev.caps.max_private_data_accept as usize {
-            return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
-        }
+        let max = self.dev.caps.max_private_data_accept;
+        validate::private_data(private_data, max, VerbsCall::Accept)?;
         check_opts(&self.dev, &init, VerbsCall::Accept)?;
         let Some(p) = self.pending.take() else {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
@@ -566,9 +556,8 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
-        if private_data.len() > self.dev.caps.max_private_data_reject as usize {
-            return Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
-        }
+        let max = self.dev.caps.max_private_data_reject;
+        validate::private_data(private_data, max, VerbsCall::Reject)?;
         if let Some(p) = self.pending.take() {
             p.client
                 .fail_connect(CmEventKind::Rejected, REJECT_CONSUMER, private_data);

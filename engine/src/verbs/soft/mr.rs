@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::DeviceInner;
+use crate::verbs::region::Region;
+use crate::verbs::validate;
 use crate::verbs::{
     errno, inc_rkey, Access, Keys, MemoryRegion, MemoryWindow, ProtectionDomain, Registrar,
     VerbsCall, VerbsError,
@@ -449,12 +451,13 @@ impl core::fmt::Debug for SoftPd {
 }
 
 /// A soft memory registration; dropping it deregisters.
-pub struct SoftMr {
+pub type SoftMr = Region<SoftReg>;
+
+/// The soft provider's handle of a registration (its key in the device's table); dropping it
+/// deregisters.
+pub struct SoftReg {
     dev: Arc<DeviceInner>,
     key: u32,
-    addr: u64,
-    len: u64,
-    access: Access,
 }
 
 impl core::fmt::Debug for SoftMr {
@@ -462,38 +465,23 @@ impl core::fmt::Debug for SoftMr {
         write!(
             f,
             "SoftMr(key {:#x}, {:#x}+{}, {:?})",
-            self.key, self.addr, self.len, self.access
+            self.handle().key,
+            self.addr(),
+            self.len(),
+            self.access()
         )
     }
 }
 
 impl SoftMr {
     pub(crate) fn device(&self) -> &Arc<DeviceInner> {
-        &self.dev
+        &self.handle().dev
     }
 }
 
-impl Drop for SoftMr {
+impl Drop for SoftReg {
     fn drop(&mut self) {
         self.dev.keys.deregister(self.key);
-    }
-}
-
-impl MemoryRegion for SoftMr {
-    fn keys(&self) -> Keys {
-        Keys {
-            lkey: self.key,
-            rkey: self.key,
-        }
-    }
-    fn addr(&self) -> u64 {
-        self.addr
-    }
-    fn len(&self) -> u64 {
-        self.len
-    }
-    fn access(&self) -> Access {
-        self.access
     }
 }
 
@@ -535,16 +523,16 @@ impl Registrar for SoftPd {
         access: Access,
     ) -> Result<(SoftMr, Keys), VerbsError> {
         let err = |e| VerbsError::new(VerbsCall::RegMr, e);
-        // ibv_reg_mr: remote write requires local write (IBA C10-..., EINVAL).
-        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
-            return Err(err(errno::EINVAL));
-        }
+        let len64 = len as u64;
+        // Remote write requires local write; at most max_mr_size (shared with the rdma provider).
+        validate::reg_mr(len64, access, &self.dev.caps)?;
+        // The soft provider reads and writes through the region's addresses: it also refuses
+        // rights it does not know, a range that wraps and a null address.
         let known = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         if access.0 & !(known | Access::MW_BIND).0 != 0 {
             return Err(err(errno::EINVAL));
         }
-        let len64 = len as u64;
-        if len64 > self.dev.caps.max_mr_size || (addr as u64).checked_add(len64).is_none() {
+        if (addr as u64).checked_add(len64).is_none() {
             return Err(err(errno::EINVAL));
         }
         if addr.is_null() && len != 0 {
@@ -555,20 +543,15 @@ impl Registrar for SoftPd {
             .keys
             .register(self.id, addr as u64, len64, access)
             .ok_or(err(errno::ENOMEM))?;
-        let mr = SoftMr {
+        let keys = Keys {
+            lkey: key,
+            rkey: key,
+        };
+        let handle = SoftReg {
             dev: self.dev.clone(),
             key,
-            addr: addr as u64,
-            len: len64,
-            access,
         };
-        Ok((
-            mr,
-            Keys {
-                lkey: key,
-                rkey: key,
-            },
-        ))
+        Ok((Region::new(handle, keys, addr as u64, len64, access), keys))
     }
 }
 

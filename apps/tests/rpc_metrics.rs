@@ -1,0 +1,167 @@
+//! The apps' metrics ports (issue 16). `rpcrdma-perf rpc_bw --metrics ADDR`: the benchmark
+//! server's port answers during the run with a valid exposition whose counters agree with what
+//! the run reports (calls served never above the calls the client completed, the credits
+//! granted equal to the run's), and `--metrics` parses. `rpcrdma-nfsd`'s daemon with
+//! `DaemonOptions::metrics`: its port shows the NFS calls per procedure.
+
+mod nfsd_common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rpcrdma_apps::perf::args::parse_rpc;
+use rpcrdma_apps::perf::rpc::{run_loopback, RpcConfig, RpcObserver, RpcSizeInfo, RpcTest};
+use rpcrdma_apps::perf::SizeResult;
+use rpcrdma_engine::verbs::soft::SoftFabric;
+use rpcrdma_poller::metrics::parse::{parse, Family};
+use rpcrdma_poller::BackoffMode;
+
+/// A free local port (bound and released; the run binds it again).
+fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// One GET of /metrics: the families, or `None` while nothing answers.
+fn scrape(addr: SocketAddr) -> Option<Vec<Family>> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    Some(parse(body).unwrap_or_else(|e| panic!("exposition rejected: {e}")))
+}
+
+fn value(f: &[Family], name: &str) -> f64 {
+    f.iter()
+        .find(|x| x.name == name)
+        .map_or(0.0, |x| x.samples.iter().map(|s| s.value).sum())
+}
+
+#[derive(Default)]
+struct Info(Vec<RpcSizeInfo>);
+
+impl RpcObserver for Info {
+    fn result(&mut self, _r: &SizeResult, _h: &hdrhistogram::Histogram<u64>, i: &RpcSizeInfo) {
+        self.0.push(*i);
+    }
+}
+
+#[test]
+fn accepts_metrics_scraped_during_rpc_bw_agreeing_with_the_run() {
+    let port = free_port();
+    let mut cfg = RpcConfig::new(RpcTest::Bw);
+    cfg.sizes = vec![64];
+    cfg.iters = 20_000;
+    cfg.backoff = BackoffMode::SharedCores;
+    cfg.port = 23000;
+    cfg.metrics = Some(port);
+    let running = Arc::new(AtomicBool::new(true));
+    let run = {
+        let r = Arc::clone(&running);
+        std::thread::spawn(move || {
+            let mut info = Info::default();
+            let out = run_loopback(&cfg, &SoftFabric::new(), &mut info);
+            // Release: pairs with the Acquire loads below.
+            r.store(false, Ordering::Release);
+            (out, info)
+        })
+    };
+    let mut seen: Vec<(f64, f64, f64)> = Vec::new();
+    let end = Instant::now() + Duration::from_secs(60);
+    // Acquire: pairs with the Release store above.
+    while running.load(Ordering::Acquire) && Instant::now() < end {
+        if let Some(f) = scrape(port) {
+            seen.push((
+                value(&f, "rpcrdma_server_calls_total"),
+                value(&f, "rpcrdma_server_replies_total"),
+                value(&f, "rpcrdma_conn_credits_granted"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (out, info) = run.join().unwrap();
+    out.expect("run");
+    let i = info.0[0];
+    assert_eq!(i.completed, 20_000);
+    assert!(
+        seen.iter().any(|s| s.0 > 0.0),
+        "no scrape during the calls: {seen:?}"
+    );
+    for w in seen.windows(2) {
+        assert!(w[1].0 >= w[0].0, "calls went back: {w:?}");
+    }
+    for &(calls, replies, credits) in &seen {
+        assert!(
+            replies <= calls && calls <= i.completed as f64,
+            "{calls} {replies}"
+        );
+        if calls > 0.0 {
+            assert_eq!(credits, i.credits_granted as f64);
+        }
+    }
+    // The port closes with the run's server (its thread stops within 50 ms).
+    let end = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(port).is_ok() {
+        assert!(Instant::now() < end, "port still open after the run");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn accepts_metrics_flag() {
+    let args: Vec<String> = ["--metrics", "127.0.0.1:9100", "-n", "5"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let a = parse_rpc(RpcTest::Bw, &args).expect("parse");
+    assert_eq!(a.config().metrics, Some("127.0.0.1:9100".parse().unwrap()));
+    let bad: Vec<String> = ["--metrics", "nowhere"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert!(parse_rpc(RpcTest::Bw, &bad).is_err());
+}
+
+#[test]
+fn accepts_nfsd_metrics_port_with_nfs_procedures() {
+    let mut o = nfsd_common::options(rpcrdma_apps::nfs3::daemon::Backend::Memory);
+    o.metrics = Some("127.0.0.1:0".parse().unwrap());
+    let mut rig = nfsd_common::Rig::with(o, None);
+    let port = rig.daemon.metrics_addr().expect("metrics port");
+    for _ in 0..3 {
+        rig.nfs.getattr(&rig.root).expect("GETATTR");
+    }
+    let name = rig.daemon.nfs_addr().to_string();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let f = scrape(port).expect("nfsd metrics port");
+        // GETATTR is procedure 1 of NFS version 3 (RFC 1813).
+        let getattr = f
+            .iter()
+            .find(|x| x.name == "rpcrdma_server_latency_seconds")
+            .map_or(0.0, |x| {
+                x.samples
+                    .iter()
+                    .filter(|s| {
+                        s.name.ends_with("_count")
+                            && s.label("name") == Some(&name)
+                            && s.label("prog") == Some("100003")
+                            && s.label("proc") == Some("1")
+                    })
+                    .map(|s| s.value)
+                    .sum()
+            });
+        if getattr == 3.0 {
+            break;
+        }
+        assert!(Instant::now() < end, "GETATTR count {getattr}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rig.daemon.stop();
+}

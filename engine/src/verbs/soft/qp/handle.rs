@@ -1,0 +1,321 @@
+//! The owner's handle of a soft QP ([`SoftQp`]): the verbs calls (`queue_send` / `flush_send`,
+//! `queue_recv` / `flush_recv`, events, disconnect) with their state, depth and argument checks.
+//!
+//! Normal operation: `queue_*` validate and stage work requests owner-locally (no lock, no
+//! allocation); `flush_*` are the doorbells that hand the batch to the QP's NIC.
+//! Recovery: a refused request returns its `VerbsError` and leaves the QP unchanged; posts on a
+//! QP in ERROR are accepted and complete with `WR_FLUSH_ERR`; dropping the handle destroys the
+//! QP and disconnects its peer.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use super::super::mr::{BindReq, MAX_SGE};
+use super::super::SoftProvider;
+use super::entries::{RecvEntry, SqEntry, SqOp};
+use super::{QpShared, SoftFaults};
+use crate::verbs::{
+    errno, validate, CmEvent, QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr,
+    Sge, VerbsCall, VerbsError,
+};
+
+/// A soft RC queue pair (owner handle).
+pub struct SoftQp {
+    pub(crate) shared: Arc<QpShared>,
+    staged_send: Vec<SqEntry>,
+    staged_inline: Box<[u8]>,
+    staged_recv: Vec<RecvEntry>,
+    sq_posted: u32,
+    doorbells: u64,
+    peer: Option<Arc<QpShared>>,
+}
+
+impl core::fmt::Debug for SoftQp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "SoftQp({}, {:?})",
+            self.shared.qp_num,
+            self.shared.state()
+        )
+    }
+}
+
+impl SoftQp {
+    pub(crate) fn new(shared: Arc<QpShared>) -> SoftQp {
+        let o = shared.opts;
+        SoftQp {
+            staged_send: Vec::with_capacity(o.max_send_wr as usize),
+            staged_inline: vec![0u8; (o.max_send_wr * o.max_inline_data) as usize]
+                .into_boxed_slice(),
+            staged_recv: Vec::with_capacity(if shared.srq.is_some() {
+                0
+            } else {
+                o.max_recv_wr as usize
+            }),
+            sq_posted: 0,
+            doorbells: 0,
+            peer: None,
+            shared,
+        }
+    }
+
+    /// Fault injection and diagnostics handle for this QP (usable from any thread).
+    pub fn faults(&self) -> SoftFaults {
+        SoftFaults {
+            qp: self.shared.clone(),
+        }
+    }
+
+    /// Send WRs posted and not yet retired by a completion (diagnostics).
+    pub fn send_queue_used(&self) -> u32 {
+        // Acquire: pairs with the Release in `retire`.
+        self.sq_posted
+            .wrapping_sub(self.shared.sq_retired.load(Ordering::Acquire))
+            + self.staged_send.len() as u32
+    }
+
+    fn send_err(e: i32) -> Result<(), VerbsError> {
+        Err(VerbsError::new(VerbsCall::PostSend, e))
+    }
+
+    fn recv_err(e: i32) -> Result<(), VerbsError> {
+        Err(VerbsError::new(VerbsCall::PostRecv, e))
+    }
+
+    fn peer_handle(&mut self) -> Option<&Arc<QpShared>> {
+        if self.peer.is_none() {
+            self.peer = self.shared.peer.get().and_then(Weak::upgrade);
+        }
+        self.peer.as_ref()
+    }
+}
+
+impl Drop for SoftQp {
+    fn drop(&mut self) {
+        let bound = self.shared.dev.keys.windows_bound_to(self.shared.qp_num);
+        if bound > 0 {
+            // Relaxed: a statistic (see `SoftFabric::windows_bound_at_qp_destroy`).
+            self.shared
+                .dev
+                .fabric
+                .windows_bound_at_destroy
+                .fetch_add(bound, Ordering::Relaxed);
+        }
+        self.shared.destroy();
+    }
+}
+
+impl QueuePair<SoftProvider> for SoftQp {
+    fn qp_num(&self) -> u32 {
+        self.shared.qp_num
+    }
+
+    fn state(&self) -> QpState {
+        self.shared.state()
+    }
+
+    fn options(&self) -> QpOptions {
+        let mut o = self.shared.opts;
+        // Relaxed: set once at connection establishment, before Established is reported.
+        o.initiator_depth = self.shared.initiator_depth.load(Ordering::Relaxed);
+        o.responder_resources = self.shared.responder_resources.load(Ordering::Relaxed);
+        o
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.shared.peer_addr
+    }
+
+    fn queue_send(&mut self, wr: &SendWr<'_, SoftProvider>) -> Result<(), VerbsError> {
+        let sh = &*self.shared;
+        match sh.state() {
+            QpState::Rts | QpState::Error => {}
+            _ => return Self::send_err(errno::EINVAL),
+        }
+        let o = &sh.opts;
+        if self.send_queue_used() >= o.max_send_wr {
+            return Self::send_err(errno::ENOMEM);
+        }
+        // SGE count, Send With Invalidate support, RDMA Read sinks, inline rules.
+        validate::send_wr(wr, o, &sh.dev.caps)?;
+        let mut new_mw_key = None;
+        let op = match wr.op {
+            SendOp::Send => SqOp::Send,
+            SendOp::SendWithInv { rkey } => SqOp::SendInv(rkey),
+            SendOp::RdmaWrite { remote_addr, rkey } => SqOp::Write {
+                raddr: remote_addr,
+                rkey,
+            },
+            SendOp::RdmaRead { remote_addr, rkey } => SqOp::Read {
+                raddr: remote_addr,
+                rkey,
+            },
+            SendOp::LocalInv { rkey } => SqOp::LocalInv(rkey),
+            SendOp::BindMw {
+                mw,
+                mr,
+                rkey,
+                addr,
+                len,
+                access,
+            } => {
+                if !Arc::ptr_eq(&mw.dev, &sh.dev) || !Arc::ptr_eq(mr.device(), &sh.dev) {
+                    return Self::send_err(errno::EINVAL);
+                }
+                // Relaxed: the window's key is owner data (see SoftMw).
+                let old = mw.rkey.load(Ordering::Relaxed);
+                let new = (old & !0xff) | (rkey & 0xff);
+                new_mw_key = Some((mw, new));
+                SqOp::Bind(BindReq {
+                    mw_index: mw.index,
+                    mw_key: old,
+                    new_key: new,
+                    mr_lkey: crate::verbs::MemoryRegion::keys(mr).lkey,
+                    addr,
+                    len,
+                    access,
+                    pd: sh.pd,
+                    qp_num: sh.qp_num,
+                })
+            }
+        };
+        let mut entry = SqEntry {
+            wr_id: wr.wr_id,
+            op,
+            flags: wr.flags,
+            num_sge: wr.sgl.len() as u8,
+            sges: [Sge::default(); MAX_SGE],
+            inline_len: 0,
+        };
+        entry.sges[..wr.sgl.len()].copy_from_slice(wr.sgl);
+        if wr.flags.contains(SendFlags::INLINE) {
+            // Opcode and total length checked by `validate::send_wr`.
+            let total: u64 = wr.sgl.iter().map(|s| s.len as u64).sum();
+            let slot = self.staged_send.len() * o.max_inline_data as usize;
+            let mut off = slot;
+            for s in wr.sgl.iter().filter(|s| s.len > 0) {
+                // The soft provider requires inline data to be registered memory so reading it
+                // is sound (hardware reads any mapped address).
+                let Some(pin) = sh
+                    .dev
+                    .keys
+                    .pin_local(s.lkey, s.addr, s.len as u64, false, sh.pd)
+                else {
+                    return Self::send_err(errno::EINVAL);
+                };
+                let n = s.len as usize;
+                // SAFETY: [addr, addr+n) lies in a pinned registration; the destination range
+                // is inside `staged_inline` (total <= max_inline_data per slot).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        s.addr as *const u8,
+                        self.staged_inline.as_mut_ptr().add(off),
+                        n,
+                    )
+                };
+                drop(pin);
+                off += n;
+            }
+            entry.inline_len = total as u32;
+        }
+        if let Some((mw, key)) = new_mw_key {
+            // The WR is accepted: the window's current key becomes the bind's key
+            // (`mw->rkey = ibv_inc_rkey(mw->rkey)` in ibverbs terms).
+            // Relaxed: owner data (see SoftMw).
+            mw.rkey.store(key, Ordering::Relaxed);
+        }
+        self.staged_send.push(entry);
+        Ok(())
+    }
+
+    fn flush_send(&mut self) -> Result<(), VerbsError> {
+        if self.staged_send.is_empty() {
+            return Ok(());
+        }
+        let staged = &self.staged_send;
+        let inl = &self.staged_inline;
+        let max_inline = self.shared.opts.max_inline_data as usize;
+        let sh = &*self.shared;
+        sh.with_engine(|e| {
+            let cap = e.ring.len();
+            for (i, w) in staged.iter().enumerate() {
+                let slot = (e.head + e.len) % cap;
+                e.ring[slot] = *w;
+                if w.inline_len > 0 {
+                    let n = w.inline_len as usize;
+                    e.inline[slot * max_inline..slot * max_inline + n]
+                        .copy_from_slice(&inl[i * max_inline..i * max_inline + n]);
+                }
+                e.len += 1;
+            }
+            // The doorbell: the soft NIC executes the queue now, on this thread.
+            sh.run(e);
+        });
+        self.sq_posted = self.sq_posted.wrapping_add(self.staged_send.len() as u32);
+        self.staged_send.clear();
+        self.doorbells += 1;
+        Ok(())
+    }
+
+    fn queue_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), VerbsError> {
+        let sh = &*self.shared;
+        if sh.state() == QpState::Reset || sh.srq.is_some() {
+            return Self::recv_err(errno::EINVAL);
+        }
+        validate::recv_wr(wr, sh.opts.max_recv_sge, VerbsCall::PostRecv)?;
+        let used = sh.rq.as_ref().map_or(0, |q| q.len()) + self.staged_recv.len();
+        if used >= sh.opts.max_recv_wr as usize {
+            return Self::recv_err(errno::ENOMEM);
+        }
+        self.staged_recv.push(RecvEntry::from_wr(wr));
+        Ok(())
+    }
+
+    fn flush_recv(&mut self) -> Result<(), VerbsError> {
+        if self.staged_recv.is_empty() {
+            return Ok(());
+        }
+        if let Some(rq) = &self.shared.rq {
+            for r in self.staged_recv.drain(..) {
+                // Cannot fail: occupancy checked in queue_recv; only consumers run meanwhile.
+                let _ = rq.push(r);
+            }
+        }
+        self.doorbells += 1;
+        if self.shared.is_error() {
+            self.shared.rq_try_flush();
+        } else if let Some(peer) = self.peer_handle() {
+            // Acquire: pairs with set_work's AcqRel swap.
+            if peer.rnr_waiting.load(Ordering::Acquire) {
+                peer.sq_kick();
+            }
+        }
+        Ok(())
+    }
+
+    fn doorbells(&self) -> u64 {
+        self.doorbells
+    }
+
+    fn poll_event(&mut self) -> Result<Option<CmEvent>, VerbsError> {
+        Ok(self.shared.events.pop())
+    }
+
+    fn disconnect(&mut self) -> Result<(), VerbsError> {
+        match self.shared.state() {
+            QpState::Reset => Err(VerbsError::new(VerbsCall::Disconnect, errno::EINVAL)),
+            _ => {
+                self.shared.connection_down();
+                Ok(())
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
