@@ -134,6 +134,8 @@ pub(crate) struct ServerConn<P: Provider> {
     peer_slot: Option<PeerSlot>,
     /// Its share of the node's shared receive queue, when the server uses one.
     srq: Option<ConnSrq>,
+    /// The credits granted to the client: `credits`, or what the SRQ ledger could back.
+    granted: u32,
 }
 
 /// The engine configuration of a server connection with options `o` on this node's device.
@@ -310,6 +312,7 @@ impl<P: Provider> ServerConn<P> {
             last_active: env.now,
             evicted: false,
             peer_slot: Some(peer_slot),
+            granted: srq.as_ref().map_or(c, |s| s.share.credits()),
             srq: srq.map(|s| s.share),
         })
     }
@@ -578,7 +581,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
         self.stats.credits(
             (self.dispatch.held() + self.dispatch.in_worker() as usize) as u64,
-            u64::from(self.shared.opts.credits),
+            u64::from(self.granted),
         );
         self.stats.queued(self.dispatch.waiting() as u64);
         self.stats.recv_queue(self.drv.conn.as_ref());

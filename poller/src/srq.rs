@@ -201,6 +201,11 @@ pub(crate) fn stray<P: Provider>(srq: &mut Option<NodeSrq<P>>, wc: &Completion, 
 }
 
 impl ConnSrq {
+    /// The credits its reservation backs (what the connection grants its client).
+    pub(crate) fn credits(&self) -> u32 {
+        self.grant.credits
+    }
+
     /// Takes back what `conn` released (after each completion fed to it).
     #[inline]
     pub(crate) fn collect<P: Provider>(env: &mut NodeEnv<P>, conn: Option<&mut Connection>) {

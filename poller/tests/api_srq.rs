@@ -243,6 +243,8 @@ fn srq_grants_shrink_and_then_connects_are_refused() {
         assert!(Instant::now() < end, "grants {grants:?}");
         std::thread::sleep(Duration::from_millis(2));
     }
+    // The server's gauge reports the grant the SRQ ledger gave each connection, not `credits`.
+    server_grants_become(&server, &[8, 8, 2]);
     let refused = Client::connect(&w.client_ep, w.addr, opts).expect("client");
     assert!(matches!(
         sum_call(&refused, 1, 2),
@@ -266,8 +268,30 @@ fn srq_grants_shrink_and_then_connects_are_refused() {
         assert!(Instant::now() < end, "{:?}", again.stats().snapshot());
         std::thread::sleep(Duration::from_millis(2));
     }
+    server_grants_become(&server, &[8, 8, 2]);
     drop((clients, again, refused));
     w.stop();
+}
+
+/// Waits until the server's live connections report `want` as their `credits_granted`
+/// gauges (in accept order; each is sampled at the end of its connection's round).
+fn server_grants_become(server: &Server, want: &[u64]) {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let grants: Vec<u64> = server
+            .live_connections()
+            .iter()
+            .map(|c| c.snapshot().credits_granted)
+            .collect();
+        if grants == want {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "server grants {grants:?}, want {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// A blocking SUM of `a + b`.
