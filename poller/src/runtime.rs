@@ -525,8 +525,10 @@ impl<P: Provider> Poller for Node<P> {
 
 impl<P: Provider> Drop for Node<P> {
     fn drop(&mut self) {
-        // Connections first (their QPs reference the CQ), then the rest.
+        // Connections first (their QPs reference the CQ and the SRQ), then the SRQ (verbs
+        // refuse to destroy an SRQ while a QP is attached: EBUSY), then the rest.
         self.slots.clear();
+        self.env.srq = None;
     }
 }
 

@@ -19,7 +19,8 @@
 //! calls still hold stay out of the SRQ while a worker may read them; once no worker does,
 //! [`ConnSrq::leave`] releases them and returns the reservation. A verbs error posting to the
 //! SRQ is counted and the buffers wait in the pool for the next post. The SRQ is never torn
-//! down before the node.
+//! down before the node, and the node destroys it only after every connection (every QP
+//! attached to it: verbs refuse with EBUSY otherwise).
 
 use std::sync::Arc;
 
