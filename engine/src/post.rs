@@ -13,6 +13,12 @@
 //! rung for the whole batch, receives first, so they are posted before any Send of the same
 //! batch can draw a reply.
 //!
+//! Shared receives ([`crate::conn::srq`]): [`collect_released`] moves the buffers a connection
+//! handed back into the node's [`SrqPool`], and [`post_srq_recvs`] posts every buffer waiting
+//! in the pool to the SRQ with one doorbell; the node calls both before it posts a connection's
+//! sends, so a buffer released by a reply is posted again before that reply can draw the
+//! peer's next call.
+//!
 //! Recovery: the first verbs call that fails stops the batch and is returned with the counts
 //! so far; the requests already queued and not flushed are left to the QP (the caller is
 //! expected to disconnect it: a QP whose post failed cannot be trusted) and those not drained
@@ -22,9 +28,11 @@
 //! [`conn`]: crate::conn
 //! [`verbs`]: crate::verbs
 
+use crate::conn::srq::SrqPool;
 use crate::conn::{Connection, WorkRequest};
 use crate::verbs::{
-    errno, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsCall, VerbsError,
+    errno, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, SharedReceiveQueue,
+    VerbsCall, VerbsError,
 };
 
 /// Counts of one [`post_work_requests`].
@@ -189,4 +197,45 @@ fn signaled<P: Provider>(
         sgl,
         flags: SendFlags::SIGNALED,
     })
+}
+
+/// Moves every shared receive `conn` handed back into `pool`; (buffers taken, buffers refused
+/// by the pool because they were not held — a double return, which the pool ignores).
+#[inline]
+pub fn collect_released(conn: &mut Connection, pool: &mut SrqPool) -> (u32, u32) {
+    let (mut taken, mut refused) = (0u32, 0u32);
+    while let Some(r) = conn.poll_released_recv() {
+        if pool.returned(r) {
+            taken += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    (taken, refused)
+}
+
+/// Posts every buffer waiting in `pool` to `srq` (one doorbell when any); how many. On a verbs
+/// error the buffer being queued waits in the pool again and the error is returned (buffers
+/// queued before it are left to the SRQ's next flush).
+#[inline]
+pub fn post_srq_recvs<S: SharedReceiveQueue>(
+    pool: &mut SrqPool,
+    srq: &mut S,
+) -> (u32, Result<(), VerbsError>) {
+    let mut n = 0u32;
+    while let Some((wr_id, sge)) = pool.next_to_post() {
+        let sgl = [sge];
+        if let Err(e) = srq.queue_recv(&RecvWr {
+            wr_id: wr_id.raw(),
+            sgl: &sgl,
+        }) {
+            pool.unpost(wr_id);
+            return (n, Err(e));
+        }
+        n += 1;
+    }
+    if n == 0 {
+        return (0, Ok(()));
+    }
+    (n, srq.flush_recv())
 }

@@ -130,6 +130,20 @@ counters! {
         flush_errors,
         /// Completions with any other error status (remote access, retries exhausted, ...).
         wc_errors,
+        /// Receives of the node's shared receive queue (`ServerOptions::shared_receive_queue`;
+        /// 0 without one). A gauge.
+        srq_depth,
+        /// Shared receives posted (a gauge, sampled when the node posts to the SRQ).
+        srq_posted,
+        /// Shared receives held by connections (a gauge, sampled as `srq_posted`).
+        srq_held,
+        /// Most shared receives ever held at once (sampled as `srq_posted`).
+        srq_held_max,
+        /// Times the posted shared receives fell below the low-water mark (an eighth of the
+        /// depth).
+        srq_low_water,
+        /// Octets registered for the shared receive buffers (a gauge).
+        srq_bytes,
     }
 }
 
@@ -340,6 +354,17 @@ impl NodeStatsWriter {
             W::WR_FLUSH_ERR => bump(&self.0.flush_errors, 1),
             _ => bump(&self.0.wc_errors, 1),
         }
+    }
+    /// The shared receive queue's gauges: (depth, posted, held, low-water events, octets).
+    pub(crate) fn set_srq(&self, depth: u64, posted: u64, held: u64, low: u64, bytes: u64) {
+        set(&self.0.srq_depth, depth);
+        set(&self.0.srq_posted, posted);
+        set(&self.0.srq_held, held);
+        if held > get(&self.0.srq_held_max) {
+            set(&self.0.srq_held_max, held);
+        }
+        set(&self.0.srq_low_water, low);
+        set(&self.0.srq_bytes, bytes);
     }
 }
 

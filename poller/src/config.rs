@@ -398,6 +398,14 @@ pub struct ServerOptions {
     /// twice per node, allocated at start; recording allocates nothing. On by itself when
     /// `metrics_addr` is set. Off by default.
     pub latency_histograms: bool,
+    /// Shared receive queue depth (`None`: each connection posts its own receives, as
+    /// before). With `Some(depth)` every reactor's server connections take their receives from
+    /// one SRQ of `depth` buffers of `inline_recv` octets: receive memory is bounded by the
+    /// depth, not by the number of connections. Each connection is granted at most `credits`,
+    /// fewer when the SRQ cannot back more (the sum of grants plus backward receives stays
+    /// within the depth, so a client within its grant never meets RNR), and a connect is
+    /// rejected when not even one credit can be backed. See docs/architecture.md.
+    pub shared_receive_queue: Option<u32>,
 }
 
 impl Default for ServerOptions {
@@ -425,6 +433,7 @@ impl Default for ServerOptions {
             max_connections: 0,
             metrics_addr: None,
             latency_histograms: false,
+            shared_receive_queue: None,
         }
     }
 }

@@ -71,6 +71,7 @@ pub mod server;
 mod server_back;
 mod server_conn;
 mod session;
+mod srq;
 pub mod stats;
 pub mod timer;
 mod worker;

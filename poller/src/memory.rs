@@ -33,7 +33,7 @@ use rpcrdma_mempool::{
 };
 
 /// Most regions one connection's memory view spans (its slab + the endpoint pool + spare).
-pub const MAX_REGIONS: usize = 4;
+pub const MAX_REGIONS: usize = 5;
 
 /// Alignment of every carved buffer.
 const ALIGN: usize = 64;

@@ -82,6 +82,8 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub thread: Arc<OnceLock<Thread>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
     pub latency: crate::metrics::latency::NodeLatency,
+    /// The shared receive queue of this node's server connections, once one needs it.
+    pub srq: Option<crate::srq::NodeSrq<P>>,
 }
 
 impl<P: Provider> NodeEnv<P> {
@@ -149,6 +151,10 @@ pub(crate) trait NodeConn<P: Provider> {
     fn evictable(&self, _now: u64) -> Option<u64> {
         None
     }
+    /// Takes back the shared receives the connection's engine released, after a receive of
+    /// the node's SRQ was fed to it (only server connections on a shared receive queue have
+    /// any).
+    fn collect_shared_recvs(&mut self, _env: &mut NodeEnv<P>) {}
     /// Marks the connection for eviction.
     fn evict(&mut self) {}
     /// Whether the connection was evicted (its slot is promised to a connect request).

@@ -220,6 +220,7 @@ impl<P: Provider> Endpoint<P> {
                     thread: Arc::clone(&peers[i].thread),
                     qp_hook: Arc::clone(&inner.qp_hook),
                     latency: Default::default(),
+                    srq: None,
                 },
                 peers: Arc::clone(&peers),
                 slots: Slots::new(cfg.max_conns_per_reactor),
@@ -400,13 +401,23 @@ impl<P: Provider> Node<P> {
             let now = self.env.now;
             for wc in &self.wcs[..n] {
                 self.env.stats.wc_status(wc.status);
+                let srq_recv = crate::srq::consumed(&mut self.env.srq, wc);
                 let Some(slot) = self.env.router.get(wc.qp_num) else {
                     self.env.stats.stray();
+                    crate::srq::stray(&mut self.env.srq, wc, srq_recv);
                     continue;
                 };
                 match self.slots.get_mut(slot) {
-                    Some(c) => c.feed(now, wc),
-                    None => self.env.stats.stray(),
+                    Some(c) => {
+                        c.feed(now, wc);
+                        if srq_recv {
+                            c.collect_shared_recvs(&mut self.env);
+                        }
+                    }
+                    None => {
+                        self.env.stats.stray();
+                        crate::srq::stray(&mut self.env.srq, wc, srq_recv);
+                    }
                 }
             }
             if n < self.wcs.len() {
@@ -514,8 +525,10 @@ impl<P: Provider> Poller for Node<P> {
 
 impl<P: Provider> Drop for Node<P> {
     fn drop(&mut self) {
-        // Connections first (their QPs reference the CQ), then the rest.
+        // Connections first (their QPs reference the CQ and the SRQ), then the SRQ (verbs
+        // refuse to destroy an SRQ while a QP is attached: EBUSY), then the rest.
         self.slots.clear();
+        self.env.srq = None;
     }
 }
 

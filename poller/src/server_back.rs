@@ -131,7 +131,11 @@ impl ServerBack {
         // The granted receives plus one per backward call outstanding.
         cfg.rq_depth = cfg.rq_depth.max(cfg.credits + credits);
         let nrec = server.queue;
-        let layout = requester_layout(credits, cfg.inline_send, recv_size, nrec);
+        let mut layout = requester_layout(credits, cfg.inline_send, recv_size, nrec);
+        if recv_size == 0 {
+            // A shared receive queue (`recv_size` 0): backward replies come from it.
+            layout.recvs = 0;
+        }
         let slab = Slab::new(
             &*env.pd,
             &layout,

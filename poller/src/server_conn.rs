@@ -32,6 +32,7 @@ use crate::program::Programs;
 use crate::reactor::PollerCtx;
 use crate::server_back::ServerBack;
 use crate::session::BackServer;
+use crate::srq::{self, ConnSrq};
 use crate::worker::{NodeLinks, Served};
 
 /// What a server's connections share: its programs, options, admission table and
@@ -131,6 +132,10 @@ pub(crate) struct ServerConn<P: Provider> {
     evicted: bool,
     /// This connection's share of its peer's limit (given back at teardown).
     peer_slot: Option<PeerSlot>,
+    /// Its share of the node's shared receive queue, when the server uses one.
+    srq: Option<ConnSrq>,
+    /// The credits granted to the client: `credits`, or what the SRQ ledger could back.
+    granted: u32,
 }
 
 /// The engine configuration of a server connection with options `o` on this node's device.
@@ -151,6 +156,28 @@ fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Conf
     let v2_ok = private_data::representable_size(cfg.inline_recv) >= conn::V2_INLINE;
     cfg.max_version = if v2_ok { o.version.number() } else { 1 };
     cfg
+}
+
+/// The engine of a server connection with options `o` over `slab` (and `back`'s memory):
+/// per-connection receives, or the node's shared receive queue with the share it reserved.
+fn engine_conn<P: Provider>(
+    env: &mut NodeEnv<P>,
+    o: &ServerOptions,
+    cfg: conn::Config,
+    slab: &Slab,
+    back: Option<&ServerBack>,
+) -> Option<(Connection, Option<srq::Admitted>)> {
+    let pools = slab.pools(&[]);
+    match (back, o.shared_receive_queue) {
+        (b, Some(depth)) => srq::connection(env, depth, cfg, &pools, b.map(|b| b.pools()))
+            .map(|(c, s)| (c, Some(s))),
+        (Some(b), None) => Connection::with_backchannel(Role::Responder, cfg, &pools, &b.pools())
+            .ok()
+            .map(|c| (c, None)),
+        (None, None) => Connection::new(Role::Responder, cfg, &pools)
+            .ok()
+            .map(|c| (c, None)),
+    }
 }
 
 impl<P: Provider> ServerConn<P> {
@@ -174,10 +201,11 @@ impl<P: Provider> ServerConn<P> {
             o.data_buffers as usize
         };
         let recv_size = private_data::representable_size(cfg.inline_recv);
+        let srq_on = o.shared_receive_queue.is_some();
         let layout = SlabLayout {
             headers: nslots,
             header_size: cfg.inline_send,
-            recvs: c as usize + nslots,
+            recvs: if srq_on { 0 } else { c as usize + nslots },
             recv_size,
             data: ndata,
             data_size: o.max_call.clamp(4096, 1 << 30),
@@ -196,20 +224,15 @@ impl<P: Provider> ServerConn<P> {
         let (w, r) = conn_stats();
         w.set_peer(req.peer_addr());
         let back = if o.backchannel_credits > 0 {
-            match ServerBack::new(env, &shared.back, &mut cfg, recv_size, slot, r.clone()) {
+            let bc_recv = if srq_on { 0 } else { recv_size };
+            match ServerBack::new(env, &shared.back, &mut cfg, bc_recv, slot, r.clone()) {
                 Ok(b) => Some(b),
                 Err(_) => return Err(Some(req)),
             }
         } else {
             None
         };
-        let conn = match &back {
-            Some(b) => {
-                Connection::with_backchannel(Role::Responder, cfg, &slab.pools(&[]), &b.pools())
-            }
-            None => Connection::new(Role::Responder, cfg, &slab.pools(&[])),
-        };
-        let Ok(mut conn) = conn else {
+        let Some((mut conn, srq)) = engine_conn(env, &o, cfg, &slab, back.as_ref()) else {
             return Err(Some(req));
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
@@ -227,7 +250,7 @@ impl<P: Provider> ServerConn<P> {
             pd: &*env.pd,
             send_cq: &env.cq,
             recv_cq: &env.cq,
-            srq: None,
+            srq: env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq()),
             opts,
         };
         // The requester's private data is known from the request: establish the engine first,
@@ -245,14 +268,14 @@ impl<P: Provider> ServerConn<P> {
             .accept_prepared(init, &ours, &mut |qp: &mut P::Qp| {
                 post_initial_recvs::<P>(&mut conn, qp, &mut preposted)
             })
-            .map_err(|_| None)?;
+            .map_err(|_| srq::abandon(env, srq.as_ref()))?;
         env.stats
             .posted(u64::from(preposted > 0), u64::from(preposted));
         env.qp_created(&qp);
         let peer = qp.peer_addr();
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
-            return Err(None);
+            return Err(srq::abandon(env, srq.as_ref()));
         }
         let mut regions = vec![
             Arc::clone(&slab.region),
@@ -260,6 +283,7 @@ impl<P: Provider> ServerConn<P> {
             Arc::clone(env.replies.region()),
         ];
         regions.extend(back.as_ref().map(|b| b.region()));
+        regions.extend(srq.as_ref().map(|s| Arc::clone(&s.region)));
         let mem = HostRegions::new(&regions);
         let mut drv = ConnDriver::new(mem);
         drv.qp_num = qpn;
@@ -288,6 +312,8 @@ impl<P: Provider> ServerConn<P> {
             last_active: env.now,
             evicted: false,
             peer_slot: Some(peer_slot),
+            granted: srq.as_ref().map_or(c, |s| s.share.credits()),
+            srq: srq.map(|s| s.share),
         })
     }
 
@@ -369,10 +395,22 @@ impl<P: Provider> ServerConn<P> {
         if let Some(mut qp) = self.drv.qp.take() {
             let _ = qp.disconnect();
         }
-        self.drv.conn = None;
+        match self.srq.as_mut() {
+            // Its engine (the shared receives its calls hold) stays until no worker reads them.
+            Some(s) => s.park(env, self.drv.conn.take()),
+            None => self.drv.conn = None,
+        }
         self.dispatch.clear(env);
         if let Some(b) = self.back.as_mut() {
             b.on_lost(env, links, cx, slot, &self.stats);
+        }
+        self.srq_leave(env);
+    }
+
+    /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
+    fn srq_leave(&mut self, env: &mut NodeEnv<P>) {
+        if let (Some(s), 0) = (self.srq.as_mut(), self.dispatch.in_worker()) {
+            s.leave(env);
         }
     }
 }
@@ -443,6 +481,9 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.last_active = env.now;
         let mut io = Io::new(&mut self.drv, env, None, &self.stats, 0);
         self.dispatch.on_served(&mut io, s, !self.lost);
+        if self.lost {
+            self.srq_leave(env);
+        }
     }
 
     /// One round of work.
@@ -515,6 +556,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
                 &self.stats,
             );
         }
+        ConnSrq::repost(env, self.drv.conn.as_mut());
         let p = self.drv.post(env.now);
         if p.wrs > 0 {
             env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
@@ -539,7 +581,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
         self.stats.credits(
             (self.dispatch.held() + self.dispatch.in_worker() as usize) as u64,
-            u64::from(self.shared.opts.credits),
+            u64::from(self.granted),
         );
         self.stats.queued(self.dispatch.waiting() as u64);
         self.stats.recv_queue(self.drv.conn.as_ref());
@@ -594,6 +636,12 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             return None;
         }
         self.idle_for(now).filter(|&idle| idle >= grace)
+    }
+
+    /// Takes back the shared receives its engine released (SRQ mode).
+    #[inline]
+    fn collect_shared_recvs(&mut self, env: &mut NodeEnv<P>) {
+        ConnSrq::collect(env, self.drv.conn.as_mut());
     }
 
     /// Marks the connection for eviction: it closes at the end of its next round.

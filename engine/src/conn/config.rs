@@ -372,6 +372,9 @@ pub enum ConfigError {
         /// Buffers given.
         have: usize,
     },
+    /// Shared receives ([`super::Connection::with_shared_receives`]) for a requester, or with
+    /// no shared buffers.
+    SharedReceivesUnsupported,
 }
 
 impl core::fmt::Display for ConfigError {
@@ -396,6 +399,60 @@ pub(super) fn validate(
         check_backchannel(role, cfg, bc)?;
     }
     check_queues(role, cfg, pools, bc)
+}
+
+/// Checks a configuration for a connection whose receives come from a shared receive queue
+/// ([`super::srq`]): settings, send buffers, backchannel send buffers and the shared buffers'
+/// size; `pools.recvs` and `bc.recvs` are not used. The number of holding slots: the credits
+/// plus one per backward call the server may have outstanding.
+pub(super) fn validate_shared(
+    role: Role,
+    cfg: &Config,
+    pools: &Pools<'_>,
+    bc: &BackchannelPools<'_>,
+    shared: &super::srq::SharedRecvs,
+) -> Result<usize, ConfigError> {
+    if role != Role::Responder || shared.is_empty() {
+        return Err(ConfigError::SharedReceivesUnsupported);
+    }
+    check_settings(cfg)?;
+    let none = BackchannelPools {
+        headers: bc.headers,
+        recvs: &[],
+    };
+    check_buffers(
+        cfg,
+        &Pools {
+            recvs: &[],
+            ..*pools
+        },
+        &none,
+    )?;
+    if !bc.headers.is_empty() && cfg.backchannel_credits == 0 {
+        return Err(ConfigError::NoBackchannelCredits);
+    }
+    let recv_size = private_data::representable_size(cfg.inline_recv);
+    if let Some(r) = (0..shared.len() as u32)
+        .filter_map(|i| shared.get(i))
+        .find(|r| r.len < recv_size)
+    {
+        return Err(ConfigError::RecvSlotTooSmall {
+            needed: recv_size,
+            have: r.len,
+        });
+    }
+    if shared.len() > u16::MAX as usize + 1 || cfg.sq_depth < 2 {
+        return Err(if cfg.sq_depth < 2 {
+            ConfigError::SendQueueTooShallow
+        } else {
+            ConfigError::TooManySlots
+        });
+    }
+    let slots = cfg.credits as usize + bc.headers.len();
+    if slots > u16::MAX as usize {
+        return Err(ConfigError::TooManySlots);
+    }
+    Ok(slots)
 }
 
 /// Credits and version.

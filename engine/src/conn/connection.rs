@@ -117,6 +117,77 @@ impl Connection {
         })
     }
 
+    /// Creates a responder whose receives come from its node's shared receive queue
+    /// ([`super::srq`]): it posts none itself, adopts the shared buffer a receive completion
+    /// names (`wr_id` = ([`wr_kind::SRQ_RECV`], id in `shared`)), and hands each back through
+    /// [`Connection::poll_released_recv`] when done with it. `pools.recvs` and `bc.recvs` are
+    /// not used; `cfg.credits` is the grant the node's [`super::srq::SrqLedger`] backs, plus
+    /// one receive per backchannel send buffer (backward replies come from the same SRQ).
+    pub fn with_shared_receives(
+        role: Role,
+        cfg: Config,
+        pools: &Pools<'_>,
+        bc: &BackchannelPools<'_>,
+        shared: super::srq::SharedRecvs,
+    ) -> Result<Connection, ConfigError> {
+        let slots = validate_shared(role, &cfg, pools, bc, &shared)?;
+        let holding = vec![LocalBuf::EMPTY; slots];
+        let local = Pools {
+            recvs: &holding,
+            ..*pools
+        };
+        let bc_local = BackchannelPools {
+            headers: bc.headers,
+            recvs: &[],
+        };
+        let mut core = Core::new(role, cfg, &local, &bc_local, 0);
+        core.srq = Some(super::srq::SrqRecvs::new(shared, slots));
+        let back = if bc.headers.is_empty() {
+            Back::None
+        } else {
+            Back::Server(BackRequester::new(&core, bc.headers))
+        };
+        Ok(Connection {
+            role: RoleState::Responder(Responder::new(&core, pools.data)),
+            core,
+            back,
+            optional: [None, None, None, None],
+        })
+    }
+
+    /// Shared receives: the next buffer this connection is done with, for the node to post
+    /// again. Poll it after every input (completion, reply, timeout, CM event) and after
+    /// [`Connection::release_held_recvs`]; always `None` in the per-connection mode.
+    #[inline]
+    pub fn poll_released_recv(&mut self) -> Option<super::srq::SharedRecv> {
+        self.core.srq.as_mut()?.released.pop()
+    }
+
+    /// Shared receives of a closed connection: hands back every receive it still holds (its
+    /// calls' arguments included), for [`Connection::poll_released_recv`]. Call it once no
+    /// view of a delivered call remains (a closed connection keeps them held until then, so a
+    /// handler still reading its arguments never sees them reused). Returns how many; 0 while
+    /// the connection is not closed, and in the per-connection mode.
+    pub fn release_held_recvs(&mut self) -> u32 {
+        self.core.release_held()
+    }
+
+    /// Receives this connection holds (completed and still in use). In the shared-receive
+    /// mode these are the node's buffers it has not handed back.
+    pub fn receives_held(&self) -> u32 {
+        self.core
+            .recvs
+            .iter()
+            .filter(|r| r.state == RecvState::Held)
+            .count() as u32
+    }
+
+    /// Whether the receives come from a shared receive queue
+    /// ([`Connection::with_shared_receives`]).
+    pub fn shares_receives(&self) -> bool {
+        self.core.srq.is_some()
+    }
+
     /// The RPC-over-RDMA version in use. Requester: the version its calls are sent in (2 while
     /// probing a Version Two peer, 1 after falling back). Responder: the version of the last
     /// valid call (also the version of its backward calls).
@@ -361,6 +432,10 @@ impl Connection {
     ) {
         let id = WrId(wc.wr_id);
         let kind = id.kind();
+        if kind == wr_kind::SRQ_RECV {
+            self.on_shared_recv(now, id, wc, mem);
+            return;
+        }
         if kind == wr_kind::RECV {
             self.core.rq_posted = self.core.rq_posted.saturating_sub(1);
         } else {
@@ -402,6 +477,27 @@ impl Connection {
             (_, _, RoleState::Responder(r)) => {
                 r.on_completion(&mut self.core, now, kind, index, wc, mem)
             }
+        }
+        self.check_closed();
+    }
+
+    /// Shared receives: a receive completion naming a node buffer. Adopted into a holding slot
+    /// and handled as any receive, or handed straight back (see [`Core::adopt_shared`]).
+    fn on_shared_recv<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        id: WrId,
+        wc: &Completion,
+        mem: &mut M,
+    ) {
+        let ok = wc.status.is_success();
+        let open = self.core.state != ConnState::Closed;
+        let index = u32::try_from(id.index()).unwrap_or(u32::MAX);
+        if let Some(local) = self.core.adopt_shared(index, ok && open) {
+            self.on_recv(now, local, wc, mem);
+        } else if !ok {
+            // The QP is in the error state.
+            self.fail();
         }
         self.check_closed();
     }

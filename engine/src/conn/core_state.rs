@@ -4,7 +4,10 @@
 //!
 //! Normal operation: the roles queue work requests with [`Core::post_send`] (after checking
 //! [`Core::sq_free`]) and events with [`Core::emit`]; receive slots move Idle → Posted → Held →
-//! Idle, and [`Core::refill_recvs`] keeps `rq_target` of them posted. Recovery: a ring that
+//! Idle, and [`Core::refill_recvs`] keeps `rq_target` of them posted. With shared receives
+//! ([`super::srq`]) the slots are holding slots: a completed shared buffer is adopted into one
+//! (Idle → Posted → Held), released ones go back to the node (`srq.released`) and nothing is
+//! posted here. Recovery: a ring that
 //! would overflow, or any role that finds the queue pair broken, calls [`Core::fail`]; the
 //! [`super::Connection`] notices the closed state after the current input and reports it once.
 
@@ -82,6 +85,8 @@ pub(crate) struct Core {
     /// Draws the key byte of every window bind ([`Config::key_seed`]).
     pub(crate) keys: crate::verbs::KeyGen,
     pub(crate) max_sge: usize,
+    /// Shared-receive mode ([`super::srq`]): the node's buffers and what was handed back.
+    pub(crate) srq: Option<super::srq::SrqRecvs>,
 }
 
 impl Core {
@@ -133,8 +138,23 @@ impl Core {
         }
     }
 
-    /// Returns receive slot `i` to the pool and keeps the receive queue filled.
+    /// Returns receive slot `i` to the pool and keeps the receive queue filled. Shared
+    /// receives: hands its buffer back to the node, or, once the connection is closed, keeps it
+    /// held until [`Core::release_held`].
     pub(crate) fn release_recv(&mut self, i: u32) {
+        if let Some(srq) = self.srq.as_mut() {
+            if self.state == ConnState::Closed {
+                return;
+            }
+            if let Some(r) = self.recvs.get_mut(i as usize) {
+                if r.state == RecvState::Held {
+                    r.state = RecvState::Idle;
+                    let _ = self.recv_idle.push(i);
+                    srq.hand_back(srq.shared_of[i as usize]);
+                }
+            }
+            return;
+        }
         if let Some(r) = self.recvs.get_mut(i as usize) {
             if r.state != RecvState::Idle {
                 r.state = RecvState::Idle;
@@ -146,7 +166,7 @@ impl Core {
 
     /// Posts idle receive slots until `rq_target` are posted.
     pub(crate) fn refill_recvs(&mut self) {
-        if self.state == ConnState::Closed {
+        if self.state == ConnState::Closed || self.srq.is_some() {
             return;
         }
         while self.rq_posted < self.rq_target {
@@ -165,6 +185,59 @@ impl Core {
             }
             self.rq_posted += 1;
         }
+    }
+
+    /// Shared receives: a receive completion named shared buffer `id`. Adopts it into an idle
+    /// holding slot (returned; the caller handles it as a completed receive of that slot), or
+    /// hands it straight back when it carries nothing to use (`usable` false: an unsuccessful
+    /// completion, or the connection is closed) or when no slot is free (the peer exceeded
+    /// its grant: the connection fails). An id naming no buffer, or a shared receive in the
+    /// per-connection mode, fails the connection.
+    pub(crate) fn adopt_shared(&mut self, id: u32, usable: bool) -> Option<u32> {
+        let Some(srq) = self.srq.as_mut() else {
+            // A shared receive on a connection that has none.
+            self.state = ConnState::Closed;
+            return None;
+        };
+        let Some(buf) = srq.table.get(id) else {
+            self.state = ConnState::Closed;
+            return None;
+        };
+        if !usable {
+            srq.hand_back(id);
+            return None;
+        }
+        let Some(i) = self.recv_idle.pop() else {
+            srq.hand_back(id);
+            self.state = ConnState::Closed;
+            return None;
+        };
+        srq.shared_of[i as usize] = id;
+        let slot = &mut self.recvs[i as usize];
+        slot.buf = buf;
+        slot.state = RecvState::Posted;
+        Some(i)
+    }
+
+    /// Shared receives of a closed connection: hands every receive still held back to the
+    /// node; how many.
+    pub(crate) fn release_held(&mut self) -> u32 {
+        let Some(srq) = self.srq.as_mut() else {
+            return 0;
+        };
+        if self.state != ConnState::Closed {
+            return 0;
+        }
+        let mut n = 0;
+        for (i, r) in self.recvs.iter_mut().enumerate() {
+            if r.state != RecvState::Idle {
+                r.state = RecvState::Idle;
+                let _ = self.recv_idle.push(i as u32);
+                srq.hand_back(srq.shared_of[i]);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Enters the closed state. [`Connection`] notices it after the current input and does the
@@ -241,6 +314,7 @@ impl Core {
             mws,
             keys: crate::verbs::KeyGen::new(cfg.key_seed),
             max_sge: (cfg.max_send_sge as usize).clamp(1, MAX_SGE),
+            srq: None,
         }
     }
 }

@@ -76,6 +76,7 @@ mod fixed_capacity;
 mod receive;
 mod requester;
 mod responder;
+pub mod srq;
 mod stream;
 mod types;
 

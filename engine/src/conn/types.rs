@@ -33,6 +33,9 @@ pub mod wr_kind {
     pub const INV: u8 = 6;
     /// A Send of the backward direction (RFC 8167); index = backward call slot.
     pub const BACK_SEND: u8 = 7;
+    /// A receive posted by the node to its shared receive queue ([`super::srq`]); index =
+    /// shared buffer id.
+    pub const SRQ_RECV: u8 = 8;
 }
 
 /// A work request to post, provider-agnostic. Every send-queue request is signaled.

@@ -37,7 +37,16 @@ use prometheus::{Exposition, Kind};
 pub const HISTOGRAM_WAIT: Duration = Duration::from_millis(500);
 
 /// Node counters that are gauges (the others are counters).
-const NODE_GAUGES: &[&str] = &["connections", "worker_ring_used", "worker_overflow"];
+const NODE_GAUGES: &[&str] = &[
+    "connections",
+    "worker_ring_used",
+    "worker_overflow",
+    "srq_depth",
+    "srq_posted",
+    "srq_held",
+    "srq_held_max",
+    "srq_bytes",
+];
 /// Connection counters that are gauges.
 const CONN_GAUGES: &[&str] = &[
     "credits_in_use",

@@ -87,11 +87,21 @@ impl World {
         dev: &SoftConfig,
         client: EndpointConfig,
     ) -> World {
+        World::with_endpoints(cfg, dev, endpoint_config(workers), client)
+    }
+
+    /// Two endpoints configured with `server` and `client`, on reactors run with `cfg`.
+    pub fn with_endpoints(
+        cfg: &ReactorConfig,
+        dev: &SoftConfig,
+        server: EndpointConfig,
+        client: EndpointConfig,
+    ) -> World {
         let fabric = SoftFabric::new();
         let sdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), *dev);
         let cdev = fabric.open_with(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), *dev);
         let set = ReactorSet::start(cfg).expect("reactors");
-        let server_ep = Endpoint::new(&set, sdev, endpoint_config(workers)).expect("server ep");
+        let server_ep = Endpoint::new(&set, sdev, server).expect("server ep");
         let client_ep = Endpoint::new(&set, cdev, client).expect("client ep");
         let port = PORT.fetch_add(1, Ordering::Relaxed);
         World {

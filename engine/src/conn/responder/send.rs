@@ -36,6 +36,9 @@ impl Responder {
         {
             return Err(ReplyError::BadSpec);
         }
+        if core.srq.is_some() && names_recv(core, &call, spec) {
+            return Err(ReplyError::BadSpec);
+        }
         let plan = plan_reply(core, &call, spec)?;
         if core.sq_free() < plan.work_requests(&call, spec) {
             return Err(ReplyError::Busy);
@@ -49,6 +52,13 @@ impl Responder {
         }
         let sges = gather_reply(core, &plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
         self.queue_reply(core, slot, &call, spec, &plan, sges);
+        // Shared receives: the reply gathers nothing from the call's receive, which goes back
+        // to the node now (before the Send can draw the peer's next call).
+        if core.srq.is_some() {
+            if let Some(r) = self.calls[slot as usize].recv.take() {
+                core.release_recv(r);
+            }
+        }
         Ok(plan.kind)
     }
 
@@ -115,6 +125,16 @@ impl Responder {
         c.outstanding += posted + 1;
         c.state = RespState::Sending;
     }
+}
+
+/// Whether a part or result of `spec` lies in (overlaps) the receive buffer `call` holds.
+fn names_recv(core: &Core, call: &RespCall, spec: &ReplySpec<'_>) -> bool {
+    let Some(rbuf) = call.recv.and_then(|r| core.recv_buf(r)) else {
+        return false;
+    };
+    let (lo, hi) = (rbuf.addr, rbuf.addr + u64::from(rbuf.len));
+    let overlaps = |b: &LocalBuf| b.addr < hi && b.addr.saturating_add(u64::from(b.len)) > lo;
+    spec.message.iter().any(overlaps) || spec.results.iter().any(|i| overlaps(&i.buf))
 }
 
 /// Calls `f(local, remote_addr, rkey)` for each RDMA Write placing result `k < ndirect` into
