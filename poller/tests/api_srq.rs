@@ -16,6 +16,7 @@ use rpcrdma_poller::{
     BackchannelService, CallbackMode, Client, ClientError, ClientOptions, EndpointConfig,
     NodeSnapshot, Program, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
 };
+use rpcrdma_poller::Proc;
 
 const CREDITS: u32 = 4;
 const DDP_LEN: usize = 12_000;
@@ -139,7 +140,7 @@ fn start_call(c: &Client, i: usize, count: &Arc<Count>) {
         let cb = move |r: Result<Reply, ClientError>| {
             n.record(i, matches!(&r, Ok(rep) if rep.results() == &w[..]));
         };
-        match c.call(PROG, 3, proc_, args, cb) {
+        match c.call(Proc::new(PROG, 3, proc_), args, cb) {
             Ok(()) => return,
             Err(r) => {
                 assert_eq!(r.error, ClientError::Busy);
@@ -299,7 +300,7 @@ fn sum_call(c: &Client, a: u32, b: u32) -> Result<u32, ClientError> {
     let mut args = wait_for(|| c.args());
     args.put_u32(a).unwrap();
     args.put_u32(b).unwrap();
-    let r = c.call_blocking(PROG, 2, SUM, args)?;
+    let r = c.call_blocking(Proc::new(PROG, 2, SUM), args)?;
     let w = r.results();
     Ok(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
@@ -321,7 +322,7 @@ fn bounce_program() -> Program {
             a.put(req.args.get(..8).ok_or(Reject::GarbageArgs)?)
                 .map_err(|_| Reject::SystemErr)?;
             let r = bc
-                .call_blocking(CB_PROG, 1, CB_SUM, a)
+                .call_blocking(Proc::new(CB_PROG, 1, CB_SUM), a)
                 .map_err(|_| Reject::SystemErr)?;
             out.put(r.results()).map_err(|_| Reject::SystemErr)
         },
@@ -368,7 +369,7 @@ fn srq_backward_replies_arrive_through_the_srq_in_worker_mode() {
             let cb = move |r: Result<Reply, ClientError>| {
                 n2.record(i, matches!(&r, Ok(rep) if rep.results() == want));
             };
-            if let Err(r) = c.call(PROG, 2, proc_, args, cb) {
+            if let Err(r) = c.call(Proc::new(PROG, 2, proc_), args, cb) {
                 panic!("call refused: {:?}", r.error);
             }
         }
@@ -434,7 +435,7 @@ fn srq_lost_connection_keeps_a_running_handlers_arguments_until_it_returns() {
     assert_eq!(sum_call(&b, 1, 1), Ok(2));
     let mut args = wait_for(|| a.args());
     args.put(&[0xa5; 64]).unwrap();
-    assert!(a.call(PROG, 2, GATED, args, |_| {}).is_ok(), "gated call");
+    assert!(a.call(Proc::new(PROG, 2, GATED), args, |_| {}).is_ok(), "gated call");
     let end = Instant::now() + Duration::from_secs(20);
     // SeqCst: pairs with the handler's store.
     while !entered.load(Ordering::SeqCst) {
