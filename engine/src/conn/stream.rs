@@ -211,6 +211,12 @@ impl Insertions {
         grow: 0,
     };
 
+    /// Empties the list in place (the entries past the count are stale and never read).
+    pub(crate) fn clear(&mut self) {
+        self.n = 0;
+        self.grow = 0;
+    }
+
     /// Adds a chunk at stream `position` with `len` octets. Positions must not go backwards
     /// once the previous chunks (with their pad) are accounted for, and must land within the
     /// `base_len` octets of the base stream.
