@@ -38,15 +38,18 @@ impl RecvEntry {
     }
 }
 
+/// The SGE array of an unused entry.
+const NO_SGES: [Sge; MAX_SGE] = [Sge {
+    addr: 0,
+    len: 0,
+    lkey: 0,
+}; MAX_SGE];
+
 /// An unused receive entry (the filler of preallocated staging).
 pub(super) const EMPTY_RECV: RecvEntry = RecvEntry {
     wr_id: 0,
     num_sge: 0,
-    sges: [Sge {
-        addr: 0,
-        len: 0,
-        lkey: 0,
-    }; MAX_SGE],
+    sges: NO_SGES,
 };
 
 #[derive(Clone, Copy)]
@@ -110,11 +113,7 @@ pub(super) const EMPTY_ENTRY: SqEntry = SqEntry {
     op: SqOp::Send,
     flags: SendFlags::NONE,
     num_sge: 0,
-    sges: [Sge {
-        addr: 0,
-        len: 0,
-        lkey: 0,
-    }; MAX_SGE],
+    sges: NO_SGES,
     inline_len: 0,
 };
 
