@@ -107,8 +107,23 @@ pub(crate) fn build_pieces(
     inline: impl Iterator<Item = Cut>,
     zero_src: LocalBuf,
 ) -> Result<Pieces, GeometryError> {
-    let total = parts_len(parts).ok_or(GeometryError::Overflow)?;
     let mut out = Pieces::EMPTY;
+    build_pieces_into(&mut out, parts, inline, zero_src)?;
+    Ok(out)
+}
+
+/// [`build_pieces`] into `out` (reused scratch: only its count and total are reset, the items
+/// past the count are stale and never read), so a hot path builds a message without copying
+/// or clearing a whole [`Pieces`].
+pub(crate) fn build_pieces_into(
+    out: &mut Pieces,
+    parts: &[LocalBuf],
+    inline: impl Iterator<Item = Cut>,
+    zero_src: LocalBuf,
+) -> Result<(), GeometryError> {
+    out.n = 0;
+    out.total = 0;
+    let total = parts_len(parts).ok_or(GeometryError::Overflow)?;
     let mut cur = PartCursor {
         parts,
         i: 0,
@@ -121,7 +136,7 @@ pub(crate) fn build_pieces(
             return Err(GeometryError::BadPosition);
         }
         last_at = item.at;
-        cur.emit_until(item.at, &mut out)?;
+        cur.emit_until(item.at, out)?;
         out.emit(Piece {
             buf: item.buf,
             zero: false,
@@ -138,8 +153,8 @@ pub(crate) fn build_pieces(
             })?;
         }
     }
-    cur.emit_until(total, &mut out)?;
-    Ok(out)
+    cur.emit_until(total, out)?;
+    Ok(())
 }
 
 struct PartCursor<'a> {
@@ -195,6 +210,12 @@ impl Insertions {
         n: 0,
         grow: 0,
     };
+
+    /// Empties the list in place (the entries past the count are stale and never read).
+    pub(crate) fn clear(&mut self) {
+        self.n = 0;
+        self.grow = 0;
+    }
 
     /// Adds a chunk at stream `position` with `len` octets. Positions must not go backwards
     /// once the previous chunks (with their pad) are accounted for, and must land within the

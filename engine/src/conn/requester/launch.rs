@@ -76,8 +76,12 @@ impl Requester {
         reuse: Option<(u32, u32)>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        let plan = self.plan_call(core, spec, mem)?;
-        check_resources(core, &plan, spec, mem)?;
+        // The plan and the exposed chunk lists are built in place in the requester's scratch
+        // (they hold arrays of hundreds of octets; nothing past their counts is read).
+        let xid = self.check_spec(core, spec, mem)?;
+        let plan = &mut self.scratch.plan;
+        plan_call(core, spec, xid, plan)?;
+        check_resources(core, plan, spec, mem)?;
         let slot = match reuse {
             Some((slot, _)) => slot,
             None => self.free.pop().ok_or(StartError::Busy)?,
@@ -101,108 +105,108 @@ impl Requester {
         call.reply_offered = plan.reply_offered;
         call.nwrites = plan.nwrites as u8;
 
-        let Some(exposed) = bind_stags(core, &plan, spec, slot, &mut call, mem) else {
+        let ex = &mut self.scratch.exposed;
+        if !bind_stags(core, plan, spec, slot, &mut call, mem, ex) {
             // Counted above; unreachable. Give back what was taken.
             self.rollback(core, &call, slot, reuse.is_none());
             return Err(StartError::Busy);
-        };
-        call.writes = exposed.writes;
-        let Some((sges, nsge)) = self.encode_call(core, &plan, &exposed, spec, header, mem) else {
+        }
+        call.writes = ex.writes;
+        let credits = self.max_credits;
+        let Some((sges, nsge)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
             self.rollback(core, &call, slot, reuse.is_none());
             return Err(StartError::BadSpec);
         };
-        call.outstanding = if plan.mw_mode {
-            exposed.nb as u32 + 1
-        } else {
-            1
-        };
+        call.outstanding = if plan.mw_mode { ex.nb as u32 + 1 } else { 1 };
         call.deadline = deadline;
-        Ok(self.queue_call(core, &exposed, slot, call, (sges, nsge)))
+        post_binds(core, ex, slot);
+        Ok(self.queue_call(core, slot, call, (sges, nsge)))
     }
+}
 
-    /// Plans a call without taking anything: checks the spec and its XID, turns DDP items into
-    /// Read chunks (or inline pieces), receptacles into Write chunks, decides on a Reply chunk
-    /// and on a long (Position Zero) message, and checks the result against the limits.
-    fn plan_call<M: HostMemory + ?Sized>(
-        &self,
-        core: &Core,
-        spec: &CallSpec<'_>,
-        mem: &mut M,
-    ) -> Result<CallPlan, StartError> {
-        let vers = core.version;
-        let is_v2 = vers == v2::VERSION;
-        // Version Two adds rdma_direction and rdma_inv_handle to the header.
-        let v2_extra = if is_v2 { 8 } else { 0 };
-        let xid = self.check_spec(core, spec, mem)?;
-        let ddp = core.cfg.ddp;
-        let inline_len = parts_len(spec.message).ok_or(StartError::BadSpec)?;
-        let (ddp_reads, nddp) = if ddp {
-            ddp_read_chunks(spec.ddp, inline_len)?
-        } else {
-            ([ReadSegment::default(); MAX_READ_SEGMENTS], 0)
-        };
-        let inline_cuts = spec.ddp.iter().filter(|_| !ddp).map(|i| Cut {
-            at: i.at,
-            buf: i.buf,
-        });
-        let pieces =
-            build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| StartError::BadSpec)?;
+/// Plans a call into `plan` without taking anything: checks the spec, turns DDP items into
+/// Read chunks (or inline pieces), receptacles into Write chunks, decides on a Reply chunk and
+/// on a long (Position Zero) message, and checks the result against the limits. `xid` is the
+/// spec's XID, checked by [`Requester::check_spec`].
+fn plan_call(
+    core: &Core,
+    spec: &CallSpec<'_>,
+    xid: u32,
+    plan: &mut CallPlan,
+) -> Result<(), StartError> {
+    let vers = core.version;
+    let is_v2 = vers == v2::VERSION;
+    // Version Two adds rdma_direction and rdma_inv_handle to the header.
+    let v2_extra = if is_v2 { 8 } else { 0 };
+    let ddp = core.cfg.ddp;
+    let inline_len = parts_len(spec.message).ok_or(StartError::BadSpec)?;
+    plan.nddp = if ddp {
+        ddp_read_chunks(spec.ddp, inline_len, &mut plan.ddp_reads)?
+    } else {
+        0
+    };
+    let inline_cuts = spec.ddp.iter().filter(|_| !ddp).map(|i| Cut {
+        at: i.at,
+        buf: i.buf,
+    });
+    build_pieces_into(&mut plan.pieces, spec.message, inline_cuts, core.zero)
+        .map_err(|_| StartError::BadSpec)?;
+    let (pieces, nddp) = (&plan.pieces, plan.nddp);
 
-        // Write chunks (one segment per receptacle) and the Reply chunk decision.
-        let nwrites = if ddp { spec.receptacles.len() } else { 0 };
-        let mut writes = [Segment::default(); MAX_WRITE_CHUNKS];
-        for (w, r) in writes.iter_mut().zip(spec.receptacles.iter()).take(nwrites) {
-            *w = Segment::new(0, r.len, r.addr);
-        }
-        // The largest inline reply header: fixed words, empty Read list, our Write list, no
-        // Reply chunk.
-        let reply_hdr = crate::proto::inline_msg_header_len(vers, nwrites);
-        let reply_offered = spec.reply.len > 0
-            && reply_hdr as u64 + u64::from(spec.reply.len)
-                > u64::from(core.neg_of(vers).recv_inline);
-        let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
-
-        // Inline (RDMA_MSG) or long (RDMA_NOMSG + Position Zero Read chunk)?
-        let write_refs = write_slices(&writes, nwrites);
-        let msg_lists = ChunkListsRef {
-            reads: &ddp_reads[..nddp],
-            writes: &write_refs[..nwrites],
-            reply: reply_offered.then_some(&reply_seg[..]),
-        };
-        let msg_hdr = v1::FIXED_LEN + v2_extra + msg_lists.encoded_len();
-        let mut send_inline = core.neg_of(vers).send_inline as usize;
-        if is_v2 && core.probing {
-            // The responder may speak only Version One (draft, "Protocol Version
-            // Negotiation").
-            send_inline = send_inline.min(V2_FIRST_MESSAGE as usize);
-        }
-        let long = msg_hdr + pieces.total as usize > send_inline;
-        let npz = if long { pieces.n } else { 0 };
-        let nreads = npz + nddp;
-        if nreads > core.limits.max_read_segments as usize {
-            return Err(StartError::TooLarge);
-        }
-        if long && msg_hdr + npz * (4 + 20) > send_inline {
-            return Err(StartError::TooLarge);
-        }
-        Ok(CallPlan {
-            xid,
-            vers,
-            is_v2,
-            mw_mode: core.cfg.stag == StagMode::MemoryWindows,
-            ddp_reads,
-            nddp,
-            pieces,
-            writes,
-            nwrites,
-            reply_offered,
-            long,
-            npz,
-            nreads,
-            nstags: nreads + nwrites + usize::from(reply_offered),
-        })
+    // Write chunks (one segment per receptacle) and the Reply chunk decision.
+    let nwrites = if ddp { spec.receptacles.len() } else { 0 };
+    for (w, r) in plan
+        .writes
+        .iter_mut()
+        .zip(spec.receptacles.iter())
+        .take(nwrites)
+    {
+        *w = Segment::new(0, r.len, r.addr);
     }
+    // The largest inline reply header: fixed words, empty Read list, our Write list, no
+    // Reply chunk.
+    let reply_hdr = crate::proto::inline_msg_header_len(vers, nwrites);
+    let reply_offered = spec.reply.len > 0
+        && reply_hdr as u64 + u64::from(spec.reply.len) > u64::from(core.neg_of(vers).recv_inline);
+    let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
 
+    // Inline (RDMA_MSG) or long (RDMA_NOMSG + Position Zero Read chunk)?
+    let write_refs = write_slices(&plan.writes, nwrites);
+    let msg_lists = ChunkListsRef {
+        reads: &plan.ddp_reads[..nddp],
+        writes: &write_refs[..nwrites],
+        reply: reply_offered.then_some(&reply_seg[..]),
+    };
+    let msg_hdr = v1::FIXED_LEN + v2_extra + msg_lists.encoded_len();
+    let mut send_inline = core.neg_of(vers).send_inline as usize;
+    if is_v2 && core.probing {
+        // The responder may speak only Version One (draft, "Protocol Version
+        // Negotiation").
+        send_inline = send_inline.min(V2_FIRST_MESSAGE as usize);
+    }
+    let long = msg_hdr + pieces.total as usize > send_inline;
+    let npz = if long { pieces.n } else { 0 };
+    let nreads = npz + nddp;
+    if nreads > core.limits.max_read_segments as usize {
+        return Err(StartError::TooLarge);
+    }
+    if long && msg_hdr + npz * (4 + 20) > send_inline {
+        return Err(StartError::TooLarge);
+    }
+    plan.xid = xid;
+    plan.vers = vers;
+    plan.is_v2 = is_v2;
+    plan.mw_mode = core.cfg.stag == StagMode::MemoryWindows;
+    plan.nwrites = nwrites;
+    plan.reply_offered = reply_offered;
+    plan.long = long;
+    plan.npz = npz;
+    plan.nreads = nreads;
+    plan.nstags = nreads + nwrites + usize::from(reply_offered);
+    Ok(())
+}
+
+impl Requester {
     /// Checks the spec's shape against the fixed limits and reads its XID, which no
     /// outstanding call may use.
     fn check_spec<M: HostMemory + ?Sized>(
@@ -233,97 +237,15 @@ impl Requester {
         }
     }
 
-    /// Encodes the call's transport header into `header` and gathers (or, past the SGE limit,
-    /// copies) the inline message after it: the Send's gather list, or `None` when memory is
-    /// unreachable.
-    fn encode_call<M: HostMemory + ?Sized>(
-        &self,
-        core: &Core,
-        plan: &CallPlan,
-        exposed: &Exposed,
-        spec: &CallSpec<'_>,
-        header: LocalBuf,
-        mem: &mut M,
-    ) -> Option<([Sge; MAX_SGE], usize)> {
-        let (nreads, nwrites, long) = (plan.nreads, plan.nwrites, plan.long);
-        let reply_seg = [Segment::new(
-            exposed.reply_handle,
-            spec.reply.len,
-            spec.reply.addr,
-        )];
-        let write_refs = write_slices(&exposed.writes, nwrites);
-        let lists = ChunkListsRef {
-            reads: &exposed.reads[..nreads],
-            writes: &write_refs[..nwrites],
-            reply: plan.reply_offered.then_some(&reply_seg[..]),
-        };
-        let (xid, credits) = (plan.xid, self.max_credits);
-        let inv_handle = inv_handle(core, plan, exposed);
-        let hdr_len = mem
-            .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| {
-                if plan.is_v2 {
-                    let c = v2::ChunksRef {
-                        direction: v2::Direction::Call,
-                        inv_handle,
-                        lists,
-                    };
-                    let body = if long {
-                        v2::MessageBody::Nomsg(c)
-                    } else {
-                        v2::MessageBody::Msg(c)
-                    };
-                    v2::encode(&v2::Message { xid, credits, body }, out).ok()
-                } else {
-                    let body = if long {
-                        MessageBody::Nomsg(lists)
-                    } else {
-                        MessageBody::Msg(lists)
-                    };
-                    v1::encode(&Message { xid, credits, body }, out).ok()
-                }
-            })?;
-        let pieces = &plan.pieces;
-        let mut sges = [Sge::default(); MAX_SGE];
-        let mut nsge = 1usize;
-        let mut first_len = hdr_len as u32;
-        if !long {
-            if pieces.n < core.max_sge {
-                for p in pieces.as_slice() {
-                    sges[nsge] = p.buf.sge();
-                    nsge += 1;
-                }
-            } else if !copy_pieces(mem, header, hdr_len as u32, pieces) {
-                return None;
-            } else {
-                first_len += pieces.total;
-            }
-        }
-        if pieces.as_slice().iter().any(|p| p.zero) {
-            if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
-                z.fill(0);
-            }
-        }
-        sges[0] = Sge {
-            addr: header.addr,
-            len: first_len,
-            lkey: header.lkey,
-        };
-        Some((sges, nsge))
-    }
-
-    /// Queues the binds and the Send (`sges`) of a built call and makes it await its reply.
+    /// Queues the Send (`sges`) of a built call (after its binds, [`post_binds`]) and makes it
+    /// await its reply.
     fn queue_call(
         &mut self,
         core: &mut Core,
-        exposed: &Exposed,
         slot: u32,
         mut call: ReqCall,
         (sges, nsge): ([Sge; MAX_SGE], usize),
     ) -> CallId {
-        for wr in exposed.binds[..exposed.nb].iter().flatten() {
-            core.post_send(*wr);
-        }
         core.post_send(WorkRequest::Send {
             wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
             sges,
@@ -411,6 +333,101 @@ impl Requester {
     }
 }
 
+/// Encodes the call's transport header into `header` and gathers (or, past the SGE limit,
+/// copies) the inline message after it: the Send's gather list, or `None` when memory is
+/// unreachable.
+fn encode_call<M: HostMemory + ?Sized>(
+    core: &Core,
+    credits: u32,
+    plan: &CallPlan,
+    exposed: &Exposed,
+    spec: &CallSpec<'_>,
+    header: LocalBuf,
+    mem: &mut M,
+) -> Option<([Sge; MAX_SGE], usize)> {
+    let (nreads, nwrites, long) = (plan.nreads, plan.nwrites, plan.long);
+    let reply_seg = [Segment::new(
+        exposed.reply_handle,
+        spec.reply.len,
+        spec.reply.addr,
+    )];
+    let write_refs = write_slices(&exposed.writes, nwrites);
+    let lists = ChunkListsRef {
+        reads: &exposed.reads[..nreads],
+        writes: &write_refs[..nwrites],
+        reply: plan.reply_offered.then_some(&reply_seg[..]),
+    };
+    let xid = plan.xid;
+    let inv_handle = inv_handle(core, plan, exposed);
+    let hdr_len = mem
+        .bytes_mut(header.addr, header.len as usize)
+        .and_then(|out| {
+            if plan.is_v2 {
+                let c = v2::ChunksRef {
+                    direction: v2::Direction::Call,
+                    inv_handle,
+                    lists,
+                };
+                let body = if long {
+                    v2::MessageBody::Nomsg(c)
+                } else {
+                    v2::MessageBody::Msg(c)
+                };
+                v2::encode(&v2::Message { xid, credits, body }, out).ok()
+            } else {
+                let body = if long {
+                    MessageBody::Nomsg(lists)
+                } else {
+                    MessageBody::Msg(lists)
+                };
+                v1::encode(&Message { xid, credits, body }, out).ok()
+            }
+        })?;
+    let pieces = &plan.pieces;
+    let mut sges = [Sge::default(); MAX_SGE];
+    let mut nsge = 1usize;
+    let mut first_len = hdr_len as u32;
+    if !long {
+        if pieces.n < core.max_sge {
+            for p in pieces.as_slice() {
+                sges[nsge] = p.buf.sge();
+                nsge += 1;
+            }
+        } else if !copy_pieces(mem, header, hdr_len as u32, pieces) {
+            return None;
+        } else {
+            first_len += pieces.total;
+        }
+    }
+    if pieces.as_slice().iter().any(|p| p.zero) {
+        if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
+            z.fill(0);
+        }
+    }
+    sges[0] = Sge {
+        addr: header.addr,
+        len: first_len,
+        lkey: header.lkey,
+    };
+    Some((sges, nsge))
+}
+
+/// Queues the memory-window binds [`bind_stags`] recorded in `ex` (none with persistent keys).
+fn post_binds(core: &mut Core, ex: &Exposed, slot: u32) {
+    for (b, m) in ex.binds[..ex.nb].iter().zip(&ex.mws[..ex.nb]) {
+        let Some((mw, new_rkey)) = *m else { continue };
+        core.post_send(WorkRequest::BindMw {
+            wr_id: WrId::new(wr_kind::BIND, u64::from(slot)),
+            mw,
+            addr: b.buf.addr,
+            len: b.buf.len,
+            lkey: b.buf.lkey,
+            access: b.access,
+            new_rkey,
+        });
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Target {
     None,
@@ -456,8 +473,46 @@ fn write_slices(writes: &[Segment; MAX_WRITE_CHUNKS], n: usize) -> [&[Segment]; 
     out
 }
 
-/// What a call will look like on the wire, decided before anything is taken
-/// ([`Requester::plan_call`]).
+/// The requester's reused scratch for building a call ([`Requester::launch`]): the plan and the
+/// exposed chunk lists, filled in place on every call (only the entries under their counts are
+/// meaningful), so starting a call neither zeroes nor moves them.
+#[derive(Clone)]
+pub(super) struct LaunchScratch {
+    plan: CallPlan,
+    exposed: Exposed,
+}
+
+impl LaunchScratch {
+    pub(super) const EMPTY: LaunchScratch = LaunchScratch {
+        plan: CallPlan {
+            xid: 0,
+            vers: 0,
+            is_v2: false,
+            mw_mode: false,
+            ddp_reads: [ReadSegment::new(0, Segment::new(0, 0, 0)); MAX_READ_SEGMENTS],
+            nddp: 0,
+            pieces: Pieces::EMPTY,
+            writes: [Segment::new(0, 0, 0); MAX_WRITE_CHUNKS],
+            nwrites: 0,
+            reply_offered: false,
+            long: false,
+            npz: 0,
+            nreads: 0,
+            nstags: 0,
+        },
+        exposed: Exposed {
+            reads: [ReadSegment::new(0, Segment::new(0, 0, 0)); MAX_READ_SEGMENTS],
+            writes: [Segment::new(0, 0, 0); MAX_WRITE_CHUNKS],
+            reply_handle: 0,
+            binds: [BindPlan::NONE; MAX_CALL_STAGS],
+            mws: [None; MAX_CALL_STAGS],
+            nb: 0,
+        },
+    };
+}
+
+/// What a call will look like on the wire, decided before anything is taken ([`plan_call`]).
+#[derive(Clone)]
 struct CallPlan {
     xid: u32,
     /// Version the call goes in, and whether that is Version Two.
@@ -485,12 +540,16 @@ struct CallPlan {
 }
 
 /// The chunk lists of a call with their handles, once its memory is exposed
-/// ([`bind_stags`]), and the binds to post.
+/// ([`bind_stags`]), and the binds to post ([`post_binds`]).
+#[derive(Clone)]
 struct Exposed {
     reads: [ReadSegment; MAX_READ_SEGMENTS],
     writes: [Segment; MAX_WRITE_CHUNKS],
     reply_handle: u32,
-    binds: [Option<WorkRequest>; MAX_CALL_STAGS],
+    /// The buffers exposed, in order (`[..nb]`).
+    binds: [BindPlan; MAX_CALL_STAGS],
+    /// Memory windows mode: the window slot bound over each and its new key (`[..nb]`).
+    mws: [Option<(u32, u32)>; MAX_CALL_STAGS],
     nb: usize,
 }
 
@@ -499,8 +558,8 @@ struct Exposed {
 fn ddp_read_chunks(
     items: &[DdpItem],
     inline_len: u32,
-) -> Result<([ReadSegment; MAX_READ_SEGMENTS], usize), StartError> {
-    let mut reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
+    reads: &mut [ReadSegment; MAX_READ_SEGMENTS],
+) -> Result<usize, StartError> {
     let mut n = 0usize;
     let mut shift = 0u32;
     let mut last = 0u32;
@@ -519,7 +578,7 @@ fn ddp_read_chunks(
             .ok_or(StartError::TooLarge)?;
         shift = shift.checked_add(padded).ok_or(StartError::TooLarge)?;
     }
-    Ok((reads, n))
+    Ok(n)
 }
 
 /// Whether the planned call can go now: enough free windows (or a remote key for every
@@ -553,8 +612,9 @@ fn check_resources<M: HostMemory + ?Sized>(
 }
 
 /// Exposes the call's chunk memory: binds a memory window over each buffer (recording it in
-/// `call`) or looks up its persistent key, and fills the handles into the chunk lists. `None`
-/// when a window counted free is missing (the caller rolls back).
+/// `call`) or looks up its persistent key, and fills the handles into the chunk lists, all
+/// into `ex` (reused scratch). `false` when a window counted free is missing (the caller rolls
+/// back).
 fn bind_stags<M: HostMemory + ?Sized>(
     core: &mut Core,
     plan: &CallPlan,
@@ -562,21 +622,17 @@ fn bind_stags<M: HostMemory + ?Sized>(
     slot: u32,
     call: &mut ReqCall,
     mem: &M,
-) -> Option<Exposed> {
+    ex: &mut Exposed,
+) -> bool {
     let (npz, nddp, nreads, nwrites) = (plan.npz, plan.nddp, plan.nreads, plan.nwrites);
-    let mut ex = Exposed {
-        reads: [ReadSegment::default(); MAX_READ_SEGMENTS],
-        writes: plan.writes,
-        reply_handle: 0,
-        binds: [None; MAX_CALL_STAGS],
-        nb: 0,
-    };
+    ex.writes[..nwrites].copy_from_slice(&plan.writes[..nwrites]);
+    ex.reply_handle = 0;
     // Collect the targets first, then bind (or look up keys).
     for (i, p) in plan.pieces.as_slice()[..npz].iter().enumerate() {
         ex.reads[i] = ReadSegment::new(0, Segment::new(0, p.buf.len, p.buf.addr));
     }
     ex.reads[npz..nreads].copy_from_slice(&plan.ddp_reads[..nddp]);
-    let mut binds = [BindPlan::NONE; MAX_CALL_STAGS];
+    let binds = &mut ex.binds;
     let mut nb = 0usize;
     for (i, p) in plan.pieces.as_slice()[..npz].iter().enumerate() {
         binds[nb] = BindPlan::read(p.buf, Target::Read(i));
@@ -595,9 +651,12 @@ fn bind_stags<M: HostMemory + ?Sized>(
         nb += 1;
     }
     ex.nb = nb;
-    for (n, b) in binds[..nb].iter().enumerate() {
+    for n in 0..nb {
+        let b = ex.binds[n];
         let handle = if plan.mw_mode {
-            let m = core.mw_free.pop()?;
+            let Some(m) = core.mw_free.pop() else {
+                return false;
+            };
             let mw = &mut core.mws[m as usize];
             // Not `inc_rkey`: the next key must not follow from the last one.
             let new_rkey = core.keys.next_rkey(mw.rkey);
@@ -606,17 +665,10 @@ fn bind_stags<M: HostMemory + ?Sized>(
             mw.pos = n as u8;
             call.stags[n] = m as u16;
             call.nstags = n as u8 + 1;
-            ex.binds[n] = Some(WorkRequest::BindMw {
-                wr_id: WrId::new(wr_kind::BIND, u64::from(slot)),
-                mw: m,
-                addr: b.buf.addr,
-                len: b.buf.len,
-                lkey: b.buf.lkey,
-                access: b.access,
-                new_rkey,
-            });
+            ex.mws[n] = Some((m, new_rkey));
             new_rkey
         } else {
+            ex.mws[n] = None;
             mem.remote_key(b.buf.lkey).unwrap_or(0)
         };
         match b.target {
@@ -626,7 +678,7 @@ fn bind_stags<M: HostMemory + ?Sized>(
             Target::None => {}
         }
     }
-    Some(ex)
+    true
 }
 
 /// Version Two: the one handle the responder may invalidate remotely (draft, "Remote

@@ -46,7 +46,7 @@ pub(crate) use reply::Verdict;
 
 use super::credits::{self, Orphans};
 use super::receive::{self, AnyBody, AnyError, WireErr};
-use super::stream::{build_pieces, copy_pieces, parts_len, Cut, Pieces};
+use super::stream::{build_pieces_into, copy_pieces, parts_len, Cut, Pieces};
 use super::{
     wr_kind, Access, BadReply, CallError, CallId, CallOptions, CallSpec, ConnState, Core, DdpItem,
     Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
@@ -231,6 +231,8 @@ pub(crate) struct Requester {
     next_due: Cell<u64>,
     /// `next_due` may be earlier than the earliest call still waiting: rescan before use.
     due_stale: Cell<bool>,
+    /// Where [`Requester::launch`] plans and exposes a call (reused by every call).
+    scratch: Box<launch::LaunchScratch>,
 }
 
 impl Requester {
@@ -249,6 +251,7 @@ impl Requester {
             by_xid: U32Map::new(n),
             next_due: Cell::new(u64::MAX),
             due_stale: Cell::new(false),
+            scratch: Box::new(launch::LaunchScratch::EMPTY),
         }
     }
 

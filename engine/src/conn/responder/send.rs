@@ -26,8 +26,10 @@ impl Responder {
             return Err(ReplyError::Closed);
         }
         let slot = id.slot;
+        // The call is read in place and the plan built in the responder's scratch: both hold
+        // arrays of hundreds of octets that a copy per reply would move.
         let call = match self.calls.get(slot as usize) {
-            Some(c) if c.generation == id.generation && c.state == RespState::Delivered => *c,
+            Some(c) if c.generation == id.generation && c.state == RespState::Delivered => c,
             _ => return Err(ReplyError::NoSuchCall),
         };
         if spec.message.is_empty()
@@ -36,95 +38,96 @@ impl Responder {
         {
             return Err(ReplyError::BadSpec);
         }
-        if core.srq.is_some() && names_recv(core, &call, spec) {
+        if core.srq.is_some() && names_recv(core, call, spec) {
             return Err(ReplyError::BadSpec);
         }
-        let plan = plan_reply(core, &call, spec)?;
-        if core.sq_free() < plan.work_requests(&call, spec) {
+        let plan = &mut *self.plan;
+        plan_reply(core, call, spec, plan)?;
+        if core.sq_free() < plan.work_requests(call, spec) {
             return Err(ReplyError::Busy);
         }
         let header = core.headers[slot as usize];
-        let hdr_len = encode_reply(core, &call, &plan, header, mem).ok_or(ReplyError::BadSpec)?;
+        let hdr_len = encode_reply(core, call, plan, header, mem).ok_or(ReplyError::BadSpec)?;
         if plan.pieces.as_slice().iter().any(|p| p.zero) {
             if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
                 z.fill(0);
             }
         }
-        let sges = gather_reply(core, &plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
-        self.queue_reply(core, slot, &call, spec, &plan, sges);
+        let sges = gather_reply(core, plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
+        let posted = queue_reply(core, slot, call, spec, plan, sges);
+        let c = &mut self.calls[slot as usize];
+        c.outstanding += posted;
+        c.state = RespState::Sending;
         // Shared receives: the reply gathers nothing from the call's receive, which goes back
         // to the node now (before the Send can draw the peer's next call).
         if core.srq.is_some() {
-            if let Some(r) = self.calls[slot as usize].recv.take() {
+            if let Some(r) = c.recv.take() {
                 core.release_recv(r);
             }
         }
         Ok(plan.kind)
     }
+}
 
-    /// Queues the RDMA Writes of the results, those of a long reply, then the Send (with
-    /// invalidate when allowed), and moves the call to `Sending`.
-    fn queue_reply(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        call: &RespCall,
-        spec: &ReplySpec<'_>,
-        plan: &ReplyPlan,
-        (sges, nsge): ([Sge; MAX_SGE], usize),
-    ) {
-        let (kind, failed) = (plan.kind, ReplyKind::failed(plan.is_v2));
-        let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
-        let mut posted = 0u32;
-        if kind != failed {
-            for_each_result_write(call, spec, plan.ndirect, |local, remote_addr, rkey| {
-                core.post_send(WorkRequest::RdmaWrite {
-                    wr_id: write_id,
-                    local,
-                    remote_addr,
-                    rkey,
-                });
-                posted += 1;
+/// Queues the RDMA Writes of the results, those of a long reply, then the Send (with
+/// invalidate when allowed): the number of work requests posted.
+fn queue_reply(
+    core: &mut Core,
+    slot: u32,
+    call: &RespCall,
+    spec: &ReplySpec<'_>,
+    plan: &ReplyPlan,
+    (sges, nsge): ([Sge; MAX_SGE], usize),
+) -> u32 {
+    let (kind, failed) = (plan.kind, ReplyKind::failed(plan.is_v2));
+    let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
+    let mut posted = 0u32;
+    if kind != failed {
+        for_each_result_write(call, spec, plan.ndirect, |local, remote_addr, rkey| {
+            core.post_send(WorkRequest::RdmaWrite {
+                wr_id: write_id,
+                local,
+                remote_addr,
+                rkey,
             });
-            if kind == ReplyKind::Long {
-                for_each_piece_write(
-                    &plan.pieces,
-                    &call.reply[..call.nreply as usize],
-                    |local, remote_addr, rkey| {
-                        core.post_send(WorkRequest::RdmaWrite {
-                            wr_id: write_id,
-                            local,
-                            remote_addr,
-                            rkey,
-                        });
-                        posted += 1;
-                    },
-                );
-            }
-        }
-        // Send With Invalidate conveys an RPC reply (RFC 8797 §4.1); an RDMA_ERROR is none, so
-        // ERR_CHUNK / RDMA2_ERR_CANT_REPLY go with a plain Send (as Linux svcrdma's errors do)
-        // and the requester invalidates the call's STags itself.
-        let invalidate = if kind == failed {
-            None
-        } else if plan.is_v2 {
-            // Version Two: exactly the handle the requester named, never another.
-            (core.cfg.remote_invalidate && call.inv_handle != 0).then_some(call.inv_handle)
-        } else if core.neg.remote_invalidate {
-            call.single_handle
-        } else {
-            None
-        };
-        core.post_send(WorkRequest::Send {
-            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
-            sges,
-            nsge: nsge as u8,
-            invalidate,
+            posted += 1;
         });
-        let c = &mut self.calls[slot as usize];
-        c.outstanding += posted + 1;
-        c.state = RespState::Sending;
+        if kind == ReplyKind::Long {
+            for_each_piece_write(
+                &plan.pieces,
+                &call.reply[..call.nreply as usize],
+                |local, remote_addr, rkey| {
+                    core.post_send(WorkRequest::RdmaWrite {
+                        wr_id: write_id,
+                        local,
+                        remote_addr,
+                        rkey,
+                    });
+                    posted += 1;
+                },
+            );
+        }
     }
+    // Send With Invalidate conveys an RPC reply (RFC 8797 §4.1); an RDMA_ERROR is none, so
+    // ERR_CHUNK / RDMA2_ERR_CANT_REPLY go with a plain Send (as Linux svcrdma's errors do)
+    // and the requester invalidates the call's STags itself.
+    let invalidate = if kind == failed {
+        None
+    } else if plan.is_v2 {
+        // Version Two: exactly the handle the requester named, never another.
+        (core.cfg.remote_invalidate && call.inv_handle != 0).then_some(call.inv_handle)
+    } else if core.neg.remote_invalidate {
+        call.single_handle
+    } else {
+        None
+    };
+    core.post_send(WorkRequest::Send {
+        wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
+        sges,
+        nsge: nsge as u8,
+        invalidate,
+    });
+    posted + 1
 }
 
 /// Whether a part or result of `spec` lies in (overlaps) the receive buffer `call` holds.
@@ -208,8 +211,11 @@ fn for_each_piece_write(pieces: &Pieces, segs: &[Segment], mut f: impl FnMut(Sge
     }
 }
 
-/// How a reply goes, decided before anything is posted ([`plan_reply`]).
-struct ReplyPlan {
+/// How a reply goes, decided before anything is posted ([`plan_reply`]). The responder keeps
+/// one as scratch, reused by every reply: only the entries under the call's counts are
+/// meaningful.
+#[derive(Clone)]
+pub(super) struct ReplyPlan {
     kind: ReplyKind,
     is_v2: bool,
     /// Results placed by RDMA Write (the first `ndirect`, one per Write chunk).
@@ -226,6 +232,16 @@ struct ReplyPlan {
 }
 
 impl ReplyPlan {
+    pub(super) const EMPTY: ReplyPlan = ReplyPlan {
+        kind: ReplyKind::Inline,
+        is_v2: false,
+        ndirect: 0,
+        ret: [Segment::new(0, 0, 0); MAX_W],
+        rret: [Segment::new(0, 0, 0); MAX_REPLY_SEGMENTS],
+        short: (0, 0),
+        pieces: Pieces::EMPTY,
+    };
+
     /// Send-queue entries the reply takes: its RDMA Writes and the Send.
     fn work_requests(&self, call: &RespCall, spec: &ReplySpec<'_>) -> u32 {
         if self.kind == ReplyKind::failed(self.is_v2) {
@@ -254,17 +270,22 @@ fn write_refs<'a>(call: &RespCall, ret: &'a [Segment; MAX_W]) -> [&'a [Segment];
     wrefs
 }
 
-/// Results → Write chunks, in order: the Write list to return (lengths per segment; unused
-/// chunks keep their segment count with zero lengths), and, when a result does not fit its
-/// chunk, the first segment too short and the length it needed.
+/// Results → Write chunks, in order: the Write list to return into `ret` (lengths per
+/// segment; unused chunks keep their segment count with zero lengths; only the call's
+/// segments are written), and, when a result does not fit its chunk, the first segment too
+/// short and the length it needed.
 fn result_write_lengths(
     call: &RespCall,
     spec: &ReplySpec<'_>,
     ndirect: usize,
-) -> ([Segment; MAX_W], Option<(u32, u32)>) {
-    let mut ret = call.writes;
-    for s in ret.iter_mut() {
-        s.length = 0;
+    ret: &mut [Segment; MAX_W],
+) -> Option<(u32, u32)> {
+    for k in 0..call.nwrites as usize {
+        let s0 = call.wstart[k] as usize;
+        let end = s0 + call.wcount[k] as usize;
+        for (r, w) in ret[s0..end].iter_mut().zip(&call.writes[s0..end]) {
+            *r = Segment { length: 0, ..*w };
+        }
     }
     let mut short = None;
     for (k, item) in spec.results.iter().take(ndirect).enumerate() {
@@ -286,7 +307,7 @@ fn result_write_lengths(
             });
         }
     }
-    (ret, short)
+    short
 }
 
 /// The first segment too short and the length needed when a reply of `total` octets fits
@@ -311,19 +332,25 @@ fn reply_chunk_short(call: &RespCall, total: u32) -> (u32, u32) {
     }
 }
 
-/// Plans a reply: places the results in the Write chunks, cuts the message into pieces, and
-/// chooses inline, long (Reply chunk) or the version's "does not fit" error.
-fn plan_reply(core: &Core, call: &RespCall, spec: &ReplySpec<'_>) -> Result<ReplyPlan, ReplyError> {
+/// Plans a reply into `plan`: places the results in the Write chunks, cuts the message into
+/// pieces, and chooses inline, long (Reply chunk) or the version's "does not fit" error.
+fn plan_reply(
+    core: &Core,
+    call: &RespCall,
+    spec: &ReplySpec<'_>,
+    plan: &mut ReplyPlan,
+) -> Result<(), ReplyError> {
     let nw = call.nwrites as usize;
     let ndirect = nw.min(spec.results.len());
-    let (ret, too_big) = result_write_lengths(call, spec, ndirect);
+    let too_big = result_write_lengths(call, spec, ndirect, &mut plan.ret);
     let inline_cuts = spec.results[ndirect..].iter().map(|i| Cut {
         at: i.at,
         buf: i.buf,
     });
-    let pieces =
-        build_pieces(spec.message, inline_cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
-    let wrefs = write_refs(call, &ret);
+    build_pieces_into(&mut plan.pieces, spec.message, inline_cuts, core.zero)
+        .map_err(|_| ReplyError::BadSpec)?;
+    let pieces = &plan.pieces;
+    let wrefs = write_refs(call, &plan.ret);
     let msg_lists = ChunkListsRef {
         reads: &[],
         writes: &wrefs[..nw],
@@ -343,25 +370,21 @@ fn plan_reply(core: &Core, call: &RespCall, spec: &ReplySpec<'_>) -> Result<Repl
         None if long_ok => (ReplyKind::Long, (0, 0)),
         None => (failed, reply_chunk_short(call, pieces.total)),
     };
-    // Reply chunk lengths returned (RDMA_NOMSG).
-    let mut rret = call.reply;
+    // Reply chunk lengths returned (RDMA_NOMSG; only read for a long reply).
     if kind == ReplyKind::Long {
         let mut left = pieces.total;
-        for s in rret[..call.nreply as usize].iter_mut() {
+        let n = call.nreply as usize;
+        for (r, s) in plan.rret[..n].iter_mut().zip(&call.reply[..n]) {
             let take = left.min(s.length);
-            s.length = take;
+            *r = Segment { length: take, ..*s };
             left -= take;
         }
     }
-    Ok(ReplyPlan {
-        kind,
-        is_v2,
-        ndirect,
-        ret,
-        rret,
-        short,
-        pieces,
-    })
+    plan.kind = kind;
+    plan.is_v2 = is_v2;
+    plan.ndirect = ndirect;
+    plan.short = short;
+    Ok(())
 }
 
 /// Encodes the reply's transport header (or its RDMA_ERROR) into `header`; its length, or

@@ -6,6 +6,8 @@
 //! holds the pins of the registrations it copies through, so they cannot be deregistered
 //! while the copy runs. Recovery: dropping a `SegList` unpins (a failed check drops it early).
 
+use core::mem::MaybeUninit;
+
 use super::super::mr::{BindReq, Pin, MAX_SGE};
 use crate::verbs::{RecvWr, SendFlags, Sge, WcOpcode};
 
@@ -26,7 +28,29 @@ impl RecvEntry {
         e.sges[..wr.sgl.len()].copy_from_slice(wr.sgl);
         e
     }
+
+    /// Overwrites this (staged, reused) entry with `wr`, writing only the SGEs it uses: the
+    /// entries past `num_sge` are stale and never read.
+    pub(super) fn set_from_wr(&mut self, wr: &RecvWr<'_>) {
+        self.wr_id = wr.wr_id;
+        self.num_sge = wr.sgl.len() as u8;
+        self.sges[..wr.sgl.len()].copy_from_slice(wr.sgl);
+    }
 }
+
+/// The SGE array of an unused entry.
+const NO_SGES: [Sge; MAX_SGE] = [Sge {
+    addr: 0,
+    len: 0,
+    lkey: 0,
+}; MAX_SGE];
+
+/// An unused receive entry (the filler of preallocated staging).
+pub(super) const EMPTY_RECV: RecvEntry = RecvEntry {
+    wr_id: 0,
+    num_sge: 0,
+    sges: NO_SGES,
+};
 
 #[derive(Clone, Copy)]
 pub(super) enum SqOp {
@@ -61,16 +85,35 @@ pub(super) struct SqEntry {
     pub(super) inline_len: u32,
 }
 
+impl SqEntry {
+    /// The SGEs in use (the rest of `sges` is stale: entries are reused without clearing).
+    #[inline]
+    pub(super) fn used_sges(&self) -> &[Sge] {
+        &self.sges[..(self.num_sge as usize).min(MAX_SGE)]
+    }
+
+    /// Copies `src` into this entry, writing only the SGEs `src` uses (the rest stay stale
+    /// and are never read), so moving an entry costs its used part, not its capacity.
+    #[inline]
+    pub(super) fn copy_used_from(&mut self, src: &SqEntry) {
+        self.wr_id = src.wr_id;
+        self.op = src.op;
+        self.flags = src.flags;
+        self.num_sge = src.num_sge;
+        self.inline_len = src.inline_len;
+        let used = src.used_sges();
+        for (d, s) in self.sges.iter_mut().zip(used) {
+            *d = *s;
+        }
+    }
+}
+
 pub(super) const EMPTY_ENTRY: SqEntry = SqEntry {
     wr_id: 0,
     op: SqOp::Send,
     flags: SendFlags::NONE,
     num_sge: 0,
-    sges: [Sge {
-        addr: 0,
-        len: 0,
-        lkey: 0,
-    }; MAX_SGE],
+    sges: NO_SGES,
     inline_len: 0,
 };
 
@@ -81,15 +124,14 @@ pub(super) struct Seg {
     pub(super) len: usize,
 }
 
-pub(super) const NO_SEG: Seg = Seg {
-    ptr: core::ptr::null_mut(),
-    len: 0,
-};
-
 /// Segments of one side of a copy, each pinned in its key table while the list lives.
+///
+/// Only the first `n` entries of `segs` and `pins` are initialized: a list is built on every
+/// SEND, RDMA Write and RDMA Read, and leaving the unused capacity unwritten spares clearing
+/// `MAX_SGE` entries of each each time.
 pub(super) struct SegList<'a> {
-    pub(super) segs: [Seg; MAX_SGE],
-    pub(super) pins: [Option<Pin<'a>>; MAX_SGE],
+    segs: [MaybeUninit<Seg>; MAX_SGE],
+    pins: [MaybeUninit<Option<Pin<'a>>>; MAX_SGE],
     pub(super) n: usize,
     pub(super) total: u64,
 }
@@ -97,8 +139,8 @@ pub(super) struct SegList<'a> {
 impl<'a> SegList<'a> {
     pub(super) fn new() -> SegList<'a> {
         SegList {
-            segs: [NO_SEG; MAX_SGE],
-            pins: [const { None }; MAX_SGE],
+            segs: [const { MaybeUninit::uninit() }; MAX_SGE],
+            pins: [const { MaybeUninit::uninit() }; MAX_SGE],
             n: 0,
             total: 0,
         }
@@ -107,15 +149,26 @@ impl<'a> SegList<'a> {
     pub(super) fn push(&mut self, seg: Seg, pin: Option<Pin<'a>>) {
         // n < MAX_SGE: callers push at most one segment per SGE of a WR (<= MAX_SGE).
         if self.n < MAX_SGE {
-            self.segs[self.n] = seg;
-            self.pins[self.n] = pin;
+            self.segs[self.n].write(seg);
+            self.pins[self.n].write(pin);
             self.n += 1;
             self.total += seg.len as u64;
         }
     }
 
     pub(super) fn segs(&self) -> &[Seg] {
-        &self.segs[..self.n]
+        // SAFETY: the first `n` entries were written by `push` (n <= MAX_SGE), and
+        // `MaybeUninit<Seg>` has the layout of `Seg`.
+        unsafe { core::slice::from_raw_parts(self.segs.as_ptr().cast::<Seg>(), self.n) }
+    }
+}
+
+impl Drop for SegList<'_> {
+    fn drop(&mut self) {
+        for p in &mut self.pins[..self.n] {
+            // SAFETY: the first `n` pins were written by `push` and are dropped once, here.
+            unsafe { p.assume_init_drop() };
+        }
     }
 }
 

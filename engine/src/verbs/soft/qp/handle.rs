@@ -11,21 +11,26 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use super::super::mr::{BindReq, MAX_SGE};
+use super::super::mr::BindReq;
 use super::super::SoftProvider;
-use super::entries::{RecvEntry, SqEntry, SqOp};
+use super::entries::{RecvEntry, SqEntry, SqOp, EMPTY_ENTRY, EMPTY_RECV};
 use super::{QpShared, SoftFaults};
 use crate::verbs::{
     errno, validate, CmEvent, QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr,
-    Sge, VerbsCall, VerbsError,
+    VerbsCall, VerbsError,
 };
 
 /// A soft RC queue pair (owner handle).
 pub struct SoftQp {
     pub(crate) shared: Arc<QpShared>,
-    staged_send: Vec<SqEntry>,
+    /// Staged send entries (`[..staged_sends]` in use): preallocated and reused, each built in
+    /// place, so staging costs the fields a WR uses rather than a whole entry.
+    staged_send: Box<[SqEntry]>,
+    staged_sends: usize,
     staged_inline: Box<[u8]>,
-    staged_recv: Vec<RecvEntry>,
+    /// Staged receive entries (`[..staged_recvs]` in use), reused like `staged_send`.
+    staged_recv: Box<[RecvEntry]>,
+    staged_recvs: usize,
     sq_posted: u32,
     doorbells: u64,
     peer: Option<Arc<QpShared>>,
@@ -46,14 +51,20 @@ impl SoftQp {
     pub(crate) fn new(shared: Arc<QpShared>) -> SoftQp {
         let o = shared.opts;
         SoftQp {
-            staged_send: Vec::with_capacity(o.max_send_wr as usize),
+            staged_send: vec![EMPTY_ENTRY; o.max_send_wr as usize].into_boxed_slice(),
+            staged_sends: 0,
             staged_inline: vec![0u8; (o.max_send_wr * o.max_inline_data) as usize]
                 .into_boxed_slice(),
-            staged_recv: Vec::with_capacity(if shared.srq.is_some() {
-                0
-            } else {
-                o.max_recv_wr as usize
-            }),
+            staged_recv: vec![
+                EMPTY_RECV;
+                if shared.srq.is_some() {
+                    0
+                } else {
+                    o.max_recv_wr as usize
+                }
+            ]
+            .into_boxed_slice(),
+            staged_recvs: 0,
             sq_posted: 0,
             doorbells: 0,
             peer: None,
@@ -73,7 +84,7 @@ impl SoftQp {
         // Acquire: pairs with the Release in `retire`.
         self.sq_posted
             .wrapping_sub(self.shared.sq_retired.load(Ordering::Acquire))
-            + self.staged_send.len() as u32
+            + self.staged_sends as u32
     }
 
     fn send_err(e: i32) -> Result<(), VerbsError> {
@@ -185,19 +196,14 @@ impl QueuePair<SoftProvider> for SoftQp {
                 })
             }
         };
-        let mut entry = SqEntry {
-            wr_id: wr.wr_id,
-            op,
-            flags: wr.flags,
-            num_sge: wr.sgl.len() as u8,
-            sges: [Sge::default(); MAX_SGE],
-            inline_len: 0,
-        };
-        entry.sges[..wr.sgl.len()].copy_from_slice(wr.sgl);
+        // Room checked above (send_queue_used < max_send_wr = staged capacity); the index is
+        // bounds-checked all the same.
+        let idx = self.staged_sends;
+        let mut inline_len = 0;
         if wr.flags.contains(SendFlags::INLINE) {
             // Opcode and total length checked by `validate::send_wr`.
             let total: u64 = wr.sgl.iter().map(|s| s.len as u64).sum();
-            let slot = self.staged_send.len() * o.max_inline_data as usize;
+            let slot = idx * o.max_inline_data as usize;
             let mut off = slot;
             for s in wr.sgl.iter().filter(|s| s.len > 0) {
                 // The soft provider requires inline data to be registered memory so reading it
@@ -222,23 +228,30 @@ impl QueuePair<SoftProvider> for SoftQp {
                 drop(pin);
                 off += n;
             }
-            entry.inline_len = total as u32;
+            inline_len = total as u32;
         }
+        let entry = &mut self.staged_send[idx];
+        entry.wr_id = wr.wr_id;
+        entry.op = op;
+        entry.flags = wr.flags;
+        entry.num_sge = wr.sgl.len() as u8;
+        entry.sges[..wr.sgl.len()].copy_from_slice(wr.sgl);
+        entry.inline_len = inline_len;
         if let Some((mw, key)) = new_mw_key {
             // The WR is accepted: the window's current key becomes the bind's key
             // (`mw->rkey = ibv_inc_rkey(mw->rkey)` in ibverbs terms).
             // Relaxed: owner data (see SoftMw).
             mw.rkey.store(key, Ordering::Relaxed);
         }
-        self.staged_send.push(entry);
+        self.staged_sends = idx + 1;
         Ok(())
     }
 
     fn flush_send(&mut self) -> Result<(), VerbsError> {
-        if self.staged_send.is_empty() {
+        if self.staged_sends == 0 {
             return Ok(());
         }
-        let staged = &self.staged_send;
+        let staged = &self.staged_send[..self.staged_sends];
         let inl = &self.staged_inline;
         let max_inline = self.shared.opts.max_inline_data as usize;
         let sh = &*self.shared;
@@ -246,7 +259,7 @@ impl QueuePair<SoftProvider> for SoftQp {
             let cap = e.ring.len();
             for (i, w) in staged.iter().enumerate() {
                 let slot = (e.head + e.len) % cap;
-                e.ring[slot] = *w;
+                e.ring[slot].copy_used_from(w);
                 if w.inline_len > 0 {
                     let n = w.inline_len as usize;
                     e.inline[slot * max_inline..slot * max_inline + n]
@@ -257,8 +270,8 @@ impl QueuePair<SoftProvider> for SoftQp {
             // The doorbell: the soft NIC executes the queue now, on this thread.
             sh.run(e);
         });
-        self.sq_posted = self.sq_posted.wrapping_add(self.staged_send.len() as u32);
-        self.staged_send.clear();
+        self.sq_posted = self.sq_posted.wrapping_add(self.staged_sends as u32);
+        self.staged_sends = 0;
         self.doorbells += 1;
         Ok(())
     }
@@ -269,24 +282,27 @@ impl QueuePair<SoftProvider> for SoftQp {
             return Self::recv_err(errno::EINVAL);
         }
         validate::recv_wr(wr, sh.opts.max_recv_sge, VerbsCall::PostRecv)?;
-        let used = sh.rq.as_ref().map_or(0, |q| q.len()) + self.staged_recv.len();
+        let used = sh.rq.as_ref().map_or(0, |q| q.len()) + self.staged_recvs;
         if used >= sh.opts.max_recv_wr as usize {
             return Self::recv_err(errno::ENOMEM);
         }
-        self.staged_recv.push(RecvEntry::from_wr(wr));
+        // Room: staged_recvs <= used < max_recv_wr = the staged capacity.
+        self.staged_recv[self.staged_recvs].set_from_wr(wr);
+        self.staged_recvs += 1;
         Ok(())
     }
 
     fn flush_recv(&mut self) -> Result<(), VerbsError> {
-        if self.staged_recv.is_empty() {
+        if self.staged_recvs == 0 {
             return Ok(());
         }
         if let Some(rq) = &self.shared.rq {
-            for r in self.staged_recv.drain(..) {
+            for r in &self.staged_recv[..self.staged_recvs] {
                 // Cannot fail: occupancy checked in queue_recv; only consumers run meanwhile.
-                let _ = rq.push(r);
+                let _ = rq.push(*r);
             }
         }
+        self.staged_recvs = 0;
         self.doorbells += 1;
         if self.shared.is_error() {
             self.shared.rq_try_flush();

@@ -20,6 +20,14 @@ use crate::verbs::{
     Access, Completion, QpState, SendFlags, WcFlags, WcOpcode, WcStatus, RNR_RETRY_INFINITE,
 };
 
+/// What completing the head send WR needs of it, taken before the engine is borrowed mutably.
+#[derive(Clone, Copy)]
+pub(super) struct Retired {
+    wr_id: u64,
+    opcode: WcOpcode,
+    flags: SendFlags,
+}
+
 impl QpShared {
     pub(super) fn rq_acquire(&self) {
         let backoff = Backoff::new();
@@ -216,17 +224,25 @@ impl QpShared {
             let st = self.raw_state();
             if st == QpState::Error as u8 || st == DESTROYED {
                 while e.len > 0 {
-                    let w = e.ring[e.head];
+                    let w = &e.ring[e.head];
+                    let (wr_id, opcode) = (w.wr_id, w.op.opcode());
                     e.head = (e.head + 1) % e.ring.len();
                     e.len -= 1;
                     if st == QpState::Error as u8 {
-                        self.push_completion(self.flush_wc(w.wr_id, w.op.opcode()), false);
+                        self.push_completion(self.flush_wc(wr_id, opcode), false);
                     }
                     self.retire(e);
                 }
                 continue;
             }
-            let w = e.ring[e.head];
+            // Borrowed in place (an entry is hundreds of octets); `done` keeps what `finish`
+            // needs once the engine is borrowed mutably again.
+            let w = &e.ring[e.head];
+            let done = Retired {
+                wr_id: w.wr_id,
+                opcode: w.op.opcode(),
+                flags: w.flags,
+            };
             let inline = Seg {
                 // SAFETY: the slot's inline area lies inside `e.inline` (head < ring length,
                 // area = max_inline octets); it is not modified while the entry executes.
@@ -244,13 +260,13 @@ impl QpShared {
                 Outcome::Fail(WcStatus(self.fail_status.load(Ordering::Relaxed)))
             } else {
                 let peer = e.peer.as_deref();
-                self.execute(peer, &mut e.psn, &w, inline)
+                self.execute(peer, &mut e.psn, w, inline)
             };
             match outcome {
                 Outcome::Rnr => {
                     let left = e.rnr_left.unwrap_or(e.rnr_retry);
                     if left == 0 {
-                        self.finish(e, &w, WcStatus::RNR_RETRY_EXC_ERR, 0);
+                        self.finish(e, done, WcStatus::RNR_RETRY_EXC_ERR, 0);
                     } else {
                         e.rnr_left = Some(if left >= RNR_RETRY_INFINITE {
                             RNR_RETRY_INFINITE
@@ -261,14 +277,14 @@ impl QpShared {
                         return;
                     }
                 }
-                Outcome::Done(n) => self.finish(e, &w, WcStatus::SUCCESS, n),
-                Outcome::Fail(s) => self.finish(e, &w, s, 0),
+                Outcome::Done(n) => self.finish(e, done, WcStatus::SUCCESS, n),
+                Outcome::Fail(s) => self.finish(e, done, s, 0),
             }
         }
     }
 
     /// Pops the head WR with `status`, completing it if signaled or failed.
-    pub(super) fn finish(&self, e: &mut SendEngine, w: &SqEntry, status: WcStatus, byte_len: u32) {
+    pub(super) fn finish(&self, e: &mut SendEngine, w: Retired, status: WcStatus, byte_len: u32) {
         e.head = (e.head + 1) % e.ring.len();
         e.len -= 1;
         e.rnr_left = None;
@@ -280,7 +296,7 @@ impl QpShared {
         let c = Completion {
             wr_id: w.wr_id,
             status,
-            opcode: w.op.opcode(),
+            opcode: w.opcode,
             byte_len,
             qp_num: self.qp_num,
             ..Completion::default()
@@ -295,7 +311,7 @@ impl QpShared {
     /// Validates and pins a local SGL (`write`: the device writes into it).
     pub(super) fn local_segs(&self, w: &SqEntry, write: bool) -> Result<SegList<'_>, WcStatus> {
         let mut l = SegList::new();
-        for s in &w.sges[..(w.num_sge as usize).min(MAX_SGE)] {
+        for s in w.used_sges() {
             if s.len == 0 {
                 continue;
             }
