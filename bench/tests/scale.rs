@@ -21,6 +21,7 @@ fn accepts_many_connections_and_storms_with_every_call_exactly_once() {
         credits: 8,
         // Half the storm over the server's limit: refused with a reason, the rest served.
         max_connections: 96,
+        srq: None,
     };
     let r = run(&cfg);
     eprint!("{r}");
@@ -33,4 +34,34 @@ fn accepts_many_connections_and_storms_with_every_call_exactly_once() {
     }
     let (issued, ok, failed) = r.calls;
     assert_eq!((issued, failed), (ok, 0), "{r}");
+    // Receive memory grows with the connections when each posts its own.
+    assert!(r.recv_bytes.1 > r.recv_bytes.0, "{r}");
+}
+
+/// The same with the server's receives on a shared receive queue: receive memory is the
+/// queue's, the same with 64 connections as with 128 at the storm's peak (each connection
+/// reserves its grant plus its backward receives in the queue; a connect the queue cannot back
+/// one credit for would be refused with a reason).
+#[test]
+fn accepts_many_connections_and_storms_on_a_shared_receive_queue() {
+    let cfg = ScaleConfig {
+        conns: 64,
+        storm: 64,
+        in_flight: 2,
+        ddp_every: 3,
+        phase: Duration::from_millis(400),
+        storm_limit: Duration::from_secs(60),
+        credits: 2,
+        max_connections: 0,
+        srq: Some(1024),
+    };
+    let r = run(&cfg);
+    eprint!("{r}");
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.recv_bytes.0, r.recv_bytes.1, "{r}");
+    assert!(r.recv_bytes.0 >= 1024 * 4096, "{r}");
+    assert_eq!(r.server_conns, (64, 128, 64), "{r}");
+    for p in &r.phases {
+        assert!(p.calls > 0, "no call completed in phase {}: {r}", p.name);
+    }
 }

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use api_common::*;
 use rpcrdma_engine::verbs::soft::{SoftConfig, SoftFaults};
+use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     BackchannelService, CallbackMode, Client, ClientError, ClientOptions, EndpointConfig,
     NodeSnapshot, Program, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
 };
-use rpcrdma_poller::Proc;
 
 const CREDITS: u32 = 4;
 const DDP_LEN: usize = 12_000;
@@ -435,7 +435,10 @@ fn srq_lost_connection_keeps_a_running_handlers_arguments_until_it_returns() {
     assert_eq!(sum_call(&b, 1, 1), Ok(2));
     let mut args = wait_for(|| a.args());
     args.put(&[0xa5; 64]).unwrap();
-    assert!(a.call(Proc::new(PROG, 2, GATED), args, |_| {}).is_ok(), "gated call");
+    assert!(
+        a.call(Proc::new(PROG, 2, GATED), args, |_| {}).is_ok(),
+        "gated call"
+    );
     let end = Instant::now() + Duration::from_secs(20);
     // SeqCst: pairs with the handler's store.
     while !entered.load(Ordering::SeqCst) {

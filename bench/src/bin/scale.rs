@@ -3,15 +3,16 @@
 //! `rpcrdma_bench::scale`). Exits 1 when an invariant broke, 2 on bad usage.
 //!
 //! `cargo run --release -p rpcrdma-bench --bin scale -- [--conns N] [--storm N]
-//! [--in-flight N] [--seconds S] [--max-connections N]` (defaults: 1000 connections, a storm
-//! of 1000, 2 calls in flight each, 3 s steady phases, no connection limit).
+//! [--in-flight N] [--seconds S] [--max-connections N] [--srq DEPTH] [--credits N]` (defaults:
+//! 1000 connections, a storm of 1000, 2 calls in flight each, 3 s steady phases, no connection
+//! limit, receives per connection, 8 credits per connection).
 
 use std::time::Duration;
 
 use rpcrdma_bench::scale::{run, ScaleConfig};
 
 const USAGE: &str =
-    "usage: scale [--conns N] [--storm N] [--in-flight N] [--seconds S] [--max-connections N]";
+    "usage: scale [--conns N] [--storm N] [--in-flight N] [--seconds S] [--max-connections N] [--srq DEPTH] [--credits N]";
 
 fn value(args: &[String], name: &str) -> Option<u64> {
     let i = args.iter().position(|a| a == name)?;
@@ -29,7 +30,13 @@ fn main() {
     for a in args.iter().filter(|a| a.starts_with("--")) {
         if !matches!(
             a.as_str(),
-            "--conns" | "--storm" | "--in-flight" | "--seconds" | "--max-connections"
+            "--conns"
+                | "--storm"
+                | "--in-flight"
+                | "--seconds"
+                | "--max-connections"
+                | "--srq"
+                | "--credits"
         ) {
             eprintln!("{USAGE} (unknown option {a})");
             std::process::exit(2);
@@ -50,6 +57,12 @@ fn main() {
     }
     if let Some(n) = value(&args, "--max-connections") {
         cfg.max_connections = n.min(u64::from(u32::MAX)) as u32;
+    }
+    if let Some(n) = value(&args, "--srq") {
+        cfg.srq = Some(n.clamp(1, 1 << 20) as u32);
+    }
+    if let Some(n) = value(&args, "--credits") {
+        cfg.credits = n.clamp(1, 128) as u32;
     }
     let report = run(&cfg);
     print!("{report}");

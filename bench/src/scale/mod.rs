@@ -65,6 +65,8 @@ pub struct ScaleConfig {
     /// The server's `max_connections` (0: no limit): storm clients over it are refused with
     /// `RejectReason::ConnectionLimit`.
     pub max_connections: u32,
+    /// The server's shared receive queue depth (`None`: receives per connection).
+    pub srq: Option<u32>,
 }
 
 impl Default for ScaleConfig {
@@ -78,6 +80,7 @@ impl Default for ScaleConfig {
             storm_limit: Duration::from_secs(120),
             credits: 8,
             max_connections: 0,
+            srq: None,
         }
     }
 }
@@ -112,6 +115,9 @@ pub struct ScaleReport {
     /// The server node's connection gauge with the established connections up, during the
     /// connect storm's peak, and after the disconnect storm.
     pub server_conns: (u64, u64, u64),
+    /// Octets of receive buffers the server posted with the established connections up and
+    /// at the connect storm's peak (its SRQ's, or the connections' own).
+    pub recv_bytes: (u64, u64),
     /// Per phase.
     pub phases: Vec<PhaseStats>,
     /// Storm clients connected.
@@ -210,6 +216,7 @@ impl World {
             credits: cfg.credits,
             max_conns_per_peer: 0,
             max_connections: cfg.max_connections,
+            shared_receive_queue: cfg.srq,
             ..ServerOptions::default()
         };
         let server = Server::builder()
@@ -233,6 +240,21 @@ impl World {
 
     fn server_conns(&self) -> u64 {
         self.server_ep.node_stats(0).map_or(0, |s| s.connections)
+    }
+
+    /// Octets of receive buffers the server has posted: its SRQ's, or every live
+    /// connection's own receives (`inline_recv` octets each).
+    fn recv_bytes(&self) -> u64 {
+        let node = self.server_ep.node_stats(0).unwrap_or_default();
+        if node.srq_depth > 0 {
+            return node.srq_bytes;
+        }
+        let size = u64::from(ServerOptions::default().inline_recv);
+        self.server
+            .live_connections()
+            .iter()
+            .map(|c| c.snapshot().recv_posted * size)
+            .sum()
     }
 
     fn client_options() -> ClientOptions {
@@ -391,6 +413,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     }
     let rss1 = rss_kib();
     let base_conns = world.server_conns();
+    let recv0 = world.recv_bytes();
     let sh = Arc::new(Shared {
         ledger: Ledger::new(),
         out: (0..clients.len()).map(|_| AtomicU32::new(0)).collect(),
@@ -426,19 +449,34 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
         violations.push("the connect storm did not settle".to_string());
     }
     let peak = world.server_conns();
+    let recv1 = world.recv_bytes();
     let storm_connected = storm_clients
         .iter()
         .filter(|c| c.state() == ClientState::Connected)
         .count();
+    // Refused with a reason: over `max_connections`, or (with an SRQ) when the queue cannot
+    // back one more credit.
     let storm_refused = storm_clients
         .iter()
-        .filter(|c| c.reject_reason() == Some(RejectReason::ConnectionLimit))
+        .filter(|c| c.state() != ClientState::Connected && c.reject_reason().is_some())
         .count();
     if storm_connected + storm_refused != storm_clients.len() {
         violations.push(format!(
-            "{} storm clients neither connected nor refused with ConnectionLimit",
+            "{} storm clients neither connected nor refused with a reason",
             storm_clients.len() - storm_connected - storm_refused
         ));
+    }
+    if cfg.max_connections > 0 && cfg.srq.is_none() {
+        let limit = storm_clients
+            .iter()
+            .filter(|c| c.reject_reason() == Some(RejectReason::ConnectionLimit))
+            .count();
+        if limit != storm_refused {
+            violations.push(format!(
+                "{} of {storm_refused} refusals were not ConnectionLimit",
+                storm_refused - limit
+            ));
+        }
     }
     // Phase 2: disconnect storm.
     sh.phase.store(2, Ordering::Relaxed);
@@ -504,6 +542,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
         load: (load0, loadavg()),
         rss: (rss0, rss1),
         server_conns: (base_conns, peak, after_conns),
+        recv_bytes: (recv0, recv1),
         phases,
         storm_connected,
         storm_refused,
@@ -519,8 +558,13 @@ impl fmt::Display for ScaleReport {
         writeln!(
             f,
             "scale: {} connections to one server reactor, {} in flight each, DDP every {}; \
-             storm of {}; max_connections {}",
-            c.conns, c.in_flight, c.ddp_every, c.storm, c.max_connections
+             storm of {}; max_connections {}; SRQ {}",
+            c.conns,
+            c.in_flight,
+            c.ddp_every,
+            c.storm,
+            c.max_connections,
+            c.srq.map_or("off".to_string(), |d| format!("depth {d}"))
         )?;
         writeln!(f, "load average: {:?} -> {:?}", self.load.0, self.load.1)?;
         if let (Some(a), Some(b)) = self.rss {
@@ -535,6 +579,13 @@ impl fmt::Display for ScaleReport {
         writeln!(
             f,
             "server connections: {b} established, {p} at the storm's peak, {a} after"
+        )?;
+        writeln!(
+            f,
+            "server receive buffers: {:.1} MiB with the established connections, {:.1} MiB at \
+             the storm's peak",
+            self.recv_bytes.0 as f64 / 1048576.0,
+            self.recv_bytes.1 as f64 / 1048576.0
         )?;
         writeln!(
             f,
