@@ -54,7 +54,7 @@ use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
 use rpcrdma_engine::verbs::Device;
 use rpcrdma_poller::{
     BackchannelService, BackoffMode, CallbackMode, Client, ClientError, ClientOptions,
-    ConnSnapshot, Cores, Endpoint, EndpointConfig, PersistentStags, PinPolicy, ReactorConfig,
+    ConnSnapshot, Cores, Endpoint, EndpointConfig, PersistentStags, PinPolicy, Proc, ReactorConfig,
     ReactorSet,
 };
 

@@ -47,7 +47,7 @@ use rpcrdma_apps::nfs4::{
     SEQ4_STATUS_CB_PATH_DOWN_SESSION, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
 use rpcrdma_apps::nfs4cb::{self, CbRecall, CbServed, CbServer};
-use rpcrdma_poller::{BackchannelService, ConnStats, Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{BackchannelService, ConnStats, Proc, Program, Reject, ReplyBuilder, Request};
 
 use super::{null_check, ok, print_negotiated, How, Nfs, Tally};
 
