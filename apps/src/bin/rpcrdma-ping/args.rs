@@ -1,0 +1,276 @@
+//! Command-line arguments of `rpcrdma-ping`: [`Args`] (with the buffer size and private data
+//! they imply), [`parse`], [`usage`] and name resolution ([`resolve`]).
+//!
+//! Normal operation: flags are parsed into [`Args`], or `--help` / `--version` is reported as
+//! such. Recovery: an unknown flag, a missing value, a number out of range or a host that does
+//! not resolve is an error message (exit status 2).
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use rpcrdma_engine::proto::private_data::{self, PrivateData};
+use rpcrdma_poller::BackoffMode;
+
+use super::{MAX_ARG_SIZE, REPLY_TRANSPORT_HEADER};
+pub(super) fn usage(prog: &str) -> String {
+    format!(
+        "Usage: {prog} [options] <server>[:port]\n       {prog} --loopback [options] [address]\n\n\
+         NULL calls over RPC-over-RDMA through the poller's Client API; prints the negotiated\n\
+         transport values and round-trip statistics. Exit status: 0 every call answered,\n\
+         1 no answer or a call failed, 2 usage error.\n\n\
+         Options:\n\
+         \x20 -P, --program <n>       RPC program (default 100003, NFS)\n\
+         \x20 -v, --vers <n>          program version (default 3)\n\
+         \x20 -p, --port <n>          port (default 20049)\n\
+         \x20 -c, --count <n>         NULL calls (default 5)\n\
+         \x20 -i, --interval <ms>     pause between calls (default 0)\n\
+         \x20 -t, --timeout <ms>      connection and per-call limit (default 3000)\n\
+         \x20     --version 1|2       RPC-over-RDMA version (default 1)\n\
+         \x20     --inline-size <n>   inline sizes we advertise (1024..262144, default 4096)\n\
+         \x20     --credits <n>       credits asked for (default 32)\n\
+         \x20     --no-remote-invalidate  do not advertise the RFC 8797 R bit\n\
+         \x20     --loopback          start an in-process server registering the program\n\
+         \x20                         (soft provider; default address 10.0.0.2)\n\
+         \x20     --provider soft|rdma  verbs provider (default soft; rdma needs the `rdma` feature)\n\
+         \x20     --bind <ip>         local address whose device to use (rdma)\n\
+         \x20     --backoff busy_poll|shared_cores  reactors' idle behaviour (default busy_poll)\n\
+         \x20     --persistent-stags  on a device without type-2 memory windows (siw): expose the\n\
+         \x20                         client's pools to the server through endpoint-wide\n\
+         \x20                         persistent STags (refused without; docs/rdma-provider.md)\n\
+         \x20 -q, --quiet             summary only\n\
+         \x20 -h, --help / -V         help / version\n"
+    )
+}
+
+pub(super) fn num(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = v.trim();
+    let n = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        t.parse::<u64>()
+    }
+    .map_err(|_| format!("{flag} expects a number, got {v:?}"))?;
+    if n < lo || n > hi {
+        return Err(format!("{flag} must be between {lo} and {hi}"));
+    }
+    Ok(n)
+}
+
+pub(super) enum Parsed {
+    Run(Args),
+    Help,
+    Version,
+}
+
+pub(super) fn parse(argv: &[String]) -> Result<Parsed, String> {
+    let mut a = Args::default();
+    let mut i = 0;
+    while i < argv.len() {
+        let tok = argv[i].as_str();
+        i += 1;
+        let (name, inline) = match tok.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+            _ => (tok, None),
+        };
+        let mut val = || -> Result<String, String> {
+            if let Some(v) = inline {
+                return Ok(v.to_string());
+            }
+            let v = argv
+                .get(i)
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))?;
+            i += 1;
+            Ok(v)
+        };
+        match name {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" => return Ok(Parsed::Version),
+            "-P" | "--program" => a.prog = num(name, &val()?, 0, u64::from(u32::MAX))? as u32,
+            "-v" | "--vers" => a.vers = num(name, &val()?, 0, u64::from(u32::MAX))? as u32,
+            "-p" | "--port" => a.port = num(name, &val()?, 1, 65535)? as u16,
+            "-c" | "--count" => a.count = num(name, &val()?, 1, 1_000_000)?,
+            "-i" | "--interval" => {
+                a.interval = Duration::from_millis(num(name, &val()?, 0, 3_600_000)?)
+            }
+            "-t" | "--timeout" => {
+                a.timeout = Duration::from_millis(num(name, &val()?, 1, 3_600_000)?)
+            }
+            "--version" => a.version = num(name, &val()?, 1, 2)? as u32,
+            "--inline-size" => {
+                a.inline = num(
+                    name,
+                    &val()?,
+                    u64::from(private_data::MIN_SIZE),
+                    u64::from(private_data::MAX_SIZE),
+                )? as u32
+            }
+            "--inline-send" => {
+                a.inline_send = Some(num(
+                    name,
+                    &val()?,
+                    u64::from(private_data::MIN_SIZE),
+                    u64::from(private_data::MAX_SIZE),
+                )? as u32)
+            }
+            "--credits" => a.credits = num(name, &val()?, 1, 1024)? as u32,
+            "--no-remote-invalidate" => a.remote_invalidate = false,
+            "--arg-size" => a.arg_size = num(name, &val()?, 0, MAX_ARG_SIZE)? as u32,
+            "--reply-chunk" => a.reply_chunk = true,
+            "--loopback" => a.loopback = true,
+            "--persistent-stags" => a.persistent_stags = true,
+            "-q" | "--quiet" => a.quiet = true,
+            "--provider" => {
+                a.provider = match val()?.as_str() {
+                    "soft" => ProviderKind::Soft,
+                    "rdma" => ProviderKind::Rdma,
+                    v => return Err(format!("--provider must be soft or rdma, got {v:?}")),
+                }
+            }
+            "--bind" => {
+                let v = val()?;
+                a.bind = Some(
+                    v.parse()
+                        .map_err(|_| format!("--bind expects an IP address, got {v:?}"))?,
+                )
+            }
+            "--backoff" => {
+                a.backoff = match val()?.as_str() {
+                    "busy_poll" | "busy" => BackoffMode::BusyPoll,
+                    "shared_cores" | "shared" => BackoffMode::SharedCores,
+                    v => {
+                        return Err(format!(
+                            "--backoff must be busy_poll or shared_cores, got {v:?}"
+                        ))
+                    }
+                }
+            }
+            _ if tok.starts_with('-') && tok.len() > 1 => {
+                return Err(format!("unknown flag {tok}"))
+            }
+            _ => {
+                if a.host.is_some() {
+                    return Err(format!("unexpected argument {tok:?}"));
+                }
+                a.host = Some(tok.to_string());
+            }
+        }
+    }
+    if a.host.is_none() && !a.loopback {
+        return Err("give the server's address, or --loopback".into());
+    }
+    Ok(Parsed::Run(a))
+}
+
+/// `host`, `host:port`, `[v6]:port` or a name.
+pub(super) fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    if let Ok(sa) = host.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let (h, p) = match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => {
+            (h, num("port", p, 1, 65535)? as u16)
+        }
+        _ => (host, port),
+    };
+    (h, p)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {h}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {h}"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProviderKind {
+    Soft,
+    Rdma,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Args {
+    pub(super) host: Option<String>,
+    pub(super) prog: u32,
+    pub(super) vers: u32,
+    pub(super) port: u16,
+    pub(super) count: u64,
+    pub(super) interval: Duration,
+    pub(super) timeout: Duration,
+    pub(super) version: u32,
+    pub(super) inline: u32,
+    /// `--inline-send`: the send size we advertise, when it differs from `inline`.
+    pub(super) inline_send: Option<u32>,
+    pub(super) credits: u32,
+    pub(super) remote_invalidate: bool,
+    /// `--arg-size`: opaque octets appended to each NULL call's (empty) arguments.
+    pub(super) arg_size: u32,
+    /// `--reply-chunk`: reply buffers larger than the inline threshold (a Reply chunk is offered).
+    pub(super) reply_chunk: bool,
+    pub(super) loopback: bool,
+    pub(super) provider: ProviderKind,
+    pub(super) bind: Option<IpAddr>,
+    pub(super) backoff: BackoffMode,
+    pub(super) quiet: bool,
+    /// `--persistent-stags`: on a device without type-2 memory windows (siw), the client's
+    /// endpoint exposes its pools through endpoint-wide persistent STags (refused otherwise).
+    pub(super) persistent_stags: bool,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            host: None,
+            prog: 100_003,
+            vers: 3,
+            port: 20049,
+            count: 5,
+            interval: Duration::ZERO,
+            timeout: Duration::from_secs(3),
+            version: 1,
+            inline: 4096,
+            inline_send: None,
+            credits: 32,
+            remote_invalidate: true,
+            arg_size: 0,
+            reply_chunk: false,
+            loopback: false,
+            provider: ProviderKind::Soft,
+            bind: None,
+            backoff: BackoffMode::BusyPoll,
+            quiet: false,
+            persistent_stags: false,
+        }
+    }
+}
+
+pub(super) const fn pad4(n: u32) -> u32 {
+    (n + 3) & !3
+}
+
+impl Args {
+    /// The private data we send (RFC 8797 sizes, R bit).
+    pub(super) fn ours(&self) -> PrivateData {
+        let clamp = |n: u32| n.clamp(private_data::MIN_SIZE, private_data::MAX_SIZE);
+        PrivateData::v1(
+            self.remote_invalidate,
+            clamp(self.inline_send.unwrap_or(self.inline)),
+            clamp(self.inline),
+        )
+    }
+
+    /// Size of every endpoint buffer (arguments and replies): room for `--arg-size` octets,
+    /// and either just small enough that no Reply chunk is offered (a reply of that size fits
+    /// the inline receive size we advertise), or with `--reply-chunk` just large enough that
+    /// one is.
+    pub(super) fn buffer_size(&self) -> u32 {
+        let recv = self.ours().advertised_recv_size();
+        let reply = if self.reply_chunk {
+            recv
+        } else {
+            recv - REPLY_TRANSPORT_HEADER
+        };
+        reply.max(pad4(self.arg_size)).max(256)
+    }
+}
