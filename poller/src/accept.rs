@@ -5,7 +5,9 @@
 //!
 //! Normal operation: a listener's requests are spread over the nodes in turn (the acceptor's
 //! turn counter); each is admitted against its peer's connection limit, then accepted into a
-//! free slot. Requests already waiting go first.
+//! free slot. Requests already waiting go first. A node takes at most [`ACCEPTS_PER_POLL`]
+//! requests from its listeners per poll; a storm of connects waits in the listeners' backlog
+//! and is taken over the following polls, between which established connections are served.
 //!
 //! Recovery: a request that finds the node's slots full waits (at most [`DEFER_NS`]) for the
 //! slot of the connection idle the longest, evicted for it, or is refused with a reason
@@ -23,6 +25,12 @@ use rpcrdma_engine::verbs::{ConnRequest, Listener, Provider};
 
 use crate::admission::PeerSlot;
 use crate::node::{send_to, Acceptor, NodeCmd, NodeEnv, NodePeer, Slots};
+
+/// Connect requests a node takes from its listeners per poll. The rest wait in the listener's
+/// backlog for the next poll, so a storm of connects is spread over polls and the node keeps
+/// serving its established connections in between (each accept registers memory and creates a
+/// QP: tens of microseconds).
+pub(crate) const ACCEPTS_PER_POLL: usize = 8;
 
 /// How long a connect request waits for the slot of a connection evicted for it (ns). The
 /// slot is normally free within a poll or two; the request is refused (`ServerFull`) after.
@@ -151,9 +159,11 @@ impl<P: Provider> Intake<P> {
     }
 
     /// Polls the listeners: each request goes to the node whose turn it is (here, or handed
-    /// over); listeners of a stopping server (or node) are closed.
+    /// over), at most [`ACCEPTS_PER_POLL`] per poll; listeners of a stopping server (or node)
+    /// are closed.
     pub(crate) fn poll_listeners(&mut self, seat: &mut Seat<'_, P>) -> usize {
         let mut work = 0;
+        let mut taken = 0;
         let mut i = 0;
         while i < self.listeners.len() {
             if seat.stopping || self.listeners[i].1.is_stopping() {
@@ -161,7 +171,7 @@ impl<P: Provider> Intake<P> {
                 work += 1;
                 continue;
             }
-            loop {
+            while taken < ACCEPTS_PER_POLL {
                 let req = match self.listeners[i].0.poll() {
                     Ok(Some(r)) => r,
                     Ok(None) => break,
@@ -171,6 +181,7 @@ impl<P: Provider> Intake<P> {
                     }
                 };
                 work += 1;
+                taken += 1;
                 let to = Arc::clone(&self.listeners[i].1);
                 let target = to.next_node(seat.peers.len().max(1));
                 if target == seat.env.index {

@@ -63,6 +63,10 @@ pub(crate) fn rq_depth_for(credits: u32) -> u32 {
 }
 
 /// What a node's connections use while being served.
+/// Server connections a node tears down per poll (see `NodeEnv::teardowns_left`); the others
+/// wait, lost, for the next poll.
+pub(crate) const TEARDOWNS_PER_POLL: u32 = 8;
+
 pub(crate) struct NodeEnv<P: Provider> {
     pub index: usize,
     pub dev: Arc<P::Device>,
@@ -75,6 +79,10 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub router: Router,
     pub stats: NodeStatsWriter,
     pub now: u64,
+    /// Server connections this poll may still tear down (reset to [`TEARDOWNS_PER_POLL`]
+    /// every poll): a storm of disconnects is spread over polls, between which the
+    /// established connections are served.
+    pub teardowns_left: u32,
     pub hugepages: HugePagePolicy,
     /// Generation of each slot (bumped when the slot is released).
     pub gens: Vec<u32>,

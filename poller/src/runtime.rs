@@ -215,6 +215,7 @@ impl<P: Provider> Endpoint<P> {
                     router: Router::new(cfg.max_conns_per_reactor),
                     stats: w,
                     now: 0,
+                    teardowns_left: crate::node::TEARDOWNS_PER_POLL,
                     hugepages,
                     gens: vec![0; cfg.max_conns_per_reactor],
                     thread: Arc::clone(&peers[i].thread),
@@ -461,6 +462,7 @@ impl<P: Provider> Poller for Node<P> {
             }
         }
         self.env.now = now;
+        self.env.teardowns_left = crate::node::TEARDOWNS_PER_POLL;
         let mut work = 0;
         for _ in 0..CONTROL_BATCH {
             let Some(cmd) = self.ctl.dequeue() else { break };

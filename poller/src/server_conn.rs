@@ -112,6 +112,15 @@ impl<P: Provider> Acceptor<P> for ServerShared {
     }
 }
 
+/// Why an idle connection closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdleClose {
+    /// Evicted for a newcomer (`ServerOptions::evict_idle`).
+    Evicted,
+    /// Idle for `ServerOptions::idle_timeout_ms`.
+    TimedOut,
+}
+
 /// One accepted connection on its reactor.
 pub(crate) struct ServerConn<P: Provider> {
     shared: Arc<ServerShared>,
@@ -334,27 +343,19 @@ impl<P: Provider> ServerConn<P> {
         (!busy).then_some(idle)
     }
 
-    /// Whether to close the connection at the end of this round: evicted for a newcomer, or
-    /// idle for `idle_timeout_ms` (counted here).
-    fn close_when_idle(&mut self, env: &mut NodeEnv<P>) -> bool {
+    /// Whether to close the connection at the end of this round, and why: evicted for a
+    /// newcomer, or idle for `idle_timeout_ms` (counted when the close happens).
+    fn idle_close(&self, now: u64) -> Option<IdleClose> {
         if self.evicted {
-            self.stats.evicted();
-            env.stats.evicted();
-            return true;
+            return Some(IdleClose::Evicted);
         }
         let timeout = self.shared.opts.idle_timeout_ms;
         // The cheap test first: a connection with recent completions is not idle.
-        if timeout == 0
-            || env.now.saturating_sub(self.last_active) < timeout.saturating_mul(1_000_000)
+        if timeout == 0 || now.saturating_sub(self.last_active) < timeout.saturating_mul(1_000_000)
         {
-            return false;
+            return None;
         }
-        if self.idle_for(env.now).is_none() {
-            return false;
-        }
-        self.stats.idle_closed();
-        env.stats.idle_closed();
-        true
+        self.idle_for(now).map(|_| IdleClose::TimedOut)
     }
 
     /// Hands a new call to the dispatcher (served now or queued), or with `None` retries the
@@ -564,16 +565,33 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             work += 1;
         }
         let kick = self.dispatch.kicked();
-        if kick {
-            self.stats.kicked();
-        }
-        let close = self.close_when_idle(env);
+        let idle = self.idle_close(env.now);
         if self.drv.broken
             || lost
             || kick
-            || close
+            || idle.is_some()
             || self.drv.conn.as_ref().map(|c| c.state()) == Some(ConnState::Closed)
         {
+            // A disconnect storm is torn down a few connections per poll (the rest wait, and
+            // are counted, when their turn comes).
+            if env.teardowns_left == 0 {
+                return work + 1;
+            }
+            env.teardowns_left -= 1;
+            if kick {
+                self.stats.kicked();
+            }
+            match idle {
+                Some(IdleClose::Evicted) => {
+                    self.stats.evicted();
+                    env.stats.evicted();
+                }
+                Some(IdleClose::TimedOut) => {
+                    self.stats.idle_closed();
+                    env.stats.idle_closed();
+                }
+                None => {}
+            }
             self.teardown(env, links, cx, slot);
             return work + 1;
         }

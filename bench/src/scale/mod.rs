@@ -3,8 +3,8 @@
 //! then a storm of connects at once and a storm of disconnects at once while the established
 //! connections keep calling.
 //!
-//! Normal operation: [`run`] builds a soft fabric with a one-reactor server endpoint and a
-//! one-reactor client endpoint, connects [`ScaleConfig::conns`] clients (measuring the
+//! Normal operation: [`run`] builds a soft fabric with a one-reactor server endpoint, a
+//! one-reactor client endpoint and a one-reactor endpoint for the storm's clients, connects [`ScaleConfig::conns`] clients (measuring the
 //! process's resident set before and after, and the server node's connection gauge), runs four
 //! phases of traffic — `steady`, `connect storm` ([`ScaleConfig::storm`] more clients connect
 //! at once from a second client endpoint), `disconnect storm` (they all close at once) and
@@ -197,7 +197,13 @@ struct World {
 impl World {
     fn new(cfg: &ScaleConfig) -> World {
         let fabric = SoftFabric::new();
-        let sets = vec![reactors("scale-srv"), reactors("scale-cli")];
+        // The storm's clients have a reactor of their own, so what the established calls wait
+        // for during a storm is the server's accept and teardown work, not the storm clients'.
+        let sets = vec![
+            reactors("scale-srv"),
+            reactors("scale-cli"),
+            reactors("scale-storm"),
+        ];
         let port = PORT.fetch_add(1, Ordering::Relaxed);
         let ip = IpAddr::V4(Ipv4Addr::new(10, 16, 0, 1));
         let addr = SocketAddr::new(ip, port);
@@ -218,7 +224,7 @@ impl World {
         )
         .expect("client endpoint");
         let storm_ep = Endpoint::new(
-            &sets[1],
+            &sets[2],
             device(&fabric, IpAddr::V4(Ipv4Addr::new(10, 16, 2, 1))),
             endpoint_config(cfg.storm.max(1), 64),
         )
