@@ -319,14 +319,7 @@ impl Server {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.back_start(
-            session,
-            proc,
-            args,
-            &BackCallOptions::default(),
-            Callback::new(cb),
-            false,
-        )
+        self.back_call_with(session, proc, args, BackCallOptions::default(), cb)
     }
 
     /// [`Server::back_call`] with options (XID, timeout).

@@ -507,13 +507,7 @@ impl BackChannel {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.start(
-            proc,
-            args,
-            &BackCallOptions::default(),
-            Callback::new(cb),
-            false,
-        )
+        self.call_with(proc, args, BackCallOptions::default(), cb)
     }
 
     /// [`BackChannel::call`] with options (XID, timeout).
