@@ -3,6 +3,7 @@
 //! SVG line-plot writer ([`svg`]) for the latency-vs-size plot.
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod cost;
 pub mod scale;
 pub mod soak;

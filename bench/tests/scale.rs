@@ -9,20 +9,25 @@ use std::time::Duration;
 
 use rpcrdma_bench::scale::{run, ScaleConfig};
 
-#[test]
-fn accepts_many_connections_and_storms_with_every_call_exactly_once() {
-    let cfg = ScaleConfig {
+/// 64 established connections, a storm of 64, 2 calls in flight each, short phases.
+fn reduced(credits: u32, max_connections: u32, srq: Option<u32>) -> ScaleConfig {
+    ScaleConfig {
         conns: 64,
         storm: 64,
         in_flight: 2,
         ddp_every: 3,
         phase: Duration::from_millis(400),
         storm_limit: Duration::from_secs(60),
-        credits: 8,
-        // Half the storm over the server's limit: refused with a reason, the rest served.
-        max_connections: 96,
-        srq: None,
-    };
+        credits,
+        max_connections,
+        srq,
+    }
+}
+
+#[test]
+fn accepts_many_connections_and_storms_with_every_call_exactly_once() {
+    // Half the storm over the server's limit: refused with a reason, the rest served.
+    let cfg = reduced(8, 96, None);
     let r = run(&cfg);
     eprint!("{r}");
     assert!(r.passed(), "{r}");
@@ -44,17 +49,7 @@ fn accepts_many_connections_and_storms_with_every_call_exactly_once() {
 /// one credit for would be refused with a reason).
 #[test]
 fn accepts_many_connections_and_storms_on_a_shared_receive_queue() {
-    let cfg = ScaleConfig {
-        conns: 64,
-        storm: 64,
-        in_flight: 2,
-        ddp_every: 3,
-        phase: Duration::from_millis(400),
-        storm_limit: Duration::from_secs(60),
-        credits: 2,
-        max_connections: 0,
-        srq: Some(1024),
-    };
+    let cfg = reduced(2, 0, Some(1024));
     let r = run(&cfg);
     eprint!("{r}");
     assert!(r.passed(), "{r}");

@@ -10,40 +10,23 @@
 
 use std::time::Duration;
 
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::soak::{run, SoakConfig};
 
 const USAGE: &str = "usage: soak [--seconds N] [--seed S] [--clients N]";
 
-fn value(args: &[String], name: &str) -> Option<u64> {
-    let i = args.iter().position(|a| a == name)?;
-    match args.get(i + 1).and_then(|v| v.parse().ok()) {
-        Some(v) => Some(v),
-        None => {
-            eprintln!("{USAGE} ({name} needs a number)");
-            std::process::exit(2)
-        }
-    }
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for a in args.iter().filter(|a| a.starts_with("--")) {
-        if !matches!(a.as_str(), "--seconds" | "--seed" | "--clients") {
-            eprintln!("{USAGE} (unknown option {a})");
-            std::process::exit(2);
-        }
-    }
+    let flags = Flags::new(USAGE, &["--seconds", "--seed", "--clients"]);
     let mut cfg = SoakConfig::default();
-    if let Some(s) = value(&args, "--seconds") {
+    if let Some(s) = flags.number("--seconds") {
         cfg.duration = Duration::from_secs(s.max(1));
     }
-    if let Some(s) = value(&args, "--seed") {
+    if let Some(s) = flags.number("--seed") {
         cfg.seed = s;
     }
-    if let Some(n) = value(&args, "--clients") {
+    if let Some(n) = flags.number("--clients") {
         if !(1..=64).contains(&n) {
-            eprintln!("{USAGE} (--clients must be 1..=64)");
-            std::process::exit(2);
+            flags.fail("--clients must be 1..=64");
         }
         cfg.clients = n as usize;
     }
