@@ -192,6 +192,8 @@ struct World {
     storm_ep: Endpoint<SoftProvider>,
     server: Server,
     addr: SocketAddr,
+    /// The server's receive buffer size (`ServerOptions::inline_recv`).
+    recv_size: u32,
 }
 
 impl World {
@@ -242,6 +244,7 @@ impl World {
             backchannel_credits: 1,
             ..ServerOptions::default()
         };
+        let recv_size = opts.inline_recv;
         let server = Server::builder()
             .program(server_program(
                 Arc::new(ServerCtx::default()),
@@ -258,6 +261,7 @@ impl World {
             storm_ep,
             server,
             addr,
+            recv_size,
         }
     }
 
@@ -272,7 +276,7 @@ impl World {
         if node.srq_depth > 0 {
             return node.srq_bytes;
         }
-        let size = u64::from(ServerOptions::default().inline_recv);
+        let size = u64::from(self.recv_size);
         self.server
             .live_connections()
             .iter()
