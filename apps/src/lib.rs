@@ -6,6 +6,7 @@
 //! failure is returned as an error value to the binary, which prints it and exits non-zero.
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod nfs3;
 pub mod nfs4;
 pub mod nfs4cb;

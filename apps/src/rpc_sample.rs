@@ -23,7 +23,7 @@ use rpcrdma_engine::proto::v1::{self, Body, Message, MessageBody};
 use rpcrdma_engine::rpc::{self, AcceptStat, CallHeader, OpaqueAuth, ReplyHeader, RpcMsg};
 use rpcrdma_engine::verbs::conformance::{self, Buf};
 use rpcrdma_engine::verbs::soft::{SoftEnv, SoftFabric, SoftProvider};
-use rpcrdma_engine::verbs::{Access, QueuePair, RecvWr, SendFlags, SendOp, SendWr, WcOpcode};
+use rpcrdma_engine::verbs::{Access, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, WcOpcode};
 
 type P = SoftProvider;
 
@@ -132,270 +132,339 @@ fn describe(msg: &Message<'_>) -> SampleMessage {
     }
 }
 
-/// Runs the exchange on `fabric` and returns the four transport headers in wire order.
-pub fn run(fabric: &SoftFabric) -> Result<Vec<SampleMessage>, String> {
-    let mut env = SoftEnv::on(fabric.clone());
-    let pair = conformance::connect(&mut env)?;
-    let (mut c, mut s) = (pair.c, pair.s);
-    let lw = Access::LOCAL_WRITE;
-    // Client memory.
-    let csend = Buf::<P>::new(&c.pd, 2048, lw)?;
-    let crecv = Buf::<P>::new(&c.pd, 4096, lw)?;
-    let cread = Buf::<P>::new(&c.pd, READ_CHUNK_LEN as usize, lw | Access::REMOTE_READ)?;
-    let cwrite = Buf::<P>::new(&c.pd, WRITE_CHUNK_LEN as usize, lw | Access::REMOTE_WRITE)?;
-    let creply = Buf::<P>::new(&c.pd, REPLY_CHUNK_LEN as usize, lw | Access::REMOTE_WRITE)?;
-    cread.fill(0x41);
-    // Server memory.
-    let srecv = Buf::<P>::new(&s.pd, 4096, lw)?;
-    let ssend = Buf::<P>::new(&s.pd, 2048, lw)?;
-    let sdata = Buf::<P>::new(&s.pd, 4096, lw)?;
-    sdata.fill(0x77);
-    for i in 0..2 {
-        s.qp.queue_recv(&RecvWr {
-            wr_id: i,
-            sgl: &[srecv.sge(i as usize * 2048, 2048)],
+/// The two endpoints of the exchange, their registered buffers, and the headers sent so far.
+struct Exchange {
+    env: SoftEnv,
+    c: conformance::Side<P>,
+    s: conformance::Side<P>,
+    /// Client: send buffer, receive buffer (two 2 KiB slots), read chunk, write chunk, reply chunk.
+    csend: Buf<P>,
+    crecv: Buf<P>,
+    cread: Buf<P>,
+    cwrite: Buf<P>,
+    creply: Buf<P>,
+    /// Server: receive buffer (two 2 KiB slots), send buffer, bulk data.
+    srecv: Buf<P>,
+    ssend: Buf<P>,
+    sdata: Buf<P>,
+    limits: ChunkLimits,
+    sent: Vec<SampleMessage>,
+}
+
+/// What the server learns from call 1: the chunks it must serve.
+struct Call1Chunks {
+    read: ReadSegment,
+    wchunk: Segment,
+    reply: Segment,
+}
+
+impl Exchange {
+    /// Connects the two sides, registers their buffers and posts two receives on each side.
+    fn new(fabric: &SoftFabric) -> Result<Self, String> {
+        let mut env = SoftEnv::on(fabric.clone());
+        let pair = conformance::connect(&mut env)?;
+        let (c, s) = (pair.c, pair.s);
+        let lw = Access::LOCAL_WRITE;
+        let buf = |pd, len: u32, extra| Buf::<P>::new(pd, len as usize, lw | extra);
+        let mut x = Exchange {
+            csend: buf(&c.pd, 2048, Access::NONE)?,
+            crecv: buf(&c.pd, 4096, Access::NONE)?,
+            cread: buf(&c.pd, READ_CHUNK_LEN, Access::REMOTE_READ)?,
+            cwrite: buf(&c.pd, WRITE_CHUNK_LEN, Access::REMOTE_WRITE)?,
+            creply: buf(&c.pd, REPLY_CHUNK_LEN, Access::REMOTE_WRITE)?,
+            srecv: buf(&s.pd, 4096, Access::NONE)?,
+            ssend: buf(&s.pd, 2048, Access::NONE)?,
+            sdata: buf(&s.pd, 4096, Access::NONE)?,
+            env,
+            c,
+            s,
+            limits: ChunkLimits::default(),
+            sent: Vec::new(),
+        };
+        x.cread.fill(0x41);
+        x.sdata.fill(0x77);
+        for i in 0..2 {
+            let at = i as usize * 2048;
+            x.s.qp
+                .queue_recv(&RecvWr {
+                    wr_id: i,
+                    sgl: &[x.srecv.sge(at, 2048)],
+                })
+                .map_err(e2s)?;
+            x.c.qp
+                .queue_recv(&RecvWr {
+                    wr_id: i,
+                    sgl: &[x.crecv.sge(at, 2048)],
+                })
+                .map_err(e2s)?;
+        }
+        x.s.qp.flush_recv().map_err(e2s)?;
+        x.c.qp.flush_recv().map_err(e2s)?;
+        Ok(x)
+    }
+
+    /// Encodes `msg` + `rpc` at `at` of `buf` and SENDs it from `qp` (records the header).
+    fn send(
+        &mut self,
+        client: bool,
+        wr_id: u64,
+        at: usize,
+        msg: &Message<'_>,
+        rpc: &[u8],
+    ) -> Result<(), String> {
+        let mut wire = [0u8; 2048];
+        let len = encode_msg(msg, rpc, &mut wire)?;
+        let (buf, qp) = if client {
+            (&self.csend, &mut self.c.qp)
+        } else {
+            (&self.ssend, &mut self.s.qp)
+        };
+        buf.write(at, &wire[..len]);
+        qp.queue_send(&SendWr::send(wr_id, &[buf.sge(at, len)]))
+            .map_err(e2s)?;
+        qp.flush_send().map_err(e2s)?;
+        self.sent.push(describe(msg));
+        Ok(())
+    }
+
+    /// Waits for the next completion on the client's (`client`) or the server's CQ; a
+    /// receive's payload (read from receive slot `slot`) is returned with it.
+    fn wait(&mut self, client: bool, slot: usize, what: &str) -> Result<Vec<u8>, String> {
+        let (cq, recv) = if client {
+            (&mut self.c.cq, &self.crecv)
+        } else {
+            (&mut self.s.cq, &self.srecv)
+        };
+        let wc = conformance::wait_wc(&mut self.env, cq)?;
+        if !wc.status.is_success() {
+            return Err(format!("{what} failed: {wc:?}"));
+        }
+        Ok(match wc.opcode {
+            WcOpcode::RECV => recv.read(slot * 2048, wc.byte_len as usize),
+            _ => Vec::new(),
         })
-        .map_err(e2s)?;
-        c.qp.queue_recv(&RecvWr {
-            wr_id: i,
-            sgl: &[crecv.sge(i as usize * 2048, 2048)],
+    }
+
+    /// Call 1 from the client: RDMA_MSG with a Read list (at the position after the
+    /// arguments), a Write list of one chunk and a Reply chunk. Returns the read position.
+    fn client_call1(&mut self) -> Result<u32, String> {
+        let mut rpc_call = [0u8; 256];
+        let mut n = rpc::encode_call(&mut rpc_call, &call_header(FIRST_XID, 7)).map_err(e2s)?;
+        // Arguments before the chunk's position: a file handle-ish opaque and an offset.
+        for w in [8u32, 0x0102_0304, 0x0506_0708, 0, 4096, READ_CHUNK_LEN] {
+            rpc_call[n..n + 4].copy_from_slice(&w.to_be_bytes());
+            n += 4;
+        }
+        let position = n as u32;
+        let reads = [ReadSegment::new(
+            position,
+            chunk_of(&self.cread, READ_CHUNK_LEN),
+        )];
+        let wseg = [chunk_of(&self.cwrite, WRITE_CHUNK_LEN)];
+        let writes: [&[Segment]; 1] = [&wseg];
+        let rseg = [chunk_of(&self.creply, REPLY_CHUNK_LEN)];
+        let lists = ChunkListsRef {
+            reads: &reads,
+            writes: &writes,
+            reply: Some(&rseg),
+        };
+        lists.validate(&self.limits).map_err(e2s)?;
+        let msg = Message {
+            xid: FIRST_XID,
+            credits: CREDITS,
+            body: MessageBody::Msg(lists),
+        };
+        self.send(true, 10, 0, &msg, &rpc_call[..n])?;
+        self.wait(true, 0, "call 1 send")?;
+        Ok(position)
+    }
+
+    /// The server receives call 1 and decodes it with the strict decoder.
+    fn server_take_call1(&mut self, position: u32) -> Result<Call1Chunks, String> {
+        let got = self.wait(false, 0, "server receive")?;
+        let h = v1::decode(&got, &self.limits).map_err(e2s)?;
+        h.check_call().map_err(e2s)?;
+        let Body::Msg(chunks) = h.body else {
+            return Err("call 1 is not RDMA_MSG".into());
+        };
+        let (read, wchunk, reply) = match (
+            chunks.reads.get(0),
+            chunks.writes.get(0).and_then(|w| w.get(0)),
+            chunks.reply.and_then(|r| r.segments().next()),
+        ) {
+            (Some(r), Some(w), Some(p)) => (r, w, p),
+            _ => return Err("call 1 lost a chunk".into()),
+        };
+        let (call_hdr, _) = rpc::decode_call(h.payload).map_err(e2s)?;
+        if call_hdr.xid != FIRST_XID || read.position != position {
+            return Err("call 1 decoded wrongly".into());
+        }
+        Ok(Call1Chunks {
+            read,
+            wchunk,
+            reply,
         })
-        .map_err(e2s)?;
-    }
-    s.qp.flush_recv().map_err(e2s)?;
-    c.qp.flush_recv().map_err(e2s)?;
-
-    let mut sent = Vec::new();
-    let mut buf = [0u8; 2048];
-    let limits = ChunkLimits::default();
-
-    // ---- Call 1: Read list + Write list + Reply chunk. ----
-    let xid = FIRST_XID;
-    let mut rpc_call = [0u8; 256];
-    let call = CallHeader {
-        xid,
-        prog: PROG,
-        vers: 3,
-        proc_num: 7,
-        cred: OpaqueAuth::NONE,
-        verf: OpaqueAuth::NONE,
-    };
-    let mut n = rpc::encode_call(&mut rpc_call, &call).map_err(e2s)?;
-    // Arguments before the chunk's position: a file handle-ish opaque and an offset.
-    for w in [8u32, 0x0102_0304, 0x0506_0708, 0, 4096, READ_CHUNK_LEN] {
-        rpc_call[n..n + 4].copy_from_slice(&w.to_be_bytes());
-        n += 4;
-    }
-    let position = n as u32;
-    let reads = [ReadSegment::new(
-        position,
-        Segment::new(cread.keys().rkey, READ_CHUNK_LEN, cread.addr()),
-    )];
-    let wseg = [Segment::new(
-        cwrite.keys().rkey,
-        WRITE_CHUNK_LEN,
-        cwrite.addr(),
-    )];
-    let writes: [&[Segment]; 1] = [&wseg];
-    let rseg = [Segment::new(
-        creply.keys().rkey,
-        REPLY_CHUNK_LEN,
-        creply.addr(),
-    )];
-    let lists = ChunkListsRef {
-        reads: &reads,
-        writes: &writes,
-        reply: Some(&rseg),
-    };
-    lists.validate(&limits).map_err(e2s)?;
-    let msg = Message {
-        xid,
-        credits: CREDITS,
-        body: MessageBody::Msg(lists),
-    };
-    let len = encode_msg(&msg, &rpc_call[..n], &mut buf)?;
-    csend.write(0, &buf[..len]);
-    c.qp.queue_send(&SendWr::send(10, &[csend.sge(0, len)]))
-        .map_err(e2s)?;
-    c.qp.flush_send().map_err(e2s)?;
-    sent.push(describe(&msg));
-    let wc = conformance::wait_wc(&mut env, &mut c.cq)?;
-    if !wc.status.is_success() {
-        return Err(format!("call 1 send failed: {wc:?}"));
     }
 
-    // Server: decode, pull the read chunk, push the write chunk and the reply chunk.
-    let wc = conformance::wait_wc(&mut env, &mut s.cq)?;
-    if wc.opcode != WcOpcode::RECV || !wc.status.is_success() {
-        return Err(format!("server receive failed: {wc:?}"));
-    }
-    let got = srecv.read(0, wc.byte_len as usize);
-    let h = v1::decode(&got, &limits).map_err(e2s)?;
-    h.check_call().map_err(e2s)?;
-    let Body::Msg(chunks) = h.body else {
-        return Err("call 1 is not RDMA_MSG".into());
-    };
-    let (read, wchunk, reply) = match (
-        chunks.reads.get(0),
-        chunks.writes.get(0).and_then(|w| w.get(0)),
-        chunks.reply.and_then(|r| r.segments().next()),
-    ) {
-        (Some(r), Some(w), Some(p)) => (r, w, p),
-        _ => return Err("call 1 lost a chunk".into()),
-    };
-    let (call_hdr, _) = rpc::decode_call(h.payload).map_err(e2s)?;
-    if call_hdr.xid != xid || read.position != position {
-        return Err("call 1 decoded wrongly".into());
-    }
-    s.qp.queue_send(&SendWr {
-        wr_id: 20,
-        op: SendOp::RdmaRead {
-            remote_addr: read.target.offset,
-            rkey: read.target.handle,
-        },
-        sgl: &[sdata.sge(0, read.target.length as usize)],
-        flags: SendFlags::SIGNALED,
-    })
-    .map_err(e2s)?;
-    s.qp.flush_send().map_err(e2s)?;
-    let wc = conformance::wait_wc(&mut env, &mut s.cq)?;
-    if !wc.status.is_success()
-        || sdata.read(0, READ_CHUNK_LEN as usize) != cread.read(0, READ_CHUNK_LEN as usize)
-    {
-        return Err(format!("read chunk pull failed: {wc:?}"));
-    }
-    // Result data into the Write chunk.
-    s.qp.queue_send(&SendWr {
-        wr_id: 21,
-        op: SendOp::RdmaWrite {
-            remote_addr: wchunk.offset,
-            rkey: wchunk.handle,
-        },
-        sgl: &[sdata.sge(1024, WRITE_LEN as usize)],
-        flags: SendFlags::NONE,
-    })
-    .map_err(e2s)?;
-    // The RPC reply into the Reply chunk.
-    let mut rpc_reply = [0u8; 128];
-    let mut rn = rpc::encode_reply(
-        &mut rpc_reply,
-        &ReplyHeader::accepted(xid, AcceptStat::Success),
-    )
-    .map_err(e2s)?;
-    for w in [0u32, WRITE_LEN, 1, 0xcafe_f00d] {
-        rpc_reply[rn..rn + 4].copy_from_slice(&w.to_be_bytes());
-        rn += 4;
-    }
-    ssend.write(1024, &rpc_reply[..rn]);
-    s.qp.queue_send(&SendWr {
-        wr_id: 22,
-        op: SendOp::RdmaWrite {
-            remote_addr: reply.offset,
-            rkey: reply.handle,
-        },
-        sgl: &[ssend.sge(1024, rn)],
-        flags: SendFlags::NONE,
-    })
-    .map_err(e2s)?;
-    // RDMA_NOMSG with the lengths actually used.
-    let wdone = [Segment::new(wchunk.handle, WRITE_LEN, wchunk.offset)];
-    let wlist: [&[Segment]; 1] = [&wdone];
-    let rdone = [Segment::new(reply.handle, rn as u32, reply.offset)];
-    let rmsg = Message {
-        xid,
-        credits: CREDITS,
-        body: MessageBody::Nomsg(ChunkListsRef {
+    /// The server serves call 1: pulls the Read chunk, writes the result into the Write chunk
+    /// and the RPC reply into the Reply chunk, then answers RDMA_NOMSG with the lengths used.
+    fn server_reply1(&mut self, ch: &Call1Chunks) -> Result<(), String> {
+        let t = ch.read.target;
+        let pull = SendOp::RdmaRead {
+            remote_addr: t.offset,
+            rkey: t.handle,
+        };
+        self.rdma(
+            20,
+            pull,
+            self.sdata.sge(0, t.length as usize),
+            SendFlags::SIGNALED,
+        )?;
+        self.wait(false, 0, "read chunk pull")?;
+        if self.sdata.read(0, READ_CHUNK_LEN as usize)
+            != self.cread.read(0, READ_CHUNK_LEN as usize)
+        {
+            return Err("read chunk pull returned other data".into());
+        }
+        let w = ch.wchunk;
+        let push = SendOp::RdmaWrite {
+            remote_addr: w.offset,
+            rkey: w.handle,
+        };
+        self.rdma(
+            21,
+            push,
+            self.sdata.sge(1024, WRITE_LEN as usize),
+            SendFlags::NONE,
+        )?;
+        let mut rpc_reply = [0u8; 128];
+        let accepted = ReplyHeader::accepted(FIRST_XID, AcceptStat::Success);
+        let mut rn = rpc::encode_reply(&mut rpc_reply, &accepted).map_err(e2s)?;
+        for w in [0u32, WRITE_LEN, 1, 0xcafe_f00d] {
+            rpc_reply[rn..rn + 4].copy_from_slice(&w.to_be_bytes());
+            rn += 4;
+        }
+        self.ssend.write(1024, &rpc_reply[..rn]);
+        let r = ch.reply;
+        let push = SendOp::RdmaWrite {
+            remote_addr: r.offset,
+            rkey: r.handle,
+        };
+        self.rdma(22, push, self.ssend.sge(1024, rn), SendFlags::NONE)?;
+        let wdone = [Segment::new(w.handle, WRITE_LEN, w.offset)];
+        let wlist: [&[Segment]; 1] = [&wdone];
+        let rdone = [Segment::new(r.handle, rn as u32, r.offset)];
+        let lists = ChunkListsRef {
             reads: &[],
             writes: &wlist,
             reply: Some(&rdone),
-        }),
-    };
-    let len = encode_msg(&rmsg, &[], &mut buf)?;
-    ssend.write(0, &buf[..len]);
-    s.qp.queue_send(&SendWr::send(23, &[ssend.sge(0, len)]))
-        .map_err(e2s)?;
-    s.qp.flush_send().map_err(e2s)?;
-    sent.push(describe(&rmsg));
-    let wc = conformance::wait_wc(&mut env, &mut s.cq)?;
-    if !wc.status.is_success() {
-        return Err(format!("reply 1 send failed: {wc:?}"));
+        };
+        let msg = Message {
+            xid: FIRST_XID,
+            credits: CREDITS,
+            body: MessageBody::Nomsg(lists),
+        };
+        self.send(false, 23, 0, &msg, &[])?;
+        self.wait(false, 0, "reply 1 send")?;
+        Ok(())
     }
 
-    // Client: the reply and the data in the chunks.
-    let wc = conformance::wait_wc(&mut env, &mut c.cq)?;
-    if wc.opcode != WcOpcode::RECV || !wc.status.is_success() {
-        return Err(format!("client receive failed: {wc:?}"));
-    }
-    let got = crecv.read(0, wc.byte_len as usize);
-    let h = v1::decode(&got, &limits).map_err(e2s)?;
-    h.check_reply().map_err(e2s)?;
-    let Body::Nomsg(rc) = h.body else {
-        return Err("reply 1 is not RDMA_NOMSG".into());
-    };
-    let used = rc
-        .reply
-        .and_then(|r| r.segments().next())
-        .map_or(0, |s| s.length);
-    let in_chunk = creply.read(0, used as usize);
-    let (msg_in_chunk, _) = rpc::decode(&in_chunk).map_err(e2s)?;
-    if !matches!(msg_in_chunk, RpcMsg::Reply(r) if r.xid == xid)
-        || cwrite.read(0, WRITE_LEN as usize) != sdata.read(1024, WRITE_LEN as usize)
-    {
-        return Err("reply 1 chunk data wrong".into());
+    /// Queues one RDMA Read or Write on the server's QP and rings its doorbell.
+    fn rdma(
+        &mut self,
+        wr_id: u64,
+        op: SendOp<'_, P>,
+        sge: Sge,
+        flags: SendFlags,
+    ) -> Result<(), String> {
+        let wr = SendWr {
+            wr_id,
+            op,
+            sgl: &[sge],
+            flags,
+        };
+        self.s.qp.queue_send(&wr).map_err(e2s)?;
+        self.s.qp.flush_send().map_err(e2s)
     }
 
-    // ---- Call 2: no chunks, answered inline. ----
-    let xid2 = xid + 1;
-    let call2 = CallHeader {
-        xid: xid2,
+    /// The client receives reply 1 and checks the data in the Reply and Write chunks.
+    fn client_check_reply1(&mut self) -> Result<(), String> {
+        let got = self.wait(true, 0, "client receive")?;
+        let h = v1::decode(&got, &self.limits).map_err(e2s)?;
+        h.check_reply().map_err(e2s)?;
+        let Body::Nomsg(rc) = h.body else {
+            return Err("reply 1 is not RDMA_NOMSG".into());
+        };
+        let used = rc
+            .reply
+            .and_then(|r| r.segments().next())
+            .map_or(0, |s| s.length);
+        let in_chunk = self.creply.read(0, used as usize);
+        let (msg_in_chunk, _) = rpc::decode(&in_chunk).map_err(e2s)?;
+        if !matches!(msg_in_chunk, RpcMsg::Reply(r) if r.xid == FIRST_XID)
+            || self.cwrite.read(0, WRITE_LEN as usize) != self.sdata.read(1024, WRITE_LEN as usize)
+        {
+            return Err("reply 1 chunk data wrong".into());
+        }
+        Ok(())
+    }
+
+    /// Call 2: no chunks, answered inline by RDMA_MSG.
+    fn inline_call2(&mut self) -> Result<(), String> {
+        let xid2 = FIRST_XID + 1;
+        let mut rpc_call = [0u8; 256];
+        let n = rpc::encode_call(&mut rpc_call, &call_header(xid2, 0)).map_err(e2s)?;
+        let msg2 = Message {
+            xid: xid2,
+            credits: CREDITS,
+            body: MessageBody::Msg(ChunkListsRef::EMPTY),
+        };
+        self.send(true, 11, 1024, &msg2, &rpc_call[..n])?;
+        self.wait(true, 0, "call 2 send")?;
+        let got = self.wait(false, 1, "server receive 2")?;
+        let h = v1::decode(&got, &self.limits).map_err(e2s)?;
+        if h.xid != xid2 || !h.chunks().is_some_and(|c| c.is_empty()) {
+            return Err("call 2 decoded wrongly".into());
+        }
+        let mut rpc_reply = [0u8; 128];
+        let accepted = ReplyHeader::accepted(xid2, AcceptStat::Success);
+        let rn = rpc::encode_reply(&mut rpc_reply, &accepted).map_err(e2s)?;
+        self.send(false, 24, 0, &msg2, &rpc_reply[..rn])?;
+        self.wait(false, 0, "reply 2 send")?;
+        let got = self.wait(true, 1, "client receive 2")?;
+        let h = v1::decode(&got, &self.limits).map_err(e2s)?;
+        let (m, _) = rpc::decode(h.payload).map_err(e2s)?;
+        if !matches!(m, RpcMsg::Reply(r) if r.xid == xid2) {
+            return Err("reply 2 decoded wrongly".into());
+        }
+        Ok(())
+    }
+}
+
+/// The sample's RPC call header for `xid` and procedure `proc_num`, AUTH_NONE.
+fn call_header(xid: u32, proc_num: u32) -> CallHeader<'static> {
+    CallHeader {
+        xid,
         prog: PROG,
         vers: 3,
-        proc_num: 0,
+        proc_num,
         cred: OpaqueAuth::NONE,
         verf: OpaqueAuth::NONE,
-    };
-    let n = rpc::encode_call(&mut rpc_call, &call2).map_err(e2s)?;
-    let msg2 = Message {
-        xid: xid2,
-        credits: CREDITS,
-        body: MessageBody::Msg(ChunkListsRef::EMPTY),
-    };
-    let len = encode_msg(&msg2, &rpc_call[..n], &mut buf)?;
-    csend.write(1024, &buf[..len]);
-    c.qp.queue_send(&SendWr::send(11, &[csend.sge(1024, len)]))
-        .map_err(e2s)?;
-    c.qp.flush_send().map_err(e2s)?;
-    sent.push(describe(&msg2));
-    conformance::wait_wc(&mut env, &mut c.cq)?;
-    let wc = conformance::wait_wc(&mut env, &mut s.cq)?;
-    let got = srecv.read(2048, wc.byte_len as usize);
-    let h = v1::decode(&got, &limits).map_err(e2s)?;
-    if h.xid != xid2 || !h.chunks().is_some_and(|c| c.is_empty()) {
-        return Err("call 2 decoded wrongly".into());
     }
-    let rn = rpc::encode_reply(
-        &mut rpc_reply,
-        &ReplyHeader::accepted(xid2, AcceptStat::Success),
-    )
-    .map_err(e2s)?;
-    let rmsg2 = Message {
-        xid: xid2,
-        credits: CREDITS,
-        body: MessageBody::Msg(ChunkListsRef::EMPTY),
-    };
-    let len = encode_msg(&rmsg2, &rpc_reply[..rn], &mut buf)?;
-    ssend.write(0, &buf[..len]);
-    s.qp.queue_send(&SendWr::send(24, &[ssend.sge(0, len)]))
-        .map_err(e2s)?;
-    s.qp.flush_send().map_err(e2s)?;
-    sent.push(describe(&rmsg2));
-    conformance::wait_wc(&mut env, &mut s.cq)?;
-    let wc = conformance::wait_wc(&mut env, &mut c.cq)?;
-    let got = crecv.read(2048, wc.byte_len as usize);
-    let h = v1::decode(&got, &limits).map_err(e2s)?;
-    let (m, _) = rpc::decode(h.payload).map_err(e2s)?;
-    if !matches!(m, RpcMsg::Reply(r) if r.xid == xid2) {
-        return Err("reply 2 decoded wrongly".into());
-    }
-    Ok(sent)
+}
+
+/// A segment covering the first `len` octets of `buf`, with its remote key.
+fn chunk_of(buf: &Buf<P>, len: u32) -> Segment {
+    Segment::new(buf.keys().rkey, len, buf.addr())
+}
+
+/// Runs the exchange on `fabric` and returns the four transport headers in wire order.
+pub fn run(fabric: &SoftFabric) -> Result<Vec<SampleMessage>, String> {
+    let mut x = Exchange::new(fabric)?;
+    let position = x.client_call1()?;
+    let chunks = x.server_take_call1(position)?;
+    x.server_reply1(&chunks)?;
+    x.client_check_reply1()?;
+    x.inline_call2()?;
+    Ok(x.sent)
 }

@@ -140,35 +140,36 @@ fn describe(buf: &[u8]) {
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.is_empty() {
-        for path in &args {
-            match std::fs::read(path) {
-                Ok(b) => {
-                    println!("{path}: {} octets", b.len());
-                    hex(&b[..b.len().min(256)]);
-                    describe(&b);
-                }
-                Err(e) => {
-                    eprintln!("rpcrdma-dump: {path}: {e}");
-                    std::process::exit(2);
-                }
+/// Prints each file named on the command line: its size, a hex dump and the decoded header.
+fn dump_files(args: &[String]) {
+    for path in args {
+        match std::fs::read(path) {
+            Ok(b) => {
+                println!("{path}: {} octets", b.len());
+                hex(&b[..b.len().min(256)]);
+                describe(&b);
+            }
+            Err(e) => {
+                eprintln!("rpcrdma-dump: {path}: {e}");
+                std::process::exit(2);
             }
         }
-        return;
     }
+}
 
-    let mut buf = [0u8; 1024];
-    // An ONC RPC NULL call (NFS program 100003, version 3) to follow the transport headers.
-    let call = rpc::CallHeader {
-        xid: 0x1234_5678,
-        prog: 100_003,
-        vers: 3,
-        proc_num: 0,
-        cred: rpc::OpaqueAuth::NONE,
-        verf: rpc::OpaqueAuth::NONE,
-    };
+/// An ONC RPC NULL call (NFS program 100003, version 3) to follow the transport headers.
+const NULL_CALL: rpc::CallHeader<'static> = rpc::CallHeader {
+    xid: 0x1234_5678,
+    prog: 100_003,
+    vers: 3,
+    proc_num: 0,
+    cred: rpc::OpaqueAuth::NONE,
+    verf: rpc::OpaqueAuth::NONE,
+};
+
+/// Version One examples: inline call, long call, Write list, RDMA_ERROR.
+fn v1_examples(buf: &mut [u8], writes: &[&[Segment]]) {
+    let call = NULL_CALL;
     let mut rpcbuf = [0u8; 64];
     let rpclen = rpc::encode_call(&mut rpcbuf, &call).expect("NULL call fits 64 octets");
 
@@ -177,12 +178,6 @@ fn main() {
         ReadSegment::new(0, seg(0x101, 4096, 0x7f00_0000_1000)),
         ReadSegment::new(0, seg(0x102, 1500, 0x7f00_0000_9000)),
     ];
-    let w0 = [
-        seg(0x201, 8192, 0x7f00_0001_0000),
-        seg(0x202, 4096, 0x7f00_0002_0000),
-    ];
-    let w1 = [seg(0x203, 4096, 0x7f00_0003_0000)];
-    let writes: [&[Segment]; 2] = [&w0, &w1];
     let reply = [
         seg(0x301, 4096, 0x7f00_0004_0000),
         seg(0x302, 4096, 0x7f00_0005_0000),
@@ -218,7 +213,7 @@ fn main() {
                 credits: 128,
                 body: v1::MessageBody::Msg(ChunkListsRef {
                     reads: &[],
-                    writes: &writes,
+                    writes,
                     reply: None,
                 }),
             },
@@ -236,7 +231,7 @@ fn main() {
     ];
     for (title, msg, with_rpc) in examples {
         let need = v1::encoded_len(&msg);
-        let n = v1::encode(&msg, &mut buf).expect("example fits");
+        let n = v1::encode(&msg, buf).expect("example fits");
         assert_eq!(n, need, "encoded_len agrees with encode");
         let total = if with_rpc {
             buf[n..n + rpclen].copy_from_slice(&rpcbuf[..rpclen]);
@@ -248,7 +243,10 @@ fn main() {
         hex(&buf[..total]);
         describe(&buf[..total]);
     }
+}
 
+/// A Version Two RDMA2_MSG call with `rdma_inv_handle` and a Write list.
+fn v2_example(buf: &mut [u8], writes: &[&[Segment]]) {
     let v2msg = v2::Message {
         xid: 0x2222_0001,
         credits: 32,
@@ -257,21 +255,24 @@ fn main() {
             inv_handle: 0x201,
             lists: ChunkListsRef {
                 reads: &[],
-                writes: &writes,
+                writes,
                 reply: None,
             },
         }),
     };
-    let n = v2::encode(&v2msg, &mut buf).expect("v2 example fits");
+    let n = v2::encode(&v2msg, buf).expect("v2 example fits");
     let call2 = rpc::CallHeader {
         xid: 0x2222_0001,
-        ..call
+        ..NULL_CALL
     };
     let m = rpc::encode_call(&mut buf[n..], &call2).expect("rpc fits");
     println!("\nv2 RDMA2_MSG call with rdma_inv_handle and a Write list ({n} header octets)");
     hex(&buf[..n + m]);
     describe(&buf[..n + m]);
+}
 
+/// RFC 8797 private data: encoded, decoded and negotiated.
+fn private_data_example() {
     let ours = private_data::PrivateData::v1(true, 4096, 4096);
     let wire = ours.encode();
     println!("\nRFC 8797 private data (R set, 4096/4096)");
@@ -286,7 +287,25 @@ fn main() {
         "  negotiated with itself: {:?}",
         private_data::negotiate(&ours, peer.as_ref())
     );
+}
 
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.is_empty() {
+        dump_files(&args);
+        return;
+    }
+    let mut buf = [0u8; 1024];
+    let seg = |h, l, o| Segment::new(h, l, o);
+    let w0 = [
+        seg(0x201, 8192, 0x7f00_0001_0000),
+        seg(0x202, 4096, 0x7f00_0002_0000),
+    ];
+    let w1 = [seg(0x203, 4096, 0x7f00_0003_0000)];
+    let writes: [&[Segment]; 2] = [&w0, &w1];
+    v1_examples(&mut buf, &writes);
+    v2_example(&mut buf, &writes);
+    private_data_example();
     println!("\nA header with an unknown version (7) is answered with ERR_VERS:");
     let mut bad = [0u8; 28];
     bad[..16].copy_from_slice(&buf[..16]);

@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rpcrdma_apps::cli::ArgCursor;
+
 use super::{BIG_BUF, PARTS};
 
 #[derive(Debug, Clone)]
@@ -83,71 +85,35 @@ pub(super) fn usage(prog: &str) -> String {
     )
 }
 
-pub(super) fn num(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
-    let t = v.trim();
-    let n = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else {
-        t.parse::<u64>()
-    }
-    .map_err(|_| format!("{flag} expects a number, got {v:?}"))?;
-    if n < lo || n > hi {
-        return Err(format!("{flag} must be between {lo} and {hi}"));
-    }
-    Ok(n)
-}
-
 pub(super) fn parse(argv: &[String]) -> Result<Option<Args>, String> {
     let mut a = Args::default();
-    let mut i = 0;
-    while i < argv.len() {
-        let tok = argv[i].as_str();
-        i += 1;
-        let (name, inline) = match tok.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (tok, None),
-        };
-        let mut val = || -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = argv
-                .get(i)
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))?;
-            i += 1;
-            Ok(v)
-        };
+    let mut args = ArgCursor::new(argv);
+    while let Some(name) = args.next_name() {
+        let tok = args.token();
         match name {
             "-h" | "--help" => return Ok(None),
-            "-p" | "--port" => a.port = num(name, &val()?, 1, 65535)? as u16,
+            "-p" | "--port" => a.port = args.num(name, 1, 65535)? as u16,
             "--dir" => {
-                let d = val()?;
+                let d = args.value(name)?;
                 if d.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
                     return Err(format!("--dir wants plain components, got {d:?}"));
                 }
                 a.dir = d;
             }
-            "--size" => a.size = num(name, &val()?, 8 * BIG_BUF as u64, 1 << 32)?,
-            "--seed" => a.seed = num(name, &val()?, 0, u64::MAX)?,
-            "--entries" => a.entries = num(name, &val()?, 1, 100_000)? as u32,
-            "--bind" => {
-                let v = val()?;
-                a.bind = Some(
-                    v.parse()
-                        .map_err(|_| format!("--bind expects an IP address, got {v:?}"))?,
-                );
-            }
+            "--size" => a.size = args.num(name, 8 * BIG_BUF as u64, 1 << 32)?,
+            "--seed" => a.seed = args.num(name, 0, u64::MAX)?,
+            "--entries" => a.entries = args.num(name, 1, 100_000)? as u32,
+            "--bind" => a.bind = Some(args.ip(name)?),
             "-t" | "--timeout" => {
-                a.timeout = Duration::from_millis(num(name, &val()?, 100, 3_600_000)?)
+                a.timeout = Duration::from_millis(args.num(name, 100, 3_600_000)?)
             }
-            "--grace-wait" => a.grace_wait = Duration::from_secs(num(name, &val()?, 0, 3600)?),
-            "--setup" => a.setup = Some(PathBuf::from(val()?)),
+            "--grace-wait" => a.grace_wait = Duration::from_secs(args.num(name, 0, 3600)?),
+            "--setup" => a.setup = Some(PathBuf::from(args.value(name)?)),
             "--probe-reply-chunk-limit" => a.probe = true,
             "--persistent-stags" => a.persistent_stags = true,
-            "--local-tree" => a.local_tree = Some(PathBuf::from(val()?)),
+            "--local-tree" => a.local_tree = Some(PathBuf::from(args.value(name)?)),
             "--parts" => {
-                let v = val()?;
+                let v = args.value(name)?;
                 let parts: Vec<String> = v.split(',').map(|p| p.trim().to_string()).collect();
                 if let Some(bad) = parts.iter().find(|p| !PARTS.contains(&p.as_str())) {
                     return Err(format!(

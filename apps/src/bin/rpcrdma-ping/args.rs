@@ -8,6 +8,8 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use rpcrdma_apps::cli::{num, ArgCursor};
+
 use rpcrdma_engine::proto::private_data::{self, PrivateData};
 use rpcrdma_poller::BackoffMode;
 
@@ -42,20 +44,6 @@ pub(super) fn usage(prog: &str) -> String {
     )
 }
 
-pub(super) fn num(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
-    let t = v.trim();
-    let n = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else {
-        t.parse::<u64>()
-    }
-    .map_err(|_| format!("{flag} expects a number, got {v:?}"))?;
-    if n < lo || n > hi {
-        return Err(format!("{flag} must be between {lo} and {hi}"));
-    }
-    Ok(n)
-}
-
 pub(super) enum Parsed {
     Run(Args),
     Help,
@@ -64,78 +52,52 @@ pub(super) enum Parsed {
 
 pub(super) fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut a = Args::default();
-    let mut i = 0;
-    while i < argv.len() {
-        let tok = argv[i].as_str();
-        i += 1;
-        let (name, inline) = match tok.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
-            _ => (tok, None),
-        };
-        let mut val = || -> Result<String, String> {
-            if let Some(v) = inline {
-                return Ok(v.to_string());
-            }
-            let v = argv
-                .get(i)
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))?;
-            i += 1;
-            Ok(v)
-        };
+    let mut args = ArgCursor::new(argv);
+    while let Some(name) = args.next_name() {
+        let tok = args.token();
         match name {
             "-h" | "--help" => return Ok(Parsed::Help),
             "-V" => return Ok(Parsed::Version),
-            "-P" | "--program" => a.prog = num(name, &val()?, 0, u64::from(u32::MAX))? as u32,
-            "-v" | "--vers" => a.vers = num(name, &val()?, 0, u64::from(u32::MAX))? as u32,
-            "-p" | "--port" => a.port = num(name, &val()?, 1, 65535)? as u16,
-            "-c" | "--count" => a.count = num(name, &val()?, 1, 1_000_000)?,
+            "-P" | "--program" => a.prog = args.num(name, 0, u64::from(u32::MAX))? as u32,
+            "-v" | "--vers" => a.vers = args.num(name, 0, u64::from(u32::MAX))? as u32,
+            "-p" | "--port" => a.port = args.num(name, 1, 65535)? as u16,
+            "-c" | "--count" => a.count = args.num(name, 1, 1_000_000)?,
             "-i" | "--interval" => {
-                a.interval = Duration::from_millis(num(name, &val()?, 0, 3_600_000)?)
+                a.interval = Duration::from_millis(args.num(name, 0, 3_600_000)?)
             }
-            "-t" | "--timeout" => {
-                a.timeout = Duration::from_millis(num(name, &val()?, 1, 3_600_000)?)
-            }
-            "--version" => a.version = num(name, &val()?, 1, 2)? as u32,
+            "-t" | "--timeout" => a.timeout = Duration::from_millis(args.num(name, 1, 3_600_000)?),
+            "--version" => a.version = args.num(name, 1, 2)? as u32,
             "--inline-size" => {
-                a.inline = num(
+                a.inline = args.num(
                     name,
-                    &val()?,
                     u64::from(private_data::MIN_SIZE),
                     u64::from(private_data::MAX_SIZE),
                 )? as u32
             }
             "--inline-send" => {
-                a.inline_send = Some(num(
+                a.inline_send = Some(args.num(
                     name,
-                    &val()?,
                     u64::from(private_data::MIN_SIZE),
                     u64::from(private_data::MAX_SIZE),
                 )? as u32)
             }
-            "--credits" => a.credits = num(name, &val()?, 1, 1024)? as u32,
+            "--credits" => a.credits = args.num(name, 1, 1024)? as u32,
             "--no-remote-invalidate" => a.remote_invalidate = false,
-            "--arg-size" => a.arg_size = num(name, &val()?, 0, MAX_ARG_SIZE)? as u32,
+            "--arg-size" => a.arg_size = args.num(name, 0, MAX_ARG_SIZE)? as u32,
             "--reply-chunk" => a.reply_chunk = true,
             "--loopback" => a.loopback = true,
             "--persistent-stags" => a.persistent_stags = true,
             "-q" | "--quiet" => a.quiet = true,
             "--provider" => {
-                a.provider = match val()?.as_str() {
+                a.provider = match args.value(name)?.as_str() {
                     "soft" => ProviderKind::Soft,
                     "rdma" => ProviderKind::Rdma,
                     v => return Err(format!("--provider must be soft or rdma, got {v:?}")),
                 }
             }
-            "--bind" => {
-                let v = val()?;
-                a.bind = Some(
-                    v.parse()
-                        .map_err(|_| format!("--bind expects an IP address, got {v:?}"))?,
-                )
-            }
+            "--bind" => a.bind = Some(args.ip(name)?),
             "--backoff" => {
-                a.backoff = match val()?.as_str() {
+                a.backoff = match args.value(name)?.as_str() {
                     "busy_poll" | "busy" => BackoffMode::BusyPoll,
                     "shared_cores" | "shared" => BackoffMode::SharedCores,
                     v => {
