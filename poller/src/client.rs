@@ -71,6 +71,27 @@ pub struct Client {
     shared: Arc<ClientShared>,
     bufs: crate::memory::BufPool,
     latency: Option<LatencyReader>,
+    /// Shared by every clone: when the last one goes, the connection closes.
+    _last: Arc<LastHandle>,
+}
+
+/// Held by every clone of a [`Client`]; dropping the last clone closes the connection as
+/// [`Client::close`] does (calls already made complete first).
+struct LastHandle(Arc<ClientShared>);
+
+impl Drop for LastHandle {
+    fn drop(&mut self) {
+        close_shared(&self.0);
+    }
+}
+
+/// Stops new calls on the connection of `shared`; pending ones finish, then it is closed.
+fn close_shared(shared: &ClientShared) {
+    // Release: pairs with the Acquire loads in `call` and on the reactor.
+    shared.closed.store(true, Ordering::Release);
+    if let Some(t) = shared.node_thread.get() {
+        t.unpark();
+    }
 }
 
 impl core::fmt::Debug for Client {
@@ -139,6 +160,7 @@ impl Client {
             .map_err(|_| ClientError::Closed)?;
         Ok(Client {
             tx,
+            _last: Arc::new(LastHandle(Arc::clone(&shared))),
             shared,
             bufs: ep.buffers().clone(),
             latency,
@@ -301,12 +323,9 @@ impl Client {
     }
 
     /// Stops accepting calls; pending ones finish, then the connection is closed.
+    /// Dropping the last clone of a client does the same.
     pub fn close(&self) {
-        // Release: pairs with the Acquire loads in `call` and on the reactor.
-        self.shared.closed.store(true, Ordering::Release);
-        if let Some(t) = self.shared.node_thread.get() {
-            t.unpark();
-        }
+        close_shared(&self.shared);
     }
 }
 

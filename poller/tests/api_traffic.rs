@@ -418,6 +418,46 @@ fn rejects_calls_after_close_and_completes_pending() {
     w.stop();
 }
 
+/// Dropping every handle of a client closes its connection as `Client::close` would: calls
+/// already made complete (each once, successfully), then the connection goes away at the
+/// server too. A clone keeps the connection open while it lives.
+#[test]
+fn accepts_last_client_handle_dropped_closing_the_connection() {
+    let w = World::new(0);
+    let server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let c = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    assert!(c.wait_connected(Duration::from_secs(5)));
+    let tally = Tally::new(100);
+    fire(std::slice::from_ref(&c), 100, &tally);
+    let other = c.clone();
+    drop(c);
+    // A clone still holds the connection open: it takes calls.
+    let (tx, rx) = std::sync::mpsc::channel();
+    other
+        .call(Proc::new(PROG, 2, 0), other.args().unwrap(), move |r| {
+            let _ = tx.send(r.is_ok());
+        })
+        .expect("the clone still calls");
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
+    assert_eq!(server.live_connections().len(), 1);
+    drop(other);
+    tally.wait(100, 10, "calls");
+    tally.exactly_once();
+    assert_eq!(tally.ok.load(Ordering::Relaxed), 100);
+    let t0 = Instant::now();
+    while !server.live_connections().is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the server still has the connection 10 s after the last client handle went"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    w.stop();
+}
+
 /// A connection lost while a call is on the wire with its memory windows bound: the client
 /// deallocates the windows before it destroys the QP. (A bound type-2 window holds a reference
 /// to its QP; kernel rxe warns at such a destroy and frees the QP under the window — seen with

@@ -197,6 +197,16 @@ pub fn liveness(c: &Client) -> Liveness {
         }
         i
     });
+    // The case starts only once honest traffic runs: on a loaded machine the thread above may
+    // not be scheduled before a short case ends (then `finish` would find no honest call).
+    let t0 = std::time::Instant::now();
+    while tally.done() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "liveness: the first honest call did not complete within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     Liveness {
         stop,
         thread,
