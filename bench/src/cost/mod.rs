@@ -1,7 +1,8 @@
 //! The deterministic cost benchmark (issue 15): N NULL RPCs or N 4 KiB DDP RPCs (a 4 KiB Read
 //! chunk argument and a 4 KiB Write chunk result) through the real `Client`, `Server` and soft
 //! provider, both endpoints on ONE reactor thread, so the same run executes the same
-//! instructions whatever the load. Counted by `valgrind --tool=callgrind` (scripts/cost.sh);
+//! instructions whatever the load; and, as the baseline an RPC is compared with, N bare
+//! soft-provider SEND round trips on one thread ([`send`], kind `send`). Counted by `valgrind --tool=callgrind` (scripts/cost.sh);
 //! [`profile`] parses the callgrind output and splits it into client, server, provider,
 //! application and runtime costs (docs/performance.md, "Instructions per RPC").
 //!
@@ -15,6 +16,7 @@
 //! as an error by [`run`] (the run then fails).
 
 pub mod profile;
+pub mod send;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +45,8 @@ pub enum Kind {
     Null,
     /// A 4 KiB opaque sent as a Read chunk and echoed back into a 4 KiB Write chunk.
     Ddp,
+    /// No RPC: a bare soft-provider SEND round trip, 32 octets each way ([`send`]).
+    Send,
 }
 
 impl Kind {
@@ -51,6 +55,15 @@ impl Kind {
         match self {
             Kind::Null => "null",
             Kind::Ddp => "ddp",
+            Kind::Send => "send",
+        }
+    }
+
+    /// What one counted operation is (the unit of "instructions per ...").
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kind::Null | Kind::Ddp => "RPC",
+            Kind::Send => "SEND round trip",
         }
     }
 
@@ -59,6 +72,7 @@ impl Kind {
         match s {
             "null" => Some(Kind::Null),
             "ddp" => Some(Kind::Ddp),
+            "send" => Some(Kind::Send),
             _ => None,
         }
     }
@@ -165,8 +179,8 @@ impl Driver {
         };
         let byte = (i % 251) as u8;
         let (proc_num, ok) = match self.kind {
-            Kind::Null => (0, true),
             Kind::Ddp => (XFER, self.ddp_args(&mut args, byte)),
+            Kind::Null | Kind::Send => (0, true),
         };
         if !ok {
             return self.fail(i);
@@ -202,7 +216,7 @@ impl Driver {
     #[inline(never)] // its own symbol: the profile counts it as application code
     fn check(&self, rep: &Reply, byte: u8) -> bool {
         match self.kind {
-            Kind::Null => rep.results().is_empty(),
+            Kind::Null | Kind::Send => rep.results().is_empty(),
             Kind::Ddp => {
                 rep.results() == (DDP_LEN as u32).to_be_bytes()
                     && rep
@@ -272,7 +286,11 @@ fn world() -> Result<World, String> {
 
 /// Runs `warmup` then `n` calls of `kind`, one in flight, on one reactor; returns the tally.
 /// Under callgrind (`--collect-atstart=no`) only the `n` measured calls are counted.
+/// [`Kind::Send`] runs bare SEND round trips instead ([`send::run`]).
 pub fn run(kind: Kind, warmup: u64, n: u64) -> Result<Outcome, String> {
+    if kind == Kind::Send {
+        return send::run(warmup, n);
+    }
     let mut w = world()?;
     let pool = w.eps[0].buffers().clone();
     let program = Program::new(PROG, 1..=1).procedure(
