@@ -33,6 +33,21 @@ fn accepts_native_null_ddp_and_send_runs_with_right_replies() {
 }
 
 #[test]
+fn accepts_native_null_run_with_32_calls_in_flight() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cost"))
+        .args(["run", "--kind", "null", "--warmup", "40", "--n", "200"])
+        .args(["--window", "32"])
+        .output()
+        .expect("cost binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("window 32: 240 replies right, 0 wrong or failed"),
+        "{text}"
+    );
+}
+
+#[test]
 fn rejects_unknown_kind() {
     let out = Command::new(env!("CARGO_BIN_EXE_cost"))
         .args(["run", "--kind", "bogus", "--n", "1"])

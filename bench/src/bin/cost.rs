@@ -5,6 +5,7 @@
 //! for `send` W + N bare soft SEND round trips on one thread (`rpcrdma_bench::cost::send`);
 //! under `valgrind --tool=callgrind --collect-atstart=no` only the N measured ones are counted.
 //! Natively it runs the same calls and checks every reply (the test suite does, with N = 50).
+//! `--window W` keeps W calls in flight instead of one (null and ddp; not budgeted).
 //!
 //! `cost analyze --file callgrind.out.X --kind K --n N [--budget FILE] [--top T]` splits the
 //! counted instructions per RPC into client, server, provider, application and runtime
@@ -15,7 +16,7 @@
 use std::process::ExitCode;
 
 use rpcrdma_bench::cost::profile::{budget_value, Profile, BUCKETS};
-use rpcrdma_bench::cost::{run, Kind};
+use rpcrdma_bench::cost::{run_window, Kind};
 
 fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     let i = args.iter().position(|a| a == name)?;
@@ -39,9 +40,10 @@ fn cmd_run(args: &[String]) -> Result<bool, String> {
     let k = kind(args)?;
     let warmup = num(args, "--warmup", 200)?;
     let n = num(args, "--n", 2000)?;
-    let out = run(k, warmup, n)?;
+    let window = num(args, "--window", 1)?;
+    let out = run_window(k, warmup, n, window)?;
     println!(
-        "cost run: kind {} warm-up {warmup} measured {n}: {} replies right, {} wrong or failed",
+        "cost run: kind {} warm-up {warmup} measured {n} window {window}: {} replies right, {} wrong or failed",
         k.name(),
         out.ok,
         out.bad
@@ -131,7 +133,7 @@ fn main() -> ExitCode {
     let r = match args.first().map(String::as_str) {
         Some("run") => cmd_run(&args[1..]),
         Some("analyze") => cmd_analyze(&args[1..]),
-        _ => Err("usage: cost run --kind null|ddp|send [--warmup W] [--n N] | cost analyze --file F --kind K --n N [--budget B] [--top T]".into()),
+        _ => Err("usage: cost run --kind null|ddp|send [--warmup W] [--n N] [--window W] | cost analyze --file F --kind K --n N [--budget B] [--top T]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
