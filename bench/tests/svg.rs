@@ -160,6 +160,17 @@ fn parse(doc: &str) -> Result<Elem, String> {
     Ok(top.children.remove(0))
 }
 
+/// Asserts that every string of `want` is the text of some `<text>` element.
+fn assert_texts(root: &Elem, want: &[&str]) {
+    let texts: Vec<String> = root.find("text").iter().map(|t| t.text.clone()).collect();
+    for w in want {
+        assert!(
+            texts.iter().any(|t| t == w),
+            "missing text {w:?}: {texts:?}"
+        );
+    }
+}
+
 fn plot() -> LinePlot {
     let mut p = LinePlot::new(
         "Latency <vs> size & more",
@@ -228,24 +239,21 @@ fn accepts_well_formed_line_plot() {
         assert!(pts[15].1 < pts[0].1);
     }
     assert_eq!(root.find("circle").len(), 48);
-    let texts: Vec<String> = root.find("text").iter().map(|t| t.text.clone()).collect();
-    for want in [
-        "Latency <vs> size & more",
-        "load average 1.23 \"shared\"",
-        "message size [octets]",
-        "round trip [us]",
-        "send_lat",
-        "write_lat",
-        "rpc_lat",
-        "2",
-        "1K",
-        "64K",
-    ] {
-        assert!(
-            texts.iter().any(|t| t == want),
-            "missing text {want:?}: {texts:?}"
-        );
-    }
+    assert_texts(
+        &root,
+        &[
+            "Latency <vs> size & more",
+            "load average 1.23 \"shared\"",
+            "message size [octets]",
+            "round trip [us]",
+            "send_lat",
+            "write_lat",
+            "rpc_lat",
+            "2",
+            "1K",
+            "64K",
+        ],
+    );
     assert!(!svg.contains("NaN") && !svg.contains("inf"));
 }
 
@@ -347,17 +355,9 @@ fn accepts_percentile_plot_with_one_series_per_mode_and_increasing_x() {
             assert!((a.0 - b.0).abs() < 0.01);
         }
     }
-    let texts: Vec<String> = root.find("text").iter().map(|t| t.text.clone()).collect();
-    for want in modes
-        .iter()
-        .map(|m| m.0)
-        .chain(["p50", "p99.99", "max", "RPC <percentiles>"])
-    {
-        assert!(
-            texts.iter().any(|t| t == want),
-            "missing {want:?}: {texts:?}"
-        );
-    }
+    let want: Vec<&str> = modes.iter().map(|m| m.0).collect();
+    assert_texts(&root, &want);
+    assert_texts(&root, &["p50", "p99.99", "max", "RPC <percentiles>"]);
     assert!(!svg.contains("NaN") && !svg.contains("inf"));
 }
 
@@ -372,10 +372,7 @@ fn accepts_log10_y_axis_with_equal_decades() {
     assert_eq!(l.len(), 3, "y = 0 cannot be drawn on a log axis: {l:?}");
     let (d1, d2) = (l[0].1 - l[1].1, l[1].1 - l[2].1);
     assert!(d1 > 0.0 && (d1 - d2).abs() < 0.02, "{d1} {d2}");
-    let texts: Vec<String> = root.find("text").iter().map(|t| t.text.clone()).collect();
-    for want in ["1", "10", "100"] {
-        assert!(texts.iter().any(|t| t == want), "missing tick {want:?}");
-    }
+    assert_texts(&root, &["1", "10", "100"]);
 }
 
 #[test]
