@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Deterministic cost benchmark (issue 15; docs/performance.md, "Instructions per RPC"):
 # counts the instructions of N NULL RPCs and N 4 KiB DDP RPCs through the real client, server
-# and soft provider on one reactor thread under callgrind, prints the split per RPC (client,
+# and soft provider on one reactor thread, and of N bare soft SEND round trips on one thread
+# (kind send, the baseline), under callgrind, prints the split per RPC (client,
 # server, provider, application, runtime) and the top functions, and fails when a kind costs
 # more than its budget in bench/cost-budget.toml plus the tolerance stated there.
 # Instruction counts do not depend on the machine's load; the load average is printed anyway.
@@ -23,7 +24,7 @@ mkdir -p "$OUT"
 REPORT="$OUT/report.md"
 : > "$REPORT"
 status=0
-for kind in null ddp; do
+for kind in null ddp send; do
   file="$OUT/callgrind.$kind.out"
   rm -f "$file"
   # Collection is off at start; the run's reactor thread turns it on when the last warm-up

@@ -1,10 +1,12 @@
 //! Shared pieces of the rpcrdma benchmarks: pinned thread pairs, latency histograms, the
 //! cross-core cache-line ping-pong floor, a side-by-side report printed as ratios, and a tiny
-//! SVG line-plot writer ([`svg`]) for the latency-vs-size plot.
+//! SVG line-plot writer ([`svg`]) for the latency-vs-size and the
+//! latency-percentile plots ([`percentiles`]).
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod cost;
+pub mod percentiles;
 pub mod scale;
 pub mod soak;
 pub mod soft_rtt;

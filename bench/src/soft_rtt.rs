@@ -15,15 +15,18 @@ use rpcrdma_engine::verbs::{
 use crate::{histogram, pin, two_cores};
 
 /// Receives each side keeps posted.
-const DEPTH: usize = 16;
+pub(crate) const DEPTH: usize = 16;
 /// Octets each way.
-const MSG: usize = 32;
+pub(crate) const MSG: usize = 32;
 
-/// Waits for one receive completion on `cq`, returning its `wr_id` (send completions are
-/// skipped).
-fn next_recv(cq: &mut <SoftProvider as rpcrdma_engine::verbs::Provider>::Cq) -> u64 {
+/// Polls `cq` until a receive completion arrives, at most `max_polls` times; returns its
+/// `wr_id` (send completions are skipped), or `None` when none came.
+pub(crate) fn poll_recv(
+    cq: &mut <SoftProvider as rpcrdma_engine::verbs::Provider>::Cq,
+    max_polls: u64,
+) -> Option<u64> {
     let mut wcs = [Completion::default(); 8];
-    loop {
+    for _ in 0..max_polls {
         let n = cq.poll(&mut wcs).expect("CQ poll");
         let mut got = None;
         for wc in &wcs[..n] {
@@ -32,11 +35,17 @@ fn next_recv(cq: &mut <SoftProvider as rpcrdma_engine::verbs::Provider>::Cq) -> 
                 got = Some(wc.wr_id);
             }
         }
-        if let Some(id) = got {
-            return id;
+        if got.is_some() {
+            return got;
         }
         core::hint::spin_loop();
     }
+    None
+}
+
+/// Waits for one receive completion on `cq`, returning its `wr_id`.
+fn next_recv(cq: &mut <SoftProvider as rpcrdma_engine::verbs::Provider>::Cq) -> u64 {
+    poll_recv(cq, u64::MAX).expect("an endless wait returns a completion")
 }
 
 /// `iters` round trips: the client SENDs, the server's receive completes and it SENDs back,

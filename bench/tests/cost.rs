@@ -1,6 +1,6 @@
 //! The cost benchmark's code path under `cargo test`: the `cost` binary's native mode runs 50
 //! NULL and 50 DDP RPCs (4 KiB Read chunk argument, 4 KiB Write chunk result) on one reactor
-//! and checks every reply; the callgrind parser and the attribution rule on a hand-written
+//! and checks every reply, and 50 bare SEND round trips on one thread; the callgrind parser and the attribution rule on a hand-written
 //! callgrind file (scripts/cost.sh runs the real thing under valgrind).
 
 use std::process::Command;
@@ -22,14 +22,29 @@ fn run_kind(kind: &str) -> String {
 }
 
 #[test]
-fn accepts_native_null_and_ddp_runs_with_right_replies() {
-    for kind in ["null", "ddp"] {
+fn accepts_native_null_ddp_and_send_runs_with_right_replies() {
+    for kind in ["null", "ddp", "send"] {
         let text = run_kind(kind);
         assert!(
             text.contains("60 replies right, 0 wrong or failed"),
             "{kind}: {text}"
         );
     }
+}
+
+#[test]
+fn accepts_native_null_run_with_32_calls_in_flight() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cost"))
+        .args(["run", "--kind", "null", "--warmup", "40", "--n", "200"])
+        .args(["--window", "32"])
+        .output()
+        .expect("cost binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("window 32: 240 replies right, 0 wrong or failed"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -97,7 +112,7 @@ fn accepts_budget_lines_and_the_checked_in_budget() {
     assert_eq!(budget_value("ddp=5\n", "null"), None);
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/cost-budget.toml"))
         .expect("budget file");
-    for key in ["null", "ddp", "tolerance_percent"] {
+    for key in ["null", "ddp", "send", "tolerance_percent"] {
         assert!(budget_value(&text, key).is_some(), "{key}");
     }
 }

@@ -1,7 +1,10 @@
 //! The SVG writer's output is well-formed XML (checked by a small parser written here, not by
-//! the writer) with the structure a line plot needs.
+//! the writer) with the structure a line plot needs; the latency-percentile plot of
+//! `bench --bin rpc --svg` has one line per mode with x increasing along each line.
 
-use rpcrdma_bench::svg::{escape, nice_step, pow2_label, LinePlot};
+use hdrhistogram::Histogram;
+use rpcrdma_bench::percentiles::{nines, percentile_plot, points, QUANTILES};
+use rpcrdma_bench::svg::{escape, nice_step, pow10_label, pow2_label, LinePlot};
 
 /// One element: name, attributes, children (elements only), text.
 #[derive(Debug, Default)]
@@ -157,6 +160,17 @@ fn parse(doc: &str) -> Result<Elem, String> {
     Ok(top.children.remove(0))
 }
 
+/// Asserts that every string of `want` is the text of some `<text>` element.
+fn assert_texts(root: &Elem, want: &[&str]) {
+    let texts: Vec<String> = root.find("text").iter().map(|t| t.text.clone()).collect();
+    for w in want {
+        assert!(
+            texts.iter().any(|t| t == w),
+            "missing text {w:?}: {texts:?}"
+        );
+    }
+}
+
 fn plot() -> LinePlot {
     let mut p = LinePlot::new(
         "Latency <vs> size & more",
@@ -225,24 +239,21 @@ fn accepts_well_formed_line_plot() {
         assert!(pts[15].1 < pts[0].1);
     }
     assert_eq!(root.find("circle").len(), 48);
-    let texts: Vec<String> = root.find("text").iter().map(|t| t.text.clone()).collect();
-    for want in [
-        "Latency <vs> size & more",
-        "load average 1.23 \"shared\"",
-        "message size [octets]",
-        "round trip [us]",
-        "send_lat",
-        "write_lat",
-        "rpc_lat",
-        "2",
-        "1K",
-        "64K",
-    ] {
-        assert!(
-            texts.iter().any(|t| t == want),
-            "missing text {want:?}: {texts:?}"
-        );
-    }
+    assert_texts(
+        &root,
+        &[
+            "Latency <vs> size & more",
+            "load average 1.23 \"shared\"",
+            "message size [octets]",
+            "round trip [us]",
+            "send_lat",
+            "write_lat",
+            "rpc_lat",
+            "2",
+            "1K",
+            "64K",
+        ],
+    );
     assert!(!svg.contains("NaN") && !svg.contains("inf"));
 }
 
@@ -280,4 +291,106 @@ fn accepts_helpers() {
     assert_eq!(nice_step(100.0, 5), 20.0);
     assert_eq!(nice_step(7.0, 6), 2.0);
     assert_eq!(nice_step(0.0, 6), 1.0);
+}
+
+/// The pixel points of every polyline, in document order.
+fn polylines(root: &Elem) -> Vec<Vec<(f64, f64)>> {
+    root.find("polyline")
+        .iter()
+        .map(|l| {
+            l.attr("points")
+                .unwrap()
+                .split_whitespace()
+                .map(|p| {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A histogram (ns) with `n` samples spread over `lo .. lo * 1000`, heavier at the low end.
+fn hist(lo: u64, n: u64) -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 10_000_000_000, 3).unwrap();
+    for i in 0..n {
+        let f = (i as f64 / n as f64).powi(8); // most samples near `lo`, a long tail
+        h.record(lo + (f * lo as f64 * 1000.0) as u64).unwrap();
+    }
+    h
+}
+
+#[test]
+fn accepts_percentile_plot_with_one_series_per_mode_and_increasing_x() {
+    let modes = [
+        ("inline mode", hist(1_500, 20_000)),
+        ("worker mode, shared cores", hist(18_000, 20_000)),
+        ("worker mode, dedicated cores", hist(1_400, 20_000)),
+        ("TCP loopback", hist(12_000, 20_000)),
+    ];
+    let lines: Vec<(&str, &Histogram<u64>)> = modes.iter().map(|(n, h)| (*n, h)).collect();
+    let svg = percentile_plot("RPC <percentiles>", "load 1.0", &lines).to_svg();
+    let root = parse(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+    assert_eq!(root.name, "svg");
+    let series = root.find("g");
+    let series: Vec<_> = series
+        .iter()
+        .filter(|g| g.attr("class") == Some("series"))
+        .collect();
+    assert_eq!(series.len(), modes.len(), "one series group per mode");
+    let lines = polylines(&root);
+    assert_eq!(lines.len(), modes.len(), "one line per mode");
+    for l in &lines {
+        assert_eq!(l.len(), QUANTILES.len(), "a point per quantile: {l:?}");
+        assert!(l.windows(2).all(|w| w[1].0 > w[0].0), "x increases: {l:?}");
+        // Latency percentiles never decrease: drawn upwards or level (pixel y shrinks).
+        assert!(l.windows(2).all(|w| w[1].1 <= w[0].1 + 1e-9), "{l:?}");
+        assert!(l
+            .iter()
+            .all(|&(x, y)| (0.0..=800.0).contains(&x) && (0.0..=480.0).contains(&y)));
+    }
+    // The same quantiles sit at the same x on every line.
+    for l in &lines[1..] {
+        for (a, b) in l.iter().zip(&lines[0]) {
+            assert!((a.0 - b.0).abs() < 0.01);
+        }
+    }
+    let want: Vec<&str> = modes.iter().map(|m| m.0).collect();
+    assert_texts(&root, &want);
+    assert_texts(&root, &["p50", "p99.99", "max", "RPC <percentiles>"]);
+    assert!(!svg.contains("NaN") && !svg.contains("inf"));
+}
+
+#[test]
+fn accepts_log10_y_axis_with_equal_decades() {
+    let mut p = LinePlot::new("t", "x", "y");
+    p.y_log10 = true;
+    p.add("a", vec![(1.0, 1.0), (2.0, 10.0), (3.0, 100.0), (4.0, 0.0)]);
+    let svg = p.to_svg();
+    let root = parse(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+    let l = &polylines(&root)[0];
+    assert_eq!(l.len(), 3, "y = 0 cannot be drawn on a log axis: {l:?}");
+    let (d1, d2) = (l[0].1 - l[1].1, l[1].1 - l[2].1);
+    assert!(d1 > 0.0 && (d1 - d2).abs() < 0.02, "{d1} {d2}");
+    assert_texts(&root, &["1", "10", "100"]);
+}
+
+#[test]
+fn accepts_quantile_positions_and_points() {
+    assert!((nines(0.5) - std::f64::consts::LOG10_2).abs() < 1e-12);
+    assert!((nines(0.99) - 2.0).abs() < 1e-9);
+    assert!((nines(0.9999) - 4.0).abs() < 1e-6);
+    assert_eq!(nines(1.0), 5.0);
+    let h = hist(1000, 1000);
+    let pts = points(&h);
+    assert_eq!(pts.len(), QUANTILES.len());
+    assert_eq!(
+        pts[0],
+        (nines(0.5), h.value_at_quantile(0.5) as f64 / 1000.0)
+    );
+    assert_eq!(pts[5], (5.0, h.max() as f64 / 1000.0), "max in µs");
+    assert!(pts[5].1 > 900.0, "{pts:?}");
+    assert_eq!(pow10_label(0), "1");
+    assert_eq!(pow10_label(3), "1000");
+    assert_eq!(pow10_label(-2), "0.01");
 }

@@ -1,9 +1,11 @@
 //! Deterministic cost benchmark (issue 15): instructions per RPC, counted by callgrind.
 //!
-//! `cost run --kind null|ddp [--warmup W] [--n N]` runs W + N calls of one kind through the
-//! real client, server and soft provider on one reactor thread (`rpcrdma_bench::cost`); under
-//! `valgrind --tool=callgrind --collect-atstart=no` only the N measured calls are counted.
+//! `cost run --kind null|ddp|send [--warmup W] [--n N]` runs W + N calls of one kind through
+//! the real client, server and soft provider on one reactor thread (`rpcrdma_bench::cost`), or
+//! for `send` W + N bare soft SEND round trips on one thread (`rpcrdma_bench::cost::send`);
+//! under `valgrind --tool=callgrind --collect-atstart=no` only the N measured ones are counted.
 //! Natively it runs the same calls and checks every reply (the test suite does, with N = 50).
+//! `--window W` keeps W calls in flight instead of one (null and ddp; not budgeted).
 //!
 //! `cost analyze --file callgrind.out.X --kind K --n N [--budget FILE] [--top T]` splits the
 //! counted instructions per RPC into client, server, provider, application and runtime
@@ -14,7 +16,7 @@
 use std::process::ExitCode;
 
 use rpcrdma_bench::cost::profile::{budget_value, Profile, BUCKETS};
-use rpcrdma_bench::cost::{run, Kind};
+use rpcrdma_bench::cost::{run_window, Kind};
 
 fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     let i = args.iter().position(|a| a == name)?;
@@ -31,16 +33,17 @@ fn num(args: &[String], name: &str, default: u64) -> Result<u64, String> {
 fn kind(args: &[String]) -> Result<Kind, String> {
     opt(args, "--kind")
         .and_then(Kind::parse)
-        .ok_or_else(|| "--kind null|ddp is required".to_string())
+        .ok_or_else(|| "--kind null|ddp|send is required".to_string())
 }
 
 fn cmd_run(args: &[String]) -> Result<bool, String> {
     let k = kind(args)?;
     let warmup = num(args, "--warmup", 200)?;
     let n = num(args, "--n", 2000)?;
-    let out = run(k, warmup, n)?;
+    let window = num(args, "--window", 1)?;
+    let out = run_window(k, warmup, n, window)?;
     println!(
-        "cost run: kind {} warm-up {warmup} measured {n}: {} replies right, {} wrong or failed",
+        "cost run: kind {} warm-up {warmup} measured {n} window {window}: {} replies right, {} wrong or failed",
         k.name(),
         out.ok,
         out.bad
@@ -58,11 +61,12 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
     let s = p.split();
     let per = |x: f64| x / n as f64;
     let total = per(p.total as f64);
+    let unit = k.unit();
     println!(
-        "\n### {} RPC: {total:.0} instructions per RPC ({n} RPCs counted)\n",
+        "\n### {} {unit}: {total:.0} instructions per {unit} ({n} counted)\n",
         k.name()
     );
-    println!("| bucket | instructions per RPC | share |\n|---|---:|---:|");
+    println!("| bucket | instructions per {unit} | share |\n|---|---:|---:|");
     for (b, v) in BUCKETS.iter().zip(s.buckets) {
         println!(
             "| {b} | {:.0} | {:.1} % |",
@@ -70,7 +74,7 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
             100.0 * v / p.total.max(1) as f64
         );
     }
-    // Thread start-up frames (whose inclusive cost is the whole run) say nothing.
+    // Thread and process start-up frames (whose inclusive cost is the whole run) say nothing.
     let wrapper = |n: &str| {
         [
             "clone",
@@ -78,9 +82,15 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
             "std::sys",
             "<std::sys",
             "core::ops::function::FnOnce",
+            "std::rt::",
+            "(below main)",
+            "__libc_start",
+            "0x",
+            "cost::main",
         ]
         .iter()
         .any(|w| n.starts_with(w))
+            || n == "main"
     };
     let mut f: Vec<_> = s
         .functions
@@ -91,7 +101,7 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
     for (title, by_self) in [("self", true), ("inclusive", false)] {
         f.sort_by_key(|x| std::cmp::Reverse(if by_self { x.1 } else { x.2 }));
         println!("\nTop {top} functions by {title} cost ({}):\n", k.name());
-        println!("| function | self / RPC | inclusive / RPC |\n|---|---:|---:|");
+        println!("| function | self / {unit} | inclusive / {unit} |\n|---|---:|---:|");
         for (name, se, inc) in f.iter().take(top) {
             let short: String = name.replace("rpcrdma_", "").chars().take(160).collect();
             println!(
@@ -111,7 +121,7 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
     let limit = budget as f64 * (1.0 + tol as f64 / 100.0);
     let ok = total <= limit;
     println!(
-        "\nBUDGET {}: {total:.0} instructions per RPC, budget {budget} + {tol} % = {limit:.0}: {}",
+        "\nBUDGET {}: {total:.0} instructions per {unit}, budget {budget} + {tol} % = {limit:.0}: {}",
         k.name(),
         if ok { "ok" } else { "OVER BUDGET" }
     );
@@ -123,7 +133,7 @@ fn main() -> ExitCode {
     let r = match args.first().map(String::as_str) {
         Some("run") => cmd_run(&args[1..]),
         Some("analyze") => cmd_analyze(&args[1..]),
-        _ => Err("usage: cost run --kind null|ddp [--warmup W] [--n N] | cost analyze --file F --kind K --n N [--budget B] [--top T]".into()),
+        _ => Err("usage: cost run --kind null|ddp|send [--warmup W] [--n N] [--window W] | cost analyze --file F --kind K --n N [--budget B] [--top T]".into()),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -14,11 +14,18 @@
 //! 6. inline mode with RPC-over-RDMA Version Two;
 //! 7. a 128-octet TCP loopback ping-pong (`TCP_NODELAY`, two threads), the kernel's round trip
 //!    for comparison;
-//! 8. NULL RPC throughput (32 calls in flight) in each RPC configuration.
+//! 8. NULL RPC throughput (32 calls in flight, 32 credits) in each RPC configuration.
+//!
+//! Every latency row is printed with its percentiles (p50 .. p99.99, max); each RPC latency
+//! row and the TCP row also with the context switches per round trip of the threads that did
+//! the work (from `/proc/self/task/*/status`), which is where shared cores lose their time.
+//! `--svg FILE` writes a plot of the percentiles of inline mode, worker mode on shared and on
+//! dedicated cores, and TCP loopback (`rpcrdma_bench::percentiles`). The load average is read
+//! before and after the run and printed with the results.
 //!
 //! In the two-reactor configurations the client connection runs on reactor 1 and the server
 //! connection on reactor 0, each reactor pinned to one of the first two cores. Rerun:
-//! `cargo run --release -p rpcrdma-bench --bin rpc -- [--iters N] [--secs S]`;
+//! `cargo run --release -p rpcrdma-bench --bin rpc -- [--iters N] [--secs S] [--svg FILE]`;
 //! `scripts/bench-compare.sh REV_A REV_B` runs two revisions side by side.
 
 use std::io::{Read, Write};
@@ -28,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use rpcrdma_bench::percentiles::{percentile_plot, quantile, QUANTILES};
 use rpcrdma_bench::soft_rtt::{load_average, soft_send_rtt};
 use rpcrdma_bench::{cacheline_pingpong, histogram, report, Row};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
@@ -39,18 +47,58 @@ use rpcrdma_poller::{
 
 const PROG: u32 = 0x2000_00aa;
 
-fn flag(name: &str, default: u64) -> u64 {
+const USAGE: &str = "usage: rpc [--iters N] [--secs S] [--svg FILE]";
+
+/// The value after `name` on the command line, if `name` is there.
+fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    let Some(i) = args.iter().position(|a| a == name) else {
-        return default;
-    };
-    match args.get(i + 1).and_then(|v| v.parse().ok()) {
-        Some(v) => v,
+    let i = args.iter().position(|a| a == name)?;
+    match args.get(i + 1) {
+        Some(v) => Some(v.clone()),
         None => {
-            eprintln!("usage: rpc [--iters N] [--secs S] ({name} needs a number)");
+            eprintln!("{USAGE} ({name} needs a value)");
             std::process::exit(2)
         }
     }
+}
+
+fn flag(name: &str, default: u64) -> u64 {
+    arg(name).map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| {
+            eprintln!("{USAGE} ({name} needs a number)");
+            std::process::exit(2)
+        })
+    })
+}
+
+/// Voluntary and involuntary context switches of one task, from its `status` file.
+fn task_switches(status: &str) -> u64 {
+    status
+        .lines()
+        .filter(|l| l.contains("ctxt_switches:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Context switches (voluntary + involuntary) of every thread of this process except the
+/// calling one (the waiting main thread, whose 200 µs naps say nothing about the RPC path).
+fn other_threads_switches() -> u64 {
+    let me = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|f| f.to_owned()));
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| Some(e.file_name()) != me)
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .map(|s| task_switches(&s))
+        .sum()
+}
+
+/// Context switches of the calling thread so far.
+fn own_switches() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/status").map_or(0, |s| task_switches(&s))
 }
 
 /// How a configuration places its threads.
@@ -229,7 +277,8 @@ fn closed_loop(client: &Client, total: u64, window: u64) -> (Histogram<u64>, Dur
 
 /// 128-octet ping-pong over TCP loopback (`TCP_NODELAY`): the round trip an RPC over the
 /// kernel's TCP stack could not beat on this machine. Threads unpinned (the kernel wakes them).
-fn tcp_loopback_rtt(iters: u64) -> Histogram<u64> {
+/// Also returns the context switches of the two threads during the ping-pong.
+fn tcp_loopback_rtt(iters: u64) -> (Histogram<u64>, u64) {
     const SIZE: usize = 128;
     let listener = TcpListener::bind(("127.0.0.1", 0)).expect("tcp listen");
     let addr = listener.local_addr().expect("tcp addr");
@@ -237,16 +286,19 @@ fn tcp_loopback_rtt(iters: u64) -> Histogram<u64> {
         let (mut s, _) = listener.accept().expect("tcp accept");
         s.set_nodelay(true).expect("nodelay");
         let mut buf = [0u8; SIZE];
+        let cs0 = own_switches();
         while s.read_exact(&mut buf).is_ok() {
             if s.write_all(&buf).is_err() {
                 break;
             }
         }
+        own_switches() - cs0
     });
     let mut s = TcpStream::connect(addr).expect("tcp connect");
     s.set_nodelay(true).expect("nodelay");
     let mut buf = [0u8; SIZE];
     let mut h = histogram();
+    let cs0 = own_switches();
     for i in 0..iters {
         buf[0] = i as u8;
         let t = Instant::now();
@@ -254,9 +306,9 @@ fn tcp_loopback_rtt(iters: u64) -> Histogram<u64> {
         s.read_exact(&mut buf).expect("tcp read");
         h.saturating_record(t.elapsed().as_nanos() as u64);
     }
+    let cs = own_switches() - cs0;
     drop(s);
-    echo.join().expect("tcp echo");
-    h
+    (h, cs + echo.join().expect("tcp echo"))
 }
 
 fn version_name(v: ProtocolVersion) -> &'static str {
@@ -266,10 +318,125 @@ fn version_name(v: ProtocolVersion) -> &'static str {
     }
 }
 
+/// What one RPC configuration measured.
+struct RpcRun {
+    /// Configuration name.
+    name: String,
+    /// Reactor threads it ran (1 or 2).
+    reactors: usize,
+    /// Round trips, one call in flight.
+    hist: Histogram<u64>,
+    /// Context switches per round trip of the reactors and workers, one call in flight.
+    switches: f64,
+    /// Credits the server granted when the throughput runs started.
+    credits: u32,
+    /// NULL calls per second, 32 in flight.
+    rate: f64,
+}
+
+/// One configuration: warm-up, `iters` round trips one at a time, then throughput with 32
+/// calls in flight for about `secs` seconds.
+fn measure(shape: Shape, version: ProtocolVersion, port: u16, iters: u64, secs: u64) -> RpcRun {
+    let b = setup(shape, version, port);
+    let name = shape.name(version);
+    let _ = closed_loop(&b.client, iters / 10 + 1, 1); // warm-up
+    assert_eq!(
+        b.client.negotiated().map(|n| n.version),
+        Some(version),
+        "negotiated version"
+    );
+    let cs0 = other_threads_switches();
+    let (hist, _) = closed_loop(&b.client, iters, 1);
+    let switches = (other_threads_switches() - cs0) as f64 / iters as f64;
+    // Throughput: as many calls as fit in `secs` at the first estimate, 32 in flight.
+    let (_, el) = closed_loop(&b.client, 20_000, 32);
+    let credits = b.client.negotiated().map_or(0, |n| n.credits);
+    let rate = 20_000.0 / el.as_secs_f64();
+    let total = ((rate * secs as f64) as u64).max(1000);
+    let (_, el) = closed_loop(&b.client, total, 32);
+    let reactors = if shape == Shape::WorkerDedicated {
+        1
+    } else {
+        2
+    };
+    b.stop();
+    RpcRun {
+        name,
+        reactors,
+        hist,
+        switches,
+        credits,
+        rate: total as f64 / el.as_secs_f64(),
+    }
+}
+
+/// Every row's percentiles in µs, and the context switches per round trip where counted.
+fn print_percentiles(rows: &[Row], switches: &[(String, f64)]) {
+    // Indented: scripts/bench-compare.sh reads the unindented rows of `report` by their names.
+    print!("\n  {:<52}", "percentiles [µs]");
+    for (_, l) in QUANTILES {
+        print!(" {l:>9}");
+    }
+    println!(" {:>12}", "switches/RT");
+    for r in rows {
+        print!("  {:<52}", r.name);
+        for (q, _) in QUANTILES {
+            print!(" {:>9.2}", quantile(&r.hist, q) as f64 / 1000.0);
+        }
+        match switches.iter().find(|s| s.0 == r.name) {
+            Some((_, c)) => println!(" {c:>12.3}"),
+            None => println!(" {:>12}", "-"),
+        }
+    }
+}
+
+fn fmt_load(l: Option<(f64, f64, f64)>) -> String {
+    l.map_or("unknown".into(), |l| {
+        format!("{:.2} {:.2} {:.2}", l.0, l.1, l.2)
+    })
+}
+
+/// The percentile plot of inline, worker (shared and dedicated cores) and TCP loopback.
+fn write_svg(path: &str, rows: &[Row], iters: u64, load: &str) {
+    let pick = [
+        (
+            "NULL RPC round trip, Inline mode, v1",
+            "inline mode (2 reactors)",
+        ),
+        (
+            "NULL RPC round trip, Worker mode, v1",
+            "worker mode, shared cores (4 threads)",
+        ),
+        (
+            "NULL RPC round trip, Worker mode, dedicated cores, v1",
+            "worker mode, dedicated cores",
+        ),
+        ("TCP loopback round trip (128 B)", "TCP loopback (128 B)"),
+    ];
+    let lines: Vec<(&str, &Histogram<u64>)> = pick
+        .iter()
+        .filter_map(|(row, label)| Some((*label, &rows.iter().find(|r| r.name == *row)?.hist)))
+        .collect();
+    let plot = percentile_plot(
+        "NULL RPC round-trip latency percentiles (soft provider, 2 cores)",
+        &format!("{iters} round trips each, one in flight; load average {load}"),
+        &lines,
+    );
+    match std::fs::write(path, plot.to_svg()) {
+        Ok(()) => println!("\nwrote {path}"),
+        Err(e) => {
+            eprintln!("rpc: writing {path}: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
 fn main() {
     let iters = flag("--iters", 50_000);
     let secs = flag("--secs", 2);
+    let svg = arg("--svg");
     let load_before = load_average();
+    println!("load average before: {}", fmt_load(load_before));
     // Each measurement that pins its calling thread runs on a fresh thread, so the main
     // thread keeps the whole CPU mask (the reactors read it to choose their cores).
     let floor = std::thread::spawn(move || cacheline_pingpong(iters))
@@ -282,36 +449,25 @@ fn main() {
         Row::new("cache-line ping-pong RTT (floor)", floor),
         Row::new("bare soft SEND round trip (32 B)", send),
     ];
-    let mut tput = Vec::new();
-    let runs = [
+    let configs = [
         (Shape::Inline, ProtocolVersion::V1),
         (Shape::WorkerShared, ProtocolVersion::V1),
         (Shape::WorkerDedicated, ProtocolVersion::V1),
         (Shape::Inline, ProtocolVersion::V2),
     ];
-    for (i, (shape, version)) in runs.into_iter().enumerate() {
-        let b = setup(shape, version, 7000 + i as u16);
-        let name = shape.name(version);
-        let _ = closed_loop(&b.client, iters / 10 + 1, 1); // warm-up
-        assert_eq!(
-            b.client.negotiated().map(|n| n.version),
-            Some(version),
-            "negotiated version"
-        );
-        let (h, _) = closed_loop(&b.client, iters, 1);
-        rows.push(Row::new(format!("NULL RPC round trip, {name}"), h));
-        // Throughput: as many calls as fit in `secs` at the first estimate, 32 in flight.
-        let (_, el) = closed_loop(&b.client, 20_000, 32);
-        let rate = 20_000.0 / el.as_secs_f64();
-        let total = ((rate * secs as f64) as u64).max(1000);
-        let (_, el) = closed_loop(&b.client, total, 32);
-        tput.push((name, total as f64 / el.as_secs_f64()));
-        b.stop();
+    let mut runs = Vec::new();
+    let mut switches = Vec::new();
+    for (i, (shape, version)) in configs.into_iter().enumerate() {
+        let r = measure(shape, version, 7000 + i as u16, iters, secs);
+        let row = format!("NULL RPC round trip, {}", r.name);
+        switches.push((row.clone(), r.switches));
+        rows.push(Row::new(row, r.hist.clone()));
+        runs.push(r);
     }
-    rows.push(Row::new(
-        "TCP loopback round trip (128 B)",
-        tcp_loopback_rtt(iters),
-    ));
+    let (tcp, tcp_switches) = tcp_loopback_rtt(iters);
+    let tcp_name = "TCP loopback round trip (128 B)";
+    switches.push((tcp_name.to_string(), tcp_switches as f64 / iters as f64));
+    rows.push(Row::new(tcp_name, tcp));
     let load_after = load_average();
     report(
         &format!(
@@ -319,17 +475,45 @@ fn main() {
         ),
         &rows,
     );
+    print_percentiles(&rows, &switches);
+    summary(&rows, &runs, secs);
+    let load = format!(
+        "{} before, {} after",
+        fmt_load(load_before),
+        fmt_load(load_after)
+    );
+    println!(
+        "\nload average before: {}; after: {}",
+        fmt_load(load_before),
+        fmt_load(load_after)
+    );
+    if let Some(path) = svg {
+        write_svg(&path, &rows, iters, &load);
+    }
+}
+
+/// The ratios to the bare SEND, the throughputs and the issue 15 ratios.
+fn summary(rows: &[Row], runs: &[RpcRun], secs: u64) {
     let send_p50 = rows[1].hist.value_at_quantile(0.5).max(1) as f64;
+    println!();
     for r in rows[2..].iter().filter(|r| r.name.starts_with("NULL")) {
         println!(
-            "{:<44} p50 / bare SEND p50 = {:.2}",
+            "{:<52} p50 / bare SEND p50 = {:.2}",
             r.name,
             r.hist.value_at_quantile(0.5) as f64 / send_p50
         );
     }
     println!("\nNULL RPC throughput (32 calls in flight, about {secs} s each)");
-    for (m, t) in &tput {
-        println!("{m:<44} {t:>12.0} calls/s");
+    // One line per configuration in the format scripts/bench-compare.sh reads (name, rate,
+    // "calls/s"), then the shape of each run.
+    for r in runs {
+        println!("{:<44} {:>12.0} calls/s", r.name, r.rate);
+    }
+    for r in runs {
+        println!(
+            "  ({}: {} reactor(s), 32 calls in flight, {} credits granted)",
+            r.name, r.reactors, r.credits
+        );
     }
     let p50 = |name: &str| {
         rows.iter()
@@ -338,24 +522,19 @@ fn main() {
     };
     let inline = p50("NULL RPC round trip, Inline mode, v1");
     println!(
-        "\nworker (dedicated cores) / inline p50 = {:.2}",
+        "\nbare soft SEND / floor p50 = {:.2}",
+        send_p50 / p50("cache-line ping-pong RTT (floor)")
+    );
+    println!("inline / bare soft SEND p50 = {:.2}", inline / send_p50);
+    println!(
+        "worker (dedicated cores) / inline p50 = {:.2}",
         p50("NULL RPC round trip, Worker mode, dedicated cores, v1") / inline
     );
     println!(
         "worker (shared cores) / TCP loopback p50 = {:.2}",
         p50("NULL RPC round trip, Worker mode, v1") / p50("TCP loopback round trip (128 B)")
     );
-    if let (Some(t0), Some(t1)) = (load_before, tput.first().map(|t| t.1)) {
-        println!(
-            "worker / inline throughput = {:.2}",
-            tput.get(1).map_or(0.0, |w| w.1) / t1
-        );
-        println!(
-            "\nload average before: {:.2} {:.2} {:.2}; after: {}",
-            t0.0,
-            t0.1,
-            t0.2,
-            load_after.map_or("?".into(), |l| format!("{:.2} {:.2} {:.2}", l.0, l.1, l.2))
-        );
+    if let (Some(i), Some(w)) = (runs.first(), runs.get(1)) {
+        println!("worker / inline throughput = {:.2}", w.rate / i.rate);
     }
 }

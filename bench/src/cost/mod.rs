@@ -1,7 +1,8 @@
 //! The deterministic cost benchmark (issue 15): N NULL RPCs or N 4 KiB DDP RPCs (a 4 KiB Read
 //! chunk argument and a 4 KiB Write chunk result) through the real `Client`, `Server` and soft
 //! provider, both endpoints on ONE reactor thread, so the same run executes the same
-//! instructions whatever the load. Counted by `valgrind --tool=callgrind` (scripts/cost.sh);
+//! instructions whatever the load; and, as the baseline an RPC is compared with, N bare
+//! soft-provider SEND round trips on one thread ([`send`], kind `send`). Counted by `valgrind --tool=callgrind` (scripts/cost.sh);
 //! [`profile`] parses the callgrind output and splits it into client, server, provider,
 //! application and runtime costs (docs/performance.md, "Instructions per RPC").
 //!
@@ -15,6 +16,7 @@
 //! as an error by [`run`] (the run then fails).
 
 pub mod profile;
+pub mod send;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +45,8 @@ pub enum Kind {
     Null,
     /// A 4 KiB opaque sent as a Read chunk and echoed back into a 4 KiB Write chunk.
     Ddp,
+    /// No RPC: a bare soft-provider SEND round trip, 32 octets each way ([`send`]).
+    Send,
 }
 
 impl Kind {
@@ -51,6 +55,15 @@ impl Kind {
         match self {
             Kind::Null => "null",
             Kind::Ddp => "ddp",
+            Kind::Send => "send",
+        }
+    }
+
+    /// What one counted operation is (the unit of "instructions per ...").
+    pub fn unit(self) -> &'static str {
+        match self {
+            Kind::Null | Kind::Ddp => "RPC",
+            Kind::Send => "SEND round trip",
         }
     }
 
@@ -59,6 +72,7 @@ impl Kind {
         match s {
             "null" => Some(Kind::Null),
             "ddp" => Some(Kind::Ddp),
+            "send" => Some(Kind::Send),
             _ => None,
         }
     }
@@ -152,21 +166,25 @@ struct Driver {
     total: u64,
     /// Warm-up calls (collection turns on when the last one completes).
     warmup: u64,
+    /// Calls in flight: call `i`'s callback starts call `i + window`.
+    window: u64,
+    /// Calls completed so far (only the reactor thread, which runs the callbacks, counts).
+    completions: AtomicU64,
     ok: AtomicU64,
     bad: AtomicU64,
     done: Mutex<Option<mpsc::Sender<()>>>,
 }
 
 impl Driver {
-    /// Starts call `i` (its callback starts `i + 1`).
+    /// Starts call `i` (its callback starts `i + window`).
     fn issue(self: &Arc<Self>, i: u64) {
         let Some(mut args) = self.client.args() else {
             return self.fail(i);
         };
         let byte = (i % 251) as u8;
         let (proc_num, ok) = match self.kind {
-            Kind::Null => (0, true),
             Kind::Ddp => (XFER, self.ddp_args(&mut args, byte)),
+            Kind::Null | Kind::Send => (0, true),
         };
         if !ok {
             return self.fail(i);
@@ -202,7 +220,7 @@ impl Driver {
     #[inline(never)] // its own symbol: the profile counts it as application code
     fn check(&self, rep: &Reply, byte: u8) -> bool {
         match self.kind {
-            Kind::Null => rep.results().is_empty(),
+            Kind::Null | Kind::Send => rep.results().is_empty(),
             Kind::Ddp => {
                 rep.results() == (DDP_LEN as u32).to_be_bytes()
                     && rep
@@ -216,7 +234,8 @@ impl Driver {
         self.completed(i, false);
     }
 
-    /// Counts call `i`, toggles collection at the window's edges, starts the next call.
+    /// Counts call `i`, toggles collection when the completions reach the end of the warm-up
+    /// and the total, starts call `i + window`.
     fn completed(self: &Arc<Self>, i: u64, good: bool) {
         // Relaxed: read by the main thread after the channel message (which orders them).
         if good {
@@ -224,13 +243,18 @@ impl Driver {
         } else {
             self.bad.fetch_add(1, Ordering::Relaxed);
         }
-        if i + 1 == self.warmup || i + 1 == self.total {
+        // Relaxed: callbacks run on the one reactor thread, one after the other.
+        let done = self.completions.fetch_add(1, Ordering::Relaxed) + 1;
+        if done == self.warmup || done == self.total {
             callgrind_toggle_collect();
         }
-        if i + 1 < self.total {
-            self.issue(i + 1);
-        } else if let Some(tx) = self.done.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = tx.send(());
+        if i + self.window < self.total {
+            self.issue(i + self.window);
+        }
+        if done == self.total {
+            if let Some(tx) = self.done.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = tx.send(());
+            }
         }
     }
 }
@@ -242,7 +266,10 @@ struct World {
     addr: SocketAddr,
 }
 
-fn world() -> Result<World, String> {
+/// The world for `window` calls in flight: 8 credits (the budgeted one-in-flight runs), or
+/// `window` when more.
+fn world(window: u64) -> Result<World, String> {
+    let credits = window.clamp(8, 128) as u32;
     let mut rc = ReactorConfig::new(Cores::Count(1));
     rc.pin = PinPolicy::Off;
     let set = ReactorSet::start(&rc).map_err(|e| format!("reactor: {e}"))?;
@@ -251,9 +278,9 @@ fn world() -> Result<World, String> {
     let cdev = fabric.open(IpAddr::V4(Ipv4Addr::new(10, 15, 0, 1)));
     let ecfg = EndpointConfig {
         max_conns_per_reactor: 2,
-        max_credits: 8,
-        buffers: 64,
-        reply_buffers: 64,
+        max_credits: credits,
+        buffers: 8 * credits as usize,
+        reply_buffers: 8 * credits as usize,
         buffer_size: DDP_LEN,
         reply_buffer_size: 0,
         workers: 0,
@@ -272,8 +299,23 @@ fn world() -> Result<World, String> {
 
 /// Runs `warmup` then `n` calls of `kind`, one in flight, on one reactor; returns the tally.
 /// Under callgrind (`--collect-atstart=no`) only the `n` measured calls are counted.
+/// [`Kind::Send`] runs bare SEND round trips instead ([`send::run`]).
 pub fn run(kind: Kind, warmup: u64, n: u64) -> Result<Outcome, String> {
-    let mut w = world()?;
+    run_window(kind, warmup, n, 1)
+}
+
+/// [`run`] with `window` calls in flight (at most 128; credits as many, at least 8): the
+/// cost per RPC with the batching of doorbells and completion polls a loaded connection
+/// gets. Collection turns on at the `warmup`-th completion and off at the last, so the
+/// counted window holds `n` completions but about `window` fewer call starts than that (the
+/// error is about `window / n` of the submit side; not for the budget).
+pub fn run_window(kind: Kind, warmup: u64, n: u64, window: u64) -> Result<Outcome, String> {
+    if kind == Kind::Send {
+        return send::run(warmup, n);
+    }
+    let window = window.clamp(1, 128);
+    let mut w = world(window)?;
+    let credits = window.max(8) as u32;
     let pool = w.eps[0].buffers().clone();
     let program = Program::new(PROG, 1..=1).procedure(
         XFER,
@@ -283,7 +325,7 @@ pub fn run(kind: Kind, warmup: u64, n: u64) -> Result<Outcome, String> {
         .program(program)
         .options(ServerOptions {
             mode: CallbackMode::Inline,
-            credits: 8,
+            credits,
             listen_reactor: Some(0),
             ..ServerOptions::default()
         })
@@ -294,7 +336,7 @@ pub fn run(kind: Kind, warmup: u64, n: u64) -> Result<Outcome, String> {
         w.addr,
         ClientOptions {
             mode: CallbackMode::Inline,
-            credits: 8,
+            credits,
             reactor: Some(0),
             ..ClientOptions::default()
         },
@@ -309,11 +351,15 @@ pub fn run(kind: Kind, warmup: u64, n: u64) -> Result<Outcome, String> {
         kind,
         total: warmup.max(1) + n,
         warmup: warmup.max(1),
+        window,
+        completions: AtomicU64::new(0),
         ok: AtomicU64::new(0),
         bad: AtomicU64::new(0),
         done: Mutex::new(Some(tx)),
     });
-    d.issue(0);
+    for i in 0..window.min(d.total) {
+        d.issue(i);
+    }
     let finished = rx.recv_timeout(Duration::from_secs(600)).is_ok();
     let out = Outcome {
         // Relaxed: ordered by the channel message (or the run is reported as stuck).
