@@ -7,6 +7,7 @@
 //! Recovery: failures return the call's errno; an SRQ post that fails part-way drops the rest
 //! of the batch (only the WRs before the failing one were posted and are counted).
 
+use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -14,9 +15,9 @@ use rdma_sys as sys;
 
 use super::cq::SrqAcct;
 use super::{os_err, ret_err, DeviceInner, Rdma};
-use crate::verbs::region::Region;
+use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
-    errno, validate, Access, Keys, MemoryWindow, ProtectionDomain, RecvWr, Registrar,
+    errno, validate, Access, DeviceCaps, Keys, MemoryWindow, ProtectionDomain, RecvWr,
     SharedReceiveQueue, VerbsCall, VerbsError,
 };
 
@@ -74,24 +75,19 @@ impl RdmaPd {
     }
 }
 
-impl Registrar for RdmaPd {
-    type Registration = RdmaMr;
-    type Error = VerbsError;
+impl RegisterMr for RdmaPd {
+    type Handle = RdmaReg;
 
-    unsafe fn register(
-        &self,
-        addr: *mut u8,
-        len: usize,
-        access: Access,
-    ) -> Result<(RdmaMr, Keys), VerbsError> {
+    fn caps(&self) -> &DeviceCaps {
+        self.inner.dev.caps()
+    }
+
+    unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: Access) -> Registered<RdmaReg> {
+        let einval = VerbsError::new(VerbsCall::RegMr, errno::EINVAL);
         if addr.is_null() {
-            return Err(VerbsError::new(VerbsCall::RegMr, errno::EINVAL));
+            return Err(einval);
         }
-        // Remote write requires local write (the kernel refuses it with EINVAL too); at most
-        // max_mr_size (shared with the soft provider).
-        validate::reg_mr(len as u64, access, self.inner.dev.caps())?;
-        let access_c = core::ffi::c_int::try_from(access.0)
-            .map_err(|_| VerbsError::new(VerbsCall::RegMr, errno::EINVAL))?;
+        let access_c = core::ffi::c_int::try_from(access.0).map_err(|_| einval)?;
         // The caller guarantees the memory stays valid while the registration lives.
         let mr = sys::ibv_reg_mr(self.inner.pd, addr.cast(), len, access_c);
         if mr.is_null() {
@@ -105,10 +101,11 @@ impl Registrar for RdmaPd {
             mr,
             _pd: Arc::clone(&self.inner),
         };
-        let region = Region::new(handle, keys, addr as u64, len as u64, access);
-        Ok((region, keys))
+        Ok((handle, keys))
     }
 }
+
+impl_registrar!(RdmaPd => RdmaReg);
 
 impl ProtectionDomain<Rdma> for RdmaPd {
     fn alloc_mw(&self) -> Result<RdmaMw, VerbsError> {
@@ -268,6 +265,23 @@ impl RecvBatch {
         w.next = core::ptr::null_mut();
         self.len += 1;
         Ok(())
+    }
+
+    /// Posts the batch as one chain with `post` (`ibv_post_recv` or `ibv_post_srq_recv` of the
+    /// chain's head, setting the bad-WR pointer) and clears it. `None` when the batch is empty
+    /// (nothing posted, no doorbell); otherwise how many WRs were posted (those before the bad
+    /// one when the call failed) and the call's return code.
+    pub(crate) fn post(
+        &mut self,
+        post: impl FnOnce(*mut sys::ibv_recv_wr, &mut *mut sys::ibv_recv_wr) -> c_int,
+    ) -> Option<(usize, c_int)> {
+        let head = self.link();
+        if head.is_null() {
+            return None;
+        }
+        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        let rc = post(head, &mut bad);
+        Some((self.finish(rc == 0, bad), rc))
     }
 
     /// Links the batch and returns its head (null when empty).
@@ -430,15 +444,13 @@ impl SharedReceiveQueue for RdmaSrq {
     }
 
     fn flush_recv(&mut self) -> Result<(), VerbsError> {
-        let head = self.batch.link();
-        if head.is_null() {
-            return Ok(());
-        }
-        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        let srq = self.inner.srq;
         // SAFETY: the SRQ is live; the chain lives in self.batch until the call returns.
-        let rc = unsafe { sys::ibv_post_srq_recv(self.inner.srq, head, &mut bad) };
+        let post = |head, bad: &mut _| unsafe { sys::ibv_post_srq_recv(srq, head, bad) };
+        let Some((posted, rc)) = self.batch.post(post) else {
+            return Ok(());
+        };
         self.doorbells += 1;
-        let posted = self.batch.finish(rc == 0, bad);
         self.posted += posted as u64;
         if rc != 0 {
             return Err(ret_err(VerbsCall::PostSrqRecv, rc));

@@ -433,8 +433,7 @@ impl RdmaQp {
         init: QpInit<'_, Rdma>,
         private_data: &[u8],
     ) -> Result<RdmaQp, VerbsError> {
-        let max = dev.caps().max_private_data_connect;
-        validate::private_data(private_data, max, VerbsCall::Connect)?;
+        validate::private_data(private_data, dev.caps(), VerbsCall::Connect)?;
         let connect_data = PrivateData::new(private_data)
             .ok_or(VerbsError::new(VerbsCall::Connect, errno::EINVAL))?;
         let opts = validate(dev.caps(), init.opts, init.srq.is_some())?;
@@ -765,15 +764,13 @@ impl QueuePair<Rdma> for RdmaQp {
     }
 
     fn flush_recv(&mut self) -> Result<(), VerbsError> {
-        let head = self.recv.link();
-        if head.is_null() {
-            return Ok(());
-        }
-        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        let qp = self.qp;
         // SAFETY: the QP is live; the chain lives in self.recv until the call returns.
-        let rc = unsafe { sys::ibv_post_recv(self.qp, head, &mut bad) };
+        let post = |head, bad: &mut _| unsafe { sys::ibv_post_recv(qp, head, bad) };
+        let Some((posted, rc)) = self.recv.post(post) else {
+            return Ok(());
+        };
         self.doorbells += 1;
-        let posted = self.recv.finish(rc == 0, bad);
         self.rq_posted += posted as u64;
         if rc != 0 {
             return Err(ret_err(VerbsCall::PostRecv, rc));

@@ -361,8 +361,7 @@ impl Device<SoftProvider> for SoftDevice {
         init: QpInit<'_, SoftProvider>,
         private_data: &[u8],
     ) -> Result<SoftQp, VerbsError> {
-        let max = self.inner.caps.max_private_data_connect;
-        validate::private_data(private_data, max, VerbsCall::Connect)?;
+        validate::private_data(private_data, &self.inner.caps, VerbsCall::Connect)?;
         check_opts(&self.inner, &init, VerbsCall::Connect)?;
         let fabric = &self.inner.fabric;
         // Relaxed: a unique-number counter.
@@ -515,8 +514,7 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
         private_data: &[u8],
         prepare: &mut dyn FnMut(&mut SoftQp) -> Result<(), VerbsError>,
     ) -> Result<SoftQp, VerbsError> {
-        let max = self.dev.caps.max_private_data_accept;
-        validate::private_data(private_data, max, VerbsCall::Accept)?;
+        validate::private_data(private_data, &self.dev.caps, VerbsCall::Accept)?;
         check_opts(&self.dev, &init, VerbsCall::Accept)?;
         let Some(p) = self.pending.take() else {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
@@ -556,8 +554,7 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
-        let max = self.dev.caps.max_private_data_reject;
-        validate::private_data(private_data, max, VerbsCall::Reject)?;
+        validate::private_data(private_data, &self.dev.caps, VerbsCall::Reject)?;
         if let Some(p) = self.pending.take() {
             p.client
                 .fail_connect(CmEventKind::Rejected, REJECT_CONSUMER, private_data);
