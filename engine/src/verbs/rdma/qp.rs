@@ -28,7 +28,7 @@ use rdma_sys as sys;
 
 use super::cm::{lock, Hub, IdGuard, RawEvent};
 use super::cq::{modify_to_error, CqInner, QpAcct};
-use super::mem::{index_of, link, PdInner, RecvBatch, SrqInner};
+use super::mem::{fill_sges, index_of, link, zeroed, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
 use crate::verbs::{
@@ -252,13 +252,8 @@ impl SendBatch {
         let stride = (max_sge as usize).max(1);
         let inline_stride = max_inline as usize;
         SendBatch {
-            // SAFETY: ibv_send_wr / ibv_sge are plain old data (integers, raw pointers and
-            // unions of those); zeroes are valid.
-            wrs: (0..n).map(|_| unsafe { core::mem::zeroed() }).collect(),
-            // SAFETY: as above.
-            sges: (0..n * stride)
-                .map(|_| unsafe { core::mem::zeroed() })
-                .collect(),
+            wrs: zeroed(n),
+            sges: zeroed(n * stride),
             inline: vec![0u8; n * inline_stride].into_boxed_slice(),
             signaled: vec![false; n].into_boxed_slice(),
             binds: vec![(core::ptr::null_mut(), 0); n].into_boxed_slice(),
@@ -617,14 +612,10 @@ impl QueuePair<Rdma> for RdmaQp {
                 num_sge = 1;
             }
         } else {
-            for (dst, s) in self.send.sges[sge_base..sge_base + wr.sgl.len()]
-                .iter_mut()
-                .zip(wr.sgl)
-            {
-                dst.addr = s.addr;
-                dst.length = s.len;
-                dst.lkey = s.lkey;
-            }
+            fill_sges(
+                &mut self.send.sges[sge_base..sge_base + wr.sgl.len()],
+                wr.sgl,
+            );
             num_sge = wr.sgl.len();
         }
         let sg_list = if num_sge == 0 {
@@ -767,14 +758,14 @@ impl QueuePair<Rdma> for RdmaQp {
         let qp = self.qp;
         // SAFETY: the QP is live; the chain lives in self.recv until the call returns.
         let post = |head, bad: &mut _| unsafe { sys::ibv_post_recv(qp, head, bad) };
-        let Some((posted, rc)) = self.recv.post(post) else {
+        let Some(res) = self
+            .recv
+            .post(VerbsCall::PostRecv, &mut self.rq_posted, post)
+        else {
             return Ok(());
         };
         self.doorbells += 1;
-        self.rq_posted += posted as u64;
-        if rc != 0 {
-            return Err(ret_err(VerbsCall::PostRecv, rc));
-        }
+        res?;
         if self.acct.errored() {
             self.reflush();
         }
