@@ -137,6 +137,17 @@ pub fn clamp_read_depths(o: &mut QpOptions, caps: &DeviceCaps) {
     o.responder_resources = o.responder_resources.min(cap(caps.max_qp_rd_atom));
 }
 
+/// The options a QP is created with once [`qp_opts`] accepted `o`: with an SRQ (`srq` true) no
+/// receive queue of its own (`max_recv_wr` 0), and the read depths clamped to the device
+/// ([`clamp_read_depths`]).
+pub fn qp_opts_in_force(mut o: QpOptions, srq: bool, caps: &DeviceCaps) -> QpOptions {
+    if srq {
+        o.max_recv_wr = 0;
+    }
+    clamp_read_depths(&mut o, caps);
+    o
+}
+
 /// Checks private data of a connect, accept or reject (`call`: `Connect`, `Accept` or
 /// `Reject`) against the device's limit for that call ([`DeviceCaps::max_private_data_connect`],
 /// `_accept` or `_reject`; any other call is held to the connect limit, the smallest).
@@ -357,6 +368,22 @@ mod tests {
         };
         clamp_read_depths(&mut o, &c);
         assert_eq!((o.initiator_depth, o.responder_resources), (4, 200));
+    }
+
+    #[test]
+    fn accepts_options_in_force_without_own_receive_queue_under_an_srq() {
+        let mut c = caps();
+        c.max_qp_init_rd_atom = 4;
+        let o = QpOptions {
+            max_recv_wr: 64,
+            initiator_depth: 16,
+            ..QpOptions::default()
+        };
+        let own = qp_opts_in_force(o, false, &c);
+        assert_eq!((own.max_recv_wr, own.initiator_depth), (64, 4));
+        let shared = qp_opts_in_force(o, true, &c);
+        assert_eq!((shared.max_recv_wr, shared.initiator_depth), (0, 4));
+        assert_eq!(shared.max_send_wr, o.max_send_wr);
     }
 
     #[test]

@@ -313,15 +313,13 @@ impl Drop for RdmaQp {
 }
 
 /// Checks `opts` against the device and clamps the retry counts and read depths.
-fn validate(caps: &DeviceCaps, mut o: QpOptions, srq: bool) -> Result<QpOptions, VerbsError> {
-    // Depths, SGE counts, inline size (shared with the soft provider).
+fn validate(caps: &DeviceCaps, o: QpOptions, srq: bool) -> Result<QpOptions, VerbsError> {
+    // Depths, SGE counts, inline size; the SRQ and read-depth rules (shared with the soft
+    // provider, which refuses the retry counts this provider clamps).
     validate::qp_opts(&o, srq, caps, VerbsCall::CreateQp)?;
-    if srq {
-        o.max_recv_wr = 0;
-    }
+    let mut o = validate::qp_opts_in_force(o, srq, caps);
     o.rnr_retry_count = o.rnr_retry_count.min(7);
     o.retry_count = o.retry_count.min(7);
-    validate::clamp_read_depths(&mut o, caps);
     Ok(o)
 }
 

@@ -273,11 +273,7 @@ fn new_qp(
     local: SocketAddr,
     peer: SocketAddr,
 ) -> Arc<QpShared> {
-    let mut opts = init.opts;
-    validate::clamp_read_depths(&mut opts, &dev.caps);
-    if init.srq.is_some() {
-        opts.max_recv_wr = 0;
-    }
+    let opts = validate::qp_opts_in_force(init.opts, init.srq.is_some(), &dev.caps);
     // Relaxed: a unique-number counter.
     let qpn = dev.fabric.next_qpn.fetch_add(1, Ordering::Relaxed) & 0xff_ffff;
     QpShared::new(
