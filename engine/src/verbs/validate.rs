@@ -137,9 +137,26 @@ pub fn clamp_read_depths(o: &mut QpOptions, caps: &DeviceCaps) {
     o.responder_resources = o.responder_resources.min(cap(caps.max_qp_rd_atom));
 }
 
-/// Checks private data of a connect, accept or reject (`call`) against the device's limit for
-/// it (`max`: [`DeviceCaps::max_private_data_connect`], `_accept` or `_reject`).
-pub fn private_data(data: &[u8], max: u32, call: VerbsCall) -> Result<(), VerbsError> {
+/// The options a QP is created with once [`qp_opts`] accepted `o`: with an SRQ (`srq` true) no
+/// receive queue of its own (`max_recv_wr` 0), and the read depths clamped to the device
+/// ([`clamp_read_depths`]).
+pub fn qp_opts_in_force(mut o: QpOptions, srq: bool, caps: &DeviceCaps) -> QpOptions {
+    if srq {
+        o.max_recv_wr = 0;
+    }
+    clamp_read_depths(&mut o, caps);
+    o
+}
+
+/// Checks private data of a connect, accept or reject (`call`: `Connect`, `Accept` or
+/// `Reject`) against the device's limit for that call ([`DeviceCaps::max_private_data_connect`],
+/// `_accept` or `_reject`; any other call is held to the connect limit, the smallest).
+pub fn private_data(data: &[u8], caps: &DeviceCaps, call: VerbsCall) -> Result<(), VerbsError> {
+    let max = match call {
+        VerbsCall::Accept => caps.max_private_data_accept,
+        VerbsCall::Reject => caps.max_private_data_reject,
+        _ => caps.max_private_data_connect,
+    };
     if data.len() > max as usize {
         return einval(call);
     }
@@ -354,9 +371,33 @@ mod tests {
     }
 
     #[test]
+    fn accepts_options_in_force_without_own_receive_queue_under_an_srq() {
+        let mut c = caps();
+        c.max_qp_init_rd_atom = 4;
+        let o = QpOptions {
+            max_recv_wr: 64,
+            initiator_depth: 16,
+            ..QpOptions::default()
+        };
+        let own = qp_opts_in_force(o, false, &c);
+        assert_eq!((own.max_recv_wr, own.initiator_depth), (64, 4));
+        let shared = qp_opts_in_force(o, true, &c);
+        assert_eq!((shared.max_recv_wr, shared.initiator_depth), (0, 4));
+        assert_eq!(shared.max_send_wr, o.max_send_wr);
+    }
+
+    #[test]
     fn rejects_private_data_over_the_limit() {
-        assert_eq!(private_data(&[0; 56], 56, VerbsCall::Connect), Ok(()));
+        let c = DeviceCaps {
+            max_private_data_reject: 56,
+            ..caps()
+        };
+        assert_eq!(private_data(&[0; 56], &c, VerbsCall::Connect), Ok(()));
         let e = Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
-        assert_eq!(private_data(&[0; 57], 56, VerbsCall::Reject), e);
+        assert_eq!(private_data(&[0; 57], &c, VerbsCall::Reject), e);
+        // Each call is held to its own limit.
+        let accept = vec![0; c.max_private_data_accept as usize];
+        assert_eq!(private_data(&accept, &c, VerbsCall::Accept), Ok(()));
+        assert!(private_data(&accept, &c, VerbsCall::Connect).is_err());
     }
 }

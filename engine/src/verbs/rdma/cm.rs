@@ -438,8 +438,7 @@ impl ConnRequest<Rdma> for RdmaConnRequest {
         private_data: &[u8],
         prepare: &mut dyn FnMut(&mut RdmaQp) -> Result<(), VerbsError>,
     ) -> Result<RdmaQp, VerbsError> {
-        let max = self.dev.caps().max_private_data_accept;
-        validate::private_data(private_data, max, VerbsCall::Accept)?;
+        validate::private_data(private_data, self.dev.caps(), VerbsCall::Accept)?;
         let Some(id) = self.id.take() else {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
         };
@@ -458,8 +457,7 @@ impl ConnRequest<Rdma> for RdmaConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
-        let max = self.dev.caps().max_private_data_reject;
-        validate::private_data(private_data, max, VerbsCall::Reject)?;
+        validate::private_data(private_data, self.dev.caps(), VerbsCall::Reject)?;
         let Some(id) = self.id.take() else {
             return Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
         };

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdma_sys as sys;
 
+use super::owned::Owned;
 use super::DeviceInner;
 use crate::verbs::{
     errno, validate, Completion, CompletionQueue, VerbsCall, VerbsError, WcFlags, WcOpcode,
@@ -412,8 +413,13 @@ impl AttachTable {
 }
 
 /// The verbs CQ and the accounting of the QPs attached to it.
+///
+/// Polling is serialized by `&mut RdmaCq` (one `RdmaCq` per `CqInner`), which makes it the
+/// attach table's single reader; shared access attaches/detaches QPs (the table's writers) or
+/// reads the raw pointer. The verbs CQ is destroyed when every QP using it (each holding an
+/// `Arc`) is gone.
 pub(crate) struct CqInner {
-    cq: *mut sys::ibv_cq,
+    cq: Owned<sys::ibv_cq>,
     depth: u32,
     overrun: Arc<AtomicBool>,
     /// The QPs whose completions arrive here.
@@ -421,26 +427,17 @@ pub(crate) struct CqInner {
     dev: Arc<DeviceInner>,
 }
 
-// SAFETY: ibv_cq may be used from any thread; polling is serialized by &mut RdmaCq (one RdmaCq
-// per CqInner), which makes it the attach table's single reader.
-unsafe impl Send for CqInner {}
-// SAFETY: shared access attaches/detaches QPs (AttachTable writers) or reads the raw pointer.
-unsafe impl Sync for CqInner {}
-
 impl Drop for CqInner {
     fn drop(&mut self) {
-        let key = self.cq as usize;
+        // The CQ itself is destroyed right after, when the `cq` field drops.
+        let key = self.cq.as_ptr() as usize;
         lock(&CQ_ERRORS).retain(|(k, _)| *k != key);
-        // SAFETY: every QP using this CQ holds an Arc to it, so none is left.
-        unsafe {
-            sys::ibv_destroy_cq(self.cq);
-        }
     }
 }
 
 impl CqInner {
     pub(crate) fn raw(&self) -> *mut sys::ibv_cq {
-        self.cq
+        self.cq.as_ptr()
     }
 
     pub(crate) fn attach(&self, acct: &Arc<QpAcct>) {
@@ -477,21 +474,12 @@ impl RdmaCq {
         validate::cq_depth(depth, dev.caps())?;
         let cqe = core::ffi::c_int::try_from(depth)
             .map_err(|_| VerbsError::new(VerbsCall::CreateCq, errno::EINVAL))?;
-        // SAFETY: the context is live; no completion channel, vector 0.
-        let cq = unsafe {
-            sys::ibv_create_cq(
-                dev.ctx(),
-                cqe,
-                core::ptr::null_mut(),
-                core::ptr::null_mut(),
-                0,
-            )
-        };
-        if cq.is_null() {
-            return Err(super::os_err(VerbsCall::CreateCq));
-        }
+        let null = core::ptr::null_mut();
+        // SAFETY: the context is live; no completion channel, vector 0; the CQ is ours.
+        let cq = unsafe { Owned::new(sys::ibv_create_cq(dev.ctx(), cqe, null, null.cast(), 0)) };
+        let cq = cq.ok_or_else(|| super::os_err(VerbsCall::CreateCq))?;
         let overrun = Arc::new(AtomicBool::new(false));
-        lock(&CQ_ERRORS).push((cq as usize, Arc::clone(&overrun)));
+        lock(&CQ_ERRORS).push((cq.as_ptr() as usize, Arc::clone(&overrun)));
         Ok(RdmaCq {
             inner: Arc::new(CqInner {
                 cq,
@@ -552,7 +540,7 @@ impl CompletionQueue for RdmaCq {
         while total < out.len() {
             let want = (out.len() - total).min(POLL_BURST);
             // SAFETY: the CQ is live; wcs has room for `want` entries.
-            let n = unsafe { sys::ibv_poll_cq(inner.cq, want as i32, wcs.as_mut_ptr().cast()) };
+            let n = unsafe { sys::ibv_poll_cq(inner.raw(), want as i32, wcs.as_mut_ptr().cast()) };
             if n < 0 {
                 return Err(VerbsError::new(VerbsCall::PollCq, errno::EIO));
             }

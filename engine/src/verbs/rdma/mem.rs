@@ -7,16 +7,18 @@
 //! Recovery: failures return the call's errno; an SRQ post that fails part-way drops the rest
 //! of the batch (only the WRs before the failing one were posted and are counted).
 
+use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as sys;
 
 use super::cq::SrqAcct;
+use super::owned::Owned;
 use super::{os_err, ret_err, DeviceInner, Rdma};
-use crate::verbs::region::Region;
+use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
-    errno, validate, Access, Keys, MemoryWindow, ProtectionDomain, RecvWr, Registrar,
+    errno, validate, Access, DeviceCaps, Keys, MemoryWindow, ProtectionDomain, RecvWr, Sge,
     SharedReceiveQueue, VerbsCall, VerbsError,
 };
 
@@ -24,28 +26,16 @@ use crate::verbs::{
 // PD
 // ---------------------------------------------------------------------------------------------
 
+/// The verbs PD (deallocated when the last MR, MW, QP or SRQ of it, each holding an `Arc` to
+/// it, is gone), and the device it lives on.
 pub(crate) struct PdInner {
-    pd: *mut sys::ibv_pd,
+    pd: Owned<sys::ibv_pd>,
     dev: Arc<DeviceInner>,
-}
-
-// SAFETY: ibv_pd may be used from any thread (registration calls are thread-safe).
-unsafe impl Send for PdInner {}
-// SAFETY: see Send.
-unsafe impl Sync for PdInner {}
-
-impl Drop for PdInner {
-    fn drop(&mut self) {
-        // SAFETY: every MR, MW, QP and SRQ of the PD holds an Arc to it, so none is left.
-        unsafe {
-            sys::ibv_dealloc_pd(self.pd);
-        }
-    }
 }
 
 impl PdInner {
     pub(crate) fn raw(&self) -> *mut sys::ibv_pd {
-        self.pd
+        self.pd.as_ptr()
     }
 }
 
@@ -56,11 +46,9 @@ pub struct RdmaPd {
 
 impl RdmaPd {
     pub(crate) fn alloc(dev: &Arc<DeviceInner>) -> Result<RdmaPd, VerbsError> {
-        // SAFETY: the context is live.
-        let pd = unsafe { sys::ibv_alloc_pd(dev.ctx()) };
-        if pd.is_null() {
-            return Err(os_err(VerbsCall::AllocPd));
-        }
+        // SAFETY: the context is live; the PD is ours.
+        let pd = unsafe { Owned::new(sys::ibv_alloc_pd(dev.ctx())) };
+        let pd = pd.ok_or_else(|| os_err(VerbsCall::AllocPd))?;
         Ok(RdmaPd {
             inner: Arc::new(PdInner {
                 pd,
@@ -74,53 +62,52 @@ impl RdmaPd {
     }
 }
 
-impl Registrar for RdmaPd {
-    type Registration = RdmaMr;
-    type Error = VerbsError;
+impl RegisterMr for RdmaPd {
+    type Handle = RdmaReg;
 
-    unsafe fn register(
-        &self,
-        addr: *mut u8,
-        len: usize,
-        access: Access,
-    ) -> Result<(RdmaMr, Keys), VerbsError> {
+    fn caps(&self) -> &DeviceCaps {
+        self.inner.dev.caps()
+    }
+
+    unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: Access) -> Registered<RdmaReg> {
+        let einval = VerbsError::new(VerbsCall::RegMr, errno::EINVAL);
         if addr.is_null() {
-            return Err(VerbsError::new(VerbsCall::RegMr, errno::EINVAL));
+            return Err(einval);
         }
-        // Remote write requires local write (the kernel refuses it with EINVAL too); at most
-        // max_mr_size (shared with the soft provider).
-        validate::reg_mr(len as u64, access, self.inner.dev.caps())?;
-        let access_c = core::ffi::c_int::try_from(access.0)
-            .map_err(|_| VerbsError::new(VerbsCall::RegMr, errno::EINVAL))?;
+        let access_c = core::ffi::c_int::try_from(access.0).map_err(|_| einval)?;
         // The caller guarantees the memory stays valid while the registration lives.
-        let mr = sys::ibv_reg_mr(self.inner.pd, addr.cast(), len, access_c);
-        if mr.is_null() {
-            return Err(os_err(VerbsCall::RegMr));
-        }
+        let mr = Owned::new(sys::ibv_reg_mr(
+            self.inner.raw(),
+            addr.cast(),
+            len,
+            access_c,
+        ))
+        .ok_or_else(|| os_err(VerbsCall::RegMr))?;
         let keys = Keys {
-            lkey: (*mr).lkey,
-            rkey: (*mr).rkey,
+            lkey: (*mr.as_ptr()).lkey,
+            rkey: (*mr.as_ptr()).rkey,
         };
         let handle = RdmaReg {
             mr,
             _pd: Arc::clone(&self.inner),
         };
-        let region = Region::new(handle, keys, addr as u64, len as u64, access);
-        Ok((region, keys))
+        Ok((handle, keys))
     }
 }
+
+impl_registrar!(RdmaPd => RdmaReg);
 
 impl ProtectionDomain<Rdma> for RdmaPd {
     fn alloc_mw(&self) -> Result<RdmaMw, VerbsError> {
         // SAFETY: the PD is live. rdma-sys returns None when the provider has no alloc_mw op.
-        let mw = unsafe { sys::ibv_alloc_mw(self.inner.pd, sys::ibv_mw_type::IBV_MW_TYPE_2) };
-        let mw = match mw {
-            Some(p) if !p.is_null() => p,
-            Some(_) => return Err(os_err(VerbsCall::AllocMw)),
-            None => return Err(VerbsError::new(VerbsCall::AllocMw, errno::EOPNOTSUPP)),
+        let mw = unsafe { sys::ibv_alloc_mw(self.inner.raw(), sys::ibv_mw_type::IBV_MW_TYPE_2) };
+        let Some(mw) = mw else {
+            return Err(VerbsError::new(VerbsCall::AllocMw, errno::EOPNOTSUPP));
         };
+        // SAFETY: null or a new window of ours.
+        let mw = unsafe { Owned::new(mw) }.ok_or_else(|| os_err(VerbsCall::AllocMw))?;
         // SAFETY: mw is live.
-        let rkey = unsafe { (*mw).rkey };
+        let rkey = unsafe { (*mw.as_ptr()).rkey };
         Ok(RdmaMw {
             mw,
             rkey: AtomicU32::new(rkey),
@@ -140,56 +127,30 @@ pub type RdmaMr = Region<RdmaReg>;
 /// The rdma provider's handle of a registration (the `ibv_mr`); dropping it calls
 /// `ibv_dereg_mr`.
 pub struct RdmaReg {
-    mr: *mut sys::ibv_mr,
+    /// Immutable after registration; deregistered before the PD is released.
+    mr: Owned<sys::ibv_mr>,
     _pd: Arc<PdInner>,
-}
-
-// SAFETY: the ibv_mr is immutable after registration; deregistration is thread-safe.
-unsafe impl Send for RdmaReg {}
-// SAFETY: see Send.
-unsafe impl Sync for RdmaReg {}
-
-impl Drop for RdmaReg {
-    fn drop(&mut self) {
-        // SAFETY: registered by ibv_reg_mr, deregistered once; the PD outlives it (Arc).
-        unsafe {
-            sys::ibv_dereg_mr(self.mr);
-        }
-    }
 }
 
 impl RdmaMr {
     pub(crate) fn raw(&self) -> *mut sys::ibv_mr {
-        self.handle().mr
+        self.handle().mr.as_ptr()
     }
 }
 
 /// A type-2 memory window (see [`MemoryWindow`]); dropping it calls `ibv_dealloc_mw`.
 pub struct RdmaMw {
-    mw: *mut sys::ibv_mw,
+    /// Only its pointer is read after allocation; deallocated before the PD is released.
+    mw: Owned<sys::ibv_mw>,
     /// The key of the last queued bind (ibverbs does not update `mw->rkey` for type-2 binds
     /// posted as work requests).
     rkey: AtomicU32,
     _pd: Arc<PdInner>,
 }
 
-// SAFETY: the ibv_mw is only read (pointer) after allocation; deallocation is thread-safe.
-unsafe impl Send for RdmaMw {}
-// SAFETY: see Send; the key is atomic.
-unsafe impl Sync for RdmaMw {}
-
-impl Drop for RdmaMw {
-    fn drop(&mut self) {
-        // SAFETY: allocated by ibv_alloc_mw, deallocated once; the PD outlives it (Arc).
-        unsafe {
-            sys::ibv_dealloc_mw(self.mw);
-        }
-    }
-}
-
 impl RdmaMw {
     pub(crate) fn raw(&self) -> *mut sys::ibv_mw {
-        self.mw
+        self.mw.as_ptr()
     }
 
     pub(crate) fn set_rkey(&self, rkey: u32) {
@@ -223,12 +184,8 @@ impl RecvBatch {
         let stride = (max_sge as usize).max(1);
         let n = depth as usize;
         RecvBatch {
-            // SAFETY: ibv_recv_wr / ibv_sge are plain old data; zeroes are valid.
-            wrs: (0..n).map(|_| unsafe { core::mem::zeroed() }).collect(),
-            // SAFETY: as above.
-            sges: (0..n * stride)
-                .map(|_| unsafe { core::mem::zeroed() })
-                .collect(),
+            wrs: zeroed(n),
+            sges: zeroed(n * stride),
             stride,
             max_sge,
             len: 0,
@@ -251,11 +208,7 @@ impl RecvBatch {
         }
         let i = self.len;
         let base = i * self.stride;
-        for (dst, s) in self.sges[base..base + wr.sgl.len()].iter_mut().zip(wr.sgl) {
-            dst.addr = s.addr;
-            dst.length = s.len;
-            dst.lkey = s.lkey;
-        }
+        fill_sges(&mut self.sges[base..base + wr.sgl.len()], wr.sgl);
         let sg_list = if wr.sgl.is_empty() {
             core::ptr::null_mut()
         } else {
@@ -268,6 +221,31 @@ impl RecvBatch {
         w.next = core::ptr::null_mut();
         self.len += 1;
         Ok(())
+    }
+
+    /// Posts the batch as one chain with `post` (`call`: `ibv_post_recv` or
+    /// `ibv_post_srq_recv` of the chain's head, setting the bad-WR pointer), adds the WRs
+    /// posted to `posted` (those before the bad one when the call failed) and clears the batch.
+    /// `None` when the batch is empty (nothing posted, no doorbell); otherwise the call's
+    /// outcome.
+    pub(crate) fn post(
+        &mut self,
+        call: VerbsCall,
+        posted: &mut u64,
+        post: impl FnOnce(*mut sys::ibv_recv_wr, &mut *mut sys::ibv_recv_wr) -> c_int,
+    ) -> Option<Result<(), VerbsError>> {
+        let head = self.link();
+        if head.is_null() {
+            return None;
+        }
+        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        let rc = post(head, &mut bad);
+        *posted += self.finish(rc == 0, bad) as u64;
+        Some(if rc == 0 {
+            Ok(())
+        } else {
+            Err(ret_err(call, rc))
+        })
     }
 
     /// Links the batch and returns its head (null when empty).
@@ -284,6 +262,37 @@ impl RecvBatch {
             return n;
         }
         index_of(self.wrs.as_ptr(), bad, n)
+    }
+}
+
+/// A C struct of integers, raw pointers and unions of those, for which all zeroes is a valid
+/// value (a work request or an SGE before it is filled in).
+///
+/// # Safety
+/// All zeroes must be a valid value of the type.
+pub(crate) unsafe trait Zeroable {}
+
+// SAFETY: plain old data (integers, raw pointers and unions of those).
+unsafe impl Zeroable for sys::ibv_send_wr {}
+// SAFETY: as above.
+unsafe impl Zeroable for sys::ibv_recv_wr {}
+// SAFETY: as above.
+unsafe impl Zeroable for sys::ibv_sge {}
+
+/// `n` zeroed values (the preallocated arrays of a batch; control path).
+pub(crate) fn zeroed<T: Zeroable>(n: usize) -> Box<[T]> {
+    // SAFETY: all zeroes is a valid T (`Zeroable`).
+    (0..n).map(|_| unsafe { core::mem::zeroed() }).collect()
+}
+
+/// Copies a work request's scatter/gather list into its slots of a batch's `ibv_sge` array
+/// (`dst` has one slot per entry of `sgl`).
+#[inline]
+pub(crate) fn fill_sges(dst: &mut [sys::ibv_sge], sgl: &[Sge]) {
+    for (d, s) in dst.iter_mut().zip(sgl) {
+        d.addr = s.addr;
+        d.length = s.len;
+        d.lkey = s.lkey;
     }
 }
 
@@ -336,29 +345,17 @@ pub(crate) fn index_of<T>(base: *const T, bad: *const T, n: usize) -> usize {
 }
 
 /// The verbs SRQ, kept alive by the SRQ handle and by every QP attached to it.
+/// Destroyed when the handle and every QP attached to it (each holding an `Arc`) are gone;
+/// posting is serialized by `&mut RdmaSrq`.
 pub(crate) struct SrqInner {
-    srq: *mut sys::ibv_srq,
+    srq: Owned<sys::ibv_srq>,
     acct: Arc<SrqAcct>,
     _pd: Arc<PdInner>,
 }
 
-// SAFETY: ibv_srq may be used from any thread; posting is serialized by &mut RdmaSrq.
-unsafe impl Send for SrqInner {}
-// SAFETY: shared access only reads the raw pointer and the atomic accounting.
-unsafe impl Sync for SrqInner {}
-
-impl Drop for SrqInner {
-    fn drop(&mut self) {
-        // SAFETY: every QP attached to the SRQ holds an Arc to it, so none is left.
-        unsafe {
-            sys::ibv_destroy_srq(self.srq);
-        }
-    }
-}
-
 impl SrqInner {
     pub(crate) fn raw(&self) -> *mut sys::ibv_srq {
-        self.srq
+        self.srq.as_ptr()
     }
 
     pub(crate) fn acct(&self) -> &Arc<SrqAcct> {
@@ -396,10 +393,8 @@ impl RdmaSrq {
         attr.attr.max_wr = max_wr;
         attr.attr.max_sge = max_sge.max(1);
         // SAFETY: the PD is live; attr is initialized.
-        let srq = unsafe { sys::ibv_create_srq(pd.inner().raw(), &mut attr) };
-        if srq.is_null() {
-            return Err(os_err(VerbsCall::CreateSrq));
-        }
+        let srq = unsafe { Owned::new(sys::ibv_create_srq(pd.inner().raw(), &mut attr)) };
+        let srq = srq.ok_or_else(|| os_err(VerbsCall::CreateSrq))?;
         Ok(RdmaSrq {
             inner: Arc::new(SrqInner {
                 srq,
@@ -430,20 +425,14 @@ impl SharedReceiveQueue for RdmaSrq {
     }
 
     fn flush_recv(&mut self) -> Result<(), VerbsError> {
-        let head = self.batch.link();
-        if head.is_null() {
-            return Ok(());
-        }
-        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        let srq = self.inner.raw();
         // SAFETY: the SRQ is live; the chain lives in self.batch until the call returns.
-        let rc = unsafe { sys::ibv_post_srq_recv(self.inner.srq, head, &mut bad) };
-        self.doorbells += 1;
-        let posted = self.batch.finish(rc == 0, bad);
-        self.posted += posted as u64;
-        if rc != 0 {
-            return Err(ret_err(VerbsCall::PostSrqRecv, rc));
-        }
-        Ok(())
+        let post = |head, bad: &mut _| unsafe { sys::ibv_post_srq_recv(srq, head, bad) };
+        let res = self
+            .batch
+            .post(VerbsCall::PostSrqRecv, &mut self.posted, post);
+        self.doorbells += u64::from(res.is_some());
+        res.unwrap_or(Ok(()))
     }
 
     fn doorbells(&self) -> u64 {

@@ -37,6 +37,7 @@ mod cm;
 mod cq;
 mod mem;
 mod netns;
+mod owned;
 mod qp;
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use rdma_sys as sys;
 
 use super::cm::{lock, Hub, IdGuard, RawEvent};
 use super::cq::{modify_to_error, CqInner, QpAcct};
-use super::mem::{index_of, link, PdInner, RecvBatch, SrqInner};
+use super::mem::{fill_sges, index_of, link, zeroed, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
 use crate::verbs::{
@@ -252,13 +252,8 @@ impl SendBatch {
         let stride = (max_sge as usize).max(1);
         let inline_stride = max_inline as usize;
         SendBatch {
-            // SAFETY: ibv_send_wr / ibv_sge are plain old data (integers, raw pointers and
-            // unions of those); zeroes are valid.
-            wrs: (0..n).map(|_| unsafe { core::mem::zeroed() }).collect(),
-            // SAFETY: as above.
-            sges: (0..n * stride)
-                .map(|_| unsafe { core::mem::zeroed() })
-                .collect(),
+            wrs: zeroed(n),
+            sges: zeroed(n * stride),
             inline: vec![0u8; n * inline_stride].into_boxed_slice(),
             signaled: vec![false; n].into_boxed_slice(),
             binds: vec![(core::ptr::null_mut(), 0); n].into_boxed_slice(),
@@ -318,15 +313,13 @@ impl Drop for RdmaQp {
 }
 
 /// Checks `opts` against the device and clamps the retry counts and read depths.
-fn validate(caps: &DeviceCaps, mut o: QpOptions, srq: bool) -> Result<QpOptions, VerbsError> {
-    // Depths, SGE counts, inline size (shared with the soft provider).
+fn validate(caps: &DeviceCaps, o: QpOptions, srq: bool) -> Result<QpOptions, VerbsError> {
+    // Depths, SGE counts, inline size; the SRQ and read-depth rules (shared with the soft
+    // provider, which refuses the retry counts this provider clamps).
     validate::qp_opts(&o, srq, caps, VerbsCall::CreateQp)?;
-    if srq {
-        o.max_recv_wr = 0;
-    }
+    let mut o = validate::qp_opts_in_force(o, srq, caps);
     o.rnr_retry_count = o.rnr_retry_count.min(7);
     o.retry_count = o.retry_count.min(7);
-    validate::clamp_read_depths(&mut o, caps);
     Ok(o)
 }
 
@@ -433,8 +426,7 @@ impl RdmaQp {
         init: QpInit<'_, Rdma>,
         private_data: &[u8],
     ) -> Result<RdmaQp, VerbsError> {
-        let max = dev.caps().max_private_data_connect;
-        validate::private_data(private_data, max, VerbsCall::Connect)?;
+        validate::private_data(private_data, dev.caps(), VerbsCall::Connect)?;
         let connect_data = PrivateData::new(private_data)
             .ok_or(VerbsError::new(VerbsCall::Connect, errno::EINVAL))?;
         let opts = validate(dev.caps(), init.opts, init.srq.is_some())?;
@@ -618,14 +610,10 @@ impl QueuePair<Rdma> for RdmaQp {
                 num_sge = 1;
             }
         } else {
-            for (dst, s) in self.send.sges[sge_base..sge_base + wr.sgl.len()]
-                .iter_mut()
-                .zip(wr.sgl)
-            {
-                dst.addr = s.addr;
-                dst.length = s.len;
-                dst.lkey = s.lkey;
-            }
+            fill_sges(
+                &mut self.send.sges[sge_base..sge_base + wr.sgl.len()],
+                wr.sgl,
+            );
             num_sge = wr.sgl.len();
         }
         let sg_list = if num_sge == 0 {
@@ -765,19 +753,17 @@ impl QueuePair<Rdma> for RdmaQp {
     }
 
     fn flush_recv(&mut self) -> Result<(), VerbsError> {
-        let head = self.recv.link();
-        if head.is_null() {
-            return Ok(());
-        }
-        let mut bad: *mut sys::ibv_recv_wr = core::ptr::null_mut();
+        let qp = self.qp;
         // SAFETY: the QP is live; the chain lives in self.recv until the call returns.
-        let rc = unsafe { sys::ibv_post_recv(self.qp, head, &mut bad) };
+        let post = |head, bad: &mut _| unsafe { sys::ibv_post_recv(qp, head, bad) };
+        let Some(res) = self
+            .recv
+            .post(VerbsCall::PostRecv, &mut self.rq_posted, post)
+        else {
+            return Ok(());
+        };
         self.doorbells += 1;
-        let posted = self.recv.finish(rc == 0, bad);
-        self.rq_posted += posted as u64;
-        if rc != 0 {
-            return Err(ret_err(VerbsCall::PostRecv, rc));
-        }
+        res?;
         if self.acct.errored() {
             self.reflush();
         }

@@ -273,11 +273,7 @@ fn new_qp(
     local: SocketAddr,
     peer: SocketAddr,
 ) -> Arc<QpShared> {
-    let mut opts = init.opts;
-    validate::clamp_read_depths(&mut opts, &dev.caps);
-    if init.srq.is_some() {
-        opts.max_recv_wr = 0;
-    }
+    let opts = validate::qp_opts_in_force(init.opts, init.srq.is_some(), &dev.caps);
     // Relaxed: a unique-number counter.
     let qpn = dev.fabric.next_qpn.fetch_add(1, Ordering::Relaxed) & 0xff_ffff;
     QpShared::new(
@@ -361,8 +357,7 @@ impl Device<SoftProvider> for SoftDevice {
         init: QpInit<'_, SoftProvider>,
         private_data: &[u8],
     ) -> Result<SoftQp, VerbsError> {
-        let max = self.inner.caps.max_private_data_connect;
-        validate::private_data(private_data, max, VerbsCall::Connect)?;
+        validate::private_data(private_data, &self.inner.caps, VerbsCall::Connect)?;
         check_opts(&self.inner, &init, VerbsCall::Connect)?;
         let fabric = &self.inner.fabric;
         // Relaxed: a unique-number counter.
@@ -515,8 +510,7 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
         private_data: &[u8],
         prepare: &mut dyn FnMut(&mut SoftQp) -> Result<(), VerbsError>,
     ) -> Result<SoftQp, VerbsError> {
-        let max = self.dev.caps.max_private_data_accept;
-        validate::private_data(private_data, max, VerbsCall::Accept)?;
+        validate::private_data(private_data, &self.dev.caps, VerbsCall::Accept)?;
         check_opts(&self.dev, &init, VerbsCall::Accept)?;
         let Some(p) = self.pending.take() else {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
@@ -556,8 +550,7 @@ impl ConnRequest<SoftProvider> for SoftConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
-        let max = self.dev.caps.max_private_data_reject;
-        validate::private_data(private_data, max, VerbsCall::Reject)?;
+        validate::private_data(private_data, &self.dev.caps, VerbsCall::Reject)?;
         if let Some(p) = self.pending.take() {
             p.client
                 .fail_connect(CmEventKind::Rejected, REJECT_CONSUMER, private_data);

@@ -15,10 +15,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::DeviceInner;
-use crate::verbs::region::Region;
-use crate::verbs::validate;
+use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
-    errno, inc_rkey, Access, Keys, MemoryRegion, MemoryWindow, ProtectionDomain, Registrar,
+    errno, inc_rkey, Access, DeviceCaps, Keys, MemoryRegion, MemoryWindow, ProtectionDomain,
     VerbsCall, VerbsError,
 };
 
@@ -370,6 +369,30 @@ impl KeyTable {
         addr >= base && end <= base.saturating_add(size)
     }
 
+    /// Pins `key` for `[addr, addr + len)`: a valid key of an entry in `pd` holding the rights
+    /// `need`, whose kind (and, for a window, binding) `kind_ok` accepts, within its bounds.
+    #[inline]
+    fn pin_checked(
+        &self,
+        key: u32,
+        (addr, len): (u64, u64),
+        need: Access,
+        pd: u32,
+        kind_ok: impl FnOnce(u64, &KeySlot) -> bool,
+    ) -> Option<Pin<'_>> {
+        let (pin, st) = self.pin(key)?;
+        let s = pin.0;
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
+        if s.pd.load(Ordering::Relaxed) != pd
+            || (need.0 != 0 && !Access(s.access.load(Ordering::Relaxed)).contains(need))
+            || !kind_ok(st & KIND_MASK, s)
+            || !Self::in_bounds(s, addr, len)
+        {
+            return None;
+        }
+        Some(pin)
+    }
+
     /// Pins a local region for an SGE: lkey of a region (not a window) in `pd`, bounds, and
     /// `LOCAL_WRITE` when the device writes into it.
     pub(crate) fn pin_local(
@@ -380,20 +403,12 @@ impl KeyTable {
         write: bool,
         pd: u32,
     ) -> Option<Pin<'_>> {
-        let (pin, st) = self.pin(lkey)?;
-        let s = pin.0;
-        // Relaxed: slot fields are ordered by the `state` word (see module doc).
-        if st & KIND_MASK != KIND_MR || s.pd.load(Ordering::Relaxed) != pd {
-            return None;
-        }
-        // Relaxed: slot fields are ordered by the `state` word (see module doc).
-        if write && !Access(s.access.load(Ordering::Relaxed)).contains(Access::LOCAL_WRITE) {
-            return None;
-        }
-        if !Self::in_bounds(s, addr, len) {
-            return None;
-        }
-        Some(pin)
+        let need = if write {
+            Access::LOCAL_WRITE
+        } else {
+            Access::NONE
+        };
+        self.pin_checked(lkey, (addr, len), need, pd, |kind, _| kind == KIND_MR)
     }
 
     /// Pins a remote target: rkey of a region or window in `pd` with `need` rights; windows
@@ -407,30 +422,12 @@ impl KeyTable {
         pd: u32,
         qp_num: u32,
     ) -> Option<Pin<'_>> {
-        let (pin, st) = self.pin(rkey)?;
-        let s = pin.0;
-        // Relaxed: slot fields are ordered by the `state` word (see module doc).
-        if s.pd.load(Ordering::Relaxed) != pd {
-            return None;
-        }
-        // Relaxed: slot fields are ordered by the `state` word (see module doc).
-        if !Access(s.access.load(Ordering::Relaxed)).contains(need) {
-            return None;
-        }
-        match st & KIND_MASK {
-            KIND_MR => {}
-            KIND_MW => {
-                // Relaxed: slot fields are ordered by the `state` word (see module doc).
-                if s.qp_num.load(Ordering::Relaxed) != qp_num {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
-        if !Self::in_bounds(s, addr, len) {
-            return None;
-        }
-        Some(pin)
+        self.pin_checked(rkey, (addr, len), need, pd, |kind, s| match kind {
+            KIND_MR => true,
+            // Relaxed: slot fields are ordered by the `state` word (see module doc).
+            KIND_MW => s.qp_num.load(Ordering::Relaxed) == qp_num,
+            _ => false,
+        })
     }
 }
 
@@ -512,22 +509,19 @@ impl MemoryWindow for SoftMw {
     }
 }
 
-impl Registrar for SoftPd {
-    type Registration = SoftMr;
-    type Error = VerbsError;
+impl RegisterMr for SoftPd {
+    type Handle = SoftReg;
 
-    unsafe fn register(
-        &self,
-        addr: *mut u8,
-        len: usize,
-        access: Access,
-    ) -> Result<(SoftMr, Keys), VerbsError> {
+    fn caps(&self) -> &DeviceCaps {
+        &self.dev.caps
+    }
+
+    unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: Access) -> Registered<SoftReg> {
         let err = |e| VerbsError::new(VerbsCall::RegMr, e);
         let len64 = len as u64;
-        // Remote write requires local write; at most max_mr_size (shared with the rdma provider).
-        validate::reg_mr(len64, access, &self.dev.caps)?;
-        // The soft provider reads and writes through the region's addresses: it also refuses
-        // rights it does not know, a range that wraps and a null address.
+        // The soft provider reads and writes through the region's addresses: besides the
+        // shared checks it refuses rights it does not know, a range that wraps and a null
+        // address.
         let known = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         if access.0 & !(known | Access::MW_BIND).0 != 0 {
             return Err(err(errno::EINVAL));
@@ -543,17 +537,21 @@ impl Registrar for SoftPd {
             .keys
             .register(self.id, addr as u64, len64, access)
             .ok_or(err(errno::ENOMEM))?;
-        let keys = Keys {
-            lkey: key,
-            rkey: key,
-        };
         let handle = SoftReg {
             dev: self.dev.clone(),
             key,
         };
-        Ok((Region::new(handle, keys, addr as u64, len64, access), keys))
+        Ok((
+            handle,
+            Keys {
+                lkey: key,
+                rkey: key,
+            },
+        ))
     }
 }
+
+impl_registrar!(SoftPd => SoftReg);
 
 impl ProtectionDomain<super::SoftProvider> for SoftPd {
     fn alloc_mw(&self) -> Result<SoftMw, VerbsError> {

@@ -345,6 +345,20 @@ impl QpShared {
         self.local_segs(w, false)
     }
 
+    /// The peer a Send, RDMA Write or RDMA Read reaches, if it can still receive (otherwise
+    /// the WR ends as [`QpShared::peer_gone`] says), and then the WR's local segments `segs`
+    /// (otherwise it fails with their status).
+    fn reach<'a, 'p>(
+        &self,
+        peer: Option<&'p QpShared>,
+        segs: impl FnOnce() -> Result<SegList<'a>, WcStatus>,
+    ) -> Result<(&'p QpShared, SegList<'a>), Outcome> {
+        let Some(peer) = peer.filter(|p| p.can_receive()) else {
+            return Err(self.peer_gone());
+        };
+        Ok((peer, segs().map_err(Outcome::Fail)?))
+    }
+
     pub(super) fn execute(
         &self,
         peer: Option<&QpShared>,
@@ -365,12 +379,9 @@ impl QpShared {
                 Err(_) => Outcome::Fail(WcStatus::MW_BIND_ERR),
             },
             SqOp::Send | SqOp::SendInv(_) => {
-                let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return self.peer_gone();
-                };
-                let src = match self.gather(w, inline) {
-                    Ok(l) => l,
-                    Err(s) => return Outcome::Fail(s),
+                let (peer, src) = match self.reach(peer, || self.gather(w, inline)) {
+                    Ok(v) => v,
+                    Err(out) => return out,
                 };
                 let inv = match w.op {
                     SqOp::SendInv(k) => Some(k),
@@ -394,38 +405,20 @@ impl QpShared {
                 out
             }
             SqOp::Write { raddr, rkey } => {
-                let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return self.peer_gone();
-                };
-                let src = match self.gather(w, inline) {
-                    Ok(l) => l,
-                    Err(s) => return Outcome::Fail(s),
+                let (peer, src) = match self.reach(peer, || self.gather(w, inline)) {
+                    Ok(v) => v,
+                    Err(out) => return out,
                 };
                 let total = src.total;
                 let out = if total == 0 {
                     Outcome::Done(0)
                 } else {
-                    match peer.dev.keys.pin_remote(
-                        rkey,
-                        raddr,
-                        total,
-                        Access::REMOTE_WRITE,
-                        peer.pd,
-                        peer.qp_num,
-                    ) {
-                        Some(pin) => {
-                            let dst = [Seg {
-                                ptr: raddr as *mut u8,
-                                len: total as usize,
-                            }];
-                            // SAFETY: source pinned by `src` (or inline buffer); destination
-                            // inside the pinned remote region (bounds checked by pin_remote).
-                            unsafe { copy_segs(src.segs(), &dst, total as usize) };
-                            drop(pin);
-                            Outcome::Done(total as u32)
-                        }
-                        None => Outcome::Fail(WcStatus::REM_ACCESS_ERR),
-                    }
+                    let need = Access::REMOTE_WRITE;
+                    peer.remote_copy(rkey, raddr, total, need, |dst| {
+                        // SAFETY: source pinned by `src` (or inline buffer); destination
+                        // inside the pinned remote region (bounds checked by pin_remote).
+                        unsafe { copy_segs(src.segs(), dst, total as usize) };
+                    })
                 };
                 self.trace(
                     peer,
@@ -441,12 +434,9 @@ impl QpShared {
                 out
             }
             SqOp::Read { raddr, rkey } => {
-                let Some(peer) = peer.filter(|p| p.can_receive()) else {
-                    return self.peer_gone();
-                };
-                let dst = match self.local_segs(w, true) {
-                    Ok(l) => l,
-                    Err(s) => return Outcome::Fail(s),
+                let (peer, dst) = match self.reach(peer, || self.local_segs(w, true)) {
+                    Ok(v) => v,
+                    Err(out) => return out,
                 };
                 let total = dst.total;
                 let empty = SegList::new();
@@ -464,31 +454,45 @@ impl QpShared {
                 if total == 0 {
                     return Outcome::Done(0);
                 }
-                match peer.dev.keys.pin_remote(
-                    rkey,
-                    raddr,
-                    total,
-                    Access::REMOTE_READ,
-                    peer.pd,
-                    peer.qp_num,
-                ) {
-                    Some(pin) => {
-                        let src = [Seg {
-                            ptr: raddr as *mut u8,
-                            len: total as usize,
-                        }];
-                        // SAFETY: source inside the pinned remote region (bounds checked);
-                        // destination pinned by `dst` with LOCAL_WRITE.
-                        unsafe { copy_segs(&src, dst.segs(), total as usize) };
-                        drop(pin);
-                        let out = Outcome::Done(total as u32);
-                        peer.trace_read_response(self, raddr, rkey, &dst);
-                        out
-                    }
-                    None => Outcome::Fail(WcStatus::REM_ACCESS_ERR),
+                let out = peer.remote_copy(rkey, raddr, total, Access::REMOTE_READ, |src| {
+                    // SAFETY: source inside the pinned remote region (bounds checked);
+                    // destination pinned by `dst` with LOCAL_WRITE.
+                    unsafe { copy_segs(src, dst.segs(), total as usize) };
+                });
+                if let Outcome::Done(_) = out {
+                    peer.trace_read_response(self, raddr, rkey, &dst);
                 }
+                out
             }
         }
+    }
+
+    /// The responder's side of an RDMA Write or Read of `total` (> 0) octets at `raddr` under
+    /// `rkey`: pins the range in this QP's PD with the rights `need` (a window only through
+    /// this QP) and runs `copy` on it while pinned. `Done(total)`, or `REM_ACCESS_ERR` when the
+    /// key, rights or bounds do not allow it.
+    fn remote_copy(
+        &self,
+        rkey: u32,
+        raddr: u64,
+        total: u64,
+        need: Access,
+        copy: impl FnOnce(&[Seg]),
+    ) -> Outcome {
+        let pd = self.pd;
+        let Some(pin) = self
+            .dev
+            .keys
+            .pin_remote(rkey, raddr, total, need, pd, self.qp_num)
+        else {
+            return Outcome::Fail(WcStatus::REM_ACCESS_ERR);
+        };
+        copy(&[Seg {
+            ptr: raddr as *mut u8,
+            len: total as usize,
+        }]);
+        drop(pin);
+        Outcome::Done(total as u32)
     }
 
     // --- trace ------------------------------------------------------------------------------
