@@ -36,8 +36,7 @@ use crate::driver::ConnDriver;
 use crate::memory::{local_buf, Slab};
 use crate::mpsc::MpscConsumer;
 use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
-use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
-use crate::reactor::PollerCtx;
+use crate::node::{NodeConn, NodeEnv, Round, TIMER_CONN, TIMER_RECONNECT};
 use crate::timer::TimerHandle;
 use crate::worker::NodeLinks;
 
@@ -192,23 +191,12 @@ fn key_seed() -> u64 {
 }
 
 impl<P: Provider> ClientConn<P> {
-    /// Placed on a node: connect.
-    pub(crate) fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
-        self.worker = slot as usize;
-        self.connect(env, cx, slot);
-    }
-
-    fn connect(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+    fn connect(&mut self, r: &mut Round<'_, '_, P>) {
         let mut mws = Vec::with_capacity(self.nmw);
         for _ in 0..self.nmw {
-            match env.pd.alloc_mw() {
+            match r.env.pd.alloc_mw() {
                 Ok(m) => mws.push(m),
-                Err(_) => {
-                    env.stats.verbs_error();
-                    self.stats.connect_failed();
-                    self.lost(env, cx, slot);
-                    return;
-                }
+                Err(_) => return self.connect_failed(r),
             }
         }
         let keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
@@ -223,7 +211,7 @@ impl<P: Provider> ClientConn<P> {
         let conn = match conn {
             Ok(c) => c,
             Err(_) => {
-                self.fail_all(env, None, ClientError::Setup);
+                self.fail_all(r.env, None, ClientError::Setup);
                 self.state = CState::Failed;
                 self.shared.set_state(ST_FAILED);
                 return;
@@ -238,28 +226,20 @@ impl<P: Provider> ClientConn<P> {
             ..QpOptions::default()
         };
         let init = QpInit {
-            pd: &*env.pd,
-            send_cq: &env.cq,
-            recv_cq: &env.cq,
+            pd: &*r.env.pd,
+            send_cq: &r.env.cq,
+            recv_cq: &r.env.cq,
             srq: None,
             opts,
         };
-        let qp = match env.dev.connect(self.addr, init, &conn.private_data()) {
+        let qp = match r.env.dev.connect(self.addr, init, &conn.private_data()) {
             Ok(q) => q,
-            Err(_) => {
-                env.stats.verbs_error();
-                self.stats.connect_failed();
-                self.lost(env, cx, slot);
-                return;
-            }
+            Err(_) => return self.connect_failed(r),
         };
-        env.qp_created(&qp);
+        r.env.qp_created(&qp);
         let qpn = qp.qp_num();
-        if !env.router.insert(qpn, slot) {
-            env.stats.verbs_error();
-            self.stats.connect_failed();
-            self.lost(env, cx, slot);
-            return;
+        if !r.env.router.insert(qpn, r.slot) {
+            return self.connect_failed(r);
         }
         self.drv.qp_num = qpn;
         self.drv.qp = Some(qp);
@@ -268,8 +248,15 @@ impl<P: Provider> ClientConn<P> {
         self.drv.broken = false;
         self.state = CState::Connecting;
         // Receives may be posted while connecting.
-        let p = self.drv.post(env.now);
-        env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+        let p = self.drv.post(r.env.now);
+        r.env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+    }
+
+    /// A verbs call of a connect attempt failed: counted, and handled as a lost connection.
+    fn connect_failed(&mut self, r: &mut Round<'_, '_, P>) {
+        r.env.stats.verbs_error();
+        self.stats.connect_failed();
+        self.lost(r);
     }
 
     /// A failed attempt's reject may still wait in the QP's events (the flushes that reported
@@ -288,16 +275,8 @@ impl<P: Provider> ClientConn<P> {
     }
 
     /// Drops the QP and routes; the engine has failed every call already.
-    fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
-        if self.drv.qp_num != 0 {
-            env.router.remove(self.drv.qp_num);
-            self.drv.qp_num = 0;
-        }
-        self.drv.cancel_timer(cx);
-        let qp = self.drv.qp.take().map(|mut qp| {
-            let _ = qp.disconnect();
-            qp
-        });
+    fn teardown(&mut self, r: &mut Round<'_, '_, P>) {
+        let qp = self.drv.release_qp(&mut r.env.router, r.cx);
         // Windows first: a bound type-2 window holds a reference to its QP (rxe warns when
         // the QP is destroyed under one, and frees it anyway); deallocating invalidates it.
         self.drv.mws.clear();
@@ -310,24 +289,24 @@ impl<P: Provider> ClientConn<P> {
         self.drv.conn = None;
         self.peer_pd = None;
         self.pub_version = 0;
-        self.calls.engine_gone(&mut sink!(self, env, None));
+        self.calls.engine_gone(&mut sink!(self, r.env, None));
         if let Some(b) = self.back.as_mut() {
-            b.on_lost(env);
+            b.on_lost(r.env);
         }
     }
 
     /// The connection is gone (or never came): back off and reconnect, or give up.
-    fn lost(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+    fn lost(&mut self, r: &mut Round<'_, '_, P>) {
         self.read_reject();
-        self.teardown(env, cx);
+        self.teardown(r);
         if self.closing_now() {
-            self.fail_all(env, None, ClientError::Closed);
-            self.finish(env);
+            self.fail_all(r.env, None, ClientError::Closed);
+            self.finish(r.env);
             return;
         }
         if self.attempts >= self.opts.max_reconnects {
             let e = self.shared.gave_up();
-            self.fail_all(env, None, e);
+            self.fail_all(r.env, None, e);
             self.state = CState::Failed;
             self.shared.set_state(ST_FAILED);
             return;
@@ -337,15 +316,12 @@ impl<P: Provider> ClientConn<P> {
         self.shared.set_state(ST_RECONNECTING);
         let delay = self.backoff_ns;
         self.backoff_ns = (self.backoff_ns * 2).min(self.opts.reconnect_max_ms.max(1) * 1_000_000);
-        let gen = env.slot_gen(slot);
-        match cx.arm_timer(
-            env.now.saturating_add(delay),
-            timer_token(TIMER_RECONNECT, slot, gen),
-        ) {
+        let token = r.timer_token(TIMER_RECONNECT);
+        match r.cx.arm_timer(r.env.now.saturating_add(delay), token) {
             Ok(h) => self.timer = Some(h),
             Err(_) => {
                 // No timer room: try again at once rather than never.
-                self.connect(env, cx, slot);
+                self.connect(r);
             }
         }
     }
@@ -365,17 +341,9 @@ impl<P: Provider> ClientConn<P> {
         self.shared.set_state(ST_CLOSED);
     }
 
-    fn poll_cm(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) -> usize {
+    fn poll_cm(&mut self, env: &mut NodeEnv<P>) -> usize {
         let mut work = 0;
-        loop {
-            let ev = match self.drv.poll_cm() {
-                Ok(Some(ev)) => ev,
-                Ok(None) => break,
-                Err(_) => {
-                    env.stats.verbs_error();
-                    break;
-                }
-            };
+        while let Some(ev) = self.drv.next_cm(&env.stats) {
             work += 1;
             match ev.kind {
                 CmEventKind::Established => {
@@ -399,17 +367,10 @@ impl<P: Provider> ClientConn<P> {
                 }
             }
         }
-        let _ = (cx, slot);
         work
     }
 
-    fn events(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
+    fn events(&mut self, r: &mut Round<'_, '_, P>) -> usize {
         let mut work = 0;
         let mut lost = false;
         while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
@@ -421,12 +382,12 @@ impl<P: Provider> ClientConn<P> {
                     self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
                     self.publish_negotiated();
                     self.shared.set_state(ST_CONNECTED);
-                    env.stats.established();
+                    r.env.stats.established();
                 }
-                Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
+                Event::ReplyReady(reply) => self.on_reply(r.env, r.links.as_deref_mut(), reply),
                 Event::CallFailed { call, error, .. } => {
                     self.stats.call_failed(&error);
-                    self.on_failed(env, links.as_deref_mut(), call, error)
+                    self.on_failed(r.env, r.links.as_deref_mut(), call, error)
                 }
                 Event::ConnectionLost => {
                     lost = true;
@@ -445,14 +406,8 @@ impl<P: Provider> ClientConn<P> {
                 }
                 Event::CallReady(inc) => {
                     if let Some(b) = self.back.as_mut() {
-                        b.on_call(
-                            &mut self.drv,
-                            env,
-                            links.as_deref_mut(),
-                            slot,
-                            inc,
-                            &self.stats,
-                        );
+                        let links = r.links.as_deref_mut();
+                        b.on_call(&mut self.drv, r.env, links, r.slot, inc, &self.stats);
                     }
                 }
             }
@@ -460,7 +415,7 @@ impl<P: Provider> ClientConn<P> {
         // Calls the loss returned go back to the head of the queue, in submission order.
         self.calls.resend_held();
         if lost {
-            self.lost(env, cx, slot);
+            self.lost(r);
         }
         work
     }
@@ -747,8 +702,10 @@ impl<P: Provider> Drop for ClientConn<P> {
 }
 
 impl<P: Provider> NodeConn<P> for ClientConn<P> {
-    fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
-        ClientConn::start(self, env, cx, slot);
+    /// Placed on a node: connect.
+    fn start(&mut self, r: &mut Round<'_, '_, P>) {
+        self.worker = r.slot as usize;
+        self.connect(r);
     }
 
     /// Feeds a completion of this connection's QP to the engine (counting receives that came
@@ -769,13 +726,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
     }
 
     /// One round of work; returns the work done.
-    fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
+    fn service(&mut self, r: &mut Round<'_, '_, P>) -> usize {
         let mut work = 0;
         if self.state == CState::Done {
             return 0;
@@ -788,39 +739,35 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
             self.reconnect_deferred = false;
             if self.state == CState::Backoff {
                 self.stats.reconnect();
-                self.connect(env, cx, slot);
+                self.connect(r);
             }
         }
         // CM events.
-        work += self.poll_cm(env, cx, slot);
+        work += self.poll_cm(r.env);
         // Engine events.
-        work += self.events(env, links.as_deref_mut(), cx, slot);
+        work += self.events(r);
         // Backward calls that waited for a reply buffer or send-queue room.
         if let Some(b) = self.back.as_mut() {
-            work += b.service(&mut self.drv, env, links.as_deref_mut(), slot, &self.stats);
+            let links = r.links.as_deref_mut();
+            work += b.service(&mut self.drv, r.env, links, r.slot, &self.stats);
         }
         // New calls from the ring (not while completions wait for a worker: back-pressure).
-        let congested = links.as_deref().is_some_and(|l| l.congested());
+        let congested = r.links.as_deref().is_some_and(|l| l.congested());
         if !congested {
-            work += self.take_submissions(env, links.as_deref_mut());
+            work += self.take_submissions(r.env, r.links.as_deref_mut());
         }
         // Start what the credits allow.
         if self.state == CState::Connected {
-            work += self.start_ready(env, links.as_deref_mut());
+            work += self.start_ready(r.env, r.links.as_deref_mut());
         }
         // Post the batch.
-        let p = self.drv.post(env.now);
-        if p.wrs > 0 {
-            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.posted(&p);
-            work += 1;
-        }
+        work += self.drv.post_counted(r.env.now, &r.env.stats, &self.stats);
         if self.drv.broken {
-            work += self.events(env, links, cx, slot);
+            work += self.events(r);
         }
         if self.drv.conn.is_some() {
-            let gen = env.slot_gen(slot);
-            self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+            let token = r.timer_token(TIMER_CONN);
+            self.drv.sync_timer(r.cx, token);
         }
         if let Some(c) = self.drv.conn.as_ref() {
             self.stats
@@ -832,8 +779,8 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         self.lat.serve();
         // Closed and drained: disconnect.
         if self.closing && self.calls.in_use() == 0 && self.rx.used_count() == 0 {
-            self.teardown(env, cx);
-            self.finish(env);
+            self.teardown(r);
+            self.finish(r.env);
             work += 1;
         }
         work
@@ -845,14 +792,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
     }
 
     /// A timer of this connection fired.
-    fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
+    fn on_timer(&mut self, kind: u8, r: &mut Round<'_, '_, P>) {
         match kind {
             TIMER_RECONNECT => {
                 self.timer = None;
@@ -862,13 +802,13 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
                         self.reconnect_deferred = true;
                     } else {
                         self.stats.reconnect();
-                        self.connect(env, cx, slot);
+                        self.connect(r);
                     }
                 }
             }
             TIMER_CONN => {
-                self.drv.on_timer(env.now);
-                self.service(env, links, cx, slot);
+                self.drv.on_timer(r.env.now);
+                self.service(r);
             }
             _ => {}
         }

@@ -122,36 +122,42 @@ impl<P: Provider> NodeEnv<P> {
     }
 }
 
+/// What a connection is served with for one round of work or one timer: the node's
+/// environment, the node's links to its workers (`None` in inline mode, and where completions
+/// must run on the reactor), the reactor's timers and the connection's slot. Built on the stack
+/// by the node's loop for each call into a connection (four words; nothing allocated).
+pub(crate) struct Round<'r, 'p, P: Provider> {
+    pub env: &'r mut NodeEnv<P>,
+    pub links: Option<&'r mut NodeLinks>,
+    pub cx: &'r mut PollerCtx<'p>,
+    pub slot: u32,
+}
+
+impl<P: Provider> Round<'_, '_, P> {
+    /// A timer token of kind `kind` for the connection's slot (and its current generation).
+    #[inline]
+    pub(crate) fn timer_token(&self, kind: u8) -> u64 {
+        timer_token(kind, self.slot, self.env.slot_gen(self.slot))
+    }
+}
+
 /// What a node drives each connection in its slots through: the client and server connections
 /// implement it, and the node's loop names no role. The node holds its connections as
 /// [`Conn`] (boxed when created, so placing one allocates nothing; one indirect call per
 /// completion).
 pub(crate) trait NodeConn<P: Provider> {
     /// Placed in slot `slot` of a node (a client connection connects).
-    fn start(&mut self, _env: &mut NodeEnv<P>, _cx: &mut PollerCtx<'_>, _slot: u32) {}
+    fn start(&mut self, _r: &mut Round<'_, '_, P>) {}
     /// Feeds one completion of the connection's QP.
     fn feed(&mut self, now: u64, wc: &Completion);
     /// A worker finished a job (handler or callback) of this connection.
     fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served);
     /// One round of work (CM events, engine events, new calls, doorbells); the work done.
-    fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize;
+    fn service(&mut self, r: &mut Round<'_, '_, P>) -> usize;
     /// True when the node may release the connection's slot.
     fn is_done(&self) -> bool;
     /// A timer of this connection fired (`kind`: one of the `TIMER_*` kinds).
-    fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    );
+    fn on_timer(&mut self, kind: u8, r: &mut Round<'_, '_, P>);
     /// The reactor is stopping.
     fn shutdown(&mut self);
     /// How long the connection has been idle when it may be evicted for a connect request
