@@ -213,11 +213,6 @@ impl Client {
 
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
     fn submit(&self, proc: Proc, args: CallArgs, cb: Callback) -> Result<(), Refused> {
-        let Proc {
-            prog,
-            vers,
-            proc_num,
-        } = proc;
         // Acquire: pairs with the Release store in `close`.
         let refused = if self.shared.closed.load(Ordering::Acquire) {
             Some(ClientError::Closed)
@@ -233,13 +228,7 @@ impl Client {
             cb.disarm();
             return Err(Refused { error, args });
         }
-        let sub = Submit {
-            prog,
-            vers,
-            proc_num,
-            args,
-            cb,
-        };
+        let sub = Submit { proc, args, cb };
         // Relaxed: a count for `pending` only; the ring orders the submission itself.
         self.shared.submitted.fetch_add(1, Ordering::Relaxed);
         match self.tx.enqueue(sub) {

@@ -25,7 +25,7 @@ use rpcrdma_engine::verbs::{
 };
 use rpcrdma_mempool::PoolBuf;
 
-pub use crate::call::{CallArgs, Callback, ClientError, Reply};
+pub use crate::call::{CallArgs, Callback, ClientError, Proc, Reply};
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
 use crate::backchannel::ClientBack;
@@ -45,9 +45,7 @@ use crate::worker::NodeLinks;
 
 /// A call on its way to the reactor.
 pub(crate) struct Submit {
-    pub(crate) prog: u32,
-    pub(crate) vers: u32,
-    pub(crate) proc_num: u32,
+    pub(crate) proc: Proc,
     pub(crate) args: CallArgs,
     pub(crate) cb: Callback,
 }
@@ -576,9 +574,7 @@ impl<P: Provider> ClientConn<P> {
             self.next_xid = self.next_xid.wrapping_add(1);
             let call = NewCall {
                 xid,
-                prog: sub.prog,
-                vers: sub.vers,
-                proc_num: sub.proc_num,
+                proc: sub.proc,
                 args: sub.args,
                 reply: Some(reply),
                 cb: sub.cb,
@@ -591,7 +587,7 @@ impl<P: Provider> ClientConn<P> {
             };
             n += 1;
             let r = self.calls.rec(i);
-            self.lat.key(i, r.prog, r.vers, r.proc_num);
+            self.lat.key(i, r.proc.prog, r.proc.vers, r.proc.proc_num);
             if self.calls.rec_mut(i).encode_header(&mut self.drv.mem) {
                 self.calls.push_ready(i);
             } else {

@@ -66,9 +66,7 @@ macro_rules! sink {
 fn new_call(sub: BackSubmit, now: u64) -> NewCall {
     NewCall {
         xid: sub.xid,
-        prog: sub.prog,
-        vers: sub.vers,
-        proc_num: sub.proc_num,
+        proc: sub.proc,
         args: sub.args,
         reply: None,
         cb: sub.cb,
@@ -527,9 +525,7 @@ impl ServerBack {
         let mut sink = sink!(self, env, None, stats);
         let (n, refused) = self.calls.hand_over(&mut sink, |c| {
             let sub = BackSubmit {
-                prog: c.prog,
-                vers: c.vers,
-                proc_num: c.proc_num,
+                proc: c.proc,
                 args: c.args,
                 cb: c.cb,
                 xid: c.xid,

@@ -61,9 +61,7 @@ impl Deadline {
 
 /// A backward call on its way to a connection's reactor.
 pub(crate) struct BackSubmit {
-    pub(crate) prog: u32,
-    pub(crate) vers: u32,
-    pub(crate) proc_num: u32,
+    pub(crate) proc: Proc,
     pub(crate) args: CallArgs,
     pub(crate) cb: Callback,
     pub(crate) xid: u32,
@@ -219,9 +217,7 @@ impl BackServer {
             None => Deadline::After(self.timeout_ns),
         };
         let sub = BackSubmit {
-            prog: proc.prog,
-            vers: proc.vers,
-            proc_num: proc.proc_num,
+            proc,
             args,
             cb,
             xid,
