@@ -305,11 +305,7 @@ impl core::fmt::Debug for NodeStats {
 impl NodeSnapshot {
     /// Fraction of polls that did useful work (0 when there were none).
     pub fn busy_fraction(&self) -> f64 {
-        if self.polls == 0 {
-            0.0
-        } else {
-            self.busy_polls as f64 / self.polls as f64
-        }
+        crate::stats::fraction(self.busy_polls, self.polls)
     }
 }
 
