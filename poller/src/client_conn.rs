@@ -32,6 +32,7 @@ use crate::backchannel::ClientBack;
 use crate::call_table::{CallRec, CallSink, CallTable, Direction, NewCall, NodeSink, Start};
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::ddp::MAX_DDP;
+use crate::dispatch::Io;
 use crate::driver::ConnDriver;
 use crate::memory::{local_buf, Slab};
 use crate::mpsc::MpscConsumer;
@@ -404,8 +405,7 @@ impl<P: Provider> ClientConn<P> {
                 }
                 Event::CallReady(inc) => {
                     if let Some(b) = self.back.as_mut() {
-                        let links = r.links.as_deref_mut();
-                        b.on_call(&mut self.drv, r.env, links, r.slot, inc, &self.stats);
+                        b.on_call(&mut Io::of_round(&mut self.drv, r, &self.stats), inc);
                     }
                 }
             }
@@ -744,8 +744,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         work += self.events(r);
         // Backward calls that waited for a reply buffer or send-queue room.
         if let Some(b) = self.back.as_mut() {
-            let links = r.links.as_deref_mut();
-            work += b.service(&mut self.drv, r.env, links, r.slot, &self.stats);
+            work += b.service(&mut Io::of_round(&mut self.drv, r, &self.stats));
         }
         // New calls from the ring (not while completions wait for a worker: back-pressure).
         let congested = r.links.as_deref().is_some_and(|l| l.congested());

@@ -359,8 +359,7 @@ impl<P: Provider> ServerConn<P> {
     /// replies and calls that waited; the work done.
     fn calls(&mut self, r: &mut Round<'_, '_, P>, new: Option<IncomingCall>) -> usize {
         let site = serve_site(&self.shared, self.back.as_ref(), self.peer, self.conn_id);
-        let links = r.links.as_deref_mut();
-        let mut io = Io::new(&mut self.drv, r.env, links, &self.stats, r.slot);
+        let mut io = Io::of_round(&mut self.drv, r, &self.stats);
         match new {
             Some(inc) => {
                 self.dispatch.on_call(&mut io, &site, inc);
