@@ -7,9 +7,9 @@
 //! them to the engine as chunk payloads and keeps the buffers until the Send that carries them
 //! completes. Recovery: an item beyond [`MAX_DDP`] or at an offset that is not a multiple of
 //! four is refused ([`BuildError::TooManyItems`]) and its buffer handed back; nothing else
-//! fails here. The builders' `put*` methods (written once, the `xdr_puts` macro) encode
-//! through `Tail`, the engine's one XDR writer ([`XdrSink`]) over the free part of their
-//! buffer, which also moves their clean mark.
+//! fails here. The builders' write methods (`len`, `advance`, `put*`: written once, the
+//! `xdr_writes` macro) encode through `Tail`, the engine's one XDR writer ([`XdrSink`]) over
+//! the free part of their buffer, which also moves their clean mark.
 
 use std::sync::Arc;
 
