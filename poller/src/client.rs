@@ -52,10 +52,7 @@ use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackchannelService, ClientBack};
 use crate::call_table::{requester_layout, CallTable};
 pub use crate::client_conn::ClientState;
-use crate::client_conn::{
-    CState, ClientConn, ClientShared, Submit, ST_CONNECTED, ST_CONNECTING, ST_FAILED,
-    ST_RECONNECTING,
-};
+use crate::client_conn::{CState, ClientConn, ClientShared, Submit};
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab};
@@ -123,7 +120,7 @@ impl Client {
         let (w, stats) = conn_stats();
         w.set_peer(addr);
         let shared = Arc::new(ClientShared {
-            state: AtomicU8::new(ST_CONNECTING),
+            state: AtomicU8::new(ClientState::Connecting as u8),
             closed: AtomicBool::new(false),
             submitted: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -147,14 +144,7 @@ impl Client {
 
     /// The connection state.
     pub fn state(&self) -> ClientState {
-        // Acquire: pairs with the Release store in `ClientShared::set_state`.
-        match self.shared.state.load(Ordering::Acquire) {
-            ST_CONNECTING => ClientState::Connecting,
-            ST_CONNECTED => ClientState::Connected,
-            ST_RECONNECTING => ClientState::Reconnecting,
-            ST_FAILED => ClientState::Failed,
-            _ => ClientState::Closed,
-        }
+        self.shared.state()
     }
 
     /// What the connection negotiated: RPC-over-RDMA version, inline thresholds, remote

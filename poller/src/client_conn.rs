@@ -51,14 +51,9 @@ pub(crate) struct Submit {
     pub(crate) cb: Callback,
 }
 
-pub(crate) const ST_CONNECTING: u8 = 0;
-pub(crate) const ST_CONNECTED: u8 = 1;
-pub(crate) const ST_RECONNECTING: u8 = 2;
-pub(crate) const ST_FAILED: u8 = 3;
-pub(crate) const ST_CLOSED: u8 = 4;
-
-/// Connection state as seen from the handle.
+/// Connection state as seen from the handle (the reactor publishes it as its `u8`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum ClientState {
     /// First connect in progress.
     Connecting,
@@ -87,9 +82,21 @@ pub(crate) struct ClientShared {
 }
 
 impl ClientShared {
-    fn set_state(&self, s: u8) {
-        // Release: pairs with the Acquire load in `Client::state`.
-        self.state.store(s, Ordering::Release);
+    fn set_state(&self, s: ClientState) {
+        // Release: pairs with the Acquire load in `state`.
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// The state the reactor published last.
+    pub(crate) fn state(&self) -> ClientState {
+        // Acquire: pairs with the Release store in `set_state`.
+        match self.state.load(Ordering::Acquire) {
+            0 => ClientState::Connecting,
+            1 => ClientState::Connected,
+            2 => ClientState::Reconnecting,
+            3 => ClientState::Failed,
+            _ => ClientState::Closed,
+        }
     }
 
     fn set_reject(&self, r: Option<RejectReason>) {
@@ -212,7 +219,7 @@ impl<P: Provider> ClientConn<P> {
             Err(_) => {
                 self.fail_all(r.env, None, ClientError::Setup);
                 self.state = CState::Failed;
-                self.shared.set_state(ST_FAILED);
+                self.shared.set_state(ClientState::Failed);
                 return;
             }
         };
@@ -307,12 +314,12 @@ impl<P: Provider> ClientConn<P> {
             let e = self.shared.gave_up();
             self.fail_all(r.env, None, e);
             self.state = CState::Failed;
-            self.shared.set_state(ST_FAILED);
+            self.shared.set_state(ClientState::Failed);
             return;
         }
         self.attempts += 1;
         self.state = CState::Backoff;
-        self.shared.set_state(ST_RECONNECTING);
+        self.shared.set_state(ClientState::Reconnecting);
         let delay = self.backoff_ns;
         self.backoff_ns = (self.backoff_ns * 2).min(self.opts.reconnect_max_ms.max(1) * 1_000_000);
         let token = r.timer_token(TIMER_RECONNECT);
@@ -337,7 +344,7 @@ impl<P: Provider> ClientConn<P> {
             sink.deliver(s.cb, false, Err(ClientError::Closed));
         }
         self.state = CState::Done;
-        self.shared.set_state(ST_CLOSED);
+        self.shared.set_state(ClientState::Closed);
     }
 
     fn poll_cm(&mut self, env: &mut NodeEnv<P>) -> usize {
@@ -380,7 +387,7 @@ impl<P: Provider> ClientConn<P> {
                     self.attempts = 0;
                     self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
                     self.publish_negotiated();
-                    self.shared.set_state(ST_CONNECTED);
+                    self.shared.set_state(ClientState::Connected);
                     r.env.stats.established();
                 }
                 Event::ReplyReady(reply) => self.on_reply(r.env, r.links.as_deref_mut(), reply),
@@ -398,7 +405,7 @@ impl<P: Provider> ClientConn<P> {
                     // reached `Connected` failed.
                     if self.state == CState::Connected {
                         self.stats.lost();
-                        self.shared.set_state(ST_RECONNECTING);
+                        self.shared.set_state(ClientState::Reconnecting);
                     } else {
                         self.stats.connect_failed();
                     }
@@ -693,7 +700,7 @@ impl<P: Provider> Drop for ClientConn<P> {
         self.shared
             .completed
             .store(self.completed, Ordering::Relaxed);
-        self.shared.set_state(ST_CLOSED);
+        self.shared.set_state(ClientState::Closed);
     }
 }
 
