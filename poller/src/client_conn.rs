@@ -21,7 +21,7 @@ use rpcrdma_engine::proto::v2::RdmaError;
 use rpcrdma_engine::proto::{inline_msg_header_len, v1, v2};
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyBody};
 use rpcrdma_engine::verbs::{
-    CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
+    CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QueuePair,
 };
 use rpcrdma_mempool::PoolBuf;
 
@@ -223,21 +223,7 @@ impl<P: Provider> ClientConn<P> {
                 return;
             }
         };
-        let opts = QpOptions {
-            max_send_wr: self.cfg.sq_depth,
-            max_recv_wr: self.cfg.rq_depth,
-            max_send_sge: self.cfg.max_send_sge,
-            max_recv_sge: 1,
-            rnr_retry_count: self.opts.rnr_retry.min(7),
-            ..QpOptions::default()
-        };
-        let init = QpInit {
-            pd: &*r.env.pd,
-            send_cq: &r.env.cq,
-            recv_cq: &r.env.cq,
-            srq: None,
-            opts,
-        };
+        let init = r.env.qp_init(&self.cfg, self.opts.rnr_retry, None);
         let qp = match r.env.dev.connect(self.addr, init, &conn.private_data()) {
             Ok(q) => q,
             Err(_) => return self.connect_failed(r),

@@ -16,8 +16,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
+use rpcrdma_engine::conn;
 use rpcrdma_engine::proto::reject::RejectReason;
-use rpcrdma_engine::verbs::{Completion, Provider};
+use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
 use crate::admission::PeerSlot;
@@ -112,6 +113,32 @@ impl<P: Provider> NodeEnv<P> {
     /// The thread of this node's reactor (set once it has polled).
     pub(crate) fn node_thread(&self) -> Arc<OnceLock<Thread>> {
         Arc::clone(&self.thread)
+    }
+
+    /// How a connection with engine configuration `cfg` creates its QP on this node: the
+    /// node's PD, its one CQ for both queues, the engine's queue depths and scatter/gather
+    /// limits, RNR retry `rnr_retry` (at most 7) and, for a server connection on the node's
+    /// shared receive queue, `srq`.
+    pub(crate) fn qp_init<'a>(
+        &'a self,
+        cfg: &conn::Config,
+        rnr_retry: u8,
+        srq: Option<&'a P::Srq>,
+    ) -> QpInit<'a, P> {
+        QpInit {
+            pd: &*self.pd,
+            send_cq: &self.cq,
+            recv_cq: &self.cq,
+            srq,
+            opts: QpOptions {
+                max_send_wr: cfg.sq_depth,
+                max_recv_wr: cfg.rq_depth,
+                max_send_sge: cfg.max_send_sge,
+                max_recv_sge: 1,
+                rnr_retry_count: rnr_retry.min(7),
+                ..QpOptions::default()
+            },
+        }
     }
 
     /// Runs the QP hook, if any.

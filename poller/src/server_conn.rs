@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use rpcrdma_engine::conn::{self, ConnState, Connection, Event, IncomingCall, Role, WorkRequest};
 use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::verbs::{
-    errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
-    RecvWr, VerbsCall, VerbsError,
+    errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QueuePair, RecvWr, VerbsCall,
+    VerbsError,
 };
 
 use crate::admission::{PeerSlot, PeerTable};
@@ -242,23 +242,11 @@ impl<P: Provider> ServerConn<P> {
             return Err(Some(req));
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
-        let opts = QpOptions {
-            max_send_wr: cfg.sq_depth,
-            max_recv_wr: cfg.rq_depth,
-            max_send_sge: cfg.max_send_sge,
-            max_recv_sge: 1,
-            rnr_retry_count: o.rnr_retry.min(7),
-            initiator_depth: 16,
-            responder_resources: 16,
-            ..QpOptions::default()
-        };
-        let init = QpInit {
-            pd: &*env.pd,
-            send_cq: &env.cq,
-            recv_cq: &env.cq,
-            srq: env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq()),
-            opts,
-        };
+        let srq_q = env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq());
+        let mut init = env.qp_init(&cfg, o.rnr_retry, srq_q);
+        // RDMA Read depth, as initiator (the Read chunks it pulls) and as responder.
+        init.opts.initiator_depth = 16;
+        init.opts.responder_resources = 16;
         // The requester's private data is known from the request: establish the engine first,
         // so its receives exist, and post them on the new QP before the accept goes out — the
         // client may send as soon as it sees Established, and RNR retry stays 0.
