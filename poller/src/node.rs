@@ -1,7 +1,8 @@
 //! What a node gives the connections in its slots, and what it drives them through: the
 //! node environment ([`NodeEnv`]: device, CQ, pools, router, counters, clock), timer and worker
 //! job tokens (kind, slot, slot generation), queue depths for a credit count, the
-//! [`NodeConn`] interface the node's loop calls, the slot table ([`Slots`]), the commands a
+//! [`NodeConn`] interface the node's loop calls (each call with a [`Round`]: environment, worker
+//! links, timers, slot), the slot table ([`Slots`]), the commands a
 //! node takes from other threads ([`NodeCmd`]) and the [`Acceptor`] a listener's connect
 //! requests are accepted for. Nothing here (and nothing in `crate::runtime`) names a role:
 //! client and server connections are `Box<dyn NodeConn>`, a server is an `Arc<dyn Acceptor>`.
