@@ -256,6 +256,32 @@ counters! {
     }
 }
 
+/// The writers that only count or set, as a table of one line a writer:
+/// `count m => f` adds one to counter `f`; `count m(n) => f, t` adds one to `f` and `n` to
+/// `t` (an event and its octets); `gauge m(v) => f` sets gauge `f`. The fields are those of
+/// the writer's `c()`.
+macro_rules! writers {
+    ($($kind:ident $name:ident $(($arg:ident))? => $($field:ident),+;)*) => {
+        $(writers!(@ $kind $name $(($arg))? => $($field),+);)*
+    };
+    (@ count $name:ident => $field:ident) => {
+        pub(crate) fn $name(&self) {
+            bump(&self.c().$field, 1);
+        }
+    };
+    (@ count $name:ident($n:ident) => $field:ident, $total:ident) => {
+        pub(crate) fn $name(&self, $n: u64) {
+            bump(&self.c().$field, 1);
+            bump(&self.c().$total, $n);
+        }
+    };
+    (@ gauge $name:ident($v:ident) => $field:ident) => {
+        pub(crate) fn $name(&self, $v: u64) {
+            set(&self.c().$field, $v);
+        }
+    };
+}
+
 /// Node counters: the writer half stays on the reactor thread.
 pub(crate) struct NodeStatsWriter(Arc<CachePadded<NodeCounters>>);
 
@@ -279,11 +305,7 @@ impl core::fmt::Debug for NodeStats {
 impl NodeSnapshot {
     /// Fraction of polls that did useful work (0 when there were none).
     pub fn busy_fraction(&self) -> f64 {
-        if self.polls == 0 {
-            0.0
-        } else {
-            self.busy_polls as f64 / self.polls as f64
-        }
+        crate::stats::fraction(self.busy_polls, self.polls)
     }
 }
 
@@ -293,38 +315,36 @@ pub(crate) fn node_stats() -> (NodeStatsWriter, NodeStats) {
 }
 
 impl NodeStatsWriter {
+    writers! {
+        count stray => stray_completions;
+        count established => established;
+        count worker_ring_full => worker_ring_full;
+        count verbs_error => verbs_errors;
+        count evicted => evictions;
+        count idle_closed => idle_closes;
+        count completions(n) => cq_bursts, completions;
+        gauge set_connections(n) => connections;
+    }
+
+    /// The counters (the writers' table names their fields).
+    #[inline]
+    fn c(&self) -> &NodeCounters {
+        &self.0
+    }
+
     pub(crate) fn poll(&self, busy: bool) {
         bump(&self.0.polls, 1);
         if busy {
             bump(&self.0.busy_polls, 1);
         }
     }
-    pub(crate) fn completions(&self, n: u64) {
-        bump(&self.0.cq_bursts, 1);
-        bump(&self.0.completions, n);
-    }
-    pub(crate) fn stray(&self) {
-        bump(&self.0.stray_completions, 1);
-    }
     pub(crate) fn posted(&self, doorbells: u64, wrs: u64) {
         bump(&self.0.doorbells, doorbells);
         bump(&self.0.work_requests, wrs);
     }
-    pub(crate) fn set_connections(&self, n: u64) {
-        set(&self.0.connections, n);
-    }
-    pub(crate) fn established(&self) {
-        bump(&self.0.established, 1);
-    }
     pub(crate) fn set_worker(&self, ring_used: u64, overflow: u64) {
         set(&self.0.worker_ring_used, ring_used);
         set(&self.0.worker_overflow, overflow);
-    }
-    pub(crate) fn worker_ring_full(&self) {
-        bump(&self.0.worker_ring_full, 1);
-    }
-    pub(crate) fn verbs_error(&self) {
-        bump(&self.0.verbs_errors, 1);
     }
     /// A connect request was rejected with `reason`.
     pub(crate) fn rejected(&self, reason: rpcrdma_engine::proto::reject::RejectReason) {
@@ -335,12 +355,6 @@ impl NodeStatsWriter {
             R::ConnectionLimit => bump(&self.0.rejects_conn_limit, 1),
             _ => bump(&self.0.rejects_other, 1),
         }
-    }
-    pub(crate) fn evicted(&self) {
-        bump(&self.0.evictions, 1);
-    }
-    pub(crate) fn idle_closed(&self) {
-        bump(&self.0.idle_closes, 1);
     }
     /// Counts an error status of a completion (nothing for a success: one compare).
     #[inline]
@@ -429,6 +443,36 @@ pub(crate) fn conn_stats() -> (ConnStatsWriter, ConnStats) {
 }
 
 impl ConnStatsWriter {
+    writers! {
+        count call(bytes_out) => calls, bytes_out;
+        count call_in(bytes_in) => calls, bytes_in;
+        count reply_in(bytes_in) => replies, bytes_in;
+        count reply_out(bytes_out) => replies, bytes_out;
+        count back_call(bytes_out) => back_calls, bytes_out;
+        count back_call_in(bytes_in) => back_calls, bytes_in;
+        count error => errors;
+        count retransmit => retransmits;
+        count reconnect => reconnects;
+        count lost => connection_losses;
+        count connect_failed => connect_failures;
+        count back_error => back_errors;
+        count back_retransmit => back_retransmits;
+        count session_expired => sessions_expired;
+        count remote_invalidation => remote_invalidations;
+        count reply_chunk_reply => reply_chunk_replies;
+        count kicked => kicked;
+        count evicted => evictions;
+        count idle_closed => idle_closes;
+        gauge queued(n) => queued;
+        gauge version(v) => rdma_version;
+    }
+
+    /// The counters (the writers' table names their fields).
+    #[inline]
+    fn c(&self) -> &ConnCounters {
+        &self.0.c
+    }
+
     /// A reader of this block.
     pub(crate) fn reader(&self) -> ConnStats {
         ConnStats(Arc::clone(&self.0))
@@ -437,54 +481,9 @@ impl ConnStatsWriter {
     pub(crate) fn set_peer(&self, addr: SocketAddr) {
         let _ = self.0.peer.set(addr);
     }
-    pub(crate) fn call(&self, bytes_out: u64) {
-        bump(&self.0.c.calls, 1);
-        bump(&self.0.c.bytes_out, bytes_out);
-    }
-    pub(crate) fn call_in(&self, bytes_in: u64) {
-        bump(&self.0.c.calls, 1);
-        bump(&self.0.c.bytes_in, bytes_in);
-    }
-    pub(crate) fn reply_in(&self, bytes_in: u64) {
-        bump(&self.0.c.replies, 1);
-        bump(&self.0.c.bytes_in, bytes_in);
-    }
-    pub(crate) fn reply_out(&self, bytes_out: u64) {
-        bump(&self.0.c.replies, 1);
-        bump(&self.0.c.bytes_out, bytes_out);
-    }
-    pub(crate) fn error(&self) {
-        bump(&self.0.c.errors, 1);
-    }
     pub(crate) fn credits(&self, in_use: u64, granted: u64) {
         set(&self.0.c.credits_in_use, in_use);
         set(&self.0.c.credits_granted, granted);
-    }
-    pub(crate) fn queued(&self, n: u64) {
-        set(&self.0.c.queued, n);
-    }
-    pub(crate) fn retransmit(&self) {
-        bump(&self.0.c.retransmits, 1);
-    }
-    pub(crate) fn reconnect(&self) {
-        bump(&self.0.c.reconnects, 1);
-    }
-    pub(crate) fn lost(&self) {
-        bump(&self.0.c.connection_losses, 1);
-    }
-    pub(crate) fn connect_failed(&self) {
-        bump(&self.0.c.connect_failures, 1);
-    }
-    pub(crate) fn version(&self, v: u64) {
-        set(&self.0.c.rdma_version, v);
-    }
-    pub(crate) fn back_call(&self, bytes_out: u64) {
-        bump(&self.0.c.back_calls, 1);
-        bump(&self.0.c.bytes_out, bytes_out);
-    }
-    pub(crate) fn back_call_in(&self, bytes_in: u64) {
-        bump(&self.0.c.back_calls, 1);
-        bump(&self.0.c.bytes_in, bytes_in);
     }
     pub(crate) fn back_reply(&self, bytes: u64, incoming: bool) {
         bump(&self.0.c.back_replies, 1);
@@ -494,24 +493,9 @@ impl ConnStatsWriter {
             bump(&self.0.c.bytes_out, bytes);
         }
     }
-    pub(crate) fn back_error(&self) {
-        bump(&self.0.c.back_errors, 1);
-    }
-    pub(crate) fn back_retransmit(&self) {
-        bump(&self.0.c.back_retransmits, 1);
-    }
     pub(crate) fn back_gauges(&self, in_flight: u64, queued: u64) {
         set(&self.0.c.back_in_flight, in_flight);
         set(&self.0.c.back_queued, queued);
-    }
-    pub(crate) fn session_expired(&self) {
-        bump(&self.0.c.sessions_expired, 1);
-    }
-    pub(crate) fn remote_invalidation(&self) {
-        bump(&self.0.c.remote_invalidations, 1);
-    }
-    pub(crate) fn reply_chunk_reply(&self) {
-        bump(&self.0.c.reply_chunk_replies, 1);
     }
     /// A call arrived with these chunks (server).
     pub(crate) fn call_chunks(&self, t: &crate::call::CallTransport, write_chunks: u8) {
@@ -589,15 +573,6 @@ impl ConnStatsWriter {
             K::CantReply => bump(&self.0.c.err_cant_reply_out, 1),
             _ => {}
         }
-    }
-    pub(crate) fn kicked(&self) {
-        bump(&self.0.c.kicked, 1);
-    }
-    pub(crate) fn evicted(&self) {
-        bump(&self.0.c.evictions, 1);
-    }
-    pub(crate) fn idle_closed(&self) {
-        bump(&self.0.c.idle_closes, 1);
     }
 }
 

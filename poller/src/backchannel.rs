@@ -77,7 +77,7 @@ const UNSPECIFIED_PEER: std::net::SocketAddr = std::net::SocketAddr::V4(
     std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0),
 );
 use crate::node::NodeEnv;
-use crate::worker::{NodeLinks, Served};
+use crate::worker::Served;
 
 /// Backward credits a client grants by default (what Linux grants).
 pub const DEFAULT_BACK_CREDITS: u32 = 16;
@@ -227,36 +227,19 @@ impl ClientBack {
         }
     }
 
-    /// A backward call arrived.
-    pub(crate) fn on_call<P: Provider>(
-        &mut self,
-        drv: &mut ConnDriver<P>,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        slot: u32,
-        inc: IncomingCall,
-        stats: &ConnStatsWriter,
-    ) {
-        let site = Self::site(&self.programs, self.mode, drv);
-        let mut io = Io::new(drv, env, links, stats, slot);
-        self.dispatch.on_call(&mut io, &site, inc);
+    /// A backward call arrived on the connection `io` serves.
+    pub(crate) fn on_call<P: Provider>(&mut self, io: &mut Io<'_, P>, inc: IncomingCall) {
+        let site = Self::site(&self.programs, self.mode, io.drv);
+        self.dispatch.on_call(io, &site, inc);
     }
 
     /// Retries replies that waited for send-queue room, then calls that waited for a reply
     /// buffer.
-    pub(crate) fn service<P: Provider>(
-        &mut self,
-        drv: &mut ConnDriver<P>,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        slot: u32,
-        stats: &ConnStatsWriter,
-    ) -> usize {
-        let site = Self::site(&self.programs, self.mode, drv);
-        let mut io = Io::new(drv, env, links, stats, slot);
-        let work = self.dispatch.retry(&mut io, &site);
+    pub(crate) fn service<P: Provider>(&mut self, io: &mut Io<'_, P>) -> usize {
+        let site = Self::site(&self.programs, self.mode, io.drv);
+        let work = self.dispatch.retry(io, &site);
         if let Some(c) = io.drv.conn.as_ref() {
-            stats.back_gauges(
+            io.stats.back_gauges(
                 u64::from(c.backward_outstanding()),
                 self.dispatch.waiting() as u64,
             );

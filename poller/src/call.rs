@@ -275,16 +275,6 @@ impl CallArgs {
         self
     }
 
-    /// Octets of arguments written.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True when nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The free space after the arguments written so far. The first call zeroes the octets no
     /// earlier `put*` wrote (so an earlier call's data left in the pool buffer cannot be
     /// sent); later calls cost nothing.
@@ -294,18 +284,7 @@ impl CallArgs {
         &mut self.buf[self.len..]
     }
 
-    /// Marks `n` more octets of [`CallArgs::space`] as written. Octets the caller did not write
-    /// are sent as zeros, never as what the pool buffer held before.
-    pub fn advance(&mut self, n: usize) -> Result<(), BuildError> {
-        if n > self.buf.len() - self.len {
-            return Err(BuildError::Full);
-        }
-        self.len += n;
-        zero_above(&mut self.buf, &mut self.clean, self.len);
-        Ok(())
-    }
-
-    crate::ddp::xdr_puts!(buf);
+    crate::ddp::xdr_writes!(buf);
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible argument
     /// item (its XDR length word must already be written; no pad follows). It travels as a

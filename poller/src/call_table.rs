@@ -35,7 +35,7 @@ use rpcrdma_engine::verbs::Provider;
 use rpcrdma_mempool::PoolBuf;
 
 use crate::api_stats::ConnStatsWriter;
-use crate::call::{CallArgs, Callback, ClientError, Reply};
+use crate::call::{CallArgs, Callback, ClientError, Proc, Reply};
 use crate::config::CallbackMode;
 use crate::ddp::MAX_DDP;
 use crate::memory::{local_buf, SlabLayout};
@@ -84,9 +84,7 @@ pub(crate) enum CallState {
 /// A call taken into a record (or handed over from one).
 pub(crate) struct NewCall {
     pub(crate) xid: u32,
-    pub(crate) prog: u32,
-    pub(crate) vers: u32,
-    pub(crate) proc_num: u32,
+    pub(crate) proc: Proc,
     pub(crate) args: CallArgs,
     /// The reply buffer, when the owner has one at once (else taken when the call starts).
     pub(crate) reply: Option<PoolBuf>,
@@ -104,9 +102,7 @@ pub(crate) struct CallRec {
     gen: u32,
     state: CallState,
     pub(crate) xid: u32,
-    pub(crate) prog: u32,
-    pub(crate) vers: u32,
-    pub(crate) proc_num: u32,
+    pub(crate) proc: Proc,
     /// Submission order (resends go out oldest first).
     seq: u64,
     /// The record's RPC header buffer and the octets encoded in it (0: not yet).
@@ -139,9 +135,7 @@ impl CallRec {
             gen: 0,
             state: CallState::Free,
             xid: 0,
-            prog: 0,
-            vers: 0,
-            proc_num: 0,
+            proc: Proc::new(0, 0, 0),
             seq: 0,
             hdr,
             hdr_len: 0,
@@ -160,9 +154,9 @@ impl CallRec {
     pub(crate) fn encode_header(&mut self, mem: &mut impl HostMemory) -> bool {
         let h = CallHeader {
             xid: self.xid,
-            prog: self.prog,
-            vers: self.vers,
-            proc_num: self.proc_num,
+            prog: self.proc.prog,
+            vers: self.proc.vers,
+            proc_num: self.proc.proc_num,
             cred: OpaqueAuth::NONE,
             verf: OpaqueAuth::NONE,
         };
@@ -308,9 +302,7 @@ impl CallTable {
         let r = &mut self.recs[i as usize];
         r.state = CallState::Queued;
         r.xid = c.xid;
-        r.prog = c.prog;
-        r.vers = c.vers;
-        r.proc_num = c.proc_num;
+        r.proc = c.proc;
         r.seq = self.seq;
         r.hdr_len = 0;
         r.args = Some(c.args);
@@ -556,9 +548,7 @@ impl CallTable {
             };
             let c = NewCall {
                 xid: r.xid,
-                prog: r.prog,
-                vers: r.vers,
-                proc_num: r.proc_num,
+                proc: r.proc,
                 args,
                 reply: None,
                 cb,

@@ -52,10 +52,7 @@ use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackchannelService, ClientBack};
 use crate::call_table::{requester_layout, CallTable};
 pub use crate::client_conn::ClientState;
-use crate::client_conn::{
-    CState, ClientConn, ClientShared, Submit, ST_CONNECTED, ST_CONNECTING, ST_FAILED,
-    ST_RECONNECTING,
-};
+use crate::client_conn::{CState, ClientConn, ClientShared, Submit};
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab};
@@ -144,7 +141,7 @@ impl Client {
         let (w, stats) = conn_stats();
         w.set_peer(addr);
         let shared = Arc::new(ClientShared {
-            state: AtomicU8::new(ST_CONNECTING),
+            state: AtomicU8::new(ClientState::Connecting as u8),
             closed: AtomicBool::new(false),
             submitted: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -169,14 +166,7 @@ impl Client {
 
     /// The connection state.
     pub fn state(&self) -> ClientState {
-        // Acquire: pairs with the Release store in `ClientShared::set_state`.
-        match self.shared.state.load(Ordering::Acquire) {
-            ST_CONNECTING => ClientState::Connecting,
-            ST_CONNECTED => ClientState::Connected,
-            ST_RECONNECTING => ClientState::Reconnecting,
-            ST_FAILED => ClientState::Failed,
-            _ => ClientState::Closed,
-        }
+        self.shared.state()
     }
 
     /// What the connection negotiated: RPC-over-RDMA version, inline thresholds, remote
@@ -235,11 +225,6 @@ impl Client {
 
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
     fn submit(&self, proc: Proc, args: CallArgs, cb: Callback) -> Result<(), Refused> {
-        let Proc {
-            prog,
-            vers,
-            proc_num,
-        } = proc;
         // Acquire: pairs with the Release store in `close`.
         let refused = if self.shared.closed.load(Ordering::Acquire) {
             Some(ClientError::Closed)
@@ -255,13 +240,7 @@ impl Client {
             cb.disarm();
             return Err(Refused { error, args });
         }
-        let sub = Submit {
-            prog,
-            vers,
-            proc_num,
-            args,
-            cb,
-        };
+        let sub = Submit { proc, args, cb };
         // Relaxed: a count for `pending` only; the ring orders the submission itself.
         self.shared.submitted.fetch_add(1, Ordering::Relaxed);
         match self.tx.enqueue(sub) {

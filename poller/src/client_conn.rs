@@ -21,23 +21,23 @@ use rpcrdma_engine::proto::v2::RdmaError;
 use rpcrdma_engine::proto::{inline_msg_header_len, v1, v2};
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyBody};
 use rpcrdma_engine::verbs::{
-    CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QueuePair,
+    CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QueuePair,
 };
 use rpcrdma_mempool::PoolBuf;
 
-pub use crate::call::{CallArgs, Callback, ClientError, Reply};
+pub use crate::call::{CallArgs, Callback, ClientError, Proc, Reply};
 
 use crate::api_stats::{ConnStats, ConnStatsWriter};
 use crate::backchannel::ClientBack;
 use crate::call_table::{CallRec, CallSink, CallTable, Direction, NewCall, NodeSink, Start};
 use crate::config::{ClientOptions, ProtocolVersion};
 use crate::ddp::MAX_DDP;
+use crate::dispatch::Io;
 use crate::driver::ConnDriver;
 use crate::memory::{local_buf, Slab};
 use crate::mpsc::MpscConsumer;
 use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
-use crate::node::{timer_token, NodeConn, NodeEnv, TIMER_CONN, TIMER_RECONNECT};
-use crate::reactor::PollerCtx;
+use crate::node::{NodeConn, NodeEnv, Round, TIMER_CONN, TIMER_RECONNECT};
 use crate::timer::TimerHandle;
 use crate::worker::NodeLinks;
 
@@ -46,21 +46,14 @@ use crate::worker::NodeLinks;
 
 /// A call on its way to the reactor.
 pub(crate) struct Submit {
-    pub(crate) prog: u32,
-    pub(crate) vers: u32,
-    pub(crate) proc_num: u32,
+    pub(crate) proc: Proc,
     pub(crate) args: CallArgs,
     pub(crate) cb: Callback,
 }
 
-pub(crate) const ST_CONNECTING: u8 = 0;
-pub(crate) const ST_CONNECTED: u8 = 1;
-pub(crate) const ST_RECONNECTING: u8 = 2;
-pub(crate) const ST_FAILED: u8 = 3;
-pub(crate) const ST_CLOSED: u8 = 4;
-
-/// Connection state as seen from the handle.
+/// Connection state as seen from the handle (the reactor publishes it as its `u8`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum ClientState {
     /// First connect in progress.
     Connecting,
@@ -89,9 +82,21 @@ pub(crate) struct ClientShared {
 }
 
 impl ClientShared {
-    fn set_state(&self, s: u8) {
-        // Release: pairs with the Acquire load in `Client::state`.
-        self.state.store(s, Ordering::Release);
+    fn set_state(&self, s: ClientState) {
+        // Release: pairs with the Acquire load in `state`.
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// The state the reactor published last.
+    pub(crate) fn state(&self) -> ClientState {
+        // Acquire: pairs with the Release store in `set_state`.
+        match self.state.load(Ordering::Acquire) {
+            0 => ClientState::Connecting,
+            1 => ClientState::Connected,
+            2 => ClientState::Reconnecting,
+            3 => ClientState::Failed,
+            _ => ClientState::Closed,
+        }
     }
 
     fn set_reject(&self, r: Option<RejectReason>) {
@@ -192,23 +197,12 @@ fn key_seed() -> u64 {
 }
 
 impl<P: Provider> ClientConn<P> {
-    /// Placed on a node: connect.
-    pub(crate) fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
-        self.worker = slot as usize;
-        self.connect(env, cx, slot);
-    }
-
-    fn connect(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+    fn connect(&mut self, r: &mut Round<'_, '_, P>) {
         let mut mws = Vec::with_capacity(self.nmw);
         for _ in 0..self.nmw {
-            match env.pd.alloc_mw() {
+            match r.env.pd.alloc_mw() {
                 Ok(m) => mws.push(m),
-                Err(_) => {
-                    env.stats.verbs_error();
-                    self.stats.connect_failed();
-                    self.lost(env, cx, slot);
-                    return;
-                }
+                Err(_) => return self.connect_failed(r),
             }
         }
         let keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
@@ -223,43 +217,21 @@ impl<P: Provider> ClientConn<P> {
         let conn = match conn {
             Ok(c) => c,
             Err(_) => {
-                self.fail_all(env, None, ClientError::Setup);
+                self.fail_all(r.env, None, ClientError::Setup);
                 self.state = CState::Failed;
-                self.shared.set_state(ST_FAILED);
+                self.shared.set_state(ClientState::Failed);
                 return;
             }
         };
-        let opts = QpOptions {
-            max_send_wr: self.cfg.sq_depth,
-            max_recv_wr: self.cfg.rq_depth,
-            max_send_sge: self.cfg.max_send_sge,
-            max_recv_sge: 1,
-            rnr_retry_count: self.opts.rnr_retry.min(7),
-            ..QpOptions::default()
-        };
-        let init = QpInit {
-            pd: &*env.pd,
-            send_cq: &env.cq,
-            recv_cq: &env.cq,
-            srq: None,
-            opts,
-        };
-        let qp = match env.dev.connect(self.addr, init, &conn.private_data()) {
+        let init = r.env.qp_init(&self.cfg, self.opts.rnr_retry, None);
+        let qp = match r.env.dev.connect(self.addr, init, &conn.private_data()) {
             Ok(q) => q,
-            Err(_) => {
-                env.stats.verbs_error();
-                self.stats.connect_failed();
-                self.lost(env, cx, slot);
-                return;
-            }
+            Err(_) => return self.connect_failed(r),
         };
-        env.qp_created(&qp);
+        r.env.qp_created(&qp);
         let qpn = qp.qp_num();
-        if !env.router.insert(qpn, slot) {
-            env.stats.verbs_error();
-            self.stats.connect_failed();
-            self.lost(env, cx, slot);
-            return;
+        if !r.env.router.insert(qpn, r.slot) {
+            return self.connect_failed(r);
         }
         self.drv.qp_num = qpn;
         self.drv.qp = Some(qp);
@@ -268,8 +240,15 @@ impl<P: Provider> ClientConn<P> {
         self.drv.broken = false;
         self.state = CState::Connecting;
         // Receives may be posted while connecting.
-        let p = self.drv.post(env.now);
-        env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+        let p = self.drv.post(r.env.now);
+        r.env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
+    }
+
+    /// A verbs call of a connect attempt failed: counted, and handled as a lost connection.
+    fn connect_failed(&mut self, r: &mut Round<'_, '_, P>) {
+        r.env.stats.verbs_error();
+        self.stats.connect_failed();
+        self.lost(r);
     }
 
     /// A failed attempt's reject may still wait in the QP's events (the flushes that reported
@@ -288,16 +267,8 @@ impl<P: Provider> ClientConn<P> {
     }
 
     /// Drops the QP and routes; the engine has failed every call already.
-    fn teardown(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>) {
-        if self.drv.qp_num != 0 {
-            env.router.remove(self.drv.qp_num);
-            self.drv.qp_num = 0;
-        }
-        self.drv.cancel_timer(cx);
-        let qp = self.drv.qp.take().map(|mut qp| {
-            let _ = qp.disconnect();
-            qp
-        });
+    fn teardown(&mut self, r: &mut Round<'_, '_, P>) {
+        let qp = self.drv.release_qp(&mut r.env.router, r.cx);
         // Windows first: a bound type-2 window holds a reference to its QP (rxe warns when
         // the QP is destroyed under one, and frees it anyway); deallocating invalidates it.
         self.drv.mws.clear();
@@ -310,42 +281,39 @@ impl<P: Provider> ClientConn<P> {
         self.drv.conn = None;
         self.peer_pd = None;
         self.pub_version = 0;
-        self.calls.engine_gone(&mut sink!(self, env, None));
+        self.calls.engine_gone(&mut sink!(self, r.env, None));
         if let Some(b) = self.back.as_mut() {
-            b.on_lost(env);
+            b.on_lost(r.env);
         }
     }
 
     /// The connection is gone (or never came): back off and reconnect, or give up.
-    fn lost(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
+    fn lost(&mut self, r: &mut Round<'_, '_, P>) {
         self.read_reject();
-        self.teardown(env, cx);
+        self.teardown(r);
         if self.closing_now() {
-            self.fail_all(env, None, ClientError::Closed);
-            self.finish(env);
+            self.fail_all(r.env, None, ClientError::Closed);
+            self.finish(r.env);
             return;
         }
         if self.attempts >= self.opts.max_reconnects {
             let e = self.shared.gave_up();
-            self.fail_all(env, None, e);
+            self.fail_all(r.env, None, e);
             self.state = CState::Failed;
-            self.shared.set_state(ST_FAILED);
+            self.shared.set_state(ClientState::Failed);
             return;
         }
         self.attempts += 1;
         self.state = CState::Backoff;
-        self.shared.set_state(ST_RECONNECTING);
+        self.shared.set_state(ClientState::Reconnecting);
         let delay = self.backoff_ns;
         self.backoff_ns = (self.backoff_ns * 2).min(self.opts.reconnect_max_ms.max(1) * 1_000_000);
-        let gen = env.slot_gen(slot);
-        match cx.arm_timer(
-            env.now.saturating_add(delay),
-            timer_token(TIMER_RECONNECT, slot, gen),
-        ) {
+        let token = r.timer_token(TIMER_RECONNECT);
+        match r.cx.arm_timer(r.env.now.saturating_add(delay), token) {
             Ok(h) => self.timer = Some(h),
             Err(_) => {
                 // No timer room: try again at once rather than never.
-                self.connect(env, cx, slot);
+                self.connect(r);
             }
         }
     }
@@ -362,20 +330,12 @@ impl<P: Provider> ClientConn<P> {
             sink.deliver(s.cb, false, Err(ClientError::Closed));
         }
         self.state = CState::Done;
-        self.shared.set_state(ST_CLOSED);
+        self.shared.set_state(ClientState::Closed);
     }
 
-    fn poll_cm(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) -> usize {
+    fn poll_cm(&mut self, env: &mut NodeEnv<P>) -> usize {
         let mut work = 0;
-        loop {
-            let ev = match self.drv.poll_cm() {
-                Ok(Some(ev)) => ev,
-                Ok(None) => break,
-                Err(_) => {
-                    env.stats.verbs_error();
-                    break;
-                }
-            };
+        while let Some(ev) = self.drv.next_cm(&env.stats) {
             work += 1;
             match ev.kind {
                 CmEventKind::Established => {
@@ -399,17 +359,10 @@ impl<P: Provider> ClientConn<P> {
                 }
             }
         }
-        let _ = (cx, slot);
         work
     }
 
-    fn events(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
+    fn events(&mut self, r: &mut Round<'_, '_, P>) -> usize {
         let mut work = 0;
         let mut lost = false;
         while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
@@ -420,13 +373,13 @@ impl<P: Provider> ClientConn<P> {
                     self.attempts = 0;
                     self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
                     self.publish_negotiated();
-                    self.shared.set_state(ST_CONNECTED);
-                    env.stats.established();
+                    self.shared.set_state(ClientState::Connected);
+                    r.env.stats.established();
                 }
-                Event::ReplyReady(r) => self.on_reply(env, links.as_deref_mut(), r),
+                Event::ReplyReady(reply) => self.on_reply(r.env, r.links.as_deref_mut(), reply),
                 Event::CallFailed { call, error, .. } => {
                     self.stats.call_failed(&error);
-                    self.on_failed(env, links.as_deref_mut(), call, error)
+                    self.on_failed(r.env, r.links.as_deref_mut(), call, error)
                 }
                 Event::ConnectionLost => {
                     lost = true;
@@ -438,21 +391,14 @@ impl<P: Provider> ClientConn<P> {
                     // reached `Connected` failed.
                     if self.state == CState::Connected {
                         self.stats.lost();
-                        self.shared.set_state(ST_RECONNECTING);
+                        self.shared.set_state(ClientState::Reconnecting);
                     } else {
                         self.stats.connect_failed();
                     }
                 }
                 Event::CallReady(inc) => {
                     if let Some(b) = self.back.as_mut() {
-                        b.on_call(
-                            &mut self.drv,
-                            env,
-                            links.as_deref_mut(),
-                            slot,
-                            inc,
-                            &self.stats,
-                        );
+                        b.on_call(&mut Io::of_round(&mut self.drv, r, &self.stats), inc);
                     }
                 }
             }
@@ -460,7 +406,7 @@ impl<P: Provider> ClientConn<P> {
         // Calls the loss returned go back to the head of the queue, in submission order.
         self.calls.resend_held();
         if lost {
-            self.lost(env, cx, slot);
+            self.lost(r);
         }
         work
     }
@@ -621,9 +567,7 @@ impl<P: Provider> ClientConn<P> {
             self.next_xid = self.next_xid.wrapping_add(1);
             let call = NewCall {
                 xid,
-                prog: sub.prog,
-                vers: sub.vers,
-                proc_num: sub.proc_num,
+                proc: sub.proc,
                 args: sub.args,
                 reply: Some(reply),
                 cb: sub.cb,
@@ -636,7 +580,7 @@ impl<P: Provider> ClientConn<P> {
             };
             n += 1;
             let r = self.calls.rec(i);
-            self.lat.key(i, r.prog, r.vers, r.proc_num);
+            self.lat.key(i, r.proc.prog, r.proc.vers, r.proc.proc_num);
             if self.calls.rec_mut(i).encode_header(&mut self.drv.mem) {
                 self.calls.push_ready(i);
             } else {
@@ -742,13 +686,15 @@ impl<P: Provider> Drop for ClientConn<P> {
         self.shared
             .completed
             .store(self.completed, Ordering::Relaxed);
-        self.shared.set_state(ST_CLOSED);
+        self.shared.set_state(ClientState::Closed);
     }
 }
 
 impl<P: Provider> NodeConn<P> for ClientConn<P> {
-    fn start(&mut self, env: &mut NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32) {
-        ClientConn::start(self, env, cx, slot);
+    /// Placed on a node: connect.
+    fn start(&mut self, r: &mut Round<'_, '_, P>) {
+        self.worker = r.slot as usize;
+        self.connect(r);
     }
 
     /// Feeds a completion of this connection's QP to the engine (counting receives that came
@@ -769,13 +715,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
     }
 
     /// One round of work; returns the work done.
-    fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
+    fn service(&mut self, r: &mut Round<'_, '_, P>) -> usize {
         let mut work = 0;
         if self.state == CState::Done {
             return 0;
@@ -788,39 +728,34 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
             self.reconnect_deferred = false;
             if self.state == CState::Backoff {
                 self.stats.reconnect();
-                self.connect(env, cx, slot);
+                self.connect(r);
             }
         }
         // CM events.
-        work += self.poll_cm(env, cx, slot);
+        work += self.poll_cm(r.env);
         // Engine events.
-        work += self.events(env, links.as_deref_mut(), cx, slot);
+        work += self.events(r);
         // Backward calls that waited for a reply buffer or send-queue room.
         if let Some(b) = self.back.as_mut() {
-            work += b.service(&mut self.drv, env, links.as_deref_mut(), slot, &self.stats);
+            work += b.service(&mut Io::of_round(&mut self.drv, r, &self.stats));
         }
         // New calls from the ring (not while completions wait for a worker: back-pressure).
-        let congested = links.as_deref().is_some_and(|l| l.congested());
+        let congested = r.links.as_deref().is_some_and(|l| l.congested());
         if !congested {
-            work += self.take_submissions(env, links.as_deref_mut());
+            work += self.take_submissions(r.env, r.links.as_deref_mut());
         }
         // Start what the credits allow.
         if self.state == CState::Connected {
-            work += self.start_ready(env, links.as_deref_mut());
+            work += self.start_ready(r.env, r.links.as_deref_mut());
         }
         // Post the batch.
-        let p = self.drv.post(env.now);
-        if p.wrs > 0 {
-            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.posted(&p);
-            work += 1;
-        }
+        work += self.drv.post_counted(r.env.now, &r.env.stats, &self.stats);
         if self.drv.broken {
-            work += self.events(env, links, cx, slot);
+            work += self.events(r);
         }
         if self.drv.conn.is_some() {
-            let gen = env.slot_gen(slot);
-            self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+            let token = r.timer_token(TIMER_CONN);
+            self.drv.sync_timer(r.cx, token);
         }
         if let Some(c) = self.drv.conn.as_ref() {
             self.stats
@@ -832,8 +767,8 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
         self.lat.serve();
         // Closed and drained: disconnect.
         if self.closing && self.calls.in_use() == 0 && self.rx.used_count() == 0 {
-            self.teardown(env, cx);
-            self.finish(env);
+            self.teardown(r);
+            self.finish(r.env);
             work += 1;
         }
         work
@@ -845,14 +780,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
     }
 
     /// A timer of this connection fired.
-    fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
+    fn on_timer(&mut self, kind: u8, r: &mut Round<'_, '_, P>) {
         match kind {
             TIMER_RECONNECT => {
                 self.timer = None;
@@ -862,13 +790,13 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
                         self.reconnect_deferred = true;
                     } else {
                         self.stats.reconnect();
-                        self.connect(env, cx, slot);
+                        self.connect(r);
                     }
                 }
             }
             TIMER_CONN => {
-                self.drv.on_timer(env.now);
-                self.service(env, links, cx, slot);
+                self.drv.on_timer(r.env.now);
+                self.service(r);
             }
             _ => {}
         }

@@ -7,9 +7,9 @@
 //! them to the engine as chunk payloads and keeps the buffers until the Send that carries them
 //! completes. Recovery: an item beyond [`MAX_DDP`] or at an offset that is not a multiple of
 //! four is refused ([`BuildError::TooManyItems`]) and its buffer handed back; nothing else
-//! fails here. The builders' `put*` methods (written once, the `xdr_puts` macro) encode
-//! through `Tail`, the engine's one XDR writer ([`XdrSink`]) over the free part of their
-//! buffer, which also moves their clean mark.
+//! fails here. The builders' write methods (`len`, `advance`, `put*`: written once, the
+//! `xdr_writes` macro) encode through `Tail`, the engine's one XDR writer ([`XdrSink`]) over
+//! the free part of their buffer, which also moves their clean mark.
 
 use std::sync::Arc;
 
@@ -201,11 +201,33 @@ pub(crate) fn full(_: XdrError) -> BuildError {
     BuildError::Full
 }
 
-/// The `put*` methods of a builder (`CallArgs`, `ReplyBuilder`) whose buffer is the field
-/// `$buf` and whose `len` and `clean` fields are its write position and clean mark: the
-/// engine's [`XdrSink`] methods over [`Tail`], written once for both builders.
-macro_rules! xdr_puts {
+/// The write methods of a builder (`CallArgs`, `ReplyBuilder`) whose buffer is the field
+/// `$buf` and whose `len` and `clean` fields are its write position and clean mark, written
+/// once for both builders: `len`, `is_empty`, `advance` (after writing into the builder's own
+/// `space`) and `put*` (the engine's [`XdrSink`] methods over [`Tail`]).
+macro_rules! xdr_writes {
     ($buf:ident) => {
+        /// Octets written so far (DDP items excluded).
+        pub fn len(&self) -> usize {
+            self.len
+        }
+
+        /// True when nothing was written.
+        pub fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+
+        /// Marks `n` more octets of [`Self::space`] as written. Octets not written into it are
+        /// sent as zeros, never as what the pool buffer held before.
+        pub fn advance(&mut self, n: usize) -> Result<(), $crate::ddp::BuildError> {
+            if n > self.$buf.len() - self.len {
+                return Err($crate::ddp::BuildError::Full);
+            }
+            self.len += n;
+            $crate::ddp::zero_above(&mut self.$buf[..], &mut self.clean, self.len);
+            Ok(())
+        }
+
         /// Appends raw octets.
         #[inline]
         pub fn put(&mut self, data: &[u8]) -> Result<(), $crate::ddp::BuildError> {
@@ -239,4 +261,4 @@ macro_rules! xdr_puts {
         }
     };
 }
-pub(crate) use xdr_puts;
+pub(crate) use xdr_writes;

@@ -37,7 +37,7 @@ use crate::config::CallbackMode;
 use crate::driver::ConnDriver;
 use crate::memory::local_buf;
 use crate::metrics::latency::{NodeLatency, ServerTimes};
-use crate::node::{job_token, NodeEnv};
+use crate::node::{job_token, NodeEnv, Round};
 use crate::program::{
     reply_window, serve_inline, CallTransport, DdpItems, Dispatch, Handler, Programs, Reject,
     Request, MAX_DDP, SUCCESS_HEADER_LEN,
@@ -98,6 +98,15 @@ impl<'a, P: Provider> Io<'a, P> {
             stats,
             slot,
         }
+    }
+
+    /// The pieces of a connection's round `r` with its driver and counters.
+    pub(crate) fn of_round(
+        drv: &'a mut ConnDriver<P>,
+        r: &'a mut Round<'_, '_, P>,
+        stats: &'a ConnStatsWriter,
+    ) -> Io<'a, P> {
+        Io::new(drv, r.env, r.links.as_deref_mut(), stats, r.slot)
     }
 }
 

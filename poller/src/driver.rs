@@ -25,6 +25,7 @@ use rpcrdma_engine::post::post_work_requests;
 use rpcrdma_engine::post::Posted;
 use rpcrdma_engine::verbs::{Completion, Provider, QueuePair, VerbsError};
 
+use crate::api_stats::{ConnStatsWriter, NodeStatsWriter};
 use crate::memory::HostRegions;
 use crate::reactor::PollerCtx;
 use crate::timer::TimerHandle;
@@ -94,6 +95,21 @@ impl<P: Provider> ConnDriver<P> {
         }
     }
 
+    /// The next CM event of the QP, if any; a failed poll is counted as a verbs error (in
+    /// `node`) and ends the round's CM events.
+    pub(crate) fn next_cm(
+        &mut self,
+        node: &NodeStatsWriter,
+    ) -> Option<rpcrdma_engine::verbs::CmEvent> {
+        match self.poll_cm() {
+            Ok(ev) => ev,
+            Err(_) => {
+                node.verbs_error();
+                None
+            }
+        }
+    }
+
     /// Tells the connection the peer's private data (the connection is established).
     pub fn established(&mut self, now: u64, private_data: &[u8]) {
         if let Some(c) = self.conn.as_mut() {
@@ -131,6 +147,24 @@ impl<P: Provider> ConnDriver<P> {
         p
     }
 
+    /// [`ConnDriver::post`], counted in the node's (`node`) and the connection's (`conn`)
+    /// counters; 1 when anything was posted (work done), else 0.
+    #[inline]
+    pub(crate) fn post_counted(
+        &mut self,
+        now: u64,
+        node: &NodeStatsWriter,
+        conn: &ConnStatsWriter,
+    ) -> usize {
+        let p = self.post(now);
+        if p.wrs == 0 {
+            return 0;
+        }
+        node.posted(u64::from(p.doorbells), u64::from(p.wrs));
+        conn.posted(&p);
+        1
+    }
+
     /// Keeps one reactor timer armed at the connection's next deadline (`token` names it).
     pub fn sync_timer(&mut self, cx: &mut PollerCtx<'_>, token: u64) {
         let want = self
@@ -160,6 +194,20 @@ impl<P: Provider> ConnDriver<P> {
         if let Some(c) = self.conn.as_mut() {
             c.handle_timeout(now, &mut self.mem);
         }
+    }
+
+    /// Teardown: removes the QP's route from `router`, cancels the timer and disconnects the
+    /// QP, which is handed back (the caller drops it, after whatever must go before it).
+    pub fn release_qp(&mut self, router: &mut Router, cx: &mut PollerCtx<'_>) -> Option<P::Qp> {
+        if self.qp_num != 0 {
+            router.remove(self.qp_num);
+            self.qp_num = 0;
+        }
+        self.cancel_timer(cx);
+        self.qp.take().map(|mut qp| {
+            let _ = qp.disconnect();
+            qp
+        })
     }
 
     /// Cancels the timer (teardown).

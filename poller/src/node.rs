@@ -1,7 +1,8 @@
 //! What a node gives the connections in its slots, and what it drives them through: the
 //! node environment ([`NodeEnv`]: device, CQ, pools, router, counters, clock), timer and worker
 //! job tokens (kind, slot, slot generation), queue depths for a credit count, the
-//! [`NodeConn`] interface the node's loop calls, the slot table ([`Slots`]), the commands a
+//! [`NodeConn`] interface the node's loop calls (each call with a [`Round`]: environment, worker
+//! links, timers, slot), the slot table ([`Slots`]), the commands a
 //! node takes from other threads ([`NodeCmd`]) and the [`Acceptor`] a listener's connect
 //! requests are accepted for. Nothing here (and nothing in `crate::runtime`) names a role:
 //! client and server connections are `Box<dyn NodeConn>`, a server is an `Arc<dyn Acceptor>`.
@@ -16,8 +17,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
+use rpcrdma_engine::conn;
 use rpcrdma_engine::proto::reject::RejectReason;
-use rpcrdma_engine::verbs::{Completion, Provider};
+use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
 use crate::admission::PeerSlot;
@@ -114,11 +116,56 @@ impl<P: Provider> NodeEnv<P> {
         Arc::clone(&self.thread)
     }
 
+    /// How a connection with engine configuration `cfg` creates its QP on this node: the
+    /// node's PD, its one CQ for both queues, the engine's queue depths and scatter/gather
+    /// limits, RNR retry `rnr_retry` (at most 7) and, for a server connection on the node's
+    /// shared receive queue, `srq`.
+    pub(crate) fn qp_init<'a>(
+        &'a self,
+        cfg: &conn::Config,
+        rnr_retry: u8,
+        srq: Option<&'a P::Srq>,
+    ) -> QpInit<'a, P> {
+        QpInit {
+            pd: &*self.pd,
+            send_cq: &self.cq,
+            recv_cq: &self.cq,
+            srq,
+            opts: QpOptions {
+                max_send_wr: cfg.sq_depth,
+                max_recv_wr: cfg.rq_depth,
+                max_send_sge: cfg.max_send_sge,
+                max_recv_sge: 1,
+                rnr_retry_count: rnr_retry.min(7),
+                ..QpOptions::default()
+            },
+        }
+    }
+
     /// Runs the QP hook, if any.
     pub(crate) fn qp_created(&self, qp: &P::Qp) {
         if let Some(h) = self.qp_hook.get() {
             h(qp);
         }
+    }
+}
+
+/// What a connection is served with for one round of work or one timer: the node's
+/// environment, the node's links to its workers (`None` in inline mode, and where completions
+/// must run on the reactor), the reactor's timers and the connection's slot. Built on the stack
+/// by the node's loop for each call into a connection (four words; nothing allocated).
+pub(crate) struct Round<'r, 'p, P: Provider> {
+    pub env: &'r mut NodeEnv<P>,
+    pub links: Option<&'r mut NodeLinks>,
+    pub cx: &'r mut PollerCtx<'p>,
+    pub slot: u32,
+}
+
+impl<P: Provider> Round<'_, '_, P> {
+    /// A timer token of kind `kind` for the connection's slot (and its current generation).
+    #[inline]
+    pub(crate) fn timer_token(&self, kind: u8) -> u64 {
+        timer_token(kind, self.slot, self.env.slot_gen(self.slot))
     }
 }
 
@@ -128,30 +175,17 @@ impl<P: Provider> NodeEnv<P> {
 /// completion).
 pub(crate) trait NodeConn<P: Provider> {
     /// Placed in slot `slot` of a node (a client connection connects).
-    fn start(&mut self, _env: &mut NodeEnv<P>, _cx: &mut PollerCtx<'_>, _slot: u32) {}
+    fn start(&mut self, _r: &mut Round<'_, '_, P>) {}
     /// Feeds one completion of the connection's QP.
     fn feed(&mut self, now: u64, wc: &Completion);
     /// A worker finished a job (handler or callback) of this connection.
     fn on_served(&mut self, env: &mut NodeEnv<P>, s: Served);
     /// One round of work (CM events, engine events, new calls, doorbells); the work done.
-    fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize;
+    fn service(&mut self, r: &mut Round<'_, '_, P>) -> usize;
     /// True when the node may release the connection's slot.
     fn is_done(&self) -> bool;
     /// A timer of this connection fired (`kind`: one of the `TIMER_*` kinds).
-    fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    );
+    fn on_timer(&mut self, kind: u8, r: &mut Round<'_, '_, P>);
     /// The reactor is stopping.
     fn shutdown(&mut self);
     /// How long the connection has been idle when it may be evicted for a connect request

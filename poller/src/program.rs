@@ -173,16 +173,6 @@ impl<'a> ReplyBuilder<'a> {
         self
     }
 
-    /// Octets of results written so far (DDP items excluded).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True when nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The free space after the results written so far (as much as the reply can carry);
     /// write into it, then [`ReplyBuilder::advance`]. The first call zeroes the octets no
     /// earlier `put*` wrote (so an earlier reply held by the pool buffer cannot be sent); later
@@ -193,23 +183,12 @@ impl<'a> ReplyBuilder<'a> {
         &mut self.out[self.len..end]
     }
 
-    /// Marks `n` more octets of [`ReplyBuilder::space`] as written. Octets the handler did not
-    /// write are sent as zeros, never as what the pool buffer held before.
-    pub fn advance(&mut self, n: usize) -> Result<(), BuildError> {
-        if n > self.out.len() - self.len {
-            return Err(BuildError::Full);
-        }
-        self.len += n;
-        zero_above(self.out, &mut self.clean, self.len);
-        Ok(())
-    }
-
     /// The results written so far (DDP items excluded): what a duplicate request cache keeps.
     pub fn results(&self) -> &[u8] {
         &self.out[..self.len]
     }
 
-    crate::ddp::xdr_puts!(out);
+    crate::ddp::xdr_writes!(out);
 
     /// Places the first `len` octets of `buf` at the current offset as a DDP-eligible result
     /// item (its XDR length word must already be written; no pad follows in the stream). The

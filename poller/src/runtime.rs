@@ -39,7 +39,7 @@ use crate::memory::{BufPool, MemError};
 use crate::mpsc::{self, MpscConsumer};
 pub(crate) use crate::node::NodeCmd;
 pub use crate::node::QpHook;
-use crate::node::{rq_depth_for, send_to, sq_depth_for, NodeEnv, NodePeer, Slots};
+use crate::node::{rq_depth_for, send_to, sq_depth_for, NodeEnv, NodePeer, Round, Slots};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
 use crate::worker::{NodeLinks, Workers};
 
@@ -355,7 +355,13 @@ impl<P: Provider> Node<P> {
                 if self.stopping {
                     c.shutdown();
                 }
-                c.start(&mut self.env, cx, slot);
+                // No links: a connection's start completes nothing on a worker.
+                c.start(&mut Round {
+                    env: &mut self.env,
+                    links: None,
+                    cx,
+                    slot,
+                });
                 self.slots.place(slot, c, &self.env);
             }
             NodeCmd::Accept { req, to } => {
@@ -480,7 +486,12 @@ impl<P: Provider> Poller for Node<P> {
             let Some(c) = self.slots.get_mut(slot) else {
                 continue;
             };
-            work += c.service(&mut self.env, self.links.as_mut(), cx, slot);
+            work += c.service(&mut Round {
+                env: &mut self.env,
+                links: self.links.as_mut(),
+                cx,
+                slot,
+            });
             if c.is_done() {
                 self.slots.release(slot, &mut self.env);
             }
@@ -508,7 +519,13 @@ impl<P: Provider> Poller for Node<P> {
         }
         self.env.now = cx.now();
         if let Some(c) = self.slots.get_mut(slot) {
-            c.on_timer(kind, &mut self.env, self.links.as_mut(), cx, slot);
+            let mut r = Round {
+                env: &mut self.env,
+                links: self.links.as_mut(),
+                cx,
+                slot,
+            };
+            c.on_timer(kind, &mut r);
         }
     }
 

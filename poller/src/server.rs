@@ -40,7 +40,7 @@ use rpcrdma_engine::verbs::{Device, Provider};
 
 use crate::admission::PeerTable;
 use crate::api_stats::{ConnSnapshot, ConnStats};
-use crate::call::{blocking, CallArgs, Callback, ClientError, Proc, Refused, Reply};
+use crate::call::{CallArgs, Callback, ClientError, Proc, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
 use crate::metrics::latency::{LatencyReader, ServerLatency};
@@ -48,7 +48,7 @@ use crate::metrics::{Metrics, MetricsServer};
 use crate::node::{Acceptor, NodeCmd};
 use crate::program::{Program, Programs};
 use crate::runtime::Endpoint;
-use crate::session::{lock, refuse, BackCallOptions, BackChannel, BackServer};
+use crate::session::{lock, BackCallOptions, BackChannel, BackRoute, BackServer};
 
 use crate::server_conn::ServerShared;
 
@@ -335,7 +335,10 @@ impl Server {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.back_start(session, proc, args, &opts, Callback::new(cb), false)
+        let route = BackRoute::Session(session);
+        let cb = Callback::new(cb);
+        self.back_server()
+            .start(route, proc, args, &opts, cb, false)
     }
 
     /// Sends a backward call to `session` and waits for its outcome (see
@@ -346,16 +349,9 @@ impl Server {
         proc: Proc,
         args: CallArgs,
     ) -> Result<Reply, ClientError> {
-        let Some(st) = self.back_server().session(session) else {
-            return Err(ClientError::SessionClosed);
-        };
-        if lock(&st.cur).as_ref().is_some_and(|c| c.on_node_thread()) {
-            return Err(ClientError::WouldBlock);
-        }
+        let route = BackRoute::Session(session);
         let opts = BackCallOptions::default();
-        blocking(args, |a, cb| {
-            self.back_start(session, proc, a, &opts, cb, true)
-        })
+        self.back_server().call_blocking(route, proc, args, opts)
     }
 
     /// Closes `session`: the backward calls its connections hold fail with
@@ -377,23 +373,5 @@ impl Server {
     /// endpoint pool (`None` when the pool is exhausted).
     pub fn back_args(&self) -> Option<CallArgs> {
         self.back_server().bufs.get().map(CallArgs::new)
-    }
-
-    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
-    fn back_start(
-        &self,
-        session: u64,
-        proc: Proc,
-        args: CallArgs,
-        opts: &BackCallOptions,
-        cb: Callback,
-        inline_cb: bool,
-    ) -> Result<(), Refused> {
-        let bs = self.back_server();
-        let sub = bs.submission(proc, args, opts, cb, inline_cb);
-        match bs.session(session) {
-            Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
-            None => Err(refuse(ClientError::SessionClosed, sub)),
-        }
     }
 }

@@ -37,7 +37,7 @@ use crate::session::{
     lock, BackServer, BackSubmit, ConnBackShared, Deadline, Grace, SessionState, SubmitError,
 };
 
-use crate::node::{timer_token, NodeEnv, TIMER_BACK, TIMER_GRACE};
+use crate::node::{NodeEnv, Round, TIMER_BACK, TIMER_GRACE};
 use crate::reactor::PollerCtx;
 use crate::timer::TimerHandle;
 use crate::worker::NodeLinks;
@@ -66,9 +66,7 @@ macro_rules! sink {
 fn new_call(sub: BackSubmit, now: u64) -> NewCall {
     NewCall {
         xid: sub.xid,
-        prog: sub.prog,
-        vers: sub.vers,
-        proc_num: sub.proc_num,
+        proc: sub.proc,
         args: sub.args,
         reply: None,
         cb: sub.cb,
@@ -229,18 +227,11 @@ impl ServerBack {
     }
 
     /// Takes calls from the ring into free records (queued to be sent, or parked when lost).
-    fn intake<P: Provider>(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-        stats: &ConnStatsWriter,
-    ) -> usize {
+    fn intake<P: Provider>(&mut self, r: &mut Round<'_, '_, P>, stats: &ConnStatsWriter) -> usize {
         let mut n = 0;
         let mut earliest = u64::MAX;
-        let now = env.now;
-        let mut sink = sink!(self, env, links, stats);
+        let now = r.env.now;
+        let mut sink = sink!(self, r.env, r.links.as_deref_mut(), stats);
         while self.calls.has_free() {
             let Some(rx) = self.rx.as_mut() else { break };
             let Some(sub) = rx.dequeue() else { break };
@@ -268,20 +259,21 @@ impl ServerBack {
             earliest = earliest.min(deadline);
         }
         if earliest != u64::MAX {
-            self.arm(sink.env, cx, slot, earliest);
+            self.arm(r, earliest);
         }
         n
     }
 
-    fn arm<P: Provider>(&mut self, env: &NodeEnv<P>, cx: &mut PollerCtx<'_>, slot: u32, at: u64) {
+    /// Arms the deadline timer at `at` unless it is armed no later.
+    fn arm<P: Provider>(&mut self, r: &mut Round<'_, '_, P>, at: u64) {
         if at >= self.timer_at {
             return;
         }
         if let Some(h) = self.timer.take() {
-            cx.cancel_timer(h);
+            r.cx.cancel_timer(h);
         }
         self.timer_at = u64::MAX;
-        if let Ok(h) = cx.arm_timer(at, timer_token(TIMER_BACK, slot, env.slot_gen(slot))) {
+        if let Ok(h) = r.cx.arm_timer(at, r.timer_token(TIMER_BACK)) {
             self.timer = Some(h);
             self.timer_at = at;
         }
@@ -305,23 +297,21 @@ impl ServerBack {
     pub(crate) fn service<P: Provider>(
         &mut self,
         drv: &mut ConnDriver<P>,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
+        r: &mut Round<'_, '_, P>,
         stats: &ConnStatsWriter,
     ) -> usize {
         let mut work = 0;
         self.sync_binding();
         if self.session.as_ref().is_some_and(|s| s.is_closed()) {
             self.session = None;
-            work += self.fail_all(env, links.as_deref_mut(), ClientError::SessionClosed, stats);
+            let e = ClientError::SessionClosed;
+            work += self.fail_all(r.env, r.links.as_deref_mut(), e, stats);
         }
         // Acquire: pairs with the Release store in `BackChannel::enable`.
         if !self.enabled && self.handle.inner.enable_req.load(Ordering::Acquire) {
             self.enable_now = true;
         }
-        work += self.intake(env, links.as_deref_mut(), cx, slot, stats);
+        work += self.intake(r, stats);
         if self.enable_now && !self.enabled && !self.enable_engine(drv) {
             // The engine closed before its backchannel was turned on (the connection was
             // lost this round, e.g. right after a bind moved the session's calls here): the
@@ -334,7 +324,7 @@ impl ServerBack {
             );
             return work;
         }
-        work += self.start_ready(drv, env, links, stats);
+        work += self.start_ready(drv, r.env, r.links.as_deref_mut(), stats);
         stats.back_gauges(
             u64::from(self.calls.in_flight()),
             self.calls.queued() as u64,
@@ -435,8 +425,6 @@ impl ServerBack {
         &mut self,
         env: &mut NodeEnv<P>,
         links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
         stats: &ConnStatsWriter,
     ) {
         self.lost = true;
@@ -454,7 +442,6 @@ impl ServerBack {
         }
         self.calls.clear_ready();
         self.holder = Holder::Unknown;
-        let _ = (cx, slot);
         stats.back_gauges(0, u64::from(self.calls.in_use()));
     }
 
@@ -462,10 +449,7 @@ impl ServerBack {
     /// new connection, or leave.
     pub(crate) fn service_lost<P: Provider>(
         &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
+        r: &mut Round<'_, '_, P>,
         stats: &ConnStatsWriter,
     ) -> usize {
         if self.done {
@@ -473,7 +457,7 @@ impl ServerBack {
         }
         self.sync_binding();
         let mut work = 0;
-        if self.grace.ended(env.now) && self.expire(cx, stats) {
+        if self.grace.ended(r.env.now) && self.expire(r.cx, stats) {
             work += 1;
         }
         if !self.keeps_calls() {
@@ -482,14 +466,14 @@ impl ServerBack {
                 _ if self.stopping => ClientError::Closed,
                 _ => ClientError::Transport(CallError::ConnectionLost),
             };
-            work += self.fail_all(env, links.as_deref_mut(), e, stats);
-            let mut sink = sink!(self, env, links, stats);
-            while let Some(sub) = self.rx.as_mut().and_then(|r| r.dequeue()) {
+            work += self.fail_all(r.env, r.links.as_deref_mut(), e, stats);
+            let mut sink = sink!(self, r.env, r.links.as_deref_mut(), stats);
+            while let Some(sub) = self.rx.as_mut().and_then(|rx| rx.dequeue()) {
                 stats.back_error();
                 sink.deliver(sub.cb, sub.inline_cb, Err(e));
                 work += 1;
             }
-            self.remove(cx);
+            self.remove(r.cx);
             return work + 1;
         }
         // Who holds the session now?
@@ -510,18 +494,18 @@ impl ServerBack {
             // Held for the client: its grace period runs (armed once, from the first round
             // after the loss).
             Holder::Me if self.grace.applies() => {
-                let token = || timer_token(TIMER_GRACE, slot, env.slot_gen(slot));
-                self.grace.run(cx, env.now, token);
+                let token = r.timer_token(TIMER_GRACE);
+                self.grace.run(r.cx, r.env.now, || token);
             }
             // Bound elsewhere: the client came back in time.
-            Holder::Other(_) => self.grace.cancel(cx),
+            Holder::Other(_) => self.grace.cancel(r.cx),
             _ => {}
         }
-        work += self.intake(env, links, cx, slot, stats);
+        work += self.intake(r, stats);
         if let Holder::Other(target) = &self.holder {
             let target = Arc::clone(target);
-            work += self.hand_over(env, &target, stats);
-            if self.calls.in_use() == 0 && self.remove(cx) {
+            work += self.hand_over(r.env, &target, stats);
+            if self.calls.in_use() == 0 && self.remove(r.cx) {
                 work += 1;
             }
         }
@@ -541,9 +525,7 @@ impl ServerBack {
         let mut sink = sink!(self, env, None, stats);
         let (n, refused) = self.calls.hand_over(&mut sink, |c| {
             let sub = BackSubmit {
-                prog: c.prog,
-                vers: c.vers,
-                proc_num: c.proc_num,
+                proc: c.proc,
                 args: c.args,
                 cb: c.cb,
                 xid: c.xid,
@@ -597,14 +579,11 @@ impl ServerBack {
     /// The grace timer fired.
     pub(crate) fn on_grace_timer<P: Provider>(
         &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
+        r: &mut Round<'_, '_, P>,
         stats: &ConnStatsWriter,
     ) {
         self.grace.timer_fired();
-        self.service_lost(env, links, cx, slot, stats);
+        self.service_lost(r, stats);
     }
 
     /// Marks the connection removed, unless it holds its session and `evict` is false (then
@@ -639,18 +618,17 @@ impl ServerBack {
     /// The earliest deadline came: fail every call past its deadline.
     pub(crate) fn on_timer<P: Provider>(
         &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
+        r: &mut Round<'_, '_, P>,
         stats: &ConnStatsWriter,
     ) {
         self.timer = None;
         self.timer_at = u64::MAX;
-        let now = env.now;
-        let next = self.calls.expire(now, &mut sink!(self, env, links, stats));
+        let now = r.env.now;
+        let next = self
+            .calls
+            .expire(now, &mut sink!(self, r.env, r.links.as_deref_mut(), stats));
         if next != u64::MAX && !self.done {
-            self.arm(env, cx, slot, next);
+            self.arm(r, next);
         }
     }
 }

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use rpcrdma_engine::conn::{self, ConnState, Connection, Event, IncomingCall, Role, WorkRequest};
 use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::verbs::{
-    errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QpInit, QpOptions, QueuePair,
-    RecvWr, VerbsCall, VerbsError,
+    errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QueuePair, RecvWr, VerbsCall,
+    VerbsError,
 };
 
 use crate::admission::{PeerSlot, PeerTable};
@@ -25,15 +25,12 @@ use crate::conn_table::ConnTable;
 use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab, SlabLayout};
-use crate::node::{
-    timer_token, Acceptor, Conn, NodeConn, NodeEnv, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
-};
+use crate::node::{Acceptor, Conn, NodeConn, NodeEnv, Round, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
 use crate::program::Programs;
-use crate::reactor::PollerCtx;
 use crate::server_back::ServerBack;
 use crate::session::BackServer;
 use crate::srq::{self, ConnSrq};
-use crate::worker::{NodeLinks, Served};
+use crate::worker::Served;
 
 /// What a server's connections share: its programs, options, admission table and
 /// backward-call sessions.
@@ -245,23 +242,11 @@ impl<P: Provider> ServerConn<P> {
             return Err(Some(req));
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
-        let opts = QpOptions {
-            max_send_wr: cfg.sq_depth,
-            max_recv_wr: cfg.rq_depth,
-            max_send_sge: cfg.max_send_sge,
-            max_recv_sge: 1,
-            rnr_retry_count: o.rnr_retry.min(7),
-            initiator_depth: 16,
-            responder_resources: 16,
-            ..QpOptions::default()
-        };
-        let init = QpInit {
-            pd: &*env.pd,
-            send_cq: &env.cq,
-            recv_cq: &env.cq,
-            srq: env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq()),
-            opts,
-        };
+        let srq_q = env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq());
+        let mut init = env.qp_init(&cfg, o.rnr_retry, srq_q);
+        // RDMA Read depth, as initiator (the Read chunks it pulls) and as responder.
+        init.opts.initiator_depth = 16;
+        init.opts.responder_resources = 16;
         // The requester's private data is known from the request: establish the engine first,
         // so its receives exist, and post them on the new QP before the accept goes out — the
         // client may send as soon as it sees Established, and RNR retry stays 0.
@@ -360,15 +345,9 @@ impl<P: Provider> ServerConn<P> {
 
     /// Hands a new call to the dispatcher (served now or queued), or with `None` retries the
     /// replies and calls that waited; the work done.
-    fn calls(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        slot: u32,
-        new: Option<IncomingCall>,
-    ) -> usize {
+    fn calls(&mut self, r: &mut Round<'_, '_, P>, new: Option<IncomingCall>) -> usize {
         let site = serve_site(&self.shared, self.back.as_ref(), self.peer, self.conn_id);
-        let mut io = Io::new(&mut self.drv, env, links, &self.stats, slot);
+        let mut io = Io::of_round(&mut self.drv, r, &self.stats);
         match new {
             Some(inc) => {
                 self.dispatch.on_call(&mut io, &site, inc);
@@ -378,34 +357,21 @@ impl<P: Provider> ServerConn<P> {
         }
     }
 
-    fn teardown(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
+    fn teardown(&mut self, r: &mut Round<'_, '_, P>) {
         self.lost = true;
         self.peer_slot = None;
         self.stats.lost();
-        if self.drv.qp_num != 0 {
-            env.router.remove(self.drv.qp_num);
-            self.drv.qp_num = 0;
-        }
-        self.drv.cancel_timer(cx);
-        if let Some(mut qp) = self.drv.qp.take() {
-            let _ = qp.disconnect();
-        }
+        drop(self.drv.release_qp(&mut r.env.router, r.cx));
         match self.srq.as_mut() {
             // Its engine (the shared receives its calls hold) stays until no worker reads them.
-            Some(s) => s.park(env, self.drv.conn.take()),
+            Some(s) => s.park(r.env, self.drv.conn.take()),
             None => self.drv.conn = None,
         }
-        self.dispatch.clear(env);
+        self.dispatch.clear(r.env);
         if let Some(b) = self.back.as_mut() {
-            b.on_lost(env, links, cx, slot, &self.stats);
+            b.on_lost(r.env, r.links.as_deref_mut(), &self.stats);
         }
-        self.srq_leave(env);
+        self.srq_leave(r.env);
     }
 
     /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
@@ -488,59 +454,45 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
     }
 
     /// One round of work.
-    fn service(
-        &mut self,
-        env: &mut NodeEnv<P>,
-        mut links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) -> usize {
+    fn service(&mut self, r: &mut Round<'_, '_, P>) -> usize {
         let mut work = 0;
         if self.lost {
             // Backward calls kept for the session until its client binds a new connection.
             return match self.back.as_mut() {
-                Some(b) => b.service_lost(env, links, cx, slot, &self.stats),
+                Some(b) => b.service_lost(r, &self.stats),
                 None => 0,
             };
         }
         // CM: only a disconnect matters after accept.
-        loop {
-            match self.drv.poll_cm() {
-                Ok(Some(ev)) => {
-                    work += 1;
-                    if matches!(
-                        ev.kind,
-                        CmEventKind::Disconnected | CmEventKind::DeviceRemoval
-                    ) {
-                        self.drv.disconnected(env.now);
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    env.stats.verbs_error();
-                    break;
-                }
+        while let Some(ev) = self.drv.next_cm(&r.env.stats) {
+            work += 1;
+            if matches!(
+                ev.kind,
+                CmEventKind::Disconnected | CmEventKind::DeviceRemoval
+            ) {
+                self.drv.disconnected(r.env.now);
             }
         }
         // Replies the send queue refused earlier, then calls that waited for a reply buffer.
-        work += self.calls(env, links.as_deref_mut(), slot, None);
+        work += self.calls(r, None);
         // New events.
         let mut lost = false;
         while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
             work += 1;
             match ev {
                 Event::CallReady(inc) => {
-                    self.calls(env, links.as_deref_mut(), slot, Some(inc));
+                    self.calls(r, Some(inc));
                 }
                 Event::ConnectionLost => lost = true,
-                Event::ReplyReady(r) => {
+                Event::ReplyReady(reply) => {
                     if let Some(b) = self.back.as_mut() {
-                        b.on_reply(env, links.as_deref_mut(), r, &self.stats);
+                        b.on_reply(r.env, r.links.as_deref_mut(), reply, &self.stats);
                     }
                 }
                 Event::CallFailed { call, error, .. } => {
                     if let Some(b) = self.back.as_mut() {
-                        b.on_failed(env, links.as_deref_mut(), call, error, &self.stats);
+                        let links = r.links.as_deref_mut();
+                        b.on_failed(r.env, links, call, error, &self.stats);
                     }
                 }
                 Event::Connected(_) => {}
@@ -548,24 +500,12 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         }
         // Backward calls: enable, take new ones, start what the backward credits allow.
         if let Some(b) = self.back.as_mut() {
-            work += b.service(
-                &mut self.drv,
-                env,
-                links.as_deref_mut(),
-                cx,
-                slot,
-                &self.stats,
-            );
+            work += b.service(&mut self.drv, r, &self.stats);
         }
-        ConnSrq::repost(env, self.drv.conn.as_mut());
-        let p = self.drv.post(env.now);
-        if p.wrs > 0 {
-            env.stats.posted(u64::from(p.doorbells), u64::from(p.wrs));
-            self.stats.posted(&p);
-            work += 1;
-        }
+        ConnSrq::repost(r.env, self.drv.conn.as_mut());
+        work += self.drv.post_counted(r.env.now, &r.env.stats, &self.stats);
         let kick = self.dispatch.kicked();
-        let idle = self.idle_close(env.now);
+        let idle = self.idle_close(r.env.now);
         if self.drv.broken
             || lost
             || kick
@@ -574,36 +514,36 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         {
             // A disconnect storm is torn down a few connections per poll (the rest wait, and
             // are counted, when their turn comes).
-            if env.teardowns_left == 0 {
+            if r.env.teardowns_left == 0 {
                 return work + 1;
             }
-            env.teardowns_left -= 1;
+            r.env.teardowns_left -= 1;
             if kick {
                 self.stats.kicked();
             }
             match idle {
                 Some(IdleClose::Evicted) => {
                     self.stats.evicted();
-                    env.stats.evicted();
+                    r.env.stats.evicted();
                 }
                 Some(IdleClose::TimedOut) => {
                     self.stats.idle_closed();
-                    env.stats.idle_closed();
+                    r.env.stats.idle_closed();
                 }
                 None => {}
             }
-            self.teardown(env, links, cx, slot);
+            self.teardown(r);
             return work + 1;
         }
-        let gen = env.slot_gen(slot);
-        self.drv.sync_timer(cx, timer_token(TIMER_CONN, slot, gen));
+        let token = r.timer_token(TIMER_CONN);
+        self.drv.sync_timer(r.cx, token);
         self.stats.credits(
             (self.dispatch.held() + self.dispatch.in_worker() as usize) as u64,
             u64::from(self.granted),
         );
         self.stats.queued(self.dispatch.waiting() as u64);
         self.stats.recv_queue(self.drv.conn.as_ref());
-        self.dispatch.flush_latency(&mut env.latency);
+        self.dispatch.flush_latency(&mut r.env.latency);
         work
     }
 
@@ -614,22 +554,13 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             && self.back.as_ref().map_or(true, |b| b.is_done())
     }
 
-    fn on_timer(
-        &mut self,
-        kind: u8,
-        env: &mut NodeEnv<P>,
-        links: Option<&mut NodeLinks>,
-        cx: &mut PollerCtx<'_>,
-        slot: u32,
-    ) {
+    fn on_timer(&mut self, kind: u8, r: &mut Round<'_, '_, P>) {
         match (kind, self.back.as_mut()) {
-            (TIMER_BACK, Some(b)) => b.on_timer(env, links, cx, slot, &self.stats),
+            (TIMER_BACK, Some(b)) => b.on_timer(r, &self.stats),
             (TIMER_BACK, None) => {}
-            (TIMER_GRACE, Some(b)) if self.lost => {
-                b.on_grace_timer(env, links, cx, slot, &self.stats)
-            }
+            (TIMER_GRACE, Some(b)) if self.lost => b.on_grace_timer(r, &self.stats),
             (TIMER_GRACE, _) => {}
-            _ => self.drv.on_timer(env.now),
+            _ => self.drv.on_timer(r.env.now),
         }
     }
 

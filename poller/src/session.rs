@@ -61,9 +61,7 @@ impl Deadline {
 
 /// A backward call on its way to a connection's reactor.
 pub(crate) struct BackSubmit {
-    pub(crate) prog: u32,
-    pub(crate) vers: u32,
-    pub(crate) proc_num: u32,
+    pub(crate) proc: Proc,
     pub(crate) args: CallArgs,
     pub(crate) cb: Callback,
     pub(crate) xid: u32,
@@ -149,6 +147,16 @@ impl SessionState {
     }
 }
 
+/// Where a backward call goes: a connection (or its session, when the connection is gone), or
+/// a session (the connection bound to it last).
+#[derive(Clone, Copy)]
+pub(crate) enum BackRoute<'a> {
+    /// [`BackChannel`]'s connection.
+    Conn(&'a ConnBackShared),
+    /// A session, by id (`Server::back_call`).
+    Session(u64),
+}
+
 /// A server's sessions and backward-call settings.
 pub(crate) struct BackServer {
     sessions: Mutex<HashMap<u64, Arc<SessionState>>>,
@@ -185,14 +193,19 @@ impl BackServer {
         }
     }
 
-    pub(crate) fn submission(
+    /// Submits a backward call along `route`: the one path of [`BackChannel::call_with`] and
+    /// `Server::back_call_with` (and their blocking forms, with `inline_cb`). `Err`: refused,
+    /// the arguments handed back.
+    #[allow(clippy::result_large_err)] // hands the arguments back without allocating
+    pub(crate) fn start(
         &self,
+        route: BackRoute<'_>,
         proc: Proc,
         args: CallArgs,
         opts: &BackCallOptions,
         cb: Callback,
         inline_cb: bool,
-    ) -> BackSubmit {
+    ) -> Result<(), Refused> {
         let xid = opts.xid.unwrap_or_else(|| {
             // Relaxed: only the counter's atomicity matters (unique values).
             self.next_xid.fetch_add(1, Ordering::Relaxed)
@@ -203,17 +216,62 @@ impl BackServer {
             None if self.timeout_ns == 0 => Deadline::Never,
             None => Deadline::After(self.timeout_ns),
         };
-        BackSubmit {
-            prog: proc.prog,
-            vers: proc.vers,
-            proc_num: proc.proc_num,
+        let sub = BackSubmit {
+            proc,
             args,
             cb,
             xid,
             deadline,
             sends: 0,
             inline_cb,
+        };
+        let conn = match route {
+            BackRoute::Session(id) => {
+                return match self.session(id) {
+                    Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
+                    None => Err(refuse(ClientError::SessionClosed, sub)),
+                };
+            }
+            BackRoute::Conn(c) => c,
+        };
+        match conn.submit(sub) {
+            Ok(()) => Ok(()),
+            Err(SubmitError::Full(sub)) => Err(refuse(ClientError::Busy, sub)),
+            Err(SubmitError::Dead(sub)) => {
+                // The connection is gone: its session (if still open) takes the call.
+                let route = lock(&conn.session).clone();
+                match route {
+                    Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
+                    None => Err(refuse(ClientError::Closed, sub)),
+                }
+            }
         }
+    }
+
+    /// Sends a backward call along `route` and waits for its outcome (retrying while the ring
+    /// is full); [`ClientError::WouldBlock`] on the reactor thread of the connection it would
+    /// go to, [`ClientError::SessionClosed`] for an unknown session.
+    pub(crate) fn call_blocking(
+        &self,
+        route: BackRoute<'_>,
+        proc: Proc,
+        args: CallArgs,
+        opts: BackCallOptions,
+    ) -> Result<Reply, ClientError> {
+        let on_node_thread = match route {
+            BackRoute::Conn(c) => c.on_node_thread(),
+            BackRoute::Session(id) => {
+                let Some(st) = self.session(id) else {
+                    return Err(ClientError::SessionClosed);
+                };
+                let cur = lock(&st.cur);
+                cur.as_ref().is_some_and(|c| c.on_node_thread())
+            }
+        };
+        if on_node_thread {
+            return Err(ClientError::WouldBlock);
+        }
+        blocking(args, |a, cb| self.start(route, proc, a, &opts, cb, true))
     }
 
     pub(crate) fn session(&self, id: u64) -> Option<Arc<SessionState>> {
@@ -522,7 +580,10 @@ impl BackChannel {
     where
         F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
     {
-        self.start(proc, args, &opts, Callback::new(cb), false)
+        let cb = Callback::new(cb);
+        self.inner
+            .server
+            .start(self.route(), proc, args, &opts, cb, false)
     }
 
     /// Sends a backward call and waits for its outcome (retrying while the ring is full). It
@@ -539,37 +600,14 @@ impl BackChannel {
         args: CallArgs,
         opts: BackCallOptions,
     ) -> Result<Reply, ClientError> {
-        if self.inner.on_node_thread() {
-            return Err(ClientError::WouldBlock);
-        }
-        blocking(args, |a, cb| self.start(proc, a, &opts, cb, true))
+        self.inner
+            .server
+            .call_blocking(self.route(), proc, args, opts)
     }
 
-    #[allow(clippy::too_many_arguments, clippy::result_large_err)]
-    fn start(
-        &self,
-        proc: Proc,
-        args: CallArgs,
-        opts: &BackCallOptions,
-        cb: Callback,
-        inline_cb: bool,
-    ) -> Result<(), Refused> {
-        let sub = self
-            .inner
-            .server
-            .submission(proc, args, opts, cb, inline_cb);
-        match self.inner.submit(sub) {
-            Ok(()) => Ok(()),
-            Err(SubmitError::Full(sub)) => Err(refuse(ClientError::Busy, sub)),
-            Err(SubmitError::Dead(sub)) => {
-                // The connection is gone: its session (if still open) takes the call.
-                let route = lock(&self.inner.session).clone();
-                match route {
-                    Some(st) => st.submit(sub).map_err(|(e, s)| refuse(e, s)),
-                    None => Err(refuse(ClientError::Closed, sub)),
-                }
-            }
-        }
+    /// Where this handle's calls go.
+    fn route(&self) -> BackRoute<'_> {
+        BackRoute::Conn(&self.inner)
     }
 }
 

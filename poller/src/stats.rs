@@ -48,14 +48,20 @@ pub struct StatsSnapshot {
     pub pollers: u64,
 }
 
+/// `part / whole` (0 when `whole` is 0): the busy fractions of the reactor's and the nodes'
+/// snapshots.
+pub(crate) fn fraction(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
 impl StatsSnapshot {
     /// Fraction of iterations that did useful work (0 when there were none).
     pub fn busy_fraction(&self) -> f64 {
-        if self.iterations == 0 {
-            0.0
-        } else {
-            self.busy_iterations as f64 / self.iterations as f64
-        }
+        fraction(self.busy_iterations, self.iterations)
     }
 }
 

@@ -70,9 +70,7 @@ impl Rig {
         let seen = Arc::clone(&self.seen);
         NewCall {
             xid: 100 + tag,
-            prog: 1,
-            vers: 1,
-            proc_num: tag,
+            proc: crate::call::Proc::new(1, 1, tag),
             args: CallArgs::new(self.pool.get_buf().expect("buf")),
             reply: reply.then(|| self.pool.get_buf().expect("buf")),
             cb: Callback::new(move |r: Result<Reply, ClientError>| {
@@ -265,13 +263,13 @@ fn accepts_resend_in_submission_order_with_send_counts() {
     r.table.resend_held();
     let mut order = Vec::new();
     r.table.start_ready(&mut r.sink, |_, rec, _| {
-        order.push((rec.proc_num, rec.sends));
+        order.push((rec.proc.proc_num, rec.sends));
         Start::Wait
     });
     assert_eq!(order, vec![(1, 1)]);
     let mut n = 0;
     r.table.start_ready(&mut r.sink, |_, rec, _| {
-        order.push((rec.proc_num, rec.sends));
+        order.push((rec.proc.proc_num, rec.sends));
         n += 1;
         Start::Started(id(n, 2), 0)
     });
