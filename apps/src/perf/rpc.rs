@@ -392,6 +392,9 @@ pub struct RpcConfig {
     pub check_every_call: bool,
     /// The server's metrics port (`ServerOptions::metrics_addr`; each size's server in turn).
     pub metrics: Option<SocketAddr>,
+    /// The server's shared receive queue depth (`ServerOptions::shared_receive_queue`;
+    /// `None`: per-connection receives).
+    pub srq: Option<u32>,
 }
 
 impl RpcConfig {
@@ -420,6 +423,7 @@ impl RpcConfig {
             timeout: Duration::from_secs(10),
             check_every_call: false,
             metrics: None,
+            srq: None,
         }
     }
 
@@ -559,6 +563,14 @@ pub struct ServeSummary {
     pub replies: u64,
     /// Calls answered with an RPC error (a data mismatch is GARBAGE_ARGS).
     pub errors: u64,
+    /// The server node's shared receive queue depth (0: none, `--srq` not given).
+    pub srq_depth: u64,
+    /// Most shared receives its connections held at once.
+    pub srq_held_max: u64,
+    /// Times the posted shared receives fell below the low-water mark.
+    pub srq_low_water: u64,
+    /// Octets registered for the shared receives.
+    pub srq_bytes: u64,
 }
 
 /// The server side for a client in another process ([`run_client`]): serves the benchmark
@@ -600,11 +612,16 @@ pub fn serve<P: Provider>(
     }
     server.stop_listening();
     let t = server.totals();
+    let node = sep.node_stats(0).unwrap_or_default();
     let summary = ServeSummary {
         connections: server.accepted(),
         calls: t.calls,
         replies: t.replies,
         errors: t.errors,
+        srq_depth: node.srq_depth,
+        srq_held_max: node.srq_held_max,
+        srq_low_water: node.srq_low_water,
+        srq_bytes: node.srq_bytes,
     };
     let _ = set.stop();
     sep.stop_workers();
