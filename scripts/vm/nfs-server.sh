@@ -18,8 +18,10 @@
 #       must be > 0 (replies.send_inv printed), umount, SIGTERM -> exit status 0.
 #   srq/rxe, srq/siw   (RPCRDMA_NFSD_SRQ_RUNS, default "rxe siw"; ours only): the memory-backend
 #       part again with `rpcrdma-nfsd --srq N` (RPCRDMA_NFSD_SRQ_DEPTH, default 128): the
-#       connections take their receives from one shared receive queue; the same workload and
-#       checks, plus the server's srq.depth counter = N (it ran on its SRQ).
+#       connections take their receives from one shared receive queue; the same workload
+#       without its longest check (nfs-workload.sh full --no-ls: no ls-5000; READ/WRITE with
+#       chunks, READDIRPLUS through Reply chunks, parallel writers and fio with calls in flight
+#       remain) and the same checks, plus the server's srq.depth counter = N (it ran on its SRQ).
 #   fault    (RPCRDMA_NFSD_FAULT=1): rxe, memory backend, --drop-every N (RPCRDMA_NFSD_DROP_EVERY,
 #       default 50): nfs-workload.sh churn must see no error and end with the reference tree;
 #       conn.dropped and drc.hits must be > 0.
@@ -375,7 +377,8 @@ run_part() {
 		local remount
 		remount="cat /proc/self/mountstats >$pre && umount $MNT && $(mount_cmd "$MNT")"
 		wl=$(mktemp)
-		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" full "$MNT" --remount "$remount" | tee "$wl"
+		# shellcheck disable=SC2086 # WL_ARGS: more workload options, split on purpose
+		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" full "$MNT" --remount "$remount" ${WL_ARGS:-} | tee "$wl"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" -ne 124 ] || echo "FAIL workload: timed out after $RUN_TIMEOUT s"
 		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
@@ -611,7 +614,7 @@ for d in $SRQ_RUNS; do
 			echo "SKIP srq/$d: --srq is rpcrdma-nfsd's option (the kernel nfsd's parts above are the reference)"
 			continue
 		fi
-		SRQ_PART=1 run_part "$d" memory "srq/$d" --srq "$SRQ_DEPTH"
+		SRQ_PART=1 WL_ARGS=--no-ls run_part "$d" memory "srq/$d" --srq "$SRQ_DEPTH"
 		;;
 	*)
 		echo "nfs-server: unknown SRQ run $d (rxe siw)"
