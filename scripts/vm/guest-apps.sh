@@ -149,6 +149,23 @@ ratio_table() {
 	echo "(load average in the VM: $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 
+# hw_counters DEV: the device's hardware counters (rxe: /sys/class/infiniband/rxe0/ports/1/
+# hw_counters; siw has none), one "name=value" a line
+hw_counters() {
+	local d=/sys/class/infiniband/${1}0/ports/1/hw_counters f
+	[ -d "$d" ] || return 0
+	for f in "$d"/*; do echo "$(basename "$f")=$(cat "$f" 2>/dev/null)"; done
+}
+# hw_delta BEFORE AFTER: ", hw counters: name +N ..." for the counters that moved (RNR NAKs,
+# retries, sequence errors: what a receive missing at the server would show)
+hw_delta() {
+	local out
+	out=$(printf '%s\n--\n%s\n' "$1" "$2" | awk -F= '$0 == "--" { after = 1; next }
+		!after { a[$1] = $2; next }
+		($2 - a[$1]) > 0 && $1 !~ /^(sent_pkts|rcvd_pkts)$/ { printf " %s +%d", $1, $2 - a[$1] }')
+	[ -z "$out" ] || echo ", hw counters:$out"
+}
+
 # rpc DEV NAME TEST SIZE KIND N ARGS...: an RPC benchmark over DEV (rxe or siw), N calls; the
 # server alone also gets the words of RPC_SERVER_ARGS (e.g. "--srq 64": then its banner must say
 # "Using SRQ : ON" and its summary show the SRQ's depth)
@@ -156,6 +173,8 @@ rpc() {
 	local dev=$1 name=$2 t=$3 size=$4 kind=$5 n=$6 t0 row reason='' sa=()
 	shift 6
 	read -ra sa <<<"${RPC_SERVER_ARGS:-}"
+	local hw0
+	hw0=$(hw_counters "$dev")
 	t0=$(now_ms)
 	if [ "$dev" = rxe ]; then
 		pair "$name" timeout -k 5 "$CHECK_TIMEOUT" "$PERF" "$t" --provider rdma --bind "$RXE" -n "$n" "$@" "${sa[@]}" \
@@ -182,7 +201,8 @@ rpc() {
 		show_log server "$CW/server.log"
 		show_log client "$CW/client.log"
 	else
-		verdict "$name" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ') |$(sed -n 's/^ Each call       ://p' "$CW/client.log") |$(sed -n 's/^ RPCs served     :/ server:/p; s/^ SRQ             :/ |/p' "$CW/server.log" | tr -d '\n')"
+		verdict "$name" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ') |$(sed -n 's/^ Each call       ://p' "$CW/client.log") |$(sed -n 's/^ RPCs served     :/ server:/p; s/^ SRQ             :/ | SRQ:/p' "$CW/server.log" | tr -d '\n')"
+		echo "  $name:$(sed -n 's/^ Server node     :/ server node:/p' "$CW/server.log")$(hw_delta "$hw0" "$(hw_counters "$dev")")"
 		[ "$name" = "rpc_lat-$dev" ] && RPCLAT[$dev]=$row
 		RPCROW[$name]=$row
 	fi

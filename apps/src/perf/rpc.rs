@@ -40,7 +40,7 @@ use rpcrdma_engine::proto::private_data::{self, representable_size};
 use rpcrdma_engine::proto::v1::FIXED_LEN;
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::Provider;
-use rpcrdma_poller::{BackoffMode, CoreId, Endpoint, ProtocolVersion};
+use rpcrdma_poller::{BackoffMode, CoreId, Endpoint, NodeSnapshot, ProtocolVersion};
 
 use super::stats::BwUnit;
 use super::{PerfError, SizeResult, MAX_ITERS, MIN_ITERS};
@@ -563,14 +563,9 @@ pub struct ServeSummary {
     pub replies: u64,
     /// Calls answered with an RPC error (a data mismatch is GARBAGE_ARGS).
     pub errors: u64,
-    /// The server node's shared receive queue depth (0: none, `--srq` not given).
-    pub srq_depth: u64,
-    /// Most shared receives its connections held at once.
-    pub srq_held_max: u64,
-    /// Times the posted shared receives fell below the low-water mark.
-    pub srq_low_water: u64,
-    /// Octets registered for the shared receives.
-    pub srq_bytes: u64,
+    /// The server node's counters at the end (completions, doorbells, errors; its shared
+    /// receive queue's gauges: `srq_depth` 0 without one).
+    pub node: NodeSnapshot,
 }
 
 /// The server side for a client in another process ([`run_client`]): serves the benchmark
@@ -618,10 +613,7 @@ pub fn serve<P: Provider>(
         calls: t.calls,
         replies: t.replies,
         errors: t.errors,
-        srq_depth: node.srq_depth,
-        srq_held_max: node.srq_held_max,
-        srq_low_water: node.srq_low_water,
-        srq_bytes: node.srq_bytes,
+        node,
     };
     let _ = set.stop();
     sep.stop_workers();

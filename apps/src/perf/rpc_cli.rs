@@ -347,10 +347,21 @@ fn run_rdma(
                 " RPCs served     : {} calls, {} replies, errors {}, connections {}",
                 sum.calls, sum.replies, sum.errors, sum.connections
             );
-            if sum.srq_depth > 0 {
+            let n = &sum.node;
+            println!(
+                " Server node     : completions {}, doorbells {}, work requests {}, verbs \
+                 errors {}, completion errors {}",
+                n.completions,
+                n.doorbells,
+                n.work_requests,
+                n.verbs_errors,
+                n.rnr_errors + n.flush_errors + n.wc_errors
+            );
+            if n.srq_depth > 0 {
                 println!(
-                    " SRQ             : depth {}, held at most {}, low-water events {}, {} octets",
-                    sum.srq_depth, sum.srq_held_max, sum.srq_low_water, sum.srq_bytes
+                    " SRQ             : depth {}, posted {}, held at most {}, low-water events \
+                     {}, {} octets",
+                    n.srq_depth, n.srq_posted, n.srq_held_max, n.srq_low_water, n.srq_bytes
                 );
             }
             let _ = io::stdout().flush();
