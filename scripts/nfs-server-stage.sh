@@ -17,6 +17,9 @@
 #    verify=crc32c, rm -rf); the server's counters must show Read, Write and Reply chunks; then the
 #    fault run (rxe, --drop-every N: reconnections, retransmissions answered by the DRC, final tree
 #    = manifest) and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
+#    the memory-backend workload runs once more over rxe and over siw with the server's
+#    connections on one shared receive queue (`rpcrdma-nfsd --srq N`: parts srq/rxe, srq/siw;
+#    the server's srq.depth counter must be N);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table.
 #
@@ -27,10 +30,14 @@
 # Knobs: RPCRDMA_SKIP_VM=1 skips the stage (says so, exits 0); RPCRDMA_NFSD_BIN (see 1.);
 # RPCRDMA_VM_TIMEOUT (whole VM, default 900 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
 # the memory backend, the kernel's tmpfs exports and the client's page cache share it);
-# everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_FAULT,
+# everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS,
+# RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
+# Only the SRQ parts (e.g. while working on the SRQ path):
+#   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 RPCRDMA_NFSD_FIO=0 \
+#     scripts/nfs-server-stage.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$ROOT" || exit 2
@@ -141,10 +148,16 @@ done <"$log"
 echo
 echo "==== nfs-server-stage: the Linux NFSv3 client (proto=rdma) against ${BIN##*/}, per device x backend"
 missing=0
-for p in ${RPCRDMA_NFSD_RUNS:-rxe/memory rxe/dir siw/memory siw/dir} fault fio; do
+srq_parts=
+if [ "$BIN" != kernel ]; then
+	for d in ${RPCRDMA_NFSD_SRQ_RUNS-rxe siw}; do srq_parts="$srq_parts srq/$d"; done
+fi
+# shellcheck disable=SC2086 # the part lists, split into words on purpose
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir} $srq_parts fault fio; do
 	[ "$p" = fault ] && [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	case $p in
+	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
 	fault) dev="fault (rxe, memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;

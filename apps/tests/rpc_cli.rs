@@ -78,6 +78,51 @@ fn accepts_rpc_lat_with_perftest_layout() {
     assert_eq!(rows[0].split_whitespace().count(), 9);
     assert_eq!(completed(&s), 20);
     assert!(s.contains("errors 0, credits granted 32"), "{s}");
+    assert!(s.contains("Using SRQ      : OFF"), "{s}");
+}
+
+/// `--srq N`: the server's connections share one receive queue; perftest's "Using SRQ" says
+/// ON in the banner and the JSON, every call completes, and a queue too shallow for the
+/// credits asked for grants fewer (what it can back) while the calls still complete.
+#[test]
+fn accepts_srq_on_the_server() {
+    let d = tmpdir("srq");
+    let json = d.join("srq.json");
+    let jarg = json.to_str().unwrap();
+    let args = [
+        "rpc_bw",
+        "-n",
+        "40",
+        "-s",
+        "65536",
+        "-t",
+        "8",
+        "--srq",
+        "64",
+        "--out_json",
+        jarg,
+    ];
+    let s = ok(&run(22030, &args));
+    assert!(s.contains("Using SRQ      : ON"), "{s}");
+    assert!(s.contains("one shared receive queue of 64 receives"), "{s}");
+    assert_eq!(completed(&s), 40);
+    assert!(s.contains("errors 0, credits granted 32"), "{s}");
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["test_info"]["Using_SRQ"], "ON");
+    assert_eq!(j["test_info"]["SRQ_depth"], 64);
+    let s = ok(&run(
+        22031,
+        &["rpc_bw", "-n", "40", "-s", "64", "--srq", "12"],
+    ));
+    assert_eq!(completed(&s), 40);
+    let granted: u32 = s
+        .lines()
+        .find_map(|l| l.split("credits granted ").nth(1))
+        .expect("credits line")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..12).contains(&granted), "granted {granted}: {s}");
 }
 
 #[test]
@@ -233,6 +278,8 @@ fn rejects_usage_errors_with_status_2() {
         &["rpc_lat", "-s", "8000", "--chunks", "none"],
         &["rpc_bw", "--chunks", "bogus"],
         &["rpc_lat", "-q", "2"],
+        &["rpc_lat", "--provider", "rdma", "--srq", "64", "10.0.0.1"],
+        &["rpc_lat", "--srq", "x"],
     ] {
         let out = Command::new(bin()).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");

@@ -191,9 +191,26 @@ impl RpcObserver for Count {
 
 #[test]
 fn accepts_split_server_and_client_runs() {
-    // The two-process shape of `--provider rdma` (rpc::serve + rpc::run_client), here on two
-    // threads over the soft provider: one connection per size to the same server, which
-    // returns once every connection it accepted has closed.
+    let sum = split_run(None, 21500);
+    assert_eq!(sum.node.srq_depth, 0);
+    // Per-connection receives: each closed connection flushes its own (one per credit).
+    assert!(sum.node.flush_errors >= 2 * 32, "{:?}", sum.node);
+}
+
+/// The server of the split run on a shared receive queue (`rpcrdma-perf --srq`): the same
+/// calls complete, the summary's node counters show the SRQ, and no receive is flushed at the
+/// connections' close (the SRQ's receives outlive its QPs).
+#[test]
+fn accepts_split_runs_with_the_server_on_a_shared_receive_queue() {
+    let sum = split_run(Some(48), 21520);
+    assert_eq!(sum.node.srq_depth, 48);
+    assert_eq!(sum.node.flush_errors, 0, "{:?}", sum.node);
+}
+
+/// The two-process shape of `--provider rdma` (rpc::serve + rpc::run_client), here on two
+/// threads over the soft provider: one connection per size to the same server, which
+/// returns once every connection it accepted has closed. Server on an SRQ of depth `srq`.
+fn split_run(srq: Option<u32>, port: u16) -> rpc::ServeSummary {
     use rpcrdma_engine::verbs::soft::SoftProvider;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use std::sync::atomic::AtomicBool;
@@ -203,9 +220,10 @@ fn accepts_split_server_and_client_runs() {
     cfg.iters = 20;
     cfg.backoff = BackoffMode::SharedCores;
     cfg.check_every_call = true;
+    cfg.srq = srq;
     let fabric = SoftFabric::new();
     let server_ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
-    let listen = SocketAddr::new(server_ip, 21500);
+    let listen = SocketAddr::new(server_ip, port);
     let sdev = fabric.open(server_ip);
     let scfg = cfg.clone();
     let (tx, rx) = mpsc::channel();
@@ -227,6 +245,7 @@ fn accepts_split_server_and_client_runs() {
     let sum = server.join().unwrap().expect("server");
     assert_eq!(sum.connections, 2);
     assert_eq!((sum.calls, sum.replies, sum.errors), (40, 40, 0));
+    sum
 }
 
 #[test]

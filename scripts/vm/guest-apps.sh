@@ -17,6 +17,14 @@
 # the server too); the RPC checks also need "RPCs completed : n, errors 0" on the client and
 # "RPCs served : n calls, n replies, errors 0, connections 1" on the server.
 #
+# Then rpc_lat and rpc_bw once more over rxe and over siw with the server's connections on one
+# shared receive queue (`--srq $RPCRDMA_VM_SRQ_DEPTH`, default 64, server only: rpc_lat-srq-rxe,
+# rpc_bw-srq-rxe, rpc_lat-srq-siw, rpc_bw-srq-siw): the same checks, plus the server's banner
+# "Using SRQ : ON" and its summary line " SRQ : depth N, ..."; a table puts them beside the
+# per-connection runs of the same boot (printed, not checked).
+#
+# RPCRDMA_VM_APPS_VERBS=0 runs the RPC tests only (no verbs tests, no perftest).
+#
 # At the end, one table puts ours beside perftest's (latency t_typical, bandwidth BW average,
 # rpc_lat NULL against 2 x ib_send_lat) with issue 15's targets; it is printed, not checked.
 #
@@ -30,6 +38,7 @@ LAT_N=${RPCRDMA_VM_LAT_N:-100}
 BW_N=${RPCRDMA_VM_BW_N:-32}
 RPC_N=${RPCRDMA_VM_RPC_N:-100}
 PT_WAIT=${RPCRDMA_VM_PERFTEST_WAIT:-2}
+SRQ_DEPTH=${RPCRDMA_VM_SRQ_DEPTH:-64}
 RXE=10.0.2.15 SIW_PEER=10.0.3.2
 cd /tmp || exit 1
 need_bin "$PERF" || {
@@ -140,16 +149,38 @@ ratio_table() {
 	echo "(load average in the VM: $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 
-# rpc DEV NAME TEST SIZE KIND N ARGS...: an RPC benchmark over DEV (rxe or siw), N calls
+# hw_counters DEV: the device's hardware counters (rxe: /sys/class/infiniband/rxe0/ports/1/
+# hw_counters; siw has none), one "name=value" a line
+hw_counters() {
+	local d=/sys/class/infiniband/${1}0/ports/1/hw_counters f
+	[ -d "$d" ] || return 0
+	for f in "$d"/*; do echo "$(basename "$f")=$(cat "$f" 2>/dev/null)"; done
+}
+# hw_delta BEFORE AFTER: ", hw counters: name +N ..." for the counters that moved (RNR NAKs,
+# retries, sequence errors: what a receive missing at the server would show)
+hw_delta() {
+	local out
+	out=$(printf '%s\n--\n%s\n' "$1" "$2" | awk -F= '$0 == "--" { after = 1; next }
+		!after { a[$1] = $2; next }
+		($2 - a[$1]) > 0 && $1 !~ /^(sent_pkts|rcvd_pkts)$/ { printf " %s +%d", $1, $2 - a[$1] }')
+	[ -z "$out" ] || echo ", hw counters:$out"
+}
+
+# rpc DEV NAME TEST SIZE KIND N ARGS...: an RPC benchmark over DEV (rxe or siw), N calls; the
+# server alone also gets the words of RPC_SERVER_ARGS (e.g. "--srq 64": then its banner must say
+# "Using SRQ : ON" and its summary show the SRQ's depth)
 rpc() {
-	local dev=$1 name=$2 t=$3 size=$4 kind=$5 n=$6 t0 row reason=
+	local dev=$1 name=$2 t=$3 size=$4 kind=$5 n=$6 t0 row reason='' sa=()
 	shift 6
+	read -ra sa <<<"${RPC_SERVER_ARGS:-}"
+	local hw0
+	hw0=$(hw_counters "$dev")
 	t0=$(now_ms)
 	if [ "$dev" = rxe ]; then
-		pair "$name" timeout -k 5 "$CHECK_TIMEOUT" "$PERF" "$t" --provider rdma --bind "$RXE" -n "$n" "$@" \
+		pair "$name" timeout -k 5 "$CHECK_TIMEOUT" "$PERF" "$t" --provider rdma --bind "$RXE" -n "$n" "$@" "${sa[@]}" \
 			-- "$PERF" "$t" --provider rdma -n "$n" "$@" "$RXE"
 	else
-		pair "$name" ip netns exec peer timeout -k 5 "$CHECK_TIMEOUT" "$PERF" "$t" --provider rdma -n "$n" "$@" \
+		pair "$name" ip netns exec peer timeout -k 5 "$CHECK_TIMEOUT" "$PERF" "$t" --provider rdma -n "$n" "$@" "${sa[@]}" \
 			-- "$PERF" "$t" --provider rdma --persistent-stags -n "$n" "$@" "$SIW_PEER"
 	fi
 	if [ "$PAIR_CLIENT_RC" -ne 0 ] || [ "$PAIR_SERVER_RC" -ne 0 ]; then
@@ -160,29 +191,57 @@ rpc() {
 		reason="the client's counters are not \"RPCs completed : $n, errors 0\""
 	elif ! grep -q "^ RPCs served     : $n calls, $n replies, errors 0, connections 1$" "$CW/server.log"; then
 		reason="the server's counters are not \"$n calls, $n replies, errors 0, connections 1\""
+	elif [ -n "${sa[*]}" ] && ! grep -q "Using SRQ      : ON" "$CW/server.log"; then
+		reason="the server was given ${sa[*]} but its banner does not say \"Using SRQ : ON\""
+	elif [ -n "${sa[*]}" ] && ! grep -q "^ SRQ             : depth [1-9]" "$CW/server.log"; then
+		reason="the server was given ${sa[*]} but its summary shows no SRQ (\" SRQ : depth N\")"
 	fi
 	if [ -n "$reason" ]; then
 		verdict "$name" "$t0" 1 "$reason${PAIR_NOTE:+; $PAIR_NOTE}"
 		show_log server "$CW/server.log"
 		show_log client "$CW/client.log"
 	else
-		verdict "$name" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ') |$(sed -n 's/^ Each call       ://p' "$CW/client.log") |$(sed -n 's/^ RPCs served     :/ server:/p' "$CW/server.log")"
+		verdict "$name" "$t0" 0 "$(echo "$row" | tr -s ' \t' ' ') |$(sed -n 's/^ Each call       ://p' "$CW/client.log") |$(sed -n 's/^ RPCs served     :/ server:/p; s/^ SRQ             :/ | SRQ:/p' "$CW/server.log" | tr -d '\n')"
+		echo "  $name:$(sed -n 's/^ Server node     :/ server node:/p' "$CW/server.log")$(hw_delta "$hw0" "$(hw_counters "$dev")")"
 		[ "$name" = "rpc_lat-$dev" ] && RPCLAT[$dev]=$row
+		RPCROW[$name]=$row
 	fi
 }
 
-declare -A OURS PT RPCLAT
+# srq_table: per-connection receives against the shared receive queue, same boot (rpc_lat:
+# t_typical; rpc_bw: BW average). Printed, not checked.
+srq_table() {
+	local dev t k o p r c
+	section "RPC tests: per-connection receives vs a shared receive queue (--srq $SRQ_DEPTH), same boot"
+	printf '%-5s %-8s %-22s %14s %14s %8s\n' dev test measure per-conn srq srq/conn
+	for dev in rxe siw; do
+		for t in rpc_lat rpc_bw; do
+			case $t in rpc_lat) c=5 k="t_typical [usec]" ;; *) c=4 k="BW average [MB/s]" ;; esac
+			o=${RPCROW[$t-$dev]:+$(col "${RPCROW[$t-$dev]}" $c)}
+			p=${RPCROW[$t-srq-$dev]:+$(col "${RPCROW[$t-srq-$dev]}" $c)}
+			r=$(awk -v o="$o" -v p="$p" 'BEGIN { if (o > 0 && p != "") printf "%.2f", p / o; else print "n/a" }')
+			printf '%-5s %-8s %-22s %14s %14s %8s\n' "$dev" "$t" "$k" "${o:-n/a}" "${p:-n/a}" "$r"
+		done
+	done
+}
+
+declare -A OURS PT RPCLAT RPCROW
 # Each of our verbs tests runs next to perftest's own (same device, sizes, -n, rdma_cm).
-section "rpcrdma-perf verbs tests and perftest, rdma provider, two processes: rxe0 loopback ($RXE)"
-for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
-	verbs rxe "$t"
-	perftest rxe "$t"
-done
-section "rpcrdma-perf verbs tests and perftest: siw0 (root netns) -> siw1 ($SIW_PEER, netns peer)"
-for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
-	verbs siw "$t"
-	perftest siw "$t"
-done
+# RPCRDMA_VM_APPS_VERBS=0 skips them (the RPC tests only, e.g. while working on the RPC path).
+if [ "${RPCRDMA_VM_APPS_VERBS:-1}" = 1 ]; then
+	section "rpcrdma-perf verbs tests and perftest, rdma provider, two processes: rxe0 loopback ($RXE)"
+	for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
+		verbs rxe "$t"
+		perftest rxe "$t"
+	done
+	section "rpcrdma-perf verbs tests and perftest: siw0 (root netns) -> siw1 ($SIW_PEER, netns peer)"
+	for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
+		verbs siw "$t"
+		perftest siw "$t"
+	done
+else
+	skip verbs-and-perftest "RPCRDMA_VM_APPS_VERBS=0"
+fi
 
 section "rpcrdma-perf RPC tests (poller Client/Server API), rdma provider, two processes: rxe0"
 rpc rxe rpc_lat-rxe rpc_lat 2 lat "$RPC_N"
@@ -195,5 +254,14 @@ rpc rxe rpc_lat-reply-rxe rpc_lat 8192 lat "$BW_N" -s 8192 --chunks reply
 section "rpcrdma-perf RPC tests over siw (persistent STags): siw0 -> siw1 ($SIW_PEER, netns peer)"
 rpc siw rpc_lat-siw rpc_lat 2 lat "$RPC_N"
 rpc siw rpc_bw-siw rpc_bw 65536 bw "$BW_N" -t 8
+
+# The same RPC tests with the server's connections on one shared receive queue (issue 16):
+# `--srq $SRQ_DEPTH` on the server only (the client is unchanged), over rxe and siw.
+section "rpcrdma-perf RPC tests, server on a shared receive queue (--srq $SRQ_DEPTH): rxe0, then siw0 -> siw1"
+for dev in rxe siw; do
+	RPC_SERVER_ARGS="--srq $SRQ_DEPTH" rpc "$dev" "rpc_lat-srq-$dev" rpc_lat 2 lat "$RPC_N"
+	RPC_SERVER_ARGS="--srq $SRQ_DEPTH" rpc "$dev" "rpc_bw-srq-$dev" rpc_bw 65536 bw "$BW_N" -t 8
+done
+srq_table
 ratio_table
 finish

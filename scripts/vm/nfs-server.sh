@@ -16,6 +16,12 @@
 #       the middle), the client's view (mount options, xprtrdma chunk counters, NFSv3 calls per
 #       procedure), SIGUSR1 -> the server's counters: chunks.read, chunks.write and chunks.reply
 #       must be > 0 (replies.send_inv printed), umount, SIGTERM -> exit status 0.
+#   srq/rxe, srq/siw   (RPCRDMA_NFSD_SRQ_RUNS, default "rxe siw"; ours only): the memory-backend
+#       part again with `rpcrdma-nfsd --srq N` (RPCRDMA_NFSD_SRQ_DEPTH, default 128): the
+#       connections take their receives from one shared receive queue; the same workload
+#       without its longest check (nfs-workload.sh full --no-ls: no ls-5000; READ/WRITE with
+#       chunks, READDIRPLUS through Reply chunks, parallel writers and fio with calls in flight
+#       remain) and the same checks, plus the server's srq.depth counter = N (it ran on its SRQ).
 #   fault    (RPCRDMA_NFSD_FAULT=1): rxe, memory backend, --drop-every N (RPCRDMA_NFSD_DROP_EVERY,
 #       default 50): nfs-workload.sh churn must see no error and end with the reference tree;
 #       conn.dropped and drc.hits must be > 0.
@@ -46,7 +52,7 @@
 #   counters PART: name=value ...        client PART: rsize=.. wsize=.. read_chunks=.. ...
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
-# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
 # RPCRDMA_NFS_FIO_RUNTIME, RPCRDMA_NFS_FIO_SIZE (nfs-workload.sh / nfs-fio.sh).
@@ -58,6 +64,8 @@ fi
 BIN=$1
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 RUNS=${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir}
+SRQ_RUNS=${RPCRDMA_NFSD_SRQ_RUNS-rxe siw}
+SRQ_DEPTH=${RPCRDMA_NFSD_SRQ_DEPTH:-128}
 PORT=${RPCRDMA_NFSD_PORT:-20051}
 MPORT=${RPCRDMA_NFSD_MOUNT_PORT:-20050}
 RUN_TIMEOUT=${RPCRDMA_NFSD_RUN_TIMEOUT:-300}
@@ -267,7 +275,7 @@ show_counters() {
 	local k line=''
 	for k in calls.total calls.READ calls.WRITE calls.READDIRPLUS chunks.read chunks.write chunks.reply chunks.pz \
 		read.ddp read.zero_copy read.inline replies.send_inv credits.granted drc.hits drc.inprogress conn.accepted conn.dropped svc_rdma.read \
-		svc_rdma.write svc_rdma.recv; do
+		svc_rdma.write svc_rdma.recv srq.depth srq.held_max srq.low_water; do
 		[ -n "${CNT[$k]:-}" ] && line="$line $k=${CNT[$k]}"
 	done
 	for k in "${!CNT[@]}"; do case $k in errors.*) line="$line $k=${CNT[$k]}" ;; esac done
@@ -349,11 +357,15 @@ nfs3_calls() {
 }
 
 # ---- parts -----------------------------------------------------------------------------------------
-# run_part DEV BACKEND: the full workload against one server
+# run_part DEV BACKEND [PART SERVER-ARGS...]: the full workload against one server (part name
+# DEV/BACKEND unless given; SERVER-ARGS: more arguments of rpcrdma-nfsd)
 run_part() {
-	local dev=$1 be=$2 pre=$LOGS/pre-remount-${1}-${2}.mountstats wl rc
-	part_begin "$dev/$be" "$KIND server, $be backend, over $dev"
-	if ! srv_start "$dev" "$be"; then
+	local dev=$1 be=$2 part=${3:-$1/$2} pre wl rc
+	shift 2
+	[ $# -eq 0 ] || shift
+	pre=$LOGS/pre-remount-${part//\//-}.mountstats
+	part_begin "$part" "$KIND server, $be backend, over $dev${*:+, $*}"
+	if ! srv_start "$dev" "$be" "$@"; then
 		failc server-start "the server did not start (log below)"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 		part_end
@@ -365,7 +377,8 @@ run_part() {
 		local remount
 		remount="cat /proc/self/mountstats >$pre && umount $MNT && $(mount_cmd "$MNT")"
 		wl=$(mktemp)
-		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" full "$MNT" --remount "$remount" | tee "$wl"
+		# shellcheck disable=SC2086 # WL_ARGS: more workload options, split on purpose
+		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" full "$MNT" --remount "$remount" ${WL_ARGS:-} | tee "$wl"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" -ne 124 ] || echo "FAIL workload: timed out after $RUN_TIMEOUT s"
 		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
@@ -378,6 +391,14 @@ run_part() {
 			cnt_positive chunks.read chunks.write chunks.reply
 			# memory backend: READs of large files go from the store's registered blocks
 			if [ "$KIND" = ours ] && [ "$be" = memory ]; then cnt_positive read.zero_copy; fi
+			# --srq N: the connections' receives came from the node's shared receive queue
+			if [ -n "${SRQ_PART:-}" ]; then
+				if [ "${CNT[srq.depth]:-0}" -eq "$SRQ_DEPTH" ] 2>/dev/null; then
+					pass counter-srq.depth "$SRQ_DEPTH (held at most ${CNT[srq.held_max]:-?}, low-water events ${CNT[srq.low_water]:-?})"
+				else
+					failc counter-srq.depth "${CNT[srq.depth]:-missing} (expected $SRQ_DEPTH: the server ran without its SRQ)"
+				fi
+			fi
 			echo "note: replies sent with Send With Invalidate: ${CNT[replies.send_inv]:-n/a (kernel: not counted; client local_inv_needed=${CLI[local_inv_needed]:-?})}"
 		else
 			failc counters "no nfsd-stat lines after SIGUSR1"
@@ -581,6 +602,22 @@ for r in $RUNS; do
 	rxe/memory | rxe/dir | siw/memory | siw/dir) run_part "${r%/*}" "${r#*/}" ;;
 	*)
 		echo "nfs-server: unknown run $r (rxe/memory rxe/dir siw/memory siw/dir)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
+# the SRQ parts: rpcrdma-nfsd --srq N (one shared receive queue for the connections' receives)
+for d in $SRQ_RUNS; do
+	case $d in
+	rxe | siw)
+		if [ "$KIND" = kernel ]; then
+			echo "SKIP srq/$d: --srq is rpcrdma-nfsd's option (the kernel nfsd's parts above are the reference)"
+			continue
+		fi
+		SRQ_PART=1 WL_ARGS=--no-ls run_part "$d" memory "srq/$d" --srq "$SRQ_DEPTH"
+		;;
+	*)
+		echo "nfs-server: unknown SRQ run $d (rxe siw)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac

@@ -50,6 +50,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --workers N             worker threads of the dir backend [2]
   --pin                   pin reactors to cores
   --credits N             credits granted per connection [64]
+  --srq N                 one shared receive queue of N receives per reactor for all
+                          connections (grants shrink to what it backs) [0: per-connection
+                          receives]
   --max-io BYTES          rtmax / wtmax [1048576]
   --buffers N             registered buffers of max-io octets: READ DDP buffers and the
                           memory backend's registered blocks [256]
@@ -99,6 +102,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
             "--workers" => o.workers = num(&a, it.next())?,
             "--pin" => o.pin = true,
             "--credits" => o.credits = num(&a, it.next())?,
+            "--srq" => {
+                let n: u32 = num(&a, it.next())?;
+                o.srq = (n > 0).then_some(n);
+            }
             "--max-io" => o.max_io = num(&a, it.next())?,
             "--buffers" => o.buffers = num(&a, it.next())?,
             "--memory-capacity" => o.memory_capacity = num(&a, it.next())?,

@@ -102,6 +102,12 @@ pub struct DaemonOptions {
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
     pub metrics: Option<SocketAddr>,
+    /// Shared receive queue depth per reactor (`ServerOptions::shared_receive_queue`): the
+    /// connections of a reactor take their receives from one SRQ of this many buffers, so
+    /// receive memory stays bounded whatever the number of clients; each connection is
+    /// granted at most `credits`, fewer when the SRQ cannot back more. `None` (default):
+    /// each connection posts its own receives.
+    pub srq: Option<u32>,
 }
 
 impl Default for DaemonOptions {
@@ -123,6 +129,7 @@ impl Default for DaemonOptions {
             hugepages: true,
             memory_capacity: 1 << 30,
             metrics: None,
+            srq: None,
         }
     }
 }
@@ -220,6 +227,7 @@ impl<P: Provider> Daemon<P> {
             // NFSv3 has no backchannel.
             backchannel_credits: 0,
             metrics_addr: o.metrics,
+            shared_receive_queue: o.srq,
             ..ServerOptions::default()
         };
         let server = Server::builder()
@@ -327,6 +335,22 @@ impl<P: Provider> Daemon<P> {
                 ("transport.reply_chunk_calls", t.reply_chunk_calls),
                 ("transport.long_calls", t.long_calls),
             ] {
+                v.push((n.to_string(), x));
+            }
+        }
+        if let Some(ep) = &self.ep {
+            // The shared receive queues' gauges, summed over the reactors (0 without --srq).
+            let mut srq = [0u64; 4];
+            for n in (0..ep.nodes()).filter_map(|i| ep.node_stats(i)) {
+                srq[0] += n.srq_depth;
+                srq[1] += n.srq_held;
+                srq[2] += n.srq_held_max;
+                srq[3] += n.srq_low_water;
+            }
+            for (n, x) in ["srq.depth", "srq.held", "srq.held_max", "srq.low_water"]
+                .iter()
+                .zip(srq)
+            {
                 v.push((n.to_string(), x));
             }
         }

@@ -40,7 +40,7 @@ use rpcrdma_engine::proto::private_data::{self, representable_size};
 use rpcrdma_engine::proto::v1::FIXED_LEN;
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::Provider;
-use rpcrdma_poller::{BackoffMode, CoreId, Endpoint, ProtocolVersion};
+use rpcrdma_poller::{BackoffMode, CoreId, Endpoint, NodeSnapshot, ProtocolVersion};
 
 use super::stats::BwUnit;
 use super::{PerfError, SizeResult, MAX_ITERS, MIN_ITERS};
@@ -392,6 +392,9 @@ pub struct RpcConfig {
     pub check_every_call: bool,
     /// The server's metrics port (`ServerOptions::metrics_addr`; each size's server in turn).
     pub metrics: Option<SocketAddr>,
+    /// The server's shared receive queue depth (`ServerOptions::shared_receive_queue`;
+    /// `None`: per-connection receives).
+    pub srq: Option<u32>,
 }
 
 impl RpcConfig {
@@ -420,6 +423,7 @@ impl RpcConfig {
             timeout: Duration::from_secs(10),
             check_every_call: false,
             metrics: None,
+            srq: None,
         }
     }
 
@@ -559,6 +563,9 @@ pub struct ServeSummary {
     pub replies: u64,
     /// Calls answered with an RPC error (a data mismatch is GARBAGE_ARGS).
     pub errors: u64,
+    /// The server node's counters at the end (completions, doorbells, errors; its shared
+    /// receive queue's gauges: `srq_depth` 0 without one).
+    pub node: NodeSnapshot,
 }
 
 /// The server side for a client in another process ([`run_client`]): serves the benchmark
@@ -600,11 +607,13 @@ pub fn serve<P: Provider>(
     }
     server.stop_listening();
     let t = server.totals();
+    let node = sep.node_stats(0).unwrap_or_default();
     let summary = ServeSummary {
         connections: server.accepted(),
         calls: t.calls,
         replies: t.replies,
         errors: t.errors,
+        node,
     };
     let _ = set.stop();
     sep.stop_workers();

@@ -26,6 +26,15 @@ use super::stats::BwUnit;
 use super::{Outcome, SizeResult};
 use crate::pcap::Mtu;
 
+/// perftest's "Using SRQ" value: ON when the server's connections share a receive queue.
+fn srq_on(cfg: &RpcConfig) -> &'static str {
+    if cfg.srq.is_some() {
+        "ON"
+    } else {
+        "OFF"
+    }
+}
+
 /// The banner, in the shape of perftest's, with the RPC settings.
 pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
     banner_for(cfg, mtu, "soft", "soft (loopback)")
@@ -41,7 +50,11 @@ pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> St
     let _ = writeln!(s, "                    {} ({kind})", cfg.test.title());
     let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : {device}");
     let _ = writeln!(s, " Number of qps   : 1\t\tTransport type : IB");
-    let _ = writeln!(s, " Connection type : RC\t\tUsing SRQ      : OFF");
+    let _ = writeln!(
+        s,
+        " Connection type : RC\t\tUsing SRQ      : {}",
+        srq_on(cfg)
+    );
     let _ = writeln!(s, " TX depth        : {}", cfg.effective_window());
     let _ = writeln!(s, " Mtu             : {mtu}[B]");
     let _ = writeln!(s, " Link type       : Ethernet");
@@ -62,6 +75,12 @@ pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> St
         },
         cfg.credits
     );
+    if let Some(d) = cfg.srq {
+        let _ = writeln!(
+            s,
+            " Receive queue   : server: one shared receive queue of {d} receives"
+        );
+    }
     if !cfg.null {
         let _ = writeln!(
             s,
@@ -131,7 +150,10 @@ pub fn json_report_for(
     info.insert("Number_of_qps".into(), json!(1));
     info.insert("Transport_type".into(), json!("IB"));
     info.insert("Connection_type".into(), json!("RC"));
-    info.insert("Using_SRQ".into(), json!("OFF"));
+    info.insert("Using_SRQ".into(), json!(srq_on(cfg)));
+    if let Some(d) = cfg.srq {
+        info.insert("SRQ_depth".into(), json!(d));
+    }
     info.insert("TX_depth".into(), json!(cfg.effective_window()));
     info.insert("Mtu".into(), json!(mtu));
     info.insert("Link_type".into(), json!("Ethernet"));
@@ -325,6 +347,23 @@ fn run_rdma(
                 " RPCs served     : {} calls, {} replies, errors {}, connections {}",
                 sum.calls, sum.replies, sum.errors, sum.connections
             );
+            let n = &sum.node;
+            println!(
+                " Server node     : completions {}, doorbells {}, work requests {}, verbs \
+                 errors {}, completion errors {}",
+                n.completions,
+                n.doorbells,
+                n.work_requests,
+                n.verbs_errors,
+                n.rnr_errors + n.flush_errors + n.wc_errors
+            );
+            if n.srq_depth > 0 {
+                println!(
+                    " SRQ             : depth {}, posted {}, held at most {}, low-water events \
+                     {}, {} octets",
+                    n.srq_depth, n.srq_posted, n.srq_held_max, n.srq_low_water, n.srq_bytes
+                );
+            }
             let _ = io::stdout().flush();
             Ok(None)
         }

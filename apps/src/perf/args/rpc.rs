@@ -53,6 +53,9 @@ pub struct RpcArgs {
     pub hist_log: Option<PathBuf>,
     /// `--metrics ADDR:PORT`: the server's Prometheus metrics port.
     pub metrics: Option<std::net::SocketAddr>,
+    /// `--srq N`: the server's shared receive queue depth (0: each connection posts its own
+    /// receives).
+    pub srq: u32,
     /// `--cores a,b`: client core, server core.
     pub cores: Vec<usize>,
     /// `--hugepages`.
@@ -104,6 +107,7 @@ impl RpcArgs {
             pcap: None,
             hist_log: None,
             metrics: None,
+            srq: 0,
             cores: Vec::new(),
             hugepages: false,
             persistent_stags: false,
@@ -158,6 +162,7 @@ impl RpcArgs {
         c.hugepages = self.hugepages;
         c.persistent_stags = self.persistent_stags;
         c.metrics = self.metrics;
+        c.srq = (self.srq > 0).then_some(self.srq);
         c.backoff = self.backoff;
         c.port = self.port;
         c
@@ -185,6 +190,7 @@ fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<
                     .map_err(|_| format!("--metrics: bad address {v:?}"))?,
             )
         }
+        "--srq" => a.srq = ranged(name, v, 0, 1 << 20)? as u32,
         "--cores" => a.cores = cores(v)?,
         "--provider" => a.provider = provider(v)?,
         "--bind" => {
@@ -251,7 +257,7 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
 
 const SHORT_VALUE: &str = "snDpmt";
 const SHORT_BOOL: &str = "aNhVFR";
-const LONG_VALUE: [&str; 20] = [
+const LONG_VALUE: [&str; 21] = [
     "size",
     "iters",
     "duration",
@@ -263,6 +269,7 @@ const LONG_VALUE: [&str; 20] = [
     "pcap",
     "hist-log",
     "metrics",
+    "srq",
     "cores",
     "provider",
     "bind",
@@ -363,6 +370,13 @@ fn check(a: &RpcArgs, test: RpcTest, given_size: bool) -> Result<(), String> {
                 .into(),
         );
     }
+    if a.provider == ProviderKind::Rdma && a.server.is_some() && a.srq > 0 {
+        return Err(
+            "--srq applies to the server (its shared receive queue): give it to the process \
+             without an address"
+                .into(),
+        );
+    }
     if a.provider == ProviderKind::Rdma && a.pcap.is_some() {
         return Err("--pcap needs the soft provider (it exports the soft fabric's trace)".into());
     }
@@ -432,6 +446,13 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     s.push_str("      --provider soft|rdma  Verbs provider (default soft; rdma: two processes, give both\n");
     s.push_str("                            the same size, chunk, inline and credit options)\n");
     s.push_str("      --bind <ip>           rdma: local address whose device to use (server: listen there)\n");
+    s.push_str(
+        "      --srq <n>             Server: one shared receive queue of n receives for its\n",
+    );
+    s.push_str(
+        "                            connections (perftest's \"Using SRQ\"; 0: per-connection\n",
+    );
+    s.push_str("                            receives, the default)\n");
     s.push_str("      --cores <a>[,<b>]     Client reactor on core a, server reactor on core b\n");
     s.push_str("      --hugepages           Back the endpoints' buffers with 2 MiB hugepages\n");
     s.push_str(

@@ -189,6 +189,7 @@ pub(super) fn start_server<P: Provider>(
             mode: CallbackMode::Inline,
             listen_reactor: Some(reactor),
             metrics_addr: cfg.metrics,
+            shared_receive_queue: cfg.srq,
             ..ServerOptions::default()
         })
         .start(sep, addr)
