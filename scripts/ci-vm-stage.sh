@@ -19,8 +19,10 @@
 #    run it); the checks expect per-device behaviour (docs/rdma-provider.md section 2);
 #    then, in the same boot, two extra runs (RPCRDMA_VM_EXTRA_RUNS, guest-stage.sh):
 #      apps     scripts/vm/guest-apps.sh: rpcrdma-perf send/write/read _lat/_bw over rxe and
-#               siw, rpc_lat / rpc_bw over rxe, server and client as two processes; each must
-#               print perftest result rows (docs/vm.md);
+#               siw, each followed by perftest's own ib_<test> (a ratio table at the end);
+#               rpc_lat / rpc_bw over rxe and siw, with per-connection receives and with the
+#               server on a shared receive queue (--srq); server and client as two
+#               processes; each must print perftest result rows (docs/vm.md);
 #      interop  scripts/vm/guest-interop.sh: kernel nfsd on `rdma 20049`, rpcrdma-ping NULL
 #               calls to NFS v3 / v4, long calls and Reply chunks against Linux, checked
 #               against Linux's own svcrdma counters (docs/interop.md);
