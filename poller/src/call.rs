@@ -320,6 +320,13 @@ impl CallArgs {
 
 const CB_WORDS: usize = 6;
 
+/// What a call's completion callback is: any `FnOnce(Result<Reply, ClientError>) + Send +
+/// 'static` (a closure usually). Every call entry point (`Client::call`, `Server::back_call`,
+/// `BackChannel::call`, [`Callback::new`]) takes one; it runs exactly once.
+pub trait OnReply: FnOnce(Result<Reply, ClientError>) + Send + 'static {}
+
+impl<F: FnOnce(Result<Reply, ClientError>) + Send + 'static> OnReply for F {}
+
 /// A completion callback: any `FnOnce(Result<Reply, ClientError>) + Send + 'static`, stored
 /// inline (no allocation) when it fits in six machine words, boxed otherwise. Runs exactly
 /// once: by [`Callback::call`], or with [`ClientError::Dropped`] when dropped unrun.
@@ -352,10 +359,7 @@ unsafe fn drop_tramp<F>(p: *mut u8) {
 
 impl Callback {
     /// Wraps `f`.
-    pub fn new<F>(f: F) -> Callback
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    pub fn new<F: OnReply>(f: F) -> Callback {
         if Self::fits::<F>() {
             Self::inline(f)
         } else {
@@ -369,10 +373,7 @@ impl Callback {
             && core::mem::align_of::<F>() <= core::mem::align_of::<usize>()
     }
 
-    fn inline<F>(f: F) -> Callback
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    fn inline<F: OnReply>(f: F) -> Callback {
         assert!(Self::fits::<F>(), "callback storage");
         let mut data = MaybeUninit::<[usize; CB_WORDS]>::uninit();
         // SAFETY: `F` fits in `data` (size and alignment checked above).

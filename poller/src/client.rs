@@ -46,7 +46,7 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Device, Provider};
 use rpcrdma_mempool::PoolBuf;
 
-pub use crate::call::{CallArgs, Callback, ClientError, Proc, Refused, Reply};
+pub use crate::call::{CallArgs, Callback, ClientError, OnReply, Proc, Refused, Reply};
 
 use crate::api_stats::{conn_stats, ConnStats, ConnStatsWriter};
 use crate::backchannel::{BackchannelService, ClientBack};
@@ -216,10 +216,7 @@ impl Client {
     /// the client's mode; it must not block in inline mode). `Err` means the call was not
     /// accepted (ring full, client closed or failed) and `cb` will not run.
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn call<F>(&self, proc: Proc, args: CallArgs, cb: F) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    pub fn call<F: OnReply>(&self, proc: Proc, args: CallArgs, cb: F) -> Result<(), Refused> {
         self.submit(proc, args, Callback::new(cb))
     }
 

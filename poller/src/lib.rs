@@ -88,7 +88,7 @@ pub use timer::{TimerError, TimerHandle, TimerWheel};
 
 pub use api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
 pub use backchannel::BackchannelService;
-pub use call::{CallArgs, Callback, ClientError, Proc, Refused, Reply};
+pub use call::{CallArgs, Callback, ClientError, OnReply, Proc, Refused, Reply};
 pub use client::{Client, ClientState};
 pub use config::{
     BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,

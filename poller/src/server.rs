@@ -40,7 +40,7 @@ use rpcrdma_engine::verbs::{Device, Provider};
 
 use crate::admission::PeerTable;
 use crate::api_stats::{ConnSnapshot, ConnStats};
-use crate::call::{CallArgs, Callback, ClientError, Proc, Refused, Reply};
+use crate::call::{CallArgs, Callback, ClientError, OnReply, Proc, Refused, Reply};
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
 use crate::metrics::latency::{LatencyReader, ServerLatency};
@@ -309,32 +309,26 @@ impl Server {
     /// [`BackChannel::call`]. `Err`: the session is unknown or closed
     /// ([`ClientError::SessionClosed`]), or the ring is full ([`ClientError::Busy`]).
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn back_call<F>(
+    pub fn back_call<F: OnReply>(
         &self,
         session: u64,
         proc: Proc,
         args: CallArgs,
         cb: F,
-    ) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    ) -> Result<(), Refused> {
         self.back_call_with(session, proc, args, BackCallOptions::default(), cb)
     }
 
     /// [`Server::back_call`] with options (XID, timeout).
     #[allow(clippy::result_large_err)]
-    pub fn back_call_with<F>(
+    pub fn back_call_with<F: OnReply>(
         &self,
         session: u64,
         proc: Proc,
         args: CallArgs,
         opts: BackCallOptions,
         cb: F,
-    ) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    ) -> Result<(), Refused> {
         let route = BackRoute::Session(session);
         let cb = Callback::new(cb);
         self.back_server()

@@ -26,7 +26,7 @@ use std::thread::Thread;
 use rpcrdma_engine::conn::CallError;
 
 use crate::api_stats::ConnStats;
-use crate::call::{blocking, CallArgs, Callback, ClientError, Proc, Refused, Reply};
+use crate::call::{blocking, CallArgs, Callback, ClientError, OnReply, Proc, Refused, Reply};
 use crate::config::{CallbackMode, EndpointConfig, ServerOptions};
 use crate::memory::BufPool;
 use crate::mpsc::{MpscConsumer, MpscProducer};
@@ -561,25 +561,19 @@ impl BackChannel {
     /// not run. Arguments travel inline: they must fit the inline threshold, and DDP items
     /// are sent inline too (receptacles are refused).
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn call<F>(&self, proc: Proc, args: CallArgs, cb: F) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    pub fn call<F: OnReply>(&self, proc: Proc, args: CallArgs, cb: F) -> Result<(), Refused> {
         self.call_with(proc, args, BackCallOptions::default(), cb)
     }
 
     /// [`BackChannel::call`] with options (XID, timeout).
     #[allow(clippy::result_large_err)] // hands the arguments back without allocating
-    pub fn call_with<F>(
+    pub fn call_with<F: OnReply>(
         &self,
         proc: Proc,
         args: CallArgs,
         opts: BackCallOptions,
         cb: F,
-    ) -> Result<(), Refused>
-    where
-        F: FnOnce(Result<Reply, ClientError>) + Send + 'static,
-    {
+    ) -> Result<(), Refused> {
         let cb = Callback::new(cb);
         self.inner
             .server
