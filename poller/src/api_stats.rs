@@ -369,15 +369,13 @@ impl NodeStatsWriter {
             _ => bump(&self.0.wc_errors, 1),
         }
     }
-    /// The shared receive queue's gauges: (depth, posted, held, low-water events, octets).
-    pub(crate) fn set_srq(&self, depth: u64, posted: u64, held: u64, low: u64, bytes: u64) {
-        set(&self.0.srq_depth, depth);
-        set(&self.0.srq_posted, posted);
-        set(&self.0.srq_held, held);
-        if held > get(&self.0.srq_held_max) {
-            set(&self.0.srq_held_max, held);
-        }
-        set(&self.0.srq_low_water, low);
+    /// The shared receive queue's gauges, read from its pool; `bytes`: its receive memory.
+    pub(crate) fn set_srq(&self, pool: &rpcrdma_engine::conn::srq::SrqPool, bytes: u64) {
+        set(&self.0.srq_depth, pool.bufs().len() as u64);
+        set(&self.0.srq_posted, u64::from(pool.posted()));
+        set(&self.0.srq_held, u64::from(pool.held()));
+        set(&self.0.srq_held_max, u64::from(pool.held_max()));
+        set(&self.0.srq_low_water, pool.low_water_events());
         set(&self.0.srq_bytes, bytes);
     }
 }

@@ -87,24 +87,19 @@ impl<P: Provider> NodeSrq<P> {
         &self.srq
     }
 
-    /// Posts every waiting buffer (one doorbell), then samples the gauges (`stats`).
+    /// Posts every waiting buffer (one doorbell, counted with its work requests in the node's
+    /// counters), then samples the gauges (`stats`).
     fn post(&mut self, stats: &NodeStatsWriter) {
         if self.pool.pending() == 0 {
             return;
         }
-        // Sampled before posting: the most held (and the fewest posted) since the last post.
-        let held = u64::from(self.pool.held());
-        if post_srq_recvs(&mut self.pool, &mut self.srq).1.is_err() {
+        let (n, posted) = post_srq_recvs(&mut self.pool, &mut self.srq);
+        stats.posted(u64::from(n > 0), u64::from(n));
+        if posted.is_err() {
             self.errors += 1;
             stats.verbs_error();
         }
-        stats.set_srq(
-            self.pool.bufs().len() as u64,
-            u64::from(self.pool.posted()),
-            held,
-            self.pool.low_water_events(),
-            self.slab.region.len() as u64,
-        );
+        stats.set_srq(&self.pool, self.slab.region.len() as u64);
     }
 
     /// Takes back what `conn` released.

@@ -211,6 +211,32 @@ fn srq_node_serves_many_clients_with_receive_memory_flat_in_the_connection_count
     );
 }
 
+/// The high-water gauge counts every receive a call held, however briefly: one client making
+/// one call at a time, served by inline handlers, holds one receive per call while it is
+/// served (the node takes the buffer back before it reposts, so a gauge sampled only when it
+/// reposts would read 0).
+#[test]
+fn accepts_srq_held_high_water_with_inline_handlers_and_one_call_at_a_time() {
+    let w = world(1);
+    let _server = Server::builder()
+        .program(program(w.server_ep.buffers().clone()))
+        .options(srq_options(4 * CREDITS + 2, CREDITS))
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let c = Client::connect(&w.client_ep, w.addr, client_options()).expect("client");
+    assert!(c.wait_connected(Duration::from_secs(20)), "connected");
+    for i in 0..16 {
+        assert_eq!(sum_call(&c, i, 1), Ok(i + 1));
+    }
+    let s = w.server_ep.node_stats(0).expect("node 0");
+    assert_eq!(
+        s.srq_held_max, 1,
+        "one call at a time holds one receive: {s:?}"
+    );
+    drop(c);
+    w.stop();
+}
+
 #[test]
 fn srq_grants_shrink_and_then_connects_are_refused() {
     // 20 receives, 2 kept as slack: grants of 8, 8, then 2, then none.

@@ -195,6 +195,8 @@ pub struct SrqPool {
     posted: u32,
     low_water: u32,
     low_events: u64,
+    /// The most buffers held at once since creation (updated at each receive completion).
+    held_max: u32,
 }
 
 impl SrqPool {
@@ -209,6 +211,7 @@ impl SrqPool {
             bufs,
             low_water,
             low_events: 0,
+            held_max: 0,
         }
     }
 
@@ -250,6 +253,7 @@ impl SrqPool {
                 if self.posted < self.low_water {
                     self.low_events += 1;
                 }
+                self.held_max = self.held_max.max(self.held());
                 true
             }
             _ => false,
@@ -280,6 +284,13 @@ impl SrqPool {
     #[inline]
     pub fn held(&self) -> u32 {
         self.state.len() as u32 - self.posted - self.pending.len() as u32
+    }
+
+    /// The most buffers held by connections at once (a high-water mark: every receive
+    /// completion counts, however soon its buffer comes back).
+    #[inline]
+    pub fn held_max(&self) -> u32 {
+        self.held_max
     }
 
     /// Buffers waiting to be posted.
@@ -385,5 +396,6 @@ mod tests {
         assert!(p.returned(r));
         assert!(!p.returned(r), "double return");
         assert_eq!((p.posted(), p.held(), p.pending()), (1, 2, 1));
+        assert_eq!(p.held_max(), 3, "three held at once before one came back");
     }
 }
