@@ -425,14 +425,9 @@ fn settled(clients: &[Client]) -> bool {
         .all(|c| matches!(c.state(), ClientState::Connected | ClientState::Failed))
 }
 
-/// Runs the benchmark.
-pub fn run(cfg: &ScaleConfig) -> ScaleReport {
-    let load0 = loadavg();
-    let world = World::new(cfg);
-    let rss0 = rss_kib();
-    let mut violations = Vec::new();
-    let clients = connect_many(&world.client_ep, world.addr, cfg.conns);
-    if clients.len() != cfg.conns || !wait_until(cfg.storm_limit, || settled(&clients)) {
+/// The established connections all came up (a violation for each way they did not).
+fn check_established(clients: &[Client], cfg: &ScaleConfig, violations: &mut Vec<String>) {
+    if clients.len() != cfg.conns || !wait_until(cfg.storm_limit, || settled(clients)) {
         violations.push("the established connections did not all come up".to_string());
     }
     if let Some(c) = clients.iter().find(|c| c.state() != ClientState::Connected) {
@@ -446,6 +441,82 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
             c.reject_reason()
         ));
     }
+}
+
+/// How the connect storm ended: (connected, refused with a reason); a violation for a client
+/// that did neither, and (without an SRQ, under `max_connections`) for a refusal for another
+/// reason than the connection limit.
+fn storm_outcome(
+    storm_clients: &[Client],
+    cfg: &ScaleConfig,
+    violations: &mut Vec<String>,
+) -> (usize, usize) {
+    let storm_connected = storm_clients
+        .iter()
+        .filter(|c| c.state() == ClientState::Connected)
+        .count();
+    // Refused with a reason: over `max_connections`, or (with an SRQ) when the queue cannot
+    // back one more credit.
+    let storm_refused = storm_clients
+        .iter()
+        .filter(|c| c.state() != ClientState::Connected && c.reject_reason().is_some())
+        .count();
+    if storm_connected + storm_refused != storm_clients.len() {
+        violations.push(format!(
+            "{} storm clients neither connected nor refused with a reason",
+            storm_clients.len() - storm_connected - storm_refused
+        ));
+    }
+    if cfg.max_connections > 0 && cfg.srq.is_none() {
+        let limit = storm_clients
+            .iter()
+            .filter(|c| c.reject_reason() == Some(RejectReason::ConnectionLimit))
+            .count();
+        if limit != storm_refused {
+            violations.push(format!(
+                "{} of {storm_refused} refusals were not ConnectionLimit",
+                storm_refused - limit
+            ));
+        }
+    }
+    (storm_connected, storm_refused)
+}
+
+/// Waits for every call to complete and checks the ledger (exactly once, correct results);
+/// returns (issued, succeeded, failed).
+fn drain_and_count(sh: &Shared, violations: &mut Vec<String>) -> (u64, u64, u64) {
+    // Drain.
+    if !wait_until(Duration::from_secs(60), || sh.ledger.in_flight() == 0) {
+        violations.push(format!(
+            "lost: {} calls still in flight after the drain",
+            sh.ledger.in_flight()
+        ));
+    }
+    let (v, dup, bad, undoc) = sh.ledger.breaches();
+    if v + dup + bad + undoc > 0 {
+        violations.extend(sh.ledger.kept());
+    }
+    let counts = sh.ledger.counts();
+    let (mut issued, mut ok, mut failed) = (0, 0, 0);
+    for c in counts.values() {
+        issued += c.issued;
+        ok += c.ok;
+        failed += c.failed;
+    }
+    if failed > 0 {
+        violations.push(format!("{failed} calls failed: {:?}", sh.ledger.errors()));
+    }
+    (issued, ok, failed)
+}
+
+/// Runs the benchmark.
+pub fn run(cfg: &ScaleConfig) -> ScaleReport {
+    let load0 = loadavg();
+    let world = World::new(cfg);
+    let rss0 = rss_kib();
+    let mut violations = Vec::new();
+    let clients = connect_many(&world.client_ep, world.addr, cfg.conns);
+    check_established(&clients, cfg, &mut violations);
     let rss1 = rss_kib();
     let base_conns = world.server_conns();
     let recv0 = world.recv_bytes();
@@ -485,34 +556,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     }
     let peak = world.server_conns();
     let recv1 = world.recv_bytes();
-    let storm_connected = storm_clients
-        .iter()
-        .filter(|c| c.state() == ClientState::Connected)
-        .count();
-    // Refused with a reason: over `max_connections`, or (with an SRQ) when the queue cannot
-    // back one more credit.
-    let storm_refused = storm_clients
-        .iter()
-        .filter(|c| c.state() != ClientState::Connected && c.reject_reason().is_some())
-        .count();
-    if storm_connected + storm_refused != storm_clients.len() {
-        violations.push(format!(
-            "{} storm clients neither connected nor refused with a reason",
-            storm_clients.len() - storm_connected - storm_refused
-        ));
-    }
-    if cfg.max_connections > 0 && cfg.srq.is_none() {
-        let limit = storm_clients
-            .iter()
-            .filter(|c| c.reject_reason() == Some(RejectReason::ConnectionLimit))
-            .count();
-        if limit != storm_refused {
-            violations.push(format!(
-                "{} of {storm_refused} refusals were not ConnectionLimit",
-                storm_refused - limit
-            ));
-        }
-    }
+    let (storm_connected, storm_refused) = storm_outcome(&storm_clients, cfg, &mut violations);
     // Phase 2: disconnect storm.
     sh.phase.store(2, Ordering::Relaxed);
     let t = Instant::now();
@@ -535,27 +579,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     let t = Instant::now();
     drive(&sh, &clients, cfg, &mut seq, || t.elapsed() >= cfg.phase);
     elapsed[3] = t.elapsed();
-    // Drain.
-    if !wait_until(Duration::from_secs(60), || sh.ledger.in_flight() == 0) {
-        violations.push(format!(
-            "lost: {} calls still in flight after the drain",
-            sh.ledger.in_flight()
-        ));
-    }
-    let (v, dup, bad, undoc) = sh.ledger.breaches();
-    if v + dup + bad + undoc > 0 {
-        violations.extend(sh.ledger.kept());
-    }
-    let counts = sh.ledger.counts();
-    let (mut issued, mut ok, mut failed) = (0, 0, 0);
-    for c in counts.values() {
-        issued += c.issued;
-        ok += c.ok;
-        failed += c.failed;
-    }
-    if failed > 0 {
-        violations.push(format!("{failed} calls failed: {:?}", sh.ledger.errors()));
-    }
+    let (issued, ok, failed) = drain_and_count(&sh, &mut violations);
     let phases = {
         let h = lock(&sh.hists);
         (0..PHASES.len())
