@@ -3,9 +3,10 @@
 //!
 //! Normal operation: `queue_send` copies work requests into an owner-local batch;
 //! `flush_send` (the doorbell) moves the batch into the QP's send queue and executes it in
-//! order on the calling thread: SEND pops the peer's receive queue and copies into its buffers,
-//! RDMA WRITE/READ copy through the peer's key table, LOCAL_INV/BIND_MW change the local key
-//! table. Completions go to the CQs (lock-free MPMC rings). A SEND that finds no receive
+//! order on the calling thread: SEND takes the oldest entry of the peer's receive queue (read
+//! in place from its SPSC ring, `rq.rs`; an SRQ's lock-free ring otherwise) and copies into its
+//! buffers, RDMA WRITE/READ copy through the peer's key table, LOCAL_INV/BIND_MW change the local
+//! key table. Completions go to the CQs (lock-free MPMC rings). A SEND that finds no receive
 //! (RNR) stays at the head of the send queue and is retried on later doorbells, CQ polls and
 //! the peer's receive doorbells, up to the *peer's* `rnr_retry_count` times (7 = forever; the
 //! count is the one the receiver asked for at connection time, as rdma_cm does).
@@ -36,12 +37,14 @@ mod entries;
 mod faults;
 mod handle;
 mod nic;
+mod rq;
 mod srq;
 
 pub(crate) use entries::RecvEntry;
-use entries::{SqEntry, EMPTY_ENTRY};
+use entries::{SqEntry, EMPTY_ENTRY, EMPTY_RECV};
 pub use faults::{DelayMode, SoftFaults};
 pub use handle::SoftQp;
+use rq::RecvRing;
 pub use srq::SoftSrq;
 pub(crate) use srq::SrqShared;
 
@@ -104,7 +107,9 @@ pub(crate) struct QpShared {
     pub(crate) opts: QpOptions,
     pub(crate) initiator_depth: AtomicU8,
     pub(crate) responder_resources: AtomicU8,
-    rq: Option<ArrayQueue<RecvEntry>>,
+    /// The receive queue (None with an SRQ). Producer: the owner handle (`&mut SoftQp`);
+    /// consumer: the holder of `rq_token` (a delivering peer engine or a flush).
+    rq: Option<RecvRing<RecvEntry>>,
     rq_token: AtomicBool,
     sq_lock: AtomicBool,
     sq_dirty: AtomicBool,
@@ -143,7 +148,7 @@ impl QpShared {
         let rq = if srq.is_some() {
             None
         } else {
-            Some(ArrayQueue::new(opts.max_recv_wr.max(1) as usize))
+            Some(RecvRing::new(opts.max_recv_wr as usize, EMPTY_RECV))
         };
         let held_cap = (opts.max_send_wr + opts.max_recv_wr) as usize + 64;
         let qp = Arc::new(QpShared {
@@ -211,9 +216,11 @@ impl QpShared {
         }
     }
 
+    /// True in ERROR. SeqCst: the poster's half of the Dekker pair with `go_error` (see
+    /// `RecvRing::publish`): a load as cheap as an Acquire one on x86 and AArch64.
     #[inline]
     fn is_error(&self) -> bool {
-        self.raw_state() == QpState::Error as u8
+        self.state.load(Ordering::SeqCst) == QpState::Error as u8
     }
 
     #[inline]

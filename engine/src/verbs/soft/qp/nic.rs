@@ -14,7 +14,7 @@ use crossbeam_utils::Backoff;
 
 use super::super::mr::MAX_SGE;
 use super::super::trace::{TraceEvent, TraceOp};
-use super::entries::{copy_segs, Seg, SegList, SqEntry, SqOp};
+use super::entries::{copy_segs, RecvEntry, Seg, SegList, SqEntry, SqOp};
 use super::{Outcome, QpShared, SendEngine, DESTROYED, MAX_MSG, MTU};
 use crate::verbs::{
     Access, Completion, QpState, SendFlags, WcFlags, WcOpcode, WcStatus, RNR_RETRY_INFINITE,
@@ -62,9 +62,10 @@ impl QpShared {
                 return;
             }
             if let Some(rq) = &self.rq {
-                while let Some(r) = rq.pop() {
+                // SAFETY: we hold rq_token, which makes us the ring's only consumer.
+                while let Some(wr_id) = unsafe { rq.take(|r| r.wr_id) } {
                     if st == QpState::Error as u8 {
-                        self.push_completion(self.flush_wc(r.wr_id, WcOpcode::RECV), true);
+                        self.push_completion(self.flush_wc(wr_id, WcOpcode::RECV), true);
                     }
                 }
             }
@@ -94,13 +95,37 @@ impl QpShared {
         if !self.can_receive() {
             return Err(Some(WcStatus::RETRY_EXC_ERR));
         }
-        let (entry, recv_pd) = match &self.srq {
-            Some(srq) => (srq.ring.pop(), srq.pd),
-            None => (self.rq.as_ref().and_then(|q| q.pop()), self.pd),
+        let taken = match (&self.srq, &self.rq) {
+            (Some(srq), _) => srq
+                .ring
+                .pop()
+                .map(|r| self.deliver_into(&r, srq.pd, src_qpn, src, inv)),
+            // SAFETY: the caller holds rq_token, which makes us the ring's only consumer. The
+            // entry is read in place and its slot released once the delivery is done.
+            (None, Some(rq)) => unsafe {
+                rq.take(|r| self.deliver_into(r, self.pd, src_qpn, src, inv))
+            },
+            (None, None) => None,
         };
-        let Some(r) = entry else {
+        let Some((wc, res)) = taken else {
             return Err(None); // RNR
         };
+        // After the slot is released, so a consumer of this completion can repost at once.
+        self.push_completion(wc, true);
+        res
+    }
+
+    /// [`deliver`](Self::deliver) into the receive `r` (taken from the queue whatever the
+    /// outcome), whose buffers are registered in PD `recv_pd`: the receive's completion (the
+    /// caller pushes it) and the result for the requester.
+    fn deliver_into(
+        &self,
+        r: &RecvEntry,
+        recv_pd: u32,
+        src_qpn: u32,
+        src: &SegList<'_>,
+        inv: Option<u32>,
+    ) -> (Completion, Result<u32, Option<WcStatus>>) {
         let total = src.total;
         let mut wc = Completion {
             wr_id: r.wr_id,
@@ -115,8 +140,7 @@ impl QpShared {
         let capacity: u64 = sges.iter().map(|s| s.len as u64).sum();
         if total > capacity {
             wc.status = WcStatus::LOC_LEN_ERR;
-            self.push_completion(wc, true);
-            return Err(Some(WcStatus::REM_INV_REQ_ERR));
+            return (wc, Err(Some(WcStatus::REM_INV_REQ_ERR)));
         }
         let mut dst = SegList::new();
         let mut need = total;
@@ -138,8 +162,7 @@ impl QpShared {
                 ),
                 None => {
                     wc.status = WcStatus::LOC_PROT_ERR;
-                    self.push_completion(wc, true);
-                    return Err(Some(WcStatus::REM_OP_ERR));
+                    return (wc, Err(Some(WcStatus::REM_OP_ERR)));
                 }
             }
             need -= take;
@@ -151,15 +174,13 @@ impl QpShared {
         if let Some(rkey) = inv {
             if !self.dev.keys.invalidate(rkey, self.pd, Some(self.qp_num)) {
                 wc.status = WcStatus::REM_INV_REQ_ERR;
-                self.push_completion(wc, true);
-                return Err(Some(WcStatus::REM_INV_REQ_ERR));
+                return (wc, Err(Some(WcStatus::REM_INV_REQ_ERR)));
             }
             wc.flags = WcFlags::WITH_INV;
             wc.invalidated_rkey = rkey;
         }
         wc.byte_len = total as u32;
-        self.push_completion(wc, true);
-        Ok(total as u32)
+        (wc, Ok(total as u32))
     }
 
     // --- send queue -------------------------------------------------------------------------
