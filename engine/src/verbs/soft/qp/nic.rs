@@ -142,35 +142,38 @@ impl QpShared {
             wc.status = WcStatus::LOC_LEN_ERR;
             return (wc, Err(Some(WcStatus::REM_INV_REQ_ERR)));
         }
-        let mut dst = SegList::new();
-        let mut need = total;
-        for s in sges {
-            if need == 0 {
-                break;
-            }
-            if s.len == 0 {
-                continue;
-            }
-            let take = need.min(s.len as u64);
-            match self.dev.keys.pin_local(s.lkey, s.addr, take, true, recv_pd) {
-                Some(pin) => dst.push(
-                    Seg {
-                        ptr: s.addr as *mut u8,
-                        len: take as usize,
-                    },
-                    Some(pin),
-                ),
-                None => {
-                    wc.status = WcStatus::LOC_PROT_ERR;
-                    return (wc, Err(Some(WcStatus::REM_OP_ERR)));
+        // The destination is unpinned at the end of this scope, before an invalidation (a scope,
+        // not `drop(dst)`: moving the list, hundreds of octets, into `drop` would copy it).
+        {
+            let mut dst = SegList::new();
+            let mut need = total;
+            for s in sges {
+                if need == 0 {
+                    break;
                 }
+                if s.len == 0 {
+                    continue;
+                }
+                let take = need.min(s.len as u64);
+                match self.dev.keys.pin_local(s.lkey, s.addr, take, true, recv_pd) {
+                    Some(pin) => dst.push(
+                        Seg {
+                            ptr: s.addr as *mut u8,
+                            len: take as usize,
+                        },
+                        Some(pin),
+                    ),
+                    None => {
+                        wc.status = WcStatus::LOC_PROT_ERR;
+                        return (wc, Err(Some(WcStatus::REM_OP_ERR)));
+                    }
+                }
+                need -= take;
             }
-            need -= take;
+            // SAFETY: source segments are pinned by the requester (or are its inline buffer),
+            // destination segments are pinned above; `total` fits both (checked).
+            unsafe { copy_segs(src.segs(), dst.segs(), total as usize) };
         }
-        // SAFETY: source segments are pinned by the requester (or are its inline buffer),
-        // destination segments are pinned above; `total` fits both (checked).
-        unsafe { copy_segs(src.segs(), dst.segs(), total as usize) };
-        drop(dst);
         if let Some(rkey) = inv {
             if !self.dev.keys.invalidate(rkey, self.pd, Some(self.qp_num)) {
                 wc.status = WcStatus::REM_INV_REQ_ERR;
@@ -329,9 +332,14 @@ impl QpShared {
         }
     }
 
-    /// Validates and pins a local SGL (`write`: the device writes into it).
-    pub(super) fn local_segs(&self, w: &SqEntry, write: bool) -> Result<SegList<'_>, WcStatus> {
-        let mut l = SegList::new();
+    /// Validates and pins a local SGL (`write`: the device writes into it) into `l` (empty),
+    /// built in place: a `SegList` is hundreds of octets, so it is never returned by value.
+    pub(super) fn local_segs<'a>(
+        &'a self,
+        w: &SqEntry,
+        write: bool,
+        l: &mut SegList<'a>,
+    ) -> Result<(), WcStatus> {
         for s in w.used_sges() {
             if s.len == 0 {
                 continue;
@@ -352,32 +360,39 @@ impl QpShared {
         if l.total > MAX_MSG {
             return Err(WcStatus::LOC_LEN_ERR);
         }
-        Ok(l)
+        Ok(())
     }
 
-    pub(super) fn gather<'a>(&'a self, w: &SqEntry, inline: Seg) -> Result<SegList<'a>, WcStatus> {
+    /// The source segments of a Send or RDMA Write into `l` (empty): the inline area or the
+    /// pinned local SGL.
+    pub(super) fn gather<'a>(
+        &'a self,
+        w: &SqEntry,
+        inline: Seg,
+        l: &mut SegList<'a>,
+    ) -> Result<(), WcStatus> {
         if w.flags.contains(SendFlags::INLINE) {
-            let mut l = SegList::new();
             if inline.len > 0 {
                 l.push(inline, None);
             }
-            return Ok(l);
+            return Ok(());
         }
-        self.local_segs(w, false)
+        self.local_segs(w, false, l)
     }
 
     /// The peer a Send, RDMA Write or RDMA Read reaches, if it can still receive (otherwise
-    /// the WR ends as [`QpShared::peer_gone`] says), and then the WR's local segments `segs`
-    /// (otherwise it fails with their status).
-    fn reach<'a, 'p>(
+    /// the WR ends as [`QpShared::peer_gone`] says), once `segs` has built the WR's local
+    /// segments (otherwise it fails with their status).
+    fn reach<'p>(
         &self,
         peer: Option<&'p QpShared>,
-        segs: impl FnOnce() -> Result<SegList<'a>, WcStatus>,
-    ) -> Result<(&'p QpShared, SegList<'a>), Outcome> {
+        segs: impl FnOnce() -> Result<(), WcStatus>,
+    ) -> Result<&'p QpShared, Outcome> {
         let Some(peer) = peer.filter(|p| p.can_receive()) else {
             return Err(self.peer_gone());
         };
-        Ok((peer, segs().map_err(Outcome::Fail)?))
+        segs().map_err(Outcome::Fail)?;
+        Ok(peer)
     }
 
     pub(super) fn execute(
@@ -400,8 +415,9 @@ impl QpShared {
                 Err(_) => Outcome::Fail(WcStatus::MW_BIND_ERR),
             },
             SqOp::Send | SqOp::SendInv(_) => {
-                let (peer, src) = match self.reach(peer, || self.gather(w, inline)) {
-                    Ok(v) => v,
+                let mut src = SegList::new();
+                let peer = match self.reach(peer, || self.gather(w, inline, &mut src)) {
+                    Ok(p) => p,
                     Err(out) => return out,
                 };
                 let inv = match w.op {
@@ -426,8 +442,9 @@ impl QpShared {
                 out
             }
             SqOp::Write { raddr, rkey } => {
-                let (peer, src) = match self.reach(peer, || self.gather(w, inline)) {
-                    Ok(v) => v,
+                let mut src = SegList::new();
+                let peer = match self.reach(peer, || self.gather(w, inline, &mut src)) {
+                    Ok(p) => p,
                     Err(out) => return out,
                 };
                 let total = src.total;
@@ -455,8 +472,9 @@ impl QpShared {
                 out
             }
             SqOp::Read { raddr, rkey } => {
-                let (peer, dst) = match self.reach(peer, || self.local_segs(w, true)) {
-                    Ok(v) => v,
+                let mut dst = SegList::new();
+                let peer = match self.reach(peer, || self.local_segs(w, true, &mut dst)) {
+                    Ok(p) => p,
                     Err(out) => return out,
                 };
                 let total = dst.total;
