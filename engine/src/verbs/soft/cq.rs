@@ -159,8 +159,10 @@ impl CompletionQueue for SoftCq {
             s.handle_overflow();
             return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
         }
-        // Relaxed: a counter only this poller increments; readers tolerate staleness.
-        s.polls.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: a counter only this poller (`&mut self`) writes, so a load and a store, not a
+        // read-modify-write on a line producers read; readers tolerate staleness.
+        let polls = s.polls.load(Ordering::Relaxed);
+        s.polls.store(polls + 1, Ordering::Relaxed);
         // Acquire: pairs with the Release increments by QPs that defer work.
         if s.work.load(Ordering::Acquire) != 0 {
             s.progress();

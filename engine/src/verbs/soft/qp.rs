@@ -304,6 +304,15 @@ impl QpShared {
     }
 
     fn clear_work(&self, flag: &AtomicBool) {
+        // Acquire: pairs with set_work's AcqRel swap. A plain load first, because this runs
+        // after every executed send WR and the flag is almost always clear: no read-modify-write
+        // (a locked instruction on the QP's shared line) unless there is something to clear. A
+        // stale `false` only delays the clearing to the next call (the CQ's `progress` repeats
+        // it while the counter stays up); `rnr_waiting` is set and cleared under the send-queue
+        // lock, so there the load is exact.
+        if !flag.load(Ordering::Acquire) {
+            return;
+        }
         // AcqRel swap: only the transition adjusts the CQ counters.
         if flag.swap(false, Ordering::AcqRel) {
             // Release: pairs with the Acquire load in `SoftCq::poll`.

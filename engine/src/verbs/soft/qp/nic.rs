@@ -204,8 +204,12 @@ impl QpShared {
 
     pub(super) fn sq_unlock(&self) {
         loop {
-            // SeqCst: pairs with sq_kick's dirty store + lock swap.
-            while self.sq_dirty.swap(false, Ordering::SeqCst) {
+            // SeqCst: pairs with sq_kick's dirty store + lock swap. Loaded before the swap so an
+            // unlock with nothing requested (the common case) does no read-modify-write; a kick
+            // landing after the load is seen by the re-check below.
+            while self.sq_dirty.load(Ordering::SeqCst)
+                && self.sq_dirty.swap(false, Ordering::SeqCst)
+            {
                 // SAFETY: we hold sq_lock.
                 self.run(unsafe { &mut *self.engine.get() });
             }
@@ -233,8 +237,12 @@ impl QpShared {
     pub(super) fn retire(&self, e: &mut SendEngine) {
         let n = e.unsignaled + 1;
         e.unsignaled = 0;
-        // Release: pairs with the owner's Acquire load in queue_send.
-        self.sq_retired.fetch_add(n, Ordering::Release);
+        // Only the send-queue lock's holder (we have the engine) writes `sq_retired`, and the
+        // lock's swap/store order one holder's store before the next one's load: a load and a
+        // store, not a read-modify-write. Relaxed: our own last store. Release: pairs with the
+        // owner's Acquire load in `send_queue_used`.
+        let v = self.sq_retired.load(Ordering::Relaxed);
+        self.sq_retired.store(v.wrapping_add(n), Ordering::Release);
     }
 
     /// Executes queued send WRs in order until empty, RNR-blocked, or everything is flushed.
