@@ -1,5 +1,5 @@
-//! Soft completion queues: a bounded lock-free MPMC ring (several QPs on several threads push,
-//! the owner polls).
+//! Soft completion queues: a bounded lock-free MPSC ring (`cq/ring.rs`: several QPs on several
+//! threads push, the owner polls).
 //!
 //! Normal operation: producers push completions; `poll` pops a burst into the caller's array.
 //! A completion channel set with `set_notify` runs after every push (the owner's doorbell).
@@ -13,15 +13,17 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crossbeam_queue::ArrayQueue;
-
 use super::qp::QpShared;
 use super::DeviceInner;
 use crate::verbs::{errno, Completion, CompletionQueue, CqNotify, VerbsCall, VerbsError};
+use ring::CqRing;
+
+mod ring;
 
 pub(crate) struct CqShared {
     pub(crate) dev: Arc<DeviceInner>,
-    ring: ArrayQueue<Completion>,
+    /// Producers: the attached QPs' engines and flushes (any thread); consumer: `SoftCq::poll`.
+    ring: CqRing<Completion>,
     depth: u32,
     overflow: AtomicBool,
     overflow_unhandled: AtomicBool,
@@ -129,7 +131,7 @@ impl SoftCq {
         SoftCq {
             shared: Arc::new(CqShared {
                 dev,
-                ring: ArrayQueue::new(depth.max(1) as usize),
+                ring: CqRing::new(depth as usize, Completion::default()),
                 depth,
                 overflow: AtomicBool::new(false),
                 overflow_unhandled: AtomicBool::new(false),
@@ -170,17 +172,8 @@ impl CompletionQueue for SoftCq {
                 return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
             }
         }
-        let mut n = 0;
-        while n < out.len() {
-            match s.ring.pop() {
-                Some(c) => {
-                    out[n] = c;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        Ok(n)
+        // SAFETY: the ring's only consumer: this owner handle, through `&mut self`.
+        Ok(unsafe { s.ring.pop_into(out) })
     }
 
     fn depth(&self) -> u32 {

@@ -16,41 +16,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use sync::{AtomicUsize, Ordering, UnsafeCell};
-
-/// The atomics and the slot cell of the ring: `core`'s in every normal build, loom's
-/// model-checked ones under `--cfg loom` (scripts/loom.sh), so the same code is what loom
-/// explores. The cell's `with`/`with_mut` take the access as a closure (loom's API), which lets
-/// loom track every slot read and write.
-mod sync {
-    #[cfg(not(loom))]
-    pub(crate) use core::sync::atomic::{AtomicUsize, Ordering};
-    #[cfg(loom)]
-    pub(crate) use loom::cell::UnsafeCell;
-    #[cfg(loom)]
-    pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
-
-    /// `core::cell::UnsafeCell` with loom's closure API.
-    #[cfg(not(loom))]
-    pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
-
-    #[cfg(not(loom))]
-    impl<T> UnsafeCell<T> {
-        pub(crate) fn new(v: T) -> Self {
-            UnsafeCell(core::cell::UnsafeCell::new(v))
-        }
-
-        #[inline]
-        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-            f(self.0.get())
-        }
-
-        #[inline]
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
-}
+use super::super::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 /// A fixed SPSC ring of `T`, written and read in place (see the module head for who may call
 /// the producer and the consumer halves).
@@ -239,17 +205,10 @@ mod tests {
 /// happens-before edge (a missing Release/Acquire on `tail` or `head`).
 #[cfg(all(test, loom))]
 mod loom_tests {
+    use super::super::super::sync::model;
     use super::*;
     use loom::sync::Arc;
     use loom::thread;
-
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        if b.preemption_bound.is_none() {
-            b.preemption_bound = Some(3);
-        }
-        b.check(f);
-    }
 
     /// Capacity 2, three entries (one wraparound): the consumer gets each once, in order, with
     /// both words the producer wrote before publishing; the producer never overwrites a slot
