@@ -247,9 +247,8 @@ impl QueuePair<SoftProvider> for SoftQp {
         let max_inline = self.shared.opts.max_inline_data as usize;
         let sh = &*self.shared;
         sh.with_engine(|e| {
-            let cap = e.ring.len();
             for (i, w) in staged.iter().enumerate() {
-                let slot = (e.head + e.len) % cap;
+                let slot = e.tail_slot();
                 e.ring[slot].copy_used_from(w);
                 if w.inline_len > 0 {
                     let n = w.inline_len as usize;

@@ -258,8 +258,7 @@ impl QpShared {
                 while e.len > 0 {
                     let w = &e.ring[e.head];
                     let (wr_id, opcode) = (w.wr_id, w.op.opcode());
-                    e.head = (e.head + 1) % e.ring.len();
-                    e.len -= 1;
+                    e.pop_head();
                     if st == QpState::Error as u8 {
                         self.push_completion(self.flush_wc(wr_id, opcode), false);
                     }
@@ -317,8 +316,7 @@ impl QpShared {
 
     /// Pops the head WR with `status`, completing it if signaled or failed.
     pub(super) fn finish(&self, e: &mut SendEngine, w: Retired, status: WcStatus, byte_len: u32) {
-        e.head = (e.head + 1) % e.ring.len();
-        e.len -= 1;
+        e.pop_head();
         e.rnr_left = None;
         self.clear_work(&self.rnr_waiting);
         if status.is_success() && !w.flags.contains(SendFlags::SIGNALED) {
