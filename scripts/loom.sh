@@ -128,7 +128,7 @@ if [ "${1:-}" = "--mutants" ]; then
         's/slot.stamp.store(tail.wrapping_add(1), Ordering::Release)/slot.stamp.store(tail.wrapping_add(1), Ordering::Relaxed)/' \
         "${SOFTCQ[@]}"
     mutant softcq-ready-relaxed engine/src/verbs/soft/cq/ring.rs \
-        's/if slot.stamp.load(Ordering::Acquire) != head.wrapping_add(1)/if slot.stamp.load(Ordering::Relaxed) != head.wrapping_add(1)/' \
+        's/if slot.stamp.load(Ordering::Acquire) == head.wrapping_add(1)/if slot.stamp.load(Ordering::Relaxed) == head.wrapping_add(1)/' \
         "${SOFTCQ[@]}"
     mutant softcq-free-relaxed engine/src/verbs/soft/cq/ring.rs \
         's/.store(head.wrapping_add(self.one_lap), Ordering::Release)/.store(head.wrapping_add(self.one_lap), Ordering::Relaxed)/' \

@@ -13,6 +13,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use crossbeam_utils::CachePadded;
+
 use super::qp::QpShared;
 use super::DeviceInner;
 use crate::verbs::{errno, Completion, CompletionQueue, CqNotify, VerbsCall, VerbsError};
@@ -27,8 +29,10 @@ pub(crate) struct CqShared {
     depth: u32,
     overflow: AtomicBool,
     overflow_unhandled: AtomicBool,
-    /// Number of `poll` calls so far (for "hold until N polls").
-    pub(crate) polls: AtomicU64,
+    /// Number of `poll` calls so far (for "hold until N polls"). Written by the poller on every
+    /// poll: a line of its own, so producers reading `overflow` and `notify` on every push do
+    /// not fetch it back each time.
+    pub(crate) polls: CachePadded<AtomicU64>,
     /// Attached QPs with deferred work (RNR wait, held completions).
     pub(crate) work: AtomicU32,
     attached: Mutex<Vec<Weak<QpShared>>>,
@@ -135,7 +139,7 @@ impl SoftCq {
                 depth,
                 overflow: AtomicBool::new(false),
                 overflow_unhandled: AtomicBool::new(false),
-                polls: AtomicU64::new(0),
+                polls: CachePadded::new(AtomicU64::new(0)),
                 work: AtomicU32::new(0),
                 attached: Mutex::new(Vec::new()),
                 notify: OnceLock::new(),

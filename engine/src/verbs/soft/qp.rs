@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 
 use super::cq::CqShared;
 use super::DeviceInner;
@@ -135,11 +136,14 @@ pub(crate) struct QpShared {
     /// The receive queue (None with an SRQ). Producer: the owner handle (`&mut SoftQp`);
     /// consumer: the holder of `rq_token` (a delivering peer engine or a flush).
     rq: Option<RecvRing<RecvEntry>>,
-    rq_token: AtomicBool,
-    sq_lock: AtomicBool,
+    /// Written by the peer's thread on every delivery: a line of its own (as are the owner's
+    /// per-send writes below), so neither side's writes evict what the other only reads
+    /// (state, options, the rings' addresses).
+    rq_token: CachePadded<AtomicBool>,
+    sq_lock: CachePadded<AtomicBool>,
     sq_dirty: AtomicBool,
-    engine: UnsafeCell<SendEngine>,
-    sq_retired: AtomicU32,
+    engine: CachePadded<UnsafeCell<SendEngine>>,
+    sq_retired: CachePadded<AtomicU32>,
     rnr_waiting: AtomicBool,
     pub(crate) events: ArrayQueue<CmEvent>,
     pub(crate) peer: OnceLock<Weak<QpShared>>,
@@ -193,10 +197,10 @@ impl QpShared {
             initiator_depth: AtomicU8::new(opts.initiator_depth),
             responder_resources: AtomicU8::new(opts.responder_resources),
             rq,
-            rq_token: AtomicBool::new(false),
-            sq_lock: AtomicBool::new(false),
+            rq_token: CachePadded::new(AtomicBool::new(false)),
+            sq_lock: CachePadded::new(AtomicBool::new(false)),
             sq_dirty: AtomicBool::new(false),
-            engine: UnsafeCell::new(SendEngine {
+            engine: CachePadded::new(UnsafeCell::new(SendEngine {
                 ring: vec![EMPTY_ENTRY; sq].into_boxed_slice(),
                 inline: vec![0u8; sq * max_inline].into_boxed_slice(),
                 max_inline,
@@ -209,8 +213,8 @@ impl QpShared {
                 psn: qp_num.wrapping_mul(0x9e37) & 0xff_ffff,
                 unsignaled: 0,
                 executed: 0,
-            }),
-            sq_retired: AtomicU32::new(0),
+            })),
+            sq_retired: CachePadded::new(AtomicU32::new(0)),
             rnr_waiting: AtomicBool::new(false),
             events: ArrayQueue::new(8),
             peer: OnceLock::new(),

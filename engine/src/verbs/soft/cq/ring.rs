@@ -6,9 +6,9 @@
 //! as lap + index as in crossbeam's `ArrayQueue`, so any capacity is exact). The single consumer
 //! reads published slots straight into the caller's array and frees each with a plain store: no
 //! read-modify-write and no compare-exchange on the consumer side (where `ArrayQueue` pays one
-//! per entry). Recovery: a push into a full ring fails and hands the value back (the CQ
-//! overruns); a slot claimed but not yet written ends a poll's burst early (the producer
-//! publishes it a moment later and rings the completion channel after).
+//! per entry). A poll that finds its next position claimed but not yet written waits for the
+//! producer (a few instructions away), as `ArrayQueue::pop` does. Recovery: a push into a full
+//! ring fails and hands the value back (the CQ overruns).
 
 use crossbeam_utils::CachePadded;
 
@@ -120,9 +120,22 @@ impl<T: Copy> CqRing<T> {
         let mut n = 0;
         while n < out.len() {
             let slot = &self.slots[head & (self.one_lap - 1)];
-            // Acquire: pairs with the producer's Release store of the stamp after its write.
-            if slot.stamp.load(Ordering::Acquire) != head.wrapping_add(1) {
-                break; // empty, or the next position claimed but not yet written
+            let ready = loop {
+                // Acquire: pairs with the producer's Release store of the stamp after its write.
+                if slot.stamp.load(Ordering::Acquire) == head.wrapping_add(1) {
+                    break true;
+                }
+                // Relaxed: only whether a producer has claimed `head`; the value is read through
+                // the stamp.
+                if self.tail.load(Ordering::Relaxed) == head {
+                    break false; // empty
+                }
+                // Claimed but not yet written: wait for it, as `ArrayQueue::pop` does, so a poll
+                // never misses a push that took its position before the poll looked.
+                spin();
+            };
+            if !ready {
+                break;
             }
             // SAFETY: the slot is published for `head` and only the consumer reads it until the
             // stamp store below frees it.

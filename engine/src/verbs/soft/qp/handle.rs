@@ -31,6 +31,8 @@ pub struct SoftQp {
     /// Receive entries staged in place in the receive queue's free slots after its published
     /// tail (this handle is the queue's only producer), published by `flush_recv`.
     staged_recvs: usize,
+    /// The receive ring's `head` as this handle (its producer) last read it.
+    rq_head_seen: usize,
     sq_posted: u32,
     doorbells: u64,
     peer: Option<Arc<QpShared>>,
@@ -56,6 +58,7 @@ impl SoftQp {
             staged_inline: vec![0u8; (o.max_send_wr * o.max_inline_data) as usize]
                 .into_boxed_slice(),
             staged_recvs: 0,
+            rq_head_seen: 0,
             sq_posted: 0,
             doorbells: 0,
             peer: None,
@@ -275,12 +278,15 @@ impl QueuePair<SoftProvider> for SoftQp {
         let Some(rq) = &sh.rq else {
             return Self::recv_err(errno::EINVAL);
         };
-        let used = rq.len() + self.staged_recvs;
-        if used >= sh.opts.max_recv_wr as usize {
+        let max = sh.opts.max_recv_wr as usize;
+        // SAFETY: this handle is the ring's only producer, and `rq_head_seen` is its own.
+        let published =
+            unsafe { rq.producer_used(&mut self.rq_head_seen, max - self.staged_recvs) };
+        if published + self.staged_recvs >= max {
             return Self::recv_err(errno::ENOMEM);
         }
         // SAFETY: this handle is the ring's only producer (reached through `&mut self`), and
-        // len + staged_recvs < max_recv_wr <= slots: the slot is free and unpublished.
+        // used + staged_recvs < max_recv_wr <= slots: the slot is free and unpublished.
         unsafe { rq.stage(self.staged_recvs, |e| e.set_from_wr(wr)) };
         self.staged_recvs += 1;
         Ok(())

@@ -63,6 +63,26 @@ impl<T: Copy> RecvRing<T> {
         self.tail.load(Ordering::SeqCst).wrapping_sub(head)
     }
 
+    /// Producer: published entries not yet taken, at least as many as there are, from
+    /// `head_seen` (the producer's last look at `head`, which only grows); `head` itself is read
+    /// again only when that count reaches `limit`. While the ring has room, posting leaves the
+    /// consumer's `head` line where it is, instead of pulling it across on every receive.
+    ///
+    /// # Safety
+    /// Only the ring's single producer calls this, always with its own `head_seen` (starting
+    /// at 0).
+    pub(crate) unsafe fn producer_used(&self, head_seen: &mut usize, limit: usize) -> usize {
+        // Relaxed: `tail` is stored only by this producer.
+        let tail = self.tail.load(Ordering::Relaxed);
+        let used = tail.wrapping_sub(*head_seen);
+        if used < limit {
+            return used;
+        }
+        // Acquire: as in `len`: the consumer's reads of every slot before this head are done.
+        *head_seen = self.head.load(Ordering::Acquire);
+        tail.wrapping_sub(*head_seen)
+    }
+
     /// True when no published entry is waiting.
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
@@ -72,14 +92,15 @@ impl<T: Copy> RecvRing<T> {
     ///
     /// # Safety
     /// Only the ring's single producer calls this (no other `stage`/`publish` concurrently),
-    /// and `len() + k` is below `slots()` (the slot is neither published nor being read).
+    /// and `len() + k` (or `producer_used(..) + k`) is below `slots()` (the slot is neither
+    /// published nor being read).
     pub(crate) unsafe fn stage<R>(&self, k: usize, f: impl FnOnce(&mut T) -> R) -> R {
         // Relaxed: `tail` is stored only by this producer.
         let pos = self.tail.load(Ordering::Relaxed).wrapping_add(k);
         let slot = &self.slots[pos & self.mask];
         // SAFETY: per the contract the slot is free (the consumer released it: the Acquire load
-        // of `head` in the caller's `len` check orders its reads before this write) and not yet
-        // published, so nobody else accesses it.
+        // of `head` behind the caller's `len`/`producer_used` check orders its reads before
+        // this write) and not yet published, so nobody else accesses it.
         slot.with_mut(|p| f(unsafe { &mut *p }))
     }
 
@@ -168,8 +189,10 @@ mod tests {
             let r = r.clone();
             std::thread::spawn(move || {
                 let mut v = 0u64;
+                let mut seen = 0;
                 while v < total {
-                    let free = r.slots() - r.len();
+                    // SAFETY: the only producer, with its own `seen`.
+                    let free = r.slots() - unsafe { r.producer_used(&mut seen, r.slots()) };
                     let n = (free as u64).min(total - v).min(3) as usize;
                     for k in 0..n {
                         let x = v + k as u64;
@@ -220,8 +243,10 @@ mod loom_tests {
             let p = {
                 let r = r.clone();
                 thread::spawn(move || {
+                    let mut seen = 0;
                     for v in 1..=3u64 {
-                        while r.len() >= r.slots() {
+                        // SAFETY: the only producer, with its own `seen`.
+                        while unsafe { r.producer_used(&mut seen, r.slots()) } >= r.slots() {
                             thread::yield_now();
                         }
                         // SAFETY: the only producer; len < 2 = slots.
