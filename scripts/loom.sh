@@ -9,6 +9,10 @@
 #   - poller tests/loom_rings.rs: the SPSC ring (single items, slice bulk/burst, iterator and
 #     sink paths, wraparound at capacity 2) and the MPSC channel (two producers / one consumer,
 #     capacity 2, bulk and burst dequeue), with loom's UnsafeCell tracking every slot access;
+#   - engine verbs::soft::{qp::rq,cq::ring}::loom_tests: the soft provider's receive ring (SPSC,
+#     entries written and read in place; capacity 2, three entries) and CQ ring (MPSC stamps: two
+#     producers, capacity 2; a slot reused across laps at capacity 1), loom's UnsafeCell on every
+#     slot;
 #   - poller tests/loom_doorbell.rs: the doorbell handshake (arm, re-check, park / publish, ring)
 #     over the SPSC ring: no lost wake-up with one or two rings, and a weakened copy of the
 #     handshake (no SeqCst fence pair) that loom must catch (a deadlock).
@@ -37,10 +41,12 @@ export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3}
 MEMPOOL=(-p rpcrdma-mempool --lib ring::loom_tests)
 POLLER=(-p rpcrdma-poller --test loom_rings)
 DOORBELL=(-p rpcrdma-poller --test loom_doorbell)
+SOFTRQ=(-p rpcrdma-engine --lib verbs::soft::qp::rq::loom_tests)
+SOFTCQ=(-p rpcrdma-engine --lib verbs::soft::cq::ring::loom_tests)
 
 if [ "${1:-}" = "--mutants" ]; then
     saved=$(mktemp -d)
-    FILES="mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs poller/src/doorbell.rs"
+    FILES="mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs poller/src/doorbell.rs engine/src/verbs/soft/qp/rq.rs engine/src/verbs/soft/cq/ring.rs"
     restore() { for f in $FILES; do
         cp "$saved/$(echo "$f" | tr / _)" "$f"; done; rm -rf "$saved"; }
     for f in $FILES; do
@@ -106,6 +112,30 @@ if [ "${1:-}" = "--mutants" ]; then
     mutant mpsc-producer-seq-relaxed poller/src/mpsc.rs \
         's/let seq = slot.seq.load(Ordering::Acquire)/let seq = slot.seq.load(Ordering::Relaxed)/' \
         "${POLLER[@]}"
+    mutant softrq-publish-relaxed engine/src/verbs/soft/qp/rq.rs \
+        's/self.tail.store(tail.wrapping_add(n), Ordering::SeqCst)/self.tail.store(tail.wrapping_add(n), Ordering::Relaxed)/' \
+        "${SOFTRQ[@]}"
+    mutant softrq-take-relaxed engine/src/verbs/soft/qp/rq.rs \
+        's/if self.tail.load(Ordering::Acquire) == head/if self.tail.load(Ordering::Relaxed) == head/' \
+        "${SOFTRQ[@]}"
+    mutant softrq-len-head-relaxed engine/src/verbs/soft/qp/rq.rs \
+        's/let head = self.head.load(Ordering::Acquire);/let head = self.head.load(Ordering::Relaxed);/' \
+        "${SOFTRQ[@]}"
+    mutant softrq-release-relaxed engine/src/verbs/soft/qp/rq.rs \
+        's/self.head.store(head.wrapping_add(1), Ordering::Release)/self.head.store(head.wrapping_add(1), Ordering::Relaxed)/' \
+        "${SOFTRQ[@]}"
+    mutant softcq-publish-relaxed engine/src/verbs/soft/cq/ring.rs \
+        's/slot.stamp.store(tail.wrapping_add(1), Ordering::Release)/slot.stamp.store(tail.wrapping_add(1), Ordering::Relaxed)/' \
+        "${SOFTCQ[@]}"
+    mutant softcq-ready-relaxed engine/src/verbs/soft/cq/ring.rs \
+        's/if slot.stamp.load(Ordering::Acquire) == head.wrapping_add(1)/if slot.stamp.load(Ordering::Relaxed) == head.wrapping_add(1)/' \
+        "${SOFTCQ[@]}"
+    mutant softcq-free-relaxed engine/src/verbs/soft/cq/ring.rs \
+        's/.store(head.wrapping_add(self.one_lap), Ordering::Release)/.store(head.wrapping_add(self.one_lap), Ordering::Relaxed)/' \
+        "${SOFTCQ[@]}"
+    mutant softcq-producer-stamp-relaxed engine/src/verbs/soft/cq/ring.rs \
+        's/let stamp = slot.stamp.load(Ordering::Acquire);/let stamp = slot.stamp.load(Ordering::Relaxed);/' \
+        "${SOFTCQ[@]}"
     # The doorbell: drop either side's SeqCst fence (the owner's after arming, the producer's
     # before loading the flag); each must let loom find a lost wake-up. `ring` is the second
     # `fence(Ordering::SeqCst)` of the file, `arm` the first.
@@ -127,4 +157,7 @@ echo "== loom: poller SPSC ring and MPSC channel"
 cargo test --release -q "${POLLER[@]}" -- --test-threads=2
 echo "== loom: poller doorbell handshake"
 cargo test --release -q "${DOORBELL[@]}" -- --test-threads=2
+echo "== loom: engine soft receive ring and CQ ring"
+cargo test --release -q "${SOFTRQ[@]}" -- --test-threads=2
+cargo test --release -q "${SOFTCQ[@]}" -- --test-threads=2
 echo "== loom: OK ($(($(date +%s) - start)) s)"

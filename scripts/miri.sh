@@ -12,7 +12,9 @@
 #     one pool: no object handed to two owners, none lost) with its own seeds, and the other pool
 #     tests (handles, cache refill/flush, cross-thread drop, counters while running);
 #   - poller ring::tests and mpsc::tests (SPSC ring, MPSC channel) and poller tests/rings.rs
-#     (panic safety, drops, wraparound, the SPSC and three-producer MPSC stress tests).
+#     (panic safety, drops, wraparound, the SPSC and three-producer MPSC stress tests);
+#   - engine verbs::soft::qp::rq::tests and cq::ring::tests (the soft provider's receive ring:
+#     in-place SPSC slots; its CQ ring: MPSC stamps, two producer threads).
 # The concurrent tests shrink their sizes under cfg(miri). Before the ring's head loads were made
 # Acquire (and its head CAS AcqRel/Acquire) the ring test and the pool stress (and the STag pool's
 # stress, before StagPool was removed as unused) failed with seed 15; the seed ranges of those groups include it.
@@ -70,4 +72,6 @@ group "mempool pool (other tests)" "$POOL_SEEDS" -p rpcrdma-mempool --test pool 
 group "poller SPSC ring and MPSC channel (unit tests)" "$POLLER_UNIT_SEEDS" \
     -p rpcrdma-poller --lib -- ring::tests:: mpsc::tests::
 group "poller tests/rings.rs" "$POLLER_RINGS_SEEDS" -p rpcrdma-poller --test rings
+group "engine soft receive and CQ rings (unit tests)" "${SOFTRING_SEEDS:-0..4}" \
+    -p rpcrdma-engine --lib -- verbs::soft::qp::rq::tests:: verbs::soft::cq::ring::tests::
 echo "== miri: OK ($(($(date +%s) - start)) s)"

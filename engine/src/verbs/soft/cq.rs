@@ -1,5 +1,5 @@
-//! Soft completion queues: a bounded lock-free MPMC ring (several QPs on several threads push,
-//! the owner polls).
+//! Soft completion queues: a bounded lock-free MPSC ring (`cq/ring.rs`: several QPs on several
+//! threads push, the owner polls).
 //!
 //! Normal operation: producers push completions; `poll` pops a burst into the caller's array.
 //! A completion channel set with `set_notify` runs after every push (the owner's doorbell).
@@ -13,20 +13,26 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 
 use super::qp::QpShared;
 use super::DeviceInner;
 use crate::verbs::{errno, Completion, CompletionQueue, CqNotify, VerbsCall, VerbsError};
+use ring::CqRing;
+
+mod ring;
 
 pub(crate) struct CqShared {
     pub(crate) dev: Arc<DeviceInner>,
-    ring: ArrayQueue<Completion>,
+    /// Producers: the attached QPs' engines and flushes (any thread); consumer: `SoftCq::poll`.
+    ring: CqRing<Completion>,
     depth: u32,
     overflow: AtomicBool,
     overflow_unhandled: AtomicBool,
-    /// Number of `poll` calls so far (for "hold until N polls").
-    pub(crate) polls: AtomicU64,
+    /// Number of `poll` calls so far (for "hold until N polls"). Written by the poller on every
+    /// poll: a line of its own, so producers reading `overflow` and `notify` on every push do
+    /// not fetch it back each time.
+    pub(crate) polls: CachePadded<AtomicU64>,
     /// Attached QPs with deferred work (RNR wait, held completions).
     pub(crate) work: AtomicU32,
     attached: Mutex<Vec<Weak<QpShared>>>,
@@ -129,11 +135,11 @@ impl SoftCq {
         SoftCq {
             shared: Arc::new(CqShared {
                 dev,
-                ring: ArrayQueue::new(depth.max(1) as usize),
+                ring: CqRing::new(depth as usize, Completion::default()),
                 depth,
                 overflow: AtomicBool::new(false),
                 overflow_unhandled: AtomicBool::new(false),
-                polls: AtomicU64::new(0),
+                polls: CachePadded::new(AtomicU64::new(0)),
                 work: AtomicU32::new(0),
                 attached: Mutex::new(Vec::new()),
                 notify: OnceLock::new(),
@@ -159,8 +165,10 @@ impl CompletionQueue for SoftCq {
             s.handle_overflow();
             return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
         }
-        // Relaxed: a counter only this poller increments; readers tolerate staleness.
-        s.polls.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: a counter only this poller (`&mut self`) writes, so a load and a store, not a
+        // read-modify-write on a line producers read; readers tolerate staleness.
+        let polls = s.polls.load(Ordering::Relaxed);
+        s.polls.store(polls + 1, Ordering::Relaxed);
         // Acquire: pairs with the Release increments by QPs that defer work.
         if s.work.load(Ordering::Acquire) != 0 {
             s.progress();
@@ -168,17 +176,8 @@ impl CompletionQueue for SoftCq {
                 return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
             }
         }
-        let mut n = 0;
-        while n < out.len() {
-            match s.ring.pop() {
-                Some(c) => {
-                    out[n] = c;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        Ok(n)
+        // SAFETY: the ring's only consumer: this owner handle, through `&mut self`.
+        Ok(unsafe { s.ring.pop_into(out) })
     }
 
     fn depth(&self) -> u32 {

@@ -19,6 +19,7 @@
 mod cq;
 mod mr;
 mod qp;
+mod sync;
 mod trace;
 
 use std::collections::{HashMap, HashSet};

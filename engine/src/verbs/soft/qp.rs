@@ -3,9 +3,10 @@
 //!
 //! Normal operation: `queue_send` copies work requests into an owner-local batch;
 //! `flush_send` (the doorbell) moves the batch into the QP's send queue and executes it in
-//! order on the calling thread: SEND pops the peer's receive queue and copies into its buffers,
-//! RDMA WRITE/READ copy through the peer's key table, LOCAL_INV/BIND_MW change the local key
-//! table. Completions go to the CQs (lock-free MPMC rings). A SEND that finds no receive
+//! order on the calling thread: SEND takes the oldest entry of the peer's receive queue (read
+//! in place from its SPSC ring, `rq.rs`; an SRQ's lock-free ring otherwise) and copies into its
+//! buffers, RDMA WRITE/READ copy through the peer's key table, LOCAL_INV/BIND_MW change the local
+//! key table. Completions go to the CQs (lock-free MPMC rings). A SEND that finds no receive
 //! (RNR) stays at the head of the send queue and is retried on later doorbells, CQ polls and
 //! the peer's receive doorbells, up to the *peer's* `rnr_retry_count` times (7 = forever; the
 //! count is the one the receiver asked for at connection time, as rdma_cm does).
@@ -27,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 
 use super::cq::CqShared;
 use super::DeviceInner;
@@ -36,12 +38,14 @@ mod entries;
 mod faults;
 mod handle;
 mod nic;
+mod rq;
 mod srq;
 
 pub(crate) use entries::RecvEntry;
-use entries::{SqEntry, EMPTY_ENTRY};
+use entries::{SqEntry, EMPTY_ENTRY, EMPTY_RECV};
 pub use faults::{DelayMode, SoftFaults};
 pub use handle::SoftQp;
+use rq::RecvRing;
 pub use srq::SoftSrq;
 pub(crate) use srq::SrqShared;
 
@@ -80,6 +84,31 @@ struct SendEngine {
     executed: u64,
 }
 
+impl SendEngine {
+    /// Retires the head entry (`len` > 0). A compare, not `%`: a division per WR costs tens of
+    /// cycles.
+    #[inline]
+    fn pop_head(&mut self) {
+        self.head += 1;
+        if self.head == self.ring.len() {
+            self.head = 0;
+        }
+        self.len -= 1;
+    }
+
+    /// The slot after the last queued entry (`len` < ring length).
+    #[inline]
+    fn tail_slot(&self) -> usize {
+        // head < ring length and len < ring length: one subtraction wraps it.
+        let t = self.head + self.len;
+        if t >= self.ring.len() {
+            t - self.ring.len()
+        } else {
+            t
+        }
+    }
+}
+
 enum Outcome {
     Done(u32),
     Fail(WcStatus),
@@ -104,12 +133,17 @@ pub(crate) struct QpShared {
     pub(crate) opts: QpOptions,
     pub(crate) initiator_depth: AtomicU8,
     pub(crate) responder_resources: AtomicU8,
-    rq: Option<ArrayQueue<RecvEntry>>,
-    rq_token: AtomicBool,
-    sq_lock: AtomicBool,
+    /// The receive queue (None with an SRQ). Producer: the owner handle (`&mut SoftQp`);
+    /// consumer: the holder of `rq_token` (a delivering peer engine or a flush).
+    rq: Option<RecvRing<RecvEntry>>,
+    /// Written by the peer's thread on every delivery: a line of its own (as are the owner's
+    /// per-send writes below), so neither side's writes evict what the other only reads
+    /// (state, options, the rings' addresses).
+    rq_token: CachePadded<AtomicBool>,
+    sq_lock: CachePadded<AtomicBool>,
     sq_dirty: AtomicBool,
-    engine: UnsafeCell<SendEngine>,
-    sq_retired: AtomicU32,
+    engine: CachePadded<UnsafeCell<SendEngine>>,
+    sq_retired: CachePadded<AtomicU32>,
     rnr_waiting: AtomicBool,
     pub(crate) events: ArrayQueue<CmEvent>,
     pub(crate) peer: OnceLock<Weak<QpShared>>,
@@ -143,7 +177,7 @@ impl QpShared {
         let rq = if srq.is_some() {
             None
         } else {
-            Some(ArrayQueue::new(opts.max_recv_wr.max(1) as usize))
+            Some(RecvRing::new(opts.max_recv_wr as usize, EMPTY_RECV))
         };
         let held_cap = (opts.max_send_wr + opts.max_recv_wr) as usize + 64;
         let qp = Arc::new(QpShared {
@@ -163,10 +197,10 @@ impl QpShared {
             initiator_depth: AtomicU8::new(opts.initiator_depth),
             responder_resources: AtomicU8::new(opts.responder_resources),
             rq,
-            rq_token: AtomicBool::new(false),
-            sq_lock: AtomicBool::new(false),
+            rq_token: CachePadded::new(AtomicBool::new(false)),
+            sq_lock: CachePadded::new(AtomicBool::new(false)),
             sq_dirty: AtomicBool::new(false),
-            engine: UnsafeCell::new(SendEngine {
+            engine: CachePadded::new(UnsafeCell::new(SendEngine {
                 ring: vec![EMPTY_ENTRY; sq].into_boxed_slice(),
                 inline: vec![0u8; sq * max_inline].into_boxed_slice(),
                 max_inline,
@@ -179,8 +213,8 @@ impl QpShared {
                 psn: qp_num.wrapping_mul(0x9e37) & 0xff_ffff,
                 unsignaled: 0,
                 executed: 0,
-            }),
-            sq_retired: AtomicU32::new(0),
+            })),
+            sq_retired: CachePadded::new(AtomicU32::new(0)),
             rnr_waiting: AtomicBool::new(false),
             events: ArrayQueue::new(8),
             peer: OnceLock::new(),
@@ -211,9 +245,11 @@ impl QpShared {
         }
     }
 
+    /// True in ERROR. SeqCst: the poster's half of the Dekker pair with `go_error` (see
+    /// `RecvRing::publish`): a load as cheap as an Acquire one on x86 and AArch64.
     #[inline]
     fn is_error(&self) -> bool {
-        self.raw_state() == QpState::Error as u8
+        self.state.load(Ordering::SeqCst) == QpState::Error as u8
     }
 
     #[inline]
@@ -297,6 +333,15 @@ impl QpShared {
     }
 
     fn clear_work(&self, flag: &AtomicBool) {
+        // Acquire: pairs with set_work's AcqRel swap. A plain load first, because this runs
+        // after every executed send WR and the flag is almost always clear: no read-modify-write
+        // (a locked instruction on the QP's shared line) unless there is something to clear. A
+        // stale `false` only delays the clearing to the next call (the CQ's `progress` repeats
+        // it while the counter stays up); `rnr_waiting` is set and cleared under the send-queue
+        // lock, so there the load is exact.
+        if !flag.load(Ordering::Acquire) {
+            return;
+        }
         // AcqRel swap: only the transition adjusts the CQ counters.
         if flag.swap(false, Ordering::AcqRel) {
             // Release: pairs with the Acquire load in `SoftCq::poll`.

@@ -2,7 +2,8 @@
 //! queue or SRQ), send-queue entries (the opcode in the NIC's terms, the SGEs, inline length),
 //! and the pinned segment lists a copy runs over.
 //!
-//! Normal operation: entries are plain values copied into preallocated rings; a `SegList`
+//! Normal operation: entries are plain values built in place in preallocated rings (a QP's
+//! receive entries in its receive ring's slots) or copied into them (SRQ, send queue); a `SegList`
 //! holds the pins of the registrations it copies through, so they cannot be deregistered
 //! while the copy runs. Recovery: dropping a `SegList` unpins (a failed check drops it early).
 

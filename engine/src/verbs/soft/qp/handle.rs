@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 
 use super::super::mr::BindReq;
 use super::super::SoftProvider;
-use super::entries::{RecvEntry, SqEntry, SqOp, EMPTY_ENTRY, EMPTY_RECV};
+use super::entries::{SqEntry, SqOp, EMPTY_ENTRY};
 use super::{QpShared, SoftFaults};
 use crate::verbs::{
     errno, validate, CmEvent, QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr,
@@ -28,9 +28,11 @@ pub struct SoftQp {
     staged_send: Box<[SqEntry]>,
     staged_sends: usize,
     staged_inline: Box<[u8]>,
-    /// Staged receive entries (`[..staged_recvs]` in use), reused like `staged_send`.
-    staged_recv: Box<[RecvEntry]>,
+    /// Receive entries staged in place in the receive queue's free slots after its published
+    /// tail (this handle is the queue's only producer), published by `flush_recv`.
     staged_recvs: usize,
+    /// The receive ring's `head` as this handle (its producer) last read it.
+    rq_head_seen: usize,
     sq_posted: u32,
     doorbells: u64,
     peer: Option<Arc<QpShared>>,
@@ -55,16 +57,8 @@ impl SoftQp {
             staged_sends: 0,
             staged_inline: vec![0u8; (o.max_send_wr * o.max_inline_data) as usize]
                 .into_boxed_slice(),
-            staged_recv: vec![
-                EMPTY_RECV;
-                if shared.srq.is_some() {
-                    0
-                } else {
-                    o.max_recv_wr as usize
-                }
-            ]
-            .into_boxed_slice(),
             staged_recvs: 0,
+            rq_head_seen: 0,
             sq_posted: 0,
             doorbells: 0,
             peer: None,
@@ -256,9 +250,8 @@ impl QueuePair<SoftProvider> for SoftQp {
         let max_inline = self.shared.opts.max_inline_data as usize;
         let sh = &*self.shared;
         sh.with_engine(|e| {
-            let cap = e.ring.len();
             for (i, w) in staged.iter().enumerate() {
-                let slot = (e.head + e.len) % cap;
+                let slot = e.tail_slot();
                 e.ring[slot].copy_used_from(w);
                 if w.inline_len > 0 {
                     let n = w.inline_len as usize;
@@ -282,12 +275,19 @@ impl QueuePair<SoftProvider> for SoftQp {
             return Self::recv_err(errno::EINVAL);
         }
         validate::recv_wr(wr, sh.opts.max_recv_sge, VerbsCall::PostRecv)?;
-        let used = sh.rq.as_ref().map_or(0, |q| q.len()) + self.staged_recvs;
-        if used >= sh.opts.max_recv_wr as usize {
+        let Some(rq) = &sh.rq else {
+            return Self::recv_err(errno::EINVAL);
+        };
+        let max = sh.opts.max_recv_wr as usize;
+        // SAFETY: this handle is the ring's only producer, and `rq_head_seen` is its own.
+        let published =
+            unsafe { rq.producer_used(&mut self.rq_head_seen, max - self.staged_recvs) };
+        if published + self.staged_recvs >= max {
             return Self::recv_err(errno::ENOMEM);
         }
-        // Room: staged_recvs <= used < max_recv_wr = the staged capacity.
-        self.staged_recv[self.staged_recvs].set_from_wr(wr);
+        // SAFETY: this handle is the ring's only producer (reached through `&mut self`), and
+        // used + staged_recvs < max_recv_wr <= slots: the slot is free and unpublished.
+        unsafe { rq.stage(self.staged_recvs, |e| e.set_from_wr(wr)) };
         self.staged_recvs += 1;
         Ok(())
     }
@@ -297,10 +297,8 @@ impl QueuePair<SoftProvider> for SoftQp {
             return Ok(());
         }
         if let Some(rq) = &self.shared.rq {
-            for r in &self.staged_recv[..self.staged_recvs] {
-                // Cannot fail: occupancy checked in queue_recv; only consumers run meanwhile.
-                let _ = rq.push(*r);
-            }
+            // SAFETY: the ring's only producer (`&mut self`), publishing what it staged.
+            unsafe { rq.publish(self.staged_recvs) };
         }
         self.staged_recvs = 0;
         self.doorbells += 1;

@@ -14,7 +14,7 @@ use crossbeam_utils::Backoff;
 
 use super::super::mr::MAX_SGE;
 use super::super::trace::{TraceEvent, TraceOp};
-use super::entries::{copy_segs, Seg, SegList, SqEntry, SqOp};
+use super::entries::{copy_segs, RecvEntry, Seg, SegList, SqEntry, SqOp};
 use super::{Outcome, QpShared, SendEngine, DESTROYED, MAX_MSG, MTU};
 use crate::verbs::{
     Access, Completion, QpState, SendFlags, WcFlags, WcOpcode, WcStatus, RNR_RETRY_INFINITE,
@@ -62,9 +62,10 @@ impl QpShared {
                 return;
             }
             if let Some(rq) = &self.rq {
-                while let Some(r) = rq.pop() {
+                // SAFETY: we hold rq_token, which makes us the ring's only consumer.
+                while let Some(wr_id) = unsafe { rq.take(|r| r.wr_id) } {
                     if st == QpState::Error as u8 {
-                        self.push_completion(self.flush_wc(r.wr_id, WcOpcode::RECV), true);
+                        self.push_completion(self.flush_wc(wr_id, WcOpcode::RECV), true);
                     }
                 }
             }
@@ -94,13 +95,37 @@ impl QpShared {
         if !self.can_receive() {
             return Err(Some(WcStatus::RETRY_EXC_ERR));
         }
-        let (entry, recv_pd) = match &self.srq {
-            Some(srq) => (srq.ring.pop(), srq.pd),
-            None => (self.rq.as_ref().and_then(|q| q.pop()), self.pd),
+        let taken = match (&self.srq, &self.rq) {
+            (Some(srq), _) => srq
+                .ring
+                .pop()
+                .map(|r| self.deliver_into(&r, srq.pd, src_qpn, src, inv)),
+            // SAFETY: the caller holds rq_token, which makes us the ring's only consumer. The
+            // entry is read in place and its slot released once the delivery is done.
+            (None, Some(rq)) => unsafe {
+                rq.take(|r| self.deliver_into(r, self.pd, src_qpn, src, inv))
+            },
+            (None, None) => None,
         };
-        let Some(r) = entry else {
+        let Some((wc, res)) = taken else {
             return Err(None); // RNR
         };
+        // After the slot is released, so a consumer of this completion can repost at once.
+        self.push_completion(wc, true);
+        res
+    }
+
+    /// [`deliver`](Self::deliver) into the receive `r` (taken from the queue whatever the
+    /// outcome), whose buffers are registered in PD `recv_pd`: the receive's completion (the
+    /// caller pushes it) and the result for the requester.
+    fn deliver_into(
+        &self,
+        r: &RecvEntry,
+        recv_pd: u32,
+        src_qpn: u32,
+        src: &SegList<'_>,
+        inv: Option<u32>,
+    ) -> (Completion, Result<u32, Option<WcStatus>>) {
         let total = src.total;
         let mut wc = Completion {
             wr_id: r.wr_id,
@@ -115,51 +140,50 @@ impl QpShared {
         let capacity: u64 = sges.iter().map(|s| s.len as u64).sum();
         if total > capacity {
             wc.status = WcStatus::LOC_LEN_ERR;
-            self.push_completion(wc, true);
-            return Err(Some(WcStatus::REM_INV_REQ_ERR));
+            return (wc, Err(Some(WcStatus::REM_INV_REQ_ERR)));
         }
-        let mut dst = SegList::new();
-        let mut need = total;
-        for s in sges {
-            if need == 0 {
-                break;
-            }
-            if s.len == 0 {
-                continue;
-            }
-            let take = need.min(s.len as u64);
-            match self.dev.keys.pin_local(s.lkey, s.addr, take, true, recv_pd) {
-                Some(pin) => dst.push(
-                    Seg {
-                        ptr: s.addr as *mut u8,
-                        len: take as usize,
-                    },
-                    Some(pin),
-                ),
-                None => {
-                    wc.status = WcStatus::LOC_PROT_ERR;
-                    self.push_completion(wc, true);
-                    return Err(Some(WcStatus::REM_OP_ERR));
+        // The destination is unpinned at the end of this scope, before an invalidation (a scope,
+        // not `drop(dst)`: moving the list, hundreds of octets, into `drop` would copy it).
+        {
+            let mut dst = SegList::new();
+            let mut need = total;
+            for s in sges {
+                if need == 0 {
+                    break;
                 }
+                if s.len == 0 {
+                    continue;
+                }
+                let take = need.min(s.len as u64);
+                match self.dev.keys.pin_local(s.lkey, s.addr, take, true, recv_pd) {
+                    Some(pin) => dst.push(
+                        Seg {
+                            ptr: s.addr as *mut u8,
+                            len: take as usize,
+                        },
+                        Some(pin),
+                    ),
+                    None => {
+                        wc.status = WcStatus::LOC_PROT_ERR;
+                        return (wc, Err(Some(WcStatus::REM_OP_ERR)));
+                    }
+                }
+                need -= take;
             }
-            need -= take;
+            // SAFETY: source segments are pinned by the requester (or are its inline buffer),
+            // destination segments are pinned above; `total` fits both (checked).
+            unsafe { copy_segs(src.segs(), dst.segs(), total as usize) };
         }
-        // SAFETY: source segments are pinned by the requester (or are its inline buffer),
-        // destination segments are pinned above; `total` fits both (checked).
-        unsafe { copy_segs(src.segs(), dst.segs(), total as usize) };
-        drop(dst);
         if let Some(rkey) = inv {
             if !self.dev.keys.invalidate(rkey, self.pd, Some(self.qp_num)) {
                 wc.status = WcStatus::REM_INV_REQ_ERR;
-                self.push_completion(wc, true);
-                return Err(Some(WcStatus::REM_INV_REQ_ERR));
+                return (wc, Err(Some(WcStatus::REM_INV_REQ_ERR)));
             }
             wc.flags = WcFlags::WITH_INV;
             wc.invalidated_rkey = rkey;
         }
         wc.byte_len = total as u32;
-        self.push_completion(wc, true);
-        Ok(total as u32)
+        (wc, Ok(total as u32))
     }
 
     // --- send queue -------------------------------------------------------------------------
@@ -180,8 +204,12 @@ impl QpShared {
 
     pub(super) fn sq_unlock(&self) {
         loop {
-            // SeqCst: pairs with sq_kick's dirty store + lock swap.
-            while self.sq_dirty.swap(false, Ordering::SeqCst) {
+            // SeqCst: pairs with sq_kick's dirty store + lock swap. Loaded before the swap so an
+            // unlock with nothing requested (the common case) does no read-modify-write; a kick
+            // landing after the load is seen by the re-check below.
+            while self.sq_dirty.load(Ordering::SeqCst)
+                && self.sq_dirty.swap(false, Ordering::SeqCst)
+            {
                 // SAFETY: we hold sq_lock.
                 self.run(unsafe { &mut *self.engine.get() });
             }
@@ -209,8 +237,12 @@ impl QpShared {
     pub(super) fn retire(&self, e: &mut SendEngine) {
         let n = e.unsignaled + 1;
         e.unsignaled = 0;
-        // Release: pairs with the owner's Acquire load in queue_send.
-        self.sq_retired.fetch_add(n, Ordering::Release);
+        // Only the send-queue lock's holder (we have the engine) writes `sq_retired`, and the
+        // lock's swap/store order one holder's store before the next one's load: a load and a
+        // store, not a read-modify-write. Relaxed: our own last store. Release: pairs with the
+        // owner's Acquire load in `send_queue_used`.
+        let v = self.sq_retired.load(Ordering::Relaxed);
+        self.sq_retired.store(v.wrapping_add(n), Ordering::Release);
     }
 
     /// Executes queued send WRs in order until empty, RNR-blocked, or everything is flushed.
@@ -226,8 +258,7 @@ impl QpShared {
                 while e.len > 0 {
                     let w = &e.ring[e.head];
                     let (wr_id, opcode) = (w.wr_id, w.op.opcode());
-                    e.head = (e.head + 1) % e.ring.len();
-                    e.len -= 1;
+                    e.pop_head();
                     if st == QpState::Error as u8 {
                         self.push_completion(self.flush_wc(wr_id, opcode), false);
                     }
@@ -285,8 +316,7 @@ impl QpShared {
 
     /// Pops the head WR with `status`, completing it if signaled or failed.
     pub(super) fn finish(&self, e: &mut SendEngine, w: Retired, status: WcStatus, byte_len: u32) {
-        e.head = (e.head + 1) % e.ring.len();
-        e.len -= 1;
+        e.pop_head();
         e.rnr_left = None;
         self.clear_work(&self.rnr_waiting);
         if status.is_success() && !w.flags.contains(SendFlags::SIGNALED) {
@@ -308,9 +338,14 @@ impl QpShared {
         }
     }
 
-    /// Validates and pins a local SGL (`write`: the device writes into it).
-    pub(super) fn local_segs(&self, w: &SqEntry, write: bool) -> Result<SegList<'_>, WcStatus> {
-        let mut l = SegList::new();
+    /// Validates and pins a local SGL (`write`: the device writes into it) into `l` (empty),
+    /// built in place: a `SegList` is hundreds of octets, so it is never returned by value.
+    pub(super) fn local_segs<'a>(
+        &'a self,
+        w: &SqEntry,
+        write: bool,
+        l: &mut SegList<'a>,
+    ) -> Result<(), WcStatus> {
         for s in w.used_sges() {
             if s.len == 0 {
                 continue;
@@ -331,32 +366,39 @@ impl QpShared {
         if l.total > MAX_MSG {
             return Err(WcStatus::LOC_LEN_ERR);
         }
-        Ok(l)
+        Ok(())
     }
 
-    pub(super) fn gather<'a>(&'a self, w: &SqEntry, inline: Seg) -> Result<SegList<'a>, WcStatus> {
+    /// The source segments of a Send or RDMA Write into `l` (empty): the inline area or the
+    /// pinned local SGL.
+    pub(super) fn gather<'a>(
+        &'a self,
+        w: &SqEntry,
+        inline: Seg,
+        l: &mut SegList<'a>,
+    ) -> Result<(), WcStatus> {
         if w.flags.contains(SendFlags::INLINE) {
-            let mut l = SegList::new();
             if inline.len > 0 {
                 l.push(inline, None);
             }
-            return Ok(l);
+            return Ok(());
         }
-        self.local_segs(w, false)
+        self.local_segs(w, false, l)
     }
 
     /// The peer a Send, RDMA Write or RDMA Read reaches, if it can still receive (otherwise
-    /// the WR ends as [`QpShared::peer_gone`] says), and then the WR's local segments `segs`
-    /// (otherwise it fails with their status).
-    fn reach<'a, 'p>(
+    /// the WR ends as [`QpShared::peer_gone`] says), once `segs` has built the WR's local
+    /// segments (otherwise it fails with their status).
+    fn reach<'p>(
         &self,
         peer: Option<&'p QpShared>,
-        segs: impl FnOnce() -> Result<SegList<'a>, WcStatus>,
-    ) -> Result<(&'p QpShared, SegList<'a>), Outcome> {
+        segs: impl FnOnce() -> Result<(), WcStatus>,
+    ) -> Result<&'p QpShared, Outcome> {
         let Some(peer) = peer.filter(|p| p.can_receive()) else {
             return Err(self.peer_gone());
         };
-        Ok((peer, segs().map_err(Outcome::Fail)?))
+        segs().map_err(Outcome::Fail)?;
+        Ok(peer)
     }
 
     pub(super) fn execute(
@@ -379,8 +421,9 @@ impl QpShared {
                 Err(_) => Outcome::Fail(WcStatus::MW_BIND_ERR),
             },
             SqOp::Send | SqOp::SendInv(_) => {
-                let (peer, src) = match self.reach(peer, || self.gather(w, inline)) {
-                    Ok(v) => v,
+                let mut src = SegList::new();
+                let peer = match self.reach(peer, || self.gather(w, inline, &mut src)) {
+                    Ok(p) => p,
                     Err(out) => return out,
                 };
                 let inv = match w.op {
@@ -405,8 +448,9 @@ impl QpShared {
                 out
             }
             SqOp::Write { raddr, rkey } => {
-                let (peer, src) = match self.reach(peer, || self.gather(w, inline)) {
-                    Ok(v) => v,
+                let mut src = SegList::new();
+                let peer = match self.reach(peer, || self.gather(w, inline, &mut src)) {
+                    Ok(p) => p,
                     Err(out) => return out,
                 };
                 let total = src.total;
@@ -434,8 +478,9 @@ impl QpShared {
                 out
             }
             SqOp::Read { raddr, rkey } => {
-                let (peer, dst) = match self.reach(peer, || self.local_segs(w, true)) {
-                    Ok(v) => v,
+                let mut dst = SegList::new();
+                let peer = match self.reach(peer, || self.local_segs(w, true, &mut dst)) {
+                    Ok(p) => p,
                     Err(out) => return out,
                 };
                 let total = dst.total;

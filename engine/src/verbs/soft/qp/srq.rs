@@ -2,7 +2,10 @@
 //! take from.
 //!
 //! Normal operation: `queue_recv` stages an entry owner-locally, `flush_recv` (the doorbell)
-//! pushes the staged entries to the lock-free ring. Recovery: an SRQ is not flushed by a QP's
+//! pushes the staged entries to the lock-free ring. The ring stays an MPMC `ArrayQueue` (not the
+//! in-place SPSC ring of a QP's own receive queue): its consumers are the delivering engines of
+//! every attached QP, each serialized only by its own QP's receive token, so several may take at
+//! once. Recovery: an SRQ is not flushed by a QP's
 //! error (other QPs may still use it); its receives stay until taken or the SRQ is dropped.
 
 use std::sync::Arc;
