@@ -908,6 +908,8 @@ mod soft_only {
         let client = std::thread::spawn(move || {
             let mut out = [Completion::default(); 16];
             let (mut ok, mut flushed) = (0u64, 0u64);
+            // SENDs (odd wr_ids) completed either way: each posted one completes once.
+            let mut sends_done = 0u64;
             let mut i = 0u64;
             'outer: loop {
                 let sgl = [cbuf.sge(0, 512)];
@@ -935,6 +937,7 @@ mod soft_only {
                             WcStatus::WR_FLUSH_ERR => flushed += 1,
                             st => panic!("unexpected status {}", st.name()),
                         }
+                        sends_done += w.wr_id % 2;
                     }
                     if n > 0 {
                         break;
@@ -946,6 +949,24 @@ mod soft_only {
                 }
                 if c.qp.state() == QpState::Error {
                     break;
+                }
+            }
+            // The QP is in the error state, but a SEND the server already took may still be
+            // completing on another thread: every SEND posted completes exactly once, with
+            // success or a flush, so wait for all of them.
+            while sends_done < i {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "client: SENDs never completed"
+                );
+                let n = c.cq.poll(&mut out).unwrap();
+                for w in &out[..n] {
+                    match w.status {
+                        WcStatus::SUCCESS => ok += 1,
+                        WcStatus::WR_FLUSH_ERR => flushed += 1,
+                        st => panic!("unexpected status {}", st.name()),
+                    }
+                    sends_done += w.wr_id % 2;
                 }
             }
             (ok, flushed, c)
