@@ -31,7 +31,7 @@
 use crate::conn::srq::SrqPool;
 use crate::conn::{Connection, WorkRequest};
 use crate::verbs::{
-    errno, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, SharedReceiveQueue,
+    errno, MwBind, Provider, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, SharedReceiveQueue,
     VerbsCall, VerbsError,
 };
 
@@ -120,14 +120,14 @@ pub fn queue_work_request<'a, P: Provider>(
             let (Some(mw), Some(mr)) = (mws.get(mw as usize), mr_of(lkey)) else {
                 return Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
             };
-            let op = SendOp::BindMw {
+            let op = SendOp::BindMw(MwBind {
                 mw,
                 mr,
                 rkey: new_rkey,
                 addr,
                 len: u64::from(len),
                 access,
-            };
+            });
             signaled::<P>(qp, wr_id.raw(), op, &[]).map(|()| Queued::Send)
         }
         WorkRequest::LocalInv { wr_id, rkey } => {

@@ -193,8 +193,8 @@ mod soft_only {
     use rpcrdma_engine::verbs::soft::{DelayMode, SoftEnv, SoftFabric, SoftProvider, TraceOp};
     use rpcrdma_engine::verbs::{
         errno, Access, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, Listener,
-        MemoryWindow, ProtectionDomain, Provider, QpInit, QpOptions, QpState, QueuePair, RecvWr,
-        Registrar, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+        MemoryWindow, MwBind, ProtectionDomain, Provider, QpInit, QpOptions, QpState, QueuePair,
+        RecvWr, Registrar, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
     };
 
     type P = SoftProvider;
@@ -232,14 +232,14 @@ mod soft_only {
             let mut p = connect(&mut env).unwrap();
             let tb = Buf::<P>::new(&p.s.pd, 4096, MR_MW).unwrap();
             let mw = p.s.pd.alloc_mw().unwrap();
-            let bind = SendOp::BindMw {
+            let bind = SendOp::BindMw(MwBind {
                 mw: &mw,
                 mr: tb.mr(),
                 rkey: mw.next_rkey(),
                 addr: tb.addr(),
                 len: 4096,
                 access: MW_ACC,
-            };
+            });
             post_send(&mut p.s.qp, signaled(1, bind, &[]));
             assert!(wait_wc(&mut env, &mut p.s.cq).unwrap().status.is_success());
             let before = env.fabric().windows_bound_at_qp_destroy();
@@ -275,14 +275,14 @@ mod soft_only {
             (u.regions, u.windows, u.windows_bound),
             (start.regions + 1, start.windows + 1, start.windows_bound)
         );
-        let bind = SendOp::BindMw {
+        let bind = SendOp::BindMw(MwBind {
             mw: &mw,
             mr: tb.mr(),
             rkey: mw.next_rkey(),
             addr: tb.addr(),
             len: 4096,
             access: MW_ACC,
-        };
+        });
         post_send(&mut p.s.qp, signaled(1, bind, &[]));
         assert!(wait_wc(&mut env, &mut p.s.cq).unwrap().status.is_success());
         assert_eq!(dev.key_usage().windows_bound, start.windows_bound + 1);
@@ -386,14 +386,14 @@ mod soft_only {
         let tb = Buf::<P>::new(&a.s.pd, 4096, MR_MW).unwrap();
         let mw = a.s.pd.alloc_mw().unwrap();
         let k = mw.next_rkey();
-        let bind = SendOp::BindMw {
+        let bind = SendOp::BindMw(MwBind {
             mw: &mw,
             mr: tb.mr(),
             rkey: k,
             addr: tb.addr(),
             len: 4096,
             access: MW_ACC,
-        };
+        });
         post_send(&mut a.s.qp, signaled(1, bind, &[]));
         assert!(wait_wc(&mut env, &mut a.s.cq).unwrap().status.is_success());
         let rb = Buf::<P>::new(&b.s.pd, 256, LW).unwrap();
@@ -454,14 +454,14 @@ mod soft_only {
         let mut tb = Buf::<P>::new(&p.s.pd, 4096, MR_MW).unwrap();
         let mw = p.s.pd.alloc_mw().unwrap();
         let k = mw.next_rkey();
-        let bind = SendOp::BindMw {
+        let bind = SendOp::BindMw(MwBind {
             mw: &mw,
             mr: tb.mr(),
             rkey: k,
             addr: tb.addr(),
             len: 4096,
             access: MW_ACC,
-        };
+        });
         post_send(&mut p.s.qp, signaled(1, bind, &[]));
         assert!(wait_wc(&mut env, &mut p.s.cq).unwrap().status.is_success());
         tb.dereg();

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rpcrdma_engine::verbs::conformance::{connect, Buf};
 use rpcrdma_engine::verbs::soft::{SoftEnv, SoftProvider};
 use rpcrdma_engine::verbs::{
-    Access, Completion, CompletionQueue, MemoryWindow, ProtectionDomain, Provider, QueuePair,
-    RecvWr, SendFlags, SendOp, SendWr, WcFlags, WcStatus,
+    Access, Completion, CompletionQueue, MemoryWindow, MwBind, ProtectionDomain, Provider,
+    QueuePair, RecvWr, SendFlags, SendOp, SendWr, WcFlags, WcStatus,
 };
 
 struct Counting;
@@ -100,14 +100,14 @@ fn round(
 
     // Client: bind a window over its buffer + RDMA Write + RDMA Read + SEND, one doorbell.
     let k = mw.next_rkey();
-    let bind = SendOp::BindMw {
+    let bind = SendOp::BindMw(MwBind {
         mw,
         mr: cwin.mr(),
         rkey: k,
         addr: cwin.addr(),
         len: 4096,
         access: Access::REMOTE_WRITE | Access::REMOTE_READ,
-    };
+    });
     let sgl = [cmsg.sge(1024, 64)];
     let rsgl = [cmsg.sge(2048, 64)];
     let write = SendOp::RdmaWrite {
@@ -179,14 +179,14 @@ fn round(
 
     // Client: bind again and invalidate locally.
     let k2 = mw.next_rkey();
-    let bind2 = SendOp::BindMw {
+    let bind2 = SendOp::BindMw(MwBind {
         mw,
         mr: cwin.mr(),
         rkey: k2,
         addr: cwin.addr(),
         len: 1024,
         access: Access::REMOTE_READ,
-    };
+    });
     c.qp.queue_send(&SendWr {
         wr_id: 7,
         op: bind2,

@@ -24,7 +24,7 @@ use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{ConnRequest, Listener, Provider};
 
 use crate::admission::PeerSlot;
-use crate::node::{send_to, Acceptor, NodeCmd, NodeEnv, NodePeer, Slots};
+use crate::node::{send_to, Acceptor, NodeCmd, NodeEnv, NodePeer, Seated, Slots};
 
 /// Connect requests a node takes from its listeners per poll. The rest wait in the listener's
 /// backlog for the next poll, so a storm of connects is spread over polls and the node keeps
@@ -215,7 +215,7 @@ fn accept_in<P: Provider>(
     to: Arc<dyn Acceptor<P>>,
     peer: PeerSlot,
 ) {
-    match Arc::clone(&to).accept(seat.env, req, slot, peer) {
+    match Arc::clone(&to).accept(seat.env, Seated { req, slot, peer }) {
         Ok(c) => seat.slots.place(slot, c, seat.env),
         Err(req) => {
             seat.env.stats.verbs_error();

@@ -336,16 +336,25 @@ pub(crate) trait Acceptor<P: Provider>: Send + Sync {
     fn admit(&self, peer: IpAddr) -> Result<PeerSlot, RejectReason>;
     /// Counts a refused connect request.
     fn count_reject(&self);
-    /// Accepts `req` into the taken slot `slot` of this node. `Err(Some(req))` when setting
-    /// the connection up failed before the accept (the caller refuses it with a reason);
-    /// `Err(None)` when the accept itself failed.
+    /// Accepts the admitted request into its slot of this node. `Err(Some(req))` when
+    /// setting the connection up failed before the accept (the caller refuses it with a
+    /// reason); `Err(None)` when the accept itself failed.
     fn accept(
         self: Arc<Self>,
         env: &mut NodeEnv<P>,
-        req: P::ConnRequest,
-        slot: u32,
-        peer: PeerSlot,
+        seated: Seated<P>,
     ) -> Result<Conn<P>, Option<P::ConnRequest>>;
+}
+
+/// A connect request that passed admission and holds a slot of its node: what
+/// [`Acceptor::accept`] turns into a connection.
+pub(crate) struct Seated<P: Provider> {
+    /// The request (accepted or refused through it).
+    pub req: P::ConnRequest,
+    /// The node slot taken for it.
+    pub slot: u32,
+    /// Its share of the server's connection limits (given back when the connection goes).
+    pub peer: PeerSlot,
 }
 
 /// Commands to a node.

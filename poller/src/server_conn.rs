@@ -25,7 +25,9 @@ use crate::conn_table::ConnTable;
 use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab, SlabLayout};
-use crate::node::{Acceptor, Conn, NodeConn, NodeEnv, Round, TIMER_BACK, TIMER_CONN, TIMER_GRACE};
+use crate::node::{
+    Acceptor, Conn, NodeConn, NodeEnv, Round, Seated, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
+};
 use crate::program::Programs;
 use crate::server_back::ServerBack;
 use crate::session::BackServer;
@@ -101,11 +103,9 @@ impl<P: Provider> Acceptor<P> for ServerShared {
     fn accept(
         self: Arc<Self>,
         env: &mut NodeEnv<P>,
-        req: P::ConnRequest,
-        slot: u32,
-        peer: PeerSlot,
+        seated: Seated<P>,
     ) -> Result<Conn<P>, Option<P::ConnRequest>> {
-        ServerConn::accept(env, req, self, slot, peer).map(|c| Box::new(c) as Conn<P>)
+        ServerConn::accept(env, seated, self).map(|c| Box::new(c) as Conn<P>)
     }
 }
 
@@ -192,11 +192,14 @@ impl<P: Provider> ServerConn<P> {
     /// `Err(None)` when the accept itself failed (the request was rejected without one).
     pub(crate) fn accept(
         env: &mut NodeEnv<P>,
-        req: P::ConnRequest,
+        seated: Seated<P>,
         shared: Arc<ServerShared>,
-        slot: u32,
-        peer_slot: PeerSlot,
     ) -> Result<ServerConn<P>, Option<P::ConnRequest>> {
+        let Seated {
+            req,
+            slot,
+            peer: peer_slot,
+        } = seated;
         let o = shared.opts;
         let c = o.credits;
         let mut cfg = engine_config(env, &o);

@@ -52,7 +52,7 @@ use std::net::{IpAddr, SocketAddr};
 
 pub use rpcrdma_mempool::{Access, Keys, Registrar};
 pub use wr::{
-    Completion, RecvWr, SendFlags, SendOp, SendWr, Sge, WcFlags, WcOpcode, WcStatus, WrId,
+    Completion, MwBind, RecvWr, SendFlags, SendOp, SendWr, Sge, WcFlags, WcOpcode, WcStatus, WrId,
 };
 
 // ---------------------------------------------------------------------------------------------

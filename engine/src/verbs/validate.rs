@@ -55,7 +55,7 @@ pub fn send_wr<P: Provider>(
             }
             false
         }
-        SendOp::LocalInv { .. } | SendOp::BindMw { .. } => false,
+        SendOp::LocalInv { .. } | SendOp::BindMw(_) => false,
     };
     if wr.flags.contains(SendFlags::INLINE) {
         let total: u64 = wr.sgl.iter().map(|s| u64::from(s.len)).sum();

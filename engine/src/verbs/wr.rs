@@ -126,21 +126,32 @@ pub enum SendOp<'a, P: Provider> {
     /// under the new key `rkey` (normally [`inc_rkey`] of [`MemoryWindow::rkey`]). On
     /// [`QueuePair::queue_send`] the window's current key becomes `rkey`. The window is then
     /// usable by the peer of *this* QP only.
-    BindMw {
-        /// The window (allocated from this QP's PD).
-        mw: &'a P::Mw,
-        /// The region the window covers (registered with [`Access::MW_BIND`]).
-        mr: &'a P::Mr,
-        /// The new rkey.
-        rkey: u32,
-        /// Window start.
-        addr: u64,
-        /// Window length.
-        len: u64,
-        /// Remote rights granted through the window (`REMOTE_READ` / `REMOTE_WRITE`).
-        access: Access,
-    },
+    BindMw(MwBind<'a, P>),
 }
+
+/// What a memory-window bind names (`ibv_mw_bind` with its `ibv_mw_bind_info`): the window,
+/// the region it covers, the new key, the range and the remote rights.
+pub struct MwBind<'a, P: Provider> {
+    /// The window (allocated from this QP's PD).
+    pub mw: &'a P::Mw,
+    /// The region the window covers (registered with [`Access::MW_BIND`]).
+    pub mr: &'a P::Mr,
+    /// The new rkey.
+    pub rkey: u32,
+    /// Window start.
+    pub addr: u64,
+    /// Window length.
+    pub len: u64,
+    /// Remote rights granted through the window (`REMOTE_READ` / `REMOTE_WRITE`).
+    pub access: Access,
+}
+
+impl<P: Provider> Clone for MwBind<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P: Provider> Copy for MwBind<'_, P> {}
 
 impl<P: Provider> Clone for SendOp<'_, P> {
     fn clone(&self) -> Self {
@@ -161,13 +172,13 @@ impl<P: Provider> fmt::Debug for SendOp<'_, P> {
                 write!(f, "RdmaRead({remote_addr:#x}, {rkey:#x})")
             }
             SendOp::LocalInv { rkey } => write!(f, "LocalInv({rkey:#x})"),
-            SendOp::BindMw {
+            SendOp::BindMw(MwBind {
                 rkey,
                 addr,
                 len,
                 access,
                 ..
-            } => write!(f, "BindMw({rkey:#x}, {addr:#x}+{len}, {access:?})"),
+            }) => write!(f, "BindMw({rkey:#x}, {addr:#x}+{len}, {access:?})"),
         }
     }
 }

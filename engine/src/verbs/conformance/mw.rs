@@ -6,6 +6,7 @@
 //! used). Recovery: a failed bind or a refused access ends the connection as the profile says.
 
 use super::*;
+use crate::verbs::MwBind;
 
 const MW_ACC: Access = Access(Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
 const MR_MW: Access = Access(Access::LOCAL_WRITE.0 | Access::MW_BIND.0);
@@ -40,14 +41,14 @@ fn bind_key<E: Env>(
     expect: WcStatus,
     rkey: u32,
 ) -> Result<u32, String> {
-    let op: SendOp<'_, E::P> = SendOp::BindMw {
+    let op: SendOp<'_, E::P> = SendOp::BindMw(MwBind {
         mw,
         mr: buf.mr(),
         rkey,
         addr: buf.addr() + off,
         len,
         access,
-    };
+    });
     post_send::<E::P>(&mut side.qp, wr::<E::P>(0xb1, op, &[]))?;
     let wc = wait_wc(env, &mut side.cq)?;
     let opcode = expect.is_success().then_some(WcOpcode::BIND_MW);

@@ -570,11 +570,11 @@ impl QueuePair<Rdma> for RdmaQp {
             SendOp::RdmaWrite { .. } => sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
             SendOp::RdmaRead { .. } => sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
             SendOp::LocalInv { .. } => sys::ibv_wr_opcode::IBV_WR_LOCAL_INV,
-            SendOp::BindMw { .. } => sys::ibv_wr_opcode::IBV_WR_BIND_MW,
+            SendOp::BindMw(_) => sys::ibv_wr_opcode::IBV_WR_BIND_MW,
         };
-        if let SendOp::BindMw { mw, rkey, .. } = wr.op {
+        if let SendOp::BindMw(b) = wr.op {
             // A type-2 bind keeps the window's index (upper 24 bits) and changes the key byte.
-            if (rkey ^ crate::verbs::MemoryWindow::rkey(mw)) & 0xffff_ff00 != 0 {
+            if (b.rkey ^ crate::verbs::MemoryWindow::rkey(b.mw)) & 0xffff_ff00 != 0 {
                 return Err(einval);
             }
         }
@@ -647,30 +647,23 @@ impl QueuePair<Rdma> for RdmaQp {
             SendOp::RdmaWrite { remote_addr, rkey } | SendOp::RdmaRead { remote_addr, rkey } => {
                 w.wr.rdma = sys::rdma_t { remote_addr, rkey };
             }
-            SendOp::BindMw {
-                mw,
-                mr,
-                rkey,
-                addr,
-                len,
-                access,
-            } => {
+            SendOp::BindMw(b) => {
                 w.bind_mw_tso_union.bind_mw = sys::bind_mw_t {
-                    mw: mw.raw(),
-                    rkey,
+                    mw: b.mw.raw(),
+                    rkey: b.rkey,
                     bind_info: sys::ibv_mw_bind_info {
-                        mr: mr.raw(),
-                        addr,
-                        length: len,
-                        mw_access_flags: access.0,
+                        mr: b.mr.raw(),
+                        addr: b.addr,
+                        length: b.len,
+                        mw_access_flags: b.access.0,
                     },
                 };
-                mw.set_rkey(rkey);
+                b.mw.set_rkey(b.rkey);
             }
         }
         self.send.signaled[n] = wr.flags.contains(SendFlags::SIGNALED);
         self.send.binds[n] = match wr.op {
-            SendOp::BindMw { mw, rkey, .. } => (mw.raw(), rkey),
+            SendOp::BindMw(b) => (b.mw.raw(), b.rkey),
             _ => (core::ptr::null_mut(), 0),
         };
         self.send.len = n + 1;

@@ -162,29 +162,23 @@ impl QueuePair<SoftProvider> for SoftQp {
                 rkey,
             },
             SendOp::LocalInv { rkey } => SqOp::LocalInv(rkey),
-            SendOp::BindMw {
-                mw,
-                mr,
-                rkey,
-                addr,
-                len,
-                access,
-            } => {
+            SendOp::BindMw(b) => {
+                let (mw, mr) = (b.mw, b.mr);
                 if !Arc::ptr_eq(&mw.dev, &sh.dev) || !Arc::ptr_eq(mr.device(), &sh.dev) {
                     return Self::send_err(errno::EINVAL);
                 }
                 // Relaxed: the window's key is owner data (see SoftMw).
                 let old = mw.rkey.load(Ordering::Relaxed);
-                let new = (old & !0xff) | (rkey & 0xff);
+                let new = (old & !0xff) | (b.rkey & 0xff);
                 new_mw_key = Some((mw, new));
                 SqOp::Bind(BindReq {
                     mw_index: mw.index,
                     mw_key: old,
                     new_key: new,
                     mr_lkey: crate::verbs::MemoryRegion::keys(mr).lkey,
-                    addr,
-                    len,
-                    access,
+                    addr: b.addr,
+                    len: b.len,
+                    access: b.access,
                     pd: sh.pd,
                     qp_num: sh.qp_num,
                 })
