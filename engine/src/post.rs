@@ -5,7 +5,8 @@
 //! (which never calls a provider: it is sans-IO) and [`verbs`] (which knows nothing of
 //! connections), so neither module imports the other for it.
 //!
-//! Normal operation: [`post_work_requests`] drains the connection's queued work requests; each
+//! Normal operation: [`post_work_requests`] drains the connection's queued work requests
+//! ([`Connection::drain_wrs`]: by reference, from the connection's ring); each
 //! becomes one queued verbs work request ([`queue_work_request`]) whose `wr_id` is the engine's
 //! [`WrId`](crate::verbs::WrId) (kind, slot) unchanged, every send-queue request signaled.
 //! Memory-window slot indices name entries of the caller's `P::Mw` array, registration lkeys
@@ -152,7 +153,8 @@ pub fn post_work_requests<'a, P: Provider>(
         return (p, Ok(()));
     }
     let (mut sends, mut recvs) = (0u32, 0u32);
-    while let Some(wr) = conn.poll_wr() {
+    // Each request is posted from its slot of the connection's ring (by reference).
+    let drained = conn.drain_wrs(|wr| {
         p.wrs += 1;
         match wr {
             WorkRequest::Send {
@@ -163,11 +165,14 @@ pub fn post_work_requests<'a, P: Provider>(
             WorkRequest::LocalInv { .. } => p.local_invalidates += 1,
             _ => {}
         }
-        match queue_work_request::<P>(qp, &wr, mws, &mut mr_of) {
-            Ok(Queued::Recv) => recvs += 1,
-            Ok(Queued::Send) => sends += 1,
-            Err(e) => return (p, Err(e)),
+        match queue_work_request::<P>(qp, wr, mws, &mut mr_of)? {
+            Queued::Recv => recvs += 1,
+            Queued::Send => sends += 1,
         }
+        Ok(())
+    });
+    if let Err(e) = drained {
+        return (p, Err(e));
     }
     if recvs > 0 {
         p.doorbells += 1;

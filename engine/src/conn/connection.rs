@@ -643,6 +643,15 @@ impl Connection {
         self.core.wrs.pop()
     }
 
+    /// Takes every queued work request, oldest first, handing each to `f` by reference (the
+    /// requests are not copied out of the ring, as [`Connection::poll_wr`] does). Stops after
+    /// the first request `f` fails on, which is taken too, and returns that error; the rest
+    /// stay queued.
+    #[inline]
+    pub fn drain_wrs<E>(&mut self, f: impl FnMut(&WorkRequest) -> Result<(), E>) -> Result<(), E> {
+        self.core.wrs.drain_with(f)
+    }
+
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.core.events.pop()

@@ -16,7 +16,7 @@ use super::fixed_capacity::{IndexStack, Ring};
 use super::types::{wr_kind, ConnState, Event, WorkRequest};
 use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
-use crate::verbs::WrId;
+use crate::verbs::{Sge, WrId};
 
 // ---------------------------------------------------------------------------------------------
 // Shared core.
@@ -116,6 +116,40 @@ impl Core {
         } else {
             self.fail();
         }
+    }
+
+    /// Queues a Send (the caller checked [`Core::sq_free`]) gathering `first` and then `rest`
+    /// (at most [`MAX_SGE`] entries in all; more are cut), written straight into its slot of
+    /// the work-request ring: the 150-octet request is not built aside and moved in. Entries
+    /// past the count are zero, as in a request built whole.
+    #[inline]
+    pub(crate) fn post_gather(
+        &mut self,
+        wr_id: WrId,
+        first: Sge,
+        rest: impl IntoIterator<Item = Sge>,
+        invalidate: Option<u32>,
+    ) {
+        let Some(slot) = self.wrs.push_slot() else {
+            self.fail();
+            return;
+        };
+        *slot = WorkRequest::Send {
+            wr_id,
+            sges: [Sge::default(); MAX_SGE],
+            nsge: 1,
+            invalidate,
+        };
+        if let WorkRequest::Send { sges, nsge, .. } = slot {
+            sges[0] = first;
+            let mut n = 1usize;
+            for (d, s) in sges[1..].iter_mut().zip(rest) {
+                *d = s;
+                n += 1;
+            }
+            *nsge = n as u8;
+        }
+        self.sq_used += 1;
     }
 
     /// Queues an event (rings are sized so this cannot overflow; if it ever did, the connection

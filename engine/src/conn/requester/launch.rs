@@ -113,14 +113,21 @@ impl Requester {
         }
         call.writes = ex.writes;
         let credits = self.max_credits;
-        let Some((sges, nsge)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
+        let Some((first, gather)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
             self.rollback(core, &call, slot, reuse.is_none());
             return Err(StartError::BadSpec);
         };
         call.outstanding = if plan.mw_mode { ex.nb as u32 + 1 } else { 1 };
         call.deadline = deadline;
         post_binds(core, ex, slot);
-        Ok(self.queue_call(core, slot, call, (sges, nsge)))
+        let pieces = if gather { plan.pieces.as_slice() } else { &[] };
+        core.post_gather(
+            WrId::new(wr_kind::SEND, u64::from(slot)),
+            first,
+            pieces.iter().map(|p| p.buf.sge()),
+            None,
+        );
+        Ok(self.queue_call(slot, call))
     }
 }
 
@@ -237,21 +244,8 @@ impl Requester {
         }
     }
 
-    /// Queues the Send (`sges`) of a built call (after its binds, [`post_binds`]) and makes it
-    /// await its reply.
-    fn queue_call(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        mut call: ReqCall,
-        (sges, nsge): ([Sge; MAX_SGE], usize),
-    ) -> CallId {
-        core.post_send(WorkRequest::Send {
-            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
-            sges,
-            nsge: nsge as u8,
-            invalidate: None,
-        });
+    /// Makes a built call, whose binds and Send are queued, await its reply.
+    fn queue_call(&mut self, slot: u32, mut call: ReqCall) -> CallId {
         call.state = ReqState::AwaitingReply;
         self.calls[slot as usize] = call;
         self.note_due(slot);
@@ -333,9 +327,9 @@ impl Requester {
     }
 }
 
-/// Encodes the call's transport header into `header` and gathers (or, past the SGE limit,
-/// copies) the inline message after it: the Send's gather list, or `None` when memory is
-/// unreachable.
+/// Encodes the call's transport header into `header` and, past the SGE limit, copies the
+/// inline message after it: the Send's first entry (header, and the copy) and whether the
+/// Send gathers the message's pieces after it; `None` when memory is unreachable.
 fn encode_call<M: HostMemory + ?Sized>(
     core: &Core,
     credits: u32,
@@ -344,7 +338,7 @@ fn encode_call<M: HostMemory + ?Sized>(
     spec: &CallSpec<'_>,
     header: LocalBuf,
     mem: &mut M,
-) -> Option<([Sge; MAX_SGE], usize)> {
+) -> Option<(Sge, bool)> {
     let (nreads, nwrites, long) = (plan.nreads, plan.nwrites, plan.long);
     let reply_seg = [Segment::new(
         exposed.reply_handle,
@@ -384,15 +378,11 @@ fn encode_call<M: HostMemory + ?Sized>(
             }
         })?;
     let pieces = &plan.pieces;
-    let mut sges = [Sge::default(); MAX_SGE];
-    let mut nsge = 1usize;
+    let mut gather = false;
     let mut first_len = hdr_len as u32;
     if !long {
         if pieces.n < core.max_sge {
-            for p in pieces.as_slice() {
-                sges[nsge] = p.buf.sge();
-                nsge += 1;
-            }
+            gather = true;
         } else if !copy_pieces(mem, header, hdr_len as u32, pieces) {
             return None;
         } else {
@@ -404,12 +394,12 @@ fn encode_call<M: HostMemory + ?Sized>(
             z.fill(0);
         }
     }
-    sges[0] = Sge {
+    let first = Sge {
         addr: header.addr,
         len: first_len,
         lkey: header.lkey,
     };
-    Some((sges, nsge))
+    Some((first, gather))
 }
 
 /// Queues the memory-window binds [`bind_stags`] recorded in `ex` (none with persistent keys).

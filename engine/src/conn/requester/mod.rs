@@ -50,7 +50,7 @@ use super::stream::{build_pieces_into, copy_pieces, parts_len, Cut, Pieces};
 use super::{
     wr_kind, Access, BadReply, CallError, CallId, CallOptions, CallSpec, ConnState, Core, DdpItem,
     Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
-    MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
+    MAX_PARTS, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
