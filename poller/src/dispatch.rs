@@ -352,10 +352,12 @@ impl Dispatcher {
         stats: &ConnStatsWriter,
     ) {
         self.lat.sent(index, now);
-        if let Some(h) = self.held.get_mut(index as usize).and_then(Option::take) {
-            if success {
+        // Dropped in place (not taken out first): the buffers go back to their pools.
+        if let Some(slot) = self.held.get_mut(index as usize) {
+            if let (Some(h), true) = (slot.as_ref(), success) {
                 stats.reply_out(h.bytes);
             }
+            *slot = None;
         }
     }
 
@@ -559,23 +561,28 @@ impl Dispatcher {
     /// Keeps a sent reply's buffers with its call slot until its Send is done.
     fn hold<P: Provider>(&mut self, env: &mut NodeEnv<P>, out: Outgoing, bytes: u64) {
         let slot = out.call.slot;
-        let h = Held {
-            _reply: out.reply,
-            _ddp: out.ddp,
-            bytes,
-        };
         match self.held.get_mut(slot as usize) {
+            // Backward: the slot's previous reply was sent before the engine reused it. Its
+            // buffers are replaced in place.
+            Some(Some(old)) => {
+                env.cache
+                    .put_buf(core::mem::replace(&mut old._reply, out.reply));
+                old._ddp = out.ddp;
+                old.bytes = bytes;
+            }
+            // Written in place: the reply's buffers move straight into the slot.
             Some(s) => {
-                // Backward: the slot's previous reply was sent before the engine reused it.
-                if let Some(old) = s.replace(h) {
-                    env.cache.put_buf(old._reply);
-                }
+                *s = Some(Held {
+                    _reply: out.reply,
+                    _ddp: out.ddp,
+                    bytes,
+                })
             }
             None => {
                 // Engine slots are below the count given at creation; never here. Keep the
                 // buffers rather than release them under a Send.
                 debug_assert!(false, "call slot {slot} out of range");
-                core::mem::forget(h);
+                core::mem::forget(out);
             }
         }
     }
