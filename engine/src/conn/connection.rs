@@ -530,16 +530,17 @@ impl Connection {
                     r => r,
                 },
             };
-            match (route, decoded) {
+            // By reference: the decoded header is not moved.
+            match (route, decoded.as_ref()) {
                 (receive::Route::Optional, Some(Ok(h))) => {
-                    AfterRecv::Optional(self.on_optional(index, &h))
+                    AfterRecv::Optional(self.on_optional(index, h))
                 }
                 (receive::Route::Forward, d) => match &mut self.role {
                     RoleState::Requester(r) => {
-                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d.as_ref()))
+                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d))
                     }
                     RoleState::Responder(r) => {
-                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d.as_ref()))
+                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
                     }
                 },
                 (receive::Route::Backward, _) => AfterRecv::Backward,

@@ -106,15 +106,18 @@ impl Core {
         self.cfg.sq_depth.saturating_sub(self.sq_used)
     }
 
-    /// Queues a send-queue work request (the caller checked [`Core::sq_free`]).
+    /// Queues a send-queue work request (the caller checked [`Core::sq_free`]). Inlined, so
+    /// that the request is written straight into its ring slot.
+    #[inline(always)]
     pub(crate) fn post_send(&mut self, wr: WorkRequest) {
-        if self.wrs.push(wr) {
-            self.sq_used += 1;
-            if matches!(wr, WorkRequest::RdmaRead { .. }) {
-                self.reads_used += 1;
+        let read = matches!(wr, WorkRequest::RdmaRead { .. });
+        match self.wrs.push_slot() {
+            Some(slot) => {
+                *slot = wr;
+                self.sq_used += 1;
+                self.reads_used += u32::from(read);
             }
-        } else {
-            self.fail();
+            None => self.fail(),
         }
     }
 
@@ -209,14 +212,16 @@ impl Core {
             };
             let slot = &mut self.recvs[i as usize];
             slot.state = RecvState::Posted;
-            let wr = WorkRequest::Recv {
-                wr_id: WrId::new(wr_kind::RECV, u64::from(i)),
-                sge: slot.buf.sge(),
-            };
-            if !self.wrs.push(wr) {
+            let sge = slot.buf.sge();
+            // Written in its ring slot: only the receive's fields, not a whole request.
+            let Some(wr) = self.wrs.push_slot() else {
                 self.state = ConnState::Closed;
                 return;
-            }
+            };
+            *wr = WorkRequest::Recv {
+                wr_id: WrId::new(wr_kind::RECV, u64::from(i)),
+                sge,
+            };
             self.rq_posted += 1;
         }
     }

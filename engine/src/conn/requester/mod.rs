@@ -363,7 +363,8 @@ impl Requester {
 
     /// Reports a finished call and frees its slot and windows.
     fn complete(&mut self, core: &mut Core, slot: u32) {
-        let call = self.calls[slot as usize];
+        // Read in place: the slot is rewritten below, a copy of it would only be read.
+        let call = &self.calls[slot as usize];
         for &m in &call.stags[..call.nstags as usize] {
             if let Some(mw) = core.mws.get_mut(m as usize) {
                 mw.owner = None;
@@ -395,9 +396,9 @@ impl Requester {
             },
         };
         core.emit(ev);
-        let c = &mut self.calls[slot as usize];
-        *c = ReqCall {
-            generation: call.generation.wrapping_add(1),
+        let generation = id.generation.wrapping_add(1);
+        self.calls[slot as usize] = ReqCall {
+            generation,
             ..ReqCall::FREE
         };
         self.finishing -= 1;
