@@ -147,7 +147,17 @@ impl<T> MpscProducer<T> {
 
     /// Enqueues one item, or hands it back if the ring is full. Lock-free: a failed CAS means
     /// another producer made progress.
+    #[inline]
     pub fn enqueue(&self, item: T) -> Result<(), T> {
+        self.enqueue_with(move || item).map_err(|make| make())
+    }
+
+    /// [`MpscProducer::enqueue`] of the item `make` builds, called only once a slot is claimed,
+    /// so that the item is built straight in its slot (not built, then moved in); `make` is
+    /// handed back, not called, when the ring is full. `make` must not panic: the slot it was
+    /// to fill is claimed, and the consumer would wait at it for good.
+    #[inline]
+    pub fn enqueue_with<F: FnOnce() -> T>(&self, make: F) -> Result<(), F> {
         let s = &*self.shared;
         // Relaxed: only a first guess at the position; the CAS below validates it and the slot's
         // sequence (not `tail`) orders the item.
@@ -172,7 +182,7 @@ impl<T> MpscProducer<T> {
                         s.tracks.write(pos & s.mask);
                         // SAFETY: our CAS claimed position `pos`; its slot is free (seq == pos)
                         // and no other producer can claim it in this lap.
-                        unsafe { (*slot.val.get()).write(item) };
+                        unsafe { (*slot.val.get()).write(make()) };
                         // Release: pairs with the consumer's Acquire load of `seq` in
                         // `MpscConsumer::ready`, making the item write visible first.
                         slot.seq.store(pos.wrapping_add(1), Ordering::Release);
@@ -182,7 +192,7 @@ impl<T> MpscProducer<T> {
                 }
             } else if dif < 0 {
                 // The slot still holds the item of the previous lap: the ring is full.
-                return Err(item);
+                return Err(make);
             } else {
                 // Another producer took this position; start again from the current tail.
                 // Relaxed: a new guess, validated as above.

@@ -83,7 +83,7 @@ fn post_header(core: &mut Core, wr_id: WrId, header: LocalBuf, len: usize) {
         len: len as u32,
         lkey: header.lkey,
     };
-    core.post_gather(wr_id, first, [], None);
+    core.post_gather(wr_id, first, &[], None);
 }
 
 /// Posts a Send of `pieces` after a header of `hdr_len` octets in `header` (gathered, or copied
@@ -115,8 +115,7 @@ fn post_inline<M: HostMemory + ?Sized>(
         len: first_len,
         lkey: header.lkey,
     };
-    let gathered = if gather { pieces.as_slice() } else { &[] };
-    core.post_gather(wr_id, first, gathered.iter().map(|p| p.buf.sge()), None);
+    core.post_gather(wr_id, first, pieces.gathered(gather), None);
     true
 }
 

@@ -13,6 +13,7 @@
 
 use super::config::*;
 use super::fixed_capacity::{IndexStack, Ring};
+use super::stream::Piece;
 use super::types::{wr_kind, ConnState, Event, WorkRequest};
 use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
@@ -121,16 +122,16 @@ impl Core {
         }
     }
 
-    /// Queues a Send (the caller checked [`Core::sq_free`]) gathering `first` and then `rest`
-    /// (at most [`MAX_SGE`] entries in all; more are cut), written straight into its slot of
-    /// the work-request ring: the 150-octet request is not built aside and moved in. Entries
-    /// past the count are zero, as in a request built whole.
+    /// Queues a Send (the caller checked [`Core::sq_free`]) gathering `first` and then the
+    /// buffers of `rest` (at most [`MAX_SGE`] entries in all; more are cut), written straight
+    /// into its slot of the work-request ring: the 150-octet request is not built aside and
+    /// moved in. Entries past the count are zero, as in a request built whole.
     #[inline]
     pub(crate) fn post_gather(
         &mut self,
         wr_id: WrId,
         first: Sge,
-        rest: impl IntoIterator<Item = Sge>,
+        rest: &[Piece],
         invalidate: Option<u32>,
     ) {
         let Some(slot) = self.wrs.push_slot() else {
@@ -146,8 +147,8 @@ impl Core {
         if let WorkRequest::Send { sges, nsge, .. } = slot {
             sges[0] = first;
             let mut n = 1usize;
-            for (d, s) in sges[1..].iter_mut().zip(rest) {
-                *d = s;
+            for (d, p) in sges[1..].iter_mut().zip(rest) {
+                *d = p.buf.sge();
                 n += 1;
             }
             *nsge = n as u8;

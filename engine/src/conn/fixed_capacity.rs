@@ -182,7 +182,11 @@ mod tests {
         );
         assert_eq!(seen, [2, 3]);
         assert_eq!(r.len(), 1);
-        assert_eq!(r.drain_with(|&v| Ok::<(), ()>(seen.push(v))), Ok(()));
+        let rest = r.drain_with(|&v| {
+            seen.push(v);
+            Ok::<(), ()>(())
+        });
+        assert_eq!(rest, Ok(()));
         assert_eq!(seen, [2, 3, 4]);
         assert!(r.is_empty());
     }

@@ -120,13 +120,8 @@ impl Requester {
         call.outstanding = if plan.mw_mode { ex.nb as u32 + 1 } else { 1 };
         call.deadline = deadline;
         post_binds(core, ex, slot);
-        let pieces = if gather { plan.pieces.as_slice() } else { &[] };
-        core.post_gather(
-            WrId::new(wr_kind::SEND, u64::from(slot)),
-            first,
-            pieces.iter().map(|p| p.buf.sge()),
-            None,
-        );
+        let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
+        core.post_gather(send_id, first, plan.pieces.gathered(gather), None);
         Ok(self.queue_call(slot, call))
     }
 }

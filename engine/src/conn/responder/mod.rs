@@ -697,7 +697,7 @@ impl Responder {
             len: n as u32,
             lkey: header.lkey,
         };
-        core.post_gather(WrId::new(wr_kind::SEND, u64::from(slot)), first, [], None);
+        core.post_gather(WrId::new(wr_kind::SEND, u64::from(slot)), first, &[], None);
         call.outstanding += 1;
         call.state = RespState::Sending;
         self.active -= 1;

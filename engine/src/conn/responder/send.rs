@@ -122,13 +122,8 @@ fn queue_reply(
     } else {
         None
     };
-    let pieces = if gather { plan.pieces.as_slice() } else { &[] };
-    core.post_gather(
-        WrId::new(wr_kind::SEND, u64::from(slot)),
-        first,
-        pieces.iter().map(|p| p.buf.sge()),
-        invalidate,
-    );
+    let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
+    core.post_gather(send_id, first, plan.pieces.gathered(gather), invalidate);
     posted + 1
 }
 
