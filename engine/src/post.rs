@@ -69,6 +69,20 @@ pub fn queue_work_request<'a, P: Provider>(
     mws: &'a [P::Mw],
     mr_of: impl FnOnce(u32) -> Option<&'a P::Mr>,
 ) -> Result<Queued, VerbsError> {
+    queue_counted::<P>(qp, wr, mws, mr_of, &mut Posted::default())
+}
+
+/// [`queue_work_request`], counting the request in `p` by kind (before it is queued, so a
+/// request whose queueing fails counts too) in the same match that translates it.
+#[inline(always)]
+fn queue_counted<'a, P: Provider>(
+    qp: &mut P::Qp,
+    wr: &WorkRequest,
+    mws: &'a [P::Mw],
+    mr_of: impl FnOnce(u32) -> Option<&'a P::Mr>,
+    p: &mut Posted,
+) -> Result<Queued, VerbsError> {
+    p.wrs += 1;
     match *wr {
         WorkRequest::Recv { wr_id, sge } => {
             let sgl = [sge];
@@ -85,7 +99,10 @@ pub fn queue_work_request<'a, P: Provider>(
             invalidate,
         } => {
             let op = match invalidate {
-                Some(rkey) => SendOp::SendWithInv { rkey },
+                Some(rkey) => {
+                    p.invalidates += 1;
+                    SendOp::SendWithInv { rkey }
+                }
                 None => SendOp::Send,
             };
             let n = usize::from(nsge).min(sges.len());
@@ -118,6 +135,7 @@ pub fn queue_work_request<'a, P: Provider>(
             access,
             new_rkey,
         } => {
+            p.binds += 1;
             let (Some(mw), Some(mr)) = (mws.get(mw as usize), mr_of(lkey)) else {
                 return Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
             };
@@ -132,6 +150,7 @@ pub fn queue_work_request<'a, P: Provider>(
             signaled::<P>(qp, wr_id.raw(), op, &[]).map(|()| Queued::Send)
         }
         WorkRequest::LocalInv { wr_id, rkey } => {
+            p.local_invalidates += 1;
             signaled::<P>(qp, wr_id.raw(), SendOp::LocalInv { rkey }, &[]).map(|()| Queued::Send)
         }
     }
@@ -155,17 +174,7 @@ pub fn post_work_requests<'a, P: Provider>(
     let (mut sends, mut recvs) = (0u32, 0u32);
     // Each request is posted from its slot of the connection's ring (by reference).
     let drained = conn.drain_wrs(|wr| {
-        p.wrs += 1;
-        match wr {
-            WorkRequest::Send {
-                invalidate: Some(_),
-                ..
-            } => p.invalidates += 1,
-            WorkRequest::BindMw { .. } => p.binds += 1,
-            WorkRequest::LocalInv { .. } => p.local_invalidates += 1,
-            _ => {}
-        }
-        match queue_work_request::<P>(qp, wr, mws, &mut mr_of)? {
+        match queue_counted::<P>(qp, wr, mws, &mut mr_of, &mut p)? {
             Queued::Recv => recvs += 1,
             Queued::Send => sends += 1,
         }

@@ -431,6 +431,31 @@ mod tests {
         assert_eq!(Arc::strong_count(&item), 1);
     }
 
+    /// `enqueue_with` builds the item only once a slot is claimed; on a full ring it hands the
+    /// builder back uncalled, and calling it gives the item back whole.
+    #[test]
+    fn accepts_enqueue_with_building_only_into_a_claimed_slot() {
+        let item = Arc::new(());
+        let (p, mut c) = channel::<Arc<()>>(2).unwrap();
+        for _ in 0..2 {
+            assert!(p.enqueue_with(|| Arc::clone(&item)).is_ok());
+        }
+        assert_eq!(Arc::strong_count(&item), 3);
+        let held = Arc::clone(&item);
+        let Err(make) = p.enqueue_with(move || held) else {
+            panic!("a full ring took an item");
+        };
+        assert_eq!(
+            Arc::strong_count(&item),
+            4,
+            "the builder holds its capture, uncalled"
+        );
+        assert!(Arc::ptr_eq(&make(), &item));
+        assert_eq!(Arc::strong_count(&item), 3);
+        while c.dequeue().is_some() {}
+        assert_eq!(Arc::strong_count(&item), 1);
+    }
+
     #[test]
     fn accepts_three_producers() {
         let per: u32 = if cfg!(miri) { 50 } else { 5_000 };
