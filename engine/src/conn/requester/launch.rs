@@ -6,9 +6,10 @@
 //!
 //! Normal operation: nothing is queued until every check passed, so a refused call leaves no
 //! trace. Recovery: a failure after resources were taken (unreachable memory) gives them back
-//! ([`Requester::rollback`]); a resend that cannot be built fails its call.
+//! ([`rollback`]); a resend that cannot be built fails its call.
 
 use super::*;
+use crate::conn::fixed_capacity::IndexStack;
 
 impl Requester {
     pub(crate) fn start_call<M: HostMemory + ?Sized>(
@@ -89,32 +90,39 @@ impl Requester {
         let header = core.headers[slot as usize];
 
         // From here on nothing fails except unreachable memory (checked before posting).
-        let mut call = ReqCall::FREE;
-        call.generation = match reuse {
-            Some((_, g)) => g,
-            None => self.calls[slot as usize].generation,
+        // A new call is built in its slot, which is free: `ReqCall::FREE` but for its
+        // generation ([`Requester::complete`] and [`rollback`] leave it so). A call sent again
+        // is built aside, so that its slot keeps the call it replaces should building fail.
+        let mut aside = None;
+        let call = match reuse {
+            Some((_, generation)) => {
+                let old = &self.calls[slot as usize];
+                aside.insert(ReqCall {
+                    generation,
+                    saved: old.saved,
+                    also_vers: old.also_vers,
+                    ..ReqCall::FREE
+                })
+            }
+            None => &mut self.calls[slot as usize],
         };
         call.xid = plan.xid;
         call.vers = plan.vers;
-        call.saved = self.calls[slot as usize].saved && reuse.is_some();
-        call.also_vers = match reuse {
-            Some(_) => self.calls[slot as usize].also_vers,
-            None => 0,
-        };
         call.reply = spec.reply;
         call.reply_offered = plan.reply_offered;
         call.nwrites = plan.nwrites as u8;
 
         let ex = &mut self.scratch.exposed;
-        if !bind_stags(core, plan, spec, slot, &mut call, mem, ex) {
+        let (free, new) = (&mut self.free, reuse.is_none());
+        if !bind_stags(core, plan, spec, slot, call, mem, ex) {
             // Counted above; unreachable. Give back what was taken.
-            self.rollback(core, &call, slot, reuse.is_none());
+            rollback(core, call, free, slot, new);
             return Err(StartError::Busy);
         }
         call.writes = ex.writes;
         let credits = self.max_credits;
         let Some((first, gather)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
-            self.rollback(core, &call, slot, reuse.is_none());
+            rollback(core, call, free, slot, new);
             return Err(StartError::BadSpec);
         };
         call.outstanding = if plan.mw_mode { ex.nb as u32 + 1 } else { 1 };
@@ -122,7 +130,10 @@ impl Requester {
         post_binds(core, ex, slot);
         let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
         core.post_gather(send_id, first, plan.pieces.gathered(gather), None);
-        Ok(self.queue_call(slot, call))
+        if let Some(c) = aside {
+            self.calls[slot as usize] = c;
+        }
+        Ok(self.queue_call(slot))
     }
 }
 
@@ -239,28 +250,17 @@ impl Requester {
         }
     }
 
-    /// Makes a built call, whose binds and Send are queued, await its reply.
-    fn queue_call(&mut self, slot: u32, mut call: ReqCall) -> CallId {
+    /// Makes the call built in `slot`, whose binds and Send are queued, await its reply.
+    fn queue_call(&mut self, slot: u32) -> CallId {
+        let call = &mut self.calls[slot as usize];
         call.state = ReqState::AwaitingReply;
-        self.calls[slot as usize] = call;
+        let (xid, generation) = (call.xid, call.generation);
         self.note_due(slot);
         self.awaiting += 1;
         // Cannot fail: the table holds every slot, and the XID is not live (checked above).
-        let added = self.by_xid.insert(call.xid, slot);
+        let added = self.by_xid.insert(xid, slot);
         debug_assert!(added);
-        CallId {
-            slot,
-            generation: call.generation,
-        }
-    }
-
-    /// Undoes a partly built call (no work request was posted yet); `free_slot` when the slot
-    /// was taken for it.
-    fn rollback(&mut self, core: &mut Core, call: &ReqCall, slot: u32, free_slot: bool) {
-        release_windows(core, call);
-        if free_slot {
-            let _ = self.free.push(slot);
-        }
+        CallId { slot, generation }
     }
 
     /// Sends a finished call again (its STags are all invalidated): in Version One after a
@@ -319,6 +319,21 @@ impl Requester {
                 self.complete(core, slot);
             }
         }
+    }
+}
+
+/// Undoes a partly built call `call` (no work request was posted yet). `new_slot`: the call
+/// was being built in its slot, taken for it, which goes back to `free` as a free slot again
+/// (`ReqCall::FREE` of the same generation); otherwise it was built aside and its slot is
+/// untouched.
+fn rollback(core: &mut Core, call: &mut ReqCall, free: &mut IndexStack, slot: u32, new_slot: bool) {
+    release_windows(core, call);
+    if new_slot {
+        *call = ReqCall {
+            generation: call.generation,
+            ..ReqCall::FREE
+        };
+        let _ = free.push(slot);
     }
 }
 
