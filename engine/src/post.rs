@@ -5,7 +5,8 @@
 //! (which never calls a provider: it is sans-IO) and [`verbs`] (which knows nothing of
 //! connections), so neither module imports the other for it.
 //!
-//! Normal operation: [`post_work_requests`] drains the connection's queued work requests; each
+//! Normal operation: [`post_work_requests`] drains the connection's queued work requests
+//! ([`Connection::drain_wrs`]: by reference, from the connection's ring); each
 //! becomes one queued verbs work request ([`queue_work_request`]) whose `wr_id` is the engine's
 //! [`WrId`](crate::verbs::WrId) (kind, slot) unchanged, every send-queue request signaled.
 //! Memory-window slot indices name entries of the caller's `P::Mw` array, registration lkeys
@@ -68,6 +69,20 @@ pub fn queue_work_request<'a, P: Provider>(
     mws: &'a [P::Mw],
     mr_of: impl FnOnce(u32) -> Option<&'a P::Mr>,
 ) -> Result<Queued, VerbsError> {
+    queue_counted::<P>(qp, wr, mws, mr_of, &mut Posted::default())
+}
+
+/// [`queue_work_request`], counting the request in `p` by kind (before it is queued, so a
+/// request whose queueing fails counts too) in the same match that translates it.
+#[inline(always)]
+fn queue_counted<'a, P: Provider>(
+    qp: &mut P::Qp,
+    wr: &WorkRequest,
+    mws: &'a [P::Mw],
+    mr_of: impl FnOnce(u32) -> Option<&'a P::Mr>,
+    p: &mut Posted,
+) -> Result<Queued, VerbsError> {
+    p.wrs += 1;
     match *wr {
         WorkRequest::Recv { wr_id, sge } => {
             let sgl = [sge];
@@ -84,7 +99,10 @@ pub fn queue_work_request<'a, P: Provider>(
             invalidate,
         } => {
             let op = match invalidate {
-                Some(rkey) => SendOp::SendWithInv { rkey },
+                Some(rkey) => {
+                    p.invalidates += 1;
+                    SendOp::SendWithInv { rkey }
+                }
                 None => SendOp::Send,
             };
             let n = usize::from(nsge).min(sges.len());
@@ -117,6 +135,7 @@ pub fn queue_work_request<'a, P: Provider>(
             access,
             new_rkey,
         } => {
+            p.binds += 1;
             let (Some(mw), Some(mr)) = (mws.get(mw as usize), mr_of(lkey)) else {
                 return Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
             };
@@ -131,6 +150,7 @@ pub fn queue_work_request<'a, P: Provider>(
             signaled::<P>(qp, wr_id.raw(), op, &[]).map(|()| Queued::Send)
         }
         WorkRequest::LocalInv { wr_id, rkey } => {
+            p.local_invalidates += 1;
             signaled::<P>(qp, wr_id.raw(), SendOp::LocalInv { rkey }, &[]).map(|()| Queued::Send)
         }
     }
@@ -152,22 +172,16 @@ pub fn post_work_requests<'a, P: Provider>(
         return (p, Ok(()));
     }
     let (mut sends, mut recvs) = (0u32, 0u32);
-    while let Some(wr) = conn.poll_wr() {
-        p.wrs += 1;
-        match wr {
-            WorkRequest::Send {
-                invalidate: Some(_),
-                ..
-            } => p.invalidates += 1,
-            WorkRequest::BindMw { .. } => p.binds += 1,
-            WorkRequest::LocalInv { .. } => p.local_invalidates += 1,
-            _ => {}
+    // Each request is posted from its slot of the connection's ring (by reference).
+    let drained = conn.drain_wrs(|wr| {
+        match queue_counted::<P>(qp, wr, mws, &mut mr_of, &mut p)? {
+            Queued::Recv => recvs += 1,
+            Queued::Send => sends += 1,
         }
-        match queue_work_request::<P>(qp, &wr, mws, &mut mr_of) {
-            Ok(Queued::Recv) => recvs += 1,
-            Ok(Queued::Send) => sends += 1,
-            Err(e) => return (p, Err(e)),
-        }
+        Ok(())
+    });
+    if let Err(e) = drained {
+        return (p, Err(e));
     }
     if recvs > 0 {
         p.doorbells += 1;

@@ -108,6 +108,10 @@ pub(crate) struct CallRec {
     /// The record's RPC header buffer and the octets encoded in it (0: not yet).
     pub(crate) hdr: LocalBuf,
     pub(crate) hdr_len: u32,
+    /// What `hdr` holds from the last header encoded in it: that call's procedure and the
+    /// header's length (`None`: nothing usable). Only this record writes `hdr`, and the peer
+    /// may at most read it ([`crate::memory::HEADER_REMOTE`]).
+    hdr_cached: Option<(Proc, u32)>,
     pub(crate) args: Option<CallArgs>,
     pub(crate) reply: Option<PoolBuf>,
     cb: Option<Callback>,
@@ -139,6 +143,7 @@ impl CallRec {
             seq: 0,
             hdr,
             hdr_len: 0,
+            hdr_cached: None,
             args: None,
             reply: None,
             cb: None,
@@ -151,7 +156,20 @@ impl CallRec {
 
     /// Encodes the call's RPC header (AUTH_NONE) into its header buffer; `false` when it does
     /// not fit (then `hdr_len` is 0).
+    ///
+    /// When the buffer already holds the header of a call of the same procedure (the usual
+    /// case: a record's calls repeat a few procedures), only the XID is written: the rest of
+    /// an AUTH_NONE header depends on the procedure alone.
     pub(crate) fn encode_header(&mut self, mem: &mut impl HostMemory) -> bool {
+        if let Some((proc, len)) = self.hdr_cached {
+            if proc == self.proc {
+                if let Some(b) = mem.bytes_mut(self.hdr.addr, 4) {
+                    b.copy_from_slice(&self.xid.to_be_bytes());
+                    self.hdr_len = len;
+                    return true;
+                }
+            }
+        }
         let h = CallHeader {
             xid: self.xid,
             prog: self.proc.prog,
@@ -164,6 +182,7 @@ impl CallRec {
             .bytes_mut(self.hdr.addr, self.hdr.len as usize)
             .and_then(|out| rpc::encode_call(out, &h).ok())
             .unwrap_or(0) as u32;
+        self.hdr_cached = (self.hdr_len > 0).then_some((self.proc, self.hdr_len));
         self.hdr_len > 0
     }
 
@@ -296,6 +315,7 @@ impl CallTable {
     /// Takes `c` into a free record (queued, not yet in the ready queue). `None` when every
     /// record is held (then `c` is dropped: its callback runs with `Dropped`); owners check
     /// [`CallTable::has_free`] first.
+    #[inline(always)] // lets the compiler move the arguments and callback straight in
     pub(crate) fn alloc(&mut self, c: NewCall) -> Option<u32> {
         let i = self.free.pop()?;
         self.seq += 1;

@@ -237,17 +237,18 @@ impl Client {
             cb.disarm();
             return Err(Refused { error, args });
         }
-        let sub = Submit { proc, args, cb };
         // Relaxed: a count for `pending` only; the ring orders the submission itself.
         self.shared.submitted.fetch_add(1, Ordering::Relaxed);
-        match self.tx.enqueue(sub) {
+        // Built in its ring slot once one is claimed (a struct literal: it cannot panic).
+        match self.tx.enqueue_with(move || Submit { proc, args, cb }) {
             Ok(()) => {
                 if let Some(t) = self.shared.node_thread.get() {
                     t.unpark();
                 }
                 Ok(())
             }
-            Err(sub) => {
+            Err(make) => {
+                let sub = make();
                 // Relaxed: see above.
                 self.shared.submitted.fetch_sub(1, Ordering::Relaxed);
                 sub.cb.disarm();

@@ -559,23 +559,30 @@ impl<P: Provider> ClientConn<P> {
             let Some(reply) = sink.get_buf() else {
                 break;
             };
-            let Some(sub) = self.rx.dequeue() else {
-                sink.put_buf(reply);
+            let mut reply = Some(reply);
+            let xid = self.next_xid;
+            let calls = &mut self.calls;
+            // The submission moves from its ring slot straight into its record.
+            let taken = self.rx.dequeue_with(|sub| {
+                calls.alloc(NewCall {
+                    xid,
+                    proc: sub.proc,
+                    args: sub.args,
+                    reply: reply.take(),
+                    cb: sub.cb,
+                    inline_cb: false,
+                    deadline: u64::MAX,
+                    sends: 0,
+                })
+            });
+            let Some(alloc) = taken else {
+                if let Some(b) = reply.take() {
+                    sink.put_buf(b);
+                }
                 break;
             };
-            let xid = self.next_xid;
             self.next_xid = self.next_xid.wrapping_add(1);
-            let call = NewCall {
-                xid,
-                proc: sub.proc,
-                args: sub.args,
-                reply: Some(reply),
-                cb: sub.cb,
-                inline_cb: false,
-                deadline: u64::MAX,
-                sends: 0,
-            };
-            let Some(i) = self.calls.alloc(call) else {
+            let Some(i) = alloc else {
                 break;
             };
             n += 1;

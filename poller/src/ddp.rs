@@ -11,6 +11,7 @@
 //! `xdr_writes` macro) encode through `Tail`, the engine's one XDR writer ([`XdrSink`]) over
 //! the free part of their buffer, which also moves their clean mark.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use rpcrdma_engine::xdr::{XdrError, XdrSink};
@@ -21,10 +22,23 @@ pub const MAX_DDP: usize = 4;
 
 /// DDP result items of one reply: where each goes in the reply stream and the buffer that
 /// holds it (kept until the reply's Send completes).
+///
+/// Only the first `n` entries are ever `Some` (items are pushed at `n`; [`DdpItems::clear`]
+/// empties them all), so dropping the items drops those `n` and skips the rest: a call or
+/// reply without DDP items (most of them) pays nothing to drop its four empty entries.
 #[derive(Debug, Default)]
 pub struct DdpItems {
-    pub(crate) items: [Option<(u32, u32, DdpBuf)>; MAX_DDP],
+    pub(crate) items: ManuallyDrop<[Option<(u32, u32, DdpBuf)>; MAX_DDP]>,
     pub(crate) n: usize,
+}
+
+impl Drop for DdpItems {
+    fn drop(&mut self) {
+        // The entries past `n` are `None` (see the type's documentation): nothing to drop.
+        for i in self.items.iter_mut().take(self.n) {
+            drop(i.take());
+        }
+    }
 }
 
 /// Where a DDP item's octets are: a buffer the item owns, or a range of a buffer shared with
@@ -262,3 +276,42 @@ macro_rules! xdr_writes {
     };
 }
 pub(crate) use xdr_writes;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rpcrdma_engine::verbs::soft::SoftEnv;
+    use rpcrdma_mempool::{HugePagePolicy, Pool, PoolConfig};
+
+    use super::DdpItems;
+    use crate::memory::{registered_region, LOCAL_ACCESS};
+
+    /// Dropping the items (which drops only the first `n` entries) hands every item's buffer
+    /// back: owned ones to their pool, shared ones to their owner; `clear` does the same.
+    #[test]
+    fn accepts_items_dropped_and_cleared_returning_their_buffers() {
+        let env = SoftEnv::new();
+        let pd = env.client_pd();
+        let r = registered_region(&pd, 64 * 1024, HugePagePolicy::Never, LOCAL_ACCESS).expect("r");
+        let pool = Pool::new(&r, &PoolConfig::new(8, 256)).expect("pool");
+        let all = pool.available();
+        let shared = Arc::new(pool.get_buf().expect("buf"));
+        let mut d = DdpItems::new();
+        assert!(d.push(4, 16, pool.get_buf().expect("buf")).is_ok());
+        assert!(d.push_shared(8, 16, Arc::clone(&shared), 0).is_ok());
+        assert!(d.push(12, 16, pool.get_buf().expect("buf")).is_ok());
+        assert_eq!(pool.available(), all - 3);
+        assert_eq!(Arc::strong_count(&shared), 2);
+        drop(d);
+        assert_eq!(pool.available(), all - 1);
+        assert_eq!(Arc::strong_count(&shared), 1);
+        let mut d = DdpItems::new();
+        assert!(d.push(4, 16, pool.get_buf().expect("buf")).is_ok());
+        d.clear();
+        assert!(d.is_empty());
+        assert_eq!(pool.available(), all - 1);
+        drop(shared);
+        assert_eq!(pool.available(), all);
+    }
+}

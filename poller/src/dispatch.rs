@@ -208,6 +208,16 @@ struct Held {
     bytes: u64,
 }
 
+/// What became of a reply handed to the engine ([`Dispatcher::send`]).
+enum Handed {
+    /// Queued; the reply's octets (DDP items included).
+    Queued(u64),
+    /// No send-queue room: it waits.
+    Busy,
+    /// Not sent (no connection, or an error, counted): its buffers go back.
+    Dropped,
+}
+
 /// A reply for the engine (waiting for send-queue room, or on its way).
 struct Outgoing {
     call: CallId,
@@ -352,10 +362,12 @@ impl Dispatcher {
         stats: &ConnStatsWriter,
     ) {
         self.lat.sent(index, now);
-        if let Some(h) = self.held.get_mut(index as usize).and_then(Option::take) {
-            if success {
+        // Dropped in place (not taken out first): the buffers go back to their pools.
+        if let Some(slot) = self.held.get_mut(index as usize) {
+            if let (Some(h), true) = (slot.as_ref(), success) {
                 stats.reply_out(h.bytes);
             }
+            *slot = None;
         }
     }
 
@@ -509,15 +521,34 @@ impl Dispatcher {
     /// Sends a reply, or queues it when the send queue is full. `Err` hands it back when
     /// `retry` and the send queue is still full (moved, not copied, on the rare retry path).
     #[allow(clippy::result_large_err)]
+    #[inline(always)] // so that `out`'s buffers move from the caller's fields to their slot
     fn send<P: Provider>(
         &mut self,
         io: &mut Io<'_, P>,
         out: Outgoing,
         retry: bool,
     ) -> Result<(), Outgoing> {
+        match self.hand_to_engine(io, &out) {
+            Handed::Queued(bytes) => {
+                self.hold(io.env, out, bytes);
+                Ok(())
+            }
+            Handed::Busy if retry => Err(out),
+            Handed::Busy => {
+                self.pending.push_back(out);
+                Ok(())
+            }
+            Handed::Dropped => {
+                io.env.cache.put_buf(out.reply);
+                Ok(())
+            }
+        }
+    }
+
+    /// Hands the reply `out` to the engine (it is only read, not moved) and counts it.
+    fn hand_to_engine<P: Provider>(&mut self, io: &mut Io<'_, P>, out: &Outgoing) -> Handed {
         let Some(conn) = io.drv.conn.as_mut() else {
-            io.env.cache.put_buf(out.reply);
-            return Ok(());
+            return Handed::Dropped;
         };
         let (items, n, ddp_bytes) = out.ddp.engine_items(0);
         let bytes = out.len as u64 + ddp_bytes;
@@ -537,45 +568,45 @@ impl Dispatcher {
                         }
                     }
                 }
-                self.hold(io.env, out, bytes);
-                Ok(())
+                Handed::Queued(bytes)
             }
-            Err(ReplyError::Busy) if retry => Err(out),
-            Err(ReplyError::Busy) => {
-                self.pending.push_back(out);
-                Ok(())
-            }
+            Err(ReplyError::Busy) => Handed::Busy,
             Err(_) => {
                 match self.dir {
                     Direction::Forward => io.stats.error(),
                     Direction::Backward => io.stats.back_error(),
                 }
-                io.env.cache.put_buf(out.reply);
-                Ok(())
+                Handed::Dropped
             }
         }
     }
 
     /// Keeps a sent reply's buffers with its call slot until its Send is done.
+    #[inline(always)] // the buffers move from the caller's fields straight into the slot
     fn hold<P: Provider>(&mut self, env: &mut NodeEnv<P>, out: Outgoing, bytes: u64) {
         let slot = out.call.slot;
-        let h = Held {
-            _reply: out.reply,
-            _ddp: out.ddp,
-            bytes,
-        };
         match self.held.get_mut(slot as usize) {
+            // Backward: the slot's previous reply was sent before the engine reused it. Its
+            // buffers are replaced in place.
+            Some(Some(old)) => {
+                env.cache
+                    .put_buf(core::mem::replace(&mut old._reply, out.reply));
+                old._ddp = out.ddp;
+                old.bytes = bytes;
+            }
+            // Written in place: the reply's buffers move straight into the slot.
             Some(s) => {
-                // Backward: the slot's previous reply was sent before the engine reused it.
-                if let Some(old) = s.replace(h) {
-                    env.cache.put_buf(old._reply);
-                }
+                *s = Some(Held {
+                    _reply: out.reply,
+                    _ddp: out.ddp,
+                    bytes,
+                })
             }
             None => {
                 // Engine slots are below the count given at creation; never here. Keep the
                 // buffers rather than release them under a Send.
                 debug_assert!(false, "call slot {slot} out of range");
-                core::mem::forget(h);
+                core::mem::forget(out);
             }
         }
     }

@@ -147,7 +147,17 @@ impl<T> MpscProducer<T> {
 
     /// Enqueues one item, or hands it back if the ring is full. Lock-free: a failed CAS means
     /// another producer made progress.
+    #[inline]
     pub fn enqueue(&self, item: T) -> Result<(), T> {
+        self.enqueue_with(move || item).map_err(|make| make())
+    }
+
+    /// [`MpscProducer::enqueue`] of the item `make` builds, called only once a slot is claimed,
+    /// so that the item is built straight in its slot (not built, then moved in); `make` is
+    /// handed back, not called, when the ring is full. `make` must not panic: the slot it was
+    /// to fill is claimed, and the consumer would wait at it for good.
+    #[inline]
+    pub fn enqueue_with<F: FnOnce() -> T>(&self, make: F) -> Result<(), F> {
         let s = &*self.shared;
         // Relaxed: only a first guess at the position; the CAS below validates it and the slot's
         // sequence (not `tail`) orders the item.
@@ -172,7 +182,7 @@ impl<T> MpscProducer<T> {
                         s.tracks.write(pos & s.mask);
                         // SAFETY: our CAS claimed position `pos`; its slot is free (seq == pos)
                         // and no other producer can claim it in this lap.
-                        unsafe { (*slot.val.get()).write(item) };
+                        unsafe { (*slot.val.get()).write(make()) };
                         // Release: pairs with the consumer's Acquire load of `seq` in
                         // `MpscConsumer::ready`, making the item write visible first.
                         slot.seq.store(pos.wrapping_add(1), Ordering::Release);
@@ -182,7 +192,7 @@ impl<T> MpscProducer<T> {
                 }
             } else if dif < 0 {
                 // The slot still holds the item of the previous lap: the ring is full.
-                return Err(item);
+                return Err(make);
             } else {
                 // Another producer took this position; start again from the current tail.
                 // Relaxed: a new guess, validated as above.
@@ -251,6 +261,33 @@ impl<T> MpscConsumer<T> {
         // synchronises through the Arc.
         self.shared.head.store(self.head, Ordering::Relaxed);
         v
+    }
+
+    /// Dequeues one item and hands it to `f` before its slot is freed, so that `f` can move
+    /// it straight to where it goes: the item is copied out of the slot once, not into a
+    /// local, then out of an `Option`, then on. `None` (and `f` not called) when nothing is
+    /// published at the head. Should `f` panic, the slot stays taken (producers stop at it
+    /// on the next lap); the item, moved into `f`, is never read again.
+    #[inline(always)]
+    pub fn dequeue_with<R>(&mut self, f: impl FnOnce(T) -> R) -> Option<R> {
+        if !self.ready(0) {
+            return None;
+        }
+        let pos = self.head;
+        let cap = self.shared.capacity();
+        let slot = self.shared.slot(pos);
+        self.shared.tracks.read(pos & self.shared.mask);
+        // Moved past first, so that no later call reads this slot again whatever `f` does.
+        self.head = pos.wrapping_add(1);
+        // Relaxed: as in `take`.
+        self.shared.head.store(self.head, Ordering::Relaxed);
+        // SAFETY: `ready(0)` was checked: the slot holds the item of position `pos`, only the
+        // consumer reads slots, and `head` has moved past it (it is read exactly once).
+        let r = f(unsafe { (*slot.val.get()).assume_init_read() });
+        // Release: pairs with the producers' Acquire load of `seq` in `MpscProducer::enqueue`,
+        // so our read of the item (inside `f`) happens before the next lap's write.
+        slot.seq.store(pos.wrapping_add(cap), Ordering::Release);
+        Some(r)
     }
 
     /// Dequeues one item, if one is published at the head.
@@ -369,6 +406,53 @@ mod tests {
         drop(p);
         assert!(c.is_abandoned());
         drop(c);
+        assert_eq!(Arc::strong_count(&item), 1);
+    }
+
+    /// `dequeue_with` takes items in order across the wrap, frees each slot for the next lap,
+    /// calls nothing on an empty ring, and every item is dropped exactly once.
+    #[test]
+    fn accepts_dequeue_with_in_order_across_the_wrap() {
+        let item = Arc::new(());
+        let (p, mut c) = channel::<(u32, Arc<()>)>(4).unwrap();
+        assert_eq!(c.dequeue_with(|_| unreachable!("empty ring")), None::<()>);
+        let mut next = 0u32;
+        for round in 0..3u32 {
+            for k in 0..4 {
+                p.enqueue((round * 4 + k, Arc::clone(&item))).unwrap();
+            }
+            assert!(p.enqueue((99, Arc::clone(&item))).is_err());
+            for _ in 0..4 {
+                assert_eq!(c.dequeue_with(|(v, _)| v), Some(next));
+                next += 1;
+            }
+            assert_eq!(c.dequeue_with(|(v, _)| v), None);
+        }
+        assert_eq!(Arc::strong_count(&item), 1);
+    }
+
+    /// `enqueue_with` builds the item only once a slot is claimed; on a full ring it hands the
+    /// builder back uncalled, and calling it gives the item back whole.
+    #[test]
+    fn accepts_enqueue_with_building_only_into_a_claimed_slot() {
+        let item = Arc::new(());
+        let (p, mut c) = channel::<Arc<()>>(2).unwrap();
+        for _ in 0..2 {
+            assert!(p.enqueue_with(|| Arc::clone(&item)).is_ok());
+        }
+        assert_eq!(Arc::strong_count(&item), 3);
+        let held = Arc::clone(&item);
+        let Err(make) = p.enqueue_with(move || held) else {
+            panic!("a full ring took an item");
+        };
+        assert_eq!(
+            Arc::strong_count(&item),
+            4,
+            "the builder holds its capture, uncalled"
+        );
+        assert!(Arc::ptr_eq(&make(), &item));
+        assert_eq!(Arc::strong_count(&item), 3);
+        while c.dequeue().is_some() {}
         assert_eq!(Arc::strong_count(&item), 1);
     }
 

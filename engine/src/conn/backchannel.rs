@@ -27,8 +27,8 @@ use super::responder::ErrAnswer;
 use super::stream::{build_pieces, copy_pieces, Cut};
 use super::{
     wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,
-    IncomingCall, LocalBuf, Reply, ReplyError, ReplyKind, ReplySpec, StartError, WorkRequest,
-    MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS,
+    IncomingCall, LocalBuf, Reply, ReplyError, ReplyKind, ReplySpec, StartError, MAX_PARTS,
+    MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
 };
 use crate::proto::chunks::ChunkListsRef;
 use crate::proto::v1::{self, Message, MessageBody};
@@ -78,18 +78,12 @@ fn encode_msg(
 
 /// Posts a one-SGE Send of the first `len` octets of `header`.
 fn post_header(core: &mut Core, wr_id: WrId, header: LocalBuf, len: usize) {
-    let mut sges = [Sge::default(); MAX_SGE];
-    sges[0] = Sge {
+    let first = Sge {
         addr: header.addr,
         len: len as u32,
         lkey: header.lkey,
     };
-    core.post_send(WorkRequest::Send {
-        wr_id,
-        sges,
-        nsge: 1,
-        invalidate: None,
-    });
+    core.post_gather(wr_id, first, &[], None);
 }
 
 /// Posts a Send of `pieces` after a header of `hdr_len` octets in `header` (gathered, or copied
@@ -102,14 +96,10 @@ fn post_inline<M: HostMemory + ?Sized>(
     pieces: &super::stream::Pieces,
     mem: &mut M,
 ) -> bool {
-    let mut sges = [Sge::default(); MAX_SGE];
-    let mut nsge = 1usize;
+    let mut gather = false;
     let mut first_len = hdr_len;
     if pieces.n < core.max_sge {
-        for p in pieces.as_slice() {
-            sges[nsge] = p.buf.sge();
-            nsge += 1;
-        }
+        gather = true;
     } else if copy_pieces(mem, header, hdr_len, pieces) {
         first_len += pieces.total;
     } else {
@@ -120,17 +110,12 @@ fn post_inline<M: HostMemory + ?Sized>(
             z.fill(0);
         }
     }
-    sges[0] = Sge {
+    let first = Sge {
         addr: header.addr,
         len: first_len,
         lkey: header.lkey,
     };
-    core.post_send(WorkRequest::Send {
-        wr_id,
-        sges,
-        nsge: nsge as u8,
-        invalidate: None,
-    });
+    core.post_gather(wr_id, first, pieces.gathered(gather), None);
     true
 }
 

@@ -530,16 +530,17 @@ impl Connection {
                     r => r,
                 },
             };
-            match (route, decoded) {
+            // By reference: the decoded header is not moved.
+            match (route, decoded.as_ref()) {
                 (receive::Route::Optional, Some(Ok(h))) => {
-                    AfterRecv::Optional(self.on_optional(index, &h))
+                    AfterRecv::Optional(self.on_optional(index, h))
                 }
                 (receive::Route::Forward, d) => match &mut self.role {
                     RoleState::Requester(r) => {
-                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d.as_ref()))
+                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d))
                     }
                     RoleState::Responder(r) => {
-                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d.as_ref()))
+                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
                     }
                 },
                 (receive::Route::Backward, _) => AfterRecv::Backward,
@@ -641,6 +642,15 @@ impl Connection {
     /// The next work request to post.
     pub fn poll_wr(&mut self) -> Option<WorkRequest> {
         self.core.wrs.pop()
+    }
+
+    /// Takes every queued work request, oldest first, handing each to `f` by reference (the
+    /// requests are not copied out of the ring, as [`Connection::poll_wr`] does). Stops after
+    /// the first request `f` fails on, which is taken too, and returns that error; the rest
+    /// stay queued.
+    #[inline]
+    pub fn drain_wrs<E>(&mut self, f: impl FnMut(&WorkRequest) -> Result<(), E>) -> Result<(), E> {
+        self.core.wrs.drain_with(f)
     }
 
     /// The next event for the application.

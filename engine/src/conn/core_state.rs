@@ -13,10 +13,11 @@
 
 use super::config::*;
 use super::fixed_capacity::{IndexStack, Ring};
+use super::stream::Piece;
 use super::types::{wr_kind, ConnState, Event, WorkRequest};
 use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
-use crate::verbs::WrId;
+use crate::verbs::{Sge, WrId};
 
 // ---------------------------------------------------------------------------------------------
 // Shared core.
@@ -106,16 +107,53 @@ impl Core {
         self.cfg.sq_depth.saturating_sub(self.sq_used)
     }
 
-    /// Queues a send-queue work request (the caller checked [`Core::sq_free`]).
+    /// Queues a send-queue work request (the caller checked [`Core::sq_free`]). Inlined, so
+    /// that the request is written straight into its ring slot.
+    #[inline(always)]
     pub(crate) fn post_send(&mut self, wr: WorkRequest) {
-        if self.wrs.push(wr) {
-            self.sq_used += 1;
-            if matches!(wr, WorkRequest::RdmaRead { .. }) {
-                self.reads_used += 1;
+        let read = matches!(wr, WorkRequest::RdmaRead { .. });
+        match self.wrs.push_slot() {
+            Some(slot) => {
+                *slot = wr;
+                self.sq_used += 1;
+                self.reads_used += u32::from(read);
             }
-        } else {
-            self.fail();
+            None => self.fail(),
         }
+    }
+
+    /// Queues a Send (the caller checked [`Core::sq_free`]) gathering `first` and then the
+    /// buffers of `rest` (at most [`MAX_SGE`] entries in all; more are cut), written straight
+    /// into its slot of the work-request ring: the 150-octet request is not built aside and
+    /// moved in. Entries past the count are zero, as in a request built whole.
+    #[inline]
+    pub(crate) fn post_gather(
+        &mut self,
+        wr_id: WrId,
+        first: Sge,
+        rest: &[Piece],
+        invalidate: Option<u32>,
+    ) {
+        let Some(slot) = self.wrs.push_slot() else {
+            self.fail();
+            return;
+        };
+        *slot = WorkRequest::Send {
+            wr_id,
+            sges: [Sge::default(); MAX_SGE],
+            nsge: 1,
+            invalidate,
+        };
+        if let WorkRequest::Send { sges, nsge, .. } = slot {
+            sges[0] = first;
+            let mut n = 1usize;
+            for (d, p) in sges[1..].iter_mut().zip(rest) {
+                *d = p.buf.sge();
+                n += 1;
+            }
+            *nsge = n as u8;
+        }
+        self.sq_used += 1;
     }
 
     /// Queues an event (rings are sized so this cannot overflow; if it ever did, the connection
@@ -175,14 +213,16 @@ impl Core {
             };
             let slot = &mut self.recvs[i as usize];
             slot.state = RecvState::Posted;
-            let wr = WorkRequest::Recv {
-                wr_id: WrId::new(wr_kind::RECV, u64::from(i)),
-                sge: slot.buf.sge(),
-            };
-            if !self.wrs.push(wr) {
+            let sge = slot.buf.sge();
+            // Written in its ring slot: only the receive's fields, not a whole request.
+            let Some(wr) = self.wrs.push_slot() else {
                 self.state = ConnState::Closed;
                 return;
-            }
+            };
+            *wr = WorkRequest::Recv {
+                wr_id: WrId::new(wr_kind::RECV, u64::from(i)),
+                sge,
+            };
             self.rq_posted += 1;
         }
     }

@@ -36,16 +36,39 @@ impl<T: Copy> Ring<T> {
         self.len == 0
     }
 
+    /// `i` (below twice the capacity) wrapped into the storage: a compare, not a division.
+    #[inline]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.buf.len() {
+            i - self.buf.len()
+        } else {
+            i
+        }
+    }
+
     /// Appends `v`; `false` (and nothing stored) when full.
     #[inline]
     pub(crate) fn push(&mut self, v: T) -> bool {
-        if self.len == self.buf.len() {
-            return false;
+        match self.push_slot() {
+            Some(slot) => {
+                *slot = v;
+                true
+            }
+            None => false,
         }
-        let at = (self.head + self.len) % self.buf.len();
-        self.buf[at] = v;
+    }
+
+    /// Appends a value written in place: the slot it goes to (holding a stale value the
+    /// caller overwrites), `None` (and nothing appended) when full.
+    #[inline]
+    pub(crate) fn push_slot(&mut self) -> Option<&mut T> {
+        if self.len == self.buf.len() {
+            return None;
+        }
+        let at = self.wrap(self.head + self.len);
+        let slot = self.buf.get_mut(at)?;
         self.len += 1;
-        true
+        Some(slot)
     }
 
     /// Removes the oldest value.
@@ -55,9 +78,26 @@ impl<T: Copy> Ring<T> {
             return None;
         }
         let v = self.buf[self.head];
-        self.head = (self.head + 1) % self.buf.len();
+        self.head = self.wrap(self.head + 1);
         self.len -= 1;
         Some(v)
+    }
+
+    /// Removes the values oldest first, handing each to `f` by reference (no copy out);
+    /// stops after the first value `f` fails on (that one is removed too) and returns the
+    /// error.
+    #[inline]
+    pub(crate) fn drain_with<E>(
+        &mut self,
+        mut f: impl FnMut(&T) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while self.len > 0 {
+            let r = f(&self.buf[self.head]);
+            self.head = self.wrap(self.head + 1);
+            self.len -= 1;
+            r?;
+        }
+        Ok(())
     }
 }
 
@@ -116,6 +156,38 @@ mod tests {
         assert_eq!(r.pop(), Some(2));
         assert_eq!(r.pop(), Some(4));
         assert_eq!(r.pop(), None);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn accepts_ring_slots_and_drain_in_order_across_the_wrap() {
+        let mut r = Ring::new(3, 0u32);
+        assert!(r.push(1));
+        assert_eq!(r.pop(), Some(1));
+        for v in [2, 3, 4] {
+            *r.push_slot().expect("room") = v;
+        }
+        assert!(r.push_slot().is_none());
+        let mut seen = Vec::new();
+        assert_eq!(
+            r.drain_with(|&v| {
+                seen.push(v);
+                if v == 3 {
+                    Err(v)
+                } else {
+                    Ok(())
+                }
+            }),
+            Err(3)
+        );
+        assert_eq!(seen, [2, 3]);
+        assert_eq!(r.len(), 1);
+        let rest = r.drain_with(|&v| {
+            seen.push(v);
+            Ok::<(), ()>(())
+        });
+        assert_eq!(rest, Ok(()));
+        assert_eq!(seen, [2, 3, 4]);
         assert!(r.is_empty());
     }
 

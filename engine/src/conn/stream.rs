@@ -47,6 +47,17 @@ impl Pieces {
         &self.items[..self.n]
     }
 
+    /// The pieces a Send gathers after its header: all of them when `gather`, else none (they
+    /// were copied after the header, or go through a chunk).
+    #[inline]
+    pub(crate) fn gathered(&self, gather: bool) -> &[Piece] {
+        if gather {
+            self.as_slice()
+        } else {
+            &[]
+        }
+    }
+
     fn emit(&mut self, p: Piece) -> Result<(), GeometryError> {
         if p.buf.len == 0 {
             return Ok(());

@@ -365,3 +365,46 @@ fn accepts_engine_start_answers_mapped_alike_for_both_directions() {
         Start::Fail(ClientError::BadCall(E::BadSpec))
     ));
 }
+
+/// Host memory of one plain buffer at address 0x1000 (the rig's header buffers).
+struct Flat(Vec<u8>);
+
+impl rpcrdma_engine::conn::HostMemory for Flat {
+    fn bytes(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let at = usize::try_from(addr.checked_sub(0x1000)?).ok()?;
+        self.0.get(at..at.checked_add(len)?)
+    }
+    fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        let at = usize::try_from(addr.checked_sub(0x1000)?).ok()?;
+        self.0.get_mut(at..at.checked_add(len)?)
+    }
+}
+
+/// The RFC 5531 CALL header of (xid, prog, vers, proc) with AUTH_NONE credential and
+/// verifier, written out word by word.
+fn call_header(xid: u32, prog: u32, vers: u32, proc_num: u32) -> Vec<u8> {
+    [xid, 0, 2, prog, vers, proc_num, 0, 0, 0, 0]
+        .iter()
+        .flat_map(|w| w.to_be_bytes())
+        .collect()
+}
+
+/// A record's header buffer is re-encoded whole when its procedure changes and only its XID
+/// is rewritten when the procedure repeats: either way the buffer holds exactly the header
+/// of the current call.
+#[test]
+fn accepts_record_headers_for_repeated_and_changed_procedures() {
+    let mut r = rig(1, 1);
+    let mut mem = Flat(vec![0xee; 128]);
+    for (tag, xid, proc_num) in [(0u32, 7u32, 3u32), (1, 8, 3), (2, 9, 5), (3, 10, 3)] {
+        let mut c = r.call(tag, u64::MAX, false);
+        c.xid = xid;
+        c.proc = crate::call::Proc::new(100_003, 3, proc_num);
+        let i = r.table.alloc(c).expect("free record");
+        assert!(r.table.rec_mut(i).encode_header(&mut mem));
+        assert_eq!(r.table.rec(i).hdr_len, 40);
+        assert_eq!(mem.0[..40], call_header(xid, 100_003, 3, proc_num)[..]);
+        r.table.finish(i, &mut r.sink, Err(ClientError::Closed));
+    }
+    assert_eq!(r.seen().len(), 4);
+}

@@ -6,9 +6,10 @@
 //!
 //! Normal operation: nothing is queued until every check passed, so a refused call leaves no
 //! trace. Recovery: a failure after resources were taken (unreachable memory) gives them back
-//! ([`Requester::rollback`]); a resend that cannot be built fails its call.
+//! ([`rollback`]); a resend that cannot be built fails its call.
 
 use super::*;
+use crate::conn::fixed_capacity::IndexStack;
 
 impl Requester {
     pub(crate) fn start_call<M: HostMemory + ?Sized>(
@@ -89,38 +90,50 @@ impl Requester {
         let header = core.headers[slot as usize];
 
         // From here on nothing fails except unreachable memory (checked before posting).
-        let mut call = ReqCall::FREE;
-        call.generation = match reuse {
-            Some((_, g)) => g,
-            None => self.calls[slot as usize].generation,
+        // A new call is built in its slot, which is free: `ReqCall::FREE` but for its
+        // generation ([`Requester::complete`] and [`rollback`] leave it so). A call sent again
+        // is built aside, so that its slot keeps the call it replaces should building fail.
+        let mut aside = None;
+        let call = match reuse {
+            Some((_, generation)) => {
+                let old = &self.calls[slot as usize];
+                aside.insert(ReqCall {
+                    generation,
+                    saved: old.saved,
+                    also_vers: old.also_vers,
+                    ..ReqCall::FREE
+                })
+            }
+            None => &mut self.calls[slot as usize],
         };
         call.xid = plan.xid;
         call.vers = plan.vers;
-        call.saved = self.calls[slot as usize].saved && reuse.is_some();
-        call.also_vers = match reuse {
-            Some(_) => self.calls[slot as usize].also_vers,
-            None => 0,
-        };
         call.reply = spec.reply;
         call.reply_offered = plan.reply_offered;
         call.nwrites = plan.nwrites as u8;
 
         let ex = &mut self.scratch.exposed;
-        if !bind_stags(core, plan, spec, slot, &mut call, mem, ex) {
+        let (free, new) = (&mut self.free, reuse.is_none());
+        if !bind_stags(core, plan, spec, slot, call, mem, ex) {
             // Counted above; unreachable. Give back what was taken.
-            self.rollback(core, &call, slot, reuse.is_none());
+            rollback(core, call, free, slot, new);
             return Err(StartError::Busy);
         }
         call.writes = ex.writes;
         let credits = self.max_credits;
-        let Some((sges, nsge)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
-            self.rollback(core, &call, slot, reuse.is_none());
+        let Some((first, gather)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
+            rollback(core, call, free, slot, new);
             return Err(StartError::BadSpec);
         };
         call.outstanding = if plan.mw_mode { ex.nb as u32 + 1 } else { 1 };
         call.deadline = deadline;
         post_binds(core, ex, slot);
-        Ok(self.queue_call(core, slot, call, (sges, nsge)))
+        let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
+        core.post_gather(send_id, first, plan.pieces.gathered(gather), None);
+        if let Some(c) = aside {
+            self.calls[slot as usize] = c;
+        }
+        Ok(self.queue_call(slot))
     }
 }
 
@@ -237,41 +250,17 @@ impl Requester {
         }
     }
 
-    /// Queues the Send (`sges`) of a built call (after its binds, [`post_binds`]) and makes it
-    /// await its reply.
-    fn queue_call(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        mut call: ReqCall,
-        (sges, nsge): ([Sge; MAX_SGE], usize),
-    ) -> CallId {
-        core.post_send(WorkRequest::Send {
-            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
-            sges,
-            nsge: nsge as u8,
-            invalidate: None,
-        });
+    /// Makes the call built in `slot`, whose binds and Send are queued, await its reply.
+    fn queue_call(&mut self, slot: u32) -> CallId {
+        let call = &mut self.calls[slot as usize];
         call.state = ReqState::AwaitingReply;
-        self.calls[slot as usize] = call;
+        let (xid, generation) = (call.xid, call.generation);
         self.note_due(slot);
         self.awaiting += 1;
         // Cannot fail: the table holds every slot, and the XID is not live (checked above).
-        let added = self.by_xid.insert(call.xid, slot);
+        let added = self.by_xid.insert(xid, slot);
         debug_assert!(added);
-        CallId {
-            slot,
-            generation: call.generation,
-        }
-    }
-
-    /// Undoes a partly built call (no work request was posted yet); `free_slot` when the slot
-    /// was taken for it.
-    fn rollback(&mut self, core: &mut Core, call: &ReqCall, slot: u32, free_slot: bool) {
-        release_windows(core, call);
-        if free_slot {
-            let _ = self.free.push(slot);
-        }
+        CallId { slot, generation }
     }
 
     /// Sends a finished call again (its STags are all invalidated): in Version One after a
@@ -333,9 +322,24 @@ impl Requester {
     }
 }
 
-/// Encodes the call's transport header into `header` and gathers (or, past the SGE limit,
-/// copies) the inline message after it: the Send's gather list, or `None` when memory is
-/// unreachable.
+/// Undoes a partly built call `call` (no work request was posted yet). `new_slot`: the call
+/// was being built in its slot, taken for it, which goes back to `free` as a free slot again
+/// (`ReqCall::FREE` of the same generation); otherwise it was built aside and its slot is
+/// untouched.
+fn rollback(core: &mut Core, call: &mut ReqCall, free: &mut IndexStack, slot: u32, new_slot: bool) {
+    release_windows(core, call);
+    if new_slot {
+        *call = ReqCall {
+            generation: call.generation,
+            ..ReqCall::FREE
+        };
+        let _ = free.push(slot);
+    }
+}
+
+/// Encodes the call's transport header into `header` and, past the SGE limit, copies the
+/// inline message after it: the Send's first entry (header, and the copy) and whether the
+/// Send gathers the message's pieces after it; `None` when memory is unreachable.
 fn encode_call<M: HostMemory + ?Sized>(
     core: &Core,
     credits: u32,
@@ -344,7 +348,7 @@ fn encode_call<M: HostMemory + ?Sized>(
     spec: &CallSpec<'_>,
     header: LocalBuf,
     mem: &mut M,
-) -> Option<([Sge; MAX_SGE], usize)> {
+) -> Option<(Sge, bool)> {
     let (nreads, nwrites, long) = (plan.nreads, plan.nwrites, plan.long);
     let reply_seg = [Segment::new(
         exposed.reply_handle,
@@ -384,15 +388,11 @@ fn encode_call<M: HostMemory + ?Sized>(
             }
         })?;
     let pieces = &plan.pieces;
-    let mut sges = [Sge::default(); MAX_SGE];
-    let mut nsge = 1usize;
+    let mut gather = false;
     let mut first_len = hdr_len as u32;
     if !long {
         if pieces.n < core.max_sge {
-            for p in pieces.as_slice() {
-                sges[nsge] = p.buf.sge();
-                nsge += 1;
-            }
+            gather = true;
         } else if !copy_pieces(mem, header, hdr_len as u32, pieces) {
             return None;
         } else {
@@ -404,12 +404,12 @@ fn encode_call<M: HostMemory + ?Sized>(
             z.fill(0);
         }
     }
-    sges[0] = Sge {
+    let first = Sge {
         addr: header.addr,
         len: first_len,
         lkey: header.lkey,
     };
-    Some((sges, nsge))
+    Some((first, gather))
 }
 
 /// Queues the memory-window binds [`bind_stags`] recorded in `ex` (none with persistent keys).

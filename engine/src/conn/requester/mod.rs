@@ -50,7 +50,7 @@ use super::stream::{build_pieces_into, copy_pieces, parts_len, Cut, Pieces};
 use super::{
     wr_kind, Access, BadReply, CallError, CallId, CallOptions, CallSpec, ConnState, Core, DdpItem,
     Event, HostMemory, LocalBuf, Reply, StagMode, StartError, WorkRequest, MAX_CALL_STAGS,
-    MAX_PARTS, MAX_READ_SEGMENTS, MAX_SGE, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
+    MAX_PARTS, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS, V2_FIRST_MESSAGE,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, HeaderErrorKind, Message, MessageBody};
@@ -363,7 +363,8 @@ impl Requester {
 
     /// Reports a finished call and frees its slot and windows.
     fn complete(&mut self, core: &mut Core, slot: u32) {
-        let call = self.calls[slot as usize];
+        // Read in place: the slot is rewritten below, a copy of it would only be read.
+        let call = &self.calls[slot as usize];
         for &m in &call.stags[..call.nstags as usize] {
             if let Some(mw) = core.mws.get_mut(m as usize) {
                 mw.owner = None;
@@ -395,9 +396,9 @@ impl Requester {
             },
         };
         core.emit(ev);
-        let c = &mut self.calls[slot as usize];
-        *c = ReqCall {
-            generation: call.generation.wrapping_add(1),
+        let generation = id.generation.wrapping_add(1);
+        self.calls[slot as usize] = ReqCall {
+            generation,
             ..ReqCall::FREE
         };
         self.finishing -= 1;

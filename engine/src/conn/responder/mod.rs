@@ -36,7 +36,7 @@ use super::receive::{self, AnyBody, AnyError};
 use super::stream::{build_pieces_into, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
-    ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS, MAX_SGE,
+    ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS,
     MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
@@ -692,18 +692,12 @@ impl Responder {
             core.state = ConnState::Closed;
             return;
         };
-        let mut sges = [Sge::default(); MAX_SGE];
-        sges[0] = Sge {
+        let first = Sge {
             addr: header.addr,
             len: n as u32,
             lkey: header.lkey,
         };
-        core.post_send(WorkRequest::Send {
-            wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
-            sges,
-            nsge: 1,
-            invalidate: None,
-        });
+        core.post_gather(WrId::new(wr_kind::SEND, u64::from(slot)), first, &[], None);
         call.outstanding += 1;
         call.state = RespState::Sending;
         self.active -= 1;

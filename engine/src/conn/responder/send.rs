@@ -53,8 +53,8 @@ impl Responder {
                 z.fill(0);
             }
         }
-        let sges = gather_reply(core, plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
-        let posted = queue_reply(core, slot, call, spec, plan, sges);
+        let first = gather_reply(core, plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
+        let posted = queue_reply(core, slot, call, spec, plan, first);
         let c = &mut self.calls[slot as usize];
         c.outstanding += posted;
         c.state = RespState::Sending;
@@ -70,14 +70,15 @@ impl Responder {
 }
 
 /// Queues the RDMA Writes of the results, those of a long reply, then the Send (with
-/// invalidate when allowed): the number of work requests posted.
+/// invalidate when allowed) of `first` and, when [`gather_reply`] said so, the message
+/// pieces: the number of work requests posted.
 fn queue_reply(
     core: &mut Core,
     slot: u32,
     call: &RespCall,
     spec: &ReplySpec<'_>,
     plan: &ReplyPlan,
-    (sges, nsge): ([Sge; MAX_SGE], usize),
+    (first, gather): (Sge, bool),
 ) -> u32 {
     let (kind, failed) = (plan.kind, ReplyKind::failed(plan.is_v2));
     let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
@@ -121,12 +122,8 @@ fn queue_reply(
     } else {
         None
     };
-    core.post_send(WorkRequest::Send {
-        wr_id: WrId::new(wr_kind::SEND, u64::from(slot)),
-        sges,
-        nsge: nsge as u8,
-        invalidate,
-    });
+    let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
+    core.post_gather(send_id, first, plan.pieces.gathered(gather), invalidate);
     posted + 1
 }
 
@@ -444,35 +441,32 @@ fn encode_reply<M: HostMemory + ?Sized>(
     }
 }
 
-/// The reply Send's gather list: the header of `hdr_len` octets, then (inline replies) the
-/// message pieces — gathered, or copied after the header past the SGE limit.
+/// The reply Send's gather list: its first entry, the header of `hdr_len` octets (inline
+/// replies past the SGE limit: with the message pieces copied after it), and whether the
+/// Send gathers the pieces after it (inline replies within the limit).
 fn gather_reply<M: HostMemory + ?Sized>(
     core: &Core,
     plan: &ReplyPlan,
     header: LocalBuf,
     hdr_len: usize,
     mem: &mut M,
-) -> Option<([Sge; MAX_SGE], usize)> {
+) -> Option<(Sge, bool)> {
     let pieces = &plan.pieces;
-    let mut sges = [Sge::default(); MAX_SGE];
-    let mut nsge = 1usize;
+    let mut gather = false;
     let mut first_len = hdr_len as u32;
     if plan.kind == ReplyKind::Inline {
         if pieces.n < core.max_sge {
-            for p in pieces.as_slice() {
-                sges[nsge] = p.buf.sge();
-                nsge += 1;
-            }
+            gather = true;
         } else if copy_pieces_into(mem, header, hdr_len as u32, pieces) {
             first_len += pieces.total;
         } else {
             return None;
         }
     }
-    sges[0] = Sge {
+    let first = Sge {
         addr: header.addr,
         len: first_len,
         lkey: header.lkey,
     };
-    Some((sges, nsge))
+    Some((first, gather))
 }
