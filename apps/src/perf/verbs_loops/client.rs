@@ -419,7 +419,7 @@ impl BwSize {
     }
 
     /// Fills every QP's window (`tx_depth` beyond its completions, at most its iterations):
-    /// queues the WRs, then one doorbell per QP for all of them (perftest's post list). The
+    /// queues the WRs, then one doorbell per QP for all of them (as perftest's `--post_list`). The
     /// batch's post stamp, taken once before the doorbells, is every WR's post time (peak) and
     /// each signaled WR's (histogram).
     #[inline]
