@@ -42,6 +42,7 @@ pub use hello::{Hello, Reply};
 use server::server_run;
 
 mod client;
+mod clock;
 mod conn;
 mod hello;
 mod server;
@@ -67,7 +68,7 @@ const LAT_RECVS: u32 = 16;
 /// Send queue depth of latency tests.
 const LAT_SEND_WR: u32 = 64;
 /// Spin iterations between connection-event checks in polling loops.
-const EVENT_CHECK_SPINS: u32 = 4096;
+const EVENT_CHECK_SPINS: u32 = 1 << 16;
 /// Completions polled per call.
 const POLL_BATCH: usize = 64;
 /// Flag bit in [`Hello`]: duration mode.

@@ -15,6 +15,7 @@ use super::super::report::Progress;
 use super::super::stats::{lat_duration, BwStats, BwUnit, LatStats};
 use super::super::{Config, Outcome, PerfError, SizeResult, Test};
 
+use super::clock::Clock;
 use super::conn::Side;
 use super::{
     counter, margin_for, new_histogram, pattern, Observer, CLIENT_SEED, LAT_RECVS,
@@ -51,8 +52,10 @@ pub(super) fn client_run<P: Provider>(
         side.post_recv(0, LAT_RECVS)?;
     }
     let mut results = Vec::with_capacity(cfg.sizes.len());
+    let show_work = show_work();
     obs.running(cfg);
     for &size in &cfg.sizes {
+        let work_before = side.work;
         hist.reset();
         progress.start();
         let start = run_start.elapsed();
@@ -87,9 +90,17 @@ pub(super) fn client_run<P: Provider>(
             elapsed: run_start.elapsed() - start,
         };
         obs.result(&r, &hist);
+        if show_work {
+            eprintln!("{}", side.work.per_iteration(&work_before, iters));
+        }
         results.push(r);
     }
     Ok(results)
+}
+
+/// Whether to print the work per iteration of each size on stderr (`RPCRDMA_PERF_WORK=1`).
+pub(super) fn show_work() -> bool {
+    std::env::var_os("RPCRDMA_PERF_WORK").is_some_and(|v| v == "1")
 }
 
 struct LatRun<'a> {
@@ -107,19 +118,21 @@ impl LatRun<'_> {
         rtt_factor: u32,
         mut step: impl FnMut(u64) -> Result<(), PerfError>,
     ) -> Result<(u64, Outcome), PerfError> {
-        let clk = Instant::now();
         let factor = u64::from(rtt_factor);
         match self.cfg.duration {
             None => {
                 let n = self.cfg.iters as usize;
                 let stamps = &mut self.stamps[..n];
+                // One stamp per iteration, as perftest's `tposted[scnt] = get_cycles()`.
+                let clk = Clock::start();
                 for (i, stamp) in stamps.iter_mut().enumerate() {
-                    *stamp = now_ns(&clk);
+                    *stamp = clk.now();
                     step(i as u64)?;
                     if i & 0xfff == 0xfff {
                         self.progress.tick(self.size, i as u64, n as u64);
                     }
                 }
+                clk.rate().convert(stamps);
                 for i in 0..n - 1 {
                     stamps[i] = stamps[i + 1].saturating_sub(stamps[i]);
                     self.hist.saturating_record((stamps[i] / factor).max(1));
@@ -129,6 +142,7 @@ impl LatRun<'_> {
                 Ok((n as u64, Outcome::Lat(s)))
             }
             Some(d) => {
+                let clk = Instant::now();
                 let m = margin_for(d).as_nanos() as u64;
                 let end = d.as_nanos() as u64;
                 let (mut count, mut span) = (0u64, 0u64);
@@ -404,8 +418,10 @@ impl BwSize {
         }
     }
 
-    /// Posts on every QP until its window (`tx_depth` beyond its completions) is full or its
-    /// iterations are posted; stamps posts (peak) and signaled posts (histogram).
+    /// Fills every QP's window (`tx_depth` beyond its completions, at most its iterations):
+    /// queues the WRs, then one doorbell per QP for all of them (as perftest's `--post_list`). The
+    /// batch's post stamp, taken once before the doorbells, is every WR's post time (peak) and
+    /// each signaled WR's (histogram).
     #[inline]
     fn post_window<P: Provider>(
         &mut self,
@@ -415,46 +431,53 @@ impl BwSize {
         tposted: &mut [u64],
     ) -> Result<(), PerfError> {
         let (iters, cq_mod, duration) = (self.iters, self.cq_mod, self.duration);
+        let mut now = None;
         for q in 0..self.qps {
             let qi = q as usize;
-            while (duration.is_some() || st.scnt[qi] < iters) && st.scnt[qi] < self.tx + st.ccnt[qi]
-            {
+            let room = (self.tx + st.ccnt[qi]).saturating_sub(st.scnt[qi]);
+            let left = if duration.is_some() {
+                room
+            } else {
+                room.min(iters - st.scnt[qi].min(iters))
+            };
+            if left == 0 {
+                continue;
+            }
+            let now = *now.get_or_insert_with(|| now_ns(&self.clk));
+            let size = self.size;
+            let (op, sge) = match test {
+                Test::SendBw => (SendOp::Send, side.mem.sge(side.mem.send_off(q), size)),
+                Test::WriteBw => (
+                    SendOp::RdmaWrite {
+                        remote_addr: side.peer.recv_addr(q),
+                        rkey: side.peer.rkey,
+                    },
+                    side.mem.sge(side.mem.send_off(q), size),
+                ),
+                _ => (
+                    SendOp::RdmaRead {
+                        remote_addr: side.peer.send_addr(q),
+                        rkey: side.peer.rkey,
+                    },
+                    side.mem.sge(side.mem.recv_off(q), size),
+                ),
+            };
+            let sgl = [sge];
+            for _ in 0..left {
                 let s = st.scnt[qi];
                 let sig = s % cq_mod == cq_mod - 1 || (duration.is_none() && s == iters - 1);
-                let now = now_ns(&self.clk);
                 if self.peak {
                     tposted[self.totscnt as usize] = now;
                 }
-                if sig {
+                let flags = if sig {
                     let k = (st.sig_head[qi] % st.sig_ring as u64) as usize;
                     st.sig_post[qi * st.sig_ring + k] = now;
                     st.sig_head[qi] += 1;
-                }
-                let size = self.size;
-                let (op, sge) = match test {
-                    Test::SendBw => (SendOp::Send, side.mem.sge(side.mem.send_off(q), size)),
-                    Test::WriteBw => (
-                        SendOp::RdmaWrite {
-                            remote_addr: side.peer.recv_addr(q),
-                            rkey: side.peer.rkey,
-                        },
-                        side.mem.sge(side.mem.send_off(q), size),
-                    ),
-                    _ => (
-                        SendOp::RdmaRead {
-                            remote_addr: side.peer.send_addr(q),
-                            rkey: side.peer.rkey,
-                        },
-                        side.mem.sge(side.mem.recv_off(q), size),
-                    ),
-                };
-                let sgl = [sge];
-                let flags = if sig {
                     SendFlags::SIGNALED | self.inline
                 } else {
                     self.inline
                 };
-                side.post(
+                side.queue(
                     q,
                     &SendWr::<P> {
                         wr_id: u64::from(q),
@@ -466,6 +489,7 @@ impl BwSize {
                 st.scnt[qi] += 1;
                 self.totscnt += 1;
             }
+            side.flush(q)?;
         }
         Ok(())
     }
@@ -567,7 +591,12 @@ fn bw_client<P: Provider>(
         let n = side.poll()?;
         if n == 0 {
             side.idle(None)?;
+            if b.duration.is_none() {
+                continue;
+            }
         }
+        // Stamped only when something completed (perftest's `tcompleted`), and in duration
+        // mode to end the run.
         let now = now_ns(&b.clk);
         b.complete(&side.wcs[..n], now, st, hist, tcompleted);
         if b.duration.is_some() && now >= b.end {

@@ -13,8 +13,8 @@ use rpcrdma_engine::verbs::{Provider, QueuePair, SendFlags, SendOp, SendWr};
 use super::super::stats::BwStats;
 use super::super::{Config, Outcome, PerfError, SizeResult, Test};
 
-use super::client::{inline_flag, signaled};
-use super::conn::Side;
+use super::client::{inline_flag, show_work, signaled};
+use super::conn::{Side, Work};
 use super::{
     counter, new_histogram, pattern, Observer, CLIENT_SEED, LAT_SIGNAL_EVERY, SERVER_SEED,
 };
@@ -26,12 +26,20 @@ pub(super) fn server_run<P: Provider>(
     obs: &mut dyn Observer,
 ) -> Result<(), PerfError> {
     debug_assert!(side.server);
-    match cfg.test {
+    let r = match cfg.test {
         Test::SendLat => send_lat_server(cfg, side, stop),
         Test::WriteLat => write_lat_server(cfg, side, stop),
         Test::SendBw => send_bw_server(cfg, side, stop, obs),
         Test::ReadLat | Test::WriteBw | Test::ReadBw => passive_server(side, stop),
+    };
+    if show_work() {
+        let iters = cfg.iters * u64::from(cfg.qps) * cfg.sizes.len() as u64;
+        eprintln!(
+            "{} (server)",
+            side.work.per_iteration(&Work::default(), iters)
+        );
     }
+    r
 }
 
 /// One-sided tests: nothing to do but wait for the client to leave.
@@ -158,6 +166,16 @@ fn send_bw_server<P: Provider>(
     // Each QP's receive queue was filled before the accept (`server_recvs`).
     let per_size = cfg.iters * u64::from(qps);
     let mut repost = vec![0u32; qps as usize];
+    // Receives still to post per QP (perftest reposts only while `rcnt + rx_depth <= iters`);
+    // unbounded in duration mode.
+    let initial = u64::from(side.qps[0].options().max_recv_wr);
+    let mut to_post = vec![
+        match cfg.duration {
+            Some(_) => u64::MAX,
+            None => (cfg.iters * cfg.sizes.len() as u64).saturating_sub(initial),
+        };
+        qps as usize
+    ];
     let hist = new_histogram();
     let run_start = Instant::now();
     let mut size_idx = 0usize;
@@ -177,13 +195,11 @@ fn send_bw_server<P: Provider>(
             }
             let q = (wc.wr_id as usize).min(qps as usize - 1);
             repost[q] += 1;
-            if wc.byte_len != seen_len {
-                side.mem.check(
-                    side.mem.recv_off(q as u32),
-                    u64::from(wc.byte_len).min(side.mem.area),
-                    CLIENT_SEED,
-                    "send_bw message",
-                )?;
+            // Every message of a size carries the same octets (the pattern depends on the
+            // offset only): a duration run checks the first one of each size; a run of
+            // iterations checks the last one, after the size's clock stopped.
+            if cfg.duration.is_some() && wc.byte_len != seen_len {
+                check_send_bw(side, q as u32, wc.byte_len)?;
                 seen_len = wc.byte_len;
             }
             if got == 0 {
@@ -191,6 +207,7 @@ fn send_bw_server<P: Provider>(
             }
             got += 1;
             if cfg.duration.is_none() && got == per_size {
+                check_send_bw(side, q as u32, wc.byte_len)?;
                 let size = cfg.sizes.get(size_idx).copied().unwrap_or(0);
                 let span = now.duration_since(first);
                 let r = SizeResult {
@@ -211,11 +228,23 @@ fn send_bw_server<P: Provider>(
             }
         }
         for q in 0..qps {
-            let k = repost[q as usize];
+            let qi = q as usize;
+            let k = u64::from(repost[qi]).min(to_post[qi]) as u32;
+            repost[qi] = 0;
             if k > 0 {
                 side.post_recv(q, k)?;
-                repost[q as usize] = 0;
+                to_post[qi] -= u64::from(k);
             }
         }
     }
+}
+
+/// Checks the send_bw message of `len` octets in QP `q`'s receive area.
+fn check_send_bw<P: Provider>(side: &Side<P>, q: u32, len: u32) -> Result<(), PerfError> {
+    side.mem.check(
+        side.mem.recv_off(q),
+        u64::from(len).min(side.mem.area),
+        CLIENT_SEED,
+        "send_bw message",
+    )
 }
