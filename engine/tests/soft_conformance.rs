@@ -907,9 +907,19 @@ mod soft_only {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let client = std::thread::spawn(move || {
             let mut out = [Completion::default(); 16];
-            let (mut ok, mut flushed) = (0u64, 0u64);
-            // SENDs (odd wr_ids) completed either way: each posted one completes once.
-            let mut sends_done = 0u64;
+            // Completions: successes, flushes, and SENDs (odd wr_ids) completed either way
+            // (each SEND posted completes exactly once).
+            let (mut ok, mut flushed, mut sends_done) = (0u64, 0u64, 0u64);
+            let mut count = |wcs: &[Completion], sends_done: &mut u64| {
+                for w in wcs {
+                    match w.status {
+                        WcStatus::SUCCESS => ok += 1,
+                        WcStatus::WR_FLUSH_ERR => flushed += 1,
+                        st => panic!("unexpected status {}", st.name()),
+                    }
+                    *sends_done += w.wr_id % 2;
+                }
+            };
             let mut i = 0u64;
             'outer: loop {
                 let sgl = [cbuf.sge(0, 512)];
@@ -931,14 +941,7 @@ mod soft_only {
                 loop {
                     assert!(std::time::Instant::now() < deadline, "client hung");
                     let n = c.cq.poll(&mut out).unwrap();
-                    for w in &out[..n] {
-                        match w.status {
-                            WcStatus::SUCCESS => ok += 1,
-                            WcStatus::WR_FLUSH_ERR => flushed += 1,
-                            st => panic!("unexpected status {}", st.name()),
-                        }
-                        sends_done += w.wr_id % 2;
-                    }
+                    count(&out[..n], &mut sends_done);
                     if n > 0 {
                         break;
                     }
@@ -960,14 +963,7 @@ mod soft_only {
                     "client: SENDs never completed"
                 );
                 let n = c.cq.poll(&mut out).unwrap();
-                for w in &out[..n] {
-                    match w.status {
-                        WcStatus::SUCCESS => ok += 1,
-                        WcStatus::WR_FLUSH_ERR => flushed += 1,
-                        st => panic!("unexpected status {}", st.name()),
-                    }
-                    sends_done += w.wr_id % 2;
-                }
+                count(&out[..n], &mut sends_done);
             }
             (ok, flushed, c)
         });
