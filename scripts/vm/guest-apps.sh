@@ -182,9 +182,10 @@ window_of() {
 # last window of replies can still be completing at the server (siw completes a Send after
 # handing it to TCP) when the disconnect flushes them: those count as flushed, not replied.
 served_ok() {
-	local line c r e k
+	local line c='' r='' e='' k=''
 	line=$(grep -m1 '^ RPCs served     : ' "$1") || return 1
-	read -r c r e k < <(sed -E 's/^ RPCs served     : ([0-9]+) calls, ([0-9]+) replies, errors ([0-9]+), connections ([0-9]+)$/\1 \2 \3 \4/' <<<"$line")
+	# (a here-string, not process substitution: the VM's initramfs has no /dev/fd)
+	read -r c r e k <<<"$(sed -E 's/^ RPCs served     : ([0-9]+) calls, ([0-9]+) replies, errors ([0-9]+), connections ([0-9]+)$/\1 \2 \3 \4/' <<<"$line")"
 	[ "$c" = "$2" ] && [ "$e" = 0 ] && [ "$k" = 1 ] && [ "$r" -le "$2" ] && [ "$r" -ge $(($2 - $3)) ]
 }
 
