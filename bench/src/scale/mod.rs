@@ -518,6 +518,19 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     let clients = connect_many(&world.client_ep, world.addr, cfg.conns);
     check_established(&clients, cfg, &mut violations);
     let rss1 = rss_kib();
+    // A client sees its connection established before the server's node counts it: wait
+    // until the server counts every established one, or the disconnect storm's "back to the
+    // established count" could never hold.
+    let up = clients
+        .iter()
+        .filter(|c| c.state() == ClientState::Connected)
+        .count() as u64;
+    if !wait_until(cfg.storm_limit, || world.server_conns() >= up) {
+        violations.push(format!(
+            "the server counts {} connections, {up} clients are connected",
+            world.server_conns()
+        ));
+    }
     let base_conns = world.server_conns();
     let recv0 = world.recv_bytes();
     let sh = Arc::new(Shared {
