@@ -20,12 +20,22 @@
 #    the memory-backend workload runs once more over rxe and over siw with the server's
 #    connections on one shared receive queue (`rpcrdma-nfsd --srq N`: parts srq/rxe, srq/siw;
 #    the server's srq.depth counter must be N);
+#    then pjdfstest (the POSIX suite from crates.io, built once into the VM cache by
+#    scripts/vm/pjdfstest-build.sh) as root on the mount (rxe) of the kernel nfsd (tmpfs,
+#    no_root_squash: the reference) and of ours on both backends (parts pjdfstest/kernel,
+#    pjdfstest/memory, pjdfstest/dir);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
-#    the fio ratio table.
+#    the fio ratio table;
+# 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,
+#    the pass counts; fails when ours fails a case the kernel nfsd passes that
+#    scripts/vm/pjdfstest-known.txt does not list, or passes one it lists. Every case's result is
+#    kept in $RPCRDMA_PJDFSTEST_OUT (default ${CARGO_TARGET_DIR:-target}/pjdfstest/results.txt,
+#    the table beside it).
 #
 # Exit status: 0 every part passed; 1 a check failed or a part did not finish; 2 the build
 # failed; 124 the VM timed out; 125 the VM could not be built or started (outside reasons, e.g.
-# the Debian archive unreachable on a fresh machine): a loud banner says so, it never passes.
+# the Debian archive unreachable on a fresh machine, or pjdfstest not buildable from crates.io):
+# a loud banner says so, it never passes.
 #
 # Knobs: RPCRDMA_SKIP_VM=1 skips the stage (says so, exits 0); RPCRDMA_NFSD_BIN (see 1.);
 # RPCRDMA_VM_TIMEOUT (whole VM, default 900 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
@@ -33,11 +43,15 @@
 # everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS,
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
+# RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 RPCRDMA_NFSD_FIO=0 \
-#     scripts/nfs-server-stage.sh
+#     RPCRDMA_NFSD_PJDFSTEST= scripts/nfs-server-stage.sh
+# Only pjdfstest:
+#   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
+#     RPCRDMA_NFSD_FIO=0 scripts/nfs-server-stage.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$ROOT" || exit 2
@@ -121,10 +135,27 @@ if [ "$BIN" != kernel ]; then
 		export RPCRDMA_VM_LIBS
 	fi
 fi
+# pjdfstest (crates.io), built once into the VM cache; copied into the VM
+PJD_RUNS=${RPCRDMA_NFSD_PJDFSTEST-kernel memory dir}
+PJD_OUT=${RPCRDMA_PJDFSTEST_OUT:-${CARGO_TARGET_DIR:-$ROOT/target}/pjdfstest}
+pjd_unbuilt=0
+if [ -n "$PJD_RUNS" ]; then
+	if PJD=$("$ROOT/scripts/vm/pjdfstest-build.sh"); then
+		export RPCRDMA_PJDFSTEST_BIN=$PJD
+		export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $PJD"
+		say "pjdfstest: $PJD"
+	else
+		pjd_unbuilt=1 PJD_RUNS=''
+		export RPCRDMA_NFSD_PJDFSTEST=''
+		say "pjdfstest could not be built: its parts do not run (the stage cannot pass)"
+	fi
+fi
 export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-900}
 export RPCRDMA_VM_MEM=${RPCRDMA_VM_MEM:-3072}
 say "scripts/vm/run-in-vm.sh scripts/vm/nfs-server.sh $BIN"
-"$ROOT/scripts/vm/run-in-vm.sh" "$ROOT/scripts/vm/nfs-server.sh" "$BIN" 2>&1 | tee "$log"
+# pjdfstest's per-case lines ("pjd ...") go to the log only: the table below sums them up
+"$ROOT/scripts/vm/run-in-vm.sh" "$ROOT/scripts/vm/nfs-server.sh" "$BIN" 2>&1 | tee "$log" |
+	grep --line-buffered -v -E '^pjd(-why)? '
 rc=${PIPESTATUS[0]}
 
 # ---- 3. summary -----------------------------------------------------------------------------
@@ -152,12 +183,16 @@ srq_parts=
 if [ "$BIN" != kernel ]; then
 	for d in ${RPCRDMA_NFSD_SRQ_RUNS-rxe siw}; do srq_parts="$srq_parts srq/$d"; done
 fi
+pjd_parts=
+for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir} $srq_parts fault fio; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir} $srq_parts fault $pjd_parts fio; do
 	[ "$p" = fault ] && [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	case $p in
 	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
+	pjdfstest/kernel) dev="$p (rxe, tmpfs, no_root_squash)" ;;
+	pjdfstest/*) dev="$p (rxe, ${p#*/} backend)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
 	fault) dev="fault (rxe, memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
@@ -178,6 +213,29 @@ if [ "${#ratios[@]}" -gt 0 ]; then
 fi
 [ -n "$final" ] && echo "  $final"
 [ "$rc" -ne 0 ] || [ "$missing" -eq 0 ] || rc=1
+
+# ---- 4. pjdfstest: the servers side by side, ours against the reference ----------------------
+if [ -n "$PJD_RUNS" ] && grep -q '^pjd ' "$log"; then
+	mkdir -p "$PJD_OUT"
+	grep -E '^pjd(-why)? ' "$log" >"$PJD_OUT/results.txt"
+	echo
+	echo "==== nfs-server-stage: pjdfstest $("${RPCRDMA_PJDFSTEST_BIN}" --version 2>/dev/null | cut -d' ' -f2) on the NFSv3 mount (rxe), as root:" \
+		"the kernel nfsd against ${BIN##*/} (cases not ok everywhere; every case in $PJD_OUT/results.txt)"
+	"$ROOT/scripts/vm/pjdfstest-table.sh" "$PJD_OUT/results.txt" | tee "$PJD_OUT/table.txt"
+	pjd_rc=${PIPESTATUS[0]}
+	if [ "$pjd_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then
+		rc=1
+		say "pjdfstest check FAILED: a NEW failure or a stale line of scripts/vm/pjdfstest-known.txt (above)"
+	fi
+elif [ -n "$PJD_RUNS" ] && [ "$rc" -eq 0 ]; then
+	rc=1
+	say "pjdfstest: no per-case results in the log"
+fi
+if [ "$pjd_unbuilt" = 1 ] && [ "$rc" -eq 0 ]; then
+	banner "nfs-server-stage: pjdfstest could not be built (cargo install from crates.io failed, above): exit 125." \
+		"An outside failure, NOT a pass; RPCRDMA_NFSD_PJDFSTEST= (empty) leaves the part out deliberately."
+	exit 125
+fi
 
 case $rc in
 0) say "PASSED: every part passed ($(($(date +%s) - T0)) s)" ;;

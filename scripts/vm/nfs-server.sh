@@ -28,6 +28,10 @@
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
 #       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
 #       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
+#   pjdfstest/kernel, pjdfstest/memory, pjdfstest/dir   (RPCRDMA_NFSD_PJDFSTEST, default
+#       "kernel memory dir"; nfs-pjdfstest.sh): the POSIX suite pjdfstest as root on the mount (rxe)
+#       of the kernel nfsd (tmpfs, no_root_squash: the reference) and of ours with each backend;
+#       one "pjd LABEL RESULT CASE" line per case, compared on the host (pjdfstest-table.sh).
 #   fio      (RPCRDMA_NFSD_FIO=1): over rxe, the same fio jobs (nfs-fio.sh: 1 MiB sequential
 #       write/read bandwidth, 4 KiB random write/read IOPS + clat p50/p99, direct=1) against the
 #       kernel nfsd (tmpfs export, /mnt/knfs) and against rpcrdma-nfsd (memory backend,
@@ -42,6 +46,8 @@
 #   xprtrdma counters), the fault part runs the churn workload with no faults (the kernel nfsd
 #   cannot drop connections on demand) and the fio part compares the kernel with itself (the
 #   ratios show the noise of the VM).
+# Our server's export: `--export /export`, or, when it has export options, `--export
+# '/export:*(rw,no_root_squash)'` (every part expects root to act as root).
 # Ports: the kernel nfsd uses rdma 20049 + mountd 20048 (tcp); ours uses RPCRDMA_NFSD_PORT
 # (20051) and RPCRDMA_NFSD_MOUNT_PORT (20050) so both can run in the same boot, with
 # --no-rpcbind (the mount names both ports). The kernel nfsd's max_block_size is set to 1 MiB
@@ -52,7 +58,8 @@
 #   counters PART: name=value ...        client PART: rsize=.. wsize=.. read_chunks=.. ...
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
-# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
+# RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
 # RPCRDMA_NFS_FIO_RUNTIME, RPCRDMA_NFS_FIO_SIZE (nfs-workload.sh / nfs-fio.sh).
@@ -72,8 +79,11 @@ RUN_TIMEOUT=${RPCRDMA_NFSD_RUN_TIMEOUT:-300}
 READY_TIMEOUT=${RPCRDMA_NFSD_READY_TIMEOUT:-30}
 KEXPORT=/srv/kexport NFSD_DIR=/srv/nfsd-dir MNT=/mnt/nfs
 LOGS=/run/nfs-server
+PJD_RUNS=${RPCRDMA_NFSD_PJDFSTEST-kernel memory dir}
 KIND=ours
 [ "$BIN" = kernel ] && KIND=kernel
+# shellcheck source=scripts/vm/nfs-pjdfstest.sh
+. "$HERE/nfs-pjdfstest.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -149,7 +159,16 @@ knfsd_start() {
 }
 
 # ---- our server / the kernel's, behind one interface --------------------------------------------
-# srv_start DEV BACKEND [EXTRA SERVER ARGS]: sets SRV_ADDR SRV_PORT SRV_MPORT SRV_PATH SRV_PID SRV_LOG
+# The export of ours: every part acts as root and expects root to stay root (the workload's
+# chown, pjdfstest), as with the kernel nfsd's no_root_squash exports. With the export options
+# (`rpcrdma-nfsd --help` lists --exports) that must be asked for, since the default squashes root;
+# before them the server never squashed.
+HAS_EXPORTS=0
+if [ "$KIND" = ours ] && "$BIN" --help 2>&1 | grep -q -- --exports; then HAS_EXPORTS=1; fi
+if [ "$HAS_EXPORTS" = 1 ]; then EXPORT_ROOT=(--export '/export:*(rw,no_root_squash)'); else EXPORT_ROOT=(--export /export); fi
+# srv_start DEV BACKEND [EXTRA SERVER ARGS]: sets SRV_ADDR SRV_PORT SRV_MPORT SRV_PATH SRV_PID
+# SRV_LOG. Read: SRV_EXPORT_SET (non-empty: ours gets the export flags of the array SRV_EXPORT
+# instead of EXPORT_ROOT), SRV_KEEP (non-empty: the exported directory's contents stay)
 SRV_PID='' SRV_LOG=''
 srv_start() {
 	local dev=$1 be=$2 ns=() arg t0 line
@@ -166,7 +185,7 @@ srv_start() {
 	if [ "$KIND" = kernel ]; then
 		SRV_PORT=20049 SRV_MPORT=20048 SRV_PID=''
 		if [ "$be" = memory ]; then SRV_PATH=$KEXPORT; else SRV_PATH=$NFSD_DIR; fi
-		find "$SRV_PATH" -mindepth 1 -delete
+		[ -n "${SRV_KEEP:-}" ] || find "$SRV_PATH" -mindepth 1 -delete
 		local kns=root
 		[ "$dev" = siw ] && kns=peer
 		knfsd_start "$kns" || return 1
@@ -174,13 +193,15 @@ srv_start() {
 		return 0
 	fi
 	SRV_PORT=$PORT SRV_MPORT=$MPORT SRV_PATH=/export
+	local exp=("${EXPORT_ROOT[@]}")
+	[ -z "${SRV_EXPORT_SET:-}" ] || exp=("${SRV_EXPORT[@]}")
 	if [ "$be" = memory ]; then arg=memory; else
-		find "$NFSD_DIR" -mindepth 1 -delete
+		[ -n "${SRV_KEEP:-}" ] || find "$NFSD_DIR" -mindepth 1 -delete
 		arg=dir:$NFSD_DIR
 	fi
 	t0=$(now_ms)
 	# shellcheck disable=SC2086 # RPCRDMA_NFSD_ARGS: more arguments, split on purpose
-	"${ns[@]}" "$BIN" --provider rdma --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" --export /export \
+	"${ns[@]}" "$BIN" --provider rdma --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" "${exp[@]}" \
 		--backend "$arg" --no-rpcbind ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
 	while :; do
@@ -465,7 +486,7 @@ run_rpcbind() {
 	local t0 line pid log=$LOGS/server-rpcbind.log reg
 	part_begin rpcbind "rxe, memory backend, default ports, registered with rpcbind, plain mount"
 	t0=$(now_ms)
-	"$BIN" --provider rdma --bind 10.0.2.15 --backend memory >"$log" 2>&1 &
+	"$BIN" --provider rdma --bind 10.0.2.15 --backend memory "${EXPORT_ROOT[@]}" >"$log" 2>&1 &
 	pid=$!
 	until line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$log"); do
 		if ! kill -0 "$pid" 2>/dev/null || [ $(($(now_ms) - t0)) -gt $((READY_TIMEOUT * 1000)) ]; then
@@ -624,6 +645,16 @@ for d in $SRQ_RUNS; do
 done
 [ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ] && run_fault
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
+# pjdfstest starts the kernel nfsd: after the rpcbind part (same ports)
+for l in $PJD_RUNS; do
+	case $l in
+	kernel | memory | dir) run_pjdfstest "$l" ;;
+	*)
+		echo "nfs-server: unknown pjdfstest run $l (kernel memory dir)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 
 echo

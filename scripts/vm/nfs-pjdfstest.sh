@@ -1,0 +1,93 @@
+# shellcheck shell=bash
+# scripts/vm/nfs-pjdfstest.sh — sourced by nfs-server.sh (inside the VM): the POSIX conformance
+# suite pjdfstest (the Rust rewrite from crates.io, built on the host by pjdfstest-build.sh) run
+# as root on the kernel client's NFSv3 mount (vers=3,proto=rdma over rxe, the mount options of
+# every other part) of one server.
+#
+#   run_pjdfstest kernel|memory|dir
+#
+# kernel: the kernel's own nfsd, tmpfs export with no_root_squash (the reference); memory, dir:
+# ours with that backend (the kernel nfsd's other tmpfs export in `kernel` mode). Part
+# pjdfstest/LABEL passes when the suite ran to its summary line and the server stopped cleanly:
+# which cases may fail is decided on the host, by comparing with the reference
+# (scripts/vm/pjdfstest-table.sh and its list of tolerated failures, pjdfstest-known.txt).
+# Output: the suite's own lines go to $LOGS/pjdfstest-LABEL.txt; the console gets one line per
+# case, "pjd LABEL ok|FAILED|skipped CASE", and for a failed or skipped case
+# "pjd-why LABEL CASE REASON" (the first line of its message).
+# Needs: RPCRDMA_PJDFSTEST_BIN (the binary), pjdfstest.toml beside this file; the guest's
+# /etc/passwd gets the suite's user "tests" (1000:1000). Knob: RPCRDMA_PJDFSTEST_TIMEOUT (per
+# run, s, default 600).
+
+pjd_users() {
+	grep -q '^tests:' /etc/passwd || echo 'tests:x:1000:1000:pjdfstest:/nonexistent:/usr/sbin/nologin' >>/etc/passwd
+	grep -q '^tests:' /etc/group || echo 'tests:x:1000:' >>/etc/group
+}
+
+# pjd_lines LABEL FILE: the suite's output as "pjd ..." / "pjd-why ..." lines (busybox awk); the
+# reason is the first line of a case's message, with an assertion's "left:" / "right:" values
+pjd_lines() {
+	sed 's/\x1b\[[0-9;]*m//g' "$2" | awk -v l="$1" '
+		function flush() { if (why != "") print "pjd-why " l " " last " " why; why = "" }
+		/^[A-Za-z0-9_:]+ +(ok|FAILED|skipped)$/ {
+			flush()
+			print "pjd " l " " $NF " " $1
+			last = ($NF == "ok") ? "" : $1
+			next
+		}
+		/^\t/ && last != "" && why == "" {
+			sub(/^\t+/, "")
+			why = $0
+			next
+		}
+		/^ *(left|right): / && why != "" {
+			sub(/^ +/, "")
+			why = why ", " $0
+			next
+		}
+		{ flush(); last = "" }
+		END { flush() }'
+}
+
+run_pjdfstest() {
+	local label=$1 be=$1 bin=${RPCRDMA_PJDFSTEST_BIN:-} out rc sec=/run/pjd-secondary kind_save=$KIND
+	local tmo=${RPCRDMA_PJDFSTEST_TIMEOUT:-600} summary
+	part_begin "pjdfstest/$label" "pjdfstest as root on the NFSv3 mount (rxe) of the $label server"
+	if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+		failc pjdfstest "no pjdfstest binary in the VM (RPCRDMA_PJDFSTEST_BIN=$bin)"
+		part_end
+		return
+	fi
+	pjd_users
+	mkdir -p "$sec" # the second file system of the EXDEV cases: the guest's root
+	if [ "$label" = kernel ]; then
+		KIND=kernel be=memory
+	fi
+	if ! srv_start rxe "$be"; then
+		KIND=$kind_save
+		failc server-start "the server did not start (log below)"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+		part_end
+		return
+	fi
+	KIND=$kind_save
+	if do_mount "$MNT"; then
+		out=$LOGS/pjdfstest-$label.txt
+		(cd / && NO_COLOR=1 RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 timeout -k 10 "$tmo" \
+			"$bin" -c "$HERE/pjdfstest.toml" -p "$MNT" -s "$sec" >"$out" 2>&1)
+		rc=$?
+		pjd_lines "$label" "$out"
+		summary=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | grep '^Summary: ')
+		if [ -n "$summary" ]; then
+			pass pjdfstest "ran to its end (exit $rc): ${summary#Summary: }"
+			PNOTES=${summary#Summary: }
+		else
+			[ "$rc" -ne 124 ] || echo "FAIL pjdfstest: timed out after $tmo s"
+			failc pjdfstest "no summary line (exit $rc); the end of its output:"
+			tail -n 15 "$out" | sed 's/^/  | /'
+		fi
+		find "$MNT" -mindepth 1 -delete 2>/dev/null
+		do_umount "$MNT"
+	fi
+	srv_stop
+	part_end
+}
