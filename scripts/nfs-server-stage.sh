@@ -23,7 +23,8 @@
 #    then pjdfstest (the POSIX suite from crates.io, built once into the VM cache by
 #    scripts/vm/pjdfstest-build.sh) as root on the mount (rxe) of the kernel nfsd (tmpfs,
 #    no_root_squash: the reference) and of ours on both backends (parts pjdfstest/kernel,
-#    pjdfstest/memory, pjdfstest/dir);
+#    pjdfstest/memory, pjdfstest/dir), and the export access checks (part exports,
+#    scripts/vm/nfs-exports.sh; SKIP until rpcrdma-nfsd has --exports);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table;
 # 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,
@@ -44,12 +45,13 @@
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
+# RPCRDMA_NFSD_EXPORTS (auto, 1, 0),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 RPCRDMA_NFSD_FIO=0 \
-#     RPCRDMA_NFSD_PJDFSTEST= scripts/nfs-server-stage.sh
-# Only pjdfstest:
+#     RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 scripts/nfs-server-stage.sh
+# Only pjdfstest and the exports checks:
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 scripts/nfs-server-stage.sh
 set -uo pipefail
@@ -186,13 +188,14 @@ fi
 pjd_parts=
 for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir} $srq_parts fault $pjd_parts fio; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir} $srq_parts fault $pjd_parts exports fio; do
 	[ "$p" = fault ] && [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	case $p in
 	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
 	pjdfstest/kernel) dev="$p (rxe, tmpfs, no_root_squash)" ;;
 	pjdfstest/*) dev="$p (rxe, ${p#*/} backend)" ;;
+	exports) dev="exports (rxe, dir backend)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
 	fault) dev="fault (rxe, memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;

@@ -32,6 +32,9 @@
 #       "kernel memory dir"; nfs-pjdfstest.sh): the POSIX suite pjdfstest as root on the mount (rxe)
 #       of the kernel nfsd (tmpfs, no_root_squash: the reference) and of ours with each backend;
 #       one "pjd LABEL RESULT CASE" line per case, compared on the host (pjdfstest-table.sh).
+#   exports  (RPCRDMA_NFSD_EXPORTS=auto; nfs-exports.sh): export options and mode bits enforced
+#       by the server (root_squash, ro, a client list, a non-root user); runs against the kernel
+#       nfsd, and against ours once `rpcrdma-nfsd --help` lists --exports (SKIP before).
 #   fio      (RPCRDMA_NFSD_FIO=1): over rxe, the same fio jobs (nfs-fio.sh: 1 MiB sequential
 #       write/read bandwidth, 4 KiB random write/read IOPS + clat p50/p99, direct=1) against the
 #       kernel nfsd (tmpfs export, /mnt/knfs) and against rpcrdma-nfsd (memory backend,
@@ -47,7 +50,7 @@
 #   cannot drop connections on demand) and the fio part compares the kernel with itself (the
 #   ratios show the noise of the VM).
 # Our server's export: `--export /export`, or, when it has export options, `--export
-# '/export:*(rw,no_root_squash)'` (every part expects root to act as root).
+# '/export:*(rw,no_root_squash)'` (every part but `exports` expects root to act as root).
 # Ports: the kernel nfsd uses rdma 20049 + mountd 20048 (tcp); ours uses RPCRDMA_NFSD_PORT
 # (20051) and RPCRDMA_NFSD_MOUNT_PORT (20050) so both can run in the same boot, with
 # --no-rpcbind (the mount names both ports). The kernel nfsd's max_block_size is set to 1 MiB
@@ -59,7 +62,7 @@
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
 # Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
-# RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
 # RPCRDMA_NFS_FIO_RUNTIME, RPCRDMA_NFS_FIO_SIZE (nfs-workload.sh / nfs-fio.sh).
@@ -84,6 +87,8 @@ KIND=ours
 [ "$BIN" = kernel ] && KIND=kernel
 # shellcheck source=scripts/vm/nfs-pjdfstest.sh
 . "$HERE/nfs-pjdfstest.sh"
+# shellcheck source=scripts/vm/nfs-exports.sh
+. "$HERE/nfs-exports.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -645,7 +650,7 @@ for d in $SRQ_RUNS; do
 done
 [ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ] && run_fault
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
-# pjdfstest starts the kernel nfsd: after the rpcbind part (same ports)
+# pjdfstest and the exports checks start the kernel nfsd: after the rpcbind part (same ports)
 for l in $PJD_RUNS; do
 	case $l in
 	kernel | memory | dir) run_pjdfstest "$l" ;;
@@ -655,6 +660,7 @@ for l in $PJD_RUNS; do
 		;;
 	esac
 done
+run_exports
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 
 echo
