@@ -28,7 +28,7 @@
 EXP_UID=1000
 exp_as_user() { setpriv --reuid=$EXP_UID --regid=$EXP_UID --clear-groups "$@"; }
 
-# exp_enabled: whether the part runs (prints why not)
+# exp_enabled: whether the part runs
 exp_enabled() {
 	case ${RPCRDMA_NFSD_EXPORTS:-auto} in
 	0) return 1 ;;
@@ -160,7 +160,10 @@ exp_list() {
 
 run_exports() {
 	local saved
-	if ! exp_enabled; then
+	if [ "${RPCRDMA_NFSD_EXPORTS:-auto}" = 0 ]; then
+		echo "## nfs-server exports: SKIP (RPCRDMA_NFSD_EXPORTS=0)"
+		return
+	elif ! exp_enabled; then
 		echo "## nfs-server exports: SKIP (rpcrdma-nfsd --help lists no --exports yet; RPCRDMA_NFSD_EXPORTS=1 forces the part)"
 		return
 	fi

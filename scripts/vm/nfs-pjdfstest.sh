@@ -79,7 +79,7 @@ run_pjdfstest() {
 		summary=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | grep '^Summary: ')
 		if [ -n "$summary" ]; then
 			pass pjdfstest "ran to its end (exit $rc): ${summary#Summary: }"
-			PNOTES=${summary#Summary: }
+			PNOTES="suite: ${summary#Summary: } (compared in the pjdfstest table)"
 		else
 			[ "$rc" -ne 124 ] || echo "FAIL pjdfstest: timed out after $tmo s"
 			failc pjdfstest "no summary line (exit $rc); the end of its output:"

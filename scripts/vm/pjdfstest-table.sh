@@ -50,13 +50,13 @@ fi
 }
 
 # The known list first (file 1), then the results.
-awk -v all="$ALL" -v md="$MD" '
+awk -v all="$ALL" -v md="$MD" -v kf="$KNOWN" '
 function cell(l, c,   r) { r = res[l, c]; return r == "" ? "-" : r }
 function row(c, k, m, d, note) {
 	if (md) printf "| `%s` | %s | %s | %s | %s |\n", c, k, m, d, note
 	else printf "  %-58s %-8s %-11s %-9s %s\n", c, k, m, d, note
 }
-FNR == NR {
+FILENAME == kf {
 	cause = ""
 	if (index($0, "#")) { cause = substr($0, index($0, "#") + 1); sub(/^ +/, "", cause) }
 	sub(/#.*/, "")
@@ -118,8 +118,8 @@ END {
 		for (j = 1; j <= nc; j++) { r = res[L[i], cases[j]]; if (r == "ok") p++; else if (r == "skipped") s++; else f++ }
 		printf "pjdfstest %-7s %d passed of %d run (%d failed or missing, %d skipped)\n", L[i] ":", p, p + f, f, s
 	}
-	printf "pjdfstest check: %d NEW failure(s), %d known (pjdfstest-known.txt), %d stale line(s)\n", nnew, nknown, nstale
+	printf "pjdfstest check: %d NEW failure(s), %d known (%s), %d stale line(s)\n", nnew, nknown, kf, nstale
 	for (i = 1; i <= nnew; i++) printf "  NEW: ours fails %s, which the kernel nfsd passes\n", newl[i]
-	for (i = 1; i <= nstale; i++) printf "  stale: %s now passes: delete its line from pjdfstest-known.txt\n", stale[i]
+	for (i = 1; i <= nstale; i++) printf "  stale: %s now passes: delete its line from %s\n", stale[i], kf
 	exit (bad || nnew || nstale) ? 1 : 0
 }' "$KNOWN" "$@"
