@@ -9,8 +9,9 @@
 #    (RPCRDMA_NFSD_BIN=kernel skips the build and runs every part against the kernel's own nfsd:
 #    how the scripts are validated, and the reference numbers; RPCRDMA_NFSD_BIN=PATH uses that
 #    binary as it is);
-# 2. boots the VM once and runs scripts/vm/nfs-server.sh in it: over rxe and over siw, with the
-#    memory and the dir:/srv/nfsd-dir backends, the kernel client mounts the server
+# 2. boots the VM once and runs scripts/vm/nfs-server.sh in it: over rxe with the memory and the
+#    dir:/srv/nfsd-dir backends and over siw with the memory backend (RPCRDMA_NFSD_RUNS; siw/dir
+#    on request), the kernel client mounts the server
 #    (vers=3,proto=rdma, "xprt: rdma" in /proc/self/mountstats) and runs the checksummed
 #    workload (scripts/vm/nfs-workload.sh: 1000-file tree + special sizes, umount/mount/verify,
 #    ls -l of 5000 entries, rename/link/symlink/chmod/truncate/fsync, parallel writers, fio
@@ -188,7 +189,7 @@ fi
 pjd_parts=
 for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory siw/dir} $srq_parts fault $pjd_parts exports fio; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts fault $pjd_parts exports fio; do
 	[ "$p" = fault ] && [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	case $p in
