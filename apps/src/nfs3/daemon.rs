@@ -24,11 +24,14 @@ use rpcrdma_poller::{
     ReactorConfig, ReactorSet, Server, ServerOptions,
 };
 
+use super::admit::ExportTable;
 use super::dir::DirStore;
 use super::drc::DrcConfig;
+use super::exports::Exports;
 use super::fs::Store;
+use super::handle_mac::HandleKey;
 use super::memory::{MemoryOptions, MemoryStore};
-use super::mount::{Export, MountServer};
+use super::mount::{self, MountServer};
 use super::proto::{NFS_PROGRAM, NFS_V3};
 use super::rpcbind::{self, Registration, RpcbEntry};
 use super::server::{Nfs3, NfsConfig};
@@ -38,13 +41,17 @@ pub const MOUNT_PROGRAM: u32 = 100_005;
 /// The NFS/RDMA port (RFC 8267 section 6).
 pub const NFS_RDMA_PORT: u16 = 20049;
 
-/// Which store serves the export.
+/// Which stores serve the exports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// Files in memory (handlers inline on the reactors).
+    /// Files in memory, one store per export (handlers inline on the reactors).
     Memory,
-    /// A real directory (handlers on worker threads).
+    /// A real directory serving the one export, whatever its path (handlers on worker
+    /// threads).
     Dir(PathBuf),
+    /// Real directories: each export's path is the host directory it serves (`dir`, as
+    /// Linux exports name them).
+    Dirs,
 }
 
 impl std::str::FromStr for Backend {
@@ -52,12 +59,27 @@ impl std::str::FromStr for Backend {
     fn from_str(s: &str) -> Result<Backend, String> {
         match s {
             "memory" => Ok(Backend::Memory),
+            "dir" => Ok(Backend::Dirs),
             _ => match s.strip_prefix("dir:") {
                 Some(p) if !p.is_empty() => Ok(Backend::Dir(PathBuf::from(p))),
-                _ => Err(format!("--backend must be memory or dir:PATH, got {s:?}")),
+                _ => Err(format!(
+                    "--backend must be memory, dir or dir:PATH, got {s:?}"
+                )),
             },
         }
     }
+}
+
+/// What a daemon started with no export list exports: `/export` to every client,
+/// read-write, AUTH_SYS, root squashed (docs/nfs-server.md, "Security").
+pub const DEFAULT_EXPORT: &str = "/export:*(rw,root_squash,sec=sys)";
+
+/// The export list of [`DEFAULT_EXPORT`].
+pub fn default_exports() -> Exports {
+    let mut e = Exports::default();
+    // The constant parses (checked by a test).
+    let _ = e.add_spec(DEFAULT_EXPORT);
+    e
 }
 
 /// Everything the daemon is started with.
@@ -67,8 +89,12 @@ pub struct DaemonOptions {
     pub nfs: SocketAddr,
     /// MOUNT over TCP listens here (`None`: no MOUNT service).
     pub mount: Option<SocketAddr>,
-    /// The exported path clients mount (`/export`).
-    pub export: String,
+    /// The exports: paths clients mount, and who may mount each with which options.
+    pub exports: Exports,
+    /// The file keeping the handle key (created, mode 0600, when missing), so handles
+    /// survive restarts; `None`: a new random key each start (handles of an earlier run are
+    /// STALE).
+    pub handle_key: Option<PathBuf>,
     /// The store.
     pub backend: Backend,
     /// Reactor threads.
@@ -115,7 +141,8 @@ impl Default for DaemonOptions {
         DaemonOptions {
             nfs: SocketAddr::new(IpAddr::from([0, 0, 0, 0]), NFS_RDMA_PORT),
             mount: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 20048)),
-            export: "/export".into(),
+            exports: default_exports(),
+            handle_key: None,
             backend: Backend::Memory,
             reactors: 1,
             workers: 2,
@@ -141,6 +168,9 @@ pub struct Daemon<P: Provider> {
     server: Option<Server>,
     nfs: Arc<Nfs3>,
     mount: Option<MountServer>,
+    /// How stores are made for exports added by a reload.
+    backend: Backend,
+    memory: MemoryOptions,
     registration: Option<Registration>,
     nfs_addr: SocketAddr,
 }
@@ -155,13 +185,26 @@ impl<P: Provider> Daemon<P> {
     pub fn start(dev: P::Device, o: &DaemonOptions) -> Result<Daemon<P>, String> {
         let mode = match &o.backend {
             Backend::Memory => CallbackMode::Inline,
-            Backend::Dir(_) => CallbackMode::Worker,
+            Backend::Dir(_) | Backend::Dirs => CallbackMode::Worker,
         };
-        let dir_store: Option<Arc<dyn Store>> = match &o.backend {
-            Backend::Memory => None,
-            Backend::Dir(p) => Some(Arc::new(
-                DirStore::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            )),
+        if o.exports.is_empty() {
+            return Err("nothing to export".into());
+        }
+        if matches!(o.backend, Backend::Dir(_)) && o.exports.list().len() != 1 {
+            return Err(
+                "--backend dir:PATH serves one export; with several, use --backend dir and \
+                 name each host directory in the export list"
+                    .into(),
+            );
+        }
+        let key = match &o.handle_key {
+            Some(p) => HandleKey::load_or_create(p)
+                .map_err(|e| format!("handle key {}: {e}", p.display()))?,
+            None => HandleKey::random().map_err(|e| format!("handle key: {e}"))?,
+        };
+        let memory = MemoryOptions {
+            capacity: o.memory_capacity,
+            ..MemoryOptions::default()
         };
         let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));
         rc.pin = if o.pin {
@@ -194,18 +237,15 @@ impl<P: Provider> Daemon<P> {
             ..EndpointConfig::default()
         };
         let ep = Endpoint::<P>::new(&set, dev, ecfg).map_err(|e| format!("endpoint: {e}"))?;
-        // The memory store's large blocks live in the endpoint's registered pool.
-        let store = dir_store.unwrap_or_else(|| {
-            Arc::new(MemoryStore::with_pool(
-                MemoryOptions {
-                    capacity: o.memory_capacity,
-                    ..MemoryOptions::default()
-                },
-                ep.buffers().clone(),
-            ))
-        });
+        let stores = Stores {
+            backend: &o.backend,
+            memory,
+            pool: ep.buffers(),
+        };
+        let table = stores.table(key, &o.exports, None)?;
+        let mount_list = mount_exports(&table);
         let nfs = Nfs3::new(
-            Arc::clone(&store),
+            table,
             Some(ep.buffers().clone()),
             NfsConfig {
                 max_io,
@@ -242,15 +282,13 @@ impl<P: Provider> Daemon<P> {
             server: Some(server),
             nfs,
             mount: None,
+            backend: o.backend.clone(),
+            memory,
             registration: None,
             nfs_addr,
         };
         if let Some(m) = o.mount {
-            let exports = vec![Export {
-                path: o.export.clone(),
-                root: store.root(),
-            }];
-            match MountServer::start(m, exports) {
+            match MountServer::start(m, mount_list) {
                 Ok(s) => d.mount = Some(s),
                 Err(e) => {
                     d.stop();
@@ -262,6 +300,31 @@ impl<P: Provider> Daemon<P> {
             d.register();
         }
         Ok(d)
+    }
+
+    /// Serves `exports` from the next call on (SIGHUP in `rpcrdma-nfsd`): exports whose path
+    /// stays keep their store (and their clients' handles), new ones get a store, removed
+    /// ones are gone (their handles STALE). Connections are not touched. On error nothing
+    /// changes.
+    pub fn reload(&self, exports: &Exports) -> Result<(), String> {
+        let (Some(ep), false) = (&self.ep, exports.is_empty()) else {
+            return Err("nothing to export".into());
+        };
+        if matches!(self.backend, Backend::Dir(_)) && exports.list().len() != 1 {
+            return Err("--backend dir:PATH serves one export".into());
+        }
+        let old = self.nfs.exports();
+        let stores = Stores {
+            backend: &self.backend,
+            memory: self.memory,
+            pool: ep.buffers(),
+        };
+        let table = stores.table(old.key(), exports, Some(&old))?;
+        if let Some(m) = &self.mount {
+            m.set_exports(mount_exports(&table));
+        }
+        self.nfs.set_exports(table);
+        Ok(())
     }
 
     fn register(&mut self) {
@@ -394,4 +457,61 @@ impl<P: Provider> Drop for Daemon<P> {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// How a store is made for an export.
+struct Stores<'a> {
+    backend: &'a Backend,
+    memory: MemoryOptions,
+    pool: &'a rpcrdma_poller::BufPool,
+}
+
+impl Stores<'_> {
+    /// The store for the export mounted as `path`.
+    fn make(&self, path: &str) -> Result<Arc<dyn Store>, String> {
+        let dir = match self.backend {
+            // The memory store's large blocks live in the endpoint's registered pool.
+            Backend::Memory => {
+                let m = MemoryStore::with_pool(self.memory, self.pool.clone());
+                return Ok(Arc::new(m));
+            }
+            Backend::Dir(p) => p.clone(),
+            Backend::Dirs => PathBuf::from(path),
+        };
+        let s = DirStore::open(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Arc::new(s))
+    }
+
+    /// The table of `exports`, keeping the stores of `old`'s exports of the same path.
+    fn table(
+        &self,
+        key: HandleKey,
+        exports: &Exports,
+        old: Option<&ExportTable>,
+    ) -> Result<ExportTable, String> {
+        let mut list = Vec::with_capacity(exports.list().len());
+        for e in exports.list() {
+            let store = match old.and_then(|t| t.find(&e.path)) {
+                Some(s) => Arc::clone(&s.store),
+                None => self.make(&e.path)?,
+            };
+            list.push((e.clone(), store));
+        }
+        ExportTable::new(key, list)
+    }
+}
+
+/// What MOUNT serves of `table`: each export's path, sealed root handle and client rules.
+fn mount_exports(table: &ExportTable) -> Vec<mount::Export> {
+    table
+        .shares()
+        .iter()
+        .filter_map(|s| {
+            Some(mount::Export {
+                path: s.export.path.clone(),
+                root: s.root()?,
+                clients: s.export.clients.clone(),
+            })
+        })
+        .collect()
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rpcrdma_apps::nfs3::client::{NfsClient, NfsError, NfsResult};
 use rpcrdma_apps::nfs3::daemon::{Backend, Daemon, DaemonOptions};
+use rpcrdma_apps::nfs3::exports::Exports;
 use rpcrdma_apps::nfs3::mount;
 use rpcrdma_apps::nfs3::types::{Fh, Nfsstat3};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
@@ -47,8 +48,19 @@ pub fn options(backend: Backend) -> DaemonOptions {
         rpcbind: false,
         hugepages: false,
         memory_capacity: 256 << 20,
+        // Our client sends AUTH_NONE and acts as root unless a test says otherwise.
+        exports: exports("/export:*(rw,no_root_squash,sec=sys:none)"),
         ..DaemonOptions::default()
     }
+}
+
+/// The export list of `--export` specs.
+pub fn exports(specs: &str) -> Exports {
+    let mut e = Exports::default();
+    for s in specs.split(';') {
+        e.add_spec(s).expect("export spec");
+    }
+    e
 }
 
 /// A fresh directory for the dir backend.

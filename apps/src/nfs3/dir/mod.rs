@@ -30,7 +30,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::fs::{DirListing, Store};
+use super::fs::{DirListing, Special, Store};
+use super::identity::Cred;
 use super::types::{
     is_dot_entry, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, SetTime,
     StableHow, Time3, PATH_MAX,
@@ -308,7 +309,7 @@ impl Store for DirStore {
         Ok(sys::fattr(&self.obj(fh)?.st))
     }
 
-    fn setattr(&self, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
+    fn setattr(&self, _cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
         let o = self.obj(fh)?;
         if guard.is_some_and(|g| g != sys::ctime(&o.st)) {
             return Err(Nfsstat3::NOT_SYNC);
@@ -316,7 +317,7 @@ impl Store for DirStore {
         self.apply(&o, set)
     }
 
-    fn lookup(&self, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
+    fn lookup(&self, _cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
         let d = self.dir_obj(dir)?;
         let c = cname(name)?;
         match name {
@@ -326,7 +327,7 @@ impl Store for DirStore {
         }
     }
 
-    fn readlink(&self, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
+    fn readlink(&self, _cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
         let o = self.obj(fh)?;
         if o.kind() != libc::S_IFLNK {
             return Err(Nfsstat3::INVAL);
@@ -343,7 +344,7 @@ impl Store for DirStore {
         Ok((n as usize).min(out.len()))
     }
 
-    fn read(&self, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
+    fn read(&self, _cx: &Cred, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
         let o = self.obj(fh)?;
         match o.kind() {
             libc::S_IFREG => {}
@@ -376,7 +377,14 @@ impl Store for DirStore {
         Ok((done, eof))
     }
 
-    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow) -> NfsResult<StableHow> {
+    fn write(
+        &self,
+        _cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> NfsResult<StableHow> {
         let o = self.obj(fh)?;
         match o.kind() {
             libc::S_IFREG => {}
@@ -411,7 +419,7 @@ impl Store for DirStore {
         Ok(stable)
     }
 
-    fn commit(&self, fh: &Fh) -> NfsResult<()> {
+    fn commit(&self, _cx: &Cred, fh: &Fh) -> NfsResult<()> {
         let o = self.obj(fh)?;
         match o.kind() {
             // SAFETY: plain syscall on an open descriptor.
@@ -421,7 +429,7 @@ impl Store for DirStore {
         }
     }
 
-    fn create(&self, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
+    fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
         let d = self.dir_obj(dir)?;
         let c = cname(name)?;
         if is_dot_entry(name) {
@@ -473,13 +481,15 @@ impl Store for DirStore {
         } else {
             Sattr3 {
                 mode: Some(mode),
+                uid: attr.uid.or(Some(cx.uid)),
+                gid: attr.gid.or(Some(cx.gid)),
                 ..attr
             }
         };
         self.finish_new(fd, &set)
     }
 
-    fn mkdir(&self, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+    fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
         let d = self.dir_obj(dir)?;
         let c = cname(name)?;
         if is_dot_entry(name) {
@@ -493,12 +503,21 @@ impl Store for DirStore {
         let set = Sattr3 {
             mode: Some(mode),
             size: None,
+            uid: attr.uid.or(Some(cx.uid)),
+            gid: attr.gid.or(Some(cx.gid)),
             ..*attr
         };
         self.finish_new(fd, &set)
     }
 
-    fn symlink(&self, dir: &Fh, name: &[u8], target: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+    fn symlink(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        target: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
         let d = self.dir_obj(dir)?;
         let c = cname(name)?;
         if is_dot_entry(name) {
@@ -517,12 +536,25 @@ impl Store for DirStore {
         let set = Sattr3 {
             mode: None,
             size: None,
+            uid: attr.uid.or(Some(cx.uid)),
+            gid: attr.gid.or(Some(cx.gid)),
             ..*attr
         };
         self.finish_new(fd, &set)
     }
 
-    fn remove(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn mknod(
+        &self,
+        _cx: &Cred,
+        _dir: &Fh,
+        _name: &[u8],
+        _node: Special,
+        _attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        Err(Nfsstat3::NOTSUPP)
+    }
+
+    fn remove(&self, _cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         let d = self.dir_obj(dir)?;
         let c = cname(name)?;
         if is_dot_entry(name) {
@@ -537,7 +569,7 @@ impl Store for DirStore {
         Ok(())
     }
 
-    fn rmdir(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn rmdir(&self, _cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         let d = self.dir_obj(dir)?;
         let c = cname(name)?;
         match name {
@@ -556,6 +588,7 @@ impl Store for DirStore {
 
     fn rename(
         &self,
+        _cx: &Cred,
         from_dir: &Fh,
         from_name: &[u8],
         to_dir: &Fh,
@@ -576,7 +609,7 @@ impl Store for DirStore {
         Ok(())
     }
 
-    fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn link(&self, _cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         let o = self.obj(fh)?;
         if o.kind() == libc::S_IFDIR {
             return Err(Nfsstat3::ISDIR);
@@ -610,6 +643,7 @@ impl Store for DirStore {
 
     fn readdir(
         &self,
+        _cx: &Cred,
         dir: &Fh,
         cookie: u64,
         verf: [u8; 8],

@@ -34,7 +34,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rpcrdma_poller::BufPool;
 
-use super::fs::{DirListing, SharedRead, Store};
+use super::fs::{DirListing, SharedRead, Special, Store};
+use super::identity::Cred;
 use super::types::{
     CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3,
 };
@@ -208,6 +209,14 @@ impl MemoryStore {
     }
 }
 
+/// New objects belong to the caller unless the client said otherwise.
+fn owned(a: &Sattr3, cx: &Cred) -> Sattr3 {
+    let mut a = *a;
+    a.uid.get_or_insert(cx.uid);
+    a.gid.get_or_insert(cx.gid);
+    a
+}
+
 impl Store for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
@@ -222,7 +231,7 @@ impl Store for MemoryStore {
         tree.attr(self.id(&tree, fh)?)
     }
 
-    fn setattr(&self, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
+    fn setattr(&self, _cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
         self.with_mut(fh, |tree, id| {
             if guard.is_some_and(|g| tree.attr(id).is_ok_and(|a| a.ctime != g)) {
                 return Err(Nfsstat3::NOT_SYNC);
@@ -231,13 +240,13 @@ impl Store for MemoryStore {
         })
     }
 
-    fn lookup(&self, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
+    fn lookup(&self, _cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
         let tree = self.read_tree();
         let id = tree.lookup(self.id(&tree, dir)?, name)?;
         Ok(self.fh(id))
     }
 
-    fn readlink(&self, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
+    fn readlink(&self, _cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
@@ -250,7 +259,7 @@ impl Store for MemoryStore {
         }
     }
 
-    fn read(&self, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
+    fn read(&self, _cx: &Cred, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
@@ -263,7 +272,13 @@ impl Store for MemoryStore {
         }
     }
 
-    fn read_registered(&self, fh: &Fh, offset: u64, count: usize) -> Option<NfsResult<SharedRead>> {
+    fn read_registered(
+        &self,
+        _cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        count: usize,
+    ) -> Option<NfsResult<SharedRead>> {
         let tree = self.read_tree();
         let id = match self.id(&tree, fh) {
             Ok(id) => id,
@@ -287,12 +302,19 @@ impl Store for MemoryStore {
         }
     }
 
-    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow) -> NfsResult<StableHow> {
+    fn write(
+        &self,
+        _cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> NfsResult<StableHow> {
         self.with_mut(fh, |tree, id| tree.write(id, offset, data))?;
         Ok(stable)
     }
 
-    fn commit(&self, fh: &Fh) -> NfsResult<()> {
+    fn commit(&self, _cx: &Cred, fh: &Fh) -> NfsResult<()> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
@@ -302,31 +324,57 @@ impl Store for MemoryStore {
         }
     }
 
-    fn create(&self, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
-        let id = self.with_mut(dir, |tree, d| tree.create(d, name, how))?;
+    fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
+        let how = match how {
+            CreateHow::Unchecked(a) => CreateHow::Unchecked(owned(a, cx)),
+            CreateHow::Guarded(a) => CreateHow::Guarded(owned(a, cx)),
+            h @ CreateHow::Exclusive(_) => *h,
+        };
+        let id = self.with_mut(dir, |tree, d| tree.create(d, name, &how))?;
         Ok(self.fh(id))
     }
 
-    fn mkdir(&self, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+    fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+        let attr = &owned(attr, cx);
         let id = self.with_mut(dir, |tree, d| tree.mkdir(d, name, attr))?;
         Ok(self.fh(id))
     }
 
-    fn symlink(&self, dir: &Fh, name: &[u8], target: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+    fn symlink(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        target: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let attr = &owned(attr, cx);
         let id = self.with_mut(dir, |tree, d| tree.symlink(d, name, target, attr))?;
         Ok(self.fh(id))
     }
 
-    fn remove(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn mknod(
+        &self,
+        _cx: &Cred,
+        _dir: &Fh,
+        _name: &[u8],
+        _node: Special,
+        _attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        Err(Nfsstat3::NOTSUPP)
+    }
+
+    fn remove(&self, _cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         self.with_mut(dir, |tree, d| tree.remove(d, name))
     }
 
-    fn rmdir(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn rmdir(&self, _cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         self.with_mut(dir, |tree, d| tree.rmdir(d, name))
     }
 
     fn rename(
         &self,
+        _cx: &Cred,
         from_dir: &Fh,
         from_name: &[u8],
         to_dir: &Fh,
@@ -338,7 +386,7 @@ impl Store for MemoryStore {
         })
     }
 
-    fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn link(&self, _cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         self.with_mut(fh, |tree, id| {
             let d = self.id(tree, dir)?;
             tree.link(id, d, name)
@@ -347,6 +395,7 @@ impl Store for MemoryStore {
 
     fn readdir(
         &self,
+        _cx: &Cred,
         dir: &Fh,
         cookie: u64,
         verf: [u8; 8],
