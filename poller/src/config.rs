@@ -278,6 +278,38 @@ pub struct ClientOptions {
     /// and the readers' copy), allocated at connect; recording allocates nothing. Off by
     /// default.
     pub latency_histograms: bool,
+    /// The credential every call carries (RFC 5531 section 8.2): `None` (default) is
+    /// AUTH_NONE; `Some` is AUTH_SYS with these ids (machine name `rpcrdma`).
+    pub credential: Option<AuthSysCred>,
+}
+
+/// An AUTH_SYS identity for [`ClientOptions::credential`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSysCred {
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+    /// Supplementary groups: the first `ngids` of `gids` (at most 16, RFC 5531).
+    pub gids: [u32; 16],
+    /// How many of `gids` are used.
+    pub ngids: u8,
+}
+
+impl AuthSysCred {
+    /// uid, gid and up to 16 supplementary groups (more are dropped).
+    pub fn new(uid: u32, gid: u32, groups: &[u32]) -> AuthSysCred {
+        let mut gids = [0u32; 16];
+        let n = groups.len().min(16);
+        gids[..n].copy_from_slice(&groups[..n]);
+        AuthSysCred {
+            uid,
+            gid,
+            gids,
+            ngids: n as u8,
+        }
+    }
 }
 
 impl Default for ClientOptions {
@@ -301,6 +333,7 @@ impl Default for ClientOptions {
             max_pending: 128,
             reactor: None,
             latency_histograms: false,
+            credential: None,
         }
     }
 }
