@@ -320,16 +320,17 @@ impl Loop {
         let ip = canonical_peer(peer).ip();
         let same = self.conns.iter().filter(|c| c.ip == ip).count();
         let per_peer = self.cfg.max_conns_per_peer;
-        let victim = if per_peer > 0 && same >= per_peer {
+        // Whose connection makes room: the newcomer's address's, or any address's.
+        let scope = if per_peer > 0 && same >= per_peer {
             Some(Some(ip))
         } else if self.conns.len() >= self.cfg.max_conns.max(1) {
             Some(None)
         } else {
             None
         };
-        if let Some(scope) = victim {
+        if let Some(same_peer) = scope {
             let held: Vec<_> = self.conns.iter().map(|c| (c.ip, c.progress)).collect();
-            if let Some(i) = pick_victim(&held, scope) {
+            if let Some(i) = pick_victim(&held, same_peer) {
                 self.conns[i].closing = Some(Close::Evicted);
                 self.close_marked();
             }
