@@ -47,8 +47,10 @@ fn auth_error<T: std::fmt::Debug>(r: Result<T, NfsError>) -> AuthStat {
     }
 }
 
-const RULES: &str = "/export:127.0.0.1(rw,no_root_squash,sec=sys:none) \
-    10.0.0.1(rw,no_root_squash,sec=sys:none) 10.0.0.5(ro,sec=sys:none) \
+/// The rig (127.0.0.1 for MOUNT, 10.0.0.1 for NFS, AUTH_NONE) acts as root (`anonuid=0`);
+/// the other addresses get the rule each test is about.
+const RULES: &str = "/export:127.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \
+    10.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) 10.0.0.5(ro,sec=sys:none) \
     10.0.0.6(rw,sec=sys) 10.0.0.7(rw,root_squash,sec=sys) 10.0.8.0/24(rw,all_squash,anonuid=4242,anongid=4343,sec=sys:none)";
 
 #[test]
@@ -165,13 +167,33 @@ fn accepts_squashing_as_the_export_says() {
     let g = anyone.create(&dir, b"by-1000", guarded()).unwrap();
     let a = anyone.getattr(&g).unwrap();
     assert_eq!((a.uid, a.gid), (4242, 4343));
-    // no_root_squash: root stays root.
-    let h = r.nfs.create(&dir, b"by-real-root", guarded()).unwrap();
+    // AUTH_NONE acts as the export's anonymous identity (anonuid=0 for the rig here).
+    let h = r.nfs.create(&dir, b"by-anonymous", guarded()).unwrap();
     let a = r.nfs.getattr(&h).unwrap();
+    assert_eq!((a.uid, a.gid), (0, 0));
+    // no_root_squash: AUTH_SYS root stays root.
+    let (_e3, real_root) = r.client_as(
+        Ipv4Addr::new(10, 0, 0, 1),
+        Some(AuthSysCred::new(0, 0, &[])),
+    );
+    let k = real_root.create(&dir, b"by-real-root", guarded()).unwrap();
     assert_eq!(
-        (a.uid, a.gid),
-        (65534, 65534),
-        "AUTH_NONE is the anonymous id"
+        real_root.getattr(&k).map(|a| (a.uid, a.gid)).unwrap(),
+        (0, 0)
+    );
+    // root_squash: a non-root uid is itself, and mode bits apply to it (0755 root dir).
+    let (_e4, user) = r.client_as(
+        Ipv4Addr::new(10, 0, 0, 7),
+        Some(AuthSysCred::new(1000, 100, &[])),
+    );
+    assert_eq!(
+        status(user.create(&r.root, b"no", guarded())),
+        Nfsstat3::ACCES
+    );
+    let u = user.create(&dir, b"by-1000-direct", guarded()).unwrap();
+    assert_eq!(
+        user.getattr(&u).map(|a| (a.uid, a.gid)).unwrap(),
+        (1000, 100)
     );
     r.stop();
 }
@@ -179,7 +201,8 @@ fn accepts_squashing_as_the_export_says() {
 #[test]
 fn rejects_handles_of_two_exports_in_one_call_with_xdev() {
     let r = rig(
-        "/export:*(rw,no_root_squash,sec=sys:none);/other:*(rw,no_root_squash,sec=sys:none)",
+        "/export:*(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0);\
+         /other:*(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)",
         Backend::Memory,
     );
     let m = r.daemon.mount_addr().unwrap();
@@ -245,7 +268,7 @@ fn accepts_a_reload_that_changes_access_without_dropping_connections() {
     // Grant 10.0.0.9, take 10.0.0.1 (the rig's client) down to read-only.
     let next = exports(
         "/export:127.0.0.1(rw,no_root_squash,sec=sys:none) 10.0.0.9(rw,sec=sys:none) \
-         10.0.0.1(ro,sec=sys:none)",
+         10.0.0.1(ro,sec=sys:none,anonuid=0,anongid=0)",
     );
     r.daemon.reload(&next).expect("reload");
     assert!(c.getattr(&f).is_ok(), "same connection, new rules");
