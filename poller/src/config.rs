@@ -327,6 +327,9 @@ pub struct ServerOptions {
     pub backlog: u32,
     /// RNR retry count the server asks of its clients in the accept (`rdma_conn_param`;
     /// 0..=7, 7 = forever). 0 by default: receives are posted before the accept goes out.
+    /// Connections on a shared receive queue (`shared_receive_queue`) always ask 7: a client
+    /// that exceeds its grant can empty the SRQ before it is cut off, and an honest client's
+    /// Send then waits for the repost instead of failing.
     pub rnr_retry: u8,
     /// Reactor running the listener (`None`: reactor 0). Connections are spread over all.
     pub listen_reactor: Option<usize>,
@@ -404,7 +407,10 @@ pub struct ServerOptions {
     /// depth, not by the number of connections. Each connection is granted at most `credits`,
     /// fewer when the SRQ cannot back more (the sum of grants plus backward receives stays
     /// within the depth, so a client within its grant never meets RNR), and a connect is
-    /// rejected when not even one credit can be backed. See docs/architecture.md.
+    /// rejected when not even one credit can be backed. A client that holds more receives
+    /// than its grant backs is cut off at once (`NodeSnapshot::srq_violations`); see
+    /// `rnr_retry` for what honest clients meanwhile see. See docs/architecture.md and
+    /// docs/reliability.md.
     pub shared_receive_queue: Option<u32>,
 }
 

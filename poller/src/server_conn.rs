@@ -15,7 +15,7 @@ use rpcrdma_engine::conn::{self, ConnState, Connection, Event, IncomingCall, Rol
 use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::verbs::{
     errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QueuePair, RecvWr, VerbsCall,
-    VerbsError,
+    VerbsError, RNR_RETRY_INFINITE,
 };
 
 use crate::admission::{PeerSlot, PeerTable};
@@ -142,6 +142,8 @@ pub(crate) struct ServerConn<P: Provider> {
     srq: Option<ConnSrq>,
     /// The credits granted to the client: `credits`, or what the SRQ ledger could back.
     granted: u32,
+    /// Cut off for exceeding its grant on the shared receive queue (counted at teardown).
+    cut_off: bool,
 }
 
 /// The engine configuration of a server connection with options `o` on this node's device.
@@ -246,7 +248,16 @@ impl<P: Provider> ServerConn<P> {
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
         let srq_q = env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq());
-        let mut init = env.qp_init(&cfg, o.rnr_retry, srq_q);
+        // On a shared receive queue a violator can take every posted receive before the node
+        // polls (it is cut off at the first completion beyond its grant, and the receives it
+        // took come back at once): a client's Send that meets the SRQ empty then waits for the
+        // repost (RNR retry 7, forever) rather than failing, so it costs nobody a connection.
+        let rnr = if srq_on {
+            RNR_RETRY_INFINITE
+        } else {
+            o.rnr_retry
+        };
+        let mut init = env.qp_init(&cfg, rnr, srq_q);
         // RDMA Read depth, as initiator (the Read chunks it pulls) and as responder.
         init.opts.initiator_depth = 16;
         init.opts.responder_resources = 16;
@@ -311,6 +322,7 @@ impl<P: Provider> ServerConn<P> {
             peer_slot: Some(peer_slot),
             granted: srq.as_ref().map_or(c, |s| s.share.credits()),
             srq: srq.map(|s| s.share),
+            cut_off: false,
         })
     }
 
@@ -375,6 +387,17 @@ impl<P: Provider> ServerConn<P> {
             b.on_lost(r.env, r.links.as_deref_mut(), &self.stats);
         }
         self.srq_leave(r.env);
+    }
+
+    /// A peer that exceeded its grant on the shared receive queue is cut off at once, in the
+    /// completion that showed it: its QP goes to the error state, so it takes no more shared
+    /// receives from the other connections (teardown follows in the next round).
+    #[cold]
+    fn cut_off_violator(&mut self) {
+        self.cut_off = true;
+        if let Some(qp) = self.drv.qp.as_mut() {
+            let _ = qp.disconnect();
+        }
     }
 
     /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
@@ -444,6 +467,16 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             self.dispatch.on_send_done(id.index(), ok, now, &self.stats);
         }
         self.drv.feed(now, wc);
+        if id.kind() == conn::wr_kind::SRQ_RECV
+            && !self.cut_off
+            && self
+                .drv
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.exceeded_shared_grant())
+        {
+            self.cut_off_violator();
+        }
     }
 
     /// A worker finished a handler.
@@ -523,6 +556,9 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             r.env.teardowns_left -= 1;
             if kick {
                 self.stats.kicked();
+            }
+            if self.cut_off {
+                r.env.stats.srq_violation();
             }
             match idle {
                 Some(IdleClose::Evicted) => {
