@@ -368,11 +368,20 @@ pub struct ServerOptions {
     /// told by the disconnect and connects again when it has calls; counted in
     /// `ConnSnapshot::idle_closes` and `NodeSnapshot::idle_closes`.
     pub idle_timeout_ms: u64,
-    /// A connect request that finds its reactor's connection slots full closes the server
-    /// connection idle the longest there, if one has been idle at least `evict_idle_ms`, and
-    /// takes its slot (Linux's `svc_check_conn_limits` closes the oldest temporary transport
-    /// when a service has too many). `false`: refuse the connect instead. Either way a refused
-    /// connect is rejected with [`RejectReason::ServerFull`](crate::RejectReason::ServerFull).
+    /// A connect request that finds no room — its reactor's connection slots full,
+    /// `max_connections` reached, or the reactor's shared receive queue unable to back
+    /// another grant — closes a server connection of that reactor and takes its room (Linux's
+    /// `svc_check_conn_limits` closes the oldest temporary transport when a service has too
+    /// many). The victim is chosen fairly: a connection of the address holding the most
+    /// connections server-wide, then the idlest; never one of an address that would then hold
+    /// fewer than the requester's; while some address holds more than the fair share
+    /// (connections over addresses), only such an address's connections; a connection idle
+    /// at least `evict_idle_ms`, or any connection not busy at that moment of an address that
+    /// holds more than the requester's. `false`: refuse the connect instead, with
+    /// [`RejectReason::ServerFull`](crate::RejectReason::ServerFull),
+    /// [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit) or
+    /// [`RejectReason::NoResources`](crate::RejectReason::NoResources). See
+    /// docs/reliability.md for what this can and cannot stop.
     pub evict_idle: bool,
     /// How long a connection must have been idle (see `idle_timeout_ms`) before a newcomer may
     /// evict it, in milliseconds: a grace that keeps a connection storm from closing
@@ -386,9 +395,10 @@ pub struct ServerOptions {
     /// largest `nconnect`.
     pub max_conns_per_peer: u32,
     /// Connections this server holds at once over all its reactors (0: no limit besides the
-    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect is
-    /// rejected with [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit)
-    /// (it never evicts: `evict_idle` makes room within a reactor's slots only). Counted in
+    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect evicts a
+    /// connection of the reactor that takes it (`evict_idle`; the total is exceeded by the
+    /// evictions in flight until their connections are gone) or is rejected with
+    /// [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit). Counted in
     /// `NodeSnapshot::rejects_conn_limit`. No limit by default.
     pub max_connections: u32,
     /// Serve the Prometheus metrics of this server and its endpoint on this local TCP address

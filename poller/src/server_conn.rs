@@ -26,7 +26,8 @@ use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab, SlabLayout};
 use crate::node::{
-    Acceptor, Conn, NodeConn, NodeEnv, Round, Seated, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
+    Acceptor, Conn, Evictable, NodeConn, NodeEnv, Round, Seated, TIMER_BACK, TIMER_CONN,
+    TIMER_GRACE,
 };
 use crate::program::Programs;
 use crate::server_back::ServerBack;
@@ -89,11 +90,20 @@ impl<P: Provider> Acceptor<P> for ServerShared {
         self.next.fetch_add(1, Ordering::Relaxed) % n.max(1)
     }
 
-    fn admit(
-        &self,
-        peer: std::net::IpAddr,
-    ) -> Result<PeerSlot, rpcrdma_engine::proto::reject::RejectReason> {
-        self.peers.admit(peer)
+    fn peers(&self) -> &Arc<PeerTable> {
+        &self.peers
+    }
+
+    fn has_room(&self, env: &NodeEnv<P>) -> bool {
+        if self.opts.shared_receive_queue.is_none() {
+            return true;
+        }
+        let backward = if self.opts.backchannel_credits > 0 {
+            self.back.credits
+        } else {
+            0
+        };
+        srq::has_room(env, backward)
     }
 
     fn count_reject(&self) {
@@ -611,10 +621,11 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         }
     }
 
-    /// How long the connection has been idle, if a newcomer may evict it now: idle at least
-    /// its server's eviction grace, and not holding a session (a lost connection keeps its
-    /// slot while it holds its session's backward calls, so evicting it frees nothing).
-    fn evictable(&self, now: u64) -> Option<u64> {
+    /// How long the connection has been idle and whether past its server's eviction grace,
+    /// if a newcomer may evict it now: eviction on, nothing in progress, and not holding a
+    /// session (a lost connection keeps its slot while it holds its session's backward calls,
+    /// so evicting it frees nothing). The victim is chosen among these by `node::pick_victim`.
+    fn evictable(&self, now: u64) -> Option<Evictable> {
         let grace = self.shared.evict_grace_ns()?;
         if self
             .back
@@ -623,7 +634,11 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         {
             return None;
         }
-        self.idle_for(now).filter(|&idle| idle >= grace)
+        self.idle_for(now).map(|idle| Evictable {
+            idle,
+            past_grace: idle >= grace,
+            peer: self.peer.ip(),
+        })
     }
 
     /// Takes back the shared receives its engine released (SRQ mode).

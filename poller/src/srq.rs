@@ -173,6 +173,14 @@ pub(crate) fn connection<P: Provider>(
     }
 }
 
+/// Whether `env`'s SRQ can back a new connection (one credit plus `backward` receives); true
+/// while the node has no SRQ yet.
+pub(crate) fn has_room<P: Provider>(env: &NodeEnv<P>, backward: u32) -> bool {
+    env.srq
+        .as_ref()
+        .map_or(true, |s| s.ledger.free() > backward)
+}
+
 /// The accept of a connection [`connection`] admitted failed: its reservation returns.
 /// Returns `None` (what the accept path reports).
 pub(crate) fn abandon<P: Provider, T>(env: &mut NodeEnv<P>, a: Option<&Admitted>) -> Option<T> {

@@ -179,7 +179,9 @@ fn rejects_credit_overruns_by_cutting_off_the_violator_alone(rx: Receives) {
         }
     }
     assert!(seen.iter().all(|&c| c <= 1), "a call answered twice");
-    if ok == n as usize {
+    // On an SRQ every Send may land before the server cuts the peer off: cut off all the same.
+    let cut = ok < n as usize || p.state() == QpState::Error;
+    if !cut {
         assert!(seen.iter().all(|&c| c == 1), "served: every call answered");
         r.close(p, "burst");
     } else {
