@@ -214,6 +214,10 @@ pub(crate) struct Evictable {
     pub idle: u64,
     /// Idle at least its server's eviction grace (`ServerOptions::evict_idle_ms`).
     pub past_grace: bool,
+    /// Idle at least an eighth of the grace: not in the middle of a run of calls (a client
+    /// that keeps calls in flight is never settled, one that pings now and then is, between
+    /// pings).
+    pub settled: bool,
     /// Its peer's address.
     pub peer: IpAddr,
 }
@@ -234,7 +238,8 @@ pub(crate) struct Shares {
 /// eviction (`count ≥ mine`: nobody is evicted for an address that then holds more; an
 /// address may replace its own idle connection), idle past the grace — or, when its address
 /// holds more than the requester will even after the eviction (`count > mine`), any
-/// connection not busy now. While some address holds more than the fair share, only
+/// connection settled (idle an eighth of the grace: a connection with calls streaming is
+/// never taken). While some address holds more than the fair share, only
 /// connections of such addresses are eligible: an address keeping its connections busy cannot
 /// make a newcomer from a second address evict another's idle one. Of the eligible: the
 /// address holding the most, then the idlest.
@@ -247,7 +252,8 @@ pub(crate) fn pick_victim(
     for (i, e) in candidates {
         let n = count(e.peer);
         let mine = shares.mine;
-        if n < mine || !(e.past_grace || n > mine) || shares.over.is_some_and(|f| n <= f) {
+        let eligible = e.past_grace || (n > mine && e.settled);
+        if n < mine || !eligible || shares.over.is_some_and(|f| n <= f) {
             continue;
         }
         let key = (n, e.idle);
@@ -477,6 +483,7 @@ mod tests {
         Evictable {
             idle,
             past_grace,
+            settled: idle >= 10,
             peer: ip(peer),
         }
     }
@@ -519,6 +526,17 @@ mod tests {
         assert_eq!(
             pick_victim(aimed().into_iter(), second, &counts(&c)),
             Some(0)
+        );
+        // Address 1 streams calls (never settled): none of its connections is taken, and
+        // the second address is refused rather than address 2's idle one evicted.
+        let streaming = vec![
+            (0, e(1, 1, false)),
+            (1, e(1, 0, false)),
+            (3, e(2, 5_000, true)),
+        ];
+        assert_eq!(
+            pick_victim(streaming.into_iter(), second, &counts(&c)),
+            None
         );
         // Address 1 keeps every connection busy (none is a candidate): address 2's idle one is
         // still not eligible while address 1 holds more than the fair share.

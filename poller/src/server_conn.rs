@@ -637,6 +637,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         self.idle_for(now).map(|idle| Evictable {
             idle,
             past_grace: idle >= grace,
+            settled: idle >= grace / 8,
             peer: self.peer.ip(),
         })
     }

@@ -25,7 +25,7 @@ use rpcrdma_engine::xdr::{XdrError, XdrWriter};
 use rpcrdma_poller::program::SUCCESS_HEADER_LEN;
 use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
 
-use super::admit::{Admitted, ExportTable, Refusal};
+use super::admit::{modifies, Admitted, ExportTable, Refusal};
 use super::drc::{Drc, DrcConfig, DrcKey, Lookup};
 use super::fs::{Special, Store};
 use super::ops::Call;
@@ -72,21 +72,10 @@ impl Default for NfsConfig {
     }
 }
 
-/// True for the procedures whose retransmission must not run twice.
+/// True for the procedures whose retransmission must not run twice: those that change the
+/// file system ([`modifies`]) but COMMIT, which may run again harmlessly.
 pub fn is_non_idempotent(p: u32) -> bool {
-    matches!(
-        p,
-        proc3::SETATTR
-            | proc3::WRITE
-            | proc3::CREATE
-            | proc3::MKDIR
-            | proc3::SYMLINK
-            | proc3::MKNOD
-            | proc3::REMOVE
-            | proc3::RMDIR
-            | proc3::RENAME
-            | proc3::LINK
-    )
+    modifies(p) && p != proc3::COMMIT
 }
 
 /// The exports served over NFSv3.
