@@ -82,7 +82,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --max-io BYTES          rtmax / wtmax [1048576]
   --buffers N             registered buffers of max-io octets: READ DDP buffers and the
                           memory backend's registered blocks [256]
-  --memory-capacity BYTES memory backend capacity [1073741824]
+  --memory-capacity BYTES memory backend capacity per export: file data, names, inodes
+                          [1073741824]
+  --memory-files N        memory backend files per export at most [1048576]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
   --no-rpcbind            do not register with rpcbind
@@ -157,6 +159,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
             "--max-io" => o.max_io = num(&a, it.next())?,
             "--buffers" => o.buffers = num(&a, it.next())?,
             "--memory-capacity" => o.memory_capacity = num(&a, it.next())?,
+            "--memory-files" => o.memory_files = num(&a, it.next())?,
             "--drop-every" => o.drop_every = num(&a, it.next())?,
             "--no-rpcbind" => o.rpcbind = false,
             "--no-hugepages" => o.hugepages = false,

@@ -123,8 +123,11 @@ pub struct DaemonOptions {
     pub rpcbind: bool,
     /// Back pools with hugepages when possible.
     pub hugepages: bool,
-    /// Memory backend: octets of file data at most.
+    /// Memory backend: octets of memory per export for files, names and data (every
+    /// inode, directory entry, symbolic link target and data block is charged).
     pub memory_capacity: u64,
+    /// Memory backend: most files (inodes) per export.
+    pub memory_files: u64,
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
     pub metrics: Option<SocketAddr>,
@@ -155,6 +158,7 @@ impl Default for DaemonOptions {
             rpcbind: true,
             hugepages: true,
             memory_capacity: 1 << 30,
+            memory_files: MemoryOptions::default().max_files,
             metrics: None,
             srq: None,
         }
@@ -204,6 +208,7 @@ impl<P: Provider> Daemon<P> {
         };
         let memory = MemoryOptions {
             capacity: o.memory_capacity,
+            max_files: o.memory_files,
             ..MemoryOptions::default()
         };
         let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));

@@ -14,7 +14,16 @@
 use rpcrdma_engine::rpc::{AuthFlavor, AuthStat, AuthSys, OpaqueAuth};
 
 use super::exports::{ExportOptions, Squash};
-use super::types::{Fattr3, Ftype3, NfsResult, Nfsstat3};
+use super::types::{Fattr3, Ftype3, NfsResult, Nfsstat3, Sattr3, SetTime};
+
+/// The set-user-ID mode bit.
+pub const S_ISUID: u32 = 0o4000;
+/// The set-group-ID mode bit (on a directory: new entries take its group).
+pub const S_ISGID: u32 = 0o2000;
+/// The sticky bit (on a directory: only owners remove entries).
+pub const S_ISVTX: u32 = 0o1000;
+/// Group execute.
+const S_IXGRP: u32 = 0o010;
 
 /// Most supplementary groups an AUTH_SYS credential carries (RFC 5531 section 8.2).
 pub const NGROUPS: usize = 16;
@@ -171,14 +180,19 @@ pub fn may(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
     }
 }
 
-/// READ or WRITE of file data: as [`may`], but the owner may always read and write its own
-/// regular file (Linux nfsd's NFSD_MAY_OWNER_OVERRIDE: a process may keep using a file it
-/// opened and then chmod-ed).
+/// READ or WRITE of file data (COMMIT and SETATTR size count as WRITE): as [`may`], but the
+/// owner may always read and write its own regular file (Linux nfsd's
+/// NFSD_MAY_OWNER_OVERRIDE: a process may keep using a file it opened and then chmod-ed), and
+/// a regular file one may execute may also be read (Linux nfsd: a client runs a binary of mode
+/// 0711 by reading it).
 pub fn may_io(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
     if c.uid == a.uid && a.ftype == Ftype3::Reg {
         return Ok(());
     }
-    may(c, a, want)
+    match may(c, a, want) {
+        Err(_) if want == Want::READ && a.ftype == Ftype3::Reg => may(c, a, Want::EXEC),
+        r => r,
+    }
 }
 
 /// Removing or renaming the entry for `victim` out of directory `dir`: write and search on
@@ -215,6 +229,113 @@ pub fn may_chown(c: &Cred, a: &Fattr3, uid: Option<u32>, gid: Option<u32>) -> Nf
         Ok(())
     } else {
         Err(Nfsstat3::PERM)
+    }
+}
+
+/// SETATTR of `set` on `a`, in Linux nfsd's order: ACCES first for what needs permission bits
+/// (a size change: write as [`may_io`]; times set to the server's time: owner, or write
+/// permission), then PERM for what needs ownership (mode and explicit times: [`may_own`];
+/// owner and group: [`may_chown`]). A mode on a symbolic link is ignored (as Linux nfsd).
+pub fn may_setattr(c: &Cred, a: &Fattr3, set: &Sattr3) -> NfsResult<()> {
+    if set.size.is_some() {
+        may_io(c, a, Want::WRITE)?;
+    }
+    let explicit = |t: SetTime| matches!(t, SetTime::ClientTime(_));
+    let now = |t: SetTime| t == SetTime::ServerTime;
+    if !explicit(set.atime) && !explicit(set.mtime) && (now(set.atime) || now(set.mtime)) {
+        may_own(c, a).or_else(|_| may(c, a, Want::WRITE))?;
+    }
+    if (set.mode.is_some() && a.ftype != Ftype3::Lnk) || explicit(set.atime) || explicit(set.mtime)
+    {
+        may_own(c, a)?;
+    }
+    if set.uid.is_some() || set.gid.is_some() {
+        may_chown(c, a, set.uid, set.gid)?;
+    }
+    Ok(())
+}
+
+/// `mode` without set-user-ID, and without set-group-ID when group execute is set (with it
+/// clear the bit means mandatory locking, not privilege): what Linux's `should_remove_suid`
+/// drops.
+fn kill_suid(mode: u32) -> u32 {
+    let mut m = mode & !S_ISUID;
+    if m & S_IXGRP != 0 {
+        m &= !S_ISGID;
+    }
+    m
+}
+
+/// The mode `a` has after SETATTR `set` by `c` (allowed by [`may_setattr`]): the new mode,
+/// less set-group-ID when `c` is neither root nor in the (new) group; a change of owner or
+/// group of anything but a directory then drops set-user-ID and set-group-ID (Linux nfsd,
+/// also for root).
+pub fn mode_after_setattr(c: &Cred, a: &Fattr3, set: &Sattr3) -> u32 {
+    let mut m = a.mode & 0o7777;
+    if let Some(new) = set.mode.filter(|_| a.ftype != Ftype3::Lnk) {
+        m = new & 0o7777;
+        let gid = set.gid.unwrap_or(a.gid);
+        if m & S_ISGID != 0 && !c.is_root() && !c.in_group(gid) {
+            m &= !S_ISGID;
+        }
+    }
+    if (set.uid.is_some() || set.gid.is_some()) && a.ftype != Ftype3::Dir {
+        m = kill_suid(m);
+    }
+    m
+}
+
+/// The mode of a regular file after `c` wrote data to it: set-user-ID and set-group-ID dropped
+/// unless `c` is root (Linux `file_remove_privs`).
+pub fn mode_after_write(c: &Cred, mode: u32) -> u32 {
+    if c.is_root() {
+        mode
+    } else {
+        kill_suid(mode)
+    }
+}
+
+/// Owner, group and mode of an object of type `t` that `c` creates in directory `parent`
+/// asking for `mode`: the caller's uid; the directory's group when it has set-group-ID, else
+/// the caller's gid. A new directory keeps only permission and sticky bits and inherits
+/// set-group-ID; another object loses set-group-ID (with group execute) when `c` is neither
+/// root nor in its group (Linux `inode_init_owner`, `mode_strip_sgid`).
+pub fn new_owner(c: &Cred, parent: &Fattr3, t: Ftype3, mode: u32) -> (u32, u32, u32) {
+    let inherit = parent.mode & S_ISGID != 0;
+    let gid = if inherit { parent.gid } else { c.gid };
+    let mut m = mode & 0o7777;
+    if t == Ftype3::Dir {
+        m &= 0o1777;
+        if inherit {
+            m |= S_ISGID;
+        }
+    } else if m & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP && !c.is_root() && !c.in_group(gid) {
+        m &= !S_ISGID;
+    }
+    (c.uid, gid, m)
+}
+
+/// Of the owner and group a create names for new object `new`, the ones that change it and
+/// that [`may_chown`] allows `c` (the others are dropped, as Linux nfsd drops them rather than
+/// failing the create); applying them is a change of owner ([`mode_after_setattr`]).
+pub fn create_chown(
+    c: &Cred,
+    new: &Fattr3,
+    uid: Option<u32>,
+    gid: Option<u32>,
+) -> (Option<u32>, Option<u32>) {
+    let uid = uid.filter(|&u| u != new.uid && may_chown(c, new, Some(u), None).is_ok());
+    let gid = gid.filter(|&g| g != new.gid && may_chown(c, new, None, Some(g)).is_ok());
+    (uid, gid)
+}
+
+/// MKNOD of a device node: only root (Linux: CAP_MKNOD); FIFOs and sockets anyone who may
+/// create in the directory.
+pub fn may_mknod_device(c: &Cred, device: bool) -> NfsResult<()> {
+    if device && !c.is_root() {
+        Err(Nfsstat3::PERM)
+    } else {
+        Ok(())
     }
 }
 

@@ -48,8 +48,9 @@ pub fn options(backend: Backend) -> DaemonOptions {
         rpcbind: false,
         hugepages: false,
         memory_capacity: 256 << 20,
-        // Our client sends AUTH_NONE and acts as root unless a test says otherwise.
-        exports: exports("/export:*(rw,no_root_squash,sec=sys:none)"),
+        // Our client sends AUTH_NONE, which acts as the export's anonymous identity: root
+        // here (stores check permissions), unless a test says otherwise.
+        exports: exports("/export:*(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)"),
         ..DaemonOptions::default()
     }
 }

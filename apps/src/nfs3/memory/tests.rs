@@ -5,6 +5,7 @@
 //! Normal operation: each test builds a store on a [`TestPool`] of 256 KiB buffers. Recovery:
 //! none; the pool's endpoint stops when the test ends.
 
+use super::charge;
 use super::test_pool::{TestPool, TEST_BUF};
 use super::{MemoryOptions, MemoryStore};
 use crate::nfs3::fs::Store;
@@ -162,7 +163,8 @@ fn a_held_read_keeps_old_data_while_the_file_changes() {
 fn capacity_is_the_same_whichever_kind_holds_a_block() {
     // Four buffers (one kept in reserve): three blocks registered, the rest Vecs.
     let tp = TestPool::new(4);
-    let cap = 6 * TEST_BUF as u64 - 8;
+    let bs = TEST_BUF;
+    let cap = 2 * charge::INODE + charge::entry(1) + 6 * charge::block(bs, bs);
     let s = store(&tp, cap);
     let p = MemoryStore::new(MemoryOptions {
         capacity: cap,
@@ -182,9 +184,11 @@ fn capacity_is_the_same_whichever_kind_holds_a_block() {
         s.getattr(&f).expect("attr").used,
         p.getattr(&g).expect("attr").used
     );
-    // The last octets fit, one more does not: NOSPC from capacity, never from the pool.
+    // The blocks are charged whole: the last octets of each fit, a new block does not:
+    // NOSPC from capacity, never from the pool.
+    assert_eq!(s.fsstat(&f).expect("fsstat").fbytes, 0);
     write(&s, &f, 5 * TEST_BUF as u64 + 100, &[1]);
-    write(&s, &f, 6 * TEST_BUF as u64 - 8, &[9u8; 40]);
+    write(&s, &f, 6 * TEST_BUF as u64 - 8, &[9u8; 8]);
     assert_eq!(s.fsstat(&f).expect("fsstat").fbytes, 0);
     assert_eq!(
         s.write(&R, &f, 7 * TEST_BUF as u64, &[1], StableHow::Unstable),
