@@ -95,16 +95,25 @@ fn rejects_what_a_squashed_caller_may_not_do() {
     assert_eq!(status(w), Nfsstat3::ACCES);
     let how = CreateHow::Guarded(Sattr3::default());
     assert_eq!(status(r.nfs.create(&r.root, b"n", how)), Nfsstat3::ACCES);
-    assert_eq!(status(r.nfs.mknod(&r.root, b"p", Ftype3::Fifo)), Nfsstat3::ACCES);
+    assert_eq!(
+        status(r.nfs.mknod(&r.root, b"p", Ftype3::Fifo)),
+        Nfsstat3::ACCES
+    );
     let open = r.nfs.lookup(&r.root, b"open").expect("lookup");
-    assert_eq!(status(r.nfs.mknod(&open, b"null", Ftype3::Chr)), Nfsstat3::PERM);
+    assert_eq!(
+        status(r.nfs.mknod(&open, b"null", Ftype3::Chr)),
+        Nfsstat3::PERM
+    );
     let p = r.nfs.mknod(&open, b"p", Ftype3::Fifo).expect("mknod fifo");
     let a = r.nfs.getattr(&p).expect("getattr");
     assert_eq!((a.ftype, a.uid, a.gid), (Ftype3::Fifo, 1000, 1000));
     let n = r.nfs.create(&open, b"n", how).expect("create");
     assert_eq!(r.nfs.getattr(&n).expect("getattr").uid, 1000);
     assert_eq!(std::fs::read(dir.join("f")).expect("read"), b"root data");
-    assert_eq!(std::fs::metadata(dir.join("open/n")).expect("stat").uid(), 1000);
+    assert_eq!(
+        std::fs::metadata(dir.join("open/n")).expect("stat").uid(),
+        1000
+    );
     r.stop();
 }
 

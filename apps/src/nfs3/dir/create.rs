@@ -5,9 +5,10 @@
 //! group when that has the set-group-ID bit (and drops that bit from a new file's mode when
 //! the caller is not in the group), with the mode the client asked for (the thread's umask is
 //! 0; a default ACL on the directory applies as on a local creation). A uid or gid in the
-//! client's attributes is applied only for root and only when it differs from the caller's
-//! own (Linux nfsd's `nfsd_create_setattr` drops them for everyone else); times are applied as
-//! the new owner. Names are created with `O_NOFOLLOW` / `*at()` calls, so an existing symbolic
+//! client's attributes is applied when it changes the new object and the caller may make
+//! that change ([`identity::create_chown`]: root any, the owner a group it is in), dropped
+//! otherwise rather than failing the create, as Linux nfsd does; times are applied as the new
+//! owner. Names are created with `O_NOFOLLOW` / `*at()` calls, so an existing symbolic
 //! link is never followed: CREATE UNCHECKED of a name that is a symbolic link answers EXIST.
 //! MKNOD makes FIFOs, sockets and devices (devices need CAP_MKNOD, which only an unsquashed
 //! root keeps); the server never opens them but with `O_PATH`.
@@ -21,7 +22,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use super::super::fs::Special;
-use super::super::identity::Cred;
+use super::super::identity::{self, Cred};
 use super::super::types::{is_dot_entry, CreateHow, Fh, NfsResult, Nfsstat3, Sattr3, SetTime};
 use super::super::types::{Time3, PATH_MAX};
 use super::sys::{self, check, cname, ifmt, openat};
@@ -34,15 +35,12 @@ fn verf_times(v: &[u8; 8]) -> (u32, u32) {
     (m, a)
 }
 
-/// What is left to apply to an object `cx` just created with `mode` from the client's
-/// `attr`: the mode only when the umask may have cut it, owner and group only for root and
-/// only when they differ from the caller's, times and size as asked.
-fn after_creation(cx: &Cred, attr: &Sattr3, mode: Option<u32>) -> Sattr3 {
-    let root = cx.is_root();
+/// What is left to apply to an object just created with `mode` from the client's `attr`: the
+/// mode only when the umask may have cut it; owner, group, times and size as asked (owner and
+/// group are then filtered by [`identity::create_chown`]).
+fn after_creation(attr: &Sattr3, mode: Option<u32>) -> Sattr3 {
     Sattr3 {
         mode: mode.filter(|_| !ident::umask_is_zero()),
-        uid: attr.uid.filter(|&u| root && u != cx.uid),
-        gid: attr.gid.filter(|&g| root && g != cx.gid),
         ..*attr
     }
 }
@@ -52,11 +50,13 @@ impl DirStore {
     /// (caching the descriptor when `cache`: one fit for I/O, or not a regular file).
     fn finish_new(&self, cx: &Cred, fd: OwnedFd, set: &Sattr3, cache: bool) -> NfsResult<Fh> {
         let st = sys::fstat(fd.as_raw_fd())?;
+        let (uid, gid) = identity::create_chown(cx, &sys::fattr(&st), set.uid, set.gid);
+        let set = Sattr3 { uid, gid, ..*set };
         let o = Obj {
             fd: Arc::new(fd),
             st,
         };
-        self.apply(cx, &o, set)?;
+        self.apply(cx, &o, &set)?;
         let fh = self.fh_of_fd(o.raw())?;
         if cache {
             self.cache().insert(fh, o.fd);
@@ -144,7 +144,7 @@ impl DirStore {
             Err(Nfsstat3::ISDIR) => return Err(Nfsstat3::EXIST),
             Err(e) => return Err(e),
         };
-        self.finish_new(cx, fd, &after_creation(cx, &attr, Some(mode)), true)
+        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
     }
 
     /// MKDIR of `name` in directory `d` (the thread acts as `cx`).
@@ -162,7 +162,7 @@ impl DirStore {
             size: None,
             ..*attr
         };
-        self.finish_new(cx, fd, &after_creation(cx, &attr, Some(mode)), true)
+        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
     }
 
     /// SYMLINK `name` → `target` in directory `d` (the thread acts as `cx`).
@@ -193,7 +193,7 @@ impl DirStore {
             mode: None,
             ..*attr
         };
-        self.finish_new(cx, fd, &after_creation(cx, &attr, None), true)
+        self.finish_new(cx, fd, &after_creation(&attr, None), true)
     }
 
     /// MKNOD of `node` as `name` in directory `d` (the thread acts as `cx`).
@@ -223,6 +223,6 @@ impl DirStore {
             size: None,
             ..*attr
         };
-        self.finish_new(cx, fd, &after_creation(cx, &attr, Some(mode)), true)
+        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
     }
 }

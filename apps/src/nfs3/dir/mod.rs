@@ -95,6 +95,19 @@ fn refuse(path: &Path, why: &str) -> io::Error {
     )
 }
 
+/// `r` with PERM answered as ACCES: RFC 1813 lists no NFS3ERR_PERM for REMOVE, RMDIR,
+/// RENAME and LINK, so the kernel's EPERM there (an entry of a sticky directory that is not
+/// the caller's, an immutable or append-only object) is ACCES. (Linux nfsd passes PERM on.)
+fn no_perm<T>(r: NfsResult<T>) -> NfsResult<T> {
+    r.map_err(|e| {
+        if e == Nfsstat3::PERM {
+            Nfsstat3::ACCES
+        } else {
+            e
+        }
+    })
+}
+
 /// A `timespec` for `utimensat`.
 fn timespec(t: SetTime) -> libc::timespec {
     match t {
@@ -494,6 +507,7 @@ impl Store for DirStore {
 
     fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {
         let o = self.file_obj(cx, fh)?;
+        self.may_io(cx, &o, libc::W_OK)?;
         // SAFETY: plain syscall on an open descriptor.
         check(unsafe { libc::fsync(o.raw()) }).map(drop)
     }
@@ -545,7 +559,7 @@ impl Store for DirStore {
         }
         let gone = self.handle_before_removal(d.raw(), &c);
         // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), 0) })?;
+        no_perm(check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), 0) }))?;
         if let Some(fh) = gone {
             self.cache().forget(&fh);
         }
@@ -562,7 +576,9 @@ impl Store for DirStore {
         }
         let gone = self.handle_before_removal(d.raw(), &c);
         // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
+        no_perm(check(unsafe {
+            libc::unlinkat(d.raw(), c.as_ptr(), libc::AT_REMOVEDIR)
+        }))?;
         if let Some(fh) = gone {
             self.cache().forget(&fh);
         }
@@ -585,7 +601,9 @@ impl Store for DirStore {
         }
         let gone = self.handle_before_removal(t.raw(), &ct);
         // SAFETY: both names are NUL-terminated.
-        check(unsafe { libc::renameat(f.raw(), cf.as_ptr(), t.raw(), ct.as_ptr()) })?;
+        no_perm(check(unsafe {
+            libc::renameat(f.raw(), cf.as_ptr(), t.raw(), ct.as_ptr())
+        }))?;
         if let Some(fh) = gone {
             self.cache().forget(&fh);
         }
@@ -602,8 +620,15 @@ impl Store for DirStore {
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);
         }
-        // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to.
-        let r = unsafe {
+        // As Linux nfsd's `vfs_link`: the caller needs write and search permission on the
+        // directory, nothing on the object (`fs.protected_hardlinks` guards the link system
+        // call, not nfsd). The link itself is made by the server: only it may link a
+        // descriptor (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
+        sys::may(d.raw(), libc::W_OK | libc::X_OK)?;
+        ident::as_server()?;
+        // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to, a
+        // symbolic link included.
+        no_perm(check(unsafe {
             libc::linkat(
                 o.raw(),
                 c"".as_ptr(),
@@ -611,19 +636,8 @@ impl Store for DirStore {
                 c.as_ptr(),
                 libc::AT_EMPTY_PATH,
             )
-        };
-        if r < 0 && sys::errno() == libc::ENOENT {
-            // Without CAP_DAC_READ_SEARCH (any caller but root): through the /proc link,
-            // which reaches the object itself, a symbolic link included.
-            let p = proc_path(o.raw());
-            let follow = libc::AT_SYMLINK_FOLLOW;
-            // SAFETY: NUL-terminated names.
-            check(unsafe {
-                libc::linkat(libc::AT_FDCWD, p.as_ptr(), d.raw(), c.as_ptr(), follow)
-            })?;
-            return Ok(());
-        }
-        check(r).map(drop)
+        }))
+        .map(drop)
     }
 
     fn readdir(

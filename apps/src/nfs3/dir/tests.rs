@@ -148,12 +148,7 @@ fn rejects_writes_and_creation_by_others() {
     assert_eq!(err(fifo), Nfsstat3::ACCES);
     assert_eq!(err(s.remove(&ALICE, &r, b"f")), Nfsstat3::ACCES);
     assert_eq!(err(s.rename(&ALICE, &r, b"f", &r, b"g")), Nfsstat3::ACCES);
-    // PERM when fs.protected_hardlinks refuses first.
-    let linked = err(s.link(&ALICE, &f, &r, b"g"));
-    assert!(
-        matches!(linked, Nfsstat3::ACCES | Nfsstat3::PERM),
-        "{linked:?}"
-    );
+    assert_eq!(err(s.link(&ALICE, &f, &r, b"g")), Nfsstat3::ACCES);
     assert_eq!(snapshot(&t.at("f")).4, b"root data");
     // Root may; the owner may write its own read-only file (Linux nfsd's owner override).
     assert_eq!(s.write(&ROOT, &f, 0, b"R", us), Ok(us));
@@ -243,17 +238,13 @@ fn rejects_removing_others_files_from_sticky_directory() {
     let d = look(&s, &BOB, &r, "tmp");
     let how = CreateHow::Guarded(mode(0o644));
     s.create(&BOB, &d, b"bobs", &how).expect("create");
-    // Linux refuses with EPERM (`may_delete`), which Linux nfsd answers as NFS3ERR_PERM.
-    assert_eq!(err(s.remove(&ALICE, &d, b"bobs")), Nfsstat3::PERM);
-    assert_eq!(
-        err(s.rename(&ALICE, &d, b"bobs", &d, b"mine")),
-        Nfsstat3::PERM
-    );
+    // The kernel's EPERM (`may_delete`) is ACCES: RFC 1813 lists no PERM for these.
+    assert_eq!(err(s.remove(&ALICE, &d, b"bobs")), Nfsstat3::ACCES);
+    let moved = s.rename(&ALICE, &d, b"bobs", &d, b"mine");
+    assert_eq!(err(moved), Nfsstat3::ACCES);
     s.create(&ALICE, &d, b"alices", &how).expect("create");
-    assert_eq!(
-        err(s.rename(&ALICE, &d, b"alices", &d, b"bobs")),
-        Nfsstat3::PERM
-    );
+    let replaced = s.rename(&ALICE, &d, b"alices", &d, b"bobs");
+    assert_eq!(err(replaced), Nfsstat3::ACCES);
     assert_eq!(s.remove(&BOB, &d, b"bobs"), Ok(()));
     assert_eq!(s.remove(&ALICE, &d, b"alices"), Ok(()));
 }
