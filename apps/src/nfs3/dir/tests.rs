@@ -593,3 +593,49 @@ fn accepts_one_identity_switch_per_change_of_caller() {
     }
     assert_eq!(ident::switches() - start, 50, "alternating callers");
 }
+
+#[test]
+fn rejects_crossing_into_a_file_system_mounted_inside() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("mnt");
+    fs::create_dir(t.at("mnt")).expect("mkdir");
+    let target = CString::new(t.at("mnt").as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: NUL-terminated strings.
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=1m".as_ptr().cast(),
+        )
+    } == 0;
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    let _unmount = Unmount(target);
+    fs::write(t.at("mnt/inner"), b"other fs").expect("write");
+    let (s, r) = store(&t);
+    assert_eq!(err(s.lookup(&ROOT, &r, b"mnt")), Nfsstat3::ACCES);
+    let mut plus = Vec::new();
+    s.readdir(&ROOT, &r, 0, [0; 8], true, &mut |e| {
+        plus.push((e.name.to_vec(), e.plus.is_some()));
+        true
+    })
+    .expect("readdir");
+    assert!(plus.contains(&(b"mnt".to_vec(), false)), "{plus:?}");
+}
+
+/// Detaches a mount on drop (before the directory holding it is removed).
+struct Unmount(CString);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        server();
+        // SAFETY: NUL-terminated path.
+        unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+    }
+}
