@@ -83,12 +83,15 @@ fn held_ids() -> (u32, u32) {
 }
 
 /// Whether this process may switch identities (CAP_SETUID and CAP_SETGID: without them
-/// `setfsuid` silently changes nothing): tried on the calling thread, which is then the
-/// server again.
+/// `setfsuid` silently changes nothing): tried on a thread of its own, so the caller's
+/// thread keeps its identity and umask.
 pub(super) fn can_switch() -> bool {
-    let probe = Cred::with_groups(65_534, 65_534, &[65_534]);
-    let ok = act_as(&probe).is_ok() && held_ids() == (probe.uid, probe.gid);
-    ok && as_server().is_ok() && held_ids() == (0, 0)
+    let probe = || {
+        let nobody = Cred::with_groups(65_534, 65_534, &[65_534]);
+        let ok = act_as(&nobody).is_ok() && held_ids() == (nobody.uid, nobody.gid);
+        ok && as_server().is_ok() && held_ids() == (0, 0)
+    };
+    std::thread::spawn(probe).join().unwrap_or(false)
 }
 
 /// Makes the calling thread act as the server (root, no supplementary groups).

@@ -102,17 +102,15 @@ fn err<T: core::fmt::Debug>(r: Result<T, Nfsstat3>) -> Nfsstat3 {
     r.expect_err("the store refused")
 }
 
-/// (uid, gid, mode, mtime, content) of a path, not following a link.
-fn snapshot(p: &Path) -> (u32, u32, u32, i64, Vec<u8>) {
+/// (uid, gid, mode, links, mtime, content) of a path, not following a link.
+type Snapshot = (u32, u32, u32, u64, i64, Vec<u8>);
+
+/// The [`Snapshot`] of `p`.
+fn snapshot(p: &Path) -> Snapshot {
     server();
     let m = fs::symlink_metadata(p).expect("stat");
-    (
-        m.uid(),
-        m.gid(),
-        m.mode(),
-        m.mtime(),
-        fs::read(p).unwrap_or_default(),
-    )
+    let data = fs::read(p).unwrap_or_default();
+    (m.uid(), m.gid(), m.mode(), m.nlink(), m.mtime(), data)
 }
 
 #[test]
@@ -149,7 +147,7 @@ fn rejects_writes_and_creation_by_others() {
     assert_eq!(err(s.remove(&ALICE, &r, b"f")), Nfsstat3::ACCES);
     assert_eq!(err(s.rename(&ALICE, &r, b"f", &r, b"g")), Nfsstat3::ACCES);
     assert_eq!(err(s.link(&ALICE, &f, &r, b"g")), Nfsstat3::ACCES);
-    assert_eq!(snapshot(&t.at("f")).4, b"root data");
+    assert_eq!(snapshot(&t.at("f")).5, b"root data");
     // Root may; the owner may write its own read-only file (Linux nfsd's owner override).
     assert_eq!(s.write(&ROOT, &f, 0, b"R", us), Ok(us));
     server();
@@ -157,7 +155,7 @@ fn rejects_writes_and_creation_by_others() {
     chmod(&t.at("f"), 0o444);
     assert_eq!(s.write(&ALICE, &f, 1, b"A", us), Ok(us));
     assert_eq!(err(s.write(&BOB, &f, 1, b"B", us)), Nfsstat3::ACCES);
-    assert_eq!(snapshot(&t.at("f")).4, b"RAot data");
+    assert_eq!(snapshot(&t.at("f")).5, b"RAot data");
 }
 
 #[test]
@@ -276,7 +274,7 @@ fn accepts_supplementary_group_access() {
     assert_eq!(err(s.write(&ALICE, &doc, 0, b"A", us)), Nfsstat3::ACCES);
     assert_eq!(err(s.create(&ALICE, &d, b"x", &how)), Nfsstat3::ACCES);
     assert_eq!(s.access(&ALICE, &doc, want).expect("access").1, 0);
-    assert_eq!(snapshot(&t.at("team/doc")).4, b"Team");
+    assert_eq!(snapshot(&t.at("team/doc")).5, b"Team");
 }
 
 #[test]
@@ -374,7 +372,11 @@ fn rejects_reaching_outside_through_symbolic_links() {
                     Nfsstat3::EXIST
                 );
             }
-            let _ = s.link(&cx, &l, &r, b"hard");
+            // LINK of the link makes another link, never a name for the target.
+            if s.link(&cx, &l, &r, b"hard").is_ok() {
+                let h = look(&s, &cx, &r, "hard");
+                assert_eq!(s.getattr(&h).map(|a| a.ftype), Ok(Ftype3::Lnk));
+            }
             let _ = s.rename(&cx, &r, b"hard", &r, b"moved");
             let _ = s.remove(&cx, &r, b"moved");
         }
@@ -638,4 +640,53 @@ impl Drop for Unmount {
         // SAFETY: NUL-terminated path.
         unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
     }
+}
+
+/// Drops CAP_SETUID and CAP_SETGID from the calling thread (`capset`, version 3).
+fn drop_setid_caps() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: a valid header and two data slots, as version 3 wants.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // CAP_SETGID is capability 6, CAP_SETUID 7 (linux/capability.h).
+    let setid = (1 << 6) | (1 << 7);
+    d[0].effective &= !setid;
+    d[0].permitted &= !setid;
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()) == 0 }
+}
+
+#[test]
+fn rejects_exporting_without_the_power_to_act_as_callers() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("caps");
+    let path = t.0.clone();
+    let refused = std::thread::spawn(move || {
+        assert!(drop_setid_caps(), "capset");
+        DirStore::open(&path).map(drop).map_err(|e| e.to_string())
+    })
+    .join()
+    .expect("thread");
+    let why = refused.expect_err("refused");
+    assert!(why.contains("CAP_SETUID"), "{why}");
+    assert!(DirStore::open(&t.0).is_ok());
 }
