@@ -17,10 +17,12 @@
 //! asked for (or what a default ACL makes of it), as in Linux nfsd.
 //!
 //! [`DirStore::open`](super::DirStore::open) refuses to export when the process cannot switch
-//! ([`can_switch`]). Recovery: a failed switch forgets the recorded identity (the next call switches again in
-//! full) and fails the call with SERVERFAULT; nothing runs under a wrong identity.
+//! ([`can_switch`]). A caller with the id (uid_t) −1, or (in a user namespace) an id the
+//! namespace does not map, which the kernel cannot hold, is refused (ACCES). Recovery: a failed switch forgets the recorded identity (the next call switches
+//! again in full) and fails the call with SERVERFAULT; nothing runs under a wrong identity.
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 
 use super::super::identity::Cred;
 use super::super::types::{NfsResult, Nfsstat3};
@@ -46,6 +48,12 @@ pub(super) fn act_as(cx: &Cred) -> NfsResult<()> {
         return Ok(());
     }
     HELD.set(None);
+    // (uid_t) -1 is no id: `setfsuid` / `setfsgid` ignore it (the thread would stay whoever
+    // it was) and `setgroups` refuses it. Such a caller may do nothing.
+    let invalid = |id: u32| id == u32::MAX;
+    if invalid(cx.uid) || invalid(cx.gid) || cx.groups().iter().any(|&g| invalid(g)) {
+        return Err(Nfsstat3::ACCES);
+    }
     umask_is_zero();
     let groups = cx.groups();
     // SAFETY: raw system calls with a valid pointer to `groups.len()` gid_t values; they
@@ -65,9 +73,33 @@ pub(super) fn act_as(cx: &Cred) -> NfsResult<()> {
         libc::syscall(libc::SYS_setfsgid, cx.gid as libc::c_long);
         libc::syscall(libc::SYS_setfsuid, cx.uid as libc::c_long);
     }
+    if !ids_all_mapped() && held_ids() != (cx.uid, cx.gid) {
+        // An id the process's user namespace does not map: ignored like -1.
+        return Err(Nfsstat3::ACCES);
+    }
     SWITCHES.set(SWITCHES.get() + 1);
     HELD.set(Some(*cx));
     Ok(())
+}
+
+/// Whether an id map (`/proc/self/uid_map` or `gid_map`) maps every id to itself: one
+/// line `0 0 4294967295`, the initial user namespace.
+fn is_identity_map(map: &str) -> bool {
+    let lines: Vec<Vec<&str>> = map
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    lines == [vec!["0", "0", "4294967295"]]
+}
+
+/// Whether this process's user namespace maps every uid and gid (but -1), so a switch to a
+/// valid id always takes; otherwise each switch is checked.
+fn ids_all_mapped() -> bool {
+    static ALL: OnceLock<bool> = OnceLock::new();
+    *ALL.get_or_init(|| {
+        let map = |p: &str| std::fs::read_to_string(p).is_ok_and(|m| is_identity_map(&m));
+        map("/proc/self/uid_map") && map("/proc/self/gid_map")
+    })
 }
 
 /// The fs ids the calling thread holds (an invalid id, -1, changes nothing and returns the
@@ -113,4 +145,17 @@ pub(super) fn umask_is_zero() -> bool {
     }
     UMASK0.set(Some(z));
     z
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_only_the_whole_identity_map_as_mapping_everything() {
+        assert!(is_identity_map("         0          0 4294967295\n"));
+        assert!(!is_identity_map("         0     100000      65536\n"));
+        assert!(!is_identity_map("0 0 1000\n1000 1000 4294966295\n"));
+        assert!(!is_identity_map(""));
+    }
 }

@@ -690,3 +690,31 @@ fn rejects_exporting_without_the_power_to_act_as_callers() {
     assert!(why.contains("CAP_SETUID"), "{why}");
     assert!(DirStore::open(&t.0).is_ok());
 }
+
+#[test]
+fn rejects_callers_with_ids_the_host_cannot_hold() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("invalid-id");
+    root_file(&t.at("f"), b"root data", 0o600);
+    let (s, r) = store(&t);
+    // The thread is root after this (the handle was decoded as the server).
+    let f = look(&s, &ROOT, &r, "f");
+    let us = StableHow::Unstable;
+    // setfsuid(-1) and setfsgid(-1) change nothing: such a caller must not run as whoever
+    // the thread was.
+    for cx in [
+        Cred::new(u32::MAX, u32::MAX),
+        Cred::new(u32::MAX, 0),
+        Cred::new(0, u32::MAX),
+        Cred::with_groups(ALICE.uid, ALICE.gid, &[u32::MAX]),
+    ] {
+        assert_eq!(err(s.write(&cx, &f, 0, b"pwned", us)), Nfsstat3::ACCES);
+        assert_eq!(err(s.lookup(&cx, &r, b"f")), Nfsstat3::ACCES);
+        let mut buf = [0u8; 4];
+        assert_eq!(err(s.read(&cx, &f, 0, &mut buf)), Nfsstat3::ACCES);
+        s.getattr(&f).expect("getattr");
+    }
+    assert_eq!(snapshot(&t.at("f")).5, b"root data");
+}
