@@ -8,8 +8,9 @@
 //! descriptors open (regular files read-write, everything else `O_PATH`; FIFOs, sockets and
 //! devices are never opened otherwise). Every call runs under the caller's identity
 //! ([`ident`]): handles missing from the cache are opened as root, then the thread switches
-//! to the caller, so the host kernel checks each lookup, creation, removal, rename, link,
-//! listing and attribute change by its own rules. READ, WRITE and truncation use the cached
+//! to the caller, so the host kernel checks each lookup, creation, removal, rename, listing
+//! and attribute change by its own rules (LINK: write and search on the directory, checked
+//! by the kernel for the caller, as Linux nfsd asks). READ, WRITE and truncation use the cached
 //! descriptor after the kernel's permission check for the caller (`faccessat2`), with Linux
 //! nfsd's exceptions: the owner of a regular file may always read and write it, and READ is
 //! granted to whoever may execute the file. Names are resolved only with `*at()` calls
@@ -624,7 +625,7 @@ impl Store for DirStore {
         // directory, nothing on the object (`fs.protected_hardlinks` guards the link system
         // call, not nfsd). The link itself is made by the server: only it may link a
         // descriptor (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
-        sys::may(d.raw(), libc::W_OK | libc::X_OK)?;
+        no_perm(sys::may(d.raw(), libc::W_OK | libc::X_OK))?;
         ident::as_server()?;
         // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to, a
         // symbolic link included.
