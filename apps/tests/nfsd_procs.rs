@@ -244,6 +244,47 @@ fn access_as_root(r: &Rig) {
     }
 }
 
+/// ACCESS over the wire for an AUTH_SYS user (uid 1000, gid 100, supplementary 200): what
+/// its class of the mode bits grants, nothing more.
+fn access_as_a_user(r: &Rig) {
+    let (_ep, u) = r.client_as(
+        std::net::Ipv4Addr::new(10, 0, 0, 3),
+        Some(rpcrdma_poller::AuthSysCred::new(1000, 100, &[200])),
+    );
+    let f = new_file(r, b"uacc", b"x");
+    let rw = access::READ | access::MODIFY | access::EXTEND;
+    for (uid, gid, mode, want) in [
+        (1000, 0, 0o640, rw),
+        (1000, 0, 0o440, access::READ),
+        (2000, 200, 0o640, access::READ),
+        (2000, 100, 0o460, rw),
+        (2000, 300, 0o640, 0),
+        (2000, 300, 0o647, RWX_FILE),
+    ] {
+        let set = Sattr3 {
+            gid: Some(gid),
+            ..owner(uid, mode)
+        };
+        r.nfs.setattr(&f, &set, None).unwrap();
+        assert_eq!(u.access(&f, ALL).unwrap(), want, "{uid}:{gid} {mode:o}");
+    }
+    // The root directory is root's 0755: the user may list and search it, not change it.
+    assert_eq!(
+        u.access(&r.root, ALL).unwrap(),
+        access::READ | access::LOOKUP
+    );
+}
+
+#[test]
+fn accepts_access_as_an_auth_sys_user_memory() {
+    on_memory(access_as_a_user);
+}
+
+#[test]
+fn accepts_access_as_an_auth_sys_user_dir() {
+    on_dir("uaccess", access_as_a_user);
+}
+
 #[test]
 fn accepts_access_for_a_file_and_a_dir_as_root_memory() {
     on_memory(access_as_root);

@@ -180,7 +180,7 @@ srv_start() {
 	fi
 	t0=$(now_ms)
 	# shellcheck disable=SC2086 # RPCRDMA_NFSD_ARGS: more arguments, split on purpose
-	"${ns[@]}" "$BIN" --provider rdma --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" --export /export \
+	"${ns[@]}" "$BIN" --provider rdma --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" --export '/export:*(rw,no_root_squash)' \
 		--backend "$arg" --no-rpcbind ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
 	while :; do

@@ -14,7 +14,7 @@ use rpcrdma_apps::nfs3::mount;
 use rpcrdma_apps::nfs3::types::{Fh, Nfsstat3};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
-    BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
+    AuthSysCred, BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
     ReactorConfig, ReactorSet,
 };
 
@@ -143,6 +143,16 @@ impl Rig {
     /// Another client connection from another soft device of the fabric (address `ip`),
     /// with its endpoint (keep both alive).
     pub fn second_client(&self, ip: Ipv4Addr) -> (Endpoint<SoftProvider>, NfsClient) {
+        self.client_as(ip, None)
+    }
+
+    /// A client connection from address `ip` whose calls carry `cred` (AUTH_SYS; `None`:
+    /// AUTH_NONE), with its endpoint (keep both alive).
+    pub fn client_as(
+        &self,
+        ip: Ipv4Addr,
+        cred: Option<AuthSysCred>,
+    ) -> (Endpoint<SoftProvider>, NfsClient) {
         let dev = self.fabric.open(IpAddr::V4(ip));
         let ep = Endpoint::<SoftProvider>::new(&self.set, dev, client_config()).expect("ep");
         let c = Client::connect(
@@ -150,6 +160,7 @@ impl Rig {
             self.addr,
             ClientOptions {
                 credits: 16,
+                credential: cred,
                 ..ClientOptions::default()
             },
         )

@@ -199,6 +199,8 @@ impl Block {
 #[derive(Debug, Default)]
 pub(super) struct Blocks {
     map: BTreeMap<u64, Block>,
+    /// The sum of the blocks' charges (kept as blocks change: attributes read it often).
+    charged: u64,
 }
 
 /// A range inside one registered block: the buffer, the offset in it and the length.
@@ -206,7 +208,12 @@ pub(super) type Shared = (Arc<PoolBuf>, usize, usize);
 
 impl Blocks {
     /// Octets the blocks are charged, with blocks of `bs` octets (see the file's doc).
-    pub(super) fn used(&self, bs: usize) -> u64 {
+    pub(super) fn used(&self, _bs: usize) -> u64 {
+        self.charged
+    }
+
+    /// The sum of the blocks' charges, counted afresh.
+    fn count(&self, bs: usize) -> u64 {
         self.map
             .values()
             .map(|b| charge::block(b.data().len(), bs))
@@ -269,6 +276,7 @@ impl Blocks {
     /// Writes `data` at `offset`, allocating blocks as needed (see the file's doc for which
     /// kind, and for copy on write).
     pub(super) fn write(&mut self, alloc: &Alloc, offset: u64, data: &[u8]) {
+        self.charged += self.growth(alloc.bs, offset, data.len());
         let map = &mut self.map;
         for_each_span(alloc.bs, offset, data.len(), |idx, within, chunk, done| {
             map.entry(idx)
@@ -289,7 +297,8 @@ impl Blocks {
                 block.truncate(alloc, tail);
             }
         }
-        before - self.used(alloc.bs)
+        self.charged = self.count(alloc.bs);
+        before - self.charged
     }
 
     /// Octets of data the blocks hold (tests).
