@@ -3,7 +3,8 @@
 //! (an inode guess: inode 2, generation 0, the root of an ext4 file system) is STALE, as is
 //! any handle altered by one octet; a squashed caller (`all_squash`, anonymous uid 1000)
 //! cannot write root's files, create in root's directories or make devices, and what it
-//! creates is its own; FSINFO says the file system's own largest file.
+//! creates is its own; a caller whose uid or gid is (uid_t) −1, which the host cannot hold,
+//! does nothing; FSINFO says the file system's own largest file.
 //!
 //! Normal operation: each test starts a daemon on a fresh directory prepared as root. The
 //! tests need root (to own files and for the backend to act as its callers) and skip with a
@@ -11,12 +12,14 @@
 
 mod nfsd_common;
 
+use std::net::Ipv4Addr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use nfsd_common::{exports, on_dir, options, scratch_dir, status, Rig};
 use rpcrdma_apps::nfs3::daemon::Backend;
 use rpcrdma_apps::nfs3::handle_mac::TRAILER;
 use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Ftype3, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_poller::AuthSysCred;
 
 /// Octets before the kernel handle in a directory-store handle.
 const STORE_HDR: usize = 12;
@@ -135,5 +138,33 @@ fn accepts_the_file_systems_largest_file_in_fsinfo() {
             eprintln!("the scratch directory is not on ext4: maxfilesize {max}");
             assert!(max > 1 << 32);
         }
+    });
+}
+
+#[test]
+fn rejects_callers_whose_ids_the_host_cannot_hold() {
+    if not_root() {
+        return;
+    }
+    on_dir("invalid-id", |r| {
+        let dir = r.dir.clone().expect("dir");
+        std::fs::write(dir.join("f"), b"root data").expect("write");
+        std::fs::set_permissions(dir.join("f"), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        // The rig acts as root: the workers decode handles and stay root.
+        let f = r.nfs.lookup(&r.root, b"f").expect("lookup");
+        for (uid, gid) in [(u32::MAX, u32::MAX), (u32::MAX, 0), (0, u32::MAX)] {
+            let (_ep, c) = r.client_as(
+                Ipv4Addr::new(10, 0, 0, 9),
+                Some(AuthSysCred::new(uid, gid, &[])),
+            );
+            for _ in 0..4 {
+                let w = c.write(&f, 0, b"pwned", StableHow::FileSync, false);
+                assert_eq!(status(w), Nfsstat3::ACCES, "{uid} {gid}");
+                assert_eq!(status(c.read(&f, 0, 9, false)), Nfsstat3::ACCES);
+                r.nfs.getattr(&f).expect("root's call in between");
+            }
+        }
+        assert_eq!(std::fs::read(dir.join("f")).expect("read"), b"root data");
     });
 }
