@@ -123,7 +123,11 @@ pub(super) fn can_switch() -> bool {
         let ok = act_as(&nobody).is_ok() && held_ids() == (nobody.uid, nobody.gid);
         ok && as_server().is_ok() && held_ids() == (0, 0)
     };
-    std::thread::spawn(probe).join().unwrap_or(false)
+    let t = std::thread::Builder::new().name("nfsd-id-probe".into());
+    t.spawn(probe)
+        .ok()
+        .and_then(|h| h.join().ok())
+        .unwrap_or(false)
 }
 
 /// Makes the calling thread act as the server (root, no supplementary groups).
