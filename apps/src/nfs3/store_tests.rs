@@ -1118,7 +1118,6 @@ fn rejects_what_posix_refuses_in_the_memory_store() {
 }
 
 #[test]
-#[ignore = "needs the dir store's identity switch (h/dir)"]
 fn rejects_what_posix_refuses_in_the_dir_store() {
     let t = TempDir::new();
     let s = DirStore::open(&t.0).expect("open");

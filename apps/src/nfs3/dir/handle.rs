@@ -1,6 +1,6 @@
 //! The directory store's file handles and its cache of open descriptors.
 //!
-//! Handle layout (at most 64 octets): `"RD"`, version 1, a zero octet, the export tag (4
+//! Handle layout (at most [`MAX_STORE_HANDLE`] octets): `"RD"`, version 1, a zero octet, the export tag (4
 //! octets: a hash of the export root's kernel handle, so a handle from another export on the
 //! same file system is STALE here), the kernel handle type (i32, big endian), then the kernel
 //! handle octets (`name_to_handle_at`; at most [`MAX_KERNEL`]). The kernel handle names the
@@ -16,6 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use super::super::handle_mac::MAX_STORE_HANDLE;
 use super::super::types::{Fh, NfsResult, Nfsstat3, FHSIZE};
 use super::sys::KernelHandle;
 
@@ -25,8 +26,9 @@ const MAGIC: [u8; 2] = *b"RD";
 const VERSION: u8 = 1;
 /// Octets before the kernel handle.
 const HDR: usize = 12;
-/// Longest kernel handle a [`Fh`] carries.
-pub(super) const MAX_KERNEL: usize = FHSIZE - HDR;
+/// Longest kernel handle a [`Fh`] carries: the server appends its seal to every store handle
+/// ([`MAX_STORE_HANDLE`]).
+pub(super) const MAX_KERNEL: usize = MAX_STORE_HANDLE - HDR;
 /// Descriptors kept open.
 pub(super) const CACHE_CAP: usize = 256;
 
