@@ -146,25 +146,52 @@ fn rejects_callers_whose_ids_the_host_cannot_hold() {
     if not_root() {
         return;
     }
-    on_dir("invalid-id", |r| {
-        let dir = r.dir.clone().expect("dir");
-        std::fs::write(dir.join("f"), b"root data").expect("write");
-        std::fs::set_permissions(dir.join("f"), std::fs::Permissions::from_mode(0o600))
-            .expect("chmod");
-        // The rig acts as root: the workers decode handles and stay root.
-        let f = r.nfs.lookup(&r.root, b"f").expect("lookup");
-        for (uid, gid) in [(u32::MAX, u32::MAX), (u32::MAX, 0), (0, u32::MAX)] {
-            let (_ep, c) = r.client_as(
-                Ipv4Addr::new(10, 0, 0, 9),
-                Some(AuthSysCred::new(uid, gid, &[])),
-            );
-            for _ in 0..4 {
-                let w = c.write(&f, 0, b"pwned", StableHow::FileSync, false);
-                assert_eq!(status(w), Nfsstat3::ACCES, "{uid} {gid}");
-                assert_eq!(status(c.read(&f, 0, 9, false)), Nfsstat3::ACCES);
-                r.nfs.getattr(&f).expect("root's call in between");
-            }
+    // (uid_t)-1 and (gid_t)-1 act as the export's anonymous ids (65534 here), as Linux
+    // nfsd's nfsd_setuser maps ids that are not valid: setfsuid(-1) would change nothing and
+    // leave the worker acting as the previous caller (root, for the rig's calls in between).
+    let dir = scratch_dir("invalid-id");
+    let o = rpcrdma_apps::nfs3::daemon::DaemonOptions {
+        exports: exports(
+            "/export:127.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \
+             10.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \
+             10.0.0.9(rw,no_root_squash)",
+        ),
+        ..options(Backend::Dir(dir.clone()))
+    };
+    let r = Rig::with(o, Some(dir.clone()));
+    std::fs::write(dir.join("f"), b"root data").expect("write");
+    std::fs::set_permissions(dir.join("f"), std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // The rig acts as root: the workers decode handles and stay root.
+    let f = r.nfs.lookup(&r.root, b"f").expect("lookup");
+    for (uid, gid) in [(u32::MAX, u32::MAX), (u32::MAX, 0)] {
+        let (_ep, c) = r.client_as(
+            Ipv4Addr::new(10, 0, 0, 9),
+            Some(AuthSysCred::new(uid, gid, &[u32::MAX])),
+        );
+        for _ in 0..4 {
+            let w = c.write(&f, 0, b"pwned", StableHow::FileSync, false);
+            assert_eq!(status(w), Nfsstat3::ACCES, "{uid} {gid}");
+            assert_eq!(status(c.read(&f, 0, 9, false)), Nfsstat3::ACCES);
+            r.nfs.getattr(&f).expect("root's call in between");
         }
-        assert_eq!(std::fs::read(dir.join("f")).expect("read"), b"root data");
-    });
+        // What it creates belongs to the anonymous ids.
+        let open = r
+            .nfs
+            .mkdir(
+                &r.root,
+                format!("open{gid}").as_bytes(),
+                Sattr3 {
+                    mode: Some(0o777),
+                    ..Sattr3::default()
+                },
+            )
+            .expect("mkdir");
+        let n = c
+            .create(&open, b"n", CreateHow::Guarded(Sattr3::default()))
+            .expect("create");
+        let a = c.getattr(&n).expect("getattr");
+        assert_eq!(a.uid, 65534);
+    }
+    assert_eq!(std::fs::read(dir.join("f")).expect("read"), b"root data");
+    r.stop();
 }

@@ -89,8 +89,31 @@ impl Cred {
         Cred::new(o.anon_uid, o.anon_gid)
     }
 
-    /// This identity after the export's squashing.
+    /// This identity after the export's squashing. Ids no user can hold (`(uid_t)-1`) are
+    /// the anonymous ones too, and such groups are dropped, as Linux nfsd's `nfsd_setuser`
+    /// maps ids that are not valid: `setfsuid(-1)` would change nothing and leave the thread
+    /// acting as whoever it acted as before.
     pub fn squashed(self, o: &ExportOptions) -> Cred {
+        const INVALID: u32 = u32::MAX;
+        let mut c = self;
+        if c.uid == INVALID {
+            c.uid = o.anon_uid;
+        }
+        if c.gid == INVALID {
+            c.gid = o.anon_gid;
+        }
+        if c.groups().contains(&INVALID) {
+            let mut kept = Cred::new(c.uid, c.gid);
+            for &g in self.groups().iter().filter(|&&g| g != INVALID) {
+                kept.groups[kept.n as usize] = g;
+                kept.n += 1;
+            }
+            c = kept;
+        }
+        c.squash_only(o)
+    }
+
+    fn squash_only(self, o: &ExportOptions) -> Cred {
         match o.squash {
             Squash::None => self,
             Squash::All => Cred::anonymous(o),
@@ -412,6 +435,14 @@ mod tests {
         };
         let c = Cred::from_call(&cred, &opts("/x:rw")).unwrap();
         assert_eq!((c.uid, c.gid), (1000, 100));
+        // (uid_t)-1 and (gid_t)-1 act as the anonymous ids; such groups are dropped.
+        let body = sys(u32::MAX, u32::MAX, &[5, u32::MAX]);
+        let cred = OpaqueAuth {
+            flavor: AuthFlavor::Sys,
+            body: &body,
+        };
+        let c = Cred::from_call(&cred, &opts("/x:rw,no_root_squash,anonuid=9,anongid=8")).unwrap();
+        assert_eq!((c.uid, c.gid, c.groups()), (9, 8, &[5][..]));
     }
 
     #[test]
