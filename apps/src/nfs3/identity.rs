@@ -220,11 +220,13 @@ pub fn may_io(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
 
 /// Removing or renaming the entry for `victim` out of directory `dir`: write and search on
 /// `dir`, and with the sticky bit on `dir` only the owner of `victim` or of `dir` (or root)
-/// (POSIX; Linux `may_delete` / `check_sticky`).
+/// (POSIX; Linux `may_delete` / `check_sticky`). The sticky refusal is PERM, what Linux
+/// answers locally and what its nfsd passes on (EPERM at the client, as programs expect),
+/// although RFC 1813 does not list NFS3ERR_PERM for REMOVE, RMDIR, RENAME or LINK.
 pub fn may_unlink(c: &Cred, dir: &Fattr3, victim: &Fattr3) -> NfsResult<()> {
     may(c, dir, Want::WRITE_EXEC)?;
     if dir.mode & 0o1000 != 0 && !c.is_root() && c.uid != victim.uid && c.uid != dir.uid {
-        return Err(Nfsstat3::ACCES);
+        return Err(Nfsstat3::PERM);
     }
     Ok(())
 }
@@ -506,7 +508,7 @@ mod tests {
         let dir = attr(0, 0, 0o1777, Ftype3::Dir);
         let theirs = attr(1, 1, 0o644, Ftype3::Reg);
         let me = Cred::new(2, 2);
-        assert_eq!(may_unlink(&me, &dir, &theirs), Err(Nfsstat3::ACCES));
+        assert_eq!(may_unlink(&me, &dir, &theirs), Err(Nfsstat3::PERM));
         assert!(may_unlink(&Cred::new(1, 1), &dir, &theirs).is_ok());
         assert!(may_unlink(&Cred::ROOT, &dir, &theirs).is_ok());
         assert_eq!(may_own(&me, &theirs), Err(Nfsstat3::PERM));

@@ -988,19 +988,16 @@ fn sticky(s: &dyn Store, d: &Fh) {
     let how = CreateHow::Guarded(mode(0o666));
     s.create(&OTHER, d, b"theirs", &how).expect("create");
     s.create(&OWNER, d, b"mine", &how).expect("create");
-    assert_eq!(s.remove(&OWNER, d, b"theirs"), Err(Nfsstat3::ACCES));
-    assert_eq!(
-        s.rename(&OWNER, d, b"theirs", d, b"x"),
-        Err(Nfsstat3::ACCES)
-    );
+    assert_eq!(s.remove(&OWNER, d, b"theirs"), Err(Nfsstat3::PERM));
+    assert_eq!(s.rename(&OWNER, d, b"theirs", d, b"x"), Err(Nfsstat3::PERM));
     assert_eq!(
         s.rename(&OWNER, d, b"mine", d, b"theirs"),
-        Err(Nfsstat3::ACCES),
+        Err(Nfsstat3::PERM),
         "replacing another's entry"
     );
     s.mkdir(&OTHER, d, b"theirdir", &mode(0o777))
         .expect("mkdir");
-    assert_eq!(s.rmdir(&OWNER, d, b"theirdir"), Err(Nfsstat3::ACCES));
+    assert_eq!(s.rmdir(&OWNER, d, b"theirdir"), Err(Nfsstat3::PERM));
     assert!(s.rename(&OWNER, d, b"mine", d, b"mine2").is_ok());
     assert!(
         s.remove(&GROUP, d, b"mine2").is_ok(),

@@ -96,19 +96,6 @@ fn refuse(path: &Path, why: &str) -> io::Error {
     )
 }
 
-/// `r` with PERM answered as ACCES: RFC 1813 lists no NFS3ERR_PERM for REMOVE, RMDIR,
-/// RENAME and LINK, so the kernel's EPERM there (an entry of a sticky directory that is not
-/// the caller's, an immutable or append-only object) is ACCES. (Linux nfsd passes PERM on.)
-fn no_perm<T>(r: NfsResult<T>) -> NfsResult<T> {
-    r.map_err(|e| {
-        if e == Nfsstat3::PERM {
-            Nfsstat3::ACCES
-        } else {
-            e
-        }
-    })
-}
-
 /// A `timespec` for `utimensat`.
 fn timespec(t: SetTime) -> libc::timespec {
     match t {
@@ -560,7 +547,7 @@ impl Store for DirStore {
         }
         let gone = self.handle_before_removal(d.raw(), &c);
         // SAFETY: `c` is NUL-terminated.
-        no_perm(check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), 0) }))?;
+        check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), 0) })?;
         if let Some(fh) = gone {
             self.cache().forget(&fh);
         }
@@ -577,9 +564,7 @@ impl Store for DirStore {
         }
         let gone = self.handle_before_removal(d.raw(), &c);
         // SAFETY: `c` is NUL-terminated.
-        no_perm(check(unsafe {
-            libc::unlinkat(d.raw(), c.as_ptr(), libc::AT_REMOVEDIR)
-        }))?;
+        check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
         if let Some(fh) = gone {
             self.cache().forget(&fh);
         }
@@ -602,9 +587,7 @@ impl Store for DirStore {
         }
         let gone = self.handle_before_removal(t.raw(), &ct);
         // SAFETY: both names are NUL-terminated.
-        no_perm(check(unsafe {
-            libc::renameat(f.raw(), cf.as_ptr(), t.raw(), ct.as_ptr())
-        }))?;
+        check(unsafe { libc::renameat(f.raw(), cf.as_ptr(), t.raw(), ct.as_ptr()) })?;
         if let Some(fh) = gone {
             self.cache().forget(&fh);
         }
@@ -625,11 +608,11 @@ impl Store for DirStore {
         // directory, nothing on the object (`fs.protected_hardlinks` guards the link system
         // call, not nfsd). The link itself is made by the server: only it may link a
         // descriptor (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
-        no_perm(sys::may(d.raw(), libc::W_OK | libc::X_OK))?;
+        sys::may(d.raw(), libc::W_OK | libc::X_OK)?;
         ident::as_server()?;
         // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to, a
         // symbolic link included.
-        no_perm(check(unsafe {
+        check(unsafe {
             libc::linkat(
                 o.raw(),
                 c"".as_ptr(),
@@ -637,7 +620,7 @@ impl Store for DirStore {
                 c.as_ptr(),
                 libc::AT_EMPTY_PATH,
             )
-        }))
+        })
         .map(drop)
     }
 

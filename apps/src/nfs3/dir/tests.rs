@@ -236,13 +236,13 @@ fn rejects_removing_others_files_from_sticky_directory() {
     let d = look(&s, &BOB, &r, "tmp");
     let how = CreateHow::Guarded(mode(0o644));
     s.create(&BOB, &d, b"bobs", &how).expect("create");
-    // The kernel's EPERM (`may_delete`) is ACCES: RFC 1813 lists no PERM for these.
-    assert_eq!(err(s.remove(&ALICE, &d, b"bobs")), Nfsstat3::ACCES);
+    // The kernel's EPERM (`may_delete`) is passed on as PERM, as Linux nfsd does.
+    assert_eq!(err(s.remove(&ALICE, &d, b"bobs")), Nfsstat3::PERM);
     let moved = s.rename(&ALICE, &d, b"bobs", &d, b"mine");
-    assert_eq!(err(moved), Nfsstat3::ACCES);
+    assert_eq!(err(moved), Nfsstat3::PERM);
     s.create(&ALICE, &d, b"alices", &how).expect("create");
     let replaced = s.rename(&ALICE, &d, b"alices", &d, b"bobs");
-    assert_eq!(err(replaced), Nfsstat3::ACCES);
+    assert_eq!(err(replaced), Nfsstat3::PERM);
     assert_eq!(s.remove(&BOB, &d, b"bobs"), Ok(()));
     assert_eq!(s.remove(&ALICE, &d, b"alices"), Ok(()));
 }
