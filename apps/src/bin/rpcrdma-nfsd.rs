@@ -85,6 +85,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --memory-capacity BYTES memory backend capacity per export: file data, names, inodes
                           [1073741824]
   --memory-files N        memory backend files per export at most [1048576]
+  --dir-cache N           dir backends: descriptors each export keeps open (the open-file
+                          limit is raised toward what this needs) [8192]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
   --no-rpcbind            do not register with rpcbind
@@ -160,6 +162,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
             "--buffers" => o.buffers = num(&a, it.next())?,
             "--memory-capacity" => o.memory_capacity = num(&a, it.next())?,
             "--memory-files" => o.memory_files = num(&a, it.next())?,
+            "--dir-cache" => o.dir_cache = num(&a, it.next())?,
             "--drop-every" => o.drop_every = num(&a, it.next())?,
             "--no-rpcbind" => o.rpcbind = false,
             "--no-hugepages" => o.hugepages = false,

@@ -128,6 +128,10 @@ pub struct DaemonOptions {
     pub memory_capacity: u64,
     /// Memory backend: most files (inodes) per export.
     pub memory_files: u64,
+    /// Directory backends: descriptors each export's store keeps open (a walk over this many
+    /// objects reopens none of them). The daemon raises its open-file limit toward what this
+    /// needs when it can, and clamps the cache to what the limit allows.
+    pub dir_cache: usize,
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
     pub metrics: Option<SocketAddr>,
@@ -159,6 +163,7 @@ impl Default for DaemonOptions {
             hugepages: true,
             memory_capacity: 1 << 30,
             memory_files: MemoryOptions::default().max_files,
+            dir_cache: super::dir::CACHE_CAP,
             metrics: None,
             srq: None,
         }
@@ -175,6 +180,8 @@ pub struct Daemon<P: Provider> {
     /// How stores are made for exports added by a reload.
     backend: Backend,
     memory: MemoryOptions,
+    /// Descriptors each directory store keeps open (after the open-file limit).
+    dir_cache: usize,
     registration: Option<Registration>,
     nfs_addr: SocketAddr,
 }
@@ -242,8 +249,13 @@ impl<P: Provider> Daemon<P> {
             ..EndpointConfig::default()
         };
         let ep = Endpoint::<P>::new(&set, dev, ecfg).map_err(|e| format!("endpoint: {e}"))?;
+        let dir_cache = match o.backend {
+            Backend::Memory => o.dir_cache,
+            _ => descriptor_room(o.dir_cache, o.exports.list().len()),
+        };
         let stores = Stores {
             backend: &o.backend,
+            dir_cache,
             memory,
             pool: ep.buffers(),
         };
@@ -289,6 +301,7 @@ impl<P: Provider> Daemon<P> {
             mount: None,
             backend: o.backend.clone(),
             memory,
+            dir_cache,
             registration: None,
             nfs_addr,
         };
@@ -321,6 +334,7 @@ impl<P: Provider> Daemon<P> {
         let old = self.nfs.exports();
         let stores = Stores {
             backend: &self.backend,
+            dir_cache: self.dir_cache,
             memory: self.memory,
             pool: ep.buffers(),
         };
@@ -384,6 +398,15 @@ impl<P: Provider> Daemon<P> {
     /// Every counter: the NFS service's and the transport's (`nfsd-stat` names).
     pub fn counters(&self) -> Vec<(String, u64)> {
         let mut v = self.nfs.stats().lines();
+        // The stores' own counters, summed over the exports.
+        for share in self.nfs.exports().shares() {
+            for (name, x) in share.store.counters() {
+                match v.iter_mut().find(|(n, _)| n == name) {
+                    Some(e) => e.1 += x,
+                    None => v.push((name.to_string(), x)),
+                }
+            }
+        }
         if let Some(s) = &self.server {
             let t = s.totals();
             for (n, x) in [
@@ -464,9 +487,42 @@ impl<P: Provider> Drop for Daemon<P> {
     }
 }
 
+/// Descriptors left for RDMA, sockets and files besides the directory stores' caches.
+const OTHER_FILES: u64 = 1024;
+
+/// The descriptor cache each of `exports` directory stores may keep, at most `want`: the
+/// soft open-file limit is raised toward what they need (up to the hard limit), and what it
+/// then allows, less [`OTHER_FILES`], is shared among them.
+fn descriptor_room(want: usize, exports: usize) -> usize {
+    let n = exports.max(1) as u64;
+    let need = (want as u64).saturating_mul(n).saturating_add(OTHER_FILES);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return want.min(256);
+    }
+    if lim.rlim_cur < need {
+        let raised = libc::rlimit {
+            rlim_cur: need.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: a valid rlimit; raising the soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let room = lim.rlim_cur.saturating_sub(OTHER_FILES) / n;
+    (want as u64).min(room).max(16) as usize
+}
+
 /// How a store is made for an export.
 struct Stores<'a> {
     backend: &'a Backend,
+    /// Descriptors each directory store keeps open.
+    dir_cache: usize,
     memory: MemoryOptions,
     pool: &'a rpcrdma_poller::BufPool,
 }
@@ -483,7 +539,8 @@ impl Stores<'_> {
             Backend::Dir(p) => p.clone(),
             Backend::Dirs => PathBuf::from(path),
         };
-        let s = DirStore::open(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let s = DirStore::open_with(&dir, self.dir_cache)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         Ok(Arc::new(s))
     }
 

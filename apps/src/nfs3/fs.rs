@@ -247,6 +247,11 @@ pub trait Store: Send + Sync + 'static {
     /// data), then a different one.
     fn write_verifier(&self) -> [u8; 8];
 
+    /// The store's own counters (`nfsd-stat` names and values; none by default).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// Largest file size the store supports (FSINFO `maxfilesize`).
     fn max_file_size(&self) -> u64 {
         (1u64 << 63) - 1

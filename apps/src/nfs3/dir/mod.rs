@@ -33,6 +33,7 @@
 
 mod create;
 mod handle;
+pub use handle::{CacheStats, CACHE_CAP};
 mod ident;
 mod readdir;
 mod sys;
@@ -120,6 +121,11 @@ impl DirStore {
     /// server's seal), or when the process may not open handles (CAP_DAC_READ_SEARCH) or
     /// act as its callers (CAP_SETUID, CAP_SETGID).
     pub fn open(path: &Path) -> io::Result<DirStore> {
+        DirStore::open_with(path, handle::CACHE_CAP)
+    }
+
+    /// [`DirStore::open`] keeping at most `cache` descriptors open (`--dir-cache`).
+    pub fn open_with(path: &Path, cache: usize) -> io::Result<DirStore> {
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| refuse(path, "path holds a NUL"))?;
         if !ident::can_switch() {
@@ -165,7 +171,7 @@ impl DirStore {
             root_mnt: mnt,
             root_fh,
             tag,
-            cache: Mutex::new(FdCache::default()),
+            cache: Mutex::new(FdCache::with_capacity(cache)),
             verf: super::memory::random8(),
             max_size,
         })
@@ -664,5 +670,16 @@ impl Store for DirStore {
 
     fn max_file_size(&self) -> u64 {
         self.max_size
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.cache().stats();
+        vec![
+            ("dir.fd_cache.hits", c.hits),
+            ("dir.fd_cache.misses", c.misses),
+            ("dir.fd_cache.evictions", c.evictions),
+            ("dir.fd_cache.held", c.held),
+            ("dir.fd_cache.capacity", c.capacity),
+        ]
     }
 }
