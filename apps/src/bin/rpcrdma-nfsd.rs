@@ -111,8 +111,12 @@ fn read_exports(path: &std::path::Path) -> Result<Exports, String> {
 
 fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
     let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-    v.parse()
-        .map_err(|_| format!("{flag}: not a valid number: {v:?}"))
+    v.parse().map_err(|_| {
+        format!(
+            "{flag} {v:?}: not a number of the range this option takes ({})",
+            std::any::type_name::<T>()
+        )
+    })
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
@@ -185,6 +189,9 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
         (None, true) => o.exports,
     };
     o.handle_key = handle_key;
+    if let Some(why) = o.check() {
+        return Err(why);
+    }
     o.nfs = SocketAddr::new(bind, port);
     o.mount = mount.then_some(SocketAddr::new(bind, mport));
     Ok(Cli {
@@ -299,4 +306,51 @@ fn serve<P: rpcrdma_engine::verbs::Provider>(
     d.stop();
     println!("rpcrdma-nfsd: stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &str) -> Result<Cli, String> {
+        parse(a.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn accepts_the_defaults_and_one_line_exports() {
+        let c = args("").expect("defaults");
+        assert_eq!(c.opts.exports.list()[0].path, "/export");
+        let c = args("--export /a:rw --export /b:10.0.0.0/8(ro) --handle-key none").expect("two");
+        assert_eq!(c.opts.exports.list().len(), 2);
+        assert!(c.opts.handle_key.is_none());
+    }
+
+    #[test]
+    fn rejects_values_that_cannot_serve_naming_the_option() {
+        for (a, needle) in [
+            ("--credits 0", "--credits 0"),
+            ("--credits 5000", "--credits 5000"),
+            ("--max-io 7", "--max-io 7"),
+            ("--max-io 5000", "multiple of 4096"),
+            ("--buffers 0", "--buffers 0"),
+            ("--workers 0", "--workers 0"),
+            ("--port 70000", "--port \"70000\""),
+            ("--export relative", "absolute"),
+            ("--export /a:*(bogus)", "unknown export option"),
+            ("--exports /nonexistent/exports", "/nonexistent/exports"),
+            ("--backend dir:/nonexistent/dir", "not a directory"),
+            (
+                "--backend dir:/tmp --export /a:rw --export /b:rw",
+                "one export",
+            ),
+        ] {
+            let e = args(a).err().unwrap_or_else(|| panic!("{a} accepted"));
+            assert!(e.contains(needle), "{a}: {e}");
+        }
+        let f = std::env::temp_dir().join(format!("rpcrdma-nfsd-args-{}", std::process::id()));
+        std::fs::write(&f, "/x *(rw)").unwrap();
+        let both = format!("--exports {} --export /y:rw", f.display());
+        assert!(args(&both).err().unwrap_or_default().contains("exclude"));
+        let _ = std::fs::remove_file(f);
+    }
 }

@@ -170,6 +170,50 @@ impl Default for DaemonOptions {
     }
 }
 
+impl DaemonOptions {
+    /// Why these options cannot serve, naming the option (`None`: they can). The daemon
+    /// refuses them before it opens a device; the library would otherwise clamp them.
+    pub fn check(&self) -> Option<String> {
+        let bad = |what: &str, v: u64, lo: u64, hi: u64| {
+            (!(lo..=hi).contains(&v)).then(|| format!("{what} {v}: must be {lo} to {hi}"))
+        };
+        bad("--credits", self.credits.into(), 1, 1024)
+            .or_else(|| bad("--max-io", self.max_io.into(), 4096, 1 << 24))
+            .or_else(|| bad("--buffers", self.buffers as u64, 4, 1 << 20))
+            .or_else(|| bad("--reactors", self.reactors as u64, 1, 256))
+            .or_else(|| bad("--workers", self.workers as u64, 1, 1024))
+            .or_else(|| bad("--memory-capacity", self.memory_capacity, 1 << 20, u64::MAX))
+            .or_else(|| bad("--memory-files", self.memory_files, 1, u64::MAX))
+            .or_else(|| bad("--dir-cache", self.dir_cache as u64, 16, 1 << 24))
+            .or_else(|| bad("--srq", self.srq.map_or(1, u64::from), 1, 1 << 20))
+            .or_else(|| {
+                (self.max_io % 4096 != 0)
+                    .then(|| format!("--max-io {}: must be a multiple of 4096", self.max_io))
+            })
+            .or_else(|| {
+                self.exports
+                    .is_empty()
+                    .then(|| "nothing to export".to_string())
+            })
+            .or_else(|| match &self.backend {
+                Backend::Dir(_) if self.exports.list().len() != 1 => Some(
+                    "--backend dir:PATH serves one export; with several, use --backend dir"
+                        .to_string(),
+                ),
+                Backend::Dir(p) if !p.is_dir() => {
+                    Some(format!("--backend dir:{}: not a directory", p.display()))
+                }
+                Backend::Dirs => self
+                    .exports
+                    .list()
+                    .iter()
+                    .find(|e| !std::path::Path::new(&e.path).is_dir())
+                    .map(|e| format!("--backend dir: export {} is not a directory", e.path)),
+                _ => None,
+            })
+    }
+}
+
 /// A running server.
 pub struct Daemon<P: Provider> {
     set: Option<ReactorSet>,
