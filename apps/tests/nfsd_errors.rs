@@ -199,30 +199,32 @@ fn stale_and_badhandle(r: &Rig) {
         Nfsstat3::STALE
     );
     assert_eq!(status(r.nfs.link(&f, &root, b"back")), Nfsstat3::STALE);
-    // Garbage: the right length with the wrong content, and wrong lengths.
+    // Garbage: too short to carry the server's trailer (export id + MAC) is BADHANDLE;
+    // anything longer whose MAC does not match is STALE (handle_mac.rs), the right length
+    // with the wrong content included.
     let len = root.as_bytes().len();
     let mut bad = vec![0xa5u8; len];
     bad[0] = b'Z';
-    for h in [
-        forged(&bad),
-        forged(&[]),
-        forged(&[1, 2, 3]),
-        forged(&[0x5a; 63]),
-        forged(&[0x5a; 64]),
-    ] {
-        assert_eq!(status(r.nfs.getattr(&h)), Nfsstat3::BADHANDLE, "{h:?}");
-        assert_eq!(status(r.nfs.lookup(&h, b"x")), Nfsstat3::BADHANDLE);
-        assert_eq!(status(r.nfs.read(&h, 0, 1, true)), Nfsstat3::BADHANDLE);
+    let cases = [
+        (forged(&bad), Nfsstat3::STALE),
+        (forged(&[]), Nfsstat3::BADHANDLE),
+        (forged(&[1, 2, 3]), Nfsstat3::BADHANDLE),
+        (forged(&[0x5a; 12]), Nfsstat3::BADHANDLE),
+        (forged(&[0x5a; 13]), Nfsstat3::STALE),
+        (forged(&[0x5a; 63]), Nfsstat3::STALE),
+        (forged(&[0x5a; 64]), Nfsstat3::STALE),
+    ];
+    for (h, want) in cases {
+        assert_eq!(status(r.nfs.getattr(&h)), want, "{h:?}");
+        assert_eq!(status(r.nfs.lookup(&h, b"x")), want);
+        assert_eq!(status(r.nfs.read(&h, 0, 1, true)), want);
         assert_eq!(
             status(r.nfs.write(&h, 0, b"x", StableHow::Unstable, false)),
-            Nfsstat3::BADHANDLE
+            want
         );
-        assert_eq!(
-            status(r.nfs.create(&h, b"x", guarded())),
-            Nfsstat3::BADHANDLE
-        );
-        assert_eq!(status(r.nfs.fsstat(&h)), Nfsstat3::BADHANDLE);
-        assert_eq!(status(r.nfs.readlink(&h)), Nfsstat3::BADHANDLE);
+        assert_eq!(status(r.nfs.create(&h, b"x", guarded())), want);
+        assert_eq!(status(r.nfs.fsstat(&h)), want);
+        assert_eq!(status(r.nfs.readlink(&h)), want);
     }
     assert!(r.nfs.getattr(&root).is_ok());
 }
@@ -231,10 +233,10 @@ fn stale_and_badhandle(r: &Rig) {
 fn rejects_removed_and_forged_handles_memory() {
     on_memory(|r| {
         stale_and_badhandle(r);
-        // Memory handles have one length: a good one with one more octet is not ours.
+        // A good handle with one more octet does not carry a valid MAC.
         let mut longer = r.root.as_bytes().to_vec();
         longer.push(0);
-        assert_eq!(status(r.nfs.getattr(&forged(&longer))), Nfsstat3::BADHANDLE);
+        assert_eq!(status(r.nfs.getattr(&forged(&longer))), Nfsstat3::STALE);
         // A handle of another server instance (another generation) is STALE, not a file.
         let other = Rig::memory();
         assert_eq!(status(r.nfs.getattr(&other.root)), Nfsstat3::STALE);

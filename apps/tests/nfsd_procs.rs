@@ -212,53 +212,87 @@ fn owner(uid: u32, mode: u32) -> Sattr3 {
     }
 }
 
-fn access_as_nobody(r: &Rig) {
+/// ACCESS as root (our client's AUTH_NONE identity here): read and write on anything,
+/// execute only on a file with some execute bit, everything on a directory (Linux
+/// `generic_permission`); only the bits asked for come back. What other identities get is
+/// checked against every procedure in the stores' permission matrix.
+fn access_as_root(r: &Rig) {
     let f = new_file(r, b"acc", b"x");
     let nobody = 65534;
-    r.nfs.setattr(&f, &owner(nobody, 0o640), None).unwrap();
-    assert_eq!(r.nfs.getattr(&f).unwrap().uid, nobody);
-    assert_eq!(
-        r.nfs.access(&f, ALL).unwrap(),
-        access::READ | access::MODIFY | access::EXTEND,
-        "owner rw-"
-    );
-    // Only what was asked for comes back.
+    let rw = access::READ | access::MODIFY | access::EXTEND;
+    for (uid, mode, want) in [
+        (nobody, 0o640, rw),
+        (nobody, 0o750, RWX_FILE),
+        (nobody, 0o000, rw),
+        (nobody, 0o001, RWX_FILE),
+        (0, 0o604, rw),
+        (0, 0o777, RWX_FILE),
+    ] {
+        r.nfs.setattr(&f, &owner(uid, mode), None).unwrap();
+        assert_eq!(r.nfs.getattr(&f).unwrap().uid, uid);
+        assert_eq!(r.nfs.access(&f, ALL).unwrap(), want, "{uid} {mode:o}");
+    }
     assert_eq!(r.nfs.access(&f, access::READ).unwrap(), access::READ);
     assert_eq!(r.nfs.access(&f, 0).unwrap(), 0);
-    r.nfs.setattr(&f, &owner(nobody, 0o750), None).unwrap();
-    assert_eq!(r.nfs.access(&f, ALL).unwrap(), RWX_FILE, "owner rwx");
-    // The owner class decides even when "other" would grant more (POSIX).
-    r.nfs.setattr(&f, &owner(nobody, 0o007), None).unwrap();
-    assert_eq!(r.nfs.access(&f, ALL).unwrap(), 0, "owner ---");
-    // Owned by root: nobody is "other".
-    r.nfs.setattr(&f, &owner(0, 0o604), None).unwrap();
-    assert_eq!(r.nfs.access(&f, ALL).unwrap(), access::READ, "other r--");
-    r.nfs.setattr(&f, &owner(0, 0o777), None).unwrap();
-    assert_eq!(r.nfs.access(&f, ALL).unwrap(), RWX_FILE, "other rwx");
-    // Directories: LOOKUP for x, DELETE with w, never EXECUTE.
     let d = r.nfs.mkdir(&r.root, b"accd", Sattr3::default()).unwrap();
-    r.nfs.setattr(&d, &owner(nobody, 0o700), None).unwrap();
-    assert_eq!(
-        r.nfs.access(&d, ALL).unwrap(),
-        access::READ | access::LOOKUP | access::MODIFY | access::EXTEND | access::DELETE
+    for mode in [0o700, 0o000] {
+        r.nfs.setattr(&d, &owner(nobody, mode), None).unwrap();
+        assert_eq!(
+            r.nfs.access(&d, ALL).unwrap(),
+            access::READ | access::LOOKUP | access::MODIFY | access::EXTEND | access::DELETE
+        );
+    }
+}
+
+/// ACCESS over the wire for an AUTH_SYS user (uid 1000, gid 100, supplementary 200): what
+/// its class of the mode bits grants, nothing more.
+fn access_as_a_user(r: &Rig) {
+    let (_ep, u) = r.client_as(
+        std::net::Ipv4Addr::new(10, 0, 0, 3),
+        Some(rpcrdma_poller::AuthSysCred::new(1000, 100, &[200])),
     );
-    r.nfs.setattr(&d, &owner(0, 0o755), None).unwrap();
+    let f = new_file(r, b"uacc", b"x");
+    let rw = access::READ | access::MODIFY | access::EXTEND;
+    for (uid, gid, mode, want) in [
+        (1000, 0, 0o640, rw),
+        (1000, 0, 0o440, access::READ),
+        (2000, 200, 0o640, access::READ),
+        (2000, 100, 0o460, rw),
+        (2000, 300, 0o640, 0),
+        (2000, 300, 0o647, RWX_FILE),
+    ] {
+        let set = Sattr3 {
+            gid: Some(gid),
+            ..owner(uid, mode)
+        };
+        r.nfs.setattr(&f, &set, None).unwrap();
+        assert_eq!(u.access(&f, ALL).unwrap(), want, "{uid}:{gid} {mode:o}");
+    }
+    // The root directory is root's 0755: the user may list and search it, not change it.
     assert_eq!(
-        r.nfs.access(&d, ALL).unwrap(),
+        u.access(&r.root, ALL).unwrap(),
         access::READ | access::LOOKUP
     );
-    r.nfs.setattr(&d, &owner(0, 0o751), None).unwrap();
-    assert_eq!(r.nfs.access(&d, ALL).unwrap(), access::LOOKUP);
 }
 
 #[test]
-fn accepts_access_for_a_file_and_a_dir_as_nobody_memory() {
-    on_memory(access_as_nobody);
+fn accepts_access_as_an_auth_sys_user_memory() {
+    on_memory(access_as_a_user);
 }
 
 #[test]
-fn accepts_access_for_a_file_and_a_dir_as_nobody_dir() {
-    on_dir("access", access_as_nobody);
+fn accepts_access_as_an_auth_sys_user_dir() {
+    on_dir("uaccess", access_as_a_user);
+}
+
+#[test]
+fn accepts_access_for_a_file_and_a_dir_as_root_memory() {
+    on_memory(access_as_root);
+}
+
+#[test]
+fn accepts_access_for_a_file_and_a_dir_as_root_dir() {
+    on_dir("access", access_as_root);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -399,8 +433,9 @@ fn create_modes(r: &Rig) {
         (a.ftype, a.mode & 0o7777, a.size, a.nlink),
         (Ftype3::Reg, 0o604, 0, 1)
     );
-    // Our client calls with AUTH_NONE: new objects belong to nobody, unless asked otherwise.
-    assert_eq!((a.uid, a.gid), (65534, 65534));
+    // Our client calls with AUTH_NONE, root here: new objects belong to root, unless asked
+    // otherwise.
+    assert_eq!((a.uid, a.gid), (0, 0));
     let owned = Sattr3 {
         uid: Some(1234),
         gid: Some(5678),
@@ -444,13 +479,18 @@ fn mkdir_symlink_mknod(r: &Rig) {
     assert_eq!(r.nfs.readlink(&l).unwrap(), b"../some/target");
     assert_eq!(r.nfs.lookup(&d, b"l").unwrap(), l);
     assert_eq!(status(r.nfs.symlink(&d, b"l", b"other")), Nfsstat3::EXIST);
-    // MKNOD: special files are not supported, the types MKNOD never makes are BADTYPE;
-    // nothing is created either way.
+    // MKNOD: both stores make FIFOs, sockets and (for root) device nodes; the types MKNOD
+    // never makes are BADTYPE.
+    for t in [Ftype3::Fifo, Ftype3::Chr, Ftype3::Blk, Ftype3::Sock] {
+        let n = r.nfs.mknod(&d, b"n", t).expect("MKNOD");
+        let a = r.nfs.getattr(&n).unwrap();
+        assert_eq!(a.ftype, t);
+        if matches!(t, Ftype3::Chr | Ftype3::Blk) {
+            assert_eq!(a.rdev, (1, 3), "{t:?}");
+        }
+        r.nfs.remove(&d, b"n").expect("REMOVE");
+    }
     for (t, want) in [
-        (Ftype3::Fifo, Nfsstat3::NOTSUPP),
-        (Ftype3::Chr, Nfsstat3::NOTSUPP),
-        (Ftype3::Blk, Nfsstat3::NOTSUPP),
-        (Ftype3::Sock, Nfsstat3::NOTSUPP),
         (Ftype3::Reg, Nfsstat3::BADTYPE),
         (Ftype3::Dir, Nfsstat3::BADTYPE),
         (Ftype3::Lnk, Nfsstat3::BADTYPE),

@@ -12,6 +12,7 @@ mod nfsd_common;
 use std::collections::HashSet;
 
 use nfsd_common::{on_dir, on_memory, Rig};
+use rpcrdma_apps::nfs3::identity::Cred;
 use rpcrdma_apps::nfs3::proto::{OwnedDirEntry, ReaddirRes};
 use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Sattr3};
 
@@ -24,10 +25,18 @@ fn name(i: usize) -> Vec<u8> {
 /// A directory `big` holding [`N`] files, made through the store.
 fn fill(r: &Rig) -> Fh {
     let d = r.nfs.mkdir(&r.root, b"big", Sattr3::default()).unwrap();
-    let store = r.daemon.nfs().store();
+    // The store sees its own handle, not the sealed one the client holds.
+    let table = r.daemon.nfs().exports();
+    let (_, inner) = table.key().open(&d).expect("a handle this server sealed");
+    let store = &table.find("/export").expect("export").store;
     for i in 0..N {
         store
-            .create(&d, &name(i), &CreateHow::Guarded(Sattr3::default()))
+            .create(
+                &Cred::ROOT,
+                &inner,
+                &name(i),
+                &CreateHow::Guarded(Sattr3::default()),
+            )
             .expect("store create");
     }
     d

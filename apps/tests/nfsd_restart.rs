@@ -9,13 +9,19 @@
 mod nfsd_common;
 
 use nfsd_common::{options, scratch_dir, status, Rig};
-use rpcrdma_apps::nfs3::daemon::Backend;
+use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
 use rpcrdma_apps::nfs3::types::{CreateHow, Nfsstat3, Sattr3, StableHow};
 
 #[test]
 fn accepts_dir_handles_after_a_restart_with_a_new_write_verifier() {
     let p = scratch_dir("restart");
-    let a = Rig::with(options(Backend::Dir(p.clone())), Some(p.clone()));
+    // The handle key is kept beside the export (outside it), as the daemon keeps it in a file.
+    let key = p.with_extension("key");
+    let with_key = |dir: std::path::PathBuf| DaemonOptions {
+        handle_key: Some(key.clone()),
+        ..options(Backend::Dir(dir))
+    };
+    let a = Rig::with(with_key(p.clone()), Some(p.clone()));
     let d = a.nfs.mkdir(&a.root, b"kept", Sattr3::default()).unwrap();
     let f = a
         .nfs
@@ -34,7 +40,7 @@ fn accepts_dir_handles_after_a_restart_with_a_new_write_verifier() {
     let kept = a.stop_keep().expect("the directory");
     // The file removed while no server runs: its handle is STALE afterwards.
     std::fs::remove_file(kept.join("kept/gone")).unwrap();
-    let b = Rig::with(options(Backend::Dir(kept.clone())), Some(kept));
+    let b = Rig::with(with_key(kept.clone()), Some(kept));
     assert_eq!(b.root, root, "MOUNT hands out the same root handle");
     assert_eq!(b.nfs.getattr(&f).unwrap().fileid, attr.fileid);
     assert_eq!(b.nfs.read(&f, 0, 100, true).unwrap().0, b"survives");
@@ -49,6 +55,12 @@ fn accepts_dir_handles_after_a_restart_with_a_new_write_verifier() {
     assert_ne!(v1, v2, "a new write verifier after the restart");
     assert_eq!(b.nfs.commit(&f, 0, 0).unwrap(), v2);
     b.stop();
+    // Without the key file the same directory's handles are STALE: they carry the old MAC.
+    let dir = scratch_dir("restart-nokey");
+    let c = Rig::with(options(Backend::Dir(dir.clone())), Some(dir));
+    assert_eq!(status(c.nfs.getattr(&root)), Nfsstat3::STALE);
+    c.stop();
+    let _ = std::fs::remove_file(&key);
 }
 
 #[test]

@@ -444,6 +444,10 @@ fn srq_peer_beyond_its_grant_is_disconnected_and_others_are_not_starved() {
     net.grants.push(g);
     net.with(1, |p| p.connect());
     for x in 0..=CREDITS {
+        assert!(
+            !net.pairs[1].resp.conn().exceeded_shared_grant(),
+            "within the grant after {x} calls"
+        );
         let call = rpc_call(0x500 + x, 1, &[0; 8]);
         let mut msg = Vec::new();
         for w in [0x500 + x, 1, CREDITS, 0, 0, 0, 0] {
@@ -458,6 +462,11 @@ fn srq_peer_beyond_its_grant_is_disconnected_and_others_are_not_starved() {
         .iter()
         .any(|e| matches!(e, Event::ConnectionLost));
     assert!(lost, "the connection that exceeded its grant is closed");
+    assert!(
+        net.pairs[1].resp.conn().exceeded_shared_grant(),
+        "the node is told to cut the violator off"
+    );
+    assert!(!net.pairs[0].resp.conn().exceeded_shared_grant());
     assert_eq!(net.pairs[1].resp.conn().receives_held(), CREDITS);
     // The polite client still has its reservation posted.
     net_without(&mut net, 1);

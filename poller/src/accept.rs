@@ -9,8 +9,13 @@
 //! requests from its listeners per poll; a storm of connects waits in the listeners' backlog
 //! and is taken over the following polls, between which established connections are served.
 //!
-//! Recovery: a request that finds the node's slots full waits (at most [`DEFER_NS`]) for the
-//! slot of the connection idle the longest, evicted for it, or is refused with a reason
+//! Recovery: a request that finds no room — the node's slots full, the server's
+//! `max_connections` reached, or (on a shared receive queue) no reservation left — waits (at
+//! most [`DEFER_NS`]) for the room of a connection evicted for it, or is refused with a reason.
+//! The victim is chosen fairly ([`crate::node::pick_victim`]): a connection of the address
+//! holding the most connections server-wide, then the idlest, never one of an address that
+//! would hold fewer than the requester's; so an address keeping several connections busy
+//! cannot aim evictions at another's one idle connection. Reasons
 //! (`rpcrdma_engine::proto::reject`; `crate::server` documents the policy): `ConnectionLimit`,
 //! `PeerLimit`,
 //! `ServerFull`, `NoResources` (setting the connection up failed), `ShuttingDown` (the node or
@@ -18,6 +23,7 @@
 //! be handed over to its node (control ring full) is accepted here.
 
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use rpcrdma_engine::proto::reject::RejectReason;
@@ -83,9 +89,10 @@ impl<P: Provider> Intake<P> {
         }
     }
 
-    /// Admission of a connect request: the peer's limit, then a free slot, else the slot of
-    /// the connection idle the longest (evicted for it, the request waits for its slot), else
-    /// a refusal with the reason.
+    /// Admission of a connect request: the peer's limit and the server's total, then a free
+    /// slot (and, on a shared receive queue, a reservation), else room made by evicting a
+    /// connection ([`Intake::make_room`]; the request waits for it), else a refusal with the
+    /// reason.
     pub(crate) fn accept(
         &mut self,
         seat: &mut Seat<'_, P>,
@@ -96,8 +103,24 @@ impl<P: Provider> Intake<P> {
             refuse(seat.env, req, &*to, RejectReason::ShuttingDown);
             return;
         }
-        let peer = match to.admit(req.peer_addr().ip()) {
+        let ip = req.peer_addr().ip();
+        let peer = match to.peers().admit(ip) {
             Ok(p) => p,
+            // The server's table is full: a share beyond it while a connection is evicted.
+            Err(RejectReason::ConnectionLimit) => match to.peers().admit_beyond_total(ip) {
+                Ok(p) if self.make_room(seat, &*to, ip) => {
+                    self.defer(seat.env.now, req, to, p);
+                    return;
+                }
+                Ok(_) => {
+                    refuse(seat.env, req, &*to, RejectReason::ConnectionLimit);
+                    return;
+                }
+                Err(reason) => {
+                    refuse(seat.env, req, &*to, reason);
+                    return;
+                }
+            },
             Err(reason) => {
                 refuse(seat.env, req, &*to, reason);
                 return;
@@ -105,25 +128,48 @@ impl<P: Provider> Intake<P> {
         };
         // Requests already waiting go first.
         self.run_deferred(seat);
-        if self.deferred.is_empty() {
+        let room = to.has_room(seat.env);
+        if self.deferred.is_empty() && room {
             if let Some(slot) = seat.slots.take() {
                 accept_in(seat, slot, req, to, peer);
                 return;
             }
         }
-        // Full: take a slot an evicted connection is giving back, or evict one more.
-        if self.deferred.len() < seat.slots.evicting() || seat.slots.evict_idlest(seat.env.now) {
-            let until = seat.env.now.saturating_add(DEFER_NS);
-            self.deferred.push_back(Deferred {
-                req,
-                to,
-                peer,
-                until,
-            });
+        // Full (slots, or the shared receive queue's reservations): take what an evicted
+        // connection is giving back, or evict one more.
+        if self.deferred.len() < seat.slots.evicting() || self.make_room(seat, &*to, ip) {
+            self.defer(seat.env.now, req, to, peer);
         } else {
             drop(peer);
-            refuse(seat.env, req, &*to, RejectReason::ServerFull);
+            let reason = if room {
+                RejectReason::ServerFull
+            } else {
+                RejectReason::NoResources
+            };
+            refuse(seat.env, req, &*to, reason);
         }
+    }
+
+    /// Evicts a connection of this node for a request from `ip` (which holds its share
+    /// already): the victim [`crate::node::pick_victim`] chooses by the connections each
+    /// address holds server-wide, then idleness. `false` when eviction is off or nothing is
+    /// evictable.
+    fn make_room(&mut self, seat: &mut Seat<'_, P>, to: &dyn Acceptor<P>, ip: IpAddr) -> bool {
+        let table = to.peers();
+        let shares = table.shares(ip);
+        seat.slots
+            .evict_for(seat.env.now, shares, &|p: IpAddr| table.count(p))
+    }
+
+    /// Queues a request to wait (at most [`DEFER_NS`]) for room an eviction makes.
+    fn defer(&mut self, now: u64, req: P::ConnRequest, to: Arc<dyn Acceptor<P>>, peer: PeerSlot) {
+        let until = now.saturating_add(DEFER_NS);
+        self.deferred.push_back(Deferred {
+            req,
+            to,
+            peer,
+            until,
+        });
     }
 
     /// True when requests wait for slots.
@@ -143,6 +189,10 @@ impl<P: Provider> Intake<P> {
                 }
                 work += 1;
                 continue;
+            }
+            // Room on the shared receive queue comes when the evicted connection is gone.
+            if !d.to.has_room(seat.env) {
+                break;
             }
             let Some(slot) = seat.slots.take() else { break };
             if let Some(d) = self.deferred.pop_front() {

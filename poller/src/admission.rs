@@ -6,6 +6,12 @@
 //! into the connection and is dropped when the connection closes, which gives both back. The
 //! table is touched on accept and teardown only (a mutex, never on the data path).
 //!
+//! Connections are counted per address whatever the limits: eviction (`crate::accept`) asks
+//! [`PeerTable::count`] to prefer the connections of the address holding the most. At the
+//! server's total, a request may take a share beyond it ([`PeerTable::admit_beyond_total`])
+//! only while a connection is being evicted for it, whose share comes back at its teardown:
+//! the total is exceeded by at most the evictions in flight.
+//!
 //! Recovery: a request over a limit gets no share and is rejected by its caller with the
 //! reason [`PeerTable::admit`] returns
 //! ([`RejectReason::PeerLimit`](crate::RejectReason::PeerLimit) or
@@ -18,6 +24,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::proto::reject::RejectReason;
+
+use crate::node::Shares;
 
 /// Shares held: per peer address and in all.
 #[derive(Debug, Default)]
@@ -56,22 +64,53 @@ impl PeerTable {
 
     /// Takes a share for `ip`, or says which limit it is at (the server's total first).
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<PeerSlot, RejectReason> {
+        self.take(ip, true)
+    }
+
+    /// Takes a share for `ip` even at the server's total (the caller evicts a connection for
+    /// it), or refuses it at the per-address limit.
+    pub(crate) fn admit_beyond_total(
+        self: &Arc<Self>,
+        ip: IpAddr,
+    ) -> Result<PeerSlot, RejectReason> {
+        self.take(ip, false)
+    }
+
+    fn take(self: &Arc<Self>, ip: IpAddr, total: bool) -> Result<PeerSlot, RejectReason> {
         let mut h = self.lock();
-        if self.total > 0 && h.total >= self.total {
+        if total && self.total > 0 && h.total >= self.total {
             return Err(RejectReason::ConnectionLimit);
         }
-        if self.per_peer > 0 {
-            let n = h.by_peer.entry(ip).or_insert(0);
-            if *n >= self.per_peer {
-                return Err(RejectReason::PeerLimit);
-            }
-            *n += 1;
+        let n = h.by_peer.entry(ip).or_insert(0);
+        if self.per_peer > 0 && *n >= self.per_peer {
+            return Err(RejectReason::PeerLimit);
         }
+        *n += 1;
         h.total += 1;
         Ok(PeerSlot {
             table: Arc::clone(self),
             ip,
         })
+    }
+
+    /// Shares `ip` holds now (its connections and requests being accepted, server-wide).
+    pub(crate) fn count(&self, ip: IpAddr) -> u32 {
+        self.lock().by_peer.get(&ip).copied().unwrap_or(0)
+    }
+
+    /// What a victim choice for a request from `ip` (holding its share already) weighs: the
+    /// shares `ip` holds, and the fair share (shares over addresses, rounded up) when some
+    /// address holds more than it. One pass over the addresses (accept path only).
+    pub(crate) fn shares(&self, ip: IpAddr) -> Shares {
+        let h = self.lock();
+        let mine = h.by_peer.get(&ip).copied().unwrap_or(0);
+        let addrs = h.by_peer.len().max(1) as u32;
+        let fair = h.total.div_ceil(addrs);
+        let most = h.by_peer.values().copied().max().unwrap_or(0);
+        Shares {
+            mine,
+            over: (most > fair).then_some(fair),
+        }
     }
 
     /// Shares `ip` holds now, and shares held in all.
@@ -139,12 +178,23 @@ mod tests {
         let t = Arc::new(PeerTable::new(0, 0));
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let v: Vec<_> = (0..100).map(|_| t.admit(a).expect("share")).collect();
-        assert_eq!(
-            t.held(a),
-            (0, 100),
-            "no per-address count, the total counted"
-        );
+        assert_eq!(t.held(a), (100, 100), "counted per address without a limit");
         drop(v);
         assert_eq!(t.held(a), (0, 0));
+    }
+
+    #[test]
+    fn accepts_a_share_beyond_the_total_only_within_the_per_peer_limit() {
+        let t = Arc::new(PeerTable::new(2, 1));
+        let ip = |i: u8| IpAddr::from([10, 0, 0, i]);
+        let _s1 = t.admit(ip(1)).expect("first");
+        assert_eq!(t.admit(ip(2)).err(), Some(RejectReason::ConnectionLimit));
+        let _s2 = t.admit_beyond_total(ip(1)).expect("beyond the total");
+        assert_eq!(
+            t.admit_beyond_total(ip(1)).err(),
+            Some(RejectReason::PeerLimit),
+            "the per-address limit still holds"
+        );
+        assert_eq!((t.count(ip(1)), t.count(ip(2))), (2, 0));
     }
 }

@@ -144,6 +144,10 @@ counters! {
         srq_low_water,
         /// Octets registered for the shared receive buffers (a gauge).
         srq_bytes,
+        /// Connections cut off (QP moved to the error state at once) because their peer held
+        /// more shared receives than its grant backs: more calls than its credits (RFC 8166
+        /// §3.3.1).
+        srq_violations,
     }
 }
 
@@ -322,6 +326,7 @@ impl NodeStatsWriter {
         count verbs_error => verbs_errors;
         count evicted => evictions;
         count idle_closed => idle_closes;
+        count srq_violation => srq_violations;
         count completions(n) => cq_bursts, completions;
         gauge set_connections(n) => connections;
     }

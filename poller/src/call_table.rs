@@ -30,20 +30,20 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rpcrdma_engine::conn::{CallId, DdpItem, HostMemory, LocalBuf, StartError};
-use rpcrdma_engine::rpc::{self, CallHeader, OpaqueAuth};
+use rpcrdma_engine::rpc::{self, AuthFlavor, AuthSysParams, CallHeader, OpaqueAuth};
 use rpcrdma_engine::verbs::Provider;
 use rpcrdma_mempool::PoolBuf;
 
 use crate::api_stats::ConnStatsWriter;
 use crate::call::{CallArgs, Callback, ClientError, Proc, Reply};
-use crate::config::CallbackMode;
+use crate::config::{AuthSysCred, CallbackMode};
 use crate::ddp::MAX_DDP;
 use crate::memory::{local_buf, SlabLayout};
 use crate::node::NodeEnv;
 use crate::worker::{CompleteJob, Job, NodeLinks};
 
 /// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
-pub(crate) const RPC_HEADER_SIZE: u32 = 128;
+pub(crate) const RPC_HEADER_SIZE: u32 = 160;
 
 /// No record for this engine slot.
 const NO_REC: u32 = u32::MAX;
@@ -65,6 +65,59 @@ pub(crate) fn requester_layout(
         data_size: 0,
         rpc_headers: calls,
         rpc_header_size: RPC_HEADER_SIZE,
+    }
+}
+
+/// A connection's call credential, encoded once (RFC 5531 `opaque_auth`).
+#[derive(Clone, Copy)]
+pub(crate) struct CredBody {
+    flavor: AuthFlavor,
+    len: u8,
+    body: [u8; CRED_MAX],
+}
+
+/// Largest AUTH_SYS body a client sends: stamp, the 7-octet machine name `rpcrdma` padded to
+/// 8, uid, gid, 16 groups (fits [`RPC_HEADER_SIZE`] with the rest of the call header).
+const CRED_MAX: usize = 4 + 4 + 8 + 4 + 4 + 4 + 16 * 4;
+
+impl CredBody {
+    /// AUTH_NONE.
+    pub(crate) const NONE: CredBody = CredBody {
+        flavor: AuthFlavor::None,
+        len: 0,
+        body: [0; CRED_MAX],
+    };
+
+    /// The credential `c` asks for (AUTH_NONE for `None`).
+    pub(crate) fn of(c: Option<AuthSysCred>) -> CredBody {
+        let Some(c) = c else {
+            return CredBody::NONE;
+        };
+        let n = usize::from(c.ngids).min(16);
+        let p = AuthSysParams {
+            stamp: 0,
+            machinename: b"rpcrdma",
+            uid: c.uid,
+            gid: c.gid,
+            gids: &c.gids[..n],
+        };
+        let mut body = [0u8; CRED_MAX];
+        match p.encode_into(&mut body) {
+            Ok(len) => CredBody {
+                flavor: AuthFlavor::Sys,
+                len: len as u8,
+                body,
+            },
+            // Unreachable: CRED_MAX holds the largest body.
+            Err(_) => CredBody::NONE,
+        }
+    }
+
+    fn auth(&self) -> OpaqueAuth<'_> {
+        OpaqueAuth {
+            flavor: self.flavor,
+            body: &self.body[..usize::from(self.len)],
+        }
     }
 }
 
@@ -154,13 +207,14 @@ impl CallRec {
         }
     }
 
-    /// Encodes the call's RPC header (AUTH_NONE) into its header buffer; `false` when it does
-    /// not fit (then `hdr_len` is 0).
+    /// Encodes the call's RPC header with credential `cred` into its header buffer; `false`
+    /// when it does not fit (then `hdr_len` is 0).
     ///
     /// When the buffer already holds the header of a call of the same procedure (the usual
     /// case: a record's calls repeat a few procedures), only the XID is written: the rest of
-    /// an AUTH_NONE header depends on the procedure alone.
-    pub(crate) fn encode_header(&mut self, mem: &mut impl HostMemory) -> bool {
+    /// the header depends on the procedure and the connection's credential alone (one per
+    /// connection, never changed while its records live).
+    pub(crate) fn encode_header(&mut self, mem: &mut impl HostMemory, cred: &CredBody) -> bool {
         if let Some((proc, len)) = self.hdr_cached {
             if proc == self.proc {
                 if let Some(b) = mem.bytes_mut(self.hdr.addr, 4) {
@@ -175,7 +229,7 @@ impl CallRec {
             prog: self.proc.prog,
             vers: self.proc.vers,
             proc_num: self.proc.proc_num,
-            cred: OpaqueAuth::NONE,
+            cred: cred.auth(),
             verf: OpaqueAuth::NONE,
         };
         self.hdr_len = mem

@@ -416,6 +416,7 @@ impl<P: Provider> ClientConn<P> {
             back,
             reconnect_deferred: false,
             lat: Default::default(),
+            cred: crate::call_table::CredBody::of(opts.credential),
         })
     }
 }

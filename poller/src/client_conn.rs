@@ -166,6 +166,8 @@ pub(crate) struct ClientConn<P: Provider> {
     /// A reconnect waits until no worker holds a view of a backward call's receive buffer.
     pub(crate) reconnect_deferred: bool,
     pub(crate) lat: crate::metrics::latency::CallTimes,
+    /// The credential every call carries ([`ClientOptions::credential`]).
+    pub(crate) cred: crate::call_table::CredBody,
 }
 
 /// The connection's [`NodeSink`] (a macro, so that it borrows only the fields it uses and the
@@ -588,7 +590,11 @@ impl<P: Provider> ClientConn<P> {
             n += 1;
             let r = self.calls.rec(i);
             self.lat.key(i, r.proc.prog, r.proc.vers, r.proc.proc_num);
-            if self.calls.rec_mut(i).encode_header(&mut self.drv.mem) {
+            if self
+                .calls
+                .rec_mut(i)
+                .encode_header(&mut self.drv.mem, &self.cred)
+            {
                 self.calls.push_ready(i);
             } else {
                 let e = Err(ClientError::BadCall(StartError::BadSpec));

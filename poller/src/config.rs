@@ -278,6 +278,38 @@ pub struct ClientOptions {
     /// and the readers' copy), allocated at connect; recording allocates nothing. Off by
     /// default.
     pub latency_histograms: bool,
+    /// The credential every call carries (RFC 5531 section 8.2): `None` (default) is
+    /// AUTH_NONE; `Some` is AUTH_SYS with these ids (machine name `rpcrdma`).
+    pub credential: Option<AuthSysCred>,
+}
+
+/// An AUTH_SYS identity for [`ClientOptions::credential`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSysCred {
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+    /// Supplementary groups: the first `ngids` of `gids` (at most 16, RFC 5531).
+    pub gids: [u32; 16],
+    /// How many of `gids` are used.
+    pub ngids: u8,
+}
+
+impl AuthSysCred {
+    /// uid, gid and up to 16 supplementary groups (more are dropped).
+    pub fn new(uid: u32, gid: u32, groups: &[u32]) -> AuthSysCred {
+        let mut gids = [0u32; 16];
+        let n = groups.len().min(16);
+        gids[..n].copy_from_slice(&groups[..n]);
+        AuthSysCred {
+            uid,
+            gid,
+            gids,
+            ngids: n as u8,
+        }
+    }
 }
 
 impl Default for ClientOptions {
@@ -301,6 +333,7 @@ impl Default for ClientOptions {
             max_pending: 128,
             reactor: None,
             latency_histograms: false,
+            credential: None,
         }
     }
 }
@@ -327,6 +360,9 @@ pub struct ServerOptions {
     pub backlog: u32,
     /// RNR retry count the server asks of its clients in the accept (`rdma_conn_param`;
     /// 0..=7, 7 = forever). 0 by default: receives are posted before the accept goes out.
+    /// Connections on a shared receive queue (`shared_receive_queue`) always ask 7: a client
+    /// that exceeds its grant can empty the SRQ before it is cut off, and an honest client's
+    /// Send then waits for the repost instead of failing.
     pub rnr_retry: u8,
     /// Reactor running the listener (`None`: reactor 0). Connections are spread over all.
     pub listen_reactor: Option<usize>,
@@ -365,11 +401,20 @@ pub struct ServerOptions {
     /// told by the disconnect and connects again when it has calls; counted in
     /// `ConnSnapshot::idle_closes` and `NodeSnapshot::idle_closes`.
     pub idle_timeout_ms: u64,
-    /// A connect request that finds its reactor's connection slots full closes the server
-    /// connection idle the longest there, if one has been idle at least `evict_idle_ms`, and
-    /// takes its slot (Linux's `svc_check_conn_limits` closes the oldest temporary transport
-    /// when a service has too many). `false`: refuse the connect instead. Either way a refused
-    /// connect is rejected with [`RejectReason::ServerFull`](crate::RejectReason::ServerFull).
+    /// A connect request that finds no room — its reactor's connection slots full,
+    /// `max_connections` reached, or the reactor's shared receive queue unable to back
+    /// another grant — closes a server connection of that reactor and takes its room (Linux's
+    /// `svc_check_conn_limits` closes the oldest temporary transport when a service has too
+    /// many). The victim is chosen fairly: a connection of the address holding the most
+    /// connections server-wide, then the idlest; never one of an address that would then hold
+    /// fewer than the requester's; while some address holds more than the fair share
+    /// (connections over addresses), only such an address's connections; a connection idle
+    /// at least `evict_idle_ms`, or any connection not busy at that moment of an address that
+    /// holds more than the requester's. `false`: refuse the connect instead, with
+    /// [`RejectReason::ServerFull`](crate::RejectReason::ServerFull),
+    /// [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit) or
+    /// [`RejectReason::NoResources`](crate::RejectReason::NoResources). See
+    /// docs/reliability.md for what this can and cannot stop.
     pub evict_idle: bool,
     /// How long a connection must have been idle (see `idle_timeout_ms`) before a newcomer may
     /// evict it, in milliseconds: a grace that keeps a connection storm from closing
@@ -383,9 +428,10 @@ pub struct ServerOptions {
     /// largest `nconnect`.
     pub max_conns_per_peer: u32,
     /// Connections this server holds at once over all its reactors (0: no limit besides the
-    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect is
-    /// rejected with [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit)
-    /// (it never evicts: `evict_idle` makes room within a reactor's slots only). Counted in
+    /// reactors' slots, `EndpointConfig::max_conns_per_reactor`). The next connect evicts a
+    /// connection of the reactor that takes it (`evict_idle`; the total is exceeded by the
+    /// evictions in flight until their connections are gone) or is rejected with
+    /// [`RejectReason::ConnectionLimit`](crate::RejectReason::ConnectionLimit). Counted in
     /// `NodeSnapshot::rejects_conn_limit`. No limit by default.
     pub max_connections: u32,
     /// Serve the Prometheus metrics of this server and its endpoint on this local TCP address
@@ -404,7 +450,10 @@ pub struct ServerOptions {
     /// depth, not by the number of connections. Each connection is granted at most `credits`,
     /// fewer when the SRQ cannot back more (the sum of grants plus backward receives stays
     /// within the depth, so a client within its grant never meets RNR), and a connect is
-    /// rejected when not even one credit can be backed. See docs/architecture.md.
+    /// rejected when not even one credit can be backed. A client that holds more receives
+    /// than its grant backs is cut off at once (`NodeSnapshot::srq_violations`); see
+    /// `rnr_retry` for what honest clients meanwhile see. See docs/architecture.md and
+    /// docs/reliability.md.
     pub shared_receive_queue: Option<u32>,
 }
 

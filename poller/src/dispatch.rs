@@ -162,19 +162,30 @@ pub(crate) fn header_error_reply(e: &RpcError, xid: u32) -> ReplyHeader<'static>
     }
 }
 
-/// How a handler's outcome is answered in `dir`: the accept status and the results' length, or
+/// How a handler's outcome is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// MSG_ACCEPTED with this status (results follow only for SUCCESS).
+    Accepted(AcceptStat),
+    /// MSG_DENIED / AUTH_ERROR with this status.
+    AuthError(AuthStat),
+}
+
+/// How a handler's outcome is answered in `dir`: the reply status and the results' length, or
 /// `None` for no reply (the connection closes: forward [`Reject::Disconnect`]; a client
 /// cannot drop its own connection to answer a backward call, so there it is SYSTEM_ERR).
-pub(crate) fn answer(dir: Direction, r: Result<usize, Reject>) -> Option<(AcceptStat, usize)> {
-    match r {
-        Ok(n) => Some((AcceptStat::Success, n)),
-        Err(Reject::GarbageArgs) => Some((AcceptStat::GarbageArgs, 0)),
-        Err(Reject::SystemErr) => Some((AcceptStat::SystemErr, 0)),
+pub(crate) fn answer(dir: Direction, r: Result<usize, Reject>) -> Option<(Answer, usize)> {
+    let stat = match r {
+        Ok(n) => return Some((Answer::Accepted(AcceptStat::Success), n)),
+        Err(Reject::GarbageArgs) => Answer::Accepted(AcceptStat::GarbageArgs),
+        Err(Reject::SystemErr) => Answer::Accepted(AcceptStat::SystemErr),
+        Err(Reject::Auth(why)) => Answer::AuthError(why),
         Err(Reject::Disconnect) => match dir {
-            Direction::Forward => None,
-            Direction::Backward => Some((AcceptStat::SystemErr, 0)),
+            Direction::Forward => return None,
+            Direction::Backward => Answer::Accepted(AcceptStat::SystemErr),
         },
-    }
+    };
+    Some((stat, 0))
 }
 
 /// What the handler of `inc` learns of its transport in `dir`, how many Write chunks it may
@@ -499,14 +510,17 @@ impl Dispatcher {
             io.env.cache.put_buf(reply);
             return;
         };
-        let ok = stat == AcceptStat::Success;
+        let ok = stat == Answer::Accepted(AcceptStat::Success);
         if !ok {
             if self.dir == Direction::Forward {
                 io.stats.error();
             }
             ddp.clear();
         }
-        let h = ReplyHeader::accepted(xid, stat);
+        let h = match stat {
+            Answer::Accepted(a) => ReplyHeader::accepted(xid, a),
+            Answer::AuthError(why) => ReplyHeader::denied(xid, RejectedReply::AuthError(why)),
+        };
         let hl = rpc::encode_reply(&mut reply[..SUCCESS_HEADER_LEN], &h).unwrap_or(0);
         let out = Outgoing {
             call,
@@ -748,14 +762,22 @@ mod tests {
     #[test]
     fn accepts_handler_outcomes_alike_in_both_directions() {
         for dir in [Direction::Forward, Direction::Backward] {
-            assert_eq!(answer(dir, Ok(12)), Some((AcceptStat::Success, 12)));
+            let acc = |a| Some((Answer::Accepted(a), 0));
+            assert_eq!(
+                answer(dir, Ok(12)),
+                Some((Answer::Accepted(AcceptStat::Success), 12))
+            );
             assert_eq!(
                 answer(dir, Err(Reject::GarbageArgs)),
-                Some((AcceptStat::GarbageArgs, 0))
+                acc(AcceptStat::GarbageArgs)
             );
             assert_eq!(
                 answer(dir, Err(Reject::SystemErr)),
-                Some((AcceptStat::SystemErr, 0))
+                acc(AcceptStat::SystemErr)
+            );
+            assert_eq!(
+                answer(dir, Err(Reject::Auth(AuthStat::TooWeak))),
+                Some((Answer::AuthError(AuthStat::TooWeak), 0))
             );
         }
     }
@@ -765,7 +787,7 @@ mod tests {
         assert_eq!(answer(Direction::Forward, Err(Reject::Disconnect)), None);
         assert_eq!(
             answer(Direction::Backward, Err(Reject::Disconnect)),
-            Some((AcceptStat::SystemErr, 0))
+            Some((Answer::Accepted(AcceptStat::SystemErr), 0))
         );
     }
 

@@ -91,8 +91,8 @@ pub use backchannel::BackchannelService;
 pub use call::{CallArgs, Callback, ClientError, OnReply, Proc, Refused, Reply};
 pub use client::{Client, ClientState};
 pub use config::{
-    BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig, PersistentStags,
-    PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
+    AuthSysCred, BackoffMode, CallbackMode, ClientOptions, Config, ConfigError, EndpointConfig,
+    PersistentStags, PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
 };
 pub use conn_table::CLOSED_KEPT;
 pub use memory::{BufPool, HostRegions};

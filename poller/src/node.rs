@@ -18,11 +18,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 use rpcrdma_engine::conn;
-use rpcrdma_engine::proto::reject::RejectReason;
 use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
-use crate::admission::PeerSlot;
+use crate::admission::{PeerSlot, PeerTable};
 use crate::api_stats::{NodeStats, NodeStatsWriter};
 use crate::driver::Router;
 use crate::memory::BufPool;
@@ -188,9 +187,9 @@ pub(crate) trait NodeConn<P: Provider> {
     fn on_timer(&mut self, kind: u8, r: &mut Round<'_, '_, P>);
     /// The reactor is stopping.
     fn shutdown(&mut self);
-    /// How long the connection has been idle when it may be evicted for a connect request
-    /// (`None`: never; only server connections are).
-    fn evictable(&self, _now: u64) -> Option<u64> {
+    /// Whether the connection could be evicted for a connect request now, and how idle it is
+    /// (`None`: never, or not now; only server connections are).
+    fn evictable(&self, _now: u64) -> Option<Evictable> {
         None
     }
     /// Takes back the shared receives the connection's engine released, after a receive of
@@ -207,6 +206,63 @@ pub(crate) trait NodeConn<P: Provider> {
 
 /// A connection in a node's slot.
 pub(crate) type Conn<P> = Box<dyn NodeConn<P> + Send>;
+
+/// What eviction knows of a connection that could be evicted now (nothing in progress on it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Evictable {
+    /// How long it has been idle (ns).
+    pub idle: u64,
+    /// Idle at least its server's eviction grace (`ServerOptions::evict_idle_ms`).
+    pub past_grace: bool,
+    /// Idle at least an eighth of the grace: not in the middle of a run of calls (a client
+    /// that keeps calls in flight is never settled, one that pings now and then is, between
+    /// pings).
+    pub settled: bool,
+    /// Its peer's address.
+    pub peer: IpAddr,
+}
+
+/// Connection counts a victim choice weighs (server-wide, per address).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shares {
+    /// Connections the requester's address will hold with the request.
+    pub mine: u32,
+    /// The fair share (connections over addresses, rounded up) when some address holds more
+    /// than it; `None` when none does.
+    pub over: Option<u32>,
+}
+
+/// The victim [`Slots::evict_for`] picks among `candidates` (slot, [`Evictable`]) for a
+/// connect request (`count`: connections an address holds, server-wide). Eligible: a
+/// connection of an address that still holds at least as many as the requester after the
+/// eviction (`count ≥ mine`: nobody is evicted for an address that then holds more; an
+/// address may replace its own idle connection), idle past the grace — or, when its address
+/// holds more than the requester will even after the eviction (`count > mine`), any
+/// connection settled (idle an eighth of the grace: a connection with calls streaming is
+/// never taken). While some address holds more than the fair share, only
+/// connections of such addresses are eligible: an address keeping its connections busy cannot
+/// make a newcomer from a second address evict another's idle one. Of the eligible: the
+/// address holding the most, then the idlest.
+pub(crate) fn pick_victim(
+    candidates: impl Iterator<Item = (usize, Evictable)>,
+    shares: Shares,
+    count: &dyn Fn(IpAddr) -> u32,
+) -> Option<usize> {
+    let mut best: Option<(usize, (u32, u64))> = None;
+    for (i, e) in candidates {
+        let n = count(e.peer);
+        let mine = shares.mine;
+        let eligible = e.past_grace || (n > mine && e.settled);
+        if n < mine || !eligible || shares.over.is_some_and(|f| n <= f) {
+            continue;
+        }
+        let key = (n, e.idle);
+        if best.map_or(true, |(_, b)| key > b) {
+            best = Some((i, key));
+        }
+    }
+    best.map(|(i, _)| i)
+}
 
 /// A node's connection slots: the connections it drives, the free slots, how many are live
 /// and how many evicted connections have a slot promised to a connect request.
@@ -295,18 +351,19 @@ impl<P: Provider> Slots<P> {
         env.stats.set_connections(self.live as u64);
     }
 
-    /// Marks the connection idle the longest (at least its eviction grace) for eviction;
-    /// `false` when there is none.
-    pub(crate) fn evict_idlest(&mut self, now: u64) -> bool {
-        let mut best: Option<(usize, u64)> = None;
-        for (i, c) in self.conns.iter().enumerate() {
-            if let Some(idle) = c.as_ref().and_then(|c| c.evictable(now)) {
-                if best.map_or(true, |(_, b)| idle > b) {
-                    best = Some((i, idle));
-                }
-            }
-        }
-        match best.and_then(|(i, _)| self.conns.get_mut(i)) {
+    /// Marks the connection [`pick_victim`] chooses for eviction; `false` when there is none.
+    pub(crate) fn evict_for(
+        &mut self,
+        now: u64,
+        shares: Shares,
+        count: &dyn Fn(IpAddr) -> u32,
+    ) -> bool {
+        let candidates = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().and_then(|c| c.evictable(now)).map(|e| (i, e)));
+        match pick_victim(candidates, shares, count).and_then(|i| self.conns.get_mut(i)) {
             Some(Some(c)) => {
                 c.evict();
                 self.evicting += 1;
@@ -331,9 +388,14 @@ pub(crate) trait Acceptor<P: Provider>: Send + Sync {
     fn is_stopping(&self) -> bool;
     /// Which of `n` nodes takes the next connect request (a turn counter).
     fn next_node(&self, n: usize) -> usize;
-    /// A share of the server's connection limits (in all and for `peer`), or the reason the
-    /// request is refused.
-    fn admit(&self, peer: IpAddr) -> Result<PeerSlot, RejectReason>;
+    /// The server's connection shares (in all and per peer address).
+    fn peers(&self) -> &Arc<PeerTable>;
+    /// Whether a connection accepted now would get the node resources it needs beyond a slot
+    /// (a reservation of the node's shared receive queue); `false` makes the request wait for
+    /// an eviction or be refused (`NoResources`).
+    fn has_room(&self, _env: &NodeEnv<P>) -> bool {
+        true
+    }
     /// Counts a refused connect request.
     fn count_reject(&self);
     /// Accepts the admitted request into its slot of this node. `Err(Some(req))` when
@@ -407,4 +469,111 @@ pub(crate) fn send_to<P: Provider>(
         }
     }
     Err(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(i: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, i])
+    }
+
+    fn e(peer: u8, idle: u64, past_grace: bool) -> Evictable {
+        Evictable {
+            idle,
+            past_grace,
+            settled: idle >= 10,
+            peer: ip(peer),
+        }
+    }
+
+    /// Address 1 keeps three busy-looking connections (never idle past the grace), address 2
+    /// has one connection idle for long.
+    fn aimed() -> Vec<(usize, Evictable)> {
+        vec![
+            (0, e(1, 100, false)),
+            (1, e(1, 50, false)),
+            (2, e(1, 10, false)),
+            (3, e(2, 5_000, true)),
+        ]
+    }
+
+    fn fair(mine: u32) -> Shares {
+        Shares { mine, over: None }
+    }
+
+    fn counts(c: &[(u8, u32)]) -> impl Fn(IpAddr) -> u32 + '_ {
+        move |p| c.iter().find(|(i, _)| ip(*i) == p).map_or(0, |(_, n)| *n)
+    }
+
+    #[test]
+    fn rejects_eviction_aimed_at_another_addresses_idle_connection() {
+        // Address 1 asks for a fourth connection: nobody holds as many, nothing is evicted.
+        let c = [(1, 4), (2, 1)];
+        let over = Shares {
+            mine: 4,
+            over: Some(3),
+        };
+        assert_eq!(pick_victim(aimed().into_iter(), over, &counts(&c)), None);
+        // From a second address (holding one with the request): address 1, holding the most
+        // and more than the requester will, loses its idlest connection, not address 2's.
+        let c = [(1, 3), (2, 1), (3, 1)];
+        let second = Shares {
+            mine: 1,
+            over: Some(2),
+        };
+        assert_eq!(
+            pick_victim(aimed().into_iter(), second, &counts(&c)),
+            Some(0)
+        );
+        // Address 1 streams calls (never settled): none of its connections is taken, and
+        // the second address is refused rather than address 2's idle one evicted.
+        let streaming = vec![
+            (0, e(1, 1, false)),
+            (1, e(1, 0, false)),
+            (3, e(2, 5_000, true)),
+        ];
+        assert_eq!(
+            pick_victim(streaming.into_iter(), second, &counts(&c)),
+            None
+        );
+        // Address 1 keeps every connection busy (none is a candidate): address 2's idle one is
+        // still not eligible while address 1 holds more than the fair share.
+        let idle_only = vec![(3, e(2, 5_000, true))];
+        assert_eq!(
+            pick_victim(idle_only.into_iter(), second, &counts(&c)),
+            None
+        );
+    }
+
+    #[test]
+    fn accepts_evicting_the_idlest_past_the_grace_among_equals() {
+        // Single-connection addresses (a botnet looks the same): the idlest past the grace.
+        let cands = vec![
+            (0, e(1, 100, false)),
+            (1, e(2, 3_000, true)),
+            (2, e(3, 9_000, true)),
+        ];
+        let c = [(1, 1), (2, 1), (3, 1), (4, 1)];
+        assert_eq!(
+            pick_victim(cands.into_iter(), fair(1), &counts(&c)),
+            Some(2)
+        );
+        // Nothing past the grace and nobody over the requester's count: none.
+        let busy = vec![(0, e(1, 100, false)), (1, e(2, 200, false))];
+        assert_eq!(pick_victim(busy.into_iter(), fair(1), &counts(&c)), None);
+        // An address may replace its own idle connection, never one of an address that would
+        // then hold fewer than it.
+        let own = vec![(0, e(4, 9_000, true))];
+        assert_eq!(
+            pick_victim(own.into_iter(), fair(2), &counts(&[(4, 2)])),
+            Some(0)
+        );
+        let other = vec![(0, e(4, 9_000, true))];
+        assert_eq!(
+            pick_victim(other.into_iter(), fair(3), &counts(&[(4, 2)])),
+            None
+        );
+    }
 }

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use rpcrdma_engine::rpc::{AcceptStat, OpaqueAuth};
+use rpcrdma_engine::rpc::{AcceptStat, AuthStat, OpaqueAuth};
 use rpcrdma_mempool::PoolBuf;
 
 pub use crate::call::CallTransport;
@@ -45,6 +45,10 @@ pub enum Reject {
     /// then answers the retransmission. Not for backward calls a client serves (answered
     /// SYSTEM_ERR there).
     Disconnect,
+    /// The credential is refused: MSG_DENIED / AUTH_ERROR with this `auth_stat` (RFC 5531
+    /// section 9: e.g. AUTH_BADCRED for a body that does not decode or a flavor not served,
+    /// AUTH_TOOWEAK for a flavor the service does not accept for this call).
+    Auth(AuthStat),
 }
 
 /// Runs `handler` on the reactor: its results go after the success header

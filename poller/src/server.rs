@@ -15,10 +15,12 @@
 //! [`Request::backchannel`](crate::Request::backchannel).
 //!
 //! Admission (issue 13 §2 item 5; Linux nfsd's policy): a connect request first takes one of
-//! its peer address's `max_conns_per_peer` shares (`PeerSlot`, given back when the
-//! connection closes), then a free slot of the reactor it was handed to; when there is none,
-//! the server connection there idle the longest (at least `evict_idle_ms`, holding no session)
-//! is evicted and the request waits for its slot (Linux's `svc_check_conn_limits`). A
+//! its peer address's `max_conns_per_peer` shares and one of the server's `max_connections`
+//! (`PeerSlot`, given back when the connection closes), then a free slot of the reactor it was
+//! handed to (and, on a shared receive queue, a reservation); when there is no room, a server
+//! connection there holding no session is evicted and the request waits for its room (Linux's
+//! `svc_check_conn_limits`), the victim chosen by the connections its address holds, then
+//! idleness (`crate::accept`, `node::pick_victim`). A
 //! connection idle `idle_timeout_ms` is closed (Linux's `svc_age_temp_xprts`); idle means no
 //! call in the server's hands, no reply Send outstanding, no backward call on the wire and no
 //! completion for that long. A refused request is rejected with a

@@ -651,7 +651,7 @@ fn start_back<P: Provider>(
         }
     }
     if r.hdr_len == 0 {
-        r.encode_header(&mut drv.mem);
+        r.encode_header(&mut drv.mem, &crate::call_table::CredBody::NONE);
     }
     let (Some(m), Some(args), Some(reply)) = (r.message(), r.args.as_ref(), r.reply.as_ref())
     else {

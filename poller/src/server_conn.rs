@@ -15,7 +15,7 @@ use rpcrdma_engine::conn::{self, ConnState, Connection, Event, IncomingCall, Rol
 use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::verbs::{
     errno, CmEventKind, ConnRequest, Device, PrivateData, Provider, QueuePair, RecvWr, VerbsCall,
-    VerbsError,
+    VerbsError, RNR_RETRY_INFINITE,
 };
 
 use crate::admission::{PeerSlot, PeerTable};
@@ -26,7 +26,8 @@ use crate::dispatch::{Direction, Dispatcher, Io, Site};
 use crate::driver::ConnDriver;
 use crate::memory::{HostRegions, Slab, SlabLayout};
 use crate::node::{
-    Acceptor, Conn, NodeConn, NodeEnv, Round, Seated, TIMER_BACK, TIMER_CONN, TIMER_GRACE,
+    Acceptor, Conn, Evictable, NodeConn, NodeEnv, Round, Seated, TIMER_BACK, TIMER_CONN,
+    TIMER_GRACE,
 };
 use crate::program::Programs;
 use crate::server_back::ServerBack;
@@ -89,11 +90,20 @@ impl<P: Provider> Acceptor<P> for ServerShared {
         self.next.fetch_add(1, Ordering::Relaxed) % n.max(1)
     }
 
-    fn admit(
-        &self,
-        peer: std::net::IpAddr,
-    ) -> Result<PeerSlot, rpcrdma_engine::proto::reject::RejectReason> {
-        self.peers.admit(peer)
+    fn peers(&self) -> &Arc<PeerTable> {
+        &self.peers
+    }
+
+    fn has_room(&self, env: &NodeEnv<P>) -> bool {
+        if self.opts.shared_receive_queue.is_none() {
+            return true;
+        }
+        let backward = if self.opts.backchannel_credits > 0 {
+            self.back.credits
+        } else {
+            0
+        };
+        srq::has_room(env, backward)
     }
 
     fn count_reject(&self) {
@@ -142,6 +152,8 @@ pub(crate) struct ServerConn<P: Provider> {
     srq: Option<ConnSrq>,
     /// The credits granted to the client: `credits`, or what the SRQ ledger could back.
     granted: u32,
+    /// Cut off for exceeding its grant on the shared receive queue (counted at teardown).
+    cut_off: bool,
 }
 
 /// The engine configuration of a server connection with options `o` on this node's device.
@@ -246,7 +258,16 @@ impl<P: Provider> ServerConn<P> {
         };
         let peer_pd = PrivateData::new(req.private_data()).unwrap_or(PrivateData::EMPTY);
         let srq_q = env.srq.as_ref().filter(|_| srq_on).map(|s| s.srq());
-        let mut init = env.qp_init(&cfg, o.rnr_retry, srq_q);
+        // On a shared receive queue a violator can take every posted receive before the node
+        // polls (it is cut off at the first completion beyond its grant, and the receives it
+        // took come back at once): a client's Send that meets the SRQ empty then waits for the
+        // repost (RNR retry 7, forever) rather than failing, so it costs nobody a connection.
+        let rnr = if srq_on {
+            RNR_RETRY_INFINITE
+        } else {
+            o.rnr_retry
+        };
+        let mut init = env.qp_init(&cfg, rnr, srq_q);
         // RDMA Read depth, as initiator (the Read chunks it pulls) and as responder.
         init.opts.initiator_depth = 16;
         init.opts.responder_resources = 16;
@@ -311,6 +332,7 @@ impl<P: Provider> ServerConn<P> {
             peer_slot: Some(peer_slot),
             granted: srq.as_ref().map_or(c, |s| s.share.credits()),
             srq: srq.map(|s| s.share),
+            cut_off: false,
         })
     }
 
@@ -375,6 +397,17 @@ impl<P: Provider> ServerConn<P> {
             b.on_lost(r.env, r.links.as_deref_mut(), &self.stats);
         }
         self.srq_leave(r.env);
+    }
+
+    /// A peer that exceeded its grant on the shared receive queue is cut off at once, in the
+    /// completion that showed it: its QP goes to the error state, so it takes no more shared
+    /// receives from the other connections (teardown follows in the next round).
+    #[cold]
+    fn cut_off_violator(&mut self) {
+        self.cut_off = true;
+        if let Some(qp) = self.drv.qp.as_mut() {
+            let _ = qp.disconnect();
+        }
     }
 
     /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
@@ -444,6 +477,16 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             self.dispatch.on_send_done(id.index(), ok, now, &self.stats);
         }
         self.drv.feed(now, wc);
+        if id.kind() == conn::wr_kind::SRQ_RECV
+            && !self.cut_off
+            && self
+                .drv
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.exceeded_shared_grant())
+        {
+            self.cut_off_violator();
+        }
     }
 
     /// A worker finished a handler.
@@ -524,6 +567,9 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             if kick {
                 self.stats.kicked();
             }
+            if self.cut_off {
+                r.env.stats.srq_violation();
+            }
             match idle {
                 Some(IdleClose::Evicted) => {
                     self.stats.evicted();
@@ -575,10 +621,11 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         }
     }
 
-    /// How long the connection has been idle, if a newcomer may evict it now: idle at least
-    /// its server's eviction grace, and not holding a session (a lost connection keeps its
-    /// slot while it holds its session's backward calls, so evicting it frees nothing).
-    fn evictable(&self, now: u64) -> Option<u64> {
+    /// How long the connection has been idle and whether past its server's eviction grace,
+    /// if a newcomer may evict it now: eviction on, nothing in progress, and not holding a
+    /// session (a lost connection keeps its slot while it holds its session's backward calls,
+    /// so evicting it frees nothing). The victim is chosen among these by `node::pick_victim`.
+    fn evictable(&self, now: u64) -> Option<Evictable> {
         let grace = self.shared.evict_grace_ns()?;
         if self
             .back
@@ -587,7 +634,12 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         {
             return None;
         }
-        self.idle_for(now).filter(|&idle| idle >= grace)
+        self.idle_for(now).map(|idle| Evictable {
+            idle,
+            past_grace: idle >= grace,
+            settled: idle >= grace / 8,
+            peer: self.peer.ip(),
+        })
     }
 
     /// Takes back the shared receives its engine released (SRQ mode).

@@ -14,7 +14,14 @@
 //! receive freed by a reply is posted before the reply can draw the client's next call. The
 //! engine's module `conn::srq` explains why grants stay honest.
 //!
-//! Recovery: an SRQ receive whose QP is gone (a stray) goes straight back to the pool
+//! Recovery: a connection whose peer exceeds its grant (the engine's holding slots run out:
+//! [`Connection::exceeded_shared_grant`]) is cut off in the completion that showed it — its QP
+//! goes to the error state before the next completion is fed — and counted
+//! (`NodeSnapshot::srq_violations`); the receives it took beyond its grant go back at once.
+//! Its burst may have emptied the SRQ before the node polled: the server's connections on an
+//! SRQ ask RNR retry 7 of their clients, so an honest Send that meets the empty SRQ waits for
+//! the repost instead of failing (no honest connection is lost). An SRQ receive whose QP is
+//! gone (a stray) goes straight back to the pool
 //! ([`stray`]). A lost connection parks its engine ([`ConnSrq::park`]) so the receives its
 //! calls still hold stay out of the SRQ while a worker may read them; once no worker does,
 //! [`ConnSrq::leave`] releases them and returns the reservation. A verbs error posting to the
@@ -164,6 +171,14 @@ pub(crate) fn connection<P: Provider>(
             None
         }
     }
+}
+
+/// Whether `env`'s SRQ can back a new connection (one credit plus `backward` receives); true
+/// while the node has no SRQ yet.
+pub(crate) fn has_room<P: Provider>(env: &NodeEnv<P>, backward: u32) -> bool {
+    env.srq
+        .as_ref()
+        .map_or(true, |s| s.ledger.free() > backward)
 }
 
 /// The accept of a connection [`connection`] admitted failed: its reservation returns.

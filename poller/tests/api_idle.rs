@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 use api_common::*;
 use rpcrdma_engine::proto::private_data::PrivateData as Rfc8797;
 use rpcrdma_engine::proto::reject;
+use rpcrdma_engine::verbs::soft::SoftConfig;
 use rpcrdma_engine::verbs::soft::{SoftCq, SoftDevice, SoftPd, SoftQp};
 use rpcrdma_engine::verbs::{CmEvent, CmEventKind, Device, QpInit, QpOptions, QueuePair};
 use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
-    CallbackMode, Client, ClientError, ClientOptions, NodeSnapshot, Program, RejectReason, Reply,
-    Server, ServerOptions,
+    CallbackMode, Client, ClientError, ClientOptions, EndpointConfig, NodeSnapshot, Program,
+    RejectReason, Reply, Server, ServerOptions,
 };
 
 /// A raw connection: a QP that connected with valid RFC 8797 private data and sends nothing.
@@ -191,9 +192,24 @@ fn accepts_eviction_of_the_idlest_connection_which_sees_a_disconnect() {
     w.stop();
 }
 
+/// Opens one raw connection from each of `n` addresses (10.0.1.0 and up) and waits until
+/// every one is established: a flood no per-address count tells apart from honest clients.
+fn flood_from_many(w: &World, n: usize) -> (Vec<SoftDevice>, Vec<Raw>) {
+    let devs: Vec<SoftDevice> = (0..n)
+        .map(|i| w.fabric.open(IpAddr::V4(Ipv4Addr::new(10, 0, 1, i as u8))))
+        .collect();
+    let mut v: Vec<Raw> = devs.iter().map(|d| Raw::connect(d, w.addr)).collect();
+    for r in v.iter_mut() {
+        r.established();
+    }
+    (devs, v)
+}
+
 /// A connect at capacity with no connection idle for the eviction grace (or eviction off) is
 /// rejected, and the reject's private data tells the client why: `ServerFull`
 /// (`rpcrdma_engine::proto::reject`, this crate's format — RFC 8797 defines none for rejects).
+/// The capacity is held by one connection from each of many addresses: no address holds more
+/// than the newcomer's would, so only the grace could make one evictable.
 #[test]
 fn rejects_connect_at_capacity_with_nothing_evictable() {
     for evict_idle in [true, false] {
@@ -206,7 +222,7 @@ fn rejects_connect_at_capacity_with_nothing_evictable() {
         };
         let s = start(&w, o);
         let attacker = w.fabric.open(ip(3));
-        let mut raw = flood(&attacker, w.addr, capacity(&w));
+        let (_devs, mut raw) = flood_from_many(&w, capacity(&w));
         // A raw requester sees the reason in the reject's private data.
         let mut extra = Raw::connect(&attacker, w.addr);
         let ev = extra.event().expect("reject");
@@ -293,15 +309,15 @@ fn rejects_connect_over_the_per_peer_limit() {
 }
 
 /// `max_connections` (issue 16: a limit that rejects extra connects with an RDMA-CM reject
-/// carrying a reason): with 3 allowed, a 4th connect is rejected with `ConnectionLimit`
-/// whatever its address (a Client and a raw requester from another address both read it),
-/// never by evicting an idle connection, and a closed connection gives its share back.
+/// carrying a reason): with 3 allowed and eviction off, a 4th connect is rejected with
+/// `ConnectionLimit` whatever its address (a Client and a raw requester from another address
+/// both read it), and a closed connection gives its share back.
 #[test]
 fn rejects_connect_over_the_servers_connection_limit() {
     let w = World::new(0);
     let o = ServerOptions {
         max_connections: 3,
-        evict_idle: true,
+        evict_idle: false,
         evict_idle_ms: 0,
         ..ServerOptions::default()
     };
@@ -433,5 +449,162 @@ fn accepts_idle_timeout_closing_an_idle_connection_but_not_a_busy_one() {
     assert!(node_totals(&w).idle_closes >= 1);
     c.close();
     drop(raw);
+    w.stop();
+}
+
+/// A client that tries once (no reconnection): what a refused newcomer sees at once.
+fn once() -> ClientOptions {
+    ClientOptions {
+        max_reconnects: 0,
+        ..ClientOptions::default()
+    }
+}
+
+/// Waits until `s` counts `n` accepted connections and then `ms` more milliseconds (so they
+/// are idle past a grace of less than `ms`).
+fn idle_for(s: &Server, n: u64, ms: u64) {
+    wait_until("the connections to be accepted", || s.accepted() >= n);
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+/// SRQ reservations held by idle connections (ServerOptions::shared_receive_queue): an SRQ
+/// that backs two connections' grants is taken by two silent connections; a newcomer from
+/// another address is admitted by evicting one of them (its reservation comes back), not
+/// refused `NoResources` while the idle holders sit.
+#[test]
+fn accepts_newcomer_when_idle_srq_holders_sit_by_evicting_one() {
+    let w = World::with_reactors(0, &reactor_config(1));
+    // Grants of 4 credits + 4 backward receives: 8 each, 2 × 8 + 2 of slack.
+    let o = ServerOptions {
+        credits: 4,
+        backchannel_credits: 4,
+        shared_receive_queue: Some(18),
+        evict_idle_ms: 100,
+        ..ServerOptions::default()
+    };
+    let s = start(&w, o);
+    let attacker = w.fabric.open(ip(3));
+    let mut raw = flood(&attacker, w.addr, 2);
+    idle_for(&s, 2, 150);
+    let c = Client::connect(&w.client_ep, w.addr, once()).expect("client");
+    assert_eq!(sum_call(&c, 20, 22), Ok(42), "newcomer on a full SRQ");
+    let n = node_totals(&w);
+    assert_eq!((n.evictions, n.rejects_other), (1, 0), "{n:?}");
+    let evicted = raw.iter_mut().filter_map(|r| r.poll()).count();
+    assert_eq!(evicted, 1, "one idle holder evicted");
+    c.close();
+    drop(raw);
+    w.stop();
+}
+
+/// `max_connections` reached by idle holders: a newcomer from another address is admitted by
+/// evicting the idlest holder (server-wide limit, like the reactors' slots), not refused
+/// `ConnectionLimit` while they sit.
+#[test]
+fn accepts_newcomer_at_the_servers_connection_limit_by_evicting_an_idle_holder() {
+    let w = World::with_reactors(0, &reactor_config(1));
+    let o = ServerOptions {
+        max_connections: 2,
+        evict_idle_ms: 100,
+        ..ServerOptions::default()
+    };
+    let s = start(&w, o);
+    let attacker = w.fabric.open(ip(3));
+    let mut raw = flood(&attacker, w.addr, 2);
+    idle_for(&s, 2, 150);
+    let c = Client::connect(&w.client_ep, w.addr, once()).expect("client");
+    assert_eq!(sum_call(&c, 1, 2), Ok(3), "newcomer at max_connections");
+    let ev = raw[0].event().expect("the idlest holder is evicted");
+    assert_eq!(ev.kind, CmEventKind::Disconnected, "{ev:?}");
+    assert_eq!(raw[1].poll(), None, "only one evicted");
+    let n = node_totals(&w);
+    assert_eq!((n.evictions, n.rejects_conn_limit), (1, 0), "{n:?}");
+    c.close();
+    drop(raw);
+    w.stop();
+}
+
+/// Connections of `ep` that call NULL every `every` until `stop`; each thread returns the
+/// errors its calls met.
+fn pingers(
+    ep: &Endpoint,
+    addr: SocketAddr,
+    n: usize,
+    every: Duration,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<usize>> {
+    (0..n)
+        .map(|_| {
+            let c = Client::connect(ep, addr, honest_opts()).expect("pinger");
+            assert!(c.wait_connected(Duration::from_secs(10)));
+            let stop = Arc::clone(stop);
+            std::thread::spawn(move || {
+                let mut errors = 0;
+                while !stop.load(Ordering::Acquire) {
+                    let a = c.args().expect("args");
+                    errors += usize::from(c.call_blocking(Proc::new(PROG, 2, 0), a).is_err());
+                    std::thread::sleep(every);
+                }
+                c.close();
+                errors
+            })
+        })
+        .collect()
+}
+
+/// Eviction aimed at an honest client: the reactor's slots hold one honest connection, idle
+/// past the eviction grace, and three of an attacker's address that each call NULL every
+/// 100 ms (a fifth of the 500 ms grace, as 300 ms is of the default 2 s), so they are never
+/// idle that long. The attacker's new connections must not evict the honest one (its address
+/// holds the most already: nobody holds as many); one from a second attacker address evicts
+/// an attacker connection (that address holds the most), never the honest one.
+#[test]
+fn rejects_eviction_aimed_at_an_idle_honest_client() {
+    let cfg = EndpointConfig {
+        max_conns_per_reactor: 4,
+        ..endpoint_config(0)
+    };
+    let w = World::with_endpoints(&reactor_config(1), &SoftConfig::default(), cfg.clone(), cfg);
+    let o = ServerOptions {
+        evict_idle_ms: 500,
+        max_conns_per_peer: 0,
+        ..ServerOptions::default()
+    };
+    let _s = start(&w, o);
+    let honest = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("honest");
+    assert_eq!(sum_call(&honest, 1, 1), Ok(2));
+    let ep_a = Endpoint::new(&w.set, w.fabric.open(ip(9)), endpoint_config(0)).expect("ep");
+    let ep_b = Endpoint::new(&w.set, w.fabric.open(ip(10)), endpoint_config(0)).expect("ep");
+    let stop = Arc::new(AtomicBool::new(false));
+    let ping = pingers(&ep_a, w.addr, 3, Duration::from_millis(100), &stop);
+    // The honest client is now idle past the grace; the attacker's connections never are.
+    std::thread::sleep(Duration::from_millis(800));
+    for k in 0..5 {
+        let extra = Client::connect(&ep_a, w.addr, once()).expect("extra");
+        assert_eq!(
+            sum_call(&extra, k, 1),
+            Err(ClientError::Rejected(RejectReason::ServerFull)),
+            "attempt {k}: the attacker's address holds the most"
+        );
+        extra.close();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // From a second address: one of the first address's connections makes room.
+    let second = Client::connect(&ep_b, w.addr, once()).expect("second");
+    assert_eq!(sum_call(&second, 2, 2), Ok(4), "second address admitted");
+    let h = honest.stats().snapshot();
+    assert_eq!(
+        (h.connection_losses, h.reconnects),
+        (0, 0),
+        "the honest client was evicted"
+    );
+    assert_eq!(sum_call(&honest, 3, 3), Ok(6));
+    assert_eq!(node_totals(&w).evictions, 1, "{:?}", node_totals(&w));
+    stop.store(true, Ordering::Release);
+    for p in ping {
+        p.join().expect("pinger");
+    }
+    second.close();
+    honest.close();
     w.stop();
 }

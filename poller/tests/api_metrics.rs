@@ -373,3 +373,133 @@ fn accepts_metrics_options_from_toml_and_port_lifetime() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A TCP connection to `dst` from the loopback address `src` (127.0.0.0/8: every address is
+/// local), so one test can act as several peers.
+fn connect_from(src: [u8; 4], dst: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(d) = dst else {
+        panic!("IPv4 only")
+    };
+    let sin = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor this function owns until it is wrapped.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket");
+        let from = sin(src, 0);
+        let to = sin(d.ip().octets(), d.port());
+        let rc = libc::bind(fd, &from as *const _ as *const libc::sockaddr, len);
+        assert_eq!(rc, 0, "bind {src:?}");
+        let rc = libc::connect(fd, &to as *const _ as *const libc::sockaddr, len);
+        assert_eq!(rc, 0, "connect from {src:?}");
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+/// Waits (≤ `within`) for the server to close `s`; how long it took from `since`, `None` if
+/// it stayed open.
+fn closed_by_server(s: &mut TcpStream, since: Instant, within: Duration) -> Option<Duration> {
+    let end = Instant::now() + within;
+    let mut b = [0u8; 64];
+    while Instant::now() < end {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        match s.read(&mut b) {
+            Ok(0) => return Some(since.elapsed()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return Some(since.elapsed()),
+        }
+    }
+    None
+}
+
+/// Slowloris against the metrics port: two addresses hold six silent connections each and a
+/// third trickles one octet of a request head every 200 ms on four connections. A scrape from
+/// another address still succeeds at once (connections are served concurrently); connections
+/// over an address's bound (`MAX_SCRAPES_PER_PEER`) are closed at once; every slow one is
+/// closed at its whole-request deadline (`HEAD_DEADLINE`), however it trickles.
+#[test]
+fn rejects_slowloris_holding_the_metrics_port() {
+    use rpcrdma_poller::metrics::http::{HEAD_DEADLINE, MAX_SCRAPES_PER_PEER};
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let w = World::new(0);
+    let (_server, port, client) = start(&w, client_opts());
+    let t0 = Instant::now();
+    let mut silent: Vec<TcpStream> = [[127, 0, 0, 2], [127, 0, 0, 3]]
+        .iter()
+        .flat_map(|src| (0..6).map(|_| connect_from(*src, port)))
+        .collect();
+    let trickle: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = connect_from([127, 0, 0, 4], port);
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                for b in b"GET /metrics HTTP/1.1\r\nHost: a-very-slow-client\r\n"
+                    .iter()
+                    .cycle()
+                {
+                    if start.elapsed() > Duration::from_secs(6) {
+                        return None;
+                    }
+                    if s.write_all(&[*b]).is_err() {
+                        return Some(start.elapsed());
+                    }
+                    if let Some(t) = closed_by_server(&mut s, start, Duration::from_millis(200)) {
+                        return Some(t);
+                    }
+                }
+                None
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // A scrape from 127.0.0.1, with a deadline of its own, while all of them are held.
+    let mut s = TcpStream::connect(port).expect("connect");
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out)
+        .expect("a scrape while slow sockets are held");
+    assert!(out.starts_with("HTTP/1.1 200 OK"), "{out:.200}");
+    let (_, body) = out.split_once("\r\n\r\n").expect("head and body");
+    parse(body).expect("exposition");
+    // Per address: the connections over the bound were closed at once, the others at the
+    // deadline.
+    let mut closed: Vec<Option<Duration>> = vec![None; silent.len()];
+    let end = Instant::now() + Duration::from_secs(5);
+    while closed.iter().any(|c| c.is_none()) && Instant::now() < end {
+        for (s, c) in silent.iter_mut().zip(closed.iter_mut()) {
+            if c.is_none() {
+                *c = closed_by_server(s, t0, Duration::from_millis(1));
+            }
+        }
+    }
+    let closed: Vec<Duration> = closed.into_iter().map(|c| c.expect("closed")).collect();
+    let quick = closed
+        .iter()
+        .filter(|t| **t < Duration::from_millis(1000))
+        .count();
+    assert_eq!(
+        quick,
+        2 * (6 - MAX_SCRAPES_PER_PEER as usize),
+        "over the per-address bound: {closed:?}"
+    );
+    let late = HEAD_DEADLINE + Duration::from_millis(1500);
+    assert!(closed.iter().all(|t| *t < late), "{closed:?}");
+    for t in trickle {
+        let t = t.join().expect("trickler").expect("a trickler stayed open");
+        assert!(t < late, "trickled for {t:?}");
+    }
+    client.close();
+    w.stop();
+}

@@ -138,9 +138,8 @@ fn cat(a: &[u32], b: &[u8]) -> Vec<u8> {
 /// ERR_CHUNK, RDMA_MSGP is served like RDMA_MSG (IE §7.1.3, V1-18), RDMA_DONE and RDMA_ERROR
 /// are never answered, an RPC message that is not a CALL is dropped, and garbage in the RPC
 /// header is answered by the RPC layer.
-#[test]
-fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes() {
-    let r = rig(ServerOptions::default());
+fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     let live = liveness(&r.honest);
     let call = |x: u32| rpc_call(x, PROG, 2, SUM, &words(&[20, 22]));
     let seg = |h: u32| [h, 64, 0, 0x1000];
@@ -496,9 +495,8 @@ fn fixed2(xid: u32, proc_: u32) -> Vec<u32> {
 /// unknown type RDMA2_ERR_INVAL_OPTION; an RDMA2_MSG without payload, an RDMA2_ERROR sent to a
 /// server and an RDMA2_OPTIONAL REPLY of an unknown type are dropped (the last is issue 13
 /// §1.7's open decision: the draft's MUST names no direction; docs/conformance.md V2 rows).
-#[test]
-fn rejects_malformed_v2_headers_each_as_the_draft_prescribes() {
-    let r = rig(ServerOptions::default());
+fn rejects_malformed_v2_headers_each_as_the_draft_prescribes(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     let live = liveness(&r.honest);
     let call = |x: u32| rpc_call(x, PROG, 2, SUM, &words(&[20, 22]));
     const BAD_XDR: u32 = 2;
@@ -699,3 +697,8 @@ fn rejects_malformed_v2_headers_each_as_the_draft_prescribes() {
     live.finish("malformed v2 headers");
     r.stop();
 }
+
+in_both_receive_modes!(
+    rejects_malformed_v1_headers_each_as_rfc_8166_prescribes,
+    rejects_malformed_v2_headers_each_as_the_draft_prescribes,
+);

@@ -29,10 +29,13 @@ use rpcrdma_poller::ServerOptions;
 
 /// Server credits in the credit tests.
 const CREDITS: u32 = 4;
+/// Backward calls the server keeps outstanding per connection (`backchannel_credits`).
+const BACKWARD: u32 = 4;
 
 fn small_credits() -> ServerOptions {
     ServerOptions {
         credits: CREDITS,
+        backchannel_credits: BACKWARD,
         ..ServerOptions::default()
     }
 }
@@ -46,7 +49,13 @@ fn small_credits() -> ServerOptions {
 /// one posted receive takes the first reply, and that call's receive buffer is reposted).
 /// Calls posted after the cut are flushed and never reach the server. Honest traffic goes on
 /// throughout.
-fn overrun_and_stall(r: &Rig, v2: bool) {
+///
+/// On a shared receive queue the server owns no receives per connection: it counts the
+/// shared receives each connection holds (its holding slots, `credits` plus the backward
+/// receives) and cuts the violator off — QP to the error state — at the first completion
+/// beyond them. Its Sends never meet RNR (the server asks RNR retry 7, so a drained SRQ makes
+/// a Send wait, never fail): the ones after the cut are flushed.
+fn overrun_and_stall(r: &Rig, v2: bool, rx: Receives) {
     /// Receives the violator posts (it never reposts them).
     const PEER_RECVS: usize = 1;
     let what = if v2 { "v2 overrun" } else { "v1 overrun" };
@@ -71,16 +80,32 @@ fn overrun_and_stall(r: &Rig, v2: bool) {
     assert!(ok >= CREDITS as usize, "{what}: the granted calls went in");
     // The peer's one posted receive takes one reply; that call's receive buffer is then
     // reposted at the server and may take one more call.
-    let most = 3 * CREDITS as usize + PEER_RECVS;
-    assert!(
-        ok <= most,
-        "{what}: {ok} calls taken in: more than the connection's receive buffers (+ {PEER_RECVS})"
-    );
-    assert_eq!(wcs[ok], WcStatus::RNR_RETRY_EXC_ERR, "{what}: {wcs:?}");
-    assert!(
-        wcs[ok + 1..].iter().all(|s| *s == WcStatus::WR_FLUSH_ERR),
-        "{what}: {wcs:?}"
-    );
+    let most = match rx {
+        Receives::PerConnection => 3 * CREDITS as usize + PEER_RECVS,
+        // The holding slots (credits + backward receives), the calls answered into the
+        // connection's reply buffers (2 × credits), the one reply the peer took.
+        Receives::Shared => 3 * CREDITS as usize + BACKWARD as usize + PEER_RECVS + 1,
+    };
+    match rx {
+        Receives::PerConnection => {
+            assert!(
+                ok <= most,
+                "{what}: {ok} calls taken in: more than the connection's receive buffers (+ {PEER_RECVS})"
+            );
+            assert_eq!(wcs[ok], WcStatus::RNR_RETRY_EXC_ERR, "{what}: {wcs:?}");
+            assert!(
+                wcs[ok + 1..].iter().all(|s| *s == WcStatus::WR_FLUSH_ERR),
+                "{what}: {wcs:?}"
+            );
+        }
+        // The SRQ may take every Send before the server polls (they all succeed on the wire);
+        // the server takes in no more than `most` calls of them, then cuts the peer off: any
+        // Send still queued is flushed.
+        Receives::Shared => assert!(
+            wcs[ok..].iter().all(|s| *s == WcStatus::WR_FLUSH_ERR),
+            "{what}: {wcs:?}"
+        ),
+    }
     assert!(p.wait_down(), "{what}: cut off");
     assert_eq!(p.state(), QpState::Error);
     r.wait_only_honest_left(what);
@@ -99,14 +124,13 @@ fn overrun_and_stall(r: &Rig, v2: bool) {
 
 /// Credit overruns in both versions (RFC 8166 §3.3.1; v2 draft, "Flow Control" keeps the
 /// rule): the violator alone is cut off, other connections keep being served.
-#[test]
-fn rejects_credit_overruns_by_cutting_off_the_violator_alone() {
-    let r = rig(small_credits());
+fn rejects_credit_overruns_by_cutting_off_the_violator_alone(rx: Receives) {
+    let r = rig_in(small_credits(), rx);
     let live = liveness(&r.honest);
-    overrun_and_stall(&r, false);
-    overrun_and_stall(&r, true);
+    overrun_and_stall(&r, false, rx);
+    overrun_and_stall(&r, true, rx);
     // A burst far beyond the grant from a peer that does take its replies: the server may
-    // serve it (each call answered once, correctly) or cut it off (RNR at the requester);
+    // serve it (each call answered once, correctly) or cut it off;
     // either way nothing else is disturbed.
     let mut p = r.peer_with(
         &pd_v1(4096, 4096),
@@ -121,7 +145,12 @@ fn rejects_credit_overruns_by_cutting_off_the_violator_alone() {
     let wcs: Vec<WcStatus> = ids.iter().map(|&w| p.wait_send(w).status).collect();
     let ok = wcs.iter().take_while(|s| **s == WcStatus::SUCCESS).count();
     if ok < n as usize {
-        assert_eq!(wcs[ok], WcStatus::RNR_RETRY_EXC_ERR, "burst: {wcs:?}");
+        // Per connection: RNR at the requester; on an SRQ: cut off by the server, flushed.
+        let cut = match rx {
+            Receives::PerConnection => WcStatus::RNR_RETRY_EXC_ERR,
+            Receives::Shared => WcStatus::WR_FLUSH_ERR,
+        };
+        assert_eq!(wcs[ok], cut, "burst: {wcs:?}");
         assert!(p.wait_down());
     }
     let mut seen = vec![0u32; n as usize];
@@ -150,7 +179,9 @@ fn rejects_credit_overruns_by_cutting_off_the_violator_alone() {
         }
     }
     assert!(seen.iter().all(|&c| c <= 1), "a call answered twice");
-    if ok == n as usize {
+    // On an SRQ every Send may land before the server cuts the peer off: cut off all the same.
+    let cut = ok < n as usize || p.state() == QpState::Error;
+    if !cut {
         assert!(seen.iter().all(|&c| c == 1), "served: every call answered");
         r.close(p, "burst");
     } else {
@@ -166,9 +197,8 @@ fn rejects_credit_overruns_by_cutting_off_the_violator_alone() {
 /// calls, each answered once with its own result, in order; hostile `rdma_credit` requests (0,
 /// 0xffffffff) never change the grant the server sends (RFC 8166 §3.3.1: the responder
 /// decides; the value of a Version Two call likewise).
-#[test]
-fn accepts_duplicate_xids_and_hostile_credit_requests_without_disturbance() {
-    let r = rig(small_credits());
+fn accepts_duplicate_xids_and_hostile_credit_requests_without_disturbance(rx: Receives) {
+    let r = rig_in(small_credits(), rx);
     let live = liveness(&r.honest);
     for v2 in [false, true] {
         let vers = if v2 { 2 } else { 1 };
@@ -208,9 +238,8 @@ fn accepts_duplicate_xids_and_hostile_credit_requests_without_disturbance() {
 /// unknown version, cut short, absent — makes the server assume 1024 both ways (RFC 8797 §5.1:
 /// the defaults when no valid private data arrives), so the same ERR_CHUNK shows the lying
 /// sizes were not used. The server's own private data is always a valid version 1 message.
-#[test]
-fn rejects_lying_rfc_8797_sizes_within_that_connection() {
-    let r = rig(ServerOptions::default());
+fn rejects_lying_rfc_8797_sizes_within_that_connection(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     let live = liveness(&r.honest);
     // Advertises 8192, posts 1024.
     let mut p = r.peer_with(
@@ -299,9 +328,8 @@ fn rejects_lying_rfc_8797_sizes_within_that_connection() {
 /// server sends a backward call, the first reply completes it exactly once and duplicates of
 /// that reply are dropped; a server without a backchannel drops backward replies. The
 /// connection keeps serving forward calls after each.
-#[test]
-fn rejects_stray_and_duplicate_backward_replies() {
-    let r = rig(ServerOptions::default());
+fn rejects_stray_and_duplicate_backward_replies(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     let live = liveness(&r.honest);
     let mut p = r.peer();
     // Unknown XIDs, before any backward call exists.
@@ -355,10 +383,13 @@ fn rejects_stray_and_duplicate_backward_replies() {
     r.stop();
 
     // A server without a backchannel.
-    let r = rig(ServerOptions {
-        backchannel_credits: 0,
-        ..ServerOptions::default()
-    });
+    let r = rig_in(
+        ServerOptions {
+            backchannel_credits: 0,
+            ..ServerOptions::default()
+        },
+        rx,
+    );
     let mut p = r.peer();
     p.send(&back_reply(0x77, 5));
     p.send(&v1_msg(
@@ -510,9 +541,8 @@ fn honest_echoes(r: &Rig, n: usize, what: &str) {
 /// peer's own lkey used as an rkey — reaches any server memory: every RDMA Read and Write
 /// fails REM_ACCESS_ERR and ends only that connection, nothing is read, and no honest reply
 /// is altered.
-#[test]
-fn rejects_guessed_keys_against_server_memory() {
-    let r = rig(ServerOptions::default());
+fn rejects_guessed_keys_against_server_memory(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     honest_echoes(&r, 8, "before");
     let live = liveness(&r.honest);
     assert_eq!(attack_server_memory(&r), 0, "server memory reachable");
@@ -525,12 +555,11 @@ fn rejects_guessed_keys_against_server_memory() {
 /// The same attack on devices without memory windows (siw; issue 13 §2.2): a serving
 /// endpoint registers its pools without remote rights there too (before the fix they carried
 /// REMOTE_READ|REMOTE_WRITE for the client role, and a connected peer read and wrote them).
-#[test]
-fn rejects_guessed_keys_against_server_memory_without_memory_windows() {
+fn rejects_guessed_keys_against_server_memory_without_memory_windows(rx: Receives) {
     let mut dev = SoftConfig::default();
     dev.caps.mw_type2 = false;
     dev.caps.send_with_invalidate = false;
-    let r = rig_on(ServerOptions::default(), &dev);
+    let r = rig_on_in(ServerOptions::default(), &dev, rx);
     honest_echoes(&r, 8, "before");
     let breaches = attack_server_memory(&r);
     honest_echoes(&r, 8, "after");
@@ -547,9 +576,8 @@ fn rejects_guessed_keys_against_server_memory_without_memory_windows() {
 /// honest client is served byte-exact afterwards). docs/rdma-provider.md 2.4: siw instead
 /// invalidates any STag of the receiver's PD, registered regions included — on siw a hostile
 /// requester could invalidate the server's local keys; the soft provider follows IB.
-#[test]
-fn rejects_send_with_invalidate_naming_server_keys() {
-    let r = rig(ServerOptions::default());
+fn rejects_send_with_invalidate_naming_server_keys(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     let live = liveness(&r.honest);
     let own = {
         let p = r.peer();
@@ -585,9 +613,8 @@ fn rejects_send_with_invalidate_naming_server_keys() {
 /// of a DDP result into a Write chunk, and its Write of a long reply into a Reply chunk fail
 /// with a remote access error, which ends that connection (verbs) and only that one; the
 /// honest client is not disturbed.
-#[test]
-fn rejects_chunks_with_dead_handles_by_losing_only_that_connection() {
-    let r = rig(ServerOptions::default());
+fn rejects_chunks_with_dead_handles_by_losing_only_that_connection(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
     let live = liveness(&r.honest);
     let dead = |n: u32| Segment::new(0xdead_0000 | n, 4096, 0x10_0000);
     let x = 0xd001;
@@ -660,3 +687,14 @@ fn rejects_chunks_with_dead_handles_by_losing_only_that_connection() {
     live.finish("dead handles");
     r.stop();
 }
+
+in_both_receive_modes!(
+    rejects_credit_overruns_by_cutting_off_the_violator_alone,
+    accepts_duplicate_xids_and_hostile_credit_requests_without_disturbance,
+    rejects_lying_rfc_8797_sizes_within_that_connection,
+    rejects_stray_and_duplicate_backward_replies,
+    rejects_guessed_keys_against_server_memory,
+    rejects_guessed_keys_against_server_memory_without_memory_windows,
+    rejects_send_with_invalidate_naming_server_keys,
+    rejects_chunks_with_dead_handles_by_losing_only_that_connection,
+);

@@ -24,11 +24,14 @@ use rpcrdma_poller::{
     ReactorConfig, ReactorSet, Server, ServerOptions,
 };
 
+use super::admit::ExportTable;
 use super::dir::DirStore;
 use super::drc::DrcConfig;
+use super::exports::Exports;
 use super::fs::Store;
+use super::handle_mac::HandleKey;
 use super::memory::{MemoryOptions, MemoryStore};
-use super::mount::{Export, MountServer};
+use super::mount::{self, MountServer};
 use super::proto::{NFS_PROGRAM, NFS_V3};
 use super::rpcbind::{self, Registration, RpcbEntry};
 use super::server::{Nfs3, NfsConfig};
@@ -38,13 +41,17 @@ pub const MOUNT_PROGRAM: u32 = 100_005;
 /// The NFS/RDMA port (RFC 8267 section 6).
 pub const NFS_RDMA_PORT: u16 = 20049;
 
-/// Which store serves the export.
+/// Which stores serve the exports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// Files in memory (handlers inline on the reactors).
+    /// Files in memory, one store per export (handlers inline on the reactors).
     Memory,
-    /// A real directory (handlers on worker threads).
+    /// A real directory serving the one export, whatever its path (handlers on worker
+    /// threads).
     Dir(PathBuf),
+    /// Real directories: each export's path is the host directory it serves (`dir`, as
+    /// Linux exports name them).
+    Dirs,
 }
 
 impl std::str::FromStr for Backend {
@@ -52,12 +59,27 @@ impl std::str::FromStr for Backend {
     fn from_str(s: &str) -> Result<Backend, String> {
         match s {
             "memory" => Ok(Backend::Memory),
+            "dir" => Ok(Backend::Dirs),
             _ => match s.strip_prefix("dir:") {
                 Some(p) if !p.is_empty() => Ok(Backend::Dir(PathBuf::from(p))),
-                _ => Err(format!("--backend must be memory or dir:PATH, got {s:?}")),
+                _ => Err(format!(
+                    "--backend must be memory, dir or dir:PATH, got {s:?}"
+                )),
             },
         }
     }
+}
+
+/// What a daemon started with no export list exports: `/export` to every client,
+/// read-write, AUTH_SYS, root squashed (docs/nfs-server.md, "Security").
+pub const DEFAULT_EXPORT: &str = "/export:*(rw,root_squash,sec=sys)";
+
+/// The export list of [`DEFAULT_EXPORT`].
+pub fn default_exports() -> Exports {
+    let mut e = Exports::default();
+    // The constant parses (checked by a test).
+    let _ = e.add_spec(DEFAULT_EXPORT);
+    e
 }
 
 /// Everything the daemon is started with.
@@ -67,8 +89,12 @@ pub struct DaemonOptions {
     pub nfs: SocketAddr,
     /// MOUNT over TCP listens here (`None`: no MOUNT service).
     pub mount: Option<SocketAddr>,
-    /// The exported path clients mount (`/export`).
-    pub export: String,
+    /// The exports: paths clients mount, and who may mount each with which options.
+    pub exports: Exports,
+    /// The file keeping the handle key (created, mode 0600, when missing), so handles
+    /// survive restarts; `None`: a new random key each start (handles of an earlier run are
+    /// STALE).
+    pub handle_key: Option<PathBuf>,
     /// The store.
     pub backend: Backend,
     /// Reactor threads.
@@ -97,8 +123,15 @@ pub struct DaemonOptions {
     pub rpcbind: bool,
     /// Back pools with hugepages when possible.
     pub hugepages: bool,
-    /// Memory backend: octets of file data at most.
+    /// Memory backend: octets of memory per export for files, names and data (every
+    /// inode, directory entry, symbolic link target and data block is charged).
     pub memory_capacity: u64,
+    /// Memory backend: most files (inodes) per export.
+    pub memory_files: u64,
+    /// Directory backends: descriptors each export's store keeps open (a walk over this many
+    /// objects reopens none of them). The daemon raises its open-file limit toward what this
+    /// needs when it can, and clamps the cache to what the limit allows.
+    pub dir_cache: usize,
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
     pub metrics: Option<SocketAddr>,
@@ -115,7 +148,8 @@ impl Default for DaemonOptions {
         DaemonOptions {
             nfs: SocketAddr::new(IpAddr::from([0, 0, 0, 0]), NFS_RDMA_PORT),
             mount: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 20048)),
-            export: "/export".into(),
+            exports: default_exports(),
+            handle_key: None,
             backend: Backend::Memory,
             reactors: 1,
             workers: 2,
@@ -128,9 +162,55 @@ impl Default for DaemonOptions {
             rpcbind: true,
             hugepages: true,
             memory_capacity: 1 << 30,
+            memory_files: MemoryOptions::default().max_files,
+            dir_cache: super::dir::CACHE_CAP,
             metrics: None,
             srq: None,
         }
+    }
+}
+
+impl DaemonOptions {
+    /// Why these options cannot serve, naming the option (`None`: they can). The daemon
+    /// refuses them before it opens a device; the library would otherwise clamp them.
+    pub fn check(&self) -> Option<String> {
+        let bad = |what: &str, v: u64, lo: u64, hi: u64| {
+            (!(lo..=hi).contains(&v)).then(|| format!("{what} {v}: must be {lo} to {hi}"))
+        };
+        bad("--credits", self.credits.into(), 1, 1024)
+            .or_else(|| bad("--max-io", self.max_io.into(), 4096, 1 << 24))
+            .or_else(|| bad("--buffers", self.buffers as u64, 4, 1 << 20))
+            .or_else(|| bad("--reactors", self.reactors as u64, 1, 256))
+            .or_else(|| bad("--workers", self.workers as u64, 1, 1024))
+            .or_else(|| bad("--memory-capacity", self.memory_capacity, 1 << 20, u64::MAX))
+            .or_else(|| bad("--memory-files", self.memory_files, 1, u64::MAX))
+            .or_else(|| bad("--dir-cache", self.dir_cache as u64, 16, 1 << 24))
+            .or_else(|| bad("--srq", self.srq.map_or(1, u64::from), 1, 1 << 20))
+            .or_else(|| {
+                (self.max_io % 4096 != 0)
+                    .then(|| format!("--max-io {}: must be a multiple of 4096", self.max_io))
+            })
+            .or_else(|| {
+                self.exports
+                    .is_empty()
+                    .then(|| "nothing to export".to_string())
+            })
+            .or_else(|| match &self.backend {
+                Backend::Dir(_) if self.exports.list().len() != 1 => Some(
+                    "--backend dir:PATH serves one export; with several, use --backend dir"
+                        .to_string(),
+                ),
+                Backend::Dir(p) if !p.is_dir() => {
+                    Some(format!("--backend dir:{}: not a directory", p.display()))
+                }
+                Backend::Dirs => self
+                    .exports
+                    .list()
+                    .iter()
+                    .find(|e| !std::path::Path::new(&e.path).is_dir())
+                    .map(|e| format!("--backend dir: export {} is not a directory", e.path)),
+                _ => None,
+            })
     }
 }
 
@@ -141,6 +221,11 @@ pub struct Daemon<P: Provider> {
     server: Option<Server>,
     nfs: Arc<Nfs3>,
     mount: Option<MountServer>,
+    /// How stores are made for exports added by a reload.
+    backend: Backend,
+    memory: MemoryOptions,
+    /// Descriptors each directory store keeps open (after the open-file limit).
+    dir_cache: usize,
     registration: Option<Registration>,
     nfs_addr: SocketAddr,
 }
@@ -155,13 +240,27 @@ impl<P: Provider> Daemon<P> {
     pub fn start(dev: P::Device, o: &DaemonOptions) -> Result<Daemon<P>, String> {
         let mode = match &o.backend {
             Backend::Memory => CallbackMode::Inline,
-            Backend::Dir(_) => CallbackMode::Worker,
+            Backend::Dir(_) | Backend::Dirs => CallbackMode::Worker,
         };
-        let dir_store: Option<Arc<dyn Store>> = match &o.backend {
-            Backend::Memory => None,
-            Backend::Dir(p) => Some(Arc::new(
-                DirStore::open(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            )),
+        if o.exports.is_empty() {
+            return Err("nothing to export".into());
+        }
+        if matches!(o.backend, Backend::Dir(_)) && o.exports.list().len() != 1 {
+            return Err(
+                "--backend dir:PATH serves one export; with several, use --backend dir and \
+                 name each host directory in the export list"
+                    .into(),
+            );
+        }
+        let key = match &o.handle_key {
+            Some(p) => HandleKey::load_or_create(p)
+                .map_err(|e| format!("handle key {}: {e}", p.display()))?,
+            None => HandleKey::random().map_err(|e| format!("handle key: {e}"))?,
+        };
+        let memory = MemoryOptions {
+            capacity: o.memory_capacity,
+            max_files: o.memory_files,
+            ..MemoryOptions::default()
         };
         let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));
         rc.pin = if o.pin {
@@ -194,18 +293,20 @@ impl<P: Provider> Daemon<P> {
             ..EndpointConfig::default()
         };
         let ep = Endpoint::<P>::new(&set, dev, ecfg).map_err(|e| format!("endpoint: {e}"))?;
-        // The memory store's large blocks live in the endpoint's registered pool.
-        let store = dir_store.unwrap_or_else(|| {
-            Arc::new(MemoryStore::with_pool(
-                MemoryOptions {
-                    capacity: o.memory_capacity,
-                    ..MemoryOptions::default()
-                },
-                ep.buffers().clone(),
-            ))
-        });
+        let dir_cache = match o.backend {
+            Backend::Memory => o.dir_cache,
+            _ => descriptor_room(o.dir_cache, o.exports.list().len()),
+        };
+        let stores = Stores {
+            backend: &o.backend,
+            dir_cache,
+            memory,
+            pool: ep.buffers(),
+        };
+        let table = stores.table(key, &o.exports, None)?;
+        let mount_list = mount_exports(&table);
         let nfs = Nfs3::new(
-            Arc::clone(&store),
+            table,
             Some(ep.buffers().clone()),
             NfsConfig {
                 max_io,
@@ -242,15 +343,14 @@ impl<P: Provider> Daemon<P> {
             server: Some(server),
             nfs,
             mount: None,
+            backend: o.backend.clone(),
+            memory,
+            dir_cache,
             registration: None,
             nfs_addr,
         };
         if let Some(m) = o.mount {
-            let exports = vec![Export {
-                path: o.export.clone(),
-                root: store.root(),
-            }];
-            match MountServer::start(m, exports) {
+            match MountServer::start(m, mount_list) {
                 Ok(s) => d.mount = Some(s),
                 Err(e) => {
                     d.stop();
@@ -262,6 +362,32 @@ impl<P: Provider> Daemon<P> {
             d.register();
         }
         Ok(d)
+    }
+
+    /// Serves `exports` from the next call on (SIGHUP in `rpcrdma-nfsd`): exports whose path
+    /// stays keep their store (and their clients' handles), new ones get a store, removed
+    /// ones are gone (their handles STALE). Connections are not touched. On error nothing
+    /// changes.
+    pub fn reload(&self, exports: &Exports) -> Result<(), String> {
+        let (Some(ep), false) = (&self.ep, exports.is_empty()) else {
+            return Err("nothing to export".into());
+        };
+        if matches!(self.backend, Backend::Dir(_)) && exports.list().len() != 1 {
+            return Err("--backend dir:PATH serves one export".into());
+        }
+        let old = self.nfs.exports();
+        let stores = Stores {
+            backend: &self.backend,
+            dir_cache: self.dir_cache,
+            memory: self.memory,
+            pool: ep.buffers(),
+        };
+        let table = stores.table(old.key(), exports, Some(&old))?;
+        if let Some(m) = &self.mount {
+            m.set_exports(mount_exports(&table));
+        }
+        self.nfs.set_exports(table);
+        Ok(())
     }
 
     fn register(&mut self) {
@@ -316,6 +442,15 @@ impl<P: Provider> Daemon<P> {
     /// Every counter: the NFS service's and the transport's (`nfsd-stat` names).
     pub fn counters(&self) -> Vec<(String, u64)> {
         let mut v = self.nfs.stats().lines();
+        // The stores' own counters, summed over the exports.
+        for share in self.nfs.exports().shares() {
+            for (name, x) in share.store.counters() {
+                match v.iter_mut().find(|(n, _)| n == name) {
+                    Some(e) => e.1 += x,
+                    None => v.push((name.to_string(), x)),
+                }
+            }
+        }
         if let Some(s) = &self.server {
             let t = s.totals();
             for (n, x) in [
@@ -394,4 +529,95 @@ impl<P: Provider> Drop for Daemon<P> {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Descriptors left for RDMA, sockets and files besides the directory stores' caches.
+const OTHER_FILES: u64 = 1024;
+
+/// The descriptor cache each of `exports` directory stores may keep, at most `want`: the
+/// soft open-file limit is raised toward what they need (up to the hard limit), and what it
+/// then allows, less [`OTHER_FILES`], is shared among them.
+fn descriptor_room(want: usize, exports: usize) -> usize {
+    let n = exports.max(1) as u64;
+    let need = (want as u64).saturating_mul(n).saturating_add(OTHER_FILES);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return want.min(256);
+    }
+    if lim.rlim_cur < need {
+        let raised = libc::rlimit {
+            rlim_cur: need.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: a valid rlimit; raising the soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let room = lim.rlim_cur.saturating_sub(OTHER_FILES) / n;
+    (want as u64).min(room).max(16) as usize
+}
+
+/// How a store is made for an export.
+struct Stores<'a> {
+    backend: &'a Backend,
+    /// Descriptors each directory store keeps open.
+    dir_cache: usize,
+    memory: MemoryOptions,
+    pool: &'a rpcrdma_poller::BufPool,
+}
+
+impl Stores<'_> {
+    /// The store for the export mounted as `path`.
+    fn make(&self, path: &str) -> Result<Arc<dyn Store>, String> {
+        let dir = match self.backend {
+            // The memory store's large blocks live in the endpoint's registered pool.
+            Backend::Memory => {
+                let m = MemoryStore::with_pool(self.memory, self.pool.clone());
+                return Ok(Arc::new(m));
+            }
+            Backend::Dir(p) => p.clone(),
+            Backend::Dirs => PathBuf::from(path),
+        };
+        let s = DirStore::open_with(&dir, self.dir_cache)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Arc::new(s))
+    }
+
+    /// The table of `exports`, keeping the stores of `old`'s exports of the same path.
+    fn table(
+        &self,
+        key: HandleKey,
+        exports: &Exports,
+        old: Option<&ExportTable>,
+    ) -> Result<ExportTable, String> {
+        let mut list = Vec::with_capacity(exports.list().len());
+        for e in exports.list() {
+            let store = match old.and_then(|t| t.find(&e.path)) {
+                Some(s) => Arc::clone(&s.store),
+                None => self.make(&e.path)?,
+            };
+            list.push((e.clone(), store));
+        }
+        ExportTable::new(key, list)
+    }
+}
+
+/// What MOUNT serves of `table`: each export's path, sealed root handle and client rules.
+fn mount_exports(table: &ExportTable) -> Vec<mount::Export> {
+    table
+        .shares()
+        .iter()
+        .filter_map(|s| {
+            Some(mount::Export {
+                path: s.export.path.clone(),
+                root: s.root()?,
+                clients: s.export.clients.clone(),
+            })
+        })
+        .collect()
 }

@@ -12,13 +12,18 @@
 //! names. A client that loses its connection reconnects and retransmits; the duplicate request
 //! cache answers what already ran.
 
+pub mod admit;
 pub mod client;
 pub mod daemon;
 pub mod dir;
 pub mod drc;
+pub mod exports;
 pub mod fs;
+pub mod handle_mac;
+pub mod identity;
 pub mod memory;
 pub mod mount;
+mod ops;
 pub mod proto;
 pub mod rpcbind;
 pub mod server;

@@ -19,23 +19,21 @@
 //! injection: the client reconnects, retransmits, and the cache answers).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
-use rpcrdma_engine::rpc::{AuthFlavor, AuthSys, OpaqueAuth};
 use rpcrdma_engine::xdr::{XdrError, XdrWriter};
 use rpcrdma_poller::program::SUCCESS_HEADER_LEN;
 use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
 
+use super::admit::{modifies, Admitted, ExportTable, Refusal};
 use super::drc::{Drc, DrcConfig, DrcKey, Lookup};
-use super::fs::Store;
+use super::fs::{Special, Store};
+use super::ops::Call;
 use super::proto::{
     self, encode_read_head, encode_res, fsf3, proc3, Args3, DirWriter, FsInfo, PathConf, Res3,
 };
 use super::stats::NfsStats;
-use super::types::{
-    access, check_name_len, is_dot_entry, Caller, CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3,
-    StableHow, Time3, WccData, PATH_MAX,
-};
+use super::types::{access, DirEntry, Fh, Ftype3, Nfsstat3, Time3, WccData, PATH_MAX};
 
 /// Octets kept for the RPC-over-RDMA transport header (with its Write list) when a reply
 /// must go inline.
@@ -74,26 +72,16 @@ impl Default for NfsConfig {
     }
 }
 
-/// True for the procedures whose retransmission must not run twice.
+/// True for the procedures whose retransmission must not run twice: those that change the
+/// file system ([`modifies`]) but COMMIT, which may run again harmlessly.
 pub fn is_non_idempotent(p: u32) -> bool {
-    matches!(
-        p,
-        proc3::SETATTR
-            | proc3::WRITE
-            | proc3::CREATE
-            | proc3::MKDIR
-            | proc3::SYMLINK
-            | proc3::MKNOD
-            | proc3::REMOVE
-            | proc3::RMDIR
-            | proc3::RENAME
-            | proc3::LINK
-    )
+    modifies(p) && p != proc3::COMMIT
 }
 
-/// One export served over NFSv3.
+/// The exports served over NFSv3.
 pub struct Nfs3 {
-    store: Arc<dyn Store>,
+    /// Replaced whole on reload; each call clones the `Arc` it starts with.
+    table: RwLock<Arc<ExportTable>>,
     pool: Option<BufPool>,
     drc: Drc,
     stats: Arc<NfsStats>,
@@ -103,15 +91,15 @@ pub struct Nfs3 {
 }
 
 impl Nfs3 {
-    /// Serves `store`; READ results are placed by DDP from buffers of `pool` (the server
-    /// endpoint's, `Endpoint::buffers`), or inline when `None`.
-    pub fn new(store: Arc<dyn Store>, pool: Option<BufPool>, cfg: NfsConfig) -> Arc<Nfs3> {
+    /// Serves the exports of `table`; READ results are placed by DDP from buffers of `pool`
+    /// (the server endpoint's, `Endpoint::buffers`), or inline when `None`.
+    pub fn new(table: ExportTable, pool: Option<BufPool>, cfg: NfsConfig) -> Arc<Nfs3> {
         let max_io = match &pool {
             Some(p) => cfg.max_io.min(p.buf_size() as u32),
             None => cfg.max_io,
         };
         Arc::new(Nfs3 {
-            store,
+            table: RwLock::new(Arc::new(table)),
             pool,
             drc: Drc::new(cfg.drc),
             stats: Arc::new(NfsStats::default()),
@@ -125,9 +113,27 @@ impl Nfs3 {
         &self.stats
     }
 
-    /// The store served.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// The exports served now.
+    pub fn exports(&self) -> Arc<ExportTable> {
+        match self.table.read() {
+            Ok(t) => Arc::clone(&t),
+            Err(p) => Arc::clone(&p.into_inner()),
+        }
+    }
+
+    /// Serves `table` from the next call on (a reload); calls in progress finish with the
+    /// table they started with. Connections are not touched.
+    pub fn set_exports(&self, table: ExportTable) {
+        let t = Arc::new(table);
+        match self.table.write() {
+            Ok(mut g) => *g = t,
+            Err(p) => *p.into_inner() = t,
+        }
+    }
+
+    /// The store behind the export mounted as `path`.
+    pub fn store_of(&self, path: &str) -> Option<Arc<dyn Store>> {
+        self.exports().find(path).map(|s| Arc::clone(&s.store))
     }
 
     /// The duplicate request cache.
@@ -158,9 +164,23 @@ impl Nfs3 {
                 return Err(Reject::GarbageArgs);
             }
         };
-        let caller = caller_of(&req.cred);
+        let mut args = args;
+        if let Args3::Null = args {
+            return self.put(out, &Res3::Null);
+        }
+        let adm = match self
+            .exports()
+            .admit(p, &mut args, req.transport.peer.ip(), &req.cred)
+        {
+            Ok(a) => a,
+            Err(Refusal::Status(st)) => return self.put(out, &failure(p, st)),
+            Err(Refusal::Auth(why)) => {
+                self.stats.bump(&self.stats.auth_errors);
+                return Err(Reject::Auth(why));
+            }
+        };
         if !is_non_idempotent(p) {
-            return self.execute(req, out, &args, caller);
+            return self.execute(req, out, &args, &adm);
         }
         let key = DrcKey::new(req.transport.peer.ip(), req.xid, req.vers, p, req.args);
         let (found, evicted) = self.drc.begin(key);
@@ -176,7 +196,7 @@ impl Nfs3 {
             }
             Lookup::New => {}
         }
-        if let Err(e) = self.execute(req, out, &args, caller) {
+        if let Err(e) = self.execute(req, out, &args, &adm) {
             self.drc.abandon(key);
             return Err(e);
         }
@@ -240,20 +260,22 @@ impl Nfs3 {
         cap.min(out.space().len())
     }
 
-    fn attr(&self, fh: &Fh) -> Option<Fattr3> {
-        self.store.getattr(fh).ok()
-    }
-
-    fn wcc_before(&self, fh: &Fh) -> WccData {
-        WccData {
-            before: self.attr(fh).map(|a| a.wcc()),
-            after: None,
+    fn fsinfo(&self, s: &dyn Store) -> FsInfo {
+        FsInfo {
+            rtmax: self.cfg.max_io,
+            rtpref: self.cfg.max_io,
+            rtmult: 4096,
+            wtmax: self.cfg.max_io,
+            wtpref: self.cfg.max_io,
+            wtmult: 4096,
+            dtpref: self.cfg.dtpref,
+            maxfilesize: s.max_file_size(),
+            time_delta: Time3 {
+                seconds: 0,
+                nseconds: 1,
+            },
+            properties: fsf3::LINK | fsf3::SYMLINK | fsf3::HOMOGENEOUS | fsf3::CANSETTIME,
         }
-    }
-
-    fn wcc_after(&self, fh: &Fh, mut w: WccData) -> WccData {
-        w.after = self.attr(fh);
-        w
     }
 
     fn execute(
@@ -261,22 +283,29 @@ impl Nfs3 {
         req: &Request<'_>,
         out: &mut ReplyBuilder<'_>,
         args: &Args3<'_>,
-        caller: Caller,
+        adm: &Admitted,
     ) -> Result<(), Reject> {
-        let s = &*self.store;
+        let c = Call::new(adm);
+        let (s, cx) = (c.s, &adm.cred);
         let res = match *args {
             Args3::Null => Res3::Null,
             Args3::Getattr { fh } => Res3::Getattr(s.getattr(&fh)),
-            Args3::Setattr { fh, attr, guard } => self.setattr(&fh, &attr, guard),
-            Args3::Lookup { dir, name } => self.lookup(&dir, name),
-            Args3::Access { fh, access } => match s.getattr(&fh) {
-                Ok(a) => Res3::Access(Ok((Some(a), access_bits(&a, caller, access)))),
-                Err(e) => Res3::Access(Err((e, None))),
+            Args3::Setattr { fh, attr, guard } => c.setattr(&fh, &attr, guard),
+            Args3::Lookup { dir, name } => c.lookup(&dir, name),
+            Args3::Access { fh, access } => match s.access(cx, &fh, access) {
+                Ok((a, mut granted)) => {
+                    if adm.opts.read_only {
+                        // Linux nfsd: writes to a read-only export are EROFS, so not granted.
+                        granted &= !(access::MODIFY | access::EXTEND | access::DELETE);
+                    }
+                    Res3::Access(Ok((Some(a), granted)))
+                }
+                Err(e) => Res3::Access(Err((e, c.attr(&fh)))),
             },
             Args3::Readlink { fh } => {
                 let mut buf = [0u8; PATH_MAX];
-                let r = s.readlink(&fh, &mut buf);
-                let a = self.attr(&fh);
+                let r = s.readlink(cx, &fh, &mut buf);
+                let a = c.attr(&fh);
                 return self.put(
                     out,
                     &Res3::Readlink(match r {
@@ -285,25 +314,21 @@ impl Nfs3 {
                     }),
                 );
             }
-            Args3::Read { fh, offset, count } => return self.read(req, out, &fh, offset, count),
+            Args3::Read { fh, offset, count } => {
+                return self.read(req, out, &c, &fh, offset, count)
+            }
             Args3::Write {
                 fh,
                 offset,
                 count,
                 stable,
                 data,
-            } => self.write(&fh, offset, count, stable, data),
+            } => c.write(&fh, offset, count, stable, data),
             Args3::Create { dir, name, how } => {
-                let how = match how {
-                    CreateHow::Unchecked(a) => CreateHow::Unchecked(owned_by(a, caller)),
-                    CreateHow::Guarded(a) => CreateHow::Guarded(owned_by(a, caller)),
-                    h @ CreateHow::Exclusive(_) => h,
-                };
-                self.create(&dir, name, |d, n| s.create(d, n, &how))
+                c.create(&dir, name, |d, n| s.create(cx, d, n, &how))
             }
             Args3::Mkdir { dir, name, attr } => {
-                let a = owned_by(attr, caller);
-                self.create(&dir, name, |d, n| s.mkdir(d, n, &a))
+                c.create(&dir, name, |d, n| s.mkdir(cx, d, n, &attr))
             }
             Args3::Symlink {
                 dir,
@@ -311,62 +336,60 @@ impl Nfs3 {
                 attr,
                 target,
             } => {
-                let a = owned_by(attr, caller);
                 if target.is_empty() || target.len() > PATH_MAX {
-                    self.create(&dir, name, |_, _| Err(Nfsstat3::INVAL))
+                    c.create(&dir, name, |_, _| Err(Nfsstat3::INVAL))
                 } else {
-                    self.create(&dir, name, |d, n| s.symlink(d, n, target, &a))
+                    c.create(&dir, name, |d, n| s.symlink(cx, d, n, target, &attr))
                 }
             }
             Args3::Mknod {
-                dir, name, ftype, ..
+                dir,
+                name,
+                ftype,
+                attr,
+                rdev,
             } => {
-                let st = match ftype {
+                let node = match ftype {
+                    Ftype3::Fifo => Ok(Special::Fifo),
+                    Ftype3::Sock => Ok(Special::Sock),
+                    Ftype3::Chr => Ok(Special::Chr(rdev.0, rdev.1)),
+                    Ftype3::Blk => Ok(Special::Blk(rdev.0, rdev.1)),
                     // RFC 1813 MKNOD: BADTYPE for the types MKNOD does not create.
-                    Ftype3::Reg | Ftype3::Dir | Ftype3::Lnk => Nfsstat3::BADTYPE,
-                    _ => Nfsstat3::NOTSUPP,
+                    Ftype3::Reg | Ftype3::Dir | Ftype3::Lnk => Err(Nfsstat3::BADTYPE),
                 };
-                self.create(&dir, name, |_, _| Err(st))
+                c.create(&dir, name, |d, n| s.mknod(cx, d, n, node?, &attr))
             }
-            Args3::Remove { dir, name } => self.remove(&dir, name, false),
-            Args3::Rmdir { dir, name } => self.remove(&dir, name, true),
+            Args3::Remove { dir, name } => c.remove(&dir, name, false),
+            Args3::Rmdir { dir, name } => c.remove(&dir, name, true),
             Args3::Rename {
                 from_dir,
                 from_name,
                 to_dir,
                 to_name,
-            } => self.rename(&from_dir, from_name, &to_dir, to_name),
-            Args3::Link { fh, dir, name } => {
-                let wcc = self.wcc_before(&dir);
-                let r = check_name_len(name).and_then(|()| {
-                    if is_dot_entry(name) {
-                        Err(Nfsstat3::EXIST)
-                    } else {
-                        s.link(&fh, &dir, name)
-                    }
-                });
-                let wcc = self.wcc_after(&dir, wcc);
-                Res3::Link(r.err().unwrap_or(Nfsstat3::OK), self.attr(&fh), wcc)
-            }
+            } => c.rename(&from_dir, from_name, &to_dir, to_name),
+            Args3::Link { fh, dir, name } => c.link(&fh, &dir, name),
             Args3::Readdir {
                 dir,
                 cookie,
                 verf,
                 count,
-            } => return self.readdir(req, out, &dir, cookie, verf, count, count, false),
+            } => return self.readdir(req, out, &c, &dir, cookie, verf, (count, count), false),
             Args3::Readdirplus {
                 dir,
                 cookie,
                 verf,
                 dircount,
                 maxcount,
-            } => return self.readdir(req, out, &dir, cookie, verf, dircount, maxcount, true),
+            } => {
+                let counts = (dircount, maxcount);
+                return self.readdir(req, out, &c, &dir, cookie, verf, counts, true);
+            }
             Args3::Fsstat { fh } => match s.fsstat(&fh) {
-                Ok(f) => Res3::Fsstat(Ok((self.attr(&fh), f, 0))),
+                Ok(f) => Res3::Fsstat(Ok((c.attr(&fh), f, 0))),
                 Err(e) => Res3::Fsstat(Err((e, None))),
             },
             Args3::Fsinfo { fh } => match s.getattr(&fh) {
-                Ok(a) => Res3::Fsinfo(Ok((Some(a), self.fsinfo()))),
+                Ok(a) => Res3::Fsinfo(Ok((Some(a), self.fsinfo(s)))),
                 Err(e) => Res3::Fsinfo(Err((e, None))),
             },
             Args3::Pathconf { fh } => match s.getattr(&fh) {
@@ -374,9 +397,9 @@ impl Nfs3 {
                 Err(e) => Res3::Pathconf(Err((e, None))),
             },
             Args3::Commit { fh, .. } => {
-                let wcc = self.wcc_before(&fh);
-                let r = s.commit(&fh);
-                let wcc = self.wcc_after(&fh, wcc);
+                let wcc = c.wcc_before(&fh);
+                let r = s.commit(cx, &fh);
+                let wcc = c.wcc_after(&fh, wcc);
                 match r {
                     Ok(()) => Res3::Commit(Ok((wcc, s.write_verifier()))),
                     Err(e) => Res3::Commit(Err((e, wcc))),
@@ -386,130 +409,17 @@ impl Nfs3 {
         self.put(out, &res)
     }
 
-    fn fsinfo(&self) -> FsInfo {
-        FsInfo {
-            rtmax: self.cfg.max_io,
-            rtpref: self.cfg.max_io,
-            rtmult: 4096,
-            wtmax: self.cfg.max_io,
-            wtpref: self.cfg.max_io,
-            wtmult: 4096,
-            dtpref: self.cfg.dtpref,
-            maxfilesize: self.store.max_file_size(),
-            time_delta: Time3 {
-                seconds: 0,
-                nseconds: 1,
-            },
-            properties: fsf3::LINK | fsf3::SYMLINK | fsf3::HOMOGENEOUS | fsf3::CANSETTIME,
-        }
-    }
-
-    /// WRITE: FBIG past 2^63 - 1 (Linux nfsd: OFFSET_MAX); the data is the call's stream.
-    fn write(
-        &self,
-        fh: &Fh,
-        offset: u64,
-        count: u32,
-        stable: StableHow,
-        data: &[u8],
-    ) -> Res3<'static> {
-        let wcc = self.wcc_before(fh);
-        let n = (count as usize).min(data.len());
-        let end = offset.checked_add(n as u64);
-        let r = if end.map_or(true, |e| e > i64::MAX as u64) {
-            Err(Nfsstat3::FBIG)
-        } else {
-            self.store.write(fh, offset, &data[..n], stable)
-        };
-        let wcc = self.wcc_after(fh, wcc);
-        match r {
-            Ok(c) => Res3::Write(Ok((wcc, n as u32, c, self.store.write_verifier()))),
-            Err(e) => Res3::Write(Err((e, wcc))),
-        }
-    }
-
-    fn setattr(&self, fh: &Fh, attr: &Sattr3, guard: Option<Time3>) -> Res3<'static> {
-        let wcc = self.wcc_before(fh);
-        let r = match attr.size {
-            Some(sz) if sz > i64::MAX as u64 => Err(Nfsstat3::FBIG),
-            _ => self.store.setattr(fh, attr, guard),
-        };
-        let wcc = self.wcc_after(fh, wcc);
-        Res3::Setattr(r.err().unwrap_or(Nfsstat3::OK), wcc)
-    }
-
-    fn lookup(&self, dir: &Fh, name: &[u8]) -> Res3<'static> {
-        let dir_attr = self.attr(dir);
-        let r = check_name_len(name).and_then(|()| self.store.lookup(dir, name));
-        match r {
-            Ok(fh) => Res3::Lookup(Ok((fh, self.attr(&fh), dir_attr))),
-            Err(e) => Res3::Lookup(Err((e, dir_attr))),
-        }
-    }
-
-    /// CREATE, MKDIR, SYMLINK, MKNOD: the same result shape.
-    fn create(
-        &self,
-        dir: &Fh,
-        name: &[u8],
-        make: impl FnOnce(&Fh, &[u8]) -> Result<Fh, Nfsstat3>,
-    ) -> Res3<'static> {
-        let wcc = self.wcc_before(dir);
-        let r = check_name_len(name).and_then(|()| {
-            if is_dot_entry(name) {
-                Err(Nfsstat3::EXIST)
-            } else {
-                make(dir, name)
-            }
-        });
-        let wcc = self.wcc_after(dir, wcc);
-        match r {
-            Ok(fh) => Res3::Create(Ok((Some(fh), self.attr(&fh), wcc))),
-            Err(e) => Res3::Create(Err((e, wcc))),
-        }
-    }
-
-    fn remove(&self, dir: &Fh, name: &[u8], rmdir: bool) -> Res3<'static> {
-        let wcc = self.wcc_before(dir);
-        let r = check_name_len(name).and_then(|()| {
-            if is_dot_entry(name) {
-                // Linux nfsd (nfsd_unlink): ACCES for "." and "..".
-                Err(Nfsstat3::ACCES)
-            } else if rmdir {
-                self.store.rmdir(dir, name)
-            } else {
-                self.store.remove(dir, name)
-            }
-        });
-        let wcc = self.wcc_after(dir, wcc);
-        Res3::Remove(r.err().unwrap_or(Nfsstat3::OK), wcc)
-    }
-
-    fn rename(&self, fd: &Fh, fname: &[u8], td: &Fh, tname: &[u8]) -> Res3<'static> {
-        let (fw, tw) = (self.wcc_before(fd), self.wcc_before(td));
-        let r = check_name_len(fname)
-            .and_then(|()| check_name_len(tname))
-            .and_then(|()| {
-                if is_dot_entry(fname) || is_dot_entry(tname) {
-                    Err(Nfsstat3::INVAL)
-                } else {
-                    self.store.rename(fd, fname, td, tname)
-                }
-            });
-        let (fw, tw) = (self.wcc_after(fd, fw), self.wcc_after(td, tw));
-        Res3::Rename(r.err().unwrap_or(Nfsstat3::OK), fw, tw)
-    }
-
     /// READ: into a DDP buffer for the client's Write chunk, or inline after the header.
     fn read(
         &self,
         req: &Request<'_>,
         out: &mut ReplyBuilder<'_>,
+        c: &Call<'_>,
         fh: &Fh,
         offset: u64,
         count: u32,
     ) -> Result<(), Reject> {
-        let attr = match self.store.getattr(fh) {
+        let attr = match c.s.getattr(fh) {
             Ok(a) => a,
             Err(e) => return self.put(out, &Res3::Read(Err((e, None)))),
         };
@@ -523,9 +433,9 @@ impl Nfs3 {
         }
         if let Some(&cap) = req.write_chunks.first() {
             // Zero copy: the store's registered block itself becomes the DDP item.
-            match self
-                .store
-                .read_registered(fh, offset, count.min(cap as usize))
+            match c
+                .s
+                .read_registered(c.cx, fh, offset, count.min(cap as usize))
             {
                 Some(Ok(r)) => {
                     self.stats.status(Nfsstat3::OK);
@@ -549,7 +459,7 @@ impl Nfs3 {
                 return self.put(out, &Res3::Read(Err((Nfsstat3::JUKEBOX, Some(attr)))));
             };
             let n = count.min(cap as usize).min(buf.len());
-            let (got, eof) = match self.store.read(fh, offset, &mut buf[..n]) {
+            let (got, eof) = match c.s.read(c.cx, fh, offset, &mut buf[..n]) {
                 Ok(r) => r,
                 Err(e) => return self.put(out, &Res3::Read(Err((e, Some(attr))))),
             };
@@ -569,7 +479,7 @@ impl Nfs3 {
         let Some(dst) = space.get_mut(READ_HEAD_MAX..READ_HEAD_MAX + n) else {
             return Err(Reject::SystemErr);
         };
-        let (got, eof) = match self.store.read(fh, offset, dst) {
+        let (got, eof) = match c.s.read(c.cx, fh, offset, dst) {
             Ok(r) => r,
             Err(e) => return self.put(out, &Res3::Read(Err((e, Some(attr))))),
         };
@@ -587,20 +497,20 @@ impl Nfs3 {
         out.advance(hl + got + pad).map_err(|_| Reject::SystemErr)
     }
 
-    /// READDIR and READDIRPLUS.
+    /// READDIR and READDIRPLUS (`counts`: dircount and maxcount; READDIR's count twice).
     #[allow(clippy::too_many_arguments)]
     fn readdir(
         &self,
         req: &Request<'_>,
         out: &mut ReplyBuilder<'_>,
+        c: &Call<'_>,
         dir: &Fh,
         cookie: u64,
         verf: [u8; 8],
-        dircount: u32,
-        maxcount: u32,
+        (dircount, maxcount): (u32, u32),
         plus: bool,
     ) -> Result<(), Reject> {
-        let attr = match self.store.getattr(dir) {
+        let attr = match c.s.getattr(dir) {
             Ok(a) => a,
             Err(e) => return self.put(out, &Res3::ReaddirFail(e, None)),
         };
@@ -612,9 +522,11 @@ impl Nfs3 {
             else {
                 return self.put(out, &Res3::ReaddirFail(Nfsstat3::TOOSMALL, Some(attr)));
             };
-            let r = self
-                .store
-                .readdir(dir, cookie, verf, plus, &mut |e| dw.push(e));
+            // Entries' handles go out sealed; one the store cannot seal goes without one.
+            let r = c.s.readdir(c.cx, dir, cookie, verf, plus, &mut |e| {
+                let plus = e.plus.and_then(|(fh, a)| Some((c.seal(&fh).ok()?, a)));
+                dw.push(&DirEntry { plus, ..*e })
+            });
             let entries = dw.entries();
             let ok = match &r {
                 Ok(l) => dw.finish(l.eof).is_ok(),
@@ -694,56 +606,3 @@ const PATHCONF: PathConf = PathConf {
     case_insensitive: false,
     case_preserving: true,
 };
-
-/// The caller of a call: AUTH_SYS uid/gid, anything else `nobody`.
-pub fn caller_of(cred: &OpaqueAuth<'_>) -> Caller {
-    if cred.flavor == AuthFlavor::Sys {
-        if let Ok(a) = AuthSys::parse(cred.body) {
-            return Caller {
-                uid: a.uid,
-                gid: a.gid,
-            };
-        }
-    }
-    Caller::NOBODY
-}
-
-/// New objects belong to the caller unless the client said otherwise (as nfsd's fsuid).
-fn owned_by(mut a: Sattr3, c: Caller) -> Sattr3 {
-    a.uid.get_or_insert(c.uid);
-    a.gid.get_or_insert(c.gid);
-    a
-}
-
-/// ACCESS3 bits the caller has on an object with attributes `a`, of those asked for: root
-/// everything (but EXECUTE on a file without any execute bit, as Linux); others by the owner,
-/// group or other permission bits.
-pub fn access_bits(a: &Fattr3, c: Caller, want: u32) -> u32 {
-    let dir = a.ftype == Ftype3::Dir;
-    let (r, w, x) = if c.uid == 0 {
-        (true, true, dir || a.mode & 0o111 != 0)
-    } else {
-        let bits = if c.uid == a.uid {
-            (a.mode >> 6) & 7
-        } else if c.gid == a.gid {
-            (a.mode >> 3) & 7
-        } else {
-            a.mode & 7
-        };
-        (bits & 4 != 0, bits & 2 != 0, bits & 1 != 0)
-    };
-    let mut g = 0;
-    if r {
-        g |= access::READ;
-    }
-    if w {
-        g |= access::MODIFY | access::EXTEND;
-        if dir {
-            g |= access::DELETE;
-        }
-    }
-    if x {
-        g |= if dir { access::LOOKUP } else { access::EXECUTE };
-    }
-    want & g
-}

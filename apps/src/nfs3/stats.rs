@@ -77,6 +77,9 @@ pub struct NfsStats {
     pub garbage_args: AtomicU64,
     /// Calls answered SYSTEM_ERR (no buffer for a result, encoding failed).
     pub system_err: AtomicU64,
+    /// Calls answered MSG_DENIED / AUTH_ERROR (a credential flavor the export does not
+    /// accept, or one that does not decode).
+    pub auth_errors: AtomicU64,
     errs: [AtomicU64; ERRS.len()],
     err_other: AtomicU64,
 }
@@ -161,6 +164,7 @@ impl NfsStats {
             ("conn.dropped", &self.dropped),
             ("errors.GARBAGE_ARGS", &self.garbage_args),
             ("errors.SYSTEM_ERR", &self.system_err),
+            ("errors.AUTH_ERROR", &self.auth_errors),
         ] {
             v.push((n.to_string(), g(c)));
         }

@@ -12,8 +12,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::dir::DirStore;
 use super::fs::Store;
+use super::identity::Cred;
 use super::memory::{MemoryOptions, MemoryStore};
-use super::types::{CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, Time3};
+use super::types::{
+    access, CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, Time3,
+};
+
+/// The identity the contract tests act as.
+const R: Cred = Cred::ROOT;
 
 // ---------------------------------------------------------------- helpers
 
@@ -29,22 +35,25 @@ fn mode(m: u32) -> Sattr3 {
 }
 
 fn mkdir(s: &dyn Store, dir: &Fh, name: &str) -> Fh {
-    s.mkdir(dir, name.as_bytes(), &mode(0o755)).expect("mkdir")
+    s.mkdir(&R, dir, name.as_bytes(), &mode(0o755))
+        .expect("mkdir")
 }
 
 fn file(s: &dyn Store, dir: &Fh, name: &str) -> Fh {
     let how = CreateHow::Guarded(mode(0o644));
-    s.create(dir, name.as_bytes(), &how).expect("create")
+    s.create(&R, dir, name.as_bytes(), &how).expect("create")
 }
 
 fn write(s: &dyn Store, fh: &Fh, off: u64, data: &[u8]) {
-    let st = s.write(fh, off, data, StableHow::FileSync).expect("write");
+    let st = s
+        .write(&R, fh, off, data, StableHow::FileSync)
+        .expect("write");
     assert_eq!(st, StableHow::FileSync);
 }
 
 fn read(s: &dyn Store, fh: &Fh, off: u64, len: usize) -> (Vec<u8>, bool) {
     let mut out = vec![0xaau8; len];
-    let (n, eof) = s.read(fh, off, &mut out).expect("read");
+    let (n, eof) = s.read(&R, fh, off, &mut out).expect("read");
     out.truncate(n);
     (out, eof)
 }
@@ -53,7 +62,7 @@ fn read(s: &dyn Store, fh: &Fh, off: u64, len: usize) -> (Vec<u8>, bool) {
 fn names(s: &dyn Store, dir: &Fh) -> Vec<String> {
     let mut v = Vec::new();
     let l = s
-        .readdir(dir, 0, [0; 8], false, &mut |e| {
+        .readdir(&R, dir, 0, [0; 8], false, &mut |e| {
             v.push(String::from_utf8_lossy(e.name).into_owned());
             true
         })
@@ -127,20 +136,20 @@ fn basics(s: &dyn Store, d: &Fh) {
     let root = s.root();
     let ra = attr(s, &root);
     assert_eq!(ra.ftype, Ftype3::Dir);
-    assert_eq!(s.lookup(&root, b".").expect("."), root);
+    assert_eq!(s.lookup(&R, &root, b".").expect("."), root);
     assert_eq!(
-        s.lookup(&root, b"..").expect(".."),
+        s.lookup(&R, &root, b"..").expect(".."),
         root,
         "never above the export"
     );
-    assert_eq!(s.lookup(d, b"..").expect(".."), root);
+    assert_eq!(s.lookup(&R, d, b"..").expect(".."), root);
     assert_eq!(
-        attr(s, &s.lookup(d, b".").expect(".")).fileid,
+        attr(s, &s.lookup(&R, d, b".").expect(".")).fileid,
         attr(s, d).fileid
     );
 
     let f = s
-        .create(d, b"f", &CreateHow::Guarded(mode(0o640)))
+        .create(&R, d, b"f", &CreateHow::Guarded(mode(0o640)))
         .expect("create");
     let a = attr(s, &f);
     assert_eq!(
@@ -148,34 +157,34 @@ fn basics(s: &dyn Store, d: &Fh) {
         (Ftype3::Reg, 0o640, 0, 1)
     );
     assert_ne!(a.fileid, ra.fileid);
-    assert_eq!(s.lookup(d, b"f"), Ok(f));
-    let guarded = s.create(d, b"f", &CreateHow::Guarded(mode(0o640)));
+    assert_eq!(s.lookup(&R, d, b"f"), Ok(f));
+    let guarded = s.create(&R, d, b"f", &CreateHow::Guarded(mode(0o640)));
     assert_eq!(guarded, Err(Nfsstat3::EXIST));
     write(s, &f, 0, b"abc");
     let trunc = Sattr3 {
         size: Some(0),
         ..Sattr3::default()
     };
-    assert_eq!(s.create(d, b"f", &CreateHow::Unchecked(trunc)), Ok(f));
+    assert_eq!(s.create(&R, d, b"f", &CreateHow::Unchecked(trunc)), Ok(f));
     assert_eq!(attr(s, &f).size, 0, "UNCHECKED applies the attributes");
     let sub = mkdir(s, d, "sub");
-    let unchecked = s.create(d, b"sub", &CreateHow::Unchecked(Sattr3::default()));
+    let unchecked = s.create(&R, d, b"sub", &CreateHow::Unchecked(Sattr3::default()));
     assert_eq!(unchecked, Err(Nfsstat3::EXIST));
     assert_eq!(
-        s.create(d, b".", &CreateHow::Guarded(mode(0o644))),
+        s.create(&R, d, b".", &CreateHow::Guarded(mode(0o644))),
         Err(Nfsstat3::EXIST)
     );
 
-    assert_eq!(s.lookup(d, b"nope"), Err(Nfsstat3::NOENT));
-    assert_eq!(s.lookup(&f, b"x"), Err(Nfsstat3::NOTDIR));
-    assert_eq!(s.lookup(d, &[b'n'; 256]), Err(Nfsstat3::NAMETOOLONG));
+    assert_eq!(s.lookup(&R, d, b"nope"), Err(Nfsstat3::NOENT));
+    assert_eq!(s.lookup(&R, &f, b"x"), Err(Nfsstat3::NOTDIR));
+    assert_eq!(s.lookup(&R, d, &[b'n'; 256]), Err(Nfsstat3::NAMETOOLONG));
     assert_eq!(
-        s.create(&f, b"x", &CreateHow::Guarded(mode(0o644))),
+        s.create(&R, &f, b"x", &CreateHow::Guarded(mode(0o644))),
         Err(Nfsstat3::NOTDIR)
     );
-    assert_eq!(s.mkdir(&f, b"x", &mode(0o755)), Err(Nfsstat3::NOTDIR));
+    assert_eq!(s.mkdir(&R, &f, b"x", &mode(0o755)), Err(Nfsstat3::NOTDIR));
     assert_eq!(
-        s.readdir(&f, 0, [0; 8], false, &mut |_| true),
+        s.readdir(&R, &f, 0, [0; 8], false, &mut |_| true),
         Err(Nfsstat3::NOTDIR)
     );
     assert_eq!(s.getattr(&sub).map(|a| a.ftype), Ok(Ftype3::Dir));
@@ -183,7 +192,7 @@ fn basics(s: &dyn Store, d: &Fh) {
     for garbage in [&b""[..], b"garbage", &[0u8; 64], b"RM\x01", b"RD\x01"] {
         let g = Fh::new(garbage).expect("fits");
         assert_eq!(s.getattr(&g), Err(Nfsstat3::BADHANDLE), "{garbage:?}");
-        assert_eq!(s.lookup(&g, b"f"), Err(Nfsstat3::BADHANDLE));
+        assert_eq!(s.lookup(&R, &g, b"f"), Err(Nfsstat3::BADHANDLE));
     }
 }
 
@@ -206,62 +215,64 @@ fn data(s: &dyn Store, d: &Fh) {
     assert_eq!(read(s, &f, far - 2, 10), (b"\0\0end".to_vec(), true));
     assert!(attr(s, &f).used < far, "holes are not stored");
 
-    let st = s.write(&f, 2, b"LL", StableHow::Unstable).expect("write");
+    let st = s
+        .write(&R, &f, 2, b"LL", StableHow::Unstable)
+        .expect("write");
     assert!(st >= StableHow::Unstable);
     assert_eq!(
-        s.write(&f, 0, b"H", StableHow::DataSync),
+        s.write(&R, &f, 0, b"H", StableHow::DataSync),
         Ok(StableHow::DataSync)
     );
-    s.commit(&f).expect("commit");
+    s.commit(&R, &f).expect("commit");
     assert_eq!(read(s, &f, 0, 5).0, b"HeLLo");
     assert_eq!(
-        s.write(&f, 0, b"", StableHow::FileSync),
+        s.write(&R, &f, 0, b"", StableHow::FileSync),
         Ok(StableHow::FileSync)
     );
 
     // ctime strictly increases over two quick changes.
     let c0 = attr(s, &f).ctime;
-    s.setattr(&f, &mode(0o600), None).expect("chmod");
+    s.setattr(&R, &f, &mode(0o600), None).expect("chmod");
     let c1 = attr(s, &f).ctime;
-    s.setattr(&f, &mode(0o644), None).expect("chmod");
+    s.setattr(&R, &f, &mode(0o644), None).expect("chmod");
     let c2 = attr(s, &f).ctime;
     assert!(c0 < c1 && c1 < c2, "{c0:?} {c1:?} {c2:?}");
 
     let max = s.max_file_size();
     assert_eq!(
-        s.write(&f, max, b"x", StableHow::FileSync),
+        s.write(&R, &f, max, b"x", StableHow::FileSync),
         Err(Nfsstat3::FBIG)
     );
     assert_eq!(
-        s.write(&f, u64::MAX - 1, b"xyz", StableHow::FileSync),
+        s.write(&R, &f, u64::MAX - 1, b"xyz", StableHow::FileSync),
         Err(Nfsstat3::FBIG)
     );
     let big = Sattr3 {
         size: Some(u64::MAX),
         ..Sattr3::default()
     };
-    assert_eq!(s.setattr(&f, &big, None), Err(Nfsstat3::FBIG));
+    assert_eq!(s.setattr(&R, &f, &big, None), Err(Nfsstat3::FBIG));
     let mut out = [0u8; 4];
     assert_eq!(
-        s.write(d, 0, b"x", StableHow::FileSync),
+        s.write(&R, d, 0, b"x", StableHow::FileSync),
         Err(Nfsstat3::ISDIR)
     );
-    assert_eq!(s.read(d, 0, &mut out), Err(Nfsstat3::ISDIR));
+    assert_eq!(s.read(&R, d, 0, &mut out), Err(Nfsstat3::ISDIR));
     let l = s
-        .symlink(d, b"l", b"f", &Sattr3::default())
+        .symlink(&R, d, b"l", b"f", &Sattr3::default())
         .expect("symlink");
-    assert_eq!(s.read(&l, 0, &mut out), Err(Nfsstat3::INVAL));
+    assert_eq!(s.read(&R, &l, 0, &mut out), Err(Nfsstat3::INVAL));
     assert_eq!(
-        s.write(&l, 0, b"x", StableHow::FileSync),
+        s.write(&R, &l, 0, b"x", StableHow::FileSync),
         Err(Nfsstat3::INVAL)
     );
-    assert_eq!(s.commit(d), Err(Nfsstat3::ISDIR));
+    assert_eq!(s.commit(&R, d), Err(Nfsstat3::ISDIR));
 }
 
 fn setattr(s: &dyn Store, d: &Fh) {
     let f = file(s, d, "f");
     write(s, &f, 0, b"0123456789");
-    let set = |sa: Sattr3| s.setattr(&f, &sa, None).expect("setattr");
+    let set = |sa: Sattr3| s.setattr(&R, &f, &sa, None).expect("setattr");
     changes(s, &f, true, || {
         set(Sattr3 {
             size: Some(4),
@@ -303,11 +314,11 @@ fn setattr(s: &dyn Store, d: &Fh) {
         ..ctime
     };
     assert_eq!(
-        s.setattr(&f, &mode(0o600), Some(stale)),
+        s.setattr(&R, &f, &mode(0o600), Some(stale)),
         Err(Nfsstat3::NOT_SYNC)
     );
     assert_eq!(attr(s, &f).mode, a.mode, "a failed guard changes nothing");
-    s.setattr(&f, &mode(0o600), Some(ctime))
+    s.setattr(&R, &f, &mode(0o600), Some(ctime))
         .expect("guard matches");
     assert_eq!(attr(s, &f).mode, 0o600);
 
@@ -315,17 +326,17 @@ fn setattr(s: &dyn Store, d: &Fh) {
         size: Some(0),
         ..Sattr3::default()
     };
-    assert_eq!(s.setattr(d, &size, None), Err(Nfsstat3::ISDIR));
+    assert_eq!(s.setattr(&R, d, &size, None), Err(Nfsstat3::ISDIR));
     let l = s
-        .symlink(d, b"l", b"f", &Sattr3::default())
+        .symlink(&R, d, b"l", b"f", &Sattr3::default())
         .expect("symlink");
-    assert_eq!(s.setattr(&l, &size, None), Err(Nfsstat3::INVAL));
+    assert_eq!(s.setattr(&R, &l, &size, None), Err(Nfsstat3::INVAL));
     let own = Sattr3 {
         uid: Some(77),
         mtime: SetTime::ClientTime(t(3_000_000)),
         ..Sattr3::default()
     };
-    s.setattr(&l, &own, None).expect("setattr symlink");
+    s.setattr(&R, &l, &own, None).expect("setattr symlink");
     let la = attr(s, &l);
     assert_eq!(
         (la.ftype, la.uid, la.mtime),
@@ -341,60 +352,66 @@ fn dirs(s: &dyn Store, d: &Fh) {
     let sub = sub.expect("sub");
     assert_eq!(attr(s, d).nlink, n0 + 1);
     assert_eq!(attr(s, &sub).nlink, 2);
-    assert_eq!(s.mkdir(d, b"sub", &mode(0o755)), Err(Nfsstat3::EXIST));
+    assert_eq!(s.mkdir(&R, d, b"sub", &mode(0o755)), Err(Nfsstat3::EXIST));
     let inner = file(s, &sub, "inner");
-    assert_eq!(s.rmdir(d, b"sub"), Err(Nfsstat3::NOTEMPTY));
-    assert_eq!(s.remove(d, b"sub"), Err(Nfsstat3::ISDIR));
+    assert_eq!(s.rmdir(&R, d, b"sub"), Err(Nfsstat3::NOTEMPTY));
+    assert_eq!(s.remove(&R, d, b"sub"), Err(Nfsstat3::ISDIR));
     let f = file(s, d, "f");
-    assert_eq!(s.rmdir(d, b"f"), Err(Nfsstat3::NOTDIR));
-    assert_eq!(s.remove(d, b"nope"), Err(Nfsstat3::NOENT));
-    assert_eq!(s.rmdir(d, b"nope"), Err(Nfsstat3::NOENT));
-    assert_eq!(s.remove(&f, b"x"), Err(Nfsstat3::NOTDIR));
-    assert_eq!(s.rmdir(d, b"."), Err(Nfsstat3::INVAL));
+    assert_eq!(s.rmdir(&R, d, b"f"), Err(Nfsstat3::NOTDIR));
+    assert_eq!(s.remove(&R, d, b"nope"), Err(Nfsstat3::NOENT));
+    assert_eq!(s.rmdir(&R, d, b"nope"), Err(Nfsstat3::NOENT));
+    assert_eq!(s.remove(&R, &f, b"x"), Err(Nfsstat3::NOTDIR));
+    assert_eq!(s.rmdir(&R, d, b"."), Err(Nfsstat3::INVAL));
 
-    changes(s, &sub, true, || s.remove(&sub, b"inner").expect("remove"));
+    changes(s, &sub, true, || {
+        s.remove(&R, &sub, b"inner").expect("remove")
+    });
     assert_eq!(s.getattr(&inner), Err(Nfsstat3::STALE));
-    assert_eq!(s.read(&inner, 0, &mut [0; 4]), Err(Nfsstat3::STALE));
-    assert_eq!(s.lookup(&sub, b"inner"), Err(Nfsstat3::NOENT));
-    changes(s, d, true, || s.rmdir(d, b"sub").expect("rmdir"));
+    assert_eq!(s.read(&R, &inner, 0, &mut [0; 4]), Err(Nfsstat3::STALE));
+    assert_eq!(s.lookup(&R, &sub, b"inner"), Err(Nfsstat3::NOENT));
+    changes(s, d, true, || s.rmdir(&R, d, b"sub").expect("rmdir"));
     assert_eq!(attr(s, d).nlink, n0);
     assert_eq!(s.getattr(&sub), Err(Nfsstat3::STALE));
-    assert_eq!(s.lookup(&sub, b"x"), Err(Nfsstat3::STALE));
+    assert_eq!(s.lookup(&R, &sub, b"x"), Err(Nfsstat3::STALE));
     assert_eq!(names(s, d), ["f"]);
 }
 
 fn links(s: &dyn Store, d: &Fh) {
     let f = file(s, d, "f");
     write(s, &f, 0, b"data");
-    changes(s, &f, false, || s.link(&f, d, b"g").expect("link"));
+    changes(s, &f, false, || s.link(&R, &f, d, b"g").expect("link"));
     assert_eq!(attr(s, &f).nlink, 2);
-    assert_eq!(s.lookup(d, b"g"), Ok(f));
-    assert_eq!(s.link(&f, d, b"g"), Err(Nfsstat3::EXIST));
-    assert_eq!(s.link(d, d, b"dirlink"), Err(Nfsstat3::ISDIR));
-    assert_eq!(s.link(&f, &f, b"x"), Err(Nfsstat3::NOTDIR));
-    s.remove(d, b"f").expect("remove");
+    assert_eq!(s.lookup(&R, d, b"g"), Ok(f));
+    assert_eq!(s.link(&R, &f, d, b"g"), Err(Nfsstat3::EXIST));
+    assert_eq!(s.link(&R, d, d, b"dirlink"), Err(Nfsstat3::ISDIR));
+    assert_eq!(s.link(&R, &f, &f, b"x"), Err(Nfsstat3::NOTDIR));
+    s.remove(&R, d, b"f").expect("remove");
     assert_eq!(attr(s, &f).nlink, 1);
     assert_eq!(read(s, &f, 0, 10).0, b"data", "still reachable as g");
 
     let l = s
-        .symlink(d, b"l", b"g", &Sattr3::default())
+        .symlink(&R, d, b"l", b"g", &Sattr3::default())
         .expect("symlink");
     assert_eq!(
-        s.symlink(d, b"l", b"x", &Sattr3::default()),
+        s.symlink(&R, d, b"l", b"x", &Sattr3::default()),
         Err(Nfsstat3::EXIST)
     );
-    assert_eq!(s.lookup(d, b"l"), Ok(l), "LOOKUP returns the link itself");
+    assert_eq!(
+        s.lookup(&R, d, b"l"),
+        Ok(l),
+        "LOOKUP returns the link itself"
+    );
     let la = attr(s, &l);
     assert_eq!((la.ftype, la.size), (Ftype3::Lnk, 1));
     let mut out = [0u8; 64];
-    assert_eq!(s.readlink(&l, &mut out), Ok(1));
+    assert_eq!(s.readlink(&R, &l, &mut out), Ok(1));
     assert_eq!(&out[..1], b"g");
-    assert_eq!(s.readlink(&f, &mut out), Err(Nfsstat3::INVAL));
-    assert_eq!(s.readlink(d, &mut out), Err(Nfsstat3::INVAL));
-    let dangling = s.symlink(d, b"dangling", b"../../nowhere", &Sattr3::default());
+    assert_eq!(s.readlink(&R, &f, &mut out), Err(Nfsstat3::INVAL));
+    assert_eq!(s.readlink(&R, d, &mut out), Err(Nfsstat3::INVAL));
+    let dangling = s.symlink(&R, d, b"dangling", b"../../nowhere", &Sattr3::default());
     let dangling = dangling.expect("dangling symlink");
-    assert_eq!(s.readlink(&dangling, &mut out), Ok(13));
-    s.link(&l, d, b"l2").expect("hard link to a symlink");
+    assert_eq!(s.readlink(&R, &dangling, &mut out), Ok(13));
+    s.link(&R, &l, d, b"l2").expect("hard link to a symlink");
     assert_eq!(attr(s, &l).nlink, 2);
 }
 
@@ -404,21 +421,21 @@ fn rename(s: &dyn Store, d: &Fh) {
     let f = file(s, &a, "f");
     // Plain move across directories: both change.
     let (ba, bb) = (attr(s, &a), attr(s, &b));
-    s.rename(&a, b"f", &b, b"g").expect("rename");
+    s.rename(&R, &a, b"f", &b, b"g").expect("rename");
     assert!(attr(s, &a).mtime > ba.mtime && attr(s, &b).ctime > bb.ctime);
-    assert_eq!(s.lookup(&b, b"g"), Ok(f));
-    assert_eq!(s.lookup(&a, b"f"), Err(Nfsstat3::NOENT));
-    assert_eq!(s.rename(&a, b"f", &b, b"x"), Err(Nfsstat3::NOENT));
+    assert_eq!(s.lookup(&R, &b, b"g"), Ok(f));
+    assert_eq!(s.lookup(&R, &a, b"f"), Err(Nfsstat3::NOENT));
+    assert_eq!(s.rename(&R, &a, b"f", &b, b"x"), Err(Nfsstat3::NOENT));
     // Replacing a file: the old target goes away.
     let h = file(s, &b, "h");
-    s.rename(&b, b"g", &b, b"h").expect("replace");
-    assert_eq!(s.lookup(&b, b"h"), Ok(f));
+    s.rename(&R, &b, b"g", &b, b"h").expect("replace");
+    assert_eq!(s.lookup(&R, &b, b"h"), Ok(f));
     assert_eq!(s.getattr(&h), Err(Nfsstat3::STALE));
     assert_eq!(names(s, &b), ["h"]);
     // Onto itself and onto another link of the same file: no-ops.
-    s.rename(&b, b"h", &b, b"h").expect("onto itself");
-    s.link(&f, &b, b"h2").expect("link");
-    s.rename(&b, b"h", &b, b"h2")
+    s.rename(&R, &b, b"h", &b, b"h").expect("onto itself");
+    s.link(&R, &f, &b, b"h2").expect("link");
+    s.rename(&R, &b, b"h", &b, b"h2")
         .expect("onto a link of itself");
     assert_eq!(names(s, &b), ["h", "h2"]);
     assert_eq!(attr(s, &f).nlink, 2);
@@ -426,34 +443,34 @@ fn rename(s: &dyn Store, d: &Fh) {
     let e = mkdir(s, &a, "empty");
     let full = mkdir(s, &a, "full");
     file(s, &full, "x");
-    assert_eq!(s.rename(&b, b"h", &a, b"empty"), Err(Nfsstat3::ISDIR));
-    assert_eq!(s.rename(&a, b"empty", &b, b"h"), Err(Nfsstat3::NOTDIR));
-    let notempty = s.rename(&a, b"empty", &a, b"full");
+    assert_eq!(s.rename(&R, &b, b"h", &a, b"empty"), Err(Nfsstat3::ISDIR));
+    assert_eq!(s.rename(&R, &a, b"empty", &b, b"h"), Err(Nfsstat3::NOTDIR));
+    let notempty = s.rename(&R, &a, b"empty", &a, b"full");
     assert!(
         matches!(notempty, Err(Nfsstat3::NOTEMPTY) | Err(Nfsstat3::EXIST)),
         "{notempty:?}"
     );
     assert_eq!(
-        s.rename(&a, b"full", &full, b"sub"),
+        s.rename(&R, &a, b"full", &full, b"sub"),
         Err(Nfsstat3::INVAL),
         "under itself"
     );
     let na = attr(s, &a).nlink;
     // A directory replaces an empty one, across directories.
     let e2 = mkdir(s, &b, "e2");
-    s.rename(&b, b"e2", &a, b"empty")
+    s.rename(&R, &b, b"e2", &a, b"empty")
         .expect("dir onto empty dir");
     assert_eq!(s.getattr(&e), Err(Nfsstat3::STALE));
-    assert_eq!(s.lookup(&a, b"empty"), Ok(e2));
+    assert_eq!(s.lookup(&R, &a, b"empty"), Ok(e2));
     assert_eq!(attr(s, &a).nlink, na);
     // Moving a directory moves its "..".
     let nb = attr(s, &b).nlink;
-    s.rename(&a, b"full", &b, b"full").expect("move dir");
-    assert_eq!(s.lookup(&full, b".."), Ok(b));
+    s.rename(&R, &a, b"full", &b, b"full").expect("move dir");
+    assert_eq!(s.lookup(&R, &full, b".."), Ok(b));
     assert_eq!(attr(s, &a).nlink, na - 1);
     assert_eq!(attr(s, &b).nlink, nb + 1);
-    assert_eq!(s.rename(&a, b".", &b, b"x"), Err(Nfsstat3::INVAL));
-    assert_eq!(s.rename(&f, b"x", &b, b"y"), Err(Nfsstat3::NOTDIR));
+    assert_eq!(s.rename(&R, &a, b".", &b, b"x"), Err(Nfsstat3::INVAL));
+    assert_eq!(s.rename(&R, &f, b"x", &b, b"y"), Err(Nfsstat3::NOTDIR));
 }
 
 fn readdir(s: &dyn Store, d: &Fh) {
@@ -461,7 +478,7 @@ fn readdir(s: &dyn Store, d: &Fh) {
     let sub = mkdir(s, d, "sub");
     let mut seen = HashMap::new();
     let listing = s
-        .readdir(d, 0, [0; 8], true, &mut |e| {
+        .readdir(&R, d, 0, [0; 8], true, &mut |e| {
             let name = String::from_utf8_lossy(e.name).into_owned();
             assert!(e.cookie != 0);
             let (fh, a) = e.plus.expect("plus");
@@ -482,7 +499,7 @@ fn readdir(s: &dyn Store, d: &Fh) {
     // Stop after the first entry, resume from its cookie.
     let mut first = None;
     let l = s
-        .readdir(d, 0, [0; 8], false, &mut |e| {
+        .readdir(&R, d, 0, [0; 8], false, &mut |e| {
             first.get_or_insert(e.cookie);
             first.is_none()
         })
@@ -490,16 +507,16 @@ fn readdir(s: &dyn Store, d: &Fh) {
     assert!(!l.eof);
     let first = first.expect("an entry");
     let mut rest = 0;
-    let again = s.readdir(d, first, l.verf, false, &mut |_| {
+    let again = s.readdir(&R, d, first, l.verf, false, &mut |_| {
         rest += 1;
         true
     });
     assert!(again.expect("resume").eof);
     assert_eq!(rest, 3);
     let wrong = [l.verf[0] ^ 0xff, 1, 2, 3, 4, 5, 6, 7];
-    let bad = s.readdir(d, first, wrong, false, &mut |_| true);
+    let bad = s.readdir(&R, d, first, wrong, false, &mut |_| true);
     assert_eq!(bad, Err(Nfsstat3::BAD_COOKIE));
-    let any = s.readdir(d, 0, wrong, false, &mut |_| true);
+    let any = s.readdir(&R, d, 0, wrong, false, &mut |_| true);
     assert!(any.is_ok(), "cookie 0 takes any verifier");
 }
 
@@ -509,6 +526,7 @@ fn paging(s: &dyn Store, d: &Fh) {
     const N: usize = 5000;
     for i in 0..N {
         s.create(
+            &R,
             d,
             format!("f{i}").as_bytes(),
             &CreateHow::Unchecked(Sattr3::default()),
@@ -520,7 +538,7 @@ fn paging(s: &dyn Store, d: &Fh) {
     loop {
         let mut n = 0;
         let l = s
-            .readdir(d, cookie, verf, false, &mut |e| {
+            .readdir(&R, d, cookie, verf, false, &mut |e| {
                 if n == 40 {
                     return false;
                 }
@@ -540,10 +558,10 @@ fn paging(s: &dyn Store, d: &Fh) {
         for k in 0..8 {
             let i = (page * 8 + k) * 10;
             if i < N {
-                s.remove(d, format!("f{i}").as_bytes()).expect("remove");
+                s.remove(&R, d, format!("f{i}").as_bytes()).expect("remove");
             }
             let how = CreateHow::Guarded(Sattr3::default());
-            s.create(d, format!("n{added}").as_bytes(), &how)
+            s.create(&R, d, format!("n{added}").as_bytes(), &how)
                 .expect("add");
             added += 1;
         }
@@ -561,17 +579,19 @@ fn paging(s: &dyn Store, d: &Fh) {
 
 fn exclusive(s: &dyn Store, d: &Fh) {
     let v = *b"\x12\x34\x56\x78\x9a\xbc\xde\xf0";
-    let f = s.create(d, b"x", &CreateHow::Exclusive(v)).expect("create");
+    let f = s
+        .create(&R, d, b"x", &CreateHow::Exclusive(v))
+        .expect("create");
     assert_eq!(attr(s, &f).ftype, Ftype3::Reg);
     assert_eq!(
-        s.create(d, b"x", &CreateHow::Exclusive(v)),
+        s.create(&R, d, b"x", &CreateHow::Exclusive(v)),
         Ok(f),
         "retransmission"
     );
     let other = CreateHow::Exclusive(*b"otherver");
-    assert_eq!(s.create(d, b"x", &other), Err(Nfsstat3::EXIST));
+    assert_eq!(s.create(&R, d, b"x", &other), Err(Nfsstat3::EXIST));
     assert_eq!(
-        s.create(d, b"x", &CreateHow::Guarded(mode(0o644))),
+        s.create(&R, d, b"x", &CreateHow::Guarded(mode(0o644))),
         Err(Nfsstat3::EXIST)
     );
     let times = Sattr3 {
@@ -580,14 +600,14 @@ fn exclusive(s: &dyn Store, d: &Fh) {
         mtime: SetTime::ServerTime,
         ..Sattr3::default()
     };
-    s.setattr(&f, &times, None).expect("setattr");
+    s.setattr(&R, &f, &times, None).expect("setattr");
     assert_eq!(
-        s.create(d, b"x", &CreateHow::Exclusive(v)),
+        s.create(&R, d, b"x", &CreateHow::Exclusive(v)),
         Err(Nfsstat3::EXIST)
     );
     mkdir(s, d, "dir");
     assert_eq!(
-        s.create(d, b"dir", &CreateHow::Exclusive(v)),
+        s.create(&R, d, b"dir", &CreateHow::Exclusive(v)),
         Err(Nfsstat3::EXIST)
     );
 }
@@ -619,36 +639,57 @@ fn dir_store_meets_the_store_contract() {
 #[test]
 fn memory_store_refuses_data_past_capacity_and_files_past_max_files() {
     let s = MemoryStore::new(MemoryOptions {
-        capacity: 10_000,
+        capacity: 20_000,
         max_files: 4,
-        block_size: 1000,
+        block_size: 1024,
     });
     let root = s.root();
+    let free = |s: &MemoryStore| s.fsstat(&root).expect("fsstat").fbytes;
+    let empty = free(&s);
+    assert!(empty < 20_000, "the root directory is charged");
     let f = file(&s, &root, "f");
-    write(&s, &f, 0, &[1; 9000]);
+    let before = free(&s);
+    assert!(before < empty, "a file is charged its inode and name");
+    write(&s, &f, 1 << 30, b"sparse costs only the block written");
+    assert!(before - free(&s) < 2048);
+    let mut n = 0u64;
+    while s
+        .write(&R, &f, n * 1024, &[1; 1024], StableHow::FileSync)
+        .is_ok()
+    {
+        n += 1;
+    }
+    assert!(n > 8, "{n} blocks");
     assert_eq!(
-        s.write(&f, 9000, &[1; 1001], StableHow::FileSync),
+        s.write(&R, &f, n * 1024, &[1; 1024], StableHow::FileSync),
         Err(Nfsstat3::NOSPC)
     );
-    assert_eq!(attr(&s, &f).size, 9000, "a refused write changes nothing");
-    write(&s, &f, 1 << 30, b"sparse costs only what is written");
+    assert_eq!(
+        read(&s, &f, n * 1024, 4),
+        (vec![0; 4], false),
+        "nothing written"
+    );
     let fs = s.fsstat(&root).expect("fsstat");
-    assert_eq!((fs.tbytes, fs.tfiles, fs.ffiles), (10_000, 4, 2));
-    assert!(fs.fbytes < 1000);
+    assert_eq!((fs.tbytes, fs.tfiles), (20_000, 4));
+    assert!(
+        fs.fbytes < 2048 && fs.ffiles < 2,
+        "full: few inodes fit {fs:?}"
+    );
     let shrink = Sattr3 {
         size: Some(0),
         ..Sattr3::default()
     };
-    s.setattr(&f, &shrink, None).expect("truncate");
-    assert_eq!(s.fsstat(&root).expect("fsstat").fbytes, 10_000);
+    s.setattr(&R, &f, &shrink, None).expect("truncate");
+    assert_eq!(free(&s), before, "truncation gives every octet back");
+    assert_eq!(s.fsstat(&root).expect("fsstat").ffiles, 2);
     file(&s, &root, "g");
     mkdir(&s, &root, "d");
-    assert_eq!(s.mkdir(&root, b"e", &mode(0o755)), Err(Nfsstat3::NOSPC));
+    assert_eq!(s.mkdir(&R, &root, b"e", &mode(0o755)), Err(Nfsstat3::NOSPC));
     assert_eq!(
-        s.create(&root, b"h", &CreateHow::Guarded(mode(0o644))),
+        s.create(&R, &root, b"h", &CreateHow::Guarded(mode(0o644))),
         Err(Nfsstat3::NOSPC)
     );
-    s.remove(&root, b"g").expect("remove");
+    s.remove(&R, &root, b"g").expect("remove");
     file(&s, &root, "h");
 }
 
@@ -690,8 +731,8 @@ fn dir_store_handles_survive_a_restart() {
         "a restart changes the write verifier"
     );
     assert_eq!(read(&s, &f, 0, 10), (b"kept".to_vec(), true));
-    assert_eq!(s.lookup(&sub, b"f"), Ok(f));
-    assert_eq!(s.lookup(&sub, b".."), Ok(root));
+    assert_eq!(s.lookup(&R, &sub, b"f"), Ok(f));
+    assert_eq!(s.lookup(&R, &sub, b".."), Ok(root));
 }
 
 #[test]
@@ -721,7 +762,7 @@ fn dir_store_refuses_handles_of_another_export_and_garbage() {
             matches!(r, Err(Nfsstat3::STALE) | Err(Nfsstat3::BADHANDLE)),
             "{r:?}"
         );
-        assert!(b.read(&g, 0, &mut [0; 8]).is_err());
+        assert!(b.read(&R, &g, 0, &mut [0; 8]).is_err());
     }
     let mut wrong_type = b.root().as_bytes().to_vec();
     wrong_type[8..12].copy_from_slice(&0x7fff_0000i32.to_be_bytes());
@@ -740,3 +781,5 @@ fn dir_store_refuses_what_it_cannot_export() {
     assert!(DirStore::open(&f).is_err());
     assert!(DirStore::open(&t.0.join("missing")).is_err());
 }
+
+mod perm;

@@ -1,30 +1,38 @@
-//! ONC RPC over TCP (RFC 5531 §11 record marking): a small blocking server that hands decoded
-//! calls to an [`RpcService`], and a small blocking client ([`RpcClient`], [`tcp_call`]). MOUNT
-//! ([`super::mount`]) and the rpcbind registration ([`super::rpcbind`]) are built on it; none of
-//! this runs on the RDMA reactors.
+//! ONC RPC over TCP (RFC 5531 §11 record marking): a server that hands decoded calls to an
+//! [`RpcService`] ([`TcpRpcServer`], one polling thread for every connection), and a small
+//! blocking client ([`RpcClient`], [`tcp_call`]). MOUNT ([`super::mount`]) and the rpcbind
+//! registration ([`super::rpcbind`]) are built on it; none of this runs on the RDMA reactors.
 //!
-//! Normal operation: [`TcpRpcServer::start`] binds a listener and runs an accept thread; each
-//! connection gets a thread of its own that reads records ([`read_record`]), decodes the call
-//! header with [`rpcrdma_engine::rpc`], checks rpcvers, the credential, the program and the
-//! version, calls the service and writes one reply record ([`write_record`]). The client sends
-//! one call record with an AUTH_SYS (uid 0, gid 0) or AUTH_NONE credential and reads records
-//! until the reply with its XID arrives.
+//! Normal operation: [`TcpRpcServer::start`] binds a listener and runs one thread that polls
+//! it and every connection (`server.rs`); each connection (`conn.rs`) reassembles records
+//! ([`read_record`]'s parser, kept across reads that would block), decodes the call header with
+//! [`rpcrdma_engine::rpc`], checks rpcvers, the credential, the program and the version, calls
+//! the service and writes one reply record without blocking. The client sends one call record
+//! with an AUTH_SYS (uid 0, gid 0) or AUTH_NONE credential and reads records until the reply
+//! with its XID arrives.
 //!
-//! Recovery: a record longer than the bound ([`ServerConfig::max_record`], 64 KiB by default),
-//! a record that is not a decodable CALL (no XID to answer), a read error or an idle connection
-//! ([`ServerConfig::idle_timeout`]) closes that connection only; the listener and the other
-//! connections go on. rpcvers ≠ 2 is answered MSG_DENIED/RPC_MISMATCH{2,2}, a bad credential
-//! or verifier AUTH_ERROR, an unknown program PROG_UNAVAIL, another version PROG_MISMATCH, and
-//! the service answers PROC_UNAVAIL / GARBAGE_ARGS itself. Connections above
-//! [`ServerConfig::max_conns`] are accepted and closed at once. [`TcpRpcServer::stop`] (also on
-//! drop) wakes the accept thread, shuts every connection down and joins the threads.
+//! Recovery: the server closes one connection, never the listener, for a record longer than
+//! [`ServerConfig::max_record`] (64 KiB by default), a record that is not a decodable CALL (no
+//! XID to answer), a socket error, or a deadline passed: no first record within
+//! [`ServerConfig::first_record_timeout`], a started record not complete within
+//! [`ServerConfig::record_timeout`], a reply not written within
+//! [`ServerConfig::write_timeout`], no record for [`ServerConfig::idle_timeout`]. Deadlines run
+//! per record and per reply, not per read: trickling octets does not extend them. A newcomer
+//! beyond [`ServerConfig::max_conns_per_peer`] for its address or [`ServerConfig::max_conns`]
+//! in all evicts the connection that has gone longest without completing anything (of its own
+//! address, or of the address holding the most) instead of being refused. rpcvers ≠ 2 is
+//! answered MSG_DENIED/RPC_MISMATCH{2,2}, a bad credential or verifier AUTH_ERROR, an unknown
+//! program PROG_UNAVAIL, another version PROG_MISMATCH, and the service answers PROC_UNAVAIL /
+//! GARBAGE_ARGS itself. [`TcpRpcServer::stop`] (also on drop) shuts every connection down and
+//! joins the thread.
 
-use std::collections::HashMap;
+mod conn;
+mod server;
+
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rpcrdma_engine::rpc::{
@@ -33,6 +41,9 @@ use rpcrdma_engine::rpc::{
     ReplyHeader, RpcError, RPC_VERSION,
 };
 use rpcrdma_engine::xdr::pad4;
+
+use conn::RecordReader;
+pub use server::{ConnStats, TcpRpcServer};
 
 /// The last-fragment bit of a record mark.
 pub const LAST_FRAGMENT: u32 = 0x8000_0000;
@@ -52,53 +63,20 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `Ok(None)` at a clean end of stream before the first octet of a record. A record whose
 /// fragments add up to more than `max` octets is an [`io::ErrorKind::InvalidData`] error before
 /// its body is read; the end of stream inside a record is [`io::ErrorKind::UnexpectedEof`].
+/// The record's buffer grows with the octets received, not with the lengths the marks claim.
 pub fn read_record<R: Read>(r: &mut R, max: usize) -> io::Result<Option<Vec<u8>>> {
-    let mut record = Vec::new();
-    let mut first = true;
-    loop {
-        let mut mark = [0u8; 4];
-        if first {
-            // Distinguish a clean close (no octet of the mark) from a torn one.
-            let n = read_some(r, &mut mark)?;
-            if n == 0 {
-                return Ok(None);
-            }
-            r.read_exact(&mut mark[n..])?;
-        } else {
-            r.read_exact(&mut mark)?;
-        }
-        first = false;
-        let word = u32::from_be_bytes(mark);
-        let len = (word & !LAST_FRAGMENT) as usize;
-        let total = record.len().saturating_add(len);
-        if total > max {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("RPC record of at least {total} octets exceeds the bound {max}"),
-            ));
-        }
-        let start = record.len();
-        record.resize(total, 0);
-        r.read_exact(&mut record[start..])?;
-        if word & LAST_FRAGMENT != 0 {
-            return Ok(Some(record));
-        }
-    }
-}
-
-/// One `read` that retries on EINTR.
-fn read_some<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match r.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
+    RecordReader::new().read_from(r, max)
 }
 
 /// Writes `payload` as one record (a single last fragment). Payloads of 2^31 octets or more
 /// are refused with [`io::ErrorKind::InvalidInput`].
 pub fn write_record<W: Write>(w: &mut W, payload: &[u8]) -> io::Result<()> {
+    w.write_all(&frame(payload)?)?;
+    w.flush()
+}
+
+/// `payload` with the mark of a single last fragment in front.
+pub(crate) fn frame(payload: &[u8]) -> io::Result<Vec<u8>> {
     let len = u32::try_from(payload.len())
         .ok()
         .filter(|&l| l < LAST_FRAGMENT)
@@ -106,8 +84,7 @@ pub fn write_record<W: Write>(w: &mut W, payload: &[u8]) -> io::Result<()> {
     let mut buf = Vec::with_capacity(4 + payload.len());
     buf.extend_from_slice(&(len | LAST_FRAGMENT).to_be_bytes());
     buf.extend_from_slice(payload);
-    w.write_all(&buf)?;
-    w.flush()
+    Ok(buf)
 }
 
 /// A growable XDR encoder for results and arguments whose size depends on data (lists,
@@ -173,23 +150,45 @@ pub trait RpcService: Send + Sync + 'static {
     fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat;
 }
 
-/// Limits of a [`TcpRpcServer`].
+/// Limits of a [`TcpRpcServer`]. Deadlines run per record and per reply, whatever the
+/// octets trickling in or out meanwhile; a connection past one is closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// Bound of one reassembled call record; a longer one closes the connection.
+    /// Bound of one reassembled call record; a longer one closes the connection before its
+    /// body is read. A connection holds at most this much of a record, allocated as it
+    /// arrives, and one reply.
     pub max_record: usize,
-    /// Connections served at once; more are closed as soon as they are accepted.
+    /// Connections served at once; a newcomer beyond them evicts the connection that has gone
+    /// longest without completing a record or reply, among those of the address holding the
+    /// most (0 counts as 1).
     pub max_conns: usize,
-    /// A connection with no octet for this long is closed (also bounds one blocked write).
+    /// Connections one peer IP address may hold (IPv4-mapped IPv6 counted as IPv4); a
+    /// newcomer beyond them evicts that address's connection that has gone longest without
+    /// completing anything. 0: no per-address limit.
+    pub max_conns_per_peer: usize,
+    /// The first record must start (its first octet arrive) within this long of the accept.
+    pub first_record_timeout: Duration,
+    /// A record must be complete within this long of its first octet.
+    pub record_timeout: Duration,
+    /// Between records, a connection with no octet for this long is closed.
     pub idle_timeout: Duration,
+    /// A reply must be written whole within this long (a client that does not read its
+    /// replies is closed).
+    pub write_timeout: Duration,
 }
 
 impl Default for ServerConfig {
+    /// 64 KiB records, 64 connections, 8 per address, first record within 3 s, each record
+    /// within 5 s, each reply within 5 s, 60 s idle.
     fn default() -> Self {
         ServerConfig {
             max_record: DEFAULT_MAX_RECORD,
             max_conns: 64,
-            idle_timeout: Duration::from_secs(300),
+            max_conns_per_peer: 8,
+            first_record_timeout: Duration::from_secs(3),
+            record_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -276,7 +275,7 @@ fn serve(
 }
 
 /// An IPv4-mapped IPv6 peer shown as IPv4.
-fn canonical_peer(peer: SocketAddr) -> SocketAddr {
+pub(crate) fn canonical_peer(peer: SocketAddr) -> SocketAddr {
     match peer {
         SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
             Some(v4) => SocketAddr::new(v4.into(), v6.port()),
@@ -284,157 +283,6 @@ fn canonical_peer(peer: SocketAddr) -> SocketAddr {
         },
         v4 => v4,
     }
-}
-
-type ConnMap = HashMap<u64, (TcpStream, Option<JoinHandle<()>>)>;
-
-struct Shared {
-    service: Arc<dyn RpcService>,
-    cfg: ServerConfig,
-    stopping: AtomicBool,
-    conns: Mutex<ConnMap>,
-}
-
-/// A blocking ONC RPC server over TCP: an accept thread and a thread per connection.
-pub struct TcpRpcServer {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
-}
-
-impl TcpRpcServer {
-    /// Binds `bind` (port 0: any free port) and starts serving `service`.
-    pub fn start(
-        bind: SocketAddr,
-        service: Arc<dyn RpcService>,
-        cfg: ServerConfig,
-    ) -> io::Result<TcpRpcServer> {
-        let listener = TcpListener::bind(bind)?;
-        let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            service,
-            cfg,
-            stopping: AtomicBool::new(false),
-            conns: Mutex::new(HashMap::new()),
-        });
-        let s = Arc::clone(&shared);
-        let accept = std::thread::Builder::new()
-            .name(format!("rpc-tcp-{}", addr.port()))
-            .spawn(move || accept_loop(listener, s))?;
-        Ok(TcpRpcServer {
-            addr,
-            shared,
-            accept: Some(accept),
-        })
-    }
-
-    /// The address the listener is bound to.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Connections open right now.
-    pub fn connections(&self) -> usize {
-        lock(&self.shared.conns).len()
-    }
-
-    /// Stops the accept thread, shuts every connection down and joins their threads.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        let Some(accept) = self.accept.take() else {
-            return;
-        };
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the blocking accept with a connection of our own.
-        let _ = TcpStream::connect_timeout(&wake_addr(self.addr), Duration::from_secs(1));
-        let _ = accept.join();
-        let conns: Vec<_> = lock(&self.shared.conns).drain().collect();
-        for (_, (stream, _)) in &conns {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-        for (_, (_, handle)) in conns {
-            if let Some(h) = handle {
-                let _ = h.join();
-            }
-        }
-    }
-}
-
-impl Drop for TcpRpcServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-/// Where to connect to reach a listener bound to `addr` (a wildcard becomes loopback).
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    match addr {
-        SocketAddr::V4(a) if a.ip().is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), a.port())
-        }
-        SocketAddr::V6(a) if a.ip().is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), a.port())
-        }
-        other => other,
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut next_id = 0u64;
-    for conn in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(stream) = conn else {
-            // EMFILE and friends: back off a little instead of spinning.
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        let mut conns = lock(&shared.conns);
-        if conns.len() >= shared.cfg.max_conns {
-            let _ = stream.shutdown(Shutdown::Both);
-            continue;
-        }
-        let Ok(clone) = stream.try_clone() else {
-            continue;
-        };
-        next_id += 1;
-        let id = next_id;
-        let s = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("rpc-tcp-conn".into())
-            .spawn(move || serve_conn(id, stream, s));
-        // The map is locked until the handle is in, so the thread's removal comes after.
-        if let Ok(handle) = spawned {
-            conns.insert(id, (clone, Some(handle)));
-        }
-    }
-}
-
-fn serve_conn(id: u64, mut stream: TcpStream, shared: Arc<Shared>) {
-    let cfg = shared.cfg;
-    let peer = stream.peer_addr();
-    if let Ok(peer) = peer {
-        let _ = stream.set_read_timeout(Some(cfg.idle_timeout));
-        let _ = stream.set_write_timeout(Some(cfg.idle_timeout));
-        let _ = stream.set_nodelay(true);
-        while !shared.stopping.load(Ordering::SeqCst) {
-            let Ok(Some(record)) = read_record(&mut stream, cfg.max_record) else {
-                break;
-            };
-            let Some(reply) = handle_record(shared.service.as_ref(), peer, &record) else {
-                break;
-            };
-            if write_record(&mut stream, &reply).is_err() {
-                break;
-            }
-        }
-    }
-    let _ = stream.shutdown(Shutdown::Both);
-    lock(&shared.conns).remove(&id);
 }
 
 /// Why an RPC call did not return results.

@@ -374,25 +374,6 @@ pub struct FsStat {
     pub afiles: u64,
 }
 
-/// The caller's identity (AUTH_SYS credential; AUTH_NONE maps to nobody).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caller {
-    /// User id.
-    pub uid: u32,
-    /// Primary group id.
-    pub gid: u32,
-}
-
-impl Caller {
-    /// `nobody` (65534), what AUTH_NONE calls act as.
-    pub const NOBODY: Caller = Caller {
-        uid: 65534,
-        gid: 65534,
-    };
-    /// root.
-    pub const ROOT: Caller = Caller { uid: 0, gid: 0 };
-}
-
 /// True when `name` is a well-formed `filename3` as Linux nfsd decodes it: not empty, no `/`,
 /// no NUL. Anything else is refused at decoding (GARBAGE_ARGS), as nfsd's
 /// `svcxdr_decode_filename3` does.

@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use rpcrdma_apps::nfs3::client::{NfsClient, NfsError, NfsResult};
 use rpcrdma_apps::nfs3::daemon::{Backend, Daemon, DaemonOptions};
+use rpcrdma_apps::nfs3::exports::Exports;
 use rpcrdma_apps::nfs3::mount;
 use rpcrdma_apps::nfs3::types::{Fh, Nfsstat3};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
-    BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
+    AuthSysCred, BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
     ReactorConfig, ReactorSet,
 };
 
@@ -47,8 +48,20 @@ pub fn options(backend: Backend) -> DaemonOptions {
         rpcbind: false,
         hugepages: false,
         memory_capacity: 256 << 20,
+        // Our client sends AUTH_NONE, which acts as the export's anonymous identity: root
+        // here (stores check permissions), unless a test says otherwise.
+        exports: exports("/export:*(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)"),
         ..DaemonOptions::default()
     }
+}
+
+/// The export list of `--export` specs.
+pub fn exports(specs: &str) -> Exports {
+    let mut e = Exports::default();
+    for s in specs.split(';') {
+        e.add_spec(s).expect("export spec");
+    }
+    e
 }
 
 /// A fresh directory for the dir backend.
@@ -130,6 +143,16 @@ impl Rig {
     /// Another client connection from another soft device of the fabric (address `ip`),
     /// with its endpoint (keep both alive).
     pub fn second_client(&self, ip: Ipv4Addr) -> (Endpoint<SoftProvider>, NfsClient) {
+        self.client_as(ip, None)
+    }
+
+    /// A client connection from address `ip` whose calls carry `cred` (AUTH_SYS; `None`:
+    /// AUTH_NONE), with its endpoint (keep both alive).
+    pub fn client_as(
+        &self,
+        ip: Ipv4Addr,
+        cred: Option<AuthSysCred>,
+    ) -> (Endpoint<SoftProvider>, NfsClient) {
         let dev = self.fabric.open(IpAddr::V4(ip));
         let ep = Endpoint::<SoftProvider>::new(&self.set, dev, client_config()).expect("ep");
         let c = Client::connect(
@@ -137,6 +160,7 @@ impl Rig {
             self.addr,
             ClientOptions {
                 credits: 16,
+                credential: cred,
                 ..ClientOptions::default()
             },
         )

@@ -182,6 +182,15 @@ impl Connection {
             .count() as u32
     }
 
+    /// Shared receives: whether the peer exceeded its grant (a receive completion found every
+    /// holding slot taken, so the connection closed). The node cuts such a peer off at once —
+    /// its QP to the error state — so it takes no more of the shared receives (RFC 8166
+    /// §3.3.1: a requester MUST NOT exceed its grant; the responder may end the connection).
+    #[inline]
+    pub fn exceeded_shared_grant(&self) -> bool {
+        self.core.srq.as_ref().is_some_and(|s| s.exceeded)
+    }
+
     /// Whether the receives come from a shared receive queue
     /// ([`Connection::with_shared_receives`]).
     pub fn shares_receives(&self) -> bool {

@@ -249,6 +249,7 @@ impl Core {
         }
         let Some(i) = self.recv_idle.pop() else {
             srq.hand_back(id);
+            srq.exceeded = true;
             self.state = ConnState::Closed;
             return None;
         };

@@ -41,8 +41,16 @@
 //! the requester role has no shared-receive mode yet: [`ConfigError::SharedReceivesUnsupported`].)
 //!
 //! Recovery: a peer that exceeds its grant is detected when no holding slot is free (it holds
-//! `c + b` receives already): the buffer goes straight back to the node and the connection
-//! closes (in the per-connection mode such a peer meets RNR). An unsuccessful receive completion
+//! `c + b` receives already) — the holding slots are the per-connection count of shared
+//! receives, O(1) per completion: the buffer goes straight back to the node, the connection
+//! closes and [`super::Connection::exceeded_shared_grant`] tells the node to cut the peer off
+//! at once (its QP to the error state, so it takes no more receives; RFC 8166 §3.3.1: a
+//! requester MUST NOT exceed its grant, the responder may terminate the connection). In the
+//! per-connection mode such a peer meets RNR instead. Because an SRQ consumes a receive as a
+//! Send arrives, a violator can take many posted receives before the node polls the first
+//! completion beyond its grant; they come back as they are polled. Other connections' Sends
+//! that find the SRQ empty meanwhile must wait rather than fail: the node asks RNR retry 7
+//! (forever) of the requesters on its SRQ. An unsuccessful receive completion
 //! hands its buffer back at once. After the connection closes its held receives stay held —
 //! an application may still read a delivered call's arguments — until the owner calls
 //! [`super::Connection::release_held_recvs`] once no view remains. [`SrqPool::returned`]
@@ -312,6 +320,8 @@ pub(crate) struct SrqRecvs {
     pub(crate) table: SharedRecvs,
     pub(crate) shared_of: Vec<u32>,
     pub(crate) released: Ring<SharedRecv>,
+    /// A receive completion found every holding slot taken: the peer exceeded its grant.
+    pub(crate) exceeded: bool,
 }
 
 impl SrqRecvs {
@@ -327,6 +337,7 @@ impl SrqRecvs {
             table,
             shared_of: vec![0; slots],
             released: Ring::new(2 * slots + 2, fill),
+            exceeded: false,
         }
     }
 

@@ -55,7 +55,13 @@ fn rig(records: usize, engine_slots: usize) -> Rig {
     let r = registered_region(&pd, 64 * 1024, HugePagePolicy::Never, LOCAL_ACCESS).expect("r");
     let pool = Pool::new(&r, &PoolConfig::new(32, 256)).expect("pool");
     let headers: Vec<LocalBuf> = (0..records)
-        .map(|i| LocalBuf::new(0x1000 + 128 * i as u64, 128, 1))
+        .map(|i| {
+            LocalBuf::new(
+                0x1000 + u64::from(RPC_HEADER_SIZE) * i as u64,
+                RPC_HEADER_SIZE,
+                1,
+            )
+        })
         .collect();
     Rig {
         pool,
@@ -395,16 +401,45 @@ fn call_header(xid: u32, prog: u32, vers: u32, proc_num: u32) -> Vec<u8> {
 #[test]
 fn accepts_record_headers_for_repeated_and_changed_procedures() {
     let mut r = rig(1, 1);
-    let mut mem = Flat(vec![0xee; 128]);
+    let mut mem = Flat(vec![0xee; RPC_HEADER_SIZE as usize]);
     for (tag, xid, proc_num) in [(0u32, 7u32, 3u32), (1, 8, 3), (2, 9, 5), (3, 10, 3)] {
         let mut c = r.call(tag, u64::MAX, false);
         c.xid = xid;
         c.proc = crate::call::Proc::new(100_003, 3, proc_num);
         let i = r.table.alloc(c).expect("free record");
-        assert!(r.table.rec_mut(i).encode_header(&mut mem));
+        assert!(r.table.rec_mut(i).encode_header(&mut mem, &CredBody::NONE));
         assert_eq!(r.table.rec(i).hdr_len, 40);
         assert_eq!(mem.0[..40], call_header(xid, 100_003, 3, proc_num)[..]);
         r.table.finish(i, &mut r.sink, Err(ClientError::Closed));
     }
     assert_eq!(r.seen().len(), 4);
+}
+
+/// An AUTH_SYS credential (RFC 5531 section 8.2: stamp, machine name, uid, gid, gids) goes
+/// into every header, also when only the XID is rewritten; 16 groups fit the header buffer.
+#[test]
+fn accepts_auth_sys_credentials_in_record_headers() {
+    let mut r = rig(1, 1);
+    let mut mem = Flat(vec![0xee; RPC_HEADER_SIZE as usize]);
+    let groups: Vec<u32> = (100..116).collect();
+    let cred = CredBody::of(Some(crate::config::AuthSysCred::new(1000, 50, &groups)));
+    for xid in [7u32, 8] {
+        let mut c = r.call(xid, u64::MAX, false);
+        c.xid = xid;
+        c.proc = crate::call::Proc::new(100_003, 3, 1);
+        let i = r.table.alloc(c).expect("free record");
+        assert!(r.table.rec_mut(i).encode_header(&mut mem, &cred));
+        let mut want: Vec<u8> = [xid, 0, 2, 100_003, 3, 1, 1, 28 + 16 * 4, 0, 7]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        want.extend_from_slice(b"rpcrdma\0");
+        for w in [1000u32, 50, 16].into_iter().chain(groups.iter().copied()) {
+            want.extend_from_slice(&w.to_be_bytes());
+        }
+        want.extend_from_slice(&[0; 8]); // AUTH_NONE verifier
+        assert_eq!(r.table.rec(i).hdr_len as usize, want.len());
+        assert_eq!(mem.0[..want.len()], want[..]);
+        r.table.finish(i, &mut r.sink, Err(ClientError::Closed));
+    }
 }

@@ -43,19 +43,75 @@ pub struct Rig {
     pub back: BackLog,
 }
 
+/// Where the server's connections take their receives from: each its own (two reactors), or
+/// one shared receive queue (`ServerOptions::shared_receive_queue`) on one reactor, so every
+/// connection of the case — the honest client's and the raw peers' — draws from the same SRQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receives {
+    PerConnection,
+    Shared,
+}
+
+/// SRQ depth of the rig in [`Receives::Shared`] (when the case sets none): room for the
+/// honest client's grant and a dozen raw peers' at the configured credits, so grants do not
+/// shrink.
+pub const SRQ_DEPTH: u32 = 640;
+
+/// Runs each named case (`fn name(rx: Receives)`) as two tests, one per receive mode, in the
+/// modules `per_connection_receives` and `shared_receive_queue`.
+#[macro_export]
+macro_rules! in_both_receive_modes {
+    ($($name:ident),* $(,)?) => {
+        mod per_connection_receives {
+            $( #[test] fn $name() { super::$name($crate::hostile_rig::Receives::PerConnection) } )*
+        }
+        mod shared_receive_queue {
+            $( #[test] fn $name() { super::$name($crate::hostile_rig::Receives::Shared) } )*
+        }
+    };
+}
+
 pub fn rig(opts: ServerOptions) -> Rig {
-    rig_on(opts, &rpcrdma_engine::verbs::soft::SoftConfig::default())
+    rig_in(opts, Receives::PerConnection)
+}
+
+/// [`rig`] with receives as `rx` says.
+pub fn rig_in(opts: ServerOptions, rx: Receives) -> Rig {
+    rig_on_in(
+        opts,
+        &rpcrdma_engine::verbs::soft::SoftConfig::default(),
+        rx,
+    )
 }
 
 /// [`rig`] on soft devices configured as `dev` (e.g. without memory windows).
 pub fn rig_on(opts: ServerOptions, dev: &rpcrdma_engine::verbs::soft::SoftConfig) -> Rig {
+    rig_on_in(opts, dev, Receives::PerConnection)
+}
+
+/// [`rig_on`] with receives as `rx` says.
+pub fn rig_on_in(
+    mut opts: ServerOptions,
+    dev: &rpcrdma_engine::verbs::soft::SoftConfig,
+    rx: Receives,
+) -> Rig {
     // The honest client's own endpoint opts in to persistent STags where the device has no
     // memory windows (the server's endpoint is separate and exposes nothing).
     let mut cep = endpoint_config(0);
     if !dev.caps.mw_type2 {
         cep.persistent_stags = rpcrdma_poller::PersistentStags::EndpointWide;
     }
-    let w = World::with_client_endpoint(0, &reactor_config(2), dev, cep);
+    let reactors = match rx {
+        Receives::PerConnection => {
+            opts.shared_receive_queue = None;
+            2
+        }
+        Receives::Shared => {
+            opts.shared_receive_queue = opts.shared_receive_queue.or(Some(SRQ_DEPTH));
+            1
+        }
+    };
+    let w = World::with_client_endpoint(0, &reactor_config(reactors), dev, cep);
     let back: BackLog = Arc::new(Mutex::new(Vec::new()));
     let b2 = Arc::clone(&back);
     let prog: Program = program(w.server_ep.buffers().clone()).procedure(
@@ -215,6 +271,11 @@ pub fn liveness(c: &Client) -> Liveness {
 }
 
 impl Liveness {
+    /// Honest calls completed so far.
+    pub fn done(&self) -> u64 {
+        self.tally.done()
+    }
+
     /// Stops issuing, waits for the calls issued, and checks each completed once, correctly.
     pub fn finish(self, what: &str) {
         self.stop.store(true, Ordering::SeqCst);

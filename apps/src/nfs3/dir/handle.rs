@@ -1,14 +1,16 @@
 //! The directory store's file handles and its cache of open descriptors.
 //!
-//! Handle layout (at most 64 octets): `"RD"`, version 1, a zero octet, the export tag (4
+//! Handle layout (at most [`MAX_STORE_HANDLE`] octets): `"RD"`, version 1, a zero octet, the export tag (4
 //! octets: a hash of the export root's kernel handle, so a handle from another export on the
 //! same file system is STALE here), the kernel handle type (i32, big endian), then the kernel
 //! handle octets (`name_to_handle_at`; at most [`MAX_KERNEL`]). The kernel handle names the
 //! inode and its generation, so handles survive server restarts and go STALE when the file
 //! is removed.
 //!
-//! Normal operation: [`FdCache`] keeps up to [`CACHE_CAP`] descriptors opened with
-//! `open_by_handle_at`, keyed by handle, oldest evicted first; descriptors are shared
+//! Normal operation: [`FdCache`] keeps up to its capacity of descriptors opened with
+//! `open_by_handle_at` (default [`CACHE_CAP`]; `--dir-cache`: a tree walk of thousands of
+//! objects should find each one still open when the client comes back to it), keyed by
+//! handle, oldest inserted evicted first, hits, misses and evictions counted; descriptors are shared
 //! (`Arc`) so an eviction never closes one in use. Recovery: entries of removed objects are
 //! dropped when they are seen with no links ([`FdCache::forget`]), so their space is freed.
 
@@ -16,6 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use super::super::handle_mac::MAX_STORE_HANDLE;
 use super::super::types::{Fh, NfsResult, Nfsstat3, FHSIZE};
 use super::sys::KernelHandle;
 
@@ -25,10 +28,11 @@ const MAGIC: [u8; 2] = *b"RD";
 const VERSION: u8 = 1;
 /// Octets before the kernel handle.
 const HDR: usize = 12;
-/// Longest kernel handle a [`Fh`] carries.
-pub(super) const MAX_KERNEL: usize = FHSIZE - HDR;
-/// Descriptors kept open.
-pub(super) const CACHE_CAP: usize = 256;
+/// Longest kernel handle a [`Fh`] carries: the server appends its seal to every store handle
+/// ([`MAX_STORE_HANDLE`]).
+pub(super) const MAX_KERNEL: usize = MAX_STORE_HANDLE - HDR;
+/// Descriptors kept open by default.
+pub const CACHE_CAP: usize = 8192;
 
 /// The export tag of an export whose root has kernel handle `root` (FNV-1a).
 pub(super) fn export_tag(root: &KernelHandle) -> [u8; 4] {
@@ -68,18 +72,66 @@ pub(super) fn decode(tag: [u8; 4], fh: &Fh) -> NfsResult<KernelHandle> {
     KernelHandle::new(htype, &b[HDR..]).ok_or(Nfsstat3::BADHANDLE)
 }
 
+/// What the descriptor cache did (counters `dir.fd_cache.*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups that found the descriptor open.
+    pub hits: u64,
+    /// Lookups that had to open the handle.
+    pub misses: u64,
+    /// Descriptors closed to stay within the capacity.
+    pub evictions: u64,
+    /// Descriptors held now.
+    pub held: u64,
+    /// The capacity.
+    pub capacity: u64,
+}
+
 /// Open descriptors by handle, bounded, oldest evicted first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct FdCache {
     map: HashMap<Fh, (Arc<OwnedFd>, u64)>,
     order: VecDeque<(Fh, u64)>,
     next: u64,
+    cap: usize,
+    stats: CacheStats,
+}
+
+impl Default for FdCache {
+    fn default() -> Self {
+        FdCache::with_capacity(CACHE_CAP)
+    }
 }
 
 impl FdCache {
-    /// The descriptor cached for `fh`.
-    pub(super) fn get(&self, fh: &Fh) -> Option<Arc<OwnedFd>> {
-        self.map.get(fh).map(|(fd, _)| fd.clone())
+    /// A cache of at most `cap` descriptors (at least 1).
+    pub(super) fn with_capacity(cap: usize) -> FdCache {
+        FdCache {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            next: 0,
+            cap: cap.max(1),
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The descriptor cached for `fh` (counted as a hit or a miss).
+    pub(super) fn get(&mut self, fh: &Fh) -> Option<Arc<OwnedFd>> {
+        let r = self.map.get(fh).map(|(fd, _)| fd.clone());
+        match r {
+            Some(_) => self.stats.hits += 1,
+            None => self.stats.misses += 1,
+        }
+        r
+    }
+
+    /// The counters.
+    pub(super) fn stats(&self) -> CacheStats {
+        CacheStats {
+            held: self.map.len() as u64,
+            capacity: self.cap as u64,
+            ..self.stats
+        }
     }
 
     /// Caches `fd` for `fh` (replacing an older one), evicting the oldest beyond the cap.
@@ -87,15 +139,16 @@ impl FdCache {
         self.next += 1;
         self.map.insert(fh, (fd, self.next));
         self.order.push_back((fh, self.next));
-        while self.map.len() > CACHE_CAP {
+        while self.map.len() > self.cap {
             let Some((old, seq)) = self.order.pop_front() else {
                 break;
             };
             if self.map.get(&old).is_some_and(|&(_, s)| s == seq) {
                 self.map.remove(&old);
+                self.stats.evictions += 1;
             }
         }
-        if self.order.len() > 2 * CACHE_CAP {
+        if self.order.len() > 2 * self.cap {
             let map = &self.map;
             self.order
                 .retain(|(fh, seq)| map.get(fh).is_some_and(|&(_, s)| s == *seq));
@@ -123,8 +176,35 @@ mod tests {
     }
 
     #[test]
+    fn accepts_a_walk_within_the_capacity_without_reopening() {
+        let mut c = FdCache::with_capacity(1000);
+        let shared = fd();
+        let fhs: Vec<Fh> = (0..1000u32)
+            .map(|i| Fh::new(&i.to_be_bytes()).expect("fh"))
+            .collect();
+        for fh in &fhs {
+            assert!(c.get(fh).is_none());
+            c.insert(*fh, shared.clone());
+        }
+        // A second walk over the same objects: every one still open.
+        for fh in &fhs {
+            assert!(c.get(fh).is_some());
+        }
+        let s = c.stats();
+        assert_eq!(
+            (s.hits, s.misses, s.evictions, s.held),
+            (1000, 1000, 0, 1000)
+        );
+        // One more than fits: the oldest goes, counted.
+        c.insert(Fh::new(b"one more").expect("fh"), shared);
+        assert!(c.get(&fhs[0]).is_none());
+        assert_eq!(c.stats().evictions, 1);
+    }
+
+    #[test]
     fn cache_stays_bounded_and_evicts_oldest() {
-        let mut c = FdCache::default();
+        const CACHE_CAP: usize = 256;
+        let mut c = FdCache::with_capacity(CACHE_CAP);
         let fhs: Vec<Fh> = (0..CACHE_CAP as u32 + 10)
             .map(|i| Fh::new(&i.to_be_bytes()).expect("fh"))
             .collect();

@@ -5,23 +5,40 @@
 //! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened
 //! again with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH,
 //! i.e. root), wrapped as described in [`handle`]; a bounded cache keeps recently used
-//! descriptors open (regular files read-write, everything else `O_PATH`). Names are resolved
-//! only with `*at()` calls relative to the directory's descriptor and symbolic links are
-//! never followed; `..` of the export root is the root, so a client cannot walk out of the
-//! export by name. Data moves with `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and
-//! COMMIT call `fdatasync`/`fsync`. Attributes are `fstat`'s; READDIR cookies are the file
-//! system's own `d_off` (see [`readdir`]) with a zero cookie verifier, as Linux nfsd answers.
+//! descriptors open (regular files read-write, everything else `O_PATH`; FIFOs, sockets and
+//! devices are never opened otherwise). Every call runs under the caller's identity
+//! ([`ident`]): handles missing from the cache are opened as root, then the thread switches
+//! to the caller, so the host kernel checks each lookup, creation, removal, rename, listing
+//! and attribute change by its own rules (LINK: write and search on the directory, checked
+//! by the kernel for the caller, as Linux nfsd asks). READ, WRITE and truncation use the cached
+//! descriptor after the kernel's permission check for the caller (`faccessat2`), with Linux
+//! nfsd's exceptions: the owner of a regular file may always read and write it, and READ is
+//! granted to whoever may execute the file. Names are resolved only with `*at()` calls
+//! relative to the directory's descriptor and symbolic links are never followed; `..` of the
+//! export root is the root, a directory decoded from a handle must lie under the export root,
+//! and a mount point inside the export is not crossed (LOOKUP answers ACCES, READDIRPLUS
+//! lists it without handle), so a client cannot walk out of the export. Data moves with
+//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`.
+//! Attributes are `fstat`'s; READDIR cookies are the file system's own `d_off` (see
+//! [`readdir`]) with a zero cookie verifier, as Linux nfsd answers.
 //!
 //! Recovery: handles outlive the server (they are the kernel's); the write verifier is random
 //! per [`DirStore::open`], so clients resend uncommitted data after a restart. A handle of a
 //! removed object is STALE (the kernel says ESTALE, or the cached descriptor shows no links),
-//! one from another export STALE, garbage BADHANDLE; one on another mount STALE. As with
-//! Linux nfsd's `no_subtree_check`, a well-formed handle of an object elsewhere on the same
-//! file system is not refused.
+//! one from another export STALE, garbage BADHANDLE; one on another mount STALE, a directory
+//! outside the export STALE. As with Linux nfsd's `no_subtree_check`, a well-formed handle of
+//! a non-directory elsewhere on the same file system is not refused here: the server's handle
+//! seal ([`super::handle_mac`]) keeps clients from making one, and file systems draw
+//! generation numbers at random.
 
+mod create;
 mod handle;
+pub use handle::{CacheStats, CACHE_CAP};
+mod ident;
 mod readdir;
 mod sys;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -30,13 +47,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::fs::{DirListing, Store};
+use super::fs::{DirListing, Special, Store};
+use super::identity::Cred;
 use super::types::{
-    is_dot_entry, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, SetTime,
-    StableHow, Time3, PATH_MAX,
+    access, is_dot_entry, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3,
+    SetTime, StableHow, Time3,
 };
 use handle::{FdCache, MAX_KERNEL};
 use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
+
+/// Most parent directories walked up when checking that a directory lies in the export.
+const MAX_DEPTH: usize = 4096;
 
 /// An open object: its descriptor and what `fstat` said just now.
 struct Obj {
@@ -65,6 +86,7 @@ pub struct DirStore {
     tag: [u8; 4],
     cache: Mutex<FdCache>,
     verf: [u8; 8],
+    max_size: u64,
 }
 
 /// An `io::Error` saying what `open` refuses.
@@ -93,20 +115,25 @@ fn timespec(t: SetTime) -> libc::timespec {
     }
 }
 
-/// The two 31-bit halves of an exclusive-create verifier (stored as mtime, atime seconds).
-fn verf_times(v: &[u8; 8]) -> (u32, u32) {
-    let m = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) & 0x7fff_ffff;
-    let a = u32::from_be_bytes([v[4], v[5], v[6], v[7]]) & 0x7fff_ffff;
-    (m, a)
-}
-
 impl DirStore {
     /// Exports directory `path`. Fails when it is not a directory, when its file system has
-    /// no file handles (or handles longer than fit in an NFSv3 handle with our header), or
-    /// when the process may not open handles (CAP_DAC_READ_SEARCH).
+    /// no file handles (or handles longer than fit in an NFSv3 handle with our header and the
+    /// server's seal), or when the process may not open handles (CAP_DAC_READ_SEARCH) or
+    /// act as its callers (CAP_SETUID, CAP_SETGID).
     pub fn open(path: &Path) -> io::Result<DirStore> {
+        DirStore::open_with(path, handle::CACHE_CAP)
+    }
+
+    /// [`DirStore::open`] keeping at most `cache` descriptors open (`--dir-cache`).
+    pub fn open_with(path: &Path, cache: usize) -> io::Result<DirStore> {
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| refuse(path, "path holds a NUL"))?;
+        if !ident::can_switch() {
+            return Err(refuse(
+                path,
+                "acting as callers needs CAP_SETUID and CAP_SETGID",
+            ));
+        }
         // SAFETY: `c` is NUL-terminated.
         let fd = unsafe {
             libc::open(
@@ -134,6 +161,7 @@ impl DirStore {
                 _ => e,
             });
         }
+        let max_size = sys::max_file_size(root_fd.as_raw_fd())?;
         let tag = handle::export_tag(&kh);
         let root_fh = handle::encode(tag, &kh).ok_or_else(|| refuse(path, "handle too long"))?;
         Ok(DirStore {
@@ -143,8 +171,9 @@ impl DirStore {
             root_mnt: mnt,
             root_fh,
             tag,
-            cache: Mutex::new(FdCache::default()),
+            cache: Mutex::new(FdCache::with_capacity(cache)),
             verf: super::memory::random8(),
+            max_size,
         })
     }
 
@@ -175,35 +204,70 @@ impl DirStore {
         self.fh_from(KernelHandle::of(fd, c"", libc::AT_EMPTY_PATH))
     }
 
-    /// A descriptor for `fh`, from the cache or opened now.
-    fn open_fh(&self, fh: &Fh) -> NfsResult<Arc<OwnedFd>> {
-        let kh = handle::decode(self.tag, fh)?;
-        if let Some(fd) = self.cache().get(fh) {
-            return Ok(fd);
+    /// Whether directory `fd` (with `st`) lies under the export root: its parents, walked up
+    /// with `..`, reach the root before the top of the file system or another mount.
+    fn inside(&self, fd: &OwnedFd, st: &libc::stat) -> bool {
+        let (mut dev, mut ino) = (st.st_dev, st.st_ino);
+        let mut cur = None::<OwnedFd>;
+        for _ in 0..MAX_DEPTH {
+            if dev == self.root_dev && ino == self.root_ino {
+                return true;
+            }
+            let at = cur.as_ref().unwrap_or(fd).as_raw_fd();
+            let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+            let Ok(up) = openat(at, c"..", flags, 0) else {
+                return false;
+            };
+            let Ok(ust) = sys::fstat(up.as_raw_fd()) else {
+                return false;
+            };
+            if ust.st_dev != self.root_dev || (ust.st_ino == ino && ust.st_dev == dev) {
+                return false;
+            }
+            (dev, ino) = (ust.st_dev, ust.st_ino);
+            cur = Some(up);
         }
+        false
+    }
+
+    /// Opens `fh` (a cache miss): as the server, the only identity `open_by_handle_at`
+    /// serves; a directory must lie under the export root.
+    fn open_by_handle(&self, fh: &Fh, kh: &KernelHandle) -> NfsResult<Arc<OwnedFd>> {
+        ident::as_server()?;
         let map = |e: io::Error| match e.raw_os_error() {
             Some(libc::EINVAL) | Some(libc::EOVERFLOW) => Nfsstat3::BADHANDLE,
             Some(libc::ESTALE) | Some(libc::ENOENT) | None => Nfsstat3::STALE,
             Some(x) => Nfsstat3::from_errno(x),
         };
         let mut fd = kh.open(&self.root_fd, libc::O_PATH).map_err(map)?;
-        if ifmt(&sys::fstat(fd.as_raw_fd())?) == libc::S_IFREG {
-            let flags = libc::O_RDWR | libc::O_NOFOLLOW;
-            if let Ok(rw) = kh
-                .open(&self.root_fd, flags)
-                .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY))
-            {
-                fd = rw;
+        let st = sys::fstat(fd.as_raw_fd())?;
+        match ifmt(&st) {
+            libc::S_IFDIR if !self.inside(&fd, &st) => return Err(Nfsstat3::STALE),
+            libc::S_IFREG => {
+                let flags = libc::O_RDWR | libc::O_NOFOLLOW;
+                if let Ok(rw) = kh
+                    .open(&self.root_fd, flags)
+                    .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY | libc::O_NOFOLLOW))
+                {
+                    fd = rw;
+                }
             }
+            _ => {}
         }
         let fd = Arc::new(fd);
         self.cache().insert(*fh, fd.clone());
         Ok(fd)
     }
 
-    /// The live object `fh` names.
-    fn obj(&self, fh: &Fh) -> NfsResult<Obj> {
-        let fd = self.open_fh(fh)?;
+    /// The live object `fh` names, whatever identity the thread holds after (for what needs
+    /// no permission: attributes, file system counts).
+    fn stat_obj(&self, fh: &Fh) -> NfsResult<Obj> {
+        let kh = handle::decode(self.tag, fh)?;
+        let cached = self.cache().get(fh);
+        let fd = match cached {
+            Some(fd) => fd,
+            None => self.open_by_handle(fh, &kh)?,
+        };
         let st = sys::fstat(fd.as_raw_fd())?;
         if st.st_nlink == 0 || st.st_dev != self.root_dev {
             self.cache().forget(fh);
@@ -212,13 +276,44 @@ impl DirStore {
         Ok(Obj { fd, st })
     }
 
-    /// The live directory `fh` names (NOTDIR otherwise).
-    fn dir_obj(&self, fh: &Fh) -> NfsResult<Obj> {
-        let o = self.obj(fh)?;
+    /// The live object `fh` names, with the thread acting as `cx` after.
+    fn obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
+        let o = self.stat_obj(fh)?;
+        ident::act_as(cx)?;
+        Ok(o)
+    }
+
+    /// The live directory `fh` names (NOTDIR otherwise), with the thread acting as `cx`.
+    fn dir_obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
+        let o = self.obj(cx, fh)?;
         if o.kind() != libc::S_IFDIR {
             return Err(Nfsstat3::NOTDIR);
         }
         Ok(o)
+    }
+
+    /// The live regular file `fh` names for READ, WRITE or COMMIT (ISDIR for a directory,
+    /// INVAL for anything else), with the thread acting as `cx`.
+    fn file_obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
+        let o = self.obj(cx, fh)?;
+        match o.kind() {
+            libc::S_IFREG => Ok(o),
+            libc::S_IFDIR => Err(Nfsstat3::ISDIR),
+            _ => Err(Nfsstat3::INVAL),
+        }
+    }
+
+    /// Whether the thread's identity, `cx`, may read (`R_OK`) or write (`W_OK`) the data of
+    /// regular file `o`: the kernel's check, except that the owner always may and that
+    /// whoever may execute the file may read it (Linux nfsd's NFSD_MAY_OWNER_OVERRIDE and
+    /// NFSD_MAY_READ_IF_EXEC: a client keeps using a file it created read-only or loads a
+    /// program it may only execute).
+    fn may_io(&self, cx: &Cred, o: &Obj, mode: i32) -> NfsResult<()> {
+        match sys::may(o.raw(), mode) {
+            Err(Nfsstat3::ACCES) if o.st.st_uid == cx.uid => Ok(()),
+            Err(Nfsstat3::ACCES) if mode == libc::R_OK => sys::may(o.raw(), libc::X_OK),
+            r => r,
+        }
     }
 
     /// The handle of what `name` in `dirfd` is now, if anything: taken before removing it so
@@ -227,8 +322,10 @@ impl DirStore {
         self.fh_at(dirfd, name).ok()
     }
 
-    /// Applies `set` to `o` (size, then mode and owner, then times).
-    fn apply(&self, o: &Obj, set: &Sattr3) -> NfsResult<()> {
+    /// Applies `set` to `o` as `cx` (size, then mode and owner, then times): the kernel
+    /// checks each change for the caller, on the object itself (a symbolic link is never
+    /// followed; its mode is not changed).
+    fn apply(&self, cx: &Cred, o: &Obj, set: &Sattr3) -> NfsResult<()> {
         let kind = o.kind();
         let size = match (set.size, kind) {
             (None, _) => None,
@@ -243,13 +340,14 @@ impl DirStore {
         };
         let path = proc_path(o.raw());
         if let Some(len) = size {
+            self.may_io(cx, o, libc::W_OK)?;
             // SAFETY: plain syscalls; `path` is NUL-terminated.
             if unsafe { libc::ftruncate(o.raw(), len) } < 0 {
                 check(unsafe { libc::truncate(path.as_ptr(), len) })?;
             }
         }
         if let (Some(mode), false) = (set.mode, kind == libc::S_IFLNK) {
-            // SAFETY: `path` is NUL-terminated.
+            // SAFETY: `path` is NUL-terminated; the /proc link reaches the object itself.
             check(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode & 0o7777, 0) })?;
         }
         if set.uid.is_some() || set.gid.is_some() {
@@ -267,31 +365,32 @@ impl DirStore {
         Ok(())
     }
 
-    /// Wraps a descriptor just created by us as an [`Obj`], applies `set` and adopts it.
-    fn finish_new(&self, fd: OwnedFd, set: &Sattr3) -> NfsResult<Fh> {
-        let st = sys::fstat(fd.as_raw_fd())?;
-        let o = Obj {
-            fd: Arc::new(fd),
-            st,
-        };
-        self.apply(&o, set)?;
-        let fh = self.fh_of_fd(o.raw())?;
-        self.cache().insert(fh, o.fd);
-        Ok(fh)
-    }
-
-    /// An EXCLUSIVE create found `name`: the same file when it carries verifier `v`.
-    fn exclusive_again(&self, dirfd: RawFd, name: &CStr, v: &[u8; 8]) -> NfsResult<Fh> {
-        let st = sys::lstatat(dirfd, name)?;
-        let (m, a) = verf_times(v);
-        let same = ifmt(&st) == libc::S_IFREG
-            && st.st_mtime == i64::from(m)
-            && st.st_atime == i64::from(a)
-            && st.st_size == 0;
-        if !same {
-            return Err(Nfsstat3::EXIST);
+    /// The ACCESS3 bits of `want` the thread's identity holds on `o`, by the kernel's check.
+    fn granted(&self, o: &Obj, want: u32) -> u32 {
+        let dir = o.kind() == libc::S_IFDIR;
+        let write = access::MODIFY | access::EXTEND | if dir { access::DELETE } else { 0 };
+        let exec = if dir { access::LOOKUP } else { access::EXECUTE };
+        let asked = [
+            (access::READ, libc::R_OK),
+            (write, libc::W_OK),
+            (exec, libc::X_OK),
+        ];
+        let all = asked
+            .iter()
+            .filter(|(bits, _)| want & bits != 0)
+            .fold(0, |m, (_, mode)| m | mode);
+        // One check for everything asked first: what the kernel's client asks for is usually
+        // all granted (one system call), else each right on its own.
+        if all != 0 && sys::may(o.raw(), all).is_ok() {
+            return want & (access::READ | write | exec);
         }
-        self.fh_at(dirfd, name)
+        let mut got = 0;
+        for (bits, mode) in asked {
+            if want & bits != 0 && sys::may(o.raw(), mode).is_ok() {
+                got |= bits;
+            }
+        }
+        got & want
     }
 }
 
@@ -305,29 +404,29 @@ impl Store for DirStore {
     }
 
     fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3> {
-        Ok(sys::fattr(&self.obj(fh)?.st))
+        Ok(sys::fattr(&self.stat_obj(fh)?.st))
     }
 
-    fn setattr(&self, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
-        let o = self.obj(fh)?;
+    fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
+        let o = self.obj(cx, fh)?;
         if guard.is_some_and(|g| g != sys::ctime(&o.st)) {
             return Err(Nfsstat3::NOT_SYNC);
         }
-        self.apply(&o, set)
+        self.apply(cx, &o, set)
     }
 
-    fn lookup(&self, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
-        let d = self.dir_obj(dir)?;
+    fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
+        let d = self.dir_obj(cx, dir)?;
         let c = cname(name)?;
         match name {
-            b"." => Ok(*dir),
-            b".." if self.is_root(&d.st) => Ok(self.root_fh),
+            b"." => sys::may(d.raw(), libc::X_OK).map(|()| *dir),
+            b".." if self.is_root(&d.st) => sys::may(d.raw(), libc::X_OK).map(|()| self.root_fh),
             _ => self.fh_at(d.raw(), &c),
         }
     }
 
-    fn readlink(&self, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
-        let o = self.obj(fh)?;
+    fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
+        let o = self.obj(cx, fh)?;
         if o.kind() != libc::S_IFLNK {
             return Err(Nfsstat3::INVAL);
         }
@@ -343,13 +442,9 @@ impl Store for DirStore {
         Ok((n as usize).min(out.len()))
     }
 
-    fn read(&self, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
-        let o = self.obj(fh)?;
-        match o.kind() {
-            libc::S_IFREG => {}
-            libc::S_IFDIR => return Err(Nfsstat3::ISDIR),
-            _ => return Err(Nfsstat3::INVAL),
-        }
+    fn read(&self, cx: &Cred, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
+        let o = self.file_obj(cx, fh)?;
+        self.may_io(cx, &o, libc::R_OK)?;
         let size = o.st.st_size.max(0) as u64;
         let Ok(start) = i64::try_from(offset) else {
             return Ok((0, true));
@@ -376,17 +471,20 @@ impl Store for DirStore {
         Ok((done, eof))
     }
 
-    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow) -> NfsResult<StableHow> {
-        let o = self.obj(fh)?;
-        match o.kind() {
-            libc::S_IFREG => {}
-            libc::S_IFDIR => return Err(Nfsstat3::ISDIR),
-            _ => return Err(Nfsstat3::INVAL),
-        }
+    fn write(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> NfsResult<StableHow> {
+        let o = self.file_obj(cx, fh)?;
         let end = offset.checked_add(data.len() as u64);
         if !end.is_some_and(|e| e <= self.max_file_size()) {
             return Err(Nfsstat3::FBIG);
         }
+        self.may_io(cx, &o, libc::W_OK)?;
         let mut done = 0usize;
         while done < data.len() {
             let rest = &data[done..];
@@ -411,119 +509,54 @@ impl Store for DirStore {
         Ok(stable)
     }
 
-    fn commit(&self, fh: &Fh) -> NfsResult<()> {
-        let o = self.obj(fh)?;
-        match o.kind() {
-            // SAFETY: plain syscall on an open descriptor.
-            libc::S_IFREG => check(unsafe { libc::fsync(o.raw()) }).map(drop),
-            libc::S_IFDIR => Err(Nfsstat3::ISDIR),
-            _ => Err(Nfsstat3::INVAL),
-        }
+    fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {
+        let o = self.file_obj(cx, fh)?;
+        self.may_io(cx, &o, libc::W_OK)?;
+        // SAFETY: plain syscall on an open descriptor.
+        check(unsafe { libc::fsync(o.raw()) }).map(drop)
     }
 
-    fn create(&self, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
-        let d = self.dir_obj(dir)?;
-        let c = cname(name)?;
-        if is_dot_entry(name) {
-            return Err(Nfsstat3::EXIST);
-        }
-        let (excl, attr) = match how {
-            CreateHow::Unchecked(a) => (0, *a),
-            CreateHow::Guarded(a) => (libc::O_EXCL, *a),
-            CreateHow::Exclusive(v) => {
-                let (m, a) = verf_times(v);
-                let t = |s| {
-                    SetTime::ClientTime(Time3 {
-                        seconds: s,
-                        nseconds: 0,
-                    })
-                };
-                let set = Sattr3 {
-                    atime: t(a),
-                    mtime: t(m),
-                    ..Sattr3::default()
-                };
-                (libc::O_EXCL, set)
-            }
-        };
-        let existed = match sys::lstatat(d.raw(), &c) {
-            Ok(st) if ifmt(&st) != libc::S_IFREG || excl != 0 => {
-                if let CreateHow::Exclusive(v) = how {
-                    return self.exclusive_again(d.raw(), &c, v);
-                }
-                return Err(Nfsstat3::EXIST);
-            }
-            Ok(_) => true,
-            Err(Nfsstat3::NOENT) => false,
-            Err(e) => return Err(e),
-        };
-        let mode = attr.mode.unwrap_or(0o644) & 0o7777;
-        let flags = libc::O_CREAT | excl | libc::O_RDWR | libc::O_NOFOLLOW;
-        let fd = match openat(d.raw(), &c, flags, mode) {
-            Ok(fd) => fd,
-            Err(Nfsstat3::EXIST) => match how {
-                CreateHow::Exclusive(v) => return self.exclusive_again(d.raw(), &c, v),
-                _ => return Err(Nfsstat3::EXIST),
-            },
-            Err(Nfsstat3::ISDIR) => return Err(Nfsstat3::EXIST),
-            Err(e) => return Err(e),
-        };
-        let set = if existed {
-            attr
-        } else {
-            Sattr3 {
-                mode: Some(mode),
-                ..attr
-            }
-        };
-        self.finish_new(fd, &set)
+    fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
+        let d = self.dir_obj(cx, dir)?;
+        self.create_file(cx, &d, name, how)
     }
 
-    fn mkdir(&self, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
-        let d = self.dir_obj(dir)?;
-        let c = cname(name)?;
-        if is_dot_entry(name) {
-            return Err(Nfsstat3::EXIST);
-        }
-        let mode = attr.mode.unwrap_or(0o755) & 0o7777;
-        // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::mkdirat(d.raw(), c.as_ptr(), mode) })?;
-        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-        let fd = openat(d.raw(), &c, flags, 0)?;
-        let set = Sattr3 {
-            mode: Some(mode),
-            size: None,
-            ..*attr
-        };
-        self.finish_new(fd, &set)
+    fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+        let d = self.dir_obj(cx, dir)?;
+        self.make_dir(cx, &d, name, attr)
     }
 
-    fn symlink(&self, dir: &Fh, name: &[u8], target: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
-        let d = self.dir_obj(dir)?;
-        let c = cname(name)?;
-        if is_dot_entry(name) {
-            return Err(Nfsstat3::EXIST);
-        }
-        if target.len() > PATH_MAX {
-            return Err(Nfsstat3::NAMETOOLONG);
-        }
-        let t = CString::new(target)
-            .ok()
-            .filter(|t| !t.is_empty())
-            .ok_or(Nfsstat3::INVAL)?;
-        // SAFETY: both strings are NUL-terminated.
-        check(unsafe { libc::symlinkat(t.as_ptr(), d.raw(), c.as_ptr()) })?;
-        let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-        let set = Sattr3 {
-            mode: None,
-            size: None,
-            ..*attr
-        };
-        self.finish_new(fd, &set)
+    fn symlink(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        target: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let d = self.dir_obj(cx, dir)?;
+        self.make_symlink(cx, &d, name, target, attr)
     }
 
-    fn remove(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        let d = self.dir_obj(dir)?;
+    fn mknod(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        node: Special,
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let d = self.dir_obj(cx, dir)?;
+        self.make_node(cx, &d, name, node, attr)
+    }
+
+    fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
+        let o = self.obj(cx, fh)?;
+        Ok((sys::fattr(&o.st), self.granted(&o, want)))
+    }
+
+    fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        let d = self.dir_obj(cx, dir)?;
         let c = cname(name)?;
         if is_dot_entry(name) {
             return Err(Nfsstat3::ACCES);
@@ -537,8 +570,8 @@ impl Store for DirStore {
         Ok(())
     }
 
-    fn rmdir(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        let d = self.dir_obj(dir)?;
+    fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        let d = self.dir_obj(cx, dir)?;
         let c = cname(name)?;
         match name {
             b"." => return Err(Nfsstat3::INVAL),
@@ -556,13 +589,14 @@ impl Store for DirStore {
 
     fn rename(
         &self,
+        cx: &Cred,
         from_dir: &Fh,
         from_name: &[u8],
         to_dir: &Fh,
         to_name: &[u8],
     ) -> NfsResult<()> {
-        let f = self.dir_obj(from_dir)?;
-        let t = self.dir_obj(to_dir)?;
+        let f = self.dir_obj(cx, from_dir)?;
+        let t = self.dir_obj(cx, to_dir)?;
         let (cf, ct) = (cname(from_name)?, cname(to_name)?);
         if is_dot_entry(from_name) || is_dot_entry(to_name) {
             return Err(Nfsstat3::INVAL);
@@ -576,18 +610,25 @@ impl Store for DirStore {
         Ok(())
     }
 
-    fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        let o = self.obj(fh)?;
+    fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        let o = self.obj(cx, fh)?;
         if o.kind() == libc::S_IFDIR {
             return Err(Nfsstat3::ISDIR);
         }
-        let d = self.dir_obj(dir)?;
+        let d = self.dir_obj(cx, dir)?;
         let c = cname(name)?;
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);
         }
-        // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to.
-        let r = unsafe {
+        // As Linux nfsd's `vfs_link`: the caller needs write and search permission on the
+        // directory, nothing on the object (`fs.protected_hardlinks` guards the link system
+        // call, not nfsd). The link itself is made by the server: only it may link a
+        // descriptor (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
+        sys::may(d.raw(), libc::W_OK | libc::X_OK)?;
+        ident::as_server()?;
+        // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to, a
+        // symbolic link included.
+        check(unsafe {
             libc::linkat(
                 o.raw(),
                 c"".as_ptr(),
@@ -595,28 +636,20 @@ impl Store for DirStore {
                 c.as_ptr(),
                 libc::AT_EMPTY_PATH,
             )
-        };
-        if r < 0 && sys::errno() == libc::ENOENT {
-            let p = proc_path(o.raw());
-            let follow = libc::AT_SYMLINK_FOLLOW;
-            // SAFETY: NUL-terminated names.
-            check(unsafe {
-                libc::linkat(libc::AT_FDCWD, p.as_ptr(), d.raw(), c.as_ptr(), follow)
-            })?;
-            return Ok(());
-        }
-        check(r).map(drop)
+        })
+        .map(drop)
     }
 
     fn readdir(
         &self,
+        cx: &Cred,
         dir: &Fh,
         cookie: u64,
         verf: [u8; 8],
         plus: bool,
         emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
     ) -> NfsResult<DirListing> {
-        let d = self.dir_obj(dir)?;
+        let d = self.dir_obj(cx, dir)?;
         if cookie != 0 && verf != [0; 8] {
             return Err(Nfsstat3::BAD_COOKIE);
         }
@@ -625,7 +658,7 @@ impl Store for DirStore {
     }
 
     fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat> {
-        let o = self.obj(fh)?;
+        let o = self.stat_obj(fh)?;
         // SAFETY: an all-zero statvfs is valid; the kernel fills it.
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
         // SAFETY: `s` is writable.
@@ -643,5 +676,20 @@ impl Store for DirStore {
 
     fn write_verifier(&self) -> [u8; 8] {
         self.verf
+    }
+
+    fn max_file_size(&self) -> u64 {
+        self.max_size
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.cache().stats();
+        vec![
+            ("dir.fd_cache.hits", c.hits),
+            ("dir.fd_cache.misses", c.misses),
+            ("dir.fd_cache.evictions", c.evictions),
+            ("dir.fd_cache.held", c.held),
+            ("dir.fd_cache.capacity", c.capacity),
+        ]
     }
 }

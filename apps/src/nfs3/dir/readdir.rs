@@ -1,5 +1,5 @@
 //! READDIR / READDIRPLUS of the directory store: `getdents64` on a fresh descriptor of the
-//! directory, positioned with `lseek(cookie)`; each entry's cookie is the kernel's `d_off`,
+//! directory (opened as the caller, who needs read permission on it), positioned with `lseek(cookie)`; each entry's cookie is the kernel's `d_off`,
 //! so cookies are the file system's own (hash positions on ext4, stable offsets on tmpfs)
 //! and survive entries being added and removed.
 //!
@@ -59,7 +59,13 @@ impl DirStore {
         plus: bool,
         emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
     ) -> NfsResult<bool> {
-        let fd = openat(dirfd, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        // Through the /proc link: opening the directory itself needs read permission only.
+        let fd = openat(
+            libc::AT_FDCWD,
+            &sys::proc_path(dirfd),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+            0,
+        )?;
         let pos = i64::try_from(cookie).map_err(|_| Nfsstat3::BAD_COOKIE)?;
         // SAFETY: plain syscall on a descriptor we own.
         if unsafe { libc::lseek(fd.as_raw_fd(), pos, libc::SEEK_SET) } < 0 {

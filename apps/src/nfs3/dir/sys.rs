@@ -207,3 +207,36 @@ impl KernelHandle {
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 }
+
+/// `faccessat2(fd, "", mode, AT_EACCESS | AT_EMPTY_PATH)`: whether the calling thread's
+/// fs identity holds `mode` (`R_OK`, `W_OK`, `X_OK`) on the object `fd` refers to, by the
+/// kernel's own permission check (mode bits, ACLs, read-only mounts, immutable files).
+pub(super) fn may(fd: RawFd, mode: i32) -> NfsResult<()> {
+    let flags = libc::AT_EACCESS | libc::AT_EMPTY_PATH;
+    // SAFETY: empty NUL-terminated path; the call only reads its arguments.
+    let r = unsafe { libc::syscall(libc::SYS_faccessat2, fd, c"".as_ptr(), mode, flags) };
+    check(r.clamp(-1, 0) as i32).map(drop)
+}
+
+/// ext2 / ext3 / ext4 (`EXT4_SUPER_MAGIC`, shared by all three).
+const EXT4_SUPER_MAGIC: i64 = 0xef53;
+/// FAT (`MSDOS_SUPER_MAGIC`).
+const MSDOS_SUPER_MAGIC: i64 = 0x4d44;
+
+/// Largest file the file system holding `fd` stores: ext4 (extent-mapped files) holds 2^32 − 1
+/// blocks (`ext4_max_size`: 16 TiB − 4 KiB with 4 KiB blocks), FAT 4 GiB − 1; others (tmpfs,
+/// XFS, Btrfs, ...) the kernel's `MAX_LFS_FILESIZE`, 2^63 − 1.
+pub(super) fn max_file_size(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: an all-zero statfs is valid; the kernel fills it.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `s` is writable.
+    if unsafe { libc::fstatfs(fd, &mut s) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let bsize = (s.f_bsize as u64).clamp(512, 1 << 16);
+    Ok(match s.f_type as i64 {
+        EXT4_SUPER_MAGIC => ((1u64 << 32) - 1) * bsize,
+        MSDOS_SUPER_MAGIC => (1u64 << 32) - 1,
+        _ => i64::MAX as u64,
+    })
+}

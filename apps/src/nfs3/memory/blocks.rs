@@ -17,11 +17,13 @@
 //! copies it into a new block (copy on write) and the reply keeps the old buffer, which goes
 //! back to the pool when the reply's Send completes.
 //!
-//! Capacity: a block is charged its length (a `Vec`'s length, a registered block's high-water
-//! mark), the same whichever kind holds it, so moving a block between kinds never changes the
-//! charge and never makes a write fail: capacity limits octets of file data. The registered
-//! buffers themselves are memory the pool reserved at start-up, so the process holds at most
-//! the pool plus `capacity` octets of `Vec` blocks.
+//! Capacity: a block is charged [`charge::block`] of its length (a `Vec`'s length, a registered
+//! block's high-water mark): its slot and allocation plus the buffer a `Vec` of that length
+//! keeps (a `Vec` block grows to the next power of two and shrinks back on truncate, so its
+//! real allocation never exceeds the charge). The charge is the same whichever kind holds the
+//! block, so moving a block between kinds never changes it and never makes a write fail. The
+//! registered buffers themselves are memory the pool reserved at start-up, so the process
+//! holds at most the pool plus `capacity` octets for blocks.
 //!
 //! Recovery: the pool running dry (or down to its reserve for READs that cannot be served
 //! from a block) is not an error: the block stays (or becomes) a `Vec`. Callers check capacity
@@ -33,6 +35,8 @@ use std::sync::Arc;
 
 use rpcrdma_mempool::PoolBuf;
 use rpcrdma_poller::BufPool;
+
+use super::charge;
 
 /// A block whose length reaches this (or the block size, when smaller) moves into a
 /// registered buffer.
@@ -92,10 +96,14 @@ enum Block {
     Reg { buf: Arc<PoolBuf>, hwm: usize },
 }
 
-/// Writes `src` at `within` of a `Vec` block.
-fn put_heap(v: &mut Vec<u8>, within: usize, src: &[u8]) {
+/// Writes `src` at `within` of a `Vec` block of a file with blocks of `bs` octets; the `Vec`
+/// grows to [`charge::block_buf`] and no further.
+fn put_heap(v: &mut Vec<u8>, bs: usize, within: usize, src: &[u8]) {
     let end = within + src.len();
     if v.len() < end {
+        if v.capacity() < end {
+            v.reserve_exact(charge::block_buf(end, bs) - v.len());
+        }
         v.resize(end, 0);
     }
     v[within..end].copy_from_slice(src);
@@ -149,7 +157,7 @@ impl Block {
                     Some(b) => moved(b, &buf[..*hwm], within, src),
                     None => {
                         let mut v = buf[..*hwm].to_vec();
-                        put_heap(&mut v, within, src);
+                        put_heap(&mut v, alloc.bs, within, src);
                         Block::Heap(v)
                     }
                 },
@@ -162,7 +170,7 @@ impl Block {
                 };
                 match fresh {
                     Some(b) => moved(b, v, within, src),
-                    None => return put_heap(v, within, src),
+                    None => return put_heap(v, alloc.bs, within, src),
                 }
             }
         };
@@ -173,7 +181,10 @@ impl Block {
     /// goes back to a `Vec` (its buffer returns to the pool once no reply holds it).
     fn truncate(&mut self, alloc: &Alloc, tail: usize) {
         match self {
-            Block::Heap(v) => v.truncate(tail),
+            Block::Heap(v) => {
+                v.truncate(tail);
+                v.shrink_to(charge::block_buf(tail, alloc.bs));
+            }
             Block::Reg { buf, hwm } => {
                 *hwm = (*hwm).min(tail);
                 if *hwm < alloc.threshold() {
@@ -188,15 +199,25 @@ impl Block {
 #[derive(Debug, Default)]
 pub(super) struct Blocks {
     map: BTreeMap<u64, Block>,
+    /// The sum of the blocks' charges (kept as blocks change: attributes read it often).
+    charged: u64,
 }
 
 /// A range inside one registered block: the buffer, the offset in it and the length.
 pub(super) type Shared = (Arc<PoolBuf>, usize, usize);
 
 impl Blocks {
-    /// Octets the blocks are charged (their data lengths; see the file's doc).
-    pub(super) fn used(&self) -> u64 {
-        self.map.values().map(|b| b.data().len() as u64).sum()
+    /// Octets the blocks are charged, with blocks of `bs` octets (see the file's doc).
+    pub(super) fn used(&self, _bs: usize) -> u64 {
+        self.charged
+    }
+
+    /// The sum of the blocks' charges, counted afresh.
+    fn count(&self, bs: usize) -> u64 {
+        self.map
+            .values()
+            .map(|b| charge::block(b.data().len(), bs))
+            .sum()
     }
 
     /// Copies the file's octets at `offset` into `out`, stopping at `size` (the file size);
@@ -243,8 +264,11 @@ impl Blocks {
     pub(super) fn growth(&self, bs: usize, offset: u64, len: usize) -> u64 {
         let mut grow = 0u64;
         for_each_span(bs, offset, len, |idx, within, chunk, _| {
-            let have = self.map.get(&idx).map_or(0, |b| b.data().len());
-            grow += (within + chunk).saturating_sub(have) as u64;
+            grow += match self.map.get(&idx).map(|b| b.data().len()) {
+                Some(have) if have >= within + chunk => 0,
+                Some(have) => charge::block(within + chunk, bs) - charge::block(have, bs),
+                None => charge::block(within + chunk, bs),
+            };
         });
         grow
     }
@@ -252,6 +276,7 @@ impl Blocks {
     /// Writes `data` at `offset`, allocating blocks as needed (see the file's doc for which
     /// kind, and for copy on write).
     pub(super) fn write(&mut self, alloc: &Alloc, offset: u64, data: &[u8]) {
+        self.charged += self.growth(alloc.bs, offset, data.len());
         let map = &mut self.map;
         for_each_span(alloc.bs, offset, data.len(), |idx, within, chunk, done| {
             map.entry(idx)
@@ -262,7 +287,7 @@ impl Blocks {
 
     /// Drops the data at and past `size`; returns the octets of charge freed.
     pub(super) fn truncate(&mut self, alloc: &Alloc, size: u64) -> u64 {
-        let before = self.used();
+        let before = self.used(alloc.bs);
         let bs64 = alloc.bs as u64;
         let first_gone = size.div_ceil(bs64);
         drop(self.map.split_off(&first_gone));
@@ -272,7 +297,14 @@ impl Blocks {
                 block.truncate(alloc, tail);
             }
         }
-        before - self.used()
+        self.charged = self.count(alloc.bs);
+        before - self.charged
+    }
+
+    /// Octets of data the blocks hold (tests).
+    #[cfg(test)]
+    pub(super) fn octets(&self) -> u64 {
+        self.map.values().map(|b| b.data().len() as u64).sum()
     }
 
     /// How many blocks are registered (tests).
@@ -315,9 +347,10 @@ mod tests {
     fn sparse_blocks_read_zeros_and_count_only_written_octets() {
         let a = Alloc::plain(8);
         let mut b = Blocks::default();
-        assert_eq!(b.growth(8, 20, 3), 7);
+        assert_eq!(b.growth(8, 20, 3), charge::BLOCK + 8);
         b.write(&a, 20, b"abc");
-        assert_eq!(b.used(), 7);
+        assert_eq!(b.octets(), 7);
+        assert_eq!(b.used(8), charge::BLOCK + 8);
         let mut out = [0xffu8; 30];
         assert_eq!(b.read(8, 23, 0, &mut out), 23);
         assert_eq!(&out[..20], &[0u8; 20]);
@@ -327,8 +360,8 @@ mod tests {
         let mut out = [0u8; 6];
         assert_eq!(b.read(8, 23, 5, &mut out), 6);
         assert_eq!(&out, b"\0xyzw\0");
-        assert_eq!(b.truncate(&a, 7), 2 + 7 + 1);
-        assert_eq!(b.used(), 7);
+        assert_eq!(b.truncate(&a, 7), 2 * (charge::BLOCK + 8));
+        assert_eq!(b.octets(), 7);
         let mut out = [1u8; 4];
         assert_eq!(b.read(8, 23, 6, &mut out), 4);
         assert_eq!(&out, b"x\0\0\0");
@@ -346,7 +379,7 @@ mod tests {
         assert_eq!(b.registered(), 0, "4 KiB stays a Vec");
         b.write(&a, 4096, &vec![2u8; PROMOTE - 4096]);
         assert_eq!(b.registered(), 1, "a block grown to 64 KiB is registered");
-        assert_eq!(b.used(), PROMOTE as u64);
+        assert_eq!(b.octets(), PROMOTE as u64);
         let got = read_all(&b, bs, PROMOTE as u64, 0, PROMOTE);
         assert_eq!(&got[..4096], &[1u8; 4096][..]);
         assert!(got[4096..].iter().all(|&x| x == 2));
@@ -447,7 +480,7 @@ mod tests {
         }
         assert_eq!(b.registered(), 6);
         assert_eq!(tp.pool.available(), 2);
-        assert_eq!(b.used(), 8 * PROMOTE as u64);
+        assert_eq!(b.octets(), 8 * PROMOTE as u64);
         for i in 0..8u64 {
             let got = read_all(&b, bs, 8 * bs as u64, i * bs as u64, PROMOTE);
             assert!(got.iter().all(|&x| x == i as u8 + 1));
@@ -471,21 +504,26 @@ mod tests {
         assert_eq!(b.registered(), 1);
         let free = tp.pool.available();
         // Cut the Vec block, then the registered one but above the threshold.
-        assert_eq!(b.truncate(&a, bs as u64 + 2), 3);
+        let cut = |b: &mut Blocks, size: u64| {
+            let o = b.octets();
+            b.truncate(&a, size);
+            o - b.octets()
+        };
+        assert_eq!(cut(&mut b, bs as u64 + 2), 3);
         assert_eq!(
-            b.truncate(&a, PROMOTE as u64 + 10),
+            cut(&mut b, PROMOTE as u64 + 10),
             (bs - PROMOTE - 10 + 2) as u64
         );
         assert_eq!(b.registered(), 1);
         assert!(b.read_registered(bs, PROMOTE as u64, 10).is_some());
         assert!(b.read_registered(bs, PROMOTE as u64, 11).is_none());
         // Below the threshold: back to a Vec, the buffer back to the pool.
-        assert_eq!(b.truncate(&a, 100), (PROMOTE - 90) as u64);
+        assert_eq!(cut(&mut b, 100), (PROMOTE - 90) as u64);
         assert_eq!(b.registered(), 0);
         assert_eq!(tp.pool.available(), free + 1);
         assert_eq!(read_all(&b, bs, 200, 0, 200)[..100], [9u8; 100][..]);
         assert!(read_all(&b, bs, 200, 0, 200)[100..].iter().all(|&x| x == 0));
-        assert_eq!(b.used(), 100);
+        assert_eq!(b.octets(), 100);
     }
 
     #[test]

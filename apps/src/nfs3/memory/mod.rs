@@ -24,6 +24,10 @@
 //! verifier is derived from the directory's file id and generation.
 
 mod blocks;
+mod charge;
+mod names;
+#[cfg(test)]
+mod perm_tests;
 #[cfg(test)]
 pub(crate) mod test_pool;
 #[cfg(test)]
@@ -34,7 +38,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rpcrdma_poller::BufPool;
 
-use super::fs::{DirListing, SharedRead, Store};
+use super::fs::{DirListing, SharedRead, Special, Store};
+use super::identity::{self, Cred, Want};
 use super::types::{
     CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3,
 };
@@ -44,7 +49,8 @@ use tree::{Body, Tree, FIRST_SEQ, ROOT};
 /// Sizing of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryOptions {
-    /// Octets of file data the store holds; writes past it are NOSPC.
+    /// Octets of memory the store may hold for files, names and data (see
+    /// [`MemoryStore`]'s accounting); what would pass it is NOSPC.
     pub capacity: u64,
     /// Most files (inodes, the root included); creates past it are NOSPC.
     pub max_files: u64,
@@ -106,7 +112,7 @@ impl MemoryStore {
     /// registered buffers, from which READs with a Write chunk are answered without a copy.
     /// The store leaves a quarter of the pool's buffers free for READ results that are
     /// copied; past that (and when the pool is empty) blocks stay `Vec`s: a dry pool never
-    /// fails a write. Capacity counts octets of file data whichever kind holds them.
+    /// fails a write. A block is charged the same whichever kind holds it.
     pub fn with_pool(opts: MemoryOptions, pool: BufPool) -> MemoryStore {
         MemoryStore::build(opts, Alloc::pooled(pool))
     }
@@ -208,6 +214,18 @@ impl MemoryStore {
     }
 }
 
+/// The data of file `id` that `cx` may read (ISDIR, INVAL for other types, ACCES as
+/// [`identity::may_io`] says).
+fn readable<'t>(tree: &'t Tree, cx: &Cred, id: u64) -> NfsResult<(u64, &'t blocks::Blocks)> {
+    let r = match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
+        Body::File { size, data } => (*size, data),
+        Body::Dir(_) => return Err(Nfsstat3::ISDIR),
+        _ => return Err(Nfsstat3::INVAL),
+    };
+    identity::may_io(cx, &tree.attr(id)?, Want::READ)?;
+    Ok(r)
+}
+
 impl Store for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
@@ -222,22 +240,17 @@ impl Store for MemoryStore {
         tree.attr(self.id(&tree, fh)?)
     }
 
-    fn setattr(&self, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
-        self.with_mut(fh, |tree, id| {
-            if guard.is_some_and(|g| tree.attr(id).is_ok_and(|a| a.ctime != g)) {
-                return Err(Nfsstat3::NOT_SYNC);
-            }
-            tree.setattr(id, set)
-        })
+    fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
+        self.with_mut(fh, |tree, id| tree.setattr(cx, id, set, guard))
     }
 
-    fn lookup(&self, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
+    fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
         let tree = self.read_tree();
-        let id = tree.lookup(self.id(&tree, dir)?, name)?;
+        let id = tree.lookup(cx, self.id(&tree, dir)?, name)?;
         Ok(self.fh(id))
     }
 
-    fn readlink(&self, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
+    fn readlink(&self, _cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
@@ -250,83 +263,106 @@ impl Store for MemoryStore {
         }
     }
 
-    fn read(&self, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
+    fn read(&self, cx: &Cred, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
         let tree = self.read_tree();
-        let id = self.id(&tree, fh)?;
-        match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
-            Body::File { size, data } => {
-                let n = data.read(tree.opts.block_size, *size, offset, out);
-                Ok((n, offset.saturating_add(n as u64) >= *size))
-            }
-            Body::Dir(_) => Err(Nfsstat3::ISDIR),
-            Body::Symlink(_) => Err(Nfsstat3::INVAL),
-        }
+        let (size, data) = readable(&tree, cx, self.id(&tree, fh)?)?;
+        let n = data.read(tree.opts.block_size, size, offset, out);
+        Ok((n, offset.saturating_add(n as u64) >= size))
     }
 
-    fn read_registered(&self, fh: &Fh, offset: u64, count: usize) -> Option<NfsResult<SharedRead>> {
+    fn read_registered(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        count: usize,
+    ) -> Option<NfsResult<SharedRead>> {
         let tree = self.read_tree();
-        let id = match self.id(&tree, fh) {
-            Ok(id) => id,
+        let (size, data) = match self.id(&tree, fh).and_then(|id| readable(&tree, cx, id)) {
+            Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        match &tree.inodes.get(&id)?.body {
-            Body::File { size, data } if offset < *size => {
-                let end = offset.saturating_add(count as u64).min(*size);
-                let len = (end - offset) as usize;
-                let (buf, off, len) = data.read_registered(tree.alloc.bs, offset, len)?;
-                Some(Ok(SharedRead {
-                    buf,
-                    off,
-                    len,
-                    eof: end >= *size,
-                }))
-            }
-            Body::File { .. } => None,
-            Body::Dir(_) => Some(Err(Nfsstat3::ISDIR)),
-            Body::Symlink(_) => Some(Err(Nfsstat3::INVAL)),
+        if offset >= size {
+            return None;
         }
+        let end = offset.saturating_add(count as u64).min(size);
+        let len = (end - offset) as usize;
+        let (buf, off, len) = data.read_registered(tree.alloc.bs, offset, len)?;
+        Some(Ok(SharedRead {
+            buf,
+            off,
+            len,
+            eof: end >= size,
+        }))
     }
 
-    fn write(&self, fh: &Fh, offset: u64, data: &[u8], stable: StableHow) -> NfsResult<StableHow> {
-        self.with_mut(fh, |tree, id| tree.write(id, offset, data))?;
+    fn write(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> NfsResult<StableHow> {
+        self.with_mut(fh, |tree, id| tree.write(cx, id, offset, data))?;
         Ok(stable)
     }
 
-    fn commit(&self, fh: &Fh) -> NfsResult<()> {
+    fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
-            Body::File { .. } => Ok(()),
+            Body::File { .. } => identity::may_io(cx, &tree.attr(id)?, Want::WRITE),
             Body::Dir(_) => Err(Nfsstat3::ISDIR),
-            Body::Symlink(_) => Err(Nfsstat3::INVAL),
+            _ => Err(Nfsstat3::INVAL),
         }
     }
 
-    fn create(&self, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
-        let id = self.with_mut(dir, |tree, d| tree.create(d, name, how))?;
+    fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
+        let id = self.with_mut(dir, |tree, d| tree.create(cx, d, name, how))?;
         Ok(self.fh(id))
     }
 
-    fn mkdir(&self, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
-        let id = self.with_mut(dir, |tree, d| tree.mkdir(d, name, attr))?;
+    fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+        let id = self.with_mut(dir, |tree, d| tree.mkdir(cx, d, name, attr))?;
         Ok(self.fh(id))
     }
 
-    fn symlink(&self, dir: &Fh, name: &[u8], target: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
-        let id = self.with_mut(dir, |tree, d| tree.symlink(d, name, target, attr))?;
+    fn symlink(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        target: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let id = self.with_mut(dir, |tree, d| tree.symlink(cx, d, name, target, attr))?;
         Ok(self.fh(id))
     }
 
-    fn remove(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        self.with_mut(dir, |tree, d| tree.remove(d, name))
+    fn mknod(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        node: Special,
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let id = self.with_mut(dir, |tree, d| tree.mknod(cx, d, name, node, attr))?;
+        Ok(self.fh(id))
     }
 
-    fn rmdir(&self, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        self.with_mut(dir, |tree, d| tree.rmdir(d, name))
+    fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        self.with_mut(dir, |tree, d| tree.remove(cx, d, name))
+    }
+
+    fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        self.with_mut(dir, |tree, d| tree.rmdir(cx, d, name))
     }
 
     fn rename(
         &self,
+        cx: &Cred,
         from_dir: &Fh,
         from_name: &[u8],
         to_dir: &Fh,
@@ -334,19 +370,20 @@ impl Store for MemoryStore {
     ) -> NfsResult<()> {
         self.with_mut(from_dir, |tree, fd| {
             let td = self.id(tree, to_dir)?;
-            tree.rename(fd, from_name, td, to_name)
+            tree.rename(cx, (fd, from_name), (td, to_name))
         })
     }
 
-    fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+    fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         self.with_mut(fh, |tree, id| {
             let d = self.id(tree, dir)?;
-            tree.link(id, d, name)
+            tree.link(cx, id, d, name)
         })
     }
 
     fn readdir(
         &self,
+        cx: &Cred,
         dir: &Fh,
         cookie: u64,
         verf: [u8; 8],
@@ -355,7 +392,7 @@ impl Store for MemoryStore {
     ) -> NfsResult<DirListing> {
         let tree = self.read_tree();
         let id = self.id(&tree, dir)?;
-        let next_seq = tree.dir(id)?.next_seq;
+        let next_seq = tree.may_dir(cx, id, Want::READ)?.next_seq;
         let dverf = self.dir_verf(id);
         if cookie != 0 && (verf != dverf || cookie >= next_seq) {
             return Err(Nfsstat3::BAD_COOKIE);
@@ -364,11 +401,17 @@ impl Store for MemoryStore {
         Ok(DirListing { verf: dverf, eof })
     }
 
+    /// Octets as charged (see the accounting above); files: `max_files`, and no more than
+    /// the free octets hold inodes.
     fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat> {
         let tree = self.read_tree();
         self.id(&tree, fh)?;
         let free = tree.opts.capacity.saturating_sub(tree.used);
-        let ffree = tree.opts.max_files.saturating_sub(tree.inodes.len() as u64);
+        let ffree = tree
+            .opts
+            .max_files
+            .saturating_sub(tree.inodes.len() as u64)
+            .min(free / charge::INODE);
         Ok(FsStat {
             tbytes: tree.opts.capacity,
             fbytes: free,

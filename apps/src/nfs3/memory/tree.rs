@@ -6,16 +6,26 @@
 //! so an error leaves the tree as it was. Times come from one store-wide monotonic clock
 //! ([`Tree::stamp`]): every change gets a time strictly after the previous change's, so two
 //! changes within one clock tick still give different ctimes (the per-change counter is folded
-//! into the nanoseconds). Recovery: none needed; file ids are never reused, so a handle to a
-//! removed inode stays STALE.
+//! into the nanoseconds). Every method takes the caller's [`Cred`] and checks it first with the
+//! rules of [`identity`] (search on a directory looked up in, write and search on one whose
+//! entries change, the sticky bit, ownership for mode, times, owner and group).
+//!
+//! Capacity: `used` charges everything the tree holds (see [`charge`]): an inode, each
+//! directory entry with its name, a symbolic link's target, each data block by the memory
+//! behind it; an operation that would pass the capacity is NOSPC and changes nothing.
+//! Recovery: none needed; file ids are never reused, so a handle to a removed inode stays
+//! STALE.
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::super::fs::Special;
+use super::super::identity::{self, Cred, Want};
 use super::super::types::{
     check_name_len, is_dot_entry, name_is_wellformed, CreateHow, Fattr3, Ftype3, NfsResult,
     Nfsstat3, Sattr3, SetTime, Time3, PATH_MAX,
 };
 use super::blocks::{Alloc, Blocks};
+use super::charge;
 use super::MemoryOptions;
 
 /// File id of the root directory.
@@ -52,6 +62,8 @@ pub(super) enum Body {
     Dir(Dir),
     /// Symbolic link target.
     Symlink(Vec<u8>),
+    /// FIFO, socket or device node (never opened).
+    Special(Special),
 }
 
 /// A directory: entries by insertion sequence (the READDIR cookie) and by name.
@@ -78,26 +90,26 @@ impl Dir {
         self.by_name.get(name).map(|&(_, id)| id)
     }
 
-    fn insert(&mut self, name: &[u8], id: u64) {
+    pub(super) fn insert(&mut self, name: &[u8], id: u64) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.by_seq.insert(seq, (name.to_vec(), id));
         self.by_name.insert(name.to_vec(), (seq, id));
     }
 
-    fn remove(&mut self, name: &[u8]) {
+    pub(super) fn remove(&mut self, name: &[u8]) {
         if let Some((seq, _)) = self.by_name.remove(name) {
             self.by_seq.remove(&seq);
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
 }
 
 /// Checks a name an operation will look up or remove.
-fn check_name(name: &[u8]) -> NfsResult<()> {
+pub(super) fn check_name(name: &[u8]) -> NfsResult<()> {
     if !name_is_wellformed(name) {
         return Err(Nfsstat3::INVAL);
     }
@@ -105,7 +117,7 @@ fn check_name(name: &[u8]) -> NfsResult<()> {
 }
 
 /// Checks a name an operation will create (`.` and `..` exist already).
-fn check_new_name(name: &[u8]) -> NfsResult<()> {
+pub(super) fn check_new_name(name: &[u8]) -> NfsResult<()> {
     check_name(name)?;
     if is_dot_entry(name) {
         return Err(Nfsstat3::EXIST);
@@ -133,7 +145,7 @@ fn next_ns(t: Time3) -> Time3 {
 pub(super) struct Tree {
     pub(super) inodes: HashMap<u64, Inode>,
     next_fileid: u64,
-    /// Octets of file data held.
+    /// Octets charged against the capacity (see the file's doc).
     pub(super) used: u64,
     last: Time3,
     generation: u32,
@@ -159,14 +171,14 @@ impl Tree {
         let mut t = Tree {
             inodes: HashMap::new(),
             next_fileid: ROOT,
-            used: 0,
+            used: charge::INODE,
             last: Time3::default(),
             generation,
             opts,
             alloc,
             max_file_size,
         };
-        let root = t.new_inode(Body::Dir(Dir::new(ROOT)), &Sattr3::default(), 0o755);
+        let root = t.new_inode(Body::Dir(Dir::new(ROOT)), (0, 0, 0o755), &Sattr3::default());
         t.inodes.insert(ROOT, root);
         t.next_fileid = ROOT + 1;
         t
@@ -192,11 +204,11 @@ impl Tree {
         }
     }
 
-    fn node(&self, id: u64) -> NfsResult<&Inode> {
+    pub(super) fn node(&self, id: u64) -> NfsResult<&Inode> {
         self.inodes.get(&id).ok_or(Nfsstat3::STALE)
     }
 
-    fn node_mut(&mut self, id: u64) -> NfsResult<&mut Inode> {
+    pub(super) fn node_mut(&mut self, id: u64) -> NfsResult<&mut Inode> {
         self.inodes.get_mut(&id).ok_or(Nfsstat3::STALE)
     }
 
@@ -208,24 +220,35 @@ impl Tree {
         }
     }
 
-    fn dir_mut(&mut self, id: u64) -> NfsResult<&mut Dir> {
+    pub(super) fn dir_mut(&mut self, id: u64) -> NfsResult<&mut Dir> {
         match &mut self.node_mut(id)?.body {
             Body::Dir(d) => Ok(d),
             _ => Err(Nfsstat3::NOTDIR),
         }
     }
 
-    fn is_dir(&self, id: u64) -> bool {
+    pub(super) fn is_dir(&self, id: u64) -> bool {
         matches!(self.inodes.get(&id).map(|i| &i.body), Some(Body::Dir(_)))
+    }
+
+    /// Directory `id` (NOTDIR otherwise) when `cx` holds `want` on it (ACCES otherwise).
+    pub(super) fn may_dir(&self, cx: &Cred, id: u64, want: Want) -> NfsResult<&Dir> {
+        let d = self.dir(id)?;
+        identity::may(cx, &self.attr(id)?, want)?;
+        Ok(d)
     }
 
     /// Attributes of inode `id`.
     pub(super) fn attr(&self, id: u64) -> NfsResult<Fattr3> {
         let i = self.node(id)?;
-        let (ftype, size, used) = match &i.body {
-            Body::File { size, data } => (Ftype3::Reg, *size, data.used()),
-            Body::Dir(_) => (Ftype3::Dir, DIR_SIZE, DIR_SIZE),
-            Body::Symlink(t) => (Ftype3::Lnk, t.len() as u64, t.len() as u64),
+        let (ftype, size, used, rdev) = match &i.body {
+            Body::File { size, data } => (Ftype3::Reg, *size, data.used(self.alloc.bs), (0, 0)),
+            Body::Dir(_) => (Ftype3::Dir, DIR_SIZE, DIR_SIZE, (0, 0)),
+            Body::Symlink(t) => (Ftype3::Lnk, t.len() as u64, t.len() as u64, (0, 0)),
+            Body::Special(s) => match *s {
+                Special::Chr(ma, mi) | Special::Blk(ma, mi) => (s.ftype(), 0, 0, (ma, mi)),
+                _ => (s.ftype(), 0, 0, (0, 0)),
+            },
         };
         Ok(Fattr3 {
             ftype,
@@ -235,7 +258,7 @@ impl Tree {
             gid: i.gid,
             size,
             used,
-            rdev: (0, 0),
+            rdev,
             fsid: FSID,
             fileid: id,
             atime: i.atime,
@@ -244,9 +267,10 @@ impl Tree {
         })
     }
 
-    /// The file id `name` names in directory `dir` (`.` and `..` included).
-    pub(super) fn lookup(&self, dir: u64, name: &[u8]) -> NfsResult<u64> {
-        let d = self.dir(dir)?;
+    /// The file id `name` names in directory `dir` (`.` and `..` included); needs search on
+    /// `dir`.
+    pub(super) fn lookup(&self, cx: &Cred, dir: u64, name: &[u8]) -> NfsResult<u64> {
+        let d = self.may_dir(cx, dir, Want::EXEC)?;
         check_name(name)?;
         match name {
             b"." => Ok(dir),
@@ -255,7 +279,8 @@ impl Tree {
         }
     }
 
-    fn new_inode(&mut self, body: Body, attr: &Sattr3, default_mode: u32) -> Inode {
+    /// A new inode with owner, group and mode `own` and the times `attr` names.
+    fn new_inode(&mut self, body: Body, own: (u32, u32, u32), attr: &Sattr3) -> Inode {
         let now = self.stamp();
         let nlink = if matches!(body, Body::Dir(_)) { 2 } else { 1 };
         let time = |s: SetTime| match s {
@@ -264,9 +289,9 @@ impl Tree {
         };
         Inode {
             generation: self.generation,
-            mode: attr.mode.unwrap_or(default_mode) & 0o7777,
-            uid: attr.uid.unwrap_or(0),
-            gid: attr.gid.unwrap_or(0),
+            mode: own.2,
+            uid: own.0,
+            gid: own.1,
             nlink,
             atime: time(attr.atime),
             mtime: time(attr.mtime),
@@ -276,22 +301,72 @@ impl Tree {
         }
     }
 
-    /// Adds a new inode as `name` in `dir` (checked by the caller); NOSPC past `max_files`.
-    fn add(&mut self, dir: u64, name: &[u8], inode: Inode) -> NfsResult<u64> {
+    /// NOSPC unless `cost` more octets fit in the capacity.
+    pub(super) fn fits(&self, cost: u64) -> NfsResult<()> {
+        if self.used.saturating_add(cost) > self.opts.capacity {
+            return Err(Nfsstat3::NOSPC);
+        }
+        Ok(())
+    }
+
+    /// Creates `body` as `name` in `dir` for `cx`: write and search on `dir`, the name
+    /// absent, room for it (`max_files`, capacity); owner, group and mode as
+    /// [`identity::new_owner`] says for `mode`, then the owner and group `attr` names as
+    /// [`identity::create_chown`] allows.
+    fn make(
+        &mut self,
+        cx: &Cred,
+        dir: u64,
+        name: &[u8],
+        body: Body,
+        mode: u32,
+        attr: &Sattr3,
+    ) -> NfsResult<u64> {
+        self.may_dir(cx, dir, Want::WRITE_EXEC)?;
+        self.check_absent(dir, name)?;
         if self.inodes.len() as u64 >= self.opts.max_files {
             return Err(Nfsstat3::NOSPC);
         }
+        let extra = match &body {
+            Body::Symlink(t) => charge::target(t.len()),
+            _ => 0,
+        };
+        let cost = charge::INODE + charge::entry(name.len()) + extra;
+        self.fits(cost)?;
+        let parent = self.attr(dir)?;
+        let mut inode = self.new_inode(body, (0, 0, 0), attr);
+        let ftype = match &inode.body {
+            Body::Dir(_) => Ftype3::Dir,
+            Body::Symlink(_) => Ftype3::Lnk,
+            Body::Special(s) => s.ftype(),
+            Body::File { .. } => Ftype3::Reg,
+        };
+        (inode.uid, inode.gid, inode.mode) = identity::new_owner(cx, &parent, ftype, mode);
         let id = self.next_fileid;
         self.next_fileid += 1;
-        let is_dir = matches!(inode.body, Body::Dir(_));
+        let is_dir = ftype == Ftype3::Dir;
         self.inodes.insert(id, inode);
+        self.used += cost;
         self.dir_mut(dir)?.insert(name, id);
         self.touch_dir(dir, is_dir as i32)?;
+        let now = self.attr(id)?;
+        let (uid, gid) = identity::create_chown(cx, &now, attr.uid, attr.gid);
+        if uid.is_some() || gid.is_some() {
+            let set = Sattr3 {
+                uid,
+                gid,
+                ..Sattr3::default()
+            };
+            let i = self.node_mut(id)?;
+            i.mode = identity::mode_after_setattr(cx, &now, &set);
+            i.uid = uid.unwrap_or(i.uid);
+            i.gid = gid.unwrap_or(i.gid);
+        }
         Ok(id)
     }
 
     /// Directory `dir` changed (entry added or removed): mtime and ctime, `links` to nlink.
-    fn touch_dir(&mut self, dir: u64, links: i32) -> NfsResult<()> {
+    pub(super) fn touch_dir(&mut self, dir: u64, links: i32) -> NfsResult<()> {
         let now = self.stamp();
         let d = self.node_mut(dir)?;
         d.nlink = d.nlink.saturating_add_signed(links);
@@ -301,7 +376,7 @@ impl Tree {
     }
 
     /// Checks that `name` may be created in `dir` (a directory, name absent).
-    fn check_absent(&self, dir: u64, name: &[u8]) -> NfsResult<()> {
+    pub(super) fn check_absent(&self, dir: u64, name: &[u8]) -> NfsResult<()> {
         check_new_name(name)?;
         if self.dir(dir)?.get(name).is_some() {
             return Err(Nfsstat3::EXIST);
@@ -309,16 +384,29 @@ impl Tree {
         Ok(())
     }
 
-    /// Sets attributes of `id` (SETATTR; the caller checked the guard).
-    pub(super) fn setattr(&mut self, id: u64, set: &Sattr3) -> NfsResult<()> {
+    /// Sets attributes of `id` for `cx` (SETATTR): ISDIR / INVAL for a size on anything but
+    /// a regular file, FBIG past the largest file, then [`identity::may_setattr`], then
+    /// NOT_SYNC unless the ctime equals `guard`.
+    pub(super) fn setattr(
+        &mut self,
+        cx: &Cred,
+        id: u64,
+        set: &Sattr3,
+        guard: Option<Time3>,
+    ) -> NfsResult<()> {
         let max = self.max_file_size;
         if let Some(size) = set.size {
             match self.node(id)?.body {
                 Body::File { .. } if size > max => return Err(Nfsstat3::FBIG),
                 Body::File { .. } => {}
                 Body::Dir(_) => return Err(Nfsstat3::ISDIR),
-                Body::Symlink(_) => return Err(Nfsstat3::INVAL),
+                _ => return Err(Nfsstat3::INVAL),
             }
+        }
+        let a = self.attr(id)?;
+        identity::may_setattr(cx, &a, set)?;
+        if guard.is_some_and(|g| a.ctime != g) {
+            return Err(Nfsstat3::NOT_SYNC);
         }
         let now = self.stamp();
         let alloc = &self.alloc;
@@ -331,9 +419,7 @@ impl Tree {
             *size = new;
             i.mtime = now;
         }
-        if let Some(m) = set.mode {
-            i.mode = m & 0o7777;
-        }
+        i.mode = identity::mode_after_setattr(cx, &a, set);
         i.uid = set.uid.unwrap_or(i.uid);
         i.gid = set.gid.unwrap_or(i.gid);
         match set.atime {
@@ -354,24 +440,24 @@ impl Tree {
         Ok(())
     }
 
-    /// Writes `data` at `offset` of file `id`.
-    pub(super) fn write(&mut self, id: u64, offset: u64, data: &[u8]) -> NfsResult<()> {
+    /// Writes `data` at `offset` of file `id` for `cx` (write permission as
+    /// [`identity::may_io`]; a write by anyone but root drops set-user-ID and set-group-ID).
+    pub(super) fn write(&mut self, cx: &Cred, id: u64, offset: u64, data: &[u8]) -> NfsResult<()> {
+        let blocks = match &self.node(id)?.body {
+            Body::File { data, .. } => data,
+            Body::Dir(_) => return Err(Nfsstat3::ISDIR),
+            _ => return Err(Nfsstat3::INVAL),
+        };
+        identity::may_io(cx, &self.attr(id)?, Want::WRITE)?;
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|&e| e <= self.max_file_size)
             .ok_or(Nfsstat3::FBIG)?;
-        let (bs, used, capacity) = (self.alloc.bs, self.used, self.opts.capacity);
-        let grow = match &self.node(id)?.body {
-            Body::File { data: blocks, .. } => blocks.growth(bs, offset, data.len()),
-            Body::Dir(_) => return Err(Nfsstat3::ISDIR),
-            Body::Symlink(_) => return Err(Nfsstat3::INVAL),
-        };
         if data.is_empty() {
             return Ok(());
         }
-        if used.saturating_add(grow) > capacity {
-            return Err(Nfsstat3::NOSPC);
-        }
+        let grow = blocks.growth(self.alloc.bs, offset, data.len());
+        self.fits(grow)?;
         let now = self.stamp();
         let alloc = &self.alloc;
         let i = self.inodes.get_mut(&id).ok_or(Nfsstat3::STALE)?;
@@ -379,6 +465,7 @@ impl Tree {
             blocks.write(alloc, offset, data);
             *size = (*size).max(end);
         }
+        i.mode = identity::mode_after_write(cx, i.mode);
         i.mtime = now;
         i.ctime = now;
         self.used += grow;
@@ -386,13 +473,27 @@ impl Tree {
     }
 
     /// CREATE.
-    pub(super) fn create(&mut self, dir: u64, name: &[u8], how: &CreateHow) -> NfsResult<u64> {
+    pub(super) fn create(
+        &mut self,
+        cx: &Cred,
+        dir: u64,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> NfsResult<u64> {
+        self.may_dir(cx, dir, Want::WRITE_EXEC)?;
         check_new_name(name)?;
         if let Some(id) = self.dir(dir)?.get(name) {
             let i = self.node(id)?;
             let is_file = matches!(i.body, Body::File { .. });
             return match how {
-                CreateHow::Unchecked(attr) if is_file => self.setattr(id, attr).map(|()| id),
+                CreateHow::Unchecked(attr) if is_file => {
+                    // Linux nfsd applies only the size to a file that exists.
+                    let attr = Sattr3 {
+                        size: attr.size,
+                        ..Sattr3::default()
+                    };
+                    self.setattr(cx, id, &attr, None).map(|()| id)
+                }
                 CreateHow::Exclusive(v) if is_file && i.excl == Some(*v) => Ok(id),
                 _ => Err(Nfsstat3::EXIST),
             };
@@ -408,31 +509,39 @@ impl Tree {
             size: attr.size.unwrap_or(0),
             data: Blocks::default(),
         };
-        let mut inode = self.new_inode(body, &attr, 0o644);
+        let id = self.make(cx, dir, name, body, attr.mode.unwrap_or(0o644), &attr)?;
         if let CreateHow::Exclusive(v) = how {
             // As Linux nfsd: the verifier also shows in mtime and atime until SETATTR.
-            inode.excl = Some(*v);
-            inode.mtime.seconds = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) & 0x7fff_ffff;
-            inode.atime.seconds = u32::from_be_bytes([v[4], v[5], v[6], v[7]]) & 0x7fff_ffff;
+            let i = self.node_mut(id)?;
+            i.excl = Some(*v);
+            i.mtime.seconds = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) & 0x7fff_ffff;
+            i.atime.seconds = u32::from_be_bytes([v[4], v[5], v[6], v[7]]) & 0x7fff_ffff;
         }
-        self.add(dir, name, inode)
+        Ok(id)
     }
 
     /// MKDIR.
-    pub(super) fn mkdir(&mut self, dir: u64, name: &[u8], attr: &Sattr3) -> NfsResult<u64> {
-        self.check_absent(dir, name)?;
-        let inode = self.new_inode(Body::Dir(Dir::new(dir)), attr, 0o755);
-        self.add(dir, name, inode)
+    pub(super) fn mkdir(
+        &mut self,
+        cx: &Cred,
+        dir: u64,
+        name: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<u64> {
+        let body = Body::Dir(Dir::new(dir));
+        self.make(cx, dir, name, body, attr.mode.unwrap_or(0o755), attr)
     }
 
-    /// SYMLINK.
+    /// SYMLINK (the mode is always 0777).
     pub(super) fn symlink(
         &mut self,
+        cx: &Cred,
         dir: u64,
         name: &[u8],
         target: &[u8],
         attr: &Sattr3,
     ) -> NfsResult<u64> {
+        self.may_dir(cx, dir, Want::WRITE_EXEC)?;
         self.check_absent(dir, name)?;
         if target.is_empty() || target.contains(&0) {
             return Err(Nfsstat3::INVAL);
@@ -440,144 +549,33 @@ impl Tree {
         if target.len() > PATH_MAX {
             return Err(Nfsstat3::NAMETOOLONG);
         }
-        let attr = Sattr3 {
-            mode: None,
-            ..*attr
-        };
-        let inode = self.new_inode(Body::Symlink(target.to_vec()), &attr, 0o777);
-        self.add(dir, name, inode)
+        let body = Body::Symlink(target.to_vec());
+        self.make(cx, dir, name, body, 0o777, attr)
     }
 
-    /// One link to `id` is gone: nlink, ctime, and the inode itself at zero links.
-    fn drop_link(&mut self, id: u64) -> NfsResult<()> {
-        let now = self.stamp();
-        let i = self.node_mut(id)?;
-        i.nlink = i.nlink.saturating_sub(1);
-        i.ctime = now;
-        if i.nlink == 0 || matches!(i.body, Body::Dir(_)) {
-            if let Some(Inode {
-                body: Body::File { data, .. },
-                ..
-            }) = self.inodes.remove(&id)
-            {
-                self.used -= data.used();
-            }
-        }
-        Ok(())
-    }
-
-    /// REMOVE.
-    pub(super) fn remove(&mut self, dir: u64, name: &[u8]) -> NfsResult<()> {
-        check_name(name)?;
-        let d = self.dir(dir)?;
-        if is_dot_entry(name) {
-            return Err(Nfsstat3::ACCES);
-        }
-        let id = d.get(name).ok_or(Nfsstat3::NOENT)?;
-        if self.is_dir(id) {
-            return Err(Nfsstat3::ISDIR);
-        }
-        self.dir_mut(dir)?.remove(name);
-        self.drop_link(id)?;
-        self.touch_dir(dir, 0)
-    }
-
-    /// RMDIR.
-    pub(super) fn rmdir(&mut self, dir: u64, name: &[u8]) -> NfsResult<()> {
-        check_name(name)?;
-        let d = self.dir(dir)?;
-        match name {
-            b"." => return Err(Nfsstat3::INVAL),
-            b".." => return Err(Nfsstat3::NOTEMPTY),
-            _ => {}
-        }
-        let id = d.get(name).ok_or(Nfsstat3::NOENT)?;
-        if !self.dir(id)?.is_empty() {
-            return Err(Nfsstat3::NOTEMPTY);
-        }
-        self.dir_mut(dir)?.remove(name);
-        self.drop_link(id)?;
-        self.touch_dir(dir, -1)
-    }
-
-    /// LINK.
-    pub(super) fn link(&mut self, id: u64, dir: u64, name: &[u8]) -> NfsResult<()> {
-        if self.is_dir(id) {
-            return Err(Nfsstat3::ISDIR);
-        }
-        self.check_absent(dir, name)?;
-        if self.node(id)?.nlink == u32::MAX {
-            return Err(Nfsstat3::MLINK);
-        }
-        let now = self.stamp();
-        let i = self.node_mut(id)?;
-        i.nlink += 1;
-        i.ctime = now;
-        self.dir_mut(dir)?.insert(name, id);
-        self.touch_dir(dir, 0)
-    }
-
-    /// True when directory `id` is `anc` or lies below it.
-    fn is_under(&self, mut id: u64, anc: u64) -> bool {
-        loop {
-            if id == anc {
-                return true;
-            }
-            match self.dir(id) {
-                Ok(d) if id != ROOT => id = d.parent,
-                _ => return false,
-            }
-        }
-    }
-
-    /// RENAME.
-    pub(super) fn rename(
+    /// MKNOD: device nodes only for root ([`identity::may_mknod_device`]).
+    pub(super) fn mknod(
         &mut self,
-        fdir: u64,
-        fname: &[u8],
-        tdir: u64,
-        tname: &[u8],
-    ) -> NfsResult<()> {
-        check_name(fname)?;
-        check_name(tname)?;
-        let src = self.dir(fdir)?.get(fname);
-        let target = self.dir(tdir)?.get(tname);
-        if is_dot_entry(fname) || is_dot_entry(tname) {
-            return Err(Nfsstat3::INVAL);
+        cx: &Cred,
+        dir: u64,
+        name: &[u8],
+        node: Special,
+        attr: &Sattr3,
+    ) -> NfsResult<u64> {
+        self.may_dir(cx, dir, Want::WRITE_EXEC)?;
+        self.check_absent(dir, name)?;
+        identity::may_mknod_device(cx, matches!(node, Special::Chr(..) | Special::Blk(..)))?;
+        let mode = attr.mode.unwrap_or(0o644);
+        self.make(cx, dir, name, Body::Special(node), mode, attr)
+    }
+
+    /// The charge of inode `id` beyond its entries (inode, target, data).
+    pub(super) fn inode_charge(&self, id: u64) -> u64 {
+        match self.inodes.get(&id).map(|i| &i.body) {
+            Some(Body::File { data, .. }) => charge::INODE + data.used(self.alloc.bs),
+            Some(Body::Symlink(t)) => charge::INODE + charge::target(t.len()),
+            Some(_) => charge::INODE,
+            None => 0,
         }
-        let src = src.ok_or(Nfsstat3::NOENT)?;
-        if (fdir == tdir && fname == tname) || target == Some(src) {
-            return Ok(());
-        }
-        let src_dir = self.is_dir(src);
-        if let Some(t) = target {
-            match (src_dir, self.is_dir(t)) {
-                (true, false) => return Err(Nfsstat3::NOTDIR),
-                (false, true) => return Err(Nfsstat3::ISDIR),
-                (true, true) if !self.dir(t)?.is_empty() => return Err(Nfsstat3::NOTEMPTY),
-                _ => {}
-            }
-        }
-        if src_dir && self.is_under(tdir, src) {
-            return Err(Nfsstat3::INVAL);
-        }
-        if let Some(t) = target {
-            self.dir_mut(tdir)?.remove(tname);
-            self.drop_link(t)?;
-            if src_dir {
-                self.touch_dir(tdir, -1)?;
-            }
-        }
-        self.dir_mut(fdir)?.remove(fname);
-        self.dir_mut(tdir)?.insert(tname, src);
-        let now = self.stamp();
-        let s = self.node_mut(src)?;
-        s.ctime = now;
-        if let Body::Dir(d) = &mut s.body {
-            d.parent = tdir;
-        }
-        let moved_dir = (src_dir && fdir != tdir) as i32;
-        self.touch_dir(fdir, -moved_dir)?;
-        self.touch_dir(tdir, moved_dir)
     }
 }
