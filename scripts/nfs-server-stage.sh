@@ -25,7 +25,7 @@
 #    scripts/vm/pjdfstest-build.sh) as root on the mount (rxe) of the kernel nfsd (tmpfs,
 #    no_root_squash: the reference) and of ours on both backends (parts pjdfstest/kernel,
 #    pjdfstest/memory, pjdfstest/dir), and the export access checks (part exports,
-#    scripts/vm/nfs-exports.sh; SKIP until rpcrdma-nfsd has --exports);
+#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table;
 # 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,

@@ -35,7 +35,7 @@
 #       one "pjd LABEL RESULT CASE" line per case, compared on the host (pjdfstest-table.sh).
 #   exports  (RPCRDMA_NFSD_EXPORTS=auto; nfs-exports.sh): export options and mode bits enforced
 #       by the server (root_squash, ro, a client list, a non-root user); runs against the kernel
-#       nfsd, and against ours once `rpcrdma-nfsd --help` lists --exports (SKIP before).
+#       nfsd, and against ours when `rpcrdma-nfsd --help` lists --exports (SKIP otherwise).
 #   fio      (RPCRDMA_NFSD_FIO=1): over rxe, the same fio jobs (nfs-fio.sh: 1 MiB sequential
 #       write/read bandwidth, 4 KiB random write/read IOPS + clat p50/p99, direct=1) against the
 #       kernel nfsd (tmpfs export, /mnt/knfs) and against rpcrdma-nfsd (memory backend,
