@@ -29,8 +29,10 @@
 # Output: "meta BACKEND ROUND BIN UID PHASE MS CALLS" per phase, "server BACKEND ROUND BIN
 # calls.total=N client=N" per run, then a table per backend x uid x phase: median ms per binary,
 # new/old ratio of the medians, median calls, microseconds per call and their ratio, and the
-# spread (the larger of the two binaries' (max - min) / median over the rounds): a ratio means
-# something only where it differs from 1 by more than the spread. Last line "nfs-meta: N runs,
+# spread (the larger of the two binaries' (max - min) / median over the rounds), and the paired
+# ratio: new / old of the two runs of one round (next to each other in time), its median and
+# range over the rounds. A ratio means something only where it differs from 1 by more than the
+# spread, and the paired range lies wholly on one side of 1. Last line "nfs-meta: N runs,
 # N failed"; exit 1 when a check failed, 2 usage.
 # Knobs: RPCRDMA_META_BACKENDS ("memory dir"), RPCRDMA_META_ROUNDS (3), RPCRDMA_META_UIDS
 # ("0 1000"), RPCRDMA_META_DIRS (40), RPCRDMA_META_FILES (50 per directory),
@@ -236,6 +238,8 @@ summary() {
 	$1 == "meta" {
 		be = $2; r = $3; b = $4; u = $5; p = $6
 		add(be SUBSEP u SUBSEP p SUBSEP b, $7, $8)
+		R[be SUBSEP u SUBSEP p SUBSEP b SUBSEP r] = $7; RS[r] = 1
+		R[be SUBSEP u SUBSEP "total" SUBSEP b SUBSEP r] += $7
 		T[be SUBSEP u SUBSEP r SUBSEP b] += $7; TC[be SUBSEP u SUBSEP r SUBSEP b] += $8
 		if (!((be SUBSEP u) in SEEN)) { SEEN[be SUBSEP u] = 1; ORDER[++n] = be SUBSEP u }
 		if (!(p in PSEEN)) { PSEEN[p] = 1; PH[++np] = p }
@@ -243,7 +247,7 @@ summary() {
 	END {
 		for (k in T) { split(k, f, SUBSEP); add(f[1] SUBSEP f[2] SUBSEP "total" SUBSEP f[4], T[k], TC[k]) }
 		PH[++np] = "total"
-		printf "%-7s %-5s %-7s %9s %9s %6s %8s %8s %8s %8s %6s %7s\n", "backend", "uid", "phase", "old ms", "new ms", "ratio", "calls o", "calls n", "us/c old", "us/c new", "ratio", "spread"
+		printf "%-7s %-5s %-7s %9s %9s %6s %8s %8s %8s %8s %6s %7s  %s\n", "backend", "uid", "phase", "old ms", "new ms", "ratio", "calls o", "calls n", "us/c old", "us/c new", "ratio", "spread", "paired: median (min-max)"
 		for (i = 1; i <= n; i++) {
 			split(ORDER[i], g, SUBSEP)
 			for (j = 1; j <= np; j++) {
@@ -252,7 +256,16 @@ summary() {
 				mo = med(MS[ko]); mn = med(MS[kn]); co = med(CALLS[ko]); cn = med(CALLS[kn])
 				uo = co > 0 ? mo * 1000 / co : 0; un = cn > 0 ? mn * 1000 / cn : 0
 				so = spread(MS[ko]); sn = spread(MS[kn])
-				printf "%-7s %-5s %-7s %9d %9d %6.2f %8d %8d %8.0f %8.0f %6.2f %6.0f%%\n", g[1], g[2], PH[j], mo, mn, (mo > 0 ? mn / mo : 0), co, cn, uo, un, (uo > 0 ? un / uo : 0), 100 * (so > sn ? so : sn)
+				# new / old of the two runs of one round (next to each other in time)
+				pl = ""; lo = 1e9; hi = 0
+				for (r in RS) {
+					a = R[g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "old" SUBSEP r] + 0
+					b = R[g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "new" SUBSEP r] + 0
+					if (a <= 0 || b <= 0) continue
+					pl = pl " " b / a; if (b / a < lo) lo = b / a; if (b / a > hi) hi = b / a
+				}
+				printf "%-7s %-5s %-7s %9d %9d %6.2f %8d %8d %8.0f %8.0f %6.2f %6.0f%%  ", g[1], g[2], PH[j], mo, mn, (mo > 0 ? mn / mo : 0), co, cn, uo, un, (uo > 0 ? un / uo : 0), 100 * (so > sn ? so : sn)
+				if (pl == "") print "-"; else printf "%.2f (%.2f-%.2f)\n", med(pl), lo, hi
 			}
 		}
 	}' "$RESULTS"
@@ -287,7 +300,7 @@ for be in $BACKENDS; do
 	done
 done
 echo
-echo "nfs-meta: medians over $ROUNDS rounds, $NTOTAL files; ratio = new / old (above 1: new is slower); us/c = microseconds per NFS call; spread = the larger of the two binaries' (max - min) / median"
+echo "nfs-meta: medians over $ROUNDS rounds, $NTOTAL files; ratio = new / old (above 1: new is slower); us/c = microseconds per NFS call; spread = the larger of the two binaries' (max - min) / median; paired = new / old within each round"
 summary
 echo "nfs-meta: $NRUNS runs, $NFAILED failed"
 [ "$NFAILED" -eq 0 ]
