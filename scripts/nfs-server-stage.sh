@@ -40,7 +40,7 @@
 # a loud banner says so, it never passes.
 #
 # Knobs: RPCRDMA_SKIP_VM=1 skips the stage (says so, exits 0); RPCRDMA_NFSD_BIN (see 1.);
-# RPCRDMA_VM_TIMEOUT (whole VM, default 900 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
+# RPCRDMA_VM_TIMEOUT (whole VM, default 1500 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
 # the memory backend, the kernel's tmpfs exports and the client's page cache share it);
 # everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS,
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT,
@@ -153,7 +153,7 @@ if [ -n "$PJD_RUNS" ]; then
 		say "pjdfstest could not be built: its parts do not run (the stage cannot pass)"
 	fi
 fi
-export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-900}
+export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-1500}
 export RPCRDMA_VM_MEM=${RPCRDMA_VM_MEM:-3072}
 say "scripts/vm/run-in-vm.sh scripts/vm/nfs-server.sh $BIN"
 # pjdfstest's per-case lines ("pjd ...") go to the log only: the table below sums them up
