@@ -7,7 +7,7 @@ use rpcrdma_engine::proto::private_data::{
     MSG_LEN,
 };
 
-/// Linux client connect request (FACTS.md, captured over siw): R set, 4096 / 4096.
+/// Linux client connect request (captured over siw): R set, 4096 / 4096.
 const LINUX_CLIENT: [u8; 8] = [
     0xf6, 0xab, 0x0e, 0x18, // format identifier
     0x01, // version 1

@@ -252,7 +252,7 @@ impl Rig {
 /// Calls submitted to a session right after its bind moved it to a new connection, which is
 /// lost before its reactor ran once: they are kept for the session (the upper layer enabled
 /// the connection, so `NotServed` would be a lie) and answered after the client binds again.
-/// RFC 8167 §6 (draft text in ../shared/spec/rpcrdma-bidirection-draft-diff.txt, "An NFSv4.1
+/// RFC 8167 §6 (draft text: draft-ietf-nfsv4-rpcrdma-bidirection, "An NFSv4.1
 /// server does not send backchannel messages to an NFSv4.1 client before the NFSv4.1 client
 /// has sent a CREATE_SESSION or a BIND_CONN_TO_SESSION operation"): once it has, the calls
 /// are the session's, whatever happens to one connection.

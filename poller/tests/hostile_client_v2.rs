@@ -5,7 +5,7 @@
 //! (RFC 8167: malformed backward calls, credit overruns, unknown programs, chunks, a client that
 //! serves no backchannel, duplicate XIDs), and tiny, absent or garbage RFC 8797 private data.
 //!
-//! Each case asserts the outcome the specs (/work/shared/spec) and docs/conformance.md's
+//! Each case asserts the outcome the specs (RFC 8166, RFC 8167, draft-cel-nfsv4-rpcrdma-version-two-02) and docs/conformance.md's
 //! decisions prescribe, that every forward call completes exactly once (`Tally`), that the
 //! connection survives where nothing kills it (`connection_losses`), and that the forward
 //! credit grant is taken only from non-error replies (the server then sees exactly the grant

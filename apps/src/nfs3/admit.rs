@@ -229,8 +229,8 @@ fn for_each_handle(args: &mut Args3<'_>, f: &mut dyn FnMut(&mut Fh)) {
     }
 }
 
-/// Seals `fh` for the reply, or STALE... never: a store handle that cannot be sealed is a
-/// store defect, answered SERVERFAULT.
+/// Seals `fh` for the reply; a store handle too long to seal (a store defect: stores keep
+/// theirs within [`super::handle_mac::MAX_STORE_HANDLE`]) is SERVERFAULT.
 pub fn seal_or_fault(share: &Share, fh: &Fh) -> NfsResult<Fh> {
     share.seal(fh).ok_or(Nfsstat3::SERVERFAULT)
 }

@@ -14,7 +14,7 @@
 //! handle too short to carry the trailer is BADHANDLE; one whose MAC does not match (forged,
 //! altered, from another server or key, or naming an export that is gone) is STALE — which
 //! also answers a client that guesses kernel handles of objects outside the export. Cost: one
-//! SipHash over at most 55 octets per handle in and out (a few tens of nanoseconds), no
+//! SipHash over at most 56 octets per handle in and out (a few tens of nanoseconds), no
 //! system call and no lookup, where a subtree check would walk the object's ancestors.
 
 use std::fs;

@@ -18,6 +18,7 @@
 //! is executed, its reply cached, and the connection closed instead of answering (fault
 //! injection: the client reconnects, retransmits, and the cache answers).
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -78,10 +79,25 @@ pub fn is_non_idempotent(p: u32) -> bool {
     modifies(p) && p != proc3::COMMIT
 }
 
+/// Numbers [`Nfs3`] instances (several run in one process in the tests).
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The export table this thread last read, with the instance and generation it belongs
+    /// to (the table is replaced only on reload, so a call normally finds it here).
+    static CACHED: RefCell<Option<(u64, u64, Arc<ExportTable>)>> = const { RefCell::new(None) };
+}
+
 /// The exports served over NFSv3.
 pub struct Nfs3 {
     /// Replaced whole on reload; each call clones the `Arc` it starts with.
     table: RwLock<Arc<ExportTable>>,
+    /// Bumped by each [`Nfs3::set_exports`] after the table is replaced; a thread that
+    /// served a call of this instance keeps the table it read beside the generation it read
+    /// it at (`CACHED`), so a call takes the lock only after a reload.
+    generation: AtomicU64,
+    /// Tells this instance's entry in `CACHED` from another instance's.
+    instance: u64,
     pool: Option<BufPool>,
     drc: Drc,
     stats: Arc<NfsStats>,
@@ -100,6 +116,9 @@ impl Nfs3 {
         };
         Arc::new(Nfs3 {
             table: RwLock::new(Arc::new(table)),
+            generation: AtomicU64::new(0),
+            // Relaxed: only uniqueness matters.
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             pool,
             drc: Drc::new(cfg.drc),
             stats: Arc::new(NfsStats::default()),
@@ -115,10 +134,23 @@ impl Nfs3 {
 
     /// The exports served now.
     pub fn exports(&self) -> Arc<ExportTable> {
-        match self.table.read() {
-            Ok(t) => Arc::clone(&t),
-            Err(p) => Arc::clone(&p.into_inner()),
-        }
+        // Acquire: pairs with the Release increment in `set_exports`, made after the new
+        // table is in place: a thread that sees the new generation reads the new table.
+        let generation = self.generation.load(Ordering::Acquire);
+        CACHED.with(|c| {
+            let mut c = c.borrow_mut();
+            if let Some((inst, g, t)) = &*c {
+                if *inst == self.instance && *g == generation {
+                    return Arc::clone(t);
+                }
+            }
+            let t = match self.table.read() {
+                Ok(t) => Arc::clone(&t),
+                Err(p) => Arc::clone(&p.into_inner()),
+            };
+            *c = Some((self.instance, generation, Arc::clone(&t)));
+            t
+        })
     }
 
     /// Serves `table` from the next call on (a reload); calls in progress finish with the
@@ -129,6 +161,8 @@ impl Nfs3 {
             Ok(mut g) => *g = t,
             Err(p) => *p.into_inner() = t,
         }
+        // Release: pairs with the Acquire load in `exports`.
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// The store behind the export mounted as `path`.
