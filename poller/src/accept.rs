@@ -12,6 +12,9 @@
 //! Recovery: a request that finds no room — the node's slots full, the server's
 //! `max_connections` reached, or (on a shared receive queue) no reservation left — waits (at
 //! most [`DEFER_NS`]) for the room of a connection evicted for it, or is refused with a reason.
+//! A request from an address under its fair share also waits when some address holds more
+//! than its share but all of those connections are busy now: it takes the first of them to
+//! settle, so connections kept busy in turn cannot keep a newcomer out.
 //! The victim is chosen fairly ([`crate::node::pick_victim`]): a connection of the address
 //! holding the most connections server-wide, then the idlest, never one of an address that
 //! would hold fewer than the requester's; so an address keeping several connections busy
@@ -42,11 +45,17 @@ pub(crate) const ACCEPTS_PER_POLL: usize = 8;
 /// slot is normally free within a poll or two; the request is refused (`ServerFull`) after.
 pub(crate) const DEFER_NS: u64 = 2_000_000_000;
 
-/// A connect request waiting for the slot of a connection evicted for it.
+/// A connect request waiting for the slot of a connection evicted for it, or for a
+/// connection of an address over its fair share to settle so that it can be evicted.
 struct Deferred<P: Provider> {
     req: P::ConnRequest,
     to: Arc<dyn Acceptor<P>>,
     peer: PeerSlot,
+    /// The requester's address (the victim choice weighs its share).
+    ip: IpAddr,
+    /// A connection was evicted for it; `false` while it waits for one to settle (each poll
+    /// tries again).
+    room: bool,
     /// Refused (`ServerFull`) when still waiting at this time (ns).
     until: u64,
 }
@@ -91,7 +100,7 @@ impl<P: Provider> Intake<P> {
 
     /// Admission of a connect request: the peer's limit and the server's total, then a free
     /// slot (and, on a shared receive queue, a reservation), else room made by evicting a
-    /// connection ([`Intake::make_room`]; the request waits for it), else a refusal with the
+    /// connection (`make_room`; the request waits for it, or for one to settle), else a refusal with the
     /// reason.
     pub(crate) fn accept(
         &mut self,
@@ -108,8 +117,8 @@ impl<P: Provider> Intake<P> {
             Ok(p) => p,
             // The server's table is full: a share beyond it while a connection is evicted.
             Err(RejectReason::ConnectionLimit) => match to.peers().admit_beyond_total(ip) {
-                Ok(p) if self.make_room(seat, &*to, ip) => {
-                    self.defer(seat.env.now, req, to, p);
+                Ok(p) if make_room(seat, &*to, ip) => {
+                    self.defer(seat.env.now, req, to, p, ip, true);
                     return;
                 }
                 Ok(_) => {
@@ -136,38 +145,61 @@ impl<P: Provider> Intake<P> {
             }
         }
         // Full (slots, or the shared receive queue's reservations): take what an evicted
-        // connection is giving back, or evict one more.
-        if self.deferred.len() < seat.slots.evicting() || self.make_room(seat, &*to, ip) {
-            self.defer(seat.env.now, req, to, peer);
-        } else {
-            drop(peer);
-            let reason = if room {
-                RejectReason::ServerFull
-            } else {
-                RejectReason::NoResources
-            };
-            refuse(seat.env, req, &*to, reason);
+        // connection is giving back, or evict one more, or wait for one to settle.
+        match self.room_or_wait(seat, &*to, ip) {
+            Some(room) => self.defer(seat.env.now, req, to, peer, ip, room),
+            None => {
+                drop(peer);
+                let reason = if room {
+                    RejectReason::ServerFull
+                } else {
+                    RejectReason::NoResources
+                };
+                refuse(seat.env, req, &*to, reason);
+            }
         }
     }
 
-    /// Evicts a connection of this node for a request from `ip` (which holds its share
-    /// already): the victim [`crate::node::pick_victim`] chooses by the connections each
-    /// address holds server-wide, then idleness. `false` when eviction is off or nothing is
-    /// evictable.
-    fn make_room(&mut self, seat: &mut Seat<'_, P>, to: &dyn Acceptor<P>, ip: IpAddr) -> bool {
-        let table = to.peers();
-        let shares = table.shares(ip);
-        seat.slots
-            .evict_for(seat.env.now, shares, &|p: IpAddr| table.count(p))
+    /// Whether a request from `ip` that found no room may wait: `Some(true)` when an evicted
+    /// connection's slot is spare or one was evicted for it now, `Some(false)` when nothing is
+    /// evictable now but some address holds more than its fair share and `ip` does not (one of
+    /// that address's connections, busy now, is evicted once it settles: an address keeping
+    /// its connections busy in turn cannot keep a newcomer out), `None` when it may not.
+    fn room_or_wait(
+        &mut self,
+        seat: &mut Seat<'_, P>,
+        to: &dyn Acceptor<P>,
+        ip: IpAddr,
+    ) -> Option<bool> {
+        let promised = self.deferred.iter().filter(|d| d.room).count();
+        if promised < seat.slots.evicting() || make_room(seat, to, ip) {
+            return Some(true);
+        }
+        let shares = to.peers().shares(ip);
+        shares
+            .over
+            .is_some_and(|fair| shares.mine <= fair)
+            .then_some(false)
     }
 
-    /// Queues a request to wait (at most [`DEFER_NS`]) for room an eviction makes.
-    fn defer(&mut self, now: u64, req: P::ConnRequest, to: Arc<dyn Acceptor<P>>, peer: PeerSlot) {
+    /// Queues a request to wait (at most [`DEFER_NS`]) for room an eviction makes (`room`:
+    /// one was made for it).
+    fn defer(
+        &mut self,
+        now: u64,
+        req: P::ConnRequest,
+        to: Arc<dyn Acceptor<P>>,
+        peer: PeerSlot,
+        ip: IpAddr,
+        room: bool,
+    ) {
         let until = now.saturating_add(DEFER_NS);
         self.deferred.push_back(Deferred {
             req,
             to,
             peer,
+            ip,
+            room,
             until,
         });
     }
@@ -178,7 +210,7 @@ impl<P: Provider> Intake<P> {
     }
 
     /// Accepts waiting connect requests into free slots, oldest first; refuses those that
-    /// waited too long.
+    /// waited too long; evicts for the oldest one still waiting for a connection to settle.
     pub(crate) fn run_deferred(&mut self, seat: &mut Seat<'_, P>) -> usize {
         let mut work = 0;
         while let Some(d) = self.deferred.front() {
@@ -187,20 +219,49 @@ impl<P: Provider> Intake<P> {
                     drop(d.peer);
                     refuse(seat.env, d.req, &*d.to, RejectReason::ServerFull);
                 }
+                self.keep_promises(seat.slots.evicting());
                 work += 1;
                 continue;
             }
             // Room on the shared receive queue comes when the evicted connection is gone.
-            if !d.to.has_room(seat.env) {
-                break;
+            let slot = if d.to.has_room(seat.env) {
+                seat.slots.take()
+            } else {
+                None
+            };
+            if let Some(slot) = slot {
+                if let Some(d) = self.deferred.pop_front() {
+                    accept_in(seat, slot, d.req, d.to, d.peer);
+                    work += 1;
+                }
+                self.keep_promises(seat.slots.evicting());
+                continue;
             }
-            let Some(slot) = seat.slots.take() else { break };
-            if let Some(d) = self.deferred.pop_front() {
-                accept_in(seat, slot, d.req, d.to, d.peer);
+            if !d.room && make_room(seat, &*d.to, d.ip) {
+                if let Some(d) = self.deferred.front_mut() {
+                    d.room = true;
+                }
                 work += 1;
             }
+            break;
         }
         work
+    }
+
+    /// Requests promised an eviction are no more than the evictions under way: when a
+    /// request took a slot (or left) without one evicted for it, the newest promised one
+    /// waits for a connection to settle again.
+    fn keep_promises(&mut self, evicting: usize) {
+        let mut promised = self.deferred.iter().filter(|d| d.room).count();
+        for d in self.deferred.iter_mut().rev() {
+            if promised <= evicting {
+                break;
+            }
+            if d.room {
+                d.room = false;
+                promised -= 1;
+            }
+        }
     }
 
     /// True when this node polls listeners.
@@ -255,6 +316,17 @@ impl<P: Provider> Intake<P> {
             refuse(env, d.req, &*d.to, RejectReason::ShuttingDown);
         }
     }
+}
+
+/// Evicts a connection of this node for a request from `ip` (which holds its share
+/// already): the victim [`crate::node::pick_victim`] chooses by the connections each
+/// address holds server-wide, then idleness. `false` when eviction is off or nothing is
+/// evictable.
+fn make_room<P: Provider>(seat: &mut Seat<'_, P>, to: &dyn Acceptor<P>, ip: IpAddr) -> bool {
+    let table = to.peers();
+    let shares = table.shares(ip);
+    seat.slots
+        .evict_for(seat.env.now, shares, &|p: IpAddr| table.count(p))
 }
 
 /// Accepts `req` in the free slot `slot`.

@@ -524,23 +524,29 @@ fn accepts_newcomer_at_the_servers_connection_limit_by_evicting_an_idle_holder()
     w.stop();
 }
 
-/// Connections of `ep` that call NULL every `every` until `stop`; each thread returns the
-/// errors its calls met.
+/// Connections of `ep` that call NULL every `every` until `stop` (none while `pause` is
+/// set; the connections stay); each thread returns the errors its calls met.
 fn pingers(
     ep: &Endpoint,
     addr: SocketAddr,
     n: usize,
     every: Duration,
     stop: &Arc<AtomicBool>,
+    pause: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<usize>> {
     (0..n)
         .map(|_| {
             let c = Client::connect(ep, addr, honest_opts()).expect("pinger");
             assert!(c.wait_connected(Duration::from_secs(10)));
             let stop = Arc::clone(stop);
+            let pause = Arc::clone(pause);
             std::thread::spawn(move || {
                 let mut errors = 0;
                 while !stop.load(Ordering::Acquire) {
+                    if pause.load(Ordering::Acquire) {
+                        std::thread::sleep(every);
+                        continue;
+                    }
                     let a = c.args().expect("args");
                     errors += usize::from(c.call_blocking(Proc::new(PROG, 2, 0), a).is_err());
                     std::thread::sleep(every);
@@ -576,7 +582,8 @@ fn rejects_eviction_aimed_at_an_idle_honest_client() {
     let ep_a = Endpoint::new(&w.set, w.fabric.open(ip(9)), endpoint_config(0)).expect("ep");
     let ep_b = Endpoint::new(&w.set, w.fabric.open(ip(10)), endpoint_config(0)).expect("ep");
     let stop = Arc::new(AtomicBool::new(false));
-    let ping = pingers(&ep_a, w.addr, 3, Duration::from_millis(100), &stop);
+    let pause = Arc::new(AtomicBool::new(false));
+    let ping = pingers(&ep_a, w.addr, 3, Duration::from_millis(100), &stop, &pause);
     // The honest client is now idle past the grace; the attacker's connections never are.
     std::thread::sleep(Duration::from_millis(800));
     for k in 0..5 {
@@ -592,6 +599,59 @@ fn rejects_eviction_aimed_at_an_idle_honest_client() {
     // From a second address: one of the first address's connections makes room.
     let second = Client::connect(&ep_b, w.addr, once()).expect("second");
     assert_eq!(sum_call(&second, 2, 2), Ok(4), "second address admitted");
+    let h = honest.stats().snapshot();
+    assert_eq!(
+        (h.connection_losses, h.reconnects),
+        (0, 0),
+        "the honest client was evicted"
+    );
+    assert_eq!(sum_call(&honest, 3, 3), Ok(6));
+    assert_eq!(node_totals(&w).evictions, 1, "{:?}", node_totals(&w));
+    stop.store(true, Ordering::Release);
+    for p in ping {
+        p.join().expect("pinger");
+    }
+    second.close();
+    honest.close();
+    w.stop();
+}
+
+/// A newcomer from an address under its fair share, arriving while every connection of the
+/// address over its share is busy (NULL every 10 ms: never idle an eighth of the 500 ms
+/// grace), waits for one of them to settle and is admitted by its eviction, not refused; the
+/// honest client idle past the grace is not touched.
+#[test]
+fn accepts_newcomer_once_a_busy_over_share_connection_settles() {
+    let cfg = EndpointConfig {
+        max_conns_per_reactor: 4,
+        ..endpoint_config(0)
+    };
+    let w = World::with_endpoints(&reactor_config(1), &SoftConfig::default(), cfg.clone(), cfg);
+    let o = ServerOptions {
+        evict_idle_ms: 500,
+        max_conns_per_peer: 0,
+        ..ServerOptions::default()
+    };
+    let _s = start(&w, o);
+    let honest = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("honest");
+    assert_eq!(sum_call(&honest, 1, 1), Ok(2));
+    let ep_a = Endpoint::new(&w.set, w.fabric.open(ip(9)), endpoint_config(0)).expect("ep");
+    let ep_b = Endpoint::new(&w.set, w.fabric.open(ip(10)), endpoint_config(0)).expect("ep");
+    let stop = Arc::new(AtomicBool::new(false));
+    let pause = Arc::new(AtomicBool::new(false));
+    let ping = pingers(&ep_a, w.addr, 3, Duration::from_millis(10), &stop, &pause);
+    std::thread::sleep(Duration::from_millis(800));
+    // The busy connections pause 300 ms after the newcomer asks (it may wait 2 s).
+    let pauser = {
+        let pause = Arc::clone(&pause);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            pause.store(true, Ordering::Release);
+        })
+    };
+    let second = Client::connect(&ep_b, w.addr, once()).expect("second");
+    assert_eq!(sum_call(&second, 2, 2), Ok(4), "second address admitted");
+    pauser.join().expect("pauser");
     let h = honest.stats().snapshot();
     assert_eq!(
         (h.connection_losses, h.reconnects),
