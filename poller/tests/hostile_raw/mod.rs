@@ -5,7 +5,8 @@
 //! keys and addresses, and reports completions and the QP state.
 //!
 //! Normal operation: [`RawPeer::connect`] waits for the connection to be established (10 s at
-//! most) with its receives already posted; [`RawPeer::send`] copies the message into a
+//! most) with its receives already posted ([`RawPeer::start_connect`] and
+//! [`RawPeer::established`] are its two halves); [`RawPeer::send`] copies the message into a
 //! registered staging slot and rings one doorbell; [`RawPeer::recv`] returns the next received
 //! message and reposts its receive at once.
 //!
@@ -106,6 +107,12 @@ impl RawPeer {
         pd: &[u8],
         opts: RawOpts,
     ) -> Result<RawPeer, CmEventKind> {
+        RawPeer::start_connect(dev, addr, pd, opts).established()
+    }
+
+    /// Sends the connect request (it waits in the listener's queue when this returns), with
+    /// the receives posted; [`RawPeer::established`] waits for the outcome.
+    pub fn start_connect(dev: &SoftDevice, addr: SocketAddr, pd: &[u8], opts: RawOpts) -> RawPeer {
         let ppd = dev.alloc_pd().expect("pd");
         let scq = dev.create_cq(1024).expect("cq");
         let rcq = dev.create_cq(1024).expect("cq");
@@ -145,13 +152,19 @@ impl RawPeer {
         for i in 0..opts.recvs {
             peer.post_recv(i);
         }
+        peer
+    }
+
+    /// Waits (10 s at most) for the outcome of the connect request: `Ok` once established,
+    /// `Err` with the CM event kind otherwise.
+    pub fn established(mut self) -> Result<RawPeer, CmEventKind> {
         let end = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(ev) = peer.qp.poll_event().expect("cm") {
+            if let Some(ev) = self.qp.poll_event().expect("cm") {
                 return match ev.kind {
                     CmEventKind::Established => {
-                        peer.accept_pd = ev.private_data.as_slice().to_vec();
-                        Ok(peer)
+                        self.accept_pd = ev.private_data.as_slice().to_vec();
+                        Ok(self)
                     }
                     k => Err(k),
                 };

@@ -55,6 +55,10 @@ pub struct SoftConfig {
     pub caps: DeviceCaps,
     /// Entries of the key table (regions + windows).
     pub key_table_entries: u32,
+    /// Hand out the lowest QP number not in use on this device, as siw does (a number comes
+    /// back as soon as its QP is destroyed), instead of a fabric-wide counter that never
+    /// repeats (as rxe, whose numbers cycle through the whole space).
+    pub reuse_qp_numbers: bool,
 }
 
 impl Default for SoftConfig {
@@ -86,6 +90,7 @@ impl Default for SoftConfig {
                 vendor_part_id: 0,
             },
             key_table_entries: 4096,
+            reuse_qp_numbers: false,
         }
     }
 }
@@ -130,7 +135,7 @@ impl SoftFabric {
             inner: Arc::new(FabricInner {
                 listeners: Mutex::new(HashMap::new()),
                 unreachable: Mutex::new(HashSet::new()),
-                next_qpn: AtomicU32::new(0x11),
+                next_qpn: AtomicU32::new(FIRST_QPN),
                 next_port: AtomicU32::new(0),
                 trace: OnceLock::new(),
                 windows_bound_at_destroy: AtomicU64::new(0),
@@ -160,6 +165,7 @@ impl SoftFabric {
                 caps,
                 keys: KeyTable::new(config.key_table_entries),
                 next_pd: AtomicU32::new(1),
+                qpns_in_use: config.reuse_qp_numbers.then(Default::default),
             }),
         }
     }
@@ -206,7 +212,39 @@ pub(crate) struct DeviceInner {
     pub(crate) caps: DeviceCaps,
     pub(crate) keys: KeyTable,
     next_pd: AtomicU32,
+    /// QP numbers in use, when they are reused ([`SoftConfig::reuse_qp_numbers`]).
+    qpns_in_use: Option<Mutex<std::collections::BTreeSet<u32>>>,
 }
+
+impl DeviceInner {
+    /// A number for a new QP: the fabric's next one, or the lowest free one of this device.
+    fn alloc_qpn(&self) -> u32 {
+        let Some(used) = &self.qpns_in_use else {
+            // Relaxed: a unique-number counter.
+            return self.fabric.next_qpn.fetch_add(1, Ordering::Relaxed) & 0xff_ffff;
+        };
+        let mut used = used.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = FIRST_QPN;
+        for &u in used.range(FIRST_QPN..) {
+            if u != n {
+                break;
+            }
+            n += 1;
+        }
+        used.insert(n);
+        n
+    }
+
+    /// The QP numbered `qpn` is destroyed: with reuse, its number is free again.
+    pub(crate) fn free_qpn(&self, qpn: u32) {
+        if let Some(used) = &self.qpns_in_use {
+            used.lock().unwrap_or_else(|p| p.into_inner()).remove(&qpn);
+        }
+    }
+}
+
+/// The first QP number handed out (0 and 1 are the special QPs of InfiniBand).
+const FIRST_QPN: u32 = 0x11;
 
 /// An opened soft device.
 #[derive(Clone)]
@@ -275,8 +313,7 @@ fn new_qp(
     peer: SocketAddr,
 ) -> Arc<QpShared> {
     let opts = validate::qp_opts_in_force(init.opts, init.srq.is_some(), &dev.caps);
-    // Relaxed: a unique-number counter.
-    let qpn = dev.fabric.next_qpn.fetch_add(1, Ordering::Relaxed) & 0xff_ffff;
+    let qpn = dev.alloc_qpn();
     QpShared::new(
         dev.clone(),
         qpn,

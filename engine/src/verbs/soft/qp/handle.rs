@@ -109,6 +109,7 @@ impl Drop for SoftQp {
                 .fetch_add(bound, Ordering::Relaxed);
         }
         self.shared.destroy();
+        self.shared.dev.free_qpn(self.shared.qp_num);
     }
 }
 
