@@ -274,7 +274,9 @@ impl<P: Provider> ClientConn<P> {
         // Windows first: a bound type-2 window holds a reference to its QP (rxe warns when
         // the QP is destroyed under one, and frees it anyway); deallocating invalidates it.
         self.drv.mws.clear();
-        drop(qp);
+        if let Some(qp) = qp {
+            r.env.retired.retire(qp);
+        }
         // What version negotiation learnt about the server holds for the next connection:
         // after a fallback to Version One, Version Two is not probed again.
         if let Some(v) = self.drv.conn.as_ref().and_then(|c| c.remembered_version()) {

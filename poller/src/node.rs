@@ -11,7 +11,10 @@
 //! routes to (one indirect call) and gives every connection one round per poll. Recovery:
 //! tokens carry the slot's generation, so a timer or worker result of a connection that is gone
 //! finds nothing (the node compares [`NodeEnv::slot_gen`]); a command that finds another node's
-//! control ring full is retried (yielding) a bounded number of times, then handed back.
+//! control ring full is retried (yielding) a bounded number of times, then handed back. A QP
+//! that is torn down loses its route at once but is destroyed only after the node's CQ has been
+//! drained once more ([`RetiredQps`]): its flushed completions are then counted as strays, and
+//! a device that hands its number to the next QP (siw does) cannot give them to a newcomer.
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -93,6 +96,49 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub latency: crate::metrics::latency::NodeLatency,
     /// The shared receive queue of this node's server connections, once one needs it.
     pub srq: Option<crate::srq::NodeSrq<P>>,
+    /// QPs torn down and not yet destroyed (see [`RetiredQps`]).
+    pub retired: RetiredQps<P>,
+}
+
+/// QPs whose connections are gone, kept (in the error state, without a route) until the node
+/// has drained its CQ after they were retired.
+///
+/// Completions are routed by QP number alone, and the completions a QP's flush produced stay
+/// in the CQ after the QP is destroyed. A device that reuses the number at once (siw gives
+/// each new QP the lowest free number; a reconnecting client's QP gets the number of the one
+/// the server just closed) would otherwise hand those flushes to the newcomer's connection,
+/// which fails at its first completion: the client then reconnects once more. While the old
+/// QP exists its number cannot be reused, and once the CQ has been polled empty every
+/// completion of its flush has been reaped (as strays: the route went with the connection).
+pub(crate) struct RetiredQps<P: Provider> {
+    /// (drain count when retired, the QP).
+    qps: Vec<(u64, P::Qp)>,
+    /// Times the node polled its CQ until it was empty.
+    drains: u64,
+}
+
+impl<P: Provider> Default for RetiredQps<P> {
+    fn default() -> Self {
+        RetiredQps {
+            qps: Vec::new(),
+            drains: 0,
+        }
+    }
+}
+
+impl<P: Provider> RetiredQps<P> {
+    /// Keeps `qp` (disconnected, its route removed) until the CQ has been drained.
+    pub(crate) fn retire(&mut self, qp: P::Qp) {
+        self.qps.push((self.drains, qp));
+    }
+
+    /// The node polled its CQ until it was empty: the QPs retired before that poll have no
+    /// completion left in it and are destroyed.
+    pub(crate) fn cq_drained(&mut self) {
+        self.drains += 1;
+        let now = self.drains;
+        self.qps.retain(|(at, _)| *at >= now);
+    }
 }
 
 impl<P: Provider> NodeEnv<P> {

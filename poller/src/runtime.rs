@@ -222,6 +222,7 @@ impl<P: Provider> Endpoint<P> {
                     qp_hook: Arc::clone(&inner.qp_hook),
                     latency: Default::default(),
                     srq: None,
+                    retired: Default::default(),
                 },
                 peers: Arc::clone(&peers),
                 slots: Slots::new(cfg.max_conns_per_reactor),
@@ -390,8 +391,11 @@ impl<P: Provider> Node<P> {
         )
     }
 
+    /// Polls the CQ (at most `CQ_ROUNDS` batches) and feeds each completion to its connection;
+    /// when the CQ was left empty, the QPs retired before this poll are destroyed.
     fn poll_cq(&mut self) -> usize {
         let mut total = 0;
+        let mut drained = false;
         for _ in 0..CQ_ROUNDS {
             let n = match self.env.cq.poll(&mut self.wcs) {
                 Ok(n) => n,
@@ -401,6 +405,7 @@ impl<P: Provider> Node<P> {
                 }
             };
             if n == 0 {
+                drained = true;
                 break;
             }
             self.env.stats.completions(n as u64);
@@ -428,8 +433,12 @@ impl<P: Provider> Node<P> {
                 }
             }
             if n < self.wcs.len() {
+                drained = true;
                 break;
             }
+        }
+        if drained {
+            self.env.retired.cq_drained();
         }
         total
     }

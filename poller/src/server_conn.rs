@@ -293,6 +293,10 @@ impl<P: Provider> ServerConn<P> {
         let peer = qp.peer_addr();
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
+            // Its preposted receives flush into the node's CQ: kept until they are reaped.
+            let mut qp = qp;
+            let _ = qp.disconnect();
+            env.retired.retire(qp);
             return Err(srq::abandon(env, srq.as_ref()));
         }
         let mut regions = vec![
@@ -386,7 +390,9 @@ impl<P: Provider> ServerConn<P> {
         self.lost = true;
         self.peer_slot = None;
         self.stats.lost();
-        drop(self.drv.release_qp(&mut r.env.router, r.cx));
+        if let Some(qp) = self.drv.release_qp(&mut r.env.router, r.cx) {
+            r.env.retired.retire(qp);
+        }
         match self.srq.as_mut() {
             // Its engine (the shared receives its calls hold) stays until no worker reads them.
             Some(s) => s.park(r.env, self.drv.conn.take()),
