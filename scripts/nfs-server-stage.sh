@@ -16,8 +16,8 @@
 #    workload (scripts/vm/nfs-workload.sh: 1000-file tree + special sizes, umount/mount/verify,
 #    ls -l of 5000 entries, rename/link/symlink/chmod/truncate/fsync, parallel writers, fio
 #    verify=crc32c, rm -rf); the server's counters must show Read, Write and Reply chunks; then the
-#    fault run (rxe, --drop-every N: reconnections, retransmissions answered by the DRC, final tree
-#    = manifest) and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
+#    fault runs (fault/rxe, fault/siw: --drop-every N: one reconnection per deliberate drop,
+#    retransmissions answered by the DRC, final tree = manifest) and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
 #    the memory-backend workload runs once more over rxe and over siw with the server's
 #    connections on one shared receive queue (`rpcrdma-nfsd --srq N`: parts srq/rxe, srq/siw;
 #    the server's srq.depth counter must be N);
@@ -43,8 +43,8 @@
 # RPCRDMA_VM_TIMEOUT (whole VM, default 1500 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
 # the memory backend, the kernel's tmpfs exports and the client's page cache share it);
 # everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS,
-# RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT,
-# RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
+# RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT, RPCRDMA_NFSD_FAULT_RUNS,
+# RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FAULT_SIW_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
 # RPCRDMA_NFSD_EXPORTS (auto, 1, 0),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
@@ -189,8 +189,9 @@ fi
 pjd_parts=
 for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts fault $pjd_parts exports fio; do
-	[ "$p" = fault ] && [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] && continue
+fault_parts=
+[ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] || for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do fault_parts="$fault_parts fault/$d"; done
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $pjd_parts exports fio; do
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	case $p in
 	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
@@ -199,7 +200,8 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts fault $pj
 	exports) dev="exports (rxe, dir backend)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
-	fault) dev="fault (rxe, memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
+	fault/rxe) dev="fault/rxe (memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
+	fault/siw) dev="fault/siw (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
 	esac
 	if [ -n "${verdict[$p]:-}" ]; then

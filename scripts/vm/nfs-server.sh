@@ -23,9 +23,13 @@
 #       without its longest check (nfs-workload.sh full --no-ls: no ls-5000; READ/WRITE with
 #       chunks, READDIRPLUS through Reply chunks, parallel writers and fio with calls in flight
 #       remain) and the same checks, plus the server's srq.depth counter = N (it ran on its SRQ).
-#   fault    (RPCRDMA_NFSD_FAULT=1): rxe, memory backend, --drop-every N (RPCRDMA_NFSD_DROP_EVERY,
-#       default 50): nfs-workload.sh churn must see no error and end with the reference tree;
-#       conn.dropped and drc.hits must be > 0.
+#   fault/rxe, fault/siw   (RPCRDMA_NFSD_FAULT=1, RPCRDMA_NFSD_FAULT_RUNS, default "rxe siw"):
+#       memory backend, --drop-every N (rxe: RPCRDMA_NFSD_DROP_EVERY, default 50; siw:
+#       RPCRDMA_NFSD_FAULT_SIW_EVERY, default 10, with a shorter churn, RPCRDMA_NFSD_FAULT_SIW_CHURN,
+#       default 60 iterations): nfs-workload.sh churn must see no error and end with the
+#       reference tree; conn.dropped and drc.hits must be > 0; every deliberate drop costs exactly
+#       one reconnection: conn.accepted = 1 (the mount) + conn.kicked, and the client's
+#       mountstats "connects" equals conn.accepted.
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
 #       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
 #       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
@@ -64,6 +68,7 @@
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
 # Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
 # RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
 # RPCRDMA_NFS_FIO_RUNTIME, RPCRDMA_NFS_FIO_SIZE (nfs-workload.sh / nfs-fio.sh).
@@ -446,20 +451,28 @@ run_part() {
 	part_end
 }
 
+# run_fault DEV: the churn workload while the server drops the connection every N-th
+# non-idempotent call. Every deliberate drop costs exactly one reconnection: the server accepted
+# one connection for the mount and one per drop (conn.accepted = 1 + conn.kicked), and the client
+# connected as often (mountstats "connects"); its rpcrdma/siw/rxe kernel messages are printed.
 run_fault() {
-	local every=${RPCRDMA_NFSD_DROP_EVERY:-50} wl rc extra=()
-	part_begin fault "rxe, memory backend, the server drops the connection every $every-th non-idempotent call"
+	local dev=$1 every=${RPCRDMA_NFSD_DROP_EVERY:-50} wl rc extra=() churn=${RPCRDMA_NFS_CHURN_N:-200} acc kick k0
+	if [ "$dev" = siw ]; then
+		every=${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10} churn=${RPCRDMA_NFSD_FAULT_SIW_CHURN:-60}
+	fi
+	part_begin "fault/$dev" "$dev, memory backend, the server drops the connection every $every-th non-idempotent call, churn $churn"
 	[ "$KIND" = kernel ] || extra=(--drop-every "$every")
-	if ! srv_start rxe memory "${extra[@]}"; then
+	if ! srv_start "$dev" memory "${extra[@]}"; then
 		failc server-start "the server did not start"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 		part_end
 		return
 	fi
 	NFS3_0=$(nfs3_line) RPC_0=$(rpc_line)
+	k0=$(dmesg | wc -l)
 	if do_mount "$MNT"; then
 		wl=$(mktemp)
-		timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" churn "$MNT" | tee "$wl"
+		RPCRDMA_NFS_CHURN_N=$churn timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" churn "$MNT" | tee "$wl"
 		rc=${PIPESTATUS[0]}
 		[ "$rc" -ne 124 ] || echo "FAIL churn: timed out after $RUN_TIMEOUT s"
 		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
@@ -470,16 +483,33 @@ run_fault() {
 		if counters; then
 			show_counters
 			if [ "$KIND" = kernel ]; then
-				echo "SKIP counter-conn.dropped, counter-drc.hits: the kernel nfsd cannot drop connections on demand (churn ran without faults)"
+				echo "SKIP counter-conn.dropped, counter-drc.hits, connections: the kernel nfsd cannot drop connections on demand (churn ran without faults)"
 			else
 				cnt_positive conn.dropped drc.hits
+				acc=${CNT[conn.accepted]:-0} kick=${CNT[conn.kicked]:-0}
+				if [ "$kick" -gt 0 ] && [ "$acc" -eq $((kick + 1)) ] 2>/dev/null; then
+					pass connections "accepted $acc = 1 mount + $kick deliberate drops (conn.losses ${CNT[conn.losses]:-?})"
+				else
+					failc connections "accepted ${CNT[conn.accepted]:-?} for 1 mount + ${CNT[conn.kicked]:-?} deliberate drops (conn.losses ${CNT[conn.losses]:-?}; expected exactly one reconnection per drop)"
+				fi
+				if [ "${CLI[connects]:-0}" -eq "$acc" ] 2>/dev/null; then
+					pass client-connects "${CLI[connects]} = accepted"
+				else
+					failc client-connects "the client connected ${CLI[connects]:-?} times, the server accepted $acc"
+				fi
 			fi
 		else
 			failc counters "no nfsd-stat lines after SIGUSR1"
 		fi
 		do_umount "$MNT"
 	fi
+	# the kernel's rpcrdma / siw / rxe messages since the server started (none when all went well)
+	dmesg | tail -n +$((k0 + 1)) | grep -E 'rpcrdma|siw|rxe' | grep -v 'speed is unknown' | tail -n 20 | sed 's/^/  | /'
 	srv_stop
+	if [ "$PFAIL" -ne 0 ] && [ -s "$SRV_LOG" ]; then
+		echo "---- server log (tail):"
+		grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 30 | sed 's/^/  | /'
+	fi
 	part_end
 }
 
@@ -649,7 +679,17 @@ for d in $SRQ_RUNS; do
 		;;
 	esac
 done
-[ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ] && run_fault
+if [ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ]; then
+	for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do
+		case $d in
+		rxe | siw) run_fault "$d" ;;
+		*)
+			echo "nfs-server: unknown fault run $d (rxe siw)"
+			NPFAIL=$((NPFAIL + 1))
+			;;
+		esac
+	done
+fi
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
 # pjdfstest and the exports checks start the kernel nfsd: after the rpcbind part (same ports)
 for l in $PJD_RUNS; do
