@@ -86,6 +86,8 @@ LOGS=/run/nfs-server
 PJD_RUNS=${RPCRDMA_NFSD_PJDFSTEST-kernel memory dir}
 KIND=ours
 [ "$BIN" = kernel ] && KIND=kernel
+# shellcheck source=scripts/vm/knfsd.sh
+. "$HERE/knfsd.sh"
 # shellcheck source=scripts/vm/nfs-pjdfstest.sh
 . "$HERE/nfs-pjdfstest.sh"
 # shellcheck source=scripts/vm/nfs-exports.sh
@@ -120,49 +122,12 @@ part_end() {
 	[ "$PFAIL" -eq 0 ] || NPFAIL=$((NPFAIL + 1))
 }
 
-# ---- the kernel side: modules, exports, kernel nfsd per namespace ------------------------------
+# ---- the kernel side: modules, exports, kernel nfsd per namespace (knfsd.sh) --------------------
 say "setup: modules, exports ($KIND server)"
-if ! modprobe -a nfsd rpcrdma nfsv3; then
-	echo "nfs-server: cannot load nfsd / rpcrdma / nfsv3"
+if ! knfsd_setup; then
+	echo "nfs-server: cannot load nfsd / rpcrdma / nfsv3 or set up the exports"
 	exit 1
 fi
-for d in "$KEXPORT" "$NFSD_DIR"; do mountpoint -q "$d" || mount -t tmpfs -o size=512m,mode=0755 tmpfs "$d"; done
-cat >/etc/exports <<EOF
-$KEXPORT *(rw,fsid=1,insecure,no_subtree_check,no_root_squash)
-$NFSD_DIR *(rw,fsid=2,insecure,no_subtree_check,no_root_squash)
-EOF
-mkdir -p /proc/fs/nfsd /var/lib/nfs/v4recovery /run/rpcbind
-mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
-rpcbind -w 2>/dev/null || true
-declare -A KNFSD_UP=()
-# knfsd_start root|peer: one kernel nfsd (NFSv3, 8 threads, rdma 20049, mountd tcp 20048) in that
-# netns, once per boot: a second "rdma 20049" on the same instance panics Debian's 6.1 (see
-# nfs-interop.sh). In netns peer the nfsd file system is mounted afresh inside `ip netns exec`
-# (a private mount namespace), and rpc.mountd, a daemon, keeps that namespace alive.
-knfsd_start() {
-	local ns=() t0
-	[ -n "${KNFSD_UP[$1]:-}" ] && return 0
-	[ "$1" = peer ] && ns=(ip netns exec peer)
-	t0=$(now_ms)
-	# shellcheck disable=SC2016 # the inner script expands its own variables
-	"${ns[@]}" bash -c '
-		set -e
-		if [ "$1" = peer ]; then umount /proc/fs/nfsd 2>/dev/null || true; fi
-		mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
-		exportfs -ra
-		if [ "$(cat /proc/fs/nfsd/threads)" -gt 0 ]; then
-			echo "kernel nfsd ($1): already running"
-		else
-			echo 1048576 >/proc/fs/nfsd/max_block_size
-			rpc.mountd -p 20048 -N 4
-			rpc.nfsd -N 4 8
-		fi
-		grep -q "^rdma 20049" /proc/fs/nfsd/portlist || echo "rdma 20049" >/proc/fs/nfsd/portlist
-		echo "kernel nfsd ($1): portlist $(tr "\n" " " </proc/fs/nfsd/portlist)versions $(cat /proc/fs/nfsd/versions), max_block_size $(cat /proc/fs/nfsd/max_block_size)"
-	' knfsd "$1" || return 1
-	KNFSD_UP[$1]=1
-	echo "kernel nfsd ($1) ready in $(($(now_ms) - t0)) ms"
-}
 
 # ---- our server / the kernel's, behind one interface --------------------------------------------
 # The export of ours: every part acts as root and expects root to stay root (the workload's
