@@ -44,6 +44,13 @@
 #       rounds is compared, one ratio ours/kernel per row ("ratio ..." lines and a table). With
 #       two rounds of 5 s the kernel against itself came out within 0.92-1.08 (p99 latency:
 #       0.74-1.07, the noisiest row).
+#   meta     (RPCRDMA_NFSD_META, default "rxe siw"; empty: none): nfs-meta.sh's metadata workload
+#       (a tree of RPCRDMA_NFSD_META_DIRS x RPCRDMA_NFSD_META_FILES small files, default 10 x 30:
+#       untar, diff, stat, rename, walk after remount, rm -rf) against the kernel nfsd and ours in
+#       turn, both backends, plain and with a CPU hog (RPCRDMA_NFSD_META_HOG, default cpus); the
+#       ours / kernel time table and the client's GETATTR / LOOKUP / READ counts per phase against
+#       both; fails when a run fails its checks or (RPCRDMA_NFSD_META_COUNTS=1, default) a count
+#       is more than 10 % (+ 5 calls) off the kernel nfsd's.
 # In `kernel` mode: the kernel nfsd of the root netns (rxe) and one in netns peer (siw) export
 #   tmpfs directories (memory -> /srv/kexport, dir -> /srv/nfsd-dir); the server-side counters
 #   are svc_rdma's (rdma_stat_read / rdma_stat_write; reply chunks are taken from the client's
@@ -577,6 +584,39 @@ run_fio() {
 	part_end
 }
 
+# run_meta: the metadata workload of nfs-meta.sh (a small tree untarred, compared, walked, renamed,
+# walked after a remount, removed) against the kernel nfsd and ours in turn, over the devices of
+# RPCRDMA_NFSD_META, both backends; once as it is and once more with a CPU hog in the guest
+# (RPCRDMA_NFSD_META_HOG, default "cpus": one busy loop per vCPU; empty: no second run). Prints
+# the time table (ours / kernel per phase) and the client's GETATTR / LOOKUP / READ counts per
+# phase against both. Checks: every run passes nfs-meta.sh's own checks; with
+# RPCRDMA_NFSD_META_COUNTS=1 (the default) also every row of counts within 10 % (+ 5 calls) of
+# what the client sends to the kernel nfsd. The times are reported, not checked (TCG on a shared
+# host: docs/performance.md keeps the table of a quiet run).
+run_meta() {
+	local f hog label
+	part_begin meta "the metadata workload against the kernel nfsd and $KIND over ${1// /, }, both backends"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP meta: it compares rpcrdma-nfsd with the kernel nfsd (here the kernel nfsd is the server under test)"
+		part_end
+		return
+	fi
+	for hog in '' ${RPCRDMA_NFSD_META_HOG-cpus}; do
+		label=plain
+		[ -z "$hog" ] || label=hog
+		f=$LOGS/meta-$label.log
+		RPCRDMA_META_DEVS=$1 RPCRDMA_META_HOG=${hog:-0} RPCRDMA_META_ROUNDS=${RPCRDMA_NFSD_META_ROUNDS:-1} \
+			RPCRDMA_META_DIRS=${RPCRDMA_NFSD_META_DIRS:-10} RPCRDMA_META_FILES=${RPCRDMA_NFSD_META_FILES:-30} \
+			"$HERE/nfs-meta.sh" "$BIN" kernel >"$f" 2>&1 || failc "meta-$label" "$(grep -E '^FAIL|^nfs-meta: [0-9]+ runs' "$f" | tr '\n' ' ')"
+		sed -n '/^nfs-meta: medians/,$p' "$f"
+		if [ "${RPCRDMA_NFSD_META_COUNTS:-1}" = 1 ] && grep -q -- '<- off' "$f"; then
+			failc "meta-$label-counts" "the client's GETATTR / LOOKUP / READ counts differ from the kernel nfsd's by more than 10 % (rows marked '<- off')"
+		fi
+		PNOTES="$PNOTES $label: $(awk '$3 == "total" {printf "%s %.2f ", $1, $6}' "$f")"
+	done
+	part_end
+}
+
 # ---- main ----------------------------------------------------------------------------------------
 if [ "$KIND" = ours ]; then
 	if [ ! -x "$BIN" ]; then
@@ -628,6 +668,7 @@ for l in $PJD_RUNS; do
 done
 run_exports
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
+[ -n "${RPCRDMA_NFSD_META-rxe siw}" ] && run_meta "${RPCRDMA_NFSD_META-rxe siw}"
 
 echo
 for l in "${SUMMARY[@]}"; do echo "  $l"; done
