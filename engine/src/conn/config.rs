@@ -402,15 +402,15 @@ pub(super) fn validate(
 }
 
 /// Checks a configuration for a connection whose receives come from a shared receive queue
-/// ([`super::srq`]): settings, send buffers, backchannel send buffers and the shared buffers'
-/// size; `pools.recvs` and `bc.recvs` are not used. The number of holding slots: the credits
+/// ([`super::srq`]; `shared`: its buffers): settings, send buffers, backchannel send buffers
+/// and the shared buffers' size; `pools.recvs` and `bc.recvs` are not used. The number of holding slots: the credits
 /// plus one per backward call the server may have outstanding.
 pub(super) fn validate_shared(
     role: Role,
     cfg: &Config,
     pools: &Pools<'_>,
     bc: &BackchannelPools<'_>,
-    shared: &super::srq::SharedRecvs,
+    shared: &[LocalBuf],
 ) -> Result<usize, ConfigError> {
     if role != Role::Responder || shared.is_empty() {
         return Err(ConfigError::SharedReceivesUnsupported);
@@ -432,10 +432,7 @@ pub(super) fn validate_shared(
         return Err(ConfigError::NoBackchannelCredits);
     }
     let recv_size = private_data::representable_size(cfg.inline_recv);
-    if let Some(r) = (0..shared.len() as u32)
-        .filter_map(|i| shared.get(i))
-        .find(|r| r.len < recv_size)
-    {
+    if let Some(r) = shared.iter().find(|r| r.len < recv_size) {
         return Err(ConfigError::RecvSlotTooSmall {
             needed: recv_size,
             have: r.len,
