@@ -96,6 +96,17 @@ pub(crate) struct NodeEnv<P: Provider> {
 }
 
 impl<P: Provider> NodeEnv<P> {
+    /// The pieces of the node its shared receive queue works with.
+    pub(crate) fn srq_parts(&mut self) -> crate::srq::SrqParts<'_, P> {
+        crate::srq::SrqParts {
+            srq: &mut self.srq,
+            dev: &self.dev,
+            pd: &self.pd,
+            hugepages: self.hugepages,
+            stats: &self.stats,
+        }
+    }
+
     /// The generation of slot `slot` (timer and job tokens carry it).
     #[inline]
     pub(crate) fn slot_gen(&self, slot: u32) -> u32 {
