@@ -25,7 +25,11 @@
 #    scripts/vm/pjdfstest-build.sh) as root on the mount (rxe) of the kernel nfsd (tmpfs,
 #    no_root_squash: the reference) and of ours on both backends (parts pjdfstest/kernel,
 #    pjdfstest/memory, pjdfstest/dir), and the export access checks (part exports,
-#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports);
+#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports); then the metadata workload
+#    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
+#    backends, plain and beside a CPU hog (part meta: the ours / kernel time table, and the
+#    client's GETATTR / LOOKUP / READ counts per phase, which must be within 10 % of the kernel
+#    nfsd's);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table;
 # 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,
@@ -46,7 +50,9 @@
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT, RPCRDMA_NFSD_FAULT_RUNS,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FAULT_SIW_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
-# RPCRDMA_NFSD_EXPORTS (auto, 1, 0),
+# RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
+# RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
+# RPCRDMA_NFSD_META_FILES,
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):
