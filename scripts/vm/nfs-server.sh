@@ -51,7 +51,7 @@
 #   meta     (RPCRDMA_NFSD_META, default "rxe siw"; empty: none): nfs-meta.sh's metadata workload
 #       (a tree of RPCRDMA_NFSD_META_DIRS x RPCRDMA_NFSD_META_FILES small files, default 10 x 30:
 #       untar, diff, stat, rename, walk after remount, rm -rf) against the kernel nfsd and ours in
-#       turn, both backends, plain and with a CPU hog (RPCRDMA_NFSD_META_HOG, default cpus); the
+#       turn, both backends, plain and (over rxe) with a CPU hog (RPCRDMA_NFSD_META_HOG, default cpus); the
 #       ours / kernel time table and the client's GETATTR / LOOKUP / READ counts per phase against
 #       both; fails when a run fails its checks or (RPCRDMA_NFSD_META_COUNTS=1, default) a count
 #       is more than 10 % (+ 5 calls) off the kernel nfsd's.
@@ -616,7 +616,7 @@ run_fio() {
 
 # run_meta: the metadata workload of nfs-meta.sh (a small tree untarred, compared, walked, renamed,
 # walked after a remount, removed) against the kernel nfsd and ours in turn, over the devices of
-# RPCRDMA_NFSD_META, both backends; once as it is and once more with a CPU hog in the guest
+# RPCRDMA_NFSD_META, both backends; then over rxe once more with a CPU hog in the guest
 # (RPCRDMA_NFSD_META_HOG, default "cpus": one busy loop per vCPU; empty: no second run). Prints
 # the time table (ours / kernel per phase) and the client's GETATTR / LOOKUP / READ counts per
 # phase against both. Checks: every run passes nfs-meta.sh's own checks; with
@@ -631,11 +631,12 @@ run_meta() {
 		part_end
 		return
 	fi
+	local devs
 	for hog in '' ${RPCRDMA_NFSD_META_HOG-cpus}; do
-		label=plain
-		[ -z "$hog" ] || label=hog
+		label=plain devs=$1
+		[ -z "$hog" ] || label=hog devs=rxe
 		f=$LOGS/meta-$label.log
-		RPCRDMA_META_DEVS=$1 RPCRDMA_META_HOG=${hog:-0} RPCRDMA_META_ROUNDS=${RPCRDMA_NFSD_META_ROUNDS:-1} \
+		RPCRDMA_META_DEVS=$devs RPCRDMA_META_HOG=${hog:-0} RPCRDMA_META_ROUNDS=${RPCRDMA_NFSD_META_ROUNDS:-1} \
 			RPCRDMA_META_DIRS=${RPCRDMA_NFSD_META_DIRS:-10} RPCRDMA_META_FILES=${RPCRDMA_NFSD_META_FILES:-30} \
 			"$HERE/nfs-meta.sh" "$BIN" kernel >"$f" 2>&1 || failc "meta-$label" "$(grep -E '^FAIL|^nfs-meta: [0-9]+ runs' "$f" | tr '\n' ' ')"
 		sed -n '/^nfs-meta: medians/,$p' "$f"
