@@ -13,12 +13,12 @@
 //! finds nothing (the node compares [`NodeEnv::slot_gen`]); a command that finds another node's
 //! control ring full is retried (yielding) a bounded number of times, then handed back.
 
+use crate::doorbell::Waker;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
 
 use rpcrdma_engine::conn;
-use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions};
+use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions, QueuePair};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
 use crate::admission::{PeerSlot, PeerTable};
@@ -88,7 +88,7 @@ pub(crate) struct NodeEnv<P: Provider> {
     /// Generation of each slot (bumped when the slot is released).
     pub gens: Vec<u32>,
     /// This node's reactor thread (set once it has polled).
-    pub thread: Arc<OnceLock<Thread>>,
+    pub thread: Arc<OnceLock<Waker>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
     pub latency: crate::metrics::latency::NodeLatency,
     /// The shared receive queue of this node's server connections, once one needs it.
@@ -111,7 +111,7 @@ impl<P: Provider> NodeEnv<P> {
     }
 
     /// The thread of this node's reactor (set once it has polled).
-    pub(crate) fn node_thread(&self) -> Arc<OnceLock<Thread>> {
+    pub(crate) fn node_thread(&self) -> Arc<OnceLock<Waker>> {
         Arc::clone(&self.thread)
     }
 
@@ -141,8 +141,13 @@ impl<P: Provider> NodeEnv<P> {
         }
     }
 
-    /// Runs the QP hook, if any.
+    /// Runs the QP hook, if any, and has the QP's connection events wake this node's
+    /// reactor when it sleeps (a provider that cannot notify leaves them to the sleep bound).
     pub(crate) fn qp_created(&self, qp: &P::Qp) {
+        if let Some(w) = self.thread.get() {
+            let w = w.clone();
+            qp.set_event_notify(Arc::new(move || w.wake()));
+        }
         if let Some(h) = self.qp_hook.get() {
             h(qp);
         }
@@ -438,7 +443,7 @@ pub(crate) enum NodeCmd<P: Provider> {
 /// What other threads hold of a node.
 pub(crate) struct NodePeer<P: Provider> {
     pub ctl: MpscProducer<NodeCmd<P>>,
-    pub thread: Arc<OnceLock<Thread>>,
+    pub thread: Arc<OnceLock<Waker>>,
     pub stats: NodeStats,
 }
 
@@ -458,7 +463,7 @@ pub(crate) fn send_to<P: Provider>(
         match p.ctl.enqueue(cmd) {
             Ok(()) => {
                 if let Some(t) = p.thread.get() {
-                    t.unpark();
+                    t.wake();
                 }
                 return Ok(());
             }

@@ -26,14 +26,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::Thread;
 
-use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, DeviceCaps, Provider};
+use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, DeviceCaps, Listener, Provider};
 use rpcrdma_mempool::{HugePagePolicy, Registrar};
 
 use crate::accept::{Intake, Seat};
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats};
 use crate::config::{BackoffMode, EndpointConfig};
+use crate::doorbell::Waker;
 use crate::driver::Router;
 use crate::memory::{BufPool, MemError};
 use crate::mpsc::{self, MpscConsumer};
@@ -41,6 +41,7 @@ pub(crate) use crate::node::NodeCmd;
 pub use crate::node::QpHook;
 use crate::node::{rq_depth_for, send_to, sq_depth_for, NodeEnv, NodePeer, Round, Slots};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
+use crate::wait::WaitSet;
 use crate::worker::{NodeLinks, Workers};
 
 /// Completions taken from the CQ per poll call.
@@ -319,7 +320,7 @@ impl<P: Provider> Endpoint<P> {
         }
     }
 
-    pub(crate) fn node_thread(&self, i: usize) -> Arc<OnceLock<Thread>> {
+    pub(crate) fn node_thread(&self, i: usize) -> Arc<OnceLock<Waker>> {
         Arc::clone(&self.inner.peers[i % self.nodes().max(1)].thread)
     }
 
@@ -373,7 +374,12 @@ impl<P: Provider> Node<P> {
                 };
                 self.intake.accept(&mut seat, req, to);
             }
-            NodeCmd::Listen { listener, to } => self.intake.listen(listener, to, self.stopping),
+            NodeCmd::Listen { mut listener, to } => {
+                // Connect requests wake this reactor when it sleeps.
+                let w = cx.waker();
+                listener.set_notify(Arc::new(move || w.wake()));
+                self.intake.listen(listener, to, self.stopping)
+            }
         }
     }
 
@@ -457,7 +463,7 @@ impl<P: Provider> Poller for Node<P> {
     fn poll(&mut self, now: u64, cx: &mut PollerCtx<'_>) -> usize {
         if !self.thread_set {
             self.thread_set = true;
-            let _ = self.env.thread.set(std::thread::current());
+            let _ = self.env.thread.set(cx.waker());
             // A reactor that may sleep: completions and worker results ring its doorbell.
             if let Some(b) = cx.doorbell() {
                 let bell = Arc::clone(b);
@@ -539,6 +545,27 @@ impl<P: Provider> Poller for Node<P> {
 
     fn is_drained(&self) -> bool {
         self.slots.live() == 0 && self.links.as_ref().map_or(true, |l| !l.congested())
+    }
+
+    fn arm_wakeups(&mut self, fds: &mut WaitSet) {
+        // The CQ's completion channel (a provider without one rings the doorbell instead:
+        // `set_notify` above).
+        if let Some(fd) = self.env.cq.wait_fd() {
+            match self.env.cq.arm_notify() {
+                Ok(true) => fds.add(fd),
+                Ok(false) => {}
+                // Not armed: the sleep's bound covers the CQ.
+                Err(_) => self.env.stats.verbs_error(),
+            }
+        }
+        // Connection events: take what is pending (queued events ring their owners), then
+        // sleep on the channel too.
+        if let Some(fd) = self.env.dev.cm_wait_fd() {
+            match self.env.dev.poll_cm_events() {
+                Ok(()) => fds.add(fd),
+                Err(_) => self.env.stats.verbs_error(),
+            }
+        }
     }
 }
 

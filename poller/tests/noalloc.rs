@@ -180,6 +180,7 @@ fn accepts_no_allocation_in_the_reactor_loop() {
         yield_polls: 2,
         min_sleep_ns: 1_000,
         max_sleep_ns: 2_000,
+        interrupt: false,
     };
     let mut set = ReactorSet::start(&cfg).unwrap();
     let at_warm = Arc::new(AtomicU64::new(0));
