@@ -87,7 +87,7 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub hugepages: HugePagePolicy,
     /// Generation of each slot (bumped when the slot is released).
     pub gens: Vec<u32>,
-    /// This node's reactor thread (set once it has polled).
+    /// How other threads wake this node's reactor (set once it has polled).
     pub thread: Arc<OnceLock<Waker>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
     pub latency: crate::metrics::latency::NodeLatency,
@@ -110,7 +110,7 @@ impl<P: Provider> NodeEnv<P> {
         rq_depth_for(credits)
     }
 
-    /// The thread of this node's reactor (set once it has polled).
+    /// The waker of this node's reactor (set once it has polled).
     pub(crate) fn node_thread(&self) -> Arc<OnceLock<Waker>> {
         Arc::clone(&self.thread)
     }

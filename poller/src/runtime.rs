@@ -10,7 +10,11 @@
 //! listeners, poll the CQ in bursts of [`CQ_BURST`] and feed each completion to its connection,
 //! take worker results, then give every connection one round (CM events, engine events →
 //! callbacks / handlers, new calls, one doorbell per queue for everything it produced), accept
-//! connect requests that waited for a slot, and push queued worker jobs. Timers (connection
+//! connect requests that waited for a slot, and push queued worker jobs. On a reactor that
+//! sleeps when idle, completions (in-process notices), worker results, submissions and
+//! connection events ring the reactor's doorbell; in interrupt mode the node also arms its CQ's
+//! completion channel and drains the rdma_cm channel before the reactor sleeps on their
+//! descriptors ([`Poller::arm_wakeups`]). Timers (connection
 //! deadlines, reconnect back-off) are the reactor's timer wheel; tokens carry the slot and its
 //! generation, so a timer of a connection that is gone finds nothing.
 //!
