@@ -16,8 +16,8 @@
 //! phases, but a reactor sleeps in `poll(2)` on descriptors instead of parking: its doorbell's
 //! eventfd (submissions, control messages, worker results, in-process completion notices) and
 //! every descriptor its pollers arm (a CQ's completion channel, connection events). The sleep
-//! ends when one is readable or at the next timer; `max_sleep_ns` only bounds it for sources
-//! that cannot wake the reactor. Workers have no descriptors and park as before.
+//! ends when one is readable or at the next timer; `max_sleep_ns` only bounds it while some
+//! source cannot wake the reactor. Workers have no descriptors and park as before.
 //!
 //! Recovery: nothing to recover; a spurious wake-up just ends a sleep early.
 
@@ -73,10 +73,10 @@ impl BackoffConfig {
     /// Interrupt mode, for cores shared with other work and for idle servers: the phases of
     /// [`BackoffConfig::shared_cores`] (100 spinning idle polls, 10 yielding ones), then a
     /// reactor sleeps in `poll(2)` until a descriptor is readable (a submission, a completion,
-    /// a connection event) or its next timer, at most 10 ms. The bound only matters for
-    /// sources without a descriptor: connection events of the soft provider, and on the `rdma`
-    /// provider a connection event another reactor took off the shared rdma_cm channel
-    /// (`docs/rdma-provider.md`); nothing on the per-call path waits for it.
+    /// a connection event) or its next timer. The 10 ms longest sleep bounds it only while a
+    /// poller has a source that cannot wake it (the soft provider's connection events, connect
+    /// requests waiting for a slot: [`crate::reactor::Poller::arm_wakeups`]); otherwise only
+    /// [`crate::reactor::ARMED_SLEEP_NS`] does.
     pub const fn interrupt() -> Self {
         BackoffConfig {
             enabled: true,

@@ -16,8 +16,9 @@
 //! the same, but the owner sleeps in `poll(2)` on the bell's eventfd together with its other
 //! descriptors (completion channels, connection events), and a ring that finds the owner armed
 //! writes the eventfd instead of unparking. The owner reads the eventfd when it wakes
-//! ([`Doorbell::consume`]), so the counter is back at zero before it arms again. Producers
-//! still pay only the fence and the load while the owner polls.
+//! ([`Doorbell::consume`]); a write by a ring that raced with that read (it saw the bell still
+//! armed) only ends the next sleep at once, like a stale park token. Producers still pay only
+//! the fence and the load while the owner polls.
 //!
 //! Other threads that hand the owner work hold a [`Waker`]: the owner's doorbell when it has
 //! one (the ring protocol above), an unpark of its thread otherwise.

@@ -60,6 +60,11 @@ pub const CONTROL_BATCH: usize = 64;
 /// Timers fired per loop iteration at most (the rest fire in the next iterations).
 pub const TIMER_BATCH: usize = 32;
 
+/// Longest interrupt-mode sleep when every poller armed all its sources
+/// ([`Poller::arm_wakeups`]): a safety net (one wake-up a second costs nothing measurable),
+/// not a polling period.
+pub const ARMED_SLEEP_NS: u64 = 1_000_000_000;
+
 /// The CPU the calling thread is running on right now (`sched_getcpu`), if the OS says.
 pub fn current_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu takes no arguments and has no preconditions.
@@ -92,11 +97,16 @@ pub trait Poller: Send {
     /// that can wake the reactor through a descriptor (e.g. [`CompletionQueue::arm_notify`])
     /// and add the descriptors to `fds`. Called after the reactor armed its doorbell and before
     /// the re-check iteration, so work arriving after this call either shows in the re-check or
-    /// makes a descriptor readable. Sources that can do neither are seen when the sleep ends
-    /// (bounded by the back-off's longest sleep). Never called while the reactor is busy.
+    /// makes a descriptor readable (or rings the doorbell). Returns whether every source of
+    /// work this poller has can wake the reactor so; `false` (the default) when some source is
+    /// only seen by polling, and the reactor then bounds its sleep by the back-off's longest
+    /// sleep. When every poller says `true` the sleep lasts until a descriptor or the next
+    /// timer, at most [`ARMED_SLEEP_NS`]. Never called while the reactor is busy.
     ///
     /// [`CompletionQueue::arm_notify`]: rpcrdma_engine::verbs::CompletionQueue::arm_notify
-    fn arm_wakeups(&mut self, _fds: &mut WaitSet) {}
+    fn arm_wakeups(&mut self, _fds: &mut WaitSet) -> bool {
+        false
+    }
 }
 
 /// Names a poller on its reactor (slot and generation; stale ids match nothing).

@@ -236,6 +236,7 @@ impl<P: Provider> Endpoint<P> {
                 wcs: vec![Completion::default(); CQ_BURST].into_boxed_slice(),
                 stopping: false,
                 thread_set: false,
+                cq_notifies: false,
             };
             set.add_poller(Placement::Reactor(i), Box::new(node))
                 .map_err(EndpointError::Reactor)?;
@@ -344,6 +345,8 @@ struct Node<P: Provider> {
     wcs: Box<[Completion]>,
     stopping: bool,
     thread_set: bool,
+    /// The CQ rings the reactor's doorbell itself (`CompletionQueue::set_notify`).
+    cq_notifies: bool,
     /// Every node's control ring (connect requests are handed over to the next node).
     peers: Arc<Vec<NodePeer<P>>>,
 }
@@ -471,7 +474,7 @@ impl<P: Provider> Poller for Node<P> {
             // A reactor that may sleep: completions and worker results ring its doorbell.
             if let Some(b) = cx.doorbell() {
                 let bell = Arc::clone(b);
-                let _ = self.env.cq.set_notify(Arc::new(move || bell.ring()));
+                self.cq_notifies = self.env.cq.set_notify(Arc::new(move || bell.ring()));
                 if let Some(l) = self.links.as_ref() {
                     l.set_node_bell(b);
                 }
@@ -551,25 +554,41 @@ impl<P: Provider> Poller for Node<P> {
         self.slots.live() == 0 && self.links.as_ref().map_or(true, |l| !l.congested())
     }
 
-    fn arm_wakeups(&mut self, fds: &mut WaitSet) {
+    fn arm_wakeups(&mut self, fds: &mut WaitSet) -> bool {
         // The CQ's completion channel (a provider without one rings the doorbell instead:
-        // `set_notify` above).
-        if let Some(fd) = self.env.cq.wait_fd() {
-            match self.env.cq.arm_notify() {
-                Ok(true) => fds.add(fd),
-                Ok(false) => {}
+        // `set_notify` above, set when the reactor has a doorbell).
+        let cq = match self.env.cq.wait_fd() {
+            Some(fd) => match self.env.cq.arm_notify() {
+                Ok(armed) => {
+                    fds.add(fd);
+                    armed
+                }
                 // Not armed: the sleep's bound covers the CQ.
-                Err(_) => self.env.stats.verbs_error(),
-            }
-        }
+                Err(_) => {
+                    self.env.stats.verbs_error();
+                    false
+                }
+            },
+            None => self.cq_notifies,
+        };
         // Connection events: take what is pending (queued events ring their owners), then
-        // sleep on the channel too.
-        if let Some(fd) = self.env.dev.cm_wait_fd() {
-            match self.env.dev.poll_cm_events() {
-                Ok(()) => fds.add(fd),
-                Err(_) => self.env.stats.verbs_error(),
-            }
-        }
+        // sleep on the channel too. Without such a channel (the soft provider) they are only
+        // seen by polling.
+        let cm = match self.env.dev.cm_wait_fd() {
+            Some(fd) => match self.env.dev.poll_cm_events() {
+                Ok(()) => {
+                    fds.add(fd);
+                    true
+                }
+                Err(_) => {
+                    self.env.stats.verbs_error();
+                    false
+                }
+            },
+            None => false,
+        };
+        // Connect requests waiting for a slot, and draining, are driven by polling.
+        cq && cm && !self.intake.has_deferred() && !self.stopping
     }
 }
 

@@ -40,9 +40,6 @@ fn owner(mut c: Consumer<u64>, bell: Arc<Doorbell>, want: usize) -> Vec<u64> {
             got.push(v);
             continue;
         }
-        // As a reactor does: a count left by an earlier ring is not a reason to wake (a no-op
-        // on a parking bell).
-        bell.consume();
         bell.arm();
         // The re-check: anything published before the producer's fence is seen here.
         if let Some(v) = c.dequeue() {

@@ -182,6 +182,9 @@ fn rejects_wakeups_counted_without_a_descriptor() {
         ..long_sleep()
     };
     let mut set = one_reactor(timed);
+    // A source only polling sees: every sleep times out after 1 ms.
+    set.add_poller(Placement::Reactor(0), Box::new(Quiet { armed: false }))
+        .unwrap();
     wait_until("sleeps", || sleeps(&set) > 20);
     assert_eq!(set.stats(0).unwrap().idle_wakeups, 0);
     set.stop().unwrap();
@@ -232,4 +235,44 @@ fn accepts_round_trips_waking_sleeping_reactors() {
         "{before:?} {after:?}"
     );
     w.stop();
+}
+
+/// A poller that reports (or not) that all its sources wake the reactor.
+struct Quiet {
+    armed: bool,
+}
+
+impl Poller for Quiet {
+    fn poll(&mut self, _now: u64, _cx: &mut PollerCtx<'_>) -> usize {
+        0
+    }
+
+    fn arm_wakeups(&mut self, _fds: &mut rpcrdma_poller::wait::WaitSet) -> bool {
+        self.armed
+    }
+}
+
+/// When every poller armed all its sources, the reactor sleeps past the back-off's longest
+/// sleep (1 ms here) until a descriptor or a timer (`ARMED_SLEEP_NS` at most); when one did
+/// not, the longest sleep bounds every sleep.
+#[test]
+fn accepts_long_sleeps_only_when_every_source_is_armed() {
+    let short = BackoffConfig {
+        min_sleep_ns: 1_000_000,
+        max_sleep_ns: 1_000_000,
+        ..long_sleep()
+    };
+    let mut sleeps = [0u64; 2];
+    for (i, armed) in [true, false].into_iter().enumerate() {
+        let mut set = one_reactor(short);
+        set.add_poller(Placement::Reactor(0), Box::new(Quiet { armed }))
+            .unwrap();
+        wait_until("a sleep", || set.stats(0).unwrap().idle_sleeps >= 2);
+        let s0 = set.stats(0).unwrap().idle_sleeps;
+        std::thread::sleep(Duration::from_millis(300));
+        sleeps[i] = set.stats(0).unwrap().idle_sleeps - s0;
+        set.stop().unwrap();
+    }
+    assert!(sleeps[0] <= 1, "armed: {sleeps:?} sleeps in 300 ms");
+    assert!(sleeps[1] >= 10, "not armed: {sleeps:?} sleeps in 300 ms");
 }

@@ -168,17 +168,19 @@ impl Core {
     }
 
     /// Interrupt mode, before the re-check: collects the doorbell's eventfd and every
-    /// descriptor the pollers arm into `waits`.
-    fn arm_wakeups(&mut self, waits: &mut WaitSet) {
+    /// descriptor the pollers arm into `waits`; whether every poller armed all its sources.
+    fn arm_wakeups(&mut self, waits: &mut WaitSet) -> bool {
         waits.clear();
         if let Some(fd) = self.bell.as_ref().and_then(|b| b.fd()) {
             waits.add(fd);
         }
+        let mut all = true;
         for s in &mut self.pollers {
             if let Some(p) = s.poller.as_mut() {
-                p.arm_wakeups(waits);
+                all &= p.arm_wakeups(waits);
             }
         }
+        all
     }
 
     /// Starts stopping: every poller gets `shutdown` once.
@@ -231,6 +233,8 @@ pub(super) struct Reactor {
     pub(super) backoff: Backoff,
     /// Interrupt mode: the descriptors of the next sleep.
     pub(super) waits: WaitSet,
+    /// Interrupt mode: every poller armed all its sources for the next sleep.
+    pub(super) all_armed: bool,
     pub(super) clock: Clock,
     pub(super) drain_timeout_ns: u64,
 }
@@ -290,13 +294,9 @@ impl Reactor {
     fn idle(&mut self, now: u64, armed: &mut bool) {
         let interrupt = self.backoff.config().interrupt;
         if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {
-            if interrupt {
-                // A write left by a ring that raced with the last wake-up: not a reason to wake.
-                b.consume();
-            }
             b.arm();
             if interrupt {
-                self.core.arm_wakeups(&mut self.waits);
+                self.all_armed = self.core.arm_wakeups(&mut self.waits);
             }
             *armed = true;
             return;
@@ -308,6 +308,11 @@ impl Reactor {
                 self.core.stats.idle_yield();
             }
             IdleAction::Sleep(d) => {
+                let d = if interrupt && *armed && self.all_armed {
+                    super::ARMED_SLEEP_NS
+                } else {
+                    d
+                };
                 let cap = self.core.timers.next_deadline();
                 let d = cap.map_or(d, |t| d.min(t.saturating_sub(now)));
                 if d == 0 {

@@ -96,6 +96,7 @@ impl ReactorSet {
             backoff: Backoff::new(cfg.backoff),
             clock: self.clock,
             waits: WaitSet::new(),
+            all_armed: false,
             drain_timeout_ns: u64::try_from(cfg.drain_timeout.as_nanos()).unwrap_or(u64::MAX),
         };
         let thread = std::thread::Builder::new()
