@@ -1,7 +1,9 @@
 //! Reactors in interrupt mode (`BackoffConfig::interrupt`) over the soft provider: an idle
 //! reactor sleeps in `poll(2)`, and the sleep ends through a descriptor (counted in
-//! `idle_wakeups`) for a control message, a submission rung on its doorbell and an RPC round
-//! trip (submission on the client's node, completions on both), and at its next timer.
+//! `idle_wakeups`) for a control message, a submission rung on its doorbell, a completion a
+//! soft CQ notices and an RPC round trip (submission on the client's node, completions on
+//! both), and at its next timer; it sleeps past its longest sleep only when every poller armed
+//! all its sources.
 //!
 //! The reactor tests set the longest sleep to 60 s, so a wake-up that did not come through a
 //! descriptor or the timer would leave the reactor asleep far beyond the tests' 20 s waits: they
@@ -275,4 +277,74 @@ fn accepts_long_sleeps_only_when_every_source_is_armed() {
     }
     assert!(sleeps[0] <= 1, "armed: {sleeps:?} sleeps in 300 ms");
     assert!(sleeps[1] >= 10, "not armed: {sleeps:?} sleeps in 300 ms");
+}
+
+/// A poller owning a soft CQ that rings the reactor's doorbell for every completion (as the
+/// runtime's node does), counting what it polls.
+struct CqOwner {
+    cq: Option<rpcrdma_engine::verbs::soft::SoftCq>,
+    got: Arc<AtomicU64>,
+}
+
+impl Poller for CqOwner {
+    fn poll(&mut self, _now: u64, cx: &mut PollerCtx<'_>) -> usize {
+        use rpcrdma_engine::verbs::{Completion, CompletionQueue};
+        let Some(cq) = self.cq.as_mut() else {
+            return 0;
+        };
+        if self.got.load(Relaxed) == u64::MAX {
+            // First poll: the CQ's notice rings this reactor's doorbell.
+            let bell = Arc::clone(cx.doorbell().expect("a sleeping reactor has a doorbell"));
+            assert!(cq.set_notify(Arc::new(move || bell.ring())));
+            self.got.store(0, Relaxed);
+        }
+        let mut wc = [Completion::default(); 4];
+        let n = cq.poll(&mut wc).expect("poll");
+        self.got.fetch_add(n as u64, Relaxed);
+        n
+    }
+}
+
+/// A completion queued by another thread wakes a reactor asleep in interrupt mode (60 s
+/// longest sleep): through the CQ's notice and the doorbell's eventfd.
+#[test]
+fn accepts_a_completion_waking_the_reactor() {
+    use rpcrdma_engine::verbs::conformance::{connect, Buf};
+    use rpcrdma_engine::verbs::soft::SoftEnv;
+    use rpcrdma_engine::verbs::{Access, QueuePair, RecvWr, SendWr};
+    let mut env = SoftEnv::new();
+    let mut p = connect(&mut env).expect("a connected soft pair");
+    let sb =
+        Buf::<rpcrdma_engine::verbs::soft::SoftProvider>::new(&p.c.pd, 256, Access::LOCAL_WRITE)
+            .unwrap();
+    let rb =
+        Buf::<rpcrdma_engine::verbs::soft::SoftProvider>::new(&p.s.pd, 256, Access::LOCAL_WRITE)
+            .unwrap();
+    let got = Arc::new(AtomicU64::new(u64::MAX));
+    let mut set = one_reactor(long_sleep());
+    set.add_poller(
+        Placement::Reactor(0),
+        Box::new(CqOwner {
+            cq: Some(p.s.cq),
+            got: Arc::clone(&got),
+        }),
+    )
+    .unwrap();
+    wait_until("the notice set", || got.load(Relaxed) != u64::MAX);
+    let s0 = asleep(&set, &StatsSnapshot::default());
+    p.s.qp
+        .queue_recv(&RecvWr {
+            wr_id: 1,
+            sgl: &[rb.sge(0, 64)],
+        })
+        .unwrap();
+    p.s.qp.flush_recv().unwrap();
+    p.c.qp
+        .queue_send(&SendWr::send(2, &[sb.sge(0, 64)]))
+        .unwrap();
+    p.c.qp.flush_send().unwrap();
+    wait_until("the completion", || got.load(Relaxed) >= 1);
+    let s1 = set.stats(0).unwrap();
+    assert!(s1.idle_wakeups > s0.idle_wakeups, "{s0:?} {s1:?}");
+    set.stop().unwrap();
 }
