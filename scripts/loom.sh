@@ -14,8 +14,9 @@
 #     producers, capacity 2; a slot reused across laps at capacity 1), loom's UnsafeCell on every
 #     slot;
 #   - poller tests/loom_doorbell.rs: the doorbell handshake (arm, re-check, park / publish, ring)
-#     over the SPSC ring: no lost wake-up with one or two rings, and a weakened copy of the
-#     handshake (no SeqCst fence pair) that loom must catch (a deadlock).
+#     over the SPSC ring: no lost wake-up with one or two rings, on a parking bell and on one in
+#     eventfd mode, and a weakened copy of the handshake (no SeqCst fence pair) that loom must
+#     catch (a deadlock).
 #
 # Builds in its own target directory (target/loom) so the `--cfg loom` build does not evict the
 # normal one; release mode (loom runs orders of magnitude faster) without LTO to keep the build

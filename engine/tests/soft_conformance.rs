@@ -77,6 +77,7 @@ conformance_tests!(
     connect_without_listener,
     post_before_established,
     recv_posted_before_accept,
+    completion_wakes_sleeper,
 );
 
 #[test]

@@ -12,6 +12,13 @@
 //! would sleep, so it can arm a [`crate::doorbell::Doorbell`] and poll once more first (the
 //! reactors and workers do).
 //!
+//! Interrupt mode ([`BackoffConfig::interrupt`], after SPDK's reactor interrupt mode): the same
+//! phases, but a reactor sleeps in `poll(2)` on descriptors instead of parking: its doorbell's
+//! eventfd (submissions, control messages, worker results, in-process completion notices) and
+//! every descriptor its pollers arm (a CQ's completion channel, connection events). The sleep
+//! ends when one is readable or at the next timer; `max_sleep_ns` only bounds it while some
+//! source cannot wake the reactor. Workers have no descriptors and park as before.
+//!
 //! Recovery: nothing to recover; a spurious wake-up just ends a sleep early.
 
 use core::time::Duration;
@@ -29,6 +36,9 @@ pub struct BackoffConfig {
     pub min_sleep_ns: u64,
     /// Longest sleep (ns); sleeps double from `min_sleep_ns` up to this.
     pub max_sleep_ns: u64,
+    /// Reactors sleep in `poll(2)` on their wake-up descriptors (see the module documentation);
+    /// `false`: they park on their doorbell. Only meaningful with `enabled`.
+    pub interrupt: bool,
 }
 
 impl BackoffConfig {
@@ -40,6 +50,7 @@ impl BackoffConfig {
             yield_polls: 0,
             min_sleep_ns: 0,
             max_sleep_ns: 0,
+            interrupt: false,
         }
     }
 
@@ -55,6 +66,25 @@ impl BackoffConfig {
             yield_polls: 10,
             min_sleep_ns: 10_000,
             max_sleep_ns: 1_000_000,
+            interrupt: false,
+        }
+    }
+
+    /// Interrupt mode, for cores shared with other work and for idle servers: the phases of
+    /// [`BackoffConfig::shared_cores`] (100 spinning idle polls, 10 yielding ones), then a
+    /// reactor sleeps in `poll(2)` until a descriptor is readable (a submission, a completion,
+    /// a connection event) or its next timer. The 10 ms longest sleep bounds it only while a
+    /// poller has a source that cannot wake it (the soft provider's connection events, connect
+    /// requests waiting for a slot: [`crate::reactor::Poller::arm_wakeups`]); otherwise only
+    /// [`crate::reactor::ARMED_SLEEP_NS`] does.
+    pub const fn interrupt() -> Self {
+        BackoffConfig {
+            enabled: true,
+            spin_polls: 100,
+            yield_polls: 10,
+            min_sleep_ns: 10_000_000,
+            max_sleep_ns: 10_000_000,
+            interrupt: true,
         }
     }
 }
@@ -187,6 +217,7 @@ mod tests {
             yield_polls: 1,
             min_sleep_ns: 100,
             max_sleep_ns: 350,
+            interrupt: false,
         });
         let seq: Vec<_> = (0..7)
             .map(|_| (b.sleeps_next(), b.next_action()))
@@ -233,6 +264,7 @@ mod tests {
             yield_polls: 0,
             min_sleep_ns: 1_000_000,
             max_sleep_ns: 1_000_000,
+            interrupt: false,
         });
         assert_eq!(b.idle(|| Some(1_000)), IdleAction::Sleep(1_000));
         assert_eq!(b.idle(|| Some(0)), IdleAction::Yield);

@@ -87,7 +87,7 @@ fn close_shared(shared: &ClientShared) {
     // Release: pairs with the Acquire loads in `call` and on the reactor.
     shared.closed.store(true, Ordering::Release);
     if let Some(t) = shared.node_thread.get() {
-        t.unpark();
+        t.wake();
     }
 }
 
@@ -243,7 +243,7 @@ impl Client {
         match self.tx.enqueue_with(move || Submit { proc, args, cb }) {
             Ok(()) => {
                 if let Some(t) = self.shared.node_thread.get() {
-                    t.unpark();
+                    t.wake();
                 }
                 Ok(())
             }

@@ -8,10 +8,10 @@
 //! connection puts its calls back at the head of the queue (same XIDs) and reconnects after a
 //! back-off delay, failing them after `max_retransmits` sends or `max_reconnects` attempts.
 
+use crate::doorbell::Waker;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
 
 use rpcrdma_engine::conn::{
     self, CallError, CallId, CallOptions, CallSpec, Connection, Event, LocalBuf, Role, StartError,
@@ -73,7 +73,7 @@ pub(crate) struct ClientShared {
     pub(crate) submitted: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) stats: ConnStats,
-    pub(crate) node_thread: Arc<OnceLock<Thread>>,
+    pub(crate) node_thread: Arc<OnceLock<Waker>>,
     /// What the connection negotiated (written by its reactor only).
     pub(crate) neg: NegotiatedCell,
     /// The code of the reason the server gave when it rejected the last connect attempt (0:

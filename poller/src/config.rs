@@ -74,6 +74,10 @@ pub enum BackoffMode {
     BusyPoll,
     /// Spin, yield, then sleep (cores shared with other work; tests).
     SharedCores,
+    /// Spin, yield, then sleep in `poll(2)` until a descriptor says there is work (a
+    /// submission, a completion channel, a connection event) or a timer is due
+    /// ([`BackoffConfig::interrupt`]; SPDK's interrupt mode).
+    Interrupt,
 }
 
 impl BackoffMode {
@@ -82,6 +86,25 @@ impl BackoffMode {
         match self {
             BackoffMode::BusyPoll => BackoffConfig::busy_poll(),
             BackoffMode::SharedCores => BackoffConfig::shared_cores(),
+            BackoffMode::Interrupt => BackoffConfig::interrupt(),
+        }
+    }
+
+    /// The accepted spellings, for messages.
+    pub const NAMES: &'static str = "busy_poll, shared_cores or interrupt";
+}
+
+impl core::str::FromStr for BackoffMode {
+    type Err = String;
+
+    /// `busy_poll` (`busy`), `shared_cores` (`shared`) or `interrupt` (the serde names and
+    /// their short forms).
+    fn from_str(s: &str) -> Result<BackoffMode, String> {
+        match s {
+            "busy_poll" | "busy" => Ok(BackoffMode::BusyPoll),
+            "shared_cores" | "shared" => Ok(BackoffMode::SharedCores),
+            "interrupt" => Ok(BackoffMode::Interrupt),
+            _ => Err(format!("must be {}, got {s:?}", BackoffMode::NAMES)),
         }
     }
 }

@@ -8,7 +8,8 @@
 //!   `enqueue_burst`, `dequeue`, `dequeue_bulk`, `dequeue_burst`), the data path between cores.
 //! - [`mpsc`]: bounded lock-free MPSC ring for control messages from many cores to one reactor.
 //! - [`timer`]: hashed timer wheel, fixed capacity, caller-supplied time, O(1) arm/cancel.
-//! - [`backoff`]: optional idle back-off (spin, yield, sleep); off by default.
+//! - [`backoff`]: optional idle back-off (spin, yield, sleep), or interrupt mode (sleep in
+//!   `poll(2)` on wake-up descriptors: [`wait`], [`doorbell`]); off by default.
 //! - [`stats`]: per-reactor counters written by the owner, readable from anywhere.
 //! - [`reactor`]: [`ReactorSet`] of pinned reactor threads running [`Poller`]s, with a control
 //!   ring, a timer wheel and counters each; graceful stop.
@@ -74,6 +75,7 @@ mod session;
 mod srq;
 pub mod stats;
 pub mod timer;
+pub mod wait;
 mod worker;
 
 pub use backoff::{Backoff, BackoffConfig, IdleAction};

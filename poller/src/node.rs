@@ -16,12 +16,12 @@
 //! drained once more ([`RetiredQps`]): its flushed completions are then counted as strays, and
 //! a device that hands its number to the next QP (siw does) cannot give them to a newcomer.
 
+use crate::doorbell::Waker;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
 
 use rpcrdma_engine::conn;
-use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions};
+use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions, QueuePair};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
 use crate::admission::{PeerSlot, PeerTable, Shares};
@@ -90,8 +90,8 @@ pub(crate) struct NodeEnv<P: Provider> {
     pub hugepages: HugePagePolicy,
     /// Generation of each slot (bumped when the slot is released).
     pub gens: Vec<u32>,
-    /// This node's reactor thread (set once it has polled).
-    pub thread: Arc<OnceLock<Thread>>,
+    /// How other threads wake this node's reactor (set once it has polled).
+    pub thread: Arc<OnceLock<Waker>>,
     pub qp_hook: Arc<OnceLock<QpHook<P>>>,
     pub latency: crate::metrics::latency::NodeLatency,
     /// The shared receive queue of this node's server connections, once one needs it.
@@ -167,8 +167,8 @@ impl<P: Provider> NodeEnv<P> {
         rq_depth_for(credits)
     }
 
-    /// The thread of this node's reactor (set once it has polled).
-    pub(crate) fn node_thread(&self) -> Arc<OnceLock<Thread>> {
+    /// The waker of this node's reactor (set once it has polled).
+    pub(crate) fn node_thread(&self) -> Arc<OnceLock<Waker>> {
         Arc::clone(&self.thread)
     }
 
@@ -198,8 +198,13 @@ impl<P: Provider> NodeEnv<P> {
         }
     }
 
-    /// Runs the QP hook, if any.
+    /// Runs the QP hook, if any, and has the QP's connection events wake this node's
+    /// reactor when it sleeps (a provider that cannot notify leaves them to the sleep bound).
     pub(crate) fn qp_created(&self, qp: &P::Qp) {
+        if let Some(w) = self.thread.get() {
+            let w = w.clone();
+            qp.set_event_notify(Arc::new(move || w.wake()));
+        }
         if let Some(h) = self.qp_hook.get() {
             h(qp);
         }
@@ -485,7 +490,7 @@ pub(crate) enum NodeCmd<P: Provider> {
 /// What other threads hold of a node.
 pub(crate) struct NodePeer<P: Provider> {
     pub ctl: MpscProducer<NodeCmd<P>>,
-    pub thread: Arc<OnceLock<Thread>>,
+    pub thread: Arc<OnceLock<Waker>>,
     pub stats: NodeStats,
 }
 
@@ -505,7 +510,7 @@ pub(crate) fn send_to<P: Provider>(
         match p.ctl.enqueue(cmd) {
             Ok(()) => {
                 if let Some(t) = p.thread.get() {
-                    t.unpark();
+                    t.wake();
                 }
                 return Ok(());
             }

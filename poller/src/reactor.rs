@@ -11,7 +11,11 @@
 //! [`PollerCtx::doorbell`], e.g. for a CQ's completion channel or a worker's result ring) and runs
 //! one more whole iteration as the re-check; only if that finds nothing does it park, until a
 //! producer rings, a control message arrives, or the next timer (sleeps stay bounded by the
-//! back-off's longest sleep, for sources without a doorbell). Other
+//! back-off's longest sleep, for sources without a doorbell). In interrupt mode
+//! ([`BackoffConfig::interrupt`]) the doorbell is an eventfd, every poller also arms its own
+//! wake-up sources before the re-check ([`Poller::arm_wakeups`]: a CQ's completion channel,
+//! connection events), and the reactor sleeps in `poll(2)` on all those descriptors
+//! ([`crate::wait::WaitSet`]) until one is readable or the next timer is due. Other
 //! threads talk to a reactor through a [`ReactorHandle`]: add a poller, or run a closure on the
 //! reactor thread with access to its [`ReactorCtx`] (boxed closures are fine there: the control
 //! path is not the data path). Pollers are placed round-robin or on a chosen reactor
@@ -31,10 +35,11 @@
 //! thread's state and run loop in `reactor/run_loop.rs`.
 
 use crate::backoff::BackoffConfig;
-use crate::doorbell::Doorbell;
+use crate::doorbell::{Doorbell, Waker};
 use crate::mpsc::MpscProducer;
 use crate::stats::{StatsReader, StatsSnapshot};
 use crate::timer::{TimerError, TimerHandle, TimerWheel};
+use crate::wait::WaitSet;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -54,6 +59,11 @@ pub const CONTROL_BATCH: usize = 64;
 
 /// Timers fired per loop iteration at most (the rest fire in the next iterations).
 pub const TIMER_BATCH: usize = 32;
+
+/// Longest interrupt-mode sleep when every poller armed all its sources
+/// ([`Poller::arm_wakeups`]): a safety net (one wake-up a second costs nothing measurable),
+/// not a polling period.
+pub const ARMED_SLEEP_NS: u64 = 1_000_000_000;
 
 /// The CPU the calling thread is running on right now (`sched_getcpu`), if the OS says.
 pub fn current_cpu() -> Option<usize> {
@@ -81,6 +91,21 @@ pub trait Poller: Send {
     /// Whether the poller has finished its in-flight work after [`Poller::shutdown`].
     fn is_drained(&self) -> bool {
         true
+    }
+
+    /// Interrupt mode: the reactor is about to sleep in `poll(2)`. Arm every source of work
+    /// that can wake the reactor through a descriptor (e.g. [`CompletionQueue::arm_notify`])
+    /// and add the descriptors to `fds`. Called after the reactor armed its doorbell and before
+    /// the re-check iteration, so work arriving after this call either shows in the re-check or
+    /// makes a descriptor readable (or rings the doorbell). Returns whether every source of
+    /// work this poller has can wake the reactor so; `false` (the default) when some source is
+    /// only seen by polling, and the reactor then bounds its sleep by the back-off's longest
+    /// sleep. When every poller says `true` the sleep lasts until a descriptor or the next
+    /// timer, at most [`ARMED_SLEEP_NS`]. Never called while the reactor is busy.
+    ///
+    /// [`CompletionQueue::arm_notify`]: rpcrdma_engine::verbs::CompletionQueue::arm_notify
+    fn arm_wakeups(&mut self, _fds: &mut WaitSet) -> bool {
+        false
     }
 }
 
@@ -113,9 +138,15 @@ impl PollerCtx<'_> {
     /// The reactor's doorbell, when it may sleep (back-off on; `None` for a busy-polling
     /// reactor, which needs no waking). Whoever hands this reactor work from another thread
     /// rings it after publishing ([`Doorbell::ring`]): a fence and a load while the reactor
-    /// polls, an unpark only when it is about to sleep.
+    /// polls, an unpark (or an eventfd write, interrupt mode) only when it is about to sleep.
     pub fn doorbell(&self) -> Option<&Arc<Doorbell>> {
         self.bell
+    }
+
+    /// A [`Waker`] of this reactor for other threads: its doorbell, or an unpark when it has
+    /// none. Call on the reactor thread.
+    pub fn waker(&self) -> Waker {
+        Waker::current(self.bell)
     }
 
     /// The reactor clock (ns) at the start of this loop iteration.
@@ -263,7 +294,8 @@ pub struct ReactorConfig {
     pub cores: Cores,
     /// How to pin them.
     pub pin: PinPolicy,
-    /// Idle back-off (default off: pure busy-poll).
+    /// Idle back-off (default off: pure busy-poll; [`BackoffConfig::interrupt`]: interrupt
+    /// mode).
     pub backoff: BackoffConfig,
     /// Slots of each reactor's control ring (a power of two).
     pub control_capacity: usize,
@@ -332,6 +364,8 @@ pub enum ReactorError {
     BadConfig(&'static str),
     /// The OS refused to create a thread.
     Spawn,
+    /// The OS refused to create the eventfd of a reactor in interrupt mode.
+    EventFd,
     /// There is no reactor with this index.
     NoSuchReactor(usize),
     /// The reactor has stopped (or is stopping and has closed its control ring).
@@ -358,6 +392,7 @@ impl fmt::Display for ReactorError {
             }
             ReactorError::BadConfig(what) => write!(f, "bad reactor configuration: {what}"),
             ReactorError::Spawn => write!(f, "could not spawn a reactor thread"),
+            ReactorError::EventFd => write!(f, "could not create a reactor's eventfd"),
             ReactorError::NoSuchReactor(i) => write!(f, "no reactor {i}"),
             ReactorError::Stopped => write!(f, "reactor stopped"),
             ReactorError::Panicked(i) => write!(f, "reactor {i} panicked"),
@@ -401,6 +436,8 @@ struct Remote {
     tx: MpscProducer<Control>,
     gate: Arc<Gate>,
     thread: Thread,
+    /// The reactor's doorbell (back-off on only).
+    bell: Option<Arc<Doorbell>>,
     stats: StatsReader,
     core: Option<CoreId>,
     pinned: bool,
@@ -481,7 +518,11 @@ impl ReactorHandle {
         // `Reactor::close`, so our enqueue happens before the drain that follows it.
         gate.inflight.fetch_sub(1, Ordering::Release);
         if result.is_ok() {
-            self.remote.thread.unpark();
+            // After the enqueue (its Release store): see `Doorbell::ring`.
+            match &self.remote.bell {
+                Some(b) => b.ring(),
+                None => self.remote.thread.unpark(),
+            }
         }
         result
     }

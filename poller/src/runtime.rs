@@ -10,7 +10,11 @@
 //! listeners, poll the CQ in bursts of [`CQ_BURST`] and feed each completion to its connection,
 //! take worker results, then give every connection one round (CM events, engine events →
 //! callbacks / handlers, new calls, one doorbell per queue for everything it produced), accept
-//! connect requests that waited for a slot, and push queued worker jobs. Timers (connection
+//! connect requests that waited for a slot, and push queued worker jobs. On a reactor that
+//! sleeps when idle, completions (in-process notices), worker results, submissions and
+//! connection events ring the reactor's doorbell; in interrupt mode the node also arms its CQ's
+//! completion channel and drains the rdma_cm channel before the reactor sleeps on their
+//! descriptors ([`Poller::arm_wakeups`]). Timers (connection
 //! deadlines, reconnect back-off) are the reactor's timer wheel; tokens carry the slot and its
 //! generation, so a timer of a connection that is gone finds nothing.
 //!
@@ -26,14 +30,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::Thread;
 
-use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, DeviceCaps, Provider};
+use rpcrdma_engine::verbs::{Completion, CompletionQueue, Device, DeviceCaps, Listener, Provider};
 use rpcrdma_mempool::{HugePagePolicy, Registrar};
 
 use crate::accept::{Intake, Seat};
 use crate::api_stats::{node_stats, NodeSnapshot, NodeStats};
 use crate::config::{BackoffMode, EndpointConfig};
+use crate::doorbell::Waker;
 use crate::driver::Router;
 use crate::memory::{BufPool, MemError};
 use crate::mpsc::{self, MpscConsumer};
@@ -41,6 +45,7 @@ pub(crate) use crate::node::NodeCmd;
 pub use crate::node::QpHook;
 use crate::node::{rq_depth_for, send_to, sq_depth_for, NodeEnv, NodePeer, Round, Slots};
 use crate::reactor::{Placement, Poller, PollerCtx, ReactorError, ReactorSet};
+use crate::wait::WaitSet;
 use crate::worker::{NodeLinks, Workers};
 
 /// Completions taken from the CQ per poll call.
@@ -232,6 +237,7 @@ impl<P: Provider> Endpoint<P> {
                 wcs: vec![Completion::default(); CQ_BURST].into_boxed_slice(),
                 stopping: false,
                 thread_set: false,
+                cq_notifies: false,
             };
             set.add_poller(Placement::Reactor(i), Box::new(node))
                 .map_err(EndpointError::Reactor)?;
@@ -320,7 +326,7 @@ impl<P: Provider> Endpoint<P> {
         }
     }
 
-    pub(crate) fn node_thread(&self, i: usize) -> Arc<OnceLock<Thread>> {
+    pub(crate) fn node_thread(&self, i: usize) -> Arc<OnceLock<Waker>> {
         Arc::clone(&self.inner.peers[i % self.nodes().max(1)].thread)
     }
 
@@ -340,6 +346,8 @@ struct Node<P: Provider> {
     wcs: Box<[Completion]>,
     stopping: bool,
     thread_set: bool,
+    /// The CQ rings the reactor's doorbell itself (`CompletionQueue::set_notify`).
+    cq_notifies: bool,
     /// Every node's control ring (connect requests are handed over to the next node).
     peers: Arc<Vec<NodePeer<P>>>,
 }
@@ -374,7 +382,12 @@ impl<P: Provider> Node<P> {
                 };
                 self.intake.accept(&mut seat, req, to);
             }
-            NodeCmd::Listen { listener, to } => self.intake.listen(listener, to, self.stopping),
+            NodeCmd::Listen { mut listener, to } => {
+                // Connect requests wake this reactor when it sleeps.
+                let w = cx.waker();
+                listener.set_notify(Arc::new(move || w.wake()));
+                self.intake.listen(listener, to, self.stopping)
+            }
         }
     }
 
@@ -466,11 +479,11 @@ impl<P: Provider> Poller for Node<P> {
     fn poll(&mut self, now: u64, cx: &mut PollerCtx<'_>) -> usize {
         if !self.thread_set {
             self.thread_set = true;
-            let _ = self.env.thread.set(std::thread::current());
+            let _ = self.env.thread.set(cx.waker());
             // A reactor that may sleep: completions and worker results ring its doorbell.
             if let Some(b) = cx.doorbell() {
                 let bell = Arc::clone(b);
-                let _ = self.env.cq.set_notify(Arc::new(move || bell.ring()));
+                self.cq_notifies = self.env.cq.set_notify(Arc::new(move || bell.ring()));
                 if let Some(l) = self.links.as_ref() {
                     l.set_node_bell(b);
                 }
@@ -548,6 +561,43 @@ impl<P: Provider> Poller for Node<P> {
 
     fn is_drained(&self) -> bool {
         self.slots.live() == 0 && self.links.as_ref().map_or(true, |l| !l.congested())
+    }
+
+    fn arm_wakeups(&mut self, fds: &mut WaitSet) -> bool {
+        // The CQ's completion channel (a provider without one rings the doorbell instead:
+        // `set_notify` above, set when the reactor has a doorbell).
+        let cq = match self.env.cq.wait_fd() {
+            Some(fd) => match self.env.cq.arm_notify() {
+                Ok(armed) => {
+                    fds.add(fd);
+                    armed
+                }
+                // Not armed: the sleep's bound covers the CQ.
+                Err(_) => {
+                    self.env.stats.verbs_error();
+                    false
+                }
+            },
+            None => self.cq_notifies,
+        };
+        // Connection events: take what is pending (queued events ring their owners), then
+        // sleep on the channel too. Without such a channel (the soft provider) they are only
+        // seen by polling.
+        let cm = match self.env.dev.cm_wait_fd() {
+            Some(fd) => match self.env.dev.poll_cm_events() {
+                Ok(()) => {
+                    fds.add(fd);
+                    true
+                }
+                Err(_) => {
+                    self.env.stats.verbs_error();
+                    false
+                }
+            },
+            None => false,
+        };
+        // Connect requests waiting for a slot, and draining, are driven by polling.
+        cq && cm && !self.intake.has_deferred() && !self.stopping
     }
 }
 

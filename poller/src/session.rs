@@ -18,10 +18,10 @@
 // allocates on the way (as `Client::call` does).
 #![allow(clippy::result_large_err)]
 
+use crate::doorbell::Waker;
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::thread::Thread;
 
 use rpcrdma_engine::conn::CallError;
 
@@ -400,7 +400,7 @@ pub(crate) struct ConnBackShared {
     pub(crate) session: Mutex<Option<Arc<SessionState>>>,
     /// Bumped (Release) whenever `session` changes.
     pub(crate) bind_gen: AtomicU64,
-    pub(crate) node_thread: Arc<OnceLock<Thread>>,
+    pub(crate) node_thread: Arc<OnceLock<Waker>>,
     pub(crate) server: Arc<BackServer>,
     pub(crate) stats: ConnStats,
 }
@@ -408,14 +408,12 @@ pub(crate) struct ConnBackShared {
 impl ConnBackShared {
     fn wake(&self) {
         if let Some(t) = self.node_thread.get() {
-            t.unpark();
+            t.wake();
         }
     }
 
     pub(crate) fn on_node_thread(&self) -> bool {
-        self.node_thread
-            .get()
-            .is_some_and(|t| t.id() == std::thread::current().id())
+        self.node_thread.get().is_some_and(Waker::is_current)
     }
 
     /// Puts `sub` in the ring (no lock, no allocation).

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
 
-/// The counters (one cache line of `u64`s, padded).
+/// The counters (`u64`s, padded to cache lines).
 #[derive(Default)]
 struct Counters {
     iterations: AtomicU64,
@@ -24,6 +24,7 @@ struct Counters {
     timer_expiries: AtomicU64,
     idle_yields: AtomicU64,
     idle_sleeps: AtomicU64,
+    idle_wakeups: AtomicU64,
     pollers: AtomicU64,
 }
 
@@ -44,6 +45,9 @@ pub struct StatsSnapshot {
     pub idle_yields: u64,
     /// Idle iterations that slept (back-off).
     pub idle_sleeps: u64,
+    /// Interrupt-mode sleeps ended by a ready descriptor (a doorbell ring, a completion
+    /// channel, a connection event) rather than by their timeout (a timer, the longest sleep).
+    pub idle_wakeups: u64,
     /// Pollers currently registered (a gauge).
     pub pollers: u64,
 }
@@ -129,6 +133,12 @@ impl StatsWriter {
         bump(&self.0.idle_sleeps, 1);
     }
 
+    /// One interrupt-mode sleep ended by a ready descriptor.
+    #[inline]
+    pub fn idle_wakeup(&self) {
+        bump(&self.0.idle_wakeups, 1);
+    }
+
     /// Sets the poller gauge.
     #[inline]
     pub fn set_pollers(&self, n: u64) {
@@ -160,6 +170,7 @@ impl StatsReader {
             timer_expiries: c.timer_expiries.load(Ordering::Relaxed),
             idle_yields: c.idle_yields.load(Ordering::Relaxed),
             idle_sleeps: c.idle_sleeps.load(Ordering::Relaxed),
+            idle_wakeups: c.idle_wakeups.load(Ordering::Relaxed),
             pollers: c.pollers.load(Ordering::Relaxed),
         }
     }
@@ -185,6 +196,7 @@ mod tests {
         w.timer_expiries(3);
         w.idle_yield();
         w.idle_sleep();
+        w.idle_wakeup();
         w.set_pollers(4);
         let s = r.snapshot();
         assert_eq!(
@@ -197,6 +209,7 @@ mod tests {
                 timer_expiries: 3,
                 idle_yields: 1,
                 idle_sleeps: 1,
+                idle_wakeups: 1,
                 pollers: 4,
             }
         );

@@ -25,7 +25,9 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
+
+use crate::doorbell::Waker;
 
 use crate::doorbell::Doorbell;
 
@@ -270,7 +272,7 @@ struct WorkerSide {
     jobs: Vec<Consumer<Job>>,
     done: Vec<Producer<Served>>,
     /// The nodes' reactor threads: woken unconditionally while a full result ring waits.
-    node_threads: Vec<Arc<OnceLock<Thread>>>,
+    node_threads: Vec<Arc<OnceLock<Waker>>>,
     /// The nodes' reactor doorbells (rung after enqueueing results).
     node_bells: Vec<NodeBell>,
     bell: Arc<Doorbell>,
@@ -285,14 +287,14 @@ pub(crate) struct Workers {
 
 impl Workers {
     /// Starts `n` workers for `nodes` nodes with rings of `ring_cap` (a power of two); returns
-    /// each node's links. `node_threads[i]` is filled by node `i` with its reactor thread.
+    /// each node's links. `node_threads[i]` is filled by node `i` with its reactor's waker.
     pub(crate) fn start(
         n: usize,
         nodes: usize,
         ring_cap: usize,
         overflow_cap: usize,
         backoff: BackoffConfig,
-        node_threads: &[Arc<OnceLock<Thread>>],
+        node_threads: &[Arc<OnceLock<Waker>>],
         name: &str,
     ) -> Result<(Workers, Vec<NodeLinks>), crate::ring::RingError> {
         let node_bells: Vec<NodeBell> = (0..nodes).map(|_| Arc::new(OnceLock::new())).collect();
@@ -441,7 +443,7 @@ fn run_bursts(side: &mut WorkerSide) -> usize {
                             // The node drains results every poll; wake it (whatever its
                             // bell says: rare) and wait.
                             if let Some(t) = node_thread.get() {
-                                t.unpark();
+                                t.wake();
                             }
                             std::thread::yield_now();
                         }

@@ -8,7 +8,11 @@
 //! once more (the re-check), park only if that found nothing, disarm, repeat. Producers enqueue
 //! and then ring. `loom_doorbell_weak_handshake_is_caught` runs the same protocol with the
 //! SeqCst fence pair replaced by Release/Acquire accesses and expects loom to find the lost
-//! wake-up (store buffering: each side misses the other's store). docs/memory-model.md
+//! wake-up (store buffering: each side misses the other's store). The `_eventfd` models run the
+//! same protocol on a bell in eventfd mode (a reactor in interrupt mode): the ring then adds
+//! to a counter the owner's sleep waits on and reads back to zero (loom's model of the eventfd
+//! and `poll(2)`), and a count left by a ring that raced with a wake-up only ends a later sleep
+//! early. docs/memory-model.md
 //! (doorbell section) and `scripts/loom.sh --mutants` weaken the real code the same way.
 #![cfg(loom)]
 
@@ -48,12 +52,20 @@ fn owner(mut c: Consumer<u64>, bell: Arc<Doorbell>, want: usize) -> Vec<u64> {
     got
 }
 
+/// A bell of either kind.
+fn bell(eventfd: bool) -> Arc<Doorbell> {
+    Arc::new(if eventfd {
+        Doorbell::with_eventfd().unwrap()
+    } else {
+        Doorbell::new()
+    })
+}
+
 /// One producer, one item: the owner always gets it (no lost wake-up), whatever the interleaving.
-#[test]
-fn loom_doorbell_no_lost_wakeup() {
-    model(|| {
+fn no_lost_wakeup(eventfd: bool) {
+    model(move || {
         let (mut p, c) = ring::channel::<u64>(2).unwrap();
-        let bell = Arc::new(Doorbell::new());
+        let bell = bell(eventfd);
         let b2 = Arc::clone(&bell);
         let o = thread::spawn(move || owner(c, b2, 1));
         let t = thread::spawn(move || {
@@ -65,13 +77,22 @@ fn loom_doorbell_no_lost_wakeup() {
     });
 }
 
+#[test]
+fn loom_doorbell_no_lost_wakeup() {
+    no_lost_wakeup(false);
+}
+
+#[test]
+fn loom_doorbell_no_lost_wakeup_eventfd() {
+    no_lost_wakeup(true);
+}
+
 /// Two items rung separately: the owner may wake for the first, disarm, and arm again before the
 /// second; it still gets both, in order.
-#[test]
-fn loom_doorbell_two_rings_rearm() {
-    model(|| {
+fn two_rings_rearm(eventfd: bool) {
+    model(move || {
         let (mut p, c) = ring::channel::<u64>(2).unwrap();
-        let bell = Arc::new(Doorbell::new());
+        let bell = bell(eventfd);
         let b2 = Arc::clone(&bell);
         let o = thread::spawn(move || owner(c, b2, 2));
         let t = thread::spawn(move || {
@@ -83,6 +104,16 @@ fn loom_doorbell_two_rings_rearm() {
         t.join().unwrap();
         assert_eq!(o.join().unwrap(), vec![1, 2]);
     });
+}
+
+#[test]
+fn loom_doorbell_two_rings_rearm() {
+    two_rings_rearm(false);
+}
+
+#[test]
+fn loom_doorbell_two_rings_rearm_eventfd() {
+    two_rings_rearm(true);
 }
 
 /// The handshake with the fence pair weakened to a Release store of the flag and an Acquire load

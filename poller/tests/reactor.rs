@@ -24,6 +24,7 @@ fn config(n: usize) -> ReactorConfig {
         yield_polls: 20,
         min_sleep_ns: 20_000,
         max_sleep_ns: 500_000,
+        interrupt: false,
     };
     c.drain_timeout = Duration::from_secs(2);
     c.name = "test-reactor".into();

@@ -75,6 +75,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --reactors N            reactor threads [1]
   --workers N             worker threads of the dir backend [2]
   --pin                   pin reactors to cores
+  --idle MODE             idle reactors: interrupt (sleep until a completion, a connection
+                          event or a timer), shared_cores (sleep on a timer) or busy_poll
+                          (spin) [interrupt]
   --credits N             credits granted per connection [64]
   --srq N                 one shared receive queue of N receives per reactor for all
                           connections (grants shrink to what it backs) [0: per-connection
@@ -157,6 +160,10 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
             "--reactors" => o.reactors = num(&a, it.next())?,
             "--workers" => o.workers = num(&a, it.next())?,
             "--pin" => o.pin = true,
+            "--idle" => {
+                let v = it.next().ok_or("--idle needs a mode")?;
+                o.idle = v.parse().map_err(|e| format!("--idle {e}"))?;
+            }
             "--credits" => o.credits = num(&a, it.next())?,
             "--srq" => {
                 let n: u32 = num(&a, it.next())?;
@@ -311,6 +318,7 @@ fn serve<P: rpcrdma_engine::verbs::Provider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rpcrdma_poller::BackoffMode;
 
     fn args(a: &str) -> Result<Cli, String> {
         parse(a.split_whitespace().map(String::from))
@@ -323,6 +331,18 @@ mod tests {
         let c = args("--export /a:rw --export /b:10.0.0.0/8(ro) --handle-key none").expect("two");
         assert_eq!(c.opts.exports.list().len(), 2);
         assert!(c.opts.handle_key.is_none());
+        assert_eq!(
+            c.opts.idle,
+            BackoffMode::Interrupt,
+            "idle reactors sleep on descriptors"
+        );
+        for (v, m) in [
+            ("busy", BackoffMode::BusyPoll),
+            ("shared_cores", BackoffMode::SharedCores),
+            ("interrupt", BackoffMode::Interrupt),
+        ] {
+            assert_eq!(args(&format!("--idle {v}")).expect(v).opts.idle, m);
+        }
     }
 
     #[test]
@@ -334,6 +354,8 @@ mod tests {
             ("--max-io 5000", "multiple of 4096"),
             ("--buffers 0", "--buffers 0"),
             ("--workers 0", "--workers 0"),
+            ("--idle sometimes", "--idle must be"),
+            ("--idle", "--idle needs"),
             ("--port 70000", "--port \"70000\""),
             ("--export relative", "absolute"),
             ("--export /a:*(bogus)", "unknown export option"),

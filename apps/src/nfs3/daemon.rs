@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use rpcrdma_engine::verbs::Provider;
 use rpcrdma_poller::{
-    BackoffConfig, CallbackMode, Cores, Endpoint, EndpointConfig, PinPolicy, ProtocolVersion,
+    BackoffMode, CallbackMode, Cores, Endpoint, EndpointConfig, PinPolicy, ProtocolVersion,
     ReactorConfig, ReactorSet, Server, ServerOptions,
 };
 
@@ -103,6 +103,10 @@ pub struct DaemonOptions {
     pub workers: usize,
     /// Pin reactors to cores.
     pub pin: bool,
+    /// What idle reactors do (`--idle`): [`BackoffMode::Interrupt`] (default: poll while
+    /// busy, sleep in `poll(2)` until a completion, a connection event or a timer when idle),
+    /// [`BackoffMode::SharedCores`] (sleep on a timer) or [`BackoffMode::BusyPoll`] (spin).
+    pub idle: BackoffMode,
     /// Credits granted to each client.
     pub credits: u32,
     /// Largest READ / WRITE (FSINFO rtmax / wtmax).
@@ -154,6 +158,7 @@ impl Default for DaemonOptions {
             reactors: 1,
             workers: 2,
             pin: false,
+            idle: BackoffMode::Interrupt,
             credits: 64,
             max_io: 1 << 20,
             buffers: 256,
@@ -268,7 +273,7 @@ impl<P: Provider> Daemon<P> {
         } else {
             PinPolicy::Off
         };
-        rc.backoff = BackoffConfig::shared_cores();
+        rc.backoff = o.idle.config();
         rc.drain_timeout = Duration::from_secs(2);
         rc.name = "nfsd".into();
         let set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;

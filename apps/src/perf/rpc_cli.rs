@@ -101,6 +101,7 @@ pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> St
         match cfg.backoff {
             BackoffMode::BusyPoll => "busy polling",
             BackoffMode::SharedCores => "idle back-off",
+            BackoffMode::Interrupt => "idle back-off, interrupt mode",
         }
     );
     let _ = writeln!(

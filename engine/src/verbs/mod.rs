@@ -12,7 +12,10 @@
 //!   `ibv_reg_mr`; dropping the registration is `ibv_dereg_mr`) and allocates type-2 memory
 //!   windows (`ibv_alloc_mw(pd, IBV_MW_TYPE_2)`).
 //! - [`CompletionQueue`]: `ibv_create_cq` with a depth, shared by several QPs of one owner, polled
-//!   in bursts into a caller array (`ibv_poll_cq`). No completion channel, no interrupts.
+//!   in bursts into a caller array (`ibv_poll_cq`). An owner that sleeps when idle is woken
+//!   either through a file descriptor (the `rdma` provider: the CQ's completion channel,
+//!   [`CompletionQueue::wait_fd`], armed by [`CompletionQueue::arm_notify`]) or in-process
+//!   ([`CompletionQueue::set_notify`], the soft provider).
 //! - [`QueuePair`]: an RC QP together with its rdma_cm id (`rdma_create_qp` on the id). Work
 //!   requests are *queued* ([`QueuePair::queue_send`], [`QueuePair::queue_recv`]) and handed to
 //!   the device in one batch by [`QueuePair::flush_send`] / [`QueuePair::flush_recv`]: one
@@ -118,6 +121,8 @@ pub enum VerbsCall {
     CreateCq,
     /// `ibv_poll_cq`.
     PollCq,
+    /// `ibv_req_notify_cq` (arming a CQ's completion channel).
+    ReqNotifyCq,
     /// `ibv_create_srq`.
     CreateSrq,
     /// `ibv_post_srq_recv`.
@@ -573,8 +578,26 @@ pub trait Device<P: Provider>: Send + Sync {
     fn local_ip(&self) -> IpAddr;
     /// `ibv_alloc_pd`.
     fn alloc_pd(&self) -> Result<P::Pd, VerbsError>;
-    /// `ibv_create_cq` with `depth` entries (no completion channel).
+    /// `ibv_create_cq` with `depth` entries (with a completion channel where the provider
+    /// wakes sleepers through the kernel: see [`CompletionQueue::wait_fd`]).
     fn create_cq(&self, depth: u32) -> Result<P::Cq, VerbsError>;
+    /// A descriptor that becomes readable when a connection event (connect request,
+    /// established, disconnected, ...) of this device's rdma_cm ids is pending, for an owner
+    /// that sleeps in `poll(2)` when idle; `None` when the provider has none (the soft provider).
+    /// Level-triggered and shared by every id of the process: whichever thread polls events
+    /// next ([`Listener::poll`], [`QueuePair::poll_event`], [`Device::poll_cm_events`]) takes
+    /// them all and queues each for its connection or listener, whose notice
+    /// ([`QueuePair::set_event_notify`], [`Listener::set_notify`]) then wakes its owner.
+    fn cm_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Takes the pending connection events off [`Device::cm_wait_fd`] without blocking and
+    /// queues each for its connection or listener (an owner about to sleep on the descriptor
+    /// calls this first, so it never sleeps on a descriptor left readable by events it would
+    /// not take itself). A no-op where there is no such descriptor.
+    fn poll_cm_events(&self) -> Result<(), VerbsError> {
+        Ok(())
+    }
     /// `ibv_create_srq` on `pd` with `max_wr` entries of up to `max_sge` SGEs.
     fn create_srq(&self, pd: &P::Pd, max_wr: u32, max_sge: u32) -> Result<P::Srq, VerbsError>;
     /// `rdma_create_id` + `rdma_bind_addr(addr)` + `rdma_listen(backlog)`.
@@ -643,6 +666,27 @@ pub trait CompletionQueue: Send {
     fn set_notify(&mut self, _notify: CqNotify) -> bool {
         false
     }
+    /// The CQ's completion channel descriptor (`ibv_comp_channel.fd`, non-blocking,
+    /// close-on-exec), readable once a completion arrives after [`CompletionQueue::arm_notify`];
+    /// `None` when the CQ wakes its owner in-process instead ([`CompletionQueue::set_notify`]).
+    /// The owner sleeping in `poll(2)` follows the classic order: [`CompletionQueue::arm_notify`],
+    /// poll the CQ once more (completions that arrived before the arm are seen there, later ones
+    /// make the descriptor readable), then sleep.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Asks for one wake-up at the next completion: takes and acknowledges the channel events
+    /// already delivered ([`CompletionQueue::consume_events`]), then `ibv_req_notify_cq(cq, 0)`.
+    /// `Ok(false)`: the CQ has no completion channel (nothing was armed).
+    fn arm_notify(&mut self) -> Result<bool, VerbsError> {
+        Ok(false)
+    }
+    /// Takes the channel events delivered so far without blocking (`ibv_get_cq_event` until
+    /// `EAGAIN`) and acknowledges them (`ibv_ack_cq_events`); returns how many. Every event is
+    /// acknowledged before the CQ is destroyed.
+    fn consume_events(&mut self) -> usize {
+        0
+    }
 }
 
 /// What a CQ calls after queueing a completion ([`CompletionQueue::set_notify`]).
@@ -692,6 +736,13 @@ pub trait QueuePair<P: Provider>: Send {
     /// Next connection event, without blocking (`rdma_get_cm_event` on the id's own
     /// non-blocking channel + `rdma_ack_cm_event`). `Ok(None)`: nothing pending.
     fn poll_event(&mut self) -> Result<Option<CmEvent>, VerbsError>;
+    /// Sets what runs (on whichever thread took it off the channel) after a connection event
+    /// of this QP was queued for [`QueuePair::poll_event`], for an owner that sleeps when idle;
+    /// quick and non-blocking, like [`CompletionQueue::set_notify`]. Returns `false` when the
+    /// provider cannot notify (the default).
+    fn set_event_notify(&self, _notify: CqNotify) -> bool {
+        false
+    }
     /// `rdma_disconnect`: both QPs go to the error state (outstanding WRs flush) and both
     /// sides get `Disconnected`.
     fn disconnect(&mut self) -> Result<(), VerbsError>;
@@ -703,6 +754,11 @@ pub trait Listener<P: Provider>: Send {
     fn local_addr(&self) -> SocketAddr;
     /// Next `RDMA_CM_EVENT_CONNECT_REQUEST`, without blocking. `Ok(None)`: nothing pending.
     fn poll(&mut self) -> Result<Option<P::ConnRequest>, VerbsError>;
+    /// Sets what runs after a connect request was queued for [`Listener::poll`] (see
+    /// [`QueuePair::set_event_notify`]). Returns `false` when the provider cannot notify.
+    fn set_notify(&mut self, _notify: CqNotify) -> bool {
+        false
+    }
 }
 
 /// A connect request waiting for accept or reject. Dropping it rejects it (no private data).

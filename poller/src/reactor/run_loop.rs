@@ -3,7 +3,9 @@
 //! Normal operation: one iteration reads the clock once, polls every poller, fires due timers
 //! (at most [`super::TIMER_BATCH`]), handles up to [`super::CONTROL_BATCH`] control messages and
 //! counts the iteration busy or idle; idle iterations back off if configured, arming the doorbell
-//! and re-checking once before a park. The data path (poll, timers, counters) does not allocate.
+//! and re-checking once before a park. In interrupt mode the pollers arm their own wake-up
+//! descriptors along with the doorbell ([`Core::arm_wakeups`]) and the sleep is a `poll(2)` on
+//! all of them. The data path (poll, timers, counters) does not allocate.
 //!
 //! Recovery: on stop every poller gets `shutdown` once and is polled until drained or the drain
 //! timeout passes; the gate is closed (also when the thread panics, [`CloseOnExit`]) and the
@@ -18,6 +20,7 @@ use crate::doorbell::Doorbell;
 use crate::mpsc::MpscConsumer;
 use crate::stats::StatsWriter;
 use crate::timer::TimerWheel;
+use crate::wait::WaitSet;
 use core::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -164,6 +167,22 @@ impl Core {
         n
     }
 
+    /// Interrupt mode, before the re-check: collects the doorbell's eventfd and every
+    /// descriptor the pollers arm into `waits`; whether every poller armed all its sources.
+    fn arm_wakeups(&mut self, waits: &mut WaitSet) -> bool {
+        waits.clear();
+        if let Some(fd) = self.bell.as_ref().and_then(|b| b.fd()) {
+            waits.add(fd);
+        }
+        let mut all = true;
+        for s in &mut self.pollers {
+            if let Some(p) = s.poller.as_mut() {
+                all &= p.arm_wakeups(waits);
+            }
+        }
+        all
+    }
+
     /// Starts stopping: every poller gets `shutdown` once.
     fn begin_stop(&mut self) {
         if self.stopping {
@@ -212,6 +231,10 @@ pub(super) struct Reactor {
     pub(super) rx: MpscConsumer<Control>,
     pub(super) gate: Arc<Gate>,
     pub(super) backoff: Backoff,
+    /// Interrupt mode: the descriptors of the next sleep.
+    pub(super) waits: WaitSet,
+    /// Interrupt mode: every poller armed all its sources for the next sleep.
+    pub(super) all_armed: bool,
     pub(super) clock: Clock,
     pub(super) drain_timeout_ns: u64,
 }
@@ -265,11 +288,16 @@ impl Reactor {
     }
 
     /// One idle iteration with back-off on. Before the first sleep of an idle stretch it only
-    /// arms the doorbell, so the next iteration is the re-check (see [`Doorbell::arm`]); a sleep
-    /// then lasts until the bell rings, an unpark, the next timer, or the back-off's sleep.
+    /// arms the doorbell (and, in interrupt mode, the pollers' wake-up sources), so the next
+    /// iteration is the re-check (see [`Doorbell::arm`]); a sleep then lasts until the bell
+    /// rings, an unpark, a wake-up descriptor, the next timer, or the back-off's sleep.
     fn idle(&mut self, now: u64, armed: &mut bool) {
+        let interrupt = self.backoff.config().interrupt;
         if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {
             b.arm();
+            if interrupt {
+                self.all_armed = self.core.arm_wakeups(&mut self.waits);
+            }
             *armed = true;
             return;
         }
@@ -280,6 +308,11 @@ impl Reactor {
                 self.core.stats.idle_yield();
             }
             IdleAction::Sleep(d) => {
+                let d = if interrupt && *armed && self.all_armed {
+                    super::ARMED_SLEEP_NS
+                } else {
+                    d
+                };
                 let cap = self.core.timers.next_deadline();
                 let d = cap.map_or(d, |t| d.min(t.saturating_sub(now)));
                 if d == 0 {
@@ -287,11 +320,18 @@ impl Reactor {
                     self.core.stats.idle_yield();
                 } else {
                     let t = Duration::from_nanos(d);
+                    // Counted as it begins (readers see a reactor that is asleep as such).
+                    self.core.stats.idle_sleep();
                     match &self.core.bell {
+                        Some(b) if interrupt && *armed => {
+                            if self.waits.wait(d) > 0 {
+                                self.core.stats.idle_wakeup();
+                            }
+                            b.consume();
+                        }
                         Some(b) => b.park(Some(t)),
                         None => std::thread::park_timeout(t),
                     }
-                    self.core.stats.idle_sleep();
                 }
             }
         }

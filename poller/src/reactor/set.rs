@@ -17,6 +17,7 @@ use crate::doorbell::Doorbell;
 use crate::mpsc;
 use crate::stats::{stats, StatsSnapshot};
 use crate::timer::TimerWheel;
+use crate::wait::WaitSet;
 use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -70,6 +71,13 @@ impl ReactorSet {
             inflight: AtomicUsize::new(0),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<bool, ReactorError>>();
+        let bell = match (cfg.backoff.enabled, cfg.backoff.interrupt) {
+            (false, _) => None,
+            (true, false) => Some(Arc::new(Doorbell::new())),
+            (true, true) => Some(Arc::new(
+                Doorbell::with_eventfd().map_err(|_| ReactorError::EventFd)?,
+            )),
+        };
         let pin_required = cfg.pin == PinPolicy::Required;
         let mut reactor = Reactor {
             core: Core {
@@ -81,12 +89,14 @@ impl ReactorSet {
                 stats: writer,
                 stopping: false,
                 now: 0,
-                bell: cfg.backoff.enabled.then(|| Arc::new(Doorbell::new())),
+                bell: bell.clone(),
             },
             rx,
             gate: Arc::clone(&gate),
             backoff: Backoff::new(cfg.backoff),
             clock: self.clock,
+            waits: WaitSet::new(),
+            all_armed: false,
             drain_timeout_ns: u64::try_from(cfg.drain_timeout.as_nanos()).unwrap_or(u64::MAX),
         };
         let thread = std::thread::Builder::new()
@@ -126,6 +136,7 @@ impl ReactorSet {
                 tx,
                 gate,
                 thread: thread.thread().clone(),
+                bell,
                 stats: reader,
                 core,
                 pinned,

@@ -35,7 +35,7 @@ pub(super) fn usage(prog: &str) -> String {
          \x20                         (soft provider; default address 10.0.0.2)\n\
          \x20     --provider soft|rdma  verbs provider (default soft; rdma needs the `rdma` feature)\n\
          \x20     --bind <ip>         local address whose device to use (rdma)\n\
-         \x20     --backoff busy_poll|shared_cores  reactors' idle behaviour (default busy_poll)\n\
+         \x20     --backoff busy_poll|shared_cores|interrupt  reactors' idle behaviour (default busy_poll)\n\
          \x20     --persistent-stags  on a device without type-2 memory windows (siw): expose the\n\
          \x20                         client's pools to the server through endpoint-wide\n\
          \x20                         persistent STags (refused without; docs/rdma-provider.md)\n\
@@ -97,15 +97,10 @@ pub(super) fn parse(argv: &[String]) -> Result<Parsed, String> {
             }
             "--bind" => a.bind = Some(args.ip(name)?),
             "--backoff" => {
-                a.backoff = match args.value(name)?.as_str() {
-                    "busy_poll" | "busy" => BackoffMode::BusyPoll,
-                    "shared_cores" | "shared" => BackoffMode::SharedCores,
-                    v => {
-                        return Err(format!(
-                            "--backoff must be busy_poll or shared_cores, got {v:?}"
-                        ))
-                    }
-                }
+                a.backoff = args
+                    .value(name)?
+                    .parse::<BackoffMode>()
+                    .map_err(|e| format!("--backoff {e}"))?
             }
             _ if tok.starts_with('-') && tok.len() > 1 => {
                 return Err(format!("unknown flag {tok}"))

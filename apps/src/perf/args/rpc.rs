@@ -220,15 +220,9 @@ fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<
         }
         "--credits" => a.credits = ranged(name, v, 1, 1024)? as u32,
         "--backoff" => {
-            a.backoff = match v {
-                "busy_poll" | "busy" => BackoffMode::BusyPoll,
-                "shared_cores" | "shared" => BackoffMode::SharedCores,
-                _ => {
-                    return Err(format!(
-                        "--backoff must be busy_poll or shared_cores, got {v:?}"
-                    ))
-                }
-            }
+            a.backoff = v
+                .parse::<BackoffMode>()
+                .map_err(|e| format!("--backoff {e}"))?
         }
         "--connection" => connection(v)?,
         _ => return Err(format!("unknown flag {name}")),
@@ -441,7 +435,7 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     s.push_str("                            default 4096; rounded down as RFC 8797 encodes it)\n");
     s.push_str("      --credits <n>         Credits asked for and granted (default 32)\n");
     s.push_str(
-        "      --backoff busy_poll|shared_cores  Reactors' idle behaviour (default busy_poll)\n",
+        "      --backoff busy_poll|shared_cores|interrupt  Reactors' idle behaviour (default busy_poll)\n",
     );
     s.push_str("      --provider soft|rdma  Verbs provider (default soft; rdma: two processes, give both\n");
     s.push_str("                            the same size, chunk, inline and credit options)\n");

@@ -219,6 +219,7 @@ mod pair;
 mod queues;
 mod rdma_rw;
 mod send_recv;
+mod wake;
 
 pub use cm::*;
 pub use errors::*;
@@ -227,6 +228,7 @@ pub use pair::*;
 pub use queues::*;
 pub use rdma_rw::*;
 pub use send_recv::*;
+pub use wake::*;
 
 // ---------------------------------------------------------------------------------------------
 // Registry
@@ -290,6 +292,7 @@ checks!(
     connect_without_listener,
     post_before_established,
     recv_posted_before_accept,
+    completion_wakes_sleeper,
 );
 
 /// Counts of a suite run.

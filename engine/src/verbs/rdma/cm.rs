@@ -29,7 +29,7 @@ use rdma_sys as sys;
 use super::qp::{Progress, RdmaQp};
 use super::{id_addrs, last_errno, os_err, DeviceInner, Rdma};
 use crate::verbs::{
-    errno, validate, ConnRequest, Listener, PrivateData, QpInit, VerbsCall, VerbsError,
+    errno, validate, ConnRequest, CqNotify, Listener, PrivateData, QpInit, VerbsCall, VerbsError,
     PRIVATE_DATA_ACCEPT_MAX,
 };
 
@@ -191,6 +191,12 @@ pub(crate) fn hub(call: VerbsCall) -> Result<&'static Hub, VerbsError> {
 }
 
 impl Hub {
+    /// The channel's descriptor (non-blocking; readable while an event is pending).
+    pub(crate) fn fd(&self) -> std::os::fd::RawFd {
+        // SAFETY: the hub's channel lives as long as the process.
+        unsafe { (*self.channel.0).fd }
+    }
+
     /// `rdma_create_id(hub channel, RDMA_PS_TCP)` (reliable connected), guarded.
     pub(crate) fn create_id(&self, call: VerbsCall) -> Result<IdGuard, VerbsError> {
         let mut id: *mut sys::rdma_cm_id = core::ptr::null_mut();
@@ -268,6 +274,12 @@ fn dispatch(targets: &mut HashMap<usize, Target>, ev: RawEvent) {
         }
         targets.insert(ev.id as usize, Target::Request);
         q.requests.push_back(ev);
+        let notify = q.notify.clone();
+        drop(q);
+        // After the request is queued: see `Listener::set_notify`.
+        if let Some(n) = notify {
+            n();
+        }
         return;
     }
     let progress = match targets.get(&(ev.id as usize)) {
@@ -275,7 +287,15 @@ fn dispatch(targets: &mut HashMap<usize, Target>, ev: RawEvent) {
         _ => None,
     };
     if let Some(p) = progress {
-        lock(&p).handle(&ev);
+        let notify = {
+            let mut g = lock(&p);
+            g.handle(&ev);
+            g.notify.clone()
+        };
+        // After the event is queued (the lock's release): see `QueuePair::set_event_notify`.
+        if let Some(n) = notify {
+            n();
+        }
     }
 }
 
@@ -287,6 +307,8 @@ fn dispatch(targets: &mut HashMap<usize, Target>, ev: RawEvent) {
 struct ListenQueue {
     requests: VecDeque<RawEvent>,
     dead: bool,
+    /// Runs after a request is queued (`Listener::set_notify`).
+    notify: Option<CqNotify>,
 }
 
 // SAFETY: the raw ids in the queued events are owned by the queue (destroyed with it) and only
@@ -345,6 +367,7 @@ impl RdmaListener {
         let queue = Arc::new(Mutex::new(ListenQueue {
             requests: VecDeque::new(),
             dead: false,
+            notify: None,
         }));
         hub.register_listener(id, &queue);
         core::mem::forget(guard);
@@ -361,6 +384,11 @@ impl RdmaListener {
 impl Listener<Rdma> for RdmaListener {
     fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    fn set_notify(&mut self, notify: CqNotify) -> bool {
+        lock(&self.queue).notify = Some(notify);
+        true
     }
 
     fn poll(&mut self) -> Result<Option<RdmaConnRequest>, VerbsError> {

@@ -13,13 +13,18 @@
 //! everything). A CQ overrun is an async `IBV_EVENT_CQ_ERR` on the context; the async fd is
 //! drained without blocking every [`ASYNC_CHECK_INTERVAL`] empty polls, and from then on every
 //! poll of the overrun CQ fails with `EOVERFLOW`.
+//!
+//! Each CQ has its own completion channel (`channel.rs`) for an owner that sleeps when idle
+//! ([`CompletionQueue::wait_fd`], [`CompletionQueue::arm_notify`]).
 
 use core::mem::MaybeUninit;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rdma_sys as sys;
 
+use super::channel::CompChannel;
 use super::owned::Owned;
 use super::DeviceInner;
 use crate::verbs::{
@@ -420,6 +425,8 @@ impl AttachTable {
 /// `Arc`) is gone.
 pub(crate) struct CqInner {
     cq: Owned<sys::ibv_cq>,
+    /// The CQ's completion channel: declared after `cq`, so destroyed after it.
+    channel: CompChannel,
     depth: u32,
     overrun: Arc<AtomicBool>,
     /// The QPs whose completions arrive here.
@@ -429,7 +436,9 @@ pub(crate) struct CqInner {
 
 impl Drop for CqInner {
     fn drop(&mut self) {
-        // The CQ itself is destroyed right after, when the `cq` field drops.
+        // The CQ itself is destroyed right after, when the `cq` field drops: acknowledge every
+        // channel event first (ibv_destroy_cq waits for the acknowledgements).
+        self.channel.consume(self.cq.as_ptr());
         let key = self.cq.as_ptr() as usize;
         lock(&CQ_ERRORS).retain(|(k, _)| *k != key);
     }
@@ -474,15 +483,17 @@ impl RdmaCq {
         validate::cq_depth(depth, dev.caps())?;
         let cqe = core::ffi::c_int::try_from(depth)
             .map_err(|_| VerbsError::new(VerbsCall::CreateCq, errno::EINVAL))?;
+        let channel = CompChannel::new(dev.ctx())?;
         let null = core::ptr::null_mut();
-        // SAFETY: the context is live; no completion channel, vector 0; the CQ is ours.
-        let cq = unsafe { Owned::new(sys::ibv_create_cq(dev.ctx(), cqe, null, null.cast(), 0)) };
+        // SAFETY: the context and the channel are live; vector 0; the CQ is ours.
+        let cq = unsafe { Owned::new(sys::ibv_create_cq(dev.ctx(), cqe, null, channel.raw(), 0)) };
         let cq = cq.ok_or_else(|| super::os_err(VerbsCall::CreateCq))?;
         let overrun = Arc::new(AtomicBool::new(false));
         lock(&CQ_ERRORS).push((cq.as_ptr() as usize, Arc::clone(&overrun)));
         Ok(RdmaCq {
             inner: Arc::new(CqInner {
                 cq,
+                channel,
                 depth,
                 overrun,
                 qps: AttachTable::new(),
@@ -574,5 +585,20 @@ impl CompletionQueue for RdmaCq {
 
     fn depth(&self) -> u32 {
         self.inner.depth
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.inner.channel.fd())
+    }
+
+    fn arm_notify(&mut self) -> Result<bool, VerbsError> {
+        let inner = &*self.inner;
+        inner.channel.consume(inner.raw());
+        inner.channel.arm(inner.raw())?;
+        Ok(true)
+    }
+
+    fn consume_events(&mut self) -> usize {
+        self.inner.channel.consume(self.inner.raw())
     }
 }

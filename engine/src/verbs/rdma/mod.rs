@@ -3,8 +3,10 @@
 //!
 //! Normal operation: a [`RdmaDevice`] is opened by local IP address (an rdma_cm id bound to
 //! the address on its own non-blocking event channel gives the verbs context), protection
-//! domains, completion queues, SRQs and memory windows are plain verbs objects on that context,
-//! and every QP lives on its own rdma_cm id with its own non-blocking event channel, so
+//! domains, completion queues, SRQs and memory windows are plain verbs objects on that context
+//! (each CQ with its own completion channel, so an idle owner can sleep until a completion:
+//! [`CompletionQueue::wait_fd`](super::CompletionQueue::wait_fd)), and every QP lives on its
+//! own rdma_cm id, all ids on one process-wide non-blocking event channel (`cm.rs`), so
 //! connection progress (address and route resolution, connect, accept, disconnect) is driven by
 //! polling ([`QueuePair::poll_event`](super::QueuePair::poll_event),
 //! [`Listener::poll`](super::Listener::poll)) and never blocks. Work requests are built into
@@ -34,6 +36,7 @@
 //! See `docs/rdma-provider.md` for the call mapping and the behaviour differences observed
 //! between this provider, the soft provider, rxe and siw.
 
+mod channel;
 mod cm;
 mod cq;
 mod mem;
@@ -508,6 +511,14 @@ impl Device<Rdma> for RdmaDevice {
 
     fn create_cq(&self, depth: u32) -> Result<RdmaCq, VerbsError> {
         RdmaCq::create(&self.inner, depth)
+    }
+
+    fn cm_wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        cm::hub(VerbsCall::OpenDevice).ok().map(cm::Hub::fd)
+    }
+
+    fn poll_cm_events(&self) -> Result<(), VerbsError> {
+        cm::hub(VerbsCall::GetCmEvent)?.poll()
     }
 
     fn create_srq(&self, pd: &RdmaPd, max_wr: u32, max_sge: u32) -> Result<RdmaSrq, VerbsError> {

@@ -32,8 +32,8 @@ use super::mem::{fill_sges, index_of, link, zeroed, PdInner, RecvBatch, SrqInner
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
 use crate::verbs::{
-    errno, CmEvent, CmEventKind, DeviceCaps, PrivateData, QpInit, QpOptions, QpState, QueuePair,
-    RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError,
+    errno, CmEvent, CmEventKind, CqNotify, DeviceCaps, PrivateData, QpInit, QpOptions, QpState,
+    QueuePair, RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError,
 };
 
 /// Where the connection is (mirrored in [`QpAcct`] for the data path).
@@ -87,6 +87,8 @@ pub(crate) struct Progress {
     opts: QpOptions,
     has_srq: bool,
     stash: [Option<CmEvent>; STASH],
+    /// Runs after the dispatcher handled an event of this id (`QueuePair::set_event_notify`).
+    pub(crate) notify: Option<CqNotify>,
     dev: Arc<DeviceInner>,
 }
 
@@ -392,6 +394,7 @@ impl RdmaQp {
             opts,
             has_srq: srq.is_some(),
             stash: [None; STASH],
+            notify: None,
             dev: Arc::clone(dev),
         }));
         hub.register_qp(id, &progress);
@@ -770,6 +773,11 @@ impl QueuePair<Rdma> for RdmaQp {
     fn poll_event(&mut self) -> Result<Option<CmEvent>, VerbsError> {
         self.hub.poll()?;
         Ok(lock(&self.progress).stash_pop())
+    }
+
+    fn set_event_notify(&self, notify: CqNotify) -> bool {
+        lock(&self.progress).notify = Some(notify);
+        true
     }
 
     fn disconnect(&mut self) -> Result<(), VerbsError> {

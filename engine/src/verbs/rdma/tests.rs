@@ -259,3 +259,56 @@ fn accepts_attach_table_concurrent_poll_and_edit() {
     assert_eq!(stay.rq_completed(), rounds);
     assert_eq!(t.read(|q| q.len()), 1);
 }
+
+/// The conformance suite's environment over one rdma device (both sides on it).
+#[cfg(feature = "conformance")]
+struct OneDevice {
+    dev: super::RdmaDevice,
+    ip: IpAddr,
+    port: u16,
+}
+
+#[cfg(feature = "conformance")]
+impl crate::verbs::conformance::Env for OneDevice {
+    type P = Rdma;
+
+    fn client(&self) -> &super::RdmaDevice {
+        &self.dev
+    }
+
+    fn server(&self) -> &super::RdmaDevice {
+        &self.dev
+    }
+
+    fn listen_addr(&mut self) -> SocketAddr {
+        self.port += 1;
+        SocketAddr::new(self.ip, self.port)
+    }
+
+    fn idle(&mut self) {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+/// A completion wakes a thread sleeping in `poll(2)` on the CQ's completion channel, once the
+/// CQ is armed, and only then (`conformance::completion_wakes_sleeper`). Needs an RDMA device:
+/// it runs where `RPCRDMA_TEST_RDMA_IP` names the address of one (in the test VM: rxe0,
+/// 10.0.2.15, docs/vm.md) and says it is skipped elsewhere.
+#[cfg(feature = "conformance")]
+#[test]
+fn accepts_completion_waking_a_channel_sleeper() {
+    let Some(ip) = std::env::var("RPCRDMA_TEST_RDMA_IP")
+        .ok()
+        .and_then(|v| v.parse::<IpAddr>().ok())
+    else {
+        eprintln!("skipped: RPCRDMA_TEST_RDMA_IP names no RDMA device address");
+        return;
+    };
+    let dev = Rdma::open(ip).expect("open the device");
+    let mut env = OneDevice {
+        dev,
+        ip,
+        port: 41000 + (std::process::id() % 1000) as u16 * 16,
+    };
+    crate::verbs::conformance::completion_wakes_sleeper(&mut env).expect("wake-up");
+}
