@@ -46,15 +46,30 @@ cache_tree() {
 	echo "cache tree: $(find "$CACHE_STATE/src/tree" -type f | wc -l) files in $nd directories"
 }
 
-# cache_phase LABEL PHASE CMD...: runs CMD, records the client's calls per procedure
+# cache_events: the client's event counters of the mount (/proc/self/mountstats "events:")
+CACHE_EVENTS="inoderevalidates dentryrevalidates datainvalidates attrinvalidates"
+cache_events() { mstats "$MNT" | awk '$1 == "events:" {print $2, $3, $4, $5; exit}'; }
+
+# cache_phase LABEL PHASE CMD...: runs CMD, records the client's calls per procedure, its cache
+# events (revalidations of inodes and dentries, page caches and attributes it dropped) and the
+# phase's duration
 cache_phase() {
-	local label=$1 ph=$2 a b i=0 n rc
+	local label=$1 ph=$2 a b e0 e1 i=0 n rc t0
 	shift 2
 	read -ra a <<<"$(nfs3_line)"
+	read -ra e0 <<<"$(cache_events)"
+	t0=$(now_ms)
 	"$@"
 	rc=$?
 	read -ra b <<<"$(nfs3_line)"
+	read -ra e1 <<<"$(cache_events)"
 	[ "$rc" -eq 0 ] || failc "cache-$label-$ph" "exit status $rc"
+	for n in $CACHE_EVENTS; do
+		echo "cache-event $label $ph $n $((${e1[i]:-0} - ${e0[i]:-0}))"
+		i=$((i + 1))
+	done
+	echo "cache-time $label $ph $(($(now_ms) - t0)) ms"
+	i=0
 	for n in $NFS3_NAMES; do
 		case " $CACHE_PROCS " in *" $n "*)
 			CACHE_N[$label.$ph.$n]=$((b[i] - a[i]))

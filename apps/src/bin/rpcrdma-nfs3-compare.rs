@@ -155,8 +155,9 @@ fn run(a: &Args) -> Result<bool, String> {
             .iter()
             .find(|g| g.key == f.key)
             .map_or("-", |g| g.value.as_str());
+        let m = if f.must_match { "must" } else { "may " };
         println!(
-            "fact {:<48} kernel={:<8} {}={}",
+            "fact {m} {:<48} reference={:<8} {}={}",
             f.key, f.value, a.label, ov
         );
     }
