@@ -2,9 +2,10 @@
 //! [`super::server::Nfs3`] runs once a call is admitted ([`super::admit`]).
 //!
 //! Normal operation: each operation takes the weak cache consistency attributes of the
-//! directories it changes before and after (RFC 1813 `wcc_data`), calls the store with the
-//! caller's [`Cred`], and seals every handle it returns ([`Share::seal`]) so the client only
-//! ever holds handles this server authenticated. Recovery: the store's NFS3ERR_* is the
+//! objects it changes before and after (RFC 1813 `wcc_data`; WRITE and COMMIT after only, see
+//! [`Call::wcc_after_only`]), calls the store with the caller's [`Cred`], and seals every
+//! handle it returns ([`Share::seal`]) so the client only ever holds handles this server
+//! authenticated. Recovery: the store's NFS3ERR_* is the
 //! result; names are checked for length and `.` / `..` here, once for both stores.
 
 use super::admit::{seal_or_fault, Admitted, Share};
@@ -57,7 +58,7 @@ impl<'a> Call<'a> {
     }
 
     /// The `wcc_data` of a WRITE or COMMIT of `fh`: attributes after, none before. RFC 1813
-    /// (section 2.6, weak cache consistency) asks for the attributes before to be taken
+    /// (`wcc_data`, weak cache consistency) asks for the attributes before to be taken
     /// atomically with the operation; the stores write without holding the file across
     /// calls (WRITEs of one file run at once on several workers), so a `pre_op_attr` could
     /// name a state another WRITE already left, and the Linux client, finding it unequal to
