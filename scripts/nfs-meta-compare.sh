@@ -1,24 +1,24 @@
 #!/bin/bash
-# scripts/nfs-meta-compare.sh — what rpcrdma-nfsd's per-call checks cost (export rules, AUTH_SYS
-# identities, permission checks, the dir store acting as the caller, sealed handles): the same
-# metadata-heavy workload (untar of a few thousand small files, stat, rename, rm -rf) from the
-# Linux NFSv3 client over rxe against the server as it is and as it was before the checks, in one
-# VM boot (scripts/vm/nfs-meta.sh), both backends, root and a non-root uid. Not part of CI: with
-# the default 2 000 files about 8 min of TCG when calls run fast, 30 or more on a loaded host.
-# docs/performance.md, "Cost of the checks", holds the results.
+# scripts/nfs-meta-compare.sh — a metadata-heavy workload (untar of a few thousand small files,
+# diff, stat, rename, a walk after remount, rm -rf) from the Linux NFSv3 client against
+# rpcrdma-nfsd and a reference in one VM boot (scripts/vm/nfs-meta.sh), both backends: the
+# reference is the kernel's nfsd (RPCRDMA_NFSD_BASE_BIN=kernel) or an older build of ours (what
+# the per-call checks cost). Not part of CI at this size: with the default 2 000 files about 8 min
+# of TCG when calls run fast, 30 or more on a loaded host (the nfs-server stage runs a small
+# tree against the kernel nfsd). docs/performance.md holds the results.
 #
-#   scripts/nfs-meta-compare.sh
+#   RPCRDMA_NFSD_BASE_BIN=kernel scripts/nfs-meta-compare.sh      ours / kernel nfsd
+#   scripts/nfs-meta-compare.sh                                    ours / the build before the checks
 #
 # 1. the new binary: RPCRDMA_NFSD_BIN, or built from this tree
 #      cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd
-# 2. the old binary: RPCRDMA_NFSD_BASE_BIN, or built from revision RPCRDMA_META_BASE_REV (default
+# 2. the reference: RPCRDMA_NFSD_BASE_BIN (`kernel`: the kernel nfsd; or a binary), or built from revision RPCRDMA_META_BASE_REV (default
 #    0ce4e21, the last one before the checks) exported with `git archive` into
 #    target/nfs-meta-base/src and built there with its own target directory;
-# 3. boots the VM once: scripts/vm/run-in-vm.sh scripts/vm/nfs-meta.sh NEW OLD (the old binary
-#    takes `--export /export`, the new one `--export '/export:*(rw,no_root_squash)'`);
+# 3. boots the VM once: scripts/vm/run-in-vm.sh scripts/vm/nfs-meta.sh NEW OLD|kernel;
 # 4. prints the host's load average before and after, and the guest's table again.
-# Knobs: everything scripts/vm/nfs-meta.sh reads (RPCRDMA_META_*: backends, rounds, uids, tree
-# size, RPCRDMA_META_STRACE=1), RPCRDMA_VM_TIMEOUT (default 3000 s), RPCRDMA_VM_CACHE.
+# Knobs: everything scripts/vm/nfs-meta.sh reads (RPCRDMA_META_*: devices, backends, rounds, uids,
+# tree size, caches dropped, a CPU hog, RPCRDMA_META_STRACE=1), RPCRDMA_VM_TIMEOUT (default 3000 s), RPCRDMA_VM_CACHE.
 # Exit status: 0 every run passed its checks; 1 a check failed; 2 a build failed; 124 the VM timed
 # out; 125 the VM could not be built or started.
 set -uo pipefail
@@ -49,18 +49,21 @@ if [ -z "$OLD" ]; then
 	OLD=$BASE/target/release/rpcrdma-nfsd
 fi
 for b in "$NEW" "$OLD"; do
+	[ "$b" = kernel ] && continue
 	[ -x "$b" ] || {
 		say "FAILED: $b is not an executable (exit 2)"
 		exit 2
 	}
 done
-NEW=$(readlink -f "$NEW") OLD=$(readlink -f "$OLD")
+NEW=$(readlink -f "$NEW")
+[ "$OLD" = kernel ] || OLD=$(readlink -f "$OLD")
 
 # shellcheck source=scripts/vm/lib.sh
 . "$ROOT/scripts/vm/lib.sh"
 SHARE=${RPCRDMA_VM_SHARE-$PWD}
 [ -z "$SHARE" ] || SHARE=$(readlink -f "$SHARE")
 for b in "$NEW" "$OLD"; do
+	[ "$b" = kernel ] && continue
 	case "$b" in
 	"$SHARE"/*) ;;
 	*) RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $b" ;; # not visible over 9p: copied in

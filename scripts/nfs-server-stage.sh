@@ -28,7 +28,11 @@
 #    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports), and what the client
 #    caches (part cache, scripts/vm/nfs-cache.sh: rpcrdma-nfs3-compare, built here, compares the
 #    replies of the kernel nfsd and of ours field by field; the client's calls per phase of a
-#    metadata workload against both, with the ratios);
+#    metadata workload against both, with the ratios); then the metadata workload
+#    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
+#    backends, plain and beside a CPU hog (part meta: the ours / kernel time table, and the
+#    client's GETATTR / LOOKUP / READ counts per phase, which must be within 10 % of the kernel
+#    nfsd's);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table;
 # 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,
@@ -50,6 +54,9 @@
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
 # RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_CACHE (1, 0), RPCRDMA_NFS3_COMPARE_BIN,
+# RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
+# RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
+# RPCRDMA_NFSD_META_FILES,
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):

@@ -25,7 +25,15 @@ use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::proto::reject::RejectReason;
 
-use crate::node::Shares;
+/// Connection counts a victim choice weighs (server-wide, per address).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shares {
+    /// Connections the requester's address will hold with the request.
+    pub mine: u32,
+    /// The fair share (connections over addresses, rounded up) when some address holds more
+    /// than it; `None` when none does.
+    pub over: Option<u32>,
+}
 
 /// Shares held: per peer address and in all.
 #[derive(Debug, Default)]

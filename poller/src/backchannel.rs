@@ -50,6 +50,8 @@
 //! Files: this one holds the client side (`ClientBack`); the server side's reactor part
 //! (`ServerBack`) is in `server_back.rs`, the shared state, sessions and their grace period
 //! in `session.rs`.
+//!
+//! [`Request::backchannel`]: crate::Request::backchannel
 
 // Submissions and refusals carry the call's arguments back and forth by value, so nothing
 // allocates on the way (as `Client::call` does).

@@ -21,7 +21,7 @@ use rpcrdma_engine::conn;
 use rpcrdma_engine::verbs::{Completion, Provider, QpInit, QpOptions};
 use rpcrdma_mempool::{HugePagePolicy, PoolCache};
 
-use crate::admission::{PeerSlot, PeerTable};
+use crate::admission::{PeerSlot, PeerTable, Shares};
 use crate::api_stats::{NodeStats, NodeStatsWriter};
 use crate::driver::Router;
 use crate::memory::BufPool;
@@ -96,6 +96,17 @@ pub(crate) struct NodeEnv<P: Provider> {
 }
 
 impl<P: Provider> NodeEnv<P> {
+    /// The pieces of the node its shared receive queue works with.
+    pub(crate) fn srq_parts(&mut self) -> crate::srq::SrqParts<'_, P> {
+        crate::srq::SrqParts {
+            srq: &mut self.srq,
+            dev: &self.dev,
+            pd: &self.pd,
+            hugepages: self.hugepages,
+            stats: &self.stats,
+        }
+    }
+
     /// The generation of slot `slot` (timer and job tokens carry it).
     #[inline]
     pub(crate) fn slot_gen(&self, slot: u32) -> u32 {
@@ -220,16 +231,6 @@ pub(crate) struct Evictable {
     pub settled: bool,
     /// Its peer's address.
     pub peer: IpAddr,
-}
-
-/// Connection counts a victim choice weighs (server-wide, per address).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Shares {
-    /// Connections the requester's address will hold with the request.
-    pub mine: u32,
-    /// The fair share (connections over addresses, rounded up) when some address holds more
-    /// than it; `None` when none does.
-    pub over: Option<u32>,
 }
 
 /// The victim [`Slots::evict_for`] picks among `candidates` (slot, [`Evictable`]) for a

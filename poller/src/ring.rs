@@ -18,7 +18,7 @@
 //!
 //! Memory-model checks (docs/memory-model.md): the tests run under Miri's weak-memory emulation
 //! (scripts/miri.sh), and poller/tests/loom_rings.rs model-checks this ring and the MPSC channel
-//! with loom through the [`sync`] shim (scripts/loom.sh, `--cfg loom`).
+//! with loom through the `sync` shim (scripts/loom.sh, `--cfg loom`).
 
 use core::cell::UnsafeCell;
 use core::fmt;

@@ -46,7 +46,7 @@ use crate::call::{CallArgs, Callback, ClientError, OnReply, Proc, Refused, Reply
 use crate::config::{CallbackMode, ServerOptions};
 use crate::conn_table::ConnTable;
 use crate::metrics::latency::{LatencyReader, ServerLatency};
-use crate::metrics::{Metrics, MetricsServer};
+use crate::metrics::{Metrics, MetricsServer, ServerSample, ServerSource};
 use crate::node::{Acceptor, NodeCmd};
 use crate::program::{Program, Programs};
 use crate::runtime::Endpoint;
@@ -181,9 +181,34 @@ fn metrics_port<P: Provider>(
     let m = Metrics::new();
     let name = server.addr.to_string();
     m.add_endpoint(&name, ep);
-    m.add_server_weak(&name, server);
+    m.add_server_source(&name, Box::new(server.downgrade()));
     m.serve(at)
         .map_err(|e| ServerError::Metrics(format!("{at}: {e}")))
+}
+
+impl Metrics {
+    /// Exposes `server`: its totals, its live connections and their histograms.
+    pub fn add_server(&self, name: &str, server: &Server) {
+        self.add_server_source(name, Box::new(server.clone()));
+    }
+}
+
+impl ServerSource for Server {
+    fn sample(&self) -> Option<ServerSample> {
+        Some(ServerSample {
+            conns: self.live_connections(),
+            totals: self.totals(),
+            accepted: self.accepted(),
+            rejected: self.rejected(),
+            latency: self.latency(),
+        })
+    }
+}
+
+impl ServerSource for WeakServer {
+    fn sample(&self) -> Option<ServerSample> {
+        self.upgrade()?.sample()
+    }
 }
 
 /// A running server (handle). Dropping it does not stop it; see [`Server::stop_listening`].

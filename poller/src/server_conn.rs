@@ -103,7 +103,7 @@ impl<P: Provider> Acceptor<P> for ServerShared {
         } else {
             0
         };
-        srq::has_room(env, backward)
+        srq::has_room(&env.srq, backward)
     }
 
     fn count_reject(&self) {
@@ -187,8 +187,10 @@ fn engine_conn<P: Provider>(
 ) -> Option<(Connection, Option<srq::Admitted>)> {
     let pools = slab.pools(&[]);
     match (back, o.shared_receive_queue) {
-        (b, Some(depth)) => srq::connection(env, depth, cfg, &pools, b.map(|b| b.pools()))
-            .map(|(c, s)| (c, Some(s))),
+        (b, Some(depth)) => {
+            srq::connection(env.srq_parts(), depth, cfg, &pools, b.map(|b| b.pools()))
+                .map(|(c, s)| (c, Some(s)))
+        }
         (Some(b), None) => Connection::with_backchannel(Role::Responder, cfg, &pools, &b.pools())
             .ok()
             .map(|c| (c, None)),
@@ -286,14 +288,14 @@ impl<P: Provider> ServerConn<P> {
             .accept_prepared(init, &ours, &mut |qp: &mut P::Qp| {
                 post_initial_recvs::<P>(&mut conn, qp, &mut preposted)
             })
-            .map_err(|_| srq::abandon(env, srq.as_ref()))?;
+            .map_err(|_| srq::abandon(&mut env.srq, srq.as_ref()))?;
         env.stats
             .posted(u64::from(preposted > 0), u64::from(preposted));
         env.qp_created(&qp);
         let peer = qp.peer_addr();
         let qpn = qp.qp_num();
         if !env.router.insert(qpn, slot) {
-            return Err(srq::abandon(env, srq.as_ref()));
+            return Err(srq::abandon(&mut env.srq, srq.as_ref()));
         }
         let mut regions = vec![
             Arc::clone(&slab.region),
@@ -389,7 +391,7 @@ impl<P: Provider> ServerConn<P> {
         drop(self.drv.release_qp(&mut r.env.router, r.cx));
         match self.srq.as_mut() {
             // Its engine (the shared receives its calls hold) stays until no worker reads them.
-            Some(s) => s.park(r.env, self.drv.conn.take()),
+            Some(s) => s.park(&mut r.env.srq, r.env.now, self.drv.conn.take()),
             None => self.drv.conn = None,
         }
         self.dispatch.clear(r.env);
@@ -413,7 +415,7 @@ impl<P: Provider> ServerConn<P> {
     /// Lost and no worker reads its calls' arguments: its receives go back to the SRQ.
     fn srq_leave(&mut self, env: &mut NodeEnv<P>) {
         if let (Some(s), 0) = (self.srq.as_mut(), self.dispatch.in_worker()) {
-            s.leave(env);
+            s.leave(&mut env.srq, &env.stats);
         }
     }
 }
@@ -548,7 +550,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         if let Some(b) = self.back.as_mut() {
             work += b.service(&mut self.drv, r, &self.stats);
         }
-        ConnSrq::repost(r.env, self.drv.conn.as_mut());
+        ConnSrq::repost(&mut r.env.srq, &r.env.stats, self.drv.conn.as_mut());
         work += self.drv.post_counted(r.env.now, &r.env.stats, &self.stats);
         let kick = self.dispatch.kicked();
         let idle = self.idle_close(r.env.now);
@@ -645,7 +647,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
     /// Takes back the shared receives its engine released (SRQ mode).
     #[inline]
     fn collect_shared_recvs(&mut self, env: &mut NodeEnv<P>) {
-        ConnSrq::collect(env, self.drv.conn.as_mut());
+        ConnSrq::collect(&mut env.srq, self.drv.conn.as_mut());
     }
 
     /// Marks the connection for eviction: it closes at the end of its next round.

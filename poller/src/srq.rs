@@ -36,15 +36,29 @@ use rpcrdma_engine::conn::{self, wr_kind, Connection};
 use rpcrdma_engine::post::{collect_released, post_srq_recvs};
 use rpcrdma_engine::proto::private_data;
 use rpcrdma_engine::verbs::{Completion, Device, Provider, WrId};
-use rpcrdma_mempool::Region;
+use rpcrdma_mempool::{HugePagePolicy, Region};
 
 use crate::api_stats::NodeStatsWriter;
 use crate::memory::{Slab, SlabLayout, LOCAL_ACCESS};
-use crate::node::NodeEnv;
 
 /// Receives kept out of every grant: room for a peer that sends beyond its grant, until its
 /// connection is closed.
 const SLACK: u32 = 2;
+
+/// What creating a node's SRQ takes from the node (the node hands these pieces in; the SRQ
+/// knows nothing else of it).
+pub(crate) struct SrqParts<'a, P: Provider> {
+    /// The node's SRQ, once one was created.
+    pub srq: &'a mut Option<NodeSrq<P>>,
+    /// The node's device.
+    pub dev: &'a P::Device,
+    /// The node's protection domain.
+    pub pd: &'a P::Pd,
+    /// Whether the buffers may (must) come from hugepages.
+    pub hugepages: HugePagePolicy,
+    /// The node's counters.
+    pub stats: &'a NodeStatsWriter,
+}
 
 /// A node's SRQ and its buffers. See the module documentation.
 pub(crate) struct NodeSrq<P: Provider> {
@@ -60,9 +74,9 @@ pub(crate) struct NodeSrq<P: Provider> {
 }
 
 impl<P: Provider> NodeSrq<P> {
-    /// A new SRQ of `depth` receives of `recv_size` octets on `env`'s device, every buffer
+    /// A new SRQ of `depth` receives of `recv_size` octets on the node's device, every buffer
     /// posted.
-    fn create(env: &NodeEnv<P>, depth: u32, recv_size: u32) -> Option<NodeSrq<P>> {
+    fn create(env: &SrqParts<'_, P>, depth: u32, recv_size: u32) -> Option<NodeSrq<P>> {
         let depth = depth.clamp(1, env.dev.caps().max_srq_wr.max(1));
         let layout = SlabLayout {
             headers: 0,
@@ -74,8 +88,8 @@ impl<P: Provider> NodeSrq<P> {
             rpc_headers: 0,
             rpc_header_size: 0,
         };
-        let slab = Slab::new(&*env.pd, &layout, env.hugepages, LOCAL_ACCESS).ok()?;
-        let srq = env.dev.create_srq(&env.pd, depth, 1).ok()?;
+        let slab = Slab::new(env.pd, &layout, env.hugepages, LOCAL_ACCESS).ok()?;
+        let srq = env.dev.create_srq(env.pd, depth, 1).ok()?;
         let bufs = SharedRecvs::new(slab.recvs.clone());
         let mut s = NodeSrq {
             srq,
@@ -85,7 +99,7 @@ impl<P: Provider> NodeSrq<P> {
             refused: 0,
             errors: 0,
         };
-        s.post(&env.stats);
+        s.post(env.stats);
         Some(s)
     }
 
@@ -132,13 +146,13 @@ pub(crate) struct Admitted {
     pub region: Arc<Region>,
 }
 
-/// A responder whose receives come from `env`'s SRQ (created on first use with `depth`
+/// A responder whose receives come from the node's SRQ (created on first use with `depth`
 /// receives of `cfg`'s receive size), granted at most `cfg.credits` — fewer when the SRQ
 /// cannot back more — plus one receive per backchannel send buffer of `bc`. `None`: the SRQ
 /// cannot back even one credit, could not be created, or the engine refused (the connect is
 /// rejected; nothing stays reserved).
 pub(crate) fn connection<P: Provider>(
-    env: &mut NodeEnv<P>,
+    env: SrqParts<'_, P>,
     depth: u32,
     mut cfg: conn::Config,
     pools: &conn::Pools<'_>,
@@ -146,7 +160,7 @@ pub(crate) fn connection<P: Provider>(
 ) -> Option<(Connection, Admitted)> {
     let recv_size = private_data::representable_size(cfg.inline_recv);
     if env.srq.is_none() {
-        env.srq = Some(NodeSrq::create(env, depth, recv_size)?);
+        *env.srq = Some(NodeSrq::create(&env, depth, recv_size)?);
     }
     let s = env.srq.as_mut()?;
     if s.pool.bufs().get(0).map_or(0, |b| b.len) < recv_size {
@@ -173,18 +187,19 @@ pub(crate) fn connection<P: Provider>(
     }
 }
 
-/// Whether `env`'s SRQ can back a new connection (one credit plus `backward` receives); true
-/// while the node has no SRQ yet.
-pub(crate) fn has_room<P: Provider>(env: &NodeEnv<P>, backward: u32) -> bool {
-    env.srq
-        .as_ref()
-        .map_or(true, |s| s.ledger.free() > backward)
+/// Whether the node's SRQ can back a new connection (one credit plus `backward` receives);
+/// true while the node has no SRQ yet.
+pub(crate) fn has_room<P: Provider>(srq: &Option<NodeSrq<P>>, backward: u32) -> bool {
+    srq.as_ref().map_or(true, |s| s.ledger.free() > backward)
 }
 
 /// The accept of a connection [`connection`] admitted failed: its reservation returns.
 /// Returns `None` (what the accept path reports).
-pub(crate) fn abandon<P: Provider, T>(env: &mut NodeEnv<P>, a: Option<&Admitted>) -> Option<T> {
-    if let (Some(s), Some(a)) = (env.srq.as_mut(), a) {
+pub(crate) fn abandon<P: Provider, T>(
+    srq: &mut Option<NodeSrq<P>>,
+    a: Option<&Admitted>,
+) -> Option<T> {
+    if let (Some(s), Some(a)) = (srq.as_mut(), a) {
         s.ledger.release(a.share.grant);
     }
     None
@@ -219,8 +234,11 @@ impl ConnSrq {
 
     /// Takes back what `conn` released (after each completion fed to it).
     #[inline]
-    pub(crate) fn collect<P: Provider>(env: &mut NodeEnv<P>, conn: Option<&mut Connection>) {
-        if let (Some(s), Some(c)) = (env.srq.as_mut(), conn) {
+    pub(crate) fn collect<P: Provider>(
+        srq: &mut Option<NodeSrq<P>>,
+        conn: Option<&mut Connection>,
+    ) {
+        if let (Some(s), Some(c)) = (srq.as_mut(), conn) {
             s.take_from(c);
         }
     }
@@ -228,34 +246,48 @@ impl ConnSrq {
     /// Takes back what `conn` released and posts every waiting buffer: before the connection
     /// posts its sends.
     #[inline]
-    pub(crate) fn repost<P: Provider>(env: &mut NodeEnv<P>, conn: Option<&mut Connection>) {
-        if let Some(s) = env.srq.as_mut() {
+    pub(crate) fn repost<P: Provider>(
+        srq: &mut Option<NodeSrq<P>>,
+        stats: &NodeStatsWriter,
+        conn: Option<&mut Connection>,
+    ) {
+        if let Some(s) = srq.as_mut() {
             if let Some(c) = conn {
                 s.take_from(c);
             }
-            s.post(&env.stats);
+            s.post(stats);
         }
     }
 
-    /// The connection is lost: keeps its engine (its held receives) until [`ConnSrq::leave`].
-    pub(crate) fn park<P: Provider>(&mut self, env: &mut NodeEnv<P>, conn: Option<Connection>) {
+    /// The connection is lost (at `now`): keeps its engine (its held receives) until
+    /// [`ConnSrq::leave`].
+    pub(crate) fn park<P: Provider>(
+        &mut self,
+        srq: &mut Option<NodeSrq<P>>,
+        now: u64,
+        conn: Option<Connection>,
+    ) {
         if let Some(mut c) = conn {
             // Closed (a kick, eviction or idle close may come while it is up), so its held
             // receives stay held until `leave`.
-            c.handle_cm(env.now, conn::CmInput::Disconnected);
-            Self::collect(env, Some(&mut c));
+            c.handle_cm(now, conn::CmInput::Disconnected);
+            Self::collect(srq, Some(&mut c));
             self.parked = Some(c);
         }
     }
 
     /// No worker reads the lost connection's calls any more: its held receives go back to the
     /// SRQ and its reservation to the ledger (once).
-    pub(crate) fn leave<P: Provider>(&mut self, env: &mut NodeEnv<P>) {
+    pub(crate) fn leave<P: Provider>(
+        &mut self,
+        srq: &mut Option<NodeSrq<P>>,
+        stats: &NodeStatsWriter,
+    ) {
         if self.left {
             return;
         }
         self.left = true;
-        let Some(s) = env.srq.as_mut() else {
+        let Some(s) = srq.as_mut() else {
             return;
         };
         if let Some(mut c) = self.parked.take() {
@@ -263,6 +295,6 @@ impl ConnSrq {
             s.take_from(&mut c);
         }
         s.ledger.release(self.grant);
-        s.post(&env.stats);
+        s.post(stats);
     }
 }

@@ -1,118 +1,165 @@
 #!/bin/bash
-# scripts/vm/nfs-meta.sh — guest payload (run INSIDE the VM by run-in-vm.sh): what rpcrdma-nfsd's
-# per-call checks cost (export rules, AUTH_SYS identities and squashing, permission checks, the
-# dir store acting as the caller, sealed handles; docs/nfs-server.md section 7), measured on a
-# metadata-heavy workload against two builds of the server in one boot.
+# scripts/vm/nfs-meta.sh — guest payload (run INSIDE the VM by run-in-vm.sh): a metadata-heavy
+# workload from the Linux NFSv3 client (proto=rdma) against two servers in one boot, alternately:
+# rpcrdma-nfsd against the kernel's nfsd, or two builds of rpcrdma-nfsd against each other.
 #
-#   scripts/vm/run-in-vm.sh scripts/vm/nfs-meta.sh NEW-BINARY OLD-BINARY
+#   scripts/vm/run-in-vm.sh scripts/vm/nfs-meta.sh BINARY kernel      ours / kernel nfsd
+#   scripts/vm/run-in-vm.sh scripts/vm/nfs-meta.sh NEW-BINARY OLD-BINARY   new / old
 #
-# NEW-BINARY is started with `--export '/export:*(rw,no_root_squash)'`, OLD-BINARY (a build from
-# before the checks) with `--export /export`: the same exposure. Both with `--provider rdma --bind
-# 10.0.2.15 --port P --mount-port M --no-rpcbind` over rxe0 in the root netns, and
-# `--backend memory` or `--backend dir:/srv/nfs-meta` (a guest tmpfs).
-# For each backend, RPCRDMA_META_ROUNDS rounds (default 3); each round runs both binaries, the
-# order swapped every round (old new, new old, old new: a drift of the host's load falls on both).
+# Servers. `kernel`: the kernel nfsd (knfsd.sh) exporting a tmpfs (memory backend runs:
+# /srv/kexport; dir backend runs: /srv/nfsd-dir; the same file system either way), emptied
+# before each run. A BINARY is started with `--provider rdma --bind ADDR --port P --mount-port M
+# --no-rpcbind`, `--backend memory` or `--backend dir:/srv/nfs-meta` (a guest tmpfs), and
+# `--export '/export:*(rw,no_root_squash)'` (`--export /export` for a build without export
+# options, which never squashed), plus RPCRDMA_META_SERVER_ARGS. Devices: rxe (server and
+# client in the root netns, 10.0.2.15) and siw (server in netns peer on siw1 10.0.3.2, the client
+# on siw0).
+# Rounds: for each device x backend, RPCRDMA_META_ROUNDS rounds (default 3); each round runs both
+# servers, the order swapped every round (A B, B A, A B: a drift of the host's load falls on
+# both). With RPCRDMA_META_HOG=N, N busy loops (one per vCPU when N is "cpus") run in the guest
+# for the whole script: the servers share their cores with other work.
 # One run: start the server, mount (vers=3,proto=rdma,...,mountproto=tcp,nolock), then for each
-# uid of RPCRDMA_META_UIDS (default "0 1000"; a non-root uid runs under `setpriv --reuid=U
-# --regid=U --clear-groups` in a directory it owns) the four phases, each after `sync` and
-# dropping the client's caches (so its lookups and attributes come from the server):
+# uid of RPCRDMA_META_UIDS (default "0"; a non-root uid runs under `setpriv --reuid=U --regid=U
+# --clear-groups` in a directory it owns) these phases:
 #   untar    tar -xf of a tree of RPCRDMA_META_DIRS x RPCRDMA_META_FILES small files (default
 #            40 x 50 = 2000, 1-1500 octets; the tarball is made once per boot in /run/nfs-meta)
+#   diff     diff -r of the source tree against the untarred one (the client's caches as the
+#            untar left them: what it still trusts is not read again)
 #   stat     find TREE -print0 | xargs -0 stat
 #   rename   find TREE -type f -print0 | xargs -0 rename.ul m- n- (one rename(2) per file)
+#   walk     after umount + mount (nothing cached): find TREE -print0 | xargs -0 stat
 #   rm       rm -rf TREE
-# Each phase is timed (date +%s%3N) and its NFS calls counted (the client's RPC counter,
-# /proc/net/rpc/nfs); after the run the server's calls.total (SIGUSR1) is printed beside the
-# client's count. Checks: the server starts, the mount is "xprt: rdma", every phase exits 0,
-# after rename the tree holds exactly the expected files all renamed, after rm nothing is left.
+# With RPCRDMA_META_DROP=each the client's caches are dropped (sync; drop_caches 3) before
+# every phase, so that every lookup and attribute comes from the server (the per-call cost
+# alone); by default only before the untar. Each phase is timed (date +%s%3N) and its NFS calls
+# counted from the client's /proc/net/rpc/nfs: all calls, and GETATTR, LOOKUP, READ, READDIR,
+# READDIRPLUS. Checks: the server starts, the mount is "xprt: rdma", every phase exits 0, diff
+# finds the trees equal, after rename the tree holds exactly the expected files all renamed,
+# after rm nothing is left.
 #
-# Output: "meta BACKEND ROUND BIN UID PHASE MS CALLS" per phase, "server BACKEND ROUND BIN
-# calls.total=N client=N" per run, then a table per backend x uid x phase: median ms per binary,
-# new/old ratio of the medians, median calls, microseconds per call and their ratio, and the
-# spread (the larger of the two binaries' (max - min) / median over the rounds), and the paired
-# ratio: new / old of the two runs of one round (next to each other in time), its median and
-# range over the rounds. A ratio means something only where it differs from 1 by more than the
-# spread, and the paired range lies wholly on one side of 1. Last line "nfs-meta: N runs,
-# N failed"; exit 1 when a check failed, 2 usage.
-# Knobs: RPCRDMA_META_BACKENDS ("memory dir"), RPCRDMA_META_ROUNDS (3), RPCRDMA_META_UIDS
-# ("0 1000"), RPCRDMA_META_DIRS (40), RPCRDMA_META_FILES (50 per directory),
-# RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of each binary runs
-# under `strace -c -f`, its summary printed: where the server's system calls go).
+# Output: "meta DEV/BACKEND ROUND LABEL UID PHASE MS CALLS GETATTR LOOKUP READ READDIR
+# READDIRPLUS" per phase, "server DEV/BACKEND ROUND LABEL calls=N client=N" per run, then a table
+# per device/backend x uid x phase: median ms per server, A / B ratio of the medians, median
+# calls, microseconds per call, the spread (the larger of the two servers' (max - min) / median
+# over the rounds) and the paired ratio (A / B of the two runs of one round, next to each other
+# in time: median and range); then the client's GETATTR / LOOKUP / READ counts per phase for
+# both servers and their ratios. A time ratio means something only where it differs from 1 by
+# more than the spread and the paired range lies wholly on one side of 1. Last line "nfs-meta: N
+# runs, N failed"; exit 1 when a check failed, 2 usage.
+# Knobs: RPCRDMA_META_DEVS ("rxe"; "rxe siw"), RPCRDMA_META_BACKENDS ("memory dir"),
+# RPCRDMA_META_ROUNDS (3), RPCRDMA_META_UIDS ("0"), RPCRDMA_META_DIRS (40), RPCRDMA_META_FILES
+# (50 per directory), RPCRDMA_META_DROP (first|each), RPCRDMA_META_HOG (0), RPCRDMA_META_SERVER_ARGS,
+# RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of a binary runs under
+# `strace -c -f`, its summary printed: where the server's system calls go).
 set -u
 if [ $# -ne 2 ]; then
-	echo "usage: nfs-meta.sh NEW-BINARY OLD-BINARY" >&2
+	echo "usage: nfs-meta.sh BINARY kernel | nfs-meta.sh NEW-BINARY OLD-BINARY" >&2
 	exit 2
 fi
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 # shellcheck source=scripts/vm/lib.sh
 . "$HERE/lib.sh"
+# shellcheck source=scripts/vm/knfsd.sh
+. "$HERE/knfsd.sh"
 # shellcheck disable=SC2034 # read by vm_log in lib.sh
 VM_TAG=nfs-meta
-declare -A BIN=([new]=$1 [old]=$2)
+if [ "$2" = kernel ]; then LA=ours LB=kernel; else LA=new LB=old; fi
+declare -A BIN=([$LA]=$1 [$LB]=$2)
+DEVS=${RPCRDMA_META_DEVS:-rxe}
 BACKENDS=${RPCRDMA_META_BACKENDS:-memory dir}
 ROUNDS=${RPCRDMA_META_ROUNDS:-3}
-UIDS=${RPCRDMA_META_UIDS:-0 1000}
+UIDS=${RPCRDMA_META_UIDS:-0}
 NDIRS=${RPCRDMA_META_DIRS:-40}
 NFILES=${RPCRDMA_META_FILES:-50}
+DROP=${RPCRDMA_META_DROP:-first}
 PHASE_TIMEOUT=${RPCRDMA_META_PHASE_TIMEOUT:-600}
-ADDR=$VM_RXE_ADDR PORT=20051 MPORT=20050
+PORT=20051 MPORT=20050
 STATE=/run/nfs-meta DIRB=/srv/nfs-meta MNT=/mnt/meta
 RESULTS=$STATE/results
-NRUNS=0 NFAILED=0 RFAIL=0
+NRUNS=0 NFAILED=0 RFAIL=0 HOGS=()
 now_ms() { date +%s%3N; }
 fail() {
 	echo "FAIL $*"
 	RFAIL=$((RFAIL + 1))
 }
 
-# ---- once per boot: modules, the backend's tmpfs, the tree and its tarball ----------------------
+# ---- once per boot: modules, the backends' file systems, the tree and its tarball ----------------
 setup() {
 	local d s
-	modprobe -a rpcrdma nfsv3 || return 1
+	knfsd_setup || return 1
 	[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-	mkdir -p "$STATE/src/tree" "$DIRB" "$MNT" || return 1
+	mkdir -p "$DIRB" "$MNT" || return 1
 	mountpoint -q "$DIRB" || mount -t tmpfs -o size=512m,mode=0755 tmpfs "$DIRB" || return 1
-	# one split per directory (an exec costs ~20 ms under TCG): NFILES files of one size each,
-	# the size varying from directory to directory
-	for ((d = 0; d < NDIRS; d++)); do
-		mkdir "$STATE/src/tree/d$d" || return 1
-		s=$(((d * 613 + 11) % 1500 + 1))
-		head -c $((s * NFILES)) /dev/urandom | split -b "$s" -d -a 4 - "$STATE/src/tree/d$d/m-" || return 1
-	done
-	tar -C "$STATE/src" -cf "$STATE/tree.tar" tree || return 1
+	if [ ! -f "$STATE/tree.tar" ]; then
+		rm -rf "$STATE/src"
+		mkdir -p "$STATE/src/tree" || return 1
+		# one split per directory (an exec costs ~20 ms under TCG): NFILES files of one size
+		# each, the size varying from directory to directory
+		for ((d = 0; d < NDIRS; d++)); do
+			mkdir "$STATE/src/tree/d$d" || return 1
+			s=$(((d * 613 + 11) % 1500 + 1))
+			head -c $((s * NFILES)) /dev/urandom | split -b "$s" -d -a 4 - "$STATE/src/tree/d$d/m-" || return 1
+		done
+		tar -C "$STATE/src" -cf "$STATE/tree.tar" tree || return 1
+	fi
 	NTOTAL=$(find "$STATE/src/tree" -type f | wc -l)
 	[ "$NTOTAL" -eq $((NDIRS * NFILES)) ] || return 1
 	echo "tree: $NTOTAL files in $NDIRS directories, $(du -sk "$STATE/src/tree" | cut -f1) KiB, tarball $(($(stat -c %s "$STATE/tree.tar") / 1024)) KiB"
 }
 
-# ---- one server ---------------------------------------------------------------------------------
-SRV_PID='' SRV_LOG=''
-srv_start() { # new|old BACKEND
-	local exp be t0 line
-	if [ "$1" = new ]; then exp='/export:*(rw,no_root_squash)'; else exp=/export; fi
-	if [ "$2" = memory ]; then be=memory; else
+# ---- one server: LABEL DEV BACKEND; sets SRV_ADDR SRV_PORT SRV_MPORT SRV_PATH SRV_NS ---------------
+SRV_PID='' SRV_LOG='' SRV_PREFIX=()
+srv_start() {
+	local l=$1 dev=$2 be=$3 ns=() exp line t0
+	case $dev in
+	rxe) SRV_ADDR=$VM_RXE_ADDR SRV_NS=root ;;
+	siw)
+		SRV_ADDR=$VM_SIW_PEER_ADDR SRV_NS=peer
+		ns=(ip netns exec peer)
+		;;
+	esac
+	if [ "${BIN[$l]}" = kernel ]; then
+		SRV_PORT=20049 SRV_MPORT=20048 SRV_PID=''
+		if [ "$be" = memory ]; then SRV_PATH=$KEXPORT; else SRV_PATH=$NFSD_DIR; fi
+		find "$SRV_PATH" -mindepth 1 -delete
+		knfsd_start "$SRV_NS" || {
+			fail "server-start: kernel nfsd ($SRV_NS)"
+			return 1
+		}
+		SRV_CALLS0=$(knfsd_calls "$SRV_NS")
+		return 0
+	fi
+	SRV_PORT=$PORT SRV_MPORT=$MPORT SRV_PATH=/export
+	if "${BIN[$l]}" --help 2>&1 | grep -q -- --exports; then exp='/export:*(rw,no_root_squash)'; else exp=/export; fi
+	if [ "$be" = memory ]; then be=memory; else
 		find "$DIRB" -mindepth 1 -delete
 		be=dir:$DIRB
 	fi
-	SRV_LOG=$STATE/server-$1-$2.log
+	SRV_LOG=$STATE/server-$l-$dev-${be%%:*}.log
 	: >"$SRV_LOG"
 	t0=$(now_ms)
-	"${SRV_PREFIX[@]}" "${BIN[$1]}" --provider rdma --bind "$ADDR" --port "$PORT" --mount-port "$MPORT" \
-		--export "$exp" --backend "$be" --no-rpcbind >"$SRV_LOG" 2>&1 &
+	# shellcheck disable=SC2086 # RPCRDMA_META_SERVER_ARGS: more arguments, split on purpose
+	"${ns[@]}" "${SRV_PREFIX[@]}" "${BIN[$l]}" --provider rdma --bind "$SRV_ADDR" --port "$PORT" \
+		--mount-port "$MPORT" --export "$exp" --backend "$be" --no-rpcbind ${RPCRDMA_META_SERVER_ARGS:-} \
+		>"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
 	until line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG"); do
 		if ! kill -0 "$SRV_PID" 2>/dev/null || [ $(($(now_ms) - t0)) -gt 30000 ]; then
-			fail "server-start: $1 $2: no ready line: $(tail -n 5 "$SRV_LOG" | tr '\n' ' ')"
+			fail "server-start: $l $dev $be: no ready line: $(tail -n 5 "$SRV_LOG" | tr '\n' ' ')"
 			kill -KILL "$SRV_PID" 2>/dev/null
 			SRV_PID=''
 			return 1
 		fi
 		sleep 0.2
 	done
-	echo "server $1 ($2): $line"
+	echo "server $l ($dev $be): $line"
 }
-srv_calls() { # the server's calls.total (SIGUSR1 prints "nfsd-stat NAME VALUE" lines)
+srv_calls() { # the calls the server answered in this run
 	local n0 i v=''
+	if [ -z "$SRV_PID" ]; then
+		echo $(($(knfsd_calls "$SRV_NS") - SRV_CALLS0))
+		return
+	fi
 	n0=$(wc -l <"$SRV_LOG")
 	kill -USR1 "$SRV_PID" 2>/dev/null || return 1
 	for ((i = 0; i < 50; i++)); do
@@ -138,24 +185,51 @@ srv_stop() {
 	fi
 	SRV_PID=''
 }
+do_mount() {
+	timeout -k 5 60 mount -t nfs -o "vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock" \
+		"$SRV_ADDR:$SRV_PATH" "$MNT" || {
+		fail "mount $SRV_ADDR:$SRV_PATH"
+		return 1
+	}
+	awk -v m="$MNT" '$1 == "device" {on = ($5 == m)} on && $1 == "xprt:" {print $2; exit}' \
+		/proc/self/mountstats | grep -qx rdma || {
+		fail "mount: no 'xprt: rdma' in /proc/self/mountstats"
+		return 1
+	}
+}
+do_umount() {
+	timeout -k 5 60 umount "$MNT" || {
+		fail "umount"
+		umount -f -l "$MNT"
+	}
+}
 
 # ---- the workload ---------------------------------------------------------------------------------
+# the client's NFSv3 counters: all calls, GETATTR LOOKUP READ READDIR READDIRPLUS ("proc3 22 null
+# getattr setattr lookup access readlink read write create mkdir symlink mknod remove rmdir rename
+# link readdir readdirplus ...")
+rpc_counts() { awk '$1 == "rpc" {c = $2} $1 == "proc3" {print c, $4, $6, $9, $19, $20; exit}' /proc/net/rpc/nfs; }
 rpc_calls() { awk '$1 == "rpc" {print $2; exit}' /proc/net/rpc/nfs; }
-# phase RECORD-PREFIX UID NAME CMD...: caches dropped, CMD run as UID, time and NFS calls recorded
+# phase RECORD-PREFIX UID NAME CMD...: CMD run as UID (caches dropped first when asked), time and
+# NFS calls recorded
 phase() {
-	local pre=$1 uid=$2 name=$3 c0 t0 ms rc as=()
+	local pre=$1 uid=$2 name=$3 c0 c1 t0 ms rc as=() i d=''
 	shift 3
 	[ "$uid" -eq 0 ] || as=(setpriv --reuid="$uid" --regid="$uid" --clear-groups)
-	sync
-	echo 3 >/proc/sys/vm/drop_caches
-	c0=$(rpc_calls)
+	if [ "$DROP" = each ] || [ "$name" = untar ]; then
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+	fi
+	read -ra c0 <<<"$(rpc_counts)"
 	t0=$(now_ms)
 	timeout -k 5 "$PHASE_TIMEOUT" "${as[@]}" "$@"
 	rc=$?
 	sync
 	ms=$(($(now_ms) - t0))
+	read -ra c1 <<<"$(rpc_counts)"
 	[ "$rc" -eq 0 ] || fail "phase $name as uid $uid: exit status $rc"
-	echo "meta $pre $uid $name $ms $(($(rpc_calls) - c0))" | tee -a "$RESULTS"
+	for ((i = 0; i < 6; i++)); do d="$d $((c1[i] - c0[i]))"; done
+	echo "meta $pre $uid $name $ms$d" | tee -a "$RESULTS"
 }
 workload() { # RECORD-PREFIX UID
 	local w=$MNT/u$2 n
@@ -164,10 +238,15 @@ workload() { # RECORD-PREFIX UID
 		return
 	}
 	phase "$1" "$2" untar tar -xf "$STATE/tree.tar" -C "$w"
+	phase "$1" "$2" diff diff -r "$STATE/src/tree" "$w/tree"
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	phase "$1" "$2" stat bash -c 'find "$1" -print0 | xargs -0 stat -c "%i %s %Y %u" >/dev/null' _ "$w/tree"
 	# shellcheck disable=SC2016
 	phase "$1" "$2" rename bash -c 'find "$1" -type f -print0 | xargs -0 rename.ul m- n-' _ "$w/tree"
+	do_umount
+	do_mount || return
+	# shellcheck disable=SC2016
+	phase "$1" "$2" walk bash -c 'find "$1" -print0 | xargs -0 stat -c "%i %s %Y %u" >/dev/null' _ "$w/tree"
 	n=$(find "$w/tree" -type f -name 'n-*' | wc -l)
 	[ "$n" -eq "$NTOTAL" ] && [ -z "$(find "$w/tree" -name 'm-*' | head -n 1)" ] ||
 		fail "after rename: $n files named n-*, expected $NTOTAL and no m-*"
@@ -175,47 +254,47 @@ workload() { # RECORD-PREFIX UID
 	[ -z "$(ls -A "$w")" ] || fail "after rm -rf: $w still holds $(ls -A "$w" | head -n 3 | tr '\n' ' ')"
 	rmdir "$w" || fail "rmdir $w"
 }
-run() { # BACKEND ROUND new|old
-	local be=$1 r=$2 b=$3 c0 sc uid
+run() { # DEV BACKEND ROUND LABEL
+	local dev=$1 be=$2 r=$3 l=$4 c0 sc uid
 	RFAIL=0
 	NRUNS=$((NRUNS + 1))
 	SRV_PREFIX=()
-	if [ "${RPCRDMA_META_STRACE:-0}" = 1 ] && [ "$r" -eq "$ROUNDS" ]; then
-		SRV_PREFIX=(strace -c -f -o "$STATE/strace-$b-$be.txt")
+	if [ "${RPCRDMA_META_STRACE:-0}" = 1 ] && [ "$r" -eq "$ROUNDS" ] && [ "${BIN[$l]}" != kernel ]; then
+		SRV_PREFIX=(strace -c -f -o "$STATE/strace-$l-$dev-$be.txt")
 	fi
-	vm_log "run $be round $r: $b"
-	if srv_start "$b" "$be"; then
+	vm_log "run $dev/$be round $r: $l"
+	if srv_start "$l" "$dev" "$be"; then
 		c0=$(rpc_calls)
-		if timeout -k 5 60 mount -t nfs -o "vers=3,proto=rdma,port=$PORT,mountport=$MPORT,mountproto=tcp,nolock" \
-			"$ADDR:/export" "$MNT"; then
-			if awk -v m="$MNT" '$1 == "device" {on = ($5 == m)} on && $1 == "xprt:" {print $2; exit}' \
-				/proc/self/mountstats | grep -qx rdma; then
-				for uid in $UIDS; do workload "$be $r $b" "$uid"; done
-			else
-				fail "mount: no 'xprt: rdma' in /proc/self/mountstats"
-			fi
+		if do_mount; then
+			for uid in $UIDS; do workload "$dev/$be $r $l" "$uid"; done
 			sc=$(srv_calls)
-			echo "server $be $r $b calls.total=${sc:-?} client=$(($(rpc_calls) - c0))"
-			timeout -k 5 60 umount "$MNT" || {
-				fail "umount"
-				umount -f -l "$MNT"
-			}
-		else
-			fail "mount $ADDR:/export failed"
+			echo "server $dev/$be $r $l calls=${sc:-?} client=$(($(rpc_calls) - c0))"
+			do_umount
 		fi
 		srv_stop
 		if [ -n "${SRV_PREFIX[*]}" ]; then
-			echo "---- strace -c -f of the $b server ($be backend, round $r):"
-			sed 's/^/  | /' "$STATE/strace-$b-$be.txt"
+			echo "---- strace -c -f of the $l server ($dev $be backend, round $r):"
+			sed 's/^/  | /' "$STATE/strace-$l-$dev-$be.txt"
 		fi
 	fi
 	if [ "$RFAIL" -ne 0 ]; then
 		NFAILED=$((NFAILED + 1))
-		echo "---- server log (tail):"
-		grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 20 | sed 's/^/  | /'
+		if [ -n "$SRV_LOG" ] && [ "${BIN[$l]}" != kernel ]; then
+			echo "---- server log (tail):"
+			grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 20 | sed 's/^/  | /'
+		fi
 	fi
 }
-
+hog_start() {
+	local n=${RPCRDMA_META_HOG:-0} i
+	[ "$n" = cpus ] && n=$(nproc)
+	for ((i = 0; i < n; i++)); do
+		bash -c 'while :; do :; done' &
+		HOGS+=($!)
+	done
+	[ "$n" -eq 0 ] || echo "hog: $n busy loops beside the servers"
+}
+hog_stop() { [ ${#HOGS[@]} -eq 0 ] || kill "${HOGS[@]}" 2>/dev/null; }
 # ---- the table --------------------------------------------------------------------------------------
 # Busy-box awk: the fields are plain integers (no leading zeros: "00010" would read as 8).
 summary() {
@@ -236,7 +315,7 @@ summary() {
 	}
 	function add(k, ms, calls) { MS[k] = MS[k] " " ms; CALLS[k] = CALLS[k] " " calls }
 	$1 == "meta" {
-		be = $2; r = $3; b = $4; u = $5; p = $6
+		be = $2; r = $3; b = ($4 == la ? "a" : "b"); u = $5; p = $6
 		add(be SUBSEP u SUBSEP p SUBSEP b, $7, $8)
 		R[be SUBSEP u SUBSEP p SUBSEP b SUBSEP r] = $7; RS[r] = 1
 		R[be SUBSEP u SUBSEP "total" SUBSEP b SUBSEP r] += $7
@@ -247,11 +326,11 @@ summary() {
 	END {
 		for (k in T) { split(k, f, SUBSEP); add(f[1] SUBSEP f[2] SUBSEP "total" SUBSEP f[4], T[k], TC[k]) }
 		PH[++np] = "total"
-		printf "%-7s %-5s %-7s %9s %9s %6s %8s %8s %8s %8s %6s %7s  %s\n", "backend", "uid", "phase", "old ms", "new ms", "ratio", "calls o", "calls n", "us/c old", "us/c new", "ratio", "spread", "paired: median (min-max)"
+		printf "%-12s %-5s %-7s %9s %9s %6s %8s %8s %8s %8s %6s %7s  %s\n", "dev/backend", "uid", "phase", lb " ms", la " ms", "ratio", "calls " substr(lb, 1, 1), "calls " substr(la, 1, 1), "us/c " substr(lb, 1, 1), "us/c " substr(la, 1, 1), "ratio", "spread", "paired: median (min-max)"
 		for (i = 1; i <= n; i++) {
 			split(ORDER[i], g, SUBSEP)
 			for (j = 1; j <= np; j++) {
-				ko = g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "old"; kn = g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "new"
+				ko = g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "b"; kn = g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "a"
 				if (!(ko in MS) || !(kn in MS)) continue
 				mo = med(MS[ko]); mn = med(MS[kn]); co = med(CALLS[ko]); cn = med(CALLS[kn])
 				uo = co > 0 ? mo * 1000 / co : 0; un = cn > 0 ? mn * 1000 / cn : 0
@@ -259,26 +338,61 @@ summary() {
 				# new / old of the two runs of one round (next to each other in time)
 				pl = ""; lo = 1e9; hi = 0
 				for (r in RS) {
-					a = R[g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "old" SUBSEP r] + 0
-					b = R[g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "new" SUBSEP r] + 0
+					a = R[g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "b" SUBSEP r] + 0
+					b = R[g[1] SUBSEP g[2] SUBSEP PH[j] SUBSEP "a" SUBSEP r] + 0
 					if (a <= 0 || b <= 0) continue
 					pl = pl " " b / a; if (b / a < lo) lo = b / a; if (b / a > hi) hi = b / a
 				}
-				printf "%-7s %-5s %-7s %9d %9d %6.2f %8d %8d %8.0f %8.0f %6.2f %6.0f%%  ", g[1], g[2], PH[j], mo, mn, (mo > 0 ? mn / mo : 0), co, cn, uo, un, (uo > 0 ? un / uo : 0), 100 * (so > sn ? so : sn)
+				printf "%-12s %-5s %-7s %9d %9d %6.2f %8d %8d %8.0f %8.0f %6.2f %6.0f%%  ", g[1], g[2], PH[j], mo, mn, (mo > 0 ? mn / mo : 0), co, cn, uo, un, (uo > 0 ? un / uo : 0), 100 * (so > sn ? so : sn)
 				if (pl == "") print "-"; else printf "%.2f (%.2f-%.2f)\n", med(pl), lo, hi
 			}
 		}
+	}' la="$LA" lb="$LB" "$RESULTS"
+}
+
+# the client's GETATTR / LOOKUP / READ per phase against each server (medians over the rounds)
+counts() {
+	awk -v la="$LA" -v lb="$LB" '
+	function med(list,   n, a, i, j, t) {
+		n = split(list, a, " ")
+		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+		if (n == 0) return 0
+		if (n % 2) return a[(n + 1) / 2] + 0
+		return (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function ratio(x, y) { return y > 0 ? sprintf("%.2f", x / y) : (x > 0 ? "inf" : "-") }
+	# within 10 % of the reference, or a few calls off (small counts)
+	function near(x, y) { return (x - y <= y / 10 + 5) && (y - x <= y / 10 + 5) }
+	$1 == "meta" {
+		k = $2 SUBSEP $5 SUBSEP $6 SUBSEP $4
+		G[k] = G[k] " " $9; L[k] = L[k] " " $10; R[k] = R[k] " " $11; D[k] = D[k] " " ($12 + $13)
+		if (!(($2 SUBSEP $5 SUBSEP $6) in SEEN)) { SEEN[$2 SUBSEP $5 SUBSEP $6] = 1; ORDER[++n] = $2 SUBSEP $5 SUBSEP $6 }
+	}
+	END {
+		printf "%-12s %-5s %-7s %17s %17s %17s %11s\n", "dev/backend", "uid", "phase", "GETATTR " lb "/" la, "LOOKUP " lb "/" la, "READ " lb "/" la, "READDIR(+)"
+		for (i = 1; i <= n; i++) {
+			split(ORDER[i], g, SUBSEP)
+			kb = ORDER[i] SUBSEP lb; ka = ORDER[i] SUBSEP la
+			if (!(kb in G) || !(ka in G)) continue
+			ok = near(med(G[ka]), med(G[kb])) && near(med(L[ka]), med(L[kb])) && near(med(R[ka]), med(R[kb]))
+			rows++; if (ok) near_rows++
+			printf "%-12s %-5s %-7s %6d %5d %4s %6d %5d %4s %6d %5d %4s %5d %5d%s\n", g[1], g[2], g[3], \
+				med(G[kb]), med(G[ka]), ratio(med(G[ka]), med(G[kb])), med(L[kb]), med(L[ka]), ratio(med(L[ka]), med(L[kb])), \
+				med(R[kb]), med(R[ka]), ratio(med(R[ka]), med(R[kb])), med(D[kb]), med(D[ka]), (ok ? "" : "  <- off")
+		}
+		printf "nfs-meta: counts near the reference (GETATTR, LOOKUP and READ within 10 %% + 5 calls): %d of %d rows\n", near_rows, rows
 	}' "$RESULTS"
 }
 
 # ---- main ---------------------------------------------------------------------------------------------
-for b in new old; do
-	[ -x "${BIN[$b]}" ] || {
-		echo "nfs-meta: ${BIN[$b]} is not an executable inside the VM"
+for l in "$LA" "$LB"; do
+	[ "${BIN[$l]}" = kernel ] && continue
+	[ -x "${BIN[$l]}" ] || {
+		echo "nfs-meta: ${BIN[$l]} is not an executable inside the VM"
 		exit 1
 	}
-	if ldd "${BIN[$b]}" 2>&1 | grep -q 'not found'; then
-		echo "nfs-meta: ${BIN[$b]}: libraries missing in the VM: $(ldd "${BIN[$b]}" | grep 'not found' | tr '\n' ' ')"
+	if ldd "${BIN[$l]}" 2>&1 | grep -q 'not found'; then
+		echo "nfs-meta: ${BIN[$l]}: libraries missing in the VM: $(ldd "${BIN[$l]}" | grep 'not found' | tr '\n' ' ')"
 		exit 1
 	fi
 done
@@ -287,20 +401,28 @@ command -v rename.ul >/dev/null && command -v setpriv >/dev/null || {
 	exit 1
 }
 setup || {
-	echo "nfs-meta: setup failed (modules, $DIRB, the tree in $STATE)"
+	echo "nfs-meta: setup failed (modules, exports, $DIRB, the tree in $STATE)"
 	exit 1
 }
 : >"$RESULTS"
-echo "guest: $(nproc) vCPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); backends: $BACKENDS; rounds: $ROUNDS; uids: $UIDS"
-for be in $BACKENDS; do
-	for ((r = 1; r <= ROUNDS; r++)); do
-		order="old new"
-		[ $((r % 2)) -eq 0 ] && order="new old"
-		for b in $order; do run "$be" "$r" "$b"; done
+trap hog_stop EXIT
+hog_start
+echo "guest: $(nproc) vCPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); devices: $DEVS; backends: $BACKENDS; rounds: $ROUNDS; uids: $UIDS; caches dropped: $DROP"
+for dev in $DEVS; do
+	for be in $BACKENDS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			order="$LB $LA"
+			[ $((r % 2)) -eq 0 ] && order="$LA $LB"
+			for l in $order; do run "$dev" "$be" "$r" "$l"; done
+		done
 	done
 done
+hog_stop
 echo
-echo "nfs-meta: medians over $ROUNDS rounds, $NTOTAL files; ratio = new / old (above 1: new is slower); us/c = microseconds per NFS call; spread = the larger of the two binaries' (max - min) / median; paired = new / old within each round"
+echo "nfs-meta: medians over $ROUNDS rounds, $NTOTAL files${RPCRDMA_META_HOG:+, hog ${RPCRDMA_META_HOG}}; ratio = $LA / $LB (above 1: $LA is slower); us/c = microseconds per NFS call; spread = the larger of the two servers' (max - min) / median; paired = $LA / $LB within each round"
 summary
+echo
+echo "nfs-meta: the client's calls per phase (medians), $LB / $LA and the ratio $LA / $LB"
+counts
 echo "nfs-meta: $NRUNS runs, $NFAILED failed"
 [ "$NFAILED" -eq 0 ]

@@ -50,6 +50,13 @@
 #       rounds is compared, one ratio ours/kernel per row ("ratio ..." lines and a table). With
 #       two rounds of 5 s the kernel against itself came out within 0.92-1.08 (p99 latency:
 #       0.74-1.07, the noisiest row).
+#   meta     (RPCRDMA_NFSD_META, default "rxe siw"; empty: none): nfs-meta.sh's metadata workload
+#       (a tree of RPCRDMA_NFSD_META_DIRS x RPCRDMA_NFSD_META_FILES small files, default 10 x 30:
+#       untar, diff, stat, rename, walk after remount, rm -rf) against the kernel nfsd and ours in
+#       turn, both backends, plain and with a CPU hog (RPCRDMA_NFSD_META_HOG, default cpus); the
+#       ours / kernel time table and the client's GETATTR / LOOKUP / READ counts per phase against
+#       both; fails when a run fails its checks or (RPCRDMA_NFSD_META_COUNTS=1, default) a count
+#       is more than 10 % (+ 5 calls) off the kernel nfsd's.
 # In `kernel` mode: the kernel nfsd of the root netns (rxe) and one in netns peer (siw) export
 #   tmpfs directories (memory -> /srv/kexport, dir -> /srv/nfsd-dir); the server-side counters
 #   are svc_rdma's (rdma_stat_read / rdma_stat_write; reply chunks are taken from the client's
@@ -92,6 +99,8 @@ LOGS=/run/nfs-server
 PJD_RUNS=${RPCRDMA_NFSD_PJDFSTEST-kernel memory dir}
 KIND=ours
 [ "$BIN" = kernel ] && KIND=kernel
+# shellcheck source=scripts/vm/knfsd.sh
+. "$HERE/knfsd.sh"
 # shellcheck source=scripts/vm/nfs-pjdfstest.sh
 . "$HERE/nfs-pjdfstest.sh"
 # shellcheck source=scripts/vm/nfs-exports.sh
@@ -128,49 +137,12 @@ part_end() {
 	[ "$PFAIL" -eq 0 ] || NPFAIL=$((NPFAIL + 1))
 }
 
-# ---- the kernel side: modules, exports, kernel nfsd per namespace ------------------------------
+# ---- the kernel side: modules, exports, kernel nfsd per namespace (knfsd.sh) --------------------
 say "setup: modules, exports ($KIND server)"
-if ! modprobe -a nfsd rpcrdma nfsv3; then
-	echo "nfs-server: cannot load nfsd / rpcrdma / nfsv3"
+if ! knfsd_setup; then
+	echo "nfs-server: cannot load nfsd / rpcrdma / nfsv3 or set up the exports"
 	exit 1
 fi
-for d in "$KEXPORT" "$NFSD_DIR"; do mountpoint -q "$d" || mount -t tmpfs -o size=512m,mode=0755 tmpfs "$d"; done
-cat >/etc/exports <<EOF
-$KEXPORT *(rw,fsid=1,insecure,no_subtree_check,no_root_squash)
-$NFSD_DIR *(rw,fsid=2,insecure,no_subtree_check,no_root_squash)
-EOF
-mkdir -p /proc/fs/nfsd /var/lib/nfs/v4recovery /run/rpcbind
-mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
-rpcbind -w 2>/dev/null || true
-declare -A KNFSD_UP=()
-# knfsd_start root|peer: one kernel nfsd (NFSv3, 8 threads, rdma 20049, mountd tcp 20048) in that
-# netns, once per boot: a second "rdma 20049" on the same instance panics Debian's 6.1 (see
-# nfs-interop.sh). In netns peer the nfsd file system is mounted afresh inside `ip netns exec`
-# (a private mount namespace), and rpc.mountd, a daemon, keeps that namespace alive.
-knfsd_start() {
-	local ns=() t0
-	[ -n "${KNFSD_UP[$1]:-}" ] && return 0
-	[ "$1" = peer ] && ns=(ip netns exec peer)
-	t0=$(now_ms)
-	# shellcheck disable=SC2016 # the inner script expands its own variables
-	"${ns[@]}" bash -c '
-		set -e
-		if [ "$1" = peer ]; then umount /proc/fs/nfsd 2>/dev/null || true; fi
-		mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
-		exportfs -ra
-		if [ "$(cat /proc/fs/nfsd/threads)" -gt 0 ]; then
-			echo "kernel nfsd ($1): already running"
-		else
-			echo 1048576 >/proc/fs/nfsd/max_block_size
-			rpc.mountd -p 20048 -N 4
-			rpc.nfsd -N 4 8
-		fi
-		grep -q "^rdma 20049" /proc/fs/nfsd/portlist || echo "rdma 20049" >/proc/fs/nfsd/portlist
-		echo "kernel nfsd ($1): portlist $(tr "\n" " " </proc/fs/nfsd/portlist)versions $(cat /proc/fs/nfsd/versions), max_block_size $(cat /proc/fs/nfsd/max_block_size)"
-	' knfsd "$1" || return 1
-	KNFSD_UP[$1]=1
-	echo "kernel nfsd ($1) ready in $(($(now_ms) - t0)) ms"
-}
 
 # ---- our server / the kernel's, behind one interface --------------------------------------------
 # The export of ours: every part acts as root and expects root to stay root (the workload's
@@ -620,6 +592,39 @@ run_fio() {
 	part_end
 }
 
+# run_meta: the metadata workload of nfs-meta.sh (a small tree untarred, compared, walked, renamed,
+# walked after a remount, removed) against the kernel nfsd and ours in turn, over the devices of
+# RPCRDMA_NFSD_META, both backends; once as it is and once more with a CPU hog in the guest
+# (RPCRDMA_NFSD_META_HOG, default "cpus": one busy loop per vCPU; empty: no second run). Prints
+# the time table (ours / kernel per phase) and the client's GETATTR / LOOKUP / READ counts per
+# phase against both. Checks: every run passes nfs-meta.sh's own checks; with
+# RPCRDMA_NFSD_META_COUNTS=1 (the default) also every row of counts within 10 % (+ 5 calls) of
+# what the client sends to the kernel nfsd. The times are reported, not checked (TCG on a shared
+# host: docs/performance.md keeps the table of a quiet run).
+run_meta() {
+	local f hog label
+	part_begin meta "the metadata workload against the kernel nfsd and $KIND over ${1// /, }, both backends"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP meta: it compares rpcrdma-nfsd with the kernel nfsd (here the kernel nfsd is the server under test)"
+		part_end
+		return
+	fi
+	for hog in '' ${RPCRDMA_NFSD_META_HOG-cpus}; do
+		label=plain
+		[ -z "$hog" ] || label=hog
+		f=$LOGS/meta-$label.log
+		RPCRDMA_META_DEVS=$1 RPCRDMA_META_HOG=${hog:-0} RPCRDMA_META_ROUNDS=${RPCRDMA_NFSD_META_ROUNDS:-1} \
+			RPCRDMA_META_DIRS=${RPCRDMA_NFSD_META_DIRS:-10} RPCRDMA_META_FILES=${RPCRDMA_NFSD_META_FILES:-30} \
+			"$HERE/nfs-meta.sh" "$BIN" kernel >"$f" 2>&1 || failc "meta-$label" "$(grep -E '^FAIL|^nfs-meta: [0-9]+ runs' "$f" | tr '\n' ' ')"
+		sed -n '/^nfs-meta: medians/,$p' "$f"
+		if [ "${RPCRDMA_NFSD_META_COUNTS:-1}" = 1 ] && grep -q -- '<- off' "$f"; then
+			failc "meta-$label-counts" "the client's GETATTR / LOOKUP / READ counts differ from the kernel nfsd's by more than 10 % (rows marked '<- off')"
+		fi
+		PNOTES="$PNOTES $label: $(awk '$3 == "total" {printf "%s %.2f ", $1, $6}' "$f")"
+	done
+	part_end
+}
+
 # ---- main ----------------------------------------------------------------------------------------
 if [ "$KIND" = ours ]; then
 	if [ ! -x "$BIN" ]; then
@@ -672,6 +677,7 @@ done
 run_exports
 run_cache
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
+[ -n "${RPCRDMA_NFSD_META-rxe siw}" ] && run_meta "${RPCRDMA_NFSD_META-rxe siw}"
 
 echo
 for l in "${SUMMARY[@]}"; do echo "  $l"; done

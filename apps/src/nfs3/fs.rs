@@ -9,7 +9,9 @@
 //!
 //! Recovery: every method answers an [`Nfsstat3`] instead of failing: a handle that does not
 //! decode is BADHANDLE, one that names nothing (any more) is STALE, OS errors map through
-//! [`Nfsstat3::from_errno`]. No method panics on any input.
+//! [`Nfsstat3::from_errno`](super::types::Nfsstat3::from_errno). No method panics on any input.
+//!
+//! [`Nfsstat3`]: super::types::Nfsstat3
 
 use std::sync::Arc;
 

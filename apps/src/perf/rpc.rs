@@ -30,6 +30,11 @@
 //! Recovery: any failed call (an RPC error, a transport error, a data mismatch), a refused
 //! submission, an exhausted pool, or no progress within the timeout ends the run with a
 //! [`PerfError`]; the world is stopped (client closed, reactors drained) in every case.
+//!
+//! [`ReactorSet`]: rpcrdma_poller::ReactorSet
+//! [`Server`]: rpcrdma_poller::Server
+//! [`Client`]: rpcrdma_poller::Client
+//! [`Client::call`]: rpcrdma_poller::Client::call
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -374,6 +379,8 @@ pub struct RpcConfig {
     pub hugepages: bool,
     /// The client's endpoint accepts persistent STags on a device without type-2 memory
     /// windows (siw): [`PersistentStags::EndpointWide`]; otherwise such a client is refused.
+    ///
+    /// [`PersistentStags::EndpointWide`]: rpcrdma_poller::PersistentStags::EndpointWide
     pub persistent_stags: bool,
     /// Idle behaviour of the reactors.
     pub backoff: BackoffMode,

@@ -4,9 +4,11 @@
 //! two-slot worker ring, inline callbacks), and the client slots that connect to them.
 //!
 //! Normal operation: [`World::new`] builds everything before the first connection (so the
-//! resource snapshot it allows is the baseline), [`World::connect_all`] connects one client
-//! per slot, [`World::replace`] replaces a slot's client that gave up reconnecting, and
-//! [`World::teardown`] closes the clients and stops the reactors and workers.
+//! resource snapshot it allows is the baseline), [`World::start_servers`] starts the servers,
+//! [`World::connect`] connects the client of one slot (once per slot at the start, and again,
+//! with the next generation, when the driver replaces a slot's client that gave up
+//! reconnecting), and [`World::teardown`] closes the clients and stops the reactors and
+//! workers.
 //!
 //! Recovery: a client that cannot even be created is reported by `connect` as an error string
 //! (the soak counts it as a violation); nothing here panics on a runtime failure except the

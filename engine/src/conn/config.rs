@@ -10,9 +10,12 @@ use crate::proto::chunks::ChunkLimits;
 use crate::proto::private_data;
 use crate::verbs::Sge;
 
-/// Most scatter/gather entries in one [`WorkRequest::Send`].
+/// Most scatter/gather entries in one [`WorkRequest::Send`](super::WorkRequest::Send).
 pub const MAX_SGE: usize = 8;
 /// Most parts an RPC message may be given in ([`CallSpec::message`], [`ReplySpec::message`]).
+///
+/// [`CallSpec::message`]: super::CallSpec::message
+/// [`ReplySpec::message`]: super::ReplySpec::message
 pub const MAX_PARTS: usize = 8;
 /// Most read segments in one call (all Read chunks together, Position Zero included). Also the
 /// largest [`ChunkLimits::max_read_segments`] honoured.
@@ -41,6 +44,8 @@ pub const V2_INLINE: u32 = 4096;
 /// default inline threshold, since the responder might speak only Version One.
 pub const V2_FIRST_MESSAGE: u32 = 1024;
 /// Most RDMA2_OPTIONAL handlers a connection holds ([`Connection::register_optional`]).
+///
+/// [`Connection::register_optional`]: super::Connection::register_optional
 pub const MAX_OPTIONAL_HANDLERS: usize = 4;
 
 // ---------------------------------------------------------------------------------------------
@@ -153,7 +158,7 @@ pub enum StagMode {
     Persistent,
 }
 
-/// Connection settings. `Copy`; validated by [`Connection::new`].
+/// Connection settings. `Copy`; validated by [`Connection::new`](super::Connection::new).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// Requester: the most calls it will have outstanding (and the credits it asks for).
@@ -194,11 +199,15 @@ pub struct Config {
     /// When off, this side negotiates as a peer without private data: the Version One defaults
     /// (1024-octet thresholds both ways, no remote invalidation), which is what the other side
     /// assumes of it.
+    ///
+    /// [`Connection::private_data_opt`]: super::Connection::private_data_opt
     pub send_private_data: bool,
     /// Backward direction (RFC 8167), used only by a connection created with
     /// [`Connection::with_backchannel`]. Requester (client): the backward credits it grants the
     /// server (backward calls it serves at once). Responder (server): the backward credits it
     /// asks for, and the most backward calls it keeps outstanding. Never sent as 0.
+    ///
+    /// [`Connection::with_backchannel`]: super::Connection::with_backchannel
     pub backchannel_credits: u32,
     /// Highest RPC-over-RDMA version spoken: 1, or 2 (the draft's Version Two). A requester with
     /// 2 sends its first call in Version Two (at most 1024 octets) and falls back to Version One
@@ -261,6 +270,8 @@ pub struct Pools<'a> {
     pub data: &'a [LocalBuf],
     /// Requester with [`StagMode::MemoryWindows`]: the memory windows (type 2) allocated for this
     /// QP, given by their current rkeys. The slot index is what [`WorkRequest::BindMw`] names.
+    ///
+    /// [`WorkRequest::BindMw`]: super::WorkRequest::BindMw
     pub mws: &'a [u32],
     /// At least 4 octets the connection may keep zeroed: the source of XDR pad octets. A
     /// requester may expose it read-only in a long call, so (like every buffer a requester
@@ -270,6 +281,8 @@ pub struct Pools<'a> {
 
 /// Memory for the backward direction (RFC 8167), given to [`Connection::with_backchannel`].
 /// Every buffer must stay registered for the life of the connection.
+///
+/// [`Connection::with_backchannel`]: super::Connection::with_backchannel
 #[derive(Debug, Clone, Copy)]
 pub struct BackchannelPools<'a> {
     /// Send buffers for backward messages, each at least [`Config::inline_send`] octets.
@@ -293,10 +306,12 @@ impl BackchannelPools<'_> {
     };
 }
 
-/// Why [`Connection::enable_backchannel`] refused.
+/// Why [`Connection::enable_backchannel`](super::Connection::enable_backchannel) refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackchannelError {
     /// The connection was created without backchannel memory ([`Connection::with_backchannel`]).
+    ///
+    /// [`Connection::with_backchannel`]: super::Connection::with_backchannel
     NoResources,
     /// The connection is closed.
     Closed,
@@ -310,7 +325,7 @@ impl core::fmt::Display for BackchannelError {
 
 impl std::error::Error for BackchannelError {}
 
-/// Why [`Connection::new`] refused a configuration.
+/// Why [`Connection::new`](super::Connection::new) refused a configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigError {
     /// `credits` is zero.
@@ -402,15 +417,15 @@ pub(super) fn validate(
 }
 
 /// Checks a configuration for a connection whose receives come from a shared receive queue
-/// ([`super::srq`]): settings, send buffers, backchannel send buffers and the shared buffers'
-/// size; `pools.recvs` and `bc.recvs` are not used. The number of holding slots: the credits
+/// ([`super::srq`]; `shared`: its buffers): settings, send buffers, backchannel send buffers
+/// and the shared buffers' size; `pools.recvs` and `bc.recvs` are not used. The number of holding slots: the credits
 /// plus one per backward call the server may have outstanding.
 pub(super) fn validate_shared(
     role: Role,
     cfg: &Config,
     pools: &Pools<'_>,
     bc: &BackchannelPools<'_>,
-    shared: &super::srq::SharedRecvs,
+    shared: &[LocalBuf],
 ) -> Result<usize, ConfigError> {
     if role != Role::Responder || shared.is_empty() {
         return Err(ConfigError::SharedReceivesUnsupported);
@@ -432,10 +447,7 @@ pub(super) fn validate_shared(
         return Err(ConfigError::NoBackchannelCredits);
     }
     let recv_size = private_data::representable_size(cfg.inline_recv);
-    if let Some(r) = (0..shared.len() as u32)
-        .filter_map(|i| shared.get(i))
-        .find(|r| r.len < recv_size)
-    {
+    if let Some(r) = shared.iter().find(|r| r.len < recv_size) {
         return Err(ConfigError::RecvSlotTooSmall {
             needed: recv_size,
             have: r.len,

@@ -130,7 +130,7 @@ impl Connection {
         bc: &BackchannelPools<'_>,
         shared: super::srq::SharedRecvs,
     ) -> Result<Connection, ConfigError> {
-        let slots = validate_shared(role, &cfg, pools, bc, &shared)?;
+        let slots = validate_shared(role, &cfg, pools, bc, shared.bufs())?;
         let holding = vec![LocalBuf::EMPTY; slots];
         let local = Pools {
             recvs: &holding,

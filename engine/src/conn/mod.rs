@@ -66,6 +66,7 @@
 //! are invalidated; its credit stays in use until a reply with an unknown XID arrives.
 //!
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
+//! [`WrId`]: crate::verbs::WrId
 
 mod backchannel;
 mod config;

@@ -99,6 +99,11 @@ impl SharedRecvs {
     pub fn get(&self, id: u32) -> Option<LocalBuf> {
         self.bufs.get(id as usize).copied()
     }
+
+    /// Every buffer (index = id).
+    pub fn bufs(&self) -> &[LocalBuf] {
+        &self.bufs
+    }
 }
 
 /// A shared receive buffer a connection hands back ([`super::Connection::poll_released_recv`]).

@@ -33,8 +33,10 @@ pub mod wr_kind {
     pub const INV: u8 = 6;
     /// A Send of the backward direction (RFC 8167); index = backward call slot.
     pub const BACK_SEND: u8 = 7;
-    /// A receive posted by the node to its shared receive queue ([`super::srq`]); index =
+    /// A receive posted by the node to its shared receive queue ([`conn::srq`]); index =
     /// shared buffer id.
+    ///
+    /// [`conn::srq`]: crate::conn::srq
     pub const SRQ_RECV: u8 = 8;
 }
 
@@ -86,7 +88,7 @@ pub enum WorkRequest {
     BindMw {
         /// Id.
         wr_id: WrId,
-        /// Memory window slot index ([`Pools::mws`]).
+        /// Memory window slot index ([`Pools::mws`](super::Pools::mws)).
         mw: u32,
         /// Window start.
         addr: u64,
@@ -183,9 +185,14 @@ pub struct DdpItem {
 /// and the reply buffer); with persistent STags, one whose [`HostMemory::remote_key`] exists.
 /// That includes the message parts, which are exposed (read-only) when the call does not fit
 /// the inline threshold and goes as a long message.
+///
+/// [`StagMode`]: super::StagMode
+/// [`HostMemory::remote_key`]: super::HostMemory::remote_key
 #[derive(Debug, Clone, Copy)]
 pub struct CallSpec<'a> {
     /// The encoded RPC call (from its XID), without the DDP items, in up to [`MAX_PARTS`] parts.
+    ///
+    /// [`MAX_PARTS`]: super::MAX_PARTS
     pub message: &'a [LocalBuf],
     /// DDP-eligible argument items (Read chunks), in offset order.
     pub ddp: &'a [DdpItem],
@@ -197,6 +204,8 @@ pub struct CallSpec<'a> {
 }
 
 /// Extra instructions for a call ([`Connection::start_call_with`]).
+///
+/// [`Connection::start_call_with`]: super::Connection::start_call_with
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallOptions<'a> {
     /// When the responder answers RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version
@@ -222,6 +231,8 @@ impl CallOptions<'_> {
 pub struct ReplySpec<'a> {
     /// The encoded RPC reply (from its XID), without the DDP results, in up to [`MAX_PARTS`]
     /// parts.
+    ///
+    /// [`MAX_PARTS`]: super::MAX_PARTS
     pub message: &'a [LocalBuf],
     /// DDP-eligible result items, in result order; the first goes to the first Write chunk, and
     /// so on. Items beyond the Write list go inline at their offsets.
@@ -229,6 +240,8 @@ pub struct ReplySpec<'a> {
 }
 
 /// Why [`Connection::start_call`] did not start a call. Nothing was posted.
+///
+/// [`Connection::start_call`]: super::Connection::start_call
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartError {
     /// The connection is not established (or closed).
@@ -247,11 +260,13 @@ pub enum StartError {
     /// The call cannot be expressed within the inline threshold and chunk limits even as a long
     /// message.
     TooLarge,
-    /// [`StagMode::Persistent`] and a buffer has no remote key.
+    /// [`StagMode::Persistent`](super::StagMode::Persistent) and a buffer has no remote key.
     NoRemoteKey,
     /// Responder: a backward call, but the backchannel is not enabled
     /// ([`Connection::enable_backchannel`]: the peer's upper layer has not said it takes
     /// backward calls) or the connection has no backchannel memory. Nothing was sent.
+    ///
+    /// [`Connection::enable_backchannel`]: super::Connection::enable_backchannel
     BackchannelDisabled,
 }
 
@@ -300,7 +315,7 @@ pub enum CallError {
     BadReply(BadReply),
     /// The connection was lost before the reply.
     ConnectionLost,
-    /// No reply within [`Config::call_timeout_ns`].
+    /// No reply within [`Config::call_timeout_ns`](super::Config::call_timeout_ns).
     TimedOut,
     /// A Version Two RDMA2_ERROR other than RDMA2_ERR_VERS (reported as [`CallError::ErrVers`]):
     /// RDMA2_ERR_BAD_XDR, RDMA2_ERR_CANT_REPLY (when no fallback was given or the retry failed
@@ -311,7 +326,7 @@ pub enum CallError {
     Resend(StartError),
 }
 
-/// Why [`Connection::send_reply`] refused. Nothing was posted.
+/// Why [`Connection::send_reply`](super::Connection::send_reply) refused. Nothing was posted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyError {
     /// This connection is a requester.
@@ -326,7 +341,7 @@ pub enum ReplyError {
     Closed,
 }
 
-/// How [`Connection::send_reply`] answered.
+/// How [`Connection::send_reply`](super::Connection::send_reply) answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyKind {
     /// RDMA_MSG: the reply went inline.
@@ -379,7 +394,7 @@ impl Reply {
 /// A call ready for the application (responder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IncomingCall {
-    /// The call (pass it to [`Connection::send_reply`]).
+    /// The call (pass it to [`Connection::send_reply`](super::Connection::send_reply)).
     pub call: CallId,
     /// Its XID.
     pub xid: u32,
@@ -422,6 +437,8 @@ pub enum Event {
 
 /// An RDMA2_OPTIONAL message handed to a handler ([`Connection::register_optional`]). It
 /// borrows the receive buffer, which is reposted when the handler returns.
+///
+/// [`Connection::register_optional`]: super::Connection::register_optional
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionalMessage<'a> {
     /// `rdma_xid`.
@@ -441,10 +458,10 @@ pub struct OptionalMessage<'a> {
 /// A handler of RDMA2_OPTIONAL messages of one `rdma_opttype`.
 pub type OptionalHandler = Box<dyn FnMut(&OptionalMessage<'_>) + Send>;
 
-/// Why [`Connection::register_optional`] refused.
+/// Why [`Connection::register_optional`](super::Connection::register_optional) refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OptionalError {
-    /// [`MAX_OPTIONAL_HANDLERS`] types are registered already.
+    /// [`MAX_OPTIONAL_HANDLERS`](super::MAX_OPTIONAL_HANDLERS) types are registered already.
     TableFull,
     /// A handler for this type is registered already.
     AlreadyRegistered,

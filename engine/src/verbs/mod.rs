@@ -39,7 +39,6 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
-/// The ibverbs + rdma_cm provider (cargo feature `rdma`; needs libibverbs and librdmacm).
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod region;

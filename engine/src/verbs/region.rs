@@ -3,8 +3,8 @@
 //! provider's own handle, whose drop deregisters. The soft provider's [`SoftMr`] and the rdma
 //! provider's `RdmaMr` are [`Region`]s with their handle type. Also the registration steps
 //! both providers share (`ibv_reg_mr`: the argument checks of [`validate::reg_mr`], the
-//! provider's own call, the region): a PD implements [`RegisterMr`] (its own part) and
-//! `impl_registrar!` writes its [`Registrar`] impl around [`register`].
+//! provider's own call, the region): a PD implements `RegisterMr` (its own part) and
+//! `impl_registrar!` writes its [`Registrar`] impl around `register`.
 //!
 //! Normal operation: a provider's `Registrar::register` builds the region once; the fields are
 //! read-only afterwards (no lock, no atomic).

@@ -126,6 +126,10 @@ pub enum SendOp<'a, P: Provider> {
     /// under the new key `rkey` (normally [`inc_rkey`] of [`MemoryWindow::rkey`]). On
     /// [`QueuePair::queue_send`] the window's current key becomes `rkey`. The window is then
     /// usable by the peer of *this* QP only.
+    ///
+    /// [`inc_rkey`]: super::inc_rkey
+    /// [`MemoryWindow::rkey`]: super::MemoryWindow::rkey
+    /// [`QueuePair::queue_send`]: super::QueuePair::queue_send
     BindMw(MwBind<'a, P>),
 }
 

@@ -3,12 +3,12 @@
 //! HTTP port by a thread of its own ([`MetricsServer`]); latency histograms per RPC procedure
 //! ([`latency`]). What each metric means: docs/observability.md.
 //!
-//! Normal operation: the registry holds readers only — node counter blocks, [`Server`] and
+//! Normal operation: the registry holds readers only — node counter blocks, [`Server`](crate::Server) and
 //! [`Client`] handles — and renders on demand. Counters are read with relaxed loads (single
 //! writer each, see [`crate::api_stats`]); histograms are copied out of the reactors through
 //! the hand-off of [`latency`], which never makes a reactor wait. Nothing here runs on a
 //! reactor. A server whose `ServerOptions::metrics_addr` is set starts its own registry and
-//! port ([`Server::metrics_addr`]), which lives as long as the server.
+//! port ([`Server::metrics_addr`](crate::Server::metrics_addr)), which lives as long as the server.
 //!
 //! Recovery: a reactor that does not answer a histogram request within [`HISTOGRAM_WAIT`]
 //! (all requests are raised first, so the waits overlap) is rendered with the last copy it
@@ -28,7 +28,6 @@ use rpcrdma_engine::verbs::Provider;
 use crate::api_stats::{ConnSnapshot, ConnStats, NodeSnapshot, NodeStats};
 use crate::client::{Client, ClientState};
 use crate::runtime::Endpoint;
-use crate::server::{Server, WeakServer};
 pub use http::MetricsServer;
 pub use latency::{CopyRequest, LatencyReader, ProcKey, ProcLatency, MAX_PROCS};
 use prometheus::{Exposition, Kind};
@@ -85,25 +84,32 @@ const BUCKETS: &[(&str, u64)] = &[
 /// Quantiles of the summaries.
 const QUANTILES: &[(&str, f64)] = &[("0.5", 0.5), ("0.9", 0.9), ("0.99", 0.99), ("0.999", 0.999)];
 
-/// A registered server: held, or (the registry of the server's own port) referred to.
-enum ServerRef {
-    Strong(Server),
-    Weak(WeakServer),
+/// A server as the registry sees it: the registry holds these trait objects and knows
+/// nothing else of servers (`crate::server` implements it for a server handle, and for a
+/// reference that does not keep the server alive).
+pub(crate) trait ServerSource: Send + Sync {
+    /// What the registry renders of the server now; `None` when the server is gone.
+    fn sample(&self) -> Option<ServerSample>;
 }
 
-impl ServerRef {
-    fn get(&self) -> Option<Server> {
-        match self {
-            ServerRef::Strong(s) => Some(s.clone()),
-            ServerRef::Weak(w) => w.upgrade(),
-        }
-    }
+/// One server's counters and histogram readers, read for one rendering.
+pub(crate) struct ServerSample {
+    /// Its live connections.
+    pub conns: Vec<ConnStats>,
+    /// Sums over every connection it accepted.
+    pub totals: ConnSnapshot,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connect requests rejected.
+    pub rejected: u64,
+    /// Per node: its latency histograms (when the server keeps them).
+    pub latency: Vec<(usize, LatencyReader)>,
 }
 
 #[derive(Default)]
 struct Sources {
     endpoints: Vec<(String, Vec<NodeStats>)>,
-    servers: Vec<(String, ServerRef)>,
+    servers: Vec<(String, Box<dyn ServerSource>)>,
     clients: Vec<(String, Client)>,
 }
 
@@ -146,16 +152,9 @@ impl Metrics {
         self.sources().endpoints.push((name.into(), nodes));
     }
 
-    /// Exposes `server`: its totals, its live connections and their histograms.
-    pub fn add_server(&self, name: &str, server: &Server) {
-        let s = ServerRef::Strong(server.clone());
-        self.sources().servers.push((name.into(), s));
-    }
-
-    /// As [`Metrics::add_server`], without keeping the server alive (its own port).
-    pub(crate) fn add_server_weak(&self, name: &str, server: &Server) {
-        let s = ServerRef::Weak(server.downgrade());
-        self.sources().servers.push((name.into(), s));
+    /// Exposes a server (`crate::server` adds its handles through this).
+    pub(crate) fn add_server_source(&self, name: &str, server: Box<dyn ServerSource>) {
+        self.sources().servers.push((name.into(), server));
     }
 
     /// Exposes `client`: its connection counters and, when it keeps them, its round-trip
@@ -172,16 +171,16 @@ impl Metrics {
     /// The Prometheus text exposition (format 0.0.4) of everything registered now.
     pub fn render(&self) -> String {
         let src = self.sources();
-        let servers: Vec<(String, Server)> = src
+        let servers: Vec<(String, ServerSample)> = src
             .servers
             .iter()
-            .filter_map(|(n, s)| Some((n.clone(), s.get()?)))
+            .filter_map(|(n, s)| Some((n.clone(), s.sample()?)))
             .collect();
         let mut e = Exposition::new();
         render_nodes(&mut e, &src.endpoints);
         let mut rows = Vec::new();
         for (name, s) in &servers {
-            rows.extend(s.live_connections().iter().map(|c| row("server", name, c)));
+            rows.extend(s.conns.iter().map(|c| row("server", name, c)));
         }
         for (name, c) in &src.clients {
             rows.push(row("client", name, &c.stats()));
@@ -198,8 +197,8 @@ impl Metrics {
             }
         }
         for (name, s) in &servers {
-            for (node, r) in s.latency() {
-                asked.push((1, name.clone(), node.to_string(), r.request(), r));
+            for (node, r) in &s.latency {
+                asked.push((1, name.clone(), node.to_string(), r.request(), r.clone()));
             }
         }
         let (mut client, mut server) = (Vec::new(), Vec::new());
@@ -277,10 +276,10 @@ fn render_conns(e: &mut Exposition, rows: &[ConnRow]) {
 }
 
 /// A per-server count: family name, help, reader.
-type ServerCount = (&'static str, &'static str, fn(&Server) -> u64);
+type ServerCount = (&'static str, &'static str, fn(&ServerSample) -> u64);
 
-fn render_servers(e: &mut Exposition, servers: &[(String, Server)]) {
-    let totals: Vec<Vec<u64>> = servers.iter().map(|(_, s)| s.totals().values()).collect();
+fn render_servers(e: &mut Exposition, servers: &[(String, ServerSample)]) {
+    let totals: Vec<Vec<u64>> = servers.iter().map(|(_, s)| s.totals.values()).collect();
     for (k, (field, doc)) in ConnSnapshot::FIELDS.iter().enumerate() {
         if *field == "rdma_version" {
             continue;
@@ -296,12 +295,12 @@ fn render_servers(e: &mut Exposition, servers: &[(String, Server)]) {
         (
             "rpcrdma_server_accepted_total",
             "Connections the server accepted.",
-            Server::accepted,
+            |s| s.accepted,
         ),
         (
             "rpcrdma_server_rejected_total",
             "Connect requests the server rejected, whatever the reason.",
-            Server::rejected,
+            |s| s.rejected,
         ),
     ];
     for (name, help, count) in counts {

@@ -18,7 +18,6 @@ use rpcrdma_engine::conn::CallError;
 use rpcrdma_poller::{Client, ClientError, Proc};
 
 use super::args::Args;
-use super::v40::entry_name;
 use super::{delta, SENTINEL};
 
 // ---------------------------------------------------------------------------------------------
@@ -578,4 +577,9 @@ pub(super) fn explain(e: &ClientError) -> String {
         ClientError::TimedOut => "no reply within the call timeout".into(),
         other => format!("{other:?}"),
     }
+}
+
+/// Name of entry `i` of `many/` (long, so the READDIR reply is large).
+pub(super) fn entry_name(i: u32) -> String {
+    format!("entry-{i:05}-abcdefghijklmnopqrstuvwxyz0123456789")
 }

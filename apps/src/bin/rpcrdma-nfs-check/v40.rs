@@ -14,17 +14,12 @@ use std::time::{Duration, Instant};
 use rpcrdma_apps::nfs4::{self, Op, Stable, NF4REG};
 
 use super::args::Args;
-use super::client::{How, Nfs, Tally};
+use super::client::{entry_name, How, Nfs, Tally};
 use super::{null_check, print_negotiated, wire, BIG_BUF};
 
 // ---------------------------------------------------------------------------------------------
 // The test tree
 // ---------------------------------------------------------------------------------------------
-
-/// Name of entry `i` of `many/` (long, so the READDIR reply is large).
-pub(super) fn entry_name(i: u32) -> String {
-    format!("entry-{i:05}-abcdefghijklmnopqrstuvwxyz0123456789")
-}
 
 pub(super) fn setup(a: &Args, dir: &Path) -> Result<(), String> {
     use std::io::Write as _;

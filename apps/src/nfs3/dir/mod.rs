@@ -4,10 +4,10 @@
 //!
 //! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened
 //! again with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH,
-//! i.e. root), wrapped as described in [`handle`]; a bounded cache keeps recently used
+//! i.e. root), wrapped as described in the `handle` module; a bounded cache keeps recently used
 //! descriptors open (regular files read-write, everything else `O_PATH`; FIFOs, sockets and
 //! devices are never opened otherwise). Every call runs under the caller's identity
-//! ([`ident`]): handles missing from the cache are opened as root, then the thread switches
+//! (`ident`): handles missing from the cache are opened as root, then the thread switches
 //! to the caller, so the host kernel checks each lookup, creation, removal, rename, listing
 //! and attribute change by its own rules (LINK: write and search on the directory, checked
 //! by the kernel for the caller, as Linux nfsd asks). READ, WRITE and truncation use the cached
@@ -20,7 +20,7 @@
 //! lists it without handle), so a client cannot walk out of the export. Data moves with
 //! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`.
 //! Attributes are `fstat`'s; READDIR cookies are the file system's own `d_off` (see
-//! [`readdir`]) with a zero cookie verifier, as Linux nfsd answers.
+//! the `readdir` module) with a zero cookie verifier, as Linux nfsd answers.
 //!
 //! Recovery: handles outlive the server (they are the kernel's); the write verifier is random
 //! per [`DirStore::open`], so clients resend uncommitted data after a restart. A handle of a

@@ -2,11 +2,11 @@
 //! `rpcrdma-nfsd memory` serves. Nothing survives a restart; the write verifier and the handle
 //! generation change then, so clients see their old handles STALE and resend uncommitted data.
 //!
-//! Normal operation: one [`RwLock`] over the tree ([`tree::Tree`]); lookups, reads, readdir
+//! Normal operation: one [`RwLock`] over the tree (`tree::Tree`); lookups, reads, readdir
 //! and getattr take it shared, everything that changes the tree takes it exclusive, and
 //! nothing but tree work (no I/O, no callbacks other than READDIR's `emit`, which only
 //! encodes) runs under it. File data lives in lazily allocated fixed-size blocks
-//! ([`blocks`]); a store built [`MemoryStore::with_pool`] keeps large blocks in the endpoint's
+//! (`blocks`); a store built [`MemoryStore::with_pool`] keeps large blocks in the endpoint's
 //! registered buffers and answers READs from them without a copy
 //! ([`Store::read_registered`]), copying a block on write while a reply holds it. Recovery: a poisoned lock (a panic elsewhere while holding it) is recovered
 //! with `into_inner`: every tree method checks before it changes, so the tree stays

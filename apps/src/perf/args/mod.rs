@@ -2,11 +2,11 @@
 //! one for the verbs tests (`send_lat` … `read_bw`: [`parse`] → [`PerfArgs`], [`usage`]) and
 //! one for the RPC tests (`rpc_lat`, `rpc_bw`: [`parse_rpc`] → [`RpcArgs`], [`usage_rpc`]).
 //!
-//! Normal operation: [`scan`] splits the arguments the way perftest reads them (`-s 64`,
+//! Normal operation: `scan` splits the arguments the way perftest reads them (`-s 64`,
 //! `-s64`, `--size 64`, `--size=64`, grouped boolean short flags like `-aF`, a value flag
 //! inside a group taking the rest of the group); which flags exist and whether each takes a
 //! value is the table's answer, and each flag is applied as it is met, in order. Numbers are
-//! decimal or `0x` hex ([`number`]). Each table then applies perftest's defaults and the
+//! decimal or `0x` hex (`number`). Each table then applies perftest's defaults and the
 //! dependencies between flags. Recovery: an unknown, unsupported or out-of-range flag, a
 //! missing value or a value given to a boolean flag is an error message naming the flag;
 //! nothing is silently ignored except the flags perftest users pass by habit and that mean

@@ -321,7 +321,7 @@ fn apply(a: &mut PerfArgs, item: Item<'_>, given: &mut Given) -> Result<(), Stri
     apply_short(a, f, v, given)
 }
 
-/// Parses the arguments after the subcommand (or after argv[0] for a `rpcrdma_<test>` link).
+/// Parses the arguments after the subcommand (or after `argv[0]` for a `rpcrdma_<test>` link).
 pub fn parse(test: Test, args: &[String]) -> Result<PerfArgs, String> {
     let mut a = PerfArgs::defaults(test);
     let mut given = Given::default();

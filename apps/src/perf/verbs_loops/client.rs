@@ -16,7 +16,7 @@ use super::super::stats::{lat_duration, BwStats, BwUnit, LatStats};
 use super::super::{Config, Outcome, PerfError, SizeResult, Test};
 
 use super::clock::Clock;
-use super::conn::Side;
+use super::conn::{show_work, Side};
 use super::{
     counter, margin_for, new_histogram, pattern, Observer, CLIENT_SEED, LAT_RECVS,
     LAT_SIGNAL_EVERY, SERVER_SEED,
@@ -96,11 +96,6 @@ pub(super) fn client_run<P: Provider>(
         results.push(r);
     }
     Ok(results)
-}
-
-/// Whether to print the work per iteration of each size on stderr (`RPCRDMA_PERF_WORK=1`).
-pub(super) fn show_work() -> bool {
-    std::env::var_os("RPCRDMA_PERF_WORK").is_some_and(|v| v == "1")
 }
 
 struct LatRun<'a> {

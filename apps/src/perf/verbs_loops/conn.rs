@@ -567,7 +567,7 @@ pub(super) fn client_connect<P: Provider>(
         spins: 0,
         pending: 0,
         work: Work::default(),
-        timed: super::client::show_work(),
+        timed: show_work(),
     })
 }
 
@@ -711,7 +711,12 @@ pub(super) fn server_accept<P: Provider>(
             spins: 0,
             pending: 0,
             work: Work::default(),
-            timed: super::client::show_work(),
+            timed: show_work(),
         },
     ))
+}
+
+/// Whether to print the work per iteration of each size on stderr (`RPCRDMA_PERF_WORK=1`).
+pub(super) fn show_work() -> bool {
+    std::env::var_os("RPCRDMA_PERF_WORK").is_some_and(|v| v == "1")
 }

@@ -13,8 +13,8 @@ use rpcrdma_engine::verbs::{Provider, QueuePair, SendFlags, SendOp, SendWr};
 use super::super::stats::BwStats;
 use super::super::{Config, Outcome, PerfError, SizeResult, Test};
 
-use super::client::{inline_flag, show_work, signaled};
-use super::conn::{Side, Work};
+use super::client::{inline_flag, signaled};
+use super::conn::{show_work, Side, Work};
 use super::{
     counter, new_histogram, pattern, Observer, CLIENT_SEED, LAT_SIGNAL_EVERY, SERVER_SEED,
 };

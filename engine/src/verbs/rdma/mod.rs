@@ -1,4 +1,5 @@
-//! The ibverbs + rdma_cm provider (cargo feature `rdma`, over the `rdma-sys` bindings).
+//! The ibverbs + rdma_cm provider (cargo feature `rdma`, over the `rdma-sys` bindings; needs
+//! libibverbs and librdmacm).
 //!
 //! Normal operation: a [`RdmaDevice`] is opened by local IP address (an rdma_cm id bound to
 //! the address on its own non-blocking event channel gives the verbs context), protection

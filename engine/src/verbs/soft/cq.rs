@@ -15,12 +15,20 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crossbeam_utils::CachePadded;
 
-use super::qp::QpShared;
 use super::DeviceInner;
 use crate::verbs::{errno, Completion, CompletionQueue, CqNotify, VerbsCall, VerbsError};
 use ring::CqRing;
 
 mod ring;
+
+/// What a CQ drives in the QPs attached to it (the soft QP implements it; the CQ knows its QPs
+/// only through this).
+pub(crate) trait Attached: Send + Sync {
+    /// Deferred work (an RNR wait, held completions), driven by a poll of the CQ.
+    fn progress(&self);
+    /// The CQ overran: the QP and its peer go to the error state.
+    fn connection_down(&self);
+}
 
 pub(crate) struct CqShared {
     pub(crate) dev: Arc<DeviceInner>,
@@ -35,7 +43,7 @@ pub(crate) struct CqShared {
     pub(crate) polls: CachePadded<AtomicU64>,
     /// Attached QPs with deferred work (RNR wait, held completions).
     pub(crate) work: AtomicU32,
-    attached: Mutex<Vec<Weak<QpShared>>>,
+    attached: Mutex<Vec<Weak<dyn Attached>>>,
     /// The completion channel (`CompletionQueue::set_notify`), run after every push.
     notify: OnceLock<CqNotify>,
 }
@@ -83,19 +91,20 @@ impl CqShared {
         }
     }
 
-    pub(crate) fn attach(&self, qp: &Arc<QpShared>) {
+    pub(crate) fn attach(&self, qp: Weak<dyn Attached>) {
         self.attached
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::downgrade(qp));
+            .push(qp);
         self.handle_overflow();
     }
 
-    pub(crate) fn detach(&self, qp: &QpShared) {
+    /// Detaches the QP at address `qp`.
+    pub(crate) fn detach(&self, qp: *const ()) {
         self.attached
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|w| !core::ptr::eq(w.as_ptr(), qp));
+            .retain(|w| !core::ptr::eq(w.as_ptr().cast::<()>(), qp));
         self.handle_overflow();
     }
 
@@ -106,7 +115,7 @@ impl CqShared {
         };
         for w in list.iter() {
             if let Some(qp) = w.upgrade() {
-                qp.progress(self);
+                qp.progress();
             }
         }
         drop(list);

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
-use super::cq::CqShared;
+use super::cq::{Attached, CqShared};
 use super::DeviceInner;
 use crate::verbs::{CmEvent, CmEventKind, Completion, PrivateData, QpOptions, QpState, WcStatus};
 
@@ -225,10 +225,11 @@ impl QpShared {
             held: Mutex::new(VecDeque::with_capacity(held_cap)),
             held_waiting: AtomicBool::new(false),
         });
-        qp.send_cq.attach(&qp);
+        let me: Weak<dyn Attached> = Arc::downgrade(&qp) as Weak<dyn Attached>;
         if !Arc::ptr_eq(&qp.send_cq, &qp.recv_cq) {
-            qp.recv_cq.attach(&qp);
+            qp.recv_cq.attach(me.clone());
         }
+        qp.send_cq.attach(me);
         qp
     }
 
@@ -367,8 +368,8 @@ impl QpShared {
         }
     }
 
-    /// Deferred work, driven by a poll of `cq`.
-    pub(crate) fn progress(&self, _cq: &CqShared) {
+    /// Deferred work, driven by a poll of a CQ.
+    fn drive_deferred(&self) {
         // Acquire: pairs with the AcqRel swaps in set_work.
         if self.held_waiting.load(Ordering::Acquire) {
             self.release_held(false);
@@ -471,9 +472,20 @@ impl QpShared {
         self.rq_try_flush();
         self.clear_work(&self.rnr_waiting);
         self.clear_work(&self.held_waiting);
-        self.send_cq.detach(self);
+        let me = (self as *const QpShared).cast::<()>();
+        self.send_cq.detach(me);
         if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
-            self.recv_cq.detach(self);
+            self.recv_cq.detach(me);
         }
+    }
+}
+
+impl Attached for QpShared {
+    fn progress(&self) {
+        self.drive_deferred();
+    }
+
+    fn connection_down(&self) {
+        QpShared::connection_down(self);
     }
 }
