@@ -25,7 +25,10 @@
 #    scripts/vm/pjdfstest-build.sh) as root on the mount (rxe) of the kernel nfsd (tmpfs,
 #    no_root_squash: the reference) and of ours on both backends (parts pjdfstest/kernel,
 #    pjdfstest/memory, pjdfstest/dir), and the export access checks (part exports,
-#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports); then the metadata workload
+#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports), and what the client
+#    caches (part cache, scripts/vm/nfs-cache.sh: rpcrdma-nfs3-compare, built here, compares the
+#    replies of the kernel nfsd and of ours field by field; the client's calls per phase of a
+#    metadata workload against both, with the ratios); then the metadata workload
 #    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
 #    backends, plain and beside a CPU hog (part meta: the ours / kernel time table, and the
 #    client's GETATTR / LOOKUP / READ counts per phase, which must be within 10 % of the kernel
@@ -44,13 +47,14 @@
 # a loud banner says so, it never passes.
 #
 # Knobs: RPCRDMA_SKIP_VM=1 skips the stage (says so, exits 0); RPCRDMA_NFSD_BIN (see 1.);
-# RPCRDMA_VM_TIMEOUT (whole VM, default 1500 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
+# RPCRDMA_VM_TIMEOUT (whole VM, default 1800 s); RPCRDMA_VM_MEM (guest MiB, default here 3072:
 # the memory backend, the kernel's tmpfs exports and the client's page cache share it);
 # everything scripts/vm/nfs-server.sh reads (RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_SRQ_RUNS,
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT, RPCRDMA_NFSD_FAULT_RUNS,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FAULT_SIW_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
-# RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
+# RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_CACHE (1, 0), RPCRDMA_NFS3_COMPARE_BIN,
+# RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
 # RPCRDMA_NFSD_META_FILES,
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
@@ -116,6 +120,27 @@ fi
 
 # ---- 2. the VM ------------------------------------------------------------------------------
 # shellcheck source=scripts/vm/lib.sh
+# The reply comparison of part `cache` (scripts/vm/nfs-cache.sh) runs rpcrdma-nfs3-compare in
+# the VM against the kernel nfsd and ours: built here unless RPCRDMA_NFS3_COMPARE_BIN names it.
+if [ "${RPCRDMA_NFSD_CACHE:-1}" = 1 ] && [ -z "${RPCRDMA_NFS3_COMPARE_BIN:-}" ]; then
+	say "cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfs3-compare"
+	if ! cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfs3-compare \
+		--message-format=json-render-diagnostics >"$json"; then
+		banner "nfs-server-stage: FAILED: building rpcrdma-nfs3-compare with --features rdma failed (exit 2)"
+		exit 2
+	fi
+	cmp=$(sed -n 's/.*"executable":"\([^"]*rpcrdma-nfs3-compare\)".*/\1/p' "$json" | tail -n 1)
+	[ -n "$cmp" ] && [ -x "$cmp" ] || cmp=${CARGO_TARGET_DIR:-$ROOT/target}/release/rpcrdma-nfs3-compare
+	RPCRDMA_NFS3_COMPARE_BIN=$(readlink -f "$cmp")
+	export RPCRDMA_NFS3_COMPARE_BIN
+fi
+if [ -n "${RPCRDMA_NFS3_COMPARE_BIN:-}" ]; then
+	case "$RPCRDMA_NFS3_COMPARE_BIN" in
+	"$(readlink -f "${RPCRDMA_VM_SHARE-$PWD}")"/*) ;;
+	*) export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $RPCRDMA_NFS3_COMPARE_BIN" ;;
+	esac
+fi
+
 . "$ROOT/scripts/vm/lib.sh"
 # shellcheck disable=SC2034 # read by vm_log in lib.sh
 VM_TAG=nfs-server-stage
@@ -159,7 +184,7 @@ if [ -n "$PJD_RUNS" ]; then
 		say "pjdfstest could not be built: its parts do not run (the stage cannot pass)"
 	fi
 fi
-export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-1500}
+export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-1800}
 export RPCRDMA_VM_MEM=${RPCRDMA_VM_MEM:-3072}
 say "scripts/vm/run-in-vm.sh scripts/vm/nfs-server.sh $BIN"
 # pjdfstest's per-case lines ("pjd ...") go to the log only: the table below sums them up
@@ -197,18 +222,22 @@ for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
 fault_parts=
 [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] || for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do fault_parts="$fault_parts fault/$d"; done
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $pjd_parts exports fio; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $pjd_parts exports cache fio meta; do
+	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue
+	[ "$p" = meta ] && [ -z "${RPCRDMA_NFSD_META-rxe siw}" ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	case $p in
 	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
 	pjdfstest/kernel) dev="$p (rxe, tmpfs, no_root_squash)" ;;
 	pjdfstest/*) dev="$p (rxe, ${p#*/} backend)" ;;
 	exports) dev="exports (rxe, dir backend)" ;;
+	cache) dev="cache (rxe, replies and call counts)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
 	fault/rxe) dev="fault/rxe (memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
 	fault/siw) dev="fault/siw (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
+	meta) dev="meta (metadata workload, ours / kernel)" ;;
 	esac
 	if [ -n "${verdict[$p]:-}" ]; then
 		printf '  %-40s %s\n' "$dev" "${verdict[$p]}"

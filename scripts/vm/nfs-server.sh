@@ -40,6 +40,12 @@
 #   exports  (RPCRDMA_NFSD_EXPORTS=auto; nfs-exports.sh): export options and mode bits enforced
 #       by the server (root_squash, ro, a client list, a non-root user); runs against the kernel
 #       nfsd, and against ours when `rpcrdma-nfsd --help` lists --exports (SKIP otherwise).
+#   cache    (RPCRDMA_NFSD_CACHE=1; nfs-cache.sh): the replies of the kernel nfsd and of ours
+#       (each backend) to one sequence of NFSv3 calls compared field by field
+#       (rpcrdma-nfs3-compare, RPCRDMA_NFS3_COMPARE_BIN; a difference in a field that must match
+#       fails the part), and the client's calls per procedure in the phases of a metadata
+#       workload (untar, diff -r, find | xargs stat, again, again after a remount) against the
+#       kernel nfsd and ours, with the ratios.
 #   fio      (RPCRDMA_NFSD_FIO=1): over rxe, the same fio jobs (nfs-fio.sh: 1 MiB sequential
 #       write/read bandwidth, 4 KiB random write/read IOPS + clat p50/p99, direct=1) against the
 #       kernel nfsd (tmpfs export, /mnt/knfs) and against rpcrdma-nfsd (memory backend,
@@ -104,6 +110,8 @@ KIND=ours
 . "$HERE/nfs-pjdfstest.sh"
 # shellcheck source=scripts/vm/nfs-exports.sh
 . "$HERE/nfs-exports.sh"
+# shellcheck source=scripts/vm/nfs-cache.sh
+. "$HERE/nfs-cache.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -293,8 +301,8 @@ cnt_positive() { # NAME...: each counter > 0
 }
 
 # ---- the client -----------------------------------------------------------------------------------
-mount_cmd() { # DIR: the mount command line for the current server
-	echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock $SRV_ADDR:$SRV_PATH $1"
+mount_cmd() { # DIR: the mount command line for the current server (MOUNT_EXTRA: more options)
+	echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock${MOUNT_EXTRA:+,$MOUNT_EXTRA} $SRV_ADDR:$SRV_PATH $1"
 }
 do_mount() { # DIR
 	local out t0
@@ -708,6 +716,7 @@ for l in $PJD_RUNS; do
 	esac
 done
 run_exports
+run_cache
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 [ -n "${RPCRDMA_NFSD_META-rxe siw}" ] && run_meta "${RPCRDMA_NFSD_META-rxe siw}"
 

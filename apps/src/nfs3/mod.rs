@@ -13,6 +13,7 @@
 //! cache answers what already ran.
 
 pub mod admit;
+pub mod cachecheck;
 pub mod client;
 pub mod daemon;
 pub mod dir;

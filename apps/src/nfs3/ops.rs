@@ -2,9 +2,10 @@
 //! [`super::server::Nfs3`] runs once a call is admitted ([`super::admit`]).
 //!
 //! Normal operation: each operation takes the weak cache consistency attributes of the
-//! directories it changes before and after (RFC 1813 `wcc_data`), calls the store with the
-//! caller's [`Cred`], and seals every handle it returns ([`Share::seal`]) so the client only
-//! ever holds handles this server authenticated. Recovery: the store's NFS3ERR_* is the
+//! objects it changes before and after (RFC 1813 `wcc_data`; WRITE and COMMIT after only, see
+//! [`Call::wcc_after_only`]), calls the store with the caller's [`Cred`], and seals every
+//! handle it returns ([`Share::seal`]) so the client only ever holds handles this server
+//! authenticated. Recovery: the store's NFS3ERR_* is the
 //! result; names are checked for length and `.` / `..` here, once for both stores.
 
 use super::admit::{seal_or_fault, Admitted, Share};
@@ -56,6 +57,18 @@ impl<'a> Call<'a> {
         seal_or_fault(self.share, fh)
     }
 
+    /// The `wcc_data` of a WRITE or COMMIT of `fh`: attributes after, none before. RFC 1813
+    /// (`wcc_data`, weak cache consistency) asks for the attributes before to be taken
+    /// atomically with the operation; the stores write without holding the file across
+    /// calls (WRITEs of one file run at once on several workers), so a `pre_op_attr` could
+    /// name a state another WRITE already left, and the Linux client, finding it unequal to
+    /// what it cached, would take its own write for someone else's and drop the file's pages
+    /// (fs/nfs/inode.c `nfs_update_inode`). Without one it compares against what it cached
+    /// (`nfs_post_op_update_inode_force_wcc`), as with Linux nfsd, which sends none either.
+    pub fn wcc_after_only(&self, fh: &Fh) -> WccData {
+        self.wcc_after(fh, WccData::default())
+    }
+
     /// WRITE: FBIG past 2^63 - 1 (Linux nfsd: OFFSET_MAX); the data is the call's stream.
     pub fn write(
         &self,
@@ -65,7 +78,6 @@ impl<'a> Call<'a> {
         stable: StableHow,
         data: &[u8],
     ) -> Res3<'static> {
-        let wcc = self.wcc_before(fh);
         let n = (count as usize).min(data.len());
         let end = offset.checked_add(n as u64);
         let r = if end.map_or(true, |e| e > i64::MAX as u64) {
@@ -73,7 +85,7 @@ impl<'a> Call<'a> {
         } else {
             self.s.write(self.cx, fh, offset, &data[..n], stable)
         };
-        let wcc = self.wcc_after(fh, wcc);
+        let wcc = self.wcc_after_only(fh);
         match r {
             Ok(c) => Res3::Write(Ok((wcc, n as u32, c, self.s.write_verifier()))),
             Err(e) => Res3::Write(Err((e, wcc))),

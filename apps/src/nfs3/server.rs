@@ -431,9 +431,8 @@ impl Nfs3 {
                 Err(e) => Res3::Pathconf(Err((e, None))),
             },
             Args3::Commit { fh, .. } => {
-                let wcc = c.wcc_before(&fh);
                 let r = s.commit(cx, &fh);
-                let wcc = c.wcc_after(&fh, wcc);
+                let wcc = c.wcc_after_only(&fh);
                 match r {
                     Ok(()) => Res3::Commit(Ok((wcc, s.write_verifier()))),
                     Err(e) => Res3::Commit(Err((e, wcc))),
@@ -453,18 +452,19 @@ impl Nfs3 {
         offset: u64,
         count: u32,
     ) -> Result<(), Reject> {
-        let attr = match c.s.getattr(fh) {
-            Ok(a) => a,
-            Err(e) => return self.put(out, &Res3::Read(Err((e, None)))),
-        };
         // Linux nfsd (nfsd3_proc_read) clamps the offset to OFFSET_MAX and the count so the
         // read ends there: nothing is past it, and no store sees offset + count overflow.
         let room = (i64::MAX as u64).saturating_sub(offset);
         let count = u64::from(count.min(self.cfg.max_io)).min(room) as usize;
         if count == 0 {
-            let eof = offset >= attr.size;
-            return self.put(out, &Res3::Read(Ok((Some(attr), 0, eof, &[]))));
+            return match c.s.getattr(fh) {
+                Ok(a) => self.put(out, &Res3::Read(Ok((Some(a), 0, offset >= a.size, &[])))),
+                Err(e) => self.put(out, &Res3::Read(Err((e, None)))),
+            };
         }
+        // The attributes go out as they are after the read (RFC 1813 READ3resok
+        // `file_attributes`, as Linux nfsd answers): a store that keeps access times has
+        // moved it by then, and a client given the time from before would cache a stale one.
         if let Some(&cap) = req.write_chunks.first() {
             // Zero copy: the store's registered block itself becomes the DDP item.
             match c
@@ -475,8 +475,9 @@ impl Nfs3 {
                     self.stats.status(Nfsstat3::OK);
                     self.stats.bump(&self.stats.read_ddp);
                     self.stats.bump(&self.stats.read_zero_copy);
+                    let attr = c.attr(fh);
                     let mut w = XdrWriter::new(out.space());
-                    encode_read_head(&mut w, Some(&attr), r.len as u32, r.eof)
+                    encode_read_head(&mut w, attr.as_ref(), r.len as u32, r.eof)
                         .map_err(|_| Reject::SystemErr)?;
                     let hl = w.finish();
                     out.advance(hl).map_err(|_| Reject::SystemErr)?;
@@ -484,23 +485,24 @@ impl Nfs3 {
                         .ddp_shared(r.buf, r.off, r.len)
                         .map_err(|_| Reject::SystemErr);
                 }
-                Some(Err(e)) => return self.put(out, &Res3::Read(Err((e, Some(attr))))),
+                Some(Err(e)) => return self.put(out, &Res3::Read(Err((e, c.attr(fh))))),
                 None => {}
             }
         }
         if let (Some(&cap), Some(pool)) = (req.write_chunks.first(), self.pool.as_ref()) {
             let Some(mut buf) = pool.get() else {
-                return self.put(out, &Res3::Read(Err((Nfsstat3::JUKEBOX, Some(attr)))));
+                return self.put(out, &Res3::Read(Err((Nfsstat3::JUKEBOX, c.attr(fh)))));
             };
             let n = count.min(cap as usize).min(buf.len());
             let (got, eof) = match c.s.read(c.cx, fh, offset, &mut buf[..n]) {
                 Ok(r) => r,
-                Err(e) => return self.put(out, &Res3::Read(Err((e, Some(attr))))),
+                Err(e) => return self.put(out, &Res3::Read(Err((e, c.attr(fh))))),
             };
             self.stats.status(Nfsstat3::OK);
             self.stats.bump(&self.stats.read_ddp);
+            let attr = c.attr(fh);
             let mut w = XdrWriter::new(out.space());
-            encode_read_head(&mut w, Some(&attr), got as u32, eof)
+            encode_read_head(&mut w, attr.as_ref(), got as u32, eof)
                 .map_err(|_| Reject::SystemErr)?;
             let hl = w.finish();
             out.advance(hl).map_err(|_| Reject::SystemErr)?;
@@ -515,12 +517,13 @@ impl Nfs3 {
         };
         let (got, eof) = match c.s.read(c.cx, fh, offset, dst) {
             Ok(r) => r,
-            Err(e) => return self.put(out, &Res3::Read(Err((e, Some(attr))))),
+            Err(e) => return self.put(out, &Res3::Read(Err((e, c.attr(fh))))),
         };
         self.stats.status(Nfsstat3::OK);
         self.stats.bump(&self.stats.read_inline);
+        let attr = c.attr(fh);
         let mut w = XdrWriter::new(&mut space[..READ_HEAD_MAX]);
-        encode_read_head(&mut w, Some(&attr), got as u32, eof).map_err(|_| Reject::SystemErr)?;
+        encode_read_head(&mut w, attr.as_ref(), got as u32, eof).map_err(|_| Reject::SystemErr)?;
         let hl = w.finish();
         // The header with attributes is exactly READ_HEAD_MAX long; be exact anyway.
         if hl != READ_HEAD_MAX {
@@ -574,8 +577,14 @@ impl Nfs3 {
             Ok(_) => return self.put(out, &Res3::ReaddirFail(Nfsstat3::TOOSMALL, Some(attr))),
             Err(e) => return self.put(out, &Res3::ReaddirFail(e, Some(attr))),
         };
-        // The verifier the store hands out goes where `begin` wrote the client's: after the
-        // status and the directory's post_op_attr (with attributes).
+        // The directory's attributes as they are after the listing (which moved its access
+        // time on a store that keeps one; Linux nfsd answers them so), written over the ones
+        // `begin` wrote (the same length: both are present); then the verifier the store hands
+        // out, where `begin` wrote the client's: after the status and the post_op_attr.
+        if let Some(a) = c.attr(dir) {
+            let mut w = XdrWriter::new(&mut out.space()[8..8 + 84]);
+            proto::put_fattr3(&mut w, &a).map_err(|_| Reject::SystemErr)?;
+        }
         let at = 4 + 4 + 84;
         out.space()[at..at + 8].copy_from_slice(&listing.verf);
         self.stats.status(Nfsstat3::OK);
