@@ -27,10 +27,9 @@
 #    pjdfstest/memory, pjdfstest/dir), and the export access checks (part exports,
 #    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports), and what the client
 #    caches (part cache, scripts/vm/nfs-cache.sh: rpcrdma-nfs3-compare, built here, compares the
-#    replies of the kernel nfsd and of ours field by field; the client's calls per phase of a
-#    metadata workload against both, with the ratios); then the metadata workload
+#    replies of the kernel nfsd and of ours field by field); then the metadata workload
 #    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
-#    backends, plain and beside a CPU hog (part meta: the ours / kernel time table, and the
+#    backends, plain and (over rxe) beside a CPU hog (part meta: the ours / kernel time table, and the
 #    client's GETATTR / LOOKUP / READ counts per phase, which must be within 10 % of the kernel
 #    nfsd's);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,

@@ -49,6 +49,8 @@
 # Knobs: RPCRDMA_META_DEVS ("rxe"; "rxe siw"), RPCRDMA_META_BACKENDS ("memory dir"),
 # RPCRDMA_META_ROUNDS (3), RPCRDMA_META_UIDS ("0"), RPCRDMA_META_DIRS (40), RPCRDMA_META_FILES
 # (50 per directory), RPCRDMA_META_DROP (first|each), RPCRDMA_META_HOG (0), RPCRDMA_META_SERVER_ARGS,
+# RPCRDMA_META_MOUNT_OPTS (more mount options, e.g. actimeo=600: attribute cache timeouts long
+# enough that a phase's length does not decide which cached attributes expire),
 # RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of a binary runs under
 # `strace -c -f`, its summary printed: where the server's system calls go).
 set -u
@@ -186,7 +188,7 @@ srv_stop() {
 	SRV_PID=''
 }
 do_mount() {
-	timeout -k 5 60 mount -t nfs -o "vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock" \
+	timeout -k 5 60 mount -t nfs -o "vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock${RPCRDMA_META_MOUNT_OPTS:+,$RPCRDMA_META_MOUNT_OPTS}" \
 		"$SRV_ADDR:$SRV_PATH" "$MNT" || {
 		fail "mount $SRV_ADDR:$SRV_PATH"
 		return 1

@@ -301,8 +301,8 @@ cnt_positive() { # NAME...: each counter > 0
 }
 
 # ---- the client -----------------------------------------------------------------------------------
-mount_cmd() { # DIR: the mount command line for the current server (MOUNT_EXTRA: more options)
-	echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock${MOUNT_EXTRA:+,$MOUNT_EXTRA} $SRV_ADDR:$SRV_PATH $1"
+mount_cmd() { # DIR: the mount command line for the current server
+	echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock $SRV_ADDR:$SRV_PATH $1"
 }
 do_mount() { # DIR
 	local out t0
