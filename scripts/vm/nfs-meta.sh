@@ -199,6 +199,17 @@ do_mount() {
 		return 1
 	}
 }
+# opstats RECORD-PREFIX WHEN: the client's per-operation counts and mean times on the mount
+# (/proc/self/mountstats: operations, mean round trip and mean execution in microseconds; the
+# round trip is the call on the wire to its reply, execution adds the client's queueing)
+opstats() {
+	awk -v m="$MNT" -v pre="$1" -v when="$2" '
+	$1 == "device" {on = ($5 == m)}
+	on && $1 ~ /^[A-Z]+:$/ && $2 > 0 && NF >= 9 {
+		op = substr($1, 1, length($1) - 1)
+		printf "ops %s %s %s %d rtt_us=%d exe_us=%d\n", pre, when, op, $2, $7 * 1000 / $2, $8 * 1000 / $2
+	}' /proc/self/mountstats
+}
 do_umount() {
 	timeout -k 5 60 umount "$MNT" || {
 		fail "umount"
@@ -245,6 +256,7 @@ workload() { # RECORD-PREFIX UID
 	phase "$1" "$2" stat bash -c 'find "$1" -print0 | xargs -0 stat -c "%i %s %Y %u" >/dev/null' _ "$w/tree"
 	# shellcheck disable=SC2016
 	phase "$1" "$2" rename bash -c 'find "$1" -type f -print0 | xargs -0 rename.ul m- n-' _ "$w/tree"
+	opstats "$1" untar-to-rename
 	do_umount
 	do_mount || return
 	# shellcheck disable=SC2016

@@ -40,7 +40,7 @@ impl CompChannel {
         }
         // SAFETY: ch is live.
         let fd = unsafe { (*ch).fd };
-        super::cm::set_nonblocking(fd);
+        set_nonblocking(fd);
         // SAFETY: fcntl on a descriptor we own, no memory arguments.
         unsafe {
             let fl = libc::fcntl(fd, libc::F_GETFD);
@@ -100,6 +100,18 @@ impl Drop for CompChannel {
         // owner's field order), so the channel is unused.
         unsafe {
             sys::ibv_destroy_comp_channel(self.0);
+        }
+    }
+}
+
+/// Sets `O_NONBLOCK` on `fd` (failures are ignored: `fcntl` does not fail on a valid
+/// descriptor).
+pub(crate) fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL have no memory arguments.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
         }
     }
 }

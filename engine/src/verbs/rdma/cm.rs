@@ -26,27 +26,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use rdma_sys as sys;
 
-use super::qp::{Progress, RdmaQp};
+use super::channel::set_nonblocking;
 use super::{id_addrs, last_errno, os_err, DeviceInner, Rdma};
 use crate::verbs::{
-    errno, validate, ConnRequest, CqNotify, Listener, PrivateData, QpInit, VerbsCall, VerbsError,
-    PRIVATE_DATA_ACCEPT_MAX,
+    errno, CqNotify, Listener, PrivateData, VerbsCall, VerbsError, PRIVATE_DATA_ACCEPT_MAX,
 };
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Sets `O_NONBLOCK` on `fd` (failures are ignored: `fcntl` does not fail on a valid
-/// descriptor).
-pub(crate) fn set_nonblocking(fd: c_int) {
-    // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL have no memory arguments.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        if fl >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
-        }
-    }
 }
 
 /// An rdma_cm event channel in non-blocking mode.
@@ -154,10 +141,19 @@ fn next_event(ch: &Channel) -> Result<Option<RawEvent>, VerbsError> {
 // The hub
 // ---------------------------------------------------------------------------------------------
 
+/// What the hub hands a QP's events to (the QP's connection state implements it; the hub
+/// knows QPs only through this).
+pub(crate) trait CmTarget: Send {
+    /// Takes one event of the QP's id.
+    fn handle(&mut self, ev: &RawEvent);
+    /// Who to tell once the event is queued (the owner's notice), if anyone.
+    fn notice(&self) -> Option<CqNotify>;
+}
+
 /// Who an id's events go to.
 enum Target {
     /// A QP's connection.
-    Qp(Weak<Mutex<Progress>>),
+    Qp(Weak<Mutex<dyn CmTarget>>),
     /// A listener: connect requests are queued there.
     Listener(Weak<Mutex<ListenQueue>>),
     /// A connect request not accepted or rejected yet (its events are dropped).
@@ -215,8 +211,8 @@ impl Hub {
         Ok(IdGuard(id))
     }
 
-    pub(crate) fn register_qp(&self, id: *mut sys::rdma_cm_id, p: &Arc<Mutex<Progress>>) {
-        lock(&self.targets).insert(id as usize, Target::Qp(Arc::downgrade(p)));
+    pub(crate) fn register_qp(&self, id: *mut sys::rdma_cm_id, p: Weak<Mutex<dyn CmTarget>>) {
+        lock(&self.targets).insert(id as usize, Target::Qp(p));
     }
 
     fn register_listener(&self, id: *mut sys::rdma_cm_id, q: &Arc<Mutex<ListenQueue>>) {
@@ -290,7 +286,7 @@ fn dispatch(targets: &mut HashMap<usize, Target>, ev: RawEvent) {
         let notify = {
             let mut g = lock(&p);
             g.handle(&ev);
-            g.notify.clone()
+            g.notice()
         };
         // After the event is queued (the lock's release): see `QueuePair::set_event_notify`.
         if let Some(n) = notify {
@@ -418,17 +414,18 @@ impl Listener<Rdma> for RdmaListener {
 // Connect request
 // ---------------------------------------------------------------------------------------------
 
-/// A pending connect request (see [`ConnRequest`]).
+/// A pending connect request (see [`ConnRequest`](crate::verbs::ConnRequest); accepting it
+/// makes a QP, `qp.rs`).
 pub struct RdmaConnRequest {
     /// The request's id (`None` once accepted or rejected).
-    id: Option<*mut sys::rdma_cm_id>,
-    hub: &'static Hub,
-    private_data: PrivateData,
-    peer: SocketAddr,
-    local: SocketAddr,
-    initiator_depth: u8,
-    responder_resources: u8,
-    dev: Arc<DeviceInner>,
+    pub(super) id: Option<*mut sys::rdma_cm_id>,
+    pub(super) hub: &'static Hub,
+    pub(super) private_data: PrivateData,
+    pub(super) peer: SocketAddr,
+    pub(super) local: SocketAddr,
+    pub(super) initiator_depth: u8,
+    pub(super) responder_resources: u8,
+    pub(super) dev: Arc<DeviceInner>,
 }
 
 // SAFETY: the id is only used through self (by value, or in Drop); librdmacm is thread-safe.
@@ -440,72 +437,5 @@ impl Drop for RdmaConnRequest {
             self.hub.unregister(id);
             reject_and_destroy(id);
         }
-    }
-}
-
-impl ConnRequest<Rdma> for RdmaConnRequest {
-    fn private_data(&self) -> &[u8] {
-        self.private_data.as_slice()
-    }
-
-    fn peer_addr(&self) -> SocketAddr {
-        self.peer
-    }
-
-    fn initiator_depth(&self) -> u8 {
-        self.initiator_depth
-    }
-
-    fn responder_resources(&self) -> u8 {
-        self.responder_resources
-    }
-
-    fn accept_prepared(
-        mut self,
-        init: QpInit<'_, Rdma>,
-        private_data: &[u8],
-        prepare: &mut dyn FnMut(&mut RdmaQp) -> Result<(), VerbsError>,
-    ) -> Result<RdmaQp, VerbsError> {
-        validate::private_data(private_data, self.dev.caps(), VerbsCall::Accept)?;
-        let Some(id) = self.id.take() else {
-            return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
-        };
-        // From here the request's id belongs to the QP (or is destroyed by it on error).
-        self.hub.unregister(id);
-        RdmaQp::accept(
-            &self.dev,
-            self.hub,
-            IdGuard(id),
-            init,
-            private_data,
-            (self.initiator_depth, self.responder_resources),
-            (self.local, self.peer),
-            prepare,
-        )
-    }
-
-    fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
-        validate::private_data(private_data, self.dev.caps(), VerbsCall::Reject)?;
-        let Some(id) = self.id.take() else {
-            return Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
-        };
-        self.hub.unregister(id);
-        let ptr = if private_data.is_empty() {
-            core::ptr::null()
-        } else {
-            private_data.as_ptr().cast()
-        };
-        // SAFETY: id is live and owned; private_data is valid for its length (<= 148).
-        let rc = unsafe { sys::rdma_reject(id, ptr, private_data.len() as u8) };
-        let res = if rc != 0 {
-            Err(os_err(VerbsCall::Reject))
-        } else {
-            Ok(())
-        };
-        // SAFETY: id is live, owned and unregistered.
-        unsafe {
-            sys::rdma_destroy_id(id);
-        }
-        res
     }
 }

@@ -71,6 +71,39 @@ pub(crate) struct SrqAcct {
     pub(crate) completed: AtomicU64,
 }
 
+/// Where the connection is (mirrored in [`QpAcct`] for the data path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Phase {
+    /// Active side: waiting for `ADDR_RESOLVED`.
+    ResolvingAddr = 0,
+    /// Active side: waiting for `ROUTE_RESOLVED`.
+    ResolvingRoute = 1,
+    /// Active side: `rdma_connect` sent, waiting for `ESTABLISHED`.
+    Connecting = 2,
+    /// Connected (passive side: from `rdma_accept` on).
+    Connected = 3,
+    /// Terminal: the QP is in the error state.
+    Closed = 4,
+}
+
+impl Phase {
+    pub(crate) fn from_u8(v: u8) -> Phase {
+        match v {
+            0 => Phase::ResolvingAddr,
+            1 => Phase::ResolvingRoute,
+            2 => Phase::Connecting,
+            3 => Phase::Connected,
+            _ => Phase::Closed,
+        }
+    }
+
+    /// Sends may be queued (RTS, or the error state where they flush).
+    pub(crate) fn can_send(self) -> bool {
+        matches!(self, Phase::Connected | Phase::Closed)
+    }
+}
+
 /// Queue accounting of one QP, shared between the QP (producer of WRs) and the CQs that
 /// receive its completions (consumers).
 pub(crate) struct QpAcct {
@@ -91,7 +124,7 @@ pub(crate) struct QpAcct {
     rq_completed: AtomicU64,
     /// The QP's SRQ accounting, if it has one.
     srq: Option<Arc<SrqAcct>>,
-    /// The connection phase (`qp::Phase` as u8), written under the QP's progress lock.
+    /// The connection phase ([`Phase`] as u8), written under the QP's progress lock.
     phase: AtomicU8,
 }
 
@@ -126,9 +159,9 @@ impl QpAcct {
     }
 
     /// The connection phase.
-    pub(crate) fn phase(&self) -> super::qp::Phase {
+    pub(crate) fn phase(&self) -> Phase {
         // Acquire: pairs with the Release store in `set_phase`.
-        super::qp::Phase::from_u8(self.phase.load(Ordering::Acquire))
+        Phase::from_u8(self.phase.load(Ordering::Acquire))
     }
 
     pub(crate) fn set_phase(&self, p: u8) {

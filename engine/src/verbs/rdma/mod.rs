@@ -372,7 +372,7 @@ impl RdmaDevice {
         // The async fd is read without blocking (CQ overrun detection).
         // SAFETY: ctx is live; async_fd is its descriptor.
         unsafe {
-            cm::set_nonblocking((*ctx).async_fd);
+            channel::set_nonblocking((*ctx).async_fd);
         }
         if !caps.mw_type2 || !caps.send_with_invalidate {
             eprintln!(

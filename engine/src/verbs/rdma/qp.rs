@@ -22,52 +22,19 @@
 
 use core::ffi::c_int;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use rdma_sys as sys;
 
-use super::cm::{lock, Hub, IdGuard, RawEvent};
-use super::cq::{modify_to_error, CqInner, QpAcct};
+use super::cm::{lock, CmTarget, Hub, IdGuard, RawEvent, RdmaConnRequest};
+use super::cq::{modify_to_error, CqInner, Phase, QpAcct};
 use super::mem::{fill_sges, index_of, link, zeroed, PdInner, RecvBatch, SrqInner};
 use super::{id_addrs, os_err, ret_err, DeviceInner, Rdma, RESOLVE_TIMEOUT_MS};
 use crate::verbs::validate;
 use crate::verbs::{
-    errno, CmEvent, CmEventKind, CqNotify, DeviceCaps, PrivateData, QpInit, QpOptions, QpState,
-    QueuePair, RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError,
+    errno, CmEvent, CmEventKind, ConnRequest, CqNotify, DeviceCaps, PrivateData, QpInit, QpOptions,
+    QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, VerbsCall, VerbsError,
 };
-
-/// Where the connection is (mirrored in [`QpAcct`] for the data path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Phase {
-    /// Active side: waiting for `ADDR_RESOLVED`.
-    ResolvingAddr = 0,
-    /// Active side: waiting for `ROUTE_RESOLVED`.
-    ResolvingRoute = 1,
-    /// Active side: `rdma_connect` sent, waiting for `ESTABLISHED`.
-    Connecting = 2,
-    /// Connected (passive side: from `rdma_accept` on).
-    Connected = 3,
-    /// Terminal: the QP is in the error state.
-    Closed = 4,
-}
-
-impl Phase {
-    pub(crate) fn from_u8(v: u8) -> Phase {
-        match v {
-            0 => Phase::ResolvingAddr,
-            1 => Phase::ResolvingRoute,
-            2 => Phase::Connecting,
-            3 => Phase::Connected,
-            _ => Phase::Closed,
-        }
-    }
-
-    /// Sends may be queued (RTS, or the error state where they flush).
-    pub(crate) fn can_send(self) -> bool {
-        matches!(self, Phase::Connected | Phase::Closed)
-    }
-}
 
 /// Events kept for the caller until its `poll_event` (a connection has at most a handful).
 const STASH: usize = 8;
@@ -153,7 +120,7 @@ impl Progress {
     }
 
     /// Handles one event of the QP's id (called by the hub's dispatcher).
-    pub(crate) fn handle(&mut self, ev: &RawEvent) {
+    fn on_event(&mut self, ev: &RawEvent) {
         use sys::rdma_cm_event_type as t;
         if self.dead {
             return;
@@ -397,7 +364,9 @@ impl RdmaQp {
             notify: None,
             dev: Arc::clone(dev),
         }));
-        hub.register_qp(id, &progress);
+        let target: Weak<Mutex<dyn CmTarget>> =
+            Arc::downgrade(&progress) as Weak<Mutex<dyn CmTarget>>;
+        hub.register_qp(id, target);
         Ok(RdmaQp {
             id,
             qp,
@@ -805,5 +774,82 @@ impl QueuePair<Rdma> for RdmaQp {
                 Err(VerbsError::new(VerbsCall::Disconnect, errno::ENOTCONN))
             }
         }
+    }
+}
+
+impl ConnRequest<Rdma> for RdmaConnRequest {
+    fn private_data(&self) -> &[u8] {
+        self.private_data.as_slice()
+    }
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    fn initiator_depth(&self) -> u8 {
+        self.initiator_depth
+    }
+
+    fn responder_resources(&self) -> u8 {
+        self.responder_resources
+    }
+
+    fn accept_prepared(
+        mut self,
+        init: QpInit<'_, Rdma>,
+        private_data: &[u8],
+        prepare: &mut dyn FnMut(&mut RdmaQp) -> Result<(), VerbsError>,
+    ) -> Result<RdmaQp, VerbsError> {
+        validate::private_data(private_data, self.dev.caps(), VerbsCall::Accept)?;
+        let Some(id) = self.id.take() else {
+            return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
+        };
+        // From here the request's id belongs to the QP (or is destroyed by it on error).
+        self.hub.unregister(id);
+        RdmaQp::accept(
+            &self.dev,
+            self.hub,
+            IdGuard(id),
+            init,
+            private_data,
+            (self.initiator_depth, self.responder_resources),
+            (self.local, self.peer),
+            prepare,
+        )
+    }
+
+    fn reject(mut self, private_data: &[u8]) -> Result<(), VerbsError> {
+        validate::private_data(private_data, self.dev.caps(), VerbsCall::Reject)?;
+        let Some(id) = self.id.take() else {
+            return Err(VerbsError::new(VerbsCall::Reject, errno::EINVAL));
+        };
+        self.hub.unregister(id);
+        let ptr = if private_data.is_empty() {
+            core::ptr::null()
+        } else {
+            private_data.as_ptr().cast()
+        };
+        // SAFETY: id is live and owned; private_data is valid for its length (<= 148).
+        let rc = unsafe { sys::rdma_reject(id, ptr, private_data.len() as u8) };
+        let res = if rc != 0 {
+            Err(os_err(VerbsCall::Reject))
+        } else {
+            Ok(())
+        };
+        // SAFETY: id is live, owned and unregistered.
+        unsafe {
+            sys::rdma_destroy_id(id);
+        }
+        res
+    }
+}
+
+impl CmTarget for Progress {
+    fn handle(&mut self, ev: &RawEvent) {
+        self.on_event(ev);
+    }
+
+    fn notice(&self) -> Option<CqNotify> {
+        self.notify.clone()
     }
 }
