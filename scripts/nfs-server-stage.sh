@@ -29,9 +29,8 @@
 #    caches (part cache, scripts/vm/nfs-cache.sh: rpcrdma-nfs3-compare, built here, compares the
 #    replies of the kernel nfsd and of ours field by field); then the metadata workload
 #    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
-#    backends, plain and (over rxe) beside a CPU hog (part meta: the ours / kernel time table, and the
-#    client's GETATTR / LOOKUP / READ counts per phase, which must be within 10 % of the kernel
-#    nfsd's);
+#    backends (part meta: the ours / kernel time table, and the client's GETATTR / LOOKUP / READ
+#    counts per phase beside the kernel nfsd's);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table;
 # 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,
