@@ -558,14 +558,10 @@ fn pingers(
         .collect()
 }
 
-/// Eviction aimed at an honest client: the reactor's slots hold one honest connection, idle
-/// past the eviction grace, and three of an attacker's address that each call NULL every
-/// 100 ms (a fifth of the 500 ms grace, as 300 ms is of the default 2 s), so they are never
-/// idle that long. The attacker's new connections must not evict the honest one (its address
-/// holds the most already: nobody holds as many); one from a second attacker address evicts
-/// an attacker connection (that address holds the most), never the honest one.
-#[test]
-fn rejects_eviction_aimed_at_an_idle_honest_client() {
+/// The eviction tests' world: one reactor of 4 slots, a server with a 500 ms eviction grace
+/// and no per-peer limit, an honest client that made one call, and endpoints at two more
+/// addresses (10.0.0.9, 10.0.0.10).
+fn eviction_world() -> (World, Server, Client, [Endpoint; 2]) {
     let cfg = EndpointConfig {
         max_conns_per_reactor: 4,
         ..endpoint_config(0)
@@ -581,6 +577,18 @@ fn rejects_eviction_aimed_at_an_idle_honest_client() {
     assert_eq!(sum_call(&honest, 1, 1), Ok(2));
     let ep_a = Endpoint::new(&w.set, w.fabric.open(ip(9)), endpoint_config(0)).expect("ep");
     let ep_b = Endpoint::new(&w.set, w.fabric.open(ip(10)), endpoint_config(0)).expect("ep");
+    (w, _s, honest, [ep_a, ep_b])
+}
+
+/// Eviction aimed at an honest client: the reactor's slots hold one honest connection, idle
+/// past the eviction grace, and three of an attacker's address that each call NULL every
+/// 100 ms (a fifth of the 500 ms grace, as 300 ms is of the default 2 s), so they are never
+/// idle that long. The attacker's new connections must not evict the honest one (its address
+/// holds the most already: nobody holds as many); one from a second attacker address evicts
+/// an attacker connection (that address holds the most), never the honest one.
+#[test]
+fn rejects_eviction_aimed_at_an_idle_honest_client() {
+    let (w, _s, honest, [ep_a, ep_b]) = eviction_world();
     let stop = Arc::new(AtomicBool::new(false));
     let pause = Arc::new(AtomicBool::new(false));
     let ping = pingers(&ep_a, w.addr, 3, Duration::from_millis(100), &stop, &pause);
@@ -622,21 +630,7 @@ fn rejects_eviction_aimed_at_an_idle_honest_client() {
 /// honest client idle past the grace is not touched.
 #[test]
 fn accepts_newcomer_once_a_busy_over_share_connection_settles() {
-    let cfg = EndpointConfig {
-        max_conns_per_reactor: 4,
-        ..endpoint_config(0)
-    };
-    let w = World::with_endpoints(&reactor_config(1), &SoftConfig::default(), cfg.clone(), cfg);
-    let o = ServerOptions {
-        evict_idle_ms: 500,
-        max_conns_per_peer: 0,
-        ..ServerOptions::default()
-    };
-    let _s = start(&w, o);
-    let honest = Client::connect(&w.client_ep, w.addr, honest_opts()).expect("honest");
-    assert_eq!(sum_call(&honest, 1, 1), Ok(2));
-    let ep_a = Endpoint::new(&w.set, w.fabric.open(ip(9)), endpoint_config(0)).expect("ep");
-    let ep_b = Endpoint::new(&w.set, w.fabric.open(ip(10)), endpoint_config(0)).expect("ep");
+    let (w, _s, honest, [ep_a, ep_b]) = eviction_world();
     let stop = Arc::new(AtomicBool::new(false));
     let pause = Arc::new(AtomicBool::new(false));
     let ping = pingers(&ep_a, w.addr, 3, Duration::from_millis(10), &stop, &pause);

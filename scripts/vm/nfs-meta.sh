@@ -311,15 +311,17 @@ hog_start() {
 hog_stop() { [ ${#HOGS[@]} -eq 0 ] || kill "${HOGS[@]}" 2>/dev/null; }
 # ---- the table --------------------------------------------------------------------------------------
 # Busy-box awk: the fields are plain integers (no leading zeros: "00010" would read as 8).
-summary() {
-	awk '
+# The median of a space-separated list (both tables use it).
+AWK_MED='
 	function med(list,   n, a, i, j, t) {
 		n = split(list, a, " ")
 		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 		if (n == 0) return 0
 		if (n % 2) return a[(n + 1) / 2] + 0
 		return (a[n / 2] + a[n / 2 + 1]) / 2
-	}
+	}'
+summary() {
+	awk "$AWK_MED"'
 	function spread(list,   n, a, i, lo, hi, m) {
 		n = split(list, a, " ")
 		lo = hi = a[1] + 0
@@ -366,14 +368,7 @@ summary() {
 
 # the client's GETATTR / LOOKUP / READ per phase against each server (medians over the rounds)
 counts() {
-	awk -v la="$LA" -v lb="$LB" '
-	function med(list,   n, a, i, j, t) {
-		n = split(list, a, " ")
-		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-		if (n == 0) return 0
-		if (n % 2) return a[(n + 1) / 2] + 0
-		return (a[n / 2] + a[n / 2 + 1]) / 2
-	}
+	awk -v la="$LA" -v lb="$LB" "$AWK_MED"'
 	function ratio(x, y) { return y > 0 ? sprintf("%.2f", x / y) : (x > 0 ? "inf" : "-") }
 	# within 10 % of the reference, or a few calls off (small counts)
 	function near(x, y) { return (x - y <= y / 10 + 5) && (y - x <= y / 10 + 5) }
