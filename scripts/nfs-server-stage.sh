@@ -102,7 +102,7 @@ else
 	if ! cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd \
 		--message-format=json-render-diagnostics >"$json"; then
 		banner "nfs-server-stage: FAILED: building rpcrdma-nfsd with --features rdma failed (exit 2)" \
-			"It needs libibverbs-dev, librdmacm-dev and libclang-dev (bindgen, libclang <= 15)." \
+			"It needs libibverbs-dev, librdmacm-dev and pkg-config (vendor/rdma-sys/README.md)." \
 			"RPCRDMA_NFSD_BIN=kernel runs the stage against the kernel nfsd instead."
 		exit 2
 	fi
