@@ -112,6 +112,8 @@ KIND=ours
 . "$HERE/nfs-exports.sh"
 # shellcheck source=scripts/vm/nfs-cache.sh
 . "$HERE/nfs-cache.sh"
+# shellcheck source=scripts/vm/quickstart.sh
+. "$HERE/quickstart.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -724,6 +726,8 @@ run_exports
 run_cache
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 [ -n "${RPCRDMA_NFSD_META-rxe siw}" ] && run_meta "${RPCRDMA_NFSD_META-rxe siw}"
+# last: it stops the kernel nfsd and adds (then deletes) RDMA devices of its own
+run_quickstart
 
 echo
 for l in "${SUMMARY[@]}"; do echo "  $l"; done
