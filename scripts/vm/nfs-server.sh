@@ -634,7 +634,7 @@ run_fio() {
 # sends to the kernel nfsd. By default the counts and times are reported, not checked: GETATTR
 # counts follow the attribute cache timeouts, so they move with how long a phase takes (the
 # kernel nfsd's own count for one phase ranged from 11 to 209 between boots of a shared host);
-# docs/performance.md keeps the table of a quiet run.
+# docs/performance-nfs.md keeps the table of a quiet run.
 run_meta() {
 	local f hog label
 	part_begin meta "the metadata workload against the kernel nfsd and $KIND over ${1// /, }, both backends"
