@@ -37,8 +37,11 @@
 //! set C by default (`mpa_crc_required` false) but honours a peer's C, since its reply echoes the
 //! request's flags — so an initiator that sets C gets CRCs both ways; it refuses M (markers) with
 //! an MPA Reply with R set; it accepts revisions 0, 1 and 2 (this module accepts 1 and 2 only:
-//! revision 0 predates RFC 5044); private data up to 512 octets including the IRD/ORD word; with
-//! CRCs off it sends a zero CRC field.
+//! revision 0 predates RFC 5044); it accepts PD_Length only up to 256 (`MPA_MAX_PRIVDATA` =
+//! `RDMA_MAX_PRIVATE_DATA`), the IRD/ORD word included, and drops the connection on a longer
+//! frame, so a peer of siw keeps its private data within 252 octets after the word; as initiator
+//! after an enhanced request it requires a revision-2 reply with E set; its CRC field is
+//! `put_unaligned_le32(~crc)` (`siw_crc_final`), zero with CRCs off.
 //!
 //! Recovery: every decoder checks bounds before reading and returns an [`MpaError`]; the caller
 //! closes the TCP connection on any error of an MPA Request/Reply (RFC 5044 §7.1: bad key,
@@ -81,7 +84,8 @@ pub const FPDU_CRC_LEN: usize = 4;
 pub const MAX_ULPDU: usize = 0xffff;
 /// Terminate error code, LLP layer, MPA type: "MPA CRC error" (RFC 5040 §7.2 / RFC 5044 §8).
 pub const TERM_ECODE_CRC: u8 = 0x02;
-/// Terminate error code, LLP layer, MPA type: "MPA marker / FPDU start error" (a bad length).
+/// Terminate error code, LLP layer, MPA type: marker / FPDU start error (an FPDU that cannot
+/// be delimited, e.g. a ULPDU_Length over the limit).
 pub const TERM_ECODE_FPDU_START: u8 = 0x03;
 /// Terminate error code, LLP layer, MPA type: "invalid MPA Request/Reply".
 pub const TERM_ECODE_INVALID_RR: u8 = 0x04;
@@ -187,8 +191,8 @@ pub struct IrdOrd {
 }
 
 impl IrdOrd {
-    /// Decodes the four octets (`b` must hold at least four).
-    fn from_bytes(b: &[u8; 4]) -> Self {
+    /// Decodes the four octets.
+    pub fn from_bytes(b: &[u8; 4]) -> Self {
         let ird = u16::from_be_bytes([b[0], b[1]]);
         let ord = u16::from_be_bytes([b[2], b[3]]);
         IrdOrd {

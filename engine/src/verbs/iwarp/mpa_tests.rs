@@ -259,6 +259,30 @@ fn rejects_ulpdu_over_limit_before_sizing() {
 }
 
 #[test]
+fn rejects_seal_of_oversized_ulpdu() {
+    let mut buf = vec![0u8; fpdu_len(MAX_ULPDU + 1)];
+    assert_eq!(
+        seal_fpdu(&mut buf, MAX_ULPDU + 1, true),
+        Err(MpaError::UlpduTooLong(0xffff))
+    );
+    assert_eq!(
+        seal_fpdu(&mut buf, MAX_ULPDU, true),
+        Ok(fpdu_len(MAX_ULPDU))
+    );
+}
+
+#[test]
+fn accepts_ird_ord_clamped_to_14_bits() {
+    let w = IrdOrd {
+        ird: 0xffff,
+        ord: 0x4000,
+        ..IrdOrd::default()
+    };
+    assert_eq!(w.to_bytes(), [0x3f, 0xff, 0x3f, 0xff]);
+    assert_eq!(IrdOrd::from_bytes(&w.to_bytes()).ird, IRD_ORD_MAX);
+}
+
+#[test]
 fn rejects_truncated_fpdu_as_incomplete() {
     assert_eq!(
         decode_fpdu(&FPDU_ABC[..1], true, 64),
