@@ -168,7 +168,7 @@ pub struct Header {
 
 impl Header {
     /// Octets of this header on the wire.
-    pub const fn len(&self) -> usize {
+    pub const fn wire_len(&self) -> usize {
         match self.buffer {
             Buffer::Tagged { .. } => TAGGED_HDR_LEN,
             Buffer::Untagged { .. } => UNTAGGED_HDR_LEN,
@@ -250,7 +250,7 @@ pub fn decode(ulpdu: &[u8]) -> Result<Segment<'_>, DdpError> {
 
 /// Writes `h` at the front of `out` (DV 1, reserved bits zero); returns the octets written.
 pub fn encode_header(h: &Header, out: &mut [u8]) -> Result<usize, DdpError> {
-    let n = h.len();
+    let n = h.wire_len();
     if out.len() < n {
         return Err(DdpError::NoSpace {
             needed: n,

@@ -543,7 +543,7 @@ fn body_len(msg: &Message<'_>) -> usize {
 
 /// Octets [`encode`] writes for `msg`.
 pub fn encoded_len(msg: &Message<'_>) -> usize {
-    ddp_header(msg).len() + body_len(msg)
+    ddp_header(msg).wire_len() + body_len(msg)
 }
 
 fn encode_terminate(t: &Terminate<'_>, out: &mut [u8]) {

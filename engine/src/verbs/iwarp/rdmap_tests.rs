@@ -266,7 +266,7 @@ fn accepts_terminate_catastrophic_without_headers() {
 fn rejects_bad_rdmap_version() {
     for rv in [0u8, 2, 3] {
         let mut b = WRITE;
-        b[1] = (rv << 6) | 0x0;
+        b[1] = rv << 6; // opcode 0, RDMA Write
         let e = decode(&b).unwrap_err();
         assert_eq!(e, RdmapError::BadVersion(rv));
         assert_eq!(e.terminate_code(), TermCode::new(0, 2, 0x05));
