@@ -1,5 +1,5 @@
-//! CRC32c (Castagnoli), the MPA FPDU check of RFC 5044 §4.4 (the same CRC as iSCSI, RFC 3720
-//! §12.1 / RFC 7143).
+//! CRC32c (Castagnoli), the MPA FPDU check of RFC 5044 (the same CRC as the iSCSI digests of
+//! RFC 3720 and RFC 7143).
 //!
 //! Normal operation: [`crc32c`] (one call over a contiguous buffer) or [`Crc32c`] (incremental,
 //! for a frame gathered from several pieces) gives the CRC value; on the wire it is the four
@@ -82,7 +82,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 mod tests {
     use super::*;
 
-    // RFC 3720 Appendix B.4 (repeated in RFC 7143 Appendix A.4): CRC32c examples.
+    // RFC 3720 Appendix B.4 (repeated in RFC 7143): CRC32c examples.
     #[test]
     fn accepts_rfc3720_vector_32_zeros() {
         assert_eq!(crc32c(&[0u8; 32]), 0x8A91_36AA);

@@ -1,12 +1,12 @@
 //! DDP, Direct Data Placement over reliable transports (RFC 5041): the tagged and untagged
 //! buffer model headers at the front of every ULPDU.
 //!
-//! Normal operation: [`decode`] reads the DDP header of one ULPDU (from [`super::mpa::decode_fpdu`])
-//! and borrows the rest as [`Segment::payload`]; [`encode_header`] writes one into a caller's
-//! slice. The first octet is the DDP control field (RFC 5041 §4.1): T (tagged), L (last segment
-//! of the message), four reserved bits (sent as zero, not checked) and DV, the DDP version (1).
-//! The second octet (and, untagged, four more) belong to the upper layer (RDMAP, RFC 5040),
-//! carried here uninterpreted as `ulp_ctrl` / `ulp_word`.
+//! Normal operation: [`decode`] reads the DDP header of one ULPDU (from
+//! [`super::mpa::decode_fpdu`]) and borrows the rest as [`Segment::payload`]; [`encode_header`]
+//! writes one into a caller's slice. The first octet is the DDP control field (RFC 5041 §4.1): T
+//! (tagged), L (last segment of the message), four reserved bits (sent as zero, not checked) and
+//! DV, the DDP version (1). The second octet (and, untagged, four more) belong to the upper layer
+//! (RDMAP, RFC 5040), carried here uninterpreted as `ulp_ctrl` / `ulp_word`.
 //!
 //! ```text
 //!  tagged (RFC 5041 §4.2), 14 octets        untagged (RFC 5041 §4.3), 18 octets
@@ -20,10 +20,10 @@
 //! after the 2-octet MPA length) with the same masks: T 0x80, L 0x40, reserved 0x3c, DV 0x03.
 //!
 //! Recovery: a ULPDU shorter than its header is [`DdpError::Truncated`]; a DV other than 1 is
-//! [`DdpError::BadVersion`], which RFC 5041 §7 turns into a Terminate (DDP layer, tagged or
-//! untagged buffer error, "invalid DDP version"; [`DdpError::terminate_code`]) and the end of the
-//! stream. Sequence checks (MSN, MO, STag bounds) need connection state and belong to the
-//! provider.
+//! [`DdpError::BadVersion`], which RFC 5041's error semantics turn into a Terminate (DDP layer,
+//! tagged or untagged buffer error, "invalid DDP version"; [`DdpError::terminate_code`]) and the
+//! end of the stream. Sequence checks (MSN, MO, STag bounds) need connection state and belong to
+//! the provider.
 
 use super::rdmap::{TermCode, LAYER_DDP};
 
@@ -39,7 +39,7 @@ pub const DDP_VERSION: u8 = 1;
 pub const TAGGED_HDR_LEN: usize = 14;
 /// Octets of an untagged DDP header.
 pub const UNTAGGED_HDR_LEN: usize = 18;
-/// Terminate error type: DDP catastrophic (RFC 5040 §7.2, DDP layer).
+/// Terminate error type: DDP catastrophic (RFC 5040 Terminate codes, DDP layer).
 pub const ETYPE_CATASTROPHIC: u8 = 0x0;
 /// Terminate error type: tagged buffer error.
 pub const ETYPE_TAGGED: u8 = 0x1;
@@ -95,7 +95,7 @@ pub enum DdpError {
 }
 
 impl DdpError {
-    /// The RFC 5040 §7.2 Terminate code a receiver sends for this error.
+    /// The RFC 5040 Terminate code a receiver sends for this error.
     pub const fn terminate_code(&self) -> TermCode {
         match *self {
             DdpError::BadVersion { tagged: true, .. } => {

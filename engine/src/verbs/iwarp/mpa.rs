@@ -2,21 +2,21 @@
 //! RFC 6581: the MPA Request/Reply frames that open an iWARP stream, and the FPDU framing that
 //! carries every DDP segment after them.
 //!
-//! Normal operation: the initiator sends an MPA Request ([`encode_rr`] with [`FrameKind::Request`]),
-//! the responder answers with an MPA Reply (R clear to accept, set to reject); both are decoded by
-//! [`decode_rr`], which borrows the private data from the receive buffer. With revision 2 and the
-//! enhanced flag, the first four octets of the private data are the RFC 6581 IRD/ORD word
-//! ([`IrdOrd`]); [`RrFrame::ulp_private_data`] is what follows it (where RFC 8797 private data
-//! travels). [`negotiate_crc`] applies RFC 5044 §7.1: CRCs are used when either side set C.
-//! After the handshake every ULPDU (one DDP segment) travels in an FPDU: a 2-octet ULPDU_Length,
-//! the ULPDU, 0–3 zero pad octets to a 4-octet boundary, and a 4-octet CRC32c over all of that
-//! (RFC 5044 §4.1, §4.4). [`seal_fpdu`] frames a ULPDU already written in place, [`encode_fpdu`]
-//! copies one in, [`decode_fpdu`] finds one at the front of a receive buffer. Markers are not
-//! supported: a peer that requires them (M set) is refused by [`check_markers`]. Nothing here
-//! allocates.
+//! Normal operation: the initiator sends an MPA Request ([`encode_rr`] with
+//! [`FrameKind::Request`]), the responder answers with an MPA Reply (R clear to accept, set to
+//! reject); both are decoded by [`decode_rr`], which borrows the private data from the receive
+//! buffer. With revision 2 and the enhanced flag, the first four octets of the private data are the
+//! RFC 6581 IRD/ORD word ([`IrdOrd`]); [`RrFrame::ulp_private_data`] is what follows it (where
+//! RFC 8797 private data travels). [`negotiate_crc`] applies RFC 5044 connection setup: CRCs are used
+//! when either side set C. After the handshake every ULPDU (one DDP segment) travels in an FPDU: a
+//! 2-octet ULPDU_Length, the ULPDU, 0–3 zero pad octets to a 4-octet boundary, and a 4-octet CRC32c
+//! over all of that (RFC 5044, FPDU format and CRC). [`seal_fpdu`] frames a ULPDU already written
+//! in place, [`encode_fpdu`] copies one in, [`decode_fpdu`] finds one at the front of a receive
+//! buffer. Markers are not provided: a peer that requires them (M set) is refused by
+//! [`check_markers`]. Nothing here allocates.
 //!
 //! ```text
-//!  MPA Request/Reply (RFC 5044 §7.1, RFC 6581 §9)      FPDU (RFC 5044 §4.1)
+//!  MPA Request/Reply (RFC 5044, RFC 6581)      FPDU (RFC 5044, FPDU format)
 //!  +--------------------------------+                 +-------------+--------------+
 //!  | Key, 16 octets                 |                 | ULPDU_Length|  ULPDU ...   |
 //!  +-+-+-+-+-------+-------+--------+                 +-------------+----+---------+
@@ -29,7 +29,8 @@
 //! E (0x10, the first bit of RFC 5044's Res field) is the enhanced-connection flag: Linux siw
 //! (`MPA_RR_FLAG_ENHANCED`) and cxgb4 set it with revision 2 when the private data opens with the
 //! IRD/ORD word, and Wireshark decodes it as "Enhanced RDMA Connection". The other four Res bits
-//! are sent as zero and not checked (RFC 5044 §7.1; siw uses 0x08 for its own GSO hint).
+//! are sent as zero and not checked (RFC 5044 connection setup; siw uses 0x08 for its own GSO
+//! hint).
 //!
 //! What Linux siw does (drivers/infiniband/sw/siw: `iwarp.h`, `siw_cm.c`, `siw_main.c`): its
 //! requests use revision 2 with E set and the IRD/ORD word first in the private data (IRD and
@@ -44,28 +45,28 @@
 //! `put_unaligned_le32(~crc)` (`siw_crc_final`), zero with CRCs off.
 //!
 //! Recovery: every decoder checks bounds before reading and returns an [`MpaError`]; the caller
-//! closes the TCP connection on any error of an MPA Request/Reply (RFC 5044 §7.1: bad key,
-//! revision it cannot use, PD_Length over 512) and sends a Terminate (LLP layer, MPA error type,
-//! [`TERM_ECODE_CRC`] for a CRC error, [`TERM_ECODE_FPDU_START`] for a bad length) and closes
+//! closes the TCP connection on any error of an MPA Request/Reply (RFC 5044 connection setup: bad
+//! key, revision it cannot use, PD_Length over 512) and sends a Terminate (LLP layer, MPA error
+//! type, [`TERM_ECODE_CRC`] for a CRC error, [`TERM_ECODE_FPDU_START`] for a bad length) and closes
 //! after a bad FPDU. [`MpaError::Incomplete`] is not an error of the peer: more octets are needed.
 
 use super::crc32c::Crc32c;
 
-/// The MPA Request key, "MPA ID Req Frame" (RFC 5044 §7.1).
+/// The MPA Request key, "MPA ID Req Frame" (RFC 5044 connection setup).
 pub const KEY_REQ: [u8; 16] = *b"MPA ID Req Frame";
-/// The MPA Reply key, "MPA ID Rep Frame" (RFC 5044 §7.1).
+/// The MPA Reply key, "MPA ID Rep Frame" (RFC 5044 connection setup).
 pub const KEY_REP: [u8; 16] = *b"MPA ID Rep Frame";
 /// Octets of an MPA Request/Reply before the private data.
 pub const RR_HDR_LEN: usize = 20;
-/// Largest PD_Length a receiver accepts (RFC 5044 §7.1).
+/// Largest PD_Length a receiver accepts (RFC 5044 connection setup).
 pub const MAX_PRIVATE_DATA: usize = 512;
 /// Length of the RFC 6581 IRD/ORD word at the start of enhanced private data.
 pub const IRD_ORD_LEN: usize = 4;
-/// Flag octet: M, markers required by the sender of the frame (RFC 5044 §7.1).
+/// Flag octet: M, markers required by the sender of the frame (RFC 5044 connection setup).
 pub const FLAG_MARKERS: u8 = 0x80;
-/// Flag octet: C, CRCs preferred by the sender (RFC 5044 §7.1).
+/// Flag octet: C, CRCs preferred by the sender (RFC 5044 connection setup).
 pub const FLAG_CRC: u8 = 0x40;
-/// Flag octet: R, connection rejected (MPA Reply only; RFC 5044 §7.1).
+/// Flag octet: R, connection rejected (MPA Reply only; RFC 5044 connection setup).
 pub const FLAG_REJECT: u8 = 0x20;
 /// Flag octet: enhanced connection, the private data opens with the IRD/ORD word (revision 2;
 /// see the module doc).
@@ -82,7 +83,7 @@ pub const FPDU_HDR_LEN: usize = 2;
 pub const FPDU_CRC_LEN: usize = 4;
 /// Largest ULPDU_Length (16 bits).
 pub const MAX_ULPDU: usize = 0xffff;
-/// Terminate error code, LLP layer, MPA type: "MPA CRC error" (RFC 5040 §7.2 / RFC 5044 §8).
+/// Terminate error code, LLP layer, MPA type: "MPA CRC error" (RFC 5040 / RFC 5044).
 pub const TERM_ECODE_CRC: u8 = 0x02;
 /// Terminate error code, LLP layer, MPA type: marker / FPDU start error (an FPDU that cannot
 /// be delimited, e.g. a ULPDU_Length over the limit).
@@ -227,7 +228,7 @@ pub struct RrFrame<'a> {
     pub markers: bool,
     /// C: the sender wants CRCs.
     pub crc: bool,
-    /// R: connection rejected (Reply); not checked in a Request (RFC 5044 §7.1).
+    /// R: connection rejected (Reply); not checked in a Request (RFC 5044 connection setup).
     pub reject: bool,
     /// Revision (1 or 2).
     pub revision: u8,
@@ -349,8 +350,9 @@ pub fn encode_rr(frame: &RrFrame<'_>, out: &mut [u8]) -> Result<usize, MpaError>
     Ok(total)
 }
 
-/// Refuses a peer frame with M set: this implementation never inserts markers (RFC 5044 §7.1 lets
-/// a Responder reject such a Request with R set; an Initiator closes the connection).
+/// Refuses a peer frame with M set. RFC 5044 lets each side require markers in the FPDUs sent to
+/// it; like Linux siw, this implementation never inserts them. A Responder answers such a
+/// Request with a Reply with R set (what siw does); an Initiator closes the connection.
 pub fn check_markers(peer: &RrFrame<'_>) -> Result<(), MpaError> {
     if peer.markers {
         Err(MpaError::MarkersRequired)
@@ -359,13 +361,14 @@ pub fn check_markers(peer: &RrFrame<'_>) -> Result<(), MpaError> {
     }
 }
 
-/// Whether FPDUs carry CRCs after the exchange: yes when either frame set C (RFC 5044 §7.1).
+/// Whether FPDUs carry CRCs after the exchange: yes when either frame set C (RFC 5044 connection
+/// setup).
 pub const fn negotiate_crc(request_crc: bool, reply_crc: bool) -> bool {
     request_crc || reply_crc
 }
 
 /// Pad octets after a ULPDU of `ulpdu_len` octets, so that header + ULPDU + pad is a multiple of
-/// four (RFC 5044 §4.1).
+/// four (RFC 5044, FPDU format).
 pub const fn pad_len(ulpdu_len: usize) -> usize {
     (4 - (FPDU_HDR_LEN + ulpdu_len) % 4) % 4
 }

@@ -7,30 +7,30 @@ use proptest::prelude::*;
 /// An MPA Request, revision 2, enhanced, C set, carrying RFC 8797 private data.
 #[rustfmt::skip]
 const REQ_REV2: [u8; 32] = [
-    // RFC 5044 §7.1: Key "MPA ID Req Frame".
+    // RFC 5044 connection setup: Key "MPA ID Req Frame".
     0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52,
     0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
     // Flags: M=0, C=1 (0x40), R=0, enhanced (0x10) => 0x50; Rev = 2 (RFC 6581).
     0x50, 0x02,
     // PD_Length = 12: the 4-octet IRD/ORD word + 8 octets of RFC 8797 private data.
     0x00, 0x0c,
-    // RFC 6581 §9 IRD/ORD word: A=1, B=0, IRD=16 | C=1, D=0, ORD=8.
+    // RFC 6581 IRD/ORD word: A=1, B=0, IRD=16 | C=1, D=0, ORD=8.
     0x80, 0x10, 0x80, 0x08,
-    // RFC 8797 §4: format identifier f6ab0e18, version 1, R flag, sizes 0 (1 KiB each).
+    // RFC 8797: format identifier f6ab0e18, version 1, R flag, sizes 0 (1 KiB each).
     0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x00, 0x00,
 ];
 
 /// An MPA Reply, revision 1, R set (rejected), no private data.
 #[rustfmt::skip]
 const REP_REJECT_REV1: [u8; 20] = [
-    // RFC 5044 §7.1: Key "MPA ID Rep Frame".
+    // RFC 5044 connection setup: Key "MPA ID Rep Frame".
     0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52,
     0x65, 0x70, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
     // Flags: R (0x20); Rev = 1; PD_Length = 0.
     0x20, 0x01, 0x00, 0x00,
 ];
 
-/// An FPDU carrying the 3-octet ULPDU "abc" with CRC (RFC 5044 §4.1).
+/// An FPDU carrying the 3-octet ULPDU "abc" with CRC (RFC 5044, FPDU format).
 #[rustfmt::skip]
 const FPDU_ABC: [u8; 12] = [
     // ULPDU_Length = 3.

@@ -3,18 +3,18 @@
 //! Solicited Event, with both) and Terminate.
 //!
 //! Normal operation: [`decode`] reads one ULPDU (DDP header, RDMAP control octet, RDMAP header)
-//! into a [`Message`] that borrows its payload; [`encode`] writes a message into a caller's
-//! slice, ready for [`super::mpa::seal_fpdu`]. The RDMAP control octet is the DDP header's
-//! first upper-layer octet (RFC 5040 §4.2): RV (2 bits, version 1), two reserved bits (sent as
-//! zero, not checked) and the 4-bit opcode ([`Opcode`], an open set: values RFC 5040 does not
-//! define decode as a value and are then rejected). Each opcode has a fixed DDP model and queue
-//! (RFC 5040 §4.3): Write and Read Response are tagged; Sends use untagged queue 0, Read Requests
-//! queue 1, Terminate queue 2. Send with Invalidate carries the STag to invalidate in the 32
-//! upper-layer bits of the untagged header (§4.5). A Read Request is one segment whose payload is
-//! the 28-octet header of §4.4. A Terminate (§4.8) holds the Terminate control word
-//! (layer/etype/ecode and the M, D, R bits) and, when any bit is set, a 2-octet DDP Segment
-//! Length followed by the offending segment's DDP header (D) and, for a Read Request, its RDMAP
-//! header (R).
+//! into a [`Message`] that borrows its payload; [`encode`] writes a message into a caller's slice,
+//! ready for [`super::mpa::seal_fpdu`]. The RDMAP control octet is the DDP header's first
+//! upper-layer octet (RFC 5040, RDMAP control field): RV (2 bits, version 1), two reserved bits
+//! (sent as zero, not checked) and the 4-bit opcode ([`Opcode`], an open set: values RFC 5040 does
+//! not define decode as a value and are then rejected). Each opcode has a fixed DDP model and queue
+//! (RFC 5040, RDMA message definitions): Write and Read Response are tagged; Sends use untagged
+//! queue 0, Read Requests queue 1, Terminate queue 2. Send with Invalidate carries the STag to
+//! invalidate in the 32 upper-layer bits of the untagged header (RFC 5040, Send header). A Read
+//! Request is one segment whose payload is the 28-octet Read Request header. A Terminate holds the
+//! Terminate control word (layer/etype/ecode and the M, D, R bits) and, when any bit is set, a
+//! 2-octet DDP Segment Length followed by the offending segment's DDP header (D) and, for a Read
+//! Request, its RDMAP header (R).
 //!
 //! Linux siw (iwarp.h: `iwarp_rdma_rreq`, `iwarp_send_inv`, `iwarp_terminate`; siw_qp.c:
 //! `siw_send_terminate`) uses the same layouts: its Terminate is untagged, QN 2, MSN 1, MO 0,
@@ -23,7 +23,7 @@
 //! 48 for a Read Request with D and R; it sets M together with D.
 //!
 //! Recovery: every decoder is bounds-checked; an [`RdmapError`] names the Terminate the receiver
-//! sends ([`RdmapError::terminate_code`], RFC 5040 §7.2) before it closes the stream. A
+//! sends ([`RdmapError::terminate_code`], RFC 5040 Terminate codes) before it closes the stream. A
 //! malformed Terminate is not answered with another one: the stream is closed.
 
 use super::ddp::{self, Buffer, DdpError, Header};
@@ -34,7 +34,7 @@ pub const RDMAP_VERSION: u8 = 1;
 pub const VERSION_MASK: u8 = 0xc0;
 /// Mask of the opcode in the RDMAP control octet.
 pub const OPCODE_MASK: u8 = 0x0f;
-/// Octets of the Read Request header (RFC 5040 §4.4).
+/// Octets of the Read Request header (RFC 5040).
 pub const READ_REQUEST_LEN: usize = 28;
 /// Octets of the Terminate control word.
 pub const TERM_CTRL_LEN: usize = 4;
@@ -129,7 +129,8 @@ impl Opcode {
     }
 }
 
-/// A Terminate code: layer, error type and error code (RFC 5040 §7.2, RFC 5041 §7, RFC 5044 §8).
+/// A Terminate code: layer, error type and error code (RFC 5040, RFC 5041, RFC 5044; the IANA RDDP
+/// registries of RFC 6580).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TermCode {
     /// Layer (4 bits): [`LAYER_RDMAP`], [`LAYER_DDP`], [`LAYER_LLP`].
@@ -185,7 +186,7 @@ pub enum RdmapError {
 }
 
 impl RdmapError {
-    /// The RFC 5040 §7.2 Terminate code a receiver sends for this error.
+    /// The RFC 5040 Terminate code a receiver sends for this error.
     pub const fn terminate_code(&self) -> TermCode {
         match *self {
             RdmapError::Ddp(e) => e.terminate_code(),
@@ -239,7 +240,7 @@ impl core::fmt::Display for RdmapError {
 
 impl std::error::Error for RdmapError {}
 
-/// The RDMA Read Request header (RFC 5040 §4.4).
+/// The RDMA Read Request header (RFC 5040).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadRequest {
     /// MSN on queue 1.
@@ -256,7 +257,7 @@ pub struct ReadRequest {
     pub src_to: u64,
 }
 
-/// A Terminate message (RFC 5040 §4.8), borrowing the included headers.
+/// A Terminate message (RFC 5040), borrowing the included headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Terminate<'a> {
     /// MSN on queue 2 (siw sends 1).

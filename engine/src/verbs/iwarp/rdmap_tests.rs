@@ -8,14 +8,15 @@ use proptest::prelude::*;
 /// A complete FPDU carrying a Send of "hi!!" with CRC.
 #[rustfmt::skip]
 const FPDU_SEND: [u8; 28] = [
-    // RFC 5044 §4.1: ULPDU_Length = 22 (18-octet untagged DDP header + 4 payload octets);
+    // RFC 5044 FPDU format: ULPDU_Length = 22 (18-octet untagged DDP header + 4 payload octets);
     // (2 + 22) mod 4 = 0, so no pad.
     0x00, 0x16,
-    // RFC 5041 §4.1: T=0, L=1, DV=1 => 0x41. RFC 5040 §4.2: RV=1, opcode 3 (Send) => 0x43.
+    // RFC 5041 §4.1: T=0, L=1, DV=1 => 0x41.
+    // RFC 5040 RDMAP control field: RV=1, opcode 3 (Send) => 0x43.
     0x41, 0x43,
-    // RFC 5040 §4.5: the 32 RsvdULP bits are reserved for a plain Send (zero).
+    // RFC 5040 Send header: the 32 RsvdULP bits are reserved for a plain Send (zero).
     0x00, 0x00, 0x00, 0x00,
-    // RFC 5041 §4.3: QN 0 (RFC 5040 §4.3: Send queue), MSN 1, MO 0.
+    // RFC 5041 §4.3: QN 0 (RFC 5040: the Send queue), MSN 1, MO 0.
     0x00, 0x00, 0x00, 0x00,
     0x00, 0x00, 0x00, 0x01,
     0x00, 0x00, 0x00, 0x00,
@@ -29,7 +30,7 @@ const FPDU_SEND: [u8; 28] = [
 /// RDMA Write, one segment (ULPDU only).
 #[rustfmt::skip]
 const WRITE: [u8; 17] = [
-    // RFC 5041 §4.1: T=1, L=1, DV=1 => 0xc1. RFC 5040 §4.2: RV=1, opcode 0 => 0x40.
+    // RFC 5041 §4.1: T=1, L=1, DV=1 => 0xc1. RFC 5040 RDMAP control field: RV=1, opcode 0 => 0x40.
     0xc1, 0x40,
     // RFC 5041 §4.2: STag 0xdeadbeef, TO 0x0000000100000020.
     0xde, 0xad, 0xbe, 0xef,
@@ -45,11 +46,11 @@ const READ_REQUEST: [u8; 46] = [
     0x41, 0x41,
     // Reserved.
     0x00, 0x00, 0x00, 0x00,
-    // RFC 5040 §4.3: QN 1; MSN 5; MO 0.
+    // RFC 5040 message definitions: QN 1; MSN 5; MO 0.
     0x00, 0x00, 0x00, 0x01,
     0x00, 0x00, 0x00, 0x05,
     0x00, 0x00, 0x00, 0x00,
-    // RFC 5040 §4.4: Data Sink STag 0x00000100, Data Sink TO 0x1000,
+    // RFC 5040 Read Request header: Data Sink STag 0x00000100, Data Sink TO 0x1000,
     0x00, 0x00, 0x01, 0x00,
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00,
     // RDMA Read Message Size 65536,
@@ -64,7 +65,7 @@ const READ_REQUEST: [u8; 46] = [
 const SEND_SE_INV: [u8; 19] = [
     // T=0, L=0, DV=1 => 0x01; RV=1, opcode 6 => 0x46.
     0x01, 0x46,
-    // RFC 5040 §4.5: Invalidate STag 0xcafe0001.
+    // RFC 5040 Send header: Invalidate STag 0xcafe0001.
     0xca, 0xfe, 0x00, 0x01,
     // QN 0, MSN 9, MO 8192.
     0x00, 0x00, 0x00, 0x00,
@@ -79,13 +80,13 @@ const SEND_SE_INV: [u8; 19] = [
 const TERMINATE: [u8; 38] = [
     // T=0, L=1, DV=1; RV=1, opcode 7 (Terminate).
     0x41, 0x47,
-    // Reserved; QN 2 (RFC 5040 §4.3); MSN 1; MO 0.
+    // Reserved; QN 2 (RFC 5040, RDMA message definitions); MSN 1; MO 0.
     0x00, 0x00, 0x00, 0x00,
     0x00, 0x00, 0x00, 0x02,
     0x00, 0x00, 0x00, 0x01,
     0x00, 0x00, 0x00, 0x00,
-    // RFC 5040 §4.8 Terminate Control: Layer 1 (DDP), EType 1 (tagged buffer), Error Code 0x01
-    // (base or bounds violation), M=1, D=1, R=0, reserved 0.
+    // RFC 5040 Terminate header, Terminate Control: Layer 1 (DDP), EType 1 (tagged buffer), Error
+    // Code 0x01 (base or bounds violation), M=1, D=1, R=0, reserved 0.
     0x11, 0x01, 0xc0, 0x00,
     // DDP Segment Length of the offending segment: 17.
     0x00, 0x11,
