@@ -42,6 +42,7 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod iwarp;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod region;
