@@ -25,7 +25,7 @@
 //! end of the stream. Sequence checks (MSN, MO, STag bounds) need connection state and belong to
 //! the provider.
 
-use super::rdmap::{TermCode, LAYER_DDP};
+use super::term::{TermCode, LAYER_DDP};
 
 /// T: tagged buffer model.
 pub const FLAG_TAGGED: u8 = 0x80;

@@ -17,3 +17,4 @@ pub mod crc32c;
 pub mod ddp;
 pub mod mpa;
 pub mod rdmap;
+pub mod term;

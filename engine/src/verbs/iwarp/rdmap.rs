@@ -27,6 +27,7 @@
 //! malformed Terminate is not answered with another one: the stream is closed.
 
 use super::ddp::{self, Buffer, DdpError, Header};
+pub use super::term::{TermCode, LAYER_DDP, LAYER_LLP, LAYER_RDMAP};
 
 /// The RDMAP version of RFC 5040.
 pub const RDMAP_VERSION: u8 = 1;
@@ -44,12 +45,6 @@ pub const QN_SEND: u32 = 0;
 pub const QN_READ_REQUEST: u32 = 1;
 /// Untagged queue of Terminates.
 pub const QN_TERMINATE: u32 = 2;
-/// Terminate layer: RDMAP.
-pub const LAYER_RDMAP: u8 = 0x0;
-/// Terminate layer: DDP.
-pub const LAYER_DDP: u8 = 0x1;
-/// Terminate layer: lower layer protocol (MPA).
-pub const LAYER_LLP: u8 = 0x2;
 /// RDMAP error type: local catastrophic.
 pub const ETYPE_CATASTROPHIC: u8 = 0x0;
 /// RDMAP error type: remote protection error.
@@ -125,29 +120,6 @@ impl Opcode {
             0x3..=0x6 => Some(QN_SEND),
             0x7 => Some(QN_TERMINATE),
             _ => None,
-        }
-    }
-}
-
-/// A Terminate code: layer, error type and error code (RFC 5040, RFC 5041, RFC 5044; the IANA RDDP
-/// registries of RFC 6580).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TermCode {
-    /// Layer (4 bits): [`LAYER_RDMAP`], [`LAYER_DDP`], [`LAYER_LLP`].
-    pub layer: u8,
-    /// Error type (4 bits).
-    pub etype: u8,
-    /// Error code.
-    pub ecode: u8,
-}
-
-impl TermCode {
-    /// A code.
-    pub const fn new(layer: u8, etype: u8, ecode: u8) -> Self {
-        TermCode {
-            layer,
-            etype,
-            ecode,
         }
     }
 }
