@@ -93,6 +93,20 @@ pub fn answer(prog: &str, e: Option<Early>, help: impl FnOnce() -> String) -> Op
     }
 }
 
+/// The start of every tool's `main`: answers `--help` (with `help`) and `--version`, and
+/// refuses `--version N`; `Some(status)` when the tool is done, `None` to go on parsing.
+pub fn start(
+    prog: &str,
+    argv: &[String],
+    takes_value: &dyn Fn(&str) -> bool,
+    help: &str,
+) -> Option<ExitCode> {
+    match early(argv, takes_value) {
+        Ok(e) => answer(prog, e, || help.to_string()),
+        Err(e) => Some(usage_error(prog, &e)),
+    }
+}
+
 /// Prints a usage error on stderr, `prog: msg` and where the help is; exit status 2.
 pub fn usage_error(prog: &str, msg: &str) -> ExitCode {
     eprintln!("{prog}: {}", msg.trim());

@@ -326,13 +326,8 @@ fn command_line() -> Result<Cli, ExitCode> {
                 .is_some_and(|n| VALUE_OPTIONS.contains(&n) || n == "metrics")
     };
     let prog = "rpcrdma-nfsd";
-    match cli::early(&argv, &takes) {
-        Ok(e) => {
-            if let Some(code) = cli::answer(prog, e, || USAGE.to_string()) {
-                return Err(code);
-            }
-        }
-        Err(e) => return Err(cli::usage_error(prog, &e)),
+    if let Some(code) = cli::start(prog, &argv, &takes, USAGE) {
+        return Err(code);
     }
     with_config(&argv)
         .and_then(|a| parse(&a))

@@ -533,13 +533,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let prog = "rpcrdma-stat";
     let takes = |t: &str| matches!(t, "-i" | "--interval" | "-c" | "--count" | "--file");
-    match cli::early(&args, &takes) {
-        Ok(e) => {
-            if let Some(code) = cli::answer(prog, e, || USAGE.to_string()) {
-                return code;
-            }
-        }
-        Err(e) => return cli::usage_error(prog, &e),
+    if let Some(code) = cli::start(prog, &args, &takes, USAGE) {
+        return code;
     }
     let o = match parse_args(&args) {
         Ok(o) => o,

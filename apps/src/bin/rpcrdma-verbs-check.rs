@@ -397,13 +397,8 @@ fn main() -> ExitCode {
             "--provider" | "--only" | "--skip" | "--timeout" | "--repeat"
         )
     };
-    match cli::early(&argv, &takes) {
-        Ok(e) => {
-            if let Some(code) = cli::answer(prog, e, || USAGE.to_string()) {
-                return code;
-            }
-        }
-        Err(e) => return cli::usage_error(prog, &e),
+    if let Some(code) = cli::start(prog, &argv, &takes, USAGE) {
+        return code;
     }
     let args = match parse_args(&argv) {
         Ok(a) => a,
