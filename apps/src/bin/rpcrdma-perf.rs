@@ -322,7 +322,12 @@ fn main() -> ExitCode {
         Ok(None) => {}
         Err(e) => return usage(&e),
     }
-    let a = match args::parse(test, rest).and_then(|a| a.preflight().map(|()| a)) {
+    let checked = args::parse(test, rest).and_then(|a| {
+        a.preflight()?;
+        role(&a)?;
+        Ok(a)
+    });
+    let a = match checked {
         Ok(a) => a,
         Err(e) => return usage(&e),
     };
