@@ -303,6 +303,38 @@ mod tests {
     }
 
     #[test]
+    fn accepts_help_and_version_unless_they_are_a_value() {
+        let takes = |t: &str| t == "--out";
+        assert_eq!(
+            early(&argv(&["-x", "--help"]), &takes),
+            Ok(Some(Early::Help))
+        );
+        assert_eq!(early(&argv(&["--out", "-h"]), &takes), Ok(None));
+        assert_eq!(early(&argv(&["--", "-V"]), &takes), Ok(None));
+        assert_eq!(early(&argv(&["-V", "x"]), &takes), Ok(Some(Early::Version)));
+        assert!(early(&argv(&["--version", "2"]), &takes)
+            .unwrap_err()
+            .contains("--rpcrdma-version 2"));
+        assert!(early(&argv(&["--version=1"]), &takes).is_err());
+    }
+
+    #[test]
+    fn rejects_output_files_that_cannot_be_written() {
+        let p = |s: &str| Path::new(s).to_path_buf();
+        assert!(check_out_file("--o", &p("/nonexistent/x")).is_err());
+        assert!(check_out_file("--o", &p("/")).is_err());
+        assert!(check_out_file("--o", &p("")).is_err());
+        let ok = std::env::temp_dir().join(format!("rpcrdma-cli-{}", std::process::id()));
+        assert_eq!(check_out_file("--o", &ok), Ok(()));
+        assert!(!ok.exists(), "nothing created");
+        assert!(check_cores("--cores", &[usize::MAX]).is_err());
+        assert!(check_device("-d", "mlx5_0", true)
+            .unwrap_err()
+            .contains("soft"));
+        assert_eq!(check_device("-d", "soft", true), Ok(()));
+    }
+
+    #[test]
     fn accepts_inline_and_separate_values() {
         let a = argv(&["--port=7", "-c", "0x10", "host", "--bind", "10.0.0.1"]);
         let mut c = ArgCursor::new(&a);

@@ -532,6 +532,17 @@ mod tests {
     }
 
     #[test]
+    fn accepts_the_example_config_file() {
+        let f = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/systemd/rpcrdma-nfsd.toml");
+        let keys = config_args(std::path::Path::new(f)).expect("the example parses");
+        assert!(keys.iter().any(|(k, _)| k == "export"));
+        // Its values are the options' own (the export directory need not exist here).
+        let c = args(&format!("--config {f} --backend memory")).expect("example");
+        assert_eq!(c.opts.credits, 64);
+        assert_eq!(c.opts.exports.list()[0].path, "/srv/nfs");
+    }
+
+    #[test]
     fn rejects_bad_config_files() {
         for (name, text, needle) in [
             (

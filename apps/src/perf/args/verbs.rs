@@ -188,7 +188,8 @@ fn long_to_short(name: &str) -> Option<char> {
         "qp" => 'q',
         "tx-depth" => 't',
         "mtu" => 'm',
-        "inline_size" => 'I',
+        // perftest's spelling, and the hyphenated one every other tool here uses.
+        "inline_size" | "inline-size" => 'I',
         "cq-mod" => 'Q',
         "rx-depth" => 'r',
         "all" => 'a',
@@ -394,7 +395,7 @@ pub fn usage(prog: &str, test: Option<Test>) -> String {
     );
     s.push_str("  -p, --port=<port>         Listen on / connect to port (default 18515)\n");
     s.push_str("  -m, --mtu=<mtu>           MTU 256..4096 (pcap packet size; default 4096)\n");
-    s.push_str("  -I, --inline_size=<size>  Max size sent inline (default 236 send_lat, 220 write_lat, else 0)\n");
+    s.push_str("  -I, --inline-size=<size>  Max size sent inline (default 236 send_lat, 220 write_lat, else 0)\n");
     if !lat {
         s.push_str("  -q, --qp=<num>            Number of QPs (bw tests, default 1)\n");
         s.push_str(
