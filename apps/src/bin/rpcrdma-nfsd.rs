@@ -533,7 +533,10 @@ mod tests {
 
     #[test]
     fn accepts_the_example_config_file() {
-        let f = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/systemd/rpcrdma-nfsd.toml");
+        let f = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/systemd/rpcrdma-nfsd.toml"
+        );
         let keys = config_args(std::path::Path::new(f)).expect("the example parses");
         assert!(keys.iter().any(|(k, _)| k == "export"));
         // Its values are the options' own (the export directory need not exist here).
