@@ -423,6 +423,30 @@ fn rejects_a_config_file_with_zero_credits_or_an_unknown_key() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+fn rejects_a_handle_key_file_that_would_not_load_before_the_device() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("key");
+    let key = std::env::temp_dir().join(format!("rpcrdma-cli-{}.key", std::process::id()));
+    for (mode, body, needle) in [
+        (0o644, &[7u8; 16][..], "group or others"),
+        (0o600, &[7u8; 3][..], "--handle-key"),
+    ] {
+        std::fs::write(&key, body).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let o = run_in(
+            &dir,
+            "rpcrdma-nfsd",
+            &["--handle-key", key.to_str().unwrap()],
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle) && err.lines().count() <= 2, "{err}");
+    }
+    let _ = std::fs::remove_file(key);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The fix of `-a` with perftest's smallest `-n` end to end: every size reported.
 #[test]
 fn accepts_latency_tests_with_all_sizes_and_five_iterations() {

@@ -331,7 +331,32 @@ fn command_line() -> Result<Cli, ExitCode> {
     }
     with_config(&argv)
         .and_then(|a| parse(&a))
+        .and_then(|c| check_handle_key(c.opts.handle_key.as_deref()).map(|()| c))
         .map_err(|e| cli::usage_error(prog, &e))
+}
+
+/// The handle key file, before the device is opened: one that exists must load (mode 0600, 16
+/// octets); a missing one must be creatable (its nearest existing directory writable). Nothing
+/// is created here.
+fn check_handle_key(path: Option<&std::path::Path>) -> Result<(), String> {
+    let Some(p) = path else {
+        return Ok(());
+    };
+    if p.exists() {
+        return rpcrdma_apps::nfs3::handle_mac::HandleKey::load_or_create(p)
+            .map(|_| ())
+            .map_err(|e| format!("--handle-key {}: {e}", p.display()));
+    }
+    let mut dir = p.parent();
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        dir = d.parent();
+    }
+    let probe = dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+        .join("handle.key");
+    cli::check_out_file("--handle-key", &probe)
+        .map_err(|_| format!("--handle-key {}: cannot be created", p.display()))
 }
 
 fn main() -> ExitCode {
