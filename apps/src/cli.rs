@@ -204,7 +204,8 @@ pub fn check_device(flag: &str, name: &str, soft: bool) -> Result<(), String> {
             return Ok(());
         }
         return Err(format!(
-            "{flag} {name}: the soft provider's device is named soft"
+            "{flag} {name}: the soft provider's only device is soft (--provider rdma opens \
+             RDMA devices)"
         ));
     }
     let mut names: Vec<String> = std::fs::read_dir(SYS_RDMA)
