@@ -17,4 +17,5 @@ pub mod crc32c;
 pub mod ddp;
 pub mod mpa;
 pub mod rdmap;
+pub mod stream;
 pub mod term;
