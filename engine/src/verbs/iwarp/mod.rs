@@ -15,6 +15,7 @@
 
 pub mod crc32c;
 pub mod ddp;
+pub mod handshake;
 pub mod mpa;
 pub mod rdmap;
 pub mod stream;
