@@ -18,5 +18,6 @@ pub mod ddp;
 pub mod handshake;
 pub mod mpa;
 pub mod rdmap;
+pub mod socket;
 pub mod stream;
 pub mod term;
