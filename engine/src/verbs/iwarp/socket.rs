@@ -256,6 +256,12 @@ impl Endpoint {
     /// Does all the I/O that can be done now without blocking and advances the handshake.
     pub fn poll(&mut self, now: u64) -> State {
         if self.state == State::Connecting {
+            // The handshake deadline also bounds the TCP connect.
+            self.hs.handle_timeout(now);
+            if let Status::Failed(e) = self.hs.status() {
+                self.close(Closed::Handshake(e));
+                return self.state;
+            }
             self.check_connected();
         }
         if matches!(self.state, State::Handshaking | State::AwaitingDecision) {
@@ -435,10 +441,10 @@ impl Endpoint {
             payload,
         };
         let len = stream::message_wire_len(&msg, self.mulpdu).map_err(SendError::Segment)?;
-        if len > self.tx.space().len() + self.tx.pending().len() {
+        if len > self.tx.capacity() {
             return Err(SendError::Segment(SegmentError::NoSpace {
                 needed: len,
-                capacity: self.tx.space().len() + self.tx.pending().len(),
+                capacity: self.tx.capacity(),
             }));
         }
         match stream::encode_message(&msg, self.mulpdu, self.crc, self.tx.space()) {

@@ -211,3 +211,26 @@ fn rejects_a_send_larger_than_the_transmit_buffer() {
         Err(SendError::Segment(SegmentError::NoSpace { .. }))
     ));
 }
+
+#[test]
+fn rejects_a_silent_peer_at_the_deadline() {
+    // The listener's backlog completes the TCP connect, but no one answers the Request.
+    let l = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut c = cfg(true);
+    c.handshake.timeout_ns = 1_000;
+    let mut init = Endpoint::connect(l.local_addr().unwrap(), 0, c, &RPCRDMA_PD).unwrap();
+    assert_eq!(init.poll_timeout(), Some(1_000));
+    let mut state = init.state();
+    for _ in 0..ROUNDS {
+        state = init.poll(999);
+        if state == State::Handshaking && init.tx.is_empty() {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(state, State::Handshaking);
+    assert_eq!(
+        init.poll(1_000),
+        State::Closed(Closed::Handshake(HandshakeError::Timeout))
+    );
+}

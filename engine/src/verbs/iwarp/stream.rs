@@ -351,6 +351,11 @@ impl TxBuffer {
         &self.buf[self.start..self.end]
     }
 
+    /// Octets of the buffer: the most one message's FPDUs may take.
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Whether everything was written.
     pub const fn is_empty(&self) -> bool {
         self.start == self.end
