@@ -1,4 +1,4 @@
-//! The byte-stream side of MPA (RFC 5044, "FPDU format" and "Receiver FPDU identification"):
+//! The byte-stream side of MPA (RFC 5044, FPDU format, no markers):
 //! receive-side reassembly of FPDUs from whatever a TCP `read` returned, transmit-side
 //! segmentation of one RDMAP message (RFC 5040) into DDP segments (RFC 5041) that each fit one
 //! FPDU, and a transmit buffer that survives partial writes.
