@@ -234,3 +234,42 @@ fn rejects_a_silent_peer_at_the_deadline() {
         State::Closed(Closed::Handshake(HandshakeError::Timeout))
     );
 }
+
+#[test]
+fn accepts_back_pressure_then_delivers_everything_in_order() {
+    let (mut a, mut b) = pair(false, false);
+    // Queue 64 KiB Sends without the peer reading until the socket and the transmit buffer
+    // are full: writes end part-way and `send` reports `Full`.
+    let msg = |k: usize| vec![k as u8; 64 * 1024];
+    let mut queued = 0;
+    while queued < 2_000 {
+        match a.send(&msg(queued)) {
+            Ok(()) => queued += 1,
+            Err(SendError::Full) => break,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(queued < 2_000, "the transmit side never filled up");
+    let mut got = 0;
+    let mut sent = queued;
+    for now in 0..ROUNDS {
+        a.poll(now);
+        b.poll(now);
+        b.recv(|m| {
+            let Message::Send { payload, last, .. } = m else {
+                panic!("unexpected {m:?}");
+            };
+            assert!(payload.iter().all(|&x| x == got as u8));
+            got += usize::from(last);
+        })
+        .expect("receive");
+        if sent < queued + 4 && a.send(&msg(sent)).is_ok() {
+            sent += 1;
+        }
+        if got == queued + 4 {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    panic!("delivered {got} of {}", queued + 4);
+}
