@@ -83,6 +83,9 @@ pub const FPDU_HDR_LEN: usize = 2;
 pub const FPDU_CRC_LEN: usize = 4;
 /// Largest ULPDU_Length (16 bits).
 pub const MAX_ULPDU: usize = 0xffff;
+/// Terminate error type of the LLP layer: MPA (RFC 5040 Terminate codes; Linux siw
+/// `LLP_ETYPE_MPA`).
+pub const TERM_ETYPE_MPA: u8 = 0x00;
 /// Terminate error code, LLP layer, MPA type: "MPA CRC error" (RFC 5040 / RFC 5044).
 pub const TERM_ECODE_CRC: u8 = 0x02;
 /// Terminate error code, LLP layer, MPA type: marker / FPDU start error (an FPDU that cannot
