@@ -7,27 +7,15 @@
 //! do not count. Declarations without a body (trait methods, `extern` items) are not functions
 //! here.
 
+mod source_tree;
+
+use source_tree::sources;
 use std::path::{Path, PathBuf};
 
 /// The longest source file allowed, in lines.
 const MAX_FILE_LINES: usize = 1200;
 /// The longest function allowed, in lines.
 const MAX_FN_LINES: usize = 150;
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The workspace's source files.
 fn workspace_sources() -> Vec<PathBuf> {

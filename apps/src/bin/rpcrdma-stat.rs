@@ -120,16 +120,21 @@ fn group(fams: &[Family]) -> Stats {
     st
 }
 
-fn lat_sample(st: &mut Stats, kind: &str, second: &str, suffix: &str, s: &Sample) {
-    let k = (
+/// The latency row a sample of `kind` (`server` / `client`) belongs to; `second` names the
+/// label after `name` (`node` / `conn`).
+fn lat_key(kind: &str, second: &str, s: &Sample) -> LatKey {
+    (
         kind.to_string(),
         label(s, "name"),
         label(s, second),
         label(s, "prog"),
         label(s, "vers"),
         label(s, "proc"),
-    );
-    let e = st.latency.entry(k).or_default();
+    )
+}
+
+fn lat_sample(st: &mut Stats, kind: &str, second: &str, suffix: &str, s: &Sample) {
+    let e = st.latency.entry(lat_key(kind, second, s)).or_default();
     match suffix {
         "_count" => e.count = s.value,
         "_sum" => e.sum = s.value,
@@ -151,14 +156,7 @@ fn bucket_sample(st: &mut Stats, kind: &str, second: &str, suffix: &str, s: &Sam
         },
         None => return,
     };
-    let k = (
-        kind.to_string(),
-        label(s, "name"),
-        label(s, second),
-        label(s, "prog"),
-        label(s, "vers"),
-        label(s, "proc"),
-    );
+    let k = lat_key(kind, second, s);
     st.buckets.entry(k).or_default().push((le, s.value));
 }
 
