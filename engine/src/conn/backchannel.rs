@@ -6,14 +6,14 @@
 //! credits: it asks for [`super::Config::backchannel_credits`] in `rdma_credit`, keeps at most
 //! the granted number outstanding (one until the first non-error backward reply, whose
 //! `rdma_credit` is the grant; an error's is never used; never sending 0), and
-//! posts one extra receive per backward call it sends, before the call. The client side
-//! ([`BackResponder`]) keeps `2 × credits` extra receives posted once the upper layer enabled
-//! the backchannel (one per backward credit, plus one per backward call whose reply Send has
-//! not completed yet, so the server may send its next call as soon as it has the reply), hands
-//! each call out as [`Event::CallReady`] and sends the reply with the granted backward credits
-//! in `rdma_credit` (never 0). Forward and backward XIDs are independent: the same XID may be
-//! live in both directions at once, since each side matches replies only against its own
-//! direction's calls.
+//! posts one extra receive per backward call it sends, before the call. The client side is the
+//! connection's [`Responder`] code with the backward policy ([`responder_policy`]): it keeps
+//! `2 × credits` extra receives posted once the upper layer enabled the backchannel (one per
+//! backward credit, plus one per backward call whose reply Send has not completed yet, so the
+//! server may send its next call as soon as it has the reply), hands each call out as
+//! [`Event::CallReady`] and sends the reply with the granted backward credits in `rdma_credit`
+//! (never 0). Forward and backward XIDs are independent: the same XID may be live in both
+//! directions at once, since each side matches replies only against its own direction's calls.
 //!
 //! Recovery: a backward call carrying chunks is answered with ERR_CHUNK (backward chunks are not
 //! supported). A backward reply with an unknown XID is dropped. When the connection is lost,
@@ -23,12 +23,11 @@
 use super::credits;
 use super::fixed_capacity::IndexStack;
 use super::receive::{self, AnyBody, WireErr};
-use super::responder::ErrAnswer;
+use super::responder::{Policy, Responder};
 use super::stream::{build_pieces, copy_pieces, Cut};
 use super::{
-    wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,
-    IncomingCall, LocalBuf, Reply, ReplyError, ReplyKind, ReplySpec, StartError, MAX_PARTS,
-    MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
+    wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory, LocalBuf,
+    Reply, StartError, MAX_PARTS, MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
 };
 use crate::proto::chunks::ChunkListsRef;
 use crate::proto::v1::{self, Message, MessageBody};
@@ -74,16 +73,6 @@ fn encode_msg(
         )
         .ok()
     }
-}
-
-/// Posts a one-SGE Send of the first `len` octets of `header`.
-fn post_header(core: &mut Core, wr_id: WrId, header: LocalBuf, len: usize) {
-    let first = Sge {
-        addr: header.addr,
-        len: len as u32,
-        lkey: header.lkey,
-    };
-    core.post_gather(wr_id, first, &[], None);
 }
 
 /// Posts a Send of `pieces` after a header of `hdr_len` octets in `header` (gathered, or copied
@@ -406,368 +395,52 @@ impl BackRequester {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Client side: backward responder.
+// Client side: the responder with the backward policy.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SState {
-    Free,
-    /// [`Event::CallReady`] reported; the receive holds the call.
-    Delivered,
-    /// An error answer waits for send-queue room.
-    ErrorPending(ErrAnswer),
-    /// The answer's Send is posted.
-    Sending,
+/// The responder policy of the backward direction (client side): no chunks (a backward call
+/// carrying any is answered ERR_CHUNK, RFC 8167 §5.3), the backward credits granted in every
+/// reply (never 0), Sends of kind [`wr_kind::BACK_SEND`], a call beyond the credits dropped,
+/// and the receives of the unused backward credits kept back from forward calls.
+pub(crate) fn responder_policy(core: &Core) -> Policy {
+    Policy {
+        chunks: false,
+        grant: credits::sent_grant(core.cfg.backchannel_credits),
+        send_kind: wr_kind::BACK_SEND,
+        backlog: false,
+        reserve: true,
+        sets_version: false,
+    }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct SCall {
-    state: SState,
-    generation: u32,
-    xid: u32,
-    vers: u32,
-    recv: Option<u32>,
-}
-
-impl SCall {
-    const FREE: SCall = SCall {
-        state: SState::Free,
-        generation: 0,
-        xid: 0,
-        vers: 0,
-        recv: None,
-    };
-}
-
-/// The client's backward responder.
+/// The client's backward direction: a [`Responder`] of [`responder_policy`] over the
+/// backchannel send buffers, and the receives it adds once enabled.
 pub(crate) struct BackResponder {
-    calls: Vec<SCall>,
-    free: IndexStack,
-    headers: Vec<LocalBuf>,
+    pub(crate) resp: Responder,
     /// Receives added to the receive queue when enabled.
     nrecvs: u32,
     pub(crate) enabled: bool,
-    /// Backward credits granted (in every backward reply).
-    credits: u32,
-    /// Backward calls received and not yet answered.
-    unanswered: u32,
-    /// Slots in `ErrorPending`.
-    pending: u32,
 }
 
 impl BackResponder {
     pub(crate) fn new(core: &Core, headers: &[LocalBuf], nrecvs: usize) -> Self {
-        let n = headers.len();
         BackResponder {
-            calls: vec![SCall::FREE; n],
-            free: IndexStack::full(n),
-            headers: headers.to_vec(),
+            resp: Responder::new(core, responder_policy(core), headers, &[]),
             nrecvs: nrecvs as u32,
             enabled: false,
-            credits: credits::sent_grant(core.cfg.backchannel_credits),
-            unanswered: 0,
-            pending: 0,
         }
     }
 
-    pub(crate) fn credits(&self) -> u32 {
-        self.credits
-    }
-
-    pub(crate) fn outstanding(&self) -> u32 {
-        self.unanswered
-    }
-
-    /// Posts the backchannel receives; from now on the forward requester keeps back the
-    /// receives the server may still use for backward calls.
+    /// Posts the backchannel receives: one per backward credit, plus one per backward call
+    /// whose reply Send has not completed yet (so the server may send its next call as soon
+    /// as it has the reply). From now on the forward requester keeps back the receives the
+    /// server may still use for backward calls.
     pub(crate) fn enable(&mut self, core: &mut Core) {
         if self.enabled {
             return;
         }
         self.enabled = true;
         core.rq_target += self.nrecvs;
-        self.update_reserve(core);
+        self.resp.update_reserve(core);
         core.refill_recvs();
-    }
-
-    fn update_reserve(&self, core: &mut Core) {
-        core.recv_reserve = credits::backward_reserve(self.credits, self.unanswered);
-    }
-
-    /// A backward call arrived in receive `index`.
-    pub(crate) fn on_recv<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        index: u32,
-        wc: &Completion,
-        mem: &mut M,
-    ) {
-        core.hold_recv(index);
-        let Some(rbuf) = core.recv_buf(index) else {
-            core.fail();
-            return;
-        };
-        let len = wc.byte_len.min(rbuf.len) as usize;
-        let Some(slot) = self.free.pop() else {
-            // Unreachable with a server that keeps to the credits it was granted: there is a
-            // send buffer per credit plus one per reply still being sent (the sizing rule of
-            // `BackchannelPools::headers`). A server that sends more broke the credit rule;
-            // the call is dropped (the receive is reposted) and the server's retransmission
-            // rules apply.
-            core.release_recv(index);
-            return;
-        };
-        let generation = self.calls[slot as usize].generation;
-        // Ok((xid, vers, chunks present, payload offset, payload length)), or the error answer
-        // a rejected header calls for.
-        let parsed = mem.bytes(rbuf.addr, len).map(|buf| {
-            match receive::decode(buf, &core.v2_limits, core.cfg.max_version) {
-                Ok(h) => match h.body {
-                    AnyBody::Msg { lists, .. } => Ok(Some((
-                        h.xid,
-                        h.vers,
-                        !lists.is_empty(),
-                        h.header_len as u32,
-                        h.payload.len() as u32,
-                    ))),
-                    AnyBody::Nomsg { .. } => Ok(Some((h.xid, h.vers, true, 0, 0))),
-                    _ => Ok(None),
-                },
-                Err(e) => Err(ErrAnswer::for_error(&e)),
-            }
-        });
-        let (xid, vers, chunks, off, plen) = match parsed {
-            Some(Ok(Some(p))) => p,
-            Some(Err(Some((xid, vers, kind)))) => {
-                core.release_recv(index);
-                self.unanswered += 1;
-                self.pend_error(core, slot, xid, vers, kind, mem);
-                return;
-            }
-            _ => {
-                let _ = self.free.push(slot);
-                core.release_recv(index);
-                return;
-            }
-        };
-        self.unanswered += 1;
-        self.update_reserve(core);
-        if chunks {
-            // RFC 8167 §5.3: no backward chunk support here → ERR_CHUNK (Version Two: its
-            // equivalent, RDMA2_ERR_BAD_XDR).
-            core.release_recv(index);
-            self.pend_error(core, slot, xid, vers, ErrAnswer::unusable(vers), mem);
-            return;
-        }
-        self.calls[slot as usize] = SCall {
-            state: SState::Delivered,
-            generation,
-            xid,
-            vers,
-            recv: Some(index),
-        };
-        core.emit(Event::CallReady(IncomingCall {
-            call: CallId { slot, generation },
-            xid,
-            stream: LocalBuf {
-                addr: rbuf.addr + u64::from(off),
-                len: plen,
-                lkey: rbuf.lkey,
-            },
-            write_chunks: 0,
-            write_capacity: [0; MAX_WRITE_CHUNKS],
-            reply_capacity: None,
-            read_segments: 0,
-            position_zero: false,
-        }));
-    }
-
-    /// Queues an error answer in `slot` (counted as unanswered by the caller) and tries to
-    /// send it.
-    fn pend_error<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        xid: u32,
-        vers: u32,
-        kind: ErrAnswer,
-        mem: &mut M,
-    ) {
-        let generation = self.calls[slot as usize].generation;
-        self.calls[slot as usize] = SCall {
-            state: SState::ErrorPending(kind),
-            generation,
-            xid,
-            vers,
-            recv: None,
-        };
-        self.pending += 1;
-        self.update_reserve(core);
-        self.progress(core, mem);
-    }
-
-    /// Answers (`xid`, `vers`) with a Version Two error outside any call (an RDMA2_OPTIONAL
-    /// call of an unknown type). Dropped when no slot is free.
-    pub(crate) fn answer_v2_error<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        xid: u32,
-        vers: u32,
-        e: v2::RdmaError,
-        mem: &mut M,
-    ) {
-        let Some(slot) = self.free.pop() else {
-            return;
-        };
-        self.unanswered += 1;
-        self.pend_error(core, slot, xid, vers, ErrAnswer::V2(e), mem);
-    }
-
-    /// Sends answers that waited for send-queue room.
-    pub(crate) fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
-        if self.pending == 0 {
-            return;
-        }
-        for slot in 0..self.calls.len() as u32 {
-            let SState::ErrorPending(kind) = self.calls[slot as usize].state else {
-                continue;
-            };
-            if core.sq_free() == 0 {
-                return;
-            }
-            let c = self.calls[slot as usize];
-            let header = self.headers[slot as usize];
-            let (credits, max_version) = (self.credits, core.cfg.max_version);
-            let n = mem
-                .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| kind.encode(c.xid, c.vers, credits, max_version, out));
-            let Some(n) = n else {
-                core.fail();
-                return;
-            };
-            post_header(
-                core,
-                WrId::new(wr_kind::BACK_SEND, u64::from(slot)),
-                header,
-                n,
-            );
-            self.calls[slot as usize].state = SState::Sending;
-            self.pending -= 1;
-            self.unanswered = self.unanswered.saturating_sub(1);
-            self.update_reserve(core);
-        }
-    }
-
-    pub(crate) fn send_reply<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        id: CallId,
-        spec: &ReplySpec<'_>,
-        mem: &mut M,
-    ) -> Result<ReplyKind, ReplyError> {
-        if core.state == ConnState::Closed {
-            return Err(ReplyError::Closed);
-        }
-        let c = match self.calls.get(id.slot as usize) {
-            Some(c) if c.generation == id.generation && c.state == SState::Delivered => *c,
-            _ => return Err(ReplyError::NoSuchCall),
-        };
-        if spec.message.is_empty()
-            || spec.message.len() > MAX_PARTS
-            || spec.results.len() > MAX_READ_SEGMENTS
-        {
-            return Err(ReplyError::BadSpec);
-        }
-        // No Write chunks were offered: every result goes inline.
-        let cuts = spec.results.iter().map(|i| Cut {
-            at: i.at,
-            buf: i.buf,
-        });
-        let pieces =
-            build_pieces(spec.message, cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
-        if core.sq_free() == 0 {
-            return Err(ReplyError::Busy);
-        }
-        let header = self.headers[id.slot as usize];
-        let wr_id = WrId::new(wr_kind::BACK_SEND, u64::from(id.slot));
-        let credits = self.credits;
-        let limit = core.neg_of(c.vers).send_inline as usize;
-        let kind = if msg_hdr_len(c.vers) + pieces.total as usize <= limit {
-            let n = mem
-                .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| encode_msg(c.vers, c.xid, credits, Direction::Reply, out))
-                .ok_or(ReplyError::BadSpec)?;
-            if !post_inline(core, wr_id, header, n as u32, &pieces, mem) {
-                return Err(ReplyError::BadSpec);
-            }
-            ReplyKind::Inline
-        } else {
-            // Too large for inline and no Reply chunk was (or can be) offered: ERR_CHUNK, or
-            // in Version Two RDMA2_ERR_CANT_REPLY (no chunk at all: segment unknown, 0).
-            let is_v2 = c.vers == v2::VERSION;
-            let e = if is_v2 {
-                ErrAnswer::V2(v2::RdmaError::CantReply {
-                    processed: true,
-                    segment_index: 0,
-                    length_needed: pieces.total,
-                })
-            } else {
-                ErrAnswer::Chunk
-            };
-            let max_version = core.cfg.max_version;
-            let n = mem
-                .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| e.encode(c.xid, c.vers, credits, max_version, out))
-                .ok_or(ReplyError::BadSpec)?;
-            post_header(core, wr_id, header, n);
-            ReplyKind::failed(is_v2)
-        };
-        self.calls[id.slot as usize].state = SState::Sending;
-        self.unanswered = self.unanswered.saturating_sub(1);
-        self.update_reserve(core);
-        Ok(kind)
-    }
-
-    pub(crate) fn on_send_complete<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        index: u32,
-        mem: &mut M,
-    ) {
-        let Some(c) = self.calls.get(index as usize).copied() else {
-            core.fail();
-            return;
-        };
-        if c.state != SState::Sending {
-            core.fail();
-            return;
-        }
-        if let Some(r) = c.recv {
-            core.release_recv(r);
-        }
-        self.calls[index as usize] = SCall {
-            generation: c.generation.wrapping_add(1),
-            ..SCall::FREE
-        };
-        let _ = self.free.push(index);
-        self.progress(core, mem);
-    }
-
-    pub(crate) fn on_closed(&mut self, core: &mut Core) {
-        for slot in 0..self.calls.len() as u32 {
-            let c = self.calls[slot as usize];
-            if c.state == SState::Free {
-                continue;
-            }
-            if let Some(r) = c.recv {
-                core.release_recv(r);
-            }
-            self.calls[slot as usize] = SCall {
-                generation: c.generation.wrapping_add(1),
-                ..SCall::FREE
-            };
-            let _ = self.free.push(slot);
-        }
-        self.unanswered = 0;
-        self.pending = 0;
     }
 }

@@ -15,7 +15,7 @@ use super::config::*;
 use super::core_state::{self, Core, RecvState};
 use super::receive;
 use super::requester::{self, Requester};
-use super::responder::Responder;
+use super::responder::{self, Responder};
 use super::types::*;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::{Completion, WrId};
@@ -31,7 +31,7 @@ enum Back {
     None,
     /// Responder (server): sends backward calls.
     Server(BackRequester),
-    /// Requester (client): serves backward calls.
+    /// Requester (client): serves backward calls (a responder of the backward policy).
     Client(BackResponder),
 }
 
@@ -44,9 +44,10 @@ enum AfterRecv {
     Optional(Option<(u32, u32)>),
     /// A forward message on a requester: its verdict and receive buffer address.
     Requester(Option<(requester::Verdict, u64)>),
-    /// A forward message on a responder: whether to run its processing loop.
+    /// A call on a responder (the forward role of a server, the backward role of a client):
+    /// whether to run its processing loop.
     Responder(bool),
-    /// A backward message, for the backchannel (which reads it itself).
+    /// A backward message on a server, for the backchannel (which reads it itself).
     Backward,
 }
 
@@ -99,7 +100,12 @@ impl Connection {
         let mut core = Core::new(role, cfg, pools, bc, rq_target);
         let role_state = match role {
             Role::Requester => RoleState::Requester(Requester::new(&core)),
-            Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
+            Role::Responder => RoleState::Responder(Responder::new(
+                &core,
+                responder::Policy::forward(&core),
+                pools.headers,
+                pools.data,
+            )),
         };
         let back = match (with_bc, role) {
             (false, _) => Back::None,
@@ -147,8 +153,9 @@ impl Connection {
         } else {
             Back::Server(BackRequester::new(&core, bc.headers))
         };
+        let policy = responder::Policy::forward(&core);
         Ok(Connection {
-            role: RoleState::Responder(Responder::new(&core, pools.data)),
+            role: RoleState::Responder(Responder::new(&core, policy, pools.headers, pools.data)),
             core,
             back,
             optional: [None, None, None, None],
@@ -283,7 +290,7 @@ impl Connection {
         match &self.back {
             Back::None => 0,
             Back::Server(b) => b.granted(),
-            Back::Client(b) => b.credits(),
+            Back::Client(b) => b.resp.grant(),
         }
     }
 
@@ -293,7 +300,7 @@ impl Connection {
         match &self.back {
             Back::None => 0,
             Back::Server(b) => b.outstanding(),
-            Back::Client(b) => b.outstanding(),
+            Back::Client(b) => b.resp.unanswered(),
         }
     }
 
@@ -428,7 +435,7 @@ impl Connection {
         match &mut self.back {
             Back::None => {}
             Back::Server(b) => b.on_closed(&mut self.core),
-            Back::Client(b) => b.on_closed(&mut self.core),
+            Back::Client(b) => b.resp.on_closed(&mut self.core),
         }
     }
 
@@ -477,7 +484,8 @@ impl Connection {
             (wr_kind::RECV, _, _) => self.on_recv(now, index, wc, mem),
             (wr_kind::BACK_SEND, Back::Server(b), _) => b.on_send_complete(&mut self.core, index),
             (wr_kind::BACK_SEND, Back::Client(b), _) => {
-                b.on_send_complete(&mut self.core, index, mem)
+                b.resp
+                    .on_completion(&mut self.core, now, kind, index, wc, mem)
             }
             (wr_kind::BACK_SEND, Back::None, _) => self.core.fail(),
             (_, _, RoleState::Requester(r)) => {
@@ -552,7 +560,12 @@ impl Connection {
                         AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
                     }
                 },
-                (receive::Route::Backward, _) => AfterRecv::Backward,
+                (receive::Route::Backward, d) => match &mut self.back {
+                    Back::Client(b) => {
+                        AfterRecv::Responder(b.resp.take_recv(&mut self.core, index, len, d))
+                    }
+                    _ => AfterRecv::Backward,
+                },
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message. (An optional message always
                 // decodes.)
@@ -569,13 +582,14 @@ impl Connection {
             (AfterRecv::Requester(v), RoleState::Requester(r), _) => {
                 r.finish_recv(&mut self.core, now, index, v, mem)
             }
-            (AfterRecv::Responder(go_on), RoleState::Responder(r), _) => {
-                if go_on {
-                    r.progress(&mut self.core, mem);
-                }
+            (AfterRecv::Responder(false), _, _) => {}
+            (AfterRecv::Responder(true), RoleState::Responder(r), _) => {
+                r.progress(&mut self.core, mem)
+            }
+            (AfterRecv::Responder(true), _, Back::Client(b)) => {
+                b.resp.progress(&mut self.core, mem)
             }
             (AfterRecv::Backward, _, Back::Server(b)) => b.on_recv(&mut self.core, index, wc, mem),
-            (AfterRecv::Backward, _, Back::Client(b)) => b.on_recv(&mut self.core, index, wc, mem),
             // Not reachable: the phases follow the role, and a backward route needs a
             // backchannel.
             _ => self.core.fail(),
@@ -625,7 +639,7 @@ impl Connection {
         match (&mut self.role, &mut self.back) {
             (RoleState::Responder(r), _) => r.answer_v2_error(&mut self.core, xid, vers, err, mem),
             (RoleState::Requester(_), Back::Client(b)) if b.enabled => {
-                b.answer_v2_error(&mut self.core, xid, vers, err, mem)
+                b.resp.answer_v2_error(&mut self.core, xid, vers, err, mem)
             }
             // A client without a backchannel has no way to answer a call.
             _ => {}
@@ -734,7 +748,7 @@ impl Connection {
         let r = match (&mut self.role, &mut self.back) {
             (RoleState::Responder(r), _) => r.send_reply(&mut self.core, call, spec, mem),
             (RoleState::Requester(_), Back::Client(b)) => {
-                b.send_reply(&mut self.core, call, spec, mem)
+                b.resp.send_reply(&mut self.core, call, spec, mem)
             }
             (RoleState::Requester(_), _) => Err(ReplyError::WrongRole),
         };
