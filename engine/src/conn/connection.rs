@@ -29,7 +29,7 @@ enum RoleState {
 enum Back {
     /// Created without backchannel memory.
     None,
-    /// Responder (server): sends backward calls.
+    /// Responder (server): sends backward calls (a requester of the backward policy).
     Server(BackRequester),
     /// Requester (client): serves backward calls (a responder of the backward policy).
     Client(BackResponder),
@@ -42,13 +42,12 @@ enum AfterRecv {
     Done,
     /// An RDMA2_OPTIONAL message: the error answer to send, if any.
     Optional(Option<(u32, u32)>),
-    /// A forward message on a requester: its verdict and receive buffer address.
+    /// A reply on a requester (the forward role of a client, the backward role of a server):
+    /// its verdict and receive buffer address.
     Requester(Option<(requester::Verdict, u64)>),
     /// A call on a responder (the forward role of a server, the backward role of a client):
     /// whether to run its processing loop.
     Responder(bool),
-    /// A backward message on a server, for the backchannel (which reads it itself).
-    Backward,
 }
 
 struct OptionalEntry {
@@ -99,7 +98,10 @@ impl Connection {
         let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
         let mut core = Core::new(role, cfg, pools, bc, rq_target);
         let role_state = match role {
-            Role::Requester => RoleState::Requester(Requester::new(&core)),
+            Role::Requester => RoleState::Requester(Requester::new(
+                requester::Policy::forward(&core),
+                pools.headers,
+            )),
             Role::Responder => RoleState::Responder(Responder::new(
                 &core,
                 responder::Policy::forward(&core),
@@ -289,7 +291,7 @@ impl Connection {
     pub fn backward_credits(&self) -> u32 {
         match &self.back {
             Back::None => 0,
-            Back::Server(b) => b.granted(),
+            Back::Server(b) => b.req.granted(),
             Back::Client(b) => b.resp.grant(),
         }
     }
@@ -299,7 +301,7 @@ impl Connection {
     pub fn backward_outstanding(&self) -> u32 {
         match &self.back {
             Back::None => 0,
-            Back::Server(b) => b.outstanding(),
+            Back::Server(b) => b.req.outstanding(),
             Back::Client(b) => b.resp.unanswered(),
         }
     }
@@ -434,7 +436,7 @@ impl Connection {
         }
         match &mut self.back {
             Back::None => {}
-            Back::Server(b) => b.on_closed(&mut self.core),
+            Back::Server(b) => b.req.on_closed(&mut self.core),
             Back::Client(b) => b.resp.on_closed(&mut self.core),
         }
     }
@@ -482,7 +484,10 @@ impl Connection {
         }
         match (kind, &mut self.back, &mut self.role) {
             (wr_kind::RECV, _, _) => self.on_recv(now, index, wc, mem),
-            (wr_kind::BACK_SEND, Back::Server(b), _) => b.on_send_complete(&mut self.core, index),
+            (wr_kind::BACK_SEND, Back::Server(b), _) => {
+                b.req
+                    .on_completion(&mut self.core, now, kind, index, wc, mem)
+            }
             (wr_kind::BACK_SEND, Back::Client(b), _) => {
                 b.resp
                     .on_completion(&mut self.core, now, kind, index, wc, mem)
@@ -533,7 +538,7 @@ impl Connection {
         let len = rbuf.map_or(0, |b| wc.byte_len.min(b.len));
         let role = self.role();
         let back_enabled = self.backchannel_enabled();
-        let next = {
+        let (next, route) = {
             // `None`: the receive buffer is not readable (goes to the forward role, which
             // drops it).
             let decoded = rbuf
@@ -548,7 +553,7 @@ impl Connection {
                 },
             };
             // By reference: the decoded header is not moved.
-            match (route, decoded.as_ref()) {
+            let next = match (route, decoded.as_ref()) {
                 (receive::Route::Optional, Some(Ok(h))) => {
                     AfterRecv::Optional(self.on_optional(index, h))
                 }
@@ -564,7 +569,14 @@ impl Connection {
                     Back::Client(b) => {
                         AfterRecv::Responder(b.resp.take_recv(&mut self.core, index, len, d))
                     }
-                    _ => AfterRecv::Backward,
+                    Back::Server(b) => {
+                        AfterRecv::Requester(b.req.judge_recv(&mut self.core, index, wc, d))
+                    }
+                    // Not reachable: a backward route needs an enabled backchannel.
+                    Back::None => {
+                        self.core.fail();
+                        AfterRecv::Done
+                    }
                 },
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message. (An optional message always
@@ -574,24 +586,27 @@ impl Connection {
                     self.core.release_recv(index);
                     AfterRecv::Done
                 }
-            }
+            };
+            (next, route)
         };
-        match (next, &mut self.role, &mut self.back) {
-            (AfterRecv::Done, _, _) => {}
-            (AfterRecv::Optional(answer), _, _) => self.answer_optional(answer, mem),
-            (AfterRecv::Requester(v), RoleState::Requester(r), _) => {
+        // The role that took the message (phase one) finishes it: the forward one, or the
+        // backward one when the message went there.
+        match (next, route, &mut self.role, &mut self.back) {
+            (AfterRecv::Done | AfterRecv::Responder(false), ..) => {}
+            (AfterRecv::Optional(answer), ..) => self.answer_optional(answer, mem),
+            (AfterRecv::Requester(v), receive::Route::Backward, _, Back::Server(b)) => {
+                b.req.finish_recv(&mut self.core, now, index, v, mem)
+            }
+            (AfterRecv::Requester(v), _, RoleState::Requester(r), _) => {
                 r.finish_recv(&mut self.core, now, index, v, mem)
             }
-            (AfterRecv::Responder(false), _, _) => {}
-            (AfterRecv::Responder(true), RoleState::Responder(r), _) => {
-                r.progress(&mut self.core, mem)
-            }
-            (AfterRecv::Responder(true), _, Back::Client(b)) => {
+            (AfterRecv::Responder(true), receive::Route::Backward, _, Back::Client(b)) => {
                 b.resp.progress(&mut self.core, mem)
             }
-            (AfterRecv::Backward, _, Back::Server(b)) => b.on_recv(&mut self.core, index, wc, mem),
-            // Not reachable: the phases follow the role, and a backward route needs a
-            // backchannel.
+            (AfterRecv::Responder(true), _, RoleState::Responder(r), _) => {
+                r.progress(&mut self.core, mem)
+            }
+            // Not reachable: the phases follow the role and the route.
             _ => self.core.fail(),
         }
     }
@@ -724,7 +739,10 @@ impl Connection {
     ) -> Result<CallId, StartError> {
         let r = match (&mut self.role, &mut self.back) {
             (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, opts, mem),
-            (RoleState::Responder(_), Back::Server(b)) => b.start_call(&mut self.core, spec, mem),
+            (RoleState::Responder(_), Back::Server(b)) if b.enabled => {
+                let none = &CallOptions::NONE;
+                b.req.start_call(&mut self.core, now, spec, none, mem)
+            }
             (RoleState::Responder(_), _) => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();
