@@ -123,7 +123,9 @@ impl Requester {
             rollback(core, call, free, slot, new);
             return Err(StartError::Busy);
         }
-        call.writes = ex.writes;
+        // Only the offered chunks are ever read.
+        let nw = plan.nwrites;
+        call.writes[..nw].copy_from_slice(&ex.writes[..nw]);
         let credits = self.max_credits;
         let Some((first, gather)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
             rollback(core, call, free, slot, new);

@@ -207,6 +207,28 @@ impl ReqCall {
         also_vers: 0,
         saved: false,
     };
+
+    /// Makes a slot free for `generation` in place: every field as in [`ReqCall::FREE`]
+    /// except the arrays, whose entries past their counts (`nstags`, `nwrites`) are never
+    /// read. Cheaper than assigning [`ReqCall::FREE`], which writes the whole slot.
+    fn reset(&mut self, generation: u32) {
+        self.state = ReqState::Free;
+        self.generation = generation;
+        self.xid = 0;
+        self.outstanding = 0;
+        self.nstags = 0;
+        self.remote_inv = 0;
+        self.inv_next = 0;
+        self.nwrites = 0;
+        self.reply = LocalBuf::EMPTY;
+        self.reply_offered = false;
+        self.deadline = u64::MAX;
+        self.probe_deadline = u64::MAX;
+        self.outcome = Outcome::Pending;
+        self.vers = 1;
+        self.also_vers = 0;
+        self.saved = false;
+    }
 }
 
 /// What sets the requester of one direction apart from the other's (module doc).
@@ -373,13 +395,16 @@ impl Requester {
     /// The processing loop: posts pending LocalInvs as send-queue room allows and completes
     /// (or, with `mem`, sends again) calls whose work is all done.
     fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mut mem: Option<&mut M>) {
-        if self.finishing == 0 {
-            return;
-        }
+        // Each call finishing now is visited once, in slot order; the scan ends at the last.
+        let mut left = self.finishing;
         for slot in 0..self.calls.len() {
+            if left == 0 {
+                return;
+            }
             if self.calls[slot].state != ReqState::Finishing {
                 continue;
             }
+            left -= 1;
             let call = &mut self.calls[slot];
             while (call.inv_next as usize) < call.nstags as usize {
                 let i = call.inv_next as usize;
@@ -444,11 +469,7 @@ impl Requester {
             },
         };
         core.emit(ev);
-        let generation = id.generation.wrapping_add(1);
-        self.calls[slot as usize] = ReqCall {
-            generation,
-            ..ReqCall::FREE
-        };
+        self.calls[slot as usize].reset(id.generation.wrapping_add(1));
         self.finishing -= 1;
         let _ = self.free.push(slot);
     }

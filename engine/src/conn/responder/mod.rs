@@ -89,6 +89,15 @@ impl Policy {
             sets_version: true,
         }
     }
+
+    /// [`Policy::reserve`]: keeps the posted receives of the grant not taken by `unanswered`
+    /// calls back from this side's own calls.
+    #[inline]
+    fn set_reserve(&self, core: &mut Core, unanswered: u32) {
+        if self.reserve {
+            core.recv_reserve = credits::backward_reserve(self.grant, unanswered);
+        }
+    }
 }
 
 /// State of a responder call slot.
@@ -459,15 +468,7 @@ impl Responder {
 
     /// Posted receives the peer may still use for calls ([`Policy::reserve`]).
     pub(crate) fn update_reserve(&self, core: &mut Core) {
-        if self.policy.reserve {
-            core.recv_reserve = credits::backward_reserve(self.policy.grant, self.unanswered);
-        }
-    }
-
-    /// A slot took a call (to deliver, or to answer with an error).
-    fn took_call(&mut self, core: &mut Core) {
-        self.unanswered += 1;
-        self.update_reserve(core);
+        self.policy.set_reserve(core, self.unanswered);
     }
 
     /// A call's answer was posted.
@@ -609,6 +610,7 @@ impl Responder {
         decoded: &Result<receive::Any<'_>, AnyError>,
     ) {
         // Built in place in the (free) slot: a slot is too large to build aside and move in.
+        let policy = self.policy;
         let call = &mut self.calls[slot as usize];
         call.reset(call.generation);
         let h = match decoded {
@@ -621,7 +623,8 @@ impl Responder {
                     Some((xid, vers, kind)) => {
                         call.xid = xid;
                         call.vers = vers;
-                        self.took_call(core);
+                        self.unanswered += 1;
+                        policy.set_reserve(core, self.unanswered);
                         self.answer_error(slot, kind);
                     }
                 }
@@ -642,24 +645,24 @@ impl Responder {
                 return;
             }
         };
-        self.took_call(core);
+        self.unanswered += 1;
+        policy.set_reserve(core, self.unanswered);
         // RFC 8166 §3.5.3: an RDMA_NOMSG call carries its RPC message in a Position Zero Read
         // chunk (the Version Two decoder checked this already). Without chunk support (RFC
         // 8167 §5.3, backward calls) any chunk makes the call unusable: ERR_CHUNK (Version
         // Two: its equivalent, RDMA2_ERR_BAD_XDR).
-        let chunks_refused = !self.policy.chunks && (nomsg || !lists.is_empty());
+        let chunks_refused = !policy.chunks && (nomsg || !lists.is_empty());
         if (nomsg && !lists.reads.has_position_zero()) || chunks_refused {
             self.answer_error(slot, ErrAnswer::unusable(h.vers));
             core.release_recv(p.recv);
             return;
         }
-        if self.policy.sets_version {
+        if policy.sets_version {
             core.version = h.vers;
         }
-        let call = &mut self.calls[slot as usize];
         call.nomsg = nomsg;
         // Nothing of this side may be invalidated for a call that offered no chunk.
-        call.inv_handle = if self.policy.chunks { inv_handle } else { 0 };
+        call.inv_handle = if policy.chunks { inv_handle } else { 0 };
         call.single_handle = lists.single_handle();
         let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, h);
         if !ok {
@@ -718,7 +721,8 @@ impl Responder {
         call.reset(call.generation);
         call.xid = xid;
         call.vers = vers;
-        self.took_call(core);
+        self.unanswered += 1;
+        self.update_reserve(core);
         self.answer_error(slot, ErrAnswer::V2(e));
         self.progress(core, mem);
     }
@@ -765,15 +769,22 @@ impl Responder {
             return;
         }
         self.drain_backlog(core, mem);
-        if self.active > 0 {
-            for slot in 0..self.calls.len() as u32 {
-                match self.calls[slot as usize].state {
-                    RespState::ErrorPending(kind) => self.try_send_error(core, slot, kind, mem),
-                    RespState::WaitBuffer => self.try_start_reading(core, slot, mem),
-                    RespState::Reading => self.pump_reads(core, slot, mem),
-                    _ => {}
+        // Each slot active now is visited once, in slot order; none becomes active past the
+        // one being handled, so the scan ends at the last of them.
+        let mut left = self.active;
+        let mut slot = 0u32;
+        while left > 0 && (slot as usize) < self.calls.len() {
+            match self.calls[slot as usize].state {
+                RespState::ErrorPending(kind) => self.try_send_error(core, slot, kind, mem),
+                RespState::WaitBuffer => self.try_start_reading(core, slot, mem),
+                RespState::Reading => self.pump_reads(core, slot, mem),
+                _ => {
+                    slot += 1;
+                    continue;
                 }
             }
+            left -= 1;
+            slot += 1;
         }
     }
 
