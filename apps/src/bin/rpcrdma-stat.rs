@@ -248,8 +248,8 @@ fn traffic(f: &Fields) -> String {
         g(f, "calls"),
         g(f, "replies"),
         g(f, "errors"),
-        g(f, "bytes_in"),
-        g(f, "bytes_out")
+        g(f, "received_bytes"),
+        g(f, "sent_bytes")
     );
     o += &format!(
         "  chunks: read {}, write {}, reply {}, position-zero {}; replies via reply chunk {}\n",

@@ -342,6 +342,9 @@ impl<P: Provider> Daemon<P> {
             .start(&ep, o.nfs)
             .map_err(|e| format!("NFS/RDMA listener on {}: {e}", o.nfs))?;
         let nfs_addr = server.local_addr();
+        if let Some(m) = server.metrics() {
+            m.add_collector(nfs.stats().clone());
+        }
         let mut d = Daemon {
             set: Some(set),
             ep: Some(ep),
