@@ -1,14 +1,14 @@
 //! [`Connection`]: one RPC-over-RDMA connection (one QP) — creation and validation of its
 //! configuration, private-data negotiation, and the dispatch of every input (completions,
 //! connection-manager events, timeouts, calls and replies from the application) to the forward
-//! role ([`super::requester`] or [`super::responder`]), the backward direction
-//! ([`super::backchannel`]) or the RDMA2_OPTIONAL handlers. See the module documentation of
-//! [`super`] for the protocol behaviour.
+//! role ([`super::requester`] or [`super::responder`]), the backward role (the other one of the
+//! two, with the RFC 8167 policy of [`super::backchannel`]) or the RDMA2_OPTIONAL handlers. See
+//! the module documentation of [`super`] for the protocol behaviour.
 //!
-//! Normal operation: each received message is routed by direction first ([`super::receive`]),
-//! then handled by whichever part owns that direction. Recovery: any unsuccessful completion
-//! or a disconnect closes the connection once ([`Connection::fail`]): [`Event::ConnectionLost`]
-//! is reported and every part fails what it has pending.
+//! Normal operation: each received message is decoded once and routed by direction
+//! ([`super::receive`]), then handled by whichever role owns that direction. Recovery: any
+//! unsuccessful completion or a disconnect closes the connection once ([`Connection::fail`]):
+//! [`Event::ConnectionLost`] is reported and every role fails what it has pending.
 
 use super::backchannel::{BackRequester, BackResponder};
 use super::config::*;
@@ -25,7 +25,8 @@ enum RoleState {
     Responder(Responder),
 }
 
-/// The backward direction of a connection.
+/// The backward role of a connection: the requester or responder code with the RFC 8167
+/// policy ([`super::backchannel`]), and whether the upper layer enabled it.
 enum Back {
     /// Created without backchannel memory.
     None,

@@ -5,10 +5,9 @@
 //! Normal operation: [`decode`] reads the version from the fixed words and hands the buffer to the
 //! Version One or Version Two codec (Version Two only when the connection speaks it), and returns
 //! one borrowed [`Any`] view whatever the version. Every completed receive is decoded once, by the
-//! connection, and classified by [`route`] before either role sees it (the forward role and the
-//! RDMA2_OPTIONAL handlers are handed the decoded header; a call that waits in the responder's
-//! backlog is decoded again when it gets a slot, and the backchannel still decodes backward
-//! messages itself), to tell a forward-direction message (a reply on the client, a call on the
+//! connection, and classified by [`route`] before any role sees it (the forward role, the
+//! backward role and the RDMA2_OPTIONAL handlers are handed the decoded header; only a call
+//! that waits in the responder's backlog is decoded again when it gets a slot), to tell a forward-direction message (a reply on the client, a call on the
 //! server) from a backward-direction one (a call on the client, a reply on the server), or an
 //! RDMA2_OPTIONAL message. Version One carries no direction in its header, so an RDMA_MSG is
 //! classified by the `msg_type` word of the RPC message at its fixed offset
@@ -144,7 +143,7 @@ pub(crate) fn decode<'a>(
 pub(crate) enum Route {
     /// To the role of the connection (replies on a requester, calls on a responder).
     Forward,
-    /// To the backchannel (calls on a requester, replies on a responder).
+    /// To the backward role (calls on a requester, replies on a responder).
     Backward,
     /// An RDMA2_OPTIONAL message: to the registered handlers.
     Optional,

@@ -37,7 +37,10 @@
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
 use super::credits;
+mod answer;
 mod send;
+
+pub(crate) use answer::ErrAnswer;
 
 use super::fixed_capacity::{IndexStack, Ring};
 use super::receive::{self, AnyBody, AnyError};
@@ -45,10 +48,10 @@ use super::stream::{build_pieces_into, copy_pieces as copy_pieces_into, Cut, Ins
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
     ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS,
-    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
+    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
-use crate::proto::v1::{self, Message, MessageBody, Response};
+use crate::proto::v1::{self, Message, MessageBody};
 use crate::proto::v2;
 use crate::verbs::{Completion, Sge, WrId};
 use crate::xdr::pad4;
@@ -115,71 +118,6 @@ pub(crate) enum RespState {
     ErrorPending(ErrAnswer),
     /// The answer's Writes and Send are posted; waiting for their completions.
     Sending,
-}
-
-/// Which RDMA_ERROR to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ErrAnswer {
-    /// ERR_VERS (any version's layout) with the range 1..=`max_version`.
-    Vers,
-    /// ERR_CHUNK.
-    Chunk,
-    /// A Version Two RDMA2_ERROR (other than RDMA2_ERR_VERS).
-    V2(v2::RdmaError),
-}
-
-impl ErrAnswer {
-    /// The answer to a header that cannot be used, in the call's version: ERR_CHUNK (v1) or
-    /// RDMA2_ERR_BAD_XDR (v2).
-    pub(crate) fn unusable(vers: u32) -> Self {
-        if vers == v2::VERSION {
-            ErrAnswer::V2(v2::RdmaError::BadXdr)
-        } else {
-            ErrAnswer::Chunk
-        }
-    }
-
-    /// Encodes the answer to (`xid`, `vers`) into `out`.
-    pub(crate) fn encode(
-        &self,
-        xid: u32,
-        vers: u32,
-        credits: u32,
-        max_version: u32,
-        out: &mut [u8],
-    ) -> Option<usize> {
-        match *self {
-            ErrAnswer::Vers => {
-                v1::encode_err_vers(xid, vers, credits, VERSION, max_version, out).ok()
-            }
-            ErrAnswer::Chunk => v1::encode_err_chunk(xid, vers, credits, out).ok(),
-            ErrAnswer::V2(e) => v2::encode_error(xid, vers, credits, &e, out).ok(),
-        }
-    }
-
-    /// The answer a rejected header calls for, if any.
-    pub(crate) fn for_error(e: &AnyError) -> Option<(u32, u32, ErrAnswer)> {
-        match e {
-            AnyError::V1(e) => match e.response() {
-                Response::Drop => None,
-                Response::ErrVers { xid, vers } => Some((xid, vers, ErrAnswer::Vers)),
-                Response::ErrChunk { xid, vers } => Some((xid, vers, ErrAnswer::Chunk)),
-            },
-            AnyError::V2(e) => match e.response() {
-                v2::Response::Drop => None,
-                v2::Response::Error { xid, vers, code } => Some((
-                    xid,
-                    vers,
-                    match code {
-                        v2::ErrCode::Vers => ErrAnswer::Vers,
-                        v2::ErrCode::InvalProc => ErrAnswer::V2(v2::RdmaError::InvalProc),
-                        v2::ErrCode::InvalOption => ErrAnswer::V2(v2::RdmaError::InvalOption),
-                        _ => ErrAnswer::V2(v2::RdmaError::BadXdr),
-                    },
-                )),
-            },
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
