@@ -1,20 +1,19 @@
 //! The backward direction (RFC 8167): the server sends RPC calls to the client on the client's
 //! connection, the client serves them. This file holds the RFC 8167 policy values of the two
-//! roles and the little state each adds; the calls themselves go through the same requester
-//! ([`super::requester`]) and responder ([`super::responder`]) code as the forward ones.
+//! roles and the little state the direction adds ([`Backward`]); the calls themselves go
+//! through the same requester ([`super::requester`]) and responder ([`super::responder`]) code
+//! as the forward ones: a connection has at most one of each, the requester of a server and the
+//! responder of a client being the backward ones.
 //!
 //! Normal operation: backward messages are inline RDMA_MSG with empty chunk lists (neither side
-//! exposes memory for them). The server side ([`BackRequester`]: a [`Requester`] of
-//! [`requester_policy`] over the backchannel send buffers) asks for
+//! exposes memory for them). The server's requester ([`requester_policy`]) asks for
 //! [`super::Config::backchannel_credits`] in `rdma_credit`, keeps at most the granted number
 //! outstanding (one until the first non-error backward reply, whose `rdma_credit` is the grant;
 //! an error's is never used; never sending 0), and posts one extra receive per backward call it
-//! sends, before the call. The client side ([`BackResponder`]: a [`Responder`] of
-//! [`responder_policy`]) keeps `2 × credits` extra receives posted once the upper layer enabled
-//! the backchannel (one per backward credit, plus one per backward call whose reply Send has
-//! not completed yet, so the server may send its next call as soon as it has the reply), hands
-//! each call out as [`super::Event::CallReady`] and sends the reply with the granted backward
-//! credits in `rdma_credit` (never 0). Each role instance has its own slots, XID table and
+//! sends, before the call. The client's responder ([`responder_policy`]) has `2 × credits`
+//! extra receives posted once the upper layer enabled the backchannel ([`Backward::enable`]),
+//! hands each call out as [`super::Event::CallReady`] and sends the reply with the granted
+//! backward credits in `rdma_credit` (never 0). Each role has its own slots, XID table and
 //! credits: the same XID may be live in both directions at once, since each side matches
 //! replies only against its own direction's calls.
 //!
@@ -58,49 +57,62 @@ pub(crate) fn responder_policy(core: &Core) -> responder::Policy {
     }
 }
 
-/// The server's backward direction: a [`Requester`] of [`requester_policy`] over the
-/// backchannel send buffers, usable once enabled.
-pub(crate) struct BackRequester {
-    pub(crate) req: Requester,
+/// The server's backward requester: a [`Requester`] of [`requester_policy`] over the
+/// backchannel send buffers.
+pub(crate) fn requester(core: &Core, headers: &[LocalBuf]) -> Requester {
+    Requester::new(requester_policy(core), headers)
+}
+
+/// The client's backward responder: a [`Responder`] of [`responder_policy`] over the
+/// backchannel send buffers (no data buffers: backward calls carry no chunks).
+pub(crate) fn responder(core: &Core, headers: &[LocalBuf]) -> Responder {
+    Responder::new(core, responder_policy(core), headers, &[])
+}
+
+/// The state the backward direction adds to a connection: whether it has one, whether the
+/// upper layer enabled it, and the receives a client posts then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Backward {
+    /// Created with backchannel memory.
+    pub(crate) present: bool,
+    /// Enabled by the upper layer (RFC 8167 §6).
     pub(crate) enabled: bool,
-}
-
-impl BackRequester {
-    pub(crate) fn new(core: &Core, headers: &[LocalBuf]) -> Self {
-        BackRequester {
-            req: Requester::new(requester_policy(core), headers),
-            enabled: false,
-        }
-    }
-}
-
-/// The client's backward direction: a [`Responder`] of [`responder_policy`] over the
-/// backchannel send buffers, and the receives it adds once enabled.
-pub(crate) struct BackResponder {
-    pub(crate) resp: Responder,
-    /// Receives added to the receive queue when enabled.
+    /// Client: receives added to the receive queue when enabled (a server posts one per
+    /// backward call instead).
     nrecvs: u32,
-    pub(crate) enabled: bool,
 }
 
-impl BackResponder {
-    pub(crate) fn new(core: &Core, headers: &[LocalBuf], nrecvs: usize) -> Self {
-        BackResponder {
-            resp: Responder::new(core, responder_policy(core), headers, &[]),
-            nrecvs: nrecvs as u32,
+impl Backward {
+    /// No backward direction.
+    pub(crate) const NONE: Backward = Backward {
+        present: false,
+        enabled: false,
+        nrecvs: 0,
+    };
+
+    /// A backward direction, not enabled yet; a client adds `nrecvs` receives once it is.
+    pub(crate) fn new(nrecvs: usize) -> Backward {
+        Backward {
+            present: true,
             enabled: false,
+            nrecvs: nrecvs as u32,
         }
     }
 
-    /// Posts the backchannel receives; from now on the forward requester keeps back the
-    /// receives the server may still use for backward calls.
-    pub(crate) fn enable(&mut self, core: &mut Core) {
+    /// Enables it. A client (`responder`: its backward responder) posts its backchannel
+    /// receives — one per backward credit, plus one per backward call whose reply Send has not
+    /// completed yet, so the server may send its next call as soon as it has the reply — and
+    /// from then on its forward requester keeps back the receives the server may still use. A
+    /// server may send backward calls from now on.
+    pub(crate) fn enable(&mut self, core: &mut Core, responder: Option<&Responder>) {
         if self.enabled {
             return;
         }
         self.enabled = true;
-        core.rq_target += self.nrecvs;
-        self.resp.update_reserve(core);
-        core.refill_recvs();
+        if let Some(r) = responder {
+            core.rq_target += self.nrecvs;
+            r.update_reserve(core);
+            core.refill_recvs();
+        }
     }
 }
