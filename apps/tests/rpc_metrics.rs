@@ -188,3 +188,21 @@ fn accepts_nfsd_metrics_port_with_nfs_procedures() {
     );
     rig.daemon.stop();
 }
+
+#[test]
+fn accepts_perf_saying_which_metrics_port_it_opened() {
+    // Port 0: the kernel picks one; the tool must say which (on stderr: stdout is the report).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcrdma-perf"))
+        .args(["rpc_lat", "-n", "20", "--metrics", "127.0.0.1:0"])
+        .output()
+        .expect("run rpcrdma-perf");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let port = err
+        .lines()
+        .find_map(|l| l.strip_prefix("rpcrdma-perf: metrics on http://127.0.0.1:"))
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no port line on stderr: {err}"));
+    assert_ne!(port, 0);
+}

@@ -7,8 +7,11 @@
 //! Normal operation: one HTTP GET (a plain TCP exchange, 10 s timeout) of `http://ADDR/metrics`
 //! (or a file with `--file`), parsed and checked by `rpcrdma_poller::metrics::parse` (the
 //! exposition grammar), grouped by the labels the poller writes (`name`, `node`, `conn`,
-//! `peer`, `prog` / `vers` / `proc`), printed. `-i SECS` repeats it, printing what changed
-//! since the previous scrape (counters as differences, gauges as they are).
+//! `peer`, `prog` / `vers` / `proc`), printed under a UTC timestamp. `-i SECS` repeats it;
+//! every later report covers only the interval since the previous scrape: counters as rates
+//! per second over the measured interval, gauges as they are, and the latency of the calls
+//! that completed in the interval (count, average, and percentiles read from the histograms'
+//! bucket differences, as upper bucket bounds).
 //!
 //! Recovery: an unreachable port, an HTTP error or an exposition that does not parse ends the
 //! run with a message and exit status 1; usage errors exit with 2.
@@ -17,8 +20,9 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rpcrdma_apps::cli;
 use rpcrdma_apps::nfs3::proto::proc_name as nfs3_proc_name;
 use rpcrdma_poller::metrics::parse::{parse, Family, Sample};
 use rpcrdma_poller::metrics::prometheus::Kind;
@@ -30,7 +34,10 @@ const USAGE: &str = "usage: rpcrdma-stat [--json] [-i SECS [-c COUNT]] ADDR[:POR
   --json          one JSON document instead of the tables
   -i SECS         repeat every SECS seconds, showing counters as differences
   -c COUNT        with -i: stop after COUNT reports
-  --file FILE     read the exposition from FILE (- for standard input) instead";
+  --file FILE     read the exposition from FILE (- for standard input) instead
+  -h, --help      this text
+  -V, --version   the program's version
+";
 
 /// Counters of one entity, by field name (the family name without prefix and `_total`).
 type Fields = BTreeMap<String, f64>;
@@ -48,6 +55,13 @@ struct Stats {
     latency: BTreeMap<LatKey, Lat>,
     /// Which fields are gauges.
     gauges: Vec<String>,
+    /// Latency histograms' cumulative buckets per latency row: (upper bound in seconds, count).
+    buckets: BTreeMap<LatKey, Vec<(f64, f64)>>,
+    /// `Some(seconds)` when this is an interval report ([`delta`]): counters are rates per
+    /// second, latency rows cover the interval and their quantiles are upper bucket bounds.
+    interval: Option<f64>,
+    /// When the scrape was taken (UTC, ISO 8601).
+    time: String,
 }
 
 type LatKey = (String, String, String, String, String, String);
@@ -84,8 +98,12 @@ fn group(fams: &[Family]) -> Stats {
                 lat_sample(&mut st, "server", "node", n, s);
             } else if let Some(n) = suffix("rpcrdma_client_rtt_quantile_seconds") {
                 lat_sample(&mut st, "client", "conn", n, s);
+            } else if let Some(k) = suffix("rpcrdma_server_latency_seconds") {
+                bucket_sample(&mut st, "server", "node", k, s);
+            } else if let Some(k) = suffix("rpcrdma_client_rtt_seconds") {
+                bucket_sample(&mut st, "client", "conn", k, s);
             } else if f.kind == Kind::Histogram {
-                // The quantile summaries carry what is printed; buckets are for Prometheus.
+                // Another histogram: not one this report prints.
             } else if let Some(n) = field("rpcrdma_server_") {
                 let e = st.servers.entry(label(s, "name")).or_default();
                 e.insert(n, s.value);
@@ -120,6 +138,97 @@ fn lat_sample(st: &mut Stats, kind: &str, second: &str, suffix: &str, s: &Sample
     }
 }
 
+/// A histogram's `_bucket` sample: its cumulative count under its `le` bound.
+fn bucket_sample(st: &mut Stats, kind: &str, second: &str, suffix: &str, s: &Sample) {
+    if suffix != "_bucket" {
+        return;
+    }
+    let le = match s.label("le") {
+        Some("+Inf") => f64::INFINITY,
+        Some(v) => match v.parse() {
+            Ok(v) => v,
+            Err(_) => return,
+        },
+        None => return,
+    };
+    let k = (
+        kind.to_string(),
+        label(s, "name"),
+        label(s, second),
+        label(s, "prog"),
+        label(s, "vers"),
+        label(s, "proc"),
+    );
+    st.buckets.entry(k).or_default().push((le, s.value));
+}
+
+/// The quantiles the reports print.
+const QUANTILES: [&str; 4] = ["0.5", "0.9", "0.99", "0.999"];
+
+/// Quantile `q` of a histogram given by cumulative `buckets`: the upper bound of the first
+/// bucket holding it (`None` without samples).
+fn bucket_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let want = q * total;
+    buckets.iter().find(|(_, c)| *c >= want).map(|(le, _)| *le)
+}
+
+/// The latency of the calls completed between `earlier` and `later`: count, sum and the
+/// quantiles of the bucket differences.
+fn latency_delta(later: &Stats, earlier: &Stats, k: &LatKey, l: &Lat) -> Lat {
+    let old = earlier.latency.get(k).cloned().unwrap_or_default();
+    let now_b = later.buckets.get(k).map(Vec::as_slice).unwrap_or(&[]);
+    let old_b = earlier.buckets.get(k).map(Vec::as_slice).unwrap_or(&[]);
+    let diff: Vec<(f64, f64)> = now_b
+        .iter()
+        .map(|(le, c)| {
+            let before = old_b.iter().find(|(l2, _)| l2 == le).map_or(0.0, |b| b.1);
+            (*le, (c - before).max(0.0))
+        })
+        .collect();
+    let q = QUANTILES
+        .iter()
+        .filter_map(|n| Some((n.to_string(), bucket_quantile(&diff, n.parse().ok()?)?)))
+        .collect();
+    Lat {
+        count: (l.count - old.count).max(0.0),
+        sum: (l.sum - old.sum).max(0.0),
+        q,
+    }
+}
+
+/// Now, UTC, ISO 8601 to the second.
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    iso8601(secs)
+}
+
+/// `secs` after the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (the proleptic Gregorian calendar).
+fn iso8601(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from a day count (H. Hinnant's algorithm, days since 1970-01-01).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 /// A procedure's name when the program is one this project knows.
 fn proc_label(prog: &str, vers: &str, proc_num: &str) -> String {
     let p: Option<u32> = proc_num.parse().ok();
@@ -145,14 +254,17 @@ fn proc_label(prog: &str, vers: &str, proc_num: &str) -> String {
     format!("{prog}v{vers} {name}")
 }
 
-/// `later` minus `earlier` for counters; gauges as they are in `later`.
-fn delta(later: &Stats, earlier: &Stats) -> Stats {
+/// The interval report between two scrapes `secs` apart: counters as rates per second
+/// (`later` minus `earlier`, divided by `secs`), gauges as they are in `later`, latency rows of
+/// the calls completed in between.
+fn delta(later: &Stats, earlier: &Stats, secs: f64) -> Stats {
+    let secs = secs.max(1e-3);
     let sub = |a: &Fields, b: Option<&Fields>| -> Fields {
         a.iter()
             .map(|(k, v)| {
                 let gauge = later.gauges.contains(k);
                 let old = b.and_then(|b| b.get(k)).copied().unwrap_or(0.0);
-                (k.clone(), if gauge { *v } else { v - old })
+                (k.clone(), if gauge { *v } else { (v - old) / secs })
             })
             .collect()
     };
@@ -166,16 +278,37 @@ fn delta(later: &Stats, earlier: &Stats) -> Stats {
     for (k, v) in &mut d.conns {
         *v = sub(&later.conns[k], earlier.conns.get(k));
     }
+    for (k, v) in &mut d.latency {
+        *v = latency_delta(later, earlier, k, &later.latency[k]);
+    }
+    d.interval = Some(secs);
     d
 }
 
-fn g(f: &Fields, k: &str) -> u64 {
-    f.get(k).copied().unwrap_or(0.0).max(0.0) as u64
+/// A field's value (0 when absent).
+fn v(f: &Fields, k: &str) -> f64 {
+    f.get(k).copied().unwrap_or(0.0).max(0.0)
+}
+
+/// A field as printed: whole numbers as integers, rates with one decimal.
+fn g(f: &Fields, k: &str) -> String {
+    let x = v(f, k);
+    if x.fract() == 0.0 {
+        format!("{}", x as u64)
+    } else {
+        format!("{x:.1}")
+    }
 }
 
 /// The report as text (nfsstat / mountstats style).
 fn text(st: &Stats) -> String {
-    let mut o = String::new();
+    let mut o = match st.interval {
+        None => format!("--- {}: totals since each counter started\n", st.time),
+        Some(s) => format!(
+            "--- {}: the last {s:.2} s; counters per second, latency of the calls completed in it\n",
+            st.time
+        ),
+    };
     for (name, f) in &st.servers {
         o += &format!("Server {name}:\n");
         o += &format!(
@@ -230,9 +363,9 @@ fn text(st: &Stats) -> String {
             g(f, "retransmits"),
         );
         // The version gauge is the client's (a server connection answers in each call's).
-        match g(f, "rdma_version") {
+        match v(f, "rdma_version") as u64 {
             0 => o += "\n",
-            v => o += &format!(", RPC-over-RDMA version {v}\n"),
+            ver => o += &format!(", RPC-over-RDMA version {ver}\n"),
         }
     }
     if !st.latency.is_empty() {
@@ -274,10 +407,10 @@ fn traffic(f: &Fields) -> String {
         g(f, "err_chunk_out"),
         g(f, "err_cant_reply_out")
     );
-    let back = g(f, "back_calls");
-    if back > 0 {
+    if v(f, "back_calls") > 0.0 {
         o += &format!(
-            "  backchannel: calls {back}, replies {}, errors {}, retransmits {}\n",
+            "  backchannel: calls {}, replies {}, errors {}, retransmits {}\n",
+            g(f, "back_calls"),
             g(f, "back_replies"),
             g(f, "back_errors"),
             g(f, "back_retransmits")
@@ -290,6 +423,9 @@ fn latency_table(st: &Stats) -> String {
     let mut o = String::from(
         "Latency per procedure (ms; client: round trip, server: call to reply sent):\n",
     );
+    if st.interval.is_some() {
+        o += "  (calls completed in the interval; percentiles are upper bucket bounds: p99 1.000 = at most 1 ms)\n";
+    }
     o += &format!(
         "  {:<6} {:<22} {:<28} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
         "side", "name", "procedure", "count", "avg", "p50", "p90", "p99", "p99.9"
@@ -332,7 +468,14 @@ fn latency_table(st: &Stats) -> String {
 fn fields_json(f: &Fields) -> Value {
     Value::Object(
         f.iter()
-            .map(|(k, v)| (k.clone(), json!(*v as u64)))
+            .map(|(k, v)| {
+                let n = if v.fract() == 0.0 {
+                    json!(*v as u64)
+                } else {
+                    json!(v)
+                };
+                (k.clone(), n)
+            })
             .collect(),
     )
 }
@@ -371,7 +514,10 @@ fn to_json(st: &Stats) -> Value {
             })
         })
         .collect();
-    json!({ "servers": servers, "nodes": nodes, "connections": conns, "latency": lat })
+    json!({
+        "time": st.time, "interval_seconds": st.interval, "servers": servers, "nodes": nodes,
+        "connections": conns, "latency": lat,
+    })
 }
 
 /// `host:port`, `http://host:port` or `http://host:port/path` → (address, path).
@@ -387,9 +533,14 @@ fn target(a: &str) -> Result<(String, String), String> {
     if host.is_empty() {
         return Err("no address".into());
     }
-    let has_port = host
+    let port = host
         .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && !h.ends_with(':') && p.parse::<u16>().is_ok());
+        .filter(|(h, p)| !h.is_empty() && !h.ends_with(':') && !p.is_empty())
+        .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()));
+    if let Some((_, p)) = port {
+        rpcrdma_apps::cli::port(&format!("{a}: port"), p)?;
+    }
+    let has_port = port.is_some();
     let host = if has_port {
         host.to_string()
     } else {
@@ -447,33 +598,33 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         count: None,
         sources: Vec::new(),
     };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut num = |what: &str| -> Result<u64, String> {
-            let v = it.next().ok_or_else(|| format!("{what} needs a value"))?;
-            v.parse::<u64>()
-                .ok()
-                .filter(|&n| (1..=86_400).contains(&n) || what == "-c")
-                .ok_or_else(|| format!("{what}: bad value {v:?}"))
-        };
-        match a.as_str() {
+    let mut c = cli::ArgCursor::new(args);
+    while let Some(a) = c.next_name() {
+        match a {
             "--json" => o.json = true,
-            "-i" | "--interval" => o.interval = Some(num("-i")?),
-            "-c" | "--count" => o.count = Some(num("-c")?),
+            "-i" | "--interval" => o.interval = Some(c.num(a, 1, 86_400)?),
+            "-c" | "--count" => o.count = Some(c.num(a, 1, 1_000_000)?),
             "--file" => {
-                let f = it.next().ok_or("--file needs a value")?;
-                o.sources.push(Source::File(f.clone()));
+                let f = c.value(a)?;
+                if f != "-" {
+                    cli::check_in_file(a, std::path::Path::new(&f))?;
+                }
+                o.sources.push(Source::File(f));
             }
-            "-h" | "--help" => return Err(String::new()),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            s => {
-                let (h, p) = target(s)?;
+            s if s.starts_with('-') && s.len() > 1 => {
+                return Err(format!("unknown option {}", c.token()))
+            }
+            _ => {
+                let (h, p) = target(c.token())?;
                 o.sources.push(Source::Port(h, p));
             }
         }
     }
     if o.sources.is_empty() {
         return Err("no metrics port given".into());
+    }
+    if o.count.is_some() && o.interval.is_none() {
+        return Err("-c COUNT counts the reports of -i SECS: give -i too".into());
     }
     Ok(o)
 }
@@ -485,11 +636,15 @@ fn merge(into: &mut Stats, from: Stats) {
     into.conns.extend(from.conns);
     into.latency.extend(from.latency);
     into.gauges.extend(from.gauges);
+    into.buckets.extend(from.buckets);
 }
 
 /// Reads every source into one report.
 fn scrape_all(srcs: &[Source]) -> Result<Stats, String> {
-    let mut st = Stats::default();
+    let mut st = Stats {
+        time: utc_now(),
+        ..Stats::default()
+    };
     for s in srcs {
         merge(&mut st, scrape(s)?);
     }
@@ -522,19 +677,19 @@ fn report(st: &Stats, json: bool) -> String {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let prog = "rpcrdma-stat";
+    let takes = |t: &str| matches!(t, "-i" | "--interval" | "-c" | "--count" | "--file");
+    if let Some(code) = cli::start(prog, &args, &takes, USAGE) {
+        return code;
+    }
     let o = match parse_args(&args) {
         Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("rpcrdma-stat: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(if e.is_empty() { 0 } else { 2 });
-        }
+        Err(e) => return cli::usage_error(prog, &e),
     };
-    let mut last: Option<Stats> = None;
+    let mut last: Option<(Stats, Instant)> = None;
     let mut n = 0u64;
     loop {
+        let at = Instant::now();
         let st = match scrape_all(&o.sources) {
             Ok(s) => s,
             Err(e) => {
@@ -543,7 +698,7 @@ fn main() -> ExitCode {
             }
         };
         let shown = match &last {
-            Some(prev) => delta(&st, prev),
+            Some((prev, t)) => delta(&st, prev, at.duration_since(*t).as_secs_f64()),
             None => st.clone(),
         };
         print!("{}", report(&shown, o.json));
@@ -552,7 +707,7 @@ fn main() -> ExitCode {
         let (Some(i), false) = (o.interval, o.count.is_some_and(|c| n >= c)) else {
             return ExitCode::SUCCESS;
         };
-        last = Some(st);
+        last = Some((st, at));
         std::thread::sleep(Duration::from_secs(i));
         println!();
     }
@@ -659,9 +814,61 @@ mod tests {
         };
         let a = group(&parse(&text(10, 32)).unwrap());
         let b = group(&parse(&text(25, 16)).unwrap());
-        let d = delta(&b, &a);
+        let d = delta(&b, &a, 5.0);
         let f = d.conns.values().next().unwrap();
-        assert_eq!((f["calls"], f["credits_granted"]), (15.0, 16.0));
+        // Counters per second over the 5 s, gauges as they are.
+        assert_eq!((f["calls"], f["credits_granted"]), (3.0, 16.0));
+        assert!(super::text(&d).contains("the last 5.00 s; counters per second"));
+    }
+
+    #[test]
+    fn accepts_interval_percentiles_from_the_buckets_of_the_interval() {
+        // 100 calls under 1 ms before; 10 more in the interval, all between 5 and 10 ms.
+        let text = |fast: u32, slow: u32, sum: f64| {
+            let l = "name=\"s\",node=\"0\",prog=\"1\",vers=\"1\",proc=\"0\"";
+            let n = fast + slow;
+            format!(
+                "# TYPE rpcrdma_server_latency_seconds histogram\n\
+                 rpcrdma_server_latency_seconds_bucket{{{l},le=\"0.001\"}} {fast}\n\
+                 rpcrdma_server_latency_seconds_bucket{{{l},le=\"0.005\"}} {fast}\n\
+                 rpcrdma_server_latency_seconds_bucket{{{l},le=\"0.01\"}} {n}\n\
+                 rpcrdma_server_latency_seconds_bucket{{{l},le=\"+Inf\"}} {n}\n\
+                 rpcrdma_server_latency_seconds_sum{{{l}}} {sum}\n\
+                 rpcrdma_server_latency_seconds_count{{{l}}} {n}\n\
+                 # TYPE rpcrdma_server_latency_quantile_seconds summary\n\
+                 rpcrdma_server_latency_quantile_seconds{{{l},quantile=\"0.99\"}} 0.0009\n\
+                 rpcrdma_server_latency_quantile_seconds_sum{{{l}}} {sum}\n\
+                 rpcrdma_server_latency_quantile_seconds_count{{{l}}} {n}\n"
+            )
+        };
+        let a = group(&parse(&text(100, 0, 0.05)).unwrap());
+        let b = group(&parse(&text(100, 10, 0.125)).unwrap());
+        let d = delta(&b, &a, 2.0);
+        let l = d.latency.values().next().expect("a latency row");
+        assert_eq!(l.count, 10.0);
+        assert!((l.sum - 0.075).abs() < 1e-9);
+        // The running summary says p99 < 1 ms; the interval's calls were all 5-10 ms.
+        let p = |n: &str| l.q.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        assert_eq!(p("0.5"), Some(0.01));
+        assert_eq!(p("0.99"), Some(0.01));
+        // The first report keeps the running totals.
+        let first = b.latency.values().next().unwrap();
+        assert_eq!((first.count, first.q.len()), (110.0, 1));
+    }
+
+    #[test]
+    fn accepts_utc_timestamps_on_every_report() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        let st = group(&parse("").unwrap());
+        let st = Stats {
+            time: iso8601(86_399),
+            ..st
+        };
+        assert!(super::text(&st)
+            .starts_with("--- 1970-01-01T23:59:59Z: totals since each counter started"));
+        assert_eq!(to_json(&st)["time"], "1970-01-01T23:59:59Z");
     }
 
     #[test]
@@ -670,6 +877,14 @@ mod tests {
         assert!(a(&[]).is_err());
         assert!(a(&["--bogus", "x:1"]).is_err());
         assert!(a(&["-i", "0", "x:1"]).is_err());
+        assert!(a(&["-c", "3", "x:1"])
+            .err()
+            .unwrap_or_default()
+            .contains("give -i"));
+        assert!(a(&["x:70000"])
+            .err()
+            .unwrap_or_default()
+            .contains("1..=65535"));
         assert!(a(&["x:1", ""]).is_err());
         assert_eq!(a(&["x:1", "y:2"]).map(|o| o.sources.len()), Ok(2));
         assert!(a(&["https://x:1"]).is_err());
