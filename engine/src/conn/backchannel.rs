@@ -1,773 +1,118 @@
 //! The backward direction (RFC 8167): the server sends RPC calls to the client on the client's
-//! connection, the client serves them.
+//! connection, the client serves them. This file holds the RFC 8167 policy values of the two
+//! roles and the little state the direction adds ([`Backward`]); the calls themselves go
+//! through the same requester ([`super::requester`]) and responder ([`super::responder`]) code
+//! as the forward ones: a connection has at most one of each, the requester of a server and the
+//! responder of a client being the backward ones.
 //!
 //! Normal operation: backward messages are inline RDMA_MSG with empty chunk lists (neither side
-//! exposes memory for them). The server side ([`BackRequester`]) keeps its own slots, XIDs and
-//! credits: it asks for [`super::Config::backchannel_credits`] in `rdma_credit`, keeps at most
-//! the granted number outstanding (one until the first non-error backward reply, whose
-//! `rdma_credit` is the grant; an error's is never used; never sending 0), and
-//! posts one extra receive per backward call it sends, before the call. The client side
-//! ([`BackResponder`]) keeps `2 × credits` extra receives posted once the upper layer enabled
-//! the backchannel (one per backward credit, plus one per backward call whose reply Send has
-//! not completed yet, so the server may send its next call as soon as it has the reply), hands
-//! each call out as [`Event::CallReady`] and sends the reply with the granted backward credits
-//! in `rdma_credit` (never 0). Forward and backward XIDs are independent: the same XID may be
-//! live in both directions at once, since each side matches replies only against its own
-//! direction's calls.
+//! exposes memory for them). The server's requester ([`requester_policy`]) asks for
+//! [`super::Config::backchannel_credits`] in `rdma_credit`, keeps at most the granted number
+//! outstanding (one until the first non-error backward reply, whose `rdma_credit` is the grant;
+//! an error's is never used; never sending 0), and posts one extra receive per backward call it
+//! sends, before the call. The client's responder ([`responder_policy`]) has `2 × credits`
+//! extra receives posted once the upper layer enabled the backchannel ([`Backward::enable`]),
+//! hands each call out as [`super::Event::CallReady`] and sends the reply with the granted
+//! backward credits in `rdma_credit` (never 0). Each role has its own slots, XID table and
+//! credits: the same XID may be live in both directions at once, since each side matches
+//! replies only against its own direction's calls.
 //!
 //! Recovery: a backward call carrying chunks is answered with ERR_CHUNK (backward chunks are not
-//! supported). A backward reply with an unknown XID is dropped. When the connection is lost,
-//! every backward call still pending fails with [`CallError::ConnectionLost`]; the server's
-//! upper layer re-issues it (same XID) on the connection the client establishes next.
+//! supported; Version Two: RDMA2_ERR_BAD_XDR). A backward reply with an unknown XID is dropped.
+//! When the connection is lost, every backward call still pending fails with
+//! [`super::CallError::ConnectionLost`]; the server's upper layer re-issues it (same XID) on the
+//! connection the client establishes next.
 
 use super::credits;
-use super::fixed_capacity::IndexStack;
-use super::receive::{self, AnyBody, WireErr};
-use super::responder::ErrAnswer;
-use super::stream::{build_pieces, copy_pieces, Cut};
-use super::{
-    wr_kind, BadReply, CallError, CallId, CallSpec, ConnState, Core, Event, HostMemory,
-    IncomingCall, LocalBuf, Reply, ReplyError, ReplyKind, ReplySpec, StartError, MAX_PARTS,
-    MAX_READ_SEGMENTS, MAX_WRITE_CHUNKS,
-};
-use crate::proto::chunks::ChunkListsRef;
-use crate::proto::v1::{self, Message, MessageBody};
-use crate::proto::v2::{self, Direction};
-use crate::verbs::{Completion, Sge, WrId};
+use super::requester::{self, Requester};
+use super::responder::{self, Responder};
+use super::{wr_kind, Core, LocalBuf};
 
-/// Octets of an RDMA_MSG / RDMA2_MSG header with three empty chunk lists.
-const fn msg_hdr_len(vers: u32) -> usize {
-    crate::proto::inline_msg_header_len(vers, 0)
-}
-
-/// Encodes an inline message header with empty chunk lists in version `vers`.
-fn encode_msg(
-    vers: u32,
-    xid: u32,
-    credits: u32,
-    direction: Direction,
-    out: &mut [u8],
-) -> Option<usize> {
-    if vers == v2::VERSION {
-        v2::encode(
-            &v2::Message {
-                xid,
-                credits,
-                body: v2::MessageBody::Msg(v2::ChunksRef {
-                    direction,
-                    // Nothing of either side is exposed for backward messages.
-                    inv_handle: 0,
-                    lists: ChunkListsRef::EMPTY,
-                }),
-            },
-            out,
-        )
-        .ok()
-    } else {
-        v1::encode(
-            &Message {
-                xid,
-                credits,
-                body: MessageBody::Msg(ChunkListsRef::EMPTY),
-            },
-            out,
-        )
-        .ok()
+/// The requester policy of the backward direction (server side): no chunks (DDP items inline,
+/// no receptacles, nothing larger than the inline threshold), the backward credits asked for,
+/// Sends of kind [`wr_kind::BACK_SEND`], one receive posted per call before it (RFC 8167
+/// §4.2.2), no timeout (the upper layer's session rules govern backward calls).
+pub(crate) fn requester_policy(core: &Core) -> requester::Policy {
+    requester::Policy {
+        chunks: false,
+        asked: core.cfg.backchannel_credits,
+        send_kind: wr_kind::BACK_SEND,
+        extra_recv: true,
+        timeouts: false,
     }
 }
 
-/// Posts a one-SGE Send of the first `len` octets of `header`.
-fn post_header(core: &mut Core, wr_id: WrId, header: LocalBuf, len: usize) {
-    let first = Sge {
-        addr: header.addr,
-        len: len as u32,
-        lkey: header.lkey,
-    };
-    core.post_gather(wr_id, first, &[], None);
-}
-
-/// Posts a Send of `pieces` after a header of `hdr_len` octets in `header` (gathered, or copied
-/// after the header past the SGE limit).
-fn post_inline<M: HostMemory + ?Sized>(
-    core: &mut Core,
-    wr_id: WrId,
-    header: LocalBuf,
-    hdr_len: u32,
-    pieces: &super::stream::Pieces,
-    mem: &mut M,
-) -> bool {
-    let mut gather = false;
-    let mut first_len = hdr_len;
-    if pieces.n < core.max_sge {
-        gather = true;
-    } else if copy_pieces(mem, header, hdr_len, pieces) {
-        first_len += pieces.total;
-    } else {
-        return false;
+/// The responder policy of the backward direction (client side): no chunks (a backward call
+/// carrying any is answered ERR_CHUNK, RFC 8167 §5.3), the backward credits granted in every
+/// reply (never 0), Sends of kind [`wr_kind::BACK_SEND`], a call beyond the credits dropped,
+/// and the receives of the unused backward credits kept back from forward calls.
+pub(crate) fn responder_policy(core: &Core) -> responder::Policy {
+    responder::Policy {
+        chunks: false,
+        grant: credits::sent_grant(core.cfg.backchannel_credits),
+        send_kind: wr_kind::BACK_SEND,
+        backlog: false,
+        reserve: true,
+        sets_version: false,
     }
-    if pieces.as_slice().iter().any(|p| p.zero) {
-        if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
-            z.fill(0);
-        }
-    }
-    let first = Sge {
-        addr: header.addr,
-        len: first_len,
-        lkey: header.lkey,
-    };
-    core.post_gather(wr_id, first, pieces.gathered(gather), None);
-    true
 }
 
-// ---------------------------------------------------------------------------------------------
-// Server side: backward requester.
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BState {
-    Free,
-    /// Sent; the reply (or error) has not arrived.
-    Awaiting,
-    /// Answered; waiting for the call's Send to complete before reporting.
-    Answered,
+/// The server's backward requester: a [`Requester`] of [`requester_policy`] over the
+/// backchannel send buffers.
+pub(crate) fn requester(core: &Core, headers: &[LocalBuf]) -> Requester {
+    Requester::new(requester_policy(core), headers)
 }
 
+/// The client's backward responder: a [`Responder`] of [`responder_policy`] over the
+/// backchannel send buffers (no data buffers: backward calls carry no chunks).
+pub(crate) fn responder(core: &Core, headers: &[LocalBuf]) -> Responder {
+    Responder::new(core, responder_policy(core), headers, &[])
+}
+
+/// The state the backward direction adds to a connection: whether it has one, whether the
+/// upper layer enabled it, and the receives a client posts then.
 #[derive(Debug, Clone, Copy)]
-struct BCall {
-    state: BState,
-    generation: u32,
-    xid: u32,
-    reply: LocalBuf,
-    send_done: bool,
-    outcome: Result<u32, CallError>,
-}
-
-impl BCall {
-    const FREE: BCall = BCall {
-        state: BState::Free,
-        generation: 0,
-        xid: 0,
-        reply: LocalBuf::EMPTY,
-        send_done: false,
-        outcome: Err(CallError::ConnectionLost),
-    };
-}
-
-/// The server's backward requester.
-pub(crate) struct BackRequester {
-    calls: Vec<BCall>,
-    free: IndexStack,
-    headers: Vec<LocalBuf>,
+pub(crate) struct Backward {
+    /// Created with backchannel memory.
+    pub(crate) present: bool,
+    /// Enabled by the upper layer (RFC 8167 §6).
     pub(crate) enabled: bool,
-    /// Credits asked for and the local maximum of outstanding backward calls.
-    max: u32,
-    /// Backward credits granted by the client's last non-error backward reply (1 before the
-    /// first).
-    granted: u32,
-    awaiting: u32,
-}
-
-impl BackRequester {
-    pub(crate) fn new(core: &Core, headers: &[LocalBuf]) -> Self {
-        let n = headers.len();
-        BackRequester {
-            calls: vec![BCall::FREE; n],
-            free: IndexStack::full(n),
-            headers: headers.to_vec(),
-            enabled: false,
-            max: credits::local_max(core.cfg.backchannel_credits, n),
-            granted: credits::INITIAL_GRANT,
-            awaiting: 0,
-        }
-    }
-
-    pub(crate) fn granted(&self) -> u32 {
-        self.granted
-    }
-
-    pub(crate) fn outstanding(&self) -> u32 {
-        self.awaiting
-    }
-
-    pub(crate) fn start_call<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        spec: &CallSpec<'_>,
-        mem: &mut M,
-    ) -> Result<CallId, StartError> {
-        if !self.enabled {
-            return Err(StartError::BackchannelDisabled);
-        }
-        if core.state != ConnState::Connected {
-            return Err(StartError::NotConnected);
-        }
-        if !credits::may_start(self.awaiting, self.granted) {
-            return Err(StartError::NoCredit);
-        }
-        if spec.message.is_empty()
-            || spec.message.len() > MAX_PARTS
-            || spec.ddp.len() > MAX_READ_SEGMENTS
-            || !spec.receptacles.is_empty()
-        {
-            // No chunks in the backward direction: results cannot be placed directly.
-            return Err(StartError::BadSpec);
-        }
-        let xid = match mem.bytes(spec.message[0].addr, 4) {
-            Some(&[a, b, c, d]) if spec.message[0].len >= 4 => u32::from_be_bytes([a, b, c, d]),
-            _ => return Err(StartError::BadSpec),
-        };
-        if self
-            .calls
-            .iter()
-            .any(|c| c.state == BState::Awaiting && c.xid == xid)
-        {
-            return Err(StartError::DuplicateXid);
-        }
-        // DDP-eligible arguments travel inline with their pad.
-        let cuts = spec.ddp.iter().map(|i| Cut {
-            at: i.at,
-            buf: i.buf,
-        });
-        let pieces =
-            build_pieces(spec.message, cuts, core.zero).map_err(|_| StartError::BadSpec)?;
-        // Backward calls use the version of the forward calls (RFC 8167 §5.1).
-        let vers = core.version;
-        if msg_hdr_len(vers) + pieces.total as usize > core.neg_of(vers).send_inline as usize {
-            return Err(StartError::TooLarge);
-        }
-        if core.sq_free() == 0 || core.recv_idle.len() == 0 {
-            return Err(StartError::Busy);
-        }
-        let Some(slot) = self.free.pop() else {
-            return Err(StartError::Busy);
-        };
-        let header = self.headers[slot as usize];
-        let credits = self.max;
-        let encoded = mem
-            .bytes_mut(header.addr, header.len as usize)
-            .and_then(|out| encode_msg(vers, xid, credits, Direction::Call, out));
-        let Some(hdr_len) = encoded else {
-            let _ = self.free.push(slot);
-            return Err(StartError::BadSpec);
-        };
-        // The receive for the reply goes first (RFC 8167 §4.2.2), then the call.
-        core.rq_target += 1;
-        core.refill_recvs();
-        let wr_id = WrId::new(wr_kind::BACK_SEND, u64::from(slot));
-        if !post_inline(core, wr_id, header, hdr_len as u32, &pieces, mem) {
-            core.rq_target -= 1;
-            let _ = self.free.push(slot);
-            return Err(StartError::BadSpec);
-        }
-        let c = &mut self.calls[slot as usize];
-        *c = BCall {
-            state: BState::Awaiting,
-            generation: c.generation,
-            xid,
-            reply: spec.reply,
-            send_done: false,
-            outcome: Err(CallError::ConnectionLost),
-        };
-        self.awaiting += 1;
-        Ok(CallId {
-            slot,
-            generation: c.generation,
-        })
-    }
-
-    /// A backward reply (or an error answering a backward call) arrived in receive `index`.
-    pub(crate) fn on_recv<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        index: u32,
-        wc: &Completion,
-        mem: &mut M,
-    ) {
-        core.hold_recv(index);
-        let Some(rbuf) = core.recv_buf(index) else {
-            core.fail();
-            return;
-        };
-        let len = wc.byte_len.min(rbuf.len) as usize;
-        // (slot, outcome, granted (None: unchanged), payload offset)
-        let verdict = mem.bytes(rbuf.addr, len).and_then(|buf| {
-            let h = receive::decode(buf, &core.v2_limits, core.cfg.max_version).ok()?;
-            let slot = self
-                .calls
-                .iter()
-                .position(|c| c.state == BState::Awaiting && c.xid == h.xid)?;
-            // Backward credits work as forward ones (RFC 8167 §4.1): only a non-error reply
-            // reports the client's grant; an RDMA_ERROR / RDMA2_ERROR's `rdma_credit` is never
-            // used (the v2 draft's "non-error RPC-over-RDMA message ... that reports the
-            // responder's actual credit limit"; see the requester's module doc, "Credits").
-            let granted = credits::reply_grant(&h.body, h.credits, self.max);
-            let call = &self.calls[slot];
-            let outcome = match h.body {
-                AnyBody::Msg { lists, .. } => {
-                    if !lists.is_empty() {
-                        Err(CallError::BadReply(BadReply::WriteList))
-                    } else if h.payload.len() > call.reply.len as usize {
-                        Err(CallError::BadReply(BadReply::TooLong))
-                    } else {
-                        Ok(h.payload.len() as u32)
-                    }
-                }
-                AnyBody::Error(WireErr::Vers { low, high }) => {
-                    Err(CallError::ErrVers { low, high })
-                }
-                AnyBody::Error(WireErr::Chunk) => Err(CallError::ErrChunk),
-                AnyBody::Error(WireErr::V2(e)) => Err(CallError::Rdma2(e)),
-                AnyBody::Error(WireErr::Unknown(c)) => Err(CallError::RdmaError(c)),
-                AnyBody::Nomsg { .. } => Err(CallError::BadReply(BadReply::ReplyChunk)),
-                AnyBody::Done | AnyBody::Optional(_) => return None,
-            };
-            Some((slot as u32, outcome, granted, h.header_len as u64))
-        });
-        if let Some((slot, mut outcome, granted, off)) = verdict {
-            if let Some(g) = granted {
-                self.granted = g;
-            }
-            let call = self.calls[slot as usize];
-            if let Ok(n) = outcome {
-                if n > 0 && !mem.copy(call.reply.addr, rbuf.addr + off, n as usize) {
-                    outcome = Err(CallError::BadReply(BadReply::TooLong));
-                }
-            }
-            let c = &mut self.calls[slot as usize];
-            c.state = BState::Answered;
-            c.outcome = outcome;
-            self.awaiting -= 1;
-            // The receive posted for this call is no longer needed.
-            core.rq_target = core.rq_target.saturating_sub(1);
-            if c.send_done {
-                self.complete(core, slot);
-            }
-        }
-        core.release_recv(index);
-    }
-
-    pub(crate) fn on_send_complete(&mut self, core: &mut Core, index: u32) {
-        let Some(c) = self.calls.get_mut(index as usize) else {
-            core.fail();
-            return;
-        };
-        if c.state == BState::Free || c.send_done {
-            core.fail();
-            return;
-        }
-        c.send_done = true;
-        if c.state == BState::Answered {
-            self.complete(core, index);
-        }
-    }
-
-    fn complete(&mut self, core: &mut Core, slot: u32) {
-        let c = self.calls[slot as usize];
-        let call = CallId {
-            slot,
-            generation: c.generation,
-        };
-        core.emit(match c.outcome {
-            Ok(len) => Event::ReplyReady(Reply {
-                call,
-                xid: c.xid,
-                len,
-                written: [0; MAX_WRITE_CHUNKS],
-                nwritten: 0,
-                long: false,
-            }),
-            Err(error) => Event::CallFailed {
-                call,
-                xid: c.xid,
-                error,
-            },
-        });
-        self.calls[slot as usize] = BCall {
-            generation: c.generation.wrapping_add(1),
-            ..BCall::FREE
-        };
-        let _ = self.free.push(slot);
-    }
-
-    /// The connection is gone: every backward call still pending is reported so the upper
-    /// layer can re-issue it after the client reconnects.
-    pub(crate) fn on_closed(&mut self, core: &mut Core) {
-        for slot in 0..self.calls.len() as u32 {
-            let c = &mut self.calls[slot as usize];
-            match c.state {
-                BState::Free => continue,
-                // The reply is in; only the Send's completion was missing (it is flushed).
-                BState::Answered => {}
-                BState::Awaiting => c.outcome = Err(CallError::ConnectionLost),
-            }
-            self.complete(core, slot);
-        }
-        self.awaiting = 0;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Client side: backward responder.
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SState {
-    Free,
-    /// [`Event::CallReady`] reported; the receive holds the call.
-    Delivered,
-    /// An error answer waits for send-queue room.
-    ErrorPending(ErrAnswer),
-    /// The answer's Send is posted.
-    Sending,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct SCall {
-    state: SState,
-    generation: u32,
-    xid: u32,
-    vers: u32,
-    recv: Option<u32>,
-}
-
-impl SCall {
-    const FREE: SCall = SCall {
-        state: SState::Free,
-        generation: 0,
-        xid: 0,
-        vers: 0,
-        recv: None,
-    };
-}
-
-/// The client's backward responder.
-pub(crate) struct BackResponder {
-    calls: Vec<SCall>,
-    free: IndexStack,
-    headers: Vec<LocalBuf>,
-    /// Receives added to the receive queue when enabled.
+    /// Client: receives added to the receive queue when enabled (a server posts one per
+    /// backward call instead).
     nrecvs: u32,
-    pub(crate) enabled: bool,
-    /// Backward credits granted (in every backward reply).
-    credits: u32,
-    /// Backward calls received and not yet answered.
-    unanswered: u32,
-    /// Slots in `ErrorPending`.
-    pending: u32,
 }
 
-impl BackResponder {
-    pub(crate) fn new(core: &Core, headers: &[LocalBuf], nrecvs: usize) -> Self {
-        let n = headers.len();
-        BackResponder {
-            calls: vec![SCall::FREE; n],
-            free: IndexStack::full(n),
-            headers: headers.to_vec(),
-            nrecvs: nrecvs as u32,
+impl Backward {
+    /// No backward direction.
+    pub(crate) const NONE: Backward = Backward {
+        present: false,
+        enabled: false,
+        nrecvs: 0,
+    };
+
+    /// A backward direction, not enabled yet; a client adds `nrecvs` receives once it is.
+    pub(crate) fn new(nrecvs: usize) -> Backward {
+        Backward {
+            present: true,
             enabled: false,
-            credits: credits::sent_grant(core.cfg.backchannel_credits),
-            unanswered: 0,
-            pending: 0,
+            nrecvs: nrecvs as u32,
         }
     }
 
-    pub(crate) fn credits(&self) -> u32 {
-        self.credits
-    }
-
-    pub(crate) fn outstanding(&self) -> u32 {
-        self.unanswered
-    }
-
-    /// Posts the backchannel receives; from now on the forward requester keeps back the
-    /// receives the server may still use for backward calls.
-    pub(crate) fn enable(&mut self, core: &mut Core) {
+    /// Enables it. A client (`responder`: its backward responder) posts its backchannel
+    /// receives — one per backward credit, plus one per backward call whose reply Send has not
+    /// completed yet, so the server may send its next call as soon as it has the reply — and
+    /// from then on its forward requester keeps back the receives the server may still use. A
+    /// server may send backward calls from now on.
+    pub(crate) fn enable(&mut self, core: &mut Core, responder: Option<&Responder>) {
         if self.enabled {
             return;
         }
         self.enabled = true;
-        core.rq_target += self.nrecvs;
-        self.update_reserve(core);
-        core.refill_recvs();
-    }
-
-    fn update_reserve(&self, core: &mut Core) {
-        core.recv_reserve = credits::backward_reserve(self.credits, self.unanswered);
-    }
-
-    /// A backward call arrived in receive `index`.
-    pub(crate) fn on_recv<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        index: u32,
-        wc: &Completion,
-        mem: &mut M,
-    ) {
-        core.hold_recv(index);
-        let Some(rbuf) = core.recv_buf(index) else {
-            core.fail();
-            return;
-        };
-        let len = wc.byte_len.min(rbuf.len) as usize;
-        let Some(slot) = self.free.pop() else {
-            // Unreachable with a server that keeps to the credits it was granted: there is a
-            // send buffer per credit plus one per reply still being sent (the sizing rule of
-            // `BackchannelPools::headers`). A server that sends more broke the credit rule;
-            // the call is dropped (the receive is reposted) and the server's retransmission
-            // rules apply.
-            core.release_recv(index);
-            return;
-        };
-        let generation = self.calls[slot as usize].generation;
-        // Ok((xid, vers, chunks present, payload offset, payload length)), or the error answer
-        // a rejected header calls for.
-        let parsed = mem.bytes(rbuf.addr, len).map(|buf| {
-            match receive::decode(buf, &core.v2_limits, core.cfg.max_version) {
-                Ok(h) => match h.body {
-                    AnyBody::Msg { lists, .. } => Ok(Some((
-                        h.xid,
-                        h.vers,
-                        !lists.is_empty(),
-                        h.header_len as u32,
-                        h.payload.len() as u32,
-                    ))),
-                    AnyBody::Nomsg { .. } => Ok(Some((h.xid, h.vers, true, 0, 0))),
-                    _ => Ok(None),
-                },
-                Err(e) => Err(ErrAnswer::for_error(&e)),
-            }
-        });
-        let (xid, vers, chunks, off, plen) = match parsed {
-            Some(Ok(Some(p))) => p,
-            Some(Err(Some((xid, vers, kind)))) => {
-                core.release_recv(index);
-                self.unanswered += 1;
-                self.pend_error(core, slot, xid, vers, kind, mem);
-                return;
-            }
-            _ => {
-                let _ = self.free.push(slot);
-                core.release_recv(index);
-                return;
-            }
-        };
-        self.unanswered += 1;
-        self.update_reserve(core);
-        if chunks {
-            // RFC 8167 §5.3: no backward chunk support here → ERR_CHUNK (Version Two: its
-            // equivalent, RDMA2_ERR_BAD_XDR).
-            core.release_recv(index);
-            self.pend_error(core, slot, xid, vers, ErrAnswer::unusable(vers), mem);
-            return;
+        if let Some(r) = responder {
+            core.rq_target += self.nrecvs;
+            r.update_reserve(core);
+            core.refill_recvs();
         }
-        self.calls[slot as usize] = SCall {
-            state: SState::Delivered,
-            generation,
-            xid,
-            vers,
-            recv: Some(index),
-        };
-        core.emit(Event::CallReady(IncomingCall {
-            call: CallId { slot, generation },
-            xid,
-            stream: LocalBuf {
-                addr: rbuf.addr + u64::from(off),
-                len: plen,
-                lkey: rbuf.lkey,
-            },
-            write_chunks: 0,
-            write_capacity: [0; MAX_WRITE_CHUNKS],
-            reply_capacity: None,
-            read_segments: 0,
-            position_zero: false,
-        }));
-    }
-
-    /// Queues an error answer in `slot` (counted as unanswered by the caller) and tries to
-    /// send it.
-    fn pend_error<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        xid: u32,
-        vers: u32,
-        kind: ErrAnswer,
-        mem: &mut M,
-    ) {
-        let generation = self.calls[slot as usize].generation;
-        self.calls[slot as usize] = SCall {
-            state: SState::ErrorPending(kind),
-            generation,
-            xid,
-            vers,
-            recv: None,
-        };
-        self.pending += 1;
-        self.update_reserve(core);
-        self.progress(core, mem);
-    }
-
-    /// Answers (`xid`, `vers`) with a Version Two error outside any call (an RDMA2_OPTIONAL
-    /// call of an unknown type). Dropped when no slot is free.
-    pub(crate) fn answer_v2_error<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        xid: u32,
-        vers: u32,
-        e: v2::RdmaError,
-        mem: &mut M,
-    ) {
-        let Some(slot) = self.free.pop() else {
-            return;
-        };
-        self.unanswered += 1;
-        self.pend_error(core, slot, xid, vers, ErrAnswer::V2(e), mem);
-    }
-
-    /// Sends answers that waited for send-queue room.
-    pub(crate) fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
-        if self.pending == 0 {
-            return;
-        }
-        for slot in 0..self.calls.len() as u32 {
-            let SState::ErrorPending(kind) = self.calls[slot as usize].state else {
-                continue;
-            };
-            if core.sq_free() == 0 {
-                return;
-            }
-            let c = self.calls[slot as usize];
-            let header = self.headers[slot as usize];
-            let (credits, max_version) = (self.credits, core.cfg.max_version);
-            let n = mem
-                .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| kind.encode(c.xid, c.vers, credits, max_version, out));
-            let Some(n) = n else {
-                core.fail();
-                return;
-            };
-            post_header(
-                core,
-                WrId::new(wr_kind::BACK_SEND, u64::from(slot)),
-                header,
-                n,
-            );
-            self.calls[slot as usize].state = SState::Sending;
-            self.pending -= 1;
-            self.unanswered = self.unanswered.saturating_sub(1);
-            self.update_reserve(core);
-        }
-    }
-
-    pub(crate) fn send_reply<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        id: CallId,
-        spec: &ReplySpec<'_>,
-        mem: &mut M,
-    ) -> Result<ReplyKind, ReplyError> {
-        if core.state == ConnState::Closed {
-            return Err(ReplyError::Closed);
-        }
-        let c = match self.calls.get(id.slot as usize) {
-            Some(c) if c.generation == id.generation && c.state == SState::Delivered => *c,
-            _ => return Err(ReplyError::NoSuchCall),
-        };
-        if spec.message.is_empty()
-            || spec.message.len() > MAX_PARTS
-            || spec.results.len() > MAX_READ_SEGMENTS
-        {
-            return Err(ReplyError::BadSpec);
-        }
-        // No Write chunks were offered: every result goes inline.
-        let cuts = spec.results.iter().map(|i| Cut {
-            at: i.at,
-            buf: i.buf,
-        });
-        let pieces =
-            build_pieces(spec.message, cuts, core.zero).map_err(|_| ReplyError::BadSpec)?;
-        if core.sq_free() == 0 {
-            return Err(ReplyError::Busy);
-        }
-        let header = self.headers[id.slot as usize];
-        let wr_id = WrId::new(wr_kind::BACK_SEND, u64::from(id.slot));
-        let credits = self.credits;
-        let limit = core.neg_of(c.vers).send_inline as usize;
-        let kind = if msg_hdr_len(c.vers) + pieces.total as usize <= limit {
-            let n = mem
-                .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| encode_msg(c.vers, c.xid, credits, Direction::Reply, out))
-                .ok_or(ReplyError::BadSpec)?;
-            if !post_inline(core, wr_id, header, n as u32, &pieces, mem) {
-                return Err(ReplyError::BadSpec);
-            }
-            ReplyKind::Inline
-        } else {
-            // Too large for inline and no Reply chunk was (or can be) offered: ERR_CHUNK, or
-            // in Version Two RDMA2_ERR_CANT_REPLY (no chunk at all: segment unknown, 0).
-            let is_v2 = c.vers == v2::VERSION;
-            let e = if is_v2 {
-                ErrAnswer::V2(v2::RdmaError::CantReply {
-                    processed: true,
-                    segment_index: 0,
-                    length_needed: pieces.total,
-                })
-            } else {
-                ErrAnswer::Chunk
-            };
-            let max_version = core.cfg.max_version;
-            let n = mem
-                .bytes_mut(header.addr, header.len as usize)
-                .and_then(|out| e.encode(c.xid, c.vers, credits, max_version, out))
-                .ok_or(ReplyError::BadSpec)?;
-            post_header(core, wr_id, header, n);
-            ReplyKind::failed(is_v2)
-        };
-        self.calls[id.slot as usize].state = SState::Sending;
-        self.unanswered = self.unanswered.saturating_sub(1);
-        self.update_reserve(core);
-        Ok(kind)
-    }
-
-    pub(crate) fn on_send_complete<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        index: u32,
-        mem: &mut M,
-    ) {
-        let Some(c) = self.calls.get(index as usize).copied() else {
-            core.fail();
-            return;
-        };
-        if c.state != SState::Sending {
-            core.fail();
-            return;
-        }
-        if let Some(r) = c.recv {
-            core.release_recv(r);
-        }
-        self.calls[index as usize] = SCall {
-            generation: c.generation.wrapping_add(1),
-            ..SCall::FREE
-        };
-        let _ = self.free.push(index);
-        self.progress(core, mem);
-    }
-
-    pub(crate) fn on_closed(&mut self, core: &mut Core) {
-        for slot in 0..self.calls.len() as u32 {
-            let c = self.calls[slot as usize];
-            if c.state == SState::Free {
-                continue;
-            }
-            if let Some(r) = c.recv {
-                core.release_recv(r);
-            }
-            self.calls[slot as usize] = SCall {
-                generation: c.generation.wrapping_add(1),
-                ..SCall::FREE
-            };
-            let _ = self.free.push(slot);
-        }
-        self.unanswered = 0;
-        self.pending = 0;
     }
 }

@@ -1,39 +1,29 @@
 //! [`Connection`]: one RPC-over-RDMA connection (one QP) — creation and validation of its
 //! configuration, private-data negotiation, and the dispatch of every input (completions,
-//! connection-manager events, timeouts, calls and replies from the application) to the forward
-//! role ([`super::requester`] or [`super::responder`]), the backward direction
-//! ([`super::backchannel`]) or the RDMA2_OPTIONAL handlers. See the module documentation of
-//! [`super`] for the protocol behaviour.
+//! connection-manager events, timeouts, calls and replies from the application) to its
+//! requester ([`super::requester`]), its responder ([`super::responder`]) or the RDMA2_OPTIONAL
+//! handlers. A connection has at most one requester and one responder: a client's requester
+//! and a server's responder carry the forward direction; a client's responder and a server's
+//! requester, present with backchannel memory, carry the backward one with the RFC 8167 policy
+//! of [`super::backchannel`]. See the module documentation of [`super`] for the protocol
+//! behaviour.
 //!
-//! Normal operation: each received message is routed by direction first ([`super::receive`]),
-//! then handled by whichever part owns that direction. Recovery: any unsuccessful completion
-//! or a disconnect closes the connection once ([`Connection::fail`]): [`Event::ConnectionLost`]
-//! is reported and every part fails what it has pending.
+//! Normal operation: each received message is decoded once and routed by direction
+//! ([`super::receive`]): a call to the responder, a reply to the requester (the backward one
+//! only while the backchannel is enabled); a send-queue completion goes to the role that
+//! posted it (`BACK_SEND`: the backward role). Recovery: any unsuccessful completion or a
+//! disconnect closes the connection once ([`Connection::fail`]): [`Event::ConnectionLost`] is
+//! reported and every role fails what it has pending.
 
-use super::backchannel::{BackRequester, BackResponder};
+use super::backchannel::{self, Backward};
 use super::config::*;
 use super::core_state::{self, Core, RecvState};
 use super::receive;
 use super::requester::{self, Requester};
-use super::responder::Responder;
+use super::responder::{self, Responder};
 use super::types::*;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
 use crate::verbs::{Completion, WrId};
-
-enum RoleState {
-    Requester(Requester),
-    Responder(Responder),
-}
-
-/// The backward direction of a connection.
-enum Back {
-    /// Created without backchannel memory.
-    None,
-    /// Responder (server): sends backward calls.
-    Server(BackRequester),
-    /// Requester (client): serves backward calls.
-    Client(BackResponder),
-}
 
 /// What is left to do for a received message once its decoded header no longer borrows the
 /// receive buffer ([`Connection::on_recv`]).
@@ -42,12 +32,12 @@ enum AfterRecv {
     Done,
     /// An RDMA2_OPTIONAL message: the error answer to send, if any.
     Optional(Option<(u32, u32)>),
-    /// A forward message on a requester: its verdict and receive buffer address.
+    /// A reply on a requester (the forward role of a client, the backward role of a server):
+    /// its verdict and receive buffer address.
     Requester(Option<(requester::Verdict, u64)>),
-    /// A forward message on a responder: whether to run its processing loop.
+    /// A call on a responder (the forward role of a server, the backward role of a client):
+    /// whether to run its processing loop.
     Responder(bool),
-    /// A backward message, for the backchannel (which reads it itself).
-    Backward,
 }
 
 struct OptionalEntry {
@@ -58,8 +48,14 @@ struct OptionalEntry {
 /// One RPC-over-RDMA connection (one QP). See the module documentation.
 pub struct Connection {
     core: Core,
-    role: RoleState,
-    back: Back,
+    role: Role,
+    /// Sends calls and takes their replies: the forward calls of a client, the backward calls
+    /// (RFC 8167) of a server with backchannel memory.
+    requester: Option<Requester>,
+    /// Takes calls and sends their replies: the forward calls on a server, the backward calls
+    /// on a client with backchannel memory.
+    responder: Option<Responder>,
+    back: Backward,
     optional: [Option<OptionalEntry>; MAX_OPTIONAL_HANDLERS],
 }
 
@@ -97,21 +93,31 @@ impl Connection {
         let rq_target = validate(role, &cfg, pools, bc)?;
         let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
         let mut core = Core::new(role, cfg, pools, bc, rq_target);
-        let role_state = match role {
-            Role::Requester => RoleState::Requester(Requester::new(&core)),
-            Role::Responder => RoleState::Responder(Responder::new(&core, pools.data)),
+        let forward_req = || Requester::new(requester::Policy::forward(&core), pools.headers);
+        let forward_resp = || {
+            let policy = responder::Policy::forward(&core);
+            Responder::new(&core, policy, pools.headers, pools.data)
         };
-        let back = match (with_bc, role) {
-            (false, _) => Back::None,
-            (true, Role::Requester) => {
-                Back::Client(BackResponder::new(&core, bc.headers, bc.recvs.len()))
-            }
-            (true, Role::Responder) => Back::Server(BackRequester::new(&core, bc.headers)),
+        let (requester, responder, back) = match (role, with_bc) {
+            (Role::Requester, false) => (Some(forward_req()), None, Backward::NONE),
+            (Role::Requester, true) => (
+                Some(forward_req()),
+                Some(backchannel::responder(&core, bc.headers)),
+                Backward::new(bc.recvs.len()),
+            ),
+            (Role::Responder, false) => (None, Some(forward_resp()), Backward::NONE),
+            (Role::Responder, true) => (
+                Some(backchannel::requester(&core, bc.headers)),
+                Some(forward_resp()),
+                Backward::new(0),
+            ),
         };
         core.refill_recvs();
         Ok(Connection {
             core,
-            role: role_state,
+            role,
+            requester,
+            responder,
             back,
             optional: [None, None, None, None],
         })
@@ -142,14 +148,20 @@ impl Connection {
         };
         let mut core = Core::new(role, cfg, &local, &bc_local, 0);
         core.srq = Some(super::srq::SrqRecvs::new(shared, slots));
-        let back = if bc.headers.is_empty() {
-            Back::None
+        let (requester, back) = if bc.headers.is_empty() {
+            (None, Backward::NONE)
         } else {
-            Back::Server(BackRequester::new(&core, bc.headers))
+            (
+                Some(backchannel::requester(&core, bc.headers)),
+                Backward::new(0),
+            )
         };
+        let policy = responder::Policy::forward(&core);
         Ok(Connection {
-            role: RoleState::Responder(Responder::new(&core, pools.data)),
+            responder: Some(Responder::new(&core, policy, pools.headers, pools.data)),
             core,
+            role: Role::Responder,
+            requester,
             back,
             optional: [None, None, None, None],
         })
@@ -254,55 +266,51 @@ impl Connection {
         if self.core.state == ConnState::Closed {
             return Err(BackchannelError::Closed);
         }
-        match &mut self.back {
-            Back::None => Err(BackchannelError::NoResources),
-            Back::Server(b) => {
-                b.enabled = true;
-                Ok(())
-            }
-            Back::Client(b) => {
-                b.enable(&mut self.core);
-                Ok(())
-            }
+        if !self.back.present {
+            return Err(BackchannelError::NoResources);
         }
+        // A client's responder serves backward calls; a server's has no receives to add.
+        let client_responder = match self.role {
+            Role::Requester => self.responder.as_ref(),
+            Role::Responder => None,
+        };
+        self.back.enable(&mut self.core, client_responder);
+        Ok(())
     }
 
     /// Whether the backward direction is enabled.
     pub fn backchannel_enabled(&self) -> bool {
-        match &self.back {
-            Back::None => false,
-            Back::Server(b) => b.enabled,
-            Back::Client(b) => b.enabled,
-        }
+        self.back.enabled
     }
 
     /// Backward credits. Requester (client): the credits it grants in backward replies.
     /// Responder (server): the credits the client granted in its last backward reply (1
     /// before the first). 0 without a backchannel.
     pub fn backward_credits(&self) -> u32 {
-        match &self.back {
-            Back::None => 0,
-            Back::Server(b) => b.granted(),
-            Back::Client(b) => b.credits(),
-        }
+        self.backward_counts().0
     }
 
     /// Backward calls in progress: sent and not answered (server), received and not answered
     /// (client).
     pub fn backward_outstanding(&self) -> u32 {
-        match &self.back {
-            Back::None => 0,
-            Back::Server(b) => b.outstanding(),
-            Back::Client(b) => b.outstanding(),
+        self.backward_counts().1
+    }
+
+    /// The backward role's (credits, calls in progress); zeros without a backchannel.
+    fn backward_counts(&self) -> (u32, u32) {
+        if !self.back.present {
+            return (0, 0);
+        }
+        match (self.role, &self.requester, &self.responder) {
+            (Role::Requester, _, Some(r)) => (r.grant(), r.unanswered()),
+            (Role::Responder, Some(r), _) => (r.granted(), r.outstanding()),
+            _ => (0, 0),
         }
     }
 
     /// The role.
     pub fn role(&self) -> Role {
-        match self.role {
-            RoleState::Requester(_) => Role::Requester,
-            RoleState::Responder(_) => Role::Responder,
-        }
+        self.role
     }
 
     /// The connection state.
@@ -372,17 +380,17 @@ impl Connection {
     /// reply; errors never change it).
     /// Responder: the credits granted.
     pub fn credits(&self) -> u32 {
-        match &self.role {
-            RoleState::Requester(r) => r.granted(),
-            RoleState::Responder(_) => self.core.cfg.credits,
+        match (self.role, &self.requester) {
+            (Role::Requester, Some(r)) => r.granted(),
+            _ => self.core.cfg.credits,
         }
     }
 
     /// Requester: calls outstanding (sent and not answered, timed-out ones included).
     pub fn outstanding(&self) -> u32 {
-        match &self.role {
-            RoleState::Requester(r) => r.outstanding(),
-            RoleState::Responder(_) => 0,
+        match (self.role, &self.requester) {
+            (Role::Requester, Some(r)) => r.outstanding(),
+            _ => 0,
         }
     }
 
@@ -404,7 +412,7 @@ impl Connection {
                 self.core.neg_v2 = core_state::v2_thresholds(&self.core.cfg, peer.is_some());
                 self.core.state = ConnState::Connected;
                 self.core.emit(Event::Connected(self.negotiated()));
-                if let RoleState::Responder(r) = &mut self.role {
+                if let Some(r) = &mut self.responder {
                     r.on_established(&mut self.core);
                 }
             }
@@ -421,14 +429,11 @@ impl Connection {
         self.core.lost_reported = true;
         // The event ring keeps room for this (sized slots + receives + 4).
         let _ = self.core.events.push(Event::ConnectionLost);
-        match &mut self.role {
-            RoleState::Requester(r) => r.on_closed(&mut self.core),
-            RoleState::Responder(r) => r.on_closed(&mut self.core),
+        if let Some(r) = &mut self.requester {
+            r.on_closed(&mut self.core);
         }
-        match &mut self.back {
-            Back::None => {}
-            Back::Server(b) => b.on_closed(&mut self.core),
-            Back::Client(b) => b.on_closed(&mut self.core),
+        if let Some(r) = &mut self.responder {
+            r.on_closed(&mut self.core);
         }
     }
 
@@ -473,19 +478,19 @@ impl Connection {
         if self.core.state == ConnState::Closed {
             return;
         }
-        match (kind, &mut self.back, &mut self.role) {
-            (wr_kind::RECV, _, _) => self.on_recv(now, index, wc, mem),
-            (wr_kind::BACK_SEND, Back::Server(b), _) => b.on_send_complete(&mut self.core, index),
-            (wr_kind::BACK_SEND, Back::Client(b), _) => {
-                b.on_send_complete(&mut self.core, index, mem)
-            }
-            (wr_kind::BACK_SEND, Back::None, _) => self.core.fail(),
-            (_, _, RoleState::Requester(r)) => {
-                r.on_completion(&mut self.core, now, kind, index, wc, mem)
-            }
-            (_, _, RoleState::Responder(r)) => {
-                r.on_completion(&mut self.core, now, kind, index, wc, mem)
-            }
+        if kind == wr_kind::RECV {
+            self.on_recv(now, index, wc, mem);
+            self.check_closed();
+            return;
+        }
+        // The backward role's Sends are BACK_SEND; every other send-queue kind is the forward
+        // role's (the requester's on a client, the responder's on a server).
+        let to_requester = (kind == wr_kind::BACK_SEND) != (self.role == Role::Requester);
+        match (to_requester, &mut self.requester, &mut self.responder) {
+            (true, Some(r), _) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
+            (false, _, Some(r)) => r.on_completion(&mut self.core, now, kind, index, wc, mem),
+            // A completion for a role this connection does not have.
+            _ => self.core.fail(),
         }
         self.check_closed();
     }
@@ -523,8 +528,12 @@ impl Connection {
     ) {
         let rbuf = self.core.recv_buf(index);
         let len = rbuf.map_or(0, |b| wc.byte_len.min(b.len));
-        let role = self.role();
-        let back_enabled = self.backchannel_enabled();
+        let role = self.role;
+        // Calls go to the responder, replies to the requester; the one of the backward
+        // direction takes nothing while the backchannel is not enabled.
+        let forward = receive::forward(role);
+        let call_open = forward == receive::Route::Call || self.back.enabled;
+        let reply_open = forward == receive::Route::Reply || self.back.enabled;
         let next = {
             // `None`: the receive buffer is not readable (goes to the forward role, which
             // drops it).
@@ -532,53 +541,39 @@ impl Connection {
                 .and_then(|b| mem.bytes(b.addr, len as usize))
                 .map(|buf| receive::decode(buf, &self.core.v2_limits, self.core.cfg.max_version));
             let route = match &decoded {
-                None => receive::Route::Forward,
-                // Backward messages while the backchannel is off are dropped.
-                Some(d) => match receive::route(d, role) {
-                    receive::Route::Backward if !back_enabled => receive::Route::Drop,
-                    r => r,
-                },
+                None => forward,
+                Some(d) => receive::route(d, role),
             };
             // By reference: the decoded header is not moved.
-            match (route, decoded.as_ref()) {
-                (receive::Route::Optional, Some(Ok(h))) => {
+            let d = decoded.as_ref();
+            match (route, d, &mut self.requester, &mut self.responder) {
+                (receive::Route::Optional, Some(Ok(h)), ..) => {
                     AfterRecv::Optional(self.on_optional(index, h))
                 }
-                (receive::Route::Forward, d) => match &mut self.role {
-                    RoleState::Requester(r) => {
-                        AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d))
-                    }
-                    RoleState::Responder(r) => {
-                        AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
-                    }
-                },
-                (receive::Route::Backward, _) => AfterRecv::Backward,
+                (receive::Route::Reply, d, Some(r), _) if reply_open => {
+                    AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d))
+                }
+                (receive::Route::Call, d, _, Some(r)) if call_open => {
+                    AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
+                }
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message. (An optional message always
-                // decodes.)
-                (receive::Route::Drop | receive::Route::Optional, _) => {
+                // decodes; an open direction always has its role.)
+                _ => {
                     self.core.hold_recv(index);
                     self.core.release_recv(index);
                     AfterRecv::Done
                 }
             }
         };
-        match (next, &mut self.role, &mut self.back) {
-            (AfterRecv::Done, _, _) => {}
-            (AfterRecv::Optional(answer), _, _) => self.answer_optional(answer, mem),
-            (AfterRecv::Requester(v), RoleState::Requester(r), _) => {
+        // The role that took the message (phase one) finishes it.
+        match (next, &mut self.requester, &mut self.responder) {
+            (AfterRecv::Optional(answer), ..) => self.answer_optional(answer, mem),
+            (AfterRecv::Requester(v), Some(r), _) => {
                 r.finish_recv(&mut self.core, now, index, v, mem)
             }
-            (AfterRecv::Responder(go_on), RoleState::Responder(r), _) => {
-                if go_on {
-                    r.progress(&mut self.core, mem);
-                }
-            }
-            (AfterRecv::Backward, _, Back::Server(b)) => b.on_recv(&mut self.core, index, wc, mem),
-            (AfterRecv::Backward, _, Back::Client(b)) => b.on_recv(&mut self.core, index, wc, mem),
-            // Not reachable: the phases follow the role, and a backward route needs a
-            // backchannel.
-            _ => self.core.fail(),
+            (AfterRecv::Responder(true), _, Some(r)) => r.progress(&mut self.core, mem),
+            _ => {}
         }
     }
 
@@ -622,13 +617,11 @@ impl Connection {
             return;
         };
         let err = crate::proto::v2::RdmaError::InvalOption;
-        match (&mut self.role, &mut self.back) {
-            (RoleState::Responder(r), _) => r.answer_v2_error(&mut self.core, xid, vers, err, mem),
-            (RoleState::Requester(_), Back::Client(b)) if b.enabled => {
-                b.answer_v2_error(&mut self.core, xid, vers, err, mem)
-            }
-            // A client without a backchannel has no way to answer a call.
-            _ => {}
+        // The responder answers calls: a server's always, a client's once its backchannel is
+        // enabled (without one a client has no way to answer a call).
+        let open = self.role == Role::Responder || self.back.enabled;
+        if let (true, Some(r)) = (open, &mut self.responder) {
+            r.answer_v2_error(&mut self.core, xid, vers, err, mem);
         }
     }
 
@@ -642,7 +635,8 @@ impl Connection {
     /// The time given by [`Connection::poll_timeout`] has come. `mem` is the host memory, as
     /// for completions: a Version Two probe that timed out is sent again from here.
     pub fn handle_timeout<M: HostMemory + ?Sized>(&mut self, now: u64, mem: &mut M) {
-        if let RoleState::Requester(r) = &mut self.role {
+        // Only forward calls time out (the backward policy has no timeouts).
+        if let (Role::Requester, Some(r)) = (self.role, &mut self.requester) {
             r.on_timeout(&mut self.core, now, mem);
         }
         self.check_closed();
@@ -669,9 +663,9 @@ impl Connection {
 
     /// When [`Connection::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<u64> {
-        match &self.role {
-            RoleState::Requester(r) => r.next_deadline(),
-            RoleState::Responder(_) => None,
+        match (self.role, &self.requester) {
+            (Role::Requester, Some(r)) => r.next_deadline(),
+            _ => None,
         }
     }
 
@@ -708,10 +702,13 @@ impl Connection {
         opts: &CallOptions<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        let r = match (&mut self.role, &mut self.back) {
-            (RoleState::Requester(r), _) => r.start_call(&mut self.core, now, spec, opts, mem),
-            (RoleState::Responder(_), Back::Server(b)) => b.start_call(&mut self.core, spec, mem),
-            (RoleState::Responder(_), _) => Err(StartError::BackchannelDisabled),
+        // The requester sends forward calls on a client, backward ones on a server once the
+        // backchannel is enabled (the options are the forward requester's).
+        let (forward, open) = (self.role == Role::Requester, self.back.enabled);
+        let r = match &mut self.requester {
+            Some(r) if forward => r.start_call(&mut self.core, now, spec, opts, mem),
+            Some(r) if open => r.start_call(&mut self.core, now, spec, &CallOptions::NONE, mem),
+            _ => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();
         r
@@ -731,12 +728,10 @@ impl Connection {
         mem: &mut M,
     ) -> Result<ReplyKind, ReplyError> {
         let _ = now;
-        let r = match (&mut self.role, &mut self.back) {
-            (RoleState::Responder(r), _) => r.send_reply(&mut self.core, call, spec, mem),
-            (RoleState::Requester(_), Back::Client(b)) => {
-                b.send_reply(&mut self.core, call, spec, mem)
-            }
-            (RoleState::Requester(_), _) => Err(ReplyError::WrongRole),
+        // The responder answers forward calls on a server, backward ones on a client.
+        let r = match &mut self.responder {
+            Some(r) => r.send_reply(&mut self.core, call, spec, mem),
+            None => Err(ReplyError::WrongRole),
         };
         self.check_closed();
         r

@@ -1,6 +1,6 @@
 //! State both roles of a connection share ([`Core`]): configuration, negotiated thresholds,
 //! the output rings (work requests, events), send- and receive-queue accounting, the receive
-//! slots, the header buffers and the memory-window slots.
+//! slots and the memory-window slots (each role owns its header buffers).
 //!
 //! Normal operation: the roles queue work requests with [`Core::post_send`] (after checking
 //! [`Core::sq_free`]) and events with [`Core::emit`]; receive slots move Idle → Posted → Held →
@@ -79,7 +79,6 @@ pub(crate) struct Core {
     /// Requester with an enabled backchannel: posted receives the server may still take for
     /// backward calls (backward credits not in use), kept back from forward calls.
     pub(crate) recv_reserve: u32,
-    pub(crate) headers: Vec<LocalBuf>,
     pub(crate) zero: LocalBuf,
     pub(crate) mws: Vec<MwSlot>,
     pub(crate) mw_free: IndexStack,
@@ -349,7 +348,6 @@ impl Core {
             rq_posted: 0,
             rq_target,
             recv_reserve: 0,
-            headers: pools.headers.to_vec(),
             zero: pools.zero,
             mw_free: IndexStack::full(mws.len()),
             mws,

@@ -33,8 +33,11 @@
 //!   also carries backward calls once [`Connection::enable_backchannel`] is called: the server
 //!   starts them with [`Connection::start_call`] and gets [`Event::ReplyReady`], the client gets
 //!   [`Event::CallReady`] and answers with [`Connection::send_reply`]. Every received message
-//!   is routed by direction first (the RPC `msg_type` of an RDMA_MSG; context for the other
-//!   procedures); XIDs and credits of the two directions are kept apart.
+//!   is decoded once and routed by direction (the RPC `msg_type` of an RDMA_MSG; context for
+//!   the other procedures). The backward direction runs through the same requester (server)
+//!   and responder (client) code as the forward one, a second instance with the RFC 8167
+//!   policy (no chunks, backward credits, one receive posted per backward call), so XIDs and
+//!   credits of the two directions are kept apart.
 //! - Version Two: a requester with [`Config::max_version`] 2 sends its first call in Version
 //!   Two within 1024 octets (one credit); a Version Two reply confirms it and the thresholds
 //!   become the Version Two ones (4096 both ways: the draft's senders assume 4096 without a

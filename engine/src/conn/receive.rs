@@ -5,16 +5,15 @@
 //! Normal operation: [`decode`] reads the version from the fixed words and hands the buffer to the
 //! Version One or Version Two codec (Version Two only when the connection speaks it), and returns
 //! one borrowed [`Any`] view whatever the version. Every completed receive is decoded once, by the
-//! connection, and classified by [`route`] before either role sees it (the forward role and the
-//! RDMA2_OPTIONAL handlers are handed the decoded header; a call that waits in the responder's
-//! backlog is decoded again when it gets a slot, and the backchannel still decodes backward
-//! messages itself), to tell a forward-direction message (a reply on the client, a call on the
-//! server) from a backward-direction one (a call on the client, a reply on the server), or an
-//! RDMA2_OPTIONAL message. Version One carries no direction in its header, so an RDMA_MSG is
-//! classified by the `msg_type` word of the RPC message at its fixed offset
-//! ([`crate::rpc::msg_direction`]); RDMA_NOMSG and RDMA_ERROR by context (what each role can
-//! receive). Version Two carries the direction in the header (`rdma_direction`, `rdma_optdir`;
-//! RDMA2_ERROR is always a reply).
+//! connection, and classified by [`route`] before any role sees it: a call goes to the
+//! connection's responder (the forward one of a server, the backward one of a client), a reply
+//! to its requester (the forward one of a client, the backward one of a server), an
+//! RDMA2_OPTIONAL message to the registered handlers, each with the decoded header (only a call
+//! that waits in the responder's backlog is decoded again when it gets a slot). Version One
+//! carries no direction in its header, so an RDMA_MSG is classified by the `msg_type` word of
+//! the RPC message at its fixed offset ([`crate::rpc::msg_direction`]); RDMA_NOMSG and
+//! RDMA_ERROR by context (what each role can receive). Version Two carries the direction in the
+//! header (`rdma_direction`, `rdma_optdir`; RDMA2_ERROR is always a reply).
 //!
 //! Recovery: a message whose direction cannot be told (an RDMA_MSG whose RPC message is too
 //! short or whose `msg_type` is neither CALL nor REPLY) is dropped, and none of its fields, the
@@ -142,26 +141,32 @@ pub(crate) fn decode<'a>(
 /// Where a received message goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
-    /// To the role of the connection (replies on a requester, calls on a responder).
-    Forward,
-    /// To the backchannel (calls on a requester, replies on a responder).
-    Backward,
+    /// A call (or what stands for one): to the connection's responder — the forward one of a
+    /// server, the backward one of a client.
+    Call,
+    /// A reply (or an error answering a call): to the connection's requester — the forward
+    /// one of a client, the backward one of a server.
+    Reply,
     /// An RDMA2_OPTIONAL message: to the registered handlers.
     Optional,
     /// Nowhere: direction unknown; the receive is reposted and nothing of it is used.
     Drop,
 }
 
+/// What the forward role of a connection of `role` receives: replies on a requester, calls
+/// on a responder.
+pub(crate) fn forward(role: Role) -> Route {
+    match role {
+        Role::Requester => Route::Reply,
+        Role::Responder => Route::Call,
+    }
+}
+
 /// Classifies a received message, as [`decode`] read it, for a connection of role `role`.
 pub(crate) fn route(decoded: &Result<Any<'_>, AnyError>, role: Role) -> Route {
-    let (call_here, reply_here) = match role {
-        // What a requester normally receives is a reply; a call is backward.
-        Role::Requester => (Route::Backward, Route::Forward),
-        Role::Responder => (Route::Forward, Route::Backward),
-    };
     let by_dir = |d: Direction| match d {
-        Direction::Call => call_here,
-        Direction::Reply => reply_here,
+        Direction::Call => Route::Call,
+        Direction::Reply => Route::Reply,
         Direction::Unknown(_) => Route::Drop,
     };
     let h = match decoded {
@@ -172,11 +177,11 @@ pub(crate) fn route(decoded: &Result<Any<'_>, AnyError>, role: Role) -> Route {
         Err(AnyError::V2(e)) => {
             return match (e.direction, role) {
                 (Some(d), _) => by_dir(d),
-                (None, Role::Responder) => Route::Forward,
+                (None, Role::Responder) => Route::Call,
                 (None, Role::Requester) => Route::Drop,
             }
         }
-        Err(AnyError::V1(_)) => return Route::Forward,
+        Err(AnyError::V1(_)) => return forward(role),
     };
     let v2 = h.vers == v2::VERSION;
     match h.body {
@@ -189,8 +194,8 @@ pub(crate) fn route(decoded: &Result<Any<'_>, AnyError>, role: Role) -> Route {
         }
         // The v2 decoder checked that rdma_direction matches the RPC msg_type.
         AnyBody::Msg { .. } => match msg_direction(h.payload) {
-            Some(MsgType::Call) => call_here,
-            Some(MsgType::Reply) => reply_here,
+            Some(MsgType::Call) => Route::Call,
+            Some(MsgType::Reply) => Route::Reply,
             _ => Route::Drop,
         },
         AnyBody::Nomsg { lists, .. } => {
@@ -198,17 +203,17 @@ pub(crate) fn route(decoded: &Result<Any<'_>, AnyError>, role: Role) -> Route {
                 // The decoder required a Position Zero Read chunk of a CALL and a Reply chunk
                 // of a REPLY; the direction field was checked against that.
                 if lists.reads.has_position_zero() {
-                    call_here
+                    Route::Call
                 } else {
-                    reply_here
+                    Route::Reply
                 }
             } else {
                 // A long message: a call carries its RPC message in a Position Zero Read
                 // chunk, a reply in the Reply chunk. A requester never receives a forward
                 // message with a Read list.
                 match role {
-                    Role::Requester if !lists.reads.is_empty() => Route::Backward,
-                    _ => Route::Forward,
+                    Role::Requester if !lists.reads.is_empty() => Route::Call,
+                    _ => forward(role),
                 }
             }
         }
@@ -216,8 +221,7 @@ pub(crate) fn route(decoded: &Result<Any<'_>, AnyError>, role: Role) -> Route {
         // it"); its direction cannot be told, so "the receiver MUST NOT use the header's credit
         // value" (RFC 8167 §4.1). Nothing of it is used, on either role.
         AnyBody::Done => Route::Drop,
-        // Errors answer calls: on a requester, its forward calls; on a responder, its
-        // backward calls.
-        AnyBody::Error(_) => reply_here,
+        // Errors answer calls: the requester's (forward on a client, backward on a server).
+        AnyBody::Error(_) => Route::Reply,
     }
 }

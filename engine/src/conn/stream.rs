@@ -112,7 +112,9 @@ pub(crate) fn parts_len(parts: &[LocalBuf]) -> Option<u32> {
 
 /// Lays out `parts` (concatenated) with `inline` items inserted at their offsets, each followed
 /// by its XDR pad (gathered from `zero_src`, at least three octets of zeros). Items must be in
-/// offset order, on 4-octet boundaries, within the parts.
+/// offset order, on 4-octet boundaries, within the parts. (The engine builds in place with
+/// [`build_pieces_into`]; the tests build aside.)
+#[cfg(test)]
 pub(crate) fn build_pieces(
     parts: &[LocalBuf],
     inline: impl Iterator<Item = Cut>,
@@ -123,7 +125,7 @@ pub(crate) fn build_pieces(
     Ok(out)
 }
 
-/// [`build_pieces`] into `out` (reused scratch: only its count and total are reset, the items
+/// Lays out `parts` as `build_pieces` does, into `out` (reused scratch: only its count and total are reset, the items
 /// past the count are stale and never read), so a hot path builds a message without copying
 /// or clearing a whole [`Pieces`].
 pub(crate) fn build_pieces_into(

@@ -662,6 +662,18 @@ pub fn encode_into(msg: &Message<'_>, w: &mut XdrWriter<'_>) -> Result<(), XdrEr
 
 /// Encodes `msg` at the start of `out`; returns the octets written.
 pub fn encode(msg: &Message<'_>, out: &mut [u8]) -> Result<usize, XdrError> {
+    // An RDMA_MSG without chunks (every inline call and reply without DDP): seven fixed
+    // words, written at once; the same octets as the general encoder.
+    if let MessageBody::Msg(c) = &msg.body {
+        let empty = c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none();
+        if let (true, Some(dst)) = (empty, out.get_mut(..FIXED_LEN + 12)) {
+            let words = [msg.xid, VERSION, msg.credits, Proc::Msg.to_u32(), 0, 0, 0];
+            for (d, w) in dst.chunks_exact_mut(4).zip(words) {
+                d.copy_from_slice(&w.to_be_bytes());
+            }
+            return Ok(FIXED_LEN + 12);
+        }
+    }
     let mut w = XdrWriter::new(out);
     encode_into(msg, &mut w)?;
     Ok(w.finish())

@@ -27,16 +27,17 @@ impl Requester {
             return Err(StartError::NoCredit);
         }
         // One posted receive per outstanding call (the reply must never meet an empty queue),
-        // besides those the server may still take for backward calls.
-        if core.rq_posted <= self.outstanding() + core.recv_reserve {
+        // besides those the server may still take for backward calls; a call that posts its
+        // own receive checks for an idle one in `launch`.
+        if !self.policy.extra_recv && core.rq_posted <= self.outstanding() + core.recv_reserve {
             return Err(StartError::Busy);
         }
         if opts.fallback_receptacles.len() > MAX_WRITE_CHUNKS {
             return Err(StartError::BadSpec);
         }
         let deadline = match core.cfg.call_timeout_ns {
-            0 => u64::MAX,
-            t => now.saturating_add(t),
+            t if t > 0 && self.policy.timeouts => now.saturating_add(t),
+            _ => u64::MAX,
         };
         let id = self.launch(core, deadline, spec, None, mem)?;
         let call = &mut self.calls[id.slot as usize];
@@ -81,13 +82,16 @@ impl Requester {
         // (they hold arrays of hundreds of octets; nothing past their counts is read).
         let xid = self.check_spec(core, spec, mem)?;
         let plan = &mut self.scratch.plan;
-        plan_call(core, spec, xid, plan)?;
+        plan_call(core, self.policy.chunks, spec, xid, plan)?;
         check_resources(core, plan, spec, mem)?;
+        if self.policy.extra_recv && core.recv_idle.len() == 0 {
+            return Err(StartError::Busy);
+        }
         let slot = match reuse {
             Some((slot, _)) => slot,
             None => self.free.pop().ok_or(StartError::Busy)?,
         };
-        let header = core.headers[slot as usize];
+        let header = self.headers[slot as usize];
 
         // From here on nothing fails except unreachable memory (checked before posting).
         // A new call is built in its slot, which is free: `ReqCall::FREE` but for its
@@ -119,7 +123,9 @@ impl Requester {
             rollback(core, call, free, slot, new);
             return Err(StartError::Busy);
         }
-        call.writes = ex.writes;
+        // Only the offered chunks are ever read.
+        let nw = plan.nwrites;
+        call.writes[..nw].copy_from_slice(&ex.writes[..nw]);
         let credits = self.max_credits;
         let Some((first, gather)) = encode_call(core, credits, plan, ex, spec, header, mem) else {
             rollback(core, call, free, slot, new);
@@ -127,8 +133,13 @@ impl Requester {
         };
         call.outstanding = if plan.mw_mode { ex.nb as u32 + 1 } else { 1 };
         call.deadline = deadline;
+        if self.policy.extra_recv {
+            // The receive for the reply goes first (RFC 8167 §4.2.2), then the call.
+            core.rq_target += 1;
+            core.refill_recvs();
+        }
         post_binds(core, ex, slot);
-        let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
+        let send_id = WrId::new(self.policy.send_kind, u64::from(slot));
         core.post_gather(send_id, first, plan.pieces.gathered(gather), None);
         if let Some(c) = aside {
             self.calls[slot as usize] = c;
@@ -140,9 +151,11 @@ impl Requester {
 /// Plans a call into `plan` without taking anything: checks the spec, turns DDP items into
 /// Read chunks (or inline pieces), receptacles into Write chunks, decides on a Reply chunk and
 /// on a long (Position Zero) message, and checks the result against the limits. `xid` is the
-/// spec's XID, checked by [`Requester::check_spec`].
+/// spec's XID, checked by [`Requester::check_spec`]. Without `chunks` ([`Policy::chunks`]) the
+/// whole call goes inline or not at all.
 fn plan_call(
     core: &Core,
+    chunks: bool,
     spec: &CallSpec<'_>,
     xid: u32,
     plan: &mut CallPlan,
@@ -151,7 +164,7 @@ fn plan_call(
     let is_v2 = vers == v2::VERSION;
     // Version Two adds rdma_direction and rdma_inv_handle to the header.
     let v2_extra = if is_v2 { 8 } else { 0 };
-    let ddp = core.cfg.ddp;
+    let ddp = chunks && core.cfg.ddp;
     let inline_len = parts_len(spec.message).ok_or(StartError::BadSpec)?;
     plan.nddp = if ddp {
         ddp_read_chunks(spec.ddp, inline_len, &mut plan.ddp_reads)?
@@ -179,7 +192,8 @@ fn plan_call(
     // The largest inline reply header: fixed words, empty Read list, our Write list, no
     // Reply chunk.
     let reply_hdr = crate::proto::inline_msg_header_len(vers, nwrites);
-    let reply_offered = spec.reply.len > 0
+    let reply_offered = chunks
+        && spec.reply.len > 0
         && reply_hdr as u64 + u64::from(spec.reply.len) > u64::from(core.neg_of(vers).recv_inline);
     let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
 
@@ -198,6 +212,9 @@ fn plan_call(
         send_inline = send_inline.min(V2_FIRST_MESSAGE as usize);
     }
     let long = msg_hdr + pieces.total as usize > send_inline;
+    if long && !chunks {
+        return Err(StartError::TooLarge);
+    }
     let npz = if long { pieces.n } else { 0 };
     let nreads = npz + nddp;
     if nreads > core.limits.max_read_segments as usize {
@@ -228,10 +245,12 @@ impl Requester {
         spec: &CallSpec<'_>,
         mem: &M,
     ) -> Result<u32, StartError> {
+        // Without chunks, results cannot be placed directly: no receptacles.
         if spec.message.is_empty()
             || spec.message.len() > MAX_PARTS
             || spec.ddp.len() > MAX_READ_SEGMENTS
             || spec.receptacles.len() > MAX_WRITE_CHUNKS
+            || (!self.policy.chunks && !spec.receptacles.is_empty())
         {
             return Err(StartError::BadSpec);
         }

@@ -1,4 +1,9 @@
-//! Requester (client) side of the connection.
+//! The requester: sends the calls of one direction of a connection — the forward calls of a
+//! client, and the backward calls (RFC 8167) of a server. One code for both; what differs is a
+//! [`Policy`] value (chunks allowed or not, the credits asked for, the Send's work request kind,
+//! the extra receive a backward call posts, timeouts); the backward values live in
+//! [`super::backchannel`]. Each instance has its own slots, XIDs (by XID table) and credits, so
+//! the same XID may be live in both directions at once.
 //!
 //! Normal operation: each call lives in a slot of a fixed array (as many as header slots) and
 //! moves through [`ReqState`]: `Free` → `AwaitingReply` (binds and Send posted; holds a credit
@@ -202,10 +207,69 @@ impl ReqCall {
         also_vers: 0,
         saved: false,
     };
+
+    /// Makes a slot free for `generation` in place: every field as in [`ReqCall::FREE`]
+    /// except the arrays, whose entries past their counts (`nstags`, `nwrites`) are never
+    /// read. Cheaper than assigning [`ReqCall::FREE`], which writes the whole slot.
+    fn reset(&mut self, generation: u32) {
+        self.state = ReqState::Free;
+        self.generation = generation;
+        self.xid = 0;
+        self.outstanding = 0;
+        self.nstags = 0;
+        self.remote_inv = 0;
+        self.inv_next = 0;
+        self.nwrites = 0;
+        self.reply = LocalBuf::EMPTY;
+        self.reply_offered = false;
+        self.deadline = u64::MAX;
+        self.probe_deadline = u64::MAX;
+        self.outcome = Outcome::Pending;
+        self.vers = 1;
+        self.also_vers = 0;
+        self.saved = false;
+    }
+}
+
+/// What sets the requester of one direction apart from the other's (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Policy {
+    /// Chunks may be offered (DDP items as Read chunks, receptacles as Write chunks, a Reply
+    /// chunk, long calls through a Position Zero Read chunk). Without: DDP items go inline,
+    /// receptacles are refused ([`StartError::BadSpec`]), and so is a call larger than the
+    /// inline threshold ([`StartError::TooLarge`]); no memory is exposed.
+    pub(crate) chunks: bool,
+    /// The credits asked for in every call (the local maximum: at least 1, at most the slots).
+    pub(crate) asked: u32,
+    /// The work request kind of the calls' Sends ([`wr_kind`]; binds and invalidations are
+    /// [`wr_kind::BIND`] / [`wr_kind::INV`]).
+    pub(crate) send_kind: u8,
+    /// Each call posts one receive, before its Send, for its reply, and gives it back once
+    /// answered (RFC 8167 §4.2.2). Else a call needs a posted receive beyond those of the
+    /// calls outstanding and the [`Core::recv_reserve`].
+    pub(crate) extra_recv: bool,
+    /// Calls time out after [`super::Config::call_timeout_ns`].
+    pub(crate) timeouts: bool,
+}
+
+impl Policy {
+    /// The forward requester of a client: chunks, the configured credits, timeouts.
+    pub(crate) fn forward(core: &Core) -> Policy {
+        Policy {
+            chunks: true,
+            asked: core.cfg.credits,
+            send_kind: wr_kind::SEND,
+            extra_recv: false,
+            timeouts: true,
+        }
+    }
 }
 
 pub(crate) struct Requester {
+    policy: Policy,
     calls: Vec<ReqCall>,
+    /// One send buffer per call slot, for the call's transport header.
+    headers: Vec<LocalBuf>,
     saved: Vec<Saved>,
     free: super::fixed_capacity::IndexStack,
     /// Local maximum of outstanding calls.
@@ -236,13 +300,16 @@ pub(crate) struct Requester {
 }
 
 impl Requester {
-    pub(crate) fn new(core: &Core) -> Self {
-        let n = core.headers.len();
+    /// A requester of `policy` with a call slot per header buffer in `headers`.
+    pub(crate) fn new(policy: Policy, headers: &[LocalBuf]) -> Self {
+        let n = headers.len();
         Requester {
+            policy,
             calls: vec![ReqCall::FREE; n],
+            headers: headers.to_vec(),
             saved: vec![Saved::EMPTY; n],
             free: super::fixed_capacity::IndexStack::full(n),
-            max_credits: credits::local_max(core.cfg.credits, n),
+            max_credits: credits::local_max(policy.asked, n),
             granted: credits::INITIAL_GRANT,
             awaiting: 0,
             orphans: Orphans::with_capacity(n),
@@ -319,19 +386,25 @@ impl Requester {
         self.by_xid.remove(xid);
         self.awaiting -= 1;
         self.finishing += 1;
-        let _ = core;
+        if self.policy.extra_recv {
+            // The receive posted for this call is no longer needed.
+            core.rq_target = core.rq_target.saturating_sub(1);
+        }
     }
 
     /// The processing loop: posts pending LocalInvs as send-queue room allows and completes
     /// (or, with `mem`, sends again) calls whose work is all done.
     fn progress<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mut mem: Option<&mut M>) {
-        if self.finishing == 0 {
-            return;
-        }
+        // Each call finishing now is visited once, in slot order; the scan ends at the last.
+        let mut left = self.finishing;
         for slot in 0..self.calls.len() {
+            if left == 0 {
+                return;
+            }
             if self.calls[slot].state != ReqState::Finishing {
                 continue;
             }
+            left -= 1;
             let call = &mut self.calls[slot];
             while (call.inv_next as usize) < call.nstags as usize {
                 let i = call.inv_next as usize;
@@ -396,11 +469,7 @@ impl Requester {
             },
         };
         core.emit(ev);
-        let generation = id.generation.wrapping_add(1);
-        self.calls[slot as usize] = ReqCall {
-            generation,
-            ..ReqCall::FREE
-        };
+        self.calls[slot as usize].reset(id.generation.wrapping_add(1));
         self.finishing -= 1;
         let _ = self.free.push(slot);
     }
@@ -474,8 +543,13 @@ impl Requester {
                     self.calls[slot].outcome = Outcome::Failed(CallError::ConnectionLost);
                 }
                 ReqState::Finishing => {
-                    if let Outcome::Reply { .. } | Outcome::Resend(_) = c.outcome {
-                        // Answered, but its STags could not all be invalidated: not a success.
+                    // Answered, but its STags could not all be invalidated: not a success. A
+                    // call that exposed nothing has its reply in place (only its Send's
+                    // completion was missing; it is flushed).
+                    let exposed = c.nstags > 0;
+                    if matches!(c.outcome, Outcome::Resend(_))
+                        || (exposed && matches!(c.outcome, Outcome::Reply { .. }))
+                    {
                         self.calls[slot].outcome = Outcome::Failed(CallError::ConnectionLost);
                     }
                 }

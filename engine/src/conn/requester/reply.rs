@@ -21,7 +21,7 @@ impl Requester {
         mem: &mut M,
     ) {
         match kind {
-            wr_kind::SEND | wr_kind::BIND | wr_kind::INV => {
+            wr_kind::SEND | wr_kind::BACK_SEND | wr_kind::BIND | wr_kind::INV => {
                 let Some(call) = self.calls.get_mut(index as usize) else {
                     core.state = ConnState::Closed;
                     return;

@@ -1,7 +1,11 @@
-//! Responder (server) side of the connection.
+//! The responder: serves the calls of one direction of a connection — the forward calls on a
+//! server, and the backward calls (RFC 8167) on a client. One code for both; what differs is a
+//! [`Policy`] value (chunks allowed or not, the grant, the Send's work request kind, what
+//! happens to a call that finds no free slot, the receives a client keeps back for backward
+//! calls); the backward values live in [`super::backchannel`].
 //!
 //! Normal operation: `credits` receives are kept posted (that number is the grant sent in every
-//! reply). A completed receive takes a call slot (or waits in the backlog for one) and moves
+//! reply; a backward responder's receives are added once the backchannel is enabled). A completed receive takes a call slot (or waits in the backlog for one) and moves
 //! through [`RespState`]: the header is validated by the codec; a call with Read chunks (or an
 //! RDMA_NOMSG call) waits for a data buffer (`WaitBuffer`), has its inline part copied into
 //! place and its chunks pulled with RDMA Read straight to their stream offsets (`Reading`);
@@ -13,6 +17,10 @@
 //! Calls of either version are taken (Version Two when [`super::Config::max_version`] is 2) and
 //! answered in their own version; a Version Two reply copies `rdma_inv_handle` and is sent with
 //! Send With Invalidate of exactly that handle when it is not 0.
+//!
+//! Without chunks (the backward direction), a call carrying any chunk is answered ERR_CHUNK
+//! (Version Two: RDMA2_ERR_BAD_XDR) and every result goes inline; a reply too large for the
+//! inline threshold is answered ERR_CHUNK (RDMA2_ERR_CANT_REPLY).
 //!
 //! Recovery: a header the codec rejects is answered as [`HeaderError::response`] says — ERR_VERS
 //! (range 1..=`max_version`), ERR_CHUNK, RDMA2_ERR_BAD_XDR or RDMA2_ERR_INVAL_PROC through a
@@ -29,7 +37,10 @@
 //! [`HeaderError::response`]: crate::proto::v1::HeaderError::response
 
 use super::credits;
+mod answer;
 mod send;
+
+pub(crate) use answer::ErrAnswer;
 
 use super::fixed_capacity::{IndexStack, Ring};
 use super::receive::{self, AnyBody, AnyError};
@@ -37,15 +48,60 @@ use super::stream::{build_pieces_into, copy_pieces as copy_pieces_into, Cut, Ins
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
     ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS,
-    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS, VERSION,
+    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
-use crate::proto::v1::{self, Message, MessageBody, Response};
+use crate::proto::v1::{self, Message, MessageBody};
 use crate::proto::v2;
 use crate::verbs::{Completion, Sge, WrId};
 use crate::xdr::pad4;
 
 const MAX_W: usize = MAX_WRITE_CHUNKS * MAX_WRITE_SEGMENTS;
+
+/// What sets the responder of one direction apart from the other's (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Policy {
+    /// Calls may carry chunks (Read chunks pulled, Write and Reply chunks used). Without, a
+    /// call carrying any chunk is answered ERR_CHUNK (RDMA2_ERR_BAD_XDR) and results go
+    /// inline.
+    pub(crate) chunks: bool,
+    /// The credits granted in every answer (never 0).
+    pub(crate) grant: u32,
+    /// The work request kind of the answers' Sends ([`wr_kind`]).
+    pub(crate) send_kind: u8,
+    /// A call that finds no free slot waits in the backlog; else it is dropped (the peer
+    /// exceeded its credits; its retransmission rules apply).
+    pub(crate) backlog: bool,
+    /// Keeps [`Core::recv_reserve`] at the grant not taken by unanswered calls: the posted
+    /// receives the peer may still use for calls, kept back from this side's own calls.
+    pub(crate) reserve: bool,
+    /// A valid call sets the connection's version ([`Core::version`]: the version of the
+    /// server's backward calls).
+    pub(crate) sets_version: bool,
+}
+
+impl Policy {
+    /// The forward responder of a server: chunks, the configured credits, backlog.
+    pub(crate) fn forward(core: &Core) -> Policy {
+        Policy {
+            chunks: true,
+            grant: credits::sent_grant(core.cfg.credits),
+            send_kind: wr_kind::SEND,
+            backlog: true,
+            reserve: false,
+            sets_version: true,
+        }
+    }
+
+    /// [`Policy::reserve`]: keeps the posted receives of the grant not taken by `unanswered`
+    /// calls back from this side's own calls.
+    #[inline]
+    fn set_reserve(&self, core: &mut Core, unanswered: u32) {
+        if self.reserve {
+            core.recv_reserve = credits::backward_reserve(self.grant, unanswered);
+        }
+    }
+}
 
 /// State of a responder call slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,71 +118,6 @@ pub(crate) enum RespState {
     ErrorPending(ErrAnswer),
     /// The answer's Writes and Send are posted; waiting for their completions.
     Sending,
-}
-
-/// Which RDMA_ERROR to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ErrAnswer {
-    /// ERR_VERS (any version's layout) with the range 1..=`max_version`.
-    Vers,
-    /// ERR_CHUNK.
-    Chunk,
-    /// A Version Two RDMA2_ERROR (other than RDMA2_ERR_VERS).
-    V2(v2::RdmaError),
-}
-
-impl ErrAnswer {
-    /// The answer to a header that cannot be used, in the call's version: ERR_CHUNK (v1) or
-    /// RDMA2_ERR_BAD_XDR (v2).
-    pub(crate) fn unusable(vers: u32) -> Self {
-        if vers == v2::VERSION {
-            ErrAnswer::V2(v2::RdmaError::BadXdr)
-        } else {
-            ErrAnswer::Chunk
-        }
-    }
-
-    /// Encodes the answer to (`xid`, `vers`) into `out`.
-    pub(crate) fn encode(
-        &self,
-        xid: u32,
-        vers: u32,
-        credits: u32,
-        max_version: u32,
-        out: &mut [u8],
-    ) -> Option<usize> {
-        match *self {
-            ErrAnswer::Vers => {
-                v1::encode_err_vers(xid, vers, credits, VERSION, max_version, out).ok()
-            }
-            ErrAnswer::Chunk => v1::encode_err_chunk(xid, vers, credits, out).ok(),
-            ErrAnswer::V2(e) => v2::encode_error(xid, vers, credits, &e, out).ok(),
-        }
-    }
-
-    /// The answer a rejected header calls for, if any.
-    pub(crate) fn for_error(e: &AnyError) -> Option<(u32, u32, ErrAnswer)> {
-        match e {
-            AnyError::V1(e) => match e.response() {
-                Response::Drop => None,
-                Response::ErrVers { xid, vers } => Some((xid, vers, ErrAnswer::Vers)),
-                Response::ErrChunk { xid, vers } => Some((xid, vers, ErrAnswer::Chunk)),
-            },
-            AnyError::V2(e) => match e.response() {
-                v2::Response::Drop => None,
-                v2::Response::Error { xid, vers, code } => Some((
-                    xid,
-                    vers,
-                    match code {
-                        v2::ErrCode::Vers => ErrAnswer::Vers,
-                        v2::ErrCode::InvalProc => ErrAnswer::V2(v2::RdmaError::InvalProc),
-                        v2::ErrCode::InvalOption => ErrAnswer::V2(v2::RdmaError::InvalOption),
-                        _ => ErrAnswer::V2(v2::RdmaError::BadXdr),
-                    },
-                )),
-            },
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -359,8 +350,11 @@ struct Pending {
 }
 
 pub(crate) struct Responder {
+    policy: Policy,
     calls: Vec<RespCall>,
     free: IndexStack,
+    /// One send buffer per call slot, for the answer's transport header.
+    headers: Vec<LocalBuf>,
     data: Vec<LocalBuf>,
     data_busy: Vec<bool>,
     largest_data: u32,
@@ -368,23 +362,57 @@ pub(crate) struct Responder {
     backlog: Ring<Pending>,
     /// Slots in `WaitBuffer`, `Reading` or `ErrorPending` (to skip the progress scan).
     active: u32,
+    /// Calls taken and not answered yet (their answer's Send not posted).
+    unanswered: u32,
     /// Where [`Responder::send_reply`] plans a reply (reused by every reply).
     plan: Box<send::ReplyPlan>,
 }
 
 impl Responder {
-    pub(crate) fn new(core: &Core, data: &[LocalBuf]) -> Self {
-        let n = core.headers.len();
+    /// A responder of `policy` with a call slot per header buffer in `headers`, reassembling
+    /// calls with chunks in the buffers of `data` (none without chunks).
+    pub(crate) fn new(
+        core: &Core,
+        policy: Policy,
+        headers: &[LocalBuf],
+        data: &[LocalBuf],
+    ) -> Self {
+        let n = headers.len();
+        let backlog = if policy.backlog { core.recvs.len() } else { 1 };
         Responder {
+            policy,
             calls: vec![RespCall::FREE; n],
             free: IndexStack::full(n),
+            headers: headers.to_vec(),
             data: data.to_vec(),
             data_busy: vec![false; data.len()],
             largest_data: data.iter().map(|d| d.len).max().unwrap_or(0),
-            backlog: Ring::new(core.recvs.len(), Pending { recv: 0, len: 0 }),
+            backlog: Ring::new(backlog, Pending { recv: 0, len: 0 }),
             active: 0,
+            unanswered: 0,
             plan: Box::new(send::ReplyPlan::EMPTY),
         }
+    }
+
+    /// The credits granted in every answer.
+    pub(crate) fn grant(&self) -> u32 {
+        self.policy.grant
+    }
+
+    /// Calls taken and not answered yet.
+    pub(crate) fn unanswered(&self) -> u32 {
+        self.unanswered
+    }
+
+    /// Posted receives the peer may still use for calls ([`Policy::reserve`]).
+    pub(crate) fn update_reserve(&self, core: &mut Core) {
+        self.policy.set_reserve(core, self.unanswered);
+    }
+
+    /// A call's answer was posted.
+    fn answered_call(&mut self, core: &mut Core) {
+        self.unanswered = self.unanswered.saturating_sub(1);
+        self.update_reserve(core);
     }
 
     /// Calls may arrive (and be delivered) before the responder sees the connection
@@ -405,7 +433,7 @@ impl Responder {
         mem: &mut M,
     ) {
         match kind {
-            wr_kind::READ | wr_kind::WRITE | wr_kind::SEND => {
+            wr_kind::READ | wr_kind::WRITE | wr_kind::SEND | wr_kind::BACK_SEND => {
                 let Some(call) = self.calls.get_mut(index as usize) else {
                     core.state = ConnState::Closed;
                     return;
@@ -461,6 +489,13 @@ impl Responder {
                 return true;
             }
         }
+        if !self.policy.backlog {
+            // Unreachable with a peer that keeps to its credits: there is a slot per credit
+            // plus one per answer still being sent. The call is dropped (its receive
+            // reposted); the peer's retransmission rules apply.
+            core.release_recv(p.recv);
+            return true;
+        }
         if !self.backlog.push(p) {
             core.state = ConnState::Closed;
             return false;
@@ -513,6 +548,7 @@ impl Responder {
         decoded: &Result<receive::Any<'_>, AnyError>,
     ) {
         // Built in place in the (free) slot: a slot is too large to build aside and move in.
+        let policy = self.policy;
         let call = &mut self.calls[slot as usize];
         call.reset(call.generation);
         let h = match decoded {
@@ -525,6 +561,8 @@ impl Responder {
                     Some((xid, vers, kind)) => {
                         call.xid = xid;
                         call.vers = vers;
+                        self.unanswered += 1;
+                        policy.set_reserve(core, self.unanswered);
                         self.answer_error(slot, kind);
                     }
                 }
@@ -545,16 +583,24 @@ impl Responder {
                 return;
             }
         };
+        self.unanswered += 1;
+        policy.set_reserve(core, self.unanswered);
         // RFC 8166 §3.5.3: an RDMA_NOMSG call carries its RPC message in a Position Zero Read
-        // chunk (the Version Two decoder checked this already).
-        if nomsg && !lists.reads.has_position_zero() {
+        // chunk (the Version Two decoder checked this already). Without chunk support (RFC
+        // 8167 §5.3, backward calls) any chunk makes the call unusable: ERR_CHUNK (Version
+        // Two: its equivalent, RDMA2_ERR_BAD_XDR).
+        let chunks_refused = !policy.chunks && (nomsg || !lists.is_empty());
+        if (nomsg && !lists.reads.has_position_zero()) || chunks_refused {
             self.answer_error(slot, ErrAnswer::unusable(h.vers));
             core.release_recv(p.recv);
             return;
         }
-        core.version = h.vers;
+        if policy.sets_version {
+            core.version = h.vers;
+        }
         call.nomsg = nomsg;
-        call.inv_handle = inv_handle;
+        // Nothing of this side may be invalidated for a call that offered no chunk.
+        call.inv_handle = if policy.chunks { inv_handle } else { 0 };
         call.single_handle = lists.single_handle();
         let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, h);
         if !ok {
@@ -613,6 +659,8 @@ impl Responder {
         call.reset(call.generation);
         call.xid = xid;
         call.vers = vers;
+        self.unanswered += 1;
+        self.update_reserve(core);
         self.answer_error(slot, ErrAnswer::V2(e));
         self.progress(core, mem);
     }
@@ -659,15 +707,22 @@ impl Responder {
             return;
         }
         self.drain_backlog(core, mem);
-        if self.active > 0 {
-            for slot in 0..self.calls.len() as u32 {
-                match self.calls[slot as usize].state {
-                    RespState::ErrorPending(kind) => self.try_send_error(core, slot, kind, mem),
-                    RespState::WaitBuffer => self.try_start_reading(core, slot, mem),
-                    RespState::Reading => self.pump_reads(core, slot, mem),
-                    _ => {}
+        // Each slot active now is visited once, in slot order; none becomes active past the
+        // one being handled, so the scan ends at the last of them.
+        let mut left = self.active;
+        let mut slot = 0u32;
+        while left > 0 && (slot as usize) < self.calls.len() {
+            match self.calls[slot as usize].state {
+                RespState::ErrorPending(kind) => self.try_send_error(core, slot, kind, mem),
+                RespState::WaitBuffer => self.try_start_reading(core, slot, mem),
+                RespState::Reading => self.pump_reads(core, slot, mem),
+                _ => {
+                    slot += 1;
+                    continue;
                 }
             }
+            left -= 1;
+            slot += 1;
         }
     }
 
@@ -681,9 +736,9 @@ impl Responder {
         if core.sq_free() == 0 {
             return;
         }
-        let header = core.headers[slot as usize];
+        let header = self.headers[slot as usize];
         let call = &mut self.calls[slot as usize];
-        let credits = credits::sent_grant(core.cfg.credits);
+        let credits = self.policy.grant;
         let max_version = core.cfg.max_version;
         let n = mem
             .bytes_mut(header.addr, header.len as usize)
@@ -697,10 +752,12 @@ impl Responder {
             len: n as u32,
             lkey: header.lkey,
         };
-        core.post_gather(WrId::new(wr_kind::SEND, u64::from(slot)), first, &[], None);
+        let send_id = WrId::new(self.policy.send_kind, u64::from(slot));
+        core.post_gather(send_id, first, &[], None);
         call.outstanding += 1;
         call.state = RespState::Sending;
         self.active -= 1;
+        self.answered_call(core);
     }
 
     fn try_start_reading<M: HostMemory + ?Sized>(
@@ -864,6 +921,7 @@ impl Responder {
             }
         }
         self.active = 0;
+        self.unanswered = 0;
         while self.backlog.pop().is_some() {}
     }
 }

@@ -46,15 +46,17 @@ impl Responder {
         if core.sq_free() < plan.work_requests(call, spec) {
             return Err(ReplyError::Busy);
         }
-        let header = core.headers[slot as usize];
-        let hdr_len = encode_reply(core, call, plan, header, mem).ok_or(ReplyError::BadSpec)?;
+        let header = self.headers[slot as usize];
+        let grant = self.policy.grant;
+        let hdr_len = encode_reply(grant, call, plan, header, mem).ok_or(ReplyError::BadSpec)?;
         if plan.pieces.as_slice().iter().any(|p| p.zero) {
             if let Some(z) = mem.bytes_mut(core.zero.addr, 4) {
                 z.fill(0);
             }
         }
         let first = gather_reply(core, plan, header, hdr_len, mem).ok_or(ReplyError::BadSpec)?;
-        let posted = queue_reply(core, slot, call, spec, plan, first);
+        let send_id = WrId::new(self.policy.send_kind, u64::from(slot));
+        let posted = queue_reply(core, send_id, call, spec, plan, first);
         let c = &mut self.calls[slot as usize];
         c.outstanding += posted;
         c.state = RespState::Sending;
@@ -65,7 +67,9 @@ impl Responder {
                 core.release_recv(r);
             }
         }
-        Ok(plan.kind)
+        let kind = plan.kind;
+        self.answered_call(core);
+        Ok(kind)
     }
 }
 
@@ -74,14 +78,14 @@ impl Responder {
 /// pieces: the number of work requests posted.
 fn queue_reply(
     core: &mut Core,
-    slot: u32,
+    send_id: WrId,
     call: &RespCall,
     spec: &ReplySpec<'_>,
     plan: &ReplyPlan,
     (first, gather): (Sge, bool),
 ) -> u32 {
     let (kind, failed) = (plan.kind, ReplyKind::failed(plan.is_v2));
-    let write_id = WrId::new(wr_kind::WRITE, u64::from(slot));
+    let write_id = WrId::new(wr_kind::WRITE, send_id.index());
     let mut posted = 0u32;
     if kind != failed {
         for_each_result_write(call, spec, plan.ndirect, |local, remote_addr, rkey| {
@@ -122,7 +126,6 @@ fn queue_reply(
     } else {
         None
     };
-    let send_id = WrId::new(wr_kind::SEND, u64::from(slot));
     core.post_gather(send_id, first, plan.pieces.gathered(gather), invalidate);
     posted + 1
 }
@@ -387,7 +390,7 @@ fn plan_reply(
 /// Encodes the reply's transport header (or its RDMA_ERROR) into `header`; its length, or
 /// `None` when the buffer is unreachable or too small.
 fn encode_reply<M: HostMemory + ?Sized>(
-    core: &Core,
+    credits: u32,
     call: &RespCall,
     plan: &ReplyPlan,
     header: LocalBuf,
@@ -400,7 +403,7 @@ fn encode_reply<M: HostMemory + ?Sized>(
         writes: &wrefs[..nw],
         reply: (plan.kind == ReplyKind::Long).then_some(&plan.rret[..call.nreply as usize]),
     };
-    let (xid, credits) = (call.xid, credits::sent_grant(core.cfg.credits));
+    let xid = call.xid;
     let out = mem.bytes_mut(header.addr, header.len as usize)?;
     let chunks = |direction| v2::ChunksRef {
         direction,
