@@ -6,23 +6,12 @@
 //! parents count like any other module. The check fails on every strongly connected group of
 //! more than one module, listing it.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+mod source_scan;
 
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use source_scan::{code, sources};
 
 /// The module path of `file` under `root` (`lib.rs`, `main.rs` and `mod.rs` name their
 /// directory).
@@ -40,16 +29,6 @@ fn module_of(root: &Path, file: &Path) -> Vec<String> {
         parts.pop();
     }
     parts
-}
-
-/// The code of a file without comments and without its unit-test module.
-fn code(text: &str) -> String {
-    let cut = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
-    text[..cut]
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The paths `code` names that start with `crate::` (`(0, rest)`) or with `k` times

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod counting;
+pub mod raw;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
