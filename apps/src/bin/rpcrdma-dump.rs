@@ -290,6 +290,7 @@ fn private_data_example() {
 }
 
 fn main() {
+    rpcrdma_apps::logging::init("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
     if !args.is_empty() {
         dump_files(&args);

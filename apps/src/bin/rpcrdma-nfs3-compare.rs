@@ -184,6 +184,7 @@ fn run(a: &Args) -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let a = match parse(&argv) {
         Ok(Some(a)) => a,

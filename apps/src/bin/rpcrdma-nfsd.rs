@@ -210,6 +210,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
 }
 
 fn main() {
+    rpcrdma_apps::logging::init("info");
     let cli = match parse(std::env::args().skip(1)) {
         Ok(c) => c,
         Err(e) => {

@@ -12,6 +12,7 @@ use rpcrdma_apps::rpc_sample;
 use rpcrdma_engine::verbs::soft::SoftFabric;
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(pcap) = args.first().map(PathBuf::from) else {
         eprintln!("usage: rpcrdma-pcap-sample FILE.pcap [EXPECTED.tsv] [--mtu N]");

@@ -521,6 +521,7 @@ fn report(st: &Stats, json: bool) -> String {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let o = match parse_args(&args) {
         Ok(o) => o,

@@ -378,6 +378,7 @@ fn run_rdma(_args: &Args) -> Result<(usize, usize), String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
