@@ -72,6 +72,7 @@ fn stderr_is_journal() -> bool {
     let Ok(v) = std::env::var("JOURNAL_STREAM") else {
         return false;
     };
+    // SAFETY: `stat` is plain old data; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat writes the stat of descriptor 2 into `st`, which it may fully overwrite.
     if unsafe { libc::fstat(2, &mut st) } != 0 {

@@ -352,7 +352,13 @@ impl<P: Provider> ClientConn<P> {
         if self.attempts == 0 {
             crate::log_limited!(INFO, %server, node = env.index, "connected");
         } else {
-            crate::log_limited!(INFO, %server, attempts = self.attempts, node = env.index, "reconnected");
+            crate::log_limited!(
+                INFO,
+                %server,
+                attempts = self.attempts,
+                node = env.index,
+                "reconnected"
+            );
         }
         self.state = CState::Connected;
         self.attempts = 0;

@@ -9,7 +9,7 @@
 //! own subscriber; targets are the module paths (`rpcrdma_poller::accept`, ...).
 //!
 //! Recovery: an event a remote peer can trigger as often as it likes (a refused connect, a
-//! violation, a connection opened and closed in a loop) goes through [`log_limited!`]: at most
+//! violation, a connection opened and closed in a loop) goes through [`log_limited!`](crate::log_limited): at most
 //! [`BURST`] events a second per call site reach the subscriber; the rest are dropped and
 //! counted, and the next event that passes carries their number in its `suppressed` field. A
 //! client can so cost the log at most [`BURST`] lines a second per call site, whatever it does.
@@ -21,7 +21,7 @@ use std::time::Instant;
 #[doc(hidden)]
 pub use tracing as __tracing;
 
-/// Events a call site of [`log_limited!`] passes per second.
+/// Events a call site of [`log_limited!`](crate::log_limited) passes per second.
 pub const BURST: u32 = 10;
 
 /// The rate limit of one call site: [`BURST`] events per whole second of a monotonic clock.
