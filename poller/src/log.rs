@@ -11,7 +11,7 @@
 //! Recovery: an event a remote peer can trigger as often as it likes (a refused connect, a
 //! violation, a connection opened and closed in a loop) goes through [`log_limited!`](crate::log_limited): at most
 //! [`BURST`] events a second per call site reach the subscriber; the rest are dropped and
-//! counted, and the next event that passes carries their number in its `suppressed` field. A
+//! counted, and the next event that passes carries their number in a `suppressed` field. A
 //! client can so cost the log at most [`BURST`] lines a second per call site, whatever it does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,8 +87,8 @@ fn now_secs() -> u32 {
 }
 
 /// A `tracing` event at level `$lvl` (`ERROR`, `WARN`, `INFO`, `DEBUG`, `TRACE`) that passes
-/// at most [`BURST`](crate::log::BURST) times a second from this call site, with the number
-/// of those dropped before it in the field `suppressed`. The rest of the arguments are those
+/// at most [`BURST`](crate::log::BURST) times a second from this call site; when some were
+/// dropped before it, their number is in its field `suppressed`. The rest of the arguments are those
 /// of `tracing::event!` after the level (fields, then the message). The limit is consulted
 /// only when the level is enabled for the call site's module.
 #[macro_export]
@@ -96,12 +96,17 @@ macro_rules! log_limited {
     ($lvl:ident, $($arg:tt)+) => {{
         static LIMIT: $crate::log::Limit = $crate::log::Limit::new();
         if $crate::log::__tracing::enabled!($crate::log::__tracing::Level::$lvl) {
-            if let Some(suppressed) = LIMIT.take() {
-                $crate::log::__tracing::event!(
+            match LIMIT.take() {
+                Some(0) => $crate::log::__tracing::event!(
+                    $crate::log::__tracing::Level::$lvl,
+                    $($arg)+
+                ),
+                Some(suppressed) => $crate::log::__tracing::event!(
                     $crate::log::__tracing::Level::$lvl,
                     suppressed,
                     $($arg)+
-                );
+                ),
+                None => {}
             }
         }
     }};
@@ -277,7 +282,11 @@ mod tests {
         );
         assert_eq!(ev[0].message, "refused");
         assert_eq!(ev[0].field("peer"), Some("10.0.0.7:9"));
-        assert_eq!(ev[0].field("suppressed"), Some("0"));
+        assert_eq!(
+            ev[0].field("suppressed"),
+            None,
+            "none dropped before the first"
+        );
         assert_eq!(ev[0].target, "rpcrdma_poller::log::tests");
     }
 }
