@@ -8,7 +8,6 @@
 # 1. builds the suite and the apps with the rdma provider:
 #      cargo build --release -p rpcrdma-apps --features rdma \
 #        --bin rpcrdma-verbs-check --bin rpcrdma-perf --bin rpcrdma-ping
-#    (LIBCLANG_PATH for bindgen comes from .cargo/config.toml);
 # 2. runs everything in ONE boot of the VM (scripts/vm/stage.sh) — the suite with
 #    `--provider rdma`:
 #      rxe  one process, both ends on rxe0 (10.0.2.15, loopback inside rxe);
@@ -69,8 +68,8 @@ trap 'rm -f "$json" "${log:-}"' EXIT
 if ! cargo build --release -p rpcrdma-apps --features rdma "${BINS[@]/#/--bin=}" \
 	--message-format=json-render-diagnostics >"$json"; then
 	banner "ci-vm-stage: FAILED: building ${BINS[*]} with --features rdma failed (exit 2)" \
-		"It needs libibverbs-dev, librdmacm-dev and libclang-dev (bindgen, libclang <= 15: see" \
-		".cargo/config.toml). No test ran against kernel RDMA verbs."
+		"It needs libibverbs-dev, librdmacm-dev and pkg-config (vendor/rdma-sys/README.md)." \
+		"No test ran against kernel RDMA verbs."
 	exit 2
 fi
 # built NAME: the path of the executable cargo built

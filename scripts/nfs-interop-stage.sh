@@ -52,7 +52,7 @@ trap 'rm -f "$json" "$log"' EXIT
 if ! cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfs-check \
 	--message-format=json-render-diagnostics >"$json"; then
 	banner "nfs-interop-stage: FAILED: building rpcrdma-nfs-check with --features rdma failed (exit 2)" \
-		"It needs libibverbs-dev, librdmacm-dev and libclang-dev (bindgen, libclang <= 15)."
+		"It needs libibverbs-dev, librdmacm-dev and pkg-config (vendor/rdma-sys/README.md)."
 	exit 2
 fi
 BIN=$(sed -n 's/.*"executable":"\([^"]*rpcrdma-nfs-check\)".*/\1/p' "$json" | tail -n 1)

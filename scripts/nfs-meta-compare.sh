@@ -5,7 +5,7 @@
 # reference is the kernel's nfsd (RPCRDMA_NFSD_BASE_BIN=kernel) or an older build of ours (what
 # the per-call checks cost). Not part of CI at this size: with the default 2 000 files about 8 min
 # of TCG when calls run fast, 30 or more on a loaded host (the nfs-server stage runs a small
-# tree against the kernel nfsd). docs/performance.md holds the results.
+# tree against the kernel nfsd). docs/performance-nfs.md holds the results.
 #
 #   RPCRDMA_NFSD_BASE_BIN=kernel scripts/nfs-meta-compare.sh      ours / kernel nfsd
 #   scripts/nfs-meta-compare.sh                                    ours / the build before the checks

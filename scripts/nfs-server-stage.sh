@@ -5,7 +5,8 @@
 #   scripts/nfs-server-stage.sh
 #
 # 1. builds the server with the rdma provider:
-#      cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd
+#      cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd --bin rpcrdma-perf
+#    (rpcrdma-perf for part quickstart, which runs docs/quickstart.md's commands);
 #    (RPCRDMA_NFSD_BIN=kernel skips the build and runs every part against the kernel's own nfsd:
 #    how the scripts are validated, and the reference numbers; RPCRDMA_NFSD_BIN=PATH uses that
 #    binary as it is);
@@ -30,7 +31,9 @@
 #    replies of the kernel nfsd and of ours field by field); then the metadata workload
 #    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
 #    backends (part meta: the ours / kernel time table, and the client's GETATTR / LOOKUP / READ
-#    counts per phase beside the kernel nfsd's);
+#    counts per phase beside the kernel nfsd's); last, part quickstart (scripts/vm/quickstart.sh):
+#    the commands of docs/quickstart.md as written, on devices of its own (rxe on a dummy
+#    interface: two processes, the kernel NFS mount; siw between two namespaces);
 # 3. prints the summary: per device x backend the workload result and the counters, the fault run,
 #    the fio ratio table;
 # 4. pjdfstest side by side (scripts/vm/pjdfstest-table.sh): the cases not ok on every server,
@@ -54,7 +57,7 @@
 # RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_CACHE (1, 0), RPCRDMA_NFS3_COMPARE_BIN,
 # RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
-# RPCRDMA_NFSD_META_FILES,
+# RPCRDMA_NFSD_META_FILES, RPCRDMA_NFSD_QUICKSTART (1, 0),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):
@@ -98,11 +101,11 @@ elif [ -n "$BIN" ]; then
 	BIN=$(readlink -f "$BIN")
 	say "using $BIN (RPCRDMA_NFSD_BIN)"
 else
-	say "cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd"
-	if ! cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd \
+	say "cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd --bin rpcrdma-perf"
+	if ! cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-nfsd --bin rpcrdma-perf \
 		--message-format=json-render-diagnostics >"$json"; then
 		banner "nfs-server-stage: FAILED: building rpcrdma-nfsd with --features rdma failed (exit 2)" \
-			"It needs libibverbs-dev, librdmacm-dev and libclang-dev (bindgen, libclang <= 15)." \
+			"It needs libibverbs-dev, librdmacm-dev and pkg-config (vendor/rdma-sys/README.md)." \
 			"RPCRDMA_NFSD_BIN=kernel runs the stage against the kernel nfsd instead."
 		exit 2
 	fi
@@ -158,6 +161,13 @@ if [ "$BIN" != kernel ]; then
 	"$SHARE"/*) ;;
 	*) export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $BIN" ;; # not visible over 9p: copy it in
 	esac
+	# part quickstart: rpcrdma-perf beside rpcrdma-nfsd (the page puts that directory on PATH)
+	if [ -x "$(dirname "$BIN")/rpcrdma-perf" ]; then
+		case "$BIN" in
+		"$SHARE"/*) ;;
+		*) export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $(dirname "$BIN")/rpcrdma-perf" ;;
+		esac
+	fi
 	# Shared libraries the binary needs that the guest image lacks: bring the host's.
 	extra=$(ldd "$BIN" 2>/dev/null | awk '/=> \//{print $3}' | while read -r l; do
 		[ -e "$VM_CACHE/initramfs/usr/lib/x86_64-linux-gnu/$(basename "$l")" ] || echo "$l"

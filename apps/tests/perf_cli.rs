@@ -98,10 +98,11 @@ fn rejects_bad_invocations() {
     assert_eq!(run(&["nonsense"]).status.code(), Some(2));
     assert_eq!(run(&["send_bw", "-b"]).status.code(), Some(2));
     assert_eq!(run(&["send_lat", "-s", "0"]).status.code(), Some(2));
-    // Run errors: 1 (soft provider is in-process; rdma not built in).
+    // A server address over the in-process soft provider: refused before the run.
     let o = run(&["write_bw", "10.0.0.9"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--loopback"));
+    // Run errors: 1 (rdma not built in).
     assert_eq!(
         run(&["write_bw", "--provider", "rdma", "10.0.0.9"])
             .status

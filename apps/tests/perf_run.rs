@@ -349,3 +349,35 @@ fn accepts_pcap_of_a_perf_run() {
         assert_eq!(quad, [0x06, 0x07, 0x08, 0x11], "{ops:x?}");
     }
 }
+
+/// perftest's smallest `-n` (5) with many sizes (`-a`): each size of fewer iterations than
+/// the latency loops' signal interval must still retire its unsignaled WRs, or the send queue
+/// fills after a few sizes (the run failed at 8192 octets with "PostSend failed: errno 12").
+#[test]
+fn accepts_latency_tests_with_minimum_iterations_over_many_sizes() {
+    for test in [Test::SendLat, Test::WriteLat, Test::ReadLat] {
+        for iters in [5, 10] {
+            let mut c = Config::new(test);
+            // More sizes than the send queue holds sizes of `iters` unsignaled WRs.
+            c.sizes = (1..=16).map(|s| 1u64 << s).collect();
+            c.iters = iters;
+            let r = run(&c);
+            assert_eq!(r.results.len(), c.sizes.len(), "{test} -n {iters}");
+        }
+    }
+}
+
+/// User-facing verbs errors name the cause; the errno follows only for searching.
+#[test]
+fn accepts_verbs_errors_named_by_cause() {
+    use rpcrdma_engine::verbs::{errno, VerbsCall, VerbsError};
+    let full = VerbsError::new(VerbsCall::PostSend, errno::ENOMEM).to_string();
+    assert_eq!(full, "PostSend: send queue full (errno 12)");
+    let e = PerfError::QueueFull {
+        queue: "send",
+        depth: 64,
+    };
+    assert_eq!(e.to_string(), "send queue full (depth 64)");
+    let refused = VerbsError::new(VerbsCall::Connect, errno::ECONNREFUSED).to_string();
+    assert!(refused.contains("connection refused"), "{refused}");
+}

@@ -224,7 +224,10 @@ fn accepts_duration_mode() {
 
 #[test]
 fn accepts_version_two_and_rejects_it_with_small_inline_size() {
-    let s = ok(&run(22400, &["rpc_lat", "-n", "5", "--version", "2"]));
+    let s = ok(&run(
+        22400,
+        &["rpc_lat", "-n", "5", "--rpcrdma-version", "2"],
+    ));
     assert!(s.contains("RPC-over-RDMA   : version 2"), "{s}");
     assert_eq!(completed(&s), 5, "{s}");
     let out = run(
@@ -233,7 +236,7 @@ fn accepts_version_two_and_rejects_it_with_small_inline_size() {
             "rpc_lat",
             "-n",
             "5",
-            "--version",
+            "--rpcrdma-version",
             "2",
             "--inline-size",
             "1024",

@@ -163,5 +163,46 @@ fn accepts_nfsd_metrics_port_with_nfs_procedures() {
         assert!(Instant::now() < end, "GETATTR count {getattr}");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The NFS counters themselves: calls by procedure, statuses, the reply cache.
+    let forged = rpcrdma_apps::nfs3::types::Fh::new(&[0x5a; 32]).expect("handle");
+    let stale = rig.nfs.getattr(&forged);
+    assert!(stale.is_err(), "{stale:?}");
+    let f = scrape(port).expect("nfsd metrics port");
+    let sample = |fam: &str, label: (&str, &str)| -> f64 {
+        f.iter()
+            .find(|x| x.name == fam)
+            .unwrap_or_else(|| panic!("no family {fam}"))
+            .samples
+            .iter()
+            .filter(|s| s.label(label.0) == Some(label.1))
+            .map(|s| s.value)
+            .sum()
+    };
+    assert_eq!(sample("rpcrdma_nfsd_calls_total", ("proc", "GETATTR")), 4.0);
+    let bad = sample("rpcrdma_nfsd_status_total", ("status", "NFS3ERR_BADHANDLE"))
+        + sample("rpcrdma_nfsd_status_total", ("status", "NFS3ERR_STALE"));
+    assert_eq!(bad, 1.0);
+    assert_eq!(
+        sample("rpcrdma_nfsd_reply_cache_total", ("event", "hit")),
+        0.0
+    );
     rig.daemon.stop();
+}
+
+#[test]
+fn accepts_perf_saying_which_metrics_port_it_opened() {
+    // Port 0: the kernel picks one; the tool must say which (on stderr: stdout is the report).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcrdma-perf"))
+        .args(["rpc_lat", "-n", "20", "--metrics", "127.0.0.1:0"])
+        .output()
+        .expect("run rpcrdma-perf");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let port = err
+        .lines()
+        .find_map(|l| l.strip_prefix("rpcrdma-perf: metrics on http://127.0.0.1:"))
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("no port line on stderr: {err}"));
+    assert_ne!(port, 0);
 }

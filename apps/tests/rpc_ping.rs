@@ -180,7 +180,7 @@ fn rejects_address_without_server() {
 fn rejects_usage_errors() {
     for bad in [
         &[][..],
-        &["--loopback", "--version", "3"],
+        &["--loopback", "--rpcrdma-version", "3"],
         &["--loopback", "-c", "0"],
         &["--bogus"],
         &["a", "b"],
@@ -193,7 +193,7 @@ fn rejects_usage_errors() {
     let out = Command::new(bin())
         .args([
             "--loopback",
-            "--version",
+            "--rpcrdma-version",
             "2",
             "--inline-size",
             "1024",
@@ -209,7 +209,7 @@ fn rejects_usage_errors() {
 #[test]
 fn accepts_version_two_ping_and_reports_what_is_in_use() {
     // The loopback server answers Version Two: the connection stays in Version Two.
-    let s = loopback("20053", &["--version", "2"]);
+    let s = loopback("20053", &["--rpcrdma-version", "2"]);
     assert!(
         s.contains("in use          : RPC-over-RDMA version 2, inline calls 4096 / replies 4096"),
         "{s}"

@@ -94,7 +94,7 @@ fn accepts_rpc_flags() {
         &args(&[
             "-s8192",
             "--chunks=write",
-            "--version",
+            "--rpcrdma-version",
             "1",
             "--inline-size",
             "8192",
@@ -116,13 +116,13 @@ fn accepts_rpc_flags() {
     let a = parse_rpc(RpcTest::Lat, &args(&["-a"])).unwrap();
     let s = a.sizes();
     assert_eq!((s.len(), s[0], s[19]), (20, 2, 1 << 20));
-    // --version alone prints the program version (perftest's meaning).
+    // --version prints the program version (perftest's meaning, and every tool's here).
     assert!(
         parse_rpc(RpcTest::Lat, &args(&["--version"]))
             .unwrap()
             .print_version
     );
-    let a = parse_rpc(RpcTest::Lat, &args(&["--version=2"])).unwrap();
+    let a = parse_rpc(RpcTest::Lat, &args(&["--rpcrdma-version=2"])).unwrap();
     assert_eq!(a.config().version, ProtocolVersion::V2);
     // The bandwidth window defaults to the credits.
     let a = parse_rpc(RpcTest::Bw, &args(&["--credits", "12"])).unwrap();
@@ -154,7 +154,7 @@ fn rejects_bad_rpc_flags() {
         &["-I", "64"][..],
         &["-q", "2"],
         &["--chunks", "sideways"],
-        &["--version", "3"],
+        &["--rpcrdma-version", "3"],
         &["--inline-size", "512"],
         &["--credits", "0"],
         &["-s", "2097152"],

@@ -6,7 +6,8 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{
-    CallError, CallSpec, Config, DdpItem, Event, LocalBuf, ReplySpec, Role, StartError,
+    CallError, CallSpec, Config, DdpItem, Event, IncomingCall, LocalBuf, ReplySpec, Role,
+    StartError,
 };
 
 fn words(ws: &[u32]) -> Vec<u8> {
@@ -136,73 +137,87 @@ fn accepts_hostile_credit_values_zero_and_max() {
     assert_eq!(p.req.conn.as_ref().unwrap().outstanding(), 1);
 }
 
-#[test]
-fn accepts_sustained_pipelined_traffic_within_credits() {
-    // Requester may have 32 outstanding, the responder grants 6. The responder application
-    // answers held calls in random order with random shapes (inline, DDP reads, Write chunks,
-    // long calls, long replies); every result is checked, and the harness checks credits, RNR
-    // and STag invalidation on each call.
-    let mut req_cfg = Config::DEFAULT;
-    req_cfg.credits = 32;
-    let mut resp_cfg = Config::DEFAULT;
-    resp_cfg.credits = 6;
-    let mut p = Pair::new(req_cfg, resp_cfg);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+/// A call issued by [`Traffic`] and what its reply must hold.
+struct Pending {
+    xid: u32,
+    reply: LocalBuf,
+    rec: Option<LocalBuf>,
+    arg: Vec<u8>,
+    want_reply: Vec<u8>,
+    want_result: Vec<u8>,
+}
 
-    struct Pending {
-        xid: u32,
-        reply: LocalBuf,
-        rec: Option<LocalBuf>,
-        arg: Vec<u8>,
-        want_reply: Vec<u8>,
-        want_result: Vec<u8>,
+/// Randomly shaped pipelined calls (inline, DDP reads, Write chunks, long calls, long
+/// replies) and a responder application answering held calls in random order.
+struct Traffic {
+    rng: Rng,
+    msgs: Vec<LocalBuf>,
+    items: Vec<LocalBuf>,
+    recs: Vec<LocalBuf>,
+    replies: Vec<LocalBuf>,
+    rmsgs: Vec<LocalBuf>,
+    rdata: Vec<LocalBuf>,
+    pending: Vec<Pending>,
+    held: Vec<IncomingCall>,
+    next_xid: u32,
+    issued: usize,
+    done: usize,
+    total: usize,
+}
+
+impl Traffic {
+    /// Per-slot buffers, reused round-robin.
+    fn new(p: &mut Pair, total: usize) -> Self {
+        let nbuf = 64;
+        let req = |p: &mut Pair, len| (0..nbuf).map(|_| p.req.host.alloc(len, EXPOSE)).collect();
+        let resp = |p: &mut Pair, len| (0..16).map(|_| p.resp.host.alloc(len, LW)).collect();
+        Traffic {
+            rng: Rng(0x9e37_79b9_7f4a_7c15),
+            msgs: req(p, 8192),
+            items: req(p, 8192),
+            recs: req(p, 8192),
+            replies: req(p, 16384),
+            rmsgs: resp(p, 16384),
+            rdata: resp(p, 8192),
+            pending: Vec::new(),
+            held: Vec::new(),
+            next_xid: 1,
+            issued: 0,
+            done: 0,
+            total,
+        }
     }
-    // Pre-allocate per-slot buffers (reused round-robin).
-    let nbuf = 64;
-    let msgs: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(8192, EXPOSE)).collect();
-    let items: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(8192, EXPOSE)).collect();
-    let recs: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(8192, EXPOSE)).collect();
-    let replies: Vec<LocalBuf> = (0..nbuf).map(|_| p.req.host.alloc(16384, EXPOSE)).collect();
-    let rmsgs: Vec<LocalBuf> = (0..16).map(|_| p.resp.host.alloc(16384, LW)).collect();
-    let rdata: Vec<LocalBuf> = (0..16).map(|_| p.resp.host.alloc(8192, LW)).collect();
 
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut held = Vec::new();
-    let mut next_xid = 1u32;
-    let mut done = 0;
-    let total = 600;
-    let mut issued = 0;
-    let mut buf_i = 0usize;
-    while done < total {
-        // Issue as many calls as the connection accepts.
-        while issued < total {
-            let k = buf_i % nbuf;
-            let xid = next_xid;
-            let arg_len = match rng.below(4) {
+    /// Issues as many calls as the connection accepts.
+    fn issue(&mut self, p: &mut Pair) {
+        while self.issued < self.total {
+            let k = self.issued % self.msgs.len();
+            let xid = self.next_xid;
+            let arg_len = match self.rng.below(4) {
                 0 => 0,
-                1 => 1 + rng.below(16) as usize,
-                _ => 1 + rng.below(6000) as usize,
+                1 => 1 + self.rng.below(16) as usize,
+                _ => 1 + self.rng.below(6000) as usize,
             };
-            let inline_extra = if rng.below(5) == 0 { 5000 } else { 8 };
+            let inline_extra = if self.rng.below(5) == 0 { 5000 } else { 8 };
             let arg = pattern(arg_len, xid as u8);
             let mut call = rpc_call(xid, 1, &words(&[arg_len as u32]));
             let at = call.len() as u32;
             call.extend_from_slice(&pattern(inline_extra, 3));
-            p.req.host.write(msgs[k].addr, &call);
-            p.req.host.write(items[k].addr, &arg);
-            let msg = msgs[k].sub(0, call.len() as u32).unwrap();
-            let item = items[k].sub(0, arg_len as u32).unwrap();
-            let use_rec = rng.below(2) == 0;
+            p.req.host.write(self.msgs[k].addr, &call);
+            p.req.host.write(self.items[k].addr, &arg);
+            let msg = self.msgs[k].sub(0, call.len() as u32).unwrap();
+            let item = self.items[k].sub(0, arg_len as u32).unwrap();
+            let use_rec = self.rng.below(2) == 0;
             let ddp = [DdpItem { at, buf: item }];
             let spec = CallSpec {
                 message: &[msg],
                 ddp: if arg_len > 0 { &ddp } else { &[] },
                 receptacles: if use_rec {
-                    std::slice::from_ref(&recs[k])
+                    std::slice::from_ref(&self.recs[k])
                 } else {
                     &[]
                 },
-                reply: replies[k],
+                reply: self.replies[k],
             };
             match p.try_call(&spec) {
                 Ok(_) => {}
@@ -213,69 +228,75 @@ fn accepts_sustained_pipelined_traffic_within_credits() {
             full.extend_from_slice(&arg);
             full.resize((full.len() + 3) & !3, 0);
             full.extend_from_slice(&call[at as usize..]);
-            pending.push(Pending {
+            self.pending.push(Pending {
                 xid,
-                reply: replies[k],
-                rec: use_rec.then_some(recs[k]),
+                reply: self.replies[k],
+                rec: use_rec.then_some(self.recs[k]),
                 arg: full,
                 want_reply: Vec::new(),
                 want_result: Vec::new(),
             });
-            next_xid += 1;
-            issued += 1;
-            buf_i += 1;
+            self.next_xid += 1;
+            self.issued += 1;
         }
-        // The responder application: collect calls, check them, answer some in random order.
+    }
+
+    /// The responder application: collects calls and checks them; `false` when none is held.
+    fn collect(&mut self, p: &mut Pair) -> bool {
         while let Some(inc) = p.next_call() {
-            let pd = pending.iter().find(|q| q.xid == inc.xid).unwrap();
+            let pd = self.pending.iter().find(|q| q.xid == inc.xid).unwrap();
             assert_eq!(
                 p.resp.host.read(inc.stream),
                 &pd.arg[..],
                 "call {}",
                 inc.xid
             );
-            held.push(inc);
+            self.held.push(inc);
         }
-        if held.is_empty() {
-            p.pump();
-            continue;
-        }
-        let n = 1 + rng.below(held.len() as u64) as usize;
+        !self.held.is_empty()
+    }
+
+    /// Answers some held calls, in random order, with random reply shapes.
+    fn answer_some(&mut self, p: &mut Pair) {
+        let n = 1 + self.rng.below(self.held.len() as u64) as usize;
         for _ in 0..n {
-            let i = rng.below(held.len() as u64) as usize;
-            let inc = held.swap_remove(i);
+            let i = self.rng.below(self.held.len() as u64) as usize;
+            let inc = self.held.swap_remove(i);
             let slot = (inc.xid as usize) % 16;
             let result_len = if inc.write_chunks > 0 {
-                rng.below(u64::from(inc.write_capacity[0]) + 1) as usize
+                self.rng.below(u64::from(inc.write_capacity[0]) + 1) as usize
             } else {
                 0
             };
-            let body_len = if rng.below(6) == 0 { 9000 } else { 40 };
+            let body_len = if self.rng.below(6) == 0 { 9000 } else { 40 };
             let mut reply = rpc_reply(inc.xid, &words(&[result_len as u32]));
             let at = reply.len() as u32;
             reply.extend_from_slice(&pattern(body_len, inc.xid as u8));
             let result = pattern(result_len, 0x5a ^ inc.xid as u8);
-            p.resp.host.write(rmsgs[slot].addr, &reply);
-            p.resp.host.write(rdata[slot].addr, &result);
-            let rmsg = rmsgs[slot].sub(0, reply.len() as u32).unwrap();
-            let rd = rdata[slot].sub(0, result_len as u32).unwrap();
+            p.resp.host.write(self.rmsgs[slot].addr, &reply);
+            p.resp.host.write(self.rdata[slot].addr, &result);
+            let rmsg = self.rmsgs[slot].sub(0, reply.len() as u32).unwrap();
+            let rd = self.rdata[slot].sub(0, result_len as u32).unwrap();
             let results = [DdpItem { at, buf: rd }];
             let spec = ReplySpec {
                 message: &[rmsg],
                 results: if inc.write_chunks > 0 { &results } else { &[] },
             };
             p.reply(inc.call, &spec);
-            let pd = pending.iter_mut().find(|q| q.xid == inc.xid).unwrap();
+            let pd = self.pending.iter_mut().find(|q| q.xid == inc.xid).unwrap();
             pd.want_reply = reply;
             pd.want_result = result;
         }
-        // Check completed calls.
+    }
+
+    /// Checks every completed call's reply and Write chunk result.
+    fn check_done(&mut self, p: &mut Pair) {
         while let Some(ev) = p.next_done() {
             let Event::ReplyReady(r) = ev else {
                 panic!("{ev:?}")
             };
-            let i = pending.iter().position(|q| q.xid == r.xid).unwrap();
-            let pd = pending.swap_remove(i);
+            let i = self.pending.iter().position(|q| q.xid == r.xid).unwrap();
+            let pd = self.pending.swap_remove(i);
             assert_eq!(
                 p.req.host.read(pd.reply.sub(0, r.len).unwrap()),
                 &pd.want_reply[..]
@@ -287,8 +308,29 @@ fn accepts_sustained_pipelined_traffic_within_credits() {
                     &pd.want_result[..]
                 );
             }
-            done += 1;
+            self.done += 1;
         }
+    }
+}
+
+#[test]
+fn accepts_sustained_pipelined_traffic_within_credits() {
+    // Requester may have 32 outstanding, the responder grants 6. Every result is checked, and
+    // the harness checks credits, RNR and STag invalidation on each call.
+    let mut req_cfg = Config::DEFAULT;
+    req_cfg.credits = 32;
+    let mut resp_cfg = Config::DEFAULT;
+    resp_cfg.credits = 6;
+    let mut p = Pair::new(req_cfg, resp_cfg);
+    let mut t = Traffic::new(&mut p, 600);
+    while t.done < t.total {
+        t.issue(&mut p);
+        if !t.collect(&mut p) {
+            p.pump();
+            continue;
+        }
+        t.answer_some(&mut p);
+        t.check_done(&mut p);
     }
     assert_eq!(p.stats.max_outstanding, 6);
     assert_eq!(p.stats.errors, 0);

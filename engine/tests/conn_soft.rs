@@ -6,7 +6,9 @@ mod common;
 
 use common::soft::SoftPair;
 use common::{pattern, rpc_call, rpc_reply};
-use rpcrdma_engine::conn::{CallSpec, Config, DdpItem, Event, IncomingCall, ReplyKind, ReplySpec};
+use rpcrdma_engine::conn::{
+    CallSpec, Config, DdpItem, Event, IncomingCall, LocalBuf, ReplyKind, ReplySpec,
+};
 
 fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_be_bytes()).collect()
@@ -48,18 +50,10 @@ fn no_errors(p: &SoftPair) {
     assert!(p.resp.errors.is_empty(), "responder: {:?}", p.resp.errors);
 }
 
-#[test]
-fn accepts_calls_end_to_end_over_soft_provider() {
-    let mut p = SoftPair::new(cfg(), cfg());
-    assert!(
-        matches!(p.req.events[0], Event::Connected(n) if n.remote_invalidate && n.peer_recognised)
-    );
-
-    // 1. Inline call and reply.
+/// An inline call and reply.
+fn inline_round(p: &mut SoftPair, now: u64, reply: LocalBuf) {
     let call = rpc_call(0x51, 0, &[0, 0, 0, 1]);
     let msg = p.req.host.buf_with(&call);
-    let reply = p.req.host.alloc(256);
-    let now = p.now;
     p.req
         .conn
         .start_call(
@@ -74,7 +68,7 @@ fn accepts_calls_end_to_end_over_soft_provider() {
         )
         .unwrap();
     p.run();
-    let inc = take_call(&mut p);
+    let inc = take_call(p);
     assert_eq!(p.resp.host.read(inc.stream), call);
     let r = rpc_reply(0x51, &[0, 0, 0, 2]);
     let rb = p.resp.host.buf_with(&r);
@@ -93,14 +87,16 @@ fn accepts_calls_end_to_end_over_soft_provider() {
         .unwrap();
     assert_eq!(k, ReplyKind::Inline);
     p.run();
-    let Event::ReplyReady(rep) = take_done(&mut p) else {
+    let Event::ReplyReady(rep) = take_done(p) else {
         panic!()
     };
     assert_eq!(p.req.host.read(reply.sub(0, rep.len).unwrap()), r);
-    no_errors(&p);
+    no_errors(p);
+}
 
-    // 2. A READ-like call with a Write chunk (partially used, odd length) and a WRITE-like
-    //    argument in a Read chunk.
+/// A READ-like call with a Write chunk (partially used, odd length) and a WRITE-like argument
+/// in a Read chunk.
+fn ddp_round(p: &mut SoftPair, now: u64, reply: LocalBuf) {
     let arg = pattern(1001, 4);
     let mut call = rpc_call(0x52, 6, &words(&[1001]));
     let at = call.len() as u32;
@@ -123,7 +119,7 @@ fn accepts_calls_end_to_end_over_soft_provider() {
         )
         .unwrap();
     p.run();
-    let inc = take_call(&mut p);
+    let inc = take_call(p);
     let mut want = call[..at as usize].to_vec();
     want.extend_from_slice(&arg);
     want.extend_from_slice(&[0, 0, 0]);
@@ -149,16 +145,18 @@ fn accepts_calls_end_to_end_over_soft_provider() {
         )
         .unwrap();
     p.run();
-    let Event::ReplyReady(rep) = take_done(&mut p) else {
+    let Event::ReplyReady(rep) = take_done(p) else {
         panic!()
     };
     assert_eq!(rep.written(), &[4095]);
     let got = p.req.host.read(rec);
     assert_eq!(&got[..4095], &result[..]);
     assert!(got[4095..].iter().all(|&b| b == 0xee), "pad written");
-    no_errors(&p);
+    no_errors(p);
+}
 
-    // 3. A long call (RDMA_NOMSG, multi-segment Position Zero) and a long reply (Reply chunk).
+/// A long call (RDMA_NOMSG, multi-segment Position Zero) and a long reply (Reply chunk).
+fn long_round(p: &mut SoftPair, now: u64) {
     let head = rpc_call(0x53, 20, &[]);
     let a = pattern(3000, 1);
     let b = pattern(2500, 2);
@@ -182,7 +180,7 @@ fn accepts_calls_end_to_end_over_soft_provider() {
         )
         .unwrap();
     p.run();
-    let inc = take_call(&mut p);
+    let inc = take_call(p);
     assert_eq!(p.resp.host.read(inc.stream), [head, a, b].concat());
     assert_eq!(inc.reply_capacity, Some(32 * 1024));
     let mut r = rpc_reply(0x53, &[]);
@@ -203,12 +201,25 @@ fn accepts_calls_end_to_end_over_soft_provider() {
         .unwrap();
     assert_eq!(k, ReplyKind::Long);
     p.run();
-    let Event::ReplyReady(rep) = take_done(&mut p) else {
+    let Event::ReplyReady(rep) = take_done(p) else {
         panic!()
     };
     assert!(rep.long);
     assert_eq!(p.req.host.read(big_reply.sub(0, rep.len).unwrap()), r);
-    no_errors(&p);
+    no_errors(p);
+}
+
+#[test]
+fn accepts_calls_end_to_end_over_soft_provider() {
+    let mut p = SoftPair::new(cfg(), cfg());
+    assert!(
+        matches!(p.req.events[0], Event::Connected(n) if n.remote_invalidate && n.peer_recognised)
+    );
+    let reply = p.req.host.alloc(256);
+    let now = p.now;
+    inline_round(&mut p, now, reply);
+    ddp_round(&mut p, now, reply);
+    long_round(&mut p, now);
 }
 
 #[test]

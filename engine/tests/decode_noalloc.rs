@@ -144,3 +144,80 @@ fn accepts_codecs_without_heap_allocation() {
     assert_eq!(walked, 3 + 3 + 1);
     assert_eq!(ok, [true; 8], "a codec check failed");
 }
+
+#[test]
+fn accepts_iwarp_wire_layer_without_heap_allocation() {
+    use rpcrdma_engine::verbs::iwarp::{mpa, rdmap};
+    let pd = [0x5au8; 200];
+    let payload = [0xa5u8; 300];
+    let mut frame = [0u8; 1024];
+    let mut out = [0u8; 1024];
+    let (allocs, seen) = count(|| {
+        let mut seen = 0usize;
+        // MPA Request (revision 2, IRD/ORD word) encode + decode, then the rejected classes.
+        let rr = mpa::RrFrame {
+            kind: mpa::FrameKind::Request,
+            markers: false,
+            crc: true,
+            reject: false,
+            revision: mpa::REV_2,
+            ird_ord: Some(mpa::IrdOrd {
+                ird: 16,
+                ord: 16,
+                ..mpa::IrdOrd::default()
+            }),
+            ulp_private_data: &pd,
+        };
+        let n = mpa::encode_rr(&rr, &mut frame).unwrap();
+        seen += usize::from(mpa::decode_rr(&frame[..n]) == Ok(rr));
+        frame[0] ^= 1;
+        seen += usize::from(mpa::decode_rr(&frame[..n]) == Err(mpa::MpaError::BadKey));
+        // Every RDMAP message kind, framed with CRC, decoded back; then a CRC mismatch.
+        let msgs = [
+            rdmap::Message::Send {
+                solicited: true,
+                invalidate: Some(9),
+                last: true,
+                msn: 1,
+                mo: 0,
+                payload: &payload,
+            },
+            rdmap::Message::Tagged {
+                read_response: false,
+                last: true,
+                stag: 3,
+                to: 0x1000,
+                payload: &payload,
+            },
+            rdmap::Message::ReadRequest(rdmap::ReadRequest {
+                msn: 1,
+                sink_stag: 1,
+                sink_to: 2,
+                size: 3,
+                src_stag: 4,
+                src_to: 5,
+            }),
+            rdmap::Message::Terminate(rdmap::Terminate {
+                msn: 1,
+                code: rdmap::TermCode::new(1, 1, 1),
+                ddp_segment_len: Some(17),
+                ddp_header: Some(&[0xc1, 0x40, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0x10, 0]),
+                rdmap_header: None,
+            }),
+        ];
+        for m in &msgs {
+            let n = rdmap::encode(m, &mut out[mpa::FPDU_HDR_LEN..]).unwrap();
+            let total = mpa::seal_fpdu(&mut out, n, true).unwrap();
+            let f = mpa::decode_fpdu(&out[..total], true, 1024).unwrap();
+            seen += usize::from(rdmap::decode(f.ulpdu).as_ref() == Ok(m));
+            out[total - 1] ^= 1;
+            seen += usize::from(matches!(
+                mpa::decode_fpdu(&out[..total], true, 1024),
+                Err(mpa::MpaError::CrcMismatch { .. })
+            ));
+        }
+        seen
+    });
+    assert_eq!(seen, 2 + 2 * 4);
+    assert_eq!(allocs, 0);
+}

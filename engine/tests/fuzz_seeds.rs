@@ -115,3 +115,90 @@ fn accepts_rpc_seeds_as_named() {
         }
     }
 }
+
+#[test]
+fn accepts_iwarp_seeds_as_named() {
+    use rpcrdma_engine::verbs::iwarp::{mpa, rdmap};
+    for (name, buf) in seeds("iwarp_wire") {
+        let (mode, rest) = buf.split_first().expect("mode octet");
+        let crc = mode & 1 != 0;
+        match name.as_str() {
+            "mpa_request_rev2" => {
+                let f = mpa::decode_rr(rest).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                assert_eq!(
+                    (f.kind, f.revision, f.crc),
+                    (mpa::FrameKind::Request, 2, true)
+                );
+                let w = f.ird_ord.expect("IRD/ORD word");
+                assert_eq!((w.ird, w.ord), (16, 8), "{name}");
+                let pd = private_data::decode(f.ulp_private_data()).unwrap();
+                assert!(pd.remote_invalidate, "{name}");
+            }
+            "mpa_reply_reject_rev1" => {
+                let f = mpa::decode_rr(rest).unwrap();
+                assert!(f.kind == mpa::FrameKind::Reply && f.reject && f.ird_ord.is_none());
+            }
+            "mpa_request_markers" => {
+                let f = mpa::decode_rr(rest).unwrap();
+                assert_eq!(mpa::check_markers(&f), Err(mpa::MpaError::MarkersRequired));
+            }
+            "mpa_bad_key" => assert_eq!(mpa::decode_rr(rest), Err(mpa::MpaError::BadKey)),
+            "mpa_pd_too_long" => assert_eq!(
+                mpa::decode_rr(rest),
+                Err(mpa::MpaError::BadPrivateDataLength(513))
+            ),
+            "fpdu_bad_crc" => assert!(matches!(
+                mpa::decode_fpdu(rest, crc, 1024),
+                Err(mpa::MpaError::CrcMismatch { .. })
+            )),
+            "fpdu_unknown_opcode" => {
+                let f = mpa::decode_fpdu(rest, crc, 1024).unwrap();
+                assert_eq!(
+                    rdmap::decode(f.ulpdu),
+                    Err(rdmap::RdmapError::UnknownOpcode(rdmap::Opcode(8)))
+                );
+            }
+            "fpdu_stream_crc" | "fpdu_stream_no_crc" => {
+                assert_eq!(crc, name == "fpdu_stream_crc");
+                let mut stream = rest;
+                let mut kinds = Vec::new();
+                while !stream.is_empty() {
+                    let f = mpa::decode_fpdu(stream, crc, 1024)
+                        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                    stream = &stream[f.len..];
+                    let m = rdmap::decode(f.ulpdu).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                    kinds.push(match m {
+                        rdmap::Message::Tagged { read_response, .. } => {
+                            if read_response {
+                                "read_response"
+                            } else {
+                                "write"
+                            }
+                        }
+                        rdmap::Message::ReadRequest(_) => "read_request",
+                        rdmap::Message::Send {
+                            invalidate: Some(0xcafe_0001),
+                            solicited: true,
+                            ..
+                        } => "send_se_inv",
+                        rdmap::Message::Send { .. } => "send",
+                        rdmap::Message::Terminate(_) => "terminate",
+                    });
+                }
+                assert_eq!(
+                    kinds,
+                    [
+                        "send",
+                        "write",
+                        "read_request",
+                        "read_response",
+                        "send_se_inv",
+                        "terminate"
+                    ],
+                    "{name}"
+                );
+            }
+            other => panic!("unexpected seed {other}"),
+        }
+    }
+}

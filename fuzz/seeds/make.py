@@ -3,8 +3,8 @@
 
 Each seed is built here from the wire layouts the specs give (RFC 8166 XDR for Version One,
 the Version Two draft -02 XDR, RFC 5531 for ONC RPC, RFC 8797 for the private data, RFC 1813
-for NFSv3 arguments), one comment per field, so a reader can check a seed against the RFC
-without the engine. `scripts/fuzz.sh` copies them into fuzz/corpus/<target>/ before a run.
+for NFSv3 arguments, RFC 5044 / RFC 6581 / RFC 5041 / RFC 5040 for the iWARP wire layer), one
+comment per field, so a reader can check a seed against the RFC without the engine. `scripts/fuzz.sh` copies them into fuzz/corpus/<target>/ before a run.
 Rerun after changing a layout: `python3 fuzz/seeds/make.py` (deterministic output).
 """
 import os
@@ -199,6 +199,75 @@ PRIVATE_DATA = {
     "cut_short": MAGIC + bytes([1, 1]),
 }
 
+# --- iWARP wire layer (iwarp_wire target): first octet = mode (bit 0: MPA CRC on) ----------
+def crc32c(data):
+    """CRC32c (Castagnoli), bit by bit: reflected polynomial 0x82F63B78, init and xor-out ~0."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def mpa_rr(key, flags, rev, private_data):
+    """RFC 5044 7.1: 16-octet key, flags octet (M 0x80, C 0x40, R 0x20; 0x10 enhanced), Rev,
+    PD_Length, private data."""
+    return key + bytes([flags, rev]) + struct.pack(">H", len(private_data)) + private_data
+
+
+MPA_REQ, MPA_REP = b"MPA ID Req Frame", b"MPA ID Rep Frame"
+
+
+def ird_ord(ird, ord_, a=0, b=0, c=0, d=0):
+    """RFC 6581: |A|B| IRD (14) |C|D| ORD (14)|."""
+    return struct.pack(">HH", (a << 15) | (b << 14) | ird, (c << 15) | (d << 14) | ord_)
+
+
+def fpdu(ulpdu, crc=True):
+    """RFC 5044 4.1: ULPDU_Length, ULPDU, zero pad to 4 octets, CRC32c (least significant
+    octet first, RFC 3720 B.4 order; zero when CRCs are off)."""
+    body = struct.pack(">H", len(ulpdu)) + ulpdu
+    body += b"\0" * (-len(body) % 4)
+    return body + (struct.pack("<I", crc32c(body)) if crc else b"\0" * 4)
+
+
+def ddp_tagged(last, opcode, stag, to):
+    """RFC 5041 4.2: T=1, L, DV=1; RDMAP control RV=1 + opcode (RFC 5040 4.2); STag; TO."""
+    return bytes([0x81 | (last << 6), 0x40 | opcode]) + struct.pack(">IQ", stag, to)
+
+
+def ddp_untagged(last, opcode, ulp_word, qn, msn, mo):
+    """RFC 5041 4.3: T=0, L, DV=1; RDMAP control; 32 ULP bits; QN; MSN; MO."""
+    return bytes([0x01 | (last << 6), 0x40 | opcode]) + struct.pack(">IIII", ulp_word, qn, msn, mo)
+
+
+RDMA_WRITE, READ_REQ, READ_RESP, SEND, SEND_INV, SEND_SE, SEND_SE_INV, TERMINATE = range(8)
+IW_WRITE = ddp_tagged(1, RDMA_WRITE, 0xDEADBEEF, 0x100000020) + b"\x01\x02\x03"
+IW_MESSAGES = [
+    ddp_untagged(1, SEND, 0, 0, 1, 0) + b"hi!!",
+    IW_WRITE,
+    # RFC 5040 4.4: sink STag, sink TO, size, source STag, source TO.
+    ddp_untagged(1, READ_REQ, 0, 1, 1, 0) + struct.pack(">IQIIQ", 0x100, 0x1000, 65536, 0x200, 0xFFFFFFFF00000000),
+    ddp_tagged(0, READ_RESP, 0x100, 0x1000) + b"\xaa" * 64,
+    ddp_untagged(1, SEND_SE_INV, 0xCAFE0001, 0, 2, 0) + b"z",
+    # RFC 5040 4.8: layer 1 (DDP), etype 1 (tagged), ecode 1 (bounds), M and D; DDP Segment
+    # Length 17; the offending 14-octet DDP header.
+    ddp_untagged(1, TERMINATE, 0, 2, 1, 0) + bytes([0x11, 0x01, 0xC0, 0x00]) + struct.pack(">H", 17) + IW_WRITE[:14],
+]
+
+IWARP = {
+    "mpa_request_rev2": b"\0" + mpa_rr(MPA_REQ, 0x50, 2, ird_ord(16, 8) + pd(flags=1)),
+    "mpa_reply_reject_rev1": b"\0" + mpa_rr(MPA_REP, 0x20, 1, b""),
+    "mpa_request_markers": b"\0" + mpa_rr(MPA_REQ, 0x80, 1, pd()),
+    "mpa_bad_key": b"\0" + mpa_rr(b"MPA ID Xyz Frame", 0x00, 1, b""),
+    "mpa_pd_too_long": b"\0" + MPA_REQ + bytes([0, 1]) + struct.pack(">H", 513) + b"\0" * 513,
+    "fpdu_stream_crc": b"\x01" + b"".join(fpdu(m) for m in IW_MESSAGES),
+    "fpdu_stream_no_crc": b"\0" + b"".join(fpdu(m, crc=False) for m in IW_MESSAGES),
+    "fpdu_bad_crc": b"\x01" + fpdu(IW_MESSAGES[0])[:-1] + b"\x00",
+    "fpdu_unknown_opcode": b"\x01" + fpdu(ddp_untagged(1, 8, 0, 0, 1, 0)),
+}
+
 # --- ONC RPC messages (rpc_msg target) -------------------------------------------------------
 RPC = {
     "call_auth_none": rpc_call(0x100, proc=1, args=w(8) + b"\0" * 8),
@@ -278,6 +347,7 @@ TARGETS = {
     "nfs3_args": {f"proc{p:02}": bytes([p]) + body for p, body in NFS3.items()},
     "conn_responder": RESPONDER,
     "conn_requester": REQUESTER,
+    "iwarp_wire": IWARP,
 }
 
 

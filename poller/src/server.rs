@@ -267,6 +267,12 @@ impl Server {
         self.shared.metrics.get().map(|m| m.local_addr())
     }
 
+    /// The registry served on the metrics port when `ServerOptions::metrics_addr` was set: an
+    /// application adds its own families to it ([`Metrics::add_collector`]).
+    pub fn metrics(&self) -> Option<Metrics> {
+        self.shared.metrics.get().map(|m| m.metrics().clone())
+    }
+
     /// A reference that does not keep the server alive.
     pub(crate) fn downgrade(&self) -> WeakServer {
         WeakServer {

@@ -9,7 +9,7 @@ mod api_common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use api_common::*;
@@ -17,281 +17,11 @@ use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::verbs::soft::SoftFaults;
 use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
-    BackCallOptions, BackchannelService, CallbackMode, Client, ClientError, ClientOptions, Program,
-    ProtocolVersion, Reject, Reply, ReplyBuilder, Request, Server, ServerOptions,
+    BackchannelService, CallbackMode, Client, ClientError, ClientOptions, Program, ProtocolVersion,
+    Reject, ReplyBuilder, Request, Server, ServerOptions,
 };
 
-/// The program clients serve on the backchannel (versions 1..=2).
-const CB_PROG: u32 = 0x4000_0001;
-/// Sum of the u32 arguments (counted, logged, gated).
-const CB_SUM: u32 = 1;
-/// Always GARBAGE_ARGS.
-const CB_GARBAGE: u32 = 2;
-
-/// Forward: (session hi, session lo, flags) — bit 0: the client serves the backchannel. The
-/// handler enables the backchannel when told so and binds the connection to the session.
-const SESSION: u32 = 20;
-/// Forward: (i, v) — sends backward CB_SUM(i, v) with the forward call's XID (not waiting),
-/// replies i + v.
-const BOUNCE: u32 = 21;
-/// Forward (worker mode): as BOUNCE, but waits for the backward reply and returns its result.
-const BOUNCE_WAIT: u32 = 22;
-/// Forward: a blocking backward call from an inline handler (must be refused), then one
-/// before the backchannel is enabled; replies 1 when the first was refused with WouldBlock.
-const TRY_BACK: u32 = 23;
-
-fn be32(b: &[u8], i: usize) -> Option<u32> {
-    b.get(i..i + 4)
-        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
-/// A gate handlers pass (or wait at while it is closed).
-struct Gate {
-    open: Mutex<bool>,
-    cv: Condvar,
-    waiting: AtomicU64,
-}
-
-impl Gate {
-    fn new() -> Gate {
-        Gate {
-            open: Mutex::new(true),
-            cv: Condvar::new(),
-            waiting: AtomicU64::new(0),
-        }
-    }
-    fn set(&self, open: bool) {
-        *self.open.lock().unwrap() = open;
-        self.cv.notify_all();
-    }
-    fn pass(&self) {
-        let mut g = self.open.lock().unwrap();
-        if !*g {
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            while !*g {
-                g = self.cv.wait(g).unwrap();
-            }
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// What the clients' backchannel handlers saw.
-struct ClientLog {
-    /// XIDs of the CB_SUM calls run.
-    xids: Mutex<Vec<u32>>,
-    /// CB_SUM calls entered, and the most backward calls seen outstanding at an entry
-    /// (entered minus completions reported by the server's callbacks).
-    entered: AtomicU64,
-    server_done: AtomicU64,
-    max_outstanding: AtomicU64,
-    gate: Gate,
-}
-
-impl ClientLog {
-    fn new() -> Arc<ClientLog> {
-        Arc::new(ClientLog {
-            xids: Mutex::new(Vec::new()),
-            entered: AtomicU64::new(0),
-            server_done: AtomicU64::new(0),
-            max_outstanding: AtomicU64::new(0),
-            gate: Gate::new(),
-        })
-    }
-}
-
-/// The backchannel program of the clients.
-fn cb_program(log: Arc<ClientLog>) -> Program {
-    Program::new(CB_PROG, 1..=2)
-        .procedure(
-            CB_SUM,
-            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
-                let e = log.entered.fetch_add(1, Ordering::SeqCst) + 1;
-                let out_now = e.saturating_sub(log.server_done.load(Ordering::SeqCst));
-                log.max_outstanding.fetch_max(out_now, Ordering::SeqCst);
-                log.xids.lock().unwrap().push(req.xid);
-                log.gate.pass();
-                sum(req, out)
-            },
-        )
-        .procedure(CB_GARBAGE, |_: &Request<'_>, _: &mut ReplyBuilder<'_>| {
-            Err(Reject::GarbageArgs)
-        })
-}
-
-fn service(log: &Arc<ClientLog>, credits: u32) -> BackchannelService {
-    BackchannelService::new()
-        .program(cb_program(Arc::clone(log)))
-        .credits(credits)
-}
-
-/// The server's program: SUM, SESSION, BOUNCE, BOUNCE_WAIT, TRY_BACK. Backward calls BOUNCE
-/// sends are recorded in `back` at index `i`; TRY_BACK's second call in `refused`.
-fn server_program(back: Arc<Tally>, refused: Arc<Mutex<Vec<ClientError>>>) -> Program {
-    let b2 = Arc::clone(&back);
-    Program::new(PROG, 2..=3)
-        .procedure(SUM, sum)
-        .procedure(
-            SESSION,
-            |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
-                let hi = be32(req.args, 0).ok_or(Reject::GarbageArgs)?;
-                let lo = be32(req.args, 4).ok_or(Reject::GarbageArgs)?;
-                let flags = be32(req.args, 8).ok_or(Reject::GarbageArgs)?;
-                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
-                if flags & 1 != 0 {
-                    bc.enable();
-                }
-                bc.bind((u64::from(hi) << 32) | u64::from(lo))
-                    .map_err(|_| Reject::SystemErr)?;
-                out.put_u32(0).map_err(|_| Reject::SystemErr)
-            },
-        )
-        .procedure(
-            BOUNCE,
-            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
-                let i = be32(req.args, 0).ok_or(Reject::GarbageArgs)?;
-                let v = be32(req.args, 4).ok_or(Reject::GarbageArgs)?;
-                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
-                let mut a = bc.args().ok_or(Reject::SystemErr)?;
-                a.put_u32(i).map_err(|_| Reject::SystemErr)?;
-                a.put_u32(v).map_err(|_| Reject::SystemErr)?;
-                let t = Arc::clone(&back);
-                let opts = BackCallOptions {
-                    xid: Some(req.xid),
-                    ..BackCallOptions::default()
-                };
-                bc.call_with(Proc::new(CB_PROG, 1, CB_SUM), a, opts, move |r| {
-                    t.record(i as usize, &r, i + v)
-                })
-                .map_err(|_| Reject::SystemErr)?;
-                out.put_u32(i + v).map_err(|_| Reject::SystemErr)
-            },
-        )
-        .procedure(
-            BOUNCE_WAIT,
-            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
-                let i = be32(req.args, 0).ok_or(Reject::GarbageArgs)?;
-                let v = be32(req.args, 4).ok_or(Reject::GarbageArgs)?;
-                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
-                let mut a = bc.args().ok_or(Reject::SystemErr)?;
-                a.put_u32(i).map_err(|_| Reject::SystemErr)?;
-                a.put_u32(v).map_err(|_| Reject::SystemErr)?;
-                // The forward call (this XID) is in flight while the backward call with the
-                // same XID is.
-                let opts = BackCallOptions {
-                    xid: Some(req.xid),
-                    ..BackCallOptions::default()
-                };
-                let r = bc.call_blocking_with(Proc::new(CB_PROG, 1, CB_SUM), a, opts);
-                b2.record(i as usize, &r, i + v);
-                let rep = r.map_err(|_| Reject::SystemErr)?;
-                out.put(rep.results()).map_err(|_| Reject::SystemErr)
-            },
-        )
-        .procedure(
-            TRY_BACK,
-            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
-                let bc = req.backchannel().ok_or(Reject::SystemErr)?;
-                let a = bc.args().ok_or(Reject::SystemErr)?;
-                let would_block = matches!(
-                    bc.call_blocking(Proc::new(CB_PROG, 1, 0), a),
-                    Err(ClientError::WouldBlock)
-                );
-                let a = bc.args().ok_or(Reject::SystemErr)?;
-                let r2 = Arc::clone(&refused);
-                bc.call(Proc::new(CB_PROG, 1, 0), a, move |r| {
-                    r2.lock()
-                        .unwrap()
-                        .push(r.err().unwrap_or(ClientError::Dropped))
-                })
-                .map_err(|_| Reject::SystemErr)?;
-                out.put_u32(u32::from(would_block))
-                    .map_err(|_| Reject::SystemErr)
-            },
-        )
-}
-
-fn server_opts(mode: CallbackMode, back_credits: u32) -> ServerOptions {
-    ServerOptions {
-        credits: 8,
-        mode,
-        backchannel_credits: back_credits,
-        ..ServerOptions::default()
-    }
-}
-
-fn bind(c: &Client, session: u64, serves: bool) -> Result<Reply, ClientError> {
-    let mut a = c.args().unwrap();
-    a.put_u32((session >> 32) as u32).unwrap();
-    a.put_u32(session as u32).unwrap();
-    a.put_u32(u32::from(serves)).unwrap();
-    c.call_blocking(Proc::new(PROG, 2, SESSION), a)
-}
-
-fn sum_args(args: Option<rpcrdma_poller::CallArgs>, i: u32, v: u32) -> rpcrdma_poller::CallArgs {
-    let mut a = args.expect("buffer");
-    a.put_u32(i).unwrap();
-    a.put_u32(v).unwrap();
-    a
-}
-
-/// Sends backward CB_SUM(i, 3) to `session` for every `i` of `range`, recorded in `tally`.
-fn back_fire(server: &Server, session: u64, range: std::ops::Range<usize>, tally: &Arc<Tally>) {
-    for i in range {
-        let mut args = loop {
-            match server.back_args() {
-                Some(a) => break sum_args(Some(a), i as u32, 3),
-                None => std::thread::sleep(Duration::from_micros(100)),
-            }
-        };
-        loop {
-            let t = Arc::clone(tally);
-            match server.back_call(session, Proc::new(CB_PROG, 1, CB_SUM), args, move |r| {
-                t.record(i, &r, i as u32 + 3)
-            }) {
-                Ok(()) => break,
-                Err(r) => {
-                    assert_eq!(r.error, ClientError::Busy, "back_call refused");
-                    args = r.args;
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-            }
-        }
-    }
-}
-
-/// Fires forward `proc_of(j)` (i, 5) calls, `per` per client; call `i` is recorded at `i`.
-fn forward_fire(
-    clients: &[Client],
-    per: usize,
-    tally: &Arc<Tally>,
-    proc_of: impl Fn(usize) -> u32,
-) {
-    for (k, c) in clients.iter().enumerate() {
-        for j in 0..per {
-            let i = k * per + j;
-            let mut args = loop {
-                match c.args() {
-                    Some(a) => break sum_args(Some(a), i as u32, 5),
-                    None => std::thread::sleep(Duration::from_micros(100)),
-                }
-            };
-            loop {
-                let t = Arc::clone(tally);
-                match c.call(Proc::new(PROG, 2, proc_of(j)), args, move |r| {
-                    t.record(i, &r, i as u32 + 5)
-                }) {
-                    Ok(()) => break,
-                    Err(r) => {
-                        assert_eq!(r.error, ClientError::Busy);
-                        args = r.args;
-                        std::thread::sleep(Duration::from_micros(100));
-                    }
-                }
-            }
-        }
-    }
-}
+use api_common::back::*;
 
 /// Forward calls whose handlers send backward calls with the forward call's XID, while the
 /// test thread sends backward calls to every session: several clients over two reactors.
@@ -416,14 +146,6 @@ fn accepts_backward_calls_with_colliding_xids_v2() {
 #[test]
 fn accepts_backward_calls_with_colliding_xids_worker_mode() {
     colliding_xids(CallbackMode::Worker, 2, ProtocolVersion::V1);
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 #[test]
@@ -671,6 +393,92 @@ fn accepts_backchannel_dispatch_like_the_server() {
     w.stop();
 }
 
+/// The upper layer: after every reconnection, binds the new connection to its session
+/// (200 + the client's index); returns the number of rebinds.
+fn spawn_rebinder(
+    clients: Vec<Client>,
+    stop: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut seen = vec![0u64; clients.len()];
+        let mut binds = 0;
+        while stop.load(Ordering::SeqCst) == 0 {
+            for (k, c) in clients.iter().enumerate() {
+                let r = c.stats().snapshot().reconnects;
+                if r != seen[k] {
+                    seen[k] = r;
+                    let mut a = c.args().unwrap();
+                    let s = 200 + k as u64;
+                    a.put_u32((s >> 32) as u32).unwrap();
+                    a.put_u32(s as u32).unwrap();
+                    a.put_u32(1).unwrap();
+                    let f = Arc::clone(&failures);
+                    c.call(Proc::new(PROG, 2, SESSION), a, move |r| {
+                        if r.is_err() {
+                            f.fetch_add(1, Ordering::SeqCst);
+                        }
+                    })
+                    .expect("rebind");
+                    binds += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        binds
+    })
+}
+
+/// Drops every client connection up to four times, each after another sixth of the `n`
+/// backward calls completed, with a backward call on the wire (held in a client handler in
+/// worker mode); returns the number of drops.
+fn spawn_dropper(
+    mode: CallbackMode,
+    n: usize,
+    faults: Arc<Mutex<Vec<SoftFaults>>>,
+    tally: Arc<Tally>,
+    log: Arc<ClientLog>,
+    server: Server,
+) -> std::thread::JoinHandle<u32> {
+    std::thread::spawn(move || {
+        let mut drops = 0;
+        let mut last = 0;
+        while tally.done() < n as u64 && drops < 4 {
+            let d = tally.done();
+            if d >= last + (n as u64) / 6 {
+                last = d;
+                let gated = mode == CallbackMode::Worker;
+                if gated {
+                    // Hold a backward call in a client handler: it is on the wire when the
+                    // connections go.
+                    log.gate.set(false);
+                    let end = Instant::now() + Duration::from_secs(10);
+                    while log.gate.waiting.load(Ordering::SeqCst) == 0
+                        && tally.done() < n as u64
+                        && Instant::now() < end
+                    {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                } else if server.totals().back_in_flight == 0 {
+                    last = d.saturating_sub(n as u64 / 6);
+                    std::thread::sleep(Duration::from_micros(50));
+                    continue;
+                }
+                for f in faults.lock().unwrap().drain(..) {
+                    f.drop_connection();
+                }
+                drops += 1;
+                if gated {
+                    log.gate.set(true);
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        log.gate.set(true);
+        drops
+    })
+}
+
 /// Connections dropped in the middle of backward traffic: every backward call completes
 /// exactly once, successfully, after the clients reconnect and rebind their sessions.
 fn drop_mid_backward_traffic(mode: CallbackMode, workers: usize) {
@@ -711,82 +519,19 @@ fn drop_mid_backward_traffic(mode: CallbackMode, workers: usize) {
     let tally = Tally::new(n);
     let stop = Arc::new(AtomicU64::new(0));
     let bind_failures = Arc::new(AtomicU64::new(0));
-    // The upper layer: after every reconnection, bind the new connection to the session.
-    let rebinder = {
-        let clients = clients.clone();
-        let stop = Arc::clone(&stop);
-        let failures = Arc::clone(&bind_failures);
-        std::thread::spawn(move || {
-            let mut seen = vec![0u64; clients.len()];
-            let mut binds = 0;
-            while stop.load(Ordering::SeqCst) == 0 {
-                for (k, c) in clients.iter().enumerate() {
-                    let r = c.stats().snapshot().reconnects;
-                    if r != seen[k] {
-                        seen[k] = r;
-                        let mut a = c.args().unwrap();
-                        let s = 200 + k as u64;
-                        a.put_u32((s >> 32) as u32).unwrap();
-                        a.put_u32(s as u32).unwrap();
-                        a.put_u32(1).unwrap();
-                        let f = Arc::clone(&failures);
-                        c.call(Proc::new(PROG, 2, SESSION), a, move |r| {
-                            if r.is_err() {
-                                f.fetch_add(1, Ordering::SeqCst);
-                            }
-                        })
-                        .expect("rebind");
-                        binds += 1;
-                    }
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            binds
-        })
-    };
-    let dropper = {
-        let faults = Arc::clone(&faults);
-        let tally = Arc::clone(&tally);
-        let log = Arc::clone(&log);
-        let server = server.clone();
-        std::thread::spawn(move || {
-            let mut drops = 0;
-            let mut last = 0;
-            while tally.done() < n as u64 && drops < 4 {
-                let d = tally.done();
-                if d >= last + (n as u64) / 6 {
-                    last = d;
-                    let gated = mode == CallbackMode::Worker;
-                    if gated {
-                        // Hold a backward call in a client handler: it is on the wire when the
-                        // connections go.
-                        log.gate.set(false);
-                        let end = Instant::now() + Duration::from_secs(10);
-                        while log.gate.waiting.load(Ordering::SeqCst) == 0
-                            && tally.done() < n as u64
-                            && Instant::now() < end
-                        {
-                            std::thread::sleep(Duration::from_micros(100));
-                        }
-                    } else if server.totals().back_in_flight == 0 {
-                        last = d.saturating_sub(n as u64 / 6);
-                        std::thread::sleep(Duration::from_micros(50));
-                        continue;
-                    }
-                    for f in faults.lock().unwrap().drain(..) {
-                        f.drop_connection();
-                    }
-                    drops += 1;
-                    if gated {
-                        log.gate.set(true);
-                    }
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            log.gate.set(true);
-            drops
-        })
-    };
+    let rebinder = spawn_rebinder(
+        clients.clone(),
+        Arc::clone(&stop),
+        Arc::clone(&bind_failures),
+    );
+    let dropper = spawn_dropper(
+        mode,
+        n,
+        Arc::clone(&faults),
+        Arc::clone(&tally),
+        Arc::clone(&log),
+        server.clone(),
+    );
     for k in 0..nclients {
         back_fire(&server, 200 + k as u64, k * per..(k + 1) * per, &tally);
     }
@@ -852,367 +597,6 @@ fn accepts_connection_drop_mid_backward_traffic_inline() {
 #[test]
 fn accepts_connection_drop_mid_backward_traffic_worker_mode() {
     drop_mid_backward_traffic(CallbackMode::Worker, 2);
-}
-
-/// Waits for a callback's outcome stored in `slot`.
-fn outcome(slot: &Arc<Mutex<Option<Result<Reply, ClientError>>>>) -> Result<Reply, ClientError> {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(r) = slot.lock().unwrap().take() {
-            return r;
-        }
-        assert!(Instant::now() < end, "no outcome");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-#[test]
-fn rejects_unanswered_backward_calls_with_timeout_and_closed_session() {
-    let w = World::new(1);
-    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
-    let f2 = Arc::clone(&faults);
-    assert!(w
-        .client_ep
-        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
-    let server = Server::builder()
-        .program(server_program(
-            Tally::new(1),
-            Arc::new(Mutex::new(Vec::new())),
-        ))
-        .options(server_opts(CallbackMode::Inline, 4))
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let log = ClientLog::new();
-    let c = Client::connect_serving(
-        &w.client_ep,
-        w.addr,
-        ClientOptions {
-            mode: CallbackMode::Worker,
-            ..ClientOptions::default()
-        },
-        service(&log, 4),
-    )
-    .expect("client");
-    assert!(c.wait_connected(Duration::from_secs(5)));
-    bind(&c, 1, true).expect("bind");
-    let slot = Arc::new(Mutex::new(None));
-    let short = BackCallOptions {
-        timeout_ms: Some(100),
-        ..BackCallOptions::default()
-    };
-    // 1. On the wire, the client's handler held: times out; the late reply is dropped and the
-    // next call works.
-    log.gate.set(false);
-    let s2 = Arc::clone(&slot);
-    server
-        .back_call_with(
-            1,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 1, 1),
-            short,
-            move |r| *s2.lock().unwrap() = Some(r),
-        )
-        .expect("back_call");
-    assert_eq!(outcome(&slot).unwrap_err(), ClientError::TimedOut);
-    assert_eq!(
-        log.entered.load(Ordering::SeqCst),
-        1,
-        "the call reached the client"
-    );
-    log.gate.set(true);
-    let r = server
-        .back_call_blocking(
-            1,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 2, 3),
-        )
-        .expect("after the timeout");
-    assert_eq!(r.results(), 5u32.to_be_bytes());
-    // 2. Parked for a session whose client never comes back: times out.
-    let before = faults.lock().unwrap().len();
-    let gone = Client::connect_serving(
-        &w.client_ep,
-        w.addr,
-        ClientOptions {
-            max_reconnects: 0,
-            ..ClientOptions::default()
-        },
-        service(&log, 4),
-    )
-    .expect("client");
-    assert!(gone.wait_connected(Duration::from_secs(5)));
-    bind(&gone, 2, true).expect("bind");
-    let f = faults.lock().unwrap()[before].clone();
-    f.drop_connection();
-    wait_for("the client to give up", 10, || {
-        gone.state() == rpcrdma_poller::ClientState::Failed
-    });
-    let s2 = Arc::clone(&slot);
-    server
-        .back_call_with(
-            2,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 1, 1),
-            short,
-            move |r| *s2.lock().unwrap() = Some(r),
-        )
-        .expect("parked call");
-    assert_eq!(outcome(&slot).unwrap_err(), ClientError::TimedOut);
-    // 3. Parked without a deadline: closing the session completes it.
-    let s2 = Arc::clone(&slot);
-    let never = BackCallOptions {
-        timeout_ms: Some(0),
-        ..BackCallOptions::default()
-    };
-    server
-        .back_call_with(
-            2,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 1, 1),
-            never,
-            move |r| *s2.lock().unwrap() = Some(r),
-        )
-        .expect("parked call");
-    assert!(server.close_session(2));
-    assert_eq!(outcome(&slot).unwrap_err(), ClientError::SessionClosed);
-    assert!(!server.close_session(2));
-    let e = server
-        .back_call(
-            2,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            server.back_args().unwrap(),
-            |_| panic!("must not run"),
-        )
-        .unwrap_err();
-    assert_eq!(e.error, ClientError::SessionClosed);
-    // The lingering connection left once its session closed.
-    wait_for("the lost connection to leave", 10, || {
-        (0..2)
-            .map(|i| w.server_ep.node_stats(i).unwrap().connections)
-            .sum::<u64>()
-            == 1
-    });
-    let t = server.totals();
-    assert_eq!(t.back_errors, 3, "{t:?}");
-    w.stop();
-}
-
-/// The server nodes' connections (a gauge of occupied reactor slots).
-fn server_slots(w: &World) -> u64 {
-    (0..2)
-        .map(|i| w.server_ep.node_stats(i).unwrap().connections)
-        .sum()
-}
-
-/// A client in worker mode (its backchannel handlers can be held at the gate) bound to
-/// `session`, with `n` backward calls without deadline on the wire to it, one held in the
-/// client's handler; then its connection is dropped. Returns the client and the calls' tally.
-fn drop_with_calls_on_the_wire(
-    w: &World,
-    server: &Server,
-    faults: &Arc<Mutex<Vec<SoftFaults>>>,
-    log: &Arc<ClientLog>,
-    opts: ClientOptions,
-    session: u64,
-    n: usize,
-) -> (Client, Arc<Tally>) {
-    let before = faults.lock().unwrap().len();
-    let c = Client::connect_serving(&w.client_ep, w.addr, opts, service(log, 4)).expect("client");
-    assert!(c.wait_connected(Duration::from_secs(5)));
-    bind(&c, session, true).expect("bind");
-    // One call first: the client's grant of backward credits arrives with its reply.
-    let r = server
-        .back_call_blocking(
-            session,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 1, 2),
-        )
-        .expect("first backward call");
-    assert_eq!(r.results(), 3u32.to_be_bytes());
-    let tally = Tally::new(n);
-    let never = BackCallOptions {
-        timeout_ms: Some(0),
-        ..BackCallOptions::default()
-    };
-    log.gate.set(false);
-    for i in 0..n {
-        let t = Arc::clone(&tally);
-        server
-            .back_call_with(
-                session,
-                Proc::new(CB_PROG, 1, CB_SUM),
-                sum_args(server.back_args(), i as u32, 3),
-                never,
-                move |r| t.record(i, &r, i as u32 + 3),
-            )
-            .expect("back_call");
-    }
-    wait_for("a backward call held in the client", 10, || {
-        log.gate.waiting.load(Ordering::SeqCst) > 0
-    });
-    let bc = server.session_backchannel(session).expect("bound");
-    wait_for("every call on the wire", 10, || {
-        bc.stats().snapshot().back_in_flight == n as u64
-    });
-    let losses = server.totals().connection_losses;
-    let f = faults.lock().unwrap()[before].clone();
-    f.drop_connection();
-    wait_for("the server to lose the connection", 10, || {
-        server.totals().connection_losses > losses
-    });
-    log.gate.set(true);
-    assert_eq!(tally.done(), 0, "calls completed at the loss");
-    (c, tally)
-}
-
-#[test]
-fn accepts_session_rebind_within_grace() {
-    let w = World::new(1);
-    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
-    let f2 = Arc::clone(&faults);
-    assert!(w
-        .client_ep
-        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
-    // Long enough for the client to reconnect and bind again on a loaded machine; the test
-    // then outlives it, to see that the rebind cancelled the expiry.
-    let grace_ms = 1500;
-    let server = Server::builder()
-        .program(server_program(
-            Tally::new(1),
-            Arc::new(Mutex::new(Vec::new())),
-        ))
-        .options(ServerOptions {
-            session_grace_ms: grace_ms,
-            ..server_opts(CallbackMode::Inline, 4)
-        })
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let log = ClientLog::new();
-    let opts = ClientOptions {
-        mode: CallbackMode::Worker,
-        ..ClientOptions::default()
-    };
-    let n = 3;
-    let (c, tally) = drop_with_calls_on_the_wire(&w, &server, &faults, &log, opts, 9, n);
-    let lost_at = Instant::now();
-    // The client reconnects; its upper layer binds the new connection to the session.
-    wait_for("the reconnection", 10, || {
-        c.stats().snapshot().reconnects > 0
-    });
-    assert!(c.wait_connected(Duration::from_secs(5)));
-    bind(&c, 9, true).expect("rebind");
-    assert!(
-        lost_at.elapsed() < Duration::from_millis(grace_ms),
-        "the rebind came after the grace period; the test proves nothing"
-    );
-    // The parked calls were sent again on the new connection, with their XIDs.
-    tally.wait(n as u64, 20, "backward");
-    tally.all_ok_exactly_once(n, "backward");
-    let t = server.totals();
-    assert!(t.back_retransmits >= 1, "{t:?}");
-    assert_eq!(t.sessions_expired, 0, "{t:?}");
-    // The lost connection handed its calls over and left its slot.
-    wait_for("the lost connection to leave", 10, || server_slots(&w) == 1);
-    // Past the grace period: the session was not expired, and it still carries calls.
-    while lost_at.elapsed() < Duration::from_millis(2 * grace_ms) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let t = server.totals();
-    assert_eq!(t.sessions_expired, 0, "{t:?}");
-    let r = server
-        .back_call_blocking(
-            9,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 4, 5),
-        )
-        .expect("the session lives on");
-    assert_eq!(r.results(), 9u32.to_be_bytes());
-    assert_eq!(server_slots(&w), 1);
-    w.stop();
-}
-
-#[test]
-fn rejects_session_after_grace_expiry() {
-    let w = World::new(1);
-    let faults: Arc<Mutex<Vec<SoftFaults>>> = Arc::new(Mutex::new(Vec::new()));
-    let f2 = Arc::clone(&faults);
-    assert!(w
-        .client_ep
-        .set_qp_hook(Box::new(move |qp| f2.lock().unwrap().push(qp.faults()))));
-    let server = Server::builder()
-        .program(server_program(
-            Tally::new(1),
-            Arc::new(Mutex::new(Vec::new())),
-        ))
-        .options(ServerOptions {
-            session_grace_ms: 40,
-            ..server_opts(CallbackMode::Inline, 4)
-        })
-        .start(&w.server_ep, w.addr)
-        .expect("server");
-    let log = ClientLog::new();
-    // A client that does not come back.
-    let opts = ClientOptions {
-        mode: CallbackMode::Worker,
-        max_reconnects: 0,
-        ..ClientOptions::default()
-    };
-    let n = 3;
-    let (gone, tally) = drop_with_calls_on_the_wire(&w, &server, &faults, &log, opts, 11, n);
-    wait_for("the client to give up", 10, || {
-        gone.state() == rpcrdma_poller::ClientState::Failed
-    });
-    // After the grace period: every pending call failed with SessionClosed, once.
-    tally.wait(n as u64, 10, "backward");
-    {
-        let seen = tally.seen.lock().unwrap();
-        assert!(seen.iter().all(|&k| k == 1), "{seen:?}");
-        let errors = tally.errors.lock().unwrap();
-        assert_eq!(*errors, vec![ClientError::SessionClosed; n]);
-    }
-    // The lost connection's slot is free, the session gone, the expiry counted.
-    wait_for("the lost connection to leave", 10, || server_slots(&w) == 0);
-    let t = server.totals();
-    assert_eq!(t.sessions_expired, 1, "{t:?}");
-    assert_eq!(t.back_errors, n as u64, "{t:?}");
-    assert!(server.session_backchannel(11).is_none());
-    let e = server
-        .back_call(
-            11,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            server.back_args().unwrap(),
-            |_| panic!("must not run"),
-        )
-        .unwrap_err();
-    assert_eq!(e.error, ClientError::SessionClosed);
-    assert!(!server.close_session(11), "the expiry closed it already");
-    // A later bind of the same session id starts a fresh session: nothing of the old one
-    // moves to it.
-    let fresh = Client::connect_serving(
-        &w.client_ep,
-        w.addr,
-        ClientOptions::default(),
-        service(&log, 4),
-    )
-    .expect("client");
-    assert!(fresh.wait_connected(Duration::from_secs(5)));
-    bind(&fresh, 11, true).expect("bind a fresh session");
-    let r = server
-        .back_call_blocking(
-            11,
-            Proc::new(CB_PROG, 1, CB_SUM),
-            sum_args(server.back_args(), 20, 22),
-        )
-        .expect("fresh session");
-    assert_eq!(r.results(), 42u32.to_be_bytes());
-    let t = server.totals();
-    assert_eq!(t.back_retransmits, 0, "{t:?}");
-    assert_eq!(t.sessions_expired, 1, "{t:?}");
-    assert_eq!(fresh.stats().snapshot().back_calls, 1);
-    // Still exactly once.
-    assert_eq!(tally.done(), n as u64);
-    assert_eq!(server_slots(&w), 1);
-    w.stop();
 }
 
 /// A client in worker mode whose backward handler makes a blocking forward call on the same

@@ -19,6 +19,7 @@ use api_common::counting::{allocs, Counting};
 use api_common::*;
 use rpcrdma_poller::metrics::parse::{parse, Family};
 use rpcrdma_poller::metrics::prometheus::Kind;
+use rpcrdma_poller::metrics::{Collector, Exposition};
 use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallbackMode, Client, ClientOptions, Metrics, ProtocolVersion, Server, ServerOptions,
@@ -167,7 +168,11 @@ fn accepts_exposition_during_traffic_matching_totals() {
         n as f64
     );
     assert_eq!(
-        value(&f, "rpcrdma_server_bytes_in_total", &[("name", &name)]),
+        value(
+            &f,
+            "rpcrdma_server_received_bytes_total",
+            &[("name", &name)]
+        ),
         t.bytes_in as f64
     );
     let conn = value(&f, "rpcrdma_conn_calls_total", &[("role", "server")]);
@@ -501,5 +506,51 @@ fn rejects_slowloris_holding_the_metrics_port() {
         assert!(t < late, "trickled for {t:?}");
     }
     client.close();
+    w.stop();
+}
+
+/// An application's counter, exposed through [`Collector`].
+struct AppCounter(AtomicU64);
+
+impl Collector for AppCounter {
+    fn collect(&self, e: &mut Exposition) {
+        e.family(
+            "app_widgets_total",
+            "Widgets the application made.",
+            Kind::Counter,
+        );
+        e.sample(
+            "app_widgets_total",
+            &[("kind", "round")],
+            self.0.load(Ordering::Relaxed),
+        );
+    }
+}
+
+#[test]
+fn accepts_application_families_on_the_servers_port_with_prometheus_names() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let w = World::new(0);
+    let (server, port, client) = start(&w, client_opts());
+    let app = Arc::new(AppCounter(AtomicU64::new(7)));
+    server
+        .metrics()
+        .expect("registry")
+        .add_collector(app.clone());
+    let f = scrape(port);
+    assert_eq!(value(&f, "app_widgets_total", &[("kind", "round")]), 7.0);
+    app.0.store(9, Ordering::Relaxed);
+    assert_eq!(
+        value(&scrape(port), "app_widgets_total", &[("kind", "round")]),
+        9.0
+    );
+    // Prometheus naming: octets in `_bytes`, counters of them in `_bytes_total`.
+    for fam in &f {
+        if let Some(i) = fam.name.find("bytes") {
+            let rest = &fam.name[i..];
+            assert!(rest == "bytes" || rest == "bytes_total", "{}", fam.name);
+        }
+    }
+    drop((client, server));
     w.stop();
 }

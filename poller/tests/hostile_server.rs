@@ -56,7 +56,7 @@ const W_NOMSG: u32 = 1;
 
 /// One hostile message per connection, then a valid call on the same connection (answered,
 /// and after a dropped message it is the first thing that comes back).
-fn run_cases(r: &Rig, cases: &[(&str, Vec<u8>, u32, u32, Want)]) {
+fn run_cases(r: &Rig, cases: &[Case]) {
     for (k, (name, msg, xid, vers, want)) in cases.iter().enumerate() {
         let mut p = r.peer();
         p.send(msg);
@@ -131,19 +131,23 @@ fn cat(a: &[u32], b: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Every malformed Version One header, one per connection (RFC 8166 §4.4, §4.5, §5; IE §3.6,
-/// §7.1; RFC 8167 §5.3): short messages and RDMA_MSG without a payload are dropped (the 8–15
-/// octet case with readable XID and version included: docs/conformance.md V1-02, BI-12), a
-/// bad version is answered ERR_VERS, unknown procedures and every chunk-list violation
-/// ERR_CHUNK, RDMA_MSGP is served like RDMA_MSG (IE §7.1.3, V1-18), RDMA_DONE and RDMA_ERROR
-/// are never answered, an RPC message that is not a CALL is dropped, and garbage in the RPC
-/// header is answered by the RPC layer.
-fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
-    let r = rig_in(ServerOptions::default(), rx);
-    let live = liveness(&r.honest);
-    let call = |x: u32| rpc_call(x, PROG, 2, SUM, &words(&[20, 22]));
-    let seg = |h: u32| [h, 64, 0, 0x1000];
-    let mut cases: Vec<(&str, Vec<u8>, u32, u32, Want)> = vec![
+/// One malformed-message case: name, the Send, the XID and version an answer carries, and
+/// what the server must do.
+type Case = (&'static str, Vec<u8>, u32, u32, Want);
+
+/// A valid SUM call with XID `x`.
+fn sum_call(x: u32) -> Vec<u8> {
+    rpc_call(x, PROG, 2, SUM, &words(&[20, 22]))
+}
+
+/// The words of one RDMA segment with handle `h`.
+fn seg_words(h: u32) -> [u32; 4] {
+    [h, 64, 0, 0x1000]
+}
+
+/// Version One cases: short messages, bad versions, unknown procedures.
+fn v1_short_version_and_procedure_cases(cases: &mut Vec<Case>) {
+    cases.extend([
         ("empty Send", vec![], 0, 0, Want::Drop),
         ("4 octets", words(&[0x11]), 0x11, 0, Want::Drop),
         (
@@ -162,7 +166,7 @@ fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
             1,
             Want::Drop,
         ),
-    ];
+    ]);
     for (x, v) in [(0x21, 0u32), (0x22, 3), (0x23, 0xffff_ffff)] {
         let mut m = sum_v1(x, 20, 22);
         m[4..8].copy_from_slice(&v.to_be_bytes());
@@ -177,6 +181,11 @@ fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
             Want::ErrChunk,
         ));
     }
+}
+
+/// Version One cases: malformed chunk lists, Write list and Reply chunk limits.
+fn v1_chunk_list_cases(cases: &mut Vec<Case>) {
+    let (call, seg) = (sum_call, seg_words);
     let x = 0x41;
     cases.push((
         "read list discriminator 2",
@@ -247,6 +256,12 @@ fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
         1,
         Want::ErrChunk,
     ));
+}
+
+/// Version One cases: Read chunk rules, segment overflow, and legal chunk lists a reply does
+/// not use.
+fn v1_read_chunk_cases(cases: &mut Vec<Case>) {
+    let (call, seg) = (sum_call, seg_words);
     let x = 0x49;
     let mut pz = vec![x, 1, 1, W_MSG, 1, 0];
     pz.extend(seg(0x600));
@@ -342,6 +357,11 @@ fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
         1,
         Want::Served,
     ));
+}
+
+/// Version One cases: payload rules, RDMA_MSGP, RDMA_DONE, RDMA_ERROR and the RPC header.
+fn v1_payload_and_rpc_cases(cases: &mut Vec<Case>) {
+    let (call, seg) = (sum_call, seg_words);
     let x = 0x51;
     cases.push((
         "RDMA_MSG without payload",
@@ -474,6 +494,23 @@ fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
         1,
         Want::Rpc(AcceptStat::GarbageArgs),
     ));
+}
+
+/// Every malformed Version One header, one per connection (RFC 8166 §4.4, §4.5, §5; IE §3.6,
+/// §7.1; RFC 8167 §5.3): short messages and RDMA_MSG without a payload are dropped (the 8–15
+/// octet case with readable XID and version included: docs/conformance.md V1-02, BI-12), a
+/// bad version is answered ERR_VERS, unknown procedures and every chunk-list violation
+/// ERR_CHUNK, RDMA_MSGP is served like RDMA_MSG (IE §7.1.3, V1-18), RDMA_DONE and RDMA_ERROR
+/// are never answered, an RPC message that is not a CALL is dropped, and garbage in the RPC
+/// header is answered by the RPC layer.
+fn rejects_malformed_v1_headers_each_as_rfc_8166_prescribes(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
+    let live = liveness(&r.honest);
+    let mut cases = Vec::new();
+    v1_short_version_and_procedure_cases(&mut cases);
+    v1_chunk_list_cases(&mut cases);
+    v1_read_chunk_cases(&mut cases);
+    v1_payload_and_rpc_cases(&mut cases);
     run_cases(&r, &cases);
     r.honest_round(32, "after the malformed v1 headers");
     live.finish("malformed v1 headers");
@@ -487,23 +524,15 @@ fn fixed2(xid: u32, proc_: u32) -> Vec<u32> {
     vec![xid, 2, 1, proc_]
 }
 
-/// Every malformed Version Two header, one per connection (draft, "Transport Errors",
-/// "Message Direction", "Presence Of Payload", "Optional Features"): an unknown procedure is
-/// answered RDMA2_ERR_INVAL_PROC, an unparsable header (bad direction, truncation, chunk-list
-/// violations, an `rdma_inv_handle` not among the chunks, a direction that differs from the
-/// RPC `msg_type`, a malformed `rdma_optinfo`) RDMA2_ERR_BAD_XDR, an RDMA2_OPTIONAL CALL of an
-/// unknown type RDMA2_ERR_INVAL_OPTION; an RDMA2_MSG without payload, an RDMA2_ERROR sent to a
-/// server and an RDMA2_OPTIONAL REPLY of an unknown type are dropped (the last is issue 13
-/// §1.7's open decision: the draft's MUST names no direction; docs/conformance.md V2 rows).
-fn rejects_malformed_v2_headers_each_as_the_draft_prescribes(rx: Receives) {
-    let r = rig_in(ServerOptions::default(), rx);
-    let live = liveness(&r.honest);
-    let call = |x: u32| rpc_call(x, PROG, 2, SUM, &words(&[20, 22]));
-    const BAD_XDR: u32 = 2;
-    const INVAL_PROC: u32 = 4;
-    const INVAL_OPTION: u32 = 5;
-    const OPT: u32 = 5;
-    let mut cases: Vec<(&str, Vec<u8>, u32, u32, Want)> = Vec::new();
+/// RDMA2_ERROR codes and the RDMA2_OPTIONAL procedure number (draft, "Transport Errors").
+const BAD_XDR: u32 = 2;
+const INVAL_PROC: u32 = 4;
+const INVAL_OPTION: u32 = 5;
+const OPT: u32 = 5;
+
+/// Version Two cases: procedures, directions, truncation, chunk lists, payload, errors.
+fn v2_header_cases(cases: &mut Vec<Case>) {
+    let call = sum_call;
     for (x, p) in [(0x101, 2u32), (0x102, 3), (0x103, 0x7777)] {
         cases.push((
             "v2 unknown procedure",
@@ -610,6 +639,11 @@ fn rejects_malformed_v2_headers_each_as_the_draft_prescribes(rx: Receives) {
             Want::Drop,
         ));
     }
+}
+
+/// Version Two cases: RDMA2_OPTIONAL messages and the RPC header.
+fn v2_optional_and_rpc_cases(cases: &mut Vec<Case>) {
+    let call = sum_call;
     let x = 0x131;
     cases.push((
         "v2 RDMA2_OPTIONAL CALL of an unknown type",
@@ -687,6 +721,22 @@ fn rejects_malformed_v2_headers_each_as_the_draft_prescribes(rx: Receives) {
         2,
         Want::V2Err(BAD_XDR),
     ));
+}
+
+/// Every malformed Version Two header, one per connection (draft, "Transport Errors",
+/// "Message Direction", "Presence Of Payload", "Optional Features"): an unknown procedure is
+/// answered RDMA2_ERR_INVAL_PROC, an unparsable header (bad direction, truncation, chunk-list
+/// violations, an `rdma_inv_handle` not among the chunks, a direction that differs from the
+/// RPC `msg_type`, a malformed `rdma_optinfo`) RDMA2_ERR_BAD_XDR, an RDMA2_OPTIONAL CALL of an
+/// unknown type RDMA2_ERR_INVAL_OPTION; an RDMA2_MSG without payload, an RDMA2_ERROR sent to a
+/// server and an RDMA2_OPTIONAL REPLY of an unknown type are dropped (the last is issue 13
+/// §1.7's open decision: the draft's MUST names no direction; docs/conformance.md V2 rows).
+fn rejects_malformed_v2_headers_each_as_the_draft_prescribes(rx: Receives) {
+    let r = rig_in(ServerOptions::default(), rx);
+    let live = liveness(&r.honest);
+    let mut cases = Vec::new();
+    v2_header_cases(&mut cases);
+    v2_optional_and_rpc_cases(&mut cases);
     run_cases(&r, &cases);
     // A valid Version Two call after all that, on a fresh connection.
     let mut p = r.peer();

@@ -123,7 +123,7 @@ col() { echo "$1" | awk -v n="$2" '{ print $n }'; }
 # anything). Latency: t_typical (column 5), target <= 1.05; bandwidth: BW average (column 4),
 # target >= 0.95; rpc_lat NULL's full round trip against ib_send_lat's (2 x its RTT/2),
 # target <= 1.3. Printed for the reader; not a pass/fail check (issue 15's table,
-# docs/performance.md).
+# docs/performance-vm.md).
 ratio_table() {
 	local dev t k o p r col_n what target
 	section "side by side with perftest (same boot, same sizes and -n)"

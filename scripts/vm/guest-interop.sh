@@ -136,7 +136,7 @@ fi
 v2_fallback() {
 	local t0 rc
 	t0=$(now_ms)
-	timeout -k 5 "$CHECK_TIMEOUT" "$PING" --provider rdma --version 2 -c 3 -v 3 "$ADDR" \
+	timeout -k 5 "$CHECK_TIMEOUT" "$PING" --provider rdma --rpcrdma-version 2 -c 3 -v 3 "$ADDR" \
 		>"$CW/ping.log" 2>&1
 	rc=$?
 	if [ "$rc" -eq 0 ] && grep -q '^ 3 calls, 3 replies, 0 failed' "$CW/ping.log" &&

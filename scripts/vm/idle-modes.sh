@@ -1,6 +1,6 @@
 #!/bin/bash
 # scripts/vm/idle-modes.sh — what the reactors' idle modes cost in latency, over rxe in the QEMU
-# VM, in one boot (docs/performance.md, "Idle modes").
+# VM, in one boot (docs/performance-vm.md, "Idle modes").
 #
 #   cargo build --release -p rpcrdma-apps --features rdma --bin rpcrdma-perf
 #   scripts/vm/idle-modes.sh [N]        N calls per mode (default 2000)

@@ -112,6 +112,8 @@ KIND=ours
 . "$HERE/nfs-exports.sh"
 # shellcheck source=scripts/vm/nfs-cache.sh
 . "$HERE/nfs-cache.sh"
+# shellcheck source=scripts/vm/quickstart.sh
+. "$HERE/quickstart.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -632,7 +634,7 @@ run_fio() {
 # sends to the kernel nfsd. By default the counts and times are reported, not checked: GETATTR
 # counts follow the attribute cache timeouts, so they move with how long a phase takes (the
 # kernel nfsd's own count for one phase ranged from 11 to 209 between boots of a shared host);
-# docs/performance.md keeps the table of a quiet run.
+# docs/performance-nfs.md keeps the table of a quiet run.
 run_meta() {
 	local f hog label
 	part_begin meta "the metadata workload against the kernel nfsd and $KIND over ${1// /, }, both backends"
@@ -724,6 +726,8 @@ run_exports
 run_cache
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 [ -n "${RPCRDMA_NFSD_META-rxe siw}" ] && run_meta "${RPCRDMA_NFSD_META-rxe siw}"
+# last: it stops the kernel nfsd and adds (then deletes) RDMA devices of its own
+run_quickstart
 
 echo
 for l in "${SUMMARY[@]}"; do echo "  $l"; done

@@ -4,6 +4,9 @@
 //! (version chosen from the header's second word) and prints the decoded form or the exact error
 //! and the response the specification requires.
 
+use std::process::ExitCode;
+
+use rpcrdma_apps::cli;
 use rpcrdma_engine::proto::chunks::{ChunkLimits, ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use rpcrdma_engine::proto::{self, private_data, v1, v2};
 use rpcrdma_engine::rpc;
@@ -141,7 +144,39 @@ fn describe(buf: &[u8]) {
 }
 
 /// Prints each file named on the command line: its size, a hex dump and the decoded header.
-fn dump_files(args: &[String]) {
+const USAGE: &str = "usage: rpcrdma-dump [FILE...]
+  no FILE     encode example RPC-over-RDMA headers (Version One, Version Two, RFC 8797
+              private data) and print them decoded
+  FILE...     decode each file's octets as a transport header (`--` before a name that
+              starts with -)
+  -h, --help      this text
+  -V, --version   the program's version
+";
+
+/// The file arguments (every one readable), or the exit status of help, version or a usage
+/// error.
+fn files(argv: &[String]) -> Result<Vec<String>, ExitCode> {
+    let prog = "rpcrdma-dump";
+    if let Some(code) = cli::start(prog, argv, &|_| false, USAGE) {
+        return Err(code);
+    }
+    let mut out = Vec::new();
+    let mut operands = false;
+    for a in argv {
+        if !operands && a == "--" {
+            operands = true;
+        } else if !operands && a.starts_with('-') && a.len() > 1 {
+            return Err(cli::usage_error(prog, &format!("unknown option {a:?}")));
+        } else {
+            cli::check_in_file("file", std::path::Path::new(a))
+                .map_err(|e| cli::usage_error(prog, &e))?;
+            out.push(a.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn dump_files(args: &[String]) -> ExitCode {
     for path in args {
         match std::fs::read(path) {
             Ok(b) => {
@@ -151,10 +186,11 @@ fn dump_files(args: &[String]) {
             }
             Err(e) => {
                 eprintln!("rpcrdma-dump: {path}: {e}");
-                std::process::exit(2);
+                return ExitCode::FAILURE;
             }
         }
     }
+    ExitCode::SUCCESS
 }
 
 /// An ONC RPC NULL call (NFS program 100003, version 3) to follow the transport headers.
@@ -289,12 +325,15 @@ fn private_data_example() {
     );
 }
 
-fn main() {
+fn main() -> ExitCode {
     rpcrdma_apps::logging::init("warn");
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match files(&argv) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     if !args.is_empty() {
-        dump_files(&args);
-        return;
+        return dump_files(&args);
     }
     let mut buf = [0u8; 1024];
     let seg = |h, l, o| Segment::new(h, l, o);
@@ -312,4 +351,5 @@ fn main() {
     bad[..16].copy_from_slice(&buf[..16]);
     bad[4..8].copy_from_slice(&7u32.to_be_bytes());
     describe(&bad);
+    ExitCode::SUCCESS
 }

@@ -376,7 +376,16 @@ fn main() -> ExitCode {
         .map(String::as_str)
         .unwrap_or("rpcrdma-nfs-check");
     let prog = argv0.rsplit('/').next().unwrap_or(argv0);
-    let a = match parse(argv.get(1..).unwrap_or(&[])) {
+    let rest = argv.get(1..).unwrap_or(&[]);
+    if let Some(code) = rpcrdma_apps::cli::start(
+        prog,
+        rest,
+        &|t| args::VALUE_FLAGS.contains(&t),
+        &usage(prog),
+    ) {
+        return code;
+    }
+    let a = match parse(rest) {
         Ok(Some(a)) => a,
         Ok(None) => {
             print!("{}", usage(prog));

@@ -17,7 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rpcrdma_apps::cli::ArgCursor;
+use rpcrdma_apps::cli::{self, ArgCursor};
 use rpcrdma_apps::nfs3::cachecheck::{self, Fact};
 use rpcrdma_apps::nfs3::client::NfsClient;
 use rpcrdma_apps::nfs3::mount;
@@ -44,11 +44,36 @@ struct Args {
     timeout: Duration,
 }
 
-const USAGE: &str = "Usage: rpcrdma-nfs3-compare --bind IP --reference IP:PORT \
+const USAGE: &str = "usage: rpcrdma-nfs3-compare --bind IP --reference IP:PORT \
 --reference-mount IP:PORT --reference-export PATH --subject IP:PORT --subject-mount IP:PORT \
---subject-export PATH [--label NAME] [--timeout SECONDS]";
+--subject-export PATH [--label NAME] [--timeout SECONDS]
+  --bind IP                  local address whose RDMA device calls both servers
+  --reference IP:PORT        the reference server (RPC-over-RDMA), its MOUNT service
+  --reference-mount IP:PORT  (TCP) and the export path
+  --reference-export PATH
+  --subject IP:PORT          the server compared with it, likewise
+  --subject-mount IP:PORT
+  --subject-export PATH
+  --label NAME               the subject's name in the report [subject]
+  --timeout SECONDS          per call, 1..=600 [20]
+  -h, --help                 this text
+  -V, --version              the program's version
+";
 
-fn parse(argv: &[String]) -> Result<Option<Args>, String> {
+/// The flags that take a value.
+const VALUE_FLAGS: [&str; 9] = [
+    "--bind",
+    "--reference",
+    "--reference-mount",
+    "--reference-export",
+    "--subject",
+    "--subject-mount",
+    "--subject-export",
+    "--label",
+    "--timeout",
+];
+
+fn parse(argv: &[String]) -> Result<Args, String> {
     let blank = Server {
         nfs: None,
         mount: None,
@@ -64,13 +89,14 @@ fn parse(argv: &[String]) -> Result<Option<Args>, String> {
     let mut c = ArgCursor::new(argv);
     let addr = |c: &mut ArgCursor<'_>, n: &str| -> Result<Option<SocketAddr>, String> {
         let v = c.value(n)?;
-        v.parse()
-            .map(Some)
-            .map_err(|_| format!("{n}: not IP:PORT: {v}"))
+        match v.parse::<SocketAddr>() {
+            Ok(a) if a.port() != 0 => Ok(Some(a)),
+            Ok(_) => Err(format!("{n} {v}: the port must be in 1..=65535")),
+            Err(_) => Err(format!("{n} {v}: must be IP:PORT")),
+        }
     };
     while let Some(n) = c.next_name() {
         match n {
-            "-h" | "--help" => return Ok(None),
             "--bind" => a.bind = Some(c.ip(n)?),
             "--reference" => a.reference.nfs = addr(&mut c, n)?,
             "--reference-mount" => a.reference.mount = addr(&mut c, n)?,
@@ -88,7 +114,7 @@ fn parse(argv: &[String]) -> Result<Option<Args>, String> {
             return Err("both servers need an address, a MOUNT address and an export".into());
         }
     }
-    Ok(Some(a))
+    Ok(a)
 }
 
 /// A connected NFSv3 client to `s` and the export's root handle.
@@ -186,16 +212,13 @@ fn run(a: &Args) -> Result<bool, String> {
 fn main() -> ExitCode {
     rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    let prog = "rpcrdma-nfs3-compare";
+    if let Some(code) = cli::start(prog, &argv, &|t| VALUE_FLAGS.contains(&t), USAGE) {
+        return code;
+    }
     let a = match parse(&argv) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("rpcrdma-nfs3-compare: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Ok(a) => a,
+        Err(e) => return cli::usage_error(prog, &e),
     };
     match run(&a) {
         Ok(true) => ExitCode::SUCCESS,

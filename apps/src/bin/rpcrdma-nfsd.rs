@@ -12,9 +12,11 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use rpcrdma_apps::cli;
 use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
 use rpcrdma_apps::nfs3::exports::Exports;
 
@@ -54,10 +56,13 @@ fn install_signals() {
 }
 
 const USAGE: &str = "usage: rpcrdma-nfsd [options]
+  --config FILE           read options from a TOML file: the long options' names as keys
+                          (credits = 64, export = [\"/a:rw\"], no-mount = true); options
+                          on the command line override the file's
   --provider rdma         verbs provider (rdma: kernel verbs; needs --features rdma)
   --bind IP               address whose RDMA device serves (and MOUNT listens on) [0.0.0.0]
-  --port P                NFS/RDMA port [20049]
-  --mount-port P          MOUNT v3 TCP port [20048]; 0: any
+  --port P                NFS/RDMA port, 1..=65535 [20049]
+  --mount-port P          MOUNT v3 TCP port, 0..=65535 [20048]; 0: any
   --no-mount              no MOUNT service
   --exports FILE          export list in the /etc/exports syntax: PATH CLIENT(OPTIONS) ...
                           (clients: address, prefix a.b.c.d/n or *; options rw/ro,
@@ -72,34 +77,64 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           [/var/lib/rpcrdma-nfsd/handle.key]
   --backend memory|dir|dir:PATH  store: memory; dir: each export path is a host directory;
                           dir:PATH: PATH serves the one export [memory]
-  --reactors N            reactor threads [1]
-  --workers N             worker threads of the dir backend [2]
+  --reactors N            reactor threads, 1..=256 [1]
+  --workers N             worker threads of the dir backend, 1..=1024 [2]
   --pin                   pin reactors to cores
   --idle MODE             idle reactors: interrupt (sleep until a completion, a connection
                           event or a timer), shared_cores (sleep on a timer) or busy_poll
                           (spin) [interrupt]
-  --credits N             credits granted per connection [64]
+  --credits N             credits granted per connection, 1..=1024 [64]
   --srq N                 one shared receive queue of N receives per reactor for all
-                          connections (grants shrink to what it backs) [0: per-connection
-                          receives]
-  --max-io BYTES          rtmax / wtmax [1048576]
+                          connections (grants shrink to what it backs), 0..=1048576
+                          [0: per-connection receives]
+  --max-io BYTES          rtmax / wtmax, a multiple of 4096 in 4096..=16777216 [1048576]
   --buffers N             registered buffers of max-io octets: READ DDP buffers and the
-                          memory backend's registered blocks [256]
-  --memory-capacity BYTES memory backend capacity per export: file data, names, inodes
-                          [1073741824]
+                          memory backend's registered blocks, 4..=1048576 [256]
+  --memory-capacity BYTES memory backend capacity per export: file data, names, inodes,
+                          at least 1048576 [1073741824]
   --memory-files N        memory backend files per export at most [1048576]
   --dir-cache N           dir backends: descriptors each export keeps open (the open-file
-                          limit is raised toward what this needs) [8192]
+                          limit is raised toward what this needs), 16..=16777216 [8192]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
   --no-rpcbind            do not register with rpcbind
   --no-hugepages          do not back pools with hugepages
-  --stats-interval S      print the counters every S seconds [0: on SIGUSR1 and at exit]
+  --stats-interval S      print the counters every S seconds, 0..=86400
+                          [0: on SIGUSR1 and at exit]
   --metrics ADDR:PORT     serve Prometheus metrics on this TCP address (GET /metrics;
-                          read them with rpcrdma-stat) [off]";
+                          read them with rpcrdma-stat) [off]
+  -h, --help              this text
+  -V, --version           the program's version
+";
+
+/// The options that take a value (also the config file's keys with a string or number).
+const VALUE_OPTIONS: [&str; 20] = [
+    "provider",
+    "bind",
+    "port",
+    "mount-port",
+    "export",
+    "exports",
+    "handle-key",
+    "backend",
+    "reactors",
+    "workers",
+    "idle",
+    "credits",
+    "srq",
+    "max-io",
+    "buffers",
+    "memory-capacity",
+    "memory-files",
+    "dir-cache",
+    "drop-every",
+    "stats-interval",
+];
+
+/// The options that take no value (the config file's keys with `true` / `false`).
+const FLAG_OPTIONS: [&str; 4] = ["no-mount", "pin", "no-rpcbind", "no-hugepages"];
 
 struct Cli {
-    provider: String,
     opts: DaemonOptions,
     stats_interval: u64,
     /// The `--exports` file, read again on SIGHUP.
@@ -112,17 +147,92 @@ fn read_exports(path: &std::path::Path) -> Result<Exports, String> {
     Exports::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
-    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-    v.parse().map_err(|_| {
-        format!(
-            "{flag} {v:?}: not a number of the range this option takes ({})",
-            std::any::type_name::<T>()
-        )
-    })
+/// A number in `lo..=hi` (the message names the option and the range).
+fn num<T: TryFrom<u64>>(flag: &str, v: &str, lo: u64, hi: u64) -> Result<T, String> {
+    let n = cli::num(flag, v, lo, hi)?;
+    T::try_from(n).map_err(|_| format!("{flag} {v}: must be a number in {lo}..={hi}"))
 }
 
-fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
+/// The arguments a config file stands for, as `--key value` / `--flag` tokens; unknown keys,
+/// and values of the wrong kind, are refused.
+fn config_args(path: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--config {shown}: {e}"))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| format!("--config {shown}: {}", e.message()))?;
+    let mut out = Vec::new();
+    for (k, v) in table {
+        let bad = |what: &str| format!("--config {shown}: key {k}: {what}");
+        let flag = format!("--{k}");
+        let tokens = if FLAG_OPTIONS.contains(&k.as_str()) {
+            match v {
+                toml::Value::Boolean(true) => vec![flag],
+                toml::Value::Boolean(false) => vec![],
+                _ => return Err(bad("must be true or false")),
+            }
+        } else if VALUE_OPTIONS.contains(&k.as_str()) {
+            let one = |v: &toml::Value| match v {
+                toml::Value::String(s) => Ok(s.clone()),
+                toml::Value::Integer(n) => Ok(n.to_string()),
+                _ => Err(bad("must be a string or a number")),
+            };
+            match (&v, k.as_str()) {
+                (toml::Value::Array(list), "export") => {
+                    let mut t = Vec::new();
+                    for e in list {
+                        t.push(flag.clone());
+                        t.push(one(e)?);
+                    }
+                    t
+                }
+                _ => vec![flag, one(&v)?],
+            }
+        } else {
+            return Err(bad("unknown (the keys are the long options' names)"));
+        };
+        out.push((k, tokens));
+    }
+    Ok(out)
+}
+
+/// The command line with `--config FILE` replaced by the file's options, which come first so
+/// that the command line's own options override them (an option given on the command line
+/// drops the file's; `--export` and `--exports` count as one).
+fn with_config(argv: &[String]) -> Result<Vec<String>, String> {
+    let mut rest = Vec::new();
+    let mut file = None;
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if a == "--config" {
+            file = Some(it.next().ok_or("--config needs a file")?.clone());
+        } else if let Some(f) = a.strip_prefix("--config=") {
+            file = Some(f.to_string());
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    let Some(file) = file else {
+        return Ok(rest);
+    };
+    let given = |k: &str| {
+        rest.iter().any(|a| {
+            let name = a.split('=').next().unwrap_or(a);
+            name.strip_prefix("--")
+                .is_some_and(|n| n == k || (k.starts_with("export") && n.starts_with("export")))
+        })
+    };
+    let mut out = Vec::new();
+    for (k, tokens) in config_args(std::path::Path::new(&file))? {
+        if !given(&k) {
+            out.extend(tokens);
+        }
+    }
+    out.extend(rest);
+    Ok(out)
+}
+
+fn parse(argv: &[String]) -> Result<Cli, String> {
     let mut o = DaemonOptions::default();
     let mut provider = "rdma".to_string();
     let mut bind = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
@@ -130,64 +240,63 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
     let mut stats_interval = 0;
     let (mut specs, mut exports_file) = (Exports::default(), None);
     let mut handle_key = Some(PathBuf::from(HANDLE_KEY));
-    let mut it = args;
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--provider" => provider = it.next().ok_or("--provider needs a value")?,
-            "--bind" => {
-                let v = it.next().ok_or("--bind needs an address")?;
-                bind = v
-                    .parse()
-                    .map_err(|_| format!("--bind: bad address {v:?}"))?;
-            }
-            "--port" => port = num(&a, it.next())?,
-            "--mount-port" => mport = num(&a, it.next())?,
+    let mut c = cli::ArgCursor::new(argv);
+    while let Some(a) = c.next_name() {
+        match a {
+            "--provider" => provider = c.value(a)?,
+            "--bind" => bind = c.ip(a)?,
+            "--port" => port = cli::port(a, &c.value(a)?)?,
+            "--mount-port" => mport = num(a, &c.value(a)?, 0, 65535)?,
             "--no-mount" => mount = false,
             "--export" => {
-                let v = it.next().ok_or("--export needs PATH[:OPTIONS]")?;
+                let v = c.value(a)?;
                 specs
                     .add_spec(&v)
                     .map_err(|e| format!("--export {v:?}: {e}"))?;
             }
             "--exports" => {
-                exports_file = Some(PathBuf::from(it.next().ok_or("--exports needs a file")?))
+                let f = PathBuf::from(c.value(a)?);
+                cli::check_in_file(a, &f)?;
+                exports_file = Some(f);
             }
             "--handle-key" => {
-                let v = it.next().ok_or("--handle-key needs a file or 'none'")?;
+                let v = c.value(a)?;
                 handle_key = (v != "none").then(|| PathBuf::from(v));
             }
-            "--backend" => o.backend = it.next().ok_or("--backend needs a value")?.parse()?,
-            "--reactors" => o.reactors = num(&a, it.next())?,
-            "--workers" => o.workers = num(&a, it.next())?,
+            "--backend" => o.backend = c.value(a)?.parse()?,
+            "--reactors" => o.reactors = num(a, &c.value(a)?, 1, 256)?,
+            "--workers" => o.workers = num(a, &c.value(a)?, 1, 1024)?,
             "--pin" => o.pin = true,
-            "--idle" => {
-                let v = it.next().ok_or("--idle needs a mode")?;
-                o.idle = v.parse().map_err(|e| format!("--idle {e}"))?;
-            }
-            "--credits" => o.credits = num(&a, it.next())?,
+            "--idle" => o.idle = c.value(a)?.parse().map_err(|e| format!("--idle {e}"))?,
+            "--credits" => o.credits = num(a, &c.value(a)?, 1, 1024)?,
             "--srq" => {
-                let n: u32 = num(&a, it.next())?;
+                let n: u32 = num(a, &c.value(a)?, 0, 1 << 20)?;
                 o.srq = (n > 0).then_some(n);
             }
-            "--max-io" => o.max_io = num(&a, it.next())?,
-            "--buffers" => o.buffers = num(&a, it.next())?,
-            "--memory-capacity" => o.memory_capacity = num(&a, it.next())?,
-            "--memory-files" => o.memory_files = num(&a, it.next())?,
-            "--dir-cache" => o.dir_cache = num(&a, it.next())?,
-            "--drop-every" => o.drop_every = num(&a, it.next())?,
+            "--max-io" => o.max_io = num(a, &c.value(a)?, 4096, 1 << 24)?,
+            "--buffers" => o.buffers = num(a, &c.value(a)?, 4, 1 << 20)?,
+            "--memory-capacity" => o.memory_capacity = num(a, &c.value(a)?, 1 << 20, u64::MAX)?,
+            "--memory-files" => o.memory_files = num(a, &c.value(a)?, 1, u64::MAX)?,
+            "--dir-cache" => o.dir_cache = num(a, &c.value(a)?, 16, 1 << 24)?,
+            "--drop-every" => o.drop_every = num(a, &c.value(a)?, 0, u64::MAX)?,
             "--no-rpcbind" => o.rpcbind = false,
             "--no-hugepages" => o.hugepages = false,
-            "--stats-interval" => stats_interval = num(&a, it.next())?,
+            "--stats-interval" => stats_interval = num(a, &c.value(a)?, 0, 86_400)?,
             "--metrics" => {
-                let v = it.next().ok_or("--metrics needs an address")?;
+                let v = c.value(a)?;
                 let m = v
                     .parse()
-                    .map_err(|_| format!("--metrics: bad address {v:?}"))?;
+                    .map_err(|_| format!("--metrics {v:?}: must be ADDRESS:PORT"))?;
                 o.metrics = Some(m);
             }
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {a:?}")),
+            _ => return Err(format!("unknown argument {:?}", c.token())),
         }
+    }
+    if provider != "rdma" {
+        return Err(format!(
+            "--provider {provider}: the server needs real RDMA (rdma); the software provider \
+             serves only in-process (apps/tests/nfsd_smoke.rs)"
+        ));
     }
     o.exports = match (&exports_file, specs.is_empty()) {
         (Some(_), false) => return Err("--exports and --export exclude each other".into()),
@@ -202,36 +311,67 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Cli, String> {
     o.nfs = SocketAddr::new(bind, port);
     o.mount = mount.then_some(SocketAddr::new(bind, mport));
     Ok(Cli {
-        provider,
         opts: o,
         stats_interval,
         exports_file,
     })
 }
 
-fn main() {
+/// `--config` expanded and parsed, or the exit status of help, version or a usage error.
+fn command_line() -> Result<Cli, ExitCode> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let takes = |t: &str| {
+        t == "--config"
+            || t.strip_prefix("--")
+                .is_some_and(|n| VALUE_OPTIONS.contains(&n) || n == "metrics")
+    };
+    let prog = "rpcrdma-nfsd";
+    if let Some(code) = cli::start(prog, &argv, &takes, USAGE) {
+        return Err(code);
+    }
+    with_config(&argv)
+        .and_then(|a| parse(&a))
+        .and_then(|c| check_handle_key(c.opts.handle_key.as_deref()).map(|()| c))
+        .map_err(|e| cli::usage_error(prog, &e))
+}
+
+/// The handle key file, before the device is opened: one that exists must load (mode 0600, 16
+/// octets); a missing one must be creatable (its nearest existing directory writable). Nothing
+/// is created here.
+fn check_handle_key(path: Option<&std::path::Path>) -> Result<(), String> {
+    let Some(p) = path else {
+        return Ok(());
+    };
+    if p.exists() {
+        return rpcrdma_apps::nfs3::handle_mac::HandleKey::load_or_create(p)
+            .map(|_| ())
+            .map_err(|e| format!("--handle-key {}: {e}", p.display()));
+    }
+    let mut dir = p.parent();
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        dir = d.parent();
+    }
+    let probe = dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+        .join("handle.key");
+    cli::check_out_file("--handle-key", &probe)
+        .map_err(|_| format!("--handle-key {}: cannot be created", p.display()))
+}
+
+fn main() -> ExitCode {
     rpcrdma_apps::logging::init("info");
-    let cli = match parse(std::env::args().skip(1)) {
+    let cli = match command_line() {
         Ok(c) => c,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("rpcrdma-nfsd: {e}");
-            }
-            eprintln!("{USAGE}");
-            std::process::exit(2);
-        }
+        Err(code) => return code,
     };
     install_signals();
-    let r = match cli.provider.as_str() {
-        "rdma" => run_rdma(&cli),
-        p => Err(format!(
-            "--provider {p}: the server needs real RDMA (rdma); the software provider is \
-             in-process only (cargo test -p rpcrdma-apps --test nfsd)"
-        )),
-    };
-    if let Err(e) = r {
-        eprintln!("rpcrdma-nfsd: {e}");
-        std::process::exit(1);
+    match run_rdma(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rpcrdma-nfsd: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -322,7 +462,8 @@ mod tests {
     use rpcrdma_poller::BackoffMode;
 
     fn args(a: &str) -> Result<Cli, String> {
-        parse(a.split_whitespace().map(String::from))
+        let v: Vec<String> = a.split_whitespace().map(String::from).collect();
+        with_config(&v).and_then(|v| parse(&v))
     }
 
     #[test]
@@ -357,7 +498,12 @@ mod tests {
             ("--workers 0", "--workers 0"),
             ("--idle sometimes", "--idle must be"),
             ("--idle", "--idle needs"),
-            ("--port 70000", "--port \"70000\""),
+            (
+                "--port 70000",
+                "--port 70000: must be a number in 1..=65535",
+            ),
+            ("--credits 0", "1..=1024"),
+            ("--provider soft", "nfsd_smoke"),
             ("--export relative", "absolute"),
             ("--export /a:*(bogus)", "unknown export option"),
             ("--exports /nonexistent/exports", "/nonexistent/exports"),
@@ -375,5 +521,97 @@ mod tests {
         let both = format!("--exports {} --export /y:rw", f.display());
         assert!(args(&both).err().unwrap_or_default().contains("exclude"));
         let _ = std::fs::remove_file(f);
+    }
+
+    fn config(name: &str, text: &str) -> PathBuf {
+        let f =
+            std::env::temp_dir().join(format!("rpcrdma-nfsd-{name}-{}.toml", std::process::id()));
+        std::fs::write(&f, text).unwrap();
+        f
+    }
+
+    #[test]
+    fn accepts_a_config_file_that_the_command_line_overrides() {
+        let f = config(
+            "ok",
+            "credits = 16\nport = 20050\nexport = [\"/a:rw\", \"/b:ro\"]\nno-mount = true\n\
+             pin = false\nidle = \"busy_poll\"\n",
+        );
+        let c = args(&format!("--config {}", f.display())).expect("config");
+        assert_eq!(c.opts.credits, 16);
+        assert_eq!(c.opts.nfs.port(), 20050);
+        assert_eq!(c.opts.exports.list().len(), 2);
+        assert!(c.opts.mount.is_none() && !c.opts.pin);
+        assert_eq!(c.opts.idle, BackoffMode::BusyPoll);
+        let c = args(&format!(
+            "--credits 8 --config {} --export /c:rw",
+            f.display()
+        ))
+        .unwrap();
+        assert_eq!(c.opts.credits, 8, "the command line overrides the file");
+        assert_eq!(
+            c.opts.exports.list().len(),
+            1,
+            "--export replaces the file's list"
+        );
+        let _ = std::fs::remove_file(f);
+    }
+
+    #[test]
+    fn accepts_the_example_config_file() {
+        let f = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/systemd/rpcrdma-nfsd.toml"
+        );
+        let keys = config_args(std::path::Path::new(f)).expect("the example parses");
+        assert!(keys.iter().any(|(k, _)| k == "export"));
+        // Its values are the options' own (the export directory need not exist here).
+        let c = args(&format!("--config {f} --backend memory")).expect("example");
+        assert_eq!(c.opts.credits, 64);
+        assert_eq!(c.opts.exports.list()[0].path, "/srv/nfs");
+    }
+
+    #[test]
+    fn rejects_bad_config_files() {
+        for (name, text, needle) in [
+            (
+                "zero",
+                "credits = 0\n",
+                "--credits 0: must be a number in 1..=1024",
+            ),
+            ("unknown", "credit = 4\n", "key credit: unknown"),
+            ("kind", "pin = 1\n", "key pin: must be true or false"),
+            (
+                "value",
+                "credits = true\n",
+                "key credits: must be a string or a number",
+            ),
+            ("syntax", "credits = \n", "--config"),
+            ("nested", "config = \"x\"\n", "key config: unknown"),
+        ] {
+            let f = config(name, text);
+            let e = args(&format!("--config {}", f.display()))
+                .err()
+                .unwrap_or_else(|| panic!("{name} accepted"));
+            assert!(e.contains(needle), "{name}: {e}");
+            let _ = std::fs::remove_file(f);
+        }
+        let e = args("--config /nonexistent/nfsd.toml").err().unwrap();
+        assert!(e.contains("/nonexistent/nfsd.toml"), "{e}");
+    }
+
+    #[test]
+    fn accepts_every_option_name_as_a_config_key() {
+        // The key lists and the parser agree: no listed key is an unknown argument.
+        for k in VALUE_OPTIONS {
+            let e = parse(&[format!("--{k}"), "x".into()])
+                .err()
+                .unwrap_or_default();
+            assert!(!e.contains("unknown argument"), "{k}: {e}");
+        }
+        for k in FLAG_OPTIONS {
+            let e = parse(&[format!("--{k}")]).err().unwrap_or_default();
+            assert!(!e.contains("unknown argument"), "{k}: {e}");
+        }
     }
 }

@@ -13,6 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
+use rpcrdma_apps::cli;
 use rpcrdma_apps::pcap::Mtu;
 use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
 use rpcrdma_apps::perf::printer::{self, VerbsPrinter};
@@ -23,6 +24,9 @@ use rpcrdma_apps::perf::verbs_loops;
 use rpcrdma_apps::perf::{Config, PerfError, Test};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
+
+/// The tests, for messages.
+const TESTS: &str = "send_lat write_lat read_lat send_bw write_bw read_bw rpc_lat rpc_bw";
 
 /// Client and server addresses of a soft loopback run.
 const SOFT_CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -286,57 +290,48 @@ fn main() -> ExitCode {
     rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().collect();
     let argv0 = argv.first().map(String::as_str).unwrap_or("rpcrdma-perf");
-    let prog = argv0.rsplit('/').next().unwrap_or(argv0);
+    let prog = cli::prog_name(Some(argv0), "rpcrdma-perf");
     // The RPC tests (rpc_lat, rpc_bw) have their own flags and runner.
     if let Some(t) = RpcTest::from_argv0(argv0) {
-        return ExitCode::from(rpc_cli::main(prog, t, &argv[1..]));
+        return ExitCode::from(rpc_cli::main(&prog, t, &argv[1..]));
     }
     if let Some(t) = argv.get(1).and_then(|n| RpcTest::from_name(n)) {
-        return ExitCode::from(rpc_cli::main(prog, t, &argv[2..]));
+        return ExitCode::from(rpc_cli::main(&prog, t, &argv[2..]));
     }
     let (test, rest) = match Test::from_argv0(argv0) {
         Some(t) => (t, &argv[1..]),
         None => match argv.get(1).map(String::as_str) {
-            None | Some("-h") | Some("--help") => {
-                print!("{}", args::usage(prog, None));
-                return if argv.len() > 1 {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(2)
-                };
-            }
-            Some("-V") | Some("--version") => {
-                println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
-                return ExitCode::SUCCESS;
-            }
+            Some("-h") | Some("--help") => return cli::print_help(&args::usage(&prog, None)),
+            Some("-V") | Some("--version") => return cli::print_version("rpcrdma-perf"),
+            None => return cli::usage_error(&prog, &format!("which test? ({TESTS})")),
             Some(name) => match Test::from_name(name) {
                 Some(t) => (t, &argv[2..]),
                 None => {
-                    eprintln!(
-                        "{prog}: unknown test {name:?} (send_lat write_lat read_lat send_bw \
-                         write_bw read_bw rpc_lat rpc_bw)"
-                    );
-                    return ExitCode::from(2);
+                    return cli::usage_error(&prog, &format!("unknown test {name:?} ({TESTS})"))
                 }
             },
         },
     };
-    let a = match args::parse(test, rest) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            eprintln!("Try `{prog} {test} --help`.");
-            return ExitCode::from(2);
-        }
+    let usage = |e: &str| {
+        eprintln!("{prog} {test}: {}", e.trim());
+        eprintln!("Try `{prog} {test} --help`.");
+        ExitCode::from(cli::USAGE_EXIT)
     };
-    if a.help {
-        print!("{}", args::usage(prog, Some(test)));
-        return ExitCode::SUCCESS;
+    match cli::early(rest, &args::verbs_takes_value) {
+        Ok(Some(cli::Early::Help)) => return cli::print_help(&args::usage(&prog, Some(test))),
+        Ok(Some(cli::Early::Version)) => return cli::print_version("rpcrdma-perf"),
+        Ok(None) => {}
+        Err(e) => return usage(&e),
     }
-    if a.version {
-        println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
+    let checked = args::parse(test, rest).and_then(|a| {
+        a.preflight()?;
+        role(&a)?;
+        Ok(a)
+    });
+    let a = match checked {
+        Ok(a) => a,
+        Err(e) => return usage(&e),
+    };
     match run(&a) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -19,6 +19,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use rpcrdma_apps::cli;
 use rpcrdma_apps::nfs3::proto::proc_name as nfs3_proc_name;
 use rpcrdma_poller::metrics::parse::{parse, Family, Sample};
 use rpcrdma_poller::metrics::prometheus::Kind;
@@ -30,7 +31,10 @@ const USAGE: &str = "usage: rpcrdma-stat [--json] [-i SECS [-c COUNT]] ADDR[:POR
   --json          one JSON document instead of the tables
   -i SECS         repeat every SECS seconds, showing counters as differences
   -c COUNT        with -i: stop after COUNT reports
-  --file FILE     read the exposition from FILE (- for standard input) instead";
+  --file FILE     read the exposition from FILE (- for standard input) instead
+  -h, --help      this text
+  -V, --version   the program's version
+";
 
 /// Counters of one entity, by field name (the family name without prefix and `_total`).
 type Fields = BTreeMap<String, f64>;
@@ -248,8 +252,8 @@ fn traffic(f: &Fields) -> String {
         g(f, "calls"),
         g(f, "replies"),
         g(f, "errors"),
-        g(f, "bytes_in"),
-        g(f, "bytes_out")
+        g(f, "received_bytes"),
+        g(f, "sent_bytes")
     );
     o += &format!(
         "  chunks: read {}, write {}, reply {}, position-zero {}; replies via reply chunk {}\n",
@@ -387,9 +391,14 @@ fn target(a: &str) -> Result<(String, String), String> {
     if host.is_empty() {
         return Err("no address".into());
     }
-    let has_port = host
+    let port = host
         .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && !h.ends_with(':') && p.parse::<u16>().is_ok());
+        .filter(|(h, p)| !h.is_empty() && !h.ends_with(':') && !p.is_empty())
+        .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()));
+    if let Some((_, p)) = port {
+        rpcrdma_apps::cli::port(&format!("{a}: port"), p)?;
+    }
+    let has_port = port.is_some();
     let host = if has_port {
         host.to_string()
     } else {
@@ -447,33 +456,33 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         count: None,
         sources: Vec::new(),
     };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut num = |what: &str| -> Result<u64, String> {
-            let v = it.next().ok_or_else(|| format!("{what} needs a value"))?;
-            v.parse::<u64>()
-                .ok()
-                .filter(|&n| (1..=86_400).contains(&n) || what == "-c")
-                .ok_or_else(|| format!("{what}: bad value {v:?}"))
-        };
-        match a.as_str() {
+    let mut c = cli::ArgCursor::new(args);
+    while let Some(a) = c.next_name() {
+        match a {
             "--json" => o.json = true,
-            "-i" | "--interval" => o.interval = Some(num("-i")?),
-            "-c" | "--count" => o.count = Some(num("-c")?),
+            "-i" | "--interval" => o.interval = Some(c.num(a, 1, 86_400)?),
+            "-c" | "--count" => o.count = Some(c.num(a, 1, 1_000_000)?),
             "--file" => {
-                let f = it.next().ok_or("--file needs a value")?;
-                o.sources.push(Source::File(f.clone()));
+                let f = c.value(a)?;
+                if f != "-" {
+                    cli::check_in_file(a, std::path::Path::new(&f))?;
+                }
+                o.sources.push(Source::File(f));
             }
-            "-h" | "--help" => return Err(String::new()),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            s => {
-                let (h, p) = target(s)?;
+            s if s.starts_with('-') && s.len() > 1 => {
+                return Err(format!("unknown option {}", c.token()))
+            }
+            _ => {
+                let (h, p) = target(c.token())?;
                 o.sources.push(Source::Port(h, p));
             }
         }
     }
     if o.sources.is_empty() {
         return Err("no metrics port given".into());
+    }
+    if o.count.is_some() && o.interval.is_none() {
+        return Err("-c COUNT counts the reports of -i SECS: give -i too".into());
     }
     Ok(o)
 }
@@ -523,15 +532,14 @@ fn report(st: &Stats, json: bool) -> String {
 fn main() -> ExitCode {
     rpcrdma_apps::logging::init("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let prog = "rpcrdma-stat";
+    let takes = |t: &str| matches!(t, "-i" | "--interval" | "-c" | "--count" | "--file");
+    if let Some(code) = cli::start(prog, &args, &takes, USAGE) {
+        return code;
+    }
     let o = match parse_args(&args) {
         Ok(o) => o,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("rpcrdma-stat: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(if e.is_empty() { 0 } else { 2 });
-        }
+        Err(e) => return cli::usage_error(prog, &e),
     };
     let mut last: Option<Stats> = None;
     let mut n = 0u64;
@@ -671,6 +679,14 @@ mod tests {
         assert!(a(&[]).is_err());
         assert!(a(&["--bogus", "x:1"]).is_err());
         assert!(a(&["-i", "0", "x:1"]).is_err());
+        assert!(a(&["-c", "3", "x:1"])
+            .err()
+            .unwrap_or_default()
+            .contains("give -i"));
+        assert!(a(&["x:70000"])
+            .err()
+            .unwrap_or_default()
+            .contains("1..=65535"));
         assert!(a(&["x:1", ""]).is_err());
         assert_eq!(a(&["x:1", "y:2"]).map(|o| o.sources.len()), Ok(2));
         assert!(a(&["https://x:1"]).is_err());

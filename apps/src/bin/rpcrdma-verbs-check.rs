@@ -32,6 +32,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use rpcrdma_apps::cli;
 use rpcrdma_engine::verbs::conformance::{all_checks, run_check, Check, Env, Outcome, Profile};
 use rpcrdma_engine::verbs::soft::SoftProvider;
 use rpcrdma_engine::verbs::{Device, DeviceCaps, Provider};
@@ -46,10 +47,20 @@ struct Args {
     list: bool,
 }
 
-const USAGE: &str = "usage: rpcrdma-verbs-check [--provider soft|rdma] [--only a,b] [--skip a,b] \
-                     [--timeout SECS] [--repeat N] [--list]";
+const USAGE: &str = "usage: rpcrdma-verbs-check [--provider soft|rdma] [--only a,b] [--skip a,b]
+                           [--timeout SECS] [--repeat N] [--list]
+  --provider soft|rdma  the provider under test [soft]; rdma is configured by the
+                        environment (RPCRDMA_SERVER_ADDR, RPCRDMA_CLIENT_ADDR, ...)
+  --only a,b            run only these checks (names as --list prints them)
+  --skip a,b            do not run these checks
+  --timeout SECS        per check, 1..=86400 [none]
+  --repeat N            run the selection N times, 1..=1000 [1]
+  --list                print the checks' names
+  -h, --help            this text
+  -V, --version         the program's version
+";
 
-fn parse_args() -> Result<Args, String> {
+fn parse_args(argv: &[String]) -> Result<Args, String> {
     let mut a = Args {
         provider: String::from("soft"),
         only: Vec::new(),
@@ -58,45 +69,45 @@ fn parse_args() -> Result<Args, String> {
         repeat: 1,
         list: false,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        if arg.is_empty() {
-            // Wrappers that quote an empty argument list (`printf %q` of nothing) pass "".
-            continue;
-        }
-        let (key, inline) = match arg.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match key.as_str() {
-            "--provider" => a.provider = value("--provider")?,
-            "--only" => a.only.extend(split_list(&value("--only")?)),
-            "--skip" => a.skip.extend(split_list(&value("--skip")?)),
-            "--timeout" => {
-                let v = value("--timeout")?;
-                let secs: u64 = v.parse().map_err(|_| format!("bad --timeout {v:?}"))?;
-                a.timeout = Some(Duration::from_secs(secs.max(1)));
+    // Wrappers that quote an empty argument list (`printf %q` of nothing) pass "".
+    let argv: Vec<String> = argv.iter().filter(|a| !a.is_empty()).cloned().collect();
+    let mut c = cli::ArgCursor::new(&argv);
+    while let Some(arg) = c.next_name() {
+        match arg {
+            "--provider" => {
+                a.provider = c.value(arg)?;
+                if !matches!(a.provider.as_str(), "soft" | "rdma") {
+                    return Err(format!("--provider {}: must be soft or rdma", a.provider));
+                }
             }
-            "--repeat" => {
-                let v = value("--repeat")?;
-                a.repeat = v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| format!("bad --repeat {v:?} (1..=1000)"))?;
-            }
+            "--only" => a.only.extend(check_names(arg, &c.value(arg)?)?),
+            "--skip" => a.skip.extend(check_names(arg, &c.value(arg)?)?),
+            "--timeout" => a.timeout = Some(Duration::from_secs(c.num(arg, 1, 86_400)?)),
+            "--repeat" => a.repeat = c.num(arg, 1, 1000)? as u32,
             "--list" => a.list = true,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other:?}")),
+            _ => return Err(format!("unknown argument {:?}", c.token())),
         }
     }
     Ok(a)
+}
+
+/// The check names of `--only` / `--skip`, each one of the suite's.
+fn check_names(flag: &str, list: &str) -> Result<Vec<String>, String> {
+    let names = split_list(list);
+    let known: Vec<&str> = all_checks::<CheckEnv<SoftProvider>>()
+        .iter()
+        .map(|c| c.name)
+        .collect();
+    if names.is_empty() {
+        return Err(format!("{flag} needs check names (see --list)"));
+    }
+    if let Some(bad) = names.iter().find(|n| !known.contains(&n.as_str())) {
+        return Err(format!(
+            "{flag} {bad}: no such check; the checks are: {}",
+            known.join(",")
+        ));
+    }
+    Ok(names)
 }
 
 fn split_list(s: &str) -> Vec<String> {
@@ -379,15 +390,20 @@ fn run_rdma(_args: &Args) -> Result<(usize, usize), String> {
 
 fn main() -> ExitCode {
     rpcrdma_apps::logging::init("warn");
-    let args = match parse_args() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let prog = "rpcrdma-verbs-check";
+    let takes = |t: &str| {
+        matches!(
+            t,
+            "--provider" | "--only" | "--skip" | "--timeout" | "--repeat"
+        )
+    };
+    if let Some(code) = cli::start(prog, &argv, &takes, USAGE) {
+        return code;
+    }
+    let args = match parse_args(&argv) {
         Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("rpcrdma-verbs-check: {e}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return cli::usage_error(prog, &e),
     };
     if args.list {
         for c in all_checks::<CheckEnv<SoftProvider>>() {

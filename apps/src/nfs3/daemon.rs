@@ -180,7 +180,8 @@ impl DaemonOptions {
     /// refuses them before it opens a device; the library would otherwise clamp them.
     pub fn check(&self) -> Option<String> {
         let bad = |what: &str, v: u64, lo: u64, hi: u64| {
-            (!(lo..=hi).contains(&v)).then(|| format!("{what} {v}: must be {lo} to {hi}"))
+            (!(lo..=hi).contains(&v))
+                .then(|| format!("{what} {v}: must be a number in {lo}..={hi}"))
         };
         bad("--credits", self.credits.into(), 1, 1024)
             .or_else(|| bad("--max-io", self.max_io.into(), 4096, 1 << 24))
@@ -342,6 +343,9 @@ impl<P: Provider> Daemon<P> {
             .start(&ep, o.nfs)
             .map_err(|e| format!("NFS/RDMA listener on {}: {e}", o.nfs))?;
         let nfs_addr = server.local_addr();
+        if let Some(m) = server.metrics() {
+            m.add_collector(nfs.stats().clone());
+        }
         let mut d = Daemon {
             set: Some(set),
             ep: Some(ep),

@@ -1,6 +1,7 @@
 //! Counters of the NFS server: calls per procedure, the shapes of the calls' chunks, the
 //! duplicate request cache, and errors by kind; printed as `nfsd-stat NAME VALUE` lines (at exit,
-//! on SIGUSR1, on demand).
+//! on SIGUSR1, on demand) and served on the metrics port as the `rpcrdma_nfsd_*` families
+//! ([`Collector`]; docs/observability.md).
 //!
 //! Normal operation: every handler bumps a few relaxed atomic counters (several reactors or
 //! workers write; `fetch_add` is the only read-modify-write, no lock). Readers take a
@@ -9,6 +10,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use rpcrdma_poller::metrics::{Collector, Exposition, Kind};
 use rpcrdma_poller::CallTransport;
 
 use super::types::Nfsstat3;
@@ -174,5 +176,106 @@ impl NfsStats {
         }
         v.push(("errors.other".to_string(), g(&self.err_other)));
         v
+    }
+}
+
+/// A counter family of labelled samples: (family, help, label name, [(label value, counter)]).
+type Labelled<'a> = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Vec<(&'a str, &'a AtomicU64)>,
+);
+
+impl NfsStats {
+    /// The labelled counter families, in exposition order.
+    fn families(&self) -> [Labelled<'_>; 4] {
+        [
+            (
+                "rpcrdma_nfsd_chunk_calls_total",
+                "NFS calls by the RPC-over-RDMA chunks they came with (RFC 8166): read (Read \
+                 chunks, Position Zero included), write (Write list offered), reply (Reply \
+                 chunk offered), position_zero (long calls, RDMA_NOMSG).",
+                "chunk",
+                vec![
+                    ("read", &self.chunk_read),
+                    ("write", &self.chunk_write),
+                    ("reply", &self.chunk_reply),
+                    ("position_zero", &self.chunk_pz),
+                ],
+            ),
+            (
+                "rpcrdma_nfsd_reads_total",
+                "READ results by how they were sent: ddp (into the client's Write chunk), \
+                 zero_copy (DDP straight from the store's registered block, also counted in \
+                 ddp), inline.",
+                "path",
+                vec![
+                    ("ddp", &self.read_ddp),
+                    ("zero_copy", &self.read_zero_copy),
+                    ("inline", &self.read_inline),
+                ],
+            ),
+            (
+                "rpcrdma_nfsd_reply_cache_total",
+                "Duplicate request cache events: hit (a retransmission answered from the \
+                 cache), in_progress (a retransmission of a call still running, answered \
+                 NFS3ERR_JUKEBOX), stored, evicted.",
+                "event",
+                vec![
+                    ("hit", &self.drc_hits),
+                    ("in_progress", &self.drc_inprogress),
+                    ("stored", &self.drc_stored),
+                    ("evicted", &self.drc_evicted),
+                ],
+            ),
+            (
+                "rpcrdma_nfsd_rpc_errors_total",
+                "Calls answered with an RPC-level error (RFC 5531): garbage_args, system_err, \
+                 auth_error.",
+                "error",
+                vec![
+                    ("garbage_args", &self.garbage_args),
+                    ("system_err", &self.system_err),
+                    ("auth_error", &self.auth_errors),
+                ],
+            ),
+        ]
+    }
+}
+
+impl Collector for NfsStats {
+    fn collect(&self, e: &mut Exposition) {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let name = "rpcrdma_nfsd_calls_total";
+        e.family(name, "NFSv3 calls by procedure (RFC 1813).", Kind::Counter);
+        for (i, c) in self.calls.iter().enumerate() {
+            let p = super::proto::proc_name(i as u32);
+            e.sample(name, &[("proc", p)], g(c));
+        }
+        let name = "rpcrdma_nfsd_status_total";
+        e.family(
+            name,
+            "NFSv3 replies by error status (NFS3ERR_*, RFC 1813; NFS3_OK not counted; \
+             other: any status not listed).",
+            Kind::Counter,
+        );
+        for (i, s) in ERRS.iter().enumerate() {
+            e.sample(name, &[("status", s.name())], g(&self.errs[i]));
+        }
+        e.sample(name, &[("status", "other")], g(&self.err_other));
+        for (name, help, label, rows) in self.families() {
+            e.family(name, help, Kind::Counter);
+            for (v, c) in rows {
+                e.sample(name, &[(label, v)], g(c));
+            }
+        }
+        let name = "rpcrdma_nfsd_dropped_connections_total";
+        e.family(
+            name,
+            "Connections the server dropped on purpose (--drop-every, fault testing).",
+            Kind::Counter,
+        );
+        e.sample(name, &[], g(&self.dropped));
     }
 }

@@ -320,6 +320,13 @@ pub enum PerfError {
         /// `wr_id`.
         wr_id: u64,
     },
+    /// A work queue had no free slot (its depth as created).
+    QueueFull {
+        /// "send" or "receive".
+        queue: &'static str,
+        /// The queue's depth.
+        depth: u32,
+    },
     /// The peer disconnected before the end.
     Disconnected,
     /// Something did not happen in time.
@@ -351,6 +358,9 @@ impl fmt::Display for PerfError {
                 status.0,
                 opcode.0
             ),
+            PerfError::QueueFull { queue, depth } => {
+                write!(f, "{queue} queue full (depth {depth})")
+            }
             PerfError::Disconnected => f.write_str("the peer disconnected"),
             PerfError::Timeout(what) => write!(f, "timed out waiting for {what}"),
             PerfError::Protocol(s) => write!(f, "protocol: {s}"),

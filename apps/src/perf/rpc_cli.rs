@@ -24,6 +24,7 @@ use super::rpc::{
 };
 use super::stats::BwUnit;
 use super::{Outcome, SizeResult};
+use crate::cli;
 use crate::pcap::Mtu;
 
 /// perftest's "Using SRQ" value: ON when the server's connections share a receive queue.
@@ -328,9 +329,18 @@ fn run_rdma(
     use std::sync::atomic::AtomicBool;
     match *role {
         RdmaRole::Server { bind } => {
-            print!("{}", banner_for(cfg, a.mtu, "rdma", "rdma (server)"));
+            print!(
+                "{}",
+                banner_for(
+                    cfg,
+                    a.mtu,
+                    a.device.as_deref().unwrap_or("rdma"),
+                    "rdma (server)"
+                )
+            );
             let _ = io::stdout().flush();
-            let dev = super::rdma_dev::open(bind, None, None).map_err(|e| e.to_string())?;
+            let dev = super::rdma_dev::open(bind, None, a.device.as_deref())
+                .map_err(|e| e.to_string())?;
             let ip = if bind.is_unspecified() {
                 dev.local_ip()
             } else {
@@ -369,9 +379,17 @@ fn run_rdma(
             Ok(None)
         }
         RdmaRole::Client { server, bind } => {
-            print!("{}", banner_for(cfg, a.mtu, "rdma", "rdma (client)"));
+            print!(
+                "{}",
+                banner_for(
+                    cfg,
+                    a.mtu,
+                    a.device.as_deref().unwrap_or("rdma"),
+                    "rdma (client)"
+                )
+            );
             let _ = io::stdout().flush();
-            let open = || super::rdma_dev::open(bind, Some(server), None);
+            let open = || super::rdma_dev::open(bind, Some(server), a.device.as_deref());
             run_client::<Rdma>(cfg, server, &open, printer)
                 .map(Some)
                 .map_err(|e| e.to_string())
@@ -390,28 +408,36 @@ fn run_rdma(
 }
 
 /// The `rpc_lat` / `rpc_bw` subcommand: parses `args`, runs, prints. Returns the exit status:
-/// 0 success, 1 run failure, 2 usage error.
+/// 0 success, 1 run failure, 2 usage error (and `--help` / `--version`: 0).
 pub fn main(prog: &str, test: RpcTest, args: &[String]) -> u8 {
+    let usage = |e: &str| {
+        eprintln!("{prog} {test}: {}", e.trim());
+        eprintln!("Try `{prog} {test} --help`.");
+        cli::USAGE_EXIT
+    };
+    match cli::early(args, &super::args::rpc_takes_value) {
+        Ok(Some(cli::Early::Help)) => {
+            print!("{}", usage_rpc(prog, test));
+            return 0;
+        }
+        Ok(Some(cli::Early::Version)) => {
+            println!("rpcrdma-perf {}", cli::VERSION);
+            return 0;
+        }
+        Ok(None) => {}
+        Err(e) => return usage(&e),
+    }
     let a = match parse_rpc(test, args) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            eprintln!("Try `{prog} {test} --help`.");
-            return 2;
-        }
+        Err(e) => return usage(&e),
     };
-    if a.help {
-        print!("{}", usage_rpc(prog, test));
-        return 0;
-    }
-    if a.print_version {
-        println!("rpcrdma-perf {}", env!("CARGO_PKG_VERSION"));
-        return 0;
-    }
-    if let Err(e) = a.config().plans() {
-        eprintln!("{e}");
-        eprintln!("Try `{prog} {test} --help`.");
-        return 2;
+    if let Err(e) = a
+        .config()
+        .plans()
+        .map_err(|e| e.to_string())
+        .and(a.preflight())
+    {
+        return usage(&e);
     }
     match run_cli(&a) {
         Ok(()) => 0,

@@ -15,32 +15,37 @@
 
 use std::process::ExitCode;
 
+use rpcrdma_apps::cli;
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::cost::profile::{budget_value, Profile, BUCKETS};
 use rpcrdma_bench::cost::{run_window, Kind};
 
-fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    let i = args.iter().position(|a| a == name)?;
-    args.get(i + 1).map(String::as_str)
-}
+const USAGE: &str = "usage: cost run --kind null|ddp|send [--warmup W] [--n N] [--window W]
+       cost analyze --file F --kind K --n N [--budget B] [--top T]
+  run        W + N calls of one kind (only the N are counted under callgrind)
+  analyze    instructions per RPC from a callgrind file, checked against a budget
+  --kind K   null, ddp or send
+  --warmup W warm-up calls, 0..=10000000 [200]
+  --n N      measured calls, 1..=100000000 [2000]
+  --window W calls in flight (null, ddp), 1..=1024 [1]
+  --file F   the callgrind output
+  --budget B the budget file (fails above it)
+  --top T    functions listed, 1..=1000 [20]
+  -h, --help     this text
+  -V, --version  the program's version
+";
 
-fn num(args: &[String], name: &str, default: u64) -> Result<u64, String> {
-    match opt(args, name) {
-        None => Ok(default),
-        Some(v) => v.parse().map_err(|_| format!("{name} needs a number")),
-    }
-}
-
-fn kind(args: &[String]) -> Result<Kind, String> {
-    opt(args, "--kind")
+fn kind(f: &Flags) -> Result<Kind, String> {
+    f.value("--kind")
         .and_then(Kind::parse)
         .ok_or_else(|| "--kind null|ddp|send is required".to_string())
 }
 
-fn cmd_run(args: &[String]) -> Result<bool, String> {
-    let k = kind(args)?;
-    let warmup = num(args, "--warmup", 200)?;
-    let n = num(args, "--n", 2000)?;
-    let window = num(args, "--window", 1)?;
+fn cmd_run(f: &Flags) -> Result<bool, String> {
+    let k = kind(f)?;
+    let warmup = f.number("--warmup", 0, 10_000_000).unwrap_or(200);
+    let n = f.number("--n", 1, 100_000_000).unwrap_or(2000);
+    let window = f.number("--window", 1, 1024).unwrap_or(1);
     let out = run_window(k, warmup, n, window)?;
     println!(
         "cost run: kind {} warm-up {warmup} measured {n} window {window}: {} replies right, {} wrong or failed",
@@ -51,11 +56,11 @@ fn cmd_run(args: &[String]) -> Result<bool, String> {
     Ok(out.bad == 0 && out.ok == warmup.max(1) + n)
 }
 
-fn cmd_analyze(args: &[String]) -> Result<bool, String> {
-    let k = kind(args)?;
-    let n = num(args, "--n", 2000)?.max(1);
-    let top = num(args, "--top", 20)? as usize;
-    let file = opt(args, "--file").ok_or("--file is required")?;
+fn cmd_analyze(flags: &Flags) -> Result<bool, String> {
+    let k = kind(flags)?;
+    let n = flags.number("--n", 1, 100_000_000).unwrap_or(2000);
+    let top = flags.number("--top", 1, 1000).unwrap_or(20) as usize;
+    let file = flags.value("--file").ok_or("--file is required")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
     let p = Profile::parse(&text)?;
     let s = p.split();
@@ -112,7 +117,7 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
             );
         }
     }
-    let Some(bfile) = opt(args, "--budget") else {
+    let Some(bfile) = flags.value("--budget") else {
         return Ok(true);
     };
     let btext = std::fs::read_to_string(bfile).map_err(|e| format!("{bfile}: {e}"))?;
@@ -129,18 +134,33 @@ fn cmd_analyze(args: &[String]) -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let r = match args.first().map(String::as_str) {
-        Some("run") => cmd_run(&args[1..]),
-        Some("analyze") => cmd_analyze(&args[1..]),
-        _ => Err("usage: cost run --kind null|ddp|send [--warmup W] [--n N] [--window W] | cost analyze --file F --kind K --n N [--budget B] [--top T]".into()),
+    let mut argv = std::env::args();
+    let prog = cli::prog_name(argv.next().as_deref(), "cost");
+    let args: Vec<String> = argv.collect();
+    let r = match args.split_first() {
+        Some((cmd, rest)) if cmd == "run" => {
+            let f = Flags::from_args(prog.clone(), rest.to_vec(), USAGE, &RUN_FLAGS);
+            cmd_run(&f)
+        }
+        Some((cmd, rest)) if cmd == "analyze" => {
+            let f = Flags::from_args(prog.clone(), rest.to_vec(), USAGE, &ANALYZE_FLAGS);
+            cmd_analyze(&f)
+        }
+        _ => {
+            if let Some(code) = cli::start(&prog, &args, &|_| false, USAGE) {
+                return code;
+            }
+            return cli::usage_error(&prog, "give run or analyze");
+        }
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("cost: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => cli::usage_error(&prog, &e),
     }
 }
+
+/// The flags of `cost run`.
+const RUN_FLAGS: [&str; 4] = ["--kind", "--warmup", "--n", "--window"];
+/// The flags of `cost analyze`.
+const ANALYZE_FLAGS: [&str; 5] = ["--kind", "--n", "--file", "--budget", "--top"];

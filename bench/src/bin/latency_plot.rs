@@ -17,6 +17,7 @@ use std::time::Instant;
 use rpcrdma_apps::perf::rpc::{self, NoRpcObserver, RpcConfig, RpcTest};
 use rpcrdma_apps::perf::verbs_loops::{self, NoObserver};
 use rpcrdma_apps::perf::{Config, Outcome, PerfError, SizeResult, Test};
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::soft_rtt::load_average;
 use rpcrdma_bench::svg::LinePlot;
 use rpcrdma_bench::two_cores;
@@ -29,44 +30,31 @@ struct Opts {
     md: Option<String>,
 }
 
+const USAGE: &str = "usage: latency_plot [--iters N] [--max-size BYTES] [--svg FILE] [--md FILE]
+  --iters N          iterations per size, 5..=10000000 [10000]
+  --max-size BYTES   largest size, a power of two in 2..=1048576 [65536]
+  --svg FILE         where the plot goes [docs/latency.svg]
+  --md FILE          also write the table as markdown
+  -h, --help         this text
+  -V, --version      the program's version
+";
+
 fn opts() -> Opts {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut o = Opts {
-        iters: 10000,
-        max_size: 65536,
-        svg: concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/latency.svg").into(),
-        md: None,
-    };
-    let mut i = 0;
-    let bad = |m: &str| -> ! {
-        eprintln!(
-            "latency_plot: {m}\nusage: latency_plot [--iters N] [--max-size BYTES] \
-             [--svg FILE] [--md FILE]"
-        );
-        std::process::exit(2)
-    };
-    while i < args.len() {
-        let v = args.get(i + 1).cloned();
-        match args[i].as_str() {
-            "--iters" => {
-                o.iters = v
-                    .and_then(|v| v.parse().ok())
-                    .filter(|n| (5..=10_000_000).contains(n))
-                    .unwrap_or_else(|| bad("--iters needs a number of at least 5"))
-            }
-            "--max-size" => {
-                o.max_size = v
-                    .and_then(|v| v.parse().ok())
-                    .filter(|n: &u64| n.is_power_of_two() && (2..=1 << 20).contains(n))
-                    .unwrap_or_else(|| bad("--max-size needs a power of two, 2 .. 1048576"))
-            }
-            "--svg" => o.svg = v.unwrap_or_else(|| bad("--svg needs a file")),
-            "--md" => o.md = Some(v.unwrap_or_else(|| bad("--md needs a file"))),
-            a => bad(&format!("unknown argument {a:?}")),
-        }
-        i += 2;
+    let flags = Flags::new(USAGE, &["--iters", "--max-size", "--svg", "--md"]);
+    let max_size = flags.number("--max-size", 2, 1 << 20).unwrap_or(65536);
+    if !max_size.is_power_of_two() {
+        flags.fail(&format!(
+            "--max-size {max_size}: must be a power of two in 2..=1048576"
+        ));
     }
-    o
+    Opts {
+        iters: flags.number("--iters", 5, 10_000_000).unwrap_or(10000),
+        max_size,
+        svg: flags
+            .out_file("--svg")
+            .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/latency.svg").into()),
+        md: flags.out_file("--md"),
+    }
 }
 
 fn typical(r: &SizeResult) -> f64 {

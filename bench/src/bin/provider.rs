@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::{cacheline_pingpong, histogram, pin, report, two_cores, Row};
 use rpcrdma_engine::verbs::conformance::{self, Buf, Side};
 use rpcrdma_engine::verbs::soft::{SoftEnv, SoftProvider};
@@ -25,20 +26,12 @@ type P = SoftProvider;
 const LW: Access = Access::LOCAL_WRITE;
 const RING: usize = 32;
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    match args
-        .iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-    {
-        Some(v) => v.parse().unwrap_or_else(|_| {
-            eprintln!("{name} expects a number, got {v:?}");
-            std::process::exit(2)
-        }),
-        None => default,
-    }
-}
+const USAGE: &str = "usage: provider [--iters N] [--size BYTES]
+  --iters N       round trips per row, 1..=100000000 [100000]
+  --size BYTES    RDMA WRITE size of the DDP row, 0..=61440 [4096]
+  -h, --help      this text
+  -V, --version   the program's version
+";
 
 fn poll_until_recv(cq: &mut <P as Provider>::Cq, wcs: &mut [Completion]) {
     loop {
@@ -201,12 +194,9 @@ fn pool_rows(iters: u64) -> (hdrhistogram::Histogram<u64>, hdrhistogram::Histogr
 }
 
 fn main() {
-    let iters = arg("--iters", 100_000);
-    let size = arg("--size", 4096) as usize;
-    if size > 60 * 1024 {
-        eprintln!("--size is at most 61440");
-        std::process::exit(2);
-    }
+    let flags = Flags::new(USAGE, &["--iters", "--size"]);
+    let iters = flags.number("--iters", 1, 100_000_000).unwrap_or(100_000);
+    let size = flags.number("--size", 0, 60 * 1024).unwrap_or(4096) as usize;
     // Read the process's core mask before anything pins the main thread.
     if two_cores().is_none() {
         eprintln!("provider: fewer than two cores available; threads run unpinned");

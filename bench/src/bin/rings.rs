@@ -16,6 +16,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::{cacheline_pingpong, histogram, pin, report, two_cores, Row};
 use rpcrdma_poller::mpsc::{self, MpscConsumer, MpscProducer};
 use rpcrdma_poller::ring::{self, Consumer, Producer};
@@ -268,7 +269,13 @@ fn floor_chunk() -> Histogram<u64> {
 type Sample = Box<dyn Fn(Cores) -> u64>;
 type Chunk = Box<dyn Fn(Cores) -> Histogram<u64>>;
 
+const USAGE: &str = "usage: rings (no options: SPSC and MPSC ring round trips beside the floor)
+  -h, --help      this text
+  -V, --version   the program's version
+";
+
 fn main() {
+    Flags::new(USAGE, &[]);
     // Read the usable cores before anything is pinned (the main thread never is).
     let cores = two_cores();
     match cores {

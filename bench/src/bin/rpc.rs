@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::percentiles::{percentile_plot, quantile, QUANTILES};
 use rpcrdma_bench::soft_rtt::{load_average, soft_send_rtt};
 use rpcrdma_bench::{cacheline_pingpong, histogram, report, Row};
@@ -47,29 +48,13 @@ use rpcrdma_poller::{
 
 const PROG: u32 = 0x2000_00aa;
 
-const USAGE: &str = "usage: rpc [--iters N] [--secs S] [--svg FILE]";
-
-/// The value after `name` on the command line, if `name` is there.
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    let i = args.iter().position(|a| a == name)?;
-    match args.get(i + 1) {
-        Some(v) => Some(v.clone()),
-        None => {
-            eprintln!("{USAGE} ({name} needs a value)");
-            std::process::exit(2)
-        }
-    }
-}
-
-fn flag(name: &str, default: u64) -> u64 {
-    arg(name).map_or(default, |v| {
-        v.parse().unwrap_or_else(|_| {
-            eprintln!("{USAGE} ({name} needs a number)");
-            std::process::exit(2)
-        })
-    })
-}
+const USAGE: &str = "usage: rpc [--iters N] [--secs S] [--svg FILE]
+  --iters N       round trips per latency row, 1..=100000000 [50000]
+  --secs S        seconds per throughput row, 1..=3600 [2]
+  --svg FILE      also plot the percentiles into FILE
+  -h, --help      this text
+  -V, --version   the program's version
+";
 
 /// Voluntary and involuntary context switches of one task, from its `status` file.
 fn task_switches(status: &str) -> u64 {
@@ -432,9 +417,10 @@ fn write_svg(path: &str, rows: &[Row], iters: u64, load: &str) {
 }
 
 fn main() {
-    let iters = flag("--iters", 50_000);
-    let secs = flag("--secs", 2);
-    let svg = arg("--svg");
+    let flags = Flags::new(USAGE, &["--iters", "--secs", "--svg"]);
+    let iters = flags.number("--iters", 1, 100_000_000).unwrap_or(50_000);
+    let secs = flags.number("--secs", 1, 3600).unwrap_or(2);
+    let svg = flags.out_file("--svg");
     let load_before = load_average();
     println!("load average before: {}", fmt_load(load_before));
     // Each measurement that pins its calling thread runs on a fresh thread, so the main

@@ -12,8 +12,18 @@ use std::time::Duration;
 use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::scale::{run, ScaleConfig};
 
-const USAGE: &str =
-    "usage: scale [--conns N] [--storm N] [--in-flight N] [--seconds S] [--max-connections N] [--srq DEPTH] [--credits N]";
+const USAGE: &str = "usage: scale [--conns N] [--storm N] [--in-flight N] [--seconds S]
+             [--max-connections N] [--srq DEPTH] [--credits N]
+  --conns N            connections, 1..=20000
+  --storm N            connect/disconnect storm size, 0..=20000
+  --in-flight N        calls in flight per connection, 1..=8
+  --seconds S          each phase, 1..=86400
+  --max-connections N  the server's limit, 0..=4294967295
+  --srq DEPTH          shared receive queue depth, 1..=1048576
+  --credits N          credits per connection, 1..=128
+  -h, --help           this text
+  -V, --version        the program's version
+";
 
 fn main() {
     let flags = Flags::new(
@@ -29,26 +39,26 @@ fn main() {
         ],
     );
     let mut cfg = ScaleConfig::default();
-    if let Some(n) = flags.number("--conns") {
-        cfg.conns = n.clamp(1, 20_000) as usize;
+    if let Some(n) = flags.number("--conns", 1, 20_000) {
+        cfg.conns = n as usize;
     }
-    if let Some(n) = flags.number("--storm") {
-        cfg.storm = n.min(20_000) as usize;
+    if let Some(n) = flags.number("--storm", 0, 20_000) {
+        cfg.storm = n as usize;
     }
-    if let Some(n) = flags.number("--in-flight") {
-        cfg.in_flight = n.clamp(1, 8) as u32;
+    if let Some(n) = flags.number("--in-flight", 1, 8) {
+        cfg.in_flight = n as u32;
     }
-    if let Some(s) = flags.number("--seconds") {
-        cfg.phase = Duration::from_secs(s.max(1));
+    if let Some(s) = flags.number("--seconds", 1, 86_400) {
+        cfg.phase = Duration::from_secs(s);
     }
-    if let Some(n) = flags.number("--max-connections") {
-        cfg.max_connections = n.min(u64::from(u32::MAX)) as u32;
+    if let Some(n) = flags.number("--max-connections", 0, u64::from(u32::MAX)) {
+        cfg.max_connections = n as u32;
     }
-    if let Some(n) = flags.number("--srq") {
-        cfg.srq = Some(n.clamp(1, 1 << 20) as u32);
+    if let Some(n) = flags.number("--srq", 1, 1 << 20) {
+        cfg.srq = Some(n as u32);
     }
-    if let Some(n) = flags.number("--credits") {
-        cfg.credits = n.clamp(1, 128) as u32;
+    if let Some(n) = flags.number("--credits", 1, 128) {
+        cfg.credits = n as u32;
     }
     let report = run(&cfg);
     print!("{report}");

@@ -13,21 +13,24 @@ use std::time::Duration;
 use rpcrdma_bench::cli::Flags;
 use rpcrdma_bench::soak::{run, SoakConfig};
 
-const USAGE: &str = "usage: soak [--seconds N] [--seed S] [--clients N]";
+const USAGE: &str = "usage: soak [--seconds N] [--seed S] [--clients N]
+  --seconds N     how long, 1..=86400
+  --seed S        the fault schedule's seed
+  --clients N     clients, 1..=64
+  -h, --help      this text
+  -V, --version   the program's version
+";
 
 fn main() {
     let flags = Flags::new(USAGE, &["--seconds", "--seed", "--clients"]);
     let mut cfg = SoakConfig::default();
-    if let Some(s) = flags.number("--seconds") {
-        cfg.duration = Duration::from_secs(s.max(1));
+    if let Some(s) = flags.number("--seconds", 1, 86_400) {
+        cfg.duration = Duration::from_secs(s);
     }
-    if let Some(s) = flags.number("--seed") {
+    if let Some(s) = flags.number("--seed", 0, u64::MAX) {
         cfg.seed = s;
     }
-    if let Some(n) = flags.number("--clients") {
-        if !(1..=64).contains(&n) {
-            flags.fail("--clients must be 1..=64");
-        }
+    if let Some(n) = flags.number("--clients", 1, 64) {
         cfg.clients = n as usize;
     }
     let report = run(&cfg);

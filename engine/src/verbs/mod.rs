@@ -42,6 +42,7 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod iwarp;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 pub mod region;
@@ -166,11 +167,51 @@ impl VerbsError {
     pub const fn new(call: VerbsCall, errno: i32) -> VerbsError {
         VerbsError { call, errno }
     }
+
+    /// What the errno means for this call, in words (the errno stays in the message for
+    /// searching): a full send queue rather than "errno 12".
+    pub fn cause(&self) -> &'static str {
+        use errno::*;
+        match (self.call, self.errno) {
+            (VerbsCall::PostSend, ENOMEM) => "send queue full",
+            (VerbsCall::PostRecv | VerbsCall::PostSrqRecv, ENOMEM) => "receive queue full",
+            (VerbsCall::PostSend | VerbsCall::PostRecv, EINVAL) => {
+                "work request refused (queue pair not ready, or bad SGE / opcode)"
+            }
+            (VerbsCall::RegMr, ENOMEM | EPERM) => {
+                "memory registration refused (locked-memory limit, see `ulimit -l`)"
+            }
+            (VerbsCall::PollCq, EOVERFLOW) => "completion queue overrun",
+            (_, ENOMEM) => "out of memory or resources",
+            (_, EPERM) => "operation not permitted",
+            (_, EIO) => "device I/O error",
+            (_, EAGAIN) => "resource temporarily unavailable",
+            (_, EBUSY) => "resource busy",
+            (_, ENODEV) => "no RDMA device for this address",
+            (_, EINVAL) => "invalid argument",
+            (_, ENOSPC) => "table full",
+            (_, EOPNOTSUPP) => "not supported by this device",
+            (_, EADDRINUSE) => "address (port) already in use",
+            (_, EADDRNOTAVAIL) => "address not on any RDMA device",
+            (_, ENOTCONN) => "not connected",
+            (_, ETIMEDOUT) => "timed out",
+            (_, ECONNRESET) => "connection reset by the peer",
+            (_, ECONNREFUSED) => "connection refused (no listener on that address and port)",
+            (_, EALREADY) => "already in progress",
+            _ => "failed",
+        }
+    }
 }
 
 impl fmt::Display for VerbsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} failed: errno {}", self.call, self.errno)
+        write!(
+            f,
+            "{:?}: {} (errno {})",
+            self.call,
+            self.cause(),
+            self.errno
+        )
     }
 }
 

@@ -49,6 +49,7 @@ pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct MetricsServer {
     addr: SocketAddr,
+    metrics: Metrics,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -61,11 +62,13 @@ impl MetricsServer {
         let addr = l.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let st = Arc::clone(&stop);
+        let served = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("rpcrdma-metrics".into())
-            .spawn(move || serve(&l, &metrics, &st))?;
+            .spawn(move || serve(&l, &served, &st))?;
         Ok(MetricsServer {
             addr,
+            metrics,
             stop,
             thread: Some(thread),
         })
@@ -74,6 +77,12 @@ impl MetricsServer {
     /// The address served (with the port chosen when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The registry served (an application adds its own families with
+    /// [`Metrics::add_collector`]).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Stops the thread and waits for it (the port is closed when this returns).

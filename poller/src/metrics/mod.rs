@@ -30,7 +30,7 @@ use crate::client::{Client, ClientState};
 use crate::runtime::Endpoint;
 pub use http::MetricsServer;
 pub use latency::{CopyRequest, LatencyReader, ProcKey, ProcLatency, MAX_PROCS};
-use prometheus::{Exposition, Kind};
+pub use prometheus::{Exposition, Kind};
 
 /// How long rendering waits for one reactor's histogram copy.
 pub const HISTOGRAM_WAIT: Duration = Duration::from_millis(500);
@@ -106,11 +106,25 @@ pub(crate) struct ServerSample {
     pub latency: Vec<(usize, LatencyReader)>,
 }
 
+/// Families an application adds to a registry ([`Metrics::add_collector`]): called on every
+/// scrape, after the engine's own families, on the metrics port's thread (never on a reactor).
+///
+/// Each family is written with [`Exposition::family`] and its samples with
+/// [`Exposition::sample`]. Names follow the Prometheus conventions (`snake_case`, base units,
+/// counters ending in `_total`, octets in `_bytes`) and must not start with `rpcrdma_conn_`,
+/// `rpcrdma_node_`, `rpcrdma_server_` or `rpcrdma_client_`, the engine's own prefixes; an
+/// application's own prefix (e.g. `rpcrdma_nfsd_`) keeps its families apart.
+pub trait Collector: Send + Sync {
+    /// Writes this collector's families into `e`.
+    fn collect(&self, e: &mut Exposition);
+}
+
 #[derive(Default)]
 struct Sources {
     endpoints: Vec<(String, Vec<NodeStats>)>,
     servers: Vec<(String, Box<dyn ServerSource>)>,
     clients: Vec<(String, Client)>,
+    collectors: Vec<Arc<dyn Collector>>,
 }
 
 /// A registry of what to expose (cheap to clone; shared). See the module documentation.
@@ -161,6 +175,12 @@ impl Metrics {
     /// histograms.
     pub fn add_client(&self, name: &str, client: &Client) {
         self.sources().clients.push((name.into(), client.clone()));
+    }
+
+    /// Adds an application's families (see [`Collector`]); they appear on every scrape from
+    /// now on, after the engine's.
+    pub fn add_collector(&self, collector: Arc<dyn Collector>) {
+        self.sources().collectors.push(collector);
     }
 
     /// Serves this registry on `addr` (see [`MetricsServer`]).
@@ -216,6 +236,9 @@ impl Metrics {
         let help = "Time each call spent in the server per RPC procedure: call taken up to \
                     its reply's Send completed, on the node reactor's poll clock.";
         render_latency(&mut e, "rpcrdma_server_latency", ("node", help), &server);
+        for c in &src.collectors {
+            c.collect(&mut e);
+        }
         e.finish()
     }
 }
@@ -230,8 +253,14 @@ fn row(role: &'static str, name: &str, c: &ConnStats) -> ConnRow {
     }
 }
 
+/// Counter block fields whose exposition name differs from the field's, to end in the unit as
+/// the Prometheus naming conventions ask (`_bytes_total`).
+const RENAMED: &[(&str, &str)] = &[("bytes_in", "received_bytes"), ("bytes_out", "sent_bytes")];
+
 /// A family name for a counter block field.
 fn metric(prefix: &str, field: &str, gauges: &[&str]) -> (String, Kind) {
+    let named = RENAMED.iter().find(|(f, _)| *f == field).map(|(_, n)| *n);
+    let field = named.unwrap_or(field);
     if gauges.contains(&field) {
         (format!("{prefix}_{field}"), Kind::Gauge)
     } else {

@@ -3,6 +3,7 @@
 //! one endpoint per device, and small RPC programs.
 #![allow(dead_code)]
 
+pub mod back;
 pub mod counting;
 pub mod raw;
 

@@ -81,9 +81,27 @@ pub(super) fn usage(prog: &str) -> String {
          \x20     --persistent-stags  on a device without type-2 memory windows (siw): expose the\n\
          \x20                       client's pools to the server through endpoint-wide\n\
          \x20                       persistent STags (refused without; docs/rdma-provider.md)\n\
-         \x20 -h, --help\n"
+         \x20 -h, --help            this text\n\
+         \x20 -V, --version         the program's version\n"
     )
 }
+
+/// The flags that take a value.
+pub(super) const VALUE_FLAGS: [&str; 13] = [
+    "-p",
+    "--port",
+    "--dir",
+    "--size",
+    "--seed",
+    "--entries",
+    "--bind",
+    "-t",
+    "--timeout",
+    "--grace-wait",
+    "--setup",
+    "--local-tree",
+    "--parts",
+];
 
 pub(super) fn parse(argv: &[String]) -> Result<Option<Args>, String> {
     let mut a = Args::default();
@@ -111,7 +129,13 @@ pub(super) fn parse(argv: &[String]) -> Result<Option<Args>, String> {
             "--setup" => a.setup = Some(PathBuf::from(args.value(name)?)),
             "--probe-reply-chunk-limit" => a.probe = true,
             "--persistent-stags" => a.persistent_stags = true,
-            "--local-tree" => a.local_tree = Some(PathBuf::from(args.value(name)?)),
+            "--local-tree" => {
+                let d = PathBuf::from(args.value(name)?);
+                if !d.is_dir() {
+                    return Err(format!("--local-tree {}: not a directory", d.display()));
+                }
+                a.local_tree = Some(d);
+            }
             "--parts" => {
                 let v = args.value(name)?;
                 let parts: Vec<String> = v.split(',').map(|p| p.trim().to_string()).collect();

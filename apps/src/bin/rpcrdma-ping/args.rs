@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use rpcrdma_apps::cli::{num, ArgCursor};
+use rpcrdma_apps::cli::{early, num, ArgCursor, Early};
 
 use rpcrdma_engine::proto::private_data::{self, PrivateData};
 use rpcrdma_poller::BackoffMode;
@@ -27,7 +27,7 @@ pub(super) fn usage(prog: &str) -> String {
          \x20 -c, --count <n>         NULL calls (default 5)\n\
          \x20 -i, --interval <ms>     pause between calls (default 0)\n\
          \x20 -t, --timeout <ms>      connection and per-call limit (default 3000)\n\
-         \x20     --version 1|2       RPC-over-RDMA version (default 1)\n\
+         \x20     --rpcrdma-version 1|2  RPC-over-RDMA version (default 1)\n\
          \x20     --inline-size <n>   inline sizes we advertise (1024..262144, default 4096)\n\
          \x20     --credits <n>       credits asked for (default 32)\n\
          \x20     --no-remote-invalidate  do not advertise the RFC 8797 R bit\n\
@@ -40,9 +40,34 @@ pub(super) fn usage(prog: &str) -> String {
          \x20                         client's pools to the server through endpoint-wide\n\
          \x20                         persistent STags (refused without; docs/rdma-provider.md)\n\
          \x20 -q, --quiet             summary only\n\
-         \x20 -h, --help / -V         help / version\n"
+         \x20 -h, --help              this text\n\
+         \x20 -V, --version           the program's version\n"
     )
 }
+
+/// The flags that take a value (the next argument is theirs).
+const VALUE_FLAGS: [&str; 20] = [
+    "-P",
+    "--program",
+    "-v",
+    "--vers",
+    "-p",
+    "--port",
+    "-c",
+    "--count",
+    "-i",
+    "--interval",
+    "-t",
+    "--timeout",
+    "--inline-size",
+    "--credits",
+    "--provider",
+    "--bind",
+    "--rpcrdma-version",
+    "--inline-send",
+    "--arg-size",
+    "--backoff",
+];
 
 pub(super) enum Parsed {
     Run(Args),
@@ -51,13 +76,18 @@ pub(super) enum Parsed {
 }
 
 pub(super) fn parse(argv: &[String]) -> Result<Parsed, String> {
+    match early(argv, &|t| VALUE_FLAGS.contains(&t))? {
+        Some(Early::Help) => return Ok(Parsed::Help),
+        Some(Early::Version) => return Ok(Parsed::Version),
+        None => {}
+    }
     let mut a = Args::default();
     let mut args = ArgCursor::new(argv);
     while let Some(name) = args.next_name() {
         let tok = args.token();
         match name {
             "-h" | "--help" => return Ok(Parsed::Help),
-            "-V" => return Ok(Parsed::Version),
+            "-V" | "--version" => return Ok(Parsed::Version),
             "-P" | "--program" => a.prog = args.num(name, 0, u64::from(u32::MAX))? as u32,
             "-v" | "--vers" => a.vers = args.num(name, 0, u64::from(u32::MAX))? as u32,
             "-p" | "--port" => a.port = args.num(name, 1, 65535)? as u16,
@@ -66,7 +96,7 @@ pub(super) fn parse(argv: &[String]) -> Result<Parsed, String> {
                 a.interval = Duration::from_millis(args.num(name, 0, 3_600_000)?)
             }
             "-t" | "--timeout" => a.timeout = Duration::from_millis(args.num(name, 1, 3_600_000)?),
-            "--version" => a.version = args.num(name, 1, 2)? as u32,
+            "--rpcrdma-version" => a.version = args.num(name, 1, 2)? as u32,
             "--inline-size" => {
                 a.inline = args.num(
                     name,

@@ -15,6 +15,8 @@
 mod rpc;
 mod verbs;
 
+use std::path::Path;
+
 pub use rpc::{parse_rpc, usage_rpc, RpcArgs};
 pub use verbs::{parse, usage, PerfArgs};
 
@@ -35,9 +37,6 @@ enum Takes {
     Nothing,
     /// `--name v`, `--name=v`, `-cv`, `-c v`.
     Value,
-    /// A number if one follows (`--version 2`, `--version=2`), else nothing (`--version`
-    /// alone; a non-number after `=` is dropped).
-    NumberOrNothing,
 }
 
 /// One item of the command line, as [`scan`] hands it to the table.
@@ -102,17 +101,6 @@ fn scan(
                     let v = value(&flag, inline, args, &mut i)?;
                     apply(Item::Flag(&flag, Some(v)))?;
                 }
-                Takes::NumberOrNothing => {
-                    match inline.or_else(|| args.get(i).map(String::as_str)) {
-                        Some(v) if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) => {
-                            if inline.is_none() {
-                                i += 1;
-                            }
-                            apply(Item::Flag(&flag, Some(v)))?;
-                        }
-                        _ => apply(Item::Flag(&flag, None))?,
-                    }
-                }
             }
         } else if tok.len() > 1 && tok.starts_with('-') {
             let group = &tok[1..];
@@ -134,6 +122,28 @@ fn scan(
     Ok(())
 }
 
+/// Whether `tok` is a flag of `table` that takes a value (in the next argument).
+fn takes_value(table: &dyn Table, tok: &str) -> bool {
+    if let Some(l) = tok.strip_prefix("--") {
+        return table.long(l) == Ok(Takes::Value);
+    }
+    let mut c = tok.chars();
+    match (c.next(), c.next(), c.next()) {
+        (Some('-'), Some(f), None) => table.short(f) == Ok(Takes::Value),
+        _ => false,
+    }
+}
+
+/// Whether `tok` takes a value in the verbs tests (for [`crate::cli::early`]).
+pub fn verbs_takes_value(tok: &str) -> bool {
+    takes_value(&verbs::Flags, tok)
+}
+
+/// Whether `tok` takes a value in the RPC tests (for [`crate::cli::early`]).
+pub fn rpc_takes_value(tok: &str) -> bool {
+    takes_value(&rpc::Flags, tok)
+}
+
 /// `v` as a number (decimal or `0x` hex); the error names `flag`.
 pub(crate) fn number(flag: &str, v: &str) -> Result<u64, String> {
     let t = v.trim();
@@ -142,23 +152,39 @@ pub(crate) fn number(flag: &str, v: &str) -> Result<u64, String> {
     } else {
         t.parse::<u64>()
     };
-    r.map_err(|_| format!("{flag} expects a number, got {v:?}"))
+    r.map_err(|_| format!("{flag} {v:?}: must be a number"))
 }
 
-/// `v` as a number in `lo..=hi`; the error names `flag`.
+/// `v` as a number in `lo..=hi`; the error names `flag` and the range.
 pub(crate) fn ranged(flag: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
-    let n = number(flag, v)?;
-    if n < lo || n > hi {
-        return Err(format!(" {flag} should be between {lo} and {hi}"));
+    crate::cli::num(flag, v, lo, hi)
+}
+
+/// What a run will touch, checked before it starts: the output files can be written (nothing
+/// is created), the `--cores` exist here, the `-d` device exists for the provider.
+fn preflight(
+    outs: &[(&str, Option<&Path>)],
+    cores: &[usize],
+    device: Option<&str>,
+    provider: ProviderKind,
+) -> Result<(), String> {
+    for (flag, path) in outs {
+        if let Some(p) = path {
+            crate::cli::check_out_file(flag, p)?;
+        }
     }
-    Ok(n)
+    crate::cli::check_cores("--cores", cores)?;
+    if let Some(d) = device {
+        crate::cli::check_device("-d", d, provider == ProviderKind::Soft)?;
+    }
+    Ok(())
 }
 
 /// `-m`: one of the IB MTUs.
 fn mtu(flag: &str, v: &str) -> Result<u32, String> {
     let m = number(flag, v)?;
     if !matches!(m, 256 | 512 | 1024 | 2048 | 4096) {
-        return Err(format!(" {flag} must be 256, 512, 1024, 2048 or 4096"));
+        return Err(format!("{flag} {v}: must be 256, 512, 1024, 2048 or 4096"));
     }
     Ok(m as u32)
 }

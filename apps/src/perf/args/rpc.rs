@@ -1,9 +1,10 @@
 //! The flags of the RPC tests (`rpc_lat`, `rpc_bw`): perftest's that apply to RPC calls, plus
-//! the RPC-over-RDMA ones (`--chunks`, `--version 1|2`, `--inline-size`, `--credits`, ...).
+//! the RPC-over-RDMA ones (`--chunks`, `--rpcrdma-version 1|2`, `--inline-size`, `--credits`,
+//! ...).
 //!
 //! Normal operation: [`parse_rpc`] reads perftest's spellings (the scanner of [`super`]) and
-//! yields [`RpcArgs`]; `--version` followed by a number is the RPC-over-RDMA version, alone
-//! perftest's "print the version". Recovery: an unknown, unsupported or out-of-range flag, a
+//! yields [`RpcArgs`]; `--version` prints the program version (as in every tool here), the
+//! RPC-over-RDMA version is `--rpcrdma-version`. Recovery: an unknown, unsupported or out-of-range flag, a
 //! perftest flag that does not apply to RPC calls (`-I`, `-q`), or flags that contradict each
 //! other or the provider (a server address or `--bind` over the soft provider, `--loopback` or
 //! `--pcap` with rdma, `--null` with a payload) are an error message naming the flag.
@@ -16,7 +17,8 @@ use rpcrdma_engine::proto::private_data;
 use rpcrdma_poller::{BackoffMode, ProtocolVersion};
 
 use super::{
-    check_sizes, connection, cores, mtu, provider, ranged, scan, Item, ProviderKind, Table, Takes,
+    check_sizes, connection, cores, mtu, preflight, provider, ranged, scan, Item, ProviderKind,
+    Table, Takes,
 };
 use crate::perf::rpc::{Chunks, RpcConfig, RpcTest, MAX_RPC_SIZE};
 use crate::perf::stats::BwUnit;
@@ -65,7 +67,9 @@ pub struct RpcArgs {
     pub persistent_stags: bool,
     /// `--chunks`.
     pub chunks: Chunks,
-    /// `--version 1|2`: RPC-over-RDMA version.
+    /// `-d`: the RDMA device (checked; with rdma the device owning the address must have it).
+    pub device: Option<String>,
+    /// `--rpcrdma-version 1|2`: RPC-over-RDMA version.
     pub rpc_version: u32,
     /// `--inline-size`.
     pub inline: u32,
@@ -85,7 +89,7 @@ pub struct RpcArgs {
     pub bind: Option<String>,
     /// `-h`.
     pub help: bool,
-    /// `-V` (or `--version` without a value).
+    /// `-V` / `--version`.
     pub print_version: bool,
 }
 
@@ -112,6 +116,7 @@ impl RpcArgs {
             hugepages: false,
             persistent_stags: false,
             chunks: Chunks::Auto,
+            device: None,
             rpc_version: 1,
             inline: 4096,
             credits: 32,
@@ -124,6 +129,21 @@ impl RpcArgs {
             help: false,
             print_version: false,
         }
+    }
+
+    /// What the run will touch, checked before it starts: `--out_json`, `--pcap`,
+    /// `--hist-log` writable, `--cores` present, the `-d` device present.
+    pub fn preflight(&self) -> Result<(), String> {
+        preflight(
+            &[
+                ("--out_json", self.out_json.as_deref()),
+                ("--pcap", self.pcap.as_deref()),
+                ("--hist-log", self.hist_log.as_deref()),
+            ],
+            &self.cores,
+            self.device.as_deref(),
+            self.provider,
+        )
     }
 
     /// The sizes to run.
@@ -179,6 +199,7 @@ fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<
         "-n" | "--iters" => a.iters = ranged(name, v, MIN_ITERS, MAX_ITERS)?,
         "-D" | "--duration" => a.duration = Some(ranged(name, v, 1, 3600 * 24)?),
         "-p" | "--port" => a.port = ranged(name, v, 1, 65535)? as u16,
+        "-d" | "--ib-dev" => a.device = Some(v.to_string()),
         "-m" | "--mtu" => a.mtu = mtu(name, v)?,
         "-t" | "--tx-depth" => a.window = Some(ranged(name, v, 1, 1024)? as u32),
         "--out_json" | "--out_json_file" => a.out_json = Some(PathBuf::from(v)),
@@ -203,7 +224,7 @@ fn apply(a: &mut RpcArgs, name: &str, v: &str, given_size: &mut bool) -> Result<
                 format!("--chunks must be auto, none, read, write or reply, got {v:?}")
             })?
         }
-        "--version" | "--rpcrdma-version" => {
+        "--rpcrdma-version" => {
             a.rpc_version = match v {
                 "1" => 1,
                 "2" => 2,
@@ -236,7 +257,6 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
         "-a" | "--all" => a.all = true,
         "-N" | "--noPeak" => a.no_peak = true,
         "-h" | "--help" => a.help = true,
-        // `--version` without a number: perftest's "print the version".
         "-V" | "--version" => a.print_version = true,
         "-F" | "--CPU-freq" | "-R" | "--rdma_cm" => {}
         "--loopback" => a.loopback = true,
@@ -249,10 +269,11 @@ fn apply_bool(a: &mut RpcArgs, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-const SHORT_VALUE: &str = "snDpmt";
+const SHORT_VALUE: &str = "snDpmtd";
 const SHORT_BOOL: &str = "aNhVFR";
-const LONG_VALUE: [&str; 21] = [
+const LONG_VALUE: [&str; 22] = [
     "size",
+    "ib-dev",
     "iters",
     "duration",
     "port",
@@ -274,8 +295,9 @@ const LONG_VALUE: [&str; 21] = [
     "backoff",
     "connection",
 ];
-const LONG_BOOL: [&str; 10] = [
+const LONG_BOOL: [&str; 11] = [
     "all",
+    "version",
     "noPeak",
     "help",
     "CPU-freq",
@@ -288,15 +310,11 @@ const LONG_BOOL: [&str; 10] = [
 ];
 
 /// The RPC tests' flag table.
-struct Flags;
+pub(super) struct Flags;
 
 impl Table for Flags {
     fn long(&self, name: &str) -> Result<Takes, String> {
-        if name == "version" {
-            // `--version N` is the RPC-over-RDMA version; alone, perftest's "print the
-            // version".
-            Ok(Takes::NumberOrNothing)
-        } else if LONG_VALUE.contains(&name) {
+        if LONG_VALUE.contains(&name) {
             Ok(Takes::Value)
         } else if LONG_BOOL.contains(&name) {
             Ok(Takes::Nothing)
@@ -405,6 +423,7 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     s.push_str("  -n, --iters=<iters>       Calls per size (at least 5, default 1000)\n");
     s.push_str("  -D, --duration=<sec>      Run for this many seconds instead of -n (one size)\n");
     s.push_str("  -p, --port=<port>         Server port of the first size (default 18515)\n");
+    s.push_str("  -d, --ib-dev=<dev>        Device name (checked: soft, or the RDMA device of the address)\n");
     s.push_str("  -m, --mtu=<mtu>           Packet size of --pcap traces (default 4096)\n");
     if !test.is_latency() {
         s.push_str("  -t, --tx-depth=<n>        Calls in flight (default: the credits)\n");
@@ -413,7 +432,7 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     }
     s.push_str("      --out_json <file>     Also write the results as JSON\n");
     s.push_str("  -h, --help                This text\n");
-    s.push_str("  -V                        Version\n\n");
+    s.push_str("  -V, --version             Version\n\n");
     s.push_str("RPC options:\n");
     s.push_str("      --null                NULL calls (procedure 0, no payload)\n");
     s.push_str(
@@ -428,7 +447,7 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     s.push_str(
         "                            payload back inline or as a long reply (Reply chunk)\n",
     );
-    s.push_str("      --version 1|2         RPC-over-RDMA version (default 1)\n");
+    s.push_str("      --rpcrdma-version 1|2 RPC-over-RDMA version (default 1)\n");
     s.push_str(
         "      --inline-size <n>     Inline threshold both sides advertise (1024..262144,\n",
     );

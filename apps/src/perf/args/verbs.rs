@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{
-    check_sizes, connection, cores, mtu, provider, ranged, scan, Item, ProviderKind, Table, Takes,
+    check_sizes, connection, cores, mtu, preflight, provider, ranged, scan, Item, ProviderKind,
+    Table, Takes,
 };
 use crate::perf::stats::BwUnit;
 use crate::perf::verbs_loops::MAX_QPS;
@@ -117,6 +118,21 @@ impl PerfArgs {
         }
     }
 
+    /// What the run will touch, checked before it starts: `--out_json`, `--pcap`,
+    /// `--hist-log` writable, `--cores` present, the `-d` device present.
+    pub fn preflight(&self) -> Result<(), String> {
+        preflight(
+            &[
+                ("--out_json", self.out_json.as_deref()),
+                ("--pcap", self.pcap.as_deref()),
+                ("--hist-log", self.hist_log.as_deref()),
+            ],
+            &self.cores,
+            self.device.as_deref(),
+            self.provider,
+        )
+    }
+
     /// The sizes to run.
     pub fn sizes(&self) -> Vec<u64> {
         if self.all {
@@ -172,7 +188,8 @@ fn long_to_short(name: &str) -> Option<char> {
         "qp" => 'q',
         "tx-depth" => 't',
         "mtu" => 'm',
-        "inline_size" => 'I',
+        // perftest's spelling, and the hyphenated one every other tool here uses.
+        "inline_size" | "inline-size" => 'I',
         "cq-mod" => 'Q',
         "rx-depth" => 'r',
         "all" => 'a',
@@ -200,7 +217,7 @@ const LONG_VALUE: [&str; 8] = [
 const LONG_BOOL: [&str; 3] = ["report_gbits", "hugepages", "loopback"];
 
 /// The verbs tests' flag table.
-struct Flags;
+pub(super) struct Flags;
 
 impl Table for Flags {
     fn long(&self, name: &str) -> Result<Takes, String> {
@@ -371,14 +388,14 @@ pub fn usage(prog: &str, test: Option<Test>) -> String {
     );
     s.push_str("  -n, --iters=<iters>       Number of exchanges (at least 5, default 1000; write_bw 5000)\n");
     s.push_str("  -D, --duration=<sec>      Run for this many seconds instead of -n (one size)\n");
-    s.push_str("  -d, --ib-dev=<dev>        Device name (shown; the provider picks the device by address)\n");
+    s.push_str("  -d, --ib-dev=<dev>        Device name (checked: soft, or an RDMA device owning the address)\n");
     s.push_str("  -i, --ib-port=<port>      IB port (accepted, shown)\n");
     s.push_str(
         "  -x, --gid-index=<index>   GID index (accepted, shown; rdma_cm resolves the GID)\n",
     );
     s.push_str("  -p, --port=<port>         Listen on / connect to port (default 18515)\n");
     s.push_str("  -m, --mtu=<mtu>           MTU 256..4096 (pcap packet size; default 4096)\n");
-    s.push_str("  -I, --inline_size=<size>  Max size sent inline (default 236 send_lat, 220 write_lat, else 0)\n");
+    s.push_str("  -I, --inline-size=<size>  Max size sent inline (default 236 send_lat, 220 write_lat, else 0)\n");
     if !lat {
         s.push_str("  -q, --qp=<num>            Number of QPs (bw tests, default 1)\n");
         s.push_str(

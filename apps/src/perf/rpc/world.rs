@@ -194,6 +194,12 @@ pub(super) fn start_server<P: Provider>(
         })
         .start(sep, addr)
         .map_err(|e| PerfError::Config(format!("server: {e}")))
+        .inspect(|s| {
+            if let Some(m) = s.metrics_addr() {
+                // stderr: stdout carries the perftest-format report that scripts parse.
+                eprintln!("rpcrdma-perf: metrics on http://{m}/metrics");
+            }
+        })
 }
 
 /// Builds the world of one size: with `sdev`, a server on it at `addr` (reactor 0) and the

@@ -176,6 +176,26 @@ pub(super) fn signaled(i: u64, every: u64) -> SendFlags {
     }
 }
 
+/// A latency loop's WR `i` of `last + 1`: signaled every `LAT_SIGNAL_EVERY` and on the last
+/// one of a size, whose completion retires the unsignaled WRs before it. Without the last one,
+/// a size of fewer iterations than the interval (perftest's minimum `-n` is 5) would leave its
+/// WRs in the send queue, and `-a` would fill the queue after a few sizes.
+pub(super) fn lat_signaled(i: u64, last: u64) -> SendFlags {
+    if i == last {
+        SendFlags::SIGNALED
+    } else {
+        signaled(i, LAT_SIGNAL_EVERY)
+    }
+}
+
+/// The index of a size's last iteration (none in a duration run).
+fn lat_last(cfg: &Config) -> u64 {
+    match cfg.duration {
+        Some(_) => u64::MAX,
+        None => cfg.iters.saturating_sub(1),
+    }
+}
+
 pub(super) fn inline_flag(size: u64, inline: u32) -> SendFlags {
     if size <= u64::from(inline) {
         SendFlags::INLINE
@@ -194,12 +214,13 @@ fn send_lat_client<P: Provider>(
         size,
         lat.cfg.inline.min(side.qps[0].options().max_inline_data),
     );
+    let last = lat_last(lat.cfg);
     let r = lat.run(2, |i| {
         let wr = SendWr::<P> {
             wr_id: i,
             op: SendOp::Send,
             sgl: &sge,
-            flags: signaled(i, LAT_SIGNAL_EVERY) | inline,
+            flags: lat_signaled(i, last) | inline,
         };
         side.post(0, &wr)?;
         loop {
@@ -245,10 +266,11 @@ fn write_lat_client<P: Provider>(
         remote_addr: side.peer.recv_addr(0),
         rkey: side.peer.rkey,
     };
+    let last = lat_last(lat.cfg);
     let r = lat.run(2, |i| {
         let c = counter(i);
         side.mem.store(mark, c);
-        let flags = signaled(i, LAT_SIGNAL_EVERY) | inline;
+        let flags = lat_signaled(i, last) | inline;
         side.post(
             0,
             &SendWr::<P> {

@@ -13,9 +13,9 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rpcrdma_engine::verbs::{
-    Access, CmEvent, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, DeviceCaps,
-    Keys, Listener, Provider, QpInit, QpOptions, QueuePair, RecvWr, SendFlags, SendWr, Sge,
-    VerbsError, WcStatus, RNR_RETRY_INFINITE,
+    errno, Access, CmEvent, CmEventKind, Completion, CompletionQueue, ConnRequest, Device,
+    DeviceCaps, Keys, Listener, Provider, QpInit, QpOptions, QueuePair, RecvWr, SendFlags, SendWr,
+    Sge, VerbsError, WcStatus, RNR_RETRY_INFINITE,
 };
 use rpcrdma_mempool::{HugePagePolicy, PageKind, Region, RegionOptions};
 
@@ -290,7 +290,17 @@ impl<P: Provider> Side<P> {
     /// Queues one send WR on QP `q`; nothing reaches the device before [`Side::flush`].
     #[inline]
     pub(super) fn queue(&mut self, q: u32, wr: &SendWr<'_, P>) -> Result<(), PerfError> {
-        self.qps[q as usize].queue_send(wr)?;
+        let qp = &mut self.qps[q as usize];
+        if let Err(e) = qp.queue_send(wr) {
+            if e.errno == errno::ENOMEM {
+                let depth = qp.options().max_send_wr;
+                return Err(PerfError::QueueFull {
+                    queue: "send",
+                    depth,
+                });
+            }
+            return Err(e.into());
+        }
         self.work.send_wrs += 1;
         if wr.flags.contains(SendFlags::SIGNALED) {
             self.pending += 1;

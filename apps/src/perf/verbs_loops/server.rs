@@ -13,7 +13,7 @@ use rpcrdma_engine::verbs::{Provider, QueuePair, SendFlags, SendOp, SendWr};
 use super::super::stats::BwStats;
 use super::super::{Config, Outcome, PerfError, SizeResult, Test};
 
-use super::client::{inline_flag, signaled};
+use super::client::{inline_flag, lat_signaled, signaled};
 use super::conn::{show_work, Side, Work};
 use super::{
     counter, new_histogram, pattern, Observer, CLIENT_SEED, LAT_SIGNAL_EVERY, SERVER_SEED,
@@ -136,7 +136,7 @@ fn write_lat_server<P: Provider>(
                 )?;
             }
             side.mem.store(mark, c);
-            let flags = signaled(i, LAT_SIGNAL_EVERY) | inline_flag(size, inline);
+            let flags = lat_signaled(i, n - 1) | inline_flag(size, inline);
             side.post(
                 0,
                 &SendWr::<P> {
