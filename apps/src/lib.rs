@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod logging;
 pub mod nfs3;
 pub mod nfs4;
 pub mod nfs4cb;

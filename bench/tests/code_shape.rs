@@ -7,9 +7,9 @@
 //! do not count. Declarations without a body (trait methods, `extern` items) are not functions
 //! here.
 
-mod source_tree;
+mod source_scan;
 
-use source_tree::sources;
+use source_scan::sources;
 use std::path::{Path, PathBuf};
 
 /// The longest source file allowed, in lines.

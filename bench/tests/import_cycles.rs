@@ -6,11 +6,12 @@
 //! parents count like any other module. The check fails on every strongly connected group of
 //! more than one module, listing it.
 
-use std::collections::{BTreeMap, BTreeSet};
-mod source_tree;
+mod source_scan;
 
-use source_tree::sources;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use source_scan::{code, sources};
 
 /// The module path of `file` under `root` (`lib.rs`, `main.rs` and `mod.rs` name their
 /// directory).
@@ -28,16 +29,6 @@ fn module_of(root: &Path, file: &Path) -> Vec<String> {
         parts.pop();
     }
     parts
-}
-
-/// The code of a file without comments and without its unit-test module.
-fn code(text: &str) -> String {
-    let cut = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
-    text[..cut]
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The paths `code` names that start with `crate::` (`(0, rest)`) or with `k` times

@@ -84,8 +84,13 @@ conformance_tests!(
 fn run_all_passes() {
     let mut env = SoftEnv::new();
     assert_eq!(c::profile(&env), c::Profile::Soft);
-    let sum = c::run_all(&mut env);
+    let mut names = Vec::new();
+    let sum = c::run_all(&mut env, |name, out| {
+        assert!(matches!(out, c::Outcome::Pass), "{name}: {out:?}");
+        names.push(name.to_string());
+    });
     assert_eq!((sum.failed, sum.skipped), (0, 0));
+    assert_eq!(names.len(), sum.passed, "every outcome handed out once");
     assert_eq!(sum.passed, c::all_checks::<SoftEnv>().len());
     let _ = env.listen_addr();
 }

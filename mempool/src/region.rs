@@ -8,7 +8,8 @@
 //!
 //! Recovery: when the kernel has no hugepages reserved the mapping fails with `ENOMEM`. Under
 //! [`HugePagePolicy::Prefer`] the region falls back to normal pages with transparent hugepages
-//! advised and prints one warning on stderr naming the fix (`echo N > /proc/sys/vm/nr_hugepages`);
+//! advised and logs one warning (`tracing`, target `rpcrdma_mempool::region`) naming the fix
+//! (`echo N > /proc/sys/vm/nr_hugepages`);
 //! under [`HugePagePolicy::Require`] the same text comes back as [`RegionError::NoHugePages`].
 //! A failed `mlock` is an error ([`RegionError::Lock`]) that names `RLIMIT_MEMLOCK`.
 
@@ -25,7 +26,7 @@ pub enum HugePagePolicy {
     /// Hugepages or an error ([`RegionError::NoHugePages`]).
     Require,
     /// Hugepages when reserved; otherwise normal pages with transparent hugepages advised and one
-    /// warning on stderr.
+    /// logged warning (`tracing`, once per process).
     #[default]
     Prefer,
     /// Normal pages, no hugepage advice.
@@ -366,7 +367,7 @@ struct Registered {
     access: Access,
 }
 
-/// Set once the fallback warning has been printed (one per process).
+/// Set once the fallback warning has been logged (one per process).
 static FALLBACK_WARNED: AtomicBool = AtomicBool::new(false);
 
 fn errno_of(e: &std::io::Error) -> i32 {
@@ -466,14 +467,17 @@ impl Region {
                     if opts.hugepages == HugePagePolicy::Require {
                         return Err(RegionError::NoHugePages(s));
                     }
-                    // Relaxed: the flag only elects the one caller that prints; it publishes
+                    // Relaxed: the flag only elects the one caller that logs; it publishes
                     // no data.
                     if !FALLBACK_WARNED.swap(true, Ordering::Relaxed) {
-                        eprintln!(
-                            "rpcrdma-mempool: WARNING: {s}. Falling back to normal pages with \
-                             transparent hugepages advised (more TLB misses, slower); set \
-                             HugePagePolicy::Require to make this an error. (Printed once.)"
+                        tracing::warn!(
+                            shortfall = %s,
+                            "hugepages short: falling back to normal pages with transparent \
+                             hugepages advised (more TLB misses, slower); set \
+                             HugePagePolicy::Require to make this an error (logged once)"
                         );
+                    } else {
+                        tracing::debug!(shortfall = %s, "hugepage fallback");
                     }
                     return Region::map_normal(rounded, true, opts.lock, Some(s));
                 }

@@ -325,8 +325,22 @@ impl<P: Provider> Intake<P> {
 fn make_room<P: Provider>(seat: &mut Seat<'_, P>, to: &dyn Acceptor<P>, ip: IpAddr) -> bool {
     let table = to.peers();
     let shares = table.shares(ip);
-    seat.slots
+    let Some(victim) = seat
+        .slots
         .evict_for(seat.env.now, shares, &|p: IpAddr| table.count(p))
+    else {
+        return false;
+    };
+    crate::log_limited!(
+        INFO,
+        peer = %victim.peer,
+        idle_ms = victim.idle / 1_000_000,
+        reason = "idle, evicted for a new connection",
+        requester = %ip,
+        node = seat.env.index,
+        "connection evicted"
+    );
+    true
 }
 
 /// Accepts `req` in the free slot `slot`.
@@ -337,10 +351,17 @@ fn accept_in<P: Provider>(
     to: Arc<dyn Acceptor<P>>,
     peer: PeerSlot,
 ) {
+    let from = req.peer_addr();
     match Arc::clone(&to).accept(seat.env, Seated { req, slot, peer }) {
         Ok(c) => seat.slots.place(slot, c, seat.env),
         Err(req) => {
             seat.env.stats.verbs_error();
+            crate::log_limited!(
+                WARN,
+                peer = %from,
+                node = seat.env.index,
+                "connection setup failed (memory registration, queue pair or accept)"
+            );
             seat.slots.give_back(slot);
             if let Some(req) = req {
                 refuse(seat.env, req, &*to, RejectReason::NoResources);
@@ -349,7 +370,8 @@ fn accept_in<P: Provider>(
     }
 }
 
-/// Refuses `req`, telling the requester why (`rpcrdma_engine::proto::reject`), and counts it.
+/// Refuses `req`, telling the requester why (`rpcrdma_engine::proto::reject`), counts it and
+/// logs it (rate-limited: a peer can connect in a loop).
 fn refuse<P: Provider>(
     env: &mut NodeEnv<P>,
     req: P::ConnRequest,
@@ -358,6 +380,13 @@ fn refuse<P: Provider>(
 ) {
     to.count_reject();
     env.stats.rejected(reason);
+    crate::log_limited!(
+        INFO,
+        peer = %req.peer_addr(),
+        %reason,
+        node = env.index,
+        "connection refused"
+    );
     if req.reject(&reason.encode()).is_err() {
         env.stats.verbs_error();
     }

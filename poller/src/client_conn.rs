@@ -198,6 +198,25 @@ fn key_seed() -> u64 {
     h.finish()
 }
 
+/// Logs a call failed by the server's protocol answer (RDMA_ERROR, RDMA2_ERROR, a reply that
+/// could not be used), rate-limited; timeouts and losses are logged with the connection.
+#[cold]
+#[inline(never)]
+fn log_call_error(server: SocketAddr, error: &conn::CallError) {
+    use conn::CallError as E;
+    if matches!(
+        error,
+        E::ErrVers { .. } | E::ErrChunk | E::RdmaError(_) | E::Rdma2(_) | E::BadReply(_)
+    ) {
+        crate::log_limited!(
+            WARN,
+            %server,
+            ?error,
+            "call failed by the server's RDMA_ERROR or an unusable reply"
+        );
+    }
+}
+
 impl<P: Provider> ClientConn<P> {
     fn connect(&mut self, r: &mut Round<'_, '_, P>) {
         let mut mws = Vec::with_capacity(self.nmw);
@@ -300,6 +319,7 @@ impl<P: Provider> ClientConn<P> {
             self.finish(r.env);
             return;
         }
+        self.log_lost();
         if self.attempts >= self.opts.max_reconnects {
             let e = self.shared.gave_up();
             self.fail_all(r.env, None, e);
@@ -319,6 +339,64 @@ impl<P: Provider> ClientConn<P> {
                 // No timer room: try again at once rather than never.
                 self.connect(r);
             }
+        }
+    }
+
+    /// The connection is established (again): reset the back-off, publish, count and log it
+    /// (rate-limited: after losses it is a reconnection). Out of line, as all of connection
+    /// setup.
+    #[cold]
+    #[inline(never)]
+    fn connected(&mut self, env: &mut NodeEnv<P>) {
+        let server = self.addr;
+        if self.attempts == 0 {
+            crate::log_limited!(INFO, %server, node = env.index, "connected");
+        } else {
+            crate::log_limited!(
+                INFO,
+                %server,
+                attempts = self.attempts,
+                node = env.index,
+                "reconnected"
+            );
+        }
+        self.state = CState::Connected;
+        self.attempts = 0;
+        self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
+        self.publish_negotiated();
+        self.shared.set_state(ClientState::Connected);
+        env.stats.established();
+    }
+
+    /// Logs a loss or a failed attempt, and what follows (rate-limited: the back-off can be
+    /// short).
+    #[cold]
+    fn log_lost(&self) {
+        let server = self.addr;
+        let attempt = self.attempts;
+        let rejected = self.shared.reject().map(|r| r.to_string());
+        let rejected = rejected.as_deref().unwrap_or("-");
+        if self.state == CState::Connected {
+            crate::log_limited!(WARN, %server, "connection lost");
+        } else {
+            crate::log_limited!(WARN, %server, attempt, rejected, "connect attempt failed");
+        }
+        if attempt >= self.opts.max_reconnects {
+            crate::log_limited!(
+                WARN,
+                %server,
+                attempts = attempt,
+                rejected,
+                "giving up: no more reconnection attempts (ClientOptions::max_reconnects)"
+            );
+        } else {
+            crate::log_limited!(
+                INFO,
+                %server,
+                in_ms = self.backoff_ns / 1_000_000,
+                attempt = attempt + 1,
+                "reconnecting"
+            );
         }
     }
 
@@ -372,14 +450,7 @@ impl<P: Provider> ClientConn<P> {
         while let Some(ev) = self.drv.conn.as_mut().and_then(|c| c.poll_event()) {
             work += 1;
             match ev {
-                Event::Connected(_) => {
-                    self.state = CState::Connected;
-                    self.attempts = 0;
-                    self.backoff_ns = self.opts.reconnect_min_ms.max(1) * 1_000_000;
-                    self.publish_negotiated();
-                    self.shared.set_state(ClientState::Connected);
-                    r.env.stats.established();
-                }
+                Event::Connected(_) => self.connected(r.env),
                 Event::ReplyReady(reply) => self.on_reply(r.env, r.links.as_deref_mut(), reply),
                 Event::CallFailed { call, error, .. } => {
                     self.stats.call_failed(&error);
@@ -462,6 +533,7 @@ impl<P: Provider> ClientConn<P> {
         call: CallId,
         error: CallError,
     ) {
+        log_call_error(self.addr, &error);
         let closing = self.closing_now();
         let max_retransmits = self.opts.max_retransmits;
         let mut sink = sink!(self, env, links);

@@ -35,7 +35,9 @@
 //! - [`memory`]: registered memory (per-connection slabs, payload and reply pools) and the
 //!   engine's memory view.
 //! - [`config`]: option structs, also from TOML / JSON; [`api_stats`]: run-time counters;
-//!   [`metrics`]: Prometheus exposition on a local HTTP port, latency histograms.
+//!   [`metrics`]: Prometheus exposition on a local HTTP port, latency histograms; [`log`]:
+//!   events for operators through `tracing` (connections, refusals, evictions, losses,
+//!   violations), rate-limited where a peer can cause them.
 //! - Worker mode (callbacks and handlers on worker threads through SPSC rings, with
 //!   back-pressure) is internal to the runtime.
 //!
@@ -59,6 +61,7 @@ mod ddp;
 mod dispatch;
 pub mod doorbell;
 pub mod driver;
+pub mod log;
 pub mod memory;
 pub mod metrics;
 pub mod mpsc;

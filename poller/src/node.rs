@@ -403,13 +403,14 @@ impl<P: Provider> Slots<P> {
         env.stats.set_connections(self.live as u64);
     }
 
-    /// Marks the connection [`pick_victim`] chooses for eviction; `false` when there is none.
+    /// Marks the connection [`pick_victim`] chooses for eviction and says what it was (its
+    /// peer, how long idle); `None` when there is none.
     pub(crate) fn evict_for(
         &mut self,
         now: u64,
         shares: Shares,
         count: &dyn Fn(IpAddr) -> u32,
-    ) -> bool {
+    ) -> Option<Evictable> {
         let candidates = self
             .conns
             .iter()
@@ -417,11 +418,12 @@ impl<P: Provider> Slots<P> {
             .filter_map(|(i, c)| c.as_ref().and_then(|c| c.evictable(now)).map(|e| (i, e)));
         match pick_victim(candidates, shares, count).and_then(|i| self.conns.get_mut(i)) {
             Some(Some(c)) => {
+                let victim = c.evictable(now);
                 c.evict();
                 self.evicting += 1;
-                true
+                victim
             }
-            _ => false,
+            _ => None,
         }
     }
 

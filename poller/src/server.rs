@@ -166,6 +166,14 @@ impl ServerBuilder {
             },
         )
         .map_err(|_| ServerError::Stopped)?;
+        tracing::info!(
+            %local,
+            credits = opts.credits,
+            max_connections = opts.max_connections,
+            max_conns_per_peer = opts.max_conns_per_peer,
+            shared_receive_queue = ?opts.shared_receive_queue,
+            "server listening"
+        );
         Ok(server)
     }
 }
@@ -325,6 +333,7 @@ impl Server {
 
     /// Stops accepting connections (existing ones keep being served).
     pub fn stop_listening(&self) {
+        tracing::info!(local = %self.addr, "server stops listening");
         // Release: pairs with the Acquire load in `ServerShared::is_stopping`.
         self.shared.stopping.store(true, Ordering::Release);
     }

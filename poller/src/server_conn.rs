@@ -320,6 +320,13 @@ impl<P: Provider> ServerConn<P> {
         // Relaxed: a count for monitoring.
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
+        crate::log_limited!(
+            INFO,
+            %peer,
+            conn = r.id(),
+            node = env.index,
+            "connection accepted"
+        );
         let lat = env
             .latency
             .attach(shared.latency.as_ref(), env.index, nslots);
@@ -405,6 +412,64 @@ impl<P: Provider> ServerConn<P> {
             b.on_lost(r.env, r.links.as_deref_mut(), &self.stats);
         }
         self.srq_leave(r.env);
+    }
+
+    /// Closes the connection, counting and logging why: a handler asked (`kick`), evicted or
+    /// idle (`idle`), a credit violation, or lost. Out of line: the round of a connection that
+    /// stays up never pays for it.
+    #[cold]
+    #[inline(never)]
+    fn close(&mut self, r: &mut Round<'_, '_, P>, kick: bool, idle: Option<IdleClose>) {
+        self.log_close(kick, idle, r.env.index);
+        if kick {
+            self.stats.kicked();
+        }
+        if self.cut_off {
+            r.env.stats.srq_violation();
+        }
+        match idle {
+            Some(IdleClose::Evicted) => {
+                self.stats.evicted();
+                r.env.stats.evicted();
+            }
+            Some(IdleClose::TimedOut) => {
+                self.stats.idle_closed();
+                r.env.stats.idle_closed();
+            }
+            None => {}
+        }
+        self.teardown(r);
+    }
+
+    /// Logs why the connection closes (rate-limited: a peer can open and close connections in
+    /// a loop); a credit violation at `warn`.
+    fn log_close(&self, kick: bool, idle: Option<IdleClose>, node: usize) {
+        let reason = match (self.cut_off, kick, idle) {
+            (true, _, _) => {
+                crate::log_limited!(
+                    WARN,
+                    peer = %self.peer,
+                    conn = self.conn_id,
+                    node,
+                    "credit violation: the peer held more shared receives than its grant \
+                     (RFC 8166 §3.3.1); connection cut off"
+                );
+                "credit violation"
+            }
+            (_, true, _) => "closed by a handler",
+            (_, _, Some(IdleClose::Evicted)) => "evicted",
+            (_, _, Some(IdleClose::TimedOut)) => "idle timeout",
+            _ if self.drv.broken => "work request post failed",
+            _ => "disconnected or failed",
+        };
+        crate::log_limited!(
+            INFO,
+            peer = %self.peer,
+            conn = self.conn_id,
+            reason,
+            node,
+            "connection closed"
+        );
     }
 
     /// A peer that exceeded its grant on the shared receive queue is cut off at once, in the
@@ -572,24 +637,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
                 return work + 1;
             }
             r.env.teardowns_left -= 1;
-            if kick {
-                self.stats.kicked();
-            }
-            if self.cut_off {
-                r.env.stats.srq_violation();
-            }
-            match idle {
-                Some(IdleClose::Evicted) => {
-                    self.stats.evicted();
-                    r.env.stats.evicted();
-                }
-                Some(IdleClose::TimedOut) => {
-                    self.stats.idle_closed();
-                    r.env.stats.idle_closed();
-                }
-                None => {}
-            }
-            self.teardown(r);
+            self.close(r, kick, idle);
             return work + 1;
         }
         let token = r.timer_token(TIMER_CONN);

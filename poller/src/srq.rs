@@ -88,8 +88,19 @@ impl<P: Provider> NodeSrq<P> {
             rpc_headers: 0,
             rpc_header_size: 0,
         };
-        let slab = Slab::new(env.pd, &layout, env.hugepages, LOCAL_ACCESS).ok()?;
-        let srq = env.dev.create_srq(env.pd, depth, 1).ok()?;
+        let made = Slab::new(env.pd, &layout, env.hugepages, LOCAL_ACCESS)
+            .ok()
+            .and_then(|slab| Some((env.dev.create_srq(env.pd, depth, 1).ok()?, slab)));
+        let Some((srq, slab)) = made else {
+            tracing::warn!(
+                depth,
+                recv_size,
+                "shared receive queue: creation failed (registration or the device's SRQ); \
+                 connections needing it are refused"
+            );
+            return None;
+        };
+        tracing::info!(depth, recv_size, "shared receive queue created");
         let bufs = SharedRecvs::new(slab.recvs.clone());
         let mut s = NodeSrq {
             srq,
@@ -119,6 +130,11 @@ impl<P: Provider> NodeSrq<P> {
         if posted.is_err() {
             self.errors += 1;
             stats.verbs_error();
+            crate::log_limited!(
+                WARN,
+                waiting = self.pool.pending(),
+                "shared receive queue: post failed; the buffers wait for the next post"
+            );
         }
         stats.set_srq(&self.pool, self.slab.region.len() as u64);
     }
@@ -167,7 +183,22 @@ pub(crate) fn connection<P: Provider>(
         return None; // created by a server with smaller receives
     }
     let bc = bc.unwrap_or(conn::BackchannelPools::NONE);
-    let grant = s.ledger.admit(cfg.credits, bc.headers.len() as u32)?;
+    let asked = cfg.credits;
+    let Some(grant) = s.ledger.admit(asked, bc.headers.len() as u32) else {
+        tracing::debug!(
+            asked,
+            free = s.ledger.free(),
+            "shared receive queue: no room for another grant"
+        );
+        return None;
+    };
+    if grant.credits < asked {
+        tracing::debug!(
+            asked,
+            granted = grant.credits,
+            "shared receive queue: the connection is granted fewer credits"
+        );
+    }
     cfg.credits = grant.credits;
     let bufs = s.pool.bufs().clone();
     match Connection::with_shared_receives(conn::Role::Responder, cfg, pools, &bc, bufs) {

@@ -8,81 +8,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use api_common::raw::*;
 use api_common::*;
-use rpcrdma_engine::proto::private_data::PrivateData as Rfc8797;
 use rpcrdma_engine::proto::reject;
 use rpcrdma_engine::verbs::soft::SoftConfig;
-use rpcrdma_engine::verbs::soft::{SoftCq, SoftDevice, SoftPd, SoftQp};
-use rpcrdma_engine::verbs::{CmEvent, CmEventKind, Device, QpInit, QpOptions, QueuePair};
+use rpcrdma_engine::verbs::soft::SoftDevice;
+use rpcrdma_engine::verbs::CmEventKind;
 use rpcrdma_poller::Proc;
 use rpcrdma_poller::{
     CallbackMode, Client, ClientError, ClientOptions, EndpointConfig, NodeSnapshot, Program,
     RejectReason, Reply, Server, ServerOptions,
 };
-
-/// A raw connection: a QP that connected with valid RFC 8797 private data and sends nothing.
-struct Raw {
-    qp: SoftQp,
-    _cq: SoftCq,
-    _pd: SoftPd,
-}
-
-impl Raw {
-    /// Connects to `addr` from `dev` (not waiting for the outcome).
-    fn connect(dev: &SoftDevice, addr: SocketAddr) -> Raw {
-        let pd = dev.alloc_pd().expect("pd");
-        let cq = dev.create_cq(64).expect("cq");
-        let init = QpInit {
-            pd: &pd,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            opts: QpOptions::default(),
-        };
-        let pd_msg = Rfc8797::v1(false, 1024, 1024).encode();
-        let qp = dev.connect(addr, init, &pd_msg).expect("connect");
-        Raw {
-            qp,
-            _cq: cq,
-            _pd: pd,
-        }
-    }
-
-    /// The next CM event, if one is there now.
-    fn poll(&mut self) -> Option<CmEvent> {
-        self.qp.poll_event().expect("poll_event")
-    }
-
-    /// The next CM event within 10 s (`None`: none came).
-    fn event(&mut self) -> Option<CmEvent> {
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if let Some(ev) = self.qp.poll_event().expect("poll_event") {
-                return Some(ev);
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        None
-    }
-
-    /// Waits for the connection to be established.
-    fn established(&mut self) {
-        let ev = self.event().expect("no CM event");
-        assert_eq!(ev.kind, CmEventKind::Established, "raw connect: {ev:?}");
-    }
-}
-
-fn ip(last: u8) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(10, 0, 0, last))
-}
-
-fn start(w: &World, o: ServerOptions) -> Server {
-    Server::builder()
-        .program(program(w.server_ep.buffers().clone()))
-        .options(o)
-        .start(&w.server_ep, w.addr)
-        .expect("server")
-}
 
 fn sum_call(c: &Client, a: u32, b: u32) -> Result<u32, ClientError> {
     let mut args = c.args().expect("args");
@@ -93,30 +29,6 @@ fn sum_call(c: &Client, a: u32, b: u32) -> Result<u32, ClientError> {
     Ok(u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
 }
 
-/// The server's whole connection capacity: `max_conns_per_reactor` × reactors.
-fn capacity(w: &World) -> usize {
-    w.server_ep.config().max_conns_per_reactor * w.server_ep.nodes()
-}
-
-/// Opens `n` raw connections from `dev` and waits until every one is established.
-fn flood(dev: &SoftDevice, addr: SocketAddr, n: usize) -> Vec<Raw> {
-    let mut v: Vec<Raw> = (0..n).map(|_| Raw::connect(dev, addr)).collect();
-    for r in v.iter_mut() {
-        r.established();
-    }
-    v
-}
-
-fn honest_opts() -> ClientOptions {
-    ClientOptions {
-        call_timeout_ms: 20_000,
-        reconnect_min_ms: 5,
-        reconnect_max_ms: 200,
-        max_reconnects: 200,
-        ..ClientOptions::default()
-    }
-}
-
 /// The server endpoint's node counters, summed.
 fn node_totals(w: &World) -> NodeSnapshot {
     let mut t = NodeSnapshot::default();
@@ -124,15 +36,6 @@ fn node_totals(w: &World) -> NodeSnapshot {
         t.accumulate(&w.server_ep.node_stats(i).expect("node"));
     }
     t
-}
-
-/// Waits (≤ 10 s) until `f` holds.
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// Issue 13 §2 item 5: `max_conns_per_reactor` × reactors idle raw connections (established with

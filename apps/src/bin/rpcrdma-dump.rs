@@ -326,6 +326,7 @@ fn private_data_example() {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let args = match files(&argv) {
         Ok(a) => a,

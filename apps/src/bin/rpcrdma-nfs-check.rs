@@ -369,6 +369,7 @@ fn run(a: &Args) -> Result<Tally, String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().collect();
     let argv0 = argv
         .first()

@@ -210,6 +210,7 @@ fn run(a: &Args) -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let prog = "rpcrdma-nfs3-compare";
     if let Some(code) = cli::start(prog, &argv, &|t| VALUE_FLAGS.contains(&t), USAGE) {

@@ -360,6 +360,7 @@ fn check_handle_key(path: Option<&std::path::Path>) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("info");
     let cli = match command_line() {
         Ok(c) => c,
         Err(code) => return code,

@@ -63,6 +63,7 @@ fn parse(argv: &[String]) -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let prog = "rpcrdma-pcap-sample";
     if let Some(code) = cli::start(prog, &argv, &|t| t == "--mtu", USAGE) {

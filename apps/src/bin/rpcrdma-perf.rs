@@ -287,6 +287,7 @@ fn run_rdma(
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().collect();
     let argv0 = argv.first().map(String::as_str).unwrap_or("rpcrdma-perf");
     let prog = cli::prog_name(Some(argv0), "rpcrdma-perf");

@@ -700,6 +700,7 @@ fn run_rdma(_a: &Args, _target: SocketAddr) -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().collect();
     let argv0 = argv.first().map(String::as_str).unwrap_or("rpcrdma-ping");
     let prog = argv0.rsplit('/').next().unwrap_or(argv0);

@@ -674,6 +674,7 @@ fn report(st: &Stats, json: bool) -> String {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let prog = "rpcrdma-stat";
     let takes = |t: &str| matches!(t, "-i" | "--interval" | "-c" | "--count" | "--file");

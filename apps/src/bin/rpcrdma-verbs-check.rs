@@ -389,6 +389,7 @@ fn run_rdma(_args: &Args) -> Result<(usize, usize), String> {
 }
 
 fn main() -> ExitCode {
+    rpcrdma_apps::logging::init("warn");
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let prog = "rpcrdma-verbs-check";
     let takes = |t: &str| {

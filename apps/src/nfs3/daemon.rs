@@ -416,9 +416,9 @@ impl<P: Provider> Daemon<P> {
         }
         match rpcbind::register(&entries) {
             Ok(r) => self.registration = Some(r),
-            Err(e) => eprintln!(
-                "rpcrdma-nfsd: warning: not registered with rpcbind ({e}); mount with \
-                 port= and mountport="
+            Err(e) => tracing::warn!(
+                error = %e,
+                "not registered with rpcbind; mount with port= and mountport="
             ),
         }
     }

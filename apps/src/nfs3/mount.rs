@@ -161,14 +161,35 @@ impl MountService {
             return AcceptStat::GarbageArgs;
         };
         let Some(export) = self.find(path) else {
+            rpcrdma_poller::log_limited!(
+                WARN,
+                client = %ctx.peer,
+                export = %String::from_utf8_lossy(path),
+                reason = "no such export",
+                "mount refused (MNT3ERR_NOENT)"
+            );
             out.put_u32(MNT3ERR_NOENT);
             return AcceptStat::Success;
         };
         // A client the export's rules do not name is refused, as nfs-utils' mountd does.
         let Some(opts) = export.options_for(ctx.peer.ip()) else {
+            rpcrdma_poller::log_limited!(
+                WARN,
+                client = %ctx.peer,
+                export = %export.path,
+                reason = "the export's rules do not name this client",
+                "mount refused (MNT3ERR_ACCES)"
+            );
             out.put_u32(MNT3ERR_ACCES);
             return AcceptStat::Success;
         };
+        rpcrdma_poller::log_limited!(
+            INFO,
+            client = %ctx.peer,
+            export = %export.path,
+            flavor = ?ctx.flavor,
+            "mount granted"
+        );
         let entry = (ctx.peer.ip().to_string(), export.path.clone());
         {
             let mut mounts = lock(&self.mounts);
@@ -193,6 +214,7 @@ impl MountService {
         let host = ctx.peer.ip().to_string();
         let path = String::from_utf8_lossy(path);
         let path = normalize_path(&path);
+        rpcrdma_poller::log_limited!(INFO, client = %ctx.peer, export = %path, "unmount");
         lock(&self.mounts).retain(|(h, p)| !(*h == host && p == path));
         AcceptStat::Success
     }

@@ -195,6 +195,7 @@ impl Nfs3 {
             Ok(a) => a,
             Err(_) => {
                 self.stats.bump(&self.stats.garbage_args);
+                tracing::debug!(client = %req.transport.peer, proc = p, "GARBAGE_ARGS");
                 return Err(Reject::GarbageArgs);
             }
         };
@@ -207,9 +208,20 @@ impl Nfs3 {
             .admit(p, &mut args, req.transport.peer.ip(), &req.cred)
         {
             Ok(a) => a,
-            Err(Refusal::Status(st)) => return self.put(out, &failure(p, st)),
+            Err(Refusal::Status(st)) => {
+                // Stale handles, export permissions: a client can cause one per call.
+                tracing::debug!(client = %req.transport.peer, proc = p, status = ?st, "call refused");
+                return self.put(out, &failure(p, st));
+            }
             Err(Refusal::Auth(why)) => {
                 self.stats.bump(&self.stats.auth_errors);
+                rpcrdma_poller::log_limited!(
+                    WARN,
+                    client = %req.transport.peer,
+                    proc = p,
+                    auth = ?why,
+                    "call refused: AUTH_ERROR"
+                );
                 return Err(Reject::Auth(why));
             }
         };

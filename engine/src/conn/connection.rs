@@ -463,16 +463,7 @@ impl Connection {
             return;
         };
         if !wc.status.is_success() {
-            if kind == wr_kind::RECV {
-                if let Some(r) = self.core.recvs.get_mut(index as usize) {
-                    if r.state == RecvState::Posted {
-                        r.state = RecvState::Idle;
-                        let _ = self.core.recv_idle.push(index);
-                    }
-                }
-            }
-            // The QP is in the error state: everything outstanding completes flushed.
-            self.fail();
+            self.on_failed_completion(kind, index, wc.status);
             return;
         }
         if self.core.state == ConnState::Closed {
@@ -493,6 +484,30 @@ impl Connection {
             _ => self.core.fail(),
         }
         self.check_closed();
+    }
+
+    /// A work request completed in error: its receive (if one) is idle again, and the
+    /// connection fails — the QP is in the error state, so everything outstanding completes
+    /// flushed. Out of line: no call that succeeds pays for its code.
+    #[cold]
+    #[inline(never)]
+    fn on_failed_completion(&mut self, kind: u8, index: u32, status: crate::verbs::WcStatus) {
+        if kind == wr_kind::RECV {
+            if let Some(r) = self.core.recvs.get_mut(index as usize) {
+                if r.state == RecvState::Posted {
+                    r.state = RecvState::Idle;
+                    let _ = self.core.recv_idle.push(index);
+                }
+            }
+        }
+        if status != crate::verbs::WcStatus::WR_FLUSH_ERR {
+            tracing::debug!(
+                status = status.name(),
+                wr_kind = kind,
+                "work request failed"
+            );
+        }
+        self.fail();
     }
 
     /// Shared receives: a receive completion naming a node buffer. Adopted into a holding slot

@@ -5,6 +5,7 @@
 
 pub mod back;
 pub mod counting;
+pub mod raw;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};

@@ -554,19 +554,7 @@ impl Responder {
         let h = match decoded {
             Ok(h) => h,
             Err(e) => {
-                match ErrAnswer::for_error(e) {
-                    None => {
-                        let _ = self.free.push(slot);
-                    }
-                    Some((xid, vers, kind)) => {
-                        call.xid = xid;
-                        call.vers = vers;
-                        self.unanswered += 1;
-                        policy.set_reserve(core, self.unanswered);
-                        self.answer_error(slot, kind);
-                    }
-                }
-                core.release_recv(p.recv);
+                self.reject_header(core, slot, p.recv, e);
                 return;
             }
         };
@@ -609,6 +597,29 @@ impl Responder {
             return;
         }
         self.admit(core, slot, p.recv, rbuf);
+    }
+
+    /// A call header the decoder rejected (in slot `slot`, receive `recv`): answered with the
+    /// RDMA_ERROR the error calls for, or dropped; logged at `debug` (a peer can send one per
+    /// receive). Out of line, as every error path of the call path.
+    #[cold]
+    #[inline(never)]
+    fn reject_header(&mut self, core: &mut Core, slot: u32, recv: u32, e: &AnyError) {
+        tracing::debug!(error = ?e, "call header rejected");
+        match ErrAnswer::for_error(e) {
+            None => {
+                let _ = self.free.push(slot);
+            }
+            Some((xid, vers, kind)) => {
+                let call = &mut self.calls[slot as usize];
+                call.xid = xid;
+                call.vers = vers;
+                self.unanswered += 1;
+                self.policy.set_reserve(core, self.unanswered);
+                self.answer_error(slot, kind);
+            }
+        }
+        core.release_recv(recv);
     }
 
     /// A valid call in `slot`: a pure inline one is delivered from its receive buffer at once;
@@ -665,9 +676,13 @@ impl Responder {
         self.progress(core, mem);
     }
 
-    /// Turns the call built in `slot` into a pending RDMA_ERROR answer of `kind`.
+    /// Turns the call built in `slot` into a pending RDMA_ERROR answer of `kind` (logged at
+    /// `debug`). Out of line: only error paths come here.
+    #[cold]
+    #[inline(never)]
     fn answer_error(&mut self, slot: u32, kind: ErrAnswer) {
         let call = &mut self.calls[slot as usize];
+        tracing::debug!(xid = call.xid, answer = ?kind, "RDMA_ERROR sent");
         call.state = RespState::ErrorPending(kind);
         call.recv = None;
         call.data = None;

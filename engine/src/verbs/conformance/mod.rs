@@ -4,8 +4,9 @@
 //! A provider plugs in through an [`Env`]: two devices (client and server side, possibly the
 //! same), fresh listen addresses, and how to wait (yield for the soft provider, sleep a little
 //! on real hardware). Each check builds its own connection(s) through the boundary's connection
-//! manager, so CM behaviour is covered too. [`run_all`] runs every check and prints
-//! `PASS name` / `FAIL name: reason` / `SKIP name (why)`; the soft provider's test file runs
+//! manager, so CM behaviour is covered too. [`run_all`] runs every check and hands each outcome
+//! to its caller (`rpcrdma-verbs-check` prints `PASS name` / `FAIL name: reason` / `SKIP name
+//! (why)`); the soft provider's test file runs
 //! each check as its own `#[test]`.
 //!
 //! Per-device expectations: where real devices legitimately differ, a check picks what it
@@ -306,24 +307,18 @@ pub struct Summary {
     pub skipped: usize,
 }
 
-/// Runs every check, printing `PASS name` / `FAIL name: reason` / `SKIP name (why)`.
-pub fn run_all<E: Env>(env: &mut E) -> Summary {
+/// Runs every check, handing each check's name and outcome to `each` (a caller prints
+/// `PASS name` / `FAIL name: reason` / `SKIP name (why)`, or collects them), and counts them.
+pub fn run_all<E: Env>(env: &mut E, mut each: impl FnMut(&str, &Outcome)) -> Summary {
     let mut sum = Summary::default();
     for c in all_checks::<E>() {
-        match run_check(env, &c) {
-            Outcome::Pass => {
-                sum.passed += 1;
-                println!("PASS {}", c.name);
-            }
-            Outcome::Fail(e) => {
-                sum.failed += 1;
-                println!("FAIL {}: {e}", c.name);
-            }
-            Outcome::Skip(why) => {
-                sum.skipped += 1;
-                println!("SKIP {} ({why})", c.name);
-            }
+        let out = run_check(env, &c);
+        match &out {
+            Outcome::Pass => sum.passed += 1,
+            Outcome::Fail(_) => sum.failed += 1,
+            Outcome::Skip(_) => sum.skipped += 1,
         }
+        each(c.name, &out);
     }
     sum
 }

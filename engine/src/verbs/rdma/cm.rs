@@ -246,7 +246,7 @@ fn reject_and_destroy(id: *mut sys::rdma_cm_id) {
 }
 
 fn dispatch(targets: &mut HashMap<usize, Target>, ev: RawEvent) {
-    super::trace!(
+    tracing::debug!(
         "cm event {} status {} id {:p} pdata {}",
         ev.kind,
         ev.status,

@@ -295,7 +295,7 @@ fn drain_async(ctx: *mut sys::ibv_context) {
         if rc != 0 {
             return;
         }
-        super::trace!("async event {} element {:p}", ev.event_type, ev.element);
+        tracing::debug!("async event {} element {:p}", ev.event_type, ev.element);
         if ev.event_type == IBV_EVENT_CQ_ERR {
             let key = ev.element as usize;
             let table = lock(&CQ_ERRORS);
@@ -303,7 +303,7 @@ fn drain_async(ctx: *mut sys::ibv_context) {
                 // Release: pairs with the Acquire load at the top of RdmaCq::poll.
                 flag.store(true, Ordering::Release);
             } else {
-                super::trace!(
+                tracing::warn!(
                     "CQ_ERR for an unknown CQ; known: {:x?}",
                     table.iter().map(|e| e.0).collect::<Vec<_>>()
                 );

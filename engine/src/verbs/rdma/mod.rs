@@ -65,23 +65,6 @@ pub use cq::{RdmaCq, ASYNC_CHECK_INTERVAL, POLL_BURST};
 pub use mem::{RdmaMr, RdmaMw, RdmaPd, RdmaReg, RdmaSrq};
 pub use qp::RdmaQp;
 
-/// True when `RPCRDMA_VERBS_TRACE` is set (to anything but `0`): connection events, async
-/// events and failed posts are printed to stderr. Read once.
-pub fn trace_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("RPCRDMA_VERBS_TRACE").is_ok_and(|v| v != "0"))
-}
-
-/// Prints a trace line when tracing is on (never on the data path's success branches).
-macro_rules! trace {
-    ($($arg:tt)*) => {
-        if $crate::verbs::rdma::trace_enabled() {
-            eprintln!("rdma: {}", format_args!($($arg)*));
-        }
-    };
-}
-pub(crate) use trace;
-
 /// Timeout of `rdma_resolve_addr` and `rdma_resolve_route`, in milliseconds.
 pub const RESOLVE_TIMEOUT_MS: c_int = 2000;
 
@@ -374,14 +357,7 @@ impl RdmaDevice {
         unsafe {
             channel::set_nonblocking((*ctx).async_fd);
         }
-        if !caps.mw_type2 || !caps.send_with_invalidate {
-            eprintln!(
-                "rpcrdma: device {name} ({local}): type-2 memory windows {}, send with invalidate {}; \
-                 upper layers fall back",
-                if caps.mw_type2 { "yes" } else { "no" },
-                if caps.send_with_invalidate { "yes" } else { "no" },
-            );
-        }
+        log_device(&name, local, iwarp, &caps);
         core::mem::forget(guard);
         Ok(RdmaDevice {
             inner: Arc::new(DeviceInner {
@@ -410,6 +386,22 @@ impl RdmaDevice {
 
 /// `vendor_id` of Soft-RoCE (rxe).
 const RXE_VENDOR_ID: u32 = crate::verbs::vendor::RXE;
+
+/// Logs what a device opened for `local` offers (`debug`), and at `warn` what it lacks that
+/// the upper layers work around (type-2 memory windows, Send With Invalidate).
+#[cold]
+fn log_device(name: &str, local: IpAddr, iwarp: bool, caps: &DeviceCaps) {
+    tracing::debug!(device = name, %local, iwarp, ?caps, "device opened");
+    if !caps.mw_type2 || !caps.send_with_invalidate {
+        tracing::warn!(
+            device = name,
+            %local,
+            mw_type2 = caps.mw_type2,
+            send_with_invalidate = caps.send_with_invalidate,
+            "device lacks type-2 memory windows or Send With Invalidate; upper layers fall back"
+        );
+    }
+}
 
 /// `ibv_query_device` + the inline-data probe, as [`DeviceCaps`], and the vendor id.
 fn query_caps(ctx: *mut sys::ibv_context, iwarp: bool) -> Result<(DeviceCaps, u32), VerbsError> {

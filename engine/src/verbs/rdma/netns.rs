@@ -72,7 +72,7 @@ impl NetNs {
         if here.id == self.id {
             return f();
         }
-        super::trace!("{call:?}: entering netns {:?} from {:?}", self.id, here.id);
+        tracing::trace!("{call:?}: entering netns {:?} from {:?}", self.id, here.id);
         self.setns(call)?;
         let out = f();
         let back = here.setns(call);

@@ -105,7 +105,7 @@ impl Progress {
     fn stash_push(&mut self, ev: CmEvent) {
         match self.stash.iter_mut().find(|s| s.is_none()) {
             Some(slot) => *slot = Some(ev),
-            None => super::trace!(
+            None => tracing::warn!(
                 "qp {:#x}: event queue full, {:?} dropped",
                 self.acct.qp_num,
                 ev.kind
@@ -690,7 +690,7 @@ impl QueuePair<Rdma> for RdmaQp {
             }
             return Ok(());
         }
-        super::trace!(
+        tracing::debug!(
             "qp {:#x}: ibv_post_send of {n} -> {rc}, {posted} posted",
             self.qp_num
         );
@@ -756,7 +756,7 @@ impl QueuePair<Rdma> for RdmaQp {
             Phase::Connected => {
                 // SAFETY: the id is live and connected.
                 let rc = unsafe { sys::rdma_disconnect(self.id) };
-                super::trace!(
+                tracing::debug!(
                     "qp {:#x}: rdma_disconnect -> {rc} ({})",
                     self.qp_num,
                     super::last_errno()
