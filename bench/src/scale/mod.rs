@@ -19,7 +19,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,9 +56,12 @@ pub struct ScaleConfig {
     pub in_flight: u32,
     /// Every n-th call carries a 4 KiB DDP argument (0: none).
     pub ddp_every: u32,
-    /// How long the `steady` and `after` phases last.
+    /// How long the `steady` and `after` phases last at least (each phase also lasts until one
+    /// of the calls started in it has completed, so a loaded machine lengthens a phase instead
+    /// of leaving it empty).
     pub phase: Duration,
-    /// How long a storm may take before the run fails.
+    /// How long a storm may take before the run fails (also the longest any phase waits for
+    /// its first completed call).
     pub storm_limit: Duration,
     /// Credits each server connection grants.
     pub credits: u32,
@@ -313,6 +316,15 @@ struct Shared {
     /// The phase calls start in now (index into `hists`).
     phase: AtomicUsize,
     hists: Mutex<Vec<Histogram<u64>>>,
+    /// Calls completed correctly, per phase they started in: a phase lasts until at least one
+    /// has (progress, not time, ends a phase on a loaded machine).
+    completed: [AtomicU64; 4],
+}
+
+/// Whether a call that started in `phase` has completed correctly.
+fn progressed(sh: &Shared, phase: usize) -> bool {
+    // Relaxed: a progress flag read by the driver; the ledger carries the results.
+    sh.completed[phase].load(Ordering::Relaxed) > 0
 }
 
 const PHASES: [&str; 4] = ["steady", "connect storm", "disconnect storm", "after"];
@@ -348,6 +360,7 @@ fn issue(sh: &Arc<Shared>, client: &Client, k: usize, seq: u64, ddp_every: u32) 
         let ok = r.map(|rep| verify_reply(rep.results(), None, id, arg_ck, SMALL));
         if matches!(ok, Ok(Ok(()))) {
             let _ = lock(&sh2.hists)[phase].record(us.max(1));
+            sh2.completed[phase].fetch_add(1, Ordering::Relaxed);
         }
         sh2.ledger.finish(id, ok);
         sh2.out[k].fetch_sub(1, Ordering::AcqRel);
@@ -537,6 +550,7 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
         ledger: Ledger::new(),
         out: (0..clients.len()).map(|_| AtomicU32::new(0)).collect(),
         phase: AtomicUsize::new(0),
+        completed: Default::default(),
         hists: Mutex::new(
             PHASES
                 .iter()
@@ -546,9 +560,13 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     });
     let mut seq = 0u64;
     let mut elapsed = [Duration::ZERO; 4];
+    // Every phase also waits (up to `storm_limit`) until one of its calls has completed.
+    let limit = cfg.storm_limit;
     // Phase 0: steady.
     let t = Instant::now();
-    drive(&sh, &clients, cfg, &mut seq, || t.elapsed() >= cfg.phase);
+    drive(&sh, &clients, cfg, &mut seq, || {
+        (t.elapsed() >= cfg.phase && progressed(&sh, 0)) || t.elapsed() >= limit
+    });
     elapsed[0] = t.elapsed();
     // Phase 1: connect storm.
     sh.phase.store(1, Ordering::Relaxed);
@@ -559,7 +577,9 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
             let ok = wait_until(cfg.storm_limit, || settled(&v));
             (v, ok, t.elapsed())
         });
-        drive(&sh, &clients, cfg, &mut seq, || h.is_finished());
+        drive(&sh, &clients, cfg, &mut seq, || {
+            h.is_finished() && (progressed(&sh, 1) || t.elapsed() >= limit)
+        });
         h.join().expect("storm thread")
     });
     let (storm_clients, storm_ok, connect_time) = storm;
@@ -576,21 +596,25 @@ pub fn run(cfg: &ScaleConfig) -> ScaleReport {
     for c in &storm_clients {
         c.close();
     }
-    let mut gone = false;
+    let mut gone_at = None;
     drive(&sh, &clients, cfg, &mut seq, || {
-        gone = world.server_conns() <= base_conns;
-        gone || t.elapsed() >= cfg.storm_limit
+        if gone_at.is_none() && world.server_conns() <= base_conns {
+            gone_at = Some(t.elapsed());
+        }
+        (gone_at.is_some() && progressed(&sh, 2)) || t.elapsed() >= limit
     });
-    let disconnect_time = t.elapsed();
-    elapsed[2] = disconnect_time;
-    if !gone {
+    let disconnect_time = gone_at.unwrap_or_else(|| t.elapsed());
+    elapsed[2] = t.elapsed();
+    if gone_at.is_none() {
         violations.push("the disconnect storm did not settle".to_string());
     }
     let after_conns = world.server_conns();
     // Phase 3: after.
     sh.phase.store(3, Ordering::Relaxed);
     let t = Instant::now();
-    drive(&sh, &clients, cfg, &mut seq, || t.elapsed() >= cfg.phase);
+    drive(&sh, &clients, cfg, &mut seq, || {
+        (t.elapsed() >= cfg.phase && progressed(&sh, 3)) || t.elapsed() >= limit
+    });
     elapsed[3] = t.elapsed();
     let (issued, ok, failed) = drain_and_count(&sh, &mut violations);
     let phases = {
