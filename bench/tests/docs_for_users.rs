@@ -27,7 +27,7 @@ fn texts(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The places in `text` that name something a user does not have.
-fn offences(text: &str) -> Vec<&'static str> {
+fn offences(text: &str) -> Vec<String> {
     // Spelled in two pieces so that this file does not match itself.
     let words: [(&str, &str); 5] = [
         ("../sha", "red"),
@@ -37,9 +37,10 @@ fn offences(text: &str) -> Vec<&'static str> {
         ("/wo", "rk/"),
     ];
     let mut out = Vec::new();
-    for (i, (a, b)) in words.iter().enumerate() {
-        if text.contains(&format!("{a}{b}")) {
-            out.push(["../shared", "FACTS.md", "COMMON.md", "NOTES.md", "/work/"][i]);
+    for (a, b) in words {
+        let name = format!("{a}{b}");
+        if text.contains(&name) {
+            out.push(name);
         }
     }
     out
@@ -75,6 +76,6 @@ fn rejects_references_to_files_users_do_not_have() {
 #[test]
 fn accepts_the_scan_finding_a_planted_reference() {
     let planted = format!("see {}{} for the facts", "FACTS", ".md");
-    assert_eq!(offences(&planted), ["FACTS.md"]);
+    assert_eq!(offences(&planted), [format!("{}{}", "FACTS", ".md")]);
     assert!(offences("RFC 8166 section 4").is_empty());
 }
