@@ -162,6 +162,7 @@ impl MountService {
         };
         let Some(export) = self.find(path) else {
             rpcrdma_poller::log_limited!(
+                peer: ctx.peer;
                 WARN,
                 client = %ctx.peer,
                 export = %String::from_utf8_lossy(path),
@@ -174,6 +175,7 @@ impl MountService {
         // A client the export's rules do not name is refused, as nfs-utils' mountd does.
         let Some(opts) = export.options_for(ctx.peer.ip()) else {
             rpcrdma_poller::log_limited!(
+                peer: ctx.peer;
                 WARN,
                 client = %ctx.peer,
                 export = %export.path,
@@ -184,6 +186,7 @@ impl MountService {
             return AcceptStat::Success;
         };
         rpcrdma_poller::log_limited!(
+            peer: ctx.peer;
             INFO,
             client = %ctx.peer,
             export = %export.path,
@@ -214,7 +217,13 @@ impl MountService {
         let host = ctx.peer.ip().to_string();
         let path = String::from_utf8_lossy(path);
         let path = normalize_path(&path);
-        rpcrdma_poller::log_limited!(INFO, client = %ctx.peer, export = %path, "unmount");
+        rpcrdma_poller::log_limited!(
+            peer: ctx.peer;
+            INFO,
+            client = %ctx.peer,
+            export = %path,
+            "unmount"
+        );
         lock(&self.mounts).retain(|(h, p)| !(*h == host && p == path));
         AcceptStat::Success
     }

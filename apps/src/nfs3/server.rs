@@ -216,6 +216,7 @@ impl Nfs3 {
             Err(Refusal::Auth(why)) => {
                 self.stats.bump(&self.stats.auth_errors);
                 rpcrdma_poller::log_limited!(
+                    peer: &req.transport.peer;
                     WARN,
                     client = %req.transport.peer,
                     proc = p,
