@@ -1,7 +1,7 @@
 //! iWARP over TCP: MPA (RFC 5044) with the enhanced connection setup of RFC 6581, DDP (RFC 5041)
 //! and RDMAP (RFC 5040), laid out as Linux siw sends them, the connection layer, and the
 //! user-space iWARP provider on top ([`IwarpProvider`]: devices, STags, CQs, queue pairs,
-//! listener; `provider.rs`, `qp.rs`, `place.rs`).
+//! listener; `device.rs`, `cq.rs`, `provider.rs`, `qp.rs`, `qp/place.rs`).
 //!
 //! Normal operation: [`handshake`] runs the MPA Request/Reply exchange as a sans-IO state machine
 //! ([`mpa::encode_rr`], [`mpa::decode_rr`] underneath), settling CRC use and the RFC 6581 IRD/ORD
@@ -20,11 +20,12 @@
 //! [`mpa::TERM_ECODE_CRC`] and friends). A failed handshake closes the TCP connection. In the
 //! provider a fault sends that Terminate and puts the QP into ERROR (flush, `Disconnected`).
 
+mod cq;
 pub mod crc32c;
 pub mod ddp;
+mod device;
 pub mod handshake;
 pub mod mpa;
-mod place;
 mod provider;
 mod qp;
 pub mod rdmap;
@@ -32,10 +33,11 @@ pub mod socket;
 pub mod stream;
 pub mod term;
 
+pub use cq::IwarpCq;
+pub use device::{IwarpProvider, MAX_SGE, VENDOR_ID};
 #[cfg(feature = "conformance")]
 pub use provider::IwarpEnv;
 pub use provider::{
-    IwarpConnRequest, IwarpCq, IwarpDevice, IwarpListener, IwarpMw, IwarpPd, IwarpProvider,
-    IwarpSrq, MrHandle, MAX_SGE, VENDOR_ID,
+    IwarpConnRequest, IwarpDevice, IwarpListener, IwarpMw, IwarpPd, IwarpSrq, MrHandle,
 };
 pub use qp::IwarpQp;

@@ -1,9 +1,9 @@
 //! The user-space iWARP provider ([`IwarpProvider`]): the verbs boundary over RDMAP/DDP/MPA on
 //! ordinary non-blocking TCP sockets ([`super::socket`]), so server and client can run in
 //! separate processes or on separate hosts without RDMA hardware or kernel modules. This file
-//! holds the device, protection domains, memory registrations (STags), completion queues, the
-//! listener and connect requests; queue pairs are in [`super::qp`], receive-side placement in
-//! [`super::place`].
+//! holds the device, protection domains, memory registrations (STags), the listener and
+//! connect requests; the STag table is in [`super::device`], completion queues in
+//! [`super::cq`], queue pairs and placement in [`super::qp`].
 //!
 //! Normal operation: [`Provider::open`] gives a device for a local address. Memory
 //! registrations are entries in the device's STag table (lkey = rkey = STag: a table index in
@@ -20,149 +20,22 @@
 //! exchange fails is dropped by the listener; an initiator sees `Rejected` / `Unreachable` /
 //! `ConnectError`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
-use super::handshake;
+use super::cq::{progress_all, CqInner, IwarpCq};
+use super::device::{
+    caps, endpoint_config, lock, now_ns, DevInner, IwarpProvider, MrEntry, MrTable,
+};
 use super::qp::{IwarpQp, QpCore};
-use super::socket::{self, Endpoint, EndpointConfig, State};
+use super::socket::{self, Endpoint, State};
 use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
-    errno, validate, vendor, Access, Completion, CompletionQueue, ConnRequest, CqNotify, Device,
-    DeviceCaps, KeyGen, Keys, Listener, MemoryWindow, ProtectionDomain, Provider, QpInit, RecvWr,
-    SharedReceiveQueue, Transport, VerbsCall, VerbsError, PRIVATE_DATA_ACCEPT_MAX,
-    PRIVATE_DATA_CONNECT_MAX, PRIVATE_DATA_REJECT_MAX,
+    errno, validate, Access, ConnRequest, Device, DeviceCaps, KeyGen, Keys, Listener, MemoryWindow,
+    ProtectionDomain, Provider, QpInit, RecvWr, SharedReceiveQueue, VerbsCall, VerbsError,
 };
-
-/// Scatter/gather entries per work request.
-pub const MAX_SGE: usize = 8;
-/// `vendor_id` this provider reports (ASCII "uiw"; not siw's, so the conformance suite applies
-/// the generic iWARP profile rather than the kernel siw quirks).
-pub const VENDOR_ID: u32 = 0x0075_6977;
-
-const _: () = assert!(VENDOR_ID != vendor::SIW);
-
-/// Nanoseconds on a process-wide monotonic clock (the handshake deadlines).
-pub(crate) fn now_ns() -> u64 {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    let base = *BASE.get_or_init(Instant::now);
-    u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Locks `m`, taking the data of a poisoned lock (a panicking holder left it consistent: every
-/// update is a plain field write).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The provider.
-#[derive(Debug)]
-pub struct IwarpProvider;
-
-/// One registration in a device's STag table.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct MrEntry {
-    addr: u64,
-    len: u64,
-    access: Access,
-    pd: u32,
-}
-
-/// Why an STag check failed (each maps to its RFC 5040 / RFC 5041 Terminate code).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// No registration under the STag.
-    InvalidStag,
-    /// The range leaves the registration.
-    Bounds,
-    /// The registration lacks the right.
-    Access,
-    /// The registration belongs to another protection domain.
-    WrongPd,
-}
-
-/// The STag table of a device.
-#[derive(Debug, Default)]
-pub(crate) struct MrTable {
-    map: HashMap<u32, MrEntry>,
-}
-
-impl MrTable {
-    /// The address of `[addr, addr + len)` under `stag`, checked against the PD `pd` and the
-    /// rights `need`.
-    pub(crate) fn check(
-        &self,
-        stag: u32,
-        pd: u32,
-        addr: u64,
-        len: u64,
-        need: Access,
-    ) -> Result<*mut u8, Fault> {
-        let e = self.map.get(&stag).ok_or(Fault::InvalidStag)?;
-        if e.pd != pd {
-            return Err(Fault::WrongPd);
-        }
-        let end = addr.checked_add(len).ok_or(Fault::Bounds)?;
-        if addr < e.addr || end > e.addr + e.len {
-            return Err(Fault::Bounds);
-        }
-        if !e.access.contains(need) {
-            return Err(Fault::Access);
-        }
-        Ok(addr as *mut u8)
-    }
-}
-
-pub(crate) struct DevInner {
-    pub(crate) ip: IpAddr,
-    pub(crate) caps: DeviceCaps,
-    pub(crate) mrs: Mutex<MrTable>,
-    next_pd: AtomicU32,
-    next_index: AtomicU32,
-    next_qpn: AtomicU32,
-    keys: Mutex<KeyGen>,
-}
-
-impl DevInner {
-    pub(crate) fn alloc_qpn(&self) -> u32 {
-        // Relaxed: a unique-number counter.
-        self.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff
-    }
-}
-
-/// The device capabilities: what the provider implements (no memory windows, no Send With
-/// Invalidate, no SRQ; one RDMA Read sink SGE, as siw) and the rdma_cm private data limits.
-fn caps() -> DeviceCaps {
-    DeviceCaps {
-        max_qp: 1 << 16,
-        max_qp_wr: 4096,
-        max_sge: MAX_SGE as u32,
-        max_sge_rd: 1,
-        max_inline_data: 0,
-        max_cq: 1 << 16,
-        max_cqe: 1 << 20,
-        max_mr: 1 << 20,
-        max_mw: 0,
-        max_pd: 1 << 16,
-        max_mr_size: 1 << 40,
-        max_srq: 0,
-        max_srq_wr: 0,
-        max_qp_rd_atom: 128,
-        max_qp_init_rd_atom: 128,
-        mw_type2: false,
-        send_with_invalidate: false,
-        max_private_data_connect: PRIVATE_DATA_CONNECT_MAX as u32,
-        max_private_data_accept: PRIVATE_DATA_ACCEPT_MAX as u32,
-        max_private_data_reject: PRIVATE_DATA_REJECT_MAX as u32,
-        transport: Transport::Iwarp,
-        vendor_id: VENDOR_ID,
-        vendor_part_id: 0,
-    }
-}
-
 /// An opened device: a local address and its STag table.
 pub struct IwarpDevice {
     pub(crate) inner: Arc<DevInner>,
@@ -201,19 +74,6 @@ impl Provider for IwarpProvider {
         })
     }
 }
-
-/// The endpoint settings of a QP with read depths `ird` / `ord`.
-pub(crate) fn endpoint_config(ird: u8, ord: u8) -> EndpointConfig {
-    EndpointConfig {
-        handshake: handshake::Config {
-            ird: u16::from(ird),
-            ord: u16::from(ord),
-            ..handshake::Config::default()
-        },
-        ..EndpointConfig::default()
-    }
-}
-
 /// Checks a QP's attachments: objects of this device, no SRQ (the device has none).
 fn check_init(
     dev: &Arc<DevInner>,
@@ -253,12 +113,7 @@ impl Device<IwarpProvider> for IwarpDevice {
     fn create_cq(&self, depth: u32) -> Result<IwarpCq, VerbsError> {
         validate::cq_depth(depth, &self.inner.caps)?;
         Ok(IwarpCq {
-            inner: Arc::new(CqInner {
-                depth,
-                q: Mutex::new(CqQueue::default()),
-                qps: Mutex::new(Vec::new()),
-                notify: OnceLock::new(),
-            }),
+            inner: Arc::new(CqInner::new(depth)),
         })
     }
 
@@ -387,86 +242,6 @@ impl SharedReceiveQueue for IwarpSrq {
         match *self {}
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Completion queues
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Default)]
-struct CqQueue {
-    items: VecDeque<Completion>,
-    overflow: bool,
-}
-
-pub(crate) struct CqInner {
-    depth: u32,
-    q: Mutex<CqQueue>,
-    /// The QPs whose socket I/O a poll of this CQ drives.
-    qps: Mutex<Vec<Weak<Mutex<QpCore>>>>,
-    notify: OnceLock<CqNotify>,
-}
-
-impl CqInner {
-    /// Queues a completion; `false` when the CQ is (or now becomes) overrun.
-    pub(crate) fn push(&self, c: Completion) -> bool {
-        let mut q = lock(&self.q);
-        if q.overflow {
-            return false;
-        }
-        if q.items.len() >= self.depth as usize {
-            q.overflow = true;
-            return false;
-        }
-        q.items.push_back(c);
-        drop(q);
-        if let Some(n) = self.notify.get() {
-            n();
-        }
-        true
-    }
-
-    pub(crate) fn attach(&self, qp: &Arc<Mutex<QpCore>>) {
-        let mut qps = lock(&self.qps);
-        qps.retain(|w| w.strong_count() > 0);
-        qps.push(Arc::downgrade(qp));
-    }
-}
-
-/// A completion queue.
-pub struct IwarpCq {
-    pub(crate) inner: Arc<CqInner>,
-}
-
-impl CompletionQueue for IwarpCq {
-    fn poll(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError> {
-        let qps: Vec<Arc<Mutex<QpCore>>> = lock(&self.inner.qps)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for qp in &qps {
-            lock(qp).progress();
-        }
-        super::qp::progress_all();
-        let mut q = lock(&self.inner.q);
-        if q.overflow {
-            return Err(VerbsError::new(VerbsCall::PollCq, errno::EOVERFLOW));
-        }
-        let n = out.len().min(q.items.len());
-        for (slot, c) in out.iter_mut().zip(q.items.drain(..n)) {
-            *slot = c;
-        }
-        Ok(n)
-    }
-
-    fn depth(&self) -> u32 {
-        self.inner.depth
-    }
-
-    fn set_notify(&mut self, notify: CqNotify) -> bool {
-        self.inner.notify.set(notify).is_ok()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Listener and connect requests
 // ---------------------------------------------------------------------------------------------
@@ -490,7 +265,7 @@ impl Listener<IwarpProvider> for IwarpListener {
     fn poll(&mut self) -> Result<Option<IwarpConnRequest>, VerbsError> {
         // A requester in this process whose owner waits for this listener gets its MPA
         // Request out here.
-        super::qp::progress_all();
+        progress_all();
         let now = now_ns();
         // The Reply's IRD/ORD are set at accept, from the accepting QP's depths.
         let cfg = endpoint_config(16, 16);
@@ -660,3 +435,7 @@ impl crate::verbs::conformance::Env for IwarpEnv {
         100
     }
 }
+
+#[cfg(test)]
+#[path = "provider_tests.rs"]
+mod tests;

@@ -8,7 +8,7 @@
 //! blocking: it transmits the send queue in order (a Send or Write completes once its last
 //! segment is handed to TCP, as on siw; a Read when its last Read Response segment is placed;
 //! a fenced WR waits for earlier Reads), answers the peer's Read Requests from registered
-//! memory, and places what arrives ([`super::place`]). Completions of the send queue are
+//! memory, and places what arrives (`qp/place.rs`). Completions of the send queue are
 //! generated in posting order; an unsignaled WR holds its slot until a later completion.
 //!
 //! Recovery: an error found in what the peer sent (bad STag, bounds, rights, no receive, a
@@ -21,7 +21,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::provider::{lock, now_ns, CqInner, DevInner, IwarpProvider, MAX_SGE};
+mod place;
+
+use super::cq::{self, progress_all, CqInner, Drive};
+use super::device::{lock, now_ns, DevInner, IwarpProvider, MAX_SGE};
 use super::rdmap::{Message, ReadRequest};
 use super::socket::{Closed, Endpoint, SendError, State};
 use super::term::TermCode;
@@ -191,9 +194,10 @@ impl QpCore {
             scratch: vec![0; super::socket::DEFAULT_MULPDU],
         };
         let core = Arc::new(Mutex::new(core));
-        init.send_cq.inner.attach(&core);
+        let weak: Weak<Mutex<QpCore>> = Arc::downgrade(&core);
+        init.send_cq.inner.attach(weak.clone());
         if !Arc::ptr_eq(&init.send_cq.inner, &init.recv_cq.inner) {
-            init.recv_cq.inner.attach(&core);
+            init.recv_cq.inner.attach(weak);
         }
         let qp = IwarpQp {
             core,
@@ -401,7 +405,7 @@ impl QpCore {
         let Some(mut ep) = self.ep.take() else {
             return;
         };
-        let r = ep.recv(|m| super::place::on_message(self, m));
+        let r = ep.recv(|m| place::on_message(self, m));
         self.ep = Some(ep);
         if let Some(code) = self.fault.take() {
             return self.terminate(code);
@@ -414,7 +418,7 @@ impl QpCore {
     /// Transmits what the send queue and the Read Responses allow now.
     fn transmit(&mut self) {
         while let Some(rr) = self.read_resps.front().copied() {
-            match super::place::send_read_response(self, rr) {
+            match place::send_read_response(self, rr) {
                 Ok(true) => {
                     self.read_resps.pop_front();
                 }
@@ -495,7 +499,7 @@ impl QpCore {
                 self.scratch.resize(n, 0);
             }
             let mut buf = std::mem::take(&mut self.scratch);
-            let gathered = super::place::gather(self, &e.sgl, e.done_len, &mut buf[..n]);
+            let gathered = place::gather(self, &e.sgl, e.done_len, &mut buf[..n]);
             if gathered.is_err() {
                 self.scratch = buf;
                 self.local_error(i);
@@ -551,21 +555,13 @@ impl QpCore {
     }
 }
 
-/// Every QP of this process. A software device has no thread of its own: each poll in the
-/// process (a CQ, a QP's events, a listener) also drives the other connections of the process,
-/// so the target of an RDMA Write or Read, or a requester whose owner waits on a listener,
-/// need not poll for the data to land or the Request to go out, as with a hardware device.
-static ALL: Mutex<Vec<Weak<Mutex<QpCore>>>> = Mutex::new(Vec::new());
+impl Drive for Mutex<QpCore> {
+    fn drive(&self) {
+        lock(self).progress();
+    }
 
-/// Drives every connection of this process that no other thread is driving right now.
-pub(crate) fn progress_all() {
-    let live: Vec<Arc<Mutex<QpCore>>> = {
-        let mut list = lock(&ALL);
-        list.retain(|w| w.strong_count() > 0);
-        list.iter().filter_map(Weak::upgrade).collect()
-    };
-    for qp in live {
-        match qp.try_lock() {
+    fn try_drive(&self) {
+        match self.try_lock() {
             Ok(mut c) => c.progress(),
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().progress(),
             Err(std::sync::TryLockError::WouldBlock) => {}
@@ -576,7 +572,8 @@ pub(crate) fn progress_all() {
 impl IwarpQp {
     /// Adds the QP to the connections every poll drives ([`progress_all`]).
     pub(crate) fn register(&self) {
-        lock(&ALL).push(Arc::downgrade(&self.core));
+        let weak: Weak<Mutex<QpCore>> = Arc::downgrade(&self.core);
+        cq::register(weak);
     }
 
     /// Responder: answers the peer's MPA Request (see [`QpCore::accept`]).

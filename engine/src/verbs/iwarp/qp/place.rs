@@ -17,12 +17,12 @@
 //! the stream is ignored: the QP sends the Terminate and goes to ERROR. A receive that failed
 //! completes with `LOC_LEN_ERR` (too long) or `LOC_PROT_ERR` (its own SGE was bad).
 
-use super::ddp;
-use super::provider::{lock, Fault, MrTable};
-use super::qp::{QpCore, ReadResponse, Sgl, SqState};
-use super::rdmap::{self, Message, ReadRequest};
-use super::socket::SendError;
-use super::term::{TermCode, LAYER_DDP, LAYER_RDMAP};
+use super::{QpCore, ReadResponse, Sgl, SqState};
+use crate::verbs::iwarp::ddp;
+use crate::verbs::iwarp::device::{lock, Fault, MrTable};
+use crate::verbs::iwarp::rdmap::{self, Message, ReadRequest};
+use crate::verbs::iwarp::socket::SendError;
+use crate::verbs::iwarp::term::{TermCode, LAYER_DDP, LAYER_RDMAP};
 use crate::verbs::{Access, QpState, WcStatus};
 
 /// The Terminate code of a tagged-buffer fault on an RDMA Write or Read Response (RFC 5041
