@@ -110,3 +110,39 @@ conformance_tests!(
     recv_posted_before_accept,
     completion_wakes_sleeper,
 );
+
+/// A zero-length RDMA Read (no sink SGE) waits for its empty Read Response and completes
+/// `SUCCESS` with 0 octets; the connection stays up and a Read after it moves data.
+#[test]
+fn accepts_zero_length_read() {
+    use rpcrdma_engine::verbs::conformance::{connect, wait_wc, Buf};
+    use rpcrdma_engine::verbs::iwarp::IwarpProvider as P;
+    use rpcrdma_engine::verbs::{Access, QpState, QueuePair, SendFlags, SendOp, SendWr, WcStatus};
+    let mut env = IwarpEnv::new();
+    let mut p = connect(&mut env).expect("connect");
+    let src = Buf::<P>::new(&p.s.pd, 4096, Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+    src.fill(3);
+    let sink = Buf::<P>::new(&p.c.pd, 4096, Access::LOCAL_WRITE).unwrap();
+    let read = |wr_id, sgl| SendWr::<P> {
+        wr_id,
+        op: SendOp::RdmaRead {
+            remote_addr: src.addr(),
+            rkey: src.keys().rkey,
+        },
+        sgl,
+        flags: SendFlags::SIGNALED,
+    };
+    p.c.qp.queue_send(&read(1, &[])).unwrap();
+    let sgl = [sink.sge(0, 64)];
+    p.c.qp.queue_send(&read(2, &sgl)).unwrap();
+    p.c.qp.flush_send().unwrap();
+    for (id, len) in [(1, 0), (2, 64)] {
+        let wc = wait_wc(&mut env, &mut p.c.cq).unwrap();
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (id, WcStatus::SUCCESS, len)
+        );
+    }
+    assert_eq!(sink.read(0, 64), src.read(0, 64));
+    assert_eq!(p.c.qp.state(), QpState::Rts);
+}

@@ -152,7 +152,7 @@ impl Device<IwarpProvider> for IwarpDevice {
             .map_err(|e| VerbsError::new(VerbsCall::Connect, io_errno(&e)))?;
         // The MPA Request goes out as soon as TCP is connected (on loopback: now).
         ep.poll(now_ns());
-        Ok(QpCore::create(&self.inner, &init, opts, ep, true, addr))
+        Ok(QpCore::create(&self.inner, &init, opts, ep, addr))
     }
 }
 
@@ -347,7 +347,7 @@ impl ConnRequest<IwarpProvider> for IwarpConnRequest {
             return Err(VerbsError::new(VerbsCall::Accept, errno::EINVAL));
         };
         let peer = ep.peer_addr().unwrap_or(SocketAddr::new(self.dev.ip, 0));
-        let mut qp = QpCore::create(&self.dev, &init, opts, ep, false, peer);
+        let mut qp = QpCore::create(&self.dev, &init, opts, ep, peer);
         prepare(&mut qp)?;
         qp.accept(private_data)?;
         Ok(qp)

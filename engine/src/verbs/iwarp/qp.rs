@@ -152,13 +152,12 @@ impl core::fmt::Debug for IwarpQp {
 }
 
 impl QpCore {
-    /// A QP over `ep` (connecting when `active`, else a responder awaiting its decision).
+    /// A QP over `ep` (an initiator connecting, or a responder awaiting its decision).
     pub(crate) fn create(
         dev: &Arc<DevInner>,
         init: &QpInit<'_, IwarpProvider>,
         opts: QpOptions,
         ep: Endpoint,
-        _active: bool,
         peer: SocketAddr,
     ) -> IwarpQp {
         let local = ep
@@ -476,12 +475,9 @@ impl QpCore {
         match self.ep().queue_message(&msg) {
             Ok(()) => {
                 self.read_msn = self.read_msn.wrapping_add(1);
-                self.sq[i].state = if sink.len == 0 {
-                    SqState::Done(WcStatus::SUCCESS)
-                } else {
-                    self.reads_out += 1;
-                    SqState::Reading
-                };
+                // A zero-length Read also waits for its (empty) Read Response.
+                self.reads_out += 1;
+                self.sq[i].state = SqState::Reading;
                 true
             }
             Err(_) => false,

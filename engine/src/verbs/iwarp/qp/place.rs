@@ -183,13 +183,15 @@ fn place_read_response(
         .position(|e| e.state == SqState::Reading)
         .ok_or(invalid)?;
     let e = core.sq[i];
-    let sink = e.sgl.as_slice().first().copied().ok_or(invalid)?;
+    // A zero-length Read has no sink SGE: its Request named STag 0, offset 0, 0 octets.
+    let sink = e.sgl.as_slice().first().copied().unwrap_or_default();
     let end = to.checked_add(payload.len() as u64);
     let sink_end = sink.addr + u64::from(sink.len);
     if stag != sink.lkey || to < sink.addr || !matches!(end, Some(x) if x <= sink_end) {
         return Err(tagged_code(Fault::Bounds));
     }
-    {
+    // An empty segment (a zero-length Read) places nothing and names no memory.
+    if !payload.is_empty() {
         let mrs = lock(&core.dev.mrs);
         let n = payload.len() as u64;
         let dst = mrs
