@@ -176,3 +176,29 @@ fn rejects_send_without_a_receive_with_its_terminate_code() {
     let want = TermCode::new(LAYER_DDP, ddp::ETYPE_UNTAGGED, ddp::ECODE_UT_MSN_NO_BUFFER);
     assert_eq!(terminate_code_for(&mut raw, &mut s, &msg), want);
 }
+
+#[test]
+fn rejects_send_out_of_msn_order_with_its_terminate_code() {
+    let (mut raw, mut s) = serve(true, Access::LOCAL_WRITE);
+    let sgl = [crate::verbs::Sge {
+        addr: s.target.as_ptr() as u64,
+        len: 64,
+        lkey: s.keys.lkey,
+    }];
+    s.qp.queue_recv(&crate::verbs::RecvWr {
+        wr_id: 1,
+        sgl: &sgl,
+    })
+    .expect("recv");
+    s.qp.flush_recv().expect("flush");
+    let msg = Message::Send {
+        solicited: false,
+        invalidate: None,
+        last: true,
+        msn: 5,
+        mo: 0,
+        payload: b"out of order",
+    };
+    let want = TermCode::new(LAYER_DDP, ddp::ETYPE_UNTAGGED, ddp::ECODE_UT_MSN_RANGE);
+    assert_eq!(terminate_code_for(&mut raw, &mut s, &msg), want);
+}

@@ -143,8 +143,12 @@ pub(crate) fn on_message(core: &mut QpCore, m: Message<'_>) {
             rdmap::ECODE_CANNOT_INVALIDATE,
         )),
         Message::Send {
-            last, mo, payload, ..
-        } => place_send(core, mo, payload, last),
+            last,
+            msn,
+            mo,
+            payload,
+            ..
+        } => place_send(core, msn, mo, payload, last),
         // The endpoint ends the stream on a Terminate before handing anything on.
         Message::Terminate(_) => Ok(()),
     };
@@ -221,7 +225,18 @@ fn read_request(core: &mut QpCore, rq: ReadRequest) -> Result<(), TermCode> {
     Ok(())
 }
 
-fn place_send(core: &mut QpCore, mo: u32, payload: &[u8], last: bool) -> Result<(), TermCode> {
+/// Places a Send segment at its message offset in the receive at the head of the queue. The
+/// message's MSN must be the next one on queue 0 (RFC 5041: starting at 1, one per message).
+fn place_send(
+    core: &mut QpCore,
+    msn: u32,
+    mo: u32,
+    payload: &[u8],
+    last: bool,
+) -> Result<(), TermCode> {
+    if msn != core.recv_msn {
+        return Err(untagged(ddp::ECODE_UT_MSN_RANGE));
+    }
     if mo == 0 && core.rx_cur.is_none() {
         let r = core
             .rq
