@@ -8,8 +8,8 @@
 //! Normal operation: [`Provider::open`] gives a device for a local address. Memory
 //! registrations are entries in the device's STag table (lkey = rkey = STag: a table index in
 //! the upper 24 bits, a random key byte below). A QP owns one TCP connection; nothing runs on
-//! a thread of its own: whoever polls a CQ ([`CompletionQueue::poll`]) or a QP (posting,
-//! [`QueuePair::poll_event`]) does the socket I/O of the QPs concerned without blocking. A
+//! a thread of its own: whoever polls a CQ, a QP (posting, `poll_event`) or a listener does
+//! the socket I/O of the process's QPs without blocking. A
 //! listener's [`Listener::poll`] accepts TCP connections and runs their MPA exchange until the
 //! Request (with its RFC 8797 private data) is in; the [`ConnRequest`] then accepts or rejects
 //! with a Reply carrying private data.
