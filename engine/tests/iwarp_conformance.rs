@@ -146,3 +146,95 @@ fn accepts_zero_length_read() {
     assert_eq!(sink.read(0, 64), src.read(0, 64));
     assert_eq!(p.c.qp.state(), QpState::Rts);
 }
+
+/// Transfers larger than the transmit buffer (128 KiB) and than one segment: a 1 MiB RDMA
+/// Write, a 1 MiB RDMA Read and a 60 000-octet Send over three SGEs all arrive intact, in
+/// order, while the socket takes them piece by piece.
+#[test]
+fn accepts_transfers_larger_than_the_transmit_buffer() {
+    use rpcrdma_engine::verbs::conformance::{connect, wait_wcs, Buf};
+    use rpcrdma_engine::verbs::iwarp::IwarpProvider as P;
+    use rpcrdma_engine::verbs::{
+        Access, QueuePair, RecvWr, SendFlags, SendOp, SendWr, WcOpcode, WcStatus,
+    };
+    const MIB: usize = 1 << 20;
+    let mut env = IwarpEnv::new();
+    let mut p = connect(&mut env).expect("connect");
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let c_src = Buf::<P>::new(&p.c.pd, MIB, Access::LOCAL_WRITE).unwrap();
+    let c_sink = Buf::<P>::new(&p.c.pd, MIB, Access::LOCAL_WRITE).unwrap();
+    let s_target = Buf::<P>::new(&p.s.pd, MIB, rw).unwrap();
+    let s_source = Buf::<P>::new(&p.s.pd, MIB, rw).unwrap();
+    let s_recv = Buf::<P>::new(&p.s.pd, 65536, Access::LOCAL_WRITE).unwrap();
+    c_src.fill(5);
+    s_source.fill(11);
+    let rsgl = [s_recv.sge(0, 65536)];
+    p.s.qp
+        .queue_recv(&RecvWr {
+            wr_id: 50,
+            sgl: &rsgl,
+        })
+        .unwrap();
+    p.s.qp.flush_recv().unwrap();
+    let wsgl = [c_src.sge(0, MIB)];
+    let rdsgl = [c_sink.sge(0, MIB)];
+    let ssgl = [
+        c_src.sge(0, 10_000),
+        c_src.sge(200_000, 20_000),
+        c_src.sge(500_000, 30_000),
+    ];
+    let wrs = [
+        SendWr::<P> {
+            wr_id: 1,
+            op: SendOp::RdmaWrite {
+                remote_addr: s_target.addr(),
+                rkey: s_target.keys().rkey,
+            },
+            sgl: &wsgl,
+            flags: SendFlags::SIGNALED,
+        },
+        SendWr::<P> {
+            wr_id: 2,
+            op: SendOp::RdmaRead {
+                remote_addr: s_source.addr(),
+                rkey: s_source.keys().rkey,
+            },
+            sgl: &rdsgl,
+            flags: SendFlags::SIGNALED,
+        },
+        SendWr::<P>::send(3, &ssgl),
+    ];
+    for wr in &wrs {
+        p.c.qp.queue_send(wr).unwrap();
+    }
+    p.c.qp.flush_send().unwrap();
+    let wcs = wait_wcs(&mut env, &mut p.c.cq, 3).unwrap();
+    let got: Vec<(u64, WcStatus, WcOpcode)> =
+        wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect();
+    assert_eq!(
+        got,
+        [
+            (1, WcStatus::SUCCESS, WcOpcode::RDMA_WRITE),
+            (2, WcStatus::SUCCESS, WcOpcode::RDMA_READ),
+            (3, WcStatus::SUCCESS, WcOpcode::SEND),
+        ]
+    );
+    assert_eq!(wcs[1].byte_len, MIB as u32);
+    let rc = wait_wcs(&mut env, &mut p.s.cq, 1).unwrap();
+    assert_eq!(
+        (rc[0].wr_id, rc[0].status, rc[0].byte_len),
+        (50, WcStatus::SUCCESS, 60_000)
+    );
+    assert!(
+        s_target.read(0, MIB) == c_src.read(0, MIB),
+        "written data differs"
+    );
+    assert!(
+        c_sink.read(0, MIB) == s_source.read(0, MIB),
+        "read data differs"
+    );
+    let mut sent = c_src.read(0, 10_000);
+    sent.extend(c_src.read(200_000, 20_000));
+    sent.extend(c_src.read(500_000, 30_000));
+    assert!(s_recv.read(0, 60_000) == sent, "sent data differs");
+}
