@@ -130,7 +130,7 @@ fn accepts_metrics_flag() {
 
 #[test]
 fn accepts_nfsd_metrics_port_with_nfs_procedures() {
-    let mut o = nfsd_common::options(rpcrdma_apps::nfs3::daemon::Backend::Memory);
+    let mut o = nfsd_common::options(rpcrdma_apps::nfs::daemon::Backend::Memory);
     o.metrics = Some("127.0.0.1:0".parse().unwrap());
     let mut rig = nfsd_common::Rig::with(o, None);
     let port = rig.daemon.metrics_addr().expect("metrics port");
@@ -164,7 +164,7 @@ fn accepts_nfsd_metrics_port_with_nfs_procedures() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // The NFS counters themselves: calls by procedure, statuses, the reply cache.
-    let forged = rpcrdma_apps::nfs3::types::Fh::new(&[0x5a; 32]).expect("handle");
+    let forged = rpcrdma_apps::nfs::types::Fh::new(&[0x5a; 32]).expect("handle");
     let stale = rig.nfs.getattr(&forged);
     assert!(stale.is_err(), "{stale:?}");
     let f = scrape(port).expect("nfsd metrics port");

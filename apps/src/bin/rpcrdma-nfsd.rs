@@ -1,7 +1,7 @@
 //! `rpcrdma-nfsd`: an NFSv3 server over RPC-over-RDMA (RFC 8166 / RFC 8267) with MOUNT v3 over
 //! TCP, for the Linux kernel NFS client (`mount -t nfs -o vers=3,proto=rdma`). docs/nfs-server.md.
 //!
-//! Normal operation: starts the daemon ([`rpcrdma_apps::nfs3::daemon`]) on the RDMA device
+//! Normal operation: starts the daemon ([`rpcrdma_apps::nfs::daemon`]) on the RDMA device
 //! that owns `--bind`, prints `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND`,
 //! then waits: SIGUSR1 (or `--stats-interval`) prints the counters as `nfsd-stat NAME VALUE`
 //! lines; SIGHUP reads the `--exports` file again and serves the new list without dropping a
@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rpcrdma_apps::cli;
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
-use rpcrdma_apps::nfs3::exports::Exports;
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
+use rpcrdma_apps::nfs::exports::Exports;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static DUMP: AtomicBool = AtomicBool::new(false);
@@ -343,7 +343,7 @@ fn check_handle_key(path: Option<&std::path::Path>) -> Result<(), String> {
         return Ok(());
     };
     if p.exists() {
-        return rpcrdma_apps::nfs3::handle_mac::HandleKey::load_or_create(p)
+        return rpcrdma_apps::nfs::handle_mac::HandleKey::load_or_create(p)
             .map(|_| ())
             .map_err(|e| format!("--handle-key {}: {e}", p.display()));
     }
@@ -380,7 +380,7 @@ fn run_rdma(cli: &Cli) -> Result<(), String> {
     use rpcrdma_engine::verbs::rdma::Rdma;
     let dev = rpcrdma_apps::perf::rdma_dev::open(cli.opts.nfs.ip(), None, None)
         .map_err(|e| format!("opening the RDMA device of {}: {e}", cli.opts.nfs.ip()))?;
-    let mut d = rpcrdma_apps::nfs3::daemon::Daemon::<Rdma>::start(dev, &cli.opts)?;
+    let mut d = rpcrdma_apps::nfs::daemon::Daemon::<Rdma>::start(dev, &cli.opts)?;
     serve(cli, &mut d)
 }
 
@@ -395,10 +395,7 @@ fn run_rdma(_: &Cli) -> Result<(), String> {
 
 /// SIGHUP: the `--exports` file again.
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
-fn reload<P: rpcrdma_engine::verbs::Provider>(
-    cli: &Cli,
-    d: &rpcrdma_apps::nfs3::daemon::Daemon<P>,
-) {
+fn reload<P: rpcrdma_engine::verbs::Provider>(cli: &Cli, d: &rpcrdma_apps::nfs::daemon::Daemon<P>) {
     let Some(f) = &cli.exports_file else {
         println!("rpcrdma-nfsd: SIGHUP: no --exports file to reload");
         return;
@@ -412,7 +409,7 @@ fn reload<P: rpcrdma_engine::verbs::Provider>(
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn serve<P: rpcrdma_engine::verbs::Provider>(
     cli: &Cli,
-    d: &mut rpcrdma_apps::nfs3::daemon::Daemon<P>,
+    d: &mut rpcrdma_apps::nfs::daemon::Daemon<P>,
 ) -> Result<(), String> {
     let mount = d
         .mount_addr()
