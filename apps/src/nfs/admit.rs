@@ -154,6 +154,33 @@ impl ExportTable {
             return Err(Refusal::Status(st));
         }
         let id = export.ok_or(Refusal::Status(Nfsstat3::BADHANDLE))?;
+        let admitted = self.admit_export(id, peer, cred)?;
+        if admitted.opts.read_only && modifies(p) {
+            return Err(Refusal::Status(Nfsstat3::ROFS));
+        }
+        Ok(admitted)
+    }
+
+    /// Admits one wire handle (NFSv4 PUTFH): the export it names, who the caller acts as
+    /// there, and the store's own handle. Read-only exports are the caller's to enforce per
+    /// operation.
+    pub fn admit_handle(
+        &self,
+        fh: &Fh,
+        peer: IpAddr,
+        cred: &OpaqueAuth<'_>,
+    ) -> Result<(Admitted, Fh), Refusal> {
+        let (id, inner) = self.key.open(fh).map_err(Refusal::Status)?;
+        Ok((self.admit_export(id, peer, cred)?, inner))
+    }
+
+    /// Admits `peer` with credential `cred` to the export whose handles carry `id`.
+    pub fn admit_export(
+        &self,
+        id: [u8; 4],
+        peer: IpAddr,
+        cred: &OpaqueAuth<'_>,
+    ) -> Result<Admitted, Refusal> {
         let share = self
             .shares
             .iter()
@@ -164,9 +191,6 @@ impl ExportTable {
             .options_for(peer)
             .ok_or(Refusal::Status(Nfsstat3::ACCES))?;
         let cred = Cred::from_call(cred, &opts).map_err(Refusal::Auth)?;
-        if opts.read_only && modifies(p) {
-            return Err(Refusal::Status(Nfsstat3::ROFS));
-        }
         Ok(Admitted {
             share: Arc::clone(share),
             cred,

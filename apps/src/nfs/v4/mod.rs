@@ -1,7 +1,9 @@
 //! A small NFSv4.0 (RFC 7530) and NFSv4.1 (RFC 8881) XDR codec: the COMPOUND operations
 //! `rpcrdma-nfs-check` sends to the Linux kernel NFS server over RPC-over-RDMA, and the
 //! test-file content both sides agree on. The callback side (CB_COMPOUND, served on the
-//! RFC 8167 backchannel) is in [`crate::nfs::v4::cb`].
+//! RFC 8167 backchannel) is in [`cb`]; the NFSv4.1 server of `rpcrdma-nfsd` in [`server`]
+//! (which shares the operation numbers and status values here, and whose tests use this
+//! encoder and decoder as their client).
 //!
 //! Minor version 1 adds sessions: [`encode_compound_minor`] with 1 and a [`Op::Sequence`]
 //! first; EXCHANGE_ID, CREATE_SESSION (with the backchannel's attributes and callback
@@ -27,6 +29,7 @@
 
 pub mod cb;
 mod decode;
+pub mod server;
 
 pub(crate) use decode::get_stateid;
 pub use decode::{
@@ -47,6 +50,28 @@ pub const PROC_COMPOUND: u32 = 1;
 pub mod op {
     /// ACCESS.
     pub const ACCESS: u32 = 3;
+    /// CREATE.
+    pub const CREATE: u32 = 6;
+    /// LINK.
+    pub const LINK: u32 = 11;
+    /// LOOKUPP.
+    pub const LOOKUPP: u32 = 16;
+    /// READLINK.
+    pub const READLINK: u32 = 27;
+    /// REMOVE.
+    pub const REMOVE: u32 = 28;
+    /// RENAME.
+    pub const RENAME: u32 = 29;
+    /// RESTOREFH.
+    pub const RESTOREFH: u32 = 31;
+    /// SAVEFH.
+    pub const SAVEFH: u32 = 32;
+    /// SETATTR.
+    pub const SETATTR: u32 = 34;
+    /// SECINFO_NO_NAME (minor version 1).
+    pub const SECINFO_NO_NAME: u32 = 52;
+    /// OP_ILLEGAL: the result of an unknown operation number.
+    pub const ILLEGAL: u32 = 10044;
     /// CLOSE.
     pub const CLOSE: u32 = 4;
     /// COMMIT.
