@@ -98,6 +98,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
   --no-rpcbind            do not register with rpcbind
+  --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
+                          port; not yet proven against the kernel client [off]
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
                           [0: on SIGUSR1 and at exit]
@@ -132,7 +134,7 @@ const VALUE_OPTIONS: [&str; 20] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 4] = ["no-mount", "pin", "no-rpcbind", "no-hugepages"];
+const FLAG_OPTIONS: [&str; 5] = ["no-mount", "pin", "no-rpcbind", "no-hugepages", "nfs4"];
 
 struct Cli {
     opts: DaemonOptions,
@@ -281,6 +283,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--drop-every" => o.drop_every = num(a, &c.value(a)?, 0, u64::MAX)?,
             "--no-rpcbind" => o.rpcbind = false,
             "--no-hugepages" => o.hugepages = false,
+            "--nfs4" => o.nfs4 = true,
             "--stats-interval" => stats_interval = num(a, &c.value(a)?, 0, 86_400)?,
             "--metrics" => {
                 let v = c.value(a)?;

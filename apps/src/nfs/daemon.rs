@@ -35,6 +35,7 @@ use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
 use crate::nfs::store::Store;
 use crate::nfs::v3::proto::{NFS_PROGRAM, NFS_V3};
 use crate::nfs::v3::server::{Nfs3, NfsConfig};
+use crate::nfs::v4::server::{self as v4, Nfs41};
 
 /// MOUNT program number (RFC 1813 Appendix I).
 pub const MOUNT_PROGRAM: u32 = 100_005;
@@ -145,6 +146,9 @@ pub struct DaemonOptions {
     /// granted at most `credits`, fewer when the SRQ cannot back more. `None` (default):
     /// each connection posts its own receives.
     pub srq: Option<u32>,
+    /// Also serve NFSv4.1 (program 100003 version 4, [`Nfs41`]) on the same port, over the
+    /// same exports and stores. Off by default: no kernel-client stage has proven it yet.
+    pub nfs4: bool,
 }
 
 impl Default for DaemonOptions {
@@ -171,6 +175,7 @@ impl Default for DaemonOptions {
             dir_cache: crate::nfs::store::dir::CACHE_CAP,
             metrics: None,
             srq: None,
+            nfs4: false,
         }
     }
 }
@@ -226,6 +231,7 @@ pub struct Daemon<P: Provider> {
     ep: Option<Endpoint<P>>,
     server: Option<Server>,
     nfs: Arc<Nfs3>,
+    nfs4: Option<Arc<Nfs41>>,
     mount: Option<MountServer>,
     /// How stores are made for exports added by a reload.
     backend: Backend,
@@ -337,8 +343,18 @@ impl<P: Provider> Daemon<P> {
             shared_receive_queue: o.srq,
             ..ServerOptions::default()
         };
-        let server = Server::builder()
-            .program(nfs.program())
+        let nfs4 = o.nfs4.then(|| {
+            let cfg = v4::Config {
+                max_io,
+                ..v4::Config::default()
+            };
+            Nfs41::new(nfs.exports(), cfg)
+        });
+        let mut builder = Server::builder().program(nfs.program());
+        if let Some(n) = &nfs4 {
+            builder = builder.program(n.program());
+        }
+        let server = builder
             .options(sopts)
             .start(&ep, o.nfs)
             .map_err(|e| format!("NFS/RDMA listener on {}: {e}", o.nfs))?;
@@ -351,6 +367,7 @@ impl<P: Provider> Daemon<P> {
             ep: Some(ep),
             server: Some(server),
             nfs,
+            nfs4,
             mount: None,
             backend: o.backend.clone(),
             memory,
@@ -396,6 +413,9 @@ impl<P: Provider> Daemon<P> {
             m.set_exports(mount_exports(&table));
         }
         self.nfs.set_exports(table);
+        if let Some(n) = &self.nfs4 {
+            n.set_exports(self.nfs.exports());
+        }
         Ok(())
     }
 
@@ -443,6 +463,11 @@ impl<P: Provider> Daemon<P> {
         &self.nfs
     }
 
+    /// The NFSv4.1 service, when [`DaemonOptions::nfs4`] asked for it.
+    pub fn nfs4(&self) -> Option<&Arc<Nfs41>> {
+        self.nfs4.as_ref()
+    }
+
     /// The RPC server (transport counters).
     pub fn server(&self) -> Option<&Server> {
         self.server.as_ref()
@@ -451,6 +476,9 @@ impl<P: Provider> Daemon<P> {
     /// Every counter: the NFS service's and the transport's (`nfsd-stat` names).
     pub fn counters(&self) -> Vec<(String, u64)> {
         let mut v = self.nfs.stats().lines();
+        if let Some(n) = &self.nfs4 {
+            v.extend(n.counters().into_iter().map(|(k, x)| (k.to_string(), x)));
+        }
         // The stores' own counters, summed over the exports.
         for share in self.nfs.exports().shares() {
             for (name, x) in share.store.counters() {

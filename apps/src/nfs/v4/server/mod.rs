@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use rpcrdma_engine::rpc::OpaqueAuth;
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
+use rpcrdma_poller::{Program, Reject, ReplyBuilder, Request};
 
 use crate::nfs::admit::{ExportTable, Refusal, Share};
 use crate::nfs::exports::ExportOptions;
@@ -308,6 +309,27 @@ impl Nfs41 {
         out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         session::keep_reply(&c, &out.b);
         Ok(out.b)
+    }
+
+    /// NFS program 100003 version 4 with COMPOUND (NULL is the server's own): a header that
+    /// does not decode is GARBAGE_ARGS; the reply is written as one piece (a reply larger than
+    /// the client can receive is the transport's to refuse, RFC 8166 §3.5.3).
+    pub fn program(self: &Arc<Self>) -> Program {
+        let me = Arc::clone(self);
+        Program::new(super::PROGRAM, super::VERSION..=super::VERSION).procedure(
+            super::PROC_COMPOUND,
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+                let cx = CallCx {
+                    peer: req.transport.peer.ip(),
+                    cred: req.cred,
+                    conn: req.transport.conn_id,
+                };
+                let reply = me
+                    .compound(&cx, req.args)
+                    .map_err(|_| Reject::GarbageArgs)?;
+                out.put(&reply).map_err(|_| Reject::SystemErr)
+            },
+        )
     }
 
     /// A new stateid `other`: this run's verifier and a fresh number.

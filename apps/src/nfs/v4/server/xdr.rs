@@ -2,7 +2,7 @@
 //! the server answers (RFC 8881 §15.1), and the mapping from the store's statuses.
 //!
 //! Normal operation: results are appended to a growing octet vector in XDR order; arguments
-//! are read with the engine's bounds-checked [`XdrReader`](rpcrdma_engine::xdr::XdrReader).
+//! are read with the engine's bounds-checked `XdrReader`.
 //! Recovery: an argument that does not decode is NFS4ERR_BADXDR for its operation
 //! ([`bad_xdr`]); nothing here panics on any input.
 
