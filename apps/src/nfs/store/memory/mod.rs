@@ -78,7 +78,7 @@ const VERSION: u8 = 1;
 const FH_LEN: usize = 16;
 
 /// Eight random octets (getrandom; the clock and pid when that fails).
-pub(super) fn random8() -> [u8; 8] {
+pub(crate) fn random8() -> [u8; 8] {
     let mut b = [0u8; 8];
     // SAFETY: `b` is a valid writable buffer of 8 octets.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };

@@ -36,7 +36,9 @@ use rpcrdma_poller::{Program, Reject, ReplyBuilder, Request};
 
 use crate::nfs::admit::{ExportTable, Refusal, Share};
 use crate::nfs::exports::ExportOptions;
+use crate::nfs::handle_mac::siphash24;
 use crate::nfs::identity::Cred;
+use crate::nfs::store::memory::random8;
 use crate::nfs::types::Fh;
 
 use self::state::{Limits, State};
@@ -168,6 +170,9 @@ pub struct Nfs41 {
     cfg: Config,
     /// Tells this server's stateids and client ids from another run's.
     boot: [u8; 4],
+    /// Keys the ids handed out, so that no client can guess another's session, client id or
+    /// stateid.
+    secret: (u64, u64),
 }
 
 /// What SEQUENCE decided.
@@ -181,12 +186,14 @@ pub enum Seq {
 impl Nfs41 {
     /// Serves the exports of `table`.
     pub fn new(table: Arc<ExportTable>, cfg: Config) -> Arc<Nfs41> {
-        let boot = ((cfg.clock)() as u32 ^ std::process::id().rotate_left(16)).to_be_bytes();
+        let r = || u64::from_be_bytes(random8());
+        let (boot, secret) = ((r() as u32).to_be_bytes(), (r(), r()));
         Arc::new(Nfs41 {
             table: RwLock::new(table),
             state: Mutex::new(State::default()),
             cfg,
             boot,
+            secret,
         })
     }
 
@@ -332,12 +339,51 @@ impl Nfs41 {
         )
     }
 
-    /// A new stateid `other`: this run's verifier and a fresh number.
+    /// 64 unpredictable bits for id number `n` of kind `lane` (SipHash under this run's
+    /// secret: distinct for distinct inputs, unguessable without the secret).
+    pub fn mint(&self, n: u64, lane: u8) -> u64 {
+        let mut m = [0u8; 9];
+        m[..8].copy_from_slice(&n.to_be_bytes());
+        m[8] = lane;
+        siphash24(self.secret.0, self.secret.1, &m)
+    }
+
+    /// A new stateid `other`: this run's verifier and 64 unpredictable bits.
     pub fn new_other(&self, s: &mut State) -> [u8; 12] {
-        let mut o = [0u8; 12];
-        o[..4].copy_from_slice(&self.boot);
-        o[4..].copy_from_slice(&s.fresh().to_be_bytes());
-        o
+        loop {
+            let mut o = [0u8; 12];
+            o[..4].copy_from_slice(&self.boot);
+            let n = s.fresh();
+            o[4..].copy_from_slice(&self.mint(n, 2).to_be_bytes());
+            if !s.opens.contains_key(&o) {
+                return o;
+            }
+        }
+    }
+
+    /// A new session id: this run's verifier and 96 unpredictable bits.
+    pub fn new_session_id(&self, s: &mut State) -> [u8; 16] {
+        loop {
+            let n = s.fresh();
+            let mut sid = [0u8; 16];
+            sid[..4].copy_from_slice(&self.boot);
+            sid[4..8].copy_from_slice(&(self.mint(n, 1) as u32).to_be_bytes());
+            sid[8..].copy_from_slice(&self.mint(n, 0).to_be_bytes());
+            if !s.sessions.contains_key(&sid) {
+                return sid;
+            }
+        }
+    }
+
+    /// A new client id: this run's verifier in the high half, 32 unpredictable bits below.
+    pub fn new_client_id(&self, s: &mut State) -> u64 {
+        loop {
+            let n = s.fresh();
+            let id = (u64::from(u32::from_be_bytes(self.boot)) << 32) | (self.mint(n, 3) >> 32);
+            if !s.clients.contains_key(&id) {
+                return id;
+            }
+        }
     }
 
     /// This run's verifier (in client ids, stateids and the server owner).

@@ -72,7 +72,7 @@ pub fn exchange_id(
                 s.counters.refused_full += 1;
                 return Err(st::DELAY);
             }
-            let id = (u64::from(u32::from_be_bytes(srv.boot())) << 32) | (s.fresh() & 0xffff_ffff);
+            let id = srv.new_client_id(&mut s);
             s.clients.insert(
                 id,
                 Client {
@@ -207,10 +207,7 @@ pub fn create_session(
         max_ops: back_asked.max_ops.clamp(1, SESSION_MAX_OPS),
         max_requests: back_asked.max_requests.clamp(1, BACK_SLOTS),
     };
-    let mut sid = [0u8; 16];
-    sid[..4].copy_from_slice(&srv.boot());
-    let n = s.fresh();
-    sid[8..].copy_from_slice(&n.to_be_bytes());
+    let sid = srv.new_session_id(&mut s);
     let granted = flags & FLAG_CONN_BACK_CHAN;
     s.sessions.insert(
         sid,

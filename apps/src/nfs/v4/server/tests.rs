@@ -632,3 +632,30 @@ fn rejects_hostile_compounds_without_panicking() {
         let _ = h.srv.compound(&h.cx(), &b);
     }
 }
+
+#[test]
+fn rejects_guessing_other_clients_ids() {
+    let (srv, now, store) = server("rw", Limits::default());
+    let a = H::on(
+        Arc::clone(&srv),
+        Arc::clone(&now),
+        Arc::clone(&store),
+        b"a",
+        auth_sys(0, 0),
+    );
+    let b = H::on(
+        Arc::clone(&srv),
+        Arc::clone(&now),
+        Arc::clone(&store),
+        b"b",
+        auth_sys(0, 0),
+    );
+    // Session ids, client ids and stateids made one after the other are not neighbours.
+    let tail = |s: &[u8; 16]| u64::from_be_bytes(s[8..].try_into().unwrap());
+    assert!(tail(&a.sid).abs_diff(tail(&b.sid)) > 1 << 20);
+    assert!((a.clientid & 0xffff_ffff).abs_diff(b.clientid & 0xffff_ffff) > 1 << 8);
+    let mut s = srv.state();
+    let (o1, o2) = (srv.new_other(&mut s), srv.new_other(&mut s));
+    let low = |o: &[u8; 12]| u64::from_be_bytes(o[4..].try_into().unwrap());
+    assert!(low(&o1).abs_diff(low(&o2)) > 1 << 20);
+}
