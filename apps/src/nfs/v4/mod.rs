@@ -106,6 +106,10 @@ pub mod op {
     pub const DESTROY_SESSION: u32 = 44;
     /// SEQUENCE (minor version 1).
     pub const SEQUENCE: u32 = 53;
+    /// FREE_STATEID (minor version 1).
+    pub const FREE_STATEID: u32 = 45;
+    /// TEST_STATEID (minor version 1).
+    pub const TEST_STATEID: u32 = 55;
     /// DESTROY_CLIENTID (minor version 1).
     pub const DESTROY_CLIENTID: u32 = 57;
     /// RECLAIM_COMPLETE (minor version 1).

@@ -1,5 +1,6 @@
-//! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2): OPEN with its create modes and the claim
-//! types CLAIM_NULL and CLAIM_FH, CLOSE, and the stateid checks of READ and WRITE.
+//! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2, §18.48, §18.38): OPEN with its create modes
+//! and the claim types CLAIM_NULL and CLAIM_FH, CLOSE, TEST_STATEID, FREE_STATEID, and the
+//! stateid checks of READ and WRITE.
 //!
 //! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
 //! EXCLUSIVE creates; EXCLUSIVE4_1 as EXCLUSIVE4), checks the caller may read / write it,
@@ -313,3 +314,50 @@ pub fn close(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resu
     c.stateid = None;
     Ok(())
 }
+
+/// Most stateids one TEST_STATEID checks.
+const TEST_STATEID_MAX: u32 = 1024;
+
+/// The status TEST_STATEID gives `sid` for client `client`.
+fn test_one(c: &Compound<'_>, client: u64, sid: &[u8; 16]) -> Status {
+    let (seq, other) = split(sid);
+    let s = c.srv.state();
+    match s.open(&other) {
+        Some(o) if o.client == client && (seq == 0 || seq == o.seqid) => st::OK,
+        Some(o) if o.client == client && seq < o.seqid => OLD_STATEID,
+        _ => st::BAD_STATEID,
+    }
+}
+
+/// TEST_STATEID (RFC 8881 §18.48): one status per stateid, this client's only.
+pub fn test_stateid(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let n = r.get_count(TEST_STATEID_MAX).map_err(bad_xdr)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    let mut sids = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        sids.push(get_stateid(r)?);
+    }
+    out.u32(n);
+    for sid in &sids {
+        out.u32(test_one(c, client, sid));
+    }
+    Ok(())
+}
+
+/// FREE_STATEID (RFC 8881 §18.38): an open stateid still open is NFS4ERR_LOCKS_HELD (CLOSE
+/// frees it); one that names nothing (closed, expired) NFS4ERR_BAD_STATEID.
+pub fn free_stateid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let sid = get_stateid(r)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    match test_one(c, client, &sid) {
+        st::BAD_STATEID => Err(st::BAD_STATEID),
+        _ => Err(LOCKS_HELD),
+    }
+}
+
+/// NFS4ERR_LOCKS_HELD.
+const LOCKS_HELD: u32 = 10037;

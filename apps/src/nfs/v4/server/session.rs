@@ -1,6 +1,6 @@
-//! The NFSv4.1 session operations (RFC 8881 §18.35, §18.36, §18.46, §18.37, §18.50, §18.51):
-//! EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID and
-//! RECLAIM_COMPLETE, on the tables of [`super::state`].
+//! The NFSv4.1 session operations (RFC 8881 §18.35, §18.36, §18.46, §18.37, §18.50, §18.51,
+//! §18.34): EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID,
+//! RECLAIM_COMPLETE and BIND_CONN_TO_SESSION, on the tables of [`super::state`].
 //!
 //! Normal operation: EXCHANGE_ID gives a client owner its client id (a new one when the
 //! owner's verifier changed: the client rebooted, its old state goes); CREATE_SESSION confirms
@@ -360,5 +360,41 @@ pub fn reclaim_complete(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(
         return Err(st::COMPLETE_ALREADY);
     }
     cl.reclaim_done = true;
+    Ok(())
+}
+
+/// BIND_CONN_TO_SESSION (alone in its COMPOUND): binds the calling connection to the session's
+/// fore channel, backchannel or both (RFC 8881 §18.34); binding the backchannel records the
+/// connection as the session's callback path. RDMA mode is never granted (the connection is
+/// already RPC-over-RDMA).
+pub fn bind_conn_to_session(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let sid: [u8; 16] = r
+        .get_fixed_opaque(16)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 16]);
+    let dir = r.get_u32().map_err(bad_xdr)?;
+    r.get_bool().map_err(bad_xdr)?; // bctsa_use_conn_in_rdma_mode
+                                    // CDFC4_FORE, CDFC4_BACK, CDFC4_FORE_OR_BOTH, CDFC4_BACK_OR_BOTH -> CDFS4_*.
+    let granted = match dir {
+        1 => 1,
+        2 | 3 | 7 => dir.min(3),
+        _ => return Err(st::INVAL),
+    };
+    let now = c.srv.now_ms();
+    let mut s = c.srv.state();
+    let sess = s.session(&sid)?;
+    if granted & 2 != 0 {
+        sess.back_conn = Some(c.cx.conn);
+    }
+    let client = sess.client;
+    s.renew(client, now);
+    out.fixed(&sid);
+    out.u32(granted);
+    out.u32(0); // bctsr_use_conn_in_rdma_mode
     Ok(())
 }
