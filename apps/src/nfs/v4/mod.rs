@@ -86,6 +86,8 @@ pub mod op {
     pub const LOOKUP: u32 = 15;
     /// OPEN.
     pub const OPEN: u32 = 18;
+    /// OPEN_DOWNGRADE.
+    pub const OPEN_DOWNGRADE: u32 = 21;
     /// PUTFH.
     pub const PUTFH: u32 = 22;
     /// PUTROOTFH.

@@ -462,6 +462,7 @@ fn run(
         op::CREATE => fileops::create(c, r, out),
         op::OPEN => open::open(c, r, out),
         op::CLOSE => open::close(c, r, out),
+        op::OPEN_DOWNGRADE => open::open_downgrade(c, r, out),
         _ => Err(st::NOTSUPP),
     }
 }

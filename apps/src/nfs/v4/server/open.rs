@@ -1,5 +1,5 @@
 //! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2, §18.48, §18.38): OPEN with its create modes
-//! and the claim types CLAIM_NULL and CLAIM_FH, CLOSE, TEST_STATEID, FREE_STATEID, and the
+//! and the claim types CLAIM_NULL and CLAIM_FH, OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
 //! stateid checks of READ and WRITE.
 //!
 //! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
@@ -361,3 +361,34 @@ pub fn free_stateid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), S
 
 /// NFS4ERR_LOCKS_HELD.
 const LOCKS_HELD: u32 = 10037;
+
+/// OPEN_DOWNGRADE (RFC 8881 §18.18): the open keeps only the access and deny asked for, each
+/// a subset of what it holds (NFS4ERR_INVAL otherwise); the stateid's seqid moves on.
+pub fn open_downgrade(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let sid = get_stateid(r)?;
+    r.get_u32().map_err(bad_xdr)?; // seqid: unused in minor version 1
+    let access = r.get_u32().map_err(bad_xdr)? & 0xff;
+    let deny = r.get_u32().map_err(bad_xdr)?;
+    let cur = c.cur()?.clone();
+    let sid = resolve(c, &sid)?;
+    check_stateid(c, &cur, &sid, ACCESS_READ)?;
+    let (_, other) = split(&sid);
+    let mut s = c.srv.state();
+    let o = s.opens.get_mut(&other).ok_or(st::BAD_STATEID)?;
+    if !(1..=3).contains(&access) || access & !o.access != 0 || deny & !o.deny != 0 {
+        return Err(st::INVAL);
+    }
+    o.access = access;
+    o.deny = deny;
+    o.seqid = o.seqid.wrapping_add(1).max(1);
+    let mut new = [0u8; 16];
+    new[..4].copy_from_slice(&o.seqid.to_be_bytes());
+    new[4..].copy_from_slice(&other);
+    out.fixed(&new);
+    c.stateid = Some(new);
+    Ok(())
+}

@@ -602,3 +602,51 @@ fn accepts_secinfo_no_name_consuming_the_handle() {
         st::NOFILEHANDLE
     );
 }
+
+#[test]
+fn accepts_open_downgrade_to_a_subset_only() {
+    let (mut h, root) = setup();
+    let r = h.call(&[
+        Op::PutFh(&root),
+        Op::Open {
+            clientid: h.clientid,
+            owner: b"owner",
+            access: 3,
+            name: "f",
+        },
+    ]);
+    let Some(OpResult::Open(o)) = r.find(op::OPEN).map(|o| o.result.clone()) else {
+        panic!("{r:?}")
+    };
+    let down = |sid: &[u8; 16], access: u32| {
+        A::op(op::OPEN_DOWNGRADE)
+            .fixed(sid)
+            .u32(0)
+            .u32(access)
+            .u32(0)
+    };
+    let r = h.raw(&[putfh(&root), lookup(b"f"), down(&o.stateid, 1)]);
+    assert_eq!(r.status, st::OK);
+    let new: [u8; 16] = r.last[..16].try_into().unwrap();
+    assert_eq!(&new[4..], &o.stateid[4..]);
+    assert_eq!(
+        u32::from_be_bytes(new[..4].try_into().unwrap()),
+        u32::from_be_bytes(o.stateid[..4].try_into().unwrap()) + 1
+    );
+    let w = A::op(op::WRITE).fixed(&new).u64(0).u32(0).opaque(b"x");
+    assert_eq!(
+        h.status(&[putfh(&root), lookup(b"f"), w]),
+        st::OPENMODE,
+        "now read-only"
+    );
+    assert_eq!(
+        h.status(&[putfh(&root), lookup(b"f"), down(&new, 3)]),
+        st::INVAL,
+        "not a subset"
+    );
+    assert_eq!(
+        h.status(&[putfh(&root), lookup(b"f"), down(&o.stateid, 1)]),
+        10024,
+        "OLD_STATEID"
+    );
+}
