@@ -361,6 +361,9 @@ impl<P: Provider> Daemon<P> {
         let nfs_addr = server.local_addr();
         if let Some(m) = server.metrics() {
             m.add_collector(nfs.stats().clone());
+            if let Some(n) = &nfs4 {
+                m.add_collector(n.clone());
+            }
         }
         let mut d = Daemon {
             set: Some(set),

@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use rpcrdma_engine::rpc::OpaqueAuth;
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
+use rpcrdma_poller::metrics::{Collector, Exposition, Kind};
 use rpcrdma_poller::{Program, Reject, ReplyBuilder, Request};
 
 use crate::nfs::admit::{ExportTable, Refusal, Share};
@@ -173,6 +174,34 @@ pub struct Nfs41 {
     /// Keys the ids handed out, so that no client can guess another's session, client id or
     /// stateid.
     secret: (u64, u64),
+}
+
+impl Collector for Nfs41 {
+    fn collect(&self, e: &mut Exposition) {
+        let s = self.state();
+        let name = "rpcrdma_nfsd_nfs4_state";
+        e.family(
+            name,
+            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens.",
+            Kind::Gauge,
+        );
+        e.sample(name, &[("table", "clients")], s.clients.len() as u64);
+        e.sample(name, &[("table", "sessions")], s.sessions.len() as u64);
+        e.sample(name, &[("table", "opens")], s.opens.len() as u64);
+        let name = "rpcrdma_nfsd_nfs4_events_total";
+        e.family(
+            name,
+            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot.",
+            Kind::Counter,
+        );
+        e.sample(
+            name,
+            &[("event", "clients_expired")],
+            s.counters.clients_expired,
+        );
+        e.sample(name, &[("event", "refused_full")], s.counters.refused_full);
+        e.sample(name, &[("event", "slot_replays")], s.counters.replays);
+    }
 }
 
 /// What SEQUENCE decided.
