@@ -150,6 +150,66 @@ fn accepts_nfs41_on_the_nfs3_port_over_the_same_store() {
 }
 
 #[test]
+fn accepts_read_data_through_the_write_chunk() {
+    let mut o = options(Backend::Memory);
+    o.nfs4 = true;
+    let rig = Rig::with(o, None);
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let fh = rig
+        .nfs
+        .create(&rig.root, b"big", CreateHow::Unchecked(Sattr3::default()))
+        .expect("v3 CREATE");
+    rig.nfs
+        .write(&fh, 0, &data, StableHow::FileSync, true)
+        .expect("v3 WRITE");
+    let (sid, _) = session(&rig);
+    let root = rig.root.as_bytes().to_vec();
+    let ops = [
+        seq(sid, 1),
+        Op::PutFh(&root),
+        Op::Lookup("big"),
+        Op::Read {
+            offset: 0,
+            count: 20_000,
+        },
+        Op::GetAttrTypeSize,
+    ];
+    let e = encode_compound_minor("v41", 1, &ops);
+    let c = rig.nfs.rpc();
+    let mut a = c.args().expect("call buffer");
+    a.put(&e.bytes).expect("arguments fit");
+    a.receptacle(c.buffer().expect("receive buffer"))
+        .expect("Write chunk");
+    let r = c
+        .call_blocking(Proc::new(100_003, 4, 1), a)
+        .expect("COMPOUND answered");
+    let placed = r
+        .receptacle(0)
+        .expect("the data came through the Write chunk");
+    assert_eq!(placed, data.as_slice());
+    let d = decode_compound(r.results(), &ops, ReadPlacement::FirstDirect).expect("decodes");
+    assert_eq!(d.status, NFS4_OK, "{d:?}");
+    let Some(OpResult::Read {
+        len,
+        eof,
+        data: inline,
+    }) = d.find(op::READ).map(|o| o.result.clone())
+    else {
+        panic!("{d:?}");
+    };
+    assert_eq!((len, eof, inline.len()), (20_000, true, 0));
+    // The operation after READ is still in the reply.
+    assert_eq!(
+        d.find(op::GETATTR).map(|o| o.result.clone()),
+        Some(OpResult::Attrs {
+            ftype: Some(1),
+            size: Some(20_000)
+        })
+    );
+    rig.stop();
+}
+
+#[test]
 fn rejects_version_4_when_the_option_is_off() {
     let rig = Rig::memory();
     let e = encode_compound_minor("v41", 1, &[Op::PutRootFh]);

@@ -346,6 +346,7 @@ impl<P: Provider> Daemon<P> {
         let nfs4 = o.nfs4.then(|| {
             let cfg = v4::Config {
                 max_io,
+                pool: Some(ep.buffers().clone()),
                 ..v4::Config::default()
             };
             Nfs41::new(nfs.exports(), cfg)

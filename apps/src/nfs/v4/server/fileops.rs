@@ -180,17 +180,26 @@ pub fn readlink(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
 pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let sid = super::open::get_stateid(r)?;
     let offset = r.get_u64().map_err(bad_xdr)?;
-    let count = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io);
+    let mut count = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io);
     let cur = c.cur()?.clone();
     check_stateid(c, &cur, &sid, super::open::ACCESS_READ)?;
+    let ddp = c.ddp_cap.filter(|_| c.read_at.is_none());
+    if let Some(cap) = ddp {
+        count = count.min(cap);
+    }
     let mut buf = vec![0u8; count as usize];
     let (n, eof) = cur
         .share
         .store
         .read(&cur.cred, &cur.fh, offset, &mut buf)
         .map_err(from_store)?;
+    let n = n.min(buf.len());
     out.u32(u32::from(eof));
-    out.opaque(&buf[..n.min(buf.len())]);
+    out.u32(n as u32);
+    if ddp.is_some() && n > 0 {
+        c.read_at = Some((out.len(), n));
+    }
+    out.fixed(&buf[..n]);
     Ok(())
 }
 

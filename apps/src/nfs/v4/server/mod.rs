@@ -33,7 +33,7 @@ use std::time::Instant;
 use rpcrdma_engine::rpc::OpaqueAuth;
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
 use rpcrdma_poller::metrics::{Collector, Exposition, Kind};
-use rpcrdma_poller::{Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
 
 use crate::nfs::admit::{ExportTable, Refusal, Share};
 use crate::nfs::exports::ExportOptions;
@@ -63,6 +63,9 @@ pub struct Config {
     pub max_io: u32,
     /// The clock leases are measured with.
     pub clock: Clock,
+    /// Registered buffers READ data is placed from when the client offered a Write chunk
+    /// (the server endpoint's, `Endpoint::buffers`); `None`: READ data goes inline.
+    pub pool: Option<BufPool>,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             limits: Limits::default(),
             max_io: 1 << 20,
             clock: Arc::new(move || start.elapsed().as_millis() as u64),
+            pool: None,
         }
     }
 }
@@ -122,7 +126,15 @@ pub struct Compound<'a> {
     pub nops: u32,
     /// Octets of the arguments.
     pub args_len: usize,
+    /// Capacity of the Write chunk the client offered for a READ's data, if any.
+    pub ddp_cap: Option<u32>,
+    /// Where the first READ's data is in the reply (after its length word) and its length,
+    /// when it goes through the Write chunk.
+    pub read_at: Option<DdpAt>,
 }
+
+/// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
+pub type DdpAt = (usize, usize);
 
 impl Compound<'_> {
     /// The current file handle, or NFS4ERR_NOFILEHANDLE.
@@ -275,6 +287,19 @@ impl Nfs41 {
     /// Serves one COMPOUND: its reply (COMPOUND4res), or the XDR error that makes the call
     /// GARBAGE_ARGS (a header that does not decode).
     pub fn compound(&self, cx: &CallCx<'_>, args: &[u8]) -> Result<Vec<u8>, XdrError> {
+        self.compound_ddp(cx, args, None).map(|(b, _)| b)
+    }
+
+    /// [`Nfs41::compound`] for a call that offered a Write chunk of `ddp_cap` octets: also
+    /// where the first READ's data is in the reply (after its length word) and its length, so
+    /// the caller sends it as a DDP item (RFC 8267 §5.3: READ data is DDP-eligible). A retry
+    /// answered from a slot has its data inline.
+    pub fn compound_ddp(
+        &self,
+        cx: &CallCx<'_>,
+        args: &[u8],
+        ddp_cap: Option<u32>,
+    ) -> Result<(Vec<u8>, Option<DdpAt>), XdrError> {
         let mut r = XdrReader::new(args);
         let tag = r.get_opaque(MAX_TAG)?;
         let minor = r.get_u32()?;
@@ -286,7 +311,7 @@ impl Nfs41 {
         out.u32(0); // results, set at the end
         if minor != 1 {
             out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
-            return Ok(out.b);
+            return Ok((out.b, None));
         }
         {
             let now = self.now_ms();
@@ -303,6 +328,8 @@ impl Nfs41 {
             stateid: None,
             nops,
             args_len: args.len(),
+            ddp_cap,
+            read_at: None,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -318,7 +345,7 @@ impl Nfs41 {
             out.u32(st::OK);
             let s = if i == 0 && opnum == op::SEQUENCE {
                 match session::sequence(&mut c, &mut r, &mut out) {
-                    Ok(Seq::Replay(b)) => return Ok(b),
+                    Ok(Seq::Replay(b)) => return Ok((b, None)),
                     Ok(Seq::Go) => st::OK,
                     Err(s) => s,
                 }
@@ -344,7 +371,7 @@ impl Nfs41 {
         out.b[..4].copy_from_slice(&status.to_be_bytes());
         out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         session::keep_reply(&c, &out.b);
-        Ok(out.b)
+        Ok((out.b, c.read_at))
     }
 
     /// NFS program 100003 version 4 with COMPOUND (NULL is the server's own): a header that
@@ -360,10 +387,15 @@ impl Nfs41 {
                     cred: req.cred,
                     conn: req.transport.conn_id,
                 };
-                let reply = me
-                    .compound(&cx, req.args)
+                let cap = req
+                    .write_chunks
+                    .first()
+                    .copied()
+                    .filter(|_| me.cfg.pool.is_some());
+                let (reply, read_at) = me
+                    .compound_ddp(&cx, req.args, cap)
                     .map_err(|_| Reject::GarbageArgs)?;
-                out.put(&reply).map_err(|_| Reject::SystemErr)
+                me.send(out, &reply, read_at)
             },
         )
     }
@@ -375,6 +407,31 @@ impl Nfs41 {
         m[..8].copy_from_slice(&n.to_be_bytes());
         m[8] = lane;
         siphash24(self.secret.0, self.secret.1, &m)
+    }
+
+    /// Writes `reply` into the RPC reply; the READ data at `read_at` goes as a DDP item (a copy
+    /// into a registered buffer) when one is free, inline otherwise.
+    fn send(
+        &self,
+        out: &mut ReplyBuilder<'_>,
+        reply: &[u8],
+        read_at: Option<(usize, usize)>,
+    ) -> Result<(), Reject> {
+        let sys = |_| Reject::SystemErr;
+        let (Some((at, n)), Some(pool)) = (read_at, self.cfg.pool.as_ref()) else {
+            return out.put(reply).map_err(sys);
+        };
+        let Some(mut buf) = pool.get().filter(|b| b.len() >= n) else {
+            return out.put(reply).map_err(sys);
+        };
+        let (Some(data), Some(rest)) = (reply.get(at..at + n), reply.get(at + n.div_ceil(4) * 4..))
+        else {
+            return Err(Reject::SystemErr);
+        };
+        buf[..n].copy_from_slice(data);
+        out.put(&reply[..at]).map_err(sys)?;
+        out.ddp(buf, n).map_err(|_| Reject::SystemErr)?;
+        out.put(rest).map_err(sys)
     }
 
     /// A new stateid `other`: this run's verifier and 64 unpredictable bits.

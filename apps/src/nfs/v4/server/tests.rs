@@ -136,6 +136,7 @@ pub fn server(opts: &str, lim: Limits) -> (Arc<Nfs41>, Arc<AtomicU64>, Arc<dyn S
         limits: lim,
         max_io: 64 << 10,
         clock: Arc::new(move || n2.load(Ordering::SeqCst)),
+        pool: None,
     };
     (Nfs41::new(Arc::new(table), cfg), now, store)
 }
