@@ -140,7 +140,6 @@ impl Snapshot {
 /// A counter installed on the calling thread.
 pub struct Counter {
     names: Vec<&'static str>,
-    counts: Arc<Vec<AtomicU64>>,
     tids: Arc<Vec<AtomicI32>>,
     per_thread: Arc<Vec<AtomicU64>>,
 }
@@ -157,7 +156,6 @@ impl Counter {
     pub fn install(calls: &[(&'static str, libc::c_long)]) -> Result<Counter, String> {
         let n = calls.len();
         assert!(n < 250);
-        let counts: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
         let nrs: Vec<i32> = calls.iter().map(|(_, nr)| *nr as i32).collect();
         // The supervisor starts before the filter (so it is not filtered) and waits for the
         // listener's number in an atomic: handing it over makes no system call.
@@ -165,9 +163,8 @@ impl Counter {
         let tids: Arc<Vec<AtomicI32>> = Arc::new((0..THREADS).map(|_| AtomicI32::new(0)).collect());
         let per_thread: Arc<Vec<AtomicU64>> =
             Arc::new((0..THREADS * n).map(|_| AtomicU64::new(0)).collect());
-        let (c, h) = (counts.clone(), handover.clone());
-        let (t, pt) = (tids.clone(), per_thread.clone());
-        std::thread::spawn(move || supervise(&h, &nrs, &c, &t, &pt));
+        let (h, t, pt) = (handover.clone(), tids.clone(), per_thread.clone());
+        std::thread::spawn(move || supervise(&h, &nrs, &t, &pt));
         // ld nr; for each watched nr: jeq → notify; allow; notify.
         let mut prog = vec![insn(
             (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
@@ -203,56 +200,61 @@ impl Counter {
         handover.store(fd as i32, Ordering::SeqCst);
         Ok(Counter {
             names: calls.iter().map(|(n, _)| *n).collect(),
-            counts,
             tids,
             per_thread,
         })
     }
 
-    /// The counts now.
+    /// The counts now, of every thread but the calling one (whose own reading of thread
+    /// names would count).
     pub fn snapshot(&self) -> Snapshot {
         let n = self.names.len();
-        let threads = self
+        // SAFETY: plain system call (not watched).
+        let me = unsafe { libc::gettid() };
+        let slots: Vec<(i32, Vec<u64>)> = self
             .tids
             .iter()
             .enumerate()
-            .take_while(|(_, t)| t.load(Ordering::SeqCst) != 0)
-            .map(|(i, t)| {
-                let tid = t.load(Ordering::SeqCst);
-                let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
-                    .unwrap_or_else(|_| "(ended)".into());
-                let role: String = comm
-                    .trim()
-                    .chars()
-                    .filter(|c| !c.is_ascii_digit())
-                    .collect();
-                let counts = (0..n)
+            .map(|(i, t)| (t.load(Ordering::SeqCst), i))
+            .take_while(|(t, _)| *t != 0)
+            .map(|(t, i)| {
+                let c = (0..n)
                     .map(|k| self.per_thread[i * n + k].load(Ordering::SeqCst))
                     .collect();
-                (role, counts)
+                (t, c)
+            })
+            .collect();
+        let mut counts = vec![0u64; n];
+        for (_, c) in slots.iter().filter(|(t, _)| *t != me) {
+            counts.iter_mut().zip(c).for_each(|(a, b)| *a += b);
+        }
+        let threads = slots
+            .into_iter()
+            .map(|(tid, c)| {
+                let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+                    .unwrap_or_else(|_| "(ended)".into());
+                let role = if tid == me {
+                    "(measuring thread)".to_string()
+                } else {
+                    comm.trim()
+                        .chars()
+                        .filter(|c| !c.is_ascii_digit())
+                        .collect()
+                };
+                (role, c)
             })
             .collect();
         Snapshot {
-            threads,
             names: self.names.clone(),
-            counts: self
-                .counts
-                .iter()
-                .map(|c| c.load(Ordering::SeqCst))
-                .collect(),
+            counts,
+            threads,
         }
     }
 }
 
 /// Answers every notification on the listener handed over with "continue", counting it,
 /// until no filtered thread is left.
-fn supervise(
-    handover: &AtomicI32,
-    nrs: &[i32],
-    counts: &[AtomicU64],
-    tids: &[AtomicI32],
-    per_thread: &[AtomicU64],
-) {
+fn supervise(handover: &AtomicI32, nrs: &[i32], tids: &[AtomicI32], per_thread: &[AtomicU64]) {
     let fd = loop {
         match handover.load(Ordering::SeqCst) {
             -1 => std::thread::sleep(Duration::from_millis(1)),
@@ -283,7 +285,6 @@ fn supervise(
             continue;
         }
         if let Some(i) = nrs.iter().position(|&nr| nr == req.data.nr) {
-            counts[i].fetch_add(1, Ordering::SeqCst);
             let tid = req.pid as i32;
             let slot = (0..THREADS)
                 .find(|&s| {
