@@ -21,14 +21,17 @@ use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
 use rpcrdma_apps::nfs3::types::{access, CreateHow, Fh, Sattr3, StableHow};
 use syscount::{Counter, Snapshot, FS, SCHED};
 
-/// File system calls the server may make per call with its descriptors cached (GETATTR:
-/// one `fstat`; ACCESS: `fstat` and one `faccessat2`; LOOKUP: the directory's `fstat`,
-/// the name's handle, descriptor and attributes).
+/// File system calls the server may make per GETATTR with the descriptor cached: one `fstat`.
 const BUDGET_GETATTR: u64 = 1;
-const BUDGET_ACCESS: u64 = 2;
-const BUDGET_LOOKUP: u64 = 4;
-/// LOOKUP of a name whose object has no descriptor open yet (a walk of a tree the server has
-/// not seen): the same, the object opened by name from its directory.
+/// Per ACCESS asking read, modify, extend and execute of a file the caller may read and write
+/// but not execute: `fstat`, then the kernel's check of everything (refused) and of all but
+/// execute (granted).
+const BUDGET_ACCESS: u64 = 3;
+/// Per LOOKUP with the object's descriptor cached: the directory's `fstat`, the name's handle
+/// (`name_to_handle_at`, as the caller), the object's `fstat`.
+const BUDGET_LOOKUP: u64 = 3;
+/// Per LOOKUP of a name whose object has no descriptor open (a walk of a tree the server has
+/// not seen): the same and the object opened by that handle (`open_by_handle_at`).
 const BUDGET_LOOKUP_COLD: u64 = 4;
 
 /// Whether the test can run (root); says why not otherwise.

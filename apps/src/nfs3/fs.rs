@@ -122,6 +122,22 @@ pub trait Store: Send + Sync + 'static {
     /// parent is the root). NOTDIR when `dir` is not a directory, NOENT when absent.
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh>;
 
+    /// LOOKUP with the attributes its reply carries: the directory's (when it is there, also
+    /// when the lookup fails) and the handle of `name` with the object's attributes. The
+    /// default asks [`Store::getattr`] and [`Store::lookup`]; a store that has the attributes
+    /// at hand while looking up answers them from there.
+    #[allow(clippy::type_complexity)]
+    fn lookup_attrs(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        let d = self.getattr(dir).ok();
+        let r = self.lookup(cx, dir, name);
+        (d, r.map(|fh| (fh, self.getattr(&fh).ok())))
+    }
+
     /// The target of symbolic link `fh` into `out`; returns its length. INVAL when `fh` is not
     /// a symbolic link.
     fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize>;

@@ -59,10 +59,12 @@ use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
 /// Most parent directories walked up when checking that a directory lies in the export.
 const MAX_DEPTH: usize = 4096;
 
-/// An open object: its descriptor and what `fstat` said just now.
+/// An open object: its descriptor, what `fstat` said just now, and whether the descriptor is
+/// open for I/O (else `O_PATH`).
 struct Obj {
     fd: Arc<OwnedFd>,
     st: libc::stat,
+    io: bool,
 }
 
 impl Obj {
@@ -230,50 +232,44 @@ impl DirStore {
         false
     }
 
-    /// Opens `fh` (a cache miss): as the server, the only identity `open_by_handle_at`
-    /// serves; a directory must lie under the export root.
-    fn open_by_handle(&self, fh: &Fh, kh: &KernelHandle) -> NfsResult<Arc<OwnedFd>> {
+    /// Opens `fh` (a cache miss) as `O_PATH`: as the server, the only identity
+    /// `open_by_handle_at` serves; a directory must lie under the export root. A regular
+    /// file is opened for I/O when first read or written ([`DirStore::file_obj`]).
+    fn open_by_handle(&self, fh: &Fh, kh: &KernelHandle) -> NfsResult<Obj> {
         ident::as_server()?;
         let map = |e: io::Error| match e.raw_os_error() {
             Some(libc::EINVAL) | Some(libc::EOVERFLOW) => Nfsstat3::BADHANDLE,
             Some(libc::ESTALE) | Some(libc::ENOENT) | None => Nfsstat3::STALE,
             Some(x) => Nfsstat3::from_errno(x),
         };
-        let mut fd = kh.open(&self.root_fd, libc::O_PATH).map_err(map)?;
+        let fd = kh.open(&self.root_fd, libc::O_PATH).map_err(map)?;
         let st = sys::fstat(fd.as_raw_fd())?;
-        match ifmt(&st) {
-            libc::S_IFDIR if !self.inside(&fd, &st) => return Err(Nfsstat3::STALE),
-            libc::S_IFREG => {
-                let flags = libc::O_RDWR | libc::O_NOFOLLOW;
-                if let Ok(rw) = kh
-                    .open(&self.root_fd, flags)
-                    .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY | libc::O_NOFOLLOW))
-                {
-                    fd = rw;
-                }
-            }
-            _ => {}
+        if ifmt(&st) == libc::S_IFDIR && !self.inside(&fd, &st) {
+            return Err(Nfsstat3::STALE);
         }
         let fd = Arc::new(fd);
-        self.cache().insert(*fh, fd.clone());
-        Ok(fd)
+        self.cache().insert(*fh, fd.clone(), false);
+        Ok(Obj { fd, st, io: false })
     }
 
     /// The live object `fh` names, whatever identity the thread holds after (for what needs
-    /// no permission: attributes, file system counts).
+    /// no permission: attributes, file system counts). One `fstat` when its descriptor is
+    /// cached.
     fn stat_obj(&self, fh: &Fh) -> NfsResult<Obj> {
         let kh = handle::decode(self.tag, fh)?;
         let cached = self.cache().get(fh);
-        let fd = match cached {
-            Some(fd) => fd,
+        let o = match cached {
+            Some((fd, io)) => {
+                let st = sys::fstat(fd.as_raw_fd())?;
+                Obj { fd, st, io }
+            }
             None => self.open_by_handle(fh, &kh)?,
         };
-        let st = sys::fstat(fd.as_raw_fd())?;
-        if st.st_nlink == 0 || st.st_dev != self.root_dev {
+        if o.st.st_nlink == 0 || o.st.st_dev != self.root_dev {
             self.cache().forget(fh);
             return Err(Nfsstat3::STALE);
         }
-        Ok(Obj { fd, st })
+        Ok(o)
     }
 
     /// The live object `fh` names, with the thread acting as `cx` after.
@@ -293,14 +289,86 @@ impl DirStore {
     }
 
     /// The live regular file `fh` names for READ, WRITE or COMMIT (ISDIR for a directory,
-    /// INVAL for anything else), with the thread acting as `cx`.
+    /// INVAL for anything else), open for I/O, with the thread acting as `cx`.
     fn file_obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
-        let o = self.obj(cx, fh)?;
-        match o.kind() {
-            libc::S_IFREG => Ok(o),
-            libc::S_IFDIR => Err(Nfsstat3::ISDIR),
-            _ => Err(Nfsstat3::INVAL),
-        }
+        let o = self.stat_obj(fh)?;
+        let o = match o.kind() {
+            libc::S_IFREG if o.io => o,
+            libc::S_IFREG => self.open_for_io(fh, o)?,
+            libc::S_IFDIR => return Err(Nfsstat3::ISDIR),
+            _ => return Err(Nfsstat3::INVAL),
+        };
+        ident::act_as(cx)?;
+        Ok(o)
+    }
+
+    /// Regular file `o` (open `O_PATH`) opened again for I/O, as the server: read-write, else
+    /// read-only; the new descriptor replaces the cached one. When neither open succeeds, `o`
+    /// as it is (its reads and writes then fail with ACCES).
+    fn open_for_io(&self, fh: &Fh, o: Obj) -> NfsResult<Obj> {
+        let kh = handle::decode(self.tag, fh)?;
+        ident::as_server()?;
+        let Ok(fd) = kh
+            .open(&self.root_fd, libc::O_RDWR | libc::O_NOFOLLOW)
+            .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY | libc::O_NOFOLLOW))
+        else {
+            return Ok(o);
+        };
+        let fd = Arc::new(fd);
+        self.cache().insert(*fh, fd.clone(), true);
+        Ok(Obj { fd, io: true, ..o })
+    }
+
+    /// LOOKUP of `name` (not `.` or `..`) in directory `d` (the thread acts as the caller,
+    /// whose search permission the kernel checks): the handle, and the attributes when the
+    /// object is still there. The object's descriptor comes from the cache, or is opened by
+    /// the handle just taken, so it is the object the name named; it lies under the export
+    /// because its directory does.
+    fn lookup_in(&self, d: &Obj, name: &CStr) -> NfsResult<(Fh, Option<Fattr3>)> {
+        let fh = self.fh_at(d.raw(), name)?;
+        let cached = self.cache().get(&fh);
+        let fd = match cached {
+            Some((fd, _)) => fd,
+            None => {
+                let kh = handle::decode(self.tag, &fh)?;
+                let Ok(fd) = kh.open(&self.root_fd, libc::O_PATH) else {
+                    return Ok((fh, None));
+                };
+                let fd = Arc::new(fd);
+                self.cache().insert(fh, fd.clone(), false);
+                fd
+            }
+        };
+        let st = sys::fstat(fd.as_raw_fd()).ok();
+        Ok((fh, st.filter(|s| s.st_nlink > 0).map(|s| sys::fattr(&s))))
+    }
+
+    /// LOOKUP as the caller `cx`: the directory's attributes (when it is there) and the result.
+    fn lookup_as(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        let d = match self.stat_obj(dir) {
+            Ok(d) => d,
+            Err(e) => return (None, Err(e)),
+        };
+        let dattr = Some(sys::fattr(&d.st));
+        let r = ident::act_as(cx).and_then(|()| {
+            if d.kind() != libc::S_IFDIR {
+                return Err(Nfsstat3::NOTDIR);
+            }
+            let c = cname(name)?;
+            match name {
+                b"." => sys::may(d.raw(), libc::X_OK).map(|()| (*dir, dattr)),
+                b".." if self.is_root(&d.st) => {
+                    sys::may(d.raw(), libc::X_OK).map(|()| (self.root_fh, dattr))
+                }
+                _ => self.lookup_in(&d, &c),
+            }
+        });
+        (dattr, r)
     }
 
     /// Whether the thread's identity, `cx`, may read (`R_OK`) or write (`W_OK`) the data of
@@ -380,9 +448,16 @@ impl DirStore {
             .filter(|(bits, _)| want & bits != 0)
             .fold(0, |m, (_, mode)| m | mode);
         // One check for everything asked first: what the kernel's client asks for is usually
-        // all granted (one system call), else each right on its own.
-        if all != 0 && sys::may(o.raw(), all).is_ok() {
+        // all granted (one system call). The kernel grants a set of rights only when it grants
+        // each, so when that fails, everything but execute (which a plain file mostly lacks)
+        // is checked next: granted, execute alone was refused (two calls). Else each right on
+        // its own.
+        if all == 0 || sys::may(o.raw(), all).is_ok() {
             return want & (access::READ | write | exec);
+        }
+        let rest = all & !libc::X_OK;
+        if all & libc::X_OK != 0 && rest != 0 && sys::may(o.raw(), rest).is_ok() {
+            return want & (access::READ | write);
         }
         let mut got = 0;
         for (bits, mode) in asked {
@@ -416,13 +491,16 @@ impl Store for DirStore {
     }
 
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
-        let d = self.dir_obj(cx, dir)?;
-        let c = cname(name)?;
-        match name {
-            b"." => sys::may(d.raw(), libc::X_OK).map(|()| *dir),
-            b".." if self.is_root(&d.st) => sys::may(d.raw(), libc::X_OK).map(|()| self.root_fh),
-            _ => self.fh_at(d.raw(), &c),
-        }
+        self.lookup_as(cx, dir, name).1.map(|(fh, _)| fh)
+    }
+
+    fn lookup_attrs(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        self.lookup_as(cx, dir, name)
     }
 
     fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
