@@ -44,13 +44,20 @@ fn runnable() -> bool {
     root
 }
 
-/// A daemon over `dir` (a fresh one keeps no descriptor of what an earlier one opened).
-fn rig(dir: &std::path::Path) -> Rig {
+/// A daemon over `dir` (a fresh one keeps no descriptor of what an earlier one opened);
+/// `getattr_on_reactor` as `DaemonOptions` says.
+fn rig_with(dir: &std::path::Path, getattr_on_reactor: bool) -> Rig {
     let o = DaemonOptions {
         dir_cache: 1 << 16,
+        getattr_on_reactor,
         ..options(Backend::Dir(dir.to_path_buf()))
     };
     Rig::with(o, None)
+}
+
+/// A daemon over `dir` with the default options.
+fn rig(dir: &std::path::Path) -> Rig {
+    rig_with(dir, DaemonOptions::default().getattr_on_reactor)
 }
 
 /// One phase's counts and times.
@@ -61,6 +68,8 @@ struct Phase {
     fs_total: u64,
     sched_total: u64,
     threads: Vec<(String, u64, Vec<(&'static str, u64)>)>,
+    /// File system calls per thread role.
+    fs_threads: Vec<(String, u64, Vec<(&'static str, u64)>)>,
     wall_us: f64,
     cpu_us: f64,
 }
@@ -81,7 +90,7 @@ fn phase(c: Option<&Counter>, name: &'static str, calls: u64, f: impl FnOnce()) 
     let (t0, c0) = (Instant::now(), cpu_us());
     f();
     let (wall, cpu) = (t0.elapsed().as_secs_f64() * 1e6, cpu_us() - c0);
-    let (fs, fs_total, sched_total, threads) = match (c, before) {
+    let (fs, fs_total, sched_total, threads, fs_threads) = match (c, before) {
         (Some(c), Some(b)) => {
             let now = c.snapshot();
             let fs = now
@@ -90,14 +99,11 @@ fn phase(c: Option<&Counter>, name: &'static str, calls: u64, f: impl FnOnce()) 
                 .filter(|(n, _)| FS.iter().any(|(m, _)| m == n))
                 .collect();
             let threads = now.by_thread_since(&b, SCHED);
-            (
-                fs,
-                now.total_since(&b, FS),
-                now.total_since(&b, SCHED),
-                threads,
-            )
+            let fs_threads = now.by_thread_since(&b, FS);
+            let totals = (now.total_since(&b, FS), now.total_since(&b, SCHED));
+            (fs, totals.0, totals.1, threads, fs_threads)
         }
-        _ => (Vec::new(), 0, 0, Vec::new()),
+        _ => (Vec::new(), 0, 0, Vec::new(), Vec::new()),
     };
     Phase {
         name,
@@ -106,6 +112,7 @@ fn phase(c: Option<&Counter>, name: &'static str, calls: u64, f: impl FnOnce()) 
         fs_total,
         sched_total,
         threads,
+        fs_threads,
         wall_us: wall / calls.max(1) as f64,
         cpu_us: cpu / calls.max(1) as f64,
     }
@@ -179,6 +186,16 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
         fhs2.iter().for_each(|f| _ = r2.nfs.getattr(f).unwrap())
     }));
     r2.stop_keep();
+    // GETATTR always handed to a worker (`--getattr-in-worker`), for comparison.
+    let r3 = rig_with(&dir, false);
+    let d3 = r3.nfs.lookup(&r3.root, b"tree").unwrap();
+    let fhs3: Vec<Fh> = (0..n)
+        .map(|i| r3.nfs.lookup(&d3, name(i).as_bytes()).unwrap())
+        .collect();
+    out.push(phase(c, "GETATTR in worker", n64, || {
+        fhs3.iter().for_each(|f| _ = r3.nfs.getattr(f).unwrap())
+    }));
+    r3.stop_keep();
     out.push(phase(c, "REMOVE", n64, || {
         for i in 0..n {
             r.nfs.remove(&d, name(i).as_bytes()).unwrap();
@@ -231,6 +248,15 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
             "{name}: {got} file system calls per call, budget {budget}: {which:?}"
         );
     }
+    // GETATTR of an open descriptor is answered on the reactor: no worker touches it.
+    let on = |name: &str, role: &str| {
+        let p = phases.iter().find(|p| p.name == name).expect("phase");
+        let t = p.fs_threads.iter().filter(|(r, _, _)| r.contains(role));
+        t.map(|(_, n, _)| n).sum::<u64>()
+    };
+    assert_eq!(on("GETATTR", "worker"), 0, "GETATTR ran on a worker");
+    assert_eq!(on("GETATTR in worker", "worker"), 100);
+    assert_eq!(on("GETATTR in worker", "nfsd"), 0);
 }
 
 #[test]

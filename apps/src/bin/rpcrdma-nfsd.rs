@@ -97,6 +97,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           limit is raised toward what this needs), 16..=16777216 [8192]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
+  --getattr-in-worker     dir backends: GETATTR always goes to a worker thread [off:
+                          a GETATTR whose descriptor is open is answered on the reactor]
   --no-rpcbind            do not register with rpcbind
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
@@ -132,7 +134,13 @@ const VALUE_OPTIONS: [&str; 20] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 4] = ["no-mount", "pin", "no-rpcbind", "no-hugepages"];
+const FLAG_OPTIONS: [&str; 5] = [
+    "no-mount",
+    "pin",
+    "no-rpcbind",
+    "no-hugepages",
+    "getattr-in-worker",
+];
 
 struct Cli {
     opts: DaemonOptions,
@@ -280,6 +288,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--dir-cache" => o.dir_cache = num(a, &c.value(a)?, 16, 1 << 24)?,
             "--drop-every" => o.drop_every = num(a, &c.value(a)?, 0, u64::MAX)?,
             "--no-rpcbind" => o.rpcbind = false,
+            "--getattr-in-worker" => o.getattr_on_reactor = false,
             "--no-hugepages" => o.hugepages = false,
             "--stats-interval" => stats_interval = num(a, &c.value(a)?, 0, 86_400)?,
             "--metrics" => {

@@ -113,6 +113,12 @@ pub trait Store: Send + Sync + 'static {
     /// Attributes of `fh`.
     fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3>;
 
+    /// [`Store::getattr`] when the store can answer at once without blocking (a server
+    /// reactor may call it); `None` (the default) when only `getattr` can.
+    fn getattr_now(&self, _fh: &Fh) -> Option<NfsResult<Fattr3>> {
+        None
+    }
+
     /// Sets attributes (size, then mode and owner, then times). With `guard`, NOT_SYNC unless
     /// the object's ctime equals it (RFC 1813 SETATTR `sattrguard3`). Setting the size of a
     /// directory is ISDIR, of anything else but a regular file INVAL.

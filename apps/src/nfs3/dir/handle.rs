@@ -127,6 +127,16 @@ impl FdCache {
         r
     }
 
+    /// The descriptor cached for `fh` and whether it is open for I/O, counted as a hit when
+    /// found (a miss is counted by the [`FdCache::get`] that follows).
+    pub(super) fn peek(&mut self, fh: &Fh) -> Option<(Arc<OwnedFd>, bool)> {
+        let r = self.map.get(fh).map(|(fd, _, io)| (fd.clone(), *io));
+        if r.is_some() {
+            self.stats.hits += 1;
+        }
+        r
+    }
+
     /// The counters.
     pub(super) fn stats(&self) -> CacheStats {
         CacheStats {

@@ -265,11 +265,18 @@ impl DirStore {
             }
             None => self.open_by_handle(fh, &kh)?,
         };
-        if o.st.st_nlink == 0 || o.st.st_dev != self.root_dev {
+        self.live(fh, &o.st)?;
+        Ok(o)
+    }
+
+    /// STALE (the descriptor forgotten) when `st`, just taken of `fh`'s descriptor, shows the
+    /// object removed (no links) or on another file system.
+    fn live(&self, fh: &Fh, st: &libc::stat) -> NfsResult<()> {
+        if st.st_nlink == 0 || st.st_dev != self.root_dev {
             self.cache().forget(fh);
             return Err(Nfsstat3::STALE);
         }
-        Ok(o)
+        Ok(())
     }
 
     /// The live object `fh` names, with the thread acting as `cx` after.
@@ -480,6 +487,17 @@ impl Store for DirStore {
 
     fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3> {
         Ok(sys::fattr(&self.stat_obj(fh)?.st))
+    }
+
+    /// A handle whose descriptor is open: one `fstat`, which does not block on a local file
+    /// system (the inode is in memory while the descriptor is open).
+    fn getattr_now(&self, fh: &Fh) -> Option<NfsResult<Fattr3>> {
+        if let Err(e) = handle::decode(self.tag, fh) {
+            return Some(Err(e));
+        }
+        let (fd, _) = self.cache().peek(fh)?;
+        let st = sys::fstat(fd.as_raw_fd());
+        Some(st.and_then(|st| self.live(fh, &st).map(|()| sys::fattr(&st))))
     }
 
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
