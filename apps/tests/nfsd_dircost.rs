@@ -19,7 +19,7 @@ use std::time::Instant;
 use nfsd_common::{options, scratch_dir, Rig};
 use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
 use rpcrdma_apps::nfs3::types::{access, CreateHow, Fh, Sattr3, StableHow};
-use syscount::{Counter, Snapshot, FS, SCHED};
+use syscount::{Counter, RoleCalls, Snapshot, FS, SCHED};
 
 /// File system calls the server may make per GETATTR with the descriptor cached: one `fstat`.
 const BUDGET_GETATTR: u64 = 1;
@@ -67,9 +67,9 @@ struct Phase {
     fs: Vec<(&'static str, u64)>,
     fs_total: u64,
     sched_total: u64,
-    threads: Vec<(String, u64, Vec<(&'static str, u64)>)>,
+    threads: Vec<RoleCalls>,
     /// File system calls per thread role.
-    fs_threads: Vec<(String, u64, Vec<(&'static str, u64)>)>,
+    fs_threads: Vec<RoleCalls>,
     wall_us: f64,
     cpu_us: f64,
 }

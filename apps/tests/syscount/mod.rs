@@ -65,6 +65,9 @@ pub const SCHED: &[(&str, libc::c_long)] = &[
     ("clock_nanosleep", libc::SYS_clock_nanosleep),
 ];
 
+/// Calls of one thread role: the role, the total, the calls by name.
+pub type RoleCalls = (String, u64, Vec<(&'static str, u64)>);
+
 /// Threads told apart (later ones are counted with the last).
 const THREADS: usize = 128;
 
@@ -95,8 +98,8 @@ impl Snapshot {
         &self,
         earlier: &Snapshot,
         set: &[(&str, libc::c_long)],
-    ) -> Vec<(String, u64, Vec<(&'static str, u64)>)> {
-        let mut out: Vec<(String, u64, Vec<(&'static str, u64)>)> = Vec::new();
+    ) -> Vec<RoleCalls> {
+        let mut out: Vec<RoleCalls> = Vec::new();
         for (i, (role, now)) in self.threads.iter().enumerate() {
             let zero = vec![0; now.len()];
             let was = earlier.threads.get(i).map_or(&zero, |(_, c)| c);

@@ -1,12 +1,17 @@
 //! The directory store ([`DirStore`]): serves a real directory of the server's file system,
 //! what `rpcrdma-nfsd dir:PATH` runs. Handlers run in worker threads, so every method simply
-//! makes blocking system calls.
+//! makes blocking system calls; only [`Store::getattr_now`] runs on a reactor, and answers only
+//! from a descriptor already open (one `fstat`).
 //!
 //! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened
 //! again with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH,
 //! i.e. root), wrapped as described in the `handle` module; a bounded cache keeps recently used
-//! descriptors open (regular files read-write, everything else `O_PATH`; FIFOs, sockets and
-//! devices are never opened otherwise). Every call runs under the caller's identity
+//! descriptors open (`O_PATH`; a regular file is opened again read-write when first read or
+//! written; FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's
+//! handle as the caller, then the object's descriptor from the cache or by that handle, and
+//! answers both attributes from those descriptors (three system calls, four on a miss);
+//! GETATTR is one `fstat`, ACCESS that and at most two `faccessat2` in the common cases
+//! (`apps/tests/nfsd_dircost.rs` holds the counts to these budgets). Every call runs under the caller's identity
 //! (`ident`): handles missing from the cache are opened as root, then the thread switches
 //! to the caller, so the host kernel checks each lookup, creation, removal, rename, listing
 //! and attribute change by its own rules (LINK: write and search on the directory, checked
