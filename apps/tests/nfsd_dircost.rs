@@ -31,8 +31,9 @@ const BUDGET_ACCESS: u64 = 3;
 /// (`name_to_handle_at`, as the caller), the object's `fstat`.
 const BUDGET_LOOKUP: u64 = 3;
 /// Per LOOKUP of a name whose object has no descriptor open (a walk of a tree the server has
-/// not seen): the same and the object opened by that handle (`open_by_handle_at`).
-const BUDGET_LOOKUP_COLD: u64 = 4;
+/// not seen): the same, the object opened by name (`openat`, `O_PATH`, as the caller) and the
+/// handle of what was opened.
+const BUDGET_LOOKUP_COLD: u64 = 5;
 
 /// Whether the test can run (root); says why not otherwise.
 fn runnable() -> bool {

@@ -8,8 +8,8 @@
 //! i.e. root), wrapped as described in the `handle` module; a bounded cache keeps recently used
 //! descriptors open (`O_PATH`; a regular file is opened again read-write when first read or
 //! written; FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's
-//! handle as the caller, then the object's descriptor from the cache or by that handle, and
-//! answers both attributes from those descriptors (three system calls, four on a miss);
+//! handle as the caller, then the object's descriptor from the cache or opened by name, and
+//! answers both attributes from those descriptors (three system calls, five on a miss);
 //! GETATTR is one `fstat`, ACCESS that and at most two `faccessat2` in the common cases
 //! (`apps/tests/nfsd_dircost.rs` holds the counts to these budgets). Every call runs under the caller's identity
 //! (`ident`): handles missing from the cache are opened as root, then the thread switches
@@ -334,21 +334,21 @@ impl DirStore {
     /// LOOKUP of `name` (not `.` or `..`) in directory `d` (the thread acts as the caller,
     /// whose search permission the kernel checks): the handle, and the attributes when the
     /// object is still there. The object's descriptor comes from the cache, or is opened by
-    /// the handle just taken, so it is the object the name named; it lies under the export
-    /// because its directory does.
+    /// name (`O_PATH`, as the caller: `open_by_handle_at` is the server's alone) and the answer
+    /// is then the handle of what was opened (the name may have changed meanwhile); it lies
+    /// under the export because its directory does.
     fn lookup_in(&self, d: &Obj, name: &CStr) -> NfsResult<(Fh, Option<Fattr3>)> {
         let fh = self.fh_at(d.raw(), name)?;
         let cached = self.cache().get(&fh);
-        let fd = match cached {
-            Some((fd, _)) => fd,
+        let (fh, fd) = match cached {
+            Some((fd, _)) => (fh, fd),
             None => {
-                let kh = handle::decode(self.tag, &fh)?;
-                let Ok(fd) = kh.open(&self.root_fd, libc::O_PATH) else {
-                    return Ok((fh, None));
-                };
+                let flags = libc::O_PATH | libc::O_NOFOLLOW;
+                let fd = openat(d.raw(), name, flags, 0)?;
+                let fh = self.fh_of_fd(fd.as_raw_fd())?;
                 let fd = Arc::new(fd);
                 self.cache().insert(fh, fd.clone(), false);
-                fd
+                (fh, fd)
             }
         };
         let st = sys::fstat(fd.as_raw_fd()).ok();
