@@ -3,29 +3,28 @@
 //! makes blocking system calls; only [`Store::getattr_now`] runs on a reactor, and answers only
 //! from a descriptor already open (one `fstat`).
 //!
-//! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened
-//! again with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH,
-//! i.e. root), wrapped as described in the `handle` module; a bounded cache keeps recently used
-//! descriptors open (`O_PATH`; a regular file is opened again read-write when first read or
-//! written; FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's
-//! handle as the caller, then the object's descriptor from the cache or opened by name, and
-//! answers both attributes from those descriptors (three system calls, five on a miss);
-//! GETATTR is one `fstat`, ACCESS that and at most two `faccessat2` in the common cases
-//! (`apps/tests/nfsd_dircost.rs` holds the counts to these budgets). Every call runs under the caller's identity
-//! (`ident`): handles missing from the cache are opened as root, then the thread switches
-//! to the caller, so the host kernel checks each lookup, creation, removal, rename, listing
-//! and attribute change by its own rules (LINK: write and search on the directory, checked
-//! by the kernel for the caller, as Linux nfsd asks). READ, WRITE and truncation use the cached
-//! descriptor after the kernel's permission check for the caller (`faccessat2`), with Linux
-//! nfsd's exceptions: the owner of a regular file may always read and write it, and READ is
-//! granted to whoever may execute the file. Names are resolved only with `*at()` calls
-//! relative to the directory's descriptor and symbolic links are never followed; `..` of the
-//! export root is the root, a directory decoded from a handle must lie under the export root,
-//! and a mount point inside the export is not crossed (LOOKUP answers ACCES, READDIRPLUS
-//! lists it without handle), so a client cannot walk out of the export. Data moves with
-//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`.
-//! Attributes are `fstat`'s; READDIR cookies are the file system's own `d_off` (see
-//! the `readdir` module) with a zero cookie verifier, as Linux nfsd answers.
+//! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened again
+//! with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH, i.e. root),
+//! wrapped as described in the `handle` module; a bounded cache keeps recently used descriptors
+//! open (`O_PATH`; a regular file is opened again read-write when first read, written or truncated;
+//! FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's handle as the
+//! caller, then the object's descriptor from the cache or opened by name, and answers both
+//! attributes from those descriptors (three system calls, five on a miss); GETATTR is one `fstat`,
+//! ACCESS that and at most two `faccessat2` in the common cases (`apps/tests/nfsd_dircost.rs` holds
+//! the counts to these budgets). Every call runs under the caller's identity (`ident`): handles
+//! missing from the cache are opened as root, then the thread switches to the caller, so the host
+//! kernel checks each lookup, creation, removal, rename, listing and attribute change by its own
+//! rules (LINK: write and search on the directory, checked by the kernel for the caller, as Linux
+//! nfsd asks). READ, WRITE and truncation use the cached descriptor after the kernel's permission
+//! check for the caller (`faccessat2`), with Linux nfsd's exceptions: the owner of a regular file
+//! may always read and write it, and READ is granted to whoever may execute the file. Names are
+//! resolved only with `*at()` calls relative to the directory's descriptor and symbolic links are
+//! never followed; `..` of the export root is the root, a directory decoded from a handle must lie
+//! under the export root, and a mount point inside the export is not crossed (LOOKUP answers ACCES,
+//! READDIRPLUS lists it without handle), so a client cannot walk out of the export. Data moves with
+//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`. Attributes
+//! are `fstat`'s; READDIR cookies are the file system's own `d_off` (see the `readdir` module) with
+//! a zero cookie verifier, as Linux nfsd answers.
 //!
 //! Recovery: handles outlive the server (they are the kernel's); the write verifier is random
 //! per [`DirStore::open`], so clients resend uncommitted data after a restart. A handle of a
@@ -506,7 +505,15 @@ impl Store for DirStore {
     }
 
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
-        let o = self.obj(cx, fh)?;
+        // A new size goes through a descriptor open for writing (`ftruncate`: the owner may
+        // truncate a file whose mode refuses it writing, as with Linux nfsd).
+        let o = match self.stat_obj(fh)? {
+            o if set.size.is_some() && o.kind() == libc::S_IFREG && !o.io => {
+                self.open_for_io(fh, o)?
+            }
+            o => o,
+        };
+        ident::act_as(cx)?;
         if guard.is_some_and(|g| g != sys::ctime(&o.st)) {
             return Err(Nfsstat3::NOT_SYNC);
         }

@@ -743,3 +743,25 @@ fn accepts_lookup_attributes_for_a_caller_who_is_not_root() {
     server();
     assert_eq!(res.expect("lookup").1, Some(attr));
 }
+
+#[test]
+fn accepts_the_owner_truncating_a_read_only_file_first_seen_by_lookup() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("owner-trunc");
+    root_file(&t.at("f"), b"data", 0o444);
+    chown(&t.at("f"), ALICE.uid, ALICE.gid);
+    let (s, r) = store(&t);
+    // LOOKUP leaves the file open O_PATH; truncating it needs a descriptor open for writing
+    // (the owner may, as with Linux nfsd, though the mode says read-only).
+    let f = look(&s, &ALICE, &r, "f");
+    let set = Sattr3 {
+        size: Some(0),
+        ..Sattr3::default()
+    };
+    let r = s.setattr(&ALICE, &f, &set, None);
+    server();
+    r.expect("the owner truncates");
+    assert_eq!(fs::metadata(t.at("f")).expect("stat").len(), 0);
+}
