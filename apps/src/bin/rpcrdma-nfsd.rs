@@ -97,6 +97,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           limit is raised toward what this needs), 16..=16777216 [8192]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
+  --getattr-in-worker     dir backends: GETATTR always goes to a worker thread [off:
+                          a GETATTR whose descriptor is open is answered on the reactor]
   --no-rpcbind            do not register with rpcbind
   --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
                           port; not yet proven against the kernel client [off]
@@ -134,7 +136,14 @@ const VALUE_OPTIONS: [&str; 20] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 5] = ["no-mount", "pin", "no-rpcbind", "no-hugepages", "nfs4"];
+const FLAG_OPTIONS: [&str; 6] = [
+    "no-mount",
+    "pin",
+    "no-rpcbind",
+    "no-hugepages",
+    "nfs4",
+    "getattr-in-worker",
+];
 
 struct Cli {
     opts: DaemonOptions,
@@ -282,6 +291,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--dir-cache" => o.dir_cache = num(a, &c.value(a)?, 16, 1 << 24)?,
             "--drop-every" => o.drop_every = num(a, &c.value(a)?, 0, u64::MAX)?,
             "--no-rpcbind" => o.rpcbind = false,
+            "--getattr-in-worker" => o.getattr_on_reactor = false,
             "--no-hugepages" => o.hugepages = false,
             "--nfs4" => o.nfs4 = true,
             "--stats-interval" => stats_interval = num(a, &c.value(a)?, 0, 86_400)?,

@@ -137,6 +137,10 @@ pub struct DaemonOptions {
     /// objects reopens none of them). The daemon raises its open-file limit toward what this
     /// needs when it can, and clamps the cache to what the limit allows.
     pub dir_cache: usize,
+    /// Directory backends: answer a GETATTR whose descriptor the store holds open on the
+    /// reactor (one `fstat`, no hand-off to a worker and back); `false`
+    /// (`--getattr-in-worker`): every call goes to a worker.
+    pub getattr_on_reactor: bool,
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
     pub metrics: Option<SocketAddr>,
@@ -173,6 +177,7 @@ impl Default for DaemonOptions {
             memory_capacity: 1 << 30,
             memory_files: MemoryOptions::default().max_files,
             dir_cache: crate::nfs::store::dir::CACHE_CAP,
+            getattr_on_reactor: true,
             metrics: None,
             srq: None,
             nfs4: false,
@@ -326,6 +331,7 @@ impl<P: Provider> Daemon<P> {
                 inline_send: INLINE,
                 drop_every: o.drop_every,
                 drc: DrcConfig::default(),
+                getattr_on_reactor: o.getattr_on_reactor,
             },
         );
         let sopts = ServerOptions {

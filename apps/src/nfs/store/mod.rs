@@ -119,6 +119,12 @@ pub trait Store: Send + Sync + 'static {
     /// Attributes of `fh`.
     fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3>;
 
+    /// [`Store::getattr`] when the store can answer at once without blocking (a server
+    /// reactor may call it); `None` (the default) when only `getattr` can.
+    fn getattr_now(&self, _fh: &Fh) -> Option<NfsResult<Fattr3>> {
+        None
+    }
+
     /// Sets attributes (size, then mode and owner, then times). With `guard`, NOT_SYNC unless
     /// the object's ctime equals it (RFC 1813 SETATTR `sattrguard3`). Setting the size of a
     /// directory is ISDIR, of anything else but a regular file INVAL.
@@ -127,6 +133,22 @@ pub trait Store: Send + Sync + 'static {
     /// The handle of `name` in directory `dir` (`.` is `dir`, `..` its parent; the root's
     /// parent is the root). NOTDIR when `dir` is not a directory, NOENT when absent.
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh>;
+
+    /// LOOKUP with the attributes its reply carries: the directory's (when it is there, also
+    /// when the lookup fails) and the handle of `name` with the object's attributes. The
+    /// default asks [`Store::getattr`] and [`Store::lookup`]; a store that has the attributes
+    /// at hand while looking up answers them from there.
+    #[allow(clippy::type_complexity)]
+    fn lookup_attrs(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        let d = self.getattr(dir).ok();
+        let r = self.lookup(cx, dir, name);
+        (d, r.map(|fh| (fh, self.getattr(&fh).ok())))
+    }
 
     /// The target of symbolic link `fh` into `out`; returns its length. INVAL when `fh` is not
     /// a symbolic link.

@@ -103,12 +103,12 @@ impl<'a> Call<'a> {
     }
 
     pub fn lookup(&self, dir: &Fh, name: &[u8]) -> Res3<'static> {
-        let dir_attr = self.attr(dir);
-        let r = check_name_len(name)
-            .and_then(|()| self.s.lookup(self.cx, dir, name))
-            .and_then(|fh| Ok((fh, self.seal(&fh)?)));
-        match r {
-            Ok((fh, wire)) => Res3::Lookup(Ok((wire, self.attr(&fh), dir_attr))),
+        let (dir_attr, r) = match check_name_len(name) {
+            Ok(()) => self.s.lookup_attrs(self.cx, dir, name),
+            Err(e) => (self.attr(dir), Err(e)),
+        };
+        match r.and_then(|(fh, a)| Ok((self.seal(&fh)?, a))) {
+            Ok((wire, a)) => Res3::Lookup(Ok((wire, a, dir_attr))),
             Err(e) => Res3::Lookup(Err((e, dir_attr))),
         }
     }

@@ -24,7 +24,7 @@ use std::sync::{Arc, RwLock};
 
 use rpcrdma_engine::xdr::{XdrError, XdrWriter};
 use rpcrdma_poller::program::SUCCESS_HEADER_LEN;
-use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{BufPool, Handler, Program, Reject, ReplyBuilder, Request};
 
 use super::ops::Call;
 use super::proto::{
@@ -59,6 +59,9 @@ pub struct NfsConfig {
     pub drop_every: u64,
     /// Bounds of the duplicate request cache.
     pub drc: DrcConfig,
+    /// Worker mode: a GETATTR the store answers at once ([`Store::getattr_now`]) is served
+    /// on the reactor.
+    pub getattr_on_reactor: bool,
 }
 
 impl Default for NfsConfig {
@@ -69,6 +72,7 @@ impl Default for NfsConfig {
             inline_send: 4096,
             drop_every: 0,
             drc: DrcConfig::default(),
+            getattr_on_reactor: true,
         }
     }
 }
@@ -184,7 +188,32 @@ impl Nfs3 {
                 me.handle(req, out)
             });
         }
+        if self.cfg.getattr_on_reactor {
+            p = p.procedure(proc3::GETATTR, GetattrOnReactor(Arc::clone(self)));
+        }
         p
+    }
+
+    /// GETATTR on the reactor (worker mode): answered when the arguments decode, the call is
+    /// admitted and the store has the attributes at hand; `None` leaves the call (and all its
+    /// checks and counts) to [`Nfs3::handle`] on a worker.
+    fn getattr_now(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        let p = req.proc_num;
+        let mut args = proto::decode_args(p, req.args).ok()?;
+        let adm = self
+            .exports()
+            .admit(p, &mut args, req.transport.peer.ip(), &req.cred)
+            .ok()?;
+        let Args3::Getattr { fh } = args else {
+            return None;
+        };
+        let r = adm.share.store.getattr_now(&fh)?;
+        self.stats.call(p, &req.transport, req.write_chunks.len());
+        Some(self.put(out, &Res3::Getattr(r)))
     }
 
     /// Serves one call.
@@ -602,6 +631,24 @@ impl Nfs3 {
         out.space()[at..at + 8].copy_from_slice(&listing.verf);
         self.stats.status(Nfsstat3::OK);
         out.advance(n).map_err(|_| Reject::SystemErr)
+    }
+}
+
+/// The GETATTR handler of worker mode: answers on the reactor what the store has at hand
+/// ([`Nfs3::getattr_now`]), hands the rest to a worker.
+struct GetattrOnReactor(Arc<Nfs3>);
+
+impl Handler for GetattrOnReactor {
+    fn handle(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        self.0.handle(req, out)
+    }
+
+    fn handle_on_reactor(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        self.0.getattr_now(req, out)
     }
 }
 

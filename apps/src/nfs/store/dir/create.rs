@@ -52,14 +52,16 @@ impl DirStore {
         let st = sys::fstat(fd.as_raw_fd())?;
         let (uid, gid) = identity::create_chown(cx, &sys::fattr(&st), set.uid, set.gid);
         let set = Sattr3 { uid, gid, ..*set };
+        // Only CREATE caches a regular file, and it opened it read-write.
         let o = Obj {
             fd: Arc::new(fd),
+            io: ifmt(&st) == libc::S_IFREG && cache,
             st,
         };
         self.apply(cx, &o, &set)?;
         let fh = self.fh_of_fd(o.raw())?;
         if cache {
-            self.cache().insert(fh, o.fd);
+            self.cache().insert(fh, o.fd, o.io);
         }
         Ok(fh)
     }

@@ -7,11 +7,12 @@
 //! inode and its generation, so handles survive server restarts and go STALE when the file
 //! is removed.
 //!
-//! Normal operation: [`FdCache`] keeps up to its capacity of descriptors opened with
-//! `open_by_handle_at` (default [`CACHE_CAP`]; `--dir-cache`: a tree walk of thousands of
-//! objects should find each one still open when the client comes back to it), keyed by
-//! handle, oldest inserted evicted first, hits, misses and evictions counted; descriptors are shared
-//! (`Arc`) so an eviction never closes one in use. Recovery: entries of removed objects are
+//! Normal operation: [`FdCache`] keeps up to its capacity of descriptors (default
+//! [`CACHE_CAP`]; `--dir-cache`: a tree walk of thousands of objects should find each one
+//! still open when the client comes back to it), keyed by handle, oldest inserted evicted
+//! first, hits, misses and evictions counted; each entry says whether its descriptor is open
+//! for I/O (a regular file opened read-write or read-only) or only names the object
+//! (`O_PATH`); descriptors are shared (`Arc`) so an eviction never closes one in use. Recovery: entries of removed objects are
 //! dropped when they are seen with no links ([`FdCache::forget`]), so their space is freed.
 
 use std::collections::{HashMap, VecDeque};
@@ -90,7 +91,7 @@ pub struct CacheStats {
 /// Open descriptors by handle, bounded, oldest evicted first.
 #[derive(Debug)]
 pub(super) struct FdCache {
-    map: HashMap<Fh, (Arc<OwnedFd>, u64)>,
+    map: HashMap<Fh, (Arc<OwnedFd>, u64, bool)>,
     order: VecDeque<(Fh, u64)>,
     next: u64,
     cap: usize,
@@ -115,12 +116,23 @@ impl FdCache {
         }
     }
 
-    /// The descriptor cached for `fh` (counted as a hit or a miss).
-    pub(super) fn get(&mut self, fh: &Fh) -> Option<Arc<OwnedFd>> {
-        let r = self.map.get(fh).map(|(fd, _)| fd.clone());
+    /// The descriptor cached for `fh` and whether it is open for I/O (counted as a hit or a
+    /// miss).
+    pub(super) fn get(&mut self, fh: &Fh) -> Option<(Arc<OwnedFd>, bool)> {
+        let r = self.map.get(fh).map(|(fd, _, io)| (fd.clone(), *io));
         match r {
             Some(_) => self.stats.hits += 1,
             None => self.stats.misses += 1,
+        }
+        r
+    }
+
+    /// The descriptor cached for `fh` and whether it is open for I/O, counted as a hit when
+    /// found (a miss is counted by the [`FdCache::get`] that follows).
+    pub(super) fn peek(&mut self, fh: &Fh) -> Option<(Arc<OwnedFd>, bool)> {
+        let r = self.map.get(fh).map(|(fd, _, io)| (fd.clone(), *io));
+        if r.is_some() {
+            self.stats.hits += 1;
         }
         r
     }
@@ -134,16 +146,17 @@ impl FdCache {
         }
     }
 
-    /// Caches `fd` for `fh` (replacing an older one), evicting the oldest beyond the cap.
-    pub(super) fn insert(&mut self, fh: Fh, fd: Arc<OwnedFd>) {
+    /// Caches `fd` for `fh` (`io`: open for I/O; replacing an older one), evicting the oldest
+    /// beyond the cap.
+    pub(super) fn insert(&mut self, fh: Fh, fd: Arc<OwnedFd>, io: bool) {
         self.next += 1;
-        self.map.insert(fh, (fd, self.next));
+        self.map.insert(fh, (fd, self.next, io));
         self.order.push_back((fh, self.next));
         while self.map.len() > self.cap {
             let Some((old, seq)) = self.order.pop_front() else {
                 break;
             };
-            if self.map.get(&old).is_some_and(|&(_, s)| s == seq) {
+            if self.map.get(&old).is_some_and(|&(_, s, _)| s == seq) {
                 self.map.remove(&old);
                 self.stats.evictions += 1;
             }
@@ -151,7 +164,7 @@ impl FdCache {
         if self.order.len() > 2 * self.cap {
             let map = &self.map;
             self.order
-                .retain(|(fh, seq)| map.get(fh).is_some_and(|&(_, s)| s == *seq));
+                .retain(|(fh, seq)| map.get(fh).is_some_and(|&(_, s, _)| s == *seq));
         }
     }
 
@@ -184,7 +197,7 @@ mod tests {
             .collect();
         for fh in &fhs {
             assert!(c.get(fh).is_none());
-            c.insert(*fh, shared.clone());
+            c.insert(*fh, shared.clone(), false);
         }
         // A second walk over the same objects: every one still open.
         for fh in &fhs {
@@ -196,7 +209,7 @@ mod tests {
             (1000, 1000, 0, 1000)
         );
         // One more than fits: the oldest goes, counted.
-        c.insert(Fh::new(b"one more").expect("fh"), shared);
+        c.insert(Fh::new(b"one more").expect("fh"), shared, false);
         assert!(c.get(&fhs[0]).is_none());
         assert_eq!(c.stats().evictions, 1);
     }
@@ -210,8 +223,8 @@ mod tests {
             .collect();
         let shared = fd();
         for fh in &fhs {
-            c.insert(*fh, shared.clone());
-            c.insert(*fh, shared.clone());
+            c.insert(*fh, shared.clone(), false);
+            c.insert(*fh, shared.clone(), true);
             c.forget(&fhs[0]);
         }
         assert!(c.len() <= CACHE_CAP);

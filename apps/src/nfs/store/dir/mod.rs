@@ -1,26 +1,30 @@
 //! The directory store ([`DirStore`]): serves a real directory of the server's file system,
 //! what `rpcrdma-nfsd dir:PATH` runs. Handlers run in worker threads, so every method simply
-//! makes blocking system calls.
+//! makes blocking system calls; only [`Store::getattr_now`] runs on a reactor, and answers only
+//! from a descriptor already open (one `fstat`).
 //!
-//! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened
-//! again with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH,
-//! i.e. root), wrapped as described in the `handle` module; a bounded cache keeps recently used
-//! descriptors open (regular files read-write, everything else `O_PATH`; FIFOs, sockets and
-//! devices are never opened otherwise). Every call runs under the caller's identity
-//! (`ident`): handles missing from the cache are opened as root, then the thread switches
-//! to the caller, so the host kernel checks each lookup, creation, removal, rename, listing
-//! and attribute change by its own rules (LINK: write and search on the directory, checked
-//! by the kernel for the caller, as Linux nfsd asks). READ, WRITE and truncation use the cached
-//! descriptor after the kernel's permission check for the caller (`faccessat2`), with Linux
-//! nfsd's exceptions: the owner of a regular file may always read and write it, and READ is
-//! granted to whoever may execute the file. Names are resolved only with `*at()` calls
-//! relative to the directory's descriptor and symbolic links are never followed; `..` of the
-//! export root is the root, a directory decoded from a handle must lie under the export root,
-//! and a mount point inside the export is not crossed (LOOKUP answers ACCES, READDIRPLUS
-//! lists it without handle), so a client cannot walk out of the export. Data moves with
-//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`.
-//! Attributes are `fstat`'s; READDIR cookies are the file system's own `d_off` (see
-//! the `readdir` module) with a zero cookie verifier, as Linux nfsd answers.
+//! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened again
+//! with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH, i.e. root),
+//! wrapped as described in the `handle` module; a bounded cache keeps recently used descriptors
+//! open (`O_PATH`; a regular file is opened again read-write when first read, written or truncated;
+//! FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's handle as the
+//! caller, then the object's descriptor from the cache or opened by name, and answers both
+//! attributes from those descriptors (three system calls, five on a miss); GETATTR is one `fstat`,
+//! ACCESS that and at most two `faccessat2` in the common cases (`apps/tests/nfsd_dircost.rs` holds
+//! the counts to these budgets). Every call runs under the caller's identity (`ident`): handles
+//! missing from the cache are opened as root, then the thread switches to the caller, so the host
+//! kernel checks each lookup, creation, removal, rename, listing and attribute change by its own
+//! rules (LINK: write and search on the directory, checked by the kernel for the caller, as Linux
+//! nfsd asks). READ, WRITE and truncation use the cached descriptor after the kernel's permission
+//! check for the caller (`faccessat2`), with Linux nfsd's exceptions: the owner of a regular file
+//! may always read and write it, and READ is granted to whoever may execute the file. Names are
+//! resolved only with `*at()` calls relative to the directory's descriptor and symbolic links are
+//! never followed; `..` of the export root is the root, a directory decoded from a handle must lie
+//! under the export root, and a mount point inside the export is not crossed (LOOKUP answers ACCES,
+//! READDIRPLUS lists it without handle), so a client cannot walk out of the export. Data moves with
+//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`. Attributes
+//! are `fstat`'s; READDIR cookies are the file system's own `d_off` (see the `readdir` module) with
+//! a zero cookie verifier, as Linux nfsd answers.
 //!
 //! Recovery: handles outlive the server (they are the kernel's); the write verifier is random
 //! per [`DirStore::open`], so clients resend uncommitted data after a restart. A handle of a
@@ -59,10 +63,12 @@ use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
 /// Most parent directories walked up when checking that a directory lies in the export.
 const MAX_DEPTH: usize = 4096;
 
-/// An open object: its descriptor and what `fstat` said just now.
+/// An open object: its descriptor, what `fstat` said just now, and whether the descriptor is
+/// open for I/O (else `O_PATH`).
 struct Obj {
     fd: Arc<OwnedFd>,
     st: libc::stat,
+    io: bool,
 }
 
 impl Obj {
@@ -230,50 +236,51 @@ impl DirStore {
         false
     }
 
-    /// Opens `fh` (a cache miss): as the server, the only identity `open_by_handle_at`
-    /// serves; a directory must lie under the export root.
-    fn open_by_handle(&self, fh: &Fh, kh: &KernelHandle) -> NfsResult<Arc<OwnedFd>> {
+    /// Opens `fh` (a cache miss) as `O_PATH`: as the server, the only identity
+    /// `open_by_handle_at` serves; a directory must lie under the export root. A regular
+    /// file is opened for I/O when first read or written ([`DirStore::file_obj`]).
+    fn open_by_handle(&self, fh: &Fh, kh: &KernelHandle) -> NfsResult<Obj> {
         ident::as_server()?;
         let map = |e: io::Error| match e.raw_os_error() {
             Some(libc::EINVAL) | Some(libc::EOVERFLOW) => Nfsstat3::BADHANDLE,
             Some(libc::ESTALE) | Some(libc::ENOENT) | None => Nfsstat3::STALE,
             Some(x) => Nfsstat3::from_errno(x),
         };
-        let mut fd = kh.open(&self.root_fd, libc::O_PATH).map_err(map)?;
+        let fd = kh.open(&self.root_fd, libc::O_PATH).map_err(map)?;
         let st = sys::fstat(fd.as_raw_fd())?;
-        match ifmt(&st) {
-            libc::S_IFDIR if !self.inside(&fd, &st) => return Err(Nfsstat3::STALE),
-            libc::S_IFREG => {
-                let flags = libc::O_RDWR | libc::O_NOFOLLOW;
-                if let Ok(rw) = kh
-                    .open(&self.root_fd, flags)
-                    .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY | libc::O_NOFOLLOW))
-                {
-                    fd = rw;
-                }
-            }
-            _ => {}
+        if ifmt(&st) == libc::S_IFDIR && !self.inside(&fd, &st) {
+            return Err(Nfsstat3::STALE);
         }
         let fd = Arc::new(fd);
-        self.cache().insert(*fh, fd.clone());
-        Ok(fd)
+        self.cache().insert(*fh, fd.clone(), false);
+        Ok(Obj { fd, st, io: false })
     }
 
     /// The live object `fh` names, whatever identity the thread holds after (for what needs
-    /// no permission: attributes, file system counts).
+    /// no permission: attributes, file system counts). One `fstat` when its descriptor is
+    /// cached.
     fn stat_obj(&self, fh: &Fh) -> NfsResult<Obj> {
         let kh = handle::decode(self.tag, fh)?;
         let cached = self.cache().get(fh);
-        let fd = match cached {
-            Some(fd) => fd,
+        let o = match cached {
+            Some((fd, io)) => {
+                let st = sys::fstat(fd.as_raw_fd())?;
+                Obj { fd, st, io }
+            }
             None => self.open_by_handle(fh, &kh)?,
         };
-        let st = sys::fstat(fd.as_raw_fd())?;
+        self.live(fh, &o.st)?;
+        Ok(o)
+    }
+
+    /// STALE (the descriptor forgotten) when `st`, just taken of `fh`'s descriptor, shows the
+    /// object removed (no links) or on another file system.
+    fn live(&self, fh: &Fh, st: &libc::stat) -> NfsResult<()> {
         if st.st_nlink == 0 || st.st_dev != self.root_dev {
             self.cache().forget(fh);
             return Err(Nfsstat3::STALE);
         }
-        Ok(Obj { fd, st })
+        Ok(())
     }
 
     /// The live object `fh` names, with the thread acting as `cx` after.
@@ -293,14 +300,86 @@ impl DirStore {
     }
 
     /// The live regular file `fh` names for READ, WRITE or COMMIT (ISDIR for a directory,
-    /// INVAL for anything else), with the thread acting as `cx`.
+    /// INVAL for anything else), open for I/O, with the thread acting as `cx`.
     fn file_obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
-        let o = self.obj(cx, fh)?;
-        match o.kind() {
-            libc::S_IFREG => Ok(o),
-            libc::S_IFDIR => Err(Nfsstat3::ISDIR),
-            _ => Err(Nfsstat3::INVAL),
-        }
+        let o = self.stat_obj(fh)?;
+        let o = match o.kind() {
+            libc::S_IFREG if o.io => o,
+            libc::S_IFREG => self.open_for_io(fh, o)?,
+            libc::S_IFDIR => return Err(Nfsstat3::ISDIR),
+            _ => return Err(Nfsstat3::INVAL),
+        };
+        ident::act_as(cx)?;
+        Ok(o)
+    }
+
+    /// Regular file `o` (open `O_PATH`) opened again for I/O, as the server: read-write, else
+    /// read-only; the new descriptor replaces the cached one. When neither open succeeds, `o`
+    /// as it is (its reads and writes then fail with ACCES).
+    fn open_for_io(&self, fh: &Fh, o: Obj) -> NfsResult<Obj> {
+        let kh = handle::decode(self.tag, fh)?;
+        ident::as_server()?;
+        let Ok(fd) = kh
+            .open(&self.root_fd, libc::O_RDWR | libc::O_NOFOLLOW)
+            .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY | libc::O_NOFOLLOW))
+        else {
+            return Ok(o);
+        };
+        let fd = Arc::new(fd);
+        self.cache().insert(*fh, fd.clone(), true);
+        Ok(Obj { fd, io: true, ..o })
+    }
+
+    /// LOOKUP of `name` (not `.` or `..`) in directory `d` (the thread acts as the caller,
+    /// whose search permission the kernel checks): the handle, and the attributes when the
+    /// object is still there. The object's descriptor comes from the cache, or is opened by
+    /// name (`O_PATH`, as the caller: `open_by_handle_at` is the server's alone) and the answer
+    /// is then the handle of what was opened (the name may have changed meanwhile); it lies
+    /// under the export because its directory does.
+    fn lookup_in(&self, d: &Obj, name: &CStr) -> NfsResult<(Fh, Option<Fattr3>)> {
+        let fh = self.fh_at(d.raw(), name)?;
+        let cached = self.cache().get(&fh);
+        let (fh, fd) = match cached {
+            Some((fd, _)) => (fh, fd),
+            None => {
+                let flags = libc::O_PATH | libc::O_NOFOLLOW;
+                let fd = openat(d.raw(), name, flags, 0)?;
+                let fh = self.fh_of_fd(fd.as_raw_fd())?;
+                let fd = Arc::new(fd);
+                self.cache().insert(fh, fd.clone(), false);
+                (fh, fd)
+            }
+        };
+        let st = sys::fstat(fd.as_raw_fd()).ok();
+        Ok((fh, st.filter(|s| s.st_nlink > 0).map(|s| sys::fattr(&s))))
+    }
+
+    /// LOOKUP as the caller `cx`: the directory's attributes (when it is there) and the result.
+    fn lookup_as(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        let d = match self.stat_obj(dir) {
+            Ok(d) => d,
+            Err(e) => return (None, Err(e)),
+        };
+        let dattr = Some(sys::fattr(&d.st));
+        let r = ident::act_as(cx).and_then(|()| {
+            if d.kind() != libc::S_IFDIR {
+                return Err(Nfsstat3::NOTDIR);
+            }
+            let c = cname(name)?;
+            match name {
+                b"." => sys::may(d.raw(), libc::X_OK).map(|()| (*dir, dattr)),
+                b".." if self.is_root(&d.st) => {
+                    sys::may(d.raw(), libc::X_OK).map(|()| (self.root_fh, dattr))
+                }
+                _ => self.lookup_in(&d, &c),
+            }
+        });
+        (dattr, r)
     }
 
     /// Whether the thread's identity, `cx`, may read (`R_OK`) or write (`W_OK`) the data of
@@ -380,9 +459,16 @@ impl DirStore {
             .filter(|(bits, _)| want & bits != 0)
             .fold(0, |m, (_, mode)| m | mode);
         // One check for everything asked first: what the kernel's client asks for is usually
-        // all granted (one system call), else each right on its own.
-        if all != 0 && sys::may(o.raw(), all).is_ok() {
+        // all granted (one system call). The kernel grants a set of rights only when it grants
+        // each, so when that fails, everything but execute (which a plain file mostly lacks)
+        // is checked next: granted, execute alone was refused (two calls). Else each right on
+        // its own.
+        if all == 0 || sys::may(o.raw(), all).is_ok() {
             return want & (access::READ | write | exec);
+        }
+        let rest = all & !libc::X_OK;
+        if all & libc::X_OK != 0 && rest != 0 && sys::may(o.raw(), rest).is_ok() {
+            return want & (access::READ | write);
         }
         let mut got = 0;
         for (bits, mode) in asked {
@@ -407,8 +493,27 @@ impl Store for DirStore {
         Ok(sys::fattr(&self.stat_obj(fh)?.st))
     }
 
+    /// A handle whose descriptor is open: one `fstat`, which does not block on a local file
+    /// system (the inode is in memory while the descriptor is open).
+    fn getattr_now(&self, fh: &Fh) -> Option<NfsResult<Fattr3>> {
+        if let Err(e) = handle::decode(self.tag, fh) {
+            return Some(Err(e));
+        }
+        let (fd, _) = self.cache().peek(fh)?;
+        let st = sys::fstat(fd.as_raw_fd());
+        Some(st.and_then(|st| self.live(fh, &st).map(|()| sys::fattr(&st))))
+    }
+
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
-        let o = self.obj(cx, fh)?;
+        // A new size goes through a descriptor open for writing (`ftruncate`: the owner may
+        // truncate a file whose mode refuses it writing, as with Linux nfsd).
+        let o = match self.stat_obj(fh)? {
+            o if set.size.is_some() && o.kind() == libc::S_IFREG && !o.io => {
+                self.open_for_io(fh, o)?
+            }
+            o => o,
+        };
+        ident::act_as(cx)?;
         if guard.is_some_and(|g| g != sys::ctime(&o.st)) {
             return Err(Nfsstat3::NOT_SYNC);
         }
@@ -416,13 +521,16 @@ impl Store for DirStore {
     }
 
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
-        let d = self.dir_obj(cx, dir)?;
-        let c = cname(name)?;
-        match name {
-            b"." => sys::may(d.raw(), libc::X_OK).map(|()| *dir),
-            b".." if self.is_root(&d.st) => sys::may(d.raw(), libc::X_OK).map(|()| self.root_fh),
-            _ => self.fh_at(d.raw(), &c),
-        }
+        self.lookup_as(cx, dir, name).1.map(|(fh, _)| fh)
+    }
+
+    fn lookup_attrs(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        self.lookup_as(cx, dir, name)
     }
 
     fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {

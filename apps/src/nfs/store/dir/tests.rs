@@ -718,3 +718,50 @@ fn rejects_callers_with_ids_the_host_cannot_hold() {
     }
     assert_eq!(snapshot(&t.at("f")).5, b"root data");
 }
+
+#[test]
+fn accepts_lookup_attributes_for_a_caller_who_is_not_root() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("lookup-attrs");
+    root_file(&t.at("f"), b"data", 0o644);
+    let (s, r) = store(&t);
+    // A new store has nothing open: the object is opened for ALICE's LOOKUP, whose identity
+    // holds none of the server's powers.
+    let (dir, res) = s.lookup_attrs(&ALICE, &r, b"f");
+    server();
+    let (fh, attr) = res.expect("lookup");
+    assert!(dir.is_some_and(|d| d.ftype == Ftype3::Dir));
+    let attr = attr.expect("the object's attributes");
+    assert_eq!((attr.ftype, attr.size, attr.mode), (Ftype3::Reg, 4, 0o644));
+    let misses = s.cache().stats().misses;
+    s.getattr(&fh).expect("getattr");
+    assert_eq!(s.cache().stats().misses, misses, "the lookup left it open");
+    // Another caller finds it open.
+    let (_, res) = s.lookup_attrs(&BOB, &r, b"f");
+    server();
+    assert_eq!(res.expect("lookup").1, Some(attr));
+}
+
+#[test]
+fn accepts_the_owner_truncating_a_read_only_file_first_seen_by_lookup() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("owner-trunc");
+    root_file(&t.at("f"), b"data", 0o444);
+    chown(&t.at("f"), ALICE.uid, ALICE.gid);
+    let (s, r) = store(&t);
+    // LOOKUP leaves the file open O_PATH; truncating it needs a descriptor open for writing
+    // (the owner may, as with Linux nfsd, though the mode says read-only).
+    let f = look(&s, &ALICE, &r, "f");
+    let set = Sattr3 {
+        size: Some(0),
+        ..Sattr3::default()
+    };
+    let r = s.setattr(&ALICE, &f, &set, None);
+    server();
+    r.expect("the owner truncates");
+    assert_eq!(fs::metadata(t.at("f")).expect("stat").len(), 0);
+}
