@@ -3,7 +3,8 @@
 //! stderr, exit 2), numbers checked against a range that the message names, and the checks a
 //! tool runs on paths, cores and devices before it starts any work. The tools keep their own
 //! flag tables (perftest's spellings for `rpcrdma-perf`); a cursor over the arguments that
-//! splits `--flag=value` serves the hand-written ones.
+//! splits `--flag=value` serves the hand-written ones. `--provider` is one type for every tool,
+//! [`ProviderKind`], and one generic dispatch, [`dispatch`] (`cli/provider.rs`).
 //!
 //! Normal operation: a tool's `main` calls [`early`] on its arguments (help or version wins
 //! over everything else), parses its flags, runs the `check_*` functions on what it will use,
