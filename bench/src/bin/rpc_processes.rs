@@ -26,6 +26,7 @@ use rpcrdma_apps::nfs3::tcp_rpc::{read_record, write_record};
 use rpcrdma_apps::perf::rpc::{run_client, run_loopback, serve, RpcConfig, RpcTest, PROG, VERS};
 use rpcrdma_apps::perf::stats::LatStats;
 use rpcrdma_apps::perf::{Outcome, PerfError};
+use rpcrdma_bench::cli::Flags;
 use rpcrdma_engine::rpc::{
     decode_call, decode_reply, encode_call, encode_reply, AcceptStat, CallHeader, OpaqueAuth,
     ReplyBody, ReplyHeader,
@@ -238,24 +239,20 @@ fn client(iters: u64) -> Result<(), String> {
     Ok(())
 }
 
+const USAGE: &str = "usage: rpc_processes [--iters N]
+  NULL RPC round trip: RPC-over-RDMA on the iWARP provider across two processes, on the soft
+  provider in one process, and ONC RPC over TCP (record marking), as ratios in one run.
+  --iters N   NULL calls per row (100..=10000000, default 20000)
+";
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let num = |i: usize, d: u64| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(d);
     let r = if std::env::var(ROLE).as_deref() == Ok("server") {
-        server(num(0, 0), num(1, 0) as u16, num(2, 0) as u16)
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        server(num(0), num(1) as u16, num(2) as u16)
     } else {
-        match args.first().map(String::as_str) {
-            Some("-h") | Some("--help") => {
-                println!("usage: rpc_processes [--iters N]   (NULL calls per row, default 20000)");
-                return ExitCode::SUCCESS;
-            }
-            Some("--iters") => match args.get(1).and_then(|v| v.parse::<u64>().ok()) {
-                Some(n) if (100..=10_000_000).contains(&n) => client(n),
-                _ => Err("--iters takes a number in 100..=10000000".into()),
-            },
-            None => client(20_000),
-            Some(a) => Err(format!("unexpected argument {a:?} (try --help)")),
-        }
+        let f = Flags::new(USAGE, &["--iters"]);
+        client(f.number("--iters", 100, 10_000_000).unwrap_or(20_000))
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
