@@ -22,7 +22,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use rpcrdma_apps::nfs3::tcp_rpc::{read_record, write_record};
+use rpcrdma_apps::nfs::rpc_tcp::{read_record, write_record};
 use rpcrdma_apps::perf::rpc::{run_client, run_loopback, serve, RpcConfig, RpcTest, PROG, VERS};
 use rpcrdma_apps::perf::stats::LatStats;
 use rpcrdma_apps::perf::{Outcome, PerfError};
