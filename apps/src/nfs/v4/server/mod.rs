@@ -7,7 +7,8 @@
 //! carries each result run and the last status. A COMPOUND in a session starts with SEQUENCE
 //! ([`session`]), whose slot keeps the whole reply: a retransmission with the slot's sequence
 //! id gets those octets again without anything running a second time. Handles come from
-//! PUTROOTFH (the root of the first export the caller may use) or PUTFH (opened with the
+//! PUTROOTFH (the export mounted as `/`, or the [`pseudo`] file system's root leading to the
+//! exports the caller may see) or PUTFH (opened with the
 //! handle key and admitted like an NFSv3 call: the export's client rules, squashing, `ro`);
 //! the file operations ([`fileops`], [`open`]) call the [`Store`](crate::nfs::store::Store)
 //! as the NFSv3 handlers do, attributes are mapped by [`attrs`].
@@ -22,6 +23,7 @@
 pub mod attrs;
 pub mod fileops;
 pub mod open;
+pub mod pseudo;
 pub mod session;
 pub mod state;
 pub mod xdr;
@@ -116,6 +118,10 @@ pub struct Compound<'a> {
     pub cur: Option<Cur>,
     /// The saved file handle.
     pub saved: Option<Cur>,
+    /// The current file handle when it is a pseudo directory (its path; `cur` is `None`).
+    pub pseudo: Option<String>,
+    /// The saved file handle when it is a pseudo directory (`saved` is `None`).
+    pub saved_pseudo: Option<String>,
     /// The session and slot of the SEQUENCE, and whether to cache the reply.
     pub slot: Option<([u8; 16], u32, bool)>,
     /// The client the session belongs to.
@@ -149,19 +155,40 @@ impl Compound<'_> {
         Ok(())
     }
 
-    /// Admits the wire handle `fh` as the current file handle.
+    /// Admits the wire handle `fh` as the current file handle (a pseudo directory's or an
+    /// export's).
     pub fn put_fh(&mut self, fh: &Fh) -> Result<(), Status> {
-        let (a, inner) = self
+        let (id, inner) = self
             .table
-            .admit_handle(fh, self.cx.peer, &self.cx.cred)
+            .key()
+            .open(fh)
+            .map_err(|s| refusal(Refusal::Status(s)))?;
+        if id == self.table.pseudo_id() {
+            return pseudo::put(self, &inner);
+        }
+        let a = self
+            .table
+            .admit_export(id, self.cx.peer, &self.cx.cred)
             .map_err(refusal)?;
-        self.cur = Some(Cur {
+        self.set_real(Cur {
             opts: a.opts,
             share: a.share,
             cred: a.cred,
             fh: inner,
         });
         Ok(())
+    }
+
+    /// Makes `cur` (in an export) the current file handle.
+    pub fn set_real(&mut self, cur: Cur) {
+        self.cur = Some(cur);
+        self.pseudo = None;
+    }
+
+    /// Makes pseudo directory `path` the current file handle.
+    pub fn set_pseudo(&mut self, path: String) {
+        self.cur = None;
+        self.pseudo = Some(path);
     }
 }
 
@@ -323,6 +350,8 @@ impl Nfs41 {
             table: self.exports(),
             cur: None,
             saved: None,
+            pseudo: None,
+            saved_pseudo: None,
             slot: None,
             client: None,
             stateid: None,
@@ -516,6 +545,11 @@ fn run(
     r: &mut XdrReader<'_>,
     out: &mut Enc,
 ) -> Result<(), Status> {
+    if let Some(p) = c.pseudo.clone() {
+        if let Some(done) = pseudo::run(c, &p, opnum, r, out) {
+            return done;
+        }
+    }
     match opnum {
         op::ILLEGAL => Err(st::OP_ILLEGAL),
         op::EXCHANGE_ID => session::exchange_id(c, r, out),
@@ -527,7 +561,7 @@ fn run(
         op::TEST_STATEID => open::test_stateid(c, r, out),
         op::FREE_STATEID => open::free_stateid(c, r),
         op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
-        op::PUTROOTFH => fileops::putrootfh(c),
+        op::PUTROOTFH => pseudo::putrootfh(c),
         op::PUTFH => fileops::putfh(c, r),
         op::GETFH => fileops::getfh(c, out),
         op::SAVEFH => fileops::savefh(c),
@@ -557,3 +591,5 @@ fn run(
 mod tests;
 #[cfg(test)]
 mod tests_ops;
+#[cfg(test)]
+mod tests_pseudo;

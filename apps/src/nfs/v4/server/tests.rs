@@ -119,6 +119,8 @@ pub struct H {
     pub seq: u32,
     pub clientid: u64,
     pub store: Arc<dyn Store>,
+    /// The client's address (10.0.0.1 unless a test moves it).
+    pub peer: IpAddr,
 }
 
 /// A server exporting one memory store as `/` with `opts`, limits `lim`.
@@ -176,6 +178,7 @@ impl H {
             seq: 0,
             clientid: 0,
             store,
+            peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
         };
         let r = h.plain(&[Op::ExchangeId {
             verifier: [1; 8],
@@ -206,7 +209,7 @@ impl H {
 
     pub fn cx(&self) -> CallCx<'_> {
         CallCx {
-            peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            peer: self.peer,
             cred: OpaqueAuth {
                 flavor: AuthFlavor::Sys,
                 body: &self.auth,
