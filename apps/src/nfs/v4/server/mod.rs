@@ -22,6 +22,7 @@
 
 pub mod attrs;
 pub mod fileops;
+pub mod lock;
 pub mod open;
 pub mod pseudo;
 pub mod session;
@@ -137,6 +138,8 @@ pub struct Compound<'a> {
     /// Where the first READ's data is in the reply (after its length word) and its length,
     /// when it goes through the Write chunk.
     pub read_at: Option<DdpAt>,
+    /// The LOCK4denied body of a LOCK or LOCKT that failed with NFS4ERR_DENIED.
+    pub denied: Option<Vec<u8>>,
 }
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
@@ -221,12 +224,13 @@ impl Collector for Nfs41 {
         let name = "rpcrdma_nfsd_nfs4_state";
         e.family(
             name,
-            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens.",
+            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens, lock states.",
             Kind::Gauge,
         );
         e.sample(name, &[("table", "clients")], s.clients.len() as u64);
         e.sample(name, &[("table", "sessions")], s.sessions.len() as u64);
         e.sample(name, &[("table", "opens")], s.opens.len() as u64);
+        e.sample(name, &[("table", "locks")], s.locks.len() as u64);
         let name = "rpcrdma_nfsd_nfs4_events_total";
         e.family(
             name,
@@ -305,6 +309,7 @@ impl Nfs41 {
             ("nfs4_clients", s.clients.len() as u64),
             ("nfs4_sessions", s.sessions.len() as u64),
             ("nfs4_opens", s.opens.len() as u64),
+            ("nfs4_locks", s.locks.len() as u64),
             ("nfs4_clients_expired", s.counters.clients_expired),
             ("nfs4_refused_full", s.counters.refused_full),
             ("nfs4_slot_replays", s.counters.replays),
@@ -359,6 +364,7 @@ impl Nfs41 {
             args_len: args.len(),
             ddp_cap,
             read_at: None,
+            denied: None,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -392,6 +398,9 @@ impl Nfs41 {
                 out.u32(s);
                 if opnum == op::SETATTR {
                     out.u32(0); // SETATTR4res carries `attrsset` whatever the status
+                }
+                if let (lock::DENIED, Some(d)) = (s, c.denied.take()) {
+                    out.fixed(&d); // LOCK4res / LOCKT4res carry LOCK4denied
                 }
                 status = s;
                 break;
@@ -470,7 +479,7 @@ impl Nfs41 {
             o[..4].copy_from_slice(&self.boot);
             let n = s.fresh();
             o[4..].copy_from_slice(&self.mint(n, 2).to_be_bytes());
-            if !s.opens.contains_key(&o) {
+            if !s.opens.contains_key(&o) && !s.locks.contains_key(&o) {
                 return o;
             }
         }
@@ -583,12 +592,17 @@ fn run(
         op::OPEN => open::open(c, r, out),
         op::CLOSE => open::close(c, r, out),
         op::OPEN_DOWNGRADE => open::open_downgrade(c, r, out),
+        op::LOCK => lock::lock(c, r, out),
+        op::LOCKT => lock::lockt(c, r),
+        op::LOCKU => lock::locku(c, r, out),
         _ => Err(st::NOTSUPP),
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_lock;
 #[cfg(test)]
 mod tests_ops;
 #[cfg(test)]

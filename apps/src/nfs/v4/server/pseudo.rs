@@ -211,7 +211,7 @@ pub fn run(
             Ok(())
         }
         op::SECINFO_NO_NAME => secinfo_no_name(c, r, out),
-        op::READ | op::COMMIT => Err(st::ISDIR),
+        op::READ | op::COMMIT | op::LOCK | op::LOCKT | op::LOCKU => Err(st::ISDIR),
         op::READLINK => Err(st::INVAL),
         op::CLOSE | op::OPEN_DOWNGRADE => Err(st::BAD_STATEID),
         op::WRITE | op::SETATTR | op::CREATE | op::REMOVE | op::RENAME | op::LINK | op::OPEN => {
