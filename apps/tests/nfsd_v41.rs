@@ -1,7 +1,8 @@
 //! `rpcrdma-nfsd` with `--nfs4` on the software provider: NFSv4.1 COMPOUNDs (program 100003
 //! version 4) over RPC-over-RDMA on the NFSv3 port, from our own client codec; the session,
-//! a slot retry answered from the slot, files written over NFSv3 read over NFSv4.1, and
-//! version 4 refused when the option is off.
+//! the mount walk by export path through the pseudo root, a slot retry answered from the
+//! slot, files written over NFSv3 read over NFSv4.1, and version 4 refused when the option
+//! is off.
 //!
 //! Normal operation: `cargo test -p rpcrdma-apps --test nfsd_v41`. Recovery: a failure names
 //! the operation and the reply seen.
@@ -99,9 +100,22 @@ fn accepts_nfs41_on_the_nfs3_port_over_the_same_store() {
         .write(&fh, 0, b"seen by both", StableHow::FileSync, false)
         .expect("v3 WRITE");
     let (sid, clientid) = session(&rig);
-    // The export's root over NFSv4.1 is the handle MOUNT gave NFSv3.
-    let r = call(&rig, &[seq(sid, 1), Op::PutRootFh, Op::GetFh]);
+    // The mount walk by export path, as the Linux client does it: the pseudo root is a
+    // directory, "export" in it is the export's root: the handle MOUNT gave NFSv3.
+    let walk = [
+        seq(sid, 1),
+        Op::PutRootFh,
+        Op::GetAttrTypeSize,
+        Op::Lookup("export"),
+        Op::GetFh,
+    ];
+    let r = call(&rig, &walk);
     assert_eq!(r.status, NFS4_OK, "{r:?}");
+    let Some(OpResult::Attrs { ftype: Some(2), .. }) =
+        r.find(op::GETATTR).map(|o| o.result.clone())
+    else {
+        panic!("the pseudo root is a directory: {r:?}");
+    };
     let Some(OpResult::Fh(root)) = r.find(op::GETFH).map(|o| o.result.clone()) else {
         panic!("{r:?}");
     };
@@ -206,6 +220,31 @@ fn accepts_read_data_through_the_write_chunk() {
             size: Some(20_000)
         })
     );
+    rig.stop();
+}
+
+#[test]
+fn accepts_the_pseudo_root_listing_only_the_export() {
+    let mut o = options(Backend::Memory);
+    o.nfs4 = true;
+    let rig = Rig::with(o, None);
+    let (sid, _) = session(&rig);
+    let list = Op::ReadDir {
+        cookie: 0,
+        verifier: [0; 8],
+        dircount: 4096,
+        maxcount: 8192,
+    };
+    let r = call(&rig, &[seq(sid, 1), Op::PutRootFh, list]);
+    let Some(OpResult::ReadDir { entries, eof, .. }) =
+        r.find(op::READDIR).map(|o| o.result.clone())
+    else {
+        panic!("READDIR: {r:?}");
+    };
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!((names, eof), (vec!["export"], true));
+    let r = call(&rig, &[seq(sid, 2), Op::PutRootFh, Op::Lookup("srv")]);
+    assert_eq!(r.status, 2, "NFS4ERR_NOENT: {r:?}");
     rig.stop();
 }
 

@@ -28,6 +28,10 @@ use super::types::{Fh, NfsResult, Nfsstat3};
 use crate::nfs::store::Store;
 use crate::nfs::v3::proto::{proc3, Args3};
 
+/// The name the NFSv4 pseudo file system's export id is derived from (no export path holds
+/// NUL, so no export gets it by its path).
+const PSEUDO_PATH: &str = "\0nfs4-pseudo";
+
 /// One export being served: its rules, its store, its id in handles.
 pub struct Share {
     /// The path and client rules.
@@ -92,6 +96,12 @@ impl ExportTable {
         let mut shares: Vec<Arc<Share>> = Vec::with_capacity(exports.len());
         for (export, store) in exports {
             let id = key.export_id(&export.path);
+            if id == key.export_id(PSEUDO_PATH) {
+                return Err(format!(
+                    "export {} collides with the NFSv4 pseudo file system in the handle key; use another key",
+                    export.path
+                ));
+            }
             if let Some(o) = shares.iter().find(|s| s.id == id) {
                 return Err(format!(
                     "exports {} and {} collide in the handle key; use another key",
@@ -121,6 +131,12 @@ impl ExportTable {
     /// The handle key.
     pub fn key(&self) -> HandleKey {
         self.key
+    }
+
+    /// The export id the handles of NFSv4 pseudo file system directories carry (distinct
+    /// from every export's: [`ExportTable::new`] refuses a key under which they collide).
+    pub fn pseudo_id(&self) -> [u8; 4] {
+        self.key.export_id(PSEUDO_PATH)
     }
 
     /// Admits the call with arguments `args` from `peer` with credential `cred`: the

@@ -54,6 +54,12 @@ pub mod op {
     pub const CREATE: u32 = 6;
     /// LINK.
     pub const LINK: u32 = 11;
+    /// LOCK.
+    pub const LOCK: u32 = 12;
+    /// LOCKT.
+    pub const LOCKT: u32 = 13;
+    /// LOCKU.
+    pub const LOCKU: u32 = 14;
     /// LOOKUPP.
     pub const LOOKUPP: u32 = 16;
     /// READLINK.

@@ -14,7 +14,7 @@ use rpcrdma_engine::xdr::XdrReader;
 use crate::nfs::types::{Fattr3, FsStat, Time3};
 
 use super::xdr::{bad_xdr, from_store, st, Enc, Status};
-use super::{Compound, Cur};
+use super::Compound;
 
 /// Attribute numbers this server returns.
 #[allow(missing_docs)]
@@ -158,7 +158,15 @@ pub struct Source<'a> {
 }
 
 /// Writes `fattr4` for `want` (intersected with what this server returns).
-pub fn put_fattr(c: &Compound<'_>, cur: &Cur, want: &[u32; 3], s: &Source<'_>, out: &mut Enc) {
+///
+/// `max_file_size` is the `maxfilesize` of the object's file system.
+pub fn put_fattr(
+    c: &Compound<'_>,
+    max_file_size: u64,
+    want: &[u32; 3],
+    s: &Source<'_>,
+    out: &mut Enc,
+) {
     let mut mask = [0u32; 3];
     for i in 0..3 {
         mask[i] = want[i] & SUPPORTED[i];
@@ -185,13 +193,20 @@ pub fn put_fattr(c: &Compound<'_>, cur: &Cur, want: &[u32; 3], s: &Source<'_>, o
         if !has(&mask, bit) {
             continue;
         }
-        put_one(c, cur, bit, s, a, &mut v);
+        put_one(c, max_file_size, bit, s, a, &mut v);
     }
     out.bitmap(&mask);
     out.opaque(&v.b);
 }
 
-fn put_one(c: &Compound<'_>, cur: &Cur, bit: u32, s: &Source<'_>, a: &Fattr3, v: &mut Enc) {
+fn put_one(
+    c: &Compound<'_>,
+    max_file_size: u64,
+    bit: u32,
+    s: &Source<'_>,
+    a: &Fattr3,
+    v: &mut Enc,
+) {
     let fs = s.fs.unwrap_or_default();
     let cfg = c.srv.config();
     match bit {
@@ -213,7 +228,7 @@ fn put_one(c: &Compound<'_>, cur: &Cur, bit: u32, s: &Source<'_>, a: &Fattr3, v:
         fa::FILES_AVAIL => v.u64(fs.afiles),
         fa::FILES_FREE => v.u64(fs.ffiles),
         fa::FILES_TOTAL => v.u64(fs.tfiles),
-        fa::MAXFILESIZE => v.u64(cur.share.store.max_file_size()),
+        fa::MAXFILESIZE => v.u64(max_file_size),
         fa::MAXLINK => v.u32(u32::from(u16::MAX)),
         fa::MAXNAME => v.u32(crate::nfs::types::NAME_MAX as u32),
         fa::MAXREAD | fa::MAXWRITE => v.u64(u64::from(cfg.max_io)),
@@ -278,7 +293,7 @@ pub fn getattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
         fs,
         fh: sealed.as_ref().map(|f| f.as_bytes()),
     };
-    put_fattr(c, &cur, &want, &src, out);
+    put_fattr(c, store.max_file_size(), &want, &src, out);
     Ok(())
 }
 

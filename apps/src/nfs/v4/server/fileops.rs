@@ -21,7 +21,7 @@ use crate::nfs::types::{Fattr3, Fh, Ftype3, StableHow, PATH_MAX};
 use super::attrs::{change, get_bitmap, put_fattr, Source};
 use super::open::check_stateid;
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
-use super::{refusal, Compound, Cur};
+use super::{Compound, Cur};
 
 /// Largest wire handle (`NFS4_FHSIZE`).
 const FHSIZE4: u32 = 128;
@@ -70,27 +70,8 @@ pub fn secinfo_no_name(
         out.u32(f);
     }
     c.cur = None;
+    c.pseudo = None;
     Ok(())
-}
-
-/// PUTROOTFH: the root of the first export the caller may use.
-pub fn putrootfh(c: &mut Compound<'_>) -> Result<(), Status> {
-    let mut err = st::ACCESS;
-    for share in c.table.shares() {
-        match c.table.admit_export(share.id, c.cx.peer, &c.cx.cred) {
-            Ok(a) => {
-                c.cur = Some(Cur {
-                    fh: a.share.store.root(),
-                    opts: a.opts,
-                    cred: a.cred,
-                    share: a.share,
-                });
-                return Ok(());
-            }
-            Err(e) => err = refusal(e),
-        }
-    }
-    Err(err)
 }
 
 /// PUTFH.
@@ -111,12 +92,18 @@ pub fn getfh(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
 /// SAVEFH.
 pub fn savefh(c: &mut Compound<'_>) -> Result<(), Status> {
     c.saved = Some(c.cur()?.clone());
+    c.saved_pseudo = None;
     Ok(())
 }
 
 /// RESTOREFH.
 pub fn restorefh(c: &mut Compound<'_>) -> Result<(), Status> {
-    c.cur = Some(c.saved.clone().ok_or(st::RESTOREFH)?);
+    if let Some(p) = c.saved_pseudo.clone() {
+        c.set_pseudo(p);
+        return Ok(());
+    }
+    let saved = c.saved.clone().ok_or(st::RESTOREFH)?;
+    c.set_real(saved);
     Ok(())
 }
 
@@ -132,11 +119,12 @@ pub fn lookup(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status>
     c.set_cur_fh(fh)
 }
 
-/// LOOKUPP: the parent; NFS4ERR_NOENT at the export's root.
+/// LOOKUPP: the parent; from the export's root, what is above it
+/// ([`super::pseudo::above_export`]).
 pub fn lookupp(c: &mut Compound<'_>) -> Result<(), Status> {
     let (cur, _) = cur_dir(c)?;
     if cur.fh == cur.share.store.root() {
-        return Err(st::NOENT);
+        return super::pseudo::above_export(c, &cur.share);
     }
     let fh = cur
         .share
@@ -254,6 +242,9 @@ pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
 
 /// The saved file handle, in the same export as the current one (NFS4ERR_XDEV otherwise).
 fn saved_same_export(c: &Compound<'_>) -> Result<Cur, Status> {
+    if c.saved_pseudo.is_some() {
+        return Err(18); // NFS4ERR_XDEV: the pseudo file system is not the export
+    }
     let saved = c.saved.clone().ok_or(st::NOFILEHANDLE)?;
     if saved.share.id != c.cur()?.share.id {
         return Err(18); // NFS4ERR_XDEV
@@ -391,7 +382,7 @@ fn put_entry(
         fs: None,
         fh: Some(sealed.as_bytes()),
     };
-    put_fattr(c, cur, want, &src, out);
+    put_fattr(c, store.max_file_size(), want, &src, out);
     Ok(())
 }
 

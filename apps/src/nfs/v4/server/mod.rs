@@ -7,7 +7,8 @@
 //! carries each result run and the last status. A COMPOUND in a session starts with SEQUENCE
 //! ([`session`]), whose slot keeps the whole reply: a retransmission with the slot's sequence
 //! id gets those octets again without anything running a second time. Handles come from
-//! PUTROOTFH (the root of the first export the caller may use) or PUTFH (opened with the
+//! PUTROOTFH (the export mounted as `/`, or the [`pseudo`] file system's root leading to the
+//! exports the caller may see) or PUTFH (opened with the
 //! handle key and admitted like an NFSv3 call: the export's client rules, squashing, `ro`);
 //! the file operations ([`fileops`], [`open`]) call the [`Store`](crate::nfs::store::Store)
 //! as the NFSv3 handlers do, attributes are mapped by [`attrs`].
@@ -21,7 +22,9 @@
 
 pub mod attrs;
 pub mod fileops;
+pub mod lock;
 pub mod open;
+pub mod pseudo;
 pub mod session;
 pub mod state;
 pub mod xdr;
@@ -116,6 +119,10 @@ pub struct Compound<'a> {
     pub cur: Option<Cur>,
     /// The saved file handle.
     pub saved: Option<Cur>,
+    /// The current file handle when it is a pseudo directory (its path; `cur` is `None`).
+    pub pseudo: Option<String>,
+    /// The saved file handle when it is a pseudo directory (`saved` is `None`).
+    pub saved_pseudo: Option<String>,
     /// The session and slot of the SEQUENCE, and whether to cache the reply.
     pub slot: Option<([u8; 16], u32, bool)>,
     /// The client the session belongs to.
@@ -131,6 +138,8 @@ pub struct Compound<'a> {
     /// Where the first READ's data is in the reply (after its length word) and its length,
     /// when it goes through the Write chunk.
     pub read_at: Option<DdpAt>,
+    /// The LOCK4denied body of a LOCK or LOCKT that failed with NFS4ERR_DENIED.
+    pub denied: Option<Vec<u8>>,
 }
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
@@ -149,19 +158,40 @@ impl Compound<'_> {
         Ok(())
     }
 
-    /// Admits the wire handle `fh` as the current file handle.
+    /// Admits the wire handle `fh` as the current file handle (a pseudo directory's or an
+    /// export's).
     pub fn put_fh(&mut self, fh: &Fh) -> Result<(), Status> {
-        let (a, inner) = self
+        let (id, inner) = self
             .table
-            .admit_handle(fh, self.cx.peer, &self.cx.cred)
+            .key()
+            .open(fh)
+            .map_err(|s| refusal(Refusal::Status(s)))?;
+        if id == self.table.pseudo_id() {
+            return pseudo::put(self, &inner);
+        }
+        let a = self
+            .table
+            .admit_export(id, self.cx.peer, &self.cx.cred)
             .map_err(refusal)?;
-        self.cur = Some(Cur {
+        self.set_real(Cur {
             opts: a.opts,
             share: a.share,
             cred: a.cred,
             fh: inner,
         });
         Ok(())
+    }
+
+    /// Makes `cur` (in an export) the current file handle.
+    pub fn set_real(&mut self, cur: Cur) {
+        self.cur = Some(cur);
+        self.pseudo = None;
+    }
+
+    /// Makes pseudo directory `path` the current file handle.
+    pub fn set_pseudo(&mut self, path: String) {
+        self.cur = None;
+        self.pseudo = Some(path);
     }
 }
 
@@ -194,12 +224,13 @@ impl Collector for Nfs41 {
         let name = "rpcrdma_nfsd_nfs4_state";
         e.family(
             name,
-            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens.",
+            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens, lock states.",
             Kind::Gauge,
         );
         e.sample(name, &[("table", "clients")], s.clients.len() as u64);
         e.sample(name, &[("table", "sessions")], s.sessions.len() as u64);
         e.sample(name, &[("table", "opens")], s.opens.len() as u64);
+        e.sample(name, &[("table", "locks")], s.locks.len() as u64);
         let name = "rpcrdma_nfsd_nfs4_events_total";
         e.family(
             name,
@@ -278,6 +309,7 @@ impl Nfs41 {
             ("nfs4_clients", s.clients.len() as u64),
             ("nfs4_sessions", s.sessions.len() as u64),
             ("nfs4_opens", s.opens.len() as u64),
+            ("nfs4_locks", s.locks.len() as u64),
             ("nfs4_clients_expired", s.counters.clients_expired),
             ("nfs4_refused_full", s.counters.refused_full),
             ("nfs4_slot_replays", s.counters.replays),
@@ -323,6 +355,8 @@ impl Nfs41 {
             table: self.exports(),
             cur: None,
             saved: None,
+            pseudo: None,
+            saved_pseudo: None,
             slot: None,
             client: None,
             stateid: None,
@@ -330,6 +364,7 @@ impl Nfs41 {
             args_len: args.len(),
             ddp_cap,
             read_at: None,
+            denied: None,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -363,6 +398,9 @@ impl Nfs41 {
                 out.u32(s);
                 if opnum == op::SETATTR {
                     out.u32(0); // SETATTR4res carries `attrsset` whatever the status
+                }
+                if let (lock::DENIED, Some(d)) = (s, c.denied.take()) {
+                    out.fixed(&d); // LOCK4res / LOCKT4res carry LOCK4denied
                 }
                 status = s;
                 break;
@@ -441,7 +479,7 @@ impl Nfs41 {
             o[..4].copy_from_slice(&self.boot);
             let n = s.fresh();
             o[4..].copy_from_slice(&self.mint(n, 2).to_be_bytes());
-            if !s.opens.contains_key(&o) {
+            if !s.opens.contains_key(&o) && !s.locks.contains_key(&o) {
                 return o;
             }
         }
@@ -516,6 +554,11 @@ fn run(
     r: &mut XdrReader<'_>,
     out: &mut Enc,
 ) -> Result<(), Status> {
+    if let Some(p) = c.pseudo.clone() {
+        if let Some(done) = pseudo::run(c, &p, opnum, r, out) {
+            return done;
+        }
+    }
     match opnum {
         op::ILLEGAL => Err(st::OP_ILLEGAL),
         op::EXCHANGE_ID => session::exchange_id(c, r, out),
@@ -527,7 +570,7 @@ fn run(
         op::TEST_STATEID => open::test_stateid(c, r, out),
         op::FREE_STATEID => open::free_stateid(c, r),
         op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
-        op::PUTROOTFH => fileops::putrootfh(c),
+        op::PUTROOTFH => pseudo::putrootfh(c),
         op::PUTFH => fileops::putfh(c, r),
         op::GETFH => fileops::getfh(c, out),
         op::SAVEFH => fileops::savefh(c),
@@ -549,6 +592,9 @@ fn run(
         op::OPEN => open::open(c, r, out),
         op::CLOSE => open::close(c, r, out),
         op::OPEN_DOWNGRADE => open::open_downgrade(c, r, out),
+        op::LOCK => lock::lock(c, r, out),
+        op::LOCKT => lock::lockt(c, r),
+        op::LOCKU => lock::locku(c, r, out),
         _ => Err(st::NOTSUPP),
     }
 }
@@ -556,4 +602,8 @@ fn run(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_lock;
+#[cfg(test)]
 mod tests_ops;
+#[cfg(test)]
+mod tests_pseudo;

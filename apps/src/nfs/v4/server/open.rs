@@ -29,7 +29,7 @@ pub const ACCESS_READ: u32 = 1;
 /// OPEN4_SHARE_ACCESS_WRITE.
 pub const ACCESS_WRITE: u32 = 2;
 /// NFS4ERR_OLD_STATEID.
-const OLD_STATEID: u32 = 10024;
+pub const OLD_STATEID: u32 = 10024;
 /// NFS4ERR_NO_GRACE.
 const NO_GRACE: u32 = 10033;
 /// OPEN4_RESULT_LOCKTYPE_POSIX.
@@ -43,7 +43,8 @@ pub fn get_stateid(r: &mut XdrReader<'_>) -> Result<[u8; 16], Status> {
     Ok(s)
 }
 
-fn split(sid: &[u8; 16]) -> (u32, [u8; 12]) {
+/// The seqid and `other` of a stateid.
+pub fn split(sid: &[u8; 16]) -> (u32, [u8; 12]) {
     let mut o = [0u8; 12];
     o.copy_from_slice(&sid[4..]);
     (u32::from_be_bytes([sid[0], sid[1], sid[2], sid[3]]), o)
@@ -51,7 +52,7 @@ fn split(sid: &[u8; 16]) -> (u32, [u8; 12]) {
 
 /// The stateid meant: the COMPOUND's current stateid for the special "current" one (seqid 1,
 /// `other` zero).
-fn resolve(c: &Compound<'_>, sid: &[u8; 16]) -> Result<[u8; 16], Status> {
+pub fn resolve(c: &Compound<'_>, sid: &[u8; 16]) -> Result<[u8; 16], Status> {
     let (seq, other) = split(sid);
     if seq == 1 && other == [0; 12] {
         return c.stateid.ok_or(st::BAD_STATEID);
@@ -68,14 +69,21 @@ pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> 
     let sid = resolve(c, sid)?;
     let (seq, other) = split(&sid);
     let s = c.srv.state();
-    let o = s.open(&other).ok_or(st::BAD_STATEID)?;
+    // A lock stateid stands for the open it came from (RFC 8881 §8.2.2).
+    let (o, held) = match s.locks.get(&other) {
+        Some(l) => (s.open(&l.open).ok_or(st::BAD_STATEID)?, l.seqid),
+        None => {
+            let o = s.open(&other).ok_or(st::BAD_STATEID)?;
+            (o, o.seqid)
+        }
+    };
     if Some(o.client) != c.client || o.export != cur.share.id || o.fh != cur.fh {
         return Err(st::BAD_STATEID);
     }
-    if seq != 0 && seq > o.seqid {
+    if seq != 0 && seq > held {
         return Err(st::BAD_STATEID);
     }
-    if seq != 0 && seq < o.seqid {
+    if seq != 0 && seq < held {
         return Err(OLD_STATEID);
     }
     if want == ACCESS_WRITE && o.access & ACCESS_WRITE == 0 {
@@ -302,12 +310,7 @@ pub fn close(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resu
     let sid = resolve(c, &sid)?;
     check_stateid(c, &cur, &sid, ACCESS_READ)?;
     let (_, other) = split(&sid);
-    let mut s = c.srv.state();
-    if let Some(o) = s.opens.remove(&other) {
-        if let Some(cl) = s.clients.get_mut(&o.client) {
-            cl.opens.retain(|x| *x != other);
-        }
-    }
+    c.srv.state().remove_open(&other);
     let mut invalid = [0u8; 16];
     invalid[..4].copy_from_slice(&u32::MAX.to_be_bytes());
     out.fixed(&invalid);
@@ -322,9 +325,14 @@ const TEST_STATEID_MAX: u32 = 1024;
 fn test_one(c: &Compound<'_>, client: u64, sid: &[u8; 16]) -> Status {
     let (seq, other) = split(sid);
     let s = c.srv.state();
-    match s.open(&other) {
-        Some(o) if o.client == client && (seq == 0 || seq == o.seqid) => st::OK,
-        Some(o) if o.client == client && seq < o.seqid => OLD_STATEID,
+    let held = match (s.open(&other), s.locks.get(&other)) {
+        (Some(o), _) => Some((o.client, o.seqid)),
+        (None, Some(l)) => Some((l.client, l.seqid)),
+        _ => None,
+    };
+    match held {
+        Some((cl, now)) if cl == client && (seq == 0 || seq == now) => st::OK,
+        Some((cl, now)) if cl == client && seq < now => OLD_STATEID,
         _ => st::BAD_STATEID,
     }
 }
@@ -348,13 +356,25 @@ pub fn test_stateid(
     Ok(())
 }
 
-/// FREE_STATEID (RFC 8881 §18.38): an open stateid still open is NFS4ERR_LOCKS_HELD (CLOSE
-/// frees it); one that names nothing (closed, expired) NFS4ERR_BAD_STATEID.
+/// FREE_STATEID (RFC 8881 §18.38): a lock stateid holding no range is freed; an open
+/// stateid still open, or a lock stateid still holding a range, is NFS4ERR_LOCKS_HELD (CLOSE
+/// and LOCKU free them); one that names nothing (closed, expired) NFS4ERR_BAD_STATEID.
 pub fn free_stateid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
     let sid = get_stateid(r)?;
     let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
-    match test_one(c, client, &sid) {
-        st::BAD_STATEID => Err(st::BAD_STATEID),
+    if test_one(c, client, &sid) == st::BAD_STATEID {
+        return Err(st::BAD_STATEID);
+    }
+    let (_, other) = split(&sid);
+    let mut s = c.srv.state();
+    match s.locks.get(&other) {
+        Some(l) if l.ranges.is_empty() => {
+            s.locks.remove(&other);
+            if let Some(cl) = s.clients.get_mut(&client) {
+                cl.locks.retain(|x| *x != other);
+            }
+            Ok(())
+        }
         _ => Err(LOCKS_HELD),
     }
 }

@@ -85,6 +85,7 @@ pub fn exchange_id(
                     reclaim_done: false,
                     sessions: Vec::new(),
                     opens: Vec::new(),
+                    locks: Vec::new(),
                 },
             );
             (id, false)

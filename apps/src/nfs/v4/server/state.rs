@@ -4,10 +4,11 @@
 //! Normal operation: EXCHANGE_ID makes an unconfirmed client record, the first CREATE_SESSION
 //! confirms it and adds a session whose slot table has the negotiated number of slots, each
 //! holding the last sequence id seen and the reply sent for it. Every SEQUENCE renews the
-//! client's lease. OPEN adds an open state (its stateid's `other` names it), CLOSE removes it.
+//! client's lease. OPEN adds an open state (its stateid's `other` names it), CLOSE removes it
+//! with the lock states that came from it (LOCK adds them, one per lock owner and open).
 //!
 //! Recovery: a client that sends nothing for a lease period is expired by [`State::expire`]
-//! (run before every COMPOUND): its sessions and open states are removed, so its session ids
+//! (run before every COMPOUND): its sessions, open and lock states are removed, so its session ids
 //! answer NFS4ERR_BADSESSION and its stateids NFS4ERR_BAD_STATEID. A table at its bound
 //! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing.
 
@@ -30,6 +31,10 @@ pub struct Limits {
     pub cached_reply: u32,
     /// Open states per client.
     pub opens_per_client: usize,
+    /// Lock states (one per lock owner and open) per client.
+    pub locks_per_client: usize,
+    /// Byte ranges one lock state holds.
+    pub ranges_per_lock: usize,
     /// Lease period in seconds (`lease_time`).
     pub lease_secs: u32,
 }
@@ -42,6 +47,8 @@ impl Default for Limits {
             slots: 64,
             cached_reply: 8 << 10,
             opens_per_client: 4096,
+            locks_per_client: 4096,
+            ranges_per_lock: 256,
             lease_secs: 90,
         }
     }
@@ -125,6 +132,8 @@ pub struct Client {
     pub sessions: Vec<[u8; 16]>,
     /// Its open states (`other` of their stateids).
     pub opens: Vec<[u8; 12]>,
+    /// Its lock states (`other` of their stateids).
+    pub locks: Vec<[u8; 12]>,
 }
 
 /// An open state.
@@ -146,6 +155,36 @@ pub struct OpenState {
     pub seqid: u32,
 }
 
+/// One locked byte range: `[offset, end)`, `end` `u64::MAX` meaning to the end of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// First octet.
+    pub offset: u64,
+    /// One past the last octet (`u64::MAX`: no end).
+    pub end: u64,
+    /// An exclusive (write) lock; shared (read) otherwise.
+    pub write: bool,
+}
+
+/// A lock state: one lock owner's byte-range locks on the file of one open.
+#[derive(Debug, Clone)]
+pub struct LockState {
+    /// The owning client.
+    pub client: u64,
+    /// The lock owner.
+    pub owner: Vec<u8>,
+    /// The open state it came from (`other`).
+    pub open: [u8; 12],
+    /// The export (its handle id).
+    pub export: [u8; 4],
+    /// The store's handle of the file.
+    pub fh: Fh,
+    /// The stateid's current seqid.
+    pub seqid: u32,
+    /// The ranges held, not overlapping one another.
+    pub ranges: Vec<Range>,
+}
+
 /// Every table of the server.
 #[derive(Debug, Default)]
 pub struct State {
@@ -155,6 +194,8 @@ pub struct State {
     pub sessions: HashMap<[u8; 16], Session>,
     /// Open states by `other`.
     pub opens: HashMap<[u8; 12], OpenState>,
+    /// Lock states by `other`.
+    pub locks: HashMap<[u8; 12], LockState>,
     /// Numbers clients, sessions and stateids.
     pub next: u64,
     /// Clients expired, sessions destroyed, etc. (counters).
@@ -203,6 +244,9 @@ impl State {
             for o in &c.opens {
                 self.opens.remove(o);
             }
+            for l in &c.locks {
+                self.locks.remove(l);
+            }
         }
     }
 
@@ -215,6 +259,26 @@ impl State {
     pub fn renew(&mut self, client: u64, now_ms: u64) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.renewed_ms = now_ms;
+        }
+    }
+
+    /// Removes open state `other` and the lock states that came from it.
+    pub fn remove_open(&mut self, other: &[u8; 12]) {
+        let Some(o) = self.opens.remove(other) else {
+            return;
+        };
+        let gone: Vec<[u8; 12]> = self
+            .locks
+            .iter()
+            .filter(|(_, l)| l.open == *other)
+            .map(|(k, _)| *k)
+            .collect();
+        for l in &gone {
+            self.locks.remove(l);
+        }
+        if let Some(cl) = self.clients.get_mut(&o.client) {
+            cl.opens.retain(|x| x != other);
+            cl.locks.retain(|x| !gone.contains(x));
         }
     }
 
