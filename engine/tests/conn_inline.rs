@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{
-    CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools, ReplyKind, ReplySpec,
-    Role, StartError,
+    CallOptions, CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools,
+    ReplyKind, ReplySpec, Role, StartError,
 };
 use rpcrdma_engine::proto::v1;
 
@@ -324,4 +324,45 @@ fn accepts_reply_header_golden_bytes() {
     assert_eq!(d, Dir::Req);
     assert_eq!([w0, w1, w2, w3], [0xcafe_f00d, 1, 64, 0]);
     let _ = v1::FIXED_LEN;
+}
+
+#[test]
+fn accepts_call_with_the_xid_its_caller_assigned() {
+    // The caller assigned the XID and encoded it: the engine takes it as given (the transport
+    // header and the reply match carry it), and refuses a second call with it while it is live.
+    let mut p = Pair::default_pair();
+    for (round, xid) in [0x0a0b_0c0d_u32, 0x0a0b_0c0e].into_iter().enumerate() {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        let reply_buf = p.req.host.alloc(512, LW);
+        let spec = CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_buf,
+        };
+        let now = p.now;
+        let side = &mut p.req;
+        let conn = side.conn.as_mut().expect("requester");
+        let id = conn
+            .start_call_xid(now, xid, &spec, &CallOptions::NONE, &mut side.host)
+            .expect("start_call_xid");
+        if round == 1 {
+            // Credits granted by the first reply: only the XID stops this one.
+            let again = conn.start_call_xid(now, xid, &spec, &CallOptions::NONE, &mut side.host);
+            assert_eq!(again, Err(StartError::DuplicateXid));
+        }
+        p.pump();
+        let inc = p.next_call().expect("CallReady");
+        assert_eq!(inc.xid, xid);
+        let reply = rpc_reply(xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        assert_eq!(p.reply(inc.call, &spec), ReplyKind::Inline);
+        let r = p.next_reply();
+        assert_eq!((r.call, r.xid), (id, xid));
+    }
 }

@@ -753,7 +753,7 @@ fn start_call<P: Provider>(
         fallback_reply: fallback,
         fallback_receptacles: &[],
     };
-    let started = conn.start_call_with(now, &spec, &copts, &mut drv.mem);
+    let started = conn.start_call_xid(now, rec.xid, &spec, &copts, &mut drv.mem);
     (Start::of(started, m.bytes), m.ni, nr)
 }
 

@@ -710,6 +710,7 @@ impl Connection {
 
     /// [`Connection::start_call`] with options: a fallback reply buffer (and receptacles) for
     /// a retry after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One). The options are ignored for backward calls.
+    /// The call's XID is read from the first word of its message.
     pub fn start_call_with<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
@@ -717,12 +718,39 @@ impl Connection {
         opts: &CallOptions<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
+        self.start(now, None, spec, opts, mem)
+    }
+
+    /// [`Connection::start_call_with`] for a caller that assigned the call's XID and encoded
+    /// it as the message's first word: the engine takes `xid` as given and does not read it
+    /// back. A caller that sends a call again on a new connection (with the same XID, which a
+    /// server's duplicate request cache recognises) keeps the XID in its own record.
+    pub fn start_call_xid<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        xid: u32,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        self.start(now, Some(xid), spec, opts, mem)
+    }
+
+    fn start<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        xid: Option<u32>,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
         // The requester sends forward calls on a client, backward ones on a server once the
         // backchannel is enabled (the options are the forward requester's).
         let (forward, open) = (self.role == Role::Requester, self.back.enabled);
+        let core = &mut self.core;
         let r = match &mut self.requester {
-            Some(r) if forward => r.start_call(&mut self.core, now, spec, opts, mem),
-            Some(r) if open => r.start_call(&mut self.core, now, spec, &CallOptions::NONE, mem),
+            Some(r) if forward => r.start_call(core, now, xid, spec, opts, mem),
+            Some(r) if open => r.start_call(core, now, xid, spec, &CallOptions::NONE, mem),
             _ => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();
