@@ -366,3 +366,47 @@ fn accepts_call_with_the_xid_its_caller_assigned() {
         assert_eq!((r.call, r.xid), (id, xid));
     }
 }
+
+#[test]
+fn accepts_reply_buffer_sized_to_what_an_inline_reply_can_carry() {
+    // One sizing rule: a reply buffer cut to `first_reply_len` for a small hint gets no Reply
+    // chunk (an inline reply fits it), one octet more does.
+    let mut p = Pair::default_pair();
+    let conn = p.req.conn.as_ref().expect("requester");
+    let whole = 64 * 1024;
+    assert_eq!(
+        conn.first_reply_len(0, whole, 0),
+        whole,
+        "no hint: the whole buffer"
+    );
+    let room =
+        conn.negotiated().recv_inline as usize - rpcrdma_engine::proto::inline_msg_header_len(1, 0);
+    assert_eq!(conn.first_reply_len(8, whole, 0), room);
+    assert_eq!(conn.first_reply_len(room + 100, whole, 0), room + 100);
+    assert_eq!(
+        conn.first_reply_len(room + 100, 64, 0),
+        64,
+        "never past the buffer"
+    );
+    let reply_buf = p.req.host.alloc(whole as u32, EXPOSE);
+    for (xid, len, chunk) in [(1, room, None), (2, room + 1, Some(room as u32 + 1))] {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_buf.sub(0, len as u32).unwrap(),
+        });
+        let inc = p.next_call().expect("CallReady");
+        assert_eq!(inc.reply_capacity, chunk, "reply buffer of {len}");
+        let reply = rpc_reply(xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        p.reply(inc.call, &spec);
+        p.next_reply();
+    }
+}

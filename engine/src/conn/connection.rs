@@ -331,6 +331,37 @@ impl Connection {
         n
     }
 
+    /// Requester: the length of the reply buffer to offer first for a call whose reply buffer
+    /// holds `whole` octets, when its caller expects about `hint` octets of reply (0: no
+    /// hint) and it offers `writes` Write chunks. The reply sizing of RFC 8166 (and Version
+    /// Two) lives here and in the Reply chunk decision of [`Connection::start_call_with`]
+    /// (the room an inline reply has): a hint applies on a Version One connection and on a
+    /// confirmed Version Two one, and the buffer is never cut below what an inline reply may
+    /// take (the responder may send one whatever is offered). The rest of the buffer is for
+    /// the retry after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One):
+    /// [`CallOptions::fallback_reply`].
+    pub fn first_reply_len(&self, hint: usize, whole: usize, writes: usize) -> usize {
+        let v2 =
+            self.core.version == crate::proto::v2::VERSION && self.remembered_version() == Some(2);
+        if hint == 0 || !(v2 || self.core.version == crate::proto::v1::VERSION) {
+            return whole;
+        }
+        // Version Two: the room of our receive buffer (the responder may send that much
+        // inline); Version One: of the inline threshold, less our Write list, which an
+        // inline reply returns in its header.
+        let room = if v2 {
+            let buffer = self.core.neg_v2.recv_buffer as usize;
+            buffer.saturating_sub(crate::proto::inline_msg_header_len(
+                crate::proto::v2::VERSION,
+                0,
+            ))
+        } else {
+            self.core
+                .inline_reply_room(crate::proto::v1::VERSION, writes)
+        };
+        hint.max(room).min(whole)
+    }
+
     /// This side's RFC 8797 message, for the connect request (requester) or the accept
     /// (responder). The sizes are the advertised (representable, rounded-down) values.
     pub fn private_data(&self) -> [u8; private_data::MSG_LEN] {

@@ -192,12 +192,9 @@ fn plan_call(
     {
         *w = Segment::new(0, r.len, r.addr);
     }
-    // The largest inline reply header: fixed words, empty Read list, our Write list, no
-    // Reply chunk.
-    let reply_hdr = crate::proto::inline_msg_header_len(vers, nwrites);
     let reply_offered = chunks
         && spec.reply.len > 0
-        && reply_hdr as u64 + u64::from(spec.reply.len) > u64::from(core.neg_of(vers).recv_inline);
+        && spec.reply.len as usize > core.inline_reply_room(vers, nwrites);
     let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
 
     // Inline (RDMA_MSG) or long (RDMA_NOMSG + Position Zero Read chunk)?
