@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use rpcrdma_engine::conn::{
     CallOptions, CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools,
-    ReplyKind, ReplySpec, Role, StartError,
+    ReplyKind, ReplySpec, Role, SentAnswer, StartError,
 };
 use rpcrdma_engine::proto::v1;
 
@@ -409,4 +409,43 @@ fn accepts_reply_buffer_sized_to_what_an_inline_reply_can_carry() {
         p.reply(inc.call, &spec);
         p.next_reply();
     }
+}
+
+#[test]
+fn accepts_sent_answer_reported_once_its_send_completes() {
+    // A responder reports each answer whose Send finished (`poll_sent`), with the call it
+    // answered: the caller learns that the reply's buffers are free without reading work
+    // request ids.
+    let mut p = Pair::default_pair();
+    for xid in [7_u32, 8] {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        let reply_buf = p.req.host.alloc(512, LW);
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_buf,
+        });
+        let inc = p.next_call().expect("CallReady");
+        let resp = p.resp.conn.as_mut().expect("responder");
+        assert_eq!(resp.poll_sent(), None, "nothing sent yet");
+        let reply = rpc_reply(xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        p.reply(inc.call, &spec);
+        p.next_reply();
+        let resp = p.resp.conn.as_mut().expect("responder");
+        let sent = SentAnswer {
+            call: inc.call,
+            ok: true,
+        };
+        assert_eq!(resp.poll_sent(), Some(sent));
+        assert_eq!(resp.poll_sent(), None, "reported once");
+    }
+    // The requester answers nothing: it has no reports.
+    assert_eq!(p.req.conn.as_mut().expect("requester").poll_sent(), None);
 }

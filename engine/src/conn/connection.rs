@@ -523,6 +523,14 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn on_failed_completion(&mut self, kind: u8, index: u32, status: crate::verbs::WcStatus) {
+        // An answer's Send (the responder's on a server, the backward one's on a client).
+        let answer = matches!(
+            (kind, self.role),
+            (wr_kind::SEND, Role::Responder) | (wr_kind::BACK_SEND, Role::Requester)
+        );
+        if let (true, Some(r)) = (answer, self.responder.as_mut()) {
+            r.note_sent(index, false);
+        }
         if kind == wr_kind::RECV {
             if let Some(r) = self.core.recvs.get_mut(index as usize) {
                 if r.state == RecvState::Posted {
@@ -705,6 +713,15 @@ impl Connection {
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.core.events.pop()
+    }
+
+    /// The next answer (reply or RDMA_ERROR) whose Send finished, successfully or not: when
+    /// the buffers of its [`ReplySpec`] may be reused. Responder, and a client's backward
+    /// responder. An owner that uses these reports drains them after every
+    /// [`Connection::handle_completion`] (at most one per call slot is then waiting); one that
+    /// does not may ignore them (the latest are kept, nothing grows).
+    pub fn poll_sent(&mut self) -> Option<SentAnswer> {
+        self.responder.as_mut()?.poll_sent()
     }
 
     /// When [`Connection::handle_timeout`] should next be called.

@@ -47,8 +47,8 @@ use super::receive::{self, AnyBody, AnyError};
 use super::stream::{build_pieces_into, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
-    ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS,
-    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS,
+    ReplyKind, ReplySpec, SentAnswer, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS,
+    MAX_REPLY_SEGMENTS, MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, Message, MessageBody};
@@ -366,6 +366,9 @@ pub(crate) struct Responder {
     unanswered: u32,
     /// Where [`Responder::send_reply`] plans a reply (reused by every reply).
     plan: Box<send::ReplyPlan>,
+    /// Answers whose Send finished, for [`Responder::poll_sent`]: one entry per call slot at
+    /// most outstanding when drained after every completion; the latest are kept otherwise.
+    sent: Ring<SentAnswer>,
 }
 
 impl Responder {
@@ -391,6 +394,40 @@ impl Responder {
             active: 0,
             unanswered: 0,
             plan: Box::new(send::ReplyPlan::EMPTY),
+            sent: Ring::new(
+                n.max(1),
+                SentAnswer {
+                    call: CallId {
+                        slot: 0,
+                        generation: 0,
+                    },
+                    ok: false,
+                },
+            ),
+        }
+    }
+
+    /// The next answer whose Send finished.
+    pub(crate) fn poll_sent(&mut self) -> Option<SentAnswer> {
+        self.sent.pop()
+    }
+
+    /// The answer's Send of call slot `slot` finished (`ok`: successfully). An owner that
+    /// never drains the reports keeps the latest.
+    pub(crate) fn note_sent(&mut self, slot: u32, ok: bool) {
+        let Some(c) = self.calls.get(slot as usize) else {
+            return;
+        };
+        let report = SentAnswer {
+            call: CallId {
+                slot,
+                generation: c.generation,
+            },
+            ok,
+        };
+        if !self.sent.push(report) {
+            let _ = self.sent.pop();
+            let _ = self.sent.push(report);
         }
     }
 
@@ -446,7 +483,11 @@ impl Responder {
                 if kind == wr_kind::READ {
                     call.reads_inflight = call.reads_inflight.saturating_sub(1);
                 }
-                if call.state == RespState::Sending && call.outstanding == 0 {
+                let done = call.state == RespState::Sending && call.outstanding == 0;
+                if kind == self.policy.send_kind {
+                    self.note_sent(index, true);
+                }
+                if done {
                     self.free_slot(core, index);
                 }
             }
