@@ -608,7 +608,7 @@ impl Connection {
                     AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d))
                 }
                 (receive::Route::Call, d, _, Some(r)) if call_open => {
-                    AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
+                    AfterRecv::Responder(r.take_recv(&mut self.core, index, d))
                 }
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message. (An optional message always
