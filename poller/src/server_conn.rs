@@ -549,7 +549,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
         let Some(c) = self.drv.conn.as_mut() else {
             return;
         };
-        while let Some(s) = c.poll_sent() {
+        if let Some(s) = c.poll_sent() {
             self.dispatch
                 .on_send_done(s.call.slot, s.ok, now, &self.stats);
         }

@@ -715,11 +715,12 @@ impl Connection {
         self.core.events.pop()
     }
 
-    /// The next answer (reply or RDMA_ERROR) whose Send finished, successfully or not: when
-    /// the buffers of its [`ReplySpec`] may be reused. Responder, and a client's backward
-    /// responder. An owner that uses these reports drains them after every
-    /// [`Connection::handle_completion`] (at most one per call slot is then waiting); one that
-    /// does not may ignore them (the latest are kept, nothing grows).
+    /// The answer (reply or RDMA_ERROR) whose Send the last completion finished, successfully
+    /// or not: the buffers of its [`ReplySpec`] may be reused. Responder, and a client's
+    /// backward responder. One completion finishes at most one answer's Send, so an owner that
+    /// uses these reports takes one after every [`Connection::handle_completion`]; one that
+    /// does not may ignore them (a report not taken is replaced by the next).
+    #[inline]
     pub fn poll_sent(&mut self) -> Option<SentAnswer> {
         self.responder.as_mut()?.poll_sent()
     }

@@ -385,9 +385,9 @@ pub(crate) struct Responder {
     unanswered: u32,
     /// Where [`Responder::send_reply`] plans a reply (reused by every reply).
     plan: Box<send::ReplyPlan>,
-    /// Answers whose Send finished, for [`Responder::poll_sent`]: one entry per call slot at
-    /// most outstanding when drained after every completion; the latest are kept otherwise.
-    sent: Ring<SentAnswer>,
+    /// The answer whose Send finished last, for [`Responder::poll_sent`] (one completion
+    /// finishes one Send: an owner that drains after every completion misses none).
+    sent: Option<SentAnswer>,
 }
 
 impl Responder {
@@ -420,40 +420,24 @@ impl Responder {
             active: 0,
             unanswered: 0,
             plan: Box::new(send::ReplyPlan::EMPTY),
-            sent: Ring::new(
-                n.max(1),
-                SentAnswer {
-                    call: CallId {
-                        slot: 0,
-                        generation: 0,
-                    },
-                    ok: false,
-                },
-            ),
+            sent: None,
         }
     }
 
-    /// The next answer whose Send finished.
+    /// The answer whose Send finished since the last call, if one did.
+    #[inline]
     pub(crate) fn poll_sent(&mut self) -> Option<SentAnswer> {
-        self.sent.pop()
+        self.sent.take()
     }
 
-    /// The answer's Send of call slot `slot` finished (`ok`: successfully). An owner that
-    /// never drains the reports keeps the latest.
+    /// The answer's Send of call slot `slot` finished (`ok`: successfully); replaces a report
+    /// nobody took.
+    #[inline]
     pub(crate) fn note_sent(&mut self, slot: u32, ok: bool) {
-        let Some(c) = self.calls.get(slot as usize) else {
-            return;
-        };
-        let report = SentAnswer {
-            call: CallId {
-                slot,
-                generation: c.generation,
-            },
-            ok,
-        };
-        if !self.sent.push(report) {
-            let _ = self.sent.pop();
-            let _ = self.sent.push(report);
+        if let Some(c) = self.calls.get(slot as usize) {
+            let generation = c.generation;
+            let call = CallId { slot, generation };
+            self.sent = Some(SentAnswer { call, ok });
         }
     }
 
@@ -571,7 +555,10 @@ impl Responder {
         true
     }
 
-    /// Takes backlogged calls while slots are free.
+    /// Takes backlogged calls while slots are free. Out of line: a peer within its credits
+    /// rarely fills every slot.
+    #[cold]
+    #[inline(never)]
     fn drain_backlog(&mut self, core: &mut Core) {
         while !self.backlog.is_empty() {
             let Some(slot) = self.free.pop() else {
@@ -719,7 +706,9 @@ impl Responder {
         if core.state == ConnState::Closed {
             return;
         }
-        self.drain_backlog(core);
+        if !self.backlog.is_empty() {
+            self.drain_backlog(core);
+        }
         // Each slot active now is visited once, in slot order; none becomes active past the
         // one being handled, so the scan ends at the last of them.
         let mut left = self.active;
