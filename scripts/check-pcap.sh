@@ -12,6 +12,15 @@
 # 3. rpcrdma-perf rpc_lat with --pcap (RPC calls through the poller API): tshark's rpcordma
 #    fields must show the message types and chunk lists each --chunks mode implies, every XID
 #    once as a call and once as a reply, version 1 and 32 credits.
+# 4. The iWARP provider on the wire: dumpcap captures loopback TCP while rpcrdma-perf rpc_lat
+#    --provider iwarp runs as a server process and a client process (calls of 6000 octets:
+#    the argument in a Read chunk, the result in a Write chunk). tshark's MPA, DDP/RDMAP and
+#    rpcordma dissectors must find one MPA Request and one Reply (CRC on, RFC 6581 revision 2,
+#    RFC 8797 private data), RDMAP Sends, Read Requests, Read Responses and RDMA Writes in the
+#    numbers the calls imply (DDP tagged exactly for Writes and Read Responses), no Terminate,
+#    every XID once as a call and once as a reply, version 1, 32 credits, RDMA_MSG with the
+#    chunk lists of each direction, the RPC replies decoded, nothing malformed. Capturing
+#    needs root (CI runs as root; otherwise sudo).
 #
 # Installs tshark when missing (Debian/Ubuntu). Exits non-zero on any mismatch.
 set -euo pipefail
@@ -129,6 +138,64 @@ pairs "$TMP/rpc2.pcap" || bad "rpc_lat chunks: XIDs not paired, or version / cre
 rpc "$TMP/rpc3.pcap" -s 8192 --chunks reply
 got=$(rpcfields "$TMP/rpc3.pcap" | awk '{print $1, $2, $3, $4}' | sort | uniq -c | awk '{$1=$1; print}' | paste -sd';')
 [ "$got" = "5 0 0 0 1;5 1 0 0 1" ] || bad "rpc_lat long reply structure: $got"
+
+# ---- 4. iWARP provider traffic on loopback TCP -------------------------------------------------
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+# A loopback port nothing listens on (a connect to it is refused).
+port=$((20000 + RANDOM % 20000))
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+N=5
+$SUDO dumpcap -q -i lo -f "tcp port $port" -w "$TMP/iwarp.pcapng" 2>"$TMP/dumpcap.err" &
+cap=$!
+for _ in $(seq 100); do grep -q "Capturing on" "$TMP/dumpcap.err" && break; sleep 0.1; done
+grep -q "Capturing on" "$TMP/dumpcap.err" || bad "dumpcap did not start: $(cat "$TMP/dumpcap.err")"
+iw=(rpc_lat --provider iwarp -p "$port" -n "$N" -s 6000 --backoff shared_cores)
+"$BIN/rpcrdma-perf" "${iw[@]}" >"$TMP/iwarp-server.out" 2>&1 &
+srv=$!
+for _ in $(seq 200); do grep -q "Waiting for client" "$TMP/iwarp-server.out" && break; sleep 0.1; done
+timeout 120 "$BIN/rpcrdma-perf" "${iw[@]}" --persistent-stags 127.0.0.1 >"$TMP/iwarp-client.out" 2>&1 ||
+    bad "rpc_lat --provider iwarp client failed: $(tail -n 3 "$TMP/iwarp-client.out")"
+timeout 60 tail --pid="$srv" -f /dev/null || { kill "$srv"; bad "the iwarp server did not exit"; }
+wait "$srv" || bad "rpc_lat --provider iwarp server failed: $(tail -n 3 "$TMP/iwarp-server.out")"
+sleep 0.5
+$SUDO kill -INT "$cap"
+wait "$cap" || true
+iwts() { ts -r "$TMP/iwarp.pcapng" --enable-heuristic iwarp_mpa_tcp "$@"; }
+# MPA: one Request and one Reply, CRC on, markers off, revision 2 (RFC 6581), RFC 8797 private
+# data (its format identifier f6ab0e18).
+got=$(iwts -Y 'iwarp_mpa.req || iwarp_mpa.rep' -T fields -e iwarp_mpa.req -e iwarp_mpa.rep \
+    -e iwarp_mpa.crc_flag -e iwarp_mpa.marker_flag -e iwarp_mpa.rev -e iwarp_mpa.privatedata |
+    awk -F'\t' '{ t = ($1 != "") ? "req" : "rep"; pd = ($6 ~ /f6ab0e18/) ? "rfc8797" : "other";
+                  printf "%s:%s:%s:%s:%s ", t, $3, $4, $5, pd }')
+[ "$got" = "req:1:0:2:rfc8797 rep:1:0:2:rfc8797 " ] || bad "iwarp MPA Request/Reply: $got"
+# RDMAP opcodes of every DDP segment (0 Write, 1 Read Request, 2 Read Response, 3 Send,
+# 7 Terminate) with their DDP tagged flags: tagged exactly for Writes and Read Responses.
+iwts -T fields -e iwarp_rdma.opcode -e iwarp_ddp.tagged_flag >"$TMP/iwarp-ops.tsv"
+got=$(awk -F'\t' -v n="$N" '
+    $1 == "" { next }
+    { k = split($1, op, ","); if (split($2, tg, ",") != k) bad = 1
+      for (i = 1; i <= k; i++) { o = op[i] + 0; c[o]++; all++
+          if ((o == 0 || o == 2) != (tg[i] == "1" || tg[i] == "True")) bad = 1 } }
+    END { printf "send=%d readreq=%d write=%s readresp=%s other=%d tags=%s",
+              c[3], c[1], (c[0] >= n) ? "ok" : c[0], (c[2] >= n) ? "ok" : c[2],
+              all - c[0] - c[1] - c[2] - c[3], bad ? "bad" : "ok" }' \
+    "$TMP/iwarp-ops.tsv")
+[ "$got" = "send=$((2 * N)) readreq=$N write=ok readresp=ok other=0 tags=ok" ] ||
+    bad "iwarp RDMAP messages: $got"
+# RPC-over-RDMA inside the Sends: calls RDMA_MSG with one Read, one Write and a Reply chunk of
+# 6000 octets; replies RDMA_MSG with the Write chunk.
+got=$(iwts -Y rpcordma -T fields -e rpcordma.msg_type -e rpcordma.reads_count \
+    -e rpcordma.writes_count -e rpcordma.reply_count -e rpcordma.rdma_length |
+    sort | uniq -c | awk '{$1=$1; print}' | paste -sd';')
+[ "$got" = "$N 0 0 1 0 6000;$N 0 1 1 1 6000,6000,6000" ] || bad "iwarp rpcordma structure: $got"
+iwts -Y rpcordma -T fields -e rpcordma.xid -e rpcordma.version -e rpcordma.flow_control |
+    awk -v n="$N" '$2 != 1 || $3 != 32 { bad = 1 } { c[$1]++ }
+        END { for (x in c) { k++; if (c[x] != 2) bad = 1 } exit bad || k != n }' ||
+    bad "iwarp rpcordma: XIDs not paired, or version / credits wrong"
+got=$(iwts -Y 'rpc.msgtyp == 1' -T fields -e rpc.xid | tr ',' '\n' | sort -u | wc -l)
+[ "$got" -eq "$N" ] || bad "iwarp: $got RPC replies decoded, want $N"
+[ "$(iwts -Y '_ws.malformed || _ws.expert.severity >= error' | wc -l)" -eq 0 ] ||
+    bad "iwarp capture has malformed frames"
 
 if [ "$fail" -ne 0 ]; then
     exit 1

@@ -3,7 +3,8 @@
 //! stderr, exit 2), numbers checked against a range that the message names, and the checks a
 //! tool runs on paths, cores and devices before it starts any work. The tools keep their own
 //! flag tables (perftest's spellings for `rpcrdma-perf`); a cursor over the arguments that
-//! splits `--flag=value` serves the hand-written ones.
+//! splits `--flag=value` serves the hand-written ones. `--provider` is one type for every tool,
+//! [`ProviderKind`], and one generic dispatch, [`dispatch`] (`cli/provider.rs`).
 //!
 //! Normal operation: a tool's `main` calls [`early`] on its arguments (help or version wins
 //! over everything else), parses its flags, runs the `check_*` functions on what it will use,
@@ -13,6 +14,10 @@
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::ExitCode;
+
+mod provider;
+
+pub use provider::{dispatch, AppProvider, Devices, ProviderJob, ProviderKind};
 
 /// The exit status of a usage error (as getopt-based tools and perftest use).
 pub const USAGE_EXIT: u8 = 2;
@@ -196,16 +201,18 @@ pub fn check_in_file(flag: &str, path: &Path) -> Result<(), String> {
 /// Where the kernel lists RDMA devices by name.
 const SYS_RDMA: &str = "/sys/class/infiniband";
 
-/// `-d NAME`: the soft provider has one device, `soft`; the rdma provider's devices are the
-/// kernel's (`/sys/class/infiniband`, what `ibv_devices` and `rdma link` list).
-pub fn check_device(flag: &str, name: &str, soft: bool) -> Result<(), String> {
-    if soft {
-        if name == "soft" {
+/// `-d NAME`: the soft provider has one device, `soft`, the iWARP provider one, `iwarp` (it
+/// opens a device on any local address); the rdma provider's devices are the kernel's
+/// (`/sys/class/infiniband`, what `ibv_devices` and `rdma link` list).
+pub fn check_device(flag: &str, name: &str, kind: ProviderKind) -> Result<(), String> {
+    if kind != ProviderKind::Rdma {
+        if name == kind.name() {
             return Ok(());
         }
         return Err(format!(
-            "{flag} {name}: the soft provider's only device is soft (--provider rdma opens \
-             RDMA devices)"
+            "{flag} {name}: the {0} provider's only device is {0} (--provider rdma opens \
+             RDMA devices)",
+            kind.name()
         ));
     }
     let mut names: Vec<String> = std::fs::read_dir(SYS_RDMA)
@@ -329,10 +336,12 @@ mod tests {
         assert_eq!(check_out_file("--o", &ok), Ok(()));
         assert!(!ok.exists(), "nothing created");
         assert!(check_cores("--cores", &[usize::MAX]).is_err());
-        assert!(check_device("-d", "mlx5_0", true)
+        assert!(check_device("-d", "mlx5_0", ProviderKind::Soft)
             .unwrap_err()
             .contains("soft"));
-        assert_eq!(check_device("-d", "soft", true), Ok(()));
+        assert_eq!(check_device("-d", "soft", ProviderKind::Soft), Ok(()));
+        assert_eq!(check_device("-d", "iwarp", ProviderKind::Iwarp), Ok(()));
+        assert!(check_device("-d", "soft", ProviderKind::Iwarp).is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! then arguments laid out by hand from RFC 1813 in `fuzz/seeds/make.py`) decode with the
 //! procedure they name, so each seed starts the fuzzer inside that procedure's decoder.
 
-use rpcrdma_apps::nfs3::proto;
+use rpcrdma_apps::nfs::v3::proto;
 
 #[test]
 fn accepts_every_nfs3_seed_with_its_procedure() {

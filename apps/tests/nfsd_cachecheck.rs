@@ -1,5 +1,5 @@
 //! The replies of both stores against the Linux kernel nfsd's on one sequence of NFSv3 calls
-//! (`rpcrdma_apps::nfs3::cachecheck`): every fact a client's caching depends on must have the
+//! (`rpcrdma_apps::nfs::v3::cachecheck`): every fact a client's caching depends on must have the
 //! value the kernel nfsd's replies show. [`KERNEL`] is what `rpcrdma-nfs3-compare` recorded
 //! for the kernel nfsd (Debian's Linux 6.1, an export on tmpfs) in the VM stage
 //! (scripts/vm/nfs-cache.sh); the VM stage compares the live kernel nfsd too.
@@ -7,7 +7,7 @@
 mod nfsd_common;
 
 use nfsd_common::Rig;
-use rpcrdma_apps::nfs3::cachecheck::{self, Fact};
+use rpcrdma_apps::nfs::v3::cachecheck::{self, Fact};
 
 /// The kernel nfsd's value of every fact that must match.
 const KERNEL: &[(&str, &str)] = &[

@@ -11,8 +11,8 @@
 mod nfsd_common;
 
 use nfsd_common::{on_dir, on_memory, Rig};
-use rpcrdma_apps::nfs3::proto::{decode_readdir_res, decode_res, proc3, Args3, Res3};
-use rpcrdma_apps::nfs3::types::{CreateHow, Sattr3, StableHow};
+use rpcrdma_apps::nfs::types::{CreateHow, Sattr3, StableHow};
+use rpcrdma_apps::nfs::v3::proto::{decode_readdir_res, decode_res, proc3, Args3, Res3};
 
 const NAMES: [&str; 9] = [
     "chunks.read",

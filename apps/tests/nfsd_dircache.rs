@@ -8,8 +8,8 @@
 mod nfsd_common;
 
 use nfsd_common::{options, scratch_dir, Rig};
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
-use rpcrdma_apps::nfs3::types::{CreateHow, Sattr3};
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
+use rpcrdma_apps::nfs::types::{CreateHow, Sattr3};
 
 const FILES: usize = 600;
 

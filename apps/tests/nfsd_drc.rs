@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use nfsd_common::{options, scratch_dir, Rig};
-use rpcrdma_apps::nfs3::client::NfsClient;
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
-use rpcrdma_apps::nfs3::drc::{Drc, DrcConfig, DrcKey, Lookup};
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Ftype3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
+use rpcrdma_apps::nfs::drc::{Drc, DrcConfig, DrcKey, Lookup};
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Ftype3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::v3::client::NfsClient;
 
 /// What a name in the workload directory should be at the end.
 #[derive(Debug, Clone, PartialEq, Eq)]

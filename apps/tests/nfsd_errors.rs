@@ -9,8 +9,8 @@
 mod nfsd_common;
 
 use nfsd_common::{on_dir, on_memory, options, status, Rig};
-use rpcrdma_apps::nfs3::daemon::Backend;
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::daemon::Backend;
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
 
 fn guarded() -> CreateHow {
     CreateHow::Guarded(Sattr3::default())

@@ -15,10 +15,10 @@ mod nfsd_common;
 use std::net::Ipv4Addr;
 
 use nfsd_common::{exports, options, status, Rig};
-use rpcrdma_apps::nfs3::client::NfsError;
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
-use rpcrdma_apps::nfs3::mount::{self, MNT3ERR_ACCES};
-use rpcrdma_apps::nfs3::types::{access, CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
+use rpcrdma_apps::nfs::mount::{self, MNT3ERR_ACCES};
+use rpcrdma_apps::nfs::types::{access, CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::v3::client::NfsError;
 use rpcrdma_engine::rpc::{AuthStat, RejectedReply};
 use rpcrdma_poller::{AuthSysCred, ClientError};
 

@@ -16,9 +16,9 @@ use std::net::Ipv4Addr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use nfsd_common::{exports, on_dir, options, scratch_dir, status, Rig};
-use rpcrdma_apps::nfs3::daemon::Backend;
-use rpcrdma_apps::nfs3::handle_mac::TRAILER;
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Ftype3, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::daemon::Backend;
+use rpcrdma_apps::nfs::handle_mac::TRAILER;
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Ftype3, Nfsstat3, Sattr3, StableHow};
 use rpcrdma_poller::AuthSysCred;
 
 /// Octets before the kernel handle in a directory-store handle.
@@ -150,7 +150,7 @@ fn rejects_callers_whose_ids_the_host_cannot_hold() {
     // nfsd's nfsd_setuser maps ids that are not valid: setfsuid(-1) would change nothing and
     // leave the worker acting as the previous caller (root, for the rig's calls in between).
     let dir = scratch_dir("invalid-id");
-    let o = rpcrdma_apps::nfs3::daemon::DaemonOptions {
+    let o = rpcrdma_apps::nfs::daemon::DaemonOptions {
         exports: exports(
             "/export:127.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \
              10.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \

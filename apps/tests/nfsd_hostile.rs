@@ -12,9 +12,9 @@
 mod nfsd_common;
 
 use nfsd_common::{on_dir, on_memory, Rig, Rng};
-use rpcrdma_apps::nfs3::client::NfsClient;
-use rpcrdma_apps::nfs3::proto::{encode_args, proc3, Args3, NFS_PROGRAM};
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Ftype3, Sattr3, StableHow, Time3};
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Ftype3, Sattr3, StableHow, Time3};
+use rpcrdma_apps::nfs::v3::client::NfsClient;
+use rpcrdma_apps::nfs::v3::proto::{encode_args, proc3, Args3, NFS_PROGRAM};
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::xdr::XdrWriter;
 use rpcrdma_poller::ClientError;
@@ -97,7 +97,7 @@ fn valid_args(root: &Fh) -> Vec<(u32, Vec<u8>)> {
     let fh = *root;
     let s = Sattr3 {
         mode: Some(0o644),
-        atime: rpcrdma_apps::nfs3::types::SetTime::ServerTime,
+        atime: rpcrdma_apps::nfs::types::SetTime::ServerTime,
         ..Sattr3::default()
     };
     let t = Time3 {

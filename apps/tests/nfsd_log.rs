@@ -1,7 +1,7 @@
 //! What `rpcrdma-nfsd` logs per client (docs/observability.md, "Logs"): a granted and a refused
 //! MNT with the client's address and the export, the client's NFS/RDMA connection, and no flood
 //! when a client repeats a refused MNT in a loop. The daemon is the one the binary runs
-//! (`nfs3::daemon`), on the software provider; events are collected by a process-wide
+//! (`nfs::daemon`), on the software provider; events are collected by a process-wide
 //! subscriber ([`Capture`]) at `info`, the daemon's default level.
 
 mod nfsd_common;
@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use nfsd_common::{exports, options, Rig};
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
-use rpcrdma_apps::nfs3::mount::{self, MNT3ERR_ACCES, MNT3ERR_NOENT};
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
+use rpcrdma_apps::nfs::mount::{self, MNT3ERR_ACCES, MNT3ERR_NOENT};
 use rpcrdma_poller::log::{Capture, Captured, BURST};
 use tracing::Level;
 

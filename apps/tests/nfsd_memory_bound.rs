@@ -10,10 +10,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use rpcrdma_apps::nfs3::fs::Store;
-use rpcrdma_apps::nfs3::identity::Cred;
-use rpcrdma_apps::nfs3::memory::{MemoryOptions, MemoryStore};
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::identity::Cred;
+use rpcrdma_apps::nfs::store::memory::{MemoryOptions, MemoryStore};
+use rpcrdma_apps::nfs::store::Store;
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
 
 /// The system allocator, counting live bytes per thread.
 struct Counting;

@@ -15,14 +15,14 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs3::mount::{
+use rpcrdma_apps::nfs::mount::{
     self, decode_mountres3, Export, MountServer, MOUNTPROC3_EXPORT, MOUNTPROC3_MNT, MOUNT_PROG,
     MOUNT_V3,
 };
-use rpcrdma_apps::nfs3::tcp_rpc::{
+use rpcrdma_apps::nfs::rpc_tcp::{
     encode_call_msg, read_record, write_record, ClientAuth, ServerConfig, XdrBuf,
 };
-use rpcrdma_apps::nfs3::types::Fh;
+use rpcrdma_apps::nfs::types::Fh;
 use rpcrdma_engine::rpc::{decode_reply, AcceptStat, ReplyBody};
 
 /// How long a test waits for an effect whose deadline is a few hundred milliseconds.

@@ -9,7 +9,7 @@
 mod nfsd_common;
 
 use nfsd_common::{on_dir, on_memory, status, Rig};
-use rpcrdma_apps::nfs3::types::{
+use rpcrdma_apps::nfs::types::{
     access, CreateHow, Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, Time3,
 };
 
@@ -20,7 +20,7 @@ fn sattr_mode(mode: u32) -> Sattr3 {
     }
 }
 
-fn new_file(r: &Rig, name: &[u8], data: &[u8]) -> rpcrdma_apps::nfs3::types::Fh {
+fn new_file(r: &Rig, name: &[u8], data: &[u8]) -> rpcrdma_apps::nfs::types::Fh {
     let f = r
         .nfs
         .create(&r.root, name, CreateHow::Guarded(Sattr3::default()))
@@ -628,9 +628,9 @@ fn wcc_data(r: &Rig) {
     let w = r
         .nfs
         .with_res(
-            &rpcrdma_apps::nfs3::proto::Args3::Remove { dir: d, name: b"f" },
+            &rpcrdma_apps::nfs::v3::proto::Args3::Remove { dir: d, name: b"f" },
             |res| match res {
-                rpcrdma_apps::nfs3::proto::Res3::Remove(s, w) => (s, w),
+                rpcrdma_apps::nfs::v3::proto::Res3::Remove(s, w) => (s, w),
                 other => panic!("{other:?}"),
             },
         )

@@ -12,9 +12,9 @@ mod nfsd_common;
 use std::collections::HashSet;
 
 use nfsd_common::{on_dir, on_memory, Rig};
-use rpcrdma_apps::nfs3::identity::Cred;
-use rpcrdma_apps::nfs3::proto::{OwnedDirEntry, ReaddirRes};
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Sattr3};
+use rpcrdma_apps::nfs::identity::Cred;
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Sattr3};
+use rpcrdma_apps::nfs::v3::proto::{OwnedDirEntry, ReaddirRes};
 
 const N: usize = 5000;
 

@@ -9,8 +9,8 @@
 mod nfsd_common;
 
 use nfsd_common::{options, scratch_dir, status, Rig};
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions};
-use rpcrdma_apps::nfs3::types::{CreateHow, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
+use rpcrdma_apps::nfs::types::{CreateHow, Nfsstat3, Sattr3, StableHow};
 
 #[test]
 fn accepts_dir_handles_after_a_restart_with_a_new_write_verifier() {

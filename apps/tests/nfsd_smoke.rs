@@ -4,7 +4,7 @@
 mod nfsd_common;
 
 use nfsd_common::Rig;
-use rpcrdma_apps::nfs3::types::{CreateHow, Ftype3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::types::{CreateHow, Ftype3, Sattr3, StableHow};
 
 fn smoke(r: &Rig) {
     let root = r.root;
@@ -73,9 +73,9 @@ fn dir_backend_serves_a_client() {
 /// node's SRQ gauge shows the queue was created (on the first connect through it).
 #[test]
 fn memory_backend_serves_a_client_through_a_shared_receive_queue() {
-    let o = nfsd_common::options(rpcrdma_apps::nfs3::daemon::Backend::Memory);
+    let o = nfsd_common::options(rpcrdma_apps::nfs::daemon::Backend::Memory);
     let r = Rig::with(
-        rpcrdma_apps::nfs3::daemon::DaemonOptions { srq: Some(64), ..o },
+        rpcrdma_apps::nfs::daemon::DaemonOptions { srq: Some(64), ..o },
         None,
     );
     smoke(&r);
@@ -88,9 +88,9 @@ fn memory_backend_serves_a_client_through_a_shared_receive_queue() {
 #[test]
 fn dir_backend_serves_a_client_through_a_shared_receive_queue() {
     let d = nfsd_common::scratch_dir("smoke-srq");
-    let o = nfsd_common::options(rpcrdma_apps::nfs3::daemon::Backend::Dir(d.clone()));
+    let o = nfsd_common::options(rpcrdma_apps::nfs::daemon::Backend::Dir(d.clone()));
     let r = Rig::with(
-        rpcrdma_apps::nfs3::daemon::DaemonOptions { srq: Some(48), ..o },
+        rpcrdma_apps::nfs::daemon::DaemonOptions { srq: Some(48), ..o },
         Some(d),
     );
     smoke(&r);

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nfsd_common::{Rig, Rng};
-use rpcrdma_apps::nfs3::types::{CreateHow, Fh, Sattr3, StableHow};
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Sattr3, StableHow};
 
 const PIECE: usize = 256 * 1024;
 

@@ -130,7 +130,7 @@ fn accepts_metrics_flag() {
 
 #[test]
 fn accepts_nfsd_metrics_port_with_nfs_procedures() {
-    let mut o = nfsd_common::options(rpcrdma_apps::nfs3::daemon::Backend::Memory);
+    let mut o = nfsd_common::options(rpcrdma_apps::nfs::daemon::Backend::Memory);
     o.metrics = Some("127.0.0.1:0".parse().unwrap());
     let mut rig = nfsd_common::Rig::with(o, None);
     let port = rig.daemon.metrics_addr().expect("metrics port");
@@ -164,7 +164,7 @@ fn accepts_nfsd_metrics_port_with_nfs_procedures() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // The NFS counters themselves: calls by procedure, statuses, the reply cache.
-    let forged = rpcrdma_apps::nfs3::types::Fh::new(&[0x5a; 32]).expect("handle");
+    let forged = rpcrdma_apps::nfs::types::Fh::new(&[0x5a; 32]).expect("handle");
     let stale = rig.nfs.getattr(&forged);
     assert!(stale.is_err(), "{stale:?}");
     let f = scrape(port).expect("nfsd metrics port");
@@ -205,4 +205,47 @@ fn accepts_perf_saying_which_metrics_port_it_opened() {
         .and_then(|p| p.parse::<u16>().ok())
         .unwrap_or_else(|| panic!("no port line on stderr: {err}"));
     assert_ne!(port, 0);
+}
+
+#[test]
+fn accepts_nfsd_metrics_port_with_nfs4_state_tables() {
+    use rpcrdma_apps::nfs::v4::{encode_compound_minor, Op};
+    let mut o = nfsd_common::options(rpcrdma_apps::nfs::daemon::Backend::Memory);
+    o.metrics = Some("127.0.0.1:0".parse().unwrap());
+    o.nfs4 = true;
+    let mut rig = nfsd_common::Rig::with(o, None);
+    let port = rig.daemon.metrics_addr().expect("metrics port");
+    // One EXCHANGE_ID: one (unconfirmed) client record.
+    let ops = [Op::ExchangeId {
+        verifier: [1; 8],
+        owner: b"m",
+        flags: 0,
+    }];
+    let e = encode_compound_minor("m", 1, &ops);
+    let c = rig.nfs.rpc();
+    let mut a = c.args().expect("call buffer");
+    a.put(&e.bytes).expect("arguments fit");
+    c.call_blocking(rpcrdma_poller::Proc::new(100_003, 4, 1), a)
+        .expect("COMPOUND");
+    let f = scrape(port).expect("nfsd metrics port");
+    let sample = |fam: &str, label: (&str, &str)| -> f64 {
+        f.iter()
+            .find(|x| x.name == fam)
+            .unwrap_or_else(|| panic!("no family {fam}"))
+            .samples
+            .iter()
+            .filter(|s| s.label(label.0) == Some(label.1))
+            .map(|s| s.value)
+            .sum()
+    };
+    assert_eq!(sample("rpcrdma_nfsd_nfs4_state", ("table", "clients")), 1.0);
+    assert_eq!(
+        sample("rpcrdma_nfsd_nfs4_state", ("table", "sessions")),
+        0.0
+    );
+    assert_eq!(
+        sample("rpcrdma_nfsd_nfs4_events_total", ("event", "slot_replays")),
+        0.0
+    );
+    rig.daemon.stop();
 }

@@ -4,12 +4,13 @@
 
 use std::process::Command;
 
-const BINS: [(&str, &str); 7] = [
+const BINS: [(&str, &str); 8] = [
     ("cost", env!("CARGO_BIN_EXE_cost")),
     ("latency_plot", env!("CARGO_BIN_EXE_latency_plot")),
     ("provider", env!("CARGO_BIN_EXE_provider")),
     ("rings", env!("CARGO_BIN_EXE_rings")),
     ("rpc", env!("CARGO_BIN_EXE_rpc")),
+    ("rpc_processes", env!("CARGO_BIN_EXE_rpc_processes")),
     ("scale", env!("CARGO_BIN_EXE_scale")),
     ("soak", env!("CARGO_BIN_EXE_soak")),
 ];
@@ -40,7 +41,7 @@ fn accepts_help_and_version() {
 
 #[test]
 fn rejects_bad_input_in_two_lines() {
-    let bad: [(&str, &[&str], &str); 10] = [
+    let bad: [(&str, &[&str], &str); 11] = [
         ("cost", &[], "run or analyze"),
         (
             "cost",
@@ -68,6 +69,11 @@ fn rejects_bad_input_in_two_lines() {
             "rpc",
             &["--svg", "/nonexistent/p.svg"],
             "--svg /nonexistent/p.svg",
+        ),
+        (
+            "rpc_processes",
+            &["--iters", "5"],
+            "--iters 5: must be a number in 100..=",
         ),
         (
             "scale",

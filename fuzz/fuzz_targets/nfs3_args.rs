@@ -1,11 +1,11 @@
-//! NFSv3 wire codec (rpcrdma-apps `nfs3::proto`) on arbitrary bytes: the first octet picks the
+//! NFSv3 wire codec (rpcrdma-apps `nfs::v3::proto`) on arbitrary bytes: the first octet picks the
 //! procedure (0..=23, so two unknown numbers are tried too), the rest is fed to the argument,
 //! result and directory-listing decoders. Whatever decodes must re-encode and decode to the
 //! same value (pad octets on the input may be non-zero and trailing octets are ignored, so
 //! values are compared, not bytes).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpcrdma_apps::nfs3::proto;
+use rpcrdma_apps::nfs::v3::proto;
 use rpcrdma_engine::xdr::XdrWriter;
 
 fuzz_target!(|data: &[u8]| {

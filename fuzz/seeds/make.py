@@ -3,7 +3,7 @@
 
 Each seed is built here from the wire layouts the specs give (RFC 8166 XDR for Version One,
 the Version Two draft -02 XDR, RFC 5531 for ONC RPC, RFC 8797 for the private data, RFC 1813
-for NFSv3 arguments, RFC 5044 / RFC 6581 / RFC 5041 / RFC 5040 for the iWARP wire layer), one
+for NFSv3 arguments, RFC 8881 for NFSv4.1 operations, RFC 5044 / RFC 6581 / RFC 5041 / RFC 5040 for the iWARP wire layer), one
 comment per field, so a reader can check a seed against the RFC without the engine. `scripts/fuzz.sh` copies them into fuzz/corpus/<target>/ before a run.
 Rerun after changing a layout: `python3 fuzz/seeds/make.py` (deterministic output).
 """
@@ -339,12 +339,33 @@ REQUESTER = {
     "v2_fallback": script(0x01, v2(1, R2_ERROR, w(1, 1, 1))),
 }
 
+# --- NFSv4.1 operations after a valid SEQUENCE (RFC 8881), nfs41_compound target --------------
+# First octet: the number of operations after SEQUENCE, minus 1 (low five bits); then the
+# operations' nfs_argop4 octets. A first octet with its top bit set makes the rest a whole
+# COMPOUND4args.
+PUTROOTFH = w(24)
+GETFH = w(10)
+NFS41 = {
+    "putroot_getfh_getattr": bytes([2]) + PUTROOTFH + GETFH + w(9, 2, 0x0010011A, 0x00B0A23A),
+    "lookup_missing": bytes([1]) + PUTROOTFH + w(15) + opaque(b"missing"),
+    "open_create_write_read_close": bytes([4]) + PUTROOTFH
+    + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 0, 2, 0, 2) + opaque(w(0o644)) + w(0) + opaque(b"f")
+    + w(38) + w(1, 0, 0, 0) + hyper(0) + w(2) + opaque(b"hello")  # WRITE with the current stateid
+    + w(25) + w(1, 0, 0, 0) + hyper(0) + w(100)  # READ
+    + w(4, 0) + w(1, 0, 0, 0),  # CLOSE
+    "create_dir_readdir": bytes([2]) + PUTROOTFH + w(6, 2) + opaque(b"d") + w(0, 0)
+    + w(26) + hyper(0) + b"\0" * 8 + w(1000, 8000, 1, 0x00100002),
+    "header_minor_2": bytes([0x80]) + opaque(b"tag") + w(2, 1) + PUTROOTFH,
+    "header_exchange_id": bytes([0x80]) + opaque(b"") + w(1, 1, 42) + b"\1" * 8 + opaque(b"x") + w(0, 0, 0),
+}
+
 TARGETS = {
     "v1_header": V1,
     "v2_header": V2,
     "private_data": PRIVATE_DATA,
     "rpc_msg": RPC,
     "nfs3_args": {f"proc{p:02}": bytes([p]) + body for p, body in NFS3.items()},
+    "nfs41_compound": NFS41,
     "conn_responder": RESPONDER,
     "conn_requester": REQUESTER,
     "iwarp_wire": IWARP,

@@ -332,6 +332,7 @@ fn make_room<P: Provider>(seat: &mut Seat<'_, P>, to: &dyn Acceptor<P>, ip: IpAd
         return false;
     };
     crate::log_limited!(
+        peer: &victim.peer;
         INFO,
         peer = %victim.peer,
         idle_ms = victim.idle / 1_000_000,
@@ -357,6 +358,7 @@ fn accept_in<P: Provider>(
         Err(req) => {
             seat.env.stats.verbs_error();
             crate::log_limited!(
+                peer: from;
                 WARN,
                 peer = %from,
                 node = seat.env.index,
@@ -381,6 +383,7 @@ fn refuse<P: Provider>(
     to.count_reject();
     env.stats.rejected(reason);
     crate::log_limited!(
+        peer: req.peer_addr();
         INFO,
         peer = %req.peer_addr(),
         %reason,

@@ -208,6 +208,7 @@ fn log_call_error(server: SocketAddr, error: &conn::CallError) {
         E::ErrVers { .. } | E::ErrChunk | E::RdmaError(_) | E::Rdma2(_) | E::BadReply(_)
     ) {
         crate::log_limited!(
+            peer: server;
             WARN,
             %server,
             ?error,
@@ -349,9 +350,10 @@ impl<P: Provider> ClientConn<P> {
     fn connected(&mut self, env: &mut NodeEnv<P>) {
         let server = self.addr;
         if self.attempts == 0 {
-            crate::log_limited!(INFO, %server, node = env.index, "connected");
+            crate::log_limited!(peer: server; INFO, %server, node = env.index, "connected");
         } else {
             crate::log_limited!(
+                peer: server;
                 INFO,
                 %server,
                 attempts = self.attempts,
@@ -376,12 +378,20 @@ impl<P: Provider> ClientConn<P> {
         let rejected = self.shared.reject().map(|r| r.to_string());
         let rejected = rejected.as_deref().unwrap_or("-");
         if self.state == CState::Connected {
-            crate::log_limited!(WARN, %server, "connection lost");
+            crate::log_limited!(peer: server; WARN, %server, "connection lost");
         } else {
-            crate::log_limited!(WARN, %server, attempt, rejected, "connect attempt failed");
+            crate::log_limited!(
+                peer: server;
+                WARN,
+                %server,
+                attempt,
+                rejected,
+                "connect attempt failed"
+            );
         }
         if attempt >= self.opts.max_reconnects {
             crate::log_limited!(
+                peer: server;
                 WARN,
                 %server,
                 attempts = attempt,
@@ -390,6 +400,7 @@ impl<P: Provider> ClientConn<P> {
             );
         } else {
             crate::log_limited!(
+                peer: server;
                 INFO,
                 %server,
                 in_ms = self.backoff_ns / 1_000_000,

@@ -39,8 +39,8 @@ use crate::memory::local_buf;
 use crate::metrics::latency::{NodeLatency, ServerTimes};
 use crate::node::{job_token, NodeEnv, Round};
 use crate::program::{
-    reply_window, serve_inline, CallTransport, DdpItems, Dispatch, Handler, Programs, Reject,
-    Request, MAX_DDP, SUCCESS_HEADER_LEN,
+    reply_window, serve_inline, serve_on_reactor, CallTransport, DdpItems, Dispatch, Handler,
+    Programs, Reject, Request, MAX_DDP, SUCCESS_HEADER_LEN,
 };
 use crate::session::BackChannel;
 use crate::worker::{Job, NodeLinks, RawSlice, ServeJob, Served};
@@ -425,8 +425,28 @@ impl Dispatcher {
                 if self.dir == Direction::Forward {
                     io.stats.call_chunks(&transport, inc.write_chunks);
                 }
-                match (site.mode, io.links.as_deref_mut()) {
-                    (CallbackMode::Worker, Some(l)) => {
+                let req = Request {
+                    xid: inc.xid,
+                    prog: h.prog,
+                    vers: h.vers,
+                    proc_num: h.proc_num,
+                    cred: h.cred,
+                    args,
+                    write_chunks: &inc.write_capacity[..nw],
+                    transport,
+                    back: site.back,
+                };
+                let links = match site.mode {
+                    CallbackMode::Worker => io.links.as_deref_mut(),
+                    _ => None,
+                };
+                match links.map(|l| (serve_on_reactor(&**handler, &req, &mut reply, window), l)) {
+                    None => {
+                        let (r, ddp) = serve_inline(&**handler, &req, &mut reply, window);
+                        Decision::Done(r, ddp)
+                    }
+                    Some((Some((r, ddp)), _)) => Decision::Done(r, ddp),
+                    Some((None, l)) => {
                         let mut caps = [0u32; MAX_DDP];
                         caps[..nw].copy_from_slice(&inc.write_capacity[..nw]);
                         let job = Job::Serve(ServeJob {
@@ -455,21 +475,6 @@ impl Dispatcher {
                             io.env.stats.worker_ring_full();
                         }
                         return true;
-                    }
-                    _ => {
-                        let req = Request {
-                            xid: inc.xid,
-                            prog: h.prog,
-                            vers: h.vers,
-                            proc_num: h.proc_num,
-                            cred: h.cred,
-                            args,
-                            write_chunks: &inc.write_capacity[..nw],
-                            transport,
-                            back: site.back,
-                        };
-                        let (r, ddp) = serve_inline(&**handler, &req, &mut reply, window);
-                        Decision::Done(r, ddp)
                     }
                 }
             }

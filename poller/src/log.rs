@@ -10,10 +10,17 @@
 //!
 //! Recovery: an event a remote peer can trigger as often as it likes (a refused connect, a
 //! violation, a connection opened and closed in a loop) goes through [`log_limited!`](crate::log_limited): at most
-//! [`BURST`] events a second per call site reach the subscriber; the rest are dropped and
-//! counted, and the next event that passes carries their number in a `suppressed` field. A
-//! client can so cost the log at most [`BURST`] lines a second per call site, whatever it does.
+//! [`BURST`] events a second per call site and per peer address reach the subscriber; the rest
+//! are dropped and counted, and the next event of that peer that passes carries their number in
+//! a `suppressed` field. A client can so cost the log at most [`BURST`] lines a second per call
+//! site, whatever it does, and cannot use up the lines another peer's events need: each call
+//! site keeps [`PEER_SLOTS`] budgets, and a peer's address picks one through a hash keyed at
+//! random when the process starts (a peer cannot choose addresses that share a budget with a
+//! given other one, beyond chance: 1 in [`PEER_SLOTS`]). A site reaches the subscriber at most
+//! [`PEER_SLOTS`] × [`BURST`] times a second in all.
 
+use std::hash::{BuildHasher, Hash};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -80,6 +87,75 @@ impl Limit {
     }
 }
 
+/// Budgets of one call site of [`log_limited!`](crate::log_limited) with a peer: this many
+/// [`Limit`]s, one picked per peer address.
+pub const PEER_SLOTS: usize = 16;
+
+/// The rate limits of one call site whose events a peer causes: [`PEER_SLOTS`] budgets of
+/// [`BURST`] events a second, the peer's address (not its port: a peer opens connections from
+/// as many ports as it likes) choosing one by a keyed hash.
+#[derive(Debug)]
+pub struct PeerLimit {
+    slots: [Limit; PEER_SLOTS],
+}
+
+impl Default for PeerLimit {
+    fn default() -> Self {
+        PeerLimit::new()
+    }
+}
+
+impl PeerLimit {
+    /// Budgets with nothing passed yet.
+    pub const fn new() -> PeerLimit {
+        PeerLimit {
+            slots: [const { Limit::new() }; PEER_SLOTS],
+        }
+    }
+
+    /// [`Limit::take`] on the budget of `peer`.
+    pub fn take(&self, peer: impl Peer) -> Option<u64> {
+        self.take_at(peer, now_secs())
+    }
+
+    /// [`PeerLimit::take`] at second `sec` of the limit's clock.
+    pub fn take_at(&self, peer: impl Peer, sec: u32) -> Option<u64> {
+        self.slots[slot_of(peer.address())].take_at(sec)
+    }
+}
+
+/// What identifies the peer an event is about: its IP address.
+pub trait Peer {
+    /// The peer's address.
+    fn address(&self) -> IpAddr;
+}
+
+impl Peer for IpAddr {
+    fn address(&self) -> IpAddr {
+        *self
+    }
+}
+
+impl Peer for SocketAddr {
+    fn address(&self) -> IpAddr {
+        self.ip()
+    }
+}
+
+impl<T: Peer + ?Sized> Peer for &T {
+    fn address(&self) -> IpAddr {
+        (**self).address()
+    }
+}
+
+/// The budget of `ip`: a hash keyed once per process (std's random `RandomState`).
+fn slot_of(ip: IpAddr) -> usize {
+    static KEY: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    let mut h = KEY.get_or_init(Default::default).build_hasher();
+    ip.hash(&mut h);
+    (std::hash::Hasher::finish(&h) % PEER_SLOTS as u64) as usize
+}
+
 /// Whole seconds since the first call in the process (a monotonic clock).
 fn now_secs() -> u32 {
     static START: OnceLock<Instant> = OnceLock::new();
@@ -91,23 +167,43 @@ fn now_secs() -> u32 {
 /// dropped before it, their number is in its field `suppressed`. The rest of the arguments are those
 /// of `tracing::event!` after the level (fields, then the message). The limit is consulted
 /// only when the level is enabled for the call site's module.
+///
+/// `log_limited!(peer: ADDR; LEVEL, ...)` is the form for events a remote peer causes: `ADDR`
+/// (an `IpAddr` or a `SocketAddr`, see [`Peer`](crate::log::Peer)) picks the budget, so the
+/// limit holds per call site and per peer address ([`PeerLimit`](crate::log::PeerLimit)). The
+/// address is not logged by this form: name it in the fields as the event wants it.
 #[macro_export]
 macro_rules! log_limited {
+    (peer: $peer:expr; $lvl:ident, $($arg:tt)+) => {{
+        static LIMIT: $crate::log::PeerLimit = $crate::log::PeerLimit::new();
+        if $crate::log::__tracing::enabled!($crate::log::__tracing::Level::$lvl) {
+            $crate::__log_passed!(LIMIT.take($peer), $lvl, $($arg)+);
+        }
+    }};
     ($lvl:ident, $($arg:tt)+) => {{
         static LIMIT: $crate::log::Limit = $crate::log::Limit::new();
         if $crate::log::__tracing::enabled!($crate::log::__tracing::Level::$lvl) {
-            match LIMIT.take() {
-                Some(0) => $crate::log::__tracing::event!(
-                    $crate::log::__tracing::Level::$lvl,
-                    $($arg)+
-                ),
-                Some(suppressed) => $crate::log::__tracing::event!(
-                    $crate::log::__tracing::Level::$lvl,
-                    suppressed,
-                    $($arg)+
-                ),
-                None => {}
-            }
+            $crate::__log_passed!(LIMIT.take(), $lvl, $($arg)+);
+        }
+    }};
+}
+
+/// The event of [`log_limited!`](crate::log_limited) once its limit answered `$taken`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __log_passed {
+    ($taken:expr, $lvl:ident, $($arg:tt)+) => {{
+        match $taken {
+            Some(0) => $crate::log::__tracing::event!(
+                $crate::log::__tracing::Level::$lvl,
+                $($arg)+
+            ),
+            Some(suppressed) => $crate::log::__tracing::event!(
+                $crate::log::__tracing::Level::$lvl,
+                suppressed,
+                $($arg)+
+            ),
+            None => {}
         }
     }};
 }
@@ -262,6 +358,78 @@ mod tests {
             "the first of second 8 says two were dropped"
         );
         assert_eq!(l.take_at(8), Some(0));
+    }
+
+    /// An address whose budget is not that of `of`.
+    fn other_slot_than(of: IpAddr) -> IpAddr {
+        (1..=255u8)
+            .map(|i| IpAddr::from([10, 0, 1, i]))
+            .find(|&ip| slot_of(ip) != slot_of(of))
+            .expect("16 slots: some of 255 addresses fall elsewhere")
+    }
+
+    #[test]
+    fn rejects_one_peers_flood_using_up_another_peers_budget() {
+        let l = PeerLimit::new();
+        let hostile: IpAddr = [10, 0, 0, 66].into();
+        let honest = other_slot_than(hostile);
+        for port in 0..(BURST as u16 * 5) {
+            // Any port of the hostile address: the budget is the address's.
+            let _ = l.take_at(SocketAddr::new(hostile, 1000 + port), 3);
+        }
+        assert_eq!(
+            l.take_at(hostile, 3),
+            None,
+            "the flood used its own budget up"
+        );
+        for i in 0..BURST {
+            assert_eq!(
+                l.take_at(honest, 3),
+                Some(0),
+                "honest event {i} of second 3"
+            );
+        }
+        assert_eq!(
+            l.take_at(honest, 3),
+            None,
+            "the honest peer has its own BURST"
+        );
+        assert_eq!(
+            l.take_at(hostile, 4),
+            Some(BURST as u64 * 4 + 1),
+            "the hostile peer's next second says how many of its events were dropped"
+        );
+    }
+
+    #[test]
+    fn accepts_another_peers_event_through_the_macro_during_a_flood() {
+        let cap = Capture::new(tracing::Level::INFO);
+        let hostile: IpAddr = [192, 0, 2, 1].into();
+        let honest = other_slot_than(hostile);
+        tracing::subscriber::with_default(cap.clone(), || {
+            for (i, peer) in std::iter::repeat(hostile)
+                .take(BURST as usize * 3)
+                .chain([honest])
+                .enumerate()
+            {
+                crate::log_limited!(peer: peer; WARN, %peer, i, "violation");
+            }
+        });
+        let ev = cap.events();
+        let from = |ip: IpAddr| {
+            ev.iter()
+                .filter(|e| e.field("peer") == Some(&ip.to_string()))
+                .count()
+        };
+        assert!(
+            from(hostile) < BURST as usize * 3,
+            "the flood was limited: {ev:?}"
+        );
+        assert_eq!(
+            from(honest),
+            1,
+            "the honest peer's one event passed: {ev:?}"
+        );
     }
 
     #[test]

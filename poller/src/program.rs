@@ -71,6 +71,25 @@ pub(crate) fn serve_inline(
     (r, ddp)
 }
 
+/// Worker mode: offers the call to `handler` on the reactor ([`Handler::handle_on_reactor`]);
+/// `None` when it declined (the call goes to a worker, `reply` untouched), else as
+/// [`serve_inline`].
+pub(crate) fn serve_on_reactor(
+    handler: &dyn Handler,
+    req: &Request<'_>,
+    reply: &mut [u8],
+    limit: usize,
+) -> Option<(Result<usize, Reject>, DdpItems)> {
+    let mut ddp = DdpItems::new();
+    let r = {
+        let out = reply.get_mut(SUCCESS_HEADER_LEN..).unwrap_or_default();
+        let mut b = ReplyBuilder::new(out, SUCCESS_HEADER_LEN as u32, &mut ddp)
+            .with_window(limit.saturating_sub(SUCCESS_HEADER_LEN));
+        handler.handle_on_reactor(req, &mut b)?.map(|()| b.len())
+    };
+    Some((r, ddp))
+}
+
 /// The largest RPC reply (header and inline results) a call can be answered with: the inline
 /// threshold `inline_send`, or the Reply chunk the client offered when that is larger. The
 /// [`ReplyBuilder::space`] offers no space beyond it, which bounds what it zeroes.
@@ -83,6 +102,18 @@ pub(crate) fn reply_window(inline_send: u32, reply_chunk: Option<u32>) -> usize 
 pub trait Handler: Send + Sync + 'static {
     /// Serves one call: decode `req.args`, write the results into `reply`.
     fn handle(&self, req: &Request<'_>, reply: &mut ReplyBuilder<'_>) -> Result<(), Reject>;
+
+    /// Worker mode: serves the call on the reactor when the handler can answer it at once
+    /// without blocking (`Some`, as [`Handler::handle`] would), saving the hand-off to a
+    /// worker and back; `None` sends it to a worker, and then `reply` must be left unwritten.
+    /// The default declines every call.
+    fn handle_on_reactor(
+        &self,
+        _req: &Request<'_>,
+        _reply: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        None
+    }
 }
 
 impl<F> Handler for F

@@ -321,6 +321,7 @@ impl<P: Provider> ServerConn<P> {
         shared.accepted.fetch_add(1, Ordering::Relaxed);
         env.stats.established();
         crate::log_limited!(
+            peer: peer;
             INFO,
             %peer,
             conn = r.id(),
@@ -447,12 +448,13 @@ impl<P: Provider> ServerConn<P> {
         let reason = match (self.cut_off, kick, idle) {
             (true, _, _) => {
                 crate::log_limited!(
+                    peer: &self.peer;
                     WARN,
                     peer = %self.peer,
                     conn = self.conn_id,
                     node,
                     "credit violation: the peer held more shared receives than its grant \
-                     (RFC 8166 §3.3.1); connection cut off"
+                    (RFC 8166 §3.3.1); connection cut off"
                 );
                 "credit violation"
             }
@@ -463,6 +465,7 @@ impl<P: Provider> ServerConn<P> {
             _ => "disconnected or failed",
         };
         crate::log_limited!(
+            peer: &self.peer;
             INFO,
             peer = %self.peer,
             conn = self.conn_id,

@@ -1,4 +1,5 @@
-//! End to end over the soft provider: one server, one client, inline mode; NULL, a handler,
+//! End to end over the soft provider: one server, one client, inline mode (and worker mode with
+//! calls a handler answers on the reactor); NULL, a handler,
 //! RFC 5531 errors.
 
 mod api_common;
@@ -89,5 +90,55 @@ fn rejects_calls_when_reconnects_are_exhausted() {
         .call(Proc::new(PROG, 2, 0), client.args().unwrap(), |_| {})
         .unwrap_err();
     assert_eq!(e.error, ClientError::ReconnectFailed);
+    w.stop();
+}
+
+/// Worker mode with a handler that answers even arguments on the reactor and hands odd ones to
+/// a worker; each reply says which thread kind ran it (1: a worker thread).
+struct Split;
+
+impl rpcrdma_poller::Handler for Split {
+    fn handle(
+        &self,
+        _req: &rpcrdma_poller::Request<'_>,
+        out: &mut rpcrdma_poller::ReplyBuilder<'_>,
+    ) -> Result<(), rpcrdma_poller::Reject> {
+        let worker = std::thread::current()
+            .name()
+            .is_some_and(|n| n.contains("worker"));
+        out.put_u32(u32::from(worker))
+            .map_err(|_| rpcrdma_poller::Reject::SystemErr)
+    }
+
+    fn handle_on_reactor(
+        &self,
+        req: &rpcrdma_poller::Request<'_>,
+        out: &mut rpcrdma_poller::ReplyBuilder<'_>,
+    ) -> Option<Result<(), rpcrdma_poller::Reject>> {
+        let even = req.args.get(..4).is_some_and(|a| a[3] % 2 == 0);
+        even.then(|| self.handle(req, out))
+    }
+}
+
+#[test]
+fn accepts_calls_answered_on_the_reactor_in_worker_mode() {
+    let w = World::new(1);
+    let prog = rpcrdma_poller::Program::new(PROG, 2..=3).procedure(ECHO, Split);
+    let _server = Server::builder()
+        .program(prog)
+        .mode(CallbackMode::Worker)
+        .start(&w.server_ep, w.addr)
+        .expect("server");
+    let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
+    assert!(client.wait_connected(Duration::from_secs(5)), "connect");
+    for n in 0..8u32 {
+        let mut a = client.args().unwrap();
+        a.put_u32(n).unwrap();
+        let r = client
+            .call_blocking(Proc::new(PROG, 3, ECHO), a)
+            .expect("call");
+        let on_worker = u32::from(n % 2 == 1);
+        assert_eq!(r.results(), &on_worker.to_be_bytes(), "argument {n}");
+    }
     w.stop();
 }

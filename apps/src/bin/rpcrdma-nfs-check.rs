@@ -48,7 +48,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs4;
+use rpcrdma_apps::nfs::v4 as nfs4;
 use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
 use rpcrdma_engine::verbs::Device;
 use rpcrdma_poller::{

@@ -1,6 +1,6 @@
 //! `rpcrdma-nfs3-compare`: sends one sequence of NFSv3 calls to two servers over RPC-over-RDMA
 //! (a reference, the Linux kernel nfsd, and a subject, rpcrdma-nfsd) and compares what their
-//! replies carry (`rpcrdma_apps::nfs3::cachecheck`): the optional parts present, the weak cache
+//! replies carry (`rpcrdma_apps::nfs::v3::cachecheck`): the optional parts present, the weak cache
 //! consistency data, times, file ids, fsid, link counts, handles, the READDIRPLUS entries.
 //!
 //! Normal operation: each server's export root comes from its MOUNT service (TCP); the calls
@@ -18,9 +18,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use rpcrdma_apps::cli::{self, ArgCursor};
-use rpcrdma_apps::nfs3::cachecheck::{self, Fact};
-use rpcrdma_apps::nfs3::client::NfsClient;
-use rpcrdma_apps::nfs3::mount;
+use rpcrdma_apps::nfs::mount;
+use rpcrdma_apps::nfs::v3::cachecheck::{self, Fact};
+use rpcrdma_apps::nfs::v3::client::NfsClient;
 use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
 use rpcrdma_poller::{
     AuthSysCred, BackoffMode, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
@@ -122,7 +122,7 @@ fn connect(
     set: &ReactorSet,
     a: &Args,
     s: &Server,
-) -> Result<(Endpoint<Rdma>, NfsClient, rpcrdma_apps::nfs3::types::Fh), String> {
+) -> Result<(Endpoint<Rdma>, NfsClient, rpcrdma_apps::nfs::types::Fh), String> {
     let (Some(nfs), Some(m)) = (s.nfs, s.mount) else {
         return Err("no address".into());
     };

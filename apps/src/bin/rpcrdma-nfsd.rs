@@ -1,7 +1,7 @@
 //! `rpcrdma-nfsd`: an NFSv3 server over RPC-over-RDMA (RFC 8166 / RFC 8267) with MOUNT v3 over
 //! TCP, for the Linux kernel NFS client (`mount -t nfs -o vers=3,proto=rdma`). docs/nfs-server.md.
 //!
-//! Normal operation: starts the daemon ([`rpcrdma_apps::nfs3::daemon`]) on the RDMA device
+//! Normal operation: starts the daemon ([`rpcrdma_apps::nfs::daemon`]) on the RDMA device
 //! that owns `--bind`, prints `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND`,
 //! then waits: SIGUSR1 (or `--stats-interval`) prints the counters as `nfsd-stat NAME VALUE`
 //! lines; SIGHUP reads the `--exports` file again and serves the new list without dropping a
@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rpcrdma_apps::cli;
-use rpcrdma_apps::nfs3::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
-use rpcrdma_apps::nfs3::exports::Exports;
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
+use rpcrdma_apps::nfs::exports::Exports;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static DUMP: AtomicBool = AtomicBool::new(false);
@@ -97,7 +97,11 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           limit is raised toward what this needs), 16..=16777216 [8192]
   --drop-every N          drop the connection instead of answering every Nth
                           non-idempotent call (fault injection) [0: never]
+  --getattr-in-worker     dir backends: GETATTR always goes to a worker thread [off:
+                          a GETATTR whose descriptor is open is answered on the reactor]
   --no-rpcbind            do not register with rpcbind
+  --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
+                          port; not yet proven against the kernel client [off]
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
                           [0: on SIGUSR1 and at exit]
@@ -132,7 +136,14 @@ const VALUE_OPTIONS: [&str; 20] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 4] = ["no-mount", "pin", "no-rpcbind", "no-hugepages"];
+const FLAG_OPTIONS: [&str; 6] = [
+    "no-mount",
+    "pin",
+    "no-rpcbind",
+    "no-hugepages",
+    "nfs4",
+    "getattr-in-worker",
+];
 
 struct Cli {
     opts: DaemonOptions,
@@ -280,7 +291,9 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--dir-cache" => o.dir_cache = num(a, &c.value(a)?, 16, 1 << 24)?,
             "--drop-every" => o.drop_every = num(a, &c.value(a)?, 0, u64::MAX)?,
             "--no-rpcbind" => o.rpcbind = false,
+            "--getattr-in-worker" => o.getattr_on_reactor = false,
             "--no-hugepages" => o.hugepages = false,
+            "--nfs4" => o.nfs4 = true,
             "--stats-interval" => stats_interval = num(a, &c.value(a)?, 0, 86_400)?,
             "--metrics" => {
                 let v = c.value(a)?;
@@ -343,7 +356,7 @@ fn check_handle_key(path: Option<&std::path::Path>) -> Result<(), String> {
         return Ok(());
     };
     if p.exists() {
-        return rpcrdma_apps::nfs3::handle_mac::HandleKey::load_or_create(p)
+        return rpcrdma_apps::nfs::handle_mac::HandleKey::load_or_create(p)
             .map(|_| ())
             .map_err(|e| format!("--handle-key {}: {e}", p.display()));
     }
@@ -380,7 +393,7 @@ fn run_rdma(cli: &Cli) -> Result<(), String> {
     use rpcrdma_engine::verbs::rdma::Rdma;
     let dev = rpcrdma_apps::perf::rdma_dev::open(cli.opts.nfs.ip(), None, None)
         .map_err(|e| format!("opening the RDMA device of {}: {e}", cli.opts.nfs.ip()))?;
-    let mut d = rpcrdma_apps::nfs3::daemon::Daemon::<Rdma>::start(dev, &cli.opts)?;
+    let mut d = rpcrdma_apps::nfs::daemon::Daemon::<Rdma>::start(dev, &cli.opts)?;
     serve(cli, &mut d)
 }
 
@@ -395,10 +408,7 @@ fn run_rdma(_: &Cli) -> Result<(), String> {
 
 /// SIGHUP: the `--exports` file again.
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
-fn reload<P: rpcrdma_engine::verbs::Provider>(
-    cli: &Cli,
-    d: &rpcrdma_apps::nfs3::daemon::Daemon<P>,
-) {
+fn reload<P: rpcrdma_engine::verbs::Provider>(cli: &Cli, d: &rpcrdma_apps::nfs::daemon::Daemon<P>) {
     let Some(f) = &cli.exports_file else {
         println!("rpcrdma-nfsd: SIGHUP: no --exports file to reload");
         return;
@@ -412,7 +422,7 @@ fn reload<P: rpcrdma_engine::verbs::Provider>(
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn serve<P: rpcrdma_engine::verbs::Provider>(
     cli: &Cli,
-    d: &mut rpcrdma_apps::nfs3::daemon::Daemon<P>,
+    d: &mut rpcrdma_apps::nfs::daemon::Daemon<P>,
 ) -> Result<(), String> {
     let mount = d
         .mount_addr()

@@ -5,24 +5,24 @@
 //! Client/Server API, see `rpcrdma_apps::perf::rpc` and `rpcrdma_apps::perf::rpc_cli`); a copy or link named `rpcrdma_<test>`
 //! runs that test directly.
 //! With the soft provider (default) the server and the client run in this process on two
-//! pinned threads; with `--provider rdma` (feature `rdma`) the server is started without an
-//! address and the client with the server's address, as with perftest. See `docs/apps.md`.
+//! pinned threads; with `--provider iwarp` (RDMAP/DDP/MPA over TCP, no RDMA hardware or kernel
+//! module) or `--provider rdma` (feature `rdma`) the server is started without an address and
+//! the client with the server's address, as with perftest. See `docs/apps.md`.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
-use rpcrdma_apps::cli;
+use rpcrdma_apps::cli::{self, AppProvider, Devices, ProviderJob, ProviderKind};
 use rpcrdma_apps::pcap::Mtu;
-use rpcrdma_apps::perf::args::{self, PerfArgs, ProviderKind};
+use rpcrdma_apps::perf::args::{self, PerfArgs};
 use rpcrdma_apps::perf::printer::{self, VerbsPrinter};
 use rpcrdma_apps::perf::report::{self, BannerInfo, RESULT_LINE};
 use rpcrdma_apps::perf::rpc::RpcTest;
 use rpcrdma_apps::perf::rpc_cli;
 use rpcrdma_apps::perf::verbs_loops;
 use rpcrdma_apps::perf::{Config, PerfError, Test};
-use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_engine::verbs::{Device, Provider};
 
 /// The tests, for messages.
@@ -98,7 +98,7 @@ fn role(a: &PerfArgs) -> Result<Role, String> {
             };
             Ok(Role::Loopback { server, client })
         }
-        ProviderKind::Rdma => match (&a.server, a.loopback) {
+        ProviderKind::Iwarp | ProviderKind::Rdma => match (&a.server, a.loopback) {
             (Some(h), true) => {
                 let ip = resolve(h, a.port)?.ip();
                 Ok(Role::Loopback {
@@ -106,6 +106,11 @@ fn role(a: &PerfArgs) -> Result<Role, String> {
                     client: ip,
                 })
             }
+            // TCP on the loopback interface needs no device address.
+            (None, true) if a.provider == ProviderKind::Iwarp => Ok(Role::Loopback {
+                server: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                client: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            }),
             (None, true) => Err("--loopback with the rdma provider needs the device's IP \
                                  address as the server address"
                 .into()),
@@ -185,7 +190,36 @@ fn run_with<P: Provider>(
     Ok(())
 }
 
-fn run(a: &PerfArgs) -> Result<(), String> {
+/// The run on the provider [`cli::dispatch`] picks.
+struct VerbsRun<'a> {
+    cfg: &'a Config,
+    a: &'a PerfArgs,
+    role: &'a Role,
+    mtu: Mtu,
+    printer: &'a mut VerbsPrinter,
+}
+
+impl ProviderJob for VerbsRun<'_> {
+    type Output = Result<(), PerfError>;
+
+    fn run<P: AppProvider>(self, d: &Devices<'_>) -> Result<(), PerfError> {
+        let peer = match self.role {
+            Role::Client { server } => Some(*server),
+            _ => None,
+        };
+        let trace = match d.fabric() {
+            Some(f) => printer::start_pcap(f, self.a.pcap.as_deref(), self.mtu)
+                .map_err(PerfError::Config)?,
+            None => None,
+        };
+        let open = |ip: IpAddr| d.open::<P>(ip, peer).map_err(PerfError::Config);
+        let r = run_with::<P>(self.cfg, self.a, self.role, &open, self.printer);
+        printer::finish_pcap(trace, self.a.pcap.as_deref());
+        r
+    }
+}
+
+fn run(prog: &str, a: &PerfArgs) -> Result<(), String> {
     let mut cfg = a.config();
     cfg.progress = true;
     let role = role(a)?;
@@ -193,13 +227,8 @@ fn run(a: &PerfArgs) -> Result<(), String> {
     if a.pcap.is_some() && a.provider != ProviderKind::Soft {
         return Err("--pcap needs the soft provider (it exports the soft fabric's trace)".into());
     }
-    if a.provider == ProviderKind::Rdma {
-        rdma_available()?;
-    }
-    let provider_name = match a.provider {
-        ProviderKind::Soft => SoftProvider::NAME,
-        ProviderKind::Rdma => "rdma",
-    };
+    a.provider.available(prog)?;
+    let provider_name = a.provider.name();
     let memory = if a.hugepages {
         "mempool region, 2 MiB hugepages (fallback: normal pages, with a warning)"
     } else {
@@ -223,18 +252,14 @@ fn run(a: &PerfArgs) -> Result<(), String> {
     print!("{}", report::banner(&banner));
     let _ = io::stdout().flush();
     let mut printer = VerbsPrinter::new(cfg.unit, a.hist_log.is_some());
-    let outcome = match a.provider {
-        ProviderKind::Soft => {
-            let fabric = SoftFabric::new();
-            let trace = printer::start_pcap(&fabric, a.pcap.as_deref(), mtu)?;
-            let open = |ip: IpAddr| Ok(fabric.open(ip));
-            let r = run_with::<SoftProvider>(&cfg, a, &role, &open, &mut printer);
-            printer::finish_pcap(trace, a.pcap.as_deref());
-            r
-        }
-        ProviderKind::Rdma => run_rdma(&cfg, a, &role, &mut printer),
+    let job = VerbsRun {
+        cfg: &cfg,
+        a,
+        role: &role,
+        mtu,
+        printer: &mut printer,
     };
-    if let Err(e) = outcome {
+    if let Err(e) = cli::dispatch(a.provider, a.device.as_deref(), prog, job)? {
         return Err(format!("{e}"));
     }
     print!("{RESULT_LINE}");
@@ -247,43 +272,6 @@ fn run(a: &PerfArgs) -> Result<(), String> {
         printer.write_hist_log(p, a.test)?;
     }
     Ok(())
-}
-
-/// Whether this build can run the rdma provider.
-fn rdma_available() -> Result<(), String> {
-    if cfg!(feature = "rdma") {
-        Ok(())
-    } else {
-        Err("this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into())
-    }
-}
-
-#[cfg(feature = "rdma")]
-fn run_rdma(
-    cfg: &Config,
-    a: &PerfArgs,
-    role: &Role,
-    printer: &mut VerbsPrinter,
-) -> Result<(), PerfError> {
-    use rpcrdma_engine::verbs::rdma::Rdma;
-    let peer = match role {
-        Role::Client { server } => Some(*server),
-        _ => None,
-    };
-    let open = |ip: IpAddr| rpcrdma_apps::perf::rdma_dev::open(ip, peer, a.device.as_deref());
-    run_with::<Rdma>(cfg, a, role, &open, printer)
-}
-
-#[cfg(not(feature = "rdma"))]
-fn run_rdma(
-    _cfg: &Config,
-    _a: &PerfArgs,
-    _role: &Role,
-    _printer: &mut VerbsPrinter,
-) -> Result<(), PerfError> {
-    Err(PerfError::Config(
-        "this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into(),
-    ))
 }
 
 fn main() -> ExitCode {
@@ -332,7 +320,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage(&e),
     };
-    match run(&a) {
+    match run(&prog, &a) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!(" {prog} {test}: {e}");

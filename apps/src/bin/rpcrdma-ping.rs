@@ -13,8 +13,8 @@
 //! than the inline threshold travels as a long call: RDMA_NOMSG with a Position-Zero Read
 //! chunk); `--reply-chunk` sizes the reply buffers above the inline threshold, so the client
 //! offers a Reply chunk with every call. The shapes the negotiated values imply are printed
-//! before the calls. `--loopback` (soft provider) starts an in-process server that registers
-//! the program and version first.
+//! before the calls. `--loopback` starts an in-process server that registers the program and
+//! version first. `--provider` (soft, iwarp or rdma) is dispatched by [`cli::dispatch`].
 //!
 //! Recovery: no server (rejected, unreachable, no answer within `-t`) ends the run with a
 //! message and exit status 1, as does any call that fails (PROG_UNAVAIL, PROG_MISMATCH, a
@@ -29,11 +29,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use rpcrdma_apps::cli::{self, AppProvider, Devices, ProviderJob};
 use rpcrdma_engine::proto::chunks::{ChunkLimits, SEGMENT_LEN};
 use rpcrdma_engine::proto::private_data::{self, Negotiated, PrivateData};
 use rpcrdma_engine::proto::v1::{self, Body};
 use rpcrdma_engine::rpc::AcceptStat;
-use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider, TraceEvent, TraceOp};
+use rpcrdma_engine::verbs::soft::{SoftFabric, TraceEvent, TraceOp};
 use rpcrdma_engine::verbs::{
     CmEventKind, Device, Provider, QpInit, QpOptions, QueuePair, REJECT_NO_LISTENER,
 };
@@ -648,8 +649,44 @@ impl Stats {
 // Providers
 // ---------------------------------------------------------------------------------------------
 
-fn run_soft(a: &Args, target: SocketAddr) -> Result<bool, String> {
-    let fabric = SoftFabric::new();
+/// The ping on the provider [`cli::dispatch`] picks.
+struct Ping<'a> {
+    a: &'a Args,
+    target: SocketAddr,
+}
+
+impl ProviderJob for Ping<'_> {
+    type Output = Result<bool, String>;
+
+    fn run<P: AppProvider>(self, d: &Devices<'_>) -> Result<bool, String> {
+        let (a, target) = (self.a, self.target);
+        if let Some(fabric) = d.fabric() {
+            return run_soft::<P>(a, target, d, fabric);
+        }
+        // Unspecified: the device of the source address towards the target (rdma), any
+        // address (iwarp).
+        let local = match a.bind {
+            Some(ip) => ip,
+            None if a.loopback => target.ip(),
+            None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        };
+        let cdev = d.open::<P>(local, Some(target))?;
+        let sdev = if a.loopback {
+            Some(d.open::<P>(target.ip(), None)?)
+        } else {
+            None
+        };
+        run::<P>(a, target, cdev, sdev, None)
+    }
+}
+
+/// The soft provider's ping: both sides on `fabric`, whose trace shows the wire.
+fn run_soft<P: AppProvider>(
+    a: &Args,
+    target: SocketAddr,
+    d: &Devices<'_>,
+    fabric: &SoftFabric,
+) -> Result<bool, String> {
     let seen = Arc::new(Seen::default());
     let s2 = Arc::clone(&seen);
     let server_ip = target.ip();
@@ -659,44 +696,13 @@ fn run_soft(a: &Args, target: SocketAddr) -> Result<bool, String> {
     } else {
         IpAddr::V4(SOFT_CLIENT_IP)
     };
-    let cdev = fabric.open(client_ip);
-    let sdev = a.loopback.then(|| fabric.open(target.ip()));
-    run::<SoftProvider>(a, target, cdev, sdev, Some(&seen))
-}
-
-#[cfg(feature = "rdma")]
-fn run_rdma(a: &Args, target: SocketAddr) -> Result<bool, String> {
-    use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
-    let local = match a.bind {
-        Some(ip) => ip,
-        None if a.loopback => target.ip(),
-        None => {
-            // The source address the kernel picks towards the target (nothing is sent).
-            let any: SocketAddr = if target.is_ipv4() {
-                (Ipv4Addr::UNSPECIFIED, 0).into()
-            } else {
-                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-            };
-            let s = std::net::UdpSocket::bind(any).map_err(|e| e.to_string())?;
-            s.connect(target).map_err(|e| e.to_string())?;
-            s.local_addr().map_err(|e| e.to_string())?.ip()
-        }
-    };
-    let open = |ip: IpAddr| {
-        RdmaDevice::open(ip).map_err(|e| format!("no RDMA device owns {ip} ({e}); use --bind"))
-    };
-    let cdev = open(local)?;
+    let cdev = d.open::<P>(client_ip, None)?;
     let sdev = if a.loopback {
-        Some(open(target.ip())?)
+        Some(d.open::<P>(target.ip(), None)?)
     } else {
         None
     };
-    run::<Rdma>(a, target, cdev, sdev, None)
-}
-
-#[cfg(not(feature = "rdma"))]
-fn run_rdma(_a: &Args, _target: SocketAddr) -> Result<bool, String> {
-    Err("this rpcrdma-ping was built without the `rdma` feature; use --provider soft".into())
+    run::<P>(a, target, cdev, sdev, Some(&seen))
 }
 
 fn main() -> ExitCode {
@@ -722,6 +728,7 @@ fn main() -> ExitCode {
     };
     let default_host = match (a.provider, a.loopback) {
         (ProviderKind::Soft, true) => SOFT_SERVER_IP.to_string(),
+        (ProviderKind::Iwarp, true) => Ipv4Addr::LOCALHOST.to_string(),
         _ => String::new(),
     };
     let host = a.host.clone().unwrap_or(default_host);
@@ -738,16 +745,13 @@ fn main() -> ExitCode {
     }
     if a.persistent_stags {
         eprintln!(
-            "{prog}: --persistent-stags: on a device without type-2 memory windows (siw) the \
+            "{prog}: --persistent-stags: on a device without type-2 memory windows (siw, iwarp) the \
              client's payload pool (read+write) and reply pool (write) are reachable by the \
              server it calls until it exits (docs/rdma-provider.md)"
         );
     }
-    let r = match a.provider {
-        ProviderKind::Soft => run_soft(&a, target),
-        ProviderKind::Rdma => run_rdma(&a, target),
-    };
-    match r {
+    let job = Ping { a: &a, target };
+    match cli::dispatch(a.provider, None, prog, job).and_then(|r| r) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rpcrdma_apps::cli;
-use rpcrdma_apps::nfs3::proto::proc_name as nfs3_proc_name;
+use rpcrdma_apps::nfs::v3::proto::proc_name as nfs3_proc_name;
 use rpcrdma_poller::metrics::parse::{parse, Family, Sample};
 use rpcrdma_poller::metrics::prometheus::Kind;
 use serde_json::{json, Map, Value};

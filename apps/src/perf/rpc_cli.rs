@@ -4,27 +4,31 @@
 //! `--hist-log` interval log.
 //!
 //! Normal operation: over the soft provider both sides run in this process
-//! ([`super::rpc::run_loopback`], optionally traced to `--pcap`); with `--provider rdma` a
-//! process without an address serves ([`super::rpc::serve`]) and one with the server's address
-//! runs the client ([`super::rpc::run_client`]). Recovery: a usage error exits 2 with the
+//! ([`super::rpc::run_loopback`], optionally traced to `--pcap`); with `--provider iwarp` or
+//! `rdma` (chosen through [`crate::cli::dispatch`]) a process without an address serves
+//! ([`super::rpc::serve`]) and one with the server's address runs the client
+//! ([`super::rpc::run_client`]). Recovery: a usage error exits 2 with the
 //! message, a failed run exits 1 with the error; nothing is retried.
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use rpcrdma_engine::verbs::soft::SoftFabric;
+use std::sync::atomic::AtomicBool;
+
+use rpcrdma_engine::verbs::Device;
 use rpcrdma_poller::{BackoffMode, CoreId, ProtocolVersion};
 
-use super::args::{parse_rpc, usage_rpc, ProviderKind, RpcArgs};
+use super::args::{parse_rpc, usage_rpc, RpcArgs};
 use super::printer::{self, RpcPrinter};
 use super::report::RESULT_LINE;
+use super::rpc::ServeSummary;
 use super::rpc::{
-    call_inline_max, reply_inline_max, run_loopback, Plan, RpcConfig, RpcTest, PROC_XFER, PROG,
-    VERS,
+    call_inline_max, reply_inline_max, run_client, run_loopback, serve, Plan, RpcConfig, RpcTest,
+    PROC_XFER, PROG, VERS,
 };
 use super::stats::BwUnit;
-use super::{Outcome, SizeResult};
-use crate::cli;
+use super::{Outcome, PerfError, SizeResult};
+use crate::cli::{self, AppProvider, Devices, ProviderJob};
 use crate::pcap::Mtu;
 
 /// perftest's "Using SRQ" value: ON when the server's connections share a receive queue.
@@ -208,16 +212,15 @@ pub fn json_report_for(
     json!({ "test_info": Value::Object(info), "results": rows })
 }
 
-/// The process's role under `--provider rdma`.
-#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
-enum RdmaRole {
+/// The process's role under a provider with server and client in two processes.
+enum RemoteRole {
     /// No address: serve the benchmark program for one client run.
     Server { bind: IpAddr },
     /// The server's address: run the client.
     Client { server: SocketAddr, bind: IpAddr },
 }
 
-fn rdma_role(a: &RpcArgs) -> Result<RdmaRole, String> {
+fn remote_role(a: &RpcArgs) -> Result<RemoteRole, String> {
     let bind = match &a.bind {
         Some(b) => b
             .parse::<IpAddr>()
@@ -225,7 +228,7 @@ fn rdma_role(a: &RpcArgs) -> Result<RdmaRole, String> {
         None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
     };
     Ok(match &a.server {
-        None => RdmaRole::Server { bind },
+        None => RemoteRole::Server { bind },
         Some(h) => {
             let server = if let Ok(ip) = h.parse::<IpAddr>() {
                 SocketAddr::new(ip, a.port)
@@ -237,7 +240,7 @@ fn rdma_role(a: &RpcArgs) -> Result<RdmaRole, String> {
                     .next()
                     .ok_or_else(|| format!("cannot resolve {h}"))?
             };
-            RdmaRole::Client { server, bind }
+            RemoteRole::Client { server, bind }
         }
     })
 }
@@ -247,7 +250,52 @@ pub const PERSISTENT_STAGS_NOTICE: &str = "rpcrdma-perf: --persistent-stags: on 
 type-2 memory windows (siw) this client's payload pool (read+write) and reply pool (write) are \
 reachable by the server it connects to for the whole run (docs/rdma-provider.md)";
 
-fn run_cli(a: &RpcArgs) -> Result<(), String> {
+/// The run on the provider [`cli::dispatch`] picks: `Some((results, role))` when this process
+/// measured, `None` for a server.
+struct RpcRun<'a> {
+    cfg: &'a RpcConfig,
+    a: &'a RpcArgs,
+    mtu: Mtu,
+    printer: &'a mut RpcPrinter,
+}
+
+type RunOutput = Result<Option<(Vec<SizeResult>, &'static str)>, String>;
+
+impl ProviderJob for RpcRun<'_> {
+    type Output = RunOutput;
+
+    fn run<P: AppProvider>(self, d: &Devices<'_>) -> RunOutput {
+        let (cfg, a) = (self.cfg, self.a);
+        if let Some(fabric) = d.fabric() {
+            print!("{}", banner(cfg, a.mtu));
+            let _ = io::stdout().flush();
+            let trace = printer::start_pcap(fabric, a.pcap.as_deref(), self.mtu)?;
+            let r = run_loopback(cfg, fabric, self.printer);
+            printer::finish_pcap(trace, a.pcap.as_deref());
+            return Ok(Some((r.map_err(|e| e.to_string())?, "loopback")));
+        }
+        let role = remote_role(a)?;
+        if matches!(role, RemoteRole::Server { .. }) && a.persistent_stags {
+            return Err(
+                "--persistent-stags applies to the client (a server exposes nothing)".into(),
+            );
+        }
+        if a.persistent_stags {
+            eprintln!("{PERSISTENT_STAGS_NOTICE}");
+        }
+        if matches!(role, RemoteRole::Server { .. })
+            && (a.out_json.is_some() || a.hist_log.is_some())
+        {
+            return Err(format!(
+                "the {} server measures nothing: give --out_json / --hist-log to the client",
+                d.kind().name()
+            ));
+        }
+        Ok(run_remote::<P>(cfg, a, &role, d, self.printer)?.map(|r| (r, "client")))
+    }
+}
+
+fn run_cli(prog: &str, a: &RpcArgs) -> Result<(), String> {
     let mut cfg = a.config();
     cfg.progress = true;
     if let [c] = a.cores.as_slice() {
@@ -260,40 +308,14 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
     cfg.plans().map_err(|e| e.to_string())?;
     let mtu = Mtu::from_bytes(a.mtu).ok_or("bad MTU")?;
     let mut printer = RpcPrinter::new(cfg.unit, a.hist_log.is_some());
-    let (results, role) = match a.provider {
-        ProviderKind::Soft => {
-            print!("{}", banner(&cfg, a.mtu));
-            let _ = io::stdout().flush();
-            let fabric = SoftFabric::new();
-            let trace = printer::start_pcap(&fabric, a.pcap.as_deref(), mtu)?;
-            let r = run_loopback(&cfg, &fabric, &mut printer);
-            printer::finish_pcap(trace, a.pcap.as_deref());
-            (r.map_err(|e| e.to_string())?, "loopback")
-        }
-        ProviderKind::Rdma => {
-            let role = rdma_role(a)?;
-            if matches!(role, RdmaRole::Server { .. }) && a.persistent_stags {
-                return Err(
-                    "--persistent-stags applies to the client (a server exposes nothing)".into(),
-                );
-            }
-            if a.persistent_stags {
-                eprintln!("{PERSISTENT_STAGS_NOTICE}");
-            }
-            if matches!(role, RdmaRole::Server { .. })
-                && (a.out_json.is_some() || a.hist_log.is_some())
-            {
-                return Err(
-                    "the rdma server measures nothing: give --out_json / --hist-log \
-                            to the client"
-                        .into(),
-                );
-            }
-            match run_rdma(&cfg, a, &role, &mut printer)? {
-                Some(r) => (r, "client"),
-                None => return Ok(()),
-            }
-        }
+    let job = RpcRun {
+        cfg: &cfg,
+        a,
+        mtu,
+        printer: &mut printer,
+    };
+    let Some((results, role)) = cli::dispatch(a.provider, a.device.as_deref(), prog, job)?? else {
+        return Ok(());
     };
     print!("{RESULT_LINE}");
     let completed: u64 = printer.results.iter().map(|(_, i)| i.completed).sum();
@@ -302,10 +324,7 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
     println!(" RPCs completed  : {completed}, errors {errors}, credits granted {credits}");
     let _ = io::stdout().flush();
     if let Some(p) = &a.out_json {
-        let provider = match a.provider {
-            ProviderKind::Soft => "soft",
-            ProviderKind::Rdma => "rdma",
-        };
+        let provider = a.provider.name();
         printer::write_json(p, &json_report_for(&cfg, a.mtu, &results, provider, role))?;
     }
     if let Some(p) = &a.hist_log {
@@ -314,97 +333,84 @@ fn run_cli(a: &RpcArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the rdma provider's side: `Some(results)` for the client, `None` for the server (which
-/// prints its own summary).
-#[cfg(feature = "rdma")]
-fn run_rdma(
+/// Runs the side of a two-process provider: `Some(results)` for the client, `None` for the
+/// server (which prints its own summary).
+fn run_remote<P: AppProvider>(
     cfg: &RpcConfig,
     a: &RpcArgs,
-    role: &RdmaRole,
+    role: &RemoteRole,
+    d: &Devices<'_>,
     printer: &mut RpcPrinter,
 ) -> Result<Option<Vec<SizeResult>>, String> {
-    use super::rpc::{run_client, serve};
-    use rpcrdma_engine::verbs::rdma::Rdma;
-    use rpcrdma_engine::verbs::Device;
-    use std::sync::atomic::AtomicBool;
+    let name = d.kind().name();
+    let device = a.device.as_deref().unwrap_or(name);
     match *role {
-        RdmaRole::Server { bind } => {
+        RemoteRole::Server { bind } => {
             print!(
                 "{}",
-                banner_for(
-                    cfg,
-                    a.mtu,
-                    a.device.as_deref().unwrap_or("rdma"),
-                    "rdma (server)"
-                )
+                banner_for(cfg, a.mtu, device, &format!("{name} (server)"))
             );
             let _ = io::stdout().flush();
-            let dev = super::rdma_dev::open(bind, None, a.device.as_deref())
-                .map_err(|e| e.to_string())?;
+            let dev = d.open::<P>(bind, None)?;
+            if cfg.srq.is_some() && dev.caps().max_srq == 0 {
+                return Err(format!(
+                    "--srq: the {name} device has no shared receive queues (max_srq 0)"
+                ));
+            }
             let ip = if bind.is_unspecified() {
                 dev.local_ip()
             } else {
                 bind
             };
             let stop = AtomicBool::new(false);
-            let sum = serve::<Rdma>(cfg, dev, SocketAddr::new(ip, a.port), &stop, &mut |at| {
+            let sum = serve::<P>(cfg, dev, SocketAddr::new(ip, a.port), &stop, &mut |at| {
                 println!(" Waiting for client rdma_cm QP to connect on {at}");
                 println!(" Please run the same command with the server's IP address");
                 let _ = io::stdout().flush();
             })
             .map_err(|e| e.to_string())?;
-            print!("{RESULT_LINE}");
-            println!(
-                " RPCs served     : {} calls, {} replies, errors {}, connections {}",
-                sum.calls, sum.replies, sum.errors, sum.connections
-            );
-            let n = &sum.node;
-            println!(
-                " Server node     : completions {}, doorbells {}, work requests {}, verbs \
-                 errors {}, completion errors {}",
-                n.completions,
-                n.doorbells,
-                n.work_requests,
-                n.verbs_errors,
-                n.rnr_errors + n.flush_errors + n.wc_errors
-            );
-            if n.srq_depth > 0 {
-                println!(
-                    " SRQ             : depth {}, posted {}, held at most {}, low-water events \
-                     {}, {} octets",
-                    n.srq_depth, n.srq_posted, n.srq_held_max, n.srq_low_water, n.srq_bytes
-                );
-            }
-            let _ = io::stdout().flush();
+            print_serve_summary(&sum);
             Ok(None)
         }
-        RdmaRole::Client { server, bind } => {
+        RemoteRole::Client { server, bind } => {
             print!(
                 "{}",
-                banner_for(
-                    cfg,
-                    a.mtu,
-                    a.device.as_deref().unwrap_or("rdma"),
-                    "rdma (client)"
-                )
+                banner_for(cfg, a.mtu, device, &format!("{name} (client)"))
             );
             let _ = io::stdout().flush();
-            let open = || super::rdma_dev::open(bind, Some(server), a.device.as_deref());
-            run_client::<Rdma>(cfg, server, &open, printer)
+            let open = || d.open::<P>(bind, Some(server)).map_err(PerfError::Config);
+            run_client::<P>(cfg, server, &open, printer)
                 .map(Some)
                 .map_err(|e| e.to_string())
         }
     }
 }
 
-#[cfg(not(feature = "rdma"))]
-fn run_rdma(
-    _cfg: &RpcConfig,
-    _a: &RpcArgs,
-    _role: &RdmaRole,
-    _printer: &mut RpcPrinter,
-) -> Result<Option<Vec<SizeResult>>, String> {
-    Err("this rpcrdma-perf was built without the `rdma` feature; use --provider soft".into())
+/// What a server prints when its client has gone.
+fn print_serve_summary(sum: &ServeSummary) {
+    print!("{RESULT_LINE}");
+    println!(
+        " RPCs served     : {} calls, {} replies, errors {}, connections {}",
+        sum.calls, sum.replies, sum.errors, sum.connections
+    );
+    let n = &sum.node;
+    println!(
+        " Server node     : completions {}, doorbells {}, work requests {}, verbs \
+         errors {}, completion errors {}",
+        n.completions,
+        n.doorbells,
+        n.work_requests,
+        n.verbs_errors,
+        n.rnr_errors + n.flush_errors + n.wc_errors
+    );
+    if n.srq_depth > 0 {
+        println!(
+            " SRQ             : depth {}, posted {}, held at most {}, low-water events \
+             {}, {} octets",
+            n.srq_depth, n.srq_posted, n.srq_held_max, n.srq_low_water, n.srq_bytes
+        );
+    }
+    let _ = io::stdout().flush();
 }
 
 /// The `rpc_lat` / `rpc_bw` subcommand: parses `args`, runs, prints. Returns the exit status:
@@ -439,7 +445,7 @@ pub fn main(prog: &str, test: RpcTest, args: &[String]) -> u8 {
     {
         return usage(&e);
     }
-    match run_cli(&a) {
+    match run_cli(prog, &a) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!(" {prog} {test}: {e}");

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use rpcrdma_apps::nfs3::client::{NfsClient, NfsError, NfsResult};
-use rpcrdma_apps::nfs3::daemon::{Backend, Daemon, DaemonOptions};
-use rpcrdma_apps::nfs3::exports::Exports;
-use rpcrdma_apps::nfs3::mount;
-use rpcrdma_apps::nfs3::types::{Fh, Nfsstat3};
+use rpcrdma_apps::nfs::daemon::{Backend, Daemon, DaemonOptions};
+use rpcrdma_apps::nfs::exports::Exports;
+use rpcrdma_apps::nfs::mount;
+use rpcrdma_apps::nfs::types::{Fh, Nfsstat3};
+use rpcrdma_apps::nfs::v3::client::{NfsClient, NfsError, NfsResult};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
     AuthSysCred, BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,

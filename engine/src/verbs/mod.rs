@@ -37,7 +37,8 @@
 //! completes with `WR_FLUSH_ERR`, the owner disconnects and drops the QP, and the peer sees
 //! `Disconnected`.
 //!
-//! Providers: [`soft`] (in-process, the default, used by all tests). The conformance suite in
+//! Providers: [`soft`] (in-process, the default, used by all tests), [`iwarp`] (iWARP over
+//! TCP sockets, across processes and hosts). The conformance suite in
 //! `conformance` (cargo feature `conformance`) is generic over the provider.
 
 #[cfg(feature = "conformance")]

@@ -10,9 +10,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs4::{
-    self, decode_compound, encode_compound_minor, CompoundReply, Op, OpResult, ReadPlacement,
-    Stable, WriteData, NF4DIR, NFS4ERR_GRACE, NFS4_OK,
+use rpcrdma_apps::nfs::v4::{
+    self as nfs4, decode_compound, encode_compound_minor, CompoundReply, Op, OpResult,
+    ReadPlacement, Stable, WriteData, NF4DIR, NFS4ERR_GRACE, NFS4_OK,
 };
 use rpcrdma_engine::conn::CallError;
 use rpcrdma_poller::{Client, ClientError, Proc};

@@ -40,13 +40,14 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs4::{
-    self, ChannelAttrs, CompoundReply, Op, OpReply, OpResult, SequenceRes, SessionId, StateId,
-    CDFC4_FORE_OR_BOTH, CDFS4_BOTH, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4ERR_BADSESSION,
-    NFS4ERR_DELAY, NFS4ERR_GRACE, NFS4_OK, SEQ4_STATUS_BACKCHANNEL_FAULT, SEQ4_STATUS_CB_PATH_DOWN,
-    SEQ4_STATUS_CB_PATH_DOWN_SESSION, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+use rpcrdma_apps::nfs::v4::cb::{self as nfs4cb, CbServer};
+use rpcrdma_apps::nfs::v4::{
+    self as nfs4, ChannelAttrs, CompoundReply, Op, OpReply, OpResult, SequenceRes, SessionId,
+    StateId, CDFC4_FORE_OR_BOTH, CDFS4_BOTH, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    NFS4ERR_BADSESSION, NFS4ERR_DELAY, NFS4ERR_GRACE, NFS4_OK, SEQ4_STATUS_BACKCHANNEL_FAULT,
+    SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
+    SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
-use rpcrdma_apps::nfs4cb::{self, CbServer};
 
 #[path = "nfs41/callbacks.rs"]
 mod callbacks;

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs4::{self, Op, Stable, NF4REG};
+use rpcrdma_apps::nfs::v4::{self as nfs4, Op, Stable, NF4REG};
 
 use super::args::Args;
 use super::client::{entry_name, How, Nfs, Tally};

@@ -8,6 +8,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+pub(super) use rpcrdma_apps::cli::ProviderKind;
 use rpcrdma_apps::cli::{early, num, ArgCursor, Early};
 
 use rpcrdma_engine::proto::private_data::{self, PrivateData};
@@ -32,11 +33,12 @@ pub(super) fn usage(prog: &str) -> String {
          \x20     --credits <n>       credits asked for (default 32)\n\
          \x20     --no-remote-invalidate  do not advertise the RFC 8797 R bit\n\
          \x20     --loopback          start an in-process server registering the program\n\
-         \x20                         (soft provider; default address 10.0.0.2)\n\
-         \x20     --provider soft|rdma  verbs provider (default soft; rdma needs the `rdma` feature)\n\
-         \x20     --bind <ip>         local address whose device to use (rdma)\n\
+         \x20                         (default address: soft 10.0.0.2, iwarp 127.0.0.1)\n\
+         \x20     --provider soft|iwarp|rdma  verbs provider (default soft; iwarp: iWARP over\n\
+         \x20                         TCP; rdma needs the `rdma` feature)\n\
+         \x20     --bind <ip>         local address to use (iwarp, rdma)\n\
          \x20     --backoff busy_poll|shared_cores|interrupt  reactors' idle behaviour (default busy_poll)\n\
-         \x20     --persistent-stags  on a device without type-2 memory windows (siw): expose the\n\
+         \x20     --persistent-stags  on a device without type-2 memory windows (siw, iwarp): expose the\n\
          \x20                         client's pools to the server through endpoint-wide\n\
          \x20                         persistent STags (refused without; docs/rdma-provider.md)\n\
          \x20 -q, --quiet             summary only\n\
@@ -118,13 +120,7 @@ pub(super) fn parse(argv: &[String]) -> Result<Parsed, String> {
             "--loopback" => a.loopback = true,
             "--persistent-stags" => a.persistent_stags = true,
             "-q" | "--quiet" => a.quiet = true,
-            "--provider" => {
-                a.provider = match args.value(name)?.as_str() {
-                    "soft" => ProviderKind::Soft,
-                    "rdma" => ProviderKind::Rdma,
-                    v => return Err(format!("--provider must be soft or rdma, got {v:?}")),
-                }
-            }
+            "--provider" => a.provider = ProviderKind::parse(name, &args.value(name)?)?,
             "--bind" => a.bind = Some(args.ip(name)?),
             "--backoff" => {
                 a.backoff = args
@@ -168,12 +164,6 @@ pub(super) fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .map_err(|e| format!("cannot resolve {h}: {e}"))?
         .next()
         .ok_or_else(|| format!("cannot resolve {h}"))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ProviderKind {
-    Soft,
-    Rdma,
 }
 
 #[derive(Debug, Clone)]

@@ -20,15 +20,7 @@ use std::path::Path;
 pub use rpc::{parse_rpc, usage_rpc, RpcArgs};
 pub use verbs::{parse, usage, PerfArgs};
 
-/// Which verbs provider runs the test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProviderKind {
-    /// The in-process software provider (default; loopback only).
-    #[default]
-    Soft,
-    /// ibverbs / rdma_cm (needs the `rdma` feature).
-    Rdma,
-}
+pub use crate::cli::ProviderKind;
 
 /// How a flag takes its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,7 +167,7 @@ fn preflight(
     }
     crate::cli::check_cores("--cores", cores)?;
     if let Some(d) = device {
-        crate::cli::check_device("-d", d, provider == ProviderKind::Soft)?;
+        crate::cli::check_device("-d", d, provider)?;
     }
     Ok(())
 }
@@ -201,13 +193,9 @@ fn cores(v: &str) -> Result<Vec<usize>, String> {
     Ok(cores)
 }
 
-/// `--provider soft|rdma`.
+/// `--provider soft|iwarp|rdma`.
 fn provider(v: &str) -> Result<ProviderKind, String> {
-    match v {
-        "soft" => Ok(ProviderKind::Soft),
-        "rdma" => Ok(ProviderKind::Rdma),
-        _ => Err(format!("--provider must be soft or rdma, got {v:?}")),
-    }
+    ProviderKind::parse("--provider", v)
 }
 
 /// `--connection RC` (perftest's; the only connection type here).

@@ -365,31 +365,31 @@ pub fn parse_rpc(test: RpcTest, args: &[String]) -> Result<RpcArgs, String> {
 
 /// The dependencies between the flags, and between the flags and the provider.
 fn check(a: &RpcArgs, test: RpcTest, given_size: bool) -> Result<(), String> {
-    if a.provider == ProviderKind::Soft && a.server.is_some() {
+    if a.provider.in_process() && a.server.is_some() {
         return Err(format!(
             "unexpected argument {:?} (over the soft provider the RPC tests run server and \
-             client in this process; a server address needs --provider rdma)",
+             client in this process; a server address needs --provider iwarp or rdma)",
             a.server.as_deref().unwrap_or_default()
         ));
     }
-    if a.provider == ProviderKind::Soft && a.bind.is_some() {
-        return Err("--bind applies to --provider rdma".into());
+    if a.provider.in_process() && a.bind.is_some() {
+        return Err("--bind applies to --provider iwarp and rdma".into());
     }
-    if a.provider == ProviderKind::Rdma && a.loopback {
-        return Err(
-            "--loopback: with --provider rdma the RPC tests run as a server process (no \
-                    address) and a client process (the server's address)"
-                .into(),
-        );
+    if !a.provider.in_process() && a.loopback {
+        return Err(format!(
+            "--loopback: with --provider {} the RPC tests run as a server process (no \
+             address) and a client process (the server's address)",
+            a.provider.name()
+        ));
     }
-    if a.provider == ProviderKind::Rdma && a.server.is_some() && a.srq > 0 {
+    if !a.provider.in_process() && a.server.is_some() && a.srq > 0 {
         return Err(
             "--srq applies to the server (its shared receive queue): give it to the process \
              without an address"
                 .into(),
         );
     }
-    if a.provider == ProviderKind::Rdma && a.pcap.is_some() {
+    if !a.provider.in_process() && a.pcap.is_some() {
         return Err("--pcap needs the soft provider (it exports the soft fabric's trace)".into());
     }
     check_sizes(a.all, given_size, a.duration.is_some())?;
@@ -414,8 +414,8 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     let mut s = format!(
         "Usage:\n  {prog} {t} [options]     RPC calls through the poller's Client/Server API,\n\
          \x20                                 server and client in this process (soft provider)\n\
-         \x20 {prog} {t} --provider rdma [options]           start a server (rdma provider)\n\
-         \x20 {prog} {t} --provider rdma [options] <server>  run the client against it\n\n"
+         \x20 {prog} {t} --provider iwarp|rdma [options]           start a server\n\
+         \x20 {prog} {t} --provider iwarp|rdma [options] <server>  run the client against it\n\n"
     );
     s.push_str("perftest options:\n");
     s.push_str("  -s, --size=<size>         Payload octets per call (default 2 lat, 65536 bw; at most 1048576)\n");
@@ -456,9 +456,16 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     s.push_str(
         "      --backoff busy_poll|shared_cores|interrupt  Reactors' idle behaviour (default busy_poll)\n",
     );
-    s.push_str("      --provider soft|rdma  Verbs provider (default soft; rdma: two processes, give both\n");
-    s.push_str("                            the same size, chunk, inline and credit options)\n");
-    s.push_str("      --bind <ip>           rdma: local address whose device to use (server: listen there)\n");
+    s.push_str(
+        "      --provider soft|iwarp|rdma  Verbs provider (default soft; iwarp: iWARP over TCP,\n",
+    );
+    s.push_str(
+        "                            rdma: RDMA devices; both: two processes, give both the\n",
+    );
+    s.push_str("                            same size, chunk, inline and credit options)\n");
+    s.push_str(
+        "      --bind <ip>           iwarp, rdma: local address to use (server: listen there)\n",
+    );
     s.push_str(
         "      --srq <n>             Server: one shared receive queue of n receives for its\n",
     );
@@ -469,7 +476,7 @@ pub fn usage_rpc(prog: &str, test: RpcTest) -> String {
     s.push_str("      --cores <a>[,<b>]     Client reactor on core a, server reactor on core b\n");
     s.push_str("      --hugepages           Back the endpoints' buffers with 2 MiB hugepages\n");
     s.push_str(
-        "      --persistent-stags    Client on a device without type-2 memory windows (siw):\n",
+        "      --persistent-stags    Client on a device without type-2 memory windows (siw, iwarp):\n",
     );
     s.push_str(
         "                            expose its pools to the server through endpoint-wide\n",

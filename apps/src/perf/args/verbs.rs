@@ -375,7 +375,7 @@ pub fn usage(prog: &str, test: Option<Test>) -> String {
     let lat = test.is_some_and(|t| t.is_latency());
     let bw = test.is_some_and(|t| !t.is_latency());
     let mut s = format!(
-        "Usage:\n  {prog} {t} [options]             loopback (soft provider), or start a server (rdma)\n  {prog} {t} [options] <server>    connect to the server (rdma provider)\n\n"
+        "Usage:\n  {prog} {t} [options]             loopback (soft provider), or start a server (iwarp, rdma)\n  {prog} {t} [options] <server>    connect to the server (iwarp, rdma provider)\n\n"
     );
     if test.is_none() {
         s.push_str("Tests: send_lat write_lat read_lat send_bw write_bw read_bw rpc_lat rpc_bw\n");
@@ -420,11 +420,14 @@ pub fn usage(prog: &str, test: Option<Test>) -> String {
     s.push_str("  -h, --help                This text\n");
     s.push_str("  -V, --version             Version\n\n");
     s.push_str("rpcrdma-perf options:\n");
-    s.push_str("      --provider soft|rdma  Verbs provider (default soft; rdma needs the `rdma` feature)\n");
+    s.push_str(
+        "      --provider soft|iwarp|rdma  Verbs provider (default soft; iwarp: iWARP over TCP,\n",
+    );
+    s.push_str("                            two processes; rdma needs the `rdma` feature)\n");
     s.push_str(
         "      --loopback            Run server and client in this process (default with soft)\n",
     );
-    s.push_str("      --bind <ip>           Local address of the RDMA device to use (rdma; default: found)\n");
+    s.push_str("      --bind <ip>           Local address to use (iwarp: any; rdma: its device's, default: found)\n");
     s.push_str("      --cores <a>[,<b>]     Pin the client to core a and the server to core b\n");
     s.push_str(
         "      --hugepages           Back buffers with 2 MiB hugepages (fallback with a warning)\n",

@@ -402,6 +402,13 @@ impl Handshake {
         Ok(())
     }
 
+    /// Responder: the IRD and ORD the Reply's RFC 6581 word carries (the values negotiated
+    /// from the peer's Request and the accepting QP's depths); call before [`Handshake::accept`].
+    pub fn set_ird_ord(&mut self, ird: u16, ord: u16) {
+        self.cfg.ird = ird;
+        self.cfg.ord = ord;
+    }
+
     /// Responder: accepts the Request with a Reply carrying `private_data`.
     pub fn accept(&mut self, private_data: &[u8]) -> Result<(), HandshakeError> {
         self.decide(false, private_data)

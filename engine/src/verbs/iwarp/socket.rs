@@ -74,6 +74,8 @@ pub enum Closed {
     PeerTerminated(TermCode),
     /// The peer closed the TCP connection.
     PeerClosed,
+    /// This side closed the connection ([`Endpoint::shutdown`]).
+    Local,
     /// A socket call failed.
     Io(io::ErrorKind),
 }
@@ -328,6 +330,61 @@ impl Endpoint {
         self.crc = self.hs.negotiated().is_some_and(|n| n.crc);
         self.rx.set_crc(self.crc);
         self.state = State::Established;
+    }
+
+    /// Responder: the IRD/ORD the Reply carries (see [`Handshake::set_ird_ord`]).
+    pub fn set_ird_ord(&mut self, ird: u16, ord: u16) {
+        self.hs.set_ird_ord(ird, ord);
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.peer_addr()
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// The largest ULPDU this side sends.
+    pub const fn mulpdu(&self) -> usize {
+        self.mulpdu
+    }
+
+    /// Queues one RDMAP message (a Write or Read Response segment, a Read Request, a Send; the
+    /// caller numbers the MSNs), segmented at the configured maximum ULPDU. `Full`: no room
+    /// now; poll, then retry. Nothing is written until the next [`Endpoint::poll`].
+    pub fn queue_message(&mut self, msg: &Message<'_>) -> Result<(), SendError> {
+        if self.state != State::Established {
+            return Err(SendError::NotEstablished);
+        }
+        match stream::encode_message(msg, self.mulpdu, self.crc, self.tx.space()) {
+            Ok(n) => {
+                self.tx.commit(n);
+                Ok(())
+            }
+            Err(SegmentError::NoSpace { .. }) => Err(SendError::Full),
+            Err(e) => Err(SendError::Segment(e)),
+        }
+    }
+
+    /// Sends a Terminate with `code` (RFC 5040) and closes once it is written; an endpoint
+    /// that is not established just closes.
+    pub fn send_terminate(&mut self, code: TermCode) {
+        if self.state == State::Established {
+            self.terminate(code);
+        } else if !matches!(self.state, State::Closed(_)) {
+            self.close(Closed::Terminated(code));
+        }
+    }
+
+    /// Closes the connection now (what is still queued is dropped; the peer reads the end of
+    /// the stream).
+    pub fn shutdown(&mut self) {
+        if !matches!(self.state, State::Closed(_)) {
+            self.close(Closed::Local);
+        }
     }
 
     /// Responder: accepts the Request, answering with `private_data`.

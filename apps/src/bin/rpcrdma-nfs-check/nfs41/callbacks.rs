@@ -3,16 +3,16 @@
 //! delegation we hold), its log of served calls, and the [`Returner`] that sends DELEGRETURN
 //! from the handler's worker when asked to.
 //!
-//! Normal operation: each CB_COMPOUND is decoded by `nfs4cb`, logged, answered, and its reply
+//! Normal operation: each CB_COMPOUND is decoded by `nfs::v4::cb`, logged, answered, and its reply
 //! held for `CB_HOLD` while counting outstanding calls (a server that keeps to the one backward
 //! credit sends nothing else meanwhile). Recovery: a malformed call is answered with the error
-//! `nfs4cb` chooses and logged; waits for recalls have deadlines; a poisoned lock is taken over.
+//! `nfs::v4::cb` chooses and logged; waits for recalls have deadlines; a poisoned lock is taken over.
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs4::{self, Op, SessionId, StateId, NFS4_OK};
-use rpcrdma_apps::nfs4cb::{self, CbRecall, CbServed, CbServer};
+use rpcrdma_apps::nfs::v4::cb::{self as nfs4cb, CbRecall, CbServed, CbServer};
+use rpcrdma_apps::nfs::v4::{self as nfs4, Op, SessionId, StateId, NFS4_OK};
 use rpcrdma_poller::{BackchannelService, ConnStats, Proc, Program, Reject, ReplyBuilder, Request};
 
 use super::super::ok;

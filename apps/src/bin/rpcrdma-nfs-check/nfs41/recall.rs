@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rpcrdma_apps::nfs4::{
-    self, Delegation, Op, OpResult, StateId, NFS4_OK, OPEN4_SHARE_ACCESS_READ,
+use rpcrdma_apps::nfs::v4::cb::{self as nfs4cb, CbRecall};
+use rpcrdma_apps::nfs::v4::{
+    self as nfs4, Delegation, Op, OpResult, StateId, NFS4_OK, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WANT_READ_DELEG,
 };
-use rpcrdma_apps::nfs4cb::{self, CbRecall};
 
 use super::super::{ok, Nfs, Tally};
 use super::callbacks::Callbacks;

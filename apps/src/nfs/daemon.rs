@@ -1,0 +1,670 @@
+//! `rpcrdma-nfsd` as a library: reactors, one endpoint on the RDMA device, the NFSv3
+//! [`Server`] over RPC-over-RDMA, MOUNT v3 over TCP, and the optional rpcbind registration —
+//! started together by [`Daemon::start`] and stopped together by [`Daemon::stop`]. The binary
+//! runs it on the rdma provider; the tests run it on the software provider.
+//!
+//! Normal operation: the memory backend serves its handlers inline on the reactors (they
+//! never block); the directory backend serves them on worker threads (file I/O blocks). READ
+//! results are DDP items from the endpoint's payload pool, whose buffers are `max_io` octets;
+//! the memory backend keeps its large blocks in buffers of that same pool and places READ
+//! data straight from them (zero copy). Replies use a separate pool of small buffers sized for
+//! the largest listing.
+//!
+//! Recovery: a failure to start any part stops what was started and is returned as text; a
+//! missing rpcbind is only a warning (mount with `port=` and `mountport=`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpcrdma_engine::verbs::Provider;
+use rpcrdma_poller::{
+    BackoffMode, CallbackMode, Cores, Endpoint, EndpointConfig, PinPolicy, ProtocolVersion,
+    ReactorConfig, ReactorSet, Server, ServerOptions,
+};
+
+use super::admit::ExportTable;
+use super::drc::DrcConfig;
+use super::exports::Exports;
+use super::handle_mac::HandleKey;
+use super::mount::{self, MountServer};
+use super::rpcbind::{self, Registration, RpcbEntry};
+use crate::nfs::store::dir::DirStore;
+use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
+use crate::nfs::store::Store;
+use crate::nfs::v3::proto::{NFS_PROGRAM, NFS_V3};
+use crate::nfs::v3::server::{Nfs3, NfsConfig};
+use crate::nfs::v4::server::{self as v4, Nfs41};
+
+/// MOUNT program number (RFC 1813 Appendix I).
+pub const MOUNT_PROGRAM: u32 = 100_005;
+/// The NFS/RDMA port (RFC 8267 section 6).
+pub const NFS_RDMA_PORT: u16 = 20049;
+
+/// Which stores serve the exports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// Files in memory, one store per export (handlers inline on the reactors).
+    Memory,
+    /// A real directory serving the one export, whatever its path (handlers on worker
+    /// threads).
+    Dir(PathBuf),
+    /// Real directories: each export's path is the host directory it serves (`dir`, as
+    /// Linux exports name them).
+    Dirs,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        match s {
+            "memory" => Ok(Backend::Memory),
+            "dir" => Ok(Backend::Dirs),
+            _ => match s.strip_prefix("dir:") {
+                Some(p) if !p.is_empty() => Ok(Backend::Dir(PathBuf::from(p))),
+                _ => Err(format!(
+                    "--backend must be memory, dir or dir:PATH, got {s:?}"
+                )),
+            },
+        }
+    }
+}
+
+/// What a daemon started with no export list exports: `/export` to every client,
+/// read-write, AUTH_SYS, root squashed (docs/nfs-server.md, "Security").
+pub const DEFAULT_EXPORT: &str = "/export:*(rw,root_squash,sec=sys)";
+
+/// The export list of [`DEFAULT_EXPORT`].
+pub fn default_exports() -> Exports {
+    let mut e = Exports::default();
+    // The constant parses (checked by a test).
+    let _ = e.add_spec(DEFAULT_EXPORT);
+    e
+}
+
+/// Everything the daemon is started with.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// NFS over RPC-over-RDMA listens here.
+    pub nfs: SocketAddr,
+    /// MOUNT over TCP listens here (`None`: no MOUNT service).
+    pub mount: Option<SocketAddr>,
+    /// The exports: paths clients mount, and who may mount each with which options.
+    pub exports: Exports,
+    /// The file keeping the handle key (created, mode 0600, when missing), so handles
+    /// survive restarts; `None`: a new random key each start (handles of an earlier run are
+    /// STALE).
+    pub handle_key: Option<PathBuf>,
+    /// The store.
+    pub backend: Backend,
+    /// Reactor threads.
+    pub reactors: usize,
+    /// Worker threads (directory backend).
+    pub workers: usize,
+    /// Pin reactors to cores.
+    pub pin: bool,
+    /// What idle reactors do (`--idle`): [`BackoffMode::Interrupt`] (default: poll while
+    /// busy, sleep in `poll(2)` until a completion, a connection event or a timer when idle),
+    /// [`BackoffMode::SharedCores`] (sleep on a timer) or [`BackoffMode::BusyPoll`] (spin).
+    pub idle: BackoffMode,
+    /// Credits granted to each client.
+    pub credits: u32,
+    /// Largest READ / WRITE (FSINFO rtmax / wtmax).
+    pub max_io: u32,
+    /// Payload buffers of `max_io` octets, registered at start-up: READ DDP results in flight
+    /// (across connections) and, with the memory backend, the store's large blocks (its data
+    /// is then read by DDP without a copy). The memory store leaves a quarter of them for
+    /// READ results it cannot serve from a block; past that its blocks are ordinary heap
+    /// memory (still within `memory_capacity`, READs then copied), so an exhausted pool never
+    /// fails a write. Default 256 (256 MiB with 1 MiB `max_io`: the store holds up to 192 MiB
+    /// in registered memory).
+    pub buffers: usize,
+    /// Connections each reactor holds at most.
+    pub max_conns: usize,
+    /// Drop the connection instead of answering every Nth non-idempotent call (0: never).
+    pub drop_every: u64,
+    /// Register with a local rpcbind.
+    pub rpcbind: bool,
+    /// Back pools with hugepages when possible.
+    pub hugepages: bool,
+    /// Memory backend: octets of memory per export for files, names and data (every
+    /// inode, directory entry, symbolic link target and data block is charged).
+    pub memory_capacity: u64,
+    /// Memory backend: most files (inodes) per export.
+    pub memory_files: u64,
+    /// Directory backends: descriptors each export's store keeps open (a walk over this many
+    /// objects reopens none of them). The daemon raises its open-file limit toward what this
+    /// needs when it can, and clamps the cache to what the limit allows.
+    pub dir_cache: usize,
+    /// Directory backends: answer a GETATTR whose descriptor the store holds open on the
+    /// reactor (one `fstat`, no hand-off to a worker and back); `false`
+    /// (`--getattr-in-worker`): every call goes to a worker.
+    pub getattr_on_reactor: bool,
+    /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
+    /// observability.md). `None` (default): no metrics port.
+    pub metrics: Option<SocketAddr>,
+    /// Shared receive queue depth per reactor (`ServerOptions::shared_receive_queue`): the
+    /// connections of a reactor take their receives from one SRQ of this many buffers, so
+    /// receive memory stays bounded whatever the number of clients; each connection is
+    /// granted at most `credits`, fewer when the SRQ cannot back more. `None` (default):
+    /// each connection posts its own receives.
+    pub srq: Option<u32>,
+    /// Also serve NFSv4.1 (program 100003 version 4, [`Nfs41`]) on the same port, over the
+    /// same exports and stores. Off by default: no kernel-client stage has proven it yet.
+    pub nfs4: bool,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            nfs: SocketAddr::new(IpAddr::from([0, 0, 0, 0]), NFS_RDMA_PORT),
+            mount: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 20048)),
+            exports: default_exports(),
+            handle_key: None,
+            backend: Backend::Memory,
+            reactors: 1,
+            workers: 2,
+            pin: false,
+            idle: BackoffMode::Interrupt,
+            credits: 64,
+            max_io: 1 << 20,
+            buffers: 256,
+            max_conns: 64,
+            drop_every: 0,
+            rpcbind: true,
+            hugepages: true,
+            memory_capacity: 1 << 30,
+            memory_files: MemoryOptions::default().max_files,
+            dir_cache: crate::nfs::store::dir::CACHE_CAP,
+            getattr_on_reactor: true,
+            metrics: None,
+            srq: None,
+            nfs4: false,
+        }
+    }
+}
+
+impl DaemonOptions {
+    /// Why these options cannot serve, naming the option (`None`: they can). The daemon
+    /// refuses them before it opens a device; the library would otherwise clamp them.
+    pub fn check(&self) -> Option<String> {
+        let bad = |what: &str, v: u64, lo: u64, hi: u64| {
+            (!(lo..=hi).contains(&v))
+                .then(|| format!("{what} {v}: must be a number in {lo}..={hi}"))
+        };
+        bad("--credits", self.credits.into(), 1, 1024)
+            .or_else(|| bad("--max-io", self.max_io.into(), 4096, 1 << 24))
+            .or_else(|| bad("--buffers", self.buffers as u64, 4, 1 << 20))
+            .or_else(|| bad("--reactors", self.reactors as u64, 1, 256))
+            .or_else(|| bad("--workers", self.workers as u64, 1, 1024))
+            .or_else(|| bad("--memory-capacity", self.memory_capacity, 1 << 20, u64::MAX))
+            .or_else(|| bad("--memory-files", self.memory_files, 1, u64::MAX))
+            .or_else(|| bad("--dir-cache", self.dir_cache as u64, 16, 1 << 24))
+            .or_else(|| bad("--srq", self.srq.map_or(1, u64::from), 1, 1 << 20))
+            .or_else(|| {
+                (self.max_io % 4096 != 0)
+                    .then(|| format!("--max-io {}: must be a multiple of 4096", self.max_io))
+            })
+            .or_else(|| {
+                self.exports
+                    .is_empty()
+                    .then(|| "nothing to export".to_string())
+            })
+            .or_else(|| match &self.backend {
+                Backend::Dir(_) if self.exports.list().len() != 1 => Some(
+                    "--backend dir:PATH serves one export; with several, use --backend dir"
+                        .to_string(),
+                ),
+                Backend::Dir(p) if !p.is_dir() => {
+                    Some(format!("--backend dir:{}: not a directory", p.display()))
+                }
+                Backend::Dirs => self
+                    .exports
+                    .list()
+                    .iter()
+                    .find(|e| !std::path::Path::new(&e.path).is_dir())
+                    .map(|e| format!("--backend dir: export {} is not a directory", e.path)),
+                _ => None,
+            })
+    }
+}
+
+/// A running server.
+pub struct Daemon<P: Provider> {
+    set: Option<ReactorSet>,
+    ep: Option<Endpoint<P>>,
+    server: Option<Server>,
+    nfs: Arc<Nfs3>,
+    nfs4: Option<Arc<Nfs41>>,
+    mount: Option<MountServer>,
+    /// How stores are made for exports added by a reload.
+    backend: Backend,
+    memory: MemoryOptions,
+    /// Descriptors each directory store keeps open (after the open-file limit).
+    dir_cache: usize,
+    registration: Option<Registration>,
+    nfs_addr: SocketAddr,
+}
+
+/// The reply buffers: the largest listing or inline reply plus headers.
+const REPLY_BUFFER: usize = 64 * 1024 + 4096;
+/// The server's inline threshold (what the kernel client uses too).
+const INLINE: u32 = 4096;
+
+impl<P: Provider> Daemon<P> {
+    /// Starts everything on device `dev`.
+    pub fn start(dev: P::Device, o: &DaemonOptions) -> Result<Daemon<P>, String> {
+        let mode = match &o.backend {
+            Backend::Memory => CallbackMode::Inline,
+            Backend::Dir(_) | Backend::Dirs => CallbackMode::Worker,
+        };
+        if o.exports.is_empty() {
+            return Err("nothing to export".into());
+        }
+        if matches!(o.backend, Backend::Dir(_)) && o.exports.list().len() != 1 {
+            return Err(
+                "--backend dir:PATH serves one export; with several, use --backend dir and \
+                 name each host directory in the export list"
+                    .into(),
+            );
+        }
+        let key = match &o.handle_key {
+            Some(p) => HandleKey::load_or_create(p)
+                .map_err(|e| format!("handle key {}: {e}", p.display()))?,
+            None => HandleKey::random().map_err(|e| format!("handle key: {e}"))?,
+        };
+        let memory = MemoryOptions {
+            capacity: o.memory_capacity,
+            max_files: o.memory_files,
+            ..MemoryOptions::default()
+        };
+        let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));
+        rc.pin = if o.pin {
+            PinPolicy::AllowUnpinned
+        } else {
+            PinPolicy::Off
+        };
+        rc.backoff = o.idle.config();
+        rc.drain_timeout = Duration::from_secs(2);
+        rc.name = "nfsd".into();
+        let set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
+        let max_io = o.max_io.clamp(4096, 1 << 24);
+        let credits = o.credits.clamp(1, 1024);
+        let workers = if mode == CallbackMode::Worker {
+            o.workers.max(1)
+        } else {
+            0
+        };
+        let ecfg = EndpointConfig {
+            max_conns_per_reactor: o.max_conns.max(1),
+            max_credits: credits,
+            buffers: o.buffers.max(4),
+            reply_buffers: (credits as usize * 2).max(64),
+            // A READ's data plus room for nothing else: the header goes in the reply buffer.
+            buffer_size: max_io as usize,
+            reply_buffer_size: REPLY_BUFFER,
+            workers,
+            worker_ring: 256,
+            hugepages: o.hugepages,
+            ..EndpointConfig::default()
+        };
+        let ep = Endpoint::<P>::new(&set, dev, ecfg).map_err(|e| format!("endpoint: {e}"))?;
+        let dir_cache = match o.backend {
+            Backend::Memory => o.dir_cache,
+            _ => descriptor_room(o.dir_cache, o.exports.list().len()),
+        };
+        let stores = Stores {
+            backend: &o.backend,
+            dir_cache,
+            memory,
+            pool: ep.buffers(),
+        };
+        let table = stores.table(key, &o.exports, None)?;
+        let mount_list = mount_exports(&table);
+        let nfs = Nfs3::new(
+            table,
+            Some(ep.buffers().clone()),
+            NfsConfig {
+                max_io,
+                dtpref: 32 << 10,
+                inline_send: INLINE,
+                drop_every: o.drop_every,
+                drc: DrcConfig::default(),
+                getattr_on_reactor: o.getattr_on_reactor,
+            },
+        );
+        let sopts = ServerOptions {
+            inline_send: INLINE,
+            inline_recv: INLINE,
+            credits,
+            // WRITE data (a Read chunk) is reassembled with the call's inline part.
+            max_call: max_io + 8192,
+            data_buffers: (credits / 2).max(4),
+            mode,
+            version: ProtocolVersion::V1,
+            // NFSv3 has no backchannel.
+            backchannel_credits: 0,
+            metrics_addr: o.metrics,
+            shared_receive_queue: o.srq,
+            ..ServerOptions::default()
+        };
+        let nfs4 = o.nfs4.then(|| {
+            let cfg = v4::Config {
+                max_io,
+                pool: Some(ep.buffers().clone()),
+                ..v4::Config::default()
+            };
+            Nfs41::new(nfs.exports(), cfg)
+        });
+        let mut builder = Server::builder().program(nfs.program());
+        if let Some(n) = &nfs4 {
+            builder = builder.program(n.program());
+        }
+        let server = builder
+            .options(sopts)
+            .start(&ep, o.nfs)
+            .map_err(|e| format!("NFS/RDMA listener on {}: {e}", o.nfs))?;
+        let nfs_addr = server.local_addr();
+        if let Some(m) = server.metrics() {
+            m.add_collector(nfs.stats().clone());
+            if let Some(n) = &nfs4 {
+                m.add_collector(n.clone());
+            }
+        }
+        let mut d = Daemon {
+            set: Some(set),
+            ep: Some(ep),
+            server: Some(server),
+            nfs,
+            nfs4,
+            mount: None,
+            backend: o.backend.clone(),
+            memory,
+            dir_cache,
+            registration: None,
+            nfs_addr,
+        };
+        if let Some(m) = o.mount {
+            match MountServer::start(m, mount_list) {
+                Ok(s) => d.mount = Some(s),
+                Err(e) => {
+                    d.stop();
+                    return Err(format!("MOUNT listener on {m}: {e}"));
+                }
+            }
+        }
+        if o.rpcbind {
+            d.register();
+        }
+        Ok(d)
+    }
+
+    /// Serves `exports` from the next call on (SIGHUP in `rpcrdma-nfsd`): exports whose path
+    /// stays keep their store (and their clients' handles), new ones get a store, removed
+    /// ones are gone (their handles STALE). Connections are not touched. On error nothing
+    /// changes.
+    pub fn reload(&self, exports: &Exports) -> Result<(), String> {
+        let (Some(ep), false) = (&self.ep, exports.is_empty()) else {
+            return Err("nothing to export".into());
+        };
+        if matches!(self.backend, Backend::Dir(_)) && exports.list().len() != 1 {
+            return Err("--backend dir:PATH serves one export".into());
+        }
+        let old = self.nfs.exports();
+        let stores = Stores {
+            backend: &self.backend,
+            dir_cache: self.dir_cache,
+            memory: self.memory,
+            pool: ep.buffers(),
+        };
+        let table = stores.table(old.key(), exports, Some(&old))?;
+        if let Some(m) = &self.mount {
+            m.set_exports(mount_exports(&table));
+        }
+        self.nfs.set_exports(table);
+        if let Some(n) = &self.nfs4 {
+            n.set_exports(self.nfs.exports());
+        }
+        Ok(())
+    }
+
+    fn register(&mut self) {
+        let mut entries = vec![RpcbEntry {
+            prog: NFS_PROGRAM,
+            vers: NFS_V3,
+            netid: "rdma".into(),
+            addr: self.nfs_addr,
+        }];
+        if let Some(m) = &self.mount {
+            entries.push(RpcbEntry {
+                prog: MOUNT_PROGRAM,
+                vers: 3,
+                netid: "tcp".into(),
+                addr: m.local_addr(),
+            });
+        }
+        match rpcbind::register(&entries) {
+            Ok(r) => self.registration = Some(r),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "not registered with rpcbind; mount with port= and mountport="
+            ),
+        }
+    }
+
+    /// Where NFS listens.
+    pub fn nfs_addr(&self) -> SocketAddr {
+        self.nfs_addr
+    }
+
+    /// Where the metrics port listens (`DaemonOptions::metrics`), if it does.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.server.as_ref().and_then(|s| s.metrics_addr())
+    }
+
+    /// Where MOUNT listens.
+    pub fn mount_addr(&self) -> Option<SocketAddr> {
+        self.mount.as_ref().map(MountServer::local_addr)
+    }
+
+    /// The NFS service (store, counters, cache).
+    pub fn nfs(&self) -> &Arc<Nfs3> {
+        &self.nfs
+    }
+
+    /// The NFSv4.1 service, when [`DaemonOptions::nfs4`] asked for it.
+    pub fn nfs4(&self) -> Option<&Arc<Nfs41>> {
+        self.nfs4.as_ref()
+    }
+
+    /// The RPC server (transport counters).
+    pub fn server(&self) -> Option<&Server> {
+        self.server.as_ref()
+    }
+
+    /// Every counter: the NFS service's and the transport's (`nfsd-stat` names).
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let mut v = self.nfs.stats().lines();
+        if let Some(n) = &self.nfs4 {
+            v.extend(n.counters().into_iter().map(|(k, x)| (k.to_string(), x)));
+        }
+        // The stores' own counters, summed over the exports.
+        for share in self.nfs.exports().shares() {
+            for (name, x) in share.store.counters() {
+                match v.iter_mut().find(|(n, _)| n == name) {
+                    Some(e) => e.1 += x,
+                    None => v.push((name.to_string(), x)),
+                }
+            }
+        }
+        if let Some(s) = &self.server {
+            let t = s.totals();
+            for (n, x) in [
+                ("conn.accepted", s.accepted()),
+                ("conn.losses", t.connection_losses),
+                ("conn.kicked", t.kicked),
+                ("rpc.calls", t.calls),
+                ("rpc.replies", t.replies),
+                ("rpc.errors", t.errors),
+                ("rpc.bytes_in", t.bytes_in),
+                ("rpc.bytes_out", t.bytes_out),
+                ("replies.send_inv", t.send_invalidates),
+                ("credits.granted", t.credits_granted),
+                ("credits.in_use", t.credits_in_use),
+                ("transport.read_chunk_calls", t.read_chunk_calls),
+                ("transport.write_chunk_calls", t.write_chunk_calls),
+                ("transport.reply_chunk_calls", t.reply_chunk_calls),
+                ("transport.long_calls", t.long_calls),
+            ] {
+                v.push((n.to_string(), x));
+            }
+        }
+        if let Some(ep) = &self.ep {
+            // The shared receive queues' gauges, summed over the reactors (0 without --srq).
+            let mut srq = [0u64; 4];
+            for n in (0..ep.nodes()).filter_map(|i| ep.node_stats(i)) {
+                srq[0] += n.srq_depth;
+                srq[1] += n.srq_held;
+                srq[2] += n.srq_held_max;
+                srq[3] += n.srq_low_water;
+            }
+            for (n, x) in ["srq.depth", "srq.held", "srq.held_max", "srq.low_water"]
+                .iter()
+                .zip(srq)
+            {
+                v.push((n.to_string(), x));
+            }
+        }
+        let (entries, bytes) = self.nfs.drc().usage();
+        v.push(("drc.entries".into(), entries as u64));
+        v.push(("drc.bytes".into(), bytes as u64));
+        v
+    }
+
+    /// The counters as `nfsd-stat NAME VALUE` lines.
+    pub fn counters_text(&self) -> String {
+        let mut s = String::new();
+        for (n, v) in self.counters() {
+            s.push_str(&format!("nfsd-stat {n} {v}\n"));
+        }
+        s
+    }
+
+    /// Stops everything (unregisters first, so clients stop finding us).
+    pub fn stop(&mut self) {
+        if let Some(r) = self.registration.take() {
+            r.unregister();
+        }
+        if let Some(m) = self.mount.take() {
+            m.stop();
+        }
+        if let Some(s) = &self.server {
+            s.stop_listening();
+        }
+        if let Some(mut set) = self.set.take() {
+            let _ = set.stop();
+        }
+        self.server = None;
+        if let Some(ep) = self.ep.take() {
+            ep.stop_workers();
+        }
+    }
+}
+
+impl<P: Provider> Drop for Daemon<P> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Descriptors left for RDMA, sockets and files besides the directory stores' caches.
+const OTHER_FILES: u64 = 1024;
+
+/// The descriptor cache each of `exports` directory stores may keep, at most `want`: the
+/// soft open-file limit is raised toward what they need (up to the hard limit), and what it
+/// then allows, less [`OTHER_FILES`], is shared among them.
+fn descriptor_room(want: usize, exports: usize) -> usize {
+    let n = exports.max(1) as u64;
+    let need = (want as u64).saturating_mul(n).saturating_add(OTHER_FILES);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return want.min(256);
+    }
+    if lim.rlim_cur < need {
+        let raised = libc::rlimit {
+            rlim_cur: need.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: a valid rlimit; raising the soft limit up to the hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let room = lim.rlim_cur.saturating_sub(OTHER_FILES) / n;
+    (want as u64).min(room).max(16) as usize
+}
+
+/// How a store is made for an export.
+struct Stores<'a> {
+    backend: &'a Backend,
+    /// Descriptors each directory store keeps open.
+    dir_cache: usize,
+    memory: MemoryOptions,
+    pool: &'a rpcrdma_poller::BufPool,
+}
+
+impl Stores<'_> {
+    /// The store for the export mounted as `path`.
+    fn make(&self, path: &str) -> Result<Arc<dyn Store>, String> {
+        let dir = match self.backend {
+            // The memory store's large blocks live in the endpoint's registered pool.
+            Backend::Memory => {
+                let m = MemoryStore::with_pool(self.memory, self.pool.clone());
+                return Ok(Arc::new(m));
+            }
+            Backend::Dir(p) => p.clone(),
+            Backend::Dirs => PathBuf::from(path),
+        };
+        let s = DirStore::open_with(&dir, self.dir_cache)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Arc::new(s))
+    }
+
+    /// The table of `exports`, keeping the stores of `old`'s exports of the same path.
+    fn table(
+        &self,
+        key: HandleKey,
+        exports: &Exports,
+        old: Option<&ExportTable>,
+    ) -> Result<ExportTable, String> {
+        let mut list = Vec::with_capacity(exports.list().len());
+        for e in exports.list() {
+            let store = match old.and_then(|t| t.find(&e.path)) {
+                Some(s) => Arc::clone(&s.store),
+                None => self.make(&e.path)?,
+            };
+            list.push((e.clone(), store));
+        }
+        ExportTable::new(key, list)
+    }
+}
+
+/// What MOUNT serves of `table`: each export's path, sealed root handle and client rules.
+fn mount_exports(table: &ExportTable) -> Vec<mount::Export> {
+    table
+        .shares()
+        .iter()
+        .filter_map(|s| {
+            Some(mount::Export {
+                path: s.export.path.clone(),
+                root: s.root()?,
+                clients: s.export.clients.clone(),
+            })
+        })
+        .collect()
+}

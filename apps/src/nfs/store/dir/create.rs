@@ -1,0 +1,230 @@
+//! What creates objects in the directory store: CREATE, MKDIR, SYMLINK and MKNOD, each made
+//! by the caller's identity (the thread acts as the caller, see [`super::ident`]).
+//!
+//! Normal operation: the kernel makes the object owned by the caller, in the directory's
+//! group when that has the set-group-ID bit (and drops that bit from a new file's mode when
+//! the caller is not in the group), with the mode the client asked for (the thread's umask is
+//! 0; a default ACL on the directory applies as on a local creation). A uid or gid in the
+//! client's attributes is applied when it changes the new object and the caller may make
+//! that change ([`identity::create_chown`]: root any, the owner a group it is in), dropped
+//! otherwise rather than failing the create, as Linux nfsd does; times are applied as the new
+//! owner. Names are created with `O_NOFOLLOW` / `*at()` calls, so an existing symbolic
+//! link is never followed: CREATE UNCHECKED of a name that is a symbolic link answers EXIST.
+//! MKNOD makes FIFOs, sockets and devices (devices need CAP_MKNOD, which only an unsquashed
+//! root keeps); the server never opens them but with `O_PATH`.
+//!
+//! Recovery: an existing name answers EXIST (EXCLUSIVE: the same file again when it carries
+//! the verifier); a failed attribute change after the creation is that change's error, the
+//! object stays, as in Linux nfsd.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use super::sys::{self, check, cname, ifmt, openat};
+use super::{ident, DirStore, Obj};
+use crate::nfs::identity::{self, Cred};
+use crate::nfs::store::Special;
+use crate::nfs::types::{is_dot_entry, CreateHow, Fh, NfsResult, Nfsstat3, Sattr3, SetTime};
+use crate::nfs::types::{Time3, PATH_MAX};
+
+/// The two 31-bit halves of an exclusive-create verifier (stored as mtime, atime seconds).
+fn verf_times(v: &[u8; 8]) -> (u32, u32) {
+    let m = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) & 0x7fff_ffff;
+    let a = u32::from_be_bytes([v[4], v[5], v[6], v[7]]) & 0x7fff_ffff;
+    (m, a)
+}
+
+/// What is left to apply to an object just created with `mode` from the client's `attr`: the
+/// mode only when the umask may have cut it; owner, group, times and size as asked (owner and
+/// group are then filtered by [`identity::create_chown`]).
+fn after_creation(attr: &Sattr3, mode: Option<u32>) -> Sattr3 {
+    Sattr3 {
+        mode: mode.filter(|_| !ident::umask_is_zero()),
+        ..*attr
+    }
+}
+
+impl DirStore {
+    /// Wraps a descriptor just created as an [`Obj`], applies `set` as `cx` and adopts it
+    /// (caching the descriptor when `cache`: one fit for I/O, or not a regular file).
+    fn finish_new(&self, cx: &Cred, fd: OwnedFd, set: &Sattr3, cache: bool) -> NfsResult<Fh> {
+        let st = sys::fstat(fd.as_raw_fd())?;
+        let (uid, gid) = identity::create_chown(cx, &sys::fattr(&st), set.uid, set.gid);
+        let set = Sattr3 { uid, gid, ..*set };
+        // Only CREATE caches a regular file, and it opened it read-write.
+        let o = Obj {
+            fd: Arc::new(fd),
+            io: ifmt(&st) == libc::S_IFREG && cache,
+            st,
+        };
+        self.apply(cx, &o, &set)?;
+        let fh = self.fh_of_fd(o.raw())?;
+        if cache {
+            self.cache().insert(fh, o.fd, o.io);
+        }
+        Ok(fh)
+    }
+
+    /// An EXCLUSIVE create found `name`: the same file when it carries verifier `v`.
+    fn exclusive_again(&self, dirfd: RawFd, name: &CStr, v: &[u8; 8]) -> NfsResult<Fh> {
+        let st = sys::lstatat(dirfd, name)?;
+        let (m, a) = verf_times(v);
+        let same = ifmt(&st) == libc::S_IFREG
+            && st.st_mtime == i64::from(m)
+            && st.st_atime == i64::from(a)
+            && st.st_size == 0;
+        if !same {
+            return Err(Nfsstat3::EXIST);
+        }
+        self.fh_at(dirfd, name)
+    }
+
+    /// The attributes and `O_EXCL` flag a CREATE asks for.
+    fn create_how(how: &CreateHow) -> (i32, Sattr3) {
+        match how {
+            CreateHow::Unchecked(a) => (0, *a),
+            CreateHow::Guarded(a) => (libc::O_EXCL, *a),
+            CreateHow::Exclusive(v) => {
+                let (m, a) = verf_times(v);
+                let t = |s| {
+                    SetTime::ClientTime(Time3 {
+                        seconds: s,
+                        nseconds: 0,
+                    })
+                };
+                let set = Sattr3 {
+                    atime: t(a),
+                    mtime: t(m),
+                    ..Sattr3::default()
+                };
+                (libc::O_EXCL, set)
+            }
+        }
+    }
+
+    /// CREATE of `name` in directory `d` (the thread acts as `cx`).
+    pub(super) fn create_file(
+        &self,
+        cx: &Cred,
+        d: &Obj,
+        name: &[u8],
+        how: &CreateHow,
+    ) -> NfsResult<Fh> {
+        let c = cname(name)?;
+        if is_dot_entry(name) {
+            return Err(Nfsstat3::EXIST);
+        }
+        let (excl, attr) = Self::create_how(how);
+        match sys::lstatat(d.raw(), &c) {
+            Ok(st) if ifmt(&st) != libc::S_IFREG || excl != 0 => {
+                if let CreateHow::Exclusive(v) = how {
+                    return self.exclusive_again(d.raw(), &c, v);
+                }
+                return Err(Nfsstat3::EXIST);
+            }
+            Ok(_) => {
+                // UNCHECKED of an existing file: only its size changes (Linux nfsd).
+                let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+                let set = Sattr3 {
+                    size: attr.size,
+                    ..Sattr3::default()
+                };
+                return self.finish_new(cx, fd, &set, false);
+            }
+            Err(Nfsstat3::NOENT) => {}
+            Err(e) => return Err(e),
+        }
+        let mode = attr.mode.unwrap_or(0o644) & 0o7777;
+        let flags = libc::O_CREAT | excl | libc::O_RDWR | libc::O_NOFOLLOW;
+        let fd = match openat(d.raw(), &c, flags, mode) {
+            Ok(fd) => fd,
+            Err(Nfsstat3::EXIST) => match how {
+                CreateHow::Exclusive(v) => return self.exclusive_again(d.raw(), &c, v),
+                _ => return Err(Nfsstat3::EXIST),
+            },
+            Err(Nfsstat3::ISDIR) => return Err(Nfsstat3::EXIST),
+            Err(e) => return Err(e),
+        };
+        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
+    }
+
+    /// MKDIR of `name` in directory `d` (the thread acts as `cx`).
+    pub(super) fn make_dir(&self, cx: &Cred, d: &Obj, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+        let c = cname(name)?;
+        if is_dot_entry(name) {
+            return Err(Nfsstat3::EXIST);
+        }
+        let mode = attr.mode.unwrap_or(0o755) & 0o7777;
+        // SAFETY: `c` is NUL-terminated.
+        check(unsafe { libc::mkdirat(d.raw(), c.as_ptr(), mode) })?;
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+        let fd = openat(d.raw(), &c, flags, 0)?;
+        let attr = Sattr3 {
+            size: None,
+            ..*attr
+        };
+        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
+    }
+
+    /// SYMLINK `name` → `target` in directory `d` (the thread acts as `cx`).
+    pub(super) fn make_symlink(
+        &self,
+        cx: &Cred,
+        d: &Obj,
+        name: &[u8],
+        target: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let c = cname(name)?;
+        if is_dot_entry(name) {
+            return Err(Nfsstat3::EXIST);
+        }
+        if target.len() > PATH_MAX {
+            return Err(Nfsstat3::NAMETOOLONG);
+        }
+        let t = CString::new(target)
+            .ok()
+            .filter(|t| !t.is_empty())
+            .ok_or(Nfsstat3::INVAL)?;
+        // SAFETY: both strings are NUL-terminated.
+        check(unsafe { libc::symlinkat(t.as_ptr(), d.raw(), c.as_ptr()) })?;
+        let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let attr = Sattr3 {
+            size: None,
+            mode: None,
+            ..*attr
+        };
+        self.finish_new(cx, fd, &after_creation(&attr, None), true)
+    }
+
+    /// MKNOD of `node` as `name` in directory `d` (the thread acts as `cx`).
+    pub(super) fn make_node(
+        &self,
+        cx: &Cred,
+        d: &Obj,
+        name: &[u8],
+        node: Special,
+        attr: &Sattr3,
+    ) -> NfsResult<Fh> {
+        let c = cname(name)?;
+        if is_dot_entry(name) {
+            return Err(Nfsstat3::EXIST);
+        }
+        let (kind, dev) = match node {
+            Special::Fifo => (libc::S_IFIFO, 0),
+            Special::Sock => (libc::S_IFSOCK, 0),
+            Special::Chr(ma, mi) => (libc::S_IFCHR, libc::makedev(ma, mi)),
+            Special::Blk(ma, mi) => (libc::S_IFBLK, libc::makedev(ma, mi)),
+        };
+        let mode = attr.mode.unwrap_or(0o644) & 0o7777;
+        // SAFETY: `c` is NUL-terminated.
+        check(unsafe { libc::mknodat(d.raw(), c.as_ptr(), kind | mode, dev) })?;
+        let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let attr = Sattr3 {
+            size: None,
+            ..*attr
+        };
+        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
+    }
+}

@@ -1,0 +1,118 @@
+//! READDIR / READDIRPLUS of the directory store: `getdents64` on a fresh descriptor of the
+//! directory (opened as the caller, who needs read permission on it), positioned with `lseek(cookie)`; each entry's cookie is the kernel's `d_off`,
+//! so cookies are the file system's own (hash positions on ext4, stable offsets on tmpfs)
+//! and survive entries being added and removed.
+//!
+//! Normal operation: entries are passed to `emit` in the kernel's order until it says the
+//! reply is full. For READDIRPLUS each entry also gets its handle and `lstat` attributes; an
+//! entry that vanished meanwhile, or that is a mount point of another file system, is listed
+//! without them. Recovery: a malformed kernel record ends the listing with IO.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, RawFd};
+
+use super::sys::{self, check, openat};
+use super::DirStore;
+use crate::nfs::types::{DirEntry, Fattr3, Fh, NfsResult, Nfsstat3};
+
+/// Octets of `getdents64` records read per call.
+const BUF: usize = 32 * 1024;
+/// Offset of `d_name` in `struct linux_dirent64`.
+const NAME_AT: usize = 19;
+
+/// One `linux_dirent64` record: (inode, d_off, name).
+fn parse(rec: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let ino = u64::from_ne_bytes(rec.get(0..8)?.try_into().ok()?);
+    let off = u64::from_ne_bytes(rec.get(8..16)?.try_into().ok()?);
+    let name = rec.get(NAME_AT..)?;
+    let end = name.iter().position(|&b| b == 0)?;
+    Some((ino, off, &name[..end]))
+}
+
+impl DirStore {
+    /// Handle and attributes of `name` in `dirfd` (READDIRPLUS), when still there and on
+    /// this file system.
+    fn plus_of(&self, dirfd: RawFd, dir_st: &libc::stat, name: &[u8]) -> Option<(Fh, Fattr3)> {
+        match name {
+            b"." => return Some((self.fh_of_fd(dirfd).ok()?, sys::fattr(dir_st))),
+            b".." if self.is_root(dir_st) => {
+                let st = sys::fstat(self.root_fd.as_raw_fd()).ok()?;
+                return Some((self.root_fh, sys::fattr(&st)));
+            }
+            _ => {}
+        }
+        let c = CString::new(name).ok()?;
+        let st = sys::lstatat(dirfd, &c).ok()?;
+        if st.st_dev != self.root_dev {
+            return None;
+        }
+        Some((self.fh_at(dirfd, &c).ok()?, sys::fattr(&st)))
+    }
+
+    /// Lists the directory open as `dirfd` (with `dir_st`) after `cookie`; `Ok(true)` when
+    /// the end was reached.
+    pub(super) fn list(
+        &self,
+        dirfd: RawFd,
+        dir_st: &libc::stat,
+        cookie: u64,
+        plus: bool,
+        emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
+    ) -> NfsResult<bool> {
+        // Through the /proc link: opening the directory itself needs read permission only.
+        let fd = openat(
+            libc::AT_FDCWD,
+            &sys::proc_path(dirfd),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+            0,
+        )?;
+        let pos = i64::try_from(cookie).map_err(|_| Nfsstat3::BAD_COOKIE)?;
+        // SAFETY: plain syscall on a descriptor we own.
+        if unsafe { libc::lseek(fd.as_raw_fd(), pos, libc::SEEK_SET) } < 0 {
+            return Err(Nfsstat3::BAD_COOKIE);
+        }
+        let mut buf = vec![0u8; BUF];
+        loop {
+            // SAFETY: `buf` is writable for `buf.len()` octets.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    fd.as_raw_fd(),
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                )
+            };
+            let n = check(n.clamp(-1, BUF as i64) as i32)? as usize;
+            if n == 0 {
+                return Ok(true);
+            }
+            let mut at = 0usize;
+            while at < n {
+                let reclen = buf
+                    .get(at + 16..at + 18)
+                    .map_or(0, |b| usize::from(u16::from_ne_bytes([b[0], b[1]])));
+                let rec = buf.get(at..at + reclen).filter(|_| reclen > NAME_AT);
+                let (ino, off, name) = rec.and_then(parse).ok_or(Nfsstat3::IO)?;
+                let fileid = if name == b".." && self.is_root(dir_st) {
+                    dir_st.st_ino
+                } else {
+                    ino
+                };
+                let entry = DirEntry {
+                    fileid,
+                    name,
+                    cookie: off,
+                    plus: if plus {
+                        self.plus_of(dirfd, dir_st, name)
+                    } else {
+                        None
+                    },
+                };
+                if !emit(&entry) {
+                    return Ok(false);
+                }
+                at += reclen;
+            }
+        }
+    }
+}

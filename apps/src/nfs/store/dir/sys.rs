@@ -1,0 +1,242 @@
+//! Thin safe wrappers over the libc calls the directory store makes: errno mapping, names as
+//! C strings, `fstat`/`fstatat` into [`Fattr3`], `/proc/self/fd` paths, kernel file handles
+//! (`name_to_handle_at` / `open_by_handle_at`).
+//!
+//! Normal operation: every wrapper returns the call's result or the errno as an
+//! [`Nfsstat3`] (through [`Nfsstat3::from_errno`]) or an [`io::Error`]. Recovery: EINTR is
+//! retried where a call can see it; nothing here keeps state.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::nfs::types::{
+    check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Time3,
+};
+
+/// Largest kernel handle (`MAX_HANDLE_SZ`).
+pub(super) const MAX_HANDLE_SZ: usize = 128;
+
+/// The last OS error number.
+pub(super) fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// The last OS error as an NFS status.
+pub(super) fn nfs_err() -> Nfsstat3 {
+    Nfsstat3::from_errno(errno())
+}
+
+/// `r` unless it is negative (then the errno as an NFS status).
+pub(super) fn check(r: libc::c_int) -> NfsResult<libc::c_int> {
+    if r < 0 {
+        Err(nfs_err())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A name from the wire as a C string: INVAL when malformed, NAMETOOLONG when too long.
+pub(super) fn cname(name: &[u8]) -> NfsResult<CString> {
+    if !name_is_wellformed(name) {
+        return Err(Nfsstat3::INVAL);
+    }
+    check_name_len(name)?;
+    CString::new(name).map_err(|_| Nfsstat3::INVAL)
+}
+
+/// `/proc/self/fd/N`: a path that reaches the object `fd` refers to (also an `O_PATH` one).
+pub(super) fn proc_path(fd: RawFd) -> CString {
+    CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
+}
+
+/// `fd` as an [`OwnedFd`] when non-negative, else the errno as an NFS status.
+pub(super) fn owned(fd: RawFd) -> NfsResult<OwnedFd> {
+    if fd < 0 {
+        return Err(nfs_err());
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat(dirfd, name, flags | O_CLOEXEC, mode)`.
+pub(super) fn openat(dirfd: RawFd, name: &CStr, flags: i32, mode: u32) -> NfsResult<OwnedFd> {
+    // SAFETY: `name` is a valid NUL-terminated string.
+    owned(unsafe { libc::openat(dirfd, name.as_ptr(), flags | libc::O_CLOEXEC, mode) })
+}
+
+/// `fstat(fd)`.
+pub(super) fn fstat(fd: RawFd) -> NfsResult<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value; the kernel fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable `stat`.
+    check(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+/// `fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW)`.
+pub(super) fn lstatat(dirfd: RawFd, name: &CStr) -> NfsResult<libc::stat> {
+    // SAFETY: as in `fstat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid string and `stat`.
+    check(unsafe { libc::fstatat(dirfd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(st)
+}
+
+/// The file type bits of `st`.
+pub(super) fn ifmt(st: &libc::stat) -> u32 {
+    st.st_mode & libc::S_IFMT
+}
+
+/// An `nfstime3` from seconds and nanoseconds (clamped to the u32 range NFSv3 has).
+pub(super) fn time3(sec: i64, nsec: i64) -> Time3 {
+    Time3 {
+        seconds: sec.clamp(0, i64::from(u32::MAX)) as u32,
+        nseconds: nsec.clamp(0, 999_999_999) as u32,
+    }
+}
+
+/// The ctime of `st`.
+pub(super) fn ctime(st: &libc::stat) -> Time3 {
+    time3(st.st_ctime, st.st_ctime_nsec)
+}
+
+/// NFSv3 attributes from a `stat`.
+pub(super) fn fattr(st: &libc::stat) -> Fattr3 {
+    let ftype = match ifmt(st) {
+        libc::S_IFDIR => Ftype3::Dir,
+        libc::S_IFLNK => Ftype3::Lnk,
+        libc::S_IFBLK => Ftype3::Blk,
+        libc::S_IFCHR => Ftype3::Chr,
+        libc::S_IFSOCK => Ftype3::Sock,
+        libc::S_IFIFO => Ftype3::Fifo,
+        _ => Ftype3::Reg,
+    };
+    Fattr3 {
+        ftype,
+        mode: st.st_mode & 0o7777,
+        nlink: st.st_nlink.min(u64::from(u32::MAX)) as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size.max(0) as u64,
+        used: (st.st_blocks.max(0) as u64).saturating_mul(512),
+        rdev: (libc::major(st.st_rdev), libc::minor(st.st_rdev)),
+        fsid: st.st_dev,
+        fileid: st.st_ino,
+        atime: time3(st.st_atime, st.st_atime_nsec),
+        mtime: time3(st.st_mtime, st.st_mtime_nsec),
+        ctime: ctime(st),
+    }
+}
+
+/// A kernel file handle (`struct file_handle` with room for the largest one).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct KernelHandle {
+    handle_bytes: u32,
+    handle_type: libc::c_int,
+    f_handle: [u8; MAX_HANDLE_SZ],
+}
+
+impl KernelHandle {
+    /// A handle of `htype` holding `bytes`; `None` when longer than [`MAX_HANDLE_SZ`].
+    pub(super) fn new(htype: i32, bytes: &[u8]) -> Option<KernelHandle> {
+        let mut h = KernelHandle {
+            handle_bytes: bytes.len() as u32,
+            handle_type: htype,
+            f_handle: [0; MAX_HANDLE_SZ],
+        };
+        h.f_handle.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(h)
+    }
+
+    /// The handle type.
+    pub(super) fn htype(&self) -> i32 {
+        self.handle_type
+    }
+
+    /// The handle octets.
+    pub(super) fn bytes(&self) -> &[u8] {
+        let n = (self.handle_bytes as usize).min(MAX_HANDLE_SZ);
+        &self.f_handle[..n]
+    }
+
+    /// `name_to_handle_at(dirfd, name, flags)` (symbolic links are not followed): the
+    /// handle and the mount id.
+    pub(super) fn of(dirfd: RawFd, name: &CStr, flags: i32) -> io::Result<(KernelHandle, i32)> {
+        let mut h = KernelHandle {
+            handle_bytes: MAX_HANDLE_SZ as u32,
+            handle_type: 0,
+            f_handle: [0; MAX_HANDLE_SZ],
+        };
+        let mut mnt = 0;
+        // SAFETY: `h` is a `struct file_handle` followed by MAX_HANDLE_SZ octets, as
+        // `handle_bytes` says; `name` is NUL-terminated; `mnt` is writable.
+        let r = unsafe {
+            libc::name_to_handle_at(
+                dirfd,
+                name.as_ptr(),
+                (&mut h as *mut KernelHandle).cast(),
+                &mut mnt,
+                flags,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((h, mnt))
+    }
+
+    /// `open_by_handle_at(mount_fd, self, flags | O_CLOEXEC)`.
+    pub(super) fn open(&self, mount_fd: &OwnedFd, flags: i32) -> io::Result<OwnedFd> {
+        let mut h = *self;
+        // SAFETY: `h` is a valid `struct file_handle` (handle_bytes ≤ MAX_HANDLE_SZ).
+        let fd = unsafe {
+            libc::open_by_handle_at(
+                mount_fd.as_raw_fd(),
+                (&mut h as *mut KernelHandle).cast(),
+                flags | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// `faccessat2(fd, "", mode, AT_EACCESS | AT_EMPTY_PATH)`: whether the calling thread's
+/// fs identity holds `mode` (`R_OK`, `W_OK`, `X_OK`) on the object `fd` refers to, by the
+/// kernel's own permission check (mode bits, ACLs, read-only mounts, immutable files).
+pub(super) fn may(fd: RawFd, mode: i32) -> NfsResult<()> {
+    let flags = libc::AT_EACCESS | libc::AT_EMPTY_PATH;
+    // SAFETY: empty NUL-terminated path; the call only reads its arguments.
+    let r = unsafe { libc::syscall(libc::SYS_faccessat2, fd, c"".as_ptr(), mode, flags) };
+    check(r.clamp(-1, 0) as i32).map(drop)
+}
+
+/// ext2 / ext3 / ext4 (`EXT4_SUPER_MAGIC`, shared by all three).
+const EXT4_SUPER_MAGIC: i64 = 0xef53;
+/// FAT (`MSDOS_SUPER_MAGIC`).
+const MSDOS_SUPER_MAGIC: i64 = 0x4d44;
+
+/// Largest file the file system holding `fd` stores: ext4 (extent-mapped files) holds 2^32 − 1
+/// blocks (`ext4_max_size`: 16 TiB − 4 KiB with 4 KiB blocks), FAT 4 GiB − 1; others (tmpfs,
+/// XFS, Btrfs, ...) the kernel's `MAX_LFS_FILESIZE`, 2^63 − 1.
+pub(super) fn max_file_size(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: an all-zero statfs is valid; the kernel fills it.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `s` is writable.
+    if unsafe { libc::fstatfs(fd, &mut s) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let bsize = (s.f_bsize as u64).clamp(512, 1 << 16);
+    Ok(match s.f_type as i64 {
+        EXT4_SUPER_MAGIC => ((1u64 << 32) - 1) * bsize,
+        MSDOS_SUPER_MAGIC => (1u64 << 32) - 1,
+        _ => i64::MAX as u64,
+    })
+}

@@ -1,0 +1,289 @@
+//! The store the NFS server serves, whichever the protocol version: the one small trait both
+//! backends implement ([`memory::MemoryStore`], [`dir::DirStore`]), and their conformance
+//! suite (`tests.rs`).
+//!
+//! Normal operation: the procedure handlers ([`crate::nfs::v3::server`]) decode a call, call one or two
+//! store methods with plain values ([`Fh`], names as octets, [`Sattr3`]) and encode what comes
+//! back. The store owns file handles (their content, their lifetime), attributes, directory
+//! cookies and the write verifier; it knows nothing of XDR, RPC or RDMA. Weak cache consistency
+//! data is assembled by the handlers from [`Store::getattr`] before and after an operation.
+//!
+//! Recovery: every method answers an [`Nfsstat3`] instead of failing: a handle that does not
+//! decode is BADHANDLE, one that names nothing (any more) is STALE, OS errors map through
+//! [`Nfsstat3::from_errno`](crate::nfs::types::Nfsstat3::from_errno). No method panics on any input.
+//!
+//! [`Nfsstat3`]: crate::nfs::types::Nfsstat3
+
+pub mod dir;
+pub mod memory;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use rpcrdma_mempool::PoolBuf;
+
+use super::identity::{self, Cred};
+use super::types::{
+    access, CreateHow, DirEntry, Fattr3, Fh, FsStat, Ftype3, NfsResult, Sattr3, StableHow, Time3,
+};
+
+/// What one READDIR / READDIRPLUS listing returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirListing {
+    /// The cookie verifier to hand to the client (`cookieverf3`).
+    pub verf: [u8; 8],
+    /// True when the listing reached the end of the directory.
+    pub eof: bool,
+}
+
+/// A READ's data as a range of a registered buffer the store keeps ([`Store::read_registered`]).
+#[derive(Debug, Clone)]
+pub struct SharedRead {
+    /// The store's buffer; the reply holds this reference until its Send completes, and the
+    /// store does not change the octets meanwhile (it copies the block on write instead).
+    pub buf: Arc<PoolBuf>,
+    /// Where the data starts in `buf`.
+    pub off: usize,
+    /// Octets of data (the READ's count clamped to the file size; more than 0).
+    pub len: usize,
+    /// Whether the range reaches the end of the file (as [`Store::read`] says).
+    pub eof: bool,
+}
+
+/// What MKNOD creates (RFC 1813 `mknoddata3`; regular files, directories and links have
+/// their own procedures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// A named pipe (NF3FIFO).
+    Fifo,
+    /// A socket (NF3SOCK).
+    Sock,
+    /// A character device (NF3CHR) with major and minor numbers.
+    Chr(u32, u32),
+    /// A block device (NF3BLK) with major and minor numbers.
+    Blk(u32, u32),
+}
+
+impl Special {
+    /// The file type it has once created.
+    pub fn ftype(&self) -> Ftype3 {
+        match self {
+            Special::Fifo => Ftype3::Fifo,
+            Special::Sock => Ftype3::Sock,
+            Special::Chr(..) => Ftype3::Chr,
+            Special::Blk(..) => Ftype3::Blk,
+        }
+    }
+}
+
+/// ACCESS3 bits for `rwx` permission bits on an object of type `t`: read is READ; write is
+/// MODIFY and EXTEND (and DELETE on a directory); execute is LOOKUP on a directory, EXECUTE
+/// otherwise.
+pub fn access_from_rwx(rwx: u32, t: Ftype3) -> u32 {
+    let dir = t == Ftype3::Dir;
+    let mut g = 0;
+    if rwx & 4 != 0 {
+        g |= access::READ;
+    }
+    if rwx & 2 != 0 {
+        g |= access::MODIFY | access::EXTEND;
+        if dir {
+            g |= access::DELETE;
+        }
+    }
+    if rwx & 1 != 0 {
+        g |= if dir { access::LOOKUP } else { access::EXECUTE };
+    }
+    g
+}
+
+/// An NFSv3 store.
+///
+/// Identity: every method that reads or changes an object takes the caller's [`Cred`]
+/// (already squashed by the export) and refuses what POSIX refuses that identity: ACCES for
+/// missing permission bits on the object or the directories involved (search on a directory
+/// looked up in, write and search on one whose entries change, the sticky bit), PERM for
+/// changes only the owner or root may make (mode, explicit times, owner, group). New objects
+/// belong to the caller (the directory's group when it has the set-group-ID bit).
+/// [`Store::getattr`] and [`Store::fsstat`] need no permission, as in Linux nfsd. Methods take `&self`: stores are shared by every reactor (memory store,
+/// handlers run inline) or every worker (directory store, handlers run in worker mode) and
+/// synchronise inside.
+pub trait Store: Send + Sync + 'static {
+    /// Short name for logs and counters (`memory`, `dir`).
+    fn kind(&self) -> &'static str;
+
+    /// The handle of the exported root directory.
+    fn root(&self) -> Fh;
+
+    /// Attributes of `fh`.
+    fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3>;
+
+    /// [`Store::getattr`] when the store can answer at once without blocking (a server
+    /// reactor may call it); `None` (the default) when only `getattr` can.
+    fn getattr_now(&self, _fh: &Fh) -> Option<NfsResult<Fattr3>> {
+        None
+    }
+
+    /// Sets attributes (size, then mode and owner, then times). With `guard`, NOT_SYNC unless
+    /// the object's ctime equals it (RFC 1813 SETATTR `sattrguard3`). Setting the size of a
+    /// directory is ISDIR, of anything else but a regular file INVAL.
+    fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()>;
+
+    /// The handle of `name` in directory `dir` (`.` is `dir`, `..` its parent; the root's
+    /// parent is the root). NOTDIR when `dir` is not a directory, NOENT when absent.
+    fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh>;
+
+    /// LOOKUP with the attributes its reply carries: the directory's (when it is there, also
+    /// when the lookup fails) and the handle of `name` with the object's attributes. The
+    /// default asks [`Store::getattr`] and [`Store::lookup`]; a store that has the attributes
+    /// at hand while looking up answers them from there.
+    #[allow(clippy::type_complexity)]
+    fn lookup_attrs(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (Option<Fattr3>, NfsResult<(Fh, Option<Fattr3>)>) {
+        let d = self.getattr(dir).ok();
+        let r = self.lookup(cx, dir, name);
+        (d, r.map(|fh| (fh, self.getattr(&fh).ok())))
+    }
+
+    /// The target of symbolic link `fh` into `out`; returns its length. INVAL when `fh` is not
+    /// a symbolic link.
+    fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize>;
+
+    /// Reads at most `out.len()` octets at `offset` into `out`; returns the octets read and
+    /// whether the read reached the end of the file. ISDIR for a directory, INVAL for other
+    /// non-regular files. Offsets past the end read 0 octets with eof.
+    fn read(&self, cx: &Cred, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)>;
+
+    /// Zero-copy READ: when the whole range `[offset, offset + count)`, clamped to the file
+    /// size, lies inside one registered block the store keeps (and is not empty), that block
+    /// and where the range is in it, with eof as [`Store::read`] computes it; the caller hands
+    /// the buffer to the transport (a DDP item) instead of copying. `Some(Err(_))` for what
+    /// `read` would refuse (BADHANDLE, STALE, ISDIR, INVAL). `None`: use `read` (the range is
+    /// empty, in a hole, crosses blocks, or the store keeps no registered blocks, as the
+    /// default says).
+    fn read_registered(
+        &self,
+        _cx: &Cred,
+        _fh: &Fh,
+        _offset: u64,
+        _count: usize,
+    ) -> Option<NfsResult<SharedRead>> {
+        None
+    }
+
+    /// Writes `data` at `offset`; returns how stable the data is now (at least `stable`).
+    /// FBIG when `offset + len` overflows or passes the store's largest file, NOSPC when the
+    /// store is full.
+    fn write(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> NfsResult<StableHow>;
+
+    /// Makes every earlier UNSTABLE write of `fh` stable.
+    fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()>;
+
+    /// Creates a regular file (`how` as RFC 1813 CREATE says: UNCHECKED opens an existing one,
+    /// GUARDED fails with EXIST, EXCLUSIVE stores the verifier and succeeds again for the same
+    /// verifier). Returns its handle.
+    fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh>;
+
+    /// Creates a directory.
+    fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh>;
+
+    /// Creates a symbolic link to `target`.
+    fn symlink(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        target: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Fh>;
+
+    /// Creates a special file: a FIFO, a socket, or a character / block device with its
+    /// device numbers (RFC 1813 MKNOD). The server never opens it.
+    fn mknod(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        node: Special,
+        attr: &Sattr3,
+    ) -> NfsResult<Fh>;
+
+    /// The ACCESS3 bits of `want` that `cx` holds on `fh`: exactly what the other methods
+    /// then allow. The default answers from the mode bits ([`identity::granted`]); a store
+    /// whose files have more rules (ACLs) answers from them.
+    fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
+        let a = self.getattr(fh)?;
+        Ok((
+            a,
+            access_from_rwx(identity::granted(cx, &a), a.ftype) & want,
+        ))
+    }
+
+    /// Removes a non-directory entry (ISDIR for a directory... as Linux answers: NFS3ERR_ISDIR
+    /// is not in RFC 1813's REMOVE list but is what clients handle).
+    fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// Removes an empty directory (NOTEMPTY otherwise, NOTDIR for a non-directory).
+    fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// Renames `from_name` in `from_dir` to `to_name` in `to_dir`, replacing a compatible
+    /// target (POSIX rename rules: a directory replaces only an empty directory, EXIST or
+    /// NOTEMPTY otherwise; ISDIR / NOTDIR for mismatched types; INVAL when moving a directory
+    /// into itself).
+    fn rename(
+        &self,
+        cx: &Cred,
+        from_dir: &Fh,
+        from_name: &[u8],
+        to_dir: &Fh,
+        to_name: &[u8],
+    ) -> NfsResult<()>;
+
+    /// Makes `name` in `dir` a new hard link to `fh` (ISDIR when `fh` is a directory).
+    fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// Lists directory `dir` starting after `cookie` (0: from the start), calling `emit` for
+    /// each entry in order until it returns `false` (the reply is full: that entry is not
+    /// included). With `plus`, entries carry their handle and attributes. BAD_COOKIE when
+    /// `cookie` is not 0 and `verf` is not the verifier this directory hands out; cookies stay
+    /// valid while entries are added and removed, so a listing in pages is complete and has
+    /// no duplicates.
+    fn readdir(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        cookie: u64,
+        verf: [u8; 8],
+        plus: bool,
+        emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
+    ) -> NfsResult<DirListing>;
+
+    /// Space and file-slot counts of the file system holding `fh`.
+    fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat>;
+
+    /// The write verifier: the same value until the server restarts (or loses uncommitted
+    /// data), then a different one.
+    fn write_verifier(&self) -> [u8; 8];
+
+    /// The store's own counters (`nfsd-stat` names and values; none by default).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// Largest file size the store supports (FSINFO `maxfilesize`).
+    fn max_file_size(&self) -> u64 {
+        (1u64 << 63) - 1
+    }
+}

@@ -1,0 +1,390 @@
+//! NFSv4 attributes (RFC 8881 §5) from the store's [`Fattr3`]: GETATTR and the `fattr4` of
+//! READDIR entries. The store keeps one set of attributes for both protocol versions; this is
+//! the small mapping between them.
+//!
+//! Normal operation: the client's bitmap is intersected with [`SUPPORTED`] and the values are
+//! written in bit order: type, change (from ctime), size, fsid, fileid, mode, numlinks, owner
+//! and owner_group as numeric strings (as Linux nfsd sends them to AUTH_SYS clients), the
+//! times, space used, file system counts and limits. Recovery: attributes this server does
+//! not keep are left out of the reply's bitmap (RFC 8881 §15.1.15.1: not an error); a bitmap
+//! that does not decode is NFS4ERR_BADXDR.
+
+use rpcrdma_engine::xdr::XdrReader;
+
+use crate::nfs::types::{Fattr3, FsStat, Time3};
+
+use super::xdr::{bad_xdr, from_store, st, Enc, Status};
+use super::{Compound, Cur};
+
+/// Attribute numbers this server returns.
+#[allow(missing_docs)]
+pub mod fa {
+    pub const SUPPORTED_ATTRS: u32 = 0;
+    pub const TYPE: u32 = 1;
+    pub const FH_EXPIRE_TYPE: u32 = 2;
+    pub const CHANGE: u32 = 3;
+    pub const SIZE: u32 = 4;
+    pub const LINK_SUPPORT: u32 = 5;
+    pub const SYMLINK_SUPPORT: u32 = 6;
+    pub const NAMED_ATTR: u32 = 7;
+    pub const FSID: u32 = 8;
+    pub const UNIQUE_HANDLES: u32 = 9;
+    pub const LEASE_TIME: u32 = 10;
+    pub const RDATTR_ERROR: u32 = 11;
+    pub const CANSETTIME: u32 = 15;
+    pub const CASE_INSENSITIVE: u32 = 16;
+    pub const CASE_PRESERVING: u32 = 17;
+    pub const CHOWN_RESTRICTED: u32 = 18;
+    pub const FILEHANDLE: u32 = 19;
+    pub const FILEID: u32 = 20;
+    pub const FILES_AVAIL: u32 = 21;
+    pub const FILES_FREE: u32 = 22;
+    pub const FILES_TOTAL: u32 = 23;
+    pub const HOMOGENEOUS: u32 = 26;
+    pub const MAXFILESIZE: u32 = 27;
+    pub const MAXLINK: u32 = 28;
+    pub const MAXNAME: u32 = 29;
+    pub const MAXREAD: u32 = 30;
+    pub const MAXWRITE: u32 = 31;
+    pub const MODE: u32 = 33;
+    pub const NO_TRUNC: u32 = 34;
+    pub const NUMLINKS: u32 = 35;
+    pub const OWNER: u32 = 36;
+    pub const OWNER_GROUP: u32 = 37;
+    pub const RAWDEV: u32 = 41;
+    pub const SPACE_AVAIL: u32 = 42;
+    pub const SPACE_FREE: u32 = 43;
+    pub const SPACE_TOTAL: u32 = 44;
+    pub const SPACE_USED: u32 = 45;
+    pub const TIME_ACCESS: u32 = 47;
+    pub const TIME_DELTA: u32 = 51;
+    pub const TIME_METADATA: u32 = 52;
+    pub const TIME_MODIFY: u32 = 53;
+    pub const MOUNTED_ON_FILEID: u32 = 55;
+}
+
+/// The attributes returned, as a three-word bitmap.
+pub const SUPPORTED: [u32; 3] = supported();
+
+const fn supported() -> [u32; 3] {
+    let list = [
+        fa::SUPPORTED_ATTRS,
+        fa::TYPE,
+        fa::FH_EXPIRE_TYPE,
+        fa::CHANGE,
+        fa::SIZE,
+        fa::LINK_SUPPORT,
+        fa::SYMLINK_SUPPORT,
+        fa::NAMED_ATTR,
+        fa::FSID,
+        fa::UNIQUE_HANDLES,
+        fa::LEASE_TIME,
+        fa::RDATTR_ERROR,
+        fa::CANSETTIME,
+        fa::CASE_INSENSITIVE,
+        fa::CASE_PRESERVING,
+        fa::CHOWN_RESTRICTED,
+        fa::FILEHANDLE,
+        fa::FILEID,
+        fa::FILES_AVAIL,
+        fa::FILES_FREE,
+        fa::FILES_TOTAL,
+        fa::HOMOGENEOUS,
+        fa::MAXFILESIZE,
+        fa::MAXLINK,
+        fa::MAXNAME,
+        fa::MAXREAD,
+        fa::MAXWRITE,
+        fa::MODE,
+        fa::NO_TRUNC,
+        fa::NUMLINKS,
+        fa::OWNER,
+        fa::OWNER_GROUP,
+        fa::RAWDEV,
+        fa::SPACE_AVAIL,
+        fa::SPACE_FREE,
+        fa::SPACE_TOTAL,
+        fa::SPACE_USED,
+        fa::TIME_ACCESS,
+        fa::TIME_DELTA,
+        fa::TIME_METADATA,
+        fa::TIME_MODIFY,
+        fa::MOUNTED_ON_FILEID,
+    ];
+    let mut w = [0u32; 3];
+    let mut i = 0;
+    while i < list.len() {
+        w[(list[i] / 32) as usize] |= 1 << (list[i] % 32);
+        i += 1;
+    }
+    w
+}
+
+/// Reads a `bitmap4` (words past the third are ignored; at most 8 words).
+pub fn get_bitmap(r: &mut XdrReader<'_>) -> Result<[u32; 3], Status> {
+    let n = r.get_count(8).map_err(bad_xdr)?;
+    let mut w = [0u32; 3];
+    for i in 0..n as usize {
+        let v = r.get_u32().map_err(bad_xdr)?;
+        if let Some(x) = w.get_mut(i) {
+            *x = v;
+        }
+    }
+    Ok(w)
+}
+
+fn has(w: &[u32; 3], bit: u32) -> bool {
+    w[(bit / 32) as usize] & (1 << (bit % 32)) != 0
+}
+
+fn time(v: &mut Enc, t: Time3) {
+    v.u64(u64::from(t.seconds));
+    v.u32(t.nseconds);
+}
+
+/// The `change` attribute: the ctime as one number that grows with every change.
+pub fn change(a: &Fattr3) -> u64 {
+    u64::from(a.ctime.seconds) * 1_000_000_000 + u64::from(a.ctime.nseconds)
+}
+
+/// What the `fattr4` of one object is made from.
+pub struct Source<'a> {
+    /// The object's attributes.
+    pub attr: &'a Fattr3,
+    /// Its file system's counts (when asked for).
+    pub fs: Option<FsStat>,
+    /// Its wire handle (when asked for).
+    pub fh: Option<&'a [u8]>,
+}
+
+/// Writes `fattr4` for `want` (intersected with what this server returns).
+pub fn put_fattr(c: &Compound<'_>, cur: &Cur, want: &[u32; 3], s: &Source<'_>, out: &mut Enc) {
+    let mut mask = [0u32; 3];
+    for i in 0..3 {
+        mask[i] = want[i] & SUPPORTED[i];
+    }
+    if s.fs.is_none() {
+        for b in [
+            fa::FILES_AVAIL,
+            fa::FILES_FREE,
+            fa::FILES_TOTAL,
+            fa::SPACE_AVAIL,
+            fa::SPACE_FREE,
+            fa::SPACE_TOTAL,
+        ] {
+            mask[(b / 32) as usize] &= !(1 << (b % 32));
+        }
+    }
+    if s.fh.is_none() {
+        mask[0] &= !(1 << fa::FILEHANDLE);
+    }
+    mask[0] &= !(1 << fa::RDATTR_ERROR);
+    let a = s.attr;
+    let mut v = Enc::default();
+    for bit in 0..96 {
+        if !has(&mask, bit) {
+            continue;
+        }
+        put_one(c, cur, bit, s, a, &mut v);
+    }
+    out.bitmap(&mask);
+    out.opaque(&v.b);
+}
+
+fn put_one(c: &Compound<'_>, cur: &Cur, bit: u32, s: &Source<'_>, a: &Fattr3, v: &mut Enc) {
+    let fs = s.fs.unwrap_or_default();
+    let cfg = c.srv.config();
+    match bit {
+        fa::SUPPORTED_ATTRS => v.bitmap(&SUPPORTED),
+        fa::TYPE => v.u32(a.ftype as u32),
+        fa::FH_EXPIRE_TYPE => v.u32(0), // FH4_PERSISTENT
+        fa::CHANGE => v.u64(change(a)),
+        fa::SIZE => v.u64(a.size),
+        fa::LINK_SUPPORT | fa::SYMLINK_SUPPORT | fa::UNIQUE_HANDLES | fa::CANSETTIME => v.u32(1),
+        fa::CASE_PRESERVING | fa::CHOWN_RESTRICTED | fa::HOMOGENEOUS | fa::NO_TRUNC => v.u32(1),
+        fa::NAMED_ATTR | fa::CASE_INSENSITIVE => v.u32(0),
+        fa::FSID => {
+            v.u64(a.fsid);
+            v.u64(0);
+        }
+        fa::LEASE_TIME => v.u32(cfg.limits.lease_secs),
+        fa::FILEHANDLE => v.opaque(s.fh.unwrap_or(&[])),
+        fa::FILEID | fa::MOUNTED_ON_FILEID => v.u64(a.fileid),
+        fa::FILES_AVAIL => v.u64(fs.afiles),
+        fa::FILES_FREE => v.u64(fs.ffiles),
+        fa::FILES_TOTAL => v.u64(fs.tfiles),
+        fa::MAXFILESIZE => v.u64(cur.share.store.max_file_size()),
+        fa::MAXLINK => v.u32(u32::from(u16::MAX)),
+        fa::MAXNAME => v.u32(crate::nfs::types::NAME_MAX as u32),
+        fa::MAXREAD | fa::MAXWRITE => v.u64(u64::from(cfg.max_io)),
+        fa::MODE => v.u32(a.mode & 0o7777),
+        fa::NUMLINKS => v.u32(a.nlink),
+        fa::OWNER => v.opaque(a.uid.to_string().as_bytes()),
+        fa::OWNER_GROUP => v.opaque(a.gid.to_string().as_bytes()),
+        fa::RAWDEV => {
+            v.u32(a.rdev.0);
+            v.u32(a.rdev.1);
+        }
+        fa::SPACE_AVAIL => v.u64(fs.abytes),
+        fa::SPACE_FREE => v.u64(fs.fbytes),
+        fa::SPACE_TOTAL => v.u64(fs.tbytes),
+        fa::SPACE_USED => v.u64(a.used),
+        fa::TIME_ACCESS => time(v, a.atime),
+        fa::TIME_DELTA => time(
+            v,
+            Time3 {
+                seconds: 0,
+                nseconds: 1,
+            },
+        ),
+        fa::TIME_METADATA => time(v, a.ctime),
+        fa::TIME_MODIFY => time(v, a.mtime),
+        _ => {}
+    }
+}
+
+/// True when `want` asks for a file-system count (FSSTAT needed).
+pub fn wants_fs(want: &[u32; 3]) -> bool {
+    [
+        fa::FILES_AVAIL,
+        fa::FILES_FREE,
+        fa::FILES_TOTAL,
+        fa::SPACE_AVAIL,
+        fa::SPACE_FREE,
+        fa::SPACE_TOTAL,
+    ]
+    .iter()
+    .any(|b| has(want, *b))
+}
+
+/// GETATTR of the current file handle.
+pub fn getattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let want = get_bitmap(r)?;
+    let cur = c.cur()?.clone();
+    let store = &cur.share.store;
+    let a = store.getattr(&cur.fh).map_err(from_store)?;
+    let fs = if wants_fs(&want) {
+        Some(store.fsstat(&cur.fh).map_err(from_store)?)
+    } else {
+        None
+    };
+    let sealed = if has(&want, fa::FILEHANDLE) {
+        Some(crate::nfs::admit::seal_or_fault(&cur.share, &cur.fh).map_err(from_store)?)
+    } else {
+        None
+    };
+    let src = Source {
+        attr: &a,
+        fs,
+        fh: sealed.as_ref().map(|f| f.as_bytes()),
+    };
+    put_fattr(c, &cur, &want, &src, out);
+    Ok(())
+}
+
+/// NFS4ERR_BADOWNER.
+const BADOWNER: u32 = 10039;
+
+/// A numeric owner or group string (what an AUTH_SYS client sends with idmapping off);
+/// anything else is NFS4ERR_BADOWNER.
+fn numeric_id(s: &[u8]) -> Result<u32, Status> {
+    std::str::from_utf8(s)
+        .ok()
+        .and_then(|t| t.parse::<u32>().ok())
+        .ok_or(BADOWNER)
+}
+
+fn get_settime(v: &mut XdrReader<'_>) -> Result<crate::nfs::types::SetTime, Status> {
+    use crate::nfs::types::SetTime;
+    match v.get_u32().map_err(bad_xdr)? {
+        0 => Ok(SetTime::ServerTime),
+        1 => {
+            let sec = v.get_u64().map_err(bad_xdr)? as i64;
+            let nsec = v.get_u32().map_err(bad_xdr)?;
+            let seconds = u32::try_from(sec).map_err(|_| st::INVAL)?;
+            if nsec >= 1_000_000_000 {
+                return Err(st::INVAL);
+            }
+            Ok(SetTime::ClientTime(Time3 {
+                seconds,
+                nseconds: nsec,
+            }))
+        }
+        _ => Err(st::INVAL),
+    }
+}
+
+/// Attributes a client may set: size, mode, owner, owner_group, time_access_set,
+/// time_modify_set.
+const SETTABLE: [u32; 3] = [
+    1 << fa::SIZE,
+    (1 << (33 - 32)) | (1 << (36 - 32)) | (1 << (37 - 32)) | (1 << (48 - 32)) | (1 << (54 - 32)),
+    0,
+];
+
+/// Reads a `fattr4` to set. Attributes this server returns but does not set are
+/// NFS4ERR_INVAL, attributes it does not know NFS4ERR_ATTRNOTSUPP; values that do not decode
+/// NFS4ERR_BADXDR.
+pub fn get_sattr(r: &mut XdrReader<'_>) -> Result<crate::nfs::types::Sattr3, Status> {
+    let mask = get_bitmap(r)?;
+    let vals = r.get_opaque(4096).map_err(bad_xdr)?;
+    for i in 0..3 {
+        let extra = mask[i] & !SETTABLE[i];
+        if extra & SUPPORTED[i] != 0 {
+            return Err(st::INVAL);
+        }
+        if extra != 0 {
+            return Err(st::ATTRNOTSUPP);
+        }
+    }
+    let mut v = XdrReader::new(vals);
+    let mut set = crate::nfs::types::Sattr3::default();
+    if has(&mask, fa::SIZE) {
+        set.size = Some(v.get_u64().map_err(bad_xdr)?);
+    }
+    if has(&mask, fa::MODE) {
+        set.mode = Some(v.get_u32().map_err(bad_xdr)? & 0o7777);
+    }
+    if has(&mask, fa::OWNER) {
+        set.uid = Some(numeric_id(v.get_opaque(1024).map_err(bad_xdr)?)?);
+    }
+    if has(&mask, fa::OWNER_GROUP) {
+        set.gid = Some(numeric_id(v.get_opaque(1024).map_err(bad_xdr)?)?);
+    }
+    if has(&mask, 48) {
+        set.atime = get_settime(&mut v)?;
+    }
+    if has(&mask, 54) {
+        set.mtime = get_settime(&mut v)?;
+    }
+    if !v.rest().is_empty() {
+        return Err(st::BADXDR);
+    }
+    Ok(set)
+}
+
+/// The bitmap of what `set` changes.
+pub fn set_mask(set: &crate::nfs::types::Sattr3) -> [u32; 3] {
+    use crate::nfs::types::SetTime;
+    let mut m = [0u32; 3];
+    let mut on = |b: u32| m[(b / 32) as usize] |= 1 << (b % 32);
+    if set.size.is_some() {
+        on(fa::SIZE);
+    }
+    if set.mode.is_some() {
+        on(fa::MODE);
+    }
+    if set.uid.is_some() {
+        on(fa::OWNER);
+    }
+    if set.gid.is_some() {
+        on(fa::OWNER_GROUP);
+    }
+    if set.atime != SetTime::DontChange {
+        on(48);
+    }
+    if set.mtime != SetTime::DontChange {
+        on(54);
+    }
+    m
+}

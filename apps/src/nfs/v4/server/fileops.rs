@@ -1,0 +1,456 @@
+//! The NFSv4.1 file operations on the current and saved file handles (RFC 8881 §18):
+//! SECINFO_NO_NAME, PUTROOTFH, PUTFH, GETFH, SAVEFH, RESTOREFH, LOOKUP, LOOKUPP, ACCESS,
+//! READDIR, READLINK, READ, WRITE, COMMIT, REMOVE, RENAME, LINK, CREATE, SETATTR.
+//!
+//! Normal operation: each operation calls the export's [`Store`](crate::nfs::store::Store)
+//! with the caller's squashed identity, as the NFSv3 handlers do, and writes its result.
+//! Handles leave the server sealed with the export's key ([`crate::nfs::admit::seal_or_fault`]).
+//! READ and WRITE take the anonymous or the bypass stateid, or an open stateid of the same
+//! file ([`super::open::check_stateid`]).
+//!
+//! Recovery: what the store refuses is its status in NFSv4 numbering; no current file handle
+//! is NFS4ERR_NOFILEHANDLE; a name that is empty is NFS4ERR_INVAL, `.`, `..` or one holding
+//! `/` or NUL NFS4ERR_BADNAME, a longer one than 255 octets NFS4ERR_NAMETOOLONG; LOOKUP in a
+//! symbolic link is NFS4ERR_SYMLINK; changes on a read-only export are NFS4ERR_ROFS.
+
+use rpcrdma_engine::xdr::XdrReader;
+
+use crate::nfs::admit::seal_or_fault;
+use crate::nfs::types::{Fattr3, Fh, Ftype3, StableHow, PATH_MAX};
+
+use super::attrs::{change, get_bitmap, put_fattr, Source};
+use super::open::check_stateid;
+use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
+use super::{refusal, Compound, Cur};
+
+/// Largest wire handle (`NFS4_FHSIZE`).
+const FHSIZE4: u32 = 128;
+/// Most directory entries one READDIR returns.
+const READDIR_MAX_ENTRIES: usize = 4096;
+
+/// The current file handle, which must be a directory (NFS4ERR_SYMLINK for a link,
+/// NFS4ERR_NOTDIR for anything else).
+fn cur_dir(c: &Compound<'_>) -> Result<(Cur, Fattr3), Status> {
+    let cur = c.cur()?.clone();
+    let a = cur.share.store.getattr(&cur.fh).map_err(from_store)?;
+    match a.ftype {
+        Ftype3::Dir => Ok((cur, a)),
+        Ftype3::Lnk => Err(st::SYMLINK),
+        _ => Err(st::NOTDIR),
+    }
+}
+
+/// NFS4ERR_ROFS on a read-only export.
+fn writable(cur: &Cur) -> Result<(), Status> {
+    if cur.opts.read_only {
+        return Err(st::ROFS);
+    }
+    Ok(())
+}
+
+fn put_cinfo(out: &mut Enc, before: &Fattr3, after: &Fattr3) {
+    out.u32(1); // atomic: the store changes the directory under its own lock
+    out.u64(change(before));
+    out.u64(change(after));
+}
+
+/// SECINFO_NO_NAME: the export's flavors; the current file handle is consumed.
+pub fn secinfo_no_name(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let style = r.get_u32().map_err(bad_xdr)?;
+    if style > 1 {
+        return Err(st::INVAL);
+    }
+    let flavors = c.cur()?.opts.sec.numbers();
+    out.u32(flavors.len() as u32);
+    for f in flavors {
+        out.u32(f);
+    }
+    c.cur = None;
+    Ok(())
+}
+
+/// PUTROOTFH: the root of the first export the caller may use.
+pub fn putrootfh(c: &mut Compound<'_>) -> Result<(), Status> {
+    let mut err = st::ACCESS;
+    for share in c.table.shares() {
+        match c.table.admit_export(share.id, c.cx.peer, &c.cx.cred) {
+            Ok(a) => {
+                c.cur = Some(Cur {
+                    fh: a.share.store.root(),
+                    opts: a.opts,
+                    cred: a.cred,
+                    share: a.share,
+                });
+                return Ok(());
+            }
+            Err(e) => err = refusal(e),
+        }
+    }
+    Err(err)
+}
+
+/// PUTFH.
+pub fn putfh(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let b = r.get_opaque(FHSIZE4).map_err(bad_xdr)?;
+    let fh = Fh::new(b).ok_or(st::BADHANDLE)?;
+    c.put_fh(&fh)
+}
+
+/// GETFH.
+pub fn getfh(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
+    let cur = c.cur()?;
+    let fh = seal_or_fault(&cur.share, &cur.fh).map_err(from_store)?;
+    out.opaque(fh.as_bytes());
+    Ok(())
+}
+
+/// SAVEFH.
+pub fn savefh(c: &mut Compound<'_>) -> Result<(), Status> {
+    c.saved = Some(c.cur()?.clone());
+    Ok(())
+}
+
+/// RESTOREFH.
+pub fn restorefh(c: &mut Compound<'_>) -> Result<(), Status> {
+    c.cur = Some(c.saved.clone().ok_or(st::RESTOREFH)?);
+    Ok(())
+}
+
+/// LOOKUP of one component.
+pub fn lookup(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let name = get_name(r)?;
+    let (cur, _) = cur_dir(c)?;
+    let fh = cur
+        .share
+        .store
+        .lookup(&cur.cred, &cur.fh, name)
+        .map_err(from_store)?;
+    c.set_cur_fh(fh)
+}
+
+/// LOOKUPP: the parent; NFS4ERR_NOENT at the export's root.
+pub fn lookupp(c: &mut Compound<'_>) -> Result<(), Status> {
+    let (cur, _) = cur_dir(c)?;
+    if cur.fh == cur.share.store.root() {
+        return Err(st::NOENT);
+    }
+    let fh = cur
+        .share
+        .store
+        .lookup(&cur.cred, &cur.fh, b"..")
+        .map_err(from_store)?;
+    c.set_cur_fh(fh)
+}
+
+/// ACCESS: the bits asked for that the caller holds (no changes on a read-only export).
+pub fn access(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let want = r.get_u32().map_err(bad_xdr)? & 0x3f;
+    let cur = c.cur()?;
+    let (_, mut got) = cur
+        .share
+        .store
+        .access(&cur.cred, &cur.fh, want)
+        .map_err(from_store)?;
+    if cur.opts.read_only {
+        got &= !(0x04 | 0x08 | 0x10);
+    }
+    out.u32(want);
+    out.u32(got);
+    Ok(())
+}
+
+/// READLINK.
+pub fn readlink(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
+    let cur = c.cur()?;
+    let mut buf = vec![0u8; PATH_MAX];
+    let n = cur
+        .share
+        .store
+        .readlink(&cur.cred, &cur.fh, &mut buf)
+        .map_err(from_store)?;
+    out.opaque(&buf[..n.min(PATH_MAX)]);
+    Ok(())
+}
+
+/// READ (data inline in the reply).
+pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let sid = super::open::get_stateid(r)?;
+    let offset = r.get_u64().map_err(bad_xdr)?;
+    let mut count = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io);
+    let cur = c.cur()?.clone();
+    check_stateid(c, &cur, &sid, super::open::ACCESS_READ)?;
+    let ddp = c.ddp_cap.filter(|_| c.read_at.is_none());
+    if let Some(cap) = ddp {
+        count = count.min(cap);
+    }
+    let mut buf = vec![0u8; count as usize];
+    let (n, eof) = cur
+        .share
+        .store
+        .read(&cur.cred, &cur.fh, offset, &mut buf)
+        .map_err(from_store)?;
+    let n = n.min(buf.len());
+    out.u32(u32::from(eof));
+    out.u32(n as u32);
+    if ddp.is_some() && n > 0 {
+        c.read_at = Some((out.len(), n));
+    }
+    out.fixed(&buf[..n]);
+    Ok(())
+}
+
+/// WRITE.
+pub fn write(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let sid = super::open::get_stateid(r)?;
+    let offset = r.get_u64().map_err(bad_xdr)?;
+    let stable = StableHow::from_u32(r.get_u32().map_err(bad_xdr)?).ok_or(st::BADXDR)?;
+    let data = r.get_opaque(c.srv.config().max_io).map_err(bad_xdr)?;
+    let cur = c.cur()?.clone();
+    writable(&cur)?;
+    check_stateid(c, &cur, &sid, super::open::ACCESS_WRITE)?;
+    let got = cur
+        .share
+        .store
+        .write(&cur.cred, &cur.fh, offset, data, stable)
+        .map_err(from_store)?;
+    out.u32(data.len() as u32);
+    out.u32(got as u32);
+    out.fixed(&cur.share.store.write_verifier());
+    Ok(())
+}
+
+/// COMMIT.
+pub fn commit(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    r.get_u64().map_err(bad_xdr)?;
+    r.get_u32().map_err(bad_xdr)?;
+    let cur = c.cur()?;
+    cur.share
+        .store
+        .commit(&cur.cred, &cur.fh)
+        .map_err(from_store)?;
+    out.fixed(&cur.share.store.write_verifier());
+    Ok(())
+}
+
+/// REMOVE of a file or an empty directory.
+pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let name = get_name(r)?;
+    let (cur, before) = cur_dir(c)?;
+    writable(&cur)?;
+    let store = &cur.share.store;
+    match store.remove(&cur.cred, &cur.fh, name) {
+        Err(crate::nfs::types::Nfsstat3::ISDIR) => store.rmdir(&cur.cred, &cur.fh, name),
+        other => other,
+    }
+    .map_err(from_store)?;
+    let after = store.getattr(&cur.fh).map_err(from_store)?;
+    put_cinfo(out, &before, &after);
+    Ok(())
+}
+
+/// The saved file handle, in the same export as the current one (NFS4ERR_XDEV otherwise).
+fn saved_same_export(c: &Compound<'_>) -> Result<Cur, Status> {
+    let saved = c.saved.clone().ok_or(st::NOFILEHANDLE)?;
+    if saved.share.id != c.cur()?.share.id {
+        return Err(18); // NFS4ERR_XDEV
+    }
+    Ok(saved)
+}
+
+/// RENAME from the saved directory to the current one.
+pub fn rename(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let old = get_name(r)?;
+    let new = get_name(r)?;
+    let (to, to_before) = cur_dir(c)?;
+    let from = saved_same_export(c)?;
+    writable(&to)?;
+    let store = &to.share.store;
+    let from_before = store.getattr(&from.fh).map_err(from_store)?;
+    if from_before.ftype != Ftype3::Dir {
+        return Err(st::NOTDIR);
+    }
+    store
+        .rename(&to.cred, &from.fh, old, &to.fh, new)
+        .map_err(from_store)?;
+    let from_after = store.getattr(&from.fh).map_err(from_store)?;
+    let to_after = store.getattr(&to.fh).map_err(from_store)?;
+    put_cinfo(out, &from_before, &from_after);
+    put_cinfo(out, &to_before, &to_after);
+    Ok(())
+}
+
+/// LINK: a new name in the current directory for the saved object.
+pub fn link(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let name = get_name(r)?;
+    let (dir, before) = cur_dir(c)?;
+    let obj = saved_same_export(c)?;
+    writable(&dir)?;
+    let store = &dir.share.store;
+    store
+        .link(&dir.cred, &obj.fh, &dir.fh, name)
+        .map_err(from_store)?;
+    let after = store.getattr(&dir.fh).map_err(from_store)?;
+    put_cinfo(out, &before, &after);
+    Ok(())
+}
+
+/// One entry collected while the store walks the directory.
+struct Entry {
+    cookie: u64,
+    name: Vec<u8>,
+    plus: Option<(Fh, Fattr3)>,
+}
+
+/// READDIR: entries after `cookie` with the attributes asked for, within `maxcount`. Wire
+/// cookies are the store's plus 2 (RFC 8881 §18.23.3 keeps 1 and 2 for `.` and `..`, which
+/// are never listed).
+pub fn readdir(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let cookie = r.get_u64().map_err(bad_xdr)?;
+    let verf: [u8; 8] = r
+        .get_fixed_opaque(8)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 8]);
+    let _dircount = r.get_u32().map_err(bad_xdr)?;
+    let maxcount = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io) as usize;
+    let want = get_bitmap(r)?;
+    if cookie == 1 || cookie == 2 {
+        return Err(st::BAD_COOKIE);
+    }
+    let (cur, _) = cur_dir(c)?;
+    let store_cookie = cookie.saturating_sub(2);
+    let mut entries = Vec::new();
+    let mut room = maxcount.saturating_sub(16);
+    let listing = cur
+        .share
+        .store
+        .readdir(&cur.cred, &cur.fh, store_cookie, verf, true, &mut |e| {
+            if e.name == b"." || e.name == b".." {
+                return true;
+            }
+            let cost = 12 + e.name.len() + 3 + 8;
+            if cost > room || entries.len() >= READDIR_MAX_ENTRIES {
+                return false;
+            }
+            room -= cost;
+            entries.push(Entry {
+                cookie: e.cookie,
+                name: e.name.to_vec(),
+                plus: e.plus,
+            });
+            true
+        })
+        .map_err(from_store)?;
+    let start = out.len();
+    out.fixed(&listing.verf);
+    let mut all = true;
+    for e in &entries {
+        let mark = out.len();
+        put_entry(c, &cur, &want, e, out)?;
+        if out.len() - start + 8 > maxcount {
+            out.b.truncate(mark);
+            all = false;
+            break;
+        }
+    }
+    if out.len() == start + 8 && !entries.is_empty() {
+        return Err(st::TOOSMALL);
+    }
+    out.u32(0);
+    out.u32(u32::from(listing.eof && all));
+    Ok(())
+}
+
+fn put_entry(
+    c: &Compound<'_>,
+    cur: &Cur,
+    want: &[u32; 3],
+    e: &Entry,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let store = &cur.share.store;
+    let (fh, a) = match &e.plus {
+        Some((fh, a)) => (*fh, *a),
+        None => {
+            let fh = store
+                .lookup(&cur.cred, &cur.fh, &e.name)
+                .map_err(from_store)?;
+            (fh, store.getattr(&fh).map_err(from_store)?)
+        }
+    };
+    let sealed = seal_or_fault(&cur.share, &fh).map_err(from_store)?;
+    out.u32(1);
+    out.u64(e.cookie.wrapping_add(2));
+    out.opaque(&e.name);
+    let src = Source {
+        attr: &a,
+        fs: None,
+        fh: Some(sealed.as_bytes()),
+    };
+    put_fattr(c, cur, want, &src, out);
+    Ok(())
+}
+
+/// CREATE of a directory, symbolic link or special file (a regular file is OPEN's:
+/// NFS4ERR_BADTYPE).
+pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    use crate::nfs::store::Special;
+    enum Kind<'a> {
+        Dir,
+        Link(&'a [u8]),
+        Node(Special),
+    }
+    let kind = match r.get_u32().map_err(bad_xdr)? {
+        2 => Kind::Dir,
+        5 => Kind::Link(r.get_opaque(PATH_MAX as u32).map_err(bad_xdr)?),
+        t @ (3 | 4) => {
+            let (ma, mi) = (r.get_u32().map_err(bad_xdr)?, r.get_u32().map_err(bad_xdr)?);
+            Kind::Node(if t == 3 {
+                Special::Blk(ma, mi)
+            } else {
+                Special::Chr(ma, mi)
+            })
+        }
+        6 => Kind::Node(Special::Sock),
+        7 => Kind::Node(Special::Fifo),
+        _ => return Err(st::BADTYPE),
+    };
+    let name = get_name(r)?;
+    let set = super::attrs::get_sattr(r)?;
+    let (dir, before) = cur_dir(c)?;
+    writable(&dir)?;
+    let store = &dir.share.store;
+    let fh = match kind {
+        Kind::Dir => store.mkdir(&dir.cred, &dir.fh, name, &set),
+        Kind::Link(t) => store.symlink(&dir.cred, &dir.fh, name, t, &set),
+        Kind::Node(n) => store.mknod(&dir.cred, &dir.fh, name, n, &set),
+    }
+    .map_err(from_store)?;
+    let after = store.getattr(&dir.fh).map_err(from_store)?;
+    put_cinfo(out, &before, &after);
+    out.bitmap(&super::attrs::set_mask(&set));
+    c.set_cur_fh(fh)
+}
+
+/// SETATTR (a size change checks the stateid for writing).
+pub fn setattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let sid = super::open::get_stateid(r)?;
+    let set = super::attrs::get_sattr(r)?;
+    let cur = c.cur()?.clone();
+    if cur.opts.read_only {
+        return Err(st::ROFS);
+    }
+    if set.size.is_some() {
+        super::open::check_stateid(c, &cur, &sid, super::open::ACCESS_WRITE)?;
+    }
+    cur.share
+        .store
+        .setattr(&cur.cred, &cur.fh, &set, None)
+        .map_err(from_store)?;
+    out.bitmap(&super::attrs::set_mask(&set));
+    Ok(())
+}

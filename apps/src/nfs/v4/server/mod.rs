@@ -1,0 +1,559 @@
+//! An NFSv4.1 server (RFC 8881) over the same stores, exports, identities and sealed handles as
+//! the NFSv3 server: COMPOUND with sessions, the slot table as reply cache, open state and
+//! leases.
+//!
+//! Normal operation: [`Nfs41::compound`] reads COMPOUND4args, runs the operations in order
+//! against a current and a saved file handle, and stops at the first that fails; the reply
+//! carries each result run and the last status. A COMPOUND in a session starts with SEQUENCE
+//! ([`session`]), whose slot keeps the whole reply: a retransmission with the slot's sequence
+//! id gets those octets again without anything running a second time. Handles come from
+//! PUTROOTFH (the root of the first export the caller may use) or PUTFH (opened with the
+//! handle key and admitted like an NFSv3 call: the export's client rules, squashing, `ro`);
+//! the file operations ([`fileops`], [`open`]) call the [`Store`](crate::nfs::store::Store)
+//! as the NFSv3 handlers do, attributes are mapped by [`attrs`].
+//!
+//! Recovery: a header that does not decode is GARBAGE_ARGS; a minor version other than 1 is
+//! NFS4ERR_MINOR_VERS_MISMATCH with no results (RFC 8881 §16.2.3: the Linux client then
+//! settles on 4.1); an operation whose arguments do not decode is NFS4ERR_BADXDR, an unknown
+//! operation number NFS4ERR_OP_ILLEGAL, an operation this server does not implement
+//! NFS4ERR_NOTSUPP; the first operation outside a session must be one that may be
+//! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]).
+
+pub mod attrs;
+pub mod fileops;
+pub mod open;
+pub mod session;
+pub mod state;
+pub mod xdr;
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
+
+use rpcrdma_engine::rpc::OpaqueAuth;
+use rpcrdma_engine::xdr::{XdrError, XdrReader};
+use rpcrdma_poller::metrics::{Collector, Exposition, Kind};
+use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
+
+use crate::nfs::admit::{ExportTable, Refusal, Share};
+use crate::nfs::exports::ExportOptions;
+use crate::nfs::handle_mac::siphash24;
+use crate::nfs::identity::Cred;
+use crate::nfs::store::memory::random8;
+use crate::nfs::types::Fh;
+
+use self::state::{Limits, State};
+use self::xdr::{st, Enc, Status};
+use super::op;
+
+/// Longest COMPOUND tag accepted (Linux nfsd's NFSD4_MAX_TAGLEN).
+pub const MAX_TAG: u32 = 128;
+/// Most operations in a COMPOUND outside a session (a session has its `ca_maxoperations`).
+pub const MAX_OPS: u32 = 16;
+
+/// A clock in milliseconds (leases); tests pass their own.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Settings of the NFSv4.1 service.
+#[derive(Clone)]
+pub struct Config {
+    /// Bounds of the state tables and the lease.
+    pub limits: Limits,
+    /// Largest READ or WRITE (`maxread` / `maxwrite`).
+    pub max_io: u32,
+    /// The clock leases are measured with.
+    pub clock: Clock,
+    /// Registered buffers READ data is placed from when the client offered a Write chunk
+    /// (the server endpoint's, `Endpoint::buffers`); `None`: READ data goes inline.
+    pub pool: Option<BufPool>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let start = Instant::now();
+        Config {
+            limits: Limits::default(),
+            max_io: 1 << 20,
+            clock: Arc::new(move || start.elapsed().as_millis() as u64),
+            pool: None,
+        }
+    }
+}
+
+/// Who sent a COMPOUND and over which connection.
+#[derive(Debug, Clone, Copy)]
+pub struct CallCx<'a> {
+    /// The client's address (export client rules).
+    pub peer: IpAddr,
+    /// The call's credential.
+    pub cred: OpaqueAuth<'a>,
+    /// The connection (a CREATE_SESSION asking for the backchannel binds it).
+    pub conn: u64,
+}
+
+/// A file handle in a COMPOUND: its export, the caller's identity there, the store's handle.
+#[derive(Clone)]
+pub struct Cur {
+    /// The export.
+    pub share: Arc<Share>,
+    /// Who the caller acts as in it.
+    pub cred: Cred,
+    /// The caller's options there (`ro`, `sec=`).
+    pub opts: ExportOptions,
+    /// The store's handle.
+    pub fh: Fh,
+}
+
+/// The state of one COMPOUND being served.
+pub struct Compound<'a> {
+    /// The server.
+    pub srv: &'a Nfs41,
+    /// The caller.
+    pub cx: CallCx<'a>,
+    /// The export table the COMPOUND started with.
+    pub table: Arc<ExportTable>,
+    /// The current file handle.
+    pub cur: Option<Cur>,
+    /// The saved file handle.
+    pub saved: Option<Cur>,
+    /// The session and slot of the SEQUENCE, and whether to cache the reply.
+    pub slot: Option<([u8; 16], u32, bool)>,
+    /// The client the session belongs to.
+    pub client: Option<u64>,
+    /// The current stateid (RFC 8881 §16.2.3.1.2).
+    pub stateid: Option<[u8; 16]>,
+    /// Operations in the COMPOUND.
+    pub nops: u32,
+    /// Octets of the arguments.
+    pub args_len: usize,
+    /// Capacity of the Write chunk the client offered for a READ's data, if any.
+    pub ddp_cap: Option<u32>,
+    /// Where the first READ's data is in the reply (after its length word) and its length,
+    /// when it goes through the Write chunk.
+    pub read_at: Option<DdpAt>,
+}
+
+/// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
+pub type DdpAt = (usize, usize);
+
+impl Compound<'_> {
+    /// The current file handle, or NFS4ERR_NOFILEHANDLE.
+    pub fn cur(&self) -> Result<&Cur, Status> {
+        self.cur.as_ref().ok_or(st::NOFILEHANDLE)
+    }
+
+    /// Makes `fh` (a store handle of the current export) the current file handle.
+    pub fn set_cur_fh(&mut self, fh: Fh) -> Result<(), Status> {
+        let c = self.cur.as_mut().ok_or(st::NOFILEHANDLE)?;
+        c.fh = fh;
+        Ok(())
+    }
+
+    /// Admits the wire handle `fh` as the current file handle.
+    pub fn put_fh(&mut self, fh: &Fh) -> Result<(), Status> {
+        let (a, inner) = self
+            .table
+            .admit_handle(fh, self.cx.peer, &self.cx.cred)
+            .map_err(refusal)?;
+        self.cur = Some(Cur {
+            opts: a.opts,
+            share: a.share,
+            cred: a.cred,
+            fh: inner,
+        });
+        Ok(())
+    }
+}
+
+/// The `nfsstat4` of an admission refusal: a flavor the export does not take is
+/// NFS4ERR_WRONGSEC (the client then asks SECINFO_NO_NAME), a credential that does not
+/// decode NFS4ERR_ACCESS.
+pub fn refusal(r: Refusal) -> Status {
+    match r {
+        Refusal::Status(s) => xdr::from_store(s),
+        Refusal::Auth(rpcrdma_engine::rpc::AuthStat::TooWeak) => st::WRONGSEC,
+        Refusal::Auth(_) => st::ACCESS,
+    }
+}
+
+/// The NFSv4.1 service of a set of exports.
+pub struct Nfs41 {
+    table: RwLock<Arc<ExportTable>>,
+    state: Mutex<State>,
+    cfg: Config,
+    /// Tells this server's stateids and client ids from another run's.
+    boot: [u8; 4],
+    /// Keys the ids handed out, so that no client can guess another's session, client id or
+    /// stateid.
+    secret: (u64, u64),
+}
+
+impl Collector for Nfs41 {
+    fn collect(&self, e: &mut Exposition) {
+        let s = self.state();
+        let name = "rpcrdma_nfsd_nfs4_state";
+        e.family(
+            name,
+            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens.",
+            Kind::Gauge,
+        );
+        e.sample(name, &[("table", "clients")], s.clients.len() as u64);
+        e.sample(name, &[("table", "sessions")], s.sessions.len() as u64);
+        e.sample(name, &[("table", "opens")], s.opens.len() as u64);
+        let name = "rpcrdma_nfsd_nfs4_events_total";
+        e.family(
+            name,
+            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot.",
+            Kind::Counter,
+        );
+        e.sample(
+            name,
+            &[("event", "clients_expired")],
+            s.counters.clients_expired,
+        );
+        e.sample(name, &[("event", "refused_full")], s.counters.refused_full);
+        e.sample(name, &[("event", "slot_replays")], s.counters.replays);
+    }
+}
+
+/// What SEQUENCE decided.
+pub enum Seq {
+    /// Run the rest of the COMPOUND.
+    Go,
+    /// A retransmission: send these octets (the cached COMPOUND4res).
+    Replay(Vec<u8>),
+}
+
+impl Nfs41 {
+    /// Serves the exports of `table`.
+    pub fn new(table: Arc<ExportTable>, cfg: Config) -> Arc<Nfs41> {
+        let r = || u64::from_be_bytes(random8());
+        let (boot, secret) = ((r() as u32).to_be_bytes(), (r(), r()));
+        Arc::new(Nfs41 {
+            table: RwLock::new(table),
+            state: Mutex::new(State::default()),
+            cfg,
+            boot,
+            secret,
+        })
+    }
+
+    /// Serves `table` from the next COMPOUND on.
+    pub fn set_exports(&self, table: Arc<ExportTable>) {
+        match self.table.write() {
+            Ok(mut g) => *g = table,
+            Err(p) => *p.into_inner() = table,
+        }
+    }
+
+    fn exports(&self) -> Arc<ExportTable> {
+        match self.table.read() {
+            Ok(t) => Arc::clone(&t),
+            Err(p) => Arc::clone(&p.into_inner()),
+        }
+    }
+
+    /// The state tables (locked).
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Now, in milliseconds of the configured clock.
+    pub fn now_ms(&self) -> u64 {
+        (self.cfg.clock)()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The counters: table sizes and events, as `nfsd-stat` names.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.state();
+        vec![
+            ("nfs4_clients", s.clients.len() as u64),
+            ("nfs4_sessions", s.sessions.len() as u64),
+            ("nfs4_opens", s.opens.len() as u64),
+            ("nfs4_clients_expired", s.counters.clients_expired),
+            ("nfs4_refused_full", s.counters.refused_full),
+            ("nfs4_slot_replays", s.counters.replays),
+        ]
+    }
+
+    /// Serves one COMPOUND: its reply (COMPOUND4res), or the XDR error that makes the call
+    /// GARBAGE_ARGS (a header that does not decode).
+    pub fn compound(&self, cx: &CallCx<'_>, args: &[u8]) -> Result<Vec<u8>, XdrError> {
+        self.compound_ddp(cx, args, None).map(|(b, _)| b)
+    }
+
+    /// [`Nfs41::compound`] for a call that offered a Write chunk of `ddp_cap` octets: also
+    /// where the first READ's data is in the reply (after its length word) and its length, so
+    /// the caller sends it as a DDP item (RFC 8267 §5.3: READ data is DDP-eligible). A retry
+    /// answered from a slot has its data inline.
+    pub fn compound_ddp(
+        &self,
+        cx: &CallCx<'_>,
+        args: &[u8],
+        ddp_cap: Option<u32>,
+    ) -> Result<(Vec<u8>, Option<DdpAt>), XdrError> {
+        let mut r = XdrReader::new(args);
+        let tag = r.get_opaque(MAX_TAG)?;
+        let minor = r.get_u32()?;
+        let nops = r.get_u32()?;
+        let mut out = Enc::default();
+        out.u32(0); // status, set at the end
+        out.opaque(tag);
+        let count_at = out.len();
+        out.u32(0); // results, set at the end
+        if minor != 1 {
+            out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
+            return Ok((out.b, None));
+        }
+        {
+            let now = self.now_ms();
+            self.state().expire(now, self.cfg.limits.lease_secs);
+        }
+        let mut c = Compound {
+            srv: self,
+            cx: *cx,
+            table: self.exports(),
+            cur: None,
+            saved: None,
+            slot: None,
+            client: None,
+            stateid: None,
+            nops,
+            args_len: args.len(),
+            ddp_cap,
+            read_at: None,
+        };
+        let mut status = st::OK;
+        let mut done = 0u32;
+        for i in 0..nops {
+            let opnum = r.get_u32().unwrap_or(op::ILLEGAL);
+            let opnum = if opnum == op::ILLEGAL || !known(opnum) {
+                op::ILLEGAL
+            } else {
+                opnum
+            };
+            out.u32(opnum);
+            let at = out.len();
+            out.u32(st::OK);
+            let s = if i == 0 && opnum == op::SEQUENCE {
+                match session::sequence(&mut c, &mut r, &mut out) {
+                    Ok(Seq::Replay(b)) => return Ok((b, None)),
+                    Ok(Seq::Go) => st::OK,
+                    Err(s) => s,
+                }
+            } else if i >= MAX_OPS && c.slot.is_none() {
+                st::TOO_MANY_OPS
+            } else {
+                match gate(&c, i, opnum, nops).and_then(|()| run(&mut c, opnum, &mut r, &mut out)) {
+                    Ok(()) => st::OK,
+                    Err(s) => s,
+                }
+            };
+            done += 1;
+            if s != st::OK {
+                out.b.truncate(at);
+                out.u32(s);
+                if opnum == op::SETATTR {
+                    out.u32(0); // SETATTR4res carries `attrsset` whatever the status
+                }
+                status = s;
+                break;
+            }
+        }
+        out.b[..4].copy_from_slice(&status.to_be_bytes());
+        out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
+        session::keep_reply(&c, &out.b);
+        Ok((out.b, c.read_at))
+    }
+
+    /// NFS program 100003 version 4 with COMPOUND (NULL is the server's own): a header that
+    /// does not decode is GARBAGE_ARGS; the reply is written as one piece (a reply larger than
+    /// the client can receive is the transport's to refuse, RFC 8166 §3.5.3).
+    pub fn program(self: &Arc<Self>) -> Program {
+        let me = Arc::clone(self);
+        Program::new(super::PROGRAM, super::VERSION..=super::VERSION).procedure(
+            super::PROC_COMPOUND,
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+                let cx = CallCx {
+                    peer: req.transport.peer.ip(),
+                    cred: req.cred,
+                    conn: req.transport.conn_id,
+                };
+                let cap = req
+                    .write_chunks
+                    .first()
+                    .copied()
+                    .filter(|_| me.cfg.pool.is_some());
+                let (reply, read_at) = me
+                    .compound_ddp(&cx, req.args, cap)
+                    .map_err(|_| Reject::GarbageArgs)?;
+                me.send(out, &reply, read_at)
+            },
+        )
+    }
+
+    /// 64 unpredictable bits for id number `n` of kind `lane` (SipHash under this run's
+    /// secret: distinct for distinct inputs, unguessable without the secret).
+    pub fn mint(&self, n: u64, lane: u8) -> u64 {
+        let mut m = [0u8; 9];
+        m[..8].copy_from_slice(&n.to_be_bytes());
+        m[8] = lane;
+        siphash24(self.secret.0, self.secret.1, &m)
+    }
+
+    /// Writes `reply` into the RPC reply; the READ data at `read_at` goes as a DDP item (a copy
+    /// into a registered buffer) when one is free, inline otherwise.
+    fn send(
+        &self,
+        out: &mut ReplyBuilder<'_>,
+        reply: &[u8],
+        read_at: Option<(usize, usize)>,
+    ) -> Result<(), Reject> {
+        let sys = |_| Reject::SystemErr;
+        let (Some((at, n)), Some(pool)) = (read_at, self.cfg.pool.as_ref()) else {
+            return out.put(reply).map_err(sys);
+        };
+        let Some(mut buf) = pool.get().filter(|b| b.len() >= n) else {
+            return out.put(reply).map_err(sys);
+        };
+        let (Some(data), Some(rest)) = (reply.get(at..at + n), reply.get(at + n.div_ceil(4) * 4..))
+        else {
+            return Err(Reject::SystemErr);
+        };
+        buf[..n].copy_from_slice(data);
+        out.put(&reply[..at]).map_err(sys)?;
+        out.ddp(buf, n).map_err(|_| Reject::SystemErr)?;
+        out.put(rest).map_err(sys)
+    }
+
+    /// A new stateid `other`: this run's verifier and 64 unpredictable bits.
+    pub fn new_other(&self, s: &mut State) -> [u8; 12] {
+        loop {
+            let mut o = [0u8; 12];
+            o[..4].copy_from_slice(&self.boot);
+            let n = s.fresh();
+            o[4..].copy_from_slice(&self.mint(n, 2).to_be_bytes());
+            if !s.opens.contains_key(&o) {
+                return o;
+            }
+        }
+    }
+
+    /// A new session id: this run's verifier and 96 unpredictable bits.
+    pub fn new_session_id(&self, s: &mut State) -> [u8; 16] {
+        loop {
+            let n = s.fresh();
+            let mut sid = [0u8; 16];
+            sid[..4].copy_from_slice(&self.boot);
+            sid[4..8].copy_from_slice(&(self.mint(n, 1) as u32).to_be_bytes());
+            sid[8..].copy_from_slice(&self.mint(n, 0).to_be_bytes());
+            if !s.sessions.contains_key(&sid) {
+                return sid;
+            }
+        }
+    }
+
+    /// A new client id: this run's verifier in the high half, 32 unpredictable bits below.
+    pub fn new_client_id(&self, s: &mut State) -> u64 {
+        loop {
+            let n = s.fresh();
+            let id = (u64::from(u32::from_be_bytes(self.boot)) << 32) | (self.mint(n, 3) >> 32);
+            if !s.clients.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// This run's verifier (in client ids, stateids and the server owner).
+    pub fn boot(&self) -> [u8; 4] {
+        self.boot
+    }
+}
+
+/// Whether operation `opnum` may run at position `i`: SEQUENCE only first; outside a
+/// session only the operations RFC 8881 §2.10.6.4 allows, alone.
+fn gate(c: &Compound<'_>, i: u32, opnum: u32, nops: u32) -> Result<(), Status> {
+    if opnum == op::SEQUENCE {
+        return Err(st::SEQUENCE_POS);
+    }
+    if c.slot.is_some() || opnum == op::ILLEGAL {
+        return Ok(());
+    }
+    let sessionless = matches!(
+        opnum,
+        op::EXCHANGE_ID
+            | op::CREATE_SESSION
+            | op::DESTROY_SESSION
+            | op::DESTROY_CLIENTID
+            | op::BIND_CONN_TO_SESSION
+    );
+    if i == 0 && sessionless {
+        if nops > 1 {
+            return Err(st::NOT_ONLY_OP);
+        }
+        return Ok(());
+    }
+    Err(st::OP_NOT_IN_SESSION)
+}
+
+/// True for the operation numbers of RFC 8881 §18 (3..=58); everything else is ILLEGAL.
+fn known(opnum: u32) -> bool {
+    (3..=58).contains(&opnum)
+}
+
+/// Runs one operation (not SEQUENCE) and writes its result body.
+fn run(
+    c: &mut Compound<'_>,
+    opnum: u32,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    match opnum {
+        op::ILLEGAL => Err(st::OP_ILLEGAL),
+        op::EXCHANGE_ID => session::exchange_id(c, r, out),
+        op::CREATE_SESSION => session::create_session(c, r, out),
+        op::DESTROY_SESSION => session::destroy_session(c, r),
+        op::DESTROY_CLIENTID => session::destroy_clientid(c, r),
+        op::RECLAIM_COMPLETE => session::reclaim_complete(c, r),
+        op::BIND_CONN_TO_SESSION => session::bind_conn_to_session(c, r, out),
+        op::TEST_STATEID => open::test_stateid(c, r, out),
+        op::FREE_STATEID => open::free_stateid(c, r),
+        op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
+        op::PUTROOTFH => fileops::putrootfh(c),
+        op::PUTFH => fileops::putfh(c, r),
+        op::GETFH => fileops::getfh(c, out),
+        op::SAVEFH => fileops::savefh(c),
+        op::RESTOREFH => fileops::restorefh(c),
+        op::LOOKUP => fileops::lookup(c, r),
+        op::LOOKUPP => fileops::lookupp(c),
+        op::GETATTR => attrs::getattr(c, r, out),
+        op::ACCESS => fileops::access(c, r, out),
+        op::READDIR => fileops::readdir(c, r, out),
+        op::READLINK => fileops::readlink(c, out),
+        op::READ => fileops::read(c, r, out),
+        op::WRITE => fileops::write(c, r, out),
+        op::COMMIT => fileops::commit(c, r, out),
+        op::REMOVE => fileops::remove(c, r, out),
+        op::RENAME => fileops::rename(c, r, out),
+        op::LINK => fileops::link(c, r, out),
+        op::SETATTR => fileops::setattr(c, r, out),
+        op::CREATE => fileops::create(c, r, out),
+        op::OPEN => open::open(c, r, out),
+        op::CLOSE => open::close(c, r, out),
+        op::OPEN_DOWNGRADE => open::open_downgrade(c, r, out),
+        _ => Err(st::NOTSUPP),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_ops;

@@ -1,0 +1,394 @@
+//! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2, §18.48, §18.38): OPEN with its create modes
+//! and the claim types CLAIM_NULL and CLAIM_FH, OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
+//! stateid checks of READ and WRITE.
+//!
+//! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
+//! EXCLUSIVE creates; EXCLUSIVE4_1 as EXCLUSIVE4), checks the caller may read / write it,
+//! checks share reservations against the other opens of the file, and returns a stateid
+//! whose `other` names an entry of the open table (one per open owner and file: a second
+//! OPEN by the same owner upgrades it and bumps the seqid). CLOSE removes it. No delegation
+//! is granted (OPEN_DELEGATE_NONE).
+//!
+//! Recovery: a stateid that names nothing (another run, a closed or expired open) is
+//! NFS4ERR_BAD_STATEID, an older seqid NFS4ERR_OLD_STATEID, a WRITE through a read-only open
+//! NFS4ERR_OPENMODE; conflicting share reservations NFS4ERR_SHARE_DENIED; CLAIM_PREVIOUS
+//! NFS4ERR_NO_GRACE (there is no grace period); the other claim types NFS4ERR_NOTSUPP; a
+//! client at its open bound NFS4ERR_DELAY.
+
+use rpcrdma_engine::xdr::XdrReader;
+
+use crate::nfs::types::{access, CreateHow, Fattr3, Ftype3};
+
+use super::attrs::get_sattr;
+use super::state::OpenState;
+use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
+use super::{Compound, Cur};
+
+/// OPEN4_SHARE_ACCESS_READ.
+pub const ACCESS_READ: u32 = 1;
+/// OPEN4_SHARE_ACCESS_WRITE.
+pub const ACCESS_WRITE: u32 = 2;
+/// NFS4ERR_OLD_STATEID.
+const OLD_STATEID: u32 = 10024;
+/// NFS4ERR_NO_GRACE.
+const NO_GRACE: u32 = 10033;
+/// OPEN4_RESULT_LOCKTYPE_POSIX.
+const RESULT_LOCKTYPE_POSIX: u32 = 4;
+
+/// Reads a `stateid4`.
+pub fn get_stateid(r: &mut XdrReader<'_>) -> Result<[u8; 16], Status> {
+    let b = r.get_fixed_opaque(16).map_err(bad_xdr)?;
+    let mut s = [0u8; 16];
+    s.copy_from_slice(b);
+    Ok(s)
+}
+
+fn split(sid: &[u8; 16]) -> (u32, [u8; 12]) {
+    let mut o = [0u8; 12];
+    o.copy_from_slice(&sid[4..]);
+    (u32::from_be_bytes([sid[0], sid[1], sid[2], sid[3]]), o)
+}
+
+/// The stateid meant: the COMPOUND's current stateid for the special "current" one (seqid 1,
+/// `other` zero).
+fn resolve(c: &Compound<'_>, sid: &[u8; 16]) -> Result<[u8; 16], Status> {
+    let (seq, other) = split(sid);
+    if seq == 1 && other == [0; 12] {
+        return c.stateid.ok_or(st::BAD_STATEID);
+    }
+    Ok(*sid)
+}
+
+/// Checks `sid` for an I/O of `want` (ACCESS_READ / ACCESS_WRITE) on `cur`: the anonymous
+/// and bypass stateids pass; an open stateid must be this client's open of this file.
+pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> Result<(), Status> {
+    if *sid == [0; 16] || *sid == [0xff; 16] {
+        return Ok(());
+    }
+    let sid = resolve(c, sid)?;
+    let (seq, other) = split(&sid);
+    let s = c.srv.state();
+    let o = s.open(&other).ok_or(st::BAD_STATEID)?;
+    if Some(o.client) != c.client || o.export != cur.share.id || o.fh != cur.fh {
+        return Err(st::BAD_STATEID);
+    }
+    if seq != 0 && seq > o.seqid {
+        return Err(st::BAD_STATEID);
+    }
+    if seq != 0 && seq < o.seqid {
+        return Err(OLD_STATEID);
+    }
+    if want == ACCESS_WRITE && o.access & ACCESS_WRITE == 0 {
+        return Err(st::OPENMODE);
+    }
+    Ok(())
+}
+
+/// The parsed OPEN arguments (after the owner).
+struct OpenArgs {
+    access: u32,
+    deny: u32,
+    owner: Vec<u8>,
+    clientid: u64,
+    how: Option<CreateHow>,
+    name: Option<Vec<u8>>,
+}
+
+fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
+    r.get_u32().map_err(bad_xdr)?; // seqid: unused in minor version 1
+    let access = r.get_u32().map_err(bad_xdr)?;
+    let deny = r.get_u32().map_err(bad_xdr)?;
+    let clientid = r.get_u64().map_err(bad_xdr)?;
+    let owner = r.get_opaque(1024).map_err(bad_xdr)?.to_vec();
+    let how = match r.get_u32().map_err(bad_xdr)? {
+        0 => None,
+        1 => Some(match r.get_u32().map_err(bad_xdr)? {
+            0 => CreateHow::Unchecked(get_sattr(r)?),
+            1 => CreateHow::Guarded(get_sattr(r)?),
+            2 => CreateHow::Exclusive(verifier(r)?),
+            3 => {
+                let v = verifier(r)?;
+                get_sattr(r)?;
+                CreateHow::Exclusive(v)
+            }
+            _ => return Err(st::INVAL),
+        }),
+        _ => return Err(st::INVAL),
+    };
+    let name = match r.get_u32().map_err(bad_xdr)? {
+        0 => Some(get_name(r)?.to_vec()),
+        4 => None,
+        1 => return Err(NO_GRACE),
+        2..=6 => return Err(st::NOTSUPP),
+        _ => return Err(st::INVAL),
+    };
+    let a = access & 0xff;
+    if !(1..=3).contains(&a) || deny > 3 {
+        return Err(st::INVAL);
+    }
+    Ok(OpenArgs {
+        access: a,
+        deny,
+        owner,
+        clientid,
+        how,
+        name,
+    })
+}
+
+fn verifier(r: &mut XdrReader<'_>) -> Result<[u8; 8], Status> {
+    Ok(r.get_fixed_opaque(8)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 8]))
+}
+
+/// Finds or creates the file of an OPEN: its handle, attributes, whether it was created, and
+/// the directory's attributes before and after.
+fn target(
+    cur: &Cur,
+    a: &OpenArgs,
+) -> Result<(crate::nfs::types::Fh, bool, Fattr3, Fattr3), Status> {
+    let store = &cur.share.store;
+    let before = store.getattr(&cur.fh).map_err(from_store)?;
+    let Some(name) = &a.name else {
+        return Ok((cur.fh, false, before, before));
+    };
+    match before.ftype {
+        Ftype3::Dir => {}
+        Ftype3::Lnk => return Err(st::SYMLINK),
+        _ => return Err(st::NOTDIR),
+    }
+    let (fh, created) = match &a.how {
+        None => (
+            store.lookup(&cur.cred, &cur.fh, name).map_err(from_store)?,
+            false,
+        ),
+        Some(how) => {
+            if cur.opts.read_only {
+                return Err(st::ROFS);
+            }
+            let existed = store.lookup(&cur.cred, &cur.fh, name).is_ok();
+            (
+                store
+                    .create(&cur.cred, &cur.fh, name, how)
+                    .map_err(from_store)?,
+                !existed,
+            )
+        }
+    };
+    let after = store.getattr(&cur.fh).map_err(from_store)?;
+    Ok((fh, created, before, after))
+}
+
+/// OPEN.
+pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let a = get_open_args(r)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    if a.clientid != client {
+        return Err(st::STALE_CLIENTID);
+    }
+    let cur = c.cur()?.clone();
+    let (fh, created, before, after) = target(&cur, &a)?;
+    let store = &cur.share.store;
+    let attr = store.getattr(&fh).map_err(from_store)?;
+    match attr.ftype {
+        Ftype3::Reg => {}
+        Ftype3::Dir => return Err(st::ISDIR),
+        Ftype3::Lnk => return Err(st::SYMLINK),
+        _ => return Err(st::WRONG_TYPE),
+    }
+    if a.access & ACCESS_WRITE != 0 && cur.opts.read_only {
+        return Err(st::ROFS);
+    }
+    if !created {
+        let mut need = 0;
+        if a.access & ACCESS_READ != 0 {
+            need |= access::READ;
+        }
+        if a.access & ACCESS_WRITE != 0 {
+            need |= access::MODIFY;
+        }
+        let (_, got) = store.access(&cur.cred, &fh, need).map_err(from_store)?;
+        if got & need != need {
+            return Err(st::ACCESS);
+        }
+    }
+    let sid = record_open(c, &cur, fh, &a, client)?;
+    out.fixed(&sid);
+    out.u32(1); // cinfo.atomic
+    out.u64(super::attrs::change(&before));
+    out.u64(super::attrs::change(&after));
+    out.u32(RESULT_LOCKTYPE_POSIX);
+    out.bitmap(&[]); // attrset
+    out.u32(0); // OPEN_DELEGATE_NONE
+    c.cur = Some(Cur { fh, ..cur });
+    c.stateid = Some(sid);
+    Ok(())
+}
+
+/// Adds (or upgrades) the open state of `a.owner` on `fh`; returns its stateid.
+fn record_open(
+    c: &Compound<'_>,
+    cur: &Cur,
+    fh: crate::nfs::types::Fh,
+    a: &OpenArgs,
+    client: u64,
+) -> Result<[u8; 16], Status> {
+    let srv = c.srv;
+    let mut s = srv.state();
+    let mut mine = None;
+    for (other, o) in s.opens.iter() {
+        if o.export != cur.share.id || o.fh != fh {
+            continue;
+        }
+        if o.client == client && o.owner == a.owner {
+            mine = Some(*other);
+            continue;
+        }
+        if o.deny & a.access != 0 || a.deny & o.access != 0 {
+            return Err(st::SHARE_DENIED);
+        }
+    }
+    let (other, seqid) = match mine {
+        Some(other) => {
+            let Some(o) = s.opens.get_mut(&other) else {
+                return Err(st::SERVERFAULT);
+            };
+            o.access |= a.access;
+            o.deny |= a.deny;
+            o.seqid = o.seqid.wrapping_add(1).max(1);
+            (other, o.seqid)
+        }
+        None => {
+            let held = s.clients.get(&client).map_or(0, |cl| cl.opens.len());
+            if held >= srv.config().limits.opens_per_client {
+                s.counters.refused_full += 1;
+                return Err(st::DELAY);
+            }
+            let other = srv.new_other(&mut s);
+            s.opens.insert(
+                other,
+                OpenState {
+                    client,
+                    owner: a.owner.clone(),
+                    export: cur.share.id,
+                    fh,
+                    access: a.access,
+                    deny: a.deny,
+                    seqid: 1,
+                },
+            );
+            if let Some(cl) = s.clients.get_mut(&client) {
+                cl.opens.push(other);
+            }
+            (other, 1)
+        }
+    };
+    let mut sid = [0u8; 16];
+    sid[..4].copy_from_slice(&seqid.to_be_bytes());
+    sid[4..].copy_from_slice(&other);
+    Ok(sid)
+}
+
+/// CLOSE: the open state goes; the reply carries the invalid special stateid.
+pub fn close(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    r.get_u32().map_err(bad_xdr)?; // seqid: unused in minor version 1
+    let sid = get_stateid(r)?;
+    if sid == [0; 16] || sid == [0xff; 16] {
+        return Err(st::BAD_STATEID);
+    }
+    let cur = c.cur()?.clone();
+    let sid = resolve(c, &sid)?;
+    check_stateid(c, &cur, &sid, ACCESS_READ)?;
+    let (_, other) = split(&sid);
+    let mut s = c.srv.state();
+    if let Some(o) = s.opens.remove(&other) {
+        if let Some(cl) = s.clients.get_mut(&o.client) {
+            cl.opens.retain(|x| *x != other);
+        }
+    }
+    let mut invalid = [0u8; 16];
+    invalid[..4].copy_from_slice(&u32::MAX.to_be_bytes());
+    out.fixed(&invalid);
+    c.stateid = None;
+    Ok(())
+}
+
+/// Most stateids one TEST_STATEID checks.
+const TEST_STATEID_MAX: u32 = 1024;
+
+/// The status TEST_STATEID gives `sid` for client `client`.
+fn test_one(c: &Compound<'_>, client: u64, sid: &[u8; 16]) -> Status {
+    let (seq, other) = split(sid);
+    let s = c.srv.state();
+    match s.open(&other) {
+        Some(o) if o.client == client && (seq == 0 || seq == o.seqid) => st::OK,
+        Some(o) if o.client == client && seq < o.seqid => OLD_STATEID,
+        _ => st::BAD_STATEID,
+    }
+}
+
+/// TEST_STATEID (RFC 8881 §18.48): one status per stateid, this client's only.
+pub fn test_stateid(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let n = r.get_count(TEST_STATEID_MAX).map_err(bad_xdr)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    let mut sids = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        sids.push(get_stateid(r)?);
+    }
+    out.u32(n);
+    for sid in &sids {
+        out.u32(test_one(c, client, sid));
+    }
+    Ok(())
+}
+
+/// FREE_STATEID (RFC 8881 §18.38): an open stateid still open is NFS4ERR_LOCKS_HELD (CLOSE
+/// frees it); one that names nothing (closed, expired) NFS4ERR_BAD_STATEID.
+pub fn free_stateid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let sid = get_stateid(r)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    match test_one(c, client, &sid) {
+        st::BAD_STATEID => Err(st::BAD_STATEID),
+        _ => Err(LOCKS_HELD),
+    }
+}
+
+/// NFS4ERR_LOCKS_HELD.
+const LOCKS_HELD: u32 = 10037;
+
+/// OPEN_DOWNGRADE (RFC 8881 §18.18): the open keeps only the access and deny asked for, each
+/// a subset of what it holds (NFS4ERR_INVAL otherwise); the stateid's seqid moves on.
+pub fn open_downgrade(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let sid = get_stateid(r)?;
+    r.get_u32().map_err(bad_xdr)?; // seqid: unused in minor version 1
+    let access = r.get_u32().map_err(bad_xdr)? & 0xff;
+    let deny = r.get_u32().map_err(bad_xdr)?;
+    let cur = c.cur()?.clone();
+    let sid = resolve(c, &sid)?;
+    check_stateid(c, &cur, &sid, ACCESS_READ)?;
+    let (_, other) = split(&sid);
+    let mut s = c.srv.state();
+    let o = s.opens.get_mut(&other).ok_or(st::BAD_STATEID)?;
+    if !(1..=3).contains(&access) || access & !o.access != 0 || deny & !o.deny != 0 {
+        return Err(st::INVAL);
+    }
+    o.access = access;
+    o.deny = deny;
+    o.seqid = o.seqid.wrapping_add(1).max(1);
+    let mut new = [0u8; 16];
+    new[..4].copy_from_slice(&o.seqid.to_be_bytes());
+    new[4..].copy_from_slice(&other);
+    out.fixed(&new);
+    c.stateid = Some(new);
+    Ok(())
+}

@@ -1,0 +1,400 @@
+//! The NFSv4.1 session operations (RFC 8881 §18.35, §18.36, §18.46, §18.37, §18.50, §18.51,
+//! §18.34): EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID,
+//! RECLAIM_COMPLETE and BIND_CONN_TO_SESSION, on the tables of [`super::state`].
+//!
+//! Normal operation: EXCHANGE_ID gives a client owner its client id (a new one when the
+//! owner's verifier changed: the client rebooted, its old state goes); CREATE_SESSION confirms
+//! it and negotiates the channels, each attribute clamped to what the server keeps; SEQUENCE
+//! checks the slot and renews the lease, and [`keep_reply`] stores the finished reply in the
+//! slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; a sequence id
+//! neither the slot's nor one above is NFS4ERR_SEQ_MISORDERED; a retry whose reply was not
+//! kept is NFS4ERR_RETRY_UNCACHED_REP; one still being served NFS4ERR_DELAY. CREATE_SESSION
+//! keeps its own one-entry reply cache (`csa_sequence`).
+
+use rpcrdma_engine::xdr::XdrReader;
+
+use super::state::{Cached, Channel, Client, Session, Slot};
+use super::xdr::{bad_xdr, st, Enc, Status};
+use super::{Compound, Seq};
+
+/// `eir_flags` EXCHGID4_FLAG_USE_NON_PNFS.
+const FLAG_USE_NON_PNFS: u32 = 0x0001_0000;
+/// `eir_flags` EXCHGID4_FLAG_CONFIRMED_R.
+const FLAG_CONFIRMED_R: u32 = 0x8000_0000;
+/// `csa_flags` CREATE_SESSION4_FLAG_CONN_BACK_CHAN.
+const FLAG_CONN_BACK_CHAN: u32 = 0x2;
+/// Longest client owner (`NFS4_OPAQUE_LIMIT`).
+const OPAQUE_LIMIT: u32 = 1024;
+/// Most operations per COMPOUND a session allows.
+const SESSION_MAX_OPS: u32 = 32;
+/// Most backchannel slots.
+const BACK_SLOTS: u32 = 16;
+/// Octets a request or reply may have beyond its READ / WRITE data.
+const HEADROOM: u32 = 8 << 10;
+
+/// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP).
+pub fn exchange_id(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let verifier: [u8; 8] = r
+        .get_fixed_opaque(8)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 8]);
+    let owner = r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?.to_vec();
+    let _flags = r.get_u32().map_err(bad_xdr)?;
+    let protect = r.get_u32().map_err(bad_xdr)?;
+    if protect != 0 {
+        return Err(st::NOTSUPP);
+    }
+    if r.get_count(1).map_err(bad_xdr)? == 1 {
+        r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?; // nii_domain
+        r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?; // nii_name
+        r.skip(12).map_err(bad_xdr)?; // nii_date
+    }
+    let srv = c.srv;
+    let now = srv.now_ms();
+    let mut s = srv.state();
+    let found = s
+        .clients
+        .iter()
+        .find(|(_, cl)| cl.owner == owner)
+        .map(|(id, cl)| (*id, cl.confirmed, cl.verifier));
+    let (id, confirmed) = match found {
+        Some((id, true, v)) if v == verifier => (id, true),
+        other => {
+            if let Some((old, ..)) = other {
+                s.remove_client(old);
+            }
+            if s.clients.len() >= srv.config().limits.clients {
+                s.counters.refused_full += 1;
+                return Err(st::DELAY);
+            }
+            let id = srv.new_client_id(&mut s);
+            s.clients.insert(
+                id,
+                Client {
+                    owner,
+                    verifier,
+                    confirmed: false,
+                    cs_seq: 1,
+                    cs_reply: None,
+                    renewed_ms: now,
+                    reclaim_done: false,
+                    sessions: Vec::new(),
+                    opens: Vec::new(),
+                },
+            );
+            (id, false)
+        }
+    };
+    let cl = &s.clients[&id];
+    out.u64(id);
+    out.u32(cl.cs_seq);
+    out.u32(FLAG_USE_NON_PNFS | if confirmed { FLAG_CONFIRMED_R } else { 0 });
+    out.u32(0); // state_protect4_r: SP4_NONE
+    out.u64(0); // so_minor_id
+    out.opaque(b"rpcrdma-nfsd");
+    out.opaque(b"rpcrdma-nfsd");
+    out.u32(0); // eir_server_impl_id: none
+    Ok(())
+}
+
+/// Reads a `channel_attrs4`.
+fn get_channel(r: &mut XdrReader<'_>) -> Result<Channel, Status> {
+    let mut v = [0u32; 6];
+    for x in &mut v {
+        *x = r.get_u32().map_err(bad_xdr)?;
+    }
+    if r.get_count(1).map_err(bad_xdr)? == 1 {
+        r.get_u32().map_err(bad_xdr)?; // ca_rdma_ird
+    }
+    Ok(Channel {
+        header_pad: v[0],
+        max_request: v[1],
+        max_response: v[2],
+        max_response_cached: v[3],
+        max_ops: v[4],
+        max_requests: v[5],
+    })
+}
+
+fn put_channel(out: &mut Enc, ch: &Channel) {
+    for v in [
+        ch.header_pad,
+        ch.max_request,
+        ch.max_response,
+        ch.max_response_cached,
+        ch.max_ops,
+        ch.max_requests,
+    ] {
+        out.u32(v);
+    }
+    out.u32(0); // ca_rdma_ird: none
+}
+
+/// Skips `csa_sec_parms` (any flavor; callbacks are not sent yet).
+fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let n = r.get_count(16).map_err(bad_xdr)?;
+    for _ in 0..n {
+        match r.get_u32().map_err(bad_xdr)? {
+            0 => {}
+            1 => {
+                r.get_u32().map_err(bad_xdr)?; // stamp
+                r.get_opaque(255).map_err(bad_xdr)?; // machine name
+                r.skip(8).map_err(bad_xdr)?; // uid, gid
+                let g = r.get_count(16).map_err(bad_xdr)?;
+                r.skip(4 * g as usize).map_err(bad_xdr)?;
+            }
+            6 => {
+                r.get_u32().map_err(bad_xdr)?;
+                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?;
+                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?;
+            }
+            _ => return Err(st::INVAL),
+        }
+    }
+    Ok(())
+}
+
+/// CREATE_SESSION: channels clamped, the backchannel's connection recorded.
+pub fn create_session(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let clientid = r.get_u64().map_err(bad_xdr)?;
+    let seq = r.get_u32().map_err(bad_xdr)?;
+    let flags = r.get_u32().map_err(bad_xdr)?;
+    let fore_asked = get_channel(r)?;
+    let back_asked = get_channel(r)?;
+    let cb_program = r.get_u32().map_err(bad_xdr)?;
+    skip_sec_parms(r)?;
+    let srv = c.srv;
+    let lim = srv.config().limits;
+    let now = srv.now_ms();
+    let mut s = srv.state();
+    let cl = s.clients.get(&clientid).ok_or(st::STALE_CLIENTID)?;
+    if seq == cl.cs_seq.wrapping_sub(1) {
+        if let Some(b) = &cl.cs_reply {
+            out.b.extend_from_slice(b);
+            return Ok(());
+        }
+    }
+    if seq != cl.cs_seq {
+        return Err(st::SEQ_MISORDERED);
+    }
+    if cl.sessions.len() >= lim.sessions_per_client {
+        s.counters.refused_full += 1;
+        return Err(st::DELAY);
+    }
+    let io = srv.config().max_io.saturating_add(HEADROOM);
+    let fore = Channel {
+        header_pad: 0,
+        max_request: fore_asked.max_request.min(io),
+        max_response: fore_asked.max_response.min(io),
+        max_response_cached: fore_asked.max_response_cached.min(lim.cached_reply),
+        max_ops: fore_asked.max_ops.clamp(1, SESSION_MAX_OPS),
+        max_requests: fore_asked.max_requests.clamp(1, lim.slots),
+    };
+    let back = Channel {
+        header_pad: 0,
+        max_request: back_asked.max_request.min(HEADROOM),
+        max_response: back_asked.max_response.min(HEADROOM),
+        max_response_cached: 0,
+        max_ops: back_asked.max_ops.clamp(1, SESSION_MAX_OPS),
+        max_requests: back_asked.max_requests.clamp(1, BACK_SLOTS),
+    };
+    let sid = srv.new_session_id(&mut s);
+    let granted = flags & FLAG_CONN_BACK_CHAN;
+    s.sessions.insert(
+        sid,
+        Session {
+            client: clientid,
+            fore,
+            back,
+            cb_program,
+            back_conn: (granted != 0).then_some(c.cx.conn),
+            slots: vec![
+                Slot {
+                    seq: 0,
+                    reply: Cached::Empty
+                };
+                fore.max_requests as usize
+            ],
+        },
+    );
+    let start = out.len();
+    out.fixed(&sid);
+    out.u32(seq);
+    out.u32(granted);
+    put_channel(out, &fore);
+    put_channel(out, &back);
+    let Some(cl) = s.clients.get_mut(&clientid) else {
+        return Err(st::SERVERFAULT);
+    };
+    cl.confirmed = true;
+    cl.cs_seq = cl.cs_seq.wrapping_add(1);
+    cl.cs_reply = Some(out.b[start..].to_vec());
+    cl.sessions.push(sid);
+    cl.renewed_ms = now;
+    Ok(())
+}
+
+/// SEQUENCE (first operation): checks the slot, renews the lease, or answers a retry.
+pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<Seq, Status> {
+    let sid: [u8; 16] = r
+        .get_fixed_opaque(16)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 16]);
+    let seq = r.get_u32().map_err(bad_xdr)?;
+    let slot = r.get_u32().map_err(bad_xdr)?;
+    let _highest = r.get_u32().map_err(bad_xdr)?;
+    let cache_this = r.get_bool().map_err(bad_xdr)?;
+    let srv = c.srv;
+    let now = srv.now_ms();
+    let mut s = srv.state();
+    let sess = s.session(&sid)?;
+    let nslots = sess.slots.len() as u32;
+    let client = sess.client;
+    if c.args_len > sess.fore.max_request as usize {
+        return Err(st::REQ_TOO_BIG);
+    }
+    if c.nops > sess.fore.max_ops {
+        return Err(st::TOO_MANY_OPS);
+    }
+    let sl = sess.slots.get_mut(slot as usize).ok_or(st::BADSLOT)?;
+    if seq == sl.seq && sl.seq != 0 {
+        let replay = match &sl.reply {
+            Cached::Reply(b) => b.clone(),
+            Cached::InProgress => return Err(st::DELAY),
+            Cached::Uncached => return Err(st::RETRY_UNCACHED_REP),
+            Cached::Empty => return Err(st::SEQ_MISORDERED),
+        };
+        s.counters.replays += 1;
+        s.renew(client, now);
+        return Ok(Seq::Replay(replay));
+    }
+    if seq != sl.seq.wrapping_add(1) {
+        return Err(st::SEQ_MISORDERED);
+    }
+    sl.seq = seq;
+    sl.reply = Cached::InProgress;
+    s.renew(client, now);
+    out.fixed(&sid);
+    out.u32(seq);
+    out.u32(slot);
+    out.u32(nslots - 1);
+    out.u32(nslots - 1);
+    out.u32(0); // sr_status_flags
+    c.slot = Some((sid, slot, cache_this));
+    c.client = Some(client);
+    Ok(Seq::Go)
+}
+
+/// Stores the finished reply of a COMPOUND in its slot: the octets when the client asked for
+/// caching and they fit `ca_maxresponsesize_cached`, a note that they were not kept otherwise.
+pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) {
+    let Some((sid, slot, cache_this)) = c.slot else {
+        return;
+    };
+    let mut s = c.srv.state();
+    let Some(sess) = s.sessions.get_mut(&sid) else {
+        return; // destroyed by this COMPOUND
+    };
+    let fits = reply.len() <= sess.fore.max_response_cached as usize;
+    if let Some(sl) = sess.slots.get_mut(slot as usize) {
+        sl.reply = if cache_this && fits {
+            Cached::Reply(reply.to_vec())
+        } else {
+            Cached::Uncached
+        };
+    }
+}
+
+/// DESTROY_SESSION: in a session, only a session of the same client.
+pub fn destroy_session(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let sid: [u8; 16] = r
+        .get_fixed_opaque(16)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 16]);
+    let mut s = c.srv.state();
+    let owner = s.session(&sid)?.client;
+    if c.client.is_some_and(|me| me != owner) {
+        return Err(st::BADSESSION);
+    }
+    s.sessions.remove(&sid);
+    if let Some(cl) = s.clients.get_mut(&owner) {
+        cl.sessions.retain(|x| *x != sid);
+    }
+    Ok(())
+}
+
+/// DESTROY_CLIENTID: NFS4ERR_CLIENTID_BUSY while it has sessions.
+pub fn destroy_clientid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let id = r.get_u64().map_err(bad_xdr)?;
+    let mut s = c.srv.state();
+    let cl = s.clients.get(&id).ok_or(st::STALE_CLIENTID)?;
+    if !cl.sessions.is_empty() {
+        return Err(st::CLIENTID_BUSY);
+    }
+    s.remove_client(id);
+    Ok(())
+}
+
+/// RECLAIM_COMPLETE: the client is done reclaiming (there is no grace period: nothing to
+/// reclaim); a second one for the whole server is NFS4ERR_COMPLETE_ALREADY.
+pub fn reclaim_complete(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let one_fs = r.get_bool().map_err(bad_xdr)?;
+    if one_fs {
+        return Ok(());
+    }
+    let id = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    let mut s = c.srv.state();
+    let cl = s.clients.get_mut(&id).ok_or(st::STALE_CLIENTID)?;
+    if cl.reclaim_done {
+        return Err(st::COMPLETE_ALREADY);
+    }
+    cl.reclaim_done = true;
+    Ok(())
+}
+
+/// BIND_CONN_TO_SESSION (alone in its COMPOUND): binds the calling connection to the session's
+/// fore channel, backchannel or both (RFC 8881 §18.34); binding the backchannel records the
+/// connection as the session's callback path. RDMA mode is never granted (the connection is
+/// already RPC-over-RDMA).
+pub fn bind_conn_to_session(
+    c: &mut Compound<'_>,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let sid: [u8; 16] = r
+        .get_fixed_opaque(16)
+        .map_err(bad_xdr)?
+        .try_into()
+        .unwrap_or([0; 16]);
+    let dir = r.get_u32().map_err(bad_xdr)?;
+    r.get_bool().map_err(bad_xdr)?; // bctsa_use_conn_in_rdma_mode
+                                    // CDFC4_FORE, CDFC4_BACK, CDFC4_FORE_OR_BOTH, CDFC4_BACK_OR_BOTH -> CDFS4_*.
+    let granted = match dir {
+        1 => 1,
+        2 | 3 | 7 => dir.min(3),
+        _ => return Err(st::INVAL),
+    };
+    let now = c.srv.now_ms();
+    let mut s = c.srv.state();
+    let sess = s.session(&sid)?;
+    if granted & 2 != 0 {
+        sess.back_conn = Some(c.cx.conn);
+    }
+    let client = sess.client;
+    s.renew(client, now);
+    out.fixed(&sid);
+    out.u32(granted);
+    out.u32(0); // bctsr_use_conn_in_rdma_mode
+    Ok(())
+}

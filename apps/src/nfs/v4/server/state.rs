@@ -1,0 +1,225 @@
+//! NFSv4.1 server state (RFC 8881 §2.10, §8, §9): client records, sessions with their slot
+//! tables (which are the reply cache), open states, and leases; every table bounded.
+//!
+//! Normal operation: EXCHANGE_ID makes an unconfirmed client record, the first CREATE_SESSION
+//! confirms it and adds a session whose slot table has the negotiated number of slots, each
+//! holding the last sequence id seen and the reply sent for it. Every SEQUENCE renews the
+//! client's lease. OPEN adds an open state (its stateid's `other` names it), CLOSE removes it.
+//!
+//! Recovery: a client that sends nothing for a lease period is expired by [`State::expire`]
+//! (run before every COMPOUND): its sessions and open states are removed, so its session ids
+//! answer NFS4ERR_BADSESSION and its stateids NFS4ERR_BAD_STATEID. A table at its bound
+//! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing.
+
+use std::collections::HashMap;
+
+use crate::nfs::types::Fh;
+
+use super::xdr::{st, Status};
+
+/// Bounds of the state tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Client records (confirmed or not).
+    pub clients: usize,
+    /// Sessions per client.
+    pub sessions_per_client: usize,
+    /// Slots per session (`ca_maxrequests` is clamped to it).
+    pub slots: u32,
+    /// Largest reply kept in a slot (`ca_maxresponsesize_cached` is clamped to it).
+    pub cached_reply: u32,
+    /// Open states per client.
+    pub opens_per_client: usize,
+    /// Lease period in seconds (`lease_time`).
+    pub lease_secs: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            clients: 1024,
+            sessions_per_client: 4,
+            slots: 64,
+            cached_reply: 8 << 10,
+            opens_per_client: 4096,
+            lease_secs: 90,
+        }
+    }
+}
+
+/// `channel_attrs4` as negotiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Channel {
+    /// `ca_headerpadsize` (always 0 here).
+    pub header_pad: u32,
+    /// `ca_maxrequestsize`.
+    pub max_request: u32,
+    /// `ca_maxresponsesize`.
+    pub max_response: u32,
+    /// `ca_maxresponsesize_cached`.
+    pub max_response_cached: u32,
+    /// `ca_maxoperations`.
+    pub max_ops: u32,
+    /// `ca_maxrequests`.
+    pub max_requests: u32,
+}
+
+/// What a slot remembers of its last request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cached {
+    /// No request yet.
+    Empty,
+    /// The request is being served: a retry gets NFS4ERR_DELAY.
+    InProgress,
+    /// The whole COMPOUND4res sent for the slot's sequence id.
+    Reply(Vec<u8>),
+    /// The reply was not kept (`sa_cachethis` false or too big): a retry gets
+    /// NFS4ERR_RETRY_UNCACHED_REP.
+    Uncached,
+}
+
+/// One slot of a session's fore channel.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    /// The last sequence id accepted.
+    pub seq: u32,
+    /// Its reply.
+    pub reply: Cached,
+}
+
+/// A session.
+#[derive(Debug)]
+pub struct Session {
+    /// The owning client.
+    pub client: u64,
+    /// Fore channel attributes.
+    pub fore: Channel,
+    /// Backchannel attributes.
+    pub back: Channel,
+    /// The callback program the client named.
+    pub cb_program: u32,
+    /// The connection bound to the backchannel (CREATE_SESSION4_FLAG_CONN_BACK_CHAN), if any.
+    pub back_conn: Option<u64>,
+    /// The slot table.
+    pub slots: Vec<Slot>,
+}
+
+/// A client record.
+#[derive(Debug)]
+pub struct Client {
+    /// `co_ownerid`.
+    pub owner: Vec<u8>,
+    /// `co_verifier`.
+    pub verifier: [u8; 8],
+    /// Confirmed by a CREATE_SESSION.
+    pub confirmed: bool,
+    /// The next CREATE_SESSION's `csa_sequence`.
+    pub cs_seq: u32,
+    /// The last CREATE_SESSION reply (its replay answer).
+    pub cs_reply: Option<Vec<u8>>,
+    /// When the lease was last renewed (milliseconds of the server's clock).
+    pub renewed_ms: u64,
+    /// RECLAIM_COMPLETE seen.
+    pub reclaim_done: bool,
+    /// Its sessions.
+    pub sessions: Vec<[u8; 16]>,
+    /// Its open states (`other` of their stateids).
+    pub opens: Vec<[u8; 12]>,
+}
+
+/// An open state.
+#[derive(Debug, Clone)]
+pub struct OpenState {
+    /// The owning client.
+    pub client: u64,
+    /// The open owner.
+    pub owner: Vec<u8>,
+    /// The export (its handle id) and the store's handle of the file.
+    pub export: [u8; 4],
+    /// The store's handle.
+    pub fh: Fh,
+    /// OPEN4_SHARE_ACCESS_* bits.
+    pub access: u32,
+    /// OPEN4_SHARE_DENY_* bits.
+    pub deny: u32,
+    /// The stateid's current seqid.
+    pub seqid: u32,
+}
+
+/// Every table of the server.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Clients by id.
+    pub clients: HashMap<u64, Client>,
+    /// Sessions by id.
+    pub sessions: HashMap<[u8; 16], Session>,
+    /// Open states by `other`.
+    pub opens: HashMap<[u8; 12], OpenState>,
+    /// Numbers clients, sessions and stateids.
+    pub next: u64,
+    /// Clients expired, sessions destroyed, etc. (counters).
+    pub counters: Counters,
+}
+
+/// What the state tables counted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Client records expired with their lease.
+    pub clients_expired: u64,
+    /// Entries refused because a table was full.
+    pub refused_full: u64,
+    /// SEQUENCE retransmissions answered from a slot.
+    pub replays: u64,
+}
+
+impl State {
+    /// A fresh number (never 0).
+    pub fn fresh(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// Removes every client whose lease ran out at `now_ms`, with its sessions and opens.
+    pub fn expire(&mut self, now_ms: u64, lease_secs: u32) {
+        let lease = u64::from(lease_secs) * 1000;
+        let dead: Vec<u64> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| now_ms.saturating_sub(c.renewed_ms) > lease)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in dead {
+            self.remove_client(id);
+            self.counters.clients_expired += 1;
+        }
+    }
+
+    /// Removes client `id` with everything it holds.
+    pub fn remove_client(&mut self, id: u64) {
+        if let Some(c) = self.clients.remove(&id) {
+            for s in &c.sessions {
+                self.sessions.remove(s);
+            }
+            for o in &c.opens {
+                self.opens.remove(o);
+            }
+        }
+    }
+
+    /// The session `sid` and a mutable view of its client's lease.
+    pub fn session(&mut self, sid: &[u8; 16]) -> Result<&mut Session, Status> {
+        self.sessions.get_mut(sid).ok_or(st::BADSESSION)
+    }
+
+    /// Renews the lease of `client` at `now_ms`.
+    pub fn renew(&mut self, client: u64, now_ms: u64) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.renewed_ms = now_ms;
+        }
+    }
+
+    /// The open state named by `other`.
+    pub fn open(&self, other: &[u8; 12]) -> Option<&OpenState> {
+        self.opens.get(other)
+    }
+}

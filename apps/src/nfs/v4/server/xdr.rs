@@ -1,0 +1,151 @@
+//! The server's side of the NFSv4.1 wire: the reply writer ([`Enc`]), the `nfsstat4` values
+//! the server answers (RFC 8881 §15.1), and the mapping from the store's statuses.
+//!
+//! Normal operation: results are appended to a growing octet vector in XDR order; arguments
+//! are read with the engine's bounds-checked `XdrReader`.
+//! Recovery: an argument that does not decode is NFS4ERR_BADXDR for its operation
+//! ([`bad_xdr`]); nothing here panics on any input.
+
+use rpcrdma_engine::xdr::{XdrError, XdrReader};
+
+use crate::nfs::types::{Nfsstat3, NAME_MAX, PATH_MAX};
+
+/// An `nfsstat4` value (open: any number round-trips).
+pub type Status = u32;
+
+#[allow(missing_docs)]
+pub mod st {
+    pub const OK: u32 = 0;
+    pub const PERM: u32 = 1;
+    pub const NOENT: u32 = 2;
+    pub const IO: u32 = 5;
+    pub const ACCESS: u32 = 13;
+    pub const EXIST: u32 = 17;
+    pub const NOTDIR: u32 = 20;
+    pub const ISDIR: u32 = 21;
+    pub const INVAL: u32 = 22;
+    pub const ROFS: u32 = 30;
+    pub const NAMETOOLONG: u32 = 63;
+    pub const STALE: u32 = 70;
+    pub const BADHANDLE: u32 = 10001;
+    pub const BAD_COOKIE: u32 = 10003;
+    pub const NOTSUPP: u32 = 10004;
+    pub const TOOSMALL: u32 = 10005;
+    pub const SERVERFAULT: u32 = 10006;
+    pub const BADTYPE: u32 = 10007;
+    pub const DELAY: u32 = 10008;
+    pub const NOFILEHANDLE: u32 = 10020;
+    pub const MINOR_VERS_MISMATCH: u32 = 10021;
+    pub const STALE_CLIENTID: u32 = 10022;
+    pub const BAD_STATEID: u32 = 10025;
+    pub const RESOURCE: u32 = 10018;
+    pub const SYMLINK: u32 = 10029;
+    pub const RESTOREFH: u32 = 10030;
+    pub const ATTRNOTSUPP: u32 = 10032;
+    pub const WRONGSEC: u32 = 10016;
+    pub const CLID_INUSE: u32 = 10017;
+    pub const BADXDR: u32 = 10036;
+    pub const BADCHAR: u32 = 10040;
+    pub const BADNAME: u32 = 10041;
+    pub const OP_ILLEGAL: u32 = 10044;
+    pub const SHARE_DENIED: u32 = 10015;
+    pub const OPENMODE: u32 = 10038;
+    pub const BADSESSION: u32 = 10052;
+    pub const BADSLOT: u32 = 10053;
+    pub const COMPLETE_ALREADY: u32 = 10054;
+    pub const NOT_ONLY_OP: u32 = 10081;
+    pub const SEQ_MISORDERED: u32 = 10063;
+    pub const SEQUENCE_POS: u32 = 10064;
+    pub const REQ_TOO_BIG: u32 = 10065;
+    pub const REP_TOO_BIG: u32 = 10066;
+    pub const REP_TOO_BIG_TO_CACHE: u32 = 10067;
+    pub const RETRY_UNCACHED_REP: u32 = 10068;
+    pub const TOO_MANY_OPS: u32 = 10070;
+    pub const OP_NOT_IN_SESSION: u32 = 10071;
+    pub const CLIENTID_BUSY: u32 = 10074;
+    pub const SEQ_FALSE_RETRY: u32 = 10076;
+    pub const BAD_HIGH_SLOT: u32 = 10077;
+    pub const ENCR_ALG_UNSUPP: u32 = 10079;
+    pub const WRONG_TYPE: u32 = 10083;
+}
+
+/// The `nfsstat4` of a store status: RFC 8881 keeps the NFSv3 numbers for the errors both
+/// versions have; NFSv3's NOT_SYNC and REMOTE have no NFSv4 counterpart and become INVAL and
+/// IO.
+pub fn from_store(s: Nfsstat3) -> Status {
+    match s {
+        Nfsstat3::NOT_SYNC => st::INVAL,
+        Nfsstat3::REMOTE => st::IO,
+        s => s.0,
+    }
+}
+
+/// Any argument decoding failure: the operation's NFS4ERR_BADXDR.
+pub fn bad_xdr(_: XdrError) -> Status {
+    st::BADXDR
+}
+
+/// A COMPOUND4res under construction.
+#[derive(Debug, Default)]
+pub struct Enc {
+    /// The octets so far.
+    pub b: Vec<u8>,
+}
+
+impl Enc {
+    /// Appends a word.
+    pub fn u32(&mut self, v: u32) {
+        self.b.extend_from_slice(&v.to_be_bytes());
+    }
+
+    /// Appends a hyper.
+    pub fn u64(&mut self, v: u64) {
+        self.b.extend_from_slice(&v.to_be_bytes());
+    }
+
+    /// Appends fixed-length opaque data (with its pad).
+    pub fn fixed(&mut self, d: &[u8]) {
+        self.b.extend_from_slice(d);
+        self.b.resize(self.b.len() + (4 - d.len() % 4) % 4, 0);
+    }
+
+    /// Appends variable-length opaque data.
+    pub fn opaque(&mut self, d: &[u8]) {
+        self.u32(d.len() as u32);
+        self.fixed(d);
+    }
+
+    /// Appends a bitmap4 of `words`, without trailing zero words.
+    pub fn bitmap(&mut self, words: &[u32]) {
+        let n = words.iter().rposition(|w| *w != 0).map_or(0, |i| i + 1);
+        self.u32(n as u32);
+        for w in &words[..n] {
+            self.u32(*w);
+        }
+    }
+
+    /// Octets so far.
+    pub fn len(&self) -> usize {
+        self.b.len()
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.b.is_empty()
+    }
+}
+
+/// Reads a `component4` and checks it as Linux nfsd's `check_filename` does.
+pub fn get_name<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], Status> {
+    let n = r.get_opaque(PATH_MAX as u32).map_err(bad_xdr)?;
+    if n.is_empty() {
+        return Err(st::INVAL);
+    }
+    if n.len() > NAME_MAX {
+        return Err(st::NAMETOOLONG);
+    }
+    if n == b"." || n == b".." || n.iter().any(|b| *b == b'/' || *b == 0) {
+        return Err(st::BADNAME);
+    }
+    Ok(n)
+}

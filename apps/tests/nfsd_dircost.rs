@@ -1,0 +1,307 @@
+//! The directory backend's cost per call, counted: file system system calls per GETATTR,
+//! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE,
+//! SETATTR, WRITE and REMOVE, made by the whole server (every reactor and worker thread),
+//! counted exactly by a seccomp filter (`syscount`), never timed.
+//!
+//! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when a
+//! GETATTR, ACCESS or LOOKUP costs more system calls than its budget. The measurement behind
+//! the budgets (`measure_dir_metadata_calls`, ignored by default: `cargo test -p rpcrdma-apps
+//! --test nfsd_dircost -- --ignored --nocapture`) prints every call type's system calls,
+//! wall and CPU time per call over a tree of a few thousand files. Both need root (the
+//! directory backend and the filter) and skip with a message otherwise. Recovery: none; the
+//! scratch directory is removed at the end.
+
+mod nfsd_common;
+mod syscount;
+
+use std::time::Instant;
+
+use nfsd_common::{options, scratch_dir, Rig};
+use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
+use rpcrdma_apps::nfs::types::{access, CreateHow, Fh, Sattr3, StableHow};
+use syscount::{Counter, RoleCalls, Snapshot, FS, SCHED};
+
+/// File system calls the server may make per GETATTR with the descriptor cached: one `fstat`.
+const BUDGET_GETATTR: u64 = 1;
+/// Per ACCESS asking read, modify, extend and execute of a file the caller may read and write
+/// but not execute: `fstat`, then the kernel's check of everything (refused) and of all but
+/// execute (granted).
+const BUDGET_ACCESS: u64 = 3;
+/// Per LOOKUP with the object's descriptor cached: the directory's `fstat`, the name's handle
+/// (`name_to_handle_at`, as the caller), the object's `fstat`.
+const BUDGET_LOOKUP: u64 = 3;
+/// Per LOOKUP of a name whose object has no descriptor open (a walk of a tree the server has
+/// not seen): the same, the object opened by name (`openat`, `O_PATH`, as the caller) and the
+/// handle of what was opened.
+const BUDGET_LOOKUP_COLD: u64 = 5;
+
+/// Whether the test can run (root); says why not otherwise.
+fn runnable() -> bool {
+    // SAFETY: plain syscall.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: the directory backend and the seccomp counter need root");
+    }
+    root
+}
+
+/// A daemon over `dir` (a fresh one keeps no descriptor of what an earlier one opened);
+/// `getattr_on_reactor` as `DaemonOptions` says.
+fn rig_with(dir: &std::path::Path, getattr_on_reactor: bool) -> Rig {
+    let o = DaemonOptions {
+        dir_cache: 1 << 16,
+        getattr_on_reactor,
+        ..options(Backend::Dir(dir.to_path_buf()))
+    };
+    Rig::with(o, None)
+}
+
+/// A daemon over `dir` with the default options.
+fn rig(dir: &std::path::Path) -> Rig {
+    rig_with(dir, DaemonOptions::default().getattr_on_reactor)
+}
+
+/// One phase's counts and times.
+struct Phase {
+    name: &'static str,
+    calls: u64,
+    fs: Vec<(&'static str, u64)>,
+    fs_total: u64,
+    sched_total: u64,
+    threads: Vec<RoleCalls>,
+    /// File system calls per thread role.
+    fs_threads: Vec<RoleCalls>,
+    wall_us: f64,
+    cpu_us: f64,
+}
+
+/// Process CPU time (user + system) in microseconds.
+fn cpu_us() -> f64 {
+    // SAFETY: an all-zero rusage is valid; the kernel fills it.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `r` is writable.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    let t = |v: libc::timeval| v.tv_sec as f64 * 1e6 + v.tv_usec as f64;
+    t(r.ru_utime) + t(r.ru_stime)
+}
+
+/// Runs `f` (which makes `calls` calls), counting with `c` when given.
+fn phase(c: Option<&Counter>, name: &'static str, calls: u64, f: impl FnOnce()) -> Phase {
+    let before: Option<Snapshot> = c.map(Counter::snapshot);
+    let (t0, c0) = (Instant::now(), cpu_us());
+    f();
+    let (wall, cpu) = (t0.elapsed().as_secs_f64() * 1e6, cpu_us() - c0);
+    let (fs, fs_total, sched_total, threads, fs_threads) = match (c, before) {
+        (Some(c), Some(b)) => {
+            let now = c.snapshot();
+            let fs = now
+                .since(&b)
+                .into_iter()
+                .filter(|(n, _)| FS.iter().any(|(m, _)| m == n))
+                .collect();
+            let threads = now.by_thread_since(&b, SCHED);
+            let fs_threads = now.by_thread_since(&b, FS);
+            let totals = (now.total_since(&b, FS), now.total_since(&b, SCHED));
+            (fs, totals.0, totals.1, threads, fs_threads)
+        }
+        _ => (Vec::new(), 0, 0, Vec::new(), Vec::new()),
+    };
+    Phase {
+        name,
+        calls: calls.max(1),
+        fs,
+        fs_total,
+        sched_total,
+        threads,
+        fs_threads,
+        wall_us: wall / calls.max(1) as f64,
+        cpu_us: cpu / calls.max(1) as f64,
+    }
+}
+
+/// Creates `n` files in a new directory `tree` of the export; their handles.
+fn make_tree(r: &Rig, n: usize) -> (Fh, Vec<Fh>) {
+    let d = r.nfs.mkdir(&r.root, b"tree", Sattr3::default()).unwrap();
+    let fhs = (0..n)
+        .map(|i| {
+            let how = CreateHow::Guarded(Sattr3::default());
+            r.nfs.create(&d, format!("f{i}").as_bytes(), how).unwrap()
+        })
+        .collect();
+    (d, fhs)
+}
+
+/// The phases of one run over `n` files (counted when `c`).
+fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
+    let dir = scratch_dir("dircost");
+    let r = rig(&dir);
+    let mut out = Vec::new();
+    let n64 = n as u64;
+    let mut tree = None;
+    out.push(phase(c, "CREATE", n64, || tree = Some(make_tree(&r, n))));
+    let (d, fhs) = tree.expect("tree");
+    let name = |i: usize| format!("f{i}");
+    out.push(phase(c, "LOOKUP", n64, || {
+        for i in 0..n {
+            r.nfs.lookup(&d, name(i).as_bytes()).unwrap();
+        }
+    }));
+    out.push(phase(c, "GETATTR", n64, || {
+        fhs.iter().for_each(|f| _ = r.nfs.getattr(f).unwrap())
+    }));
+    out.push(phase(c, "ACCESS", n64, || {
+        let want = access::READ | access::MODIFY | access::EXTEND | access::EXECUTE;
+        fhs.iter().for_each(|f| _ = r.nfs.access(f, want).unwrap())
+    }));
+    let mut entries = 0u64;
+    out.push(phase(c, "READDIRPLUS entry", n64 + 2, || {
+        entries = r.nfs.readdir_all(&d, 32 * 1024, true).unwrap().len() as u64;
+    }));
+    assert_eq!(entries, n64 + 2);
+    out.push(phase(c, "SETATTR mode", n64, || {
+        let set = Sattr3 {
+            mode: Some(0o600),
+            ..Sattr3::default()
+        };
+        fhs.iter()
+            .for_each(|f| _ = r.nfs.setattr(f, &set, None).unwrap())
+    }));
+    out.push(phase(c, "WRITE append", n64, || {
+        for f in &fhs {
+            r.nfs
+                .write(f, 0, b"appended", StableHow::Unstable, false)
+                .unwrap();
+        }
+    }));
+    // A second server over the same tree: nothing open yet, as after a restart or a walk of
+    // a tree larger than the cache.
+    let r2 = rig(&dir);
+    let d2 = r2.nfs.lookup(&r2.root, b"tree").unwrap();
+    let mut fhs2 = Vec::new();
+    out.push(phase(c, "LOOKUP cold", n64, || {
+        for i in 0..n {
+            fhs2.push(r2.nfs.lookup(&d2, name(i).as_bytes()).unwrap());
+        }
+    }));
+    out.push(phase(c, "GETATTR after cold LOOKUP", n64, || {
+        fhs2.iter().for_each(|f| _ = r2.nfs.getattr(f).unwrap())
+    }));
+    r2.stop_keep();
+    // GETATTR always handed to a worker (`--getattr-in-worker`), for comparison.
+    let r3 = rig_with(&dir, false);
+    let d3 = r3.nfs.lookup(&r3.root, b"tree").unwrap();
+    let fhs3: Vec<Fh> = (0..n)
+        .map(|i| r3.nfs.lookup(&d3, name(i).as_bytes()).unwrap())
+        .collect();
+    out.push(phase(c, "GETATTR in worker", n64, || {
+        fhs3.iter().for_each(|f| _ = r3.nfs.getattr(f).unwrap())
+    }));
+    r3.stop_keep();
+    out.push(phase(c, "REMOVE", n64, || {
+        for i in 0..n {
+            r.nfs.remove(&d, name(i).as_bytes()).unwrap();
+        }
+    }));
+    r.stop_keep();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// Runs `f` on a thread of its own with a counter installed (the filter stays with that
+/// thread and the server threads it starts); `None` when the filter cannot be installed.
+fn counted<T: Send + 'static>(
+    watch: &'static [(&'static str, libc::c_long)],
+    f: impl FnOnce(&Counter) -> T + Send + 'static,
+) -> Option<T> {
+    std::thread::spawn(move || match Counter::install(watch) {
+        Ok(c) => Some(f(&c)),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    })
+    .join()
+    .expect("counted thread")
+}
+
+#[test]
+fn accepts_metadata_calls_within_their_system_call_budget() {
+    if !runnable() {
+        return;
+    }
+    let Some(phases) = counted(FS, |c| run(Some(c), 100)) else {
+        return;
+    };
+    let per = |name: &str| {
+        let p = phases.iter().find(|p| p.name == name).expect("phase");
+        (p.fs_total as f64 / p.calls as f64, p.fs.clone())
+    };
+    for (name, budget) in [
+        ("GETATTR", BUDGET_GETATTR),
+        ("ACCESS", BUDGET_ACCESS),
+        ("LOOKUP", BUDGET_LOOKUP),
+        ("LOOKUP cold", BUDGET_LOOKUP_COLD),
+        ("GETATTR after cold LOOKUP", BUDGET_GETATTR),
+    ] {
+        let (got, which) = per(name);
+        assert!(
+            got <= budget as f64,
+            "{name}: {got} file system calls per call, budget {budget}: {which:?}"
+        );
+    }
+    // GETATTR of an open descriptor is answered on the reactor: no worker touches it.
+    let on = |name: &str, role: &str| {
+        let p = phases.iter().find(|p| p.name == name).expect("phase");
+        let t = p.fs_threads.iter().filter(|(r, _, _)| r.contains(role));
+        t.map(|(_, n, _)| n).sum::<u64>()
+    };
+    assert_eq!(on("GETATTR", "worker"), 0, "GETATTR ran on a worker");
+    assert_eq!(on("GETATTR in worker", "worker"), 100);
+    assert_eq!(on("GETATTR in worker", "nfsd"), 0);
+}
+
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn measure_dir_metadata_calls() {
+    if !runnable() {
+        return;
+    }
+    let n: usize = std::env::var("RPCRDMA_DIRCOST_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let watch: Vec<_> = FS.iter().chain(SCHED).copied().collect();
+    let watch: &'static [_] = Box::leak(watch.into_boxed_slice());
+    let Some(counts) = counted(watch, move |c| run(Some(c), n)) else {
+        return;
+    };
+    let times = run(None, n);
+    println!("dir backend, {n} files: per call");
+    println!(
+        "{:<28} {:>8} {:>8} {:>9} {:>9}  file system calls",
+        "call", "fs", "sched", "wall µs", "cpu µs"
+    );
+    for (p, t) in counts.iter().zip(&times) {
+        let each: Vec<String> =
+            p.fs.iter()
+                .map(|(k, v)| format!("{k} {:.2}", *v as f64 / p.calls as f64))
+                .collect();
+        println!(
+            "{:<28} {:>8.2} {:>8.2} {:>9.1} {:>9.1}  {}",
+            p.name,
+            p.fs_total as f64 / p.calls as f64,
+            p.sched_total as f64 / p.calls as f64,
+            t.wall_us,
+            t.cpu_us,
+            each.join(", ")
+        );
+        for (role, total, by) in &p.threads {
+            let by: Vec<String> = by
+                .iter()
+                .map(|(k, v)| format!("{k} {:.2}", *v as f64 / p.calls as f64))
+                .collect();
+            let per = *total as f64 / p.calls as f64;
+            println!("{:>30} {role}: {per:.2} ({})", "", by.join(", "));
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The provider against a raw iWARP peer (a bare [`Endpoint`] writing RDMAP messages by hand):
+//! CRC32c is turned on for a peer that did not ask for it, and each fault in what the peer
+//! sends is answered with the Terminate code RFC 5040 / RFC 5041 name for it, the provider's
+//! QP ending in ERROR with `Disconnected` and the target memory untouched.
+
+use super::*;
+use crate::verbs::iwarp::ddp;
+use crate::verbs::iwarp::rdmap::{self, Message, ReadRequest};
+use crate::verbs::iwarp::socket::Closed;
+use crate::verbs::iwarp::term::{TermCode, LAYER_DDP, LAYER_RDMAP};
+use crate::verbs::{
+    CmEventKind, Completion, CompletionQueue, QpOptions, QpState, QueuePair, Registrar,
+};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+use std::time::Instant;
+
+fn lo() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
+
+/// A provider QP accepted from `raw`, with its CQ, PD and a registered 4 KiB target.
+struct Served {
+    qp: crate::verbs::iwarp::IwarpQp,
+    cq: IwarpCq,
+    target: Vec<u8>,
+    keys: Keys,
+    _mr: Region<MrHandle>,
+    _pd: IwarpPd,
+}
+
+fn until<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// Connects a raw endpoint (asking for CRCs or not) to a provider listener and accepts it.
+fn serve(want_crc: bool, access: Access) -> (Endpoint, Served) {
+    let dev = IwarpProvider::open(lo()).expect("open");
+    let mut l = dev.listen(SocketAddr::new(lo(), 0), 1).expect("listen");
+    let mut cfg = endpoint_config(4, 4);
+    cfg.handshake.want_crc = want_crc;
+    let mut raw = Endpoint::connect(l.local_addr(), now_ns(), cfg, b"raw").expect("connect");
+    let req = until(|| {
+        raw.poll(now_ns());
+        l.poll().expect("listener poll")
+    });
+    assert_eq!(req.private_data(), b"raw");
+    let pd = dev.alloc_pd().expect("pd");
+    let cq = dev.create_cq(16).expect("cq");
+    let mut target = vec![0u8; 4096];
+    // SAFETY: `target` outlives the registration (dropped after `_mr` in `Served`, whose
+    // fields drop in declaration order only after the test is done with both).
+    let (mr, keys) =
+        unsafe { pd.register(target.as_mut_ptr(), target.len(), access) }.expect("register");
+    let init = QpInit {
+        pd: &pd,
+        send_cq: &cq,
+        recv_cq: &cq,
+        srq: None,
+        opts: QpOptions::default(),
+    };
+    let qp = req.accept(init, b"ok").expect("accept");
+    until(|| (raw.poll(now_ns()) == State::Established).then_some(()));
+    assert_eq!(raw.peer_private_data(), b"ok");
+    let served = Served {
+        qp,
+        cq,
+        target,
+        keys,
+        _mr: mr,
+        _pd: pd,
+    };
+    (raw, served)
+}
+
+/// Sends `msg` from the raw peer; returns the Terminate code the provider answered with.
+fn terminate_code_for(raw: &mut Endpoint, s: &mut Served, msg: &Message<'_>) -> TermCode {
+    raw.queue_message(msg).expect("queue");
+    let mut wcs = [Completion::default(); 4];
+    let code = until(|| {
+        raw.poll(now_ns());
+        let _ = s.cq.poll(&mut wcs);
+        match raw.recv(|_| {}) {
+            Err(Closed::PeerTerminated(code)) => Some(code),
+            Err(other) => panic!("stream ended without a Terminate: {other:?}"),
+            Ok(_) => None,
+        }
+    });
+    // After the accept's Established.
+    until(|| {
+        let ev = s.qp.poll_event().expect("event");
+        ev.filter(|e| e.kind == CmEventKind::Disconnected)
+    });
+    assert_eq!(s.qp.state(), QpState::Error);
+    assert!(s.target.iter().all(|&b| b == 0), "target changed");
+    code
+}
+
+#[test]
+fn accepts_crc_turned_on_for_a_peer_that_did_not_ask() {
+    let (raw, _s) = serve(false, Access::LOCAL_WRITE);
+    assert!(raw.crc(), "the provider's Reply sets C: CRCs both ways");
+    let (raw, _s) = serve(true, Access::LOCAL_WRITE);
+    assert!(raw.crc());
+}
+
+#[test]
+fn rejects_faulty_writes_with_their_terminate_codes() {
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let tagged = |ecode| TermCode::new(LAYER_DDP, ddp::ETYPE_TAGGED, ecode);
+    let rights = TermCode::new(
+        LAYER_RDMAP,
+        rdmap::ETYPE_REMOTE_PROTECTION,
+        rdmap::ECODE_ACCESS_RIGHTS,
+    );
+    // (region access, STag change, offset, expected code)
+    let cases = [
+        (rw, 0x100, 0, tagged(ddp::ECODE_T_INVALID_STAG)),
+        (rw, 0, 4090, tagged(ddp::ECODE_T_BASE_BOUNDS)),
+        (Access::LOCAL_WRITE, 0, 0, rights),
+    ];
+    for (access, flip, off, want) in cases {
+        let (mut raw, mut s) = serve(true, access);
+        let msg = Message::Tagged {
+            read_response: false,
+            last: true,
+            stag: s.keys.rkey ^ flip,
+            to: s.target.as_ptr() as u64 + off,
+            payload: &[0x5a; 16],
+        };
+        assert_eq!(
+            terminate_code_for(&mut raw, &mut s, &msg),
+            want,
+            "case {flip:#x}/{off}"
+        );
+    }
+}
+
+#[test]
+fn rejects_read_request_out_of_bounds_with_its_terminate_code() {
+    let (mut raw, mut s) = serve(true, Access::LOCAL_WRITE | Access::REMOTE_READ);
+    let msg = Message::ReadRequest(ReadRequest {
+        msn: 1,
+        sink_stag: 0x1234_5600,
+        sink_to: 0,
+        size: 200,
+        src_stag: s.keys.rkey,
+        src_to: s.target.as_ptr() as u64 + 4000,
+    });
+    let want = TermCode::new(
+        LAYER_RDMAP,
+        rdmap::ETYPE_REMOTE_PROTECTION,
+        rdmap::ECODE_BASE_BOUNDS,
+    );
+    assert_eq!(terminate_code_for(&mut raw, &mut s, &msg), want);
+}
+
+#[test]
+fn rejects_send_without_a_receive_with_its_terminate_code() {
+    let (mut raw, mut s) = serve(true, Access::LOCAL_WRITE);
+    let msg = Message::Send {
+        solicited: false,
+        invalidate: None,
+        last: true,
+        msn: 1,
+        mo: 0,
+        payload: b"nobody listens",
+    };
+    let want = TermCode::new(LAYER_DDP, ddp::ETYPE_UNTAGGED, ddp::ECODE_UT_MSN_NO_BUFFER);
+    assert_eq!(terminate_code_for(&mut raw, &mut s, &msg), want);
+}
+
+#[test]
+fn rejects_send_out_of_msn_order_with_its_terminate_code() {
+    let (mut raw, mut s) = serve(true, Access::LOCAL_WRITE);
+    let sgl = [crate::verbs::Sge {
+        addr: s.target.as_ptr() as u64,
+        len: 64,
+        lkey: s.keys.lkey,
+    }];
+    s.qp.queue_recv(&crate::verbs::RecvWr {
+        wr_id: 1,
+        sgl: &sgl,
+    })
+    .expect("recv");
+    s.qp.flush_recv().expect("flush");
+    let msg = Message::Send {
+        solicited: false,
+        invalidate: None,
+        last: true,
+        msn: 5,
+        mo: 0,
+        payload: b"out of order",
+    };
+    let want = TermCode::new(LAYER_DDP, ddp::ETYPE_UNTAGGED, ddp::ECODE_UT_MSN_RANGE);
+    assert_eq!(terminate_code_for(&mut raw, &mut s, &msg), want);
+}
