@@ -583,3 +583,72 @@ fn accepts_one_call_until_the_first_non_error_reply() {
     assert_eq!(credits(&p), 64);
     assert_eq!(p.stats.max_outstanding, 1);
 }
+
+#[test]
+fn accepts_backlogged_call_as_it_arrived() {
+    // A call that finds no free slot waits in the backlog, its header decoded and validated
+    // when it arrived: what is taken into the slot later is that call, whatever its receive
+    // buffer holds by then (here its XID word is overwritten while it waits).
+    let cfg = Config::DEFAULT;
+    let req = make_side(
+        "requester",
+        0x1000_0000,
+        0x10,
+        Role::Requester,
+        cfg,
+        Sizing::for_config(Role::Requester, &cfg),
+    );
+    let one_slot = Sizing {
+        headers: 1,
+        ..Sizing::for_config(Role::Responder, &cfg)
+    };
+    let resp = make_side(
+        "responder",
+        0x9000_0000,
+        0x20,
+        Role::Responder,
+        cfg,
+        one_slot,
+    );
+    let mut p = Pair::from_sides(req, resp);
+    p.credit_max = cfg.credits;
+    p.connect();
+    let reply_of = |p: &mut Pair, inc: IncomingCall| {
+        let reply = rpc_reply(inc.xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        p.reply(inc.call, &spec);
+    };
+    let start = |p: &mut Pair, xid: u32| {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        let reply = p.req.host.alloc(512, LW);
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply,
+        })
+    };
+    // The first reply grants the configured credits.
+    start(&mut p, 1);
+    let inc = p.next_call().expect("CallReady 1");
+    reply_of(&mut p, inc);
+    assert!(matches!(p.next_done(), Some(Event::ReplyReady(_))));
+    // Call 2 takes the only slot; call 3 waits in the backlog.
+    start(&mut p, 2);
+    let second = p.next_call().expect("CallReady 2");
+    let (_, sge) = *p.resp.rq.front().expect("a posted receive");
+    start(&mut p, 3);
+    assert!(p.next_call().is_none(), "no slot: call 3 waits");
+    p.resp.host.write(sge.addr, &0xdead_beef_u32.to_be_bytes());
+    reply_of(&mut p, second);
+    let third = p.next_call().expect("CallReady 3 once the slot is free");
+    assert_eq!(third.xid, 3, "the call as it arrived");
+    reply_of(&mut p, third);
+    let done: Vec<_> = std::iter::from_fn(|| p.next_done()).collect();
+    assert_eq!(done.len(), 2, "{done:?}");
+}

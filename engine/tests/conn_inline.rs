@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{
-    CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools, ReplyKind, ReplySpec,
-    Role, StartError,
+    CallOptions, CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools,
+    ReplyKind, ReplySpec, Role, SentAnswer, StartError,
 };
 use rpcrdma_engine::proto::v1;
 
@@ -324,4 +324,128 @@ fn accepts_reply_header_golden_bytes() {
     assert_eq!(d, Dir::Req);
     assert_eq!([w0, w1, w2, w3], [0xcafe_f00d, 1, 64, 0]);
     let _ = v1::FIXED_LEN;
+}
+
+#[test]
+fn accepts_call_with_the_xid_its_caller_assigned() {
+    // The caller assigned the XID and encoded it: the engine takes it as given (the transport
+    // header and the reply match carry it), and refuses a second call with it while it is live.
+    let mut p = Pair::default_pair();
+    for (round, xid) in [0x0a0b_0c0d_u32, 0x0a0b_0c0e].into_iter().enumerate() {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        let reply_buf = p.req.host.alloc(512, LW);
+        let spec = CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_buf,
+        };
+        let now = p.now;
+        let side = &mut p.req;
+        let conn = side.conn.as_mut().expect("requester");
+        let id = conn
+            .start_call_xid(now, xid, &spec, &CallOptions::NONE, &mut side.host)
+            .expect("start_call_xid");
+        if round == 1 {
+            // Credits granted by the first reply: only the XID stops this one.
+            let again = conn.start_call_xid(now, xid, &spec, &CallOptions::NONE, &mut side.host);
+            assert_eq!(again, Err(StartError::DuplicateXid));
+        }
+        p.pump();
+        let inc = p.next_call().expect("CallReady");
+        assert_eq!(inc.xid, xid);
+        let reply = rpc_reply(xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        assert_eq!(p.reply(inc.call, &spec), ReplyKind::Inline);
+        let r = p.next_reply();
+        assert_eq!((r.call, r.xid), (id, xid));
+    }
+}
+
+#[test]
+fn accepts_reply_buffer_sized_to_what_an_inline_reply_can_carry() {
+    // One sizing rule: a reply buffer cut to `first_reply_len` for a small hint gets no Reply
+    // chunk (an inline reply fits it), one octet more does.
+    let mut p = Pair::default_pair();
+    let conn = p.req.conn.as_ref().expect("requester");
+    let whole = 64 * 1024;
+    assert_eq!(
+        conn.first_reply_len(0, whole, 0),
+        whole,
+        "no hint: the whole buffer"
+    );
+    let room =
+        conn.negotiated().recv_inline as usize - rpcrdma_engine::proto::inline_msg_header_len(1, 0);
+    assert_eq!(conn.first_reply_len(8, whole, 0), room);
+    assert_eq!(conn.first_reply_len(room + 100, whole, 0), room + 100);
+    assert_eq!(
+        conn.first_reply_len(room + 100, 64, 0),
+        64,
+        "never past the buffer"
+    );
+    let reply_buf = p.req.host.alloc(whole as u32, EXPOSE);
+    for (xid, len, chunk) in [(1, room, None), (2, room + 1, Some(room as u32 + 1))] {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_buf.sub(0, len as u32).unwrap(),
+        });
+        let inc = p.next_call().expect("CallReady");
+        assert_eq!(inc.reply_capacity, chunk, "reply buffer of {len}");
+        let reply = rpc_reply(xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        p.reply(inc.call, &spec);
+        p.next_reply();
+    }
+}
+
+#[test]
+fn accepts_sent_answer_reported_once_its_send_completes() {
+    // A responder reports each answer whose Send finished (`poll_sent`), with the call it
+    // answered: the caller learns that the reply's buffers are free without reading work
+    // request ids.
+    let mut p = Pair::default_pair();
+    for xid in [7_u32, 8] {
+        let call = rpc_call(xid, 1, &[]);
+        let msg = p.req.host.buf_with(&call, LW);
+        let reply_buf = p.req.host.alloc(512, LW);
+        p.call(&CallSpec {
+            message: &[msg],
+            ddp: &[],
+            receptacles: &[],
+            reply: reply_buf,
+        });
+        let inc = p.next_call().expect("CallReady");
+        let resp = p.resp.conn.as_mut().expect("responder");
+        assert_eq!(resp.poll_sent(), None, "nothing sent yet");
+        let reply = rpc_reply(xid, &[0, 0, 0, 0]);
+        let rmsg = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        p.reply(inc.call, &spec);
+        p.next_reply();
+        let resp = p.resp.conn.as_mut().expect("responder");
+        let sent = SentAnswer {
+            call: inc.call,
+            ok: true,
+        };
+        assert_eq!(resp.poll_sent(), Some(sent));
+        assert_eq!(resp.poll_sent(), None, "reported once");
+    }
+    // The requester answers nothing: it has no reports.
+    assert_eq!(p.req.conn.as_mut().expect("requester").poll_sent(), None);
 }

@@ -150,10 +150,17 @@ pub(crate) struct NewCall {
     pub(crate) sends: u32,
 }
 
-/// One outstanding call.
+/// One outstanding call, from submission to callback: the caller's record of it. It
+/// outlives a QP: when a connection is lost, the record is kept (held, parked or handed to
+/// another connection) and its call is sent again with the same XID on the next QP. The XID is
+/// assigned here, once per call ([`NewCall::xid`]), encoded into the record's RPC header and
+/// handed to the engine as a value (`Connection::start_call_xid`). The engine keeps, per
+/// transmission on one QP, only the transport state of the call (its STags, outstanding work
+/// requests and credit; `CallId` names it, `call` below) and forgets it when the QP goes.
 pub(crate) struct CallRec {
     gen: u32,
     state: CallState,
+    /// The call's XID, for every transmission of the call.
     pub(crate) xid: u32,
     pub(crate) proc: Proc,
     /// Submission order (resends go out oldest first).

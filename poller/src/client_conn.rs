@@ -18,7 +18,6 @@ use rpcrdma_engine::conn::{
 };
 use rpcrdma_engine::proto::reject::{self, RejectReason};
 use rpcrdma_engine::proto::v2::RdmaError;
-use rpcrdma_engine::proto::{inline_msg_header_len, v1, v2};
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyBody};
 use rpcrdma_engine::verbs::{
     CmEventKind, Device, MemoryWindow, ProtectionDomain, Provider, QueuePair,
@@ -728,27 +727,11 @@ fn start_call<P: Provider>(
         recp[nr] = local_buf(b, b.len());
         nr += 1;
     }
-    // A reply size hint applies on a Version One connection and on a confirmed Version
-    // Two one: the hinted part of the reply buffer first — never less than any inline
-    // reply needs, which the server may send whatever we offer — and the whole buffer
-    // after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One).
+    // The hinted part of the reply buffer first, the whole buffer for the retry (the engine
+    // sizes it: `Connection::first_reply_len`).
     let whole = local_buf(reply, reply.len());
-    let hint = args.reply_hint as usize;
-    let v2 = conn.version() == 2 && conn.remembered_version() == Some(2);
-    let first_len = if v2 && hint > 0 {
-        let room = (conn.negotiated().recv_buffer as usize)
-            .saturating_sub(inline_msg_header_len(v2::VERSION, 0));
-        hint.max(room)
-    } else if conn.version() == 1 && hint > 0 {
-        // An inline reply returns our Write list in its header; the rest of the reply
-        // threshold is what it can carry. So a hint within it offers no Reply chunk.
-        let writes = if ddp { nr } else { 0 };
-        let hdr = inline_msg_header_len(v1::VERSION, writes);
-        let room = (conn.negotiated().recv_inline as usize).saturating_sub(hdr);
-        hint.max(room)
-    } else {
-        reply.len()
-    };
+    let writes = if ddp { nr } else { 0 };
+    let first_len = conn.first_reply_len(args.reply_hint as usize, reply.len(), writes);
     let (first, fallback) = if first_len < reply.len() {
         (local_buf(reply, first_len), Some(whole))
     } else {
@@ -764,7 +747,7 @@ fn start_call<P: Provider>(
         fallback_reply: fallback,
         fallback_receptacles: &[],
     };
-    let started = conn.start_call_with(now, &spec, &copts, &mut drv.mem);
+    let started = conn.start_call_xid(now, rec.xid, &spec, &copts, &mut drv.mem);
     (Start::of(started, m.bytes), m.ni, nr)
 }
 

@@ -362,19 +362,20 @@ impl Dispatcher {
         self.finish(io, call, s.xid, s.reply, s.ddp, s.result);
     }
 
-    /// The Send of the reply from engine call slot `index` completed at `now` (forward): its
-    /// latency is measured, its buffers go back and, when it succeeded, the reply is counted.
+    /// The Send of the reply from engine call slot `slot` completed at `now` (forward; the
+    /// engine's `Connection::poll_sent`): its latency is measured, its buffers go back and,
+    /// when it succeeded, the reply is counted.
     #[inline]
     pub(crate) fn on_send_done(
         &mut self,
-        index: u64,
+        slot: u32,
         success: bool,
         now: u64,
         stats: &ConnStatsWriter,
     ) {
-        self.lat.sent(index, now);
+        self.lat.sent(u64::from(slot), now);
         // Dropped in place (not taken out first): the buffers go back to their pools.
-        if let Some(slot) = self.held.get_mut(index as usize) {
+        if let Some(slot) = self.held.get_mut(slot as usize) {
             if let (Some(h), true) = (slot.as_ref(), success) {
                 stats.reply_out(h.bytes);
             }

@@ -18,7 +18,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::conn::{
-    self, BackchannelError, BackchannelPools, CallError, CallId, CallSpec, StartError,
+    self, BackchannelError, BackchannelPools, CallError, CallId, CallOptions, CallSpec, StartError,
 };
 use rpcrdma_engine::rpc::{self, AcceptStat, ReplyBody};
 use rpcrdma_engine::verbs::Provider;
@@ -666,7 +666,8 @@ fn start_back<P: Provider>(
         receptacles: &recp[..nr],
         reply: local_buf(reply, reply.len()),
     };
-    Start::of(conn.start_call(now, &spec, &mut drv.mem), m.bytes)
+    let started = conn.start_call_xid(now, r.xid, &spec, &CallOptions::NONE, &mut drv.mem);
+    Start::of(started, m.bytes)
 }
 
 impl Drop for ServerBack {

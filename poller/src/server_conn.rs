@@ -542,25 +542,21 @@ impl<P: Provider> Drop for ServerConn<P> {
 }
 
 impl<P: Provider> NodeConn<P> for ServerConn<P> {
-    /// Feeds a completion; a finished reply Send releases its buffers and, when it succeeded,
-    /// counts the reply (a Send in error or flushed delivered nothing).
+    /// Feeds a completion; a reply whose Send the engine reports finished
+    /// (`Connection::poll_sent`) releases its buffers and, when it succeeded, is counted (a
+    /// Send in error or flushed delivered nothing).
     #[inline]
     fn feed(&mut self, now: u64, wc: &rpcrdma_engine::verbs::Completion) {
         self.last_active = now;
-        let id = rpcrdma_engine::verbs::WrId(wc.wr_id);
-        if id.kind() == conn::wr_kind::SEND {
-            let ok = wc.status == rpcrdma_engine::verbs::WcStatus::SUCCESS;
-            self.dispatch.on_send_done(id.index(), ok, now, &self.stats);
-        }
         self.drv.feed(now, wc);
-        if id.kind() == conn::wr_kind::SRQ_RECV
-            && !self.cut_off
-            && self
-                .drv
-                .conn
-                .as_ref()
-                .is_some_and(|c| c.exceeded_shared_grant())
-        {
+        let Some(c) = self.drv.conn.as_mut() else {
+            return;
+        };
+        if let Some(s) = c.poll_sent() {
+            self.dispatch
+                .on_send_done(s.call.slot, s.ok, now, &self.stats);
+        }
+        if !self.cut_off && c.exceeded_shared_grant() {
             self.cut_off_violator();
         }
     }

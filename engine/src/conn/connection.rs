@@ -331,6 +331,37 @@ impl Connection {
         n
     }
 
+    /// Requester: the length of the reply buffer to offer first for a call whose reply buffer
+    /// holds `whole` octets, when its caller expects about `hint` octets of reply (0: no
+    /// hint) and it offers `writes` Write chunks. The reply sizing of RFC 8166 (and Version
+    /// Two) lives here and in the Reply chunk decision of [`Connection::start_call_with`]
+    /// (the room an inline reply has): a hint applies on a Version One connection and on a
+    /// confirmed Version Two one, and the buffer is never cut below what an inline reply may
+    /// take (the responder may send one whatever is offered). The rest of the buffer is for
+    /// the retry after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One):
+    /// [`CallOptions::fallback_reply`].
+    pub fn first_reply_len(&self, hint: usize, whole: usize, writes: usize) -> usize {
+        let v2 =
+            self.core.version == crate::proto::v2::VERSION && self.remembered_version() == Some(2);
+        if hint == 0 || !(v2 || self.core.version == crate::proto::v1::VERSION) {
+            return whole;
+        }
+        // Version Two: the room of our receive buffer (the responder may send that much
+        // inline); Version One: of the inline threshold, less our Write list, which an
+        // inline reply returns in its header.
+        let room = if v2 {
+            let buffer = self.core.neg_v2.recv_buffer as usize;
+            buffer.saturating_sub(crate::proto::inline_msg_header_len(
+                crate::proto::v2::VERSION,
+                0,
+            ))
+        } else {
+            self.core
+                .inline_reply_room(crate::proto::v1::VERSION, writes)
+        };
+        hint.max(room).min(whole)
+    }
+
     /// This side's RFC 8797 message, for the connect request (requester) or the accept
     /// (responder). The sizes are the advertised (representable, rounded-down) values.
     pub fn private_data(&self) -> [u8; private_data::MSG_LEN] {
@@ -492,6 +523,14 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn on_failed_completion(&mut self, kind: u8, index: u32, status: crate::verbs::WcStatus) {
+        // An answer's Send (the responder's on a server, the backward one's on a client).
+        let answer = matches!(
+            (kind, self.role),
+            (wr_kind::SEND, Role::Responder) | (wr_kind::BACK_SEND, Role::Requester)
+        );
+        if let (true, Some(r)) = (answer, self.responder.as_mut()) {
+            r.note_sent(index, false);
+        }
         if kind == wr_kind::RECV {
             if let Some(r) = self.core.recvs.get_mut(index as usize) {
                 if r.state == RecvState::Posted {
@@ -569,7 +608,7 @@ impl Connection {
                     AfterRecv::Requester(r.judge_recv(&mut self.core, index, wc, d))
                 }
                 (receive::Route::Call, d, _, Some(r)) if call_open => {
-                    AfterRecv::Responder(r.take_recv(&mut self.core, index, len, d))
+                    AfterRecv::Responder(r.take_recv(&mut self.core, index, d))
                 }
                 // Direction unknown, or a backward message while the backchannel is off:
                 // repost the receive, use nothing of the message. (An optional message always
@@ -676,6 +715,16 @@ impl Connection {
         self.core.events.pop()
     }
 
+    /// The answer (reply or RDMA_ERROR) whose Send the last completion finished, successfully
+    /// or not: the buffers of its [`ReplySpec`] may be reused. Responder, and a client's
+    /// backward responder. One completion finishes at most one answer's Send, so an owner that
+    /// uses these reports takes one after every [`Connection::handle_completion`]; one that
+    /// does not may ignore them (a report not taken is replaced by the next).
+    #[inline]
+    pub fn poll_sent(&mut self) -> Option<SentAnswer> {
+        self.responder.as_mut()?.poll_sent()
+    }
+
     /// When [`Connection::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<u64> {
         match (self.role, &self.requester) {
@@ -710,6 +759,7 @@ impl Connection {
 
     /// [`Connection::start_call`] with options: a fallback reply buffer (and receptacles) for
     /// a retry after RDMA2_ERR_CANT_REPLY (Version Two) or ERR_CHUNK (Version One). The options are ignored for backward calls.
+    /// The call's XID is read from the first word of its message.
     pub fn start_call_with<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
@@ -717,12 +767,39 @@ impl Connection {
         opts: &CallOptions<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
+        self.start(now, None, spec, opts, mem)
+    }
+
+    /// [`Connection::start_call_with`] for a caller that assigned the call's XID and encoded
+    /// it as the message's first word: the engine takes `xid` as given and does not read it
+    /// back. A caller that sends a call again on a new connection (with the same XID, which a
+    /// server's duplicate request cache recognises) keeps the XID in its own record.
+    pub fn start_call_xid<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        xid: u32,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        self.start(now, Some(xid), spec, opts, mem)
+    }
+
+    fn start<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        xid: Option<u32>,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
         // The requester sends forward calls on a client, backward ones on a server once the
         // backchannel is enabled (the options are the forward requester's).
         let (forward, open) = (self.role == Role::Requester, self.back.enabled);
+        let core = &mut self.core;
         let r = match &mut self.requester {
-            Some(r) if forward => r.start_call(&mut self.core, now, spec, opts, mem),
-            Some(r) if open => r.start_call(&mut self.core, now, spec, &CallOptions::NONE, mem),
+            Some(r) if forward => r.start_call(core, now, xid, spec, opts, mem),
+            Some(r) if open => r.start_call(core, now, xid, spec, &CallOptions::NONE, mem),
             _ => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();

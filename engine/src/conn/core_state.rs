@@ -100,6 +100,15 @@ impl Core {
         }
     }
 
+    /// Octets of RPC reply an inline reply to a call of version `vers` offering `writes` Write
+    /// chunks can carry: the threshold of what the peer sends us inline, less the largest
+    /// inline reply header (fixed words, empty Read list, the Write list returned, no Reply
+    /// chunk). A reply buffer longer than this gets a Reply chunk.
+    pub(crate) fn inline_reply_room(&self, vers: u32, writes: usize) -> usize {
+        let hdr = crate::proto::inline_msg_header_len(vers, writes);
+        (self.neg_of(vers).recv_inline as usize).saturating_sub(hdr)
+    }
+
     /// Send queue entries free.
     #[inline]
     pub(crate) fn sq_free(&self) -> u32 {

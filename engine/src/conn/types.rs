@@ -366,6 +366,19 @@ impl ReplyKind {
     }
 }
 
+/// The Send of an answer finished (responder, [`Connection::poll_sent`]): the reply or
+/// RDMA_ERROR of `call` went out (`ok`), or its Send completed in error or was flushed. The
+/// call's slot is free again once the report is made (success) or the connection is gone.
+///
+/// [`Connection::poll_sent`]: super::Connection::poll_sent
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentAnswer {
+    /// The call answered ([`Event::CallReady`]'s call).
+    pub call: CallId,
+    /// The Send completed successfully.
+    pub ok: bool,
+}
+
 /// A completed call (requester).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reply {

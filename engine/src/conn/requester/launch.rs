@@ -16,6 +16,7 @@ impl Requester {
         &mut self,
         core: &mut Core,
         now: u64,
+        xid: Option<u32>,
         spec: &CallSpec<'_>,
         opts: &CallOptions<'_>,
         mem: &mut M,
@@ -39,7 +40,7 @@ impl Requester {
             t if t > 0 && self.policy.timeouts => now.saturating_add(t),
             _ => u64::MAX,
         };
-        let id = self.launch(core, deadline, spec, None, mem)?;
+        let id = self.launch(core, deadline, xid, spec, None, mem)?;
         let call = &mut self.calls[id.slot as usize];
         if core.probing && call.vers == v2::VERSION && core.cfg.probe_timeout_ns > 0 {
             call.probe_deadline = now.saturating_add(core.cfg.probe_timeout_ns);
@@ -69,18 +70,20 @@ impl Requester {
 
     /// Builds and posts a call: in a new slot, or (`reuse`) again in the slot and generation
     /// of a call being sent again. Steps: plan the chunks, check resources, take a slot, bind
-    /// STags, encode the header, queue the work requests.
+    /// STags, encode the header, queue the work requests. `xid` is the call's XID when the
+    /// caller assigned it (`None`: read from the message's first word).
     fn launch<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
         deadline: u64,
+        xid: Option<u32>,
         spec: &CallSpec<'_>,
         reuse: Option<(u32, u32)>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
         // The plan and the exposed chunk lists are built in place in the requester's scratch
         // (they hold arrays of hundreds of octets; nothing past their counts is read).
-        let xid = self.check_spec(core, spec, mem)?;
+        let xid = self.check_spec(core, xid, spec, mem)?;
         let plan = &mut self.scratch.plan;
         plan_call(core, self.policy.chunks, spec, xid, plan)?;
         check_resources(core, plan, spec, mem)?;
@@ -189,12 +192,9 @@ fn plan_call(
     {
         *w = Segment::new(0, r.len, r.addr);
     }
-    // The largest inline reply header: fixed words, empty Read list, our Write list, no
-    // Reply chunk.
-    let reply_hdr = crate::proto::inline_msg_header_len(vers, nwrites);
     let reply_offered = chunks
         && spec.reply.len > 0
-        && reply_hdr as u64 + u64::from(spec.reply.len) > u64::from(core.neg_of(vers).recv_inline);
+        && spec.reply.len as usize > core.inline_reply_room(vers, nwrites);
     let reply_seg = [Segment::new(0, spec.reply.len, spec.reply.addr)];
 
     // Inline (RDMA_MSG) or long (RDMA_NOMSG + Position Zero Read chunk)?
@@ -237,11 +237,12 @@ fn plan_call(
 }
 
 impl Requester {
-    /// Checks the spec's shape against the fixed limits and reads its XID, which no
-    /// outstanding call may use.
+    /// Checks the spec's shape against the fixed limits and returns its XID (`xid`, the one
+    /// the caller assigned, else read from the message), which no outstanding call may use.
     fn check_spec<M: HostMemory + ?Sized>(
         &self,
         core: &Core,
+        xid: Option<u32>,
         spec: &CallSpec<'_>,
         mem: &M,
     ) -> Result<u32, StartError> {
@@ -257,15 +258,18 @@ impl Requester {
         if core.cfg.ddp && spec.receptacles.len() > core.limits.max_write_chunks as usize {
             return Err(StartError::BadSpec);
         }
-        match mem.bytes(spec.message[0].addr, 4) {
-            Some(&[a, b, c, d]) if spec.message[0].len >= 4 => {
-                let xid = u32::from_be_bytes([a, b, c, d]);
-                match self.find(xid) {
-                    Some(_) => Err(StartError::DuplicateXid),
-                    None => Ok(xid),
-                }
-            }
-            _ => Err(StartError::BadSpec),
+        if spec.message[0].len < 4 {
+            return Err(StartError::BadSpec);
+        }
+        // The caller's XID (it encoded the message), else the message's first word.
+        let xid = match (xid, mem.bytes(spec.message[0].addr, 4)) {
+            (Some(xid), _) => xid,
+            (None, Some(&[a, b, c, d])) => u32::from_be_bytes([a, b, c, d]),
+            (None, _) => return Err(StartError::BadSpec),
+        };
+        match self.find(xid) {
+            Some(_) => Err(StartError::DuplicateXid),
+            None => Ok(xid),
         }
     }
 
@@ -326,7 +330,14 @@ impl Requester {
         if larger {
             self.saved[slot as usize].retried = true;
         }
-        match self.launch(core, c.deadline, &spec, Some((slot, c.generation)), mem) {
+        match self.launch(
+            core,
+            c.deadline,
+            Some(c.xid),
+            &spec,
+            Some((slot, c.generation)),
+            mem,
+        ) {
             Ok(_) => {
                 self.finishing -= 1;
                 self.resending -= 1;

@@ -5,8 +5,11 @@
 //! calls); the backward values live in [`super::backchannel`].
 //!
 //! Normal operation: `credits` receives are kept posted (that number is the grant sent in every
-//! reply; a backward responder's receives are added once the backchannel is enabled). A completed receive takes a call slot (or waits in the backlog for one) and moves
-//! through [`RespState`]: the header is validated by the codec; a call with Read chunks (or an
+//! reply; a backward responder's receives are added once the backchannel is enabled). A
+//! completed receive is decoded once and its header validated into a call record: a free call
+//! slot, or, when none is free, an entry of the backlog (the owned, `Copy` form of what the
+//! decoder borrowed from the receive buffer), taken into a slot from there without decoding
+//! again. The call then moves through [`RespState`]: a call with Read chunks (or an
 //! RDMA_NOMSG call) waits for a data buffer (`WaitBuffer`), has its inline part copied into
 //! place and its chunks pulled with RDMA Read straight to their stream offsets (`Reading`);
 //! then [`Event::CallReady`] is reported (`Delivered`). [`super::Connection::send_reply`] posts
@@ -47,8 +50,8 @@ use super::receive::{self, AnyBody, AnyError};
 use super::stream::{build_pieces_into, copy_pieces as copy_pieces_into, Cut, Insertions, Pieces};
 use super::{
     wr_kind, CallId, ConnState, Core, Event, HostMemory, IncomingCall, LocalBuf, ReplyError,
-    ReplyKind, ReplySpec, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS, MAX_REPLY_SEGMENTS,
-    MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS,
+    ReplyKind, ReplySpec, SentAnswer, WorkRequest, MAX_PARTS, MAX_READ_SEGMENTS,
+    MAX_REPLY_SEGMENTS, MAX_WRITE_CHUNKS, MAX_WRITE_SEGMENTS,
 };
 use crate::proto::chunks::{ChunkLists, ChunkListsRef, ReadSegment, Segment};
 use crate::proto::v1::{self, Message, MessageBody};
@@ -343,10 +346,26 @@ impl RespCall {
     }
 }
 
+/// A call that waited for a slot: its receive and its header, validated into `call` when it
+/// arrived (the backlog holds one per receive, allocated with the responder).
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     recv: u32,
-    len: u32,
+    verdict: Verdict,
+    call: RespCall,
+}
+
+/// What to do with a validated call header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Nothing to answer; the receive goes back (RDMA_DONE, a requester's RDMA_ERROR, an
+    /// unreadable buffer, a header the decoder rejected without an answer).
+    Drop,
+    /// Answer with this RDMA_ERROR; `sets_version`: the call's version counts as the
+    /// connection's ([`Policy::sets_version`]) first.
+    Error { kind: ErrAnswer, sets_version: bool },
+    /// A valid call.
+    Admit,
 }
 
 pub(crate) struct Responder {
@@ -366,6 +385,9 @@ pub(crate) struct Responder {
     unanswered: u32,
     /// Where [`Responder::send_reply`] plans a reply (reused by every reply).
     plan: Box<send::ReplyPlan>,
+    /// The answer whose Send finished last, for [`Responder::poll_sent`] (one completion
+    /// finishes one Send: an owner that drains after every completion misses none).
+    sent: Option<SentAnswer>,
 }
 
 impl Responder {
@@ -387,10 +409,35 @@ impl Responder {
             data: data.to_vec(),
             data_busy: vec![false; data.len()],
             largest_data: data.iter().map(|d| d.len).max().unwrap_or(0),
-            backlog: Ring::new(backlog, Pending { recv: 0, len: 0 }),
+            backlog: Ring::new(
+                backlog,
+                Pending {
+                    recv: 0,
+                    verdict: Verdict::Drop,
+                    call: RespCall::FREE,
+                },
+            ),
             active: 0,
             unanswered: 0,
             plan: Box::new(send::ReplyPlan::EMPTY),
+            sent: None,
+        }
+    }
+
+    /// The answer whose Send finished since the last call, if one did.
+    #[inline]
+    pub(crate) fn poll_sent(&mut self) -> Option<SentAnswer> {
+        self.sent.take()
+    }
+
+    /// The answer's Send of call slot `slot` finished (`ok`: successfully); replaces a report
+    /// nobody took.
+    #[inline]
+    pub(crate) fn note_sent(&mut self, slot: u32, ok: bool) {
+        if let Some(c) = self.calls.get(slot as usize) {
+            let generation = c.generation;
+            let call = CallId { slot, generation };
+            self.sent = Some(SentAnswer { call, ok });
         }
     }
 
@@ -446,7 +493,11 @@ impl Responder {
                 if kind == wr_kind::READ {
                     call.reads_inflight = call.reads_inflight.saturating_sub(1);
                 }
-                if call.state == RespState::Sending && call.outstanding == 0 {
+                let done = call.state == RespState::Sending && call.outstanding == 0;
+                if kind == self.policy.send_kind {
+                    self.note_sent(index, true);
+                }
+                if done {
                     self.free_slot(core, index);
                 }
             }
@@ -459,15 +510,15 @@ impl Responder {
         self.progress(core, mem);
     }
 
-    /// A call arrived in receive `index` (`len` octets), decoded by the connection (`None`: its
-    /// buffer is not readable): holds the receive, keeps the receive queue filled, and takes
-    /// the call into a free slot, or backlogs it (to be decoded again when a slot frees up).
-    /// `false` when the connection must close (the caller then skips the processing loop).
+    /// A call arrived in receive `index`, decoded by the connection (`None`: its buffer is not
+    /// readable): holds the receive, keeps the receive queue filled, and validates the call
+    /// into a free slot, or into the backlog (taken from there when a slot frees up, without
+    /// decoding again). `false` when the connection must close (the caller then skips the
+    /// processing loop).
     pub(crate) fn take_recv(
         &mut self,
         core: &mut Core,
         index: u32,
-        len: u32,
         decoded: Option<&Result<receive::Any<'_>, AnyError>>,
     ) -> bool {
         let Some(rbuf) = core.recv_buf(index) else {
@@ -476,35 +527,39 @@ impl Responder {
         };
         core.hold_recv(index);
         core.refill_recvs();
-        let p = Pending { recv: index, len };
+        let policy = self.policy;
         if self.backlog.is_empty() {
             if let Some(slot) = self.free.pop() {
-                match decoded {
-                    Some(d) => self.take_decoded(core, slot, p, rbuf, d),
-                    None => {
-                        let _ = self.free.push(slot);
-                        core.release_recv(p.recv);
-                    }
-                }
+                // Built in place in the (free) slot: a slot is too large to build aside.
+                let call = &mut self.calls[slot as usize];
+                call.reset(call.generation);
+                let verdict = validate(policy, call, decoded);
+                self.take(core, slot, index, rbuf, verdict);
                 return true;
             }
         }
-        if !self.policy.backlog {
+        if !policy.backlog {
             // Unreachable with a peer that keeps to its credits: there is a slot per credit
             // plus one per answer still being sent. The call is dropped (its receive
             // reposted); the peer's retransmission rules apply.
-            core.release_recv(p.recv);
+            core.release_recv(index);
             return true;
         }
-        if !self.backlog.push(p) {
+        let Some(p) = self.backlog.push_slot() else {
             core.state = ConnState::Closed;
             return false;
-        }
+        };
+        p.recv = index;
+        p.call.reset(0);
+        p.verdict = validate(policy, &mut p.call, decoded);
         true
     }
 
-    /// Takes a backlogged receive if a slot is free.
-    fn drain_backlog<M: HostMemory + ?Sized>(&mut self, core: &mut Core, mem: &mut M) {
+    /// Takes backlogged calls while slots are free. Out of line: a peer within its credits
+    /// rarely fills every slot.
+    #[cold]
+    #[inline(never)]
+    fn drain_backlog(&mut self, core: &mut Core) {
         while !self.backlog.is_empty() {
             let Some(slot) = self.free.pop() else {
                 return;
@@ -513,113 +568,43 @@ impl Responder {
                 let _ = self.free.push(slot);
                 return;
             };
-            self.take_call(core, slot, p, mem);
+            let Some(rbuf) = core.recv_buf(p.recv) else {
+                let _ = self.free.push(slot);
+                return;
+            };
+            let call = &mut self.calls[slot as usize];
+            *call = RespCall {
+                generation: call.generation,
+                ..p.call
+            };
+            self.take(core, slot, p.recv, rbuf, p.verdict);
         }
     }
 
-    /// Validates a backlogged call (decoding its header again) into slot `slot`.
-    fn take_call<M: HostMemory + ?Sized>(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        p: Pending,
-        mem: &mut M,
-    ) {
-        let Some(rbuf) = core.recv_buf(p.recv) else {
-            let _ = self.free.push(slot);
-            return;
-        };
-        let Some(buf) = mem.bytes(rbuf.addr, p.len as usize) else {
-            let _ = self.free.push(slot);
-            core.release_recv(p.recv);
-            return;
-        };
-        let decoded = receive::decode(buf, &core.v2_limits, core.cfg.max_version);
-        self.take_decoded(core, slot, p, rbuf, &decoded);
-    }
-
-    /// Validates a decoded call header (in receive buffer `rbuf`) into slot `slot`.
-    fn take_decoded(
-        &mut self,
-        core: &mut Core,
-        slot: u32,
-        p: Pending,
-        rbuf: LocalBuf,
-        decoded: &Result<receive::Any<'_>, AnyError>,
-    ) {
-        // Built in place in the (free) slot: a slot is too large to build aside and move in.
-        let policy = self.policy;
-        let call = &mut self.calls[slot as usize];
-        call.reset(call.generation);
-        let h = match decoded {
-            Ok(h) => h,
-            Err(e) => {
-                self.reject_header(core, slot, p.recv, e);
-                return;
-            }
-        };
-        call.xid = h.xid;
-        call.vers = h.vers;
-        let (lists, nomsg, inv_handle) = match h.body {
-            AnyBody::Msg { lists, inv_handle } => (lists, false, inv_handle),
-            AnyBody::Nomsg { lists, inv_handle } => (lists, true, inv_handle),
-            // RDMA_DONE is ignored; an RDMA_ERROR from a requester is never answered; optional
-            // messages never get here.
-            _ => {
+    /// Acts on the `verdict` on the call validated into slot `slot` (receive `recv`, buffer
+    /// `rbuf`).
+    fn take(&mut self, core: &mut Core, slot: u32, recv: u32, rbuf: LocalBuf, verdict: Verdict) {
+        let sets_version = match verdict {
+            Verdict::Drop => {
                 let _ = self.free.push(slot);
-                core.release_recv(p.recv);
+                core.release_recv(recv);
                 return;
             }
+            Verdict::Error { sets_version, .. } => sets_version,
+            Verdict::Admit => true,
         };
         self.unanswered += 1;
-        policy.set_reserve(core, self.unanswered);
-        // RFC 8166 §3.5.3: an RDMA_NOMSG call carries its RPC message in a Position Zero Read
-        // chunk (the Version Two decoder checked this already). Without chunk support (RFC
-        // 8167 §5.3, backward calls) any chunk makes the call unusable: ERR_CHUNK (Version
-        // Two: its equivalent, RDMA2_ERR_BAD_XDR).
-        let chunks_refused = !policy.chunks && (nomsg || !lists.is_empty());
-        if (nomsg && !lists.reads.has_position_zero()) || chunks_refused {
-            self.answer_error(slot, ErrAnswer::unusable(h.vers));
-            core.release_recv(p.recv);
-            return;
+        self.policy.set_reserve(core, self.unanswered);
+        if sets_version && self.policy.sets_version {
+            core.version = self.calls[slot as usize].vers;
         }
-        if policy.sets_version {
-            core.version = h.vers;
-        }
-        call.nomsg = nomsg;
-        // Nothing of this side may be invalidated for a call that offered no chunk.
-        call.inv_handle = if policy.chunks { inv_handle } else { 0 };
-        call.single_handle = lists.single_handle();
-        let ok = call.copy_lists(&lists) && call.lay_out_stream(&lists, h);
-        if !ok {
-            self.answer_error(slot, ErrAnswer::unusable(h.vers));
-            core.release_recv(p.recv);
-            return;
-        }
-        self.admit(core, slot, p.recv, rbuf);
-    }
-
-    /// A call header the decoder rejected (in slot `slot`, receive `recv`): answered with the
-    /// RDMA_ERROR the error calls for, or dropped; logged at `debug` (a peer can send one per
-    /// receive). Out of line, as every error path of the call path.
-    #[cold]
-    #[inline(never)]
-    fn reject_header(&mut self, core: &mut Core, slot: u32, recv: u32, e: &AnyError) {
-        tracing::debug!(error = ?e, "call header rejected");
-        match ErrAnswer::for_error(e) {
-            None => {
-                let _ = self.free.push(slot);
-            }
-            Some((xid, vers, kind)) => {
-                let call = &mut self.calls[slot as usize];
-                call.xid = xid;
-                call.vers = vers;
-                self.unanswered += 1;
-                self.policy.set_reserve(core, self.unanswered);
+        match verdict {
+            Verdict::Error { kind, .. } => {
                 self.answer_error(slot, kind);
+                core.release_recv(recv);
             }
+            _ => self.admit(core, slot, recv, rbuf),
         }
-        core.release_recv(recv);
     }
 
     /// A valid call in `slot`: a pure inline one is delivered from its receive buffer at once;
@@ -721,7 +706,9 @@ impl Responder {
         if core.state == ConnState::Closed {
             return;
         }
-        self.drain_backlog(core, mem);
+        if !self.backlog.is_empty() {
+            self.drain_backlog(core);
+        }
         // Each slot active now is visited once, in slot order; none becomes active past the
         // one being handled, so the scan ends at the last of them.
         let mut left = self.active;
@@ -938,5 +925,66 @@ impl Responder {
         self.active = 0;
         self.unanswered = 0;
         while self.backlog.pop().is_some() {}
+    }
+}
+
+/// Validates a decoded call header (`None`: its buffer was not readable) into `call`, a free
+/// record: copies what the call needs out of the receive buffer (the chunk lists, where its
+/// stream lies) and says what to do with it.
+fn validate(
+    policy: Policy,
+    call: &mut RespCall,
+    decoded: Option<&Result<receive::Any<'_>, AnyError>>,
+) -> Verdict {
+    let h = match decoded {
+        None => return Verdict::Drop,
+        Some(Ok(h)) => h,
+        Some(Err(e)) => return reject_header(call, e),
+    };
+    call.xid = h.xid;
+    call.vers = h.vers;
+    let (lists, nomsg, inv_handle) = match h.body {
+        AnyBody::Msg { lists, inv_handle } => (lists, false, inv_handle),
+        AnyBody::Nomsg { lists, inv_handle } => (lists, true, inv_handle),
+        // RDMA_DONE is ignored; an RDMA_ERROR from a requester is never answered; optional
+        // messages never get here.
+        _ => return Verdict::Drop,
+    };
+    // RFC 8166 §3.5.3: an RDMA_NOMSG call carries its RPC message in a Position Zero Read
+    // chunk (the Version Two decoder checked this already). Without chunk support (RFC 8167
+    // §5.3, backward calls) any chunk makes the call unusable: ERR_CHUNK (Version Two: its
+    // equivalent, RDMA2_ERR_BAD_XDR).
+    let kind = ErrAnswer::unusable(h.vers);
+    let chunks_refused = !policy.chunks && (nomsg || !lists.is_empty());
+    if (nomsg && !lists.reads.has_position_zero()) || chunks_refused {
+        let sets_version = false;
+        return Verdict::Error { kind, sets_version };
+    }
+    call.nomsg = nomsg;
+    // Nothing of this side may be invalidated for a call that offered no chunk.
+    call.inv_handle = if policy.chunks { inv_handle } else { 0 };
+    call.single_handle = lists.single_handle();
+    if !(call.copy_lists(&lists) && call.lay_out_stream(&lists, h)) {
+        let sets_version = true;
+        return Verdict::Error { kind, sets_version };
+    }
+    Verdict::Admit
+}
+
+/// A call header the decoder rejected: the RDMA_ERROR the error calls for (its XID and
+/// version into `call`), or nothing; logged at `debug` (a peer can send one per receive). Out
+/// of line, as every error path of the call path.
+#[cold]
+#[inline(never)]
+fn reject_header(call: &mut RespCall, e: &AnyError) -> Verdict {
+    tracing::debug!(error = ?e, "call header rejected");
+    match ErrAnswer::for_error(e) {
+        None => Verdict::Drop,
+        Some((xid, vers, kind)) => {
+            call.xid = xid;
+            call.vers = vers;
+            let sets_version = false;
+            Verdict::Error { kind, sets_version }
+        }
     }
 }
