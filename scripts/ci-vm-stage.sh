@@ -16,7 +16,7 @@
 #           (RPCRDMA_SERVER_NETNS=/run/netns/peer);
 #    every check prints PASS / FAIL (with the reason) / SKIP (with why the device cannot
 #    run it); the checks expect per-device behaviour (docs/rdma-provider.md section 2);
-#    then, in the same boot, two extra runs (RPCRDMA_VM_EXTRA_RUNS, guest-stage.sh):
+#    then, in the same boot, three extra runs (RPCRDMA_VM_EXTRA_RUNS, guest-stage.sh):
 #      apps     scripts/vm/guest-apps.sh: rpcrdma-perf send/write/read _lat/_bw over rxe and
 #               siw, each followed by perftest's own ib_<test> (a ratio table at the end);
 #               rpc_lat / rpc_bw over rxe and siw, with per-connection receives and with the
@@ -25,6 +25,11 @@
 #      interop  scripts/vm/guest-interop.sh: kernel nfsd on `rdma 20049`, rpcrdma-ping NULL
 #               calls to NFS v3 / v4, long calls and Reply chunks against Linux, checked
 #               against Linux's own svcrdma counters (docs/interop.md);
+#      siw-iwarp scripts/vm/guest-siw-iwarp.sh: the user-space iWARP provider against the
+#               kernel's siw, both ways (siw1 serving our `--provider iwarp` client; our iWARP
+#               server answering siw0's client): send_lat, write_lat, read_lat, rpc_lat inline
+#               and with chunks (-s 6000); each must print its result row, every call answered
+#               (docs/interop.md, "iWARP provider and Linux siw");
 # 3. prints a summary per device and per extra run (passed / failed / skipped checks).
 #
 # Exit status: 0 every check passed (or was skipped for a documented device limitation) on
@@ -36,7 +41,7 @@
 # RPCRDMA_VM_CACHE (VM cache dir, default ~/.cache/rpcrdma-vm); RPCRDMA_VM_TIMEOUT (whole VM,
 # default 780 s here: the stage stays under the CI budget of 15 min even on a cold cache);
 # RPCRDMA_VM_RUN_TIMEOUT (per run, default 360 s); RPCRDMA_VERBS_CHECK_TIMEOUT (per check
-# wait, default 20 s); RPCRDMA_VM_EXTRA_RUNS (default: the apps and interop runs; "" runs the
+# wait, default 20 s); RPCRDMA_VM_EXTRA_RUNS (default: the apps, interop and siw-iwarp runs; "" runs the
 # suite only); RPCRDMA_VM_INTEROP_V2=1 also runs the Version Two ping to Linux (ERR_VERS and
 # fallback; waits for Client Version Two support); CARGO_TARGET_DIR; everything
 # scripts/vm/stage.sh reads.
@@ -97,9 +102,9 @@ export RPCRDMA_VM_RUN_TIMEOUT=${RPCRDMA_VM_RUN_TIMEOUT:-360}
 # The extra runs in the same boot (guest-stage.sh); their scripts and binaries are copied into
 # the VM when they are not under the shared directory (run-in-vm.sh skips those that are).
 V=$ROOT/scripts/vm
-export RPCRDMA_VM_EXTRA_RUNS=${RPCRDMA_VM_EXTRA_RUNS-apps=$V/guest-apps.sh interop=$V/guest-interop.sh}
+export RPCRDMA_VM_EXTRA_RUNS=${RPCRDMA_VM_EXTRA_RUNS-apps=$V/guest-apps.sh interop=$V/guest-interop.sh siw-iwarp=$V/guest-siw-iwarp.sh}
 export RPCRDMA_VM_PERF=$PERF RPCRDMA_VM_PING=$PING
-export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $PERF $PING $V/guest-checks.sh $V/guest-apps.sh $V/guest-interop.sh"
+export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $PERF $PING $V/guest-checks.sh $V/guest-apps.sh $V/guest-interop.sh $V/guest-siw-iwarp.sh"
 log=$(mktemp)
 say "scripts/vm/stage.sh $BIN --provider rdma --timeout ${RPCRDMA_VERBS_CHECK_TIMEOUT:-20} $*"
 "$ROOT/scripts/vm/stage.sh" "$BIN" --provider rdma --timeout "${RPCRDMA_VERBS_CHECK_TIMEOUT:-20}" "$@" 2>&1 |
@@ -141,6 +146,7 @@ for spec in ${RPCRDMA_VM_EXTRA_RUNS:-}; do
 	case $name in
 	apps) row apps "apps: rpcrdma-perf, rdma provider, rxe + siw" ;;
 	interop) row interop "interop: rpcrdma-ping -> Linux nfsd (svcrdma), rxe" ;;
+	siw-iwarp) row siw-iwarp "siw-iwarp: iWARP provider <-> Linux siw, both ways" ;;
 	*) row "$name" "$name" ;;
 	esac
 done

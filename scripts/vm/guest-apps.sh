@@ -167,28 +167,6 @@ hw_delta() {
 	[ -z "$out" ] || echo ", hw counters:$out"
 }
 
-# window_of ARGS...: the calls a closed-loop RPC client keeps in flight (its -t, default 1)
-window_of() {
-	local w=1
-	while [ $# -gt 0 ]; do
-		if [ "$1" = -t ] && [ $# -gt 1 ]; then w=$2; fi
-		shift
-	done
-	echo "$w"
-}
-# served_ok LOG N W: the server's summary says N calls, errors 0, connections 1 and between
-# N - W and N replies. The server counts a reply when its Send completes; the client checks
-# every reply it gets and disconnects as soon as the last one arrives, so the Sends of the
-# last window of replies can still be completing at the server (siw completes a Send after
-# handing it to TCP) when the disconnect flushes them: those count as flushed, not replied.
-served_ok() {
-	local line c='' r='' e='' k=''
-	line=$(grep -m1 '^ RPCs served     : ' "$1") || return 1
-	# (a here-string, not process substitution: the VM's initramfs has no /dev/fd)
-	read -r c r e k <<<"$(sed -E 's/^ RPCs served     : ([0-9]+) calls, ([0-9]+) replies, errors ([0-9]+), connections ([0-9]+)$/\1 \2 \3 \4/' <<<"$line")"
-	[ "$c" = "$2" ] && [ "$e" = 0 ] && [ "$k" = 1 ] && [ "$r" -le "$2" ] && [ "$r" -ge $(($2 - $3)) ]
-}
-
 # rpc DEV NAME TEST SIZE KIND N ARGS...: an RPC benchmark over DEV (rxe or siw), N calls; the
 # server alone also gets the words of RPC_SERVER_ARGS (e.g. "--srq 64": then its banner must say
 # "Using SRQ : ON" and its summary show the SRQ's depth)

@@ -29,7 +29,8 @@
 # to RPCRDMA_VM_RUN_TIMEOUT s (default 600; the run fails with status 124).
 # Extra runs (RPCRDMA_VM_EXTRA_RUNS="name=/path/script ..."): after the runs above, in the
 # same boot, each script is run with bash (same limit, RPCRDMA_VM_RUN=name) and counts as a
-# run named `name` (scripts/ci-vm-stage.sh runs guest-apps.sh and guest-interop.sh this way).
+# run named `name` (scripts/ci-vm-stage.sh runs guest-apps.sh, guest-interop.sh and
+# guest-siw-iwarp.sh this way).
 # Prints a summary and "vm-stage: N passed, N failed"; exits 1 if any run failed.
 set -u
 if [ $# -lt 1 ]; then

@@ -254,3 +254,80 @@ fn rejects_a_handshake_past_its_deadline() {
     assert_eq!(r.handle_input(2_000, &REQUEST), 0);
     assert_eq!(r.status(), Status::Failed(HandshakeError::Timeout));
 }
+
+/// Linux siw's MPA Request as `siw_connect` (drivers/infiniband/sw/siw/siw_cm.c) writes it with
+/// its defaults (`mpa_version` 2, `mpa_crc_required`, `try_gso` and `peer_to_peer` off): the
+/// flags octet holds only the enhanced bit, the word carries rdma_cm's responder_resources and
+/// initiator_depth (here 16 and 8), then the caller's private data.
+#[rustfmt::skip]
+const SIW_REQUEST: [u8; 32] = [
+    0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52,
+    0x65, 0x71, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
+    // MPA_RR_FLAG_ENHANCED only (C clear), revision 2, PD_Length 4 + 8.
+    0x10, 0x02, 0x00, 0x0c,
+    // struct mpa_v2_data: htons(ird), htons(ord).
+    0x00, 0x10, 0x00, 0x08,
+    0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x00, 0x00,
+];
+
+#[test]
+fn accepts_linux_siws_request_with_the_reply_siw_requires() {
+    let mut r = Handshake::responder(0, cfg(true));
+    assert_eq!(feed_slowly(&mut r, &SIW_REQUEST), SIW_REQUEST.len());
+    assert_eq!(r.status(), Status::RequestReceived);
+    assert!(!r.peer_wants_crc());
+    assert_eq!(r.peer_private_data(), RPCRDMA_PD);
+    let got = r.negotiated().unwrap();
+    assert_eq!((got.peer_revision, got.crc), (2, true));
+    assert_eq!(got.peer_ird_ord.map(|w| (w.ird, w.ord)), Some((16, 8)));
+    r.set_ird_ord(8, 16);
+    r.accept(b"ok").unwrap();
+    // siw_proc_mpareply() refuses a Reply to its enhanced Request unless it is revision 2 with
+    // MPA_RR_FLAG_ENHANCED; it takes C (CRCs both ways) unless `mpa_crc_strict` is set.
+    #[rustfmt::skip]
+    let want: [u8; 26] = [
+        0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52,
+        0x65, 0x70, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
+        0x50, 0x02, 0x00, 0x06,
+        0x00, 0x08, 0x00, 0x10,
+        b'o', b'k',
+    ];
+    assert_eq!(output(&mut r), want);
+}
+
+#[test]
+fn accepts_linux_siws_reply_echoing_the_request_flags() {
+    let mut i = Handshake::initiator(0, cfg(true), &RPCRDMA_PD).unwrap();
+    assert_eq!(output(&mut i), REQUEST);
+    // siw_proc_mpareq() turns the Request into its Reply: the key replaced, the flags and the
+    // revision kept (C stays set), the word holding siw_accept()'s IRD and ORD (the ORD no
+    // more than our IRD), then the accept's private data.
+    #[rustfmt::skip]
+    let reply: [u8; 28] = [
+        0x4d, 0x50, 0x41, 0x20, 0x49, 0x44, 0x20, 0x52,
+        0x65, 0x70, 0x20, 0x46, 0x72, 0x61, 0x6d, 0x65,
+        0x50, 0x02, 0x00, 0x08,
+        0x00, 0x04, 0x00, 0x08,
+        0x52, 0x50, 0x46, 0x31,
+    ];
+    assert_eq!(feed_slowly(&mut i, &reply), reply.len());
+    assert_eq!(i.status(), Status::Established);
+    assert_eq!(i.peer_private_data(), b"RPF1");
+    let n = i.negotiated().unwrap();
+    assert_eq!((n.crc, n.peer_revision), (true, 2));
+    assert_eq!(n.peer_ird_ord.map(|w| (w.ird, w.ord)), Some((4, 8)));
+}
+
+#[test]
+fn rejects_on_linux_siws_refusing_reply() {
+    let mut i = Handshake::initiator(0, cfg(true), &RPCRDMA_PD).unwrap();
+    output(&mut i);
+    // siw's reject_conn path: the Request's flags with R added, M cleared, and (its Request
+    // was enhanced) a word of zeros as the only private data.
+    let mut reply = [0u8; 24];
+    reply[..16].copy_from_slice(&mpa::KEY_REP);
+    reply[16..20].copy_from_slice(&[0x70, 0x02, 0x00, 0x04]);
+    i.handle_input(0, &reply);
+    assert_eq!(i.status(), Status::Rejected);
+    assert_eq!(i.negotiated(), None);
+}
