@@ -57,6 +57,11 @@ const BUDGET_LINK: u64 = 6;
 /// `wcc_data`, the target name's handle (none here; a replaced object's cached descriptor is
 /// dropped), `renameat`, the directory's `fstat` after.
 const BUDGET_RENAME: u64 = 4;
+/// Per READDIRPLUS of one page whose entries' descriptors the server holds (it made or looked
+/// them up): one `lstat` per entry but `.`, its handle from the descriptor cache; beyond that
+/// the listing's own calls: the directory's `fstat` before, in the store and after, `openat`,
+/// `lseek`, two `getdents64`, `close`, the handles of `.` and `..`.
+const BUDGET_READDIRPLUS_PAGE: u64 = 9;
 /// Per REMOVE: the directory's `fstat` before, the name's handle (its cached descriptor is
 /// dropped: `close`), `unlinkat`, the directory's `fstat` after.
 const BUDGET_REMOVE: u64 = 5;
@@ -306,6 +311,15 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
             "{name}: {got} file system calls per call, budget {budget}: {which:?}"
         );
     }
+    let plus = phases.iter().find(|p| p.name == "READDIRPLUS entry");
+    let plus = plus.expect("phase");
+    assert!(
+        plus.fs_total <= plus.calls + BUDGET_READDIRPLUS_PAGE,
+        "READDIRPLUS: {} file system calls for {} entries: {:?}",
+        plus.fs_total,
+        plus.calls,
+        plus.fs
+    );
     // GETATTR of an open descriptor is answered on the reactor: no worker touches it.
     let on = |name: &str, role: &str| {
         let p = phases.iter().find(|p| p.name == name).expect("phase");

@@ -73,7 +73,9 @@ impl DirStore {
         };
         let fh = self.fh_of_fd(o.raw())?;
         if cache {
-            self.cache().insert(fh, o.fd, o.io);
+            let mut c = self.cache();
+            c.insert(fh, o.fd, o.io);
+            c.name_ino(&fh, o.st.st_ino);
         }
         Ok((fh, attr))
     }

@@ -405,6 +405,9 @@ impl DirStore {
             }
         };
         let st = sys::fstat(fd.as_raw_fd()).ok();
+        if let Some(st) = &st {
+            self.cache().name_ino(&fh, st.st_ino);
+        }
         Ok((fh, st.filter(|s| s.st_nlink > 0).map(|s| sys::fattr(&s))))
     }
 
