@@ -1,10 +1,10 @@
 //! The directory backend's cost per call, counted: file system system calls per GETATTR,
 //! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE,
-//! SETATTR, WRITE and REMOVE, made by the whole server (every reactor and worker thread),
-//! counted exactly by a seccomp filter (`syscount`), never timed.
+//! SETATTR, WRITE, MKDIR, LINK, RENAME and REMOVE, made by the whole server (every reactor and
+//! worker thread), counted exactly by a seccomp filter (`syscount`), never timed.
 //!
-//! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when a
-//! GETATTR, ACCESS or LOOKUP costs more system calls than its budget. The measurement behind
+//! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when any
+//! of these calls costs more system calls than its budget. The measurement behind
 //! the budgets (`measure_dir_metadata_calls`, ignored by default: `cargo test -p rpcrdma-apps
 //! --test nfsd_dircost -- --ignored --nocapture`) prints every call type's system calls,
 //! wall and CPU time per call over a tree of a few thousand files. Both need root (the
@@ -34,6 +34,37 @@ const BUDGET_LOOKUP: u64 = 3;
 /// not seen): the same, the object opened by name (`openat`, `O_PATH`, as the caller) and the
 /// handle of what was opened.
 const BUDGET_LOOKUP_COLD: u64 = 5;
+/// Per CREATE (GUARDED) of a new file: the directory's `fstat` (its check and the `wcc_data`
+/// before), `openat` (`O_CREAT | O_EXCL`, as the caller), the new file's `fstat` (its
+/// attributes in the reply), its handle (`name_to_handle_at`), the directory's `fstat` after.
+/// Linux nfsd: `fh_fill_pre_attrs`, the creation, `fh_compose`, `fh_fill_post_attrs` and the
+/// new file's getattr.
+const BUDGET_CREATE: u64 = 5;
+/// Per MKDIR: as CREATE, the directory made by `mkdirat` and then opened (`openat`, `O_PATH`).
+const BUDGET_MKDIR: u64 = 6;
+/// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmodat`,
+/// `fstat` after.
+const BUDGET_SETATTR: u64 = 3;
+/// Per WRITE (unstable) to a file open for I/O: `fstat` (the object still linked), the
+/// kernel's permission check for the caller (`faccessat2`), `pwrite`, `fstat` after (a WRITE's
+/// `wcc_data` carries no attributes before).
+const BUDGET_WRITE: u64 = 4;
+/// Per LINK: the object's and the directory's `fstat`, the caller's write and search
+/// permission on the directory (`faccessat2`), `linkat`, the directory's and the object's
+/// `fstat` after.
+const BUDGET_LINK: u64 = 6;
+/// Per RENAME within one directory to a new name: the directory's `fstat` once for both
+/// `wcc_data`, the target name's handle (none here; a replaced object's cached descriptor is
+/// dropped), `renameat`, the directory's `fstat` after.
+const BUDGET_RENAME: u64 = 4;
+/// Per READDIRPLUS of one page whose entries' descriptors the server holds (it made or looked
+/// them up): one `lstat` per entry but `.`, its handle from the descriptor cache; beyond that
+/// the listing's own calls: the directory's `fstat` before, in the store and after, `openat`,
+/// `lseek`, two `getdents64`, `close`, the handles of `.` and `..`.
+const BUDGET_READDIRPLUS_PAGE: u64 = 9;
+/// Per REMOVE: the directory's `fstat` before, the name's handle (its cached descriptor is
+/// dropped: `close`), `unlinkat`, the directory's `fstat` after.
+const BUDGET_REMOVE: u64 = 5;
 
 /// Whether the test can run (root); says why not otherwise.
 fn runnable() -> bool {
@@ -119,16 +150,14 @@ fn phase(c: Option<&Counter>, name: &'static str, calls: u64, f: impl FnOnce()) 
     }
 }
 
-/// Creates `n` files in a new directory `tree` of the export; their handles.
-fn make_tree(r: &Rig, n: usize) -> (Fh, Vec<Fh>) {
-    let d = r.nfs.mkdir(&r.root, b"tree", Sattr3::default()).unwrap();
-    let fhs = (0..n)
+/// Creates `n` files in directory `d`; their handles.
+fn make_files(r: &Rig, d: &Fh, n: usize) -> Vec<Fh> {
+    (0..n)
         .map(|i| {
             let how = CreateHow::Guarded(Sattr3::default());
-            r.nfs.create(&d, format!("f{i}").as_bytes(), how).unwrap()
+            r.nfs.create(d, format!("f{i}").as_bytes(), how).unwrap()
         })
-        .collect();
-    (d, fhs)
+        .collect()
 }
 
 /// The phases of one run over `n` files (counted when `c`).
@@ -137,9 +166,9 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
     let r = rig(&dir);
     let mut out = Vec::new();
     let n64 = n as u64;
-    let mut tree = None;
-    out.push(phase(c, "CREATE", n64, || tree = Some(make_tree(&r, n))));
-    let (d, fhs) = tree.expect("tree");
+    let d = r.nfs.mkdir(&r.root, b"tree", Sattr3::default()).unwrap();
+    let mut fhs = Vec::new();
+    out.push(phase(c, "CREATE", n64, || fhs = make_files(&r, &d, n)));
     let name = |i: usize| format!("f{i}");
     out.push(phase(c, "LOOKUP", n64, || {
         for i in 0..n {
@@ -197,13 +226,39 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
         fhs3.iter().for_each(|f| _ = r3.nfs.getattr(f).unwrap())
     }));
     r3.stop_keep();
+    out.extend(names_phases(c, &r, &d, &fhs));
     out.push(phase(c, "REMOVE", n64, || {
         for i in 0..n {
-            r.nfs.remove(&d, name(i).as_bytes()).unwrap();
+            r.nfs.remove(&d, format!("g{i}").as_bytes()).unwrap();
         }
     }));
     r.stop_keep();
     let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// MKDIR of one directory per file in a directory of its own, LINK of each file `f{i}` of
+/// `d` (`fhs`) as `l{i}`, RENAME of each to `g{i}`.
+fn names_phases(c: Option<&Counter>, r: &Rig, d: &Fh, fhs: &[Fh]) -> Vec<Phase> {
+    let n = fhs.len();
+    let m = r.nfs.mkdir(&r.root, b"dirs", Sattr3::default()).unwrap();
+    let mut out = vec![phase(c, "MKDIR", n as u64, || {
+        for i in 0..n {
+            let name = format!("m{i}");
+            r.nfs.mkdir(&m, name.as_bytes(), Sattr3::default()).unwrap();
+        }
+    })];
+    out.push(phase(c, "LINK", n as u64, || {
+        for (i, f) in fhs.iter().enumerate() {
+            r.nfs.link(f, d, format!("l{i}").as_bytes()).unwrap();
+        }
+    }));
+    out.push(phase(c, "RENAME", n as u64, || {
+        for i in 0..n {
+            let (from, to) = (format!("f{i}"), format!("g{i}"));
+            r.nfs.rename(d, from.as_bytes(), d, to.as_bytes()).unwrap();
+        }
+    }));
     out
 }
 
@@ -242,6 +297,13 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
         ("LOOKUP", BUDGET_LOOKUP),
         ("LOOKUP cold", BUDGET_LOOKUP_COLD),
         ("GETATTR after cold LOOKUP", BUDGET_GETATTR),
+        ("CREATE", BUDGET_CREATE),
+        ("SETATTR mode", BUDGET_SETATTR),
+        ("WRITE append", BUDGET_WRITE),
+        ("MKDIR", BUDGET_MKDIR),
+        ("LINK", BUDGET_LINK),
+        ("RENAME", BUDGET_RENAME),
+        ("REMOVE", BUDGET_REMOVE),
     ] {
         let (got, which) = per(name);
         assert!(
@@ -249,6 +311,15 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
             "{name}: {got} file system calls per call, budget {budget}: {which:?}"
         );
     }
+    let plus = phases.iter().find(|p| p.name == "READDIRPLUS entry");
+    let plus = plus.expect("phase");
+    assert!(
+        plus.fs_total <= plus.calls + BUDGET_READDIRPLUS_PAGE,
+        "READDIRPLUS: {} file system calls for {} entries: {:?}",
+        plus.fs_total,
+        plus.calls,
+        plus.fs
+    );
     // GETATTR of an open descriptor is answered on the reactor: no worker touches it.
     let on = |name: &str, role: &str| {
         let p = phases.iter().find(|p| p.name == name).expect("phase");

@@ -6,7 +6,11 @@
 //! store methods with plain values ([`Fh`], names as octets, [`Sattr3`]) and encode what comes
 //! back. The store owns file handles (their content, their lifetime), attributes, directory
 //! cookies and the write verifier; it knows nothing of XDR, RPC or RDMA. Weak cache consistency
-//! data is assembled by the handlers from [`Store::getattr`] before and after an operation.
+//! data (RFC 1813 `wcc_data`) comes back from the `*_wcc` methods with the change: the
+//! attributes of the object changed as they were before it and are after it, as Linux nfsd
+//! takes them (`fh_fill_pre_attrs`, the operation, `fh_fill_post_attrs`); their defaults ask
+//! [`Store::getattr`] around the plain method, a store that has the attributes at hand while
+//! changing answers them from there.
 //!
 //! Recovery: every method answers an [`Nfsstat3`] instead of failing: a handle that does not
 //! decode is BADHANDLE, one that names nothing (any more) is STALE, OS errors map through
@@ -26,7 +30,38 @@ use rpcrdma_mempool::PoolBuf;
 use super::identity::{self, Cred};
 use super::types::{
     access, CreateHow, DirEntry, Fattr3, Fh, FsStat, Ftype3, NfsResult, Sattr3, StableHow, Time3,
+    WccData,
 };
+
+/// A change's result with the weak cache consistency data of the object it changed.
+pub type Wcc<T> = (NfsResult<T>, WccData);
+
+/// What CREATE, MKDIR, SYMLINK and MKNOD make (RFC 1813 sections 3.3.8 to 3.3.11), for
+/// [`Store::create_wcc`].
+#[derive(Debug, Clone, Copy)]
+pub enum NewObj<'a> {
+    /// A regular file ([`Store::create`]).
+    File(&'a CreateHow),
+    /// A directory ([`Store::mkdir`]).
+    Dir(&'a Sattr3),
+    /// A symbolic link to the target ([`Store::symlink`]).
+    Symlink(&'a [u8], &'a Sattr3),
+    /// A special file ([`Store::mknod`]).
+    Node(Special, &'a Sattr3),
+}
+
+/// `op` with the weak cache consistency data of `fh` around it, by [`Store::getattr`]: what
+/// the `*_wcc` methods answer by default.
+pub fn wcc_around<S: Store + ?Sized, T>(
+    s: &S,
+    fh: &Fh,
+    op: impl FnOnce() -> NfsResult<T>,
+) -> Wcc<T> {
+    let before = s.getattr(fh).ok().map(|a| a.wcc());
+    let r = op();
+    let after = s.getattr(fh).ok();
+    (r, WccData { before, after })
+}
 
 /// What one READDIR / READDIRPLUS listing returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +165,11 @@ pub trait Store: Send + Sync + 'static {
     /// directory is ISDIR, of anything else but a regular file INVAL.
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()>;
 
+    /// [`Store::setattr`] with the object's weak cache consistency data.
+    fn setattr_wcc(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> Wcc<()> {
+        wcc_around(self, fh, || self.setattr(cx, fh, set, guard))
+    }
+
     /// The handle of `name` in directory `dir` (`.` is `dir`, `..` its parent; the root's
     /// parent is the root). NOTDIR when `dir` is not a directory, NOENT when absent.
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh>;
@@ -188,6 +228,20 @@ pub trait Store: Send + Sync + 'static {
         stable: StableHow,
     ) -> NfsResult<StableHow>;
 
+    /// [`Store::write`] with the file's attributes after it (a WRITE's `wcc_data` has no
+    /// before-attributes, see `v3::ops`).
+    fn write_wcc(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> (NfsResult<StableHow>, Option<Fattr3>) {
+        let r = self.write(cx, fh, offset, data, stable);
+        (r, self.getattr(fh).ok())
+    }
+
     /// Makes every earlier UNSTABLE write of `fh` stable.
     fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()>;
 
@@ -220,6 +274,25 @@ pub trait Store: Send + Sync + 'static {
         attr: &Sattr3,
     ) -> NfsResult<Fh>;
 
+    /// Makes `new` as `name` in `dir` ([`Store::create`], [`Store::mkdir`], [`Store::symlink`],
+    /// [`Store::mknod`]): its handle and attributes, with the directory's weak cache
+    /// consistency data.
+    fn create_wcc(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        new: NewObj<'_>,
+    ) -> Wcc<(Fh, Option<Fattr3>)> {
+        let (r, wcc) = wcc_around(self, dir, || match new {
+            NewObj::File(how) => self.create(cx, dir, name, how),
+            NewObj::Dir(attr) => self.mkdir(cx, dir, name, attr),
+            NewObj::Symlink(target, attr) => self.symlink(cx, dir, name, target, attr),
+            NewObj::Node(node, attr) => self.mknod(cx, dir, name, node, attr),
+        });
+        (r.map(|fh| (fh, self.getattr(&fh).ok())), wcc)
+    }
+
     /// The ACCESS3 bits of `want` that `cx` holds on `fh`: exactly what the other methods
     /// then allow. The default answers from the mode bits ([`identity::granted`]); a store
     /// whose files have more rules (ACLs) answers from them.
@@ -238,6 +311,15 @@ pub trait Store: Send + Sync + 'static {
     /// Removes an empty directory (NOTEMPTY otherwise, NOTDIR for a non-directory).
     fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()>;
 
+    /// [`Store::rmdir`] when `rmdir`, else [`Store::remove`], with the directory's weak cache
+    /// consistency data.
+    fn remove_wcc(&self, cx: &Cred, dir: &Fh, name: &[u8], rmdir: bool) -> Wcc<()> {
+        wcc_around(self, dir, || match rmdir {
+            true => self.rmdir(cx, dir, name),
+            false => self.remove(cx, dir, name),
+        })
+    }
+
     /// Renames `from_name` in `from_dir` to `to_name` in `to_dir`, replacing a compatible
     /// target (POSIX rename rules: a directory replaces only an empty directory, EXIST or
     /// NOTEMPTY otherwise; ISDIR / NOTDIR for mismatched types; INVAL when moving a directory
@@ -251,8 +333,40 @@ pub trait Store: Send + Sync + 'static {
         to_name: &[u8],
     ) -> NfsResult<()>;
 
+    /// [`Store::rename`] with both directories' weak cache consistency data (from, to).
+    fn rename_wcc(
+        &self,
+        cx: &Cred,
+        from_dir: &Fh,
+        from_name: &[u8],
+        to_dir: &Fh,
+        to_name: &[u8],
+    ) -> (NfsResult<()>, WccData, WccData) {
+        let before = |fh| self.getattr(fh).ok().map(|a: Fattr3| a.wcc());
+        let (fb, tb) = (before(from_dir), before(to_dir));
+        let r = self.rename(cx, from_dir, from_name, to_dir, to_name);
+        let wcc = |before, fh| WccData {
+            before,
+            after: self.getattr(fh).ok(),
+        };
+        (r, wcc(fb, from_dir), wcc(tb, to_dir))
+    }
+
     /// Makes `name` in `dir` a new hard link to `fh` (ISDIR when `fh` is a directory).
     fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()>;
+
+    /// [`Store::link`] with the object's attributes after it and the directory's weak cache
+    /// consistency data.
+    fn link_wcc(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (NfsResult<()>, Option<Fattr3>, WccData) {
+        let (r, wcc) = wcc_around(self, dir, || self.link(cx, fh, dir, name));
+        (r, self.getattr(fh).ok(), wcc)
+    }
 
     /// Lists directory `dir` starting after `cookie` (0: from the start), calling `emit` for
     /// each entry in order until it returns `false` (the reply is full: that entry is not

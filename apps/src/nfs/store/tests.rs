@@ -126,6 +126,7 @@ fn conformance(s: &dyn Store) {
     readdir(s, &mkdir(s, &root, "readdir"));
     paging(s, &mkdir(s, &root, "paging"));
     exclusive(s, &mkdir(s, &root, "exclusive"));
+    wcc::wcc(s, &mkdir(s, &root, "wcc"));
     let st = s.fsstat(&root).expect("fsstat");
     assert!(st.tbytes >= st.fbytes && st.fbytes >= st.abytes && st.tfiles >= st.ffiles);
     assert_eq!(s.write_verifier(), s.write_verifier());
@@ -783,3 +784,4 @@ fn dir_store_refuses_what_it_cannot_export() {
 }
 
 mod perm;
+mod wcc;

@@ -1,17 +1,19 @@
 //! The procedures that change or name objects, on one admitted call's export: what
 //! [`super::server::Nfs3`] runs once a call is admitted ([`crate::nfs::admit`]).
 //!
-//! Normal operation: each operation takes the weak cache consistency attributes of the
-//! objects it changes before and after (RFC 1813 `wcc_data`; WRITE and COMMIT after only, see
-//! [`Call::wcc_after_only`]), calls the store with the caller's [`Cred`], and seals every
-//! handle it returns ([`Share::seal`]) so the client only ever holds handles this server
-//! authenticated. Recovery: the store's NFS3ERR_* is the
-//! result; names are checked for length and `.` / `..` here, once for both stores.
+//! Normal operation: each operation calls the store's `*_wcc` method with the caller's
+//! [`Cred`], which answers the weak cache consistency attributes of the objects it changes
+//! before and after with the result (RFC 1813 `wcc_data`; WRITE and COMMIT after only, see
+//! [`Call::wcc_after_only`]); a call refused here before the store (a name too long, `.` or
+//! `..`, a size or offset past 2^63 - 1) takes them by [`Store::getattr`]. Every
+//! handle an operation returns is sealed ([`Share::seal`]) so the client only ever holds
+//! handles this server authenticated. Recovery: the store's NFS3ERR_* is the result; names are
+//! checked for length and `.` / `..` here, once for both stores.
 
 use super::proto::Res3;
 use crate::nfs::admit::{seal_or_fault, Admitted, Share};
 use crate::nfs::identity::Cred;
-use crate::nfs::store::Store;
+use crate::nfs::store::{NewObj, Store};
 use crate::nfs::types::{
     check_name_len, is_dot_entry, Fattr3, Fh, NfsResult, Nfsstat3, Sattr3, StableHow, Time3,
     WccData,
@@ -40,16 +42,13 @@ impl<'a> Call<'a> {
         self.s.getattr(fh).ok()
     }
 
-    pub fn wcc_before(&self, fh: &Fh) -> WccData {
+    /// The `wcc_data` of `fh` for a call refused before it reached the store (nothing
+    /// changed): its attributes before and after.
+    pub fn wcc_unchanged(&self, fh: &Fh) -> WccData {
         WccData {
             before: self.attr(fh).map(|a| a.wcc()),
-            after: None,
+            after: self.attr(fh),
         }
-    }
-
-    pub fn wcc_after(&self, fh: &Fh, mut w: WccData) -> WccData {
-        w.after = self.attr(fh);
-        w
     }
 
     /// The wire handle of store handle `fh`.
@@ -66,7 +65,10 @@ impl<'a> Call<'a> {
     /// (fs/nfs/inode.c `nfs_update_inode`). Without one it compares against what it cached
     /// (`nfs_post_op_update_inode_force_wcc`), as with Linux nfsd, which sends none either.
     pub fn wcc_after_only(&self, fh: &Fh) -> WccData {
-        self.wcc_after(fh, WccData::default())
+        WccData {
+            before: None,
+            after: self.attr(fh),
+        }
     }
 
     /// WRITE: FBIG past 2^63 - 1 (Linux nfsd: OFFSET_MAX); the data is the call's stream.
@@ -80,12 +82,18 @@ impl<'a> Call<'a> {
     ) -> Res3<'static> {
         let n = (count as usize).min(data.len());
         let end = offset.checked_add(n as u64);
-        let r = if end.map_or(true, |e| e > i64::MAX as u64) {
-            Err(Nfsstat3::FBIG)
+        let (r, wcc) = if end.map_or(true, |e| e > i64::MAX as u64) {
+            (Err(Nfsstat3::FBIG), self.wcc_after_only(fh))
         } else {
-            self.s.write(self.cx, fh, offset, &data[..n], stable)
+            let (r, after) = self.s.write_wcc(self.cx, fh, offset, &data[..n], stable);
+            (
+                r,
+                WccData {
+                    before: None,
+                    after,
+                },
+            )
         };
-        let wcc = self.wcc_after_only(fh);
         match r {
             Ok(c) => Res3::Write(Ok((wcc, n as u32, c, self.s.write_verifier()))),
             Err(e) => Res3::Write(Err((e, wcc))),
@@ -93,12 +101,10 @@ impl<'a> Call<'a> {
     }
 
     pub fn setattr(&self, fh: &Fh, attr: &Sattr3, guard: Option<Time3>) -> Res3<'static> {
-        let wcc = self.wcc_before(fh);
-        let r = match attr.size {
-            Some(sz) if sz > i64::MAX as u64 => Err(Nfsstat3::FBIG),
-            _ => self.s.setattr(self.cx, fh, attr, guard),
+        let (r, wcc) = match attr.size {
+            Some(sz) if sz > i64::MAX as u64 => (Err(Nfsstat3::FBIG), self.wcc_unchanged(fh)),
+            _ => self.s.setattr_wcc(self.cx, fh, attr, guard),
         };
-        let wcc = self.wcc_after(fh, wcc);
         Res3::Setattr(r.err().unwrap_or(Nfsstat3::OK), wcc)
     }
 
@@ -113,69 +119,64 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// CREATE, MKDIR, SYMLINK, MKNOD: the same result shape.
-    pub fn create(
-        &self,
-        dir: &Fh,
-        name: &[u8],
-        make: impl FnOnce(&Fh, &[u8]) -> Result<Fh, Nfsstat3>,
-    ) -> Res3<'static> {
-        let wcc = self.wcc_before(dir);
-        let r = check_name_len(name).and_then(|()| {
+    /// CREATE, MKDIR, SYMLINK, MKNOD: the same result shape. `new` is what to make, or the
+    /// status the arguments already fail with (checked after the name).
+    pub fn create(&self, dir: &Fh, name: &[u8], new: NfsResult<NewObj<'_>>) -> Res3<'static> {
+        let checked = check_name_len(name).and_then(|()| {
             if is_dot_entry(name) {
                 Err(Nfsstat3::EXIST)
             } else {
-                make(dir, name)
+                new
             }
         });
-        let wcc = self.wcc_after(dir, wcc);
-        match r.and_then(|fh| Ok((fh, self.seal(&fh)?))) {
-            Ok((fh, wire)) => Res3::Create(Ok((Some(wire), self.attr(&fh), wcc))),
+        let (r, wcc) = match checked {
+            Ok(new) => self.s.create_wcc(self.cx, dir, name, new),
+            Err(e) => (Err(e), self.wcc_unchanged(dir)),
+        };
+        match r.and_then(|(fh, a)| Ok((self.seal(&fh)?, a))) {
+            Ok((wire, a)) => Res3::Create(Ok((Some(wire), a, wcc))),
             Err(e) => Res3::Create(Err((e, wcc))),
         }
     }
 
     pub fn remove(&self, dir: &Fh, name: &[u8], rmdir: bool) -> Res3<'static> {
-        let wcc = self.wcc_before(dir);
-        let r = check_name_len(name).and_then(|()| {
-            if is_dot_entry(name) {
-                // Linux nfsd (nfsd_unlink): ACCES for "." and "..".
-                Err(Nfsstat3::ACCES)
-            } else if rmdir {
-                self.s.rmdir(self.cx, dir, name)
-            } else {
-                self.s.remove(self.cx, dir, name)
+        let checked = check_name_len(name).and_then(|()| {
+            // Linux nfsd (nfsd_unlink): ACCES for "." and "..".
+            match is_dot_entry(name) {
+                true => Err(Nfsstat3::ACCES),
+                false => Ok(()),
             }
         });
-        let wcc = self.wcc_after(dir, wcc);
+        let (r, wcc) = match checked {
+            Ok(()) => self.s.remove_wcc(self.cx, dir, name, rmdir),
+            Err(e) => (Err(e), self.wcc_unchanged(dir)),
+        };
         Res3::Remove(r.err().unwrap_or(Nfsstat3::OK), wcc)
     }
 
     pub fn rename(&self, fd: &Fh, fname: &[u8], td: &Fh, tname: &[u8]) -> Res3<'static> {
-        let (fw, tw) = (self.wcc_before(fd), self.wcc_before(td));
-        let r = check_name_len(fname)
+        let checked = check_name_len(fname)
             .and_then(|()| check_name_len(tname))
-            .and_then(|()| {
-                if is_dot_entry(fname) || is_dot_entry(tname) {
-                    Err(Nfsstat3::INVAL)
-                } else {
-                    self.s.rename(self.cx, fd, fname, td, tname)
-                }
+            .and_then(|()| match is_dot_entry(fname) || is_dot_entry(tname) {
+                true => Err(Nfsstat3::INVAL),
+                false => Ok(()),
             });
-        let (fw, tw) = (self.wcc_after(fd, fw), self.wcc_after(td, tw));
+        let (r, fw, tw) = match checked {
+            Ok(()) => self.s.rename_wcc(self.cx, fd, fname, td, tname),
+            Err(e) => (Err(e), self.wcc_unchanged(fd), self.wcc_unchanged(td)),
+        };
         Res3::Rename(r.err().unwrap_or(Nfsstat3::OK), fw, tw)
     }
 
     pub fn link(&self, fh: &Fh, dir: &Fh, name: &[u8]) -> Res3<'static> {
-        let wcc = self.wcc_before(dir);
-        let r = check_name_len(name).and_then(|()| {
-            if is_dot_entry(name) {
-                Err(Nfsstat3::EXIST)
-            } else {
-                self.s.link(self.cx, fh, dir, name)
-            }
+        let checked = check_name_len(name).and_then(|()| match is_dot_entry(name) {
+            true => Err(Nfsstat3::EXIST),
+            false => Ok(()),
         });
-        let wcc = self.wcc_after(dir, wcc);
-        Res3::Link(r.err().unwrap_or(Nfsstat3::OK), self.attr(fh), wcc)
+        let (r, a, wcc) = match checked {
+            Ok(()) => self.s.link_wcc(self.cx, fh, dir, name),
+            Err(e) => (Err(e), self.attr(fh), self.wcc_unchanged(dir)),
+        };
+        Res3::Link(r.err().unwrap_or(Nfsstat3::OK), a, wcc)
     }
 }

@@ -33,7 +33,7 @@ use super::proto::{
 use super::stats::NfsStats;
 use crate::nfs::admit::{modifies, Admitted, ExportTable, Refusal};
 use crate::nfs::drc::{Drc, DrcConfig, DrcKey, Lookup};
-use crate::nfs::store::{Special, Store};
+use crate::nfs::store::{NewObj, Special, Store};
 use crate::nfs::types::{access, DirEntry, Fh, Ftype3, Nfsstat3, Time3, WccData, PATH_MAX};
 
 /// Octets kept for the RPC-over-RDMA transport header (with its Write list) when a reply
@@ -400,23 +400,19 @@ impl Nfs3 {
                 stable,
                 data,
             } => c.write(&fh, offset, count, stable, data),
-            Args3::Create { dir, name, how } => {
-                c.create(&dir, name, |d, n| s.create(cx, d, n, &how))
-            }
-            Args3::Mkdir { dir, name, attr } => {
-                c.create(&dir, name, |d, n| s.mkdir(cx, d, n, &attr))
-            }
+            Args3::Create { dir, name, how } => c.create(&dir, name, Ok(NewObj::File(&how))),
+            Args3::Mkdir { dir, name, attr } => c.create(&dir, name, Ok(NewObj::Dir(&attr))),
             Args3::Symlink {
                 dir,
                 name,
                 attr,
                 target,
             } => {
-                if target.is_empty() || target.len() > PATH_MAX {
-                    c.create(&dir, name, |_, _| Err(Nfsstat3::INVAL))
-                } else {
-                    c.create(&dir, name, |d, n| s.symlink(cx, d, n, target, &attr))
-                }
+                let new = match target.is_empty() || target.len() > PATH_MAX {
+                    true => Err(Nfsstat3::INVAL),
+                    false => Ok(NewObj::Symlink(target, &attr)),
+                };
+                c.create(&dir, name, new)
             }
             Args3::Mknod {
                 dir,
@@ -433,7 +429,7 @@ impl Nfs3 {
                     // RFC 1813 MKNOD: BADTYPE for the types MKNOD does not create.
                     Ftype3::Reg | Ftype3::Dir | Ftype3::Lnk => Err(Nfsstat3::BADTYPE),
                 };
-                c.create(&dir, name, |d, n| s.mknod(cx, d, n, node?, &attr))
+                c.create(&dir, name, node.map(|n| NewObj::Node(n, &attr)))
             }
             Args3::Remove { dir, name } => c.remove(&dir, name, false),
             Args3::Rmdir { dir, name } => c.remove(&dir, name, true),

@@ -13,6 +13,9 @@
 //! MKNOD makes FIFOs, sockets and devices (devices need CAP_MKNOD, which only an unsquashed
 //! root keeps); the server never opens them but with `O_PATH`.
 //!
+//! Each answers the new object's handle with its attributes: those `fstat` took of the new
+//! descriptor, again after the client's attributes when any were applied.
+//!
 //! Recovery: an existing name answers EXIST (EXCLUSIVE: the same file again when it carries
 //! the verifier); a failed attribute change after the creation is that change's error, the
 //! object stays, as in Linux nfsd.
@@ -24,8 +27,10 @@ use std::sync::Arc;
 use super::sys::{self, check, cname, ifmt, openat};
 use super::{ident, DirStore, Obj};
 use crate::nfs::identity::{self, Cred};
-use crate::nfs::store::Special;
-use crate::nfs::types::{is_dot_entry, CreateHow, Fh, NfsResult, Nfsstat3, Sattr3, SetTime};
+use crate::nfs::store::{NewObj, Special, Store};
+use crate::nfs::types::{
+    is_dot_entry, CreateHow, Fattr3, Fh, NfsResult, Nfsstat3, Sattr3, SetTime,
+};
 use crate::nfs::types::{Time3, PATH_MAX};
 
 /// The two 31-bit halves of an exclusive-create verifier (stored as mtime, atime seconds).
@@ -45,10 +50,13 @@ fn after_creation(attr: &Sattr3, mode: Option<u32>) -> Sattr3 {
     }
 }
 
+/// A new object's handle and its attributes (`None` when they could not be taken).
+pub(super) type Made = (Fh, Option<Fattr3>);
+
 impl DirStore {
     /// Wraps a descriptor just created as an [`Obj`], applies `set` as `cx` and adopts it
     /// (caching the descriptor when `cache`: one fit for I/O, or not a regular file).
-    fn finish_new(&self, cx: &Cred, fd: OwnedFd, set: &Sattr3, cache: bool) -> NfsResult<Fh> {
+    fn finish_new(&self, cx: &Cred, fd: OwnedFd, set: &Sattr3, cache: bool) -> NfsResult<Made> {
         let st = sys::fstat(fd.as_raw_fd())?;
         let (uid, gid) = identity::create_chown(cx, &sys::fattr(&st), set.uid, set.gid);
         let set = Sattr3 { uid, gid, ..*set };
@@ -59,15 +67,43 @@ impl DirStore {
             st,
         };
         self.apply(cx, &o, &set)?;
+        let attr = match set == Sattr3::default() {
+            true => Some(sys::fattr(&o.st)),
+            false => sys::fstat(o.raw()).ok().map(|st| sys::fattr(&st)),
+        };
         let fh = self.fh_of_fd(o.raw())?;
         if cache {
-            self.cache().insert(fh, o.fd, o.io);
+            let mut c = self.cache();
+            c.insert(fh, o.fd, o.io);
+            c.name_ino(&fh, o.st.st_ino);
         }
-        Ok(fh)
+        Ok((fh, attr))
+    }
+
+    /// Makes `new` as `name` in directory `d` (the thread acts as `cx`).
+    pub(super) fn make(&self, cx: &Cred, d: &Obj, name: &[u8], new: NewObj<'_>) -> NfsResult<Made> {
+        match new {
+            NewObj::File(how) => self.create_file(cx, d, name, how),
+            NewObj::Dir(attr) => self.make_dir(cx, d, name, attr),
+            NewObj::Symlink(target, attr) => self.make_symlink(cx, d, name, target, attr),
+            NewObj::Node(node, attr) => self.make_node(cx, d, name, node, attr),
+        }
+    }
+
+    /// [`DirStore::make`] in directory `dir` as `cx`: the new object's handle.
+    pub(super) fn make_as(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        new: NewObj<'_>,
+    ) -> NfsResult<Fh> {
+        let d = self.dir_obj(cx, dir)?;
+        self.make(cx, &d, name, new).map(|(fh, _)| fh)
     }
 
     /// An EXCLUSIVE create found `name`: the same file when it carries verifier `v`.
-    fn exclusive_again(&self, dirfd: RawFd, name: &CStr, v: &[u8; 8]) -> NfsResult<Fh> {
+    fn exclusive_again(&self, dirfd: RawFd, name: &CStr, v: &[u8; 8]) -> NfsResult<Made> {
         let st = sys::lstatat(dirfd, name)?;
         let (m, a) = verf_times(v);
         let same = ifmt(&st) == libc::S_IFREG
@@ -77,7 +113,8 @@ impl DirStore {
         if !same {
             return Err(Nfsstat3::EXIST);
         }
-        self.fh_at(dirfd, name)
+        let fh = self.fh_at(dirfd, name)?;
+        Ok((fh, self.getattr(&fh).ok()))
     }
 
     /// The attributes and `O_EXCL` flag a CREATE asks for.
@@ -103,26 +140,27 @@ impl DirStore {
         }
     }
 
-    /// CREATE of `name` in directory `d` (the thread acts as `cx`).
+    /// CREATE of `name` in directory `d` (the thread acts as `cx`). GUARDED and EXCLUSIVE
+    /// leave finding an existing name to `O_EXCL` (which fails for any existing name, a
+    /// symbolic link included); UNCHECKED looks first, so that only a regular file is opened.
     pub(super) fn create_file(
         &self,
         cx: &Cred,
         d: &Obj,
         name: &[u8],
         how: &CreateHow,
-    ) -> NfsResult<Fh> {
+    ) -> NfsResult<Made> {
         let c = cname(name)?;
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);
         }
         let (excl, attr) = Self::create_how(how);
-        match sys::lstatat(d.raw(), &c) {
-            Ok(st) if ifmt(&st) != libc::S_IFREG || excl != 0 => {
-                if let CreateHow::Exclusive(v) = how {
-                    return self.exclusive_again(d.raw(), &c, v);
-                }
-                return Err(Nfsstat3::EXIST);
-            }
+        let found = match excl {
+            0 => sys::lstatat(d.raw(), &c),
+            _ => Err(Nfsstat3::NOENT),
+        };
+        match found {
+            Ok(st) if ifmt(&st) != libc::S_IFREG => return Err(Nfsstat3::EXIST),
             Ok(_) => {
                 // UNCHECKED of an existing file: only its size changes (Linux nfsd).
                 let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
@@ -150,7 +188,13 @@ impl DirStore {
     }
 
     /// MKDIR of `name` in directory `d` (the thread acts as `cx`).
-    pub(super) fn make_dir(&self, cx: &Cred, d: &Obj, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
+    pub(super) fn make_dir(
+        &self,
+        cx: &Cred,
+        d: &Obj,
+        name: &[u8],
+        attr: &Sattr3,
+    ) -> NfsResult<Made> {
         let c = cname(name)?;
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);
@@ -175,7 +219,7 @@ impl DirStore {
         name: &[u8],
         target: &[u8],
         attr: &Sattr3,
-    ) -> NfsResult<Fh> {
+    ) -> NfsResult<Made> {
         let c = cname(name)?;
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);
@@ -206,7 +250,7 @@ impl DirStore {
         name: &[u8],
         node: Special,
         attr: &Sattr3,
-    ) -> NfsResult<Fh> {
+    ) -> NfsResult<Made> {
         let c = cname(name)?;
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);

@@ -12,8 +12,14 @@
 //! still open when the client comes back to it), keyed by handle, oldest inserted evicted
 //! first, hits, misses and evictions counted; each entry says whether its descriptor is open
 //! for I/O (a regular file opened read-write or read-only) or only names the object
-//! (`O_PATH`); descriptors are shared (`Arc`) so an eviction never closes one in use. Recovery: entries of removed objects are
-//! dropped when they are seen with no links ([`FdCache::forget`]), so their space is freed.
+//! (`O_PATH`); descriptors are shared (`Arc`) so an eviction never closes one in use. Beside
+//! each descriptor whose handle the server made itself from a name (LOOKUP, creation) the
+//! cache keeps the object's inode number ([`FdCache::ino_handle`]): while the descriptor is
+//! held the inode lives, and no other file of the file system has its number (POSIX: `st_dev`
+//! and `st_ino` identify a file), so a name whose `lstat` shows that number names that handle's
+//! object, and READDIRPLUS need not ask the kernel for its handle again. Recovery: entries of
+//! removed objects are dropped when they are seen with no links ([`FdCache::forget`]), so their
+//! space is freed; an entry's inode number goes with it.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
@@ -92,6 +98,10 @@ pub struct CacheStats {
 #[derive(Debug)]
 pub(super) struct FdCache {
     map: HashMap<Fh, (Arc<OwnedFd>, u64, bool)>,
+    /// Inode numbers of held descriptors whose handle the server made ([`FdCache::name_ino`]).
+    by_ino: HashMap<u64, Fh>,
+    /// The inode number recorded for each handle of `by_ino`.
+    ino_of: HashMap<Fh, u64>,
     order: VecDeque<(Fh, u64)>,
     next: u64,
     cap: usize,
@@ -109,6 +119,8 @@ impl FdCache {
     pub(super) fn with_capacity(cap: usize) -> FdCache {
         FdCache {
             map: HashMap::new(),
+            by_ino: HashMap::new(),
+            ino_of: HashMap::new(),
             order: VecDeque::new(),
             next: 0,
             cap: cap.max(1),
@@ -157,7 +169,7 @@ impl FdCache {
                 break;
             };
             if self.map.get(&old).is_some_and(|&(_, s, _)| s == seq) {
-                self.map.remove(&old);
+                self.forget(&old);
                 self.stats.evictions += 1;
             }
         }
@@ -168,9 +180,33 @@ impl FdCache {
         }
     }
 
-    /// Drops the descriptor of `fh` (its object is gone or changed).
+    /// Drops the descriptor of `fh` (its object is gone or changed), and its inode number.
     pub(super) fn forget(&mut self, fh: &Fh) {
         self.map.remove(fh);
+        if let Some(ino) = self.ino_of.remove(fh) {
+            if self.by_ino.get(&ino) == Some(fh) {
+                self.by_ino.remove(&ino);
+            }
+        }
+    }
+
+    /// Records that the object `fh` names, whose descriptor is held, has inode number `ino`
+    /// (`fh` made by the server from the object's name or descriptor; nothing when `fh` is not
+    /// held).
+    pub(super) fn name_ino(&mut self, fh: &Fh, ino: u64) {
+        if self.map.contains_key(fh) {
+            if let Some(old) = self.ino_of.insert(*fh, ino) {
+                if old != ino && self.by_ino.get(&old) == Some(fh) {
+                    self.by_ino.remove(&old);
+                }
+            }
+            self.by_ino.insert(ino, *fh);
+        }
+    }
+
+    /// The handle of the held object with inode number `ino`, if one was recorded.
+    pub(super) fn ino_handle(&self, ino: u64) -> Option<Fh> {
+        self.by_ino.get(&ino).copied()
     }
 
     /// Descriptors held.
@@ -231,6 +267,31 @@ mod tests {
         assert!(c.order.len() <= 2 * CACHE_CAP + 1);
         assert!(c.get(&fhs[5]).is_none());
         assert!(c.get(&fhs[CACHE_CAP + 9]).is_some());
+    }
+
+    #[test]
+    fn accepts_an_inode_number_only_while_its_descriptor_is_held() {
+        let mut c = FdCache::with_capacity(2);
+        let fh = |i: u32| Fh::new(&i.to_be_bytes()).expect("fh");
+        c.name_ino(&fh(1), 11);
+        assert_eq!(c.ino_handle(11), None, "not held: not recorded");
+        c.insert(fh(1), fd(), false);
+        c.name_ino(&fh(1), 11);
+        assert_eq!(c.ino_handle(11), Some(fh(1)));
+        c.forget(&fh(1));
+        assert_eq!(c.ino_handle(11), None, "forgotten with its descriptor");
+        c.insert(fh(1), fd(), false);
+        c.name_ino(&fh(1), 11);
+        c.insert(fh(2), fd(), false);
+        c.insert(fh(3), fd(), false);
+        assert_eq!(c.ino_handle(11), None, "evicted with its descriptor");
+        c.name_ino(&fh(2), 12);
+        c.insert(fh(2), fd(), true);
+        assert_eq!(
+            c.ino_handle(12),
+            Some(fh(2)),
+            "a descriptor replaced keeps it"
+        );
     }
 
     #[test]

@@ -10,8 +10,12 @@
 //! FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's handle as the
 //! caller, then the object's descriptor from the cache or opened by name, and answers both
 //! attributes from those descriptors (three system calls, five on a miss); GETATTR is one `fstat`,
-//! ACCESS that and at most two `faccessat2` in the common cases (`apps/tests/nfsd_dircost.rs` holds
-//! the counts to these budgets). Every call runs under the caller's identity (`ident`): handles
+//! ACCESS that and at most two `faccessat2` in the common cases. A change (the `*_wcc` methods;
+//! REMOVE, RENAME and LINK in the `change` module, creations in `create`) answers its weak cache
+//! consistency data from the `fstat` that checked the object before it and one `fstat` after,
+//! as Linux nfsd takes them (`fh_fill_pre_attrs`, `fh_fill_post_attrs`), and a new object's
+//! attributes from the `fstat` of its new descriptor (`apps/tests/nfsd_dircost.rs` holds the
+//! counts to budgets). Every call runs under the caller's identity (`ident`): handles
 //! missing from the cache are opened as root, then the thread switches to the caller, so the host
 //! kernel checks each lookup, creation, removal, rename, listing and attribute change by its own
 //! rules (LINK: write and search on the directory, checked by the kernel for the caller, as Linux
@@ -35,6 +39,7 @@
 //! seal ([`crate::nfs::handle_mac`]) keeps clients from making one, and file systems draw
 //! generation numbers at random.
 
+mod change;
 mod create;
 mod handle;
 pub use handle::{CacheStats, CACHE_CAP};
@@ -52,11 +57,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::nfs::identity::Cred;
-use crate::nfs::store::{DirListing, Special, Store};
+use crate::nfs::store::{DirListing, NewObj, Special, Store, Wcc};
 use crate::nfs::types::{
-    access, is_dot_entry, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3,
-    SetTime, StableHow, Time3,
+    access, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, SetTime,
+    StableHow, Time3, WccData,
 };
+use create::Made;
 use handle::{FdCache, MAX_KERNEL};
 use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
 
@@ -65,6 +71,7 @@ const MAX_DEPTH: usize = 4096;
 
 /// An open object: its descriptor, what `fstat` said just now, and whether the descriptor is
 /// open for I/O (else `O_PATH`).
+#[derive(Clone)]
 struct Obj {
     fd: Arc<OwnedFd>,
     st: libc::stat,
@@ -283,6 +290,40 @@ impl DirStore {
         Ok(())
     }
 
+    /// The attributes of `fh`, open as `fd`, taken again after a change: `None` when the
+    /// object is gone (forgotten, as [`DirStore::stat_obj`] would).
+    fn after(&self, fh: &Fh, fd: &OwnedFd) -> Option<Fattr3> {
+        let st = sys::fstat(fd.as_raw_fd()).ok()?;
+        self.live(fh, &st).ok()?;
+        Some(sys::fattr(&st))
+    }
+
+    /// `op` on the live object `fh` names with its weak cache consistency data: the
+    /// attributes [`DirStore::stat_obj`] took before (which `op` checks against), `fstat`'s
+    /// after. Both none when `fh` names nothing live.
+    fn changing<T>(&self, fh: &Fh, op: impl FnOnce(Obj) -> NfsResult<T>) -> Wcc<T> {
+        let o = match self.stat_obj(fh) {
+            Ok(o) => o,
+            Err(e) => return (Err(e), WccData::default()),
+        };
+        let before = Some(sys::fattr(&o.st).wcc());
+        let fd = Arc::clone(&o.fd);
+        let r = op(o);
+        (
+            r,
+            WccData {
+                before,
+                after: self.after(fh, &fd),
+            },
+        )
+    }
+
+    /// [`DirStore::changing`] for a directory: `op` runs with the thread acting as `cx`,
+    /// NOTDIR when `fh` is not a directory.
+    fn changing_dir<T>(&self, cx: &Cred, fh: &Fh, op: impl FnOnce(&Obj) -> NfsResult<T>) -> Wcc<T> {
+        self.changing(fh, |d| self.as_dir(cx, &Ok(d)).and_then(op))
+    }
+
     /// The live object `fh` names, with the thread acting as `cx` after.
     fn obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
         let o = self.stat_obj(fh)?;
@@ -292,7 +333,16 @@ impl DirStore {
 
     /// The live directory `fh` names (NOTDIR otherwise), with the thread acting as `cx`.
     fn dir_obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
-        let o = self.obj(cx, fh)?;
+        let o = self.stat_obj(fh);
+        self.as_dir(cx, &o)?;
+        o
+    }
+
+    /// Object `o` (as [`DirStore::stat_obj`] answered) as a directory, with the thread acting
+    /// as `cx`: NOTDIR when it is not one.
+    fn as_dir<'o>(&self, cx: &Cred, o: &'o NfsResult<Obj>) -> NfsResult<&'o Obj> {
+        let o = o.as_ref().map_err(|e| *e)?;
+        ident::act_as(cx)?;
         if o.kind() != libc::S_IFDIR {
             return Err(Nfsstat3::NOTDIR);
         }
@@ -302,7 +352,11 @@ impl DirStore {
     /// The live regular file `fh` names for READ, WRITE or COMMIT (ISDIR for a directory,
     /// INVAL for anything else), open for I/O, with the thread acting as `cx`.
     fn file_obj(&self, cx: &Cred, fh: &Fh) -> NfsResult<Obj> {
-        let o = self.stat_obj(fh)?;
+        self.file_io(cx, fh, self.stat_obj(fh)?)
+    }
+
+    /// Live object `o` of `fh` as [`DirStore::file_obj`] answers it.
+    fn file_io(&self, cx: &Cred, fh: &Fh, o: Obj) -> NfsResult<Obj> {
         let o = match o.kind() {
             libc::S_IFREG if o.io => o,
             libc::S_IFREG => self.open_for_io(fh, o)?,
@@ -351,6 +405,9 @@ impl DirStore {
             }
         };
         let st = sys::fstat(fd.as_raw_fd()).ok();
+        if let Some(st) = &st {
+            self.cache().name_ino(&fh, st.st_ino);
+        }
         Ok((fh, st.filter(|s| s.st_nlink > 0).map(|s| sys::fattr(&s))))
     }
 
@@ -395,12 +452,6 @@ impl DirStore {
         }
     }
 
-    /// The handle of what `name` in `dirfd` is now, if anything: taken before removing it so
-    /// its cached descriptor can be dropped after (freeing its space).
-    fn handle_before_removal(&self, dirfd: RawFd, name: &CStr) -> Option<Fh> {
-        self.fh_at(dirfd, name).ok()
-    }
-
     /// Applies `set` to `o` as `cx` (size, then mode and owner, then times): the kernel
     /// checks each change for the caller, on the object itself (a symbolic link is never
     /// followed; its mode is not changed).
@@ -442,6 +493,70 @@ impl DirStore {
             check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), ts.as_ptr(), 0) })?;
         }
         Ok(())
+    }
+
+    /// SETATTR of live object `o` of `fh` (as [`Store::setattr`]).
+    fn setattr_on(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        o: Obj,
+        set: &Sattr3,
+        guard: Option<Time3>,
+    ) -> NfsResult<()> {
+        // A new size goes through a descriptor open for writing (`ftruncate`: the owner may
+        // truncate a file whose mode refuses it writing, as with Linux nfsd).
+        let o = match o {
+            o if set.size.is_some() && o.kind() == libc::S_IFREG && !o.io => {
+                self.open_for_io(fh, o)?
+            }
+            o => o,
+        };
+        ident::act_as(cx)?;
+        if guard.is_some_and(|g| g != sys::ctime(&o.st)) {
+            return Err(Nfsstat3::NOT_SYNC);
+        }
+        self.apply(cx, &o, set)
+    }
+
+    /// WRITE to live object `o` of `fh` (as [`Store::write`]).
+    fn write_on(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        o: Obj,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> NfsResult<StableHow> {
+        let o = self.file_io(cx, fh, o)?;
+        let end = offset.checked_add(data.len() as u64);
+        if !end.is_some_and(|e| e <= self.max_file_size()) {
+            return Err(Nfsstat3::FBIG);
+        }
+        self.may_io(cx, &o, libc::W_OK)?;
+        let mut done = 0usize;
+        while done < data.len() {
+            let rest = &data[done..];
+            let at = (offset + done as u64) as i64;
+            // SAFETY: `rest` is readable for `rest.len()` octets.
+            let n = unsafe { libc::pwrite(o.raw(), rest.as_ptr().cast(), rest.len(), at) };
+            if n < 0 {
+                match sys::errno() {
+                    libc::EINTR => continue,
+                    libc::EBADF => return Err(Nfsstat3::ACCES),
+                    e => return Err(Nfsstat3::from_errno(e)),
+                }
+            }
+            done += n as usize;
+        }
+        // SAFETY: plain syscalls on an open descriptor.
+        match stable {
+            StableHow::Unstable => {}
+            StableHow::DataSync => check(unsafe { libc::fdatasync(o.raw()) }).map(drop)?,
+            StableHow::FileSync => check(unsafe { libc::fsync(o.raw()) }).map(drop)?,
+        }
+        Ok(stable)
     }
 
     /// The ACCESS3 bits of `want` the thread's identity holds on `o`, by the kernel's check.
@@ -505,19 +620,11 @@ impl Store for DirStore {
     }
 
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
-        // A new size goes through a descriptor open for writing (`ftruncate`: the owner may
-        // truncate a file whose mode refuses it writing, as with Linux nfsd).
-        let o = match self.stat_obj(fh)? {
-            o if set.size.is_some() && o.kind() == libc::S_IFREG && !o.io => {
-                self.open_for_io(fh, o)?
-            }
-            o => o,
-        };
-        ident::act_as(cx)?;
-        if guard.is_some_and(|g| g != sys::ctime(&o.st)) {
-            return Err(Nfsstat3::NOT_SYNC);
-        }
-        self.apply(cx, &o, set)
+        self.setattr_on(cx, fh, self.stat_obj(fh)?, set, guard)
+    }
+
+    fn setattr_wcc(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> Wcc<()> {
+        self.changing(fh, |o| self.setattr_on(cx, fh, o, set, guard))
     }
 
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
@@ -587,34 +694,19 @@ impl Store for DirStore {
         data: &[u8],
         stable: StableHow,
     ) -> NfsResult<StableHow> {
-        let o = self.file_obj(cx, fh)?;
-        let end = offset.checked_add(data.len() as u64);
-        if !end.is_some_and(|e| e <= self.max_file_size()) {
-            return Err(Nfsstat3::FBIG);
-        }
-        self.may_io(cx, &o, libc::W_OK)?;
-        let mut done = 0usize;
-        while done < data.len() {
-            let rest = &data[done..];
-            let at = (offset + done as u64) as i64;
-            // SAFETY: `rest` is readable for `rest.len()` octets.
-            let n = unsafe { libc::pwrite(o.raw(), rest.as_ptr().cast(), rest.len(), at) };
-            if n < 0 {
-                match sys::errno() {
-                    libc::EINTR => continue,
-                    libc::EBADF => return Err(Nfsstat3::ACCES),
-                    e => return Err(Nfsstat3::from_errno(e)),
-                }
-            }
-            done += n as usize;
-        }
-        // SAFETY: plain syscalls on an open descriptor.
-        match stable {
-            StableHow::Unstable => {}
-            StableHow::DataSync => check(unsafe { libc::fdatasync(o.raw()) }).map(drop)?,
-            StableHow::FileSync => check(unsafe { libc::fsync(o.raw()) }).map(drop)?,
-        }
-        Ok(stable)
+        self.write_on(cx, fh, self.stat_obj(fh)?, offset, data, stable)
+    }
+
+    fn write_wcc(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> (NfsResult<StableHow>, Option<Fattr3>) {
+        let (r, wcc) = self.changing(fh, |o| self.write_on(cx, fh, o, offset, data, stable));
+        (r, wcc.after)
     }
 
     fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {
@@ -625,13 +717,11 @@ impl Store for DirStore {
     }
 
     fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
-        let d = self.dir_obj(cx, dir)?;
-        self.create_file(cx, &d, name, how)
+        self.make_as(cx, dir, name, NewObj::File(how))
     }
 
     fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
-        let d = self.dir_obj(cx, dir)?;
-        self.make_dir(cx, &d, name, attr)
+        self.make_as(cx, dir, name, NewObj::Dir(attr))
     }
 
     fn symlink(
@@ -642,8 +732,7 @@ impl Store for DirStore {
         target: &[u8],
         attr: &Sattr3,
     ) -> NfsResult<Fh> {
-        let d = self.dir_obj(cx, dir)?;
-        self.make_symlink(cx, &d, name, target, attr)
+        self.make_as(cx, dir, name, NewObj::Symlink(target, attr))
     }
 
     fn mknod(
@@ -654,8 +743,11 @@ impl Store for DirStore {
         node: Special,
         attr: &Sattr3,
     ) -> NfsResult<Fh> {
-        let d = self.dir_obj(cx, dir)?;
-        self.make_node(cx, &d, name, node, attr)
+        self.make_as(cx, dir, name, NewObj::Node(node, attr))
+    }
+
+    fn create_wcc(&self, cx: &Cred, dir: &Fh, name: &[u8], new: NewObj<'_>) -> Wcc<Made> {
+        self.changing_dir(cx, dir, |d| self.make(cx, d, name, new))
     }
 
     fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
@@ -665,34 +757,16 @@ impl Store for DirStore {
 
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         let d = self.dir_obj(cx, dir)?;
-        let c = cname(name)?;
-        if is_dot_entry(name) {
-            return Err(Nfsstat3::ACCES);
-        }
-        let gone = self.handle_before_removal(d.raw(), &c);
-        // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), 0) })?;
-        if let Some(fh) = gone {
-            self.cache().forget(&fh);
-        }
-        Ok(())
+        self.unlink_in(&d, name, false)
     }
 
     fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         let d = self.dir_obj(cx, dir)?;
-        let c = cname(name)?;
-        match name {
-            b"." => return Err(Nfsstat3::INVAL),
-            b".." => return Err(Nfsstat3::NOTEMPTY),
-            _ => {}
-        }
-        let gone = self.handle_before_removal(d.raw(), &c);
-        // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::unlinkat(d.raw(), c.as_ptr(), libc::AT_REMOVEDIR) })?;
-        if let Some(fh) = gone {
-            self.cache().forget(&fh);
-        }
-        Ok(())
+        self.unlink_in(&d, name, true)
+    }
+
+    fn remove_wcc(&self, cx: &Cred, dir: &Fh, name: &[u8], rmdir: bool) -> Wcc<()> {
+        self.changing_dir(cx, dir, |d| self.unlink_in(d, name, rmdir))
     }
 
     fn rename(
@@ -705,47 +779,33 @@ impl Store for DirStore {
     ) -> NfsResult<()> {
         let f = self.dir_obj(cx, from_dir)?;
         let t = self.dir_obj(cx, to_dir)?;
-        let (cf, ct) = (cname(from_name)?, cname(to_name)?);
-        if is_dot_entry(from_name) || is_dot_entry(to_name) {
-            return Err(Nfsstat3::INVAL);
-        }
-        let gone = self.handle_before_removal(t.raw(), &ct);
-        // SAFETY: both names are NUL-terminated.
-        check(unsafe { libc::renameat(f.raw(), cf.as_ptr(), t.raw(), ct.as_ptr()) })?;
-        if let Some(fh) = gone {
-            self.cache().forget(&fh);
-        }
-        Ok(())
+        self.rename_in(&f, from_name, &t, to_name)
+    }
+
+    fn rename_wcc(
+        &self,
+        cx: &Cred,
+        from_dir: &Fh,
+        from_name: &[u8],
+        to_dir: &Fh,
+        to_name: &[u8],
+    ) -> (NfsResult<()>, WccData, WccData) {
+        self.rename_wcc_as(cx, (from_dir, from_name), (to_dir, to_name))
     }
 
     fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        let o = self.obj(cx, fh)?;
-        if o.kind() == libc::S_IFDIR {
-            return Err(Nfsstat3::ISDIR);
-        }
-        let d = self.dir_obj(cx, dir)?;
-        let c = cname(name)?;
-        if is_dot_entry(name) {
-            return Err(Nfsstat3::EXIST);
-        }
-        // As Linux nfsd's `vfs_link`: the caller needs write and search permission on the
-        // directory, nothing on the object (`fs.protected_hardlinks` guards the link system
-        // call, not nfsd). The link itself is made by the server: only it may link a
-        // descriptor (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
-        sys::may(d.raw(), libc::W_OK | libc::X_OK)?;
-        ident::as_server()?;
-        // SAFETY: NUL-terminated names; AT_EMPTY_PATH links the object `o` refers to, a
-        // symbolic link included.
-        check(unsafe {
-            libc::linkat(
-                o.raw(),
-                c"".as_ptr(),
-                d.raw(),
-                c.as_ptr(),
-                libc::AT_EMPTY_PATH,
-            )
-        })
-        .map(drop)
+        let o = self.stat_obj(fh)?;
+        self.link_objs(cx, &o, &self.stat_obj(dir), name)
+    }
+
+    fn link_wcc(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (NfsResult<()>, Option<Fattr3>, WccData) {
+        self.link_wcc_as(cx, fh, dir, name)
     }
 
     fn readdir(

@@ -4,7 +4,8 @@
 //! and survive entries being added and removed.
 //!
 //! Normal operation: entries are passed to `emit` in the kernel's order until it says the
-//! reply is full. For READDIRPLUS each entry also gets its handle and `lstat` attributes; an
+//! reply is full. For READDIRPLUS each entry also gets its handle (from the descriptor cache
+//! when it holds the entry's inode, else `name_to_handle_at`) and `lstat` attributes; an
 //! entry that vanished meanwhile, or that is a mount point of another file system, is listed
 //! without them. Recovery: a malformed kernel record ends the listing with IO.
 
@@ -46,7 +47,14 @@ impl DirStore {
         if st.st_dev != self.root_dev {
             return None;
         }
-        Some((self.fh_at(dirfd, &c).ok()?, sys::fattr(&st)))
+        // An object whose descriptor the cache holds with this inode number is the one the
+        // name names (see the `handle` module); others are asked of the kernel.
+        let held = self.cache().ino_handle(st.st_ino);
+        let fh = match held {
+            Some(fh) => fh,
+            None => self.fh_at(dirfd, &c).ok()?,
+        };
+        Some((fh, sys::fattr(&st)))
     }
 
     /// Lists the directory open as `dirfd` (with `dir_st`) after `cookie`; `Ok(true)` when

@@ -765,3 +765,51 @@ fn accepts_the_owner_truncating_a_read_only_file_first_seen_by_lookup() {
     r.expect("the owner truncates");
     assert_eq!(fs::metadata(t.at("f")).expect("stat").len(), 0);
 }
+
+/// Every READDIRPLUS entry's handle, by name (without `.` and `..`).
+fn plus_handles(s: &DirStore, d: &Fh) -> Vec<(String, Fh)> {
+    let mut v = Vec::new();
+    s.readdir(&ROOT, d, 0, [0; 8], true, &mut |e| {
+        if let (Some((fh, _)), false) = (e.plus, e.name == b"." || e.name == b"..") {
+            v.push((String::from_utf8_lossy(e.name).into_owned(), fh));
+        }
+        true
+    })
+    .expect("readdirplus");
+    v
+}
+
+#[test]
+fn accepts_readdirplus_handles_equal_to_lookup_handles() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("plus");
+    let (s, root) = store(&t);
+    let how = CreateHow::Guarded(Sattr3::default());
+    for i in 0..12 {
+        s.create(&ROOT, &root, format!("f{i}").as_bytes(), &how)
+            .expect("create");
+    }
+    // Changes through the store: a hard link, a rename over a name, a name removed and made
+    // again, a name removed and its inode number free for the host's next file.
+    s.link(&ROOT, &look(&s, &ROOT, &root, "f0"), &root, b"hard")
+        .expect("link");
+    s.rename(&ROOT, &root, b"f1", &root, b"f2").expect("rename");
+    s.remove(&ROOT, &root, b"f3").expect("remove");
+    s.create(&ROOT, &root, b"f3", &how).expect("create again");
+    s.remove(&ROOT, &root, b"f4").expect("remove");
+    server();
+    fs::write(t.at("host4"), b"new").expect("host file");
+    // Files removed and made again by the host while the store holds their old descriptors.
+    for i in 5..10 {
+        let p = t.at(&format!("f{i}"));
+        fs::remove_file(&p).expect("host remove");
+        fs::write(&p, b"new").expect("host create");
+    }
+    let listed = plus_handles(&s, &root);
+    assert_eq!(listed.len(), 12);
+    for (name, fh) in listed {
+        assert_eq!(fh, look(&s, &ROOT, &root, &name), "{name}");
+    }
+}
