@@ -86,6 +86,8 @@ pub fn exchange_id(
                     sessions: Vec::new(),
                     opens: Vec::new(),
                     locks: Vec::new(),
+                    delegs: Vec::new(),
+                    revoked: Vec::new(),
                 },
             );
             (id, false)
@@ -225,8 +227,13 @@ pub fn create_session(
                 };
                 fore.max_requests as usize
             ],
+            cb_seq: 0,
+            cb_down: false,
         },
     );
+    if granted != 0 {
+        c.probe = Some(sid);
+    }
     let start = out.len();
     out.fixed(&sid);
     out.u32(seq);
@@ -290,7 +297,7 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     out.u32(slot);
     out.u32(nslots - 1);
     out.u32(nslots - 1);
-    out.u32(0); // sr_status_flags
+    out.u32(super::deleg::status_flags(&s, client, &sid));
     c.slot = Some((sid, slot, cache_this));
     c.client = Some(client);
     Ok(Seq::Go)
@@ -391,6 +398,8 @@ pub fn bind_conn_to_session(
     let sess = s.session(&sid)?;
     if granted & 2 != 0 {
         sess.back_conn = Some(c.cx.conn);
+        sess.cb_down = false;
+        c.probe = Some(sid);
     }
     let client = sess.client;
     s.renew(client, now);
