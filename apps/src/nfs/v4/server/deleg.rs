@@ -114,7 +114,7 @@ impl Nfs41 {
         });
         match &self.cfg.callbacks {
             Some(cbs) => cbs.call(conn, program, proc_, args, done),
-            None => done(false),
+            None => self.backs.call(conn, program, proc_, &args, done),
         }
     }
 }

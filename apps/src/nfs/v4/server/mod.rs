@@ -21,6 +21,7 @@
 //! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]).
 
 pub mod attrs;
+pub mod backchan;
 pub mod deleg;
 pub mod fileops;
 pub mod lock;
@@ -70,8 +71,10 @@ pub struct Config {
     /// Registered buffers READ data is placed from when the client offered a Write chunk
     /// (the server endpoint's, `Endpoint::buffers`); `None`: READ data goes inline.
     pub pool: Option<BufPool>,
-    /// Sends callbacks (CB_NULL, CB_COMPOUND) on clients' back channels; `None`: every back
-    /// channel is down and no delegation is granted.
+    /// Sends callbacks (CB_NULL, CB_COMPOUND) on clients' back channels; `None`: as RFC 8167
+    /// backward calls on the connection each session's back channel is bound to (a server
+    /// without backchannel credits has none: every back channel is down and no delegation is
+    /// granted).
     pub callbacks: Option<Arc<dyn deleg::Callbacks>>,
 }
 
@@ -225,6 +228,8 @@ pub struct Nfs41 {
     secret: (u64, u64),
     /// This server (the callbacks' done functions reach it through it).
     me: Weak<Nfs41>,
+    /// The connections' backchannel handles.
+    backs: backchan::Backs,
 }
 
 impl Collector for Nfs41 {
@@ -280,6 +285,7 @@ impl Nfs41 {
             boot,
             secret,
             me: me.clone(),
+            backs: backchan::Backs::default(),
         })
     }
 
@@ -442,6 +448,9 @@ impl Nfs41 {
         Program::new(super::PROGRAM, super::VERSION..=super::VERSION).procedure(
             super::PROC_COMPOUND,
             move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+                if let Some(b) = req.backchannel() {
+                    me.backs.note(req.transport.conn_id, b);
+                }
                 let cx = CallCx {
                     peer: req.transport.peer.ip(),
                     cred: req.cred,
