@@ -9,7 +9,8 @@
 //! a usable back channel, is granted OPEN_DELEGATE_READ with a delegation stateid of its own.
 //! Another client's OPEN for write of that file sends CB_RECALL (in a CB_COMPOUND of the
 //! program the client named, CB_SEQUENCE first on back channel slot 0) and is answered
-//! NFS4ERR_DELAY until the holder's DELEGRETURN removes the delegation.
+//! NFS4ERR_DELAY until the holder's DELEGRETURN removes the delegation; so does another
+//! client's REMOVE or RENAME of the file (or RENAME onto it) and SETATTR of its size.
 //!
 //! Recovery: a callback (or the CB_NULL probe) that gets no answer marks the session's back
 //! channel down: SEQUENCE then carries SEQ4_STATUS_CB_PATH_DOWN_SESSION, and
@@ -190,6 +191,15 @@ pub fn recall_conflicts(
         srv.cb_send(session, conn, program, cb::PROC_COMPOUND, args);
     }
     Err(st::DELAY)
+}
+
+/// Recalls other clients' delegations of the file `name` in directory `dir` (the object of
+/// a REMOVE or RENAME): NFS4ERR_DELAY while any is held; Ok when the name is not there.
+pub fn recall_named(c: &Compound<'_>, dir: &Cur, name: &[u8]) -> Result<(), Status> {
+    match dir.share.store.lookup(&dir.cred, &dir.fh, name) {
+        Ok(fh) => recall_conflicts(c, dir.share.id, &fh, c.client.unwrap_or(0)),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Grants a read delegation of `fh` to `client` after its OPEN, when RFC 8881 §10.4 and this

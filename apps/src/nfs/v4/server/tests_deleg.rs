@@ -327,3 +327,48 @@ fn rejects_a_server_without_callbacks_reporting_the_path_down() {
     let down = SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION;
     assert_eq!(flags(&mut h), down);
 }
+
+#[test]
+fn accepts_a_recall_on_remove_rename_and_truncation_by_another_client() {
+    let rec = Arc::new(Rec::default());
+    let (mut a, mut b, root) = two(&rec, Limits::default());
+    let d = b_delegated(&mut b, &root);
+    let remove = A::op(op::REMOVE).opaque(b"f");
+    assert_eq!(
+        a.status(&[A::op(op::PUTFH).opaque(&root), remove]),
+        st::DELAY
+    );
+    let rename = [
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::SAVEFH),
+        A::op(op::RENAME).opaque(b"f").opaque(b"g"),
+    ];
+    assert_eq!(a.status(&rename), st::DELAY);
+    let anon = [0u8; 16];
+    // SETATTR size 0 (bitmap word 0 bit 4: FATTR4_SIZE).
+    let trunc = A::op(op::SETATTR)
+        .fixed(&anon)
+        .u32(1)
+        .u32(1 << 4)
+        .u32(8)
+        .u64(0);
+    assert_eq!(on_f(&mut a, &root, trunc), st::DELAY);
+    assert_eq!(
+        counter(&a, "nfs4_recalls"),
+        1,
+        "one recall for the one delegation"
+    );
+    let own = A::op(op::SETATTR)
+        .fixed(&anon)
+        .u32(1)
+        .u32(1 << 4)
+        .u32(8)
+        .u64(0);
+    assert_eq!(on_f(&mut b, &root, own), st::OK, "the holder itself");
+    assert_eq!(
+        on_f(&mut b, &root, A::op(op::DELEGRETURN).fixed(&d)),
+        st::OK
+    );
+    let remove = A::op(op::REMOVE).opaque(b"f");
+    assert_eq!(a.status(&[A::op(op::PUTFH).opaque(&root), remove]), st::OK);
+}
