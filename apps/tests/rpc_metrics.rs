@@ -247,5 +247,25 @@ fn accepts_nfsd_metrics_port_with_nfs4_state_tables() {
         sample("rpcrdma_nfsd_nfs4_events_total", ("event", "slot_replays")),
         0.0
     );
+    // The delegation table and events are there (and zero: nothing was opened).
+    let labelled = |fam: &str, label: (&str, &str)| {
+        f.iter()
+            .filter(|x| x.name == fam)
+            .flat_map(|x| x.samples.iter())
+            .filter(|s| s.label(label.0) == Some(label.1))
+            .count()
+    };
+    assert_eq!(
+        labelled("rpcrdma_nfsd_nfs4_state", ("table", "delegations")),
+        1
+    );
+    for ev in ["recalls", "delegreturns", "revoked"] {
+        assert_eq!(
+            labelled("rpcrdma_nfsd_nfs4_events_total", ("event", ev)),
+            1,
+            "{ev}"
+        );
+        assert_eq!(sample("rpcrdma_nfsd_nfs4_events_total", ("event", ev)), 0.0);
+    }
     rig.daemon.stop();
 }

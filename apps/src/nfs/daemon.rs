@@ -343,8 +343,8 @@ impl<P: Provider> Daemon<P> {
             data_buffers: (credits / 2).max(4),
             mode,
             version: ProtocolVersion::V1,
-            // NFSv3 has no backchannel.
-            backchannel_credits: 0,
+            // NFSv3 has no backchannel; NFSv4.1 callbacks (RFC 8167) use one.
+            backchannel_credits: if o.nfs4 { 4 } else { 0 },
             metrics_addr: o.metrics,
             shared_receive_queue: o.srq,
             ..ServerOptions::default()

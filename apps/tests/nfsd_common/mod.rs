@@ -14,8 +14,8 @@ use rpcrdma_apps::nfs::types::{Fh, Nfsstat3};
 use rpcrdma_apps::nfs::v3::client::{NfsClient, NfsError, NfsResult};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
-    AuthSysCred, BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PinPolicy,
-    ReactorConfig, ReactorSet,
+    AuthSysCred, BackchannelService, BackoffConfig, Client, ClientOptions, Cores, Endpoint,
+    EndpointConfig, PinPolicy, ReactorConfig, ReactorSet,
 };
 
 static PORT: AtomicU16 = AtomicU16::new(41000);
@@ -165,6 +165,24 @@ impl Rig {
             },
         )
         .expect("connect");
+        assert!(c.wait_connected(Duration::from_secs(5)));
+        (ep, NfsClient::new(c))
+    }
+
+    /// A client connection from address `ip` serving `service` on its backchannel (RFC 8167),
+    /// with its endpoint (keep both alive).
+    pub fn serving_client(
+        &self,
+        ip: Ipv4Addr,
+        service: BackchannelService,
+    ) -> (Endpoint<SoftProvider>, NfsClient) {
+        let dev = self.fabric.open(IpAddr::V4(ip));
+        let ep = Endpoint::<SoftProvider>::new(&self.set, dev, client_config()).expect("ep");
+        let opts = ClientOptions {
+            credits: 16,
+            ..ClientOptions::default()
+        };
+        let c = Client::connect_serving(&ep, self.addr, opts, service).expect("connect");
         assert!(c.wait_connected(Duration::from_secs(5)));
         (ep, NfsClient::new(c))
     }

@@ -229,6 +229,7 @@ pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     let name = get_name(r)?;
     let (cur, before) = cur_dir(c)?;
     writable(&cur)?;
+    super::deleg::recall_named(c, &cur, name)?;
     let store = &cur.share.store;
     match store.remove(&cur.cred, &cur.fh, name) {
         Err(crate::nfs::types::Nfsstat3::ISDIR) => store.rmdir(&cur.cred, &cur.fh, name),
@@ -264,6 +265,8 @@ pub fn rename(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     if from_before.ftype != Ftype3::Dir {
         return Err(st::NOTDIR);
     }
+    super::deleg::recall_named(c, &from, old)?;
+    super::deleg::recall_named(c, &to, new)?;
     store
         .rename(&to.cred, &from.fh, old, &to.fh, new)
         .map_err(from_store)?;
@@ -437,6 +440,8 @@ pub fn setattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
     }
     if set.size.is_some() {
         super::open::check_stateid(c, &cur, &sid, super::open::ACCESS_WRITE)?;
+        let client = c.client.unwrap_or(0);
+        super::deleg::recall_conflicts(c, cur.share.id, &cur.fh, client)?;
     }
     cur.share
         .store

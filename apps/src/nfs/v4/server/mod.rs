@@ -21,6 +21,8 @@
 //! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]).
 
 pub mod attrs;
+pub mod backchan;
+pub mod deleg;
 pub mod fileops;
 pub mod lock;
 pub mod open;
@@ -30,7 +32,7 @@ pub mod state;
 pub mod xdr;
 
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Instant;
 
 use rpcrdma_engine::rpc::OpaqueAuth;
@@ -69,6 +71,11 @@ pub struct Config {
     /// Registered buffers READ data is placed from when the client offered a Write chunk
     /// (the server endpoint's, `Endpoint::buffers`); `None`: READ data goes inline.
     pub pool: Option<BufPool>,
+    /// Sends callbacks (CB_NULL, CB_COMPOUND) on clients' back channels; `None`: as RFC 8167
+    /// backward calls on the connection each session's back channel is bound to (a server
+    /// without backchannel credits has none: every back channel is down and no delegation is
+    /// granted).
+    pub callbacks: Option<Arc<dyn deleg::Callbacks>>,
 }
 
 impl Default for Config {
@@ -79,6 +86,7 @@ impl Default for Config {
             max_io: 1 << 20,
             clock: Arc::new(move || start.elapsed().as_millis() as u64),
             pool: None,
+            callbacks: None,
         }
     }
 }
@@ -140,6 +148,8 @@ pub struct Compound<'a> {
     pub read_at: Option<DdpAt>,
     /// The LOCK4denied body of a LOCK or LOCKT that failed with NFS4ERR_DENIED.
     pub denied: Option<Vec<u8>>,
+    /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
+    pub probe: Option<[u8; 16]>,
 }
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
@@ -216,6 +226,10 @@ pub struct Nfs41 {
     /// Keys the ids handed out, so that no client can guess another's session, client id or
     /// stateid.
     secret: (u64, u64),
+    /// This server (the callbacks' done functions reach it through it).
+    me: Weak<Nfs41>,
+    /// The connections' backchannel handles.
+    backs: backchan::Backs,
 }
 
 impl Collector for Nfs41 {
@@ -224,17 +238,18 @@ impl Collector for Nfs41 {
         let name = "rpcrdma_nfsd_nfs4_state";
         e.family(
             name,
-            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens, lock states.",
+            "NFSv4.1 state table sizes (RFC 8881): clients, sessions, opens, lock states, delegations.",
             Kind::Gauge,
         );
         e.sample(name, &[("table", "clients")], s.clients.len() as u64);
         e.sample(name, &[("table", "sessions")], s.sessions.len() as u64);
         e.sample(name, &[("table", "opens")], s.opens.len() as u64);
         e.sample(name, &[("table", "locks")], s.locks.len() as u64);
+        e.sample(name, &[("table", "delegations")], s.delegs.len() as u64);
         let name = "rpcrdma_nfsd_nfs4_events_total";
         e.family(
             name,
-            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot.",
+            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked.",
             Kind::Counter,
         );
         e.sample(
@@ -244,6 +259,9 @@ impl Collector for Nfs41 {
         );
         e.sample(name, &[("event", "refused_full")], s.counters.refused_full);
         e.sample(name, &[("event", "slot_replays")], s.counters.replays);
+        e.sample(name, &[("event", "recalls")], s.counters.recalls);
+        e.sample(name, &[("event", "delegreturns")], s.counters.delegreturns);
+        e.sample(name, &[("event", "revoked")], s.counters.revoked);
     }
 }
 
@@ -260,12 +278,14 @@ impl Nfs41 {
     pub fn new(table: Arc<ExportTable>, cfg: Config) -> Arc<Nfs41> {
         let r = || u64::from_be_bytes(random8());
         let (boot, secret) = ((r() as u32).to_be_bytes(), (r(), r()));
-        Arc::new(Nfs41 {
+        Arc::new_cyclic(|me| Nfs41 {
             table: RwLock::new(table),
             state: Mutex::new(State::default()),
             cfg,
             boot,
             secret,
+            me: me.clone(),
+            backs: backchan::Backs::default(),
         })
     }
 
@@ -310,9 +330,13 @@ impl Nfs41 {
             ("nfs4_sessions", s.sessions.len() as u64),
             ("nfs4_opens", s.opens.len() as u64),
             ("nfs4_locks", s.locks.len() as u64),
+            ("nfs4_delegations", s.delegs.len() as u64),
             ("nfs4_clients_expired", s.counters.clients_expired),
             ("nfs4_refused_full", s.counters.refused_full),
             ("nfs4_slot_replays", s.counters.replays),
+            ("nfs4_recalls", s.counters.recalls),
+            ("nfs4_delegreturns", s.counters.delegreturns),
+            ("nfs4_revoked", s.counters.revoked),
         ]
     }
 
@@ -365,6 +389,7 @@ impl Nfs41 {
             ddp_cap,
             read_at: None,
             denied: None,
+            probe: None,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -409,6 +434,9 @@ impl Nfs41 {
         out.b[..4].copy_from_slice(&status.to_be_bytes());
         out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         session::keep_reply(&c, &out.b);
+        if let Some(sid) = c.probe {
+            self.probe_back_channel(sid);
+        }
         Ok((out.b, c.read_at))
     }
 
@@ -420,6 +448,9 @@ impl Nfs41 {
         Program::new(super::PROGRAM, super::VERSION..=super::VERSION).procedure(
             super::PROC_COMPOUND,
             move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+                if let Some(b) = req.backchannel() {
+                    me.backs.note(req.transport.conn_id, b);
+                }
                 let cx = CallCx {
                     peer: req.transport.peer.ip(),
                     cred: req.cred,
@@ -479,7 +510,8 @@ impl Nfs41 {
             o[..4].copy_from_slice(&self.boot);
             let n = s.fresh();
             o[4..].copy_from_slice(&self.mint(n, 2).to_be_bytes());
-            if !s.opens.contains_key(&o) && !s.locks.contains_key(&o) {
+            if !s.opens.contains_key(&o) && !s.locks.contains_key(&o) && !s.delegs.contains_key(&o)
+            {
                 return o;
             }
         }
@@ -595,12 +627,15 @@ fn run(
         op::LOCK => lock::lock(c, r, out),
         op::LOCKT => lock::lockt(c, r),
         op::LOCKU => lock::locku(c, r, out),
+        op::DELEGRETURN => deleg::delegreturn(c, r),
         _ => Err(st::NOTSUPP),
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_deleg;
 #[cfg(test)]
 mod tests_lock;
 #[cfg(test)]

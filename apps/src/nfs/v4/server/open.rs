@@ -6,8 +6,9 @@
 //! EXCLUSIVE creates; EXCLUSIVE4_1 as EXCLUSIVE4), checks the caller may read / write it,
 //! checks share reservations against the other opens of the file, and returns a stateid
 //! whose `other` names an entry of the open table (one per open owner and file: a second
-//! OPEN by the same owner upgrades it and bumps the seqid). CLOSE removes it. No delegation
-//! is granted (OPEN_DELEGATE_NONE).
+//! OPEN by the same owner upgrades it and bumps the seqid). CLOSE removes it. A read OPEN may
+//! also get a read delegation, and a write OPEN may have to wait for another client's to be
+//! returned ([`super::deleg`]).
 //!
 //! Recovery: a stateid that names nothing (another run, a closed or expired open) is
 //! NFS4ERR_BAD_STATEID, an older seqid NFS4ERR_OLD_STATEID, a WRITE through a read-only open
@@ -69,6 +70,20 @@ pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> 
     let sid = resolve(c, sid)?;
     let (seq, other) = split(&sid);
     let s = c.srv.state();
+    if let Some(d) = s.delegs.get(&other) {
+        if Some(d.client) != c.client || d.export != cur.share.id || d.fh != cur.fh {
+            return Err(st::BAD_STATEID);
+        }
+        return match want {
+            ACCESS_WRITE => Err(st::OPENMODE),
+            _ => Ok(()),
+        };
+    }
+    if c.client
+        .is_some_and(|cl| super::deleg::is_revoked(&s, cl, &other))
+    {
+        return Err(super::deleg::DELEG_REVOKED);
+    }
     // A lock stateid stands for the open it came from (RFC 8881 §8.2.2).
     let (o, held) = match s.locks.get(&other) {
         Some(l) => (s.open(&l.open).ok_or(st::BAD_STATEID)?, l.seqid),
@@ -222,6 +237,9 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
             return Err(st::ACCESS);
         }
     }
+    if a.access & ACCESS_WRITE != 0 {
+        super::deleg::recall_conflicts(c, cur.share.id, &fh, client)?;
+    }
     let sid = record_open(c, &cur, fh, &a, client)?;
     out.fixed(&sid);
     out.u32(1); // cinfo.atomic
@@ -229,7 +247,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     out.u64(super::attrs::change(&after));
     out.u32(RESULT_LOCKTYPE_POSIX);
     out.bitmap(&[]); // attrset
-    out.u32(0); // OPEN_DELEGATE_NONE
+    super::deleg::grant(c, &cur, fh, (a.access, a.deny), client, out);
     c.cur = Some(Cur { fh, ..cur });
     c.stateid = Some(sid);
     Ok(())
@@ -325,9 +343,13 @@ const TEST_STATEID_MAX: u32 = 1024;
 fn test_one(c: &Compound<'_>, client: u64, sid: &[u8; 16]) -> Status {
     let (seq, other) = split(sid);
     let s = c.srv.state();
-    let held = match (s.open(&other), s.locks.get(&other)) {
-        (Some(o), _) => Some((o.client, o.seqid)),
-        (None, Some(l)) => Some((l.client, l.seqid)),
+    if super::deleg::is_revoked(&s, client, &other) {
+        return super::deleg::DELEG_REVOKED;
+    }
+    let held = match (s.open(&other), s.locks.get(&other), s.delegs.get(&other)) {
+        (Some(o), _, _) => Some((o.client, o.seqid)),
+        (None, Some(l), _) => Some((l.client, l.seqid)),
+        (None, None, Some(d)) => Some((d.client, d.seqid)),
         _ => None,
     };
     match held {
@@ -356,12 +378,17 @@ pub fn test_stateid(
     Ok(())
 }
 
-/// FREE_STATEID (RFC 8881 §18.38): a lock stateid holding no range is freed; an open
+/// FREE_STATEID (RFC 8881 §18.38): a revoked delegation's stateid is freed (which clears
+/// SEQ4_STATUS_RECALLABLE_STATE_REVOKED once none is left); a lock stateid holding no range is freed; an open
 /// stateid still open, or a lock stateid still holding a range, is NFS4ERR_LOCKS_HELD (CLOSE
 /// and LOCKU free them); one that names nothing (closed, expired) NFS4ERR_BAD_STATEID.
 pub fn free_stateid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
     let sid = get_stateid(r)?;
     let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    let (_, other) = split(&sid);
+    if super::deleg::free_revoked(&mut c.srv.state(), client, &other) {
+        return Ok(());
+    }
     if test_one(c, client, &sid) == st::BAD_STATEID {
         return Err(st::BAD_STATEID);
     }

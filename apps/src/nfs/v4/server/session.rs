@@ -5,8 +5,9 @@
 //! Normal operation: EXCHANGE_ID gives a client owner its client id (a new one when the
 //! owner's verifier changed: the client rebooted, its old state goes); CREATE_SESSION confirms
 //! it and negotiates the channels, each attribute clamped to what the server keeps; SEQUENCE
-//! checks the slot and renews the lease, and [`keep_reply`] stores the finished reply in the
-//! slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; a sequence id
+//! checks the slot, renews the lease and reports the callback path and revoked delegations in
+//! `sr_status_flags` ([`super::deleg::status_flags`]), and [`keep_reply`] stores the finished
+//! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; a sequence id
 //! neither the slot's nor one above is NFS4ERR_SEQ_MISORDERED; a retry whose reply was not
 //! kept is NFS4ERR_RETRY_UNCACHED_REP; one still being served NFS4ERR_DELAY. CREATE_SESSION
 //! keeps its own one-entry reply cache (`csa_sequence`).
@@ -86,6 +87,8 @@ pub fn exchange_id(
                     sessions: Vec::new(),
                     opens: Vec::new(),
                     locks: Vec::new(),
+                    delegs: Vec::new(),
+                    revoked: Vec::new(),
                 },
             );
             (id, false)
@@ -160,7 +163,8 @@ fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), Status> {
     Ok(())
 }
 
-/// CREATE_SESSION: channels clamped, the backchannel's connection recorded.
+/// CREATE_SESSION: channels clamped, the backchannel's connection recorded (and probed with
+/// CB_NULL after the COMPOUND).
 pub fn create_session(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -225,8 +229,13 @@ pub fn create_session(
                 };
                 fore.max_requests as usize
             ],
+            cb_seq: 0,
+            cb_down: false,
         },
     );
+    if granted != 0 {
+        c.probe = Some(sid);
+    }
     let start = out.len();
     out.fixed(&sid);
     out.u32(seq);
@@ -290,7 +299,7 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     out.u32(slot);
     out.u32(nslots - 1);
     out.u32(nslots - 1);
-    out.u32(0); // sr_status_flags
+    out.u32(super::deleg::status_flags(&s, client, &sid));
     c.slot = Some((sid, slot, cache_this));
     c.client = Some(client);
     Ok(Seq::Go)
@@ -366,8 +375,8 @@ pub fn reclaim_complete(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(
 
 /// BIND_CONN_TO_SESSION (alone in its COMPOUND): binds the calling connection to the session's
 /// fore channel, backchannel or both (RFC 8881 §18.34); binding the backchannel records the
-/// connection as the session's callback path. RDMA mode is never granted (the connection is
-/// already RPC-over-RDMA).
+/// connection as the session's callback path, brings it up again and probes it. RDMA mode is
+/// never granted (the connection is already RPC-over-RDMA).
 pub fn bind_conn_to_session(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -391,6 +400,8 @@ pub fn bind_conn_to_session(
     let sess = s.session(&sid)?;
     if granted & 2 != 0 {
         sess.back_conn = Some(c.cx.conn);
+        sess.cb_down = false;
+        c.probe = Some(sid);
     }
     let client = sess.client;
     s.renew(client, now);

@@ -5,11 +5,13 @@
 //! confirms it and adds a session whose slot table has the negotiated number of slots, each
 //! holding the last sequence id seen and the reply sent for it. Every SEQUENCE renews the
 //! client's lease. OPEN adds an open state (its stateid's `other` names it), CLOSE removes it
-//! with the lock states that came from it (LOCK adds them, one per lock owner and open).
+//! with the lock states that came from it (LOCK adds them, one per lock owner and open). A read
+//! OPEN may add a delegation ([`super::deleg`]); DELEGRETURN removes it.
 //!
 //! Recovery: a client that sends nothing for a lease period is expired by [`State::expire`]
 //! (run before every COMPOUND): its sessions, open and lock states are removed, so its session ids
-//! answer NFS4ERR_BADSESSION and its stateids NFS4ERR_BAD_STATEID. A table at its bound
+//! answer NFS4ERR_BADSESSION and its stateids NFS4ERR_BAD_STATEID. A delegation recalled and not
+//! returned within the lease is revoked by the same pass. A table at its bound
 //! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing.
 
 use std::collections::HashMap;
@@ -37,6 +39,10 @@ pub struct Limits {
     pub ranges_per_lock: usize,
     /// Lease period in seconds (`lease_time`).
     pub lease_secs: u32,
+    /// Delegations per client.
+    pub delegs_per_client: usize,
+    /// Delegations in all.
+    pub delegs: usize,
 }
 
 impl Default for Limits {
@@ -50,6 +56,8 @@ impl Default for Limits {
             locks_per_client: 4096,
             ranges_per_lock: 256,
             lease_secs: 90,
+            delegs_per_client: 1024,
+            delegs: 16384,
         }
     }
 }
@@ -109,6 +117,35 @@ pub struct Session {
     pub back_conn: Option<u64>,
     /// The slot table.
     pub slots: Vec<Slot>,
+    /// The sequence id of the backchannel's slot 0 (CB_SEQUENCE) last sent.
+    pub cb_seq: u32,
+    /// The back channel failed (CB_NULL or a callback got no answer) and no connection was
+    /// bound to it since.
+    pub cb_down: bool,
+}
+
+impl Session {
+    /// The connection callbacks go on, when the back channel is usable.
+    pub fn cb_conn(&self) -> Option<u64> {
+        self.back_conn.filter(|_| !self.cb_down)
+    }
+}
+
+/// A read delegation (RFC 8881 §10.2).
+#[derive(Debug, Clone)]
+pub struct Deleg {
+    /// The holder.
+    pub client: u64,
+    /// The export (its handle id).
+    pub export: [u8; 4],
+    /// The store's handle of the file.
+    pub fh: Fh,
+    /// The wire handle of the file (CB_RECALL names it).
+    pub wire_fh: Vec<u8>,
+    /// The stateid's seqid.
+    pub seqid: u32,
+    /// When CB_RECALL was sent (milliseconds of the server's clock), if it was.
+    pub recalled_ms: Option<u64>,
 }
 
 /// A client record.
@@ -134,6 +171,11 @@ pub struct Client {
     pub opens: Vec<[u8; 12]>,
     /// Its lock states (`other` of their stateids).
     pub locks: Vec<[u8; 12]>,
+    /// Its delegations (`other` of their stateids).
+    pub delegs: Vec<[u8; 12]>,
+    /// Its delegations revoked and not yet freed by FREE_STATEID (bounded by
+    /// `delegs_per_client`).
+    pub revoked: Vec<[u8; 12]>,
 }
 
 /// An open state.
@@ -196,6 +238,8 @@ pub struct State {
     pub opens: HashMap<[u8; 12], OpenState>,
     /// Lock states by `other`.
     pub locks: HashMap<[u8; 12], LockState>,
+    /// Delegations by `other`.
+    pub delegs: HashMap<[u8; 12], Deleg>,
     /// Numbers clients, sessions and stateids.
     pub next: u64,
     /// Clients expired, sessions destroyed, etc. (counters).
@@ -211,6 +255,12 @@ pub struct Counters {
     pub refused_full: u64,
     /// SEQUENCE retransmissions answered from a slot.
     pub replays: u64,
+    /// CB_RECALLs sent.
+    pub recalls: u64,
+    /// Delegations returned by DELEGRETURN.
+    pub delegreturns: u64,
+    /// Delegations revoked (not returned within the lease after a recall).
+    pub revoked: u64,
 }
 
 impl State {
@@ -233,6 +283,40 @@ impl State {
             self.remove_client(id);
             self.counters.clients_expired += 1;
         }
+        let late: Vec<[u8; 12]> = self
+            .delegs
+            .iter()
+            .filter(|(_, d)| {
+                d.recalled_ms
+                    .is_some_and(|t| now_ms.saturating_sub(t) > lease)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for d in late {
+            self.revoke_deleg(&d);
+        }
+    }
+
+    /// Revokes delegation `other`: its holder sees SEQ4_STATUS_RECALLABLE_STATE_REVOKED and
+    /// NFS4ERR_DELEG_REVOKED for the stateid until it frees it.
+    pub fn revoke_deleg(&mut self, other: &[u8; 12]) {
+        let Some(d) = self.delegs.remove(other) else {
+            return;
+        };
+        self.counters.revoked += 1;
+        if let Some(cl) = self.clients.get_mut(&d.client) {
+            cl.delegs.retain(|x| x != other);
+            cl.revoked.push(*other);
+        }
+    }
+
+    /// Removes delegation `other` (returned or freed).
+    pub fn remove_deleg(&mut self, other: &[u8; 12]) {
+        if let Some(d) = self.delegs.remove(other) {
+            if let Some(cl) = self.clients.get_mut(&d.client) {
+                cl.delegs.retain(|x| x != other);
+            }
+        }
     }
 
     /// Removes client `id` with everything it holds.
@@ -246,6 +330,9 @@ impl State {
             }
             for l in &c.locks {
                 self.locks.remove(l);
+            }
+            for d in &c.delegs {
+                self.delegs.remove(d);
             }
         }
     }

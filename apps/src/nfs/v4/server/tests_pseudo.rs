@@ -49,6 +49,7 @@ fn setup(text: &str) -> (H, Arc<ExportTable>) {
         max_io: 64 << 10,
         clock: Arc::new(move || n2.load(Ordering::SeqCst)),
         pool: None,
+        callbacks: None,
     };
     let srv = Nfs41::new(Arc::clone(&table), cfg);
     let store = Arc::clone(&table.shares()[0].store);

@@ -1,0 +1,318 @@
+//! NFSv4.1 read delegations and the callback path (RFC 8881 §10.2, §10.4, §18.49, §20,
+//! §2.10.13): granting, DELEGRETURN, CB_RECALL over the holder's back channel, revocation, and
+//! the SEQUENCE status flags that report the callback path.
+//!
+//! Normal operation: a session whose CREATE_SESSION (or BIND_CONN_TO_SESSION) bound a back
+//! channel is probed with CB_NULL through the configured [`Callbacks`] (RFC 8167 backward
+//! calls on the client's own connection). An OPEN for read only, denying nothing, of a file
+//! no one has open for write and no delegation of which is being recalled, by a client with
+//! a usable back channel, is granted OPEN_DELEGATE_READ with a delegation stateid of its own.
+//! Another client's OPEN for write of that file sends CB_RECALL (in a CB_COMPOUND of the
+//! program the client named, CB_SEQUENCE first on back channel slot 0) and is answered
+//! NFS4ERR_DELAY until the holder's DELEGRETURN removes the delegation; so does another
+//! client's REMOVE or RENAME of the file (or RENAME onto it) and SETATTR of its size.
+//!
+//! Recovery: a callback (or the CB_NULL probe) that gets no answer marks the session's back
+//! channel down: SEQUENCE then carries SEQ4_STATUS_CB_PATH_DOWN_SESSION, and
+//! SEQ4_STATUS_CB_PATH_DOWN while none of the client's sessions has a usable one; a
+//! BIND_CONN_TO_SESSION for the back channel brings it up again (and probes it). No delegation
+//! is granted without a usable back channel. A delegation not returned within the lease after
+//! its recall is revoked ([`State::expire`](super::state::State::expire)): its holder sees
+//! SEQ4_STATUS_RECALLABLE_STATE_REVOKED and NFS4ERR_DELEG_REVOKED for the stateid until it
+//! frees it with FREE_STATEID. Delegations are bounded per client and in all; at a bound none
+//! is granted (the OPEN itself succeeds).
+
+use std::sync::Weak;
+
+use rpcrdma_engine::xdr::XdrReader;
+
+use crate::nfs::admit::seal_or_fault;
+use crate::nfs::types::Fh;
+use crate::nfs::v4::cb::{self, CbOp, CbRecall, CbSequence};
+
+use super::open::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
+use super::state::{Deleg, State};
+use super::xdr::{st, Enc, Status};
+use super::{Compound, Cur, Nfs41};
+
+/// NFS4ERR_DELEG_REVOKED.
+pub const DELEG_REVOKED: u32 = 10087;
+/// SEQ4_STATUS_CB_PATH_DOWN.
+pub const SEQ4_STATUS_CB_PATH_DOWN: u32 = 0x1;
+/// SEQ4_STATUS_RECALLABLE_STATE_REVOKED.
+pub const SEQ4_STATUS_RECALLABLE_STATE_REVOKED: u32 = 0x40;
+/// SEQ4_STATUS_CB_PATH_DOWN_SESSION.
+pub const SEQ4_STATUS_CB_PATH_DOWN_SESSION: u32 = 0x200;
+/// OPEN_DELEGATE_READ.
+const OPEN_DELEGATE_READ: u32 = 1;
+/// ACE4_ACCESS_ALLOWED_ACE_TYPE.
+const ACE_ALLOWED: u32 = 0;
+
+/// Where a callback done function reports to: whether the call got an answer.
+pub type Done = Box<dyn FnOnce(bool) + Send>;
+
+/// Sends backward calls (RFC 8167) on a client's connection.
+pub trait Callbacks: Send + Sync {
+    /// Sends procedure `proc_` (CB_NULL 0, CB_COMPOUND 1) of program `program` version 1 with
+    /// `args` on connection `conn`; `done` runs exactly once with whether an RPC reply came
+    /// back (it may run before `call` returns).
+    fn call(&self, conn: u64, program: u32, proc_: u32, args: Vec<u8>, done: Done);
+}
+
+/// The status flags SEQUENCE reports to `client` on session `sid`.
+pub fn status_flags(s: &State, client: u64, sid: &[u8; 16]) -> u32 {
+    let mut f = 0;
+    let usable = |x: &[u8; 16]| s.sessions.get(x).and_then(|v| v.cb_conn()).is_some();
+    if !usable(sid) {
+        f |= SEQ4_STATUS_CB_PATH_DOWN_SESSION;
+    }
+    if let Some(cl) = s.clients.get(&client) {
+        if !cl.sessions.iter().any(usable) {
+            f |= SEQ4_STATUS_CB_PATH_DOWN;
+        }
+        if !cl.revoked.is_empty() {
+            f |= SEQ4_STATUS_RECALLABLE_STATE_REVOKED;
+        }
+    }
+    f
+}
+
+/// The session of `client` callbacks go on: its connection, program and id.
+fn cb_session(s: &State, client: u64) -> Option<(u64, u32, [u8; 16])> {
+    let cl = s.clients.get(&client)?;
+    cl.sessions.iter().find_map(|sid| {
+        let v = s.sessions.get(sid)?;
+        Some((v.cb_conn()?, v.cb_program, *sid))
+    })
+}
+
+impl Nfs41 {
+    /// Probes the back channel of session `sid` with CB_NULL (after CREATE_SESSION or
+    /// BIND_CONN_TO_SESSION bound one); no answer marks it down.
+    pub fn probe_back_channel(&self, sid: [u8; 16]) {
+        let target = {
+            let s = self.state();
+            s.sessions
+                .get(&sid)
+                .and_then(|v| Some((v.cb_conn()?, v.cb_program)))
+        };
+        if let Some((conn, program)) = target {
+            self.cb_send(sid, conn, program, cb::PROC_NULL, Vec::new());
+        }
+    }
+
+    /// Sends one backward call for session `sid`; a failure marks its back channel down.
+    fn cb_send(&self, sid: [u8; 16], conn: u64, program: u32, proc_: u32, args: Vec<u8>) {
+        let me: Weak<Nfs41> = self.me.clone();
+        let done: Done = Box::new(move |ok| {
+            if let (false, Some(srv)) = (ok, me.upgrade()) {
+                if let Some(v) = srv.state().sessions.get_mut(&sid) {
+                    if v.back_conn == Some(conn) {
+                        v.cb_down = true;
+                    }
+                }
+            }
+        });
+        match &self.cfg.callbacks {
+            Some(cbs) => cbs.call(conn, program, proc_, args, done),
+            None => self.backs.call(conn, program, proc_, &args, done),
+        }
+    }
+}
+
+/// The CB_COMPOUND recalling delegation `sid` (of `fh`) on session `session`, slot 0 at
+/// sequence `seq`.
+fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
+    let ops = [
+        CbOp::Sequence(CbSequence {
+            session,
+            sequence: seq,
+            slot: 0,
+            highest_slot: 0,
+            cache_this: false,
+            referring_lists: 0,
+        }),
+        CbOp::Recall(CbRecall {
+            stateid: sid,
+            truncate: false,
+            fh,
+        }),
+    ];
+    cb::encode_cb_compound(&[], 1, 0, &ops)
+}
+
+/// Recalls the delegations other clients than `client` hold on `fh` of `export`: each not
+/// yet recalled gets CB_RECALL. NFS4ERR_DELAY while any is held, Ok when none is.
+pub fn recall_conflicts(
+    c: &Compound<'_>,
+    export: [u8; 4],
+    fh: &Fh,
+    client: u64,
+) -> Result<(), Status> {
+    let srv = c.srv;
+    let now = srv.now_ms();
+    let mut sends = Vec::new();
+    {
+        let mut s = srv.state();
+        let held: Vec<[u8; 12]> = s
+            .delegs
+            .iter()
+            .filter(|(_, d)| d.client != client && d.export == export && d.fh == *fh)
+            .map(|(k, _)| *k)
+            .collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        for other in held {
+            let Some(d) = s.delegs.get_mut(&other) else {
+                continue;
+            };
+            if d.recalled_ms.is_some() {
+                continue;
+            }
+            d.recalled_ms = Some(now);
+            let (holder, seqid, wire) = (d.client, d.seqid, d.wire_fh.clone());
+            s.counters.recalls += 1;
+            let Some((conn, program, session)) = cb_session(&s, holder) else {
+                continue; // revoked after the lease unless the client binds a back channel
+            };
+            let Some(v) = s.sessions.get_mut(&session) else {
+                continue;
+            };
+            v.cb_seq = v.cb_seq.wrapping_add(1);
+            let mut sid = [0u8; 16];
+            sid[..4].copy_from_slice(&seqid.to_be_bytes());
+            sid[4..].copy_from_slice(&other);
+            let args = recall_args(session, v.cb_seq, sid, wire);
+            sends.push((session, conn, program, args));
+        }
+    }
+    for (session, conn, program, args) in sends {
+        srv.cb_send(session, conn, program, cb::PROC_COMPOUND, args);
+    }
+    Err(st::DELAY)
+}
+
+/// Recalls other clients' delegations of the file `name` in directory `dir` (the object of
+/// a REMOVE or RENAME): NFS4ERR_DELAY while any is held; Ok when the name is not there.
+pub fn recall_named(c: &Compound<'_>, dir: &Cur, name: &[u8]) -> Result<(), Status> {
+    match dir.share.store.lookup(&dir.cred, &dir.fh, name) {
+        Ok(fh) => recall_conflicts(c, dir.share.id, &fh, c.client.unwrap_or(0)),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Grants a read delegation of `fh` to `client` after its OPEN, when RFC 8881 §10.4 and this
+/// server's bounds allow: writes `open_delegation4` either way.
+pub fn grant(
+    c: &Compound<'_>,
+    cur: &Cur,
+    fh: Fh,
+    (access, deny): (u32, u32),
+    client: u64,
+    out: &mut Enc,
+) {
+    match try_grant(c, cur, fh, access, deny, client) {
+        Some(sid) => {
+            out.u32(OPEN_DELEGATE_READ);
+            out.fixed(&sid);
+            out.u32(0); // recall: false
+            out.u32(ACE_ALLOWED);
+            out.u32(0); // flag
+            out.u32(0); // access_mask: the client checks with ACCESS
+            out.opaque(b"");
+        }
+        None => out.u32(0), // OPEN_DELEGATE_NONE
+    }
+}
+
+fn try_grant(
+    c: &Compound<'_>,
+    cur: &Cur,
+    fh: Fh,
+    access: u32,
+    deny: u32,
+    client: u64,
+) -> Option<[u8; 16]> {
+    if access != ACCESS_READ || deny != 0 {
+        return None;
+    }
+    let (sid, _, _) = c.slot?;
+    let wire = seal_or_fault(&cur.share, &fh).ok()?.as_bytes().to_vec();
+    let srv = c.srv;
+    let mut s = srv.state();
+    s.sessions.get(&sid)?.cb_conn()?;
+    let (export, lim) = (cur.share.id, srv.config().limits);
+    let same = |e: [u8; 4], f: &Fh| e == export && *f == fh;
+    if s.opens
+        .values()
+        .any(|o| same(o.export, &o.fh) && o.access & ACCESS_WRITE != 0)
+        || s.delegs
+            .values()
+            .any(|d| same(d.export, &d.fh) && (d.client == client || d.recalled_ms.is_some()))
+    {
+        return None;
+    }
+    let mine = s
+        .clients
+        .get(&client)
+        .map(|cl| cl.delegs.len() + cl.revoked.len())?;
+    if mine >= lim.delegs_per_client || s.delegs.len() >= lim.delegs {
+        s.counters.refused_full += 1;
+        return None;
+    }
+    let other = srv.new_other(&mut s);
+    s.delegs.insert(
+        other,
+        Deleg {
+            client,
+            export,
+            fh,
+            wire_fh: wire,
+            seqid: 1,
+            recalled_ms: None,
+        },
+    );
+    s.clients.get_mut(&client)?.delegs.push(other);
+    let mut out = [0u8; 16];
+    out[..4].copy_from_slice(&1u32.to_be_bytes());
+    out[4..].copy_from_slice(&other);
+    Some(out)
+}
+
+/// DELEGRETURN (RFC 8881 §18.6): the caller's delegation of the current file goes.
+pub fn delegreturn(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let sid = get_stateid(r)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    let cur = c.cur()?.clone();
+    let sid = resolve(c, &sid)?;
+    let (_, other) = split(&sid);
+    let mut s = c.srv.state();
+    match s.delegs.get(&other) {
+        Some(d) if d.client == client && d.export == cur.share.id && d.fh == cur.fh => {
+            s.remove_deleg(&other);
+            s.counters.delegreturns += 1;
+            Ok(())
+        }
+        Some(_) => Err(st::BAD_STATEID),
+        None if is_revoked(&s, client, &other) => Err(DELEG_REVOKED),
+        None => Err(st::BAD_STATEID),
+    }
+}
+
+/// Whether `other` is a delegation of `client` that was revoked and not yet freed.
+pub fn is_revoked(s: &State, client: u64, other: &[u8; 12]) -> bool {
+    s.clients
+        .get(&client)
+        .is_some_and(|cl| cl.revoked.contains(other))
+}
+
+/// Frees revoked delegation `other` of `client` (FREE_STATEID); false when it is not one.
+pub fn free_revoked(s: &mut State, client: u64, other: &[u8; 12]) -> bool {
+    let Some(cl) = s.clients.get_mut(&client) else {
+        return false;
+    };
+    let before = cl.revoked.len();
+    cl.revoked.retain(|x| x != other);
+    cl.revoked.len() != before
+}
