@@ -30,8 +30,8 @@ use crate::nfs::admit::seal_or_fault;
 use crate::nfs::types::Fh;
 use crate::nfs::v4::cb::{self, CbOp, CbRecall, CbSequence};
 
-use super::open::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::state::{Deleg, State};
+use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{st, Enc, Status};
 use super::{Compound, Cur, Nfs41};
 

@@ -166,11 +166,11 @@ pub fn readlink(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
 
 /// READ (data inline in the reply).
 pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
-    let sid = super::open::get_stateid(r)?;
+    let sid = super::stateid::get_stateid(r)?;
     let offset = r.get_u64().map_err(bad_xdr)?;
     let mut count = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io);
     let cur = c.cur()?.clone();
-    check_stateid(c, &cur, &sid, super::open::ACCESS_READ)?;
+    check_stateid(c, &cur, &sid, super::stateid::ACCESS_READ)?;
     let ddp = c.ddp_cap.filter(|_| c.read_at.is_none());
     if let Some(cap) = ddp {
         count = count.min(cap);
@@ -193,13 +193,13 @@ pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
 
 /// WRITE.
 pub fn write(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
-    let sid = super::open::get_stateid(r)?;
+    let sid = super::stateid::get_stateid(r)?;
     let offset = r.get_u64().map_err(bad_xdr)?;
     let stable = StableHow::from_u32(r.get_u32().map_err(bad_xdr)?).ok_or(st::BADXDR)?;
     let data = r.get_opaque(c.srv.config().max_io).map_err(bad_xdr)?;
     let cur = c.cur()?.clone();
     writable(&cur)?;
-    check_stateid(c, &cur, &sid, super::open::ACCESS_WRITE)?;
+    check_stateid(c, &cur, &sid, super::stateid::ACCESS_WRITE)?;
     let got = cur
         .share
         .store
@@ -432,14 +432,14 @@ pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
 
 /// SETATTR (a size change checks the stateid for writing).
 pub fn setattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
-    let sid = super::open::get_stateid(r)?;
+    let sid = super::stateid::get_stateid(r)?;
     let set = super::attrs::get_sattr(r)?;
     let cur = c.cur()?.clone();
     if cur.opts.read_only {
         return Err(st::ROFS);
     }
     if set.size.is_some() {
-        super::open::check_stateid(c, &cur, &sid, super::open::ACCESS_WRITE)?;
+        super::open::check_stateid(c, &cur, &sid, super::stateid::ACCESS_WRITE)?;
         let client = c.client.unwrap_or(0);
         super::deleg::recall_conflicts(c, cur.share.id, &cur.fh, client)?;
     }

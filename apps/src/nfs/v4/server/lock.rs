@@ -19,8 +19,9 @@
 
 use rpcrdma_engine::xdr::XdrReader;
 
-use super::open::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE, OLD_STATEID};
+use super::open::OLD_STATEID;
 use super::state::{LockState, Range, State};
+use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, st, Enc, Status};
 use super::{Compound, Cur};
 

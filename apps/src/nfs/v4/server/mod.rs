@@ -29,6 +29,7 @@ pub mod open;
 pub mod pseudo;
 pub mod session;
 pub mod state;
+pub mod stateid;
 pub mod xdr;
 
 use std::net::IpAddr;

@@ -22,44 +22,16 @@ use crate::nfs::types::{access, CreateHow, Fattr3, Ftype3};
 
 use super::attrs::get_sattr;
 use super::state::OpenState;
+use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
 use super::{Compound, Cur};
 
-/// OPEN4_SHARE_ACCESS_READ.
-pub const ACCESS_READ: u32 = 1;
-/// OPEN4_SHARE_ACCESS_WRITE.
-pub const ACCESS_WRITE: u32 = 2;
 /// NFS4ERR_OLD_STATEID.
 pub const OLD_STATEID: u32 = 10024;
 /// NFS4ERR_NO_GRACE.
 const NO_GRACE: u32 = 10033;
 /// OPEN4_RESULT_LOCKTYPE_POSIX.
 const RESULT_LOCKTYPE_POSIX: u32 = 4;
-
-/// Reads a `stateid4`.
-pub fn get_stateid(r: &mut XdrReader<'_>) -> Result<[u8; 16], Status> {
-    let b = r.get_fixed_opaque(16).map_err(bad_xdr)?;
-    let mut s = [0u8; 16];
-    s.copy_from_slice(b);
-    Ok(s)
-}
-
-/// The seqid and `other` of a stateid.
-pub fn split(sid: &[u8; 16]) -> (u32, [u8; 12]) {
-    let mut o = [0u8; 12];
-    o.copy_from_slice(&sid[4..]);
-    (u32::from_be_bytes([sid[0], sid[1], sid[2], sid[3]]), o)
-}
-
-/// The stateid meant: the COMPOUND's current stateid for the special "current" one (seqid 1,
-/// `other` zero).
-pub fn resolve(c: &Compound<'_>, sid: &[u8; 16]) -> Result<[u8; 16], Status> {
-    let (seq, other) = split(sid);
-    if seq == 1 && other == [0; 12] {
-        return c.stateid.ok_or(st::BAD_STATEID);
-    }
-    Ok(*sid)
-}
 
 /// Checks `sid` for an I/O of `want` (ACCESS_READ / ACCESS_WRITE) on `cur`: the anonymous
 /// and bypass stateids pass; an open stateid must be this client's open of this file.
