@@ -31,16 +31,31 @@ pub(crate) fn register(c: Weak<dyn Drive>) {
     lock(&ALL).push(c);
 }
 
+thread_local! {
+    /// The connections one poll drives, taken out of their lists so that no list lock is held
+    /// while driving; kept per thread so that a poll allocates nothing once it has grown.
+    static SCRATCH: std::cell::Cell<Vec<Arc<dyn Drive>>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` on the live connections of `list` (dropping the dead ones from it), without
+/// holding `list`'s lock while `f` runs and without allocating once the scratch has grown.
+fn each_live(list: &Mutex<Vec<Weak<dyn Drive>>>, f: impl Fn(&dyn Drive)) {
+    let mut live = SCRATCH.take();
+    {
+        let mut l = lock(list);
+        l.retain(|w| w.strong_count() > 0);
+        live.extend(l.iter().filter_map(Weak::upgrade));
+    }
+    for c in &live {
+        f(c.as_ref());
+    }
+    live.clear();
+    SCRATCH.set(live);
+}
+
 /// Drives every connection of this process that no other thread is driving right now.
 pub(crate) fn progress_all() {
-    let live: Vec<Arc<dyn Drive>> = {
-        let mut list = lock(&ALL);
-        list.retain(|w| w.strong_count() > 0);
-        list.iter().filter_map(Weak::upgrade).collect()
-    };
-    for c in live {
-        c.try_drive();
-    }
+    each_live(&ALL, |c| c.try_drive());
 }
 
 #[derive(Default)]
@@ -100,13 +115,7 @@ pub struct IwarpCq {
 
 impl CompletionQueue for IwarpCq {
     fn poll(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError> {
-        let qps: Vec<Arc<dyn Drive>> = lock(&self.inner.qps)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for qp in &qps {
-            qp.drive();
-        }
+        each_live(&self.inner.qps, |qp| qp.drive());
         progress_all();
         let mut q = lock(&self.inner.q);
         if q.overflow {

@@ -685,8 +685,10 @@ impl QueuePair<IwarpProvider> for IwarpQp {
                 return Ok(());
             }
             c.doorbells += 1;
-            let batch: Vec<RqEntry> = c.rbatch.drain(..).collect();
-            for r in batch {
+            // The batch is moved out and put back empty: its capacity is kept, nothing is
+            // allocated per flush.
+            let mut batch = std::mem::take(&mut c.rbatch);
+            for r in batch.drain(..) {
                 if c.state == QpState::Error {
                     let wc = c.recv_completion(r.wr_id, WcStatus::WR_FLUSH_ERR, 0);
                     c.complete(true, wc);
@@ -694,6 +696,7 @@ impl QueuePair<IwarpProvider> for IwarpQp {
                     c.rq.push_back(r);
                 }
             }
+            c.rbatch = batch;
             Ok(())
         })
     }
