@@ -255,6 +255,11 @@ const INLINE: u32 = 4096;
 impl<P: Provider> Daemon<P> {
     /// Starts everything on device `dev`.
     pub fn start(dev: P::Device, o: &DaemonOptions) -> Result<Daemon<P>, String> {
+        // The `dir:` backend runs every call under the caller's file-system identity
+        // (`setfsuid` / `setfsgid` on the serving thread), so it runs on workers: a reactor
+        // with changed credentials may not post to the kernel's verbs device (Linux's
+        // `ib_safe_file_access` refuses a write to the uverbs file from credentials other
+        // than the opener's: EACCES, and the connection is lost).
         let mode = match &o.backend {
             Backend::Memory => CallbackMode::Inline,
             Backend::Dir(_) | Backend::Dirs => CallbackMode::Worker,
