@@ -57,6 +57,12 @@ pub trait Callbacks: Send + Sync {
     /// `args` on connection `conn`; `done` runs exactly once with whether an RPC reply came
     /// back (it may run before `call` returns).
     fn call(&self, conn: u64, program: u32, proc_: u32, args: Vec<u8>, done: Done);
+
+    /// Whether connection `conn` still stands (a back channel bound to one that does not is
+    /// reported down); true unless the sender knows better.
+    fn alive(&self, _conn: u64) -> bool {
+        true
+    }
 }
 
 /// The status flags SEQUENCE reports to `client` on session `sid`.
