@@ -102,13 +102,13 @@ fn open_f(h: &H) -> Op<'static> {
     }
 }
 
+/// A server, its clock and store, the root handle and a file's handle.
+type Before = (Arc<Nfs41>, Arc<AtomicU64>, Arc<dyn Store>, Vec<u8>, Vec<u8>);
+
 /// A server recording in `dir` with client `client-a` recorded, holding an open of `f` and a
 /// write lock on its first 100 octets. Returns the server, its clock and store, the root
 /// handle and `f`'s handle.
-fn before_restart(
-    dir: &Path,
-    lim: Limits,
-) -> (Arc<Nfs41>, Arc<AtomicU64>, Arc<dyn Store>, Vec<u8>, Vec<u8>) {
+fn before_restart(dir: &Path, lim: Limits) -> Before {
     let (srv, now, store) = server("rw,no_root_squash", lim);
     assert_eq!(srv.start_recovery(dir), Ok(0));
     assert!(!srv.in_grace(), "nothing to reclaim: no grace period");
