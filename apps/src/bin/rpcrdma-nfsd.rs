@@ -109,6 +109,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           state after a restart (grace period, RFC 8881 section 8.4.2);
                           created mode 0700 when missing; 'none': no records, no grace
                           period [/var/lib/rpcrdma-nfsd]
+  --v4-write-delegations  NFSv4.1: grant write delegations to a write OPEN of a file no
+                          other client has open (recalled on another client's OPEN, or
+                          its GETATTR of the size or change attribute) [off]
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
                           [0: on SIGUSR1 and at exit]
@@ -144,13 +147,14 @@ const VALUE_OPTIONS: [&str; 21] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 6] = [
+const FLAG_OPTIONS: [&str; 7] = [
     "no-mount",
     "pin",
     "no-rpcbind",
     "no-hugepages",
     "nfs4",
     "getattr-in-worker",
+    "v4-write-delegations",
 ];
 
 struct Cli {
@@ -303,6 +307,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--getattr-in-worker" => o.getattr_on_reactor = false,
             "--no-hugepages" => o.hugepages = false,
             "--nfs4" => o.nfs4 = true,
+            "--v4-write-delegations" => o.v4_write_delegations = true,
             "--v4-state-dir" => {
                 let v = c.value(a)?;
                 v4_state_dir = (v != "none").then(|| PathBuf::from(v));

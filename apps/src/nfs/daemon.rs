@@ -157,6 +157,8 @@ pub struct DaemonOptions {
     /// restart ([`Nfs41::start_recovery`]: a grace period when the previous run left any).
     /// `None` (default): nothing is recorded, no grace period.
     pub v4_state_dir: Option<PathBuf>,
+    /// NFSv4.1: grant write delegations ([`Nfs41::set_write_delegations`]). Off by default.
+    pub v4_write_delegations: bool,
 }
 
 impl Default for DaemonOptions {
@@ -186,6 +188,7 @@ impl Default for DaemonOptions {
             srq: None,
             nfs4: false,
             v4_state_dir: None,
+            v4_write_delegations: false,
         }
     }
 }
@@ -362,6 +365,7 @@ impl<P: Provider> Daemon<P> {
             };
             let n = Nfs41::new(nfs.exports(), cfg);
             n.set_drop_every(o.drop_every);
+            n.set_write_delegations(o.v4_write_delegations);
             if let Some(dir) = &o.v4_state_dir {
                 match n.start_recovery(dir) {
                     Ok(0) => {}

@@ -31,7 +31,7 @@ use crate::nfs::types::Fh;
 use crate::nfs::v4::cb::{self, CbOp, CbRecall, CbSequence};
 
 use super::state::{Deleg, State};
-use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
+use super::stateid::{get_stateid, resolve, split, ACCESS_WRITE};
 use super::xdr::{st, Enc, Status};
 use super::{Compound, Cur, Nfs41};
 
@@ -155,6 +155,17 @@ pub fn recall_conflicts(
     fh: &Fh,
     client: u64,
 ) -> Result<(), Status> {
+    recall_matching(c, export, fh, client, false)
+}
+
+/// [`recall_conflicts`] of the write delegations only (`only_write`), or of all.
+pub fn recall_matching(
+    c: &Compound<'_>,
+    export: [u8; 4],
+    fh: &Fh,
+    client: u64,
+    only_write: bool,
+) -> Result<(), Status> {
     let srv = c.srv;
     let now = srv.now_ms();
     let mut sends = Vec::new();
@@ -164,6 +175,7 @@ pub fn recall_conflicts(
             .delegs
             .iter()
             .filter(|(_, d)| d.client != client && d.export == export && d.fh == *fh)
+            .filter(|(_, d)| d.write || !only_write)
             .map(|(k, _)| *k)
             .collect();
         if held.is_empty() {
@@ -208,8 +220,9 @@ pub fn recall_named(c: &Compound<'_>, dir: &Cur, name: &[u8]) -> Result<(), Stat
     }
 }
 
-/// Grants a read delegation of `fh` to `client` after its OPEN, when RFC 8881 §10.4 and this
-/// server's bounds allow: writes `open_delegation4` either way.
+/// Grants a read delegation of `fh` to `client` after its OPEN (or a write delegation,
+/// [`super::deleg_write`]), when RFC 8881 §10.4 and this server's bounds allow: writes
+/// `open_delegation4` either way.
 pub fn grant(
     c: &Compound<'_>,
     cur: &Cur,
@@ -219,7 +232,8 @@ pub fn grant(
     out: &mut Enc,
 ) {
     match try_grant(c, cur, fh, access, deny, client) {
-        Some(sid) => {
+        Some((sid, true)) => super::deleg_write::put_write(out, &sid),
+        Some((sid, false)) => {
             out.u32(OPEN_DELEGATE_READ);
             out.fixed(&sid);
             out.u32(0); // recall: false
@@ -239,8 +253,9 @@ fn try_grant(
     access: u32,
     deny: u32,
     client: u64,
-) -> Option<[u8; 16]> {
-    if access != ACCESS_READ || deny != 0 {
+) -> Option<([u8; 16], bool)> {
+    let write = access & ACCESS_WRITE != 0;
+    if deny != 0 || (write && !c.srv.write_delegations()) {
         return None;
     }
     let (sid, _, _) = c.slot?;
@@ -250,13 +265,17 @@ fn try_grant(
     s.sessions.get(&sid)?.cb_conn()?;
     let (export, lim) = (cur.share.id, srv.config().limits);
     let same = |e: [u8; 4], f: &Fh| e == export && *f == fh;
-    if s.opens
-        .values()
-        .any(|o| same(o.export, &o.fh) && o.access & ACCESS_WRITE != 0)
-        || s.delegs
+    let blocked = if write {
+        super::deleg_write::blocks_write(&s, export, &fh, client)
+    } else {
+        s.opens
             .values()
-            .any(|d| same(d.export, &d.fh) && (d.client == client || d.recalled_ms.is_some()))
-    {
+            .any(|o| same(o.export, &o.fh) && o.access & ACCESS_WRITE != 0)
+            || s.delegs
+                .values()
+                .any(|d| same(d.export, &d.fh) && (d.client == client || d.recalled_ms.is_some()))
+    };
+    if blocked {
         return None;
     }
     let mine = s
@@ -277,13 +296,14 @@ fn try_grant(
             wire_fh: wire,
             seqid: 1,
             recalled_ms: None,
+            write,
         },
     );
     s.clients.get_mut(&client)?.delegs.push(other);
     let mut out = [0u8; 16];
     out[..4].copy_from_slice(&1u32.to_be_bytes());
     out[4..].copy_from_slice(&other);
-    Some(out)
+    Some((out, write))
 }
 
 /// DELEGRETURN (RFC 8881 §18.6): the caller's delegation of the current file goes.

@@ -27,6 +27,7 @@ pub mod attrs;
 pub mod backchan;
 pub mod clientdb;
 pub mod deleg;
+pub mod deleg_write;
 pub mod fileops;
 pub mod grace;
 pub mod lock;
@@ -241,6 +242,8 @@ pub struct Nfs41 {
     recovery: grace::Recovery,
     /// Connections dropped instead of answering (fault injection).
     drops: reconnect::Drops,
+    /// Grant write delegations ([`deleg_write`]).
+    write_delegs: std::sync::atomic::AtomicBool,
 }
 
 impl Collector for Nfs41 {
@@ -310,6 +313,7 @@ impl Nfs41 {
             backs: backchan::Backs::default(),
             recovery: grace::Recovery::default(),
             drops: reconnect::Drops::default(),
+            write_delegs: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -653,7 +657,7 @@ fn run(
         op::RESTOREFH => fileops::restorefh(c),
         op::LOOKUP => fileops::lookup(c, r),
         op::LOOKUPP => fileops::lookupp(c),
-        op::GETATTR => attrs::getattr(c, r, out),
+        op::GETATTR => deleg_write::getattr_conflict(c, r).and_then(|()| attrs::getattr(c, r, out)),
         op::ACCESS => fileops::access(c, r, out),
         op::READDIR => fileops::readdir(c, r, out),
         op::READLINK => fileops::readlink(c, out),
@@ -688,3 +692,5 @@ mod tests_lock;
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
+#[cfg(test)]
+mod tests_wdeleg;

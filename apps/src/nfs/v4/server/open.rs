@@ -50,7 +50,7 @@ pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> 
             return Err(st::BAD_STATEID);
         }
         return match want {
-            ACCESS_WRITE => Err(st::OPENMODE),
+            ACCESS_WRITE if !d.write => Err(st::OPENMODE),
             _ => Ok(()),
         };
     }
@@ -225,6 +225,8 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     }
     if a.access & ACCESS_WRITE != 0 {
         super::deleg::recall_conflicts(c, cur.share.id, &fh, client)?;
+    } else {
+        super::deleg::recall_matching(c, cur.share.id, &fh, client, true)?;
     }
     let sid = record_open(c, &cur, fh, &a, client)?;
     out.fixed(&sid);

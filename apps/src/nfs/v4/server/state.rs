@@ -131,7 +131,7 @@ impl Session {
     }
 }
 
-/// A read delegation (RFC 8881 §10.2).
+/// A read or write delegation (RFC 8881 §10.2).
 #[derive(Debug, Clone)]
 pub struct Deleg {
     /// The holder.
@@ -146,6 +146,8 @@ pub struct Deleg {
     pub seqid: u32,
     /// When CB_RECALL was sent (milliseconds of the server's clock), if it was.
     pub recalled_ms: Option<u64>,
+    /// A write delegation (OPEN_DELEGATE_WRITE); a read delegation otherwise.
+    pub write: bool,
 }
 
 /// A client record.

@@ -299,13 +299,16 @@ fn rejects_a_client_id_taken_by_another_principal() {
 }
 
 /// Connections that can be lost: a backward call or liveness question on one answers false.
+/// Every backward call is kept (connection, procedure, arguments).
 #[derive(Default)]
-struct Conns {
-    dead: Mutex<HashSet<u64>>,
+pub struct Conns {
+    pub dead: Mutex<HashSet<u64>>,
+    pub calls: Mutex<Vec<(u64, u32, Vec<u8>)>>,
 }
 
 impl Callbacks for Conns {
-    fn call(&self, conn: u64, _: u32, _: u32, _: Vec<u8>, done: Done) {
+    fn call(&self, conn: u64, _: u32, proc_: u32, args: Vec<u8>, done: Done) {
+        self.calls.lock().unwrap().push((conn, proc_, args));
         done(self.alive(conn));
     }
 
