@@ -6,17 +6,16 @@
 //! SEQUENCE reports the lost back channel, BIND_CONN_TO_SESSION heals it, and a CB_RECALL
 //! then reaches the client on its new connection.
 //!
-//! Normal operation: `cargo test -p rpcrdma-apps --test nfsd_v41_recovery`. Recovery: a
-//! failure names the operation and the reply seen; every wait has a deadline.
-
-mod nfsd_common;
+//! Normal operation: `cargo test -p rpcrdma-apps --test nfsd_v41 recovery` (a module of
+//! that test binary, so it needs no binary of its own). Recovery: a failure names the
+//! operation and the reply seen; every wait has a deadline.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nfsd_common::{options, scratch_dir, Rig};
+use crate::nfsd_common::{options, scratch_dir, Rig};
 use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
 use rpcrdma_apps::nfs::types::{CreateHow, Sattr3};
 use rpcrdma_apps::nfs::v3::client::NfsClient;
