@@ -263,7 +263,7 @@ impl Collector for Nfs41 {
         let name = "rpcrdma_nfsd_nfs4_events_total";
         e.family(
             name,
-            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked.",
+            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked, reclaims accepted and refused, calls refused for the grace period, client records not kept (file full), record writes failed, connections dropped by fault injection.",
             Kind::Counter,
         );
         e.sample(
@@ -277,16 +277,21 @@ impl Collector for Nfs41 {
         e.sample(name, &[("event", "delegreturns")], s.counters.delegreturns);
         e.sample(name, &[("event", "revoked")], s.counters.revoked);
         drop(s);
+        let rec = self.recovery_counters();
+        let gauges = ["nfs4_grace", "nfs4_client_records"];
+        for (k, v) in rec.iter().filter(|(k, _)| !gauges.contains(k)) {
+            e.sample(name, &[("event", k.trim_start_matches("nfs4_"))], *v);
+        }
+        e.sample(name, &[("event", "dropped")], self.drops.dropped());
         let name = "rpcrdma_nfsd_nfs4_recovery";
         e.family(
             name,
-            "NFSv4.1 restart recovery (RFC 8881 section 8.4): in the grace period (1 or 0), client records on stable storage, reclaims accepted and refused, calls refused for the grace period, records not kept (file full), record writes failed, connections dropped by fault injection.",
+            "NFSv4.1 restart recovery (RFC 8881 section 8.4): 1 within the grace period, client records on stable storage.",
             Kind::Gauge,
         );
-        for (k, v) in self.recovery_counters() {
-            e.sample(name, &[("value", k.trim_start_matches("nfs4_"))], v);
+        for (k, v) in rec.iter().filter(|(k, _)| gauges.contains(k)) {
+            e.sample(name, &[("value", k.trim_start_matches("nfs4_"))], *v);
         }
-        e.sample(name, &[("value", "dropped")], self.drops.dropped());
     }
 }
 

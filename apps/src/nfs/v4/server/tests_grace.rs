@@ -13,6 +13,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
+use rpcrdma_poller::metrics::{Collector, Exposition};
 
 use super::clientdb;
 use super::deleg::{Callbacks, Done, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_CB_PATH_DOWN_SESSION};
@@ -187,6 +188,16 @@ fn accepts_reclaims_after_a_restart_and_refuses_other_state_until_grace_ends() {
     assert!(c.contains(&("nfs4_reclaims_refused", 2)), "{c:?}");
     assert!(c.contains(&("nfs4_grace_refused", 3)), "{c:?}");
     assert!(c.contains(&("nfs4_grace", 0)), "{c:?}");
+    let mut e = Exposition::new();
+    srv.collect(&mut e);
+    let text = e.finish();
+    for line in [
+        "rpcrdma_nfsd_nfs4_events_total{event=\"reclaims\"} 2",
+        "rpcrdma_nfsd_nfs4_recovery{value=\"grace\"} 0",
+        "rpcrdma_nfsd_nfs4_recovery{value=\"client_records\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
