@@ -9,8 +9,9 @@
 //! the clients that may reclaim; when there are any the server is in its grace period for
 //! one lease time: OPEN with CLAIM_PREVIOUS and LOCK with `reclaim` set are accepted from a
 //! recorded client (same owner, same principal) until its RECLAIM_COMPLETE; every other OPEN
-//! and LOCK, LOCKT, and I/O with the anonymous stateid answer NFS4ERR_GRACE (the state they
-//! would need may be about to be reclaimed). The grace period ends when the lease time has
+//! and LOCK, LOCKT, I/O with the anonymous stateid, REMOVE and RENAME answer NFS4ERR_GRACE
+//! (the state they would need, or the name a reclaim needs, may be about to be reclaimed; Linux
+//! nfsd refuses the same). The grace period ends when the lease time has
 //! passed or when every recorded client has sent RECLAIM_COMPLETE; the records of clients
 //! that did not come back are then dropped from the file.
 //!
@@ -207,7 +208,8 @@ impl Nfs41 {
         verdict
     }
 
-    /// NFS4ERR_GRACE within the grace period (LOCKT, I/O with a special stateid).
+    /// NFS4ERR_GRACE within the grace period (LOCKT, I/O with a special stateid, REMOVE,
+    /// RENAME).
     pub fn grace_io(&self) -> Result<(), Status> {
         if self.in_grace() {
             self.recovery.lock().counters.grace_refused += 1;
