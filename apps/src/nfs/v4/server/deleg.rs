@@ -189,26 +189,46 @@ pub fn recall_matching(
                 continue;
             }
             d.recalled_ms = Some(now);
-            let (holder, seqid, wire) = (d.client, d.seqid, d.wire_fh.clone());
             s.counters.recalls += 1;
-            let Some((conn, program, session)) = cb_session(&s, holder) else {
-                continue; // revoked after the lease unless the client binds a back channel
-            };
-            let Some(v) = s.sessions.get_mut(&session) else {
-                continue;
-            };
-            v.cb_seq = v.cb_seq.wrapping_add(1);
-            let mut sid = [0u8; 16];
-            sid[..4].copy_from_slice(&seqid.to_be_bytes());
-            sid[4..].copy_from_slice(&other);
-            let args = recall_args(session, v.cb_seq, sid, wire);
-            sends.push((session, conn, program, args));
+            // Without a usable back channel: sent when the client binds one, revoked after
+            // the lease otherwise.
+            sends.extend(recall_call(&mut s, &other));
         }
     }
-    for (session, conn, program, args) in sends {
-        srv.cb_send(session, conn, program, cb::PROC_COMPOUND, args);
-    }
+    srv.send_recalls(sends);
     Err(st::DELAY)
+}
+
+/// A CB_RECALL ready to send: the session, connection, callback program and CB_COMPOUND
+/// arguments.
+pub type Recall = ([u8; 16], u64, u32, Vec<u8>);
+
+/// The CB_RECALL of delegation `other` on a usable back channel of its holder (the session's
+/// callback sequence id moves on); `None` when the holder has none.
+pub fn recall_call(s: &mut State, other: &[u8; 12]) -> Option<Recall> {
+    let d = s.delegs.get(other)?;
+    let (holder, seqid, wire) = (d.client, d.seqid, d.wire_fh.clone());
+    let (conn, program, session) = cb_session(s, holder)?;
+    let v = s.sessions.get_mut(&session)?;
+    v.cb_seq = v.cb_seq.wrapping_add(1);
+    let mut sid = [0u8; 16];
+    sid[..4].copy_from_slice(&seqid.to_be_bytes());
+    sid[4..].copy_from_slice(other);
+    Some((
+        session,
+        conn,
+        program,
+        recall_args(session, v.cb_seq, sid, wire),
+    ))
+}
+
+impl Nfs41 {
+    /// Sends the CB_RECALLs `sends` (no state lock held).
+    pub fn send_recalls(&self, sends: Vec<Recall>) {
+        for (session, conn, program, args) in sends {
+            self.cb_send(session, conn, program, cb::PROC_COMPOUND, args);
+        }
+    }
 }
 
 /// Recalls other clients' delegations of the file `name` in directory `dir` (the object of

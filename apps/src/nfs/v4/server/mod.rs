@@ -486,6 +486,7 @@ impl Nfs41 {
         self.settle_recovery();
         if let Some(sid) = c.probe {
             self.probe_back_channel(sid);
+            self.resend_recalls(sid);
         }
         Ok((out.b, c.read_at, kept))
     }

@@ -11,7 +11,9 @@
 //! not down, so the SEQUENCE reply carries SEQ4_STATUS_CB_PATH_DOWN_SESSION (and
 //! SEQ4_STATUS_CB_PATH_DOWN when no session of the client has one left): the client answers
 //! with BIND_CONN_TO_SESSION for the back channel on its new connection, which brings it up
-//! again and probes it with CB_NULL.
+//! again and probes it with CB_NULL. Recalls that could not reach the client while its back
+//! channel was down are sent again on the one just bound (or created): the holder learns of
+//! them at once instead of losing its delegation to revocation after the lease.
 //!
 //! Recovery: with [`Nfs41::set_drop_every`] the server closes the connection instead of
 //! answering every Nth COMPOUND whose reply it cached in a slot (after running it): the
@@ -20,6 +22,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::deleg::{recall_call, Recall};
 use super::Nfs41;
 
 /// The COMPOUNDs a server drops the connection after (fault injection).
@@ -70,6 +73,28 @@ impl Nfs41 {
             Some(cbs) => cbs.alive(conn),
             None => self.backs.alive(conn),
         }
+    }
+
+    /// Sends CB_RECALL again, on the back channel just bound to session `sid` (or created
+    /// with it), for the delegations of its client that were recalled and not returned.
+    pub fn resend_recalls(&self, sid: [u8; 16]) {
+        let sends: Vec<Recall> = {
+            let mut s = self.state();
+            let Some(cl) = s.sessions.get(&sid).and_then(|v| s.clients.get(&v.client)) else {
+                return;
+            };
+            let pending: Vec<[u8; 12]> = cl
+                .delegs
+                .iter()
+                .filter(|o| s.delegs.get(*o).is_some_and(|d| d.recalled_ms.is_some()))
+                .copied()
+                .collect();
+            pending
+                .iter()
+                .filter_map(|o| recall_call(&mut s, o))
+                .collect()
+        };
+        self.send_recalls(sends);
     }
 
     /// Marks down the back channels of the client of session `sid` whose connection is gone

@@ -24,6 +24,7 @@ use super::tests::{auth_sys, open_create, server, server_cb, walk, A, H};
 use super::xdr::st;
 use super::{CallCx, Nfs41};
 use crate::nfs::store::Store;
+use crate::nfs::v4::cb::{self, CbOp};
 use crate::nfs::v4::{
     decode_compound, encode_compound_minor, op, CompoundReply, Delegation, Op, OpResult,
     ReadPlacement, StateId,
@@ -330,6 +331,20 @@ impl Callbacks for Conns {
     }
 }
 
+/// The stateids CB_RECALL named so far on connection `conn` (any connection: `None`).
+pub fn recalls_on(conns: &Conns, conn: Option<u64>) -> Vec<[u8; 16]> {
+    let calls = conns.calls.lock().unwrap();
+    calls
+        .iter()
+        .filter(|c| c.1 == cb::PROC_COMPOUND && conn.unwrap_or(c.0) == c.0)
+        .flat_map(|c| cb::decode_cb_compound(&c.2).unwrap().ops)
+        .filter_map(|o| match o {
+            CbOp::Recall(r) => Some(r.stateid),
+            _ => None,
+        })
+        .collect()
+}
+
 /// SEQUENCE (and `ops`) of `h` sent on connection `conn`: the reply and its status flags.
 fn on_conn(h: &mut H, conn: u64, ops: &[Op<'_>]) -> (CompoundReply, u32) {
     let mut all = vec![h.sequence(true)];
@@ -400,4 +415,61 @@ fn on_conn_raw(h: &mut H, conn: u64, ops: &[A]) -> Vec<u8> {
 fn send_on(h: &H, conn: u64, b: &[u8]) -> Vec<u8> {
     let cx = CallCx { conn, ..h.cx() };
     h.srv.compound(&cx, b).unwrap()
+}
+
+#[test]
+fn accepts_a_recall_sent_again_on_the_back_channel_bound_after_a_reconnection() {
+    let conns = Arc::new(Conns::default());
+    let cbs: Arc<dyn Callbacks> = Arc::clone(&conns) as Arc<dyn Callbacks>;
+    let (srv, now, store) = server_cb("rw,no_root_squash", Limits::default(), Some(cbs));
+    let mut a = client(&srv, &now, &store, b"client-a", 0);
+    let mut b = client(&srv, &now, &store, b"client-b", 0);
+    let root = a.root();
+    let r = a.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_create(a.clientid, b"f"),
+    ]);
+    let made: StateId = r.last[..16].try_into().unwrap();
+    let r = a.call(&[Op::PutFh(&root), Op::Lookup("f"), Op::Close(made)]);
+    assert_eq!(r.status, st::OK);
+    let read = Op::Open {
+        clientid: a.clientid,
+        owner: b"r",
+        access: 1,
+        name: "f",
+    };
+    let r = a.call(&[Op::PutFh(&root), read]);
+    let Some(OpResult::Open(o)) = r.find(op::OPEN).map(|o| o.result.clone()) else {
+        panic!("{r:?}");
+    };
+    let Delegation::Read { stateid: deleg, .. } = o.delegation else {
+        panic!("a read delegation: {o:?}");
+    };
+    // client-a's connection is lost: the recall for client-b's write OPEN does not reach it.
+    conns.dead.lock().unwrap().insert(7);
+    let write = Op::Open {
+        clientid: b.clientid,
+        owner: b"w",
+        access: 2,
+        name: "f",
+    };
+    assert_eq!(b.call(&[Op::PutFh(&root), write]).status, st::DELAY);
+    assert_eq!(recalls_on(&conns, Some(7)), vec![deleg]);
+    // client-a binds its new connection: the recall comes again there.
+    let bind = [Op::BindConnToSession {
+        session: a.sid,
+        dir: 3,
+    }];
+    let e = encode_compound_minor("t", 1, &bind);
+    let r = decode_compound(&send_on(&a, 8, &e.bytes), &bind, ReadPlacement::Inline).unwrap();
+    assert_eq!(r.status, st::OK);
+    assert_eq!(recalls_on(&conns, Some(8)), vec![deleg]);
+    let (r, _) = on_conn(
+        &mut a,
+        8,
+        &[Op::PutFh(&root), Op::Lookup("f"), Op::DelegReturn(deleg)],
+    );
+    assert_eq!(r.status, st::OK);
+    assert_eq!(b.call(&[Op::PutFh(&root), write]).status, st::OK);
+    assert_eq!(a.srv.state().counters.revoked, 0);
 }

@@ -11,9 +11,8 @@ use super::deleg::Callbacks;
 use super::deleg_write::OPEN_DELEGATE_WRITE;
 use super::state::Limits;
 use super::tests::{auth_sys, open_create, server_cb, A, H};
-use super::tests_grace::Conns;
+use super::tests_grace::{recalls_on, Conns};
 use super::xdr::st;
-use crate::nfs::v4::cb::{self, CbOp};
 use crate::nfs::v4::{op, Op, OpResult};
 
 /// The delegation type and stateid of an OPEN4resok.
@@ -47,20 +46,6 @@ fn setup(on: bool) -> (Arc<Conns>, H, H, Vec<u8>, Vec<u8>) {
     (conns, a, b, root, r.last)
 }
 
-/// The stateids CB_RECALL named so far.
-fn recalls(conns: &Conns) -> Vec<[u8; 16]> {
-    let calls = conns.calls.lock().unwrap();
-    calls
-        .iter()
-        .filter(|c| c.1 == cb::PROC_COMPOUND)
-        .flat_map(|c| cb::decode_cb_compound(&c.2).unwrap().ops)
-        .filter_map(|o| match o {
-            CbOp::Recall(r) => Some(r.stateid),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn accepts_a_write_delegation_recalled_by_another_clients_read_open() {
     let (conns, mut a, mut b, root, ok) = setup(true);
@@ -84,9 +69,9 @@ fn accepts_a_write_delegation_recalled_by_another_clients_read_open() {
         name: "f",
     };
     assert_eq!(b.call(&[Op::PutFh(&root), open_b]).status, st::DELAY);
-    assert_eq!(recalls(&conns), vec![deleg]);
+    assert_eq!(recalls_on(&conns, None), vec![deleg]);
     assert_eq!(b.call(&[Op::PutFh(&root), open_b]).status, st::DELAY);
-    assert_eq!(recalls(&conns).len(), 1, "recalled once");
+    assert_eq!(recalls_on(&conns, None).len(), 1, "recalled once");
     let r = a.call(&[Op::PutFh(&root), Op::Lookup("f"), Op::DelegReturn(deleg)]);
     assert_eq!(r.status, st::OK);
     let r = b.call(&[Op::PutFh(&root), open_b]);
@@ -109,10 +94,10 @@ fn accepts_a_recall_on_another_clients_getattr_of_the_size() {
     );
     let r = a.call(&[Op::PutFh(&f), Op::GetAttrTypeSize]);
     assert_eq!(r.status, st::OK, "the holder's own GETATTR");
-    assert!(recalls(&conns).is_empty());
+    assert!(recalls_on(&conns, None).is_empty());
     let r = b.call(&[Op::PutFh(&f), Op::GetAttrTypeSize]);
     assert_eq!(r.status, st::DELAY, "the size may be in the holder's cache");
-    assert_eq!(recalls(&conns), vec![deleg]);
+    assert_eq!(recalls_on(&conns, None), vec![deleg]);
 }
 
 #[test]
