@@ -62,28 +62,19 @@ pub fn exchange_id(
     let now = srv.now_ms();
     let principal = super::clientdb::principal(&c.cx.cred);
     let mut s = srv.state();
-    let found = s
-        .clients
-        .iter()
-        .find(|(_, cl)| cl.owner == owner)
-        .map(|(id, cl)| {
-            (
-                *id,
-                cl.confirmed,
-                cl.verifier,
-                cl.principal == principal,
-                cl,
-            )
-        });
-    if let Some((_, true, _, false, cl)) = found {
-        let busy = !(cl.sessions.is_empty() && cl.opens.is_empty() && cl.locks.is_empty());
-        if busy || !cl.delegs.is_empty() {
+    let found = s.clients.iter().find(|(_, cl)| cl.owner == owner);
+    if let Some((_, cl)) = found {
+        let has_state = !(cl.sessions.is_empty()
+            && cl.opens.is_empty()
+            && cl.locks.is_empty()
+            && cl.delegs.is_empty());
+        if cl.confirmed && cl.principal != principal && has_state {
             return Err(st::CLID_INUSE);
         }
     }
-    let found = found.map(|(id, confirmed, v, same, _)| (id, confirmed, v, same));
+    let found = found.map(|(id, cl)| (*id, cl.confirmed && cl.principal == principal, cl.verifier));
     let (id, confirmed) = match found {
-        Some((id, true, v, true)) if v == verifier => (id, true),
+        Some((id, true, v)) if v == verifier => (id, true),
         other => {
             if let Some((old, ..)) = other {
                 s.remove_client(old);
