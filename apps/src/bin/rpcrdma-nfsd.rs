@@ -502,6 +502,13 @@ mod tests {
         let c = args("--export /a:rw --export /b:10.0.0.0/8(ro) --handle-key none").expect("two");
         assert_eq!(c.opts.exports.list().len(), 2);
         assert!(c.opts.handle_key.is_none());
+        let d = args("").expect("defaults").opts;
+        assert_eq!(d.v4_state_dir, Some(PathBuf::from(V4_STATE_DIR)));
+        assert!(!d.v4_write_delegations);
+        let v = args("--nfs4 --v4-state-dir none --v4-write-delegations").expect("v4");
+        assert!(v.opts.v4_state_dir.is_none() && v.opts.v4_write_delegations);
+        let v = args("--v4-state-dir /srv/state").expect("a state dir");
+        assert_eq!(v.opts.v4_state_dir, Some(PathBuf::from("/srv/state")));
         assert_eq!(
             c.opts.idle,
             BackoffMode::Interrupt,

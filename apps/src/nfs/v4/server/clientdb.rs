@@ -323,6 +323,16 @@ mod tests {
         let f = File::create(d.join(FILE)).unwrap();
         f.set_len(MAX_FILE + 1).unwrap();
         assert_eq!(load(&d), Err(DbError::TooLarge));
+        // A symbolic link in the file's place is not followed.
+        fs::remove_file(d.join(FILE)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", d.join(FILE)).unwrap();
+        assert_eq!(load(&d), Err(DbError::Io(libc::ELOOP)));
+        store(&d, &[rec(b"a")]).unwrap();
+        assert_eq!(
+            load(&d).map(|v| v.len()),
+            Ok(1),
+            "the link replaced by the rename"
+        );
         let _ = fs::remove_dir_all(&d);
     }
 

@@ -205,6 +205,23 @@ fn accepts_reclaims_after_a_restart_and_refuses_other_state_until_grace_ends() {
 }
 
 #[test]
+fn accepts_a_second_restart_within_the_grace_period_keeping_the_unreclaimed_records() {
+    let dir = scratch("twice");
+    let (old, now, store, _, f) = before_restart(&dir, Limits::default());
+    let (mid, loaded) = restart(&old, &dir);
+    assert_eq!(loaded, Ok(1));
+    // client-c is new in the second run and records itself; client-a has not come back.
+    let mut c = client(&mid, &now, &store, b"client-c", 0);
+    assert_eq!(c.call(&[Op::ReclaimComplete]).status, st::OK);
+    assert!(mid.in_grace(), "client-a has not finished");
+    let (srv, loaded) = restart(&mid, &dir);
+    assert_eq!(loaded, Ok(2), "client-a may still reclaim, client-c too");
+    let mut a = client(&srv, &now, &store, b"client-a", 0);
+    assert_eq!(a.call(&[Op::PutFh(&f), reclaim(&a, b"o")]).status, st::OK);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn accepts_the_grace_period_ending_after_one_lease_time() {
     let dir = scratch("lease");
     let lim = Limits {
