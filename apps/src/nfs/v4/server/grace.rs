@@ -176,6 +176,9 @@ impl Nfs41 {
     /// within it, from a recorded client that has not sent RECLAIM_COMPLETE; anything else
     /// only outside it.
     pub fn grace_check(&self, client: u64, reclaim: bool) -> Result<(), Status> {
+        if !reclaim {
+            return self.grace_io();
+        }
         let grace = self.in_grace();
         let me = {
             let s = self.state();
@@ -184,22 +187,13 @@ impl Nfs41 {
                 .map(|cl| (cl.owner.clone(), cl.principal.clone(), cl.reclaim_done))
         };
         let mut g = self.recovery.lock();
-        let verdict = match (grace, reclaim) {
-            (false, false) => return Ok(()),
-            (true, false) => {
-                g.counters.grace_refused += 1;
-                return Err(GRACE);
+        let verdict = match me {
+            _ if !grace => Err(NO_GRACE),
+            Some((_, _, true)) => Err(NO_GRACE),
+            Some((owner, principal, false)) if g.reclaimable.get(&owner) == Some(&principal) => {
+                Ok(())
             }
-            (false, true) => Err(NO_GRACE),
-            (true, true) => match me {
-                Some((_, _, true)) => Err(NO_GRACE),
-                Some((owner, principal, false))
-                    if g.reclaimable.get(&owner) == Some(&principal) =>
-                {
-                    Ok(())
-                }
-                _ => Err(RECLAIM_BAD),
-            },
+            _ => Err(RECLAIM_BAD),
         };
         match verdict {
             Ok(()) => g.counters.reclaims += 1,
