@@ -1,7 +1,8 @@
 //! `rpcrdma-nfsd --nfs4` on the software provider, recovering: a daemon restarted on the same
 //! directory, handle key and NFSv4.1 state directory lets its client reclaim its open and lock
 //! in the grace period while another client's OPEN waits it out (RFC 8881 §8.4.2); and a
-//! connection the server drops after running a COMPOUND (fault injection) is survived: the
+//! connection the server drops after running a COMPOUND (fault injection; the memory backend
+//! served on the reactor, the directory backend on worker threads) is survived: the
 //! client reconnects and its retransmission gets the slot's cached reply (the OPEN ran once),
 //! SEQUENCE reports the lost back channel, BIND_CONN_TO_SESSION heals it, and a CB_RECALL
 //! then reaches the client on its new connection.
@@ -256,7 +257,20 @@ fn service(
 fn accepts_a_dropped_connection_with_the_cached_reply_and_a_healed_back_channel() {
     let mut o = options(Backend::Memory);
     o.nfs4 = true;
-    let rig = Rig::with(o, None);
+    dropped_connection(Rig::with(o, None));
+}
+
+#[test]
+fn accepts_a_dropped_connection_on_the_dir_backend_served_by_workers() {
+    let d = scratch_dir("v41-drop");
+    let mut o = options(Backend::Dir(d.clone()));
+    o.nfs4 = true;
+    dropped_connection(Rig::with(o, Some(d)));
+}
+
+/// The drop, the retry answered from the slot, the back channel healed, a recall delivered on
+/// the new connection.
+fn dropped_connection(rig: Rig) {
     rig.nfs
         .create(&rig.root, b"f", CreateHow::Unchecked(Sattr3::default()))
         .expect("v3 CREATE");
