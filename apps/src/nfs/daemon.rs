@@ -153,6 +153,12 @@ pub struct DaemonOptions {
     /// Also serve NFSv4.1 (program 100003 version 4, [`Nfs41`]) on the same port, over the
     /// same exports and stores. Off by default: no kernel-client stage has proven it yet.
     pub nfs4: bool,
+    /// NFSv4.1: the directory keeping the clients that may reclaim their state after a
+    /// restart ([`Nfs41::start_recovery`]: a grace period when the previous run left any).
+    /// `None` (default): nothing is recorded, no grace period.
+    pub v4_state_dir: Option<PathBuf>,
+    /// NFSv4.1: grant write delegations ([`Nfs41::set_write_delegations`]). Off by default.
+    pub v4_write_delegations: bool,
 }
 
 impl Default for DaemonOptions {
@@ -181,6 +187,8 @@ impl Default for DaemonOptions {
             metrics: None,
             srq: None,
             nfs4: false,
+            v4_state_dir: None,
+            v4_write_delegations: false,
         }
     }
 }
@@ -360,7 +368,17 @@ impl<P: Provider> Daemon<P> {
                 pool: Some(ep.buffers().clone()),
                 ..v4::Config::default()
             };
-            Nfs41::new(nfs.exports(), cfg)
+            let n = Nfs41::new(nfs.exports(), cfg);
+            n.set_drop_every(o.drop_every);
+            n.set_write_delegations(o.v4_write_delegations);
+            if let Some(dir) = &o.v4_state_dir {
+                match n.start_recovery(dir) {
+                    Ok(0) => {}
+                    Ok(k) => tracing::info!(clients = k, "NFSv4.1 grace period: clients may reclaim"),
+                    Err(e) => tracing::warn!(error = %e, "NFSv4.1 client records rejected: no grace period"),
+                }
+            }
+            n
         });
         let mut builder = Server::builder().program(nfs.program());
         if let Some(n) = &nfs4 {
