@@ -202,3 +202,136 @@ fn rejects_send_out_of_msn_order_with_its_terminate_code() {
     let want = TermCode::new(LAYER_DDP, ddp::ETYPE_UNTAGGED, ddp::ECODE_UT_MSN_RANGE);
     assert_eq!(terminate_code_for(&mut raw, &mut s, &msg), want);
 }
+
+/// Binds a window over the whole target of `s` (registered with `MW_BIND`) on the served QP,
+/// with `access`; returns the window and its STag.
+fn bind_window(s: &mut Served, access: Access) -> (IwarpMw, u32) {
+    use crate::verbs::{MemoryWindow, MwBind, SendFlags, SendOp, SendWr, WcOpcode};
+    let mw = s._pd.alloc_mw().expect("alloc_mw");
+    let rkey = mw.next_rkey();
+    let wr = SendWr::<IwarpProvider> {
+        wr_id: 0xb1,
+        op: SendOp::BindMw(MwBind {
+            mw: &mw,
+            mr: &s._mr,
+            rkey,
+            addr: s.target.as_ptr() as u64,
+            len: s.target.len() as u64,
+            access,
+        }),
+        sgl: &[],
+        flags: SendFlags::SIGNALED,
+    };
+    s.qp.queue_send(&wr).expect("bind");
+    s.qp.flush_send().expect("flush");
+    let mut wcs = [Completion::default(); 4];
+    let n = until(|| s.cq.poll(&mut wcs).ok().filter(|&n| n > 0));
+    assert_eq!(n, 1);
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status, wcs[0].opcode),
+        (0xb1, crate::verbs::WcStatus::SUCCESS, WcOpcode::BIND_MW)
+    );
+    assert_eq!(mw.rkey(), rkey);
+    (mw, rkey)
+}
+
+/// A receive of 64 octets posted on the served QP into a buffer of its own; returns the buffer
+/// (kept registered by the returned region).
+fn post_receive(s: &mut Served) -> (Box<[u8; 64]>, Region<MrHandle>) {
+    let mut buf = Box::new([0u8; 64]);
+    // SAFETY: the buffer is boxed and returned with its registration; the caller keeps both
+    // until the test ends.
+    let (mr, keys) =
+        unsafe { s._pd.register(buf.as_mut_ptr(), 64, Access::LOCAL_WRITE) }.expect("register");
+    let sgl = [crate::verbs::Sge {
+        addr: buf.as_ptr() as u64,
+        len: 64,
+        lkey: keys.lkey,
+    }];
+    s.qp.queue_recv(&crate::verbs::RecvWr {
+        wr_id: 0x77,
+        sgl: &sgl,
+    })
+    .expect("recv");
+    s.qp.flush_recv().expect("flush");
+    (buf, mr)
+}
+
+fn send_with_inv(stag: u32, payload: &[u8]) -> Message<'_> {
+    Message::Send {
+        solicited: false,
+        invalidate: Some(stag),
+        last: true,
+        msn: 1,
+        mo: 0,
+        payload,
+    }
+}
+
+#[test]
+fn accepts_send_with_invalidate_of_a_window_bound_to_the_qp() {
+    let (mut raw, mut s) = serve(true, Access::LOCAL_WRITE | Access::MW_BIND);
+    let (_mw, stag) = bind_window(&mut s, Access::REMOTE_WRITE);
+    let (buf, _rmr) = post_receive(&mut s);
+    // The window works before the invalidation.
+    let to = s.target.as_ptr() as u64;
+    let write = |stag| Message::Tagged {
+        read_response: false,
+        last: true,
+        stag,
+        to,
+        payload: &[0x5a; 16],
+    };
+    raw.queue_message(&write(stag)).expect("queue");
+    raw.queue_message(&send_with_inv(stag, b"done"))
+        .expect("queue");
+    let mut wcs = [Completion::default(); 4];
+    until(|| {
+        raw.poll(now_ns());
+        s.cq.poll(&mut wcs).ok().filter(|&n| n > 0)
+    });
+    let wc = wcs[0];
+    assert_eq!((wc.wr_id, wc.byte_len), (0x77, 4));
+    assert!(wc.status.is_success(), "{wc:?}");
+    assert!(wc.flags.contains(crate::verbs::WcFlags::WITH_INV));
+    assert_eq!(wc.invalidated_rkey, stag);
+    assert_eq!(&buf[..4], b"done");
+    assert_eq!(&s.target[..16], &[0x5a; 16]);
+    // The STag is dead: a Write through it is refused with "invalid STag".
+    s.target[..16].fill(0);
+    let want = TermCode::new(LAYER_DDP, ddp::ETYPE_TAGGED, ddp::ECODE_T_INVALID_STAG);
+    assert_eq!(terminate_code_for(&mut raw, &mut s, &write(stag)), want);
+}
+
+#[test]
+fn rejects_send_with_invalidate_of_a_region_stag_with_its_terminate_code() {
+    let (mut raw, mut s) = serve(true, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let (_buf, _rmr) = post_receive(&mut s);
+    let msg = send_with_inv(s.keys.rkey, b"invalidate a region");
+    let want = TermCode::new(
+        LAYER_RDMAP,
+        rdmap::ETYPE_REMOTE_OPERATION,
+        rdmap::ECODE_CANNOT_INVALIDATE,
+    );
+    raw.queue_message(&msg).expect("queue");
+    let mut wcs = [Completion::default(); 4];
+    until(|| {
+        raw.poll(now_ns());
+        s.cq.poll(&mut wcs).ok().filter(|&n| n > 0)
+    });
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status),
+        (0x77, crate::verbs::WcStatus::REM_INV_REQ_ERR)
+    );
+    let code = until(|| {
+        raw.poll(now_ns());
+        match raw.recv(|_| {}) {
+            Err(Closed::PeerTerminated(code)) => Some(code),
+            Err(other) => panic!("stream ended without a Terminate: {other:?}"),
+            Ok(_) => None,
+        }
+    });
+    assert_eq!(code, want);
+    // The region still works for the QP's own use: it was not invalidated.
+    assert!(lock(&s._pd.dev.mrs).map.contains_key(&s.keys.rkey));
+}
