@@ -300,6 +300,7 @@ fn accepts_an_iwarp_loopback_ping_with_chunks() {
         "{stdout}"
     );
     assert!(stdout.contains(" 4 calls, 4 replies, 0 failed"), "{stdout}");
-    // The device has no Send With Invalidate: the server does not offer remote invalidation.
-    assert!(stdout.contains("remote invalidation off"), "{stdout}");
+    // The device has memory windows and Send With Invalidate: both sides set the RFC 8797 R
+    // bit and remote invalidation is on.
+    assert!(stdout.contains("remote invalidation on"), "{stdout}");
 }
