@@ -240,15 +240,34 @@ fn accepts_rpc_lat_between_two_iwarp_processes() {
 }
 
 #[test]
-fn rejects_an_iwarp_rpc_client_without_persistent_stags() {
-    // The device has no memory windows (its DeviceCaps say so): chunks can only be exposed
-    // through persistent STags, which the client must accept explicitly. Refused before any
-    // connection is made, so no server is needed.
+fn accepts_an_iwarp_rpc_client_with_memory_windows() {
+    // The device has type-2 memory windows (its DeviceCaps say so): without
+    // --persistent-stags the client exposes each call's chunks through windows bound for that
+    // call (dynamic STags), and the Read and Write chunks still move the data.
     let port = free_port().to_string();
-    let out = client(&["rpc_lat", "--provider", "iwarp", "-p", &port, "127.0.0.1"]);
-    assert_eq!(out.status.code(), Some(1));
+    let common = [
+        "rpc_lat",
+        "--provider",
+        "iwarp",
+        "-p",
+        &port,
+        "-s",
+        "6000",
+        "-n",
+        "10",
+    ];
+    let server = Server::start(&common);
+    let out = client(&[&common[..], &["127.0.0.1"]].concat());
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--persistent-stags"), "{stderr}");
+    assert!(out.status.success(), "client failed: {stdout}\n{stderr}");
+    assert!(!stderr.contains("--persistent-stags"), "{stderr}");
+    assert!(
+        stdout.contains(" RPCs completed  : 10, errors 0"),
+        "every call answered: {stdout}"
+    );
+    let (ok, rest) = server.finish();
+    assert!(ok, "the server failed: {rest}");
 }
 
 #[test]
@@ -281,6 +300,7 @@ fn accepts_an_iwarp_loopback_ping_with_chunks() {
         "{stdout}"
     );
     assert!(stdout.contains(" 4 calls, 4 replies, 0 failed"), "{stdout}");
-    // The device has no Send With Invalidate: the server does not offer remote invalidation.
-    assert!(stdout.contains("remote invalidation off"), "{stdout}");
+    // The device has memory windows and Send With Invalidate: both sides set the RFC 8797 R
+    // bit and remote invalidation is on.
+    assert!(stdout.contains("remote invalidation on"), "{stdout}");
 }

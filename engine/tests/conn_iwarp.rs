@@ -3,8 +3,9 @@
 //! as the responder when `RPCRDMA_IWARP_ROLE=responder`): RFC 8797 private data in the MPA
 //! Request/Reply, a NULL RPC with inline call and reply, and a call whose 4 KiB argument
 //! travels in a Read chunk (the responder's RDMA Read of the requester's memory) and whose
-//! 4 KiB result comes back in a Write chunk (the responder's RDMA Write), with persistent STags
-//! (the provider has no memory windows).
+//! 4 KiB result comes back in a Write chunk (the responder's RDMA Write), with persistent
+//! STags; and, with memory windows and RFC 8797 remote invalidation, a reply sent with Send
+//! with Invalidate that invalidates the requester's STag.
 
 mod common;
 
@@ -21,15 +22,17 @@ use rpcrdma_engine::conn::{
 };
 use rpcrdma_engine::post::post_work_requests;
 use rpcrdma_engine::verbs::conformance::{self, Buf, PairOpts};
-use rpcrdma_engine::verbs::iwarp::{IwarpCq, IwarpEnv, IwarpPd, IwarpProvider, IwarpQp};
+use rpcrdma_engine::verbs::iwarp::{IwarpCq, IwarpEnv, IwarpMw, IwarpPd, IwarpProvider, IwarpQp};
 use rpcrdma_engine::verbs::{
-    Access, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, Listener, Provider,
-    QpInit, QpOptions, QueuePair,
+    Access, CmEventKind, Completion, CompletionQueue, ConnRequest, Device, Listener, MemoryWindow,
+    ProtectionDomain, Provider, QpInit, QpOptions, QueuePair, WcFlags,
 };
 
 type P = IwarpProvider;
 const REGION: usize = 4 << 20;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+const RW: Access = Access(
+    Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::MW_BIND.0,
+);
 
 /// One side's registered memory, handed out in 64-octet-aligned pieces.
 struct Host {
@@ -95,6 +98,9 @@ struct Side {
     cq: IwarpCq,
     events: Vec<Event>,
     errors: Vec<Completion>,
+    /// STags invalidated by Sends with Invalidate this side received.
+    invalidated: Vec<u32>,
+    mws: Vec<IwarpMw>,
     mem: Buf<P>,
     _pd: Arc<IwarpPd>,
 }
@@ -103,6 +109,7 @@ struct Side {
 struct Parts {
     conn: Connection,
     host: Host,
+    mws: Vec<IwarpMw>,
     mem: Buf<P>,
     pd: Arc<IwarpPd>,
 }
@@ -128,12 +135,18 @@ impl Parts {
         let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
         let recvs: Vec<LocalBuf> = (0..nr).map(|_| host.alloc(recv_size)).collect();
         let data: Vec<LocalBuf> = (0..nd).map(|_| host.alloc(64 * 1024)).collect();
+        let nmw = match (role, cfg.stag) {
+            (Role::Requester, StagMode::MemoryWindows) => 8 * c,
+            _ => 0,
+        };
+        let mws: Vec<IwarpMw> = (0..nmw).map(|_| pd.alloc_mw().expect("alloc_mw")).collect();
+        let mw_keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
         let zero = host.alloc(64);
         let pools = Pools {
             headers: &headers,
             recvs: &recvs,
             data: &data,
-            mws: &[],
+            mws: &mw_keys,
             zero,
         };
         let mut conn = Connection::new(role, cfg, &pools).expect("config");
@@ -141,6 +154,7 @@ impl Parts {
         Parts {
             conn,
             host,
+            mws,
             mem,
             pd,
         }
@@ -149,7 +163,7 @@ impl Parts {
     /// Posts what the connection wants posted on `qp` (its first receives).
     fn post(&mut self, qp: &mut IwarpQp) {
         let mem = &self.mem;
-        let (_, r) = post_work_requests::<P>(&mut self.conn, qp, &[], |_| Some(mem.mr()));
+        let (_, r) = post_work_requests::<P>(&mut self.conn, qp, &self.mws, |_| Some(mem.mr()));
         r.expect("post work requests");
     }
 
@@ -161,6 +175,8 @@ impl Parts {
             cq,
             events: Vec::new(),
             errors: Vec::new(),
+            invalidated: Vec::new(),
+            mws: self.mws,
             mem: self.mem,
             _pd: self.pd,
         }
@@ -171,7 +187,8 @@ impl Side {
     /// Posts what the connection wants posted, polls the CQ and feeds the completions back.
     fn drive(&mut self, now: u64) {
         let mem = &self.mem;
-        let (_, r) = post_work_requests::<P>(&mut self.conn, &mut self.qp, &[], |_| Some(mem.mr()));
+        let (_, r) =
+            post_work_requests::<P>(&mut self.conn, &mut self.qp, &self.mws, |_| Some(mem.mr()));
         r.expect("post work requests");
         let mut wcs = [Completion::default(); 32];
         loop {
@@ -182,6 +199,9 @@ impl Side {
             for wc in &wcs[..n] {
                 if !wc.status.is_success() {
                     self.errors.push(*wc);
+                }
+                if wc.flags.contains(WcFlags::WITH_INV) {
+                    self.invalidated.push(wc.invalidated_rkey);
                 }
                 self.conn.handle_completion(now, wc, &mut self.host);
             }
@@ -209,7 +229,8 @@ fn cfg() -> Config {
 }
 
 fn pdata(c: &Config) -> Vec<u8> {
-    rpcrdma_engine::proto::private_data::PrivateData::v1(false, c.inline_send, c.inline_recv)
+    let r = c.remote_invalidate;
+    rpcrdma_engine::proto::private_data::PrivateData::v1(r, c.inline_send, c.inline_recv)
         .encode()
         .to_vec()
 }
@@ -271,7 +292,8 @@ struct Exchange {
     result: Option<Vec<u8>>,
 }
 
-/// The calls of this test: 0x71 a NULL RPC, any other XID the 4 KiB DDP READ/WRITE call.
+/// The calls of this test: 0x71 a NULL RPC, 0x73 a READ-like call (inline call, 4 KiB result
+/// in a Write chunk: the call's only STag), any other XID the 4 KiB DDP READ/WRITE call.
 fn call_parts(xid: u32) -> Exchange {
     match xid {
         0x71 => Exchange {
@@ -279,6 +301,12 @@ fn call_parts(xid: u32) -> Exchange {
             arg: None,
             reply: rpc_reply(0x71, &[]),
             result: None,
+        },
+        0x73 => Exchange {
+            call: rpc_call(0x73, 6, &words(&[4096])),
+            arg: None,
+            reply: rpc_reply(0x73, &words(&[4096])),
+            result: Some(pattern(4096, 9)),
         },
         _ => {
             let mut call = rpc_call(xid, 7, &words(&[4096]));
@@ -379,8 +407,14 @@ fn check_reply(req: &mut Side, xid: u32, done: Event, rec: Option<LocalBuf>, rep
 
 /// Both sides in this process, over a pair connected through the conformance helpers.
 fn in_process(xid: u32) {
+    let (mut req, mut resp, _env) = pair_in_process(cfg(), cfg());
+    call_and_reply(&mut req, &mut resp, xid);
+}
+
+/// A requester (`rc`) and a responder (`sc`) in this process, connected over loopback, the
+/// responder's receives posted; with the environment that holds their devices.
+fn pair_in_process(rc: Config, sc: Config) -> (Side, Side, IwarpEnv) {
     let mut env = IwarpEnv::new();
-    let (rc, sc) = (cfg(), cfg());
     let (c_pdata, s_pdata) = (pdata(&rc), pdata(&sc));
     let o = PairOpts {
         c: qopt(&rc),
@@ -406,20 +440,26 @@ fn in_process(xid: u32) {
     // The responder's receives are posted before any call is made (across processes:
     // `accept_prepared`).
     resp.drive(0);
-    let mut req =
-        Parts::new(Role::Requester, rc, p.c.pd, accept_pd.as_slice()).attach(p.c.qp, p.c.cq);
+    let req = Parts::new(Role::Requester, rc, p.c.pd, accept_pd.as_slice()).attach(p.c.qp, p.c.cq);
+    (req, resp, env)
+}
+
+/// Call `xid` from `req`, answered by `resp`, the reply checked; returns the receptacle of its
+/// result (if any).
+fn call_and_reply(req: &mut Side, resp: &mut Side, xid: u32) -> Option<LocalBuf> {
     let mut now = 0;
-    let (rec, reply) = start(&mut req, now, xid);
-    run_until(&mut [&mut req, &mut resp], &mut now, "the call", |s| {
+    let (rec, reply) = start(req, now, xid);
+    run_until(&mut [&mut *req, &mut *resp], &mut now, "the call", |s| {
         s[1].events.iter().any(is_call)
     });
     let inc = resp.take(is_call, call_of).expect("call");
-    answer(&mut resp, now, inc);
-    run_until(&mut [&mut req, &mut resp], &mut now, "the reply", |s| {
+    answer(resp, now, inc);
+    run_until(&mut [&mut *req, &mut *resp], &mut now, "the reply", |s| {
         s[0].events.iter().any(is_done)
     });
     let done = req.take(is_done, |e| e).expect("reply");
-    check_reply(&mut req, xid, done, rec, reply);
+    check_reply(req, xid, done, rec, reply);
+    rec
 }
 
 /// A NULL RPC: inline call, inline reply.
@@ -438,6 +478,63 @@ fn accepts_4k_ddp_read_and_write_over_iwarp() {
     if std::env::var(ROLE).is_err() {
         in_process(0x72);
     }
+}
+
+/// With memory windows and RFC 8797 remote invalidation on both sides, a call whose only STag
+/// is its Write chunk is answered with a Send with Invalidate naming that STag (RFC 8797
+/// section 4.1): the requester's receive reports the invalidation of one of its windows'
+/// STags, and a Write under that STag afterwards is refused: the requester terminates the
+/// connection and the result in the receptacle stays as the reply left it.
+#[test]
+fn accepts_reply_with_invalidate_over_iwarp() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let mut rc = cfg();
+    rc.stag = StagMode::MemoryWindows;
+    rc.remote_invalidate = true;
+    let mut sc = cfg();
+    sc.remote_invalidate = true;
+    let (mut req, mut resp, _env) = pair_in_process(rc, sc);
+    let rec = call_and_reply(&mut req, &mut resp, 0x73).expect("receptacle");
+    assert_eq!(req.invalidated.len(), 1, "one Send with Invalidate");
+    let stag = req.invalidated[0];
+    assert!(
+        req.mws.iter().any(|m| m.rkey() == stag),
+        "{stag:#x} is a window's STag"
+    );
+    let sgl = [resp.mem.sge(0, 16)];
+    let write = rpcrdma_engine::verbs::SendWr::<P> {
+        wr_id: 0x5a,
+        op: rpcrdma_engine::verbs::SendOp::RdmaWrite {
+            remote_addr: rec.addr,
+            rkey: stag,
+        },
+        sgl: &sgl,
+        flags: rpcrdma_engine::verbs::SendFlags::SIGNALED,
+    };
+    resp.qp.queue_send(&write).expect("queue write");
+    resp.qp.flush_send().expect("flush");
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut wcs = [Completion::default(); 32];
+    loop {
+        let _ = resp.cq.poll(&mut wcs);
+        let _ = req.cq.poll(&mut wcs);
+        let ev = req.qp.poll_event().expect("event");
+        if ev.is_some_and(|e| e.kind == CmEventKind::Disconnected) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the Write under the invalidated STag was not refused"
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(
+        req.host.read(rec)[..4096],
+        pattern(4096, 9)[..],
+        "the receptacle was written after the invalidation"
+    );
 }
 
 const ROLE: &str = "RPCRDMA_IWARP_ROLE";

@@ -4,8 +4,12 @@
 //! ([`super::cq`]) and the boundary's objects ([`super::provider`]) build on it.
 //!
 //! Normal operation: a registration is an entry of the device's table, keyed by its STag (lkey =
-//! rkey: a table index in the upper 24 bits, a random key byte below); [`MrTable::check`] gives
-//! the address of a range under an STag after the protection domain, bounds and rights checks.
+//! rkey: a table index in the upper 24 bits, a random key byte below); a type-2 memory window
+//! (`mw.rs`) is an entry keyed by its index, whose STag changes with every bind.
+//! [`MrTable::check`] gives the address of a range under a region's STag (a local SGE, a Read
+//! Response sink) after the protection domain, bounds and rights checks;
+//! [`MrTable::check_remote`] does the same for an STag the peer names (RDMA Write, Read
+//! Request), which may also be a window bound to the receiving QP.
 //!
 //! Recovery: a failed check is a [`Fault`], which placement turns into the RFC 5040 / RFC 5041
 //! Terminate code it names; nothing here changes state on a failure.
@@ -17,9 +21,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use super::handshake;
+use super::mw::MwEntry;
 use super::socket::EndpointConfig;
 use crate::verbs::{
-    vendor, Access, DeviceCaps, KeyGen, Transport, PRIVATE_DATA_ACCEPT_MAX,
+    validate, vendor, Access, DeviceCaps, KeyGen, Transport, PRIVATE_DATA_ACCEPT_MAX,
     PRIVATE_DATA_CONNECT_MAX, PRIVATE_DATA_REJECT_MAX,
 };
 
@@ -66,19 +71,35 @@ pub(crate) enum Fault {
     Bounds,
     /// The registration lacks the right.
     Access,
-    /// The registration belongs to another protection domain.
+    /// The STag is not associated with this stream: a registration of another protection
+    /// domain, or a window bound to another QP.
     WrongPd,
 }
 
-/// The STag table of a device.
+/// The STag table of a device: regions by STag, type-2 windows by index (`mw.rs`).
 #[derive(Debug, Default)]
 pub(crate) struct MrTable {
     pub(crate) map: HashMap<u32, MrEntry>,
+    pub(crate) mws: HashMap<u32, MwEntry>,
+}
+
+/// Checks a range of `e` under the PD `pd` with the rights `need`.
+fn check_entry(e: &MrEntry, pd: u32, addr: u64, len: u64, need: Access) -> Result<*mut u8, Fault> {
+    if e.pd != pd {
+        return Err(Fault::WrongPd);
+    }
+    if !validate::in_bounds(e.addr, e.len, addr, len) {
+        return Err(Fault::Bounds);
+    }
+    if !e.access.contains(need) {
+        return Err(Fault::Access);
+    }
+    Ok(addr as *mut u8)
 }
 
 impl MrTable {
-    /// The address of `[addr, addr + len)` under `stag`, checked against the PD `pd` and the
-    /// rights `need`.
+    /// The address of `[addr, addr + len)` under the region `stag`, checked against the PD `pd`
+    /// and the rights `need` (a window's STag is no lkey: [`Fault::InvalidStag`]).
     pub(crate) fn check(
         &self,
         stag: u32,
@@ -88,17 +109,28 @@ impl MrTable {
         need: Access,
     ) -> Result<*mut u8, Fault> {
         let e = self.map.get(&stag).ok_or(Fault::InvalidStag)?;
-        if e.pd != pd {
+        check_entry(e, pd, addr, len, need)
+    }
+
+    /// As [`MrTable::check`] for an STag the peer of QP `qpn` names: a region, or a window
+    /// whose current STag it is, bound to that QP.
+    pub(crate) fn check_remote(
+        &self,
+        stag: u32,
+        (pd, qpn): (u32, u32),
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<*mut u8, Fault> {
+        if let Some(e) = self.map.get(&stag) {
+            return check_entry(e, pd, addr, len, need);
+        }
+        let w = self.window(stag).ok_or(Fault::InvalidStag)?;
+        let b = w.bound.as_ref().ok_or(Fault::InvalidStag)?;
+        if b.qpn != qpn {
             return Err(Fault::WrongPd);
         }
-        let end = addr.checked_add(len).ok_or(Fault::Bounds)?;
-        if addr < e.addr || end > e.addr + e.len {
-            return Err(Fault::Bounds);
-        }
-        if !e.access.contains(need) {
-            return Err(Fault::Access);
-        }
-        Ok(addr as *mut u8)
+        check_entry(&b.range, pd, addr, len, need)
     }
 }
 
@@ -114,14 +146,22 @@ pub(crate) struct DevInner {
 }
 
 impl DevInner {
+    /// A new STag index for a region or a window (`None` once the 2^24 indices are used).
+    pub(crate) fn alloc_index(&self) -> Option<u32> {
+        // Relaxed: a unique-number counter.
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        (index < 1 << 24).then_some(index)
+    }
+
     pub(crate) fn alloc_qpn(&self) -> u32 {
         // Relaxed: a unique-number counter.
         self.next_qpn.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff
     }
 }
 
-/// The device capabilities: what the provider implements (no memory windows, no Send With
-/// Invalidate, no SRQ; one RDMA Read sink SGE, as siw) and the rdma_cm private data limits.
+/// The device capabilities: what the provider implements (type-2 memory windows, Send With
+/// Invalidate and Local Invalidate, SRQs; one RDMA Read sink SGE, as siw) and the rdma_cm
+/// private data limits. Regions and windows share the 2^24 STag indices.
 pub(crate) fn caps() -> DeviceCaps {
     DeviceCaps {
         max_qp: 1 << 16,
@@ -132,15 +172,15 @@ pub(crate) fn caps() -> DeviceCaps {
         max_cq: 1 << 16,
         max_cqe: 1 << 20,
         max_mr: 1 << 20,
-        max_mw: 0,
+        max_mw: 1 << 20,
         max_pd: 1 << 16,
         max_mr_size: 1 << 40,
-        max_srq: 0,
-        max_srq_wr: 0,
+        max_srq: 1 << 12,
+        max_srq_wr: 4096,
         max_qp_rd_atom: 128,
         max_qp_init_rd_atom: 128,
-        mw_type2: false,
-        send_with_invalidate: false,
+        mw_type2: true,
+        send_with_invalidate: true,
         max_private_data_connect: PRIVATE_DATA_CONNECT_MAX as u32,
         max_private_data_accept: PRIVATE_DATA_ACCEPT_MAX as u32,
         max_private_data_reject: PRIVATE_DATA_REJECT_MAX as u32,
