@@ -31,8 +31,10 @@ mod mw;
 mod provider;
 mod qp;
 pub mod rdmap;
+mod sgl;
 pub mod socket;
 mod srq;
+mod stag;
 pub mod stream;
 pub mod term;
 

@@ -27,13 +27,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::cq::{progress_all, CqInner, IwarpCq};
-use super::device::{
-    caps, endpoint_config, lock, now_ns, DevInner, IwarpProvider, MrEntry, MrTable,
-};
+use super::device::{caps, endpoint_config, lock, now_ns, DevInner, IwarpProvider};
 use super::mw::IwarpMw;
 use super::qp::{IwarpQp, QpCore};
 use super::socket::{self, Endpoint, State};
 use super::srq::IwarpSrq;
+use super::stag::{MrEntry, MrTable};
 use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
     errno, validate, Access, ConnRequest, Device, DeviceCaps, KeyGen, Keys, Listener,

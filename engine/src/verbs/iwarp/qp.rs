@@ -27,15 +27,16 @@ use std::sync::{Arc, Mutex, Weak};
 mod place;
 
 use super::cq::{self, progress_all, CqInner, Drive};
-use super::device::{lock, now_ns, DevInner, IwarpProvider, MrTable, MAX_SGE};
-use super::mw::BindReq;
+use super::device::{lock, now_ns, DevInner, IwarpProvider};
 use super::rdmap::{Message, ReadRequest};
+use super::sgl::{RqEntry, Sgl};
 use super::socket::{Closed, Endpoint, SendError, State};
 use super::srq::SrqInner;
+use super::stag::{BindReq, MrTable};
 use super::term::TermCode;
 use crate::verbs::{
     errno, validate, Access, CmEvent, CmEventKind, Completion, CqNotify, MemoryRegion, PrivateData,
-    QpInit, QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsCall,
+    QpInit, QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, VerbsCall,
     VerbsError, WcFlags, WcOpcode, WcStatus,
 };
 
@@ -60,30 +61,6 @@ pub(crate) enum SqState {
     Done(WcStatus),
 }
 
-/// A scatter/gather list copied from a work request.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sgl {
-    pub(crate) sges: [Sge; MAX_SGE],
-    pub(crate) n: usize,
-}
-
-impl Sgl {
-    pub(crate) fn new(sgl: &[Sge]) -> Sgl {
-        let mut sges = [Sge::default(); MAX_SGE];
-        let n = sgl.len().min(MAX_SGE);
-        sges[..n].copy_from_slice(&sgl[..n]);
-        Sgl { sges, n }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[Sge] {
-        &self.sges[..self.n]
-    }
-
-    pub(crate) fn total(&self) -> u64 {
-        self.as_slice().iter().map(|s| u64::from(s.len)).sum()
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SqEntry {
     pub(crate) wr_id: u64,
@@ -94,12 +71,6 @@ pub(crate) struct SqEntry {
     /// Octets handed to TCP (Send, Write) or placed (Read).
     pub(crate) done_len: u64,
     pub(crate) state: SqState,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RqEntry {
-    pub(crate) wr_id: u64,
-    pub(crate) sgl: Sgl,
 }
 
 /// A Read Request this side serves: the source checked at arrival, sent in segments.

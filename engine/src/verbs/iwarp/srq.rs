@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use super::device::{lock, DevInner};
-use super::qp::{RqEntry, Sgl};
+use super::sgl::{RqEntry, Sgl};
 use crate::verbs::{errno, validate, RecvWr, SharedReceiveQueue, VerbsCall, VerbsError};
 
 /// The part of an SRQ its QPs share.

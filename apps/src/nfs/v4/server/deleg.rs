@@ -1,5 +1,5 @@
 //! NFSv4.1 read delegations and the callback path (RFC 8881 §10.2, §10.4, §18.49, §20,
-//! §2.10.13): granting, DELEGRETURN, CB_RECALL over the holder's back channel, revocation, and
+//! §2.10.13): granting (write delegations too, when [`super::deleg_write`]'s policy allows), DELEGRETURN, CB_RECALL over the holder's back channel, revocation, and
 //! the SEQUENCE status flags that report the callback path.
 //!
 //! Normal operation: a session whose CREATE_SESSION (or BIND_CONN_TO_SESSION) bound a back
@@ -252,7 +252,7 @@ pub fn grant(
     out: &mut Enc,
 ) {
     match try_grant(c, cur, fh, access, deny, client) {
-        Some((sid, true)) => super::deleg_write::put_write(out, &sid),
+        Some((sid, true)) => put_write(out, &sid),
         Some((sid, false)) => {
             out.u32(OPEN_DELEGATE_READ);
             out.fixed(&sid);
@@ -286,7 +286,7 @@ fn try_grant(
     let (export, lim) = (cur.share.id, srv.config().limits);
     let same = |e: [u8; 4], f: &Fh| e == export && *f == fh;
     let blocked = if write {
-        super::deleg_write::blocks_write(&s, export, &fh, client)
+        blocks_write(&s, export, &fh, client)
     } else {
         s.opens
             .values()
@@ -361,4 +361,30 @@ pub fn free_revoked(s: &mut State, client: u64, other: &[u8; 12]) -> bool {
     let before = cl.revoked.len();
     cl.revoked.retain(|x| x != other);
     cl.revoked.len() != before
+}
+
+/// OPEN_DELEGATE_WRITE.
+pub const OPEN_DELEGATE_WRITE: u32 = 2;
+/// `limitby4` NFS_LIMIT_SIZE.
+const LIMIT_SIZE: u32 = 1;
+/// Whether `client` may not have a write delegation of `fh` of `export`: another client has
+/// it open, or someone holds a delegation of it.
+pub fn blocks_write(s: &State, export: [u8; 4], fh: &Fh, client: u64) -> bool {
+    s.opens
+        .values()
+        .any(|o| o.export == export && o.fh == *fh && o.client != client)
+        || s.delegs.values().any(|d| d.export == export && d.fh == *fh)
+}
+
+/// Writes `open_delegation4` OPEN_DELEGATE_WRITE with stateid `sid`.
+pub fn put_write(out: &mut Enc, sid: &[u8; 16]) {
+    out.u32(OPEN_DELEGATE_WRITE);
+    out.fixed(sid);
+    out.u32(0); // recall: false
+    out.u32(LIMIT_SIZE);
+    out.u64(u64::MAX); // no space limit
+    out.u32(0); // nfsace4: ACE4_ACCESS_ALLOWED_ACE_TYPE
+    out.u32(0); // flag
+    out.u32(0); // access_mask: the client checks with ACCESS
+    out.opaque(b"");
 }

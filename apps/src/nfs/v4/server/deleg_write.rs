@@ -19,15 +19,9 @@ use std::sync::atomic::Ordering;
 
 use rpcrdma_engine::xdr::XdrReader;
 
-use super::state::State;
-use super::xdr::{Enc, Status};
+use super::xdr::Status;
 use super::{Compound, Nfs41};
-use crate::nfs::types::Fh;
 
-/// OPEN_DELEGATE_WRITE.
-pub const OPEN_DELEGATE_WRITE: u32 = 2;
-/// `limitby4` NFS_LIMIT_SIZE.
-const LIMIT_SIZE: u32 = 1;
 /// Attribute bits a GETATTR conflicts with a write delegation on: change (3) and size (4).
 const CHANGE_OR_SIZE: u32 = (1 << 3) | (1 << 4);
 
@@ -42,28 +36,6 @@ impl Nfs41 {
     pub fn write_delegations(&self) -> bool {
         self.write_delegs.load(Ordering::Relaxed)
     }
-}
-
-/// Whether `client` may not have a write delegation of `fh` of `export`: another client has
-/// it open, or someone holds a delegation of it.
-pub fn blocks_write(s: &State, export: [u8; 4], fh: &Fh, client: u64) -> bool {
-    s.opens
-        .values()
-        .any(|o| o.export == export && o.fh == *fh && o.client != client)
-        || s.delegs.values().any(|d| d.export == export && d.fh == *fh)
-}
-
-/// Writes `open_delegation4` OPEN_DELEGATE_WRITE with stateid `sid`.
-pub fn put_write(out: &mut Enc, sid: &[u8; 16]) {
-    out.u32(OPEN_DELEGATE_WRITE);
-    out.fixed(sid);
-    out.u32(0); // recall: false
-    out.u32(LIMIT_SIZE);
-    out.u64(u64::MAX); // no space limit
-    out.u32(0); // nfsace4: ACE4_ACCESS_ALLOWED_ACE_TYPE
-    out.u32(0); // flag
-    out.u32(0); // access_mask: the client checks with ACCESS
-    out.opaque(b"");
 }
 
 /// GETATTR of the change attribute or size of a file another client holds a write delegation

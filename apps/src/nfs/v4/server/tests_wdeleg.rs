@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::deleg::Callbacks;
-use super::deleg_write::OPEN_DELEGATE_WRITE;
+use super::deleg::OPEN_DELEGATE_WRITE;
 use super::state::Limits;
 use super::tests::{auth_sys, open_create, server_cb, A, H};
 use super::tests_grace::{recalls_on, Conns};

@@ -20,12 +20,13 @@
 //! `REM_INV_REQ_ERR` (the STag of a Send with Invalidate cannot be invalidated: Terminate
 //! "STag cannot be invalidated").
 
-use super::{QpCore, ReadResponse, Sgl, SqState};
+use super::{QpCore, ReadResponse, SqState};
 use crate::verbs::iwarp::ddp;
-use crate::verbs::iwarp::device::{lock, Fault, MrTable};
-use crate::verbs::iwarp::mw::InvalidateError;
+use crate::verbs::iwarp::device::lock;
 use crate::verbs::iwarp::rdmap::{self, Message, ReadRequest};
+use crate::verbs::iwarp::sgl::Sgl;
 use crate::verbs::iwarp::socket::SendError;
+use crate::verbs::iwarp::stag::{Fault, InvalidateError, MrTable};
 use crate::verbs::iwarp::term::{TermCode, LAYER_DDP, LAYER_RDMAP};
 use crate::verbs::{Access, QpState, WcFlags, WcStatus};
 
