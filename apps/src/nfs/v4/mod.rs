@@ -436,6 +436,18 @@ fn put_opaque(b: &mut Vec<u8>, d: &[u8]) {
     b.resize(b.len() + (4 - d.len() % 4) % 4, 0);
 }
 
+/// OPEN's arguments up to the claim: seqid, share access `access` denying nothing, the
+/// owner (`clientid`, `owner`), OPEN4_NOCREATE.
+fn put_open_head(b: &mut Vec<u8>, clientid: u64, owner: &[u8], access: u32) {
+    put_u32(b, op::OPEN);
+    put_u32(b, 0); // seqid (ignored in minor version 1)
+    put_u32(b, access);
+    put_u32(b, 0); // share_deny: none
+    put_u64(b, clientid);
+    put_opaque(b, owner);
+    put_u32(b, 0); // openflag4: OPEN4_NOCREATE
+}
+
 fn put_channel_attrs(b: &mut Vec<u8>, a: &ChannelAttrs) {
     for v in [
         a.header_pad,
@@ -612,13 +624,7 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
             access,
             name,
         } => {
-            put_u32(b, op::OPEN);
-            put_u32(b, 0); // seqid (ignored in minor version 1)
-            put_u32(b, access);
-            put_u32(b, 0); // share_deny: none
-            put_u64(b, clientid);
-            put_opaque(b, owner);
-            put_u32(b, 0); // openflag4: OPEN4_NOCREATE
+            put_open_head(b, clientid, owner, access);
             put_u32(b, 0); // open_claim4: CLAIM_NULL
             put_opaque(b, name.as_bytes());
         }
@@ -627,13 +633,7 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
             owner,
             access,
         } => {
-            put_u32(b, op::OPEN);
-            put_u32(b, 0); // seqid (ignored in minor version 1)
-            put_u32(b, access);
-            put_u32(b, 0); // share_deny: none
-            put_u64(b, clientid);
-            put_opaque(b, owner);
-            put_u32(b, 0); // openflag4: OPEN4_NOCREATE
+            put_open_head(b, clientid, owner, access);
             put_u32(b, 1); // open_claim4: CLAIM_PREVIOUS
             put_u32(b, 0); // delegate_type: OPEN_DELEGATE_NONE
         }
