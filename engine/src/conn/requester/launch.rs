@@ -72,19 +72,22 @@ impl Requester {
             core.probing || opts.fallback_reply.is_some() || !opts.fallback_receptacles.is_empty();
         self.calls[id.slot as usize].saved = keep;
         if keep {
+            // Written field by field: the arrays' entries past their counts are never read,
+            // so the slot's earlier spec is not cleared first.
             let sv = &mut self.saved[id.slot as usize];
-            *sv = Saved::EMPTY;
+            sv.retried = false;
+            // Element by element: most of these lists are empty or short, and a slice copy
+            // calls `memcpy` even for none.
             sv.nmsg = spec.message.len() as u8;
-            sv.message[..spec.message.len()].copy_from_slice(spec.message);
+            copy_short(&mut sv.message, spec.message);
             sv.nddp = spec.ddp.len() as u8;
-            sv.ddp[..spec.ddp.len()].copy_from_slice(spec.ddp);
+            copy_short(&mut sv.ddp, spec.ddp);
             sv.nrec = spec.receptacles.len() as u8;
-            sv.receptacles[..spec.receptacles.len()].copy_from_slice(spec.receptacles);
+            copy_short(&mut sv.receptacles, spec.receptacles);
             sv.reply = spec.reply;
             sv.fallback_reply = opts.fallback_reply;
             sv.nfallback_rec = opts.fallback_receptacles.len() as u8;
-            sv.fallback_receptacles[..opts.fallback_receptacles.len()]
-                .copy_from_slice(opts.fallback_receptacles);
+            copy_short(&mut sv.fallback_receptacles, opts.fallback_receptacles);
         }
         Ok(id)
     }
@@ -177,7 +180,9 @@ impl Requester {
             core.rq_target += 1;
             core.refill_recvs();
         }
-        post_binds(core, ex, slot);
+        if ex.nb > 0 {
+            post_binds(core, ex, slot);
+        }
         let send_id = WrId::new(self.policy.send_kind, u64::from(slot));
         core.post_gather(send_id, first, plan.pieces.gathered(gather), None);
         if let Some(c) = aside {
@@ -385,6 +390,13 @@ impl Requester {
                 self.complete(core, slot);
             }
         }
+    }
+}
+
+/// Copies `from` to the front of `to` (checked by the caller to fit), one element at a time.
+fn copy_short<T: Copy>(to: &mut [T], from: &[T]) {
+    for (t, f) in to.iter_mut().zip(from) {
+        *t = *f;
     }
 }
 
