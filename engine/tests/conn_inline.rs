@@ -546,3 +546,72 @@ fn rejects_named_slots_in_use_out_of_range_or_not_configured() {
     );
     assert!(start_named(&mut picked, None, 8).is_ok());
 }
+
+#[test]
+fn accepts_err_chunk_retries_of_calls_in_named_slots() {
+    // Two calls in caller-named slots (not the send buffers' indices), each with a small reply
+    // buffer and a large fallback: both are answered ERR_CHUNK, and each goes again, same XID
+    // and slot, offering its own fallback buffer (the spec kept for the retry is its own).
+    let mut cfg = Config::DEFAULT;
+    cfg.call_slots = 8;
+    let mut p = Pair::new(cfg, Config::DEFAULT);
+    assert!(start_named(&mut p, Some(0), 0x50).is_ok());
+    assert_eq!(answer_all(&mut p).len(), 1);
+    let mut calls = Vec::new();
+    for (slot, xid) in [(6u32, 0x51u32), (1, 0x52)] {
+        let m = p.req.host.buf_with(&rpc_call(xid, 1, &[]), EXPOSE);
+        let small = p.req.host.alloc(256, EXPOSE);
+        let big = p.req.host.alloc(16_384, EXPOSE);
+        let spec = CallSpec {
+            message: &[m],
+            ddp: &[],
+            receptacles: &[],
+            reply: small,
+        };
+        let opts = CallOptions {
+            fallback_reply: Some(big),
+            fallback_receptacles: &[],
+        };
+        let now = p.now;
+        let side = &mut p.req;
+        let conn = side.conn.as_mut().expect("requester");
+        let id = conn
+            .start_call_in(now, slot, xid, &spec, &opts, &mut side.host)
+            .expect("start_call_in");
+        calls.push((id, xid, big));
+    }
+    p.pump();
+    let serve = |p: &mut Pair| {
+        let inc = p.next_call().expect("CallReady");
+        let mut reply = rpc_reply(inc.xid, &[]);
+        reply.resize(6000, inc.xid as u8);
+        let rb = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rb],
+            results: &[],
+        };
+        (inc.xid, inc.reply_capacity, p.reply(inc.call, &spec))
+    };
+    let first: Vec<_> = (0..2).map(|_| serve(&mut p)).collect();
+    assert!(first
+        .iter()
+        .all(|&(_, cap, k)| cap.is_none() && k == ReplyKind::ErrChunk));
+    let mut again: Vec<_> = (0..2).map(|_| serve(&mut p)).collect();
+    again.sort_unstable_by_key(|a| a.0);
+    assert_eq!(
+        again,
+        vec![
+            (0x51, Some(16_384), ReplyKind::Long),
+            (0x52, Some(16_384), ReplyKind::Long)
+        ]
+    );
+    for _ in 0..2 {
+        let r = p.next_reply();
+        let &(id, xid, big) = calls.iter().find(|c| c.0 == r.call).expect("a named call");
+        assert_eq!((r.xid, r.len, r.long), (xid, 6000, true));
+        let mut want = rpc_reply(xid, &[]);
+        want.resize(6000, xid as u8);
+        assert_eq!(p.req.host.read(big.sub(0, 6000).unwrap()), &want[..]);
+        assert!(id.slot == 6 || id.slot == 1);
+    }
+}

@@ -270,9 +270,11 @@ impl Default for Config {
 /// must stay registered for the life of the connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Pools<'a> {
-    /// Send buffers, one per call slot (the number of call slots). Each holds a transport header
-    /// and, when an inline message has more pieces than SGEs, the message copied after it, so
-    /// each must be at least [`Config::inline_send`] octets.
+    /// Send buffers, one per call slot (the number of call slots; for a requester whose caller
+    /// names the slots, [`Config::call_slots`], one per call on the wire at once, held from a
+    /// call's start to its completion). Each holds a transport header and, when an inline
+    /// message has more pieces than SGEs, the message copied after it, so each must be at least
+    /// [`Config::inline_send`] octets.
     pub headers: &'a [LocalBuf],
     /// Receive buffers, each at least the advertised [`Config::inline_recv`]. Requester: at least
     /// `credits`. Responder: at least `credits + headers.len()` (posted ones plus one held by each

@@ -74,7 +74,7 @@ impl Requester {
         if keep {
             // Written field by field: the arrays' entries past their counts are never read,
             // so the slot's earlier spec is not cleared first.
-            let sv = &mut self.saved[id.slot as usize];
+            let sv = &mut self.saved[self.calls[id.slot as usize].header as usize];
             sv.retried = false;
             // Element by element: most of these lists are empty or short, and a slice copy
             // calls `memcpy` even for none.
@@ -345,7 +345,7 @@ impl Requester {
             call.inv_next = 0;
             call.remote_inv = 0;
         }
-        let sv = self.saved[slot as usize];
+        let sv = self.saved[c.header as usize];
         if !c.saved {
             self.resending -= 1;
             self.calls[slot as usize].outcome =
@@ -369,7 +369,7 @@ impl Requester {
             },
         };
         if larger {
-            self.saved[slot as usize].retried = true;
+            self.saved[c.header as usize].retried = true;
         }
         let naming = Naming {
             place: Place::Again {

@@ -20,7 +20,7 @@
 //! version; in Version Two they name in `rdma_inv_handle` the one window the responder may
 //! invalidate (the Reply chunk's, else the first Write chunk's, else the first Read segment's).
 //! A call that may have to be sent again (the Version Two probe, or one with a CANT_REPLY
-//! fallback) keeps a copy of its spec in a per-slot array; `Finishing` then ends by sending it
+//! fallback) keeps a copy of its spec, by its send buffer; `Finishing` then ends by sending it
 //! again in the same slot and generation instead of reporting it.
 //!
 //! Recovery: a reply that does not decode, or breaks a reply rule, fails the call whose XID it
@@ -106,7 +106,9 @@ pub(crate) enum Resend {
 }
 
 /// A call spec kept for sending the call again (Version Two negotiation, CANT_REPLY retry).
-/// Stored in a per-slot array, written only for calls that may need it.
+/// Stored in an array indexed by the call's send buffer (a call holds one while it may be sent
+/// again, and there are as many as calls on the wire at once, fewer than call slots when the
+/// caller names them), written only for calls that may need it.
 #[derive(Debug, Clone, Copy)]
 struct Saved {
     message: [LocalBuf; MAX_PARTS],
@@ -181,7 +183,7 @@ struct ReqCall {
     /// docs/conformance.md: a slow Version Two responder's late reply completes the call).
     /// 0: none.
     also_vers: u32,
-    /// `Requester::saved[slot]` holds this call's spec.
+    /// `Requester::saved[header]` holds this call's spec.
     saved: bool,
 }
 
@@ -327,7 +329,7 @@ impl Requester {
             calls: vec![ReqCall::FREE; slots],
             headers: headers.to_vec(),
             free_headers: super::fixed_capacity::IndexStack::full(n),
-            saved: vec![Saved::EMPTY; slots],
+            saved: vec![Saved::EMPTY; n],
             free: super::fixed_capacity::IndexStack::full(if named { 0 } else { n }),
             named,
             max_credits: credits::local_max(policy.asked, n),
