@@ -470,6 +470,7 @@ impl CallTable {
     /// Completes record `i` with `outcome` (its callback runs now, once; an error is counted
     /// first). A call on the wire becomes a zombie (the engine still uses its buffers); any
     /// other is freed.
+    #[inline(always)] // the outcome (a `Reply` of a few hundred octets) moves once, to the sink
     pub(crate) fn finish(
         &mut self,
         i: u32,
