@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{
-    CallOptions, CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools,
+    CallId, CallOptions, CallSpec, CmInput, Config, ConnState, Connection, Event, LocalBuf, Pools,
     ReplyKind, ReplySpec, Role, SentAnswer, StartError,
 };
 use rpcrdma_engine::proto::v1;
@@ -448,4 +448,170 @@ fn accepts_sent_answer_reported_once_its_send_completes() {
     }
     // The requester answers nothing: it has no reports.
     assert_eq!(p.req.conn.as_mut().expect("requester").poll_sent(), None);
+}
+
+/// Starts a call of `xid` with no arguments: in `slot` when given (`start_call_in`), else in
+/// a slot the engine picks (`start_call`); does not pump.
+fn start_named(p: &mut Pair, slot: Option<u32>, xid: u32) -> Result<CallId, StartError> {
+    let msg = p.req.host.buf_with(&rpc_call(xid, 1, &[]), LW);
+    let reply_buf = p.req.host.alloc(512, LW);
+    let spec = CallSpec {
+        message: &[msg],
+        ddp: &[],
+        receptacles: &[],
+        reply: reply_buf,
+    };
+    let now = p.now;
+    let side = &mut p.req;
+    let conn = side.conn.as_mut().expect("requester");
+    match slot {
+        Some(s) => conn.start_call_in(now, s, xid, &spec, &CallOptions::NONE, &mut side.host),
+        None => conn.start_call(now, &spec, &mut side.host),
+    }
+}
+
+/// Answers every call the responder has (an empty accepted reply) and returns the requester's
+/// reports, (slot, generation, XID) sorted.
+fn answer_all(p: &mut Pair) -> Vec<(u32, u32, u32)> {
+    p.pump();
+    while let Some(inc) = p.next_call() {
+        let rmsg = p.resp.host.buf_with(&rpc_reply(inc.xid, &[0, 0, 0, 0]), LW);
+        let spec = ReplySpec {
+            message: &[rmsg],
+            results: &[],
+        };
+        assert_eq!(p.reply(inc.call, &spec), ReplyKind::Inline);
+    }
+    let mut got = Vec::new();
+    while let Some(ev) = p.next_done() {
+        match ev {
+            Event::ReplyReady(r) => got.push((r.call.slot, r.call.generation, r.xid)),
+            other => panic!("expected ReplyReady, got {other:?}"),
+        }
+    }
+    got.sort_unstable();
+    got
+}
+
+#[test]
+fn accepts_calls_in_the_slots_their_caller_names() {
+    // With `call_slots` the caller names each call's slot (its own record's index): the id
+    // and the report carry that slot, and a slot is taken again once its call is reported.
+    // The send buffers (one per credit here) are held only by calls on the wire.
+    let mut cfg = Config::DEFAULT;
+    cfg.credits = 2;
+    cfg.call_slots = 8;
+    let mut p = Pair::new(cfg, Config::DEFAULT);
+    // One credit before the first reply, then two.
+    let a = start_named(&mut p, Some(7), 0x100).expect("slot 7");
+    assert_eq!(a.slot, 7);
+    assert_eq!(answer_all(&mut p), vec![(7, a.generation, 0x100)]);
+    let b = start_named(&mut p, Some(7), 0x200).expect("slot 7 again");
+    let c = start_named(&mut p, Some(3), 0x201).expect("slot 3");
+    assert_ne!(b.generation, a.generation);
+    assert_eq!(
+        answer_all(&mut p),
+        vec![(3, c.generation, 0x201), (7, b.generation, 0x200)]
+    );
+    for (slot, xid) in [(0, 0x300), (6, 0x301)] {
+        assert_eq!(
+            start_named(&mut p, Some(slot), xid).map(|id| id.slot),
+            Ok(slot)
+        );
+    }
+    assert_eq!(answer_all(&mut p).len(), 2);
+}
+
+#[test]
+fn rejects_named_slots_in_use_out_of_range_or_not_configured() {
+    let mut cfg = Config::DEFAULT;
+    cfg.call_slots = 4;
+    let mut named = Pair::new(cfg, Config::DEFAULT);
+    assert_eq!(start_named(&mut named, Some(2), 1).map(|id| id.slot), Ok(2));
+    assert_eq!(answer_all(&mut named).len(), 1);
+    // Credits granted: slot 2 is taken again, then refused while its call is on the wire.
+    assert_eq!(start_named(&mut named, Some(2), 3).map(|id| id.slot), Ok(2));
+    assert_eq!(start_named(&mut named, Some(2), 4), Err(StartError::Busy));
+    assert_eq!(
+        start_named(&mut named, Some(4), 5),
+        Err(StartError::BadSpec)
+    );
+    assert_eq!(start_named(&mut named, None, 6), Err(StartError::BadSpec));
+    assert_eq!(answer_all(&mut named).len(), 1);
+    // A connection that picks its slots refuses a named one.
+    let mut picked = Pair::default_pair();
+    assert_eq!(
+        start_named(&mut picked, Some(0), 7),
+        Err(StartError::BadSpec)
+    );
+    assert!(start_named(&mut picked, None, 8).is_ok());
+}
+
+#[test]
+fn accepts_err_chunk_retries_of_calls_in_named_slots() {
+    // Two calls in caller-named slots (not the send buffers' indices), each with a small reply
+    // buffer and a large fallback: both are answered ERR_CHUNK, and each goes again, same XID
+    // and slot, offering its own fallback buffer (the spec kept for the retry is its own).
+    let mut cfg = Config::DEFAULT;
+    cfg.call_slots = 8;
+    let mut p = Pair::new(cfg, Config::DEFAULT);
+    assert!(start_named(&mut p, Some(0), 0x50).is_ok());
+    assert_eq!(answer_all(&mut p).len(), 1);
+    let mut calls = Vec::new();
+    for (slot, xid) in [(6u32, 0x51u32), (1, 0x52)] {
+        let m = p.req.host.buf_with(&rpc_call(xid, 1, &[]), EXPOSE);
+        let small = p.req.host.alloc(256, EXPOSE);
+        let big = p.req.host.alloc(16_384, EXPOSE);
+        let spec = CallSpec {
+            message: &[m],
+            ddp: &[],
+            receptacles: &[],
+            reply: small,
+        };
+        let opts = CallOptions {
+            fallback_reply: Some(big),
+            fallback_receptacles: &[],
+        };
+        let now = p.now;
+        let side = &mut p.req;
+        let conn = side.conn.as_mut().expect("requester");
+        let id = conn
+            .start_call_in(now, slot, xid, &spec, &opts, &mut side.host)
+            .expect("start_call_in");
+        calls.push((id, xid, big));
+    }
+    p.pump();
+    let serve = |p: &mut Pair| {
+        let inc = p.next_call().expect("CallReady");
+        let mut reply = rpc_reply(inc.xid, &[]);
+        reply.resize(6000, inc.xid as u8);
+        let rb = p.resp.host.buf_with(&reply, LW);
+        let spec = ReplySpec {
+            message: &[rb],
+            results: &[],
+        };
+        (inc.xid, inc.reply_capacity, p.reply(inc.call, &spec))
+    };
+    let first: Vec<_> = (0..2).map(|_| serve(&mut p)).collect();
+    assert!(first
+        .iter()
+        .all(|&(_, cap, k)| cap.is_none() && k == ReplyKind::ErrChunk));
+    let mut again: Vec<_> = (0..2).map(|_| serve(&mut p)).collect();
+    again.sort_unstable_by_key(|a| a.0);
+    assert_eq!(
+        again,
+        vec![
+            (0x51, Some(16_384), ReplyKind::Long),
+            (0x52, Some(16_384), ReplyKind::Long)
+        ]
+    );
+    for _ in 0..2 {
+        let r = p.next_reply();
+        let &(id, xid, big) = calls.iter().find(|c| c.0 == r.call).expect("a named call");
+        assert_eq!((r.xid, r.len, r.long), (xid, 6000, true));
+        let mut want = rpc_reply(xid, &[]);
+        want.resize(6000, xid as u8);
+        assert_eq!(p.req.host.read(big.sub(0, 6000).unwrap()), &want[..]);
+        assert!(id.slot == 6 || id.slot == 1);
+    }
 }

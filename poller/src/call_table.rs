@@ -2,11 +2,13 @@
 //! client connection (`client_conn.rs`) and the backward calls (RFC 8167) of a server
 //! connection (`server_back.rs`) keep their records here. A [`CallTable`] has a fixed number of
 //! records, sized at creation (nothing allocates per call), each with its RPC header buffer,
-//! arguments, reply buffer, callback, deadline and engine call handle; a free list; the ready
-//! queue (calls waiting for a credit, a buffer or a connection); and the map from the engine's
-//! call slot ([`CallId::slot`]) to a record, an array indexed by the slot. How a completed
-//! call's callback runs, where reply buffers go and which counters count an error is the
-//! owner's [`CallSink`] ([`NodeSink`] on a reactor).
+//! arguments, reply buffer, callback, deadline and engine call handle; a free list; and the
+//! ready queue (calls waiting for a credit, a buffer or a connection). A record's index is
+//! also the engine's call slot of the call ([`CallId::slot`]): the connection is configured
+//! with one requester slot per record (`conn::Config::call_slots`) and every call is started
+//! in its record's slot (`Connection::start_call_in`), so an engine report names its record
+//! directly. How a completed call's callback runs, where reply buffers go and which counters
+//! count an error is the owner's [`CallSink`] ([`NodeSink`] on a reactor).
 //!
 //! Normal operation: the owner takes a call into a free record ([`CallTable::alloc`]), queues
 //! it ([`CallTable::push_ready`]), starts queued calls in order while the engine takes them
@@ -44,9 +46,6 @@ use crate::worker::{CompleteJob, Job, NodeLinks};
 
 /// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
 pub(crate) const RPC_HEADER_SIZE: u32 = 160;
-
-/// No record for this engine slot.
-const NO_REC: u32 = u32::MAX;
 
 /// The slab of a connection's requester side: `credits` send headers of `header_size` and
 /// receives of `recv_size`, and one RPC header buffer per call record.
@@ -150,13 +149,16 @@ pub(crate) struct NewCall {
     pub(crate) sends: u32,
 }
 
-/// One outstanding call, from submission to callback: the caller's record of it. It
-/// outlives a QP: when a connection is lost, the record is kept (held, parked or handed to
-/// another connection) and its call is sent again with the same XID on the next QP. The XID is
-/// assigned here, once per call ([`NewCall::xid`]), encoded into the record's RPC header and
-/// handed to the engine as a value (`Connection::start_call_xid`). The engine keeps, per
-/// transmission on one QP, only the transport state of the call (its STags, outstanding work
-/// requests and credit; `CallId` names it, `call` below) and forgets it when the QP goes.
+/// One outstanding call, from submission to callback: the one record of it, owned by its
+/// connection's [`CallTable`]. It outlives a QP: when a connection is lost, the record is
+/// kept (held, parked or handed to another connection) and its call is sent again with the
+/// same XID on the next QP. The XID is assigned here, once per call ([`NewCall::xid`]),
+/// encoded into the record's RPC header and handed to the engine as a value, with the
+/// record's index as the engine's call slot (`Connection::start_call_in`). The engine's slot
+/// of the same index holds, while the call is on one QP, only what the wire needs (its STags,
+/// outstanding work requests, credit, the reply resources offered); it is not a second record
+/// of the call (nothing maps one to the other) and goes with the QP. `call` below is the
+/// generation of that transmission, to tell a late report from the current one.
 pub(crate) struct CallRec {
     gen: u32,
     state: CallState,
@@ -317,8 +319,6 @@ pub(crate) struct CallTable {
     recs: Vec<CallRec>,
     free: Vec<u32>,
     ready: VecDeque<u32>,
-    /// Engine call slot → record.
-    by_slot: Vec<u32>,
     /// Records held for a resend (and, in `hand_over`, the parked ones in order).
     scratch: Vec<u32>,
     seq: u64,
@@ -327,15 +327,14 @@ pub(crate) struct CallTable {
 }
 
 impl CallTable {
-    /// A table of one record per header buffer in `headers`, for an engine with
-    /// `engine_slots` call slots.
-    pub(crate) fn new(headers: &[LocalBuf], engine_slots: usize) -> CallTable {
+    /// A table of one record per header buffer in `headers` (and as many engine call slots,
+    /// `conn::Config::call_slots`).
+    pub(crate) fn new(headers: &[LocalBuf]) -> CallTable {
         let n = headers.len();
         CallTable {
             recs: headers.iter().map(|&h| CallRec::new(h)).collect(),
             free: (0..n as u32).rev().collect(),
             ready: VecDeque::with_capacity(n),
-            by_slot: vec![NO_REC; engine_slots],
             scratch: Vec::with_capacity(n),
             seq: 0,
             in_use: 0,
@@ -407,8 +406,9 @@ impl CallTable {
         self.ready.clear();
     }
 
-    /// Starts queued calls in order through `start` (given each record's index) until it says
-    /// to wait; returns the calls started (each counted in the sink).
+    /// Starts queued calls in order through `start` (given each record's index, which is the
+    /// engine call slot to start it in) until it says to wait; returns the calls started (each
+    /// counted in the sink).
     pub(crate) fn start_ready<S: CallSink>(
         &mut self,
         sink: &mut S,
@@ -418,15 +418,14 @@ impl CallTable {
         while let Some(&i) = self.ready.front() {
             match start(i, &mut self.recs[i as usize], sink) {
                 Start::Started(id, bytes) => {
+                    // The engine started it in the record's own slot.
+                    debug_assert_eq!(id.slot, i);
                     self.ready.pop_front();
                     let r = &mut self.recs[i as usize];
                     sink.count_start(bytes, r.sends > 0);
                     r.sends += 1;
                     r.state = CallState::InFlight;
                     r.call = Some(id);
-                    if let Some(s) = self.by_slot.get_mut(id.slot as usize) {
-                        *s = i;
-                    }
                     self.in_flight += 1;
                     n += 1;
                 }
@@ -443,16 +442,16 @@ impl CallTable {
         n
     }
 
-    /// The engine reported `call` (a reply or a failure): the record it was, now queued and no
-    /// longer the engine's, or `None` (a stale id: the slot was reused, or the record was
-    /// completed meanwhile — a zombie, freed now).
+    /// The engine reported `call` (a reply or a failure): the record it was (the record of
+    /// the call's slot), now queued and no longer the engine's, or `None` (a stale id: an
+    /// earlier transmission, or a connection already gone; a record completed meanwhile — a
+    /// zombie — is freed now).
     pub(crate) fn returned(&mut self, call: CallId, sink: &mut impl CallSink) -> Option<u32> {
-        let i = *self.by_slot.get(call.slot as usize)?;
+        let i = call.slot;
         let r = self.recs.get_mut(i as usize)?;
         if r.call != Some(call) {
             return None;
         }
-        self.by_slot[call.slot as usize] = NO_REC;
         r.call = None;
         match r.state {
             CallState::Zombie => {
@@ -471,6 +470,7 @@ impl CallTable {
     /// Completes record `i` with `outcome` (its callback runs now, once; an error is counted
     /// first). A call on the wire becomes a zombie (the engine still uses its buffers); any
     /// other is freed.
+    #[inline(always)] // the outcome (a `Reply` of a few hundred octets) moves once, to the sink
     pub(crate) fn finish(
         &mut self,
         i: u32,
@@ -549,7 +549,7 @@ impl CallTable {
     }
 
     /// The engine is gone (the connection was torn down): zombies are freed, calls on the
-    /// wire are queued again (not in the ready queue), no engine slot maps to a record.
+    /// wire are queued again (not in the ready queue), no record keeps an engine call id.
     pub(crate) fn engine_gone(&mut self, sink: &mut impl CallSink) {
         for i in 0..self.recs.len() as u32 {
             let r = &mut self.recs[i as usize];
@@ -563,7 +563,6 @@ impl CallTable {
                 CallState::Queued | CallState::Free => {}
             }
         }
-        self.by_slot.fill(NO_REC);
     }
 
     /// Fails every call held (queued, parked or on the wire) with `e`; returns how many.

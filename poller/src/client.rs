@@ -339,6 +339,9 @@ impl<P: Provider> ClientConn<P> {
         cfg.max_version = opts.version.number();
         let recv_size = private_data::representable_size(cfg.inline_recv);
         let nrec = opts.max_pending;
+        // One engine call slot per call record: a record's index names its call to the engine
+        // (at most 1 << 16, clamped above).
+        cfg.call_slots = nrec as u32;
         let layout = requester_layout(c, cfg.inline_send, recv_size, nrec);
         // The slab's RPC-header buffers and zero octets may be exposed (read-only) in a long
         // call: through windows over the slab, or through an exposure of just that tail.
@@ -382,7 +385,7 @@ impl<P: Provider> ClientConn<P> {
         for e in &exposures {
             mem.expose(e);
         }
-        let calls = CallTable::new(&slab.rpc_headers[..nrec], c as usize);
+        let calls = CallTable::new(&slab.rpc_headers[..nrec]);
         // An XID base that differs between clients and runs (RFC 5531 asks for uniqueness).
         let seed = (Instant::now().elapsed().as_nanos() as u32)
             ^ (Arc::as_ptr(&shared) as usize as u32).rotate_left(13)

@@ -696,7 +696,7 @@ impl<P: Provider> ClientConn<P> {
         let lat = &mut self.lat;
         let mut sink = sink!(self, env, links);
         self.calls.start_ready(&mut sink, |i, rec, sink| {
-            let (start, items, receptacles) = start_call(drv, now, ddp, rec);
+            let (start, items, receptacles) = start_call(drv, now, ddp, i, rec);
             if let Start::Started(..) = start {
                 sink.stats.call_chunks_out(items, receptacles);
                 lat.start(i, now);
@@ -706,12 +706,14 @@ impl<P: Provider> ClientConn<P> {
     }
 }
 
-/// Hands the call of `rec` to the engine (with its receptacles and reply buffer, the reply
-/// size hint applied); with the call's Read items and receptacles (the chunks it offers).
+/// Hands the call of `rec` (record `i`, started in engine call slot `i`) to the engine (with
+/// its receptacles and reply buffer, the reply size hint applied); with the call's Read items
+/// and receptacles (the chunks it offers).
 fn start_call<P: Provider>(
     drv: &mut ConnDriver<P>,
     now: u64,
     ddp: bool,
+    i: u32,
     rec: &CallRec,
 ) -> (Start, usize, usize) {
     let Some(conn) = drv.conn.as_mut() else {
@@ -747,7 +749,7 @@ fn start_call<P: Provider>(
         fallback_reply: fallback,
         fallback_receptacles: &[],
     };
-    let started = conn.start_call_xid(now, rec.xid, &spec, &copts, &mut drv.mem);
+    let started = conn.start_call_in(now, i, rec.xid, &spec, &copts, &mut drv.mem);
     (Start::of(started, m.bytes), m.ni, nr)
 }
 

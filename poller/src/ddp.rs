@@ -114,6 +114,10 @@ impl DdpItems {
         }; MAX_DDP];
         let mut n = 0;
         let mut bytes = 0u64;
+        if self.n == 0 {
+            // Most calls and replies carry no DDP item.
+            return (items, 0, 0);
+        }
         for (at, len, buf) in (0..self.len()).filter_map(|k| self.get(k)) {
             items[n] = rpcrdma_engine::conn::DdpItem { at: base + at, buf };
             bytes += u64::from(len);

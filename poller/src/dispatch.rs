@@ -500,6 +500,7 @@ impl Dispatcher {
     }
 
     /// Turns a handler's outcome into the reply and sends it.
+    #[inline(always)] // the results' items move from the handler's outcome to their held slot
     fn finish<P: Provider>(
         &mut self,
         io: &mut Io<'_, P>,

@@ -126,9 +126,11 @@ impl ServerBack {
         // Clamped into 1..=max_credits when the session table was built (`session.rs`).
         let credits = server.credits;
         cfg.backchannel_credits = credits;
+        let nrec = server.queue;
+        // The engine's backward requester has a call slot per record of the call table.
+        cfg.call_slots = u32::try_from(nrec).map_err(|_| MemError::BadSize("backchannel queue"))?;
         // The granted receives plus one per backward call outstanding.
         cfg.rq_depth = cfg.rq_depth.max(cfg.credits + credits);
-        let nrec = server.queue;
         let mut layout = requester_layout(credits, cfg.inline_send, recv_size, nrec);
         if recv_size == 0 {
             // A shared receive queue (`recv_size` 0): backward replies come from it.
@@ -153,7 +155,7 @@ impl ServerBack {
             server: Arc::clone(server),
             stats,
         });
-        let calls = CallTable::new(&slab.rpc_headers[..nrec], credits as usize);
+        let calls = CallTable::new(&slab.rpc_headers[..nrec]);
         Ok(ServerBack {
             handle: BackChannel { inner },
             rx: Some(rx),
@@ -290,7 +292,7 @@ impl ServerBack {
         let now = env.now;
         let mut sink = sink!(self, env, links, stats);
         self.calls
-            .start_ready(&mut sink, |_, r, sink| start_back(drv, now, r, sink))
+            .start_ready(&mut sink, |i, r, sink| start_back(drv, now, i, r, sink))
     }
 
     /// One round on a live connection: bindings, enabling, new calls, starts.
@@ -633,11 +635,12 @@ impl ServerBack {
     }
 }
 
-/// Hands backward call `r` to the engine (a reply buffer taken and the RPC header encoded
-/// on its first start).
+/// Hands backward call `r` (record `i`, started in engine call slot `i`) to the engine (a
+/// reply buffer taken and the RPC header encoded on its first start).
 fn start_back<P: Provider>(
     drv: &mut ConnDriver<P>,
     now: u64,
+    i: u32,
     r: &mut CallRec,
     sink: &mut impl CallSink,
 ) -> Start {
@@ -666,7 +669,7 @@ fn start_back<P: Provider>(
         receptacles: &recp[..nr],
         reply: local_buf(reply, reply.len()),
     };
-    let started = conn.start_call_xid(now, r.xid, &spec, &CallOptions::NONE, &mut drv.mem);
+    let started = conn.start_call_in(now, i, r.xid, &spec, &CallOptions::NONE, &mut drv.mem);
     Start::of(started, m.bytes)
 }
 

@@ -37,6 +37,12 @@ pub const PROG: u32 = 0x2000_0c05;
 pub const XFER: u32 = 1;
 /// Octets of each DDP item.
 pub const DDP_LEN: usize = 4096;
+/// The reply size every call states ([`rpcrdma_poller::CallArgs::expect_reply`]): the RPC
+/// reply header (24 octets with AUTH_NONE) and the XFER reply's 4-octet length, with room to
+/// spare. The reply buffers are `DDP_LEN` octets, more than an inline reply can carry (the
+/// inline threshold less the transport header), so without it every call would offer a
+/// Reply chunk, a memory window bound over the reply buffer, that no reply uses.
+pub const REPLY_HINT: usize = 64;
 
 /// Which RPC the run measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +187,7 @@ impl Driver {
         let Some(mut args) = self.client.args() else {
             return self.fail(i);
         };
+        args.expect_reply(REPLY_HINT);
         let byte = (i % 251) as u8;
         let (proc_num, ok) = match self.kind {
             Kind::Ddp => (XFER, self.ddp_args(&mut args, byte)),

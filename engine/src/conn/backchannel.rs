@@ -60,7 +60,7 @@ pub(crate) fn responder_policy(core: &Core) -> responder::Policy {
 /// The server's backward requester: a [`Requester`] of [`requester_policy`] over the
 /// backchannel send buffers.
 pub(crate) fn requester(core: &Core, headers: &[LocalBuf]) -> Requester {
-    Requester::new(requester_policy(core), headers)
+    Requester::new(requester_policy(core), headers, core.cfg.call_slots)
 }
 
 /// The client's backward responder: a [`Responder`] of [`responder_policy`] over the

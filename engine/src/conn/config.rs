@@ -221,6 +221,18 @@ pub struct Config {
     /// random source (the poller does); tests may fix it. The default, 0, is a valid but
     /// public seed.
     pub key_seed: u64,
+    /// The connection's requester (a client's forward calls, a server's backward ones): when
+    /// not 0, the caller names each call's slot, a number below this
+    /// ([`Connection::start_call_in`]), normally the index of its own record of the call, so
+    /// that the engine's transport state of a call and the caller's record share one index and
+    /// no table joins them. A send buffer (`Pools::headers`, or `BackchannelPools::headers`
+    /// for a server's backward calls) is then held only by a call on the wire, and at most
+    /// 65 536 slots may be named. 0 (the default): the engine picks the slot, one per send
+    /// buffer ([`Connection::start_call`]).
+    ///
+    /// [`Connection::start_call_in`]: super::Connection::start_call_in
+    /// [`Connection::start_call`]: super::Connection::start_call
+    pub call_slots: u32,
 }
 
 impl Config {
@@ -244,6 +256,7 @@ impl Config {
         backchannel_credits: 16,
         max_version: 1,
         key_seed: 0,
+        call_slots: 0,
     };
 }
 
@@ -257,9 +270,11 @@ impl Default for Config {
 /// must stay registered for the life of the connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Pools<'a> {
-    /// Send buffers, one per call slot (the number of call slots). Each holds a transport header
-    /// and, when an inline message has more pieces than SGEs, the message copied after it, so
-    /// each must be at least [`Config::inline_send`] octets.
+    /// Send buffers, one per call slot (the number of call slots; for a requester whose caller
+    /// names the slots, [`Config::call_slots`], one per call on the wire at once, held from a
+    /// call's start to its completion). Each holds a transport header and, when an inline
+    /// message has more pieces than SGEs, the message copied after it, so each must be at least
+    /// [`Config::inline_send`] octets.
     pub headers: &'a [LocalBuf],
     /// Receive buffers, each at least the advertised [`Config::inline_recv`]. Requester: at least
     /// `credits`. Responder: at least `credits + headers.len()` (posted ones plus one held by each
@@ -474,6 +489,9 @@ fn check_settings(cfg: &Config) -> Result<(), ConfigError> {
     }
     if !(VERSION..=MAX_VERSION).contains(&cfg.max_version) {
         return Err(ConfigError::UnsupportedVersion(cfg.max_version));
+    }
+    if cfg.call_slots > u32::from(u16::MAX) + 1 {
+        return Err(ConfigError::TooManySlots);
     }
     if cfg.max_version >= 2 && private_data::representable_size(cfg.inline_recv) < V2_INLINE {
         return Err(ConfigError::InlineRecvTooSmallForV2 {

@@ -19,7 +19,7 @@ use super::backchannel::{self, Backward};
 use super::config::*;
 use super::core_state::{self, Core, RecvState};
 use super::receive;
-use super::requester::{self, Requester};
+use super::requester::{self, Naming, Place, Requester};
 use super::responder::{self, Responder};
 use super::types::*;
 use crate::proto::private_data::{self, Negotiated, PrivateData};
@@ -93,7 +93,10 @@ impl Connection {
         let rq_target = validate(role, &cfg, pools, bc)?;
         let with_bc = !bc.headers.is_empty() || !bc.recvs.is_empty();
         let mut core = Core::new(role, cfg, pools, bc, rq_target);
-        let forward_req = || Requester::new(requester::Policy::forward(&core), pools.headers);
+        let forward_req = || {
+            let policy = requester::Policy::forward(&core);
+            Requester::new(policy, pools.headers, core.cfg.call_slots)
+        };
         let forward_resp = || {
             let policy = responder::Policy::forward(&core);
             Responder::new(&core, policy, pools.headers, pools.data)
@@ -741,7 +744,9 @@ impl Connection {
     /// Requester: starts a call. On success the binds and the Send are queued for
     /// [`Connection::poll_wr`]; the outcome arrives as [`Event::ReplyReady`] or
     /// [`Event::CallFailed`]. The message parts, DDP items, receptacles and reply buffer must
-    /// stay untouched until then.
+    /// stay untouched until then. The engine picks the call's slot; on a connection whose
+    /// caller names the slots ([`Config::call_slots`], [`Connection::start_call_in`]) the call
+    /// is refused with [`StartError::BadSpec`].
     ///
     /// Responder (server) with an enabled backchannel: starts a backward-direction call
     /// (RFC 8167). It goes inline as RDMA_MSG with empty chunk lists (DDP items are sent
@@ -767,7 +772,11 @@ impl Connection {
         opts: &CallOptions<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        self.start(now, None, spec, opts, mem)
+        let naming = Naming {
+            place: Place::Any,
+            xid: None,
+        };
+        self.start(now, naming, spec, opts, mem)
     }
 
     /// [`Connection::start_call_with`] for a caller that assigned the call's XID and encoded
@@ -782,13 +791,42 @@ impl Connection {
         opts: &CallOptions<'_>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
-        self.start(now, Some(xid), spec, opts, mem)
+        let naming = Naming {
+            place: Place::Any,
+            xid: Some(xid),
+        };
+        self.start(now, naming, spec, opts, mem)
+    }
+
+    /// [`Connection::start_call_xid`] in the call slot `slot`, which the caller names: with
+    /// [`Config::call_slots`] set, the caller keeps its own record of every call and names
+    /// the record's index (below `call_slots`), and the returned [`CallId`] has that slot.
+    /// The engine's state of the call in that slot is what the wire needs while the call is
+    /// on this connection; it goes with the connection, the caller's record does not.
+    /// [`StartError::Busy`] when the slot still finishes an earlier call, or every send buffer
+    /// is held; [`StartError::BadSpec`] when the slot is out of range or the connection picks
+    /// slots itself (`call_slots` 0), as [`Connection::start_call`] is refused on a
+    /// connection whose caller names them.
+    pub fn start_call_in<M: HostMemory + ?Sized>(
+        &mut self,
+        now: u64,
+        slot: u32,
+        xid: u32,
+        spec: &CallSpec<'_>,
+        opts: &CallOptions<'_>,
+        mem: &mut M,
+    ) -> Result<CallId, StartError> {
+        let naming = Naming {
+            place: Place::At(slot),
+            xid: Some(xid),
+        };
+        self.start(now, naming, spec, opts, mem)
     }
 
     fn start<M: HostMemory + ?Sized>(
         &mut self,
         now: u64,
-        xid: Option<u32>,
+        naming: Naming,
         spec: &CallSpec<'_>,
         opts: &CallOptions<'_>,
         mem: &mut M,
@@ -798,8 +836,8 @@ impl Connection {
         let (forward, open) = (self.role == Role::Requester, self.back.enabled);
         let core = &mut self.core;
         let r = match &mut self.requester {
-            Some(r) if forward => r.start_call(core, now, xid, spec, opts, mem),
-            Some(r) if open => r.start_call(core, now, xid, spec, &CallOptions::NONE, mem),
+            Some(r) if forward => r.start_call(core, now, naming, spec, opts, mem),
+            Some(r) if open => r.start_call(core, now, naming, spec, &CallOptions::NONE, mem),
             _ => Err(StartError::BackchannelDisabled),
         };
         self.check_closed();

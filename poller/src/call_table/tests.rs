@@ -49,7 +49,7 @@ struct Rig {
     sink: TestSink,
 }
 
-fn rig(records: usize, engine_slots: usize) -> Rig {
+fn rig(records: usize) -> Rig {
     let env = SoftEnv::new();
     let pd = env.client_pd();
     let r = registered_region(&pd, 64 * 1024, HugePagePolicy::Never, LOCAL_ACCESS).expect("r");
@@ -66,7 +66,7 @@ fn rig(records: usize, engine_slots: usize) -> Rig {
     Rig {
         pool,
         seen: Arc::default(),
-        table: CallTable::new(&headers, engine_slots),
+        table: CallTable::new(&headers),
         sink: TestSink::default(),
     }
 }
@@ -96,7 +96,8 @@ impl Rig {
         i
     }
 
-    /// Starts every queued call on the engine ids given, in order.
+    /// Starts every queued call on the engine ids given, in order (each id's slot is the
+    /// record's index, as the engine's is).
     fn start(&mut self, ids: &[CallId]) -> usize {
         let mut k = 0;
         self.table
@@ -120,7 +121,7 @@ fn id(slot: u32, generation: u32) -> CallId {
 
 #[test]
 fn accepts_reply_completing_call_exactly_once() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     let i = r.queue(1, u64::MAX);
     assert_eq!(r.start(&[id(0, 1)]), 1);
     assert_eq!((r.table.in_flight(), r.table.queued()), (1, 0));
@@ -142,7 +143,7 @@ fn accepts_reply_completing_call_exactly_once() {
 
 #[test]
 fn accepts_timeout_then_late_reply_freeing_the_zombie_without_a_second_callback() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     let i = r.queue(1, 50);
     r.queue(2, 500);
     assert_eq!(r.start(&[id(0, 1)]), 1);
@@ -167,30 +168,33 @@ fn accepts_timeout_then_late_reply_freeing_the_zombie_without_a_second_callback(
 
 #[test]
 fn rejects_late_report_for_a_reused_slot() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
+    r.queue(9, u64::MAX);
     let a = r.queue(1, u64::MAX);
-    r.start(&[id(2, 7)]);
+    assert_eq!(a, 1);
+    r.start(&[id(0, 3), id(1, 7)]);
     let gen_a = r.table.rec(a).gen;
-    assert_eq!(r.table.returned(id(2, 7), &mut r.sink), Some(a));
+    assert_eq!(r.table.returned(id(1, 7), &mut r.sink), Some(a));
     r.table.finish(a, &mut r.sink, Err(ClientError::TimedOut));
-    // The engine slot and (the free list being LIFO) the record are reused by call 2, in a
+    // The record (the free list being LIFO) and so its engine slot are reused by call 2, in a
     // new generation of the record.
     let b = r.queue(2, u64::MAX);
     assert_eq!(b, a);
     assert_eq!(r.table.rec(b).gen, gen_a.wrapping_add(1));
-    r.start(&[id(2, 8)]);
+    r.start(&[id(1, 8)]);
     // A late report with the old generation is not call 2's.
-    assert_eq!(r.table.returned(id(2, 7), &mut r.sink), None);
-    // Nor is a report for a slot the engine does not have.
+    assert_eq!(r.table.returned(id(1, 7), &mut r.sink), None);
+    // Nor is a report for a slot the engine does not have, or for another record's slot.
     assert_eq!(r.table.returned(id(99, 8), &mut r.sink), None);
-    assert_eq!(r.table.in_flight(), 1);
+    assert_eq!(r.table.returned(id(0, 8), &mut r.sink), None);
+    assert_eq!(r.table.in_flight(), 2);
     assert_eq!(r.seen(), vec![(1, Err(ClientError::TimedOut))]);
-    assert_eq!(r.table.returned(id(2, 8), &mut r.sink), Some(b));
+    assert_eq!(r.table.returned(id(1, 8), &mut r.sink), Some(b));
 }
 
 #[test]
 fn accepts_fail_all_completing_every_state_once() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     let flying = r.queue(1, u64::MAX);
     r.queue(2, u64::MAX);
     r.start(&[id(0, 1)]);
@@ -217,7 +221,7 @@ fn accepts_fail_all_completing_every_state_once() {
 
 #[test]
 fn accepts_engine_gone_freeing_zombies_and_requeueing_calls_on_the_wire() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     let a = r.queue(1, 10);
     let b = r.queue(2, u64::MAX);
     r.start(&[id(0, 1), id(1, 1)]);
@@ -240,7 +244,7 @@ fn accepts_engine_gone_freeing_zombies_and_requeueing_calls_on_the_wire() {
 
 #[test]
 fn rejects_calls_beyond_capacity() {
-    let mut r = rig(2, 2);
+    let mut r = rig(2);
     r.queue(1, u64::MAX);
     r.queue(2, u64::MAX);
     assert!(!r.table.has_free());
@@ -256,7 +260,7 @@ fn rejects_calls_beyond_capacity() {
 
 #[test]
 fn accepts_resend_in_submission_order_with_send_counts() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     let recs: Vec<u32> = (1..=3).map(|t| r.queue(t, u64::MAX)).collect();
     r.start(&[id(0, 1), id(1, 1), id(2, 1)]);
     // The engine reports them (connection lost) in another order.
@@ -273,11 +277,9 @@ fn accepts_resend_in_submission_order_with_send_counts() {
         Start::Wait
     });
     assert_eq!(order, vec![(1, 1)]);
-    let mut n = 0;
-    r.table.start_ready(&mut r.sink, |_, rec, _| {
+    r.table.start_ready(&mut r.sink, |i, rec, _| {
         order.push((rec.proc.proc_num, rec.sends));
-        n += 1;
-        Start::Started(id(n, 2), 0)
+        Start::Started(id(i, 2), 0)
     });
     assert_eq!(order, vec![(1, 1), (1, 1), (2, 1), (3, 1), (4, 0)]);
     assert!(recs
@@ -292,7 +294,7 @@ fn accepts_resend_in_submission_order_with_send_counts() {
 
 #[test]
 fn accepts_start_failure_completing_and_skip_not_completing() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     r.queue(1, u64::MAX);
     r.queue(2, u64::MAX);
     let mut k = 0;
@@ -315,7 +317,7 @@ fn accepts_start_failure_completing_and_skip_not_completing() {
 
 #[test]
 fn accepts_hand_over_oldest_first_and_keeps_a_refused_call() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     for t in [1, 2, 3] {
         let c = r.call(t, 1000 + u64::from(t), false);
         r.table.alloc(c).unwrap();
@@ -340,7 +342,7 @@ fn accepts_hand_over_oldest_first_and_keeps_a_refused_call() {
 
 #[test]
 fn accepts_drain_callbacks_taking_each_once() {
-    let mut r = rig(4, 4);
+    let mut r = rig(4);
     r.queue(1, u64::MAX);
     r.queue(2, u64::MAX);
     r.start(&[id(0, 1)]);
@@ -400,7 +402,7 @@ fn call_header(xid: u32, prog: u32, vers: u32, proc_num: u32) -> Vec<u8> {
 /// of the current call.
 #[test]
 fn accepts_record_headers_for_repeated_and_changed_procedures() {
-    let mut r = rig(1, 1);
+    let mut r = rig(1);
     let mut mem = Flat(vec![0xee; RPC_HEADER_SIZE as usize]);
     for (tag, xid, proc_num) in [(0u32, 7u32, 3u32), (1, 8, 3), (2, 9, 5), (3, 10, 3)] {
         let mut c = r.call(tag, u64::MAX, false);
@@ -419,7 +421,7 @@ fn accepts_record_headers_for_repeated_and_changed_procedures() {
 /// into every header, also when only the XID is rewritten; 16 groups fit the header buffer.
 #[test]
 fn accepts_auth_sys_credentials_in_record_headers() {
-    let mut r = rig(1, 1);
+    let mut r = rig(1);
     let mut mem = Flat(vec![0xee; RPC_HEADER_SIZE as usize]);
     let groups: Vec<u32> = (100..116).collect();
     let cred = CredBody::of(Some(crate::config::AuthSysCred::new(1000, 50, &groups)));

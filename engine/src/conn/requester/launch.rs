@@ -11,12 +11,30 @@
 use super::*;
 use crate::conn::fixed_capacity::IndexStack;
 
+/// Which call slot a call is built in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A free slot the engine picks.
+    Any,
+    /// The slot the caller names ([`crate::conn::Config::call_slots`]).
+    At(u32),
+    /// Again in the slot and generation of a call being sent again.
+    Again { slot: u32, generation: u32 },
+}
+
+/// A call's slot and XID, as the caller gives them (`xid` `None`: read from the message).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Naming {
+    pub(crate) place: Place,
+    pub(crate) xid: Option<u32>,
+}
+
 impl Requester {
     pub(crate) fn start_call<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
         now: u64,
-        xid: Option<u32>,
+        naming: Naming,
         spec: &CallSpec<'_>,
         opts: &CallOptions<'_>,
         mem: &mut M,
@@ -40,7 +58,10 @@ impl Requester {
             t if t > 0 && self.policy.timeouts => now.saturating_add(t),
             _ => u64::MAX,
         };
-        let id = self.launch(core, deadline, xid, spec, None, mem)?;
+        if matches!(naming.place, Place::Again { .. }) {
+            return Err(StartError::BadSpec);
+        }
+        let id = self.launch(core, deadline, naming, spec, mem)?;
         let call = &mut self.calls[id.slot as usize];
         if core.probing && call.vers == v2::VERSION && core.cfg.probe_timeout_ns > 0 {
             call.probe_deadline = now.saturating_add(core.cfg.probe_timeout_ns);
@@ -51,50 +72,63 @@ impl Requester {
             core.probing || opts.fallback_reply.is_some() || !opts.fallback_receptacles.is_empty();
         self.calls[id.slot as usize].saved = keep;
         if keep {
-            let sv = &mut self.saved[id.slot as usize];
-            *sv = Saved::EMPTY;
+            // Written field by field: the arrays' entries past their counts are never read,
+            // so the slot's earlier spec is not cleared first.
+            let sv = &mut self.saved[self.calls[id.slot as usize].header as usize];
+            sv.retried = false;
+            // Element by element: most of these lists are empty or short, and a slice copy
+            // calls `memcpy` even for none.
             sv.nmsg = spec.message.len() as u8;
-            sv.message[..spec.message.len()].copy_from_slice(spec.message);
+            copy_short(&mut sv.message, spec.message);
             sv.nddp = spec.ddp.len() as u8;
-            sv.ddp[..spec.ddp.len()].copy_from_slice(spec.ddp);
+            copy_short(&mut sv.ddp, spec.ddp);
             sv.nrec = spec.receptacles.len() as u8;
-            sv.receptacles[..spec.receptacles.len()].copy_from_slice(spec.receptacles);
+            copy_short(&mut sv.receptacles, spec.receptacles);
             sv.reply = spec.reply;
             sv.fallback_reply = opts.fallback_reply;
             sv.nfallback_rec = opts.fallback_receptacles.len() as u8;
-            sv.fallback_receptacles[..opts.fallback_receptacles.len()]
-                .copy_from_slice(opts.fallback_receptacles);
+            copy_short(&mut sv.fallback_receptacles, opts.fallback_receptacles);
         }
         Ok(id)
     }
 
-    /// Builds and posts a call: in a new slot, or (`reuse`) again in the slot and generation
-    /// of a call being sent again. Steps: plan the chunks, check resources, take a slot, bind
-    /// STags, encode the header, queue the work requests. `xid` is the call's XID when the
-    /// caller assigned it (`None`: read from the message's first word).
+    /// Builds and posts a call: in a new slot (picked here or named by the caller), or again
+    /// in the slot and generation of a call being sent again (`naming.place`). Steps: plan
+    /// the chunks, check resources, take a slot and a send buffer, bind STags, encode the
+    /// header, queue the work requests. `naming.xid` is the call's XID when the caller
+    /// assigned it (`None`: read from the message's first word).
     fn launch<M: HostMemory + ?Sized>(
         &mut self,
         core: &mut Core,
         deadline: u64,
-        xid: Option<u32>,
+        naming: Naming,
         spec: &CallSpec<'_>,
-        reuse: Option<(u32, u32)>,
         mem: &mut M,
     ) -> Result<CallId, StartError> {
         // The plan and the exposed chunk lists are built in place in the requester's scratch
         // (they hold arrays of hundreds of octets; nothing past their counts is read).
-        let xid = self.check_spec(core, xid, spec, mem)?;
+        let xid = self.check_spec(core, naming.xid, spec, mem)?;
         let plan = &mut self.scratch.plan;
         plan_call(core, self.policy.chunks, spec, xid, plan)?;
         check_resources(core, plan, spec, mem)?;
         if self.policy.extra_recv && core.recv_idle.len() == 0 {
             return Err(StartError::Busy);
         }
-        let slot = match reuse {
-            Some((slot, _)) => slot,
-            None => self.free.pop().ok_or(StartError::Busy)?,
+        let reuse = match naming.place {
+            Place::Again { slot, generation } => Some((slot, generation)),
+            _ => None,
         };
-        let header = self.headers[slot as usize];
+        let (slot, hdr) = match naming.place {
+            Place::Again { slot, .. } => (slot, self.calls[slot as usize].header),
+            place => take_slot(
+                place,
+                self.named,
+                &self.calls,
+                &mut self.free,
+                &mut self.free_headers,
+            )?,
+        };
+        let header = self.headers[hdr as usize];
 
         // From here on nothing fails except unreachable memory (checked before posting).
         // A new call is built in its slot, which is free: `ReqCall::FREE` but for its
@@ -114,13 +148,18 @@ impl Requester {
             None => &mut self.calls[slot as usize],
         };
         call.xid = plan.xid;
+        call.header = hdr;
         call.vers = plan.vers;
         call.reply = spec.reply;
         call.reply_offered = plan.reply_offered;
         call.nwrites = plan.nwrites as u8;
 
         let ex = &mut self.scratch.exposed;
-        let (free, new) = (&mut self.free, reuse.is_none());
+        let new = reuse.is_none();
+        let free = Free {
+            slots: (!self.named).then_some(&mut self.free),
+            headers: &mut self.free_headers,
+        };
         if !bind_stags(core, plan, spec, slot, call, mem, ex) {
             // Counted above; unreachable. Give back what was taken.
             rollback(core, call, free, slot, new);
@@ -141,7 +180,9 @@ impl Requester {
             core.rq_target += 1;
             core.refill_recvs();
         }
-        post_binds(core, ex, slot);
+        if ex.nb > 0 {
+            post_binds(core, ex, slot);
+        }
         let send_id = WrId::new(self.policy.send_kind, u64::from(slot));
         core.post_gather(send_id, first, plan.pieces.gathered(gather), None);
         if let Some(c) = aside {
@@ -304,7 +345,7 @@ impl Requester {
             call.inv_next = 0;
             call.remote_inv = 0;
         }
-        let sv = self.saved[slot as usize];
+        let sv = self.saved[c.header as usize];
         if !c.saved {
             self.resending -= 1;
             self.calls[slot as usize].outcome =
@@ -328,16 +369,16 @@ impl Requester {
             },
         };
         if larger {
-            self.saved[slot as usize].retried = true;
+            self.saved[c.header as usize].retried = true;
         }
-        match self.launch(
-            core,
-            c.deadline,
-            Some(c.xid),
-            &spec,
-            Some((slot, c.generation)),
-            mem,
-        ) {
+        let naming = Naming {
+            place: Place::Again {
+                slot,
+                generation: c.generation,
+            },
+            xid: Some(c.xid),
+        };
+        match self.launch(core, c.deadline, naming, &spec, mem) {
             Ok(_) => {
                 self.finishing -= 1;
                 self.resending -= 1;
@@ -352,18 +393,64 @@ impl Requester {
     }
 }
 
+/// Copies `from` to the front of `to` (checked by the caller to fit), one element at a time.
+fn copy_short<T: Copy>(to: &mut [T], from: &[T]) {
+    for (t, f) in to.iter_mut().zip(from) {
+        *t = *f;
+    }
+}
+
+/// Takes a slot for a new call at `place` and a send buffer for its header: the slot the
+/// caller names (`named`; it must be free) or one from `free`. `Busy` when none is free (the
+/// named slot still finishing an earlier call, or every send buffer held); `BadSpec` when the
+/// place does not fit how slots are picked.
+fn take_slot(
+    place: Place,
+    named: bool,
+    calls: &[ReqCall],
+    free: &mut IndexStack,
+    free_headers: &mut IndexStack,
+) -> Result<(u32, u32), StartError> {
+    if free_headers.len() == 0 {
+        return Err(StartError::Busy);
+    }
+    let slot = match (place, named) {
+        (Place::Any, false) => free.pop().ok_or(StartError::Busy)?,
+        (Place::At(s), true) => match calls.get(s as usize) {
+            Some(c) if c.state == ReqState::Free => s,
+            Some(_) => return Err(StartError::Busy),
+            None => return Err(StartError::BadSpec),
+        },
+        _ => return Err(StartError::BadSpec),
+    };
+    // Cannot fail: checked above.
+    let hdr = free_headers.pop().unwrap_or(0);
+    Ok((slot, hdr))
+}
+
+/// Where a new call's slot and send buffer go back to ([`rollback`]); `slots` is `None` when
+/// the caller names slots.
+struct Free<'a> {
+    slots: Option<&'a mut IndexStack>,
+    headers: &'a mut IndexStack,
+}
+
 /// Undoes a partly built call `call` (no work request was posted yet). `new_slot`: the call
-/// was being built in its slot, taken for it, which goes back to `free` as a free slot again
-/// (`ReqCall::FREE` of the same generation); otherwise it was built aside and its slot is
-/// untouched.
-fn rollback(core: &mut Core, call: &mut ReqCall, free: &mut IndexStack, slot: u32, new_slot: bool) {
+/// was being built in its slot, taken for it with its send buffer, which go back to `free`
+/// (the slot as `ReqCall::FREE` of the same generation); otherwise it was built aside and its
+/// slot is untouched.
+fn rollback(core: &mut Core, call: &mut ReqCall, free: Free<'_>, slot: u32, new_slot: bool) {
     release_windows(core, call);
     if new_slot {
+        let header = call.header;
         *call = ReqCall {
             generation: call.generation,
             ..ReqCall::FREE
         };
-        let _ = free.push(slot);
+        if let Some(f) = free.slots {
+            let _ = f.push(slot);
+        }
+        let _ = free.headers.push(header);
     }
 }
 

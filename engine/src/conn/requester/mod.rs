@@ -5,17 +5,22 @@
 //! [`super::backchannel`]. Each instance has its own slots, XIDs (by XID table) and credits, so
 //! the same XID may be live in both directions at once.
 //!
-//! Normal operation: each call lives in a slot of a fixed array (as many as header slots) and
-//! moves through [`ReqState`]: `Free` → `AwaitingReply` (binds and Send posted; holds a credit
+//! Normal operation: each call lives in a slot of a fixed array and moves through
+//! [`ReqState`]: `Free` → `AwaitingReply` (binds and Send posted; holds a credit
 //! and a posted receive) → `Finishing` (reply or error received: LocalInv posted for every STag
 //! the peer did not invalidate; waiting for those and for the call's other send-queue work to
 //! complete) → `Free`, at which point [`Event::ReplyReady`] or [`Event::CallFailed`] is
 //! reported. Every send-queue work request of a call carries the call slot in its `wr_id`, so
-//! the slot cannot be reused while any of them is outstanding. Calls go in the connection's
+//! the slot cannot be reused while any of them is outstanding. Who picks the slot: the engine
+//! (one slot per send buffer), or, with [`super::Config::call_slots`], the caller, who names
+//! the index of its own record of the call ([`super::Connection::start_call_in`]): a slot is
+//! then only the transport state of the caller's record while the call is on this QP (its
+//! STags, work requests, credit, reply resources), and a send buffer for the transport header
+//! is taken from a free list for as long as the call is on the wire. Calls go in the connection's
 //! version; in Version Two they name in `rdma_inv_handle` the one window the responder may
 //! invalidate (the Reply chunk's, else the first Write chunk's, else the first Read segment's).
 //! A call that may have to be sent again (the Version Two probe, or one with a CANT_REPLY
-//! fallback) keeps a copy of its spec in a per-slot array; `Finishing` then ends by sending it
+//! fallback) keeps a copy of its spec, by its send buffer; `Finishing` then ends by sending it
 //! again in the same slot and generation instead of reporting it.
 //!
 //! Recovery: a reply that does not decode, or breaks a reply rule, fails the call whose XID it
@@ -47,6 +52,7 @@
 mod launch;
 mod reply;
 
+pub(crate) use launch::{Naming, Place};
 pub(crate) use reply::Verdict;
 
 use super::credits::{self, Orphans};
@@ -100,7 +106,9 @@ pub(crate) enum Resend {
 }
 
 /// A call spec kept for sending the call again (Version Two negotiation, CANT_REPLY retry).
-/// Stored in a per-slot array, written only for calls that may need it.
+/// Stored in an array indexed by the call's send buffer (a call holds one while it may be sent
+/// again, and there are as many as calls on the wire at once, fewer than call slots when the
+/// caller names them), written only for calls that may need it.
 #[derive(Debug, Clone, Copy)]
 struct Saved {
     message: [LocalBuf; MAX_PARTS],
@@ -145,6 +153,9 @@ struct ReqCall {
     state: ReqState,
     generation: u32,
     xid: u32,
+    /// The send buffer holding the call's transport header (an index into
+    /// `Requester::headers`), held from launch to completion.
+    header: u32,
     /// Outstanding send-queue work requests (binds, Send, LocalInvs).
     outstanding: u32,
     /// Memory window slots used, in bind order.
@@ -172,7 +183,7 @@ struct ReqCall {
     /// docs/conformance.md: a slow Version Two responder's late reply completes the call).
     /// 0: none.
     also_vers: u32,
-    /// `Requester::saved[slot]` holds this call's spec.
+    /// `Requester::saved[header]` holds this call's spec.
     saved: bool,
 }
 
@@ -187,6 +198,7 @@ impl ReqCall {
         state: ReqState::Free,
         generation: 0,
         xid: 0,
+        header: 0,
         outstanding: 0,
         stags: [0; MAX_CALL_STAGS],
         nstags: 0,
@@ -268,10 +280,15 @@ impl Policy {
 pub(crate) struct Requester {
     policy: Policy,
     calls: Vec<ReqCall>,
-    /// One send buffer per call slot, for the call's transport header.
+    /// The send buffers for the calls' transport headers.
     headers: Vec<LocalBuf>,
+    /// Send buffers no call holds.
+    free_headers: super::fixed_capacity::IndexStack,
     saved: Vec<Saved>,
+    /// Free call slots when the engine picks them (empty when the caller names them).
     free: super::fixed_capacity::IndexStack,
+    /// The caller names every call's slot ([`super::Config::call_slots`]).
+    named: bool,
     /// Local maximum of outstanding calls.
     max_credits: u32,
     /// Credits granted by the last non-error reply (1 before the first).
@@ -300,22 +317,28 @@ pub(crate) struct Requester {
 }
 
 impl Requester {
-    /// A requester of `policy` with a call slot per header buffer in `headers`.
-    pub(crate) fn new(policy: Policy, headers: &[LocalBuf]) -> Self {
+    /// A requester of `policy` with the send buffers `headers`: with `named_slots` 0, a call
+    /// slot per send buffer, picked by the engine; else `named_slots` slots the caller names
+    /// ([`super::Config::call_slots`]).
+    pub(crate) fn new(policy: Policy, headers: &[LocalBuf], named_slots: u32) -> Self {
         let n = headers.len();
+        let named = named_slots > 0;
+        let slots = if named { named_slots as usize } else { n };
         Requester {
             policy,
-            calls: vec![ReqCall::FREE; n],
+            calls: vec![ReqCall::FREE; slots],
             headers: headers.to_vec(),
+            free_headers: super::fixed_capacity::IndexStack::full(n),
             saved: vec![Saved::EMPTY; n],
-            free: super::fixed_capacity::IndexStack::full(n),
+            free: super::fixed_capacity::IndexStack::full(if named { 0 } else { n }),
+            named,
             max_credits: credits::local_max(policy.asked, n),
             granted: credits::INITIAL_GRANT,
             awaiting: 0,
             orphans: Orphans::with_capacity(n),
             finishing: 0,
             resending: 0,
-            by_xid: U32Map::new(n),
+            by_xid: U32Map::new(n.min(slots)),
             next_due: Cell::new(u64::MAX),
             due_stale: Cell::new(false),
             scratch: Box::new(launch::LaunchScratch::EMPTY),
@@ -468,10 +491,19 @@ impl Requester {
                 error: CallError::ConnectionLost,
             },
         };
+        let header = call.header;
         core.emit(ev);
         self.calls[slot as usize].reset(id.generation.wrapping_add(1));
         self.finishing -= 1;
-        let _ = self.free.push(slot);
+        self.release_slot(slot, header);
+    }
+
+    /// Gives back a call's slot (when the engine picks slots) and its send buffer.
+    fn release_slot(&mut self, slot: u32, header: u32) {
+        if !self.named {
+            let _ = self.free.push(slot);
+        }
+        let _ = self.free_headers.push(header);
     }
 
     // -----------------------------------------------------------------------------------------

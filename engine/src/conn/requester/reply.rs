@@ -171,7 +171,7 @@ impl Requester {
     fn judge_error(&self, core: &Core, slot: u32, vers: u32, e: WireErr) -> Verdict {
         let is_v2 = vers == v2::VERSION;
         let call = &self.calls[slot as usize];
-        let sv = &self.saved[slot as usize];
+        let sv = &self.saved[call.header as usize];
         let may_retry = call.saved && sv.has_fallback() && !sv.retried;
         match e {
             WireErr::Vers { low, high } => self.err_vers(core, slot, low, high),
