@@ -76,7 +76,18 @@ impl Server {
     /// Waits for the server to exit on its own; whether it succeeded, and its remaining output.
     pub fn finish(mut self) -> (bool, String) {
         let ok = wait(&mut self.child).success();
-        let rest: Vec<String> = self.lines.try_iter().collect();
+        // The reader thread may still be passing on the last lines: take them until it has
+        // seen the end of the output and dropped its sender.
+        let mut rest = Vec::new();
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => rest.push(l),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("the server's output never ended"),
+            }
+        }
         (ok, rest.join("\n"))
     }
 
