@@ -2,14 +2,15 @@
 //! is an `#[ignore]`d test of the same binary, started with `--exact NAME --ignored` and the
 //! environment variable [`ROLE`] set to NAME; it prints `LISTEN <port>` once it listens and a
 //! line of its own choosing once it passed. The parent reads the port, plays its side, then
-//! [`Peer::finish`] waits for the child's exit status and that line.
+//! [`Peer::finish`] closes the child's standard input (a child that serves until its parent
+//! is done waits for that: [`wait_for_parent`]) and waits for its exit status and that line.
 //!
 //! Normal operation: [`Peer::spawn`], connect to [`Peer::port`], [`Peer::finish`]. Recovery: a
 //! child that ends before printing its port fails the parent at once; one still running when
 //! [`WAIT`] is over, or when the parent fails first, is killed (`Drop`).
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The environment variable naming the role (the ignored test) a child process plays.
@@ -38,9 +39,15 @@ pub fn announce(port: u16) {
     println!("LISTEN {port}");
 }
 
+/// Blocks a child until its parent is done with it (its standard input closed).
+pub fn wait_for_parent() {
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}
+
 /// The other process of a two-process test, killed when dropped if still running.
 pub struct Peer {
     child: Child,
+    stdin: Option<ChildStdin>,
     out: Option<BufReader<ChildStdout>>,
     port: u16,
     role: String,
@@ -60,6 +67,7 @@ impl Peer {
                 "--test-threads=1",
             ])
             .env(ROLE, role)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {role}: {e}"));
@@ -74,8 +82,10 @@ impl Peer {
                 break line[at + 7..].trim().parse::<u16>().expect("port");
             }
         };
+        let stdin = child.stdin.take();
         Peer {
             child,
+            stdin,
             out: Some(out),
             port,
             role: role.to_string(),
@@ -90,6 +100,7 @@ impl Peer {
     /// Waits for the child to exit (at most [`WAIT`]); fails unless it exited 0 having printed
     /// `ok`.
     pub fn finish(mut self, ok: &str) {
+        drop(self.stdin.take());
         let mut out = self.out.take().expect("output");
         let rest = std::thread::spawn(move || {
             let mut s = String::new();
