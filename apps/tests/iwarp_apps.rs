@@ -104,7 +104,8 @@ fn accepts_send_lat_between_two_iwarp_processes() {
 fn accepts_rpc_lat_between_two_iwarp_processes() {
     // 6000 octets: above the 4096-octet inline threshold, so each call's argument travels in
     // a Read chunk (the server's RDMA Read) and the result in a Write chunk (RDMA Write).
-    let out = rpc_pair("rpc_lat", 6000, 30, 1, &[]);
+    // Persistent STags here; the other RPC tests expose chunks through memory windows.
+    let out = rpc_pair("rpc_lat", 6000, 30, 1, &[], &["--persistent-stags"]);
     assert!(out.contains(" Provider        : iwarp (client)"), "{out}");
     assert!(
         out.contains("Read chunk") && out.contains("Write chunk"),
@@ -113,15 +114,34 @@ fn accepts_rpc_lat_between_two_iwarp_processes() {
 }
 
 #[test]
-fn rejects_an_iwarp_rpc_client_without_persistent_stags() {
-    // The device has no memory windows (its DeviceCaps say so): chunks can only be exposed
-    // through persistent STags, which the client must accept explicitly. Refused before any
-    // connection is made, so no server is needed.
+fn accepts_an_iwarp_rpc_client_with_memory_windows() {
+    // The device has type-2 memory windows (its DeviceCaps say so): without
+    // --persistent-stags the client exposes each call's chunks through windows bound for that
+    // call (dynamic STags), and the Read and Write chunks still move the data.
     let port = free_port().to_string();
-    let out = client(&["rpc_lat", "--provider", "iwarp", "-p", &port, "127.0.0.1"]);
-    assert_eq!(out.status.code(), Some(1));
+    let common = [
+        "rpc_lat",
+        "--provider",
+        "iwarp",
+        "-p",
+        &port,
+        "-s",
+        "6000",
+        "-n",
+        "10",
+    ];
+    let server = server(&common);
+    let out = client(&[&common[..], &["127.0.0.1"]].concat());
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--persistent-stags"), "{stderr}");
+    assert!(out.status.success(), "client failed: {stdout}\n{stderr}");
+    assert!(!stderr.contains("--persistent-stags"), "{stderr}");
+    assert!(
+        stdout.contains(" RPCs completed  : 10, errors 0"),
+        "every call answered: {stdout}"
+    );
+    let (ok, rest) = server.finish();
+    assert!(ok, "the server failed: {rest}");
 }
 
 #[test]
@@ -154,8 +174,9 @@ fn accepts_an_iwarp_loopback_ping_with_chunks() {
         "{stdout}"
     );
     assert!(stdout.contains(" 4 calls, 4 replies, 0 failed"), "{stdout}");
-    // The device has no Send With Invalidate: the server does not offer remote invalidation.
-    assert!(stdout.contains("remote invalidation off"), "{stdout}");
+    // The device has memory windows and Send With Invalidate: both sides set the RFC 8797 R
+    // bit and remote invalidation is on.
+    assert!(stdout.contains("remote invalidation on"), "{stdout}");
 }
 
 /// The bandwidth row under perftest's `#bytes #iterations BW peak ...` header: size,
@@ -196,13 +217,20 @@ fn served(out: &str) -> (u64, u64, u64, u64) {
     (n[0], n[1], n[2], n[3])
 }
 
-/// An RPC test as a server process and a client process (`--persistent-stags`: the provider
-/// has no memory windows), `n` calls of `size` octets, at most `window` in flight. The client
+/// An RPC test as a server process and a client process (given `client_extra` too), `n` calls
+/// of `size` octets, at most `window` in flight. The client
 /// must print its result row and `RPCs completed : n, errors 0`; the server `n calls, n
 /// replies, errors 0, connections 1`, where the last `window` replies may count as flushed:
 /// the client disconnects once it has every reply, possibly before the server saw its last
 /// Sends complete.
-fn rpc_pair(test: &str, size: usize, n: u64, window: u64, extra: &[&str]) -> String {
+fn rpc_pair(
+    test: &str,
+    size: usize,
+    n: u64,
+    window: u64,
+    extra: &[&str],
+    client_extra: &[&str],
+) -> String {
     let port = free_port().to_string();
     let (s, ns) = (size.to_string(), n.to_string());
     let common = [
@@ -221,7 +249,7 @@ fn rpc_pair(test: &str, size: usize, n: u64, window: u64, extra: &[&str]) -> Str
     ]
     .concat();
     let server = server(&common);
-    let out = client(&[&common[..], &["--persistent-stags", "127.0.0.1"]].concat());
+    let out = client(&[&common[..], client_extra, &["127.0.0.1"]].concat());
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -252,14 +280,14 @@ fn rpc_pair(test: &str, size: usize, n: u64, window: u64, extra: &[&str]) -> Str
 
 #[test]
 fn accepts_inline_rpc_lat_between_two_iwarp_processes() {
-    let out = rpc_pair("rpc_lat", 2, 100, 1, &[]);
+    let out = rpc_pair("rpc_lat", 2, 100, 1, &[], &[]);
     assert!(out.contains(" Provider        : iwarp (client)"), "{out}");
     assert!(out.contains("Transport type : IW"), "{out}");
 }
 
 #[test]
 fn accepts_rpc_bw_with_eight_in_flight_between_two_iwarp_processes() {
-    let out = rpc_pair("rpc_bw", 65536, 32, 8, &["-t", "8"]);
+    let out = rpc_pair("rpc_bw", 65536, 32, 8, &["-t", "8"], &[]);
     assert!(
         out.contains("Read chunk") && out.contains("Write chunk"),
         "{out}"
@@ -268,6 +296,6 @@ fn accepts_rpc_bw_with_eight_in_flight_between_two_iwarp_processes() {
 
 #[test]
 fn accepts_long_replies_between_two_iwarp_processes() {
-    let out = rpc_pair("rpc_lat", 8192, 32, 1, &["--chunks", "reply"]);
+    let out = rpc_pair("rpc_lat", 8192, 32, 1, &["--chunks", "reply"], &[]);
     assert!(out.contains("Reply chunk"), "{out}");
 }

@@ -1,6 +1,6 @@
 //! `rpcrdma-nfsd --provider iwarp` as a process of its own, as an operator starts it, and our
 //! NFSv3 client in the test's process: the poller's `Client` over the user-space iWARP provider
-//! (RDMAP/DDP/MPA over loopback TCP; persistent STags: the provider has no memory windows).
+//! (RDMAP/DDP/MPA over loopback TCP; the client's chunks exposed through memory windows).
 //! MOUNT over TCP to the server's mount port, then the NFSv3 workload of `nfsd_smoke.rs`
 //! (`nfsd_common::workload`: DDP both ways, 300 directory entries listed). On SIGTERM the
 //! server prints its counters and exits 0: they must show the calls arrived with Read and
@@ -18,8 +18,7 @@ use rpcrdma_apps::nfs::v3::client::NfsClient;
 use rpcrdma_engine::verbs::iwarp::IwarpProvider;
 use rpcrdma_engine::verbs::Provider;
 use rpcrdma_poller::{
-    BackoffConfig, Client, ClientOptions, Cores, Endpoint, EndpointConfig, PersistentStags,
-    PinPolicy, ReactorConfig, ReactorSet,
+    BackoffConfig, Client, ClientOptions, Cores, Endpoint, PinPolicy, ReactorConfig, ReactorSet,
 };
 
 const NFSD: &str = env!("CARGO_BIN_EXE_rpcrdma-nfsd");
@@ -76,10 +75,7 @@ fn accepts_our_nfs_client_against_rpcrdma_nfsd_over_iwarp() {
     rc.name = "nfsclient".into();
     let mut set = ReactorSet::start(&rc).expect("client reactors");
     let dev = IwarpProvider::open(lo).expect("iwarp device");
-    let ecfg = EndpointConfig {
-        persistent_stags: PersistentStags::EndpointWide,
-        ..nfsd_common::client_config()
-    };
+    let ecfg = nfsd_common::client_config();
     let ep = Endpoint::<IwarpProvider>::new(&set, dev, ecfg).expect("client endpoint");
     let nfs_addr = SocketAddr::new(lo, port.parse().expect("port"));
     let client = Client::connect(

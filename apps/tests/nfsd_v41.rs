@@ -8,6 +8,9 @@
 //! the operation and the reply seen.
 
 mod nfsd_common;
+/// Restart with reclaim in the grace period, and reconnection.
+#[path = "nfsd_v41_parts/recovery.rs"]
+mod recovery;
 
 use nfsd_common::{options, Rig};
 use rpcrdma_apps::nfs::daemon::Backend;

@@ -7,8 +7,9 @@
 //! Write chunk (the responder's RDMA Write: 4 KiB, and 4 095 octets into a receptacle of 8 KiB
 //! that must stay untouched past them); a long call (RDMA_NOMSG, three pieces through a
 //! Position Zero Read chunk) answered with a long reply (Reply chunk); then 400 calls with the
-//! credit window kept full, without an RNR or an error completion anywhere. Persistent STags
-//! (`StagMode::Persistent`: the provider has no memory windows).
+//! credit window kept full, without an RNR or an error completion anywhere, with persistent
+//! STags. In one process also, with memory windows and RFC 8797 remote invalidation, a reply
+//! sent with Send with Invalidate that invalidates the requester's STag.
 
 mod common;
 
@@ -16,12 +17,15 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::iwarp::{cfg, connected_pair, pdata, qopt, Parts, Side, P};
+use common::iwarp::{cfg, connected_pair, connected_pair_with, pdata, qopt, Parts, Side, P};
 use common::procs::{self, Peer};
 use common::{pattern, rpc_call, rpc_reply};
-use rpcrdma_engine::conn::{CallSpec, DdpItem, Event, LocalBuf, ReplyKind, ReplySpec, Role};
+use rpcrdma_engine::conn::{
+    CallSpec, DdpItem, Event, LocalBuf, ReplyKind, ReplySpec, Role, StagMode,
+};
 use rpcrdma_engine::verbs::{
-    CmEventKind, Completion, ConnRequest, Device, Listener, Provider, QpInit, QueuePair, WcStatus,
+    CmEventKind, Completion, CompletionQueue, ConnRequest, Device, Listener, MemoryWindow,
+    Provider, QpInit, QueuePair, SendFlags, SendOp, SendWr, WcStatus,
 };
 
 fn words(ws: &[u32]) -> Vec<u8> {
@@ -43,6 +47,8 @@ const INLINE: u32 = 0x51;
 /// A WRITE-like call whose 4 KiB argument travels in a Read chunk, answered READ-like with a
 /// 4 KiB result in a Write chunk.
 const DDP_4K: u32 = 0x72;
+/// A READ-like call: inline call, a 4 KiB result in a Write chunk (the call's only STag).
+const READ_4K: u32 = 0x73;
 /// As [`DDP_4K`] with odd lengths: a 1 001-octet argument (XDR-padded in the call stream) and
 /// a 4 095-octet result in a receptacle of 8 KiB, partly used.
 const DDP_ODD: u32 = 0x52;
@@ -103,6 +109,13 @@ fn call_parts(xid: u32) -> Exchange {
         ),
         DDP_4K => ddp(xid, 7, 4096, 4096),
         DDP_ODD => ddp(xid, 6, 1001, 4095),
+        READ_4K => Exchange {
+            call: vec![rpc_call(xid, 6, &words(&[4096]))],
+            arg: None,
+            reply_cap: 1024,
+            reply: rpc_reply(xid, &words(&[4096])),
+            result: Some((pattern(4096, 9), 8192)),
+        },
         LONG => Exchange {
             call: vec![rpc_call(xid, 20, &[]), pattern(3000, 1), pattern(2500, 2)],
             arg: None,
@@ -295,6 +308,77 @@ fn accepts_rpcs_over_iwarp_in_one_process() {
         answered += serve(&mut resp, now);
     });
     assert_eq!(answered, ANSWERED);
+}
+
+/// With memory windows and RFC 8797 remote invalidation on both sides, a call whose only STag
+/// is its Write chunk is answered with a Send with Invalidate naming that STag (RFC 8797
+/// section 4.1): the requester's receive reports the invalidation of one of its windows'
+/// STags, and a Write under that STag afterwards is refused: the requester terminates the
+/// connection and the result in the receptacle stays as the reply left it.
+#[test]
+fn accepts_reply_with_invalidate_over_iwarp() {
+    if procs::is_child() {
+        return;
+    }
+    let mut rc = cfg();
+    rc.stag = StagMode::MemoryWindows;
+    rc.remote_invalidate = true;
+    let mut sc = cfg();
+    sc.remote_invalidate = true;
+    let (_env, mut req, mut resp) = connected_pair_with(rc, sc);
+    let p = try_start(&mut req, 0, READ_4K).expect("a credit");
+    let mut now = 0;
+    pump_until(
+        &mut req,
+        &mut now,
+        &mut |now| {
+            resp.drive(now);
+            serve(&mut resp, now);
+        },
+        "the reply",
+        |s| s.events.iter().any(is_done),
+    );
+    let done = req.take(is_done, |e| e).expect("reply");
+    check_reply(&req, &p, done);
+    let rec = p.receptacle.expect("receptacle");
+    assert_eq!(req.invalidated.len(), 1, "one Send with Invalidate");
+    let stag = req.invalidated[0];
+    assert!(
+        req.mws.iter().any(|m| m.rkey() == stag),
+        "{stag:#x} is a window's STag"
+    );
+    let sgl = [resp.mem.sge(0, 16)];
+    let write = SendWr::<P> {
+        wr_id: 0x5a,
+        op: SendOp::RdmaWrite {
+            remote_addr: rec.addr,
+            rkey: stag,
+        },
+        sgl: &sgl,
+        flags: SendFlags::SIGNALED,
+    };
+    resp.qp.queue_send(&write).expect("queue write");
+    resp.qp.flush_send().expect("flush");
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut wcs = [Completion::default(); 32];
+    loop {
+        let _ = resp.cq.poll(&mut wcs);
+        let _ = req.cq.poll(&mut wcs);
+        let ev = req.qp.poll_event().expect("event");
+        if ev.is_some_and(|e| e.kind == CmEventKind::Disconnected) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the Write under the invalidated STag was not refused"
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert_eq!(
+        req.host.read(rec)[..4096],
+        pattern(4096, 9)[..],
+        "the receptacle was written after the invalidation"
+    );
 }
 
 fn lo() -> IpAddr {

@@ -137,7 +137,8 @@ impl<P: Provider> ConnDriver<P> {
             mem.region_by_lkey(lkey)
                 .and_then(|r| r.registration::<P::Mr>())
         });
-        if r.is_err() {
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "posting work requests failed: the connection is closed");
             // Whatever was queued and not flushed is discarded with the QP.
             let _ = qp.disconnect();
             conn.handle_cm(now, CmInput::Disconnected);

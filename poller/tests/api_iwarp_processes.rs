@@ -4,8 +4,9 @@
 //! in-process API tests, from the client's process: NULL and ECHO inline; the RFC 5531
 //! rejections (PROG_UNAVAIL, PROG_MISMATCH with the versions served, PROC_UNAVAIL,
 //! GARBAGE_ARGS) and SUM (`api_common::rejects_round`); DDP both ways, a long call and a long
-//! reply (`api_common::ddp_round`). The client exposes its chunks through persistent STags
-//! (the provider has no memory windows). The server process counts the calls it was sent.
+//! reply (`api_common::ddp_round`). The client exposes its chunks through memory windows
+//! bound per call, and both sides offer remote invalidation. The server process counts the
+//! calls it was sent.
 
 mod api_common;
 #[path = "../../engine/tests/common/procs.rs"]
@@ -18,10 +19,7 @@ use api_common::{ddp_round, endpoint_config, program, reactor_config, rejects_ro
 use procs::Peer;
 use rpcrdma_engine::verbs::iwarp::IwarpProvider;
 use rpcrdma_engine::verbs::Provider;
-use rpcrdma_poller::{
-    CallbackMode, Client, ClientOptions, Endpoint, EndpointConfig, PersistentStags, Proc,
-    ReactorSet, Server,
-};
+use rpcrdma_poller::{CallbackMode, Client, ClientOptions, Endpoint, Proc, ReactorSet, Server};
 
 /// Calls the client makes: NULL, ECHO, those of `rejects_round` and of `ddp_round`.
 const CALLS: u64 = 2 + api_common::REJECTS_ROUND_CALLS + api_common::DDP_ROUND_CALLS;
@@ -65,11 +63,7 @@ fn accepts_calls_between_two_processes_over_iwarp() {
     let peer = Peer::spawn("server_process");
     let mut set = ReactorSet::start(&reactor_config(1)).expect("reactors");
     let dev = IwarpProvider::open(lo()).expect("iwarp device");
-    let cfg = EndpointConfig {
-        persistent_stags: PersistentStags::EndpointWide,
-        ..endpoint_config(0)
-    };
-    let ep = Endpoint::<IwarpProvider>::new(&set, dev, cfg).expect("endpoint");
+    let ep = Endpoint::<IwarpProvider>::new(&set, dev, endpoint_config(0)).expect("endpoint");
     let addr = SocketAddr::new(lo(), peer.port());
     let client = Client::connect(&ep, addr, ClientOptions::default()).expect("client");
     assert!(client.wait_connected(Duration::from_secs(10)), "connect");
@@ -88,8 +82,8 @@ fn accepts_calls_between_two_processes_over_iwarp() {
     ddp_round(&client);
     let n = client.negotiated().expect("negotiated");
     assert!(
-        !n.remote_invalidate,
-        "the provider has no Send With Invalidate"
+        n.remote_invalidate,
+        "both sides offer remote invalidation: {n:?}"
     );
     assert_eq!(
         client.stats().snapshot().errors,

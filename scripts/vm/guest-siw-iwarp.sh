@@ -16,8 +16,9 @@
 #               the kernel's MPA Request (revision 2, enhanced, C clear: Linux siw's defaults).
 # Tests each way: send_lat, write_lat, read_lat (2 octets, -n $LAT_N), rpc_lat with inline
 # calls (2 octets, -n $RPC_N) and rpc_lat -s 6000 (a Read chunk, a Write chunk and a Reply chunk
-# per call, -n $CHUNK_N). The RPC clients get --persistent-stags (neither siw nor the iWARP
-# provider has type-2 memory windows; docs/rdma-provider.md). Each check needs both processes
+# per call, -n $CHUNK_N). The RPC clients get --persistent-stags (siw has no type-2 memory
+# windows, docs/rdma-provider.md; a client on the iWARP provider, which has them, binds windows
+# and the flag exposes nothing). Each check needs both processes
 # to exit 0 and the client to print the perftest header and a result row for the size and -n
 # it ran; the RPC checks also need "RPCs completed : n, errors 0" on the client and "RPCs
 # served : n calls, n replies (less at most the window of final replies), errors 0,

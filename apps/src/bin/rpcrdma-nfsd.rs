@@ -29,6 +29,8 @@ static RELOAD: AtomicBool = AtomicBool::new(false);
 
 /// Where the handle key is kept unless `--handle-key` says otherwise.
 const HANDLE_KEY: &str = "/var/lib/rpcrdma-nfsd/handle.key";
+/// Where the NFSv4.1 client records are kept unless `--v4-state-dir` says otherwise.
+const V4_STATE_DIR: &str = "/var/lib/rpcrdma-nfsd";
 
 extern "C" fn on_hup(_: libc::c_int) {
     // Relaxed: as on_stop.
@@ -100,12 +102,20 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --dir-cache N           dir backends: descriptors each export keeps open (the open-file
                           limit is raised toward what this needs), 16..=16777216 [8192]
   --drop-every N          drop the connection instead of answering every Nth
-                          non-idempotent call (fault injection) [0: never]
+                          non-idempotent call (NFSv4.1: every Nth COMPOUND whose reply
+                          a session slot caches) (fault injection) [0: never]
   --getattr-in-worker     dir backends: GETATTR always goes to a worker thread [off:
                           a GETATTR whose descriptor is open is answered on the reactor]
   --no-rpcbind            do not register with rpcbind
   --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
                           port; not yet proven against the kernel client [off]
+  --v4-state-dir DIR      NFSv4.1: directory keeping the clients that may reclaim their
+                          state after a restart (grace period, RFC 8881 section 8.4.2);
+                          created mode 0700 when missing; 'none': no records, no grace
+                          period [/var/lib/rpcrdma-nfsd]
+  --v4-write-delegations  NFSv4.1: grant write delegations to a write OPEN of a file no
+                          other client has open (recalled on another client's OPEN, or
+                          its GETATTR of the size or change attribute) [off]
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
                           [0: on SIGUSR1 and at exit]
@@ -116,7 +126,7 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
 ";
 
 /// The options that take a value (also the config file's keys with a string or number).
-const VALUE_OPTIONS: [&str; 20] = [
+const VALUE_OPTIONS: [&str; 21] = [
     "provider",
     "bind",
     "port",
@@ -137,16 +147,18 @@ const VALUE_OPTIONS: [&str; 20] = [
     "dir-cache",
     "drop-every",
     "stats-interval",
+    "v4-state-dir",
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 6] = [
+const FLAG_OPTIONS: [&str; 7] = [
     "no-mount",
     "pin",
     "no-rpcbind",
     "no-hugepages",
     "nfs4",
     "getattr-in-worker",
+    "v4-write-delegations",
 ];
 
 struct Cli {
@@ -256,6 +268,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
     let mut stats_interval = 0;
     let (mut specs, mut exports_file) = (Exports::default(), None);
     let mut handle_key = Some(PathBuf::from(HANDLE_KEY));
+    let mut v4_state_dir = Some(PathBuf::from(V4_STATE_DIR));
     let mut c = cli::ArgCursor::new(argv);
     while let Some(a) = c.next_name() {
         match a {
@@ -299,6 +312,11 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--getattr-in-worker" => o.getattr_on_reactor = false,
             "--no-hugepages" => o.hugepages = false,
             "--nfs4" => o.nfs4 = true,
+            "--v4-write-delegations" => o.v4_write_delegations = true,
+            "--v4-state-dir" => {
+                let v = c.value(a)?;
+                v4_state_dir = (v != "none").then(|| PathBuf::from(v));
+            }
             "--stats-interval" => stats_interval = num(a, &c.value(a)?, 0, 86_400)?,
             "--metrics" => {
                 let v = c.value(a)?;
@@ -324,6 +342,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
         (None, true) => o.exports,
     };
     o.handle_key = handle_key;
+    o.v4_state_dir = v4_state_dir;
     if let Some(why) = o.check() {
         return Err(why);
     }
@@ -497,6 +516,13 @@ mod tests {
         let c = args("--export /a:rw --export /b:10.0.0.0/8(ro) --handle-key none").expect("two");
         assert_eq!(c.opts.exports.list().len(), 2);
         assert!(c.opts.handle_key.is_none());
+        let d = args("").expect("defaults").opts;
+        assert_eq!(d.v4_state_dir, Some(PathBuf::from(V4_STATE_DIR)));
+        assert!(!d.v4_write_delegations);
+        let v = args("--nfs4 --v4-state-dir none --v4-write-delegations").expect("v4");
+        assert!(v.opts.v4_state_dir.is_none() && v.opts.v4_write_delegations);
+        let v = args("--v4-state-dir /srv/state").expect("a state dir");
+        assert_eq!(v.opts.v4_state_dir, Some(PathBuf::from("/srv/state")));
         assert_eq!(
             c.opts.idle,
             BackoffMode::Interrupt,

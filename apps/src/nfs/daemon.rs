@@ -153,6 +153,12 @@ pub struct DaemonOptions {
     /// Also serve NFSv4.1 (program 100003 version 4, [`Nfs41`]) on the same port, over the
     /// same exports and stores. Off by default: no kernel-client stage has proven it yet.
     pub nfs4: bool,
+    /// NFSv4.1: the directory keeping the clients that may reclaim their state after a
+    /// restart ([`Nfs41::start_recovery`]: a grace period when the previous run left any).
+    /// `None` (default): nothing is recorded, no grace period.
+    pub v4_state_dir: Option<PathBuf>,
+    /// NFSv4.1: grant write delegations ([`Nfs41::set_write_delegations`]). Off by default.
+    pub v4_write_delegations: bool,
 }
 
 impl Default for DaemonOptions {
@@ -181,6 +187,8 @@ impl Default for DaemonOptions {
             metrics: None,
             srq: None,
             nfs4: false,
+            v4_state_dir: None,
+            v4_write_delegations: false,
         }
     }
 }
@@ -252,13 +260,50 @@ const REPLY_BUFFER: usize = 64 * 1024 + 4096;
 /// The server's inline threshold (what the kernel client uses too).
 const INLINE: u32 = 4096;
 
+/// The NFSv4.1 server beside `nfs`, over the same exports; with a state directory, the
+/// client records found there start a grace period for their reclaims.
+fn start_nfs41(
+    nfs: &Nfs3,
+    o: &DaemonOptions,
+    max_io: u32,
+    pool: &rpcrdma_poller::BufPool,
+) -> Arc<Nfs41> {
+    let cfg = v4::Config {
+        max_io,
+        pool: Some(pool.clone()),
+        ..v4::Config::default()
+    };
+    let n = Nfs41::new(nfs.exports(), cfg);
+    n.set_drop_every(o.drop_every);
+    n.set_write_delegations(o.v4_write_delegations);
+    if let Some(dir) = &o.v4_state_dir {
+        match n.start_recovery(dir) {
+            Ok(0) => {}
+            Ok(k) => tracing::info!(clients = k, "NFSv4.1 grace period: clients may reclaim"),
+            Err(e) => {
+                tracing::warn!(error = %e, "NFSv4.1 client records rejected: no grace period")
+            }
+        }
+    }
+    n
+}
+
+/// Where a backend's calls run. The `dir:` backend runs every call under the caller's
+/// file-system identity (`setfsuid` / `setfsgid` on the serving thread), so it runs on
+/// workers: a reactor with changed credentials may not post to the kernel's verbs device
+/// (Linux's `ib_safe_file_access` refuses a write to the uverbs file from credentials other
+/// than the opener's: EACCES, and the connection is lost).
+fn callback_mode(backend: &Backend) -> CallbackMode {
+    match backend {
+        Backend::Memory => CallbackMode::Inline,
+        Backend::Dir(_) | Backend::Dirs => CallbackMode::Worker,
+    }
+}
+
 impl<P: Provider> Daemon<P> {
     /// Starts everything on device `dev`.
     pub fn start(dev: P::Device, o: &DaemonOptions) -> Result<Daemon<P>, String> {
-        let mode = match &o.backend {
-            Backend::Memory => CallbackMode::Inline,
-            Backend::Dir(_) | Backend::Dirs => CallbackMode::Worker,
-        };
+        let mode = callback_mode(&o.backend);
         if o.exports.is_empty() {
             return Err("nothing to export".into());
         }
@@ -349,14 +394,7 @@ impl<P: Provider> Daemon<P> {
             shared_receive_queue: o.srq,
             ..ServerOptions::default()
         };
-        let nfs4 = o.nfs4.then(|| {
-            let cfg = v4::Config {
-                max_io,
-                pool: Some(ep.buffers().clone()),
-                ..v4::Config::default()
-            };
-            Nfs41::new(nfs.exports(), cfg)
-        });
+        let nfs4 = o.nfs4.then(|| start_nfs41(&nfs, o, max_io, ep.buffers()));
         let mut builder = Server::builder().program(nfs.program());
         if let Some(n) = &nfs4 {
             builder = builder.program(n.program());

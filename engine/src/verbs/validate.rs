@@ -2,11 +2,13 @@
 //! device (SPDK's `rdma_provider` common code style): the rules `ibv_post_send`,
 //! `ibv_post_recv`, `ibv_reg_mr`, `ibv_create_cq`, `ibv_create_srq`, `rdma_create_qp` and the
 //! rdma_cm calls with private data refuse with `EINVAL` because of the arguments themselves,
-//! judged against the QP's options and the device's [`DeviceCaps`]. The soft and the rdma
-//! provider both call these; what only one of them checks (the soft provider reads memory
+//! judged against the QP's options and the device's [`DeviceCaps`]. The soft, iWARP and rdma
+//! providers call these; what only one of them checks (the soft provider reads memory
 //! through the addresses it is given, the rdma provider converts to C integers) stays in the
 //! provider, as do checks of a QP's state and queue occupancy, which each provider makes first,
-//! in its own terms.
+//! in its own terms. The software providers, which check keys themselves where a device would,
+//! also share the rules of those checks: a range inside a registration ([`in_bounds`]) and what
+//! a memory-window bind needs of its region ([`mw_bind`]).
 //!
 //! Normal operation: each function returns `Ok` for well-formed arguments; it reads its
 //! arguments, nothing else (no allocation, no lock), so it costs a few compares on the data
@@ -87,6 +89,33 @@ pub fn reg_mr(len: u64, access: Access, caps: &DeviceCaps) -> Result<(), VerbsEr
         return einval(VerbsCall::RegMr);
     }
     Ok(())
+}
+
+/// Whether `[addr, addr + len)` lies inside `[base, base + size)` (no wrap-around on either):
+/// the bounds check of every access under a key, local or remote, region or window.
+#[inline]
+pub fn in_bounds(base: u64, size: u64, addr: u64, len: u64) -> bool {
+    match addr.checked_add(len) {
+        Some(end) => addr >= base && end <= base.saturating_add(size),
+        None => false,
+    }
+}
+
+/// Whether a type-2 memory-window bind over `[addr, addr + len)` with the remote rights
+/// `access` is allowed by the region it covers (`mr_access`, `[mr_base, mr_base + mr_len)`):
+/// a non-empty range inside the region, which was registered with `MW_BIND`, and remote write
+/// through the window only over a region with local write (IBA C10-72..75; the kernel's
+/// `ib_check_mr_access` rule for regions). A refused bind completes `MW_BIND_ERR`.
+pub fn mw_bind(
+    (mr_base, mr_len, mr_access): (u64, u64, Access),
+    addr: u64,
+    len: u64,
+    access: Access,
+) -> bool {
+    len != 0
+        && in_bounds(mr_base, mr_len, addr, len)
+        && mr_access.contains(Access::MW_BIND)
+        && (!access.contains(Access::REMOTE_WRITE) || mr_access.contains(Access::LOCAL_WRITE))
 }
 
 /// Checks a completion queue's depth: 1 to [`DeviceCaps::max_cqe`] entries.
@@ -307,6 +336,30 @@ mod tests {
         assert_eq!(reg_mr(4096, Access::REMOTE_WRITE, &c), e);
         assert_eq!(reg_mr(c.max_mr_size + 1, Access::LOCAL_WRITE, &c), e);
         assert_eq!(reg_mr(c.max_mr_size, Access::LOCAL_WRITE, &c), Ok(()));
+    }
+
+    #[test]
+    fn rejects_out_of_bounds_ranges_and_binds_the_region_does_not_allow() {
+        assert!(in_bounds(100, 50, 100, 50) && in_bounds(100, 50, 149, 1));
+        assert!(!in_bounds(100, 50, 99, 2) && !in_bounds(100, 50, 149, 2));
+        assert!(!in_bounds(0, u64::MAX, u64::MAX, 2), "a wrapping range");
+        let mr = (0x1000, 4096, Access::LOCAL_WRITE | Access::MW_BIND);
+        let rw = Access::REMOTE_WRITE | Access::REMOTE_READ;
+        assert!(mw_bind(mr, 0x1000, 4096, rw));
+        assert!(!mw_bind(mr, 0x1000, 0, rw), "an empty window");
+        assert!(!mw_bind(mr, 0x1800, 4096, rw), "beyond the region");
+        assert!(!mw_bind(
+            (0x1000, 4096, Access::LOCAL_WRITE),
+            0x1000,
+            64,
+            rw
+        ));
+        let ro = (0x1000, 4096, Access::MW_BIND);
+        assert!(
+            !mw_bind(ro, 0x1000, 64, rw),
+            "remote write over a read-only region"
+        );
+        assert!(mw_bind(ro, 0x1000, 64, Access::REMOTE_READ));
     }
 
     #[test]

@@ -11,12 +11,16 @@ use rpcrdma_engine::conn::{
 };
 use rpcrdma_engine::post::post_work_requests;
 use rpcrdma_engine::verbs::conformance::{self, Buf, PairOpts};
-use rpcrdma_engine::verbs::iwarp::{IwarpCq, IwarpEnv, IwarpPd, IwarpProvider, IwarpQp};
-use rpcrdma_engine::verbs::{Access, Completion, CompletionQueue, QpOptions};
+use rpcrdma_engine::verbs::iwarp::{IwarpCq, IwarpEnv, IwarpMw, IwarpPd, IwarpProvider, IwarpQp};
+use rpcrdma_engine::verbs::{
+    Access, Completion, CompletionQueue, MemoryWindow, ProtectionDomain, QpOptions, WcFlags,
+};
 
 pub type P = IwarpProvider;
 const REGION: usize = 4 << 20;
-const RW: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+const RW: Access = Access(
+    Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::MW_BIND.0,
+);
 
 /// One side's registered memory, handed out in 64-octet-aligned pieces.
 pub struct Host {
@@ -83,7 +87,12 @@ pub struct Side {
     pub cq: IwarpCq,
     pub events: Vec<Event>,
     pub errors: Vec<Completion>,
-    mem: Buf<P>,
+    /// STags invalidated by Sends with Invalidate this side received.
+    pub invalidated: Vec<u32>,
+    /// The requester's memory windows (`StagMode::MemoryWindows`).
+    pub mws: Vec<IwarpMw>,
+    /// The side's registered memory.
+    pub mem: Buf<P>,
     _pd: Arc<IwarpPd>,
 }
 
@@ -91,6 +100,7 @@ pub struct Side {
 pub struct Parts {
     conn: Connection,
     host: Host,
+    mws: Vec<IwarpMw>,
     mem: Buf<P>,
     pd: Arc<IwarpPd>,
 }
@@ -116,12 +126,18 @@ impl Parts {
         let recv_size = rpcrdma_engine::proto::private_data::representable_size(cfg.inline_recv);
         let recvs: Vec<LocalBuf> = (0..nr).map(|_| host.alloc(recv_size)).collect();
         let data: Vec<LocalBuf> = (0..nd).map(|_| host.alloc(64 * 1024)).collect();
+        let nmw = match (role, cfg.stag) {
+            (Role::Requester, StagMode::MemoryWindows) => 8 * c,
+            _ => 0,
+        };
+        let mws: Vec<IwarpMw> = (0..nmw).map(|_| pd.alloc_mw().expect("alloc_mw")).collect();
+        let mw_keys: Vec<u32> = mws.iter().map(|m| m.rkey()).collect();
         let zero = host.alloc(64);
         let pools = Pools {
             headers: &headers,
             recvs: &recvs,
             data: &data,
-            mws: &[],
+            mws: &mw_keys,
             zero,
         };
         let mut conn = Connection::new(role, cfg, &pools).expect("config");
@@ -129,6 +145,7 @@ impl Parts {
         Parts {
             conn,
             host,
+            mws,
             mem,
             pd,
         }
@@ -137,7 +154,7 @@ impl Parts {
     /// Posts what the connection wants posted on `qp` (its first receives).
     pub fn post(&mut self, qp: &mut IwarpQp) {
         let mem = &self.mem;
-        let (_, r) = post_work_requests::<P>(&mut self.conn, qp, &[], |_| Some(mem.mr()));
+        let (_, r) = post_work_requests::<P>(&mut self.conn, qp, &self.mws, |_| Some(mem.mr()));
         r.expect("post work requests");
     }
 
@@ -149,6 +166,8 @@ impl Parts {
             cq,
             events: Vec::new(),
             errors: Vec::new(),
+            invalidated: Vec::new(),
+            mws: self.mws,
             mem: self.mem,
             _pd: self.pd,
         }
@@ -159,7 +178,8 @@ impl Side {
     /// Posts what the connection wants posted, polls the CQ and feeds the completions back.
     pub fn drive(&mut self, now: u64) {
         let mem = &self.mem;
-        let (_, r) = post_work_requests::<P>(&mut self.conn, &mut self.qp, &[], |_| Some(mem.mr()));
+        let (_, r) =
+            post_work_requests::<P>(&mut self.conn, &mut self.qp, &self.mws, |_| Some(mem.mr()));
         r.expect("post work requests");
         let mut wcs = [Completion::default(); 32];
         loop {
@@ -170,6 +190,9 @@ impl Side {
             for wc in &wcs[..n] {
                 if !wc.status.is_success() {
                     self.errors.push(*wc);
+                }
+                if wc.flags.contains(WcFlags::WITH_INV) {
+                    self.invalidated.push(wc.invalidated_rkey);
                 }
                 self.conn.handle_completion(now, wc, &mut self.host);
             }
@@ -204,7 +227,8 @@ pub fn cfg() -> Config {
 
 /// The RFC 8797 private data of a side configured with `c`.
 pub fn pdata(c: &Config) -> Vec<u8> {
-    rpcrdma_engine::proto::private_data::PrivateData::v1(false, c.inline_send, c.inline_recv)
+    let r = c.remote_invalidate;
+    rpcrdma_engine::proto::private_data::PrivateData::v1(r, c.inline_send, c.inline_recv)
         .encode()
         .to_vec()
 }
@@ -220,12 +244,16 @@ pub fn qopt(c: &Config) -> QpOptions {
     }
 }
 
-/// A requester and a responder connected in this process (the responder's first receives
-/// posted before any call), with the environment that must outlive them. Checks that the
-/// RFC 8797 private data travelled in the MPA Request and Reply.
+/// A requester and a responder connected in this process, both configured with [`cfg`].
 pub fn connected_pair() -> (IwarpEnv, Side, Side) {
+    connected_pair_with(cfg(), cfg())
+}
+
+/// A requester (`rc`) and a responder (`sc`) connected in this process (the responder's first
+/// receives posted before any call), with the environment that must outlive them. Checks that
+/// the RFC 8797 private data travelled in the MPA Request and Reply.
+pub fn connected_pair_with(rc: Config, sc: Config) -> (IwarpEnv, Side, Side) {
     let mut env = IwarpEnv::new();
-    let (rc, sc) = (cfg(), cfg());
     let (c_pdata, s_pdata) = (pdata(&rc), pdata(&sc));
     let o = PairOpts {
         c: qopt(&rc),

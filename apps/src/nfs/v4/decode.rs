@@ -6,7 +6,9 @@
 //! ([`ReadPlacement`]). Recovery: every read is bounds-checked through [`XdrReader`]; a short,
 //! malformed or mismatched reply is an [`Nfs4Error`], never a panic.
 
-use super::{op, ChannelAttrs, Op, SessionId, StateId, FATTR4_SIZE, FATTR4_TYPE, NFS4_OK};
+use super::{
+    op, ChannelAttrs, Op, SessionId, StateId, FATTR4_SIZE, FATTR4_TYPE, NFS4ERR_DENIED, NFS4_OK,
+};
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
 
 /// Why a reply did not decode.
@@ -197,6 +199,8 @@ pub enum OpResult {
     Open(OpenRes),
     /// CLOSE: the (final) open stateid.
     Close(StateId),
+    /// LOCK: the lock stateid.
+    Lock(StateId),
     /// BIND_CONN_TO_SESSION.
     BindConn {
         /// `bctsr_sessid`.
@@ -424,6 +428,12 @@ pub fn decode_compound(
             });
         }
         let st = r.get_u32()?;
+        if got == op::LOCK && st == NFS4ERR_DENIED {
+            // LOCK4denied: offset, length, type, owner (client id, opaque).
+            r.skip(20)?;
+            r.get_u64()?;
+            r.get_opaque(1024)?;
+        }
         let result = if st != NFS4_OK {
             OpResult::Done
         } else {
@@ -503,6 +513,7 @@ pub fn decode_compound(
                 }),
                 op::OPEN => OpResult::Open(decode_open(&mut r)?),
                 op::CLOSE => OpResult::Close(get_stateid(&mut r)?),
+                op::LOCK => OpResult::Lock(get_stateid(&mut r)?),
                 op::BIND_CONN_TO_SESSION => OpResult::BindConn {
                     session: get_session(&mut r)?,
                     dir: r.get_u32()?,

@@ -7,8 +7,9 @@
 //!
 //! Minor version 1 adds sessions: [`encode_compound_minor`] with 1 and a [`Op::Sequence`]
 //! first; EXCHANGE_ID, CREATE_SESSION (with the backchannel's attributes and callback
-//! program), RECLAIM_COMPLETE, OPEN (asking for a read delegation), CLOSE, DELEGRETURN,
-//! DESTROY_SESSION and DESTROY_CLIENTID are encoded and their results decoded.
+//! program), RECLAIM_COMPLETE, OPEN (asking for a read delegation, or reclaiming with
+//! CLAIM_PREVIOUS), LOCK (reclaiming or not), CLOSE, DELEGRETURN, DESTROY_SESSION and
+//! DESTROY_CLIENTID are encoded and their results decoded.
 //!
 //! Normal operation: [`encode_compound`] turns a list of [`Op`]s into COMPOUND4args octets. A
 //! WRITE whose data travels as a DDP item (a Read chunk) is encoded without its data: the
@@ -132,6 +133,12 @@ pub const NFS4ERR_NOTSUPP: u32 = 10004;
 pub const NFS4ERR_DELAY: u32 = 10008;
 /// `nfsstat4` NFS4ERR_GRACE.
 pub const NFS4ERR_GRACE: u32 = 10013;
+/// `nfsstat4` NFS4ERR_DENIED (a conflicting lock: LOCK4denied follows).
+pub const NFS4ERR_DENIED: u32 = 10010;
+/// `nfsstat4` NFS4ERR_NO_GRACE.
+pub const NFS4ERR_NO_GRACE: u32 = 10033;
+/// `nfsstat4` NFS4ERR_RECLAIM_BAD.
+pub const NFS4ERR_RECLAIM_BAD: u32 = 10034;
 /// `nfsstat4` NFS4ERR_MINOR_VERS_MISMATCH.
 pub const NFS4ERR_MINOR_VERS_MISMATCH: u32 = 10021;
 /// `nfsstat4` NFS4ERR_OP_ILLEGAL.
@@ -325,6 +332,33 @@ pub enum Op<'a> {
         /// The file name.
         name: &'a str,
     },
+    /// OPEN reclaiming the open of the current file handle after a server restart
+    /// (CLAIM_PREVIOUS, no delegation held, no create, deny none).
+    OpenReclaim {
+        /// `owner.clientid`.
+        clientid: u64,
+        /// `owner.owner`.
+        owner: &'a [u8],
+        /// `share_access`.
+        access: u32,
+    },
+    /// LOCK of a range for a new lock owner under an open stateid (`open_to_lock_owner4`).
+    Lock {
+        /// WRITE_LT (true) or READ_LT.
+        write: bool,
+        /// `reclaim`: reclaiming a lock held before a server restart.
+        reclaim: bool,
+        /// Offset.
+        offset: u64,
+        /// Length (`u64::MAX`: to the end of the file).
+        length: u64,
+        /// The open stateid the lock is taken under.
+        open_stateid: StateId,
+        /// `lock_owner.clientid`.
+        clientid: u64,
+        /// `lock_owner.owner`.
+        owner: &'a [u8],
+    },
     /// CLOSE of an open stateid.
     Close(StateId),
     /// DELEGRETURN of a delegation stateid (the current file handle is the file).
@@ -359,7 +393,8 @@ impl Op<'_> {
             Op::ExchangeId { .. } => op::EXCHANGE_ID,
             Op::CreateSession { .. } => op::CREATE_SESSION,
             Op::ReclaimComplete => op::RECLAIM_COMPLETE,
-            Op::Open { .. } => op::OPEN,
+            Op::Open { .. } | Op::OpenReclaim { .. } => op::OPEN,
+            Op::Lock { .. } => op::LOCK,
             Op::Close(_) => op::CLOSE,
             Op::DelegReturn(_) => op::DELEGRETURN,
             Op::DestroySession(_) => op::DESTROY_SESSION,
@@ -586,6 +621,42 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
             put_u32(b, 0); // openflag4: OPEN4_NOCREATE
             put_u32(b, 0); // open_claim4: CLAIM_NULL
             put_opaque(b, name.as_bytes());
+        }
+        Op::OpenReclaim {
+            clientid,
+            owner,
+            access,
+        } => {
+            put_u32(b, op::OPEN);
+            put_u32(b, 0); // seqid (ignored in minor version 1)
+            put_u32(b, access);
+            put_u32(b, 0); // share_deny: none
+            put_u64(b, clientid);
+            put_opaque(b, owner);
+            put_u32(b, 0); // openflag4: OPEN4_NOCREATE
+            put_u32(b, 1); // open_claim4: CLAIM_PREVIOUS
+            put_u32(b, 0); // delegate_type: OPEN_DELEGATE_NONE
+        }
+        Op::Lock {
+            write,
+            reclaim,
+            offset,
+            length,
+            open_stateid,
+            clientid,
+            owner,
+        } => {
+            put_u32(b, op::LOCK);
+            put_u32(b, if write { 2 } else { 1 }); // WRITE_LT / READ_LT
+            put_u32(b, u32::from(reclaim));
+            put_u64(b, offset);
+            put_u64(b, length);
+            put_u32(b, 1); // new_lock_owner: open_to_lock_owner4
+            put_u32(b, 0); // open_seqid (ignored in minor version 1)
+            b.extend_from_slice(&open_stateid);
+            put_u32(b, 0); // lock_seqid
+            put_u64(b, clientid);
+            put_opaque(b, owner);
         }
         Op::Close(stateid) => {
             put_u32(b, op::CLOSE);

@@ -154,8 +154,10 @@ impl Needs {
         }
         if self.contains(Needs::RNR) && !all(|c| c.transport == Transport::Ib) {
             return Some(
-                "iWARP has no RNR retry: a SEND that finds no receive ends the connection, \
-                 see rnr_retry_zero (docs/rdma-provider.md 2.4)",
+                "iWARP has no RNR retry (RFC 5040, RFC 5041): a Send that finds no receive is \
+                 answered with a Terminate (DDP untagged buffer error, invalid MSN - no buffer \
+                 available) and ends the connection, checked by rnr_retry_zero \
+                 (docs/rdma-provider.md 2.4)",
             );
         }
         if self.contains(Needs::SRQ) && !all(|c| c.max_srq > 0) {

@@ -1,7 +1,8 @@
 //! iWARP over TCP: MPA (RFC 5044) with the enhanced connection setup of RFC 6581, DDP (RFC 5041)
 //! and RDMAP (RFC 5040), laid out as Linux siw sends them, the connection layer, and the
-//! user-space iWARP provider on top ([`IwarpProvider`]: devices, STags, CQs, queue pairs,
-//! listener; `device.rs`, `cq.rs`, `provider.rs`, `qp.rs`, `qp/place.rs`).
+//! user-space iWARP provider on top ([`IwarpProvider`]: devices, STags, memory windows, CQs,
+//! shared receive queues, queue pairs, listener; `device.rs`, `mw.rs`, `cq.rs`, `srq.rs`,
+//! `provider.rs`, `qp.rs`, `qp/place.rs`).
 //!
 //! Normal operation: [`handshake`] runs the MPA Request/Reply exchange as a sans-IO state machine
 //! ([`mpa::encode_rr`], [`mpa::decode_rr`] underneath), settling CRC use and the RFC 6581 IRD/ORD
@@ -26,18 +27,22 @@ pub mod ddp;
 mod device;
 pub mod handshake;
 pub mod mpa;
+mod mw;
 mod provider;
 mod qp;
 pub mod rdmap;
+mod sgl;
 pub mod socket;
+mod srq;
+mod stag;
 pub mod stream;
 pub mod term;
 
 pub use cq::IwarpCq;
 pub use device::{IwarpProvider, MAX_SGE, VENDOR_ID};
+pub use mw::IwarpMw;
 #[cfg(feature = "conformance")]
 pub use provider::IwarpEnv;
-pub use provider::{
-    IwarpConnRequest, IwarpDevice, IwarpListener, IwarpMw, IwarpPd, IwarpSrq, MrHandle,
-};
+pub use provider::{IwarpConnRequest, IwarpDevice, IwarpListener, IwarpPd, MrHandle};
 pub use qp::IwarpQp;
+pub use srq::IwarpSrq;

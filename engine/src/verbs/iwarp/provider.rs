@@ -2,8 +2,9 @@
 //! ordinary non-blocking TCP sockets ([`super::socket`]), so server and client can run in
 //! separate processes or on separate hosts without RDMA hardware or kernel modules. This file
 //! holds the device, protection domains, memory registrations (STags), the listener and
-//! connect requests; the STag table is in [`super::device`], completion queues in
-//! [`super::cq`], queue pairs and placement in [`super::qp`].
+//! connect requests; the STag table is in [`super::device`], memory windows in `mw.rs`,
+//! completion queues in [`super::cq`], shared receive queues in `srq.rs`, queue pairs and
+//! placement in [`super::qp`].
 //!
 //! Normal operation: [`Provider::open`] gives a device for a local address. Memory
 //! registrations are entries in the device's STag table (lkey = rkey = STag: a table index in
@@ -26,15 +27,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::cq::{progress_all, CqInner, IwarpCq};
-use super::device::{
-    caps, endpoint_config, lock, now_ns, DevInner, IwarpProvider, MrEntry, MrTable,
-};
+use super::device::{caps, endpoint_config, lock, now_ns, DevInner, IwarpProvider};
+use super::mw::IwarpMw;
 use super::qp::{IwarpQp, QpCore};
 use super::socket::{self, Endpoint, State};
+use super::srq::IwarpSrq;
+use super::stag::{MrEntry, MrTable};
 use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
-    errno, validate, Access, ConnRequest, Device, DeviceCaps, KeyGen, Keys, Listener, MemoryWindow,
-    ProtectionDomain, Provider, QpInit, RecvWr, SharedReceiveQueue, VerbsCall, VerbsError,
+    errno, validate, Access, ConnRequest, Device, DeviceCaps, KeyGen, Keys, Listener,
+    ProtectionDomain, Provider, QpInit, QpOptions, VerbsCall, VerbsError,
 };
 /// An opened device: a local address and its STag table.
 pub struct IwarpDevice {
@@ -74,18 +76,21 @@ impl Provider for IwarpProvider {
         })
     }
 }
-/// Checks a QP's attachments: objects of this device, no SRQ (the device has none).
+/// Checks a QP's options and attachments (objects of this device) and gives the options in
+/// force (with an SRQ: no receive queue of its own).
 fn check_init(
     dev: &Arc<DevInner>,
     init: &QpInit<'_, IwarpProvider>,
     call: VerbsCall,
-) -> Result<(), VerbsError> {
-    validate::qp_opts(&init.opts, init.srq.is_some(), &dev.caps, call)?;
-    let foreign = !Arc::ptr_eq(&init.pd.dev, dev);
-    if foreign || init.srq.is_some() {
+) -> Result<QpOptions, VerbsError> {
+    let srq = init.srq.is_some();
+    validate::qp_opts(&init.opts, srq, &dev.caps, call)?;
+    let foreign = !Arc::ptr_eq(&init.pd.dev, dev)
+        || init.srq.is_some_and(|s| !Arc::ptr_eq(&s.inner.dev, dev));
+    if foreign {
         return Err(VerbsError::new(call, errno::EINVAL));
     }
-    Ok(())
+    Ok(validate::qp_opts_in_force(init.opts, srq, &dev.caps))
 }
 
 fn io_errno(e: &std::io::Error) -> i32 {
@@ -117,8 +122,12 @@ impl Device<IwarpProvider> for IwarpDevice {
         })
     }
 
-    fn create_srq(&self, _: &IwarpPd, _: u32, _: u32) -> Result<IwarpSrq, VerbsError> {
-        Err(VerbsError::new(VerbsCall::CreateSrq, errno::EOPNOTSUPP))
+    fn create_srq(&self, pd: &IwarpPd, max_wr: u32, max_sge: u32) -> Result<IwarpSrq, VerbsError> {
+        validate::srq(max_wr, max_sge, &self.inner.caps)?;
+        if !Arc::ptr_eq(&pd.dev, &self.inner) {
+            return Err(VerbsError::new(VerbsCall::CreateSrq, errno::EINVAL));
+        }
+        Ok(IwarpSrq::new(&self.inner, pd.id, max_wr, max_sge))
     }
 
     fn listen(&self, addr: SocketAddr, _backlog: u32) -> Result<IwarpListener, VerbsError> {
@@ -145,8 +154,7 @@ impl Device<IwarpProvider> for IwarpDevice {
         private_data: &[u8],
     ) -> Result<IwarpQp, VerbsError> {
         validate::private_data(private_data, &self.inner.caps, VerbsCall::Connect)?;
-        check_init(&self.inner, &init, VerbsCall::Connect)?;
-        let opts = validate::qp_opts_in_force(init.opts, false, &self.inner.caps);
+        let opts = check_init(&self.inner, &init, VerbsCall::Connect)?;
         let cfg = endpoint_config(opts.responder_resources, opts.initiator_depth);
         let mut ep = Endpoint::connect(addr, now_ns(), cfg, private_data)
             .map_err(|e| VerbsError::new(VerbsCall::Connect, io_errno(&e)))?;
@@ -164,13 +172,13 @@ pub struct IwarpPd {
 
 /// What dropping a registration does: removes its STag from the device's table.
 pub struct MrHandle {
-    dev: Arc<DevInner>,
+    pub(crate) dev: Arc<DevInner>,
     stag: u32,
 }
 
 impl Drop for MrHandle {
     fn drop(&mut self) {
-        lock(&self.dev.mrs).map.remove(&self.stag);
+        lock(&self.dev.mrs).remove_region(self.stag);
     }
 }
 
@@ -182,11 +190,9 @@ impl RegisterMr for IwarpPd {
     }
 
     unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: Access) -> Registered<MrHandle> {
-        // Relaxed: a unique-number counter.
-        let index = self.dev.next_index.fetch_add(1, Ordering::Relaxed);
-        if index >= 1 << 24 {
+        let Some(index) = self.dev.alloc_index() else {
             return Err(VerbsError::new(VerbsCall::RegMr, errno::ENOSPC));
-        }
+        };
         let stag = lock(&self.dev.keys).next_rkey(index << 8);
         let entry = MrEntry {
             addr: addr as u64,
@@ -213,35 +219,10 @@ impl_registrar!(IwarpPd => MrHandle);
 
 impl ProtectionDomain<IwarpProvider> for IwarpPd {
     fn alloc_mw(&self) -> Result<IwarpMw, VerbsError> {
-        Err(VerbsError::new(VerbsCall::AllocMw, errno::EOPNOTSUPP))
+        IwarpMw::alloc(&self.dev, self.id)
     }
 }
 
-/// A memory window: the device has none ([`DeviceCaps::mw_type2`] is false), so no value of
-/// this type exists.
-pub enum IwarpMw {}
-
-impl MemoryWindow for IwarpMw {
-    fn rkey(&self) -> u32 {
-        match *self {}
-    }
-}
-
-/// A shared receive queue: the device has none ([`DeviceCaps::max_srq`] is 0), so no value of
-/// this type exists.
-pub enum IwarpSrq {}
-
-impl SharedReceiveQueue for IwarpSrq {
-    fn queue_recv(&mut self, _: &RecvWr<'_>) -> Result<(), VerbsError> {
-        match *self {}
-    }
-    fn flush_recv(&mut self) -> Result<(), VerbsError> {
-        match *self {}
-    }
-    fn doorbells(&self) -> u64 {
-        match *self {}
-    }
-}
 // ---------------------------------------------------------------------------------------------
 // Listener and connect requests
 // ---------------------------------------------------------------------------------------------
@@ -339,8 +320,7 @@ impl ConnRequest<IwarpProvider> for IwarpConnRequest {
         prepare: &mut dyn FnMut(&mut IwarpQp) -> Result<(), VerbsError>,
     ) -> Result<IwarpQp, VerbsError> {
         validate::private_data(private_data, &self.dev.caps, VerbsCall::Accept)?;
-        check_init(&self.dev, &init, VerbsCall::Accept)?;
-        let mut opts = validate::qp_opts_in_force(init.opts, false, &self.dev.caps);
+        let mut opts = check_init(&self.dev, &init, VerbsCall::Accept)?;
         opts.initiator_depth = opts.initiator_depth.min(self.responder_resources());
         opts.responder_resources = opts.responder_resources.min(self.initiator_depth());
         let Some(ep) = self.ep.take() else {

@@ -1,20 +1,23 @@
-//! Queue pairs of the iWARP provider: one TCP connection each, with its send queue (Send, RDMA
-//! Write and RDMA Read turned into RDMAP messages), receive queue, connection events and the
-//! completions it generates, in order, into its CQs.
+//! Queue pairs of the iWARP provider: one TCP connection each, with its send queue (Send, Send
+//! with Invalidate, RDMA Write and RDMA Read turned into RDMAP messages; BIND_MW and LOCAL_INV
+//! executed on the STag table in queue order), receive queue (or shared receive queue),
+//! connection events and the completions it generates, in order, into its CQs.
 //!
 //! Normal operation: `queue_send` / `queue_recv` add to a batch, `flush_*` posts it (one
 //! doorbell) and drives the connection. [`QpCore::progress`] (run by every poll of the QP's
 //! CQs, by `poll_event` and by posting) writes and reads what the socket takes without
 //! blocking: it transmits the send queue in order (a Send or Write completes once its last
 //! segment is handed to TCP, as on siw; a Read when its last Read Response segment is placed;
-//! a fenced WR waits for earlier Reads), answers the peer's Read Requests from registered
+//! a fenced WR waits for earlier Reads; a bind or local invalidation takes effect once every
+//! WR before it is on the wire), answers the peer's Read Requests from registered
 //! memory, and places what arrives (`qp/place.rs`). Completions of the send queue are
 //! generated in posting order; an unsignaled WR holds its slot until a later completion.
 //!
 //! Recovery: an error found in what the peer sent (bad STag, bounds, rights, no receive, a
 //! message too long for the receive) sends a Terminate (RFC 5040) and puts the QP into ERROR;
-//! a Terminate from the peer, the peer closing TCP, a local protection error, a CQ overrun or
-//! `disconnect` do the same without a Terminate. In ERROR every outstanding and every later WR
+//! a Terminate from the peer, the peer closing TCP, a local protection error, a refused bind
+//! (`MW_BIND_ERR`) or local invalidation (`LOC_QP_OP_ERR`), a CQ overrun or `disconnect` do the
+//! same without a Terminate. In ERROR every outstanding and every later WR
 //! completes with `WR_FLUSH_ERR`, and `Disconnected` is reported once.
 
 use std::collections::VecDeque;
@@ -24,22 +27,28 @@ use std::sync::{Arc, Mutex, Weak};
 mod place;
 
 use super::cq::{self, progress_all, CqInner, Drive};
-use super::device::{lock, now_ns, DevInner, IwarpProvider, MAX_SGE};
+use super::device::{lock, now_ns, DevInner, IwarpProvider};
 use super::rdmap::{Message, ReadRequest};
+use super::sgl::{RqEntry, Sgl};
 use super::socket::{Closed, Endpoint, SendError, State};
+use super::srq::SrqInner;
+use super::stag::{BindReq, MrTable};
 use super::term::TermCode;
 use crate::verbs::{
-    errno, validate, Access, CmEvent, CmEventKind, Completion, CqNotify, PrivateData, QpInit,
-    QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, Sge, VerbsCall, VerbsError,
-    WcFlags, WcOpcode, WcStatus,
+    errno, validate, Access, CmEvent, CmEventKind, Completion, CqNotify, MemoryRegion, PrivateData,
+    QpInit, QpOptions, QpState, QueuePair, RecvWr, SendFlags, SendOp, SendWr, VerbsCall,
+    VerbsError, WcFlags, WcOpcode, WcStatus,
 };
 
-/// What a send WR does on the wire.
+/// What a send WR does: on the wire, or (BIND_MW, LOCAL_INV) to the local STag table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Send,
+    SendInv { rkey: u32 },
     Write { raddr: u64, rkey: u32 },
     Read { raddr: u64, rkey: u32 },
+    LocalInv { rkey: u32 },
+    Bind(BindReq),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,30 +61,6 @@ pub(crate) enum SqState {
     Done(WcStatus),
 }
 
-/// A scatter/gather list copied from a work request.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sgl {
-    pub(crate) sges: [Sge; MAX_SGE],
-    pub(crate) n: usize,
-}
-
-impl Sgl {
-    fn new(sgl: &[Sge]) -> Sgl {
-        let mut sges = [Sge::default(); MAX_SGE];
-        let n = sgl.len().min(MAX_SGE);
-        sges[..n].copy_from_slice(&sgl[..n]);
-        Sgl { sges, n }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[Sge] {
-        &self.sges[..self.n]
-    }
-
-    pub(crate) fn total(&self) -> u64 {
-        self.as_slice().iter().map(|s| u64::from(s.len)).sum()
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SqEntry {
     pub(crate) wr_id: u64,
@@ -86,12 +71,6 @@ pub(crate) struct SqEntry {
     /// Octets handed to TCP (Send, Write) or placed (Read).
     pub(crate) done_len: u64,
     pub(crate) state: SqState,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RqEntry {
-    pub(crate) wr_id: u64,
-    pub(crate) sgl: Sgl,
 }
 
 /// A Read Request this side serves: the source checked at arrival, sent in segments.
@@ -108,6 +87,8 @@ pub struct QpCore {
     pub(crate) qpn: u32,
     pub(crate) state: QpState,
     pub(crate) opts: QpOptions,
+    /// The shared receive queue Sends take their receives from, instead of `rq`.
+    pub(crate) srq: Option<Arc<SrqInner>>,
     /// The connection; taken out only while [`QpCore::receive`] lends segments to placement.
     ep: Option<Endpoint>,
     /// The connection is to be closed at the next progress (a CQ overran during placement).
@@ -170,6 +151,7 @@ impl QpCore {
             qpn,
             state: QpState::Init,
             opts,
+            srq: init.srq.map(|s| s.inner.clone()),
             ep: Some(ep),
             shut: false,
             scq: init.send_cq.inner.clone(),
@@ -295,9 +277,11 @@ impl QpCore {
             self.sq.pop_front();
             if e.signaled || !status.is_success() {
                 let (opcode, len) = match e.op {
-                    Op::Send => (WcOpcode::SEND, e.sgl.total()),
+                    Op::Send | Op::SendInv { .. } => (WcOpcode::SEND, e.sgl.total()),
                     Op::Write { .. } => (WcOpcode::RDMA_WRITE, e.sgl.total()),
                     Op::Read { .. } => (WcOpcode::RDMA_READ, e.done_len),
+                    Op::LocalInv { .. } => (WcOpcode::LOCAL_INV, 0),
+                    Op::Bind(_) => (WcOpcode::BIND_MW, 0),
                 };
                 self.sq_used = self.sq_used.saturating_sub(self.unsignaled_done + 1);
                 self.unsignaled_done = 0;
@@ -437,7 +421,14 @@ impl QpCore {
             }
             let more = match e.op {
                 Op::Read { raddr, rkey } => self.send_read_request(i, raddr, rkey),
-                Op::Send | Op::Write { .. } => self.send_data(i),
+                Op::Send | Op::SendInv { .. } | Op::Write { .. } => self.send_data(i),
+                Op::LocalInv { rkey } => self.local_op(i, |t, pd, _| {
+                    let done = t.invalidate(rkey, pd, None).is_ok();
+                    (done, WcStatus::LOC_QP_OP_ERR)
+                }),
+                Op::Bind(req) => self.local_op(i, |t, pd, qpn| {
+                    (t.bind(&req, pd, qpn), WcStatus::MW_BIND_ERR)
+                }),
             };
             if !more {
                 break;
@@ -512,7 +503,10 @@ impl QpCore {
                 },
                 _ => Message::Send {
                     solicited: false,
-                    invalidate: None,
+                    invalidate: match e.op {
+                        Op::SendInv { rkey } => Some(rkey),
+                        _ => None,
+                    },
                     last,
                     msn: self.send_msn,
                     mo: e.done_len as u32,
@@ -533,7 +527,7 @@ impl QpCore {
                 }
             }
             if last {
-                if e.op == Op::Send {
+                if matches!(e.op, Op::Send | Op::SendInv { .. }) {
                     self.send_msn = self.send_msn.wrapping_add(1);
                 }
                 self.sq[i].state = SqState::Done(WcStatus::SUCCESS);
@@ -545,9 +539,32 @@ impl QpCore {
     /// A local protection error on send-queue entry `i`: it completes `LOC_PROT_ERR`, the QP
     /// goes to ERROR and the connection is closed.
     fn local_error(&mut self, i: usize) {
-        self.sq[i].state = SqState::Done(WcStatus::LOC_PROT_ERR);
+        self.fail_local(i, WcStatus::LOC_PROT_ERR);
+    }
+
+    /// Send-queue entry `i` failed locally with `status`: the QP goes to ERROR and the
+    /// connection is closed (later WRs flush, the peer sees the stream end).
+    fn fail_local(&mut self, i: usize, status: WcStatus) {
+        self.sq[i].state = SqState::Done(status);
         self.ep().shutdown();
         self.enter_error();
+    }
+
+    /// Executes the BIND_MW or LOCAL_INV at send-queue entry `i` on the device's STag table, in
+    /// send-queue order (everything posted before it is on the wire): `op` says whether it was
+    /// done and the status of a refusal, which puts the QP into ERROR. `true` when done.
+    fn local_op(
+        &mut self,
+        i: usize,
+        op: impl FnOnce(&mut MrTable, u32, u32) -> (bool, WcStatus),
+    ) -> bool {
+        let (done, refused) = op(&mut lock(&self.dev.mrs), self.pd, self.qpn);
+        if !done {
+            self.fail_local(i, refused);
+            return false;
+        }
+        self.sq[i].state = SqState::Done(WcStatus::SUCCESS);
+        true
     }
 }
 
@@ -582,9 +599,29 @@ impl IwarpQp {
     }
 }
 
-fn send_op(op: &SendOp<'_, IwarpProvider>) -> Result<Op, VerbsError> {
+/// The operation of a send WR on QP `c`; a bind records its new key in the window now (the
+/// window's key is that of the last bind queued).
+fn send_op(c: &QpCore, op: &SendOp<'_, IwarpProvider>) -> Result<Op, VerbsError> {
     match *op {
         SendOp::Send => Ok(Op::Send),
+        SendOp::SendWithInv { rkey } => Ok(Op::SendInv { rkey }),
+        SendOp::LocalInv { rkey } => Ok(Op::LocalInv { rkey }),
+        SendOp::BindMw(b) => {
+            let ours = Arc::ptr_eq(&b.mw.dev, &c.dev) && Arc::ptr_eq(&b.mr.handle().dev, &c.dev);
+            if !ours {
+                return Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
+            }
+            let (old_key, new_key) = b.mw.set_key(b.rkey);
+            Ok(Op::Bind(BindReq {
+                index: b.mw.index,
+                old_key,
+                new_key,
+                region: b.mr.keys().lkey,
+                addr: b.addr,
+                len: b.len,
+                access: b.access,
+            }))
+        }
         SendOp::RdmaWrite { remote_addr, rkey } => Ok(Op::Write {
             raddr: remote_addr,
             rkey,
@@ -593,7 +630,6 @@ fn send_op(op: &SendOp<'_, IwarpProvider>) -> Result<Op, VerbsError> {
             raddr: remote_addr,
             rkey,
         }),
-        _ => Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL)),
     }
 }
 
@@ -624,10 +660,10 @@ impl QueuePair<IwarpProvider> for IwarpQp {
                 return Err(VerbsError::new(VerbsCall::PostSend, errno::EINVAL));
             }
             validate::send_wr(wr, &c.opts, &c.dev.caps)?;
-            let op = send_op(&wr.op)?;
             if c.sq_used + c.batch.len() >= c.opts.max_send_wr as usize {
                 return Err(VerbsError::new(VerbsCall::PostSend, errno::ENOMEM));
             }
+            let op = send_op(c, &wr.op)?;
             c.batch.push(SqEntry {
                 wr_id: wr.wr_id,
                 op,
@@ -666,6 +702,9 @@ impl QueuePair<IwarpProvider> for IwarpQp {
 
     fn queue_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), VerbsError> {
         self.with(|c| {
+            if c.srq.is_some() {
+                return Err(VerbsError::new(VerbsCall::PostRecv, errno::EINVAL));
+            }
             validate::recv_wr(wr, c.opts.max_recv_sge, VerbsCall::PostRecv)?;
             let used = c.rq.len() + c.rbatch.len() + usize::from(c.rx_cur.is_some());
             if used >= c.opts.max_recv_wr as usize {

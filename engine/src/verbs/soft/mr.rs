@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use super::DeviceInner;
 use crate::verbs::region::{impl_registrar, Region, RegisterMr, Registered};
 use crate::verbs::{
-    errno, inc_rkey, Access, DeviceCaps, Keys, MemoryRegion, MemoryWindow, ProtectionDomain,
-    VerbsCall, VerbsError,
+    errno, inc_rkey, validate, Access, DeviceCaps, Keys, MemoryRegion, MemoryWindow,
+    ProtectionDomain, VerbsCall, VerbsError,
 };
 
 /// Maximum scatter/gather entries per work request in the soft provider.
@@ -317,11 +317,13 @@ impl KeyTable {
         let mr = self
             .pin_local(req.mr_lkey, req.addr, req.len, false, req.pd)
             .ok_or(BindError)?;
-        let mr_access = Access(mr.0.access.load(Ordering::Relaxed));
-        if !mr_access.contains(Access::MW_BIND) {
-            return Err(BindError);
-        }
-        if req.access.contains(Access::REMOTE_WRITE) && !mr_access.contains(Access::LOCAL_WRITE) {
+        // Relaxed: slot fields are ordered by the `state` word (see module doc).
+        let region = (
+            mr.0.addr.load(Ordering::Relaxed),
+            mr.0.len.load(Ordering::Relaxed),
+            Access(mr.0.access.load(Ordering::Relaxed)),
+        );
+        if !validate::mw_bind(region, req.addr, req.len, req.access) {
             return Err(BindError);
         }
         // Claim the window. SeqCst so the claim orders with concurrent binders/deallocators.
@@ -363,10 +365,7 @@ impl KeyTable {
         let base = s.addr.load(Ordering::Relaxed);
         // Relaxed: slot fields are ordered by the `state` word (see module doc).
         let size = s.len.load(Ordering::Relaxed);
-        let Some(end) = addr.checked_add(len) else {
-            return false;
-        };
-        addr >= base && end <= base.saturating_add(size)
+        validate::in_bounds(base, size, addr, len)
     }
 
     /// Pins `key` for `[addr, addr + len)`: a valid key of an entry in `pd` holding the rights

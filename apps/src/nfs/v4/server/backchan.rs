@@ -13,7 +13,8 @@
 //! refuses, and a call that fails (no answer in the server's backward timeout, an RPC error,
 //! a lost connection) all report "no answer", which marks the session's back channel down.
 //! Closed connections' handles are dropped when a new one is noted, so the map holds at most
-//! one handle per live connection.
+//! one handle per live connection; a connection whose handle is closed or gone is not
+//! [`Backs::alive`], which marks the back channels bound to it down (`reconnect.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -44,6 +45,11 @@ impl Backs {
         }
         m.retain(|_, v| !v.is_closed());
         m.insert(conn, b.clone());
+    }
+
+    /// Whether connection `conn` has a backchannel handle that is not closed.
+    pub fn alive(&self, conn: u64) -> bool {
+        self.map().get(&conn).is_some_and(|b| !b.is_closed())
     }
 
     /// Sends `proc_` of `program` version 1 with `args` on connection `conn`; `done` learns

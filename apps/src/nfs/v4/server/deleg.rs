@@ -1,5 +1,5 @@
 //! NFSv4.1 read delegations and the callback path (RFC 8881 §10.2, §10.4, §18.49, §20,
-//! §2.10.13): granting, DELEGRETURN, CB_RECALL over the holder's back channel, revocation, and
+//! §2.10.13): granting (write delegations too, when [`super::deleg_write`]'s policy allows), DELEGRETURN, CB_RECALL over the holder's back channel, revocation, and
 //! the SEQUENCE status flags that report the callback path.
 //!
 //! Normal operation: a session whose CREATE_SESSION (or BIND_CONN_TO_SESSION) bound a back
@@ -31,7 +31,7 @@ use crate::nfs::types::Fh;
 use crate::nfs::v4::cb::{self, CbOp, CbRecall, CbSequence};
 
 use super::state::{Deleg, State};
-use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
+use super::stateid::{get_stateid, resolve, split, ACCESS_WRITE};
 use super::xdr::{st, Enc, Status};
 use super::{Compound, Cur, Nfs41};
 
@@ -57,6 +57,12 @@ pub trait Callbacks: Send + Sync {
     /// `args` on connection `conn`; `done` runs exactly once with whether an RPC reply came
     /// back (it may run before `call` returns).
     fn call(&self, conn: u64, program: u32, proc_: u32, args: Vec<u8>, done: Done);
+
+    /// Whether connection `conn` still stands (a back channel bound to one that does not is
+    /// reported down); true unless the sender knows better.
+    fn alive(&self, _conn: u64) -> bool {
+        true
+    }
 }
 
 /// The status flags SEQUENCE reports to `client` on session `sid`.
@@ -149,6 +155,17 @@ pub fn recall_conflicts(
     fh: &Fh,
     client: u64,
 ) -> Result<(), Status> {
+    recall_matching(c, export, fh, client, false)
+}
+
+/// [`recall_conflicts`] of the write delegations only (`only_write`), or of all.
+pub fn recall_matching(
+    c: &Compound<'_>,
+    export: [u8; 4],
+    fh: &Fh,
+    client: u64,
+    only_write: bool,
+) -> Result<(), Status> {
     let srv = c.srv;
     let now = srv.now_ms();
     let mut sends = Vec::new();
@@ -158,6 +175,7 @@ pub fn recall_conflicts(
             .delegs
             .iter()
             .filter(|(_, d)| d.client != client && d.export == export && d.fh == *fh)
+            .filter(|(_, d)| d.write || !only_write)
             .map(|(k, _)| *k)
             .collect();
         if held.is_empty() {
@@ -171,26 +189,46 @@ pub fn recall_conflicts(
                 continue;
             }
             d.recalled_ms = Some(now);
-            let (holder, seqid, wire) = (d.client, d.seqid, d.wire_fh.clone());
             s.counters.recalls += 1;
-            let Some((conn, program, session)) = cb_session(&s, holder) else {
-                continue; // revoked after the lease unless the client binds a back channel
-            };
-            let Some(v) = s.sessions.get_mut(&session) else {
-                continue;
-            };
-            v.cb_seq = v.cb_seq.wrapping_add(1);
-            let mut sid = [0u8; 16];
-            sid[..4].copy_from_slice(&seqid.to_be_bytes());
-            sid[4..].copy_from_slice(&other);
-            let args = recall_args(session, v.cb_seq, sid, wire);
-            sends.push((session, conn, program, args));
+            // Without a usable back channel: sent when the client binds one, revoked after
+            // the lease otherwise.
+            sends.extend(recall_call(&mut s, &other));
         }
     }
-    for (session, conn, program, args) in sends {
-        srv.cb_send(session, conn, program, cb::PROC_COMPOUND, args);
-    }
+    srv.send_recalls(sends);
     Err(st::DELAY)
+}
+
+/// A CB_RECALL ready to send: the session, connection, callback program and CB_COMPOUND
+/// arguments.
+pub type Recall = ([u8; 16], u64, u32, Vec<u8>);
+
+/// The CB_RECALL of delegation `other` on a usable back channel of its holder (the session's
+/// callback sequence id moves on); `None` when the holder has none.
+pub fn recall_call(s: &mut State, other: &[u8; 12]) -> Option<Recall> {
+    let d = s.delegs.get(other)?;
+    let (holder, seqid, wire) = (d.client, d.seqid, d.wire_fh.clone());
+    let (conn, program, session) = cb_session(s, holder)?;
+    let v = s.sessions.get_mut(&session)?;
+    v.cb_seq = v.cb_seq.wrapping_add(1);
+    let mut sid = [0u8; 16];
+    sid[..4].copy_from_slice(&seqid.to_be_bytes());
+    sid[4..].copy_from_slice(other);
+    Some((
+        session,
+        conn,
+        program,
+        recall_args(session, v.cb_seq, sid, wire),
+    ))
+}
+
+impl Nfs41 {
+    /// Sends the CB_RECALLs `sends` (no state lock held).
+    pub fn send_recalls(&self, sends: Vec<Recall>) {
+        for (session, conn, program, args) in sends {
+            self.cb_send(session, conn, program, cb::PROC_COMPOUND, args);
+        }
+    }
 }
 
 /// Recalls other clients' delegations of the file `name` in directory `dir` (the object of
@@ -202,8 +240,9 @@ pub fn recall_named(c: &Compound<'_>, dir: &Cur, name: &[u8]) -> Result<(), Stat
     }
 }
 
-/// Grants a read delegation of `fh` to `client` after its OPEN, when RFC 8881 §10.4 and this
-/// server's bounds allow: writes `open_delegation4` either way.
+/// Grants a read delegation of `fh` to `client` after its OPEN (or a write delegation,
+/// [`super::deleg_write`]), when RFC 8881 §10.4 and this server's bounds allow: writes
+/// `open_delegation4` either way.
 pub fn grant(
     c: &Compound<'_>,
     cur: &Cur,
@@ -213,7 +252,8 @@ pub fn grant(
     out: &mut Enc,
 ) {
     match try_grant(c, cur, fh, access, deny, client) {
-        Some(sid) => {
+        Some((sid, true)) => put_write(out, &sid),
+        Some((sid, false)) => {
             out.u32(OPEN_DELEGATE_READ);
             out.fixed(&sid);
             out.u32(0); // recall: false
@@ -233,8 +273,9 @@ fn try_grant(
     access: u32,
     deny: u32,
     client: u64,
-) -> Option<[u8; 16]> {
-    if access != ACCESS_READ || deny != 0 {
+) -> Option<([u8; 16], bool)> {
+    let write = access & ACCESS_WRITE != 0;
+    if deny != 0 || (write && !c.srv.write_delegations()) {
         return None;
     }
     let (sid, _, _) = c.slot?;
@@ -244,13 +285,17 @@ fn try_grant(
     s.sessions.get(&sid)?.cb_conn()?;
     let (export, lim) = (cur.share.id, srv.config().limits);
     let same = |e: [u8; 4], f: &Fh| e == export && *f == fh;
-    if s.opens
-        .values()
-        .any(|o| same(o.export, &o.fh) && o.access & ACCESS_WRITE != 0)
-        || s.delegs
+    let blocked = if write {
+        blocks_write(&s, export, &fh, client)
+    } else {
+        s.opens
             .values()
-            .any(|d| same(d.export, &d.fh) && (d.client == client || d.recalled_ms.is_some()))
-    {
+            .any(|o| same(o.export, &o.fh) && o.access & ACCESS_WRITE != 0)
+            || s.delegs
+                .values()
+                .any(|d| same(d.export, &d.fh) && (d.client == client || d.recalled_ms.is_some()))
+    };
+    if blocked {
         return None;
     }
     let mine = s
@@ -271,13 +316,14 @@ fn try_grant(
             wire_fh: wire,
             seqid: 1,
             recalled_ms: None,
+            write,
         },
     );
     s.clients.get_mut(&client)?.delegs.push(other);
     let mut out = [0u8; 16];
     out[..4].copy_from_slice(&1u32.to_be_bytes());
     out[4..].copy_from_slice(&other);
-    Some(out)
+    Some((out, write))
 }
 
 /// DELEGRETURN (RFC 8881 §18.6): the caller's delegation of the current file goes.
@@ -315,4 +361,30 @@ pub fn free_revoked(s: &mut State, client: u64, other: &[u8; 12]) -> bool {
     let before = cl.revoked.len();
     cl.revoked.retain(|x| x != other);
     cl.revoked.len() != before
+}
+
+/// OPEN_DELEGATE_WRITE.
+pub const OPEN_DELEGATE_WRITE: u32 = 2;
+/// `limitby4` NFS_LIMIT_SIZE.
+const LIMIT_SIZE: u32 = 1;
+/// Whether `client` may not have a write delegation of `fh` of `export`: another client has
+/// it open, or someone holds a delegation of it.
+pub fn blocks_write(s: &State, export: [u8; 4], fh: &Fh, client: u64) -> bool {
+    s.opens
+        .values()
+        .any(|o| o.export == export && o.fh == *fh && o.client != client)
+        || s.delegs.values().any(|d| d.export == export && d.fh == *fh)
+}
+
+/// Writes `open_delegation4` OPEN_DELEGATE_WRITE with stateid `sid`.
+pub fn put_write(out: &mut Enc, sid: &[u8; 16]) {
+    out.u32(OPEN_DELEGATE_WRITE);
+    out.fixed(sid);
+    out.u32(0); // recall: false
+    out.u32(LIMIT_SIZE);
+    out.u64(u64::MAX); // no space limit
+    out.u32(0); // nfsace4: ACE4_ACCESS_ALLOWED_ACE_TYPE
+    out.u32(0); // flag
+    out.u32(0); // access_mask: the client checks with ACCESS
+    out.opaque(b"");
 }

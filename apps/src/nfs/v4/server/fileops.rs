@@ -11,7 +11,8 @@
 //! Recovery: what the store refuses is its status in NFSv4 numbering; no current file handle
 //! is NFS4ERR_NOFILEHANDLE; a name that is empty is NFS4ERR_INVAL, `.`, `..` or one holding
 //! `/` or NUL NFS4ERR_BADNAME, a longer one than 255 octets NFS4ERR_NAMETOOLONG; LOOKUP in a
-//! symbolic link is NFS4ERR_SYMLINK; changes on a read-only export are NFS4ERR_ROFS.
+//! symbolic link is NFS4ERR_SYMLINK; changes on a read-only export are NFS4ERR_ROFS; REMOVE
+//! and RENAME within the grace period after a restart NFS4ERR_GRACE ([`super::grace`]).
 
 use rpcrdma_engine::xdr::XdrReader;
 
@@ -229,6 +230,7 @@ pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     let name = get_name(r)?;
     let (cur, before) = cur_dir(c)?;
     writable(&cur)?;
+    c.srv.grace_io()?;
     super::deleg::recall_named(c, &cur, name)?;
     let store = &cur.share.store;
     match store.remove(&cur.cred, &cur.fh, name) {
@@ -260,6 +262,7 @@ pub fn rename(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     let (to, to_before) = cur_dir(c)?;
     let from = saved_same_export(c)?;
     writable(&to)?;
+    c.srv.grace_io()?;
     let store = &to.share.store;
     let from_before = store.getattr(&from.fh).map_err(from_store)?;
     if from_before.ftype != Ftype3::Dir {

@@ -13,7 +13,8 @@
 //! NFS4ERR_DENIED with that lock's offset, length, type and owner; a length of 0 or a range
 //! past 2^64 NFS4ERR_INVAL; a write lock under an open without write access
 //! NFS4ERR_OPENMODE; a stateid that names nothing NFS4ERR_BAD_STATEID, an older seqid
-//! NFS4ERR_OLD_STATEID; `reclaim` NFS4ERR_NO_GRACE (there is no grace period); a client at
+//! NFS4ERR_OLD_STATEID; `reclaim`, a LOCK without it and LOCKT as the grace period says
+//! ([`super::grace`]: NFS4ERR_GRACE, NFS4ERR_NO_GRACE, NFS4ERR_RECLAIM_BAD); a client at
 //! its lock-state bound, or an owner at its range bound, NFS4ERR_DELAY (counted). Locks go
 //! with their open (CLOSE) and with their client's lease.
 
@@ -27,8 +28,6 @@ use super::{Compound, Cur};
 
 /// NFS4ERR_DENIED.
 pub const DENIED: u32 = 10010;
-/// NFS4ERR_NO_GRACE.
-const NO_GRACE: u32 = 10033;
 /// Longest lock owner (`NFS4_OPAQUE_LIMIT`).
 const OWNER_MAX: u32 = 1024;
 
@@ -229,9 +228,8 @@ pub fn lock(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         r.get_u32().map_err(bad_xdr)?; // lock_seqid
         (None, None, Some(sid))
     };
-    if reclaim {
-        return Err(NO_GRACE);
-    }
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
+    c.srv.grace_check(client, reclaim)?;
     let cur = c.cur()?.clone();
     regular(&cur)?;
     let need = if write { ACCESS_WRITE } else { ACCESS_READ };
@@ -281,6 +279,7 @@ pub fn lockt(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> 
     let write = get_type(r)?;
     let want = get_range(r, write)?;
     let (clientid, owner) = get_owner(r)?;
+    c.srv.grace_io()?;
     let cur = c.cur()?.clone();
     regular(&cur)?;
     let s = c.srv.state();

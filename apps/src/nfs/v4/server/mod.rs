@@ -18,15 +18,22 @@
 //! settles on 4.1); an operation whose arguments do not decode is NFS4ERR_BADXDR, an unknown
 //! operation number NFS4ERR_OP_ILLEGAL, an operation this server does not implement
 //! NFS4ERR_NOTSUPP; the first operation outside a session must be one that may be
-//! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]).
+//! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]). After a
+//! restart the clients of the previous run reclaim their state in a grace period
+//! ([`grace`], [`clientdb`]); a client that lost its connection resumes its session on a new
+//! one ([`reconnect`]).
 
 pub mod attrs;
 pub mod backchan;
+pub mod clientdb;
 pub mod deleg;
+pub mod deleg_write;
 pub mod fileops;
+pub mod grace;
 pub mod lock;
 pub mod open;
 pub mod pseudo;
+pub mod reconnect;
 pub mod session;
 pub mod state;
 pub mod stateid;
@@ -231,6 +238,12 @@ pub struct Nfs41 {
     me: Weak<Nfs41>,
     /// The connections' backchannel handles.
     backs: backchan::Backs,
+    /// The client records on stable storage and the grace period.
+    recovery: grace::Recovery,
+    /// Connections dropped instead of answering (fault injection).
+    drops: reconnect::Drops,
+    /// Grant write delegations ([`deleg_write`]).
+    write_delegs: std::sync::atomic::AtomicBool,
 }
 
 impl Collector for Nfs41 {
@@ -250,7 +263,7 @@ impl Collector for Nfs41 {
         let name = "rpcrdma_nfsd_nfs4_events_total";
         e.family(
             name,
-            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked.",
+            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked, reclaims accepted and refused, calls refused for the grace period, client records not kept (file full), record writes failed, connections dropped by fault injection.",
             Kind::Counter,
         );
         e.sample(
@@ -263,6 +276,22 @@ impl Collector for Nfs41 {
         e.sample(name, &[("event", "recalls")], s.counters.recalls);
         e.sample(name, &[("event", "delegreturns")], s.counters.delegreturns);
         e.sample(name, &[("event", "revoked")], s.counters.revoked);
+        drop(s);
+        let rec = self.recovery_counters();
+        let gauges = ["nfs4_grace", "nfs4_client_records"];
+        for (k, v) in rec.iter().filter(|(k, _)| !gauges.contains(k)) {
+            e.sample(name, &[("event", k.trim_start_matches("nfs4_"))], *v);
+        }
+        e.sample(name, &[("event", "dropped")], self.drops.dropped());
+        let name = "rpcrdma_nfsd_nfs4_recovery";
+        e.family(
+            name,
+            "NFSv4.1 restart recovery (RFC 8881 section 8.4): 1 within the grace period, client records on stable storage.",
+            Kind::Gauge,
+        );
+        for (k, v) in rec.iter().filter(|(k, _)| gauges.contains(k)) {
+            e.sample(name, &[("value", k.trim_start_matches("nfs4_"))], *v);
+        }
     }
 }
 
@@ -287,6 +316,9 @@ impl Nfs41 {
             secret,
             me: me.clone(),
             backs: backchan::Backs::default(),
+            recovery: grace::Recovery::default(),
+            drops: reconnect::Drops::default(),
+            write_delegs: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -326,7 +358,7 @@ impl Nfs41 {
     /// The counters: table sizes and events, as `nfsd-stat` names.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let s = self.state();
-        vec![
+        let mut v = vec![
             ("nfs4_clients", s.clients.len() as u64),
             ("nfs4_sessions", s.sessions.len() as u64),
             ("nfs4_opens", s.opens.len() as u64),
@@ -338,7 +370,11 @@ impl Nfs41 {
             ("nfs4_recalls", s.counters.recalls),
             ("nfs4_delegreturns", s.counters.delegreturns),
             ("nfs4_revoked", s.counters.revoked),
-        ]
+        ];
+        drop(s);
+        v.extend(self.recovery_counters());
+        v.push(("nfs4_dropped", self.drops.dropped()));
+        v
     }
 
     /// Serves one COMPOUND: its reply (COMPOUND4res), or the XDR error that makes the call
@@ -357,6 +393,17 @@ impl Nfs41 {
         args: &[u8],
         ddp_cap: Option<u32>,
     ) -> Result<(Vec<u8>, Option<DdpAt>), XdrError> {
+        self.serve(cx, args, ddp_cap).map(|(b, at, _)| (b, at))
+    }
+
+    /// [`Nfs41::compound_ddp`], and whether a slot kept the reply (a retry answered from the
+    /// slot is not such a reply).
+    fn serve(
+        &self,
+        cx: &CallCx<'_>,
+        args: &[u8],
+        ddp_cap: Option<u32>,
+    ) -> Result<(Vec<u8>, Option<DdpAt>, bool), XdrError> {
         let mut r = XdrReader::new(args);
         let tag = r.get_opaque(MAX_TAG)?;
         let minor = r.get_u32()?;
@@ -368,12 +415,13 @@ impl Nfs41 {
         out.u32(0); // results, set at the end
         if minor != 1 {
             out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
-            return Ok((out.b, None));
+            return Ok((out.b, None, false));
         }
         {
             let now = self.now_ms();
             self.state().expire(now, self.cfg.limits.lease_secs);
         }
+        self.settle_recovery();
         let mut c = Compound {
             srv: self,
             cx: *cx,
@@ -406,7 +454,7 @@ impl Nfs41 {
             out.u32(st::OK);
             let s = if i == 0 && opnum == op::SEQUENCE {
                 match session::sequence(&mut c, &mut r, &mut out) {
-                    Ok(Seq::Replay(b)) => return Ok((b, None)),
+                    Ok(Seq::Replay(b)) => return Ok((b, None, false)),
                     Ok(Seq::Go) => st::OK,
                     Err(s) => s,
                 }
@@ -434,11 +482,13 @@ impl Nfs41 {
         }
         out.b[..4].copy_from_slice(&status.to_be_bytes());
         out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
-        session::keep_reply(&c, &out.b);
+        let kept = session::keep_reply(&c, &out.b);
+        self.settle_recovery();
         if let Some(sid) = c.probe {
             self.probe_back_channel(sid);
+            self.resend_recalls(sid);
         }
-        Ok((out.b, c.read_at))
+        Ok((out.b, c.read_at, kept))
     }
 
     /// NFS program 100003 version 4 with COMPOUND (NULL is the server's own): a header that
@@ -462,9 +512,12 @@ impl Nfs41 {
                     .first()
                     .copied()
                     .filter(|_| me.cfg.pool.is_some());
-                let (reply, read_at) = me
-                    .compound_ddp(&cx, req.args, cap)
+                let (reply, read_at, kept) = me
+                    .serve(&cx, req.args, cap)
                     .map_err(|_| Reject::GarbageArgs)?;
+                if kept && me.drops.after_cached() {
+                    return Err(Reject::Disconnect);
+                }
                 me.send(out, &reply, read_at)
             },
         )
@@ -610,7 +663,7 @@ fn run(
         op::RESTOREFH => fileops::restorefh(c),
         op::LOOKUP => fileops::lookup(c, r),
         op::LOOKUPP => fileops::lookupp(c),
-        op::GETATTR => attrs::getattr(c, r, out),
+        op::GETATTR => deleg_write::getattr_conflict(c, r).and_then(|()| attrs::getattr(c, r, out)),
         op::ACCESS => fileops::access(c, r, out),
         op::READDIR => fileops::readdir(c, r, out),
         op::READLINK => fileops::readlink(c, out),
@@ -638,8 +691,12 @@ mod tests;
 #[cfg(test)]
 mod tests_deleg;
 #[cfg(test)]
+mod tests_grace;
+#[cfg(test)]
 mod tests_lock;
 #[cfg(test)]
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
+#[cfg(test)]
+mod tests_wdeleg;

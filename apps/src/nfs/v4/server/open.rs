@@ -1,5 +1,5 @@
 //! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2, §18.48, §18.38): OPEN with its create modes
-//! and the claim types CLAIM_NULL and CLAIM_FH, OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
+//! and the claim types CLAIM_NULL, CLAIM_FH and CLAIM_PREVIOUS, OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
 //! stateid checks of READ and WRITE.
 //!
 //! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
@@ -13,8 +13,10 @@
 //! Recovery: a stateid that names nothing (another run, a closed or expired open) is
 //! NFS4ERR_BAD_STATEID, an older seqid NFS4ERR_OLD_STATEID, a WRITE through a read-only open
 //! NFS4ERR_OPENMODE; conflicting share reservations NFS4ERR_SHARE_DENIED; CLAIM_PREVIOUS
-//! NFS4ERR_NO_GRACE (there is no grace period); the other claim types NFS4ERR_NOTSUPP; a
-//! client at its open bound NFS4ERR_DELAY.
+//! (the file is the current file handle, no delegation is granted again) and everything
+//! else within or outside the grace period as [`super::grace`] says (NFS4ERR_GRACE,
+//! NFS4ERR_NO_GRACE, NFS4ERR_RECLAIM_BAD); the other claim types NFS4ERR_NOTSUPP; a client at
+//! its open bound NFS4ERR_DELAY.
 
 use rpcrdma_engine::xdr::XdrReader;
 
@@ -28,16 +30,17 @@ use super::{Compound, Cur};
 
 /// NFS4ERR_OLD_STATEID.
 pub const OLD_STATEID: u32 = 10024;
-/// NFS4ERR_NO_GRACE.
-const NO_GRACE: u32 = 10033;
 /// OPEN4_RESULT_LOCKTYPE_POSIX.
 const RESULT_LOCKTYPE_POSIX: u32 = 4;
 
 /// Checks `sid` for an I/O of `want` (ACCESS_READ / ACCESS_WRITE) on `cur`: the anonymous
 /// and bypass stateids pass; an open stateid must be this client's open of this file.
 pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> Result<(), Status> {
-    if *sid == [0; 16] || *sid == [0xff; 16] {
+    if *sid == [0xff; 16] && want == ACCESS_READ {
         return Ok(());
+    }
+    if *sid == [0; 16] || *sid == [0xff; 16] {
+        return c.srv.grace_io();
     }
     let sid = resolve(c, sid)?;
     let (seq, other) = split(&sid);
@@ -47,7 +50,7 @@ pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> 
             return Err(st::BAD_STATEID);
         }
         return match want {
-            ACCESS_WRITE => Err(st::OPENMODE),
+            ACCESS_WRITE if !d.write => Err(st::OPENMODE),
             _ => Ok(()),
         };
     }
@@ -87,6 +90,8 @@ struct OpenArgs {
     clientid: u64,
     how: Option<CreateHow>,
     name: Option<Vec<u8>>,
+    /// CLAIM_PREVIOUS.
+    reclaim: bool,
 }
 
 fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
@@ -110,10 +115,17 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         }),
         _ => return Err(st::INVAL),
     };
-    let name = match r.get_u32().map_err(bad_xdr)? {
+    let claim = r.get_u32().map_err(bad_xdr)?;
+    let name = match claim {
         0 => Some(get_name(r)?.to_vec()),
         4 => None,
-        1 => return Err(NO_GRACE),
+        1 => {
+            // delegate_type: what the client held (none is granted again).
+            if r.get_u32().map_err(bad_xdr)? > 3 {
+                return Err(st::INVAL);
+            }
+            None
+        }
         2..=6 => return Err(st::NOTSUPP),
         _ => return Err(st::INVAL),
     };
@@ -128,6 +140,7 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         clientid,
         how,
         name,
+        reclaim: claim == 1,
     })
 }
 
@@ -183,6 +196,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     if a.clientid != client {
         return Err(st::STALE_CLIENTID);
     }
+    c.srv.grace_check(client, a.reclaim)?;
     let cur = c.cur()?.clone();
     let (fh, created, before, after) = target(&cur, &a)?;
     let store = &cur.share.store;
@@ -211,6 +225,8 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     }
     if a.access & ACCESS_WRITE != 0 {
         super::deleg::recall_conflicts(c, cur.share.id, &fh, client)?;
+    } else {
+        super::deleg::recall_matching(c, cur.share.id, &fh, client, true)?;
     }
     let sid = record_open(c, &cur, fh, &a, client)?;
     out.fixed(&sid);
@@ -219,7 +235,11 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     out.u64(super::attrs::change(&after));
     out.u32(RESULT_LOCKTYPE_POSIX);
     out.bitmap(&[]); // attrset
-    super::deleg::grant(c, &cur, fh, (a.access, a.deny), client, out);
+    if a.reclaim {
+        out.u32(0); // OPEN_DELEGATE_NONE
+    } else {
+        super::deleg::grant(c, &cur, fh, (a.access, a.deny), client, out);
+    }
     c.cur = Some(Cur { fh, ..cur });
     c.stateid = Some(sid);
     Ok(())

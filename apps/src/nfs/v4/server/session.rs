@@ -33,7 +33,10 @@ const BACK_SLOTS: u32 = 16;
 /// Octets a request or reply may have beyond its READ / WRITE data.
 const HEADROOM: u32 = 8 << 10;
 
-/// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP).
+/// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP). An owner whose
+/// confirmed client id another principal made, and which holds sessions or state, is
+/// NFS4ERR_CLID_INUSE (RFC 8881 §18.35.5, as Linux nfsd's `same_creds` check): no client
+/// takes over another's state by naming its owner.
 pub fn exchange_id(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -57,12 +60,19 @@ pub fn exchange_id(
     }
     let srv = c.srv;
     let now = srv.now_ms();
+    let principal = super::clientdb::principal(&c.cx.cred);
     let mut s = srv.state();
-    let found = s
-        .clients
-        .iter()
-        .find(|(_, cl)| cl.owner == owner)
-        .map(|(id, cl)| (*id, cl.confirmed, cl.verifier));
+    let found = s.clients.iter().find(|(_, cl)| cl.owner == owner);
+    if let Some((_, cl)) = found {
+        let has_state = !(cl.sessions.is_empty()
+            && cl.opens.is_empty()
+            && cl.locks.is_empty()
+            && cl.delegs.is_empty());
+        if cl.confirmed && cl.principal != principal && has_state {
+            return Err(st::CLID_INUSE);
+        }
+    }
+    let found = found.map(|(id, cl)| (*id, cl.confirmed && cl.principal == principal, cl.verifier));
     let (id, confirmed) = match found {
         Some((id, true, v)) if v == verifier => (id, true),
         other => {
@@ -79,6 +89,7 @@ pub fn exchange_id(
                 Client {
                     owner,
                     verifier,
+                    principal,
                     confirmed: false,
                     cs_seq: 1,
                     cs_reply: None,
@@ -265,6 +276,7 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     let _highest = r.get_u32().map_err(bad_xdr)?;
     let cache_this = r.get_bool().map_err(bad_xdr)?;
     let srv = c.srv;
+    srv.check_back_channels(&sid);
     let now = srv.now_ms();
     let mut s = srv.state();
     let sess = s.session(&sid)?;
@@ -307,22 +319,25 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
 
 /// Stores the finished reply of a COMPOUND in its slot: the octets when the client asked for
 /// caching and they fit `ca_maxresponsesize_cached`, a note that they were not kept otherwise.
-pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) {
+/// True when the octets were kept.
+pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) -> bool {
     let Some((sid, slot, cache_this)) = c.slot else {
-        return;
+        return false;
     };
     let mut s = c.srv.state();
     let Some(sess) = s.sessions.get_mut(&sid) else {
-        return; // destroyed by this COMPOUND
+        return false; // destroyed by this COMPOUND
     };
     let fits = reply.len() <= sess.fore.max_response_cached as usize;
+    let kept = cache_this && fits;
     if let Some(sl) = sess.slots.get_mut(slot as usize) {
-        sl.reply = if cache_this && fits {
+        sl.reply = if kept {
             Cached::Reply(reply.to_vec())
         } else {
             Cached::Uncached
         };
     }
+    kept
 }
 
 /// DESTROY_SESSION: in a session, only a session of the same client.
@@ -356,21 +371,24 @@ pub fn destroy_clientid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(
     Ok(())
 }
 
-/// RECLAIM_COMPLETE: the client is done reclaiming (there is no grace period: nothing to
-/// reclaim); a second one for the whole server is NFS4ERR_COMPLETE_ALREADY.
+/// RECLAIM_COMPLETE: the client is done reclaiming (its reclaims are NFS4ERR_NO_GRACE from
+/// now on, it is recorded on stable storage and may end the grace period: [`super::grace`]);
+/// a second one for the whole server is NFS4ERR_COMPLETE_ALREADY.
 pub fn reclaim_complete(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
     let one_fs = r.get_bool().map_err(bad_xdr)?;
     if one_fs {
         return Ok(());
     }
     let id = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
-    let mut s = c.srv.state();
-    let cl = s.clients.get_mut(&id).ok_or(st::STALE_CLIENTID)?;
-    if cl.reclaim_done {
-        return Err(st::COMPLETE_ALREADY);
+    {
+        let mut s = c.srv.state();
+        let cl = s.clients.get_mut(&id).ok_or(st::STALE_CLIENTID)?;
+        if cl.reclaim_done {
+            return Err(st::COMPLETE_ALREADY);
+        }
+        cl.reclaim_done = true;
     }
-    cl.reclaim_done = true;
-    Ok(())
+    c.srv.reclaim_completed(id)
 }
 
 /// BIND_CONN_TO_SESSION (alone in its COMPOUND): binds the calling connection to the session's

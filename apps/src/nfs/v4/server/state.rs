@@ -131,7 +131,7 @@ impl Session {
     }
 }
 
-/// A read delegation (RFC 8881 §10.2).
+/// A read or write delegation (RFC 8881 §10.2).
 #[derive(Debug, Clone)]
 pub struct Deleg {
     /// The holder.
@@ -146,6 +146,8 @@ pub struct Deleg {
     pub seqid: u32,
     /// When CB_RECALL was sent (milliseconds of the server's clock), if it was.
     pub recalled_ms: Option<u64>,
+    /// A write delegation (OPEN_DELEGATE_WRITE); a read delegation otherwise.
+    pub write: bool,
 }
 
 /// A client record.
@@ -155,6 +157,8 @@ pub struct Client {
     pub owner: Vec<u8>,
     /// `co_verifier`.
     pub verifier: [u8; 8],
+    /// The principal of its EXCHANGE_ID ([`super::clientdb::principal`]).
+    pub principal: Vec<u8>,
     /// Confirmed by a CREATE_SESSION.
     pub confirmed: bool,
     /// The next CREATE_SESSION's `csa_sequence`.
@@ -244,6 +248,9 @@ pub struct State {
     pub next: u64,
     /// Clients expired, sessions destroyed, etc. (counters).
     pub counters: Counters,
+    /// Owners of the clients removed since [`super::Nfs41::settle_recovery`] last took them
+    /// (their stable-storage records go; drained after every COMPOUND).
+    pub gone: Vec<Vec<u8>>,
 }
 
 /// What the state tables counted.
@@ -322,6 +329,7 @@ impl State {
     /// Removes client `id` with everything it holds.
     pub fn remove_client(&mut self, id: u64) {
         if let Some(c) = self.clients.remove(&id) {
+            self.gone.push(c.owner.clone());
             for s in &c.sessions {
                 self.sessions.remove(s);
             }

@@ -4,26 +4,31 @@
 //! memory. Also the gather of a local scatter/gather list into a segment being sent.
 //!
 //! Normal operation: an RDMA Write segment is copied to its tagged offset under an STag with
-//! REMOTE_WRITE of the QP's protection domain; a Send segment to its message offset in the
-//! receive at the head of the receive queue (which completes on the last segment); a Read
-//! Response segment into the sink of the oldest outstanding RDMA Read; a Read Request, checked
-//! for REMOTE_READ and bounds, queues its response, sent in segments by
-//! [`send_read_response`] as the socket takes them. Every check holds the device's STag
-//! table lock across the copy, so a registration cannot go away under a copy.
+//! REMOTE_WRITE of the QP's protection domain (a region, or a memory window bound to this QP);
+//! a Send segment to its message offset in the receive at the head of the receive queue (the
+//! QP's own or its SRQ's), which completes on the last segment, after the invalidation a Send
+//! with Invalidate asks for; a Read Response segment into the sink of the oldest outstanding
+//! RDMA Read; a Read Request, checked for REMOTE_READ and bounds, queues its response, sent in
+//! segments by [`send_read_response`] as the socket takes them. Every check holds the device's
+//! STag table lock across the copy, so a registration cannot go away under a copy.
 //!
 //! Recovery: a segment that fails a check is not placed; it records the Terminate code RFC
 //! 5040 / RFC 5041 name for the fault (invalid STag, base or bounds, access rights, STag not
 //! associated, no receive buffer, message too long, invalid MO), and everything after it on
 //! the stream is ignored: the QP sends the Terminate and goes to ERROR. A receive that failed
-//! completes with `LOC_LEN_ERR` (too long) or `LOC_PROT_ERR` (its own SGE was bad).
+//! completes with `LOC_LEN_ERR` (too long), `LOC_PROT_ERR` (its own SGE was bad) or
+//! `REM_INV_REQ_ERR` (the STag of a Send with Invalidate cannot be invalidated: Terminate
+//! "STag cannot be invalidated").
 
-use super::{QpCore, ReadResponse, Sgl, SqState};
+use super::{QpCore, ReadResponse, SqState};
 use crate::verbs::iwarp::ddp;
-use crate::verbs::iwarp::device::{lock, Fault, MrTable};
+use crate::verbs::iwarp::device::lock;
 use crate::verbs::iwarp::rdmap::{self, Message, ReadRequest};
+use crate::verbs::iwarp::sgl::Sgl;
 use crate::verbs::iwarp::socket::SendError;
+use crate::verbs::iwarp::stag::{Fault, InvalidateError, MrTable};
 use crate::verbs::iwarp::term::{TermCode, LAYER_DDP, LAYER_RDMAP};
-use crate::verbs::{Access, QpState, WcStatus};
+use crate::verbs::{Access, QpState, WcFlags, WcStatus};
 
 /// The Terminate code of a tagged-buffer fault on an RDMA Write or Read Response (RFC 5041
 /// tagged buffer errors; missing rights are an RDMAP remote protection error, RFC 5040).
@@ -135,20 +140,13 @@ pub(crate) fn on_message(core: &mut QpCore, m: Message<'_>) {
         } => place_read_response(core, stag, to, payload, last),
         Message::ReadRequest(rq) => read_request(core, rq),
         Message::Send {
-            invalidate: Some(_),
-            ..
-        } => Err(TermCode::new(
-            LAYER_RDMAP,
-            rdmap::ETYPE_REMOTE_OPERATION,
-            rdmap::ECODE_CANNOT_INVALIDATE,
-        )),
-        Message::Send {
             last,
             msn,
             mo,
             payload,
+            invalidate,
             ..
-        } => place_send(core, msn, mo, payload, last),
+        } => place_send(core, (msn, mo, last), payload, invalidate),
         // The endpoint ends the stream on a Terminate before handing anything on.
         Message::Terminate(_) => Ok(()),
     };
@@ -159,14 +157,9 @@ pub(crate) fn on_message(core: &mut QpCore, m: Message<'_>) {
 
 fn place_write(core: &mut QpCore, stag: u32, to: u64, payload: &[u8]) -> Result<(), TermCode> {
     let mrs = lock(&core.dev.mrs);
+    let n = payload.len() as u64;
     let dst = mrs
-        .check(
-            stag,
-            core.pd,
-            to,
-            payload.len() as u64,
-            Access::REMOTE_WRITE,
-        )
+        .check_remote(stag, (core.pd, core.qpn), to, n, Access::REMOTE_WRITE)
         .map_err(tagged_code)?;
     // SAFETY: checked just above, under the table lock still held.
     unsafe { put(dst, payload) };
@@ -218,30 +211,33 @@ fn read_request(core: &mut QpCore, rq: ReadRequest) -> Result<(), TermCode> {
         return Err(untagged(ddp::ECODE_UT_MSN_NO_BUFFER));
     }
     let len = u64::from(rq.size);
+    let stream = (core.pd, core.qpn);
     lock(&core.dev.mrs)
-        .check(rq.src_stag, core.pd, rq.src_to, len, Access::REMOTE_READ)
+        .check_remote(rq.src_stag, stream, rq.src_to, len, Access::REMOTE_READ)
         .map_err(read_code)?;
     core.read_resps.push_back(ReadResponse { req: rq, sent: 0 });
     Ok(())
 }
 
-/// Places a Send segment at its message offset in the receive at the head of the queue. The
-/// message's MSN must be the next one on queue 0 (RFC 5041: starting at 1, one per message).
+/// Places a Send segment at its message offset in the receive at the head of the queue (the
+/// QP's own or its SRQ's). The message's MSN must be the next one on queue 0 (RFC 5041:
+/// starting at 1, one per message). On the last segment of a Send with Invalidate the STag is
+/// invalidated before the receive completes ([`finish_send`]).
 fn place_send(
     core: &mut QpCore,
-    msn: u32,
-    mo: u32,
+    (msn, mo, last): (u32, u32, bool),
     payload: &[u8],
-    last: bool,
+    invalidate: Option<u32>,
 ) -> Result<(), TermCode> {
     if msn != core.recv_msn {
         return Err(untagged(ddp::ECODE_UT_MSN_RANGE));
     }
     if mo == 0 && core.rx_cur.is_none() {
-        let r = core
-            .rq
-            .pop_front()
-            .ok_or(untagged(ddp::ECODE_UT_MSN_NO_BUFFER))?;
+        let taken = match &core.srq {
+            Some(srq) => srq.take(),
+            None => core.rq.pop_front(),
+        };
+        let r = taken.ok_or(untagged(ddp::ECODE_UT_MSN_NO_BUFFER))?;
         core.rx_cur = Some((r, 0));
     }
     let Some((r, placed)) = core.rx_cur else {
@@ -251,13 +247,15 @@ fn place_send(
         return Err(untagged(ddp::ECODE_UT_INVALID_MO));
     }
     let end = placed + payload.len() as u64;
+    // The receive's SGEs are checked in the PD they were posted in (an SRQ's own).
+    let pd = core.srq.as_ref().map_or(core.pd, |s| s.pd);
     let status = if end > r.sgl.total() {
         Err((WcStatus::LOC_LEN_ERR, untagged(ddp::ECODE_UT_TOO_LONG)))
     } else {
         let mrs = lock(&core.dev.mrs);
         walk(
             &mrs,
-            core.pd,
+            pd,
             &r.sgl,
             placed,
             payload.len(),
@@ -277,12 +275,10 @@ fn place_send(
         Ok(()) => {
             core.rx_cur = Some((r, end));
             if last {
-                core.rx_cur = None;
-                core.recv_msn = core.recv_msn.wrapping_add(1);
-                let c = core.recv_completion(r.wr_id, WcStatus::SUCCESS, end);
-                core.complete(true, c);
+                finish_send(core, r.wr_id, end, invalidate)
+            } else {
+                Ok(())
             }
-            Ok(())
         }
         Err((st, code)) => {
             core.rx_cur = None;
@@ -291,6 +287,47 @@ fn place_send(
             Err(code)
         }
     }
+}
+
+/// The last segment of a Send of `len` octets is placed: the receive `wr_id` completes, after
+/// the invalidation a Send with Invalidate asks for (a window of this QP's PD bound to this
+/// QP, as LOCAL_INV would). An STag that cannot be invalidated fails the receive
+/// (`REM_INV_REQ_ERR`) and is answered with a Terminate (RFC 5040, "STag cannot be
+/// invalidated": a remote protection error for a window this stream may not use, a remote
+/// operation error otherwise; the codes Linux siw sends).
+fn finish_send(
+    core: &mut QpCore,
+    wr_id: u64,
+    len: u64,
+    invalidate: Option<u32>,
+) -> Result<(), TermCode> {
+    core.rx_cur = None;
+    core.recv_msn = core.recv_msn.wrapping_add(1);
+    let mut c = core.recv_completion(wr_id, WcStatus::SUCCESS, len);
+    let mut r = Ok(());
+    if let Some(stag) = invalidate {
+        match lock(&core.dev.mrs).invalidate(stag, core.pd, Some(core.qpn)) {
+            Ok(()) => {
+                c.flags = WcFlags::WITH_INV;
+                c.invalidated_rkey = stag;
+            }
+            Err(e) => {
+                let etype = match e {
+                    InvalidateError::NotAssociated => rdmap::ETYPE_REMOTE_PROTECTION,
+                    InvalidateError::NotAWindow => rdmap::ETYPE_REMOTE_OPERATION,
+                };
+                c.status = WcStatus::REM_INV_REQ_ERR;
+                c.byte_len = 0;
+                r = Err(TermCode::new(
+                    LAYER_RDMAP,
+                    etype,
+                    rdmap::ECODE_CANNOT_INVALIDATE,
+                ));
+            }
+        }
+    }
+    core.complete(true, c);
+    r
 }
 
 /// Sends the next segments of the oldest Read Response: `Ok(true)` once its last segment is
@@ -309,7 +346,8 @@ pub(crate) fn send_read_response(core: &mut QpCore, rr: ReadResponse) -> Result<
         let src = req.src_to.wrapping_add(u64::from(sent));
         let copied = {
             let mrs = lock(&core.dev.mrs);
-            mrs.check(req.src_stag, core.pd, src, n as u64, Access::REMOTE_READ)
+            let stream = (core.pd, core.qpn);
+            mrs.check_remote(req.src_stag, stream, src, n as u64, Access::REMOTE_READ)
                 .map(|p| {
                     // SAFETY: checked just above, under the table lock still held.
                     unsafe { core::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), n) }
