@@ -1,124 +1,29 @@
 //! `rpcrdma-perf --provider iwarp` as perftest is used: a server process started without an
 //! address and a client process given `127.0.0.1`, talking iWARP (RDMAP/DDP/MPA) over a
 //! loopback TCP port. The client's perftest-format output must show the size and iteration
-//! count asked for and one latency row whose columns are ordered as statistics must be; the
-//! server must see the client's calls and exit on its own once the client is gone. And
+//! count asked for and one result row whose columns are ordered as statistics must be; the
+//! server must see the client's calls and exit on its own once the client is gone. The RPC
+//! tests are the two-process checks of the apps (docs/apps.md): NULL-sized calls inline, 64 KiB
+//! calls with eight in flight (the argument in a Read chunk, the result in a Write chunk), and
+//! 8 KiB long replies through the Reply chunk; each client must report every call answered and
+//! its server `n calls, n replies, errors 0, connections 1`. And
 //! `rpcrdma-ping --provider iwarp --loopback`: NULL calls to an in-process server over TCP.
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+mod procs;
+
+use procs::{free_port, run_to_end, Server};
 
 const PERF: &str = env!("CARGO_BIN_EXE_rpcrdma-perf");
 const PING: &str = env!("CARGO_BIN_EXE_rpcrdma-ping");
-/// Longest a process of these runs may take (the machine may be shared and slow).
-const LIMIT: Duration = Duration::from_secs(120);
 
-/// A loopback port nobody listens on now.
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local address").port()
-}
-
-/// A server process, killed when dropped if it has not exited.
-struct Server {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Server {
-    /// Starts `rpcrdma-perf args` and waits until it says it listens.
-    fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(PERF)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the rpcrdma-perf server");
-        let out = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        let s = Server { child, lines };
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match s.lines.recv_timeout(left) {
-                Ok(l) if l.contains("Waiting for client") => return s,
-                Ok(_) => {}
-                Err(e) => panic!("the server did not start listening: {e}"),
-            }
-        }
-    }
-
-    /// Waits for the server to exit on its own; its remaining output.
-    fn finish(mut self) -> (bool, String) {
-        let ok = wait(&mut self.child).success();
-        let rest: Vec<String> = self.lines.try_iter().collect();
-        (ok, rest.join("\n"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Waits for `child` at most [`LIMIT`], killing it after that.
-fn wait(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            return st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("rpcrdma-perf took longer than {LIMIT:?}: killed");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Starts the server `rpcrdma-perf args`, waiting until it listens.
+fn server(args: &[&str]) -> Server {
+    Server::start(PERF, args, "Waiting for client")
 }
 
 /// Runs the client `rpcrdma-perf args` to the end.
-fn client(args: &[&str]) -> Output {
+fn client(args: &[&str]) -> std::process::Output {
     run_to_end(PERF, args)
-}
-
-/// Runs `exe args` to the end (at most [`LIMIT`]).
-fn run_to_end(exe: &str, args: &[&str]) -> Output {
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the rpcrdma-perf client");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let o = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = out.read_to_end(&mut s);
-        s
-    });
-    let e = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err.read_to_end(&mut s);
-        s
-    });
-    let status = wait(&mut child);
-    Output {
-        status,
-        stdout: o.join().expect("stdout reader"),
-        stderr: e.join().expect("stderr reader"),
-    }
 }
 
 /// The latency row under perftest's `#bytes #iterations t_min ...` header: size, iterations
@@ -174,7 +79,7 @@ fn accepts_send_lat_between_two_iwarp_processes() {
         "-n",
         "40",
     ];
-    let server = Server::start(&[&common[..], &["--bind", "127.0.0.1"]].concat());
+    let server = server(&[&common[..], &["--bind", "127.0.0.1"]].concat());
     let out = client(&[&common[..], &["127.0.0.1"]].concat());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -187,6 +92,8 @@ fn accepts_send_lat_between_two_iwarp_processes() {
         stdout.contains(" Provider        : iwarp (client)"),
         "{stdout}"
     );
+    // perftest's banner names the transport: iWARP, not InfiniBand.
+    assert!(stdout.contains("Transport type : IW"), "{stdout}");
     let (size, iters, _) = latency_row(&stdout);
     assert_eq!((size, iters), (64, 40), "{stdout}");
     let (ok, rest) = server.finish();
@@ -195,47 +102,14 @@ fn accepts_send_lat_between_two_iwarp_processes() {
 
 #[test]
 fn accepts_rpc_lat_between_two_iwarp_processes() {
-    let port = free_port().to_string();
     // 6000 octets: above the 4096-octet inline threshold, so each call's argument travels in
     // a Read chunk (the server's RDMA Read) and the result in a Write chunk (RDMA Write).
-    let common = [
-        "rpc_lat",
-        "--provider",
-        "iwarp",
-        "-p",
-        &port,
-        "-s",
-        "6000",
-        "-n",
-        "30",
-    ];
-    let server = Server::start(&common);
-    let out = client(&[&common[..], &["--persistent-stags", "127.0.0.1"]].concat());
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Persistent STags here; the other RPC tests expose chunks through memory windows.
+    let out = rpc_pair("rpc_lat", 6000, 30, 1, &[], &["--persistent-stags"]);
+    assert!(out.contains(" Provider        : iwarp (client)"), "{out}");
     assert!(
-        out.status.success(),
-        "client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains(" Provider        : iwarp (client)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("Read chunk") && stdout.contains("Write chunk"),
-        "{stdout}"
-    );
-    let (size, iters, _) = latency_row(&stdout);
-    assert_eq!((size, iters), (6000, 30), "{stdout}");
-    assert!(
-        stdout.contains(" RPCs completed  : 30, errors 0"),
-        "every call answered: {stdout}"
-    );
-    let (ok, rest) = server.finish();
-    assert!(ok, "the server failed: {rest}");
-    assert!(
-        rest.contains("RPCs served     : 30 calls, 30 replies, errors 0, connections 1"),
-        "server summary: {rest}"
+        out.contains("Read chunk") && out.contains("Write chunk"),
+        "{out}"
     );
 }
 
@@ -256,7 +130,7 @@ fn accepts_an_iwarp_rpc_client_with_memory_windows() {
         "-n",
         "10",
     ];
-    let server = Server::start(&common);
+    let server = server(&common);
     let out = client(&[&common[..], &["127.0.0.1"]].concat());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -303,4 +177,125 @@ fn accepts_an_iwarp_loopback_ping_with_chunks() {
     // The device has memory windows and Send With Invalidate: both sides set the RFC 8797 R
     // bit and remote invalidation is on.
     assert!(stdout.contains("remote invalidation on"), "{stdout}");
+}
+
+/// The bandwidth row under perftest's `#bytes #iterations BW peak ...` header: size,
+/// iterations, and BW peak, BW average and MsgRate, all positive.
+fn bandwidth_row(stdout: &str) -> (u64, u64) {
+    let mut lines = stdout.lines();
+    lines
+        .by_ref()
+        .find(|l| l.starts_with(" #bytes     #iterations    BW peak["))
+        .unwrap_or_else(|| panic!("no bandwidth header in:\n{stdout}"));
+    let row = lines.next().expect("a result row");
+    let f: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(f.len(), 5, "size, iterations and 3 rates: {row:?}");
+    let rates: Vec<f64> = f[2..]
+        .iter()
+        .map(|s| s.parse().unwrap_or_else(|_| panic!("{s:?} in {row:?}")))
+        .collect();
+    assert!(rates.iter().all(|&r| r > 0.0), "rates: {row:?}");
+    let n = |s: &str| {
+        s.parse::<u64>()
+            .unwrap_or_else(|_| panic!("{s:?} in {row:?}"))
+    };
+    (n(f[0]), n(f[1]))
+}
+
+/// The server's summary ` RPCs served : C calls, R replies, errors E, connections K`.
+fn served(out: &str) -> (u64, u64, u64, u64) {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix(" RPCs served     : "))
+        .unwrap_or_else(|| panic!("no server summary in:\n{out}"));
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().expect("a count"))
+        .collect();
+    assert_eq!(n.len(), 4, "{line:?}");
+    (n[0], n[1], n[2], n[3])
+}
+
+/// An RPC test as a server process and a client process (given `client_extra` too), `n` calls
+/// of `size` octets, at most `window` in flight. The client
+/// must print its result row and `RPCs completed : n, errors 0`; the server `n calls, n
+/// replies, errors 0, connections 1`, where the last `window` replies may count as flushed:
+/// the client disconnects once it has every reply, possibly before the server saw its last
+/// Sends complete.
+fn rpc_pair(
+    test: &str,
+    size: usize,
+    n: u64,
+    window: u64,
+    extra: &[&str],
+    client_extra: &[&str],
+) -> String {
+    let port = free_port().to_string();
+    let (s, ns) = (size.to_string(), n.to_string());
+    let common = [
+        &[
+            test,
+            "--provider",
+            "iwarp",
+            "-p",
+            &port,
+            "-s",
+            &s,
+            "-n",
+            &ns,
+        ][..],
+        extra,
+    ]
+    .concat();
+    let server = server(&common);
+    let out = client(&[&common[..], client_extra, &["127.0.0.1"]].concat());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (rsize, iters) = if test == "rpc_lat" {
+        let (a, b, _) = latency_row(&stdout);
+        (a, b)
+    } else {
+        bandwidth_row(&stdout)
+    };
+    assert_eq!((rsize, iters), (size as u64, n), "{stdout}");
+    assert!(
+        stdout.contains(&format!(" RPCs completed  : {n}, errors 0")),
+        "every call answered: {stdout}"
+    );
+    let (ok, rest) = server.finish();
+    assert!(ok, "the server failed: {rest}");
+    let (calls, replies, errors, conns) = served(&rest);
+    assert_eq!((calls, errors, conns), (n, 0, 1), "server summary: {rest}");
+    assert!(
+        replies <= n && replies + window >= n,
+        "server replies {replies} of {n}: {rest}"
+    );
+    stdout
+}
+
+#[test]
+fn accepts_inline_rpc_lat_between_two_iwarp_processes() {
+    let out = rpc_pair("rpc_lat", 2, 100, 1, &[], &[]);
+    assert!(out.contains(" Provider        : iwarp (client)"), "{out}");
+    assert!(out.contains("Transport type : IW"), "{out}");
+}
+
+#[test]
+fn accepts_rpc_bw_with_eight_in_flight_between_two_iwarp_processes() {
+    let out = rpc_pair("rpc_bw", 65536, 32, 8, &["-t", "8"], &[]);
+    assert!(
+        out.contains("Read chunk") && out.contains("Write chunk"),
+        "{out}"
+    );
+}
+
+#[test]
+fn accepts_long_replies_between_two_iwarp_processes() {
+    let out = rpc_pair("rpc_lat", 8192, 32, 1, &["--chunks", "reply"], &[]);
+    assert!(out.contains("Reply chunk"), "{out}");
 }

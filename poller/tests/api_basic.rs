@@ -7,7 +7,6 @@ mod api_common;
 use std::time::Duration;
 
 use api_common::*;
-use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_poller::Proc;
 use rpcrdma_poller::{CallbackMode, Client, ClientError, ClientOptions, Server};
 
@@ -43,29 +42,7 @@ fn rejects_unknown_program_version_procedure() {
         .start(&w.server_ep, w.addr)
         .expect("server");
     let client = Client::connect(&w.client_ep, w.addr, ClientOptions::default()).expect("client");
-    let e = client.call_blocking(Proc::new(PROG + 1, 2, 1), client.args().unwrap());
-    assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::ProgUnavail));
-    let e = client.call_blocking(Proc::new(PROG, 7, 1), client.args().unwrap());
-    assert_eq!(
-        e.unwrap_err(),
-        ClientError::Rpc(AcceptStat::ProgMismatch { low: 2, high: 3 })
-    );
-    let e = client.call_blocking(Proc::new(PROG, 2, 99), client.args().unwrap());
-    assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::ProcUnavail));
-    let mut a = client.args().unwrap();
-    a.put(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-    // ECHO with a length beyond the arguments.
-    let mut bad = client.args().unwrap();
-    bad.put_u32(1000).unwrap();
-    let e = client.call_blocking(Proc::new(PROG, 2, ECHO), bad);
-    assert_eq!(e.unwrap_err(), ClientError::Rpc(AcceptStat::GarbageArgs));
-    let r = client
-        .call_blocking(Proc::new(PROG, 2, SUM), a)
-        .expect("sum");
-    assert_eq!(
-        r.results(),
-        &(0x0102_0304u32.wrapping_add(0x0506_0708)).to_be_bytes()
-    );
+    rejects_round(&client);
     w.stop();
 }
 

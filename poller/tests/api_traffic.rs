@@ -117,61 +117,6 @@ fn accepts_many_connections_worker_mode() {
     many_connections(CallbackMode::Worker, 2);
 }
 
-/// DDP both ways, a long call and a long reply, on `client`.
-fn ddp_round(client: &Client) {
-    // FILL: the result goes into our receptacle through a Write chunk.
-    let mut a = client.args().unwrap();
-    a.put_u32(9000).unwrap();
-    a.put_u32(0x5a).unwrap();
-    let rec = client.buffer().unwrap();
-    a.receptacle(rec).unwrap();
-    let mut r = client
-        .call_blocking(Proc::new(PROG, 2, FILL), a)
-        .expect("fill");
-    assert_eq!(&r.results()[..4], &9000u32.to_be_bytes());
-    // After the length word, the trailer (the item travelled in the Write chunk).
-    assert_eq!(&r.results()[4..8], &0xfeed_f00du32.to_be_bytes());
-    let got = r.receptacle(0).expect("receptacle");
-    assert_eq!(got.len(), 9000);
-    assert!(got.iter().all(|&b| b == 0x5a));
-    let (buf, n) = r.take_receptacle(0).unwrap();
-    assert_eq!(n, 9000);
-    drop(buf);
-    // LEN: a 12000-octet argument pulled by RDMA Read (larger than the inline threshold).
-    let mut payload = client.buffer().unwrap();
-    for (i, b) in payload[..12000].iter_mut().enumerate() {
-        *b = (i * 7 % 251) as u8;
-    }
-    let want = checksum(&payload[..12000]);
-    let mut a = client.args().unwrap();
-    a.put_u32(12000).unwrap();
-    a.ddp(payload, 12000).unwrap();
-    let r = client
-        .call_blocking(Proc::new(PROG, 3, LEN), a)
-        .expect("len");
-    assert_eq!(&r.results()[..4], &12000u32.to_be_bytes());
-    assert_eq!(&r.results()[4..8], &want.to_be_bytes());
-    // A call larger than the inline threshold without DDP items (a long call: Position
-    // Zero Read chunk) whose reply is long too (Reply chunk).
-    let big: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
-    let mut a = client.args().unwrap();
-    a.put_opaque(&big).unwrap();
-    let r = client
-        .call_blocking(Proc::new(PROG, 2, ECHO), a)
-        .expect("long echo");
-    assert_eq!(&r.results()[..4], &10_000u32.to_be_bytes());
-    assert_eq!(&r.results()[4..10_004], &big[..]);
-    // FILL without a receptacle: the item comes back inline (or in the Reply chunk).
-    let mut a = client.args().unwrap();
-    a.put_u32(5000).unwrap();
-    a.put_u32(0x11).unwrap();
-    let r = client
-        .call_blocking(Proc::new(PROG, 2, FILL), a)
-        .expect("fill inline");
-    assert_eq!(&r.results()[..4], &5000u32.to_be_bytes());
-    assert!(r.results()[4..5004].iter().all(|&b| b == 0x11));
-}
-
 #[test]
 fn accepts_ddp_calls_both_directions() {
     for mode in [CallbackMode::Inline, CallbackMode::Worker] {

@@ -2,7 +2,9 @@
 //! TCP, for the Linux kernel NFS client (`mount -t nfs -o vers=3,proto=rdma`). docs/nfs-server.md.
 //!
 //! Normal operation: starts the daemon ([`rpcrdma_apps::nfs::daemon`]) on the RDMA device
-//! that owns `--bind`, prints `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND`,
+//! that owns `--bind` (`--provider rdma`, the default) or on the user-space iWARP provider's
+//! sockets (`--provider iwarp`: no RDMA device or kernel module), prints
+//! `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND`,
 //! then waits: SIGUSR1 (or `--stats-interval`) prints the counters as `nfsd-stat NAME VALUE`
 //! lines; SIGHUP reads the `--exports` file again and serves the new list without dropping a
 //! connection (a file that does not parse is reported and the old list kept); SIGTERM or
@@ -17,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rpcrdma_apps::cli;
+use rpcrdma_apps::cli::{dispatch, AppProvider, Devices, ProviderJob, ProviderKind};
 use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions, NFS_RDMA_PORT};
 use rpcrdma_apps::nfs::exports::Exports;
 
@@ -61,7 +64,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --config FILE           read options from a TOML file: the long options' names as keys
                           (credits = 64, export = [\"/a:rw\"], no-mount = true); options
                           on the command line override the file's
-  --provider rdma         verbs provider (rdma: kernel verbs; needs --features rdma)
+  --provider rdma|iwarp   verbs provider (rdma: kernel verbs, needs --features rdma;
+                          iwarp: iWARP over TCP, no RDMA device or kernel module) [rdma]
   --bind IP               address whose RDMA device serves (and MOUNT listens on) [0.0.0.0]
   --port P                NFS/RDMA port, 1..=65535 [20049]
   --mount-port P          MOUNT v3 TCP port, 0..=65535 [20048]; 0: any
@@ -158,6 +162,7 @@ const FLAG_OPTIONS: [&str; 7] = [
 ];
 
 struct Cli {
+    provider: ProviderKind,
     opts: DaemonOptions,
     stats_interval: u64,
     /// The `--exports` file, read again on SIGHUP.
@@ -257,7 +262,7 @@ fn with_config(argv: &[String]) -> Result<Vec<String>, String> {
 
 fn parse(argv: &[String]) -> Result<Cli, String> {
     let mut o = DaemonOptions::default();
-    let mut provider = "rdma".to_string();
+    let mut provider = ProviderKind::Rdma;
     let mut bind = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
     let (mut port, mut mport, mut mount) = (NFS_RDMA_PORT, 20048u16, true);
     let mut stats_interval = 0;
@@ -267,7 +272,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
     let mut c = cli::ArgCursor::new(argv);
     while let Some(a) = c.next_name() {
         match a {
-            "--provider" => provider = c.value(a)?,
+            "--provider" => provider = ProviderKind::parse(a, &c.value(a)?)?,
             "--bind" => bind = c.ip(a)?,
             "--port" => port = cli::port(a, &c.value(a)?)?,
             "--mount-port" => mport = num(a, &c.value(a)?, 0, 65535)?,
@@ -323,10 +328,11 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             _ => return Err(format!("unknown argument {:?}", c.token())),
         }
     }
-    if provider != "rdma" {
+    if provider.in_process() {
         return Err(format!(
-            "--provider {provider}: the server needs real RDMA (rdma); the software provider \
-             serves only in-process (apps/tests/nfsd_smoke.rs)"
+            "--provider {}: the server needs a provider that reaches other processes (rdma, \
+             iwarp); the software provider serves only in-process (apps/tests/nfsd_smoke.rs)",
+            provider.name()
         ));
     }
     o.exports = match (&exports_file, specs.is_empty()) {
@@ -343,6 +349,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
     o.nfs = SocketAddr::new(bind, port);
     o.mount = mount.then_some(SocketAddr::new(bind, mport));
     Ok(Cli {
+        provider,
         opts: o,
         stats_interval,
         exports_file,
@@ -397,8 +404,16 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if cli.provider == ProviderKind::Rdma && !cfg!(feature = "rdma") {
+        eprintln!(
+            "rpcrdma-nfsd: built without the rdma provider: cargo build --release -p \
+             rpcrdma-apps --features rdma --bin rpcrdma-nfsd (or serve with --provider iwarp)"
+        );
+        return ExitCode::FAILURE;
+    }
     install_signals();
-    match run_rdma(&cli) {
+    let run = dispatch(cli.provider, None, "rpcrdma-nfsd", Serve(&cli)).and_then(|r| r);
+    match run {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rpcrdma-nfsd: {e}");
@@ -407,26 +422,23 @@ fn main() -> ExitCode {
     }
 }
 
-#[cfg(feature = "rdma")]
-fn run_rdma(cli: &Cli) -> Result<(), String> {
-    use rpcrdma_engine::verbs::rdma::Rdma;
-    let dev = rpcrdma_apps::perf::rdma_dev::open(cli.opts.nfs.ip(), None, None)
-        .map_err(|e| format!("opening the RDMA device of {}: {e}", cli.opts.nfs.ip()))?;
-    let mut d = rpcrdma_apps::nfs::daemon::Daemon::<Rdma>::start(dev, &cli.opts)?;
-    serve(cli, &mut d)
-}
+/// The daemon on the provider `--provider` chose, until SIGTERM or SIGINT.
+struct Serve<'a>(&'a Cli);
 
-#[cfg(not(feature = "rdma"))]
-fn run_rdma(_: &Cli) -> Result<(), String> {
-    Err(
-        "built without the rdma provider: cargo build --release -p rpcrdma-apps --features \
-         rdma --bin rpcrdma-nfsd"
-            .into(),
-    )
+impl ProviderJob for Serve<'_> {
+    type Output = Result<(), String>;
+
+    fn run<P: AppProvider>(self, devices: &Devices<'_>) -> Self::Output {
+        let ip = self.0.opts.nfs.ip();
+        let dev = devices
+            .open::<P>(ip, None)
+            .map_err(|e| format!("opening the {} device of {ip}: {e}", P::NAME))?;
+        let mut d = rpcrdma_apps::nfs::daemon::Daemon::<P>::start(dev, &self.0.opts)?;
+        serve(self.0, &mut d)
+    }
 }
 
 /// SIGHUP: the `--exports` file again.
-#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn reload<P: rpcrdma_engine::verbs::Provider>(cli: &Cli, d: &rpcrdma_apps::nfs::daemon::Daemon<P>) {
     let Some(f) = &cli.exports_file else {
         println!("rpcrdma-nfsd: SIGHUP: no --exports file to reload");
@@ -438,7 +450,6 @@ fn reload<P: rpcrdma_engine::verbs::Provider>(cli: &Cli, d: &rpcrdma_apps::nfs::
     }
 }
 
-#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn serve<P: rpcrdma_engine::verbs::Provider>(
     cli: &Cli,
     d: &mut rpcrdma_apps::nfs::daemon::Daemon<P>,
@@ -499,6 +510,9 @@ mod tests {
     fn accepts_the_defaults_and_one_line_exports() {
         let c = args("").expect("defaults");
         assert_eq!(c.opts.exports.list()[0].path, "/export");
+        assert_eq!(c.provider, ProviderKind::Rdma);
+        let c = args("--provider iwarp").expect("iwarp");
+        assert_eq!(c.provider, ProviderKind::Iwarp);
         let c = args("--export /a:rw --export /b:10.0.0.0/8(ro) --handle-key none").expect("two");
         assert_eq!(c.opts.exports.list().len(), 2);
         assert!(c.opts.handle_key.is_none());
@@ -540,6 +554,7 @@ mod tests {
             ),
             ("--credits 0", "1..=1024"),
             ("--provider soft", "nfsd_smoke"),
+            ("--provider bogus", "soft, iwarp or rdma"),
             ("--export relative", "absolute"),
             ("--export /a:*(bogus)", "unknown export option"),
             ("--exports /nonexistent/exports", "/nonexistent/exports"),

@@ -238,6 +238,7 @@ fn run(prog: &str, a: &PerfArgs) -> Result<(), String> {
         test: a.test,
         device: a.device.as_deref().unwrap_or(provider_name),
         provider: provider_name,
+        transport: a.provider.transport(),
         role: role.name(),
         qps: cfg.qps,
         tx_depth: cfg.tx_depth,

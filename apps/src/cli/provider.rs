@@ -57,6 +57,16 @@ impl ProviderKind {
         }
     }
 
+    /// The transport perftest's banner names (`Transport type`): `IW` for the iWARP provider,
+    /// `IB` for the soft provider (InfiniBand semantics). The rdma provider's banner is printed
+    /// before its device is opened: `IB`, also for an iWARP device such as siw.
+    pub const fn transport(self) -> &'static str {
+        match self {
+            ProviderKind::Iwarp => "IW",
+            ProviderKind::Soft | ProviderKind::Rdma => "IB",
+        }
+    }
+
     /// Whether server and client always share this process (the soft fabric is in-process).
     pub const fn in_process(self) -> bool {
         matches!(self, ProviderKind::Soft)

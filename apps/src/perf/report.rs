@@ -100,6 +100,8 @@ pub struct BannerInfo<'a> {
     pub device: &'a str,
     /// Provider name.
     pub provider: &'a str,
+    /// Transport type as perftest prints it (`IB`, `IW`).
+    pub transport: &'a str,
     /// "loopback", "server" or "client".
     pub role: &'a str,
     /// QPs.
@@ -128,7 +130,11 @@ pub fn banner(b: &BannerInfo<'_>) -> String {
     s.push_str(RESULT_LINE);
     let _ = writeln!(s, "                    {}", b.test.title());
     let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : {}", b.device);
-    let _ = writeln!(s, " Number of qps   : {}\t\tTransport type : IB", b.qps);
+    let _ = writeln!(
+        s,
+        " Number of qps   : {}\t\tTransport type : {}",
+        b.qps, b.transport
+    );
     let _ = writeln!(s, " Connection type : RC\t\tUsing SRQ      : OFF");
     if b.role != "server" {
         let _ = writeln!(s, " TX depth        : {}", b.tx_depth);
@@ -168,7 +174,7 @@ pub fn json_report(b: &BannerInfo<'_>, results: &[SizeResult], unit: BwUnit) -> 
     info.insert("Provider".into(), json!(b.provider));
     info.insert("Role".into(), json!(b.role));
     info.insert("Number_of_qps".into(), json!(b.qps));
-    info.insert("Transport_type".into(), json!("IB"));
+    info.insert("Transport_type".into(), json!(b.transport));
     info.insert("Connection_type".into(), json!("RC"));
     info.insert("Using_SRQ".into(), json!("OFF"));
     info.insert("TX_depth".into(), json!(b.tx_depth));

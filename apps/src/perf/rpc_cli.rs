@@ -28,7 +28,7 @@ use super::rpc::{
 };
 use super::stats::BwUnit;
 use super::{Outcome, PerfError, SizeResult};
-use crate::cli::{self, AppProvider, Devices, ProviderJob};
+use crate::cli::{self, AppProvider, Devices, ProviderJob, ProviderKind};
 use crate::pcap::Mtu;
 
 /// perftest's "Using SRQ" value: ON when the server's connections share a receive queue.
@@ -42,19 +42,30 @@ fn srq_on(cfg: &RpcConfig) -> &'static str {
 
 /// The banner, in the shape of perftest's, with the RPC settings.
 pub fn banner(cfg: &RpcConfig, mtu: u32) -> String {
-    banner_for(cfg, mtu, "soft", "soft (loopback)")
+    banner_for(cfg, mtu, "soft", "soft (loopback)", ProviderKind::Soft)
 }
 
-/// [`banner`] naming the device and the provider with the process's role (`rdma (client)`).
-pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> String {
+/// [`banner`] naming the device and the provider with the process's role (`rdma (client)`),
+/// and the transport of provider `kind`.
+pub fn banner_for(
+    cfg: &RpcConfig,
+    mtu: u32,
+    device: &str,
+    provider: &str,
+    kind: ProviderKind,
+) -> String {
     use std::fmt::Write as _;
     let inline = cfg.advertised_inline();
     let mut s = String::new();
     s.push_str(RESULT_LINE);
-    let kind = if cfg.null { "NULL" } else { "payload" };
-    let _ = writeln!(s, "                    {} ({kind})", cfg.test.title());
+    let calls = if cfg.null { "NULL" } else { "payload" };
+    let _ = writeln!(s, "                    {} ({calls})", cfg.test.title());
     let _ = writeln!(s, " Dual-port       : OFF\t\tDevice         : {device}");
-    let _ = writeln!(s, " Number of qps   : 1\t\tTransport type : IB");
+    let _ = writeln!(
+        s,
+        " Number of qps   : 1\t\tTransport type : {}",
+        kind.transport()
+    );
     let _ = writeln!(
         s,
         " Connection type : RC\t\tUsing SRQ      : {}",
@@ -135,7 +146,7 @@ pub fn banner_for(cfg: &RpcConfig, mtu: u32, device: &str, provider: &str) -> St
 
 /// The `--out_json` document: perftest's keys plus the RPC settings.
 pub fn json_report(cfg: &RpcConfig, mtu: u32, results: &[SizeResult]) -> serde_json::Value {
-    json_report_for(cfg, mtu, results, "soft", "loopback")
+    json_report_for(cfg, mtu, results, ProviderKind::Soft, "loopback")
 }
 
 /// [`json_report`] naming the provider and the process's role (`client`).
@@ -143,9 +154,10 @@ pub fn json_report_for(
     cfg: &RpcConfig,
     mtu: u32,
     results: &[SizeResult],
-    provider: &str,
+    kind: ProviderKind,
     role: &str,
 ) -> serde_json::Value {
+    let provider = kind.name();
     use serde_json::{json, Map, Value};
     let mut info = Map::new();
     info.insert("test".into(), json!(cfg.test.json_name()));
@@ -154,7 +166,7 @@ pub fn json_report_for(
     info.insert("Provider".into(), json!(provider));
     info.insert("Role".into(), json!(role));
     info.insert("Number_of_qps".into(), json!(1));
-    info.insert("Transport_type".into(), json!("IB"));
+    info.insert("Transport_type".into(), json!(kind.transport()));
     info.insert("Connection_type".into(), json!("RC"));
     info.insert("Using_SRQ".into(), json!(srq_on(cfg)));
     if let Some(d) = cfg.srq {
@@ -324,8 +336,7 @@ fn run_cli(prog: &str, a: &RpcArgs) -> Result<(), String> {
     println!(" RPCs completed  : {completed}, errors {errors}, credits granted {credits}");
     let _ = io::stdout().flush();
     if let Some(p) = &a.out_json {
-        let provider = a.provider.name();
-        printer::write_json(p, &json_report_for(&cfg, a.mtu, &results, provider, role))?;
+        printer::write_json(p, &json_report_for(&cfg, a.mtu, &results, a.provider, role))?;
     }
     if let Some(p) = &a.hist_log {
         printer.write_hist_log(p, a.test)?;
@@ -348,7 +359,7 @@ fn run_remote<P: AppProvider>(
         RemoteRole::Server { bind } => {
             print!(
                 "{}",
-                banner_for(cfg, a.mtu, device, &format!("{name} (server)"))
+                banner_for(cfg, a.mtu, device, &format!("{name} (server)"), d.kind())
             );
             let _ = io::stdout().flush();
             let dev = d.open::<P>(bind, None)?;
@@ -375,7 +386,7 @@ fn run_remote<P: AppProvider>(
         RemoteRole::Client { server, bind } => {
             print!(
                 "{}",
-                banner_for(cfg, a.mtu, device, &format!("{name} (client)"))
+                banner_for(cfg, a.mtu, device, &format!("{name} (client)"), d.kind())
             );
             let _ = io::stdout().flush();
             let open = || d.open::<P>(bind, Some(server)).map_err(PerfError::Config);

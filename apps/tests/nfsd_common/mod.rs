@@ -10,7 +10,7 @@ use std::time::Duration;
 use rpcrdma_apps::nfs::daemon::{Backend, Daemon, DaemonOptions};
 use rpcrdma_apps::nfs::exports::Exports;
 use rpcrdma_apps::nfs::mount;
-use rpcrdma_apps::nfs::types::{Fh, Nfsstat3};
+use rpcrdma_apps::nfs::types::{CreateHow, Fh, Ftype3, Nfsstat3, Sattr3, StableHow};
 use rpcrdma_apps::nfs::v3::client::{NfsClient, NfsError, NfsResult};
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
 use rpcrdma_poller::{
@@ -204,7 +204,7 @@ impl Rig {
 }
 
 /// The client endpoint's configuration.
-fn client_config() -> EndpointConfig {
+pub fn client_config() -> EndpointConfig {
     EndpointConfig {
         max_conns_per_reactor: 4,
         max_credits: 16,
@@ -265,4 +265,47 @@ pub fn on_dir(tag: &str, f: impl FnOnce(&Rig)) {
     let r = Rig::dir(tag);
     f(&r);
     r.stop();
+}
+
+/// The NFSv3 workload every transport of the server must carry: GETATTR and FSINFO of the
+/// root; CREATE, a 200 001-octet WRITE and READ through DDP (Read and Write chunks) and a small
+/// inline READ; LOOKUP; MKDIR with 300 entries, listed by READDIR and READDIRPLUS.
+pub fn workload(nfs: &NfsClient, root: &Fh) {
+    let root = *root;
+    let a = nfs.getattr(&root).expect("getattr root");
+    assert_eq!(a.ftype, Ftype3::Dir);
+    let info = nfs.fsinfo(&root).expect("fsinfo");
+    assert!(info.rtmax >= 64 * 1024, "{info:?}");
+    let f = nfs
+        .create(&root, b"hello", CreateHow::Unchecked(Sattr3::default()))
+        .expect("create");
+    let data: Vec<u8> = (0..200_001u32).map(|i| (i * 7 % 251) as u8).collect();
+    let (n, _, _) = nfs
+        .write(&f, 0, &data, StableHow::FileSync, true)
+        .expect("write ddp");
+    assert_eq!(n as usize, data.len());
+    let (back, eof) = nfs.read(&f, 0, 250_000, true).expect("read ddp");
+    assert!(eof);
+    assert_eq!(back, data);
+    let (small, _) = nfs.read(&f, 3, 101, false).expect("read inline");
+    assert_eq!(small, &data[3..104]);
+    assert_eq!(nfs.lookup(&root, b"hello").expect("lookup"), f);
+    let d = nfs.mkdir(&root, b"d", Sattr3::default()).expect("mkdir");
+    for i in 0..300 {
+        nfs.create(
+            &d,
+            format!("f{i:04}").as_bytes(),
+            CreateHow::Guarded(Sattr3::default()),
+        )
+        .expect("create in d");
+    }
+    for plus in [false, true] {
+        let all = nfs.readdir_all(&d, 4096, plus).expect("readdir");
+        let names: Vec<_> = all
+            .iter()
+            .filter(|e| e.name != b"." && e.name != b"..")
+            .map(|e| String::from_utf8_lossy(&e.name).to_string())
+            .collect();
+        assert_eq!(names.len(), 300, "plus={plus}");
+    }
 }

@@ -19,6 +19,8 @@
 
 pub mod alloc_count;
 mod exec;
+pub mod iwarp;
+pub mod procs;
 pub mod soft;
 
 use rpcrdma_engine::conn::{

@@ -358,3 +358,101 @@ impl Tally {
         );
     }
 }
+
+/// Calls [`rejects_round`] makes.
+pub const REJECTS_ROUND_CALLS: u64 = 5;
+
+/// The RFC 5531 rejections on `client` (PROG_UNAVAIL, PROG_MISMATCH with the versions
+/// served, PROC_UNAVAIL, GARBAGE_ARGS), then a SUM that succeeds.
+pub fn rejects_round(client: &rpcrdma_poller::Client) {
+    let e = client.call_blocking(Proc::new(PROG + 1, 2, 1), client.args().unwrap());
+    assert_eq!(
+        e.unwrap_err(),
+        ClientError::Rpc(rpcrdma_engine::rpc::AcceptStat::ProgUnavail)
+    );
+    let e = client.call_blocking(Proc::new(PROG, 7, 1), client.args().unwrap());
+    assert_eq!(
+        e.unwrap_err(),
+        ClientError::Rpc(rpcrdma_engine::rpc::AcceptStat::ProgMismatch { low: 2, high: 3 })
+    );
+    let e = client.call_blocking(Proc::new(PROG, 2, 99), client.args().unwrap());
+    assert_eq!(
+        e.unwrap_err(),
+        ClientError::Rpc(rpcrdma_engine::rpc::AcceptStat::ProcUnavail)
+    );
+    let mut a = client.args().unwrap();
+    a.put(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    // ECHO with a length beyond the arguments.
+    let mut bad = client.args().unwrap();
+    bad.put_u32(1000).unwrap();
+    let e = client.call_blocking(Proc::new(PROG, 2, ECHO), bad);
+    assert_eq!(
+        e.unwrap_err(),
+        ClientError::Rpc(rpcrdma_engine::rpc::AcceptStat::GarbageArgs)
+    );
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, SUM), a)
+        .expect("sum");
+    assert_eq!(
+        r.results(),
+        &(0x0102_0304u32.wrapping_add(0x0506_0708)).to_be_bytes()
+    );
+}
+
+/// Calls [`ddp_round`] makes.
+pub const DDP_ROUND_CALLS: u64 = 4;
+
+/// DDP both ways, a long call and a long reply, on `client`.
+pub fn ddp_round(client: &rpcrdma_poller::Client) {
+    // FILL: the result goes into our receptacle through a Write chunk.
+    let mut a = client.args().unwrap();
+    a.put_u32(9000).unwrap();
+    a.put_u32(0x5a).unwrap();
+    let rec = client.buffer().unwrap();
+    a.receptacle(rec).unwrap();
+    let mut r = client
+        .call_blocking(Proc::new(PROG, 2, FILL), a)
+        .expect("fill");
+    assert_eq!(&r.results()[..4], &9000u32.to_be_bytes());
+    // After the length word, the trailer (the item travelled in the Write chunk).
+    assert_eq!(&r.results()[4..8], &0xfeed_f00du32.to_be_bytes());
+    let got = r.receptacle(0).expect("receptacle");
+    assert_eq!(got.len(), 9000);
+    assert!(got.iter().all(|&b| b == 0x5a));
+    let (buf, n) = r.take_receptacle(0).unwrap();
+    assert_eq!(n, 9000);
+    drop(buf);
+    // LEN: a 12000-octet argument pulled by RDMA Read (larger than the inline threshold).
+    let mut payload = client.buffer().unwrap();
+    for (i, b) in payload[..12000].iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    let want = checksum(&payload[..12000]);
+    let mut a = client.args().unwrap();
+    a.put_u32(12000).unwrap();
+    a.ddp(payload, 12000).unwrap();
+    let r = client
+        .call_blocking(Proc::new(PROG, 3, LEN), a)
+        .expect("len");
+    assert_eq!(&r.results()[..4], &12000u32.to_be_bytes());
+    assert_eq!(&r.results()[4..8], &want.to_be_bytes());
+    // A call larger than the inline threshold without DDP items (a long call: Position
+    // Zero Read chunk) whose reply is long too (Reply chunk).
+    let big: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+    let mut a = client.args().unwrap();
+    a.put_opaque(&big).unwrap();
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, ECHO), a)
+        .expect("long echo");
+    assert_eq!(&r.results()[..4], &10_000u32.to_be_bytes());
+    assert_eq!(&r.results()[4..10_004], &big[..]);
+    // FILL without a receptacle: the item comes back inline (or in the Reply chunk).
+    let mut a = client.args().unwrap();
+    a.put_u32(5000).unwrap();
+    a.put_u32(0x11).unwrap();
+    let r = client
+        .call_blocking(Proc::new(PROG, 2, FILL), a)
+        .expect("fill inline");
+    assert_eq!(&r.results()[..4], &5000u32.to_be_bytes());
+    assert!(r.results()[4..5004].iter().all(|&b| b == 0x11));
+}
