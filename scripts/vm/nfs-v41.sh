@@ -22,23 +22,26 @@
 #      vers=4.1 over rdma and see the files of 3.;
 #   the server's counters: nfs4_clients and nfs4_sessions > 0 while mounted; exit status 0 after
 #   SIGTERM.
-# run_v41_deleg: two kernel clients of one server (memory backend, in netns peer on siw1
-#   10.0.3.2): client A in the root netns over siw0, client B in netns v41c over a veth pair of
-#   its own into netns peer (siw cannot reach its own address, so a second client needs a second
-#   path; its own UTS namespace and hostname give it its own NFSv4 client owner string, and a
-#   mount namespace of its own, kept by a process that sleeps, holds its mount):
+# run_v41_deleg: two kernel clients of one server (memory backend, in netns peer, bound to every
+#   address there): client A mounts 10.0.3.2, client B 10.0.3.3 (a second address of sw1), both
+#   from the root netns over siw0 (the kernel client's siw connections are made by a kernel
+#   worker in the root netns, so a client in another netns cannot use siw); a server address of
+#   its own makes B a client of its own, and a UTS namespace with its own host name gives it its
+#   own NFSv4 client owner string (else the server would see one client, A's, twice):
 #   1. delegation: A writes f, then opens it for reading and keeps it open (OPEN: a read
 #      delegation, nfs4_delegations = 1); B appends to f (OPEN for write): the server sends
 #      CB_RECALL to A over A's RDMA connection, A returns the delegation (DELEGRETURN), B's write
 #      goes through; counters nfs4_recalls and nfs4_delegreturns >= 1, A reads B's line;
-#   2. locks (flock(2), which the Linux NFS client sends as whole-file LOCKs): A holds an
-#      exclusive lock, B's `flock -n` (exclusive and shared) fails; A releases, B gets it; both
-#      take a shared lock at once; while both hold it an exclusive `flock -n` fails on each side.
+#   2. locks (flock(2), which the Linux NFS client sends as whole-file LOCKs): while A holds an
+#      exclusive lock B's `flock -n` (exclusive and shared) fails, once A released it succeeds;
+#      while A holds a shared lock B gets a shared one and not an exclusive one; while B holds an
+#      exclusive lock A's `flock -n` fails, once B released it succeeds.
 # Output as every part of nfs-server.sh ("## nfs-server v41/...: PASS|FAIL"). Ours only: in
 # `kernel` mode the parts SKIP (the kernel nfsd of this boot serves NFSv3 only).
 # Knobs: RPCRDMA_NFSD_V41 (runs, default "rxe/memory siw/dir"; empty: none), RPCRDMA_NFSD_V41_DELEG
 # (1: run part v41/deleg, the default; 0: not), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
-# RPCRDMA_NFSD_V41_CHURN (60).
+# RPCRDMA_NFSD_V41_CHURN (60), RPCRDMA_NFSD_V41_DEBUG (1: the client's callback and state
+# messages, nfs_debug 0x0100, printed after part v41/deleg).
 
 V41_PORT=20049
 # v41_check_mount DIR WANT-VERS LABEL [MOUNTSTATS-FILE]: mountstats shows the RDMA transport and
@@ -67,8 +70,8 @@ v41_mount() {
 	fi
 	pass mount "mount -t nfs -o $o $SRV_ADDR:/export $d ($(($(now_ms) - t0)) ms)"
 }
-v41_server() { # DEV BACKEND: our server with --nfs4 on port 20049
-	if ! PORT=$V41_PORT srv_start "$1" "$2" --nfs4; then
+v41_server() { # DEV BACKEND [SERVER-ARGS...]: our server with --nfs4 on port 20049
+	if ! PORT=$V41_PORT srv_start "$1" "$2" --nfs4 "${@:3}"; then
 		failc server-start "the server did not start (log below)"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 		return 1
@@ -167,48 +170,35 @@ run_v41() {
 }
 
 # ---- two clients ----------------------------------------------------------------------------
-# v41_netns: netns v41c with a veth pair into netns peer (vc0 10.0.4.2 there, vc1 10.0.4.1 in
-# peer) and siw on vc0 (siwc0), a route to 10.0.3.0/24; once per boot
-V41C_PID=''
-v41_netns() {
-	ip netns list | grep -q '^v41c\b' && return 0
-	ip netns add v41c &&
-		ip link add vc0 type veth peer name vc1 &&
-		ip link set vc0 netns v41c && ip link set vc1 netns peer &&
-		ip -n v41c link set lo up && ip -n v41c addr add 10.0.4.2/24 dev vc0 && ip -n v41c link set vc0 up &&
-		ip -n peer addr add 10.0.4.1/24 dev vc1 && ip -n peer link set vc1 up &&
-		ip -n v41c route add 10.0.3.0/24 via 10.0.4.1 &&
-		ip netns exec v41c rdma link add siwc0 type siw netdev vc0
+# v41_addr: a second address of the server's netdev (sw1 in netns peer: 10.0.3.3), once per boot
+v41_addr() {
+	ip -n peer -4 addr show dev sw1 | grep -q ' 10\.0\.3\.3/' || ip -n peer addr add 10.0.3.3/24 dev sw1
 }
-# v41_b CMD...: runs CMD as client B (the namespaces of the process V41C_PID)
-v41_b() { nsenter -t "$V41C_PID" -m -n -u "$@"; }
 
 run_v41_deleg() {
 	local ma=/mnt/v41a mb=/mnt/v41b o41="vers=4.1,proto=rdma,port=$V41_PORT" hold r0 d0 out
-	part_begin v41/deleg "two NFSv4.1 clients (root netns over siw0, netns v41c over its own siw) of $KIND --nfs4: delegation recall, locks"
+	part_begin v41/deleg "two NFSv4.1 clients (over siw0 to two addresses of one server) of $KIND --nfs4: delegation recall, locks"
 	if [ "$KIND" = kernel ]; then
 		echo "SKIP v41/deleg: the kernel nfsd of this boot serves NFSv3 only"
 		part_end
 		return
 	fi
-	if ! v41_netns; then
-		failc netns "netns v41c with siw could not be set up"
+	if ! v41_addr; then
+		failc address "10.0.3.3 could not be added to sw1 in netns peer"
 		part_end
 		return
 	fi
-	pass netns "netns v41c: $(ip -n v41c -br addr show vc0 | tr -s ' '), siw $(rdma link show 2>/dev/null | awk '/siwc0/ {print $2}')"
-	v41_server siw memory || {
+	# every address of netns peer: 10.0.3.2 for client A, 10.0.3.3 for client B (both on siw1)
+	v41_server siw memory --bind 0.0.0.0 || {
 		part_end
 		return
 	}
-	# client B: its own mount and UTS namespaces (hostname: its own client owner), kept by a sleeper
-	ip netns exec v41c unshare -u sh -c 'hostname v41-client-b; exec sleep 100000' &
-	V41C_PID=$!
-	sleep 0.5
-	local b=(nsenter -t "$V41C_PID" -m -n -u) ms=$LOGS/v41-b.mountstats
+	mkdir -p "$mb"
+	# the client's callback and state messages in the kernel log (printed at the end)
+	[ "${RPCRDMA_NFSD_V41_DEBUG:-0}" = 1 ] && echo 0x0100 >/proc/sys/sunrpc/nfs_debug
 	if v41_mount "$ma" "$o41" && v41_check_mount "$ma" 4.1 mount-a &&
-		v41_mount "$mb" "$o41" "${b[@]}" && "${b[@]}" cat /proc/self/mountstats >"$ms" &&
-		v41_check_mount "$mb" 4.1 mount-b "$ms"; then
+		SRV_ADDR=10.0.3.3 v41_mount "$mb" "$o41" unshare -u sh -c 'hostname v41-client-b; exec "$@"' sh &&
+		v41_check_mount "$mb" 4.1 mount-b; then
 		# 1. delegation
 		printf 'line from A\n' >"$ma/f"
 		sync
@@ -216,8 +206,8 @@ run_v41_deleg() {
 		exec {hold}<"$ma/f"
 		read -r _ <&"$hold"
 		counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0}
-		if [ "${d0:-0}" -ge 1 ]; then pass delegation "A holds a read delegation (nfs4_delegations=$d0)"; else failc delegation "nfs4_delegations=${d0:-?} after A's OPEN for read (no back channel?)"; fi
-		if out=$(timeout -k 5 120 "${b[@]}" sh -c "printf 'line from B\n' >>$mb/f" 2>&1); then
+		if [ "${d0:-0}" -ge 1 ]; then pass delegation "A holds a read delegation (nfs4_delegations=$d0, nfs4_clients=${CNT[nfs4_clients]:-?})"; else failc delegation "nfs4_delegations=${d0:-?} after A's OPEN for read (no back channel?)"; fi
+		if out=$(timeout -k 5 120 sh -c "printf 'line from B\n' >>$mb/f" 2>&1); then
 			pass b-write "B appended to f (OPEN for write) while A held it open"
 		else
 			failc b-write "B's append failed: $out"
@@ -232,15 +222,17 @@ run_v41_deleg() {
 		if [ "$(cat "$ma/f")" = "$(printf 'line from A\nline from B')" ]; then
 			pass a-reads-b "A reads B's line"
 		else
-			failc a-reads-b "A reads: $(cat "$ma/f" | tr '\n' '|')"
+			failc a-reads-b "A reads: $(tr '\n' '|' <"$ma/f")"
 		fi
 		# 2. locks (flock: whole-file LOCKs at the server)
 		v41_locks "$ma" "$mb"
-		v41_b umount "$mb" || failc umount-b "umount of B's mount failed"
-		do_umount "$ma"
 	fi
-	kill "$V41C_PID" 2>/dev/null
-	wait "$V41C_PID" 2>/dev/null
+	mountpoint -q "$mb" && do_umount "$mb"
+	mountpoint -q "$ma" && do_umount "$ma"
+	if [ "${RPCRDMA_NFSD_V41_DEBUG:-0}" = 1 ]; then
+		echo 0 >/proc/sys/sunrpc/nfs_debug
+		dmesg | grep -v 'speed is unknown\|_slot' | grep -iv 'rxe\|siw\|IPv6' | tail -n 150 | sed 's/^/  | /'
+	fi
 	srv_stop
 	v41_tail
 	part_end
@@ -264,15 +256,15 @@ v41_release() {
 v41_locks() {
 	local ma=$1 mb=$2 pid
 	v41_hold pid -x "$ma/f"
-	if v41_b flock -n -x "$mb/f" true 2>/dev/null; then failc lock-xx "B got an exclusive lock while A held one"; else pass lock-xx "A holds LOCK_EX: B's flock -n -x fails"; fi
-	if v41_b flock -n -s "$mb/f" true 2>/dev/null; then failc lock-xs "B got a shared lock while A held an exclusive one"; else pass lock-xs "A holds LOCK_EX: B's flock -n -s fails"; fi
+	if flock -n -x "$mb/f" true 2>/dev/null; then failc lock-xx "B got an exclusive lock while A held one"; else pass lock-xx "A holds LOCK_EX: B's flock -n -x fails"; fi
+	if flock -n -s "$mb/f" true 2>/dev/null; then failc lock-xs "B got a shared lock while A held an exclusive one"; else pass lock-xs "A holds LOCK_EX: B's flock -n -s fails"; fi
 	v41_release "$pid"
-	if v41_b flock -n -x "$mb/f" true; then pass lock-free "A released: B's flock -n -x succeeds"; else failc lock-free "B could not lock after A released"; fi
+	if flock -n -x "$mb/f" true; then pass lock-free "A released: B's flock -n -x succeeds"; else failc lock-free "B could not lock after A released"; fi
 	v41_hold pid -s "$ma/f"
-	if v41_b flock -n -s "$mb/f" true; then pass lock-ss "A holds LOCK_SH: B's flock -n -s succeeds"; else failc lock-ss "B could not share A's shared lock"; fi
-	if v41_b flock -n -x "$mb/f" true 2>/dev/null; then failc lock-sx "B got an exclusive lock while A held a shared one"; else pass lock-sx "A holds LOCK_SH: B's flock -n -x fails"; fi
+	if flock -n -s "$mb/f" true; then pass lock-ss "A holds LOCK_SH: B's flock -n -s succeeds"; else failc lock-ss "B could not share A's shared lock"; fi
+	if flock -n -x "$mb/f" true 2>/dev/null; then failc lock-sx "B got an exclusive lock while A held a shared one"; else pass lock-sx "A holds LOCK_SH: B's flock -n -x fails"; fi
 	v41_release "$pid"
-	v41_hold pid -x "$mb/f" nsenter -t "$V41C_PID" -m -n -u
+	v41_hold pid -x "$mb/f"
 	if flock -n -x "$ma/f" true 2>/dev/null; then failc lock-bx "A got an exclusive lock while B held one"; else pass lock-bx "B holds LOCK_EX: A's flock -n -x fails"; fi
 	v41_release "$pid"
 	if flock -n -x "$ma/f" true; then pass lock-bfree "B released: A's flock -n -x succeeds"; else failc lock-bfree "A could not lock after B released"; fi

@@ -1,5 +1,6 @@
 //! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2, §18.48, §18.38): OPEN with its create modes
-//! and the claim types CLAIM_NULL and CLAIM_FH, OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
+//! and the claim types CLAIM_NULL, CLAIM_FH, CLAIM_DELEGATE_CUR and CLAIM_DELEG_CUR_FH (a
+//! delegation holder's opens made under it, turned into real ones), OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
 //! stateid checks of READ and WRITE.
 //!
 //! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
@@ -13,7 +14,9 @@
 //! Recovery: a stateid that names nothing (another run, a closed or expired open) is
 //! NFS4ERR_BAD_STATEID, an older seqid NFS4ERR_OLD_STATEID, a WRITE through a read-only open
 //! NFS4ERR_OPENMODE; conflicting share reservations NFS4ERR_SHARE_DENIED; CLAIM_PREVIOUS
-//! NFS4ERR_NO_GRACE (there is no grace period); the other claim types NFS4ERR_NOTSUPP; a
+//! NFS4ERR_NO_GRACE (there is no grace period); CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH
+//! NFS4ERR_NOTSUPP; a delegation claim that is not the caller's delegation of the file
+//! NFS4ERR_BAD_STATEID (NFS4ERR_DELEG_REVOKED once revoked), one for write NFS4ERR_OPENMODE; a
 //! client at its open bound NFS4ERR_DELAY.
 
 use rpcrdma_engine::xdr::XdrReader;
@@ -87,6 +90,8 @@ struct OpenArgs {
     clientid: u64,
     how: Option<CreateHow>,
     name: Option<Vec<u8>>,
+    /// The delegation stateid of CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH.
+    deleg: Option<[u8; 16]>,
 }
 
 fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
@@ -110,11 +115,16 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         }),
         _ => return Err(st::INVAL),
     };
-    let name = match r.get_u32().map_err(bad_xdr)? {
-        0 => Some(get_name(r)?.to_vec()),
-        4 => None,
+    let (name, deleg) = match r.get_u32().map_err(bad_xdr)? {
+        0 => (Some(get_name(r)?.to_vec()), None),
+        4 => (None, None),
+        2 => {
+            let d = get_stateid(r)?;
+            (Some(get_name(r)?.to_vec()), Some(d))
+        }
+        5 => (None, Some(get_stateid(r)?)),
         1 => return Err(NO_GRACE),
-        2..=6 => return Err(st::NOTSUPP),
+        3 | 6 => return Err(st::NOTSUPP),
         _ => return Err(st::INVAL),
     };
     let a = access & 0xff;
@@ -128,6 +138,7 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         clientid,
         how,
         name,
+        deleg,
     })
 }
 
@@ -208,6 +219,9 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         if got & need != need {
             return Err(st::ACCESS);
         }
+    }
+    if let Some(d) = &a.deleg {
+        super::deleg::check_claim(c, cur.share.id, &fh, d, a.access, client)?;
     }
     if a.access & ACCESS_WRITE != 0 {
         super::deleg::recall_conflicts(c, cur.share.id, &fh, client)?;
