@@ -18,7 +18,12 @@
 #    ls -l of 5000 entries, rename/link/symlink/chmod/truncate/fsync, parallel writers, fio
 #    verify=crc32c, rm -rf); the server's counters must show Read, Write and Reply chunks; then the
 #    fault runs (fault/rxe, fault/siw: --drop-every N: one reconnection per deliberate drop,
-#    retransmissions answered by the DRC, final tree = manifest) and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
+#    retransmissions answered by the DRC, final tree = manifest); NFSv4.1 (scripts/vm/nfs-v41.sh,
+#    `rpcrdma-nfsd --nfs4` on port 20049): parts v41/rxe/memory and v41/siw/dir (mount
+#    vers=4.1,proto=rdma: "xprt: rdma" and "vers=4.1" in mountstats, the churn workload and fio
+#    verify, an NFSv3 mount of the export beside it, a plain proto=rdma mount settling on 4.1) and
+#    v41/deleg on request (two kernel clients over siw: a read delegation recalled with CB_RECALL
+#    over the holder's RDMA connection and returned, flock conflicts between the two); and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
 #    the memory-backend workload runs once more over rxe and over siw with the server's
 #    connections on one shared receive queue (`rpcrdma-nfsd --srq N`: parts srq/rxe, srq/siw;
 #    the server's srq.depth counter must be N);
@@ -57,12 +62,18 @@
 # RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_CACHE (1, 0), RPCRDMA_NFS3_COMPARE_BIN,
 # RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
-# RPCRDMA_NFSD_META_FILES, RPCRDMA_NFSD_QUICKSTART (1, 0),
+# RPCRDMA_NFSD_META_FILES, RPCRDMA_NFSD_QUICKSTART (1, 0), RPCRDMA_NFSD_V41 ("rxe/memory siw/dir";
+# empty: none), RPCRDMA_NFSD_V41_DELEG (0, 1: part v41/deleg), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
+# RPCRDMA_NFSD_V41_CHURN (60),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 RPCRDMA_NFSD_FIO=0 \
 #     RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 scripts/nfs-server-stage.sh
+# Only the NFSv4.1 parts:
+#   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
+#     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
+#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 scripts/nfs-server-stage.sh
 # Only pjdfstest and the exports checks:
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 scripts/nfs-server-stage.sh
@@ -230,7 +241,12 @@ for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
 fault_parts=
 [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] || for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do fault_parts="$fault_parts fault/$d"; done
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $pjd_parts exports cache fio meta; do
+v41_parts=
+if [ "$BIN" != kernel ]; then
+	for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do v41_parts="$v41_parts v41/$r"; done
+	[ "${RPCRDMA_NFSD_V41_DELEG:-0}" != 1 ] || v41_parts="$v41_parts v41/deleg"
+fi
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio meta; do
 	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue
 	[ "$p" = meta ] && [ -z "${RPCRDMA_NFSD_META-rxe siw}" ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
@@ -244,6 +260,8 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_pa
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
 	fault/rxe) dev="fault/rxe (memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
 	fault/siw) dev="fault/siw (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
+	v41/deleg) dev="v41/deleg (siw, two clients, recall, locks)" ;;
+	v41/*) dev="$p (NFSv4.1, --nfs4)" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
 	meta) dev="meta (metadata workload, ours / kernel)" ;;
 	esac

@@ -30,6 +30,10 @@
 #       reference tree; conn.dropped and drc.hits must be > 0; every deliberate drop costs exactly
 #       one reconnection: conn.accepted = 1 (the mount) + conn.kicked, and the client's
 #       mountstats "connects" equals conn.accepted.
+#   v41/rxe/memory, v41/siw/dir, v41/deleg   (ours only; RPCRDMA_NFSD_V41, default
+#       "rxe/memory siw/dir"; v41/deleg with RPCRDMA_NFSD_V41_DELEG=1; nfs-v41.sh): the NFSv4.1 client against
+#       `rpcrdma-nfsd --nfs4` on port 20049: mounts (vers=4.1 and negotiated), workload, NFSv3
+#       beside it; two clients: delegation recall, flock conflicts.
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
 #       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
 #       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
@@ -114,6 +118,8 @@ KIND=ours
 . "$HERE/nfs-cache.sh"
 # shellcheck source=scripts/vm/quickstart.sh
 . "$HERE/quickstart.sh"
+# shellcheck source=scripts/vm/nfs-v41.sh
+. "$HERE/nfs-v41.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -292,7 +298,7 @@ show_counters() {
 		svc_rdma.write svc_rdma.recv srq.depth srq.held_max srq.low_water; do
 		[ -n "${CNT[$k]:-}" ] && line="$line $k=${CNT[$k]}"
 	done
-	for k in "${!CNT[@]}"; do case $k in errors.*) line="$line $k=${CNT[$k]}" ;; esac done
+	for k in "${!CNT[@]}"; do case $k in errors.* | nfs4_*) line="$line $k=${CNT[$k]}" ;; esac done
 	echo "counters $PART:$line"
 }
 cnt_positive() { # NAME...: each counter > 0
@@ -329,8 +335,8 @@ do_umount() { # DIR
 	umount -f -l "$1" 2>/dev/null
 	return 1
 }
-mstats() { # DIR [FILE]: the mountstats block of that mount point (default /proc/self/mountstats)
-	awk -v m="$1" '$1 == "device" {on = ($5 == m && $8 == "nfs")} on' "${2:-/proc/self/mountstats}"
+mstats() { # DIR [FILE]: the mountstats block of that NFS mount point (default /proc/self/mountstats)
+	awk -v m="$1" '$1 == "device" {on = ($5 == m && ($8 == "nfs" || $8 == "nfs4"))} on' "${2:-/proc/self/mountstats}"
 }
 # client_stats DIR [EARLIER-BLOCK-FILE]: CLI[...] from the xprt line (+ the one saved before the
 # remount), the mount options; printed as "client PART: ..."
@@ -711,6 +717,17 @@ if [ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ]; then
 		esac
 	done
 fi
+# NFSv4.1 (nfs-v41.sh): port 20049, before anything starts the kernel nfsd (which takes it)
+for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do
+	case $r in
+	rxe/memory | rxe/dir | siw/memory | siw/dir) run_v41 "${r%/*}" "${r#*/}" ;;
+	*)
+		echo "nfs-server: unknown NFSv4.1 run $r (rxe/memory rxe/dir siw/memory siw/dir)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
+[ "${RPCRDMA_NFSD_V41_DELEG:-0}" = 1 ] && run_v41_deleg
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
 # pjdfstest and the exports checks start the kernel nfsd: after the rpcbind part (same ports)
 for l in $PJD_RUNS; do

@@ -3,7 +3,7 @@
 # INSIDE the VM (by scripts/vm/nfs-server.sh, or by hand).
 #
 #   nfs-workload.sh full DIR [--remount 'CMD'] [--no-fio] [--no-ls]
-#   nfs-workload.sh churn DIR
+#   nfs-workload.sh churn DIR [--fio]
 #
 # full: everything below on DIR (the mount point of an EMPTY export), one verdict per check:
 #   tree-write          50 directories x 20 files (varied small sizes: 50 x 2 sizes between 1 and
@@ -24,7 +24,8 @@
 # churn: the fault-run workload (create, write, append, rename, remove, link, symlink, chmod,
 #   mkdir, rmdir; RPCRDMA_NFS_CHURN_N iterations, default 200): run on DIR and, identically, on
 #   a local tmpfs reference; no operation may fail, and the two final trees must match (names,
-#   types, sizes, modes, link targets, sha256 of every file).
+#   types, sizes, modes, link targets, sha256 of every file); with --fio, then fio-verify (above)
+#   on DIR.
 # Each check prints "PASS name (t s)[: note]" or "FAIL name (t s): reason"; the script ends with
 # "workload: N passed, N failed" and exits 1 when something failed, 2 on usage errors.
 #
@@ -357,8 +358,10 @@ t_churn() {
 	NOTE="${RPCRDMA_NFS_CHURN_N:-200} iterations, $(grep -c '^[fdl] ' <<<"$b") entries match the reference"
 }
 churn() {
+	W=$DIR/churn # fio-verify's files: removed with the churn tree
 	check sources gen_sources
 	check churn t_churn
+	[ "${1:-}" != --fio ] || check fio-verify t_fio_verify
 	check churn-cleanup t_churn_cleanup
 	finish
 }
@@ -369,7 +372,7 @@ t_churn_cleanup() {
 }
 
 if [ $# -lt 2 ] || [ ! -d "$2" ]; then
-	echo "usage: nfs-workload.sh full DIR [--remount 'CMD'] [--no-fio] [--no-ls] | churn DIR   (DIR: a mounted directory)" >&2
+	echo "usage: nfs-workload.sh full DIR [--remount 'CMD'] [--no-fio] [--no-ls] | churn DIR [--fio]   (DIR: a mounted directory)" >&2
 	exit 2
 fi
 MODE=$1 DIR=$(readlink -f "$2")
@@ -379,7 +382,7 @@ cd "$STATE" || exit 2 # stray files (fio's) land on the tmpfs, not in the caller
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 case $MODE in
 full) full "$@" ;;
-churn) churn ;;
+churn) churn "$@" ;;
 *)
 	echo "nfs-workload: unknown mode $MODE (full, churn)" >&2
 	exit 2

@@ -346,6 +346,36 @@ pub fn delegreturn(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), St
     }
 }
 
+/// The delegation stateid `sid` of an OPEN with CLAIM_DELEGATE_CUR or CLAIM_DELEG_CUR_FH
+/// (RFC 8881 §18.16.3: the holder turns the opens it made under the delegation into real ones,
+/// typically while it is being recalled): it must name `client`'s delegation of `fh` in
+/// `export` (NFS4ERR_BAD_STATEID; NFS4ERR_DELEG_REVOKED once revoked), and a read delegation
+/// covers no open for write (NFS4ERR_OPENMODE).
+pub fn check_claim(
+    c: &Compound<'_>,
+    export: [u8; 4],
+    fh: &Fh,
+    sid: &[u8; 16],
+    access: u32,
+    client: u64,
+) -> Result<(), Status> {
+    let sid = resolve(c, sid)?;
+    let (_, other) = split(&sid);
+    let s = c.srv.state();
+    match s.delegs.get(&other) {
+        Some(d) if d.client == client && d.export == export && d.fh == *fh => {
+            if access & ACCESS_WRITE != 0 {
+                Err(st::OPENMODE)
+            } else {
+                Ok(())
+            }
+        }
+        Some(_) => Err(st::BAD_STATEID),
+        None if is_revoked(&s, client, &other) => Err(DELEG_REVOKED),
+        None => Err(st::BAD_STATEID),
+    }
+}
+
 /// Whether `other` is a delegation of `client` that was revoked and not yet freed.
 pub fn is_revoked(s: &State, client: u64, other: &[u8; 12]) -> bool {
     s.clients

@@ -1,5 +1,7 @@
 //! NFSv4.1 open state (RFC 8881 §9, §18.16, §18.2, §18.48, §18.38): OPEN with its create modes
-//! and the claim types CLAIM_NULL, CLAIM_FH and CLAIM_PREVIOUS, OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
+//! and the claim types CLAIM_NULL, CLAIM_FH, CLAIM_PREVIOUS, CLAIM_DELEGATE_CUR and
+//! CLAIM_DELEG_CUR_FH (a delegation holder's opens made under it, turned into real ones),
+//! OPEN_DOWNGRADE, CLOSE, TEST_STATEID, FREE_STATEID, and the
 //! stateid checks of READ and WRITE.
 //!
 //! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
@@ -15,8 +17,10 @@
 //! NFS4ERR_OPENMODE; conflicting share reservations NFS4ERR_SHARE_DENIED; CLAIM_PREVIOUS
 //! (the file is the current file handle, no delegation is granted again) and everything
 //! else within or outside the grace period as [`super::grace`] says (NFS4ERR_GRACE,
-//! NFS4ERR_NO_GRACE, NFS4ERR_RECLAIM_BAD); the other claim types NFS4ERR_NOTSUPP; a client at
-//! its open bound NFS4ERR_DELAY.
+//! NFS4ERR_NO_GRACE, NFS4ERR_RECLAIM_BAD); CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH
+//! NFS4ERR_NOTSUPP; a delegation claim that is not the caller's delegation of the file
+//! NFS4ERR_BAD_STATEID (NFS4ERR_DELEG_REVOKED once revoked), one for write NFS4ERR_OPENMODE; a
+//! client at its open bound NFS4ERR_DELAY.
 
 use rpcrdma_engine::xdr::XdrReader;
 
@@ -92,6 +96,8 @@ struct OpenArgs {
     name: Option<Vec<u8>>,
     /// CLAIM_PREVIOUS.
     reclaim: bool,
+    /// The delegation stateid of CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH.
+    deleg: Option<[u8; 16]>,
 }
 
 fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
@@ -116,17 +122,22 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         _ => return Err(st::INVAL),
     };
     let claim = r.get_u32().map_err(bad_xdr)?;
-    let name = match claim {
-        0 => Some(get_name(r)?.to_vec()),
-        4 => None,
+    let (name, deleg) = match claim {
+        0 => (Some(get_name(r)?.to_vec()), None),
+        4 => (None, None),
         1 => {
             // delegate_type: what the client held (none is granted again).
             if r.get_u32().map_err(bad_xdr)? > 3 {
                 return Err(st::INVAL);
             }
-            None
+            (None, None)
         }
-        2..=6 => return Err(st::NOTSUPP),
+        2 => {
+            let d = get_stateid(r)?;
+            (Some(get_name(r)?.to_vec()), Some(d))
+        }
+        5 => (None, Some(get_stateid(r)?)),
+        3 | 6 => return Err(st::NOTSUPP),
         _ => return Err(st::INVAL),
     };
     let a = access & 0xff;
@@ -141,6 +152,7 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         how,
         name,
         reclaim: claim == 1,
+        deleg,
     })
 }
 
@@ -222,6 +234,9 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         if got & need != need {
             return Err(st::ACCESS);
         }
+    }
+    if let Some(d) = &a.deleg {
+        super::deleg::check_claim(c, cur.share.id, &fh, d, a.access, client)?;
     }
     if a.access & ACCESS_WRITE != 0 {
         super::deleg::recall_conflicts(c, cur.share.id, &fh, client)?;

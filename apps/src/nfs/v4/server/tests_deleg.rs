@@ -372,3 +372,77 @@ fn accepts_a_recall_on_remove_rename_and_truncation_by_another_client() {
     let remove = A::op(op::REMOVE).opaque(b"f");
     assert_eq!(a.status(&[A::op(op::PUTFH).opaque(&root), remove]), st::OK);
 }
+
+/// OPEN of the current file (CLAIM_DELEG_CUR_FH) with `access`, claiming delegation `d`.
+fn open_deleg_cur_fh(clientid: u64, access: u32, d: &[u8; 16]) -> A {
+    A::op(op::OPEN)
+        .u32(0)
+        .u32(access)
+        .u32(0)
+        .u64(clientid)
+        .opaque(b"owner")
+        .u32(0)
+        .u32(5)
+        .fixed(d)
+}
+
+#[test]
+fn accepts_opens_claiming_the_delegation_being_recalled_then_its_return() {
+    // The Linux client, recalled, turns the opens it made under the delegation into real
+    // ones (OPEN with CLAIM_DELEG_CUR_FH) before its DELEGRETURN.
+    let rec = Arc::new(Rec::default());
+    let (mut a, mut b, root) = two(&rec, Limits::default());
+    let d = b_delegated(&mut b, &root);
+    let (ida, idb) = (a.clientid, b.clientid);
+    assert_eq!(open(&mut a, &root, b"f", 2).0, st::DELAY);
+    assert_eq!(rec.compounds().len(), 1, "CB_RECALL sent");
+    let r = b.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::LOOKUP).opaque(b"f"),
+        open_deleg_cur_fh(idb, 1, &d),
+    ]);
+    assert_eq!(r.status, st::OK, "CLAIM_DELEG_CUR_FH");
+    assert_eq!(deleg_type(&r.last), 0, "no new delegation while recalled");
+    // CLAIM_DELEGATE_CUR: the directory and the name
+    let by_name = A::op(op::OPEN)
+        .u32(0)
+        .u32(1)
+        .u32(0)
+        .u64(idb)
+        .opaque(b"owner")
+        .u32(0)
+        .u32(2)
+        .fixed(&d)
+        .opaque(b"f");
+    let r = b.raw(&[A::op(op::PUTFH).opaque(&root), by_name]);
+    assert_eq!(r.status, st::OK, "CLAIM_DELEGATE_CUR");
+    // a read delegation covers no write open; a stateid of nothing, another client's
+    assert_eq!(
+        on_f(&mut b, &root, open_deleg_cur_fh(idb, 2, &d)),
+        st::OPENMODE
+    );
+    let mut nothing = d;
+    nothing[15] ^= 1;
+    assert_eq!(
+        on_f(&mut b, &root, open_deleg_cur_fh(idb, 1, &nothing)),
+        st::BAD_STATEID
+    );
+    assert_eq!(
+        on_f(&mut a, &root, open_deleg_cur_fh(ida, 1, &d)),
+        st::BAD_STATEID
+    );
+    assert_eq!(
+        on_f(&mut b, &root, A::op(op::DELEGRETURN).fixed(&d)),
+        st::OK
+    );
+    assert_eq!(
+        open(&mut a, &root, b"f", 2).0,
+        st::OK,
+        "the write OPEN after the return"
+    );
+    // the claim of a returned delegation
+    assert_eq!(
+        on_f(&mut b, &root, open_deleg_cur_fh(idb, 1, &d)),
+        st::BAD_STATEID
+    );
+}

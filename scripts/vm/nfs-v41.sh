@@ -1,0 +1,274 @@
+# shellcheck shell=bash
+# scripts/vm/nfs-v41.sh — sourced by nfs-server.sh (inside the VM): the Linux NFSv4.1 client
+# (xprtrdma, RFC 8881 sessions, RFC 8167 backchannel) against `rpcrdma-nfsd --nfs4`.
+#
+#   run_v41 DEV BACKEND      part v41/DEV/BACKEND (DEV rxe or siw; BACKEND memory or dir)
+#   run_v41_deleg            part v41/deleg (two clients over siw, delegation recall and locks)
+#
+# run_v41: our server with --nfs4 on the NFS/RDMA default port 20049 (so that a mount without
+#   port= reaches it; ours only: nothing else holds 20049 at this point of the boot), then
+#   1. mount -o vers=4.1,proto=rdma,port=20049 SERVER:/export (the export through the pseudo
+#      file system): /proc/self/mountstats must say "xprt: rdma" and "vers=4.1";
+#   2. nfs-workload.sh churn --fio (RPCRDMA_NFSD_V41_CHURN iterations, default 60: the final
+#      tree checked against a local reference, then fio with verify=crc32c); with
+#      RPCRDMA_NFSD_V41_WORKLOAD=full instead nfs-workload.sh full --no-ls with a umount + mount
+#      in the middle (the 1007-file checksummed tree, rename / link / symlink / chmod / truncate
+#      / fsync, parallel writers, fio, rm -rf: several times longer under TCG); the client's
+#      xprtrdma counters must show Read and Write chunks;
+#   3. an NFSv3 mount of the same export beside the NFSv4.1 one: a file written through each is
+#      read back through the other, and both list the same names;
+#   4. a plain `mount -o proto=rdma SERVER:/export` (no vers=, no port=): the client asks for
+#      4.2 first, the server answers NFS4ERR_MINOR_VERS_MISMATCH, the mount must settle on
+#      vers=4.1 over rdma and see the files of 3.;
+#   the server's counters: nfs4_clients and nfs4_sessions > 0 while mounted; exit status 0 after
+#   SIGTERM.
+# run_v41_deleg: two kernel clients of one server (memory backend, in netns peer, bound to every
+#   address there): client A mounts 10.0.3.2, client B 10.0.3.3 (a second address of sw1), both
+#   from the root netns over siw0 (the kernel client's siw connections are made by a kernel
+#   worker in the root netns, so a client in another netns cannot use siw); a server address of
+#   its own makes B a client of its own, and a UTS namespace with its own host name gives it its
+#   own NFSv4 client owner string (else the server would see one client, A's, twice):
+#   1. delegation: A writes f, then opens it for reading and keeps it open (OPEN: a read
+#      delegation, nfs4_delegations = 1); B appends to f (OPEN for write): the server sends
+#      CB_RECALL to A over A's RDMA connection, A returns the delegation (DELEGRETURN), B's write
+#      goes through; counters nfs4_recalls and nfs4_delegreturns >= 1, A reads B's line;
+#   2. locks (flock(2), which the Linux NFS client sends as whole-file LOCKs): while A holds an
+#      exclusive lock B's `flock -n` (exclusive and shared) fails, once A released it succeeds;
+#      while A holds a shared lock B gets a shared one and not an exclusive one; while B holds an
+#      exclusive lock A's `flock -n` fails, once B released it succeeds.
+# Output as every part of nfs-server.sh ("## nfs-server v41/...: PASS|FAIL"). Ours only: in
+# `kernel` mode the parts SKIP (the kernel nfsd of this boot serves NFSv3 only).
+# Knobs: RPCRDMA_NFSD_V41 (runs, default "rxe/memory siw/dir"; empty: none), RPCRDMA_NFSD_V41_DELEG
+# (1: run part v41/deleg; default 0: its recall check does not pass yet, the holder's
+# DELEGRETURN never comes), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
+# RPCRDMA_NFSD_V41_CHURN (60), RPCRDMA_NFSD_V41_DEBUG (1: the client's callback and state
+# messages, nfs_debug 0x0100, printed after part v41/deleg).
+
+V41_PORT=20049
+# v41_check_mount DIR WANT-VERS LABEL [MOUNTSTATS-FILE]: mountstats shows the RDMA transport and
+# that version
+v41_check_mount() {
+	local blk vers xprt
+	blk=$(mstats "$1" "${4:-/proc/self/mountstats}")
+	xprt=$(awk '$1 == "xprt:" {print $2; exit}' <<<"$blk")
+	vers=$(awk '$1 == "opts:" {print $2; exit}' <<<"$blk" | tr ',' '\n' | sed -n 's/^vers=//p')
+	if [ "$xprt" = rdma ] && [ "$vers" = "$2" ]; then
+		pass "$3" "mountstats: xprt: rdma, vers=$vers"
+	else
+		failc "$3" "mountstats: xprt: ${xprt:-none}, vers=${vers:-none} (expected rdma, $2)"
+		return 1
+	fi
+}
+# v41_mount DIR OPTIONS [PREFIX...]: mount -t nfs -o OPTIONS $SRV_ADDR:/export DIR (run under PREFIX)
+v41_mount() {
+	local d=$1 o=$2 out t0
+	shift 2
+	"$@" mkdir -p "$d"
+	t0=$(now_ms)
+	if ! out=$(timeout -k 5 90 "$@" mount -t nfs -o "$o" "$SRV_ADDR:/export" "$d" 2>&1); then
+		failc mount "mount -t nfs -o $o $SRV_ADDR:/export $d failed: $out"
+		return 1
+	fi
+	pass mount "mount -t nfs -o $o $SRV_ADDR:/export $d ($(($(now_ms) - t0)) ms)"
+}
+v41_server() { # DEV BACKEND [SERVER-ARGS...]: our server with --nfs4 on port 20049
+	# No client records kept (--v4-state-dir none): each part's server starts without a grace
+	# period, whatever the part before it left mounted.
+	if ! PORT=$V41_PORT srv_start "$1" "$2" --nfs4 --v4-state-dir none "${@:3}"; then
+		failc server-start "the server did not start (log below)"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+		return 1
+	fi
+	pass server-start "$SRV_ADDR nfs port $SRV_PORT (NFSv3 and NFSv4.1), mount port $SRV_MPORT"
+}
+v41_tail() { # the server's and the kernel's log tails when the part failed
+	[ "$PFAIL" -ne 0 ] || return 0
+	echo "---- server log (tail):"
+	grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 30 | sed 's/^/  | /'
+	echo "---- kernel log (tail):"
+	dmesg | grep -v 'speed is unknown' | tail -n 20 | sed 's/^/  | /'
+}
+
+# v41_both M4 M3: a file written through each mount is read back through the other; the
+# listings of both are the same
+v41_both() {
+	local m4=$1 m3=$2 a b
+	printf 'through NFSv4.1 %s\n' "$RANDOM" >"$m4/from-v41" && printf 'through NFSv3 %s\n' "$RANDOM" >"$m3/from-v3" ||
+		{ failc v3-v41-write "writing through one of the mounts failed"; return; }
+	mkdir "$m4/dir-v41" && echo inside >"$m4/dir-v41/f" || failc v3-v41-write "mkdir through NFSv4.1 failed"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	if cmp -s "$m4/from-v41" "$m3/from-v41" && cmp -s "$m3/from-v3" "$m4/from-v3" &&
+		[ "$(cat "$m3/dir-v41/f")" = inside ]; then
+		pass v3-v41-files "a file written through each mount reads back the same through the other"
+	else
+		failc v3-v41-files "contents differ: $(cat "$m3/from-v41" 2>&1) / $(cat "$m4/from-v3" 2>&1)"
+	fi
+	a=$(cd "$m4" && find . | sort)
+	b=$(cd "$m3" && find . | sort)
+	if [ "$a" = "$b" ] && [ -n "$a" ]; then
+		pass v3-v41-listing "both mounts list the same $(wc -l <<<"$a") names"
+	else
+		failc v3-v41-listing "listings differ: $(diff <(echo "$a") <(echo "$b") | head -n 4 | tr '\n' ' ')"
+	fi
+}
+
+run_v41() {
+	local dev=$1 be=$2 m4=/mnt/v41 m3=/mnt/v41-v3 wl rc remount o41
+	part_begin "v41/$dev/$be" "the NFSv4.1 client against $KIND --nfs4, $be backend, over $dev"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP v41/$dev/$be: the kernel nfsd of this boot serves NFSv3 only"
+		part_end
+		return
+	fi
+	v41_server "$dev" "$be" || {
+		part_end
+		return
+	}
+	o41="vers=4.1,proto=rdma,port=$V41_PORT"
+	if v41_mount "$m4" "$o41" && v41_check_mount "$m4" 4.1 mount-v41; then
+		remount="umount $m4 && mount -t nfs -o $o41 $SRV_ADDR:/export $m4"
+		wl=$(mktemp)
+		if [ "${RPCRDMA_NFSD_V41_WORKLOAD:-churn}" = full ]; then
+			timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" full "$m4" --remount "$remount" --no-ls | tee "$wl"
+		else
+			RPCRDMA_NFS_CHURN_N=${RPCRDMA_NFSD_V41_CHURN:-60} timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" churn "$m4" --fio | tee "$wl"
+		fi
+		rc=${PIPESTATUS[0]}
+		[ "$rc" -ne 124 ] || echo "FAIL workload: timed out after $RUN_TIMEOUT s"
+		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
+		PNOTES="$(grep '^workload:' "$wl" | head -n 1)"
+		rm -f "$wl"
+		client_stats "$m4"
+		# the chunks, as the client counted them (the server's chunks.* count NFSv3 calls)
+		for v in read_chunks write_chunks; do
+			[ "${CLI[$v]:-0}" -gt 0 ] || failc "client-$v" "xprtrdma counted ${CLI[$v]:-no} $v"
+		done
+		if counters; then
+			show_counters
+			cnt_positive nfs4_clients nfs4_sessions
+		else
+			failc counters "no nfsd-stat lines after SIGUSR1"
+		fi
+		# NFSv3 and NFSv4.1 of the same export at once
+		if do_mount "$m3"; then
+			v41_both "$m4" "$m3"
+			do_umount "$m3"
+		fi
+		do_umount "$m4"
+		# version negotiation: no vers=, no port=
+		if v41_mount "$m4" proto=rdma && v41_check_mount "$m4" 4.1 mount-negotiated; then
+			if [ "$(cat "$m4/dir-v41/f" 2>&1)" = inside ]; then
+				pass negotiated-read "the files written before read back"
+			else
+				failc negotiated-read "$m4/dir-v41/f: $(cat "$m4/dir-v41/f" 2>&1)"
+			fi
+			rm -rf "${m4:?}"/* || failc negotiated-rm "rm -rf failed"
+			do_umount "$m4"
+		fi
+	fi
+	srv_stop
+	v41_tail
+	part_end
+}
+
+# ---- two clients ----------------------------------------------------------------------------
+# v41_addr: a second address of the server's netdev (sw1 in netns peer: 10.0.3.3), once per boot
+v41_addr() {
+	ip -n peer -4 addr show dev sw1 | grep -q ' 10\.0\.3\.3/' || ip -n peer addr add 10.0.3.3/24 dev sw1
+}
+
+run_v41_deleg() {
+	local ma=/mnt/v41a mb=/mnt/v41b o41="vers=4.1,proto=rdma,port=$V41_PORT" hold r0 d0 out
+	part_begin v41/deleg "two NFSv4.1 clients (over siw0 to two addresses of one server) of $KIND --nfs4: delegation recall, locks"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP v41/deleg: the kernel nfsd of this boot serves NFSv3 only"
+		part_end
+		return
+	fi
+	if ! v41_addr; then
+		failc address "10.0.3.3 could not be added to sw1 in netns peer"
+		part_end
+		return
+	fi
+	# every address of netns peer: 10.0.3.2 for client A, 10.0.3.3 for client B (both on siw1)
+	v41_server siw memory --bind 0.0.0.0 || {
+		part_end
+		return
+	}
+	mkdir -p "$mb"
+	# the client's callback and state messages in the kernel log (printed at the end)
+	[ "${RPCRDMA_NFSD_V41_DEBUG:-0}" = 1 ] && echo 0x0100 >/proc/sys/sunrpc/nfs_debug
+	if v41_mount "$ma" "$o41" && v41_check_mount "$ma" 4.1 mount-a &&
+		SRV_ADDR=10.0.3.3 v41_mount "$mb" "$o41" unshare -u sh -c 'hostname v41-client-b; exec "$@"' sh &&
+		v41_check_mount "$mb" 4.1 mount-b; then
+		# 1. delegation
+		printf 'line from A\n' >"$ma/f"
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+		exec {hold}<"$ma/f"
+		read -r _ <&"$hold"
+		counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0}
+		if [ "${d0:-0}" -ge 1 ]; then pass delegation "A holds a read delegation (nfs4_delegations=$d0, nfs4_clients=${CNT[nfs4_clients]:-?})"; else failc delegation "nfs4_delegations=${d0:-?} after A's OPEN for read (no back channel?)"; fi
+		if out=$(timeout -k 5 120 sh -c "printf 'line from B\n' >>$mb/f" 2>&1); then
+			pass b-write "B appended to f (OPEN for write) while A held it open"
+		else
+			failc b-write "B's append failed: $out"
+		fi
+		counters && show_counters
+		if [ "${CNT[nfs4_recalls]:-0}" -gt "${r0:-0}" ] && [ "${CNT[nfs4_delegreturns]:-0}" -ge 1 ]; then
+			pass recall "CB_RECALL sent to A over its RDMA connection and DELEGRETURN back (nfs4_recalls=${CNT[nfs4_recalls]}, nfs4_delegreturns=${CNT[nfs4_delegreturns]}, nfs4_revoked=${CNT[nfs4_revoked]:-?})"
+		else
+			failc recall "nfs4_recalls=${CNT[nfs4_recalls]:-?} (before ${r0:-?}), nfs4_delegreturns=${CNT[nfs4_delegreturns]:-?}"
+		fi
+		exec {hold}<&-
+		if [ "$(cat "$ma/f")" = "$(printf 'line from A\nline from B')" ]; then
+			pass a-reads-b "A reads B's line"
+		else
+			failc a-reads-b "A reads: $(tr '\n' '|' <"$ma/f")"
+		fi
+		# 2. locks (flock: whole-file LOCKs at the server)
+		v41_locks "$ma" "$mb"
+	fi
+	mountpoint -q "$mb" && do_umount "$mb"
+	mountpoint -q "$ma" && do_umount "$ma"
+	if [ "${RPCRDMA_NFSD_V41_DEBUG:-0}" = 1 ]; then
+		echo 0 >/proc/sys/sunrpc/nfs_debug
+		dmesg | grep -v 'speed is unknown\|_slot' | grep -iv 'rxe\|siw\|IPv6' | tail -n 150 | sed 's/^/  | /'
+	fi
+	srv_stop
+	v41_tail
+	part_end
+}
+
+# v41_hold PID-VAR MODE FILE [PREFIX...]: a background flock MODE on FILE (the lock held by flock
+# itself, -o: the sleeping child does not keep it); v41_release PID: ends it, the lock goes
+v41_hold() {
+	local -n _p=$1
+	"${@:4}" flock -o "$2" "$3" sleep 120 &
+	_p=$!
+	sleep 2
+}
+v41_release() {
+	pkill -P "$1" 2>/dev/null
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	sleep 1
+}
+# v41_locks MA MB: flock(2) from both clients on one file conflicts as POSIX locks do
+v41_locks() {
+	local ma=$1 mb=$2 pid
+	v41_hold pid -x "$ma/f"
+	if flock -n -x "$mb/f" true 2>/dev/null; then failc lock-xx "B got an exclusive lock while A held one"; else pass lock-xx "A holds LOCK_EX: B's flock -n -x fails"; fi
+	if flock -n -s "$mb/f" true 2>/dev/null; then failc lock-xs "B got a shared lock while A held an exclusive one"; else pass lock-xs "A holds LOCK_EX: B's flock -n -s fails"; fi
+	v41_release "$pid"
+	if flock -n -x "$mb/f" true; then pass lock-free "A released: B's flock -n -x succeeds"; else failc lock-free "B could not lock after A released"; fi
+	v41_hold pid -s "$ma/f"
+	if flock -n -s "$mb/f" true; then pass lock-ss "A holds LOCK_SH: B's flock -n -s succeeds"; else failc lock-ss "B could not share A's shared lock"; fi
+	if flock -n -x "$mb/f" true 2>/dev/null; then failc lock-sx "B got an exclusive lock while A held a shared one"; else pass lock-sx "A holds LOCK_SH: B's flock -n -x fails"; fi
+	v41_release "$pid"
+	v41_hold pid -x "$mb/f"
+	if flock -n -x "$ma/f" true 2>/dev/null; then failc lock-bx "A got an exclusive lock while B held one"; else pass lock-bx "B holds LOCK_EX: A's flock -n -x fails"; fi
+	v41_release "$pid"
+	if flock -n -x "$ma/f" true; then pass lock-bfree "B released: A's flock -n -x succeeds"; else failc lock-bfree "A could not lock after B released"; fi
+}
