@@ -19,23 +19,9 @@
 //! ends when one is readable or at the next timer; `max_sleep_ns` only bounds it while some
 //! source cannot wake the reactor. Workers have no descriptors and park as before.
 //!
-//! A shared core: a yield that takes longer than [`CONTENDED_YIELD_NS`] handed the core to
-//! another runnable thread (a busy process beside the reactor), and on Linux that thread keeps
-//! it until the scheduler's next decision, milliseconds later, while completions may already
-//! wait. [`Backoff::yield_contended`] then ends the yield phase at once (the loop arms its
-//! wake-up sources and sleeps, so a completion or a submission wakes it), and the idle
-//! stretches that follow skip their yields, [`CONTENDED_STRETCHES`] stretches in all; after
-//! them yields are tried again.
-//!
 //! Recovery: nothing to recover; a spurious wake-up just ends a sleep early.
 
 use core::time::Duration;
-
-/// A yield that took longer than this (ns) found another thread ready to run on the core.
-pub const CONTENDED_YIELD_NS: u64 = 50_000;
-/// Idle stretches (each from work to the next work), the current one included, that skip the
-/// yield phase after a yield found the core contended.
-pub const CONTENDED_STRETCHES: u32 = 64;
 
 /// Idle back-off settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,8 +114,6 @@ pub struct Backoff {
     idle: u32,
     /// The next sleep (ns).
     sleep_ns: u64,
-    /// Idle stretches left that skip the yield phase ([`Backoff::yield_contended`]).
-    skip_yields: u32,
 }
 
 impl Backoff {
@@ -145,7 +129,6 @@ impl Backoff {
             cfg,
             idle: 0,
             sleep_ns: min,
-            skip_yields: 0,
         }
     }
 
@@ -162,38 +145,15 @@ impl Backoff {
     /// Useful work was done: start again from the spinning phase.
     #[inline]
     pub fn reset(&mut self) {
-        if self.idle > 0 {
-            // An idle stretch ends.
-            self.skip_yields = self.skip_yields.saturating_sub(1);
-        }
         self.idle = 0;
         self.sleep_ns = self.cfg.min_sleep_ns;
-    }
-
-    /// The yield just made took longer than [`CONTENDED_YIELD_NS`]: the core is shared with a
-    /// busy thread. The rest of this stretch's yield phase is skipped (the next idle iteration
-    /// sleeps; [`Backoff::sleeps_next`] says so at once), and so are the yield phases of the
-    /// stretches that follow, [`CONTENDED_STRETCHES`] stretches in all.
-    pub fn yield_contended(&mut self) {
-        self.skip_yields = CONTENDED_STRETCHES;
-        self.idle = self.idle.max(self.cfg.spin_polls);
-    }
-
-    /// Idle iterations that yield in this stretch.
-    #[inline]
-    fn yield_polls(&self) -> u32 {
-        if self.skip_yields > 0 {
-            0
-        } else {
-            self.cfg.yield_polls
-        }
     }
 
     /// Whether the next idle iteration would sleep (the spin and yield phases are over), without
     /// advancing the state: the moment to arm a doorbell and poll once more.
     #[inline]
     pub fn sleeps_next(&self) -> bool {
-        self.cfg.enabled && self.idle >= self.cfg.spin_polls.saturating_add(self.yield_polls())
+        self.cfg.enabled && self.idle >= self.cfg.spin_polls.saturating_add(self.cfg.yield_polls)
     }
 
     /// Advances the state by one idle iteration and says what to do, without doing it.
@@ -205,7 +165,7 @@ impl Backoff {
         self.idle = self.idle.saturating_add(1);
         if i < self.cfg.spin_polls {
             IdleAction::Spin
-        } else if i - self.cfg.spin_polls < self.yield_polls() {
+        } else if i - self.cfg.spin_polls < self.cfg.yield_polls {
             IdleAction::Yield
         } else {
             let d = self.sleep_ns;
@@ -228,7 +188,7 @@ impl Backoff {
                 IdleAction::Spin
             }
             IdleAction::Yield => {
-                self.timed_yield();
+                std::thread::yield_now();
                 IdleAction::Yield
             }
             IdleAction::Sleep(d) => {
@@ -242,20 +202,6 @@ impl Backoff {
                 }
             }
         }
-    }
-}
-
-impl Backoff {
-    /// Yields the CPU; a yield that took longer than [`CONTENDED_YIELD_NS`] is reported to
-    /// [`Backoff::yield_contended`]. `true` when it was.
-    pub fn timed_yield(&mut self) -> bool {
-        let t0 = std::time::Instant::now();
-        std::thread::yield_now();
-        let long = t0.elapsed() > Duration::from_nanos(CONTENDED_YIELD_NS);
-        if long {
-            self.yield_contended();
-        }
-        long
     }
 }
 
@@ -322,40 +268,5 @@ mod tests {
         });
         assert_eq!(b.idle(|| Some(1_000)), IdleAction::Sleep(1_000));
         assert_eq!(b.idle(|| Some(0)), IdleAction::Yield);
-    }
-
-    #[test]
-    fn accepts_skipping_yields_on_a_contended_core_for_a_while() {
-        let mut b = Backoff::new(BackoffConfig {
-            enabled: true,
-            spin_polls: 1,
-            yield_polls: 3,
-            min_sleep_ns: 100,
-            max_sleep_ns: 100,
-            interrupt: false,
-        });
-        use IdleAction::*;
-        assert_eq!((b.next_action(), b.next_action()), (Spin, Yield));
-        // The yield found the core busy: the next iteration sleeps, announced by sleeps_next.
-        b.yield_contended();
-        assert!(b.sleeps_next());
-        assert_eq!(b.next_action(), Sleep(100));
-        // The next stretches spin, then sleep at once ...
-        for _ in 1..CONTENDED_STRETCHES {
-            b.reset();
-            assert_eq!(b.next_action(), Spin);
-            assert!(b.sleeps_next());
-            assert_eq!(b.next_action(), Sleep(100));
-        }
-        // ... and after them, yield again.
-        b.reset();
-        assert_eq!((b.next_action(), b.next_action()), (Spin, Yield));
-        // Work without an idle iteration between ends no stretch.
-        b.yield_contended();
-        for _ in 0..1000 {
-            b.reset();
-        }
-        assert_eq!(b.next_action(), Spin);
-        assert!(b.sleeps_next());
     }
 }

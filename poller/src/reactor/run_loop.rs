@@ -304,9 +304,7 @@ impl Reactor {
         match self.backoff.next_action() {
             IdleAction::Spin => core::hint::spin_loop(),
             IdleAction::Yield => {
-                // A long yield (a busy thread on this core) ends the yield phase: the next
-                // iteration arms the wake-up sources and sleeps.
-                self.backoff.timed_yield();
+                std::thread::yield_now();
                 self.core.stats.idle_yield();
             }
             IdleAction::Sleep(d) => {
