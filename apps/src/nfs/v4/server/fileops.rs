@@ -176,19 +176,25 @@ pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     if let Some(cap) = ddp {
         count = count.min(cap);
     }
-    let mut buf = vec![0u8; count as usize];
-    let (n, eof) = cur
-        .share
-        .store
-        .read(&cur.cred, &cur.fh, offset, &mut buf)
-        .map_err(from_store)?;
-    let n = n.min(buf.len());
-    out.u32(u32::from(eof));
-    out.u32(n as u32);
+    // READ4resok: eof, then the data, read by the store straight into the reply.
+    let eof_at = out.len();
+    out.u32(0);
+    let data_at = out.len() + 4;
+    let mut eof = false;
+    let n = out
+        .opaque_with(count as usize, |dst| {
+            let (n, e) = cur.share.store.read(&cur.cred, &cur.fh, offset, dst)?;
+            eof = e;
+            Ok(n)
+        })
+        .map_err(|e| {
+            out.b.truncate(eof_at);
+            from_store(e)
+        })?;
+    out.b[eof_at..eof_at + 4].copy_from_slice(&u32::from(eof).to_be_bytes());
     if ddp.is_some() && n > 0 {
-        c.read_at = Some((out.len(), n));
+        c.read_at = Some((data_at, n));
     }
-    out.fixed(&buf[..n]);
     Ok(())
 }
 

@@ -109,6 +109,30 @@ impl Enc {
         self.b.resize(self.b.len() + (4 - d.len() % 4) % 4, 0);
     }
 
+    /// Appends variable-length opaque data that `fill` writes in place: it is handed `room`
+    /// zeroed octets and returns how many it wrote (at most `room`), or an error, which leaves
+    /// the encoding as it was. The length word and the pad follow what it wrote.
+    pub fn opaque_with<E>(
+        &mut self,
+        room: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        let at = self.b.len();
+        self.u32(0);
+        self.b.resize(at + 4 + room, 0);
+        let n = match fill(&mut self.b[at + 4..]) {
+            Ok(n) => n.min(room),
+            Err(e) => {
+                self.b.truncate(at);
+                return Err(e);
+            }
+        };
+        self.b[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+        self.b.truncate(at + 4 + n);
+        self.b.resize(self.b.len() + (4 - n % 4) % 4, 0);
+        Ok(n)
+    }
+
     /// Appends variable-length opaque data.
     pub fn opaque(&mut self, d: &[u8]) {
         self.u32(d.len() as u32);
@@ -148,4 +172,34 @@ pub fn get_name<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], Status> {
         return Err(st::BADNAME);
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Enc;
+
+    #[test]
+    fn accepts_opaque_written_in_place_with_its_length_and_pad() {
+        let mut e = Enc { b: vec![9] };
+        let n = e.opaque_with(8, |d| -> Result<usize, ()> {
+            assert_eq!(d, [0u8; 8]);
+            d[..5].copy_from_slice(b"hello");
+            Ok(5)
+        });
+        assert_eq!(n, Ok(5));
+        assert_eq!(e.b, [&[9u8, 0, 0, 0, 5][..], b"hello", &[0, 0, 0]].concat());
+        // A fill claiming more than its room is held to the room.
+        let mut e = Enc { b: Vec::new() };
+        assert_eq!(e.opaque_with(4, |_| -> Result<usize, ()> { Ok(99) }), Ok(4));
+        assert_eq!(e.b.len(), 8);
+    }
+
+    #[test]
+    fn rejects_a_failed_fill_leaving_the_encoding_as_it_was() {
+        let mut e = Enc {
+            b: vec![1, 2, 3, 4],
+        };
+        assert_eq!(e.opaque_with(16, |_| Err::<usize, u8>(7)), Err(7));
+        assert_eq!(e.b, [1, 2, 3, 4]);
+    }
 }
