@@ -24,6 +24,7 @@ use rpcrdma_apps::nfs::v4::{
     decode_compound, encode_compound_minor, op, ChannelAttrs, CompoundReply, Delegation, Op,
     OpResult, ReadPlacement, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4ERR_DELAY, NFS4_OK,
 };
+use rpcrdma_engine::rpc::{AuthFlavor, AuthStat};
 use rpcrdma_poller::{BackchannelService, Proc, Program, Reject, ReplyBuilder, Request};
 
 const CB_PROGRAM: u32 = 0x4000_0000;
@@ -108,7 +109,11 @@ impl Session {
 }
 
 /// The holder's callback service: CB_COMPOUNDs served by `cbs` (set once the session
-/// exists), every CB_RECALL sent to `recalls` and answered NFS4_OK.
+/// exists), every CB_RECALL sent to `recalls` and answered NFS4_OK. As the Linux client's
+/// callback service does (fs/nfs/callback.c, `nfs_callback_authenticate`), a CB_COMPOUND
+/// with an AUTH_NONE credential is refused with AUTH_ERROR / AUTH_BADCRED: only CB_NULL may
+/// come with AUTH_NONE (RFC 8881 §18.36.3: callbacks use the `csa_sec_parms` the client
+/// offered, AUTH_SYS here).
 fn service(
     cbs: &Arc<Mutex<Option<CbServer>>>,
     recalls: mpsc::Sender<CbRecall>,
@@ -118,6 +123,9 @@ fn service(
     let prog = Program::new(CB_PROGRAM, cb::VERSION..=cb::VERSION).procedure(
         cb::PROC_COMPOUND,
         move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+            if req.cred.flavor != AuthFlavor::Sys {
+                return Err(Reject::Auth(AuthStat::BadCred));
+            }
             let mut g = cbs.lock().map_err(|_| Reject::SystemErr)?;
             let srv = g.as_mut().ok_or(Reject::SystemErr)?;
             let mut on_recall = |r: &CbRecall| {

@@ -404,6 +404,11 @@ pub struct ServerOptions {
     /// Backward calls one connection holds at once (queued, parked or on the wire); more wait
     /// in its submission ring, which has as many slots (rounded up to a power of two).
     pub backchannel_queue: usize,
+    /// The credential of the server's backward calls (RFC 5531 `opaque_auth`): AUTH_SYS with
+    /// this identity, or AUTH_NONE for `None`. An NFSv4.1 client names the flavors it accepts
+    /// in `csa_sec_parms` (RFC 8881 §18.36.3); the Linux client offers AUTH_SYS and refuses a
+    /// CB_COMPOUND carrying AUTH_NONE with AUTH_ERROR / AUTH_BADCRED (only CB_NULL may).
+    pub backchannel_credential: Option<AuthSysCred>,
     /// Fail a backward call not answered within this many milliseconds (0: never). Per call:
     /// [`BackCallOptions::timeout_ms`](crate::BackCallOptions::timeout_ms).
     pub backchannel_timeout_ms: u64,
@@ -496,6 +501,7 @@ impl Default for ServerOptions {
             version: ProtocolVersion::V2,
             backchannel_credits: 4,
             backchannel_queue: 64,
+            backchannel_credential: None,
             backchannel_timeout_ms: 30_000,
             session_grace_ms: 90_000,
             idle_timeout_ms: 360_000,

@@ -291,8 +291,10 @@ impl ServerBack {
     ) -> usize {
         let now = env.now;
         let mut sink = sink!(self, env, links, stats);
-        self.calls
-            .start_ready(&mut sink, |i, r, sink| start_back(drv, now, i, r, sink))
+        let cred = &self.handle.inner.server.cred;
+        self.calls.start_ready(&mut sink, |i, r, sink| {
+            start_back(drv, now, cred, i, r, sink)
+        })
     }
 
     /// One round on a live connection: bindings, enabling, new calls, starts.
@@ -636,10 +638,11 @@ impl ServerBack {
 }
 
 /// Hands backward call `r` (record `i`, started in engine call slot `i`) to the engine (a
-/// reply buffer taken and the RPC header encoded on its first start).
+/// reply buffer taken and the RPC header, with credential `cred`, encoded on its first start).
 fn start_back<P: Provider>(
     drv: &mut ConnDriver<P>,
     now: u64,
+    cred: &crate::call_table::CredBody,
     i: u32,
     r: &mut CallRec,
     sink: &mut impl CallSink,
@@ -654,7 +657,7 @@ fn start_back<P: Provider>(
         }
     }
     if r.hdr_len == 0 {
-        r.encode_header(&mut drv.mem, &crate::call_table::CredBody::NONE);
+        r.encode_header(&mut drv.mem, cred);
     }
     let (Some(m), Some(args), Some(reply)) = (r.message(), r.args.as_ref(), r.reply.as_ref())
     else {
