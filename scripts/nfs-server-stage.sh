@@ -63,7 +63,7 @@
 # RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
 # RPCRDMA_NFSD_META_FILES, RPCRDMA_NFSD_QUICKSTART (1, 0), RPCRDMA_NFSD_V41 ("rxe/memory siw/dir";
-# empty: none), RPCRDMA_NFSD_V41_DELEG (0, 1: part v41/deleg), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
+# empty: none), RPCRDMA_NFSD_V41_DELEG (1, 0: no part v41/deleg), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
 # RPCRDMA_NFSD_V41_CHURN (60),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
@@ -244,7 +244,7 @@ fault_parts=
 v41_parts=
 if [ "$BIN" != kernel ]; then
 	for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do v41_parts="$v41_parts v41/$r"; done
-	[ "${RPCRDMA_NFSD_V41_DELEG:-0}" != 1 ] || v41_parts="$v41_parts v41/deleg"
+	[ "${RPCRDMA_NFSD_V41_DELEG:-1}" != 1 ] || v41_parts="$v41_parts v41/deleg"
 fi
 for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio meta; do
 	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue

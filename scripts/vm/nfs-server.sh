@@ -31,7 +31,7 @@
 #       one reconnection: conn.accepted = 1 (the mount) + conn.kicked, and the client's
 #       mountstats "connects" equals conn.accepted.
 #   v41/rxe/memory, v41/siw/dir, v41/deleg   (ours only; RPCRDMA_NFSD_V41, default
-#       "rxe/memory siw/dir"; v41/deleg with RPCRDMA_NFSD_V41_DELEG=1; nfs-v41.sh): the NFSv4.1 client against
+#       "rxe/memory siw/dir"; v41/deleg unless RPCRDMA_NFSD_V41_DELEG=0; nfs-v41.sh): the NFSv4.1 client against
 #       `rpcrdma-nfsd --nfs4` on port 20049: mounts (vers=4.1 and negotiated), workload, NFSv3
 #       beside it; two clients: delegation recall, flock conflicts.
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
@@ -727,7 +727,7 @@ for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do
 		;;
 	esac
 done
-[ "${RPCRDMA_NFSD_V41_DELEG:-0}" = 1 ] && run_v41_deleg
+[ "${RPCRDMA_NFSD_V41_DELEG:-1}" = 1 ] && run_v41_deleg
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
 # pjdfstest and the exports checks start the kernel nfsd: after the rpcbind part (same ports)
 for l in $PJD_RUNS; do

@@ -39,7 +39,7 @@
 # Output as every part of nfs-server.sh ("## nfs-server v41/...: PASS|FAIL"). Ours only: in
 # `kernel` mode the parts SKIP (the kernel nfsd of this boot serves NFSv3 only).
 # Knobs: RPCRDMA_NFSD_V41 (runs, default "rxe/memory siw/dir"; empty: none), RPCRDMA_NFSD_V41_DELEG
-# (1: run part v41/deleg, about 30 s; default 0), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
+# (0: leave out part v41/deleg, about 30 s; default 1), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
 # RPCRDMA_NFSD_V41_CHURN (60), RPCRDMA_NFSD_V41_DEBUG (1: the client's callback and state
 # messages, nfs_debug 0x0100, printed after part v41/deleg).
 
