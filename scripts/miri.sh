@@ -29,11 +29,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
-RING_SEEDS=${RING_SEEDS:-13..17}
+RING_SEEDS=${RING_SEEDS:-14..17}
 POOL_STRESS_SEEDS=${POOL_STRESS_SEEDS:-15..17}
 POOL_SEEDS=${POOL_SEEDS:-0..3}
-POLLER_UNIT_SEEDS=${POLLER_UNIT_SEEDS:-0..6}
-POLLER_RINGS_SEEDS=${POLLER_RINGS_SEEDS:-0..3}
+POLLER_UNIT_SEEDS=${POLLER_UNIT_SEEDS:-0..4}
+POLLER_RINGS_SEEDS=${POLLER_RINGS_SEEDS:-0..2}
 
 skip() {
     echo "################################################################"
