@@ -15,41 +15,26 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nfsd_common::{options, Rig};
+use nfsd_common::{options, v41, Rig};
 use rpcrdma_apps::nfs::daemon::Backend;
 use rpcrdma_apps::nfs::types::{CreateHow, Sattr3};
 use rpcrdma_apps::nfs::v3::client::NfsClient;
 use rpcrdma_apps::nfs::v4::cb::{self, CbRecall, CbServer};
 use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, op, ChannelAttrs, CompoundReply, Delegation, Op,
-    OpResult, ReadPlacement, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4ERR_DELAY, NFS4_OK,
+    op, ChannelAttrs, CompoundReply, Delegation, Op, OpResult, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    NFS4ERR_DELAY, NFS4_OK,
 };
 use rpcrdma_engine::rpc::{AuthFlavor, AuthStat};
-use rpcrdma_poller::{BackchannelService, Proc, Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{BackchannelService, Program, Reject, ReplyBuilder, Request};
 
 const CB_PROGRAM: u32 = 0x4000_0000;
 
 fn call(c: &NfsClient, ops: &[Op<'_>]) -> CompoundReply {
-    let e = encode_compound_minor("deleg", 1, ops);
-    let rpc = c.rpc();
-    let mut a = rpc.args().expect("a call buffer");
-    a.put(&e.bytes).expect("fits");
-    let r = rpc
-        .call_blocking(Proc::new(100_003, 4, 1), a)
-        .expect("COMPOUND answered");
-    decode_compound(r.results(), ops, ReadPlacement::Inline).expect("reply decodes")
+    v41::compound(c, "deleg", ops)
 }
 
 fn attrs(slots: u32) -> ChannelAttrs {
-    ChannelAttrs {
-        header_pad: 0,
-        max_request: 16 << 10,
-        max_response: 16 << 10,
-        max_response_cached: 8 << 10,
-        max_ops: 16,
-        max_requests: slots,
-        rdma_ird: None,
-    }
+    v41::channel_attrs(slots)
 }
 
 /// A client's session: its id, client id and slot 0's last sequence id.

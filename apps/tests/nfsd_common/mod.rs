@@ -2,6 +2,8 @@
 //! (MOUNT on 127.0.0.1), and our NFSv3 client over a second soft device of the same fabric.
 #![allow(dead_code)]
 
+pub mod v41;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU16, Ordering};

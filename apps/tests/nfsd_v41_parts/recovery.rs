@@ -16,42 +16,26 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::nfsd_common::{options, scratch_dir, Rig};
+use crate::nfsd_common::{options, scratch_dir, v41, Rig};
 use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
 use rpcrdma_apps::nfs::types::{CreateHow, Sattr3};
 use rpcrdma_apps::nfs::v3::client::NfsClient;
 use rpcrdma_apps::nfs::v4::cb::{self, CbRecall, CbServer};
 use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, op, ChannelAttrs, CompoundReply, Delegation, Op,
-    OpResult, ReadPlacement, StateId, CDFC4_FORE_OR_BOTH, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-    NFS4ERR_DELAY, NFS4ERR_DENIED, NFS4ERR_GRACE, NFS4ERR_NO_GRACE, NFS4_OK,
-    SEQ4_STATUS_CB_PATH_DOWN,
+    op, ChannelAttrs, CompoundReply, Delegation, Op, OpResult, StateId, CDFC4_FORE_OR_BOTH,
+    CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4ERR_DELAY, NFS4ERR_DENIED, NFS4ERR_GRACE,
+    NFS4ERR_NO_GRACE, NFS4_OK, SEQ4_STATUS_CB_PATH_DOWN,
 };
-use rpcrdma_poller::{BackchannelService, Proc, Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{BackchannelService, Program, Reject, ReplyBuilder, Request};
 
 const CB_PROGRAM: u32 = 0x4000_0000;
 
 fn call(c: &NfsClient, ops: &[Op<'_>]) -> CompoundReply {
-    let e = encode_compound_minor("recovery", 1, ops);
-    let rpc = c.rpc();
-    let mut a = rpc.args().expect("a call buffer");
-    a.put(&e.bytes).expect("fits");
-    let r = rpc
-        .call_blocking(Proc::new(100_003, 4, 1), a)
-        .expect("COMPOUND answered");
-    decode_compound(r.results(), ops, ReadPlacement::Inline).expect("reply decodes")
+    v41::compound(c, "recovery", ops)
 }
 
 fn attrs(slots: u32) -> ChannelAttrs {
-    ChannelAttrs {
-        header_pad: 0,
-        max_request: 16 << 10,
-        max_response: 16 << 10,
-        max_response_cached: 8 << 10,
-        max_ops: 16,
-        max_requests: slots,
-        rdma_ird: None,
-    }
+    v41::channel_attrs(slots)
 }
 
 /// A client's session on connection `c`: its id, client id and slot 0's last sequence id.
