@@ -57,7 +57,7 @@ mod recall;
 use super::{null_check, ok, print_negotiated, How, Nfs, Tally};
 pub(super) use callbacks::Callbacks;
 use callbacks::Returner;
-use recall::{make_files, open_all, recall, spawn_writer, try_local_open};
+use recall::{make_files, open_delegated, recall, spawn_writer, try_local_open};
 
 /// Buffers of the NFSv4.1 client (no READ through chunks here: everything is small).
 pub(super) const BUF: usize = 16 * 1024;
@@ -490,7 +490,7 @@ fn return_in_handler(
     let Some(OpResult::Fh(dir_fh)) = r.find(nfs4::op::GETFH).map(|o| o.result.clone()) else {
         return Err("no GETFH result".into());
     };
-    let (files, notes, failed) = open_all(nfs, s, slot, &dir_fh, &made);
+    let (files, notes, failed, _) = open_delegated(nfs, s, slot, &dir_fh, &made);
     if let Some(e) = failed {
         return Err(e);
     }

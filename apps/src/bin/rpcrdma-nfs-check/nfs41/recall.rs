@@ -122,26 +122,8 @@ pub(super) fn recall(
             return;
         }
     };
-    // OPEN each file, asking for a read delegation. nfsd grants none while a grace period
-    // (its own or lockd's) runs: then CLOSE, wait and OPEN again.
     let t0 = Instant::now();
-    let deadline = t0 + nfs.a.grace_wait.min(Duration::from_secs(30));
-    let mut tries = 0;
-    let (files, notes, failed) = loop {
-        tries += 1;
-        let (files, notes, failed) = open_all(nfs, s, slot, &dir_fh, &made);
-        if failed.is_some() || files.iter().all(|f| f.deleg.is_some()) || Instant::now() >= deadline
-        {
-            break (files, notes, failed);
-        }
-        for f in &files {
-            if let Some(d) = f.deleg {
-                let _ = nfs.seq_compound(s, slot, &[Op::PutFh(&f.fh), Op::DelegReturn(d)]);
-            }
-            let _ = nfs.seq_compound(s, slot, &[Op::PutFh(&f.fh), Op::Close(f.open)]);
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let (files, notes, failed, tries) = open_delegated(nfs, s, slot, &dir_fh, &made);
     let res = match failed {
         Some(e) => Err(e),
         None if files.iter().all(|f| f.deleg.is_some()) => Ok(format!(
@@ -194,6 +176,36 @@ pub(super) fn recall(
 }
 
 pub(super) type Made = Vec<(String, PathBuf, Vec<u8>)>;
+
+/// [`open_all`] until every file came with a read delegation, a failure, or the time allowed
+/// (the grace wait, at most 30 s) is over; also the number of tries. nfsd grants none while a
+/// grace period (its own or lockd's) runs, nor while it is still probing the back channel of a
+/// connection just bound: then CLOSE (and DELEGRETURN what was granted), wait and OPEN again.
+pub(super) fn open_delegated(
+    nfs: &Nfs<'_>,
+    s: &Session,
+    slot: &mut Slot,
+    dir_fh: &[u8],
+    made: &Made,
+) -> (Vec<DFile>, Vec<String>, Option<String>, u32) {
+    let deadline = Instant::now() + nfs.a.grace_wait.min(Duration::from_secs(30));
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (files, notes, failed) = open_all(nfs, s, slot, dir_fh, made);
+        if failed.is_some() || files.iter().all(|f| f.deleg.is_some()) || Instant::now() >= deadline
+        {
+            return (files, notes, failed, tries);
+        }
+        for f in &files {
+            if let Some(d) = f.deleg {
+                let _ = nfs.seq_compound(s, slot, &[Op::PutFh(&f.fh), Op::DelegReturn(d)]);
+            }
+            let _ = nfs.seq_compound(s, slot, &[Op::PutFh(&f.fh), Op::Close(f.open)]);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
 
 /// OPENs every file of `made` asking for a read delegation: the files opened, what was
 /// granted, the first failure.
