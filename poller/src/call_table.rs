@@ -32,13 +32,14 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rpcrdma_engine::conn::{CallId, DdpItem, HostMemory, LocalBuf, StartError};
-use rpcrdma_engine::rpc::{self, AuthFlavor, AuthSysParams, CallHeader, OpaqueAuth};
+use rpcrdma_engine::rpc::{self, CallHeader, OpaqueAuth};
 use rpcrdma_engine::verbs::Provider;
 use rpcrdma_mempool::PoolBuf;
 
 use crate::api_stats::ConnStatsWriter;
 use crate::call::{CallArgs, Callback, ClientError, Proc, Reply};
-use crate::config::{AuthSysCred, CallbackMode};
+use crate::config::CallbackMode;
+use crate::cred::CredBody;
 use crate::ddp::MAX_DDP;
 use crate::memory::{local_buf, SlabLayout};
 use crate::node::NodeEnv;
@@ -64,59 +65,6 @@ pub(crate) fn requester_layout(
         data_size: 0,
         rpc_headers: calls,
         rpc_header_size: RPC_HEADER_SIZE,
-    }
-}
-
-/// A connection's call credential, encoded once (RFC 5531 `opaque_auth`).
-#[derive(Clone, Copy)]
-pub(crate) struct CredBody {
-    flavor: AuthFlavor,
-    len: u8,
-    body: [u8; CRED_MAX],
-}
-
-/// Largest AUTH_SYS body a client sends: stamp, the 7-octet machine name `rpcrdma` padded to
-/// 8, uid, gid, 16 groups (fits [`RPC_HEADER_SIZE`] with the rest of the call header).
-const CRED_MAX: usize = 4 + 4 + 8 + 4 + 4 + 4 + 16 * 4;
-
-impl CredBody {
-    /// AUTH_NONE.
-    pub(crate) const NONE: CredBody = CredBody {
-        flavor: AuthFlavor::None,
-        len: 0,
-        body: [0; CRED_MAX],
-    };
-
-    /// The credential `c` asks for (AUTH_NONE for `None`).
-    pub(crate) fn of(c: Option<AuthSysCred>) -> CredBody {
-        let Some(c) = c else {
-            return CredBody::NONE;
-        };
-        let n = usize::from(c.ngids).min(16);
-        let p = AuthSysParams {
-            stamp: 0,
-            machinename: b"rpcrdma",
-            uid: c.uid,
-            gid: c.gid,
-            gids: &c.gids[..n],
-        };
-        let mut body = [0u8; CRED_MAX];
-        match p.encode_into(&mut body) {
-            Ok(len) => CredBody {
-                flavor: AuthFlavor::Sys,
-                len: len as u8,
-                body,
-            },
-            // Unreachable: CRED_MAX holds the largest body.
-            Err(_) => CredBody::NONE,
-        }
-    }
-
-    fn auth(&self) -> OpaqueAuth<'_> {
-        OpaqueAuth {
-            flavor: self.flavor,
-            body: &self.body[..usize::from(self.len)],
-        }
     }
 }
 

@@ -419,7 +419,7 @@ impl<P: Provider> ClientConn<P> {
             back,
             reconnect_deferred: false,
             lat: Default::default(),
-            cred: crate::call_table::CredBody::of(opts.credential),
+            cred: crate::cred::CredBody::of(opts.credential),
         })
     }
 }

@@ -166,7 +166,7 @@ pub(crate) struct ClientConn<P: Provider> {
     pub(crate) reconnect_deferred: bool,
     pub(crate) lat: crate::metrics::latency::CallTimes,
     /// The credential every call carries ([`ClientOptions::credential`]).
-    pub(crate) cred: crate::call_table::CredBody,
+    pub(crate) cred: crate::cred::CredBody,
 }
 
 /// The connection's [`NodeSink`] (a macro, so that it borrows only the fields it uses and the

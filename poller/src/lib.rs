@@ -57,6 +57,7 @@ pub mod client;
 mod client_conn;
 pub mod config;
 mod conn_table;
+mod cred;
 mod ddp;
 mod dispatch;
 pub mod doorbell;

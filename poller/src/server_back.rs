@@ -642,7 +642,7 @@ impl ServerBack {
 fn start_back<P: Provider>(
     drv: &mut ConnDriver<P>,
     now: u64,
-    cred: &crate::call_table::CredBody,
+    cred: &crate::cred::CredBody,
     i: u32,
     r: &mut CallRec,
     sink: &mut impl CallSink,

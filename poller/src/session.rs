@@ -172,7 +172,7 @@ pub(crate) struct BackServer {
     pub(crate) queue: usize,
     pub(crate) mode: CallbackMode,
     /// The credential every backward call carries (`ServerOptions::backchannel_credential`).
-    pub(crate) cred: crate::call_table::CredBody,
+    pub(crate) cred: crate::cred::CredBody,
 }
 
 impl BackServer {
@@ -192,7 +192,7 @@ impl BackServer {
             credits: rpcrdma_engine::conn::credits::clamp(o.backchannel_credits, ep.max_credits),
             queue: o.backchannel_queue.clamp(2, 1 << 16),
             mode: o.mode,
-            cred: crate::call_table::CredBody::of(o.backchannel_credential),
+            cred: crate::cred::CredBody::of(o.backchannel_credential),
         }
     }
 
