@@ -7,95 +7,16 @@
 use rpcrdma_engine::verbs::conformance::{self as c, Env};
 use rpcrdma_engine::verbs::iwarp::IwarpEnv;
 
-/// The checks this provider's devices cannot run (no RNR retry on iWARP).
-const SKIPPED: [&str; 2] = ["rnr_retry_waits_for_recv", "rnr_retry_exhausted"];
+/// The environment of `common/iwarp_checks.rs`.
+type CheckEnv = IwarpEnv;
 
 fn run(name: &str) {
     let mut env = IwarpEnv::new();
-    assert_eq!(c::profile(&env), c::Profile::Iwarp);
-    let checks = c::all_checks::<IwarpEnv>();
-    let check = checks
-        .iter()
-        .find(|k| k.name == name)
-        .expect("listed check");
-    match c::run_check(&mut env, check) {
-        c::Outcome::Pass => assert!(!SKIPPED.contains(&name), "{name} ran"),
-        c::Outcome::Skip(why) => {
-            assert!(SKIPPED.contains(&name), "{name} skipped: {why}");
-            eprintln!("SKIP {name} ({why})");
-        }
-        c::Outcome::Fail(e) => panic!("{name}: {e}"),
-    }
+    run_named(&mut env, name);
     let _ = env.listen_addr();
 }
 
-macro_rules! conformance_tests {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                run(stringify!($name));
-            }
-        )*
-
-        /// Every check of the suite has a test here.
-        #[test]
-        fn every_check_is_listed() {
-            let listed = [$(stringify!($name)),*];
-            for check in c::all_checks::<IwarpEnv>() {
-                assert!(listed.contains(&check.name), "check {} has no test", check.name);
-            }
-        }
-    };
-}
-
-conformance_tests!(
-    send_recv_basic,
-    send_recv_multi_sge,
-    recv_too_small,
-    recv_wrong_pd,
-    send_bad_lkey,
-    rdma_write_in_bounds,
-    rdma_write_out_of_bounds,
-    rdma_write_wrong_rkey,
-    rdma_write_missing_access,
-    rdma_write_wrong_pd,
-    rdma_write_after_dereg,
-    rdma_read_in_bounds,
-    rdma_read_depths_of_a_linux_requester,
-    rdma_read_out_of_bounds,
-    rdma_read_missing_access,
-    rdma_read_wrong_rkey,
-    rdma_read_sink_needs_local_write,
-    mw_bind_and_access,
-    mw_rebind_rotates_key,
-    mw_bind_requires_mw_bind_access,
-    mw_bind_twice_fails,
-    mw_local_inv_blocks_access,
-    mw_bound_to_qp,
-    send_with_inv,
-    send_with_inv_bad_key,
-    rnr_retry_zero,
-    rnr_retry_waits_for_recv,
-    rnr_retry_exhausted,
-    flush_on_error_both_sides,
-    disconnect_flushes_both,
-    ordering_write_then_send,
-    fence_read_then_send,
-    unsignaled_is_silent,
-    queue_depth_enforced,
-    unsignaled_hold_send_slots,
-    cq_overflow,
-    doorbell_per_batch,
-    srq_shared_by_two_qps,
-    private_data_exchange,
-    private_data_limits,
-    reject_with_private_data,
-    connect_without_listener,
-    post_before_established,
-    recv_posted_before_accept,
-    completion_wakes_sleeper,
-);
+include!("common/iwarp_checks.rs");
 
 /// A zero-length RDMA Read (no sink SGE) waits for its empty Read Response and completes
 /// `SUCCESS` with 0 octets; the connection stays up and a Read after it moves data.

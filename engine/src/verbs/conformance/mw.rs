@@ -106,6 +106,7 @@ pub fn mw_bind_and_access<E: Env>(env: &mut E) -> CheckResult {
     };
     post_send::<E::P>(&mut p.c.qp, wr::<E::P>(1, w, &sgl))?;
     expect_wc(&wait_wc(env, &mut p.c.cq)?, 1, WcStatus::SUCCESS, None)?;
+    wait_placed(env, &mut p)?;
     ensure!(
         tb.read(1124, 512) == expected(6, 0, 512),
         "write through window differs"

@@ -9,13 +9,61 @@
 
 use super::*;
 
-/// A heap buffer registered with a PD. The memory is only touched through raw pointers, since
-/// the device may write it at any time while registered.
+/// Where the suite's buffers live when not on this process's heap: a run whose two sides are
+/// other processes installs memory mapped at the same address in all of them
+/// ([`set_buf_memory`]), so a check fills and reads what those processes' devices place.
+pub trait BufMemory: Send + Sync + 'static {
+    /// `len` (> 0) zeroed octets, or `None` when the memory is exhausted.
+    fn alloc(&self, len: usize) -> Option<*mut u8>;
+    /// Gives back what [`BufMemory::alloc`] returned for `len` octets.
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc(len)` of this memory and is not used afterwards.
+    unsafe fn free(&self, ptr: *mut u8, len: usize);
+}
+
+static BUF_MEMORY: std::sync::OnceLock<&'static dyn BufMemory> = std::sync::OnceLock::new();
+
+/// Makes every [`Buf`] created from now on in this process come from `mem` (once per process;
+/// `false` when another memory was installed before).
+pub fn set_buf_memory(mem: &'static dyn BufMemory) -> bool {
+    BUF_MEMORY.set(mem).is_ok()
+}
+
+/// A buffer registered with a PD, on the heap (or in the memory of [`set_buf_memory`]). The
+/// memory is only touched through raw pointers, since the device may write it at any time
+/// while registered.
 pub struct Buf<P: Provider> {
     mr: Option<P::Mr>,
     ptr: *mut u8,
     len: usize,
     keys: Keys,
+    mem: Option<&'static dyn BufMemory>,
+}
+
+/// `len.max(1)` zeroed octets from `mem` or the heap.
+fn buf_alloc(mem: Option<&'static dyn BufMemory>, len: usize) -> Result<*mut u8, String> {
+    match mem {
+        Some(m) => m
+            .alloc(len.max(1))
+            .ok_or_else(|| format!("no buffer memory for {len} octets")),
+        None => Ok(Box::into_raw(vec![0u8; len.max(1)].into_boxed_slice()) as *mut u8),
+    }
+}
+
+/// Frees what [`buf_alloc`] gave.
+///
+/// # Safety
+/// `ptr` came from `buf_alloc(mem, len)` and nothing uses it afterwards.
+unsafe fn buf_free(mem: Option<&'static dyn BufMemory>, ptr: *mut u8, len: usize) {
+    match mem {
+        // SAFETY: the caller's contract.
+        Some(m) => unsafe { m.free(ptr, len.max(1)) },
+        // SAFETY: `ptr` came from Box::into_raw of a slice of len.max(1) octets.
+        None => {
+            drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(ptr, len.max(1))) })
+        }
+    }
 }
 
 // SAFETY: `Buf` owns its allocation and registration exclusively; the registration is Send
@@ -26,8 +74,8 @@ unsafe impl<P: Provider> Send for Buf<P> {}
 impl<P: Provider> Buf<P> {
     /// Allocates `len` zeroed octets and registers them in `pd` with `access`.
     pub fn new(pd: &P::Pd, len: usize, access: Access) -> Result<Buf<P>, String> {
-        let mem: Box<[u8]> = vec![0u8; len.max(1)].into_boxed_slice();
-        let ptr = Box::into_raw(mem) as *mut u8;
+        let mem = BUF_MEMORY.get().copied();
+        let ptr = buf_alloc(mem, len)?;
         // SAFETY: the allocation outlives the registration: `Drop` drops the registration
         // before freeing the memory, and nothing else frees it.
         let reg = unsafe { pd.register(ptr, len, access) };
@@ -37,12 +85,11 @@ impl<P: Provider> Buf<P> {
                 ptr,
                 len,
                 keys,
+                mem,
             }),
             Err(e) => {
-                // SAFETY: `ptr` came from Box::into_raw of a slice of len.max(1) octets.
-                drop(unsafe {
-                    Box::from_raw(core::ptr::slice_from_raw_parts_mut(ptr, len.max(1)))
-                });
+                // SAFETY: `ptr` came from buf_alloc(mem, len) and is not used afterwards.
+                unsafe { buf_free(mem, ptr, len) };
                 Err(format!("register: {e}"))
             }
         }
@@ -109,14 +156,9 @@ impl<P: Provider> Buf<P> {
 impl<P: Provider> Drop for Buf<P> {
     fn drop(&mut self) {
         self.mr = None;
-        // SAFETY: allocated by Box::into_raw in `new` with len.max(1) octets; the registration
-        // is gone, so no device access remains.
-        drop(unsafe {
-            Box::from_raw(core::ptr::slice_from_raw_parts_mut(
-                self.ptr,
-                self.len.max(1),
-            ))
-        });
+        // SAFETY: allocated by buf_alloc(self.mem, self.len) in `new`; the registration is
+        // gone, so no device access remains.
+        unsafe { buf_free(self.mem, self.ptr, self.len) };
     }
 }
 
@@ -425,6 +467,26 @@ pub(super) fn wr<'a, P: Provider>(wr_id: u64, op: SendOp<'a, P>, sgl: &'a [Sge])
         sgl,
         flags: SendFlags::SIGNALED,
     }
+}
+
+/// After the client's RDMA Write completed: waits until its data is placed at the server
+/// before the check reads the target. On IB the requester's completion follows the
+/// responder's acknowledgement, so the data is there. On iWARP the completion only says the
+/// Write was handed to TCP (docs/rdma-provider.md 2.4): the client sends a message behind it,
+/// and the server's receive of that message completes only after the Write before it on the
+/// same stream was placed (RFC 5040, ordering and completions), which is what a ULP relies on.
+pub(super) fn wait_placed<E: Env>(env: &mut E, p: &mut Pair<E::P>) -> CheckResult {
+    if !profile(env).iwarp() {
+        return Ok(());
+    }
+    let sb = Buf::<E::P>::new(&p.c.pd, 64, LW)?;
+    let rb = Buf::<E::P>::new(&p.s.pd, 64, LW)?;
+    post_recv::<E::P>(&mut p.s.qp, 0x91, &[rb.sge(0, 64)])?;
+    post_send::<E::P>(&mut p.c.qp, SendWr::send(0x90, &[sb.sge(0, 8)]))?;
+    expect_wc(&wait_wc(env, &mut p.c.cq)?, 0x90, WcStatus::SUCCESS, None)
+        .map_err(|e| format!("the Send behind the Write: {e}"))?;
+    expect_wc(&wait_wc(env, &mut p.s.cq)?, 0x91, WcStatus::SUCCESS, None)
+        .map_err(|e| format!("the receive behind the Write: {e}"))
 }
 
 /// After an error on the client side: the client QP is in ERROR; the client disconnects (as a

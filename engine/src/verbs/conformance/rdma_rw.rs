@@ -26,6 +26,11 @@ pub fn rdma_write_in_bounds<E: Env>(env: &mut E) -> CheckResult {
         Some(WcOpcode::RDMA_WRITE),
     )?;
     ensure!(
+        settle(env, &mut p.s.cq)?.is_empty(),
+        "RDMA Write consumed a receive"
+    );
+    wait_placed(env, &mut p)?;
+    ensure!(
         tb.read(100, 1000) == expected(4, 10, 1000),
         "written data differs"
     );
@@ -36,10 +41,6 @@ pub fn rdma_write_in_bounds<E: Env>(env: &mut E) -> CheckResult {
     ensure!(
         tb.read(1100, 100) == vec![0; 100],
         "bytes after the target changed"
-    );
-    ensure!(
-        settle(env, &mut p.s.cq)?.is_empty(),
-        "RDMA Write consumed a receive"
     );
     Ok(())
 }
