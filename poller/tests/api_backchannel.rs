@@ -51,15 +51,7 @@ fn colliding_xids(mode: CallbackMode, workers: usize, version: ProtocolVersion) 
         version,
         ..ClientOptions::default()
     };
-    let clients: Vec<Client> = (0..nclients)
-        .map(|_| {
-            Client::connect_serving(&w.client_ep, w.addr, opts, service(&log, 3)).expect("client")
-        })
-        .collect();
-    for (k, c) in clients.iter().enumerate() {
-        assert!(c.wait_connected(Duration::from_secs(5)));
-        bind(c, 100 + k as u64, true).expect("bind");
-    }
+    let clients = bound_clients(&w.client_ep, w.addr, opts, &log, nclients, 100);
     let fwd = Tally::new(nfwd);
     let feeder = {
         let server = server.clone();
@@ -72,14 +64,7 @@ fn colliding_xids(mode: CallbackMode, workers: usize, version: ProtocolVersion) 
         })
     };
     // In worker mode every other forward call waits for its backward call.
-    let wait_too = mode == CallbackMode::Worker;
-    forward_fire(&clients, per_fwd, &fwd, |j| {
-        if wait_too && j % 2 == 1 {
-            BOUNCE_WAIT
-        } else {
-            BOUNCE
-        }
-    });
+    forward_fire(&clients, per_fwd, &fwd, bounce_proc(mode));
     feeder.join().unwrap();
     let nback = nfwd + nclients * per_back;
     fwd.wait(nfwd as u64, 30, "forward");
@@ -96,24 +81,14 @@ fn colliding_xids(mode: CallbackMode, workers: usize, version: ProtocolVersion) 
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    fwd.all_ok_exactly_once(nfwd, "forward");
     back.all_ok_exactly_once(nback, "backward");
     for c in &clients {
         let n = c.negotiated().expect("negotiated");
         assert_eq!(n.version, version, "{n:?}");
     }
-    // Every forward call's XID was also the XID of a backward call the clients ran.
-    let seen: HashSet<u32> = log.xids.lock().unwrap().iter().copied().collect();
-    let fwd_xids = fwd.xids.lock().unwrap();
-    assert_eq!(fwd_xids.len(), nfwd);
-    let missing = fwd_xids.iter().filter(|x| !seen.contains(x)).count();
-    assert_eq!(missing, 0, "{missing} forward XIDs never used backward");
+    check_forward_xids_used_backward(&fwd, &log, nfwd);
     // Counters: every backward call sent once, answered once.
-    let t = server.totals();
-    assert_eq!(t.back_calls, nback as u64, "{t:?}");
-    assert_eq!(t.back_replies, nback as u64, "{t:?}");
-    assert_eq!(t.back_errors, 0, "{t:?}");
-    assert_eq!(t.back_retransmits, 0, "{t:?}");
+    check_back_totals(&server, nback as u64);
     let received: u64 = clients
         .iter()
         .map(|c| c.stats().snapshot().back_calls)

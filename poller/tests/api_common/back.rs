@@ -289,6 +289,60 @@ pub fn forward_fire(
     }
 }
 
+/// Clients of `ep` that serve the backchannel program (their calls seen in `log`), each
+/// connected to `addr` and bound to session `first_session + k` with SESSION.
+pub fn bound_clients<P: rpcrdma_engine::verbs::Provider>(
+    ep: &rpcrdma_poller::Endpoint<P>,
+    addr: std::net::SocketAddr,
+    opts: rpcrdma_poller::ClientOptions,
+    log: &Arc<ClientLog>,
+    n: usize,
+    first_session: u64,
+) -> Vec<Client> {
+    let clients: Vec<Client> = (0..n)
+        .map(|_| Client::connect_serving(ep, addr, opts, service(log, 3)).expect("client"))
+        .collect();
+    for (k, c) in clients.iter().enumerate() {
+        assert!(c.wait_connected(Duration::from_secs(10)), "connect");
+        bind(c, first_session + k as u64, true).expect("bind");
+    }
+    clients
+}
+
+/// The forward procedure of call `j`: BOUNCE, and in worker mode BOUNCE_WAIT for every other
+/// call (a handler waiting for its backward call's reply).
+pub fn bounce_proc(mode: CallbackMode) -> impl Fn(usize) -> u32 {
+    move |j| {
+        if mode == CallbackMode::Worker && j % 2 == 1 {
+            BOUNCE_WAIT
+        } else {
+            BOUNCE
+        }
+    }
+}
+
+/// The clients' side of forward calls that sent backward calls with their XIDs: every one of
+/// the `nfwd` forward calls answered once with its sum, and every forward XID also the XID
+/// of a backward call the clients ran.
+pub fn check_forward_xids_used_backward(fwd: &Tally, log: &ClientLog, nfwd: usize) {
+    fwd.all_ok_exactly_once(nfwd, "forward");
+    let seen: std::collections::HashSet<u32> = log.xids.lock().unwrap().iter().copied().collect();
+    let fwd_xids = fwd.xids.lock().unwrap();
+    assert_eq!(fwd_xids.len(), nfwd);
+    let missing = fwd_xids.iter().filter(|x| !seen.contains(x)).count();
+    assert_eq!(missing, 0, "{missing} forward XIDs never used backward");
+}
+
+/// The server's counters after `nback` backward calls: each sent once and answered once, none
+/// failed or sent again.
+pub fn check_back_totals(server: &Server, nback: u64) {
+    let t = server.totals();
+    assert_eq!(t.back_calls, nback, "{t:?}");
+    assert_eq!(t.back_replies, nback, "{t:?}");
+    assert_eq!(t.back_errors, 0, "{t:?}");
+    assert_eq!(t.back_retransmits, 0, "{t:?}");
+}
+
 pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(secs);
     while !f() {
