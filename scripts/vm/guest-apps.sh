@@ -32,6 +32,15 @@
 #
 # RPCRDMA_VM_APPS_VERBS=0 runs the RPC tests only (no verbs tests, no perftest).
 #
+# Over siw the latency tests between two of our processes on the rdma provider (send_lat,
+# write_lat, read_lat, rpc_lat inline) run only with RPCRDMA_VM_APPS_SIW_LAT=1 (by hand, for the
+# siw latency rows of the tables; perftest's siw latency runs with them): each is covered
+# without them. The same tests with the same sizes and -n run in the siw-iwarp run with our
+# rdma provider on siw as the server (siw-server way) and as the client (iwarp-server way), and
+# server and client as two processes of ours run on the host in `cargo test`
+# (apps/tests/iwarp_apps.rs: send_lat, write_lat, read_lat, rpc_lat inline, and send_bw,
+# write_bw, read_bw); rpc_lat-srq-siw keeps the RPC client over siw here.
+#
 # At the end, one table puts ours beside perftest's (latency t_typical, bandwidth BW average,
 # rpc_lat NULL against 2 x ib_send_lat) with issue 15's targets; it is printed, not checked.
 #
@@ -46,6 +55,7 @@ BW_N=${RPCRDMA_VM_BW_N:-32}
 RPC_N=${RPCRDMA_VM_RPC_N:-100}
 PT_WAIT=${RPCRDMA_VM_PERFTEST_WAIT:-2}
 SRQ_DEPTH=${RPCRDMA_VM_SRQ_DEPTH:-64}
+SIW_LAT=${RPCRDMA_VM_APPS_SIW_LAT:-0}
 RXE=10.0.2.15 SIW_PEER=10.0.3.2
 cd /tmp || exit 1
 need_bin "$PERF" || {
@@ -257,6 +267,7 @@ if [ "${RPCRDMA_VM_APPS_VERBS:-1}" = 1 ]; then
 	done
 	section "rpcrdma-perf verbs tests and perftest: siw0 (root netns) -> siw1 ($SIW_PEER, netns peer)"
 	for t in send_lat write_lat read_lat send_bw write_bw read_bw; do
+		case $t in *_lat) [ "$SIW_LAT" = 1 ] || continue ;; esac
 		verbs siw "$t"
 		perftest siw "$t"
 	done
@@ -271,7 +282,9 @@ rpc rxe rpc_lat-rxe rpc_lat 2 lat "$RPC_N"
 # STags there, opted in with --persistent-stags in rpc() (and neither side offers remote
 # invalidation), docs/rdma-provider.md 2.4.
 section "rpcrdma-perf RPC tests over siw (persistent STags): siw0 -> siw1 ($SIW_PEER, netns peer)"
-rpc siw rpc_lat-siw rpc_lat 2 lat "$RPC_N"
+if [ "$SIW_LAT" = 1 ]; then
+	rpc siw rpc_lat-siw rpc_lat 2 lat "$RPC_N"
+fi
 rpc siw rpc_bw-siw rpc_bw 65536 bw "$BW_N" -t 8
 
 # The same RPC tests with the server's connections on one shared receive queue (issue 16):
