@@ -15,8 +15,9 @@
 //! Backward calls (RFC 8167, the body of `api_backchannel`'s colliding-XID tests): clients
 //! that serve a program on their backchannel bind sessions, then each forward BOUNCE makes the
 //! server's handler send a backward call with the forward call's XID (in worker mode every
-//! other one waits for the backward reply in the handler), in Version One and Two. The server
-//! process checks what it served: its call count, every backward call answered once.
+//! other one waits for the backward reply in the handler), in Version One and Two, while the
+//! server sends backward calls of its own to each bound session. The server process checks
+//! what it served: its call count, every backward call answered once.
 
 mod api_common;
 #[path = "../../engine/tests/common/procs.rs"]
@@ -27,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use api_common::back::{
-    bounce_proc, bound_clients, check_back_totals, check_forward_xids_used_backward, forward_fire,
-    server_opts, server_program, sum_args, wait_for, ClientLog,
+    back_fire, bounce_proc, bound_clients, check_back_totals, check_forward_xids_used_backward,
+    forward_fire, server_opts, server_program, sum_args, wait_for, ClientLog,
 };
 use api_common::{
     ddp_round, endpoint_config, program, reactor_config, rejects_round, Tally, ECHO, PROG, SUM,
@@ -48,6 +49,10 @@ const BACK_CLIENTS: usize = 2;
 const PER_CLIENT: usize = 50;
 /// Forward BOUNCE calls of a backward round (each sends one backward call).
 const BOUNCES: usize = BACK_CLIENTS * PER_CLIENT;
+/// Backward calls the server sends on its own to each client's session.
+const PER_SESSION: usize = 50;
+/// The first client's session (the others follow).
+const FIRST_SESSION: u64 = 100;
 
 fn lo() -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -120,8 +125,9 @@ fn serve_forward(role: &str, m: Mode) {
     println!("SERVER OK");
 }
 
-/// A server role whose handlers send backward calls (`server_program`), in `m`; checks every
-/// backward call was answered once.
+/// A server role whose handlers send backward calls (`server_program`), in `m`, and which
+/// sends `PER_SESSION` backward calls of its own to each client's session once bound; checks
+/// every backward call was answered once.
 fn serve_backward(role: &str, m: Mode) {
     procs::expect_role(role);
     let (mut set, ep) = m.endpoint();
@@ -139,10 +145,27 @@ fn serve_backward(role: &str, m: Mode) {
         .start(&ep, SocketAddr::new(lo(), port))
         .expect("server");
     procs::announce(port);
+    let own = Tally::new(BACK_CLIENTS * PER_SESSION);
+    let feeder = {
+        let (server, own) = (server.clone(), Arc::clone(&own));
+        std::thread::spawn(move || {
+            for k in 0..BACK_CLIENTS {
+                let session = FIRST_SESSION + k as u64;
+                wait_for("the session bound", 30, || {
+                    server.session_backchannel(session).is_some()
+                });
+                let base = k * PER_SESSION;
+                back_fire(&server, session, base..base + PER_SESSION, &own);
+            }
+        })
+    };
     procs::wait_for_parent();
+    feeder.join().expect("feeder");
     back.wait(BOUNCES as u64, 30, "backward");
     back.all_ok_exactly_once(BOUNCES, "backward");
-    check_back_totals(&server, BOUNCES as u64);
+    own.wait(own_calls(), 30, "backward to the sessions");
+    own.all_ok_exactly_once(BACK_CLIENTS * PER_SESSION, "backward to the sessions");
+    check_back_totals(&server, BOUNCES as u64 + own_calls());
     // SESSION per client, the BOUNCEs, a SUM per client.
     let calls = (2 * BACK_CLIENTS + BOUNCES) as u64;
     assert_eq!(server.totals().calls, calls, "calls served");
@@ -218,8 +241,14 @@ fn forward_round(role: &str, m: Mode) {
     peer.finish("SERVER OK");
 }
 
+/// Backward calls the server sends to the sessions on its own.
+fn own_calls() -> u64 {
+    (BACK_CLIENTS * PER_SESSION) as u64
+}
+
 /// The backward round from this process against the server process `role`: clients serving
-/// the backchannel bind sessions, then fire BOUNCE (and in worker mode BOUNCE_WAIT) calls.
+/// the backchannel bind sessions, then fire BOUNCE (and in worker mode BOUNCE_WAIT) calls
+/// while the server sends backward calls of its own to their sessions.
 fn backward_round(role: &str, m: Mode, version: ProtocolVersion) {
     if procs::is_child() {
         return;
@@ -234,20 +263,22 @@ fn backward_round(role: &str, m: Mode, version: ProtocolVersion) {
         version,
         ..ClientOptions::default()
     };
-    let clients = bound_clients(&ep, addr, opts, &log, BACK_CLIENTS, 100);
+    let clients = bound_clients(&ep, addr, opts, &log, BACK_CLIENTS, FIRST_SESSION);
     let fwd = Tally::new(BOUNCES);
     forward_fire(&clients, PER_CLIENT, &fwd, bounce_proc(m.mode));
     fwd.wait(BOUNCES as u64, 30, "forward");
-    // A forward reply may overtake the backward call its handler queued: wait for the calls.
+    // A forward reply may overtake the backward call its handler queued, and the server's own
+    // backward calls come when they come: wait for them all.
+    let all = BOUNCES + own_calls() as usize;
     wait_for("the backward calls", 30, || {
-        log.xids.lock().unwrap().len() >= BOUNCES
+        log.xids.lock().unwrap().len() >= all
     });
     check_forward_xids_used_backward(&fwd, &log, BOUNCES);
     for c in &clients {
         let n = c.negotiated().expect("negotiated");
         assert_eq!(n.version, version, "{n:?}");
         let s = c.stats().snapshot();
-        assert_eq!(s.back_calls, PER_CLIENT as u64, "{s:?}");
+        assert_eq!(s.back_calls, (PER_CLIENT + PER_SESSION) as u64, "{s:?}");
         assert_eq!(s.back_replies, s.back_calls, "{s:?}");
         // A forward call after the backward replies, on the same connection: once answered,
         // the server has taken those replies (a connection closed earlier could lose the
