@@ -17,13 +17,15 @@
 #    every check prints PASS / FAIL (with the reason) / SKIP (with why the device cannot
 #    run it); the checks expect per-device behaviour (docs/rdma-provider.md section 2);
 #    then, in the same boot, three extra runs (RPCRDMA_VM_EXTRA_RUNS, guest-stage.sh):
-#      apps     scripts/vm/guest-apps.sh: rpcrdma-perf send/write/read _lat/_bw over rxe and
-#               siw, each followed by perftest's own ib_<test> (a ratio table at the end);
-#               rpc_lat over rxe and siw and rpc_bw over siw with per-connection receives,
-#               both over rxe and siw with the server on a shared receive queue (--srq);
-#               server and client as two processes; each must print perftest result rows
-#               (docs/vm.md; the two-process checks that need no kernel device run in
-#               `cargo test` over the iWARP provider, apps/tests/iwarp_apps.rs);
+#      apps     scripts/vm/guest-apps.sh: rpcrdma-perf send/write/read _lat/_bw over rxe,
+#               _bw over siw (the siw latency tests by hand, RPCRDMA_VM_APPS_SIW_LAT=1: the
+#               siw-iwarp run has our rdma provider on siw run them), each followed by
+#               perftest's own ib_<test> (a ratio table at the end); rpc_lat over rxe and
+#               rpc_bw over siw with per-connection receives, both over rxe and siw with the
+#               server on a shared receive queue (--srq); server and client as two processes;
+#               each must print perftest result rows (docs/vm.md; the two-process checks that
+#               need no kernel device run in `cargo test` over the iWARP provider,
+#               apps/tests/iwarp_apps.rs);
 #      interop  scripts/vm/guest-interop.sh: kernel nfsd on `rdma 20049`, rpcrdma-ping NULL
 #               calls to NFS v3 / v4, long calls and Reply chunks against Linux, checked
 #               against Linux's own svcrdma counters (docs/interop.md);
