@@ -653,6 +653,7 @@ fn run(
         op::DESTROY_CLIENTID => session::destroy_clientid(c, r),
         op::RECLAIM_COMPLETE => session::reclaim_complete(c, r),
         op::BIND_CONN_TO_SESSION => session::bind_conn_to_session(c, r, out),
+        op::BACKCHANNEL_CTL => session::backchannel_ctl(c, r),
         op::TEST_STATEID => open::test_stateid(c, r, out),
         op::FREE_STATEID => open::free_stateid(c, r),
         op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
@@ -688,6 +689,8 @@ fn run(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cbsec;
 #[cfg(test)]
 mod tests_deleg;
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! keeps its own one-entry reply cache (`csa_sequence`).
 
 use rpcrdma_engine::xdr::XdrReader;
+use rpcrdma_poller::CredBody;
 
 use super::state::{Cached, Channel, Client, Session, Slot};
 use super::xdr::{bad_xdr, st, Enc, Status};
@@ -150,28 +151,37 @@ fn put_channel(out: &mut Enc, ch: &Channel) {
     out.u32(0); // ca_rdma_ird: none
 }
 
-/// Skips `csa_sec_parms` (any flavor; callbacks are not sent yet).
-fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), Status> {
+/// Reads `csa_sec_parms` / `bca_sec_parms` (`callback_sec_parms4<>`, at most 16) and picks
+/// the credential callbacks carry (RFC 8881 §18.36.3: one of those the client gave): the
+/// first AUTH_SYS entry, kept octet for octet, or else AUTH_NONE when offered (the Linux
+/// client's callback service takes CB_COMPOUND only with AUTH_SYS). RPCSEC_GSS entries are
+/// skipped (not supported), as is an AUTH_SYS body a call header has no room for; `None` when
+/// nothing usable remains. A flavor outside the union is NFS4ERR_INVAL.
+pub fn get_sec_parms(r: &mut XdrReader<'_>) -> Result<Option<CredBody>, Status> {
     let n = r.get_count(16).map_err(bad_xdr)?;
+    let (mut sys, mut none) = (None, false);
     for _ in 0..n {
         match r.get_u32().map_err(bad_xdr)? {
-            0 => {}
+            0 => none = true,
             1 => {
+                let start = r.rest();
                 r.get_u32().map_err(bad_xdr)?; // stamp
                 r.get_opaque(255).map_err(bad_xdr)?; // machine name
                 r.skip(8).map_err(bad_xdr)?; // uid, gid
                 let g = r.get_count(16).map_err(bad_xdr)?;
                 r.skip(4 * g as usize).map_err(bad_xdr)?;
+                let body = &start[..start.len() - r.rest().len()];
+                sys = sys.or_else(|| CredBody::sys_body(body));
             }
             6 => {
-                r.get_u32().map_err(bad_xdr)?;
-                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?;
-                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?;
+                r.get_u32().map_err(bad_xdr)?; // gcbp_service
+                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?; // gcbp_handle_from_server
+                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?; // gcbp_handle_from_client
             }
             _ => return Err(st::INVAL),
         }
     }
-    Ok(())
+    Ok(sys.or(none.then_some(CredBody::NONE)))
 }
 
 /// CREATE_SESSION: channels clamped, the backchannel's connection recorded (and probed with
@@ -187,7 +197,7 @@ pub fn create_session(
     let fore_asked = get_channel(r)?;
     let back_asked = get_channel(r)?;
     let cb_program = r.get_u32().map_err(bad_xdr)?;
-    skip_sec_parms(r)?;
+    let cb_cred = get_sec_parms(r)?;
     let srv = c.srv;
     let lim = srv.config().limits;
     let now = srv.now_ms();
@@ -242,6 +252,7 @@ pub fn create_session(
             ],
             cb_seq: 0,
             cb_down: false,
+            cb_cred,
         },
     );
     if granted != 0 {
@@ -426,5 +437,22 @@ pub fn bind_conn_to_session(
     out.fixed(&sid);
     out.u32(granted);
     out.u32(0); // bctsr_use_conn_in_rdma_mode
+    Ok(())
+}
+
+/// BACKCHANNEL_CTL (RFC 8881 §18.33): the session of the SEQUENCE takes a new callback
+/// program and credential ([`get_sec_parms`]); with no usable credential its callbacks stop
+/// and SEQUENCE reports the path down. A back channel in use is probed again with CB_NULL.
+pub fn backchannel_ctl(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let program = r.get_u32().map_err(bad_xdr)?;
+    let cred = get_sec_parms(r)?;
+    let (sid, ..) = c.slot.ok_or(st::OP_NOT_IN_SESSION)?;
+    let mut s = c.srv.state();
+    let sess = s.session(&sid)?;
+    sess.cb_program = program;
+    sess.cb_cred = cred;
+    if sess.back_conn.is_some() && cred.is_some() {
+        c.probe = Some(sid);
+    }
     Ok(())
 }
