@@ -149,6 +149,8 @@ pub struct Compound<'a> {
     pub nops: u32,
     /// Octets of the arguments.
     pub args_len: usize,
+    /// The request's digest ([`request_digest`]), kept in the slot it takes.
+    pub digest: u64,
     /// Capacity of the Write chunk the client offered for a READ's data, if any.
     pub ddp_cap: Option<u32>,
     /// Where the first READ's data is in the reply (after its length word) and its length,
@@ -435,6 +437,7 @@ impl Nfs41 {
             stateid: None,
             nops,
             args_len: args.len(),
+            digest: request_digest(self.secret, args, &cx.cred),
             ddp_cap,
             read_at: None,
             denied: None,
@@ -628,6 +631,27 @@ fn gate(c: &Compound<'_>, i: u32, opnum: u32, nops: u32) -> Result<(), Status> {
     Err(st::OP_NOT_IN_SESSION)
 }
 
+/// Octets of a request's arguments [`request_digest`] reads: enough for the operations of any
+/// COMPOUND a session allows, not the data of a WRITE.
+const DIGEST_PREFIX: usize = 1024;
+
+/// What tells a retransmission from a false retry (RFC 8881 §2.10.6.1.3.1): SipHash under
+/// `key` of the arguments' length, their first [`DIGEST_PREFIX`] octets and the call's
+/// credential (Linux nfsd's `replay_matches_cache` also requires the same credential). A
+/// retransmission repeats all of it; another request on the slot almost always differs
+/// (two that differ only in WRITE data past the prefix are not told apart, which the RFC
+/// allows).
+pub fn request_digest(key: (u64, u64), args: &[u8], cred: &OpaqueAuth<'_>) -> u64 {
+    let head = &args[..args.len().min(DIGEST_PREFIX)];
+    let mut m = Vec::with_capacity(16 + head.len() + cred.body.len());
+    m.extend_from_slice(&(args.len() as u64).to_be_bytes());
+    m.extend_from_slice(&cred.flavor.to_u32().to_be_bytes());
+    m.extend_from_slice(&(cred.body.len() as u32).to_be_bytes());
+    m.extend_from_slice(cred.body);
+    m.extend_from_slice(head);
+    siphash24(key.0, key.1, &m)
+}
+
 /// True for the operation numbers of RFC 8881 §18 (3..=58); everything else is ILLEGAL.
 fn known(opnum: u32) -> bool {
     (3..=58).contains(&opnum)
@@ -701,5 +725,7 @@ mod tests_lock;
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
+#[cfg(test)]
+mod tests_seq;
 #[cfg(test)]
 mod tests_wdeleg;

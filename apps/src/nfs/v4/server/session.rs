@@ -7,7 +7,10 @@
 //! it and negotiates the channels, each attribute clamped to what the server keeps; SEQUENCE
 //! checks the slot, renews the lease and reports the callback path and revoked delegations in
 //! `sr_status_flags` ([`super::deleg::status_flags`]), and [`keep_reply`] stores the finished
-//! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; a sequence id
+//! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; one
+//! whose request differs from the one the slot served (its first octets, its length or its
+//! credential: [`super::request_digest`]) is a false retry, NFS4ERR_SEQ_FALSE_RETRY
+//! (RFC 8881 §2.10.6.1.3.1), so a cached reply goes to no other principal; a sequence id
 //! neither the slot's nor one above is NFS4ERR_SEQ_MISORDERED; a retry whose reply was not
 //! kept is NFS4ERR_RETRY_UNCACHED_REP; one still being served NFS4ERR_DELAY. CREATE_SESSION
 //! keeps its own one-entry reply cache (`csa_sequence`).
@@ -246,6 +249,7 @@ pub fn create_session(
             slots: vec![
                 Slot {
                     seq: 0,
+                    digest: 0,
                     reply: Cached::Empty
                 };
                 fore.max_requests as usize
@@ -301,6 +305,9 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     }
     let sl = sess.slots.get_mut(slot as usize).ok_or(st::BADSLOT)?;
     if seq == sl.seq && sl.seq != 0 {
+        if sl.digest != c.digest {
+            return Err(st::SEQ_FALSE_RETRY);
+        }
         let replay = match &sl.reply {
             Cached::Reply(b) => b.clone(),
             Cached::InProgress => return Err(st::DELAY),
@@ -315,6 +322,7 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
         return Err(st::SEQ_MISORDERED);
     }
     sl.seq = seq;
+    sl.digest = c.digest;
     sl.reply = Cached::InProgress;
     s.renew(client, now);
     out.fixed(&sid);

@@ -100,6 +100,9 @@ pub enum Cached {
 pub struct Slot {
     /// The last sequence id accepted.
     pub seq: u32,
+    /// The digest of that request ([`super::request_digest`]): a retry with another one is a
+    /// false retry.
+    pub digest: u64,
     /// Its reply.
     pub reply: Cached,
 }
