@@ -722,6 +722,8 @@ mod tests_grace;
 #[cfg(test)]
 mod tests_lock;
 #[cfg(test)]
+mod tests_open;
+#[cfg(test)]
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;

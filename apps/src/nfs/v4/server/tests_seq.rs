@@ -67,7 +67,11 @@ fn rejects_a_false_retry_on_a_slot() {
     };
     let r = walk(&h.srv.compound(&cx, &b).unwrap());
     assert_eq!(r.status, st::SEQ_FALSE_RETRY);
-    assert_eq!(walk(&h.send(&b)).status, st::OK, "the owner's retry still replays");
+    assert_eq!(
+        walk(&h.send(&b)).status,
+        st::OK,
+        "the owner's retry still replays"
+    );
     assert_eq!(h.srv.state().counters.replays, 2);
 }
 
@@ -158,10 +162,16 @@ fn rejects_opens_past_their_bound() {
     let mut h = H::on(srv, now, store, b"client-a", auth_sys(0, 0));
     let root = h.root();
     for name in [&b"a"[..], b"b"] {
-        let r = h.raw(&[A::op(op::PUTFH).opaque(&root), open_create(h.clientid, name)]);
+        let r = h.raw(&[
+            A::op(op::PUTFH).opaque(&root),
+            open_create(h.clientid, name),
+        ]);
         assert_eq!(r.status, st::OK);
     }
-    let r = h.raw(&[A::op(op::PUTFH).opaque(&root), open_create(h.clientid, b"c")]);
+    let r = h.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_create(h.clientid, b"c"),
+    ]);
     assert_eq!(r.status, st::DELAY);
     assert_eq!(h.srv.state().opens.len(), 2);
     assert_eq!(h.srv.state().counters.refused_full, 1);
@@ -190,7 +200,10 @@ fn accepts_every_state_table_counted_and_exposed() {
     let mut b = H::on(srv, now, store, b"client-b", auth_sys(0, 0));
     let root = a.root();
     // a: an open for write and a lock under it.
-    let r = a.raw(&[A::op(op::PUTFH).opaque(&root), open_create(a.clientid, b"f")]);
+    let r = a.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_create(a.clientid, b"f"),
+    ]);
     assert_eq!(r.status, st::OK);
     let open: [u8; 16] = r.last[..16].try_into().unwrap();
     let lock = A::op(op::LOCK)
@@ -211,7 +224,10 @@ fn accepts_every_state_table_counted_and_exposed() {
     ]);
     assert_eq!(r.status, st::OK);
     // b: a read open of another file, with a read delegation.
-    let r = b.raw(&[A::op(op::PUTFH).opaque(&root), open_create(b.clientid, b"g")]);
+    let r = b.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_create(b.clientid, b"g"),
+    ]);
     assert_eq!(r.status, st::OK);
     let sid: [u8; 16] = r.last[..16].try_into().unwrap();
     let r = b.raw(&[
