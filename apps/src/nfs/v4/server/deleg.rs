@@ -135,7 +135,7 @@ impl Nfs41 {
 
 /// The CB_COMPOUND recalling delegation `sid` (of `fh`) on session `session`, slot 0 at
 /// sequence `seq`.
-fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
+pub fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
     let ops = [
         CbOp::Sequence(CbSequence {
             session,

@@ -36,6 +36,15 @@ const SESSION_MAX_OPS: u32 = 32;
 const BACK_SLOTS: u32 = 16;
 /// Octets a request or reply may have beyond its READ / WRITE data.
 const HEADROOM: u32 = 8 << 10;
+/// Operations in the largest CB_COMPOUND sent (CB_SEQUENCE, CB_RECALL).
+pub const CB_OPS: u32 = 2;
+/// Octets of the largest CB_COMPOUND call sent, RPC header included (RFC 8881 §18.36.3): the
+/// call header with a credential of up to 120 octets and an AUTH_NONE verifier (160), the
+/// CB_COMPOUND header (16), CB_SEQUENCE (40), CB_RECALL with a 128-octet handle (156).
+pub const CB_MAX_REQUEST: u32 = 160 + 16 + 40 + 156;
+/// Octets of the largest CB_COMPOUND reply expected: the accepted reply header (24), status,
+/// empty tag and result count (12), CB_SEQUENCE's result (40), CB_RECALL's (8).
+pub const CB_MAX_RESPONSE: u32 = 24 + 12 + 40 + 8;
 
 /// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP). An owner whose
 /// confirmed client id another principal made, and which holds sessions or state, is
@@ -188,7 +197,9 @@ pub fn get_sec_parms(r: &mut XdrReader<'_>) -> Result<Option<CredBody>, Status> 
 }
 
 /// CREATE_SESSION: channels clamped, the backchannel's connection recorded (and probed with
-/// CB_NULL after the COMPOUND).
+/// CB_NULL after the COMPOUND); a back channel too small for a recall ([`CB_OPS`],
+/// [`CB_MAX_REQUEST`], [`CB_MAX_RESPONSE`]) is NFS4ERR_TOOSMALL, as Linux nfsd's
+/// `check_backchannel_attrs` answers.
 pub fn create_session(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -201,6 +212,12 @@ pub fn create_session(
     let back_asked = get_channel(r)?;
     let cb_program = r.get_u32().map_err(bad_xdr)?;
     let cb_cred = get_sec_parms(r)?;
+    if back_asked.max_ops < CB_OPS
+        || back_asked.max_request < CB_MAX_REQUEST
+        || back_asked.max_response < CB_MAX_RESPONSE
+    {
+        return Err(st::TOOSMALL); // a recall would not fit the client's back channel
+    }
     let srv = c.srv;
     let lim = srv.config().limits;
     let now = srv.now_ms();

@@ -267,3 +267,53 @@ fn accepts_every_state_table_counted_and_exposed() {
         assert!(text.contains(&line), "{line} in {text}");
     }
 }
+
+#[test]
+fn rejects_a_back_channel_too_small_for_a_recall() {
+    let h = H::new("rw,no_root_squash");
+    let ok = ChannelAttrs {
+        max_request: 4068,
+        max_response: 4068,
+        max_ops: 2,
+        max_requests: 1,
+        ..fore()
+    };
+    // A CB_COMPOUND recall is CB_SEQUENCE and CB_RECALL (two operations); with its RPC
+    // header, a credential of up to 120 octets and a 128-octet handle it takes 372 octets,
+    // its reply 84 (RFC 8881 §18.36.3: `ca_maxrequestsize` counts the RPC header).
+    let small = [
+        ChannelAttrs { max_ops: 1, ..ok },
+        ChannelAttrs {
+            max_request: 371,
+            ..ok
+        },
+        ChannelAttrs {
+            max_response: 83,
+            ..ok
+        },
+    ];
+    for back in small {
+        let r = h.plain(&[Op::CreateSession {
+            clientid: h.clientid,
+            sequence: 2,
+            flags: 2,
+            fore: fore(),
+            back,
+            cb_program: 1,
+        }]);
+        assert_eq!(r.status, st::TOOSMALL, "{back:?}");
+    }
+    assert_eq!(h.srv.state().sessions.len(), 1, "no session made");
+    let recall = super::deleg::recall_args([1; 16], u32::MAX, [2; 16], vec![3; 128]);
+    assert_eq!(160 + recall.len(), 372, "the largest CB_RECALL call");
+    let tight = ChannelAttrs {
+        max_request: 372,
+        max_response: 84,
+        ..ok
+    };
+    let (_, res) = session_with(&h, fore(), tight);
+    let OpResult::CreateSession(cs) = res else {
+        unreachable!()
+    };
+    assert_eq!((cs.back.max_request, cs.back.max_response), (372, 84));
+}
