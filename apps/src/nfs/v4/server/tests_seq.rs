@@ -1,7 +1,8 @@
 //! Unit tests of the fore channel as negotiated (RFC 8881 §18.36: `ca_maxrequestsize`,
 //! `ca_maxoperations`, `ca_maxrequests` honoured, the back channel's attributes answered as
-//! clamped), false retries on a slot (§2.10.6.1.3.1), the open-state bound, and the state
-//! tables counted in `nfsd-stat` and on the metrics port.
+//! clamped, a back channel too small for a recall refused), false retries on a slot
+//! (§2.10.6.1.3.1), the reply a slot keeps bounded, the open-state bound, and the state tables
+//! counted in `nfsd-stat` and on the metrics port.
 //!
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_seq`.
 //! Recovery: a failure names the status or sample seen.
@@ -316,4 +317,45 @@ fn rejects_a_back_channel_too_small_for_a_recall() {
         unreachable!()
     };
     assert_eq!((cs.back.max_request, cs.back.max_response), (372, 84));
+}
+
+#[test]
+fn rejects_a_retry_of_a_reply_larger_than_a_slot_keeps() {
+    let mut h = H::new("rw,no_root_squash");
+    let root = h.root();
+    let r = h.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_create(h.clientid, b"f"),
+    ]);
+    assert_eq!(r.status, st::OK);
+    let sid: [u8; 16] = r.last[..16].try_into().unwrap();
+    let data = vec![0x5a; 12 << 10];
+    let on_f = |a: A| {
+        vec![
+            A::op(op::PUTFH).opaque(&root),
+            A::op(op::LOOKUP).opaque(b"f"),
+            a,
+        ]
+    };
+    let write = A::op(op::WRITE).fixed(&sid).u64(0).u32(2).opaque(&data);
+    assert_eq!(h.status(&on_f(write)), st::OK);
+    // 12 KiB of READ data: more than the 8 KiB a slot keeps (`ca_maxresponsesize_cached`
+    // was asked as 1 MiB and clamped).
+    let read = A::op(op::READ).fixed(&sid).u64(0).u32(12 << 10);
+    let b = h.raw_bytes(&on_f(read), true);
+    let first = h.send(&b);
+    assert_eq!(walk(&first).status, st::OK);
+    assert!(first.len() > 8 << 10);
+    let r = walk(&h.send(&b));
+    assert_eq!(r.status, st::RETRY_UNCACHED_REP, "the reply was not kept");
+    let s = h.srv.state();
+    let kept: usize = s.sessions[&h.sid]
+        .slots
+        .iter()
+        .map(|sl| match &sl.reply {
+            super::state::Cached::Reply(b) => b.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(kept <= 8 << 10, "{kept} octets kept");
 }
