@@ -1,10 +1,13 @@
 //! The NFSv4.1 session operations (RFC 8881 §18.35, §18.36, §18.46, §18.37, §18.50, §18.51,
-//! §18.34): EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID,
-//! RECLAIM_COMPLETE and BIND_CONN_TO_SESSION, on the tables of [`super::state`].
+//! §18.34, §18.33): EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID,
+//! RECLAIM_COMPLETE, BIND_CONN_TO_SESSION and BACKCHANNEL_CTL, on the tables of
+//! [`super::state`].
 //!
 //! Normal operation: EXCHANGE_ID gives a client owner its client id (a new one when the
 //! owner's verifier changed: the client rebooted, its old state goes); CREATE_SESSION confirms
-//! it and negotiates the channels, each attribute clamped to what the server keeps; SEQUENCE
+//! it and negotiates the channels, each attribute clamped to what the server keeps, and keeps
+//! the callback credential the client offered ([`get_sec_parms`]; BACKCHANNEL_CTL replaces
+//! it); SEQUENCE
 //! checks the slot, renews the lease and reports the callback path and revoked delegations in
 //! `sr_status_flags` ([`super::deleg::status_flags`]), and [`keep_reply`] stores the finished
 //! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; one
