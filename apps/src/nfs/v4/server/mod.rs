@@ -633,7 +633,7 @@ fn gate(c: &Compound<'_>, i: u32, opnum: u32, nops: u32) -> Result<(), Status> {
 
 /// Octets of a request's arguments [`request_digest`] reads: enough for the operations of any
 /// COMPOUND a session allows, not the data of a WRITE.
-const DIGEST_PREFIX: usize = 1024;
+pub const DIGEST_PREFIX: usize = 1024;
 
 /// What tells a retransmission from a false retry (RFC 8881 §2.10.6.1.3.1): SipHash under
 /// `key` of the arguments' length, their first [`DIGEST_PREFIX`] octets and the call's
