@@ -359,3 +359,40 @@ fn rejects_a_retry_of_a_reply_larger_than_a_slot_keeps() {
         .sum();
     assert!(kept <= 8 << 10, "{kept} octets kept");
 }
+
+#[test]
+fn rejects_destroying_another_clients_session_and_unknown_ids() {
+    let (srv, now, store) = server("rw", Limits::default());
+    let mut a = H::on(
+        Arc::clone(&srv),
+        Arc::clone(&now),
+        Arc::clone(&store),
+        b"client-a",
+        auth_sys(0, 0),
+    );
+    let b = H::on(srv, now, store, b"client-b", auth_sys(0, 0));
+    // In a session of client a, DESTROY_SESSION of client b's session: NFS4ERR_BADSESSION.
+    let destroy = |sid: &[u8; 16]| A::op(op::DESTROY_SESSION).fixed(sid);
+    assert_eq!(a.status(&[destroy(&b.sid)]), st::BADSESSION);
+    assert!(a.srv.state().sessions.contains_key(&b.sid));
+    assert_eq!(a.status(&[destroy(&[9; 16])]), st::BADSESSION);
+    assert_eq!(
+        b.plain(&[Op::DestroySession([9; 16])]).status,
+        st::BADSESSION
+    );
+    // CREATE_SESSION for a client id no one has: NFS4ERR_STALE_CLIENTID.
+    let r = b.plain(&[Op::CreateSession {
+        clientid: b.clientid ^ 1,
+        sequence: 1,
+        flags: 0,
+        fore: fore(),
+        back: fore(),
+        cb_program: 1,
+    }]);
+    assert_eq!(r.status, st::STALE_CLIENTID);
+    // Its own session, from within it: gone, and the slot's reply goes with it.
+    let own = a.sid;
+    assert_eq!(a.status(&[destroy(&own)]), st::OK);
+    assert!(!a.srv.state().sessions.contains_key(&own));
+    assert_eq!(a.raw(&[]).status, st::BADSESSION);
+}
