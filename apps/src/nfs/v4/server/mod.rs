@@ -160,6 +160,8 @@ pub struct Compound<'a> {
     pub denied: Option<Vec<u8>>,
     /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
     pub probe: Option<[u8; 16]>,
+    /// The operation running is a put-filehandle operation and SECINFO_NO_NAME follows it.
+    pub secinfo_next: bool,
 }
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
@@ -189,10 +191,7 @@ impl Compound<'_> {
         if id == self.table.pseudo_id() {
             return pseudo::put(self, &inner);
         }
-        let a = self
-            .table
-            .admit_export(id, self.cx.peer, &self.cx.cred)
-            .map_err(refusal)?;
+        let a = self.admit(id)?;
         self.set_real(Cur {
             opts: a.opts,
             share: a.share,
@@ -200,6 +199,20 @@ impl Compound<'_> {
             fh: inner,
         });
         Ok(())
+    }
+
+    /// Admits the caller to the export whose handles carry `id`. A flavor the export does not
+    /// take is NFS4ERR_WRONGSEC, except right before SECINFO_NO_NAME (`secinfo_next`), which
+    /// then learns the export's flavors (RFC 8881 §2.6.3.1.1.5) under the anonymous identity;
+    /// SECINFO_NO_NAME consumes the handle, so nothing else runs with it.
+    pub fn admit(&self, id: [u8; 4]) -> Result<crate::nfs::admit::Admitted, Status> {
+        let t = &self.table;
+        match t.admit_export(id, self.cx.peer, &self.cx.cred) {
+            Err(Refusal::Auth(rpcrdma_engine::rpc::AuthStat::TooWeak)) if self.secinfo_next => {
+                t.admit_for_secinfo(id, self.cx.peer).map_err(refusal)
+            }
+            other => other.map_err(refusal),
+        }
     }
 
     /// Makes `cur` (in an export) the current file handle.
@@ -442,6 +455,7 @@ impl Nfs41 {
             read_at: None,
             denied: None,
             probe: None,
+            secinfo_next: false,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -657,6 +671,18 @@ fn known(opnum: u32) -> bool {
     (3..=58).contains(&opnum)
 }
 
+/// Whether operation `opnum`, whose arguments `r` starts at, is PUTFH or PUTROOTFH and the
+/// next operation is SECINFO_NO_NAME (looked ahead on a copy of the reader).
+fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
+    let mut ahead = *r;
+    let skipped = match opnum {
+        op::PUTROOTFH => true,
+        op::PUTFH => ahead.get_opaque(fileops::FHSIZE4).is_ok(),
+        _ => false,
+    };
+    skipped && ahead.get_u32() == Ok(op::SECINFO_NO_NAME)
+}
+
 /// Runs one operation (not SEQUENCE) and writes its result body.
 fn run(
     c: &mut Compound<'_>,
@@ -664,6 +690,7 @@ fn run(
     r: &mut XdrReader<'_>,
     out: &mut Enc,
 ) -> Result<(), Status> {
+    c.secinfo_next = secinfo_next(opnum, r);
     if let Some(p) = c.pseudo.clone() {
         if let Some(done) = pseudo::run(c, &p, opnum, r, out) {
             return done;
@@ -727,6 +754,8 @@ mod tests_open;
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
+#[cfg(test)]
+mod tests_sec;
 #[cfg(test)]
 mod tests_seq;
 #[cfg(test)]
