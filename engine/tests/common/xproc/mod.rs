@@ -17,8 +17,9 @@
 //! Normal operation: [`ProcEnv::new`] starts the two device processes (this test binary run
 //! again with `--exact xproc_host --ignored`, the channel's path and the arena in its
 //! environment); dropping it closes their channels, which ends them. Recovery: a device process
-//! that fails closes its channel, and the check's next call fails the test; one that does not
-//! end within 5 s of its channel closing is killed.
+//! that fails closes its channel, and the check's next call fails the test, as does one that
+//! does not connect, or answer a request, within 30 s; one that does not end within 5 s of its
+//! channel closing is killed.
 
 #![allow(dead_code)]
 
@@ -31,6 +32,7 @@ use std::os::unix::net::UnixListener;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use rpcrdma_engine::verbs::conformance::{self, BufMemory, Env};
 use rpcrdma_engine::verbs::Provider;
@@ -53,6 +55,8 @@ const ARENA_ADDR: usize = 0x2a00_0000_0000;
 const ARENA_LEN: usize = 1 << 30;
 /// Allocation granule.
 const PAGE: usize = 4096;
+/// How long a device process may take to connect, or to answer one request.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// Memory shared by the processes of a run, mapped at [`ARENA_ADDR`] in each: a `memfd` the
 /// device processes inherit, with a first-fit free list.
@@ -163,8 +167,31 @@ pub(crate) fn spawn_host(ip: IpAddr) -> Ctl {
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn a device process");
-    let (stream, _) = listener.accept().expect("the device process connects");
+    let mut child = child;
+    // The device process connects at once; one that fails first is reported, not waited for.
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
+    let deadline = Instant::now() + WAIT;
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("accepting the device process: {e}"),
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("the device process ended before it connected: {st}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the device process did not connect"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
     let _ = std::fs::remove_file(&path);
+    stream.set_nonblocking(false).expect("a blocking channel");
+    // A device process that stops answering fails the call instead of hanging the test.
+    stream.set_read_timeout(Some(WAIT)).expect("a read timeout");
     Ctl::new(stream, child)
 }
 
