@@ -188,15 +188,18 @@ pub fn put_fattr(
     }
     mask[0] &= !(1 << fa::RDATTR_ERROR);
     let a = s.attr;
-    let mut v = Enc::default();
-    for bit in 0..96 {
-        if !has(&mask, bit) {
-            continue;
-        }
-        put_one(c, max_file_size, bit, s, a, &mut v);
-    }
     out.bitmap(&mask);
-    out.opaque(&v.b);
+    // `attr_vals`, written in place: every value is a whole number of XDR words, so the
+    // opaque needs no pad after them.
+    let at = out.len();
+    out.u32(0);
+    for bit in 0..96 {
+        if has(&mask, bit) {
+            put_one(c, max_file_size, bit, s, a, out);
+        }
+    }
+    let n = (out.len() - at - 4) as u32;
+    out.b[at..at + 4].copy_from_slice(&n.to_be_bytes());
 }
 
 fn put_one(
@@ -234,8 +237,8 @@ fn put_one(
         fa::MAXREAD | fa::MAXWRITE => v.u64(u64::from(cfg.max_io)),
         fa::MODE => v.u32(a.mode & 0o7777),
         fa::NUMLINKS => v.u32(a.nlink),
-        fa::OWNER => v.opaque(a.uid.to_string().as_bytes()),
-        fa::OWNER_GROUP => v.opaque(a.gid.to_string().as_bytes()),
+        fa::OWNER => v.decimal(a.uid),
+        fa::OWNER_GROUP => v.decimal(a.gid),
         fa::RAWDEV => {
             v.u32(a.rdev.0);
             v.u32(a.rdev.1);

@@ -314,8 +314,9 @@ impl Collector for Nfs41 {
 pub enum Seq {
     /// Run the rest of the COMPOUND.
     Go,
-    /// A retransmission: send these octets (the cached COMPOUND4res).
-    Replay(Vec<u8>),
+    /// A retransmission: the reply under construction was replaced by the slot's cached
+    /// COMPOUND4res, to be sent as it is.
+    Replay,
 }
 
 impl Nfs41 {
@@ -408,29 +409,63 @@ impl Nfs41 {
         args: &[u8],
         ddp_cap: Option<u32>,
     ) -> Result<(Vec<u8>, Option<DdpAt>), XdrError> {
-        self.serve(cx, args, ddp_cap).map(|(b, at, _)| (b, at))
+        let mut reply = Vec::new();
+        let at = self.compound_into(cx, args, ddp_cap, &mut reply)?;
+        Ok((reply, at))
     }
 
-    /// [`Nfs41::compound_ddp`], and whether a slot kept the reply (a retry answered from the
+    /// [`Nfs41::compound_ddp`] writing the reply into `reply`, which is cleared first and keeps
+    /// its capacity: a caller that hands in the same buffer for every call (the NFS program's
+    /// handler keeps one per thread) allocates nothing for replies once the buffer has grown
+    /// to the largest. Returns where the first READ's data is, as [`Nfs41::compound_ddp`]
+    /// does; after an error `reply` holds nothing of use.
+    pub fn compound_into(
+        &self,
+        cx: &CallCx<'_>,
+        args: &[u8],
+        ddp_cap: Option<u32>,
+        reply: &mut Vec<u8>,
+    ) -> Result<Option<DdpAt>, XdrError> {
+        self.serve(cx, args, ddp_cap, reply).map(|(at, _)| at)
+    }
+
+    /// [`Nfs41::compound_into`], and whether a slot kept the reply (a retry answered from the
     /// slot is not such a reply).
     fn serve(
         &self,
         cx: &CallCx<'_>,
         args: &[u8],
         ddp_cap: Option<u32>,
-    ) -> Result<(Vec<u8>, Option<DdpAt>, bool), XdrError> {
+        reply: &mut Vec<u8>,
+    ) -> Result<(Option<DdpAt>, bool), XdrError> {
+        let mut out = Enc {
+            b: std::mem::take(reply),
+        };
+        out.b.clear();
+        let served = self.serve_enc(cx, args, ddp_cap, &mut out);
+        *reply = out.b;
+        served
+    }
+
+    /// [`Nfs41::serve`] into the empty `out`.
+    fn serve_enc(
+        &self,
+        cx: &CallCx<'_>,
+        args: &[u8],
+        ddp_cap: Option<u32>,
+        out: &mut Enc,
+    ) -> Result<(Option<DdpAt>, bool), XdrError> {
         let mut r = XdrReader::new(args);
         let tag = r.get_opaque(MAX_TAG)?;
         let minor = r.get_u32()?;
         let nops = r.get_u32()?;
-        let mut out = Enc::default();
         out.u32(0); // status, set at the end
         out.opaque(tag);
         let count_at = out.len();
         out.u32(0); // results, set at the end
         if minor != 1 {
             out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
-            return Ok((out.b, None, false));
+            return Ok((None, false));
         }
         {
             let now = self.now_ms();
@@ -470,15 +505,15 @@ impl Nfs41 {
             let at = out.len();
             out.u32(st::OK);
             let s = if i == 0 && opnum == op::SEQUENCE {
-                match session::sequence(&mut c, &mut r, &mut out) {
-                    Ok(Seq::Replay(b)) => return Ok((b, None, false)),
+                match session::sequence(&mut c, &mut r, out) {
+                    Ok(Seq::Replay) => return Ok((None, false)),
                     Ok(Seq::Go) => st::OK,
                     Err(s) => s,
                 }
             } else if i >= MAX_OPS && c.slot.is_none() {
                 st::TOO_MANY_OPS
             } else {
-                match gate(&c, i, opnum, nops).and_then(|()| run(&mut c, opnum, &mut r, &mut out)) {
+                match gate(&c, i, opnum, nops).and_then(|()| run(&mut c, opnum, &mut r, out)) {
                     Ok(()) => st::OK,
                     Err(s) => s,
                 }
@@ -505,7 +540,7 @@ impl Nfs41 {
             self.probe_back_channel(sid);
             self.resend_recalls(sid);
         }
-        Ok((out.b, c.read_at, kept))
+        Ok((c.read_at, kept))
     }
 
     /// NFS program 100003 version 4 with COMPOUND (NULL is the server's own): a header that
@@ -529,13 +564,20 @@ impl Nfs41 {
                     .first()
                     .copied()
                     .filter(|_| me.cfg.pool.is_some());
-                let (reply, read_at, kept) = me
-                    .serve(&cx, req.args, cap)
-                    .map_err(|_| Reject::GarbageArgs)?;
-                if kept && me.drops.after_cached() {
-                    return Err(Reject::Disconnect);
-                }
-                me.send(out, &reply, read_at)
+                REPLY.with(|reply| {
+                    // A handler that re-enters on this thread (it does not) would get a
+                    // buffer of its own instead of this one.
+                    let mut own = Vec::new();
+                    let mut kept_buf = reply.try_borrow_mut();
+                    let reply = kept_buf.as_deref_mut().unwrap_or(&mut own);
+                    let (read_at, kept) = me
+                        .serve(&cx, req.args, cap, reply)
+                        .map_err(|_| Reject::GarbageArgs)?;
+                    if kept && me.drops.after_cached() {
+                        return Err(Reject::Disconnect);
+                    }
+                    me.send(out, reply, read_at)
+                })
             },
         )
     }
@@ -619,6 +661,13 @@ impl Nfs41 {
     }
 }
 
+thread_local! {
+    /// The COMPOUND reply buffer of this thread (a reactor or a worker): reused by every call
+    /// the thread serves, so that a reply is built without allocating once the buffer has
+    /// grown to the largest reply the thread built (its capacity is kept).
+    static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Whether operation `opnum` may run at position `i`: SEQUENCE only first; outside a
 /// session only the operations RFC 8881 §2.10.6.4 allows, alone.
 fn gate(c: &Compound<'_>, i: u32, opnum: u32, nops: u32) -> Result<(), Status> {
@@ -655,15 +704,22 @@ pub const DIGEST_PREFIX: usize = 1024;
 /// retransmission repeats all of it; another request on the slot almost always differs
 /// (two that differ only in WRITE data past the prefix are not told apart, which the RFC
 /// allows).
+///
+/// The message is put together on the stack (a credential body is at most
+/// [`MAX_AUTH_BYTES`](rpcrdma_engine::rpc::MAX_AUTH_BYTES) octets, RFC 5531 §8.2; a longer one,
+/// which the RPC decoder never passes, counts with its length and first octets).
 pub fn request_digest(key: (u64, u64), args: &[u8], cred: &OpaqueAuth<'_>) -> u64 {
+    const AUTH: usize = rpcrdma_engine::rpc::MAX_AUTH_BYTES as usize;
     let head = &args[..args.len().min(DIGEST_PREFIX)];
-    let mut m = Vec::with_capacity(16 + head.len() + cred.body.len());
-    m.extend_from_slice(&(args.len() as u64).to_be_bytes());
-    m.extend_from_slice(&cred.flavor.to_u32().to_be_bytes());
-    m.extend_from_slice(&(cred.body.len() as u32).to_be_bytes());
-    m.extend_from_slice(cred.body);
-    m.extend_from_slice(head);
-    siphash24(key.0, key.1, &m)
+    let body = &cred.body[..cred.body.len().min(AUTH)];
+    let mut m = [0u8; 16 + AUTH + DIGEST_PREFIX];
+    m[..8].copy_from_slice(&(args.len() as u64).to_be_bytes());
+    m[8..12].copy_from_slice(&cred.flavor.to_u32().to_be_bytes());
+    m[12..16].copy_from_slice(&(cred.body.len() as u32).to_be_bytes());
+    m[16..16 + body.len()].copy_from_slice(body);
+    let end = 16 + body.len() + head.len();
+    m[16 + body.len()..end].copy_from_slice(head);
+    siphash24(key.0, key.1, &m[..end])
 }
 
 /// True for the operation numbers of RFC 8881 §18 (3..=58); everything else is ILLEGAL.

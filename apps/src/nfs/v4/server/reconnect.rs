@@ -98,32 +98,35 @@ impl Nfs41 {
     }
 
     /// Marks down the back channels of the client of session `sid` whose connection is gone
-    /// (run before SEQUENCE reports `sr_status_flags`).
+    /// (run before SEQUENCE reports `sr_status_flags`). The client's sessions are looked at
+    /// one at a time, so that nothing is collected (no allocation per SEQUENCE) and no
+    /// connection is asked under the state lock.
     pub fn check_back_channels(&self, sid: &[u8; 16]) {
-        let bound: Vec<([u8; 16], u64)> = {
-            let s = self.state();
-            let Some(cl) = s.sessions.get(sid).and_then(|v| s.clients.get(&v.client)) else {
-                return;
+        let mut i = 0;
+        loop {
+            let (bound, more) = {
+                let s = self.state();
+                let Some(cl) = s.sessions.get(sid).and_then(|v| s.clients.get(&v.client)) else {
+                    return;
+                };
+                let Some(x) = cl.sessions.get(i) else {
+                    return;
+                };
+                let conn = s.sessions.get(x).and_then(|v| v.cb_conn());
+                (conn.map(|c| (*x, c)), i + 1 < cl.sessions.len())
             };
-            cl.sessions
-                .iter()
-                .filter_map(|x| Some((*x, s.sessions.get(x)?.cb_conn()?)))
-                .collect()
-        };
-        let lost: Vec<([u8; 16], u64)> = bound
-            .into_iter()
-            .filter(|(_, conn)| !self.back_alive(*conn))
-            .collect();
-        if lost.is_empty() {
-            return;
-        }
-        let mut s = self.state();
-        for (x, conn) in lost {
-            if let Some(v) = s.sessions.get_mut(&x) {
-                if v.back_conn == Some(conn) {
-                    v.cb_down = true;
+            if let Some((x, conn)) = bound.filter(|(_, c)| !self.back_alive(*c)) {
+                let mut s = self.state();
+                if let Some(v) = s.sessions.get_mut(&x) {
+                    if v.back_conn == Some(conn) {
+                        v.cb_down = true;
+                    }
                 }
             }
+            if !more {
+                return;
+            }
+            i += 1;
         }
     }
 }

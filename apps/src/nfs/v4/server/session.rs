@@ -270,7 +270,8 @@ pub fn create_session(
                 Slot {
                     seq: 0,
                     digest: 0,
-                    reply: Cached::Empty
+                    reply: Cached::Empty,
+                    kept: Vec::new(),
                 };
                 fore.max_requests as usize
             ],
@@ -328,15 +329,18 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
         if sl.digest != c.digest {
             return Err(st::SEQ_FALSE_RETRY);
         }
-        let replay = match &sl.reply {
-            Cached::Reply(b) => b.clone(),
+        match sl.reply {
+            Cached::Reply => {
+                out.b.clear();
+                out.b.extend_from_slice(&sl.kept);
+            }
             Cached::InProgress => return Err(st::DELAY),
             Cached::Uncached => return Err(st::RETRY_UNCACHED_REP),
             Cached::Empty => return Err(st::SEQ_MISORDERED),
-        };
+        }
         s.counters.replays += 1;
         s.renew(client, now);
-        return Ok(Seq::Replay(replay));
+        return Ok(Seq::Replay);
     }
     if seq != sl.seq.wrapping_add(1) {
         return Err(st::SEQ_MISORDERED);
@@ -357,7 +361,9 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
 }
 
 /// Stores the finished reply of a COMPOUND in its slot: the octets when the client asked for
-/// caching and they fit `ca_maxresponsesize_cached`, a note that they were not kept otherwise.
+/// caching and they fit `ca_maxresponsesize_cached` (copied into the buffer the slot keeps,
+/// which grows to that bound at most and is not given back), a note that they were not kept
+/// otherwise.
 /// True when the octets were kept.
 pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) -> bool {
     let Some((sid, slot, cache_this)) = c.slot else {
@@ -371,7 +377,10 @@ pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) -> bool {
     let kept = cache_this && fits;
     if let Some(sl) = sess.slots.get_mut(slot as usize) {
         sl.reply = if kept {
-            Cached::Reply(reply.to_vec())
+            sl.kept.clear();
+            sl.kept.reserve_exact(reply.len()); // no growth past the largest reply kept
+            sl.kept.extend_from_slice(reply);
+            Cached::Reply
         } else {
             Cached::Uncached
         };

@@ -88,8 +88,8 @@ pub enum Cached {
     Empty,
     /// The request is being served: a retry gets NFS4ERR_DELAY.
     InProgress,
-    /// The whole COMPOUND4res sent for the slot's sequence id.
-    Reply(Vec<u8>),
+    /// The whole COMPOUND4res sent for the slot's sequence id is in [`Slot::kept`].
+    Reply,
     /// The reply was not kept (`sa_cachethis` false or too big): a retry gets
     /// NFS4ERR_RETRY_UNCACHED_REP.
     Uncached,
@@ -105,6 +105,10 @@ pub struct Slot {
     pub digest: u64,
     /// Its reply.
     pub reply: Cached,
+    /// The octets of the reply when `reply` is [`Cached::Reply`]; the buffer stays with the
+    /// slot (at most `ca_maxresponsesize_cached` octets), so keeping a reply does not
+    /// allocate once it has grown.
+    pub kept: Vec<u8>,
 }
 
 /// A session.

@@ -139,6 +139,23 @@ impl Enc {
         self.fixed(d);
     }
 
+    /// Appends the decimal digits of `v` as variable-length opaque data (a numeric owner
+    /// string), without formatting it on the heap.
+    pub fn decimal(&mut self, v: u32) {
+        let mut digits = [0u8; 10];
+        let mut at = digits.len();
+        let mut v = v;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.opaque(&digits[at..]);
+    }
+
     /// Appends a bitmap4 of `words`, without trailing zero words.
     pub fn bitmap(&mut self, words: &[u32]) {
         let n = words.iter().rposition(|w| *w != 0).map_or(0, |i| i + 1);
@@ -192,6 +209,22 @@ mod tests {
         let mut e = Enc { b: Vec::new() };
         assert_eq!(e.opaque_with(4, |_| -> Result<usize, ()> { Ok(99) }), Ok(4));
         assert_eq!(e.b.len(), 8);
+    }
+
+    #[test]
+    fn accepts_decimal_owner_strings() {
+        for (v, text) in [
+            (0u32, "0"),
+            (7, "7"),
+            (1000, "1000"),
+            (u32::MAX, "4294967295"),
+        ] {
+            let mut e = Enc::default();
+            e.decimal(v);
+            let mut want = Enc::default();
+            want.opaque(text.as_bytes());
+            assert_eq!(e.b, want.b, "{v}");
+        }
     }
 
     #[test]
