@@ -550,36 +550,48 @@ impl Nfs41 {
         let me = Arc::clone(self);
         Program::new(super::PROGRAM, super::VERSION..=super::VERSION).procedure(
             super::PROC_COMPOUND,
-            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
-                if let Some(b) = req.backchannel() {
-                    me.backs.note(req.transport.conn_id, b);
-                }
-                let cx = CallCx {
-                    peer: req.transport.peer.ip(),
-                    cred: req.cred,
-                    conn: req.transport.conn_id,
-                };
-                let cap = req
-                    .write_chunks
-                    .first()
-                    .copied()
-                    .filter(|_| me.cfg.pool.is_some());
-                REPLY.with(|reply| {
-                    // A handler that re-enters on this thread (it does not) would get a
-                    // buffer of its own instead of this one.
-                    let mut own = Vec::new();
-                    let mut kept_buf = reply.try_borrow_mut();
-                    let reply = kept_buf.as_deref_mut().unwrap_or(&mut own);
-                    let (read_at, kept) = me
-                        .serve(&cx, req.args, cap, reply)
-                        .map_err(|_| Reject::GarbageArgs)?;
-                    if kept && me.drops.after_cached() {
-                        return Err(Reject::Disconnect);
-                    }
-                    me.send(out, reply, read_at)
-                })
-            },
+            move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| me.answer(req, out),
         )
+    }
+
+    /// Serves one COMPOUND call of the NFS program into `out`, building the reply in this
+    /// thread's reply buffer ([`REPLY`]).
+    fn answer(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        if let Some(b) = req.backchannel() {
+            self.backs.note(req.transport.conn_id, b);
+        }
+        let cx = CallCx {
+            peer: req.transport.peer.ip(),
+            cred: req.cred,
+            conn: req.transport.conn_id,
+        };
+        let cap = req
+            .write_chunks
+            .first()
+            .copied()
+            .filter(|_| self.cfg.pool.is_some());
+        REPLY.with(|reply| {
+            // A handler that re-entered on this thread (none does) would get a buffer of its
+            // own instead of this one.
+            let mut own = Vec::new();
+            let mut kept_buf = reply.try_borrow_mut();
+            let reply = kept_buf.as_deref_mut().unwrap_or(&mut own);
+            let (read_at, kept) = self
+                .serve(&cx, req.args, cap, reply)
+                .map_err(|_| Reject::GarbageArgs)?;
+            let sent = if kept && self.drops.after_cached() {
+                Err(Reject::Disconnect)
+            } else {
+                self.send(out, reply, read_at)
+            };
+            // A reply larger than one READ's worth (several READs in one COMPOUND)
+            // does not keep its memory with the thread.
+            let keep = self.cfg.max_io.saturating_add(session::HEADROOM) as usize;
+            if reply.capacity() > keep {
+                *reply = Vec::new();
+            }
+            sent
+        })
     }
 
     /// 64 unpredictable bits for id number `n` of kind `lane` (SipHash under this run's
@@ -664,7 +676,8 @@ impl Nfs41 {
 thread_local! {
     /// The COMPOUND reply buffer of this thread (a reactor or a worker): reused by every call
     /// the thread serves, so that a reply is built without allocating once the buffer has
-    /// grown to the largest reply the thread built (its capacity is kept).
+    /// grown to the largest reply the thread built; a capacity above `max_io` + 8 KiB is
+    /// given back after the call.
     static REPLY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 

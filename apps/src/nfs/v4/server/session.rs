@@ -38,7 +38,7 @@ const SESSION_MAX_OPS: u32 = 32;
 /// Most backchannel slots.
 const BACK_SLOTS: u32 = 16;
 /// Octets a request or reply may have beyond its READ / WRITE data.
-const HEADROOM: u32 = 8 << 10;
+pub const HEADROOM: u32 = 8 << 10;
 /// Operations in the largest CB_COMPOUND sent (CB_SEQUENCE, CB_RECALL).
 pub const CB_OPS: u32 = 2;
 /// Octets of the largest CB_COMPOUND call sent, RPC header included (RFC 8881 §18.36.3): the
