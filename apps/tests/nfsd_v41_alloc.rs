@@ -1,14 +1,19 @@
 //! The NFSv4.1 server's steady state allocates nothing on the heap: COMPOUNDs of SEQUENCE +
 //! PUTFH + GETATTR (the attributes the Linux client asks for a regular file), SEQUENCE +
-//! PUTFH + READ and SEQUENCE + PUTFH + WRITE (both under an open stateid, 4 KiB, replies kept
-//! in the slot) on the memory backend, answered through [`Nfs41::compound_into`] into one
-//! reply buffer the caller reuses, as the NFS program's handler does per worker thread.
+//! PUTFH + READ and SEQUENCE + PUTFH + WRITE (both under an open stateid, replies kept in the
+//! slot, the session's back channel bound) on the memory backend. In process, through
+//! [`Nfs41::compound_into`] with one reply buffer the caller reuses; and through
+//! `rpcrdma-nfsd` on the software provider, where the NFS program's handler runs them on the
+//! daemon's worker threads with each thread's own reply buffer.
 //!
-//! Normal operation: the allocator counts, per thread, the allocations and the octets
-//! allocated; the server runs on the test's own thread. After a warm-up (the reply buffer and
-//! the slot's cached reply have grown to the largest reply), the calls are interleaved and
-//! must allocate nothing. Recovery: a call that allocates fails the test with the count; a
-//! reply that is not NFS4_OK fails it with the status.
+//! Normal operation: the allocator counts allocations and octets per thread and allocations
+//! in all threads. After a warm-up (reply buffers and the slot's cached reply grown to the
+//! largest reply), the calls are interleaved and must allocate nothing: on the test's thread
+//! in process; on every thread but the test's (which runs the RPC client) over RDMA.
+//! Recovery: a call that allocates fails the test with the count; a reply that is not
+//! NFS4_OK fails it with the status.
+
+mod nfsd_common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -31,7 +36,10 @@ use rpcrdma_apps::nfs::v4::{
     ReadPlacement, Stable, StateId, WriteData, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4_OK,
 };
 use rpcrdma_engine::rpc::{AuthFlavor, AuthSysParams, OpaqueAuth};
-use rpcrdma_poller::CredBody;
+use rpcrdma_poller::{CredBody, Proc};
+
+use nfsd_common::{options, v41::compound, Rig as Daemon};
+use rpcrdma_apps::nfs::daemon::Backend;
 
 /// The system allocator, counting allocations and octets allocated per thread.
 struct Counting;
@@ -40,7 +48,12 @@ thread_local! {
     static ALLOCS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
+/// Allocations in all threads.
+static ALL: AtomicU64 = AtomicU64::new(0);
+
 fn count(octets: usize) {
+    // Relaxed: read after the measured calls, which the RPC replies order.
+    ALL.fetch_add(1, Ordering::Relaxed);
     // A thread being torn down has no counter any more; nothing to count then.
     let _ = ALLOCS.try_with(|a| {
         let (n, b) = a.get();
@@ -74,10 +87,15 @@ fn allocs() -> (u64, u64) {
     ALLOCS.with(|a| a.get())
 }
 
-/// Octets each READ and WRITE moves.
-const IO: usize = 4096;
+/// Allocations in all threads so far.
+fn all_allocs() -> u64 {
+    ALL.load(Ordering::SeqCst)
+}
+
 /// Calls of each kind measured.
 const N: usize = 64;
+/// Calls of each kind before measuring.
+const WARM: usize = 8;
 
 /// A back channel that stands and answers every callback (the session's CB_NULL probe).
 struct Answering;
@@ -88,142 +106,17 @@ impl Callbacks for Answering {
     }
 }
 
-/// A server exporting one memory store read-write, a session on it with its back channel
-/// bound (as the Linux client asks), the file `f` opened for reading and writing.
-struct Rig {
-    srv: Arc<Nfs41>,
-    auth: Vec<u8>,
+/// The COMPOUNDs of one session on the file `f` opened for reading and writing.
+struct Calls {
     sid: [u8; 16],
     seq: u32,
-    clientid: u64,
     fh: Vec<u8>,
     open: StateId,
+    /// Octets each READ and WRITE moves.
+    io: usize,
 }
 
-fn auth_sys() -> Vec<u8> {
-    let p = AuthSysParams {
-        stamp: 1,
-        machinename: b"client",
-        uid: 1000,
-        gid: 100,
-        gids: &[100, 10],
-    };
-    let mut b = vec![0u8; p.encoded_len()];
-    let n = p.encode_into(&mut b).expect("AUTH_SYS encodes");
-    b.truncate(n);
-    b
-}
-
-fn channel() -> ChannelAttrs {
-    ChannelAttrs {
-        header_pad: 0,
-        max_request: 1 << 20,
-        max_response: 1 << 20,
-        max_response_cached: 64 << 10,
-        max_ops: 16,
-        max_requests: 8,
-        rdma_ird: None,
-    }
-}
-
-impl Rig {
-    fn new() -> Rig {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryOptions::default()));
-        let how = CreateHow::Unchecked(Sattr3 {
-            mode: Some(0o666),
-            ..Sattr3::default()
-        });
-        store
-            .create(&Cred::ROOT, &store.root(), b"f", &how)
-            .expect("create f");
-        let ex = Exports::parse("/ *(rw)").expect("exports parse");
-        let table = ExportTable::new(
-            HandleKey::from_bytes([7; 16]),
-            vec![(ex.list()[0].clone(), Arc::clone(&store))],
-        )
-        .expect("export table");
-        let now = Arc::new(AtomicU64::new(1_000));
-        let cfg = Config {
-            limits: Limits::default(),
-            max_io: 64 << 10,
-            clock: Arc::new(move || now.load(Ordering::SeqCst)),
-            pool: None,
-            callbacks: Some(Arc::new(Answering)),
-        };
-        let mut rig = Rig {
-            srv: Nfs41::new(Arc::new(table), cfg),
-            auth: auth_sys(),
-            sid: [0; 16],
-            seq: 0,
-            clientid: 0,
-            fh: Vec::new(),
-            open: [0; 16],
-        };
-        rig.session();
-        let r = rig.call(&[
-            Op::PutRootFh,
-            Op::Open {
-                clientid: rig.clientid,
-                owner: b"owner",
-                access: 3,
-                name: "f",
-            },
-            Op::GetFh,
-        ]);
-        match (&r.ops[2].result, &r.ops[3].result) {
-            (OpResult::Open(o), OpResult::Fh(fh)) => {
-                rig.open = o.stateid;
-                rig.fh = fh.clone();
-            }
-            other => panic!("OPEN, GETFH: {other:?}"),
-        }
-        rig
-    }
-
-    fn cx(&self) -> CallCx<'_> {
-        CallCx {
-            peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-            cred: OpaqueAuth {
-                flavor: AuthFlavor::Sys,
-                body: &self.auth,
-            },
-            conn: 7,
-        }
-    }
-
-    fn plain(&self, ops: &[Op<'_>]) -> CompoundReply {
-        let e = encode_compound_minor("t", 1, ops);
-        let b = self.srv.compound(&self.cx(), &e.bytes).expect("decodes");
-        decode_compound(&b, ops, ReadPlacement::Inline).expect("reply decodes")
-    }
-
-    fn session(&mut self) {
-        let r = self.plain(&[Op::ExchangeId {
-            verifier: [1; 8],
-            owner: b"client-a",
-            flags: 0,
-        }]);
-        let Some(OpResult::ExchangeId(x)) = r.find(op::EXCHANGE_ID).map(|o| o.result.clone())
-        else {
-            panic!("EXCHANGE_ID: {r:?}");
-        };
-        let r = self.plain(&[Op::CreateSession {
-            clientid: x.clientid,
-            sequence: x.sequence,
-            flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-            fore: channel(),
-            back: channel(),
-            cb_program: 0x4000_0000,
-        }]);
-        let Some(OpResult::CreateSession(cs)) =
-            r.find(op::CREATE_SESSION).map(|o| o.result.clone())
-        else {
-            panic!("CREATE_SESSION: {r:?}");
-        };
-        self.sid = cs.session;
-        self.clientid = x.clientid;
-    }
-
+impl Calls {
     /// The next SEQUENCE of slot 0, asking for the reply to be kept.
     fn sequence(&mut self) -> Op<'static> {
         self.seq += 1;
@@ -234,15 +127,6 @@ impl Rig {
             highest_slot: 0,
             cache_this: true,
         }
-    }
-
-    /// SEQUENCE and `ops`, decoded.
-    fn call(&mut self, ops: &[Op<'_>]) -> CompoundReply {
-        let mut all = vec![self.sequence()];
-        all.extend_from_slice(ops);
-        let r = self.plain(&all);
-        assert_eq!(r.status, NFS4_OK, "{r:?}");
-        r
     }
 
     /// COMPOUND4args of SEQUENCE, PUTFH of `f` and `last`, whose arguments replace those the
@@ -273,24 +157,24 @@ impl Rig {
         self.args(Op::GetAttrTypeSize, Some(&raw))
     }
 
-    /// SEQUENCE + PUTFH + READ of [`IO`] octets at `offset` under the open stateid.
+    /// SEQUENCE + PUTFH + READ of `io` octets at `offset` under the open stateid.
     fn read(&mut self, offset: u64) -> Vec<u8> {
         let read = Op::ReadStateid {
             stateid: self.open,
             offset,
-            count: IO as u32,
+            count: self.io as u32,
         };
         self.args(read, None)
     }
 
-    /// SEQUENCE + PUTFH + WRITE (FILE_SYNC) of [`IO`] octets of `fill` at `offset` under the
+    /// SEQUENCE + PUTFH + WRITE (FILE_SYNC) of `io` octets of `fill` at `offset` under the
     /// open stateid.
     fn write(&mut self, offset: u64, fill: u8) -> Vec<u8> {
         let mut raw = self.open.to_vec();
         raw.extend_from_slice(&offset.to_be_bytes());
         raw.extend_from_slice(&2u32.to_be_bytes()); // FILE_SYNC4
-        raw.extend_from_slice(&(IO as u32).to_be_bytes());
-        raw.extend_from_slice(&[fill; IO]);
+        raw.extend_from_slice(&(self.io as u32).to_be_bytes());
+        raw.extend_from_slice(&vec![fill; self.io]);
         let write = Op::Write {
             offset,
             stable: Stable::FileSync,
@@ -298,6 +182,189 @@ impl Rig {
         };
         self.args(write, Some(&raw))
     }
+
+    /// `n` rounds of GETATTR, WRITE of the round's number, READ of what was just written,
+    /// over the first four blocks of the file.
+    fn rounds(&mut self, n: usize) -> Vec<Vec<u8>> {
+        let mut calls = Vec::new();
+        for i in 0..n {
+            let at = (i % 4 * self.io) as u64;
+            calls.push(self.getattr());
+            calls.push(self.write(at, i as u8));
+            calls.push(self.read(at));
+        }
+        calls
+    }
+
+    /// Checks that the READ reply `reply` returned `io` octets of `fill`.
+    fn check_read(&self, reply: &[u8], fill: u8) {
+        let sent = [
+            Op::Sequence {
+                session: self.sid,
+                sequence: 0,
+                slot: 0,
+                highest_slot: 0,
+                cache_this: true,
+            },
+            Op::PutFh(&self.fh),
+            Op::Read {
+                offset: 0,
+                count: self.io as u32,
+            },
+        ];
+        let r = decode_compound(reply, &sent, ReadPlacement::Inline).expect("READ decodes");
+        match &r.ops[2].result {
+            OpResult::Read { data, len, eof } => assert!(
+                data.len() == self.io && data.iter().all(|b| *b == fill),
+                "READ of {len} octets (eof {eof}): {:?}",
+                &data[..data.len().min(16)]
+            ),
+            other => panic!("READ: {other:?}"),
+        }
+    }
+}
+
+/// A server exporting one memory store read-write, a session on it with its back channel
+/// bound (as the Linux client asks), the file `f` opened for reading and writing.
+struct Rig {
+    srv: Arc<Nfs41>,
+    auth: Vec<u8>,
+    calls: Calls,
+}
+
+fn auth_sys() -> Vec<u8> {
+    let p = AuthSysParams {
+        stamp: 1,
+        machinename: b"client",
+        uid: 1000,
+        gid: 100,
+        gids: &[100, 10],
+    };
+    let mut b = vec![0u8; p.encoded_len()];
+    let n = p.encode_into(&mut b).expect("AUTH_SYS encodes");
+    b.truncate(n);
+    b
+}
+
+fn channel() -> ChannelAttrs {
+    ChannelAttrs {
+        header_pad: 0,
+        max_request: 1 << 20,
+        max_response: 1 << 20,
+        max_response_cached: 64 << 10,
+        max_ops: 16,
+        max_requests: 8,
+        rdma_ird: None,
+    }
+}
+
+/// EXCHANGE_ID and CREATE_SESSION (back channel on the connection) through `send`: the
+/// session and the client id.
+fn session(send: impl Fn(&[Op<'_>]) -> CompoundReply) -> ([u8; 16], u64) {
+    let r = send(&[Op::ExchangeId {
+        verifier: [1; 8],
+        owner: b"client-a",
+        flags: 0,
+    }]);
+    let Some(OpResult::ExchangeId(x)) = r.find(op::EXCHANGE_ID).map(|o| o.result.clone()) else {
+        panic!("EXCHANGE_ID: {r:?}");
+    };
+    let r = send(&[Op::CreateSession {
+        clientid: x.clientid,
+        sequence: x.sequence,
+        flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+        fore: channel(),
+        back: channel(),
+        cb_program: 0x4000_0000,
+    }]);
+    let Some(OpResult::CreateSession(cs)) = r.find(op::CREATE_SESSION).map(|o| o.result.clone())
+    else {
+        panic!("CREATE_SESSION: {r:?}");
+    };
+    (cs.session, x.clientid)
+}
+
+/// OPEN of `f` in the directory `dir` (`None`: the root) through `send`, with SEQUENCE 1:
+/// the calls of the session on it, `io` octets per READ and WRITE.
+fn open_f(
+    send: impl Fn(&[Op<'_>]) -> CompoundReply,
+    (sid, clientid): ([u8; 16], u64),
+    dir: Option<&[u8]>,
+    io: usize,
+) -> Calls {
+    let mut calls = Calls {
+        sid,
+        seq: 0,
+        fh: Vec::new(),
+        open: [0; 16],
+        io,
+    };
+    let put = dir.map_or(Op::PutRootFh, Op::PutFh);
+    let open = Op::Open {
+        clientid,
+        owner: b"owner",
+        access: 3,
+        name: "f",
+    };
+    let r = send(&[calls.sequence(), put, open, Op::GetFh]);
+    match (r.status, &r.ops[2].result, &r.ops[3].result) {
+        (NFS4_OK, OpResult::Open(o), OpResult::Fh(fh)) => {
+            calls.open = o.stateid;
+            calls.fh = fh.clone();
+        }
+        other => panic!("OPEN, GETFH: {other:?}"),
+    }
+    calls
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryOptions::default()));
+        let how = CreateHow::Unchecked(Sattr3 {
+            mode: Some(0o666),
+            ..Sattr3::default()
+        });
+        store
+            .create(&Cred::ROOT, &store.root(), b"f", &how)
+            .expect("create f");
+        let ex = Exports::parse("/ *(rw)").expect("exports parse");
+        let table = ExportTable::new(
+            HandleKey::from_bytes([7; 16]),
+            vec![(ex.list()[0].clone(), Arc::clone(&store))],
+        )
+        .expect("export table");
+        let now = Arc::new(AtomicU64::new(1_000));
+        let cfg = Config {
+            limits: Limits::default(),
+            max_io: 64 << 10,
+            clock: Arc::new(move || now.load(Ordering::SeqCst)),
+            pool: None,
+            callbacks: Some(Arc::new(Answering)),
+        };
+        let srv = Nfs41::new(Arc::new(table), cfg);
+        let auth = auth_sys();
+        let send = |ops: &[Op<'_>]| plain(&srv, &auth, ops);
+        let calls = open_f(send, session(send), None, 4096);
+        Rig { srv, auth, calls }
+    }
+}
+
+fn cx(auth: &[u8]) -> CallCx<'_> {
+    CallCx {
+        peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        cred: OpaqueAuth {
+            flavor: AuthFlavor::Sys,
+            body: auth,
+        },
+        conn: 7,
+    }
+}
+
+/// `ops` through [`Nfs41::compound`], decoded.
+fn plain(srv: &Nfs41, auth: &[u8], ops: &[Op<'_>]) -> CompoundReply {
+    let e = encode_compound_minor("t", 1, ops);
+    let b = srv.compound(&cx(auth), &e.bytes).expect("decodes");
+    decode_compound(&b, ops, ReadPlacement::Inline).expect("reply decodes")
 }
 
 /// The status of COMPOUND4res `b`, SEQUENCE's `sr_status_flags` (0: the back channel is up)
@@ -312,40 +379,41 @@ fn statuses(b: &[u8]) -> (u32, u32, u32) {
     (word(0), word(flags), word(last + 4))
 }
 
-#[test]
-fn accepts_steady_state_getattr_read_and_write_compounds_without_allocating() {
-    let mut rig = Rig::new();
-    let mut reply = Vec::new();
-    // Calls of each kind, interleaved: GETATTR, WRITE, READ of the octets just written.
-    let mut calls = Vec::new();
-    for i in 0..N + 8 {
-        let at = (i % 4 * IO) as u64;
-        calls.push(rig.getattr());
-        calls.push(rig.write(at, i as u8));
-        calls.push(rig.read(at));
-    }
-    let srv = Arc::clone(&rig.srv);
-    let cx = rig.cx();
-    let (warm, measured) = calls.split_at(8 * 3);
-    for a in warm {
-        srv.compound_into(&cx, a, None, &mut reply)
-            .expect("decodes");
-        assert_eq!(statuses(&reply), (NFS4_OK, 0, NFS4_OK));
-    }
-    let before = allocs();
+/// Runs `calls` through `call`, which answers with the reply's octets: the first call (by
+/// index) whose statuses are not all NFS4_OK, if any.
+fn run(
+    calls: &[Vec<u8>],
+    mut call: impl FnMut(&[u8], &mut dyn FnMut(&[u8])),
+) -> Option<(usize, (u32, u32, u32))> {
     let mut failed = None;
-    for (i, a) in measured.iter().enumerate() {
+    for (i, a) in calls.iter().enumerate() {
+        call(a, &mut |reply| {
+            let s = statuses(reply);
+            if s != (NFS4_OK, 0, NFS4_OK) && failed.is_none() {
+                failed = Some((i, s));
+            }
+        });
+    }
+    failed
+}
+
+/// The calls through [`Nfs41::compound_into`] on this thread allocate nothing on it.
+fn in_process() {
+    let mut rig = Rig::new();
+    let calls = rig.calls.rounds(WARM + N);
+    let (warm, measured) = calls.split_at(WARM * 3);
+    let (srv, cx) = (&rig.srv, cx(&rig.auth));
+    let mut reply = Vec::new();
+    let mut call = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
         srv.compound_into(&cx, a, None, &mut reply)
             .expect("decodes");
-        let s = statuses(&reply);
-        if s != (NFS4_OK, 0, NFS4_OK) && failed.is_none() {
-            failed = Some((i, s));
-        }
-    }
-    let (n, octets) = {
-        let after = allocs();
-        (after.0 - before.0, after.1 - before.1)
+        seen(&reply);
     };
+    assert_eq!(run(warm, &mut call), None, "warm-up (index, statuses)");
+    let before = allocs();
+    let failed = run(measured, &mut call);
+    let after = allocs();
+    let (n, octets) = (after.0 - before.0, after.1 - before.1);
     assert_eq!(failed, None, "call (index, (status, flags, last status))");
     assert_eq!(
         (n, octets),
@@ -353,28 +421,56 @@ fn accepts_steady_state_getattr_read_and_write_compounds_without_allocating() {
         "{} COMPOUNDs made {n} allocations of {octets} octets",
         measured.len()
     );
-    // The last READ returned what the WRITE before it wrote.
-    let sent = [
-        Op::Sequence {
-            session: rig.sid,
-            sequence: 0,
-            slot: 0,
-            highest_slot: 0,
-            cache_this: true,
-        },
-        Op::PutFh(&rig.fh),
-        Op::Read {
-            offset: 0,
-            count: IO as u32,
-        },
-    ];
-    let r = decode_compound(&reply, &sent, ReadPlacement::Inline).expect("READ decodes");
-    match &r.ops[2].result {
-        OpResult::Read { data, len, eof } => assert!(
-            data.len() == IO && data.iter().all(|b| *b == (N + 7) as u8),
-            "READ of {len} octets (eof {eof}): {:?}",
-            &data[..data.len().min(16)]
-        ),
-        other => panic!("READ: {other:?}"),
-    }
+    rig.calls.check_read(&reply, (WARM + N - 1) as u8);
+}
+
+/// The calls through the daemon allocate nothing on any thread but this one (which runs the
+/// RPC client). No other test may run meanwhile: everything else in the process counts.
+fn over_rdma() {
+    let mut o = options(Backend::Memory);
+    o.nfs4 = true;
+    let d = Daemon::with(o, None);
+    let how = CreateHow::Unchecked(Sattr3 {
+        mode: Some(0o666),
+        ..Sattr3::default()
+    });
+    d.nfs.create(&d.root, b"f", how).expect("v3 CREATE f");
+    let send = |ops: &[Op<'_>]| compound(&d.nfs, "t", ops);
+    // 1 KiB: calls and replies stay inline.
+    let mut c = open_f(send, session(send), Some(d.root.as_bytes()), 1024);
+    let calls = c.rounds(WARM + N);
+    let (warm, measured) = calls.split_at(WARM * 3);
+    let rpc = d.nfs.rpc();
+    let mut last = Vec::new();
+    let mut call = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
+        let mut args = rpc.args().expect("a call buffer");
+        args.put(a).expect("the call fits");
+        let r = rpc
+            .call_blocking(Proc::new(100_003, 4, 1), args)
+            .expect("COMPOUND answered");
+        seen(r.results());
+        last.clear();
+        last.extend_from_slice(r.results());
+    };
+    assert_eq!(run(warm, &mut call), None, "warm-up (index, statuses)");
+    // The test's own thread (the RPC client's caller) is not counted.
+    let (all, own) = (all_allocs(), allocs().0);
+    let failed = run(measured, &mut call);
+    let daemon = (all_allocs() - all) - (allocs().0 - own);
+    assert_eq!(failed, None, "call (index, (status, flags, last status))");
+    assert_eq!(
+        daemon,
+        0,
+        "{} COMPOUNDs made {daemon} allocations outside the test's thread",
+        measured.len()
+    );
+    c.check_read(&last, (WARM + N - 1) as u8);
+    d.stop();
+}
+
+/// One test, so that no other test's thread allocates while [`over_rdma`] counts every thread.
+#[test]
+fn accepts_steady_state_getattr_read_and_write_compounds_without_allocating() {
+    in_process();
+    over_rdma();
 }
