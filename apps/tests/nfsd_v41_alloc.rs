@@ -159,10 +159,15 @@ impl Calls {
 
     /// SEQUENCE + PUTFH + READ of `io` octets at `offset` under the open stateid.
     fn read(&mut self, offset: u64) -> Vec<u8> {
+        self.read_n(offset, self.io as u32)
+    }
+
+    /// SEQUENCE + PUTFH + READ of `count` octets at `offset` under the open stateid.
+    fn read_n(&mut self, offset: u64, count: u32) -> Vec<u8> {
         let read = Op::ReadStateid {
             stateid: self.open,
             offset,
-            count: self.io as u32,
+            count,
         };
         self.args(read, None)
     }
@@ -465,6 +470,41 @@ fn over_rdma() {
         measured.len()
     );
     c.check_read(&last, (WARM + N - 1) as u8);
+    // READs of the four blocks through a Write chunk (RFC 8267 §5.3): the data goes as a DDP
+    // item from a registered buffer of the daemon's pool.
+    let whole = (4 * c.io) as u32;
+    let reads: Vec<Vec<u8>> = (0..WARM + N).map(|_| c.read_n(0, whole)).collect();
+    let (warm, measured) = reads.split_at(WARM);
+    let mut placed = 0;
+    let mut ddp = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
+        let mut args = rpc.args().expect("a call buffer");
+        args.put(a).expect("the call fits");
+        let chunk = rpc.buffer().expect("a receive buffer");
+        args.receptacle(chunk).expect("a Write chunk");
+        let r = rpc
+            .call_blocking(Proc::new(100_003, 4, 1), args)
+            .expect("COMPOUND answered");
+        seen(r.results());
+        placed = r.receptacle(0).map_or(0, |b| b.len());
+    };
+    assert_eq!(run(warm, &mut ddp), None, "DDP warm-up (index, statuses)");
+    let (all, own) = (all_allocs(), allocs().0);
+    let failed = run(measured, &mut ddp);
+    let daemon = (all_allocs() - all) - (allocs().0 - own);
+    assert_eq!(
+        failed, None,
+        "DDP READ (index, (status, flags, last status))"
+    );
+    assert_eq!(
+        placed, whole as usize,
+        "the data came through the Write chunk"
+    );
+    assert_eq!(
+        daemon,
+        0,
+        "{} DDP READs made {daemon} allocations outside the test's thread",
+        measured.len()
+    );
     d.stop();
 }
 
