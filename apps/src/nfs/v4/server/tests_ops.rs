@@ -711,3 +711,41 @@ fn accepts_setattr_of_the_times_that_supported_attrs_lists() {
         "GETATTR of a write-only attribute"
     );
 }
+
+/// utimensat(2) with UTIME_NOW by a user who may write the file but does not own it: the
+/// Linux client sends SET_TO_SERVER_TIME4 for both times, which POSIX admits; times of the
+/// client's choosing stay the owner's (NFS4ERR_PERM).
+#[test]
+fn accepts_server_times_from_a_writer_and_rejects_client_times_from_a_non_owner() {
+    let (mut h, root) = setup();
+    let chmod = A::op(op::SETATTR)
+        .fixed(&[0; 16])
+        .u32(2)
+        .u32(0)
+        .u32(2)
+        .opaque(&0o666u32.to_be_bytes());
+    assert_eq!(h.status(&[putfh(&root), lookup(b"f"), chmod]), st::OK);
+    let mut u = H::on(
+        Arc::clone(&h.srv),
+        Arc::clone(&h.now),
+        Arc::clone(&h.store),
+        b"user",
+        auth_sys(1000, 1000),
+    );
+    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
+    let set = |vals: A| {
+        A::op(op::SETATTR)
+            .fixed(&[0; 16])
+            .u32(2)
+            .u32(0)
+            .u32(times)
+            .opaque(&vals.0)
+    };
+    let server = A::default().u32(0).u32(0); // SET_TO_SERVER_TIME4, twice
+    assert_eq!(u.status(&[putfh(&root), lookup(b"f"), set(server)]), st::OK);
+    let client = A::default().u32(1).u64(7).u32(0).u32(1).u64(7).u32(0);
+    assert_eq!(
+        u.status(&[putfh(&root), lookup(b"f"), set(client)]),
+        st::PERM
+    );
+}
