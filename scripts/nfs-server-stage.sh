@@ -55,6 +55,7 @@
 #    scripts/vm/pjdfstest41-known.txt; results in $RPCRDMA_PJDFSTEST_OUT/results41.txt and
 #    table41.txt;
 #  - fio41 (RPCRDMA_NFSD_FIO41=1): part fio over vers=4.1 mounts, the "fio ratios, NFSv4.1" table.
+# Only these parts (about 11 min of a busy host; fio41 alone about 4):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
 #     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
