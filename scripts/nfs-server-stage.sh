@@ -47,6 +47,20 @@
 #    kept in $RPCRDMA_PJDFSTEST_OUT (default ${CARGO_TARGET_DIR:-target}/pjdfstest/results.txt,
 #    the table beside it).
 #
+# By hand only (they cost too much for CI; off by default), NFSv4.1 against the kernel nfsd, which
+# then serves NFSv4.x besides NFSv3 for the whole boot:
+#  - pjdfstest41/kernel, pjdfstest41/memory, pjdfstest41/dir (RPCRDMA_NFSD_PJDFSTEST41, e.g.
+#    "kernel memory dir"): pjdfstest on the vers=4.1,proto=rdma mount (rxe) of the kernel nfsd
+#    (the reference) and of ours with --nfs4, compared as in 4. against
+#    scripts/vm/pjdfstest41-known.txt; results in $RPCRDMA_PJDFSTEST_OUT/results41.txt and
+#    table41.txt;
+#  - fio41 (RPCRDMA_NFSD_FIO41=1): part fio over vers=4.1 mounts, the "fio ratios, NFSv4.1" table.
+# Only these parts (about 11 min of a busy host; fio41 alone about 4):
+#   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
+#     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
+#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
+#     RPCRDMA_NFSD_PJDFSTEST41="kernel memory dir" RPCRDMA_NFSD_FIO41=1 scripts/nfs-server-stage.sh
+#
 # Exit status: 0 every part passed; 1 a check failed or a part did not finish; 2 the build
 # failed; 124 the VM timed out; 125 the VM could not be built or started (outside reasons, e.g.
 # the Debian archive unreachable on a fresh machine, or pjdfstest not buildable from crates.io):
@@ -59,6 +73,7 @@
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT, RPCRDMA_NFSD_FAULT_RUNS,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FAULT_SIW_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
+# RPCRDMA_NFSD_PJDFSTEST41 (default empty: no NFSv4.1 pjdfstest), RPCRDMA_NFSD_FIO41 (0, 1),
 # RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_CACHE (1, 0), RPCRDMA_NFS3_COMPARE_BIN,
 # RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
@@ -190,16 +205,17 @@ if [ "$BIN" != kernel ]; then
 fi
 # pjdfstest (crates.io), built once into the VM cache; copied into the VM
 PJD_RUNS=${RPCRDMA_NFSD_PJDFSTEST-kernel memory dir}
+PJD41_RUNS=${RPCRDMA_NFSD_PJDFSTEST41-}
 PJD_OUT=${RPCRDMA_PJDFSTEST_OUT:-${CARGO_TARGET_DIR:-$ROOT/target}/pjdfstest}
 pjd_unbuilt=0
-if [ -n "$PJD_RUNS" ]; then
+if [ -n "$PJD_RUNS$PJD41_RUNS" ]; then
 	if PJD=$("$ROOT/scripts/vm/pjdfstest-build.sh"); then
 		export RPCRDMA_PJDFSTEST_BIN=$PJD
 		export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $PJD"
 		say "pjdfstest: $PJD"
 	else
-		pjd_unbuilt=1 PJD_RUNS=''
-		export RPCRDMA_NFSD_PJDFSTEST=''
+		pjd_unbuilt=1 PJD_RUNS='' PJD41_RUNS=''
+		export RPCRDMA_NFSD_PJDFSTEST='' RPCRDMA_NFSD_PJDFSTEST41=''
 		say "pjdfstest could not be built: its parts do not run (the stage cannot pass)"
 	fi
 fi
@@ -208,7 +224,7 @@ export RPCRDMA_VM_MEM=${RPCRDMA_VM_MEM:-3072}
 say "scripts/vm/run-in-vm.sh scripts/vm/nfs-server.sh $BIN"
 # pjdfstest's per-case lines ("pjd ...") go to the log only: the table below sums them up
 "$ROOT/scripts/vm/run-in-vm.sh" "$ROOT/scripts/vm/nfs-server.sh" "$BIN" 2>&1 | tee "$log" |
-	grep --line-buffered -v -E '^pjd(-why)? '
+	grep --line-buffered -v -E '^pjd(41)?(-why)? '
 rc=${PIPESTATUS[0]}
 
 # ---- 3. summary -----------------------------------------------------------------------------
@@ -216,7 +232,7 @@ rc=${PIPESTATUS[0]}
 # workload: N passed, N failed", "ratio JOB METRIC kernel=.. ours=.. ratio=.." and finally
 # "nfs-server: N passed, N failed".
 declare -A cnt=() cli=() verdict=()
-ratios=() final=''
+ratios=() ratios41=() final=''
 while IFS= read -r line; do
 	case "$line" in
 	"counters "*) cnt[${line%%:*}]=${line#*: } ;;
@@ -226,6 +242,7 @@ while IFS= read -r line; do
 		verdict[${r%%:*}]=${r#*: }
 		;;
 	"ratio "*) ratios+=("${line#ratio }") ;;
+	"ratio41 "*) ratios41+=("${line#ratio41 }") ;;
 	"nfs-server: "*) final=$line ;;
 	esac
 done <"$log"
@@ -238,6 +255,7 @@ if [ "$BIN" != kernel ]; then
 fi
 pjd_parts=
 for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
+for l in $PJD41_RUNS; do pjd_parts="$pjd_parts pjdfstest41/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
 fault_parts=
 [ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] || for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do fault_parts="$fault_parts fault/$d"; done
@@ -246,14 +264,17 @@ if [ "$BIN" != kernel ]; then
 	for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do v41_parts="$v41_parts v41/$r"; done
 	[ "${RPCRDMA_NFSD_V41_DELEG:-1}" != 1 ] || v41_parts="$v41_parts v41/deleg"
 fi
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio meta; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio fio41 meta; do
 	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue
 	[ "$p" = meta ] && [ -z "${RPCRDMA_NFSD_META-rxe siw}" ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
+	[ "$p" = fio41 ] && [ "${RPCRDMA_NFSD_FIO41:-0}" != 1 ] && continue
 	case $p in
 	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
 	pjdfstest/kernel) dev="$p (rxe, tmpfs, no_root_squash)" ;;
 	pjdfstest/*) dev="$p (rxe, ${p#*/} backend)" ;;
+	pjdfstest41/kernel) dev="$p (NFSv4.1, rxe, tmpfs)" ;;
+	pjdfstest41/*) dev="$p (NFSv4.1, rxe, ${p#*/}, --nfs4)" ;;
 	exports) dev="exports (rxe, dir backend)" ;;
 	cache) dev="cache (rxe, replies and call counts)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
@@ -263,6 +284,7 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_pa
 	v41/deleg) dev="v41/deleg (siw, two clients, recall, locks)" ;;
 	v41/*) dev="$p (NFSv4.1, --nfs4)" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
+	fio41) dev="fio41 side by side (NFSv4.1, rxe, memory)" ;;
 	meta) dev="meta (metadata workload, ours / kernel)" ;;
 	esac
 	if [ -n "${verdict[$p]:-}" ]; then
@@ -278,29 +300,40 @@ if [ "${#ratios[@]}" -gt 0 ]; then
 	echo "  fio ratios (best of the rounds; IOPS/bandwidth: higher is better, latency: lower):"
 	for r in "${ratios[@]}"; do printf '    %s\n' "$r"; done
 fi
+if [ "${#ratios41[@]}" -gt 0 ]; then
+	echo "  fio ratios, NFSv4.1 (best of the rounds; IOPS/bandwidth: higher is better, latency: lower):"
+	for r in "${ratios41[@]}"; do printf '    %s\n' "$r"; done
+fi
 [ -n "$final" ] && echo "  $final"
 [ "$rc" -ne 0 ] || [ "$missing" -eq 0 ] || rc=1
 
 # ---- 4. pjdfstest: the servers side by side, ours against the reference ----------------------
-if [ -n "$PJD_RUNS" ] && grep -q '^pjd ' "$log"; then
+# pjd_table TAG RUNS KNOWN NAME VERS: the table of one NFS version ("TAG ..." lines of the log),
+# saved as $PJD_OUT/resultsNAME.txt and tableNAME.txt; rc=1 on a NEW failure or a stale line
+pjd_table() {
+	local tag=$1 runs=$2 kf=$3 name=$4 vers=$5 known=(--known "$3") pjd_rc
+	[ -n "$runs" ] || return 0
+	if ! grep -q "^$tag " "$log"; then
+		[ "$rc" -ne 0 ] || rc=1
+		say "pjdfstest (NFSv$vers): no per-case results in the log"
+		return 0
+	fi
 	mkdir -p "$PJD_OUT"
-	grep -E '^pjd(-why)? ' "$log" >"$PJD_OUT/results.txt"
+	grep -E "^$tag(-why)? " "$log" >"$PJD_OUT/results$name.txt"
 	echo
-	echo "==== nfs-server-stage: pjdfstest $("${RPCRDMA_PJDFSTEST_BIN}" --version 2>/dev/null | cut -d' ' -f2) on the NFSv3 mount (rxe), as root:" \
-		"the kernel nfsd against ${BIN##*/} (cases not ok everywhere; every case in $PJD_OUT/results.txt)"
+	echo "==== nfs-server-stage: pjdfstest $("${RPCRDMA_PJDFSTEST_BIN}" --version 2>/dev/null | cut -d' ' -f2) on the NFSv$vers mount (rxe), as root:" \
+		"the kernel nfsd against ${BIN##*/} (cases not ok everywhere; every case in $PJD_OUT/results$name.txt)"
 	# kernel mode: "memory" and "dir" are the kernel nfsd again; no case may differ, none is listed
-	known=()
 	[ "$BIN" != kernel ] || known=(--known /dev/null)
-	"$ROOT/scripts/vm/pjdfstest-table.sh" "${known[@]}" "$PJD_OUT/results.txt" | tee "$PJD_OUT/table.txt"
+	"$ROOT/scripts/vm/pjdfstest-table.sh" --tag "$tag" "${known[@]}" "$PJD_OUT/results$name.txt" | tee "$PJD_OUT/table$name.txt"
 	pjd_rc=${PIPESTATUS[0]}
 	if [ "$pjd_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then
 		rc=1
-		say "pjdfstest check FAILED: a NEW failure or a stale line of scripts/vm/pjdfstest-known.txt (above)"
+		say "pjdfstest check (NFSv$vers) FAILED: a NEW failure or a stale line of ${kf#"$ROOT"/} (above)"
 	fi
-elif [ -n "$PJD_RUNS" ] && [ "$rc" -eq 0 ]; then
-	rc=1
-	say "pjdfstest: no per-case results in the log"
-fi
+}
+pjd_table pjd "$PJD_RUNS" "$ROOT/scripts/vm/pjdfstest-known.txt" '' 3
+pjd_table pjd41 "$PJD41_RUNS" "$ROOT/scripts/vm/pjdfstest41-known.txt" 41 4.1
 if [ "$pjd_unbuilt" = 1 ] && [ "$rc" -eq 0 ]; then
 	banner "nfs-server-stage: pjdfstest could not be built (cargo install from crates.io failed, above): exit 125." \
 		"An outside failure, NOT a pass; RPCRDMA_NFSD_PJDFSTEST= (empty) leaves the part out deliberately."

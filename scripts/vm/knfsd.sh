@@ -5,7 +5,11 @@
 #   knfsd_setup             modules (nfsd rpcrdma nfsv3), the tmpfs exports $KEXPORT and $NFSD_DIR,
 #                           /etc/exports (rw, no_root_squash), the nfsd file system, rpcbind
 #   knfsd_start root|peer   one kernel nfsd in that netns (NFSv3, 8 threads, rdma 20049, mountd tcp
-#                           20048), once per boot; a later call for the same netns does nothing
+#                           20048), once per boot; a later call for the same netns does nothing.
+#                           With KNFSD_V4=1 (set before the first call: the versions are fixed
+#                           when the nfsd starts) it serves NFSv4.x too, with a grace period of
+#                           10 s (nfsv4gracetime; the default, the lease time, is 90 s, during
+#                           which every OPEN is refused with NFS4ERR_GRACE)
 #   knfsd_calls root|peer   the calls that nfsd has answered so far (/proc/net/rpc/nfsd "rpc")
 #
 # Once per boot because a second "rdma 20049" on the same instance panics Debian's 6.1 (see
@@ -41,19 +45,22 @@ knfsd_start() {
 	# shellcheck disable=SC2016 # the inner script expands its own variables
 	"${ns[@]}" bash -c '
 		set -e
+		v4=(-N 4)
 		if [ "$1" = peer ]; then umount /proc/fs/nfsd 2>/dev/null || true; fi
 		mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
 		exportfs -ra
+		[ "$2" != 1 ] || v4=()
 		if [ "$(cat /proc/fs/nfsd/threads)" -gt 0 ]; then
 			echo "kernel nfsd ($1): already running"
 		else
 			echo 1048576 >/proc/fs/nfsd/max_block_size
 			rpc.mountd -p 20048 -N 4
-			rpc.nfsd -N 4 8
+			[ "$2" != 1 ] || echo 10 >/proc/fs/nfsd/nfsv4gracetime
+			rpc.nfsd "${v4[@]}" 8
 		fi
 		grep -q "^rdma 20049" /proc/fs/nfsd/portlist || echo "rdma 20049" >/proc/fs/nfsd/portlist
 		echo "kernel nfsd ($1): portlist $(tr "\n" " " </proc/fs/nfsd/portlist)versions $(cat /proc/fs/nfsd/versions), max_block_size $(cat /proc/fs/nfsd/max_block_size)"
-	' knfsd "$1" || return 1
+	' knfsd "$1" "${KNFSD_V4:-0}" || return 1
 	KNFSD_UP[$1]=1
 	echo "kernel nfsd ($1) ready in $(($(date +%s%3N) - t0)) ms"
 }

@@ -41,6 +41,9 @@
 #       "kernel memory dir"; nfs-pjdfstest.sh): the POSIX suite pjdfstest as root on the mount (rxe)
 #       of the kernel nfsd (tmpfs, no_root_squash: the reference) and of ours with each backend;
 #       one "pjd LABEL RESULT CASE" line per case, compared on the host (pjdfstest-table.sh).
+#   pjdfstest41/kernel, pjdfstest41/memory, pjdfstest41/dir   (RPCRDMA_NFSD_PJDFSTEST41, default
+#       empty: by hand, e.g. "kernel memory dir"): the same over NFSv4.1 (vers=4.1,proto=rdma; the
+#       kernel nfsd serving NFSv4.x, ours with --nfs4); "pjd41 LABEL RESULT CASE" lines.
 #   exports  (RPCRDMA_NFSD_EXPORTS=auto; nfs-exports.sh): export options and mode bits enforced
 #       by the server (root_squash, ro, a client list, a non-root user); runs against the kernel
 #       nfsd, and against ours when `rpcrdma-nfsd --help` lists --exports (SKIP otherwise).
@@ -58,6 +61,8 @@
 #       rounds is compared, one ratio ours/kernel per row ("ratio ..." lines and a table). With
 #       two rounds of 5 s the kernel against itself came out within 0.92-1.08 (p99 latency:
 #       0.74-1.07, the noisiest row).
+#   fio41    (RPCRDMA_NFSD_FIO41=1; default 0: by hand): part fio over NFSv4.1 (vers=4.1 mounts of
+#       the kernel nfsd serving NFSv4.x and of ours with --nfs4), "ratio41 ..." lines.
 #   meta     (RPCRDMA_NFSD_META, default "rxe siw"; empty: none): nfs-meta.sh's metadata workload
 #       (a tree of RPCRDMA_NFSD_META_DIRS x RPCRDMA_NFSD_META_FILES small files, default 10 x 30:
 #       untar, diff, stat, rename, walk after remount, rm -rf) against the kernel nfsd and ours in
@@ -65,6 +70,8 @@
 #       ours / kernel time table and the client's GETATTR / LOOKUP / READ counts per phase against
 #       both; fails when a run fails its checks or (RPCRDMA_NFSD_META_COUNTS=1) a count is more
 #       than 10 % (+ 5 calls) off the kernel nfsd's.
+# With pjdfstest41 or fio41 asked for, the kernel nfsd of the boot serves NFSv4.x besides NFSv3
+#   (KNFSD_V4=1, knfsd.sh), for every part that starts it.
 # In `kernel` mode: the kernel nfsd of the root netns (rxe) and one in netns peer (siw) export
 #   tmpfs directories (memory -> /srv/kexport, dir -> /srv/nfsd-dir); the server-side counters
 #   are svc_rdma's (rdma_stat_read / rdma_stat_write; reply chunks are taken from the client's
@@ -83,7 +90,7 @@
 #   counters PART: name=value ...        client PART: rsize=.. wsize=.. read_chunks=.. ...
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
-# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
+# Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_NFSD_PJDFSTEST41, RPCRDMA_NFSD_FIO41, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
 # RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
@@ -106,6 +113,11 @@ READY_TIMEOUT=${RPCRDMA_NFSD_READY_TIMEOUT:-30}
 KEXPORT=/srv/kexport NFSD_DIR=/srv/nfsd-dir MNT=/mnt/nfs
 LOGS=/run/nfs-server
 PJD_RUNS=${RPCRDMA_NFSD_PJDFSTEST-kernel memory dir}
+PJD41_RUNS=${RPCRDMA_NFSD_PJDFSTEST41-}
+FIO41=${RPCRDMA_NFSD_FIO41:-0}
+# the NFSv4.1 references need a kernel nfsd serving NFSv4.x (knfsd.sh; fixed when it starts)
+KNFSD_V4=0
+[ -z "$PJD41_RUNS" ] && [ "$FIO41" != 1 ] || KNFSD_V4=1
 KIND=ours
 [ "$BIN" = kernel ] && KIND=kernel
 # shellcheck source=scripts/vm/knfsd.sh
@@ -309,8 +321,12 @@ cnt_positive() { # NAME...: each counter > 0
 }
 
 # ---- the client -----------------------------------------------------------------------------------
-mount_cmd() { # DIR: the mount command line for the current server
-	echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock $SRV_ADDR:$SRV_PATH $1"
+mount_cmd() { # DIR: the mount command line for the current server (NFSv3; NFSv4.1 with MOUNT_VERS=4.1)
+	if [ "${MOUNT_VERS:-3}" = 4.1 ]; then
+		echo "mount -t nfs -o vers=4.1,proto=rdma,port=$SRV_PORT $SRV_ADDR:$SRV_PATH $1"
+	else
+		echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock $SRV_ADDR:$SRV_PATH $1"
+	fi
 }
 do_mount() { # DIR
 	local out t0
@@ -321,10 +337,12 @@ do_mount() { # DIR
 		failc mount "$(mount_cmd "$1") failed: $out"
 		return 1
 	fi
-	if [ "$(mstats "$1" | awk '$1 == "xprt:" {print $2; exit}')" = rdma ]; then
-		pass mount "$(mount_cmd "$1") ($(($(now_ms) - t0)) ms), mountstats: xprt: rdma"
+	local vers
+	vers=$(mstats "$1" | awk '$1 == "opts:" {print $2; exit}' | tr ',' '\n' | sed -n 's/^vers=//p')
+	if [ "$(mstats "$1" | awk '$1 == "xprt:" {print $2; exit}')" = rdma ] && [ "$vers" = "${MOUNT_VERS:-3}" ]; then
+		pass mount "$(mount_cmd "$1") ($(($(now_ms) - t0)) ms), mountstats: xprt: rdma, vers=$vers"
 	else
-		failc mount "mountstats shows no 'xprt: rdma' for $1: $(mstats "$1" | grep xprt:)"
+		failc mount "mountstats shows no 'xprt: rdma' and 'vers=${MOUNT_VERS:-3}' for $1: $(mstats "$1" | grep xprt:), vers=$vers"
 		return 1
 	fi
 }
@@ -568,29 +586,33 @@ fio_best() {
 	}' "$1"
 }
 fio_get() { sed -n "s/.*\b$2=\([0-9.]*\).*/\1/p" <<<"$1"; }
-# run_fio: both servers mounted at once (kernel nfsd on /mnt/knfs, ours on /mnt/onfs), every job
-# run against one then the other, RPCRDMA_NFSD_FIO_ROUNDS rounds (default 2, the order swapped
-# each round), the best of the rounds compared
+# run_fio [3|4.1]: both servers mounted at once (kernel nfsd on /mnt/knfs, ours on /mnt/onfs) over
+# that NFS version (part fio, or fio41: ours with --nfs4, the kernel nfsd started with KNFSD_V4=1),
+# every job run against one then the other, RPCRDMA_NFSD_FIO_ROUNDS rounds (default 2, the order
+# swapped each round), the best of the rounds compared; "ratio ..." lines (fio41: "ratio41 ...")
 run_fio() {
 	local f label=ours rounds=${RPCRDMA_NFSD_FIO_ROUNDS:-2} r job l order kmnt=/mnt/knfs omnt=/mnt/onfs ok=1 obe=memory
-	part_begin fio "over rxe: the same fio jobs against the kernel nfsd (tmpfs) and against $KIND (memory backend), $rounds rounds"
-	f=$LOGS/fio.log
+	local vers=${1:-3} part=fio rtag=ratio extra=()
+	[ "$vers" = 3 ] || part=fio41 rtag=ratio41 extra=(--nfs4 --v4-state-dir none)
+	[ "$KIND" = ours ] || extra=()
+	part_begin "$part" "over rxe, NFSv$vers: the same fio jobs against the kernel nfsd (tmpfs) and against $KIND (memory backend), $rounds rounds"
+	f=$LOGS/$part.log
 	: >"$f"
 	# 1. the kernel nfsd
 	local kind_save=$KIND
 	KIND=kernel
-	srv_start rxe memory && do_mount "$kmnt" || ok=0
+	srv_start rxe memory && MOUNT_VERS=$vers do_mount "$kmnt" || ok=0
 	KIND=$kind_save
 	# 2. ours (in kernel mode: the kernel nfsd again, on its other tmpfs export: the ratios then
 	#    show the noise of the measurement)
 	if [ "$KIND" = kernel ]; then
 		label=kernel2 obe=dir
 	fi
-	if ! srv_start rxe "$obe"; then
+	if ! srv_start rxe "$obe" "${extra[@]}"; then
 		failc server-start "the server did not start"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 		ok=0
-	elif ! do_mount "$omnt"; then ok=0; fi
+	elif ! MOUNT_VERS=$vers do_mount "$omnt"; then ok=0; fi
 	if [ "$ok" = 1 ]; then
 		for ((r = 1; r <= rounds; r++)); do
 			order="kernel $label"
@@ -610,7 +632,7 @@ run_fio() {
 	mountpoint -q "$omnt" && do_umount "$omnt"
 	srv_stop
 	echo
-	echo "fio over rxe, direct=1, libaio, ${RPCRDMA_NFS_FIO_RUNTIME:-5} s per job, best of $rounds rounds: $label / kernel"
+	echo "fio over rxe, NFSv$vers, direct=1, libaio, ${RPCRDMA_NFS_FIO_RUNTIME:-5} s per job, best of $rounds rounds: $label / kernel"
 	echo "(higher is better for IOPS and bandwidth, lower for latency)"
 	printf '  %-34s %12s %12s %8s\n' "job" "kernel" "$label" "ratio"
 	local kb ob k o row metric desc rt ratios=()
@@ -624,7 +646,7 @@ run_fio() {
 		o=$(fio_get "$ob" "$metric")
 		rt=$(awk -v k="$k" -v o="$o" 'BEGIN {if (k + 0 > 0 && o != "") printf "%.2f", o / k; else print "n/a"}')
 		printf '  %-34s %12s %12s %8s\n' "$desc" "${k:-n/a}" "${o:-n/a}" "$rt"
-		ratios+=("ratio $job $metric kernel=${k:-n/a} $label=${o:-n/a} ratio=$rt")
+		ratios+=("$rtag $job $metric kernel=${k:-n/a} $label=${o:-n/a} ratio=$rt")
 	done
 	printf '%s\n' "${ratios[@]}"
 	part_end
@@ -739,9 +761,20 @@ for l in $PJD_RUNS; do
 		;;
 	esac
 done
+# the same over NFSv4.1 (by hand: RPCRDMA_NFSD_PJDFSTEST41, default empty)
+for l in $PJD41_RUNS; do
+	case $l in
+	kernel | memory | dir) run_pjdfstest "$l" 4.1 ;;
+	*)
+		echo "nfs-server: unknown NFSv4.1 pjdfstest run $l (kernel memory dir)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
 run_exports
 run_cache
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
+[ "$FIO41" = 1 ] && run_fio 4.1
 [ -n "${RPCRDMA_NFSD_META-rxe siw}" ] && run_meta "${RPCRDMA_NFSD_META-rxe siw}"
 # last: it stops the kernel nfsd and adds (then deletes) RDMA devices of its own
 run_quickstart

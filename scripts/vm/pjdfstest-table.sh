@@ -3,12 +3,13 @@
 # (memory and dir backends) side by side, and the check that ours fails no case the kernel nfsd
 # passes unless the case is listed in scripts/vm/pjdfstest-known.txt.
 #
-#   scripts/vm/pjdfstest-table.sh [--all] [--md] [--known FILE] RESULTS...
+#   scripts/vm/pjdfstest-table.sh [--all] [--md] [--known FILE] [--tag TAG] RESULTS...
 #
 # RESULTS: files holding the lines the guest prints (scripts/vm/nfs-pjdfstest.sh), e.g. the
 # console log of scripts/nfs-server-stage.sh or its saved results file:
 #   pjd LABEL ok|FAILED|skipped CASE         pjd-why LABEL CASE REASON
-# with LABEL kernel (the reference), memory, dir. Prints one row per case that is not `ok` on all
+# with LABEL kernel (the reference), memory, dir; the NFSv4.1 runs print `pjd41` and `pjd41-why`
+# instead (--tag pjd41, with --known scripts/vm/pjdfstest41-known.txt). Prints one row per case that is not `ok` on all
 # three, leaving out the cases every server skipped (every case with --all; a Markdown table
 # with --md), then per server the cases passed of those run, then the verdict:
 #   NEW        ours fails (or never reported) a case the kernel nfsd passes, not in the list
@@ -19,13 +20,17 @@
 # `memory,dir`, the default) only ever shrinks: a fix that makes a listed case pass must delete
 # its line, or this check fails.
 set -uo pipefail
-ALL=0 MD=0 KNOWN=$(dirname "$(readlink -f "$0")")/pjdfstest-known.txt
+ALL=0 MD=0 TAG=pjd KNOWN=$(dirname "$(readlink -f "$0")")/pjdfstest-known.txt
 while [ $# -gt 0 ]; do
 	case $1 in
 	--all) ALL=1 ;;
 	--md) MD=1 ;;
 	--known)
 		KNOWN=${2:?--known needs a file}
+		shift
+		;;
+	--tag)
+		TAG=${2:?--tag needs a word}
 		shift
 		;;
 	-h | --help)
@@ -41,7 +46,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 if [ $# -eq 0 ]; then
-	echo "usage: pjdfstest-table.sh [--all] [--md] [--known FILE] RESULTS..." >&2
+	echo "usage: pjdfstest-table.sh [--all] [--md] [--known FILE] [--tag TAG] RESULTS..." >&2
 	exit 2
 fi
 [ -r "$KNOWN" ] || {
@@ -50,7 +55,7 @@ fi
 }
 
 # The known list first (file 1), then the results.
-awk -v all="$ALL" -v md="$MD" -v kf="$KNOWN" '
+awk -v all="$ALL" -v md="$MD" -v kf="$KNOWN" -v tag="$TAG" '
 function cell(l, c,   r) { r = res[l, c]; return r == "" ? "-" : r }
 function row(c, k, m, d, note) {
 	if (md) printf "| `%s` | %s | %s | %s | %s |\n", c, k, m, d, note
@@ -70,15 +75,15 @@ FILENAME == kf {
 	}
 	next
 }
-$1 == "pjd" && NF == 4 {
+$1 == tag && NF == 4 {
 	res[$2, $4] = $3
 	if (!(($4) in seen)) { seen[$4] = 1; cases[++nc] = $4 }
 	got[$2] = 1
 	next
 }
-$1 == "pjd-why" && NF >= 4 {
+$1 == tag "-why" && NF >= 4 {
 	r = $0
-	sub(/^pjd-why [^ ]+ [^ ]+ /, "", r)
+	sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", r)
 	why[$2, $3] = r
 }
 END {

@@ -57,14 +57,27 @@ pub mod fa {
     pub const SPACE_TOTAL: u32 = 44;
     pub const SPACE_USED: u32 = 45;
     pub const TIME_ACCESS: u32 = 47;
+    pub const TIME_ACCESS_SET: u32 = 48;
     pub const TIME_DELTA: u32 = 51;
     pub const TIME_METADATA: u32 = 52;
     pub const TIME_MODIFY: u32 = 53;
+    pub const TIME_MODIFY_SET: u32 = 54;
     pub const MOUNTED_ON_FILEID: u32 = 55;
 }
 
-/// The attributes returned, as a three-word bitmap.
+/// The attributes supported (`supported_attrs`), as a three-word bitmap: what GETATTR returns
+/// and the write-only [`WRITE_ONLY`] ones SETATTR takes. The Linux client drops from its
+/// SETATTR every attribute this bitmap leaves out, silently: without `time_access_set` and
+/// `time_modify_set` here, utimensat(2) on the mount did nothing.
 pub const SUPPORTED: [u32; 3] = supported();
+
+/// The write-only attributes (RFC 8881 §5.5): `time_access_set`, `time_modify_set`. Never
+/// returned; GETATTR asking for one is NFS4ERR_INVAL (as Linux nfsd answers).
+pub const WRITE_ONLY: [u32; 3] = [
+    0,
+    (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32)),
+    0,
+];
 
 const fn supported() -> [u32; 3] {
     let list = [
@@ -106,9 +119,11 @@ const fn supported() -> [u32; 3] {
         fa::SPACE_TOTAL,
         fa::SPACE_USED,
         fa::TIME_ACCESS,
+        fa::TIME_ACCESS_SET,
         fa::TIME_DELTA,
         fa::TIME_METADATA,
         fa::TIME_MODIFY,
+        fa::TIME_MODIFY_SET,
         fa::MOUNTED_ON_FILEID,
     ];
     let mut w = [0u32; 3];
@@ -157,7 +172,8 @@ pub struct Source<'a> {
     pub fh: Option<&'a [u8]>,
 }
 
-/// Writes `fattr4` for `want` (intersected with what this server returns).
+/// Writes `fattr4` for `want` (intersected with what this server returns: the supported
+/// attributes but the write-only ones).
 ///
 /// `max_file_size` is the `maxfilesize` of the object's file system.
 pub fn put_fattr(
@@ -169,7 +185,7 @@ pub fn put_fattr(
 ) {
     let mut mask = [0u32; 3];
     for i in 0..3 {
-        mask[i] = want[i] & SUPPORTED[i];
+        mask[i] = want[i] & SUPPORTED[i] & !WRITE_ONLY[i];
     }
     if s.fs.is_none() {
         for b in [
@@ -278,6 +294,9 @@ pub fn wants_fs(want: &[u32; 3]) -> bool {
 /// GETATTR of the current file handle.
 pub fn getattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let want = get_bitmap(r)?;
+    if (0..3).any(|i| want[i] & WRITE_ONLY[i] != 0) {
+        return Err(st::INVAL);
+    }
     let cur = c.cur()?.clone();
     let store = &cur.share.store;
     let a = store.getattr(&cur.fh).map_err(from_store)?;
@@ -336,7 +355,10 @@ fn get_settime(v: &mut XdrReader<'_>) -> Result<crate::nfs::types::SetTime, Stat
 /// time_modify_set.
 const SETTABLE: [u32; 3] = [
     1 << fa::SIZE,
-    (1 << (33 - 32)) | (1 << (36 - 32)) | (1 << (37 - 32)) | (1 << (48 - 32)) | (1 << (54 - 32)),
+    (1 << (fa::MODE - 32))
+        | (1 << (fa::OWNER - 32))
+        | (1 << (fa::OWNER_GROUP - 32))
+        | WRITE_ONLY[1],
     0,
 ];
 
@@ -369,10 +391,10 @@ pub fn get_sattr(r: &mut XdrReader<'_>) -> Result<crate::nfs::types::Sattr3, Sta
     if has(&mask, fa::OWNER_GROUP) {
         set.gid = Some(numeric_id(v.get_opaque(1024).map_err(bad_xdr)?)?);
     }
-    if has(&mask, 48) {
+    if has(&mask, fa::TIME_ACCESS_SET) {
         set.atime = get_settime(&mut v)?;
     }
-    if has(&mask, 54) {
+    if has(&mask, fa::TIME_MODIFY_SET) {
         set.mtime = get_settime(&mut v)?;
     }
     if !v.rest().is_empty() {
@@ -399,10 +421,10 @@ pub fn set_mask(set: &crate::nfs::types::Sattr3) -> [u32; 3] {
         on(fa::OWNER_GROUP);
     }
     if set.atime != SetTime::DontChange {
-        on(48);
+        on(fa::TIME_ACCESS_SET);
     }
     if set.mtime != SetTime::DontChange {
-        on(54);
+        on(fa::TIME_MODIFY_SET);
     }
     m
 }

@@ -650,3 +650,102 @@ fn accepts_open_downgrade_to_a_subset_only() {
         "OLD_STATEID"
     );
 }
+
+/// The Linux client leaves out of its SETATTR every attribute `supported_attrs` does not list
+/// (utimensat(2) on the mount did nothing while `time_access_set` and `time_modify_set` were
+/// missing there): both are listed, SETATTR of them sets the times, GETATTR never returns them.
+#[test]
+fn accepts_setattr_of_the_times_that_supported_attrs_lists() {
+    let (mut h, root) = setup();
+    let r = h.raw(&[putfh(&root), getattr(&[fa::SUPPORTED_ATTRS])]);
+    assert_eq!(r.status, st::OK);
+    let mut x = XdrReader::new(&r.last);
+    let n = x.get_u32().unwrap();
+    x.skip(4 * n as usize).unwrap();
+    let mut v = XdrReader::new(x.get_opaque(4096).unwrap());
+    let sup: Vec<u32> = (0..v.get_u32().unwrap())
+        .map(|_| v.get_u32().unwrap())
+        .collect();
+    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
+    assert_eq!(
+        sup.get(1).copied().unwrap_or(0) & times,
+        times,
+        "supported_attrs lists time_access_set and time_modify_set"
+    );
+    let vals = A::default()
+        .u32(1) // SET_TO_CLIENT_TIME4
+        .u64(1_900_000_000)
+        .u32(0)
+        .u32(1)
+        .u64(100_000_000)
+        .u32(100_000_000);
+    let set = A::op(op::SETATTR)
+        .fixed(&[0; 16])
+        .u32(2)
+        .u32(0)
+        .u32(times)
+        .opaque(&vals.0);
+    let r = h.raw(&[putfh(&root), lookup(b"f"), set]);
+    assert_eq!(r.status, st::OK);
+    assert_eq!(
+        r.last,
+        [&[0, 0, 0, 2, 0, 0, 0, 0][..], &times.to_be_bytes()[..]].concat(),
+        "attrsset: both times"
+    );
+    let r = h.raw(&[
+        putfh(&root),
+        lookup(b"f"),
+        getattr(&[fa::TIME_ACCESS, fa::TIME_MODIFY]),
+    ]);
+    assert_eq!(r.status, st::OK);
+    let mut x = XdrReader::new(&r.last);
+    let n = x.get_u32().unwrap();
+    x.skip(4 * n as usize).unwrap();
+    let mut v = XdrReader::new(x.get_opaque(4096).unwrap());
+    let mut t = || (v.get_u64().unwrap(), v.get_u32().unwrap());
+    assert_eq!(t(), (1_900_000_000, 0), "time_access");
+    assert_eq!(t(), (100_000_000, 100_000_000), "time_modify");
+    assert_eq!(
+        h.status(&[putfh(&root), getattr(&[fa::TIME_MODIFY_SET])]),
+        st::INVAL,
+        "GETATTR of a write-only attribute"
+    );
+}
+
+/// utimensat(2) with UTIME_NOW by a user who may write the file but does not own it: the
+/// Linux client sends SET_TO_SERVER_TIME4 for both times, which POSIX admits; times of the
+/// client's choosing stay the owner's (NFS4ERR_PERM).
+#[test]
+fn accepts_server_times_from_a_writer_and_rejects_client_times_from_a_non_owner() {
+    let (mut h, root) = setup();
+    let chmod = A::op(op::SETATTR)
+        .fixed(&[0; 16])
+        .u32(2)
+        .u32(0)
+        .u32(2)
+        .opaque(&0o666u32.to_be_bytes());
+    assert_eq!(h.status(&[putfh(&root), lookup(b"f"), chmod]), st::OK);
+    let mut u = H::on(
+        Arc::clone(&h.srv),
+        Arc::clone(&h.now),
+        Arc::clone(&h.store),
+        b"user",
+        auth_sys(1000, 1000),
+    );
+    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
+    let set = |vals: A| {
+        A::op(op::SETATTR)
+            .fixed(&[0; 16])
+            .u32(2)
+            .u32(0)
+            .u32(times)
+            .opaque(&vals.0)
+    };
+    let server = A::default().u32(0).u32(0); // SET_TO_SERVER_TIME4, twice
+    assert_eq!(u.status(&[putfh(&root), lookup(b"f"), set(server)]), st::OK);
+    let client = A::default().u32(1).u64(7).u32(0).u32(1).u64(7).u32(0);
+    assert_eq!(
+        u.status(&[putfh(&root), lookup(b"f"), set(client)]),
+        st::PERM
+    );
+}
