@@ -10,11 +10,11 @@
 # second client can reach it at a second address; --v4-state-dir on a fresh directory), one
 # mount (client A, vers=4.1,proto=rdma,port=20049), two phases:
 #   1. reconnection: the server runs with --drop-every N (RPCRDMA_NFSD_V41_DROP_EVERY, default
-#      30: the connection is closed instead of answering every Nth COMPOUND whose reply a slot
+#      20: the connection is closed instead of answering every Nth COMPOUND whose reply a slot
 #      caches, after running it). Workload: nfs-workload.sh churn (RPCRDMA_NFSD_V41_FAULT_CHURN
-#      iterations, default 40: its renames, removes, links, mkdir / rmdir fail when one runs
+#      iterations, default 30: its renames, removes, links, mkdir / rmdir fail when one runs
 #      twice; the final tree checked against a local reference) and RPCRDMA_NFSD_V41_RECORDS
-#      records (default 40), each appended once with O_APPEND and each with an exclusive create
+#      records (default 20), each appended once with O_APPEND and each with an exclusive create
 #      (O_EXCL) of its own: the log must hold every record exactly once, in order, and a second
 #      exclusive create of each must fail. Checks: nfs4_dropped, nfs4_slot_replays (the client's
 #      retransmissions answered from the slot) and nfs4_binds (BIND_CONN_TO_SESSION: Linux binds
@@ -130,7 +130,7 @@ v41f_phase1() {
 	local ma=$2 wl rc
 	wl=$(mktemp)
 	mkdir -p "$ma/churn"
-	RPCRDMA_NFS_CHURN_N=${RPCRDMA_NFSD_V41_FAULT_CHURN:-40} timeout -k 10 "$RUN_TIMEOUT" \
+	RPCRDMA_NFS_CHURN_N=${RPCRDMA_NFSD_V41_FAULT_CHURN:-30} timeout -k 10 "$RUN_TIMEOUT" \
 		"$HERE/nfs-workload.sh" churn "$ma/churn" | tee "$wl"
 	rc=${PIPESTATUS[0]}
 	[ "$rc" -ne 124 ] || echo "FAIL churn: timed out after $RUN_TIMEOUT s"
@@ -138,7 +138,7 @@ v41f_phase1() {
 	# shellcheck disable=SC2034 # read by part_end in nfs-server.sh
 	PNOTES="$(grep '^workload:' "$wl" | head -n 1)"
 	rm -f "$wl"
-	v41f_records "$ma" "${RPCRDMA_NFSD_V41_RECORDS:-40}"
+	v41f_records "$ma" "${RPCRDMA_NFSD_V41_RECORDS:-20}"
 	client_stats "$ma"
 	if counters; then
 		show_counters
@@ -216,7 +216,7 @@ v41f_umount() {
 }
 
 run_v41_fault() {
-	local dev=$1 ma=/mnt/v41f mb=/mnt/v41fb addr_b every=${RPCRDMA_NFSD_V41_DROP_EVERY:-30}
+	local dev=$1 ma=/mnt/v41f mb=/mnt/v41fb addr_b every=${RPCRDMA_NFSD_V41_DROP_EVERY:-20}
 	part_begin "v41fault/$dev" "the NFSv4.1 client against $KIND --nfs4 over $dev, dir backend: --drop-every $every, then a restart with reclaims"
 	if [ "$KIND" = kernel ]; then
 		echo "SKIP v41fault/$dev: the kernel nfsd of this boot serves NFSv3 only"
