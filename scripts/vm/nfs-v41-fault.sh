@@ -166,7 +166,9 @@ v41f_phase2() {
 	fi
 	srv_stop
 	t0=$(now_ms)
-	if ! SRV_KEEP=1 V41_STATE=$V41F_STATE v41_server "$dev" dir --bind 0.0.0.0; then
+	# the server must not inherit the descriptor of a file on the mount: it would keep the mount
+	# busy, and its exit would flush that file to itself (a hard mount: it would never end)
+	if ! SRV_KEEP=1 V41_STATE=$V41F_STATE v41_server "$dev" dir --bind 0.0.0.0 {w}>&-; then
 		exec {w}>&-
 		v41_release "$pid"
 		return
