@@ -1,7 +1,9 @@
 //! The checked-in `nfs41_compound` fuzz seeds (`fuzz/seeds/nfs41_compound/`, laid out from
 //! RFC 8881 in `fuzz/seeds/make.py`) framed as the target frames them: the operation seeds
 //! after a valid SEQUENCE pass SEQUENCE and their first operation, so the fuzzer starts
-//! inside the operations; the header seeds are answered (not GARBAGE_ARGS).
+//! inside the operations; the header seeds are answered (not GARBAGE_ARGS). The
+//! `nfs4_clientdb` seeds (`fuzz/seeds/nfs4_clientdb/`) decode, framed as that target frames
+//! them, to what their names say.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -108,5 +110,55 @@ fn accepts_every_nfs41_seed_past_sequence() {
             &[0, 0, 0, 0],
             "{path:?}: first operation"
         );
+    }
+}
+
+#[test]
+fn accepts_every_clientdb_seed_as_its_name_says() {
+    use rpcrdma_apps::nfs::v4::server::clientdb::{checksum, decode, encode, DbError, Record};
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/nfs4_clientdb");
+    let want: &[(&str, Result<usize, DbError>)] = &[
+        ("raw_bad_checksum", Err(DbError::Checksum)),
+        ("raw_bad_magic", Err(DbError::Magic)),
+        ("records_empty_owner", Err(DbError::Length)),
+        ("records_two", Ok(2)),
+        ("sealed_count_too_large", Err(DbError::Count)),
+        ("sealed_duplicate", Err(DbError::Duplicate)),
+        ("sealed_empty", Ok(0)),
+        ("sealed_owner_too_long", Err(DbError::Length)),
+        ("sealed_short", Err(DbError::Short)),
+        ("sealed_trailing", Err(DbError::Trailing)),
+        ("sealed_two", Ok(2)),
+    ];
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), want.len());
+    for (name, expect) in want {
+        let data = std::fs::read(dir.join(name)).unwrap();
+        let (&mode, rest) = data.split_first().unwrap();
+        let file = if mode & 0x80 != 0 {
+            rest.to_vec()
+        } else if mode & 0x40 != 0 {
+            let mut f = b"RNFS4CL1".to_vec();
+            f.extend_from_slice(rest);
+            let sum = checksum(&f);
+            f.extend_from_slice(&sum);
+            f
+        } else {
+            // (16-bit owner length, 8-bit principal length, owner, principal) per record.
+            let (mut recs, mut b) = (Vec::new(), rest);
+            while b.len() >= 3 {
+                let (o, p) = (
+                    usize::from(u16::from_be_bytes([b[0], b[1]])),
+                    usize::from(b[2]),
+                );
+                let owner = b[3..3 + o].to_vec();
+                let principal = b[3 + o..3 + o + p].to_vec();
+                b = &b[3 + o + p..];
+                recs.push(Record { owner, principal });
+            }
+            encode(&recs)
+        };
+        let got = decode(&file).map(|r| r.len());
+        assert_eq!(&got, expect, "{name}");
     }
 }

@@ -1,7 +1,8 @@
 //! `rpcrdma-nfsd` with `--nfs4` on the software provider: NFSv4.1 COMPOUNDs (program 100003
 //! version 4) over RPC-over-RDMA on the NFSv3 port, from our own client codec; the session,
 //! the mount walk by export path through the pseudo root, a slot retry answered from the
-//! slot, files written over NFSv3 read over NFSv4.1, and version 4 refused when the option
+//! slot, files written over NFSv3 read over NFSv4.1 (READ data through a Write chunk), WRITE
+//! data through a Read chunk read back over NFSv3, and version 4 refused when the option
 //! is off.
 //!
 //! Normal operation: `cargo test -p rpcrdma-apps --test nfsd_v41`. Recovery: a failure names
@@ -17,7 +18,7 @@ use rpcrdma_apps::nfs::daemon::Backend;
 use rpcrdma_apps::nfs::types::{CreateHow, Sattr3, StableHow};
 use rpcrdma_apps::nfs::v4::{
     decode_compound, encode_compound_minor, op, ChannelAttrs, CompoundReply, Op, OpResult,
-    ReadPlacement, NFS4_OK,
+    ReadPlacement, Stable, WriteData, NFS4_OK,
 };
 use rpcrdma_poller::Proc;
 
@@ -223,6 +224,68 @@ fn accepts_read_data_through_the_write_chunk() {
             size: Some(20_000)
         })
     );
+    rig.stop();
+}
+
+/// WRITE data as a DDP item (RFC 8267 §4.2: WRITE data is DDP-eligible, so it travels in a
+/// Read chunk the server pulls), then COMMIT, and the file read back over NFSv3.
+#[test]
+fn accepts_write_data_through_a_read_chunk() {
+    let mut o = options(Backend::Memory);
+    o.nfs4 = true;
+    let rig = Rig::with(o, None);
+    let data: Vec<u8> = (0..12_000u32).map(|i| (i * 13 + 5) as u8).collect();
+    let fh = rig
+        .nfs
+        .create(&rig.root, b"w", CreateHow::Unchecked(Sattr3::default()))
+        .expect("v3 CREATE");
+    let (sid, _) = session(&rig);
+    let root = rig.root.as_bytes().to_vec();
+    let ops = [
+        seq(sid, 1),
+        Op::PutFh(&root),
+        Op::Lookup("w"),
+        Op::Write {
+            offset: 0,
+            stable: Stable::Unstable,
+            data: WriteData::Ddp(data.len() as u32),
+        },
+        Op::Commit {
+            offset: 0,
+            count: 0,
+        },
+        Op::GetAttrTypeSize,
+    ];
+    let e = encode_compound_minor("v41", 1, &ops);
+    let at = e.ddp_at.expect("the WRITE data's place");
+    let c = rig.nfs.rpc();
+    let mut a = c.args().expect("call buffer");
+    a.put(&e.bytes[..at]).expect("arguments fit");
+    let mut item = c.buffer().expect("a registered buffer");
+    item[..data.len()].copy_from_slice(&data);
+    a.ddp(item, data.len()).expect("Read chunk");
+    a.put(&e.bytes[at..]).expect("arguments fit");
+    let r = c
+        .call_blocking(Proc::new(100_003, 4, 1), a)
+        .expect("COMPOUND answered");
+    let d = decode_compound(r.results(), &ops, ReadPlacement::Inline).expect("decodes");
+    assert_eq!(d.status, NFS4_OK, "{d:?}");
+    let Some(OpResult::Write { count, .. }) = d.find(op::WRITE).map(|o| o.result.clone()) else {
+        panic!("{d:?}");
+    };
+    assert_eq!(count as usize, data.len());
+    assert_eq!(
+        d.find(op::GETATTR).map(|o| o.result.clone()),
+        Some(OpResult::Attrs {
+            ftype: Some(1),
+            size: Some(data.len() as u64)
+        })
+    );
+    let back = rig
+        .nfs
+        .read(&fh, 0, data.len() as u32, false)
+        .expect("v3 READ");
+    assert_eq!(back.0, data);
     rig.stop();
 }
 

@@ -359,6 +359,43 @@ NFS41 = {
     "header_exchange_id": bytes([0x80]) + opaque(b"") + w(1, 1, 42) + b"\1" * 8 + opaque(b"x") + w(0, 0, 0),
 }
 
+# --- NFSv4.1 client record file (clientdb.rs), nfs4_clientdb target --------------------------
+# The file: magic "RNFS4CL1", a 32-bit record count, per record a 32-bit owner length and the
+# owner (co_ownerid), a 32-bit principal length and the principal (flavor, and uid and gid for
+# AUTH_SYS), no XDR padding; then an 8-octet checksum. First octet of a seed = mode: 0x40 the
+# rest follows the magic and the target appends the checksum; 0x80 the rest is a whole file;
+# 0x00 records as (16-bit owner length, 8-bit principal length, owner, principal).
+def u32(x):
+    return struct.pack(">I", x)
+
+
+def db_record(owner, principal):
+    return u32(len(owner)) + owner + u32(len(principal)) + principal
+
+
+SYS_ROOT = u32(1) + u32(0) + u32(0)  # principal: AUTH_SYS, uid 0, gid 0
+NONE_P = u32(0)  # principal: AUTH_NONE
+HOST_A = b"Linux NFSv4.1 host-a"
+
+
+def db_list(*recs):
+    return b"".join(struct.pack(">HB", len(o), len(p)) + o + p for o, p in recs)
+
+
+CLIENTDB = {
+    "sealed_empty": bytes([0x40]) + u32(0),
+    "sealed_two": bytes([0x40]) + u32(2) + db_record(HOST_A, SYS_ROOT) + db_record(b"host-b", NONE_P),
+    "sealed_duplicate": bytes([0x40]) + u32(2) + db_record(HOST_A, SYS_ROOT) + db_record(HOST_A, NONE_P),
+    "sealed_owner_too_long": bytes([0x40]) + u32(1) + db_record(b"o" * 1025, SYS_ROOT),
+    "sealed_count_too_large": bytes([0x40]) + u32(4097),
+    "sealed_trailing": bytes([0x40]) + u32(1) + db_record(HOST_A, SYS_ROOT) + b"\0\0\0\0",
+    "sealed_short": bytes([0x40]) + u32(1) + u32(10) + b"abc",
+    "raw_bad_magic": bytes([0x80]) + b"RNFS4CL0" + u32(0) + b"\0" * 8,
+    "raw_bad_checksum": bytes([0x80]) + b"RNFS4CL1" + u32(0) + b"\0" * 8,
+    "records_two": bytes([0]) + db_list((HOST_A, SYS_ROOT), (b"host-b", NONE_P)),
+    "records_empty_owner": bytes([0]) + db_list((b"", SYS_ROOT)),
+}
+
 TARGETS = {
     "v1_header": V1,
     "v2_header": V2,
@@ -366,6 +403,7 @@ TARGETS = {
     "rpc_msg": RPC,
     "nfs3_args": {f"proc{p:02}": bytes([p]) + body for p, body in NFS3.items()},
     "nfs41_compound": NFS41,
+    "nfs4_clientdb": CLIENTDB,
     "conn_responder": RESPONDER,
     "conn_requester": REQUESTER,
     "iwarp_wire": IWARP,

@@ -47,6 +47,8 @@ use crate::worker::{CompleteJob, Job, NodeLinks};
 
 /// Size of the RPC call header buffer of each call record (AUTH_NONE headers take 40 octets).
 pub(crate) const RPC_HEADER_SIZE: u32 = 160;
+// The largest credential body fits a header buffer with the call's other 40 octets.
+const _: () = assert!(RPC_HEADER_SIZE as usize >= 40 + crate::cred::CRED_MAX);
 
 /// The slab of a connection's requester side: `credits` send headers of `header_size` and
 /// receives of `recv_size`, and one RPC header buffer per call record.
@@ -95,6 +97,8 @@ pub(crate) struct NewCall {
     pub(crate) deadline: u64,
     /// Times the call was sent already.
     pub(crate) sends: u32,
+    /// The call's own credential (`None`: the connection's).
+    pub(crate) cred: Option<CredBody>,
 }
 
 /// One outstanding call, from submission to callback: the one record of it, owned by its
@@ -130,6 +134,8 @@ pub(crate) struct CallRec {
     /// Times sent (a start with `sends > 0` is a retransmission).
     pub(crate) sends: u32,
     call: Option<CallId>,
+    /// The call's own credential (`None`: the connection's).
+    cred: Option<CredBody>,
 }
 
 /// The message of a call as the engine takes it: the RPC header and the arguments, and the
@@ -161,6 +167,7 @@ impl CallRec {
             deadline: u64::MAX,
             sends: 0,
             call: None,
+            cred: None,
         }
     }
 
@@ -172,7 +179,9 @@ impl CallRec {
     /// the header depends on the procedure and the connection's credential alone (one per
     /// connection, never changed while its records live).
     pub(crate) fn encode_header(&mut self, mem: &mut impl HostMemory, cred: &CredBody) -> bool {
-        if let Some((proc, len)) = self.hdr_cached {
+        let own = self.cred.is_some();
+        let cred = self.cred.as_ref().unwrap_or(cred);
+        if let (Some((proc, len)), false) = (self.hdr_cached, own) {
             if proc == self.proc {
                 if let Some(b) = mem.bytes_mut(self.hdr.addr, 4) {
                     b.copy_from_slice(&self.xid.to_be_bytes());
@@ -193,7 +202,8 @@ impl CallRec {
             .bytes_mut(self.hdr.addr, self.hdr.len as usize)
             .and_then(|out| rpc::encode_call(out, &h).ok())
             .unwrap_or(0) as u32;
-        self.hdr_cached = (self.hdr_len > 0).then_some((self.proc, self.hdr_len));
+        // A call's own credential is not the connection's: the next call encodes afresh.
+        self.hdr_cached = (self.hdr_len > 0 && !own).then_some((self.proc, self.hdr_len));
         self.hdr_len > 0
     }
 
@@ -339,6 +349,7 @@ impl CallTable {
         r.inline_cb = c.inline_cb;
         r.deadline = c.deadline;
         r.sends = c.sends;
+        r.cred = c.cred;
         r.call = None;
         self.in_use += 1;
         Some(i)
@@ -583,6 +594,7 @@ impl CallTable {
                 inline_cb: r.inline_cb,
                 deadline: r.deadline,
                 sends: r.sends,
+                cred: r.cred,
             };
             match to(c) {
                 Ok(()) => {

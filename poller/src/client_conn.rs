@@ -659,6 +659,7 @@ impl<P: Provider> ClientConn<P> {
                     inline_cb: false,
                     deadline: u64::MAX,
                     sends: 0,
+                    cred: None,
                 })
             });
             let Some(alloc) = taken else {

@@ -101,6 +101,7 @@ pub use config::{
     PersistentStags, PinMode, ProtocolVersion, RuntimeConfig, ServerOptions,
 };
 pub use conn_table::CLOSED_KEPT;
+pub use cred::{CredBody, CRED_MAX};
 pub use memory::{BufPool, HostRegions};
 pub use metrics::{Metrics, MetricsServer};
 pub use negotiated::{Negotiated, PeerPrivateData};

@@ -73,6 +73,7 @@ fn new_call(sub: BackSubmit, now: u64) -> NewCall {
         inline_cb: sub.inline_cb,
         deadline: sub.deadline.at(now),
         sends: sub.sends,
+        cred: sub.cred,
     }
 }
 
@@ -536,6 +537,7 @@ impl ServerBack {
                 deadline: Deadline::At(c.deadline),
                 sends: c.sends,
                 inline_cb: c.inline_cb,
+                cred: c.cred,
             };
             target
                 .submit(sub)

@@ -70,6 +70,8 @@ pub(crate) struct BackSubmit {
     pub(crate) sends: u32,
     /// Complete on the reactor even in worker mode (blocking wrappers).
     pub(crate) inline_cb: bool,
+    /// The call's own credential (`None`: the server's).
+    pub(crate) cred: Option<crate::cred::CredBody>,
 }
 
 /// Options of one backward call.
@@ -84,6 +86,10 @@ pub struct BackCallOptions {
     /// Fail with [`ClientError::TimedOut`] when there is no answer after this many
     /// milliseconds. `None`: `ServerOptions::backchannel_timeout_ms`. `Some(0)`: never.
     pub timeout_ms: Option<u64>,
+    /// The credential the call carries. `None`: `ServerOptions::backchannel_credential`
+    /// (an NFSv4.1 server passes the one its client gave in `csa_sec_parms`, RFC 8881
+    /// §18.36.3).
+    pub credential: Option<crate::cred::CredBody>,
 }
 
 /// Why [`BackChannel::bind`] refused.
@@ -227,6 +233,7 @@ impl BackServer {
             deadline,
             sends: 0,
             inline_cb,
+            cred: opts.credential,
         };
         let conn = match route {
             BackRoute::Session(id) => {

@@ -213,6 +213,27 @@ impl ExportTable {
             opts,
         })
     }
+
+    /// [`ExportTable::admit_export`] for a call whose credential the export refused
+    /// (`AuthStat::TooWeak`) and which only asks which flavors it takes (NFSv4.1 SECINFO_NO_NAME
+    /// after a put-filehandle operation, RFC 8881 §2.6.3.1.1.5): the export's client rules
+    /// still apply, and the caller acts as the anonymous identity.
+    pub fn admit_for_secinfo(&self, id: [u8; 4], peer: IpAddr) -> Result<Admitted, Refusal> {
+        let share = self
+            .shares
+            .iter()
+            .find(|s| s.id == id)
+            .ok_or(Refusal::Status(Nfsstat3::STALE))?;
+        let opts = share
+            .export
+            .options_for(peer)
+            .ok_or(Refusal::Status(Nfsstat3::ACCES))?;
+        Ok(Admitted {
+            share: Arc::clone(share),
+            cred: Cred::anonymous(&opts),
+            opts,
+        })
+    }
 }
 
 /// True for the procedures that change the file system (COMMIT too: it writes data back).

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use rpcrdma_engine::verbs::Provider;
 use rpcrdma_poller::{
-    AuthSysCred, BackoffMode, CallbackMode, Cores, Endpoint, EndpointConfig, PinPolicy,
-    ProtocolVersion, ReactorConfig, ReactorSet, Server, ServerOptions,
+    BackoffMode, CallbackMode, Cores, Endpoint, EndpointConfig, PinPolicy, ProtocolVersion,
+    ReactorConfig, ReactorSet, Server, ServerOptions,
 };
 
 use super::admit::ExportTable;
@@ -390,9 +390,8 @@ impl<P: Provider> Daemon<P> {
             version: ProtocolVersion::V1,
             // NFSv3 has no backchannel; NFSv4.1 callbacks (RFC 8167) use one.
             backchannel_credits: if o.nfs4 { 4 } else { 0 },
-            // Callbacks carry AUTH_SYS (root): the flavor the Linux client offers in
-            // `csa_sec_parms` and the only one its callback service accepts for CB_COMPOUND.
-            backchannel_credential: o.nfs4.then(|| AuthSysCred::new(0, 0, &[])),
+            // Callbacks carry the credential each client gave in CREATE_SESSION's
+            // `csa_sec_parms` (RFC 8881 §18.36.3; `nfs::v4::server::session`), not a server one.
             metrics_addr: o.metrics,
             shared_receive_queue: o.srq,
             ..ServerOptions::default()

@@ -85,6 +85,7 @@ impl Rig {
             inline_cb: false,
             deadline,
             sends: 0,
+            cred: None,
         }
     }
 
@@ -444,4 +445,59 @@ fn accepts_auth_sys_credentials_in_record_headers() {
         assert_eq!(mem.0[..want.len()], want[..]);
         r.table.finish(i, &mut r.sink, Err(ClientError::Closed));
     }
+}
+
+/// A call's own credential (a peer's AUTH_SYS body, as an NFSv4.1 client gives it in
+/// `csa_sec_parms`) goes into its header octet for octet, and the next call of the same
+/// procedure without one carries the connection's credential again (no cached header reused).
+#[test]
+fn accepts_a_calls_own_credential_in_its_header() {
+    let mut r = rig(1);
+    let mut mem = Flat(vec![0xee; RPC_HEADER_SIZE as usize]);
+    let p = rpcrdma_engine::rpc::AuthSysParams {
+        stamp: 9,
+        machinename: &[b'h'; 64],
+        uid: 0,
+        gid: 0,
+        gids: &[],
+    };
+    let mut body = vec![0u8; p.encoded_len()];
+    let n = p.encode_into(&mut body).expect("fits");
+    body.truncate(n);
+    let own = CredBody::sys_body(&body).expect("a Linux-sized body fits");
+    for (xid, cred) in [(7u32, Some(own)), (8, None), (9, Some(own))] {
+        let mut c = r.call(xid, u64::MAX, false);
+        c.xid = xid;
+        c.cred = cred;
+        c.proc = crate::call::Proc::new(0x4000_0000, 1, 1);
+        let i = r.table.alloc(c).expect("free record");
+        assert!(r.table.rec_mut(i).encode_header(&mut mem, &CredBody::NONE));
+        let len = r.table.rec(i).hdr_len as usize;
+        if cred.is_some() {
+            assert_eq!(len, 40 + body.len());
+            assert_eq!(mem.0[24..32], [0, 0, 0, 1, 0, 0, 0, n as u8]);
+            assert_eq!(mem.0[32..32 + n], body[..]);
+        } else {
+            assert_eq!(mem.0[..len], call_header(xid, 0x4000_0000, 1, 1)[..]);
+        }
+        r.table.finish(i, &mut r.sink, Err(ClientError::Closed));
+    }
+}
+
+/// A peer's credential body that does not parse, or that is longer than a header leaves room
+/// for, is refused.
+#[test]
+fn rejects_peer_credentials_that_do_not_parse_or_fit() {
+    assert_eq!(CredBody::sys_body(&[0, 0, 0, 1]), None);
+    let p = rpcrdma_engine::rpc::AuthSysParams {
+        stamp: 1,
+        machinename: &[b'h'; 64],
+        uid: 0,
+        gid: 0,
+        gids: &[7; 16],
+    };
+    let mut body = vec![0u8; p.encoded_len()];
+    let n = p.encode_into(&mut body).expect("fits");
+    assert!(n > crate::cred::CRED_MAX);
+    assert_eq!(CredBody::sys_body(&body[..n]), None);
 }

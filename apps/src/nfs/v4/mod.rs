@@ -105,6 +105,8 @@ pub mod op {
     pub const READDIR: u32 = 26;
     /// WRITE.
     pub const WRITE: u32 = 38;
+    /// BACKCHANNEL_CTL (minor version 1).
+    pub const BACKCHANNEL_CTL: u32 = 40;
     /// BIND_CONN_TO_SESSION (minor version 1).
     pub const BIND_CONN_TO_SESSION: u32 = 41;
     /// EXCHANGE_ID (minor version 1).
@@ -303,7 +305,9 @@ pub enum Op<'a> {
         /// `eia_flags`.
         flags: u32,
     },
-    /// CREATE_SESSION with an AUTH_NONE callback security parameter.
+    /// CREATE_SESSION with one callback security parameter, AUTH_SYS as root (machine name
+    /// `rpcrdma`, stamp 0), as the Linux client offers (its callback service takes
+    /// CB_COMPOUND only with AUTH_SYS).
     CreateSession {
         /// `csa_clientid`.
         clientid: u64,
@@ -612,7 +616,13 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
             put_channel_attrs(b, &back);
             put_u32(b, cb_program);
             put_u32(b, 1); // csa_sec_parms<>: one entry
-            put_u32(b, 0); // cb_secflavor AUTH_NONE (no body)
+            put_u32(b, 1); // cb_secflavor AUTH_SYS, then authsys_parms:
+            put_u32(b, 0); // stamp
+            put_u32(b, 7); // machinename<255>
+            b.extend_from_slice(b"rpcrdma\0");
+            put_u32(b, 0); // uid
+            put_u32(b, 0); // gid
+            put_u32(b, 0); // gids<16>: none
         }
         Op::ReclaimComplete => {
             put_u32(b, op::RECLAIM_COMPLETE);

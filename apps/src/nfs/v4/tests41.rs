@@ -64,13 +64,16 @@ fn accepts_session_operations_encoded_as_rfc_8881() {
     assert_eq!(&w[4..8], &[0x0101_0101; 4]);
     assert_eq!(&w[8..12], &[7, 1, 3, 1]);
     // CREATE_SESSION: clientid, sequence, flags, fore (6 + empty ird), back (6 + one ird),
-    // program, one AUTH_NONE security parameter.
+    // program, one AUTH_SYS security parameter (stamp 0, "rpcrdma", root, no groups).
     assert_eq!(w[12], op::CREATE_SESSION);
     assert_eq!(&w[13..16], &[0x0102_0304, 0x0506_0708, 9]);
     assert_eq!(w[16], CREATE_SESSION4_FLAG_CONN_BACK_CHAN);
     assert_eq!(&w[17..24], &[0, 4068, 4068, 0, 8, 4, 0]);
     assert_eq!(&w[24..32], &[0, 4068, 4068, 0, 8, 1, 1, 2]);
-    assert_eq!(&w[32..], &[0x4000_0000, 1, 0]);
+    assert_eq!(&w[32..35], &[0x4000_0000, 1, 1]);
+    assert_eq!(&w[35..37], &[0, 7]);
+    assert_eq!(&e.bytes[37 * 4..39 * 4], b"rpcrdma\0");
+    assert_eq!(&w[39..], &[0, 0, 0]);
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! for a session ([`super::deleg`]) goes to the connection its back channel is bound to: the
 //! handle is enabled (the client asked for the back channel in CREATE_SESSION or
 //! BIND_CONN_TO_SESSION, so it serves backward calls), the arguments are copied into a
-//! registered buffer and sent as a backward call of the client's callback program, version 1.
+//! registered buffer and sent as a backward call of the client's callback program, version 1,
+//! with the credential the client gave for the session (RFC 8881 §18.36.3).
 //!
 //! Recovery: a connection with no handle (a server without backchannel credits), a closed
 //! one, no free argument buffer, arguments larger than the buffer, a call the connection
@@ -19,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rpcrdma_poller::{BackChannel, Proc};
+use rpcrdma_poller::{BackCallOptions, BackChannel, CredBody, Proc};
 
 use super::deleg::Done;
 
@@ -52,9 +53,17 @@ impl Backs {
         self.map().get(&conn).is_some_and(|b| !b.is_closed())
     }
 
-    /// Sends `proc_` of `program` version 1 with `args` on connection `conn`; `done` learns
-    /// whether a reply came.
-    pub fn call(&self, conn: u64, program: u32, proc_: u32, args: &[u8], done: Done) {
+    /// Sends `proc_` of `program` version 1 with credential `cred` and `args` on connection
+    /// `conn`; `done` learns whether a reply came.
+    pub fn call(
+        &self,
+        conn: u64,
+        program: u32,
+        proc_: u32,
+        cred: &CredBody,
+        args: &[u8],
+        done: Done,
+    ) {
         let Some(bc) = self.map().get(&conn).cloned() else {
             return done(false);
         };
@@ -67,7 +76,11 @@ impl Backs {
         }
         let cell = Arc::new(Mutex::new(Some(done)));
         let on = Arc::clone(&cell);
-        let sent = bc.call(Proc::new(program, 1, proc_), a, move |r| {
+        let opts = BackCallOptions {
+            credential: Some(*cred),
+            ..BackCallOptions::default()
+        };
+        let sent = bc.call_with(Proc::new(program, 1, proc_), a, opts, move |r| {
             if let Some(d) = on.lock().ok().and_then(|mut g| g.take()) {
                 d(r.is_ok());
             }

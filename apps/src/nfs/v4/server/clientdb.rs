@@ -120,9 +120,14 @@ pub fn encode(records: &[Record]) -> Vec<u8> {
             b.extend_from_slice(part);
         }
     }
-    let sum = siphash24(SUM_KEY.0, SUM_KEY.1, &b);
-    b.extend_from_slice(&sum.to_be_bytes());
+    let sum = checksum(&b);
+    b.extend_from_slice(&sum);
     b
+}
+
+/// The trailing checksum of a file whose octets before it are `body` (the magic included).
+pub fn checksum(body: &[u8]) -> [u8; 8] {
+    siphash24(SUM_KEY.0, SUM_KEY.1, body).to_be_bytes()
 }
 
 /// Reads `n` octets at `*at`.
@@ -181,8 +186,7 @@ pub fn decode(b: &[u8]) -> Result<Vec<Record>, DbError> {
     if at != body.len() {
         return Err(DbError::Trailing);
     }
-    let want = siphash24(SUM_KEY.0, SUM_KEY.1, body);
-    if sum != want.to_be_bytes() {
+    if sum != checksum(body) {
         return Err(DbError::Checksum);
     }
     Ok(out)

@@ -25,6 +25,7 @@
 use std::sync::Weak;
 
 use rpcrdma_engine::xdr::XdrReader;
+use rpcrdma_poller::CredBody;
 
 use crate::nfs::admit::seal_or_fault;
 use crate::nfs::types::Fh;
@@ -54,9 +55,10 @@ pub type Done = Box<dyn FnOnce(bool) + Send>;
 /// Sends backward calls (RFC 8167) on a client's connection.
 pub trait Callbacks: Send + Sync {
     /// Sends procedure `proc_` (CB_NULL 0, CB_COMPOUND 1) of program `program` version 1 with
-    /// `args` on connection `conn`; `done` runs exactly once with whether an RPC reply came
-    /// back (it may run before `call` returns).
-    fn call(&self, conn: u64, program: u32, proc_: u32, args: Vec<u8>, done: Done);
+    /// credential `cred` (the client's, from `csa_sec_parms`) and `args` on connection
+    /// `conn`; `done` runs exactly once with whether an RPC reply came back (it may run
+    /// before `call` returns).
+    fn call(&self, conn: u64, program: u32, proc_: u32, cred: &CredBody, args: Vec<u8>, done: Done);
 
     /// Whether connection `conn` still stands (a back channel bound to one that does not is
     /// reported down); true unless the sender knows better.
@@ -107,8 +109,10 @@ impl Nfs41 {
         }
     }
 
-    /// Sends one backward call for session `sid`; a failure marks its back channel down.
+    /// Sends one backward call for session `sid`, with the credential its client gave
+    /// (none left: not sent); a failure marks its back channel down.
     fn cb_send(&self, sid: [u8; 16], conn: u64, program: u32, proc_: u32, args: Vec<u8>) {
+        let cred = self.state().sessions.get(&sid).and_then(|v| v.cb_cred);
         let me: Weak<Nfs41> = self.me.clone();
         let done: Done = Box::new(move |ok| {
             if let (false, Some(srv)) = (ok, me.upgrade()) {
@@ -119,16 +123,19 @@ impl Nfs41 {
                 }
             }
         });
+        let Some(cred) = cred else {
+            return done(false);
+        };
         match &self.cfg.callbacks {
-            Some(cbs) => cbs.call(conn, program, proc_, args, done),
-            None => self.backs.call(conn, program, proc_, &args, done),
+            Some(cbs) => cbs.call(conn, program, proc_, &cred, args, done),
+            None => self.backs.call(conn, program, proc_, &cred, &args, done),
         }
     }
 }
 
 /// The CB_COMPOUND recalling delegation `sid` (of `fh`) on session `session`, slot 0 at
 /// sequence `seq`.
-fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
+pub fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
     let ops = [
         CbOp::Sequence(CbSequence {
             session,

@@ -25,7 +25,7 @@ use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
 use super::{Compound, Cur};
 
 /// Largest wire handle (`NFS4_FHSIZE`).
-const FHSIZE4: u32 = 128;
+pub const FHSIZE4: u32 = 128;
 /// Most directory entries one READDIR returns.
 const READDIR_MAX_ENTRIES: usize = 4096;
 

@@ -149,6 +149,8 @@ pub struct Compound<'a> {
     pub nops: u32,
     /// Octets of the arguments.
     pub args_len: usize,
+    /// The request's digest ([`request_digest`]), kept in the slot it takes.
+    pub digest: u64,
     /// Capacity of the Write chunk the client offered for a READ's data, if any.
     pub ddp_cap: Option<u32>,
     /// Where the first READ's data is in the reply (after its length word) and its length,
@@ -158,6 +160,8 @@ pub struct Compound<'a> {
     pub denied: Option<Vec<u8>>,
     /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
     pub probe: Option<[u8; 16]>,
+    /// The operation running is a put-filehandle operation and SECINFO_NO_NAME follows it.
+    pub secinfo_next: bool,
 }
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
@@ -187,10 +191,7 @@ impl Compound<'_> {
         if id == self.table.pseudo_id() {
             return pseudo::put(self, &inner);
         }
-        let a = self
-            .table
-            .admit_export(id, self.cx.peer, &self.cx.cred)
-            .map_err(refusal)?;
+        let a = self.admit(id)?;
         self.set_real(Cur {
             opts: a.opts,
             share: a.share,
@@ -198,6 +199,20 @@ impl Compound<'_> {
             fh: inner,
         });
         Ok(())
+    }
+
+    /// Admits the caller to the export whose handles carry `id`. A flavor the export does not
+    /// take is NFS4ERR_WRONGSEC, except right before SECINFO_NO_NAME (`secinfo_next`), which
+    /// then learns the export's flavors (RFC 8881 §2.6.3.1.1.5) under the anonymous identity;
+    /// SECINFO_NO_NAME consumes the handle, so nothing else runs with it.
+    pub fn admit(&self, id: [u8; 4]) -> Result<crate::nfs::admit::Admitted, Status> {
+        let t = &self.table;
+        match t.admit_export(id, self.cx.peer, &self.cx.cred) {
+            Err(Refusal::Auth(rpcrdma_engine::rpc::AuthStat::TooWeak)) if self.secinfo_next => {
+                t.admit_for_secinfo(id, self.cx.peer).map_err(refusal)
+            }
+            other => other.map_err(refusal),
+        }
     }
 
     /// Makes `cur` (in an export) the current file handle.
@@ -437,10 +452,12 @@ impl Nfs41 {
             stateid: None,
             nops,
             args_len: args.len(),
+            digest: request_digest(self.secret, args, &cx.cred),
             ddp_cap,
             read_at: None,
             denied: None,
             probe: None,
+            secinfo_next: false,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -630,9 +647,42 @@ fn gate(c: &Compound<'_>, i: u32, opnum: u32, nops: u32) -> Result<(), Status> {
     Err(st::OP_NOT_IN_SESSION)
 }
 
+/// Octets of a request's arguments [`request_digest`] reads: enough for the operations of any
+/// COMPOUND a session allows, not the data of a WRITE.
+pub const DIGEST_PREFIX: usize = 1024;
+
+/// What tells a retransmission from a false retry (RFC 8881 §2.10.6.1.3.1): SipHash under
+/// `key` of the arguments' length, their first [`DIGEST_PREFIX`] octets and the call's
+/// credential (Linux nfsd's `replay_matches_cache` also requires the same credential). A
+/// retransmission repeats all of it; another request on the slot almost always differs
+/// (two that differ only in WRITE data past the prefix are not told apart, which the RFC
+/// allows).
+pub fn request_digest(key: (u64, u64), args: &[u8], cred: &OpaqueAuth<'_>) -> u64 {
+    let head = &args[..args.len().min(DIGEST_PREFIX)];
+    let mut m = Vec::with_capacity(16 + head.len() + cred.body.len());
+    m.extend_from_slice(&(args.len() as u64).to_be_bytes());
+    m.extend_from_slice(&cred.flavor.to_u32().to_be_bytes());
+    m.extend_from_slice(&(cred.body.len() as u32).to_be_bytes());
+    m.extend_from_slice(cred.body);
+    m.extend_from_slice(head);
+    siphash24(key.0, key.1, &m)
+}
+
 /// True for the operation numbers of RFC 8881 §18 (3..=58); everything else is ILLEGAL.
 fn known(opnum: u32) -> bool {
     (3..=58).contains(&opnum)
+}
+
+/// Whether operation `opnum`, whose arguments `r` starts at, is PUTFH or PUTROOTFH and the
+/// next operation is SECINFO_NO_NAME (looked ahead on a copy of the reader).
+fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
+    let mut ahead = *r;
+    let skipped = match opnum {
+        op::PUTROOTFH => true,
+        op::PUTFH => ahead.get_opaque(fileops::FHSIZE4).is_ok(),
+        _ => false,
+    };
+    skipped && ahead.get_u32() == Ok(op::SECINFO_NO_NAME)
 }
 
 /// Runs one operation (not SEQUENCE) and writes its result body.
@@ -642,6 +692,7 @@ fn run(
     r: &mut XdrReader<'_>,
     out: &mut Enc,
 ) -> Result<(), Status> {
+    c.secinfo_next = secinfo_next(opnum, r);
     if let Some(p) = c.pseudo.clone() {
         if let Some(done) = pseudo::run(c, &p, opnum, r, out) {
             return done;
@@ -655,6 +706,7 @@ fn run(
         op::DESTROY_CLIENTID => session::destroy_clientid(c, r),
         op::RECLAIM_COMPLETE => session::reclaim_complete(c, r),
         op::BIND_CONN_TO_SESSION => session::bind_conn_to_session(c, r, out),
+        op::BACKCHANNEL_CTL => session::backchannel_ctl(c, r),
         op::TEST_STATEID => open::test_stateid(c, r, out),
         op::FREE_STATEID => open::free_stateid(c, r),
         op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
@@ -691,14 +743,22 @@ fn run(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_cbsec;
+#[cfg(test)]
 mod tests_deleg;
 #[cfg(test)]
 mod tests_grace;
 #[cfg(test)]
 mod tests_lock;
 #[cfg(test)]
+mod tests_open;
+#[cfg(test)]
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
+#[cfg(test)]
+mod tests_sec;
+#[cfg(test)]
+mod tests_seq;
 #[cfg(test)]
 mod tests_wdeleg;

@@ -29,7 +29,7 @@ use crate::nfs::types::{Fattr3, Fh, Ftype3, Time3};
 
 use super::attrs::{get_bitmap, put_fattr, Source};
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
-use super::{op, refusal, Compound, Cur};
+use super::{op, Compound, Cur};
 
 /// The fsid of the pseudo file system (an export's is its store's).
 pub const PSEUDO_FSID: u64 = 0x7073_6575_646f;
@@ -128,10 +128,7 @@ pub fn put(c: &mut Compound<'_>, fh: &Fh) -> Result<(), Status> {
 
 /// Makes the root of export `share` the current file handle, admitted for the caller.
 fn enter(c: &mut Compound<'_>, share: &Share, path: &[&str]) -> Result<(), Status> {
-    let a = c
-        .table
-        .admit_export(share.id, c.cx.peer, &c.cx.cred)
-        .map_err(refusal)?;
+    let a = c.admit(share.id)?;
     let mut fh = a.share.store.root();
     for comp in path {
         fh = a

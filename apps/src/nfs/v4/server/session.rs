@@ -1,18 +1,25 @@
 //! The NFSv4.1 session operations (RFC 8881 §18.35, §18.36, §18.46, §18.37, §18.50, §18.51,
-//! §18.34): EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID,
-//! RECLAIM_COMPLETE and BIND_CONN_TO_SESSION, on the tables of [`super::state`].
+//! §18.34, §18.33): EXCHANGE_ID, CREATE_SESSION, SEQUENCE, DESTROY_SESSION, DESTROY_CLIENTID,
+//! RECLAIM_COMPLETE, BIND_CONN_TO_SESSION and BACKCHANNEL_CTL, on the tables of
+//! [`super::state`].
 //!
 //! Normal operation: EXCHANGE_ID gives a client owner its client id (a new one when the
 //! owner's verifier changed: the client rebooted, its old state goes); CREATE_SESSION confirms
-//! it and negotiates the channels, each attribute clamped to what the server keeps; SEQUENCE
+//! it and negotiates the channels, each attribute clamped to what the server keeps, and keeps
+//! the callback credential the client offered ([`get_sec_parms`]; BACKCHANNEL_CTL replaces
+//! it); SEQUENCE
 //! checks the slot, renews the lease and reports the callback path and revoked delegations in
 //! `sr_status_flags` ([`super::deleg::status_flags`]), and [`keep_reply`] stores the finished
-//! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; a sequence id
+//! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; one
+//! whose request differs from the one the slot served (its first octets, its length or its
+//! credential: [`super::request_digest`]) is a false retry, NFS4ERR_SEQ_FALSE_RETRY
+//! (RFC 8881 §2.10.6.1.3.1), so a cached reply goes to no other principal; a sequence id
 //! neither the slot's nor one above is NFS4ERR_SEQ_MISORDERED; a retry whose reply was not
 //! kept is NFS4ERR_RETRY_UNCACHED_REP; one still being served NFS4ERR_DELAY. CREATE_SESSION
 //! keeps its own one-entry reply cache (`csa_sequence`).
 
 use rpcrdma_engine::xdr::XdrReader;
+use rpcrdma_poller::CredBody;
 
 use super::state::{Cached, Channel, Client, Session, Slot};
 use super::xdr::{bad_xdr, st, Enc, Status};
@@ -32,6 +39,15 @@ const SESSION_MAX_OPS: u32 = 32;
 const BACK_SLOTS: u32 = 16;
 /// Octets a request or reply may have beyond its READ / WRITE data.
 const HEADROOM: u32 = 8 << 10;
+/// Operations in the largest CB_COMPOUND sent (CB_SEQUENCE, CB_RECALL).
+pub const CB_OPS: u32 = 2;
+/// Octets of the largest CB_COMPOUND call sent, RPC header included (RFC 8881 §18.36.3): the
+/// call header with a credential of up to 120 octets and an AUTH_NONE verifier (160), the
+/// CB_COMPOUND header (16), CB_SEQUENCE (40), CB_RECALL with a 128-octet handle (156).
+pub const CB_MAX_REQUEST: u32 = 160 + 16 + 40 + 156;
+/// Octets of the largest CB_COMPOUND reply expected: the accepted reply header (24), status,
+/// empty tag and result count (12), CB_SEQUENCE's result (40), CB_RECALL's (8).
+pub const CB_MAX_RESPONSE: u32 = 24 + 12 + 40 + 8;
 
 /// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP). An owner whose
 /// confirmed client id another principal made, and which holds sessions or state, is
@@ -150,32 +166,43 @@ fn put_channel(out: &mut Enc, ch: &Channel) {
     out.u32(0); // ca_rdma_ird: none
 }
 
-/// Skips `csa_sec_parms` (any flavor; callbacks are not sent yet).
-fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), Status> {
+/// Reads `csa_sec_parms` / `bca_sec_parms` (`callback_sec_parms4<>`, at most 16) and picks
+/// the credential callbacks carry (RFC 8881 §18.36.3: one of those the client gave): the
+/// first AUTH_SYS entry, kept octet for octet, or else AUTH_NONE when offered (the Linux
+/// client's callback service takes CB_COMPOUND only with AUTH_SYS). RPCSEC_GSS entries are
+/// skipped (not supported), as is an AUTH_SYS body a call header has no room for; `None` when
+/// nothing usable remains. A flavor outside the union is NFS4ERR_INVAL.
+pub fn get_sec_parms(r: &mut XdrReader<'_>) -> Result<Option<CredBody>, Status> {
     let n = r.get_count(16).map_err(bad_xdr)?;
+    let (mut sys, mut none) = (None, false);
     for _ in 0..n {
         match r.get_u32().map_err(bad_xdr)? {
-            0 => {}
+            0 => none = true,
             1 => {
+                let start = r.rest();
                 r.get_u32().map_err(bad_xdr)?; // stamp
                 r.get_opaque(255).map_err(bad_xdr)?; // machine name
                 r.skip(8).map_err(bad_xdr)?; // uid, gid
                 let g = r.get_count(16).map_err(bad_xdr)?;
                 r.skip(4 * g as usize).map_err(bad_xdr)?;
+                let body = &start[..start.len() - r.rest().len()];
+                sys = sys.or_else(|| CredBody::sys_body(body));
             }
             6 => {
-                r.get_u32().map_err(bad_xdr)?;
-                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?;
-                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?;
+                r.get_u32().map_err(bad_xdr)?; // gcbp_service
+                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?; // gcbp_handle_from_server
+                r.get_opaque(OPAQUE_LIMIT).map_err(bad_xdr)?; // gcbp_handle_from_client
             }
             _ => return Err(st::INVAL),
         }
     }
-    Ok(())
+    Ok(sys.or(none.then_some(CredBody::NONE)))
 }
 
 /// CREATE_SESSION: channels clamped, the backchannel's connection recorded (and probed with
-/// CB_NULL after the COMPOUND).
+/// CB_NULL after the COMPOUND); a back channel too small for a recall ([`CB_OPS`],
+/// [`CB_MAX_REQUEST`], [`CB_MAX_RESPONSE`]) is NFS4ERR_TOOSMALL, as Linux nfsd's
+/// `check_backchannel_attrs` answers.
 pub fn create_session(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -187,7 +214,13 @@ pub fn create_session(
     let fore_asked = get_channel(r)?;
     let back_asked = get_channel(r)?;
     let cb_program = r.get_u32().map_err(bad_xdr)?;
-    skip_sec_parms(r)?;
+    let cb_cred = get_sec_parms(r)?;
+    if back_asked.max_ops < CB_OPS
+        || back_asked.max_request < CB_MAX_REQUEST
+        || back_asked.max_response < CB_MAX_RESPONSE
+    {
+        return Err(st::TOOSMALL); // a recall would not fit the client's back channel
+    }
     let srv = c.srv;
     let lim = srv.config().limits;
     let now = srv.now_ms();
@@ -236,12 +269,14 @@ pub fn create_session(
             slots: vec![
                 Slot {
                     seq: 0,
+                    digest: 0,
                     reply: Cached::Empty
                 };
                 fore.max_requests as usize
             ],
             cb_seq: 0,
             cb_down: false,
+            cb_cred,
         },
     );
     if granted != 0 {
@@ -290,6 +325,9 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     }
     let sl = sess.slots.get_mut(slot as usize).ok_or(st::BADSLOT)?;
     if seq == sl.seq && sl.seq != 0 {
+        if sl.digest != c.digest {
+            return Err(st::SEQ_FALSE_RETRY);
+        }
         let replay = match &sl.reply {
             Cached::Reply(b) => b.clone(),
             Cached::InProgress => return Err(st::DELAY),
@@ -304,6 +342,7 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
         return Err(st::SEQ_MISORDERED);
     }
     sl.seq = seq;
+    sl.digest = c.digest;
     sl.reply = Cached::InProgress;
     s.renew(client, now);
     out.fixed(&sid);
@@ -427,5 +466,22 @@ pub fn bind_conn_to_session(
     out.fixed(&sid);
     out.u32(granted);
     out.u32(0); // bctsr_use_conn_in_rdma_mode
+    Ok(())
+}
+
+/// BACKCHANNEL_CTL (RFC 8881 §18.33): the session of the SEQUENCE takes a new callback
+/// program and credential ([`get_sec_parms`]); with no usable credential its callbacks stop
+/// and SEQUENCE reports the path down. A back channel in use is probed again with CB_NULL.
+pub fn backchannel_ctl(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let program = r.get_u32().map_err(bad_xdr)?;
+    let cred = get_sec_parms(r)?;
+    let (sid, ..) = c.slot.ok_or(st::OP_NOT_IN_SESSION)?;
+    let mut s = c.srv.state();
+    let sess = s.session(&sid)?;
+    sess.cb_program = program;
+    sess.cb_cred = cred;
+    if sess.back_conn.is_some() && cred.is_some() {
+        c.probe = Some(sid);
+    }
     Ok(())
 }

@@ -16,6 +16,8 @@
 
 use std::collections::HashMap;
 
+use rpcrdma_poller::CredBody;
+
 use crate::nfs::types::Fh;
 
 use super::xdr::{st, Status};
@@ -98,6 +100,9 @@ pub enum Cached {
 pub struct Slot {
     /// The last sequence id accepted.
     pub seq: u32,
+    /// The digest of that request ([`super::request_digest`]): a retry with another one is a
+    /// false retry.
+    pub digest: u64,
     /// Its reply.
     pub reply: Cached,
 }
@@ -122,12 +127,17 @@ pub struct Session {
     /// The back channel failed (CB_NULL or a callback got no answer) and no connection was
     /// bound to it since.
     pub cb_down: bool,
+    /// The credential callbacks carry: the one the client gave in `csa_sec_parms` (or
+    /// BACKCHANNEL_CTL's `bca_sec_parms`) that this server can use (RFC 8881 §18.36.3);
+    /// `None` when it offered none (RPCSEC_GSS only): no callbacks, the path is down.
+    pub cb_cred: Option<CredBody>,
 }
 
 impl Session {
     /// The connection callbacks go on, when the back channel is usable.
     pub fn cb_conn(&self) -> Option<u64> {
-        self.back_conn.filter(|_| !self.cb_down)
+        self.back_conn
+            .filter(|_| !self.cb_down && self.cb_cred.is_some())
     }
 }
 

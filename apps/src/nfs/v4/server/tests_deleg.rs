@@ -8,6 +8,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rpcrdma_poller::CredBody;
+
 use super::deleg::{
     Callbacks, Done, DELEG_REVOKED, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
     SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
@@ -26,10 +28,25 @@ type Call = (u64, u32, u32, Vec<u8>);
 struct Rec {
     down: AtomicBool,
     calls: Mutex<Vec<Call>>,
+    /// Each call's credential: flavor and body.
+    creds: Mutex<Vec<(u32, Vec<u8>)>>,
 }
 
 impl Callbacks for Rec {
-    fn call(&self, conn: u64, program: u32, proc_: u32, args: Vec<u8>, done: Done) {
+    fn call(
+        &self,
+        conn: u64,
+        program: u32,
+        proc_: u32,
+        cred: &CredBody,
+        args: Vec<u8>,
+        done: Done,
+    ) {
+        let a = cred.auth();
+        self.creds
+            .lock()
+            .unwrap()
+            .push((a.flavor.to_u32(), a.body.to_vec()));
         self.calls
             .lock()
             .unwrap()

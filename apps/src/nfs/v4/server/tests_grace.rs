@@ -29,6 +29,7 @@ use crate::nfs::v4::{
     decode_compound, encode_compound_minor, op, CompoundReply, Delegation, Op, OpResult,
     ReadPlacement, StateId,
 };
+use rpcrdma_poller::CredBody;
 
 fn scratch(tag: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("rpcrdma-grace-{tag}-{}", std::process::id()));
@@ -338,7 +339,7 @@ pub struct Conns {
 }
 
 impl Callbacks for Conns {
-    fn call(&self, conn: u64, _: u32, proc_: u32, args: Vec<u8>, done: Done) {
+    fn call(&self, conn: u64, _: u32, proc_: u32, _: &CredBody, args: Vec<u8>, done: Done) {
         self.calls.lock().unwrap().push((conn, proc_, args));
         done(self.alive(conn));
     }
