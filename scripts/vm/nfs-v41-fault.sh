@@ -164,7 +164,7 @@ v41f_phase2() {
 	else
 		failc client-recorded "$V41F_STATE is empty after A's RECLAIM_COMPLETE"
 	fi
-	srv_stop
+	v41f_stop
 	t0=$(now_ms)
 	# the server must not inherit the descriptor of a file on the mount: it would keep the mount
 	# busy, and its exit would flush that file to itself (a hard mount: it would never end)
@@ -207,6 +207,36 @@ v41f_phase2() {
 	rm -rf "${ma:?}"/* || failc rm "rm -rf failed"
 }
 
+# v41f_stop: srv_stop, bounded: a server still there 20 s after SIGTERM is a failure, and
+# where its threads wait in the kernel is printed before SIGKILL (10 s more at most, never an
+# unbounded wait: the parts after this one still run)
+v41f_stop() {
+	local i t
+	[ -n "$SRV_PID" ] || return 0
+	kill -TERM "$SRV_PID" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$SRV_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	if ! kill -0 "$SRV_PID" 2>/dev/null; then
+		srv_stop # gone: its exit status checked
+		return
+	fi
+	failc server-exit "still running 20 s after SIGTERM; its threads:"
+	for t in /proc/"$SRV_PID"/task/*; do
+		echo "  | task ${t##*/} $(cat "$t/comm" 2>/dev/null) $(awk '/^State/ {print $2}' "$t/status" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"
+		sed 's/^/  |     /' "$t/stack" 2>/dev/null | head -n 12
+	done
+	dmesg | grep -v 'speed is unknown' | tail -n 15 | sed 's/^/  | dmesg: /'
+	kill -KILL "$SRV_PID" 2>/dev/null
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$SRV_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	if kill -0 "$SRV_PID" 2>/dev/null; then failc server-kill "still there 10 s after SIGKILL (blocked in the kernel)"; else wait "$SRV_PID" 2>/dev/null; fi
+	SRV_PID=''
+}
+
 # v41f_umount DIR: umount; when it fails, what still uses DIR, and a lazy umount (bounded)
 v41f_umount() {
 	local out
@@ -241,7 +271,7 @@ run_v41_fault() {
 		v41f_umount "$ma"
 	fi
 	say "v41fault/$dev: stopping the server"
-	srv_stop
+	v41f_stop
 	v41_tail
 	part_end
 }
