@@ -183,7 +183,11 @@ srv_start() {
 	rxe) SRV_ADDR=10.0.2.15 ;;
 	siw)
 		SRV_ADDR=10.0.3.2
-		ns=(ip netns exec peer)
+		# `ip netns exec` gives the server a copy of the mount namespace: without the NFS mounts
+		# of the moment (their private copies detached, no helper run), or the server's exit
+		# would drop a mount's last reference once the client unmounted it, and that unmount
+		# (DESTROY_SESSION to the exiting server itself) would never finish
+		ns=(ip netns exec peer sh -c 'umount -a -i -l -t nfs,nfs4 2>/dev/null; exec "$@"' sh)
 		;;
 	esac
 	SRV_LOG=$LOGS/server-${PART//\//-}.log
