@@ -23,7 +23,12 @@
 #    vers=4.1,proto=rdma: "xprt: rdma" and "vers=4.1" in mountstats, the churn workload and fio
 #    verify, an NFSv3 mount of the export beside it, a plain proto=rdma mount settling on 4.1) and
 #    v41/deleg on request (two kernel clients over siw: a read delegation recalled with CB_RECALL
-#    over the holder's RDMA connection and returned, flock conflicts between the two); and fio side by side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
+#    over the holder's RDMA connection and returned, flock conflicts between the two) and
+#    v41fault/rxe, v41fault/siw (scripts/vm/nfs-v41-fault.sh, dir backend: the server drops the
+#    connection every Nth cached COMPOUND: slot replays, BIND_CONN_TO_SESSION, one reconnection
+#    per drop, nothing run twice; then the server restarts on its --v4-state-dir and the client
+#    reclaims its opens and lock, which a second client's flock still meets); and fio side by
+#    side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
 #    the memory-backend workload runs once more over rxe and over siw with the server's
 #    connections on one shared receive queue (`rpcrdma-nfsd --srq N`: parts srq/rxe, srq/siw;
 #    the server's srq.depth counter must be N);
@@ -79,7 +84,8 @@
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
 # RPCRDMA_NFSD_META_FILES, RPCRDMA_NFSD_QUICKSTART (1, 0), RPCRDMA_NFSD_V41 ("rxe/memory siw/dir";
 # empty: none), RPCRDMA_NFSD_V41_DELEG (1, 0: no part v41/deleg), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
-# RPCRDMA_NFSD_V41_CHURN (60),
+# RPCRDMA_NFSD_V41_CHURN (60), RPCRDMA_NFSD_V41_FAULT ("rxe siw"; empty: no v41fault part),
+# RPCRDMA_NFSD_V41_DROP_EVERY (20), RPCRDMA_NFSD_V41_FAULT_CHURN (30), RPCRDMA_NFSD_V41_RECORDS (20),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
 # Only the SRQ parts (e.g. while working on the SRQ path):
@@ -89,6 +95,11 @@
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
 #     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 scripts/nfs-server-stage.sh
+# Only the NFSv4.1 fault parts (add RPCRDMA_NFSD_V41_FAULT=rxe for one device):
+#   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
+#     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
+#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
+#     scripts/nfs-server-stage.sh
 # Only pjdfstest and the exports checks:
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 scripts/nfs-server-stage.sh
@@ -262,6 +273,7 @@ fault_parts=
 v41_parts=
 if [ "$BIN" != kernel ]; then
 	for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do v41_parts="$v41_parts v41/$r"; done
+	for d in ${RPCRDMA_NFSD_V41_FAULT-rxe siw}; do v41_parts="$v41_parts v41fault/$d"; done
 	[ "${RPCRDMA_NFSD_V41_DELEG:-1}" != 1 ] || v41_parts="$v41_parts v41/deleg"
 fi
 for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio fio41 meta; do
@@ -282,6 +294,7 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_pa
 	fault/rxe) dev="fault/rxe (memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
 	fault/siw) dev="fault/siw (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
 	v41/deleg) dev="v41/deleg (siw, two clients, recall, locks)" ;;
+	v41fault/*) dev="$p (NFSv4.1, dir, drops, restart)" ;;
 	v41/*) dev="$p (NFSv4.1, --nfs4)" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
 	fio41) dev="fio41 side by side (NFSv4.1, rxe, memory)" ;;

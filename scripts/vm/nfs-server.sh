@@ -34,6 +34,11 @@
 #       "rxe/memory siw/dir"; v41/deleg unless RPCRDMA_NFSD_V41_DELEG=0; nfs-v41.sh): the NFSv4.1 client against
 #       `rpcrdma-nfsd --nfs4` on port 20049: mounts (vers=4.1 and negotiated), workload, NFSv3
 #       beside it; two clients: delegation recall, flock conflicts.
+#   v41fault/rxe, v41fault/siw   (ours only; RPCRDMA_NFSD_V41_FAULT, default "rxe siw";
+#       nfs-v41-fault.sh): the NFSv4.1 client through connections the server drops (slot replays,
+#       BIND_CONN_TO_SESSION, one reconnection per drop, no operation run twice), then a server
+#       restart in which the client reclaims its open files and its lock (a second client's lock
+#       conflicts until it is released; the tree intact).
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
 #       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
 #       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
@@ -132,6 +137,8 @@ KIND=ours
 . "$HERE/quickstart.sh"
 # shellcheck source=scripts/vm/nfs-v41.sh
 . "$HERE/nfs-v41.sh"
+# shellcheck source=scripts/vm/nfs-v41-fault.sh
+. "$HERE/nfs-v41-fault.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -188,7 +195,11 @@ srv_start() {
 	rxe) SRV_ADDR=10.0.2.15 ;;
 	siw)
 		SRV_ADDR=10.0.3.2
-		ns=(ip netns exec peer)
+		# `ip netns exec` gives the server a copy of the mount namespace: without the NFS mounts
+		# of the moment (their private copies detached, no helper run), or the server's exit
+		# would drop a mount's last reference once the client unmounted it, and that unmount
+		# (DESTROY_SESSION to the exiting server itself) would never finish
+		ns=(ip netns exec peer sh -c 'umount -a -i -l -t nfs,nfs4 2>/dev/null; exec "$@"' sh)
 		;;
 	esac
 	SRV_LOG=$LOGS/server-${PART//\//-}.log
@@ -306,7 +317,7 @@ counters() {
 show_counters() {
 	local k line=''
 	for k in calls.total calls.READ calls.WRITE calls.READDIRPLUS chunks.read chunks.write chunks.reply chunks.pz \
-		read.ddp read.zero_copy read.inline replies.send_inv credits.granted drc.hits drc.inprogress conn.accepted conn.dropped svc_rdma.read \
+		read.ddp read.zero_copy read.inline replies.send_inv credits.granted drc.hits drc.inprogress conn.accepted conn.kicked conn.dropped svc_rdma.read \
 		svc_rdma.write svc_rdma.recv srq.depth srq.held_max srq.low_water; do
 		[ -n "${CNT[$k]:-}" ] && line="$line $k=${CNT[$k]}"
 	done
@@ -745,6 +756,15 @@ for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do
 	rxe/memory | rxe/dir | siw/memory | siw/dir) run_v41 "${r%/*}" "${r#*/}" ;;
 	*)
 		echo "nfs-server: unknown NFSv4.1 run $r (rxe/memory rxe/dir siw/memory siw/dir)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
+for d in ${RPCRDMA_NFSD_V41_FAULT-rxe siw}; do
+	case $d in
+	rxe | siw) run_v41_fault "$d" ;;
+	*)
+		echo "nfs-server: unknown NFSv4.1 fault run $d (rxe siw)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac

@@ -70,10 +70,10 @@ v41_mount() {
 	fi
 	pass mount "mount -t nfs -o $o $SRV_ADDR:/export $d ($(($(now_ms) - t0)) ms)"
 }
-v41_server() { # DEV BACKEND [SERVER-ARGS...]: our server with --nfs4 on port 20049
-	# No client records kept (--v4-state-dir none): each part's server starts without a grace
-	# period, whatever the part before it left mounted.
-	if ! PORT=$V41_PORT srv_start "$1" "$2" --nfs4 --v4-state-dir none "${@:3}"; then
+v41_server() { # DEV BACKEND [SERVER-ARGS...]: our server with --nfs4 on port 20049 (reads V41_STATE)
+	# No client records kept (--v4-state-dir none) unless V41_STATE names a directory: each
+	# part's server starts without a grace period, whatever the part before it left mounted.
+	if ! PORT=$V41_PORT srv_start "$1" "$2" --nfs4 --v4-state-dir "${V41_STATE:-none}" "${@:3}"; then
 		failc server-start "the server did not start (log below)"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 		return 1

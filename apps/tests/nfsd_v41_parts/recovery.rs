@@ -297,6 +297,7 @@ fn dropped_connection(rig: Rig) {
     };
     let r = call(&holder, &[bind]);
     assert_eq!(r.status, NFS4_OK, "BIND_CONN_TO_SESSION: {r:?}");
+    assert_eq!(rig.counter("nfs4_binds"), 1, "the bind counted");
     h.wait_flags(|f| f == 0, "the back channel healed");
     // A recall reaches the holder over its new connection.
     let mut w = Session::new(&rig.nfs, b"writer", 0);

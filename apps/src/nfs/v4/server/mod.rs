@@ -278,7 +278,7 @@ impl Collector for Nfs41 {
         let name = "rpcrdma_nfsd_nfs4_events_total";
         e.family(
             name,
-            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked, reclaims accepted and refused, calls refused for the grace period, client records not kept (file full), record writes failed, connections dropped by fault injection.",
+            "NFSv4.1 state events: clients expired with their lease, entries refused at a table's bound, SEQUENCE retries answered from the slot, CB_RECALLs sent, DELEGRETURNs, delegations revoked, connections bound by BIND_CONN_TO_SESSION, reclaims accepted and refused, calls refused for the grace period, client records not kept (file full), record writes failed, connections dropped by fault injection.",
             Kind::Counter,
         );
         e.sample(
@@ -291,6 +291,7 @@ impl Collector for Nfs41 {
         e.sample(name, &[("event", "recalls")], s.counters.recalls);
         e.sample(name, &[("event", "delegreturns")], s.counters.delegreturns);
         e.sample(name, &[("event", "revoked")], s.counters.revoked);
+        e.sample(name, &[("event", "binds")], s.counters.binds);
         drop(s);
         let rec = self.recovery_counters();
         let gauges = ["nfs4_grace", "nfs4_client_records"];
@@ -386,6 +387,7 @@ impl Nfs41 {
             ("nfs4_recalls", s.counters.recalls),
             ("nfs4_delegreturns", s.counters.delegreturns),
             ("nfs4_revoked", s.counters.revoked),
+            ("nfs4_binds", s.counters.binds),
         ];
         drop(s);
         v.extend(self.recovery_counters());

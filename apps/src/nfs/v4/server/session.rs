@@ -470,6 +470,7 @@ pub fn bind_conn_to_session(
         c.probe = Some(sid);
     }
     let client = sess.client;
+    s.counters.binds += 1;
     s.renew(client, now);
     out.fixed(&sid);
     out.u32(granted);

@@ -282,6 +282,8 @@ pub struct Counters {
     pub delegreturns: u64,
     /// Delegations revoked (not returned within the lease after a recall).
     pub revoked: u64,
+    /// Connections bound to a session by BIND_CONN_TO_SESSION.
+    pub binds: u64,
 }
 
 impl State {
