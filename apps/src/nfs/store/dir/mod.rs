@@ -1,7 +1,9 @@
 //! The directory store ([`DirStore`]): serves a real directory of the server's file system,
 //! what `rpcrdma-nfsd dir:PATH` runs. Handlers run in worker threads, so every method simply
-//! makes blocking system calls; only [`Store::getattr_now`] runs on a reactor, and answers only
-//! from a descriptor already open (one `fstat`).
+//! makes blocking system calls; on a reactor run [`Store::getattr_now`], which answers only
+//! from a descriptor already open (one `fstat`), and with `--dir-calls reactor` the calls
+//! [`Store::run_on_reactor`] admits: those of a caller whose identity is the reactor's own,
+//! which need no identity switch (`ident`).
 //!
 //! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened again
 //! with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH, i.e. root),
@@ -606,6 +608,16 @@ impl Store for DirStore {
 
     fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3> {
         Ok(sys::fattr(&self.stat_obj(fh)?.st))
+    }
+
+    /// A caller acting as the thread's own identity (`ident::pin_if_own`): no switch, the
+    /// thread's credentials untouched while `call` runs, whatever it returns or if it panics.
+    fn run_on_reactor(&self, cx: &Cred, call: &mut dyn FnMut()) -> bool {
+        let Some(_pinned) = ident::pin_if_own(cx) else {
+            return false;
+        };
+        call();
+        true
     }
 
     /// A handle whose descriptor is open: one `fstat`, which does not block on a local file

@@ -813,3 +813,65 @@ fn accepts_readdirplus_handles_equal_to_lookup_handles() {
         assert_eq!(fh, look(&s, &ROOT, &root, &name), "{name}");
     }
 }
+
+/// The identity of a thread that never switched: the process's fs ids and groups.
+fn own_identity() -> Cred {
+    let mut g = [0 as libc::gid_t; 64];
+    // SAFETY: `g` has room for 64 ids; plain system calls that change nothing.
+    let (n, uid, gid) = unsafe {
+        let n = libc::getgroups(g.len() as libc::c_int, g.as_mut_ptr());
+        (n, libc::geteuid(), libc::getegid())
+    };
+    Cred::with_groups(uid, gid, &g[..usize::try_from(n).expect("getgroups")])
+}
+
+#[test]
+fn rejects_another_identity_on_a_thread_serving_on_the_reactor() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("pinned");
+    fs::create_dir(t.at("open")).expect("mkdir");
+    chmod(&t.at("open"), 0o777);
+    let (s, r) = store(&t);
+    let new = || CreateHow::Guarded(Sattr3::default());
+    // A thread that never switched, as a reactor's.
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let own = own_identity();
+            // Another caller is not served on it: the call does not run.
+            let mut ran = false;
+            assert!(!s.run_on_reactor(&ALICE, &mut || ran = true));
+            assert!(!ran);
+            // Its own identity is, with no switch; inside, acting as anyone else is refused
+            // without a switch either.
+            let mut made = None;
+            assert!(s.run_on_reactor(&own, &mut || {
+                let d = s.lookup(&own, &r, b"open");
+                made = Some(d.and_then(|d| s.create(&own, &d, b"mine", &new())));
+                assert_eq!(err(s.lookup(&ALICE, &r, b"open")), Nfsstat3::SERVERFAULT);
+            }));
+            made.expect("ran").expect("create");
+            assert_eq!(
+                (ident::switches(), ident::fs_ids()),
+                (0, (own.uid, own.gid))
+            );
+            assert!(!ident::pinned());
+            // A panic inside the call unpins the thread; its identity was never touched.
+            let call = std::panic::AssertUnwindSafe(|| {
+                s.run_on_reactor(&own, &mut || panic!("a call panics"))
+            });
+            assert!(std::panic::catch_unwind(call).is_err());
+            assert!(!ident::pinned());
+            assert_eq!(
+                (ident::switches(), ident::fs_ids()),
+                (0, (own.uid, own.gid))
+            );
+            // The next caller, another user, on a thread that may switch: acts as that user.
+            let open = look(&s, &ALICE, &r, "open");
+            s.create(&ALICE, &open, b"alices", &new()).expect("create");
+        });
+    });
+    assert_eq!(snapshot(&t.at("open/mine")).0, 0);
+    assert_eq!(snapshot(&t.at("open/alices")).0, ALICE.uid);
+}
