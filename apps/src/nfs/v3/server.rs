@@ -319,7 +319,7 @@ impl Nfs3 {
     ) -> Result<(), Reject> {
         let p = req.proc_num;
         if !is_non_idempotent(p) {
-            return self.execute(req, out, &args, &adm);
+            return self.execute(req, out, args, adm);
         }
         let key = DrcKey::new(req.transport.peer.ip(), req.xid, req.vers, p, req.args);
         let (found, evicted) = self.drc.begin(key);
@@ -335,7 +335,7 @@ impl Nfs3 {
             }
             Lookup::New => {}
         }
-        if let Err(e) = self.execute(req, out, &args, &adm) {
+        if let Err(e) = self.execute(req, out, args, adm) {
             self.drc.abandon(key);
             return Err(e);
         }
