@@ -108,8 +108,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           a GETATTR whose descriptor is open is answered on the reactor]
   --dir-calls WHERE       dir backends: reactor (a call whose caller has the daemon's own
                           identity, which needs no identity switch, is served on the
-                          reactor; COMMIT and stable WRITEs and other callers' calls go to
-                          a worker) or workers (every call but such a GETATTR) [reactor]
+                          reactor; other callers' calls, and COMMIT and stable WRITEs
+                          but on tmpfs, go to a worker) or workers (every call but such a
+                          GETATTR) [reactor]
   --no-rpcbind            do not register with rpcbind
   --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
                           port; not yet proven against the kernel client [off]

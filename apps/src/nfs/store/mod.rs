@@ -164,8 +164,9 @@ pub trait Store: Send + Sync + 'static {
     /// serve it there, and says whether it did; `false` (the default): `call` did not run and
     /// the call belongs on a worker. The directory store serves there a caller whose identity
     /// is the reactor thread's own (no identity switch: a reactor's credentials must stay the
-    /// ones that opened the verbs device).
-    fn run_on_reactor(&self, _cx: &Cred, _call: &mut dyn FnMut()) -> bool {
+    /// ones that opened the verbs device); a call that `syncs` (COMMIT, a WRITE to stable
+    /// storage) only when nothing waits for a device (tmpfs).
+    fn run_on_reactor(&self, _cx: &Cred, _syncs: bool, _call: &mut dyn FnMut()) -> bool {
         false
     }
 

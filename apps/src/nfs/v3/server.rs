@@ -64,9 +64,10 @@ pub struct NfsConfig {
     /// Worker mode: a GETATTR the store answers at once ([`Store::getattr_now`]) is served
     /// on the reactor.
     pub getattr_on_reactor: bool,
-    /// Worker mode: every call the store can serve on the reactor ([`Store::run_on_reactor`])
-    /// is served there, but COMMIT and WRITEs asking for stable storage (they wait for the
-    /// device) and calls refused before the store (their counts and logs are the worker's).
+    /// Worker mode: every call the store can serve on the reactor ([`Store::run_on_reactor`];
+    /// COMMIT and WRITEs asking for stable storage only when they wait for no device) is
+    /// served there, but calls refused before the store (their counts and logs are the
+    /// worker's).
     pub calls_on_reactor: bool,
 }
 
@@ -220,22 +221,22 @@ impl Nfs3 {
                 return Some(r);
             }
         }
-        if !self.cfg.calls_on_reactor || p == proc3::COMMIT {
+        if !self.cfg.calls_on_reactor {
             return None;
         }
         let mut args = proto::decode_args(p, req.args).ok()?;
-        if let Args3::Write { stable, .. } = args {
-            if stable != StableHow::Unstable {
-                return None;
-            }
-        }
+        let syncs = match args {
+            Args3::Write { stable, .. } => stable != StableHow::Unstable,
+            Args3::Commit { .. } => true,
+            _ => false,
+        };
         let adm = self
             .exports()
             .admit(p, &mut args, req.transport.peer.ip(), &req.cred)
             .ok()?;
         let store = Arc::clone(&adm.share.store);
         let mut r = None;
-        let ran = store.run_on_reactor(&adm.cred, &mut || {
+        let ran = store.run_on_reactor(&adm.cred, syncs, &mut || {
             self.stats.call(p, &req.transport, req.write_chunks.len());
             self.stats.bump(&self.stats.on_reactor);
             r = Some(self.admitted(req, out, &args, &adm));

@@ -102,6 +102,8 @@ pub struct DirStore {
     cache: Mutex<FdCache>,
     verf: [u8; 8],
     max_size: u64,
+    /// The export's file system keeps everything in memory (tmpfs): syncing waits for nothing.
+    in_memory: bool,
 }
 
 /// An `io::Error` saying what `open` refuses.
@@ -177,6 +179,7 @@ impl DirStore {
             });
         }
         let max_size = sys::max_file_size(root_fd.as_raw_fd())?;
+        let in_memory = sys::in_memory(root_fd.as_raw_fd())?;
         let tag = handle::export_tag(&kh);
         let root_fh = handle::encode(tag, &kh).ok_or_else(|| refuse(path, "handle too long"))?;
         Ok(DirStore {
@@ -189,6 +192,7 @@ impl DirStore {
             cache: Mutex::new(FdCache::with_capacity(cache)),
             verf: super::memory::random8(),
             max_size,
+            in_memory,
         })
     }
 
@@ -612,7 +616,11 @@ impl Store for DirStore {
 
     /// A caller acting as the thread's own identity (`ident::pin_if_own`): no switch, the
     /// thread's credentials untouched while `call` runs, whatever it returns or if it panics.
-    fn run_on_reactor(&self, cx: &Cred, call: &mut dyn FnMut()) -> bool {
+    /// A call that syncs only when the export is in memory (tmpfs: no device to wait for).
+    fn run_on_reactor(&self, cx: &Cred, syncs: bool, call: &mut dyn FnMut()) -> bool {
+        if syncs && !self.in_memory {
+            return false;
+        }
         let Some(_pinned) = ident::pin_if_own(cx) else {
             return false;
         };

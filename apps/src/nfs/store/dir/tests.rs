@@ -10,6 +10,7 @@
 
 use std::ffi::CString;
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -841,12 +842,12 @@ fn rejects_another_identity_on_a_thread_serving_on_the_reactor() {
             let own = own_identity();
             // Another caller is not served on it: the call does not run.
             let mut ran = false;
-            assert!(!s.run_on_reactor(&ALICE, &mut || ran = true));
+            assert!(!s.run_on_reactor(&ALICE, false, &mut || ran = true));
             assert!(!ran);
             // Its own identity is, with no switch; inside, acting as anyone else is refused
             // without a switch either.
             let mut made = None;
-            assert!(s.run_on_reactor(&own, &mut || {
+            assert!(s.run_on_reactor(&own, false, &mut || {
                 let d = s.lookup(&own, &r, b"open");
                 made = Some(d.and_then(|d| s.create(&own, &d, b"mine", &new())));
                 assert_eq!(err(s.lookup(&ALICE, &r, b"open")), Nfsstat3::SERVERFAULT);
@@ -859,7 +860,7 @@ fn rejects_another_identity_on_a_thread_serving_on_the_reactor() {
             assert!(!ident::pinned());
             // A panic inside the call unpins the thread; its identity was never touched.
             let call = std::panic::AssertUnwindSafe(|| {
-                s.run_on_reactor(&own, &mut || panic!("a call panics"))
+                s.run_on_reactor(&own, false, &mut || panic!("a call panics"))
             });
             assert!(std::panic::catch_unwind(call).is_err());
             assert!(!ident::pinned());
@@ -874,4 +875,32 @@ fn rejects_another_identity_on_a_thread_serving_on_the_reactor() {
     });
     assert_eq!(snapshot(&t.at("open/mine")).0, 0);
     assert_eq!(snapshot(&t.at("open/alices")).0, ALICE.uid);
+}
+
+#[test]
+fn rejects_a_syncing_call_on_the_reactor_unless_the_export_is_in_memory() {
+    if not_root() {
+        return;
+    }
+    let on_disk = Tmp::new("sync-disk");
+    let shm = Tmp(Path::new("/dev/shm").join(format!("rpcrdma-dir-sync-{}", std::process::id())));
+    fs::create_dir_all(&shm.0).expect("mkdir /dev/shm");
+    let in_memory = |p: &Path| sys::in_memory(fs::File::open(p).expect("open").as_raw_fd());
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let own = own_identity();
+            for (t, tmpfs) in [(&on_disk, false), (&shm, true)] {
+                if in_memory(&t.0).expect("fstatfs") != tmpfs {
+                    eprintln!("skipped {}: not the file system expected", t.0.display());
+                    continue;
+                }
+                let (s, _) = store(t);
+                let mut ran = 0;
+                assert!(s.run_on_reactor(&own, false, &mut || ran += 1));
+                // COMMIT or a stable WRITE waits for the device unless there is none.
+                assert_eq!(s.run_on_reactor(&own, true, &mut || ran += 1), tmpfs);
+                assert_eq!(ran, 1 + tmpfs as i32, "{}", t.0.display());
+            }
+        });
+    });
 }
