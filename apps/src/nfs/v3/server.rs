@@ -10,7 +10,10 @@
 //! already placed by the engine's RDMA Reads of the Read chunk. Directory listings are written
 //! entry by entry while the store walks the directory, bounded by the client's count and by
 //! what the client can receive (the Reply chunk it offered, or the inline threshold).
-//! Non-idempotent procedures go through the duplicate request cache ([`Drc`]).
+//! Non-idempotent procedures go through the duplicate request cache ([`Drc`]). In worker mode
+//! (the `dir:` store) a call is first offered on the reactor: a GETATTR
+//! the store answers from an open descriptor, and with [`NfsConfig::calls_on_reactor`] any
+//! call the store serves there ([`Store::run_on_reactor`]); the rest go to a worker.
 //!
 //! Recovery: undecodable arguments are GARBAGE_ARGS; everything else is an NFS3ERR_* result
 //! with the weak cache consistency data RFC 1813 asks for (a retransmission of a call still
