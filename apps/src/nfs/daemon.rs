@@ -143,10 +143,11 @@ pub struct DaemonOptions {
     pub getattr_on_reactor: bool,
     /// Directory backends: serve on the reactor every call whose caller acts as the daemon's
     /// own identity (root, its gid and groups: no identity switch, which a reactor may not
-    /// make: Linux lets only the credentials that opened the verbs device write to it), but COMMIT and WRITEs to stable storage unless the export
-    /// is in memory (tmpfs: nothing waits for a device); other callers'
-    /// calls go to a worker. `false` (`--dir-calls workers`): every call but a GETATTR
-    /// [`DaemonOptions::getattr_on_reactor`] admits goes to a worker.
+    /// make, as Linux lets only the credentials that opened the verbs device write to it),
+    /// but COMMIT and WRITEs to stable storage unless the export is in memory (tmpfs: nothing
+    /// waits for a device); other callers' calls go to a worker. `false` (`--dir-calls
+    /// workers`): every call but a GETATTR [`DaemonOptions::getattr_on_reactor`] admits goes
+    /// to a worker.
     pub dir_calls_on_reactor: bool,
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
