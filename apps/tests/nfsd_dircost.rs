@@ -4,7 +4,9 @@
 //! worker thread), counted exactly by a seccomp filter (`syscount`), never timed.
 //!
 //! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when any
-//! of these calls costs more system calls than its budget. The measurement behind
+//! of these calls costs more system calls than its budget, when a call of the daemon's own
+//! identity (the rig acts as root) reaches a worker or switches identity on the reactor, or
+//! when with `--dir-calls workers --getattr-in-worker` one does not reach a worker. The measurement behind
 //! the budgets (`measure_dir_metadata_calls`, ignored by default: `cargo test -p rpcrdma-apps
 //! --test nfsd_dircost -- --ignored --nocapture`) prints every call type's system calls,
 //! wall and CPU time per call over a tree of a few thousand files. Both need root (the
@@ -77,19 +79,23 @@ fn runnable() -> bool {
 }
 
 /// A daemon over `dir` (a fresh one keeps no descriptor of what an earlier one opened);
-/// `getattr_on_reactor` as `DaemonOptions` says.
-fn rig_with(dir: &std::path::Path, getattr_on_reactor: bool) -> Rig {
+/// `on_reactor`: `DaemonOptions::getattr_on_reactor` and `dir_calls_on_reactor` both.
+fn rig_with(dir: &std::path::Path, on_reactor: bool) -> Rig {
     let o = DaemonOptions {
         dir_cache: 1 << 16,
-        getattr_on_reactor,
+        getattr_on_reactor: on_reactor,
+        dir_calls_on_reactor: on_reactor,
         ..options(Backend::Dir(dir.to_path_buf()))
     };
     Rig::with(o, None)
 }
 
-/// A daemon over `dir` with the default options.
+/// A daemon over `dir` with the default options: the rig's calls act as root, the daemon's
+/// own identity, so they are served on the reactor.
 fn rig(dir: &std::path::Path) -> Rig {
-    rig_with(dir, DaemonOptions::default().getattr_on_reactor)
+    let d = DaemonOptions::default();
+    assert!(d.getattr_on_reactor && d.dir_calls_on_reactor);
+    rig_with(dir, true)
 }
 
 /// One phase's counts and times.
@@ -216,7 +222,8 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
         fhs2.iter().for_each(|f| _ = r2.nfs.getattr(f).unwrap())
     }));
     r2.stop_keep();
-    // GETATTR always handed to a worker (`--getattr-in-worker`), for comparison.
+    // Every call handed to a worker (`--getattr-in-worker --dir-calls workers`), for
+    // comparison.
     let r3 = rig_with(&dir, false);
     let d3 = r3.nfs.lookup(&r3.root, b"tree").unwrap();
     let fhs3: Vec<Fh> = (0..n)
@@ -224,6 +231,10 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
         .collect();
     out.push(phase(c, "GETATTR in worker", n64, || {
         fhs3.iter().for_each(|f| _ = r3.nfs.getattr(f).unwrap())
+    }));
+    let w = r3.nfs.mkdir(&r3.root, b"w", Sattr3::default()).unwrap();
+    out.push(phase(c, "CREATE in worker", n64, || {
+        _ = make_files(&r3, &w, n)
     }));
     r3.stop_keep();
     out.extend(names_phases(c, &r, &d, &fhs));
@@ -320,16 +331,36 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
         plus.calls,
         plus.fs
     );
-    // GETATTR of an open descriptor is answered on the reactor: no worker touches it.
+    // The rig's calls (root, the daemon's own identity) are served on the reactor, with no
+    // identity switch: no worker touches them, and no phase switches (`setgroups`,
+    // `setfsgid`, `setfsuid`) but those of a worker's first call as a caller.
     let on = |name: &str, role: &str| {
         let p = phases.iter().find(|p| p.name == name).expect("phase");
         let t = p.fs_threads.iter().filter(|(r, _, _)| r.contains(role));
         t.map(|(_, n, _)| n).sum::<u64>()
     };
-    assert_eq!(on("GETATTR", "worker"), 0, "GETATTR ran on a worker");
+    for p in &phases {
+        let switches = p.fs.iter().filter(|(n, _)| SWITCH.contains(n));
+        let switches: u64 = switches.map(|(_, k)| k).sum();
+        if p.name.ends_with("in worker") {
+            assert!(
+                switches <= 3 * 2,
+                "{}: {switches} identity switches",
+                p.name
+            );
+            continue;
+        }
+        assert_eq!(on(p.name, "worker"), 0, "{} ran on a worker", p.name);
+        assert_eq!(switches, 0, "{}: identity switched on the reactor", p.name);
+    }
     assert_eq!(on("GETATTR in worker", "worker"), 100);
     assert_eq!(on("GETATTR in worker", "nfsd"), 0);
+    assert_eq!(on("CREATE in worker", "nfsd"), 0);
+    assert!(on("CREATE in worker", "worker") >= 100 * BUDGET_CREATE - 100);
 }
+
+/// The system calls of an identity switch.
+const SWITCH: [&str; 3] = ["setgroups", "setfsgid", "setfsuid"];
 
 #[test]
 #[ignore = "a measurement: run with --ignored --nocapture"]

@@ -4,7 +4,8 @@
 //! any handle altered by one octet; a squashed caller (`all_squash`, anonymous uid 1000)
 //! cannot write root's files, create in root's directories or make devices, and what it
 //! creates is its own; a caller whose uid or gid is (uid_t) −1, which the host cannot hold,
-//! does nothing; FSINFO says the file system's own largest file.
+//! does nothing; FSINFO says the file system's own largest file; calls of root (the daemon's
+//! own identity, served on the reactor) and of another user in turn each act as their caller.
 //!
 //! Normal operation: each test starts a daemon on a fresh directory prepared as root. The
 //! tests need root (to own files and for the backend to act as its callers) and skip with a
@@ -193,5 +194,66 @@ fn rejects_callers_whose_ids_the_host_cannot_hold() {
         assert_eq!(a.uid, 65534);
     }
     assert_eq!(std::fs::read(dir.join("f")).expect("read"), b"root data");
+    r.stop();
+}
+
+#[test]
+fn rejects_a_callers_identity_in_the_next_call_of_another_user_on_the_reactor() {
+    if not_root() {
+        return;
+    }
+    // The rig's calls act as root (AUTH_NONE, anonymous ids 0): the daemon's own identity,
+    // served on the reactor (`--dir-calls reactor`, the default) with no identity switch.
+    // Another user's calls (10.0.0.9, AUTH_SYS uid 1000) must act as that user, before and
+    // after root's, and root's must not act as it.
+    let dir = scratch_dir("reactor-id");
+    let o = rpcrdma_apps::nfs::daemon::DaemonOptions {
+        exports: exports(
+            "/export:127.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \
+             10.0.0.1(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0) \
+             10.0.0.9(rw,no_root_squash)",
+        ),
+        ..options(Backend::Dir(dir.clone()))
+    };
+    assert!(o.dir_calls_on_reactor, "the default");
+    let r = Rig::with(o, Some(dir.clone()));
+    let mode = |m| Sattr3 {
+        mode: Some(m),
+        ..Sattr3::default()
+    };
+    let open = r.nfs.mkdir(&r.root, b"open", mode(0o777)).expect("mkdir");
+    let closed = r.nfs.mkdir(&r.root, b"closed", mode(0o755)).expect("mkdir");
+    let (_ep, alice) = r.client_as(
+        Ipv4Addr::new(10, 0, 0, 9),
+        Some(AuthSysCred::new(1000, 1000, &[1000])),
+    );
+    let new = || CreateHow::Guarded(Sattr3::default());
+    for i in 0..6 {
+        let on = r.counter("reactor.calls");
+        let a = alice.create(&open, format!("a{i}").as_bytes(), new());
+        let a = alice.getattr(&a.expect("alice's create")).expect("getattr");
+        assert_eq!((a.uid, a.gid), (1000, 1000));
+        let refused = alice.create(&closed, format!("a{i}").as_bytes(), new());
+        assert_eq!(status(refused), Nfsstat3::ACCES);
+        assert_eq!(
+            r.counter("reactor.calls"),
+            on,
+            "alice's calls ran on the reactor"
+        );
+        for d in [&open, &closed] {
+            let f = r.nfs.create(d, format!("r{i}").as_bytes(), new());
+            let f = r.nfs.getattr(&f.expect("root's create")).expect("getattr");
+            assert_eq!((f.uid, f.gid), (0, 0));
+        }
+        assert!(
+            r.counter("reactor.calls") >= on + 2,
+            "root's calls ran on a worker"
+        );
+    }
+    let owner = |p: &str| std::fs::symlink_metadata(dir.join(p)).expect("stat").uid();
+    assert_eq!(
+        (owner("open/a5"), owner("open/r5"), owner("closed/r5")),
+        (1000, 0, 0)
+    );
     r.stop();
 }

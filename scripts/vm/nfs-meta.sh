@@ -38,7 +38,8 @@
 # after rm nothing is left.
 #
 # Output: "meta DEV/BACKEND ROUND LABEL UID PHASE MS CALLS GETATTR LOOKUP READ READDIR
-# READDIRPLUS" per phase, "server DEV/BACKEND ROUND LABEL calls=N client=N" per run, then a table
+# READDIRPLUS" per phase, "server DEV/BACKEND ROUND LABEL calls=N client=N [on_reactor=N]" per
+# run (on_reactor: rpcrdma-nfsd's calls of the `dir:` backend served on the reactor), then a table
 # per device/backend x uid x phase: median ms per server, A / B ratio of the medians, median
 # calls, microseconds per call, the spread (the larger of the two servers' (max - min) / median
 # over the rounds) and the paired ratio (A / B of the two runs of one round, next to each other
@@ -282,7 +283,10 @@ run() { # DEV BACKEND ROUND LABEL
 		if do_mount; then
 			for uid in $UIDS; do workload "$dev/$be $r $l" "$uid"; done
 			sc=$(srv_calls)
-			echo "server $dev/$be $r $l calls=${sc:-?} client=$(($(rpc_calls) - c0))"
+			# rpcrdma-nfsd's calls served on the reactor by a worker-mode store (`--dir-calls`)
+			onr=''
+			[ -n "$SRV_PID" ] && onr=" on_reactor=$(awk '$1 == "nfsd-stat" && $2 == "reactor.calls" {v = $3} END {print v}' "$SRV_LOG")"
+			echo "server $dev/$be $r $l calls=${sc:-?} client=$(($(rpc_calls) - c0))$onr"
 			do_umount
 		fi
 		srv_stop

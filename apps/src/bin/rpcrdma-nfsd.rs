@@ -106,6 +106,11 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           a session slot caches) (fault injection) [0: never]
   --getattr-in-worker     dir backends: GETATTR always goes to a worker thread [off:
                           a GETATTR whose descriptor is open is answered on the reactor]
+  --dir-calls WHERE       dir backends: reactor (a call whose caller has the daemon's own
+                          identity, which needs no identity switch, is served on the
+                          reactor; other callers' calls, and COMMIT and stable WRITEs
+                          but on tmpfs, go to a worker) or workers (every call but such a
+                          GETATTR) [reactor]
   --no-rpcbind            do not register with rpcbind
   --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
                           port; not yet proven against the kernel client [off]
@@ -126,7 +131,7 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
 ";
 
 /// The options that take a value (also the config file's keys with a string or number).
-const VALUE_OPTIONS: [&str; 21] = [
+const VALUE_OPTIONS: [&str; 22] = [
     "provider",
     "bind",
     "port",
@@ -145,6 +150,7 @@ const VALUE_OPTIONS: [&str; 21] = [
     "memory-capacity",
     "memory-files",
     "dir-cache",
+    "dir-calls",
     "drop-every",
     "stats-interval",
     "v4-state-dir",
@@ -310,6 +316,13 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--drop-every" => o.drop_every = num(a, &c.value(a)?, 0, u64::MAX)?,
             "--no-rpcbind" => o.rpcbind = false,
             "--getattr-in-worker" => o.getattr_on_reactor = false,
+            "--dir-calls" => {
+                o.dir_calls_on_reactor = match c.value(a)?.as_str() {
+                    "reactor" => true,
+                    "workers" => false,
+                    v => return Err(format!("--dir-calls {v}: reactor or workers")),
+                }
+            }
             "--no-hugepages" => o.hugepages = false,
             "--nfs4" => o.nfs4 = true,
             "--v4-write-delegations" => o.v4_write_delegations = true,

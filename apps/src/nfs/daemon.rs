@@ -141,6 +141,14 @@ pub struct DaemonOptions {
     /// reactor (one `fstat`, no hand-off to a worker and back); `false`
     /// (`--getattr-in-worker`): every call goes to a worker.
     pub getattr_on_reactor: bool,
+    /// Directory backends: serve on the reactor every call whose caller acts as the daemon's
+    /// own identity (root, its gid and groups: no identity switch, which a reactor may not
+    /// make, as Linux lets only the credentials that opened the verbs device write to it),
+    /// but COMMIT and WRITEs to stable storage unless the export is in memory (tmpfs: nothing
+    /// waits for a device); other callers' calls go to a worker. `false` (`--dir-calls
+    /// workers`): every call but a GETATTR [`DaemonOptions::getattr_on_reactor`] admits goes
+    /// to a worker.
+    pub dir_calls_on_reactor: bool,
     /// Serve the Prometheus metrics of the NFS/RDMA server here (`GET /metrics`; docs/
     /// observability.md). `None` (default): no metrics port.
     pub metrics: Option<SocketAddr>,
@@ -184,6 +192,7 @@ impl Default for DaemonOptions {
             memory_files: MemoryOptions::default().max_files,
             dir_cache: crate::nfs::store::dir::CACHE_CAP,
             getattr_on_reactor: true,
+            dir_calls_on_reactor: true,
             metrics: None,
             srq: None,
             nfs4: false,
@@ -292,7 +301,9 @@ fn start_nfs41(
 /// file-system identity (`setfsuid` / `setfsgid` on the serving thread), so it runs on
 /// workers: a reactor with changed credentials may not post to the kernel's verbs device
 /// (Linux's `ib_safe_file_access` refuses a write to the uverbs file from credentials other
-/// than the opener's: EACCES, and the connection is lost).
+/// than the opener's: EACCES, and the connection is lost; a switch back gives the thread
+/// another credential structure, never the opener's again). What a reactor may serve of them
+/// without switching it serves there ([`DaemonOptions::dir_calls_on_reactor`]).
 fn callback_mode(backend: &Backend) -> CallbackMode {
     match backend {
         Backend::Memory => CallbackMode::Inline,
@@ -377,6 +388,7 @@ impl<P: Provider> Daemon<P> {
                 drop_every: o.drop_every,
                 drc: DrcConfig::default(),
                 getattr_on_reactor: o.getattr_on_reactor,
+                calls_on_reactor: o.dir_calls_on_reactor,
             },
         );
         let sopts = ServerOptions {

@@ -160,6 +160,16 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Runs `call` (a call acting as `cx`) on the calling server reactor when the store can
+    /// serve it there, and says whether it did; `false` (the default): `call` did not run and
+    /// the call belongs on a worker. The directory store serves there a caller whose identity
+    /// is the reactor thread's own (no identity switch: a reactor's credentials must stay the
+    /// ones that opened the verbs device); a call that `syncs` (COMMIT, a WRITE to stable
+    /// storage) only when nothing waits for a device (tmpfs).
+    fn run_on_reactor(&self, _cx: &Cred, _syncs: bool, _call: &mut dyn FnMut()) -> bool {
+        false
+    }
+
     /// Sets attributes (size, then mode and owner, then times). With `guard`, NOT_SYNC unless
     /// the object's ctime equals it (RFC 1813 SETATTR `sattrguard3`). Setting the size of a
     /// directory is ISDIR, of anything else but a regular file INVAL.

@@ -10,7 +10,10 @@
 //! already placed by the engine's RDMA Reads of the Read chunk. Directory listings are written
 //! entry by entry while the store walks the directory, bounded by the client's count and by
 //! what the client can receive (the Reply chunk it offered, or the inline threshold).
-//! Non-idempotent procedures go through the duplicate request cache ([`Drc`]).
+//! Non-idempotent procedures go through the duplicate request cache ([`Drc`]). In worker mode
+//! (the `dir:` store) a call is first offered on the reactor: a GETATTR
+//! the store answers from an open descriptor, and with [`NfsConfig::calls_on_reactor`] any
+//! call the store serves there ([`Store::run_on_reactor`]); the rest go to a worker.
 //!
 //! Recovery: undecodable arguments are GARBAGE_ARGS; everything else is an NFS3ERR_* result
 //! with the weak cache consistency data RFC 1813 asks for (a retransmission of a call still
@@ -34,7 +37,9 @@ use super::stats::NfsStats;
 use crate::nfs::admit::{modifies, Admitted, ExportTable, Refusal};
 use crate::nfs::drc::{Drc, DrcConfig, DrcKey, Lookup};
 use crate::nfs::store::{NewObj, Special, Store};
-use crate::nfs::types::{access, DirEntry, Fh, Ftype3, Nfsstat3, Time3, WccData, PATH_MAX};
+use crate::nfs::types::{
+    access, DirEntry, Fh, Ftype3, Nfsstat3, StableHow, Time3, WccData, PATH_MAX,
+};
 
 /// Octets kept for the RPC-over-RDMA transport header (with its Write list) when a reply
 /// must go inline.
@@ -62,6 +67,11 @@ pub struct NfsConfig {
     /// Worker mode: a GETATTR the store answers at once ([`Store::getattr_now`]) is served
     /// on the reactor.
     pub getattr_on_reactor: bool,
+    /// Worker mode: every call the store can serve on the reactor ([`Store::run_on_reactor`];
+    /// COMMIT and WRITEs asking for stable storage only when they wait for no device) is
+    /// served there, but calls refused before the store (their counts and logs are the
+    /// worker's).
+    pub calls_on_reactor: bool,
 }
 
 impl Default for NfsConfig {
@@ -73,6 +83,7 @@ impl Default for NfsConfig {
             drop_every: 0,
             drc: DrcConfig::default(),
             getattr_on_reactor: true,
+            calls_on_reactor: false,
         }
     }
 }
@@ -188,10 +199,53 @@ impl Nfs3 {
                 me.handle(req, out)
             });
         }
-        if self.cfg.getattr_on_reactor {
-            p = p.procedure(proc3::GETATTR, GetattrOnReactor(Arc::clone(self)));
+        if self.cfg.calls_on_reactor {
+            for n in 1..=proc3::COMMIT {
+                p = p.procedure(n, OnReactor(Arc::clone(self)));
+            }
+        } else if self.cfg.getattr_on_reactor {
+            p = p.procedure(proc3::GETATTR, OnReactor(Arc::clone(self)));
         }
         p
+    }
+
+    /// A call on the reactor (worker mode): a GETATTR the store answers at once
+    /// ([`Nfs3::getattr_now`]), else with `calls_on_reactor` the call when the store serves
+    /// its caller there ([`Store::run_on_reactor`]); `None` leaves it to [`Nfs3::handle`] on
+    /// a worker, with `out` untouched.
+    fn serve_now(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        let p = req.proc_num;
+        if p == proc3::GETATTR && self.cfg.getattr_on_reactor {
+            if let Some(r) = self.getattr_now(req, out) {
+                return Some(r);
+            }
+        }
+        if !self.cfg.calls_on_reactor {
+            return None;
+        }
+        let mut args = proto::decode_args(p, req.args).ok()?;
+        let syncs = match args {
+            Args3::Write { stable, .. } => stable != StableHow::Unstable,
+            Args3::Commit { .. } => true,
+            _ => false,
+        };
+        let adm = self
+            .exports()
+            .admit(p, &mut args, req.transport.peer.ip(), &req.cred)
+            .ok()?;
+        let store = Arc::clone(&adm.share.store);
+        let mut r = None;
+        let ran = store.run_on_reactor(&adm.cred, syncs, &mut || {
+            self.stats.call(p, &req.transport, req.write_chunks.len());
+            self.stats.bump(&self.stats.on_reactor);
+            r = Some(self.admitted(req, out, &args, &adm));
+        });
+        debug_assert!(ran || r.is_none());
+        r
     }
 
     /// GETATTR on the reactor (worker mode): answered when the arguments decode, the call is
@@ -255,8 +309,21 @@ impl Nfs3 {
                 return Err(Reject::Auth(why));
             }
         };
+        self.admitted(req, out, &args, &adm)
+    }
+
+    /// Serves admitted call `req` (arguments `args`): through the duplicate request cache
+    /// when it changes something.
+    fn admitted(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+        args: &Args3<'_>,
+        adm: &Admitted,
+    ) -> Result<(), Reject> {
+        let p = req.proc_num;
         if !is_non_idempotent(p) {
-            return self.execute(req, out, &args, &adm);
+            return self.execute(req, out, args, adm);
         }
         let key = DrcKey::new(req.transport.peer.ip(), req.xid, req.vers, p, req.args);
         let (found, evicted) = self.drc.begin(key);
@@ -272,7 +339,7 @@ impl Nfs3 {
             }
             Lookup::New => {}
         }
-        if let Err(e) = self.execute(req, out, &args, &adm) {
+        if let Err(e) = self.execute(req, out, args, adm) {
             self.drc.abandon(key);
             return Err(e);
         }
@@ -630,11 +697,11 @@ impl Nfs3 {
     }
 }
 
-/// The GETATTR handler of worker mode: answers on the reactor what the store has at hand
-/// ([`Nfs3::getattr_now`]), hands the rest to a worker.
-struct GetattrOnReactor(Arc<Nfs3>);
+/// A handler of worker mode that answers on the reactor what it can ([`Nfs3::serve_now`]) and
+/// hands the rest to a worker.
+struct OnReactor(Arc<Nfs3>);
 
-impl Handler for GetattrOnReactor {
+impl Handler for OnReactor {
     fn handle(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
         self.0.handle(req, out)
     }
@@ -644,7 +711,7 @@ impl Handler for GetattrOnReactor {
         req: &Request<'_>,
         out: &mut ReplyBuilder<'_>,
     ) -> Option<Result<(), Reject>> {
-        self.0.getattr_now(req, out)
+        self.0.serve_now(req, out)
     }
 }
 

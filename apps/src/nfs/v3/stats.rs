@@ -75,6 +75,12 @@ pub struct NfsStats {
     pub drc_evicted: AtomicU64,
     /// Connections dropped on purpose (`--drop-every`).
     pub dropped: AtomicU64,
+    /// Calls of a worker-mode store served on the reactor ([`Store::run_on_reactor`]; a
+    /// GETATTR answered by [`Store::getattr_now`] is not counted).
+    ///
+    /// [`Store::run_on_reactor`]: crate::nfs::store::Store::run_on_reactor
+    /// [`Store::getattr_now`]: crate::nfs::store::Store::getattr_now
+    pub on_reactor: AtomicU64,
     /// Calls answered GARBAGE_ARGS.
     pub garbage_args: AtomicU64,
     /// Calls answered SYSTEM_ERR (no buffer for a result, encoding failed).
@@ -164,6 +170,7 @@ impl NfsStats {
             ("drc.stored", &self.drc_stored),
             ("drc.evicted", &self.drc_evicted),
             ("conn.dropped", &self.dropped),
+            ("reactor.calls", &self.on_reactor),
             ("errors.GARBAGE_ARGS", &self.garbage_args),
             ("errors.SYSTEM_ERR", &self.system_err),
             ("errors.AUTH_ERROR", &self.auth_errors),

@@ -16,6 +16,19 @@
 //! context (`unshare(CLONE_FS)`) with umask 0, so a new object gets exactly the mode the client
 //! asked for (or what a default ACL makes of it), as in Linux nfsd.
 //!
+//! On a reactor the thread may not switch at all: Linux lets only the credentials that opened
+//! the verbs device write to it (`ib_safe_file_access` in include/rdma/ib.h compares the
+//! file's `f_cred` with the thread's `current_cred()` by pointer), and every `setfsuid`,
+//! `setfsgid` or `setgroups` that changes something gives the thread a new credential
+//! structure for good: switching back does not restore the opener's, and the reactor's next
+//! post of work requests to rxe or siw fails (EACCES). So [`pin_if_own`] admits a call on a
+//! thread that never switched only when the caller's identity is the thread's own (the
+//! process's: root, its gid and its groups, as sets), and while its guard [`Pinned`] lives,
+//! [`act_as`] switches nothing: it answers for the thread's own identity (and the server's,
+//! root) and refuses any other (SERVERFAULT) without a system call. Dropping the guard, on
+//! return or while a panic unwinds, ends the pinned state; the thread's credentials were
+//! never touched.
+//!
 //! [`DirStore::open`](super::DirStore::open) refuses to export when the process cannot switch
 //! ([`can_switch`]). A caller with the id (uid_t) −1, or (in a user namespace) an id the
 //! namespace does not map, which the kernel cannot hold, is refused (ACCES). Recovery: a failed switch forgets the recorded identity (the next call switches
@@ -24,7 +37,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::nfs::identity::Cred;
+use crate::nfs::identity::{Cred, NGROUPS};
 use crate::nfs::types::{NfsResult, Nfsstat3};
 
 thread_local! {
@@ -34,6 +47,73 @@ thread_local! {
     static UMASK0: Cell<Option<bool>> = const { Cell::new(None) };
     /// Identity switches this thread made (each one `setgroups` + `setfsgid` + `setfsuid`).
     static SWITCHES: Cell<u64> = const { Cell::new(0) };
+    /// Whether this thread serves a call it may not switch for ([`Pinned`]).
+    static PINNED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's own identity, read once before it ever switched (`Some(None)`: it
+    /// holds more groups than a [`Cred`] carries, or it had switched).
+    static OWN: Cell<Option<Option<Cred>>> = const { Cell::new(None) };
+}
+
+/// A call served on a thread whose credentials must stay as they are (a reactor): while this
+/// lives, [`act_as`] switches nothing. Dropping it (also while a panic unwinds) ends that.
+pub(crate) struct Pinned {
+    before: bool,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        PINNED.set(self.before);
+    }
+}
+
+/// Pins the calling thread for a call acting as `cx` when that needs no switch: the thread
+/// never switched and `cx` is its own identity (uid 0: the server's powers too, which
+/// `open_by_handle_at` needs). `None`: the call must run on a thread that may switch.
+pub(crate) fn pin_if_own(cx: &Cred) -> Option<Pinned> {
+    let own = own()?;
+    if own.uid != 0 || !same_identity(cx, &own) {
+        return None;
+    }
+    umask_is_zero();
+    Some(Pinned {
+        before: PINNED.replace(true),
+    })
+}
+
+/// Whether `a` and `b` act alike in the kernel's checks: the same uid and gid, and the same
+/// groups counting the gid (`in_group_p` looks at the fsgid, then the supplementary list, so a
+/// supplementary group equal to the gid adds nothing).
+fn same_identity(a: &Cred, b: &Cred) -> bool {
+    let groups = |c: &Cred| {
+        let mut g = c.groups().to_vec();
+        g.push(c.gid);
+        g.sort_unstable();
+        g.dedup();
+        g
+    };
+    a.uid == b.uid && a.gid == b.gid && groups(a) == groups(b)
+}
+
+/// The calling thread's own identity while it has never switched: its fs ids and its group
+/// list (three system calls, once per thread); `None` once it switched, or with more groups
+/// than a [`Cred`] holds.
+fn own() -> Option<Cred> {
+    if let Some(o) = OWN.get() {
+        return o;
+    }
+    if HELD.get().is_some() || SWITCHES.get() > 0 {
+        return None;
+    }
+    let (uid, gid) = held_ids();
+    let mut groups = [0 as libc::gid_t; NGROUPS + 1];
+    // SAFETY: `groups` has room for `NGROUPS + 1` ids; reading changes nothing.
+    let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
+    let o = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= NGROUPS)
+        .map(|n| Cred::with_groups(uid, gid, &groups[..n]));
+    OWN.set(Some(o));
+    o
 }
 
 /// Identity switches the calling thread made so far.
@@ -42,8 +122,30 @@ pub(super) fn switches() -> u64 {
     SWITCHES.get()
 }
 
+/// Whether the calling thread is pinned ([`Pinned`]) now.
+#[cfg(test)]
+pub(super) fn pinned() -> bool {
+    PINNED.get()
+}
+
+/// The fs ids the calling thread holds.
+#[cfg(test)]
+pub(super) fn fs_ids() -> (u32, u32) {
+    held_ids()
+}
+
 /// Makes the calling thread's file system calls act as `cx` (a no-op when they already do).
 pub(super) fn act_as(cx: &Cred) -> NfsResult<()> {
+    if PINNED.get() {
+        // A pinned thread's own identity is root's (`pin_if_own`): it acts as the server too.
+        let own = own().ok_or(Nfsstat3::SERVERFAULT)?;
+        let ok = same_identity(cx, &own) || *cx == Cred::ROOT;
+        return if ok {
+            Ok(())
+        } else {
+            Err(Nfsstat3::SERVERFAULT)
+        };
+    }
     if HELD.get() == Some(*cx) {
         return Ok(());
     }
@@ -154,6 +256,16 @@ pub(super) fn umask_is_zero() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepts_as_the_same_identity_only_the_same_ids_and_group_set() {
+        let c = |uid, gid, g: &[u32]| Cred::with_groups(uid, gid, g);
+        assert!(same_identity(&c(0, 0, &[]), &c(0, 0, &[0])));
+        assert!(same_identity(&c(0, 0, &[4, 1]), &c(0, 0, &[1, 4, 4, 0])));
+        assert!(!same_identity(&c(0, 0, &[]), &c(0, 0, &[1])));
+        assert!(!same_identity(&c(0, 0, &[1]), &c(0, 1, &[0])));
+        assert!(!same_identity(&c(0, 0, &[]), &c(1000, 0, &[])));
+    }
 
     #[test]
     fn accepts_only_the_whole_identity_map_as_mapping_everything() {

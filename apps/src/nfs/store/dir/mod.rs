@@ -1,7 +1,9 @@
 //! The directory store ([`DirStore`]): serves a real directory of the server's file system,
 //! what `rpcrdma-nfsd dir:PATH` runs. Handlers run in worker threads, so every method simply
-//! makes blocking system calls; only [`Store::getattr_now`] runs on a reactor, and answers only
-//! from a descriptor already open (one `fstat`).
+//! makes blocking system calls; on a reactor run [`Store::getattr_now`], which answers only
+//! from a descriptor already open (one `fstat`), and with `--dir-calls reactor` the calls
+//! [`Store::run_on_reactor`] admits: those of a caller whose identity is the reactor's own,
+//! which need no identity switch (`ident`).
 //!
 //! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened again
 //! with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH, i.e. root),
@@ -100,6 +102,8 @@ pub struct DirStore {
     cache: Mutex<FdCache>,
     verf: [u8; 8],
     max_size: u64,
+    /// The export's file system keeps everything in memory (tmpfs): syncing waits for nothing.
+    in_memory: bool,
 }
 
 /// An `io::Error` saying what `open` refuses.
@@ -175,6 +179,7 @@ impl DirStore {
             });
         }
         let max_size = sys::max_file_size(root_fd.as_raw_fd())?;
+        let in_memory = sys::in_memory(root_fd.as_raw_fd())?;
         let tag = handle::export_tag(&kh);
         let root_fh = handle::encode(tag, &kh).ok_or_else(|| refuse(path, "handle too long"))?;
         Ok(DirStore {
@@ -187,6 +192,7 @@ impl DirStore {
             cache: Mutex::new(FdCache::with_capacity(cache)),
             verf: super::memory::random8(),
             max_size,
+            in_memory,
         })
     }
 
@@ -606,6 +612,20 @@ impl Store for DirStore {
 
     fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3> {
         Ok(sys::fattr(&self.stat_obj(fh)?.st))
+    }
+
+    /// A caller acting as the thread's own identity (`ident::pin_if_own`): no switch, the
+    /// thread's credentials untouched while `call` runs, whatever it returns or if it panics.
+    /// A call that syncs only when the export is in memory (tmpfs: no device to wait for).
+    fn run_on_reactor(&self, cx: &Cred, syncs: bool, call: &mut dyn FnMut()) -> bool {
+        if syncs && !self.in_memory {
+            return false;
+        }
+        let Some(_pinned) = ident::pin_if_own(cx) else {
+            return false;
+        };
+        call();
+        true
     }
 
     /// A handle whose descriptor is open: one `fstat`, which does not block on a local file

@@ -223,6 +223,23 @@ const EXT4_SUPER_MAGIC: i64 = 0xef53;
 /// FAT (`MSDOS_SUPER_MAGIC`).
 const MSDOS_SUPER_MAGIC: i64 = 0x4d44;
 
+/// tmpfs (`TMPFS_MAGIC`).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// ramfs (`RAMFS_MAGIC`).
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
+
+/// Whether the file system holding `fd` keeps everything in memory (tmpfs, ramfs): its
+/// `fsync` and `fdatasync` wait for no device.
+pub(super) fn in_memory(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: an all-zero statfs is valid; the kernel fills it.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `s` is writable.
+    if unsafe { libc::fstatfs(fd, &mut s) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(matches!(s.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC))
+}
+
 /// Largest file the file system holding `fd` stores: ext4 (extent-mapped files) holds 2^32 − 1
 /// blocks (`ext4_max_size`: 16 TiB − 4 KiB with 4 KiB blocks), FAT 4 GiB − 1; others (tmpfs,
 /// XFS, Btrfs, ...) the kernel's `MAX_LFS_FILESIZE`, 2^63 − 1.

@@ -10,6 +10,7 @@
 
 use std::ffi::CString;
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -812,4 +813,94 @@ fn accepts_readdirplus_handles_equal_to_lookup_handles() {
     for (name, fh) in listed {
         assert_eq!(fh, look(&s, &ROOT, &root, &name), "{name}");
     }
+}
+
+/// The identity of a thread that never switched: the process's fs ids and groups.
+fn own_identity() -> Cred {
+    let mut g = [0 as libc::gid_t; 64];
+    // SAFETY: `g` has room for 64 ids; plain system calls that change nothing.
+    let (n, uid, gid) = unsafe {
+        let n = libc::getgroups(g.len() as libc::c_int, g.as_mut_ptr());
+        (n, libc::geteuid(), libc::getegid())
+    };
+    Cred::with_groups(uid, gid, &g[..usize::try_from(n).expect("getgroups")])
+}
+
+#[test]
+fn rejects_another_identity_on_a_thread_serving_on_the_reactor() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("pinned");
+    fs::create_dir(t.at("open")).expect("mkdir");
+    chmod(&t.at("open"), 0o777);
+    let (s, r) = store(&t);
+    let new = || CreateHow::Guarded(Sattr3::default());
+    // A thread that never switched, as a reactor's.
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let own = own_identity();
+            // Another caller is not served on it: the call does not run.
+            let mut ran = false;
+            assert!(!s.run_on_reactor(&ALICE, false, &mut || ran = true));
+            assert!(!ran);
+            // Its own identity is, with no switch; inside, acting as anyone else is refused
+            // without a switch either.
+            let mut made = None;
+            assert!(s.run_on_reactor(&own, false, &mut || {
+                let d = s.lookup(&own, &r, b"open");
+                made = Some(d.and_then(|d| s.create(&own, &d, b"mine", &new())));
+                assert_eq!(err(s.lookup(&ALICE, &r, b"open")), Nfsstat3::SERVERFAULT);
+            }));
+            made.expect("ran").expect("create");
+            assert_eq!(
+                (ident::switches(), ident::fs_ids()),
+                (0, (own.uid, own.gid))
+            );
+            assert!(!ident::pinned());
+            // A panic inside the call unpins the thread; its identity was never touched.
+            let call = std::panic::AssertUnwindSafe(|| {
+                s.run_on_reactor(&own, false, &mut || panic!("a call panics"))
+            });
+            assert!(std::panic::catch_unwind(call).is_err());
+            assert!(!ident::pinned());
+            assert_eq!(
+                (ident::switches(), ident::fs_ids()),
+                (0, (own.uid, own.gid))
+            );
+            // The next caller, another user, on a thread that may switch: acts as that user.
+            let open = look(&s, &ALICE, &r, "open");
+            s.create(&ALICE, &open, b"alices", &new()).expect("create");
+        });
+    });
+    assert_eq!(snapshot(&t.at("open/mine")).0, 0);
+    assert_eq!(snapshot(&t.at("open/alices")).0, ALICE.uid);
+}
+
+#[test]
+fn rejects_a_syncing_call_on_the_reactor_unless_the_export_is_in_memory() {
+    if not_root() {
+        return;
+    }
+    let on_disk = Tmp::new("sync-disk");
+    let shm = Tmp(Path::new("/dev/shm").join(format!("rpcrdma-dir-sync-{}", std::process::id())));
+    fs::create_dir_all(&shm.0).expect("mkdir /dev/shm");
+    let in_memory = |p: &Path| sys::in_memory(fs::File::open(p).expect("open").as_raw_fd());
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let own = own_identity();
+            for (t, tmpfs) in [(&on_disk, false), (&shm, true)] {
+                if in_memory(&t.0).expect("fstatfs") != tmpfs {
+                    eprintln!("skipped {}: not the file system expected", t.0.display());
+                    continue;
+                }
+                let (s, _) = store(t);
+                let mut ran = 0;
+                assert!(s.run_on_reactor(&own, false, &mut || ran += 1));
+                // COMMIT or a stable WRITE waits for the device unless there is none.
+                assert_eq!(s.run_on_reactor(&own, true, &mut || ran += 1), tmpfs);
+                assert_eq!(ran, 1 + tmpfs as i32, "{}", t.0.display());
+            }
+        });
+    });
 }
