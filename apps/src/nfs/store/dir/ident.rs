@@ -83,15 +83,26 @@ pub(crate) fn pin_if_own(cx: &Cred) -> Option<Pinned> {
 /// Whether `a` and `b` act alike in the kernel's checks: the same uid and gid, and the same
 /// groups counting the gid (`in_group_p` looks at the fsgid, then the supplementary list, so a
 /// supplementary group equal to the gid adds nothing).
+/// Compared on the stack: this runs for every call a reactor serves.
 fn same_identity(a: &Cred, b: &Cred) -> bool {
-    let groups = |c: &Cred| {
-        let mut g = c.groups().to_vec();
-        g.push(c.gid);
+    fn set(c: &Cred, g: &mut [u32; NGROUPS + 1]) -> usize {
+        let n = c.groups().len();
+        g[..n].copy_from_slice(c.groups());
+        g[n] = c.gid;
+        let g = &mut g[..=n];
         g.sort_unstable();
-        g.dedup();
-        g
-    };
-    a.uid == b.uid && a.gid == b.gid && groups(a) == groups(b)
+        let mut kept = 0;
+        for i in 0..g.len() {
+            if i == 0 || g[i] != g[kept - 1] {
+                g[kept] = g[i];
+                kept += 1;
+            }
+        }
+        kept
+    }
+    let (mut ga, mut gb) = ([0; NGROUPS + 1], [0; NGROUPS + 1]);
+    let (na, nb) = (set(a, &mut ga), set(b, &mut gb));
+    a.uid == b.uid && a.gid == b.gid && ga[..na] == gb[..nb]
 }
 
 /// The calling thread's own identity while it has never switched: its fs ids and its group
