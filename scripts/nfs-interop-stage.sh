@@ -13,15 +13,17 @@
 #    CB_SEQUENCE + CB_RECALL of read delegations, across a reconnection) over
 #      rxe  client and nfsd on rxe0 (10.0.2.15, loopback inside rxe);
 #      siw  client on siw0 (10.0.3.1, root netns), nfsd in netns peer on siw1 (10.0.3.2);
+#      siw-iwarp  the same nfsd on siw1, the client on our user-space iWARP provider
+#           (`--provider iwarp`: MPA/DDP/RDMAP over a TCP socket from 10.0.3.1, no siw0);
 # 3. prints a summary per run (checks passed / failed).
 #
-# Exit status: 0 every check passed on rxe and on siw; 1 a check failed or a run did not
+# Exit status: 0 every check of every run passed; 1 a check failed or a run did not
 # finish; 2 the build failed; 124 the VM timed out; 125 the VM could not be built or started
 # (outside reasons, e.g. the Debian archive unreachable on a fresh machine): a loud banner says
 # so, it never passes.
 #
 # Knobs: RPCRDMA_SKIP_VM=1 skips the stage (says so, exits 0); RPCRDMA_NFS_RUNS (default
-# "rxe siw"); RPCRDMA_NFS_RUN_TIMEOUT (per run, s, default 300); RPCRDMA_VM_TIMEOUT (whole
+# "rxe siw siw-iwarp"); RPCRDMA_NFS_RUN_TIMEOUT (per run, s, default 300); RPCRDMA_VM_TIMEOUT (whole
 # VM, default 600 s); RPCRDMA_VM_CACHE (VM cache dir, default ~/.cache/rpcrdma-vm);
 # CARGO_TARGET_DIR; everything scripts/vm/run-in-vm.sh reads.
 set -uo pipefail
@@ -118,8 +120,13 @@ done <"$log"
 echo
 echo "==== nfs-interop-stage: our client against the Linux NFS server (svcrdma), per device"
 missing=0
-for r in ${RPCRDMA_NFS_RUNS:-rxe siw}; do
-	case $r in rxe) dev="rxe (Soft-RoCE, rxe0 loopback)" ;; siw) dev="siw (soft-iWARP, siw0 -> siw1 in netns peer)" ;; *) dev=$r ;; esac
+for r in ${RPCRDMA_NFS_RUNS:-rxe siw siw-iwarp}; do
+	case $r in
+	rxe) dev="rxe (Soft-RoCE, rxe0 loopback)" ;;
+	siw) dev="siw (soft-iWARP, siw0 -> siw1 in netns peer)" ;;
+	siw-iwarp) dev="siw-iwarp (our iWARP over TCP -> siw1)" ;;
+	*) dev=$r ;;
+	esac
 	if [ -n "${sums[$r]:-}" ]; then
 		printf '  %-46s %s — %s\n' "$dev" "${sums[$r]}" "${verdicts[$r]:-no verdict}"
 	else

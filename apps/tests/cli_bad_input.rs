@@ -357,6 +357,16 @@ const BAD_RDMA: &[(&str, &[&str], &str)] = &[
         "--local-tree",
     ),
     ("rpcrdma-nfs-check", &["--parts", "huge", "h"], "--parts"),
+    (
+        "rpcrdma-nfs-check",
+        &["--provider", "verbs", "h"],
+        "--provider must be soft, iwarp or rdma",
+    ),
+    (
+        "rpcrdma-nfs-check",
+        &["--provider", "soft", "h"],
+        "--provider soft: the software provider reaches no server",
+    ),
     ("rpcrdma-nfs-check", &["--bogus"], "--bogus"),
     (
         "rpcrdma-nfs3-compare",

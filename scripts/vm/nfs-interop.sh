@@ -17,11 +17,16 @@
 #    cannot talk to its own address, see docs/vm.md): an nfsd instance of that namespace
 #    (NFSv4 only, so it needs no rpcbind there), its own rpc.mountd, the same tmpfs; then
 #    `BINARY 10.0.3.2 --bind 10.0.3.1 --persistent-stags` from the root netns over siw0 -> siw1
-#    (siw has no type-2 memory windows: the client must opt in to persistent STags).
+#    (siw has no type-2 memory windows: the client must opt in to persistent STags);
+# 4. siw-iwarp: the same nfsd in netns peer (started if the siw run did not), the client on our
+#    user-space iWARP provider: `BINARY 10.0.3.2 --provider iwarp` from the root netns, an
+#    ordinary TCP socket from 10.0.3.1 that the kernel's siw terminates (MPA, DDP, RDMAP all
+#    ours on this side; the provider has type-2 memory windows, so no --persistent-stags and
+#    the R bit is set).
 # Each run ends with "## nfs-interop <run>: PASS|FAIL (exit n)"; the script prints
 # "nfs-interop: N passed, N failed" and exits 1 if any run failed.
 #
-# Knobs: RPCRDMA_NFS_RUNS (default "rxe siw"), RPCRDMA_NFS_RUN_TIMEOUT (per run, s, default
+# Knobs: RPCRDMA_NFS_RUNS (default "rxe siw siw-iwarp"), RPCRDMA_NFS_RUN_TIMEOUT (per run, s, default
 # 300), RPCRDMA_NFS_DMESG=1 (print the kernel log tail after each run).
 set -u
 if [ $# -lt 1 ]; then
@@ -30,10 +35,11 @@ if [ $# -lt 1 ]; then
 fi
 BIN=$1
 shift
-RUNS=${RPCRDMA_NFS_RUNS:-rxe siw}
+RUNS=${RPCRDMA_NFS_RUNS:-rxe siw siw-iwarp}
 RUN_TIMEOUT=${RPCRDMA_NFS_RUN_TIMEOUT:-300}
 EXPORT=/srv/export
 npass=0 nfail=0 SUMMARY=()
+PEER_NFSD= # nfsd in netns peer: "" not started yet, "up", "failed" (started once per boot)
 
 up() {
 	local u _
@@ -98,6 +104,13 @@ start_nfsd() { # how: "" (root netns) or "ip netns exec peer"
 	'
 }
 
+peer_nfsd() { # starts nfsd in netns peer once; 0 when it runs
+	if [ -z "$PEER_NFSD" ]; then
+		if start_nfsd "ip netns exec peer"; then PEER_NFSD=up; else PEER_NFSD=failed; fi
+	fi
+	[ "$PEER_NFSD" = up ]
+}
+
 run_check() { # NAME ARGS...
 	local name=$1 t0 rc
 	shift
@@ -130,14 +143,22 @@ for run in $RUNS; do
 		;;
 	siw)
 		say "siw: nfsd in netns peer on 10.0.3.2 (siw1), client on siw0 (10.0.3.1)"
-		if start_nfsd "ip netns exec peer"; then
+		if peer_nfsd; then
 			# siw has no type-2 memory windows: the client opts in to persistent STags.
 			run_check siw 10.0.3.2 --bind 10.0.3.1 --persistent-stags --local-tree "$EXPORT/nfsinterop" "$@"
 		else
 			result siw 1 "nfsd did not start in netns peer"
 		fi
 		;;
-	*) result "$run" 2 "unknown run (rxe, siw)" ;;
+	siw-iwarp)
+		say "siw-iwarp: nfsd in netns peer on 10.0.3.2 (siw1), client on our iWARP provider (TCP from 10.0.3.1)"
+		if peer_nfsd; then
+			run_check siw-iwarp 10.0.3.2 --provider iwarp --local-tree "$EXPORT/nfsinterop" "$@"
+		else
+			result siw-iwarp 1 "nfsd did not start in netns peer"
+		fi
+		;;
+	*) result "$run" 2 "unknown run (rxe, siw, siw-iwarp)" ;;
 	esac
 done
 

@@ -1,8 +1,11 @@
 //! `rpcrdma-nfs-check`: interoperability checks of our RPC-over-RDMA Version One client (the
-//! poller's public [`Client`] over the rdma-sys provider) against the Linux kernel NFS server
-//! (svcrdma) on `rdma 20049`, with NFSv4.0 COMPOUNDs (minor version 0: no sessions; READ and
-//! WRITE with the anonymous stateid), then NFSv4.1 with a session whose backchannel
-//! (RFC 8167) the client serves.
+//! poller's public [`Client`]) against the Linux kernel NFS server (svcrdma) on `rdma 20049`,
+//! with NFSv4.0 COMPOUNDs (minor version 0: no sessions; READ and WRITE with the anonymous
+//! stateid), then NFSv4.1 with a session whose backchannel (RFC 8167) the client serves. The
+//! client runs on kernel verbs (`--provider rdma`, the default: rxe, siw, an RNIC) or on the
+//! user-space iWARP provider (`--provider iwarp`: RDMAP/DDP/MPA over a TCP socket, so the
+//! server's end is an iWARP device such as siw); the checks are the same code on both
+//! ([`cli::dispatch`] picks the provider, [`Check`] runs them).
 //!
 //! Normal operation: `--setup DIR` creates the test tree on the server's exported file system
 //! (a file of pseudo-random bytes from a fixed seed, an empty scratch file, a directory with
@@ -48,8 +51,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use rpcrdma_apps::cli::{self, AppProvider, Devices, ProviderJob};
 use rpcrdma_apps::nfs::v4 as nfs4;
-use rpcrdma_engine::verbs::rdma::{Rdma, RdmaDevice};
 use rpcrdma_engine::verbs::Device;
 use rpcrdma_poller::{
     BackchannelService, BackoffMode, CallbackMode, Client, ClientError, ClientOptions,
@@ -103,7 +106,13 @@ impl Shape {
     }
 }
 
-fn open_device(a: &Args, target: SocketAddr) -> Result<RdmaDevice, String> {
+/// Opens the device of `--bind` or, without it, of the source address towards `target` (the
+/// iWARP provider binds its TCP socket to that address).
+fn open_device<P: AppProvider>(
+    d: &Devices<'_>,
+    a: &Args,
+    target: SocketAddr,
+) -> Result<P::Device, String> {
     let local = match a.bind {
         Some(ip) => ip,
         None => {
@@ -114,17 +123,19 @@ fn open_device(a: &Args, target: SocketAddr) -> Result<RdmaDevice, String> {
             s.local_addr().map_err(|e| e.to_string())?.ip()
         }
     };
-    RdmaDevice::open(local).map_err(|e| format!("no RDMA device owns {local} ({e}); use --bind"))
+    d.open::<P>(local, Some(target))
+        .map_err(|e| format!("{} device of {local}: {e}", d.kind().name()))
 }
 
-fn connect(
+fn connect<P: AppProvider>(
     set: &ReactorSet,
+    d: &Devices<'_>,
     a: &Args,
     target: SocketAddr,
     shape: &Shape,
     service: Option<BackchannelService>,
-) -> Result<(Endpoint<Rdma>, Client, bool), String> {
-    let dev = open_device(a, target)?;
+) -> Result<(Endpoint<P>, Client, bool), String> {
+    let dev = open_device::<P>(d, a, target)?;
     let caps = dev.caps();
     // Without type-2 memory windows the client exposes chunks through persistent STags and
     // never advertises the R bit.
@@ -132,7 +143,7 @@ fn connect(
     println!(
         "== client {}: device {} ({:?}), buffers {} octets, inline send {}, R bit {}{}",
         shape.name,
-        dev.name(),
+        P::device_label(&dev),
         caps.transport,
         shape.buffer,
         shape.inline_send,
@@ -160,7 +171,7 @@ fn connect(
         },
         ..EndpointConfig::default()
     };
-    let ep = Endpoint::<Rdma>::with_backoff(set, dev, ecfg, BackoffMode::SharedCores)
+    let ep = Endpoint::<P>::with_backoff(set, dev, ecfg, BackoffMode::SharedCores)
         .map_err(|e| format!("endpoint: {e}"))?;
     let opts = ClientOptions {
         inline_send: shape.inline_send,
@@ -263,17 +274,35 @@ fn wire(r: Result<(String, Info), String>, reply_chunk: bool, swi: bool) -> Resu
         .map_err(|e| format!("{s}; {e}"))
 }
 
-fn run(a: &Args) -> Result<Tally, String> {
+/// `SERVER[:port]` of the command line.
+fn target(a: &Args) -> Result<SocketAddr, String> {
     let server = a.server.as_deref().unwrap_or_default();
-    let target: SocketAddr = match server.parse::<SocketAddr>() {
-        Ok(sa) => sa,
-        Err(_) => SocketAddr::new(
+    match server.parse::<SocketAddr>() {
+        Ok(sa) => Ok(sa),
+        Err(_) => Ok(SocketAddr::new(
             server
                 .parse::<IpAddr>()
                 .map_err(|_| format!("{server}: not an IP address"))?,
             a.port,
-        ),
-    };
+        )),
+    }
+}
+
+/// The checks on the provider [`cli::dispatch`] picks.
+struct Check<'a> {
+    a: &'a Args,
+    target: SocketAddr,
+}
+
+impl ProviderJob for Check<'_> {
+    type Output = Result<Tally, String>;
+
+    fn run<P: AppProvider>(self, d: &Devices<'_>) -> Result<Tally, String> {
+        run::<P>(d, self.a, self.target)
+    }
+}
+
+fn run<P: AppProvider>(d: &Devices<'_>, a: &Args, target: SocketAddr) -> Result<Tally, String> {
     let mut rc = ReactorConfig::new(Cores::Count(1));
     rc.pin = PinPolicy::Off;
     rc.backoff = BackoffMode::SharedCores.config();
@@ -281,8 +310,10 @@ fn run(a: &Args) -> Result<Tally, String> {
     rc.name = "nfscheck".into();
     let mut set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
     println!(
-        "rpcrdma-nfs-check: server {target}, test tree /{}, data.bin {} octets",
-        a.dir, a.size
+        "rpcrdma-nfs-check: server {target}, provider {}, test tree /{}, data.bin {} octets",
+        a.provider.name(),
+        a.dir,
+        a.size
     );
     let mut t = Tally::default();
     let mut shapes: Vec<Shape> = [
@@ -301,7 +332,7 @@ fn run(a: &Args) -> Result<Tally, String> {
     for shape in &shapes {
         let cb = (shape.name == "nfs41").then(nfs41::Callbacks::new);
         let service = cb.as_ref().map(nfs41::Callbacks::service);
-        let (ep, client, r_bit) = match connect(&set, a, target, shape, service) {
+        let (ep, client, r_bit) = match connect::<P>(&set, d, a, target, shape, service) {
             Ok(x) => x,
             Err(e) => {
                 t.check(&format!("{}/connect", shape.name), Err(e));
@@ -412,7 +443,8 @@ fn main() -> ExitCode {
              server until that client ends (docs/rdma-provider.md)"
         );
     }
-    match run(&a) {
+    let job = target(&a).map(|target| Check { a: &a, target });
+    match job.and_then(|job| cli::dispatch(a.provider, None, prog, job)?) {
         Ok(t) => {
             println!(
                 "nfs-check: {} passed, {} failed{}",

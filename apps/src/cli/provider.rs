@@ -20,7 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use rpcrdma_engine::verbs::iwarp::IwarpProvider;
 use rpcrdma_engine::verbs::soft::{SoftFabric, SoftProvider};
-use rpcrdma_engine::verbs::Provider;
+use rpcrdma_engine::verbs::{Device, Provider};
 
 /// Which verbs provider runs the tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -126,6 +126,12 @@ pub trait AppProvider: Provider {
         local: IpAddr,
         peer: Option<SocketAddr>,
     ) -> Result<Self::Device, String>;
+
+    /// The device's name for a tool's report: the kernel's name (`rxe0`, `siw0`) on the rdma
+    /// provider, the provider's name and the local address on the others.
+    fn device_label(dev: &Self::Device) -> String {
+        format!("{} {}", Self::NAME, dev.local_ip())
+    }
 }
 
 impl AppProvider for SoftProvider {
@@ -156,6 +162,10 @@ impl AppProvider for rpcrdma_engine::verbs::rdma::Rdma {
         peer: Option<SocketAddr>,
     ) -> Result<Self::Device, String> {
         crate::perf::rdma_dev::open(local, peer, d.device_name()).map_err(|e| e.to_string())
+    }
+
+    fn device_label(dev: &Self::Device) -> String {
+        dev.name().to_string()
     }
 }
 

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rpcrdma_apps::cli::ArgCursor;
+use rpcrdma_apps::cli::{ArgCursor, ProviderKind};
 
 use super::{BIG_BUF, PARTS};
 
@@ -31,6 +31,9 @@ pub(super) struct Args {
     /// `--persistent-stags`: on a device without type-2 memory windows (siw), the client's
     /// endpoints expose their pools through endpoint-wide persistent STags (refused otherwise).
     pub(super) persistent_stags: bool,
+    /// `--provider rdma|iwarp`: kernel verbs (rxe, siw, hardware) or the user-space iWARP
+    /// provider (RDMAP/DDP/MPA over a TCP socket, wire-compatible with siw).
+    pub(super) provider: ProviderKind,
 }
 
 impl Default for Args {
@@ -50,6 +53,7 @@ impl Default for Args {
             local_tree: None,
             parts: PARTS.iter().map(|p| p.to_string()).collect(),
             persistent_stags: false,
+            provider: ProviderKind::Rdma,
         }
     }
 }
@@ -58,10 +62,11 @@ pub(super) fn usage(prog: &str) -> String {
     format!(
         "Usage: {prog} [options] SERVER[:port]     run the checks against nfsd over RDMA\n       \
          {prog} --setup DIR [options]            create the test tree in DIR (server side)\n\n\
-         NFSv4.0 COMPOUNDs over RPC-over-RDMA Version One through the poller's Client (rdma\n\
-         provider): NULL, LOOKUP/GETATTR, READ through Write chunks, WRITE through Read chunks,\n\
-         long calls, Reply chunks, Send With Invalidate; then NFSv4.1 with a session whose\n\
-         backchannel (RFC 8167) the client serves: CB_COMPOUND with CB_SEQUENCE and CB_RECALL.\n\
+         NFSv4.0 COMPOUNDs over RPC-over-RDMA Version One through the poller's Client (kernel\n\
+         verbs, or the user-space iWARP provider with --provider iwarp): NULL, LOOKUP/GETATTR,\n\
+         READ through Write chunks, WRITE through Read chunks, long calls, Reply chunks, Send\n\
+         With Invalidate; then NFSv4.1 with a session whose backchannel (RFC 8167) the client\n\
+         serves: CB_COMPOUND with CB_SEQUENCE and CB_RECALL.\n\
          Prints PASS/FAIL per check; exit status 0 all passed, 1 a check failed, 2 usage error.\n\n\
          Options:\n\
          \x20 -p, --port <n>        port (default 20049)\n\
@@ -69,7 +74,10 @@ pub(super) fn usage(prog: &str) -> String {
          \x20     --size <n>        size of data.bin (default 1048576)\n\
          \x20     --seed <n>        pattern seed (default 0x525043444d414e46)\n\
          \x20     --entries <n>     entries of many/ (default 300)\n\
-         \x20     --bind <ip>       local address whose RDMA device to use\n\
+         \x20     --provider <p>    rdma (kernel verbs: rxe, siw, an RNIC; the default) or iwarp\n\
+         \x20                       (RDMAP/DDP/MPA over a TCP socket, no RDMA device: the\n\
+         \x20                       server must speak iWARP, e.g. nfsd over siw)\n\
+         \x20     --bind <ip>       local address whose RDMA device (iwarp: TCP source) to use\n\
          \x20 -t, --timeout <ms>    per-call and connect limit (default 30000)\n\
          \x20     --grace-wait <s>  how long to wait out NFS4ERR_GRACE (default 120)\n\
          \x20     --probe-reply-chunk-limit  also probe how large a Reply chunk Linux needs next\n\
@@ -87,7 +95,7 @@ pub(super) fn usage(prog: &str) -> String {
 }
 
 /// The flags that take a value.
-pub(super) const VALUE_FLAGS: [&str; 13] = [
+pub(super) const VALUE_FLAGS: [&str; 14] = [
     "-p",
     "--port",
     "--dir",
@@ -101,6 +109,7 @@ pub(super) const VALUE_FLAGS: [&str; 13] = [
     "--setup",
     "--local-tree",
     "--parts",
+    "--provider",
 ];
 
 pub(super) fn parse(argv: &[String]) -> Result<Option<Args>, String> {
@@ -122,6 +131,14 @@ pub(super) fn parse(argv: &[String]) -> Result<Option<Args>, String> {
             "--seed" => a.seed = args.num(name, 0, u64::MAX)?,
             "--entries" => a.entries = args.num(name, 1, 100_000)? as u32,
             "--bind" => a.bind = Some(args.ip(name)?),
+            "--provider" => {
+                a.provider = ProviderKind::parse(name, &args.value(name)?)?;
+                if a.provider.in_process() {
+                    return Err("--provider soft: the software provider reaches no server \
+                                outside this process; use rdma or iwarp"
+                        .into());
+                }
+            }
             "-t" | "--timeout" => {
                 a.timeout = Duration::from_millis(args.num(name, 100, 3_600_000)?)
             }
