@@ -172,6 +172,18 @@ impl H {
         H::on(srv, now, store, b"client-a", auth_sys(0, 0))
     }
 
+    /// Creates `name` in the export's root with OPEN (share both, no deny) and returns the
+    /// open stateid.
+    pub fn create_in_root(&mut self, name: &[u8]) -> [u8; 16] {
+        let root = self.root();
+        let r = self.raw(&[
+            A::op(op::PUTFH).opaque(&root),
+            open_create(self.clientid, name),
+        ]);
+        assert_eq!(r.status, st::OK, "OPEN (create) of {name:?}");
+        r.last[..16].try_into().expect("an open stateid")
+    }
+
     /// A client `owner` with credential `auth` with a session on `srv`.
     pub fn on(
         srv: Arc<Nfs41>,
@@ -431,12 +443,7 @@ fn rejects_unknown_operations_as_illegal_and_unimplemented_ones_as_notsupp() {
 fn accepts_lease_expiry_revoking_sessions_and_opens() {
     let mut h = H::new("rw,no_root_squash");
     let root = h.root();
-    let r = h.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        open_create(h.clientid, b"f"),
-    ]);
-    assert_eq!(r.status, st::OK);
-    let sid: [u8; 16] = r.last[..16].try_into().unwrap();
+    let sid = h.create_in_root(b"f");
     assert_eq!(h.srv.state().opens.len(), 1);
     h.advance(89_000);
     assert_eq!(h.raw(&[]).status, st::OK, "SEQUENCE renews the lease");
@@ -717,12 +724,7 @@ fn accepts_bind_conn_to_session_recording_the_back_channel() {
 #[test]
 fn accepts_test_stateid_and_free_stateid() {
     let mut h = H::new("rw,no_root_squash");
-    let root = h.root();
-    let r = h.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        open_create(h.clientid, b"f"),
-    ]);
-    let good: [u8; 16] = r.last[..16].try_into().unwrap();
+    let good = h.create_in_root(b"f");
     let mut made_up = good;
     made_up[15] ^= 1;
     let r = h.raw(&[A::op(op::TEST_STATEID).u32(2).fixed(&good).fixed(&made_up)]);

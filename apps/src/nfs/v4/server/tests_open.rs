@@ -7,7 +7,7 @@
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_open`.
 //! Recovery: a failure names the claim and the status seen.
 
-use super::tests::{open_create, A, H};
+use super::tests::{A, H};
 use super::xdr::st;
 use crate::nfs::v4::op;
 
@@ -29,11 +29,7 @@ fn open_claim(clientid: u64, access: u32, deny: u32, claim: u32, body: A) -> A {
 fn accepts_claim_fh_opening_the_current_file() {
     let mut h = H::new("rw,no_root_squash");
     let root = h.root();
-    let r = h.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        open_create(h.clientid, b"f"),
-    ]);
-    assert_eq!(r.status, st::OK);
+    h.create_in_root(b"f");
     let fh_f = [
         A::op(op::PUTFH).opaque(&root),
         A::op(op::LOOKUP).opaque(b"f"),
@@ -60,11 +56,7 @@ fn accepts_claim_fh_opening_the_current_file() {
 fn rejects_claims_and_share_bits_it_does_not_take() {
     let mut h = H::new("rw,no_root_squash");
     let root = h.root();
-    let r = h.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        open_create(h.clientid, b"f"),
-    ]);
-    assert_eq!(r.status, st::OK);
+    h.create_in_root(b"f");
     let cases = [
         // CLAIM_DELEGATE_PREV (a component name) and CLAIM_DELEG_PREV_FH: not taken.
         (1, 0, 3, A::default().opaque(b"f"), st::NOTSUPP),

@@ -323,12 +323,7 @@ fn rejects_a_back_channel_too_small_for_a_recall() {
 fn rejects_a_retry_of_a_reply_larger_than_a_slot_keeps() {
     let mut h = H::new("rw,no_root_squash");
     let root = h.root();
-    let r = h.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        open_create(h.clientid, b"f"),
-    ]);
-    assert_eq!(r.status, st::OK);
-    let sid: [u8; 16] = r.last[..16].try_into().unwrap();
+    let sid = h.create_in_root(b"f");
     let data = vec![0x5a; 12 << 10];
     let on_f = |a: A| {
         vec![
