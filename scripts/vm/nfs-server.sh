@@ -370,6 +370,22 @@ mstats() { # DIR [FILE]: the mountstats block of that NFS mount point (default /
 # client_stats DIR [EARLIER-BLOCK-FILE]: CLI[...] from the xprt line (+ the one saved before the
 # remount), the mount options; printed as "client PART: ..."
 declare -A CLI=()
+# one_connection_per_drop [NOTE]: one mount and exactly one reconnection per deliberate drop
+# (CNT from counters: conn.accepted = 1 + conn.kicked), and the client's mountstats `connects`
+# (CLI from client_stats) the same as the server's accepted connections
+one_connection_per_drop() {
+	local acc=${CNT[conn.accepted]:-0} kick=${CNT[conn.kicked]:-0} note=${1:+$1, }
+	if [ "$kick" -gt 0 ] && [ "$acc" -eq $((kick + 1)) ] 2>/dev/null; then
+		pass connections "accepted $acc = 1 mount + $kick deliberate drops (${note}conn.losses ${CNT[conn.losses]:-?})"
+	else
+		failc connections "accepted ${CNT[conn.accepted]:-?} for 1 mount + ${CNT[conn.kicked]:-?} deliberate drops (${note}conn.losses ${CNT[conn.losses]:-?}; expected exactly one reconnection per drop)"
+	fi
+	if [ "${CLI[connects]:-0}" -eq "$acc" ] 2>/dev/null; then
+		pass client-connects "${CLI[connects]} = accepted"
+	else
+		failc client-connects "the client connected ${CLI[connects]:-?} times, the server accepted $acc"
+	fi
+}
 XPRT_FIELDS="srcport bind_count connects connect_time idle sends recvs bad_xids req_u bklog_u read_chunks write_chunks reply_chunks rdma_req_bytes rdma_reply_bytes pullup_copy fixup_copy hardway_register failed_marshal bad_reply nomsg_calls mrs_recycled mrs_orphaned mrs_allocated local_inv_needed empty_sendctx_q reply_waits_for_send"
 client_stats() {
 	local blk opts i f names vals
@@ -473,7 +489,7 @@ run_part() {
 # one connection for the mount and one per drop (conn.accepted = 1 + conn.kicked), and the client
 # connected as often (mountstats "connects"); its rpcrdma/siw/rxe kernel messages are printed.
 run_fault() {
-	local dev=$1 every=${RPCRDMA_NFSD_DROP_EVERY:-50} wl rc extra=() churn=${RPCRDMA_NFS_CHURN_N:-200} acc kick k0
+	local dev=$1 every=${RPCRDMA_NFSD_DROP_EVERY:-50} wl rc extra=() churn=${RPCRDMA_NFS_CHURN_N:-200} k0
 	if [ "$dev" = siw ]; then
 		every=${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10} churn=${RPCRDMA_NFSD_FAULT_SIW_CHURN:-60}
 	fi
@@ -503,17 +519,7 @@ run_fault() {
 				echo "SKIP counter-conn.dropped, counter-drc.hits, connections: the kernel nfsd cannot drop connections on demand (churn ran without faults)"
 			else
 				cnt_positive conn.dropped drc.hits
-				acc=${CNT[conn.accepted]:-0} kick=${CNT[conn.kicked]:-0}
-				if [ "$kick" -gt 0 ] && [ "$acc" -eq $((kick + 1)) ] 2>/dev/null; then
-					pass connections "accepted $acc = 1 mount + $kick deliberate drops (conn.losses ${CNT[conn.losses]:-?})"
-				else
-					failc connections "accepted ${CNT[conn.accepted]:-?} for 1 mount + ${CNT[conn.kicked]:-?} deliberate drops (conn.losses ${CNT[conn.losses]:-?}; expected exactly one reconnection per drop)"
-				fi
-				if [ "${CLI[connects]:-0}" -eq "$acc" ] 2>/dev/null; then
-					pass client-connects "${CLI[connects]} = accepted"
-				else
-					failc client-connects "the client connected ${CLI[connects]:-?} times, the server accepted $acc"
-				fi
+				one_connection_per_drop
 			fi
 		else
 			failc counters "no nfsd-stat lines after SIGUSR1"

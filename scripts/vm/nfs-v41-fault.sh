@@ -78,19 +78,8 @@ v41f_records() {
 
 # v41f_drops: phase 1's counter checks (CNT filled; CLI from client_stats)
 v41f_drops() {
-	local acc kick
 	cnt_positive nfs4_dropped nfs4_slot_replays nfs4_binds
-	acc=${CNT[conn.accepted]:-0} kick=${CNT[conn.kicked]:-0}
-	if [ "$kick" -gt 0 ] && [ "$acc" -eq $((kick + 1)) ] 2>/dev/null; then
-		pass connections "accepted $acc = 1 mount + $kick deliberate drops (nfs4_dropped ${CNT[nfs4_dropped]:-?}, conn.losses ${CNT[conn.losses]:-?})"
-	else
-		failc connections "accepted ${CNT[conn.accepted]:-?} for 1 mount + ${CNT[conn.kicked]:-?} deliberate drops (expected exactly one reconnection per drop)"
-	fi
-	if [ "${CLI[connects]:-0}" -eq "$acc" ] 2>/dev/null; then
-		pass client-connects "${CLI[connects]} = accepted"
-	else
-		failc client-connects "the client connected ${CLI[connects]:-?} times, the server accepted $acc"
-	fi
+	one_connection_per_drop "nfs4_dropped ${CNT[nfs4_dropped]:-?}"
 }
 
 # v41f_sums DIR: sha256 of every file under DIR but the two held ones, one line per file
