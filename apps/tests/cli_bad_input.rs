@@ -14,6 +14,7 @@ fn bins() -> Vec<(&'static str, &'static str)> {
         ("rpcrdma-ping", env!("CARGO_BIN_EXE_rpcrdma-ping")),
         ("rpcrdma-stat", env!("CARGO_BIN_EXE_rpcrdma-stat")),
         ("rpcrdma-dump", env!("CARGO_BIN_EXE_rpcrdma-dump")),
+        ("rpcrdma-nfs-check", env!("CARGO_BIN_EXE_rpcrdma-nfs-check")),
         (
             "rpcrdma-pcap-sample",
             env!("CARGO_BIN_EXE_rpcrdma-pcap-sample"),
@@ -26,7 +27,6 @@ fn bins() -> Vec<(&'static str, &'static str)> {
     #[cfg(feature = "rdma")]
     let v = {
         let mut v = v;
-        v.push(("rpcrdma-nfs-check", env!("CARGO_BIN_EXE_rpcrdma-nfs-check")));
         v.push((
             "rpcrdma-nfs3-compare",
             env!("CARGO_BIN_EXE_rpcrdma-nfs3-compare"),
@@ -345,10 +345,6 @@ const BAD: &[(&str, &[&str], &str)] = &[
         "--provider verbs",
     ),
     ("rpcrdma-verbs-check", &["--bogus"], "--bogus"),
-];
-
-#[cfg(feature = "rdma")]
-const BAD_RDMA: &[(&str, &[&str], &str)] = &[
     ("rpcrdma-nfs-check", &["-p", "70000", "h"], "1..=65535"),
     ("rpcrdma-nfs-check", &["--timeout", "0", "h"], "--timeout 0"),
     (
@@ -368,6 +364,10 @@ const BAD_RDMA: &[(&str, &[&str], &str)] = &[
         "--provider soft: the software provider reaches no server",
     ),
     ("rpcrdma-nfs-check", &["--bogus"], "--bogus"),
+];
+
+#[cfg(feature = "rdma")]
+const BAD_RDMA: &[(&str, &[&str], &str)] = &[
     (
         "rpcrdma-nfs3-compare",
         &["--reference", "1.2.3.4:0"],

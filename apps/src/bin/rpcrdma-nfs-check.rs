@@ -70,7 +70,7 @@ mod nfs41;
 mod v40;
 
 use args::{parse, usage, Args};
-use client::{explain, ok, How, Info, Nfs, Tally};
+use client::{ok, How, Info, Link, Nfs, Tally};
 use v40::{run_big, run_probe, run_small, setup};
 
 /// Buffers of the big client: the largest READ / WRITE (and reply) it handles.
@@ -245,14 +245,12 @@ fn delta(b: &ConnSnapshot, a: &ConnSnapshot) -> (u64, u64) {
 }
 
 /// Runs NULL.
-fn null_check(c: &Client) -> Result<String, String> {
-    let args = c.args().ok_or("argument buffer pool exhausted")?;
-    let rep = c
-        .call_blocking(
-            Proc::new(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_NULL),
-            args,
-        )
-        .map_err(|e| explain(&e))?;
+fn null_check(nfs: &Nfs<'_>) -> Result<String, String> {
+    let args = nfs.client.args().ok_or("argument buffer pool exhausted")?;
+    let rep = nfs.call(
+        Proc::new(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_NULL),
+        args,
+    )?;
     if rep.results().is_empty() {
         Ok("NULL (program 100003 version 4) answered, empty results".into())
     } else {
@@ -345,6 +343,7 @@ fn run<P: AppProvider>(d: &Devices<'_>, a: &Args, target: SocketAddr) -> Result<
             tag: "rpcrdma-nfs-check",
             r_bit,
             minor: u32::from(cb.is_some()),
+            link: Link::default(),
         };
         match (shape.name, &cb) {
             ("big", _) => run_big(&nfs, &mut t, a.size, a.seed),

@@ -5,9 +5,13 @@
 //! Normal operation: a COMPOUND is encoded, sent with the receptacles / DDP item / reply hint
 //! asked for, and its reply decoded; the per-connection counters before and after tell whether
 //! a Reply chunk or Send With Invalidate was used. Recovery: NFS4ERR_GRACE is retried until
-//! `--grace-wait` passes; any other failure is returned as the check's error text.
+//! `--grace-wait` passes; any other failure is returned as the check's error text. A connection
+//! known to be dead ([`Link`]: the poller reports it lost and not reconnected, or the first
+//! call on it timed out with nothing received) fails every later call at once, saying why,
+//! instead of letting each wait out `--timeout`.
 
 use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rpcrdma_apps::nfs::v4::{
@@ -15,7 +19,7 @@ use rpcrdma_apps::nfs::v4::{
     ReadPlacement, Stable, WriteData, NF4DIR, NFS4ERR_GRACE, NFS4_OK,
 };
 use rpcrdma_engine::conn::CallError;
-use rpcrdma_poller::{Client, ClientError, Proc};
+use rpcrdma_poller::{CallArgs, Client, ClientError, ClientState, ConnSnapshot, Proc, Reply};
 
 use super::args::Args;
 use super::{delta, SENTINEL};
@@ -49,6 +53,81 @@ impl Tally {
     }
 }
 
+/// What the run knows about a client's connection: whether calls on it can still be answered.
+///
+/// A call that timed out keeps its credit until a reply comes (the server may still answer
+/// it: `rpcrdma_engine::conn`), so on a connection that never received anything the one
+/// credit of the initial grant is gone with the first call: every later call would only queue
+/// until its own timeout. Such a connection, and one the poller reports lost and not
+/// reconnected ([`ClientState::Failed`]), is dead: [`Nfs::call`] then fails at once.
+#[derive(Default)]
+pub(super) struct Link {
+    /// Why no call on the connection can be answered any more (set once).
+    dead: Mutex<Option<String>>,
+    /// The connection's reconnection count and what it had received when the run's first
+    /// call on that connection started.
+    epoch: Mutex<Option<(u64, u64)>>,
+}
+
+impl Link {
+    fn kill(&self, why: &str) {
+        let mut d = self.dead.lock().unwrap_or_else(PoisonError::into_inner);
+        if d.is_none() {
+            println!("   connection dead: {why}; its remaining calls fail at once");
+            *d = Some(why.to_string());
+        }
+    }
+
+    fn dead(&self) -> Option<String> {
+        self.dead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A call starts on the connection `s` describes: the first call on it sets its epoch.
+    fn starting(&self, s: &ConnSnapshot) {
+        let mut e = self.epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        if e.map(|e| e.0) != Some(s.reconnects) {
+            *e = Some((s.reconnects, received(s)));
+        }
+    }
+
+    /// Nothing was received on the connection `s` describes since its first call started.
+    fn silent(&self, s: &ConnSnapshot) -> bool {
+        *self.epoch.lock().unwrap_or_else(PoisonError::into_inner)
+            == Some((s.reconnects, received(s)))
+    }
+}
+
+/// Everything the connection received: replies (errors included) and backward calls.
+fn received(s: &ConnSnapshot) -> u64 {
+    s.bytes_in + s.replies + s.back_calls + s.err_vers_in + s.err_chunk_in + s.err_other_in
+}
+
+/// Why the connection of `c` is gone for good, when the poller says so.
+fn lost(c: &Client) -> Option<String> {
+    match c.state() {
+        ClientState::Failed | ClientState::Closed => Some(gone(&c.stats().snapshot())),
+        _ => None,
+    }
+}
+
+/// What the counters `s` of a connection given up on tell.
+fn gone(s: &ConnSnapshot) -> String {
+    if s.connection_losses > 0 {
+        format!(
+            "connection lost (the server or the device ended it; {} loss(es), not reconnected)",
+            s.connection_losses
+        )
+    } else {
+        format!(
+            "no connection ({} failed connect attempt(s))",
+            s.connect_failures
+        )
+    }
+}
+
 /// A client and what it needs to run COMPOUNDs.
 pub(super) struct Nfs<'a> {
     pub(super) client: &'a Client,
@@ -58,6 +137,8 @@ pub(super) struct Nfs<'a> {
     pub(super) r_bit: bool,
     /// The COMPOUND minor version (0, or 1 with sessions).
     pub(super) minor: u32,
+    /// Whether the connection can still answer.
+    pub(super) link: Link,
 }
 
 /// How one COMPOUND is sent.
@@ -135,6 +216,52 @@ impl Info {
 }
 
 impl Nfs<'_> {
+    /// Makes one call and waits for its outcome; fails at once, saying why, when the connection
+    /// is known to be dead ([`Link`]), and learns from each failure whether it now is.
+    pub(super) fn call(&self, proc: Proc, args: CallArgs) -> Result<Reply, String> {
+        let c = self.client;
+        if let Some(why) = lost(c) {
+            self.link.kill(&why);
+        }
+        if let Some(why) = self.link.dead() {
+            return Err(format!("not sent: {why}"));
+        }
+        self.link.starting(&c.stats().snapshot());
+        c.call_blocking(proc, args).map_err(|e| {
+            let msg = explain(&e);
+            let Some(why) = self.verdict(&e) else {
+                return msg;
+            };
+            self.link.kill(&why);
+            if matches!(e, ClientError::TimedOut) {
+                format!("{msg}; {why}")
+            } else {
+                msg
+            }
+        })
+    }
+
+    /// Whether a call's failure shows the connection dead: lost for good, or a timeout with
+    /// nothing received since the run's first call on the connection.
+    fn verdict(&self, e: &ClientError) -> Option<String> {
+        if let Some(why) = lost(self.client) {
+            return Some(why);
+        }
+        // The poller completes the calls of a connection it gives up on before it publishes
+        // `Failed`: the error says it first.
+        if matches!(e, ClientError::ReconnectFailed | ClientError::Rejected(_)) {
+            return Some(gone(&self.client.stats().snapshot()));
+        }
+        let s = self.client.stats().snapshot();
+        (matches!(e, ClientError::TimedOut) && self.link.silent(&s)).then(|| {
+            format!(
+                "no reply to the first call on this connection within {:?}: nothing received \
+                 since it was established (credits granted {}, in use {})",
+                self.a.timeout, s.credits_granted, s.credits_in_use
+            )
+        })
+    }
+
     /// Runs a COMPOUND; waits out NFS4ERR_GRACE.
     pub(super) fn compound(
         &self,
@@ -185,13 +312,13 @@ impl Nfs<'_> {
             args.expect_reply(h);
         }
         let before = c.stats().snapshot();
-        let reply = c.call_blocking(
+        let reply = self.call(
             Proc::new(nfs4::PROGRAM, nfs4::VERSION, nfs4::PROC_COMPOUND),
             args,
         );
         let (swi, long) = delta(&before, &c.stats().snapshot());
         let long = long > 0;
-        let mut reply = reply.map_err(|e| format!("call failed: {}", explain(&e)))?;
+        let mut reply = reply.map_err(|e| format!("call failed: {e}"))?;
         let placed = if how.receptacle {
             let (buf, n) = reply
                 .take_receptacle(0)
@@ -575,6 +702,10 @@ pub(super) fn explain(e: &ClientError) -> String {
             "RDMA_ERROR ERR_CHUNK (the server could not use the chunks offered)".into()
         }
         ClientError::TimedOut => "no reply within the call timeout".into(),
+        ClientError::RetransmitsExhausted => {
+            "the connection was lost with the call outstanding (not sent again)".into()
+        }
+        ClientError::ReconnectFailed => "connection lost, not reconnected".into(),
         other => format!("{other:?}"),
     }
 }

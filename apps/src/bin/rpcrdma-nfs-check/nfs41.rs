@@ -54,7 +54,7 @@ mod callbacks;
 #[path = "nfs41/recall.rs"]
 mod recall;
 
-use super::{null_check, ok, print_negotiated, How, Nfs, Tally};
+use super::{null_check, ok, print_negotiated, How, Link, Nfs, Tally};
 pub(super) use callbacks::Callbacks;
 use callbacks::Returner;
 use recall::{make_files, open_delegated, recall, spawn_writer, try_local_open};
@@ -341,7 +341,7 @@ fn establish(nfs: &Nfs<'_>, cb: &Callbacks) -> Result<(Session, String), String>
 pub(super) fn run(nfs: &Nfs<'_>, cb: &Arc<Callbacks>, t: &mut Tally) {
     let c = nfs.client;
     let _ = cb.stats.set(c.stats());
-    t.check("nfs41/null", null_check(c));
+    t.check("nfs41/null", null_check(nfs));
     print_negotiated(c);
     t.check("nfs41/no-backchannel-control", control(nfs));
     let s = match establish(nfs, cb) {
@@ -587,6 +587,7 @@ fn reconnect(
         tag: nfs.tag,
         r_bit: nfs.r_bit,
         minor: 0,
+        link: Link::default(),
     };
     let read = [
         Op::PutFh(&fh),

@@ -72,7 +72,7 @@ pub(super) fn run_big(nfs: &Nfs<'_>, t: &mut Tally, size: u64, seed: u64) {
     let a = nfs.a;
     let c = nfs.client;
     let r = nfs.r_bit;
-    t.check("big/null", null_check(c));
+    t.check("big/null", null_check(nfs));
     print_negotiated(c);
     // LOOKUP + GETATTR, without a hint (a Reply chunk: the only STag) and with one (none).
     let path = format!("{}/data.bin", a.dir);
@@ -242,7 +242,7 @@ pub(super) fn run_small(nfs: &Nfs<'_>, t: &mut Tally, size: u64, seed: u64, p: &
     let c = nfs.client;
     let r = nfs.r_bit;
     let full = p == "small";
-    t.check(&format!("{p}/null"), null_check(c));
+    t.check(&format!("{p}/null"), null_check(nfs));
     print_negotiated(c);
     if let Some(n) = c.negotiated() {
         t.check(
