@@ -21,7 +21,11 @@
 //! `reconnect_max_ms`). On the new connection the calls are sent again with the SAME XIDs. A
 //! call sent more than `1 + max_retransmits` times fails with
 //! [`ClientError::RetransmitsExhausted`]; after `max_reconnects` failed attempts in a row every
-//! pending call fails with [`ClientError::ReconnectFailed`]; [`Client::close`] lets pending
+//! pending call fails with [`ClientError::ReconnectFailed`]. With `call_timeout_ms`, a call not
+//! answered in time fails with [`ClientError::TimedOut`] wherever it is: the engine times out
+//! the calls on the wire (a timed-out call keeps its credit until the server answers it), a
+//! timer on the reactor the calls still queued for a credit or a connection, so a call behind
+//! unanswered ones never waits for ever. [`Client::close`] lets pending
 //! calls finish, then disconnects; calls refused at submission are handed back. Every accepted
 //! call completes exactly once: a [`Callback`] dropped without having run (a ring dropped at
 //! teardown) runs with [`ClientError::Dropped`].
@@ -409,6 +413,7 @@ impl<P: Provider> ClientConn<P> {
             attempts: 0,
             backoff_ns: opts.reconnect_min_ms.max(1) * 1_000_000,
             timer: None,
+            deadline_timer: None,
             closing: false,
             stats,
             completed: 0,

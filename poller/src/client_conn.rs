@@ -6,7 +6,8 @@
 //! Normal operation and recovery: as described in [`crate::client`] — calls are taken from the
 //! ring into free records, started while credits allow, completed exactly once; a lost
 //! connection puts its calls back at the head of the queue (same XIDs) and reconnects after a
-//! back-off delay, failing them after `max_retransmits` sends or `max_reconnects` attempts.
+//! back-off delay, failing them after `max_retransmits` sends or `max_reconnects` attempts;
+//! a call past its deadline (`call_timeout_ms`) fails wherever it waits.
 
 use crate::doorbell::Waker;
 use std::net::SocketAddr;
@@ -36,7 +37,7 @@ use crate::driver::ConnDriver;
 use crate::memory::{local_buf, Slab};
 use crate::mpsc::MpscConsumer;
 use crate::negotiated::{Negotiated, NegotiatedCell, PeerPrivateData};
-use crate::node::{NodeConn, NodeEnv, Round, TIMER_CONN, TIMER_RECONNECT};
+use crate::node::{NodeConn, NodeEnv, Round, TIMER_CALLS, TIMER_CONN, TIMER_RECONNECT};
 use crate::timer::TimerHandle;
 use crate::worker::NodeLinks;
 
@@ -151,6 +152,8 @@ pub(crate) struct ClientConn<P: Provider> {
     pub(crate) attempts: u32,
     pub(crate) backoff_ns: u64,
     pub(crate) timer: Option<TimerHandle>,
+    /// Armed at a call deadline while calls wait in the queue (`TIMER_CALLS`).
+    pub(crate) deadline_timer: Option<TimerHandle>,
     pub(crate) closing: bool,
     pub(crate) stats: ConnStatsWriter,
     pub(crate) completed: u64,
@@ -633,6 +636,10 @@ impl<P: Provider> ClientConn<P> {
     /// Takes calls from the ring into free records.
     fn take_submissions(&mut self, env: &mut NodeEnv<P>, links: Option<&mut NodeLinks>) -> usize {
         let mut n = 0;
+        let deadline = match self.opts.call_timeout_ms {
+            0 => u64::MAX,
+            ms => env.now.saturating_add(ms.saturating_mul(1_000_000)),
+        };
         let mut sink = sink!(self, env, links);
         if self.state == CState::Failed {
             while let Some(s) = self.rx.dequeue() {
@@ -657,7 +664,7 @@ impl<P: Provider> ClientConn<P> {
                     reply: reply.take(),
                     cb: sub.cb,
                     inline_cb: false,
-                    deadline: u64::MAX,
+                    deadline,
                     sends: 0,
                     cred: None,
                 })
@@ -704,6 +711,32 @@ impl<P: Provider> ClientConn<P> {
             }
             start
         })
+    }
+
+    /// While calls wait in the queue (for a credit, a connection, a send slot), keeps a timer
+    /// armed at the earliest call deadline: the engine times out only the calls it was given,
+    /// and a call waiting behind calls that timed out (their credits stay in use until the
+    /// server answers them) would otherwise wait for ever. Calls past their deadline fail with
+    /// [`ClientError::TimedOut`] wherever they are (one on the wire stays a zombie until the
+    /// engine gives it back).
+    fn arm_deadline(&mut self, r: &mut Round<'_, '_, P>) {
+        if self.opts.call_timeout_ms == 0
+            || self.deadline_timer.is_some()
+            || self.calls.queued() == 0
+        {
+            return;
+        }
+        let now = r.env.now;
+        let next = self
+            .calls
+            .expire(now, &mut sink!(self, r.env, r.links.as_deref_mut()));
+        if next == u64::MAX {
+            return;
+        }
+        let token = r.timer_token(TIMER_CALLS);
+        if let Ok(h) = r.cx.arm_timer(next, token) {
+            self.deadline_timer = Some(h);
+        }
     }
 }
 
@@ -841,6 +874,7 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
             let token = r.timer_token(TIMER_CONN);
             self.drv.sync_timer(r.cx, token);
         }
+        self.arm_deadline(r);
         if let Some(c) = self.drv.conn.as_ref() {
             self.stats
                 .credits(u64::from(c.outstanding()), u64::from(c.credits()));
@@ -880,6 +914,11 @@ impl<P: Provider> NodeConn<P> for ClientConn<P> {
             }
             TIMER_CONN => {
                 self.drv.on_timer(r.env.now);
+                self.service(r);
+            }
+            TIMER_CALLS => {
+                self.deadline_timer = None;
+                self.arm_deadline(r);
                 self.service(r);
             }
             _ => {}

@@ -272,7 +272,9 @@ pub struct ClientOptions {
     pub version: ProtocolVersion,
     /// Direct data placement (DDP items become chunks).
     pub ddp: bool,
-    /// Fail a call not answered in this many milliseconds (0: never).
+    /// Fail a call not answered in this many milliseconds after the reactor took it (0:
+    /// never), wherever it is: on the wire, or waiting for a credit (a call that timed out
+    /// keeps its credit until the server answers it) or for a connection.
     pub call_timeout_ms: u64,
     /// With [`ProtocolVersion::V2`]: how long the first Version Two call of a connection (the
     /// probe) waits for an answer before the server is taken for a Version One one that drops

@@ -38,6 +38,8 @@ pub(crate) const TIMER_RECONNECT: u8 = 2;
 pub(crate) const TIMER_BACK: u8 = 3;
 /// The end of a lost server connection's session grace period.
 pub(crate) const TIMER_GRACE: u8 = 4;
+/// A client connection's earliest call deadline (`ClientOptions::call_timeout_ms`).
+pub(crate) const TIMER_CALLS: u8 = 5;
 
 /// A timer token: kind, slot, slot generation.
 #[inline]

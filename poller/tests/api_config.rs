@@ -313,3 +313,88 @@ fn rejects_unanswered_call_after_timeout() {
     set.stop().unwrap();
     sep.stop_workers();
 }
+
+/// A call that waits for a credit is "not answered" too: when the server holds the one call
+/// its grant allows, that call times out and keeps its credit (the server may still answer it),
+/// and the call queued behind it must fail with `TimedOut` as well, while the server still
+/// holds the first one, instead of waiting for a credit that never comes.
+#[test]
+fn rejects_call_waiting_for_a_credit_after_timeout() {
+    let fabric = rpcrdma_engine::verbs::soft::SoftFabric::new();
+    let sdev = fabric.open("10.0.2.2".parse().unwrap());
+    let cdev = fabric.open("10.0.2.1".parse().unwrap());
+    let set = rpcrdma_poller::ReactorSet::start(&reactor_config(2)).unwrap();
+    let sep: Endpoint<P> = Endpoint::new(&set, sdev, endpoint_config(1)).unwrap();
+    let cep: Endpoint<P> = Endpoint::new(&set, cdev, endpoint_config(0)).unwrap();
+    let release = Arc::new(AtomicU64::new(0));
+    let (r2, served) = (Arc::clone(&release), Arc::new(AtomicU64::new(0)));
+    let s2 = Arc::clone(&served);
+    let prog = Program::new(PROG, 2..=2).procedure(
+        SUM,
+        move |_: &Request<'_>, out: &mut ReplyBuilder<'_>| -> Result<(), Reject> {
+            s2.fetch_add(1, Ordering::SeqCst);
+            while r2.load(Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            out.put_u32(1).map_err(|_| Reject::SystemErr)
+        },
+    );
+    let addr = "10.0.2.2:4001".parse().unwrap();
+    let _server = Server::builder()
+        .program(prog)
+        .mode(CallbackMode::Worker)
+        .credits(1)
+        .start(&sep, addr)
+        .unwrap();
+    let client = Client::connect(
+        &cep,
+        addr,
+        ClientOptions {
+            call_timeout_ms: 30,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(client.wait_connected(Duration::from_secs(10)));
+    let (tx, rx) = std::sync::mpsc::channel();
+    for k in 0..2u32 {
+        let tx = tx.clone();
+        let cb = move |r: Result<rpcrdma_poller::Reply, ClientError>| {
+            let _ = tx.send((k, r.map(|_| ())));
+        };
+        assert!(client
+            .call(Proc::new(PROG, 2, SUM), client.args().unwrap(), cb)
+            .is_ok());
+    }
+    // Both outcomes, while the server still holds the first call (a generous bound: without
+    // a deadline of its own the second call would wait for the release).
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(o) => got.push(o),
+            Err(_) => break,
+        }
+    }
+    let held = release.load(Ordering::SeqCst) == 0;
+    release.store(1, Ordering::SeqCst);
+    got.sort_by_key(|(k, _)| *k);
+    assert_eq!(
+        got,
+        vec![
+            (0, Err(ClientError::TimedOut)),
+            (1, Err(ClientError::TimedOut))
+        ],
+        "both calls time out, the second one never sent"
+    );
+    assert!(held);
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        1,
+        "the second call was never sent"
+    );
+    let s = client.stats().snapshot();
+    assert_eq!(s.calls, 1, "{s:?}");
+    let mut set = set;
+    set.stop().unwrap();
+    sep.stop_workers();
+}
