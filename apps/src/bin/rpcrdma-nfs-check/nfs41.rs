@@ -399,8 +399,15 @@ pub(super) fn run(nfs: &Nfs<'_>, cb: &Arc<Callbacks>, t: &mut Tally) {
         }
     }
     // What came on the backchannel besides the CB_COMPOUNDs: CB_NULL (answered by the
-    // dispatch, never seen by the handler).
-    let snap = c.stats().snapshot();
+    // dispatch, never seen by the handler). A backward call counted on arrival may still be
+    // in its handler or its reply on the way: the counts are read once every call received
+    // was answered (or after --timeout).
+    let end = Instant::now() + nfs.a.timeout;
+    let mut snap = c.stats().snapshot();
+    while snap.back_replies < snap.back_calls && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+        snap = c.stats().snapshot();
+    }
     let (handled, rejected) = {
         let g = lock(&cb.log);
         (g.calls.len() as u64, u64::from(g.rejected))
