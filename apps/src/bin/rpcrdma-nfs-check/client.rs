@@ -256,8 +256,14 @@ impl Nfs<'_> {
         (matches!(e, ClientError::TimedOut) && self.link.silent(&s)).then(|| {
             format!(
                 "no reply to the first call on this connection within {:?}: nothing received \
-                 since it was established (credits granted {}, in use {})",
-                self.a.timeout, s.credits_granted, s.credits_in_use
+                 since it was established (credits granted {}, in use {}; calls sent {}, {} \
+                 octets; receives posted {})",
+                self.a.timeout,
+                s.credits_granted,
+                s.credits_in_use,
+                s.calls,
+                s.bytes_out,
+                s.recv_posted
             )
         })
     }
