@@ -57,6 +57,7 @@ pub mod client;
 mod client_conn;
 pub mod config;
 mod conn_table;
+pub mod contention;
 mod cred;
 mod ddp;
 mod dispatch;

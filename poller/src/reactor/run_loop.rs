@@ -16,6 +16,7 @@ use super::{
     TIMER_BATCH,
 };
 use crate::backoff::{Backoff, IdleAction};
+use crate::contention::Contention;
 use crate::doorbell::Doorbell;
 use crate::mpsc::MpscConsumer;
 use crate::stats::StatsWriter;
@@ -231,6 +232,9 @@ pub(super) struct Reactor {
     pub(super) rx: MpscConsumer<Control>,
     pub(super) gate: Arc<Gate>,
     pub(super) backoff: Backoff,
+    /// Interrupt mode: whether the CPU is taken by another thread (then idle stretches go
+    /// straight to the armed sleep, see [`crate::contention`]).
+    pub(super) contention: Option<Contention>,
     /// Interrupt mode: the descriptors of the next sleep.
     pub(super) waits: WaitSet,
     /// Interrupt mode: every poller armed all its sources for the next sleep.
@@ -274,6 +278,12 @@ impl Reactor {
             }
             if busy {
                 self.backoff.reset();
+                if let Some(c) = &mut self.contention {
+                    c.busy();
+                    if c.skipping() {
+                        self.backoff.skip_phases();
+                    }
+                }
                 if armed {
                     armed = false;
                     if let Some(b) = &self.core.bell {
@@ -293,7 +303,15 @@ impl Reactor {
     /// rings, an unpark, a wake-up descriptor, the next timer, or the back-off's sleep.
     fn idle(&mut self, now: u64, armed: &mut bool) {
         let interrupt = self.backoff.config().interrupt;
+        if let (Some(c), false) = (&mut self.contention, *armed) {
+            if !self.backoff.sleeps_next() && c.lost_cpu(now) {
+                self.backoff.skip_phases();
+            }
+        }
         if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {
+            if let Some(c) = &mut self.contention {
+                c.arming();
+            }
             b.arm();
             if interrupt {
                 self.all_armed = self.core.arm_wakeups(&mut self.waits);
@@ -322,6 +340,9 @@ impl Reactor {
                     let t = Duration::from_nanos(d);
                     // Counted as it begins (readers see a reactor that is asleep as such).
                     self.core.stats.idle_sleep();
+                    if let Some(c) = &mut self.contention {
+                        c.slept();
+                    }
                     match &self.core.bell {
                         Some(b) if interrupt && *armed => {
                             if self.waits.wait(d) > 0 {

@@ -13,6 +13,7 @@ use super::{
     ReactorError, ReactorHandle, Remote,
 };
 use crate::backoff::Backoff;
+use crate::contention::{Contention, ContentionConfig};
 use crate::doorbell::Doorbell;
 use crate::mpsc;
 use crate::stats::{stats, StatsSnapshot};
@@ -94,6 +95,8 @@ impl ReactorSet {
             rx,
             gate: Arc::clone(&gate),
             backoff: Backoff::new(cfg.backoff),
+            contention: (cfg.backoff.enabled && cfg.backoff.interrupt)
+                .then(|| Contention::new(ContentionConfig::reactor())),
             clock: self.clock,
             waits: WaitSet::new(),
             all_armed: false,
