@@ -11,26 +11,40 @@
 //! sleeper credit; EEVDF's lag), so its requests wait for a wake-up only. Spinning and
 //! yielding also spend the CPU time that earns that preference.
 //!
-//! Normal operation: the reactor reads its clock once per iteration anyway; [`Contention`]
-//! compares the readings of consecutive idle iterations of the spin and yield phases. An idle
-//! iteration polls and spins or yields: it takes microseconds. A gap longer than
-//! [`ContentionConfig::gap_ns`] means the thread was off its CPU in between (a yield that handed
-//! the CPU to a busy thread, a preemption at the tick). The reactor then ends the phases at once
-//! (arms its wake-up sources and sleeps), and the next `skip` idle stretches go straight to the
-//! armed sleep; `skip` starts at [`ContentionConfig::first_skip`] and doubles, up to
+//! Normal operation: two signals, either of which ends the phases at once (the reactor arms its
+//! wake-up sources and sleeps) and makes the next `skip` idle stretches go straight to the armed
+//! sleep:
+//!
+//! - the clock readings the reactor takes once per iteration anyway: an idle iteration polls and
+//!   spins or yields, which takes microseconds, so two idle iterations of the spin and yield
+//!   phases more than [`ContentionConfig::gap_ns`] apart mean the thread was off its CPU in
+//!   between (a yield that handed the CPU to a busy thread, a preemption at the tick);
+//! - the thread's run delay (the time it spent runnable but waiting for a CPU: the second field
+//!   of `/proc/thread-self/schedstat`, [`RunDelay`]), read once at the start of each idle
+//!   stretch that runs the phases: more than `gap_ns` since the previous stretch began means
+//!   the thread lost its CPU while it worked (another thread woke on its CPU and, being
+//!   favoured, took it; the busy thread beside it then ran its slice).
+//!
+//! `skip` starts at [`ContentionConfig::first_skip`] and doubles, up to
 //! [`ContentionConfig::max_skip`], each time the stretch after a skip window finds the CPU
-//! taken again. A stretch that runs both phases to the end without such a gap (nobody else
-//! wanted the CPU) sets `skip` back to `first_skip`. No system call and no allocation: only
-//! the clock readings the run loop takes anyway.
+//! taken again; a stretch that runs both phases to the end without either signal (nobody else
+//! wanted the CPU) sets it back to `first_skip`. Costs: one `pread(2)` per idle stretch that
+//! runs the phases (none while busy, none while skipping); nothing allocates.
 //!
 //! Recovery: a gap that was not contention (the whole machine paused, e.g. a virtual CPU
-//! descheduled by its host) costs one skip window of `first_skip` stretches that sleep at once
-//! instead of spinning: correct, only slower to answer.
+//! descheduled by its host; the run delay does not count that) costs one skip window of
+//! `first_skip` stretches that sleep at once instead of spinning: correct, only slower to
+//! answer. Without a readable schedstat file (no procfs, a kernel without `CONFIG_SCHED_INFO`)
+//! only the clock readings count.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 
 /// Settings of the contention detector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContentionConfig {
-    /// A gap between two idle iterations longer than this (ns) means the CPU was taken.
+    /// A gap between two idle iterations, or run delay between two idle stretches, longer than
+    /// this (ns) means the CPU was taken.
     pub gap_ns: u64,
     /// Idle stretches that skip the spin and yield phases after the first detection.
     pub first_skip: u32,
@@ -39,12 +53,13 @@ pub struct ContentionConfig {
 }
 
 impl ContentionConfig {
-    /// The reactors' settings in interrupt mode: a gap of 1 ms (an idle iteration takes
-    /// microseconds; a scheduler tick is 1 to 10 ms, a time slice a few of them), windows of 16
-    /// stretches doubling to 4 096.
+    /// The reactors' settings in interrupt mode: 2 ms (an idle iteration takes microseconds, a
+    /// favoured thread's turn on the CPU, such as a kernel worker's, well under a millisecond;
+    /// a busy thread's time slice lasts milliseconds), windows of 16 stretches doubling to
+    /// 4 096.
     pub const fn reactor() -> Self {
         ContentionConfig {
-            gap_ns: 1_000_000,
+            gap_ns: 2_000_000,
             first_skip: 16,
             max_skip: 4096,
         }
@@ -57,6 +72,8 @@ pub struct Contention {
     cfg: ContentionConfig,
     /// The clock at the previous idle iteration of this stretch's spin and yield phases.
     last: Option<u64>,
+    /// The run delay read at the start of the previous stretch that ran the phases.
+    delay_base: Option<u64>,
     /// Idle stretches (sleeps) left in the current skip window.
     skip_left: u32,
     /// The length of the next skip window.
@@ -77,6 +94,7 @@ impl Contention {
         Contention {
             cfg,
             last: None,
+            delay_base: None,
             skip_left: 0,
             skip_len: first,
             detections: 0,
@@ -100,21 +118,33 @@ impl Contention {
         self.last = None;
     }
 
-    /// An idle iteration of the spin or yield phase, its clock reading `now` (ns); `true`: the
-    /// CPU was taken since the previous one, end the phases now.
+    /// An idle iteration of the spin or yield phase, its clock reading `now` (ns); at the first
+    /// of a stretch, `run_delay` is asked for the thread's run delay (ns; `None`: unknown).
+    /// `true`: the CPU was taken, end the phases now.
     #[inline]
-    pub fn lost_cpu(&mut self, now: u64) -> bool {
-        let Some(prev) = self.last.replace(now) else {
-            return false;
+    pub fn lost_cpu<F: FnOnce() -> Option<u64>>(&mut self, now: u64, run_delay: F) -> bool {
+        let taken = match self.last.replace(now) {
+            Some(prev) => now.saturating_sub(prev) > self.cfg.gap_ns,
+            None => match (run_delay(), self.delay_base) {
+                (Some(d), Some(base)) => {
+                    self.delay_base = Some(d);
+                    d.saturating_sub(base) > self.cfg.gap_ns
+                }
+                (d, _) => {
+                    self.delay_base = d;
+                    false
+                }
+            },
         };
-        if now.saturating_sub(prev) <= self.cfg.gap_ns {
-            return false;
+        if taken {
+            self.detections = self.detections.wrapping_add(1);
+            self.last = None;
+            // the next stretch that runs the phases starts a new baseline
+            self.delay_base = None;
+            self.skip_left = self.skip_len;
+            self.skip_len = self.skip_len.saturating_mul(2).min(self.cfg.max_skip);
         }
-        self.detections = self.detections.wrapping_add(1);
-        self.last = None;
-        self.skip_left = self.skip_len;
-        self.skip_len = self.skip_len.saturating_mul(2).min(self.cfg.max_skip);
-        true
+        taken
     }
 
     /// The stretch's phases are over and the reactor arms its sleep: when they ran to the end
@@ -136,6 +166,45 @@ impl Contention {
     }
 }
 
+/// The calling thread's run delay: nanoseconds spent runnable but waiting for a CPU, from
+/// `/proc/thread-self/schedstat` (Linux; "cpu time, run delay, time slices"). Open it on the
+/// thread it is about.
+#[derive(Debug)]
+pub struct RunDelay {
+    file: Option<File>,
+}
+
+impl RunDelay {
+    /// Opens the calling thread's schedstat file; without one, [`RunDelay::read`] says `None`.
+    pub fn open() -> Self {
+        RunDelay {
+            file: File::open("/proc/thread-self/schedstat").ok(),
+        }
+    }
+
+    /// The run delay now (one `pread(2)`, no allocation); `None` when unavailable.
+    pub fn read(&self) -> Option<u64> {
+        let f = self.file.as_ref()?;
+        let mut buf = [0u8; 96];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        parse_run_delay(&buf[..n])
+    }
+}
+
+/// The second decimal field of a schedstat line.
+fn parse_run_delay(line: &[u8]) -> Option<u64> {
+    let field = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(1)?;
+    if !field.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    field.iter().try_fold(0u64, |v, d| {
+        v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,7 +218,7 @@ mod tests {
     /// One stretch whose idle iterations read the clock at `times`; whether one ended it.
     fn stretch(c: &mut Contention, times: &[u64]) -> bool {
         c.busy();
-        let lost = times.iter().any(|&t| c.lost_cpu(t));
+        let lost = times.iter().any(|&t| c.lost_cpu(t, || None));
         c.arming();
         c.slept();
         lost
@@ -179,8 +248,8 @@ mod tests {
     fn accepts_a_long_gap_as_a_taken_cpu_and_skips_a_window() {
         let mut c = Contention::new(CFG);
         c.busy();
-        assert!(!c.lost_cpu(10_000));
-        assert!(c.lost_cpu(11_001), "a gap of 1 001 ns > 1 000 ns");
+        assert!(!c.lost_cpu(10_000, || None));
+        assert!(c.lost_cpu(11_001, || None), "a gap of 1 001 ns > 1 000 ns");
         assert!(c.skipping());
         c.arming();
         c.slept();
@@ -193,13 +262,13 @@ mod tests {
     fn accepts_no_gap_across_a_sleep_or_busy_work() {
         let mut c = Contention::new(CFG);
         c.busy();
-        assert!(!c.lost_cpu(0));
+        assert!(!c.lost_cpu(0, || None));
         c.busy();
-        assert!(!c.lost_cpu(1_000_000), "busy work in between");
+        assert!(!c.lost_cpu(1_000_000, || None), "busy work in between");
         c.arming();
         c.slept();
         c.busy();
-        assert!(!c.lost_cpu(5_000_000), "a sleep in between");
+        assert!(!c.lost_cpu(5_000_000, || None), "a sleep in between");
         assert!(!c.skipping());
     }
 
@@ -228,13 +297,70 @@ mod tests {
     }
 
     #[test]
+    fn accepts_run_delay_between_stretches_as_a_taken_cpu() {
+        let mut c = Contention::new(CFG);
+        // the first reading is the baseline; then 900 ns of waiting: free
+        for d in [5_000, 5_900] {
+            c.busy();
+            assert!(!c.lost_cpu(0, || Some(d)));
+            assert!(!c.lost_cpu(10, || panic!("read once per stretch")));
+        }
+        // 1 001 ns more: the thread waited for its CPU while it worked
+        c.busy();
+        assert!(c.lost_cpu(0, || Some(6_901)));
+        assert!(c.skipping());
+        c.arming();
+        c.slept();
+        assert_eq!(1 + window(&mut c), 2);
+        // after a window a new baseline: a long wait during the window does not count
+        c.busy();
+        assert!(!c.lost_cpu(0, || Some(1_000_000)));
+        c.busy();
+        assert!(!c.lost_cpu(0, || Some(1_000_500)));
+        assert_eq!(c.detections(), 1);
+    }
+
+    #[test]
+    fn accepts_unknown_run_delay_as_no_news() {
+        let mut c = Contention::new(CFG);
+        for d in [Some(0), None, Some(1_000_000), None] {
+            c.busy();
+            assert!(!c.lost_cpu(0, || d));
+        }
+        assert!(!c.skipping());
+    }
+
+    #[test]
+    fn accepts_the_second_field_of_schedstat() {
+        assert_eq!(parse_run_delay(b"123 456 7\n"), Some(456));
+        assert_eq!(
+            parse_run_delay(b"123  18446744073709551615 7"),
+            Some(u64::MAX)
+        );
+        assert_eq!(RunDelay { file: None }.read(), None);
+    }
+
+    #[test]
+    fn rejects_a_malformed_schedstat() {
+        for line in [
+            &b""[..],
+            b"123",
+            b"123 4x6 7",
+            b"1 99999999999999999999 2",
+            b"1 -5 2",
+        ] {
+            assert_eq!(parse_run_delay(line), None, "{line:?}");
+        }
+    }
+
+    #[test]
     fn accepts_a_stretch_ended_by_work_as_no_news() {
         let mut c = Contention::new(CFG);
         assert!(stretch(&mut c, &[0, 2_000]));
         window(&mut c);
         // work ended the stretch before its phases: the next window still doubles
         c.busy();
-        assert!(!c.lost_cpu(0));
+        assert!(!c.lost_cpu(0, || None));
         c.busy();
         assert!(stretch(&mut c, &[0, 2_000]));
         assert_eq!(1 + window(&mut c), 4);

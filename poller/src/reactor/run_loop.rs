@@ -16,7 +16,7 @@ use super::{
     TIMER_BATCH,
 };
 use crate::backoff::{Backoff, IdleAction};
-use crate::contention::Contention;
+use crate::contention::{Contention, RunDelay};
 use crate::doorbell::Doorbell;
 use crate::mpsc::MpscConsumer;
 use crate::stats::StatsWriter;
@@ -235,6 +235,8 @@ pub(super) struct Reactor {
     /// Interrupt mode: whether the CPU is taken by another thread (then idle stretches go
     /// straight to the armed sleep, see [`crate::contention`]).
     pub(super) contention: Option<Contention>,
+    /// With `contention`: this thread's run delay (opened when the loop starts, on its thread).
+    pub(super) run_delay: Option<RunDelay>,
     /// Interrupt mode: the descriptors of the next sleep.
     pub(super) waits: WaitSet,
     /// Interrupt mode: every poller armed all its sources for the next sleep.
@@ -246,6 +248,9 @@ pub(super) struct Reactor {
 impl Reactor {
     /// The run loop; returns when stopped and drained.
     pub(super) fn run(&mut self) {
+        if self.contention.is_some() {
+            self.run_delay = Some(RunDelay::open());
+        }
         let mut stop_deadline = u64::MAX;
         // The doorbell is armed: this iteration is the re-check before a sleep.
         let mut armed = false;
@@ -304,8 +309,10 @@ impl Reactor {
     fn idle(&mut self, now: u64, armed: &mut bool) {
         let interrupt = self.backoff.config().interrupt;
         if let (Some(c), false) = (&mut self.contention, *armed) {
-            if !self.backoff.sleeps_next() && c.lost_cpu(now) {
+            let delay = &self.run_delay;
+            if !self.backoff.sleeps_next() && c.lost_cpu(now, || delay.as_ref()?.read()) {
                 self.backoff.skip_phases();
+                self.core.stats.idle_contended();
             }
         }
         if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {

@@ -97,6 +97,7 @@ impl ReactorSet {
             backoff: Backoff::new(cfg.backoff),
             contention: (cfg.backoff.enabled && cfg.backoff.interrupt)
                 .then(|| Contention::new(ContentionConfig::reactor())),
+            run_delay: None,
             clock: self.clock,
             waits: WaitSet::new(),
             all_armed: false,
