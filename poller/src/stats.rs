@@ -49,8 +49,8 @@ pub struct StatsSnapshot {
     /// Interrupt-mode sleeps ended by a ready descriptor (a doorbell ring, a completion
     /// channel, a connection event) rather than by their timeout (a timer, the longest sleep).
     pub idle_wakeups: u64,
-    /// Interrupt mode: idle stretches that found the reactor's CPU taken by another thread and
-    /// went to sleep at once ([`crate::contention`]).
+    /// Interrupt mode: times an idle stretch found the reactor's CPU taken by another thread
+    /// and went to sleep at once, starting a skip window ([`crate::contention`]).
     pub idle_contended: u64,
     /// Pollers currently registered (a gauge).
     pub pollers: u64,
@@ -143,7 +143,7 @@ impl StatsWriter {
         bump(&self.0.idle_wakeups, 1);
     }
 
-    /// One idle stretch that found the CPU taken ([`crate::contention`]).
+    /// The CPU was found taken once ([`crate::contention`]).
     #[inline]
     pub fn idle_contended(&self) {
         bump(&self.0.idle_contended, 1);
