@@ -149,17 +149,6 @@ impl Backoff {
         self.sleep_ns = self.cfg.min_sleep_ns;
     }
 
-    /// Ends the spin and yield phases of this idle stretch: the next idle iteration sleeps (a
-    /// reactor that found its CPU taken, [`crate::contention`]). Nothing when back-off is off.
-    #[inline]
-    pub fn skip_phases(&mut self) {
-        if self.cfg.enabled {
-            self.idle = self
-                .idle
-                .max(self.cfg.spin_polls.saturating_add(self.cfg.yield_polls));
-        }
-    }
-
     /// Whether the next idle iteration would sleep (the spin and yield phases are over), without
     /// advancing the state: the moment to arm a doorbell and poll once more.
     #[inline]
@@ -256,29 +245,6 @@ mod tests {
         );
         b.reset();
         assert_eq!(b.next_action(), Spin);
-    }
-
-    #[test]
-    fn accepts_skipped_phases_until_reset() {
-        let mut b = Backoff::new(BackoffConfig {
-            enabled: true,
-            spin_polls: 3,
-            yield_polls: 2,
-            min_sleep_ns: 100,
-            max_sleep_ns: 100,
-            interrupt: true,
-        });
-        assert_eq!(b.next_action(), IdleAction::Spin);
-        b.skip_phases();
-        assert!(b.sleeps_next());
-        assert_eq!(b.next_action(), IdleAction::Sleep(100));
-        b.skip_phases();
-        assert_eq!(b.next_action(), IdleAction::Sleep(100), "no way back");
-        b.reset();
-        assert_eq!(b.next_action(), IdleAction::Spin);
-        let mut off = Backoff::new(BackoffConfig::default());
-        off.skip_phases();
-        assert!(!off.sleeps_next());
     }
 
     #[test]

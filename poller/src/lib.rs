@@ -57,7 +57,6 @@ pub mod client;
 mod client_conn;
 pub mod config;
 mod conn_table;
-pub mod contention;
 mod cred;
 mod ddp;
 mod dispatch;

@@ -25,7 +25,6 @@ struct Counters {
     idle_yields: AtomicU64,
     idle_sleeps: AtomicU64,
     idle_wakeups: AtomicU64,
-    idle_contended: AtomicU64,
     pollers: AtomicU64,
 }
 
@@ -49,9 +48,6 @@ pub struct StatsSnapshot {
     /// Interrupt-mode sleeps ended by a ready descriptor (a doorbell ring, a completion
     /// channel, a connection event) rather than by their timeout (a timer, the longest sleep).
     pub idle_wakeups: u64,
-    /// Interrupt mode: times an idle stretch found the reactor's CPU taken by another thread
-    /// and went to sleep at once, starting a skip window ([`crate::contention`]).
-    pub idle_contended: u64,
     /// Pollers currently registered (a gauge).
     pub pollers: u64,
 }
@@ -143,12 +139,6 @@ impl StatsWriter {
         bump(&self.0.idle_wakeups, 1);
     }
 
-    /// The CPU was found taken once ([`crate::contention`]).
-    #[inline]
-    pub fn idle_contended(&self) {
-        bump(&self.0.idle_contended, 1);
-    }
-
     /// Sets the poller gauge.
     #[inline]
     pub fn set_pollers(&self, n: u64) {
@@ -181,7 +171,6 @@ impl StatsReader {
             idle_yields: c.idle_yields.load(Ordering::Relaxed),
             idle_sleeps: c.idle_sleeps.load(Ordering::Relaxed),
             idle_wakeups: c.idle_wakeups.load(Ordering::Relaxed),
-            idle_contended: c.idle_contended.load(Ordering::Relaxed),
             pollers: c.pollers.load(Ordering::Relaxed),
         }
     }
@@ -208,7 +197,6 @@ mod tests {
         w.idle_yield();
         w.idle_sleep();
         w.idle_wakeup();
-        w.idle_contended();
         w.set_pollers(4);
         let s = r.snapshot();
         assert_eq!(
@@ -222,7 +210,6 @@ mod tests {
                 idle_yields: 1,
                 idle_sleeps: 1,
                 idle_wakeups: 1,
-                idle_contended: 1,
                 pollers: 4,
             }
         );

@@ -230,18 +230,3 @@ fn accepts_no_allocation_in_the_interrupt_loop() {
     });
     assert!(s.timer_expiries > 0 && s.idle_sleeps > 0, "{s:?}");
 }
-
-/// Interrupt mode with its spin and yield phases: the contention detector's reads of the
-/// thread's run delay (one `pread(2)` per idle stretch that runs the phases) do not allocate.
-#[test]
-fn accepts_no_allocation_in_the_interrupt_loop_with_phases() {
-    let s = reactor_loop_allocations(BackoffConfig {
-        spin_polls: 2,
-        yield_polls: 2,
-        min_sleep_ns: 2_000,
-        max_sleep_ns: 2_000,
-        ..BackoffConfig::interrupt()
-    });
-    // yields: stretches ran their phases, so each read the run delay at its start
-    assert!(s.timer_expiries > 0 && s.idle_yields > 0, "{s:?}");
-}

@@ -40,8 +40,8 @@
 # Output: "meta DEV/BACKEND ROUND LABEL UID PHASE MS CALLS GETATTR LOOKUP READ READDIR
 # READDIRPLUS" per phase, "server DEV/BACKEND ROUND LABEL calls=N client=N [on_reactor=N]" per
 # run (on_reactor: rpcrdma-nfsd's calls of the `dir:` backend served on the reactor; then its
-# reactors' counters: iterations, busy_iterations, idle_yields, idle_sleeps, idle_wakeups,
-# idle_contended), then a table
+# reactors' counters: iterations, busy_iterations, idle_yields, idle_sleeps, idle_wakeups), then
+# a table
 # per device/backend x uid x phase: median ms per server, A / B ratio of the medians, median
 # calls, microseconds per call, the spread (the larger of the two servers' (max - min) / median
 # over the rounds) and the paired ratio (A / B of the two runs of one round, next to each other
@@ -334,7 +334,7 @@ run() { # DEV BACKEND ROUND LABEL
 			# rpcrdma-nfsd's calls served on the reactor by a worker-mode store (`--dir-calls`)
 			onr=''
 			# and its reactors' idle counters (iterations, busy ones, yields, sleeps, wake-ups by
-			# a descriptor, stretches that found the CPU taken)
+			# a descriptor)
 			[ -n "$SRV_PID" ] && onr=" on_reactor=$(awk '$1 == "nfsd-stat" && $2 == "reactor.calls" {v = $3} END {print v}' "$SRV_LOG")$(awk '
 				$1 == "nfsd-stat" && $2 ~ /^reactors\./ {v[substr($2, 10)] = $3}
 				END {for (k in v) printf " %s=%s", k, v[k]}' "$SRV_LOG")"

@@ -590,14 +590,13 @@ impl<P: Provider> Daemon<P> {
         }
         if let Some(set) = &self.set {
             // The reactors' idle counters, summed (docs/architecture.md, "Idle reactors").
-            let mut r = [0u64; 6];
+            let mut r = [0u64; 5];
             for st in (0..set.len()).filter_map(|i| set.stats(i)) {
                 r[0] += st.iterations;
                 r[1] += st.busy_iterations;
                 r[2] += st.idle_yields;
                 r[3] += st.idle_sleeps;
                 r[4] += st.idle_wakeups;
-                r[5] += st.idle_contended;
             }
             for (n, x) in [
                 "reactors.iterations",
@@ -605,7 +604,6 @@ impl<P: Provider> Daemon<P> {
                 "reactors.idle_yields",
                 "reactors.idle_sleeps",
                 "reactors.idle_wakeups",
-                "reactors.idle_contended",
             ]
             .iter()
             .zip(r)

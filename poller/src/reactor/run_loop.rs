@@ -16,7 +16,6 @@ use super::{
     TIMER_BATCH,
 };
 use crate::backoff::{Backoff, IdleAction};
-use crate::contention::{Contention, RunDelay};
 use crate::doorbell::Doorbell;
 use crate::mpsc::MpscConsumer;
 use crate::stats::StatsWriter;
@@ -232,11 +231,6 @@ pub(super) struct Reactor {
     pub(super) rx: MpscConsumer<Control>,
     pub(super) gate: Arc<Gate>,
     pub(super) backoff: Backoff,
-    /// Interrupt mode: whether the CPU is taken by another thread (then idle stretches go
-    /// straight to the armed sleep, see [`crate::contention`]).
-    pub(super) contention: Option<Contention>,
-    /// With `contention`: this thread's run delay (opened when the loop starts, on its thread).
-    pub(super) run_delay: Option<RunDelay>,
     /// Interrupt mode: the descriptors of the next sleep.
     pub(super) waits: WaitSet,
     /// Interrupt mode: every poller armed all its sources for the next sleep.
@@ -248,9 +242,6 @@ pub(super) struct Reactor {
 impl Reactor {
     /// The run loop; returns when stopped and drained.
     pub(super) fn run(&mut self) {
-        if self.contention.is_some() {
-            self.run_delay = Some(RunDelay::open());
-        }
         let mut stop_deadline = u64::MAX;
         // The doorbell is armed: this iteration is the re-check before a sleep.
         let mut armed = false;
@@ -283,12 +274,6 @@ impl Reactor {
             }
             if busy {
                 self.backoff.reset();
-                if let Some(c) = &mut self.contention {
-                    c.busy();
-                    if c.skipping() {
-                        self.backoff.skip_phases();
-                    }
-                }
                 if armed {
                     armed = false;
                     if let Some(b) = &self.core.bell {
@@ -308,17 +293,7 @@ impl Reactor {
     /// rings, an unpark, a wake-up descriptor, the next timer, or the back-off's sleep.
     fn idle(&mut self, now: u64, armed: &mut bool) {
         let interrupt = self.backoff.config().interrupt;
-        if let (Some(c), false) = (&mut self.contention, *armed) {
-            let delay = &self.run_delay;
-            if !self.backoff.sleeps_next() && c.lost_cpu(now, || delay.as_ref()?.read()) {
-                self.backoff.skip_phases();
-                self.core.stats.idle_contended();
-            }
-        }
         if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {
-            if let Some(c) = &mut self.contention {
-                c.arming();
-            }
             b.arm();
             if interrupt {
                 self.all_armed = self.core.arm_wakeups(&mut self.waits);
@@ -347,9 +322,6 @@ impl Reactor {
                     let t = Duration::from_nanos(d);
                     // Counted as it begins (readers see a reactor that is asleep as such).
                     self.core.stats.idle_sleep();
-                    if let Some(c) = &mut self.contention {
-                        c.slept();
-                    }
                     match &self.core.bell {
                         Some(b) if interrupt && *armed => {
                             if self.waits.wait(d) > 0 {

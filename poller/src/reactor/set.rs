@@ -13,7 +13,6 @@ use super::{
     ReactorError, ReactorHandle, Remote,
 };
 use crate::backoff::Backoff;
-use crate::contention::{Contention, ContentionConfig};
 use crate::doorbell::Doorbell;
 use crate::mpsc;
 use crate::stats::{stats, StatsSnapshot};
@@ -95,9 +94,6 @@ impl ReactorSet {
             rx,
             gate: Arc::clone(&gate),
             backoff: Backoff::new(cfg.backoff),
-            contention: (cfg.backoff.enabled && cfg.backoff.interrupt)
-                .then(|| Contention::new(ContentionConfig::reactor())),
-            run_delay: None,
             clock: self.clock,
             waits: WaitSet::new(),
             all_armed: false,
