@@ -291,7 +291,7 @@ phase() {
 	[ "$rc" -eq 0 ] || fail "phase $name as uid $uid: exit status $rc"
 	for ((i = 0; i < 6; i++)); do d="$d $((c1[i] - c0[i]))"; done
 	echo "meta $pre $uid $name $ms$d" | tee -a "$RESULTS"
-	[ "$SCHED" = 1 ] && sched_diff "$pre $uid $name" "$STATE/sched0" "$STATE/sched1" >>"$STATE/sched"
+	[ "$SCHED" != 1 ] || sched_diff "$pre $uid $name" "$STATE/sched0" "$STATE/sched1" >>"$STATE/sched"
 }
 workload() { # RECORD-PREFIX UID
 	local w=$MNT/u$2 n
