@@ -39,7 +39,9 @@
 #
 # Output: "meta DEV/BACKEND ROUND LABEL UID PHASE MS CALLS GETATTR LOOKUP READ READDIR
 # READDIRPLUS" per phase, "server DEV/BACKEND ROUND LABEL calls=N client=N [on_reactor=N]" per
-# run (on_reactor: rpcrdma-nfsd's calls of the `dir:` backend served on the reactor), then a table
+# run (on_reactor: rpcrdma-nfsd's calls of the `dir:` backend served on the reactor; then its
+# reactors' counters: iterations, busy_iterations, idle_yields, idle_sleeps, idle_wakeups), then
+# a table
 # per device/backend x uid x phase: median ms per server, A / B ratio of the medians, median
 # calls, microseconds per call, the spread (the larger of the two servers' (max - min) / median
 # over the rounds) and the paired ratio (A / B of the two runs of one round, next to each other
@@ -53,7 +55,14 @@
 # RPCRDMA_META_MOUNT_OPTS (more mount options, e.g. actimeo=600: attribute cache timeouts long
 # enough that a phase's length does not decide which cached attributes expire),
 # RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of a binary runs under
-# `strace -c -f`, its summary printed: where the server's system calls go).
+# `strace -c -f`, its summary printed: where the server's system calls go),
+# RPCRDMA_META_SCHED=1 (per phase, the scheduler's view of the threads that serve the calls, from
+# /proc/PID/task/TID/schedstat and status: CPU time, time runnable but waiting for a CPU, time
+# slices, voluntary and involuntary switches, summed per group: rpcrdma-nfsd's threads by name
+# ("srv:NAME"), the kernel nfsd's threads ("knfsd"), ksoftirqd/N ("ksoftirqd"), kworkers
+# ("kworker"), the CPU hog ("hog"); lines "sched DEV/BACKEND ROUND LABEL UID PHASE GROUP EXEC_US
+# WAIT_US SLICES VOL INVOL" and a table per server and group: medians over the rounds of the
+# six phases' totals and the wait per NFS call).
 set -u
 if [ $# -ne 2 ]; then
 	echo "usage: nfs-meta.sh BINARY kernel | nfs-meta.sh NEW-BINARY OLD-BINARY" >&2
@@ -80,6 +89,7 @@ PORT=20051 MPORT=20050
 STATE=/run/nfs-meta DIRB=/srv/nfs-meta MNT=/mnt/meta
 RESULTS=$STATE/results
 NRUNS=0 NFAILED=0 RFAIL=0 HOGS=()
+SCHED=${RPCRDMA_META_SCHED:-0}
 now_ms() { date +%s%3N; }
 fail() {
 	echo "FAIL $*"
@@ -224,6 +234,41 @@ do_umount() {
 # link readdir readdirplus ...")
 rpc_counts() { awk '$1 == "rpc" {c = $2} $1 == "proc3" {print c, $4, $6, $9, $19, $20; exit}' /proc/net/rpc/nfs; }
 rpc_calls() { awk '$1 == "rpc" {print $2; exit}' /proc/net/rpc/nfs; }
+# sched_snap: "GROUP EXEC_NS WAIT_NS SLICES VOL INVOL" per task of the groups RPCRDMA_META_SCHED
+# describes (bash builtins only: no process started while a phase runs)
+sched_snap() {
+	local p t c g e w n v i line hogs=" ${HOGS[*]} "
+	for p in /proc/[0-9]*; do
+		p=${p#/proc/}
+		read -r c <"/proc/$p/comm" 2>/dev/null || continue
+		if [ -n "$SRV_PID" ] && [ "$p" = "$SRV_PID" ]; then g=srv
+		elif [ "$c" = nfsd ]; then g=knfsd
+		elif [ "${c#ksoftirqd/}" != "$c" ]; then g=ksoftirqd
+		elif [ "${c#kworker/}" != "$c" ]; then g=kworker
+		elif [ "${hogs/ $p /}" != "$hogs" ]; then g=hog
+		else continue; fi
+		for t in /proc/"$p"/task/[0-9]*; do
+			read -r e w n <"$t/schedstat" 2>/dev/null || continue
+			v=0 i=0
+			while read -r line; do
+				case $line in
+				voluntary_ctxt_switches:*) v=${line##*[[:space:]]} ;;
+				nonvoluntary_ctxt_switches:*) i=${line##*[[:space:]]} ;;
+				esac
+			done <"$t/status"
+			if [ "$g" = srv ]; then read -r c <"$t/comm"; echo "srv:${c// /_} $e $w $n $v $i"
+			else echo "$g $e $w $n $v $i"; fi
+		done
+	done
+}
+# sched_diff RECORD-PREFIX BEFORE AFTER: the groups' sums of AFTER - BEFORE (tasks by their line
+# order within a group do not matter: sums), as "sched" records
+sched_diff() {
+	awk -v pre="$1" '
+	FNR == NR { for (i = 2; i <= 6; i++) B[$1, i] += $i; G[$1] = 1; next }
+	{ for (i = 2; i <= 6; i++) A[$1, i] += $i; G[$1] = 1 }
+	END { for (g in G) printf "sched %s %s %d %d %d %d %d\n", pre, g, (A[g, 2] - B[g, 2]) / 1000, (A[g, 3] - B[g, 3]) / 1000, A[g, 4] - B[g, 4], A[g, 5] - B[g, 5], A[g, 6] - B[g, 6] }' "$2" "$3"
+}
 # phase RECORD-PREFIX UID NAME CMD...: CMD run as UID (caches dropped first when asked), time and
 # NFS calls recorded
 phase() {
@@ -235,15 +280,18 @@ phase() {
 		echo 3 >/proc/sys/vm/drop_caches
 	fi
 	read -ra c0 <<<"$(rpc_counts)"
+	[ "$SCHED" = 1 ] && sched_snap >"$STATE/sched0"
 	t0=$(now_ms)
 	timeout -k 5 "$PHASE_TIMEOUT" "${as[@]}" "$@"
 	rc=$?
 	sync
 	ms=$(($(now_ms) - t0))
+	[ "$SCHED" = 1 ] && sched_snap >"$STATE/sched1"
 	read -ra c1 <<<"$(rpc_counts)"
 	[ "$rc" -eq 0 ] || fail "phase $name as uid $uid: exit status $rc"
 	for ((i = 0; i < 6; i++)); do d="$d $((c1[i] - c0[i]))"; done
 	echo "meta $pre $uid $name $ms$d" | tee -a "$RESULTS"
+	[ "$SCHED" != 1 ] || sched_diff "$pre $uid $name" "$STATE/sched0" "$STATE/sched1" >>"$STATE/sched"
 }
 workload() { # RECORD-PREFIX UID
 	local w=$MNT/u$2 n
@@ -285,7 +333,11 @@ run() { # DEV BACKEND ROUND LABEL
 			sc=$(srv_calls)
 			# rpcrdma-nfsd's calls served on the reactor by a worker-mode store (`--dir-calls`)
 			onr=''
-			[ -n "$SRV_PID" ] && onr=" on_reactor=$(awk '$1 == "nfsd-stat" && $2 == "reactor.calls" {v = $3} END {print v}' "$SRV_LOG")"
+			# and its reactors' idle counters (iterations, busy ones, yields, sleeps, wake-ups by
+			# a descriptor)
+			[ -n "$SRV_PID" ] && onr=" on_reactor=$(awk '$1 == "nfsd-stat" && $2 == "reactor.calls" {v = $3} END {print v}' "$SRV_LOG")$(awk '
+				$1 == "nfsd-stat" && $2 ~ /^reactors\./ {v[substr($2, 10)] = $3}
+				END {for (k in v) printf " %s=%s", k, v[k]}' "$SRV_LOG")"
 			echo "server $dev/$be $r $l calls=${sc:-?} client=$(($(rpc_calls) - c0))$onr"
 			do_umount
 		fi
@@ -397,6 +449,34 @@ counts() {
 	}' "$RESULTS"
 }
 
+# RPCRDMA_META_SCHED=1: per server and thread group, medians over the rounds of the six phases'
+# totals (ms of CPU, ms waiting for a CPU, wait per NFS call in us, slices, switches)
+sched_table() {
+	echo "nfs-meta: the scheduler, totals of the six phases (medians over the rounds): exec / wait = ms of CPU used / spent runnable waiting for one; wait/call = us of wait per NFS call of the run"
+	printf "%-12s %-6s %-22s %9s %9s %9s %8s %8s %8s\n" dev/backend server group "exec ms" "wait ms" wait/call slices vol invol
+	awk -v la="$LA" -v lb="$LB" "$AWK_MED"'
+	$1 == "meta" { C[$2 SUBSEP $4 SUBSEP $3] += $8; next }
+	$1 == "sched" {
+		k = $2 SUBSEP $4 SUBSEP $7
+		S[k SUBSEP $3, 1] += $8; S[k SUBSEP $3, 2] += $9; S[k SUBSEP $3, 3] += $10; S[k SUBSEP $3, 4] += $11; S[k SUBSEP $3, 5] += $12
+		RND[k SUBSEP $3] = 1; if (!(k in SEEN)) { SEEN[k] = 1; ORDER[++n] = k }
+	}
+	END {
+		for (i = 1; i <= n; i++) {
+			split(ORDER[i], g, SUBSEP)
+			for (f = 1; f <= 6; f++) L[f] = ""
+			for (rk in RND) {
+				split(rk, h, SUBSEP)
+				if (h[1] != g[1] || h[2] != g[2] || h[3] != g[3]) continue
+				for (f = 1; f <= 5; f++) L[f] = L[f] " " S[rk, f]
+				c = C[g[1] SUBSEP g[2] SUBSEP h[4]]
+				L[6] = L[6] " " (c > 0 ? S[rk, 2] / c : 0)
+			}
+			printf "%-12s %-6s %-22s %9.0f %9.0f %9.1f %8d %8d %8d\n", g[1], g[2], g[3], med(L[1]) / 1000, med(L[2]) / 1000, med(L[6]), med(L[3]), med(L[4]), med(L[5])
+		}
+	}' "$RESULTS" "$STATE/sched" | sort -k1,1 -k2,2 -k3,3
+}
+
 # ---- main ---------------------------------------------------------------------------------------------
 for l in "$LA" "$LB"; do
 	[ "${BIN[$l]}" = kernel ] && continue
@@ -418,6 +498,7 @@ setup || {
 	exit 1
 }
 : >"$RESULTS"
+: >"$STATE/sched"
 trap hog_stop EXIT
 hog_start
 echo "guest: $(nproc) vCPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); devices: $DEVS; backends: $BACKENDS; rounds: $ROUNDS; uids: $UIDS; caches dropped: $DROP"
@@ -437,5 +518,6 @@ summary
 echo
 echo "nfs-meta: the client's calls per phase (medians), $LB / $LA and the ratio $LA / $LB"
 counts
+[ "$SCHED" = 1 ] && sched_table
 echo "nfs-meta: $NRUNS runs, $NFAILED failed"
 [ "$NFAILED" -eq 0 ]

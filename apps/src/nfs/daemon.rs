@@ -588,6 +588,29 @@ impl<P: Provider> Daemon<P> {
                 v.push((n.to_string(), x));
             }
         }
+        if let Some(set) = &self.set {
+            // The reactors' idle counters, summed (docs/architecture.md, "Idle reactors").
+            let mut r = [0u64; 5];
+            for st in (0..set.len()).filter_map(|i| set.stats(i)) {
+                r[0] += st.iterations;
+                r[1] += st.busy_iterations;
+                r[2] += st.idle_yields;
+                r[3] += st.idle_sleeps;
+                r[4] += st.idle_wakeups;
+            }
+            for (n, x) in [
+                "reactors.iterations",
+                "reactors.busy_iterations",
+                "reactors.idle_yields",
+                "reactors.idle_sleeps",
+                "reactors.idle_wakeups",
+            ]
+            .iter()
+            .zip(r)
+            {
+                v.push((n.to_string(), x));
+            }
+        }
         let (entries, bytes) = self.nfs.drc().usage();
         v.push(("drc.entries".into(), entries as u64));
         v.push(("drc.bytes".into(), bytes as u64));
