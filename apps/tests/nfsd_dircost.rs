@@ -25,16 +25,17 @@ use syscount::{Counter, RoleCalls, Snapshot, FS, SCHED};
 
 /// File system calls the server may make per GETATTR with the descriptor cached: one `fstat`.
 const BUDGET_GETATTR: u64 = 1;
-/// Per ACCESS asking read, modify, extend and execute of a file the caller may read and write
-/// but not execute: `fstat`, then the kernel's check of everything (refused) and of all but
-/// execute (granted).
-const BUDGET_ACCESS: u64 = 3;
-/// Per LOOKUP with the object's descriptor cached: the directory's `fstat`, the name's handle
-/// (`name_to_handle_at`, as the caller), the object's `fstat`.
-const BUDGET_LOOKUP: u64 = 3;
+/// Per ACCESS asking read, modify, extend and execute of a file (mode `rw-`) the caller may
+/// read and write: `fstat`, then the kernel's check of all but execute (granted); execute is
+/// refused by the mode, which has no execute bit (as the host file system decides).
+const BUDGET_ACCESS: u64 = 2;
+/// Per LOOKUP with the object's descriptor cached: the directory's `fstat`, the name's
+/// attributes and mount (`statx`, as the caller), the handle from the descriptor cache by
+/// inode number.
+const BUDGET_LOOKUP: u64 = 2;
 /// Per LOOKUP of a name whose object has no descriptor open (a walk of a tree the server has
-/// not seen): the same, the object opened by name (`openat`, `O_PATH`, as the caller) and the
-/// handle of what was opened.
+/// not seen): the same, the object opened by name (`openat`, `O_PATH`, as the caller), the
+/// handle of what was opened and its `fstat`.
 const BUDGET_LOOKUP_COLD: u64 = 5;
 /// Per CREATE (GUARDED) of a new file: the directory's `fstat` (its check and the `wcc_data`
 /// before), `openat` (`O_CREAT | O_EXCL`, as the caller), the new file's `fstat` (its
@@ -44,8 +45,8 @@ const BUDGET_LOOKUP_COLD: u64 = 5;
 const BUDGET_CREATE: u64 = 5;
 /// Per MKDIR: as CREATE, the directory made by `mkdirat` and then opened (`openat`, `O_PATH`).
 const BUDGET_MKDIR: u64 = 6;
-/// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmodat`,
-/// `fstat` after.
+/// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmod` (the
+/// file is open for I/O since its CREATE), `fstat` after.
 const BUDGET_SETATTR: u64 = 3;
 /// Per WRITE (unstable) to a file open for I/O: `fstat` (the object still linked), the
 /// kernel's permission check for the caller (`faccessat2`), `pwrite`, `fstat` after (a WRITE's

@@ -37,6 +37,7 @@ pub const FS: &[(&str, libc::c_long)] = &[
     ("linkat", libc::SYS_linkat),
     ("symlinkat", libc::SYS_symlinkat),
     ("mknodat", libc::SYS_mknodat),
+    ("fchmod", libc::SYS_fchmod),
     ("fchmodat", libc::SYS_fchmodat),
     ("fchownat", libc::SYS_fchownat),
     ("utimensat", libc::SYS_utimensat),

@@ -5,9 +5,9 @@
 //!
 //! Normal operation: entries are passed to `emit` in the kernel's order until it says the
 //! reply is full. For READDIRPLUS each entry also gets its handle (from the descriptor cache
-//! when it holds the entry's inode, else `name_to_handle_at`) and `lstat` attributes; an
-//! entry that vanished meanwhile, or that is a mount point of another file system, is listed
-//! without them. Recovery: a malformed kernel record ends the listing with IO.
+//! when it holds the entry's inode, else `name_to_handle_at`) and `lstat` attributes (one
+//! `statx`, which also names the entry's mount); an entry that vanished meanwhile, or that is a
+//! mount point, is listed without them. Recovery: a malformed kernel record ends the listing with IO.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
@@ -43,13 +43,13 @@ impl DirStore {
             _ => {}
         }
         let c = CString::new(name).ok()?;
-        let st = sys::lstatat(dirfd, &c).ok()?;
-        if st.st_dev != self.root_dev {
+        let (st, mnt) = sys::lstat_mnt(dirfd, &c).ok()?;
+        if st.st_dev != self.root_dev || mnt.is_some_and(|m| m != self.root_mnt) {
             return None;
         }
         // An object whose descriptor the cache holds with this inode number is the one the
         // name names (see the `handle` module); others are asked of the kernel.
-        let held = self.cache().ino_handle(st.st_ino);
+        let held = mnt.and_then(|_| self.cache().ino_handle(st.st_ino));
         let fh = match held {
             Some(fh) => fh,
             None => self.fh_at(dirfd, &c).ok()?,

@@ -632,6 +632,46 @@ fn rejects_crossing_into_a_file_system_mounted_inside() {
     assert!(plus.contains(&(b"mnt".to_vec(), false)), "{plus:?}");
 }
 
+#[test]
+fn rejects_crossing_into_a_bind_mount_of_the_same_file_system() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("bind");
+    let (s, r) = store(&t);
+    // Made through the store: its descriptor is held, with its inode number.
+    s.mkdir(&ROOT, &r, b"src", &Sattr3::default())
+        .expect("mkdir");
+    fs::create_dir(t.at("mnt")).expect("mkdir");
+    let (src, target) = [t.at("src"), t.at("mnt")]
+        .map(|p| CString::new(p.as_os_str().as_encoded_bytes()).expect("path"))
+        .into();
+    // SAFETY: NUL-terminated strings.
+    let bound = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    } == 0;
+    if !bound {
+        eprintln!("skipped: cannot bind-mount here");
+        return;
+    }
+    let _unmount = Unmount(target);
+    assert_eq!(err(s.lookup(&ROOT, &r, b"mnt")), Nfsstat3::ACCES);
+    let mut plus = Vec::new();
+    s.readdir(&ROOT, &r, 0, [0; 8], true, &mut |e| {
+        plus.push((e.name.to_vec(), e.plus.is_some()));
+        true
+    })
+    .expect("readdir");
+    assert!(plus.contains(&(b"mnt".to_vec(), false)), "{plus:?}");
+    assert!(plus.contains(&(b"src".to_vec(), true)), "{plus:?}");
+}
+
 /// Detaches a mount on drop (before the directory holding it is removed).
 struct Unmount(CString);
 
