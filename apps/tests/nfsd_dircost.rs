@@ -48,10 +48,10 @@ const BUDGET_MKDIR: u64 = 6;
 /// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmod` (the
 /// file is open for I/O since its CREATE), `fstat` after.
 const BUDGET_SETATTR: u64 = 3;
-/// Per WRITE (unstable) to a file open for I/O: `fstat` (the object still linked), the
-/// kernel's permission check for the caller (`faccessat2`), `pwrite`, `fstat` after (a WRITE's
-/// `wcc_data` carries no attributes before).
-const BUDGET_WRITE: u64 = 4;
+/// Per WRITE (unstable) by its owner to a file open for writing: `statx` (the object still
+/// linked, and not immutable: then the owner needs no permission check, as in Linux nfsd),
+/// `pwrite`, `fstat` after (a WRITE's `wcc_data` carries no attributes before).
+const BUDGET_WRITE: u64 = 3;
 /// Per LINK: the object's and the directory's `fstat`, the caller's write and search
 /// permission on the directory (`faccessat2`), `linkat`, the directory's and the object's
 /// `fstat` after.
@@ -61,10 +61,10 @@ const BUDGET_LINK: u64 = 6;
 /// dropped), `renameat`, the directory's `fstat` after.
 const BUDGET_RENAME: u64 = 4;
 /// Per READDIRPLUS of one page whose entries' descriptors the server holds (it made or looked
-/// them up): one `lstat` per entry but `.`, its handle from the descriptor cache; beyond that
+/// them up): one `statx` per entry but `.`, its handle from the descriptor cache; beyond that
 /// the listing's own calls: the directory's `fstat` before, in the store and after, `openat`,
-/// `lseek`, two `getdents64`, `close`, the handles of `.` and `..`.
-const BUDGET_READDIRPLUS_PAGE: u64 = 9;
+/// `lseek`, two `getdents64`, `close`, the handle of `..`.
+const BUDGET_READDIRPLUS_PAGE: u64 = 8;
 /// Per REMOVE: the directory's `fstat` before, the name's handle (its cached descriptor is
 /// dropped: `close`), `unlinkat`, the directory's `fstat` after.
 const BUDGET_REMOVE: u64 = 5;

@@ -65,6 +65,7 @@ impl DirStore {
             fd: Arc::new(fd),
             io: ifmt(&st) == libc::S_IFREG && cache,
             st,
+            immutable: None,
         };
         self.apply(cx, &o, &set)?;
         let attr = match set == Sattr3::default() {

@@ -75,13 +75,14 @@ use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
 /// Most parent directories walked up when checking that a directory lies in the export.
 const MAX_DEPTH: usize = 4096;
 
-/// An open object: its descriptor, what `fstat` said just now, and whether the descriptor is
-/// open for I/O (else `O_PATH`).
+/// An open object: its descriptor, what `fstat` said just now, whether the descriptor is
+/// open for I/O (else `O_PATH`), and whether the object is immutable (`None`: not known).
 #[derive(Clone)]
 struct Obj {
     fd: Arc<OwnedFd>,
     st: libc::stat,
     io: bool,
+    immutable: Option<bool>,
 }
 
 impl Obj {
@@ -275,7 +276,12 @@ impl DirStore {
         }
         let fd = Arc::new(fd);
         self.cache().insert(*fh, fd.clone(), false);
-        Ok(Obj { fd, st, io: false })
+        Ok(Obj {
+            fd,
+            st,
+            io: false,
+            immutable: None,
+        })
     }
 
     /// The live object `fh` names, whatever identity the thread holds after (for what needs
@@ -286,8 +292,13 @@ impl DirStore {
         let cached = self.cache().get(fh);
         let o = match cached {
             Some((fd, io)) => {
-                let st = sys::fstat(fd.as_raw_fd())?;
-                Obj { fd, st, io }
+                let (st, immutable) = sys::fstatx(fd.as_raw_fd())?;
+                Obj {
+                    fd,
+                    st,
+                    io,
+                    immutable,
+                }
             }
             None => self.open_by_handle(fh, &kh)?,
         };
@@ -559,7 +570,15 @@ impl DirStore {
         if !end.is_some_and(|e| e <= self.max_file_size()) {
             return Err(Nfsstat3::FBIG);
         }
-        self.may_io(cx, &o, libc::W_OK)?;
+        // As Linux nfsd's `nfsd_permission`: the owner may write once the file is known not to
+        // be immutable and its mount writable, which it stays while a descriptor open for
+        // writing is held (the kernel refuses to remount it read-only meanwhile); a descriptor
+        // open read-only (its read-write open was refused) fails the write, and the kernel's
+        // check then says why.
+        let owner = o.st.st_uid == cx.uid && o.immutable == Some(false);
+        if !owner {
+            self.may_io(cx, &o, libc::W_OK)?;
+        }
         let mut done = 0usize;
         while done < data.len() {
             let rest = &data[done..];
@@ -569,6 +588,9 @@ impl DirStore {
             if n < 0 {
                 match sys::errno() {
                     libc::EINTR => continue,
+                    libc::EBADF if owner => {
+                        return self.may_io(cx, &o, libc::W_OK).and(Err(Nfsstat3::ACCES))
+                    }
                     libc::EBADF => return Err(Nfsstat3::ACCES),
                     e => return Err(Nfsstat3::from_errno(e)),
                 }
@@ -868,7 +890,7 @@ impl Store for DirStore {
         if cookie != 0 && verf != [0; 8] {
             return Err(Nfsstat3::BAD_COOKIE);
         }
-        let eof = self.list(d.raw(), &d.st, cookie, plus, emit)?;
+        let eof = self.list(dir, &d, cookie, plus, emit)?;
         Ok(DirListing { verf: [0; 8], eof })
     }
 

@@ -347,6 +347,19 @@ fn stat_of(x: &libc::statx) -> libc::stat {
     st
 }
 
+/// `fstat(fd)` by `statx` (`AT_EMPTY_PATH`), with whether the object is immutable
+/// (`STATX_ATTR_IMMUTABLE`; `None` when the file system does not say).
+pub(super) fn fstatx(fd: RawFd) -> NfsResult<(libc::stat, Option<bool>)> {
+    // SAFETY: an all-zero `statx` is a valid value; the kernel fills it.
+    let mut x: libc::statx = unsafe { std::mem::zeroed() };
+    let (flags, mask) = (libc::AT_EMPTY_PATH, libc::STATX_BASIC_STATS);
+    // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH; writable `statx`.
+    check(unsafe { libc::statx(fd, c"".as_ptr(), flags, mask, &mut x) })?;
+    let bit = libc::STATX_ATTR_IMMUTABLE as u64;
+    let immutable = (x.stx_attributes_mask & bit != 0).then_some(x.stx_attributes & bit != 0);
+    Ok((stat_of(&x), immutable))
+}
+
 /// `statx(dirfd, name, AT_SYMLINK_NOFOLLOW)`: what [`lstatat`] says of the name, and the id
 /// of the mount it lies on (the id `name_to_handle_at` gives; `None` when the kernel does not
 /// say, before Linux 5.8). One system call: the name looked up as the thread's identity, which

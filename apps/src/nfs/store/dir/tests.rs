@@ -546,6 +546,59 @@ fn accepts_access_as_the_kernel_decides_with_acls() {
     assert_eq!(err(s.write(&BOB, &f, 0, b"bob", us)), Nfsstat3::ACCES);
 }
 
+/// Sets or clears the immutable flag of `p` (`FS_IOC_SETFLAGS`); false when the file system
+/// refuses.
+fn set_immutable(p: &Path, on: bool) -> bool {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const FS_IOC_SETFLAGS: libc::c_ulong = 0x4008_6602;
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    let Ok(f) = fs::File::open(p) else {
+        return false;
+    };
+    let mut flags: libc::c_long = 0;
+    // SAFETY: `flags` is writable; the ioctls read and write one long.
+    unsafe {
+        if libc::ioctl(f.as_raw_fd(), FS_IOC_GETFLAGS, &mut flags) < 0 {
+            return false;
+        }
+        flags = if on {
+            flags | FS_IMMUTABLE_FL
+        } else {
+            flags & !FS_IMMUTABLE_FL
+        };
+        libc::ioctl(f.as_raw_fd(), FS_IOC_SETFLAGS, &flags) == 0
+    }
+}
+
+#[test]
+fn rejects_writes_to_an_immutable_file_even_by_its_owner() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("immutable");
+    chmod(&t.0, 0o777);
+    let (s, r) = store(&t);
+    let how = CreateHow::Guarded(mode(0o644));
+    let f = s.create(&ALICE, &r, b"f", &how).expect("create");
+    let us = StableHow::Unstable;
+    assert_eq!(s.write(&ALICE, &f, 0, b"before", us), Ok(us));
+    server();
+    if !set_immutable(&t.at("f"), true) {
+        eprintln!("skipped: the file system has no immutable flag");
+        return;
+    }
+    let refused = [
+        s.write(&ALICE, &f, 0, b"owner", us),
+        s.write(&ROOT, &f, 0, b"root", us),
+        s.write_wcc(&ALICE, &f, 0, b"owner", us).0,
+    ];
+    server();
+    assert!(set_immutable(&t.at("f"), false));
+    assert_eq!(refused, [Err(Nfsstat3::PERM); 3]);
+    assert_eq!(fs::read(t.at("f")).expect("read"), b"before");
+    assert_eq!(s.write(&ALICE, &f, 0, b"after", us), Ok(us));
+}
+
 #[test]
 fn accepts_the_file_systems_own_largest_file() {
     if not_root() {
