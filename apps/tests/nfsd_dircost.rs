@@ -1,6 +1,6 @@
 //! The directory backend's cost per call, counted: file system system calls per GETATTR,
-//! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE,
-//! SETATTR, WRITE, MKDIR, LINK, RENAME and REMOVE, made by the whole server (every reactor and
+//! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE
+//! (GUARDED and EXCLUSIVE), SETATTR, WRITE, MKDIR, LINK, RENAME and REMOVE, made by the whole server (every reactor and
 //! worker thread), counted exactly by a seccomp filter (`syscount`), never timed.
 //!
 //! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when any
@@ -43,6 +43,10 @@ const BUDGET_LOOKUP_COLD: u64 = 5;
 /// Linux nfsd: `fh_fill_pre_attrs`, the creation, `fh_compose`, `fh_fill_post_attrs` and the
 /// new file's getattr.
 const BUDGET_CREATE: u64 = 5;
+/// Per CREATE EXCLUSIVE of a new file (what the Linux client sends for `open(O_CREAT |
+/// O_EXCL)`, as `tar -x` opens each file): as CREATE, the verifier stored as the file's times
+/// (`utimensat`) before the new file's one `fstat`.
+const BUDGET_CREATE_EXCLUSIVE: u64 = 6;
 /// Per MKDIR: as CREATE, the directory made by `mkdirat` and then opened (`openat`, `O_PATH`).
 const BUDGET_MKDIR: u64 = 6;
 /// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmod` (the
@@ -176,6 +180,13 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
     let d = r.nfs.mkdir(&r.root, b"tree", Sattr3::default()).unwrap();
     let mut fhs = Vec::new();
     out.push(phase(c, "CREATE", n64, || fhs = make_files(&r, &d, n)));
+    let x = r.nfs.mkdir(&r.root, b"excl", Sattr3::default()).unwrap();
+    out.push(phase(c, "CREATE exclusive", n64, || {
+        for i in 0..n {
+            let how = CreateHow::Exclusive((i as u64).to_be_bytes());
+            r.nfs.create(&x, format!("x{i}").as_bytes(), how).unwrap();
+        }
+    }));
     let name = |i: usize| format!("f{i}");
     out.push(phase(c, "LOOKUP", n64, || {
         for i in 0..n {
@@ -310,6 +321,7 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
         ("LOOKUP cold", BUDGET_LOOKUP_COLD),
         ("GETATTR after cold LOOKUP", BUDGET_GETATTR),
         ("CREATE", BUDGET_CREATE),
+        ("CREATE exclusive", BUDGET_CREATE_EXCLUSIVE),
         ("SETATTR mode", BUDGET_SETATTR),
         ("WRITE append", BUDGET_WRITE),
         ("MKDIR", BUDGET_MKDIR),

@@ -516,17 +516,23 @@ impl DirStore {
                 check(unsafe { libc::truncate(proc_path(o.raw()).as_ptr(), len) })?;
             }
         }
+        Self::apply_attrs(o.raw(), o.io, kind, set)
+    }
+
+    /// The part of [`DirStore::apply`] after the size: mode and owner, then times, of the
+    /// object of type `kind` open as `fd` (`io`: open for I/O, else `O_PATH`).
+    fn apply_attrs(fd: RawFd, io: bool, kind: u32, set: &Sattr3) -> NfsResult<()> {
         if let (Some(mode), false) = (set.mode, kind == libc::S_IFLNK) {
-            sys::chmod(o.raw(), o.io, mode & 0o7777)?;
+            sys::chmod(fd, io, mode & 0o7777)?;
         }
         if set.uid.is_some() || set.gid.is_some() {
             let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
             let (u, g) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
             // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH.
-            check(unsafe { libc::fchownat(o.raw(), c"".as_ptr(), u, g, flags) })?;
+            check(unsafe { libc::fchownat(fd, c"".as_ptr(), u, g, flags) })?;
         }
         if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
-            sys::utimes(o.raw(), o.io, &[timespec(set.atime), timespec(set.mtime)])?;
+            sys::utimes(fd, io, &[timespec(set.atime), timespec(set.mtime)])?;
         }
         Ok(())
     }
