@@ -1,6 +1,6 @@
 //! The directory backend's cost per call, counted: file system system calls per GETATTR,
 //! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE
-//! (GUARDED and EXCLUSIVE), SETATTR, WRITE, MKDIR, LINK, RENAME and REMOVE, made by the whole server (every reactor and
+//! (GUARDED and EXCLUSIVE), SETATTR, WRITE, READ, MKDIR, LINK, RENAME and REMOVE, made by the whole server (every reactor and
 //! worker thread), counted exactly by a seccomp filter (`syscount`), never timed.
 //!
 //! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when any
@@ -56,6 +56,10 @@ const BUDGET_SETATTR: u64 = 3;
 /// linked, and not immutable: then the owner needs no permission check, as in Linux nfsd),
 /// `pwrite`, `fstat` after (a WRITE's `wcc_data` carries no attributes before).
 const BUDGET_WRITE: u64 = 3;
+/// Per READ by the file's owner of a whole small file: `statx` (the object still linked), one
+/// `pread` (short: the end of the file), `statx` after (the attributes in the reply); the owner
+/// reads without a permission check, as in Linux nfsd.
+const BUDGET_READ: u64 = 3;
 /// Per LINK: the object's and the directory's `fstat`, the caller's write and search
 /// permission on the directory (`faccessat2`), `linkat`, the directory's and the object's
 /// `fstat` after.
@@ -220,6 +224,11 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
                 .unwrap();
         }
     }));
+    out.push(phase(c, "READ by the owner", n64, || {
+        for f in &fhs {
+            assert_eq!(r.nfs.read(f, 0, 64, false).unwrap().0, b"appended");
+        }
+    }));
     // A second server over the same tree: nothing open yet, as after a restart or a walk of
     // a tree larger than the cache.
     let r2 = rig(&dir);
@@ -324,6 +333,7 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
         ("CREATE exclusive", BUDGET_CREATE_EXCLUSIVE),
         ("SETATTR mode", BUDGET_SETATTR),
         ("WRITE append", BUDGET_WRITE),
+        ("READ by the owner", BUDGET_READ),
         ("MKDIR", BUDGET_MKDIR),
         ("LINK", BUDGET_LINK),
         ("RENAME", BUDGET_RENAME),
