@@ -52,12 +52,13 @@ const BUDGET_MKDIR: u64 = 6;
 /// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmod` (the
 /// file is open for I/O since its CREATE), `fstat` after.
 const BUDGET_SETATTR: u64 = 3;
-/// Per WRITE (unstable) by its owner to a file open for writing: `statx` (the object still
-/// linked, and not immutable: then the owner needs no permission check, as in Linux nfsd),
-/// `pwrite`, `fstat` after (a WRITE's `wcc_data` carries no attributes before).
-const BUDGET_WRITE: u64 = 3;
-/// Per READ by the file's owner of a whole small file: `statx` (the object still linked), one
-/// `pread` (short: the end of the file), `statx` after (the attributes in the reply); the owner
+/// Per WRITE (unstable) by its owner to a file open for writing: `fstat` (the object still
+/// linked), `FS_IOC_GETFLAGS` (not immutable: then the owner needs no permission check, as in
+/// Linux nfsd), `pwrite`, `fstat` after (a WRITE's `wcc_data` carries no attributes before):
+/// all four asked of the descriptor, no path walked.
+const BUDGET_WRITE: u64 = 4;
+/// Per READ by the file's owner of a whole small file: `fstat` (the object still linked), one
+/// `pread` (short: the end of the file), `fstat` after (the attributes in the reply); the owner
 /// reads without a permission check, as in Linux nfsd.
 const BUDGET_READ: u64 = 3;
 /// Per LINK: the object's and the directory's `fstat`, the caller's write and search
@@ -345,6 +346,17 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
             "{name}: {got} file system calls per call, budget {budget}: {which:?}"
         );
     }
+    // Descriptors are asked directly, never through a path walk; the owner's READ and WRITE
+    // ask no permission check (`faccessat2`), as Linux nfsd's owner override.
+    for p in &phases {
+        let walks = p.fs.iter().find(|(n, _)| *n == PATH_WALK_STAT);
+        assert_eq!(walks, None, "{}: {:?}", p.name, p.fs);
+    }
+    for name in ["WRITE append", "READ by the owner"] {
+        let (_, which) = per(name);
+        let checks = which.iter().find(|(n, _)| *n == "faccessat2");
+        assert_eq!(checks, None, "{name}: {which:?}");
+    }
     let plus = phases.iter().find(|p| p.name == "READDIRPLUS entry");
     let plus = plus.expect("phase");
     assert!(
@@ -381,6 +393,11 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
     assert_eq!(on("CREATE in worker", "nfsd"), 0);
     assert!(on("CREATE in worker", "worker") >= 100 * BUDGET_CREATE - 100);
 }
+
+/// Calls that walk a path where a descriptor would do: `newfstatat` (the C library's `fstat`
+/// asks it with an empty name, copied in and looked up; the `fstat` system call reads the
+/// descriptor's inode directly).
+const PATH_WALK_STAT: &str = "newfstatat";
 
 /// The system calls of an identity switch.
 const SWITCH: [&str; 3] = ["setgroups", "setfsgid", "setfsuid"];

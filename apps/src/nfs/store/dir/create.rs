@@ -79,7 +79,6 @@ impl DirStore {
                 fd: Arc::clone(&fd),
                 st: now,
                 io,
-                immutable: None,
             };
             self.apply(cx, &o, &set)?;
             st = Some(now).filter(|_| set == Sattr3::default());

@@ -75,14 +75,13 @@ use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
 /// Most parent directories walked up when checking that a directory lies in the export.
 const MAX_DEPTH: usize = 4096;
 
-/// An open object: its descriptor, what `fstat` said just now, whether the descriptor is
-/// open for I/O (else `O_PATH`), and whether the object is immutable (`None`: not known).
+/// An open object: its descriptor, what `fstat` said just now, and whether the descriptor is
+/// open for I/O (else `O_PATH`).
 #[derive(Clone)]
 struct Obj {
     fd: Arc<OwnedFd>,
     st: libc::stat,
     io: bool,
-    immutable: Option<bool>,
 }
 
 impl Obj {
@@ -276,12 +275,7 @@ impl DirStore {
         }
         let fd = Arc::new(fd);
         self.cache().insert(*fh, fd.clone(), false);
-        Ok(Obj {
-            fd,
-            st,
-            io: false,
-            immutable: None,
-        })
+        Ok(Obj { fd, st, io: false })
     }
 
     /// The live object `fh` names, whatever identity the thread holds after (for what needs
@@ -292,13 +286,8 @@ impl DirStore {
         let cached = self.cache().get(fh);
         let o = match cached {
             Some((fd, io)) => {
-                let (st, immutable) = sys::fstatx(fd.as_raw_fd())?;
-                Obj {
-                    fd,
-                    st,
-                    io,
-                    immutable,
-                }
+                let st = sys::fstat(fd.as_raw_fd())?;
+                Obj { fd, st, io }
             }
             None => self.open_by_handle(fh, &kh)?,
         };
@@ -528,8 +517,13 @@ impl DirStore {
         if set.uid.is_some() || set.gid.is_some() {
             let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
             let (u, g) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
-            // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH.
-            check(unsafe { libc::fchownat(fd, c"".as_ptr(), u, g, flags) })?;
+            // SAFETY: plain system calls; an empty NUL-terminated path with AT_EMPTY_PATH.
+            check(unsafe {
+                match io {
+                    true => libc::fchown(fd, u, g),
+                    false => libc::fchownat(fd, c"".as_ptr(), u, g, flags),
+                }
+            })?;
         }
         if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
             sys::utimes(fd, io, &[timespec(set.atime), timespec(set.mtime)])?;
@@ -577,11 +571,11 @@ impl DirStore {
             return Err(Nfsstat3::FBIG);
         }
         // As Linux nfsd's `nfsd_permission`: the owner may write once the file is known not to
-        // be immutable and its mount writable, which it stays while a descriptor open for
+        // be immutable (asked of the descriptor) and its mount writable, which it stays while a descriptor open for
         // writing is held (the kernel refuses to remount it read-only meanwhile); a descriptor
         // open read-only (its read-write open was refused) fails the write, and the kernel's
         // check then says why.
-        let owner = o.st.st_uid == cx.uid && o.immutable == Some(false);
+        let owner = o.st.st_uid == cx.uid && sys::immutable(o.raw()) == Some(false);
         if !owner {
             self.may_io(cx, &o, libc::W_OK)?;
         }

@@ -68,13 +68,27 @@ pub(super) fn openat(dirfd: RawFd, name: &CStr, flags: i32, mode: u32) -> NfsRes
     owned(unsafe { libc::openat(dirfd, name.as_ptr(), flags | libc::O_CLOEXEC, mode) })
 }
 
-/// `fstat(fd)`.
+/// `fstat(fd)`, the system call itself: the C library's `fstat` asks `newfstatat(fd, "",
+/// AT_EMPTY_PATH)`, which takes the path walk's way (the empty name copied in and looked up);
+/// `fstat` reads the descriptor's inode directly, an `O_PATH` descriptor's too.
 pub(super) fn fstat(fd: RawFd) -> NfsResult<libc::stat> {
     // SAFETY: an all-zero `stat` is a valid value; the kernel fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid, writable `stat`.
-    check(unsafe { libc::fstat(fd, &mut st) })?;
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
+    check(r.clamp(-1, 0) as i32)?;
     Ok(st)
+}
+
+/// Whether the file open for I/O as `fd` is immutable (`FS_IOC_GETFLAGS`, a question to the
+/// descriptor alone); `None` when the file system does not say (or `fd` is `O_PATH`).
+pub(super) fn immutable(fd: RawFd) -> Option<bool> {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    let mut flags: libc::c_long = 0;
+    // SAFETY: the ioctl writes one long into `flags`.
+    let r = unsafe { libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags as *mut libc::c_long) };
+    (r == 0).then_some(flags & FS_IMMUTABLE_FL != 0)
 }
 
 /// `fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW)`.
@@ -345,19 +359,6 @@ fn stat_of(x: &libc::statx) -> libc::stat {
     st.st_ctime = x.stx_ctime.tv_sec;
     st.st_ctime_nsec = i64::from(x.stx_ctime.tv_nsec);
     st
-}
-
-/// `fstat(fd)` by `statx` (`AT_EMPTY_PATH`), with whether the object is immutable
-/// (`STATX_ATTR_IMMUTABLE`; `None` when the file system does not say).
-pub(super) fn fstatx(fd: RawFd) -> NfsResult<(libc::stat, Option<bool>)> {
-    // SAFETY: an all-zero `statx` is a valid value; the kernel fills it.
-    let mut x: libc::statx = unsafe { std::mem::zeroed() };
-    let (flags, mask) = (libc::AT_EMPTY_PATH, libc::STATX_BASIC_STATS);
-    // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH; writable `statx`.
-    check(unsafe { libc::statx(fd, c"".as_ptr(), flags, mask, &mut x) })?;
-    let bit = libc::STATX_ATTR_IMMUTABLE as u64;
-    let immutable = (x.stx_attributes_mask & bit != 0).then_some(x.stx_attributes & bit != 0);
-    Ok((stat_of(&x), immutable))
 }
 
 /// `statx(dirfd, name, AT_SYMLINK_NOFOLLOW)`: what [`lstatat`] says of the name, and the id
