@@ -13,8 +13,10 @@
 //! MKNOD makes FIFOs, sockets and devices (devices need CAP_MKNOD, which only an unsquashed
 //! root keeps); the server never opens them but with `O_PATH`.
 //!
-//! Each answers the new object's handle with its attributes: those `fstat` took of the new
-//! descriptor, again after the client's attributes when any were applied.
+//! Each answers the new object's handle with its attributes: those one `fstat` of the new
+//! descriptor took after the client's attributes were applied (a new owner or size also needs
+//! the attributes the object was made with: then `fstat` before too, and after only when
+//! something changed).
 //!
 //! Recovery: an existing name answers EXIST (EXCLUSIVE: the same file again when it carries
 //! the verifier); a failed attribute change after the creation is that change's error, the
