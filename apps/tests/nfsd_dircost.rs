@@ -1,7 +1,8 @@
 //! The directory backend's cost per call, counted: file system system calls per GETATTR,
 //! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE
-//! (GUARDED and EXCLUSIVE), SETATTR, WRITE, READ, MKDIR, LINK, RENAME and REMOVE, made by the whole server (every reactor and
-//! worker thread), counted exactly by a seccomp filter (`syscount`), never timed.
+//! (GUARDED and EXCLUSIVE), SETATTR, WRITE, READ, MKDIR, LINK, RENAME and REMOVE, made by the
+//! whole server (every reactor and worker thread), counted exactly by a seccomp filter
+//! (`syscount`), never timed.
 //!
 //! Normal operation: `accepts_metadata_calls_within_their_system_call_budget` fails when any
 //! of these calls costs more system calls than its budget, when a call of the daemon's own

@@ -14,8 +14,9 @@
 //! else opens the name and takes the handle of what it opened (two system calls with the
 //! directory's `fstat`, five on a miss); GETATTR is one `fstat`, ACCESS that and at most two
 //! `faccessat2` in the common cases (execute of a regular file without execute bits is refused
-//! by the mode where the file system decides so for everyone: `sys::exec_by_mode`). A change (the `*_wcc` methods;
-//! REMOVE, RENAME and LINK in the `change` module, creations in `create`) answers its weak cache
+//! by the mode where the file system decides so for everyone: `sys::exec_by_mode`). A change
+//! (the `*_wcc` methods; REMOVE, RENAME and LINK in the `change` module, creations in `create`)
+//! answers its weak cache
 //! consistency data from the `fstat` that checked the object before it and one `fstat` after,
 //! as Linux nfsd takes them (`fh_fill_pre_attrs`, `fh_fill_post_attrs`), and a new object's
 //! attributes from the `fstat` of its new descriptor (`apps/tests/nfsd_dircost.rs` holds the
@@ -25,16 +26,17 @@
 //! rules (LINK: write and search on the directory, checked by the kernel for the caller, as Linux
 //! nfsd asks). READ, WRITE and truncation use the cached descriptor after the kernel's permission
 //! check for the caller (`faccessat2`), with Linux nfsd's exceptions: the owner of a regular file
-//! may always read it (asked nothing) and write it, and READ is granted to whoever may execute
-//! the file. Names are
-//! resolved only with `*at()` calls relative to the directory's descriptor and symbolic links are
-//! never followed; `..` of the export root is the root, a directory decoded from a handle must lie
-//! under the export root, and a mount point inside the export is not crossed (LOOKUP answers ACCES,
-//! READDIRPLUS lists it without handle), so a client cannot walk out of the export. Data moves with
-//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`, but on a
-//! file system kept in memory (tmpfs, ramfs), whose `fsync` does nothing and cannot fail. Attributes
-//! are `fstat`'s; READDIR cookies are the file system's own `d_off` (see the `readdir` module) with
-//! a zero cookie verifier, as Linux nfsd answers.
+//! may always read it (asked nothing) and write it (asked nothing once the descriptor shows the
+//! file not immutable), and READ is granted to whoever may execute the file. Names are resolved
+//! only with `*at()` calls relative to the directory's descriptor and symbolic links are never
+//! followed; `..` of the export root is the root, a directory decoded from a handle must lie
+//! under the export root, and a mount point inside the export is not crossed (LOOKUP answers
+//! ACCES, READDIRPLUS lists it without handle), so a client cannot walk out of the export. Data
+//! moves with `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call
+//! `fdatasync`/`fsync`, but on a file system kept in memory (tmpfs, ramfs), whose `fsync` does
+//! nothing and cannot fail. Attributes are those of the `fstat` system call, which asks the
+//! descriptor alone; READDIR cookies are the file system's own `d_off` (see the `readdir`
+//! module) with a zero cookie verifier, as Linux nfsd answers.
 //!
 //! Recovery: handles outlive the server (they are the kernel's); the write verifier is random
 //! per [`DirStore::open`], so clients resend uncommitted data after a restart. A handle of a
@@ -571,10 +573,10 @@ impl DirStore {
             return Err(Nfsstat3::FBIG);
         }
         // As Linux nfsd's `nfsd_permission`: the owner may write once the file is known not to
-        // be immutable (asked of the descriptor) and its mount writable, which it stays while a descriptor open for
-        // writing is held (the kernel refuses to remount it read-only meanwhile); a descriptor
-        // open read-only (its read-write open was refused) fails the write, and the kernel's
-        // check then says why.
+        // be immutable (asked of the descriptor) and its mount writable, which it stays while a
+        // descriptor open for writing is held (the kernel refuses to remount it read-only
+        // meanwhile); a descriptor open read-only (its read-write open was refused) fails the
+        // write, and the kernel's check then says why.
         let owner = o.st.st_uid == cx.uid && sys::immutable(o.raw()) == Some(false);
         if !owner {
             self.may_io(cx, &o, libc::W_OK)?;

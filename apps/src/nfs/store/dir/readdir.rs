@@ -7,9 +7,10 @@
 //!
 //! Normal operation: entries are passed to `emit` in the kernel's order until it says the
 //! reply is full. For READDIRPLUS each entry also gets its handle (`.`: the directory's own;
-//! others from the descriptor cache when it holds the entry's inode, else `name_to_handle_at`) and `lstat` attributes (one
-//! `statx`, which also names the entry's mount); an entry that vanished meanwhile, or that is a
-//! mount point, is listed without them. Recovery: a malformed kernel record ends the listing with IO.
+//! others from the descriptor cache when it holds the entry's inode, else `name_to_handle_at`)
+//! and `lstat` attributes (one `statx`, which also names the entry's mount); an entry that
+//! vanished meanwhile, or that is a mount point, is listed without them. Recovery: a malformed
+//! kernel record ends the listing with IO.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
