@@ -13,8 +13,10 @@
 //! MKNOD makes FIFOs, sockets and devices (devices need CAP_MKNOD, which only an unsquashed
 //! root keeps); the server never opens them but with `O_PATH`.
 //!
-//! Each answers the new object's handle with its attributes: those `fstat` took of the new
-//! descriptor, again after the client's attributes when any were applied.
+//! Each answers the new object's handle with its attributes: those one `fstat` of the new
+//! descriptor took after the client's attributes were applied (a new owner or size also needs
+//! the attributes the object was made with: then `fstat` before too, and after only when
+//! something changed).
 //!
 //! Recovery: an existing name answers EXIST (EXCLUSIVE: the same file again when it carries
 //! the verifier); a failed attribute change after the creation is that change's error, the
@@ -54,30 +56,50 @@ fn after_creation(attr: &Sattr3, mode: Option<u32>) -> Sattr3 {
 pub(super) type Made = (Fh, Option<Fattr3>);
 
 impl DirStore {
-    /// Wraps a descriptor just created as an [`Obj`], applies `set` as `cx` and adopts it
-    /// (caching the descriptor when `cache`: one fit for I/O, or not a regular file).
-    fn finish_new(&self, cx: &Cred, fd: OwnedFd, set: &Sattr3, cache: bool) -> NfsResult<Made> {
-        let st = sys::fstat(fd.as_raw_fd())?;
-        let (uid, gid) = identity::create_chown(cx, &sys::fattr(&st), set.uid, set.gid);
-        let set = Sattr3 { uid, gid, ..*set };
+    /// Applies `set` as `cx` to the object of type `kind` just created as `fd` and adopts it
+    /// (caching the descriptor when `cache`: one fit for I/O, or not a regular file). One
+    /// `fstat` for its attributes: taken after the changes, or before them too when a new
+    /// owner or size needs the attributes the object was made with.
+    fn finish_new(
+        &self,
+        cx: &Cred,
+        fd: OwnedFd,
+        kind: u32,
+        set: &Sattr3,
+        cache: bool,
+    ) -> NfsResult<Made> {
         // Only CREATE caches a regular file, and it opened it read-write.
-        let o = Obj {
-            fd: Arc::new(fd),
-            io: ifmt(&st) == libc::S_IFREG && cache,
-            st,
+        let io = kind == libc::S_IFREG && cache;
+        let fd = Arc::new(fd);
+        let mut st = None;
+        let mut set = *set;
+        if set.uid.is_some() || set.gid.is_some() || set.size.is_some() {
+            let now = sys::fstat(fd.as_raw_fd())?;
+            let (uid, gid) = identity::create_chown(cx, &sys::fattr(&now), set.uid, set.gid);
+            set = Sattr3 { uid, gid, ..set };
+            let o = Obj {
+                fd: Arc::clone(&fd),
+                st: now,
+                io,
+            };
+            self.apply(cx, &o, &set)?;
+            st = Some(now).filter(|_| set == Sattr3::default());
+        } else if set != Sattr3::default() {
+            Self::apply_attrs(fd.as_raw_fd(), io, kind, &set)?;
+        }
+        let st = match st {
+            Some(st) => Some(st),
+            None => sys::fstat(fd.as_raw_fd()).ok(),
         };
-        self.apply(cx, &o, &set)?;
-        let attr = match set == Sattr3::default() {
-            true => Some(sys::fattr(&o.st)),
-            false => sys::fstat(o.raw()).ok().map(|st| sys::fattr(&st)),
-        };
-        let fh = self.fh_of_fd(o.raw())?;
+        let fh = self.fh_of_fd(fd.as_raw_fd())?;
         if cache {
             let mut c = self.cache();
-            c.insert(fh, o.fd, o.io);
-            c.name_ino(&fh, o.st.st_ino);
+            c.insert(fh, fd, io);
+            if let Some(st) = &st {
+                c.name_ino(&fh, st.st_ino);
+            }
         }
-        Ok((fh, attr))
+        Ok((fh, st.map(|st| sys::fattr(&st))))
     }
 
     /// Makes `new` as `name` in directory `d` (the thread acts as `cx`).
@@ -168,7 +190,7 @@ impl DirStore {
                     size: attr.size,
                     ..Sattr3::default()
                 };
-                return self.finish_new(cx, fd, &set, false);
+                return self.finish_new(cx, fd, libc::S_IFREG, &set, false);
             }
             Err(Nfsstat3::NOENT) => {}
             Err(e) => return Err(e),
@@ -184,7 +206,8 @@ impl DirStore {
             Err(Nfsstat3::ISDIR) => return Err(Nfsstat3::EXIST),
             Err(e) => return Err(e),
         };
-        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
+        let set = after_creation(&attr, Some(mode));
+        self.finish_new(cx, fd, libc::S_IFREG, &set, true)
     }
 
     /// MKDIR of `name` in directory `d` (the thread acts as `cx`).
@@ -208,7 +231,8 @@ impl DirStore {
             size: None,
             ..*attr
         };
-        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
+        let set = after_creation(&attr, Some(mode));
+        self.finish_new(cx, fd, libc::S_IFDIR, &set, true)
     }
 
     /// SYMLINK `name` → `target` in directory `d` (the thread acts as `cx`).
@@ -239,7 +263,8 @@ impl DirStore {
             mode: None,
             ..*attr
         };
-        self.finish_new(cx, fd, &after_creation(&attr, None), true)
+        let set = after_creation(&attr, None);
+        self.finish_new(cx, fd, libc::S_IFLNK, &set, true)
     }
 
     /// MKNOD of `node` as `name` in directory `d` (the thread acts as `cx`).
@@ -269,6 +294,7 @@ impl DirStore {
             size: None,
             ..*attr
         };
-        self.finish_new(cx, fd, &after_creation(&attr, Some(mode)), true)
+        let set = after_creation(&attr, Some(mode));
+        self.finish_new(cx, fd, kind, &set, true)
     }
 }

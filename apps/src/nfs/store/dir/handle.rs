@@ -17,7 +17,8 @@
 //! cache keeps the object's inode number ([`FdCache::ino_handle`]): while the descriptor is
 //! held the inode lives, and no other file of the file system has its number (POSIX: `st_dev`
 //! and `st_ino` identify a file), so a name whose `lstat` shows that number names that handle's
-//! object, and READDIRPLUS need not ask the kernel for its handle again. Recovery: entries of
+//! object, and neither LOOKUP nor READDIRPLUS need ask the kernel for its handle again (their
+//! `statx` also names the mount, so a mount point is never taken for the object under it). Recovery: entries of
 //! removed objects are dropped when they are seen with no links ([`FdCache::forget`]), so their
 //! space is freed; an entry's inode number goes with it.
 
@@ -207,6 +208,16 @@ impl FdCache {
     /// The handle of the held object with inode number `ino`, if one was recorded.
     pub(super) fn ino_handle(&self, ino: u64) -> Option<Fh> {
         self.by_ino.get(&ino).copied()
+    }
+
+    /// [`FdCache::ino_handle`] for a LOOKUP: a handle found counts as a hit (a miss is counted
+    /// by the [`FdCache::get`] that follows).
+    pub(super) fn ino_hit(&mut self, ino: u64) -> Option<Fh> {
+        let fh = self.ino_handle(ino);
+        if fh.is_some() {
+            self.stats.hits += 1;
+        }
+        fh
     }
 
     /// Descriptors held.

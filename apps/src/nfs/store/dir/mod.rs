@@ -9,11 +9,14 @@
 //! with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH, i.e. root),
 //! wrapped as described in the `handle` module; a bounded cache keeps recently used descriptors
 //! open (`O_PATH`; a regular file is opened again read-write when first read, written or truncated;
-//! FIFOs, sockets and devices are never opened otherwise). LOOKUP takes the name's handle as the
-//! caller, then the object's descriptor from the cache or opened by name, and answers both
-//! attributes from those descriptors (three system calls, five on a miss); GETATTR is one `fstat`,
-//! ACCESS that and at most two `faccessat2` in the common cases. A change (the `*_wcc` methods;
-//! REMOVE, RENAME and LINK in the `change` module, creations in `create`) answers its weak cache
+//! FIFOs, sockets and devices are never opened otherwise). LOOKUP looks at the name as the caller
+//! (`statx`: attributes and mount) and answers the handle the cache holds for that inode number,
+//! else opens the name and takes the handle of what it opened (two system calls with the
+//! directory's `fstat`, five on a miss); GETATTR is one `fstat`, ACCESS that and at most two
+//! `faccessat2` in the common cases (execute of a regular file without execute bits is refused
+//! by the mode where the file system decides so for everyone: `sys::exec_by_mode`). A change
+//! (the `*_wcc` methods; REMOVE, RENAME and LINK in the `change` module, creations in `create`)
+//! answers its weak cache
 //! consistency data from the `fstat` that checked the object before it and one `fstat` after,
 //! as Linux nfsd takes them (`fh_fill_pre_attrs`, `fh_fill_post_attrs`), and a new object's
 //! attributes from the `fstat` of its new descriptor (`apps/tests/nfsd_dircost.rs` holds the
@@ -23,14 +26,17 @@
 //! rules (LINK: write and search on the directory, checked by the kernel for the caller, as Linux
 //! nfsd asks). READ, WRITE and truncation use the cached descriptor after the kernel's permission
 //! check for the caller (`faccessat2`), with Linux nfsd's exceptions: the owner of a regular file
-//! may always read and write it, and READ is granted to whoever may execute the file. Names are
-//! resolved only with `*at()` calls relative to the directory's descriptor and symbolic links are
-//! never followed; `..` of the export root is the root, a directory decoded from a handle must lie
-//! under the export root, and a mount point inside the export is not crossed (LOOKUP answers ACCES,
-//! READDIRPLUS lists it without handle), so a client cannot walk out of the export. Data moves with
-//! `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call `fdatasync`/`fsync`. Attributes
-//! are `fstat`'s; READDIR cookies are the file system's own `d_off` (see the `readdir` module) with
-//! a zero cookie verifier, as Linux nfsd answers.
+//! may always read it (asked nothing) and write it (asked nothing once the descriptor shows the
+//! file not immutable), and READ is granted to whoever may execute the file. Names are resolved
+//! only with `*at()` calls relative to the directory's descriptor and symbolic links are never
+//! followed; `..` of the export root is the root, a directory decoded from a handle must lie
+//! under the export root, and a mount point inside the export is not crossed (LOOKUP answers
+//! ACCES, READDIRPLUS lists it without handle), so a client cannot walk out of the export. Data
+//! moves with `pread`/`pwrite`; DATA_SYNC and FILE_SYNC writes and COMMIT call
+//! `fdatasync`/`fsync`, but on a file system kept in memory (tmpfs, ramfs), whose `fsync` does
+//! nothing and cannot fail. Attributes are those of the `fstat` system call, which asks the
+//! descriptor alone; READDIR cookies are the file system's own `d_off` (see the `readdir`
+//! module) with a zero cookie verifier, as Linux nfsd answers.
 //!
 //! Recovery: handles outlive the server (they are the kernel's); the write verifier is random
 //! per [`DirStore::open`], so clients resend uncommitted data after a restart. A handle of a
@@ -104,6 +110,9 @@ pub struct DirStore {
     max_size: u64,
     /// The export's file system keeps everything in memory (tmpfs): syncing waits for nothing.
     in_memory: bool,
+    /// The export's file system refuses to execute a regular file without execute bits to
+    /// everyone (`sys::exec_by_mode`).
+    exec_by_mode: bool,
 }
 
 /// An `io::Error` saying what `open` refuses.
@@ -180,6 +189,7 @@ impl DirStore {
         }
         let max_size = sys::max_file_size(root_fd.as_raw_fd())?;
         let in_memory = sys::in_memory(root_fd.as_raw_fd())?;
+        let exec_by_mode = sys::exec_by_mode(root_fd.as_raw_fd())?;
         let tag = handle::export_tag(&kh);
         let root_fh = handle::encode(tag, &kh).ok_or_else(|| refuse(path, "handle too long"))?;
         Ok(DirStore {
@@ -193,6 +203,7 @@ impl DirStore {
             verf: super::memory::random8(),
             max_size,
             in_memory,
+            exec_by_mode,
         })
     }
 
@@ -390,24 +401,33 @@ impl DirStore {
         Ok(Obj { fd, io: true, ..o })
     }
 
-    /// LOOKUP of `name` (not `.` or `..`) in directory `d` (the thread acts as the caller,
-    /// whose search permission the kernel checks): the handle, and the attributes when the
-    /// object is still there. The object's descriptor comes from the cache, or is opened by
-    /// name (`O_PATH`, as the caller: `open_by_handle_at` is the server's alone) and the answer
-    /// is then the handle of what was opened (the name may have changed meanwhile); it lies
-    /// under the export because its directory does.
+    /// LOOKUP of `name` (not `.` or `..` of the root) in directory `d` (the thread acts as the
+    /// caller, whose search permission the kernel checks): the handle, and the attributes when
+    /// the object is still there. The name is looked at first (`statx`, with its mount): an
+    /// object the descriptor cache holds with that inode number is the one the name names (see
+    /// the `handle` module), its handle and the name's attributes are the answer (two system
+    /// calls with the directory's check). Otherwise the object is opened by name (`O_PATH`, as
+    /// the caller: `open_by_handle_at` is the server's alone) and the answer is the handle of
+    /// what was opened and its attributes (the name may have changed meanwhile); it lies under
+    /// the export because its directory does. A name on another mount answers ACCES.
     fn lookup_in(&self, d: &Obj, name: &CStr) -> NfsResult<(Fh, Option<Fattr3>)> {
-        let fh = self.fh_at(d.raw(), name)?;
+        let (st, mnt) = sys::lstat_mnt(d.raw(), name)?;
+        if st.st_dev != self.root_dev || mnt.is_some_and(|m| m != self.root_mnt) {
+            return Err(Nfsstat3::ACCES);
+        }
+        let held = mnt.and_then(|_| self.cache().ino_hit(st.st_ino));
+        if let Some(fh) = held {
+            return Ok((fh, Some(sys::fattr(&st))));
+        }
+        let fd = openat(d.raw(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let fh = self.fh_of_fd(fd.as_raw_fd())?;
         let cached = self.cache().get(&fh);
-        let (fh, fd) = match cached {
-            Some((fd, _)) => (fh, fd),
+        let fd = match cached {
+            Some((fd, _)) => fd,
             None => {
-                let flags = libc::O_PATH | libc::O_NOFOLLOW;
-                let fd = openat(d.raw(), name, flags, 0)?;
-                let fh = self.fh_of_fd(fd.as_raw_fd())?;
                 let fd = Arc::new(fd);
                 self.cache().insert(fh, fd.clone(), false);
-                (fh, fd)
+                fd
             }
         };
         let st = sys::fstat(fd.as_raw_fd()).ok();
@@ -451,6 +471,12 @@ impl DirStore {
     /// NFSD_MAY_READ_IF_EXEC: a client keeps using a file it created read-only or loads a
     /// program it may only execute).
     fn may_io(&self, cx: &Cred, o: &Obj, mode: i32) -> NfsResult<()> {
+        if mode == libc::R_OK && o.st.st_uid == cx.uid {
+            // As Linux nfsd's `nfsd_permission`: the owner's read is granted before any
+            // question to the kernel (only writes are checked first, for a read-only mount
+            // and an immutable file).
+            return Ok(());
+        }
         match sys::may(o.raw(), mode) {
             Err(Nfsstat3::ACCES) if o.st.st_uid == cx.uid => Ok(()),
             Err(Nfsstat3::ACCES) if mode == libc::R_OK => sys::may(o.raw(), libc::X_OK),
@@ -474,29 +500,35 @@ impl DirStore {
             (Some(_), libc::S_IFDIR) => return Err(Nfsstat3::ISDIR),
             (Some(_), _) => return Err(Nfsstat3::INVAL),
         };
-        let path = proc_path(o.raw());
         if let Some(len) = size {
             self.may_io(cx, o, libc::W_OK)?;
-            // SAFETY: plain syscalls; `path` is NUL-terminated.
+            // SAFETY: plain syscalls; the /proc link reaches the object itself.
             if unsafe { libc::ftruncate(o.raw(), len) } < 0 {
-                check(unsafe { libc::truncate(path.as_ptr(), len) })?;
+                check(unsafe { libc::truncate(proc_path(o.raw()).as_ptr(), len) })?;
             }
         }
+        Self::apply_attrs(o.raw(), o.io, kind, set)
+    }
+
+    /// The part of [`DirStore::apply`] after the size: mode and owner, then times, of the
+    /// object of type `kind` open as `fd` (`io`: open for I/O, else `O_PATH`).
+    fn apply_attrs(fd: RawFd, io: bool, kind: u32, set: &Sattr3) -> NfsResult<()> {
         if let (Some(mode), false) = (set.mode, kind == libc::S_IFLNK) {
-            // SAFETY: `path` is NUL-terminated; the /proc link reaches the object itself.
-            check(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode & 0o7777, 0) })?;
+            sys::chmod(fd, io, mode & 0o7777)?;
         }
         if set.uid.is_some() || set.gid.is_some() {
             let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
             let (u, g) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
-            // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH.
-            check(unsafe { libc::fchownat(o.raw(), c"".as_ptr(), u, g, flags) })?;
+            // SAFETY: plain system calls; an empty NUL-terminated path with AT_EMPTY_PATH.
+            check(unsafe {
+                match io {
+                    true => libc::fchown(fd, u, g),
+                    false => libc::fchownat(fd, c"".as_ptr(), u, g, flags),
+                }
+            })?;
         }
         if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
-            let ts = [timespec(set.atime), timespec(set.mtime)];
-            // SAFETY: `ts` holds two timespecs; `path` is NUL-terminated. The /proc link
-            // reaches the object itself, a symbolic link included.
-            check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), ts.as_ptr(), 0) })?;
+            sys::utimes(fd, io, &[timespec(set.atime), timespec(set.mtime)])?;
         }
         Ok(())
     }
@@ -540,7 +572,15 @@ impl DirStore {
         if !end.is_some_and(|e| e <= self.max_file_size()) {
             return Err(Nfsstat3::FBIG);
         }
-        self.may_io(cx, &o, libc::W_OK)?;
+        // As Linux nfsd's `nfsd_permission`: the owner may write once the file is known not to
+        // be immutable (asked of the descriptor) and its mount writable, which it stays while a
+        // descriptor open for writing is held (the kernel refuses to remount it read-only
+        // meanwhile); a descriptor open read-only (its read-write open was refused) fails the
+        // write, and the kernel's check then says why.
+        let owner = o.st.st_uid == cx.uid && sys::immutable(o.raw()) == Some(false);
+        if !owner {
+            self.may_io(cx, &o, libc::W_OK)?;
+        }
         let mut done = 0usize;
         while done < data.len() {
             let rest = &data[done..];
@@ -550,6 +590,9 @@ impl DirStore {
             if n < 0 {
                 match sys::errno() {
                     libc::EINTR => continue,
+                    libc::EBADF if owner => {
+                        return self.may_io(cx, &o, libc::W_OK).and(Err(Nfsstat3::ACCES))
+                    }
                     libc::EBADF => return Err(Nfsstat3::ACCES),
                     e => return Err(Nfsstat3::from_errno(e)),
                 }
@@ -558,6 +601,7 @@ impl DirStore {
         }
         // SAFETY: plain syscalls on an open descriptor.
         match stable {
+            _ if self.in_memory => {}
             StableHow::Unstable => {}
             StableHow::DataSync => check(unsafe { libc::fdatasync(o.raw()) }).map(drop)?,
             StableHow::FileSync => check(unsafe { libc::fsync(o.raw()) }).map(drop)?,
@@ -565,11 +609,15 @@ impl DirStore {
         Ok(stable)
     }
 
-    /// The ACCESS3 bits of `want` the thread's identity holds on `o`, by the kernel's check.
+    /// The ACCESS3 bits of `want` the thread's identity holds on `o`, by the kernel's check;
+    /// execute of a regular file without execute bits is refused without asking where the
+    /// file system refuses it to everyone (`sys::exec_by_mode`).
     fn granted(&self, o: &Obj, want: u32) -> u32 {
         let dir = o.kind() == libc::S_IFDIR;
         let write = access::MODIFY | access::EXTEND | if dir { access::DELETE } else { 0 };
         let exec = if dir { access::LOOKUP } else { access::EXECUTE };
+        let no_exec = self.exec_by_mode && o.kind() == libc::S_IFREG && o.st.st_mode & 0o111 == 0;
+        let want = if no_exec { want & !exec } else { want };
         let asked = [
             (access::READ, libc::R_OK),
             (write, libc::W_OK),
@@ -697,10 +745,11 @@ impl Store for DirStore {
                     e => return Err(Nfsstat3::from_errno(e)),
                 }
             }
-            if n == 0 {
+            done += n as usize;
+            if (n as usize) < rest.len() {
+                // A regular file reads short only at its end (one read, as Linux nfsd makes).
                 break;
             }
-            done += n as usize;
         }
         let eof = done < out.len() || offset.saturating_add(done as u64) >= size;
         Ok((done, eof))
@@ -732,6 +781,9 @@ impl Store for DirStore {
     fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {
         let o = self.file_obj(cx, fh)?;
         self.may_io(cx, &o, libc::W_OK)?;
+        if self.in_memory {
+            return Ok(());
+        }
         // SAFETY: plain syscall on an open descriptor.
         check(unsafe { libc::fsync(o.raw()) }).map(drop)
     }
@@ -841,7 +893,7 @@ impl Store for DirStore {
         if cookie != 0 && verf != [0; 8] {
             return Err(Nfsstat3::BAD_COOKIE);
         }
-        let eof = self.list(d.raw(), &d.st, cookie, plus, emit)?;
+        let eof = self.list(dir, &d, cookie, plus, emit)?;
         Ok(DirListing { verf: [0; 8], eof })
     }
 

@@ -1,19 +1,22 @@
 //! READDIR / READDIRPLUS of the directory store: `getdents64` on a fresh descriptor of the
-//! directory (opened as the caller, who needs read permission on it), positioned with `lseek(cookie)`; each entry's cookie is the kernel's `d_off`,
-//! so cookies are the file system's own (hash positions on ext4, stable offsets on tmpfs)
-//! and survive entries being added and removed.
+//! directory (opened as the caller, who needs read permission on it: `.` of the held
+//! descriptor, or its /proc link when the caller may not search the directory), positioned with
+//! `lseek(cookie)`; each entry's cookie is the kernel's `d_off`, so cookies are the file
+//! system's own (hash positions on ext4, stable offsets on tmpfs) and survive entries being
+//! added and removed.
 //!
 //! Normal operation: entries are passed to `emit` in the kernel's order until it says the
-//! reply is full. For READDIRPLUS each entry also gets its handle (from the descriptor cache
-//! when it holds the entry's inode, else `name_to_handle_at`) and `lstat` attributes; an
-//! entry that vanished meanwhile, or that is a mount point of another file system, is listed
-//! without them. Recovery: a malformed kernel record ends the listing with IO.
+//! reply is full. For READDIRPLUS each entry also gets its handle (`.`: the directory's own;
+//! others from the descriptor cache when it holds the entry's inode, else `name_to_handle_at`)
+//! and `lstat` attributes (one `statx`, which also names the entry's mount); an entry that
+//! vanished meanwhile, or that is a mount point, is listed without them. Recovery: a malformed
+//! kernel record ends the listing with IO.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::sys::{self, check, openat};
-use super::DirStore;
+use super::{DirStore, Obj};
 use crate::nfs::types::{DirEntry, Fattr3, Fh, NfsResult, Nfsstat3};
 
 /// Octets of `getdents64` records read per call.
@@ -33,9 +36,10 @@ fn parse(rec: &[u8]) -> Option<(u64, u64, &[u8])> {
 impl DirStore {
     /// Handle and attributes of `name` in `dirfd` (READDIRPLUS), when still there and on
     /// this file system.
-    fn plus_of(&self, dirfd: RawFd, dir_st: &libc::stat, name: &[u8]) -> Option<(Fh, Fattr3)> {
+    fn plus_of(&self, dir: &Fh, d: &Obj, name: &[u8]) -> Option<(Fh, Fattr3)> {
+        let (dirfd, dir_st) = (d.raw(), &d.st);
         match name {
-            b"." => return Some((self.fh_of_fd(dirfd).ok()?, sys::fattr(dir_st))),
+            b"." => return Some((*dir, sys::fattr(dir_st))),
             b".." if self.is_root(dir_st) => {
                 let st = sys::fstat(self.root_fd.as_raw_fd()).ok()?;
                 return Some((self.root_fh, sys::fattr(&st)));
@@ -43,13 +47,13 @@ impl DirStore {
             _ => {}
         }
         let c = CString::new(name).ok()?;
-        let st = sys::lstatat(dirfd, &c).ok()?;
-        if st.st_dev != self.root_dev {
+        let (st, mnt) = sys::lstat_mnt(dirfd, &c).ok()?;
+        if st.st_dev != self.root_dev || mnt.is_some_and(|m| m != self.root_mnt) {
             return None;
         }
         // An object whose descriptor the cache holds with this inode number is the one the
         // name names (see the `handle` module); others are asked of the kernel.
-        let held = self.cache().ino_handle(st.st_ino);
+        let held = mnt.and_then(|_| self.cache().ino_handle(st.st_ino));
         let fh = match held {
             Some(fh) => fh,
             None => self.fh_at(dirfd, &c).ok()?,
@@ -57,23 +61,28 @@ impl DirStore {
         Some((fh, sys::fattr(&st)))
     }
 
-    /// Lists the directory open as `dirfd` (with `dir_st`) after `cookie`; `Ok(true)` when
-    /// the end was reached.
+    /// A descriptor of directory `dirfd` to read its entries with, opened as the thread's
+    /// identity: `.` of it (which needs search permission too, as callers mostly have), else
+    /// through its /proc link (read permission only, as Linux nfsd asks).
+    fn open_listing(dirfd: RawFd) -> NfsResult<OwnedFd> {
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+        match openat(dirfd, c".", flags, 0) {
+            Err(Nfsstat3::ACCES) => openat(libc::AT_FDCWD, &sys::proc_path(dirfd), flags, 0),
+            r => r,
+        }
+    }
+
+    /// Lists directory `d` (handle `dir`) after `cookie`; `Ok(true)` when the end was reached.
     pub(super) fn list(
         &self,
-        dirfd: RawFd,
-        dir_st: &libc::stat,
+        dir: &Fh,
+        d: &Obj,
         cookie: u64,
         plus: bool,
         emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
     ) -> NfsResult<bool> {
-        // Through the /proc link: opening the directory itself needs read permission only.
-        let fd = openat(
-            libc::AT_FDCWD,
-            &sys::proc_path(dirfd),
-            libc::O_RDONLY | libc::O_DIRECTORY,
-            0,
-        )?;
+        let dir_st = &d.st;
+        let fd = Self::open_listing(d.raw())?;
         let pos = i64::try_from(cookie).map_err(|_| Nfsstat3::BAD_COOKIE)?;
         // SAFETY: plain syscall on a descriptor we own.
         if unsafe { libc::lseek(fd.as_raw_fd(), pos, libc::SEEK_SET) } < 0 {
@@ -111,7 +120,7 @@ impl DirStore {
                     name,
                     cookie: off,
                     plus: if plus {
-                        self.plus_of(dirfd, dir_st, name)
+                        self.plus_of(dir, d, name)
                     } else {
                         None
                     },

@@ -9,6 +9,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::nfs::types::{
     check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Time3,
@@ -67,13 +68,27 @@ pub(super) fn openat(dirfd: RawFd, name: &CStr, flags: i32, mode: u32) -> NfsRes
     owned(unsafe { libc::openat(dirfd, name.as_ptr(), flags | libc::O_CLOEXEC, mode) })
 }
 
-/// `fstat(fd)`.
+/// `fstat(fd)`, the system call itself: the C library's `fstat` asks `newfstatat(fd, "",
+/// AT_EMPTY_PATH)`, which takes the path walk's way (the empty name copied in and looked up);
+/// `fstat` reads the descriptor's inode directly, an `O_PATH` descriptor's too.
 pub(super) fn fstat(fd: RawFd) -> NfsResult<libc::stat> {
     // SAFETY: an all-zero `stat` is a valid value; the kernel fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid, writable `stat`.
-    check(unsafe { libc::fstat(fd, &mut st) })?;
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
+    check(r.clamp(-1, 0) as i32)?;
     Ok(st)
+}
+
+/// Whether the file open for I/O as `fd` is immutable (`FS_IOC_GETFLAGS`, a question to the
+/// descriptor alone); `None` when the file system does not say (or `fd` is `O_PATH`).
+pub(super) fn immutable(fd: RawFd) -> Option<bool> {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    let mut flags: libc::c_long = 0;
+    // SAFETY: the ioctl writes one long into `flags`.
+    let r = unsafe { libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags as *mut libc::c_long) };
+    (r == 0).then_some(flags & FS_IMMUTABLE_FL != 0)
 }
 
 /// `fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW)`.
@@ -208,6 +223,48 @@ impl KernelHandle {
     }
 }
 
+/// Changes the mode of the object `fd` refers to (a symbolic link's mode is never asked):
+/// `fchmod` of a descriptor open for I/O (`io`), else through its /proc link (an `O_PATH`
+/// descriptor: `fchmod` refuses it, and `fchmodat2` with `AT_EMPTY_PATH` is Linux 6.6's).
+/// The kernel checks the change for the thread's identity either way.
+pub(super) fn chmod(fd: RawFd, io: bool, mode: u32) -> NfsResult<()> {
+    if io {
+        // SAFETY: plain system call on an open descriptor.
+        return check(unsafe { libc::fchmod(fd, mode) }).map(drop);
+    }
+    let path = proc_path(fd);
+    // SAFETY: `path` is NUL-terminated; the /proc link reaches the object itself.
+    check(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) }).map(drop)
+}
+
+/// Whether `utimensat` took `AT_EMPTY_PATH` here (Linux 5.8 and later); cleared on its first
+/// EINVAL, after which the /proc link serves.
+static UTIMES_EMPTY_PATH: AtomicBool = AtomicBool::new(true);
+
+/// Sets the times of the object `fd` refers to, a symbolic link included: `futimens` of a
+/// descriptor open for I/O (`io`), else `utimensat` of the descriptor itself
+/// (`AT_EMPTY_PATH`), or through its /proc link where the kernel lacks that. The kernel checks
+/// the change for the thread's identity either way.
+pub(super) fn utimes(fd: RawFd, io: bool, ts: &[libc::timespec; 2]) -> NfsResult<()> {
+    if io {
+        // SAFETY: `ts` holds two timespecs; plain system call on an open descriptor.
+        return check(unsafe { libc::futimens(fd, ts.as_ptr()) }).map(drop);
+    }
+    if UTIMES_EMPTY_PATH.load(Ordering::Relaxed) {
+        let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
+        // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH; `ts` holds two timespecs.
+        let r = check(unsafe { libc::utimensat(fd, c"".as_ptr(), ts.as_ptr(), flags) });
+        if r != Err(Nfsstat3::INVAL) {
+            return r.map(drop);
+        }
+        UTIMES_EMPTY_PATH.store(false, Ordering::Relaxed);
+    }
+    let path = proc_path(fd);
+    // SAFETY: `ts` holds two timespecs; `path` is NUL-terminated. The /proc link reaches the
+    // object itself, a symbolic link included.
+    check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), ts.as_ptr(), 0) }).map(drop)
+}
+
 /// `faccessat2(fd, "", mode, AT_EACCESS | AT_EMPTY_PATH)`: whether the calling thread's
 /// fs identity holds `mode` (`R_OK`, `W_OK`, `X_OK`) on the object `fd` refers to, by the
 /// kernel's own permission check (mode bits, ACLs, read-only mounts, immutable files).
@@ -240,6 +297,29 @@ pub(super) fn in_memory(fd: RawFd) -> io::Result<bool> {
     Ok(matches!(s.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
+/// XFS (`XFS_SUPER_MAGIC`).
+const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
+/// Btrfs (`BTRFS_SUPER_MAGIC`).
+const BTRFS_SUPER_MAGIC: i64 = 0x9123_683e;
+
+/// Whether the file system holding `fd` decides who may execute a regular file by the kernel's
+/// `generic_permission` alone (tmpfs, ramfs, ext2/3/4 and XFS have no permission method of
+/// their own; Btrfs's only refuses writes more): there nobody, root included, may execute a
+/// regular file whose mode has no execute bit (a POSIX ACL grants no more than the mode's group
+/// bits, its mask), so that refusal needs no question to the kernel.
+pub(super) fn exec_by_mode(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: an all-zero statfs is valid; the kernel fills it.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `s` is writable.
+    if unsafe { libc::fstatfs(fd, &mut s) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(matches!(
+        s.f_type as i64,
+        TMPFS_MAGIC | RAMFS_MAGIC | EXT4_SUPER_MAGIC | XFS_SUPER_MAGIC | BTRFS_SUPER_MAGIC
+    ))
+}
+
 /// Largest file the file system holding `fd` stores: ext4 (extent-mapped files) holds 2^32 − 1
 /// blocks (`ext4_max_size`: 16 TiB − 4 KiB with 4 KiB blocks), FAT 4 GiB − 1; others (tmpfs,
 /// XFS, Btrfs, ...) the kernel's `MAX_LFS_FILESIZE`, 2^63 − 1.
@@ -256,4 +336,49 @@ pub(super) fn max_file_size(fd: RawFd) -> io::Result<u64> {
         MSDOS_SUPER_MAGIC => (1u64 << 32) - 1,
         _ => i64::MAX as u64,
     })
+}
+
+/// A `statx` result as a `stat` (the fields [`fattr`] and the store read).
+fn stat_of(x: &libc::statx) -> libc::stat {
+    // SAFETY: an all-zero `stat` is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
+    st.st_ino = x.stx_ino;
+    st.st_nlink = u64::from(x.stx_nlink);
+    st.st_mode = u32::from(x.stx_mode);
+    st.st_uid = x.stx_uid;
+    st.st_gid = x.stx_gid;
+    st.st_rdev = libc::makedev(x.stx_rdev_major, x.stx_rdev_minor);
+    st.st_size = x.stx_size as i64;
+    st.st_blksize = i64::from(x.stx_blksize);
+    st.st_blocks = x.stx_blocks as i64;
+    st.st_atime = x.stx_atime.tv_sec;
+    st.st_atime_nsec = i64::from(x.stx_atime.tv_nsec);
+    st.st_mtime = x.stx_mtime.tv_sec;
+    st.st_mtime_nsec = i64::from(x.stx_mtime.tv_nsec);
+    st.st_ctime = x.stx_ctime.tv_sec;
+    st.st_ctime_nsec = i64::from(x.stx_ctime.tv_nsec);
+    st
+}
+
+/// `statx(dirfd, name, AT_SYMLINK_NOFOLLOW)`: what [`lstatat`] says of the name, and the id
+/// of the mount it lies on (the id `name_to_handle_at` gives; `None` when the kernel does not
+/// say, before Linux 5.8). One system call: the name looked up as the thread's identity, which
+/// needs search permission on the directory.
+pub(super) fn lstat_mnt(dirfd: RawFd, name: &CStr) -> NfsResult<(libc::stat, Option<i32>)> {
+    // SAFETY: an all-zero `statx` is a valid value; the kernel fills it.
+    let mut x: libc::statx = unsafe { std::mem::zeroed() };
+    let mask = libc::STATX_BASIC_STATS | libc::STATX_MNT_ID;
+    // SAFETY: valid NUL-terminated name and writable `statx`.
+    check(unsafe {
+        libc::statx(
+            dirfd,
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            mask,
+            &mut x,
+        )
+    })?;
+    let mnt = (x.stx_mask & libc::STATX_MNT_ID != 0).then_some(x.stx_mnt_id as i32);
+    Ok((stat_of(&x), mnt))
 }

@@ -546,6 +546,59 @@ fn accepts_access_as_the_kernel_decides_with_acls() {
     assert_eq!(err(s.write(&BOB, &f, 0, b"bob", us)), Nfsstat3::ACCES);
 }
 
+/// Sets or clears the immutable flag of `p` (`FS_IOC_SETFLAGS`); false when the file system
+/// refuses.
+fn set_immutable(p: &Path, on: bool) -> bool {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const FS_IOC_SETFLAGS: libc::c_ulong = 0x4008_6602;
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    let Ok(f) = fs::File::open(p) else {
+        return false;
+    };
+    let mut flags: libc::c_long = 0;
+    // SAFETY: `flags` is writable; the ioctls read and write one long.
+    unsafe {
+        if libc::ioctl(f.as_raw_fd(), FS_IOC_GETFLAGS, &mut flags) < 0 {
+            return false;
+        }
+        flags = if on {
+            flags | FS_IMMUTABLE_FL
+        } else {
+            flags & !FS_IMMUTABLE_FL
+        };
+        libc::ioctl(f.as_raw_fd(), FS_IOC_SETFLAGS, &flags) == 0
+    }
+}
+
+#[test]
+fn rejects_writes_to_an_immutable_file_even_by_its_owner() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("immutable");
+    chmod(&t.0, 0o777);
+    let (s, r) = store(&t);
+    let how = CreateHow::Guarded(mode(0o644));
+    let f = s.create(&ALICE, &r, b"f", &how).expect("create");
+    let us = StableHow::Unstable;
+    assert_eq!(s.write(&ALICE, &f, 0, b"before", us), Ok(us));
+    server();
+    if !set_immutable(&t.at("f"), true) {
+        eprintln!("skipped: the file system has no immutable flag");
+        return;
+    }
+    let refused = [
+        s.write(&ALICE, &f, 0, b"owner", us),
+        s.write(&ROOT, &f, 0, b"root", us),
+        s.write_wcc(&ALICE, &f, 0, b"owner", us).0,
+    ];
+    server();
+    assert!(set_immutable(&t.at("f"), false));
+    assert_eq!(refused, [Err(Nfsstat3::PERM); 3]);
+    assert_eq!(fs::read(t.at("f")).expect("read"), b"before");
+    assert_eq!(s.write(&ALICE, &f, 0, b"after", us), Ok(us));
+}
+
 #[test]
 fn accepts_the_file_systems_own_largest_file() {
     if not_root() {
@@ -630,6 +683,46 @@ fn rejects_crossing_into_a_file_system_mounted_inside() {
     })
     .expect("readdir");
     assert!(plus.contains(&(b"mnt".to_vec(), false)), "{plus:?}");
+}
+
+#[test]
+fn rejects_crossing_into_a_bind_mount_of_the_same_file_system() {
+    if not_root() {
+        return;
+    }
+    let t = Tmp::new("bind");
+    let (s, r) = store(&t);
+    // Made through the store: its descriptor is held, with its inode number.
+    s.mkdir(&ROOT, &r, b"src", &Sattr3::default())
+        .expect("mkdir");
+    fs::create_dir(t.at("mnt")).expect("mkdir");
+    let (src, target) = [t.at("src"), t.at("mnt")]
+        .map(|p| CString::new(p.as_os_str().as_encoded_bytes()).expect("path"))
+        .into();
+    // SAFETY: NUL-terminated strings.
+    let bound = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    } == 0;
+    if !bound {
+        eprintln!("skipped: cannot bind-mount here");
+        return;
+    }
+    let _unmount = Unmount(target);
+    assert_eq!(err(s.lookup(&ROOT, &r, b"mnt")), Nfsstat3::ACCES);
+    let mut plus = Vec::new();
+    s.readdir(&ROOT, &r, 0, [0; 8], true, &mut |e| {
+        plus.push((e.name.to_vec(), e.plus.is_some()));
+        true
+    })
+    .expect("readdir");
+    assert!(plus.contains(&(b"mnt".to_vec(), false)), "{plus:?}");
+    assert!(plus.contains(&(b"src".to_vec(), true)), "{plus:?}");
 }
 
 /// Detaches a mount on drop (before the directory holding it is removed).

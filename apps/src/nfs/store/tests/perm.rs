@@ -163,6 +163,18 @@ fn dir_access(s: &dyn Store, d: &Fh) {
     assert!(s.lookup(&OWNER, &wx, b"c").is_ok());
     let list = s.readdir(&OWNER, &wx, 0, [0; 8], false, &mut |_| true);
     assert_eq!(list.err(), Some(Nfsstat3::ACCES));
+    // Read without search: the names are listed (Linux nfsd opens the directory for reading).
+    let rx = mkdir(s, d, "rx");
+    file(s, &rx, "listed");
+    own(s, &rx, 1000, 100, 0o400);
+    let mut names = Vec::new();
+    let list = s.readdir(&OWNER, &rx, 0, [0; 8], false, &mut |e| {
+        names.push(e.name.to_vec());
+        true
+    });
+    assert!(list.is_ok(), "{list:?}");
+    assert!(names.contains(&b"listed".to_vec()), "read without search");
+    assert_eq!(s.lookup(&OWNER, &rx, b"listed"), Err(Nfsstat3::ACCES));
     // A directory moving to another parent needs write on itself: its ".." changes.
     let dd = s.mkdir(&OWNER, &w, b"dd", &mode(0o555)).expect("mkdir");
     let other = mkdir(s, d, "other");
