@@ -7,9 +7,6 @@
 use rpcrdma_engine::verbs::conformance::{self as c, Env};
 use rpcrdma_engine::verbs::iwarp::IwarpEnv;
 
-/// The environment of `common/iwarp_checks.rs`.
-type CheckEnv = IwarpEnv;
-
 fn run(name: &str) {
     let mut env = IwarpEnv::new();
     run_named(&mut env, name);

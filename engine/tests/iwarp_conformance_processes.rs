@@ -15,9 +15,6 @@ mod xproc;
 use rpcrdma_engine::verbs::conformance::{self as c, Env};
 use xproc::ProcEnv;
 
-/// The environment of `common/iwarp_checks.rs`.
-type CheckEnv = ProcEnv;
-
 fn run(name: &str) {
     if xproc::is_host() {
         return;

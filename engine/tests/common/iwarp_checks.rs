@@ -1,7 +1,7 @@
-// Every check of the provider conformance suite as a `#[test]` of its own, for the iWARP
-// test files (in-process and across processes), which include this file after defining
-// `run(name)` and the environment type `CheckEnv` whose check list `every_check_is_listed`
-// compares with; `run` calls `run_named` with its environment.
+// Every check of the provider conformance suite as a `#[test]` of its own (the suite's one
+// list, `conformance_checks!`), for the iWARP test files (in-process and across processes),
+// which include this file after defining `run(name)`; `run` calls `run_named` with its
+// environment.
 
 /// The checks the iWARP provider's devices cannot run (no RNR retry on iWARP).
 const SKIPPED: [&str; 2] = ["rnr_retry_waits_for_recv", "rnr_retry_exhausted"];
@@ -25,24 +25,15 @@ fn run_named<E: Env>(env: &mut E, name: &str) {
 }
 
 macro_rules! conformance_tests {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident $([$($need:ident)|+])?),* $(,)?) => {
         $(
             #[test]
             fn $name() {
                 run(stringify!($name));
             }
         )*
-
-        /// Every check of the suite has a test here.
-        #[test]
-        fn every_check_is_listed() {
-            let listed = [$(stringify!($name)),*];
-            for check in c::all_checks::<CheckEnv>() {
-                assert!(listed.contains(&check.name), "check {} has no test", check.name);
-            }
-        }
     };
 }
 
-include!("check_names.rs");
+rpcrdma_engine::conformance_checks!(conformance_tests);
 
