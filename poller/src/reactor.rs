@@ -309,6 +309,14 @@ pub struct ReactorConfig {
     pub drain_timeout: Duration,
     /// Thread name prefix (threads are `"{name}-{index}"`).
     pub name: String,
+    /// Scheduling priority (nice value, -20..=19) each reactor thread sets for itself with
+    /// `setpriority(2)` as it starts, its workers and the rest of the process unchanged. A
+    /// polling thread on a core shared with busy processes is otherwise one more CPU-bound
+    /// task to the scheduler, preempted mid-call and waiting a time slice for the core back
+    /// (docs/performance-nfs.md, "A busy thread on the reactor's core"). Raising it needs
+    /// `CAP_SYS_NICE` (or an `RLIMIT_NICE` that allows it); a reactor that cannot keeps its
+    /// priority and says so ([`ReactorHandle::nice`]). `None` (default): inherit.
+    pub nice: Option<i32>,
 }
 
 impl ReactorConfig {
@@ -325,6 +333,7 @@ impl ReactorConfig {
             timer_tick_ns: 100_000,
             drain_timeout: Duration::from_secs(1),
             name: "reactor".into(),
+            nice: None,
         }
     }
 }
@@ -441,6 +450,8 @@ struct Remote {
     stats: StatsReader,
     core: Option<CoreId>,
     pinned: bool,
+    /// The nice value the thread runs at (`None`: unknown).
+    nice: Option<i32>,
 }
 
 /// A cheap, cloneable handle to one reactor, usable from any thread.
@@ -464,6 +475,12 @@ impl ReactorHandle {
     /// Whether the reactor thread is pinned to [`ReactorHandle::core`].
     pub fn is_pinned(&self) -> bool {
         self.remote.pinned
+    }
+
+    /// The nice value the reactor thread runs at, read back after it applied
+    /// [`ReactorConfig::nice`] (`None`: the priority could not be read).
+    pub fn nice(&self) -> Option<i32> {
+        self.remote.nice
     }
 
     /// The reactor's counters now.

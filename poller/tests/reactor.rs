@@ -161,6 +161,58 @@ fn accepts_unpinned_reactors_when_allowed() {
     assert!(set.handles().iter().all(|h| !h.is_pinned()));
 }
 
+/// The nice value of thread `tid` (or of the calling thread, 0), from `/proc` (field 19 of `stat`).
+fn nice_of(tid: i32) -> i32 {
+    let path = if tid == 0 {
+        "/proc/thread-self/stat".to_string()
+    } else {
+        format!("/proc/self/task/{tid}/stat")
+    };
+    let stat = std::fs::read_to_string(path).unwrap();
+    // The command name may hold spaces: count fields after its closing parenthesis.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split(' ').nth(16).unwrap().parse().unwrap()
+}
+
+#[test]
+fn accepts_reactor_nice_for_the_reactor_threads_only() {
+    // A lower priority (a higher nice value) needs no privilege: the test holds as any user.
+    let mut c = config(reactors());
+    c.pin = PinPolicy::Off;
+    c.nice = Some(7);
+    let before = nice_of(0);
+    let set = ReactorSet::start(&c).unwrap();
+    let tids = Arc::new(Mutex::new(Vec::new()));
+    for h in set.handles() {
+        assert_eq!(h.nice(), Some(7), "reactor {}", h.index());
+        let t = Arc::clone(&tids);
+        // SAFETY: gettid has no preconditions.
+        h.run(move |_| t.lock().unwrap().push(unsafe { libc::gettid() }))
+            .unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(5), || tids
+        .lock()
+        .unwrap()
+        .len()
+        == set.len()));
+    for &tid in tids.lock().unwrap().iter() {
+        assert_eq!(nice_of(tid), 7, "the kernel's view of reactor thread {tid}");
+    }
+    assert_eq!(nice_of(0), before, "the starting thread keeps its priority");
+    drop(set);
+
+    // Out of range: clamped to the kernel's range, not refused.
+    c.nice = Some(99);
+    let set = ReactorSet::start(&c).unwrap();
+    assert!(set.handles().iter().all(|h| h.nice() == Some(19)));
+    drop(set);
+
+    // Default: inherited.
+    c.nice = None;
+    let set = ReactorSet::start(&c).unwrap();
+    assert!(set.handles().iter().all(|h| h.nice() == Some(before)));
+}
+
 /// What a probe poller records (shared with the test).
 #[derive(Default)]
 struct ProbeState {

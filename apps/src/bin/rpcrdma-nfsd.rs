@@ -89,6 +89,13 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --idle MODE             idle reactors: interrupt (sleep until a completion, a connection
                           event or a timer), shared_cores (sleep on a timer) or busy_poll
                           (spin) [interrupt]
+  --idle-spins N          idle iterations a reactor spins before it yields, 0..=1000000
+                          [the --idle mode's: 100]
+  --idle-yields N         idle iterations a reactor yields before it sleeps, 0..=1000000
+                          [the --idle mode's: 10]
+  --reactor-nice N        nice value of the reactor threads, -20..=19, or 'inherit' (needs
+                          CAP_SYS_NICE to raise; warns and keeps the process's otherwise)
+                          [-10]
   --credits N             credits granted per connection, 1..=1024 [64]
   --srq N                 one shared receive queue of N receives per reactor for all
                           connections (grants shrink to what it backs), 0..=1048576
@@ -131,7 +138,7 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
 ";
 
 /// The options that take a value (also the config file's keys with a string or number).
-const VALUE_OPTIONS: [&str; 22] = [
+const VALUE_OPTIONS: [&str; 25] = [
     "provider",
     "bind",
     "port",
@@ -143,6 +150,9 @@ const VALUE_OPTIONS: [&str; 22] = [
     "reactors",
     "workers",
     "idle",
+    "idle-spins",
+    "idle-yields",
+    "reactor-nice",
     "credits",
     "srq",
     "max-io",
@@ -303,6 +313,25 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--workers" => o.workers = num(a, &c.value(a)?, 1, 1024)?,
             "--pin" => o.pin = true,
             "--idle" => o.idle = c.value(a)?.parse().map_err(|e| format!("--idle {e}"))?,
+            "--idle-spins" | "--idle-yields" => {
+                let n: u32 = num(a, &c.value(a)?, 0, 1_000_000)?;
+                let d = o.idle.config();
+                let (s, y) = o.idle_phases.unwrap_or((d.spin_polls, d.yield_polls));
+                o.idle_phases = Some(if a == "--idle-spins" { (n, y) } else { (s, n) });
+            }
+            "--reactor-nice" => {
+                let v = c.value(a)?;
+                o.reactor_nice = match v.as_str() {
+                    "inherit" => None,
+                    t => Some(
+                        t.trim()
+                            .parse::<i32>()
+                            .ok()
+                            .filter(|n| (-20..=19).contains(n))
+                            .ok_or(format!("--reactor-nice {v}: -20..=19 or inherit"))?,
+                    ),
+                };
+            }
             "--credits" => o.credits = num(a, &c.value(a)?, 1, 1024)?,
             "--srq" => {
                 let n: u32 = num(a, &c.value(a)?, 0, 1 << 20)?;
@@ -548,6 +577,17 @@ mod tests {
         ] {
             assert_eq!(args(&format!("--idle {v}")).expect(v).opts.idle, m);
         }
+        assert_eq!(d.reactor_nice, Some(-10), "reactors raised by default");
+        assert_eq!(d.idle_phases, None, "the mode's own idle phases by default");
+        let v = args("--reactor-nice inherit --idle-yields 0")
+            .expect("inherit")
+            .opts;
+        assert_eq!((v.reactor_nice, v.idle_phases), (None, Some((100, 0))));
+        let v = args("--reactor-nice -5 --idle-spins 7 --idle-yields 3").expect("phases");
+        assert_eq!(
+            (v.opts.reactor_nice, v.opts.idle_phases),
+            (Some(-5), Some((7, 3)))
+        );
     }
 
     #[test]
@@ -561,6 +601,11 @@ mod tests {
             ("--workers 0", "--workers 0"),
             ("--idle sometimes", "--idle must be"),
             ("--idle", "--idle needs"),
+            ("--reactor-nice -21", "-20..=19 or inherit"),
+            ("--reactor-nice 20", "-20..=19 or inherit"),
+            ("--reactor-nice high", "-20..=19 or inherit"),
+            ("--idle-spins -1", "--idle-spins -1"),
+            ("--idle-yields 2000000", "0..=1000000"),
             (
                 "--port 70000",
                 "--port 70000: must be a number in 1..=65535",

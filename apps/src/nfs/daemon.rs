@@ -108,6 +108,15 @@ pub struct DaemonOptions {
     /// busy, sleep in `poll(2)` until a completion, a connection event or a timer when idle),
     /// [`BackoffMode::SharedCores`] (sleep on a timer) or [`BackoffMode::BusyPoll`] (spin).
     pub idle: BackoffMode,
+    /// Idle iterations a reactor spins (`--idle-spins`) and then yields (`--idle-yields`)
+    /// before it sleeps, with `--idle shared_cores` or `interrupt` (`None`: the mode's own,
+    /// [`rpcrdma_poller::BackoffConfig::interrupt`]).
+    pub idle_phases: Option<(u32, u32)>,
+    /// The reactor threads' nice value (`--reactor-nice`, `ReactorConfig::nice`): -10 by
+    /// default, so that a reactor beside busy processes gets its core back soon after the
+    /// kernel's completion work preempts it; a daemon without the right keeps its priority
+    /// and warns. `None` (`--reactor-nice inherit`): the process's.
+    pub reactor_nice: Option<i32>,
     /// Credits granted to each client.
     pub credits: u32,
     /// Largest READ / WRITE (FSINFO rtmax / wtmax).
@@ -181,6 +190,8 @@ impl Default for DaemonOptions {
             workers: 2,
             pin: false,
             idle: BackoffMode::Interrupt,
+            idle_phases: None,
+            reactor_nice: Some(-10),
             credits: 64,
             max_io: 1 << 20,
             buffers: 256,
@@ -342,9 +353,27 @@ impl<P: Provider> Daemon<P> {
             PinPolicy::Off
         };
         rc.backoff = o.idle.config();
+        if let Some((spins, yields)) = o.idle_phases {
+            rc.backoff.spin_polls = spins;
+            rc.backoff.yield_polls = yields;
+        }
+        rc.nice = o.reactor_nice;
         rc.drain_timeout = Duration::from_secs(2);
         rc.name = "nfsd".into();
         let set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
+        if let Some(want) = rc.nice {
+            for h in set.handles() {
+                if h.nice() != Some(want.clamp(-20, 19)) {
+                    tracing::warn!(
+                        reactor = h.index(),
+                        wanted = want,
+                        runs_at = h.nice(),
+                        "reactor priority not raised (needs CAP_SYS_NICE): beside busy \
+                         processes calls wait longer for the reactor's core"
+                    );
+                }
+            }
+        }
         let max_io = o.max_io.clamp(4096, 1 << 24);
         let credits = o.credits.clamp(1, 1024);
         let workers = if mode == CallbackMode::Worker {

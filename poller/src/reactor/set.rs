@@ -70,7 +70,8 @@ impl ReactorSet {
             closed: AtomicBool::new(false),
             inflight: AtomicUsize::new(0),
         });
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<bool, ReactorError>>();
+        let (ready_tx, ready_rx) =
+            std::sync::mpsc::channel::<Result<(bool, Option<i32>), ReactorError>>();
         let bell = match (cfg.backoff.enabled, cfg.backoff.interrupt) {
             (false, _) => None,
             (true, false) => Some(Arc::new(Doorbell::new())),
@@ -99,6 +100,7 @@ impl ReactorSet {
             all_armed: false,
             drain_timeout_ns: u64::try_from(cfg.drain_timeout.as_nanos()).unwrap_or(u64::MAX),
         };
+        let wanted_nice = cfg.nice;
         let thread = std::thread::Builder::new()
             .name(format!("{}-{index}", cfg.name))
             .spawn(move || {
@@ -114,12 +116,13 @@ impl ReactorSet {
                 if let Some(b) = &reactor.core.bell {
                     b.register();
                 }
-                let _ = ready_tx.send(Ok(pinned));
+                let nice = set_thread_nice(wanted_nice);
+                let _ = ready_tx.send(Ok((pinned, nice)));
                 drop(ready_tx);
                 reactor.run();
             })
             .map_err(|_| ReactorError::Spawn)?;
-        let pinned = match ready_rx.recv() {
+        let (pinned, nice) = match ready_rx.recv() {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -140,6 +143,7 @@ impl ReactorSet {
                 stats: reader,
                 core,
                 pinned,
+                nice,
             }),
         });
         self.threads.push(Some(thread));
@@ -294,4 +298,25 @@ fn plan_cores(cfg: &ReactorConfig) -> Result<Vec<Option<CoreId>>, ReactorError> 
         }
     };
     Ok(plan)
+}
+
+/// Sets the calling thread's nice value to `wanted` (clamped to -20..=19) when given, and
+/// returns the value it runs at afterwards (`None`: unreadable). On Linux `setpriority(2)` with
+/// `PRIO_PROCESS` and a thread id changes that one thread.
+fn set_thread_nice(wanted: Option<i32>) -> Option<i32> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let who = libc::id_t::try_from(tid).ok()?;
+    if let Some(n) = wanted {
+        // SAFETY: plain system call on this thread's id; a refusal (EPERM / EACCES) leaves the
+        // priority as it was, which the read below reports.
+        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, who, n.clamp(-20, 19)) };
+    }
+    // getpriority can return -1 as a value: clear errno first and check it after.
+    // SAFETY: errno location of this thread; getpriority has no memory arguments.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::getpriority(libc::PRIO_PROCESS, who);
+        (*libc::__errno_location() == 0).then_some(v)
+    }
 }
