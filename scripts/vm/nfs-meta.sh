@@ -428,6 +428,13 @@ counts() {
 	function ratio(x, y) { return y > 0 ? sprintf("%.2f", x / y) : (x > 0 ? "inf" : "-") }
 	# within 10 % of the reference, or a few calls off (small counts)
 	function near(x, y) { return (x - y <= y / 10 + 5) && (y - x <= y / 10 + 5) }
+	# the smallest and largest of a list of counts (one per round)
+	function lo(l,   a, m, i, c) { c = split(l, a, " "); m = a[1] + 0; for (i = 2; i <= c; i++) if (a[i] + 0 < m) m = a[i] + 0; return m }
+	function hi(l,   a, m, i, c) { c = split(l, a, " "); m = a[1] + 0; for (i = 2; i <= c; i++) if (a[i] + 0 > m) m = a[i] + 0; return m }
+	# the reference agrees with itself: its rounds within 10 % + 5 calls of each other
+	function steady(l) { return near(hi(l), lo(l)) }
+	# x within the range the rounds of the reference span (widened by 10 % + 5 calls)
+	function inside(x, l) { return x >= lo(l) - lo(l) / 10 - 5 && x <= hi(l) + hi(l) / 10 + 5 }
 	$1 == "meta" {
 		k = $2 SUBSEP $5 SUBSEP $6 SUBSEP $4
 		G[k] = G[k] " " $9; L[k] = L[k] " " $10; R[k] = R[k] " " $11; D[k] = D[k] " " ($12 + $13)
@@ -441,11 +448,16 @@ counts() {
 			if (!(kb in G) || !(ka in G)) continue
 			ok = near(med(G[ka]), med(G[kb])) && near(med(L[ka]), med(L[kb])) && near(med(R[ka]), med(R[kb]))
 			rows++; if (ok) near_rows++
+			if (steady(G[kb]) && steady(L[kb]) && steady(R[kb])) self_rows++
+			inr = inside(med(G[ka]), G[kb]) && inside(med(L[ka]), L[kb]) && inside(med(R[ka]), R[kb])
+			if (inr) inside_rows++
 			printf "%-12s %-5s %-7s %6d %5d %4s %6d %5d %4s %6d %5d %4s %5d %5d%s\n", g[1], g[2], g[3], \
 				med(G[kb]), med(G[ka]), ratio(med(G[ka]), med(G[kb])), med(L[kb]), med(L[ka]), ratio(med(L[ka]), med(L[kb])), \
-				med(R[kb]), med(R[ka]), ratio(med(R[ka]), med(R[kb])), med(D[kb]), med(D[ka]), (ok ? "" : "  <- off")
+				med(R[kb]), med(R[ka]), ratio(med(R[ka]), med(R[kb])), med(D[kb]), med(D[ka]), (ok ? "" : (inr ? "  <- off, within the rounds of " lb : "  <- off"))
 		}
 		printf "nfs-meta: counts near the reference (GETATTR, LOOKUP and READ within 10 %% + 5 calls): %d of %d rows\n", near_rows, rows
+		printf "nfs-meta: the reference against itself (its rounds within 10 %% + 5 calls of each other): %d of %d rows\n", self_rows, rows
+		printf "nfs-meta: counts within the range of the rounds of the reference (widened by 10 %% + 5 calls): %d of %d rows\n", inside_rows, rows
 	}' "$RESULTS"
 }
 

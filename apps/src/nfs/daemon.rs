@@ -346,34 +346,7 @@ impl<P: Provider> Daemon<P> {
             max_files: o.memory_files,
             ..MemoryOptions::default()
         };
-        let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));
-        rc.pin = if o.pin {
-            PinPolicy::AllowUnpinned
-        } else {
-            PinPolicy::Off
-        };
-        rc.backoff = o.idle.config();
-        if let Some((spins, yields)) = o.idle_phases {
-            rc.backoff.spin_polls = spins;
-            rc.backoff.yield_polls = yields;
-        }
-        rc.nice = o.reactor_nice;
-        rc.drain_timeout = Duration::from_secs(2);
-        rc.name = "nfsd".into();
-        let set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
-        if let Some(want) = rc.nice {
-            for h in set.handles() {
-                if h.nice() != Some(want.clamp(-20, 19)) {
-                    tracing::warn!(
-                        reactor = h.index(),
-                        wanted = want,
-                        runs_at = h.nice(),
-                        "reactor priority not raised (needs CAP_SYS_NICE): beside busy \
-                         processes calls wait longer for the reactor's core"
-                    );
-                }
-            }
-        }
+        let set = start_reactors(o)?;
         let max_io = o.max_io.clamp(4096, 1 << 24);
         let credits = o.credits.clamp(1, 1024);
         let workers = if mode == CallbackMode::Worker {
@@ -771,4 +744,38 @@ fn mount_exports(table: &ExportTable) -> Vec<mount::Export> {
             })
         })
         .collect()
+}
+
+/// Starts the daemon's reactors as the options say (cores, pinning, idle phases, priority);
+/// a reactor that could not take the priority is reported, not refused.
+fn start_reactors(o: &DaemonOptions) -> Result<ReactorSet, String> {
+    let mut rc = ReactorConfig::new(Cores::Count(o.reactors.max(1)));
+    rc.pin = if o.pin {
+        PinPolicy::AllowUnpinned
+    } else {
+        PinPolicy::Off
+    };
+    rc.backoff = o.idle.config();
+    if let Some((spins, yields)) = o.idle_phases {
+        rc.backoff.spin_polls = spins;
+        rc.backoff.yield_polls = yields;
+    }
+    rc.nice = o.reactor_nice;
+    rc.drain_timeout = Duration::from_secs(2);
+    rc.name = "nfsd".into();
+    let set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
+    if let Some(want) = rc.nice {
+        for h in set.handles() {
+            if h.nice() != Some(want.clamp(-20, 19)) {
+                tracing::warn!(
+                    reactor = h.index(),
+                    wanted = want,
+                    runs_at = h.nice(),
+                    "reactor priority not raised (needs CAP_SYS_NICE): beside busy \
+                     processes calls wait longer for the reactor's core"
+                );
+            }
+        }
+    }
+    Ok(set)
 }
