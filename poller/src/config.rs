@@ -163,6 +163,8 @@ pub struct RuntimeConfig {
     pub drain_timeout_ms: u64,
     /// Thread name prefix.
     pub name: String,
+    /// The reactor threads' nice value ([`ReactorConfig::nice`]; `None`: inherit).
+    pub nice: Option<i32>,
 }
 
 impl Default for RuntimeConfig {
@@ -175,6 +177,7 @@ impl Default for RuntimeConfig {
             timer_tick_us: 100,
             drain_timeout_ms: 2000,
             name: "rpc".into(),
+            nice: None,
         }
     }
 }
@@ -198,6 +201,7 @@ impl RuntimeConfig {
         c.timer_tick_ns = self.timer_tick_us.clamp(1, 1_000_000) * 1000;
         c.drain_timeout = Duration::from_millis(self.drain_timeout_ms.min(600_000));
         c.name = self.name.clone();
+        c.nice = self.nice;
         c
     }
 }

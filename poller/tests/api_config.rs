@@ -20,6 +20,7 @@ fn accepts_toml_and_json_configuration() {
         [runtime]
         reactors = 2
         backoff = "shared_cores"
+        nice = -5
         [endpoint]
         workers = 3
         buffer_size = 8192
@@ -40,6 +41,8 @@ fn accepts_toml_and_json_configuration() {
     assert_eq!(c.client.mode, CallbackMode::Worker);
     assert_eq!(c.server.max_call, 65536);
     assert!(c.runtime.reactor_config().backoff.enabled);
+    assert_eq!(c.runtime.reactor_config().nice, Some(-5));
+    assert_eq!(Config::default().runtime.reactor_config().nice, None);
     let j = r#"{"client": {"credits": 4, "inline_send": 1024}, "server": {"mode": "worker"}}"#;
     let c = Config::from_json_str(j).expect("json");
     assert_eq!(c.client.credits, 4);
