@@ -56,6 +56,7 @@
 # enough that a phase's length does not decide which cached attributes expire),
 # RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of a binary runs under
 # `strace -c -f`, its summary printed: where the server's system calls go),
+# RPCRDMA_META_TRACE=1 (the client's nfs trace events over untar and diff, see trace_on),
 # RPCRDMA_META_SCHED=1 (per phase, the scheduler's view of the threads that serve the calls, from
 # /proc/PID/task/TID/schedstat and status: CPU time, time runnable but waiting for a CPU, time
 # slices, voluntary and involuntary switches, summed per group: rpcrdma-nfsd's threads by name
@@ -293,14 +294,36 @@ phase() {
 	echo "meta $pre $uid $name $ms$d" | tee -a "$RESULTS"
 	[ "$SCHED" != 1 ] || sched_diff "$pre $uid $name" "$STATE/sched0" "$STATE/sched1" >>"$STATE/sched"
 }
+# RPCRDMA_META_TRACE=1: the client's nfs trace events (tracefs events/nfs: attribute updates
+# with the cached change attribute and cache_validity flags, setattr, writeback, invalidations)
+# recorded over the untar and diff phases and printed as "trace PREFIX UID LINE" (for a small
+# tree: RPCRDMA_META_DIRS=1 RPCRDMA_META_FILES=5)
+TRACEFS=/sys/kernel/tracing
+trace_on() {
+	[ "${RPCRDMA_META_TRACE:-0}" = 1 ] || return 0
+	[ -d "$TRACEFS/events" ] || mount -t tracefs nodev "$TRACEFS" || return 0
+	echo 0 >"$TRACEFS/tracing_on"
+	echo 8192 >"$TRACEFS/buffer_size_kb"
+	: >"$TRACEFS/trace"
+	echo 1 >"$TRACEFS/events/nfs/enable"
+	echo 1 >"$TRACEFS/tracing_on"
+}
+trace_off() { # RECORD-PREFIX UID
+	[ "${RPCRDMA_META_TRACE:-0}" = 1 ] && [ -d "$TRACEFS/events" ] || return 0
+	echo 0 >"$TRACEFS/tracing_on"
+	echo 0 >"$TRACEFS/events/nfs/enable"
+	grep -v '^#' "$TRACEFS/trace" | sed "s|^|trace $1 $2 |"
+}
 workload() { # RECORD-PREFIX UID
 	local w=$MNT/u$2 n
 	mkdir "$w" && chown "$2:$2" "$w" || {
 		fail "workdir $w"
 		return
 	}
+	trace_on
 	phase "$1" "$2" untar tar -xf "$STATE/tree.tar" -C "$w"
 	phase "$1" "$2" diff diff -r "$STATE/src/tree" "$w/tree"
+	trace_off "$1" "$2"
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	phase "$1" "$2" stat bash -c 'find "$1" -print0 | xargs -0 stat -c "%i %s %Y %u" >/dev/null' _ "$w/tree"
 	# shellcheck disable=SC2016
