@@ -53,6 +53,10 @@ pub fn options(backend: Backend) -> DaemonOptions {
         // Our client sends AUTH_NONE, which acts as the export's anonymous identity: root
         // here (stores check permissions), unless a test says otherwise.
         exports: exports("/export:*(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)"),
+        // The daemon shares this process's two cores with the test's own client reactors:
+        // raised above them it would spin through its idle phases while they wait. Its
+        // priority is for other processes' work (poller/tests/reactor.rs checks it).
+        reactor_nice: None,
         ..DaemonOptions::default()
     }
 }
