@@ -313,12 +313,8 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--workers" => o.workers = num(a, &c.value(a)?, 1, 1024)?,
             "--pin" => o.pin = true,
             "--idle" => o.idle = c.value(a)?.parse().map_err(|e| format!("--idle {e}"))?,
-            "--idle-spins" | "--idle-yields" => {
-                let n: u32 = num(a, &c.value(a)?, 0, 1_000_000)?;
-                let d = o.idle.config();
-                let (s, y) = o.idle_phases.unwrap_or((d.spin_polls, d.yield_polls));
-                o.idle_phases = Some(if a == "--idle-spins" { (n, y) } else { (s, n) });
-            }
+            "--idle-spins" => o.idle_spins = Some(num(a, &c.value(a)?, 0, 1_000_000)?),
+            "--idle-yields" => o.idle_yields = Some(num(a, &c.value(a)?, 0, 1_000_000)?),
             "--reactor-nice" => {
                 let v = c.value(a)?;
                 o.reactor_nice = match v.as_str() {
@@ -578,15 +574,22 @@ mod tests {
             assert_eq!(args(&format!("--idle {v}")).expect(v).opts.idle, m);
         }
         assert_eq!(d.reactor_nice, Some(-10), "reactors raised by default");
-        assert_eq!(d.idle_phases, None, "the mode's own idle phases by default");
+        assert_eq!(
+            (d.idle_spins, d.idle_yields),
+            (None, None),
+            "the mode's own idle phases by default"
+        );
         let v = args("--reactor-nice inherit --idle-yields 0")
             .expect("inherit")
             .opts;
-        assert_eq!((v.reactor_nice, v.idle_phases), (None, Some((100, 0))));
+        assert_eq!(
+            (v.reactor_nice, v.idle_spins, v.idle_yields),
+            (None, None, Some(0))
+        );
         let v = args("--reactor-nice -5 --idle-spins 7 --idle-yields 3").expect("phases");
         assert_eq!(
-            (v.opts.reactor_nice, v.opts.idle_phases),
-            (Some(-5), Some((7, 3)))
+            (v.opts.reactor_nice, v.opts.idle_spins, v.opts.idle_yields),
+            (Some(-5), Some(7), Some(3))
         );
     }
 

@@ -108,10 +108,12 @@ pub struct DaemonOptions {
     /// busy, sleep in `poll(2)` until a completion, a connection event or a timer when idle),
     /// [`BackoffMode::SharedCores`] (sleep on a timer) or [`BackoffMode::BusyPoll`] (spin).
     pub idle: BackoffMode,
-    /// Idle iterations a reactor spins (`--idle-spins`) and then yields (`--idle-yields`)
-    /// before it sleeps, with `--idle shared_cores` or `interrupt` (`None`: the mode's own,
-    /// [`rpcrdma_poller::BackoffConfig::interrupt`]).
-    pub idle_phases: Option<(u32, u32)>,
+    /// Idle iterations a reactor spins before it yields (`--idle-spins`), with `--idle
+    /// shared_cores` or `interrupt` (`None`: the mode's own, 100).
+    pub idle_spins: Option<u32>,
+    /// Idle iterations a reactor yields before it sleeps (`--idle-yields`; `None`: the mode's
+    /// own, 10).
+    pub idle_yields: Option<u32>,
     /// The reactor threads' nice value (`--reactor-nice`, `ReactorConfig::nice`): -10 by
     /// default, so that a reactor beside busy processes gets its core back soon after the
     /// kernel's completion work preempts it; a daemon without the right keeps its priority
@@ -190,7 +192,8 @@ impl Default for DaemonOptions {
             workers: 2,
             pin: false,
             idle: BackoffMode::Interrupt,
-            idle_phases: None,
+            idle_spins: None,
+            idle_yields: None,
             reactor_nice: Some(-10),
             credits: 64,
             max_io: 1 << 20,
@@ -756,10 +759,8 @@ fn start_reactors(o: &DaemonOptions) -> Result<ReactorSet, String> {
         PinPolicy::Off
     };
     rc.backoff = o.idle.config();
-    if let Some((spins, yields)) = o.idle_phases {
-        rc.backoff.spin_polls = spins;
-        rc.backoff.yield_polls = yields;
-    }
+    rc.backoff.spin_polls = o.idle_spins.unwrap_or(rc.backoff.spin_polls);
+    rc.backoff.yield_polls = o.idle_yields.unwrap_or(rc.backoff.yield_polls);
     rc.nice = o.reactor_nice;
     rc.drain_timeout = Duration::from_secs(2);
     rc.name = "nfsd".into();
