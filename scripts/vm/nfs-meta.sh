@@ -56,7 +56,7 @@
 # enough that a phase's length does not decide which cached attributes expire),
 # RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of a binary runs under
 # `strace -c -f`, its summary printed: where the server's system calls go),
-# RPCRDMA_META_TRACE=1 (the client's nfs trace events over untar and diff, see trace_on),
+# RPCRDMA_META_TRACE=1 or rename (the client's nfs trace events over untar and diff, or over stat and rename; see trace_on),
 # RPCRDMA_META_SCHED=1 (per phase, the scheduler's view of the threads that serve the calls, from
 # /proc/PID/task/TID/schedstat and status: CPU time, time runnable but waiting for a CPU, time
 # slices, voluntary and involuntary switches, summed per group: rpcrdma-nfsd's threads by name
@@ -294,25 +294,38 @@ phase() {
 	echo "meta $pre $uid $name $ms$d" | tee -a "$RESULTS"
 	[ "$SCHED" != 1 ] || sched_diff "$pre $uid $name" "$STATE/sched0" "$STATE/sched1" >>"$STATE/sched"
 }
-# RPCRDMA_META_TRACE=1: the client's nfs trace events (tracefs events/nfs: attribute updates
-# with the cached change attribute and cache_validity flags, setattr, writeback, invalidations)
-# recorded over the untar and diff phases and printed as "trace PREFIX UID LINE" (for a small
-# tree: RPCRDMA_META_DIRS=1 RPCRDMA_META_FILES=5)
+# RPCRDMA_META_TRACE=1 (or untar): the client's nfs trace events (tracefs events/nfs: attribute
+# updates with the cached change attribute and cache_validity flags, setattr, writeback,
+# invalidations) recorded over the untar and diff phases and printed as "trace PREFIX UID LINE"
+# (for a small tree: RPCRDMA_META_DIRS=1 RPCRDMA_META_FILES=5); RPCRDMA_META_TRACE=rename: over
+# the stat and rename phases instead
 TRACEFS=/sys/kernel/tracing
-trace_on() {
-	[ "${RPCRDMA_META_TRACE:-0}" = 1 ] || return 0
+trace_wanted() { # PHASES (untar or rename)
+	case "${RPCRDMA_META_TRACE:-0}" in
+	1 | untar) [ "$1" = untar ] ;;
+	rename) [ "$1" = rename ] ;;
+	*) return 1 ;;
+	esac
+}
+trace_on() { # PHASES
+	trace_wanted "$1" || return 0
 	[ -d "$TRACEFS/events" ] || mount -t tracefs nodev "$TRACEFS" || return 0
 	echo 0 >"$TRACEFS/tracing_on"
-	echo 8192 >"$TRACEFS/buffer_size_kb"
+	echo 65536 >"$TRACEFS/buffer_size_kb"
 	: >"$TRACEFS/trace"
 	echo 1 >"$TRACEFS/events/nfs/enable"
 	echo 1 >"$TRACEFS/tracing_on"
 }
-trace_off() { # RECORD-PREFIX UID
-	[ "${RPCRDMA_META_TRACE:-0}" = 1 ] && [ -d "$TRACEFS/events" ] || return 0
+trace_off() { # PHASES RECORD-PREFIX UID
+	trace_wanted "$1" && [ -d "$TRACEFS/events" ] || return 0
+	local keep='.'
+	# over the renames only what explains a GETATTR: the revalidations (each sends one), the
+	# renames and the directories' cache flags
+	[ "$1" = rename ] && keep='nfs_revalidate_inode_enter|nfs_rename_enter|type=4 \(DIR\)'
+	shift
 	echo 0 >"$TRACEFS/tracing_on"
 	echo 0 >"$TRACEFS/events/nfs/enable"
-	grep -v '^#' "$TRACEFS/trace" | sed "s|^|trace $1 $2 |"
+	grep -v '^#' "$TRACEFS/trace" | grep -E "$keep" | sed "s|^|trace $1 $2 |"
 }
 workload() { # RECORD-PREFIX UID
 	local w=$MNT/u$2 n
@@ -320,14 +333,16 @@ workload() { # RECORD-PREFIX UID
 		fail "workdir $w"
 		return
 	}
-	trace_on
+	trace_on untar
 	phase "$1" "$2" untar tar -xf "$STATE/tree.tar" -C "$w"
 	phase "$1" "$2" diff diff -r "$STATE/src/tree" "$w/tree"
-	trace_off "$1" "$2"
+	trace_off untar "$1" "$2"
+	trace_on rename
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	phase "$1" "$2" stat bash -c 'find "$1" -print0 | xargs -0 stat -c "%i %s %Y %u" >/dev/null' _ "$w/tree"
 	# shellcheck disable=SC2016
 	phase "$1" "$2" rename bash -c 'find "$1" -type f -print0 | xargs -0 rename.ul m- n-' _ "$w/tree"
+	trace_off rename "$1" "$2"
 	opstats "$1" untar-to-rename
 	do_umount
 	do_mount || return
