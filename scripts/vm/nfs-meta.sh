@@ -56,7 +56,8 @@
 # enough that a phase's length does not decide which cached attributes expire),
 # RPCRDMA_META_PHASE_TIMEOUT (s, 600), RPCRDMA_META_STRACE=1 (the last run of a binary runs under
 # `strace -c -f`, its summary printed: where the server's system calls go),
-# RPCRDMA_META_TRACE=1 or rename (the client's nfs trace events over untar and diff, or over stat and rename; see trace_on),
+# RPCRDMA_META_TRACE=1 or rename (the client's nfs trace events over untar and diff, or over
+# stat and rename; see trace_on),
 # RPCRDMA_META_SCHED=1 (per phase, the scheduler's view of the threads that serve the calls, from
 # /proc/PID/task/TID/schedstat and status: CPU time, time runnable but waiting for a CPU, time
 # slices, voluntary and involuntary switches, summed per group: rpcrdma-nfsd's threads by name
