@@ -11,13 +11,14 @@
 #    how the scripts are validated, and the reference numbers; RPCRDMA_NFSD_BIN=PATH uses that
 #    binary as it is);
 # 2. boots the VM once and runs scripts/vm/nfs-server.sh in it: over rxe with the memory and the
-#    dir:/srv/nfsd-dir backends and over siw with the memory backend (RPCRDMA_NFSD_RUNS; siw/dir
-#    on request), the kernel client mounts the server
+#    dir:/srv/nfsd-dir backends, over siw with the memory backend, and (iwarp/memory) over siw
+#    to the server on our user-space iWARP provider (`--provider iwarp`, no verbs device on the
+#    server's side) (RPCRDMA_NFSD_RUNS; siw/dir on request), the kernel client mounts the server
 #    (vers=3,proto=rdma, "xprt: rdma" in /proc/self/mountstats) and runs the checksummed
 #    workload (scripts/vm/nfs-workload.sh: 1000-file tree + special sizes, umount/mount/verify,
 #    ls -l of 5000 entries, rename/link/symlink/chmod/truncate/fsync, parallel writers, fio
 #    verify=crc32c, rm -rf); the server's counters must show Read, Write and Reply chunks; then the
-#    fault runs (fault/rxe, fault/siw: --drop-every N: one reconnection per deliberate drop,
+#    fault runs (fault/rxe, fault/siw, fault/iwarp: --drop-every N: one reconnection per deliberate drop,
 #    retransmissions answered by the DRC, final tree = manifest); NFSv4.1 (scripts/vm/nfs-v41.sh,
 #    `rpcrdma-nfsd --nfs4` on port 20049): parts v41/rxe/memory and v41/siw/dir (mount
 #    vers=4.1,proto=rdma: "xprt: rdma" and "vers=4.1" in mountstats, the churn workload and fio
@@ -269,15 +270,17 @@ for l in $PJD_RUNS; do pjd_parts="$pjd_parts pjdfstest/$l"; done
 for l in $PJD41_RUNS; do pjd_parts="$pjd_parts pjdfstest41/$l"; done
 # shellcheck disable=SC2086 # the part lists, split into words on purpose
 fault_parts=
-[ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] || for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do fault_parts="$fault_parts fault/$d"; done
+[ "${RPCRDMA_NFSD_FAULT:-1}" != 1 ] || for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw iwarp}; do fault_parts="$fault_parts fault/$d"; done
 v41_parts=
 if [ "$BIN" != kernel ]; then
 	for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do v41_parts="$v41_parts v41/$r"; done
 	for d in ${RPCRDMA_NFSD_V41_FAULT-rxe siw}; do v41_parts="$v41_parts v41fault/$d"; done
 	[ "${RPCRDMA_NFSD_V41_DELEG:-1}" != 1 ] || v41_parts="$v41_parts v41/deleg"
 fi
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio fio41 meta; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio fio41 meta; do
 	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue
+	# the user-space iWARP provider's parts are ours only (nfs-server.sh skips them for the kernel)
+	[ "$BIN" = kernel ] && case $p in iwarp/* | fault/iwarp) continue ;; esac
 	[ "$p" = meta ] && [ -z "${RPCRDMA_NFSD_META-rxe siw}" ] && continue
 	[ "$p" = fio ] && [ "${RPCRDMA_NFSD_FIO:-1}" != 1 ] && continue
 	[ "$p" = fio41 ] && [ "${RPCRDMA_NFSD_FIO41:-0}" != 1 ] && continue
@@ -291,8 +294,10 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory} $srq_parts $fault_pa
 	cache) dev="cache (rxe, replies and call counts)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;
+	iwarp/*) dev="$p (siw0 -> our iWARP provider, netns peer)" ;;
 	fault/rxe) dev="fault/rxe (memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
 	fault/siw) dev="fault/siw (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
+	fault/iwarp) dev="fault/iwarp (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
 	v41/deleg) dev="v41/deleg (siw, two clients, recall, locks)" ;;
 	v41fault/*) dev="$p (NFSv4.1, dir, drops, restart)" ;;
 	v41/*) dev="$p (NFSv4.1, --nfs4)" ;;

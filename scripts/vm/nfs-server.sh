@@ -7,11 +7,14 @@
 # BINARY is rpcrdma-nfsd (built with --features rdma); `kernel` runs every part against the
 # kernel's own nfsd instead (how the script is validated, and a reference for the numbers).
 # Parts, in this order (each ends with "## nfs-server PART: PASS|FAIL ..."):
-#   rxe/memory, rxe/dir, siw/memory   (RPCRDMA_NFSD_RUNS; siw/dir too when asked: the dir backend
-#       is covered over rxe, the siw transport with the memory backend and srq/siw)
+#   rxe/memory, rxe/dir, siw/memory, iwarp/memory   (RPCRDMA_NFSD_RUNS; siw/dir and iwarp/dir too
+#       when asked: the dir backend is covered over rxe, the siw transport with the memory backend
+#       and srq/siw)
 #       server: rxe -> `rpcrdma-nfsd --bind 10.0.2.15` in the root netns (rxe0, loopback inside
 #       rxe); siw -> `ip netns exec peer rpcrdma-nfsd --bind 10.0.3.2` (siw1), the client in the
-#       root netns on siw0. Backends: memory; dir:/srv/nfsd-dir (a tmpfs). Then: the ready line,
+#       root netns on siw0; iwarp (ours only) -> the same with `--provider iwarp`: our user-space
+#       iWARP provider (MPA/DDP/RDMAP over a TCP socket on 10.0.3.2) serves, the kernel client's
+#       siw0 connects to it as to any iWARP peer. Backends: memory; dir:/srv/nfsd-dir (a tmpfs). Then: the ready line,
 #       mount -o vers=3,proto=rdma,port=P,mountport=M,mountproto=tcp,nolock, /proc/self/mountstats
 #       must say "xprt: rdma", the workload (nfs-workload.sh full, over siw without ls-5000, with umount + mount + verify in
 #       the middle), the client's view (mount options, xprtrdma chunk counters, NFSv3 calls per
@@ -23,8 +26,9 @@
 #       without its longest check (nfs-workload.sh full --no-ls: no ls-5000; READ/WRITE with
 #       chunks, READDIRPLUS through Reply chunks, parallel writers and fio with calls in flight
 #       remain) and the same checks, plus the server's srq.depth counter = N (it ran on its SRQ).
-#   fault/rxe, fault/siw   (RPCRDMA_NFSD_FAULT=1, RPCRDMA_NFSD_FAULT_RUNS, default "rxe siw"):
-#       memory backend, --drop-every N (rxe: RPCRDMA_NFSD_DROP_EVERY, default 50; siw:
+#   fault/rxe, fault/siw, fault/iwarp   (RPCRDMA_NFSD_FAULT=1, RPCRDMA_NFSD_FAULT_RUNS, default
+#       "rxe siw iwarp"; iwarp ours only):
+#       memory backend, --drop-every N (rxe: RPCRDMA_NFSD_DROP_EVERY, default 50; siw and iwarp:
 #       RPCRDMA_NFSD_FAULT_SIW_EVERY, default 10, with a shorter churn, RPCRDMA_NFSD_FAULT_SIW_CHURN,
 #       default 60 iterations): nfs-workload.sh churn must see no error and end with the
 #       reference tree; conn.dropped and drc.hits must be > 0; every deliberate drop costs exactly
@@ -108,7 +112,7 @@ if [ $# -ne 1 ]; then
 fi
 BIN=$1
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-RUNS=${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory}
+RUNS=${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory}
 SRQ_RUNS=${RPCRDMA_NFSD_SRQ_RUNS-rxe siw}
 SRQ_DEPTH=${RPCRDMA_NFSD_SRQ_DEPTH:-128}
 PORT=${RPCRDMA_NFSD_PORT:-20051}
@@ -189,12 +193,15 @@ if [ "$HAS_EXPORTS" = 1 ]; then EXPORT_ROOT=(--export '/export:*(rw,no_root_squa
 # instead of EXPORT_ROOT), SRV_KEEP (non-empty: the exported directory's contents stay)
 SRV_PID='' SRV_LOG=''
 srv_start() {
-	local dev=$1 be=$2 ns=() arg t0 line
+	local dev=$1 be=$2 ns=() arg t0 line provider=rdma
 	shift 2
 	case $dev in
 	rxe) SRV_ADDR=10.0.2.15 ;;
-	siw)
+	siw | iwarp)
 		SRV_ADDR=10.0.3.2
+		# iwarp: our user-space iWARP provider (a TCP socket on 10.0.3.2, no verbs device) serves
+		# the kernel client, whose siw0 connects to it as to any iWARP peer
+		[ "$dev" = siw ] || provider=iwarp
 		# `ip netns exec` gives the server a copy of the mount namespace: without the NFS mounts
 		# of the moment (their private copies detached, no helper run), or the server's exit
 		# would drop a mount's last reference once the client unmounted it, and that unmount
@@ -223,7 +230,7 @@ srv_start() {
 	fi
 	t0=$(now_ms)
 	# shellcheck disable=SC2086 # RPCRDMA_NFSD_ARGS: more arguments, split on purpose
-	"${ns[@]}" "$BIN" --provider rdma --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" "${exp[@]}" \
+	"${ns[@]}" "$BIN" --provider "$provider" --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" "${exp[@]}" \
 		--backend "$arg" --no-rpcbind ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
 	while :; do
@@ -490,7 +497,7 @@ run_part() {
 # connected as often (mountstats "connects"); its rpcrdma/siw/rxe kernel messages are printed.
 run_fault() {
 	local dev=$1 every=${RPCRDMA_NFSD_DROP_EVERY:-50} wl rc extra=() churn=${RPCRDMA_NFS_CHURN_N:-200} k0
-	if [ "$dev" = siw ]; then
+	if [ "$dev" != rxe ]; then
 		every=${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10} churn=${RPCRDMA_NFSD_FAULT_SIW_CHURN:-60}
 	fi
 	part_begin "fault/$dev" "$dev, memory backend, the server drops the connection every $every-th non-idempotent call, churn $churn"
@@ -723,8 +730,15 @@ for r in $RUNS; do
 	# ls-5000, the longest check under TCG, runs over rxe (its subject is the listing, not the
 	# transport)
 	siw/memory | siw/dir) WL_ARGS=--no-ls run_part "${r%/*}" "${r#*/}" ;;
+	iwarp/memory | iwarp/dir)
+		if [ "$KIND" = kernel ]; then
+			echo "SKIP $r: the kernel nfsd has no user-space iWARP provider (siw/* is its reference)"
+			continue
+		fi
+		WL_ARGS=--no-ls run_part "${r%/*}" "${r#*/}"
+		;;
 	*)
-		echo "nfs-server: unknown run $r (rxe/memory rxe/dir siw/memory siw/dir)"
+		echo "nfs-server: unknown run $r (rxe/memory rxe/dir siw/memory siw/dir iwarp/memory iwarp/dir)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac
@@ -746,11 +760,18 @@ for d in $SRQ_RUNS; do
 	esac
 done
 if [ "${RPCRDMA_NFSD_FAULT:-1}" = 1 ]; then
-	for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw}; do
+	for d in ${RPCRDMA_NFSD_FAULT_RUNS-rxe siw iwarp}; do
 		case $d in
 		rxe | siw) run_fault "$d" ;;
+		iwarp)
+			if [ "$KIND" = kernel ]; then
+				echo "SKIP fault/iwarp: the kernel nfsd has no user-space iWARP provider"
+				continue
+			fi
+			run_fault "$d"
+			;;
 		*)
-			echo "nfs-server: unknown fault run $d (rxe siw)"
+			echo "nfs-server: unknown fault run $d (rxe siw iwarp)"
 			NPFAIL=$((NPFAIL + 1))
 			;;
 		esac
