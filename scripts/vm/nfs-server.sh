@@ -37,7 +37,9 @@
 #   v41/rxe/memory, v41/siw/dir, v41/deleg   (ours only; RPCRDMA_NFSD_V41, default
 #       "rxe/memory siw/dir"; v41/deleg unless RPCRDMA_NFSD_V41_DELEG=0; nfs-v41.sh): the NFSv4.1 client against
 #       `rpcrdma-nfsd --nfs4` on port 20049: mounts (vers=4.1 and negotiated), workload, NFSv3
-#       beside it; two clients: delegation recall, flock conflicts.
+#       beside it; two clients: delegation recall, flock conflicts (iwarp/memory, iwarp/dir and,
+#       with RPCRDMA_NFSD_V41_DELEG_DEV=iwarp, v41/deleg against the server on our user-space
+#       iWARP provider when asked).
 #   v41fault/rxe, v41fault/siw   (ours only; RPCRDMA_NFSD_V41_FAULT, default "rxe siw";
 #       nfs-v41-fault.sh): the NFSv4.1 client through connections the server drops (slot replays,
 #       BIND_CONN_TO_SESSION, one reconnection per drop, no operation run twice), then a server
@@ -780,9 +782,9 @@ fi
 # NFSv4.1 (nfs-v41.sh): port 20049, before anything starts the kernel nfsd (which takes it)
 for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do
 	case $r in
-	rxe/memory | rxe/dir | siw/memory | siw/dir) run_v41 "${r%/*}" "${r#*/}" ;;
+	rxe/memory | rxe/dir | siw/memory | siw/dir | iwarp/memory | iwarp/dir) run_v41 "${r%/*}" "${r#*/}" ;;
 	*)
-		echo "nfs-server: unknown NFSv4.1 run $r (rxe/memory rxe/dir siw/memory siw/dir)"
+		echo "nfs-server: unknown NFSv4.1 run $r (rxe/memory rxe/dir siw/memory siw/dir iwarp/memory iwarp/dir)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac

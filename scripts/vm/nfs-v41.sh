@@ -191,7 +191,7 @@ run_v41_deleg() {
 		return
 	fi
 	# every address of netns peer: 10.0.3.2 for client A, 10.0.3.3 for client B (both on siw1)
-	v41_server siw memory --bind 0.0.0.0 || {
+	v41_server "${RPCRDMA_NFSD_V41_DELEG_DEV:-siw}" memory --bind 0.0.0.0 || {
 		part_end
 		return
 	}
