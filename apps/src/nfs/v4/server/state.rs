@@ -12,9 +12,11 @@
 //! (run before every COMPOUND): its sessions, open and lock states are removed, so its session ids
 //! answer NFS4ERR_BADSESSION and its stateids NFS4ERR_BAD_STATEID. A delegation recalled and not
 //! returned within the lease is revoked by the same pass. A table at its bound
-//! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing.
+//! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing; one address
+//! holds at most `clients_per_peer` of the client records, so it cannot take them all.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use rpcrdma_poller::CredBody;
 
@@ -27,6 +29,8 @@ use super::xdr::{st, Status};
 pub struct Limits {
     /// Client records (confirmed or not).
     pub clients: usize,
+    /// Client records made from one address (so that no address takes every record).
+    pub clients_per_peer: usize,
     /// Sessions per client.
     pub sessions_per_client: usize,
     /// Slots per session (`ca_maxrequests` is clamped to it).
@@ -51,6 +55,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             clients: 1024,
+            clients_per_peer: 64,
             sessions_per_client: 4,
             slots: 64,
             cached_reply: 8 << 10,
@@ -171,6 +176,8 @@ pub struct Client {
     pub owner: Vec<u8>,
     /// `co_verifier`.
     pub verifier: [u8; 8],
+    /// The address its EXCHANGE_ID came from (counted against `clients_per_peer`).
+    pub peer: IpAddr,
     /// The principal of its EXCHANGE_ID ([`super::clientdb::principal`]).
     pub principal: Vec<u8>,
     /// Confirmed by a CREATE_SESSION.

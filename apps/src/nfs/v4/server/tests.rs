@@ -572,6 +572,44 @@ fn rejects_clients_and_sessions_past_their_bounds() {
     assert_eq!(srv.counters()[0], ("nfs4_clients", 2));
 }
 
+/// EXCHANGE_ID of client owner `owner` from `peer`: the COMPOUND's status.
+fn exchange_from(srv: &Nfs41, peer: IpAddr, owner: &[u8]) -> u32 {
+    let auth = auth_sys(0, 0);
+    let cx = CallCx {
+        peer,
+        cred: OpaqueAuth {
+            flavor: AuthFlavor::Sys,
+            body: &auth,
+        },
+        conn: 9,
+    };
+    let ops = [Op::ExchangeId {
+        verifier: [1; 8],
+        owner,
+        flags: 0,
+    }];
+    let e = encode_compound_minor("t", 1, &ops);
+    let reply = srv.compound(&cx, &e.bytes).expect("header decodes");
+    walk(&reply).status
+}
+
+#[test]
+fn rejects_client_records_past_one_peers_share_and_keeps_room_for_others() {
+    let (srv, now, store) = server("rw,no_root_squash", Limits::default());
+    let hostile = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 66));
+    let mut refused = 0;
+    for i in 0..Limits::default().clients {
+        let owner = format!("hostile-{i}");
+        if exchange_from(&srv, hostile, owner.as_bytes()) == st::DELAY {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "one address took every client record");
+    // Another address still gets a client id and a session.
+    let h = H::on(srv, now, store, b"victim", auth_sys(0, 0));
+    assert_ne!(h.clientid, 0);
+}
+
 #[test]
 fn accepts_reclaim_complete_once() {
     let mut h = H::new("rw");
