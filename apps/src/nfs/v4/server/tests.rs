@@ -192,6 +192,19 @@ impl H {
         owner: &[u8],
         auth: Vec<u8>,
     ) -> H {
+        let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        H::on_at(srv, now, store, owner, auth, peer)
+    }
+
+    /// [`H::on`] from address `peer`.
+    pub fn on_at(
+        srv: Arc<Nfs41>,
+        now: Arc<AtomicU64>,
+        store: Arc<dyn Store>,
+        owner: &[u8],
+        auth: Vec<u8>,
+        peer: IpAddr,
+    ) -> H {
         let mut h = H {
             srv,
             now,
@@ -200,7 +213,7 @@ impl H {
             seq: 0,
             clientid: 0,
             store,
-            peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            peer,
         };
         let r = h.plain(&[Op::ExchangeId {
             verifier: [1; 8],
