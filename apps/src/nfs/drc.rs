@@ -11,7 +11,9 @@
 //! retransmission); [`Drc::finish`] stores its reply. Entries live in 16 shards, each a small
 //! hash map plus a FIFO of finished entries; the oldest finished entry is evicted when a shard
 //! exceeds its share of [`DrcConfig::max_entries`] or [`DrcConfig::max_bytes`], so memory is
-//! bounded whatever the clients send.
+//! bounded whatever the clients send. A client address holding more than half of a full
+//! shard has its own oldest entry evicted instead, so one client's calls cannot push another
+//! client's replies out (Linux nfsd's single LRU lets them).
 //!
 //! Recovery: a retransmission that arrives while its first call is still running is told
 //! [`Lookup::InProgress`] (the server answers NFS3ERR_JUKEBOX and the client retries later,
@@ -109,6 +111,28 @@ struct Shard {
     /// Finished entries, oldest first (eviction order).
     done: VecDeque<DrcKey>,
     bytes: usize,
+    /// Finished entries and their octets, per client address (an address leaves the map
+    /// with its last entry).
+    per: HashMap<IpAddr, (usize, usize)>,
+}
+
+impl Shard {
+    /// Counts a finished entry of `addr` with a reply of `len` octets in (`add`) or out.
+    fn count(&mut self, addr: IpAddr, len: usize, add: bool) {
+        if add {
+            self.bytes += len;
+            let e = self.per.entry(addr).or_default();
+            *e = (e.0 + 1, e.1 + len);
+            return;
+        }
+        self.bytes -= len;
+        if let Some(e) = self.per.get_mut(&addr) {
+            *e = (e.0.saturating_sub(1), e.1.saturating_sub(len));
+            if e.0 == 0 {
+                self.per.remove(&addr);
+            }
+        }
+    }
 }
 
 /// The cache.
@@ -146,7 +170,7 @@ impl Drc {
             None => {}
         }
         s.map.insert(k, None);
-        let evicted = self.trim(&mut s);
+        let evicted = self.trim(&mut s, k.addr);
         (Lookup::New, evicted)
     }
 
@@ -163,31 +187,40 @@ impl Drc {
             // Evicted meanwhile, or finished twice: nothing to do.
             _ => return 0,
         }
-        s.bytes += results.len();
+        s.count(k.addr, results.len(), true);
         s.done.push_back(k);
-        self.trim(&mut s)
+        self.trim(&mut s, k.addr)
     }
 
     /// Forgets `k` (its handler produced no reply worth keeping).
     pub fn abandon(&self, k: DrcKey) {
         let mut s = self.shard(&k);
         if let Some(Some(r)) = s.map.remove(&k) {
-            s.bytes -= r.len();
+            s.count(k.addr, r.len(), false);
             s.done.retain(|d| *d != k);
         }
     }
 
-    /// Evicts the oldest finished entries while the shard is over its share.
-    fn trim(&self, s: &mut Shard) -> u64 {
+    /// Evicts finished entries while the shard is over its share: the oldest, or, when
+    /// `addr` (the address of the call just entered) holds more than half of the shard's
+    /// entries or octets, the oldest of `addr`'s, so that one client's calls do not push
+    /// every other client's replies out.
+    fn trim(&self, s: &mut Shard, addr: IpAddr) -> u64 {
         let max_entries = self.cfg.max_entries / SHARDS;
         let max_bytes = self.cfg.max_bytes / SHARDS;
         let mut n = 0;
         while s.map.len() > max_entries || s.bytes > max_bytes {
-            let Some(old) = s.done.pop_front() else {
+            let (mine, my_bytes) = s.per.get(&addr).copied().unwrap_or_default();
+            let at = if mine * 2 > max_entries || my_bytes * 2 > max_bytes {
+                s.done.iter().position(|d| d.addr == addr).unwrap_or(0)
+            } else {
+                0
+            };
+            let Some(old) = s.done.remove(at) else {
                 break; // only calls in progress: they finish (or are abandoned) soon
             };
             if let Some(Some(r)) = s.map.remove(&old) {
-                s.bytes -= r.len();
+                s.count(old.addr, r.len(), false);
             }
             n += 1;
         }
@@ -255,6 +288,26 @@ mod tests {
         // The newest are still there.
         let k = key(9_999, &9_999u32.to_be_bytes());
         assert!(matches!(d.begin(k).0, Lookup::Replay(_)));
+    }
+
+    #[test]
+    fn rejects_one_address_evicting_the_replies_of_another() {
+        let d = Drc::new(DrcConfig::default());
+        let victim = key(7, b"remove important");
+        assert_eq!(d.begin(victim).0, Lookup::New);
+        d.finish(victim, b"victim's reply");
+        let flooder = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 66));
+        for x in 0..100_000u32 {
+            let k = DrcKey::new(flooder, x, 3, 2, &x.to_be_bytes());
+            d.begin(k);
+            d.finish(k, &[0u8; 200]);
+        }
+        assert!(d.usage().0 <= DrcConfig::default().max_entries);
+        assert_eq!(
+            d.begin(victim).0,
+            Lookup::Replay(b"victim's reply".to_vec()),
+            "another address's calls evicted the reply"
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! NFS4ERR_OPENMODE; a stateid that names nothing NFS4ERR_BAD_STATEID, an older seqid
 //! NFS4ERR_OLD_STATEID; `reclaim`, a LOCK without it and LOCKT as the grace period says
 //! ([`super::grace`]: NFS4ERR_GRACE, NFS4ERR_NO_GRACE, NFS4ERR_RECLAIM_BAD); a client at
-//! its lock-state bound, or an owner at its range bound, NFS4ERR_DELAY (counted). Locks go
+//! its lock-state bound (or whose address's clients are at theirs), or an owner at its range
+//! bound, NFS4ERR_DELAY (counted). Locks go
 //! with their open (CLOSE) and with their client's lease.
 
 use rpcrdma_engine::xdr::XdrReader;
@@ -165,7 +166,8 @@ fn from_open(
         return Ok((k, false));
     }
     let held = s.clients.get(&client).map_or(0, |cl| cl.locks.len());
-    if held >= c.srv.config().limits.locks_per_client {
+    let lim = c.srv.config().limits;
+    if held >= lim.locks_per_client || s.peer_load(client).1 >= lim.locks_per_peer {
         s.counters.refused_full += 1;
         return Err(st::DELAY);
     }

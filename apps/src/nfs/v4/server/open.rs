@@ -20,7 +20,7 @@
 //! NFS4ERR_NO_GRACE, NFS4ERR_RECLAIM_BAD); CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH
 //! NFS4ERR_NOTSUPP; a delegation claim that is not the caller's delegation of the file
 //! NFS4ERR_BAD_STATEID (NFS4ERR_DELEG_REVOKED once revoked), one for write NFS4ERR_OPENMODE; a
-//! client at its open bound NFS4ERR_DELAY.
+//! client at its open bound, or whose address's clients are at theirs, NFS4ERR_DELAY.
 
 use rpcrdma_engine::xdr::XdrReader;
 
@@ -295,7 +295,8 @@ fn record_open(
         }
         None => {
             let held = s.clients.get(&client).map_or(0, |cl| cl.opens.len());
-            if held >= srv.config().limits.opens_per_client {
+            let lim = srv.config().limits;
+            if held >= lim.opens_per_client || s.peer_load(client).0 >= lim.opens_per_peer {
                 s.counters.refused_full += 1;
                 return Err(st::DELAY);
             }

@@ -49,7 +49,9 @@ pub const CB_MAX_REQUEST: u32 = 160 + 16 + 40 + 156;
 /// empty tag and result count (12), CB_SEQUENCE's result (40), CB_RECALL's (8).
 pub const CB_MAX_RESPONSE: u32 = 24 + 12 + 40 + 8;
 
-/// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP). An owner whose
+/// EXCHANGE_ID (SP4_NONE only; other state protection is NFS4ERR_NOTSUPP). A new client
+/// record past the table's bound, or past the caller's address's share of it
+/// (`clients_per_peer`), is NFS4ERR_DELAY. An owner whose
 /// confirmed client id another principal made, and which holds sessions or state, is
 /// NFS4ERR_CLID_INUSE (RFC 8881 §18.35.5, as Linux nfsd's `same_creds` check): no client
 /// takes over another's state by naming its owner.
@@ -95,7 +97,10 @@ pub fn exchange_id(
             if let Some((old, ..)) = other {
                 s.remove_client(old);
             }
-            if s.clients.len() >= srv.config().limits.clients {
+            let lim = srv.config().limits;
+            let peer = c.cx.peer;
+            let from_peer = s.clients.values().filter(|cl| cl.peer == peer).count();
+            if s.clients.len() >= lim.clients || from_peer >= lim.clients_per_peer {
                 s.counters.refused_full += 1;
                 return Err(st::DELAY);
             }
@@ -105,6 +110,7 @@ pub fn exchange_id(
                 Client {
                     owner,
                     verifier,
+                    peer,
                     principal,
                     confirmed: false,
                     cs_seq: 1,

@@ -12,9 +12,12 @@
 //! (run before every COMPOUND): its sessions, open and lock states are removed, so its session ids
 //! answer NFS4ERR_BADSESSION and its stateids NFS4ERR_BAD_STATEID. A delegation recalled and not
 //! returned within the lease is revoked by the same pass. A table at its bound
-//! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing.
+//! refuses the new entry (NFS4ERR_RESOURCE / NFS4ERR_DELAY) instead of growing; one address
+//! holds at most `clients_per_peer` of the client records, so it cannot take them all, and
+//! its clients together at most `opens_per_peer` open and `locks_per_peer` lock states.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use rpcrdma_poller::CredBody;
 
@@ -27,6 +30,8 @@ use super::xdr::{st, Status};
 pub struct Limits {
     /// Client records (confirmed or not).
     pub clients: usize,
+    /// Client records made from one address (so that no address takes every record).
+    pub clients_per_peer: usize,
     /// Sessions per client.
     pub sessions_per_client: usize,
     /// Slots per session (`ca_maxrequests` is clamped to it).
@@ -37,6 +42,12 @@ pub struct Limits {
     pub opens_per_client: usize,
     /// Lock states (one per lock owner and open) per client.
     pub locks_per_client: usize,
+    /// Open states of all the clients one address made (`clients_per_peer` times
+    /// `opens_per_client` would let one address hold hundreds of thousands: memory, and
+    /// the scans OPEN and LOCK make of the tables under the state lock).
+    pub opens_per_peer: usize,
+    /// Lock states of all the clients one address made.
+    pub locks_per_peer: usize,
     /// Byte ranges one lock state holds.
     pub ranges_per_lock: usize,
     /// Lease period in seconds (`lease_time`).
@@ -51,11 +62,14 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             clients: 1024,
+            clients_per_peer: 64,
             sessions_per_client: 4,
             slots: 64,
             cached_reply: 8 << 10,
             opens_per_client: 4096,
             locks_per_client: 4096,
+            opens_per_peer: 16384,
+            locks_per_peer: 16384,
             ranges_per_lock: 256,
             lease_secs: 90,
             delegs_per_client: 1024,
@@ -171,6 +185,8 @@ pub struct Client {
     pub owner: Vec<u8>,
     /// `co_verifier`.
     pub verifier: [u8; 8],
+    /// The address its EXCHANGE_ID came from (counted against `clients_per_peer`).
+    pub peer: IpAddr,
     /// The principal of its EXCHANGE_ID ([`super::clientdb::principal`]).
     pub principal: Vec<u8>,
     /// Confirmed by a CREATE_SESSION.
@@ -359,6 +375,18 @@ impl State {
                 self.delegs.remove(d);
             }
         }
+    }
+
+    /// The open and lock states held by the clients made from the address client `id` was
+    /// made from (at most `clients_per_peer` records to add up).
+    pub fn peer_load(&self, id: u64) -> (usize, usize) {
+        let Some(peer) = self.clients.get(&id).map(|c| c.peer) else {
+            return (0, 0);
+        };
+        self.clients
+            .values()
+            .filter(|c| c.peer == peer)
+            .fold((0, 0), |(o, l), c| (o + c.opens.len(), l + c.locks.len()))
     }
 
     /// The session `sid` and a mutable view of its client's lease.

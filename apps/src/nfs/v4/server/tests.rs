@@ -192,6 +192,19 @@ impl H {
         owner: &[u8],
         auth: Vec<u8>,
     ) -> H {
+        let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        H::on_at(srv, now, store, owner, auth, peer)
+    }
+
+    /// [`H::on`] from address `peer`.
+    pub fn on_at(
+        srv: Arc<Nfs41>,
+        now: Arc<AtomicU64>,
+        store: Arc<dyn Store>,
+        owner: &[u8],
+        auth: Vec<u8>,
+        peer: IpAddr,
+    ) -> H {
         let mut h = H {
             srv,
             now,
@@ -200,7 +213,7 @@ impl H {
             seq: 0,
             clientid: 0,
             store,
-            peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            peer,
         };
         let r = h.plain(&[Op::ExchangeId {
             verifier: [1; 8],
@@ -570,6 +583,44 @@ fn rejects_clients_and_sessions_past_their_bounds() {
     assert_eq!(a.plain(&[cs]).status, st::DELAY);
     assert_eq!(srv.state().counters.refused_full, 2);
     assert_eq!(srv.counters()[0], ("nfs4_clients", 2));
+}
+
+/// EXCHANGE_ID of client owner `owner` from `peer`: the COMPOUND's status.
+fn exchange_from(srv: &Nfs41, peer: IpAddr, owner: &[u8]) -> u32 {
+    let auth = auth_sys(0, 0);
+    let cx = CallCx {
+        peer,
+        cred: OpaqueAuth {
+            flavor: AuthFlavor::Sys,
+            body: &auth,
+        },
+        conn: 9,
+    };
+    let ops = [Op::ExchangeId {
+        verifier: [1; 8],
+        owner,
+        flags: 0,
+    }];
+    let e = encode_compound_minor("t", 1, &ops);
+    let reply = srv.compound(&cx, &e.bytes).expect("header decodes");
+    walk(&reply).status
+}
+
+#[test]
+fn rejects_client_records_past_one_peers_share_and_keeps_room_for_others() {
+    let (srv, now, store) = server("rw,no_root_squash", Limits::default());
+    let hostile = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 66));
+    let mut refused = 0;
+    for i in 0..Limits::default().clients {
+        let owner = format!("hostile-{i}");
+        if exchange_from(&srv, hostile, owner.as_bytes()) == st::DELAY {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "one address took every client record");
+    // Another address still gets a client id and a session.
+    let h = H::on(srv, now, store, b"victim", auth_sys(0, 0));
+    assert_ne!(h.clientid, 0);
 }
 
 #[test]

@@ -178,6 +178,45 @@ fn rejects_opens_past_their_bound() {
     assert_eq!(h.srv.state().counters.refused_full, 1);
 }
 
+#[test]
+fn rejects_opens_past_one_addresss_share_across_its_clients() {
+    let lim = Limits {
+        opens_per_client: 2,
+        opens_per_peer: 3,
+        ..Limits::default()
+    };
+    let (srv, now, store) = server("rw,no_root_squash", lim);
+    let mut a = H::on(
+        srv.clone(),
+        now.clone(),
+        store.clone(),
+        b"a",
+        auth_sys(0, 0),
+    );
+    let mut b = H::on(
+        srv.clone(),
+        now.clone(),
+        store.clone(),
+        b"b",
+        auth_sys(0, 0),
+    );
+    let root = a.root();
+    let open = |h: &mut H, name: &[u8]| {
+        let id = h.clientid;
+        h.raw(&[A::op(op::PUTFH).opaque(&root), open_create(id, name)])
+            .status
+    };
+    assert_eq!(open(&mut a, b"a1"), st::OK);
+    assert_eq!(open(&mut a, b"a2"), st::OK);
+    assert_eq!(open(&mut b, b"b1"), st::OK);
+    assert_eq!(open(&mut b, b"b2"), st::DELAY, "the address's fourth open");
+    // Another address is not held to this one's share.
+    let peer = "10.0.0.9".parse().unwrap();
+    let mut c = H::on_at(srv.clone(), now, store, b"c", auth_sys(0, 0), peer);
+    assert_eq!(open(&mut c, b"c1"), st::OK);
+    assert_eq!(srv.state().opens.len(), 4);
+}
+
 /// Callbacks that are all answered.
 struct Answered;
 
