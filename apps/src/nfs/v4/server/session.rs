@@ -208,7 +208,8 @@ pub fn get_sec_parms(r: &mut XdrReader<'_>) -> Result<Option<CredBody>, Status> 
 /// CREATE_SESSION: channels clamped, the backchannel's connection recorded (and probed with
 /// CB_NULL after the COMPOUND); a back channel too small for a recall ([`CB_OPS`],
 /// [`CB_MAX_REQUEST`], [`CB_MAX_RESPONSE`]) is NFS4ERR_TOOSMALL, as Linux nfsd's
-/// `check_backchannel_attrs` answers.
+/// `check_backchannel_attrs` answers. An unconfirmed client id named by a principal or from
+/// an address other than its EXCHANGE_ID's is NFS4ERR_CLID_INUSE (RFC 8881 §18.36.4).
 pub fn create_session(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -232,6 +233,13 @@ pub fn create_session(
     let now = srv.now_ms();
     let mut s = srv.state();
     let cl = s.clients.get(&clientid).ok_or(st::STALE_CLIENTID)?;
+    // An unconfirmed client id is confirmed only by the principal, from the address, that made
+    // it (RFC 8881 §18.36.4; Linux nfsd checks both).
+    if !cl.confirmed
+        && (cl.peer != c.cx.peer || cl.principal != super::clientdb::principal(&c.cx.cred))
+    {
+        return Err(st::CLID_INUSE);
+    }
     if seq == cl.cs_seq.wrapping_sub(1) {
         if let Some(b) = &cl.cs_reply {
             out.b.extend_from_slice(b);

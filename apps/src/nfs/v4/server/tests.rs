@@ -796,3 +796,54 @@ fn accepts_test_stateid_and_free_stateid() {
     let huge = h.raw(&[A::op(op::TEST_STATEID).u32(u32::MAX)]);
     assert_eq!(huge.status, st::BADXDR);
 }
+
+/// CREATE_SESSION of an unconfirmed client id from a principal or an address other than its
+/// EXCHANGE_ID's: NFS4ERR_CLID_INUSE (RFC 8881 §18.36.4; Linux nfsd's `same_creds` and
+/// address checks), so no one confirms, and takes over, a client id another client made.
+#[test]
+fn rejects_create_session_of_another_principals_unconfirmed_client_id() {
+    let (srv, _now, _store) = server("rw", Limits::default());
+    let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    let owner_auth = auth_sys(0, 0);
+    let at = |peer: IpAddr, auth: &[u8], ops: &[Op<'_>]| -> Vec<u8> {
+        let cx = CallCx {
+            peer,
+            cred: OpaqueAuth {
+                flavor: AuthFlavor::Sys,
+                body: auth,
+            },
+            conn: 9,
+        };
+        let e = encode_compound_minor("t", 1, ops);
+        srv.compound(&cx, &e.bytes).expect("header decodes")
+    };
+    let ex = [Op::ExchangeId {
+        verifier: [1; 8],
+        owner: b"victim",
+        flags: 0,
+    }];
+    let r = decode_compound(&at(peer, &owner_auth, &ex), &ex, ReadPlacement::Inline).unwrap();
+    let Some(OpResult::ExchangeId(x)) = r.find(op::EXCHANGE_ID).map(|o| o.result.clone()) else {
+        panic!("EXCHANGE_ID: {r:?}");
+    };
+    let cs = [Op::CreateSession {
+        clientid: x.clientid,
+        sequence: x.sequence,
+        flags: 0,
+        fore: fore(),
+        back: fore(),
+        cb_program: 1,
+    }];
+    let other = auth_sys(1000, 1000);
+    assert_eq!(walk(&at(peer, &other, &cs)).status, st::CLID_INUSE);
+    let elsewhere = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 66));
+    assert_eq!(
+        walk(&at(elsewhere, &owner_auth, &cs)).status,
+        st::CLID_INUSE
+    );
+    assert!(srv.state().sessions.is_empty());
+    assert!(!srv.state().clients[&x.clientid].confirmed);
+    // The client that made it still confirms it.
+    assert_eq!(walk(&at(peer, &owner_auth, &cs)).status, st::OK);
+    assert!(srv.state().clients[&x.clientid].confirmed);
+}
