@@ -284,6 +284,53 @@ fn accepts_v2_thresholds_independent_of_rounded_advertised_sizes() {
     assert_eq!((a.send_inline, b.send_inline), (4096, 4096));
 }
 
+/// Draft, "Responder Does Support RPC-over-RDMA Version Two": after the first Version Two reply
+/// "both peers use the default inline threshold value for RPC-over-RDMA Version Two connections
+/// (4096 bytes)". A requester offers no Reply chunk for a reply that fits 4096 octets, so a
+/// side whose Sends hold fewer than 4096 octets could not send such a reply inline and would
+/// answer RDMA2_ERR_CANT_REPLY: Version Two is refused at set-up for it, as for a receive size
+/// below 4096. Version One keeps any size.
+#[test]
+fn rejects_v2_config_with_a_send_size_below_4096() {
+    use rpcrdma_engine::conn::{ConfigError, Connection, Pools};
+    let buf = |i: u64, len: u32| LocalBuf {
+        addr: 0x1000_0000 + i * 0x1_0000,
+        len,
+        lkey: 1,
+    };
+    let headers: Vec<LocalBuf> = (0..4).map(|i| buf(i, 4096)).collect();
+    let recvs: Vec<LocalBuf> = (4..40).map(|i| buf(i, 4096)).collect();
+    let mws: Vec<u32> = (0..32).map(|i| 0x100 + i).collect();
+    let pools = Pools {
+        headers: &headers,
+        recvs: &recvs,
+        data: &[],
+        mws: &mws,
+        zero: buf(60, 64),
+    };
+    for role in [Role::Requester, Role::Responder] {
+        let make = |max_version: u32, inline_send: u32| {
+            let mut c = Config::DEFAULT;
+            c.credits = 4;
+            c.max_version = max_version;
+            c.inline_send = inline_send;
+            Connection::new(role, c, &pools).map(|_| ())
+        };
+        assert_eq!(
+            make(2, 2048),
+            Err(ConfigError::InlineSendTooSmallForV2 { have: 2048 }),
+            "{role:?}"
+        );
+        assert_eq!(
+            make(2, 4095),
+            Err(ConfigError::InlineSendTooSmallForV2 { have: 4095 }),
+            "{role:?}"
+        );
+        assert_eq!(make(2, 4096), Ok(()), "{role:?}");
+        assert_eq!(make(1, 2048), Ok(()), "{role:?}");
+    }
+}
+
 #[test]
 fn accepts_fallback_to_v1_with_a_v1_only_server_and_remembers_it() {
     let mut sc = v1cfg();

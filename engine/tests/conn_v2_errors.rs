@@ -421,6 +421,51 @@ fn accepts_registered_optional_types_and_rejects_others_with_inval_option() {
     still_works(&mut p, 0xf4);
 }
 
+/// Draft, "Transport Errors": "If a receiver recognizes the value in the rdma_proc field but
+/// the incoming RPC-over-RDMA transport header cannot be parsed, it MUST send
+/// RDMA2_ERR_BAD_XDR". An RDMA2_OPTIONAL marked CALL whose body does not parse (optinfo cut
+/// short, non-zero pad, direction neither CALL nor REPLY) is answered RDMA2_ERR_BAD_XDR with
+/// the XID and version copied — even for a registered type, whose handler never sees it.
+#[test]
+fn rejects_malformed_optional_calls_with_bad_xdr() {
+    let mut p = raw_client();
+    let seen = Arc::new(Mutex::new(0u32));
+    let s2 = seen.clone();
+    p.resp
+        .conn()
+        .register_optional(0x77, Box::new(move |_| *s2.lock().unwrap() += 1))
+        .unwrap();
+    let bad_xdr = |xid| Some(v2_error(xid, 2, &[2 /* RDMA2_ERR_BAD_XDR */]));
+    // rdma_optinfo claims 8 octets, 4 arrive.
+    let m = words(&[0xe1, 2, 8, OPTIONAL, CALL, 0x77, 8, 0x0102_0304]);
+    assert_eq!(probe(&mut p, &m), bad_xdr(0xe1));
+    // 5 octets of rdma_optinfo, a pad octet that is not zero.
+    let m = words(&[
+        0xe2,
+        2,
+        8,
+        OPTIONAL,
+        CALL,
+        0x77,
+        5,
+        0x0102_0304,
+        0x0500_0001,
+    ]);
+    assert_eq!(probe(&mut p, &m), bad_xdr(0xe2));
+    // rdma_opttype missing.
+    let m = words(&[0xe3, 2, 8, OPTIONAL, CALL]);
+    assert_eq!(probe(&mut p, &m), bad_xdr(0xe3));
+    // rdma_optdir = 2.
+    let m = words(&[0xe4, 2, 8, OPTIONAL, 2, 0x77, 0]);
+    assert_eq!(probe(&mut p, &m), bad_xdr(0xe4));
+    assert_eq!(*seen.lock().unwrap(), 0);
+    // Marked REPLY: never answered.
+    let m = words(&[0xe5, 2, 8, OPTIONAL, REPLY, 0x77, 8, 0x0102_0304]);
+    assert_eq!(probe(&mut p, &m), None);
+    assert_eq!(*seen.lock().unwrap(), 0);
+    still_works(&mut p, 0xe6);
+}
+
 /// Draft, XDR of `rpcrdma2_optional`: `opaque rdma_optinfo<>` has no bound of its own; the
 /// only limit is the message, which the receive buffer bounds. A responder whose receive buffers
 /// (and RFC 8797 advertised receive size) are 16384 octets takes a well-formed RDMA2_OPTIONAL

@@ -250,6 +250,160 @@ fn accepts_reply_inv_handle_not_in_its_own_chunks() {
     assert_eq!(dec(&buf).chunks().unwrap().inv_handle, 0x9999);
 }
 
+fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// RDMA2_MSG call with every list at once, word by word from `rpcrdma2_chunk_lists`: a Read
+/// chunk of two segments at XDR position 120 and one of one segment at 248 (where the first
+/// chunk's 128 octets end), two Write chunks, a Reply chunk; `rdma_inv_handle` names the
+/// second Write chunk's handle.
+#[test]
+fn accepts_msg_call_with_every_list_from_hand_written_words() {
+    let mut buf = words(&[
+        0xbeef_0030, // rdma_xid
+        2,           // rdma_vers
+        4,           // rdma_credit
+        0,           // rdma_proc = RDMA2_MSG
+        0,           // rdma_direction = CALL
+        0x8102,      // rdma_inv_handle
+        1,           // rdma_reads: entry follows
+        120,         //   rdma_position
+        0x8001,      //   rdma_handle
+        100,         //   rdma_length
+        1,           //   rdma_offset (high word)
+        0,           //   rdma_offset (low word) = 0x1_0000_0000
+        1,           // rdma_next: entry follows
+        120,         //   rdma_position (same chunk)
+        0x8002,      //   rdma_handle
+        28,          //   rdma_length
+        0,           //   rdma_offset (high word)
+        0x2000,      //   rdma_offset (low word)
+        1,           // rdma_next: entry follows
+        248,         //   rdma_position (next chunk)
+        0x8003,      //   rdma_handle
+        4,           //   rdma_length
+        0,           //   rdma_offset (high word)
+        0x3000,      //   rdma_offset (low word)
+        0,           // rdma_next: end of Read list
+        1,           // rdma_writes: entry follows
+        1,           //   rdma_target<>: 1 segment
+        0x8101,      //     rdma_handle
+        8192,        //     rdma_length
+        0,           //     rdma_offset (high word)
+        0x4000,      //     rdma_offset (low word)
+        1,           // rdma_next: entry follows
+        1,           //   rdma_target<>: 1 segment
+        0x8102,      //     rdma_handle
+        512,         //     rdma_length
+        0,           //     rdma_offset (high word)
+        0x6000,      //     rdma_offset (low word)
+        0,           // rdma_next: end of Write list
+        1,           // rdma_reply: present
+        1,           //   rdma_target<>: 1 segment
+        0x8103,      //     rdma_handle
+        1024,        //     rdma_length
+        0,           //     rdma_offset (high word)
+        0x7000,      //     rdma_offset (low word)
+    ]);
+    let header_len = buf.len();
+    assert_eq!(header_len, 44 * 4);
+    buf.extend_from_slice(&words(&[0xbeef_0030, 0])); // RPC xid, msg_type = CALL
+    let h = dec(&buf);
+    assert_eq!((h.xid, h.vers, h.credits), (0xbeef_0030, 2, 4));
+    assert_eq!((h.header_len, h.payload), (header_len, &buf[header_len..]));
+    let c = h.chunks().unwrap();
+    assert_eq!((c.direction, c.inv_handle), (Direction::Call, 0x8102));
+    let reads = [
+        ReadSegment::new(120, Segment::new(0x8001, 100, 0x1_0000_0000)),
+        ReadSegment::new(120, Segment::new(0x8002, 28, 0x2000)),
+        ReadSegment::new(248, Segment::new(0x8003, 4, 0x3000)),
+    ];
+    assert_eq!(reads_of(&c.lists), reads);
+    let w0 = [Segment::new(0x8101, 8192, 0x4000)];
+    let w1 = [Segment::new(0x8102, 512, 0x6000)];
+    assert_eq!(writes_of(&c.lists), vec![w0.to_vec(), w1.to_vec()]);
+    let reply = [Segment::new(0x8103, 1024, 0x7000)];
+    assert_eq!(reply_of(&c.lists), Some(reply.to_vec()));
+    let writes: [&[Segment]; 2] = [&w0, &w1];
+    assert_eq!(
+        encode_vec(&Message {
+            xid: 0xbeef_0030,
+            credits: 4,
+            body: MessageBody::Msg(ChunksRef {
+                direction: Direction::Call,
+                inv_handle: 0x8102,
+                lists: ChunkListsRef {
+                    reads: &reads,
+                    writes: &writes,
+                    reply: Some(&reply),
+                },
+            }),
+        }),
+        &buf[..header_len]
+    );
+}
+
+/// `rpcrdma2_err_reply` with `rdma_processed` FALSE (bool 0) and `rdma_segment_index` 0 ("not
+/// possible to determine which segment was too small").
+#[test]
+fn accepts_cant_reply_not_processed_from_hand_written_words() {
+    let buf = words(&[
+        0xbeef_0031, // rdma_xid
+        2,           // rdma_vers
+        1,           // rdma_credit
+        4,           // rdma_proc = RDMA2_ERROR
+        3,           // rdma_err = RDMA2_ERR_CANT_REPLY
+        0,           // rdma_processed = FALSE
+        0,           // rdma_segment_index
+        0x1234,      // rdma_length_needed
+    ]);
+    let want = RdmaError::CantReply {
+        processed: false,
+        segment_index: 0,
+        length_needed: 0x1234,
+    };
+    let h = dec(&buf);
+    assert_eq!((h.body, h.header_len), (Body::Error(want), 32));
+    let mut out = [0u8; 32];
+    let n = v2::encode_error(0xbeef_0031, 2, 1, &want, &mut out).unwrap();
+    assert_eq!(&out[..n], &buf[..]);
+}
+
+/// RDMA2_OPTIONAL whose `rdma_optinfo` is a multiple of four octets (no pad), followed by the
+/// start of the RPC Call it carries (`rdma_optdir` CALL, as its `msg_type`).
+#[test]
+fn accepts_optional_without_pad_carrying_a_call_from_hand_written_words() {
+    let mut buf = words(&[
+        0xbeef_0032, // rdma_xid
+        2,           // rdma_vers
+        1,           // rdma_credit
+        5,           // rdma_proc = RDMA2_OPTIONAL
+        0,           // rdma_optdir = CALL
+        0xabc,       // rdma_opttype
+        8,           // rdma_optinfo: length 8
+        0x0102_0304, //   octets 1-4
+        0x0506_0708, //   octets 5-8 (no pad)
+    ]);
+    buf.extend_from_slice(&words(&[0xbeef_0032, 0])); // RPC xid, msg_type = CALL
+    let h = dec(&buf);
+    let want = Optional {
+        optdir: Direction::Call,
+        opttype: 0xabc,
+        optinfo: &[1, 2, 3, 4, 5, 6, 7, 8],
+    };
+    assert_eq!(h.body, Body::Optional(want));
+    assert_eq!((h.header_len, h.payload), (36, &buf[36..]));
+    assert_eq!(
+        encode_vec(&Message {
+            xid: 0xbeef_0032,
+            credits: 1,
+            body: MessageBody::Optional(want),
+        }),
+        &buf[..36]
+    );
+}
+
 #[test]
 fn accepts_golden_reencoding_byte_for_byte() {
     for &(name, buf, len) in GOLDEN {

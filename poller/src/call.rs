@@ -113,7 +113,7 @@ pub enum ClientError {
     /// The call could not be expressed (too large, too many items, ...).
     BadCall(StartError),
     /// The requested protocol version cannot be spoken with these options (Version Two needs
-    /// an inline receive size of at least 4096 octets).
+    /// inline send and receive sizes of at least 4096 octets).
     Unsupported,
     /// Version Two RDMA2_ERR_CANT_REPLY: the server's reply did not fit the reply resources the
     /// call offered (reply buffer, receptacles) and there was nothing larger to send the call

@@ -131,8 +131,9 @@ impl Client {
             return Err(ClientError::PersistentStagsRefused);
         }
         if opts.version == ProtocolVersion::V2
-            && private_data::representable_size(private_data::clamp_size(opts.inline_recv))
+            && (private_data::representable_size(private_data::clamp_size(opts.inline_recv))
                 < conn::V2_INLINE
+                || private_data::clamp_size(opts.inline_send) < conn::V2_INLINE)
         {
             return Err(ClientError::Unsupported);
         }

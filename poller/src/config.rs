@@ -271,8 +271,9 @@ pub struct ClientOptions {
     pub rnr_retry: u8,
     /// Protocol version to prefer. [`ProtocolVersion::V2`] falls back to Version One when the
     /// server does not speak Version Two, and remembers that for the client's later
-    /// connections; it needs `inline_recv` ≥ 4096 ([`Client::connect`](crate::Client::connect)
-    /// refuses it otherwise with [`ClientError::Unsupported`](crate::ClientError::Unsupported)).
+    /// connections; it needs `inline_recv` and `inline_send` ≥ 4096
+    /// ([`Client::connect`](crate::Client::connect) refuses it otherwise with
+    /// [`ClientError::Unsupported`](crate::ClientError::Unsupported)).
     pub version: ProtocolVersion,
     /// Direct data placement (DDP items become chunks).
     pub ddp: bool,
@@ -399,8 +400,8 @@ pub struct ServerOptions {
     /// each call in the version it came in: Version Two clients in Version Two, Version One
     /// clients in Version One. [`ProtocolVersion::V1`] serves Version One only and answers a
     /// Version Two call with ERR_VERS (a Version Two client then falls back). Version Two
-    /// needs `inline_recv` ≥ 4096: with a smaller receive size the server serves Version One
-    /// only.
+    /// needs `inline_recv` and `inline_send` ≥ 4096: with a smaller size the server serves
+    /// Version One only.
     pub version: ProtocolVersion,
     /// Backward calls (RFC 8167) each connection keeps outstanding at most, and the backward
     /// credits it asks its client for (the client's grant limits it further). 0: connections

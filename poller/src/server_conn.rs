@@ -170,8 +170,9 @@ fn engine_config<P: Provider>(env: &NodeEnv<P>, o: &ServerOptions) -> conn::Conf
     cfg.rq_depth = env.rq_depth(c);
     cfg.max_send_sge = 4;
     cfg.max_rdma_reads = 16;
-    // Version Two needs 4096-octet receives; a smaller receive size serves Version One only.
-    let v2_ok = private_data::representable_size(cfg.inline_recv) >= conn::V2_INLINE;
+    // Version Two needs 4096-octet receives and Sends; a smaller size serves Version One only.
+    let v2_ok = private_data::representable_size(cfg.inline_recv) >= conn::V2_INLINE
+        && cfg.inline_send >= conn::V2_INLINE;
     cfg.max_version = if v2_ok { o.version.number() } else { 1 };
     cfg
 }

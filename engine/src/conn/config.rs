@@ -212,7 +212,8 @@ pub struct Config {
     /// Highest RPC-over-RDMA version spoken: 1, or 2 (the draft's Version Two). A requester with
     /// 2 sends its first call in Version Two (at most 1024 octets) and falls back to Version One
     /// for the connection if the responder answers ERR_VERS; a responder with 2 answers each
-    /// call in the version it came in. Version Two needs [`Config::inline_recv`] ≥ 4096.
+    /// call in the version it came in. Version Two needs [`Config::inline_recv`] and
+    /// [`Config::inline_send`] ≥ 4096.
     pub max_version: u32,
     /// Requester with [`StagMode::MemoryWindows`]: seed of the connection's key generator,
     /// which picks the consumer key byte (the low 8 bits) of every memory-window bind, never
@@ -395,6 +396,15 @@ pub enum ConfigError {
         /// The advertised receive size.
         have: u32,
     },
+    /// Version Two is enabled but [`Config::inline_send`] is below 4096 octets: after a Version
+    /// Two reply "both peers use the default inline threshold value for RPC-over-RDMA Version
+    /// Two connections (4096 bytes)" (draft-cel-nfsv4-rpcrdma-version-two-02, "Responder Does
+    /// Support RPC-over-RDMA Version Two"), so a peer offers no Reply chunk for a reply that
+    /// fits 4096 octets, which this side could not send inline.
+    InlineSendTooSmallForV2 {
+        /// The send size configured.
+        have: u32,
+    },
     /// Fewer backchannel receive buffers than the role needs.
     TooFewBackchannelRecvs {
         /// Buffers needed.
@@ -496,6 +506,11 @@ fn check_settings(cfg: &Config) -> Result<(), ConfigError> {
     if cfg.max_version >= 2 && private_data::representable_size(cfg.inline_recv) < V2_INLINE {
         return Err(ConfigError::InlineRecvTooSmallForV2 {
             have: private_data::representable_size(cfg.inline_recv),
+        });
+    }
+    if cfg.max_version >= 2 && cfg.inline_send < V2_INLINE {
+        return Err(ConfigError::InlineSendTooSmallForV2 {
+            have: cfg.inline_send,
         });
     }
     Ok(())
