@@ -30,6 +30,7 @@ pub mod deleg;
 pub mod deleg_write;
 pub mod fileops;
 pub mod grace;
+pub mod index;
 pub mod lock;
 pub mod open;
 pub mod pseudo;

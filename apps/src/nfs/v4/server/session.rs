@@ -80,7 +80,10 @@ pub fn exchange_id(
     let now = srv.now_ms();
     let principal = super::clientdb::principal(&c.cx.cred);
     let mut s = srv.state();
-    let found = s.clients.iter().find(|(_, cl)| cl.owner == owner);
+    let found = s
+        .index
+        .owner(&owner)
+        .and_then(|id| Some((id, s.clients.get(&id)?)));
     if let Some((_, cl)) = found {
         let has_state = !(cl.sessions.is_empty()
             && cl.opens.is_empty()
@@ -90,7 +93,7 @@ pub fn exchange_id(
             return Err(st::CLID_INUSE);
         }
     }
-    let found = found.map(|(id, cl)| (*id, cl.confirmed && cl.principal == principal, cl.verifier));
+    let found = found.map(|(id, cl)| (id, cl.confirmed && cl.principal == principal, cl.verifier));
     let (id, confirmed) = match found {
         Some((id, true, v)) if v == verifier => (id, true),
         other => {
@@ -99,13 +102,13 @@ pub fn exchange_id(
             }
             let lim = srv.config().limits;
             let peer = c.cx.peer;
-            let from_peer = s.clients.values().filter(|cl| cl.peer == peer).count();
+            let from_peer = s.index.peer_clients(&peer).len();
             if s.clients.len() >= lim.clients || from_peer >= lim.clients_per_peer {
                 s.counters.refused_full += 1;
                 return Err(st::DELAY);
             }
             let id = srv.new_client_id(&mut s);
-            s.clients.insert(
+            s.insert_client(
                 id,
                 Client {
                     owner,
@@ -310,7 +313,7 @@ pub fn create_session(
     cl.cs_seq = cl.cs_seq.wrapping_add(1);
     cl.cs_reply = Some(out.b[start..].to_vec());
     cl.sessions.push(sid);
-    cl.renewed_ms = now;
+    s.renew(clientid, now);
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use rpcrdma_poller::CredBody;
 
 use crate::nfs::types::Fh;
 
+use super::index::Index;
 use super::xdr::{st, Status};
 
 /// Bounds of the state tables.
@@ -268,7 +269,8 @@ pub struct State {
     pub clients: HashMap<u64, Client>,
     /// Sessions by id.
     pub sessions: HashMap<[u8; 16], Session>,
-    /// Open states by `other`.
+    /// Open states by `other` (added and removed only through the methods that keep
+    /// [`State::index`], as are the lock states, delegations and clients).
     pub opens: HashMap<[u8; 12], OpenState>,
     /// Lock states by `other`.
     pub locks: HashMap<[u8; 12], LockState>,
@@ -278,6 +280,8 @@ pub struct State {
     pub next: u64,
     /// Clients expired, sessions destroyed, etc. (counters).
     pub counters: Counters,
+    /// The tables indexed by file, address, owner and recall time.
+    pub index: Index,
     /// Owners of the clients removed since [`super::Nfs41::settle_recovery`] last took them
     /// (their stable-storage records go; drained after every COMPOUND).
     pub gone: Vec<Vec<u8>>,
@@ -309,29 +313,27 @@ impl State {
         self.next
     }
 
-    /// Removes every client whose lease ran out at `now_ms`, with its sessions and opens.
+    /// Removes every client whose lease ran out at `now_ms`, with its sessions and opens, and
+    /// revokes the delegations recalled and not returned within the lease. Looks at the
+    /// clients only when the oldest renewal may be that old, and at the recalled delegations
+    /// only ([`Index`]).
     pub fn expire(&mut self, now_ms: u64, lease_secs: u32) {
         let lease = u64::from(lease_secs) * 1000;
-        let dead: Vec<u64> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| now_ms.saturating_sub(c.renewed_ms) > lease)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in dead {
-            self.remove_client(id);
-            self.counters.clients_expired += 1;
+        if self.index.lease_due(now_ms, lease) {
+            let dead: Vec<u64> = self
+                .clients
+                .iter()
+                .filter(|(_, c)| now_ms.saturating_sub(c.renewed_ms) > lease)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in dead {
+                self.remove_client(id);
+                self.counters.clients_expired += 1;
+            }
+            let floor = self.clients.values().map(|c| c.renewed_ms).min();
+            self.index.set_renew_floor(floor);
         }
-        let late: Vec<[u8; 12]> = self
-            .delegs
-            .iter()
-            .filter(|(_, d)| {
-                d.recalled_ms
-                    .is_some_and(|t| now_ms.saturating_sub(t) > lease)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for d in late {
+        while let Some(d) = self.index.take_late_recall(now_ms, lease) {
             self.revoke_deleg(&d);
         }
     }
@@ -342,6 +344,7 @@ impl State {
         let Some(d) = self.delegs.remove(other) else {
             return;
         };
+        self.unfile_deleg(other, &d);
         self.counters.revoked += 1;
         if let Some(cl) = self.clients.get_mut(&d.client) {
             cl.delegs.retain(|x| x != other);
@@ -352,6 +355,7 @@ impl State {
     /// Removes delegation `other` (returned or freed).
     pub fn remove_deleg(&mut self, other: &[u8; 12]) {
         if let Some(d) = self.delegs.remove(other) {
+            self.unfile_deleg(other, &d);
             if let Some(cl) = self.clients.get_mut(&d.client) {
                 cl.delegs.retain(|x| x != other);
             }
@@ -365,15 +369,7 @@ impl State {
             for s in &c.sessions {
                 self.sessions.remove(s);
             }
-            for o in &c.opens {
-                self.opens.remove(o);
-            }
-            for l in &c.locks {
-                self.locks.remove(l);
-            }
-            for d in &c.delegs {
-                self.delegs.remove(d);
-            }
+            self.remove_client_states(id, &c);
         }
     }
 
@@ -383,9 +379,10 @@ impl State {
         let Some(peer) = self.clients.get(&id).map(|c| c.peer) else {
             return (0, 0);
         };
-        self.clients
-            .values()
-            .filter(|c| c.peer == peer)
+        self.index
+            .peer_clients(&peer)
+            .iter()
+            .filter_map(|x| self.clients.get(x))
             .fold((0, 0), |(o, l), c| (o + c.opens.len(), l + c.locks.len()))
     }
 
@@ -398,6 +395,7 @@ impl State {
     pub fn renew(&mut self, client: u64, now_ms: u64) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.renewed_ms = now_ms;
+            self.index.renewed(now_ms);
         }
     }
 
@@ -406,18 +404,14 @@ impl State {
         let Some(o) = self.opens.remove(other) else {
             return;
         };
-        let gone: Vec<[u8; 12]> = self
-            .locks
-            .iter()
-            .filter(|(_, l)| l.open == *other)
-            .map(|(k, _)| *k)
-            .collect();
-        for l in &gone {
-            self.locks.remove(l);
-        }
+        // Its lock states are on its file (and of its client).
+        let gone = self.unfile_open(other, &(o.export, o.fh));
         if let Some(cl) = self.clients.get_mut(&o.client) {
             cl.opens.retain(|x| x != other);
-            cl.locks.retain(|x| !gone.contains(x));
+            if gone > 0 {
+                let locks = &self.locks;
+                cl.locks.retain(|x| locks.contains_key(x));
+            }
         }
     }
 
