@@ -63,7 +63,7 @@ pub struct Index {
     recalls: BTreeSet<(u64, [u8; 12])>,
     /// At most the oldest lease renewal of any client (`None`: no client).
     renew_floor: Option<u64>,
-    /// States looked at through the file index (tests count the work an operation does).
+    /// States and client records looked at (tests count the work an operation does).
     #[cfg(test)]
     visits: std::cell::Cell<u64>,
 }
@@ -108,14 +108,17 @@ impl Index {
         self.visited(1);
     }
 
-    fn visited(&self, _n: u64) {
+    /// Counts `_n` records looked at (tests).
+    pub fn visited(&self, _n: u64) {
         #[cfg(test)]
         self.visits.set(self.visits.get() + _n);
     }
 
     /// The clients made from `peer`.
     pub fn peer_clients(&self, peer: &IpAddr) -> &[u64] {
-        self.peers.get(peer).map_or(&[], Vec::as_slice)
+        let v = self.peers.get(peer).map_or(&[][..], Vec::as_slice);
+        self.visited(v.len() as u64);
+        v
     }
 
     /// The client whose owner is `owner`.
@@ -149,10 +152,17 @@ impl Index {
         }
     }
 
-    /// States looked at through the file index since the server started.
+    /// States and client records looked at through the indexes and by the lease pass since
+    /// the server started.
     #[cfg(test)]
     pub fn visits(&self) -> u64 {
         self.visits.get()
+    }
+
+    /// Files with states (and addresses with clients) indexed.
+    #[cfg(test)]
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.files.len(), self.peers.len())
     }
 }
 
@@ -394,7 +404,7 @@ impl State {
         assert_eq!(peers.len(), self.index.peers.len(), "addresses indexed");
         for (p, mut v) in peers {
             v.sort_unstable();
-            let mut got = self.index.peer_clients(&p).to_vec();
+            let mut got = self.index.peers.get(&p).cloned().unwrap_or_default();
             got.sort_unstable();
             assert_eq!(v, got, "clients of an address");
         }

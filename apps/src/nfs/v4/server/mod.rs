@@ -819,6 +819,8 @@ mod tests_deleg;
 #[cfg(test)]
 mod tests_grace;
 #[cfg(test)]
+mod tests_index;
+#[cfg(test)]
 mod tests_lock;
 #[cfg(test)]
 mod tests_open;

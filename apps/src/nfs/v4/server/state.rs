@@ -320,6 +320,7 @@ impl State {
     pub fn expire(&mut self, now_ms: u64, lease_secs: u32) {
         let lease = u64::from(lease_secs) * 1000;
         if self.index.lease_due(now_ms, lease) {
+            self.index.visited(self.clients.len() as u64);
             let dead: Vec<u64> = self
                 .clients
                 .iter()
