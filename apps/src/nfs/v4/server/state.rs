@@ -6,7 +6,9 @@
 //! holding the last sequence id seen and the reply sent for it. Every SEQUENCE renews the
 //! client's lease. OPEN adds an open state (its stateid's `other` names it), CLOSE removes it
 //! with the lock states that came from it (LOCK adds them, one per lock owner and open). A read
-//! OPEN may add a delegation ([`super::deleg`]); DELEGRETURN removes it.
+//! OPEN may add a delegation ([`super::deleg`]); DELEGRETURN removes it. Every state is
+//! also indexed by its file, every client by its address and owner ([`super::index`]), so
+//! that no operation walks a whole table.
 //!
 //! Recovery: a client that sends nothing for a lease period is expired by [`State::expire`]
 //! (run before every COMPOUND): its sessions, open and lock states are removed, so its session ids
@@ -45,7 +47,7 @@ pub struct Limits {
     pub locks_per_client: usize,
     /// Open states of all the clients one address made (`clients_per_peer` times
     /// `opens_per_client` would let one address hold hundreds of thousands: memory, and
-    /// the scans OPEN and LOCK make of the tables under the state lock).
+    /// the states an OPEN or LOCK of a file they all hold looks at under the state lock).
     pub opens_per_peer: usize,
     /// Lock states of all the clients one address made.
     pub locks_per_peer: usize,
