@@ -383,6 +383,8 @@ impl State {
             .filter_map(|(k, d)| Some((d.recalled_ms?, *k)))
             .collect();
         assert_eq!(recalls, self.index.recalls, "recalled delegations");
+        let reserved: usize = self.sessions.values().map(|v| v.reserved()).sum();
+        assert_eq!(self.replies_reserved, reserved, "reply cache reserved");
         let mut peers: HashMap<IpAddr, Vec<u64>> = HashMap::new();
         for (id, c) in &self.clients {
             peers.entry(c.peer).or_default().push(*id);

@@ -41,6 +41,11 @@ pub struct Limits {
     pub slots: u32,
     /// Largest reply kept in a slot (`ca_maxresponsesize_cached` is clamped to it).
     pub cached_reply: u32,
+    /// Octets the slots of all sessions may keep together: CREATE_SESSION reserves its slots
+    /// times its `ca_maxresponsesize_cached`, grants fewer slots when what is left does not
+    /// cover them, and NFS4ERR_DELAY when not one fits (as Linux nfsd bounds its reply
+    /// cache memory); DESTROY_SESSION and the client's removal give the reservation back.
+    pub cached_replies: usize,
     /// Open states per client.
     pub opens_per_client: usize,
     /// Lock states (one per lock owner and open) per client.
@@ -69,6 +74,7 @@ impl Default for Limits {
             sessions_per_client: 4,
             slots: 64,
             cached_reply: 8 << 10,
+            cached_replies: 64 << 20,
             opens_per_client: 4096,
             locks_per_client: 4096,
             opens_per_peer: 16384,
@@ -155,6 +161,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The octets its slots may keep (reserved against `cached_replies`).
+    pub fn reserved(&self) -> usize {
+        self.fore.max_requests as usize * self.fore.max_response_cached as usize
+    }
+
     /// The connection callbacks go on, when the back channel is usable.
     pub fn cb_conn(&self) -> Option<u64> {
         self.back_conn
@@ -280,6 +291,8 @@ pub struct State {
     pub delegs: HashMap<[u8; 12], Deleg>,
     /// Numbers clients, sessions and stateids.
     pub next: u64,
+    /// Octets the sessions' slots may keep, together ([`Session::reserved`]).
+    pub replies_reserved: usize,
     /// Clients expired, sessions destroyed, etc. (counters).
     pub counters: Counters,
     /// The tables indexed by file, address, owner and recall time.
@@ -370,9 +383,17 @@ impl State {
         if let Some(c) = self.clients.remove(&id) {
             self.gone.push(c.owner.clone());
             for s in &c.sessions {
-                self.sessions.remove(s);
+                self.remove_session(s);
             }
             self.remove_client_states(id, &c);
+        }
+    }
+
+    /// Removes session `sid` from the table (its client's list is the caller's), giving its
+    /// reply cache reservation back.
+    pub fn remove_session(&mut self, sid: &[u8; 16]) {
+        if let Some(v) = self.sessions.remove(sid) {
+            self.replies_reserved = self.replies_reserved.saturating_sub(v.reserved());
         }
     }
 
