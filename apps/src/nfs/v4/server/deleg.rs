@@ -179,23 +179,18 @@ pub fn recall_matching(
     {
         let mut s = srv.state();
         let held: Vec<[u8; 12]> = s
-            .delegs
-            .iter()
-            .filter(|(_, d)| d.client != client && d.export == export && d.fh == *fh)
+            .delegs_on(export, fh)
+            .filter(|(_, d)| d.client != client)
             .filter(|(_, d)| d.write || !only_write)
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
             .collect();
         if held.is_empty() {
             return Ok(());
         }
         for other in held {
-            let Some(d) = s.delegs.get_mut(&other) else {
-                continue;
-            };
-            if d.recalled_ms.is_some() {
+            if !s.mark_recalled(&other, now) {
                 continue;
             }
-            d.recalled_ms = Some(now);
             s.counters.recalls += 1;
             // Without a usable back channel: sent when the client binds one, revoked after
             // the lease otherwise.
@@ -291,16 +286,13 @@ fn try_grant(
     let mut s = srv.state();
     s.sessions.get(&sid)?.cb_conn()?;
     let (export, lim) = (cur.share.id, srv.config().limits);
-    let same = |e: [u8; 4], f: &Fh| e == export && *f == fh;
     let blocked = if write {
         blocks_write(&s, export, &fh, client)
     } else {
-        s.opens
-            .values()
-            .any(|o| same(o.export, &o.fh) && o.access & ACCESS_WRITE != 0)
-            || s.delegs
-                .values()
-                .any(|d| same(d.export, &d.fh) && (d.client == client || d.recalled_ms.is_some()))
+        s.opens_on(export, &fh)
+            .any(|(_, o)| o.access & ACCESS_WRITE != 0)
+            || s.delegs_on(export, &fh)
+                .any(|(_, d)| d.client == client || d.recalled_ms.is_some())
     };
     if blocked {
         return None;
@@ -314,7 +306,8 @@ fn try_grant(
         return None;
     }
     let other = srv.new_other(&mut s);
-    s.delegs.insert(
+    s.clients.get(&client)?;
+    s.insert_deleg(
         other,
         Deleg {
             client,
@@ -326,7 +319,6 @@ fn try_grant(
             write,
         },
     );
-    s.clients.get_mut(&client)?.delegs.push(other);
     let mut out = [0u8; 16];
     out[..4].copy_from_slice(&1u32.to_be_bytes());
     out[4..].copy_from_slice(&other);
@@ -407,10 +399,8 @@ const LIMIT_SIZE: u32 = 1;
 /// Whether `client` may not have a write delegation of `fh` of `export`: another client has
 /// it open, or someone holds a delegation of it.
 pub fn blocks_write(s: &State, export: [u8; 4], fh: &Fh, client: u64) -> bool {
-    s.opens
-        .values()
-        .any(|o| o.export == export && o.fh == *fh && o.client != client)
-        || s.delegs.values().any(|d| d.export == export && d.fh == *fh)
+    s.opens_on(export, fh).any(|(_, o)| o.client != client)
+        || s.delegs_on(export, fh).next().is_some()
 }
 
 /// Writes `open_delegation4` OPEN_DELEGATE_WRITE with stateid `sid`.

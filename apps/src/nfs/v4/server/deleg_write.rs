@@ -56,9 +56,10 @@ pub fn getattr_conflict(c: &Compound<'_>, r: &XdrReader<'_>) -> Result<(), Statu
     let client = c.client.unwrap_or(0);
     let held = {
         let s = c.srv.state();
-        s.delegs
-            .values()
-            .any(|d| d.write && d.client != client && d.export == cur.share.id && d.fh == cur.fh)
+        let held = s
+            .delegs_on(cur.share.id, &cur.fh)
+            .any(|(_, d)| d.write && d.client != client);
+        held
     };
     if !held {
         return Ok(());

@@ -67,8 +67,8 @@ fn overlaps(a: &Range, b: &Range) -> bool {
 /// The first lock of another owner on `cur`'s file that `want` conflicts with, as a
 /// LOCK4denied body.
 fn conflict(s: &State, cur: &Cur, client: u64, owner: &[u8], want: &Range) -> Option<Vec<u8>> {
-    for l in s.locks.values() {
-        if l.export != cur.share.id || l.fh != cur.fh || (l.client == client && l.owner == owner) {
+    for (_, l) in s.locks_on(cur.share.id, &cur.fh) {
+        if l.client == client && l.owner == owner {
             continue;
         }
         if let Some(h) = l
@@ -158,10 +158,9 @@ fn from_open(
         return Err(st::BAD_STATEID); // a lock stateid where the open's belongs
     }
     let found = s
-        .locks
-        .iter()
+        .locks_on(cur.share.id, &cur.fh)
         .find(|(_, l)| l.open == open && l.client == client && l.owner == owner.1)
-        .map(|(k, _)| *k);
+        .map(|(k, _)| k);
     if let Some(k) = found {
         return Ok((k, false));
     }
@@ -172,7 +171,7 @@ fn from_open(
         return Err(st::DELAY);
     }
     let other = c.srv.new_other(s);
-    s.locks.insert(
+    s.insert_lock(
         other,
         LockState {
             client,
@@ -184,19 +183,12 @@ fn from_open(
             ranges: Vec::new(),
         },
     );
-    if let Some(cl) = s.clients.get_mut(&client) {
-        cl.locks.push(other);
-    }
     Ok((other, true))
 }
 
 /// Drops lock state `other`, made by a LOCK that then failed.
 fn unmake(s: &mut State, other: &[u8; 12]) {
-    if let Some(l) = s.locks.remove(other) {
-        if let Some(cl) = s.clients.get_mut(&l.client) {
-            cl.locks.retain(|x| x != other);
-        }
-    }
+    s.remove_lock(other);
 }
 
 /// NFS4ERR_ISDIR for a directory, NFS4ERR_INVAL for anything else not a regular file.

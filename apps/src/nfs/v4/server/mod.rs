@@ -30,6 +30,7 @@ pub mod deleg;
 pub mod deleg_write;
 pub mod fileops;
 pub mod grace;
+pub mod index;
 pub mod lock;
 pub mod open;
 pub mod pseudo;
@@ -817,6 +818,8 @@ mod tests_cbsec;
 mod tests_deleg;
 #[cfg(test)]
 mod tests_grace;
+#[cfg(test)]
+mod tests_index;
 #[cfg(test)]
 mod tests_lock;
 #[cfg(test)]

@@ -271,12 +271,9 @@ fn record_open(
     let srv = c.srv;
     let mut s = srv.state();
     let mut mine = None;
-    for (other, o) in s.opens.iter() {
-        if o.export != cur.share.id || o.fh != fh {
-            continue;
-        }
+    for (other, o) in s.opens_on(cur.share.id, &fh) {
         if o.client == client && o.owner == a.owner {
-            mine = Some(*other);
+            mine = Some(other);
             continue;
         }
         if o.deny & a.access != 0 || a.deny & o.access != 0 {
@@ -301,7 +298,7 @@ fn record_open(
                 return Err(st::DELAY);
             }
             let other = srv.new_other(&mut s);
-            s.opens.insert(
+            s.insert_open(
                 other,
                 OpenState {
                     client,
@@ -313,9 +310,6 @@ fn record_open(
                     seqid: 1,
                 },
             );
-            if let Some(cl) = s.clients.get_mut(&client) {
-                cl.opens.push(other);
-            }
             (other, 1)
         }
     };
@@ -404,10 +398,7 @@ pub fn free_stateid(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), S
     let mut s = c.srv.state();
     match s.locks.get(&other) {
         Some(l) if l.ranges.is_empty() => {
-            s.locks.remove(&other);
-            if let Some(cl) = s.clients.get_mut(&client) {
-                cl.locks.retain(|x| *x != other);
-            }
+            s.remove_lock(&other);
             Ok(())
         }
         _ => Err(LOCKS_HELD),

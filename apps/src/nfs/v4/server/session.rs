@@ -80,7 +80,10 @@ pub fn exchange_id(
     let now = srv.now_ms();
     let principal = super::clientdb::principal(&c.cx.cred);
     let mut s = srv.state();
-    let found = s.clients.iter().find(|(_, cl)| cl.owner == owner);
+    let found = s
+        .index
+        .owner(&owner)
+        .and_then(|id| Some((id, s.clients.get(&id)?)));
     if let Some((_, cl)) = found {
         let has_state = !(cl.sessions.is_empty()
             && cl.opens.is_empty()
@@ -90,7 +93,7 @@ pub fn exchange_id(
             return Err(st::CLID_INUSE);
         }
     }
-    let found = found.map(|(id, cl)| (*id, cl.confirmed && cl.principal == principal, cl.verifier));
+    let found = found.map(|(id, cl)| (id, cl.confirmed && cl.principal == principal, cl.verifier));
     let (id, confirmed) = match found {
         Some((id, true, v)) if v == verifier => (id, true),
         other => {
@@ -99,13 +102,13 @@ pub fn exchange_id(
             }
             let lim = srv.config().limits;
             let peer = c.cx.peer;
-            let from_peer = s.clients.values().filter(|cl| cl.peer == peer).count();
+            let from_peer = s.index.peer_clients(&peer).len();
             if s.clients.len() >= lim.clients || from_peer >= lim.clients_per_peer {
                 s.counters.refused_full += 1;
                 return Err(st::DELAY);
             }
             let id = srv.new_client_id(&mut s);
-            s.clients.insert(
+            s.insert_client(
                 id,
                 Client {
                     owner,
@@ -254,7 +257,7 @@ pub fn create_session(
         return Err(st::DELAY);
     }
     let io = srv.config().max_io.saturating_add(HEADROOM);
-    let fore = Channel {
+    let mut fore = Channel {
         header_pad: 0,
         max_request: fore_asked.max_request.min(io),
         max_response: fore_asked.max_response.min(io),
@@ -270,6 +273,19 @@ pub fn create_session(
         max_ops: back_asked.max_ops.clamp(1, SESSION_MAX_OPS),
         max_requests: back_asked.max_requests.clamp(1, BACK_SLOTS),
     };
+    // The slots the server-wide reply cache bound leaves room for (Linux nfsd's
+    // `nfsd4_get_drc_mem`): fewer than asked, or none (NFS4ERR_DELAY).
+    let per_slot = fore.max_response_cached as usize;
+    let room = lim.cached_replies.saturating_sub(s.replies_reserved);
+    let fit = room.checked_div(per_slot).unwrap_or(usize::MAX);
+    if fit == 0 {
+        s.counters.refused_full += 1;
+        return Err(st::DELAY);
+    }
+    fore.max_requests = fore
+        .max_requests
+        .min(u32::try_from(fit).unwrap_or(u32::MAX));
+    s.replies_reserved += fore.max_requests as usize * per_slot;
     let sid = srv.new_session_id(&mut s);
     let granted = flags & FLAG_CONN_BACK_CHAN;
     s.sessions.insert(
@@ -310,7 +326,7 @@ pub fn create_session(
     cl.cs_seq = cl.cs_seq.wrapping_add(1);
     cl.cs_reply = Some(out.b[start..].to_vec());
     cl.sessions.push(sid);
-    cl.renewed_ms = now;
+    s.renew(clientid, now);
     Ok(())
 }
 
@@ -414,7 +430,7 @@ pub fn destroy_session(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<()
     if c.client.is_some_and(|me| me != owner) {
         return Err(st::BADSESSION);
     }
-    s.sessions.remove(&sid);
+    s.remove_session(&sid);
     if let Some(cl) = s.clients.get_mut(&owner) {
         cl.sessions.retain(|x| *x != sid);
     }

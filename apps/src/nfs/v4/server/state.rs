@@ -6,7 +6,9 @@
 //! holding the last sequence id seen and the reply sent for it. Every SEQUENCE renews the
 //! client's lease. OPEN adds an open state (its stateid's `other` names it), CLOSE removes it
 //! with the lock states that came from it (LOCK adds them, one per lock owner and open). A read
-//! OPEN may add a delegation ([`super::deleg`]); DELEGRETURN removes it.
+//! OPEN may add a delegation ([`super::deleg`]); DELEGRETURN removes it. Every state is
+//! also indexed by its file, every client by its address and owner ([`super::index`]), so
+//! that no operation walks a whole table.
 //!
 //! Recovery: a client that sends nothing for a lease period is expired by [`State::expire`]
 //! (run before every COMPOUND): its sessions, open and lock states are removed, so its session ids
@@ -23,6 +25,7 @@ use rpcrdma_poller::CredBody;
 
 use crate::nfs::types::Fh;
 
+use super::index::Index;
 use super::xdr::{st, Status};
 
 /// Bounds of the state tables.
@@ -38,13 +41,18 @@ pub struct Limits {
     pub slots: u32,
     /// Largest reply kept in a slot (`ca_maxresponsesize_cached` is clamped to it).
     pub cached_reply: u32,
+    /// Octets the slots of all sessions may keep together: CREATE_SESSION reserves its slots
+    /// times its `ca_maxresponsesize_cached`, grants fewer slots when what is left does not
+    /// cover them, and NFS4ERR_DELAY when not one fits (as Linux nfsd bounds its reply
+    /// cache memory); DESTROY_SESSION and the client's removal give the reservation back.
+    pub cached_replies: usize,
     /// Open states per client.
     pub opens_per_client: usize,
     /// Lock states (one per lock owner and open) per client.
     pub locks_per_client: usize,
     /// Open states of all the clients one address made (`clients_per_peer` times
     /// `opens_per_client` would let one address hold hundreds of thousands: memory, and
-    /// the scans OPEN and LOCK make of the tables under the state lock).
+    /// the states an OPEN or LOCK of a file they all hold looks at under the state lock).
     pub opens_per_peer: usize,
     /// Lock states of all the clients one address made.
     pub locks_per_peer: usize,
@@ -66,6 +74,7 @@ impl Default for Limits {
             sessions_per_client: 4,
             slots: 64,
             cached_reply: 8 << 10,
+            cached_replies: 64 << 20,
             opens_per_client: 4096,
             locks_per_client: 4096,
             opens_per_peer: 16384,
@@ -152,6 +161,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The octets its slots may keep (reserved against `cached_replies`).
+    pub fn reserved(&self) -> usize {
+        self.fore.max_requests as usize * self.fore.max_response_cached as usize
+    }
+
     /// The connection callbacks go on, when the back channel is usable.
     pub fn cb_conn(&self) -> Option<u64> {
         self.back_conn
@@ -268,7 +282,8 @@ pub struct State {
     pub clients: HashMap<u64, Client>,
     /// Sessions by id.
     pub sessions: HashMap<[u8; 16], Session>,
-    /// Open states by `other`.
+    /// Open states by `other` (added and removed only through the methods that keep
+    /// [`State::index`], as are the lock states, delegations and clients).
     pub opens: HashMap<[u8; 12], OpenState>,
     /// Lock states by `other`.
     pub locks: HashMap<[u8; 12], LockState>,
@@ -276,8 +291,12 @@ pub struct State {
     pub delegs: HashMap<[u8; 12], Deleg>,
     /// Numbers clients, sessions and stateids.
     pub next: u64,
+    /// Octets the sessions' slots may keep, together ([`Session::reserved`]).
+    pub replies_reserved: usize,
     /// Clients expired, sessions destroyed, etc. (counters).
     pub counters: Counters,
+    /// The tables indexed by file, address, owner and recall time.
+    pub index: Index,
     /// Owners of the clients removed since [`super::Nfs41::settle_recovery`] last took them
     /// (their stable-storage records go; drained after every COMPOUND).
     pub gone: Vec<Vec<u8>>,
@@ -309,29 +328,28 @@ impl State {
         self.next
     }
 
-    /// Removes every client whose lease ran out at `now_ms`, with its sessions and opens.
+    /// Removes every client whose lease ran out at `now_ms`, with its sessions and opens, and
+    /// revokes the delegations recalled and not returned within the lease. Looks at the
+    /// clients only when the oldest renewal may be that old, and at the recalled delegations
+    /// only ([`Index`]).
     pub fn expire(&mut self, now_ms: u64, lease_secs: u32) {
         let lease = u64::from(lease_secs) * 1000;
-        let dead: Vec<u64> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| now_ms.saturating_sub(c.renewed_ms) > lease)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in dead {
-            self.remove_client(id);
-            self.counters.clients_expired += 1;
+        if self.index.lease_due(now_ms, lease) {
+            self.index.visited(self.clients.len() as u64);
+            let dead: Vec<u64> = self
+                .clients
+                .iter()
+                .filter(|(_, c)| now_ms.saturating_sub(c.renewed_ms) > lease)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in dead {
+                self.remove_client(id);
+                self.counters.clients_expired += 1;
+            }
+            let floor = self.clients.values().map(|c| c.renewed_ms).min();
+            self.index.set_renew_floor(floor);
         }
-        let late: Vec<[u8; 12]> = self
-            .delegs
-            .iter()
-            .filter(|(_, d)| {
-                d.recalled_ms
-                    .is_some_and(|t| now_ms.saturating_sub(t) > lease)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for d in late {
+        while let Some(d) = self.index.take_late_recall(now_ms, lease) {
             self.revoke_deleg(&d);
         }
     }
@@ -342,6 +360,7 @@ impl State {
         let Some(d) = self.delegs.remove(other) else {
             return;
         };
+        self.unfile_deleg(other, &d);
         self.counters.revoked += 1;
         if let Some(cl) = self.clients.get_mut(&d.client) {
             cl.delegs.retain(|x| x != other);
@@ -352,6 +371,7 @@ impl State {
     /// Removes delegation `other` (returned or freed).
     pub fn remove_deleg(&mut self, other: &[u8; 12]) {
         if let Some(d) = self.delegs.remove(other) {
+            self.unfile_deleg(other, &d);
             if let Some(cl) = self.clients.get_mut(&d.client) {
                 cl.delegs.retain(|x| x != other);
             }
@@ -363,17 +383,17 @@ impl State {
         if let Some(c) = self.clients.remove(&id) {
             self.gone.push(c.owner.clone());
             for s in &c.sessions {
-                self.sessions.remove(s);
+                self.remove_session(s);
             }
-            for o in &c.opens {
-                self.opens.remove(o);
-            }
-            for l in &c.locks {
-                self.locks.remove(l);
-            }
-            for d in &c.delegs {
-                self.delegs.remove(d);
-            }
+            self.remove_client_states(id, &c);
+        }
+    }
+
+    /// Removes session `sid` from the table (its client's list is the caller's), giving its
+    /// reply cache reservation back.
+    pub fn remove_session(&mut self, sid: &[u8; 16]) {
+        if let Some(v) = self.sessions.remove(sid) {
+            self.replies_reserved = self.replies_reserved.saturating_sub(v.reserved());
         }
     }
 
@@ -383,9 +403,10 @@ impl State {
         let Some(peer) = self.clients.get(&id).map(|c| c.peer) else {
             return (0, 0);
         };
-        self.clients
-            .values()
-            .filter(|c| c.peer == peer)
+        self.index
+            .peer_clients(&peer)
+            .iter()
+            .filter_map(|x| self.clients.get(x))
             .fold((0, 0), |(o, l), c| (o + c.opens.len(), l + c.locks.len()))
     }
 
@@ -398,6 +419,7 @@ impl State {
     pub fn renew(&mut self, client: u64, now_ms: u64) {
         if let Some(c) = self.clients.get_mut(&client) {
             c.renewed_ms = now_ms;
+            self.index.renewed(now_ms);
         }
     }
 
@@ -406,18 +428,14 @@ impl State {
         let Some(o) = self.opens.remove(other) else {
             return;
         };
-        let gone: Vec<[u8; 12]> = self
-            .locks
-            .iter()
-            .filter(|(_, l)| l.open == *other)
-            .map(|(k, _)| *k)
-            .collect();
-        for l in &gone {
-            self.locks.remove(l);
-        }
+        // Its lock states are on its file (and of its client).
+        let gone = self.unfile_open(other, &(o.export, o.fh));
         if let Some(cl) = self.clients.get_mut(&o.client) {
             cl.opens.retain(|x| x != other);
-            cl.locks.retain(|x| !gone.contains(x));
+            if gone > 0 {
+                let locks = &self.locks;
+                cl.locks.retain(|x| locks.contains_key(x));
+            }
         }
     }
 

@@ -253,9 +253,11 @@ impl H {
         }
     }
 
-    /// Sends COMPOUND4args octets.
+    /// Sends COMPOUND4args octets; the state index must then hold what the tables hold.
     pub fn send(&self, b: &[u8]) -> Vec<u8> {
-        self.srv.compound(&self.cx(), b).expect("header decodes")
+        let out = self.srv.compound(&self.cx(), b).expect("header decodes");
+        self.srv.state().check_index();
+        out
     }
 
     /// A COMPOUND without SEQUENCE, decoded by the client codec.

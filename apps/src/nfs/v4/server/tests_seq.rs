@@ -427,3 +427,50 @@ fn rejects_destroying_another_clients_session_and_unknown_ids() {
     assert!(!a.srv.state().sessions.contains_key(&own));
     assert_eq!(a.raw(&[]).status, st::BADSESSION);
 }
+
+#[test]
+fn rejects_sessions_past_the_servers_reply_cache_bound() {
+    // Five slots of 8 KiB in all: the first session gets them, the next none until it goes.
+    let lim = Limits {
+        cached_replies: 5 * (8 << 10) + 100,
+        ..Limits::default()
+    };
+    let (srv, now, store) = server("rw", lim);
+    let a = H::on(srv.clone(), now, store, b"a", auth_sys(0, 0));
+    assert_eq!(
+        srv.state().sessions[&a.sid].slots.len(),
+        5,
+        "fewer than asked"
+    );
+    let r = a.plain(&[Op::ExchangeId {
+        verifier: [2; 8],
+        owner: b"b",
+        flags: 0,
+    }]);
+    let Some(OpResult::ExchangeId(x)) = r.find(op::EXCHANGE_ID).map(|o| o.result.clone()) else {
+        panic!("EXCHANGE_ID: {r:?}")
+    };
+    let cs = |sequence, fore: ChannelAttrs| Op::CreateSession {
+        clientid: x.clientid,
+        sequence,
+        flags: 0,
+        fore,
+        back: super::tests::fore(),
+        cb_program: 1,
+    };
+    assert_eq!(a.plain(&[cs(x.sequence, fore())]).status, st::DELAY);
+    assert_eq!(a.plain(&[Op::DestroySession(a.sid)]).status, st::OK);
+    assert_eq!(a.plain(&[cs(x.sequence, fore())]).status, st::OK);
+    // A session that keeps no reply reserves nothing.
+    let uncached = ChannelAttrs {
+        max_response_cached: 0,
+        ..fore()
+    };
+    assert_eq!(a.plain(&[cs(x.sequence + 1, uncached)]).status, st::OK);
+    let s = srv.state();
+    let mut slots: Vec<usize> = s.sessions.values().map(|v| v.slots.len()).collect();
+    slots.sort_unstable();
+    assert_eq!(slots, [5, 64]);
+    assert_eq!(s.replies_reserved, 5 * (8 << 10));
+    assert_eq!(s.counters.refused_full, 1);
+}
