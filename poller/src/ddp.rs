@@ -288,7 +288,6 @@ pub(crate) use xdr_writes;
 
 #[cfg(test)]
 mod tests {
-    use std::mem::ManuallyDrop;
     use std::sync::Arc;
 
     use rpcrdma_engine::verbs::soft::SoftEnv;
@@ -297,7 +296,7 @@ mod tests {
     use super::DdpItems;
     use crate::memory::{registered_region, LOCAL_ACCESS};
 
-    /// Dropping the items (which drops only the first `n` entries) hands every item's buffer
+    /// Dropping the items (up to the first empty entry) hands every item's buffer
     /// back: owned ones to their pool, shared ones to their owner; `clear` does the same.
     #[test]
     fn accepts_items_dropped_and_cleared_returning_their_buffers() {
