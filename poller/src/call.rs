@@ -186,11 +186,17 @@ impl std::error::Error for Refused {}
 #[derive(Debug)]
 pub struct Reply {
     pub(crate) buf: PoolBuf,
-    pub(crate) off: usize,
-    pub(crate) len: usize,
+    // Offsets in a registered buffer (whose length is a `u32`, as every `LocalBuf`'s): as
+    // `u32` they keep the reply within 128 octets, moved with a few loads and stores rather
+    // than a `memcpy` call (it moves from the engine's report to the callback by value).
+    pub(crate) off: u32,
+    pub(crate) len: u32,
     pub(crate) xid: u32,
     pub(crate) receptacles: [Option<(PoolBuf, u32)>; MAX_DDP],
 }
+
+// See `Reply::off`.
+const _: () = assert!(core::mem::size_of::<Result<Reply, ClientError>>() <= 128);
 
 impl Reply {
     /// The XID of the call.
@@ -200,7 +206,7 @@ impl Reply {
 
     /// The encoded results (after the RPC reply header; DDP results are in the receptacles).
     pub fn results(&self) -> &[u8] {
-        self.buf.get(self.off..self.off + self.len).unwrap_or(&[])
+        self.buf.get(self.range()).unwrap_or(&[])
     }
 
     /// The octets the server wrote into receptacle `i` (in the order they were given).
@@ -217,7 +223,13 @@ impl Reply {
 
     /// The reply buffer itself and the results' range in it.
     pub fn into_buf(self) -> (PoolBuf, core::ops::Range<usize>) {
-        (self.buf, self.off..self.off + self.len)
+        let r = self.range();
+        (self.buf, r)
+    }
+
+    fn range(&self) -> core::ops::Range<usize> {
+        let off = self.off as usize;
+        off..off + self.len as usize
     }
 }
 
@@ -486,8 +498,8 @@ impl Reply {
     pub(crate) fn backward(buf: PoolBuf, off: usize, len: usize, xid: u32) -> Reply {
         Reply {
             buf,
-            off,
-            len,
+            off: off as u32,
+            len: len as u32,
             xid,
             receptacles: Default::default(),
         }

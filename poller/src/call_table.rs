@@ -349,7 +349,11 @@ impl CallTable {
         r.inline_cb = c.inline_cb;
         r.deadline = c.deadline;
         r.sends = c.sends;
-        r.cred = c.cred;
+        // Only a call's own credential is copied (the usual `None` is a word, not the body).
+        r.cred = None;
+        if let Some(cred) = c.cred {
+            r.cred = Some(cred);
+        }
         r.call = None;
         self.in_use += 1;
         Some(i)

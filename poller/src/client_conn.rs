@@ -610,8 +610,8 @@ impl<P: Provider> ClientConn<P> {
                     stat: AcceptStat::Success,
                     ..
                 } => Ok(Reply {
-                    off,
-                    len: len - off,
+                    off: off as u32,
+                    len: (len - off) as u32,
                     xid: rec.xid,
                     buf,
                     receptacles,

@@ -23,23 +23,29 @@ pub const MAX_DDP: usize = 4;
 /// DDP result items of one reply: where each goes in the reply stream and the buffer that
 /// holds it (kept until the reply's Send completes).
 ///
-/// Only the first `n` entries are ever `Some` (items are pushed at `n`; [`DdpItems::clear`]
-/// empties them all), so dropping the items drops those `n` and skips the rest: a call or
-/// reply without DDP items (most of them) pays nothing to drop its four empty entries.
+/// Only the first entries are ever `Some` (an item is pushed at the first `None`;
+/// [`DdpItems::clear`] empties them all), so their number is not stored: without it the
+/// items take 128 octets, moved (from a handler's outcome to the reply held for its Send)
+/// with a few loads and stores rather than a `memcpy` call. Dropping them stops at the first
+/// `None`: a call or reply without DDP items (most of them) pays one test.
 #[derive(Debug, Default)]
 pub struct DdpItems {
     pub(crate) items: ManuallyDrop<[Option<(u32, u32, DdpBuf)>; MAX_DDP]>,
-    pub(crate) n: usize,
 }
 
 impl Drop for DdpItems {
     fn drop(&mut self) {
-        // The entries past `n` are `None` (see the type's documentation): nothing to drop.
-        for i in self.items.iter_mut().take(self.n) {
-            drop(i.take());
+        // The entries after the first `None` are `None` (see the type's documentation).
+        for i in self.items.iter_mut() {
+            if i.is_none() {
+                break;
+            }
+            *i = None;
         }
     }
 }
+
+const _: () = assert!(core::mem::size_of::<DdpItems>() <= 128);
 
 /// Where a DDP item's octets are: a buffer the item owns, or a range of a buffer shared with
 /// its owner (a store that keeps file data in registered memory), kept alive until the Send
@@ -78,12 +84,12 @@ impl DdpItems {
 
     /// Items held.
     pub fn len(&self) -> usize {
-        self.n
+        self.items.iter().take_while(|i| i.is_some()).count()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.n == 0
+        self.items[0].is_none()
     }
 
     /// Drops every item (their buffers go back to their pools).
@@ -91,7 +97,6 @@ impl DdpItems {
         for i in self.items.iter_mut() {
             *i = None;
         }
-        self.n = 0;
     }
 
     /// The item at `i`: offset in the stream, length, its registered memory.
@@ -114,7 +119,7 @@ impl DdpItems {
         }; MAX_DDP];
         let mut n = 0;
         let mut bytes = 0u64;
-        if self.n == 0 {
+        if self.is_empty() {
             // Most calls and replies carry no DDP item.
             return (items, 0, 0);
         }
@@ -127,11 +132,11 @@ impl DdpItems {
     }
 
     pub(crate) fn push(&mut self, at: u32, len: u32, buf: PoolBuf) -> Result<(), PoolBuf> {
-        if self.n >= MAX_DDP || at % 4 != 0 {
+        let n = self.len();
+        if n >= MAX_DDP || at % 4 != 0 {
             return Err(buf);
         }
-        self.items[self.n] = Some((at, len, DdpBuf::Owned(buf)));
-        self.n += 1;
+        self.items[n] = Some((at, len, DdpBuf::Owned(buf)));
         Ok(())
     }
 
@@ -142,11 +147,11 @@ impl DdpItems {
         buf: Arc<PoolBuf>,
         off: u32,
     ) -> Result<(), Arc<PoolBuf>> {
-        if self.n >= MAX_DDP || at % 4 != 0 {
+        let n = self.len();
+        if n >= MAX_DDP || at % 4 != 0 {
             return Err(buf);
         }
-        self.items[self.n] = Some((at, len, DdpBuf::Shared(buf, off)));
-        self.n += 1;
+        self.items[n] = Some((at, len, DdpBuf::Shared(buf, off)));
         Ok(())
     }
 }
@@ -291,7 +296,7 @@ mod tests {
     use super::DdpItems;
     use crate::memory::{registered_region, LOCAL_ACCESS};
 
-    /// Dropping the items (which drops only the first `n` entries) hands every item's buffer
+    /// Dropping the items (up to the first empty entry) hands every item's buffer
     /// back: owned ones to their pool, shared ones to their owner; `clear` does the same.
     #[test]
     fn accepts_items_dropped_and_cleared_returning_their_buffers() {

@@ -101,8 +101,11 @@ impl<P: Provider> ConnDriver<P> {
         &mut self,
         node: &NodeStatsWriter,
     ) -> Option<rpcrdma_engine::verbs::CmEvent> {
+        // `Ok(None)`, the answer of nearly every round, is matched on its own: it returns a
+        // tag, where `Ok(ev) => ev` copied the whole (event-sized) value every round.
         match self.poll_cm() {
-            Ok(ev) => ev,
+            Ok(Some(ev)) => Some(ev),
+            Ok(None) => None,
             Err(_) => {
                 node.verbs_error();
                 None

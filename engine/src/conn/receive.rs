@@ -80,6 +80,7 @@ pub(crate) enum AnyError {
 
 /// Decodes a header of Version One, or of Version Two when `max_version` ≥ 2. Any other
 /// version comes back as the Version One codec's error (ERR_VERS or a foreign RDMA_ERROR).
+#[inline] // one caller (`Connection::on_recv`): the header is built in its `Option` there
 pub(crate) fn decode<'a>(
     buf: &'a [u8],
     limits: &v2::Limits,
