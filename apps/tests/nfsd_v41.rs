@@ -12,6 +12,9 @@ mod nfsd_common;
 /// Restart with reclaim in the grace period, and reconnection.
 #[path = "nfsd_v41_parts/recovery.rs"]
 mod recovery;
+/// READ data through the Write chunk from the memory backend's registered blocks.
+#[path = "nfsd_v41_parts/zero_copy.rs"]
+mod zero_copy;
 
 use nfsd_common::{options, Rig};
 use rpcrdma_apps::nfs::daemon::Backend;

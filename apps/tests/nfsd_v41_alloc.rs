@@ -4,7 +4,10 @@
 //! slot, the session's back channel bound) on the memory backend. In process, through
 //! [`Nfs41::compound_into`] with one reply buffer the caller reuses; and through
 //! `rpcrdma-nfsd` on the software provider, where the NFS program's handler runs them on the
-//! daemon's worker threads with each thread's own reply buffer.
+//! daemon's worker threads with each thread's own reply buffer; there also READs through a
+//! Write chunk, copied into a registered buffer (a small block on the heap) or sent from the
+//! store's registered block (zero copy, `nfs4_read_zero_copy`), a reply the slot keeps
+//! holding that data inline.
 //!
 //! Normal operation: the allocator counts allocations and octets per thread and allocations
 //! in all threads. After a warm-up (reply buffers and the slot's cached reply grown to the
@@ -439,7 +442,7 @@ fn over_rdma() {
         mode: Some(0o666),
         ..Sattr3::default()
     });
-    d.nfs.create(&d.root, b"f", how).expect("v3 CREATE f");
+    let f = d.nfs.create(&d.root, b"f", how).expect("v3 CREATE f");
     let send = |ops: &[Op<'_>]| compound(&d.nfs, "t", ops);
     // 1 KiB: calls and replies stay inline.
     let mut c = open_f(send, session(send), Some(d.root.as_bytes()), 1024);
@@ -505,7 +508,66 @@ fn over_rdma() {
         "{} DDP READs made {daemon} allocations outside the test's thread",
         measured.len()
     );
+    zero_copy(&d, &mut c, &f);
     d.stop();
+}
+
+/// READs through a Write chunk of a block the store keeps in registered memory: the data goes
+/// from the block (zero copy), a small one's reply kept by the slot with the data in it, a
+/// large one's not; neither allocates on the daemon's threads.
+fn zero_copy(d: &Daemon, c: &mut Calls, f: &rpcrdma_apps::nfs::types::Fh) {
+    const BIG: usize = 128 << 10;
+    let data: Vec<u8> = (0..BIG).map(|i| (i * 7 + 1) as u8).collect();
+    d.nfs
+        .write(
+            f,
+            0,
+            &data,
+            rpcrdma_apps::nfs::types::StableHow::FileSync,
+            true,
+        )
+        .expect("v3 WRITE of a registered block");
+    let ranges = [(0u64, 6_000u32), (1, BIG as u32 - 1)];
+    let reads: Vec<Vec<u8>> = (0..WARM + N)
+        .map(|i| {
+            let (off, n) = ranges[i % 2];
+            c.read_n(off, n)
+        })
+        .collect();
+    let (warm, measured) = reads.split_at(WARM);
+    let rpc = d.nfs.rpc();
+    let mut wrong = 0;
+    let mut i = 0;
+    let mut ddp = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
+        let mut args = rpc.args().expect("a call buffer");
+        args.put(a).expect("the call fits");
+        args.receptacle(rpc.buffer().expect("a receive buffer"))
+            .expect("a Write chunk");
+        let r = rpc
+            .call_blocking(Proc::new(100_003, 4, 1), args)
+            .expect("COMPOUND answered");
+        seen(r.results());
+        let (off, n) = ranges[i % 2];
+        let want = &data[off as usize..off as usize + n as usize];
+        wrong += usize::from(r.receptacle(0) != Some(want));
+        i += 1;
+    };
+    assert_eq!(run(warm, &mut ddp), None, "zero-copy warm-up");
+    let zc = d.counter("nfs4_read_zero_copy");
+    let (all, own) = (all_allocs(), allocs().0);
+    let failed = run(measured, &mut ddp);
+    let daemon = (all_allocs() - all) - (allocs().0 - own);
+    assert_eq!(failed, None, "zero-copy READ (index, statuses)");
+    assert_eq!(wrong, 0, "READs whose placed data differs");
+    assert_eq!(
+        d.counter("nfs4_read_zero_copy") - zc,
+        N as u64,
+        "every READ sent from the block"
+    );
+    assert_eq!(
+        daemon, 0,
+        "{N} zero-copy READs made {daemon} allocations outside the test's thread"
+    );
 }
 
 /// One test, so that no other test's thread allocates while [`over_rdma`] counts every thread.

@@ -247,7 +247,8 @@ fn accepts_nfsd_metrics_port_with_nfs4_state_tables() {
         sample("rpcrdma_nfsd_nfs4_events_total", ("event", "slot_replays")),
         0.0
     );
-    // The delegation table and events are there (and zero: nothing was opened).
+    // The delegation table, the delegation and READ placement events are there (and zero:
+    // nothing was opened or read).
     let labelled = |fam: &str, label: (&str, &str)| {
         f.iter()
             .filter(|x| x.name == fam)
@@ -259,7 +260,13 @@ fn accepts_nfsd_metrics_port_with_nfs4_state_tables() {
         labelled("rpcrdma_nfsd_nfs4_state", ("table", "delegations")),
         1
     );
-    for ev in ["recalls", "delegreturns", "revoked"] {
+    for ev in [
+        "recalls",
+        "delegreturns",
+        "revoked",
+        "read_ddp",
+        "read_zero_copy",
+    ] {
         assert_eq!(
             labelled("rpcrdma_nfsd_nfs4_events_total", ("event", ev)),
             1,

@@ -165,16 +165,25 @@ pub fn readlink(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
     Ok(())
 }
 
-/// READ (data inline in the reply).
+/// READ: the first one with data, when the call offered a Write chunk, leaves its data in
+/// registered memory for the Write chunk ([`super::placed`]) or notes where it is in the reply
+/// (`read_at`); the others carry it inline.
 pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let sid = super::stateid::get_stateid(r)?;
     let offset = r.get_u64().map_err(bad_xdr)?;
     let mut count = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io);
     let cur = c.cur()?.clone();
     check_stateid(c, &cur, &sid, super::stateid::ACCESS_READ)?;
-    let ddp = c.ddp_cap.filter(|_| c.read_at.is_none());
+    let ddp = c
+        .ddp_cap
+        .filter(|_| c.read_at.is_none() && c.placed.is_none());
     if let Some(cap) = ddp {
         count = count.min(cap);
+        if c.lend {
+            if let Some(done) = super::placed::read(c, &cur, offset, count, out) {
+                return done;
+            }
+        }
     }
     // READ4resok: eof, then the data, read by the store straight into the reply.
     let eof_at = out.len();

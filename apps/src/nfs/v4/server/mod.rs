@@ -33,6 +33,7 @@ pub mod grace;
 pub mod index;
 pub mod lock;
 pub mod open;
+pub mod placed;
 pub mod pseudo;
 pub mod reconnect;
 pub mod session;
@@ -157,6 +158,12 @@ pub struct Compound<'a> {
     /// Where the first READ's data is in the reply (after its length word) and its length,
     /// when it goes through the Write chunk.
     pub read_at: Option<DdpAt>,
+    /// The caller sends READ data from registered memory (the NFS program's handler): the
+    /// first READ through the Write chunk leaves its data out of the reply, in `placed`.
+    pub lend: bool,
+    /// The first READ's data through the Write chunk, when it is not in the reply
+    /// ([`placed`]).
+    pub placed: Option<placed::Placed>,
     /// The LOCK4denied body of a LOCK or LOCKT that failed with NFS4ERR_DENIED.
     pub denied: Option<Vec<u8>>,
     /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
@@ -167,6 +174,26 @@ pub struct Compound<'a> {
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
 pub type DdpAt = (usize, usize);
+
+/// How a COMPOUND's first READ may use the call's Write chunk.
+#[derive(Debug, Clone, Copy)]
+struct Ddp {
+    /// Capacity of the Write chunk, if one was offered.
+    cap: Option<u32>,
+    /// The caller places READ data from registered memory ([`Compound::lend`]).
+    lend: bool,
+}
+
+/// What serving a COMPOUND left besides the reply.
+#[derive(Debug, Default)]
+struct Served {
+    /// Where the first READ's data is in the reply, when it goes through the Write chunk.
+    read_at: Option<DdpAt>,
+    /// The first READ's data through the Write chunk, when the reply does not hold it.
+    placed: Option<placed::Placed>,
+    /// A slot kept the reply.
+    kept: bool,
+}
 
 impl Compound<'_> {
     /// The current file handle, or NFS4ERR_NOFILEHANDLE.
@@ -260,6 +287,8 @@ pub struct Nfs41 {
     drops: reconnect::Drops,
     /// Grant write delegations ([`deleg_write`]).
     write_delegs: std::sync::atomic::AtomicBool,
+    /// READs through a Write chunk ([`placed`]).
+    reads: placed::ReadCounters,
 }
 
 impl Collector for Nfs41 {
@@ -300,6 +329,9 @@ impl Collector for Nfs41 {
             e.sample(name, &[("event", k.trim_start_matches("nfs4_"))], *v);
         }
         e.sample(name, &[("event", "dropped")], self.drops.dropped());
+        for (k, v) in self.reads.get() {
+            e.sample(name, &[("event", k.trim_start_matches("nfs4_"))], v);
+        }
         let name = "rpcrdma_nfsd_nfs4_recovery";
         e.family(
             name,
@@ -337,6 +369,7 @@ impl Nfs41 {
             recovery: grace::Recovery::default(),
             drops: reconnect::Drops::default(),
             write_delegs: std::sync::atomic::AtomicBool::new(false),
+            reads: placed::ReadCounters::default(),
         })
     }
 
@@ -393,6 +426,7 @@ impl Nfs41 {
         drop(s);
         v.extend(self.recovery_counters());
         v.push(("nfs4_dropped", self.drops.dropped()));
+        v.extend(self.reads.get());
         v
     }
 
@@ -429,23 +463,27 @@ impl Nfs41 {
         ddp_cap: Option<u32>,
         reply: &mut Vec<u8>,
     ) -> Result<Option<DdpAt>, XdrError> {
-        self.serve(cx, args, ddp_cap, reply).map(|(at, _)| at)
+        let ddp = Ddp {
+            cap: ddp_cap,
+            lend: false,
+        };
+        self.serve(cx, args, ddp, reply).map(|s| s.read_at)
     }
 
-    /// [`Nfs41::compound_into`], and whether a slot kept the reply (a retry answered from the
-    /// slot is not such a reply).
+    /// [`Nfs41::compound_into`], also saying whether a slot kept the reply (a retry answered
+    /// from the slot is not such a reply) and, when `ddp.lend`, the READ data left out of it.
     fn serve(
         &self,
         cx: &CallCx<'_>,
         args: &[u8],
-        ddp_cap: Option<u32>,
+        ddp: Ddp,
         reply: &mut Vec<u8>,
-    ) -> Result<(Option<DdpAt>, bool), XdrError> {
+    ) -> Result<Served, XdrError> {
         let mut out = Enc {
             b: std::mem::take(reply),
         };
         out.b.clear();
-        let served = self.serve_enc(cx, args, ddp_cap, &mut out);
+        let served = self.serve_enc(cx, args, ddp, &mut out);
         *reply = out.b;
         served
     }
@@ -455,9 +493,9 @@ impl Nfs41 {
         &self,
         cx: &CallCx<'_>,
         args: &[u8],
-        ddp_cap: Option<u32>,
+        ddp: Ddp,
         out: &mut Enc,
-    ) -> Result<(Option<DdpAt>, bool), XdrError> {
+    ) -> Result<Served, XdrError> {
         let mut r = XdrReader::new(args);
         let tag = r.get_opaque(MAX_TAG)?;
         let minor = r.get_u32()?;
@@ -468,7 +506,7 @@ impl Nfs41 {
         out.u32(0); // results, set at the end
         if minor != 1 {
             out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
-            return Ok((None, false));
+            return Ok(Served::default());
         }
         {
             let now = self.now_ms();
@@ -489,8 +527,10 @@ impl Nfs41 {
             nops,
             args_len: args.len(),
             digest: request_digest(self.secret, args, &cx.cred),
-            ddp_cap,
+            ddp_cap: ddp.cap,
             read_at: None,
+            lend: ddp.lend,
+            placed: None,
             denied: None,
             probe: None,
             secinfo_next: false,
@@ -509,7 +549,7 @@ impl Nfs41 {
             out.u32(st::OK);
             let s = if i == 0 && opnum == op::SEQUENCE {
                 match session::sequence(&mut c, &mut r, out) {
-                    Ok(Seq::Replay) => return Ok((None, false)),
+                    Ok(Seq::Replay) => return Ok(Served::default()),
                     Ok(Seq::Go) => st::OK,
                     Err(s) => s,
                 }
@@ -537,13 +577,18 @@ impl Nfs41 {
         }
         out.b[..4].copy_from_slice(&status.to_be_bytes());
         out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
-        let kept = session::keep_reply(&c, &out.b);
+        let data = c.placed.as_ref().map(|p| (p.at, p.bytes()));
+        let kept = session::keep_reply(&c, &out.b, data);
         self.settle_recovery();
         if let Some(sid) = c.probe {
             self.probe_back_channel(sid);
             self.resend_recalls(sid);
         }
-        Ok((c.read_at, kept))
+        Ok(Served {
+            read_at: c.read_at,
+            placed: c.placed,
+            kept,
+        })
     }
 
     /// NFS program 100003 version 4 with COMPOUND (NULL is the server's own): a header that
@@ -568,24 +613,28 @@ impl Nfs41 {
             cred: req.cred,
             conn: req.transport.conn_id,
         };
-        let cap = req
-            .write_chunks
-            .first()
-            .copied()
-            .filter(|_| self.cfg.pool.is_some());
+        let ddp = Ddp {
+            cap: req
+                .write_chunks
+                .first()
+                .copied()
+                .filter(|_| self.cfg.pool.is_some()),
+            lend: true,
+        };
         REPLY.with(|reply| {
             // A handler that re-entered on this thread (none does) would get a buffer of its
             // own instead of this one.
             let mut own = Vec::new();
             let mut kept_buf = reply.try_borrow_mut();
             let reply = kept_buf.as_deref_mut().unwrap_or(&mut own);
-            let (read_at, kept) = self
-                .serve(&cx, req.args, cap, reply)
+            let s = self
+                .serve(&cx, req.args, ddp, reply)
                 .map_err(|_| Reject::GarbageArgs)?;
-            let sent = if kept && self.drops.after_cached() {
+            let sent = if s.kept && self.drops.after_cached() {
                 Err(Reject::Disconnect)
             } else {
-                self.send(out, reply, read_at)
+                let pool = self.cfg.pool.as_ref();
+                placed::send(&self.reads, pool, out, reply, s.read_at, s.placed)
             };
             // A reply larger than one READ's worth (several READs in one COMPOUND)
             // does not keep its memory with the thread.
@@ -604,31 +653,6 @@ impl Nfs41 {
         m[..8].copy_from_slice(&n.to_be_bytes());
         m[8] = lane;
         siphash24(self.secret.0, self.secret.1, &m)
-    }
-
-    /// Writes `reply` into the RPC reply; the READ data at `read_at` goes as a DDP item (a copy
-    /// into a registered buffer) when one is free, inline otherwise.
-    fn send(
-        &self,
-        out: &mut ReplyBuilder<'_>,
-        reply: &[u8],
-        read_at: Option<(usize, usize)>,
-    ) -> Result<(), Reject> {
-        let sys = |_| Reject::SystemErr;
-        let (Some((at, n)), Some(pool)) = (read_at, self.cfg.pool.as_ref()) else {
-            return out.put(reply).map_err(sys);
-        };
-        let Some(mut buf) = pool.get().filter(|b| b.len() >= n) else {
-            return out.put(reply).map_err(sys);
-        };
-        let (Some(data), Some(rest)) = (reply.get(at..at + n), reply.get(at + n.div_ceil(4) * 4..))
-        else {
-            return Err(Reject::SystemErr);
-        };
-        buf[..n].copy_from_slice(data);
-        out.put(&reply[..at]).map_err(sys)?;
-        out.ddp(buf, n).map_err(|_| Reject::SystemErr)?;
-        out.put(rest).map_err(sys)
     }
 
     /// A new stateid `other`: this run's verifier and 64 unpredictable bits.

@@ -393,9 +393,10 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
 /// Stores the finished reply of a COMPOUND in its slot: the octets when the client asked for
 /// caching and they fit `ca_maxresponsesize_cached` (copied into the buffer the slot keeps,
 /// which grows to that bound at most and is not given back), a note that they were not kept
-/// otherwise.
+/// otherwise. `data` is READ data the reply leaves out (it goes through the Write chunk from
+/// registered memory) and the offset it belongs at: the slot keeps it inline, with its pad.
 /// True when the octets were kept.
-pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) -> bool {
+pub fn keep_reply(c: &Compound<'_>, reply: &[u8], data: Option<(usize, &[u8])>) -> bool {
     let Some((sid, slot, cache_this)) = c.slot else {
         return false;
     };
@@ -403,13 +404,21 @@ pub fn keep_reply(c: &Compound<'_>, reply: &[u8]) -> bool {
     let Some(sess) = s.sessions.get_mut(&sid) else {
         return false; // destroyed by this COMPOUND
     };
-    let fits = reply.len() <= sess.fore.max_response_cached as usize;
+    let (at, data) = data
+        .filter(|(at, _)| *at <= reply.len())
+        .unwrap_or((reply.len(), &[]));
+    let pad = data.len().next_multiple_of(4) - data.len();
+    let len = reply.len() + data.len() + pad;
+    let fits = len <= sess.fore.max_response_cached as usize;
     let kept = cache_this && fits;
     if let Some(sl) = sess.slots.get_mut(slot as usize) {
         sl.reply = if kept {
             sl.kept.clear();
-            sl.kept.reserve_exact(reply.len()); // no growth past the largest reply kept
-            sl.kept.extend_from_slice(reply);
+            sl.kept.reserve_exact(len); // no growth past the largest reply kept
+            sl.kept.extend_from_slice(&reply[..at]);
+            sl.kept.extend_from_slice(data);
+            sl.kept.extend_from_slice(&[0; 3][..pad]);
+            sl.kept.extend_from_slice(&reply[at..]);
             Cached::Reply
         } else {
             Cached::Uncached
