@@ -1,4 +1,4 @@
-//! READ data placed through the client's Write chunk (RFC 8267 §5.3, RFC 8166 §3.4.5) from
+//! READ data placed through the client's Write chunk (RFC 8267 §5.3, RFC 8166) from
 //! registered memory: the store's own block when it can lend one (zero copy, as NFSv3 READ
 //! does: [`Store::read_registered`](crate::nfs::store::Store::read_registered)), a registered
 //! buffer of the endpoint's pool the store reads into otherwise (one copy).
@@ -6,7 +6,7 @@
 //! Normal operation: the NFS program's handler serves a COMPOUND whose call offered a Write
 //! chunk with lending on ([`super::Compound::lend`]). The first READ that returns data then
 //! writes its `eof` and the data's length word into the reply and leaves the data out (neither
-//! the octets nor their XDR roundup: RFC 8166 §3.4.5 says a DDP-eligible item's pad is not
+//! the octets nor their XDR roundup: RFC 8166 has a Write chunk carry no roundup, and it is not
 //! sent); [`send`] writes the reply with the data as one DDP item at that place. Only that one
 //! READ's result goes through the Write chunk; later READs carry their data inline. The data
 //! a slot keeps for a retry is copied in from the placed buffer ([`Placed::bytes`]), so a
@@ -133,7 +133,7 @@ pub fn read(
 /// Writes `reply` into the RPC reply. The first READ's data goes as a DDP item: from
 /// `placed` (registered memory, which the reply does not hold), or copied from the reply at
 /// `read_at` into a registered buffer when one is free (inline otherwise). The data's XDR
-/// roundup is not sent (RFC 8166 §3.4.5).
+/// roundup is not sent (RFC 8166).
 pub fn send(
     counters: &ReadCounters,
     pool: Option<&rpcrdma_poller::BufPool>,
