@@ -75,6 +75,8 @@ pub mod op {
     pub const SAVEFH: u32 = 32;
     /// SETATTR.
     pub const SETATTR: u32 = 34;
+    /// SECINFO.
+    pub const SECINFO: u32 = 33;
     /// SECINFO_NO_NAME (minor version 1).
     pub const SECINFO_NO_NAME: u32 = 52;
     /// OP_ILLEGAL: the result of an unknown operation number.
@@ -183,6 +185,13 @@ pub const SEQ4_STATUS_BACKCHANNEL_FAULT: u32 = 0x400;
 pub const OPEN4_SHARE_ACCESS_READ: u32 = 1;
 /// `share_access` OPEN4_SHARE_ACCESS_WANT_READ_DELEG (minor version 1).
 pub const OPEN4_SHARE_ACCESS_WANT_READ_DELEG: u32 = 0x100;
+
+/// `secinfo_style4` SECINFO_STYLE4_CURRENT_FH: the current file handle's flavors.
+pub const SECINFO_STYLE4_CURRENT_FH: u32 = 0;
+/// `secinfo_style4` SECINFO_STYLE4_PARENT: its parent's flavors.
+pub const SECINFO_STYLE4_PARENT: u32 = 1;
+/// RPCSEC_GSS (RFC 2203): a `secinfo4` of this flavor carries `rpcsec_gss_info`.
+pub const RPCSEC_GSS: u32 = 6;
 
 /// Attribute TYPE (bit 1 of word 0).
 pub const FATTR4_TYPE: u32 = 1;
@@ -378,6 +387,11 @@ pub enum Op<'a> {
         /// `bctsa_dir` (CDFC4_*).
         dir: u32,
     },
+    /// SECINFO of one name in the current (directory) file handle (RFC 8881 §18.29).
+    SecInfo(&'a str),
+    /// SECINFO_NO_NAME (RFC 8881 §18.45) of style [`SECINFO_STYLE4_CURRENT_FH`] or
+    /// [`SECINFO_STYLE4_PARENT`].
+    SecInfoNoName(u32),
 }
 
 impl Op<'_> {
@@ -404,6 +418,8 @@ impl Op<'_> {
             Op::DestroySession(_) => op::DESTROY_SESSION,
             Op::DestroyClientId(_) => op::DESTROY_CLIENTID,
             Op::BindConnToSession { .. } => op::BIND_CONN_TO_SESSION,
+            Op::SecInfo(_) => op::SECINFO,
+            Op::SecInfoNoName(_) => op::SECINFO_NO_NAME,
         }
     }
 }
@@ -690,6 +706,14 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
             b.extend_from_slice(&session);
             put_u32(b, dir);
             put_u32(b, 0); // bctsa_use_conn_in_rdma_mode
+        }
+        Op::SecInfo(name) => {
+            put_u32(b, op::SECINFO);
+            put_opaque(b, name.as_bytes()); // component4
+        }
+        Op::SecInfoNoName(style) => {
+            put_u32(b, op::SECINFO_NO_NAME);
+            put_u32(b, style); // secinfo_style4
         }
         _ => {} // encoded by `encode_op`
     }

@@ -161,7 +161,9 @@ pub struct Compound<'a> {
     pub denied: Option<Vec<u8>>,
     /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
     pub probe: Option<[u8; 16]>,
-    /// The operation running is a put-filehandle operation and SECINFO_NO_NAME follows it.
+    /// The operation running is a put-filehandle operation and SECINFO or SECINFO_NO_NAME
+    /// follows it, or is SECINFO_NO_NAME looking up the parent: an export's flavor is not
+    /// enforced (RFC 8881 §2.6.3.1.1.5).
     pub secinfo_next: bool,
 }
 
@@ -203,9 +205,10 @@ impl Compound<'_> {
     }
 
     /// Admits the caller to the export whose handles carry `id`. A flavor the export does not
-    /// take is NFS4ERR_WRONGSEC, except right before SECINFO_NO_NAME (`secinfo_next`), which
-    /// then learns the export's flavors (RFC 8881 §2.6.3.1.1.5) under the anonymous identity;
-    /// SECINFO_NO_NAME consumes the handle, so nothing else runs with it.
+    /// take is NFS4ERR_WRONGSEC, except right before SECINFO or SECINFO_NO_NAME
+    /// (`secinfo_next`), which then learns the export's flavors (RFC 8881 §2.6.3.1.1.5) under
+    /// the anonymous identity; both consume the handle (§2.6.3.1.1.8), so nothing else runs
+    /// with it.
     pub fn admit(&self, id: [u8; 4]) -> Result<crate::nfs::admit::Admitted, Status> {
         let t = &self.table;
         match t.admit_export(id, self.cx.peer, &self.cx.cred) {
@@ -744,7 +747,7 @@ fn known(opnum: u32) -> bool {
 }
 
 /// Whether operation `opnum`, whose arguments `r` starts at, is PUTFH or PUTROOTFH and the
-/// next operation is SECINFO_NO_NAME (looked ahead on a copy of the reader).
+/// next operation is SECINFO or SECINFO_NO_NAME (looked ahead on a copy of the reader).
 fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
     let mut ahead = *r;
     let skipped = match opnum {
@@ -752,7 +755,7 @@ fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
         op::PUTFH => ahead.get_opaque(fileops::FHSIZE4).is_ok(),
         _ => false,
     };
-    skipped && ahead.get_u32() == Ok(op::SECINFO_NO_NAME)
+    skipped && matches!(ahead.get_u32(), Ok(op::SECINFO_NO_NAME | op::SECINFO))
 }
 
 /// Runs one operation (not SEQUENCE) and writes its result body.
@@ -779,6 +782,7 @@ fn run(
         op::BACKCHANNEL_CTL => session::backchannel_ctl(c, r),
         op::TEST_STATEID => open::test_stateid(c, r, out),
         op::FREE_STATEID => open::free_stateid(c, r),
+        op::SECINFO => fileops::secinfo(c, r, out),
         op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
         op::PUTROOTFH => pseudo::putrootfh(c),
         op::PUTFH => fileops::putfh(c, r),
@@ -830,6 +834,8 @@ mod tests_ops;
 mod tests_pseudo;
 #[cfg(test)]
 mod tests_sec;
+#[cfg(test)]
+mod tests_secinfo;
 #[cfg(test)]
 mod tests_seq;
 #[cfg(test)]
