@@ -75,8 +75,12 @@ pub mod op {
     pub const SAVEFH: u32 = 32;
     /// SETATTR.
     pub const SETATTR: u32 = 34;
+    /// NVERIFY.
+    pub const NVERIFY: u32 = 17;
     /// SECINFO.
     pub const SECINFO: u32 = 33;
+    /// VERIFY.
+    pub const VERIFY: u32 = 37;
     /// SECINFO_NO_NAME (minor version 1).
     pub const SECINFO_NO_NAME: u32 = 52;
     /// OP_ILLEGAL: the result of an unknown operation number.
@@ -392,6 +396,21 @@ pub enum Op<'a> {
     /// SECINFO_NO_NAME (RFC 8881 §18.45) of style [`SECINFO_STYLE4_CURRENT_FH`] or
     /// [`SECINFO_STYLE4_PARENT`].
     SecInfoNoName(u32),
+    /// VERIFY (RFC 8881 §18.31): the current file handle's attributes are `vals` (the
+    /// `attrlist4` of `fattr4`, in bit order) for the attributes of bitmap `mask`.
+    Verify {
+        /// `attrmask`.
+        mask: &'a [u32],
+        /// `attr_vals`.
+        vals: &'a [u8],
+    },
+    /// NVERIFY (RFC 8881 §18.15): the attributes differ from `vals`.
+    Nverify {
+        /// `attrmask`.
+        mask: &'a [u32],
+        /// `attr_vals`.
+        vals: &'a [u8],
+    },
 }
 
 impl Op<'_> {
@@ -420,6 +439,8 @@ impl Op<'_> {
             Op::BindConnToSession { .. } => op::BIND_CONN_TO_SESSION,
             Op::SecInfo(_) => op::SECINFO,
             Op::SecInfoNoName(_) => op::SECINFO_NO_NAME,
+            Op::Verify { .. } => op::VERIFY,
+            Op::Nverify { .. } => op::NVERIFY,
         }
     }
 }
@@ -714,6 +735,14 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
         Op::SecInfoNoName(style) => {
             put_u32(b, op::SECINFO_NO_NAME);
             put_u32(b, style); // secinfo_style4
+        }
+        Op::Verify { mask, vals } | Op::Nverify { mask, vals } => {
+            put_u32(b, o.number());
+            put_u32(b, mask.len() as u32); // fattr4: bitmap4 attrmask
+            for w in mask {
+                put_u32(b, *w);
+            }
+            put_opaque(b, vals); // attrlist4 attr_vals
         }
         _ => {} // encoded by `encode_op`
     }

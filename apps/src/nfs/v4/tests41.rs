@@ -370,3 +370,35 @@ fn accepts_secinfo_results_with_each_flavor_kind() {
     let cut = b.len() - 20;
     assert!(decode_compound(&b[..cut], &sent, ReadPlacement::Inline).is_err());
 }
+
+#[test]
+fn accepts_verify_and_nverify_encoded_as_rfc_8881() {
+    let size = 0x0102_0304_0506_0708u64.to_be_bytes();
+    let e = encode_compound_minor(
+        "",
+        1,
+        &[
+            Op::Verify {
+                mask: &[1 << FATTR4_SIZE],
+                vals: &size,
+            },
+            Op::Nverify {
+                mask: &[0, 1 << 1],
+                vals: &[0, 0, 1, 0xa4],
+            },
+        ],
+    );
+    // RFC 8881 §18.31.1: VERIFY4args { fattr4 obj_attributes; }, §18.15.1 NVERIFY4args the
+    // same; fattr4 is a bitmap4 then an attrlist4 (opaque<>).
+    #[rustfmt::skip]
+    let want: [u8; 60] = [
+        0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, // tag "", minor version 1, two operations
+        0, 0, 0, 37, // OP_VERIFY
+        0, 0, 0, 1, 0, 0, 0, 0x10, // attrmask: one word, bit 4 (size)
+        0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, // attr_vals: the size, 8 octets
+        0, 0, 0, 17, // OP_NVERIFY
+        0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, // attrmask: two words, bit 33 (mode)
+        0, 0, 0, 4, 0, 0, 1, 0xa4, // attr_vals: mode 0644
+    ];
+    assert_eq!(&e.bytes[..], &want[..]);
+}

@@ -792,6 +792,9 @@ fn run(
         op::LOOKUP => fileops::lookup(c, r),
         op::LOOKUPP => fileops::lookupp(c),
         op::GETATTR => deleg_write::getattr_conflict(c, r).and_then(|()| attrs::getattr(c, r, out)),
+        op::VERIFY | op::NVERIFY => {
+            deleg_write::getattr_conflict(c, r).and_then(|()| attrs::verify(c, opnum, r, out))
+        }
         op::ACCESS => fileops::access(c, r, out),
         op::READDIR => fileops::readdir(c, r, out),
         op::READLINK => fileops::readlink(c, out),
@@ -838,5 +841,7 @@ mod tests_sec;
 mod tests_secinfo;
 #[cfg(test)]
 mod tests_seq;
+#[cfg(test)]
+mod tests_verify;
 #[cfg(test)]
 mod tests_wdeleg;

@@ -27,7 +27,7 @@ use crate::nfs::admit::{ExportTable, Share};
 use crate::nfs::handle_mac::siphash24;
 use crate::nfs::types::{Fattr3, Fh, Ftype3, Time3};
 
-use super::attrs::{get_bitmap, put_fattr, Source};
+use super::attrs::{get_bitmap, get_verify, put_fattr, verdict, Source};
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
 use super::{op, Compound, Cur};
 
@@ -199,6 +199,7 @@ pub fn run(
         op::LOOKUP => lookup(c, p, r),
         op::LOOKUPP => lookupp(c, p),
         op::GETATTR => getattr(c, p, r, out),
+        op::VERIFY | op::NVERIFY => verify(c, p, opnum, r, out),
         op::ACCESS => access(r, out),
         op::READDIR => readdir(c, p, r, out),
         op::GETFH => handle(&c.table, p).map(|fh| out.opaque(fh.as_bytes())),
@@ -289,6 +290,27 @@ fn getattr(
     };
     put_fattr(c, MAX_FILE_SIZE, &want, &src, out);
     Ok(())
+}
+
+/// VERIFY or NVERIFY (`opnum`) of pseudo directory `p` ([`super::attrs::verify`]).
+fn verify(
+    c: &mut Compound<'_>,
+    p: &str,
+    opnum: u32,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let v = get_verify(r)?;
+    v.check()?;
+    let vis = visible(&c.table, c.cx.peer);
+    let a = attrs_of(&vis, p);
+    let fh = handle(&c.table, p)?;
+    let src = Source {
+        attr: &a,
+        fs: None,
+        fh: Some(fh.as_bytes()),
+    };
+    verdict(opnum, v.same(c, MAX_FILE_SIZE, &src, out))
 }
 
 /// ACCESS: read, lookup and execute are granted to everyone; nothing else.
