@@ -18,7 +18,9 @@
 //! settles on 4.1); an operation whose arguments do not decode is NFS4ERR_BADXDR, an unknown
 //! operation number NFS4ERR_OP_ILLEGAL, an operation this server does not implement
 //! NFS4ERR_NOTSUPP; the first operation outside a session must be one that may be
-//! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]). After a
+//! (NFS4ERR_OP_NOT_IN_SESSION otherwise); the operation that would take a reply past the
+//! session's bounds NFS4ERR_REP_TOO_BIG or NFS4ERR_REP_TOO_BIG_TO_CACHE
+//! ([`session::ReplyMax`]). Leases expire ([`state::State::expire`]). After a
 //! restart the clients of the previous run reclaim their state in a grace period
 //! ([`grace`], [`clientdb`]); a client that lost its connection resumes its session on a new
 //! one ([`reconnect`]).
@@ -161,6 +163,8 @@ pub struct Compound<'a> {
     pub denied: Option<Vec<u8>>,
     /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
     pub probe: Option<[u8; 16]>,
+    /// The reply bounds of the session (set by SEQUENCE; none outside a session).
+    pub reply_max: Option<session::ReplyMax>,
     /// The operation running is a put-filehandle operation and SECINFO or SECINFO_NO_NAME
     /// follows it, or is SECINFO_NO_NAME looking up the parent: an export's flavor is not
     /// enforced (RFC 8881 §2.6.3.1.1.5).
@@ -497,6 +501,7 @@ impl Nfs41 {
             denied: None,
             probe: None,
             secinfo_next: false,
+            reply_max: None,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -519,7 +524,12 @@ impl Nfs41 {
             } else if i >= MAX_OPS && c.slot.is_none() {
                 st::TOO_MANY_OPS
             } else {
-                match gate(&c, i, opnum, nops).and_then(|()| run(&mut c, opnum, &mut r, out)) {
+                let more = i + 1 < nops;
+                match gate(&c, i, opnum, nops)
+                    .and_then(|()| session::fits_before(&c, opnum, more, out.len()))
+                    .and_then(|()| run(&mut c, opnum, &mut r, out))
+                    .and_then(|()| session::fits_after(&c, out.len()))
+                {
                     Ok(()) => st::OK,
                     Err(s) => s,
                 }
@@ -527,6 +537,9 @@ impl Nfs41 {
             done += 1;
             if s != st::OK {
                 out.b.truncate(at);
+                if c.read_at.is_some_and(|(p, _)| p >= at) {
+                    c.read_at = None; // a READ the reply had no room for
+                }
                 out.u32(s);
                 if opnum == op::SETATTR {
                     out.u32(0); // SETATTR4res carries `attrsset` whatever the status
@@ -835,6 +848,8 @@ mod tests_open;
 mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
+#[cfg(test)]
+mod tests_reply;
 #[cfg(test)]
 mod tests_sec;
 #[cfg(test)]
