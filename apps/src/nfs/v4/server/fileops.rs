@@ -68,7 +68,7 @@ pub fn put_secinfo(c: &mut Compound<'_>, flavors: &[u32], out: &mut Enc) {
 
 /// SECINFO (RFC 8881 §18.29): the flavors of the export `name` in the current directory is
 /// in, if it exists (names checked as LOOKUP checks them); the current file handle is
-/// consumed. In a pseudo directory, [`super::pseudo::secinfo`].
+/// consumed. In a pseudo directory, the pseudo file system answers (`pseudo::secinfo`).
 pub fn secinfo(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let name = get_name(r)?;
     let (cur, _) = cur_dir(c)?;
