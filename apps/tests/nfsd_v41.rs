@@ -93,6 +93,18 @@ fn seq(session: [u8; 16], sequence: u32) -> Op<'static> {
     }
 }
 
+/// [`seq`] without `sa_cachethis`, as clients send READs: a reply larger than a slot keeps
+/// (`ca_maxresponsesize_cached`) asked to be kept is NFS4ERR_REP_TOO_BIG_TO_CACHE.
+fn seq_uncached(session: [u8; 16], sequence: u32) -> Op<'static> {
+    Op::Sequence {
+        session,
+        sequence,
+        slot: 0,
+        highest_slot: 0,
+        cache_this: false,
+    }
+}
+
 #[test]
 fn accepts_nfs41_on_the_nfs3_port_over_the_same_store() {
     let mut o = options(Backend::Memory);
@@ -186,7 +198,7 @@ fn accepts_read_data_through_the_write_chunk() {
     let (sid, _) = session(&rig);
     let root = rig.root.as_bytes().to_vec();
     let ops = [
-        seq(sid, 1),
+        seq_uncached(sid, 1),
         Op::PutFh(&root),
         Op::Lookup("big"),
         Op::Read {

@@ -8,6 +8,7 @@
 
 use super::{
     op, ChannelAttrs, Op, SessionId, StateId, FATTR4_SIZE, FATTR4_TYPE, NFS4ERR_DENIED, NFS4_OK,
+    RPCSEC_GSS,
 };
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
 
@@ -210,6 +211,9 @@ pub enum OpResult {
         /// `bctsr_use_conn_in_rdma_mode`.
         rdma_mode: bool,
     },
+    /// SECINFO or SECINFO_NO_NAME: the flavor of each `secinfo4`, in the server's order (an
+    /// RPCSEC_GSS entry's `rpcsec_gss_info` is read and left out).
+    SecInfo(Vec<u32>),
 }
 
 /// One decoded `nfs_resop4`: operation, status, result.
@@ -405,6 +409,23 @@ fn decode_open(r: &mut XdrReader<'_>) -> Result<OpenRes, Nfs4Error> {
     })
 }
 
+/// Reads SECINFO4resok (`secinfo4<>`): each entry's flavor; an RPCSEC_GSS entry's oid, qop
+/// and service are read past.
+fn decode_secinfo(r: &mut XdrReader<'_>) -> Result<OpResult, Nfs4Error> {
+    let n = r.get_count(64)?;
+    let mut flavors = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let f = r.get_u32()?;
+        if f == RPCSEC_GSS {
+            r.get_opaque(1024)?; // sec_oid4
+            r.get_u32()?; // qop4
+            r.get_u32()?; // rpc_gss_svc_t
+        }
+        flavors.push(f);
+    }
+    Ok(OpResult::SecInfo(flavors))
+}
+
 /// Decodes COMPOUND4res (the RPC results) for the operations `sent`.
 pub fn decode_compound(
     res: &[u8],
@@ -519,6 +540,7 @@ pub fn decode_compound(
                     dir: r.get_u32()?,
                     rdma_mode: r.get_bool()?,
                 },
+                op::SECINFO | op::SECINFO_NO_NAME => decode_secinfo(&mut r)?,
                 _ => OpResult::Done,
             }
         };

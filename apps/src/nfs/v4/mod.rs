@@ -75,6 +75,12 @@ pub mod op {
     pub const SAVEFH: u32 = 32;
     /// SETATTR.
     pub const SETATTR: u32 = 34;
+    /// NVERIFY.
+    pub const NVERIFY: u32 = 17;
+    /// SECINFO.
+    pub const SECINFO: u32 = 33;
+    /// VERIFY.
+    pub const VERIFY: u32 = 37;
     /// SECINFO_NO_NAME (minor version 1).
     pub const SECINFO_NO_NAME: u32 = 52;
     /// OP_ILLEGAL: the result of an unknown operation number.
@@ -183,6 +189,13 @@ pub const SEQ4_STATUS_BACKCHANNEL_FAULT: u32 = 0x400;
 pub const OPEN4_SHARE_ACCESS_READ: u32 = 1;
 /// `share_access` OPEN4_SHARE_ACCESS_WANT_READ_DELEG (minor version 1).
 pub const OPEN4_SHARE_ACCESS_WANT_READ_DELEG: u32 = 0x100;
+
+/// `secinfo_style4` SECINFO_STYLE4_CURRENT_FH: the current file handle's flavors.
+pub const SECINFO_STYLE4_CURRENT_FH: u32 = 0;
+/// `secinfo_style4` SECINFO_STYLE4_PARENT: its parent's flavors.
+pub const SECINFO_STYLE4_PARENT: u32 = 1;
+/// RPCSEC_GSS (RFC 2203): a `secinfo4` of this flavor carries `rpcsec_gss_info`.
+pub const RPCSEC_GSS: u32 = 6;
 
 /// Attribute TYPE (bit 1 of word 0).
 pub const FATTR4_TYPE: u32 = 1;
@@ -378,6 +391,26 @@ pub enum Op<'a> {
         /// `bctsa_dir` (CDFC4_*).
         dir: u32,
     },
+    /// SECINFO of one name in the current (directory) file handle (RFC 8881 §18.29).
+    SecInfo(&'a str),
+    /// SECINFO_NO_NAME (RFC 8881 §18.45) of style [`SECINFO_STYLE4_CURRENT_FH`] or
+    /// [`SECINFO_STYLE4_PARENT`].
+    SecInfoNoName(u32),
+    /// VERIFY (RFC 8881 §18.31): the current file handle's attributes are `vals` (the
+    /// `attrlist4` of `fattr4`, in bit order) for the attributes of bitmap `mask`.
+    Verify {
+        /// `attrmask`.
+        mask: &'a [u32],
+        /// `attr_vals`.
+        vals: &'a [u8],
+    },
+    /// NVERIFY (RFC 8881 §18.15): the attributes differ from `vals`.
+    Nverify {
+        /// `attrmask`.
+        mask: &'a [u32],
+        /// `attr_vals`.
+        vals: &'a [u8],
+    },
 }
 
 impl Op<'_> {
@@ -404,6 +437,10 @@ impl Op<'_> {
             Op::DestroySession(_) => op::DESTROY_SESSION,
             Op::DestroyClientId(_) => op::DESTROY_CLIENTID,
             Op::BindConnToSession { .. } => op::BIND_CONN_TO_SESSION,
+            Op::SecInfo(_) => op::SECINFO,
+            Op::SecInfoNoName(_) => op::SECINFO_NO_NAME,
+            Op::Verify { .. } => op::VERIFY,
+            Op::Nverify { .. } => op::NVERIFY,
         }
     }
 }
@@ -690,6 +727,22 @@ fn encode_op41(b: &mut Vec<u8>, o: &Op<'_>) {
             b.extend_from_slice(&session);
             put_u32(b, dir);
             put_u32(b, 0); // bctsa_use_conn_in_rdma_mode
+        }
+        Op::SecInfo(name) => {
+            put_u32(b, op::SECINFO);
+            put_opaque(b, name.as_bytes()); // component4
+        }
+        Op::SecInfoNoName(style) => {
+            put_u32(b, op::SECINFO_NO_NAME);
+            put_u32(b, style); // secinfo_style4
+        }
+        Op::Verify { mask, vals } | Op::Nverify { mask, vals } => {
+            put_u32(b, o.number());
+            put_u32(b, mask.len() as u32); // fattr4: bitmap4 attrmask
+            for w in mask {
+                put_u32(b, *w);
+            }
+            put_opaque(b, vals); // attrlist4 attr_vals
         }
         _ => {} // encoded by `encode_op`
     }

@@ -319,3 +319,86 @@ fn accepts_open_with_each_delegation_type() {
         assert!(dec(&full[..cut]).is_err());
     }
 }
+
+#[test]
+fn accepts_secinfo_operations_encoded_as_rfc_8881() {
+    let e = encode_compound_minor(
+        "",
+        1,
+        &[
+            Op::SecInfo("export"),
+            Op::SecInfoNoName(SECINFO_STYLE4_CURRENT_FH),
+            Op::SecInfoNoName(SECINFO_STYLE4_PARENT),
+        ],
+    );
+    // RFC 8881 §18.29.1: SECINFO4args { component4 name; }; §18.45.1: SECINFO_NO_NAME4args is
+    // a secinfo_style4 (CURRENT_FH 0, PARENT 1).
+    let want: [u8; 40] = [
+        0, 0, 0, 0, // tag ""
+        0, 0, 0, 1, // minor version 1
+        0, 0, 0, 3, // three operations
+        0, 0, 0, 33, // OP_SECINFO
+        0, 0, 0, 6, b'e', b'x', b'p', b'o', b'r', b't', 0, 0, // "export" and its pad
+        0, 0, 0, 52, 0, 0, 0, 0, // OP_SECINFO_NO_NAME, SECINFO_STYLE4_CURRENT_FH
+        0, 0, 0, 52, // OP_SECINFO_NO_NAME
+    ];
+    assert_eq!(&e.bytes[..40], &want);
+    assert_eq!(&e.bytes[40..], &[0, 0, 0, 1], "SECINFO_STYLE4_PARENT");
+}
+
+#[test]
+fn accepts_secinfo_results_with_each_flavor_kind() {
+    let sent = [Op::PutRootFh, Op::SecInfo("x"), Op::SecInfoNoName(0)];
+    let mut b = res_header(3);
+    b.extend_from_slice(&[0, 0, 0, 24, 0, 0, 0, 0]); // PUTROOTFH ok
+                                                     // SECINFO4resok: secinfo4<3>: RPCSEC_GSS with rpcsec_gss_info (the Kerberos v5 oid, qop 0,
+                                                     // RPC_GSS_SVC_NONE), AUTH_SYS, AUTH_NONE.
+    #[rustfmt::skip]
+    b.extend_from_slice(&[
+        0, 0, 0, 33, 0, 0, 0, 0, 0, 0, 0, 3,
+        0, 0, 0, 6,
+        0, 0, 0, 9, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 1,
+        0, 0, 0, 1,
+        0, 0, 0, 0,
+    ]);
+    b.extend_from_slice(&[0, 0, 0, 52, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
+    let r = decode_compound(&b, &sent, ReadPlacement::Inline).unwrap();
+    assert_eq!(r.ops[1].result, OpResult::SecInfo(vec![RPCSEC_GSS, 1, 0]));
+    assert_eq!(r.ops[2].result, OpResult::SecInfo(vec![1]));
+    // A short entry list is an error, not a panic.
+    let cut = b.len() - 20;
+    assert!(decode_compound(&b[..cut], &sent, ReadPlacement::Inline).is_err());
+}
+
+#[test]
+fn accepts_verify_and_nverify_encoded_as_rfc_8881() {
+    let size = 0x0102_0304_0506_0708u64.to_be_bytes();
+    let e = encode_compound_minor(
+        "",
+        1,
+        &[
+            Op::Verify {
+                mask: &[1 << FATTR4_SIZE],
+                vals: &size,
+            },
+            Op::Nverify {
+                mask: &[0, 1 << 1],
+                vals: &[0, 0, 1, 0xa4],
+            },
+        ],
+    );
+    // RFC 8881 §18.31.1: VERIFY4args { fattr4 obj_attributes; }, §18.15.1 NVERIFY4args the
+    // same; fattr4 is a bitmap4 then an attrlist4 (opaque<>).
+    #[rustfmt::skip]
+    let want: [u8; 60] = [
+        0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, // tag "", minor version 1, two operations
+        0, 0, 0, 37, // OP_VERIFY
+        0, 0, 0, 1, 0, 0, 0, 0x10, // attrmask: one word, bit 4 (size)
+        0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, // attr_vals: the size, 8 octets
+        0, 0, 0, 17, // OP_NVERIFY
+        0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, // attrmask: two words, bit 33 (mode)
+        0, 0, 0, 4, 0, 0, 1, 0xa4, // attr_vals: mode 0644
+    ];
+    assert_eq!(&e.bytes[..], &want[..]);
+}

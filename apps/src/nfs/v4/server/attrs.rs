@@ -1,5 +1,5 @@
-//! NFSv4 attributes (RFC 8881 §5) from the store's [`Fattr3`]: GETATTR and the `fattr4` of
-//! READDIR entries. The store keeps one set of attributes for both protocol versions; this is
+//! NFSv4 attributes (RFC 8881 §5) from the store's [`Fattr3`]: GETATTR, the `fattr4` of
+//! READDIR entries, and VERIFY / NVERIFY, which compare a client's `fattr4` with this encoding. The store keeps one set of attributes for both protocol versions; this is
 //! the small mapping between them.
 //!
 //! Normal operation: the client's bitmap is intersected with [`SUPPORTED`] and the values are
@@ -297,15 +297,25 @@ pub fn getattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
     if (0..3).any(|i| want[i] & WRITE_ONLY[i] != 0) {
         return Err(st::INVAL);
     }
-    let cur = c.cur()?.clone();
+    with_source(c, &want, |c, max, src| put_fattr(c, max, &want, src, out))
+}
+
+/// Runs `f` with the current file handle's [`Source`] for `want` (its file system's counts
+/// and its sealed handle only when asked for) and its `maxfilesize`.
+fn with_source<R>(
+    c: &Compound<'_>,
+    want: &[u32; 3],
+    f: impl FnOnce(&Compound<'_>, u64, &Source<'_>) -> R,
+) -> Result<R, Status> {
+    let cur = c.cur()?;
     let store = &cur.share.store;
     let a = store.getattr(&cur.fh).map_err(from_store)?;
-    let fs = if wants_fs(&want) {
+    let fs = if wants_fs(want) {
         Some(store.fsstat(&cur.fh).map_err(from_store)?)
     } else {
         None
     };
-    let sealed = if has(&want, fa::FILEHANDLE) {
+    let sealed = if has(want, fa::FILEHANDLE) {
         Some(crate::nfs::admit::seal_or_fault(&cur.share, &cur.fh).map_err(from_store)?)
     } else {
         None
@@ -315,8 +325,96 @@ pub fn getattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
         fs,
         fh: sealed.as_ref().map(|f| f.as_bytes()),
     };
-    put_fattr(c, store.max_file_size(), &want, &src, out);
-    Ok(())
+    Ok(f(c, store.max_file_size(), &src))
+}
+
+/// The `fattr4` of VERIFY4args / NVERIFY4args (RFC 8881 §18.31, §18.15): its bitmap and its
+/// values. Arguments that do not decode are NFS4ERR_BADXDR.
+pub struct Verify<'a> {
+    /// `attrmask`, its first three words.
+    pub want: [u32; 3],
+    /// A bit was set past the third word.
+    beyond: bool,
+    /// `attr_vals`.
+    pub vals: &'a [u8],
+}
+
+/// Reads VERIFY4args / NVERIFY4args.
+pub fn get_verify<'a>(r: &mut XdrReader<'a>) -> Result<Verify<'a>, Status> {
+    let n = r.get_count(8).map_err(bad_xdr)?;
+    let mut want = [0u32; 3];
+    let mut beyond = false;
+    for i in 0..n as usize {
+        let v = r.get_u32().map_err(bad_xdr)?;
+        match want.get_mut(i) {
+            Some(w) => *w = v,
+            None => beyond |= v != 0,
+        }
+    }
+    let vals = r.get_opaque(1 << 16).map_err(bad_xdr)?;
+    Ok(Verify { want, beyond, vals })
+}
+
+impl Verify<'_> {
+    /// The checks of Linux nfsd's `_nfsd4_verify`, in its order: an attribute not supported
+    /// is NFS4ERR_ATTRNOTSUPP; a write-only one or `rdattr_error` NFS4ERR_INVAL, as are values
+    /// that are not whole XDR words.
+    pub fn check(&self) -> Result<(), Status> {
+        if self.beyond || (0..3).any(|i| self.want[i] & !SUPPORTED[i] != 0) {
+            return Err(st::ATTRNOTSUPP);
+        }
+        let write_only = (0..3).any(|i| self.want[i] & WRITE_ONLY[i] != 0);
+        if write_only || has(&self.want, fa::RDATTR_ERROR) || self.vals.len() % 4 != 0 {
+            return Err(st::INVAL);
+        }
+        Ok(())
+    }
+
+    /// Whether `src`'s attributes for this bitmap encode to exactly these values: they are
+    /// encoded at the end of `out` (the reply buffer: nothing is allocated), compared, and
+    /// taken off again.
+    pub fn same(
+        &self,
+        c: &Compound<'_>,
+        max_file_size: u64,
+        src: &Source<'_>,
+        out: &mut Enc,
+    ) -> bool {
+        let at = out.len();
+        put_fattr(c, max_file_size, &self.want, src, out);
+        let mut r = XdrReader::new(&out.b[at..]);
+        let same = get_bitmap(&mut r).ok() == Some(self.want)
+            && r.get_opaque(u32::MAX).ok() == Some(self.vals);
+        out.b.truncate(at);
+        same
+    }
+}
+
+/// The outcome of VERIFY (`opnum` [`op::VERIFY`](super::op::VERIFY)) or NVERIFY whose
+/// attributes were `same`: VERIFY holds when they are (NFS4ERR_NOT_SAME otherwise), NVERIFY
+/// when they are not (NFS4ERR_SAME otherwise).
+pub fn verdict(opnum: u32, same: bool) -> Result<(), Status> {
+    match (opnum == super::op::VERIFY, same) {
+        (true, true) | (false, false) => Ok(()),
+        (true, false) => Err(st::NOT_SAME),
+        (false, true) => Err(st::SAME),
+    }
+}
+
+/// VERIFY or NVERIFY (`opnum`) of the current file handle: its attributes encoded for the
+/// client's bitmap are compared octet for octet with the client's (as Linux nfsd's
+/// `_nfsd4_verify` compares them).
+pub fn verify(
+    c: &mut Compound<'_>,
+    opnum: u32,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let v = get_verify(r)?;
+    c.cur()?;
+    v.check()?;
+    let same = with_source(c, &v.want, |c, max, src| v.same(c, max, src, out))?;
+    verdict(opnum, same)
 }
 
 /// NFS4ERR_BADOWNER.

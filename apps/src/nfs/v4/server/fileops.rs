@@ -1,5 +1,5 @@
 //! The NFSv4.1 file operations on the current and saved file handles (RFC 8881 §18):
-//! SECINFO_NO_NAME, PUTROOTFH, PUTFH, GETFH, SAVEFH, RESTOREFH, LOOKUP, LOOKUPP, ACCESS,
+//! SECINFO, SECINFO_NO_NAME, PUTROOTFH, PUTFH, GETFH, SAVEFH, RESTOREFH, LOOKUP, LOOKUPP, ACCESS,
 //! READDIR, READLINK, READ, WRITE, COMMIT, REMOVE, RENAME, LINK, CREATE, SETATTR.
 //!
 //! Normal operation: each operation calls the export's [`Store`](crate::nfs::store::Store)
@@ -55,7 +55,35 @@ fn put_cinfo(out: &mut Enc, before: &Fattr3, after: &Fattr3) {
     out.u64(change(after));
 }
 
-/// SECINFO_NO_NAME: the export's flavors; the current file handle is consumed.
+/// Writes SECINFO4resok for AUTH_SYS / AUTH_NONE `flavors` (no RPCSEC_GSS triples: GSS is not
+/// served) and consumes the current file handle (RFC 8881 §2.6.3.1.1.8).
+pub fn put_secinfo(c: &mut Compound<'_>, flavors: &[u32], out: &mut Enc) {
+    out.u32(flavors.len() as u32);
+    for f in flavors {
+        out.u32(*f);
+    }
+    c.cur = None;
+    c.pseudo = None;
+}
+
+/// SECINFO (RFC 8881 §18.29): the flavors of the export `name` in the current directory is
+/// in, if it exists (names checked as LOOKUP checks them); the current file handle is
+/// consumed. In a pseudo directory, the pseudo file system answers (`pseudo::secinfo`).
+pub fn secinfo(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let name = get_name(r)?;
+    let (cur, _) = cur_dir(c)?;
+    cur.share
+        .store
+        .lookup(&cur.cred, &cur.fh, name)
+        .map_err(from_store)?;
+    put_secinfo(c, &cur.opts.sec.numbers(), out);
+    Ok(())
+}
+
+/// SECINFO_NO_NAME (RFC 8881 §18.45): the flavors of the current file handle's export
+/// (SECINFO_STYLE4_CURRENT_FH) or of its parent's (SECINFO_STYLE4_PARENT: LOOKUPP first, as
+/// Linux nfsd does, so that an export's root answers for the pseudo directory or export
+/// above it); the current file handle is consumed.
 pub fn secinfo_no_name(
     c: &mut Compound<'_>,
     r: &mut XdrReader<'_>,
@@ -65,13 +93,21 @@ pub fn secinfo_no_name(
     if style > 1 {
         return Err(st::INVAL);
     }
-    let flavors = c.cur()?.opts.sec.numbers();
-    out.u32(flavors.len() as u32);
-    for f in flavors {
-        out.u32(f);
+    if style == 1 {
+        // The parent's export is asked about, not entered: its flavor is not enforced.
+        c.secinfo_next = true;
+        match c.pseudo.clone() {
+            Some(p) => super::pseudo::lookupp(c, &p)?,
+            None => lookupp(c)?,
+        }
     }
-    c.cur = None;
-    c.pseudo = None;
+    if c.pseudo.is_some() {
+        let flavors = super::pseudo::flavors(c);
+        put_secinfo(c, &flavors, out);
+        return Ok(());
+    }
+    let flavors = c.cur()?.opts.sec.numbers();
+    put_secinfo(c, &flavors, out);
     Ok(())
 }
 

@@ -18,7 +18,9 @@
 //! settles on 4.1); an operation whose arguments do not decode is NFS4ERR_BADXDR, an unknown
 //! operation number NFS4ERR_OP_ILLEGAL, an operation this server does not implement
 //! NFS4ERR_NOTSUPP; the first operation outside a session must be one that may be
-//! (NFS4ERR_OP_NOT_IN_SESSION otherwise). Leases expire ([`state::State::expire`]). After a
+//! (NFS4ERR_OP_NOT_IN_SESSION otherwise); the operation that would take a reply past the
+//! session's bounds NFS4ERR_REP_TOO_BIG or NFS4ERR_REP_TOO_BIG_TO_CACHE
+//! ([`session::ReplyMax`]). Leases expire ([`state::State::expire`]). After a
 //! restart the clients of the previous run reclaim their state in a grace period
 //! ([`grace`], [`clientdb`]); a client that lost its connection resumes its session on a new
 //! one ([`reconnect`]).
@@ -168,7 +170,11 @@ pub struct Compound<'a> {
     pub denied: Option<Vec<u8>>,
     /// A session whose back channel was just bound: probed with CB_NULL after the COMPOUND.
     pub probe: Option<[u8; 16]>,
-    /// The operation running is a put-filehandle operation and SECINFO_NO_NAME follows it.
+    /// The reply bounds of the session (set by SEQUENCE; none outside a session).
+    pub reply_max: Option<session::ReplyMax>,
+    /// The operation running is a put-filehandle operation and SECINFO or SECINFO_NO_NAME
+    /// follows it, or is SECINFO_NO_NAME looking up the parent: an export's flavor is not
+    /// enforced (RFC 8881 §2.6.3.1.1.5).
     pub secinfo_next: bool,
 }
 
@@ -230,9 +236,10 @@ impl Compound<'_> {
     }
 
     /// Admits the caller to the export whose handles carry `id`. A flavor the export does not
-    /// take is NFS4ERR_WRONGSEC, except right before SECINFO_NO_NAME (`secinfo_next`), which
-    /// then learns the export's flavors (RFC 8881 §2.6.3.1.1.5) under the anonymous identity;
-    /// SECINFO_NO_NAME consumes the handle, so nothing else runs with it.
+    /// take is NFS4ERR_WRONGSEC, except right before SECINFO or SECINFO_NO_NAME
+    /// (`secinfo_next`), which then learns the export's flavors (RFC 8881 §2.6.3.1.1.5) under
+    /// the anonymous identity; both consume the handle (§2.6.3.1.1.8), so nothing else runs
+    /// with it.
     pub fn admit(&self, id: [u8; 4]) -> Result<crate::nfs::admit::Admitted, Status> {
         let t = &self.table;
         match t.admit_export(id, self.cx.peer, &self.cx.cred) {
@@ -534,6 +541,7 @@ impl Nfs41 {
             denied: None,
             probe: None,
             secinfo_next: false,
+            reply_max: None,
         };
         let mut status = st::OK;
         let mut done = 0u32;
@@ -556,7 +564,12 @@ impl Nfs41 {
             } else if i >= MAX_OPS && c.slot.is_none() {
                 st::TOO_MANY_OPS
             } else {
-                match gate(&c, i, opnum, nops).and_then(|()| run(&mut c, opnum, &mut r, out)) {
+                let more = i + 1 < nops;
+                match gate(&c, i, opnum, nops)
+                    .and_then(|()| session::fits_before(&c, opnum, more, out.len()))
+                    .and_then(|()| run(&mut c, opnum, &mut r, out))
+                    .and_then(|()| session::fits_after(&c, out.len()))
+                {
                     Ok(()) => st::OK,
                     Err(s) => s,
                 }
@@ -564,6 +577,9 @@ impl Nfs41 {
             done += 1;
             if s != st::OK {
                 out.b.truncate(at);
+                if c.read_at.is_some_and(|(p, _)| p >= at) {
+                    c.read_at = None; // a READ the reply had no room for
+                }
                 out.u32(s);
                 if opnum == op::SETATTR {
                     out.u32(0); // SETATTR4res carries `attrsset` whatever the status
@@ -768,7 +784,7 @@ fn known(opnum: u32) -> bool {
 }
 
 /// Whether operation `opnum`, whose arguments `r` starts at, is PUTFH or PUTROOTFH and the
-/// next operation is SECINFO_NO_NAME (looked ahead on a copy of the reader).
+/// next operation is SECINFO or SECINFO_NO_NAME (looked ahead on a copy of the reader).
 fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
     let mut ahead = *r;
     let skipped = match opnum {
@@ -776,7 +792,7 @@ fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
         op::PUTFH => ahead.get_opaque(fileops::FHSIZE4).is_ok(),
         _ => false,
     };
-    skipped && ahead.get_u32() == Ok(op::SECINFO_NO_NAME)
+    skipped && matches!(ahead.get_u32(), Ok(op::SECINFO_NO_NAME | op::SECINFO))
 }
 
 /// Runs one operation (not SEQUENCE) and writes its result body.
@@ -803,6 +819,7 @@ fn run(
         op::BACKCHANNEL_CTL => session::backchannel_ctl(c, r),
         op::TEST_STATEID => open::test_stateid(c, r, out),
         op::FREE_STATEID => open::free_stateid(c, r),
+        op::SECINFO => fileops::secinfo(c, r, out),
         op::SECINFO_NO_NAME => fileops::secinfo_no_name(c, r, out),
         op::PUTROOTFH => pseudo::putrootfh(c),
         op::PUTFH => fileops::putfh(c, r),
@@ -812,6 +829,9 @@ fn run(
         op::LOOKUP => fileops::lookup(c, r),
         op::LOOKUPP => fileops::lookupp(c),
         op::GETATTR => deleg_write::getattr_conflict(c, r).and_then(|()| attrs::getattr(c, r, out)),
+        op::VERIFY | op::NVERIFY => {
+            deleg_write::getattr_conflict(c, r).and_then(|()| attrs::verify(c, opnum, r, out))
+        }
         op::ACCESS => fileops::access(c, r, out),
         op::READDIR => fileops::readdir(c, r, out),
         op::READLINK => fileops::readlink(c, out),
@@ -853,8 +873,14 @@ mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
 #[cfg(test)]
+mod tests_reply;
+#[cfg(test)]
 mod tests_sec;
 #[cfg(test)]
+mod tests_secinfo;
+#[cfg(test)]
 mod tests_seq;
+#[cfg(test)]
+mod tests_verify;
 #[cfg(test)]
 mod tests_wdeleg;

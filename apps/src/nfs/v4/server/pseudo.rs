@@ -27,7 +27,7 @@ use crate::nfs::admit::{ExportTable, Share};
 use crate::nfs::handle_mac::siphash24;
 use crate::nfs::types::{Fattr3, Fh, Ftype3, Time3};
 
-use super::attrs::{get_bitmap, put_fattr, Source};
+use super::attrs::{get_bitmap, get_verify, put_fattr, verdict, Source};
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
 use super::{op, Compound, Cur};
 
@@ -199,6 +199,7 @@ pub fn run(
         op::LOOKUP => lookup(c, p, r),
         op::LOOKUPP => lookupp(c, p),
         op::GETATTR => getattr(c, p, r, out),
+        op::VERIFY | op::NVERIFY => verify(c, p, opnum, r, out),
         op::ACCESS => access(r, out),
         op::READDIR => readdir(c, p, r, out),
         op::GETFH => handle(&c.table, p).map(|fh| out.opaque(fh.as_bytes())),
@@ -207,7 +208,7 @@ pub fn run(
             c.saved_pseudo = Some(p.to_string());
             Ok(())
         }
-        op::SECINFO_NO_NAME => secinfo_no_name(c, r, out),
+        op::SECINFO => secinfo(c, p, r, out),
         op::READ | op::COMMIT | op::LOCK | op::LOCKT | op::LOCKU => Err(st::ISDIR),
         op::READLINK => Err(st::INVAL),
         op::CLOSE | op::OPEN_DOWNGRADE => Err(st::BAD_STATEID),
@@ -234,7 +235,8 @@ fn lookup(c: &mut Compound<'_>, p: &str, r: &mut XdrReader<'_>) -> Result<(), St
     Ok(())
 }
 
-fn lookupp(c: &mut Compound<'_>, p: &str) -> Result<(), Status> {
+/// LOOKUPP from pseudo directory `p`: its parent; NFS4ERR_NOENT at the root.
+pub fn lookupp(c: &mut Compound<'_>, p: &str) -> Result<(), Status> {
     if p == "/" {
         return Err(st::NOENT);
     }
@@ -290,6 +292,27 @@ fn getattr(
     Ok(())
 }
 
+/// VERIFY or NVERIFY (`opnum`) of pseudo directory `p` ([`super::attrs::verify`]).
+fn verify(
+    c: &mut Compound<'_>,
+    p: &str,
+    opnum: u32,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let v = get_verify(r)?;
+    v.check()?;
+    let vis = visible(&c.table, c.cx.peer);
+    let a = attrs_of(&vis, p);
+    let fh = handle(&c.table, p)?;
+    let src = Source {
+        attr: &a,
+        fs: None,
+        fh: Some(fh.as_bytes()),
+    };
+    verdict(opnum, v.same(c, MAX_FILE_SIZE, &src, out))
+}
+
 /// ACCESS: read, lookup and execute are granted to everyone; nothing else.
 fn access(r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let want = r.get_u32().map_err(bad_xdr)? & 0x3f;
@@ -298,18 +321,11 @@ fn access(r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     Ok(())
 }
 
-/// SECINFO_NO_NAME: the flavors of the exports the caller may see, each once.
-fn secinfo_no_name(
-    c: &mut Compound<'_>,
-    r: &mut XdrReader<'_>,
-    out: &mut Enc,
-) -> Result<(), Status> {
-    let style = r.get_u32().map_err(bad_xdr)?;
-    if style > 1 {
-        return Err(st::INVAL);
-    }
+/// The flavors of a pseudo directory (SECINFO_NO_NAME, SECINFO of a pseudo directory): those
+/// of the exports the caller may see, each once, in the export table's order.
+pub fn flavors(c: &Compound<'_>) -> Vec<u32> {
     let mut flavors: Vec<u32> = Vec::new();
-    for s in c.table.shares() {
+    for s in visible(&c.table, c.cx.peer) {
         for f in s
             .export
             .options_for(c.cx.peer)
@@ -321,12 +337,34 @@ fn secinfo_no_name(
             }
         }
     }
-    out.u32(flavors.len() as u32);
-    for f in flavors {
-        out.u32(f);
-    }
-    c.cur = None;
-    c.pseudo = None;
+    flavors
+}
+
+/// SECINFO in pseudo directory `p`: an export's root named answers that export's flavors
+/// for the caller (never NFS4ERR_WRONGSEC, RFC 8881 §2.6.3.1.1.5: this is how a client
+/// that got it from LOOKUP learns what to use), a pseudo directory [`flavors`]; a name that
+/// is neither is NFS4ERR_NOENT. The current file handle is consumed.
+fn secinfo(
+    c: &mut Compound<'_>,
+    p: &str,
+    r: &mut XdrReader<'_>,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    let name = get_name(r)?;
+    let name = std::str::from_utf8(name).map_err(|_| st::NOENT)?;
+    let child = join(p, name);
+    let table = Arc::clone(&c.table);
+    let vis = visible(&table, c.cx.peer);
+    let list = match vis.iter().find(|s| s.export.path == child) {
+        Some(s) => s
+            .export
+            .options_for(c.cx.peer)
+            .map(|o| o.sec.numbers())
+            .ok_or(st::NOENT)?,
+        None if is_node(&vis, &child) => flavors(c),
+        None => return Err(st::NOENT),
+    };
+    super::fileops::put_secinfo(c, &list, out);
     Ok(())
 }
 

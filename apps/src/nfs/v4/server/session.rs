@@ -9,8 +9,9 @@
 //! the callback credential the client offered ([`get_sec_parms`]; BACKCHANNEL_CTL replaces
 //! it); SEQUENCE
 //! checks the slot, renews the lease and reports the callback path and revoked delegations in
-//! `sr_status_flags` ([`super::deleg::status_flags`]), and [`keep_reply`] stores the finished
-//! reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; one
+//! `sr_status_flags` ([`super::deleg::status_flags`]) and sets the reply's bounds
+//! ([`ReplyMax`]: NFS4ERR_REP_TOO_BIG, NFS4ERR_REP_TOO_BIG_TO_CACHE), and [`keep_reply`] stores
+//! the finished reply in the slot. Recovery: a retransmitted SEQUENCE gets the slot's reply as sent; one
 //! whose request differs from the one the slot served (its first octets, its length or its
 //! credential: [`super::request_digest`]) is a false retry, NFS4ERR_SEQ_FALSE_RETRY
 //! (RFC 8881 §2.10.6.1.3.1), so a cached reply goes to no other principal; a sequence id
@@ -23,7 +24,7 @@ use rpcrdma_poller::CredBody;
 
 use super::state::{Cached, Channel, Client, Session, Slot};
 use super::xdr::{bad_xdr, st, Enc, Status};
-use super::{Compound, Seq};
+use super::{op, Compound, Seq};
 
 /// `eir_flags` EXCHGID4_FLAG_USE_NON_PNFS.
 const FLAG_USE_NON_PNFS: u32 = 0x0001_0000;
@@ -348,6 +349,7 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     let sess = s.session(&sid)?;
     let nslots = sess.slots.len() as u32;
     let client = sess.client;
+    let (max, max_cached) = (sess.fore.max_response, sess.fore.max_response_cached);
     if c.args_len > sess.fore.max_request as usize {
         return Err(st::REQ_TOO_BIG);
     }
@@ -387,7 +389,88 @@ pub fn sequence(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> R
     out.u32(super::deleg::status_flags(&s, client, &sid));
     c.slot = Some((sid, slot, cache_this));
     c.client = Some(client);
+    c.reply_max = Some(ReplyMax {
+        response: max as usize,
+        cached: cache_this.then_some(max_cached as usize),
+    });
     Ok(Seq::Go)
+}
+
+/// Octets of the RPC reply header before COMPOUND4res (xid, REPLY, MSG_ACCEPTED, an empty
+/// verifier, SUCCESS): the reply bounds count them (RFC 8881 §18.36.3: "including RPC
+/// headers"), as Linux nfsd's `nfsd4_check_resp_size` counts the whole RPC reply.
+pub const RPC_REPLY_HEAD: usize = 24;
+
+/// Room kept for the error of the operation after one that changes something (Linux nfsd's
+/// `COMPOUND_ERR_SLACK_SPACE`).
+pub const ERR_SLACK: usize = 16;
+
+/// The reply bounds of a COMPOUND in a session (RFC 8881 §2.10.6.4, §18.46.3): the fore
+/// channel's `ca_maxresponsesize`, and its `ca_maxresponsesize_cached` when `sa_cachethis`
+/// asks for the reply to be kept.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyMax {
+    /// `ca_maxresponsesize`.
+    pub response: usize,
+    /// `ca_maxresponsesize_cached`, when `sa_cachethis` is set.
+    pub cached: Option<usize>,
+}
+
+impl ReplyMax {
+    /// Whether a COMPOUND4res of `len` octets may be sent: NFS4ERR_REP_TOO_BIG past
+    /// `ca_maxresponsesize`, NFS4ERR_REP_TOO_BIG_TO_CACHE past `ca_maxresponsesize_cached`
+    /// when the reply is to be kept.
+    pub fn check(&self, len: usize) -> Result<(), Status> {
+        let n = len.saturating_add(RPC_REPLY_HEAD);
+        if n > self.response {
+            return Err(st::REP_TOO_BIG);
+        }
+        if self.cached.is_some_and(|m| n > m) {
+            return Err(st::REP_TOO_BIG_TO_CACHE);
+        }
+        Ok(())
+    }
+}
+
+/// The most octets the result body of operation `opnum` takes when it succeeds, for the
+/// operations that change something (Linux nfsd's `OP_MODIFIES_SOMETHING`, whose replies it
+/// sizes before running them, `op_rsize_bop`): such an operation is refused before it runs
+/// when its reply could not be sent or kept, rather than done and then not answered. `None`
+/// for the others, checked after they run.
+pub fn change_reply_max(opnum: u32) -> Option<usize> {
+    Some(match opnum {
+        op::WRITE => 16,                                  // count, committed, verifier
+        op::COMMIT => 8,                                  // verifier
+        op::CREATE => 36,                                 // change_info4, a three-word bitmap
+        op::REMOVE | op::LINK => 20,                      // change_info4
+        op::RENAME => 40,                                 // two change_info4
+        op::SETATTR => 16,                                // a three-word bitmap
+        op::OPEN => 120,                                  // 96 with a write delegation, the largest
+        op::CLOSE | op::OPEN_DOWNGRADE | op::LOCKU => 16, // a stateid
+        op::LOCK => 1068, // LOCK4denied with an owner of 1024 octets (Linux's estimate)
+        op::DELEGRETURN
+        | op::FREE_STATEID
+        | op::RECLAIM_COMPLETE
+        | op::DESTROY_SESSION
+        | op::DESTROY_CLIENTID
+        | op::BACKCHANNEL_CTL => 0,
+        _ => return None,
+    })
+}
+
+/// Before operation `opnum` runs with `len` octets of reply written (its number and status
+/// included): an operation that changes something must have room for its result, and for
+/// the error of the next one when one follows (`more`).
+pub fn fits_before(c: &Compound<'_>, opnum: u32, more: bool, len: usize) -> Result<(), Status> {
+    match (c.reply_max, change_reply_max(opnum)) {
+        (Some(m), Some(body)) => m.check(len + body + if more { ERR_SLACK } else { 0 }),
+        _ => Ok(()),
+    }
+}
+
+/// After an operation succeeded with `len` octets of reply written: within the bounds.
+pub fn fits_after(c: &Compound<'_>, len: usize) -> Result<(), Status> {
+    c.reply_max.map_or(Ok(()), |m| m.check(len))
 }
 
 /// Stores the finished reply of a COMPOUND in its slot: the octets when the client asked for

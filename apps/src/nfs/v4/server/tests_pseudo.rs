@@ -31,7 +31,7 @@ const EXPORTS: &str = "/srv/export 10.0.0.1(rw,no_root_squash)\n\
 
 /// A server with [`EXPORTS`], each on its own memory store, its table, and a client at
 /// 10.0.0.1 with a session.
-fn setup(text: &str) -> (H, Arc<ExportTable>) {
+pub fn setup(text: &str) -> (H, Arc<ExportTable>) {
     let ex = Exports::parse(text).unwrap();
     let list = ex
         .list()

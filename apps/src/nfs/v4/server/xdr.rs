@@ -34,10 +34,12 @@ pub mod st {
     pub const SERVERFAULT: u32 = 10006;
     pub const BADTYPE: u32 = 10007;
     pub const DELAY: u32 = 10008;
+    pub const SAME: u32 = 10009;
     pub const NOFILEHANDLE: u32 = 10020;
     pub const MINOR_VERS_MISMATCH: u32 = 10021;
     pub const STALE_CLIENTID: u32 = 10022;
     pub const BAD_STATEID: u32 = 10025;
+    pub const NOT_SAME: u32 = 10027;
     pub const RESOURCE: u32 = 10018;
     pub const SYMLINK: u32 = 10029;
     pub const RESTOREFH: u32 = 10030;
