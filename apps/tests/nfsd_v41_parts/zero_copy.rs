@@ -84,6 +84,10 @@ struct Reader<'a> {
     sid: [u8; 16],
     seq: u32,
     root: Vec<u8>,
+    /// `sa_cachethis` of its SEQUENCEs (the Linux client never sets it for READ; the slot
+    /// keeps at most 8 KiB, and a READ whose reply, placed data included, is larger is then
+    /// NFS4ERR_REP_TOO_BIG_TO_CACHE).
+    cache_this: bool,
 }
 
 impl Reader<'_> {
@@ -94,7 +98,7 @@ impl Reader<'_> {
                 sequence: seq,
                 slot: 0,
                 highest_slot: 0,
-                cache_this: true,
+                cache_this: self.cache_this,
             },
             Op::PutFh(&self.root),
             Op::Lookup(name),
@@ -167,6 +171,7 @@ fn reader<'a>(r: &Rig, c: &'a NfsClient) -> Reader<'a> {
         sid,
         seq: 0,
         root: r.root.as_bytes().to_vec(),
+        cache_this: false,
     }
 }
 
@@ -293,6 +298,7 @@ fn retry_answered_from_the_slot(r: &Rig, zero_copy: bool) {
     let data = Rng(0x5107).bytes(PIECE);
     let f = file(r, "retry", &data);
     let mut rd = reader(r, &r.nfs);
+    rd.cache_this = true;
     let replays = r.counter("nfs4_slot_replays");
     for (off, count) in [(1_001u64, 1_503u32), (PIECE as u64 - 2_001, 3_000)] {
         let (ddp, zc) = counts(r);
@@ -349,5 +355,34 @@ fn accepts_reads_through_the_write_chunk_copied_once_on_the_dir_backend() {
         assert_eq!(counts(&r), (ddp + i as u64 + 1, zc), "copied, not lent");
     }
     retry_answered_from_the_slot(&r, false);
+    r.stop();
+}
+
+/// A READ through the Write chunk whose reply, its placed data counted, is larger than the
+/// slot keeps, with `sa_cachethis` set: NFS4ERR_REP_TOO_BIG_TO_CACHE (RFC 8881 §2.10.6.4),
+/// nothing placed in the chunk and no DDP counted; the same READ without `sa_cachethis` is
+/// answered through the chunk.
+#[test]
+fn rejects_a_read_through_the_write_chunk_past_the_cached_size_without_placing_it() {
+    let r = rig(Backend::Memory);
+    let data = Rng(0x7b).bytes(PIECE);
+    file(&r, "big", &data);
+    let mut rd = reader(&r, &r.nfs);
+    rd.cache_this = true;
+    let before = counts(&r);
+    rd.seq += 1;
+    let ops = rd.ops(rd.seq, "big", &[(0, 20_000)]);
+    let (b, placed) = send_ddp(rd.c, &ops);
+    assert_eq!(
+        placed, None,
+        "nothing placed for a READ answered with an error"
+    );
+    let d = decode_compound(&b, &ops, ReadPlacement::FirstDirect).expect("decodes");
+    assert_eq!(d.status, 10067, "NFS4ERR_REP_TOO_BIG_TO_CACHE: {d:?}");
+    assert_eq!(counts(&r), before);
+    rd.cache_this = false;
+    let got = rd.read("big", &[(0, 20_000)]);
+    assert!(got[0].2[..] == data[..20_000]);
+    assert_eq!(counts(&r), (before.0 + 1, before.1 + 1));
     r.stop();
 }

@@ -580,6 +580,9 @@ impl Nfs41 {
                 if c.read_at.is_some_and(|(p, _)| p >= at) {
                     c.read_at = None; // a READ the reply had no room for
                 }
+                if c.placed.as_ref().is_some_and(|p| p.at >= at) {
+                    c.placed = None; // likewise, its data left in registered memory
+                }
                 out.u32(s);
                 if opnum == op::SETATTR {
                     out.u32(0); // SETATTR4res carries `attrsset` whatever the status

@@ -463,14 +463,26 @@ pub fn change_reply_max(opnum: u32) -> Option<usize> {
 /// the error of the next one when one follows (`more`).
 pub fn fits_before(c: &Compound<'_>, opnum: u32, more: bool, len: usize) -> Result<(), Status> {
     match (c.reply_max, change_reply_max(opnum)) {
-        (Some(m), Some(body)) => m.check(len + body + if more { ERR_SLACK } else { 0 }),
+        (Some(m), Some(body)) => {
+            m.check(len + placed_len(c) + body + if more { ERR_SLACK } else { 0 })
+        }
         _ => Ok(()),
     }
 }
 
 /// After an operation succeeded with `len` octets of reply written: within the bounds.
 pub fn fits_after(c: &Compound<'_>, len: usize) -> Result<(), Status> {
-    c.reply_max.map_or(Ok(()), |m| m.check(len))
+    c.reply_max.map_or(Ok(()), |m| m.check(len + placed_len(c)))
+}
+
+/// The octets of READ data the reply leaves out because they go through the Write chunk
+/// ([`super::placed`]): they are part of the RPC reply all the same, and count against the
+/// session's bounds as Linux nfsd counts a READ's pages, with their XDR roundup as the
+/// inline encoding has it.
+fn placed_len(c: &Compound<'_>) -> usize {
+    c.placed
+        .as_ref()
+        .map_or(0, |p| p.bytes().len().next_multiple_of(4))
 }
 
 /// Stores the finished reply of a COMPOUND in its slot: the octets when the client asked for
