@@ -280,9 +280,7 @@ fn getattr(
     out: &mut Enc,
 ) -> Result<(), Status> {
     let want = get_bitmap(r)?;
-    let vis = visible(&c.table, c.cx.peer);
-    let a = attrs_of(&vis, p);
-    let fh = handle(&c.table, p)?;
+    let (a, fh) = attrs_and_handle(c, p)?;
     let src = Source {
         attr: &a,
         fs: None,
@@ -290,6 +288,12 @@ fn getattr(
     };
     put_fattr(c, MAX_FILE_SIZE, &want, &src, out);
     Ok(())
+}
+
+/// Pseudo directory `p`'s attributes as the caller sees them, and its handle.
+fn attrs_and_handle(c: &Compound<'_>, p: &str) -> Result<(Fattr3, Fh), Status> {
+    let a = attrs_of(&visible(&c.table, c.cx.peer), p);
+    Ok((a, handle(&c.table, p)?))
 }
 
 /// VERIFY or NVERIFY (`opnum`) of pseudo directory `p` ([`super::attrs::verify`]).
@@ -302,9 +306,7 @@ fn verify(
 ) -> Result<(), Status> {
     let v = get_verify(r)?;
     v.check()?;
-    let vis = visible(&c.table, c.cx.peer);
-    let a = attrs_of(&vis, p);
-    let fh = handle(&c.table, p)?;
+    let (a, fh) = attrs_and_handle(c, p)?;
     let src = Source {
         attr: &a,
         fs: None,

@@ -489,6 +489,51 @@ fn accepts_lease_expiry_revoking_sessions_and_opens() {
     assert_eq!(r.status, st::BAD_STATEID);
 }
 
+/// OPEN of the existing `name` with `access` (owner "owner"), no create, no deny.
+pub fn open_existing(clientid: u64, name: &[u8], access: u32) -> A {
+    A::op(op::OPEN)
+        .u32(0)
+        .u32(access)
+        .u32(0)
+        .u64(clientid)
+        .opaque(b"owner")
+        .u32(0)
+        .u32(0)
+        .opaque(name)
+}
+
+/// `nfs_lock_type4`: WRITE_LT (2) when `write`, READ_LT (1) otherwise.
+pub fn lock_type(write: bool) -> u32 {
+    if write {
+        2
+    } else {
+        1
+    }
+}
+
+/// LOCK (a write lock when `write`, a read lock otherwise) of `[off, off + len)` for a new
+/// lock owner `owner` under open stateid `open` (open-to-lock-owner).
+pub fn lock_new(
+    clientid: u64,
+    open: &[u8; 16],
+    owner: &[u8],
+    write: bool,
+    off: u64,
+    len: u64,
+) -> A {
+    A::op(op::LOCK)
+        .u32(lock_type(write))
+        .u32(0)
+        .u64(off)
+        .u64(len)
+        .u32(1)
+        .u32(0)
+        .fixed(open)
+        .u32(0)
+        .u64(clientid)
+        .opaque(owner)
+}
+
 /// OPEN of `name` in the current directory, creating it (UNCHECKED, mode 0644), for reading
 /// and writing.
 pub fn open_create(clientid: u64, name: &[u8]) -> A {

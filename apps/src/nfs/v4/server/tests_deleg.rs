@@ -15,7 +15,7 @@ use super::deleg::{
     SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
 use super::state::Limits;
-use super::tests::{auth_sys, open_create, server_cb, A, H};
+use super::tests::{auth_sys, open_create, open_existing, server_cb, A, H};
 use super::xdr::st;
 use crate::nfs::v4::cb::{self, CbOp};
 use crate::nfs::v4::{op, Op};
@@ -94,19 +94,6 @@ fn two(rec: &Arc<Rec>, lim: Limits) -> (H, H, Vec<u8>) {
     ]);
     assert_eq!(r.status, st::OK);
     (a, b, root)
-}
-
-/// OPEN of the existing `name` with `access`, no create.
-fn open_existing(clientid: u64, name: &[u8], access: u32) -> A {
-    A::op(op::OPEN)
-        .u32(0)
-        .u32(access)
-        .u32(0)
-        .u64(clientid)
-        .opaque(b"owner")
-        .u32(0)
-        .u32(0)
-        .opaque(name)
 }
 
 /// `open_delegation4`'s type in an OPEN4resok.

@@ -15,7 +15,7 @@ use rpcrdma_poller::CredBody;
 use super::deleg::{Callbacks, Done};
 use super::lock::DENIED;
 use super::state::Limits;
-use super::tests::{auth_sys, open_create, server_cb, A, H};
+use super::tests::{auth_sys, lock_new, open_create, open_existing, server_cb, A, H};
 use super::xdr::st;
 use crate::nfs::v4::{op, Op};
 
@@ -30,34 +30,6 @@ impl Callbacks for Answer {
 
 fn sid(b: &[u8]) -> [u8; 16] {
     b[..16].try_into().unwrap()
-}
-
-/// LOCK for new lock owner `owner` under open stateid `open`: a write lock of `[off, off+len)`.
-fn lock_new(clientid: u64, open: &[u8; 16], owner: &[u8], off: u64, len: u64) -> A {
-    A::op(op::LOCK)
-        .u32(2)
-        .u32(0)
-        .u64(off)
-        .u64(len)
-        .u32(1)
-        .u32(0)
-        .fixed(open)
-        .u32(0)
-        .u64(clientid)
-        .opaque(owner)
-}
-
-/// OPEN of the existing `name` with `access` (owner `owner`), no create.
-fn open_existing(clientid: u64, name: &[u8], access: u32) -> A {
-    A::op(op::OPEN)
-        .u32(0)
-        .u32(access)
-        .u32(0)
-        .u64(clientid)
-        .opaque(b"owner")
-        .u32(0)
-        .u32(0)
-        .opaque(name)
 }
 
 fn on(root: &[u8], name: &[u8], a: A) -> Vec<A> {
@@ -90,7 +62,7 @@ fn busy(unrelated: usize) -> (H, H, H, Vec<u8>) {
             open_create(c.clientid, u.as_bytes()),
         ]);
         assert_eq!(o.status, st::OK, "OPEN {u}");
-        let l = lock_new(c.clientid, &sid(&o.last), b"lc", 0, 10);
+        let l = lock_new(c.clientid, &sid(&o.last), b"lc", true, 0, 10);
         assert_eq!(c.status(&on(&root, u.as_bytes(), l)), st::OK, "LOCK {u}");
         let o = c.raw(&[
             A::op(op::PUTFH).opaque(&root),
@@ -129,9 +101,9 @@ fn work_on_g(unrelated: usize) -> u64 {
     ]);
     assert_eq!(r.status, st::OK, "b's OPEN of g");
     let sb = sid(&r.last);
-    let l = lock_new(a.clientid, &sa, b"la", 0, 10);
+    let l = lock_new(a.clientid, &sa, b"la", true, 0, 10);
     assert_eq!(a.status(&on(&root, b"g", l)), st::OK, "a's LOCK");
-    let l = lock_new(b.clientid, &sb, b"lb", 5, 10);
+    let l = lock_new(b.clientid, &sb, b"lb", true, 5, 10);
     assert_eq!(b.status(&on(&root, b"g", l)), DENIED, "b's LOCK");
     let t = A::op(op::LOCKT)
         .u32(2)
@@ -197,7 +169,11 @@ fn accepts_the_index_following_every_removal() {
         open_create(a.clientid, b"g"),
     ]);
     let sa = sid(&r.last);
-    let r = a.raw(&on(&root, b"g", lock_new(a.clientid, &sa, b"la", 0, 10)));
+    let r = a.raw(&on(
+        &root,
+        b"g",
+        lock_new(a.clientid, &sa, b"la", true, 0, 10),
+    ));
     assert_eq!(r.status, st::OK);
     assert_eq!(files(&a), 5);
     let u = A::op(op::LOCKU)
@@ -224,7 +200,7 @@ fn accepts_the_index_following_every_removal() {
     let r = b.raw(&on(
         &root,
         b"h",
-        lock_new(b.clientid, &sid(&r.last), b"lb", 0, 1),
+        lock_new(b.clientid, &sid(&r.last), b"lb", true, 0, 1),
     ));
     assert_eq!(r.status, st::OK);
     assert_eq!(files(&b), 5);

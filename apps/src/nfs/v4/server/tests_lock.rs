@@ -11,40 +11,17 @@ use rpcrdma_engine::xdr::XdrReader;
 
 use super::lock::DENIED;
 use super::state::Limits;
-use super::tests::{auth_sys, open_create, server, A, H};
+use super::tests::{auth_sys, lock_new, lock_type, open_create, open_existing, server, A, H};
 use super::xdr::st;
 use crate::nfs::v4::op;
 
 const W: bool = true;
 const R: bool = false;
 
-fn ty(write: bool) -> u32 {
-    if write {
-        2
-    } else {
-        1
-    }
-}
-
-/// LOCK for a new lock owner `owner` under open stateid `open`.
-fn lock_new(clientid: u64, open: &[u8; 16], owner: &[u8], write: bool, off: u64, len: u64) -> A {
-    A::op(op::LOCK)
-        .u32(ty(write))
-        .u32(0)
-        .u64(off)
-        .u64(len)
-        .u32(1)
-        .u32(0)
-        .fixed(open)
-        .u32(0)
-        .u64(clientid)
-        .opaque(owner)
-}
-
 /// LOCK with an existing lock stateid.
 fn lock_old(sid: &[u8; 16], write: bool, off: u64, len: u64) -> A {
     A::op(op::LOCK)
-        .u32(ty(write))
+        .u32(lock_type(write))
         .u32(0)
         .u64(off)
         .u64(len)
@@ -55,7 +32,7 @@ fn lock_old(sid: &[u8; 16], write: bool, off: u64, len: u64) -> A {
 
 fn lockt(clientid: u64, owner: &[u8], write: bool, off: u64, len: u64) -> A {
     A::op(op::LOCKT)
-        .u32(ty(write))
+        .u32(lock_type(write))
         .u64(off)
         .u64(len)
         .u64(clientid)
@@ -64,19 +41,6 @@ fn lockt(clientid: u64, owner: &[u8], write: bool, off: u64, len: u64) -> A {
 
 fn locku(sid: &[u8; 16], off: u64, len: u64) -> A {
     A::op(op::LOCKU).u32(1).u32(0).fixed(sid).u64(off).u64(len)
-}
-
-/// OPEN of the existing `f` with `access`, no create.
-fn open_existing(clientid: u64, access: u32) -> A {
-    A::op(op::OPEN)
-        .u32(0)
-        .u32(access)
-        .u32(0)
-        .u64(clientid)
-        .opaque(b"owner")
-        .u32(0)
-        .u32(0)
-        .opaque(b"f")
 }
 
 fn sid(b: &[u8]) -> [u8; 16] {
@@ -106,7 +70,10 @@ fn two(lim: Limits) -> (H, [u8; 16], H, [u8; 16], Vec<u8>) {
     ]);
     assert_eq!(r.status, st::OK);
     let sa = sid(&r.last);
-    let r = b.raw(&[A::op(op::PUTFH).opaque(&root), open_existing(b.clientid, 3)]);
+    let r = b.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_existing(b.clientid, b"f", 3),
+    ]);
     assert_eq!(r.status, st::OK);
     let sb = sid(&r.last);
     (a, sa, b, sb, root)
@@ -241,7 +208,7 @@ fn rejects_bad_ranges_types_modes_and_stateids() {
     let mut ro = H::on(srv, now, store, b"client-ro", auth_sys(0, 0));
     let r = ro.raw(&[
         A::op(op::PUTFH).opaque(&root),
-        open_existing(ro.clientid, 1),
+        open_existing(ro.clientid, b"f", 1),
     ]);
     let so = sid(&r.last);
     let w = lock_new(ro.clientid, &so, b"l", W, 0, 1);
