@@ -253,9 +253,24 @@ impl H {
         }
     }
 
+    /// SEQUENCE and `ops` from this client under AUTH_NONE.
+    pub fn as_none(&mut self, ops: &[A]) -> Raw {
+        let b = self.raw_bytes(ops, true);
+        let cx = CallCx {
+            cred: OpaqueAuth::NONE,
+            ..self.cx()
+        };
+        walk(&self.send_as(&cx, &b))
+    }
+
     /// Sends COMPOUND4args octets; the state index must then hold what the tables hold.
     pub fn send(&self, b: &[u8]) -> Vec<u8> {
-        let out = self.srv.compound(&self.cx(), b).expect("header decodes");
+        self.send_as(&self.cx(), b)
+    }
+
+    /// [`H::send`] with the call context `cx`.
+    pub fn send_as(&self, cx: &CallCx<'_>, b: &[u8]) -> Vec<u8> {
+        let out = self.srv.compound(cx, b).expect("header decodes");
         self.srv.state().check_index();
         out
     }

@@ -6,22 +6,9 @@
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_sec`.
 //! Recovery: a failure names the operations and the status seen.
 
-use rpcrdma_engine::rpc::OpaqueAuth;
-
-use super::tests::{walk, Raw, A, H};
+use super::tests::{A, H};
 use super::xdr::st;
-use super::CallCx;
 use crate::nfs::v4::op;
-
-/// SEQUENCE and `ops` from `h`'s client under AUTH_NONE.
-fn as_none(h: &mut H, ops: &[A]) -> Raw {
-    let b = h.raw_bytes(ops, true);
-    let cx = CallCx {
-        cred: OpaqueAuth::NONE,
-        ..h.cx()
-    };
-    walk(&h.srv.compound(&cx, &b).unwrap())
-}
 
 #[test]
 fn accepts_secinfo_no_name_after_a_put_filehandle_of_another_flavor() {
@@ -29,11 +16,11 @@ fn accepts_secinfo_no_name_after_a_put_filehandle_of_another_flavor() {
     let root = h.root();
     let secinfo = || A::op(op::SECINFO_NO_NAME).u32(0);
     for put in [A::op(op::PUTFH).opaque(&root), A::op(op::PUTROOTFH)] {
-        let r = as_none(&mut h, &[put.clone(), secinfo()]);
+        let r = h.as_none(&[put.clone(), secinfo()]);
         assert_eq!(r.status, st::OK, "{:?}", r.results);
         assert_eq!(r.last, vec![0, 0, 0, 1, 0, 0, 0, 1], "AUTH_SYS only");
         // The handle is consumed: nothing runs on it.
-        let r = as_none(&mut h, &[put.clone(), secinfo(), A::op(op::GETFH)]);
+        let r = h.as_none(&[put.clone(), secinfo(), A::op(op::GETFH)]);
         assert_eq!(r.status, st::NOFILEHANDLE);
     }
 }
@@ -45,16 +32,13 @@ fn rejects_a_put_filehandle_of_another_flavor_followed_by_anything_else() {
     let getattr = A::op(op::GETATTR).u32(1).u32(1 << 1);
     for put in [A::op(op::PUTFH).opaque(&root), A::op(op::PUTROOTFH)] {
         for next in [getattr.clone(), A::op(op::GETFH), A::op(op::SAVEFH)] {
-            let r = as_none(&mut h, &[put.clone(), next]);
+            let r = h.as_none(&[put.clone(), next]);
             assert_eq!(r.status, st::WRONGSEC);
             assert_eq!(r.results.last().map(|x| x.1), Some(st::WRONGSEC));
             assert_eq!(r.results.len(), 2, "the put-filehandle operation failed");
         }
         // Alone too.
-        assert_eq!(
-            as_none(&mut h, std::slice::from_ref(&put)).status,
-            st::WRONGSEC
-        );
+        assert_eq!(h.as_none(std::slice::from_ref(&put)).status, st::WRONGSEC);
     }
     // A flavor the export takes: the same COMPOUND runs.
     assert_eq!(h.status(&[A::op(op::PUTFH).opaque(&root), getattr]), st::OK);

@@ -6,12 +6,9 @@
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_secinfo`.
 //! Recovery: a failure names the operations and the status seen.
 
-use rpcrdma_engine::rpc::OpaqueAuth;
-
-use super::tests::{open_create, walk, Raw, A, H};
+use super::tests::{open_create, Raw, A, H};
 use super::tests_pseudo::setup as pseudo_setup;
 use super::xdr::st;
-use super::CallCx;
 use crate::nfs::v4::{op, Op, OpResult, SECINFO_STYLE4_CURRENT_FH, SECINFO_STYLE4_PARENT};
 
 fn putfh(fh: &[u8]) -> A {
@@ -40,16 +37,6 @@ fn flavors(r: &Raw) -> Vec<u32> {
         .collect();
     assert_eq!(w[0] as usize, w.len() - 1, "the count and the entries");
     w[1..].to_vec()
-}
-
-/// SEQUENCE and `ops` from `h`'s client under AUTH_NONE.
-fn as_none(h: &mut H, ops: &[A]) -> Raw {
-    let b = h.raw_bytes(ops, true);
-    let cx = CallCx {
-        cred: OpaqueAuth::NONE,
-        ..h.cx()
-    };
-    walk(&h.srv.compound(&cx, &b).unwrap())
 }
 
 /// A client of an export taking `opts`, with file `f` and directory `d` in its root.
@@ -128,12 +115,12 @@ fn rejects_secinfo_of_a_missing_or_bad_name_and_outside_a_directory() {
 fn accepts_secinfo_after_a_put_filehandle_of_another_flavor() {
     // RFC 8881 §2.6.3.1.1.5: neither the PUTFH nor the SECINFO returns NFS4ERR_WRONGSEC.
     let (mut h, root) = setup("rw,no_root_squash,sec=sys");
-    let r = as_none(&mut h, &[putfh(&root), secinfo(b"d")]);
+    let r = h.as_none(&[putfh(&root), secinfo(b"d")]);
     assert_eq!(flavors(&r), [1]);
-    let r = as_none(&mut h, &[A::op(op::PUTROOTFH), secinfo(b"f")]);
+    let r = h.as_none(&[A::op(op::PUTROOTFH), secinfo(b"f")]);
     assert_eq!(flavors(&r), [1]);
     // Still a lookup: a missing name is NFS4ERR_NOENT, not the flavors.
-    let r = as_none(&mut h, &[putfh(&root), secinfo(b"nope")]);
+    let r = h.as_none(&[putfh(&root), secinfo(b"nope")]);
     assert_eq!(r.status, st::NOENT);
 }
 
