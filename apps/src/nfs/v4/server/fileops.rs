@@ -55,17 +55,6 @@ fn put_cinfo(out: &mut Enc, before: &Fattr3, after: &Fattr3) {
     out.u64(change(after));
 }
 
-/// Writes SECINFO4resok for AUTH_SYS / AUTH_NONE `flavors` (no RPCSEC_GSS triples: GSS is not
-/// served) and consumes the current file handle (RFC 8881 §2.6.3.1.1.8).
-pub fn put_secinfo(c: &mut Compound<'_>, flavors: &[u32], out: &mut Enc) {
-    out.u32(flavors.len() as u32);
-    for f in flavors {
-        out.u32(*f);
-    }
-    c.cur = None;
-    c.pseudo = None;
-}
-
 /// SECINFO (RFC 8881 §18.29): the flavors of the export `name` in the current directory is
 /// in, if it exists (names checked as LOOKUP checks them); the current file handle is
 /// consumed. In a pseudo directory, the pseudo file system answers (`pseudo::secinfo`).
@@ -76,7 +65,7 @@ pub fn secinfo(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
         .store
         .lookup(&cur.cred, &cur.fh, name)
         .map_err(from_store)?;
-    put_secinfo(c, &cur.opts.sec.numbers(), out);
+    super::pseudo::put_secinfo(c, &cur.opts.sec.numbers(), out);
     Ok(())
 }
 
@@ -103,11 +92,11 @@ pub fn secinfo_no_name(
     }
     if c.pseudo.is_some() {
         let flavors = super::pseudo::flavors(c);
-        put_secinfo(c, &flavors, out);
+        super::pseudo::put_secinfo(c, &flavors, out);
         return Ok(());
     }
     let flavors = c.cur()?.opts.sec.numbers();
-    put_secinfo(c, &flavors, out);
+    super::pseudo::put_secinfo(c, &flavors, out);
     Ok(())
 }
 

@@ -40,6 +40,7 @@ pub mod pseudo;
 pub mod reconnect;
 pub mod session;
 pub mod state;
+pub mod state_index;
 pub mod stateid;
 pub mod xdr;
 

@@ -366,7 +366,7 @@ fn secinfo(
         None if is_node(&vis, &child) => flavors(c),
         None => return Err(st::NOENT),
     };
-    super::fileops::put_secinfo(c, &list, out);
+    put_secinfo(c, &list, out);
     Ok(())
 }
 
@@ -433,4 +433,15 @@ fn readdir(
     out.u32(0);
     out.u32(u32::from(all));
     Ok(())
+}
+
+/// Writes SECINFO4resok for AUTH_SYS / AUTH_NONE `flavors` (no RPCSEC_GSS triples: GSS is not
+/// served) and consumes the current file handle (RFC 8881 §2.6.3.1.1.8).
+pub fn put_secinfo(c: &mut Compound<'_>, flavors: &[u32], out: &mut Enc) {
+    out.u32(flavors.len() as u32);
+    for f in flavors {
+        out.u32(*f);
+    }
+    c.cur = None;
+    c.pseudo = None;
 }
