@@ -137,6 +137,9 @@ pub fn restorefh(c: &mut Compound<'_>) -> Result<(), Status> {
 pub fn lookup(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
     let name = get_name(r)?;
     let (cur, _) = cur_dir(c)?;
+    if c.wrongsec_held {
+        return Err(st::WRONGSEC); // the flavor PUTFH left to LOOKUP (RFC 8881 §2.6.3.1.1.3)
+    }
     let fh = cur
         .share
         .store
@@ -151,6 +154,9 @@ pub fn lookupp(c: &mut Compound<'_>) -> Result<(), Status> {
     let (cur, _) = cur_dir(c)?;
     if cur.fh == cur.share.store.root() {
         return super::pseudo::above_export(c, &cur.share);
+    }
+    if c.wrongsec_held {
+        return Err(st::WRONGSEC); // the parent is in the export PUTFH's flavor was refused by
     }
     let fh = cur
         .share

@@ -177,6 +177,12 @@ pub struct Compound<'a> {
     /// follows it, or is SECINFO_NO_NAME looking up the parent: an export's flavor is not
     /// enforced (RFC 8881 §2.6.3.1.1.5).
     pub secinfo_next: bool,
+    /// The operation running is PUTFH and LOOKUP or LOOKUPP follows it: a flavor the export
+    /// does not take is left for that operation to refuse (RFC 8881 §2.6.3.1.1.3).
+    pub lookup_next: bool,
+    /// The current file handle was put with a flavor its export does not take, for the
+    /// LOOKUP or LOOKUPP that follows to answer NFS4ERR_WRONGSEC ([`Compound::lookup_next`]).
+    pub wrongsec_held: bool,
 }
 
 /// Where READ data sits in a COMPOUND reply (the offset after its length word) and its length.
@@ -226,13 +232,23 @@ impl Compound<'_> {
         if id == self.table.pseudo_id() {
             return pseudo::put(self, &inner);
         }
-        let a = self.admit(id)?;
+        let (a, held) = match self.admit(id) {
+            Err(st::WRONGSEC) if self.lookup_next => {
+                let t = &self.table;
+                (
+                    t.admit_for_secinfo(id, self.cx.peer).map_err(refusal)?,
+                    true,
+                )
+            }
+            other => (other?, false),
+        };
         self.set_real(Cur {
             opts: a.opts,
             share: a.share,
             cred: a.cred,
             fh: inner,
         });
+        self.wrongsec_held = held;
         Ok(())
     }
 
@@ -255,12 +271,14 @@ impl Compound<'_> {
     pub fn set_real(&mut self, cur: Cur) {
         self.cur = Some(cur);
         self.pseudo = None;
+        self.wrongsec_held = false;
     }
 
     /// Makes pseudo directory `path` the current file handle.
     pub fn set_pseudo(&mut self, path: String) {
         self.cur = None;
         self.pseudo = Some(path);
+        self.wrongsec_held = false;
     }
 }
 
@@ -542,6 +560,8 @@ impl Nfs41 {
             denied: None,
             probe: None,
             secinfo_next: false,
+            lookup_next: false,
+            wrongsec_held: false,
             reply_max: None,
         };
         let mut status = st::OK;
@@ -790,13 +810,21 @@ fn known(opnum: u32) -> bool {
 /// Whether operation `opnum`, whose arguments `r` starts at, is PUTFH or PUTROOTFH and the
 /// next operation is SECINFO or SECINFO_NO_NAME (looked ahead on a copy of the reader).
 fn secinfo_next(opnum: u32, r: &XdrReader<'_>) -> bool {
+    matches!(next_op(opnum, r), Some(op::SECINFO_NO_NAME | op::SECINFO))
+}
+
+/// The number of the operation after PUTFH or PUTROOTFH (`opnum`, whose arguments `r` starts
+/// at), when there is one.
+fn next_op(opnum: u32, r: &XdrReader<'_>) -> Option<u32> {
     let mut ahead = *r;
-    let skipped = match opnum {
-        op::PUTROOTFH => true,
-        op::PUTFH => ahead.get_opaque(fileops::FHSIZE4).is_ok(),
-        _ => false,
-    };
-    skipped && matches!(ahead.get_u32(), Ok(op::SECINFO_NO_NAME | op::SECINFO))
+    match opnum {
+        op::PUTROOTFH => {}
+        op::PUTFH => {
+            ahead.get_opaque(fileops::FHSIZE4).ok()?;
+        }
+        _ => return None,
+    }
+    ahead.get_u32().ok()
 }
 
 /// Runs one operation (not SEQUENCE) and writes its result body.
@@ -807,6 +835,8 @@ fn run(
     out: &mut Enc,
 ) -> Result<(), Status> {
     c.secinfo_next = secinfo_next(opnum, r);
+    c.lookup_next =
+        opnum == op::PUTFH && matches!(next_op(opnum, r), Some(op::LOOKUP | op::LOOKUPP));
     if let Some(p) = c.pseudo.clone() {
         if let Some(done) = pseudo::run(c, &p, opnum, r, out) {
             return done;

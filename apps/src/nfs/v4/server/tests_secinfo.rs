@@ -216,3 +216,40 @@ fn accepts_secinfo_no_name_parent_across_the_export_boundary() {
     ]);
     assert_eq!(flavors(&r), [0, 1]);
 }
+
+/// RFC 8881 §2.6.3.1.1.3: a put-filehandle operation followed by LOOKUP or LOOKUPP does not
+/// return NFS4ERR_WRONGSEC itself; the LOOKUP or LOOKUPP does (whether or not the name
+/// exists), as Linux nfsd leaves it to them (`need_wrongsec_check`, `OP_HANDLES_WRONGSEC`).
+/// Followed by anything else, the put-filehandle operation returns it (§2.6.3.1.1.7).
+#[test]
+fn rejects_a_lookup_after_a_put_filehandle_of_another_flavor_on_the_lookup() {
+    let (mut h, root) = setup("rw,no_root_squash,sec=sys");
+    let d = h.raw(&[putfh(&root), lookup(b"d"), A::op(op::GETFH)]);
+    assert_eq!(d.status, st::OK);
+    let dfh = d.last[4..].to_vec();
+    for name in [&b"d"[..], b"nope"] {
+        let r = h.as_none(&[putfh(&root), lookup(name), A::op(op::GETFH)]);
+        let want = [
+            (op::SEQUENCE, st::OK),
+            (op::PUTFH, st::OK),
+            (op::LOOKUP, st::WRONGSEC),
+        ];
+        assert_eq!(r.results, want, "LOOKUP {name:?}");
+    }
+    let r = h.as_none(&[putfh(&dfh), A::op(op::LOOKUPP), A::op(op::GETFH)]);
+    let want = [
+        (op::SEQUENCE, st::OK),
+        (op::PUTFH, st::OK),
+        (op::LOOKUPP, st::WRONGSEC),
+    ];
+    assert_eq!(r.results, want);
+    // Anything else after the PUTFH: the PUTFH's NFS4ERR_WRONGSEC.
+    let r = h.as_none(&[putfh(&dfh), A::op(op::GETFH)]);
+    assert_eq!(
+        r.results,
+        [(op::SEQUENCE, st::OK), (op::PUTFH, st::WRONGSEC)]
+    );
+    // The flavor the export takes: the same COMPOUNDs succeed.
+    let r = h.raw(&[putfh(&dfh), A::op(op::LOOKUPP), A::op(op::GETFH)]);
+    assert_eq!(r.status, st::OK);
+}
