@@ -5,6 +5,7 @@
 //! `DaemonOptions::metrics`: its port shows the NFS calls per procedure.
 
 mod nfsd_common;
+mod procs;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -19,10 +20,9 @@ use rpcrdma_engine::verbs::soft::SoftFabric;
 use rpcrdma_poller::metrics::parse::{parse, Family};
 use rpcrdma_poller::BackoffMode;
 
-/// A free local port (bound and released; the run binds it again).
+/// A free loopback address for a metrics port ([`procs::free_port`]).
 fn free_port() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    SocketAddr::from(([127, 0, 0, 1], procs::free_port()))
 }
 
 /// One GET of /metrics: the families, or `None` while nothing answers.
@@ -275,4 +275,23 @@ fn accepts_nfsd_metrics_port_with_nfs4_state_tables() {
         assert_eq!(sample("rpcrdma_nfsd_nfs4_events_total", ("event", ev)), 0.0);
     }
     rig.daemon.stop();
+}
+
+/// The ports the tests give their servers lie outside the kernel's ephemeral range, so no
+/// socket of another test (a connection's local port, a listener on port 0) can take one
+/// between its choice and its server's bind; two choices in one process differ.
+#[test]
+fn accepts_free_ports_outside_the_ephemeral_range() {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap_or_else(|_| "32768 60999".into());
+    let mut w = range.split_whitespace().map(|x| x.parse::<u16>().unwrap());
+    let (lo, hi) = (w.next().unwrap(), w.next().unwrap());
+    let (a, b) = (procs::free_port(), procs::free_port());
+    for p in [a, b] {
+        assert!(
+            !(lo..=hi).contains(&p),
+            "port {p} is in the ephemeral range {lo}-{hi}"
+        );
+    }
+    assert_ne!(a, b);
 }

@@ -24,6 +24,7 @@ mod api_common;
 mod procs;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,10 +101,22 @@ impl Mode {
     }
 }
 
-/// A free port on loopback (bound, read, released).
+/// A free port on loopback (bound, then released for the server), below the kernel's
+/// ephemeral range (32768-60999 by default): no other socket (a connection's local port, a
+/// listener on port 0) takes it before the server binds it, as can happen to a port 0
+/// answer. The calls of one process walk through 24000-31999 from a place the process id
+/// picks.
 fn free_port() -> u16 {
-    let l = TcpListener::bind((lo(), 0)).expect("an ephemeral port");
-    l.local_addr().expect("address").port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    for _ in 0..8_000 {
+        // Relaxed: a counter; only its distinct values matter.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 24_000 + (std::process::id().wrapping_add(n) % 8_000) as u16;
+        if TcpListener::bind((lo(), port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in 24000-31999");
 }
 
 /// A server role: serves the forward test program in `m` until the parent is done, then

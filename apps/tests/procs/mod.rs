@@ -11,16 +11,39 @@
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Longest a process of these runs may take (the machine may be shared and slow).
 pub const LIMIT: Duration = Duration::from_secs(120);
 
-/// A loopback port nobody listens on now.
+/// First port [`free_port`] hands out, and how many it cycles through: below the kernel's
+/// ephemeral range (`net.ipv4.ip_local_port_range`, 32768-60999 by default) and above the
+/// fixed ports the tests use.
+const PORTS: (u16, u16) = (24_000, 8_000);
+
+/// A loopback port nobody listens on now (bound, then released for the caller's server).
+/// It lies outside the kernel's ephemeral range, so no other socket (a connection's local
+/// port, a listener bound to port 0) takes it between this choice and the server's bind, as
+/// happens to a port 0 answer; the calls of one process walk through the ports, so two never
+/// get the same one, and processes start at different places.
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local address").port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id();
+    for _ in 0..PORTS.1 {
+        // Relaxed: a counter; only its distinct values matter.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = PORTS.0 + (start.wrapping_add(n) % u32::from(PORTS.1)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!(
+        "no free loopback port in {}..{}",
+        PORTS.0,
+        PORTS.0 + PORTS.1
+    );
 }
 
 /// A server process, killed when dropped if it has not exited.
