@@ -76,6 +76,15 @@ impl Index {
         })
     }
 
+    /// The states listed under file `key` as `kind` (none when the file holds none).
+    pub(super) fn listed(&self, key: &FileKey, kind: Kind) -> &[[u8; 12]] {
+        self.files.get(key).map_or(&[], |f| match kind {
+            Kind::Open => &f.opens,
+            Kind::Lock => &f.locks,
+            Kind::Deleg => &f.delegs,
+        })
+    }
+
     pub(super) fn file(&mut self, key: FileKey, kind: Kind, other: [u8; 12]) {
         let f = self.files.entry(key).or_default();
         match kind {

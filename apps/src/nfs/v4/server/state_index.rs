@@ -7,9 +7,9 @@
 //! tables' maps directly. Recovery: nothing to recover; the tests check the index against one
 //! rebuilt from the tables after every COMPOUND (`State::check_index`).
 
-use std::collections::HashSet;
 #[cfg(test)]
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
 #[cfg(test)]
 use std::net::IpAddr;
 
@@ -25,11 +25,7 @@ impl State {
         export: [u8; 4],
         fh: &Fh,
     ) -> impl Iterator<Item = ([u8; 12], &'a OpenState)> + 'a {
-        let list = self.index.files.get(&(export, *fh)).map(|f| &f.opens);
-        list.into_iter().flatten().filter_map(move |k| {
-            self.index.visit();
-            self.opens.get(k).map(|o| (*k, o))
-        })
+        self.on_file(&self.opens, (export, *fh), Kind::Open)
     }
 
     /// The lock states of file `fh` of `export`.
@@ -38,11 +34,7 @@ impl State {
         export: [u8; 4],
         fh: &Fh,
     ) -> impl Iterator<Item = ([u8; 12], &'a LockState)> + 'a {
-        let list = self.index.files.get(&(export, *fh)).map(|f| &f.locks);
-        list.into_iter().flatten().filter_map(move |k| {
-            self.index.visit();
-            self.locks.get(k).map(|l| (*k, l))
-        })
+        self.on_file(&self.locks, (export, *fh), Kind::Lock)
     }
 
     /// The delegations of file `fh` of `export`.
@@ -51,10 +43,19 @@ impl State {
         export: [u8; 4],
         fh: &Fh,
     ) -> impl Iterator<Item = ([u8; 12], &'a Deleg)> + 'a {
-        let list = self.index.files.get(&(export, *fh)).map(|f| &f.delegs);
-        list.into_iter().flatten().filter_map(move |k| {
+        self.on_file(&self.delegs, (export, *fh), Kind::Deleg)
+    }
+
+    /// The entries of `table` (one of the state tables) listed under file `key` as `kind`.
+    fn on_file<'a, T>(
+        &'a self,
+        table: &'a HashMap<[u8; 12], T>,
+        key: FileKey,
+        kind: Kind,
+    ) -> impl Iterator<Item = ([u8; 12], &'a T)> + 'a {
+        self.index.listed(&key, kind).iter().filter_map(move |k| {
             self.index.visit();
-            self.delegs.get(k).map(|d| (*k, d))
+            table.get(k).map(|v| (*k, v))
         })
     }
 
