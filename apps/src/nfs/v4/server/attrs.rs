@@ -162,6 +162,30 @@ pub fn change(a: &Fattr3) -> u64 {
     u64::from(a.ctime.seconds) * 1_000_000_000 + u64::from(a.ctime.nseconds)
 }
 
+/// Writes the `change_info4` of a directory (RFC 8881 §3.3.6) from its attributes before and
+/// after an operation; `changed`: the operation changed the directory (an entry made, removed
+/// or renamed). Normally `atomic` with the two `change` values (the store changes the directory
+/// under its own lock). A file system with a coarse clock (the `dir:` store on a host whose
+/// kernel stamps times in timer ticks: Linux before multigrain timestamps, 6.13) can show the
+/// same ctime after a change made in the tick of the one before; equal values would tell the
+/// client nothing changed, and the Linux client takes an OPEN that created a file for an open
+/// of an existing one (`_nfs4_proc_open` compares `before` and `after`), then asks for read
+/// access the new file's mode may refuse its owner: open(O_CREAT) of a file of mode 0 failed
+/// with EACCES. Such a change is reported as one the server could not take atomically, with
+/// `after` one past `before`, so the client revalidates the directory.
+pub fn put_cinfo(out: &mut Enc, before: &Fattr3, after: &Fattr3, changed: bool) {
+    let (b, a) = (change(before), change(after));
+    if changed && a == b {
+        out.u32(0);
+        out.u64(b);
+        out.u64(b.wrapping_add(1));
+    } else {
+        out.u32(1);
+        out.u64(b);
+        out.u64(a);
+    }
+}
+
 /// What the `fattr4` of one object is made from.
 pub struct Source<'a> {
     /// The object's attributes.

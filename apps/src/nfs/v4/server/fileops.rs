@@ -19,7 +19,7 @@ use rpcrdma_engine::xdr::XdrReader;
 use crate::nfs::admit::seal_or_fault;
 use crate::nfs::types::{Fattr3, Fh, Ftype3, StableHow, PATH_MAX};
 
-use super::attrs::{change, get_bitmap, put_fattr, Source};
+use super::attrs::{get_bitmap, put_cinfo, put_fattr, Source};
 use super::open::check_stateid;
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
 use super::{Compound, Cur};
@@ -47,12 +47,6 @@ fn writable(cur: &Cur) -> Result<(), Status> {
         return Err(st::ROFS);
     }
     Ok(())
-}
-
-fn put_cinfo(out: &mut Enc, before: &Fattr3, after: &Fattr3) {
-    out.u32(1); // atomic: the store changes the directory under its own lock
-    out.u64(change(before));
-    out.u64(change(after));
 }
 
 /// SECINFO (RFC 8881 §18.29): the flavors of the export `name` in the current directory is
@@ -285,7 +279,7 @@ pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     }
     .map_err(from_store)?;
     let after = store.getattr(&cur.fh).map_err(from_store)?;
-    put_cinfo(out, &before, &after);
+    put_cinfo(out, &before, &after, true);
     Ok(())
 }
 
@@ -321,8 +315,8 @@ pub fn rename(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
         .map_err(from_store)?;
     let from_after = store.getattr(&from.fh).map_err(from_store)?;
     let to_after = store.getattr(&to.fh).map_err(from_store)?;
-    put_cinfo(out, &from_before, &from_after);
-    put_cinfo(out, &to_before, &to_after);
+    put_cinfo(out, &from_before, &from_after, true);
+    put_cinfo(out, &to_before, &to_after, true);
     Ok(())
 }
 
@@ -337,7 +331,7 @@ pub fn link(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         .link(&dir.cred, &obj.fh, &dir.fh, name)
         .map_err(from_store)?;
     let after = store.getattr(&dir.fh).map_err(from_store)?;
-    put_cinfo(out, &before, &after);
+    put_cinfo(out, &before, &after, true);
     Ok(())
 }
 
@@ -474,7 +468,7 @@ pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     }
     .map_err(from_store)?;
     let after = store.getattr(&dir.fh).map_err(from_store)?;
-    put_cinfo(out, &before, &after);
+    put_cinfo(out, &before, &after, true);
     out.bitmap(&super::attrs::set_mask(&set));
     c.set_cur_fh(fh)
 }

@@ -893,6 +893,8 @@ mod tests;
 #[cfg(test)]
 mod tests_cbsec;
 #[cfg(test)]
+mod tests_cinfo;
+#[cfg(test)]
 mod tests_deleg;
 #[cfg(test)]
 mod tests_grace;

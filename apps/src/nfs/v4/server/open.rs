@@ -245,9 +245,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     }
     let sid = record_open(c, &cur, fh, &a, client)?;
     out.fixed(&sid);
-    out.u32(1); // cinfo.atomic
-    out.u64(super::attrs::change(&before));
-    out.u64(super::attrs::change(&after));
+    super::attrs::put_cinfo(out, &before, &after, created);
     out.u32(RESULT_LOCKTYPE_POSIX);
     out.bitmap(&[]); // attrset
     if a.reclaim {

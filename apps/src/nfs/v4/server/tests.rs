@@ -135,6 +135,16 @@ pub fn server_cb(
     callbacks: Option<Arc<dyn super::deleg::Callbacks>>,
 ) -> (Arc<Nfs41>, Arc<AtomicU64>, Arc<dyn Store>) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryOptions::default()));
+    server_on(opts, lim, callbacks, store)
+}
+
+/// [`server_cb`] exporting `store`.
+pub fn server_on(
+    opts: &str,
+    lim: Limits,
+    callbacks: Option<Arc<dyn super::deleg::Callbacks>>,
+    store: Arc<dyn Store>,
+) -> (Arc<Nfs41>, Arc<AtomicU64>, Arc<dyn Store>) {
     let ex = Exports::parse(&format!("/ *({opts})")).unwrap();
     let table = ExportTable::new(
         HandleKey::from_bytes([7; 16]),
