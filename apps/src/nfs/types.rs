@@ -186,11 +186,14 @@ impl Ftype3 {
     }
 }
 
-/// `nfstime3`.
+/// A time stamp as the stores keep it: seconds since the epoch as a signed 64-bit number (the
+/// host's `time_t`, NFSv4's `nfstime4`) and nanoseconds. NFSv3's `nfstime3` carries unsigned
+/// 32-bit seconds: its encoding sends the low 32 bits (as Linux nfsd does), its decoding gives
+/// 0 to 2^32 - 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Time3 {
-    /// Seconds since the epoch.
-    pub seconds: u32,
+    /// Seconds since the epoch (negative before it).
+    pub seconds: i64,
     /// Nanoseconds (below 10^9).
     pub nseconds: u32,
 }
@@ -202,7 +205,7 @@ impl Time3 {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         Time3 {
-            seconds: d.as_secs() as u32,
+            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             nseconds: d.subsec_nanos(),
         }
     }

@@ -303,6 +303,17 @@ fn setattr(s: &dyn Store, d: &Fh) {
     assert_eq!((a.uid, a.gid), (1234, 4321));
     assert_eq!(a.mode & 0o777, 0o711);
     assert_eq!((a.atime, a.mtime), (t(1_000_000), t(2_000_000)));
+    // Times NFSv3's 32-bit seconds cannot carry but NFSv4's `nfstime4` can: 2^31 and 2^32 s
+    // (pjdfstest's `utimensat::y2038`), and before 1970.
+    for (at, mt) in [(1 << 31, 1 << 32), (-1, -86_400)] {
+        set(Sattr3 {
+            atime: SetTime::ClientTime(t(at)),
+            mtime: SetTime::ClientTime(t(mt)),
+            ..Sattr3::default()
+        });
+        let b = attr(s, &f);
+        assert_eq!((b.atime, b.mtime), (t(at), t(mt)), "times {at} and {mt}");
+    }
     set(Sattr3 {
         mtime: SetTime::ServerTime,
         ..Sattr3::default()

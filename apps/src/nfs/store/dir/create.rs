@@ -148,7 +148,7 @@ impl DirStore {
                 let (m, a) = verf_times(v);
                 let t = |s| {
                     SetTime::ClientTime(Time3 {
-                        seconds: s,
+                        seconds: i64::from(s),
                         nseconds: 0,
                     })
                 };

@@ -105,10 +105,10 @@ pub(super) fn ifmt(st: &libc::stat) -> u32 {
     st.st_mode & libc::S_IFMT
 }
 
-/// An `nfstime3` from seconds and nanoseconds (clamped to the u32 range NFSv3 has).
+/// A time stamp from a `stat`'s seconds and nanoseconds.
 pub(super) fn time3(sec: i64, nsec: i64) -> Time3 {
     Time3 {
-        seconds: sec.clamp(0, i64::from(u32::MAX)) as u32,
+        seconds: sec,
         nseconds: nsec.clamp(0, 999_999_999) as u32,
     }
 }

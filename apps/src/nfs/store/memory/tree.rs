@@ -514,8 +514,8 @@ impl Tree {
             // As Linux nfsd: the verifier also shows in mtime and atime until SETATTR.
             let i = self.node_mut(id)?;
             i.excl = Some(*v);
-            i.mtime.seconds = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) & 0x7fff_ffff;
-            i.atime.seconds = u32::from_be_bytes([v[4], v[5], v[6], v[7]]) & 0x7fff_ffff;
+            i.mtime.seconds = i64::from(u32::from_be_bytes([v[0], v[1], v[2], v[3]]) & 0x7fff_ffff);
+            i.atime.seconds = i64::from(u32::from_be_bytes([v[4], v[5], v[6], v[7]]) & 0x7fff_ffff);
         }
         Ok(id)
     }

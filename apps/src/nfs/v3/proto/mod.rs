@@ -173,16 +173,17 @@ pub fn get_post_op_fh3(r: &mut XdrReader<'_>) -> Result<Option<Fh>, DecodeError>
     })
 }
 
-/// Writes `nfstime3`.
+/// Writes `nfstime3`: the low 32 bits of the seconds, as Linux nfsd sends a time outside
+/// the unsigned 32-bit range NFSv3 has.
 pub fn put_time3(w: &mut XdrWriter<'_>, t: &Time3) -> Result<(), XdrError> {
-    w.put_u32(t.seconds)?;
+    w.put_u32(t.seconds as u32)?;
     w.put_u32(t.nseconds)
 }
 
-/// Reads `nfstime3` (any `nseconds` is accepted).
+/// Reads `nfstime3`: unsigned seconds (any `nseconds` is accepted).
 pub fn get_time3(r: &mut XdrReader<'_>) -> Result<Time3, DecodeError> {
     Ok(Time3 {
-        seconds: r.get_u32()?,
+        seconds: i64::from(r.get_u32()?),
         nseconds: r.get_u32()?,
     })
 }

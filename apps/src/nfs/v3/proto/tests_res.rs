@@ -301,3 +301,19 @@ fn decoded_results_re_encode_to_themselves() {
         }
     }
 }
+
+#[test]
+fn accepts_times_outside_nfstime3_as_their_low_32_bits() {
+    // nfstime3 has unsigned 32-bit seconds; a store time past it (2^32 + 7 s, or before
+    // 1970) goes out as its low 32 bits, as Linux nfsd's encoder sends it.
+    for (seconds, wire) in [((1i64 << 32) + 7, 7u32), (-1, u32::MAX)] {
+        let t = Time3 {
+            seconds,
+            nseconds: 9,
+        };
+        let b = encode_with(|w| put_time3(w, &t));
+        assert_eq!(b, words(&[wire, 9]), "{seconds}");
+        let back = get_time3(&mut XdrReader::new(&b)).expect("decode");
+        assert_eq!(back.seconds, i64::from(wire), "decoded as unsigned");
+    }
+}

@@ -152,14 +152,17 @@ fn has(w: &[u32; 3], bit: u32) -> bool {
     w[(bit / 32) as usize] & (1 << (bit % 32)) != 0
 }
 
+/// Writes `nfstime4`: signed 64-bit seconds, nanoseconds.
 fn time(v: &mut Enc, t: Time3) {
-    v.u64(u64::from(t.seconds));
+    v.u64(t.seconds as u64);
     v.u32(t.nseconds);
 }
 
 /// The `change` attribute: the ctime as one number that grows with every change.
 pub fn change(a: &Fattr3) -> u64 {
-    u64::from(a.ctime.seconds) * 1_000_000_000 + u64::from(a.ctime.nseconds)
+    (a.ctime.seconds as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(u64::from(a.ctime.nseconds))
 }
 
 /// Writes the `change_info4` of a directory (RFC 8881 §3.3.6) from its attributes before and
@@ -458,9 +461,10 @@ fn get_settime(v: &mut XdrReader<'_>) -> Result<crate::nfs::types::SetTime, Stat
     match v.get_u32().map_err(bad_xdr)? {
         0 => Ok(SetTime::ServerTime),
         1 => {
-            let sec = v.get_u64().map_err(bad_xdr)? as i64;
+            // nfstime4: any signed seconds; nanoseconds below 10^9 (NFS4ERR_INVAL, RFC 8881
+            // §3.3.1, as Linux nfsd's `nfsd4_decode_nfstime4`).
+            let seconds = v.get_u64().map_err(bad_xdr)? as i64;
             let nsec = v.get_u32().map_err(bad_xdr)?;
-            let seconds = u32::try_from(sec).map_err(|_| st::INVAL)?;
             if nsec >= 1_000_000_000 {
                 return Err(st::INVAL);
             }

@@ -250,7 +250,7 @@ fn attrs_of(vis: &[&Arc<Share>], p: &str) -> Fattr3 {
     let names = children(vis, p);
     let h = siphash24(1, 2, names.join("/").as_bytes());
     let t = Time3 {
-        seconds: (h >> 32) as u32,
+        seconds: (h >> 32) as i64,
         nseconds: (h as u32) % 1_000_000_000,
     };
     Fattr3 {

@@ -712,6 +712,49 @@ fn accepts_setattr_of_the_times_that_supported_attrs_lists() {
     );
 }
 
+/// `nfstime4` has signed 64-bit seconds: times past 2106 and before 1970 are set and read back
+/// (pjdfstest's `utimensat::y2038` sets 2^31 and 2^32 s), and nanoseconds of 10^9 or more
+/// are NFS4ERR_INVAL (RFC 8881 §3.3.1).
+#[test]
+fn accepts_times_past_2106_and_before_1970_and_rejects_bad_nanoseconds() {
+    let (mut h, root) = setup();
+    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
+    let set = |at: i64, mt: i64, ns: u32| {
+        let vals = A::default()
+            .u32(1)
+            .u64(at as u64)
+            .u32(ns)
+            .u32(1)
+            .u64(mt as u64)
+            .u32(ns);
+        A::op(op::SETATTR)
+            .fixed(&[0; 16])
+            .u32(2)
+            .u32(0)
+            .u32(times)
+            .opaque(&vals.0)
+    };
+    for (at, mt) in [(1i64 << 31, 1i64 << 32), (-1, -86_400)] {
+        let r = h.raw(&[putfh(&root), lookup(b"f"), set(at, mt, 5)]);
+        assert_eq!(r.status, st::OK, "SETATTR of {at} and {mt}");
+        let r = h.raw(&[
+            putfh(&root),
+            lookup(b"f"),
+            getattr(&[fa::TIME_ACCESS, fa::TIME_MODIFY]),
+        ]);
+        let mut x = XdrReader::new(&r.last);
+        let n = x.get_u32().unwrap();
+        x.skip(4 * n as usize).unwrap();
+        let mut v = XdrReader::new(x.get_opaque(4096).unwrap());
+        let mut t = || (v.get_u64().unwrap() as i64, v.get_u32().unwrap());
+        assert_eq!((t(), t()), ((at, 5), (mt, 5)), "read back");
+    }
+    assert_eq!(
+        h.status(&[putfh(&root), lookup(b"f"), set(7, 7, 1_000_000_000)]),
+        st::INVAL
+    );
+}
+
 /// utimensat(2) with UTIME_NOW by a user who may write the file but does not own it: the
 /// Linux client sends SET_TO_SERVER_TIME4 for both times, which POSIX admits; times of the
 /// client's choosing stay the owner's (NFS4ERR_PERM).
