@@ -651,6 +651,19 @@ fn accepts_open_downgrade_to_a_subset_only() {
     );
 }
 
+/// The `time_access_set` and `time_modify_set` bits of an attribute mask's second word.
+const TIMES: u32 = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
+
+/// SETATTR (anonymous stateid) of the two settable times, `vals` their `settime4` values.
+fn set_times(vals: A) -> A {
+    A::op(op::SETATTR)
+        .fixed(&[0; 16])
+        .u32(2)
+        .u32(0)
+        .u32(TIMES)
+        .opaque(&vals.0)
+}
+
 /// The Linux client leaves out of its SETATTR every attribute `supported_attrs` does not list
 /// (utimensat(2) on the mount did nothing while `time_access_set` and `time_modify_set` were
 /// missing there): both are listed, SETATTR of them sets the times, GETATTR never returns them.
@@ -666,10 +679,9 @@ fn accepts_setattr_of_the_times_that_supported_attrs_lists() {
     let sup: Vec<u32> = (0..v.get_u32().unwrap())
         .map(|_| v.get_u32().unwrap())
         .collect();
-    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
     assert_eq!(
-        sup.get(1).copied().unwrap_or(0) & times,
-        times,
+        sup.get(1).copied().unwrap_or(0) & TIMES,
+        TIMES,
         "supported_attrs lists time_access_set and time_modify_set"
     );
     let vals = A::default()
@@ -679,17 +691,11 @@ fn accepts_setattr_of_the_times_that_supported_attrs_lists() {
         .u32(1)
         .u64(100_000_000)
         .u32(100_000_000);
-    let set = A::op(op::SETATTR)
-        .fixed(&[0; 16])
-        .u32(2)
-        .u32(0)
-        .u32(times)
-        .opaque(&vals.0);
-    let r = h.raw(&[putfh(&root), lookup(b"f"), set]);
+    let r = h.raw(&[putfh(&root), lookup(b"f"), set_times(vals)]);
     assert_eq!(r.status, st::OK);
     assert_eq!(
         r.last,
-        [&[0, 0, 0, 2, 0, 0, 0, 0][..], &times.to_be_bytes()[..]].concat(),
+        [&[0, 0, 0, 2, 0, 0, 0, 0][..], &TIMES.to_be_bytes()[..]].concat(),
         "attrsset: both times"
     );
     let r = h.raw(&[
@@ -718,21 +724,9 @@ fn accepts_setattr_of_the_times_that_supported_attrs_lists() {
 #[test]
 fn accepts_times_past_2106_and_before_1970_and_rejects_bad_nanoseconds() {
     let (mut h, root) = setup();
-    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
     let set = |at: i64, mt: i64, ns: u32| {
-        let vals = A::default()
-            .u32(1)
-            .u64(at as u64)
-            .u32(ns)
-            .u32(1)
-            .u64(mt as u64)
-            .u32(ns);
-        A::op(op::SETATTR)
-            .fixed(&[0; 16])
-            .u32(2)
-            .u32(0)
-            .u32(times)
-            .opaque(&vals.0)
+        let client = |t: i64| A::default().u32(1).u64(t as u64).u32(ns);
+        set_times(A(client(at).0.into_iter().chain(client(mt).0).collect()))
     };
     for (at, mt) in [(1i64 << 31, 1i64 << 32), (-1, -86_400)] {
         let r = h.raw(&[putfh(&root), lookup(b"f"), set(at, mt, 5)]);
@@ -775,20 +769,14 @@ fn accepts_server_times_from_a_writer_and_rejects_client_times_from_a_non_owner(
         b"user",
         auth_sys(1000, 1000),
     );
-    let times = (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32));
-    let set = |vals: A| {
-        A::op(op::SETATTR)
-            .fixed(&[0; 16])
-            .u32(2)
-            .u32(0)
-            .u32(times)
-            .opaque(&vals.0)
-    };
     let server = A::default().u32(0).u32(0); // SET_TO_SERVER_TIME4, twice
-    assert_eq!(u.status(&[putfh(&root), lookup(b"f"), set(server)]), st::OK);
+    assert_eq!(
+        u.status(&[putfh(&root), lookup(b"f"), set_times(server)]),
+        st::OK
+    );
     let client = A::default().u32(1).u64(7).u32(0).u32(1).u64(7).u32(0);
     assert_eq!(
-        u.status(&[putfh(&root), lookup(b"f"), set(client)]),
+        u.status(&[putfh(&root), lookup(b"f"), set_times(client)]),
         st::PERM
     );
 }
