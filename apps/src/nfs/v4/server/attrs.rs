@@ -167,8 +167,10 @@ pub fn change(a: &Fattr3) -> u64 {
 
 /// Writes the `change_info4` of a directory (RFC 8881 §3.3.6) from its attributes before and
 /// after an operation; `changed`: the operation changed the directory (an entry made, removed
-/// or renamed). Normally `atomic` with the two `change` values (the store changes the directory
-/// under its own lock). A file system with a coarse clock (the `dir:` store on a host whose
+/// or renamed). Normally the two `change` values, marked `atomic`: they are taken just before
+/// and just after the store's operation (Linux nfsd takes them under the directory's lock; here
+/// a change another client made between them would reach this client at its next revalidation
+/// of the directory). A file system with a coarse clock (the `dir:` store on a host whose
 /// kernel stamps times in timer ticks: Linux before multigrain timestamps, 6.13) can show the
 /// same ctime after a change made in the tick of the one before; equal values would tell the
 /// client nothing changed, and the Linux client takes an OPEN that created a file for an open
