@@ -53,8 +53,8 @@
 #    kept in $RPCRDMA_PJDFSTEST_OUT (default ${CARGO_TARGET_DIR:-target}/pjdfstest/results.txt,
 #    the table beside it).
 #
-# By hand only (they cost too much for CI; off by default), NFSv4.1 against the kernel nfsd, which
-# then serves NFSv4.x besides NFSv3 for the whole boot:
+# Off by default (.ci/run turns the pjdfstest41 parts on; fio41 costs too much for CI), NFSv4.1
+# against the kernel nfsd, which then serves NFSv4.x besides NFSv3 for the whole boot:
 #  - pjdfstest41/kernel, pjdfstest41/memory, pjdfstest41/dir (RPCRDMA_NFSD_PJDFSTEST41, e.g.
 #    "kernel memory dir"): pjdfstest on the vers=4.1,proto=rdma mount (rxe) of the kernel nfsd
 #    (the reference) and of ours with --nfs4, compared as in 4. against

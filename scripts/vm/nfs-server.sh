@@ -810,7 +810,7 @@ for l in $PJD_RUNS; do
 		;;
 	esac
 done
-# the same over NFSv4.1 (by hand: RPCRDMA_NFSD_PJDFSTEST41, default empty)
+# the same over NFSv4.1 (RPCRDMA_NFSD_PJDFSTEST41, default empty; .ci/run asks for all three)
 for l in $PJD41_RUNS; do
 	case $l in
 	kernel | memory | dir) run_pjdfstest "$l" 4.1 ;;

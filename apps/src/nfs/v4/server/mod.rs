@@ -919,4 +919,6 @@ mod tests_seq;
 #[cfg(test)]
 mod tests_verify;
 #[cfg(test)]
+mod tests_view;
+#[cfg(test)]
 mod tests_wdeleg;

@@ -222,7 +222,11 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     if a.access & ACCESS_WRITE != 0 && cur.opts.read_only {
         return Err(st::ROFS);
     }
-    if !created {
+    // A file this OPEN made is opened whatever its mode says, for its owner (Linux nfsd's
+    // NFSD_MAY_OWNER_OVERRIDE when `op_created`): a file of mode 0 made with O_CREAT|O_RDWR.
+    // `created` comes from a LOOKUP before the create, so a file another user made in between
+    // is taken for a new one: only its owner skips the check.
+    if !(created && attr.uid == cur.cred.uid) {
         let mut need = 0;
         if a.access & ACCESS_READ != 0 {
             need |= access::READ;

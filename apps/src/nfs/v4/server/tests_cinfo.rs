@@ -7,140 +7,16 @@
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_cinfo`.
 //! Recovery: a failure names the operation and the values seen.
 
-use std::sync::Arc;
-
 use rpcrdma_engine::xdr::XdrReader;
 
-use super::state::Limits;
-use super::tests::{auth_sys, open_create, server_on, A, H};
+use super::tests::{open_create, A, H};
+use super::tests_view::View;
 use super::xdr::st;
-use crate::nfs::identity::Cred;
-use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
-use crate::nfs::store::{DirListing, Special, Store};
-use crate::nfs::types::{
-    CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Sattr3, StableHow, Time3,
-};
 use crate::nfs::v4::op;
 
-/// A memory store seen through a clock that does not tick while a test runs: every object's
-/// ctime and mtime read as one instant, as on a file system whose times move in timer ticks
-/// longer than the calls.
-struct Coarse(MemoryStore);
-
-/// The one instant [`Coarse`] shows.
-const TICK: Time3 = Time3 {
-    seconds: 1_000_000,
-    nseconds: 4_000_000,
-};
-
-impl Store for Coarse {
-    fn kind(&self) -> &'static str {
-        "coarse"
-    }
-    fn root(&self) -> Fh {
-        self.0.root()
-    }
-    fn getattr(&self, fh: &Fh) -> NfsResult<Fattr3> {
-        self.0.getattr(fh).map(|a| Fattr3 {
-            mtime: TICK,
-            ctime: TICK,
-            ..a
-        })
-    }
-    fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
-        self.0.setattr(cx, fh, set, guard)
-    }
-    fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
-        self.0.lookup(cx, dir, name)
-    }
-    fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
-        self.0.readlink(cx, fh, out)
-    }
-    fn read(&self, cx: &Cred, fh: &Fh, offset: u64, out: &mut [u8]) -> NfsResult<(usize, bool)> {
-        self.0.read(cx, fh, offset, out)
-    }
-    fn write(
-        &self,
-        cx: &Cred,
-        fh: &Fh,
-        offset: u64,
-        data: &[u8],
-        stable: StableHow,
-    ) -> NfsResult<StableHow> {
-        self.0.write(cx, fh, offset, data, stable)
-    }
-    fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {
-        self.0.commit(cx, fh)
-    }
-    fn create(&self, cx: &Cred, dir: &Fh, name: &[u8], how: &CreateHow) -> NfsResult<Fh> {
-        self.0.create(cx, dir, name, how)
-    }
-    fn mkdir(&self, cx: &Cred, dir: &Fh, name: &[u8], attr: &Sattr3) -> NfsResult<Fh> {
-        self.0.mkdir(cx, dir, name, attr)
-    }
-    fn symlink(
-        &self,
-        cx: &Cred,
-        dir: &Fh,
-        name: &[u8],
-        target: &[u8],
-        attr: &Sattr3,
-    ) -> NfsResult<Fh> {
-        self.0.symlink(cx, dir, name, target, attr)
-    }
-    fn mknod(
-        &self,
-        cx: &Cred,
-        dir: &Fh,
-        name: &[u8],
-        node: Special,
-        attr: &Sattr3,
-    ) -> NfsResult<Fh> {
-        self.0.mknod(cx, dir, name, node, attr)
-    }
-    fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        self.0.remove(cx, dir, name)
-    }
-    fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        self.0.rmdir(cx, dir, name)
-    }
-    fn rename(
-        &self,
-        cx: &Cred,
-        from_dir: &Fh,
-        from_name: &[u8],
-        to_dir: &Fh,
-        to_name: &[u8],
-    ) -> NfsResult<()> {
-        self.0.rename(cx, from_dir, from_name, to_dir, to_name)
-    }
-    fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
-        self.0.link(cx, fh, dir, name)
-    }
-    fn readdir(
-        &self,
-        cx: &Cred,
-        dir: &Fh,
-        cookie: u64,
-        verf: [u8; 8],
-        plus: bool,
-        emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
-    ) -> NfsResult<DirListing> {
-        self.0.readdir(cx, dir, cookie, verf, plus, emit)
-    }
-    fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat> {
-        self.0.fsstat(fh)
-    }
-    fn write_verifier(&self) -> [u8; 8] {
-        self.0.write_verifier()
-    }
-}
-
-/// A client with a session on a server exporting a [`Coarse`] store.
+/// A client with a session on a server exporting a store whose clock does not tick.
 fn coarse() -> H {
-    let store: Arc<dyn Store> = Arc::new(Coarse(MemoryStore::new(MemoryOptions::default())));
-    let (srv, now, store) = server_on("rw,no_root_squash", Limits::default(), None, store);
-    H::on(srv, now, store, b"client-a", auth_sys(0, 0))
+    View::frozen_clock().serve()
 }
 
 /// `change_info4` (atomic, before, after) at the start of `b`.

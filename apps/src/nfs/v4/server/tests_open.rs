@@ -7,7 +7,10 @@
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_open`.
 //! Recovery: a failure names the claim and the status seen.
 
-use super::tests::{A, H};
+use std::sync::Arc;
+
+use super::tests::{auth_sys, open_create, A, H};
+use super::tests_view::View;
 use super::xdr::st;
 use crate::nfs::v4::op;
 
@@ -76,4 +79,44 @@ fn rejects_claims_and_share_bits_it_does_not_take() {
         assert_eq!(r.status, want, "claim {claim} access {access} deny {deny}");
     }
     assert_eq!(h.srv.state().opens.len(), 1, "nothing opened");
+}
+
+/// OPEN finds out whether it created the file by a LOOKUP before its create; a file another
+/// user made in between is then taken for a new one. A file OPEN made is opened whatever its
+/// mode says only for its owner (Linux nfsd's NFSD_MAY_OWNER_OVERRIDE for `op_created`), so
+/// such a file is checked as any other: NFS4ERR_ACCESS, no open state.
+#[test]
+fn rejects_an_open_of_a_file_another_user_made_meanwhile_without_access() {
+    use crate::nfs::identity::Cred;
+    use crate::nfs::store::Store;
+    use crate::nfs::types::{CreateHow, Sattr3};
+    let h = View::made_meanwhile(b"f").serve_after(|s| {
+        let root = s.root();
+        let open = Sattr3 {
+            mode: Some(0o777),
+            ..Sattr3::default()
+        };
+        s.setattr(&Cred::ROOT, &root, &open, None)
+            .expect("chmod 0777");
+        let private = CreateHow::Guarded(Sattr3 {
+            mode: Some(0o600),
+            ..Sattr3::default()
+        });
+        let alice = Cred::with_groups(1000, 1000, &[]);
+        s.create(&alice, &root, b"f", &private)
+            .expect("alice's file");
+    });
+    let mut bob = H::on(
+        Arc::clone(&h.srv),
+        Arc::clone(&h.now),
+        Arc::clone(&h.store),
+        b"bob",
+        auth_sys(2000, 2000),
+    );
+    let root = bob.root();
+    let r = bob.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        open_create(bob.clientid, b"f"),
+    ]);
+    assert_eq!(r.status, st::ACCESS, "bob may not open alice's 0600 file");
 }
