@@ -36,8 +36,13 @@ fn rig(specs: &str, backend: Backend) -> Rig {
     Rig::with(o, dir)
 }
 
+/// GUARDED with mode 0644, as the Linux client sends a mode with every CREATE (a file made
+/// without one has mode 0, as with Linux nfsd).
 fn guarded() -> CreateHow {
-    CreateHow::Guarded(Sattr3::default())
+    CreateHow::Guarded(Sattr3 {
+        mode: Some(0o644),
+        ..Sattr3::default()
+    })
 }
 
 fn auth_error<T: std::fmt::Debug>(r: Result<T, NfsError>) -> AuthStat {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::dir::DirStore;
 use super::memory::{MemoryOptions, MemoryStore};
 use crate::nfs::identity::Cred;
-use crate::nfs::store::Store;
+use crate::nfs::store::{Special, Store};
 use crate::nfs::types::{
     access, CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, Time3,
 };
@@ -595,6 +595,18 @@ fn exclusive(s: &dyn Store, d: &Fh) {
         .create(&R, d, b"x", &CreateHow::Exclusive(v))
         .expect("create");
     assert_eq!(attr(s, &f).ftype, Ftype3::Reg);
+    // An exclusive CREATE carries no mode: the file has mode 0 until the client's SETATTR, as
+    // with Linux nfsd, and so does any object made without one (not readable meanwhile).
+    assert_eq!(attr(s, &f).mode & 0o7777, 0, "exclusive create");
+    let none = Sattr3::default();
+    let g = s
+        .create(&R, d, b"g", &CreateHow::Unchecked(none))
+        .expect("create");
+    let sub = s.mkdir(&R, d, b"m", &none).expect("mkdir");
+    let fifo = s.mknod(&R, d, b"p", Special::Fifo, &none).expect("mknod");
+    for (what, fh) in [("file", g), ("directory", sub), ("fifo", fifo)] {
+        assert_eq!(attr(s, &fh).mode & 0o7777, 0, "{what} made without a mode");
+    }
     assert_eq!(
         s.create(&R, d, b"x", &CreateHow::Exclusive(v)),
         Ok(f),

@@ -171,8 +171,8 @@ impl Probe<'_> {
     /// The facts of a new object's attributes.
     fn object(&mut self, key: &str, a: &Fattr3) {
         self.fact(&format!("{key}.type"), format!("{:?}", a.ftype), true);
-        // Linux nfsd makes an object created without a mode mode 0; the Linux client always
-        // sends one, so a difference here is not one a client's caching sees.
+        // The mode the client asked for; one created without a mode has mode 0, as with Linux
+        // nfsd. Not compared: the client's caching does not depend on it.
         self.fact(&format!("{key}.mode"), format!("{:o}", a.mode), false);
         self.fact(&format!("{key}.nlink"), a.nlink, true);
         self.fact(

@@ -195,7 +195,7 @@ impl DirStore {
             Err(Nfsstat3::NOENT) => {}
             Err(e) => return Err(e),
         }
-        let mode = attr.mode.unwrap_or(0o644) & 0o7777;
+        let mode = attr.mode.unwrap_or(0) & 0o7777;
         let flags = libc::O_CREAT | excl | libc::O_RDWR | libc::O_NOFOLLOW;
         let fd = match openat(d.raw(), &c, flags, mode) {
             Ok(fd) => fd,
@@ -222,7 +222,7 @@ impl DirStore {
         if is_dot_entry(name) {
             return Err(Nfsstat3::EXIST);
         }
-        let mode = attr.mode.unwrap_or(0o755) & 0o7777;
+        let mode = attr.mode.unwrap_or(0) & 0o7777;
         // SAFETY: `c` is NUL-terminated.
         check(unsafe { libc::mkdirat(d.raw(), c.as_ptr(), mode) })?;
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
@@ -286,7 +286,7 @@ impl DirStore {
             Special::Chr(ma, mi) => (libc::S_IFCHR, libc::makedev(ma, mi)),
             Special::Blk(ma, mi) => (libc::S_IFBLK, libc::makedev(ma, mi)),
         };
-        let mode = attr.mode.unwrap_or(0o644) & 0o7777;
+        let mode = attr.mode.unwrap_or(0) & 0o7777;
         // SAFETY: `c` is NUL-terminated.
         check(unsafe { libc::mknodat(d.raw(), c.as_ptr(), kind | mode, dev) })?;
         let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;

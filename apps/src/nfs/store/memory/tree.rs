@@ -509,7 +509,7 @@ impl Tree {
             size: attr.size.unwrap_or(0),
             data: Blocks::default(),
         };
-        let id = self.make(cx, dir, name, body, attr.mode.unwrap_or(0o644), &attr)?;
+        let id = self.make(cx, dir, name, body, attr.mode.unwrap_or(0), &attr)?;
         if let CreateHow::Exclusive(v) = how {
             // As Linux nfsd: the verifier also shows in mtime and atime until SETATTR.
             let i = self.node_mut(id)?;
@@ -529,7 +529,7 @@ impl Tree {
         attr: &Sattr3,
     ) -> NfsResult<u64> {
         let body = Body::Dir(Dir::new(dir));
-        self.make(cx, dir, name, body, attr.mode.unwrap_or(0o755), attr)
+        self.make(cx, dir, name, body, attr.mode.unwrap_or(0), attr)
     }
 
     /// SYMLINK (the mode is always 0777).
@@ -565,7 +565,7 @@ impl Tree {
         self.may_dir(cx, dir, Want::WRITE_EXEC)?;
         self.check_absent(dir, name)?;
         identity::may_mknod_device(cx, matches!(node, Special::Chr(..) | Special::Blk(..)))?;
-        let mode = attr.mode.unwrap_or(0o644);
+        let mode = attr.mode.unwrap_or(0);
         self.make(cx, dir, name, Body::Special(node), mode, attr)
     }
 
