@@ -434,6 +434,14 @@ impl Tree {
         }
         if *set != Sattr3::default() {
             i.ctime = now;
+        }
+        // The verifier of an exclusive create lives in the times, as with Linux nfsd: setting
+        // a time or the size ends it (a retransmission then finds another file: EXIST); the
+        // mode and owner an EXCLUSIVE4_1 create sets do not.
+        if set.atime != SetTime::DontChange
+            || set.mtime != SetTime::DontChange
+            || set.size.is_some()
+        {
             i.excl = None;
         }
         self.used -= freed;
@@ -468,6 +476,7 @@ impl Tree {
         i.mode = identity::mode_after_write(cx, i.mode);
         i.mtime = now;
         i.ctime = now;
+        i.excl = None; // the mtime held the verifier
         self.used += grow;
         Ok(())
     }

@@ -63,6 +63,7 @@ pub mod fa {
     pub const TIME_MODIFY: u32 = 53;
     pub const TIME_MODIFY_SET: u32 = 54;
     pub const MOUNTED_ON_FILEID: u32 = 55;
+    pub const SUPPATTR_EXCLCREAT: u32 = 75;
 }
 
 /// The attributes supported (`supported_attrs`), as a three-word bitmap: what GETATTR returns
@@ -125,6 +126,7 @@ const fn supported() -> [u32; 3] {
         fa::TIME_MODIFY,
         fa::TIME_MODIFY_SET,
         fa::MOUNTED_ON_FILEID,
+        fa::SUPPATTR_EXCLCREAT,
     ];
     let mut w = [0u32; 3];
     let mut i = 0;
@@ -259,6 +261,7 @@ fn put_one(
     let cfg = c.srv.config();
     match bit {
         fa::SUPPORTED_ATTRS => v.bitmap(&SUPPORTED),
+        fa::SUPPATTR_EXCLCREAT => v.bitmap(&EXCLCREAT),
         fa::TYPE => v.u32(a.ftype as u32),
         fa::FH_EXPIRE_TYPE => v.u32(0), // FH4_PERSISTENT
         fa::CHANGE => v.u64(change(a)),
@@ -489,6 +492,11 @@ const SETTABLE: [u32; 3] = [
         | WRITE_ONLY[1],
     0,
 ];
+
+/// `suppattr_exclcreat` (RFC 8881 §5.8.1.14, a REQUIRED attribute): what an EXCLUSIVE4_1
+/// OPEN sets from its `cva_attrs`: the settable attributes but the times, which hold the
+/// verifier (as Linux nfsd's `nfsd41_ex_attrmask`).
+pub const EXCLCREAT: [u32; 3] = [SETTABLE[0], SETTABLE[1] & !WRITE_ONLY[1], 0];
 
 /// Reads a `fattr4` to set. Attributes this server returns but does not set are
 /// NFS4ERR_INVAL, attributes it does not know NFS4ERR_ATTRNOTSUPP; values that do not decode

@@ -5,7 +5,8 @@
 //! stateid checks of READ and WRITE.
 //!
 //! Normal operation: OPEN finds or creates the file (the store's UNCHECKED, GUARDED and
-//! EXCLUSIVE creates; EXCLUSIVE4_1 as EXCLUSIVE4), checks the caller may read / write it,
+//! EXCLUSIVE creates; EXCLUSIVE4_1 as EXCLUSIVE4, then the `cva_attrs` it carries set on the
+//! file it made, as `suppattr_exclcreat` announces), checks the caller may read / write it,
 //! checks share reservations against the other opens of the file, and returns a stateid
 //! whose `other` names an entry of the open table (one per open owner and file: a second
 //! OPEN by the same owner upgrades it and bumps the seqid). CLOSE removes it. A read OPEN may
@@ -24,9 +25,9 @@
 
 use rpcrdma_engine::xdr::XdrReader;
 
-use crate::nfs::types::{access, CreateHow, Fattr3, Ftype3};
+use crate::nfs::types::{access, CreateHow, Fattr3, Ftype3, Sattr3};
 
-use super::attrs::get_sattr;
+use super::attrs::{get_sattr, set_mask};
 use super::state::OpenState;
 use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
@@ -93,6 +94,9 @@ struct OpenArgs {
     owner: Vec<u8>,
     clientid: u64,
     how: Option<CreateHow>,
+    /// EXCLUSIVE4_1's `cva_attrs` (within [`super::attrs::EXCLCREAT`]), set once the file is
+    /// made.
+    excl_attrs: Sattr3,
     name: Option<Vec<u8>>,
     /// CLAIM_PREVIOUS.
     reclaim: bool,
@@ -106,6 +110,7 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
     let deny = r.get_u32().map_err(bad_xdr)?;
     let clientid = r.get_u64().map_err(bad_xdr)?;
     let owner = r.get_opaque(1024).map_err(bad_xdr)?.to_vec();
+    let mut excl_attrs = Sattr3::default();
     let how = match r.get_u32().map_err(bad_xdr)? {
         0 => None,
         1 => Some(match r.get_u32().map_err(bad_xdr)? {
@@ -114,7 +119,11 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
             2 => CreateHow::Exclusive(verifier(r)?),
             3 => {
                 let v = verifier(r)?;
-                get_sattr(r)?;
+                excl_attrs = get_sattr(r)?;
+                // The times hold the verifier: not in `suppattr_exclcreat` (as Linux nfsd).
+                if set_mask(&excl_attrs)[1] & !super::attrs::EXCLCREAT[1] != 0 {
+                    return Err(st::ATTRNOTSUPP);
+                }
                 CreateHow::Exclusive(v)
             }
             _ => return Err(st::INVAL),
@@ -150,6 +159,7 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         owner,
         clientid,
         how,
+        excl_attrs,
         name,
         reclaim: claim == 1,
         deleg,
@@ -212,6 +222,11 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     let cur = c.cur()?.clone();
     let (fh, created, before, after) = target(&cur, &a)?;
     let store = &cur.share.store;
+    if created && a.excl_attrs != Sattr3::default() {
+        store
+            .setattr(&cur.cred, &fh, &a.excl_attrs, None)
+            .map_err(from_store)?;
+    }
     let attr = store.getattr(&fh).map_err(from_store)?;
     match attr.ftype {
         Ftype3::Reg => {}
@@ -251,7 +266,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     out.fixed(&sid);
     super::attrs::put_cinfo(out, &before, &after, created);
     out.u32(RESULT_LOCKTYPE_POSIX);
-    out.bitmap(&[]); // attrset
+    out.bitmap(&attrset(&a, created));
     if a.reclaim {
         out.u32(0); // OPEN_DELEGATE_NONE
     } else {
@@ -260,6 +275,21 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     c.cur = Some(Cur { fh, ..cur });
     c.stateid = Some(sid);
     Ok(())
+}
+
+/// OPEN4resok's `attrset`: the attributes a create set, as Linux nfsd reports them: all it
+/// was given when it made the file (an EXCLUSIVE4_1 retransmission finds the file its first
+/// call made, with them); of an existing file UNCHECKED4 sets only the size.
+fn attrset(a: &OpenArgs, created: bool) -> [u32; 3] {
+    match &a.how {
+        Some(CreateHow::Unchecked(s) | CreateHow::Guarded(s)) if created => set_mask(s),
+        Some(CreateHow::Unchecked(s)) => set_mask(&Sattr3 {
+            size: s.size,
+            ..Sattr3::default()
+        }),
+        Some(CreateHow::Exclusive(_)) => set_mask(&a.excl_attrs),
+        _ => [0; 3],
+    }
 }
 
 /// Adds (or upgrades) the open state of `a.owner` on `fh`; returns its stateid.

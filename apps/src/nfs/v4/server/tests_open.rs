@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::attrs::fa;
 use super::tests::{auth_sys, open_create, A, H};
 use super::tests_view::View;
 use super::xdr::st;
@@ -119,4 +120,116 @@ fn rejects_an_open_of_a_file_another_user_made_meanwhile_without_access() {
         open_create(bob.clientid, b"f"),
     ]);
     assert_eq!(r.status, st::ACCESS, "bob may not open alice's 0600 file");
+}
+
+/// OPEN EXCLUSIVE4_1 of `name` with verifier `verf` and `cva_attrs` `mask` / `vals`.
+fn open_excl41(clientid: u64, name: &[u8], verf: &[u8; 8], mask: [u32; 3], vals: A) -> A {
+    A::op(op::OPEN)
+        .u32(0)
+        .u32(3)
+        .u32(0)
+        .u64(clientid)
+        .opaque(b"owner")
+        .u32(1) // OPEN4_CREATE
+        .u32(3) // EXCLUSIVE4_1
+        .fixed(verf)
+        .u32(3)
+        .u32(mask[0])
+        .u32(mask[1])
+        .u32(mask[2])
+        .opaque(&vals.0)
+        .u32(0) // CLAIM_NULL
+        .opaque(name)
+}
+
+/// The `attrset` of an OPEN4resok (after the stateid, `change_info4` and `rflags`), as three
+/// words.
+fn attrset(b: &[u8]) -> [u32; 3] {
+    let mut r = rpcrdma_engine::xdr::XdrReader::new(&b[40..]);
+    let n = r.get_u32().expect("count");
+    let mut w = [0; 3];
+    for x in w.iter_mut().take(n as usize) {
+        *x = r.get_u32().expect("word");
+    }
+    w
+}
+
+/// The attribute values GETATTR of `want` returns for the current file (bitmap skipped).
+fn getattr_vals(h: &mut H, lead: &[A], want: [u32; 3]) -> Vec<u8> {
+    let mut ops = lead.to_vec();
+    ops.push(
+        A::op(op::GETATTR)
+            .u32(3)
+            .u32(want[0])
+            .u32(want[1])
+            .u32(want[2]),
+    );
+    let r = h.raw(&ops);
+    assert_eq!(r.status, st::OK, "GETATTR");
+    let mut x = rpcrdma_engine::xdr::XdrReader::new(&r.last);
+    let n = x.get_u32().expect("bitmap");
+    x.skip(4 * n as usize).expect("words");
+    x.get_opaque(4096).expect("attr_vals").to_vec()
+}
+
+/// `suppattr_exclcreat` (REQUIRED in NFSv4.1, RFC 8881 §5.6) names what EXCLUSIVE4_1 sets:
+/// size, mode, owner, owner_group (the times hold the verifier); the Linux client sends only
+/// those in `cva_attrs`, and SETATTRs the rest after the OPEN.
+#[test]
+fn accepts_exclusive4_1_setting_its_attributes_once_as_suppattr_exclcreat_says() {
+    let mut h = H::new("rw,no_root_squash");
+    let root = h.root();
+    let putroot = [A::op(op::PUTFH).opaque(&root)];
+    let supported = getattr_vals(&mut h, &putroot, [1 << fa::SUPPORTED_ATTRS, 0, 0]);
+    assert_eq!(&supported[..4], &3u32.to_be_bytes(), "three words");
+    let word2 = u32::from_be_bytes(supported[12..16].try_into().unwrap());
+    assert_ne!(word2 & 1 << (fa::SUPPATTR_EXCLCREAT - 64), 0, "listed");
+    let excl = getattr_vals(&mut h, &putroot, [0, 0, 1 << (fa::SUPPATTR_EXCLCREAT - 64)]);
+    let mode_owner =
+        (1 << (fa::MODE - 32)) | (1 << (fa::OWNER - 32)) | (1 << (fa::OWNER_GROUP - 32));
+    let want: Vec<u8> = [2, 1 << fa::SIZE, mode_owner] // bitmap4 without its trailing zero
+        .iter()
+        .flat_map(|w: &u32| w.to_be_bytes())
+        .collect();
+    assert_eq!(excl, want, "size, mode, owner, owner_group");
+
+    let mode = [0, 1 << (fa::MODE - 32), 0];
+    let verf = *b"verf4_1!";
+    let open = open_excl41(h.clientid, b"x", &verf, mode, A::default().u32(0o640));
+    let r = h.raw(&[A::op(op::PUTFH).opaque(&root), open.clone()]);
+    assert_eq!(r.status, st::OK, "EXCLUSIVE4_1");
+    assert_eq!(attrset(&r.last), mode, "attrset: the mode");
+    let file = [
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::LOOKUP).opaque(b"x"),
+    ];
+    let mode_of = |h: &mut H| getattr_vals(h, &file, mode);
+    assert_eq!(
+        mode_of(&mut h),
+        0o640u32.to_be_bytes(),
+        "set with the create"
+    );
+    // The retransmission finds the file its first call made: the same attrset.
+    let r = h.raw(&[A::op(op::PUTFH).opaque(&root), open]);
+    assert_eq!(r.status, st::OK, "retransmission");
+    assert_eq!(attrset(&r.last), mode);
+    let other = open_excl41(h.clientid, b"x", b"other!!!", mode, A::default().u32(0o600));
+    let r = h.raw(&[A::op(op::PUTFH).opaque(&root), other]);
+    assert_eq!(r.status, st::EXIST, "another verifier");
+    assert_eq!(mode_of(&mut h), 0o640u32.to_be_bytes(), "unchanged");
+}
+
+#[test]
+fn rejects_times_in_exclusive4_1_attributes_as_not_supported_there() {
+    let mut h = H::new("rw,no_root_squash");
+    let root = h.root();
+    let mtime = [0, 1 << (fa::TIME_MODIFY_SET - 32), 0];
+    let open = open_excl41(h.clientid, b"t", b"verifier", mtime, A::default().u32(0));
+    let r = h.raw(&[A::op(op::PUTFH).opaque(&root), open]);
+    assert_eq!(r.status, st::ATTRNOTSUPP);
+    let r = h.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::LOOKUP).opaque(b"t"),
+    ]);
+    assert_eq!(r.status, st::NOENT, "nothing made");
 }

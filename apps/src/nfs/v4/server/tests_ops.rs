@@ -81,8 +81,8 @@ fn accepts_getattr_of_what_the_linux_client_asks_at_mount() {
         "rdattr_error is not returned by GETATTR"
     );
     assert!(
-        mask.len() < 3 || mask[2] & (1 << 11) == 0,
-        "attribute 75 is not supported: left out"
+        mask.len() == 3 && mask[2] & (1 << 11) != 0,
+        "suppattr_exclcreat (75, REQUIRED in NFSv4.1) returned"
     );
     let vals = x.get_opaque(4096).unwrap();
     let mut v = XdrReader::new(vals);
@@ -100,6 +100,10 @@ fn accepts_getattr_of_what_the_linux_client_asks_at_mount() {
     assert_eq!(v.get_u32().unwrap(), 1, "numlinks");
     assert_eq!(v.get_opaque(64).unwrap(), b"0", "owner as a numeric string");
     assert_eq!(v.get_opaque(64).unwrap(), b"0", "owner_group");
+    v.skip(8 + 12).unwrap(); // space_used, time_modify
+    let n = v.get_u32().unwrap();
+    let excl: Vec<u32> = (0..n).map(|_| v.get_u32().unwrap()).collect();
+    assert_eq!(excl, super::attrs::EXCLCREAT[..2], "suppattr_exclcreat");
 }
 
 #[test]

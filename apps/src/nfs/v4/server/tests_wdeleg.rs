@@ -17,8 +17,13 @@ use crate::nfs::v4::{op, Op, OpResult};
 
 /// The delegation type and stateid of an OPEN4resok.
 fn deleg_of(ok: &[u8]) -> (u32, [u8; 16]) {
-    let t = u32::from_be_bytes(ok[44..48].try_into().unwrap());
-    let sid = ok.get(48..64).map_or([0; 16], |s| s.try_into().unwrap());
+    // After the stateid (16), change_info4 (20), rflags (4) and the attrset bitmap.
+    let words = u32::from_be_bytes(ok[40..44].try_into().unwrap()) as usize;
+    let at = 44 + 4 * words;
+    let t = u32::from_be_bytes(ok[at..at + 4].try_into().unwrap());
+    let sid = ok
+        .get(at + 4..at + 20)
+        .map_or([0; 16], |s| s.try_into().unwrap());
     (t, sid)
 }
 
