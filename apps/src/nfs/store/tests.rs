@@ -614,6 +614,23 @@ fn exclusive(s: &dyn Store, d: &Fh) {
     );
     let other = CreateHow::Exclusive(*b"otherver");
     assert_eq!(s.create(&R, d, b"x", &other), Err(Nfsstat3::EXIST));
+    // The verifier lives in the times: a mode set (what an NFSv4.1 EXCLUSIVE4_1 create sets)
+    // keeps it, a write ends it.
+    s.setattr(&R, &f, &mode(0o600), None).expect("chmod");
+    assert_eq!(
+        s.create(&R, d, b"x", &CreateHow::Exclusive(v)),
+        Ok(f),
+        "retransmission after a mode change"
+    );
+    let w = s
+        .create(&R, d, b"w", &CreateHow::Exclusive(v))
+        .expect("create");
+    write(s, &w, 0, b"data");
+    assert_eq!(
+        s.create(&R, d, b"w", &CreateHow::Exclusive(v)),
+        Err(Nfsstat3::EXIST),
+        "retransmission after a write"
+    );
     assert_eq!(
         s.create(&R, d, b"x", &CreateHow::Guarded(mode(0o644))),
         Err(Nfsstat3::EXIST)
