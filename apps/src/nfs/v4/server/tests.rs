@@ -559,23 +559,30 @@ pub fn lock_new(
         .opaque(owner)
 }
 
-/// OPEN of `name` in the current directory, creating it (UNCHECKED, mode 0644), for reading
-/// and writing.
-pub fn open_create(clientid: u64, name: &[u8]) -> A {
-    A::op(op::OPEN)
+/// OPEN of `name` in the current directory for reading and writing (CLAIM_NULL, owner
+/// "owner"), creating it as `how` (a `createhow4`) says.
+pub fn open_how(clientid: u64, how: A, name: &[u8]) -> A {
+    let mut a = A::op(op::OPEN)
         .u32(0)
         .u32(3)
         .u32(0)
         .u64(clientid)
         .opaque(b"owner")
-        .u32(1) // OPEN4_CREATE
+        .u32(1); // OPEN4_CREATE
+    a.0.extend_from_slice(&how.0);
+    a.u32(0).opaque(name)
+}
+
+/// OPEN of `name` in the current directory, creating it (UNCHECKED, mode 0644), for reading
+/// and writing.
+pub fn open_create(clientid: u64, name: &[u8]) -> A {
+    let how = A::default()
         .u32(0) // UNCHECKED4
         .u32(2) // bitmap4 of two words: mode (33)
         .u32(0)
         .u32(2)
-        .opaque(&0o644u32.to_be_bytes())
-        .u32(0)
-        .opaque(name)
+        .opaque(&0o644u32.to_be_bytes());
+    open_how(clientid, how, name)
 }
 
 #[test]

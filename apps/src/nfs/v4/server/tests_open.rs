@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::attrs::fa;
-use super::tests::{auth_sys, open_create, A, H};
+use super::tests::{auth_sys, open_create, open_how, A, H};
 use super::tests_view::View;
 use super::xdr::st;
 use crate::nfs::v4::op;
@@ -124,22 +124,15 @@ fn rejects_an_open_of_a_file_another_user_made_meanwhile_without_access() {
 
 /// OPEN EXCLUSIVE4_1 of `name` with verifier `verf` and `cva_attrs` `mask` / `vals`.
 fn open_excl41(clientid: u64, name: &[u8], verf: &[u8; 8], mask: [u32; 3], vals: A) -> A {
-    A::op(op::OPEN)
-        .u32(0)
-        .u32(3)
-        .u32(0)
-        .u64(clientid)
-        .opaque(b"owner")
-        .u32(1) // OPEN4_CREATE
+    let how = A::default()
         .u32(3) // EXCLUSIVE4_1
         .fixed(verf)
         .u32(3)
         .u32(mask[0])
         .u32(mask[1])
         .u32(mask[2])
-        .opaque(&vals.0)
-        .u32(0) // CLAIM_NULL
-        .opaque(name)
+        .opaque(&vals.0);
+    open_how(clientid, how, name)
 }
 
 /// The `attrset` of an OPEN4resok (after the stateid, `change_info4` and `rflags`), as three
