@@ -1,7 +1,8 @@
 //! The NFSv4.1 server's steady state allocates nothing on the heap: COMPOUNDs of SEQUENCE +
 //! PUTFH + GETATTR (the attributes the Linux client asks for a regular file), SEQUENCE +
-//! PUTFH + READ and SEQUENCE + PUTFH + WRITE (both under an open stateid, replies kept in the
-//! slot, the session's back channel bound) on the memory backend. In process, through
+//! PUTFH + READ and SEQUENCE + PUTFH + WRITE (both under an open stateid), SEQUENCE + PUTFH +
+//! READDIR (the attributes the Linux client asks for a listing), replies kept in the slot,
+//! the session's back channel bound, on the memory backend. In process, through
 //! [`Nfs41::compound_into`] with one reply buffer the caller reuses; and through
 //! `rpcrdma-nfsd` on the software provider, where the NFS program's handler runs them on the
 //! daemon's worker threads with each thread's own reply buffer; there also READs through a
@@ -114,6 +115,8 @@ struct Calls {
     sid: [u8; 16],
     seq: u32,
     fh: Vec<u8>,
+    /// The directory holding `f`.
+    dir: Vec<u8>,
     open: StateId,
     /// Octets each READ and WRITE moves.
     io: usize,
@@ -141,7 +144,12 @@ impl Calls {
     /// and no WRITE under an open stateid).
     fn args(&mut self, last: Op<'_>, raw: Option<&[u8]>) -> Vec<u8> {
         let fh = self.fh.clone();
-        let ops = [self.sequence(), Op::PutFh(&fh), last];
+        self.args_on(&fh, last, raw)
+    }
+
+    /// As [`Calls::args`], with PUTFH of `fh`.
+    fn args_on(&mut self, fh: &[u8], last: Op<'_>, raw: Option<&[u8]>) -> Vec<u8> {
+        let ops = [self.sequence(), Op::PutFh(fh), last];
         let mut b = encode_compound_minor("t", 1, &ops).bytes;
         if let Some(raw) = raw {
             let head = encode_compound_minor("t", 1, &ops[..2]).bytes.len();
@@ -162,6 +170,29 @@ impl Calls {
             .fold(0, |w, a| w | 1 << (a - 32));
         let raw: Vec<u8> = [2, w0, w1].iter().flat_map(|w| w.to_be_bytes()).collect();
         self.args(Op::GetAttrTypeSize, Some(&raw))
+    }
+
+    /// SEQUENCE + PUTFH of the directory + READDIR from its start, of the attributes the
+    /// Linux client asks for a listing (`nfs4_readdir`, READDIRPLUS): RDATTR_ERROR, TYPE,
+    /// CHANGE, SIZE, FSID, FILEHANDLE, FILEID; MODE, NUMLINKS, OWNER, OWNER_GROUP, RAWDEV,
+    /// SPACE_USED, TIME_ACCESS, TIME_METADATA, TIME_MODIFY, MOUNTED_ON_FILEID.
+    fn readdir(&mut self) -> Vec<u8> {
+        let w0: u32 = [1, 3, 4, 8, 11, 19, 20].iter().fold(0, |w, a| w | 1 << a);
+        let w1: u32 = [33, 35, 36, 37, 41, 45, 47, 52, 53, 55]
+            .iter()
+            .fold(0, |w, a| w | 1 << (a - 32));
+        let mut raw = vec![0u8; 8 + 8]; // cookie 0, verifier 0
+        for w in [8192, 32768, 2, w0, w1] {
+            raw.extend_from_slice(&u32::to_be_bytes(w)); // dircount, maxcount, bitmap
+        }
+        let list = Op::ReadDir {
+            cookie: 0,
+            verifier: [0; 8],
+            dircount: 0,
+            maxcount: 0,
+        };
+        let dir = self.dir.clone();
+        self.args_on(&dir, list, Some(&raw))
     }
 
     /// SEQUENCE + PUTFH + READ of `io` octets at `offset` under the open stateid.
@@ -196,13 +227,14 @@ impl Calls {
     }
 
     /// `n` rounds of GETATTR, WRITE of the round's number, READ of what was just written,
-    /// over the first four blocks of the file.
+    /// over the first four blocks of the file, with a READDIR of its directory before the READ.
     fn rounds(&mut self, n: usize) -> Vec<Vec<u8>> {
         let mut calls = Vec::new();
         for i in 0..n {
             let at = (i % 4 * self.io) as u64;
             calls.push(self.getattr());
             calls.push(self.write(at, i as u8));
+            calls.push(self.readdir());
             calls.push(self.read(at));
         }
         calls
@@ -308,6 +340,7 @@ fn open_f(
         sid,
         seq: 0,
         fh: Vec::new(),
+        dir: Vec::new(),
         open: [0; 16],
         io,
         cache_this: true,
@@ -319,13 +352,19 @@ fn open_f(
         access: 3,
         name: "f",
     };
-    let r = send(&[calls.sequence(), put, open, Op::GetFh]);
-    match (r.status, &r.ops[2].result, &r.ops[3].result) {
-        (NFS4_OK, OpResult::Open(o), OpResult::Fh(fh)) => {
+    let r = send(&[calls.sequence(), put, Op::GetFh, open, Op::GetFh]);
+    match (
+        r.status,
+        &r.ops[2].result,
+        &r.ops[3].result,
+        &r.ops[4].result,
+    ) {
+        (NFS4_OK, OpResult::Fh(dir), OpResult::Open(o), OpResult::Fh(fh)) => {
             calls.open = o.stateid;
             calls.fh = fh.clone();
+            calls.dir = dir.clone();
         }
-        other => panic!("OPEN, GETFH: {other:?}"),
+        other => panic!("GETFH, OPEN, GETFH: {other:?}"),
     }
     calls
 }
@@ -337,9 +376,14 @@ impl Rig {
             mode: Some(0o666),
             ..Sattr3::default()
         });
+        for name in [&b"f"[..], b"g", b"h"] {
+            store
+                .create(&Cred::ROOT, &store.root(), name, &how)
+                .expect("create");
+        }
         store
-            .create(&Cred::ROOT, &store.root(), b"f", &how)
-            .expect("create f");
+            .mkdir(&Cred::ROOT, &store.root(), b"d", &Sattr3::default())
+            .expect("mkdir d");
         let ex = Exports::parse("/ *(rw)").expect("exports parse");
         let table = ExportTable::new(
             HandleKey::from_bytes([7; 16]),
@@ -414,7 +458,7 @@ fn run(
 fn in_process() {
     let mut rig = Rig::new();
     let calls = rig.calls.rounds(WARM + N);
-    let (warm, measured) = calls.split_at(WARM * 3);
+    let (warm, measured) = calls.split_at(WARM * 4);
     let (srv, cx) = (&rig.srv, cx(&rig.auth));
     let mut reply = Vec::new();
     let mut call = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
@@ -452,7 +496,7 @@ fn over_rdma() {
     // 1 KiB: calls and replies stay inline.
     let mut c = open_f(send, session(send), Some(d.root.as_bytes()), 1024);
     let calls = c.rounds(WARM + N);
-    let (warm, measured) = calls.split_at(WARM * 3);
+    let (warm, measured) = calls.split_at(WARM * 4);
     let rpc = d.nfs.rpc();
     let mut last = Vec::new();
     let mut call = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
@@ -579,7 +623,7 @@ fn zero_copy(d: &Daemon, c: &mut Calls, f: &rpcrdma_apps::nfs::types::Fh) {
 
 /// One test, so that no other test's thread allocates while [`over_rdma`] counts every thread.
 #[test]
-fn accepts_steady_state_getattr_read_and_write_compounds_without_allocating() {
+fn accepts_steady_state_getattr_read_write_and_readdir_compounds_without_allocating() {
     in_process();
     over_rdma();
 }

@@ -17,7 +17,7 @@
 use rpcrdma_engine::xdr::XdrReader;
 
 use crate::nfs::admit::seal_or_fault;
-use crate::nfs::types::{Fattr3, Fh, Ftype3, StableHow, PATH_MAX};
+use crate::nfs::types::{DirEntry, Fattr3, Fh, Ftype3, StableHow, PATH_MAX};
 
 use super::attrs::{get_bitmap, put_cinfo, put_fattr, Source};
 use super::open::check_stateid;
@@ -335,16 +335,15 @@ pub fn link(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     Ok(())
 }
 
-/// One entry collected while the store walks the directory.
-struct Entry {
-    cookie: u64,
-    name: Vec<u8>,
-    plus: Option<(Fh, Fattr3)>,
-}
-
 /// READDIR: entries after `cookie` with the attributes asked for, within `maxcount`. Wire
 /// cookies are the store's plus 2 (RFC 8881 §18.23.3 keeps 1 and 2 for `.` and `..`, which
 /// are never listed).
+///
+/// Each entry is written into `out` while the store walks the directory (nothing is
+/// collected on the heap), and the one that would pass `maxcount` is taken back. An entry
+/// the store lists without attributes (a mount point inside the export on the `dir:` store,
+/// whose LOOKUP is refused) carries `rdattr_error` NFS4ERR_ACCESS when the client asked for
+/// it, as the Linux client always does; otherwise the READDIR is NFS4ERR_ACCESS.
 pub fn readdir(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let cookie = r.get_u64().map_err(bad_xdr)?;
     let verf: [u8; 8] = r
@@ -359,76 +358,107 @@ pub fn readdir(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
         return Err(st::BAD_COOKIE);
     }
     let (cur, _) = cur_dir(c)?;
-    let store_cookie = cookie.saturating_sub(2);
-    let mut entries = Vec::new();
-    let mut room = maxcount.saturating_sub(16);
-    let listing = cur
-        .share
-        .store
-        .readdir(&cur.cred, &cur.fh, store_cookie, verf, true, &mut |e| {
+    let c: &Compound<'_> = c;
+    let start = out.len();
+    out.fixed(&[0; 8]); // the cookie verifier, written once the store answered
+    let (mut listed, mut full, mut failed) = (0usize, false, None);
+    let listing = cur.share.store.readdir(
+        &cur.cred,
+        &cur.fh,
+        cookie.saturating_sub(2),
+        verf,
+        true,
+        &mut |e| {
             if e.name == b"." || e.name == b".." {
                 return true;
             }
-            let cost = 12 + e.name.len() + 3 + 8;
-            if cost > room || entries.len() >= READDIR_MAX_ENTRIES {
+            if listed == READDIR_MAX_ENTRIES {
+                full = true;
                 return false;
             }
-            room -= cost;
-            entries.push(Entry {
-                cookie: e.cookie,
-                name: e.name.to_vec(),
-                plus: e.plus,
-            });
+            let mark = out.len();
+            if let Err(s) = put_entry(c, &cur, &want, e, out) {
+                failed = Some(s);
+                return false;
+            }
+            // The entry, then the list's end and `eof`.
+            if out.len() - start + 8 > maxcount {
+                out.b.truncate(mark);
+                full = true;
+                return false;
+            }
+            listed += 1;
             true
-        })
-        .map_err(from_store)?;
-    let start = out.len();
-    out.fixed(&listing.verf);
-    let mut all = true;
-    for e in &entries {
-        let mark = out.len();
-        put_entry(c, &cur, &want, e, out)?;
-        if out.len() - start + 8 > maxcount {
-            out.b.truncate(mark);
-            all = false;
-            break;
+        },
+    );
+    let listing = match (listing, failed) {
+        (Ok(l), None) => l,
+        (r, f) => {
+            out.b.truncate(start);
+            return Err(f.unwrap_or_else(|| r.err().map_or(st::SERVERFAULT, from_store)));
         }
-    }
-    if out.len() == start + 8 && !entries.is_empty() {
+    };
+    if listed == 0 && full {
+        out.b.truncate(start);
         return Err(st::TOOSMALL);
     }
+    out.b[start..start + 8].copy_from_slice(&listing.verf);
     out.u32(0);
-    out.u32(u32::from(listing.eof && all));
+    out.u32(u32::from(listing.eof && !full));
     Ok(())
 }
 
+/// One READDIR entry: `entry4` with its cookie, name and attributes (see [`readdir`] for an
+/// entry the store lists without them).
 fn put_entry(
     c: &Compound<'_>,
     cur: &Cur,
     want: &[u32; 3],
-    e: &Entry,
+    e: &DirEntry<'_>,
     out: &mut Enc,
 ) -> Result<(), Status> {
-    let store = &cur.share.store;
-    let (fh, a) = match &e.plus {
-        Some((fh, a)) => (*fh, *a),
-        None => {
-            let fh = store
-                .lookup(&cur.cred, &cur.fh, &e.name)
-                .map_err(from_store)?;
-            (fh, store.getattr(&fh).map_err(from_store)?)
-        }
-    };
-    let sealed = seal_or_fault(&cur.share, &fh).map_err(from_store)?;
     out.u32(1);
     out.u64(e.cookie.wrapping_add(2));
-    out.opaque(&e.name);
+    out.opaque(e.name);
+    let Some((fh, a)) = &e.plus else {
+        return put_rdattr_error(want, e.fileid, st::ACCESS, out);
+    };
+    let store = &cur.share.store;
+    let sealed = seal_or_fault(&cur.share, fh).map_err(from_store)?;
     let src = Source {
-        attr: &a,
+        attr: a,
         fs: None,
         fh: Some(sealed.as_bytes()),
     };
     put_fattr(c, store.max_file_size(), want, &src, out);
+    Ok(())
+}
+
+/// `fattr4` of an entry whose attributes could not be had: `rdattr_error` holding `err`, and
+/// `mounted_on_fileid` when asked for (RFC 8881 §5.8.1.12: the file id of the name in this
+/// directory); `err` itself when `rdattr_error` was not asked for.
+fn put_rdattr_error(
+    want: &[u32; 3],
+    fileid: u64,
+    err: Status,
+    out: &mut Enc,
+) -> Result<(), Status> {
+    use super::attrs::fa;
+    let asked = |b: u32| want[(b / 32) as usize] & (1 << (b % 32)) != 0;
+    if !asked(fa::RDATTR_ERROR) {
+        return Err(err);
+    }
+    let mut mask = [1u32 << fa::RDATTR_ERROR, 0, 0];
+    let on = asked(fa::MOUNTED_ON_FILEID);
+    if on {
+        mask[1] |= 1 << (fa::MOUNTED_ON_FILEID - 32);
+    }
+    out.bitmap(&mask);
+    out.u32(if on { 12 } else { 4 });
+    out.u32(err);
+    if on {
+        out.u64(fileid);
+    }
     Ok(())
 }
 

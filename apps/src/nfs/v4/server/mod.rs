@@ -909,6 +909,8 @@ mod tests_ops;
 #[cfg(test)]
 mod tests_pseudo;
 #[cfg(test)]
+mod tests_readdir;
+#[cfg(test)]
 mod tests_reply;
 #[cfg(test)]
 mod tests_sec;

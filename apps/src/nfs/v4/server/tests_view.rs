@@ -1,7 +1,8 @@
 //! Test support: a memory store seen through a [`View`] that changes what the NFSv4.1 server
 //! sees of it the way a real back end can: a clock that does not tick while a test runs (a
 //! file system stamping times in timer ticks), or a name another client makes between the
-//! server's LOOKUP and its CREATE (a race the server cannot prevent).
+//! server's LOOKUP and its CREATE (a race the server cannot prevent), or a name listed without
+//! attributes (a mount point inside an export of the `dir:` store).
 //!
 //! Normal operation: `View::frozen_clock().serve()` or `View::made_meanwhile(..).serve()`
 //! gives a client with a session on a server exporting the view. Recovery: none needed.
@@ -24,6 +25,8 @@ pub struct View {
     frozen: bool,
     /// A name the next LOOKUP does not find although it is there (it was made meanwhile).
     hidden: Mutex<Option<Vec<u8>>>,
+    /// A name READDIR lists without its handle and attributes.
+    bare: Option<Vec<u8>>,
 }
 
 /// The one instant a frozen clock shows.
@@ -38,6 +41,15 @@ impl View {
             inner: MemoryStore::new(MemoryOptions::default()),
             frozen,
             hidden: Mutex::new(hidden.map(<[u8]>::to_vec)),
+            bare: None,
+        }
+    }
+
+    /// A store whose READDIR lists `name` without its handle and attributes.
+    pub fn listed_bare(name: &[u8]) -> View {
+        View {
+            bare: Some(name.to_vec()),
+            ..View::new(false, None)
         }
     }
 
@@ -170,7 +182,18 @@ impl Store for View {
         plus: bool,
         emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
     ) -> NfsResult<DirListing> {
-        self.inner.readdir(cx, dir, cookie, verf, plus, emit)
+        let bare = self.bare.as_deref();
+        self.inner.readdir(
+            cx,
+            dir,
+            cookie,
+            verf,
+            plus,
+            &mut |e| match Some(e.name) == bare {
+                true => emit(&DirEntry { plus: None, ..*e }),
+                false => emit(e),
+            },
+        )
     }
     fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat> {
         self.inner.fsstat(fh)
