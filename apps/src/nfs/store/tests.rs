@@ -127,6 +127,7 @@ fn conformance(s: &dyn Store) {
     paging(s, &mkdir(s, &root, "paging"));
     exclusive(s, &mkdir(s, &root, "exclusive"));
     wcc::wcc(s, &mkdir(s, &root, "wcc"));
+    wcc::atomic(s, &mkdir(s, &root, "atomic"));
     let st = s.fsstat(&root).expect("fsstat");
     assert!(st.tbytes >= st.fbytes && st.fbytes >= st.abytes && st.tfiles >= st.ffiles);
     assert_eq!(s.write_verifier(), s.write_verifier());

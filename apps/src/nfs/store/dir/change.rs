@@ -92,6 +92,7 @@ impl DirStore {
         (fd, fname): Named<'_>,
         (td, tname): Named<'_>,
     ) -> (NfsResult<()>, WccData, WccData) {
+        let _held = self.serial.two(fd, td);
         let same = fd == td;
         let f = self.stat_obj(fd);
         let t = if same { f.clone() } else { self.stat_obj(td) };
@@ -152,6 +153,7 @@ impl DirStore {
         dir: &Fh,
         name: &[u8],
     ) -> (NfsResult<()>, Option<Fattr3>, WccData) {
+        let _held = self.serial.one(dir);
         let o = self.stat_obj(fh);
         let d = self.stat_obj(dir);
         let before = Self::before_of(&d);

@@ -120,6 +120,7 @@ impl DirStore {
         name: &[u8],
         new: NewObj<'_>,
     ) -> NfsResult<Fh> {
+        let _held = self.serial.one(dir);
         let d = self.dir_obj(cx, dir)?;
         self.make(cx, &d, name, new).map(|(fh, _)| fh)
     }

@@ -18,7 +18,9 @@
 //! (the `*_wcc` methods; REMOVE, RENAME and LINK in the `change` module, creations in `create`)
 //! answers its weak cache
 //! consistency data from the `fstat` that checked the object before it and one `fstat` after,
-//! as Linux nfsd takes them (`fh_fill_pre_attrs`, `fh_fill_post_attrs`), and a new object's
+//! as Linux nfsd takes them (`fh_fill_pre_attrs`, `fh_fill_post_attrs`), holding the changed
+//! object's mutex in between (`serial`: no other change through this server falls between
+//! them), and a new object's
 //! attributes from the `fstat` of its new descriptor (`apps/tests/nfsd_dircost.rs` holds the
 //! counts to budgets). Every call runs under the caller's identity (`ident`): handles
 //! missing from the cache are opened as root, then the thread switches to the caller, so the host
@@ -53,6 +55,7 @@ mod handle;
 pub use handle::{CacheStats, CACHE_CAP};
 mod ident;
 mod readdir;
+mod serial;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -106,6 +109,8 @@ pub struct DirStore {
     root_fh: Fh,
     tag: [u8; 4],
     cache: Mutex<FdCache>,
+    /// The mutexes a change of an object holds (`serial`).
+    serial: serial::Serial,
     verf: [u8; 8],
     max_size: u64,
     /// The export's file system keeps everything in memory (tmpfs): syncing waits for nothing.
@@ -200,6 +205,7 @@ impl DirStore {
             root_fh,
             tag,
             cache: Mutex::new(FdCache::with_capacity(cache)),
+            serial: serial::Serial::new(),
             verf: super::memory::random8(),
             max_size,
             in_memory,
@@ -317,8 +323,16 @@ impl DirStore {
 
     /// `op` on the live object `fh` names with its weak cache consistency data: the
     /// attributes [`DirStore::stat_obj`] took before (which `op` checks against), `fstat`'s
-    /// after. Both none when `fh` names nothing live.
+    /// after, with `fh`'s mutex held from before to after (`serial`). Both none when `fh`
+    /// names nothing live.
     fn changing<T>(&self, fh: &Fh, op: impl FnOnce(Obj) -> NfsResult<T>) -> Wcc<T> {
+        let _held = self.serial.one(fh);
+        self.around(fh, op)
+    }
+
+    /// [`DirStore::changing`] without the mutex (WRITE, whose attributes before no reply
+    /// carries).
+    fn around<T>(&self, fh: &Fh, op: impl FnOnce(Obj) -> NfsResult<T>) -> Wcc<T> {
         let o = match self.stat_obj(fh) {
             Ok(o) => o,
             Err(e) => return (Err(e), WccData::default()),
@@ -688,6 +702,7 @@ impl Store for DirStore {
     }
 
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
+        let _held = self.serial.one(fh);
         self.setattr_on(cx, fh, self.stat_obj(fh)?, set, guard)
     }
 
@@ -774,7 +789,7 @@ impl Store for DirStore {
         data: &[u8],
         stable: StableHow,
     ) -> (NfsResult<StableHow>, Option<Fattr3>) {
-        let (r, wcc) = self.changing(fh, |o| self.write_on(cx, fh, o, offset, data, stable));
+        let (r, wcc) = self.around(fh, |o| self.write_on(cx, fh, o, offset, data, stable));
         (r, wcc.after)
     }
 
@@ -828,11 +843,13 @@ impl Store for DirStore {
     }
 
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        let _held = self.serial.one(dir);
         let d = self.dir_obj(cx, dir)?;
         self.unlink_in(&d, name, false)
     }
 
     fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        let _held = self.serial.one(dir);
         let d = self.dir_obj(cx, dir)?;
         self.unlink_in(&d, name, true)
     }
@@ -849,6 +866,7 @@ impl Store for DirStore {
         to_dir: &Fh,
         to_name: &[u8],
     ) -> NfsResult<()> {
+        let _held = self.serial.two(from_dir, to_dir);
         let f = self.dir_obj(cx, from_dir)?;
         let t = self.dir_obj(cx, to_dir)?;
         self.rename_in(&f, from_name, &t, to_name)
@@ -866,6 +884,7 @@ impl Store for DirStore {
     }
 
     fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
+        let _held = self.serial.one(dir);
         let o = self.stat_obj(fh)?;
         self.link_objs(cx, &o, &self.stat_obj(dir), name)
     }

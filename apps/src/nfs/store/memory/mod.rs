@@ -3,8 +3,9 @@
 //! generation change then, so clients see their old handles STALE and resend uncommitted data.
 //!
 //! Normal operation: one [`RwLock`] over the tree (`tree::Tree`); lookups, reads, readdir
-//! and getattr take it shared, everything that changes the tree takes it exclusive, and
-//! nothing but tree work (no I/O, no callbacks other than READDIR's `emit`, which only
+//! and getattr take it shared, everything that changes the tree takes it exclusive (the
+//! `*_wcc` methods take the attributes before and after under the same hold, so no other
+//! change falls between them), and nothing but tree work (no I/O, no callbacks other than READDIR's `emit`, which only
 //! encodes) runs under it. File data lives in lazily allocated fixed-size blocks
 //! (`blocks`); a store built [`MemoryStore::with_pool`] keeps large blocks in the endpoint's
 //! registered buffers and answers READs from them without a copy
@@ -39,9 +40,9 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rpcrdma_poller::BufPool;
 
 use crate::nfs::identity::{self, Cred, Want};
-use crate::nfs::store::{DirListing, SharedRead, Special, Store};
+use crate::nfs::store::{DirListing, NewObj, SharedRead, Special, Store, Wcc};
 use crate::nfs::types::{
-    CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3,
+    CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3, WccData,
 };
 use blocks::Alloc;
 use tree::{Body, Tree, FIRST_SEQ, ROOT};
@@ -212,6 +213,20 @@ impl MemoryStore {
         let id = self.id(&tree, fh)?;
         f(&mut tree, id)
     }
+
+    /// [`MemoryStore::with_mut`] with the weak cache consistency data of `fh` taken under the
+    /// same lock as the change: no other change can fall between them.
+    fn with_wcc<T>(&self, fh: &Fh, f: impl FnOnce(&mut Tree, u64) -> NfsResult<T>) -> Wcc<T> {
+        let mut tree = self.write_tree();
+        let id = match self.id(&tree, fh) {
+            Ok(id) => id,
+            Err(e) => return (Err(e), WccData::default()),
+        };
+        let before = tree.attr(id).ok().map(|a| a.wcc());
+        let r = f(&mut tree, id);
+        let after = tree.attr(id).ok();
+        (r, WccData { before, after })
+    }
 }
 
 /// The data of file `id` that `cx` may read (ISDIR, INVAL for other types, ACCES as
@@ -242,6 +257,10 @@ impl Store for MemoryStore {
 
     fn setattr(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> NfsResult<()> {
         self.with_mut(fh, |tree, id| tree.setattr(cx, id, set, guard))
+    }
+
+    fn setattr_wcc(&self, cx: &Cred, fh: &Fh, set: &Sattr3, guard: Option<Time3>) -> Wcc<()> {
+        self.with_wcc(fh, |tree, id| tree.setattr(cx, id, set, guard))
     }
 
     fn lookup(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<Fh> {
@@ -352,8 +371,33 @@ impl Store for MemoryStore {
         Ok(self.fh(id))
     }
 
+    fn create_wcc(
+        &self,
+        cx: &Cred,
+        dir: &Fh,
+        name: &[u8],
+        new: NewObj<'_>,
+    ) -> Wcc<(Fh, Option<Fattr3>)> {
+        self.with_wcc(dir, |tree, d| {
+            let id = match new {
+                NewObj::File(how) => tree.create(cx, d, name, how),
+                NewObj::Dir(attr) => tree.mkdir(cx, d, name, attr),
+                NewObj::Symlink(target, attr) => tree.symlink(cx, d, name, target, attr),
+                NewObj::Node(node, attr) => tree.mknod(cx, d, name, node, attr),
+            }?;
+            Ok((self.fh(id), tree.attr(id).ok()))
+        })
+    }
+
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         self.with_mut(dir, |tree, d| tree.remove(cx, d, name))
+    }
+
+    fn remove_wcc(&self, cx: &Cred, dir: &Fh, name: &[u8], rmdir: bool) -> Wcc<()> {
+        self.with_wcc(dir, |tree, d| match rmdir {
+            true => tree.rmdir(cx, d, name),
+            false => tree.remove(cx, d, name),
+        })
     }
 
     fn rmdir(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {
@@ -374,11 +418,52 @@ impl Store for MemoryStore {
         })
     }
 
+    fn rename_wcc(
+        &self,
+        cx: &Cred,
+        from_dir: &Fh,
+        from_name: &[u8],
+        to_dir: &Fh,
+        to_name: &[u8],
+    ) -> (NfsResult<()>, WccData, WccData) {
+        let mut tree = self.write_tree();
+        let (fd, td) = (self.id(&tree, from_dir), self.id(&tree, to_dir));
+        let before =
+            |tree: &Tree, d: &NfsResult<u64>| d.as_ref().ok().and_then(|&d| tree.attr(d).ok());
+        let (fb, tb) = (before(&tree, &fd), before(&tree, &td));
+        let r = match (fd, td) {
+            (Ok(f), Ok(t)) => tree.rename(cx, (f, from_name), (t, to_name)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        let wcc = |b: Option<Fattr3>, d: &NfsResult<u64>| WccData {
+            before: b.map(|a| a.wcc()),
+            after: before(&tree, d),
+        };
+        (r, wcc(fb, &fd), wcc(tb, &td))
+    }
+
     fn link(&self, cx: &Cred, fh: &Fh, dir: &Fh, name: &[u8]) -> NfsResult<()> {
         self.with_mut(fh, |tree, id| {
             let d = self.id(tree, dir)?;
             tree.link(cx, id, d, name)
         })
+    }
+
+    fn link_wcc(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        dir: &Fh,
+        name: &[u8],
+    ) -> (NfsResult<()>, Option<Fattr3>, WccData) {
+        let mut obj = None;
+        let (r, wcc) = self.with_wcc(dir, |tree, d| {
+            let id = self.id(tree, fh)?;
+            let r = tree.link(cx, id, d, name);
+            obj = tree.attr(id).ok();
+            r
+        });
+        (r, obj, wcc)
     }
 
     fn readdir(

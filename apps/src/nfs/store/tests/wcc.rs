@@ -2,7 +2,8 @@
 //! every `*_wcc` method answers the changed object's attributes as they were before the change
 //! (those a GETATTR just before answers: size, mtime and ctime) and as they are after it (a
 //! GETATTR just after), and a new object's attributes as a GETATTR of it answers; a failed
-//! change answers the unchanged attributes, a handle that names nothing none.
+//! change answers the unchanged attributes, a handle that names nothing none; and changes made
+//! at once by two threads answer attributes taken atomically with each (`atomic`).
 //!
 //! Normal operation: each step works in the part's own directory. Recovery: the directory
 //! store's temp directory is removed when its test ends.
@@ -120,4 +121,63 @@ pub(super) fn wcc(s: &dyn Store, d: &Fh) {
     let (r, a, w) = s.link_wcc(&R, &gone, d, b"again");
     assert_eq!((r, a), (Err(Nfsstat3::STALE), None));
     assert_eq!(w.after, Some(attr(s, d)));
+}
+
+/// Changes of one directory made at once by two threads, every one through a `*_wcc` method:
+/// each answers the directory's attributes before and after taken atomically with its change
+/// (RFC 1813 §2.6: "the pre-operation attributes ... atomically with the operation"), so
+/// ordered by their ctimes after, each change's "before" is the one before it's "after": no
+/// other change falls between them, and no two changes answer the same "before".
+pub(super) fn atomic(s: &dyn Store, d: &Fh) {
+    const ROUNDS: usize = 300;
+    let start = attr(s, d).ctime;
+    let how = CreateHow::Unchecked(Sattr3::default());
+    let run = |t: usize| {
+        let mut seen = Vec::new();
+        let mut note = |w: WccData| {
+            seen.push((
+                w.before.expect("before").ctime,
+                w.after.expect("after").ctime,
+            ))
+        };
+        for i in 0..ROUNDS {
+            let (a, b) = (format!("t{t}-{i}"), format!("u{t}-{i}"));
+            let (r, w) = s.create_wcc(&R, d, a.as_bytes(), NewObj::File(&how));
+            r.expect("create");
+            note(w);
+            let (r, fw, _) = s.rename_wcc(&R, d, a.as_bytes(), d, b.as_bytes());
+            r.expect("rename");
+            note(fw);
+            let (r, w) = s.remove_wcc(&R, d, b.as_bytes(), false);
+            r.expect("remove");
+            note(w);
+        }
+        seen
+    };
+    let mut all: Vec<(Time3, Time3)> = std::thread::scope(|sc| {
+        let h = [0, 1].map(|t| sc.spawn(move || run(t)));
+        h.into_iter()
+            .flat_map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    all.sort_by_key(|&(_, after)| after);
+    // Every change moves the ctime (the contract above): two "after"s alike were read after
+    // both changes.
+    let twice = all.windows(2).filter(|p| p[0].1 == p[1].1).count();
+    assert_eq!(
+        twice,
+        0,
+        "changes answering another's \"after\" of {}",
+        all.len()
+    );
+    let mut prev = start;
+    for (i, &(before, after)) in all.iter().enumerate() {
+        assert_eq!(
+            before,
+            prev,
+            "change {i} of {}: before {before:?}, after {after:?}",
+            all.len()
+        );
+        prev = after;
+    }
 }

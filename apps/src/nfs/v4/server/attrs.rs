@@ -11,7 +11,7 @@
 
 use rpcrdma_engine::xdr::XdrReader;
 
-use crate::nfs::types::{Fattr3, FsStat, Time3};
+use crate::nfs::types::{Fattr3, FsStat, Time3, WccData};
 
 use super::xdr::{bad_xdr, from_store, st, Enc, Status};
 use super::Compound;
@@ -162,35 +162,47 @@ fn time(v: &mut Enc, t: Time3) {
 
 /// The `change` attribute: the ctime as one number that grows with every change.
 pub fn change(a: &Fattr3) -> u64 {
-    (a.ctime.seconds as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(u64::from(a.ctime.nseconds))
+    change_of(a.ctime)
 }
 
-/// Writes the `change_info4` of a directory (RFC 8881 §3.3.6) from its attributes before and
-/// after an operation; `changed`: the operation changed the directory (an entry made, removed
-/// or renamed). Normally the two `change` values, marked `atomic`: they are taken just before
-/// and just after the store's operation (Linux nfsd takes them under the directory's lock; here
-/// a change another client made between them would reach this client at its next revalidation
-/// of the directory). A file system with a coarse clock (the `dir:` store on a host whose
-/// kernel stamps times in timer ticks: Linux before multigrain timestamps, 6.13) can show the
-/// same ctime after a change made in the tick of the one before; equal values would tell the
-/// client nothing changed, and the Linux client takes an OPEN that created a file for an open
-/// of an existing one (`_nfs4_proc_open` compares `before` and `after`), then asks for read
-/// access the new file's mode may refuse its owner: open(O_CREAT) of a file of mode 0 failed
-/// with EACCES. Such a change is reported as one the server could not take atomically, with
-/// `after` one past `before`, so the client revalidates the directory.
-pub fn put_cinfo(out: &mut Enc, before: &Fattr3, after: &Fattr3, changed: bool) {
-    let (b, a) = (change(before), change(after));
-    if changed && a == b {
-        out.u32(0);
-        out.u64(b);
-        out.u64(b.wrapping_add(1));
-    } else {
-        out.u32(1);
-        out.u64(b);
-        out.u64(a);
-    }
+/// The `change` attribute of an object whose ctime is `t`.
+fn change_of(t: Time3) -> u64 {
+    (t.seconds as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(u64::from(t.nseconds))
+}
+
+/// Writes the `change_info4` of a directory (RFC 8881 §3.3.6) from the weak cache consistency
+/// data the store answered with the operation (`Store::*_wcc`); `changed`: the operation
+/// changed the directory (an entry made, removed or renamed). Normally the two `change`
+/// values, marked `atomic`: both stores take them atomically with the change with respect to
+/// every other change made through this server (the memory store under its lock, the `dir:`
+/// store under the directory's mutex, `store::dir::serial`), as Linux nfsd takes them under
+/// the directory's lock; the Linux client then keeps its cached names of the directory
+/// (`nfs4_update_changeattr_locked`).
+///
+/// Reported as not atomic, so the client revalidates the directory: a change whose values
+/// came out equal, with `after` one past `before` (a file system with a coarse clock: the
+/// `dir:` store on a host whose kernel stamps times in timer ticks, Linux before multigrain
+/// timestamps, 6.13, can show the same ctime after a change made in the tick of the one
+/// before; equal values would tell the client nothing changed, and the Linux client takes an
+/// OPEN that created a file for an open of an existing one, `_nfs4_proc_open` comparing
+/// `before` and `after`, then asks for read access the new file's mode may refuse its owner:
+/// open(O_CREAT) of a file of mode 0 failed with EACCES); and a change whose attributes the
+/// store could not take before or after it (the directory removed meanwhile).
+pub fn put_cinfo(out: &mut Enc, w: &WccData, changed: bool) {
+    let before = w.before.map(|b| change_of(b.ctime));
+    let after = w.after.as_ref().map(change);
+    let step = u64::from(changed);
+    let (atomic, b, a) = match (before, after) {
+        (Some(b), Some(a)) if !changed || a != b => (1, b, a),
+        (Some(b), _) => (0, b, b.wrapping_add(step)),
+        (None, Some(a)) => (0, a.wrapping_sub(step), a),
+        (None, None) => (0, 0, step),
+    };
+    out.u32(atomic);
+    out.u64(b);
+    out.u64(a);
 }
 
 /// What the `fattr4` of one object is made from.

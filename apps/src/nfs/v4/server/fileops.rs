@@ -17,7 +17,8 @@
 use rpcrdma_engine::xdr::XdrReader;
 
 use crate::nfs::admit::seal_or_fault;
-use crate::nfs::types::{DirEntry, Fattr3, Fh, Ftype3, StableHow, PATH_MAX};
+use crate::nfs::store::NewObj;
+use crate::nfs::types::{DirEntry, Fattr3, Fh, Ftype3, Nfsstat3, StableHow, PATH_MAX};
 
 use super::attrs::{get_bitmap, put_cinfo, put_fattr, Source};
 use super::open::check_stateid;
@@ -268,18 +269,17 @@ pub fn commit(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
 /// REMOVE of a file or an empty directory.
 pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let name = get_name(r)?;
-    let (cur, before) = cur_dir(c)?;
+    let (cur, _) = cur_dir(c)?;
     writable(&cur)?;
     c.srv.grace_io()?;
     super::deleg::recall_named(c, &cur, name)?;
     let store = &cur.share.store;
-    match store.remove(&cur.cred, &cur.fh, name) {
-        Err(crate::nfs::types::Nfsstat3::ISDIR) => store.rmdir(&cur.cred, &cur.fh, name),
+    let (r, w) = match store.remove_wcc(&cur.cred, &cur.fh, name, false) {
+        (Err(Nfsstat3::ISDIR), _) => store.remove_wcc(&cur.cred, &cur.fh, name, true),
         other => other,
-    }
-    .map_err(from_store)?;
-    let after = store.getattr(&cur.fh).map_err(from_store)?;
-    put_cinfo(out, &before, &after, true);
+    };
+    r.map_err(from_store)?;
+    put_cinfo(out, &w, true);
     Ok(())
 }
 
@@ -299,39 +299,32 @@ fn saved_same_export(c: &Compound<'_>) -> Result<Cur, Status> {
 pub fn rename(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let old = get_name(r)?;
     let new = get_name(r)?;
-    let (to, to_before) = cur_dir(c)?;
+    let (to, _) = cur_dir(c)?;
     let from = saved_same_export(c)?;
     writable(&to)?;
     c.srv.grace_io()?;
     let store = &to.share.store;
-    let from_before = store.getattr(&from.fh).map_err(from_store)?;
-    if from_before.ftype != Ftype3::Dir {
+    if store.getattr(&from.fh).map_err(from_store)?.ftype != Ftype3::Dir {
         return Err(st::NOTDIR);
     }
     super::deleg::recall_named(c, &from, old)?;
     super::deleg::recall_named(c, &to, new)?;
-    store
-        .rename(&to.cred, &from.fh, old, &to.fh, new)
-        .map_err(from_store)?;
-    let from_after = store.getattr(&from.fh).map_err(from_store)?;
-    let to_after = store.getattr(&to.fh).map_err(from_store)?;
-    put_cinfo(out, &from_before, &from_after, true);
-    put_cinfo(out, &to_before, &to_after, true);
+    let (r, from_w, to_w) = store.rename_wcc(&to.cred, &from.fh, old, &to.fh, new);
+    r.map_err(from_store)?;
+    put_cinfo(out, &from_w, true);
+    put_cinfo(out, &to_w, true);
     Ok(())
 }
 
 /// LINK: a new name in the current directory for the saved object.
 pub fn link(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let name = get_name(r)?;
-    let (dir, before) = cur_dir(c)?;
+    let (dir, _) = cur_dir(c)?;
     let obj = saved_same_export(c)?;
     writable(&dir)?;
-    let store = &dir.share.store;
-    store
-        .link(&dir.cred, &obj.fh, &dir.fh, name)
-        .map_err(from_store)?;
-    let after = store.getattr(&dir.fh).map_err(from_store)?;
-    put_cinfo(out, &before, &after, true);
+    let (r, _, w) = dir.share.store.link_wcc(&dir.cred, &obj.fh, &dir.fh, name);
+    r.map_err(from_store)?;
+    put_cinfo(out, &w, true);
     Ok(())
 }
 
@@ -488,17 +481,16 @@ pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     };
     let name = get_name(r)?;
     let set = super::attrs::get_sattr(r)?;
-    let (dir, before) = cur_dir(c)?;
+    let (dir, _) = cur_dir(c)?;
     writable(&dir)?;
-    let store = &dir.share.store;
-    let fh = match kind {
-        Kind::Dir => store.mkdir(&dir.cred, &dir.fh, name, &set),
-        Kind::Link(t) => store.symlink(&dir.cred, &dir.fh, name, t, &set),
-        Kind::Node(n) => store.mknod(&dir.cred, &dir.fh, name, n, &set),
-    }
-    .map_err(from_store)?;
-    let after = store.getattr(&dir.fh).map_err(from_store)?;
-    put_cinfo(out, &before, &after, true);
+    let new = match kind {
+        Kind::Dir => NewObj::Dir(&set),
+        Kind::Link(t) => NewObj::Symlink(t, &set),
+        Kind::Node(n) => NewObj::Node(n, &set),
+    };
+    let (r, w) = dir.share.store.create_wcc(&dir.cred, &dir.fh, name, new);
+    let (fh, _) = r.map_err(from_store)?;
+    put_cinfo(out, &w, true);
     out.bitmap(&super::attrs::set_mask(&set));
     c.set_cur_fh(fh)
 }

@@ -25,7 +25,8 @@
 
 use rpcrdma_engine::xdr::XdrReader;
 
-use crate::nfs::types::{access, CreateHow, Fattr3, Ftype3, Sattr3};
+use crate::nfs::store::NewObj;
+use crate::nfs::types::{access, CreateHow, Fh, Ftype3, Sattr3, WccData};
 
 use super::attrs::{get_sattr, set_mask};
 use super::state::OpenState;
@@ -173,42 +174,34 @@ fn verifier(r: &mut XdrReader<'_>) -> Result<[u8; 8], Status> {
         .unwrap_or([0; 8]))
 }
 
-/// Finds or creates the file of an OPEN: its handle, attributes, whether it was created, and
-/// the directory's attributes before and after.
-fn target(
-    cur: &Cur,
-    a: &OpenArgs,
-) -> Result<(crate::nfs::types::Fh, bool, Fattr3, Fattr3), Status> {
+/// Finds or creates the file of an OPEN: its handle, whether it was created, and the
+/// directory's weak cache consistency data (unchanged when nothing was created).
+fn target(cur: &Cur, a: &OpenArgs) -> Result<(Fh, bool, WccData), Status> {
     let store = &cur.share.store;
-    let before = store.getattr(&cur.fh).map_err(from_store)?;
-    let Some(name) = &a.name else {
-        return Ok((cur.fh, false, before, before));
+    let dir = store.getattr(&cur.fh).map_err(from_store)?;
+    let unchanged = WccData {
+        before: Some(dir.wcc()),
+        after: Some(dir),
     };
-    match before.ftype {
+    let Some(name) = &a.name else {
+        return Ok((cur.fh, false, unchanged));
+    };
+    match dir.ftype {
         Ftype3::Dir => {}
         Ftype3::Lnk => return Err(st::SYMLINK),
         _ => return Err(st::NOTDIR),
     }
-    let (fh, created) = match &a.how {
-        None => (
-            store.lookup(&cur.cred, &cur.fh, name).map_err(from_store)?,
-            false,
-        ),
-        Some(how) => {
-            if cur.opts.read_only {
-                return Err(st::ROFS);
-            }
-            let existed = store.lookup(&cur.cred, &cur.fh, name).is_ok();
-            (
-                store
-                    .create(&cur.cred, &cur.fh, name, how)
-                    .map_err(from_store)?,
-                !existed,
-            )
-        }
+    let Some(how) = &a.how else {
+        let fh = store.lookup(&cur.cred, &cur.fh, name).map_err(from_store)?;
+        return Ok((fh, false, unchanged));
     };
-    let after = store.getattr(&cur.fh).map_err(from_store)?;
-    Ok((fh, created, before, after))
+    if cur.opts.read_only {
+        return Err(st::ROFS);
+    }
+    let existed = store.lookup(&cur.cred, &cur.fh, name).is_ok();
+    let (r, w) = store.create_wcc(&cur.cred, &cur.fh, name, NewObj::File(how));
+    let (fh, _) = r.map_err(from_store)?;
+    Ok((fh, !existed, w))
 }
 
 /// OPEN.
@@ -220,7 +213,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     }
     c.srv.grace_check(client, a.reclaim)?;
     let cur = c.cur()?.clone();
-    let (fh, created, before, after) = target(&cur, &a)?;
+    let (fh, created, dir_wcc) = target(&cur, &a)?;
     let store = &cur.share.store;
     if created && a.excl_attrs != Sattr3::default() {
         store
@@ -264,7 +257,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     }
     let sid = record_open(c, &cur, fh, &a, client)?;
     out.fixed(&sid);
-    super::attrs::put_cinfo(out, &before, &after, created);
+    super::attrs::put_cinfo(out, &dir_wcc, created);
     out.u32(RESULT_LOCKTYPE_POSIX);
     out.bitmap(&attrset(&a, created));
     if a.reclaim {
