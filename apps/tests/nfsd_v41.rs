@@ -93,8 +93,8 @@ fn seq(session: [u8; 16], sequence: u32) -> Op<'static> {
     }
 }
 
-/// [`seq`] without `sa_cachethis`, as clients send READs: a reply larger than a slot keeps
-/// (`ca_maxresponsesize_cached`) asked to be kept is NFS4ERR_REP_TOO_BIG_TO_CACHE.
+/// [`seq`] without `sa_cachethis`, as clients send READs: a READ whose reply asked to be kept
+/// would be larger than a slot keeps (`ca_maxresponsesize_cached`) is shortened to it.
 fn seq_uncached(session: [u8; 16], sequence: u32) -> Op<'static> {
     Op::Sequence {
         session,

@@ -200,6 +200,12 @@ pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     let mut count = r.get_u32().map_err(bad_xdr)?.min(c.srv.config().max_io);
     let cur = c.cur()?.clone();
     check_stateid(c, &cur, &sid, super::stateid::ACCESS_READ)?;
+    // No more data than the session's reply bound leaves room for after READ4resok's `eof`
+    // and length, with the data's pad (a short READ, as Linux nfsd answers; with no room at
+    // all the reply check after the operation refuses it).
+    if let Some((room, _)) = super::session::room(c, out.len()) {
+        count = count.min((room.saturating_sub(8) & !3).min(u32::MAX as usize) as u32);
+    }
     let ddp = c
         .ddp_cap
         .filter(|_| c.read_at.is_none() && c.placed.is_none());
@@ -333,7 +339,8 @@ pub fn link(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
 /// are never listed).
 ///
 /// Each entry is written into `out` while the store walks the directory (nothing is
-/// collected on the heap), and the one that would pass `maxcount` is taken back. An entry
+/// collected on the heap), and the one that would pass `maxcount` or the session's reply
+/// bound is taken back. An entry
 /// the store lists without attributes (a mount point inside the export on the `dir:` store,
 /// whose LOOKUP is refused) carries `rdattr_error` NFS4ERR_ACCESS when the client asked for
 /// it, as the Linux client always does; otherwise the READDIR is NFS4ERR_ACCESS.
@@ -350,9 +357,18 @@ pub fn readdir(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
     if cookie == 1 || cookie == 2 {
         return Err(st::BAD_COOKIE);
     }
+    if maxcount < 16 {
+        return Err(st::TOOSMALL); // not even the verifier, the list's end and `eof`
+    }
     let (cur, _) = cur_dir(c)?;
     let c: &Compound<'_> = c;
     let start = out.len();
+    // Within the session's reply bound too, as Linux nfsd's `nfsd4_encode_readdir`: an entry
+    // past it is left for the next READDIR; when not even one fits, the bound's error.
+    let (limit, full_status) = match super::session::room(c, start) {
+        Some((room, s)) if room < maxcount => (room, s),
+        _ => (maxcount, st::TOOSMALL),
+    };
     out.fixed(&[0; 8]); // the cookie verifier, written once the store answered
     let (mut listed, mut full, mut failed) = (0usize, false, None);
     let listing = cur.share.store.readdir(
@@ -375,7 +391,7 @@ pub fn readdir(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
                 return false;
             }
             // The entry, then the list's end and `eof`.
-            if out.len() - start + 8 > maxcount {
+            if out.len() - start + 8 > limit {
                 out.b.truncate(mark);
                 full = true;
                 return false;
@@ -393,7 +409,7 @@ pub fn readdir(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
     };
     if listed == 0 && full {
         out.b.truncate(start);
-        return Err(st::TOOSMALL);
+        return Err(full_status);
     }
     out.b[start..start + 8].copy_from_slice(&listing.verf);
     out.u32(0);

@@ -475,6 +475,21 @@ pub fn fits_after(c: &Compound<'_>, len: usize) -> Result<(), Status> {
     c.reply_max.map_or(Ok(()), |m| m.check(len + placed_len(c)))
 }
 
+/// How many octets the reply may still grow by after `len` octets written, and the status
+/// when an operation's result cannot fit at all (NFS4ERR_REP_TOO_BIG, or
+/// NFS4ERR_REP_TOO_BIG_TO_CACHE when the cached bound is the lower one); `None` outside a
+/// session. READ and READDIR shorten their results to it, as Linux nfsd's do (the reply
+/// buffer `nfsd4_sequence` bounds, `nfsd4_encode_read`, `nfsd4_encode_readdir`).
+pub fn room(c: &Compound<'_>, len: usize) -> Option<(usize, Status)> {
+    let m = c.reply_max?;
+    let (bound, full) = match m.cached {
+        Some(k) if k < m.response => (k, st::REP_TOO_BIG_TO_CACHE),
+        _ => (m.response, st::REP_TOO_BIG),
+    };
+    let used = len + placed_len(c) + RPC_REPLY_HEAD;
+    Some((bound.saturating_sub(used), full))
+}
+
 /// The octets of READ data the reply leaves out because they go through the Write chunk
 /// ([`super::placed`]): they are part of the RPC reply all the same, and count against the
 /// session's bounds as Linux nfsd counts a READ's pages, with their XDR roundup as the

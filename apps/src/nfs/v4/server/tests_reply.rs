@@ -2,7 +2,9 @@
 //! the operation that would take the reply past `ca_maxresponsesize` is NFS4ERR_REP_TOO_BIG,
 //! past `ca_maxresponsesize_cached` when `sa_cachethis` is set NFS4ERR_REP_TOO_BIG_TO_CACHE,
 //! and the COMPOUND stops there; an operation that changes something is refused before it
-//! runs when its reply could not fit (as Linux nfsd's `nfsd4_check_resp_size` decides it).
+//! runs when its reply could not fit (as Linux nfsd's `nfsd4_check_resp_size` decides it);
+//! READ and READDIR return what fits instead (a short READ, fewer entries), as Linux nfsd's
+//! do, and are refused only when nothing fits.
 //!
 //! Sizes count the RPC reply header (24 octets with an empty verifier), as Linux nfsd counts
 //! them. The COMPOUND4res of the harness starts with 16 octets (status, tag "t", count) and
@@ -77,36 +79,56 @@ fn setup(fore_asked: Option<ChannelAttrs>) -> (H, [u8; 16], Vec<u8>) {
 }
 
 #[test]
-fn rejects_a_reply_past_the_cached_size_as_rep_too_big_to_cache() {
+fn accepts_a_read_past_the_cached_size_shortened_to_it() {
     let (mut h, sid, root) = setup(None);
-    // 12 KiB of READ data, `sa_cachethis` set: more than the 8 KiB a slot keeps
-    // (`ca_maxresponsesize_cached` was asked as 1 MiB and clamped).
+    // 12 KiB of READ data asked, `sa_cachethis` set: the slot keeps 8 KiB
+    // (`ca_maxresponsesize_cached` was asked as 1 MiB and clamped), so the READ returns what
+    // fits in them, as Linux nfsd's: after SEQUENCE, PUTFH, LOOKUP, READ's number and status,
+    // `eof` and the length.
     let ops = [putfh(&root), lookup(b"f"), read(&sid, 12 << 10)];
+    let (b, r) = send(&mut h, &ops, true);
+    assert_eq!(r.status, st::OK);
+    let fits = 8192 - AFTER_SEQUENCE as usize - 8 - 8 - 8 - 8;
+    assert_eq!(r.last.len(), 8 + fits);
+    assert_eq!(
+        &r.last[..8],
+        &[0, 0, 0, 0, 0, 0, 0x1f, 0x8c],
+        "not eof, 8 076 octets"
+    );
+    // The slot kept it: the retry gets it again, octet for octet.
+    let first = h.send(&b);
+    assert_eq!(walk(&first).last, r.last);
+    assert_eq!(h.srv.state().counters.replays, 1);
+    // Not kept: the whole 12 KiB.
+    let (b, r) = send(&mut h, &ops, false);
+    assert_eq!((r.status, r.last.len()), (st::OK, 8 + (12 << 10)));
+    // Its retry is NFS4ERR_RETRY_UNCACHED_REP.
+    assert_eq!(walk(&h.send(&b)).status, st::RETRY_UNCACHED_REP);
+}
+
+#[test]
+fn rejects_a_reply_past_the_cached_size_as_rep_too_big_to_cache() {
+    // Room after SEQUENCE and PUTFH for GETFH's number and status, not for the handle.
+    let cached = ChannelAttrs {
+        max_response_cached: AFTER_SEQUENCE + 8 + 8 + 8,
+        ..fore()
+    };
+    let (mut h, _, root) = setup(Some(cached));
+    let ops = [putfh(&root), A::op(op::GETFH)];
     let (b, r) = send(&mut h, &ops, true);
     assert_eq!(r.status, st::REP_TOO_BIG_TO_CACHE);
     let want = [
         (op::SEQUENCE, st::OK),
         (op::PUTFH, st::OK),
-        (op::LOOKUP, st::OK),
-        (op::READ, st::REP_TOO_BIG_TO_CACHE),
+        (op::GETFH, st::REP_TOO_BIG_TO_CACHE),
     ];
     assert_eq!(r.results, want);
-    assert!(r.last.is_empty(), "no READ4resok");
-    // The error reply is what the slot keeps: the retry gets it again, octet for octet.
-    let first = h.send(&b);
-    assert_eq!(walk(&first).results, want);
+    assert!(r.last.is_empty(), "no GETFH4resok");
+    // The error reply is what the slot keeps: the retry gets it again.
+    assert_eq!(walk(&h.send(&b)).results, want);
     assert_eq!(h.srv.state().counters.replays, 1);
-    // What fits is answered: 4 KiB with `sa_cachethis`, 12 KiB without.
-    let (_, r) = send(
-        &mut h,
-        &[putfh(&root), lookup(b"f"), read(&sid, 4096)],
-        true,
-    );
-    assert_eq!(r.status, st::OK);
-    let (b, r) = send(&mut h, &ops, false);
-    assert_eq!((r.status, r.last.len()), (st::OK, 8 + (12 << 10)));
-    // Not kept: its retry is NFS4ERR_RETRY_UNCACHED_REP.
-    assert_eq!(walk(&h.send(&b)).status, st::RETRY_UNCACHED_REP);
+    // Without `sa_cachethis` the response bound (1 MiB) holds it.
+    assert_eq!(send(&mut h, &ops, false).1.status, st::OK);
 }
 
 #[test]
@@ -121,14 +143,18 @@ fn rejects_a_reply_past_the_response_size_as_rep_too_big() {
         let mut ops = file().to_vec();
         ops.push(read(&sid, 1000));
         assert_eq!(send(&mut h, &ops, cache_this).1.status, st::OK);
-        // Past `ca_maxresponsesize` (4 KiB, under the 8 KiB cached bound): NFS4ERR_REP_TOO_BIG
-        // whether or not the reply is to be kept.
+        // Past `ca_maxresponsesize` (4 KiB, under the 8 KiB cached bound): the READ is
+        // shortened to it whether or not the reply is to be kept.
         let mut ops = file().to_vec();
         ops.push(read(&sid, 6000));
         let r = send(&mut h, &ops, cache_this).1;
-        assert_eq!(r.status, st::REP_TOO_BIG, "cache_this {cache_this}");
-        assert_eq!(r.results.len(), 4);
-        // Two READs of 2 500 octets: the second one takes the reply past the bound.
+        assert_eq!(r.status, st::OK, "cache_this {cache_this}");
+        assert_eq!(
+            r.last.len(),
+            8 + 4096 - AFTER_SEQUENCE as usize - 8 - 8 - 8 - 8
+        );
+        // Two READs of 2 500 octets: the second one gets what is left (1 464 octets), and
+        // the GETFH after them is NFS4ERR_REP_TOO_BIG.
         let read = |offset| Op::ReadStateid {
             stateid: sid,
             offset,
@@ -140,9 +166,74 @@ fn rejects_a_reply_past_the_response_size_as_rep_too_big() {
         let r = decode_compound(&h.send(&e.bytes), &ops, ReadPlacement::Inline).unwrap();
         assert_eq!(r.status, st::REP_TOO_BIG);
         let got: Vec<u32> = r.ops.iter().map(|x| x.status).collect();
-        assert_eq!(got, [st::OK, st::OK, st::OK, st::OK, st::REP_TOO_BIG]);
+        assert_eq!(
+            got,
+            [st::OK, st::OK, st::OK, st::OK, st::OK, st::REP_TOO_BIG]
+        );
         assert!(matches!(r.ops[3].result, OpResult::Read { len: 2500, .. }));
+        assert!(matches!(r.ops[4].result, OpResult::Read { len: 1464, .. }));
     }
+}
+
+#[test]
+fn accepts_a_readdir_within_the_response_size_and_rejects_one_where_no_entry_fits() {
+    // Room after SEQUENCE and PUTFH for READDIR's number and status and 300 octets.
+    let small = ChannelAttrs {
+        max_response: AFTER_SEQUENCE + 8 + 8 + 300,
+        ..fore()
+    };
+    let (mut h, _, root) = setup(Some(small));
+    let mkdir = |name: &[u8]| A::op(op::CREATE).u32(2).opaque(name).u32(0).u32(0);
+    for i in 0..20 {
+        let name = format!("directory-with-a-long-name-{i:02}");
+        assert_eq!(h.status(&[putfh(&root), mkdir(name.as_bytes())]), st::OK);
+    }
+    let list = |maxcount: u32, words: &[u32]| {
+        let mut a = A::op(op::READDIR)
+            .u64(0)
+            .fixed(&[0; 8])
+            .u32(maxcount)
+            .u32(maxcount);
+        a = a.u32(words.len() as u32);
+        for w in words {
+            a = a.u32(*w);
+        }
+        a
+    };
+    // The type and file id of each: a few entries fit in 300 octets, the listing goes on.
+    let type_fileid = (1u32 << 1) | (1 << 20);
+    let r = send(&mut h, &[putfh(&root), list(8192, &[type_fileid])], false).1;
+    assert_eq!(r.status, st::OK);
+    assert!(r.last.len() <= 300, "{} octets", r.last.len());
+    let mut x = rpcrdma_engine::xdr::XdrReader::new(&r.last);
+    x.skip(8).unwrap();
+    let mut n = 0;
+    while x.get_u32().unwrap() == 1 {
+        x.skip(8).unwrap();
+        x.get_opaque(255).unwrap();
+        let words = x.get_u32().unwrap() as usize;
+        x.skip(4 * words).unwrap();
+        x.get_opaque(100).unwrap();
+        n += 1;
+    }
+    assert_eq!(x.get_u32().unwrap(), 0, "not eof");
+    assert!(n >= 2, "{n} entries");
+    // With every attribute the Linux client asks for a listing, owner strings and the
+    // handle included, not one entry fits: NFS4ERR_REP_TOO_BIG (a small `maxcount` would be
+    // NFS4ERR_TOOSMALL).
+    let w0: u32 = [1, 3, 4, 8, 11, 19, 20].iter().fold(0, |w, a| w | 1 << a);
+    let w1: u32 = [33, 35, 36, 37, 41, 45, 47, 52, 53, 55]
+        .iter()
+        .fold(0, |w, a| w | 1 << (a - 32));
+    let tight = ChannelAttrs {
+        max_response: AFTER_SEQUENCE + 8 + 8 + 120,
+        ..fore()
+    };
+    new_session(&mut h, tight, 3);
+    let r = send(&mut h, &[putfh(&root), list(8192, &[w0, w1])], false).1;
+    assert_eq!(r.status, st::REP_TOO_BIG);
+    let r = send(&mut h, &[putfh(&root), list(100, &[w0, w1])], false).1;
+    assert_eq!(r.status, st::TOOSMALL);
 }
 
 #[test]
@@ -188,8 +279,19 @@ fn rejects_a_change_whose_reply_could_not_fit_without_making_it() {
     let r = send(&mut h, &[putfh(&root), lookup(b"f"), write], false).1;
     assert_eq!(r.status, st::REP_TOO_BIG);
     assert_eq!(r.results.len(), 4);
+    // A READ there: no room for data, a READ of none (as Linux nfsd answers it).
     let r = send(&mut h, &[putfh(&root), lookup(b"f"), read(&anon, 4)], false).1;
-    assert_eq!(r.status, st::REP_TOO_BIG, "READ4resok of 4 octets: 12 more");
+    assert_eq!((r.status, r.last.as_slice()), (st::OK, &[0u8; 8][..]));
+    // With a SAVEFH before it, not even `eof` and the length fit: NFS4ERR_REP_TOO_BIG.
+    let ops = [
+        putfh(&root),
+        lookup(b"f"),
+        A::op(op::SAVEFH),
+        read(&anon, 4),
+    ];
+    let r = send(&mut h, &ops, false).1;
+    assert_eq!(r.status, st::REP_TOO_BIG, "READ4resok: 8 octets at least");
+    assert_eq!(r.results.len(), 5);
     (h.sid, h.seq) = roomy;
     let r = send(&mut h, &[putfh(&root), lookup(b"f"), read(&anon, 4)], false).1;
     assert_eq!(r.status, st::OK);
