@@ -1,7 +1,8 @@
 //! The NFSv4.1 server's steady state allocates nothing on the heap: COMPOUNDs of SEQUENCE +
 //! PUTFH + GETATTR (the attributes the Linux client asks for a regular file), SEQUENCE +
 //! PUTFH + READ and SEQUENCE + PUTFH + WRITE (both under an open stateid), SEQUENCE + PUTFH +
-//! READDIR (the attributes the Linux client asks for a listing), replies kept in the slot,
+//! READDIR (the attributes the Linux client asks for a listing), READLINK, LOOKUP and ACCESS,
+//! replies kept in the slot,
 //! the session's back channel bound, on the memory backend. In process, through
 //! [`Nfs41::compound_into`] with one reply buffer the caller reuses; and through
 //! `rpcrdma-nfsd` on the software provider, where the NFS program's handler runs them on the
@@ -100,6 +101,8 @@ fn all_allocs() -> u64 {
 const N: usize = 64;
 /// Calls of each kind before measuring.
 const WARM: usize = 8;
+/// Calls in one round of [`Calls::rounds`].
+const PER_ROUND: usize = 7;
 
 /// A back channel that stands and answers every callback (the session's CB_NULL probe).
 struct Answering;
@@ -117,6 +120,8 @@ struct Calls {
     fh: Vec<u8>,
     /// The directory holding `f`.
     dir: Vec<u8>,
+    /// The symbolic link `l` beside it.
+    link: Vec<u8>,
     open: StateId,
     /// Octets each READ and WRITE moves.
     io: usize,
@@ -170,6 +175,27 @@ impl Calls {
             .fold(0, |w, a| w | 1 << (a - 32));
         let raw: Vec<u8> = [2, w0, w1].iter().flat_map(|w| w.to_be_bytes()).collect();
         self.args(Op::GetAttrTypeSize, Some(&raw))
+    }
+
+    /// SEQUENCE + PUTFH of `fh` + operation `opnum` with the arguments `raw` (operations the
+    /// codec has no variant for).
+    fn args_num(&mut self, fh: &[u8], opnum: u32, raw: &[u8]) -> Vec<u8> {
+        let mut b = self.args_on(fh, Op::GetFh, None);
+        let n = b.len();
+        b[n - 4..].copy_from_slice(&opnum.to_be_bytes()); // GETFH has no arguments: it ends
+        b.extend_from_slice(raw);
+        b
+    }
+
+    /// SEQUENCE + PUTFH of the link + READLINK; SEQUENCE + PUTFH of the directory + LOOKUP
+    /// of `f`; SEQUENCE + PUTFH of `f` + ACCESS of every bit.
+    fn names(&mut self) -> [Vec<u8>; 3] {
+        let (link, dir, fh) = (self.link.clone(), self.dir.clone(), self.fh.clone());
+        [
+            self.args_num(&link, op::READLINK, &[]),
+            self.args_on(&dir, Op::Lookup("f"), None),
+            self.args_num(&fh, op::ACCESS, &0x3fu32.to_be_bytes()),
+        ]
     }
 
     /// SEQUENCE + PUTFH of the directory + READDIR from its start, of the attributes the
@@ -227,7 +253,8 @@ impl Calls {
     }
 
     /// `n` rounds of GETATTR, WRITE of the round's number, READ of what was just written,
-    /// over the first four blocks of the file, with a READDIR of its directory before the READ.
+    /// over the first four blocks of the file, with a READDIR of its directory, READLINK,
+    /// LOOKUP and ACCESS ([`Calls::names`]) before the READ ([`PER_ROUND`] calls a round).
     fn rounds(&mut self, n: usize) -> Vec<Vec<u8>> {
         let mut calls = Vec::new();
         for i in 0..n {
@@ -235,6 +262,7 @@ impl Calls {
             calls.push(self.getattr());
             calls.push(self.write(at, i as u8));
             calls.push(self.readdir());
+            calls.extend(self.names());
             calls.push(self.read(at));
         }
         calls
@@ -341,6 +369,7 @@ fn open_f(
         seq: 0,
         fh: Vec::new(),
         dir: Vec::new(),
+        link: Vec::new(),
         open: [0; 16],
         io,
         cache_this: true,
@@ -366,6 +395,17 @@ fn open_f(
         }
         other => panic!("GETFH, OPEN, GETFH: {other:?}"),
     }
+    let dir = calls.dir.clone();
+    let r = send(&[
+        calls.sequence(),
+        Op::PutFh(&dir),
+        Op::Lookup("l"),
+        Op::GetFh,
+    ]);
+    match (r.status, &r.ops[3].result) {
+        (NFS4_OK, OpResult::Fh(fh)) => calls.link = fh.clone(),
+        other => panic!("LOOKUP l, GETFH: {other:?}"),
+    }
     calls
 }
 
@@ -384,6 +424,9 @@ impl Rig {
         store
             .mkdir(&Cred::ROOT, &store.root(), b"d", &Sattr3::default())
             .expect("mkdir d");
+        store
+            .symlink(&Cred::ROOT, &store.root(), b"l", b"f", &Sattr3::default())
+            .expect("symlink l");
         let ex = Exports::parse("/ *(rw)").expect("exports parse");
         let table = ExportTable::new(
             HandleKey::from_bytes([7; 16]),
@@ -458,7 +501,7 @@ fn run(
 fn in_process() {
     let mut rig = Rig::new();
     let calls = rig.calls.rounds(WARM + N);
-    let (warm, measured) = calls.split_at(WARM * 4);
+    let (warm, measured) = calls.split_at(WARM * PER_ROUND);
     let (srv, cx) = (&rig.srv, cx(&rig.auth));
     let mut reply = Vec::new();
     let mut call = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
@@ -492,11 +535,12 @@ fn over_rdma() {
         ..Sattr3::default()
     });
     let f = d.nfs.create(&d.root, b"f", how).expect("v3 CREATE f");
+    d.nfs.symlink(&d.root, b"l", b"f").expect("v3 SYMLINK l");
     let send = |ops: &[Op<'_>]| compound(&d.nfs, "t", ops);
     // 1 KiB: calls and replies stay inline.
     let mut c = open_f(send, session(send), Some(d.root.as_bytes()), 1024);
     let calls = c.rounds(WARM + N);
-    let (warm, measured) = calls.split_at(WARM * 4);
+    let (warm, measured) = calls.split_at(WARM * PER_ROUND);
     let rpc = d.nfs.rpc();
     let mut last = Vec::new();
     let mut call = |a: &[u8], seen: &mut dyn FnMut(&[u8])| {
@@ -623,7 +667,7 @@ fn zero_copy(d: &Daemon, c: &mut Calls, f: &rpcrdma_apps::nfs::types::Fh) {
 
 /// One test, so that no other test's thread allocates while [`over_rdma`] counts every thread.
 #[test]
-fn accepts_steady_state_getattr_read_write_and_readdir_compounds_without_allocating() {
+fn accepts_steady_state_getattr_read_write_readdir_and_name_compounds_without_allocating() {
     in_process();
     over_rdma();
 }

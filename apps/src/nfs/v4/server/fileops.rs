@@ -181,13 +181,11 @@ pub fn access(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
 /// READLINK.
 pub fn readlink(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
     let cur = c.cur()?;
-    let mut buf = vec![0u8; PATH_MAX];
-    let n = cur
-        .share
-        .store
-        .readlink(&cur.cred, &cur.fh, &mut buf)
-        .map_err(from_store)?;
-    out.opaque(&buf[..n.min(PATH_MAX)]);
+    // The target, read by the store straight into the reply.
+    out.opaque_with(PATH_MAX, |dst| {
+        cur.share.store.readlink(&cur.cred, &cur.fh, dst)
+    })
+    .map_err(from_store)?;
     Ok(())
 }
 
