@@ -18,10 +18,9 @@
 //! Recovery: a call that allocates fails the test with the count; a reply that is not
 //! NFS4_OK fails it with the status.
 
+mod counting;
 mod nfsd_common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,59 +42,9 @@ use rpcrdma_apps::nfs::v4::{
 use rpcrdma_engine::rpc::{AuthFlavor, AuthSysParams, OpaqueAuth};
 use rpcrdma_poller::{CredBody, Proc};
 
+use counting::{all_allocs, allocs};
 use nfsd_common::{options, v41::compound, Rig as Daemon};
 use rpcrdma_apps::nfs::daemon::Backend;
-
-/// The system allocator, counting allocations and octets allocated per thread.
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
-}
-
-/// Allocations in all threads.
-static ALL: AtomicU64 = AtomicU64::new(0);
-
-fn count(octets: usize) {
-    // Relaxed: read after the measured calls, which the RPC replies order.
-    ALL.fetch_add(1, Ordering::Relaxed);
-    // A thread being torn down has no counter any more; nothing to count then.
-    let _ = ALLOCS.try_with(|a| {
-        let (n, b) = a.get();
-        a.set((n + 1, b + octets as u64));
-    });
-}
-
-// SAFETY: every call forwards to `System` with the same arguments.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count(l.size());
-        // SAFETY: as the caller's contract.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: as the caller's contract.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        count(new.saturating_sub(l.size()));
-        // SAFETY: as the caller's contract.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
-
-/// Allocations and octets allocated by this thread so far.
-fn allocs() -> (u64, u64) {
-    ALLOCS.with(|a| a.get())
-}
-
-/// Allocations in all threads so far.
-fn all_allocs() -> u64 {
-    ALL.load(Ordering::SeqCst)
-}
 
 /// Calls of each kind measured.
 const N: usize = 64;

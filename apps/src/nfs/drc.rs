@@ -10,8 +10,10 @@
 //! for exactly this cache. [`Drc::begin`] marks a new call in progress (or says it is a
 //! retransmission); [`Drc::finish`] stores its reply. Entries live in 16 shards, each a small
 //! hash map plus a FIFO of finished entries; the oldest finished entry is evicted when a shard
-//! exceeds its share of [`DrcConfig::max_entries`] or [`DrcConfig::max_bytes`], so memory is
-//! bounded whatever the clients send. A client address holding more than half of a full
+//! exceeds its share of [`DrcConfig::max_entries`] or [`DrcConfig::max_bytes`] (counted as the
+//! capacity of the buffers holding the replies), so memory is bounded whatever the clients
+//! send. An evicted entry's buffer holds the next reply kept: a full cache allocates nothing
+//! per call. A client address holding more than half of a full
 //! shard has its own oldest entry evicted instead, so one client's calls cannot push another
 //! client's replies out (Linux nfsd's single LRU lets them).
 //!
@@ -34,7 +36,8 @@ pub const MAX_REPLY: usize = 1024;
 pub struct DrcConfig {
     /// Entries kept at most (in progress or finished).
     pub max_entries: usize,
-    /// Octets of replies kept at most.
+    /// Octets of replies kept at most (the capacity of their buffers: a reply is kept in a
+    /// power of two from 256 octets).
     pub max_bytes: usize,
 }
 
@@ -114,9 +117,37 @@ struct Shard {
     /// Finished entries and their octets, per client address (an address leaves the map
     /// with its last entry).
     per: HashMap<IpAddr, (usize, usize)>,
+    /// Reply buffers of entries evicted or forgotten, for the next replies to be kept: once
+    /// the shard is full, keeping a reply allocates nothing.
+    free: Vec<Vec<u8>>,
+}
+
+/// Reply buffers a shard keeps for reuse at most.
+const FREE_MAX: usize = 32;
+
+/// The capacity a reply of `len` octets is kept in: a power of two from 256, so that a
+/// buffer freed by one reply fits the next of a like size.
+fn class(len: usize) -> usize {
+    len.next_power_of_two().max(256)
 }
 
 impl Shard {
+    /// A buffer holding `results`, reused from an entry gone when one is at hand.
+    fn keep(&mut self, results: &[u8]) -> Vec<u8> {
+        let mut v = self.free.pop().unwrap_or_default();
+        v.clear();
+        v.reserve_exact(class(results.len()));
+        v.extend_from_slice(results);
+        v
+    }
+
+    /// Takes back the buffer of an entry gone.
+    fn recycle(&mut self, v: Vec<u8>) {
+        if self.free.len() < FREE_MAX {
+            self.free.push(v);
+        }
+    }
+
     /// Counts a finished entry of `addr` with a reply of `len` octets in (`add`) or out.
     fn count(&mut self, addr: IpAddr, len: usize, add: bool) {
         if add {
@@ -182,12 +213,13 @@ impl Drc {
             s.map.remove(&k);
             return 0;
         }
-        match s.map.get_mut(&k) {
-            Some(slot @ None) => *slot = Some(results.to_vec()),
-            // Evicted meanwhile, or finished twice: nothing to do.
-            _ => return 0,
+        if !matches!(s.map.get(&k), Some(None)) {
+            return 0; // evicted meanwhile, or finished twice: nothing to do
         }
-        s.count(k.addr, results.len(), true);
+        let kept = s.keep(results);
+        let held = kept.capacity();
+        s.map.insert(k, Some(kept));
+        s.count(k.addr, held, true);
         s.done.push_back(k);
         self.trim(&mut s, k.addr)
     }
@@ -196,8 +228,9 @@ impl Drc {
     pub fn abandon(&self, k: DrcKey) {
         let mut s = self.shard(&k);
         if let Some(Some(r)) = s.map.remove(&k) {
-            s.count(k.addr, r.len(), false);
+            s.count(k.addr, r.capacity(), false);
             s.done.retain(|d| *d != k);
+            s.recycle(r);
         }
     }
 
@@ -220,7 +253,8 @@ impl Drc {
                 break; // only calls in progress: they finish (or are abandoned) soon
             };
             if let Some(Some(r)) = s.map.remove(&old) {
-                s.count(old.addr, r.len(), false);
+                s.count(old.addr, r.capacity(), false);
+                s.recycle(r);
             }
             n += 1;
         }

@@ -12,7 +12,6 @@
 //! vanished meanwhile, or that is a mount point, is listed without them. Recovery: a malformed
 //! kernel record ends the listing with IO.
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::sys::{self, check, openat};
@@ -21,6 +20,12 @@ use crate::nfs::types::{DirEntry, Fattr3, Fh, NfsResult, Nfsstat3};
 
 /// Octets of `getdents64` records read per call.
 const BUF: usize = 32 * 1024;
+
+thread_local! {
+    /// The `getdents64` buffer of this thread's listings, kept from one to the next (no
+    /// allocation per listing).
+    static DENTS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 /// Offset of `d_name` in `struct linux_dirent64`.
 const NAME_AT: usize = 19;
 
@@ -46,7 +51,7 @@ impl DirStore {
             }
             _ => {}
         }
-        let c = CString::new(name).ok()?;
+        let c = sys::cname(name).ok()?;
         let (st, mnt) = sys::lstat_mnt(dirfd, &c).ok()?;
         if st.st_dev != self.root_dev || mnt.is_some_and(|m| m != self.root_mnt) {
             return None;
@@ -81,14 +86,38 @@ impl DirStore {
         plus: bool,
         emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
     ) -> NfsResult<bool> {
-        let dir_st = &d.st;
         let fd = Self::open_listing(d.raw())?;
         let pos = i64::try_from(cookie).map_err(|_| Nfsstat3::BAD_COOKIE)?;
         // SAFETY: plain syscall on a descriptor we own.
         if unsafe { libc::lseek(fd.as_raw_fd(), pos, libc::SEEK_SET) } < 0 {
             return Err(Nfsstat3::BAD_COOKIE);
         }
-        let mut buf = vec![0u8; BUF];
+        DENTS.with(|cell| {
+            let (mut held, mut own) = (cell.try_borrow_mut(), Vec::new());
+            let buf: &mut [u8] = match held.as_mut() {
+                Ok(b) => {
+                    b.resize(BUF, 0);
+                    b
+                }
+                Err(_) => {
+                    own.resize(BUF, 0); // a listing within a listing on this thread
+                    &mut own
+                }
+            };
+            self.dents(&fd, buf, (dir, d), plus, emit)
+        })
+    }
+
+    /// The records of `fd` read into `buf`, each passed to `emit` ([`DirStore::list`]).
+    fn dents(
+        &self,
+        fd: &OwnedFd,
+        buf: &mut [u8],
+        (dir, d): (&Fh, &Obj),
+        plus: bool,
+        emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
+    ) -> NfsResult<bool> {
+        let dir_st = &d.st;
         loop {
             // SAFETY: `buf` is writable for `buf.len()` octets.
             let n = unsafe {

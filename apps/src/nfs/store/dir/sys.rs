@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::nfs::types::{
-    check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Time3,
+    check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Time3, NAME_MAX,
 };
 
 /// Largest kernel handle (`MAX_HANDLE_SZ`).
@@ -39,13 +39,33 @@ pub(super) fn check(r: libc::c_int) -> NfsResult<libc::c_int> {
     }
 }
 
+/// A name as the kernel takes it, NUL-terminated, on the stack (no allocation per call).
+pub(super) struct CName {
+    buf: [u8; NAME_MAX + 1],
+    len: usize,
+}
+
+impl std::ops::Deref for CName {
+    type Target = CStr;
+
+    fn deref(&self) -> &CStr {
+        // `cname` wrote `len` octets without NUL, then a NUL.
+        CStr::from_bytes_with_nul(&self.buf[..=self.len]).unwrap_or_default()
+    }
+}
+
 /// A name from the wire as a C string: INVAL when malformed, NAMETOOLONG when too long.
-pub(super) fn cname(name: &[u8]) -> NfsResult<CString> {
+pub(super) fn cname(name: &[u8]) -> NfsResult<CName> {
     if !name_is_wellformed(name) {
         return Err(Nfsstat3::INVAL);
     }
     check_name_len(name)?;
-    CString::new(name).map_err(|_| Nfsstat3::INVAL)
+    let mut c = CName {
+        buf: [0; NAME_MAX + 1],
+        len: name.len(),
+    };
+    c.buf[..name.len()].copy_from_slice(name);
+    Ok(c)
 }
 
 /// `/proc/self/fd/N`: a path that reaches the object `fd` refers to (also an `O_PATH` one).
