@@ -1,13 +1,14 @@
 //! The NFSv3 server's steady state allocates nothing on the heap: the calls a Linux client
 //! sends most (GETATTR, LOOKUP, ACCESS, READ inline and through a Write chunk, WRITE,
-//! COMMIT, READDIRPLUS, READLINK, FSSTAT) through `rpcrdma-nfsd` on the software provider,
+//! COMMIT, READDIRPLUS, READLINK, FSSTAT, SETATTR) through `rpcrdma-nfsd` on the software provider,
 //! its handlers on the daemon's reactor and worker threads, on the memory backend and on the
 //! `dir:` backend.
 //!
 //! Normal operation: the counting allocator (`counting`) counts allocations in every thread
 //! and on each thread; after a warm-up (reply buffers and caches grown, the duplicate request
-//! cache full, so that each reply it keeps reuses the buffer of one it evicts), the rounds of calls must allocate nothing on any thread but the
-//! test's own, which runs the RPC client and decodes the replies. No other test may run in
+//! cache full, so that each reply it keeps reuses the buffer of one it evicts), the rounds of
+//! calls must allocate nothing on any thread but the test's own, which runs the RPC client
+//! and decodes the replies. No other test may run in
 //! this binary meanwhile: everything in the process counts. Recovery: a round that allocates
 //! fails the test with the count; a call that fails fails it with its error.
 
@@ -32,7 +33,7 @@ const IO: usize = 1024;
 
 /// The calls of one round: their names, then each call on file `f`, symbolic link `l` and
 /// the export's root, `i` naming the round (the WRITE's data and the block it goes to).
-const CALLS: [&str; 11] = [
+const CALLS: [&str; 12] = [
     "GETATTR",
     "LOOKUP",
     "ACCESS",
@@ -44,6 +45,7 @@ const CALLS: [&str; 11] = [
     "READLINK",
     "FSSTAT",
     "GETATTR of the root",
+    "SETATTR",
 ];
 
 fn call(r: &Rig, f: &Fh, l: &Fh, i: usize, which: usize) {
@@ -81,7 +83,14 @@ fn call(r: &Rig, f: &Fh, l: &Fh, i: usize, which: usize) {
         }
         8 => assert_eq!(n.readlink(l).expect("READLINK"), b"f"),
         9 => drop(n.fsstat(&r.root).expect("FSSTAT")),
-        _ => drop(n.getattr(&r.root).expect("GETATTR of the root")),
+        10 => drop(n.getattr(&r.root).expect("GETATTR of the root")),
+        _ => {
+            let mode = Sattr3 {
+                mode: Some(0o640 | (i as u32 & 1) << 2),
+                ..Sattr3::default()
+            };
+            n.setattr(f, &mode, None).expect("SETATTR");
+        }
     }
 }
 
