@@ -2,14 +2,13 @@
 //! PUTFH + GETATTR (the attributes the Linux client asks for a regular file), SEQUENCE +
 //! PUTFH + READ and SEQUENCE + PUTFH + WRITE (both under an open stateid), SEQUENCE + PUTFH +
 //! READDIR (the attributes the Linux client asks for a listing), READLINK, LOOKUP and ACCESS,
-//! replies kept in the slot,
-//! the session's back channel bound, on the memory backend. In process, through
-//! [`Nfs41::compound_into`] with one reply buffer the caller reuses; and through
-//! `rpcrdma-nfsd` on the software provider, where the NFS program's handler runs them on the
-//! daemon's worker threads with each thread's own reply buffer; there also READs through a
-//! Write chunk, copied into a registered buffer (a small block on the heap) or sent from the
-//! store's registered block (zero copy, `nfs4_read_zero_copy`), a reply the slot keeps
-//! holding that data inline.
+//! replies kept in the slot, the session's back channel bound. In process on the memory
+//! backend, through [`Nfs41::compound_into`] with one reply buffer the caller reuses; and
+//! through `rpcrdma-nfsd` on the software provider, on the memory and the `dir:` backends,
+//! where the NFS program's handler runs them on the daemon's threads with each thread's own
+//! reply buffer; there also READs through a Write chunk, copied into a registered buffer (a
+//! small block on the heap) or, on the memory backend, sent from the store's registered block
+//! (zero copy, `nfs4_read_zero_copy`), a reply the slot keeps holding that data inline.
 //!
 //! Normal operation: the allocator counts allocations and octets per thread and allocations
 //! in all threads. After a warm-up (reply buffers and the slot's cached reply grown to the
@@ -43,7 +42,7 @@ use rpcrdma_engine::rpc::{AuthFlavor, AuthSysParams, OpaqueAuth};
 use rpcrdma_poller::{CredBody, Proc};
 
 use counting::{all_allocs, allocs};
-use nfsd_common::{options, v41::compound, Rig as Daemon};
+use nfsd_common::{options, scratch_dir, v41::compound, Rig as Daemon};
 use rpcrdma_apps::nfs::daemon::Backend;
 
 /// Calls of each kind measured.
@@ -475,10 +474,15 @@ fn in_process() {
 
 /// The calls through the daemon allocate nothing on any thread but this one (which runs the
 /// RPC client). No other test may run meanwhile: everything else in the process counts.
-fn over_rdma() {
-    let mut o = options(Backend::Memory);
+fn over_rdma(backend: Backend) {
+    let dir = match &backend {
+        Backend::Dir(p) => Some(p.clone()),
+        _ => None,
+    };
+    let memory = dir.is_none();
+    let mut o = options(backend);
     o.nfs4 = true;
-    let d = Daemon::with(o, None);
+    let d = Daemon::with(o, dir);
     let how = CreateHow::Unchecked(Sattr3 {
         mode: Some(0o666),
         ..Sattr3::default()
@@ -550,7 +554,9 @@ fn over_rdma() {
         "{} DDP READs made {daemon} allocations outside the test's thread",
         measured.len()
     );
-    zero_copy(&d, &mut c, &f);
+    if memory {
+        zero_copy(&d, &mut c, &f); // the memory store's registered blocks
+    }
     d.stop();
 }
 
@@ -618,5 +624,6 @@ fn zero_copy(d: &Daemon, c: &mut Calls, f: &rpcrdma_apps::nfs::types::Fh) {
 #[test]
 fn accepts_steady_state_getattr_read_write_readdir_and_name_compounds_without_allocating() {
     in_process();
-    over_rdma();
+    over_rdma(Backend::Memory);
+    over_rdma(Backend::Dir(scratch_dir("v41alloc")));
 }
