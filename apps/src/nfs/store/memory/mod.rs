@@ -5,8 +5,8 @@
 //! Normal operation: one [`RwLock`] over the tree (`tree::Tree`); lookups, reads, readdir
 //! and getattr take it shared, everything that changes the tree takes it exclusive (the
 //! `*_wcc` methods take the attributes before and after under the same hold, so no other
-//! change falls between them), and nothing but tree work (no I/O, no callbacks other than READDIR's `emit`, which only
-//! encodes) runs under it. File data lives in lazily allocated fixed-size blocks
+//! change falls between them), and nothing but tree work (no I/O, no callbacks other than
+//! READDIR's `emit`, which only encodes) runs under it. File data lives in lazily allocated fixed-size blocks
 //! (`blocks`); a store built [`MemoryStore::with_pool`] keeps large blocks in the endpoint's
 //! registered buffers and answers READs from them without a copy
 //! ([`Store::read_registered`]), copying a block on write while a reply holds it. Recovery: a poisoned lock (a panic elsewhere while holding it) is recovered
