@@ -16,7 +16,9 @@
 #      / fsync, parallel writers, fio, rm -rf: several times longer under TCG); the client's
 #      xprtrdma counters must show Read and Write chunks;
 #   3. an NFSv3 mount of the same export beside the NFSv4.1 one: a file written through each is
-#      read back through the other, and both list the same names;
+#      read back through the other, and both list the same names; on the dir backend then a
+#      tmpfs mounted inside the export (in the server's mount namespace): `ls` of the NFSv4.1
+#      mount lists it (its attributes as rdattr_error) and `ls` into it is refused;
 #   4. a plain `mount -o proto=rdma SERVER:/export` (no vers=, no port=): the client asks for
 #      4.2 first, the server answers NFS4ERR_MINOR_VERS_MISMATCH, the mount must settle on
 #      vers=4.1 over rdma and see the files of 3.;
@@ -154,6 +156,9 @@ run_v41() {
 			v41_both "$m4" "$m3"
 			do_umount "$m3"
 		fi
+		if [ "$be" = dir ]; then
+			v41_mount_point "$m4"
+		fi
 		do_umount "$m4"
 		# version negotiation: no vers=, no port=
 		if v41_mount "$m4" proto=rdma && v41_check_mount "$m4" 4.1 mount-negotiated; then
@@ -169,6 +174,32 @@ run_v41() {
 	srv_stop
 	v41_tail
 	part_end
+}
+
+# v41_mount_point M4: a file system mounted inside the dir: export is listed (its attributes
+# as rdattr_error, the name's file id as mounted_on_fileid) and not crossed (LOOKUP refused).
+# Mounted in the server's mount namespace (`ip netns exec` gave it a copy of this one).
+v41_mount_point() {
+	local m4=$1 mp=$NFSD_DIR/mounted out
+	local in_srv=(nsenter -t "$SRV_PID" -m --)
+	if ! { mkdir -p "$mp" && "${in_srv[@]}" mount -t tmpfs -o size=1m tmpfs "$mp"; }; then
+		failc mount-point "could not mount a tmpfs at $mp"
+		return
+	fi
+	echo 3 >/proc/sys/vm/drop_caches
+	if out=$(ls "$m4" 2>&1) && printf '%s\n' "$out" | grep -qx mounted; then
+		pass mount-point-listed "a mount point inside the export is listed: $(printf '%s' "$out" | tr '\n' ' ')"
+	else
+		failc mount-point-listed "ls $m4: $out"
+	fi
+	if out=$(ls "$m4/mounted/" 2>&1); then
+		failc mount-point-crossed "the client walked into a mount point inside the export: $out"
+	else
+		pass mount-point-crossed "not crossed: $out"
+	fi
+	if ! { "${in_srv[@]}" umount "$mp" && rmdir "$mp"; }; then
+		failc mount-point "could not remove $mp"
+	fi
 }
 
 # ---- two clients ----------------------------------------------------------------------------
