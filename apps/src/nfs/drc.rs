@@ -131,16 +131,16 @@ fn class(len: usize) -> usize {
     len.next_power_of_two().max(256)
 }
 
-impl Shard {
-    /// A buffer holding `results`, reused from an entry gone when one is at hand.
-    fn keep(&mut self, results: &[u8]) -> Vec<u8> {
-        let mut v = self.free.pop().unwrap_or_default();
-        v.clear();
-        v.reserve_exact(class(results.len()));
-        v.extend_from_slice(results);
-        v
-    }
+/// A buffer holding `results`, one of `free` (buffers of entries gone) when one is at hand.
+fn keep(free: &mut Vec<Vec<u8>>, results: &[u8]) -> Vec<u8> {
+    let mut v = free.pop().unwrap_or_default();
+    v.clear();
+    v.reserve_exact(class(results.len()));
+    v.extend_from_slice(results);
+    v
+}
 
+impl Shard {
     /// Takes back the buffer of an entry gone.
     fn recycle(&mut self, v: Vec<u8>) {
         if self.free.len() < FREE_MAX {
@@ -213,12 +213,13 @@ impl Drc {
             s.map.remove(&k);
             return 0;
         }
-        if !matches!(s.map.get(&k), Some(None)) {
+        let sh = &mut *s;
+        let Some(slot @ None) = sh.map.get_mut(&k) else {
             return 0; // evicted meanwhile, or finished twice: nothing to do
-        }
-        let kept = s.keep(results);
+        };
+        let kept = keep(&mut sh.free, results);
         let held = kept.capacity();
-        s.map.insert(k, Some(kept));
+        *slot = Some(kept);
         s.count(k.addr, held, true);
         s.done.push_back(k);
         self.trim(&mut s, k.addr)
