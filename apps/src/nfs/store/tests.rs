@@ -128,6 +128,7 @@ fn conformance(s: &dyn Store) {
     exclusive(s, &mkdir(s, &root, "exclusive"));
     wcc::wcc(s, &mkdir(s, &root, "wcc"));
     wcc::atomic(s, &mkdir(s, &root, "atomic"));
+    wcc::atomic_with_writes(s, &mkdir(s, &root, "atomic-writes"));
     let st = s.fsstat(&root).expect("fsstat");
     assert!(st.tbytes >= st.fbytes && st.fbytes >= st.abytes && st.tfiles >= st.ffiles);
     assert_eq!(s.write_verifier(), s.write_verifier());

@@ -327,12 +327,6 @@ impl DirStore {
     /// names nothing live.
     fn changing<T>(&self, fh: &Fh, op: impl FnOnce(Obj) -> NfsResult<T>) -> Wcc<T> {
         let _held = self.serial.one(fh);
-        self.around(fh, op)
-    }
-
-    /// [`DirStore::changing`] without the mutex (WRITE, whose attributes before no reply
-    /// carries).
-    fn around<T>(&self, fh: &Fh, op: impl FnOnce(Obj) -> NfsResult<T>) -> Wcc<T> {
         let o = match self.stat_obj(fh) {
             Ok(o) => o,
             Err(e) => return (Err(e), WccData::default()),
@@ -778,6 +772,9 @@ impl Store for DirStore {
         data: &[u8],
         stable: StableHow,
     ) -> NfsResult<StableHow> {
+        // The file's mutex, as every change of it holds: no SETATTR's attributes before and
+        // after hold this write between them (`serial`).
+        let _held = self.serial.one(fh);
         self.write_on(cx, fh, self.stat_obj(fh)?, offset, data, stable)
     }
 
@@ -789,7 +786,7 @@ impl Store for DirStore {
         data: &[u8],
         stable: StableHow,
     ) -> (NfsResult<StableHow>, Option<Fattr3>) {
-        let (r, wcc) = self.around(fh, |o| self.write_on(cx, fh, o, offset, data, stable));
+        let (r, wcc) = self.changing(fh, |o| self.write_on(cx, fh, o, offset, data, stable));
         (r, wcc.after)
     }
 

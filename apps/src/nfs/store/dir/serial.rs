@@ -5,8 +5,10 @@
 //! (RFC 1813 §2.6) and NFSv4.1's `change_info4` (RFC 8881 §3.3.6, `atomic`) hold no other
 //! change made through this server between them, as Linux nfsd's hold none while it keeps the
 //! directory's inode locked. A process on the host that changes the exported tree directly
-//! takes no lock here. A SETATTR holds its object's; WRITE takes none (its reply carries the
-//! attributes after only).
+//! takes no lock here. A SETATTR holds its object's, and so does a WRITE (whose reply carries
+//! the attributes after only) for the `pwrite` and the `fstat`s around it: no SETATTR's
+//! attributes before and after hold another client's WRITE between them, as Linux nfsd's
+//! SETATTR holds the inode lock its writes take.
 //!
 //! Normal operation: an uncontended mutex per change. Recovery: a poisoned mutex (a panic
 //! while one was held) guards no data and is taken as it is.

@@ -3,7 +3,8 @@
 //! (those a GETATTR just before answers: size, mtime and ctime) and as they are after it (a
 //! GETATTR just after), and a new object's attributes as a GETATTR of it answers; a failed
 //! change answers the unchanged attributes, a handle that names nothing none; and changes made
-//! at once by two threads answer attributes taken atomically with each (`atomic`).
+//! at once by two threads answer attributes taken atomically with each (`atomic`), a WRITE of
+//! the file included (`atomic_with_writes`).
 //!
 //! Normal operation: each step works in the part's own directory. Recovery: the directory
 //! store's temp directory is removed when its test ends.
@@ -180,4 +181,45 @@ pub(super) fn atomic(s: &dyn Store, d: &Fh) {
         );
         prev = after;
     }
+}
+
+/// SETATTRs of a file's mode while another thread WRITEs to it: each SETATTR answers the file's
+/// attributes before and after taken atomically with it (as Linux nfsd's, whose SETATTR holds
+/// the inode lock a write takes too), so its size and mtime are the same before and after. A
+/// WRITE falling between them would hand the client that asked for the SETATTR another
+/// writer's change as its own, and it would keep pages that the WRITE made stale.
+pub(super) fn atomic_with_writes(s: &dyn Store, d: &Fh) {
+    const ROUNDS: usize = 400;
+    let how = CreateHow::Guarded(mode(0o644));
+    let f = made(s, s.create_wcc(&R, d, b"f", NewObj::File(&how)).0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let torn = std::thread::scope(|sc| {
+        let writer = sc.spawn(|| {
+            let mut at = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let (r, _) = s.write_wcc(&R, &f, at, b"w", StableHow::Unstable);
+                r.expect("write");
+                at += 1;
+            }
+        });
+        let mut torn = Vec::new();
+        for i in 0..ROUNDS {
+            let m = if i % 2 == 0 { 0o600 } else { 0o644 };
+            let (r, w) = s.setattr_wcc(&R, &f, &mode(m), None);
+            r.expect("setattr");
+            let (b, a) = (w.before.expect("before"), w.after.expect("after"));
+            if (b.size, b.mtime) != (a.size, a.mtime) {
+                torn.push((i, b.size, a.size));
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().expect("writer");
+        torn
+    });
+    assert!(
+        torn.is_empty(),
+        "{} of {ROUNDS} SETATTRs answered a WRITE's change as theirs: {:?}",
+        torn.len(),
+        &torn[..torn.len().min(5)]
+    );
 }
