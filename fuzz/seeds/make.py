@@ -396,6 +396,51 @@ CLIENTDB = {
     "records_empty_owner": bytes([0]) + db_list((b"", SYS_ROOT)),
 }
 
+# --- nfs_tcp_services target: first octet = mode (0 exports file, 1 MOUNT call record,
+# --- 2 record-marking stream, 3 MOUNT / rpcbind replies) ----------------------------------
+MOUNT_PROG, MOUNT_V3 = 100005, 3
+MNTPROC_NULL, MNTPROC_MNT, MNTPROC_DUMP, MNTPROC_UMNT, MNTPROC_UMNTALL, MNTPROC_EXPORT = 0, 1, 2, 3, 4, 5
+
+
+def mount_call(xid, proc, args=b"", vers=MOUNT_V3, cred=None):
+    return bytes([1]) + rpc_call(xid, prog=MOUNT_PROG, vers=vers, proc=proc, args=args, cred=cred)
+
+
+def mark(body, last=True):
+    """RFC 5531 section 11 record mark: last-fragment bit, 31-bit length."""
+    return w((0x80000000 if last else 0) | len(body)) + body
+
+
+def stream(sizes, data):
+    """Mode 2: how many octets of piece sizes, the sizes (each read hands size + 1 octets), the stream."""
+    return bytes([2, len(sizes)]) + bytes(sizes) + data
+
+
+SYS = w(AUTH_SYS) + opaque(auth_sys_body())
+TCP_SERVICES = {
+    "exports_file": bytes([0]) + b"# comment\n/export 10.0.0.0/8(rw,sec=sys) *(ro)\n"
+    b"/other -ro,all_squash 10.9.8.7(rw,anonuid=65534) \\\n  192.168.1.7(no_root_squash)\n",
+    "exports_ipv6": bytes([0]) + b"/v6 ::1(rw) fe80::/10(ro,sec=none)\n",
+    "mount_null": mount_call(1, MNTPROC_NULL),
+    "mount_mnt_inside": mount_call(2, MNTPROC_MNT, opaque(b"/inside"), cred=SYS),
+    "mount_mnt_open": mount_call(3, MNTPROC_MNT, opaque(b"/open/")),
+    "mount_mnt_unknown": mount_call(4, MNTPROC_MNT, opaque(b"/nowhere"), cred=SYS),
+    "mount_umnt": mount_call(5, MNTPROC_UMNT, opaque(b"/open")),
+    "mount_dump": mount_call(6, MNTPROC_DUMP),
+    "mount_export": mount_call(7, MNTPROC_EXPORT),
+    "mount_umntall": mount_call(8, MNTPROC_UMNTALL),
+    "mount_v1": mount_call(9, MNTPROC_MNT, opaque(b"/open"), vers=1),
+    "stream_two_records": stream([0, 3, 200], mark(b"abcd") + mark(b"ef", last=False) + mark(b"gh")),
+    "stream_cut_in_body": stream([], mark(b"abcdefgh")[:9]),
+    "stream_cut_in_mark": stream([1], mark(b"ab") + b"\x80\x00"),
+    "stream_too_long": stream([7], w(0x80000000 | 1025) + b"x" * 8),
+    "stream_empty_fragments": stream([0, 0, 0], mark(b"", last=False) + mark(b"", last=False) + mark(b"")),
+    "replies_mountres3_ok": bytes([3]) + w(0) + opaque(b"\x07" * 16) + w(2, AUTH_SYS, AUTH_NONE),
+    "replies_exports": bytes([3]) + w(1) + opaque(b"/export") + w(1) + opaque(b"*") + w(0, 0),
+    "replies_mountlist": bytes([3]) + w(1) + opaque(b"10.0.0.1") + opaque(b"/export") + w(0),
+    "replies_universal_addr": bytes([3]) + b"10.0.0.1.8.1",
+}
+
 TARGETS = {
     "v1_header": V1,
     "v2_header": V2,
@@ -407,6 +452,7 @@ TARGETS = {
     "conn_responder": RESPONDER,
     "conn_requester": REQUESTER,
     "iwarp_wire": IWARP,
+    "nfs_tcp_services": TCP_SERVICES,
 }
 
 

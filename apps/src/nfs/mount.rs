@@ -148,7 +148,22 @@ struct MountService {
     mounts: Mutex<Vec<(String, String)>>,
 }
 
+/// The MOUNT v3 service a [`MountServer`] runs, without its TCP server: it answers call
+/// records handed to [`crate::nfs::rpc_tcp::handle_record`] from any transport, with the
+/// export rules and limits a [`MountServer`] applies (the `nfs_tcp_services` fuzz target
+/// drives it so).
+pub fn service(exports: Vec<Export>) -> Arc<dyn RpcService> {
+    MountService::new(exports)
+}
+
 impl MountService {
+    fn new(exports: Vec<Export>) -> Arc<MountService> {
+        Arc::new(MountService {
+            exports: std::sync::RwLock::new(normalized(exports)),
+            mounts: Mutex::new(Vec::new()),
+        })
+    }
+
     fn find(&self, path: &[u8]) -> Option<Export> {
         let path = std::str::from_utf8(path).ok()?;
         let want = normalize_path(path);
@@ -302,10 +317,7 @@ impl MountServer {
         exports: Vec<Export>,
         cfg: ServerConfig,
     ) -> io::Result<MountServer> {
-        let service = Arc::new(MountService {
-            exports: std::sync::RwLock::new(normalized(exports)),
-            mounts: Mutex::new(Vec::new()),
-        });
+        let service = MountService::new(exports);
         let rpc = TcpRpcServer::start(bind, service.clone(), cfg)?;
         Ok(MountServer { rpc, service })
     }

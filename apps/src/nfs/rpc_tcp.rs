@@ -42,7 +42,7 @@ use rpcrdma_engine::rpc::{
 };
 use rpcrdma_engine::xdr::pad4;
 
-use conn::RecordReader;
+pub use conn::RecordReader;
 pub use server::{ConnStats, TcpRpcServer};
 
 /// The last-fragment bit of a record mark.

@@ -35,7 +35,7 @@ const RECORDS_PER_TURN: usize = 16;
 /// Reassembles one record from its fragments, keeping its state across reads that would
 /// block, so one parser serves blocking clients and the non-blocking server.
 #[derive(Debug, Default)]
-pub(crate) struct RecordReader {
+pub struct RecordReader {
     mark: [u8; 4],
     mark_len: usize,
     /// Octets of the current fragment's body still to read.
@@ -51,12 +51,12 @@ pub(crate) struct RecordReader {
 
 impl RecordReader {
     /// A reader between records.
-    pub(crate) fn new() -> RecordReader {
+    pub fn new() -> RecordReader {
         RecordReader::default()
     }
 
     /// Whether part of a record has been read and its end has not.
-    pub(crate) fn started(&self) -> bool {
+    pub fn started(&self) -> bool {
         self.started
     }
 
@@ -66,11 +66,7 @@ impl RecordReader {
     /// octets is [`io::ErrorKind::InvalidData`] before that fragment's body is read. Any error
     /// of `r` (a non-blocking socket's `WouldBlock`) is returned with the state kept, so the
     /// next call goes on where this one stopped.
-    pub(crate) fn read_from<R: Read>(
-        &mut self,
-        r: &mut R,
-        max: usize,
-    ) -> io::Result<Option<Vec<u8>>> {
+    pub fn read_from<R: Read>(&mut self, r: &mut R, max: usize) -> io::Result<Option<Vec<u8>>> {
         loop {
             if !self.in_body {
                 let n = read_some(r, &mut self.mark[self.mark_len..])?;
