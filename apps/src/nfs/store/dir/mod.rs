@@ -565,16 +565,9 @@ impl DirStore {
         self.apply(cx, &o, set)
     }
 
-    /// WRITE to live object `o` of `fh` (as [`Store::write`]).
-    fn write_on(
-        &self,
-        cx: &Cred,
-        fh: &Fh,
-        o: Obj,
-        offset: u64,
-        data: &[u8],
-        stable: StableHow,
-    ) -> NfsResult<StableHow> {
+    /// WRITE to live object `o` of `fh` (as [`Store::write`]) without making it stable: the
+    /// file written, for [`DirStore::sync`].
+    fn write_on(&self, cx: &Cred, fh: &Fh, o: Obj, offset: u64, data: &[u8]) -> NfsResult<Obj> {
         let o = self.file_io(cx, fh, o)?;
         let end = offset.checked_add(data.len() as u64);
         if !end.is_some_and(|e| e <= self.max_file_size()) {
@@ -607,6 +600,13 @@ impl DirStore {
             }
             done += n as usize;
         }
+        Ok(o)
+    }
+
+    /// Makes what was just written to `o` as stable as `stable` asks (nothing to wait for on
+    /// tmpfs). Called with no mutex held, as Linux nfsd syncs a WRITE after the write itself
+    /// released the inode lock: a device's flush holds up no other change.
+    fn sync(&self, o: &Obj, stable: StableHow) -> NfsResult<StableHow> {
         // SAFETY: plain syscalls on an open descriptor.
         match stable {
             _ if self.in_memory => {}
@@ -774,8 +774,11 @@ impl Store for DirStore {
     ) -> NfsResult<StableHow> {
         // The file's mutex, as every change of it holds: no SETATTR's attributes before and
         // after hold this write between them (`serial`).
-        let _held = self.serial.one(fh);
-        self.write_on(cx, fh, self.stat_obj(fh)?, offset, data, stable)
+        let o = {
+            let _held = self.serial.one(fh);
+            self.write_on(cx, fh, self.stat_obj(fh)?, offset, data)?
+        };
+        self.sync(&o, stable)
     }
 
     fn write_wcc(
@@ -786,8 +789,8 @@ impl Store for DirStore {
         data: &[u8],
         stable: StableHow,
     ) -> (NfsResult<StableHow>, Option<Fattr3>) {
-        let (r, wcc) = self.changing(fh, |o| self.write_on(cx, fh, o, offset, data, stable));
-        (r, wcc.after)
+        let (r, wcc) = self.changing(fh, |o| self.write_on(cx, fh, o, offset, data));
+        (r.and_then(|o| self.sync(&o, stable)), wcc.after)
     }
 
     fn commit(&self, cx: &Cred, fh: &Fh) -> NfsResult<()> {

@@ -6,9 +6,10 @@
 //! change made through this server between them, as Linux nfsd's hold none while it keeps the
 //! directory's inode locked. A process on the host that changes the exported tree directly
 //! takes no lock here. A SETATTR holds its object's, and so does a WRITE (whose reply carries
-//! the attributes after only) for the `pwrite` and the `fstat`s around it: no SETATTR's
-//! attributes before and after hold another client's WRITE between them, as Linux nfsd's
-//! SETATTR holds the inode lock its writes take.
+//! the attributes after only) for the `pwrite` and the `fstat`s around it, not for the
+//! `fsync` of a stable WRITE: no SETATTR's attributes before and after hold another client's
+//! WRITE between them, as Linux nfsd's SETATTR holds the inode lock its writes take (and its
+//! WRITE syncs after releasing it).
 //!
 //! Normal operation: an uncontended mutex per change. Recovery: a poisoned mutex (a panic
 //! while one was held) guards no data and is taken as it is.
