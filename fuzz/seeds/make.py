@@ -311,6 +311,48 @@ NFS3 = {
 }
 
 
+# --- The NFSv3 server, nfs3_server target: first octet = procedure (low five bits) and
+# --- credential (bits 5-6: 0 AUTH_SYS root, 1 uid 1000, 2 uid 1000 with 16 groups, 3 AUTH_NONE);
+# --- a handle is written as the marker the target replaces with fixture handle n
+def H(n):
+    """Handle marker n: 0 root, 1 d, 2 f, 3 l, 4 p, 5 stale, 6 bad MAC, 7 unsealed."""
+    return w(4) + bytes([0xFE, 0xFE, 0xFE, n])
+
+
+ROOT, D, F, L, P, STALE, BADMAC, UNSEALED = (H(n) for n in range(8))
+SERVER = {
+    "proc00_null": (0, b""),
+    "proc01_getattr_f": (1, F),
+    "proc02_setattr_f_mode_guarded": (2, F + w(1, 0o600, 0, 0, 0, 0, 0) + w(1, 0, 0)),
+    "proc03_lookup_f": (3, ROOT + opaque(b"f")),
+    "proc04_access_d": (4, D + w(0x3F)),
+    "proc05_readlink_l": (5, L),
+    "proc06_read_f": (6, F + hyper(10) + w(50)),
+    "proc07_write_f_unstable": (7, F + hyper(90) + w(5, 0) + opaque(b"hello")),
+    "proc08_create_guarded": (8, D + opaque(b"new") + w(1) + SATTR_NONE),
+    "proc08_create_exclusive": (8, D + opaque(b"excl") + w(2) + hyper(0x0102030405060708)),
+    "proc09_mkdir": (9, ROOT + opaque(b"dir2") + SATTR_NONE),
+    "proc10_symlink": (10, D + opaque(b"s") + SATTR_NONE + opaque(b"../f")),
+    "proc11_mknod_chr": (11, D + opaque(b"c") + w(3) + SATTR_NONE + w(1, 3)),
+    "proc12_remove_f": (12, ROOT + opaque(b"f")),
+    "proc13_rmdir_d": (13, ROOT + opaque(b"d")),
+    "proc14_rename_f_into_d": (14, ROOT + opaque(b"f") + D + opaque(b"g")),
+    "proc15_link_f_into_d": (15, F + D + opaque(b"h")),
+    "proc16_readdir_root": (16, ROOT + hyper(0) + hyper(0) + w(8192)),
+    "proc17_readdirplus_root": (17, ROOT + hyper(0) + hyper(0) + w(4096, 32768)),
+    "proc18_fsstat": (18, ROOT),
+    "proc19_fsinfo": (19, ROOT),
+    "proc20_pathconf": (20, ROOT),
+    "proc21_commit_f": (21, F + hyper(0) + w(0)),
+    "proc01_getattr_stale": (1, STALE),
+    "proc01_getattr_bad_mac": (1, BADMAC),
+    "proc01_getattr_unsealed": (1, UNSEALED),
+    "proc06_read_p_uid1000": (6 | 0x20, P + hyper(0) + w(10)),
+    "proc12_remove_f_groups": (12 | 0x40, ROOT + opaque(b"f")),
+    "proc03_lookup_auth_none": (3 | 0x60, ROOT + opaque(b"d")),
+}
+
+
 # --- Connection scripts: a flags octet, then u16-length-prefixed messages ---------------------
 def script(flags, *msgs):
     return bytes([flags]) + b"".join(struct.pack(">H", len(m)) + m for m in msgs)
@@ -453,6 +495,7 @@ TARGETS = {
     "conn_requester": REQUESTER,
     "iwarp_wire": IWARP,
     "nfs_tcp_services": TCP_SERVICES,
+    "nfs3_server": {name: bytes([first]) + args for name, (first, args) in SERVER.items()},
 }
 
 

@@ -71,6 +71,21 @@ pub(crate) fn serve_inline(
     (r, ddp)
 }
 
+/// Runs `handler` once on `req` (see [`Request::detached`]) outside any connection, as a
+/// reactor runs it inline: its results go into `results` (as after the
+/// [`SUCCESS_HEADER_LEN`]-octet success header of a reply that can carry all of `results`);
+/// returns their length, or why the handler refused. DDP items the handler hands over go
+/// back to their pools when this returns.
+pub fn serve_detached(
+    handler: &dyn Handler,
+    req: &Request<'_>,
+    results: &mut [u8],
+) -> Result<usize, Reject> {
+    let mut ddp = DdpItems::new();
+    let mut b = ReplyBuilder::new(results, SUCCESS_HEADER_LEN as u32, &mut ddp);
+    handler.handle(req, &mut b).map(|()| b.len())
+}
+
 /// Worker mode: offers the call to `handler` on the reactor ([`Handler::handle_on_reactor`]);
 /// `None` when it declined (the call goes to a worker, `reply` untouched), else as
 /// [`serve_inline`].
@@ -151,6 +166,24 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// A call of procedure `proc_num` with arguments `args` that arrived as `transport` says,
+    /// outside any connection: XID 0, program and version 0, an AUTH_NONE credential, no
+    /// Write chunk and no backchannel (set the public fields to change them). With
+    /// [`serve_detached`], what a handler's unit test or fuzz target drives it with.
+    pub fn detached(proc_num: u32, args: &'a [u8], transport: CallTransport) -> Request<'a> {
+        Request {
+            xid: 0,
+            prog: 0,
+            vers: 0,
+            proc_num,
+            cred: OpaqueAuth::NONE,
+            args,
+            write_chunks: &[],
+            transport,
+            back: None,
+        }
+    }
+
     /// The backchannel of the connection this call arrived on: a `Send + Clone` handle to
     /// enable it once the client said it serves backward calls, bind the connection to a
     /// session, and send backward calls (RFC 8167). `None` when the server has no backchannel
@@ -457,6 +490,27 @@ mod tests {
             p.dispatch(100_003, 6, 1),
             Dispatch::Error(AcceptStat::ProcUnavail)
         ));
+    }
+
+    #[test]
+    fn accepts_a_detached_call_and_reports_a_refusal() {
+        let peer = "10.0.0.1:700".parse().unwrap();
+        let echo = |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+            if req.args.is_empty() {
+                return Err(Reject::GarbageArgs);
+            }
+            out.put_u32(req.proc_num).map_err(|_| Reject::SystemErr)?;
+            out.put(req.args).map_err(|_| Reject::SystemErr)
+        };
+        let mut results = [0u8; 16];
+        let req = Request::detached(7, &[1, 2, 3, 4], CallTransport::plain(peer, 1));
+        assert_eq!(serve_detached(&echo, &req, &mut results), Ok(8));
+        assert_eq!(results[..8], [0, 0, 0, 7, 1, 2, 3, 4]);
+        let empty = Request::detached(7, &[], CallTransport::plain(peer, 1));
+        assert_eq!(
+            serve_detached(&echo, &empty, &mut results),
+            Err(Reject::GarbageArgs)
+        );
     }
 
     #[test]

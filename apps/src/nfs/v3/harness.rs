@@ -1,0 +1,185 @@
+//! The NFSv3 server driven one call at a time outside any connection (through
+//! [`serve_detached`]): a fresh memory store exported read-write to everyone, holding a
+//! directory `d`, a file `f` of 100 octets, a symbolic link `l` and a FIFO `p`, and the wire
+//! handles of those and of a few handles a client could send but the server must refuse. The
+//! `nfs3_server` fuzz target runs every input against a new [`Harness`], and
+//! `apps/tests/nfs3_server_fuzz_seeds.rs` checks its seeds' answers.
+//!
+//! Normal operation: [`Harness::call`] takes a call as the fuzz target's input lays it out
+//! (a first octet choosing the procedure and the credential, then the arguments, with handle
+//! markers) and returns the results the server wrote. Recovery: none needed; a call the
+//! server refuses returns the [`Reject`] a connection would have answered with.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
+use rpcrdma_poller::program::{serve_detached, ReplyBuilder, Request};
+use rpcrdma_poller::{CallTransport, Reject};
+
+use super::proto::{self, proc3, DecodeError};
+use super::server::{Nfs3, NfsConfig};
+use crate::nfs::admit::ExportTable;
+use crate::nfs::exports::Exports;
+use crate::nfs::handle_mac::HandleKey;
+use crate::nfs::identity::Cred;
+use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
+use crate::nfs::store::{Special, Store};
+use crate::nfs::types::{CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
+
+/// How a handle argument is written in a call's arguments: an opaque of four octets
+/// `FE FE FE n`, replaced by fixture handle `n % 8` ([`Harness::handle`]).
+pub const MARK: [u8; 7] = [0, 0, 0, 4, 0xFE, 0xFE, 0xFE];
+
+/// Room for a call's results (a READ or READDIR of at most this much is answered whole).
+const RESULTS: usize = 64 << 10;
+
+/// A server and its fixture.
+pub struct Harness {
+    srv: Arc<Nfs3>,
+    handles: [Fh; 8],
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Harness::new()
+    }
+}
+
+impl Harness {
+    /// A new store with the fixture, and the server over it.
+    pub fn new() -> Harness {
+        let opts = MemoryOptions {
+            capacity: 8 << 20,
+            max_files: 1_000,
+            ..MemoryOptions::default()
+        };
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(opts));
+        let ex = Exports::parse("/ *(rw,no_root_squash,sec=sys:none)").expect("exports");
+        let list = vec![(ex.list()[0].clone(), Arc::clone(&store))];
+        let table = ExportTable::new(HandleKey::from_bytes([3; 16]), list).expect("table");
+        let share = Arc::clone(&table.shares()[0]);
+        let (root, cx, none) = (store.root(), Cred::ROOT, Sattr3::default());
+        let how = CreateHow::Unchecked(Sattr3::default());
+        let d = store.mkdir(&cx, &root, b"d", &none).expect("d");
+        let f = store.create(&cx, &root, b"f", &how).expect("f");
+        store
+            .write(&cx, &f, 0, &[b'x'; 100], StableHow::Unstable)
+            .expect("f's data");
+        let l = store.symlink(&cx, &root, b"l", b"f", &none).expect("l");
+        let p = store.mknod(&cx, &root, b"p", Special::Fifo, &none);
+        let gone = store.create(&cx, &root, b"gone", &how).expect("gone");
+        store.remove(&cx, &root, b"gone").expect("remove gone");
+        let seal = |fh: &Fh| share.seal(fh).expect("sealed");
+        let mut broken = seal(&root).as_bytes().to_vec();
+        if let Some(last) = broken.last_mut() {
+            *last ^= 1;
+        }
+        let handles = [
+            seal(&root),
+            seal(&d),
+            seal(&f),
+            seal(&l),
+            seal(&p.expect("p")),
+            seal(&gone),
+            Fh::new(&broken).expect("broken"),
+            root,
+        ];
+        let srv = Nfs3::new(table, None, NfsConfig::default());
+        Harness { srv, handles }
+    }
+
+    /// Fixture handle `n % 8`: the root, `d`, `f`, `l`, `p`, a removed file's (stale), the
+    /// root's with its MAC broken, the root's unsealed (as the store made it).
+    pub fn handle(&self, n: u8) -> &Fh {
+        &self.handles[usize::from(n) % self.handles.len()]
+    }
+
+    /// `args` with every [`MARK`] run replaced by the handle it names.
+    pub fn with_handles(&self, args: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(args.len() + 64);
+        let mut i = 0;
+        while i < args.len() {
+            match args.get(i..i + 8) {
+                Some(run) if run[..7] == MARK => {
+                    let b = self.handle(run[7]).as_bytes();
+                    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                    out.extend_from_slice(b);
+                    out.resize(out.len() + (4 - b.len() % 4) % 4, 0);
+                    i += 8;
+                }
+                _ => {
+                    out.push(args[i]);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Serves one call from `10.0.0.1`: procedure `first & 0x1f` modulo 22, as AUTH_SYS
+    /// root, uid 1000, uid 1000 with 16 groups or AUTH_NONE (`first >> 5 & 3`), with
+    /// arguments `args` (handle markers replaced). The procedure number and the results the
+    /// server wrote, or why it refused the call.
+    pub fn call(&self, first: u8, args: &[u8]) -> (u32, Result<Vec<u8>, Reject>) {
+        let proc_num = u32::from(first & 0x1f) % 22;
+        let args = self.with_handles(args);
+        let body = match (first >> 5) & 3 {
+            0 => sys_body(0, 0),
+            1 => sys_body(1000, 0),
+            2 => sys_body(1000, 16),
+            _ => Vec::new(),
+        };
+        let cred = match body.is_empty() {
+            true => OpaqueAuth::NONE,
+            false => OpaqueAuth {
+                flavor: AuthFlavor::Sys,
+                body: &body,
+            },
+        };
+        let peer = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 700);
+        let mut req = Request::detached(proc_num, &args, CallTransport::plain(peer, 1));
+        (req.xid, req.prog, req.vers, req.cred) = (1, proto::NFS_PROGRAM, proto::NFS_V3, cred);
+        let s = Arc::clone(&self.srv);
+        let handler = move |r: &Request<'_>, out: &mut ReplyBuilder<'_>| s.handle(r, out);
+        let mut results = vec![0u8; RESULTS];
+        let r = serve_detached(&handler, &req, &mut results).map(|n| {
+            results.truncate(n);
+            results
+        });
+        (proc_num, r)
+    }
+}
+
+/// Decodes `results` as procedure `proc_num`'s (READDIR and READDIRPLUS with their listing
+/// decoder) and returns the status they carry (NFS3_OK for NULL).
+pub fn status_of(proc_num: u32, results: &[u8]) -> Result<Nfsstat3, DecodeError> {
+    match proc_num {
+        proc3::NULL => Ok(Nfsstat3::OK),
+        proc3::READDIR | proc3::READDIRPLUS => {
+            proto::decode_readdir_res(results, proc_num == proc3::READDIRPLUS).map(|r| r.status)
+        }
+        _ => {
+            proto::decode_res(proc_num, results)?;
+            let word = results.get(..4).and_then(|w| <[u8; 4]>::try_from(w).ok());
+            Ok(Nfsstat3(u32::from_be_bytes(word.unwrap_or_default())))
+        }
+    }
+}
+
+/// An AUTH_SYS body (RFC 5531 `authsys_parms`): stamp, machine name "fz", uid, gid = uid,
+/// `groups` supplementary groups from 100.
+fn sys_body(uid: u32, groups: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    for w in [1u32, 2] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    b.extend_from_slice(b"fz\0\0");
+    for w in [uid, uid, groups] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    for g in 0..groups {
+        b.extend_from_slice(&(100 + g).to_be_bytes());
+    }
+    b
+}
