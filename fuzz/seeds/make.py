@@ -351,6 +351,22 @@ SERVER = {
     "proc12_remove_f_groups": (12 | 0x40, ROOT + opaque(b"f")),
     "proc03_lookup_auth_none": (3 | 0x60, ROOT + opaque(b"d")),
 }
+# The same calls on the dir: store (bit 7), and calls that try to leave the export through the
+# fixture's link l (-> ../outside/secret) or through names.
+DIR = 0x80
+SERVER.update({"dir_" + name: (first | DIR, args) for name, (first, args) in list(SERVER.items())})
+SERVER.update({
+    "dir_escape_read_link": (6 | DIR, L + hyper(0) + w(100)),
+    "dir_escape_write_link": (7 | DIR, L + hyper(0) + w(1, 2) + opaque(b"!")),
+    "dir_escape_truncate_link": (2 | DIR, L + w(0, 0, 0, 1) + hyper(0) + w(0, 0, 0)),
+    "dir_escape_lookup_through_link": (3 | DIR, L + opaque(b"secret")),
+    "dir_escape_lookup_dotdot": (3 | DIR, ROOT + opaque(b"..")),
+    "dir_escape_create_slash": (8 | DIR, ROOT + opaque(b"../outside/new") + w(0) + SATTR_NONE),
+    "dir_escape_rename_slash": (14 | DIR, ROOT + opaque(b"f") + ROOT + opaque(b"../outside/secret")),
+    "dir_escape_link_slash": (15 | DIR, F + ROOT + opaque(b"../outside/hard")),
+    "dir_escape_remove_link": (12 | DIR, ROOT + opaque(b"l")),
+    "dir_escape_setattr_mode_link": (2 | DIR, L + w(1, 0o777, 0, 0, 0, 0, 0) + w(0)),
+})
 
 
 # --- Connection scripts: a flags octet, then u16-length-prefixed messages ---------------------

@@ -1,9 +1,10 @@
 //! The NFSv3 server driven one call at a time outside any connection (through
-//! [`serve_detached`]): a fresh memory store exported read-write to everyone, holding a
-//! directory `d`, a file `f` of 100 octets, a symbolic link `l` and a FIFO `p`, and the wire
-//! handles of those and of a few handles a client could send but the server must refuse. The
-//! `nfs3_server` fuzz target runs every input against a new [`Harness`], and
-//! `apps/tests/nfs3_server_fuzz_seeds.rs` checks its seeds' answers.
+//! [`serve_detached`]): a store exported read-write to everyone (a fresh memory store, or a
+//! directory: [`Harness::with_store`]), holding a directory `d`, a file `f` of 100 octets, a
+//! symbolic link `l` whose target leads out of the export (`../outside/secret`) and a FIFO
+//! `p`, and the wire handles of those and of a few handles a client could send but the
+//! server must refuse. The `nfs3_server` fuzz target runs every input against a new
+//! [`Harness`], and `apps/tests/nfs3_server_fuzz_seeds.rs` checks its seeds' answers.
 //!
 //! Normal operation: [`Harness::call`] takes a call as the fuzz target's input lays it out
 //! (a first octet choosing the procedure and the credential, then the arguments, with handle
@@ -31,6 +32,10 @@ use crate::nfs::types::{CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
 /// `FE FE FE n`, replaced by fixture handle `n % 8` ([`Harness::handle`]).
 pub const MARK: [u8; 7] = [0, 0, 0, 4, 0xFE, 0xFE, 0xFE];
 
+/// Where the fixture's symbolic link `l` points: out of the export, to what a test keeps
+/// beside it.
+pub const LINK_TARGET: &[u8] = b"../outside/secret";
+
 /// Room for a call's results (a READ or READDIR of at most this much is answered whole).
 const RESULTS: usize = 64 << 10;
 
@@ -47,14 +52,18 @@ impl Default for Harness {
 }
 
 impl Harness {
-    /// A new store with the fixture, and the server over it.
+    /// A new memory store with the fixture, and the server over it.
     pub fn new() -> Harness {
         let opts = MemoryOptions {
             capacity: 8 << 20,
             max_files: 1_000,
             ..MemoryOptions::default()
         };
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(opts));
+        Harness::with_store(Arc::new(MemoryStore::new(opts)))
+    }
+
+    /// The fixture made in `store` (an empty export), and the server over it.
+    pub fn with_store(store: Arc<dyn Store>) -> Harness {
         let ex = Exports::parse("/ *(rw,no_root_squash,sec=sys:none)").expect("exports");
         let list = vec![(ex.list()[0].clone(), Arc::clone(&store))];
         let table = ExportTable::new(HandleKey::from_bytes([3; 16]), list).expect("table");
@@ -66,7 +75,8 @@ impl Harness {
         store
             .write(&cx, &f, 0, &[b'x'; 100], StableHow::Unstable)
             .expect("f's data");
-        let l = store.symlink(&cx, &root, b"l", b"f", &none).expect("l");
+        let l = store.symlink(&cx, &root, b"l", LINK_TARGET, &none);
+        let l = l.expect("l");
         let p = store.mknod(&cx, &root, b"p", Special::Fifo, &none);
         let gone = store.create(&cx, &root, b"gone", &how).expect("gone");
         store.remove(&cx, &root, b"gone").expect("remove gone");
@@ -117,7 +127,7 @@ impl Harness {
         out
     }
 
-    /// Serves one call from `10.0.0.1`: procedure `first & 0x1f` modulo 22, as AUTH_SYS
+    /// Serves one call from `10.0.0.1` on a new thread: procedure `first & 0x1f` modulo 22, as AUTH_SYS
     /// root, uid 1000, uid 1000 with 16 groups or AUTH_NONE (`first >> 5 & 3`), with
     /// arguments `args` (handle markers replaced). The procedure number and the results the
     /// server wrote, or why it refused the call.
@@ -143,7 +153,15 @@ impl Harness {
         let s = Arc::clone(&self.srv);
         let handler = move |r: &Request<'_>, out: &mut ReplyBuilder<'_>| s.handle(r, out);
         let mut results = vec![0u8; RESULTS];
-        let r = serve_detached(&handler, &req, &mut results).map(|n| {
+        // On a thread of its own, as the daemon's reactors and workers serve calls: the
+        // `dir:` store leaves a thread acting as the last caller (file system ids, umask),
+        // which the caller's thread must not inherit.
+        let r = std::thread::scope(|t| {
+            t.spawn(|| serve_detached(&handler, &req, &mut results))
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+        let r = r.map(|n| {
             results.truncate(n);
             results
         });
