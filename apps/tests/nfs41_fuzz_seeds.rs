@@ -5,111 +5,86 @@
 //! `nfs4_clientdb` seeds (`fuzz/seeds/nfs4_clientdb/`) decode, framed as that target frames
 //! them, to what their names say.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rpcrdma_apps::nfs::admit::ExportTable;
-use rpcrdma_apps::nfs::exports::Exports;
-use rpcrdma_apps::nfs::handle_mac::HandleKey;
-use rpcrdma_apps::nfs::store::memory::{MemoryOptions, MemoryStore};
-use rpcrdma_apps::nfs::store::Store;
-use rpcrdma_apps::nfs::v4::server::{CallCx, Config, Nfs41};
-use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, ChannelAttrs, Op, OpResult, ReadPlacement,
-};
-use rpcrdma_engine::rpc::OpaqueAuth;
+use rpcrdma_apps::nfs::store::dir::DirStore;
+use rpcrdma_apps::nfs::v3::harness::fixture;
+use rpcrdma_apps::nfs::v4::harness::Harness41;
 
-fn cx() -> CallCx<'static> {
-    CallCx {
-        peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        cred: OpaqueAuth::NONE,
-        conn: 1,
+/// What `outside/secret` holds (the `dir:` fixture's link `l` points there).
+const SECRET: &[u8] = b"SECRET-6c1d-not-for-clients";
+
+/// A directory holding the export `exp` and `outside/secret` beside it; removed on drop.
+struct Beside(PathBuf);
+
+impl Beside {
+    fn new() -> Beside {
+        let b = std::env::temp_dir().join(format!("nfs41-seeds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&b);
+        std::fs::create_dir_all(b.join("outside")).unwrap();
+        std::fs::create_dir(b.join("exp")).unwrap();
+        std::fs::set_permissions(b.join("exp"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(b.join("outside/secret"), SECRET).unwrap();
+        Beside(b)
+    }
+
+    fn secret(&self) -> (u64, u64, u32, i64, Vec<u8>) {
+        let p = self.0.join("outside/secret");
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let names = |p: &Path| std::fs::read_dir(p).unwrap().count();
+        assert_eq!((names(&self.0), names(&self.0.join("outside"))), (2, 1));
+        let data = std::fs::read(p).unwrap();
+        (m.ino(), m.nlink(), m.mode(), m.ctime_nsec(), data)
     }
 }
 
-fn one(srv: &Nfs41, op: Op<'_>) -> OpResult {
-    let e = encode_compound_minor("s", 1, &[op]);
-    let r = srv.compound(&cx(), &e.bytes).unwrap();
-    decode_compound(&r, &[op], ReadPlacement::Inline)
-        .unwrap()
-        .ops[0]
-        .result
-        .clone()
+impl Drop for Beside {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The status of the COMPOUND (its last operation's) in reply `r`.
+fn compound_status(r: &[u8]) -> u32 {
+    u32::from_be_bytes([r[0], r[1], r[2], r[3]])
 }
 
 #[test]
 fn accepts_every_nfs41_seed_past_sequence() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryOptions::default()));
-    let ex = Exports::parse("/ *(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)").unwrap();
-    let list = vec![(ex.list()[0].clone(), store)];
-    let table = ExportTable::new(HandleKey::from_bytes([5; 16]), list).unwrap();
-    let srv = Nfs41::new(Arc::new(table), Config::default());
-    let ca = ChannelAttrs {
-        max_request: 1 << 20,
-        max_response: 1 << 20,
-        max_response_cached: 8 << 10,
-        max_ops: 32,
-        max_requests: 4,
-        ..ChannelAttrs::default()
-    };
-    let ex = Op::ExchangeId {
-        verifier: [1; 8],
-        owner: b"fuzz",
-        flags: 0,
-    };
-    let OpResult::ExchangeId(x) = one(&srv, ex) else {
-        panic!("EXCHANGE_ID")
-    };
-    let cs = Op::CreateSession {
-        clientid: x.clientid,
-        sequence: x.sequence,
-        flags: 0,
-        fore: ca,
-        back: ca,
-        cb_program: 1,
-    };
-    let OpResult::CreateSession(s) = one(&srv, cs) else {
-        panic!("CREATE_SESSION")
-    };
-    let dir =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/nfs41_compound");
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
+    let beside = Beside::new();
+    let before = beside.secret();
+    let store = Arc::new(DirStore::open(&beside.0.join("exp")).unwrap());
+    fixture(&*store);
+    let (memory, dir) = (Harness41::memory(), Harness41::new(store));
+    let seeds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/nfs41_compound");
+    let mut names: Vec<_> = std::fs::read_dir(&seeds)
         .unwrap()
-        .map(|e| e.unwrap().path())
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 6);
-    let mut sequence = 0;
-    for path in &names {
-        let data = std::fs::read(path).unwrap();
+    assert_eq!(names.len(), 20);
+    for name in &names {
+        let data = std::fs::read(seeds.join(name)).unwrap();
         let (&first, ops) = data.split_first().unwrap();
+        let h = if first & 0x40 != 0 { &dir } else { &memory };
+        assert_eq!(first & 0x40 != 0, name.starts_with("dir_"), "{name}");
         if first & 0x80 != 0 {
-            assert!(srv.compound(&cx(), ops).is_ok(), "{path:?}: header decodes");
+            let r = h.compound(ops);
+            assert!(r.is_ok(), "{name}: header decodes");
             continue;
         }
-        let nops = u32::from(first & 0x1f) + 1;
-        sequence += 1;
-        let seq = Op::Sequence {
-            session: s.session,
-            sequence,
-            slot: 0,
-            highest_slot: 0,
-            cache_this: true,
-        };
-        let mut b = encode_compound_minor("s", 1, &[seq]).bytes;
-        b[12..16].copy_from_slice(&nops.to_be_bytes());
-        b.extend_from_slice(ops);
-        let r = srv.compound(&cx(), &b).unwrap();
+        let (r, nops) = h.after_sequence(first, ops);
+        assert!(!r.windows(SECRET.len()).any(|w| w == SECRET), "{name}");
+        assert_eq!(beside.secret(), before, "{name}: beside the export");
         let n = u32::from_be_bytes([r[12], r[13], r[14], r[15]]);
-        assert!(n >= 2 && n <= nops, "{path:?}: {n} results of {nops}");
+        assert!(n >= 2 && n <= nops, "{name}: {n} results of {nops}");
         // SEQUENCE's status, then the first operation's (PUTROOTFH) status.
-        assert_eq!(&r[20..24], &[0, 0, 0, 0], "{path:?}: SEQUENCE");
+        assert_eq!(&r[20..24], &[0, 0, 0, 0], "{name}: SEQUENCE");
         let at = 24 + 36;
-        assert_eq!(
-            &r[at + 4..at + 8],
-            &[0, 0, 0, 0],
-            "{path:?}: first operation"
-        );
+        assert_eq!(&r[at + 4..at + 8], &[0, 0, 0, 0], "{name}: first operation");
+        eprintln!("DBG {name} {} n={n}", compound_status(&r));
     }
 }
 

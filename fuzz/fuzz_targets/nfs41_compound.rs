@@ -1,116 +1,118 @@
-//! NFSv4.1 COMPOUND server (rpcrdma-apps `nfs::v4::server`) on arbitrary bytes, over a memory
-//! store and one established session. An input whose first octet has its top bit set is a
-//! whole COMPOUND4args (header fuzzing); otherwise the first octet's low five bits give the
-//! number of operations after a valid SEQUENCE (the next sequence id of slot 0), and the rest
-//! is those operations' octets. Nothing may panic; every answered COMPOUND carries at most as
-//! many results as operations it announced.
+//! NFSv4.1 COMPOUND server (rpcrdma-apps `nfs::v4::server`) on arbitrary bytes, over one
+//! established session (`nfs::v4::harness::Harness41`) on a memory store, or (bit 6 of the
+//! first octet) on the `dir:` store over a host directory holding the fixture of
+//! `nfs::v3::harness::fixture` (a directory, a file, a symbolic link out of the export to
+//! `../outside/secret`, a FIFO), made anew every 1 000 inputs. An input whose first octet has
+//! its top bit set is a whole COMPOUND4args (header fuzzing); otherwise the first octet's low
+//! five bits give the number of operations after a valid SEQUENCE (the next sequence id of
+//! slot 0), and the rest is those operations' octets. Nothing may panic; every answered
+//! COMPOUND carries at most as many results as operations it announced; on the `dir:` store
+//! nothing beside the export changes and no reply carries the secret's content.
 #![no_main]
-use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use rpcrdma_apps::nfs::admit::ExportTable;
-use rpcrdma_apps::nfs::exports::Exports;
-use rpcrdma_apps::nfs::handle_mac::HandleKey;
-use rpcrdma_apps::nfs::store::memory::{MemoryOptions, MemoryStore};
-use rpcrdma_apps::nfs::store::Store;
-use rpcrdma_apps::nfs::v4::server::{CallCx, Config, Nfs41};
-use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, ChannelAttrs, Op, OpResult, ReadPlacement,
-};
-use rpcrdma_engine::rpc::OpaqueAuth;
+use rpcrdma_apps::nfs::store::dir::DirStore;
+use rpcrdma_apps::nfs::v3::harness::fixture;
+use rpcrdma_apps::nfs::v4::harness::Harness41;
 
-struct World {
-    srv: Arc<Nfs41>,
-    sid: [u8; 16],
-    seq: AtomicU32,
-}
+/// What `outside/secret` holds.
+const SECRET: &[u8] = b"SECRET-6c1d-not-for-clients";
 
-fn cx() -> CallCx<'static> {
-    CallCx {
-        peer: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        cred: OpaqueAuth::NONE,
-        conn: 1,
-    }
-}
+/// Inputs one `dir:` world serves before it is made anew (its tree only grows).
+const DIR_ROUNDS: u32 = 1_000;
 
-fn one(srv: &Nfs41, op: Op<'_>) -> OpResult {
-    let e = encode_compound_minor("s", 1, &[op]);
-    let r = srv.compound(&cx(), &e.bytes).expect("set-up COMPOUND decodes");
-    let r = decode_compound(&r, &[op], ReadPlacement::Inline).expect("set-up reply decodes");
-    r.ops[0].result.clone()
-}
-
-fn world() -> &'static World {
-    static W: OnceLock<World> = OnceLock::new();
-    W.get_or_init(|| {
-        let opts = MemoryOptions {
-            capacity: 64 << 20,
-            max_files: 10_000,
-            ..MemoryOptions::default()
-        };
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(opts));
-        let ex = Exports::parse("/ *(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)")
-            .expect("exports");
-        let list = vec![(ex.list()[0].clone(), store)];
-        let table = ExportTable::new(HandleKey::from_bytes([5; 16]), list).expect("table");
-        let srv = Nfs41::new(Arc::new(table), Config::default());
-        let ca = ChannelAttrs {
-            max_request: 1 << 20,
-            max_response: 1 << 20,
-            max_response_cached: 8 << 10,
-            max_ops: 32,
-            max_requests: 4,
-            ..ChannelAttrs::default()
-        };
-        let owner = b"fuzz";
-        let OpResult::ExchangeId(x) = one(&srv, Op::ExchangeId { verifier: [1; 8], owner, flags: 0 })
-        else {
-            panic!("EXCHANGE_ID");
-        };
-        let cs = Op::CreateSession {
-            clientid: x.clientid,
-            sequence: x.sequence,
-            flags: 0,
-            fore: ca,
-            back: ca,
-            cb_program: 1,
-        };
-        let OpResult::CreateSession(s) = one(&srv, cs) else {
-            panic!("CREATE_SESSION");
-        };
-        World {
-            srv,
-            sid: s.session,
-            seq: AtomicU32::new(0),
-        }
+/// The directory holding `exp` (the export) and `outside/secret`, and the secret's metadata
+/// as made; once per process.
+fn base() -> &'static (PathBuf, (u64, u64, u32, i64)) {
+    static BASE: OnceLock<(PathBuf, (u64, u64, u32, i64))> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let b = std::env::temp_dir().join(format!("rpcrdma-fuzz-nfs41-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&b);
+        std::fs::create_dir_all(b.join("outside")).expect("outside");
+        std::fs::write(b.join("outside/secret"), SECRET).expect("secret");
+        let m = meta(&b.join("outside/secret"));
+        (b, m)
     })
 }
 
+fn meta(p: &Path) -> (u64, u64, u32, i64) {
+    let m = std::fs::symlink_metadata(p).expect("secret");
+    (m.ino(), m.nlink(), m.mode(), m.ctime_nsec())
+}
+
+fn names(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
+        .expect("listing")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The `dir:` world: made anew every [`DIR_ROUNDS`] inputs.
+fn dir_world() -> Arc<Harness41> {
+    static W: Mutex<Option<(Arc<Harness41>, u32)>> = Mutex::new(None);
+    let mut w = W.lock().unwrap_or_else(|p| p.into_inner());
+    match &mut *w {
+        Some((h, n)) if *n < DIR_ROUNDS => {
+            *n += 1;
+            Arc::clone(h)
+        }
+        _ => {
+            let exp = base().0.join("exp");
+            let _ = std::fs::remove_dir_all(&exp);
+            std::fs::create_dir(&exp).expect("exp");
+            let store = Arc::new(DirStore::open(&exp).expect("dir store"));
+            fixture(&*store);
+            let h = Arc::new(Harness41::new(store));
+            *w = Some((Arc::clone(&h), 1));
+            h
+        }
+    }
+}
+
+fn memory_world() -> &'static Harness41 {
+    static W: OnceLock<Harness41> = OnceLock::new();
+    W.get_or_init(Harness41::memory)
+}
+
+/// Nothing beside the export changed; `reply` does not carry the secret.
+fn contained(reply: &[u8]) {
+    let (b, was) = base();
+    assert_eq!(names(b), ["exp", "outside"]);
+    assert_eq!(names(&b.join("outside")), ["secret"]);
+    assert_eq!(&meta(&b.join("outside/secret")), was);
+    assert_eq!(
+        std::fs::read(b.join("outside/secret")).expect("secret"),
+        SECRET
+    );
+    assert!(
+        !reply.windows(SECRET.len()).any(|w| w == SECRET),
+        "the secret answered"
+    );
+}
+
 fuzz_target!(|data: &[u8]| {
-    let w = world();
     let Some((&first, ops)) = data.split_first() else {
         return;
     };
+    let dir = first & 0x40 != 0;
+    let dw = dir.then(dir_world);
+    let h: &Harness41 = dw.as_deref().unwrap_or_else(memory_world);
     if first & 0x80 != 0 {
-        let _ = w.srv.compound(&cx(), ops);
+        let r = h.compound(ops).unwrap_or_default();
+        if dir {
+            contained(&r);
+        }
         return;
     }
-    let nops = u32::from(first & 0x1f) + 1;
-    let sequence = w.seq.fetch_add(1, Ordering::Relaxed) + 1;
-    let seq = Op::Sequence {
-        session: w.sid,
-        sequence,
-        slot: 0,
-        highest_slot: 0,
-        cache_this: true,
-    };
-    // "s" as the tag: length word and one padded word, then minor version, then the count.
-    let mut b = encode_compound_minor("s", 1, &[seq]).bytes;
-    b[12..16].copy_from_slice(&nops.to_be_bytes());
-    b.extend_from_slice(ops);
-    let r = w.srv.compound(&cx(), &b).expect("the header is valid");
+    let (r, nops) = h.after_sequence(first, ops);
     let n = u32::from_be_bytes([r[12], r[13], r[14], r[15]]);
     assert!(n <= nops, "{n} results for {nops} operations");
+    if dir {
+        contained(&r);
+    }
 });

@@ -404,18 +404,40 @@ REQUESTER = {
 PUTROOTFH = w(24)
 GETFH = w(10)
 NFS41 = {
-    "putroot_getfh_getattr": bytes([2]) + PUTROOTFH + GETFH + w(9, 2, 0x0010011A, 0x00B0A23A),
-    "lookup_missing": bytes([1]) + PUTROOTFH + w(15) + opaque(b"missing"),
-    "open_create_write_read_close": bytes([4]) + PUTROOTFH
+    "putroot_getfh_getattr": bytes([3]) + PUTROOTFH + GETFH + w(9, 2, 0x0010011A, 0x00B0A23A),
+    "lookup_missing": bytes([2]) + PUTROOTFH + w(15) + opaque(b"missing"),
+    "open_create_write_read_close": bytes([5]) + PUTROOTFH
     + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 0, 2, 0, 2) + opaque(w(0o644)) + w(0) + opaque(b"f")
     + w(38) + w(1, 0, 0, 0) + hyper(0) + w(2) + opaque(b"hello")  # WRITE with the current stateid
     + w(25) + w(1, 0, 0, 0) + hyper(0) + w(100)  # READ
     + w(4, 0) + w(1, 0, 0, 0),  # CLOSE
-    "create_dir_readdir": bytes([2]) + PUTROOTFH + w(6, 2) + opaque(b"d") + w(0, 0)
+    "create_dir_readdir": bytes([3]) + PUTROOTFH + w(6, 2) + opaque(b"d") + w(0, 0)
     + w(26) + hyper(0) + b"\0" * 8 + w(1000, 8000, 1, 0x00100002),
     "header_minor_2": bytes([0x80]) + opaque(b"tag") + w(2, 1) + PUTROOTFH,
     "header_exchange_id": bytes([0x80]) + opaque(b"") + w(1, 1, 42) + b"\1" * 8 + opaque(b"x") + w(0, 0, 0),
 }
+# The same on the dir: store (bit 6 of the first octet), whose fixture has d, f, a link l out of
+# the export (../outside/secret) and a FIFO p; and operations that try to leave the export.
+NFS41.update({"dir_" + name: bytes([data[0] | 0x40]) + data[1:] for name, data in list(NFS41.items())})
+LOOKUP_L = w(15) + opaque(b"l")
+ANON_STATEID = w(0, 0, 0, 0)
+
+
+def ops(*o):
+    """Operations after SEQUENCE on the dir: store: the COMPOUND announces SEQUENCE and them."""
+    return bytes([0x40 | len(o)]) + b"".join(o)
+
+
+NFS41.update({
+    "dir_escape_read_link": ops(PUTROOTFH, LOOKUP_L, w(25) + ANON_STATEID + hyper(0) + w(100)),
+    "dir_escape_lookup_through_link": ops(PUTROOTFH, LOOKUP_L, w(15) + opaque(b"secret")),
+    "dir_escape_open_link": ops(PUTROOTFH, w(18, 0, 1, 0) + hyper(1) + opaque(b"owner") + w(0, 0) + opaque(b"l")),
+    "dir_escape_lookupp_root": ops(PUTROOTFH, w(16)),
+    "dir_escape_setattr_mode_link": ops(PUTROOTFH, LOOKUP_L, w(34) + ANON_STATEID + w(2, 0, 2) + opaque(w(0o777))),
+    "dir_escape_rename_into_link": ops(PUTROOTFH, w(32), LOOKUP_L, w(29) + opaque(b"f") + opaque(b"x")),
+    "dir_escape_create_slash": ops(PUTROOTFH, w(6, 2) + opaque(b"../outside/d") + w(0, 0)),
+    "dir_escape_remove_dotdot": ops(PUTROOTFH, w(28) + opaque(b"..")),
+})
 
 # --- NFSv4.1 client record file (clientdb.rs), nfs4_clientdb target --------------------------
 # The file: magic "RNFS4CL1", a 32-bit record count, per record a 32-bit owner length and the

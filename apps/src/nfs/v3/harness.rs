@@ -68,18 +68,7 @@ impl Harness {
         let list = vec![(ex.list()[0].clone(), Arc::clone(&store))];
         let table = ExportTable::new(HandleKey::from_bytes([3; 16]), list).expect("table");
         let share = Arc::clone(&table.shares()[0]);
-        let (root, cx, none) = (store.root(), Cred::ROOT, Sattr3::default());
-        let how = CreateHow::Unchecked(Sattr3::default());
-        let d = store.mkdir(&cx, &root, b"d", &none).expect("d");
-        let f = store.create(&cx, &root, b"f", &how).expect("f");
-        store
-            .write(&cx, &f, 0, &[b'x'; 100], StableHow::Unstable)
-            .expect("f's data");
-        let l = store.symlink(&cx, &root, b"l", LINK_TARGET, &none);
-        let l = l.expect("l");
-        let p = store.mknod(&cx, &root, b"p", Special::Fifo, &none);
-        let gone = store.create(&cx, &root, b"gone", &how).expect("gone");
-        store.remove(&cx, &root, b"gone").expect("remove gone");
+        let [root, d, f, l, p, gone] = fixture(&*store);
         let seal = |fh: &Fh| share.seal(fh).expect("sealed");
         let mut broken = seal(&root).as_bytes().to_vec();
         if let Some(last) = broken.last_mut() {
@@ -90,7 +79,7 @@ impl Harness {
             seal(&d),
             seal(&f),
             seal(&l),
-            seal(&p.expect("p")),
+            seal(&p),
             seal(&gone),
             Fh::new(&broken).expect("broken"),
             root,
@@ -167,6 +156,24 @@ impl Harness {
         });
         (proc_num, r)
     }
+}
+
+/// Makes the fixture in `store`'s (empty) root as root: directory `d`, file `f` of 100
+/// octets, symbolic link `l` to [`LINK_TARGET`], FIFO `p`, and a file made and removed; the
+/// store's handles of the root and of those, in that order.
+pub fn fixture(store: &dyn Store) -> [Fh; 6] {
+    let (root, cx, none) = (store.root(), Cred::ROOT, Sattr3::default());
+    let how = CreateHow::Unchecked(Sattr3::default());
+    let d = store.mkdir(&cx, &root, b"d", &none).expect("d");
+    let f = store.create(&cx, &root, b"f", &how).expect("f");
+    store
+        .write(&cx, &f, 0, &[b'x'; 100], StableHow::Unstable)
+        .expect("f's data");
+    let l = store.symlink(&cx, &root, b"l", LINK_TARGET, &none);
+    let p = store.mknod(&cx, &root, b"p", Special::Fifo, &none);
+    let gone = store.create(&cx, &root, b"gone", &how).expect("gone");
+    store.remove(&cx, &root, b"gone").expect("remove gone");
+    [root, d, f, l.expect("l"), p.expect("p"), gone]
 }
 
 /// Decodes `results` as procedure `proc_num`'s (READDIR and READDIRPLUS with their listing

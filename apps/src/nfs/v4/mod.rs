@@ -30,6 +30,7 @@
 
 pub mod cb;
 mod decode;
+pub mod harness;
 pub mod server;
 
 pub(crate) use decode::get_stateid;

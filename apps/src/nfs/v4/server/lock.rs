@@ -53,11 +53,12 @@ fn get_range(r: &mut XdrReader<'_>, write: bool) -> Result<Range, Status> {
     Ok(Range { offset, end, write })
 }
 
-/// Reads a `lock_owner4`.
-fn get_owner(r: &mut XdrReader<'_>) -> Result<(u64, Vec<u8>), Status> {
-    let clientid = r.get_u64().map_err(bad_xdr)?;
-    let owner = r.get_opaque(OWNER_MAX).map_err(bad_xdr)?.to_vec();
-    Ok((clientid, owner))
+/// Reads a `lock_owner4`: its owner octets. Its client id is ignored in minor version 1, where
+/// the owner belongs to the session's client (RFC 8881 §18.10.3; Linux nfsd's `nfsd4_lock`
+/// and `nfsd4_lockt` take the session's).
+fn get_owner(r: &mut XdrReader<'_>) -> Result<Vec<u8>, Status> {
+    r.get_u64().map_err(bad_xdr)?;
+    Ok(r.get_opaque(OWNER_MAX).map_err(bad_xdr)?.to_vec())
 }
 
 fn overlaps(a: &Range, b: &Range) -> bool {
@@ -147,19 +148,16 @@ fn from_open(
     s: &mut State,
     cur: &Cur,
     open_sid: &[u8; 16],
-    owner: (u64, Vec<u8>),
+    owner: Vec<u8>,
 ) -> Result<([u8; 12], bool), Status> {
     let client = c.client.ok_or(st::BAD_STATEID)?;
-    if owner.0 != client {
-        return Err(st::STALE_CLIENTID);
-    }
     let (_, open) = split(&resolve(c, open_sid)?);
     if !s.opens.contains_key(&open) {
         return Err(st::BAD_STATEID); // a lock stateid where the open's belongs
     }
     let found = s
         .locks_on(cur.share.id, &cur.fh)
-        .find(|(_, l)| l.open == open && l.client == client && l.owner == owner.1)
+        .find(|(_, l)| l.open == open && l.client == client && l.owner == owner)
         .map(|(k, _)| k);
     if let Some(k) = found {
         return Ok((k, false));
@@ -175,7 +173,7 @@ fn from_open(
         other,
         LockState {
             client,
-            owner: owner.1,
+            owner,
             open,
             export: cur.share.id,
             fh: cur.fh,
@@ -272,12 +270,13 @@ pub fn lock(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
 pub fn lockt(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
     let write = get_type(r)?;
     let want = get_range(r, write)?;
-    let (clientid, owner) = get_owner(r)?;
+    let owner = get_owner(r)?;
+    let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
     c.srv.grace_io()?;
     let cur = c.cur()?.clone();
     regular(&cur)?;
     let s = c.srv.state();
-    if let Some(d) = conflict(&s, &cur, clientid, &owner, &want) {
+    if let Some(d) = conflict(&s, &cur, client, &owner, &want) {
         drop(s);
         c.denied = Some(d);
         return Err(DENIED);

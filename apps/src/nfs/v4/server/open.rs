@@ -93,7 +93,6 @@ struct OpenArgs {
     access: u32,
     deny: u32,
     owner: Vec<u8>,
-    clientid: u64,
     how: Option<CreateHow>,
     /// EXCLUSIVE4_1's `cva_attrs` (within [`super::attrs::EXCLCREAT`]), set once the file is
     /// made.
@@ -109,7 +108,9 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
     r.get_u32().map_err(bad_xdr)?; // seqid: unused in minor version 1
     let access = r.get_u32().map_err(bad_xdr)?;
     let deny = r.get_u32().map_err(bad_xdr)?;
-    let clientid = r.get_u64().map_err(bad_xdr)?;
+    // The owner's client id: ignored in minor version 1, where the owner belongs to the
+    // session's client (RFC 8881 §18.16.3; Linux nfsd's `nfsd4_open` takes the session's).
+    r.get_u64().map_err(bad_xdr)?;
     let owner = r.get_opaque(1024).map_err(bad_xdr)?.to_vec();
     let mut excl_attrs = Sattr3::default();
     let how = match r.get_u32().map_err(bad_xdr)? {
@@ -158,7 +159,6 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
         access: a,
         deny,
         owner,
-        clientid,
         how,
         excl_attrs,
         name,
@@ -208,9 +208,6 @@ fn target(cur: &Cur, a: &OpenArgs) -> Result<(Fh, bool, WccData), Status> {
 pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let a = get_open_args(r)?;
     let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
-    if a.clientid != client {
-        return Err(st::STALE_CLIENTID);
-    }
     c.srv.grace_check(client, a.reclaim)?;
     let cur = c.cur()?.clone();
     let (fh, created, dir_wcc) = target(&cur, &a)?;

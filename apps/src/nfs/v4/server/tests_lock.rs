@@ -275,3 +275,32 @@ fn rejects_lock_states_and_ranges_past_their_bounds() {
     assert!(counters.contains(&("nfs4_locks", 1)));
     assert!(counters.contains(&("nfs4_refused_full", 2)));
 }
+
+/// In minor version 1 the client id in an `open_owner4` or `lock_owner4` is ignored: the owner
+/// belongs to the session's client (RFC 8881 §18.16.3 and §18.10.3, as Linux nfsd's
+/// `nfsd4_open` / `nfsd4_lock` / `nfsd4_lockt` take the session's). An OPEN, a LOCK of a new
+/// owner and a LOCKT whose owner names another client id (0 here) act for the session's
+/// client: the owner never conflicts with itself, and another client's lock conflicts.
+#[test]
+fn accepts_owners_naming_another_client_id_as_the_sessions() {
+    let (mut a, _, mut b, _, root) = two(Limits::default());
+    let r = a.raw(&[A::op(op::PUTFH).opaque(&root), open_existing(0, b"f", 3)]);
+    assert_eq!(r.status, st::OK, "OPEN with client id 0");
+    // The same owner as a's first OPEN (its stateid moves on): the owner is a's.
+    let sa = sid(&r.last);
+    assert_eq!(seqid(&sa), 2, "a's open again");
+    let r = a.raw(&on_f(&root, lock_new(0, &sa, b"la", W, 0, 100)));
+    assert_eq!(r.status, st::OK, "LOCK of a new owner with client id 0");
+    assert_eq!(a.status(&on_f(&root, lockt(0, b"la", W, 0, 1))), st::OK);
+    assert_eq!(
+        a.status(&on_f(&root, lockt(a.clientid, b"la", W, 0, 1))),
+        st::OK
+    );
+    let r = b.raw(&on_f(&root, lockt(0, b"la", W, 0, 1)));
+    assert_eq!(r.status, DENIED, "b's owner \"la\" is b's, not a's");
+    let mut x = XdrReader::new(&r.last);
+    x.get_u64().unwrap();
+    x.get_u64().unwrap();
+    x.get_u32().unwrap();
+    assert_eq!(x.get_u64().unwrap(), a.clientid, "the holder is a's client");
+}
