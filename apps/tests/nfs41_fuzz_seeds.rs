@@ -1,9 +1,12 @@
 //! The checked-in `nfs41_compound` fuzz seeds (`fuzz/seeds/nfs41_compound/`, laid out from
-//! RFC 8881 in `fuzz/seeds/make.py`) framed as the target frames them: the operation seeds
-//! after a valid SEQUENCE pass SEQUENCE and their first operation, so the fuzzer starts
-//! inside the operations; the header seeds are answered (not GARBAGE_ARGS). The
-//! `nfs4_clientdb` seeds (`fuzz/seeds/nfs4_clientdb/`) decode, framed as that target frames
-//! them, to what their names say.
+//! RFC 8881 in `fuzz/seeds/make.py`) framed as the target frames them (`nfs::v4::harness`):
+//! the operation seeds after a valid SEQUENCE pass SEQUENCE and their first operation, so the
+//! fuzzer starts inside the operations; the header seeds are answered (not GARBAGE_ARGS); the
+//! `dir:` seeds run on the `dir:` store over the fixture of `nfs::v3::harness::fixture`, and
+//! those that try to leave the export get the status Linux nfsd gives, change nothing beside
+//! the export and disclose nothing of it. The `nfs4_clientdb` seeds
+//! (`fuzz/seeds/nfs4_clientdb/`) decode, framed as that target frames them, to what their
+//! names say.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -84,9 +87,32 @@ fn accepts_every_nfs41_seed_past_sequence() {
         assert_eq!(&r[20..24], &[0, 0, 0, 0], "{name}: SEQUENCE");
         let at = 24 + 36;
         assert_eq!(&r[at + 4..at + 8], &[0, 0, 0, 0], "{name}: first operation");
-        eprintln!("DBG {name} {} n={n}", compound_status(&r));
+        if let Some((_, want)) = ESCAPES.iter().find(|(e, _)| e == name) {
+            assert_eq!(compound_status(&r), *want, "{name}");
+            assert_eq!(n, nops, "{name}: every operation ran");
+        }
     }
+    let escapes = names
+        .iter()
+        .filter(|n| n.starts_with("dir_escape_"))
+        .count();
+    assert_eq!(escapes, ESCAPES.len(), "every escape seed checked");
 }
+
+/// The `dir:` seeds that try to leave the export through the fixture's link `l` (to
+/// `../outside/secret`) or through names, each with the status of its last operation, as
+/// RFC 8881 and Linux nfsd answer: a link is not followed, read, opened or made a directory
+/// of, `..` and `/` are no names, the export's root has no parent.
+const ESCAPES: [(&str, u32); 8] = [
+    ("dir_escape_create_slash", 10_041),        // NFS4ERR_BADNAME
+    ("dir_escape_lookup_through_link", 10_029), // NFS4ERR_SYMLINK
+    ("dir_escape_lookupp_root", 2),             // NFS4ERR_NOENT
+    ("dir_escape_open_link", 10_029),
+    ("dir_escape_read_link", 10_029),
+    ("dir_escape_remove_dotdot", 10_041),
+    ("dir_escape_rename_into_link", 10_029),
+    ("dir_escape_setattr_mode_link", 0), // a link's mode is not set, and that is no error
+];
 
 #[test]
 fn accepts_every_clientdb_seed_as_its_name_says() {

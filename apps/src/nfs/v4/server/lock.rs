@@ -24,7 +24,7 @@ use rpcrdma_engine::xdr::XdrReader;
 use super::open::OLD_STATEID;
 use super::state::{LockState, Range, State};
 use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
-use super::xdr::{bad_xdr, st, Enc, Status};
+use super::xdr::{bad_xdr, not_regular, st, Enc, Status};
 use super::{Compound, Cur};
 
 /// NFS4ERR_DENIED.
@@ -198,8 +198,7 @@ fn regular(cur: &Cur) -> Result<(), Status> {
         .map_err(super::xdr::from_store)?;
     match a.ftype {
         crate::nfs::types::Ftype3::Reg => Ok(()),
-        crate::nfs::types::Ftype3::Dir => Err(st::ISDIR),
-        _ => Err(st::INVAL),
+        t => Err(not_regular(t)),
     }
 }
 

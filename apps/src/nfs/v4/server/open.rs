@@ -31,7 +31,7 @@ use crate::nfs::types::{access, CreateHow, Fh, Ftype3, Sattr3, WccData};
 use super::attrs::{get_sattr, set_mask};
 use super::state::OpenState;
 use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
-use super::xdr::{bad_xdr, from_store, get_name, st, Enc, Status};
+use super::xdr::{bad_xdr, from_store, get_name, not_regular, st, Enc, Status};
 use super::{Compound, Cur};
 
 /// NFS4ERR_OLD_STATEID.
@@ -220,9 +220,7 @@ pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     let attr = store.getattr(&fh).map_err(from_store)?;
     match attr.ftype {
         Ftype3::Reg => {}
-        Ftype3::Dir => return Err(st::ISDIR),
-        Ftype3::Lnk => return Err(st::SYMLINK),
-        _ => return Err(st::WRONG_TYPE),
+        t => return Err(not_regular(t)),
     }
     if a.access & ACCESS_WRITE != 0 && cur.opts.read_only {
         return Err(st::ROFS);

@@ -784,3 +784,38 @@ fn accepts_server_times_from_a_writer_and_rejects_client_times_from_a_non_owner(
         st::PERM
     );
 }
+
+/// READ, WRITE and LOCKT, which need a regular file, answer for another type the error
+/// RFC 8881 names for it (§18.22.3 READ, §18.32.3 WRITE: a directory NFS4ERR_ISDIR, a
+/// symbolic link NFS4ERR_SYMLINK, anything else NFS4ERR_WRONG_TYPE), as OPEN does.
+#[test]
+fn rejects_io_and_locks_on_what_is_not_a_regular_file_by_its_type() {
+    let (mut h, root) = setup();
+    let link = A::op(op::CREATE)
+        .u32(5)
+        .opaque(b"f")
+        .opaque(b"l")
+        .u32(0)
+        .u32(0);
+    let fifo = A::op(op::CREATE).u32(7).opaque(b"p").u32(0).u32(0);
+    for make in [mkdir(b"d"), link, fifo] {
+        assert_eq!(h.status(&[putfh(&root), make]), st::OK);
+    }
+    let anon = [0u8; 16];
+    let read = || A::op(op::READ).fixed(&anon).u64(0).u32(10);
+    let write = || A::op(op::WRITE).fixed(&anon).u64(0).u32(0).opaque(b"x");
+    let lockt = |c| A::op(op::LOCKT).u32(1).u64(0).u64(1).u64(c).opaque(b"o");
+    let c = h.clientid;
+    for (name, want) in [
+        (&b"d"[..], st::ISDIR),
+        (b"l", st::SYMLINK),
+        (b"p", st::WRONG_TYPE),
+    ] {
+        for (what, op) in [("READ", read()), ("WRITE", write()), ("LOCKT", lockt(c))] {
+            let got = h.status(&[putfh(&root), lookup(name), op]);
+            assert_eq!(got, want, "{what} of {:?}", String::from_utf8_lossy(name));
+        }
+    }
+    // A regular file still reads.
+    assert_eq!(h.status(&[putfh(&root), lookup(b"f"), read()]), st::OK);
+}

@@ -8,7 +8,7 @@
 
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
 
-use crate::nfs::types::{Nfsstat3, NAME_MAX, PATH_MAX};
+use crate::nfs::types::{Ftype3, Nfsstat3, NAME_MAX, PATH_MAX};
 
 /// An `nfsstat4` value (open: any number round-trips).
 pub type Status = u32;
@@ -69,6 +69,18 @@ pub mod st {
     pub const BAD_HIGH_SLOT: u32 = 10077;
     pub const ENCR_ALG_UNSUPP: u32 = 10079;
     pub const WRONG_TYPE: u32 = 10083;
+}
+
+/// The error of an operation that needs a regular file (OPEN, READ, WRITE, LOCK, LOCKT) on an
+/// object of type `t` that is not one: NFS4ERR_ISDIR for a directory, NFS4ERR_SYMLINK for a
+/// symbolic link, NFS4ERR_WRONG_TYPE for anything else (RFC 8881 §18.16.3, §18.22.3,
+/// §18.32.3).
+pub fn not_regular(t: Ftype3) -> Status {
+    match t {
+        Ftype3::Dir => st::ISDIR,
+        Ftype3::Lnk => st::SYMLINK,
+        _ => st::WRONG_TYPE,
+    }
 }
 
 /// The `nfsstat4` of a store status: RFC 8881 keeps the NFSv3 numbers for the errors both
