@@ -101,7 +101,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let dir = first & 0x40 != 0;
     let dw = dir.then(dir_world);
-    let h: &Harness41 = dw.as_deref().unwrap_or_else(memory_world);
+    let h: &Harness41 = dw.as_deref().unwrap_or_else(|| memory_world());
     if first & 0x80 != 0 {
         let r = h.compound(ops).unwrap_or_default();
         if dir {
