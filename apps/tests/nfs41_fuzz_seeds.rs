@@ -8,46 +8,12 @@
 //! (`fuzz/seeds/nfs4_clientdb/`) decode, framed as that target frames them, to what their
 //! names say.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rpcrdma_apps::nfs::store::dir::DirStore;
-use rpcrdma_apps::nfs::v3::harness::fixture;
+use rpcrdma_apps::nfs::v3::harness::{fixture, Beside};
 use rpcrdma_apps::nfs::v4::harness::Harness41;
-
-/// What `outside/secret` holds (the `dir:` fixture's link `l` points there).
-const SECRET: &[u8] = b"SECRET-6c1d-not-for-clients";
-
-/// A directory holding the export `exp` and `outside/secret` beside it; removed on drop.
-struct Beside(PathBuf);
-
-impl Beside {
-    fn new() -> Beside {
-        let b = std::env::temp_dir().join(format!("nfs41-seeds-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&b);
-        std::fs::create_dir_all(b.join("outside")).unwrap();
-        std::fs::create_dir(b.join("exp")).unwrap();
-        std::fs::set_permissions(b.join("exp"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::write(b.join("outside/secret"), SECRET).unwrap();
-        Beside(b)
-    }
-
-    fn secret(&self) -> (u64, u64, u32, i64, Vec<u8>) {
-        let p = self.0.join("outside/secret");
-        let m = std::fs::symlink_metadata(&p).unwrap();
-        let names = |p: &Path| std::fs::read_dir(p).unwrap().count();
-        assert_eq!((names(&self.0), names(&self.0.join("outside"))), (2, 1));
-        let data = std::fs::read(p).unwrap();
-        (m.ino(), m.nlink(), m.mode(), m.ctime_nsec(), data)
-    }
-}
-
-impl Drop for Beside {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The status of the COMPOUND (its last operation's) in reply `r`.
 fn compound_status(r: &[u8]) -> u32 {
@@ -56,9 +22,9 @@ fn compound_status(r: &[u8]) -> u32 {
 
 #[test]
 fn accepts_every_nfs41_seed_past_sequence() {
-    let beside = Beside::new();
-    let before = beside.secret();
-    let store = Arc::new(DirStore::open(&beside.0.join("exp")).unwrap());
+    let base = std::env::temp_dir().join(format!("nfs41-seeds-{}", std::process::id()));
+    let beside = Beside::new(base).unwrap();
+    let store = Arc::new(DirStore::open(&beside.exp()).unwrap());
     fixture(&*store);
     let (memory, dir) = (Harness41::memory(), Harness41::new(store));
     let seeds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/nfs41_compound");
@@ -79,8 +45,7 @@ fn accepts_every_nfs41_seed_past_sequence() {
             continue;
         }
         let (r, nops) = h.after_sequence(first, ops);
-        assert!(!r.windows(SECRET.len()).any(|w| w == SECRET), "{name}");
-        assert_eq!(beside.secret(), before, "{name}: beside the export");
+        beside.check(&r).unwrap_or_else(|e| panic!("{name}: {e}"));
         let n = u32::from_be_bytes([r[12], r[13], r[14], r[15]]);
         assert!(n >= 2 && n <= nops, "{name}: {n} results of {nops}");
         // SEQUENCE's status, then the first operation's (PUTROOTFH) status.

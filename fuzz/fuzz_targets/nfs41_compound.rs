@@ -9,47 +9,23 @@
 //! COMPOUND carries at most as many results as operations it announced; on the `dir:` store
 //! nothing beside the export changes and no reply carries the secret's content.
 #![no_main]
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use rpcrdma_apps::nfs::store::dir::DirStore;
-use rpcrdma_apps::nfs::v3::harness::fixture;
+use rpcrdma_apps::nfs::v3::harness::{fixture, Beside};
 use rpcrdma_apps::nfs::v4::harness::Harness41;
-
-/// What `outside/secret` holds.
-const SECRET: &[u8] = b"SECRET-6c1d-not-for-clients";
 
 /// Inputs one `dir:` world serves before it is made anew (its tree only grows).
 const DIR_ROUNDS: u32 = 1_000;
 
-/// The directory holding `exp` (the export) and `outside/secret`, and the secret's metadata
-/// as made; once per process.
-fn base() -> &'static (PathBuf, (u64, u64, u32, i64)) {
-    static BASE: OnceLock<(PathBuf, (u64, u64, u32, i64))> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let b = std::env::temp_dir().join(format!("rpcrdma-fuzz-nfs41-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&b);
-        std::fs::create_dir_all(b.join("outside")).expect("outside");
-        std::fs::write(b.join("outside/secret"), SECRET).expect("secret");
-        let m = meta(&b.join("outside/secret"));
-        (b, m)
+/// The export and the secret beside it, made once per process.
+fn beside() -> &'static Beside {
+    static B: OnceLock<Beside> = OnceLock::new();
+    B.get_or_init(|| {
+        let base = std::env::temp_dir().join(format!("rpcrdma-fuzz-nfs41-{}", std::process::id()));
+        Beside::new(base).expect("beside")
     })
-}
-
-fn meta(p: &Path) -> (u64, u64, u32, i64) {
-    let m = std::fs::symlink_metadata(p).expect("secret");
-    (m.ino(), m.nlink(), m.mode(), m.ctime_nsec())
-}
-
-fn names(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(p)
-        .expect("listing")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// The `dir:` world: made anew every [`DIR_ROUNDS`] inputs.
@@ -62,10 +38,9 @@ fn dir_world() -> Arc<Harness41> {
             Arc::clone(h)
         }
         _ => {
-            let exp = base().0.join("exp");
-            let _ = std::fs::remove_dir_all(&exp);
-            std::fs::create_dir(&exp).expect("exp");
-            let store = Arc::new(DirStore::open(&exp).expect("dir store"));
+            let b = beside();
+            b.reset_export().expect("export");
+            let store = Arc::new(DirStore::open(&b.exp()).expect("dir store"));
             fixture(&*store);
             let h = Arc::new(Harness41::new(store));
             *w = Some((Arc::clone(&h), 1));
@@ -81,18 +56,9 @@ fn memory_world() -> &'static Harness41 {
 
 /// Nothing beside the export changed; `reply` does not carry the secret.
 fn contained(reply: &[u8]) {
-    let (b, was) = base();
-    assert_eq!(names(b), ["exp", "outside"]);
-    assert_eq!(names(&b.join("outside")), ["secret"]);
-    assert_eq!(&meta(&b.join("outside/secret")), was);
-    assert_eq!(
-        std::fs::read(b.join("outside/secret")).expect("secret"),
-        SECRET
-    );
-    assert!(
-        !reply.windows(SECRET.len()).any(|w| w == SECRET),
-        "the secret answered"
-    );
+    beside()
+        .check(reply)
+        .expect("nothing beside the export changes");
 }
 
 fuzz_target!(|data: &[u8]| {

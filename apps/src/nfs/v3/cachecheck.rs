@@ -23,7 +23,7 @@ use std::fmt::Display;
 use super::client::{NfsClient, NfsError};
 use super::proto::{Args3, Res3};
 use crate::nfs::types::{
-    CreateHow, Fattr3, Fh, Nfsstat3, Sattr3, SetTime, StableHow, Time3, WccData,
+    CreateHow, Fattr3, Fh, Ftype3, Nfsstat3, Sattr3, SetTime, StableHow, Time3, WccData,
 };
 
 /// One thing a reply showed.
@@ -272,6 +272,7 @@ pub fn run(c: &NfsClient, root: &Fh, scratch: &str) -> Result<Vec<Fact>, RunErro
     let s = p.make("MKDIR", root, &mk)?;
     files(&mut p, &s, mode(0o644))?;
     listing(&mut p, root, &s)?;
+    wrong_types(&mut p, &s)?;
     names(&mut p, &s)?;
     let rm = Args3::Rmdir { dir: *root, name };
     p.status_wcc("RMDIR", root, &rm)?;
@@ -589,5 +590,177 @@ fn names(p: &mut Probe<'_>, s: &Fh) -> Result<(), RunError> {
     for n in [&b"f"[..], b"g", b"h", b"l"] {
         p.c.remove(s, n).map_err(|e| call_err("REMOVE", e))?;
     }
+    Ok(())
+}
+
+/// The status `args` gets (a fact `ERRORS.<what>.<type>` that must match): what a procedure
+/// answers on an object of another type than it works on.
+fn status_fact(p: &mut Probe<'_>, what: &str, ty: &str, args: &Args3<'_>) -> Result<(), RunError> {
+    let r =
+        p.c.call(args.proc_num(), args)
+            .map_err(|e| call_err(what, e))?;
+    let word = r
+        .results()
+        .get(..4)
+        .and_then(|w| <[u8; 4]>::try_from(w).ok());
+    let st = Nfsstat3(u32::from_be_bytes(
+        word.ok_or_else(|| format!("{what}: no status"))?,
+    ));
+    p.fact(&format!("ERRORS.{what}.{ty}"), st.name(), true);
+    Ok(())
+}
+
+/// Every procedure that works on one type of object, on a regular file, a directory, a
+/// symbolic link and a FIFO in a directory `t` of `s` (the statuses are facts that must
+/// match: a client maps each to the errno its application sees); then `t` goes. Calls that
+/// would succeed and change something are undone (a CREATE, MKDIR or LINK made, a RENAME).
+fn wrong_types(p: &mut Probe<'_>, s: &Fh) -> Result<(), RunError> {
+    let c = p.c;
+    let err = |what| move |e| call_err(what, e);
+    let t = c
+        .mkdir(s, b"t", Sattr3::default())
+        .map_err(err("MKDIR t"))?;
+    let how = CreateHow::Guarded(Sattr3::default());
+    let f = c.create(&t, b"f", how).map_err(err("CREATE f"))?;
+    let d = c
+        .mkdir(&t, b"d", Sattr3::default())
+        .map_err(err("MKDIR d"))?;
+    let l = c.symlink(&t, b"l", b"f").map_err(err("SYMLINK l"))?;
+    let fifo = c.mknod(&t, b"p", Ftype3::Fifo).map_err(err("MKNOD p"))?;
+    let objects = [
+        ("file", f, &b"f"[..]),
+        ("dir", d, b"d"),
+        ("link", l, b"l"),
+        ("fifo", fifo, b"p"),
+    ];
+    for (ty, x, name) in objects {
+        let size0 = Sattr3 {
+            size: Some(0),
+            ..Sattr3::default()
+        };
+        let calls = [
+            (
+                "READ",
+                Args3::Read {
+                    fh: x,
+                    offset: 0,
+                    count: 10,
+                },
+            ),
+            (
+                "WRITE",
+                Args3::Write {
+                    fh: x,
+                    offset: 0,
+                    count: 1,
+                    stable: StableHow::Unstable,
+                    data: b"w",
+                },
+            ),
+            (
+                "SETATTR-size",
+                Args3::Setattr {
+                    fh: x,
+                    attr: size0,
+                    guard: None,
+                },
+            ),
+            ("LOOKUP-in", Args3::Lookup { dir: x, name: b"x" }),
+            ("READLINK", Args3::Readlink { fh: x }),
+            (
+                "READDIR",
+                Args3::Readdir {
+                    dir: x,
+                    cookie: 0,
+                    verf: [0; 8],
+                    count: 4096,
+                },
+            ),
+            (
+                "READDIRPLUS",
+                Args3::Readdirplus {
+                    dir: x,
+                    cookie: 0,
+                    verf: [0; 8],
+                    dircount: 4096,
+                    maxcount: 8192,
+                },
+            ),
+            (
+                "COMMIT",
+                Args3::Commit {
+                    fh: x,
+                    offset: 0,
+                    count: 0,
+                },
+            ),
+            (
+                "ACCESS",
+                Args3::Access {
+                    fh: x,
+                    access: 0x3f,
+                },
+            ),
+        ];
+        for (what, a) in &calls {
+            status_fact(p, what, ty, a)?;
+        }
+        // Calls that change something when they succeed: made, then undone.
+        status_fact(
+            p,
+            "CREATE-in",
+            ty,
+            &Args3::Create {
+                dir: x,
+                name: b"n",
+                how,
+            },
+        )?;
+        status_fact(
+            p,
+            "MKDIR-in",
+            ty,
+            &Args3::Mkdir {
+                dir: x,
+                name: b"m",
+                attr: Sattr3::default(),
+            },
+        )?;
+        status_fact(
+            p,
+            "LINK",
+            ty,
+            &Args3::Link {
+                fh: x,
+                dir: t,
+                name: b"hard",
+            },
+        )?;
+        status_fact(
+            p,
+            "RENAME-into",
+            ty,
+            &Args3::Rename {
+                from_dir: t,
+                from_name: b"f",
+                to_dir: x,
+                to_name: b"moved",
+            },
+        )?;
+        let _ = (c.remove(&x, b"n"), c.rmdir(&x, b"m"), c.remove(&t, b"hard"));
+        let _ = c.rename(&x, b"moved", &t, b"f");
+        // The wrong kind of removal of the object: REMOVE of the directory, RMDIR of the rest
+        // (the right kind would succeed and is not asked).
+        let (proc_, rm) = match ty {
+            "dir" => ("REMOVE", Args3::Remove { dir: t, name }),
+            _ => ("RMDIR", Args3::Rmdir { dir: t, name }),
+        };
+        status_fact(p, proc_, ty, &rm)?;
+    }
+    for n in [&b"f"[..], b"l", b"p"] {
+        c.remove(&t, n).map_err(err("REMOVE"))?;
+    }
+    c.rmdir(&t, b"d").map_err(err("RMDIR d"))?;
+    c.rmdir(s, b"t").map_err(err("RMDIR t"))?;
     Ok(())
 }

@@ -208,3 +208,87 @@ fn sys_body(uid: u32, groups: u32) -> Vec<u8> {
     }
     b
 }
+
+/// What the file beside a [`Beside`] export holds: no reply may carry it.
+pub const SECRET: &[u8] = b"SECRET-6c1d-not-for-clients";
+
+/// A directory holding an export `exp` (root's, mode 0755) and, beside it, `outside/secret`
+/// holding [`SECRET`], where the fixture's link `l` ([`LINK_TARGET`]) points from the
+/// export's root: what the fuzz targets and their seed tests serve a `dir:` export from, and
+/// check nothing leaves ([`Beside::check`]). Removed on drop.
+pub struct Beside {
+    base: std::path::PathBuf,
+    /// The secret's inode, link count, mode, owner and ctime as made.
+    was: (u64, u64, u32, u32, i64),
+}
+
+impl Beside {
+    /// Makes `base` (emptied first) with `exp` and `outside/secret`.
+    pub fn new(base: std::path::PathBuf) -> std::io::Result<Beside> {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("outside"))?;
+        std::fs::create_dir(base.join("exp"))?;
+        std::fs::set_permissions(base.join("exp"), std::fs::Permissions::from_mode(0o755))?;
+        std::fs::write(base.join("outside/secret"), SECRET)?;
+        let was = Beside::meta(&base)?;
+        Ok(Beside { base, was })
+    }
+
+    fn meta(base: &std::path::Path) -> std::io::Result<(u64, u64, u32, u32, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(base.join("outside/secret"))?;
+        Ok((m.ino(), m.nlink(), m.mode(), m.uid(), m.ctime_nsec()))
+    }
+
+    /// The export's directory.
+    pub fn exp(&self) -> std::path::PathBuf {
+        self.base.join("exp")
+    }
+
+    /// Empties the export (a new one for the next fixture).
+    pub fn reset_export(&self) -> std::io::Result<()> {
+        let _ = std::fs::remove_dir_all(self.exp());
+        std::fs::create_dir(self.exp())?;
+        std::fs::set_permissions(
+            self.exp(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+    }
+
+    /// Nothing beside the export changed (the two directories' names; the secret's content,
+    /// inode, links, mode, owner and ctime) and `reply` does not carry the secret: why not.
+    pub fn check(&self, reply: &[u8]) -> Result<(), String> {
+        let names = |p: &std::path::Path| -> Result<Vec<String>, String> {
+            let mut v = std::fs::read_dir(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            v.sort();
+            Ok(v)
+        };
+        let (top, out) = (names(&self.base)?, names(&self.base.join("outside"))?);
+        if top != ["exp", "outside"] || out != ["secret"] {
+            return Err(format!("beside the export: {top:?}, outside: {out:?}"));
+        }
+        let now = Beside::meta(&self.base).map_err(|e| e.to_string())?;
+        if now != self.was {
+            return Err(format!("the secret changed: {:?} -> {now:?}", self.was));
+        }
+        let data = std::fs::read(self.base.join("outside/secret")).map_err(|e| e.to_string())?;
+        if data != SECRET {
+            return Err("the secret's content changed".into());
+        }
+        if reply.windows(SECRET.len()).any(|w| w == SECRET) {
+            return Err("a reply carries the secret".into());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
