@@ -200,8 +200,9 @@ pub trait Store: Send + Sync + 'static {
         (d, r.map(|fh| (fh, self.getattr(&fh).ok())))
     }
 
-    /// The target of symbolic link `fh` into `out`; returns its length. INVAL when `fh` is not
-    /// a symbolic link.
+    /// The target of symbolic link `fh` into `out`; returns its length. ISDIR when `fh` is a
+    /// directory, INVAL when it is another object but a symbolic link (Linux nfsd's
+    /// `nfsd_mode_check` for READLINK).
     fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize>;
 
     /// Reads at most `out.len()` octets at `offset` into `out`; returns the octets read and

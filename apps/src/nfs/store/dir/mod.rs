@@ -719,8 +719,10 @@ impl Store for DirStore {
 
     fn readlink(&self, cx: &Cred, fh: &Fh, out: &mut [u8]) -> NfsResult<usize> {
         let o = self.obj(cx, fh)?;
-        if o.kind() != libc::S_IFLNK {
-            return Err(Nfsstat3::INVAL);
+        match o.kind() {
+            libc::S_IFLNK => {}
+            libc::S_IFDIR => return Err(Nfsstat3::ISDIR),
+            _ => return Err(Nfsstat3::INVAL),
         }
         if o.st.st_size.max(0) as u64 > out.len() as u64 {
             return Err(Nfsstat3::NAMETOOLONG);

@@ -278,6 +278,7 @@ impl Store for MemoryStore {
                 Ok(t.len())
             }
             Body::Symlink(_) => Err(Nfsstat3::NAMETOOLONG),
+            Body::Dir(_) => Err(Nfsstat3::ISDIR),
             _ => Err(Nfsstat3::INVAL),
         }
     }

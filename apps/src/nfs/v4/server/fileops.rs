@@ -178,14 +178,18 @@ pub fn access(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     Ok(())
 }
 
-/// READLINK.
+/// READLINK: of anything but a symbolic link NFS4ERR_INVAL, a directory included (the store
+/// answers NFSv3's ISDIR there; Linux nfsd's `nfsd4_encode_readlink` answers INVAL).
 pub fn readlink(c: &mut Compound<'_>, out: &mut Enc) -> Result<(), Status> {
     let cur = c.cur()?;
     // The target, read by the store straight into the reply.
     out.opaque_with(PATH_MAX, |dst| {
         cur.share.store.readlink(&cur.cred, &cur.fh, dst)
     })
-    .map_err(from_store)?;
+    .map_err(|e| match e {
+        Nfsstat3::ISDIR => st::INVAL,
+        e => from_store(e),
+    })?;
     Ok(())
 }
 

@@ -819,3 +819,16 @@ fn rejects_io_and_locks_on_what_is_not_a_regular_file_by_its_type() {
     // A regular file still reads.
     assert_eq!(h.status(&[putfh(&root), lookup(b"f"), read()]), st::OK);
 }
+
+/// READLINK of what is not a symbolic link is NFS4ERR_INVAL, a directory included (Linux
+/// nfsd's `nfsd4_encode_readlink` turns the directory's NFS4ERR_ISDIR into it; NFSv3's
+/// READLINK of a directory is NFS3ERR_ISDIR, as Linux nfsd's).
+#[test]
+fn rejects_readlink_of_what_is_not_a_link_as_invalid() {
+    let (mut h, root) = setup();
+    assert_eq!(h.status(&[putfh(&root), mkdir(b"d")]), st::OK);
+    for name in [&b"d"[..], b"f"] {
+        let r = h.status(&[putfh(&root), lookup(name), A::op(op::READLINK)]);
+        assert_eq!(r, st::INVAL, "{:?}", String::from_utf8_lossy(name));
+    }
+}
