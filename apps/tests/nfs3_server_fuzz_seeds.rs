@@ -35,7 +35,8 @@ fn status(name: &str) -> (u32, Result<u32, Reject>) {
     let (p, r) = h.call(first & 0x7f, args);
     let results = r.as_deref().unwrap_or_default();
     if let Some(b) = &beside {
-        b.check(results).unwrap_or_else(|e| panic!("{name}: {e}"));
+        b.check(args, results)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     let st = r.map(|results| {
         let st = harness::status_of(p, &results).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -144,5 +145,28 @@ fn accepts_dotdot_of_the_root_as_the_root() {
         assert_eq!(&fh, h.handle(0));
         assert_eq!(obj.fileid, dir.fileid);
     }
-    b.check(&[]).unwrap();
+    b.check(&[], &[]).unwrap();
+}
+
+/// The check the fuzz targets and these seeds rely on fails when it should: a reply carrying
+/// the secret its request did not, a file made beside the export, the secret's mode changed.
+#[test]
+fn rejects_a_reply_carrying_the_secret_or_a_change_beside_the_export() {
+    let base = std::env::temp_dir().join(format!("nfs3-beside-{}", std::process::id()));
+    let b = Beside::new(base.clone()).unwrap();
+    let mut reply = b"\0\0\0\0".to_vec();
+    reply.extend_from_slice(harness::SECRET);
+    assert!(b.check(&[], &reply).is_err());
+    assert!(
+        b.check(harness::SECRET, &reply).is_ok(),
+        "an echo of the request"
+    );
+    std::fs::write(base.join("outside/new"), b"x").unwrap();
+    assert!(b.check(&[], &[]).is_err());
+    std::fs::remove_file(base.join("outside/new")).unwrap();
+    assert!(b.check(&[], &[]).is_ok());
+    use std::os::unix::fs::PermissionsExt;
+    let p = std::fs::Permissions::from_mode(0o600);
+    std::fs::set_permissions(base.join("outside/secret"), p).unwrap();
+    assert!(b.check(&[], &[]).is_err());
 }

@@ -45,7 +45,9 @@ fn accepts_every_nfs41_seed_past_sequence() {
             continue;
         }
         let (r, nops) = h.after_sequence(first, ops);
-        beside.check(&r).unwrap_or_else(|e| panic!("{name}: {e}"));
+        beside
+            .check(ops, &r)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let n = u32::from_be_bytes([r[12], r[13], r[14], r[15]]);
         assert!(n >= 2 && n <= nops, "{name}: {n} results of {nops}");
         // SEQUENCE's status, then the first operation's (PUTROOTFH) status.

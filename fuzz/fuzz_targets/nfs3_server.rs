@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
     if dir {
         let reply = r.as_deref().unwrap_or_default();
         beside()
-            .check(reply)
+            .check(args, reply)
             .expect("nothing beside the export changes");
     }
 });
