@@ -634,75 +634,7 @@ fn wrong_types(p: &mut Probe<'_>, s: &Fh) -> Result<(), RunError> {
         ("fifo", fifo, b"p"),
     ];
     for (ty, x, name) in objects {
-        let size0 = Sattr3 {
-            size: Some(0),
-            ..Sattr3::default()
-        };
-        let calls = [
-            (
-                "READ",
-                Args3::Read {
-                    fh: x,
-                    offset: 0,
-                    count: 10,
-                },
-            ),
-            (
-                "WRITE",
-                Args3::Write {
-                    fh: x,
-                    offset: 0,
-                    count: 1,
-                    stable: StableHow::Unstable,
-                    data: b"w",
-                },
-            ),
-            (
-                "SETATTR-size",
-                Args3::Setattr {
-                    fh: x,
-                    attr: size0,
-                    guard: None,
-                },
-            ),
-            ("LOOKUP-in", Args3::Lookup { dir: x, name: b"x" }),
-            ("READLINK", Args3::Readlink { fh: x }),
-            (
-                "READDIR",
-                Args3::Readdir {
-                    dir: x,
-                    cookie: 0,
-                    verf: [0; 8],
-                    count: 4096,
-                },
-            ),
-            (
-                "READDIRPLUS",
-                Args3::Readdirplus {
-                    dir: x,
-                    cookie: 0,
-                    verf: [0; 8],
-                    dircount: 4096,
-                    maxcount: 8192,
-                },
-            ),
-            (
-                "COMMIT",
-                Args3::Commit {
-                    fh: x,
-                    offset: 0,
-                    count: 0,
-                },
-            ),
-            (
-                "ACCESS",
-                Args3::Access {
-                    fh: x,
-                    access: 0x3f,
-                },
-            ),
-        ];
-        for (what, a) in &calls {
+        for (what, a) in &type_calls(x) {
             status_fact(p, what, ty, a)?;
         }
         // Calls that change something when they succeed: made, then undone.
@@ -763,4 +695,77 @@ fn wrong_types(p: &mut Probe<'_>, s: &Fh) -> Result<(), RunError> {
     c.rmdir(&t, b"d").map_err(err("RMDIR d"))?;
     c.rmdir(s, b"t").map_err(err("RMDIR t"))?;
     Ok(())
+}
+
+/// The calls [`wrong_types`] makes on object `x` that change nothing when they succeed.
+fn type_calls(x: Fh) -> [(&'static str, Args3<'static>); 9] {
+    let size0 = Sattr3 {
+        size: Some(0),
+        ..Sattr3::default()
+    };
+    let (verf, stable) = ([0; 8], StableHow::Unstable);
+    [
+        (
+            "READ",
+            Args3::Read {
+                fh: x,
+                offset: 0,
+                count: 10,
+            },
+        ),
+        (
+            "WRITE",
+            Args3::Write {
+                fh: x,
+                offset: 0,
+                count: 1,
+                stable,
+                data: b"w",
+            },
+        ),
+        (
+            "SETATTR-size",
+            Args3::Setattr {
+                fh: x,
+                attr: size0,
+                guard: None,
+            },
+        ),
+        ("LOOKUP-in", Args3::Lookup { dir: x, name: b"x" }),
+        ("READLINK", Args3::Readlink { fh: x }),
+        (
+            "READDIR",
+            Args3::Readdir {
+                dir: x,
+                cookie: 0,
+                verf,
+                count: 4096,
+            },
+        ),
+        (
+            "READDIRPLUS",
+            Args3::Readdirplus {
+                dir: x,
+                cookie: 0,
+                verf,
+                dircount: 4096,
+                maxcount: 8192,
+            },
+        ),
+        (
+            "COMMIT",
+            Args3::Commit {
+                fh: x,
+                offset: 0,
+                count: 0,
+            },
+        ),
+        (
+            "ACCESS",
+            Args3::Access {
+                fh: x,
+                access: 0x3f,
+            },
+        ),
+    ]
 }

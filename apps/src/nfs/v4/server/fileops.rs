@@ -22,7 +22,7 @@ use crate::nfs::types::{DirEntry, Fattr3, Fh, Ftype3, Nfsstat3, StableHow, PATH_
 
 use super::attrs::{get_bitmap, put_cinfo, put_fattr, Source};
 use super::open::check_stateid;
-use super::xdr::{bad_xdr, from_store, get_name, not_regular, st, Enc, Status};
+use super::xdr::{bad_xdr, from_store, get_name, io_error, st, Enc, Status};
 use super::{Compound, Cur};
 
 /// Largest wire handle (`NFS4_FHSIZE`).
@@ -232,27 +232,13 @@ pub fn read(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         })
         .map_err(|e| {
             out.b.truncate(eof_at);
-            io_error(&cur, e)
+            io_error(&*cur.share.store, &cur.fh, e)
         })?;
     out.b[eof_at..eof_at + 4].copy_from_slice(&u32::from(eof).to_be_bytes());
     if ddp.is_some() && n > 0 {
         c.read_at = Some((data_at, n));
     }
     Ok(())
-}
-
-/// A READ's or WRITE's store error: on an object that is not a regular file (the store
-/// answers INVAL or ISDIR, NFSv3's words), the error RFC 8881 names for its type
-/// ([`not_regular`]); the type is asked of the store only then.
-pub(super) fn io_error(cur: &Cur, e: Nfsstat3) -> Status {
-    if e == Nfsstat3::INVAL || e == Nfsstat3::ISDIR {
-        if let Ok(a) = cur.share.store.getattr(&cur.fh) {
-            if a.ftype != Ftype3::Reg {
-                return not_regular(a.ftype);
-            }
-        }
-    }
-    from_store(e)
 }
 
 /// WRITE.
@@ -268,7 +254,7 @@ pub fn write(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resu
         .share
         .store
         .write(&cur.cred, &cur.fh, offset, data, stable)
-        .map_err(|e| io_error(&cur, e))?;
+        .map_err(|e| io_error(&*cur.share.store, &cur.fh, e))?;
     out.u32(data.len() as u32);
     out.u32(got as u32);
     out.fixed(&cur.share.store.write_verifier());

@@ -27,8 +27,7 @@ use rpcrdma_poller::{Reject, ReplyBuilder};
 
 use crate::nfs::store::SharedRead;
 
-use super::fileops::io_error;
-use super::xdr::{Enc, Status};
+use super::xdr::{io_error, Enc, Status};
 use super::{Compound, Cur, DdpAt};
 
 /// Where the first READ's data is, when it is not in the reply.
@@ -107,13 +106,13 @@ pub fn read(
             let eof = r.eof;
             (Data::Store(r), eof)
         }
-        Some(Err(e)) => return Some(Err(io_error(cur, e))),
+        Some(Err(e)) => return Some(Err(io_error(&**store, &cur.fh, e))),
         None => {
             let mut buf = c.srv.config().pool.as_ref()?.get()?;
             let n = count.min(buf.len());
             match store.read(&cur.cred, &cur.fh, offset, &mut buf[..n]) {
                 Ok((got, eof)) => (Data::Copy(buf, got), eof),
-                Err(e) => return Some(Err(io_error(cur, e))),
+                Err(e) => return Some(Err(io_error(&**store, &cur.fh, e))),
             }
         }
     };

@@ -8,7 +8,8 @@
 
 use rpcrdma_engine::xdr::{XdrError, XdrReader};
 
-use crate::nfs::types::{Ftype3, Nfsstat3, NAME_MAX, PATH_MAX};
+use crate::nfs::store::Store;
+use crate::nfs::types::{Fh, Ftype3, Nfsstat3, NAME_MAX, PATH_MAX};
 
 /// An `nfsstat4` value (open: any number round-trips).
 pub type Status = u32;
@@ -81,6 +82,20 @@ pub fn not_regular(t: Ftype3) -> Status {
         Ftype3::Lnk => st::SYMLINK,
         _ => st::WRONG_TYPE,
     }
+}
+
+/// A READ's or WRITE's store error on `fh`: on an object that is not a regular file (the
+/// store answers INVAL or ISDIR, NFSv3's words), the error RFC 8881 names for its type
+/// ([`not_regular`]); the type is asked of the store only then.
+pub fn io_error(store: &dyn Store, fh: &Fh, e: Nfsstat3) -> Status {
+    if e == Nfsstat3::INVAL || e == Nfsstat3::ISDIR {
+        if let Ok(a) = store.getattr(fh) {
+            if a.ftype != Ftype3::Reg {
+                return not_regular(a.ftype);
+            }
+        }
+    }
+    from_store(e)
 }
 
 /// The `nfsstat4` of a store status: RFC 8881 keeps the NFSv3 numbers for the errors both
