@@ -334,7 +334,7 @@ pub trait Store: Send + Sync + 'static {
     /// Renames `from_name` in `from_dir` to `to_name` in `to_dir`, replacing a compatible
     /// target (POSIX rename rules: a directory replaces only an empty directory, EXIST or
     /// NOTEMPTY otherwise; ISDIR / NOTDIR for mismatched types; INVAL when moving a directory
-    /// into itself).
+    /// into itself). PERM when either name is `.` or `..`, as Linux nfsd's `nfsd_rename`.
     fn rename(
         &self,
         cx: &Cred,

@@ -158,7 +158,8 @@ impl<'a> Call<'a> {
         let checked = check_name_len(fname)
             .and_then(|()| check_name_len(tname))
             .and_then(|()| match is_dot_entry(fname) || is_dot_entry(tname) {
-                true => Err(Nfsstat3::INVAL),
+                // As Linux nfsd's `nfsd_rename` (the VM stage's part `cache` compares it).
+                true => Err(Nfsstat3::PERM),
                 false => Ok(()),
             });
         let (r, fw, tw) = match checked {

@@ -75,7 +75,7 @@ impl DirStore {
     ) -> NfsResult<()> {
         let (cf, ct) = (cname(from_name)?, cname(to_name)?);
         if is_dot_entry(from_name) || is_dot_entry(to_name) {
-            return Err(Nfsstat3::INVAL);
+            return Err(Nfsstat3::PERM);
         }
         let gone = self.handle_before_removal(t.raw(), &ct);
         // SAFETY: both names are NUL-terminated.

@@ -142,7 +142,7 @@ impl Tree {
         let src = self.dir(fdir)?.get(fname);
         let target = self.dir(tdir)?.get(tname);
         if is_dot_entry(fname) || is_dot_entry(tname) {
-            return Err(Nfsstat3::INVAL);
+            return Err(Nfsstat3::PERM);
         }
         let src = src.ok_or(Nfsstat3::NOENT)?;
         if (fdir == tdir && fname == tname) || target == Some(src) {
