@@ -63,6 +63,10 @@ impl Harness {
     }
 
     /// The fixture made in `store` (an empty export), and the server over it.
+    ///
+    /// # Panics
+    ///
+    /// When the store refuses to make the fixture (a harness for tests and fuzz targets).
     pub fn with_store(store: Arc<dyn Store>) -> Harness {
         let ex = Exports::parse("/ *(rw,no_root_squash,sec=sys:none)").expect("exports");
         let list = vec![(ex.list()[0].clone(), Arc::clone(&store))];
@@ -161,6 +165,10 @@ impl Harness {
 /// Makes the fixture in `store`'s (empty) root as root: directory `d`, file `f` of 100
 /// octets, symbolic link `l` to [`LINK_TARGET`], FIFO `p`, and a file made and removed; the
 /// store's handles of the root and of those, in that order.
+///
+/// # Panics
+///
+/// When the store refuses one of them (a harness for tests and fuzz targets).
 pub fn fixture(store: &dyn Store) -> [Fh; 6] {
     let (root, cx, none) = (store.root(), Cred::ROOT, Sattr3::default());
     let how = CreateHow::Unchecked(Sattr3::default());

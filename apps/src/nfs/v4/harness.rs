@@ -62,6 +62,11 @@ impl Harness41 {
 
     /// `store` exported as `/` to everyone (AUTH_NONE squashed to uid 0), a client id and a
     /// session of four slots.
+    ///
+    /// # Panics
+    ///
+    /// When the server refuses the client id or the session (a harness for tests and fuzz
+    /// targets).
     pub fn new(store: Arc<dyn Store>) -> Harness41 {
         let ex = Exports::parse("/ *(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)")
             .expect("exports");
@@ -110,6 +115,10 @@ impl Harness41 {
 
     /// `ops`, announced as `(first & 0x1f) + 1` operations, after a valid SEQUENCE: the
     /// reply and the number of operations announced.
+    ///
+    /// # Panics
+    ///
+    /// When the server refuses the COMPOUND's header, which this harness writes.
     pub fn after_sequence(&self, first: u8, ops: &[u8]) -> (Vec<u8>, u32) {
         let nops = u32::from(first & 0x1f) + 1;
         // Relaxed: one caller at a time numbers its requests.
