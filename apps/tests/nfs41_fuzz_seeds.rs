@@ -44,7 +44,7 @@ fn accepts_every_nfs41_seed_past_sequence() {
             assert!(r.is_ok(), "{name}: header decodes");
             continue;
         }
-        let (r, nops) = h.after_sequence(first, ops);
+        let (r, nops) = h.after_sequence(first, ops).expect(name);
         beside
             .check(ops, &r)
             .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -51,11 +51,7 @@ fn mount(name: &str, ip: Ipv4Addr) -> (AcceptStat, Option<u32>) {
         rules
             .list()
             .iter()
-            .map(|e| mount::Export {
-                path: e.path.clone(),
-                root,
-                clients: e.clients.clone(),
-            })
+            .map(|e| mount::Export::of(e, root))
             .collect(),
     );
     let record = body(name, 1);

@@ -75,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
         }
         return;
     }
-    let (r, nops) = h.after_sequence(first, ops);
+    let (r, nops) = h.after_sequence(first, ops).expect("the header is valid");
     let n = u32::from_be_bytes([r[12], r[13], r[14], r[15]]);
     assert!(n <= nops, "{n} results for {nops} operations");
     if dir {

@@ -67,11 +67,7 @@ fn mount_record(record: &[u8]) {
         rules
             .list()
             .iter()
-            .map(|e| mount::Export {
-                path: e.path.clone(),
-                root,
-                clients: e.clients.clone(),
-            })
+            .map(|e| mount::Export::of(e, root))
             .collect(),
     );
     for ip in [CLIENTS[0], CLIENTS[1]] {

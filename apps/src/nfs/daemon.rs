@@ -739,13 +739,7 @@ fn mount_exports(table: &ExportTable) -> Vec<mount::Export> {
     table
         .shares()
         .iter()
-        .filter_map(|s| {
-            Some(mount::Export {
-                path: s.export.path.clone(),
-                root: s.root()?,
-                clients: s.export.clients.clone(),
-            })
-        })
+        .filter_map(|s| Some(mount::Export::of(&s.export, s.root()?)))
         .collect()
 }
 

@@ -116,6 +116,15 @@ impl Export {
         }
     }
 
+    /// The export of exports(5) entry `e` (its path and client rules) with root handle `root`.
+    pub fn of(e: &exports::Export, root: Fh) -> Export {
+        Export {
+            path: e.path.clone(),
+            root,
+            clients: e.clients.clone(),
+        }
+    }
+
     /// The options client `ip` gets (`None`: not exported to it).
     fn options_for(&self, ip: std::net::IpAddr) -> Option<ExportOptions> {
         exports::options_for(&self.clients, ip)

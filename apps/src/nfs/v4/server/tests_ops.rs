@@ -34,6 +34,16 @@ fn mkdir(name: &[u8]) -> A {
     A::op(op::CREATE).u32(2).opaque(name).u32(0).u32(0)
 }
 
+/// CREATE of a symbolic link `name` to `target`.
+fn symlink(name: &[u8], target: &[u8]) -> A {
+    A::op(op::CREATE)
+        .u32(5)
+        .opaque(target)
+        .opaque(name)
+        .u32(0)
+        .u32(0)
+}
+
 /// A client with a session, the root's handle, and a file `f` holding `hello`.
 fn setup() -> (H, Vec<u8>) {
     let mut h = H::new("rw,no_root_squash");
@@ -281,12 +291,7 @@ fn rejects_lookups_that_fail() {
         h.status(&[putfh(&root), lookup(&[b'n'; 256])]),
         st::NAMETOOLONG
     );
-    let link = A::op(op::CREATE)
-        .u32(5)
-        .opaque(b"f")
-        .opaque(b"l")
-        .u32(0)
-        .u32(0);
+    let link = symlink(b"l", b"f");
     assert_eq!(h.status(&[putfh(&root), link]), st::OK);
     assert_eq!(
         h.status(&[putfh(&root), lookup(b"l"), lookup(b"x")]),
@@ -791,12 +796,7 @@ fn accepts_server_times_from_a_writer_and_rejects_client_times_from_a_non_owner(
 #[test]
 fn rejects_io_and_locks_on_what_is_not_a_regular_file_by_its_type() {
     let (mut h, root) = setup();
-    let link = A::op(op::CREATE)
-        .u32(5)
-        .opaque(b"f")
-        .opaque(b"l")
-        .u32(0)
-        .u32(0);
+    let link = symlink(b"l", b"f");
     let fifo = A::op(op::CREATE).u32(7).opaque(b"p").u32(0).u32(0);
     for make in [mkdir(b"d"), link, fifo] {
         assert_eq!(h.status(&[putfh(&root), make]), st::OK);
