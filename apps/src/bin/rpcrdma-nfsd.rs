@@ -4,7 +4,7 @@
 //! Normal operation: starts the daemon ([`rpcrdma_apps::nfs::daemon`]) on the RDMA device
 //! that owns `--bind` (`--provider rdma`, the default) or on the user-space iWARP provider's
 //! sockets (`--provider iwarp`: no RDMA device or kernel module), prints
-//! `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND`,
+//! `rpcrdma-nfsd: ready nfs=IP:PORT mount=IP:PORT backend=KIND nlm=IP:PORT`,
 //! then waits: SIGUSR1 (or `--stats-interval`) prints the counters as `nfsd-stat NAME VALUE`
 //! lines; SIGHUP reads the `--exports` file again and serves the new list without dropping a
 //! connection (a file that does not parse is reported and the old list kept); SIGTERM or
@@ -70,6 +70,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --port P                NFS/RDMA port, 1..=65535 [20049]
   --mount-port P          MOUNT v3 TCP port, 0..=65535 [20048]; 0: any
   --no-mount              no MOUNT service
+  --nlm-port P            lock manager (NLM v4) TCP port, 0..=65535, registered with
+                          rpcbind: NFSv3 clients find it there [0: any]
+  --no-nlm                no lock manager (clients mount with nolock)
   --exports FILE          export list in the /etc/exports syntax: PATH CLIENT(OPTIONS) ...
                           (clients: address, prefix a.b.c.d/n or *; options rw/ro,
                           root_squash/no_root_squash/all_squash, anonuid=, anongid=,
@@ -138,11 +141,12 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
 ";
 
 /// The options that take a value (also the config file's keys with a string or number).
-const VALUE_OPTIONS: [&str; 25] = [
+const VALUE_OPTIONS: [&str; 26] = [
     "provider",
     "bind",
     "port",
     "mount-port",
+    "nlm-port",
     "export",
     "exports",
     "handle-key",
@@ -167,8 +171,9 @@ const VALUE_OPTIONS: [&str; 25] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 7] = [
+const FLAG_OPTIONS: [&str; 8] = [
     "no-mount",
+    "no-nlm",
     "pin",
     "no-rpcbind",
     "no-hugepages",
@@ -281,6 +286,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
     let mut provider = ProviderKind::Rdma;
     let mut bind = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
     let (mut port, mut mport, mut mount) = (NFS_RDMA_PORT, 20048u16, true);
+    let (mut nlm_port, mut nlm) = (0u16, true);
     let mut stats_interval = 0;
     let (mut specs, mut exports_file) = (Exports::default(), None);
     let mut handle_key = Some(PathBuf::from(HANDLE_KEY));
@@ -293,6 +299,8 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--port" => port = cli::port(a, &c.value(a)?)?,
             "--mount-port" => mport = num(a, &c.value(a)?, 0, 65535)?,
             "--no-mount" => mount = false,
+            "--nlm-port" => nlm_port = num(a, &c.value(a)?, 0, 65535)?,
+            "--no-nlm" => nlm = false,
             "--export" => {
                 let v = c.value(a)?;
                 specs
@@ -386,6 +394,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
     }
     o.nfs = SocketAddr::new(bind, port);
     o.mount = mount.then_some(SocketAddr::new(bind, mport));
+    o.nlm = nlm.then_some(SocketAddr::new(bind, nlm_port));
     Ok(Cli {
         provider,
         opts: o,
@@ -495,6 +504,9 @@ fn serve<P: rpcrdma_engine::verbs::Provider>(
     let mount = d
         .mount_addr()
         .map_or_else(|| "none".to_string(), |a| a.to_string());
+    let nlm = d
+        .nlm_addr()
+        .map_or_else(|| "none".to_string(), |a| a.to_string());
     let kind = match &cli.opts.backend {
         Backend::Memory => "memory".to_string(),
         Backend::Dir(p) => format!("dir:{}", p.display()),
@@ -511,7 +523,7 @@ fn serve<P: rpcrdma_engine::verbs::Provider>(
         println!("rpcrdma-nfsd: metrics on http://{m}/metrics");
     }
     println!(
-        "rpcrdma-nfsd: ready nfs={} mount={mount} backend={kind}",
+        "rpcrdma-nfsd: ready nfs={} mount={mount} backend={kind} nlm={nlm}",
         d.nfs_addr()
     );
     let mut last = Instant::now();

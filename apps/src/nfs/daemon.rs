@@ -29,6 +29,7 @@ use super::drc::DrcConfig;
 use super::exports::Exports;
 use super::handle_mac::HandleKey;
 use super::mount::{self, MountServer};
+use super::nlm::{self as nlm_mod, ExportsFn, NlmConfig, NlmServer, NlmStats};
 use super::rpcbind::{self, Registration, RpcbEntry};
 use crate::nfs::store::dir::DirStore;
 use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
@@ -90,6 +91,9 @@ pub struct DaemonOptions {
     pub nfs: SocketAddr,
     /// MOUNT over TCP listens here (`None`: no MOUNT service).
     pub mount: Option<SocketAddr>,
+    /// The lock manager (NLM version 4) over TCP listens here (`None`: none; port 0: any
+    /// free port, found through rpcbind).
+    pub nlm: Option<SocketAddr>,
     /// The exports: paths clients mount, and who may mount each with which options.
     pub exports: Exports,
     /// The file keeping the handle key (created, mode 0600, when missing), so handles
@@ -185,6 +189,7 @@ impl Default for DaemonOptions {
         DaemonOptions {
             nfs: SocketAddr::new(IpAddr::from([0, 0, 0, 0]), NFS_RDMA_PORT),
             mount: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 20048)),
+            nlm: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0)),
             exports: default_exports(),
             handle_key: None,
             backend: Backend::Memory,
@@ -269,13 +274,58 @@ pub struct Daemon<P: Provider> {
     nfs: Arc<Nfs3>,
     nfs4: Option<Arc<Nfs41>>,
     mount: Option<MountServer>,
+    nlm: Option<NlmServer>,
     /// How stores are made for exports added by a reload.
     backend: Backend,
     memory: MemoryOptions,
     /// Descriptors each directory store keeps open (after the open-file limit).
     dir_cache: usize,
     registration: Option<Registration>,
+    /// The lock manager's registration, kept apart: it is skipped when another lock manager
+    /// answers at the address rpcbind has for NLM.
+    nlm_registration: Option<Registration>,
     nfs_addr: SocketAddr,
+}
+
+/// Registers the lock manager at `addr` with the local rpcbind as NLM version 4 over TCP,
+/// unless another lock manager answers where rpcbind says NLM is (the kernel's lockd, serving
+/// this host's own NFS mounts and kernel nfsd: taking its registration would send its clients
+/// here). A registration left by a process that is gone is replaced.
+fn register_nlm(addr: SocketAddr) -> Option<Registration> {
+    let local = rpcbind::local_rpcbind();
+    let found = rpcbind::getaddr(nlm_mod::proto::NLM_PROG, nlm_mod::proto::NLM_V4, "tcp");
+    if let Ok(Some(u)) = found {
+        if let Some(at) = rpcbind::parse_universal_addr(&u) {
+            let at = SocketAddr::new(local.ip(), at.port());
+            let t = std::time::Duration::from_secs(1);
+            let live = at.port() != addr.port()
+                && crate::nfs::rpc_tcp::RpcClient::connect(at, t, t)
+                    .and_then(|mut c| c.call(nlm_mod::proto::NLM_PROG, 4, 0, &[]))
+                    .is_ok();
+            if live {
+                tracing::warn!(
+                    other = %u,
+                    "another lock manager (NLM) is registered with rpcbind; NFSv3 clients \
+                     lock there, not here: mount with nolock, or run in a network \
+                     namespace of its own"
+                );
+                return None;
+            }
+        }
+    }
+    let entry = RpcbEntry {
+        prog: nlm_mod::proto::NLM_PROG,
+        vers: nlm_mod::proto::NLM_V4,
+        netid: "tcp".into(),
+        addr,
+    };
+    match rpcbind::register(&[entry]) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(error = %e, "lock manager not registered with rpcbind; mount with nolock");
+            None
+        }
+    }
 }
 
 /// The reply buffers: the largest listing or inline reply plus headers.
@@ -436,10 +486,12 @@ impl<P: Provider> Daemon<P> {
             nfs,
             nfs4,
             mount: None,
+            nlm: None,
             backend: o.backend.clone(),
             memory,
             dir_cache,
             registration: None,
+            nlm_registration: None,
             nfs_addr,
         };
         if let Some(m) = o.mount {
@@ -448,6 +500,17 @@ impl<P: Provider> Daemon<P> {
                 Err(e) => {
                     d.stop();
                     return Err(format!("MOUNT listener on {m}: {e}"));
+                }
+            }
+        }
+        if let Some(a) = o.nlm {
+            let nfs = Arc::clone(&d.nfs);
+            let exports: ExportsFn = Arc::new(move || nfs.exports());
+            match NlmServer::start(a, exports, NlmConfig::default()) {
+                Ok(s) => d.nlm = Some(s),
+                Err(e) => {
+                    d.stop();
+                    return Err(format!("NLM listener on {a}: {e}"));
                 }
             }
         }
@@ -508,6 +571,9 @@ impl<P: Provider> Daemon<P> {
                 "not registered with rpcbind; mount with port= and mountport="
             ),
         }
+        if let Some(n) = &self.nlm {
+            self.nlm_registration = register_nlm(n.local_addr());
+        }
     }
 
     /// Where NFS listens.
@@ -518,6 +584,11 @@ impl<P: Provider> Daemon<P> {
     /// Where the metrics port listens (`DaemonOptions::metrics`), if it does.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.server.as_ref().and_then(|s| s.metrics_addr())
+    }
+
+    /// Where the lock manager listens.
+    pub fn nlm_addr(&self) -> Option<SocketAddr> {
+        self.nlm.as_ref().map(NlmServer::local_addr)
     }
 
     /// Where MOUNT listens.
@@ -616,6 +687,24 @@ impl<P: Provider> Daemon<P> {
                 v.push((n.to_string(), x));
             }
         }
+        if let Some(n) = &self.nlm {
+            let (st, t) = (n.stats(), n.sizes());
+            let get = NlmStats::get;
+            for (k, x) in [
+                ("nlm.lock_granted", get(&st.granted)),
+                ("nlm.lock_denied", get(&st.denied)),
+                ("nlm.lock_blocked", get(&st.blocked)),
+                ("nlm.lock_nolocks", get(&st.nolocks)),
+                ("nlm.grants_sent", get(&st.grants_sent)),
+                ("nlm.grants_refused", get(&st.grants_refused)),
+                ("nlm.grants_failed", get(&st.grants_failed)),
+                ("nlm.hosts", t.hosts as u64),
+                ("nlm.locks", t.locks as u64),
+                ("nlm.waiting", t.waiting as u64),
+            ] {
+                v.push((k.to_string(), x));
+            }
+        }
         let (entries, bytes) = self.nfs.drc().usage();
         v.push(("drc.entries".into(), entries as u64));
         v.push(("drc.bytes".into(), bytes as u64));
@@ -635,6 +724,12 @@ impl<P: Provider> Daemon<P> {
     pub fn stop(&mut self) {
         if let Some(r) = self.registration.take() {
             r.unregister();
+        }
+        if let Some(r) = self.nlm_registration.take() {
+            r.unregister();
+        }
+        if let Some(n) = self.nlm.take() {
+            n.stop();
         }
         if let Some(m) = self.mount.take() {
             m.stop();

@@ -8,6 +8,7 @@
 //!   who a call acts as (AUTH_SYS squash rules), and the sealed file handles; the same rules
 //!   for every version.
 //! - [`drc`]: the NFSv3 duplicate request cache.
+//! - [`nlm`]: the Network Lock Manager (NLM version 4 over TCP): NFSv3 clients' locks.
 //! - [`rpc_tcp`]: the RFC 5531 record-marking TCP server and client that [`mount`] (MOUNT v3)
 //!   and [`rpcbind`] (registration with the local portmapper) use.
 //! - [`v3`]: NFSv3 (RFC 1813): wire codec, procedure handlers, counters, and a client.
@@ -28,6 +29,7 @@ pub mod exports;
 pub mod handle_mac;
 pub mod identity;
 pub mod mount;
+pub mod nlm;
 pub mod rpc_tcp;
 pub mod rpcbind;
 pub mod store;

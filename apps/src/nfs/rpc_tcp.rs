@@ -38,7 +38,7 @@ use std::time::Duration;
 use rpcrdma_engine::rpc::{
     decode_call, decode_reply, encode_call, encode_reply, reply_encoded_len, AcceptStat,
     AuthFlavor, AuthStat, AuthSys, AuthSysParams, CallHeader, OpaqueAuth, RejectedReply, ReplyBody,
-    ReplyHeader, RpcError, RPC_VERSION,
+    ReplyHeader, RpcError, MAX_AUTH_BYTES, RPC_VERSION,
 };
 use rpcrdma_engine::xdr::pad4;
 
@@ -104,6 +104,11 @@ impl XdrBuf {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
 
+    /// Appends an unsigned 64-bit integer (XDR unsigned hyper).
+    pub fn put_u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+
     /// Appends a boolean (also the optional-data discriminant of XDR lists).
     pub fn put_bool(&mut self, v: bool) {
         self.put_u32(u32::from(v));
@@ -135,6 +140,49 @@ pub struct CallCtx {
     pub flavor: AuthFlavor,
     /// The AUTH_SYS uid and gid, when the credential is AUTH_SYS.
     pub unix: Option<(u32, u32)>,
+    /// The whole credential (flavor and body), for services that map it through an export's
+    /// rules ([`crate::nfs::admit::ExportTable::admit_handle`]).
+    pub cred: CredCopy,
+}
+
+/// A call's credential copied out of its record: the flavor and at most
+/// [`rpcrdma_engine::rpc::MAX_AUTH_BYTES`] octets of body.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CredCopy {
+    flavor: AuthFlavor,
+    len: u16,
+    body: [u8; MAX_AUTH_BYTES as usize],
+}
+
+impl CredCopy {
+    /// A copy of `c`; a body longer than the RPC bound (which no decoded call has) is cut.
+    pub fn of(c: &OpaqueAuth<'_>) -> CredCopy {
+        let mut body = [0u8; MAX_AUTH_BYTES as usize];
+        let n = c.body.len().min(body.len());
+        body[..n].copy_from_slice(&c.body[..n]);
+        CredCopy {
+            flavor: c.flavor,
+            len: n as u16,
+            body,
+        }
+    }
+
+    /// The credential as the decoders give it.
+    pub fn opaque(&self) -> OpaqueAuth<'_> {
+        OpaqueAuth {
+            flavor: self.flavor,
+            body: &self.body[..usize::from(self.len)],
+        }
+    }
+}
+
+impl core::fmt::Debug for CredCopy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CredCopy")
+            .field("flavor", &self.flavor)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 /// One ONC RPC program served by a [`TcpRpcServer`].
@@ -266,6 +314,7 @@ fn serve(
         vers: call.vers,
         flavor: call.cred.flavor,
         unix,
+        cred: CredCopy::of(&call.cred),
     };
     let mut out = XdrBuf::new();
     match service.call(&ctx, call.proc_num, args, &mut out) {
@@ -327,6 +376,8 @@ pub enum ClientAuth {
     None,
     /// AUTH_SYS with uid 0, gid 0, no supplementary groups, machine name "rpcrdma".
     SysRoot,
+    /// AUTH_SYS with this uid and gid, no supplementary groups, machine name "rpcrdma".
+    Sys(u32, u32),
 }
 
 /// A blocking ONC RPC client over one TCP connection.
@@ -476,12 +527,16 @@ pub fn encode_call_msg(
     let mut cred_body = [0u8; 64];
     let cred = match auth {
         ClientAuth::None => OpaqueAuth::NONE,
-        ClientAuth::SysRoot => {
+        ClientAuth::SysRoot | ClientAuth::Sys(..) => {
+            let (uid, gid) = match auth {
+                ClientAuth::Sys(u, g) => (u, g),
+                _ => (0, 0),
+            };
             let params = AuthSysParams {
                 stamp: 0,
                 machinename: b"rpcrdma",
-                uid: 0,
-                gid: 0,
+                uid,
+                gid,
                 gids: &[],
             };
             let n = params.encode_into(&mut cred_body).map_err(invalid)?;
