@@ -45,6 +45,21 @@
 #       BIND_CONN_TO_SESSION, one reconnection per drop, no operation run twice), then a server
 #       restart in which the client reclaims its open files and its lock (a second client's lock
 #       conflicts until it is released; the tree intact).
+#   nlm/siw  (ours only; RPCRDMA_NFSD_NLM, default "siw", "iwarp" on request; empty: none;
+#       nfs-nlm.sh): the NFSv3 client's file locks, mounted WITHOUT nolock, against our lock
+#       manager (NLM v4 over TCP): the server (memory backend, default ports, registered with
+#       rpcbind) runs in netns peer beside an rpcbind of its own (the client's lockd has the root
+#       netns's); rpcinfo 10.0.3.2 shows 100021 v4 tcp at the ready line's nlm port; rpc.statd
+#       in the root netns; two mounts of the export (vers=3,proto=rdma, the second nosharecache:
+#       the client settles conflicts on one inode locally), local_lock=none; flock(1) between
+#       them: LOCK_EX refuses B's -n -x and -n -s, B's flock -w 2 -x gives up (CANCEL: the server
+#       forgets the request), LOCK_SH admits B's -s and refuses -x, a release admits B; a
+#       blocking flock -x waits (nlm.waiting = 1) and gets the lock within
+#       RPCRDMA_NFSD_NLM_GRANT_MAX s (10) of the release (the server's NLMPROC4_GRANTED, not the
+#       client's 30 s re-poll); counters nlm.lock_granted, lock_denied, lock_blocked,
+#       grants_sent > 0, grants_refused = grants_failed = 0, nlm.locks = nlm.waiting = 0 after
+#       the umounts; exit status 0 after SIGTERM and the registrations gone; the peer's rpcbind,
+#       the statd and the client's lockd gone after the part.
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
 #       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
 #       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
@@ -102,7 +117,7 @@
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
 # Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_NFSD_PJDFSTEST41, RPCRDMA_NFSD_FIO41, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
-# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
@@ -145,6 +160,8 @@ KIND=ours
 . "$HERE/nfs-v41.sh"
 # shellcheck source=scripts/vm/nfs-v41-fault.sh
 . "$HERE/nfs-v41-fault.sh"
+# shellcheck source=scripts/vm/nfs-nlm.sh
+. "$HERE/nfs-nlm.sh"
 mkdir -p "$LOGS" "$MNT" "$KEXPORT" "$NFSD_DIR"
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd # process substitution (the guest has no udev)
 NPARTS=0 NPFAIL=0 SUMMARY=() PFAIL=0 PNOTES=
@@ -799,6 +816,17 @@ for d in ${RPCRDMA_NFSD_V41_FAULT-rxe siw}; do
 	esac
 done
 [ "${RPCRDMA_NFSD_V41_DELEG:-1}" = 1 ] && run_v41_deleg
+# NFSv3 locks (nfs-nlm.sh): our server and an rpcbind of its own in netns peer, the client's
+# lockd in the root netns; before anything starts the kernel nfsd (and its lockd)
+for d in ${RPCRDMA_NFSD_NLM-siw}; do
+	case $d in
+	siw | iwarp) run_nlm "$d" ;;
+	*)
+		echo "nfs-server: unknown NLM run $d (siw iwarp)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
 # pjdfstest and the exports checks start the kernel nfsd: after the rpcbind part (same ports)
 for l in $PJD_RUNS; do

@@ -138,6 +138,21 @@ pub struct Grant {
     pub args: GrantArgs,
 }
 
+/// One held lock as [`LockTable::held`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLock {
+    /// Its host.
+    pub host: HostKey,
+    /// Its process there.
+    pub svid: i32,
+    /// First octet.
+    pub start: u64,
+    /// Last octet (inclusive; [`OFFSET_MAX`]: to the end).
+    pub end: u64,
+    /// A write lock.
+    pub exclusive: bool,
+}
+
 type HostId = u32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +251,34 @@ impl LockTable {
     /// Requests waiting in all.
     pub fn waiting(&self) -> usize {
         self.files.values().map(|f| f.waiters.len()).sum()
+    }
+
+    /// The locks held on `file`, in the table's order.
+    pub fn held(&self, file: &[u8]) -> Vec<HeldLock> {
+        let Some(f) = self.files.get(file) else {
+            return Vec::new();
+        };
+        f.held
+            .iter()
+            .map(|h| HeldLock {
+                host: self.host(h.owner.host).key.clone(),
+                svid: h.owner.svid,
+                start: h.start,
+                end: h.end,
+                exclusive: h.exclusive,
+            })
+            .collect()
+    }
+
+    /// The requests waiting on `file`, in arrival order: their host and what they want.
+    pub fn waiters(&self, file: &[u8]) -> Vec<(HostKey, Want)> {
+        let Some(f) = self.files.get(file) else {
+            return Vec::new();
+        };
+        f.waiters
+            .iter()
+            .map(|w| (self.host(w.owner.host).key.clone(), w.want))
+            .collect()
     }
 
     fn host(&self, id: HostId) -> &Host {
@@ -630,7 +673,7 @@ impl LockTable {
     }
 
     /// Gives every waiting request on `file` that nothing holds up any longer its lock, in
-    /// arrival order, and reports each.
+    /// arrival order, and reports each; no request is left waiting that nothing holds up.
     fn wake(&mut self, file: &[u8], grants: &mut Vec<Grant>) {
         let mut i = 0;
         loop {
@@ -658,6 +701,9 @@ impl LockTable {
                 file: file.to_vec(),
                 args: x.args,
             });
+            // A grant can free what an earlier request waits for (its owner's exclusive
+            // range turned shared): the queue is tried again from its head.
+            i = 0;
         }
     }
 }

@@ -6,6 +6,8 @@
 //! - [`locks`]: the lock table (POSIX ranges, blocked requests, shares, per-host bounds).
 //! - [`service`]: the procedures, with each handle admitted through the export rules.
 //! - [`grant`]: the NLMPROC4_GRANTED calls to clients whose blocked requests got their lock.
+//! - [`model`], [`detached`]: a reference model of the lock table and a call outside any
+//!   connection, for the `nlm` fuzz target and the tests.
 //!
 //! Normal operation: [`NlmServer::start`] listens on a TCP port (registered with rpcbind by
 //! the daemon as 100021 version 4 over "tcp", where the Linux client's lockd looks for it:
@@ -21,8 +23,10 @@
 //! clients that reclaim on their own). Wire and resource errors are answered as
 //! [`service`] and [`locks`] describe; a GRANTED call that fails is retried ([`grant`]).
 
+pub mod detached;
 pub mod grant;
 pub mod locks;
+pub mod model;
 pub mod proto;
 pub mod service;
 

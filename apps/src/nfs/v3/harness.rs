@@ -92,6 +92,12 @@ impl Harness {
         Harness { srv, handles }
     }
 
+    /// The export table the server serves (for the other services of the same exports: the
+    /// lock manager's fuzz target).
+    pub fn exports(&self) -> Arc<ExportTable> {
+        self.srv.exports()
+    }
+
     /// Fixture handle `n % 8`: the root, `d`, `f`, `l`, `p`, a removed file's (stale), the
     /// root's with its MAC broken, the root's unsealed (as the store made it).
     pub fn handle(&self, n: u8) -> &Fh {

@@ -1,0 +1,438 @@
+# shellcheck shell=bash
+# scripts/vm/nfs-nlm.sh — sourced by nfs-server.sh (inside the VM): the Linux NFSv3 client's file
+# locks (a mount WITHOUT nolock) against rpcrdma-nfsd's lock manager (NLM version 4 over TCP).
+#
+#   run_nlm DEV     part nlm/DEV (DEV siw; iwarp: the server on our user-space iWARP provider)
+#
+# Topology. The client side's lockd (the kernel's, started by the first locking mount) serves
+# the root netns and registers 100021 there, so our server runs in netns peer (10.0.3.2, siw1)
+# with an rpcbind of its own: `ip netns exec peer unshare -m` with a fresh tmpfs on /run (the
+# rpcbind of the root netns keeps its lock file and socket in the shared /run), `rpcbind -f`
+# there, then rpcrdma-nfsd on the default ports WITHOUT --no-rpcbind: it registers NFS (rdma
+# 20049), MOUNT (tcp 20048) and NLM (tcp, any port) with that rpcbind, where the client's
+# mount.nfs and lockd look. The client side: the root netns's rpcbind (knfsd_setup starts it)
+# and rpc.statd --no-notify (mount.nfs refuses a locking NFSv3 mount without it; the kernel's
+# lockd asks it to monitor the server before its first lock).
+# Checks:
+#   1. the server's ready line names nlm=; `rpcinfo 10.0.3.2` shows 100021 v4 tcp at that port
+#      (and 100003 v3 rdma, 100005 v3 tcp);
+#   2. statd registered (100024) in the root netns;
+#   3. two mounts of the export, `mount -t nfs -o vers=3,proto=rdma 10.0.3.2:/export` on A and
+#      the same with nosharecache on B (no port options, no nolock): "xprt: rdma" in mountstats,
+#      neither nolock nor local_lock=all|flock|posix in /proc/mounts (local_lock=none), the
+#      kernel's lockd registered 100021 v4 tcp in the root netns. Two mounts because the client
+#      settles a conflict between two processes on ONE inode locally, before any NLM call (its
+#      nlmclnt_lock first checks the VFS's own locks): nosharecache gives B inodes of its own, so
+#      both processes' requests reach the server, as two owners (svid) of one client host;
+#   4. flock(1) (the Linux NFS client sends flock(2) as whole-file NLM locks): while A holds
+#      LOCK_EX, B's `flock -n -x` and `flock -n -s` are refused (NLM4_DENIED), B's blocking
+#      `flock -w 2 -x` gives up after 2 s (SIGALRM; the client CANCELs its blocked request: the
+#      server must forget it, nlm.waiting = 0 with A's lock still held); once A released,
+#      B's `flock -n -x` succeeds; while A holds LOCK_SH, B's `flock -n -s` succeeds and
+#      `flock -n -x` is refused;
+#   5. a BLOCKING `flock -x` by B while A holds LOCK_EX: B still waits after 3 s, the server holds
+#      its request (nlm.waiting = 1, nlm.lock_blocked > 0: it answered NLM4_BLOCKED); A releases;
+#      B must hold the lock within RPCRDMA_NFSD_NLM_GRANT_MAX s (default 10) of the release: the
+#      server's NLMPROC4_GRANTED reached the client's lockd (found through the client's rpcbind at
+#      10.0.3.1:111), which woke B; without it B would wait for its own re-poll, 30 s after it
+#      blocked;
+#   6. the server's counters: nlm.lock_granted, nlm.lock_denied, nlm.lock_blocked and
+#      nlm.grants_sent > 0, nlm.grants_refused = nlm.grants_failed = 0; after both umounts
+#      nlm.locks = 0 and nlm.waiting = 0; exit status 0 after SIGTERM, and 100021 / 100003 /
+#      100005 gone from the peer's rpcbind;
+#   7. cleanup: the peer's rpcbind no longer answers, the statd started here and the client's
+#      lockd (stopped with the last locking mount) left the root netns's rpcbind.
+# Byte ranges are not checked: the guest has no tool that takes fcntl(2) locks (flock(1) of
+# util-linux 2.38 has no --fcntl, and there is neither perl nor python).
+# Cleanup: umount, the server stopped, the peer's rpcbind and the statd started here killed (the
+# client's lockd stops with the last locking mount). Ours only (in `kernel` mode: SKIP).
+# Knobs: RPCRDMA_NFSD_NLM (runs, default "siw"; empty: none), RPCRDMA_NFSD_NLM_GRANT_MAX (10).
+
+NLM_A=/mnt/nlm-a NLM_B=/mnt/nlm-b
+NLM_HOLD='' NLM_RPCB_PID='' NLM_STATD_PID=''
+
+# nlm_server DEV: our server in netns peer beside an rpcbind of its own (SRV_PID: the server,
+# NLM_RPCB_PID: that rpcbind, SRV_NLM_PORT: the ready line's nlm port)
+nlm_server() {
+	local provider=rdma line t0 pidf=$LOGS/nlm-rpcbind.pid
+	[ "$1" = iwarp ] && provider=iwarp
+	SRV_ADDR=10.0.3.2 SRV_PATH=/export SRV_NLM_PORT=''
+	SRV_LOG=$LOGS/server-nlm-$1.log
+	: >"$SRV_LOG"
+	: >"$pidf"
+	t0=$(now_ms)
+	# the server's mount namespace without the client's NFS mounts (see srv_start), a tmpfs on
+	# /run for its rpcbind (lock file, socket); rpcbind's pid through fd 3 (opened before /run
+	# is covered)
+	# shellcheck disable=SC2016,SC2086 # the inner script expands its own variables; RPCRDMA_NFSD_ARGS split on purpose
+	ip netns exec peer unshare -m sh -c '
+		umount -a -i -l -t nfs,nfs4 2>/dev/null
+		exec 3>"$1" || exit 1
+		shift
+		mount -t tmpfs -o mode=0755 tmpfs /run || { echo "nlm: cannot mount a tmpfs on /run"; exit 1; }
+		mkdir -p /run/rpcbind && chown _rpc /run/rpcbind 2>/dev/null
+		rpcbind -f </dev/null >/dev/null 2>&1 3>&- &
+		echo $! >&3
+		exec 3>&-
+		i=0
+		until rpcinfo -p 127.0.0.1 >/dev/null 2>&1; do
+			i=$((i + 1))
+			[ $i -le 100 ] || { echo "nlm: the rpcbind of netns peer does not answer"; exit 1; }
+			sleep 0.1
+		done
+		exec "$@"' sh "$pidf" "$BIN" --provider "$provider" --bind 10.0.3.2 "${EXPORT_ROOT[@]}" \
+		--backend memory ${RPCRDMA_NFSD_ARGS:-} >"$SRV_LOG" 2>&1 &
+	SRV_PID=$!
+	until line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG"); do
+		NLM_RPCB_PID=$(cat "$pidf")
+		if ! kill -0 "$SRV_PID" 2>/dev/null; then
+			wait "$SRV_PID"
+			echo "server exited with status $? before its ready line"
+			SRV_PID=''
+			return 1
+		fi
+		if [ $(($(now_ms) - t0)) -gt $((READY_TIMEOUT * 1000)) ]; then
+			echo "no ready line within $READY_TIMEOUT s"
+			return 1
+		fi
+		sleep 0.2
+	done
+	NLM_RPCB_PID=$(cat "$pidf")
+	echo "server: $line ($(($(now_ms) - t0)) ms, rpcbind of netns peer: pid ${NLM_RPCB_PID:-?})"
+	SRV_NLM_PORT=$(sed -n 's/.* nlm=[^ ]*:\([0-9]*\).*/\1/p' <<<"$line")
+	[ -n "$SRV_NLM_PORT" ]
+}
+
+# nlm_registered: 100021 v4 tcp (at the ready line's port), 100003 v3 rdma, 100005 v3 tcp in
+# the peer's rpcbind, asked from the root netns as the client's mount.nfs and lockd ask it
+nlm_registered() {
+	local reg at
+	reg=$(rpcinfo "$SRV_ADDR" 2>&1)
+	at="$SRV_ADDR.$((SRV_NLM_PORT / 256)).$((SRV_NLM_PORT % 256))"
+	if awk -v a="$at" '$1 == 100021 && $2 == 4 && $3 == "tcp" && $4 == a {f = 1} END {exit !f}' <<<"$reg" &&
+		awk '$1 == 100003 && $2 == 3 && $3 == "rdma" {n++} $1 == 100005 && $2 == 3 && $3 == "tcp" {m++} END {exit !(n && m)}' <<<"$reg"; then
+		pass rpcbind-nlm "rpcinfo $SRV_ADDR: 100021 v4 tcp $at (nlm port $SRV_NLM_PORT), 100003 v3 rdma, 100005 v3 tcp"
+	else
+		failc rpcbind-nlm "rpcinfo $SRV_ADDR (expected 100021 4 tcp $at, 100003 3 rdma, 100005 3 tcp): $(grep -E ' 1000(03|05|21) ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
+		printf '%s\n' "$reg" | sed 's/^/  | /'
+		return 1
+	fi
+}
+
+# nlm_statd: rpc.statd in the root netns (NLM_STATD_PID when started here), registered (100024)
+nlm_statd() {
+	local i
+	NLM_STATD_PID=''
+	if ! rpcinfo -p 127.0.0.1 >/dev/null 2>&1; then
+		mkdir -p /run/rpcbind
+		rpcbind -w
+	fi
+	if rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024 {f = 1} END {exit !f}'; then
+		pass statd "rpc.statd already running (100024 registered)"
+		return 0
+	fi
+	mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak
+	if ! rpc.statd --no-notify; then
+		failc statd "rpc.statd --no-notify failed"
+		return 1
+	fi
+	for ((i = 0; i < 50; i++)); do
+		rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024 {f = 1} END {exit !f}' && break
+		sleep 0.1
+	done
+	NLM_STATD_PID=$(cat /run/rpc.statd.pid 2>/dev/null) NLM_STATD_OURS=1
+	if rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024 {f = 1} END {exit !f}'; then
+		pass statd "rpc.statd --no-notify (pid ${NLM_STATD_PID:-?}) registered 100024"
+	else
+		failc statd "rpc.statd started but 100024 is not registered: $(rpcinfo -p 127.0.0.1 2>&1 | tr -s ' ' | tr '\n' ';')"
+		return 1
+	fi
+}
+
+# nlm_mount NAME DIR [OPTION]: mount -t nfs -o vers=3,proto=rdma[,OPTION] SERVER:/export DIR (no
+# nolock, no ports: rdma 20049, MOUNT through the peer's rpcbind); over rdma, locks not local
+nlm_mount() {
+	local name=$1 d=$2 o="vers=3,proto=rdma${3:+,$3}" out t0 opts
+	mkdir -p "$d"
+	t0=$(now_ms)
+	if ! out=$(timeout -k 5 90 mount -t nfs -o "$o" "$SRV_ADDR:$SRV_PATH" "$d" 2>&1); then
+		failc "$name" "mount -t nfs -o $o $SRV_ADDR:$SRV_PATH $d failed: $out"
+		return 1
+	fi
+	opts=$(awk -v m="$d" '$2 == m {print $4}' /proc/mounts | tail -n 1)
+	if [ "$(mstats "$d" | awk '$1 == "xprt:" {print $2; exit}')" != rdma ]; then
+		failc "$name" "no 'xprt: rdma' in mountstats for $d: $(mstats "$d" | grep xprt:)"
+		return 1
+	fi
+	case ",$opts," in
+	*,nolock,* | *,local_lock=all,* | *,local_lock=flock,* | *,local_lock=posix,*)
+		failc "$name" "$d mounted with local locks: $opts"
+		return 1
+		;;
+	*,local_lock=none,*)
+		pass "$name" "mount -t nfs -o $o $SRV_ADDR:$SRV_PATH $d ($(($(now_ms) - t0)) ms): xprt: rdma, $opts"
+		;;
+	*)
+		failc "$name" "$d: no local_lock=none in /proc/mounts: $opts"
+		return 1
+		;;
+	esac
+}
+
+# nlm_try NAME MODE FILE WANT: a non-blocking `flock -n MODE FILE`; WANT got (it must succeed) or
+# refused (it must meet a conflict: flock's exit status 42 with -E 42, not an error or a hang)
+nlm_try() {
+	local name=$1 mode=$2 f=$3 want=$4 what=$5 rc out
+	out=$(timeout -k 2 30 flock -n -E 42 "$mode" "$f" true 2>&1)
+	rc=$?
+	case "$want:$rc" in
+	got:0 | refused:42) pass "$name" "$what" ;;
+	got:42) failc "$name" "$what: flock -n $mode was refused" ;;
+	refused:0) failc "$name" "$what: flock -n $mode got the lock" ;;
+	*:124) failc "$name" "$what: flock -n $mode did not return within 30 s" ;;
+	*) failc "$name" "$what: flock -n $mode exit status $rc: $out" ;;
+	esac
+}
+
+# nlm_hold MODE FILE: a background `flock MODE FILE` (process A) holding the lock until
+# nlm_release (its command waits on a fifo; -o: only flock itself keeps the file open)
+nlm_hold() {
+	local i fifo=$LOGS/nlm-hold.fifo mark=$LOGS/nlm-hold.held
+	rm -f "$fifo" "$mark"
+	mkfifo "$fifo"
+	# shellcheck disable=SC2016 # the inner script expands its own arguments
+	flock -o "$1" "$2" sh -c 'echo held >"$1"; read -r _ <"$2"' sh "$mark" "$fifo" &
+	NLM_HOLD=$!
+	for ((i = 0; i < 150; i++)); do
+		[ -s "$mark" ] && return 0
+		kill -0 "$NLM_HOLD" 2>/dev/null || break
+		sleep 0.1
+	done
+	failc hold "A's flock $1 $2 did not get its lock within 15 s"
+	nlm_release
+	return 1
+}
+# nlm_release: A's command ends, flock closes the file: the client's NLM UNLOCK (synchronous)
+nlm_release() {
+	local i
+	[ -n "$NLM_HOLD" ] || return 0
+	# shellcheck disable=SC2016 # the inner script expands its own argument
+	timeout -k 1 10 sh -c 'echo go >"$1"' sh "$LOGS/nlm-hold.fifo" 2>/dev/null || kill "$NLM_HOLD" 2>/dev/null
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$NLM_HOLD" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$NLM_HOLD" 2>/dev/null; then
+		failc release "A's flock did not exit within 30 s of its release (its UNLOCK hangs?)"
+		kill -KILL "$NLM_HOLD" 2>/dev/null
+	fi
+	wait "$NLM_HOLD" 2>/dev/null
+	NLM_HOLD=''
+}
+
+# nlm_blocking FA FB: B's blocking flock -x waits for A's LOCK_EX and is woken by the server's
+# GRANTED call soon after A releases
+nlm_blocking() {
+	local fa=$1 fb=$2 got=$LOGS/nlm-got bpid t0 trel tgot i max=${RPCRDMA_NFSD_NLM_GRANT_MAX:-10}
+	nlm_hold -x "$fa" || return
+	rm -f "$got"
+	t0=$(now_ms)
+	# shellcheck disable=SC2016 # the inner script expands its own argument
+	flock -x "$fb" sh -c 'date +%s%3N >"$1"' sh "$got" &
+	bpid=$!
+	sleep 3
+	if kill -0 "$bpid" 2>/dev/null && [ ! -s "$got" ]; then
+		pass lock-waits "A holds LOCK_EX: B's blocking flock -x still waits after 3 s"
+	else
+		failc lock-waits "B's blocking flock -x returned while A held LOCK_EX ($(cat "$got" 2>/dev/null || echo 'no lock'))"
+	fi
+	if counters; then
+		if [ "${CNT[nlm.waiting]:-0}" -eq 1 ] 2>/dev/null && [ "${CNT[nlm.lock_blocked]:-0}" -gt 0 ] 2>/dev/null; then
+			pass server-waiting "the server holds B's request: nlm.waiting=${CNT[nlm.waiting]}, nlm.lock_blocked=${CNT[nlm.lock_blocked]} (answered NLM4_BLOCKED), nlm.locks=${CNT[nlm.locks]:-?}"
+		else
+			failc server-waiting "nlm.waiting=${CNT[nlm.waiting]:-missing} (expected 1), nlm.lock_blocked=${CNT[nlm.lock_blocked]:-missing} (expected > 0)"
+		fi
+	else
+		failc counters "no nfsd-stat lines after SIGUSR1"
+	fi
+	trel=$(now_ms)
+	nlm_release
+	# up to 45 s: past the client's own 30 s re-poll, to tell a late grant from none
+	for ((i = 0; i < 450; i++)); do
+		kill -0 "$bpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$bpid" 2>/dev/null; then
+		failc lock-granted "B's blocking flock -x still waits 45 s after A released"
+		kill "$bpid" 2>/dev/null
+		wait "$bpid" 2>/dev/null
+		return
+	fi
+	wait "$bpid"
+	tgot=$(cat "$got" 2>/dev/null)
+	if [ -z "$tgot" ]; then
+		failc lock-granted "B's blocking flock -x ended without the lock"
+	elif [ $((tgot - trel)) -le $((max * 1000)) ]; then
+		pass lock-granted "B got LOCK_EX $((tgot - trel)) ms after A's release (it waited $((tgot - t0)) ms in all; the client re-polls after 30 s: the server's GRANTED woke it)"
+	else
+		failc lock-granted "B got LOCK_EX only $((tgot - trel)) ms after A's release (> $max s: no GRANTED callback; the client's own 30 s re-poll found it)"
+	fi
+	NLM_NOTE="grant after $((tgot - trel)) ms"
+}
+
+# nlm_cancel FB (A holds LOCK_EX): B's blocking flock -x given up after 2 s (flock -w 2: SIGALRM
+# interrupts the wait, the client sends CANCEL): the server forgets the request (nlm.waiting = 0,
+# A's lock still held); a request left waiting would be granted at A's release and refused by the
+# client (nlm.grants_refused, checked at the end), and B's flock -n -x after the release refused
+nlm_cancel() {
+	local rc out
+	out=$(timeout -k 2 30 flock -w 2 -E 42 -x "$1" true 2>&1)
+	rc=$?
+	if [ "$rc" -ne 42 ]; then
+		failc lock-cancel "B's flock -w 2 -x while A holds LOCK_EX: exit status $rc (expected 42, a timeout): $out"
+		return
+	fi
+	if ! counters; then
+		failc counters "no nfsd-stat lines after SIGUSR1"
+	elif [ "${CNT[nlm.waiting]:-x}" = 0 ] && [ "${CNT[nlm.locks]:-x}" = 1 ]; then
+		pass lock-cancel "B's flock -w 2 -x gave up after 2 s: the server dropped its request (nlm.waiting=0, nlm.locks=1: A's)"
+	else
+		failc lock-cancel "after B's flock -w 2 -x gave up: nlm.waiting=${CNT[nlm.waiting]:-missing} (expected 0: CANCEL), nlm.locks=${CNT[nlm.locks]:-missing} (expected 1)"
+	fi
+}
+
+# nlm_locks FA FB: the lock matrix between A (mount A) and B (mount B) on one file
+nlm_locks() {
+	local fa=$1 fb=$2
+	if nlm_hold -x "$fa"; then
+		nlm_try lock-xx -x "$fb" refused "A holds LOCK_EX: B's flock -n -x is refused"
+		nlm_try lock-xs -s "$fb" refused "A holds LOCK_EX: B's flock -n -s is refused"
+		nlm_cancel "$fb"
+		nlm_release
+		nlm_try lock-free -x "$fb" got "A released: B's flock -n -x gets the lock"
+	fi
+	if nlm_hold -s "$fa"; then
+		nlm_try lock-ss -s "$fb" got "A holds LOCK_SH: B's flock -n -s gets a shared lock"
+		nlm_try lock-sx -x "$fb" refused "A holds LOCK_SH: B's flock -n -x is refused"
+		nlm_release
+	fi
+	nlm_blocking "$fa" "$fb"
+}
+
+run_nlm() {
+	local dev=$1 reg k line
+	part_begin "nlm/$dev" "the NFSv3 client's locks (mount without nolock) against rpcrdma-nfsd's lock manager (NLM v4), over $dev, server and its rpcbind in netns peer"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP nlm/$dev: it proves rpcrdma-nfsd's lock manager"
+		part_end
+		return
+	fi
+	case $dev in
+	siw | iwarp) ;;
+	*)
+		failc run "unknown NLM run $dev (siw iwarp)"
+		part_end
+		return
+		;;
+	esac
+	NLM_NOTE='' NLM_STATD_OURS=0 NLM_LOCKD_BEFORE=0
+	rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100021 {f = 1} END {exit !f}' && NLM_LOCKD_BEFORE=1
+	if ! nlm_server "$dev"; then
+		failc server-start "the server did not start (log below)"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+	else
+		pass server-start "$SRV_ADDR in netns peer with its own rpcbind, nlm port $SRV_NLM_PORT"
+		if nlm_registered && nlm_statd && nlm_mount mount-a "$NLM_A" && nlm_mount mount-b "$NLM_B" nosharecache; then
+			if line=$(rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100021 && $2 == 4 && $3 == "tcp" {print "port " $4; exit}') && [ -n "$line" ]; then
+				pass lockd "the client's lockd registered 100021 v4 tcp ($line) in the root netns"
+			else
+				failc lockd "no 100021 v4 tcp in the root netns's rpcbind after the mount"
+			fi
+			if echo lock-me >"$NLM_A/lockfile" && [ "$(cat "$NLM_B/lockfile")" = lock-me ]; then
+				nlm_locks "$NLM_A/lockfile" "$NLM_B/lockfile"
+			else
+				failc lockfile "cannot write $NLM_A/lockfile and read it through $NLM_B"
+			fi
+			nlm_release
+			rm -f "$NLM_A/lockfile"
+		fi
+		mountpoint -q "$NLM_B" && do_umount "$NLM_B"
+		mountpoint -q "$NLM_A" && do_umount "$NLM_A"
+		if counters; then
+			line=''
+			for k in "${!CNT[@]}"; do case $k in nlm.*) line="$line $k=${CNT[$k]}" ;; esac done
+			echo "counters nlm/$dev:$(tr ' ' '\n' <<<"$line" | sort | tr '\n' ' ' | sed 's/ $//')"
+			cnt_positive nlm.lock_granted nlm.lock_denied nlm.lock_blocked nlm.grants_sent
+			for k in nlm.grants_refused nlm.grants_failed nlm.locks nlm.waiting; do
+				if [ "${CNT[$k]:-x}" = 0 ]; then pass "counter-$k" "0 (after both umounts)"; else failc "counter-$k" "${CNT[$k]:-missing} after both umounts (expected 0)"; fi
+			done
+		else
+			failc counters "no nfsd-stat lines after SIGUSR1"
+		fi
+		srv_stop
+		reg=$(rpcinfo "$SRV_ADDR" 2>&1)
+		if grep -Eq '^ +1000(03|05|21) ' <<<"$reg"; then
+			failc rpcbind-unset "still registered in netns peer after exit: $(grep -E '^ +1000(03|05|21) ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
+		else
+			pass rpcbind-unset "100003, 100005 and 100021 unregistered at exit"
+		fi
+	fi
+	if [ "$PFAIL" -ne 0 ]; then
+		echo "---- server log (tail):"
+		grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 30 | sed 's/^/  | /'
+		echo "---- rpcinfo 127.0.0.1 (root netns):"
+		rpcinfo 127.0.0.1 2>&1 | sed 's/^/  | /'
+		echo "---- kernel log (tail):"
+		dmesg | grep -v 'speed is unknown' | tail -n 20 | sed 's/^/  | /'
+	fi
+	nlm_cleanup
+	nlm_cleaned
+	# shellcheck disable=SC2034 # read by part_end (nfs-server.sh)
+	PNOTES=$NLM_NOTE
+	part_end
+}
+
+# nlm_cleaned: nothing of the part is left for the parts after it: the peer's rpcbind does not
+# answer, the statd started here is unregistered, and the client's lockd (unless it ran before
+# the part) stopped with the last locking mount and left the root netns's rpcbind
+nlm_cleaned() {
+	local i left
+	for ((i = 0; i < 100; i++)); do
+		left=''
+		rpcinfo -p 10.0.3.2 >/dev/null 2>&1 && left="$left the rpcbind of netns peer still answers;"
+		if [ "$NLM_STATD_OURS" = 1 ] && rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024 {f = 1} END {exit !f}'; then
+			left="$left 100024 (statd) still registered in the root netns;"
+		fi
+		if [ "$NLM_LOCKD_BEFORE" = 0 ] && rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100021 {f = 1} END {exit !f}'; then
+			left="$left 100021 (the client's lockd) still registered in the root netns;"
+		fi
+		[ -z "$left" ] && break
+		sleep 0.1
+	done
+	if [ -z "$left" ]; then
+		pass cleanup "the peer's rpcbind gone$([ "$NLM_STATD_OURS" = 1 ] && echo ", statd unregistered")$([ "$NLM_LOCKD_BEFORE" = 0 ] && echo ", the client's lockd unregistered")"
+	else
+		failc cleanup "10 s after the part:$left"
+	fi
+}
+
+# nlm_cleanup: whatever is left of the part (the server first, then the peer's rpcbind it
+# unregistered from, then the statd started here, after the umounts)
+nlm_cleanup() {
+	nlm_release
+	mountpoint -q "$NLM_B" && { umount "$NLM_B" 2>/dev/null || umount -f -l "$NLM_B"; }
+	mountpoint -q "$NLM_A" && { umount "$NLM_A" 2>/dev/null || umount -f -l "$NLM_A"; }
+	if [ -n "$SRV_PID" ]; then
+		kill -KILL "$SRV_PID" 2>/dev/null
+		wait "$SRV_PID" 2>/dev/null
+		SRV_PID=''
+	fi
+	if [ -n "$NLM_RPCB_PID" ]; then
+		kill "$NLM_RPCB_PID" 2>/dev/null
+		NLM_RPCB_PID=''
+	fi
+	if [ -n "$NLM_STATD_PID" ]; then
+		kill "$NLM_STATD_PID" 2>/dev/null
+		NLM_STATD_PID=''
+	fi
+}
