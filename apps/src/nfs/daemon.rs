@@ -25,6 +25,7 @@ use rpcrdma_poller::{
 };
 
 use super::admit::ExportTable;
+use super::cross_locks::CrossLocks;
 use super::drc::DrcConfig;
 use super::exports::Exports;
 use super::handle_mac::HandleKey;
@@ -275,6 +276,8 @@ pub struct Daemon<P: Provider> {
     nfs4: Option<Arc<Nfs41>>,
     mount: Option<MountServer>,
     nlm: Option<NlmServer>,
+    /// NLM and NFSv4.1 locks: one file's conflict across the two.
+    cross: Arc<CrossLocks>,
     /// How stores are made for exports added by a reload.
     backend: Backend,
     memory: MemoryOptions,
@@ -487,6 +490,7 @@ impl<P: Provider> Daemon<P> {
             nfs4,
             mount: None,
             nlm: None,
+            cross: CrossLocks::new(),
             backend: o.backend.clone(),
             memory,
             dir_cache,
@@ -503,10 +507,13 @@ impl<P: Provider> Daemon<P> {
                 }
             }
         }
+        if let Some(n) = &d.nfs4 {
+            n.set_cross(Arc::clone(&d.cross));
+        }
         if let Some(a) = o.nlm {
             let nfs = Arc::clone(&d.nfs);
             let exports: ExportsFn = Arc::new(move || nfs.exports());
-            match NlmServer::start(a, exports, NlmConfig::default()) {
+            match NlmServer::start(a, exports, NlmConfig::default(), Some(Arc::clone(&d.cross))) {
                 Ok(s) => d.nlm = Some(s),
                 Err(e) => {
                     d.stop();

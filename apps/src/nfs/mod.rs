@@ -8,7 +8,8 @@
 //!   who a call acts as (AUTH_SYS squash rules), and the sealed file handles; the same rules
 //!   for every version.
 //! - [`drc`]: the NFSv3 duplicate request cache.
-//! - [`nlm`]: the Network Lock Manager (NLM version 4 over TCP): NFSv3 clients' locks.
+//! - [`nlm`]: the Network Lock Manager (NLM version 4 over TCP): NFSv3 clients' locks;
+//!   [`cross_locks`] makes them and NFSv4.1's conflict.
 //! - [`rpc_tcp`]: the RFC 5531 record-marking TCP server and client that [`mount`] (MOUNT v3)
 //!   and [`rpcbind`] (registration with the local portmapper) use.
 //! - [`v3`]: NFSv3 (RFC 1813): wire codec, procedure handlers, counters, and a client.
@@ -23,6 +24,7 @@
 //! errors its RFC names (see the modules); nothing here panics on wire input.
 
 pub mod admit;
+pub mod cross_locks;
 pub mod daemon;
 pub mod drc;
 pub mod exports;

@@ -4,7 +4,7 @@
 //!
 //! Normal operation: [`call`] builds the call's context (a client at 10.0.0.1; AUTH_SYS root,
 //! AUTH_SYS uid 1000 or AUTH_NONE), replaces the handle markers in the arguments and serves
-//! the call on a fresh [`super::service`] without a grant thread. Recovery: none needed; the
+//! the call on a fresh [`super::service()`] without a grant thread. Recovery: none needed; the
 //! service's refusal comes back as its accept status.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -155,7 +155,10 @@ fn settle(
                 return;
             };
             let mut more = Vec::new();
-            lock(&shared.table).unlock(&grant.host, &grant.file, &w, &mut more);
+            shared
+                .deciding()
+                .1
+                .unlock(&grant.host, &grant.file, &w, &mut more);
             queue.extend(more.into_iter().map(|grant| Pending {
                 grant,
                 attempts: 0,

@@ -1,6 +1,6 @@
 //! The NLM lock table: POSIX byte-range locks, blocked requests and DOS share reservations
 //! per file, owned by client hosts, with the per-host bounds a server exposed to hostile
-//! clients needs. No I/O: the service ([`super::service`]) decides what is asked and sends
+//! clients needs. No I/O: the service ([`mod@super::service`]) decides what is asked and sends
 //! the NLMPROC4_GRANTED calls this table reports.
 //!
 //! Normal operation: a lock's owner is a host (the client's address and the `caller_name` it
@@ -214,6 +214,30 @@ struct Host {
     shares: usize,
 }
 
+/// Asks another lock manager (NFSv4.1's) for a lock in the way of a request on a file:
+/// the file's key and the request; the lock as a TEST holder.
+pub type ForeignCheck = Box<dyn Fn(&[u8], &Want) -> Option<Holder> + Send + Sync>;
+
+#[derive(Default)]
+struct Foreign(Option<ForeignCheck>);
+
+impl std::fmt::Debug for Foreign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Foreign(set)"
+        } else {
+            "Foreign(none)"
+        })
+    }
+}
+
+/// What holds a request up: a lock of this table's, or one of another lock manager's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Blocker {
+    Owner(Owner),
+    Foreign(Holder),
+}
+
 /// The lock table of one server.
 #[derive(Debug, Default)]
 pub struct LockTable {
@@ -222,6 +246,7 @@ pub struct LockTable {
     ids: HashMap<HostKey, HostId>,
     hosts: Vec<Option<Host>>,
     free: Vec<HostId>,
+    foreign: Foreign,
 }
 
 impl LockTable {
@@ -231,6 +256,51 @@ impl LockTable {
             limits,
             ..LockTable::default()
         }
+    }
+
+    /// Every request is also checked against another lock manager's locks (the caller of
+    /// each request then holds that manager's ordering lock, [`crate::nfs::cross_locks`]).
+    pub fn set_foreign(&mut self, check: ForeignCheck) {
+        self.foreign = Foreign(Some(check));
+    }
+
+    /// What holds up `owner`'s request `w` on `file`: this table's first lock in the way, or
+    /// else the other lock manager's.
+    fn blocker(&self, file: &[u8], owner: Owner, w: &Want) -> Option<Blocker> {
+        let mine = self
+            .files
+            .get(file)
+            .and_then(|f| f.held.iter().find(|h| h.blocks(owner, w)).map(|h| h.owner));
+        match mine {
+            Some(o) => Some(Blocker::Owner(o)),
+            None => self.foreign.0.as_ref()?(file, w).map(Blocker::Foreign),
+        }
+    }
+
+    /// The first lock of any owner on `file` in the way of a request of another lock manager
+    /// for octets `start..=end` ([`OFFSET_MAX`] or more: to the end).
+    pub fn conflict_any(
+        &self,
+        file: &[u8],
+        start: u64,
+        end: u64,
+        exclusive: bool,
+    ) -> Option<Holder> {
+        let f = self.files.get(file)?;
+        let w = Want {
+            svid: 0,
+            start,
+            end: end.min(OFFSET_MAX),
+            exclusive,
+        };
+        let nobody = Owner {
+            host: HostId::MAX,
+            svid: 0,
+        };
+        f.held
+            .iter()
+            .find(|h| h.blocks(nobody, &w))
+            .map(|h| self.holder(h))
     }
 
     /// Hosts holding or waiting for anything.
@@ -355,15 +425,21 @@ impl LockTable {
     /// NLMPROC4_TEST: the first lock of another owner in the way of `w` on `file`, if any.
     pub fn test(&mut self, host: &HostKey, file: &[u8], w: &Want) -> Option<Holder> {
         let owner = self.ids.get(host).map(|&host| Owner { host, svid: w.svid });
-        let f = self.files.get(file)?;
         let any = Owner {
             host: HostId::MAX,
             svid: w.svid,
         };
-        f.held
-            .iter()
-            .find(|h| h.blocks(owner.unwrap_or(any), w))
-            .map(|h| self.holder(h))
+        let owner = owner.unwrap_or(any);
+        match self.blocker(file, owner, w)? {
+            Blocker::Foreign(h) => Some(h),
+            Blocker::Owner(_) => {
+                let f = self.files.get(file)?;
+                f.held
+                    .iter()
+                    .find(|h| h.blocks(owner, w))
+                    .map(|h| self.holder(h))
+            }
+        }
     }
 
     /// NLMPROC4_LOCK / NM_LOCK of `w` on `file`: NLM4_GRANTED, NLM4_DENIED (not `block`),
@@ -387,11 +463,7 @@ impl LockTable {
             host: id,
             svid: w.svid,
         };
-        let blocker = self
-            .files
-            .get(file)
-            .and_then(|f| f.held.iter().find(|h| h.blocks(owner, &w)).map(|h| h.owner));
-        let st = match blocker {
+        let st = match self.blocker(file, owner, &w) {
             None => {
                 let st = self.apply(file, owner, &w, Some(w.exclusive));
                 if st == Stat::GRANTED {
@@ -416,14 +488,15 @@ impl LockTable {
         file: &[u8],
         owner: Owner,
         w: Want,
-        blocker: Owner,
+        blocker: Blocker,
         args: impl FnOnce() -> GrantArgs,
     ) -> Stat {
         let f = self.files.entry(file.to_vec()).or_default();
         if f.waiters.iter().any(|x| x.owner == owner && x.want == w) {
             return Stat::BLOCKED; // the client asks again while it waits
         }
-        if self.deadlocks(owner, blocker) {
+        // A wait on another lock manager's lock closes no cycle this table can see.
+        if matches!(blocker, Blocker::Owner(b) if self.deadlocks(owner, b)) {
             return Stat::DEADLCK;
         }
         if self.host(owner.host).waiters >= self.limits.waiters_per_host {
@@ -672,6 +745,13 @@ impl LockTable {
         Stat::GRANTED
     }
 
+    /// Tries the waiting requests of `file` again (another lock manager's locks on it went):
+    /// those that nothing holds up get their locks, reported in `grants`.
+    pub fn wake_file(&mut self, file: &[u8], grants: &mut Vec<Grant>) {
+        self.wake(file, grants);
+        self.drop_if_empty(file);
+    }
+
     /// Gives every waiting request on `file` that nothing holds up any longer its lock, in
     /// arrival order, and reports each; no request is left waiting that nothing holds up.
     fn wake(&mut self, file: &[u8], grants: &mut Vec<Grant>) {
@@ -681,12 +761,11 @@ impl LockTable {
                 return;
             };
             let Some(x) = f.waiters.get(i) else { return };
-            let free = !f.held.iter().any(|h| h.blocks(x.owner, &x.want));
-            if !free {
+            let (owner, want) = (x.owner, x.want);
+            if self.blocker(file, owner, &want).is_some() {
                 i += 1;
                 continue;
             }
-            let (owner, want) = (x.owner, x.want);
             if self.apply(file, owner, &want, Some(want.exclusive)) != Stat::GRANTED {
                 i += 1;
                 continue;

@@ -4,7 +4,7 @@
 //!
 //! - [`proto`]: the `nlm4_*` wire format, both directions.
 //! - [`locks`]: the lock table (POSIX ranges, blocked requests, shares, per-host bounds).
-//! - [`service`]: the procedures, with each handle admitted through the export rules.
+//! - [`mod@service`]: the procedures, with each handle admitted through the export rules.
 //! - [`grant`]: the NLMPROC4_GRANTED calls to clients whose blocked requests got their lock.
 //! - [`model`], [`detached`]: a reference model of the lock table and a call outside any
 //!   connection, for the `nlm` fuzz target and the tests.
@@ -21,7 +21,7 @@
 //! clients and sends no SM_NOTIFY after a restart, so a client does not learn that its locks
 //! were lost with a restart (a grace period, [`NlmConfig::grace`], can still be set for
 //! clients that reclaim on their own). Wire and resource errors are answered as
-//! [`service`] and [`locks`] describe; a GRANTED call that fails is retried ([`grant`]).
+//! [`mod@service`] and [`locks`] describe; a GRANTED call that fails is retried ([`grant`]).
 
 pub mod detached;
 pub mod grant;
@@ -35,6 +35,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::nfs::cross_locks::{CrossLocks, Foreign, LockView};
 use crate::nfs::rpc_tcp::{lock, RpcService, ServerConfig, TcpRpcServer};
 
 pub use locks::Limits;
@@ -87,20 +88,108 @@ pub struct NlmServer {
     shared: Arc<service::Shared>,
 }
 
-fn shared(cfg: &NlmConfig) -> Arc<service::Shared> {
+fn shared(cfg: &NlmConfig, cross: Option<Arc<CrossLocks>>) -> Arc<service::Shared> {
+    let mut table = locks::LockTable::new(cfg.limits);
+    if let Some(c) = &cross {
+        // Weak: the registry holds this side's view, which holds the table.
+        let c = Arc::downgrade(c);
+        table.set_foreign(Box::new(move |file, w| {
+            let (export, fh) = split_key(file)?;
+            let end = if w.end >= locks::OFFSET_MAX {
+                u64::MAX
+            } else {
+                w.end
+            };
+            let f = c
+                .upgrade()?
+                .v4_conflict(export, fh, w.start, end, w.exclusive)?;
+            Some(proto::Holder {
+                exclusive: f.exclusive,
+                svid: 0,
+                oh: Vec::new(),
+                offset: f.start,
+                len: match f.end {
+                    u64::MAX => 0,
+                    e => e.saturating_sub(f.start).saturating_add(1),
+                },
+            })
+        }));
+    }
     Arc::new(service::Shared {
-        table: Mutex::new(locks::LockTable::new(cfg.limits)),
+        table: Mutex::new(table),
+        cross,
         stats: NlmStats::default(),
         grace_until: Mutex::new(cfg.grace.map(|g| Instant::now() + g)),
     })
 }
 
+/// A file's key in the lock table: the export's handle id and the store's handle.
+fn split_key(file: &[u8]) -> Option<([u8; 4], &[u8])> {
+    let (export, fh) = file.split_first_chunk::<4>()?;
+    Some((*export, fh))
+}
+
+/// This lock manager's locks as the NFSv4.1 one asks about them.
+struct NlmView {
+    shared: Arc<service::Shared>,
+    grants: Box<dyn Fn(Vec<locks::Grant>) + Send + Sync>,
+}
+
+impl LockView for NlmView {
+    fn conflict(
+        &self,
+        export: [u8; 4],
+        fh: &[u8],
+        start: u64,
+        end: u64,
+        exclusive: bool,
+    ) -> Option<Foreign> {
+        let mut key = export.to_vec();
+        key.extend_from_slice(fh);
+        let h = lock(&self.shared.table).conflict_any(&key, start, end, exclusive)?;
+        Some(Foreign {
+            start: h.offset,
+            end: match h.len {
+                0 => u64::MAX,
+                n => h.offset + n - 1,
+            },
+            exclusive: h.exclusive,
+        })
+    }
+
+    fn released(&self, export: [u8; 4], fh: &[u8]) {
+        let mut key = export.to_vec();
+        key.extend_from_slice(fh);
+        let mut grants = Vec::new();
+        {
+            let (_order, mut t) = self.shared.deciding();
+            t.wake_file(&key, &mut grants);
+        }
+        if !grants.is_empty() {
+            (self.grants)(grants);
+        }
+    }
+}
+
 impl NlmServer {
     /// Listens on `bind` (port 0: any free port) and serves NLM version 4 for the files of
     /// the export table `exports` returns (other versions get PROG_MISMATCH{4,4}).
-    pub fn start(bind: SocketAddr, exports: ExportsFn, cfg: NlmConfig) -> io::Result<NlmServer> {
-        let shared = shared(&cfg);
+    /// With `cross`, its locks and the NFSv4.1 server's registered there conflict with each
+    /// other ([`crate::nfs::cross_locks`]).
+    pub fn start(
+        bind: SocketAddr,
+        exports: ExportsFn,
+        cfg: NlmConfig,
+        cross: Option<Arc<CrossLocks>>,
+    ) -> io::Result<NlmServer> {
+        let shared = shared(&cfg, cross.clone());
         let granter = grant::Granter::start(shared.clone(), cfg.rpcbind_port)?;
+        if let Some(c) = &cross {
+            c.set_nlm(Arc::new(NlmView {
+                shared: shared.clone(),
+                grants: granter.sink(),
+            }));
+        }
         let service = NlmService::new(shared.clone(), exports, granter.sink());
         let rpc = TcpRpcServer::start(bind, Arc::new(service), cfg.tcp)?;
         Ok(NlmServer {
@@ -157,7 +246,11 @@ impl Drop for NlmServer {
 /// client's own repeated request finds its lock): for [`crate::nfs::rpc_tcp::handle_record`]
 /// from any transport (the `nfs_tcp_services` fuzz target drives it so).
 pub fn service(exports: ExportsFn, cfg: NlmConfig) -> Arc<dyn RpcService> {
-    Arc::new(NlmService::new(shared(&cfg), exports, Box::new(|_| {})))
+    Arc::new(NlmService::new(
+        shared(&cfg, None),
+        exports,
+        Box::new(|_| {}),
+    ))
 }
 
 #[cfg(test)]

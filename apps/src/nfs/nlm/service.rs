@@ -17,7 +17,7 @@
 //! procedure, are PROC_UNAVAIL.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use rpcrdma_engine::rpc::AcceptStat;
@@ -25,6 +25,7 @@ use rpcrdma_engine::rpc::AcceptStat;
 use super::locks::{Grant, GrantArgs, HostKey, LockTable, Want};
 use super::proto::{self, Lock, Stat};
 use crate::nfs::admit::{ExportTable, Refusal};
+use crate::nfs::cross_locks::CrossLocks;
 use crate::nfs::identity::{self, may_io};
 use crate::nfs::rpc_tcp::{lock, CallCtx, RpcService, XdrBuf};
 use crate::nfs::types::{Fh, Ftype3, Nfsstat3};
@@ -69,12 +70,21 @@ impl NlmStats {
 /// What the service and the grant thread share.
 pub(super) struct Shared {
     pub(super) table: Mutex<LockTable>,
+    /// The NFSv4.1 lock manager beside this one, when there is one.
+    pub(super) cross: Option<Arc<CrossLocks>>,
     pub(super) stats: NlmStats,
     /// Requests are refused until then, but reclaims (`None`: no grace period).
     pub(super) grace_until: Mutex<Option<Instant>>,
 }
 
 impl Shared {
+    /// The table, for a decision that may ask the other lock manager: its ordering lock is
+    /// taken first ([`crate::nfs::cross_locks`]).
+    pub(super) fn deciding(&self) -> (Option<MutexGuard<'_, ()>>, MutexGuard<'_, LockTable>) {
+        let order = self.cross.as_ref().map(|c| c.order());
+        (order, lock(&self.table))
+    }
+
     fn in_grace(&self) -> bool {
         let mut g = lock(&self.grace_until);
         match *g {
@@ -163,7 +173,7 @@ impl NlmService {
         let (stat, holder) = match self.target(ctx, &a.lock, a.exclusive) {
             Err(st) => (st, None),
             Ok(_) if self.shared.in_grace() => (Stat::DENIED_GRACE_PERIOD, None),
-            Ok((host, file, want)) => match lock(&self.shared.table).test(&host, &file, &want) {
+            Ok((host, file, want)) => match self.shared.deciding().1.test(&host, &file, &want) {
                 Some(h) => (Stat::DENIED, Some(h)),
                 None => (Stat::GRANTED, None),
             },
@@ -192,7 +202,7 @@ impl NlmService {
                     len: l.len,
                     exclusive: a.exclusive,
                 };
-                let mut t = lock(&self.shared.table);
+                let (_order, mut t) = self.shared.deciding();
                 t.lock(&host, &file, want, a.block, args, &mut grants)
             }
         };
@@ -237,7 +247,8 @@ impl NlmService {
             match self.target(ctx, &a.lock, false) {
                 Err(st) => st,
                 Ok((host, file, want)) => {
-                    lock(&self.shared.table).unlock(&host, &file, &want, &mut grants)
+                    let (_order, mut t) = self.shared.deciding();
+                    t.unlock(&host, &file, &want, &mut grants)
                 }
             }
         };
@@ -282,7 +293,10 @@ impl NlmService {
             name: a.name.to_vec(),
         };
         let mut grants = Vec::new();
-        lock(&self.shared.table).free_host(&host, &mut grants);
+        {
+            let (_order, mut t) = self.shared.deciding();
+            t.free_host(&host, &mut grants);
+        }
         self.send(grants);
         AcceptStat::Success
     }

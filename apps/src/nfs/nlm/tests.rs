@@ -447,7 +447,8 @@ fn world(grace: Option<Duration>) -> World {
         rpcbind_port: r.local_addr().port(),
         ..NlmConfig::default()
     };
-    let nlm = NlmServer::start(local, Arc::new(move || Arc::clone(&table)), cfg).expect("nlm");
+    let nlm =
+        NlmServer::start(local, Arc::new(move || Arc::clone(&table)), cfg, None).expect("nlm");
     World {
         nlm,
         lockd,

@@ -26,6 +26,8 @@ use super::state::{LockState, Range, State};
 use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, not_regular, st, Enc, Status};
 use super::{Compound, Cur};
+use crate::nfs::cross_locks::{CrossLocks, Foreign, LockView};
+use crate::nfs::types::Fh;
 
 /// NFS4ERR_DENIED.
 pub const DENIED: u32 = 10010;
@@ -66,8 +68,42 @@ fn overlaps(a: &Range, b: &Range) -> bool {
 }
 
 /// The first lock of another owner on `cur`'s file that `want` conflicts with, as a
-/// LOCK4denied body.
-fn conflict(s: &State, cur: &Cur, client: u64, owner: &[u8], want: &Range) -> Option<Vec<u8>> {
+/// LOCK4denied body: this server's, else the NLM lock manager's (`cross`; its owner is
+/// reported empty with client id 0, as Linux nfsd reports a lock not its own).
+fn conflict(
+    s: &State,
+    cross: Option<&CrossLocks>,
+    cur: &Cur,
+    client: u64,
+    owner: &[u8],
+    want: &Range,
+) -> Option<Vec<u8>> {
+    if let Some(d) = own_conflict(s, cur, client, owner, want) {
+        return Some(d);
+    }
+    let end = want.end.saturating_sub(1).max(want.offset);
+    let end = if want.end == u64::MAX { u64::MAX } else { end };
+    let f = cross?.nlm_conflict(
+        cur.share.id,
+        cur.fh.as_bytes(),
+        want.offset,
+        end,
+        want.write,
+    )?;
+    let mut d = Enc::default();
+    d.u64(f.start);
+    d.u64(match f.end {
+        u64::MAX => u64::MAX,
+        e => e - f.start + 1,
+    });
+    d.u32(if f.exclusive { 2 } else { 1 });
+    d.u64(0);
+    d.opaque(&[]);
+    Some(d.b)
+}
+
+/// [`conflict`] among this server's own locks.
+fn own_conflict(s: &State, cur: &Cur, client: u64, owner: &[u8], want: &Range) -> Option<Vec<u8>> {
     for (_, l) in s.locks_on(cur.share.id, &cur.fh) {
         if l.client == client && l.owner == owner {
             continue;
@@ -228,6 +264,8 @@ pub fn lock(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         super::open::check_stateid(c, &cur, o, ACCESS_READ)?;
     }
     let srv = c.srv;
+    // Before the state: a decision that asks the NLM lock manager (crate::nfs::cross_locks).
+    let _order = srv.cross().map(CrossLocks::order);
     let mut s = srv.state();
     let (other, made) = match (open_sid, owner, lock_sid) {
         (Some(o), Some(w), _) => from_open(c, &mut s, &cur, &o, w)?,
@@ -240,7 +278,7 @@ pub fn lock(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     ranges.push(want);
     let refused = if access & need == 0 {
         Some(st::OPENMODE)
-    } else if let Some(d) = conflict(&s, &cur, l.client, &l.owner, &want) {
+    } else if let Some(d) = conflict(&s, srv.cross(), &cur, l.client, &l.owner, &want) {
         c.denied = Some(d);
         Some(DENIED)
     } else if ranges.len() > srv.config().limits.ranges_per_lock {
@@ -274,8 +312,9 @@ pub fn lockt(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> 
     c.srv.grace_io()?;
     let cur = c.cur()?.clone();
     regular(&cur)?;
+    let _order = c.srv.cross().map(CrossLocks::order);
     let s = c.srv.state();
-    if let Some(d) = conflict(&s, &cur, client, &owner, &want) {
+    if let Some(d) = conflict(&s, c.srv.cross(), &cur, client, &owner, &want) {
         drop(s);
         c.denied = Some(d);
         return Err(DENIED);
@@ -296,7 +335,54 @@ pub fn locku(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resu
     l.ranges = carve(&l.ranges, &cut);
     l.seqid = l.seqid.wrapping_add(1).max(1);
     let sid = stateid(l.seqid, &other);
+    drop(s);
     out.fixed(&sid);
     c.stateid = Some(sid);
+    // After the state is let go: NLM requests waiting for the range may now be granted.
+    if let Some(x) = c.srv.cross() {
+        x.v4_released(cur.share.id, cur.fh.as_bytes());
+    }
     Ok(())
+}
+
+/// This server's locks as the NLM lock manager asks about them ([`CrossLocks`]).
+pub(super) struct View(pub(super) std::sync::Weak<super::Nfs41>);
+
+impl LockView for View {
+    fn conflict(
+        &self,
+        export: [u8; 4],
+        fh: &[u8],
+        start: u64,
+        end: u64,
+        exclusive: bool,
+    ) -> Option<Foreign> {
+        let srv = self.0.upgrade()?;
+        let fh = Fh::new(fh)?;
+        let s = srv.state();
+        let want = Range {
+            offset: start,
+            end: if end == u64::MAX { u64::MAX } else { end + 1 },
+            write: exclusive,
+        };
+        let found = s.locks_on(export, &fh).find_map(|(_, l)| {
+            let h = l
+                .ranges
+                .iter()
+                .find(|h| overlaps(h, &want) && (h.write || exclusive))?;
+            Some(Foreign {
+                start: h.offset,
+                end: if h.end == u64::MAX {
+                    u64::MAX
+                } else {
+                    h.end - 1
+                },
+                exclusive: h.write,
+            })
+        });
+        found
+    }
+
+    /// NFSv4.1 clients poll for a lock (they are never queued here): nothing to do.
+    fn released(&self, _: [u8; 4], _: &[u8]) {}
 }

@@ -54,6 +54,7 @@ use rpcrdma_poller::metrics::{Collector, Exposition, Kind};
 use rpcrdma_poller::{BufPool, Program, Reject, ReplyBuilder, Request};
 
 use crate::nfs::admit::{ExportTable, Refusal, Share};
+use crate::nfs::cross_locks::CrossLocks;
 use crate::nfs::exports::ExportOptions;
 use crate::nfs::handle_mac::siphash24;
 use crate::nfs::identity::Cred;
@@ -315,6 +316,8 @@ pub struct Nfs41 {
     write_delegs: std::sync::atomic::AtomicBool,
     /// READs through a Write chunk ([`placed`]).
     reads: placed::ReadCounters,
+    /// The NLM lock manager beside this server ([`lock::View`]).
+    cross: std::sync::OnceLock<Arc<CrossLocks>>,
 }
 
 impl Collector for Nfs41 {
@@ -396,7 +399,20 @@ impl Nfs41 {
             drops: reconnect::Drops::default(),
             write_delegs: std::sync::atomic::AtomicBool::new(false),
             reads: placed::ReadCounters::default(),
+            cross: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Makes this server's locks and the NLM lock manager's registered with `cross` conflict
+    /// with each other (once; a later registry is ignored).
+    pub fn set_cross(&self, cross: Arc<CrossLocks>) {
+        cross.set_v4(Arc::new(lock::View(self.me.clone())));
+        let _ = self.cross.set(cross);
+    }
+
+    /// The lock registry shared with the NLM lock manager, if any.
+    pub(crate) fn cross(&self) -> Option<&CrossLocks> {
+        self.cross.get().map(|c| &**c)
     }
 
     /// Serves `table` from the next COMPOUND on.
@@ -894,6 +910,8 @@ mod tests;
 mod tests_cbsec;
 #[cfg(test)]
 mod tests_cinfo;
+#[cfg(test)]
+mod tests_cross;
 #[cfg(test)]
 mod tests_deleg;
 #[cfg(test)]

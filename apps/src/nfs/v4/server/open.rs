@@ -351,6 +351,10 @@ pub fn close(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resu
     check_stateid(c, &cur, &sid, ACCESS_READ)?;
     let (_, other) = split(&sid);
     c.srv.state().remove_open(&other);
+    // The open's locks went with it: NLM requests waiting for them may now be granted.
+    if let Some(x) = c.srv.cross() {
+        x.v4_released(cur.share.id, cur.fh.as_bytes());
+    }
     let mut invalid = [0u8; 16];
     invalid[..4].copy_from_slice(&u32::MAX.to_be_bytes());
     out.fixed(&invalid);
