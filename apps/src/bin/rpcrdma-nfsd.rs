@@ -73,6 +73,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --nlm-port P            lock manager (NLM v4) TCP port, 0..=65535, registered with
                           rpcbind: NFSv3 clients find it there [0: any]
   --no-nlm                no lock manager (clients mount with nolock)
+  --nlm-grace S           lock manager: seconds after a restart in which only the locks
+                          the clients held are taken again (their hosts kept in
+                          --v4-state-dir and told with SM_NOTIFY), 1..=3600 [50]
   --exports FILE          export list in the /etc/exports syntax: PATH CLIENT(OPTIONS) ...
                           (clients: address, prefix a.b.c.d/n or *; options rw/ro,
                           root_squash/no_root_squash/all_squash, anonuid=, anongid=,
@@ -125,9 +128,10 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
                           port; not yet proven against the kernel client [off]
   --v4-state-dir DIR      NFSv4.1: directory keeping the clients that may reclaim their
-                          state after a restart (grace period, RFC 8881 section 8.4.2);
-                          created mode 0700 when missing; 'none': no records, no grace
-                          period [/var/lib/rpcrdma-nfsd]
+                          state after a restart (grace period, RFC 8881 section 8.4.2),
+                          and the lock manager's hosts (told with SM_NOTIFY after a
+                          restart); created mode 0700 when missing; 'none': no records,
+                          no grace period [/var/lib/rpcrdma-nfsd]
   --v4-write-delegations  NFSv4.1: grant write delegations to a write OPEN of a file no
                           other client has open (recalled on another client's OPEN, or
                           its GETATTR of the size or change attribute) [off]
@@ -141,12 +145,13 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
 ";
 
 /// The options that take a value (also the config file's keys with a string or number).
-const VALUE_OPTIONS: [&str; 26] = [
+const VALUE_OPTIONS: [&str; 27] = [
     "provider",
     "bind",
     "port",
     "mount-port",
     "nlm-port",
+    "nlm-grace",
     "export",
     "exports",
     "handle-key",
@@ -301,6 +306,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--no-mount" => mount = false,
             "--nlm-port" => nlm_port = num(a, &c.value(a)?, 0, 65535)?,
             "--no-nlm" => nlm = false,
+            "--nlm-grace" => o.nlm_grace = Duration::from_secs(num(a, &c.value(a)?, 1, 3600)?),
             "--export" => {
                 let v = c.value(a)?;
                 specs

@@ -93,8 +93,11 @@ pub struct DaemonOptions {
     /// MOUNT over TCP listens here (`None`: no MOUNT service).
     pub mount: Option<SocketAddr>,
     /// The lock manager (NLM version 4) over TCP listens here (`None`: none; port 0: any
-    /// free port, found through rpcbind).
+    /// free port, found through rpcbind); its status monitor on any free ports of the address.
     pub nlm: Option<SocketAddr>,
+    /// The lock manager's grace period after a restart that told its clients (it keeps them
+    /// in [`DaemonOptions::v4_state_dir`]).
+    pub nlm_grace: std::time::Duration,
     /// The exports: paths clients mount, and who may mount each with which options.
     pub exports: Exports,
     /// The file keeping the handle key (created, mode 0600, when missing), so handles
@@ -178,8 +181,10 @@ pub struct DaemonOptions {
     /// same exports and stores. Off by default: no kernel-client stage has proven it yet.
     pub nfs4: bool,
     /// NFSv4.1: the directory keeping the clients that may reclaim their state after a
-    /// restart ([`Nfs41::start_recovery`]: a grace period when the previous run left any).
-    /// `None` (default): nothing is recorded, no grace period.
+    /// restart ([`Nfs41::start_recovery`]: a grace period when the previous run left any);
+    /// the lock manager keeps its hosts there too (`nlm-hosts`: told with SM_NOTIFY after a
+    /// restart, [`crate::nfs::nlm::records`]). `None` (default): nothing is recorded, no
+    /// grace period.
     pub v4_state_dir: Option<PathBuf>,
     /// NFSv4.1: grant write delegations ([`Nfs41::set_write_delegations`]). Off by default.
     pub v4_write_delegations: bool,
@@ -191,6 +196,7 @@ impl Default for DaemonOptions {
             nfs: SocketAddr::new(IpAddr::from([0, 0, 0, 0]), NFS_RDMA_PORT),
             mount: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 20048)),
             nlm: Some(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0)),
+            nlm_grace: std::time::Duration::from_secs(50),
             exports: default_exports(),
             handle_key: None,
             backend: Backend::Memory,
@@ -288,47 +294,6 @@ pub struct Daemon<P: Provider> {
     /// answers at the address rpcbind has for NLM.
     nlm_registration: Option<Registration>,
     nfs_addr: SocketAddr,
-}
-
-/// Registers the lock manager at `addr` with the local rpcbind as NLM version 4 over TCP,
-/// unless another lock manager answers where rpcbind says NLM is (the kernel's lockd, serving
-/// this host's own NFS mounts and kernel nfsd: taking its registration would send its clients
-/// here). A registration left by a process that is gone is replaced.
-fn register_nlm(addr: SocketAddr) -> Option<Registration> {
-    let local = rpcbind::local_rpcbind();
-    let found = rpcbind::getaddr(nlm_mod::proto::NLM_PROG, nlm_mod::proto::NLM_V4, "tcp");
-    if let Ok(Some(u)) = found {
-        if let Some(at) = rpcbind::parse_universal_addr(&u) {
-            let at = SocketAddr::new(local.ip(), at.port());
-            let t = std::time::Duration::from_secs(1);
-            let live = at.port() != addr.port()
-                && crate::nfs::rpc_tcp::RpcClient::connect(at, t, t)
-                    .and_then(|mut c| c.call(nlm_mod::proto::NLM_PROG, 4, 0, &[]))
-                    .is_ok();
-            if live {
-                tracing::warn!(
-                    other = %u,
-                    "another lock manager (NLM) is registered with rpcbind; NFSv3 clients \
-                     lock there, not here: mount with nolock, or run in a network \
-                     namespace of its own"
-                );
-                return None;
-            }
-        }
-    }
-    let entry = RpcbEntry {
-        prog: nlm_mod::proto::NLM_PROG,
-        vers: nlm_mod::proto::NLM_V4,
-        netid: "tcp".into(),
-        addr,
-    };
-    match rpcbind::register(&[entry]) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            tracing::warn!(error = %e, "lock manager not registered with rpcbind; mount with nolock");
-            None
-        }
-    }
 }
 
 /// The reply buffers: the largest listing or inline reply plus headers.
@@ -507,24 +472,36 @@ impl<P: Provider> Daemon<P> {
                 }
             }
         }
-        if let Some(n) = &d.nfs4 {
-            n.set_cross(Arc::clone(&d.cross));
-        }
-        if let Some(a) = o.nlm {
-            let nfs = Arc::clone(&d.nfs);
-            let exports: ExportsFn = Arc::new(move || nfs.exports());
-            match NlmServer::start(a, exports, NlmConfig::default(), Some(Arc::clone(&d.cross))) {
-                Ok(s) => d.nlm = Some(s),
-                Err(e) => {
-                    d.stop();
-                    return Err(format!("NLM listener on {a}: {e}"));
-                }
-            }
+        if let Err(e) = d.start_nlm(o) {
+            d.stop();
+            return Err(e);
         }
         if o.rpcbind {
             d.register();
         }
         Ok(d)
+    }
+
+    /// The lock manager beside NFS ([`DaemonOptions::nlm`]), its locks and NFSv4.1's made to
+    /// conflict.
+    fn start_nlm(&mut self, o: &DaemonOptions) -> Result<(), String> {
+        if let Some(n) = &self.nfs4 {
+            n.set_cross(Arc::clone(&self.cross));
+        }
+        let Some(a) = o.nlm else { return Ok(()) };
+        let nfs = Arc::clone(&self.nfs);
+        let exports: ExportsFn = Arc::new(move || nfs.exports());
+        let cfg = NlmConfig {
+            state_dir: o.v4_state_dir.clone(),
+            restart_grace: o.nlm_grace,
+            // The name clients mount this server by, when it listens on one address.
+            mon_name: (!a.ip().is_unspecified()).then(|| a.ip().to_string()),
+            ..NlmConfig::default()
+        };
+        let s = NlmServer::start(a, exports, cfg, Some(Arc::clone(&self.cross)))
+            .map_err(|e| format!("NLM listener on {a}: {e}"))?;
+        self.nlm = Some(s);
+        Ok(())
     }
 
     /// Serves `exports` from the next call on (SIGHUP in `rpcrdma-nfsd`): exports whose path
@@ -579,7 +556,7 @@ impl<P: Provider> Daemon<P> {
             ),
         }
         if let Some(n) = &self.nlm {
-            self.nlm_registration = register_nlm(n.local_addr());
+            self.nlm_registration = nlm_mod::register::register(n);
         }
     }
 

@@ -620,6 +620,23 @@ impl LockTable {
         self.retire(id);
     }
 
+    /// A status-monitor notification from `addr` that the host `name` rebooted: every host at
+    /// `addr` of that name (of any name when `name` is `addr` written out) is freed as by
+    /// [`LockTable::free_host`]. Returns how many hosts were.
+    pub fn free_peer(&mut self, addr: IpAddr, name: &[u8], grants: &mut Vec<Grant>) -> usize {
+        let any = name == addr.to_string().as_bytes();
+        let keys: Vec<HostKey> = self
+            .ids
+            .keys()
+            .filter(|k| k.addr == addr && (any || k.name == name))
+            .cloned()
+            .collect();
+        for k in &keys {
+            self.free_host(k, grants);
+        }
+        keys.len()
+    }
+
     /// NLMPROC4_SHARE: a reservation of `access` denying `mode` to others, owned by `host`
     /// and `oh`. NLM4_GRANTED, NLM4_DENIED (a conflict) or NLM4_DENIED_NOLOCKS.
     pub fn share(

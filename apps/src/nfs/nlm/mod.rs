@@ -27,7 +27,10 @@ pub mod detached;
 pub mod grant;
 pub mod locks;
 pub mod model;
+pub mod nsm;
 pub mod proto;
+pub mod records;
+pub mod register;
 pub mod service;
 
 use std::io;
@@ -42,12 +45,25 @@ pub use locks::Limits;
 pub use service::{ExportsFn, NlmService, NlmStats};
 
 /// Settings of an [`NlmServer`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NlmConfig {
     /// Bounds of the lock table.
     pub limits: Limits,
-    /// A grace period from the start: only reclaims are served in it.
+    /// A grace period from the start: only reclaims are served in it (`None`: only after a
+    /// restart that told clients, for [`NlmConfig::restart_grace`]).
     pub grace: Option<Duration>,
+    /// Where the hosts that take locks and the state number are kept ([`records`]): at the
+    /// next start they are told with SM_NOTIFY and reclaim in a grace period (`None`: not
+    /// kept, no one told).
+    pub state_dir: Option<std::path::PathBuf>,
+    /// The grace period after a restart that told clients (50 s, Linux lockd's default).
+    pub restart_grace: Duration,
+    /// The name SM_NOTIFY gives this server (the name clients mount it by; `None`: the host
+    /// name).
+    pub mon_name: Option<String>,
+    /// Serve the status monitor's SM_NOTIFY (UDP and TCP), so clients that reboot free
+    /// their locks.
+    pub nsm: bool,
     /// The port of the clients' rpcbind, asked where their lockd listens (111).
     pub rpcbind_port: u16,
     /// The TCP server's limits (records are small: 8 KiB by default here).
@@ -59,6 +75,10 @@ impl Default for NlmConfig {
         NlmConfig {
             limits: Limits::default(),
             grace: None,
+            state_dir: None,
+            restart_grace: Duration::from_secs(50),
+            mon_name: None,
+            nsm: true,
             rpcbind_port: 111,
             tcp: ServerConfig {
                 max_record: 8 * 1024,
@@ -84,11 +104,54 @@ pub struct TableSizes {
 /// A running NLM server.
 pub struct NlmServer {
     rpc: Option<TcpRpcServer>,
+    nsm: Option<(nsm::UdpServer, TcpRpcServer)>,
     granter: Option<grant::Granter>,
     shared: Arc<service::Shared>,
 }
 
+/// The records of the run before (logged when unreadable), and this run's, kept with the next
+/// state number.
+fn restart_records(dir: &std::path::Path) -> (records::Records, Option<Mutex<service::Recorded>>) {
+    let old = records::load(dir).unwrap_or_else(|e| {
+        tracing::warn!(error = ?e, dir = %dir.display(), "NLM hosts unreadable: no client is told of the restart");
+        records::Records::default()
+    });
+    let list = records::Records {
+        state: records::next_state(old.state),
+        hosts: Vec::new(),
+    };
+    if let Err(e) = records::store(dir, &list) {
+        tracing::warn!(error = %e, dir = %dir.display(), "NLM hosts not kept: a restart will not tell them");
+    }
+    let kept = service::Recorded {
+        dir: dir.to_path_buf(),
+        list,
+    };
+    (old, Some(Mutex::new(kept)))
+}
+
+/// This host's name (`gethostname`), or "localhost".
+fn host_name() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: `b` is writable for its length; the name is NUL-terminated within it or cut.
+    let r = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len() - 1) };
+    let n = b.iter().position(|&c| c == 0).unwrap_or(0);
+    match (r, std::str::from_utf8(&b[..n])) {
+        (0, Ok(s)) if !s.is_empty() => s.to_string(),
+        _ => "localhost".into(),
+    }
+}
+
 fn shared(cfg: &NlmConfig, cross: Option<Arc<CrossLocks>>) -> Arc<service::Shared> {
+    shared_with(cfg, cross, None, None)
+}
+
+fn shared_with(
+    cfg: &NlmConfig,
+    cross: Option<Arc<CrossLocks>>,
+    records: Option<Mutex<service::Recorded>>,
+    grace: Option<Duration>,
+) -> Arc<service::Shared> {
     let mut table = locks::LockTable::new(cfg.limits);
     if let Some(c) = &cross {
         // Weak: the registry holds this side's view, which holds the table.
@@ -119,7 +182,8 @@ fn shared(cfg: &NlmConfig, cross: Option<Arc<CrossLocks>>) -> Arc<service::Share
         table: Mutex::new(table),
         cross,
         stats: NlmStats::default(),
-        grace_until: Mutex::new(cfg.grace.map(|g| Instant::now() + g)),
+        grace_until: Mutex::new(cfg.grace.or(grace).map(|g| Instant::now() + g)),
+        records,
     })
 }
 
@@ -182,7 +246,14 @@ impl NlmServer {
         cfg: NlmConfig,
         cross: Option<Arc<CrossLocks>>,
     ) -> io::Result<NlmServer> {
-        let shared = shared(&cfg, cross.clone());
+        let (old, kept) = match &cfg.state_dir {
+            Some(d) => restart_records(d),
+            None => (records::Records::default(), None),
+        };
+        let state = kept.as_ref().map(|k| lock(k).list.state);
+        let restarted = !old.hosts.is_empty();
+        let grace = restarted.then_some(cfg.restart_grace);
+        let shared = shared_with(&cfg, cross.clone(), kept, grace);
         let granter = grant::Granter::start(shared.clone(), cfg.rpcbind_port)?;
         if let Some(c) = &cross {
             c.set_nlm(Arc::new(NlmView {
@@ -192,11 +263,42 @@ impl NlmServer {
         }
         let service = NlmService::new(shared.clone(), exports, granter.sink());
         let rpc = TcpRpcServer::start(bind, Arc::new(service), cfg.tcp)?;
+        let nsm = if cfg.nsm {
+            let svc: Arc<dyn RpcService> =
+                Arc::new(nsm::NsmService::new(shared.clone(), granter.sink()));
+            let udp = nsm::UdpServer::start(SocketAddr::new(bind.ip(), 0), Arc::clone(&svc))?;
+            let tcp = TcpRpcServer::start(SocketAddr::new(bind.ip(), 0), svc, cfg.tcp)?;
+            Some((udp, tcp))
+        } else {
+            None
+        };
+        if let (true, Some(state)) = (restarted, state) {
+            let name = cfg.mon_name.clone().unwrap_or_else(host_name);
+            tracing::info!(
+                hosts = old.hosts.len(),
+                grace_s = cfg.restart_grace.as_secs(),
+                "NLM restarted: telling the clients that held locks"
+            );
+            nsm::notify(old.hosts, name, state, cfg.rpcbind_port);
+        }
         Ok(NlmServer {
             rpc: Some(rpc),
+            nsm,
             granter: Some(granter),
             shared,
         })
+    }
+
+    /// Where the status monitor's SM_NOTIFY is served: UDP and TCP (`None`: not served).
+    pub fn nsm_addrs(&self) -> Option<(SocketAddr, SocketAddr)> {
+        self.nsm
+            .as_ref()
+            .map(|(u, t)| (u.local_addr(), t.local_addr()))
+    }
+
+    /// True while the grace period runs (only reclaims are served).
+    pub fn in_grace(&self) -> bool {
+        self.shared.in_grace()
     }
 
     /// Where it listens.
@@ -232,6 +334,10 @@ impl NlmServer {
         if let Some(r) = self.rpc.take() {
             r.stop();
         }
+        if let Some((udp, tcp)) = self.nsm.take() {
+            drop(udp);
+            tcp.stop();
+        }
         self.granter.take();
     }
 }
@@ -255,3 +361,6 @@ pub fn service(exports: ExportsFn, cfg: NlmConfig) -> Arc<dyn RpcService> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_nsm;

@@ -24,6 +24,7 @@ use rpcrdma_engine::rpc::AcceptStat;
 
 use super::locks::{Grant, GrantArgs, HostKey, LockTable, Want};
 use super::proto::{self, Lock, Stat};
+use super::records;
 use crate::nfs::admit::{ExportTable, Refusal};
 use crate::nfs::cross_locks::CrossLocks;
 use crate::nfs::identity::{self, may_io};
@@ -75,9 +76,30 @@ pub(super) struct Shared {
     pub(super) stats: NlmStats,
     /// Requests are refused until then, but reclaims (`None`: no grace period).
     pub(super) grace_until: Mutex<Option<Instant>>,
+    /// Where the hosts that took locks are kept for the next start ([`super::records`]).
+    pub(super) records: Option<Mutex<Recorded>>,
+}
+
+/// The hosts of this run kept on stable storage.
+pub(super) struct Recorded {
+    pub(super) dir: std::path::PathBuf,
+    pub(super) list: records::Records,
 }
 
 impl Shared {
+    /// Keeps `host` (which took a lock) for the next start, once per run.
+    fn remember(&self, host: &HostKey) {
+        let Some(r) = &self.records else { return };
+        let mut r = lock(r);
+        if r.list.hosts.contains(host) || r.list.hosts.len() >= records::MAX_HOSTS {
+            return;
+        }
+        r.list.hosts.push(host.clone());
+        if let Err(e) = records::store(&r.dir, &r.list) {
+            tracing::warn!(error = %e, dir = %r.dir.display(), "NLM hosts not kept: a restart will not tell them");
+        }
+    }
+
     /// The table, for a decision that may ask the other lock manager: its ordering lock is
     /// taken first ([`crate::nfs::cross_locks`]).
     pub(super) fn deciding(&self) -> (Option<MutexGuard<'_, ()>>, MutexGuard<'_, LockTable>) {
@@ -85,7 +107,7 @@ impl Shared {
         (order, lock(&self.table))
     }
 
-    fn in_grace(&self) -> bool {
+    pub(super) fn in_grace(&self) -> bool {
         let mut g = lock(&self.grace_until);
         match *g {
             Some(t) if Instant::now() < t => true,
@@ -182,7 +204,7 @@ impl NlmService {
         AcceptStat::Success
     }
 
-    fn lock(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+    fn lock(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf, monitored: bool) -> AcceptStat {
         let Ok(a) = proto::decode_lock(args) else {
             return AcceptStat::GarbageArgs;
         };
@@ -202,8 +224,15 @@ impl NlmService {
                     len: l.len,
                     exclusive: a.exclusive,
                 };
-                let (_order, mut t) = self.shared.deciding();
-                t.lock(&host, &file, want, a.block, args, &mut grants)
+                let st = {
+                    let (_order, mut t) = self.shared.deciding();
+                    t.lock(&host, &file, want, a.block, args, &mut grants)
+                };
+                // NM_LOCK asks for no monitoring: its host is not told of a restart.
+                if monitored && matches!(st, Stat::GRANTED | Stat::BLOCKED) {
+                    self.shared.remember(&host);
+                }
+                st
             }
         };
         let s = &self.shared.stats;
@@ -271,12 +300,18 @@ impl NlmService {
                         addr: ctx.peer.ip(),
                         name: a.caller.to_vec(),
                     };
-                    let mut t = lock(&self.shared.table);
-                    if on {
-                        t.share(&host, &file, a.oh, a.mode, a.access)
-                    } else {
-                        t.unshare(&host, &file, a.oh)
+                    let st = {
+                        let mut t = lock(&self.shared.table);
+                        if on {
+                            t.share(&host, &file, a.oh, a.mode, a.access)
+                        } else {
+                            t.unshare(&host, &file, a.oh)
+                        }
+                    };
+                    if on && st == Stat::GRANTED {
+                        self.shared.remember(&host);
                     }
+                    st
                 }
             }
         };
@@ -317,7 +352,8 @@ impl RpcService for NlmService {
         match proc_num {
             proto::NULL => AcceptStat::Success,
             proto::TEST => self.test(ctx, args, out),
-            proto::LOCK | proto::NM_LOCK => self.lock(ctx, args, out),
+            proto::LOCK => self.lock(ctx, args, out, true),
+            proto::NM_LOCK => self.lock(ctx, args, out, false),
             proto::CANCEL => self.cancel(ctx, args, out),
             proto::UNLOCK => self.unlock(ctx, args, out),
             proto::SHARE => self.share(ctx, args, out, true),

@@ -336,7 +336,7 @@ fn rejects_shares_whose_access_meets_another_owners_deny_mode() {
 
 /// A memory store exported to 127.0.0.1 (root squashed) with `f` (mode 0644, uid 0) and
 /// `private` (mode 0600, uid 1000); their wire handles.
-fn exports() -> (Arc<ExportTable>, Fh, Fh, Fh) {
+pub(super) fn exports() -> (Arc<ExportTable>, Fh, Fh, Fh) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryOptions {
         capacity: 1 << 20,
         max_files: 100,
@@ -403,7 +403,8 @@ impl RpcService for ClientLockd {
     }
 }
 
-struct Rpcbind(String);
+/// An rpcbind answering GETADDR with the address of each program it knows.
+pub(super) struct Rpcbind(pub(super) Vec<(u32, String)>);
 
 impl RpcService for Rpcbind {
     fn program(&self) -> u32 {
@@ -415,8 +416,10 @@ impl RpcService for Rpcbind {
     fn call(&self, _: &CallCtx, p: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
         let mut r = XdrReader::new(args);
         match (p, r.get_u32(), r.get_u32()) {
-            (3, Ok(proto::NLM_PROG), Ok(4)) => out.put_str(&self.0),
-            (3, _, _) => out.put_str(""),
+            (3, Ok(prog), Ok(_)) => match self.0.iter().find(|(p, _)| *p == prog) {
+                Some((_, a)) => out.put_str(a),
+                None => out.put_str(""),
+            },
             _ => return AcceptStat::ProcUnavail,
         }
         AcceptStat::Success
@@ -440,7 +443,10 @@ fn world(grace: Option<Duration>) -> World {
     });
     let local = SocketAddr::from(([127, 0, 0, 1], 0));
     let l = TcpRpcServer::start(local, lockd.clone(), ServerConfig::default()).expect("lockd");
-    let rb = Arc::new(Rpcbind(universal_addr(&l.local_addr())));
+    let rb = Arc::new(Rpcbind(vec![(
+        proto::NLM_PROG,
+        universal_addr(&l.local_addr()),
+    )]));
     let r = TcpRpcServer::start(local, rb, ServerConfig::default()).expect("rpcbind");
     let cfg = NlmConfig {
         grace,
@@ -459,7 +465,7 @@ fn world(grace: Option<Duration>) -> World {
     }
 }
 
-fn the_lock<'a>(fh: &'a Fh, svid: i32, offset: u64, len: u64) -> Lock<'a> {
+pub(super) fn the_lock<'a>(fh: &'a Fh, svid: i32, offset: u64, len: u64) -> Lock<'a> {
     Lock {
         caller: b"client-1",
         fh: fh.as_bytes(),
@@ -471,13 +477,24 @@ fn the_lock<'a>(fh: &'a Fh, svid: i32, offset: u64, len: u64) -> Lock<'a> {
 }
 
 fn client(w: &World, auth: ClientAuth) -> RpcClient {
+    client_of(&w.nlm, auth)
+}
+
+/// A client of `nlm` with credential `auth`.
+pub(super) fn client_of(nlm: &NlmServer, auth: ClientAuth) -> RpcClient {
     let t = Duration::from_secs(5);
-    let mut c = RpcClient::connect(w.nlm.local_addr(), t, t).expect("connect");
+    let mut c = RpcClient::connect(nlm.local_addr(), t, t).expect("connect");
     c.set_auth(auth);
     c
 }
 
-fn call_lock(c: &mut RpcClient, l: Lock<'_>, block: bool, exclusive: bool, reclaim: bool) -> Stat {
+pub(super) fn call_lock(
+    c: &mut RpcClient,
+    l: Lock<'_>,
+    block: bool,
+    exclusive: bool,
+    reclaim: bool,
+) -> Stat {
     let a = LockArgs {
         cookie: b"ck",
         block,
@@ -505,7 +522,11 @@ fn call_unlock(c: &mut RpcClient, l: Lock<'_>) -> Stat {
     proto::decode_res(&res).expect("nlm4_res").1
 }
 
-fn call_test(c: &mut RpcClient, l: Lock<'_>, exclusive: bool) -> (Stat, Option<proto::Holder>) {
+pub(super) fn call_test(
+    c: &mut RpcClient,
+    l: Lock<'_>,
+    exclusive: bool,
+) -> (Stat, Option<proto::Holder>) {
     let a = TestArgs {
         cookie: b"t",
         exclusive,
@@ -518,7 +539,7 @@ fn call_test(c: &mut RpcClient, l: Lock<'_>, exclusive: bool) -> (Stat, Option<p
     (st, h)
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+pub(super) fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(10);
     while !done() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
