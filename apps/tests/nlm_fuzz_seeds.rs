@@ -70,3 +70,17 @@ fn accepts_the_service_seeds_with_linux_lockds_statuses() {
     assert_eq!(answer("free_all"), (ok, None));
     assert_eq!(answer("lock_trailing").0, AcceptStat::GarbageArgs);
 }
+
+#[test]
+fn accepts_the_status_monitor_seeds_as_written() {
+    use rpcrdma_apps::nfs::nlm::{nsm, records};
+    let s = seed("records_bad_sum");
+    assert_eq!(s[0], 2);
+    assert_eq!(
+        records::decode(&s[1..]),
+        Err(records::RecordsError::Corrupt)
+    );
+    let s = seed("sm_notify");
+    assert_eq!(s[0], 3);
+    assert_eq!(nsm::decode_notify(&s[1..]), Some((&b"client-1"[..], 5)));
+}

@@ -8,10 +8,14 @@
 //!    fixture's root, directory, file, link, FIFO, a stale, a forged and an unsealed handle):
 //!    the next octet picks the procedure and the credential, the rest are the arguments; no
 //!    panic, and a call answered SUCCESS carries results that decode as the procedure's,
-//!    with the arguments' cookie.
+//!    with the arguments' cookie;
+//! 2. a file of kept hosts (`apps::nfs::nlm::records::decode`): no panic, and a file that
+//!    reads back encodes to the same octets (the format has one spelling);
+//! 3. the status monitor's SM_NOTIFY arguments (`apps::nfs::nlm::nsm::decode_notify`): no
+//!    panic, and what reads back reads back the same after encoding.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpcrdma_apps::nfs::nlm::{detached, model, proto};
+use rpcrdma_apps::nfs::nlm::{detached, model, nsm, proto, records};
 use rpcrdma_apps::nfs::v3::harness::Harness;
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::xdr::XdrReader;
@@ -20,13 +24,24 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, body)) = data.split_first() else {
         return;
     };
-    match mode % 2 {
+    match mode % 4 {
         0 => {
             if let Err(e) = model::check(body) {
                 panic!("{e}");
             }
         }
-        _ => service_call(body),
+        1 => service_call(body),
+        2 => {
+            if let Ok(r) = records::decode(body) {
+                assert_eq!(records::encode(&r), body, "one spelling");
+            }
+        }
+        _ => {
+            if let Some((name, state)) = nsm::decode_notify(body) {
+                let again = nsm::encode_notify(name, state);
+                assert_eq!(nsm::decode_notify(&again), Some((name, state)));
+            }
+        }
     }
 });
 

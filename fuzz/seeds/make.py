@@ -566,6 +566,10 @@ NLM = {
     "nm_lock_file": nlm_call(NLM_NM_LOCK, opaque(b"n") + w(0, 0) + nlm_lock4(F) + w(0, 0)),
     "free_all": nlm_call(NLM_FREE_ALL, opaque(b"client") + w(3)),
     "lock_trailing": nlm_call(NLM_LOCK, opaque(b"ck") + w(0, 1) + nlm_lock4(F) + w(0, 1) + w(0)),
+    # Mode 2: a kept-hosts file (this one's checksum does not match: refused).
+    "records_bad_sum": bytes([2]) + b"RNLMHS1\0" + w(3, 1) + bytes([4, 10, 0, 0, 1]) + b"\x00\x01a" + bytes(8),
+    # Mode 3: SM_NOTIFY's arguments (mon_name, state).
+    "sm_notify": bytes([3]) + opaque(b"client-1") + w(5),
 }
 
 TARGETS = {

@@ -16,15 +16,15 @@
 //! that would not be lost without the file (the server warns). A missing file is no host and
 //! state 0.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::OpenOptions;
+use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::locks::HostKey;
 use crate::nfs::handle_mac::siphash24;
-use crate::nfs::v4::server::clientdb::ensure_dir;
+use crate::nfs::v4::server::clientdb::write_atomic;
 
 /// The file's name in the state directory.
 pub const FILE: &str = "nlm-hosts";
@@ -170,20 +170,7 @@ pub fn load(dir: &Path) -> Result<Records, RecordsError> {
 
 /// Replaces the records kept in `dir` with `r`, atomically and durably.
 pub fn store(dir: &Path, r: &Records) -> std::io::Result<()> {
-    ensure_dir(dir)?;
-    let tmp = dir.join(TMP);
-    let _ = fs::remove_file(&tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    f.write_all(&encode(r))?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, dir.join(FILE))?;
-    File::open(dir)?.sync_all()
+    write_atomic(dir, FILE, TMP, &encode(r))
 }
 
 /// The next state number after `old`: odd (the monitor is up) and larger.

@@ -221,8 +221,15 @@ pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
 /// and durably.
 pub fn store(dir: &Path, records: &[Record]) -> std::io::Result<()> {
     let records = &records[..records.len().min(MAX_RECORDS)];
+    write_atomic(dir, FILE, TMP, &encode(records))
+}
+
+/// Replaces file `name` of directory `dir` (made, mode 0700, when missing) with `bytes`,
+/// atomically and durably: temporary file `tmp` there (mode 0600, not following a symbolic
+/// link), written, `fsync`ed, renamed over `name`, the directory `fsync`ed.
+pub fn write_atomic(dir: &Path, name: &str, tmp: &str, bytes: &[u8]) -> std::io::Result<()> {
     ensure_dir(dir)?;
-    let tmp: PathBuf = dir.join(TMP);
+    let tmp: PathBuf = dir.join(tmp);
     let _ = fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
         .write(true)
@@ -230,10 +237,10 @@ pub fn store(dir: &Path, records: &[Record]) -> std::io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)?;
-    f.write_all(&encode(records))?;
+    f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
-    fs::rename(&tmp, dir.join(FILE))?;
+    fs::rename(&tmp, dir.join(name))?;
     File::open(dir)?.sync_all()
 }
 
