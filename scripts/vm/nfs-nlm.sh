@@ -1,21 +1,29 @@
 # shellcheck shell=bash
 # scripts/vm/nfs-nlm.sh — sourced by nfs-server.sh (inside the VM): the Linux NFSv3 client's file
-# locks (a mount WITHOUT nolock) against rpcrdma-nfsd's lock manager (NLM version 4 over TCP).
+# locks (a mount WITHOUT nolock) against rpcrdma-nfsd's lock manager (NLM version 4 over TCP) and
+# its status monitor (NSM, program 100024: SM_NOTIFY both ways).
 #
-#   run_nlm DEV     part nlm/DEV (DEV siw; iwarp: the server on our user-space iWARP provider)
+#   run_nlm DEV           part nlm/DEV (DEV siw; iwarp: the server on our user-space iWARP provider)
+#   run_nlm_restart DEV   part nlm-restart/DEV: a server restart the client reclaims its lock
+#                         across, then a client "reboot" (SM_NOTIFY) that releases its locks
 #
 # Topology. The client side's lockd (the kernel's, started by the first locking mount) serves
 # the root netns and registers 100021 there, so our server runs in netns peer (10.0.3.2, siw1)
 # with an rpcbind of its own: `ip netns exec peer unshare -m` with a fresh tmpfs on /run (the
 # rpcbind of the root netns keeps its lock file and socket in the shared /run), `rpcbind -f`
 # there, then rpcrdma-nfsd on the default ports WITHOUT --no-rpcbind: it registers NFS (rdma
-# 20049), MOUNT (tcp 20048) and NLM (tcp, any port) with that rpcbind, where the client's
-# mount.nfs and lockd look. The client side: the root netns's rpcbind (knfsd_setup starts it)
-# and rpc.statd --no-notify (mount.nfs refuses a locking NFSv3 mount without it; the kernel's
-# lockd asks it to monitor the server before its first lock).
-# Checks:
-#   1. the server's ready line names nlm=; `rpcinfo 10.0.3.2` shows 100021 v4 tcp at that port
-#      (and 100003 v3 rdma, 100005 v3 tcp);
+# 20049), MOUNT (tcp 20048), NLM (tcp, any port) and its status monitor (100024 udp and tcp,
+# any ports) with that rpcbind, where the client's mount.nfs, lockd and sm-notify look. Its state
+# directory (--v4-state-dir, where it keeps the hosts that take locks: nlm-hosts) is
+# $NLM_STATE (/srv/nlm-state: outside the server's own /run), removed at the start of each part:
+# no part starts in a grace period left by the one before. The client side: the root netns's
+# rpcbind (knfsd_setup starts it) and `rpc.statd --no-notify -F -d` (mount.nfs refuses a
+# locking NFSv3 mount without it; the kernel's lockd asks it to monitor the server before its
+# first lock, and it forwards the server's SM_NOTIFY to the kernel's lockd; its log:
+# $LOGS/statd-PART.log).
+# Checks of nlm/DEV:
+#   1. the server's ready line names nlm=; `rpcinfo 10.0.3.2` shows 100021 v4 tcp at that port,
+#      100024 v1 udp and tcp (the status monitor), 100003 v3 rdma and 100005 v3 tcp;
 #   2. statd registered (100024) in the root netns;
 #   3. two mounts of the export, `mount -t nfs -o vers=3,proto=rdma 10.0.3.2:/export` on A and
 #      the same with nosharecache on B (no port options, no nolock): "xprt: rdma" in mountstats,
@@ -38,26 +46,56 @@
 #      blocked;
 #   6. the server's counters: nlm.lock_granted, nlm.lock_denied, nlm.lock_blocked and
 #      nlm.grants_sent > 0, nlm.grants_refused = nlm.grants_failed = 0; after both umounts
-#      nlm.locks = 0 and nlm.waiting = 0; exit status 0 after SIGTERM, and 100021 / 100003 /
-#      100005 gone from the peer's rpcbind;
+#      nlm.locks = 0 and nlm.waiting = 0; exit status 0 after SIGTERM, and 100021 / 100024 /
+#      100003 / 100005 gone from the peer's rpcbind;
 #   7. cleanup: the peer's rpcbind no longer answers, the statd started here and the client's
 #      lockd (stopped with the last locking mount) left the root netns's rpcbind.
+# Checks of nlm-restart/DEV (the dir backend on $NFSD_DIR: the file and its handle outlive the
+# server process; `--nlm-grace RPCRDMA_NFSD_NLM_GRACE`, default 15 s), after 1.-3. as above:
+#   8. restart: A holds `flock -x` on a file (its process runs on across the restart); the
+#      state directory's nlm-hosts lists 10.0.3.1 with the client's caller_name (`uname -n`);
+#      the server is stopped (SIGTERM, exit status 0) and started again (with a new rpcbind in
+#      netns peer, as after a reboot; same ports for NFS and MOUNT, a new one for NLM) on the
+#      same directory and state directory. Checks: its log says "NLM restarted: telling the
+#      clients that held locks" and "SM_NOTIFY sent" to client=10.0.3.1 within 15 s, with a state
+#      number odd and larger than the one nlm-hosts held before; the client's statd passes it
+#      to the kernel's lockd, which asks rpcbind for the new NLM port and reclaims: nlm.locks = 1
+#      on the new server within the grace period (only a LOCK with reclaim set is granted then);
+#      B's `flock -n -x`, started in the grace period, returns only after the grace period
+#      ended (the client retries NLM4_DENIED_GRACE_PERIOD every 5 s), refused (A's reclaimed
+#      lock); B's `flock -n -x` after the grace period is refused at once; once A released,
+#      B gets the lock;
+#   9. client reboot: A holds `flock -x` again; SM_NOTIFY over UDP (the port from the peer's
+#      rpcbind, 100024 v1 udp) from 10.0.3.1: one naming another host (a datagram written
+#      here) is answered and frees nothing (nlm.locks = 1); then `sm-notify -d -f -P DIR` with a
+#      copy of statd's record of the server (what the client's sm-notify sends after a reboot:
+#      mon_name = the my_name the kernel gave statd, its `uname -n`) frees A's lock (nlm.locks
+#      = 0, "a client rebooted: its locks released" in the log) while A's process still holds it
+#      on the client: B's `flock -n -x` gets it; A holds again and a datagram naming the address
+#      10.0.3.1 itself frees it too (every host at that address); B gets it;
+#  10. after both umounts nlm.locks = nlm.waiting = 0; exit status 0 after SIGTERM, the
+#      registrations gone; cleanup as 7.
 # Byte ranges are not checked: the guest has no tool that takes fcntl(2) locks (flock(1) of
 # util-linux 2.38 has no --fcntl, and there is neither perl nor python).
 # Cleanup: umount, the server stopped, the peer's rpcbind and the statd started here killed (the
 # client's lockd stops with the last locking mount). Ours only (in `kernel` mode: SKIP).
-# Knobs: RPCRDMA_NFSD_NLM (runs, default "siw"; empty: none), RPCRDMA_NFSD_NLM_GRANT_MAX (10).
+# Knobs: RPCRDMA_NFSD_NLM (runs of nlm/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_RESTART
+# (runs of nlm-restart/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_GRANT_MAX (10),
+# RPCRDMA_NFSD_NLM_GRACE (15).
 
-NLM_A=/mnt/nlm-a NLM_B=/mnt/nlm-b
-NLM_HOLD='' NLM_RPCB_PID='' NLM_STATD_PID=''
+NLM_A=/mnt/nlm-a NLM_B=/mnt/nlm-b NLM_STATE=/srv/nlm-state
+NLM_HOLD='' NLM_RPCB_PID='' NLM_STATD_PID='' NLM_STATD_LOG=''
 
-# nlm_server DEV: our server in netns peer beside an rpcbind of its own (SRV_PID: the server,
-# NLM_RPCB_PID: that rpcbind, SRV_NLM_PORT: the ready line's nlm port)
+# nlm_server DEV [SERVER-ARGS...]: our server in netns peer beside an rpcbind of its own
+# (SRV_PID: the server, NLM_RPCB_PID: that rpcbind, SRV_NLM_PORT: the ready line's nlm port),
+# state directory $NLM_STATE. Reads NLM_BACKEND (default memory) and NLM_LOG (the server's log,
+# default $LOGS/server-nlm-DEV.log)
 nlm_server() {
-	local provider=rdma line t0 pidf=$LOGS/nlm-rpcbind.pid
-	[ "$1" = iwarp ] && provider=iwarp
+	local provider=rdma line t0 pidf=$LOGS/nlm-rpcbind.pid dev=$1
+	shift
+	[ "$dev" = iwarp ] && provider=iwarp
 	SRV_ADDR=10.0.3.2 SRV_PATH=/export SRV_NLM_PORT=''
-	SRV_LOG=$LOGS/server-nlm-$1.log
+	SRV_LOG=${NLM_LOG:-$LOGS/server-nlm-$dev.log}
 	: >"$SRV_LOG"
 	: >"$pidf"
 	t0=$(now_ms)
@@ -81,7 +119,7 @@ nlm_server() {
 			sleep 0.1
 		done
 		exec "$@"' sh "$pidf" "$BIN" --provider "$provider" --bind 10.0.3.2 "${EXPORT_ROOT[@]}" \
-		--backend memory ${RPCRDMA_NFSD_ARGS:-} >"$SRV_LOG" 2>&1 &
+		--backend "${NLM_BACKEND:-memory}" --v4-state-dir "$NLM_STATE" ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
 	until line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG"); do
 		NLM_RPCB_PID=$(cat "$pidf")
@@ -103,26 +141,32 @@ nlm_server() {
 	[ -n "$SRV_NLM_PORT" ]
 }
 
-# nlm_registered: 100021 v4 tcp (at the ready line's port), 100003 v3 rdma, 100005 v3 tcp in
-# the peer's rpcbind, asked from the root netns as the client's mount.nfs and lockd ask it
+# nlm_registered: 100021 v4 tcp (at the ready line's port), 100024 v1 udp and tcp (the status
+# monitor; NLM_SM_UDP: its udp port), 100003 v3 rdma, 100005 v3 tcp in the peer's rpcbind, asked
+# from the root netns as the client's mount.nfs, lockd and sm-notify ask it
 nlm_registered() {
-	local reg at
+	local reg at sm
 	reg=$(rpcinfo "$SRV_ADDR" 2>&1)
 	at="$SRV_ADDR.$((SRV_NLM_PORT / 256)).$((SRV_NLM_PORT % 256))"
+	sm=$(awk -v p="$SRV_ADDR." '$1 == 100024 && $2 == 1 && ($3 == "udp" || $3 == "tcp") && index($4, p) == 1 {
+		n = split($4, o, "."); printf "%s %s %d\n", $3, $4, o[n - 1] * 256 + o[n]}' <<<"$reg")
+	NLM_SM_UDP=$(awk '$1 == "udp" {print $3; exit}' <<<"$sm")
 	if awk -v a="$at" '$1 == 100021 && $2 == 4 && $3 == "tcp" && $4 == a {f = 1} END {exit !f}' <<<"$reg" &&
+		[ -n "$NLM_SM_UDP" ] && grep -q '^tcp ' <<<"$sm" &&
 		awk '$1 == 100003 && $2 == 3 && $3 == "rdma" {n++} $1 == 100005 && $2 == 3 && $3 == "tcp" {m++} END {exit !(n && m)}' <<<"$reg"; then
-		pass rpcbind-nlm "rpcinfo $SRV_ADDR: 100021 v4 tcp $at (nlm port $SRV_NLM_PORT), 100003 v3 rdma, 100005 v3 tcp"
+		pass rpcbind-nlm "rpcinfo $SRV_ADDR: 100021 v4 tcp $at (nlm port $SRV_NLM_PORT), 100024 v1 $(awk '{printf "%s%s port %s", s, $1, $3; s = ", "}' <<<"$sm"), 100003 v3 rdma, 100005 v3 tcp"
 	else
-		failc rpcbind-nlm "rpcinfo $SRV_ADDR (expected 100021 4 tcp $at, 100003 3 rdma, 100005 3 tcp): $(grep -E ' 1000(03|05|21) ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
+		failc rpcbind-nlm "rpcinfo $SRV_ADDR (expected 100021 4 tcp $at, 100024 1 udp and tcp, 100003 3 rdma, 100005 3 tcp): $(grep -E ' 1000(03|05|21|24) ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
 		printf '%s\n' "$reg" | sed 's/^/  | /'
 		return 1
 	fi
 }
 
-# nlm_statd: rpc.statd in the root netns (NLM_STATD_PID when started here), registered (100024)
+# nlm_statd: rpc.statd in the root netns (NLM_STATD_PID when started here: in the foreground,
+# its log in NLM_STATD_LOG), registered (100024)
 nlm_statd() {
 	local i
-	NLM_STATD_PID=''
+	NLM_STATD_PID='' NLM_STATD_LOG=$LOGS/statd-${PART//\//-}.log
 	if ! rpcinfo -p 127.0.0.1 >/dev/null 2>&1; then
 		mkdir -p /run/rpcbind
 		rpcbind -w
@@ -132,19 +176,19 @@ nlm_statd() {
 		return 0
 	fi
 	mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak
-	if ! rpc.statd --no-notify; then
-		failc statd "rpc.statd --no-notify failed"
-		return 1
-	fi
+	# -F -d: in the foreground, its log (the SM_MON of the kernel's lockd, the server's
+	# SM_NOTIFY) on stderr
+	rpc.statd --no-notify -F -d </dev/null >"$NLM_STATD_LOG" 2>&1 &
+	NLM_STATD_PID=$! NLM_STATD_OURS=1
 	for ((i = 0; i < 50; i++)); do
 		rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024 {f = 1} END {exit !f}' && break
+		kill -0 "$NLM_STATD_PID" 2>/dev/null || break
 		sleep 0.1
 	done
-	NLM_STATD_PID=$(cat /run/rpc.statd.pid 2>/dev/null) NLM_STATD_OURS=1
 	if rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100024 {f = 1} END {exit !f}'; then
-		pass statd "rpc.statd --no-notify (pid ${NLM_STATD_PID:-?}) registered 100024"
+		pass statd "rpc.statd --no-notify -F -d (pid $NLM_STATD_PID) registered 100024"
 	else
-		failc statd "rpc.statd started but 100024 is not registered: $(rpcinfo -p 127.0.0.1 2>&1 | tr -s ' ' | tr '\n' ';')"
+		failc statd "rpc.statd --no-notify -F -d: 100024 is not registered: $(rpcinfo -p 127.0.0.1 2>&1 | tr -s ' ' | tr '\n' ';'); its log: $(tail -n 5 "$NLM_STATD_LOG" | tr '\n' ' ')"
 		return 1
 	fi
 }
