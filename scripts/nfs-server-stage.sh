@@ -31,7 +31,10 @@
 #    reclaims its opens and lock, which a second client's flock still meets); part nlm/siw
 #    (scripts/vm/nfs-nlm.sh: the NFSv3 client's flock locks, mounted without nolock, against
 #    our lock manager, NLM v4, with the server and an rpcbind of its own in netns peer:
-#    conflicts, a blocking lock woken by the server's NLMPROC4_GRANTED); and fio side by
+#    conflicts, a blocking lock woken by the server's NLMPROC4_GRANTED) and part nlm-restart/siw
+#    (the same client's lock reclaimed across a restart of the server, which tells it with
+#    SM_NOTIFY and serves only reclaims in its grace period; a client reboot's SM_NOTIFY,
+#    sent by sm-notify, releases its locks); and fio side by
 #    side with the kernel nfsd over rxe (scripts/vm/nfs-fio.sh);
 #    the memory-backend workload runs once more over rxe and over siw with the server's
 #    connections on one shared receive queue (`rpcrdma-nfsd --srq N`: parts srq/rxe, srq/siw;
@@ -68,8 +71,8 @@
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
 #     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
-#     RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_PJDFSTEST41="kernel memory dir" RPCRDMA_NFSD_FIO41=1 \
-#     scripts/nfs-server-stage.sh
+#     RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= RPCRDMA_NFSD_PJDFSTEST41="kernel memory dir" \
+#     RPCRDMA_NFSD_FIO41=1 scripts/nfs-server-stage.sh
 #
 # Exit status: 0 every part passed; 1 a check failed or a part did not finish; 2 the build
 # failed; 124 the VM timed out; 125 the VM could not be built or started (outside reasons, e.g.
@@ -91,6 +94,7 @@
 # empty: none), RPCRDMA_NFSD_V41_DELEG (1, 0: no part v41/deleg), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
 # RPCRDMA_NFSD_V41_CHURN (60), RPCRDMA_NFSD_V41_FAULT ("rxe siw"; empty: no v41fault part),
 # RPCRDMA_NFSD_NLM ("siw"; empty: no nlm part), RPCRDMA_NFSD_NLM_GRANT_MAX (10),
+# RPCRDMA_NFSD_NLM_RESTART ("siw"; empty: no nlm-restart part), RPCRDMA_NFSD_NLM_GRACE (15),
 # RPCRDMA_NFSD_V41_DROP_EVERY (20), RPCRDMA_NFSD_V41_FAULT_CHURN (30), RPCRDMA_NFSD_V41_RECORDS (20),
 # RPCRDMA_NFS_FIO_RUNTIME, ...) and scripts/vm/run-in-vm.sh reads; RPCRDMA_VM_CACHE;
 # CARGO_TARGET_DIR.
@@ -100,14 +104,16 @@
 # Only the NFSv4.1 parts:
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
-#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_NLM= scripts/nfs-server-stage.sh
+#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= \
+#     scripts/nfs-server-stage.sh
 # Only the NFSv4.1 fault parts (add RPCRDMA_NFSD_V41_FAULT=rxe for one device):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
 #     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
-#     RPCRDMA_NFSD_NLM= scripts/nfs-server-stage.sh
-# Only part nlm/siw (the NFSv3 client's locks against our lock manager; about 20 s in the guest;
-# RPCRDMA_NFSD_NLM="siw iwarp" for both providers):
+#     RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= scripts/nfs-server-stage.sh
+# Only parts nlm/siw and nlm-restart/siw (the NFSv3 client's locks against our lock manager;
+# about 20 s + 40 s in the guest; RPCRDMA_NFSD_NLM="siw iwarp" and RPCRDMA_NFSD_NLM_RESTART="siw
+# iwarp" for both providers):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
 #     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
@@ -288,6 +294,7 @@ if [ "$BIN" != kernel ]; then
 	for d in ${RPCRDMA_NFSD_V41_FAULT-rxe siw}; do v41_parts="$v41_parts v41fault/$d"; done
 	[ "${RPCRDMA_NFSD_V41_DELEG:-1}" != 1 ] || v41_parts="$v41_parts v41/deleg"
 	for d in ${RPCRDMA_NFSD_NLM-siw}; do v41_parts="$v41_parts nlm/$d"; done
+	for d in ${RPCRDMA_NFSD_NLM_RESTART-siw}; do v41_parts="$v41_parts nlm-restart/$d"; done
 fi
 for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio fio41 meta; do
 	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue
@@ -313,6 +320,7 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_pa
 	v41/deleg) dev="v41/deleg (siw, two clients, recall, locks)" ;;
 	v41fault/*) dev="$p (NFSv4.1, dir, drops, restart)" ;;
 	nlm/*) dev="$p (NFSv3 locks, NLM, netns peer)" ;;
+	nlm-restart/*) dev="$p (reclaim, reboot)" ;;
 	v41/*) dev="$p (NFSv4.1, --nfs4)" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
 	fio41) dev="fio41 side by side (NFSv4.1, rxe, memory)" ;;

@@ -59,12 +59,15 @@
 #      same directory and state directory. Checks: its log says "NLM restarted: telling the
 #      clients that held locks" and "SM_NOTIFY sent" to client=10.0.3.1 within 15 s, with a state
 #      number odd and larger than the one nlm-hosts held before; the client's statd passes it
-#      to the kernel's lockd, which asks rpcbind for the new NLM port and reclaims: nlm.locks = 1
-#      on the new server within the grace period (only a LOCK with reclaim set is granted then);
-#      B's `flock -n -x`, started in the grace period, returns only after the grace period
-#      ended (the client retries NLM4_DENIED_GRACE_PERIOD every 5 s), refused (A's reclaimed
-#      lock); B's `flock -n -x` after the grace period is refused at once; once A released,
-#      B gets the lock;
+#      to the kernel's lockd ("Received SM_NOTIFY from 10.0.3.2", "Callback to ... succeeded" in
+#      its log), which asks rpcbind for the new NLM port and reclaims: nlm.locks = 1 on the new
+#      server within the grace period (only a LOCK with reclaim set is granted then); B's
+#      `flock -n -x`, started in the grace period, returns only after the grace period ended
+#      (the client retries NLM4_DENIED_GRACE_PERIOD every 5 s), refused (A's reclaimed lock);
+#      B's `flock -n -x` after the grace period is refused at once; the server counted the
+#      reclaim and the grace-period answers (nlm.reclaims, nlm.grace_denied >= 1); once A
+#      released, B gets the lock; no lockd message in the client's kernel log (a refused
+#      reclaim would print one);
 #   9. client reboot: A holds `flock -x` again; SM_NOTIFY over UDP (the port from the peer's
 #      rpcbind, 100024 v1 udp) from 10.0.3.1: one naming another host (a datagram written
 #      here) is answered and frees nothing (nlm.locks = 1); then `sm-notify -d -f -P DIR` with a
@@ -379,8 +382,7 @@ run_nlm() {
 		return
 		;;
 	esac
-	NLM_NOTE='' NLM_STATD_OURS=0 NLM_LOCKD_BEFORE=0
-	rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100021 {f = 1} END {exit !f}' && NLM_LOCKD_BEFORE=1
+	nlm_begin
 	if ! nlm_server "$dev"; then
 		failc server-start "the server did not start (log below)"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
@@ -414,26 +416,57 @@ run_nlm() {
 			failc counters "no nfsd-stat lines after SIGUSR1"
 		fi
 		srv_stop
-		reg=$(rpcinfo "$SRV_ADDR" 2>&1)
-		if grep -Eq '^ +1000(03|05|21) ' <<<"$reg"; then
-			failc rpcbind-unset "still registered in netns peer after exit: $(grep -E '^ +1000(03|05|21) ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
-		else
-			pass rpcbind-unset "100003, 100005 and 100021 unregistered at exit"
-		fi
+		nlm_unset
 	fi
-	if [ "$PFAIL" -ne 0 ]; then
-		echo "---- server log (tail):"
-		grep -v '^nfsd-stat ' "$SRV_LOG" | tail -n 30 | sed 's/^/  | /'
-		echo "---- rpcinfo 127.0.0.1 (root netns):"
-		rpcinfo 127.0.0.1 2>&1 | sed 's/^/  | /'
-		echo "---- kernel log (tail):"
-		dmesg | grep -v 'speed is unknown' | tail -n 20 | sed 's/^/  | /'
-	fi
+	[ "$PFAIL" -eq 0 ] || nlm_evidence "$SRV_LOG"
 	nlm_cleanup
 	nlm_cleaned
 	# shellcheck disable=SC2034 # read by part_end (nfs-server.sh)
 	PNOTES=$NLM_NOTE
 	part_end
+}
+
+# nlm_begin: the part's start: no state directory left by a part before (its hosts would be told
+# of a "restart" and the server would start in a grace period), whether the client's lockd ran
+nlm_begin() {
+	NLM_NOTE='' NLM_STATD_OURS=0 NLM_LOCKD_BEFORE=0
+	rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100021 {f = 1} END {exit !f}' && NLM_LOCKD_BEFORE=1
+	rm -rf "$NLM_STATE"
+}
+
+# nlm_unset: after the server's exit, none of its programs left in the peer's rpcbind
+nlm_unset() {
+	local reg
+	reg=$(rpcinfo "$SRV_ADDR" 2>&1)
+	if grep -Eq '^ +1000(03|05|21|24) ' <<<"$reg"; then
+		failc rpcbind-unset "still registered in netns peer after exit: $(grep -E '^ +1000(03|05|21|24) ' <<<"$reg" | tr -s ' ' | tr '\n' ';')"
+	else
+		pass rpcbind-unset "100003, 100005, 100021 and 100024 unregistered at exit"
+	fi
+}
+
+# nlm_evidence LOG...: what a failed part leaves to read: the server logs, the client's statd's
+# log, both rpcbinds, the state directory, the kernel's log
+nlm_evidence() {
+	local l seen=' '
+	for l in "$@"; do
+		if [ ! -s "$l" ] || [[ "$seen" == *" $l "* ]]; then continue; fi
+		seen="$seen$l "
+		echo "---- server log ${l##*/} (tail):"
+		grep -v '^nfsd-stat ' "$l" | tail -n 30 | sed 's/^/  | /'
+	done
+	if [ -s "${NLM_STATD_LOG:-}" ]; then
+		echo "---- the client's statd (${NLM_STATD_LOG##*/}, tail):"
+		tail -n 25 "$NLM_STATD_LOG" | sed 's/^/  | /'
+	fi
+	echo "---- rpcinfo -p 127.0.0.1 (root netns):"
+	rpcinfo -p 127.0.0.1 2>&1 | sed 's/^/  | /'
+	echo "---- rpcinfo -p $SRV_ADDR (netns peer):"
+	rpcinfo -p "$SRV_ADDR" 2>&1 | sed 's/^/  | /'
+	echo "---- $NLM_STATE/nlm-hosts: $(nlm_hosts_file "$NLM_STATE" || echo none)"
+	echo "---- /var/lib/nfs/sm: $(find /var/lib/nfs/sm -mindepth 1 -printf '%f ' 2>&1)"
+	echo "---- kernel log (tail):"
+	dmesg | grep -v 'speed is unknown' | tail -n 20 | sed 's/^/  | /'
 }
 
 # nlm_cleaned: nothing of the part is left for the parts after it: the peer's rpcbind does not
@@ -477,6 +510,303 @@ nlm_cleanup() {
 	fi
 	if [ -n "$NLM_STATD_PID" ]; then
 		kill "$NLM_STATD_PID" 2>/dev/null
+		wait "$NLM_STATD_PID" 2>/dev/null
 		NLM_STATD_PID=''
 	fi
+}
+
+# ---- part nlm-restart/DEV ---------------------------------------------------------------------
+
+# nlm_hosts_file DIR: DIR/nlm-hosts decoded ("state=N hosts=K: ADDR/NAME ..."); false when
+# missing. Its layout (apps/src/nfs/nlm/records.rs): magic (8 octets), state and count (u32),
+# per host family 4|6, address, name length (u16) and name; a checksum (8)
+nlm_hosts_file() {
+	local f=$1/nlm-hosts b st n i k j len addr name out=''
+	[ -f "$f" ] || return 1
+	read -ra b <<<"$(od -An -v -tu1 "$f" | tr -s ' \n' '  ')"
+	[ "${#b[@]}" -ge 24 ] || {
+		echo "cut short (${#b[@]} octets)"
+		return 0
+	}
+	st=$(((b[8] << 24) | (b[9] << 16) | (b[10] << 8) | b[11]))
+	n=$(((b[12] << 24) | (b[13] << 16) | (b[14] << 8) | b[15]))
+	i=16
+	for ((k = 0; k < n && i + 3 < ${#b[@]}; k++)); do
+		if [ "${b[i]}" = 4 ]; then
+			addr="${b[i + 1]}.${b[i + 2]}.${b[i + 3]}.${b[i + 4]}" i=$((i + 5))
+		else
+			addr=ipv6 i=$((i + 17))
+		fi
+		len=$(((b[i] << 8) | b[i + 1])) i=$((i + 2)) name=''
+		for ((j = 0; j < len && i + j < ${#b[@]}; j++)); do
+			# shellcheck disable=SC2059 # the octet, written as an escape on purpose
+			name+=$(printf "\\x$(printf %02x "${b[i + j]}")")
+		done
+		i=$((i + len)) out="$out $addr/$name"
+	done
+	echo "state=$st hosts=$n:${out:- none}"
+}
+
+# nlm_u32 N: N as 4 octets, big-endian (XDR)
+nlm_u32() {
+	# shellcheck disable=SC2059 # the octets, written as escapes on purpose
+	printf "$(printf %08x "$1" | sed 's/../\\x&/g')"
+}
+
+# nlm_sm_notify ADDR PORT MON_NAME STATE: one SM_NOTIFY call (program 100024 v1, procedure 6,
+# AUTH_NULL; stat_chge: mon_name, state) in one UDP datagram from this host to ADDR:PORT, as
+# sm-notify sends it; true when answered MSG_ACCEPTED / SUCCESS
+nlm_sm_notify() {
+	local name=$3 f=$LOGS/nlm-sm-notify.bin fd reply i
+	{
+		nlm_u32 $(((RANDOM << 15) | RANDOM))
+		for i in 0 2 100024 1 6 0 0 0 0 ${#name}; do nlm_u32 "$i"; done
+		printf '%s' "$name"
+		for ((i = ${#name}; i % 4; i++)); do printf '\0'; done
+		nlm_u32 "$4"
+	} >"$f"
+	# a connected UDP socket of bash's: the datagram written in one write (cat), the answer read
+	# with one read (dd), 3 s at most
+	exec {fd}<>"/dev/udp/$1/$2" || return 1
+	cat "$f" >&"$fd"
+	reply=$(timeout 3 dd bs=2048 count=1 <&"$fd" 2>/dev/null | od -An -v -tx1 | tr -d ' \n')
+	exec {fd}>&-
+	# after the xid: REPLY (1), MSG_ACCEPTED (0), verifier AUTH_NULL (0, 0), SUCCESS (0)
+	[ "${reply:8}" = 0000000100000000000000000000000000000000 ]
+}
+
+# nlm_locks_wait N SECONDS: counters until nlm.locks = N (every 0.5 s, SECONDS at most); true
+# when it came (CNT holds the last counters)
+nlm_locks_wait() {
+	local t0
+	t0=$(now_ms)
+	while :; do
+		counters && [ "${CNT[nlm.locks]:-x}" = "$1" ] && return 0
+		[ $(($(now_ms) - t0)) -lt $(($2 * 1000)) ] || return 1
+		sleep 0.5
+	done
+}
+
+# nlm_restart DEV FA FB GRACE: A's lock across a restart of the server: recorded in nlm-hosts,
+# told with SM_NOTIFY by the restarted server, reclaimed in its grace period; B meets the grace
+# period, then A's lock
+nlm_restart() {
+	local dev=$1 fa=$2 fb=$3 grace=$4 me rec st1 st2 t0 tb te trec rc out i line port1 k0
+	me=$(uname -n) k0=$(dmesg | wc -l)
+	nlm_hold -x "$fa" || return 1
+	rec=$(nlm_hosts_file "$NLM_STATE")
+	if [[ " $rec " == *" 10.0.3.1/$me "* ]]; then
+		pass host-recorded "$NLM_STATE/nlm-hosts after A's lock: $rec"
+	else
+		failc host-recorded "$NLM_STATE/nlm-hosts does not list 10.0.3.1/$me after A's lock: ${rec:-no file}"
+	fi
+	st1=$(sed -n 's/^state=\([0-9]*\) .*/\1/p' <<<"$rec")
+	if counters && [ "${CNT[nlm.locks]:-x}" = 1 ]; then
+		pass lock-before "A holds LOCK_EX: nlm.locks=1, nlm.hosts=${CNT[nlm.hosts]:-?}"
+	else
+		failc lock-before "A holds LOCK_EX, yet nlm.locks=${CNT[nlm.locks]:-missing} (expected 1)"
+	fi
+	say "nlm-restart/$dev: stopping the server (A's flock keeps running)"
+	srv_stop
+	# the server's "reboot": its rpcbind goes too (it held the old registrations' ports)
+	kill "$NLM_RPCB_PID" 2>/dev/null
+	NLM_RPCB_PID=''
+	for ((i = 0; i < 50; i++)); do
+		rpcinfo -p "$SRV_ADDR" >/dev/null 2>&1 || break
+		sleep 0.1
+	done
+	port1=$SRV_NLM_PORT
+	t0=$(now_ms)
+	if ! NLM_BACKEND=dir:$NFSD_DIR NLM_LOG=$LOGS/server-nlm-restart-$dev-2.log nlm_server "$dev" --nlm-grace "$grace"; then
+		failc server-restart "the server did not start again (log below)"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+		return 1
+	fi
+	pass server-restart "$(($(now_ms) - t0)) ms to the ready line: same state directory and export directory, nlm port $port1 -> $SRV_NLM_PORT"
+	nlm_registered
+	# the notification: the server's log, then the state number kept
+	for ((i = 0; i < 150; i++)); do
+		line=$(grep -m1 'SM_NOTIFY sent' "$SRV_LOG" | grep 'client=10\.0\.3\.1')
+		[ -n "$line" ] && break
+		sleep 0.1
+	done
+	if [ -n "$line" ] && grep -q 'NLM restarted: telling the clients that held locks' "$SRV_LOG"; then
+		pass notify-sent "$(($(now_ms) - t0)) ms after the restart: $(grep -m1 'NLM restarted' "$SRV_LOG" | sed 's/^.*NLM restarted/NLM restarted/') / SM_NOTIFY sent${line#*SM_NOTIFY sent}"
+	else
+		failc notify-sent "no 'NLM restarted' and 'SM_NOTIFY sent ... client=10.0.3.1' in the restarted server's log within 15 s"
+	fi
+	rec=$(nlm_hosts_file "$NLM_STATE")
+	st2=$(sed -n 's/^state=\([0-9]*\) .*/\1/p' <<<"$rec")
+	if [ -n "$st1" ] && [ -n "$st2" ] && [ "$st2" -gt "$st1" ] && [ $((st2 % 2)) = 1 ]; then
+		pass state-number "nlm-hosts' state $st1 -> $st2 (odd, larger)"
+	else
+		failc state-number "nlm-hosts' state ${st1:-?} -> ${st2:-?} (expected odd and larger); now: ${rec:-no file}"
+	fi
+	# the client's statd passes the notification to its lockd, which reclaims A's lock
+	if nlm_locks_wait 1 $((grace - 4)); then
+		trec=$(($(now_ms) - t0))
+		pass reclaimed "A's lock is back on the restarted server $trec ms after its start (nlm.locks=1, nlm.hosts=${CNT[nlm.hosts]:-?}), inside its $grace s grace period, when only a LOCK with reclaim set is granted"
+		NLM_NOTE="reclaimed $trec ms after the restart"
+	else
+		failc reclaimed "nlm.locks=${CNT[nlm.locks]:-missing} $(($(now_ms) - t0)) ms after the restart (expected 1 within the $grace s grace period: the client's lockd did not reclaim)"
+	fi
+	# the client's side of it: statd received the notification and passed it to the kernel's lockd
+	line=$(grep -E "Received SM_NOTIFY from $SRV_ADDR|Callback to .* succeeded" "$NLM_STATD_LOG" 2>/dev/null | sed 's/^rpc.statd: //' | tr '\n' ';')
+	if [[ "$line" == *"Received SM_NOTIFY"*"Callback to"* ]]; then
+		pass statd-notified "the client's statd: ${line%;}"
+	else
+		failc statd-notified "no 'Received SM_NOTIFY from $SRV_ADDR' then 'Callback to ... succeeded' in $NLM_STATD_LOG: $(grep -i 'notify\|callback\|downcall' "$NLM_STATD_LOG" 2>/dev/null | tail -n 6 | tr '\n' ';')"
+	fi
+	# B in the grace period: the client retries NLM4_DENIED_GRACE_PERIOD every 5 s
+	tb=$(($(now_ms) - t0))
+	if [ "$tb" -gt $(((grace - 3) * 1000)) ]; then
+		failc grace-wait "B's flock -n -x would start $tb ms after the restart: too late to meet the $grace s grace period"
+	else
+		out=$(timeout -k 2 $((grace + 30)) flock -n -E 42 -x "$fb" true 2>&1)
+		rc=$?
+		te=$(($(now_ms) - t0))
+		if [ "$rc" = 42 ] && [ "$te" -ge $((grace * 1000)) ]; then
+			pass grace-wait "B's flock -n -x, started $tb ms after the restart (in the grace period), returned $te ms after it, refused: the client waited out NLM4_DENIED_GRACE_PERIOD, then met A's reclaimed lock"
+		elif [ "$rc" = 42 ]; then
+			failc grace-wait "B's flock -n -x started at $tb ms was refused at $te ms, before the $grace s grace period ended (the server answered NLM4_DENIED, not NLM4_DENIED_GRACE_PERIOD)"
+		elif [ "$rc" = 0 ]; then
+			failc grace-wait "B's flock -n -x started at $tb ms got the lock at $te ms: A's lock was not reclaimed"
+		else
+			failc grace-wait "B's flock -n -x started at $tb ms: exit status $rc at $te ms: $out"
+		fi
+	fi
+	nlm_try lock-kept -x "$fb" refused "after the grace period: A's reclaimed lock refuses B's flock -n -x"
+	# the server's own count: a LOCK with reclaim granted, B's retries answered with the grace
+	counters >/dev/null
+	if [ "${CNT[nlm.reclaims]:-0}" -ge 1 ] && [ "${CNT[nlm.grace_denied]:-0}" -ge 1 ]; then
+		pass reclaim-counted "nlm.reclaims=${CNT[nlm.reclaims]}, nlm.grace_denied=${CNT[nlm.grace_denied]}"
+	else
+		failc reclaim-counted "nlm.reclaims=${CNT[nlm.reclaims]:-missing}, nlm.grace_denied=${CNT[nlm.grace_denied]:-missing} (expected >= 1 each)"
+	fi
+	nlm_release
+	nlm_try lock-free-restart -x "$fb" got "A released after the restart: B's flock -n -x gets the lock"
+	# a reclaim the server refused would show here ("failed to reclaim lock", "spurious grace
+	# period reject")
+	out=$(dmesg | tail -n +$((k0 + 1)) | grep -i 'lockd')
+	if [ -z "$out" ]; then
+		pass kernel-lockd "no lockd message in the client's kernel log since before the restart"
+	else
+		failc kernel-lockd "$(tr '\n' ';' <<<"$out")"
+	fi
+}
+
+# nlm_reboot FA FB: the client "reboots": SM_NOTIFY from its address releases its locks on the
+# server (A's process still holds its lock on the client, so B can take it only through that)
+nlm_reboot() {
+	local fa=$1 fb=$2 me port rec d=$LOGS/nlm-sm-notify out rc n0
+	me=$(uname -n) port=$NLM_SM_UDP
+	if [ -z "$port" ]; then
+		failc notify-port "no 100024 v1 udp in the peer's rpcbind"
+		return 1
+	fi
+	nlm_hold -x "$fa" || return 1
+	# 1. from this address, naming another host: answered, nothing released
+	if ! nlm_sm_notify "$SRV_ADDR" "$port" "not-$me" 7; then
+		failc notify-other "SM_NOTIFY (mon_name not-$me) to $SRV_ADDR:$port over UDP: no MSG_ACCEPTED / SUCCESS answer within 3 s"
+	elif counters && [ "${CNT[nlm.locks]:-x}" = 1 ]; then
+		pass notify-other "SM_NOTIFY from 10.0.3.1 naming not-$me (udp port $port, answered): nothing released, nlm.locks=1"
+	else
+		failc notify-other "after SM_NOTIFY naming not-$me: nlm.locks=${CNT[nlm.locks]:-missing} (expected 1: A's lock)"
+	fi
+	# 2. what the client's sm-notify sends after a reboot: statd's record of the server (a file
+	#    named by the server's canonical name, "peer" in the guest's /etc/hosts; its line ends
+	#    with mon_name 10.0.3.2 and my_name, the name the kernel's lockd gave statd), sent from a
+	#    state directory of its own (-P; -d: in the foreground, its log on stderr; -f: however
+	#    recent)
+	rec=$(grep -l -E " ${SRV_ADDR//./\\.} [^ ]+\$" /var/lib/nfs/sm/* 2>/dev/null | head -n 1)
+	if [ -z "$rec" ]; then
+		failc notify-reboot "no record of $SRV_ADDR in /var/lib/nfs/sm (statd's monitor list): it holds $(find /var/lib/nfs/sm -mindepth 1 -printf '%f ' 2>&1)"
+	else
+		echo "statd's record of the server: ${rec##*/}: $(cat "$rec")"
+		rm -rf "$d"
+		mkdir -p "$d/sm" "$d/sm.bak"
+		cp "$rec" "$d/sm/"
+		n0=$(grep -c 'a client rebooted: its locks released' "$SRV_LOG")
+		out=$(timeout -k 2 30 sm-notify -d -f -P "$d" 2>&1)
+		rc=$?
+		if [ "$rc" = 0 ] && nlm_locks_wait 0 5 && [ "$(grep -c 'a client rebooted: its locks released' "$SRV_LOG")" -gt "$n0" ]; then
+			pass notify-reboot "sm-notify -d -f -P DIR with statd's record of $SRV_ADDR (SM_NOTIFY over udp to the port the peer's rpcbind gave, mon_name = the record's my_name $(awk '{print $NF}' "$rec"); uname -n: $me; the record ${rec##*/}, sent to the address it resolves to): the server released the client's lock: nlm.locks=0, '$(grep 'a client rebooted' "$SRV_LOG" | tail -n 1 | sed 's/^.*a client rebooted/a client rebooted/')'"
+			nlm_try reboot-free -x "$fb" got "after the notification: B's flock -n -x gets the lock A's process still holds on the client"
+		else
+			failc notify-reboot "sm-notify exit status $rc, nlm.locks=${CNT[nlm.locks]:-?} (expected 0), 'a client rebooted' lines $n0 -> $(grep -c 'a client rebooted' "$SRV_LOG")"
+			printf '%s\n' "$out" | tail -n 15 | sed 's/^/  | sm-notify: /'
+		fi
+	fi
+	nlm_release
+	# 3. naming the client's address: every host at that address
+	nlm_hold -x "$fa" || return 1
+	if ! nlm_sm_notify "$SRV_ADDR" "$port" 10.0.3.1 9; then
+		failc notify-addr "SM_NOTIFY (mon_name 10.0.3.1) to $SRV_ADDR:$port over UDP: no MSG_ACCEPTED / SUCCESS answer within 3 s"
+	elif nlm_locks_wait 0 5; then
+		pass notify-addr "SM_NOTIFY from 10.0.3.1 naming 10.0.3.1: every host at that address released, nlm.locks=0"
+		nlm_try addr-free -x "$fb" got "after it: B's flock -n -x gets the lock A's process still holds on the client"
+	else
+		failc notify-addr "after SM_NOTIFY naming 10.0.3.1: nlm.locks=${CNT[nlm.locks]:-missing} (expected 0)"
+	fi
+	nlm_release
+}
+
+run_nlm_restart() {
+	local dev=$1 grace=${RPCRDMA_NFSD_NLM_GRACE:-15} k line
+	part_begin "nlm-restart/$dev" "the NFSv3 client's lock across a restart of rpcrdma-nfsd (SM_NOTIFY, reclaim in a $grace s grace period), then a client reboot (SM_NOTIFY releases its locks), over $dev, dir backend, netns peer"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP nlm-restart/$dev: it proves rpcrdma-nfsd's lock manager"
+		part_end
+		return
+	fi
+	case $dev in
+	siw | iwarp) ;;
+	*)
+		failc run "unknown NLM restart run $dev (siw iwarp)"
+		part_end
+		return
+		;;
+	esac
+	nlm_begin
+	NLM_LOG1=''
+	mkdir -p "$NFSD_DIR"
+	find "$NFSD_DIR" -mindepth 1 -delete
+	if ! NLM_BACKEND=dir:$NFSD_DIR NLM_LOG=$LOGS/server-nlm-restart-$dev-1.log nlm_server "$dev" --nlm-grace "$grace"; then
+		failc server-start "the server did not start (log below)"
+		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
+	else
+		pass server-start "$SRV_ADDR in netns peer with its own rpcbind, dir:$NFSD_DIR, --v4-state-dir $NLM_STATE, --nlm-grace $grace, nlm port $SRV_NLM_PORT"
+		NLM_LOG1=$SRV_LOG
+		if nlm_registered && nlm_statd && nlm_mount mount-a "$NLM_A" && nlm_mount mount-b "$NLM_B" nosharecache; then
+			if echo lock-me >"$NLM_A/lockfile" && [ "$(cat "$NLM_B/lockfile")" = lock-me ]; then
+				nlm_restart "$dev" "$NLM_A/lockfile" "$NLM_B/lockfile" "$grace" && nlm_reboot "$NLM_A/lockfile" "$NLM_B/lockfile"
+			else
+				failc lockfile "cannot write $NLM_A/lockfile and read it through $NLM_B"
+			fi
+			nlm_release
+			rm -f "$NLM_A/lockfile"
+		fi
+		mountpoint -q "$NLM_B" && do_umount "$NLM_B"
+		mountpoint -q "$NLM_A" && do_umount "$NLM_A"
+		if [ -n "$SRV_PID" ]; then
+			if counters; then
+				line=''
+				for k in "${!CNT[@]}"; do case $k in nlm.*) line="$line $k=${CNT[$k]}" ;; esac done
+				echo "counters nlm-restart/$dev:$(tr ' ' '\n' <<<"$line" | sort | tr '\n' ' ' | sed 's/ $//')"
+				for k in nlm.locks nlm.waiting; do
+					if [ "${CNT[$k]:-x}" = 0 ]; then pass "counter-$k" "0 (after both umounts)"; else failc "counter-$k" "${CNT[$k]:-missing} after both umounts (expected 0)"; fi
+				done
+			else
+				failc counters "no nfsd-stat lines after SIGUSR1"
+			fi
+			srv_stop
+			nlm_unset
+		fi
+	fi
+	[ "$PFAIL" -eq 0 ] || nlm_evidence "$NLM_LOG1" "$SRV_LOG"
+	nlm_cleanup
+	nlm_cleaned
+	# shellcheck disable=SC2034 # read by part_end (nfs-server.sh)
+	PNOTES=$NLM_NOTE
+	part_end
 }

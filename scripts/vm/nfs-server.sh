@@ -59,7 +59,22 @@
 #       client's 30 s re-poll); counters nlm.lock_granted, lock_denied, lock_blocked,
 #       grants_sent > 0, grants_refused = grants_failed = 0, nlm.locks = nlm.waiting = 0 after
 #       the umounts; exit status 0 after SIGTERM and the registrations gone; the peer's rpcbind,
-#       the statd and the client's lockd gone after the part.
+#       the statd and the client's lockd gone after the part. The server's state directory
+#       (--v4-state-dir) is a fresh /srv/nlm-state; rpcinfo also shows its status monitor
+#       (100024 v1 udp and tcp).
+#   nlm-restart/siw  (ours only; RPCRDMA_NFSD_NLM_RESTART, default "siw", "iwarp" on request;
+#       empty: none; nfs-nlm.sh): the same setup with the dir backend and --nlm-grace
+#       RPCRDMA_NFSD_NLM_GRACE (15 s). Restart: A holds flock -x (nlm-hosts in the state
+#       directory lists 10.0.3.1 and the client's name); SIGTERM (exit status 0), the server and
+#       its rpcbind started again; the log shows SM_NOTIFY sent to 10.0.3.1 (state number odd,
+#       larger); the client's statd and lockd reclaim: nlm.locks = 1 within the grace period;
+#       B's flock -n -x started in it returns only after it, refused; refused again after it;
+#       A releases, B gets the lock. Client reboot: A holds flock -x; SM_NOTIFY over UDP from
+#       10.0.3.1 naming another host releases nothing; `sm-notify -d -f -P DIR` with statd's
+#       record of the server (mon_name = the client's name) releases A's lock on the server
+#       (nlm.locks = 0, "a client rebooted") and B gets it while A's process still holds it;
+#       so does SM_NOTIFY naming the address 10.0.3.1; nlm.locks = nlm.waiting = 0 after the
+#       umounts, exit status 0, registrations gone, cleanup as nlm/siw.
 #   rpcbind  (ours only, RPCRDMA_NFSD_RPCBIND=1): rxe, memory backend, default ports, registered
 #       with the guest's rpcbind (rpcinfo shows 100003 v3 rdma and 100005 v3 tcp); a plain
 #       `mount -o vers=3,proto=rdma,nolock IP:/export` works; SIGTERM unregisters both.
@@ -117,7 +132,8 @@
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
 # Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_NFSD_PJDFSTEST41, RPCRDMA_NFSD_FIO41, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
-# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
+# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_NFSD_NLM_RESTART,
+# RPCRDMA_NFSD_NLM_GRACE, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
@@ -823,6 +839,15 @@ for d in ${RPCRDMA_NFSD_NLM-siw}; do
 	siw | iwarp) run_nlm "$d" ;;
 	*)
 		echo "nfs-server: unknown NLM run $d (siw iwarp)"
+		NPFAIL=$((NPFAIL + 1))
+		;;
+	esac
+done
+for d in ${RPCRDMA_NFSD_NLM_RESTART-siw}; do
+	case $d in
+	siw | iwarp) run_nlm_restart "$d" ;;
+	*)
+		echo "nfs-server: unknown NLM restart run $d (siw iwarp)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac

@@ -479,6 +479,10 @@ impl<P: Provider> Daemon<P> {
         if o.rpcbind {
             d.register();
         }
+        // Once the lock manager can be found: its clients of the run before reclaim now.
+        if let Some(n) = &d.nlm {
+            n.tell_restart();
+        }
         Ok(d)
     }
 
@@ -679,6 +683,8 @@ impl<P: Provider> Daemon<P> {
                 ("nlm.lock_denied", get(&st.denied)),
                 ("nlm.lock_blocked", get(&st.blocked)),
                 ("nlm.lock_nolocks", get(&st.nolocks)),
+                ("nlm.reclaims", get(&st.reclaims)),
+                ("nlm.grace_denied", get(&st.grace_denied)),
                 ("nlm.grants_sent", get(&st.grants_sent)),
                 ("nlm.grants_refused", get(&st.grants_refused)),
                 ("nlm.grants_failed", get(&st.grants_failed)),

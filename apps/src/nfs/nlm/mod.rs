@@ -107,6 +107,18 @@ pub struct NlmServer {
     nsm: Option<(nsm::UdpServer, TcpRpcServer)>,
     granter: Option<grant::Granter>,
     shared: Arc<service::Shared>,
+    /// The hosts of the run before, to tell once this server can be found
+    /// ([`NlmServer::tell_restart`]).
+    restart: Mutex<Option<Restart>>,
+}
+
+/// What [`NlmServer::tell_restart`] sends: to the hosts of the run before, this server's name
+/// and new state number; their rpcbind's port.
+struct Restart {
+    hosts: Vec<locks::HostKey>,
+    name: String,
+    state: u32,
+    rpcbind_port: u16,
 }
 
 /// The records of the run before (logged when unreadable), and this run's, kept with the next
@@ -272,21 +284,41 @@ impl NlmServer {
         } else {
             None
         };
-        if let (true, Some(state)) = (restarted, state) {
-            let name = cfg.mon_name.clone().unwrap_or_else(host_name);
-            tracing::info!(
-                hosts = old.hosts.len(),
-                grace_s = cfg.restart_grace.as_secs(),
-                "NLM restarted: telling the clients that held locks"
-            );
-            nsm::notify(old.hosts, name, state, cfg.rpcbind_port);
-        }
+        let restart = match (restarted, state) {
+            (true, Some(state)) => {
+                let name = cfg.mon_name.clone().unwrap_or_else(host_name);
+                Some(Restart {
+                    hosts: old.hosts,
+                    name,
+                    state,
+                    rpcbind_port: cfg.rpcbind_port,
+                })
+            }
+            _ => None,
+        };
         Ok(NlmServer {
             rpc: Some(rpc),
             nsm,
             granter: Some(granter),
             shared,
+            restart: Mutex::new(restart),
         })
+    }
+
+    /// After a restart whose state directory named hosts that held locks: sends them
+    /// SM_NOTIFY (once; later calls do nothing), so that they reclaim in the grace period. Call
+    /// it once clients can find this server (after its rpcbind registration, which their
+    /// lockd asks for the new port).
+    pub fn tell_restart(&self) {
+        let Some(r) = lock(&self.restart).take() else {
+            return;
+        };
+        tracing::info!(
+            hosts = r.hosts.len(),
+            state = r.state,
+            "NLM restarted: telling the clients that held locks"
+        );
+        nsm::notify(r.hosts, r.name, r.state, r.rpcbind_port);
     }
 
     /// Where the status monitor's SM_NOTIFY is served: UDP and TCP (`None`: not served).

@@ -47,6 +47,10 @@ pub struct NlmStats {
     pub blocked: AtomicU64,
     /// Requests answered NLM4_DENIED_NOLOCKS (a bound reached).
     pub nolocks: AtomicU64,
+    /// Reclaims granted (LOCK with `reclaim` in the grace period after a restart).
+    pub reclaims: AtomicU64,
+    /// Requests answered NLM4_DENIED_GRACE_PERIOD.
+    pub grace_denied: AtomicU64,
     /// NLMPROC4_GRANTED calls the client accepted.
     pub grants_sent: AtomicU64,
     /// NLMPROC4_GRANTED calls the client refused (the lock was released).
@@ -237,7 +241,12 @@ impl NlmService {
         };
         let s = &self.shared.stats;
         match stat {
+            Stat::GRANTED if a.reclaim => {
+                NlmStats::bump(&s.granted);
+                NlmStats::bump(&s.reclaims);
+            }
             Stat::GRANTED => NlmStats::bump(&s.granted),
+            Stat::DENIED_GRACE_PERIOD => NlmStats::bump(&s.grace_denied),
             Stat::DENIED => NlmStats::bump(&s.denied),
             Stat::BLOCKED => NlmStats::bump(&s.blocked),
             Stat::DENIED_NOLOCKS => NlmStats::bump(&s.nolocks),

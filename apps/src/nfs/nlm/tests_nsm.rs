@@ -142,6 +142,12 @@ fn accepts_a_restart_telling_the_hosts_that_held_locks_and_serving_their_reclaim
 
     let (nlm, f) = server(cfg);
     assert!(nlm.in_grace());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        statd.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty(),
+        "not before it is told to"
+    );
+    nlm.tell_restart();
     wait_for("SM_NOTIFY", || {
         !statd.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     });
@@ -158,6 +164,9 @@ fn accepts_a_restart_telling_the_hosts_that_held_locks_and_serving_their_reclaim
         Stat::GRANTED,
         "the reclaim"
     );
+    let st = nlm.stats();
+    let get = super::NlmStats::get;
+    assert_eq!((get(&st.reclaims), get(&st.grace_denied)), (1, 1));
     assert!(
         records::load(&dir).expect("records").hosts.len() == 1,
         "kept again"
