@@ -132,8 +132,12 @@ fn restart_records(dir: &std::path::Path) -> (records::Records, Option<Mutex<ser
         state: records::next_state(old.state),
         hosts: Vec::new(),
     };
-    if let Err(e) = records::store(dir, &list) {
-        tracing::warn!(error = %e, dir = %dir.display(), "NLM hosts not kept: a restart will not tell them");
+    // The hosts of the run before are told now: the file forgets them (and takes the new
+    // state number). Otherwise it is first written when a host takes a lock.
+    if !old.hosts.is_empty() {
+        if let Err(e) = records::store(dir, &list) {
+            tracing::warn!(error = %e, dir = %dir.display(), "NLM hosts not kept: a restart will not tell them");
+        }
     }
     let kept = service::Recorded {
         dir: dir.to_path_buf(),
