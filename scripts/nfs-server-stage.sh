@@ -31,7 +31,9 @@
 #    reclaims its opens and lock, which a second client's flock still meets); part nlm/siw
 #    (scripts/vm/nfs-nlm.sh: the NFSv3 client's flock locks, mounted without nolock, against
 #    our lock manager, NLM v4, with the server and an rpcbind of its own in netns peer:
-#    conflicts, a blocking lock woken by the server's NLMPROC4_GRANTED) and part nlm-restart/siw
+#    conflicts, a blocking lock woken by the server's NLMPROC4_GRANTED; fcntl byte ranges,
+#    split by a partial unlock, through scripts/vm/lockf.c, built here with gcc -O2 -static:
+#    SKIP without it) and part nlm-restart/siw
 #    (the same client's lock reclaimed across a restart of the server, which tells it with
 #    SM_NOTIFY and serves only reclaims in its grace period; a client reboot's SM_NOTIFY,
 #    sent by sm-notify, releases its locks); and fio side by
@@ -112,7 +114,7 @@
 #     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
 #     RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= scripts/nfs-server-stage.sh
 # Only parts nlm/siw and nlm-restart/siw (the NFSv3 client's locks against our lock manager;
-# about 20 s + 40 s in the guest; RPCRDMA_NFSD_NLM="siw iwarp" and RPCRDMA_NFSD_NLM_RESTART="siw
+# about 25 s + 40 s in the guest; RPCRDMA_NFSD_NLM="siw iwarp" and RPCRDMA_NFSD_NLM_RESTART="siw
 # iwarp" for both providers):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
@@ -246,6 +248,21 @@ if [ -n "$PJD_RUNS$PJD41_RUNS" ]; then
 		pjd_unbuilt=1 PJD_RUNS='' PJD41_RUNS=''
 		export RPCRDMA_NFSD_PJDFSTEST='' RPCRDMA_NFSD_PJDFSTEST41=''
 		say "pjdfstest could not be built: its parts do not run (the stage cannot pass)"
+	fi
+fi
+# part nlm's byte-range checks: scripts/vm/lockf.c (fcntl locks; the guest has no tool that
+# takes them), built static here into the VM cache and copied into the VM; without gcc or a
+# static libc the part says SKIP for them
+if [ "$BIN" != kernel ] && [ -n "${RPCRDMA_NFSD_NLM-siw}" ]; then
+	LOCKF=$VM_CACHE/lockf/lockf
+	mkdir -p "$VM_CACHE/lockf"
+	if out=$(gcc -O2 -static -Wall -o "$LOCKF.new" "$ROOT/scripts/vm/lockf.c" 2>&1) && mv -f "$LOCKF.new" "$LOCKF"; then
+		export RPCRDMA_LOCKF_BIN=$LOCKF
+		export RPCRDMA_VM_FILES="${RPCRDMA_VM_FILES:-} $LOCKF"
+		say "lockf: $LOCKF"
+	else
+		unset RPCRDMA_LOCKF_BIN
+		say "scripts/vm/lockf.c not built (gcc -O2 -static: $(head -n 3 <<<"$out" | tr '\n' ' ')): part nlm skips its byte-range checks"
 	fi
 fi
 export RPCRDMA_VM_TIMEOUT=${RPCRDMA_VM_TIMEOUT:-1800}

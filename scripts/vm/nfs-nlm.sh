@@ -44,15 +44,25 @@
 #      server's NLMPROC4_GRANTED reached the client's lockd (found through the client's rpcbind at
 #      10.0.3.1:111), which woke B; without it B would wait for its own re-poll, 30 s after it
 #      blocked;
-#   6. the server's counters: nlm.lock_granted, nlm.lock_denied, nlm.lock_blocked and
+#   6. byte ranges (fcntl(2) locks, taken by scripts/vm/lockf.c: RPCRDMA_LOCKF_BIN, built static
+#      on the host by scripts/nfs-server-stage.sh and copied in; SKIP without it): A's process
+#      holds a write lock on [0, 10) and a read lock on [100, 110); B's F_SETLK write on [5, 6)
+#      is refused, on [10, 15) (adjacent) granted, a read lock on [20, EOF) (l_len 0) granted;
+#      B's F_GETLK on [0, 100) reports A's lock as "w 0 10" (the server's TEST holder; the pid
+#      the client maps it to is printed); B's read lock on [100, 110) is granted beside A's and
+#      its write on [105, 106) refused; A unlocks [0, 5) (the server splits its range): B's
+#      write on [0, 5) granted, on [5, 6) still refused, F_GETLK reports "w 5 5"; B's BLOCKING
+#      F_SETLKW on [5, 6) still waits after 2 s (nlm.waiting = 1) and is granted within
+#      RPCRDMA_NFSD_NLM_GRANT_MAX s of A's unlock of the rest (the server's GRANTED, as in 5.);
+#   7. the server's counters: nlm.lock_granted, nlm.lock_denied, nlm.lock_blocked and
 #      nlm.grants_sent > 0, nlm.grants_refused = nlm.grants_failed = 0; after both umounts
 #      nlm.locks = 0 and nlm.waiting = 0; exit status 0 after SIGTERM, and 100021 / 100024 /
 #      100003 / 100005 gone from the peer's rpcbind;
-#   7. cleanup: the peer's rpcbind no longer answers, the statd started here and the client's
+#   8. cleanup: the peer's rpcbind no longer answers, the statd started here and the client's
 #      lockd (stopped with the last locking mount) left the root netns's rpcbind.
 # Checks of nlm-restart/DEV (the dir backend on $NFSD_DIR: the file and its handle outlive the
 # server process; `--nlm-grace RPCRDMA_NFSD_NLM_GRACE`, default 15 s), after 1.-3. as above:
-#   8. restart: A holds `flock -x` on a file (its process runs on across the restart); the
+#   9. restart: A holds `flock -x` on a file (its process runs on across the restart); the
 #      state directory's nlm-hosts lists 10.0.3.1 with the client's caller_name (`uname -n`);
 #      the server is stopped (SIGTERM, exit status 0) and started again (with a new rpcbind in
 #      netns peer, as after a reboot; same ports for NFS and MOUNT, a new one for NLM) on the
@@ -68,7 +78,7 @@
 #      reclaim and the grace-period answers (nlm.reclaims, nlm.grace_denied >= 1); once A
 #      released, B gets the lock; no lockd message in the client's kernel log (a refused
 #      reclaim would print one);
-#   9. client reboot: A holds `flock -x` again; SM_NOTIFY over UDP (the port from the peer's
+#  10. client reboot: A holds `flock -x` again; SM_NOTIFY over UDP (the port from the peer's
 #      rpcbind, 100024 v1 udp) from 10.0.3.1: one naming another host (a datagram written
 #      here) is answered and frees nothing (nlm.locks = 1); then `sm-notify -d -f -P DIR` with a
 #      copy of statd's record of the server (what the client's sm-notify sends after a reboot:
@@ -76,15 +86,15 @@
 #      = 0, "a client rebooted: its locks released" in the log) while A's process still holds it
 #      on the client: B's `flock -n -x` gets it; A holds again and a datagram naming the address
 #      10.0.3.1 itself frees it too (every host at that address); B gets it;
-#  10. after both umounts nlm.locks = nlm.waiting = 0; exit status 0 after SIGTERM, the
-#      registrations gone; cleanup as 7.
-# Byte ranges are not checked: the guest has no tool that takes fcntl(2) locks (flock(1) of
+#  11. after both umounts nlm.locks = nlm.waiting = 0; exit status 0 after SIGTERM, the
+#      registrations gone; cleanup as 8.
+# Byte ranges (6.) need lockf: the guest has no other tool that takes fcntl(2) locks (flock(1) of
 # util-linux 2.38 has no --fcntl, and there is neither perl nor python).
 # Cleanup: umount, the server stopped, the peer's rpcbind and the statd started here killed (the
 # client's lockd stops with the last locking mount). Ours only (in `kernel` mode: SKIP).
 # Knobs: RPCRDMA_NFSD_NLM (runs of nlm/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_RESTART
 # (runs of nlm-restart/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_GRANT_MAX (10),
-# RPCRDMA_NFSD_NLM_GRACE (15).
+# RPCRDMA_NFSD_NLM_GRACE (15), RPCRDMA_LOCKF_BIN (the lockf binary in the VM; set by the stage).
 
 NLM_A=/mnt/nlm-a NLM_B=/mnt/nlm-b NLM_STATE=/srv/nlm-state
 NLM_HOLD='' NLM_RPCB_PID='' NLM_STATD_PID='' NLM_STATD_LOG=''
@@ -348,6 +358,118 @@ nlm_cancel() {
 	fi
 }
 
+# nlm_lf_line OUT PREFIX SECONDS: waits (every 0.1 s, SECONDS at most) for a line of the lockf
+# output OUT starting with PREFIX and prints it without its " t=MS"; false when none came
+nlm_lf_line() {
+	local i line
+	for ((i = 0; i < $3 * 10; i++)); do
+		line=$(grep -m1 "^$2" "$1" 2>/dev/null) && {
+			echo "${line% t=*}"
+			return 0
+		}
+		sleep 0.1
+	done
+	return 1
+}
+
+# nlm_lf NAME STEP WANT WHAT: B's `lockf FB STEP` (one process, its locks released at its exit);
+# its line (without t=) must match the extended regex WANT, whole
+nlm_lf() {
+	local out t0
+	t0=$(now_ms)
+	out=$(timeout -k 2 30 "$NLM_LF" "$NLM_LF_FB" "$2" 2>&1)
+	out=${out% t=*}
+	if [[ "$out" =~ ^$3$ ]]; then
+		pass "$1" "$4: B's lockf $2 -> $out ($(($(now_ms) - t0)) ms)"
+	else
+		failc "$1" "$4: B's lockf $2 -> ${out:-nothing} (expected $3)"
+	fi
+}
+
+# nlm_ranges FA FB: fcntl(2) byte-range locks (scripts/vm/lockf.c, RPCRDMA_LOCKF_BIN) between A
+# (mount A) and B (mount B): overlapping, adjacent and to-EOF ranges, F_GETLK (the server's TEST
+# holder), a partial unlock (the server splits A's range), shared read ranges, a blocking F_SETLKW
+# woken by the server's GRANTED
+nlm_ranges() {
+	local fa=$1 d=$LOGS/nlm-lockf apid bpid line trel tgot i max=${RPCRDMA_NFSD_NLM_GRANT_MAX:-10} t0
+	NLM_LF=${RPCRDMA_LOCKF_BIN:-} NLM_LF_FB=$2
+	if [ -z "$NLM_LF" ] || [ ! -x "$NLM_LF" ]; then
+		echo "SKIP byte ranges: no lockf in the VM (RPCRDMA_LOCKF_BIN=$NLM_LF; scripts/nfs-server-stage.sh builds scripts/vm/lockf.c with gcc -O2 -static when it can)"
+		return 0
+	fi
+	rm -rf "$d"
+	mkdir -p "$d"
+	t0=$(now_ms)
+	# A: a write lock on [0, 10) and a read lock on [100, 110); [0, 5) unlocked on go1, the rest
+	# on go2
+	"$NLM_LF" "$fa" w:0:10 r:100:10 wait:"$d/go1" u:0:5 wait:"$d/go2" u:0:0 >"$d/a" 2>&1 &
+	apid=$!
+	if ! line=$(nlm_lf_line "$d/a" 'r 100 10 ' 15) || [ "$line" != 'r 100 10 ok' ] || ! grep -q '^w 0 10 ok ' "$d/a"; then
+		failc range-hold "A's lockf w:0:10 r:100:10: $(tr '\n' ';' <"$d/a")"
+		kill "$apid" 2>/dev/null
+		wait "$apid" 2>/dev/null
+		return 1
+	fi
+	pass range-hold "A holds a write lock on [0, 10) and a read lock on [100, 110) (fcntl F_SETLK)"
+	nlm_lf range-overlap w:5:1 'w 5 1 denied' "A's write lock on [0, 10) refuses B's write lock on [5, 6)"
+	nlm_lf range-adjacent w:10:5 'w 10 5 ok' "B's write lock on [10, 15), adjacent to A's, is granted"
+	nlm_lf range-eof r:20:0 'r 20 0 ok' "B's read lock on [20, EOF) (l_len 0), over A's read lock, is granted"
+	nlm_lf range-test t:0:100 't 0 100 -> w 0 10 pid -?[0-9]+' "B's F_GETLK (write) on [0, 100) reports A's lock (the server's TEST holder)"
+	nlm_lf range-shared r:100:10 'r 100 10 ok' "A's read lock on [100, 110) shares with B's read lock there"
+	nlm_lf range-shared-w w:105:1 'w 105 1 denied' "A's read lock on [100, 110) refuses B's write lock on [105, 106)"
+	# a partial unlock: the server must split A's range and keep [5, 10)
+	touch "$d/go1"
+	if ! line=$(nlm_lf_line "$d/a" 'u 0 5 ' 15) || [ "$line" != 'u 0 5 ok' ]; then
+		failc range-unlock "A's unlock of [0, 5): ${line:-no line within 15 s}: $(tr '\n' ';' <"$d/a")"
+	else
+		pass range-unlock "A unlocked [0, 5) of its write lock on [0, 10)"
+		nlm_lf range-split-free w:0:5 'w 0 5 ok' "after A's partial unlock: B's write lock on [0, 5) is granted"
+		nlm_lf range-split-held w:5:1 'w 5 1 denied' "after A's partial unlock: A's [5, 10) still refuses B's write lock on [5, 6)"
+		nlm_lf range-split-test t:0:100 't 0 100 -> w 5 5 pid -?[0-9]+' "after A's partial unlock: B's F_GETLK on [0, 100) reports A's lock on [5, 10)"
+	fi
+	# a blocking F_SETLKW by B on A's [5, 10): waits, granted soon after A's release (GRANTED)
+	"$NLM_LF" "$2" W:5:1 >"$d/b" 2>&1 &
+	bpid=$!
+	sleep 2
+	if ! kill -0 "$bpid" 2>/dev/null || [ -s "$d/b" ]; then
+		failc range-waits "B's blocking lockf W:5:1 returned while A held [5, 10): $(tr '\n' ';' <"$d/b")"
+	elif ! counters; then
+		failc counters "no nfsd-stat lines after SIGUSR1"
+	elif [ "${CNT[nlm.waiting]:-x}" = 1 ]; then
+		pass range-waits "B's blocking F_SETLKW on [5, 6) still waits after 2 s; the server holds it (nlm.waiting=1, nlm.locks=${CNT[nlm.locks]:-?})"
+	else
+		failc range-waits "B's blocking F_SETLKW on [5, 6) waits, yet nlm.waiting=${CNT[nlm.waiting]:-missing} (expected 1)"
+	fi
+	touch "$d/go2"
+	# up to 45 s: past the client's own 30 s re-poll, to tell a late grant from none
+	for ((i = 0; i < 450; i++)); do
+		kill -0 "$bpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$bpid" 2>/dev/null; then
+		failc range-granted "B's blocking F_SETLKW on [5, 6) still waits 45 s after go2: A: $(tr '\n' ';' <"$d/a")"
+		kill "$bpid" 2>/dev/null
+	fi
+	wait "$bpid" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$apid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$apid" 2>/dev/null
+	wait "$apid" 2>/dev/null
+	trel=$(sed -n 's/^u 0 0 ok t=\([0-9]*\)$/\1/p' "$d/a")
+	tgot=$(sed -n 's/^W 5 1 ok t=\([0-9]*\)$/\1/p' "$d/b")
+	if [ -z "$trel" ] || [ -z "$tgot" ]; then
+		failc range-granted "A: $(tr '\n' ';' <"$d/a") B: $(tr '\n' ';' <"$d/b") (expected 'u 0 0 ok' and 'W 5 1 ok')"
+	elif [ $((tgot - trel)) -le $((max * 1000)) ]; then
+		pass range-granted "B's blocking F_SETLKW on [5, 6) granted $((tgot - trel)) ms after A's unlock (the server's GRANTED; the client re-polls after 30 s)"
+		NLM_NOTE="${NLM_NOTE:+$NLM_NOTE, }range grant after $((tgot - trel)) ms"
+	else
+		failc range-granted "B's blocking F_SETLKW on [5, 6) granted only $((tgot - trel)) ms after A's unlock (> $max s: no GRANTED callback)"
+	fi
+	echo "byte ranges: $(($(now_ms) - t0)) ms"
+}
+
 # nlm_locks FA FB: the lock matrix between A (mount A) and B (mount B) on one file
 nlm_locks() {
 	local fa=$1 fb=$2
@@ -364,6 +486,7 @@ nlm_locks() {
 		nlm_release
 	fi
 	nlm_blocking "$fa" "$fb"
+	nlm_ranges "$fa" "$fb"
 }
 
 run_nlm() {

@@ -56,12 +56,15 @@
 #       forgets the request), LOCK_SH admits B's -s and refuses -x, a release admits B; a
 #       blocking flock -x waits (nlm.waiting = 1) and gets the lock within
 #       RPCRDMA_NFSD_NLM_GRANT_MAX s (10) of the release (the server's NLMPROC4_GRANTED, not the
-#       client's 30 s re-poll); counters nlm.lock_granted, lock_denied, lock_blocked,
-#       grants_sent > 0, grants_refused = grants_failed = 0, nlm.locks = nlm.waiting = 0 after
-#       the umounts; exit status 0 after SIGTERM and the registrations gone; the peer's rpcbind,
-#       the statd and the client's lockd gone after the part. The server's state directory
-#       (--v4-state-dir) is a fresh /srv/nlm-state; rpcinfo also shows its status monitor
-#       (100024 v1 udp and tcp).
+#       client's 30 s re-poll); fcntl byte ranges between them (scripts/vm/lockf.c,
+#       RPCRDMA_LOCKF_BIN; SKIP without it): overlapping ranges refused, adjacent and to-EOF ones
+#       and shared reads granted, F_GETLK reports the holder's range, a partial unlock splits
+#       it, a blocking F_SETLKW is granted soon after the release (GRANTED); counters
+#       nlm.lock_granted, lock_denied, lock_blocked, grants_sent > 0, grants_refused =
+#       grants_failed = 0, nlm.locks = nlm.waiting = 0 after the umounts; exit status 0 after
+#       SIGTERM and the registrations gone; the peer's rpcbind, the statd and the client's lockd
+#       gone after the part. The server's state directory (--v4-state-dir) is a fresh
+#       /srv/nlm-state; rpcinfo also shows its status monitor (100024 v1 udp and tcp).
 #   nlm-restart/siw  (ours only; RPCRDMA_NFSD_NLM_RESTART, default "siw", "iwarp" on request;
 #       empty: none; nfs-nlm.sh): the same setup with the dir backend and --nlm-grace
 #       RPCRDMA_NFSD_NLM_GRACE (15 s). Restart: A holds flock -x (nlm-hosts in the state
@@ -132,7 +135,7 @@
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
 # Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_NFSD_PJDFSTEST41, RPCRDMA_NFSD_FIO41, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
-# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_NFSD_NLM_RESTART,
+# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_LOCKF_BIN, RPCRDMA_NFSD_NLM_RESTART,
 # RPCRDMA_NFSD_NLM_GRACE, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
