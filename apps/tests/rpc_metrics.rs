@@ -295,3 +295,87 @@ fn accepts_free_ports_outside_the_ephemeral_range() {
     }
     assert_ne!(a, b);
 }
+
+/// The daemon's lock manager end to end: a file made over NFS/RDMA, a LOCK of its handle over
+/// NLM (TCP, the daemon's NLM port), and the lock seen in the daemon's counters and on the
+/// metrics port; a second owner's LOCK denied; both gone after UNLOCK.
+#[test]
+fn accepts_nfsd_lock_manager_locks_in_counters_and_metrics() {
+    use rpcrdma_apps::nfs::nlm::proto::{self, Lock, LockArgs, Stat, UnlockArgs};
+    use rpcrdma_apps::nfs::rpc_tcp::RpcClient;
+    use rpcrdma_apps::nfs::types::{CreateHow, Sattr3};
+    let mut o = nfsd_common::options(rpcrdma_apps::nfs::daemon::Backend::Memory);
+    o.metrics = Some("127.0.0.1:0".parse().unwrap());
+    let rig = nfsd_common::Rig::with(o, None);
+    let port = rig.daemon.metrics_addr().expect("metrics port");
+    let fh = rig
+        .nfs
+        .create(
+            &rig.root,
+            b"locked",
+            CreateHow::Unchecked(Sattr3::default()),
+        )
+        .expect("CREATE");
+    let nlm = rig
+        .daemon
+        .nlm_addr()
+        .expect("the lock manager runs by default");
+    let at = SocketAddr::new("127.0.0.1".parse().unwrap(), nlm.port());
+    let t = Duration::from_secs(5);
+    let mut c = RpcClient::connect(at, t, t).expect("NLM connection");
+    let l = |svid| Lock {
+        caller: b"metrics-client",
+        fh: fh.as_bytes(),
+        oh: b"oh",
+        svid,
+        offset: 0,
+        len: 0,
+    };
+    let mut lock = |svid| {
+        let a = LockArgs {
+            cookie: b"c",
+            block: false,
+            exclusive: true,
+            lock: l(svid),
+            reclaim: false,
+            state: 1,
+        };
+        let r = c.call(proto::NLM_PROG, 4, proto::LOCK, &proto::encode_lock(&a));
+        proto::decode_res(&r.expect("LOCK")).expect("nlm4_res").1
+    };
+    assert_eq!(lock(1), Stat::GRANTED);
+    assert_eq!(lock(2), Stat::DENIED, "another process of the client");
+    assert_eq!(rig.counter("nlm.locks"), 1);
+    let f = scrape(port).expect("nfsd metrics port");
+    let sample = |fam: &str, label: (&str, &str)| -> f64 {
+        f.iter()
+            .find(|x| x.name == fam)
+            .unwrap_or_else(|| panic!("no family {fam}"))
+            .samples
+            .iter()
+            .filter(|s| s.label(label.0) == Some(label.1))
+            .map(|s| s.value)
+            .sum()
+    };
+    assert_eq!(sample("rpcrdma_nfsd_nlm_locks", ("table", "locks")), 1.0);
+    assert_eq!(sample("rpcrdma_nfsd_nlm_locks", ("table", "hosts")), 1.0);
+    assert_eq!(
+        sample("rpcrdma_nfsd_nlm_events_total", ("event", "granted")),
+        1.0
+    );
+    assert_eq!(
+        sample("rpcrdma_nfsd_nlm_events_total", ("event", "denied")),
+        1.0
+    );
+    let u = UnlockArgs {
+        cookie: b"u",
+        lock: l(1),
+    };
+    let r = c.call(proto::NLM_PROG, 4, proto::UNLOCK, &proto::encode_unlock(&u));
+    assert_eq!(
+        proto::decode_res(&r.expect("UNLOCK")).expect("res").1,
+        Stat::GRANTED
+    );
+    assert_eq!((rig.counter("nlm.locks"), rig.counter("nlm.hosts")), (0, 0));
+    rig.stop();
+}

@@ -504,6 +504,9 @@ impl<P: Provider> Daemon<P> {
         };
         let s = NlmServer::start(a, exports, cfg, Some(Arc::clone(&self.cross)))
             .map_err(|e| format!("NLM listener on {a}: {e}"))?;
+        if let Some(m) = self.server.as_ref().and_then(|x| x.metrics()) {
+            m.add_collector(s.collector());
+        }
         self.nlm = Some(s);
         Ok(())
     }

@@ -38,6 +38,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rpcrdma_poller::metrics::{Collector, Exposition, Kind};
+
 use crate::nfs::cross_locks::{CrossLocks, Foreign, LockView};
 use crate::nfs::rpc_tcp::{lock, RpcService, ServerConfig, TcpRpcServer};
 
@@ -203,6 +205,52 @@ fn shared_with(
     })
 }
 
+/// The NLM families of the metrics port.
+struct Metrics(Arc<service::Shared>);
+
+impl Collector for Metrics {
+    fn collect(&self, e: &mut Exposition) {
+        let (hosts, files, locks, waiting) = {
+            let t = lock(&self.0.table);
+            (t.hosts(), t.files(), t.locks(), t.waiting())
+        };
+        let name = "rpcrdma_nfsd_nlm_locks";
+        e.family(
+            name,
+            "NFSv3 lock manager (NLM v4) table sizes: client hosts, files, lock ranges held, requests waiting.",
+            Kind::Gauge,
+        );
+        for (table, n) in [
+            ("hosts", hosts),
+            ("files", files),
+            ("locks", locks),
+            ("waiting", waiting),
+        ] {
+            e.sample(name, &[("table", table)], n as u64);
+        }
+        let name = "rpcrdma_nfsd_nlm_events_total";
+        e.family(
+            name,
+            "NFSv3 lock manager (NLM v4) events: LOCK answers (granted, denied, blocked, no resources), reclaims and grace-period refusals after a restart, NLMPROC4_GRANTED calls accepted, refused and failed.",
+            Kind::Counter,
+        );
+        let s = &self.0.stats;
+        for (event, c) in [
+            ("granted", &s.granted),
+            ("denied", &s.denied),
+            ("blocked", &s.blocked),
+            ("nolocks", &s.nolocks),
+            ("reclaims", &s.reclaims),
+            ("grace_denied", &s.grace_denied),
+            ("grants_sent", &s.grants_sent),
+            ("grants_refused", &s.grants_refused),
+            ("grants_failed", &s.grants_failed),
+        ] {
+            e.sample(name, &[("event", event)], NlmStats::get(c));
+        }
+    }
+}
+
 /// A file's key in the lock table: the export's handle id and the store's handle.
 fn split_key(file: &[u8]) -> Option<([u8; 4], &[u8])> {
     let (export, fh) = file.split_first_chunk::<4>()?;
@@ -348,6 +396,12 @@ impl NlmServer {
     /// Its counters.
     pub fn stats(&self) -> &NlmStats {
         &self.shared.stats
+    }
+
+    /// Its table sizes and counters as Prometheus families (`rpcrdma_nfsd_nlm_locks`,
+    /// `rpcrdma_nfsd_nlm_events_total`), for the daemon's metrics port.
+    pub fn collector(&self) -> Arc<dyn Collector> {
+        Arc::new(Metrics(Arc::clone(&self.shared)))
     }
 
     /// The lock table's sizes now.
