@@ -37,6 +37,18 @@ fn scrape(addr: SocketAddr) -> Option<Vec<Family>> {
     Some(parse(body).unwrap_or_else(|e| panic!("exposition rejected: {e}")))
 }
 
+/// The sum of family `fam`'s samples carrying `label` (the family must be there).
+fn sample(f: &[Family], fam: &str, label: (&str, &str)) -> f64 {
+    f.iter()
+        .find(|x| x.name == fam)
+        .unwrap_or_else(|| panic!("no family {fam}"))
+        .samples
+        .iter()
+        .filter(|s| s.label(label.0) == Some(label.1))
+        .map(|s| s.value)
+        .sum()
+}
+
 fn value(f: &[Family], name: &str) -> f64 {
     f.iter()
         .find(|x| x.name == name)
@@ -168,16 +180,7 @@ fn accepts_nfsd_metrics_port_with_nfs_procedures() {
     let stale = rig.nfs.getattr(&forged);
     assert!(stale.is_err(), "{stale:?}");
     let f = scrape(port).expect("nfsd metrics port");
-    let sample = |fam: &str, label: (&str, &str)| -> f64 {
-        f.iter()
-            .find(|x| x.name == fam)
-            .unwrap_or_else(|| panic!("no family {fam}"))
-            .samples
-            .iter()
-            .filter(|s| s.label(label.0) == Some(label.1))
-            .map(|s| s.value)
-            .sum()
-    };
+    let sample = |fam: &str, label: (&str, &str)| sample(&f, fam, label);
     assert_eq!(sample("rpcrdma_nfsd_calls_total", ("proc", "GETATTR")), 4.0);
     let bad = sample("rpcrdma_nfsd_status_total", ("status", "NFS3ERR_BADHANDLE"))
         + sample("rpcrdma_nfsd_status_total", ("status", "NFS3ERR_STALE"));
@@ -228,16 +231,7 @@ fn accepts_nfsd_metrics_port_with_nfs4_state_tables() {
     c.call_blocking(rpcrdma_poller::Proc::new(100_003, 4, 1), a)
         .expect("COMPOUND");
     let f = scrape(port).expect("nfsd metrics port");
-    let sample = |fam: &str, label: (&str, &str)| -> f64 {
-        f.iter()
-            .find(|x| x.name == fam)
-            .unwrap_or_else(|| panic!("no family {fam}"))
-            .samples
-            .iter()
-            .filter(|s| s.label(label.0) == Some(label.1))
-            .map(|s| s.value)
-            .sum()
-    };
+    let sample = |fam: &str, label: (&str, &str)| sample(&f, fam, label);
     assert_eq!(sample("rpcrdma_nfsd_nfs4_state", ("table", "clients")), 1.0);
     assert_eq!(
         sample("rpcrdma_nfsd_nfs4_state", ("table", "sessions")),
@@ -347,16 +341,7 @@ fn accepts_nfsd_lock_manager_locks_in_counters_and_metrics() {
     assert_eq!(lock(2), Stat::DENIED, "another process of the client");
     assert_eq!(rig.counter("nlm.locks"), 1);
     let f = scrape(port).expect("nfsd metrics port");
-    let sample = |fam: &str, label: (&str, &str)| -> f64 {
-        f.iter()
-            .find(|x| x.name == fam)
-            .unwrap_or_else(|| panic!("no family {fam}"))
-            .samples
-            .iter()
-            .filter(|s| s.label(label.0) == Some(label.1))
-            .map(|s| s.value)
-            .sum()
-    };
+    let sample = |fam: &str, label: (&str, &str)| sample(&f, fam, label);
     assert_eq!(sample("rpcrdma_nfsd_nlm_locks", ("table", "locks")), 1.0);
     assert_eq!(sample("rpcrdma_nfsd_nlm_locks", ("table", "hosts")), 1.0);
     assert_eq!(

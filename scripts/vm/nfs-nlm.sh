@@ -134,21 +134,10 @@ nlm_server() {
 		exec "$@"' sh "$pidf" "$BIN" --provider "$provider" --bind 10.0.3.2 "${EXPORT_ROOT[@]}" \
 		--backend "${NLM_BACKEND:-memory}" --v4-state-dir "$NLM_STATE" ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
-	until line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG"); do
-		NLM_RPCB_PID=$(cat "$pidf")
-		if ! kill -0 "$SRV_PID" 2>/dev/null; then
-			wait "$SRV_PID"
-			echo "server exited with status $? before its ready line"
-			SRV_PID=''
-			return 1
-		fi
-		if [ $(($(now_ms) - t0)) -gt $((READY_TIMEOUT * 1000)) ]; then
-			echo "no ready line within $READY_TIMEOUT s"
-			return 1
-		fi
-		sleep 0.2
-	done
-	NLM_RPCB_PID=$(cat "$pidf")
+	srv_ready "$t0"
+	local rc=$?
+	NLM_RPCB_PID=$(cat "$pidf" 2>/dev/null)
+	[ "$rc" = 0 ] || return 1
 	echo "server: $line ($(($(now_ms) - t0)) ms, rpcbind of netns peer: pid ${NLM_RPCB_PID:-?})"
 	SRV_NLM_PORT=$(sed -n 's/.* nlm=[^ ]*:\([0-9]*\).*/\1/p' <<<"$line")
 	[ -n "$SRV_NLM_PORT" ]

@@ -271,21 +271,7 @@ srv_start() {
 	"${ns[@]}" "$BIN" --provider "$provider" --bind "$SRV_ADDR" --port "$PORT" --mount-port "$MPORT" "${exp[@]}" \
 		--backend "$arg" --no-rpcbind ${RPCRDMA_NFSD_ARGS:-} "$@" >"$SRV_LOG" 2>&1 &
 	SRV_PID=$!
-	while :; do
-		line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG")
-		[ -n "$line" ] && break
-		if ! kill -0 "$SRV_PID" 2>/dev/null; then
-			wait "$SRV_PID"
-			echo "server exited with status $? before its ready line"
-			SRV_PID=''
-			return 1
-		fi
-		if [ $(($(now_ms) - t0)) -gt $((READY_TIMEOUT * 1000)) ]; then
-			echo "no ready line within $READY_TIMEOUT s"
-			return 1
-		fi
-		sleep 0.2
-	done
+	srv_ready "$t0" || return 1
 	echo "server: $line ($(($(now_ms) - t0)) ms)"
 	# the ports it really uses
 	arg=$(sed -n 's/.* nfs=[^ ]*:\([0-9]*\).*/\1/p' <<<"$line")
@@ -293,6 +279,27 @@ srv_start() {
 	arg=$(sed -n 's/.* mount=[^ ]*:\([0-9]*\).*/\1/p' <<<"$line")
 	[ -n "$arg" ] && SRV_MPORT=$arg
 	return 0
+}
+
+# srv_ready T0: waits for the ready line of the server SRV_PID (log SRV_LOG), started at T0
+# (ms), at most READY_TIMEOUT s; sets `line` to it; 1 (and says why) when the server exited or
+# the time ran out
+srv_ready() {
+	while :; do
+		line=$(grep -m1 '^rpcrdma-nfsd: ready ' "$SRV_LOG")
+		[ -n "$line" ] && return 0
+		if ! kill -0 "$SRV_PID" 2>/dev/null; then
+			wait "$SRV_PID"
+			echo "server exited with status $? before its ready line"
+			SRV_PID=''
+			return 1
+		fi
+		if [ $(($(now_ms) - $1)) -gt $((READY_TIMEOUT * 1000)) ]; then
+			echo "no ready line within $READY_TIMEOUT s"
+			return 1
+		fi
+		sleep 0.2
+	done
 }
 
 # srv_stop: SIGTERM, the exit status must be 0 within 20 s (ours); nothing for the kernel nfsd

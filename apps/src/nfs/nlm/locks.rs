@@ -423,7 +423,7 @@ impl LockTable {
     }
 
     /// NLMPROC4_TEST: the first lock of another owner in the way of `w` on `file`, if any.
-    pub fn test(&mut self, host: &HostKey, file: &[u8], w: &Want) -> Option<Holder> {
+    pub fn test(&self, host: &HostKey, file: &[u8], w: &Want) -> Option<Holder> {
         let owner = self.ids.get(host).map(|&host| Owner { host, svid: w.svid });
         let any = Owner {
             host: HostId::MAX,

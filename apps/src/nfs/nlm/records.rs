@@ -16,15 +16,12 @@
 //! that would not be lost without the file (the server warns). A missing file is no host and
 //! state 0.
 
-use std::fs::OpenOptions;
-use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::locks::HostKey;
 use crate::nfs::handle_mac::siphash24;
-use crate::nfs::v4::server::clientdb::write_atomic;
+use crate::nfs::v4::server::clientdb::{read_bounded, write_atomic, Bounded};
 
 /// The file's name in the state directory.
 pub const FILE: &str = "nlm-hosts";
@@ -150,22 +147,12 @@ pub fn decode(all: &[u8]) -> Result<Records, RecordsError> {
 
 /// The records kept in `dir` (none and state 0 when there is no file).
 pub fn load(dir: &Path) -> Result<Records, RecordsError> {
-    let io = |e: std::io::Error| RecordsError::Io(e.to_string());
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join(FILE));
-    let f = match f {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Records::default()),
-        Err(e) => return Err(io(e)),
-    };
-    if f.metadata().map_err(io)?.len() > MAX_FILE {
-        return Err(RecordsError::TooLarge);
+    let found = read_bounded(&dir.join(FILE), MAX_FILE);
+    match found.map_err(|e| RecordsError::Io(e.to_string()))? {
+        Bounded::Data(b) => decode(&b),
+        Bounded::Missing => Ok(Records::default()),
+        Bounded::TooLarge => Err(RecordsError::TooLarge),
     }
-    let mut b = Vec::new();
-    f.take(MAX_FILE + 1).read_to_end(&mut b).map_err(io)?;
-    decode(&b)
 }
 
 /// Replaces the records kept in `dir` with `r`, atomically and durably.

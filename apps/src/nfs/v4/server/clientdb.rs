@@ -194,22 +194,42 @@ pub fn decode(b: &[u8]) -> Result<Vec<Record>, DbError> {
 
 /// The records kept in directory `dir` (none when there is no file yet).
 pub fn load(dir: &Path) -> Result<Vec<Record>, DbError> {
-    let path = dir.join(FILE);
+    match read_bounded(&dir.join(FILE), MAX_FILE).map_err(io)? {
+        Bounded::Data(b) => decode(&b),
+        Bounded::Missing => Ok(Vec::new()),
+        Bounded::TooLarge => Err(DbError::TooLarge),
+    }
+}
+
+/// What [`read_bounded`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bounded {
+    /// No such file.
+    Missing,
+    /// Larger than the bound (not read).
+    TooLarge,
+    /// The file's octets.
+    Data(Vec<u8>),
+}
+
+/// The octets of file `path` (not following a symbolic link), unless it is missing or larger
+/// than `max` octets (then not read).
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Bounded> {
     let f = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
+        .open(path)
     {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Bounded::Missing),
+        Err(e) => return Err(e),
     };
-    if f.metadata().map_err(io)?.len() > MAX_FILE {
-        return Err(DbError::TooLarge);
+    if f.metadata()?.len() > max {
+        return Ok(Bounded::TooLarge);
     }
     let mut b = Vec::new();
-    f.take(MAX_FILE + 1).read_to_end(&mut b).map_err(io)?;
-    decode(&b)
+    f.take(max + 1).read_to_end(&mut b)?;
+    Ok(Bounded::Data(b))
 }
 
 /// Creates directory `dir` (mode 0700) when it is missing.
