@@ -55,7 +55,9 @@ fn mount(name: &str, ip: Ipv4Addr) -> (AcceptStat, Option<u32>) {
             .collect(),
     );
     let record = body(name, 1);
-    let reply = handle_record(&*svc, SocketAddr::new(ip.into(), 700), &record).expect(name);
+    let reply = handle_record(&*svc, SocketAddr::new(ip.into(), 700), &record)
+        .reply()
+        .expect(name);
     let (h, off) = decode_reply(&reply).expect(name);
     assert_eq!(h.xid.to_be_bytes(), record[..4], "{name}");
     let ReplyBody::Accepted { stat, .. } = h.body else {

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use rpcrdma_apps::nfs::nlm::proto::{self, Stat};
 use rpcrdma_apps::nfs::nlm::{detached, model};
+use rpcrdma_apps::nfs::rpc_tcp::Handled;
 use rpcrdma_apps::nfs::v3::harness::Harness;
 use rpcrdma_engine::rpc::AcceptStat;
 
@@ -33,7 +34,7 @@ fn accepts_the_lock_table_seeds_as_the_model_answers_them() {
 }
 
 /// The accept status and the NLM status of seed `name`'s call.
-fn answer(name: &str) -> (AcceptStat, Option<Stat>) {
+fn answer(name: &str) -> (Handled, Option<Stat>) {
     let s = seed(name);
     assert_eq!(s[0], 1, "{name}");
     let (p, st, out) = detached::call(&Harness::new(), s[1], &s[2..]);
@@ -48,7 +49,7 @@ fn answer(name: &str) -> (AcceptStat, Option<Stat>) {
 
 #[test]
 fn accepts_the_service_seeds_with_linux_lockds_statuses() {
-    let ok = AcceptStat::Success;
+    let ok = Handled::Reply(AcceptStat::Success);
     for (name, want) in [
         ("lock_file", Stat::GRANTED),
         ("nm_lock_file", Stat::GRANTED),
@@ -68,7 +69,7 @@ fn accepts_the_service_seeds_with_linux_lockds_statuses() {
         assert_eq!(answer(name), (ok, Some(want)), "{name}");
     }
     assert_eq!(answer("free_all"), (ok, None));
-    assert_eq!(answer("lock_trailing").0, AcceptStat::GarbageArgs);
+    assert_eq!(answer("lock_trailing").0, AcceptStat::GarbageArgs.into());
 }
 
 #[test]

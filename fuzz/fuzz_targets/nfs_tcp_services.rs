@@ -71,7 +71,7 @@ fn mount_record(record: &[u8]) {
             .collect(),
     );
     for ip in [CLIENTS[0], CLIENTS[1]] {
-        let Some(reply) = handle_record(&*service, SocketAddr::new(ip, 700), record) else {
+        let Some(reply) = handle_record(&*service, SocketAddr::new(ip, 700), record).reply() else {
             continue;
         };
         let (header, _) = decode_reply(&reply).expect("the reply decodes");

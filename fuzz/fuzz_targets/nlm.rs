@@ -16,6 +16,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rpcrdma_apps::nfs::nlm::{detached, model, nsm, proto, records};
+use rpcrdma_apps::nfs::rpc_tcp::Handled;
 use rpcrdma_apps::nfs::v3::harness::Harness;
 use rpcrdma_engine::rpc::AcceptStat;
 use rpcrdma_engine::xdr::XdrReader;
@@ -51,7 +52,7 @@ fn service_call(body: &[u8]) {
     };
     let h = Harness::new();
     let (proc_num, st, out) = detached::call(&h, first, args);
-    if st != AcceptStat::Success {
+    if st != Handled::Reply(AcceptStat::Success) {
         return;
     }
     let args = h.with_handles(args);

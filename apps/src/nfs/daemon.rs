@@ -282,7 +282,8 @@ pub struct Daemon<P: Provider> {
     nfs4: Option<Arc<Nfs41>>,
     mount: Option<MountServer>,
     nlm: Option<NlmServer>,
-    /// NLM and NFSv4.1 locks: one file's conflict across the two.
+    /// NLM and NFSv4.1 locks: one file's conflict across the two; NFSv4.1 delegations as
+    /// NFSv3 and NLM calls recall them.
     cross: Arc<CrossLocks>,
     /// How stores are made for exports added by a reload.
     backend: Backend,
@@ -487,10 +488,11 @@ impl<P: Provider> Daemon<P> {
     }
 
     /// The lock manager beside NFS ([`DaemonOptions::nlm`]), its locks and NFSv4.1's made to
-    /// conflict.
+    /// conflict, and NFSv3 and NLM calls made to recall NFSv4.1 delegations.
     fn start_nlm(&mut self, o: &DaemonOptions) -> Result<(), String> {
         if let Some(n) = &self.nfs4 {
             n.set_cross(Arc::clone(&self.cross));
+            self.nfs.set_cross(Arc::clone(&self.cross));
         }
         let Some(a) = o.nlm else { return Ok(()) };
         let nfs = Arc::clone(&self.nfs);
@@ -688,6 +690,7 @@ impl<P: Provider> Daemon<P> {
                 ("nlm.lock_nolocks", get(&st.nolocks)),
                 ("nlm.reclaims", get(&st.reclaims)),
                 ("nlm.grace_denied", get(&st.grace_denied)),
+                ("nlm.deleg_drops", get(&st.deleg_drops)),
                 ("nlm.grants_sent", get(&st.grants_sent)),
                 ("nlm.grants_refused", get(&st.grants_refused)),
                 ("nlm.grants_failed", get(&st.grants_failed)),

@@ -31,7 +31,7 @@ use rpcrdma_engine::xdr::{XdrError, XdrReader};
 use super::exports::{self, ClientRule, ExportOptions, Exports};
 use super::types::Fh;
 use crate::nfs::rpc_tcp::{
-    lock, tcp_call, CallCtx, ConnStats, RpcService, ServerConfig, TcpRpcServer, XdrBuf,
+    lock, tcp_call, CallCtx, ConnStats, Handled, RpcService, ServerConfig, TcpRpcServer, XdrBuf,
 };
 
 /// The MOUNT program number.
@@ -288,8 +288,8 @@ impl RpcService for MountService {
         (MOUNT_V3, MOUNT_V3)
     }
 
-    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
-        match proc_num {
+    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> Handled {
+        let st = match proc_num {
             MOUNTPROC3_NULL => AcceptStat::Success,
             MOUNTPROC3_MNT => self.mnt(ctx, args, out),
             MOUNTPROC3_DUMP => self.dump(out),
@@ -301,7 +301,8 @@ impl RpcService for MountService {
             }
             MOUNTPROC3_EXPORT => self.export(out),
             _ => AcceptStat::ProcUnavail,
-        }
+        };
+        st.into()
     }
 }
 
@@ -818,7 +819,7 @@ mod tests {
             exports: exports().into(),
             mounts: Mutex::new(Vec::new()),
         };
-        let reply = handle_record(&svc, "127.0.0.1:9".parse().unwrap(), msg)?;
+        let reply = handle_record(&svc, "127.0.0.1:9".parse().unwrap(), msg).reply()?;
         match rpcrdma_engine::rpc::decode_reply(&reply).ok()?.0.body {
             rpcrdma_engine::rpc::ReplyBody::Denied(d) => Some(RpcReplyError::Denied(d)),
             rpcrdma_engine::rpc::ReplyBody::Accepted { stat, .. } => {

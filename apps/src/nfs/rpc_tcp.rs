@@ -195,7 +195,45 @@ pub trait RpcService: Send + Sync + 'static {
 
     /// Serves procedure `proc_num` with the encoded `args`. On [`AcceptStat::Success`] the
     /// results are what was appended to `out`; any other status is sent without results.
-    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat;
+    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> Handled;
+}
+
+/// How a service answered one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handled {
+    /// A reply with this status.
+    Reply(AcceptStat),
+    /// No reply at all: the client sends the call again after its timeout (Linux lockd's
+    /// `nlm_drop_reply`, for a request that must wait for something it cannot queue on).
+    Drop,
+}
+
+impl From<AcceptStat> for Handled {
+    fn from(s: AcceptStat) -> Handled {
+        Handled::Reply(s)
+    }
+}
+
+/// What one call record gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// This reply (an RPC reply message, not framed).
+    Reply(Vec<u8>),
+    /// Nothing: the service dropped the call ([`Handled::Drop`]).
+    Nothing,
+    /// The record cannot be answered (not a decodable CALL with an XID): the caller closes
+    /// the connection.
+    Close,
+}
+
+impl Answer {
+    /// The reply, when there is one.
+    pub fn reply(self) -> Option<Vec<u8>> {
+        match self {
+            Answer::Reply(r) => Some(r),
+            Answer::Nothing | Answer::Close => None,
+        }
+    }
 }
 
 /// Limits of a [`TcpRpcServer`]. Deadlines run per record and per reply, whatever the
@@ -241,11 +279,16 @@ impl Default for ServerConfig {
     }
 }
 
-/// Builds the reply to one call record, or `None` when the record cannot be answered (it is
-/// not a decodable CALL with an XID): the caller then closes the connection.
-pub fn handle_record(service: &dyn RpcService, peer: SocketAddr, record: &[u8]) -> Option<Vec<u8>> {
+/// Builds the answer to one call record: a reply, nothing (the service dropped the call), or
+/// [`Answer::Close`] when the record cannot be answered.
+pub fn handle_record(service: &dyn RpcService, peer: SocketAddr, record: &[u8]) -> Answer {
     let (xid, outcome) = match decode_call(record) {
-        Ok((call, off)) => (call.xid, serve(service, peer, &call, record.get(off..)?)),
+        Ok((call, off)) => {
+            let Some(args) = record.get(off..) else {
+                return Answer::Close;
+            };
+            (call.xid, serve(service, peer, &call, args))
+        }
         Err(RpcError::BadRpcVersion { xid, .. }) => (
             xid,
             Outcome::Denied(RejectedReply::RpcMismatch {
@@ -255,9 +298,10 @@ pub fn handle_record(service: &dyn RpcService, peer: SocketAddr, record: &[u8]) 
         ),
         Err(RpcError::CredTooLong { xid, .. }) => (xid, auth_error(AuthStat::BadCred)),
         Err(RpcError::VerfTooLong { xid, .. }) => (xid, auth_error(AuthStat::BadVerf)),
-        Err(_) => return None,
+        Err(_) => return Answer::Close,
     };
     let (body, results) = match outcome {
+        Outcome::Dropped => return Answer::Nothing,
         Outcome::Accepted(stat, results) => (
             ReplyBody::Accepted {
                 verf: OpaqueAuth::NONE,
@@ -269,15 +313,18 @@ pub fn handle_record(service: &dyn RpcService, peer: SocketAddr, record: &[u8]) 
     };
     let header = ReplyHeader { xid, body };
     let mut out = vec![0u8; reply_encoded_len(&header)];
-    let n = encode_reply(&mut out, &header).ok()?;
+    let Ok(n) = encode_reply(&mut out, &header) else {
+        return Answer::Close;
+    };
     out.truncate(n);
     out.extend_from_slice(&results);
-    Some(out)
+    Answer::Reply(out)
 }
 
 enum Outcome {
     Accepted(AcceptStat, Vec<u8>),
     Denied(RejectedReply),
+    Dropped,
 }
 
 fn auth_error(why: AuthStat) -> Outcome {
@@ -318,8 +365,9 @@ fn serve(
     };
     let mut out = XdrBuf::new();
     match service.call(&ctx, call.proc_num, args, &mut out) {
-        AcceptStat::Success => Outcome::Accepted(AcceptStat::Success, out.0),
-        stat => Outcome::Accepted(stat, Vec::new()),
+        Handled::Reply(AcceptStat::Success) => Outcome::Accepted(AcceptStat::Success, out.0),
+        Handled::Reply(stat) => Outcome::Accepted(stat, Vec::new()),
+        Handled::Drop => Outcome::Dropped,
     }
 }
 

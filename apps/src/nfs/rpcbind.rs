@@ -268,7 +268,7 @@ pub fn dump_at(rpcbind: SocketAddr) -> io::Result<Vec<RpcbMapping>> {
 mod tests {
     use super::*;
     use crate::nfs::rpc_tcp::{
-        lock, CallCtx, RpcCallError, RpcReplyError, RpcService, ServerConfig, TcpRpcServer,
+        lock, CallCtx, Handled, RpcCallError, RpcReplyError, RpcService, ServerConfig, TcpRpcServer,
     };
     use rpcrdma_engine::rpc::AcceptStat;
     use std::net::TcpListener;
@@ -308,7 +308,7 @@ mod tests {
             (3, 4)
         }
 
-        fn call(&self, _: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+        fn call(&self, _: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> Handled {
             if proc_num == RPCBPROC_DUMP {
                 for ((prog, vers, netid), addr) in lock(&self.map).iter() {
                     out.put_bool(true);
@@ -316,10 +316,10 @@ mod tests {
                         .extend(encode_rpcb(*prog, *vers, netid, addr, "unknown"));
                 }
                 out.put_bool(false);
-                return AcceptStat::Success;
+                return AcceptStat::Success.into();
             }
             let Ok((prog, vers, netid, addr, owner)) = decode_rpcb(args) else {
-                return AcceptStat::GarbageArgs;
+                return AcceptStat::GarbageArgs.into();
             };
             let entry = (proc_num, prog, vers, netid.clone(), addr.clone(), owner);
             lock(&self.log).push(entry);
@@ -338,9 +338,9 @@ mod tests {
                     map.retain(|(k, _)| *k != key);
                 }
                 RPCBPROC_GETADDR => out.put_str(found.map_or("", |i| map[i].1.as_str())),
-                _ => return AcceptStat::ProcUnavail,
+                _ => return AcceptStat::ProcUnavail.into(),
             }
-            AcceptStat::Success
+            AcceptStat::Success.into()
         }
     }
 
@@ -471,11 +471,11 @@ mod tests {
             (4, 4)
         }
 
-        fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+        fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> Handled {
             let refuse = proc_num == RPCBPROC_SET && args.get(..4) == Some(&[0, 1, 0x86, 0xa5]);
             if refuse {
                 out.put_bool(false);
-                return AcceptStat::Success;
+                return AcceptStat::Success.into();
             }
             self.0.call(ctx, proc_num, args, out)
         }

@@ -10,16 +10,16 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use rpcrdma_engine::rpc::{AcceptStat, AuthFlavor, AuthSysParams, OpaqueAuth};
+use rpcrdma_engine::rpc::{AuthFlavor, AuthSysParams, OpaqueAuth};
 
 use super::{proto, NlmConfig};
-use crate::nfs::rpc_tcp::{CallCtx, CredCopy, XdrBuf};
+use crate::nfs::rpc_tcp::{CallCtx, CredCopy, Handled, XdrBuf};
 use crate::nfs::v3::harness::Harness;
 
 /// Serves procedure `first & 0x1f` modulo 24 as AUTH_SYS root, uid 1000 (gid 1000) or
 /// AUTH_NONE (`(first >> 5) % 3`) with arguments `args` (handle markers replaced): the
-/// procedure number, the accept status and the results.
-pub fn call(h: &Harness, first: u8, args: &[u8]) -> (u32, AcceptStat, Vec<u8>) {
+/// procedure number, how the service answered and the results.
+pub fn call(h: &Harness, first: u8, args: &[u8]) -> (u32, Handled, Vec<u8>) {
     let table = h.exports();
     let svc = super::service(Arc::new(move || Arc::clone(&table)), NlmConfig::default());
     let args = h.with_handles(args);

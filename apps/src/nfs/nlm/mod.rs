@@ -231,7 +231,7 @@ impl Collector for Metrics {
         let name = "rpcrdma_nfsd_nlm_events_total";
         e.family(
             name,
-            "NFSv3 lock manager (NLM v4) events: LOCK answers (granted, denied, blocked, no resources), reclaims and grace-period refusals after a restart, NLMPROC4_GRANTED calls accepted, refused and failed.",
+            "NFSv3 lock manager (NLM v4) events: LOCK answers (granted, denied, blocked, no resources), reclaims and grace-period refusals after a restart, requests left unanswered while an NFSv4.1 delegation was recalled, NLMPROC4_GRANTED calls accepted, refused and failed.",
             Kind::Counter,
         );
         let s = &self.0.stats;
@@ -242,6 +242,7 @@ impl Collector for Metrics {
             ("nolocks", &s.nolocks),
             ("reclaims", &s.reclaims),
             ("grace_denied", &s.grace_denied),
+            ("deleg_drops", &s.deleg_drops),
             ("grants_sent", &s.grants_sent),
             ("grants_refused", &s.grants_refused),
             ("grants_failed", &s.grants_failed),

@@ -31,7 +31,7 @@ use rpcrdma_engine::xdr::XdrReader;
 
 use super::locks::{Grant, HostKey};
 use super::service::Shared;
-use crate::nfs::rpc_tcp::{handle_record, CallCtx, RpcClient, RpcService, XdrBuf};
+use crate::nfs::rpc_tcp::{handle_record, Answer, CallCtx, Handled, RpcClient, RpcService, XdrBuf};
 use crate::nfs::rpcbind;
 
 /// The status monitor's program number.
@@ -85,12 +85,12 @@ impl RpcService for NsmService {
         (SM_VERS, SM_VERS)
     }
 
-    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], _: &mut XdrBuf) -> AcceptStat {
-        match proc_num {
+    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], _: &mut XdrBuf) -> Handled {
+        let st = match proc_num {
             SM_NULL => AcceptStat::Success,
             SM_NOTIFY => {
                 let Some((name, _)) = decode_notify(args) else {
-                    return AcceptStat::GarbageArgs;
+                    return AcceptStat::GarbageArgs.into();
                 };
                 let addr = ctx.peer.ip();
                 let mut grants = Vec::new();
@@ -107,7 +107,8 @@ impl RpcService for NsmService {
                 AcceptStat::Success
             }
             _ => AcceptStat::ProcUnavail,
-        }
+        };
+        st.into()
     }
 }
 
@@ -135,7 +136,7 @@ impl UdpServer {
                     let Ok((n, peer)) = sock.recv_from(&mut buf) else {
                         continue;
                     };
-                    if let Some(reply) = handle_record(&*service, peer, &buf[..n]) {
+                    if let Answer::Reply(reply) = handle_record(&*service, peer, &buf[..n]) {
                         let _ = sock.send_to(&reply, peer);
                     }
                 }

@@ -28,7 +28,7 @@ use super::records;
 use crate::nfs::admit::{ExportTable, Refusal};
 use crate::nfs::cross_locks::CrossLocks;
 use crate::nfs::identity::{self, may_io};
-use crate::nfs::rpc_tcp::{lock, CallCtx, RpcService, XdrBuf};
+use crate::nfs::rpc_tcp::{lock, CallCtx, Handled, RpcService, XdrBuf};
 use crate::nfs::types::{Fh, Ftype3, Nfsstat3};
 
 /// Where the service finds the export table in force (it changes on reload).
@@ -51,6 +51,9 @@ pub struct NlmStats {
     pub reclaims: AtomicU64,
     /// Requests answered NLM4_DENIED_GRACE_PERIOD.
     pub grace_denied: AtomicU64,
+    /// TEST and LOCK requests left unanswered while an NFSv4.1 delegation of their file was
+    /// recalled (the client sends them again).
+    pub deleg_drops: AtomicU64,
     /// NLMPROC4_GRANTED calls the client accepted.
     pub grants_sent: AtomicU64,
     /// NLMPROC4_GRANTED calls the client refused (the lock was released).
@@ -186,18 +189,34 @@ impl NlmService {
         Ok((host, file, want))
     }
 
+    /// Whether a request for `file` (exclusive or not) must go unanswered while the NFSv4.1
+    /// delegations it conflicts with are recalled: Linux nfsd's `nlm_fopen` drops it (its
+    /// open breaks the leases behind them), and the client sends it again after its timeout,
+    /// by when the holder has returned them ([`crate::nfs::cross_locks::DelegView`]).
+    fn recalling(&self, file: &[u8], exclusive: bool) -> bool {
+        let (Some(cross), Some((export, fh))) = (&self.shared.cross, super::split_key(file)) else {
+            return false;
+        };
+        let held = cross.foreign_access(export, fh, exclusive);
+        if held {
+            NlmStats::bump(&self.shared.stats.deleg_drops);
+        }
+        held
+    }
+
     fn send(&self, grants: Vec<Grant>) {
         if !grants.is_empty() {
             (self.grants)(grants);
         }
     }
 
-    fn test(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+    fn test(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf) -> Handled {
         let Ok(a) = proto::decode_test(args) else {
-            return AcceptStat::GarbageArgs;
+            return AcceptStat::GarbageArgs.into();
         };
         let (stat, holder) = match self.target(ctx, &a.lock, a.exclusive) {
             Err(st) => (st, None),
+            Ok((_, file, _)) if self.recalling(&file, a.exclusive) => return Handled::Drop,
             Ok(_) if self.shared.in_grace() => (Stat::DENIED_GRACE_PERIOD, None),
             Ok((host, file, want)) => match self.shared.deciding().1.test(&host, &file, &want) {
                 Some(h) => (Stat::DENIED, Some(h)),
@@ -205,16 +224,17 @@ impl NlmService {
             },
         };
         proto::put_testres(out, a.cookie, stat, holder.as_ref());
-        AcceptStat::Success
+        AcceptStat::Success.into()
     }
 
-    fn lock(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf, monitored: bool) -> AcceptStat {
+    fn lock(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf, monitored: bool) -> Handled {
         let Ok(a) = proto::decode_lock(args) else {
-            return AcceptStat::GarbageArgs;
+            return AcceptStat::GarbageArgs.into();
         };
         let mut grants = Vec::new();
         let stat = match self.target(ctx, &a.lock, a.exclusive) {
             Err(st) => st,
+            Ok((_, file, _)) if self.recalling(&file, a.exclusive) => return Handled::Drop,
             Ok(_) if self.shared.in_grace() != a.reclaim => Stat::DENIED_GRACE_PERIOD,
             Ok((host, file, want)) => {
                 let l = &a.lock;
@@ -254,7 +274,7 @@ impl NlmService {
         }
         self.send(grants);
         proto::put_res(out, a.cookie, stat);
-        AcceptStat::Success
+        AcceptStat::Success.into()
     }
 
     fn cancel(&self, ctx: &CallCtx, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
@@ -355,20 +375,21 @@ impl RpcService for NlmService {
         (proto::NLM_V4, proto::NLM_V4)
     }
 
-    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+    fn call(&self, ctx: &CallCtx, proc_num: u32, args: &[u8], out: &mut XdrBuf) -> Handled {
         let slot = (proc_num as usize).min(self.shared.stats.calls.len() - 1);
         NlmStats::bump(&self.shared.stats.calls[slot]);
-        match proc_num {
+        let st = match proc_num {
             proto::NULL => AcceptStat::Success,
-            proto::TEST => self.test(ctx, args, out),
-            proto::LOCK => self.lock(ctx, args, out, true),
-            proto::NM_LOCK => self.lock(ctx, args, out, false),
+            proto::TEST => return self.test(ctx, args, out),
+            proto::LOCK => return self.lock(ctx, args, out, true),
+            proto::NM_LOCK => return self.lock(ctx, args, out, false),
             proto::CANCEL => self.cancel(ctx, args, out),
             proto::UNLOCK => self.unlock(ctx, args, out),
             proto::SHARE => self.share(ctx, args, out, true),
             proto::UNSHARE => self.share(ctx, args, out, false),
             proto::FREE_ALL => self.free_all(ctx, args),
             _ => AcceptStat::ProcUnavail,
-        }
+        };
+        st.into()
     }
 }

@@ -16,7 +16,7 @@ use crate::nfs::exports::Exports;
 use crate::nfs::handle_mac::HandleKey;
 use crate::nfs::identity::Cred;
 use crate::nfs::rpc_tcp::{
-    lock, CallCtx, ClientAuth, RpcClient, RpcService, ServerConfig, TcpRpcServer, XdrBuf,
+    lock, CallCtx, ClientAuth, Handled, RpcClient, RpcService, ServerConfig, TcpRpcServer, XdrBuf,
 };
 use crate::nfs::rpcbind::universal_addr;
 use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
@@ -390,16 +390,16 @@ impl RpcService for ClientLockd {
     fn versions(&self) -> (u32, u32) {
         (4, 4)
     }
-    fn call(&self, _: &CallCtx, p: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+    fn call(&self, _: &CallCtx, p: u32, args: &[u8], out: &mut XdrBuf) -> Handled {
         if p != proto::GRANTED {
-            return AcceptStat::ProcUnavail;
+            return AcceptStat::ProcUnavail.into();
         }
         let Ok(a) = proto::decode_test(args) else {
-            return AcceptStat::GarbageArgs;
+            return AcceptStat::GarbageArgs.into();
         };
         lock(&self.granted).push((a.cookie.to_vec(), a.lock.svid, a.lock.offset, a.lock.len));
         proto::put_res(out, a.cookie, *lock(&self.answer));
-        AcceptStat::Success
+        AcceptStat::Success.into()
     }
 }
 
@@ -413,16 +413,16 @@ impl RpcService for Rpcbind {
     fn versions(&self) -> (u32, u32) {
         (3, 4)
     }
-    fn call(&self, _: &CallCtx, p: u32, args: &[u8], out: &mut XdrBuf) -> AcceptStat {
+    fn call(&self, _: &CallCtx, p: u32, args: &[u8], out: &mut XdrBuf) -> Handled {
         let mut r = XdrReader::new(args);
         match (p, r.get_u32(), r.get_u32()) {
             (3, Ok(prog), Ok(_)) => match self.0.iter().find(|(p, _)| *p == prog) {
                 Some((_, a)) => out.put_str(a),
                 None => out.put_str(""),
             },
-            _ => return AcceptStat::ProcUnavail,
+            _ => return AcceptStat::ProcUnavail.into(),
         }
-        AcceptStat::Success
+        AcceptStat::Success.into()
     }
 }
 

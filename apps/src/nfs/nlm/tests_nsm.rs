@@ -15,7 +15,7 @@ use super::records::{self, Records, RecordsError};
 use super::tests::{call_lock, call_test, client_of, exports, the_lock, wait_for, Rpcbind};
 use super::{NlmConfig, NlmServer};
 use crate::nfs::rpc_tcp::{
-    encode_call_msg, CallCtx, ClientAuth, RpcService, ServerConfig, TcpRpcServer, XdrBuf,
+    encode_call_msg, CallCtx, ClientAuth, Handled, RpcService, ServerConfig, TcpRpcServer, XdrBuf,
 };
 use crate::nfs::rpcbind::universal_addr;
 use crate::nfs::types::Fh;
@@ -97,8 +97,8 @@ impl RpcService for Statd {
     fn versions(&self) -> (u32, u32) {
         (1, 1)
     }
-    fn call(&self, _: &CallCtx, p: u32, args: &[u8], _: &mut XdrBuf) -> AcceptStat {
-        match (p, nsm::decode_notify(args)) {
+    fn call(&self, _: &CallCtx, p: u32, args: &[u8], _: &mut XdrBuf) -> Handled {
+        let st = match (p, nsm::decode_notify(args)) {
             (SM_NOTIFY, Some((name, state))) => {
                 self.0
                     .lock()
@@ -107,7 +107,8 @@ impl RpcService for Statd {
                 AcceptStat::Success
             }
             _ => AcceptStat::GarbageArgs,
-        }
+        };
+        st.into()
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Normal operation: the server's loop calls [`Conn::on_ready`] when the socket is ready. A
 //! connection reads records until one is complete, answers it with [`super::handle_record`]
-//! and writes the reply without blocking; while a reply is not fully written it reads
+//! and writes the reply (if the service did not drop the call) without blocking; while a reply is not fully written it reads
 //! nothing more, so it holds at most one record being read (at most `max_record` octets,
 //! allocated as they arrive) and one reply. Its deadline ([`Conn::deadline`]) depends on what
 //! it is doing: the first record must start within `first_record_timeout` of the accept, a
@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use super::{frame, handle_record, RpcService, ServerConfig, LAST_FRAGMENT};
+use super::{frame, handle_record, Answer, RpcService, ServerConfig, LAST_FRAGMENT};
 
 /// Largest read into a record at once (from a buffer on the stack): a record's buffer grows
 /// with the octets received, not with the length its fragment header claims.
@@ -253,7 +253,13 @@ impl Conn {
             let reply = catch_unwind(AssertUnwindSafe(|| {
                 handle_record(service, self.peer, &record)
             }));
-            let Some(wire) = reply.ok().flatten().and_then(|r| frame(&r).ok()) else {
+            let reply = match reply {
+                Ok(Answer::Reply(r)) => r,
+                // Dropped by the service: the client sends the call again.
+                Ok(Answer::Nothing) => continue,
+                Ok(Answer::Close) | Err(_) => return Some(Close::BadRecord),
+            };
+            let Ok(wire) = frame(&reply) else {
                 return Some(Close::BadRecord);
             };
             self.out = Some(Pending {

@@ -98,6 +98,12 @@ impl Harness {
         self.srv.exports()
     }
 
+    /// Makes the server's calls recall the NFSv4.1 delegations registered with `cross`
+    /// ([`Nfs3::set_cross`]).
+    pub fn set_cross(&self, cross: Arc<crate::nfs::cross_locks::CrossLocks>) {
+        self.srv.set_cross(cross);
+    }
+
     /// Fixture handle `n % 8`: the root, `d`, `f`, `l`, `p`, a removed file's (stale), the
     /// root's with its MAC broken, the root's unsealed (as the store made it).
     pub fn handle(&self, n: u8) -> &Fh {

@@ -14,6 +14,7 @@
 
 pub mod cachecheck;
 pub mod client;
+mod deleg;
 pub mod harness;
 mod ops;
 pub mod proto;

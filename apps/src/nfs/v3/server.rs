@@ -23,7 +23,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use rpcrdma_engine::xdr::{XdrError, XdrWriter};
 use rpcrdma_poller::program::SUCCESS_HEADER_LEN;
@@ -35,6 +35,7 @@ use super::proto::{
 };
 use super::stats::NfsStats;
 use crate::nfs::admit::{modifies, Admitted, ExportTable, Refusal};
+use crate::nfs::cross_locks::CrossLocks;
 use crate::nfs::drc::{Drc, DrcConfig, DrcKey, Lookup};
 use crate::nfs::store::{NewObj, Special, Store};
 use crate::nfs::types::{
@@ -119,6 +120,9 @@ pub struct Nfs3 {
     cfg: NfsConfig,
     /// Non-idempotent calls executed (drives `drop_every`).
     mutations: AtomicU64,
+    /// The NFSv4.1 service beside this one, whose delegations NFSv3 calls recall
+    /// ([`super::deleg`]).
+    cross: OnceLock<Arc<CrossLocks>>,
 }
 
 impl Nfs3 {
@@ -139,7 +143,14 @@ impl Nfs3 {
             stats: Arc::new(NfsStats::default()),
             cfg: NfsConfig { max_io, ..cfg },
             mutations: AtomicU64::new(0),
+            cross: OnceLock::new(),
         })
+    }
+
+    /// Makes every call that reads or changes a file recall the NFSv4.1 delegations
+    /// registered with `cross` that it conflicts with (once; a later registry is ignored).
+    pub fn set_cross(&self, cross: Arc<CrossLocks>) {
+        let _ = self.cross.set(cross);
     }
 
     /// The counters.
@@ -323,6 +334,9 @@ impl Nfs3 {
     ) -> Result<(), Reject> {
         let p = req.proc_num;
         if !is_non_idempotent(p) {
+            if self.recalling(args, adm) {
+                return self.put(out, &failure(p, Nfsstat3::JUKEBOX));
+            }
             return self.execute(req, out, args, adm);
         }
         let key = DrcKey::new(req.transport.peer.ip(), req.xid, req.vers, p, req.args);
@@ -339,6 +353,11 @@ impl Nfs3 {
             }
             Lookup::New => {}
         }
+        // Not run, so not cached: the client's next try (a new XID) runs it.
+        if self.recalling(args, adm) {
+            self.drc.abandon(key);
+            return self.put(out, &failure(p, Nfsstat3::JUKEBOX));
+        }
         if let Err(e) = self.execute(req, out, args, adm) {
             self.drc.abandon(key);
             return Err(e);
@@ -352,6 +371,19 @@ impl Nfs3 {
             return Err(Reject::Disconnect);
         }
         Ok(())
+    }
+
+    /// Whether call `args` must wait (NFS3ERR_JUKEBOX) for an NFSv4.1 delegation of a file
+    /// it reads or changes, now being recalled ([`super::deleg`]).
+    fn recalling(&self, args: &Args3<'_>, adm: &Admitted) -> bool {
+        let Some(cross) = self.cross.get() else {
+            return false;
+        };
+        let waits = super::deleg::held_off(cross, &Call::new(adm), args);
+        if waits {
+            self.stats.bump(&self.stats.deleg_waits);
+        }
+        waits
     }
 
     fn add(&self, c: &AtomicU64, n: u64) {

@@ -81,6 +81,9 @@ pub struct NfsStats {
     /// [`Store::run_on_reactor`]: crate::nfs::store::Store::run_on_reactor
     /// [`Store::getattr_now`]: crate::nfs::store::Store::getattr_now
     pub on_reactor: AtomicU64,
+    /// Calls answered NFS3ERR_JUKEBOX while an NFSv4.1 delegation of a file they read or
+    /// change was being recalled (also counted as JUKEBOX).
+    pub deleg_waits: AtomicU64,
     /// Calls answered GARBAGE_ARGS.
     pub garbage_args: AtomicU64,
     /// Calls answered SYSTEM_ERR (no buffer for a result, encoding failed).
@@ -171,6 +174,7 @@ impl NfsStats {
             ("drc.evicted", &self.drc_evicted),
             ("conn.dropped", &self.dropped),
             ("reactor.calls", &self.on_reactor),
+            ("deleg.waits", &self.deleg_waits),
             ("errors.GARBAGE_ARGS", &self.garbage_args),
             ("errors.SYSTEM_ERR", &self.system_err),
             ("errors.AUTH_ERROR", &self.auth_errors),
@@ -284,5 +288,13 @@ impl Collector for NfsStats {
             Kind::Counter,
         );
         e.sample(name, &[], g(&self.dropped));
+        let name = "rpcrdma_nfsd_delegation_waits_total";
+        e.family(
+            name,
+            "NFSv3 calls answered NFS3ERR_JUKEBOX while an NFSv4.1 delegation of a file they \
+             read or change was recalled (RFC 8881 section 10.4.6).",
+            Kind::Counter,
+        );
+        e.sample(name, &[], g(&self.deleg_waits));
     }
 }

@@ -10,7 +10,10 @@
 //! Another client's OPEN for write of that file sends CB_RECALL (in a CB_COMPOUND of the
 //! program the client named, CB_SEQUENCE first on back channel slot 0) and is answered
 //! NFS4ERR_DELAY until the holder's DELEGRETURN removes the delegation; so does another
-//! client's REMOVE or RENAME of the file (or RENAME onto it) and SETATTR of its size.
+//! client's REMOVE or RENAME of the file (or RENAME onto it) and SETATTR of any attribute, and
+//! an NFSv3 or NLM access that conflicts with it ([`super::deleg_foreign`]). No delegation is
+//! granted on a file recalled, changed from outside NFSv4.1 or locked over NLM in a way it
+//! would conflict with, for the time [`super::deleg_foreign`] says.
 //!
 //! Recovery: a callback (or the CB_NULL probe) that gets no answer marks the session's back
 //! channel down: SEQUENCE then carries SEQ4_STATUS_CB_PATH_DOWN_SESSION, and
@@ -173,32 +176,50 @@ pub fn recall_matching(
     client: u64,
     only_write: bool,
 ) -> Result<(), Status> {
-    let srv = c.srv;
-    let now = srv.now_ms();
-    let mut sends = Vec::new();
-    {
-        let mut s = srv.state();
-        let held: Vec<[u8; 12]> = s
-            .delegs_on(export, fh)
-            .filter(|(_, d)| d.client != client)
-            .filter(|(_, d)| d.write || !only_write)
-            .map(|(k, _)| k)
-            .collect();
-        if held.is_empty() {
-            return Ok(());
-        }
-        for other in held {
-            if !s.mark_recalled(&other, now) {
-                continue;
-            }
-            s.counters.recalls += 1;
-            // Without a usable back channel: sent when the client binds one, revoked after
-            // the lease otherwise.
-            sends.extend(recall_call(&mut s, &other));
-        }
+    match c.srv.recall_held(export, fh, Some(client), only_write) {
+        true => Err(st::DELAY),
+        false => Ok(()),
     }
-    srv.send_recalls(sends);
-    Err(st::DELAY)
+}
+
+impl Nfs41 {
+    /// Recalls the delegations of `fh` of `export` held by other clients than `except` (by
+    /// any client: `None`, an access from outside NFSv4.1), write delegations only when
+    /// `only_write`: each not yet recalled gets CB_RECALL. True while any is held.
+    pub(super) fn recall_held(
+        &self,
+        export: [u8; 4],
+        fh: &Fh,
+        except: Option<u64>,
+        only_write: bool,
+    ) -> bool {
+        let now = self.now_ms();
+        let mut sends = Vec::new();
+        {
+            let mut s = self.state();
+            let held: Vec<[u8; 12]> = s
+                .delegs_on(export, fh)
+                .filter(|(_, d)| Some(d.client) != except)
+                .filter(|(_, d)| d.write || !only_write)
+                .map(|(k, _)| k)
+                .collect();
+            if held.is_empty() {
+                return false;
+            }
+            for other in held {
+                if !s.mark_recalled(&other, now) {
+                    continue;
+                }
+                s.counters.recalls += 1;
+                // Without a usable back channel: sent when the client binds one, revoked
+                // after the lease otherwise.
+                sends.extend(recall_call(&mut s, &other));
+            }
+        }
+        self.deleg_gate.recalled(export, fh);
+        self.send_recalls(sends);
+        true
+    }
 }
 
 /// A CB_RECALL ready to send: the session, connection, callback program and CB_COMPOUND
@@ -282,10 +303,14 @@ fn try_grant(
     }
     let (sid, _, _) = c.slot?;
     let wire = seal_or_fault(&cur.share, &fh).ok()?.as_bytes().to_vec();
-    let srv = c.srv;
+    let (srv, export) = (c.srv, cur.share.id);
+    // Before the state mutex: the NLM side asks this server's view under its own.
+    if nlm_in_the_way(c, export, &fh, write) {
+        return None;
+    }
     let mut s = srv.state();
     s.sessions.get(&sid)?.cb_conn()?;
-    let (export, lim) = (cur.share.id, srv.config().limits);
+    let lim = srv.config().limits;
     let blocked = if write {
         blocks_write(&s, export, &fh, client)
     } else {
@@ -319,10 +344,27 @@ fn try_grant(
             write,
         },
     );
+    // After the count rose: an NFSv3 or NLM access at once sees it or is seen here.
+    if !srv.deleg_gate.grant_allowed(export, &fh, write) {
+        s.remove_deleg(&other);
+        return None;
+    }
     let mut out = [0u8; 16];
     out[..4].copy_from_slice(&1u32.to_be_bytes());
     out[4..].copy_from_slice(&other);
     Some((out, write))
+}
+
+/// Whether an NLM lock keeps a delegation (a write delegation: `write`) of (`export`, `fh`)
+/// from being granted: any lock a write delegation, an exclusive one a read delegation (Linux
+/// lockd holds the file open for as long, for writing under an exclusive lock, and an open
+/// file gets no lease that conflicts with it). Asked with no mutex held: a lock granted
+/// after this look stamped the file first ([`super::deleg_foreign`]).
+fn nlm_in_the_way(c: &Compound<'_>, export: [u8; 4], fh: &Fh, write: bool) -> bool {
+    c.srv
+        .cross()
+        .and_then(|x| x.nlm_conflict(export, fh.as_bytes(), 0, u64::MAX, write))
+        .is_some()
 }
 
 /// DELEGRETURN (RFC 8881 §18.6): the caller's delegation of the current file goes.

@@ -5,15 +5,15 @@
 //! other client has open and no one holds a delegation of, by a client with a usable back
 //! channel, is granted OPEN_DELEGATE_WRITE (no space limit: NFS_LIMIT_SIZE of all ones, as
 //! Linux nfsd sends). The holder reads and writes through the delegation stateid. Another
-//! client's OPEN of the file (for read too), its REMOVE or RENAME of it, its SETATTR of the
-//! size, and its GETATTR asking for the change attribute or the size (which the holder may
+//! client's OPEN of the file (for read too), its REMOVE or RENAME of it, its SETATTR, an NFSv3
+//! READ ([`super::deleg_foreign`]), and another client's GETATTR asking for the change attribute or the size (which the holder may
 //! have changed in its cache: RFC 8881 §10.4.3 lets the server recall rather than send
 //! CB_GETATTR) send CB_RECALL as for a read delegation ([`super::deleg`]) and are answered
 //! NFS4ERR_DELAY until the DELEGRETURN.
 //!
 //! Recovery: as for read delegations: not returned within the lease after the recall, the
 //! delegation is revoked; bounded per client and in all. A write delegation is not recalled
-//! for I/O with the anonymous stateid, nor for an NFSv3 client's or a local process's change.
+//! for I/O with the anonymous stateid, nor for a local process's change.
 
 use std::sync::atomic::Ordering;
 

@@ -513,7 +513,9 @@ pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
     c.set_cur_fh(fh)
 }
 
-/// SETATTR (a size change checks the stateid for writing).
+/// SETATTR (a size change checks the stateid for writing). Any change recalls other clients'
+/// delegations of the file, which let them cache its attributes (Linux nfsd's
+/// `notify_change` breaks the lease behind them for every attribute).
 pub fn setattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let sid = super::stateid::get_stateid(r)?;
     let set = super::attrs::get_sattr(r)?;
@@ -523,9 +525,9 @@ pub fn setattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Re
     }
     if set.size.is_some() {
         super::open::check_stateid(c, &cur, &sid, super::stateid::ACCESS_WRITE)?;
-        let client = c.client.unwrap_or(0);
-        super::deleg::recall_conflicts(c, cur.share.id, &cur.fh, client)?;
     }
+    let client = c.client.unwrap_or(0);
+    super::deleg::recall_conflicts(c, cur.share.id, &cur.fh, client)?;
     cur.share
         .store
         .setattr(&cur.cred, &cur.fh, &set, None)

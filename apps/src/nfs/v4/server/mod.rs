@@ -29,6 +29,7 @@ pub mod attrs;
 pub mod backchan;
 pub mod clientdb;
 pub mod deleg;
+pub mod deleg_foreign;
 pub mod deleg_write;
 pub mod fileops;
 pub mod grace;
@@ -318,6 +319,8 @@ pub struct Nfs41 {
     reads: placed::ReadCounters,
     /// The NLM lock manager beside this server ([`lock::View`]).
     cross: std::sync::OnceLock<Arc<CrossLocks>>,
+    /// Where NFSv3 and NLM accesses recall delegations ([`deleg_foreign`]).
+    deleg_gate: Arc<deleg_foreign::Gate>,
 }
 
 impl Collector for Nfs41 {
@@ -387,9 +390,11 @@ impl Nfs41 {
     pub fn new(table: Arc<ExportTable>, cfg: Config) -> Arc<Nfs41> {
         let r = || u64::from_be_bytes(random8());
         let (boot, secret) = ((r() as u32).to_be_bytes(), (r(), r()));
+        let state = State::default();
+        let (slots, clock) = (Arc::clone(&state.deleg_slots), Arc::clone(&cfg.clock));
         Arc::new_cyclic(|me| Nfs41 {
             table: RwLock::new(table),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             cfg,
             boot,
             secret,
@@ -400,13 +405,16 @@ impl Nfs41 {
             write_delegs: std::sync::atomic::AtomicBool::new(false),
             reads: placed::ReadCounters::default(),
             cross: std::sync::OnceLock::new(),
+            deleg_gate: Arc::new(deleg_foreign::Gate::new(me.clone(), slots, clock)),
         })
     }
 
     /// Makes this server's locks and the NLM lock manager's registered with `cross` conflict
-    /// with each other (once; a later registry is ignored).
+    /// with each other, and NFSv3 and NLM accesses reported there recall this server's
+    /// delegations (once; a later registry is ignored).
     pub fn set_cross(&self, cross: Arc<CrossLocks>) {
         cross.set_v4(Arc::new(lock::View(self.me.clone())));
+        cross.set_delegs(Arc::clone(&self.deleg_gate) as Arc<dyn crate::nfs::cross_locks::DelegView>);
         let _ = self.cross.set(cross);
     }
 
@@ -914,6 +922,8 @@ mod tests_cinfo;
 mod tests_cross;
 #[cfg(test)]
 mod tests_deleg;
+#[cfg(test)]
+mod tests_foreign;
 #[cfg(test)]
 mod tests_grace;
 #[cfg(test)]

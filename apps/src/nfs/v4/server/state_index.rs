@@ -101,6 +101,7 @@ impl State {
     /// Adds delegation `other` (of its client).
     pub fn insert_deleg(&mut self, other: [u8; 12], d: Deleg) {
         self.index.file((d.export, d.fh), Kind::Deleg, other);
+        self.deleg_slots.count(d.export, &d.fh, true);
         if let Some(cl) = self.clients.get_mut(&d.client) {
             cl.delegs.push(other);
         }
@@ -120,6 +121,7 @@ impl State {
     /// Takes delegation `d` (`other`, just removed from the table) off the indexes.
     pub(super) fn unfile_deleg(&mut self, other: &[u8; 12], d: &Deleg) {
         self.index.unfile(&(d.export, d.fh), Kind::Deleg, other);
+        self.deleg_slots.count(d.export, &d.fh, false);
         if let Some(t) = d.recalled_ms {
             self.index.recalls.remove(&(t, *other));
         }
@@ -166,6 +168,7 @@ impl State {
         }
         for d in &c.delegs {
             if let Some(x) = self.delegs.remove(d) {
+                self.deleg_slots.count(x.export, &x.fh, false);
                 files.insert((x.export, x.fh));
                 if let Some(t) = x.recalled_ms {
                     self.index.recalls.remove(&(t, *d));
@@ -236,6 +239,8 @@ impl State {
             .filter_map(|(k, d)| Some((d.recalled_ms?, *k)))
             .collect();
         assert_eq!(recalls, self.index.recalls, "recalled delegations");
+        self.deleg_slots
+            .check(self.delegs.values().map(|d| (d.export, d.fh)));
         let reserved: usize = self.sessions.values().map(|v| v.reserved()).sum();
         assert_eq!(self.replies_reserved, reserved, "reply cache reserved");
         let mut peers: HashMap<IpAddr, Vec<u64>> = HashMap::new();

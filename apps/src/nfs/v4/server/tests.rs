@@ -151,6 +151,16 @@ pub fn server_on(
         vec![(ex.list()[0].clone(), Arc::clone(&store))],
     )
     .unwrap();
+    let (srv, now) = server_over(Arc::new(table), lim, callbacks);
+    (srv, now, store)
+}
+
+/// A server of `table` (shared with another service) on virtual time.
+pub fn server_over(
+    table: Arc<ExportTable>,
+    lim: Limits,
+    callbacks: Option<Arc<dyn super::deleg::Callbacks>>,
+) -> (Arc<Nfs41>, Arc<AtomicU64>) {
     let now = Arc::new(AtomicU64::new(1_000));
     let n2 = Arc::clone(&now);
     let cfg = Config {
@@ -160,7 +170,7 @@ pub fn server_on(
         pool: None,
         callbacks,
     };
-    (Nfs41::new(Arc::new(table), cfg), now, store)
+    (Nfs41::new(table, cfg), now)
 }
 
 pub fn fore() -> ChannelAttrs {

@@ -25,9 +25,9 @@ type Call = (u64, u32, u32, Vec<u8>);
 
 /// Records every backward call and answers it (or not, when `down` is set).
 #[derive(Default)]
-struct Rec {
+pub(super) struct Rec {
     down: AtomicBool,
-    calls: Mutex<Vec<Call>>,
+    pub(super) calls: Mutex<Vec<Call>>,
     /// Each call's credential: flavor and body.
     creds: Mutex<Vec<(u32, Vec<u8>)>>,
 }
@@ -56,7 +56,7 @@ impl Callbacks for Rec {
 }
 
 impl Rec {
-    fn compounds(&self) -> Vec<cb::CbCompound> {
+    pub(super) fn compounds(&self) -> Vec<cb::CbCompound> {
         let calls = self.calls.lock().unwrap();
         calls
             .iter()
@@ -97,16 +97,16 @@ fn two(rec: &Arc<Rec>, lim: Limits) -> (H, H, Vec<u8>) {
 }
 
 /// `open_delegation4`'s type in an OPEN4resok.
-fn deleg_type(ok: &[u8]) -> u32 {
+pub(super) fn deleg_type(ok: &[u8]) -> u32 {
     u32::from_be_bytes(ok[44..48].try_into().unwrap())
 }
 
-fn deleg_sid(ok: &[u8]) -> [u8; 16] {
+pub(super) fn deleg_sid(ok: &[u8]) -> [u8; 16] {
     ok[48..64].try_into().unwrap()
 }
 
 /// `h` opens `name` for `access`: the status and the OPEN4resok octets.
-fn open(h: &mut H, root: &[u8], name: &[u8], access: u32) -> (u32, Vec<u8>) {
+pub(super) fn open(h: &mut H, root: &[u8], name: &[u8], access: u32) -> (u32, Vec<u8>) {
     let r = h.raw(&[
         A::op(op::PUTFH).opaque(root),
         open_existing(h.clientid, name, access),
@@ -184,7 +184,7 @@ fn accepts_a_read_delegation_used_tested_and_returned() {
 }
 
 /// `h` creates `name` and closes it.
-fn made(h: &mut H, root: &[u8], name: &[u8]) {
+pub(super) fn made(h: &mut H, root: &[u8], name: &[u8]) {
     let r = h.raw(&[A::op(op::PUTFH).opaque(root), open_create(h.clientid, name)]);
     assert_eq!(r.status, st::OK);
     let sid: [u8; 16] = r.last[..16].try_into().unwrap();
@@ -333,10 +333,22 @@ fn rejects_a_server_without_callbacks_reporting_the_path_down() {
 }
 
 #[test]
-fn accepts_a_recall_on_remove_rename_and_truncation_by_another_client() {
+fn accepts_a_recall_on_remove_rename_and_setattr_by_another_client() {
     let rec = Arc::new(Rec::default());
     let (mut a, mut b, root) = two(&rec, Limits::default());
     let d = b_delegated(&mut b, &root);
+    let anon = [0u8; 16];
+    // SETATTR of the mode (bitmap word 1 bit 1: FATTR4_MODE): the holder caches attributes
+    // too (Linux nfsd's `notify_change` breaks the delegation for every attribute).
+    let chmod = A::op(op::SETATTR)
+        .fixed(&anon)
+        .u32(2)
+        .u32(0)
+        .u32(1 << 1)
+        .u32(4)
+        .u32(0o600);
+    assert_eq!(on_f(&mut a, &root, chmod), st::DELAY);
+    assert_eq!(counter(&a, "nfs4_recalls"), 1, "recalled by the SETATTR");
     let remove = A::op(op::REMOVE).opaque(b"f");
     assert_eq!(
         a.status(&[A::op(op::PUTFH).opaque(&root), remove]),
@@ -348,7 +360,6 @@ fn accepts_a_recall_on_remove_rename_and_truncation_by_another_client() {
         A::op(op::RENAME).opaque(b"f").opaque(b"g"),
     ];
     assert_eq!(a.status(&rename), st::DELAY);
-    let anon = [0u8; 16];
     // SETATTR size 0 (bitmap word 0 bit 4: FATTR4_SIZE).
     let trunc = A::op(op::SETATTR)
         .fixed(&anon)
