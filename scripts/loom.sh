@@ -13,6 +13,9 @@
 #     entries written and read in place; capacity 2, three entries) and CQ ring (MPSC stamps: two
 #     producers, capacity 2; a slot reused across laps at capacity 1), loom's UnsafeCell on every
 #     slot;
+#   - apps tests/loom_deleg_slots.rs: the handshake between an NFSv3 or NLM access and an
+#     NFSv4.1 delegation grant (apps/src/nfs/v4/server/deleg_slots.rs: store, SeqCst fence,
+#     load on each side): they never both miss each other;
 #   - poller tests/loom_doorbell.rs: the doorbell handshake (arm, re-check, park / publish, ring)
 #     over the SPSC ring: no lost wake-up with one or two rings, on a parking bell and on one in
 #     eventfd mode, and a weakened copy of the handshake (no SeqCst fence pair) that loom must
@@ -44,10 +47,11 @@ POLLER=(-p rpcrdma-poller --test loom_rings)
 DOORBELL=(-p rpcrdma-poller --test loom_doorbell)
 SOFTRQ=(-p rpcrdma-engine --lib verbs::soft::qp::rq::loom_tests)
 SOFTCQ=(-p rpcrdma-engine --lib verbs::soft::cq::ring::loom_tests)
+DELEG=(-p rpcrdma-apps --test loom_deleg_slots)
 
 if [ "${1:-}" = "--mutants" ]; then
     saved=$(mktemp -d)
-    FILES="mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs poller/src/doorbell.rs engine/src/verbs/soft/qp/rq.rs engine/src/verbs/soft/cq/ring.rs"
+    FILES="mempool/src/ring.rs poller/src/ring.rs poller/src/mpsc.rs poller/src/doorbell.rs engine/src/verbs/soft/qp/rq.rs engine/src/verbs/soft/cq/ring.rs apps/src/nfs/v4/server/deleg_slots.rs"
     restore() { for f in $FILES; do
         cp "$saved/$(echo "$f" | tr / _)" "$f"; done; rm -rf "$saved"; }
     for f in $FILES; do
@@ -146,6 +150,14 @@ if [ "${1:-}" = "--mutants" ]; then
     mutant doorbell-ring-no-fence poller/src/doorbell.rs \
         '/pub fn ring/,/^    }/s/^        fence(Ordering::SeqCst);/        fence(Ordering::Acquire);/' \
         "${DOORBELL[@]}" -- --skip weak
+    # The delegation handshake: weaken either side's SeqCst fence; loom must find an access
+    # and a grant that miss each other.
+    mutant deleg-access-no-fence apps/src/nfs/v4/server/deleg_slots.rs \
+        '/pub fn access/,/^    }/s/fence(Ordering::SeqCst);/fence(Ordering::Acquire);/' \
+        "${DELEG[@]}"
+    mutant deleg-grant-no-fence apps/src/nfs/v4/server/deleg_slots.rs \
+        '/pub fn admits/,/^    }/s/fence(Ordering::SeqCst);/fence(Ordering::Acquire);/' \
+        "${DELEG[@]}"
     [ "$survived" = 0 ] || { echo "== loom mutants: some survived"; exit 1; }
     echo "== loom mutants: all killed"
     exit 0
@@ -161,4 +173,6 @@ cargo test --release -q "${DOORBELL[@]}" -- --test-threads=2
 echo "== loom: engine soft receive ring and CQ ring"
 cargo test --release -q "${SOFTRQ[@]}" -- --test-threads=2
 cargo test --release -q "${SOFTCQ[@]}" -- --test-threads=2
+echo "== loom: apps delegation handshake"
+cargo test --release -q "${DELEG[@]}" -- --test-threads=2
 echo "== loom: OK ($(($(date +%s) - start)) s)"

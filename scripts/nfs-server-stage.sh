@@ -24,7 +24,9 @@
 #    vers=4.1,proto=rdma: "xprt: rdma" and "vers=4.1" in mountstats, the churn workload and fio
 #    verify, an NFSv3 mount of the export beside it, a plain proto=rdma mount settling on 4.1) and
 #    v41/deleg on request (two kernel clients over siw: a read delegation recalled with CB_RECALL
-#    over the holder's RDMA connection and returned, flock conflicts between the two) and
+#    over the holder's RDMA connection and returned, flock conflicts between the two, an NFSv3
+#    write of a file under a read delegation answered NFS3ERR_JUKEBOX until the holder returned
+#    it, the holder then reading the NFSv3 content) and
 #    v41fault/rxe, v41fault/siw (scripts/vm/nfs-v41-fault.sh, dir backend: the server drops the
 #    connection every Nth cached COMPOUND: slot replays, BIND_CONN_TO_SESSION, one reconnection
 #    per drop, nothing run twice; then the server restarts on its --v4-state-dir and the client

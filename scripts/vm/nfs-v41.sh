@@ -3,7 +3,7 @@
 # (xprtrdma, RFC 8881 sessions, RFC 8167 backchannel) against `rpcrdma-nfsd --nfs4`.
 #
 #   run_v41 DEV BACKEND      part v41/DEV/BACKEND (DEV rxe or siw; BACKEND memory or dir)
-#   run_v41_deleg            part v41/deleg (two clients over siw, delegation recall and locks)
+#   run_v41_deleg            part v41/deleg (two clients over siw: delegation recall, locks, NFSv3)
 #
 # run_v41: our server with --nfs4 on the NFS/RDMA default port 20049 (so that a mount without
 #   port= reaches it; ours only: nothing else holds 20049 at this point of the boot), then
@@ -37,11 +37,18 @@
 #   2. locks (flock(2), which the Linux NFS client sends as whole-file LOCKs): while A holds an
 #      exclusive lock B's `flock -n` (exclusive and shared) fails, once A released it succeeds;
 #      while A holds a shared lock B gets a shared one and not an exclusive one; while B holds an
-#      exclusive lock A's `flock -n` fails, once B released it succeeds.
+#      exclusive lock A's `flock -n` fails, once B released it succeeds;
+#   3. NFSv3 beside a delegation: A writes g and keeps it open for reading (a read delegation);
+#      an NFSv3 mount of the same export (vers=3,proto=rdma,nolock, from the root netns: a client
+#      of its own) overwrites g: the server sends CB_RECALL to A and answers the NFSv3 call
+#      NFS3ERR_JUKEBOX until A's DELEGRETURN, the NFSv3 client retries after 5 s and the write
+#      goes through (within 120 s); counters deleg.waits >= 1, nfs4_recalls and
+#      nfs4_delegreturns up; once A closed g it reads the NFSv3 content (the stale one of its
+#      cache had the delegation not been recalled).
 # Output as every part of nfs-server.sh ("## nfs-server v41/...: PASS|FAIL"). Ours only: in
 # `kernel` mode the parts SKIP (the kernel nfsd of this boot serves NFSv3 only).
 # Knobs: RPCRDMA_NFSD_V41 (runs, default "rxe/memory siw/dir"; empty: none), RPCRDMA_NFSD_V41_DELEG
-# (0: leave out part v41/deleg, about 30 s; default 1), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
+# (0: leave out part v41/deleg, about 35 s; default 1), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
 # RPCRDMA_NFSD_V41_CHURN (60), RPCRDMA_NFSD_V41_DEBUG (1: the client's callback and state
 # messages, nfs_debug 0x0100, printed after part v41/deleg).
 
@@ -259,6 +266,8 @@ run_v41_deleg() {
 		fi
 		# 2. locks (flock: whole-file LOCKs at the server)
 		v41_locks "$ma" "$mb"
+		# 3. NFSv3 beside a delegation
+		v41_v3_recall "$ma" /mnt/v41-v3
 	fi
 	mountpoint -q "$mb" && do_umount "$mb"
 	mountpoint -q "$ma" && do_umount "$ma"
@@ -301,4 +310,47 @@ v41_locks() {
 	if flock -n -x "$ma/f" true 2>/dev/null; then failc lock-bx "A got an exclusive lock while B held one"; else pass lock-bx "B holds LOCK_EX: A's flock -n -x fails"; fi
 	v41_release "$pid"
 	if flock -n -x "$ma/f" true; then pass lock-bfree "B released: A's flock -n -x succeeds"; else failc lock-bfree "A could not lock after B released"; fi
+}
+
+# v41_v3_recall MA M3: an NFSv3 write of a file client A holds a read delegation of (A's mount
+# at MA, the NFSv3 one at M3) waits for the recall (NFS3ERR_JUKEBOX, the client's retry 5 s
+# later) and then goes through; A, once it closed the file, reads what NFSv3 wrote
+v41_v3_recall() {
+	local ma=$1 m3=$2 hold d0 r0 dr0 t0 ms out
+	printf 'old from A\n' >"$ma/g"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	exec {hold}<"$ma/g"
+	read -r _ <&"$hold"
+	counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0} dr0=${CNT[nfs4_delegreturns]:-0}
+	if [ "${d0:-0}" -ge 1 ]; then pass v3-delegation "A holds a read delegation of g (nfs4_delegations=$d0)"; else failc v3-delegation "nfs4_delegations=${d0:-?} after A's OPEN of g for read"; fi
+	# a client of its own: the NFSv3 mount of the same server from the root netns
+	if do_mount "$m3"; then
+		t0=$(now_ms)
+		if out=$(timeout -k 5 120 sh -c "printf 'new from v3\n' >$m3/g" 2>&1); then
+			ms=$(($(now_ms) - t0))
+			pass v3-write "the NFSv3 client overwrote g while A held its delegation ($ms ms)"
+		else
+			ms=$(($(now_ms) - t0))
+			failc v3-write "the NFSv3 overwrite of g failed after $ms ms: ${out:-timed out}"
+		fi
+		counters && show_counters
+		if [ "${CNT[deleg.waits]:-0}" -ge 1 ]; then
+			pass v3-jukebox "NFSv3 calls answered NFS3ERR_JUKEBOX while A's delegation was recalled: deleg.waits=${CNT[deleg.waits]}"
+		else
+			failc v3-jukebox "deleg.waits=${CNT[deleg.waits]:-missing} (expected >= 1)"
+		fi
+		if [ "${CNT[nfs4_recalls]:-0}" -gt "${r0:-0}" ] && [ "${CNT[nfs4_delegreturns]:-0}" -gt "${dr0:-0}" ]; then
+			pass v3-recall "the NFSv3 write recalled A's delegation: nfs4_recalls=${CNT[nfs4_recalls]} (before ${r0:-?}), nfs4_delegreturns=${CNT[nfs4_delegreturns]} (before ${dr0:-?})"
+		else
+			failc v3-recall "nfs4_recalls=${CNT[nfs4_recalls]:-?} (before ${r0:-?}), nfs4_delegreturns=${CNT[nfs4_delegreturns]:-?} (before ${dr0:-?})"
+		fi
+	fi
+	exec {hold}<&-
+	if [ "$(cat "$ma/g" 2>&1)" = 'new from v3' ]; then
+		pass v3-a-reads "A reads the NFSv3 content of g"
+	else
+		failc v3-a-reads "A reads: $(tr '\n' '|' <"$ma/g" 2>&1) (expected 'new from v3'; 'old from A': its cache, the delegation not recalled)"
+	fi
+	mountpoint -q "$m3" && do_umount "$m3"
 }

@@ -30,6 +30,7 @@ pub mod backchan;
 pub mod clientdb;
 pub mod deleg;
 pub mod deleg_foreign;
+pub mod deleg_slots;
 pub mod deleg_write;
 pub mod fileops;
 pub mod grace;

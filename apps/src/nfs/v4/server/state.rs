@@ -299,7 +299,7 @@ pub struct State {
     pub index: Index,
     /// Delegations held per slot of files, read without this state's mutex by NFSv3 and NLM
     /// accesses ([`super::deleg_foreign`]).
-    pub deleg_slots: std::sync::Arc<super::deleg_foreign::Slots>,
+    pub deleg_slots: std::sync::Arc<super::deleg_slots::Slots>,
     /// Owners of the clients removed since [`super::Nfs41::settle_recovery`] last took them
     /// (their stable-storage records go; drained after every COMPOUND).
     pub gone: Vec<Vec<u8>>,
