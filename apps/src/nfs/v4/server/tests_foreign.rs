@@ -92,6 +92,16 @@ impl World {
         (ok[..16].try_into().unwrap(), d)
     }
 
+    /// `a` opens `name` for `access`, must be given delegation type `want`, and gives back
+    /// what it got.
+    fn probe(&mut self, name: &[u8], access: u32, want: u32) {
+        let (sid, d) = self.open_with(name, access, want);
+        if want != 0 {
+            self.give_back(name, &d);
+        }
+        self.close(name, &sid);
+    }
+
     /// `a` closes its open `sid` of `name`.
     fn close(&mut self, name: &[u8], sid: &[u8; 16]) {
         let s = self.on(name, A::op(op::CLOSE).u32(0).fixed(sid));
@@ -134,6 +144,14 @@ fn wire(b: &[u8]) -> Fh {
     Fh::new(b).expect("a wire handle")
 }
 
+fn read(fh: Fh) -> Args3<'static> {
+    Args3::Read {
+        fh,
+        offset: 0,
+        count: 10,
+    }
+}
+
 fn write(fh: Fh) -> Args3<'static> {
     Args3::Write {
         fh,
@@ -151,11 +169,7 @@ fn accepts_nfsv3_writes_once_the_recalled_delegation_is_returned() {
     let g = wire(&w.fh(b"g"));
     let (open_sid, d) = w.open_with(b"g", 1, 1);
     // Reading and looking do not conflict with a read delegation.
-    let read = Args3::Read {
-        fh: g,
-        offset: 0,
-        count: 10,
-    };
+    let read = read(g);
     assert_eq!(w.v3(&read), Nfsstat3::OK, "READ");
     assert_eq!(w.v3(&Args3::Getattr { fh: g }), Nfsstat3::OK, "GETATTR");
     let commit = Args3::Commit {
@@ -174,12 +188,9 @@ fn accepts_nfsv3_writes_once_the_recalled_delegation_is_returned() {
     assert_eq!(w.v3(&write(g)), Nfsstat3::OK, "WRITE after DELEGRETURN");
     w.close(b"g", &open_sid);
     // A recalled file gets no delegation for a while, then gets one again.
-    let (sid, _) = w.open_with(b"g", 1, 0);
-    w.close(b"g", &sid);
+    w.probe(b"g", 1, 0);
     w.wait(RECALL_MS);
-    let (sid, d) = w.open_with(b"g", 1, 1);
-    w.give_back(b"g", &d);
-    w.close(b"g", &sid);
+    w.probe(b"g", 1, 1);
 }
 
 #[test]
@@ -280,11 +291,7 @@ fn rejects_nfsv3_reads_of_a_file_delegated_for_writing() {
     w.a.srv.set_write_delegations(true);
     let g = wire(&w.fh(b"g"));
     let (sid, d) = w.open_with(b"g", 2, 2);
-    let read = Args3::Read {
-        fh: g,
-        offset: 0,
-        count: 10,
-    };
+    let read = read(g);
     assert_eq!(w.v3(&read), Nfsstat3::JUKEBOX, "READ while delegated");
     assert_eq!(w.recalls(), 1, "the write delegation recalled");
     w.give_back(b"g", &d);
@@ -294,23 +301,15 @@ fn rejects_nfsv3_reads_of_a_file_delegated_for_writing() {
     // written gets neither, for a while.
     w.wait(RECALL_MS);
     assert_eq!(w.v3(&read), Nfsstat3::OK);
-    let (sid, _) = w.open_with(b"g", 2, 0);
-    w.close(b"g", &sid);
-    let (sid, d) = w.open_with(b"g", 1, 1);
-    w.give_back(b"g", &d);
-    w.close(b"g", &sid);
+    w.probe(b"g", 2, 0);
+    w.probe(b"g", 1, 1);
     w.wait(FOREIGN_MS);
-    let (sid, d) = w.open_with(b"g", 2, 2);
-    w.give_back(b"g", &d);
-    w.close(b"g", &sid);
+    w.probe(b"g", 2, 2);
     w.wait(RECALL_MS);
     assert_eq!(w.v3(&write(g)), Nfsstat3::OK);
-    let (sid, _) = w.open_with(b"g", 1, 0);
-    w.close(b"g", &sid);
+    w.probe(b"g", 1, 0);
     w.wait(FOREIGN_MS);
-    let (sid, d) = w.open_with(b"g", 1, 1);
-    w.give_back(b"g", &d);
-    w.close(b"g", &sid);
+    w.probe(b"g", 1, 1);
 }
 
 fn nlm_lock(fh: &[u8]) -> Lock<'_> {
@@ -391,13 +390,10 @@ fn rejects_nlm_locks_of_a_delegated_file_unanswered_until_it_is_returned() {
     w.close(b"g", &sid);
     // While NLM holds an exclusive lock, no delegation; after the unlock, one.
     w.wait(RECALL_MS);
-    let (sid, _) = w.open_with(b"g", 1, 0);
-    w.close(b"g", &sid);
+    w.probe(b"g", 1, 0);
     unlock3(addr, &g);
     w.wait(FOREIGN_MS);
-    let (sid, d) = w.open_with(b"g", 1, 1);
-    w.give_back(b"g", &d);
-    w.close(b"g", &sid);
+    w.probe(b"g", 1, 1);
     let drops = crate::nfs::nlm::NlmStats::get(&nlm_srv.stats().deleg_drops);
     assert_eq!(drops, 1, "one request dropped");
 }
