@@ -37,6 +37,7 @@ use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
 use crate::nfs::store::Store;
 use crate::nfs::v3::proto::{NFS_PROGRAM, NFS_V3};
 use crate::nfs::v3::server::{Nfs3, NfsConfig};
+use crate::nfs::v4::server::laundromat::Laundromat;
 use crate::nfs::v4::server::{self as v4, Nfs41};
 
 /// MOUNT program number (RFC 1813 Appendix I).
@@ -280,6 +281,8 @@ pub struct Daemon<P: Provider> {
     server: Option<Server>,
     nfs: Arc<Nfs3>,
     nfs4: Option<Arc<Nfs41>>,
+    /// Sweeps the NFSv4.1 state every second, whether or not NFSv4.1 calls come.
+    laundromat: Option<Laundromat>,
     mount: Option<MountServer>,
     nlm: Option<NlmServer>,
     /// NLM and NFSv4.1 locks: one file's conflict across the two; NFSv4.1 delegations as
@@ -299,6 +302,8 @@ pub struct Daemon<P: Provider> {
 
 /// The reply buffers: the largest listing or inline reply plus headers.
 const REPLY_BUFFER: usize = 64 * 1024 + 4096;
+/// How often the NFSv4.1 state is swept (expired leases, delegations not returned).
+const LAUNDROMAT_PERIOD: Duration = Duration::from_secs(1);
 /// The server's inline threshold (what the kernel client uses too).
 const INLINE: u32 = 4096;
 
@@ -453,6 +458,7 @@ impl<P: Provider> Daemon<P> {
             ep: Some(ep),
             server: Some(server),
             nfs,
+            laundromat: None,
             nfs4,
             mount: None,
             nlm: None,
@@ -476,6 +482,15 @@ impl<P: Provider> Daemon<P> {
         if let Err(e) = d.start_nlm(o) {
             d.stop();
             return Err(e);
+        }
+        if let Some(n) = &d.nfs4 {
+            match n.start_laundromat(LAUNDROMAT_PERIOD) {
+                Ok(l) => d.laundromat = Some(l),
+                Err(e) => {
+                    d.stop();
+                    return Err(format!("NFSv4.1 laundromat thread: {e}"));
+                }
+            }
         }
         if o.rpcbind {
             d.register();
@@ -724,6 +739,7 @@ impl<P: Provider> Daemon<P> {
         if let Some(r) = self.nlm_registration.take() {
             r.unregister();
         }
+        self.laundromat = None;
         if let Some(n) = self.nlm.take() {
             n.stop();
         }

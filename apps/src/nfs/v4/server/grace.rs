@@ -257,11 +257,21 @@ impl Nfs41 {
         }
     }
 
-    /// Takes the owners of the clients removed since the last call and forgets their records.
-    pub fn settle_recovery(&self) {
-        let gone = std::mem::take(&mut self.state().gone);
+    /// What the state tables left to do outside their mutex since the last call: the
+    /// stable-storage records of the clients removed are forgotten, and the NLM lock manager
+    /// is told of the files whose NFSv4.1 locks went with their client.
+    pub fn settle(&self) {
+        let (gone, released) = {
+            let mut s = self.state();
+            (std::mem::take(&mut s.gone), std::mem::take(&mut s.released))
+        };
         if !gone.is_empty() {
             self.forget_clients(&gone);
+        }
+        if let Some(x) = self.cross() {
+            for (export, fh) in released {
+                x.v4_released(export, fh.as_bytes());
+            }
         }
     }
 

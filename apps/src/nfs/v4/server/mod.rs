@@ -35,6 +35,7 @@ pub mod deleg_write;
 pub mod fileops;
 pub mod grace;
 pub mod index;
+pub mod laundromat;
 pub mod lock;
 pub mod open;
 pub mod placed;
@@ -559,11 +560,7 @@ impl Nfs41 {
             out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
             return Ok(Served::default());
         }
-        {
-            let now = self.now_ms();
-            self.state().expire(now, self.cfg.limits.lease_secs);
-        }
-        self.settle_recovery();
+        self.sweep();
         let mut c = Compound {
             srv: self,
             cx: *cx,
@@ -644,7 +641,7 @@ impl Nfs41 {
         out.b[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         let data = c.placed.as_ref().map(|p| (p.at, p.bytes()));
         let kept = session::keep_reply(&c, &out.b, data);
-        self.settle_recovery();
+        self.settle();
         if let Some(sid) = c.probe {
             self.probe_back_channel(sid);
             self.resend_recalls(sid);

@@ -300,9 +300,12 @@ pub struct State {
     /// Delegations held per slot of files, read without this state's mutex by NFSv3 and NLM
     /// accesses ([`super::deleg_foreign`]).
     pub deleg_slots: std::sync::Arc<super::deleg_slots::Slots>,
-    /// Owners of the clients removed since [`super::Nfs41::settle_recovery`] last took them
-    /// (their stable-storage records go; drained after every COMPOUND).
+    /// Owners of the clients removed since [`super::Nfs41::settle`] last took them (their
+    /// stable-storage records go; drained after every COMPOUND and every sweep).
     pub gone: Vec<Vec<u8>>,
+    /// Files whose lock states went with their client since [`super::Nfs41::settle`] last
+    /// took them (the NLM lock manager is told: its requests waiting for them may go on).
+    pub released: Vec<super::index::FileKey>,
 }
 
 /// What the state tables counted.

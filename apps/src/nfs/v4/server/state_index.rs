@@ -152,7 +152,8 @@ impl State {
     }
 
     /// Removes client `c`'s states (`id`, just removed from the table) from the tables and
-    /// the index; each file they were on is gone over once.
+    /// the index; each file they were on is gone over once, and those its locks were on are
+    /// listed in [`State::released`].
     pub(super) fn remove_client_states(&mut self, id: u64, c: &Client) {
         self.unlist_client(id, c);
         let mut files: HashSet<FileKey> = HashSet::new();
@@ -161,11 +162,14 @@ impl State {
                 files.insert((x.export, x.fh));
             }
         }
+        let mut locked: HashSet<FileKey> = HashSet::new();
         for l in &c.locks {
             if let Some(x) = self.locks.remove(l) {
                 files.insert((x.export, x.fh));
+                locked.insert((x.export, x.fh));
             }
         }
+        self.released.extend(locked);
         for d in &c.delegs {
             if let Some(x) = self.delegs.remove(d) {
                 self.deleg_slots.count(x.export, &x.fh, false);

@@ -397,3 +397,48 @@ fn rejects_nlm_locks_of_a_delegated_file_unanswered_until_it_is_returned() {
     let drops = crate::nfs::nlm::NlmStats::get(&nlm_srv.stats().deleg_drops);
     assert_eq!(drops, 1, "one request dropped");
 }
+
+#[test]
+fn accepts_nfsv3_writes_once_a_silent_holders_delegation_is_revoked() {
+    let mut w = world();
+    made(&mut w.a, &w.root.clone(), b"g");
+    let g = wire(&w.fh(b"g"));
+    let _held = w.open_with(b"g", 1, 1);
+    assert_eq!(w.v3(&write(g)), Nfsstat3::JUKEBOX, "WRITE while delegated");
+    // The holder never answers and sends nothing more: after a lease the sweep revokes the
+    // delegation (with no NFSv4.1 call to start it), and NFSv3 goes on.
+    let lease = u64::from(w.a.srv.config().limits.lease_secs) * 1000;
+    w.wait(lease + 1);
+    assert_eq!(w.v3(&write(g)), Nfsstat3::JUKEBOX, "before the sweep");
+    w.a.srv.sweep();
+    assert_eq!(w.v3(&write(g)), Nfsstat3::OK, "after the revocation");
+}
+
+#[test]
+fn accepts_the_laundromat_sweeping_without_any_nfsv41_call() {
+    let mut w = world();
+    made(&mut w.a, &w.root.clone(), b"g");
+    let g = wire(&w.fh(b"g"));
+    let _held = w.open_with(b"g", 1, 1);
+    assert_eq!(w.v3(&write(g)), Nfsstat3::JUKEBOX, "WRITE while delegated");
+    let lease = u64::from(w.a.srv.config().limits.lease_secs) * 1000;
+    w.wait(lease + 1);
+    let laundromat =
+        w.a.srv
+            .start_laundromat(Duration::from_millis(5))
+            .expect("thread");
+    // The holder is silent as long: it goes with its lease, and its delegation with it.
+    let held = || {
+        let c = w.a.srv.counters();
+        c.iter()
+            .find(|(n, _)| *n == "nfs4_delegations")
+            .map(|c| c.1)
+    };
+    let start = std::time::Instant::now();
+    while held() != Some(0) && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(laundromat);
+    assert_eq!(held(), Some(0), "gone with the laundromat's sweep");
+    assert_eq!(w.v3(&write(g)), Nfsstat3::OK, "after the revocation");
+}
