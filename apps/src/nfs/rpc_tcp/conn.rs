@@ -5,13 +5,14 @@
 //!
 //! Normal operation: the server's loop calls [`Conn::on_ready`] when the socket is ready. A
 //! connection reads records until one is complete, answers it with [`super::handle_record`]
-//! and writes the reply (if the service did not drop the call) without blocking; while a reply is not fully written it reads
-//! nothing more, so it holds at most one record being read (at most `max_record` octets,
-//! allocated as they arrive) and one reply. Its deadline ([`Conn::deadline`]) depends on what
-//! it is doing: the first record must start within `first_record_timeout` of the accept, a
-//! started record must be complete within `record_timeout` of its first octet, a reply fully
-//! written within `write_timeout`, and between records the connection may stay idle for
-//! `idle_timeout`. Progress inside a record or a reply never moves its deadline.
+//! and writes the reply (none when the service dropped the call) without blocking; while a
+//! reply is not fully written it reads nothing more, so it holds at most one record being
+//! read (at most `max_record` octets, allocated as they arrive) and one reply. Its deadline
+//! ([`Conn::deadline`]) depends on what it is doing: the first record must start within
+//! `first_record_timeout` of the accept, a started record must be complete within
+//! `record_timeout` of its first octet, a reply fully written within `write_timeout`, and
+//! between records the connection may stay idle for `idle_timeout`. Progress inside a record
+//! or a reply never moves its deadline.
 //!
 //! Recovery: a deadline passed, a record over the bound, a record that cannot be answered, a
 //! service that panics, or a socket error closes this connection only, with the [`Close`]

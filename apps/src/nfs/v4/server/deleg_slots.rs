@@ -26,7 +26,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use crate::nfs::types::Fh;
 
 /// Slots of the server's table (a power of two).
-pub const SLOTS: usize = 1024;
+pub const SLOTS: usize = 8192;
 
 /// The slots (see the module documentation).
 pub struct Slots {
