@@ -96,8 +96,8 @@
 # (runs of nlm-restart/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_GRANT_MAX (10),
 # RPCRDMA_NFSD_NLM_GRACE (15), RPCRDMA_LOCKF_BIN (the lockf binary in the VM; set by the stage).
 
-NLM_A=/mnt/nlm-a NLM_B=/mnt/nlm-b NLM_STATE=/srv/nlm-state
-NLM_HOLD='' NLM_RPCB_PID='' NLM_STATD_PID='' NLM_STATD_LOG=''
+NLM_A=/mnt/nlm-a NLM_B=/mnt/nlm-b NLM_V41=/mnt/nlm-v41 NLM_STATE=/srv/nlm-state
+NLM_HOLD='' NLM_RPCB_PID='' NLM_STATD_PID='' NLM_STATD_LOG='' NLM_V41_HOLD=''
 
 # nlm_server DEV [SERVER-ARGS...]: our server in netns peer beside an rpcbind of its own
 # (SRV_PID: the server, NLM_RPCB_PID: that rpcbind, SRV_NLM_PORT: the ready line's nlm port),
@@ -478,6 +478,82 @@ nlm_locks() {
 	nlm_ranges "$fa" "$fb"
 }
 
+# nlm_deleg M3: NLM locks meet an NFSv4.1 read delegation of the same file. An NFSv4.1 mount of
+# the export ($NLM_V41, from the root netns over siw: a client of its own) writes d41 and keeps
+# it open for reading (a read delegation); through the NFSv3 mount M3 a shared `flock -n -s` of
+# d41 does not conflict with it (granted at once, no recall, nothing dropped), an exclusive
+# `flock -n -x` does: the server sends CB_RECALL and leaves the NLM LOCK unanswered while the
+# delegation is held (nlm.deleg_drops), the holder returns it, the client's lockd sends the
+# LOCK again after its RPC timeout and gets the lock (150 s at most)
+nlm_deleg() {
+	local m3=$1 m4=$NLM_V41 o41="vers=4.1,proto=rdma,port=$V41_PORT" f=d41 d0 r0 dr0 dd0 t0 ms rc out k0 n0 after
+	v41_mount "$m4" "$o41" && v41_check_mount "$m4" 4.1 mount-v41 || return 1
+	if ! printf 'written through NFSv4.1\n' >"$m4/$f" || [ "$(cat "$m3/$f" 2>&1)" != 'written through NFSv4.1' ]; then
+		failc deleg-file "cannot write $m4/$f and read it through $m3"
+		do_umount "$m4"
+		return 1
+	fi
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	exec {NLM_V41_HOLD}<"$m4/$f"
+	read -r _ <&"$NLM_V41_HOLD"
+	counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0} dr0=${CNT[nfs4_delegreturns]:-0} dd0=${CNT[nlm.deleg_drops]:-x}
+	if [ "${d0:-0}" -ge 1 ] && [ "$dd0" != x ]; then
+		pass deleg-held "the NFSv4.1 client holds $f open for reading: a read delegation (nfs4_delegations=$d0, nfs4_recalls=$r0, nfs4_delegreturns=$dr0, nlm.deleg_drops=$dd0)"
+	else
+		failc deleg-held "nfs4_delegations=${d0:-?} (expected >= 1), nlm.deleg_drops=${dd0:-?} after the NFSv4.1 OPEN of $f for read"
+		exec {NLM_V41_HOLD}<&-
+		NLM_V41_HOLD=''
+		do_umount "$m4"
+		return 1
+	fi
+	# a shared lock does not conflict with a read delegation: answered at once (a dropped LOCK
+	# would wait for the client's re-send, 10 s)
+	t0=$(now_ms)
+	out=$(timeout -k 5 150 flock -n -E 42 -s "$m3/$f" true 2>&1)
+	rc=$? ms=$(($(now_ms) - t0))
+	counters
+	if [ "$rc" = 0 ] && [ "$ms" -lt 10000 ] && [ "${CNT[nfs4_recalls]:-x}" = "$r0" ] && [ "${CNT[nlm.deleg_drops]:-x}" = "$dd0" ] && [ "${CNT[nfs4_delegations]:-0}" -ge 1 ]; then
+		pass deleg-shared "the NFSv3 flock -n -s of $f while the NFSv4.1 client holds its read delegation: granted in $ms ms, no recall (nfs4_recalls=$r0, nlm.deleg_drops=$dd0, nfs4_delegations=${CNT[nfs4_delegations]})"
+	else
+		failc deleg-shared "the NFSv3 flock -n -s of $f under a read delegation: exit status $rc after $ms ms (expected 0 at once)${out:+: $out}; nfs4_recalls ${r0} -> ${CNT[nfs4_recalls]:-?}, nlm.deleg_drops $dd0 -> ${CNT[nlm.deleg_drops]:-?} (expected unchanged), nfs4_delegations=${CNT[nfs4_delegations]:-?}"
+	fi
+	# an exclusive one does: the server recalls the delegation and leaves the LOCK unanswered
+	# until it is returned; the client's lockd sends it again after its RPC timeout
+	k0=$(dmesg | wc -l) n0=$(wc -l <"$SRV_LOG")
+	t0=$(now_ms)
+	out=$(timeout -k 5 150 flock -n -E 42 -x "$m3/$f" true 2>&1)
+	rc=$? ms=$(($(now_ms) - t0))
+	case $rc in
+	0)
+		pass deleg-exclusive "the NFSv3 flock -n -x of $f while the NFSv4.1 client held its read delegation: granted after $ms ms (the server recalled the delegation, left the LOCK unanswered, answered the client's re-send)"
+		NLM_NOTE="${NLM_NOTE:+$NLM_NOTE, }exclusive flock under a delegation after $ms ms"
+		;;
+	42) failc deleg-exclusive "the NFSv3 flock -n -x of $f under a read delegation was refused after $ms ms (expected granted once the delegation was returned)" ;;
+	124 | 137) failc deleg-exclusive "the NFSv3 flock -n -x of $f under a read delegation did not return within 150 s ($ms ms): the client's lockd did not send the LOCK again, or the server dropped it again" ;;
+	*) failc deleg-exclusive "the NFSv3 flock -n -x of $f under a read delegation: exit status $rc after $ms ms: $out" ;;
+	esac
+	counters
+	echo "after the exclusive flock:$(for k in nlm.deleg_drops nlm.lock_granted nlm.locks nfs4_delegations nfs4_recalls nfs4_delegreturns nfs4_revoked nfs4_clients; do printf ' %s=%s' "$k" "${CNT[$k]:-?}"; done)"
+	if [ "${CNT[nlm.deleg_drops]:-0}" -ge 1 ] && [ "${CNT[nlm.deleg_drops]:-0}" -gt "$dd0" ] &&
+		[ "${CNT[nfs4_recalls]:-0}" -gt "$r0" ] && [ "${CNT[nfs4_delegreturns]:-0}" -gt "$dr0" ]; then
+		pass deleg-recall "the exclusive LOCK recalled the delegation: nlm.deleg_drops $dd0 -> ${CNT[nlm.deleg_drops]}, nfs4_recalls $r0 -> ${CNT[nfs4_recalls]}, nfs4_delegreturns $dr0 -> ${CNT[nfs4_delegreturns]}, nfs4_delegations=${CNT[nfs4_delegations]:-?}"
+	else
+		failc deleg-recall "nlm.deleg_drops $dd0 -> ${CNT[nlm.deleg_drops]:-?} (expected >= 1, up), nfs4_recalls $r0 -> ${CNT[nfs4_recalls]:-?}, nfs4_delegreturns $dr0 -> ${CNT[nfs4_delegreturns]:-?} (expected up), nfs4_delegations=${CNT[nfs4_delegations]:-?}"
+	fi
+	if [ "$rc" != 0 ]; then
+		echo "---- the server's log since the exclusive flock (no nfsd-stat lines):"
+		tail -n +$((n0 + 1)) "$SRV_LOG" | grep -v '^nfsd-stat ' | tail -n 30 | sed 's/^/  | /'
+		echo "---- the client's kernel log since the exclusive flock:"
+		dmesg | tail -n +$((k0 + 1)) | grep -v 'speed is unknown' | tail -n 30 | sed 's/^/  | /'
+	fi
+	exec {NLM_V41_HOLD}<&-
+	NLM_V41_HOLD=''
+	after=$(cat "$m4/$f" 2>&1)
+	[ "$after" = 'written through NFSv4.1' ] || failc deleg-read "$m4/$f after the recall: $after"
+	do_umount "$m4"
+}
+
 run_nlm() {
 	local dev=$1 reg k line
 	part_begin "nlm/$dev" "the NFSv3 client's locks (mount without nolock) against rpcrdma-nfsd's lock manager (NLM v4), over $dev, server and its rpcbind in netns peer"
@@ -495,11 +571,11 @@ run_nlm() {
 		;;
 	esac
 	nlm_begin
-	if ! nlm_server "$dev"; then
+	if ! nlm_server "$dev" --nfs4; then
 		failc server-start "the server did not start (log below)"
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 	else
-		pass server-start "$SRV_ADDR in netns peer with its own rpcbind, nlm port $SRV_NLM_PORT"
+		pass server-start "$SRV_ADDR in netns peer with its own rpcbind, --nfs4, nlm port $SRV_NLM_PORT"
 		if nlm_registered && nlm_statd && nlm_mount mount-a "$NLM_A" && nlm_mount mount-b "$NLM_B" nosharecache; then
 			if line=$(rpcinfo -p 127.0.0.1 2>/dev/null | awk '$1 == 100021 && $2 == 4 && $3 == "tcp" {print "port " $4; exit}') && [ -n "$line" ]; then
 				pass lockd "the client's lockd registered 100021 v4 tcp ($line) in the root netns"
@@ -513,6 +589,8 @@ run_nlm() {
 			fi
 			nlm_release
 			rm -f "$NLM_A/lockfile"
+			nlm_deleg "$NLM_A"
+			rm -f "$NLM_A/d41"
 		fi
 		mountpoint -q "$NLM_B" && do_umount "$NLM_B"
 		mountpoint -q "$NLM_A" && do_umount "$NLM_A"
@@ -609,6 +687,11 @@ nlm_cleaned() {
 # unregistered from, then the statd started here, after the umounts)
 nlm_cleanup() {
 	nlm_release
+	if [ -n "$NLM_V41_HOLD" ]; then
+		exec {NLM_V41_HOLD}<&-
+		NLM_V41_HOLD=''
+	fi
+	mountpoint -q "$NLM_V41" && { umount "$NLM_V41" 2>/dev/null || umount -f -l "$NLM_V41"; }
 	mountpoint -q "$NLM_B" && { umount "$NLM_B" 2>/dev/null || umount -f -l "$NLM_B"; }
 	mountpoint -q "$NLM_A" && { umount "$NLM_A" 2>/dev/null || umount -f -l "$NLM_A"; }
 	if [ -n "$SRV_PID" ]; then

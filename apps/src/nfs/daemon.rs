@@ -479,18 +479,9 @@ impl<P: Provider> Daemon<P> {
                 }
             }
         }
-        if let Err(e) = d.start_nlm(o) {
+        if let Err(e) = d.start_nlm(o).and_then(|()| d.start_laundromat()) {
             d.stop();
             return Err(e);
-        }
-        if let Some(n) = &d.nfs4 {
-            match n.start_laundromat(LAUNDROMAT_PERIOD) {
-                Ok(l) => d.laundromat = Some(l),
-                Err(e) => {
-                    d.stop();
-                    return Err(format!("NFSv4.1 laundromat thread: {e}"));
-                }
-            }
         }
         if o.rpcbind {
             d.register();
@@ -500,6 +491,17 @@ impl<P: Provider> Daemon<P> {
             n.tell_restart();
         }
         Ok(d)
+    }
+
+    /// The thread that sweeps the NFSv4.1 state (when NFSv4.1 is served).
+    fn start_laundromat(&mut self) -> Result<(), String> {
+        if let Some(n) = &self.nfs4 {
+            let l = n
+                .start_laundromat(LAUNDROMAT_PERIOD)
+                .map_err(|e| format!("NFSv4.1 laundromat thread: {e}"))?;
+            self.laundromat = Some(l);
+        }
+        Ok(())
     }
 
     /// The lock manager beside NFS ([`DaemonOptions::nlm`]), its locks and NFSv4.1's made to
