@@ -3,7 +3,8 @@
 //! the holder serves the callback program with [`CbServer`]; the other client's write OPEN gets
 //! NFS4ERR_DELAY, the holder receives CB_COMPOUND {CB_SEQUENCE, CB_RECALL} on its connection and
 //! returns the delegation, and the retry succeeds; the counters show one recall and one
-//! DELEGRETURN.
+//! DELEGRETURN. An NFSv3 WRITE of the file recalls the delegation too and is answered
+//! NFS3ERR_JUKEBOX until it is back (RFC 8881 §10.4.6, as Linux nfsd's leases make it).
 //!
 //! Normal operation: `cargo test -p rpcrdma-apps --test nfsd_v41_deleg`. Recovery: a failure
 //! names the operation and the reply seen; every wait has a deadline.
@@ -17,15 +18,16 @@ use std::time::Duration;
 
 use nfsd_common::{options, v41, Rig};
 use rpcrdma_apps::nfs::daemon::Backend;
-use rpcrdma_apps::nfs::types::{CreateHow, Sattr3};
-use rpcrdma_apps::nfs::v3::client::NfsClient;
+use rpcrdma_apps::nfs::types::{CreateHow, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::v3::client::{NfsClient, NfsError};
 use rpcrdma_apps::nfs::v4::cb::{self, CbRecall, CbServer};
 use rpcrdma_apps::nfs::v4::{
     op, ChannelAttrs, CompoundReply, Delegation, Op, OpResult, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
     NFS4ERR_DELAY, NFS4_OK,
 };
 use rpcrdma_engine::rpc::{AuthFlavor, AuthStat};
-use rpcrdma_poller::{BackchannelService, Program, Reject, ReplyBuilder, Request};
+use rpcrdma_engine::verbs::soft::SoftProvider;
+use rpcrdma_poller::{BackchannelService, Endpoint, Program, Reject, ReplyBuilder, Request};
 
 const CB_PROGRAM: u32 = 0x4000_0000;
 
@@ -128,8 +130,21 @@ fn service(
     BackchannelService::new().program(prog).credits(1)
 }
 
-#[test]
-fn accepts_a_recall_over_the_holders_connection_and_the_retry_after_delegreturn() {
+/// A daemon serving NFSv3 and NFSv4.1, file `f` made over NFSv3, and a holder (its own
+/// connection, serving the callback program) with a read delegation of `f`: the rig, the
+/// holder's connection and session, its delegation stateid, the recalls it receives, the
+/// root handle.
+struct Held {
+    rig: Rig,
+    _ep: Endpoint<SoftProvider>,
+    holder: NfsClient,
+    h: Session,
+    deleg: [u8; 16],
+    recalls: mpsc::Receiver<CbRecall>,
+    root: Vec<u8>,
+}
+
+fn held() -> Held {
     let mut o = options(Backend::Memory);
     o.nfs4 = true;
     let rig = Rig::with(o, None);
@@ -138,8 +153,8 @@ fn accepts_a_recall_over_the_holders_connection_and_the_retry_after_delegreturn(
         .expect("v3 CREATE");
     let root = rig.root.as_bytes().to_vec();
     let cbs = Arc::new(Mutex::new(None));
-    let (tx, rx) = mpsc::channel();
-    let (_ep, holder) = rig.serving_client(Ipv4Addr::new(10, 0, 0, 3), service(&cbs, tx));
+    let (tx, recalls) = mpsc::channel();
+    let (ep, holder) = rig.serving_client(Ipv4Addr::new(10, 0, 0, 3), service(&cbs, tx));
     let mut h = Session::new(&holder, b"holder", CREATE_SESSION4_FLAG_CONN_BACK_CHAN);
     *cbs.lock().unwrap() = Some(CbServer::new(h.sid, 1));
     // The CB_NULL probe answered: the back channel is up.
@@ -169,29 +184,76 @@ fn accepts_a_recall_over_the_holders_connection_and_the_retry_after_delegreturn(
     let Delegation::Read { stateid: deleg, .. } = or.delegation else {
         panic!("a read delegation: {or:?}");
     };
-    let mut w = Session::new(&rig.nfs, b"writer", 0);
+    Held {
+        rig,
+        _ep: ep,
+        holder,
+        h,
+        deleg,
+        recalls,
+        root,
+    }
+}
+
+impl Held {
+    /// The holder receives the recall of its delegation and returns it.
+    fn recalled_and_returned(&mut self) {
+        let recall = self
+            .recalls
+            .recv_timeout(Duration::from_secs(10))
+            .expect("CB_RECALL on the holder's connection");
+        assert_eq!(recall.stateid, self.deleg);
+        let ret = [
+            Op::PutFh(&self.root),
+            Op::Lookup("f"),
+            Op::DelegReturn(self.deleg),
+        ];
+        let r = self.h.call(&self.holder, &ret);
+        assert_eq!(r.status, NFS4_OK, "DELEGRETURN: {r:?}");
+    }
+}
+
+#[test]
+fn accepts_a_recall_over_the_holders_connection_and_the_retry_after_delegreturn() {
+    let mut x = held();
+    let root = x.root.clone();
+    let mut w = Session::new(&x.rig.nfs, b"writer", 0);
     let open_w = Op::Open {
         clientid: w.clientid,
         owner: b"w",
         access: 2,
         name: "f",
     };
-    let r = w.call(&rig.nfs, &[Op::PutFh(&root), open_w]);
+    let r = w.call(&x.rig.nfs, &[Op::PutFh(&root), open_w]);
     assert_eq!(r.status, NFS4ERR_DELAY, "{r:?}");
-    let recall = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("CB_RECALL on the holder's connection");
-    assert_eq!(recall.stateid, deleg);
-    let r = h.call(
-        &holder,
-        &[Op::PutFh(&root), Op::Lookup("f"), Op::DelegReturn(deleg)],
-    );
-    assert_eq!(r.status, NFS4_OK, "DELEGRETURN: {r:?}");
-    let r = w.call(&rig.nfs, &[Op::PutFh(&root), open_w]);
+    x.recalled_and_returned();
+    let r = w.call(&x.rig.nfs, &[Op::PutFh(&root), open_w]);
     assert_eq!(r.status, NFS4_OK, "the retry: {r:?}");
-    assert_eq!(rig.counter("nfs4_recalls"), 1);
-    assert_eq!(rig.counter("nfs4_delegreturns"), 1);
-    assert_eq!(rig.counter("nfs4_revoked"), 0);
+    assert_eq!(x.rig.counter("nfs4_recalls"), 1);
+    assert_eq!(x.rig.counter("nfs4_delegreturns"), 1);
+    assert_eq!(x.rig.counter("nfs4_revoked"), 0);
+    let Held { rig, holder, .. } = x;
+    drop(holder);
+    rig.stop();
+}
+
+#[test]
+fn rejects_an_nfsv3_write_with_jukebox_until_the_delegation_it_recalled_is_returned() {
+    let mut x = held();
+    let f = x.rig.nfs.lookup(&x.rig.root, b"f").expect("v3 LOOKUP");
+    let write = |c: &NfsClient| c.write(&f, 0, b"v3", StableHow::FileSync, false);
+    // Reading conflicts with no read delegation.
+    x.rig.nfs.read(&f, 0, 10, false).expect("v3 READ");
+    match write(&x.rig.nfs) {
+        Err(NfsError::Status(Nfsstat3::JUKEBOX)) => {}
+        other => panic!("v3 WRITE while delegated: {other:?}"),
+    }
+    x.recalled_and_returned();
+    write(&x.rig.nfs).expect("v3 WRITE after DELEGRETURN");
+    assert_eq!(x.rig.counter("deleg.waits"), 1);
+    assert_eq!(x.rig.counter("nfs4_recalls"), 1);
+    assert_eq!(x.rig.counter("nfs4_delegreturns"), 1);
+    let Held { rig, holder, .. } = x;
     drop(holder);
     rig.stop();
 }
