@@ -35,7 +35,9 @@
 #    our lock manager, NLM v4, with the server and an rpcbind of its own in netns peer:
 #    conflicts, a blocking lock woken by the server's NLMPROC4_GRANTED; fcntl byte ranges,
 #    split by a partial unlock, through scripts/vm/lockf.c, built here with gcc -O2 -static:
-#    SKIP without it) and part nlm-restart/siw
+#    SKIP without it; beside an NFSv4.1 mount's read delegation, --nfs4, a shared flock granted
+#    at once, an exclusive one recalls it, unanswered until the client's lockd sends it again)
+#    and part nlm-restart/siw
 #    (the same client's lock reclaimed across a restart of the server, which tells it with
 #    SM_NOTIFY and serves only reclaims in its grace period; a client reboot's SM_NOTIFY,
 #    sent by sm-notify, releases its locks); and fio side by

@@ -13,7 +13,8 @@
 # rpcbind of the root netns keeps its lock file and socket in the shared /run), `rpcbind -f`
 # there, then rpcrdma-nfsd on the default ports WITHOUT --no-rpcbind: it registers NFS (rdma
 # 20049), MOUNT (tcp 20048), NLM (tcp, any port) and its status monitor (100024 udp and tcp,
-# any ports) with that rpcbind, where the client's mount.nfs, lockd and sm-notify look. Its state
+# any ports) with that rpcbind, where the client's mount.nfs, lockd and sm-notify look (in part
+# nlm/DEV with --nfs4: NFSv4.1 on the same rdma port as well, for check 7.). Its state
 # directory (--v4-state-dir, where it keeps the hosts that take locks: nlm-hosts) is
 # $NLM_STATE (/srv/nlm-state: outside the server's own /run), removed at the start of each part:
 # no part starts in a grace period left by the one before. The client side: the root netns's
@@ -54,15 +55,25 @@
 #      write on [0, 5) granted, on [5, 6) still refused, F_GETLK reports "w 5 5"; B's BLOCKING
 #      F_SETLKW on [5, 6) still waits after 2 s (nlm.waiting = 1) and is granted within
 #      RPCRDMA_NFSD_NLM_GRANT_MAX s of A's unlock of the rest (the server's GRANTED, as in 5.);
-#   7. the server's counters: nlm.lock_granted, nlm.lock_denied, nlm.lock_blocked and
+#   7. NLM beside an NFSv4.1 delegation: `mount -t nfs -o vers=4.1,proto=rdma,port=20049
+#      10.0.3.2:/export /mnt/nlm-v41` (a client of its own, from the root netns: "xprt: rdma",
+#      "vers=4.1" in mountstats) writes d41 and keeps it open for reading: a read delegation
+#      (nfs4_delegations >= 1); through mount A a `flock -n -s` of d41 is granted at once (a
+#      shared lock does not conflict with a read delegation: nfs4_recalls and nlm.deleg_drops
+#      unchanged); a `flock -n -x` of it must be granted within 150 s (its time printed): the
+#      server sends CB_RECALL and leaves the NLM LOCK unanswered while the delegation is held
+#      (as Linux nfsd's nlm_fopen), the NFSv4.1 client returns it, the client's lockd sends the
+#      LOCK again after its RPC timeout (10 s) and is granted; then nlm.deleg_drops >= 1,
+#      nfs4_recalls and nfs4_delegreturns up; the NFSv4.1 file closed and unmounted;
+#   8. the server's counters: nlm.lock_granted, nlm.lock_denied, nlm.lock_blocked and
 #      nlm.grants_sent > 0, nlm.grants_refused = nlm.grants_failed = 0; after both umounts
 #      nlm.locks = 0 and nlm.waiting = 0; exit status 0 after SIGTERM, and 100021 / 100024 /
 #      100003 / 100005 gone from the peer's rpcbind;
-#   8. cleanup: the peer's rpcbind no longer answers, the statd started here and the client's
+#   9. cleanup: the peer's rpcbind no longer answers, the statd started here and the client's
 #      lockd (stopped with the last locking mount) left the root netns's rpcbind.
 # Checks of nlm-restart/DEV (the dir backend on $NFSD_DIR: the file and its handle outlive the
 # server process; `--nlm-grace RPCRDMA_NFSD_NLM_GRACE`, default 15 s), after 1.-3. as above:
-#   9. restart: A holds `flock -x` on a file (its process runs on across the restart); the
+#  10. restart: A holds `flock -x` on a file (its process runs on across the restart); the
 #      state directory's nlm-hosts lists 10.0.3.1 with the client's caller_name (`uname -n`);
 #      the server is stopped (SIGTERM, exit status 0) and started again (with a new rpcbind in
 #      netns peer, as after a reboot; same ports for NFS and MOUNT, a new one for NLM) on the
@@ -78,7 +89,7 @@
 #      reclaim and the grace-period answers (nlm.reclaims, nlm.grace_denied >= 1); once A
 #      released, B gets the lock; no lockd message in the client's kernel log (a refused
 #      reclaim would print one);
-#  10. client reboot: A holds `flock -x` again; SM_NOTIFY over UDP (the port from the peer's
+#  11. client reboot: A holds `flock -x` again; SM_NOTIFY over UDP (the port from the peer's
 #      rpcbind, 100024 v1 udp) from 10.0.3.1: one naming another host (a datagram written
 #      here) is answered and frees nothing (nlm.locks = 1); then `sm-notify -d -f -P DIR` with a
 #      copy of statd's record of the server (what the client's sm-notify sends after a reboot:
@@ -86,12 +97,13 @@
 #      = 0, "a client rebooted: its locks released" in the log) while A's process still holds it
 #      on the client: B's `flock -n -x` gets it; A holds again and a datagram naming the address
 #      10.0.3.1 itself frees it too (every host at that address); B gets it;
-#  11. after both umounts nlm.locks = nlm.waiting = 0; exit status 0 after SIGTERM, the
-#      registrations gone; cleanup as 8.
+#  12. after both umounts nlm.locks = nlm.waiting = 0; exit status 0 after SIGTERM, the
+#      registrations gone; cleanup as 9.
 # Byte ranges (6.) need lockf: the guest has no other tool that takes fcntl(2) locks (flock(1) of
 # util-linux 2.38 has no --fcntl, and there is neither perl nor python).
-# Cleanup: umount, the server stopped, the peer's rpcbind and the statd started here killed (the
-# client's lockd stops with the last locking mount). Ours only (in `kernel` mode: SKIP).
+# Cleanup: umount (the NFSv4.1 mount of 7. too), the server stopped, the peer's rpcbind and the
+# statd started here killed (the client's lockd stops with the last locking mount). Ours only
+# (in `kernel` mode: SKIP).
 # Knobs: RPCRDMA_NFSD_NLM (runs of nlm/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_RESTART
 # (runs of nlm-restart/DEV, default "siw"; empty: none), RPCRDMA_NFSD_NLM_GRANT_MAX (10),
 # RPCRDMA_NFSD_NLM_GRACE (15), RPCRDMA_LOCKF_BIN (the lockf binary in the VM; set by the stage).

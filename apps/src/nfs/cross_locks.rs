@@ -61,8 +61,17 @@ pub trait DelegView: Send + Sync {
     /// (`write` false) or its data, attributes or name changed (`write` true). Recalls the
     /// delegations that access conflicts with (any for a change, write delegations for a
     /// read) and keeps new ones off the file for a while; true while any of them is held,
-    /// and the caller must not go on.
-    fn foreign_access(&self, export: [u8; 4], fh: &[u8], write: bool) -> bool;
+    /// and the caller must not go on. `allowed` says whether the caller may make that
+    /// access at all: asked only when a delegation may be in the way, and a caller refused
+    /// anyway recalls nothing (Linux nfsd checks the permission before its open breaks a
+    /// lease).
+    fn foreign_access(
+        &self,
+        export: [u8; 4],
+        fh: &[u8],
+        write: bool,
+        allowed: &dyn Fn() -> bool,
+    ) -> bool;
 
     /// Whether any delegation is held now (a caller that must resolve a name to report an
     /// access skips that while none is).
@@ -100,12 +109,19 @@ impl CrossLocks {
     }
 
     /// An NFSv3 or NLM access to file (`export`, `fh`), reading (`write` false) or changing
-    /// it: true while an NFSv4.1 delegation it recalled is held (the caller answers "try
-    /// later"). False without a registered view. The caller holds no lock manager's mutex.
-    pub fn foreign_access(&self, export: [u8; 4], fh: &[u8], write: bool) -> bool {
+    /// it, by a caller `allowed` says may ([`DelegView::foreign_access`]): true while an
+    /// NFSv4.1 delegation it recalled is held (the caller answers "try later"). False without
+    /// a registered view. The caller holds no lock manager's mutex.
+    pub fn foreign_access(
+        &self,
+        export: [u8; 4],
+        fh: &[u8],
+        write: bool,
+        allowed: &dyn Fn() -> bool,
+    ) -> bool {
         self.delegs
             .get()
-            .is_some_and(|d| d.foreign_access(export, fh, write))
+            .is_some_and(|d| d.foreign_access(export, fh, write, allowed))
     }
 
     /// Whether an NFSv4.1 delegation of any file is held now.

@@ -197,7 +197,8 @@ impl NlmService {
         let (Some(cross), Some((export, fh))) = (&self.shared.cross, super::split_key(file)) else {
             return false;
         };
-        let held = cross.foreign_access(export, fh, exclusive);
+        // The caller's permission was checked with the handle ([`Self::file`]).
+        let held = cross.foreign_access(export, fh, exclusive, &|| true);
         if held {
             NlmStats::bump(&self.shared.stats.deleg_drops);
         }

@@ -65,10 +65,16 @@ impl Gate {
     }
 
     /// [`DelegView::foreign_access`] for this server.
-    pub fn foreign_access(&self, export: [u8; 4], fh: &[u8], write: bool) -> bool {
+    pub fn foreign_access(
+        &self,
+        export: [u8; 4],
+        fh: &[u8],
+        write: bool,
+        allowed: &dyn Fn() -> bool,
+    ) -> bool {
         let i = self.slots.slot(export, fh);
         let until = (self.clock)().saturating_add(FOREIGN_MS);
-        if !self.slots.access(i, write, until) {
+        if !self.slots.access(i, write, until) || !allowed() {
             return false;
         }
         let (Some(srv), Some(fh)) = (self.srv.upgrade(), Fh::new(fh)) else {
@@ -80,8 +86,14 @@ impl Gate {
 }
 
 impl DelegView for Gate {
-    fn foreign_access(&self, export: [u8; 4], fh: &[u8], write: bool) -> bool {
-        Gate::foreign_access(self, export, fh, write)
+    fn foreign_access(
+        &self,
+        export: [u8; 4],
+        fh: &[u8],
+        write: bool,
+        allowed: &dyn Fn() -> bool,
+    ) -> bool {
+        Gate::foreign_access(self, export, fh, write, allowed)
     }
 
     fn any_held(&self) -> bool {

@@ -130,12 +130,17 @@ impl World {
 
     /// An NFSv3 call as root: its status.
     fn v3(&self, args: &Args3<'_>) -> Nfsstat3 {
+        self.v3_as(0, args)
+    }
+
+    /// An NFSv3 call with the harness's credential `who` (0 root, 1 uid 1000): its status.
+    fn v3_as(&self, who: u8, args: &Args3<'_>) -> Nfsstat3 {
         let mut buf = vec![0u8; 4096];
         let mut w = XdrWriter::new(&mut buf);
         encode_args(&mut w, args).expect("the arguments encode");
         let n = w.finish();
         let p = args.proc_num();
-        let (_, r) = self.v3.call(p as u8, &buf[..n]);
+        let (_, r) = self.v3.call(p as u8 | who << 5, &buf[..n]);
         status_of(p, &r.expect("the call is served")).expect("the results decode")
     }
 }
@@ -191,6 +196,46 @@ fn accepts_nfsv3_writes_once_the_recalled_delegation_is_returned() {
     w.probe(b"g", 1, 0);
     w.wait(RECALL_MS);
     w.probe(b"g", 1, 1);
+}
+
+#[test]
+fn rejects_recalls_by_nfsv3_callers_without_the_permission_to_change_the_file() {
+    let mut w = world();
+    made(&mut w.a, &w.root.clone(), b"g");
+    let g = wire(&w.fh(b"g"));
+    let root = wire(&w.root.clone());
+    let _held = w.open_with(b"g", 1, 1);
+    // uid 1000 may not write root's file nor change root's directory (Linux nfsd checks the
+    // permission before its open breaks a lease): refused, nothing recalled.
+    assert_eq!(
+        w.v3_as(1, &write(g)),
+        Nfsstat3::ACCES,
+        "WRITE without permission"
+    );
+    let rm = Args3::Remove {
+        dir: root,
+        name: b"g",
+    };
+    assert_eq!(
+        w.v3_as(1, &rm),
+        Nfsstat3::ACCES,
+        "REMOVE without permission"
+    );
+    assert_eq!(w.recalls(), 0, "no recall for a caller refused anyway");
+    // Other arguments than the refused WRITE's: the harness sends every call with XID 1.
+    let root_write = Args3::Write {
+        fh: g,
+        offset: 1,
+        count: 2,
+        stable: StableHow::FileSync,
+        data: b"ok",
+    };
+    assert_eq!(
+        w.v3(&root_write),
+        Nfsstat3::JUKEBOX,
+        "root's WRITE recalls it"
+    );
+    assert_eq!(w.recalls(), 1);
 }
 
 #[test]
