@@ -37,7 +37,7 @@
 #   v41/rxe/memory, v41/siw/dir, v41/deleg   (ours only; RPCRDMA_NFSD_V41, default
 #       "rxe/memory siw/dir"; v41/deleg unless RPCRDMA_NFSD_V41_DELEG=0; nfs-v41.sh): the NFSv4.1 client against
 #       `rpcrdma-nfsd --nfs4` on port 20049: mounts (vers=4.1 and negotiated), workload, NFSv3
-#       beside it, a mount point inside a dir: export listed and not crossed; two clients: delegation recall, flock conflicts (iwarp/memory, iwarp/dir and,
+#       beside it, a mount point inside a dir: export listed and not crossed; two clients: delegation recall, flock conflicts, an NFSv3 write waiting for the recall (iwarp/memory, iwarp/dir and,
 #       with RPCRDMA_NFSD_V41_DELEG_DEV=iwarp, v41/deleg against the server on our user-space
 #       iWARP provider when asked).
 #   v41fault/rxe, v41fault/siw   (ours only; RPCRDMA_NFSD_V41_FAULT, default "rxe siw";
@@ -59,7 +59,9 @@
 #       client's 30 s re-poll); fcntl byte ranges between them (scripts/vm/lockf.c,
 #       RPCRDMA_LOCKF_BIN; SKIP without it): overlapping ranges refused, adjacent and to-EOF ones
 #       and shared reads granted, F_GETLK reports the holder's range, a partial unlock splits
-#       it, a blocking F_SETLKW is granted soon after the release (GRANTED); counters
+#       it, a blocking F_SETLKW is granted soon after the release (GRANTED); with --nfs4, beside
+#       an NFSv4.1 mount's read delegation, a shared flock granted at once and an exclusive one
+#       recalling it (its LOCK unanswered until lockd sends it again); counters
 #       nlm.lock_granted, lock_denied, lock_blocked, grants_sent > 0, grants_refused =
 #       grants_failed = 0, nlm.locks = nlm.waiting = 0 after the umounts; exit status 0 after
 #       SIGTERM and the registrations gone; the peer's rpcbind, the statd and the client's lockd
