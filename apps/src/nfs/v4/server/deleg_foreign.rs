@@ -4,7 +4,7 @@
 //! leases behind its delegations.
 //!
 //! Normal operation: before an NFSv3 procedure or an NLM request touches a file, it reports
-//! the access ([`Gate::foreign_access`], through [`crate::nfs::cross_locks::CrossLocks`]):
+//! the access ([`DelegView::foreign_access`] of the [`Gate`], through [`crate::nfs::cross_locks::CrossLocks`]):
 //! a change (WRITE, SETATTR, a truncating CREATE, REMOVE, RENAME, LINK, an exclusive NLM lock)
 //! recalls every delegation of the file, a read (READ, a shared NLM lock) the write
 //! delegations; the caller is told to try later while any is held (Linux nfsd's
@@ -63,9 +63,10 @@ impl Gate {
         let i = self.slots.slot(export, fh.as_bytes());
         self.slots.admits(i, write, (self.clock)())
     }
+}
 
-    /// [`DelegView::foreign_access`] for this server.
-    pub fn foreign_access(
+impl DelegView for Gate {
+    fn foreign_access(
         &self,
         export: [u8; 4],
         fh: &[u8],
@@ -82,18 +83,6 @@ impl Gate {
         };
         // A change conflicts with every delegation, a read with write delegations.
         srv.recall_held(export, &fh, None, !write)
-    }
-}
-
-impl DelegView for Gate {
-    fn foreign_access(
-        &self,
-        export: [u8; 4],
-        fh: &[u8],
-        write: bool,
-        allowed: &dyn Fn() -> bool,
-    ) -> bool {
-        Gate::foreign_access(self, export, fh, write, allowed)
     }
 
     fn any_held(&self) -> bool {

@@ -50,8 +50,17 @@ fn lock3(c: &mut RpcClient, l: Lock<'_>, block: bool) -> Stat {
         .1
 }
 
-#[test]
-fn rejects_locks_the_other_protocol_holds_and_grants_a_waiter_on_locku() {
+/// One server with both lock managers: the NLM server, a client of it, NFSv4.1 client `a`
+/// with file `f` open (create, read and write), its open stateid and wire handle.
+struct Both {
+    nlm: NlmServer,
+    v3: RpcClient,
+    a: H,
+    open: [u8; 16],
+    fh: Vec<u8>,
+}
+
+fn both() -> Both {
     let (srv, now, store) = server("rw,no_root_squash", Limits::default());
     let cross = CrossLocks::new();
     srv.set_cross(Arc::clone(&cross));
@@ -65,7 +74,7 @@ fn rejects_locks_the_other_protocol_holds_and_grants_a_waiter_on_locku() {
     let exports = Arc::new(move || Arc::clone(&table));
     let nlm = NlmServer::start(local, exports, cfg, Some(cross)).expect("nlm");
     let t = Duration::from_secs(5);
-    let mut v3 = RpcClient::connect(nlm.local_addr(), t, t).expect("connect");
+    let v3 = RpcClient::connect(nlm.local_addr(), t, t).expect("connect");
     let mut a = H::on(srv, now, store, b"client-a", super::tests::auth_sys(0, 0));
     let root = a.root();
     let r = a.raw(&[
@@ -83,6 +92,24 @@ fn rejects_locks_the_other_protocol_holds_and_grants_a_waiter_on_locku() {
         .get_opaque(128)
         .expect("GETFH")
         .to_vec();
+    Both {
+        nlm,
+        v3,
+        a,
+        open,
+        fh,
+    }
+}
+
+#[test]
+fn rejects_locks_the_other_protocol_holds_and_grants_a_waiter_on_locku() {
+    let Both {
+        nlm,
+        mut v3,
+        mut a,
+        open,
+        fh,
+    } = both();
     let on_f = |x: A| vec![A::op(op::PUTFH).opaque(&fh), x];
 
     // NFSv4.1 holds [0, 10) for writing: NLM's LOCK and TEST meet it.
@@ -153,51 +180,23 @@ fn rejects_locks_the_other_protocol_holds_and_grants_a_waiter_on_locku() {
 
 #[test]
 fn accepts_an_nlm_waiter_granted_when_the_nfsv41_holder_expires() {
-    let (srv, now, store) = server("rw,no_root_squash", Limits::default());
-    let cross = CrossLocks::new();
-    srv.set_cross(Arc::clone(&cross));
-    let table = srv.exports();
-    let cfg = NlmConfig {
-        rpcbind_port: 9,
-        ..NlmConfig::default()
-    };
-    let local = SocketAddr::from(([127, 0, 0, 1], 0));
-    let exports = Arc::new(move || Arc::clone(&table));
-    let nlm = NlmServer::start(local, exports, cfg, Some(cross)).expect("nlm");
-    let t = Duration::from_secs(5);
-    let mut v3 = RpcClient::connect(nlm.local_addr(), t, t).expect("connect");
-    let mut a = H::on(
-        Arc::clone(&srv),
-        now,
-        store,
-        b"client-a",
-        super::tests::auth_sys(0, 0),
-    );
-    let root = a.root();
-    let r = a.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        open_create(a.clientid, b"f"),
-    ]);
-    let open: [u8; 16] = r.last[..16].try_into().expect("open stateid");
-    let r = a.raw(&[
-        A::op(op::PUTFH).opaque(&root),
-        A::op(op::LOOKUP).opaque(b"f"),
-        A::op(op::GETFH),
-    ]);
-    let fh = XdrReader::new(&r.last)
-        .get_opaque(128)
-        .expect("GETFH")
-        .to_vec();
+    let Both {
+        nlm,
+        mut v3,
+        mut a,
+        open,
+        fh,
+    } = both();
     let lock = lock_new(a.clientid, &open, b"la", true, 0, 10);
     assert_eq!(a.status(&[A::op(op::PUTFH).opaque(&fh), lock]), st::OK);
     assert_eq!(lock3(&mut v3, nlm_lock(&fh, 2, 0, 5), true), Stat::BLOCKED);
     // The NFSv4.1 client goes silent: a lease later the sweep (no NFSv4.1 call needed)
     // removes it with its lock, and the NLM request waiting for it is granted.
-    let lease = u64::from(srv.config().limits.lease_secs) * 1000;
+    let lease = u64::from(a.srv.config().limits.lease_secs) * 1000;
     a.now
         .fetch_add(lease + 1, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(nlm.sizes().waiting, 1, "still waiting before the sweep");
-    srv.sweep();
+    a.srv.sweep();
     let s = nlm.sizes();
     assert_eq!(
         (s.waiting, s.locks),

@@ -443,17 +443,24 @@ fn rejects_nlm_locks_of_a_delegated_file_unanswered_until_it_is_returned() {
     assert_eq!(drops, 1, "one request dropped");
 }
 
-#[test]
-fn accepts_nfsv3_writes_once_a_silent_holders_delegation_is_revoked() {
+/// `a` holds a read delegation of `g`, which an NFSv3 WRITE waits for, then goes silent for a
+/// lease: the world and `g`'s handle.
+fn silent_holder() -> (World, Fh) {
     let mut w = world();
     made(&mut w.a, &w.root.clone(), b"g");
     let g = wire(&w.fh(b"g"));
     let _held = w.open_with(b"g", 1, 1);
     assert_eq!(w.v3(&write(g)), Nfsstat3::JUKEBOX, "WRITE while delegated");
-    // The holder never answers and sends nothing more: after a lease the sweep revokes the
-    // delegation (with no NFSv4.1 call to start it), and NFSv3 goes on.
     let lease = u64::from(w.a.srv.config().limits.lease_secs) * 1000;
     w.wait(lease + 1);
+    (w, g)
+}
+
+#[test]
+fn accepts_nfsv3_writes_once_a_silent_holders_delegation_is_revoked() {
+    // The holder never answers and sends nothing more: after a lease the sweep removes the
+    // delegation (with no NFSv4.1 call to start it), and NFSv3 goes on.
+    let (w, g) = silent_holder();
     assert_eq!(w.v3(&write(g)), Nfsstat3::JUKEBOX, "before the sweep");
     w.a.srv.sweep();
     assert_eq!(w.v3(&write(g)), Nfsstat3::OK, "after the revocation");
@@ -461,13 +468,7 @@ fn accepts_nfsv3_writes_once_a_silent_holders_delegation_is_revoked() {
 
 #[test]
 fn accepts_the_laundromat_sweeping_without_any_nfsv41_call() {
-    let mut w = world();
-    made(&mut w.a, &w.root.clone(), b"g");
-    let g = wire(&w.fh(b"g"));
-    let _held = w.open_with(b"g", 1, 1);
-    assert_eq!(w.v3(&write(g)), Nfsstat3::JUKEBOX, "WRITE while delegated");
-    let lease = u64::from(w.a.srv.config().limits.lease_secs) * 1000;
-    w.wait(lease + 1);
+    let (w, g) = silent_holder();
     let laundromat =
         w.a.srv
             .start_laundromat(Duration::from_millis(5))
