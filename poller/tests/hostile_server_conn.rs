@@ -45,8 +45,9 @@ fn small_credits() -> ServerOptions {
 /// the server keeps its granted receives and no more, so once the receives it owns are all
 /// held by the violator's calls the next Send finds none and fails with RNR_RETRY_EXC_ERR
 /// (the server asks RNR retry 0 in its accept): the violator alone is cut off, with at most
-/// `3 × credits` calls taken in (every receive buffer of the connection) plus one (the peer's
-/// one posted receive takes the first reply, and that call's receive buffer is reposted).
+/// `3 × credits + backchannel_credits` calls taken in (every receive buffer of the
+/// connection, the backward replies' too) plus one (the peer's one posted receive takes the
+/// first reply, and that call's receive buffer is reposted).
 /// Calls posted after the cut are flushed and never reach the server. Honest traffic goes on
 /// throughout.
 ///
@@ -79,9 +80,13 @@ fn overrun_and_stall(r: &Rig, v2: bool, rx: Receives) {
     let ok = wcs.iter().take_while(|s| **s == WcStatus::SUCCESS).count();
     assert!(ok >= CREDITS as usize, "{what}: the granted calls went in");
     // The peer's one posted receive takes one reply; that call's receive buffer is then
-    // reposted at the server and may take one more call.
+    // reposted at the server and may take one more call. The connection's receive buffers
+    // are its `3 × credits` forward ones and the `backchannel_credits` kept for backward
+    // replies: all of one size in one idle pool, so while every forward buffer is held by
+    // the violator's calls the backward ones are posted too (seen: 17 of 4 × 3 + 4 + 1, about
+    // one run in thirty, when the server drains calls faster than the peer's RNR comes).
     let most = match rx {
-        Receives::PerConnection => 3 * CREDITS as usize + PEER_RECVS,
+        Receives::PerConnection => 3 * CREDITS as usize + BACKWARD as usize + PEER_RECVS,
         // The holding slots (credits + backward receives), the calls answered into the
         // connection's reply buffers (2 × credits), the one reply the peer took.
         Receives::Shared => 3 * CREDITS as usize + BACKWARD as usize + PEER_RECVS + 1,
