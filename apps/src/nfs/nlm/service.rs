@@ -5,7 +5,8 @@
 //! served with the results XNFS gives them; the file a request names is its NFSv3 handle,
 //! opened as an NFSv3 call would be (the handle's seal, the export's client rules, the
 //! credential squashed by the export's options) and checked as Linux nfsd's `nlm_fopen`
-//! checks it: a regular file the caller may read (the owner always may). Locks a blocked
+//! checks it: a regular file the caller may read, or write for an exclusive lock (the owner
+//! always may). Locks a blocked
 //! request is given are handed to the [`super::grant`] thread, which tells the client.
 //!
 //! Recovery: arguments that do not decode are GARBAGE_ARGS; a handle that does not open is
@@ -148,8 +149,10 @@ impl NlmService {
     }
 
     /// The table key of the file `fh` names, for a caller at `ctx` (NLM4_STALE_FH or
-    /// NLM4_FAILED when it may not lock it).
-    fn file(&self, ctx: &CallCtx, fh: &[u8]) -> Result<Vec<u8>, Stat> {
+    /// NLM4_FAILED when it may not lock it: read permission, write permission for an
+    /// `exclusive` lock, the owner's override either way, as Linux's `nlm_fopen` opens the
+    /// file for reading or for writing).
+    fn file(&self, ctx: &CallCtx, fh: &[u8], exclusive: bool) -> Result<Vec<u8>, Stat> {
         let fh = Fh::new(fh).ok_or(Stat::STALE_FH)?;
         let table = (self.exports)();
         let cred = ctx.cred.opaque();
@@ -165,7 +168,11 @@ impl NlmService {
             Err(Nfsstat3::STALE) => return Err(Stat::STALE_FH),
             Err(_) => return Err(Stat::FAILED),
         };
-        if attr.ftype != Ftype3::Reg || may_io(&adm.cred, &attr, identity::Want::READ).is_err() {
+        let want = match exclusive {
+            true => identity::Want::WRITE,
+            false => identity::Want::READ,
+        };
+        if attr.ftype != Ftype3::Reg || may_io(&adm.cred, &attr, want).is_err() {
             return Err(Stat::FAILED);
         }
         let mut key = adm.share.id.to_vec();
@@ -180,7 +187,7 @@ impl NlmService {
         l: &Lock<'_>,
         exclusive: bool,
     ) -> Result<(HostKey, Vec<u8>, Want), Stat> {
-        let file = self.file(ctx, l.fh)?;
+        let file = self.file(ctx, l.fh, exclusive)?;
         let want = Want::of(l.svid, l.offset, l.len, exclusive)?;
         let host = HostKey {
             addr: ctx.peer.ip(),
@@ -323,7 +330,7 @@ impl NlmService {
         let stat = if self.shared.in_grace() && !(on && a.reclaim) {
             Stat::DENIED_GRACE_PERIOD
         } else {
-            match self.file(ctx, a.fh) {
+            match self.file(ctx, a.fh, false) {
                 Err(st) => st,
                 Ok(file) => {
                     let host = HostKey {

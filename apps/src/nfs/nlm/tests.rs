@@ -334,9 +334,10 @@ fn rejects_shares_whose_access_meets_another_owners_deny_mode() {
 // ----------------------------------------------------------------------------------------
 // The service over TCP.
 
-/// A memory store exported to 127.0.0.1 (root squashed) with `f` (mode 0644, uid 0) and
-/// `private` (mode 0600, uid 1000); their wire handles.
-pub(super) fn exports() -> (Arc<ExportTable>, Fh, Fh, Fh) {
+/// A memory store exported to 127.0.0.1 (root squashed) with `f` (mode 0666, uid 0),
+/// `private` (mode 0600, uid 1000) and `ro` (mode 0644, uid 0); the wire handles of `f`,
+/// `private`, the root and `ro`.
+pub(super) fn exports() -> (Arc<ExportTable>, Fh, Fh, Fh, Fh) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new(MemoryOptions {
         capacity: 1 << 20,
         max_files: 100,
@@ -350,8 +351,11 @@ pub(super) fn exports() -> (Arc<ExportTable>, Fh, Fh, Fh) {
         })
     };
     let f = store
-        .create(&Cred::ROOT, &root, b"f", &how(0o644))
+        .create(&Cred::ROOT, &root, b"f", &how(0o666))
         .expect("f");
+    let ro = store
+        .create(&Cred::ROOT, &root, b"ro", &how(0o644))
+        .expect("ro");
     let p = store
         .create(&Cred::ROOT, &root, b"private", &how(0o600))
         .expect("private");
@@ -369,8 +373,8 @@ pub(super) fn exports() -> (Arc<ExportTable>, Fh, Fh, Fh) {
     .expect("table");
     let share = Arc::clone(&table.shares()[0]);
     let seal = |fh: &Fh| share.seal(fh).expect("sealed");
-    let (f, p, r) = (seal(&f), seal(&p), seal(&root));
-    (Arc::new(table), f, p, r)
+    let (f, p, r, ro) = (seal(&f), seal(&p), seal(&root), seal(&ro));
+    (Arc::new(table), f, p, r, ro)
 }
 
 /// A client lockd: rpcbind answering where it listens, and NLMPROC4_GRANTED recorded and
@@ -433,10 +437,11 @@ struct World {
     f: Fh,
     private: Fh,
     root: Fh,
+    ro: Fh,
 }
 
 fn world(grace: Option<Duration>) -> World {
-    let (table, f, private, root) = exports();
+    let (table, f, private, root, ro) = exports();
     let lockd = Arc::new(ClientLockd {
         granted: Mutex::new(Vec::new()),
         answer: Mutex::new(Stat::GRANTED),
@@ -462,6 +467,7 @@ fn world(grace: Option<Duration>) -> World {
         f,
         private,
         root,
+        ro,
     }
 }
 
@@ -635,10 +641,26 @@ fn rejects_handles_callers_and_files_nfs_would_refuse() {
         ),
         Stat::FAILED
     );
-    // Anyone may lock the 0644 file (read permission).
+    // Anyone may take a shared lock of the 0644 file (read permission), only those who may
+    // write it an exclusive one (Linux's nlm_fopen opens the file for writing then: write
+    // permission, the owner's override); TEST alike.
     assert_eq!(
-        call_lock(&mut other, the_lock(&w.f, 1, 0, 0), false, false, false),
+        call_lock(&mut other, the_lock(&w.ro, 1, 0, 0), false, false, false),
         Stat::GRANTED
+    );
+    // (The same owner: its own shared lock is in no one's way.)
+    assert_eq!(
+        call_lock(&mut other, the_lock(&w.ro, 1, 0, 0), false, true, false),
+        Stat::FAILED
+    );
+    assert_eq!(
+        call_test(&mut other, the_lock(&w.ro, 1, 0, 0), true).0,
+        Stat::FAILED
+    );
+    assert_eq!(
+        call_lock(&mut other, the_lock(&w.f, 3, 0, 0), false, true, false),
+        Stat::GRANTED,
+        "the 0666 file"
     );
     // A directory, a forged handle, a handle too long for NFSv3, a range too far.
     assert_eq!(

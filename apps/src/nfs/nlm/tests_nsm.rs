@@ -50,7 +50,7 @@ fn notify_udp(at: SocketAddr, name: &[u8]) -> AcceptStat {
 }
 
 fn server(cfg: NlmConfig) -> (NlmServer, Fh) {
-    let (table, f, _, _) = exports();
+    let (table, f, _, _, _) = exports();
     let nlm =
         NlmServer::start(local(), Arc::new(move || Arc::clone(&table)), cfg, None).expect("nlm");
     (nlm, f)
