@@ -6,8 +6,8 @@
 //! opened as an NFSv3 call would be (the handle's seal, the export's client rules, the
 //! credential squashed by the export's options) and checked as Linux nfsd's `nlm_fopen`
 //! checks it: a regular file the caller may read, or write for an exclusive lock (the owner
-//! always may). Locks a blocked
-//! request is given are handed to the [`super::grant`] thread, which tells the client.
+//! always may). Locks a blocked request is given are handed to the [`super::grant`] thread,
+//! which tells the client.
 //!
 //! Recovery: arguments that do not decode are GARBAGE_ARGS; a handle that does not open is
 //! NLM4_STALE_FH, any other refusal (another client's export, a directory, no read
