@@ -65,8 +65,8 @@ fn dispatch_errors(r: &Rig) {
             );
         }
     }
-    // MOUNT is served over TCP, not here; NFS_ACL and anything else are unknown.
-    for prog in [0, 100_004, 100_005, 100_227, u32::MAX] {
+    // MOUNT is served over TCP, not here; anything but NFS and NFSACL (nfsd_acl.rs) unknown.
+    for prog in [0, 100_004, 100_005, 100_228, u32::MAX] {
         assert_eq!(
             r.nfs.call_as(prog, 3, proc3::GETATTR, &fh).map(drop),
             Err(ClientError::Rpc(AcceptStat::ProgUnavail)),

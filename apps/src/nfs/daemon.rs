@@ -35,6 +35,7 @@ use super::rpcbind::{self, Registration, RpcbEntry};
 use crate::nfs::store::dir::DirStore;
 use crate::nfs::store::memory::{MemoryOptions, MemoryStore};
 use crate::nfs::store::Store;
+use crate::nfs::v3::nfsacl::{self, NfsAcl};
 use crate::nfs::v3::proto::{NFS_PROGRAM, NFS_V3};
 use crate::nfs::v3::server::{Nfs3, NfsConfig};
 use crate::nfs::v4::server::laundromat::Laundromat;
@@ -438,7 +439,10 @@ impl<P: Provider> Daemon<P> {
             ..ServerOptions::default()
         };
         let nfs4 = o.nfs4.then(|| start_nfs41(&nfs, o, max_io, ep.buffers()));
-        let mut builder = Server::builder().program(nfs.program());
+        let acl = NfsAcl::new(Arc::clone(&nfs));
+        let mut builder = Server::builder()
+            .program(nfs.program())
+            .program(acl.program());
         if let Some(n) = &nfs4 {
             builder = builder.program(n.program());
         }
@@ -560,12 +564,17 @@ impl<P: Provider> Daemon<P> {
     }
 
     fn register(&mut self) {
-        let mut entries = vec![RpcbEntry {
-            prog: NFS_PROGRAM,
-            vers: NFS_V3,
-            netid: "rdma".into(),
-            addr: self.nfs_addr,
-        }];
+        // NFSACL beside NFS on the same transport, as Linux nfsd registers it.
+        let mut entries: Vec<RpcbEntry> =
+            [(NFS_PROGRAM, NFS_V3), (nfsacl::PROGRAM, nfsacl::VERSION)]
+                .into_iter()
+                .map(|(prog, vers)| RpcbEntry {
+                    prog,
+                    vers,
+                    netid: "rdma".into(),
+                    addr: self.nfs_addr,
+                })
+                .collect();
         if let Some(m) = &self.mount {
             entries.push(RpcbEntry {
                 prog: MOUNT_PROGRAM,

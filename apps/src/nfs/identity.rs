@@ -13,6 +13,7 @@
 
 use rpcrdma_engine::rpc::{AuthFlavor, AuthStat, AuthSys, OpaqueAuth};
 
+use super::acl::Acl;
 use super::exports::{ExportOptions, Squash};
 use super::types::{Fattr3, Ftype3, NfsResult, Nfsstat3, Sattr3, SetTime};
 
@@ -172,31 +173,44 @@ impl Want {
     pub const WRITE_EXEC: Want = Want(3);
 }
 
-/// The `rwx` bits `c` holds on an object with owner `uid`, group `gid` and `mode` (owner
-/// class, else group class, else other: POSIX, no ACLs).
-pub fn class_bits(c: &Cred, uid: u32, gid: u32, mode: u32) -> u32 {
-    if c.uid == uid {
-        (mode >> 6) & 7
-    } else if c.in_group(gid) {
-        (mode >> 3) & 7
-    } else {
-        mode & 7
-    }
-}
-
-/// The `rwx` bits `c` is granted on `a`: root everything, but execute only on a directory
-/// or a file with some execute bit (Linux `generic_permission` with CAP_DAC_OVERRIDE).
-pub fn granted(c: &Cred, a: &Fattr3) -> u32 {
+/// Whether `c` holds every `rwx` bit of `want` on `a`, whose access ACL is `acl`: Linux's
+/// `generic_permission`. The owner is decided by the mode's owner bits; the ACL's group-class
+/// entries decide for the others when the mode has group bits (with none, the mask denies
+/// every named entry and Linux goes straight to the mode); otherwise the group or other bits.
+/// Root may read and write anything and execute a directory or a file with an execute bit
+/// (CAP_DAC_OVERRIDE).
+pub fn permits(c: &Cred, a: &Fattr3, acl: Option<&Acl>, want: u32) -> bool {
+    let want = want & 7;
     if c.is_root() {
-        let x = a.ftype == Ftype3::Dir || a.mode & 0o111 != 0;
-        return 6 | u32::from(x);
+        return want & 1 == 0 || a.ftype == Ftype3::Dir || a.mode & 0o111 != 0;
     }
-    class_bits(c, a.uid, a.gid, a.mode)
+    let mode = a.mode;
+    if c.uid == a.uid {
+        return (mode >> 6) & want == want;
+    }
+    if let Some(acl) = acl.filter(|_| mode & 0o070 != 0) {
+        if let Some(ok) = acl.group_class(c.uid, &|g| c.in_group(g), a.gid, want) {
+            return ok;
+        }
+        return mode & want == want;
+    }
+    let bits = if c.in_group(a.gid) { mode >> 3 } else { mode };
+    bits & want == want
 }
 
-/// ACCES unless `c` holds every bit of `want` on `a`.
-pub fn may(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
-    if granted(c, a) & want.0 == want.0 {
+/// The `rwx` bits `c` holds on `a` with access ACL `acl`, each checked alone (as Linux nfsd's
+/// ACCESS asks one permission at a time).
+pub fn granted(c: &Cred, a: &Fattr3, acl: Option<&Acl>) -> u32 {
+    [4, 2, 1]
+        .into_iter()
+        .filter(|&b| permits(c, a, acl, b))
+        .fold(0, |g, b| g | b)
+}
+
+/// ACCES unless `c` holds every bit of `want` on `a`, whose access ACL is `acl` (`None`: the
+/// mode alone decides; [`permits`]).
+pub fn may(c: &Cred, a: &Fattr3, acl: Option<&Acl>, want: Want) -> NfsResult<()> {
+    if permits(c, a, acl, want.0) {
         Ok(())
     } else {
         Err(Nfsstat3::ACCES)
@@ -208,12 +222,12 @@ pub fn may(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
 /// NFSD_MAY_OWNER_OVERRIDE: a process may keep using a file it opened and then chmod-ed), and
 /// a regular file one may execute may also be read (Linux nfsd: a client runs a binary of mode
 /// 0711 by reading it).
-pub fn may_io(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
+pub fn may_io(c: &Cred, a: &Fattr3, acl: Option<&Acl>, want: Want) -> NfsResult<()> {
     if c.uid == a.uid && a.ftype == Ftype3::Reg {
         return Ok(());
     }
-    match may(c, a, want) {
-        Err(_) if want == Want::READ && a.ftype == Ftype3::Reg => may(c, a, Want::EXEC),
+    match may(c, a, acl, want) {
+        Err(_) if want == Want::READ && a.ftype == Ftype3::Reg => may(c, a, acl, Want::EXEC),
         r => r,
     }
 }
@@ -223,8 +237,8 @@ pub fn may_io(c: &Cred, a: &Fattr3, want: Want) -> NfsResult<()> {
 /// (POSIX; Linux `may_delete` / `check_sticky`). The sticky refusal is PERM, what Linux
 /// answers locally and what its nfsd passes on (EPERM at the client, as programs expect),
 /// although RFC 1813 does not list NFS3ERR_PERM for REMOVE, RMDIR, RENAME or LINK.
-pub fn may_unlink(c: &Cred, dir: &Fattr3, victim: &Fattr3) -> NfsResult<()> {
-    may(c, dir, Want::WRITE_EXEC)?;
+pub fn may_unlink(c: &Cred, dir: &Fattr3, dir_acl: Option<&Acl>, victim: &Fattr3) -> NfsResult<()> {
+    may(c, dir, dir_acl, Want::WRITE_EXEC)?;
     if dir.mode & 0o1000 != 0 && !c.is_root() && c.uid != victim.uid && c.uid != dir.uid {
         return Err(Nfsstat3::PERM);
     }
@@ -261,14 +275,14 @@ pub fn may_chown(c: &Cred, a: &Fattr3, uid: Option<u32>, gid: Option<u32>) -> Nf
 /// (a size change: write as [`may_io`]; times set to the server's time: owner, or write
 /// permission), then PERM for what needs ownership (mode and explicit times: [`may_own`];
 /// owner and group: [`may_chown`]). A mode on a symbolic link is ignored (as Linux nfsd).
-pub fn may_setattr(c: &Cred, a: &Fattr3, set: &Sattr3) -> NfsResult<()> {
+pub fn may_setattr(c: &Cred, a: &Fattr3, acl: Option<&Acl>, set: &Sattr3) -> NfsResult<()> {
     if set.size.is_some() {
-        may_io(c, a, Want::WRITE)?;
+        may_io(c, a, acl, Want::WRITE)?;
     }
     let explicit = |t: SetTime| matches!(t, SetTime::ClientTime(_));
     let now = |t: SetTime| t == SetTime::ServerTime;
     if !explicit(set.atime) && !explicit(set.mtime) && (now(set.atime) || now(set.mtime)) {
-        may_own(c, a).or_else(|_| may(c, a, Want::WRITE))?;
+        may_own(c, a).or_else(|_| may(c, a, acl, Want::WRITE))?;
     }
     if (set.mode.is_some() && a.ftype != Ftype3::Lnk) || explicit(set.atime) || explicit(set.mtime)
     {
@@ -490,17 +504,51 @@ mod tests {
     fn accepts_posix_permission_classes() {
         let u = Cred::with_groups(1000, 100, &[200]);
         let f = attr(1000, 100, 0o640, Ftype3::Reg);
-        assert_eq!(granted(&u, &f), 6);
+        assert_eq!(granted(&u, &f, None), 6);
         let g = Cred::with_groups(2000, 300, &[100]);
-        assert_eq!(granted(&g, &f), 4, "supplementary group");
-        assert_eq!(granted(&Cred::new(3000, 300), &f), 0);
+        assert_eq!(granted(&g, &f, None), 4, "supplementary group");
+        assert_eq!(granted(&Cred::new(3000, 300), &f, None), 0);
         // The owner class decides even when other has more (POSIX).
         let odd = attr(1000, 100, 0o007, Ftype3::Reg);
-        assert_eq!(granted(&u, &odd), 0);
-        assert!(may_io(&u, &odd, Want::WRITE).is_ok(), "owner override");
-        assert_eq!(granted(&Cred::ROOT, &f), 6);
-        assert_eq!(granted(&Cred::ROOT, &attr(5, 5, 0o100, Ftype3::Reg)), 7);
-        assert_eq!(granted(&Cred::ROOT, &attr(5, 5, 0, Ftype3::Dir)), 7);
+        assert_eq!(granted(&u, &odd, None), 0);
+        assert!(
+            may_io(&u, &odd, None, Want::WRITE).is_ok(),
+            "owner override"
+        );
+        assert_eq!(granted(&Cred::ROOT, &f, None), 6);
+        assert_eq!(
+            granted(&Cred::ROOT, &attr(5, 5, 0o100, Ftype3::Reg), None),
+            7
+        );
+        assert_eq!(granted(&Cred::ROOT, &attr(5, 5, 0, Ftype3::Dir), None), 7);
+    }
+
+    #[test]
+    fn accepts_and_rejects_with_an_acl_as_generic_permission() {
+        use crate::nfs::acl::{tag, Ace, Acl};
+        // user::rw-, user:2000:rw-, group::r--, mask::r--, other::--- on a 0640 file.
+        let acl = Acl::from_entries(vec![
+            Ace::new(tag::USER_OBJ, 0, 6),
+            Ace::new(tag::USER, 2000, 6),
+            Ace::new(tag::GROUP_OBJ, 0, 4),
+            Ace::new(tag::MASK, 0, 4),
+            Ace::new(tag::OTHER, 0, 0),
+        ])
+        .expect("acl");
+        let acl = acl.as_ref();
+        let f = attr(1000, 100, 0o640, Ftype3::Reg);
+        let named = Cred::new(2000, 400);
+        // The mask (group bits r--) limits the named entry's rw- to r--.
+        assert_eq!(granted(&named, &f, acl), 4);
+        assert_eq!(granted(&named, &f, None), 0, "without the ACL: other");
+        assert_eq!(granted(&Cred::new(3000, 100), &f, acl), 4, "owning group");
+        assert_eq!(granted(&Cred::new(3000, 400), &f, acl), 0, "other");
+        assert_eq!(granted(&Cred::new(1000, 1), &f, acl), 6, "owner: the mode");
+        // With no group bits in the mode Linux skips the ACL and the named user is other.
+        let bare = attr(1000, 100, 0o604, Ftype3::Reg);
+        assert_eq!(granted(&named, &bare, acl), 4);
+        assert!(may(&named, &f, acl, Want::WRITE).is_err());
+        assert!(may_io(&named, &f, acl, Want::READ).is_ok());
     }
 
     #[test]
@@ -508,9 +556,9 @@ mod tests {
         let dir = attr(0, 0, 0o1777, Ftype3::Dir);
         let theirs = attr(1, 1, 0o644, Ftype3::Reg);
         let me = Cred::new(2, 2);
-        assert_eq!(may_unlink(&me, &dir, &theirs), Err(Nfsstat3::PERM));
-        assert!(may_unlink(&Cred::new(1, 1), &dir, &theirs).is_ok());
-        assert!(may_unlink(&Cred::ROOT, &dir, &theirs).is_ok());
+        assert_eq!(may_unlink(&me, &dir, None, &theirs), Err(Nfsstat3::PERM));
+        assert!(may_unlink(&Cred::new(1, 1), &dir, None, &theirs).is_ok());
+        assert!(may_unlink(&Cred::ROOT, &dir, None, &theirs).is_ok());
         assert_eq!(may_own(&me, &theirs), Err(Nfsstat3::PERM));
         assert_eq!(
             may_chown(&Cred::new(1, 1), &theirs, Some(2), None),

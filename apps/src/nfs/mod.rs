@@ -23,6 +23,7 @@
 //! against the export's store and counted. Recovery: each version answers bad input with the
 //! errors its RFC names (see the modules); nothing here panics on wire input.
 
+pub mod acl;
 pub mod admit;
 pub mod cross_locks;
 pub mod daemon;

@@ -28,9 +28,8 @@ use super::proto::{self, Lock, Stat};
 use super::records;
 use crate::nfs::admit::{ExportTable, Refusal};
 use crate::nfs::cross_locks::CrossLocks;
-use crate::nfs::identity::{self, may_io};
 use crate::nfs::rpc_tcp::{lock, CallCtx, Handled, RpcService, XdrBuf};
-use crate::nfs::types::{Fh, Ftype3, Nfsstat3};
+use crate::nfs::types::{access, Fh, Ftype3, Nfsstat3};
 
 /// Where the service finds the export table in force (it changes on reload).
 pub type ExportsFn = Arc<dyn Fn() -> Arc<ExportTable> + Send + Sync>;
@@ -163,16 +162,19 @@ impl NlmService {
             }
             Err(_) => return Err(Stat::FAILED),
         };
-        let attr = match adm.share.store.getattr(&inner) {
+        // The store's ACCESS answer (mode bits and ACLs); reading is also allowed to whoever
+        // may execute the file, as Linux nfsd's NFSD_MAY_READ_IF_EXEC.
+        let want = match exclusive {
+            true => access::MODIFY,
+            false => access::READ | access::EXECUTE,
+        };
+        let (attr, got) = match adm.share.store.access(&adm.cred, &inner, want) {
             Ok(a) => a,
             Err(Nfsstat3::STALE) => return Err(Stat::STALE_FH),
             Err(_) => return Err(Stat::FAILED),
         };
-        let want = match exclusive {
-            true => identity::Want::WRITE,
-            false => identity::Want::READ,
-        };
-        if attr.ftype != Ftype3::Reg || may_io(&adm.cred, &attr, want).is_err() {
+        let owner = attr.uid == adm.cred.uid;
+        if attr.ftype != Ftype3::Reg || (got == 0 && !owner) {
             return Err(Stat::FAILED);
         }
         let mut key = adm.share.id.to_vec();

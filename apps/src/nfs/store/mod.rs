@@ -27,10 +27,11 @@ use std::sync::Arc;
 
 use rpcrdma_mempool::PoolBuf;
 
+use super::acl::{Acl, Acls};
 use super::identity::{self, Cred};
 use super::types::{
-    access, CreateHow, DirEntry, Fattr3, Fh, FsStat, Ftype3, NfsResult, Sattr3, StableHow, Time3,
-    WccData,
+    access, CreateHow, DirEntry, Fattr3, Fh, FsStat, Ftype3, NfsResult, Nfsstat3, Sattr3,
+    StableHow, Time3, WccData,
 };
 
 /// A change's result with the weak cache consistency data of the object it changed.
@@ -311,8 +312,31 @@ pub trait Store: Send + Sync + 'static {
         let a = self.getattr(fh)?;
         Ok((
             a,
-            access_from_rwx(identity::granted(cx, &a), a.ftype) & want,
+            access_from_rwx(identity::granted(cx, &a, None), a.ftype) & want,
         ))
+    }
+
+    /// The POSIX ACLs of `fh` with its attributes (NFSACL GETACL, which needs no permission,
+    /// as Linux nfsd asks none). The default: none set (a store without ACLs; the client is
+    /// then shown the ACL the mode stands for).
+    fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
+        Ok((self.getattr(fh)?, Acls::default()))
+    }
+
+    /// Sets (`Some`) or removes (`None`) the access ACL, then the default ACL, of `fh` for
+    /// `cx` (NFSACL SETACL), with the rules and errors of Linux's `set_posix_acl`: NOTSUPP on a
+    /// symbolic link, ACCES for a default ACL on anything but a directory, PERM unless `cx`
+    /// owns the object (or is root), INVAL for an ACL Linux refuses (`Acl::valid`). An access
+    /// ACL equivalent to a mode sets the mode. The default: NOTSUPP (a store without ACLs, as
+    /// Linux nfsd answers for a file system without them).
+    fn setacl(
+        &self,
+        _cx: &Cred,
+        _fh: &Fh,
+        _access: Option<&Acl>,
+        _default: Option<&Acl>,
+    ) -> NfsResult<()> {
+        Err(Nfsstat3::NOTSUPP)
     }
 
     /// Removes a non-directory entry (ISDIR for a directory... as Linux answers: NFS3ERR_ISDIR

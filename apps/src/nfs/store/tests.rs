@@ -826,5 +826,6 @@ fn dir_store_refuses_what_it_cannot_export() {
     assert!(DirStore::open(&t.0.join("missing")).is_err());
 }
 
+mod acl;
 mod perm;
 mod wcc;

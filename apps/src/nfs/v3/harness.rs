@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use rpcrdma_engine::rpc::{AuthFlavor, OpaqueAuth};
 use rpcrdma_poller::program::{serve_detached, ReplyBuilder, Request};
-use rpcrdma_poller::{CallTransport, Reject};
+use rpcrdma_poller::{CallTransport, Handler, Reject};
 
+use super::nfsacl::{self, NfsAcl};
 use super::proto::{self, proc3, DecodeError};
 use super::server::{Nfs3, NfsConfig};
 use crate::nfs::admit::ExportTable;
@@ -42,6 +43,7 @@ const RESULTS: usize = 64 << 10;
 /// A server and its fixture.
 pub struct Harness {
     srv: Arc<Nfs3>,
+    acl: Arc<NfsAcl>,
     handles: [Fh; 8],
 }
 
@@ -89,7 +91,8 @@ impl Harness {
             root,
         ];
         let srv = Nfs3::new(table, None, NfsConfig::default());
-        Harness { srv, handles }
+        let acl = NfsAcl::new(Arc::clone(&srv));
+        Harness { srv, acl, handles }
     }
 
     /// The export table the server serves (for the other services of the same exports: the
@@ -138,6 +141,31 @@ impl Harness {
     /// server wrote, or why it refused the call.
     pub fn call(&self, first: u8, args: &[u8]) -> (u32, Result<Vec<u8>, Reject>) {
         let proc_num = u32::from(first & 0x1f) % 22;
+        let s = Arc::clone(&self.srv);
+        let handler = move |r: &Request<'_>, out: &mut ReplyBuilder<'_>| s.handle(r, out);
+        let prog = (proto::NFS_PROGRAM, proto::NFS_V3, proc_num);
+        (proc_num, self.serve(prog, first, args, &handler))
+    }
+
+    /// As [`Harness::call`], an NFSACL call (program 100227 version 3): procedure GETACL
+    /// when `first & 1` is 0, else SETACL.
+    pub fn call_acl(&self, first: u8, args: &[u8]) -> (u32, Result<Vec<u8>, Reject>) {
+        let proc_num = [nfsacl::GETACL, nfsacl::SETACL][usize::from(first & 1)];
+        let s = Arc::clone(&self.acl);
+        let handler = move |r: &Request<'_>, out: &mut ReplyBuilder<'_>| s.handle(r, out);
+        let prog = (nfsacl::PROGRAM, nfsacl::VERSION, proc_num);
+        (proc_num, self.serve(prog, first, args, &handler))
+    }
+
+    /// Serves call `(program, version, procedure)` with credential `first >> 5 & 3` and
+    /// arguments `args` through `handler`, on a thread of its own.
+    fn serve(
+        &self,
+        (prog, vers, proc_num): (u32, u32, u32),
+        first: u8,
+        args: &[u8],
+        handler: &dyn Handler,
+    ) -> Result<Vec<u8>, Reject> {
         let args = self.with_handles(args);
         let body = match (first >> 5) & 3 {
             0 => sys_body(0, 0),
@@ -154,23 +182,20 @@ impl Harness {
         };
         let peer = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 700);
         let mut req = Request::detached(proc_num, &args, CallTransport::plain(peer, 1));
-        (req.xid, req.prog, req.vers, req.cred) = (1, proto::NFS_PROGRAM, proto::NFS_V3, cred);
-        let s = Arc::clone(&self.srv);
-        let handler = move |r: &Request<'_>, out: &mut ReplyBuilder<'_>| s.handle(r, out);
+        (req.xid, req.prog, req.vers, req.cred) = (1, prog, vers, cred);
         let mut results = vec![0u8; RESULTS];
         // On a thread of its own, as the daemon's reactors and workers serve calls: the
         // `dir:` store leaves a thread acting as the last caller (file system ids, umask),
         // which the caller's thread must not inherit.
         let r = std::thread::scope(|t| {
-            t.spawn(|| serve_detached(&handler, &req, &mut results))
+            t.spawn(|| serve_detached(handler, &req, &mut results))
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p))
         });
-        let r = r.map(|n| {
+        r.map(|n| {
             results.truncate(n);
             results
-        });
-        (proc_num, r)
+        })
     }
 }
 

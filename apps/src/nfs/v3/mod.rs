@@ -16,6 +16,7 @@ pub mod cachecheck;
 pub mod client;
 mod deleg;
 pub mod harness;
+pub mod nfsacl;
 mod ops;
 pub mod proto;
 pub mod server;

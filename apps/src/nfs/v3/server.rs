@@ -46,8 +46,9 @@ use crate::nfs::types::{
 /// must go inline.
 const TRANSPORT_HEADER_RESERVE: usize = 256;
 /// Largest result encoded aside when it exceeds what the client can receive (a READLINK of a
-/// `PATH_MAX` target with attributes fits easily).
-const OVERSIZED_RESULT_MAX: usize = 16 * 1024;
+/// `PATH_MAX` target with attributes fits easily, so does an NFSACL GETACL of two ACLs of
+/// 1 024 entries: 24 592 octets).
+const OVERSIZED_RESULT_MAX: usize = 32 * 1024;
 /// Largest READ3resok header (status, post_op_attr with attributes, count, eof, length).
 const READ_HEAD_MAX: usize = 4 + 4 + 84 + 4 + 4 + 4;
 
@@ -395,9 +396,19 @@ impl Nfs3 {
 
     /// Encodes `r` after what `out` holds, counting its status.
     fn put(&self, out: &mut ReplyBuilder<'_>, r: &Res3<'_>) -> Result<(), Reject> {
-        self.stats.status(status_of(r));
+        self.put_with(out, status_of(r), &|w| encode_res(w, r))
+    }
+
+    /// Encodes results with `enc` after what `out` holds, counting `status`.
+    pub(super) fn put_with(
+        &self,
+        out: &mut ReplyBuilder<'_>,
+        status: Nfsstat3,
+        enc: &dyn Fn(&mut XdrWriter<'_>) -> Result<(), XdrError>,
+    ) -> Result<(), Reject> {
+        self.stats.status(status);
         let mut w = XdrWriter::new(out.space());
-        match encode_res(&mut w, r) {
+        match enc(&mut w) {
             Ok(()) => {
                 let n = w.finish();
                 out.advance(n).map_err(|_| Reject::SystemErr)
@@ -406,11 +417,12 @@ impl Nfs3 {
             // its Reply chunk carries): encode it aside and append it, so that the transport
             // answers ERR_CHUNK (Version One) / RDMA2_ERR_CANT_REPLY and the client sends the
             // call again offering a larger Reply chunk. Rare: results that big are READLINK
-            // of a long target or READ/READDIR, which size themselves to the limit.
+            // of a long target, READ/READDIR, which size themselves to the limit, and NFSACL
+            // GETACL of a long ACL.
             Err(XdrError::NoSpace { .. }) => {
                 let mut big = vec![0u8; OVERSIZED_RESULT_MAX];
                 let mut w = XdrWriter::new(&mut big);
-                if encode_res(&mut w, r).is_err() {
+                if enc(&mut w).is_err() {
                     self.stats.bump(&self.stats.system_err);
                     return Err(Reject::SystemErr);
                 }

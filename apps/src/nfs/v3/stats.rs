@@ -84,6 +84,10 @@ pub struct NfsStats {
     /// Calls answered NFS3ERR_JUKEBOX while an NFSv4.1 delegation of a file they read or
     /// change was being recalled (also counted as JUKEBOX).
     pub deleg_waits: AtomicU64,
+    /// NFSACL GETACL calls (program 100227).
+    pub acl_get: AtomicU64,
+    /// NFSACL SETACL calls.
+    pub acl_set: AtomicU64,
     /// Calls answered GARBAGE_ARGS.
     pub garbage_args: AtomicU64,
     /// Calls answered SYSTEM_ERR (no buffer for a result, encoding failed).
@@ -107,6 +111,16 @@ impl NfsStats {
         if let Some(c) = self.calls.get(proc_num as usize) {
             inc(c);
         }
+        self.chunks(t, write_chunks);
+    }
+
+    /// Counts an NFSACL call (GETACL when `get`, else SETACL) and the shape of its chunks.
+    pub fn acl_call(&self, get: bool, t: &CallTransport, write_chunks: usize) {
+        inc(if get { &self.acl_get } else { &self.acl_set });
+        self.chunks(t, write_chunks);
+    }
+
+    fn chunks(&self, t: &CallTransport, write_chunks: usize) {
         if t.read_segments > 0 {
             inc(&self.chunk_read);
         }
@@ -175,6 +189,8 @@ impl NfsStats {
             ("conn.dropped", &self.dropped),
             ("reactor.calls", &self.on_reactor),
             ("deleg.waits", &self.deleg_waits),
+            ("nfsacl.GETACL", &self.acl_get),
+            ("nfsacl.SETACL", &self.acl_set),
             ("errors.GARBAGE_ARGS", &self.garbage_args),
             ("errors.SYSTEM_ERR", &self.system_err),
             ("errors.AUTH_ERROR", &self.auth_errors),
@@ -200,8 +216,15 @@ type Labelled<'a> = (
 
 impl NfsStats {
     /// The labelled counter families, in exposition order.
-    fn families(&self) -> [Labelled<'_>; 4] {
+    fn families(&self) -> [Labelled<'_>; 5] {
         [
+            (
+                "rpcrdma_nfsd_nfsacl_calls_total",
+                "NFSACL calls by procedure (program 100227 version 3: POSIX ACLs of NFSv3 \
+                 clients; their statuses count in rpcrdma_nfsd_status_total).",
+                "proc",
+                vec![("GETACL", &self.acl_get), ("SETACL", &self.acl_set)],
+            ),
             (
                 "rpcrdma_nfsd_chunk_calls_total",
                 "NFS calls by the RPC-over-RDMA chunks they came with (RFC 8166): read (Read \

@@ -49,6 +49,7 @@
 //! seal ([`crate::nfs::handle_mac`]) keeps clients from making one, and file systems draw
 //! generation numbers at random.
 
+mod acl;
 mod change;
 mod create;
 mod handle;
@@ -67,6 +68,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::nfs::acl::{Acl, Acls};
 use crate::nfs::identity::Cred;
 use crate::nfs::store::{DirListing, NewObj, Special, Store, Wcc};
 use crate::nfs::types::{
@@ -842,6 +844,20 @@ impl Store for DirStore {
     fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
         let o = self.obj(cx, fh)?;
         Ok((sys::fattr(&o.st), self.granted(&o, want)))
+    }
+
+    fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
+        self.acls_of(fh)
+    }
+
+    fn setacl(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        access: Option<&Acl>,
+        default: Option<&Acl>,
+    ) -> NfsResult<()> {
+        self.set_acls(cx, fh, access, default)
     }
 
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {

@@ -49,3 +49,15 @@ pub(super) fn block_buf(len: usize, bs: usize) -> usize {
 pub(super) fn block(len: usize, bs: usize) -> u64 {
     BLOCK + block_buf(len, bs) as u64
 }
+
+/// The ACLs of one object: their box and each ACL's entries (12 octets each).
+pub(super) fn acls(a: Option<&crate::nfs::acl::Acls>) -> u64 {
+    let Some(a) = a else {
+        return 0;
+    };
+    let one = |acl: &Option<crate::nfs::acl::Acl>| {
+        acl.as_ref()
+            .map_or(0, |x| ALLOC + 12 * x.entries().len() as u64)
+    };
+    ALLOC + 64 + one(&a.access) + one(&a.default)
+}

@@ -24,6 +24,7 @@
 //! directory that changes meanwhile lists every entry that stayed exactly once. The cookie
 //! verifier is derived from the directory's file id and generation.
 
+mod acl;
 mod blocks;
 mod charge;
 mod names;
@@ -39,8 +40,9 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rpcrdma_poller::BufPool;
 
+use crate::nfs::acl::{Acl, Acls};
 use crate::nfs::identity::{self, Cred, Want};
-use crate::nfs::store::{DirListing, NewObj, SharedRead, Special, Store, Wcc};
+use crate::nfs::store::{access_from_rwx, DirListing, NewObj, SharedRead, Special, Store, Wcc};
 use crate::nfs::types::{
     CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3, WccData,
 };
@@ -237,7 +239,7 @@ fn readable<'t>(tree: &'t Tree, cx: &Cred, id: u64) -> NfsResult<(u64, &'t block
         Body::Dir(_) => return Err(Nfsstat3::ISDIR),
         _ => return Err(Nfsstat3::INVAL),
     };
-    identity::may_io(cx, &tree.attr(id)?, Want::READ)?;
+    identity::may_io(cx, &tree.attr(id)?, tree.access_acl(id), Want::READ)?;
     Ok(r)
 }
 
@@ -332,7 +334,9 @@ impl Store for MemoryStore {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
-            Body::File { .. } => identity::may_io(cx, &tree.attr(id)?, Want::WRITE),
+            Body::File { .. } => {
+                identity::may_io(cx, &tree.attr(id)?, tree.access_acl(id), Want::WRITE)
+            }
             Body::Dir(_) => Err(Nfsstat3::ISDIR),
             _ => Err(Nfsstat3::INVAL),
         }
@@ -388,6 +392,30 @@ impl Store for MemoryStore {
             }?;
             Ok((self.fh(id), tree.attr(id).ok()))
         })
+    }
+
+    fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
+        let tree = self.read_tree();
+        let id = self.id(&tree, fh)?;
+        let a = tree.attr(id)?;
+        let rwx = identity::granted(cx, &a, tree.access_acl(id));
+        Ok((a, access_from_rwx(rwx, a.ftype) & want))
+    }
+
+    fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
+        let tree = self.read_tree();
+        let id = self.id(&tree, fh)?;
+        Ok((tree.attr(id)?, tree.acls(id)?))
+    }
+
+    fn setacl(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        access: Option<&Acl>,
+        default: Option<&Acl>,
+    ) -> NfsResult<()> {
+        self.with_mut(fh, |tree, id| tree.setacl(cx, id, access, default))
     }
 
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {

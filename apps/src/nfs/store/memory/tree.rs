@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::blocks::{Alloc, Blocks};
 use super::charge;
 use super::MemoryOptions;
+use crate::nfs::acl::Acls;
 use crate::nfs::identity::{self, Cred, Want};
 use crate::nfs::store::Special;
 use crate::nfs::types::{
@@ -50,6 +51,8 @@ pub(super) struct Inode {
     pub(super) ctime: Time3,
     /// The EXCLUSIVE create verifier until the first SETATTR.
     pub(super) excl: Option<[u8; 8]>,
+    /// POSIX ACLs, when the object has any (`super::acl`).
+    pub(super) acl: Option<Box<Acls>>,
     pub(super) body: Body,
 }
 
@@ -234,7 +237,7 @@ impl Tree {
     /// Directory `id` (NOTDIR otherwise) when `cx` holds `want` on it (ACCES otherwise).
     pub(super) fn may_dir(&self, cx: &Cred, id: u64, want: Want) -> NfsResult<&Dir> {
         let d = self.dir(id)?;
-        identity::may(cx, &self.attr(id)?, want)?;
+        identity::may(cx, &self.attr(id)?, self.access_acl(id), want)?;
         Ok(d)
     }
 
@@ -297,6 +300,7 @@ impl Tree {
             mtime: time(attr.mtime),
             ctime: now,
             excl: None,
+            acl: None,
             body,
         }
     }
@@ -331,17 +335,20 @@ impl Tree {
             Body::Symlink(t) => charge::target(t.len()),
             _ => 0,
         };
-        let cost = charge::INODE + charge::entry(name.len()) + extra;
-        self.fits(cost)?;
         let parent = self.attr(dir)?;
-        let mut inode = self.new_inode(body, (0, 0, 0), attr);
-        let ftype = match &inode.body {
+        let ftype = match &body {
             Body::Dir(_) => Ftype3::Dir,
             Body::Symlink(_) => Ftype3::Lnk,
             Body::Special(s) => s.ftype(),
             Body::File { .. } => Ftype3::Reg,
         };
-        (inode.uid, inode.gid, inode.mode) = identity::new_owner(cx, &parent, ftype, mode);
+        let (uid, gid, mode) = identity::new_owner(cx, &parent, ftype, mode);
+        let (mode, acls) = self.inherited(dir, ftype, mode);
+        let cost =
+            charge::INODE + charge::entry(name.len()) + extra + charge::acls(acls.as_deref());
+        self.fits(cost)?;
+        let mut inode = self.new_inode(body, (uid, gid, mode), attr);
+        inode.acl = acls;
         let id = self.next_fileid;
         self.next_fileid += 1;
         let is_dir = ftype == Ftype3::Dir;
@@ -404,7 +411,7 @@ impl Tree {
             }
         }
         let a = self.attr(id)?;
-        identity::may_setattr(cx, &a, set)?;
+        identity::may_setattr(cx, &a, self.access_acl(id), set)?;
         if guard.is_some_and(|g| a.ctime != g) {
             return Err(Nfsstat3::NOT_SYNC);
         }
@@ -420,6 +427,12 @@ impl Tree {
             i.mtime = now;
         }
         i.mode = identity::mode_after_setattr(cx, &a, set);
+        if set.mode.is_some() {
+            // chmod rewrites the access ACL's owner, mask and other entries (`Acl::chmod`).
+            if let Some(acl) = i.acl.as_mut().and_then(|x| x.access.as_mut()) {
+                acl.chmod(i.mode);
+            }
+        }
         i.uid = set.uid.unwrap_or(i.uid);
         i.gid = set.gid.unwrap_or(i.gid);
         match set.atime {
@@ -456,7 +469,7 @@ impl Tree {
             Body::Dir(_) => return Err(Nfsstat3::ISDIR),
             _ => return Err(Nfsstat3::INVAL),
         };
-        identity::may_io(cx, &self.attr(id)?, Want::WRITE)?;
+        identity::may_io(cx, &self.attr(id)?, self.access_acl(id), Want::WRITE)?;
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|&e| e <= self.max_file_size)
@@ -580,11 +593,14 @@ impl Tree {
 
     /// The charge of inode `id` beyond its entries (inode, target, data).
     pub(super) fn inode_charge(&self, id: u64) -> u64 {
-        match self.inodes.get(&id).map(|i| &i.body) {
-            Some(Body::File { data, .. }) => charge::INODE + data.used(self.alloc.bs),
-            Some(Body::Symlink(t)) => charge::INODE + charge::target(t.len()),
-            Some(_) => charge::INODE,
-            None => 0,
+        let Some(i) = self.inodes.get(&id) else {
+            return 0;
+        };
+        let own = charge::INODE + charge::acls(i.acl.as_deref());
+        match &i.body {
+            Body::File { data, .. } => own + data.used(self.alloc.bs),
+            Body::Symlink(t) => own + charge::target(t.len()),
+            _ => own,
         }
     }
 }

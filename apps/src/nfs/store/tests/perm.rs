@@ -35,7 +35,7 @@ fn everyone() -> [(&'static str, Cred); 6] {
 }
 
 /// Gives `fh` (as root) owner `uid`, group `gid`, then mode `m`.
-fn own(s: &dyn Store, fh: &Fh, uid: u32, gid: u32, m: u32) {
+pub(super) fn own(s: &dyn Store, fh: &Fh, uid: u32, gid: u32, m: u32) {
     let ids = Sattr3 {
         uid: Some(uid),
         gid: Some(gid),

@@ -1,0 +1,117 @@
+//! The memory store's POSIX ACLs (NFSACL GETACL and SETACL): kept on the inode, checked by
+//! every permission check of the tree ([`Tree::access_acl`]), rewritten by `chmod` and
+//! inherited from a directory's default ACL by the objects created in it, as a Linux file
+//! system with ACLs does (`crate::nfs::acl` has the rules).
+//!
+//! Normal operation: an object holds an access ACL only while it says more than the mode;
+//! setting one equivalent to a mode sets that mode instead. Every ACL is charged against the
+//! capacity. Recovery: none needed; a refused SETACL changes nothing, except that the access
+//! ACL stays set when the default ACL that follows it is refused, as Linux sets them one after
+//! the other.
+
+use super::charge;
+use super::tree::{Body, Tree};
+use crate::nfs::acl::{Acl, Acls};
+use crate::nfs::identity::{self, Cred};
+use crate::nfs::types::{Ftype3, NfsResult, Nfsstat3};
+
+impl Tree {
+    /// The access ACL of `id`, when it has one.
+    pub(super) fn access_acl(&self, id: u64) -> Option<&Acl> {
+        self.inodes.get(&id)?.acl.as_ref()?.access.as_ref()
+    }
+
+    /// The ACLs of `id` (none set: empty).
+    pub(super) fn acls(&self, id: u64) -> NfsResult<Acls> {
+        Ok(self.node(id)?.acl.as_deref().cloned().unwrap_or_default())
+    }
+
+    /// The mode and ACLs an object of type `ftype` created with `mode` in directory `dir`
+    /// gets: unchanged and none without a default ACL on `dir` (and for a symbolic link, which
+    /// has no ACL), else what [`Acl::inherit`] gives, a directory also keeping the default.
+    pub(super) fn inherited(&self, dir: u64, ftype: Ftype3, mode: u32) -> (u32, Option<Box<Acls>>) {
+        let default = self
+            .inodes
+            .get(&dir)
+            .and_then(|d| d.acl.as_ref()?.default.as_ref());
+        let Some(default) = default.filter(|_| ftype != Ftype3::Lnk) else {
+            return (mode, None);
+        };
+        let (mode, access) = default.inherit(mode);
+        let acls = Acls {
+            access,
+            default: (ftype == Ftype3::Dir).then(|| default.clone()),
+        };
+        (mode, (!acls.is_empty()).then(|| Box::new(acls)))
+    }
+
+    /// SETACL of `id` by `cx`: the access ACL set (`Some`) or removed (`None`), then the
+    /// default ACL, as Linux nfsd sets them (`set_posix_acl`): NOTSUPP on a symbolic link; a
+    /// default ACL on anything but a directory ACCES (removing none is allowed); PERM unless
+    /// `cx` owns the object or is root; INVAL for an ACL Linux would not take
+    /// ([`Acl::valid`]); NOSPC past the capacity. An access ACL equivalent to a mode sets the
+    /// mode and is not kept; setting one drops set-group-ID when `cx` is neither root nor in
+    /// the file's group.
+    pub(super) fn setacl(
+        &mut self,
+        cx: &Cred,
+        id: u64,
+        access: Option<&Acl>,
+        default: Option<&Acl>,
+    ) -> NfsResult<()> {
+        if matches!(self.node(id)?.body, Body::Symlink(_)) {
+            return Err(Nfsstat3::NOTSUPP);
+        }
+        self.set_one(cx, id, access, false)?;
+        if !self.is_dir(id) {
+            return match default {
+                Some(_) => Err(Nfsstat3::ACCES),
+                None => Ok(()),
+            };
+        }
+        self.set_one(cx, id, default, true)
+    }
+
+    /// Sets one ACL of `id` (the default one when `is_default`), as [`Tree::setacl`] says.
+    fn set_one(
+        &mut self,
+        cx: &Cred,
+        id: u64,
+        acl: Option<&Acl>,
+        is_default: bool,
+    ) -> NfsResult<()> {
+        identity::may_own(cx, &self.attr(id)?)?;
+        if acl.is_some_and(|a| !a.valid()) {
+            return Err(Nfsstat3::INVAL);
+        }
+        let i = self.node(id)?;
+        let mut next = i.acl.as_deref().cloned().unwrap_or_default();
+        let mut mode = i.mode;
+        let slot = if is_default {
+            &mut next.default
+        } else {
+            &mut next.access
+        };
+        *slot = acl.cloned();
+        if let (Some(a), false) = (acl, is_default) {
+            let (m, more) = a.equiv_mode(mode);
+            mode = m;
+            if !more {
+                next.access = None;
+            }
+            if !cx.is_root() && !cx.in_group(i.gid) {
+                mode &= !0o2000;
+            }
+        }
+        let before = charge::acls(i.acl.as_deref());
+        let after = charge::acls(Some(&next).filter(|n| !n.is_empty()));
+        self.fits(after.saturating_sub(before))?;
+        let now = self.stamp();
+        let i = self.node_mut(id)?;
+        i.acl = (!next.is_empty()).then(|| Box::new(next));
+        i.mode = mode;
+        i.ctime = now;
+        self.used = self.used - before + after;
+        Ok(())
+    }
+}
