@@ -369,6 +369,45 @@ SERVER.update({
 })
 
 
+# --- NFSACL (program 100227 version 3), nfsacl target: first octet = procedure (bit 0: GETACL,
+# --- SETACL), credential (bits 5-6, as nfs3_server) and store (bit 7: dir:); then the arguments:
+# --- nfs_fh3, a mask (ACL 1, ACLCNT 2, DFACL 4, DFACLCNT 8), for SETACL two ACLs, each an entry
+# --- count and an XDR array of (tag, id, perm) entries (Linux's fs/nfs_common/nfsacl.c layout;
+# --- tags USER_OBJ 1, USER 2, GROUP_OBJ 4, GROUP 8, MASK 0x10, OTHER 0x20, default ACL entries
+# --- flagged 0x1000).
+UO, US, GO, GR, MK, OT, DEF = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x1000
+
+
+def acl(*entries):
+    """An NFSACL ACL: count, array length, (tag, id, perm) entries."""
+    return w(len(entries), len(entries)) + b"".join(w(*e) for e in entries)
+
+
+NAMED_R = acl((UO, 0, 6), (US, 2000, 4), (GO, 0, 4), (MK, 0, 4), (OT, 0, 0))
+MINIMAL = acl((UO, 0, 7), (GO, 0, 5), (MK, 0, 5), (OT, 0, 5))
+DEFAULT_NAMED = acl((UO | DEF, 0, 7), (US | DEF, 2000, 7), (GO | DEF, 0, 5), (MK | DEF, 0, 7), (OT | DEF, 0, 0))
+NFSACL = {
+    "getacl_f_all": (0, F + w(0xF)),
+    "getacl_d_counts": (0, D + w(0xA)),
+    "getacl_l_all": (0, L + w(0xF)),
+    "getacl_bad_mask": (0, F + w(0x10)),
+    "getacl_stale": (0, STALE + w(0xF)),
+    "getacl_bad_mac": (0, BADMAC + w(0xF)),
+    "setacl_f_named_user": (1, F + w(0x1) + NAMED_R + acl()),
+    "setacl_d_access_and_default": (1, D + w(0x5) + MINIMAL + DEFAULT_NAMED),
+    "setacl_f_unsorted": (1, F + w(0x1) + acl((OT, 7, 0), (MK, 7, 4), (US, 2000, 4), (GO, 7, 4), (UO, 7, 6)) + acl()),
+    "setacl_f_no_mask": (1, F + w(0x1) + acl((UO, 0, 6), (US, 2000, 4), (GO, 0, 4), (OT, 0, 0)) + acl()),
+    "setacl_f_default": (1, F + w(0x5) + MINIMAL + DEFAULT_NAMED),
+    "setacl_f_uid1000": (1 | 0x20, F + w(0x1) + NAMED_R + acl()),
+    "setacl_l_link": (1, L + w(0x1) + NAMED_R + acl()),
+    "setacl_f_remove": (1, F + w(0x0) + acl() + acl()),
+    "setacl_too_many": (1, F + w(0x1) + w(1025, 0) + acl()),
+    "setacl_bad_tag": (1, F + w(0x1) + acl((0x40, 0, 0)) + acl()),
+    "setacl_bad_mask_bits": (1, F + w(0x11) + acl() + acl()),
+}
+NFSACL.update({"dir_" + name: (first | DIR, args) for name, (first, args) in list(NFSACL.items())})
+
+
 # --- Connection scripts: a flags octet, then u16-length-prefixed messages ---------------------
 def script(flags, *msgs):
     return bytes([flags]) + b"".join(struct.pack(">H", len(m)) + m for m in msgs)
@@ -586,6 +625,7 @@ TARGETS = {
     "nfs_tcp_services": TCP_SERVICES,
     "nfs3_server": {name: bytes([first]) + args for name, (first, args) in SERVER.items()},
     "nlm": NLM,
+    "nfsacl": {name: bytes([first]) + args for name, (first, args) in NFSACL.items()},
 }
 
 
