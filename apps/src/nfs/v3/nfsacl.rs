@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use rpcrdma_engine::xdr::{XdrError, XdrReader, XdrWriter};
-use rpcrdma_poller::{Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{Handler, Program, Reject, ReplyBuilder, Request};
 
 use super::proto::{get_fh3, get_post_op_attr, put_fh3, put_post_op_attr, DecodeError};
 use super::server::Nfs3;
@@ -291,16 +291,50 @@ impl NfsAcl {
         Arc::new(NfsAcl { nfs })
     }
 
-    /// Program 100227 version 3: GETACL and SETACL (NULL is the server's own).
+    /// Program 100227 version 3: GETACL and SETACL (NULL is the server's own). In worker
+    /// mode, with the NFSv3 server's `calls_on_reactor`, a call the store serves on the reactor
+    /// is answered there, as the NFSv3 calls are ([`Store::run_on_reactor`]).
+    ///
+    /// [`Store::run_on_reactor`]: crate::nfs::store::Store::run_on_reactor
     pub fn program(self: &Arc<Self>) -> Program {
         let mut p = Program::new(PROGRAM, VERSION..=VERSION);
         for n in [GETACL, SETACL] {
-            let me = Arc::clone(self);
-            p = p.procedure(n, move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
-                me.handle(req, out)
-            });
+            p = match self.nfs.calls_on_reactor() {
+                true => p.procedure(n, OnReactor(Arc::clone(self))),
+                false => {
+                    let me = Arc::clone(self);
+                    p.procedure(n, move |req: &Request<'_>, out: &mut ReplyBuilder<'_>| {
+                        me.handle(req, out)
+                    })
+                }
+            };
         }
         p
+    }
+
+    /// A call on the reactor (worker mode): served when its handle is admitted and the store
+    /// serves its caller there; `None` leaves it to a worker, with `out` untouched.
+    fn serve_now(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        let fh = match req.proc_num {
+            GETACL => decode_getacl_args(req.args).ok()?.0,
+            _ => decode_setacl_args(req.args).ok()?.fh,
+        };
+        let table = self.nfs.exports();
+        let (adm, _) = table
+            .admit_handle(&fh, req.transport.peer.ip(), &req.cred)
+            .ok()?;
+        let mut r = None;
+        let store = Arc::clone(&adm.share.store);
+        store.run_on_reactor(&adm.cred, false, &mut || {
+            let stats = self.nfs.stats();
+            stats.bump(&stats.on_reactor);
+            r = Some(self.handle(req, out));
+        });
+        r
     }
 
     /// Serves one call.
@@ -380,6 +414,24 @@ impl NfsAcl {
         let stats = self.nfs.stats();
         stats.bump(&stats.auth_errors);
         Reject::Auth(why)
+    }
+}
+
+/// The NFSACL handler of worker mode: what the store serves on the reactor is answered there
+/// ([`NfsAcl::serve_now`]), the rest on a worker.
+struct OnReactor(Arc<NfsAcl>);
+
+impl Handler for OnReactor {
+    fn handle(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        self.0.handle(req, out)
+    }
+
+    fn handle_on_reactor(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        self.0.serve_now(req, out)
     }
 }
 

@@ -154,6 +154,12 @@ impl Nfs3 {
         let _ = self.cross.set(cross);
     }
 
+    /// Whether calls the store serves on the reactor are answered there
+    /// ([`NfsConfig::calls_on_reactor`]).
+    pub fn calls_on_reactor(&self) -> bool {
+        self.cfg.calls_on_reactor
+    }
+
     /// The counters.
     pub fn stats(&self) -> &Arc<NfsStats> {
         &self.stats
