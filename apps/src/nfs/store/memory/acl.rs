@@ -115,3 +115,57 @@ impl Tree {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{MemoryOptions, MemoryStore};
+    use super::charge;
+    use crate::nfs::acl::{tag, Ace, Acl};
+    use crate::nfs::identity::Cred;
+    use crate::nfs::store::Store;
+    use crate::nfs::types::{CreateHow, Nfsstat3, Sattr3};
+
+    /// An ACL naming `n` users.
+    fn named(n: u32) -> Acl {
+        let mut v = vec![Ace::new(tag::USER_OBJ, 0, 6), Ace::new(tag::OTHER, 0, 0)];
+        v.extend((0..n).map(|i| Ace::new(tag::USER, 100 + i, 4)));
+        v.extend([Ace::new(tag::GROUP_OBJ, 0, 4), Ace::new(tag::MASK, 0, 4)]);
+        Acl::from_entries(v).expect("acl").expect("some")
+    }
+
+    #[test]
+    fn accepts_acls_charged_against_the_capacity_and_released_with_the_file() {
+        let cap = 64 << 10;
+        let s = MemoryStore::new(MemoryOptions {
+            capacity: cap,
+            ..MemoryOptions::default()
+        });
+        let (r, root) = (Cred::ROOT, s.root());
+        let free = |s: &MemoryStore| s.fsstat(&root).expect("fsstat").fbytes;
+        let empty = free(&s);
+        let how = CreateHow::Unchecked(Sattr3::default());
+        let f = s.create(&r, &root, b"f", &how).expect("create");
+        let with_file = free(&s);
+        let a = named(100);
+        s.setacl(&r, &f, Some(&a), None).expect("setacl");
+        let acls = crate::nfs::acl::Acls {
+            access: Some(a),
+            default: None,
+        };
+        assert_eq!(with_file - free(&s), charge::acls(Some(&acls)));
+        // An ACL past what is left: NOSPC, nothing changed.
+        let big = named(1000);
+        let before = s.getacl(&r, &f).expect("getacl");
+        let small = MemoryStore::new(MemoryOptions {
+            capacity: 2 * charge::INODE + charge::entry(1) + 1024,
+            ..MemoryOptions::default()
+        });
+        let g = small.create(&r, &small.root(), b"g", &how).expect("create");
+        assert_eq!(small.setacl(&r, &g, Some(&big), None), Err(Nfsstat3::NOSPC));
+        assert_eq!(small.getacl(&r, &g).expect("getacl").1, Default::default());
+        assert_eq!(s.getacl(&r, &f).expect("getacl"), before);
+        // Removing the file releases the ACL's charge with it.
+        s.remove(&r, &root, b"f").expect("remove");
+        assert_eq!(free(&s), empty);
+    }
+}
