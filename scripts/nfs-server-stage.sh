@@ -49,7 +49,11 @@
 #    scripts/vm/pjdfstest-build.sh) as root on the mount (rxe) of the kernel nfsd (tmpfs,
 #    no_root_squash: the reference) and of ours on both backends (parts pjdfstest/kernel,
 #    pjdfstest/memory, pjdfstest/dir), and the export access checks (part exports,
-#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports), and what the client
+#    scripts/vm/nfs-exports.sh; SKIP for a binary without --exports), POSIX ACLs through NFSACL
+#    (part acl, scripts/vm/nfs-acl.sh: setfacl / getfacl -n of a named user, the mask after
+#    chmod, which users may read, a non-owner's setfacl refused, default ACLs inherited,
+#    setfacl -b, on the mount of the kernel nfsd (tmpfs) and of ours on both backends, every
+#    step's outputs equal to the kernel nfsd's), and what the client
 #    caches (part cache, scripts/vm/nfs-cache.sh: rpcrdma-nfs3-compare, built here, compares the
 #    replies of the kernel nfsd and of ours field by field); then the metadata workload
 #    of scripts/vm/nfs-meta.sh against the kernel nfsd and ours in turn, over rxe and siw, both
@@ -76,7 +80,7 @@
 # Only these parts (about 11 min of a busy host; fio41 alone about 4):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
-#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
+#     RPCRDMA_NFSD_ACL=0 RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
 #     RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= RPCRDMA_NFSD_PJDFSTEST41="kernel memory dir" \
 #     RPCRDMA_NFSD_FIO41=1 scripts/nfs-server-stage.sh
 #
@@ -93,8 +97,8 @@
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FAULT_SIW_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
 # RPCRDMA_NFSD_PJDFSTEST41 (default empty: no NFSv4.1 pjdfstest), RPCRDMA_NFSD_FIO41 (0, 1),
-# RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_CACHE (1, 0), RPCRDMA_NFS3_COMPARE_BIN,
-# RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
+# RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_ACL (1, 0), RPCRDMA_NFSD_CACHE (1, 0),
+# RPCRDMA_NFS3_COMPARE_BIN, RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
 # RPCRDMA_NFSD_META_FILES, RPCRDMA_NFSD_QUICKSTART (1, 0), RPCRDMA_NFSD_V41 ("rxe/memory siw/dir";
 # empty: none), RPCRDMA_NFSD_V41_DELEG (1, 0: no part v41/deleg), RPCRDMA_NFSD_V41_WORKLOAD (churn, full),
@@ -110,20 +114,25 @@
 # Only the NFSv4.1 parts:
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
-#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= \
+#     RPCRDMA_NFSD_ACL=0 RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= \
 #     scripts/nfs-server-stage.sh
 # Only the NFSv4.1 fault parts (add RPCRDMA_NFSD_V41_FAULT=rxe for one device):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
-#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
+#     RPCRDMA_NFSD_ACL=0 RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
 #     RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= scripts/nfs-server-stage.sh
 # Only parts nlm/siw and nlm-restart/siw (the NFSv3 client's locks against our lock manager;
 # about 25 s + 40 s in the guest; RPCRDMA_NFSD_NLM="siw iwarp" and RPCRDMA_NFSD_NLM_RESTART="siw
 # iwarp" for both providers):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
-#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
+#     RPCRDMA_NFSD_ACL=0 RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
 #     RPCRDMA_NFSD_V41_FAULT= scripts/nfs-server-stage.sh
+# Only part acl (POSIX ACLs: the kernel nfsd, then ours with each backend):
+#   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
+#     RPCRDMA_NFSD_FIO=0 RPCRDMA_NFSD_PJDFSTEST= RPCRDMA_NFSD_EXPORTS=0 RPCRDMA_NFSD_CACHE=0 \
+#     RPCRDMA_NFSD_META= RPCRDMA_NFSD_QUICKSTART=0 RPCRDMA_NFSD_V41= RPCRDMA_NFSD_V41_DELEG=0 \
+#     RPCRDMA_NFSD_V41_FAULT= RPCRDMA_NFSD_NLM= RPCRDMA_NFSD_NLM_RESTART= scripts/nfs-server-stage.sh
 # Only pjdfstest and the exports checks:
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
 #     RPCRDMA_NFSD_FIO=0 scripts/nfs-server-stage.sh
@@ -317,7 +326,7 @@ if [ "$BIN" != kernel ]; then
 	for d in ${RPCRDMA_NFSD_NLM-siw}; do v41_parts="$v41_parts nlm/$d"; done
 	for d in ${RPCRDMA_NFSD_NLM_RESTART-siw}; do v41_parts="$v41_parts nlm-restart/$d"; done
 fi
-for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports cache fio fio41 meta; do
+for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_parts $fault_parts $v41_parts $pjd_parts exports acl cache fio fio41 meta; do
 	[ "$p" = cache ] && [ "${RPCRDMA_NFSD_CACHE:-1}" != 1 ] && continue
 	# the user-space iWARP provider's parts are ours only (nfs-server.sh skips them for the kernel)
 	[ "$BIN" = kernel ] && case $p in iwarp/* | fault/iwarp) continue ;; esac
@@ -331,6 +340,7 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_pa
 	pjdfstest41/kernel) dev="$p (NFSv4.1, rxe, tmpfs)" ;;
 	pjdfstest41/*) dev="$p (NFSv4.1, rxe, ${p#*/}, --nfs4)" ;;
 	exports) dev="exports (rxe, dir backend)" ;;
+	acl) dev="acl (rxe, POSIX ACLs, NFSACL)" ;;
 	cache) dev="cache (rxe, replies and call counts)" ;;
 	rxe/*) dev="$p (rxe0 loopback)" ;;
 	siw/*) dev="$p (siw0 -> siw1, netns peer)" ;;

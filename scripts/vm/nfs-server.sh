@@ -93,6 +93,13 @@
 #   exports  (RPCRDMA_NFSD_EXPORTS=auto; nfs-exports.sh): export options and mode bits enforced
 #       by the server (root_squash, ro, a client list, a non-root user); runs against the kernel
 #       nfsd, and against ours when `rpcrdma-nfsd --help` lists --exports (SKIP otherwise).
+#   acl      (RPCRDMA_NFSD_ACL=1; nfs-acl.sh): POSIX ACLs through NFSACL (program 100227 v3,
+#       GETACL / SETACL) over rxe, mounted without noacl: setfacl / getfacl -n of a named user,
+#       the mask after chmod, what uid 1000 and 1001 may read, a non-owner's setfacl refused,
+#       a directory's default ACL inherited by a new file and directory, setfacl -b; the same
+#       sequence against the kernel nfsd (tmpfs, the reference) and ours (memory, dir backends;
+#       dir: the ACL also seen by getfacl on /srv/nfsd-dir), each step's outputs equal to the
+#       kernel nfsd's; in `kernel` mode the kernel nfsd against itself (its /srv/nfsd-dir export).
 #   cache    (RPCRDMA_NFSD_CACHE=1; nfs-cache.sh): the replies of the kernel nfsd and of ours
 #       (each backend) to one sequence of NFSv3 calls compared field by field
 #       (rpcrdma-nfs3-compare, RPCRDMA_NFS3_COMPARE_BIN; a difference in a field that must match
@@ -137,7 +144,7 @@
 #   ratio JOB METRIC kernel=X ours=Y ratio=Y/X
 # and "nfs-server: N passed, N failed" (parts); exit 1 when a part failed, 2 usage.
 # Knobs: RPCRDMA_NFSD_RUNS, RPCRDMA_NFSD_PJDFSTEST, RPCRDMA_NFSD_PJDFSTEST41, RPCRDMA_NFSD_FIO41, RPCRDMA_PJDFSTEST_BIN, RPCRDMA_PJDFSTEST_TIMEOUT,
-# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_LOCKF_BIN, RPCRDMA_NFSD_NLM_RESTART,
+# RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_ACL (1), RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_LOCKF_BIN, RPCRDMA_NFSD_NLM_RESTART,
 # RPCRDMA_NFSD_NLM_GRACE, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
@@ -173,6 +180,8 @@ KIND=ours
 . "$HERE/nfs-pjdfstest.sh"
 # shellcheck source=scripts/vm/nfs-exports.sh
 . "$HERE/nfs-exports.sh"
+# shellcheck source=scripts/vm/nfs-acl.sh
+. "$HERE/nfs-acl.sh"
 # shellcheck source=scripts/vm/nfs-cache.sh
 . "$HERE/nfs-cache.sh"
 # shellcheck source=scripts/vm/quickstart.sh
@@ -865,7 +874,8 @@ for d in ${RPCRDMA_NFSD_NLM_RESTART-siw}; do
 	esac
 done
 [ "$KIND" = ours ] && [ "${RPCRDMA_NFSD_RPCBIND:-1}" = 1 ] && run_rpcbind
-# pjdfstest and the exports checks start the kernel nfsd: after the rpcbind part (same ports)
+# pjdfstest, the exports and the ACL checks start the kernel nfsd: after the rpcbind part (same
+# ports)
 for l in $PJD_RUNS; do
 	case $l in
 	kernel | memory | dir) run_pjdfstest "$l" ;;
@@ -886,6 +896,7 @@ for l in $PJD41_RUNS; do
 	esac
 done
 run_exports
+run_acl
 run_cache
 [ "${RPCRDMA_NFSD_FIO:-1}" = 1 ] && run_fio
 [ "$FIO41" = 1 ] && run_fio 4.1
