@@ -1,7 +1,7 @@
 //! The replies of both stores against the Linux kernel nfsd's on one sequence of NFSv3 calls
 //! (`rpcrdma_apps::nfs::v3::cachecheck`): every fact a client's caching depends on must have the
 //! value the kernel nfsd's replies show. [`KERNEL`] is what `rpcrdma-nfs3-compare` recorded
-//! for the kernel nfsd (Debian's Linux 6.1, an export on tmpfs) in the VM stage
+//! for the kernel nfsd (Debian's Linux 6.1, an export on tmpfs; NFSACL's facts too) in the VM stage
 //! (scripts/vm/nfs-cache.sh); the VM stage compares the live kernel nfsd too.
 
 mod nfsd_common;
@@ -317,6 +317,68 @@ const KERNEL: &[(&str, &str)] = &[
     ("RMDIR-sub.wcc.after=current", "yes"),
     ("RMDIR-sub.wcc.ctime=not_back", "yes"),
     ("RMDIR-sub.wcc.nlink=delta", "-1"),
+    // NFSACL (`cachecheck::acl`), recorded against the kernel nfsd in the VM stage: entries
+    // as `count:tag/id/perm,...` (ids equal to the owner's or group's written uid / gid).
+    ("GETACL-mode.status", "NFS3_OK"),
+    ("GETACL-mode.attr=present", "yes"),
+    ("GETACL-mode.attr=current", "yes"),
+    ("GETACL-mode.access", "4:1/uid/6,4/gid/4,10/0/4,20/0/0"),
+    ("GETACL-mode.default", "0:"),
+    ("GETACL-mode.mode", "640"),
+    ("SETACL.status", "NFS3_OK"),
+    ("SETACL.ctime=not_back", "yes"),
+    ("SETACL.nlink=delta", "0"),
+    ("GETACL-named.status", "NFS3_OK"),
+    ("GETACL-named.attr=present", "yes"),
+    ("GETACL-named.attr=current", "yes"),
+    (
+        "GETACL-named.access",
+        "5:1/uid/6,2/1234/6,4/gid/4,10/0/6,20/0/0",
+    ),
+    ("GETACL-named.default", "0:"),
+    ("GETACL-named.mode", "660"),
+    ("SETACL-no-mask.status", "NFS3ERR_INVAL"),
+    ("SETACL-default-on-file.status", "NFS3ERR_ACCES"),
+    ("GETACL-bad-mask.status", "NFS3ERR_INVAL"),
+    ("GETACL-bad-mask.attr=present", "yes"),
+    ("SETACL-dir-default.status", "NFS3_OK"),
+    ("GETACL-dir.status", "NFS3_OK"),
+    ("GETACL-dir.attr=present", "yes"),
+    ("GETACL-dir.attr=current", "yes"),
+    ("GETACL-dir.access", "4:1/uid/7,4/gid/5,10/0/5,20/0/5"),
+    (
+        "GETACL-dir.default",
+        "5:1/uid/7,2/1234/7,4/gid/5,10/0/7,20/0/0",
+    ),
+    ("GETACL-dir.mode", "755"),
+    ("GETACL-inherited.status", "NFS3_OK"),
+    ("GETACL-inherited.attr=present", "yes"),
+    ("GETACL-inherited.attr=current", "yes"),
+    (
+        "GETACL-inherited.access",
+        "5:1/uid/6,2/1234/7,4/gid/5,10/0/6,20/0/0",
+    ),
+    ("GETACL-inherited.default", "0:"),
+    ("GETACL-inherited.mode", "660"),
+    ("GETACL-inherited-dir.status", "NFS3_OK"),
+    ("GETACL-inherited-dir.attr=present", "yes"),
+    ("GETACL-inherited-dir.attr=current", "yes"),
+    (
+        "GETACL-inherited-dir.access",
+        "5:1/uid/7,2/1234/7,4/gid/5,10/0/7,20/0/0",
+    ),
+    (
+        "GETACL-inherited-dir.default",
+        "5:1/uid/7,2/1234/7,4/gid/5,10/0/7,20/0/0",
+    ),
+    ("GETACL-inherited-dir.mode", "770"),
+    ("SETACL-remove.status", "NFS3_OK"),
+    ("GETACL-removed.status", "NFS3_OK"),
+    ("GETACL-removed.attr=present", "yes"),
+    ("GETACL-removed.attr=current", "yes"),
+    ("GETACL-removed.access", "4:1/uid/6,4/gid/6,10/0/6,20/0/0"),
+    ("GETACL-removed.default", "0:"),
+    ("GETACL-removed.mode", "660"),
     ("RMDIR.wcc.before=present", "yes"),
     ("RMDIR.wcc.before=prior", "yes"),
     ("RMDIR.wcc.after=present", "yes"),

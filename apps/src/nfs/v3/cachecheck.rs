@@ -13,10 +13,12 @@
 //! Normal operation: [`run`] makes a scratch directory under the export root, works in it
 //! (MKDIR, CREATE, WRITE, COMMIT, READ, SETATTR, LOOKUP, ACCESS, exclusive CREATE, SYMLINK,
 //! READLINK, LINK, READDIRPLUS, READDIR, a listing continued after a change, RENAME, REMOVE,
-//! RMDIR), taking a GETATTR before and after each call that changes something, and removes
+//! RMDIR, NFSACL's GETACL and SETACL: `acl.rs`), taking a GETATTR before and after each call that changes something, and removes
 //! the directory again. Facts are named `PROCEDURE.what`; `must_match` marks those a client's
 //! caching depends on. Recovery: a call that fails ends the run with a message naming it
 //! (the scratch directory may stay behind).
+
+mod acl;
 
 use std::fmt::Display;
 
@@ -277,6 +279,7 @@ pub fn run(c: &NfsClient, root: &Fh, scratch: &str) -> Result<Vec<Fact>, RunErro
     wrong_types(&mut p, &s)?;
     bad_names(&mut p, &s)?;
     names(&mut p, &s)?;
+    acl::acls(&mut p, &s)?;
     let rm = Args3::Rmdir { dir: *root, name };
     p.status_wcc("RMDIR", root, &rm)?;
     Ok(p.facts)
