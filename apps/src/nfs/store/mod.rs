@@ -316,6 +316,44 @@ pub trait Store: Send + Sync + 'static {
         ))
     }
 
+    /// NFSv4.2 ALLOCATE (`punch` false) and DEALLOCATE (`punch` true) of `len` octets at
+    /// `offset` of regular file `fh` for `cx`, as Linux nfsd's `fallocate` (mode 0;
+    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`): ALLOCATE reserves the range (a later
+    /// WRITE there does not fail for room) and grows the size to cover it; DEALLOCATE makes
+    /// the range read as zeros, freeing what it can, the size kept. Write permission as
+    /// WRITE's; INVAL for anything but a regular file, an empty range or an offset past
+    /// 2^63 - 1; FBIG past the largest file; NOSPC. The default: NOTSUPP.
+    fn fallocate(
+        &self,
+        _cx: &Cred,
+        _fh: &Fh,
+        _offset: u64,
+        _len: u64,
+        _punch: bool,
+    ) -> NfsResult<()> {
+        Err(Nfsstat3::NOTSUPP)
+    }
+
+    /// NFSv4.2 SEEK: the first offset at or after `offset` of regular file `fh` that holds
+    /// data (with `hole`: that lies in a hole; the end of the file is one), and whether it is
+    /// at or past the end; NXIO at or past the end, or when no data follows. Read permission
+    /// as READ's. The default (a store that keeps no holes): every octet is data.
+    fn seek(&self, cx: &Cred, fh: &Fh, offset: u64, hole: bool) -> NfsResult<(u64, bool)> {
+        let (a, _) = self.access(cx, fh, 0)?;
+        if a.ftype != Ftype3::Reg {
+            return Err(if a.ftype == Ftype3::Dir {
+                Nfsstat3::ISDIR
+            } else {
+                Nfsstat3::INVAL
+            });
+        }
+        if offset >= a.size {
+            return Err(Nfsstat3::NXIO);
+        }
+        let at = if hole { a.size } else { offset };
+        Ok((at, at >= a.size))
+    }
+
     /// The POSIX ACLs of `fh` with its attributes (NFSACL GETACL, which needs no permission,
     /// as Linux nfsd asks none). The default: none set (a store without ACLs; the client is
     /// then shown the ACL the mode stands for).

@@ -828,4 +828,5 @@ fn dir_store_refuses_what_it_cannot_export() {
 
 mod acl;
 mod perm;
+mod space;
 mod wcc;

@@ -57,6 +57,7 @@ pub use handle::{CacheStats, CACHE_CAP};
 mod ident;
 mod readdir;
 mod serial;
+mod space;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -844,6 +845,14 @@ impl Store for DirStore {
     fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
         let o = self.obj(cx, fh)?;
         Ok((sys::fattr(&o.st), self.granted(&o, want)))
+    }
+
+    fn fallocate(&self, cx: &Cred, fh: &Fh, offset: u64, len: u64, punch: bool) -> NfsResult<()> {
+        self.fallocate_as(cx, fh, offset, len, punch)
+    }
+
+    fn seek(&self, cx: &Cred, fh: &Fh, offset: u64, hole: bool) -> NfsResult<(u64, bool)> {
+        self.seek_as(cx, fh, offset, hole)
     }
 
     fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {

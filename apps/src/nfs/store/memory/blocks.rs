@@ -30,13 +30,15 @@
 //! with [`Blocks::growth`] before [`Blocks::write`], so a write that does not fit changes
 //! nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rpcrdma_mempool::PoolBuf;
 use rpcrdma_poller::BufPool;
 
 use super::charge;
+
+mod space;
 
 /// A block whose length reaches this (or the block size, when smaller) moves into a
 /// registered buffer.
@@ -201,6 +203,9 @@ pub(super) struct Blocks {
     map: BTreeMap<u64, Block>,
     /// The sum of the blocks' charges (kept as blocks change: attributes read it often).
     charged: u64,
+    /// Blocks an ALLOCATE made that nothing has written since: zeros, charged, and a hole
+    /// for SEEK (`space.rs`), as Linux file systems report space allocated but not written.
+    reserved: BTreeSet<u64>,
 }
 
 /// A range inside one registered block: the buffer, the offset in it and the length.
@@ -278,7 +283,9 @@ impl Blocks {
     pub(super) fn write(&mut self, alloc: &Alloc, offset: u64, data: &[u8]) {
         self.charged += self.growth(alloc.bs, offset, data.len());
         let map = &mut self.map;
+        let reserved = &mut self.reserved;
         for_each_span(alloc.bs, offset, data.len(), |idx, within, chunk, done| {
+            reserved.remove(&idx);
             map.entry(idx)
                 .or_insert_with(|| Block::Heap(Vec::new()))
                 .write(alloc, within, &data[done..done + chunk]);
@@ -291,6 +298,7 @@ impl Blocks {
         let bs64 = alloc.bs as u64;
         let first_gone = size.div_ceil(bs64);
         drop(self.map.split_off(&first_gone));
+        drop(self.reserved.split_off(&first_gone));
         let tail = (size % bs64) as usize;
         if tail != 0 {
             if let Some(block) = self.map.get_mut(&(size / bs64)) {

@@ -402,6 +402,16 @@ impl Store for MemoryStore {
         Ok((a, access_from_rwx(rwx, a.ftype) & want))
     }
 
+    fn fallocate(&self, cx: &Cred, fh: &Fh, offset: u64, len: u64, punch: bool) -> NfsResult<()> {
+        self.with_mut(fh, |tree, id| tree.fallocate(cx, id, offset, len, punch))
+    }
+
+    fn seek(&self, cx: &Cred, fh: &Fh, offset: u64, hole: bool) -> NfsResult<(u64, bool)> {
+        let tree = self.read_tree();
+        let id = self.id(&tree, fh)?;
+        tree.seek(cx, id, offset, hole)
+    }
+
     fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
