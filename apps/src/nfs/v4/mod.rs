@@ -132,6 +132,15 @@ pub mod op {
     pub const DESTROY_CLIENTID: u32 = 57;
     /// RECLAIM_COMPLETE (minor version 1).
     pub const RECLAIM_COMPLETE: u32 = 58;
+    /// ALLOCATE (minor version 2, RFC 7862).
+    pub const ALLOCATE: u32 = 59;
+    /// DEALLOCATE (minor version 2).
+    pub const DEALLOCATE: u32 = 62;
+    /// SEEK (minor version 2).
+    pub const SEEK: u32 = 69;
+    /// The last operation of minor version 2 (RFC 7862's 59..=71 and RFC 8276's extended
+    /// attribute operations 72..=75).
+    pub const LAST_V42: u32 = 75;
 }
 
 /// `nfsstat4` NFS4_OK.

@@ -136,9 +136,9 @@ impl Nfs41 {
     }
 }
 
-/// The CB_COMPOUND recalling delegation `sid` (of `fh`) on session `session`, slot 0 at
-/// sequence `seq`.
-pub fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
+/// The CB_COMPOUND of minor version `minor` (its holder's) recalling delegation `sid` (of
+/// `fh`) on session `session`, slot 0 at sequence `seq`.
+pub fn recall_args(minor: u32, session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> Vec<u8> {
     let ops = [
         CbOp::Sequence(CbSequence {
             session,
@@ -154,7 +154,7 @@ pub fn recall_args(session: [u8; 16], seq: u32, sid: [u8; 16], fh: Vec<u8>) -> V
             fh,
         }),
     ];
-    cb::encode_cb_compound(&[], 1, 0, &ops)
+    cb::encode_cb_compound(&[], minor, 0, &ops)
 }
 
 /// Recalls the delegations other clients than `client` hold on `fh` of `export`: each not
@@ -232,6 +232,7 @@ pub fn recall_call(s: &mut State, other: &[u8; 12]) -> Option<Recall> {
     let d = s.delegs.get(other)?;
     let (holder, seqid, wire) = (d.client, d.seqid, d.wire_fh.clone());
     let (conn, program, session) = cb_session(s, holder)?;
+    let minor = s.clients.get(&holder).map_or(1, |cl| cl.minor);
     let v = s.sessions.get_mut(&session)?;
     v.cb_seq = v.cb_seq.wrapping_add(1);
     let mut sid = [0u8; 16];
@@ -241,7 +242,7 @@ pub fn recall_call(s: &mut State, other: &[u8; 12]) -> Option<Recall> {
         session,
         conn,
         program,
-        recall_args(session, v.cb_seq, sid, wire),
+        recall_args(minor, session, v.cb_seq, sid, wire),
     ))
 }
 

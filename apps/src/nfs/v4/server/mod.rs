@@ -45,6 +45,7 @@ pub mod session;
 pub mod state;
 pub mod state_index;
 pub mod stateid;
+pub mod v42;
 pub mod xdr;
 
 use std::net::IpAddr;
@@ -136,6 +137,8 @@ pub struct Cur {
 pub struct Compound<'a> {
     /// The server.
     pub srv: &'a Nfs41,
+    /// The COMPOUND's minor version (1 or 2).
+    pub minor: u32,
     /// The caller.
     pub cx: CallCx<'a>,
     /// The export table the COMPOUND started with.
@@ -556,13 +559,14 @@ impl Nfs41 {
         out.opaque(tag);
         let count_at = out.len();
         out.u32(0); // results, set at the end
-        if minor != 1 {
+        if !(1..=2).contains(&minor) {
             out.b[..4].copy_from_slice(&st::MINOR_VERS_MISMATCH.to_be_bytes());
             return Ok(Served::default());
         }
         self.sweep();
         let mut c = Compound {
             srv: self,
+            minor,
             cx: *cx,
             table: self.exports(),
             cur: None,
@@ -590,7 +594,7 @@ impl Nfs41 {
         let mut done = 0u32;
         for i in 0..nops {
             let opnum = r.get_u32().unwrap_or(op::ILLEGAL);
-            let opnum = if opnum == op::ILLEGAL || !known(opnum) {
+            let opnum = if opnum == op::ILLEGAL || !known(opnum, minor) {
                 op::ILLEGAL
             } else {
                 opnum
@@ -824,9 +828,11 @@ pub fn request_digest(key: (u64, u64), args: &[u8], cred: &OpaqueAuth<'_>) -> u6
     siphash24(key.0, key.1, &m[..end])
 }
 
-/// True for the operation numbers of RFC 8881 §18 (3..=58); everything else is ILLEGAL.
-fn known(opnum: u32) -> bool {
-    (3..=58).contains(&opnum)
+/// True for the operation numbers of minor version `minor`: RFC 8881 §18 (3..=58), and in
+/// minor version 2 those of RFC 7862 and RFC 8276 (up to 75); everything else is ILLEGAL.
+/// Minor version 2's operations this server does not implement are NOTSUPP ([`run`]).
+fn known(opnum: u32, minor: u32) -> bool {
+    (3..=58).contains(&opnum) || (minor >= 2 && (59..=op::LAST_V42).contains(&opnum))
 }
 
 /// Whether operation `opnum`, whose arguments `r` starts at, is PUTFH or PUTROOTFH and the
@@ -906,6 +912,9 @@ fn run(
         op::LOCKT => lock::lockt(c, r),
         op::LOCKU => lock::locku(c, r, out),
         op::DELEGRETURN => deleg::delegreturn(c, r),
+        op::ALLOCATE => v42::allocate(c, r, false),
+        op::DEALLOCATE => v42::allocate(c, r, true),
+        op::SEEK => v42::seek(c, r, out),
         _ => Err(st::NOTSUPP),
     }
 }
@@ -944,6 +953,8 @@ mod tests_sec;
 mod tests_secinfo;
 #[cfg(test)]
 mod tests_seq;
+#[cfg(test)]
+mod tests_v42;
 #[cfg(test)]
 mod tests_verify;
 #[cfg(test)]

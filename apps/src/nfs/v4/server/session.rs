@@ -114,6 +114,7 @@ pub fn exchange_id(
                 Client {
                     owner,
                     verifier,
+                    minor: c.minor,
                     peer,
                     principal,
                     confirmed: false,
@@ -131,6 +132,9 @@ pub fn exchange_id(
             (id, false)
         }
     };
+    if let Some(cl) = s.clients.get_mut(&id) {
+        cl.minor = c.minor;
+    }
     let cl = &s.clients[&id];
     out.u64(id);
     out.u32(cl.cs_seq);

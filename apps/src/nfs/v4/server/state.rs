@@ -199,6 +199,9 @@ pub struct Client {
     pub owner: Vec<u8>,
     /// `co_verifier`.
     pub verifier: [u8; 8],
+    /// The minor version of its EXCHANGE_ID's COMPOUND, which its CB_COMPOUNDs carry (the
+    /// Linux client finds a callback's session only among its clients of that minor version).
+    pub minor: u32,
     /// The address its EXCHANGE_ID came from (counted against `clients_per_peer`).
     pub peer: IpAddr,
     /// The principal of its EXCHANGE_ID ([`super::clientdb::principal`]).

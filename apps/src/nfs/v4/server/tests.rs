@@ -121,6 +121,8 @@ pub struct H {
     pub store: Arc<dyn Store>,
     /// The client's address (10.0.0.1 unless a test moves it).
     pub peer: IpAddr,
+    /// The minor version of its COMPOUNDs (1 unless made with [`H::on_minor`]).
+    pub minor: u32,
 }
 
 /// A server exporting one memory store as `/` with `opts`, limits `lim`.
@@ -225,6 +227,19 @@ impl H {
         auth: Vec<u8>,
         peer: IpAddr,
     ) -> H {
+        H::on_minor(srv, now, store, owner, auth, peer, 1)
+    }
+
+    /// [`H::on_at`] with every COMPOUND of minor version `minor`, EXCHANGE_ID included.
+    pub fn on_minor(
+        srv: Arc<Nfs41>,
+        now: Arc<AtomicU64>,
+        store: Arc<dyn Store>,
+        owner: &[u8],
+        auth: Vec<u8>,
+        peer: IpAddr,
+        minor: u32,
+    ) -> H {
         let mut h = H {
             srv,
             now,
@@ -234,6 +249,7 @@ impl H {
             clientid: 0,
             store,
             peer,
+            minor,
         };
         let r = h.plain(&[Op::ExchangeId {
             verifier: [1; 8],
@@ -297,7 +313,7 @@ impl H {
 
     /// A COMPOUND without SEQUENCE, decoded by the client codec.
     pub fn plain(&self, ops: &[Op<'_>]) -> CompoundReply {
-        let e = encode_compound_minor("t", 1, ops);
+        let e = encode_compound_minor("t", self.minor, ops);
         decode_compound(&self.send(&e.bytes), ops, ReadPlacement::Inline).unwrap()
     }
 
@@ -317,14 +333,17 @@ impl H {
     pub fn call(&mut self, ops: &[Op<'_>]) -> CompoundReply {
         let mut all = vec![self.sequence(true)];
         all.extend_from_slice(ops);
-        let e = encode_compound_minor("t", 1, &all);
+        let e = encode_compound_minor("t", self.minor, &all);
         decode_compound(&self.send(&e.bytes), &all, ReadPlacement::Inline).unwrap()
     }
 
     /// The octets of a COMPOUND of SEQUENCE (next sequence id) and raw `ops`.
     pub fn raw_bytes(&mut self, ops: &[A], cache_this: bool) -> Vec<u8> {
         self.seq += 1;
-        let mut a = A::default().opaque(b"t").u32(1).u32(ops.len() as u32 + 1);
+        let mut a = A::default()
+            .opaque(b"t")
+            .u32(self.minor)
+            .u32(ops.len() as u32 + 1);
         a = a
             .u32(op::SEQUENCE)
             .fixed(&self.sid)
@@ -439,9 +458,9 @@ fn rejects_misordered_sequence_ids_bad_slots_and_sessions() {
 }
 
 #[test]
-fn rejects_minor_versions_other_than_1_with_no_results() {
+fn rejects_minor_versions_other_than_1_and_2_with_no_results() {
     let h = H::new("rw");
-    for minor in [0u32, 2, 3, u32::MAX] {
+    for minor in [0u32, 3, u32::MAX] {
         let b = header(minor, 1, &[A::op(op::PUTROOTFH)]);
         let out = h.send(&b);
         let r = walk(&out);

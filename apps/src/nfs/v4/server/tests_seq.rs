@@ -344,7 +344,7 @@ fn rejects_a_back_channel_too_small_for_a_recall() {
         assert_eq!(r.status, st::TOOSMALL, "{back:?}");
     }
     assert_eq!(h.srv.state().sessions.len(), 1, "no session made");
-    let recall = super::deleg::recall_args([1; 16], u32::MAX, [2; 16], vec![3; 128]);
+    let recall = super::deleg::recall_args(1, [1; 16], u32::MAX, [2; 16], vec![3; 128]);
     assert_eq!(160 + recall.len(), 372, "the largest CB_RECALL call");
     let tight = ChannelAttrs {
         max_request: 372,

@@ -20,6 +20,7 @@ pub mod st {
     pub const PERM: u32 = 1;
     pub const NOENT: u32 = 2;
     pub const IO: u32 = 5;
+    pub const NXIO: u32 = 6;
     pub const ACCESS: u32 = 13;
     pub const EXIST: u32 = 17;
     pub const NOTDIR: u32 = 20;
