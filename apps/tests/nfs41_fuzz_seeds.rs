@@ -1,5 +1,5 @@
 //! The checked-in `nfs41_compound` fuzz seeds (`fuzz/seeds/nfs41_compound/`, laid out from
-//! RFC 8881 in `fuzz/seeds/make.py`) framed as the target frames them (`nfs::v4::harness`):
+//! RFC 8881 and RFC 7862 in `fuzz/seeds/make.py`) framed as the target frames them (`nfs::v4::harness`):
 //! the operation seeds after a valid SEQUENCE pass SEQUENCE and their first operation, so the
 //! fuzzer starts inside the operations; the header seeds are answered (not GARBAGE_ARGS); the
 //! `dir:` seeds run on the `dir:` store over the fixture of `nfs::v3::harness::fixture`, and
@@ -33,7 +33,7 @@ fn accepts_every_nfs41_seed_past_sequence() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 20);
+    assert_eq!(names.len(), 24);
     for name in &names {
         let data = std::fs::read(seeds.join(name)).unwrap();
         let (&first, ops) = data.split_first().unwrap();
@@ -54,6 +54,10 @@ fn accepts_every_nfs41_seed_past_sequence() {
         assert_eq!(&r[20..24], &[0, 0, 0, 0], "{name}: SEQUENCE");
         let at = 24 + 36;
         assert_eq!(&r[at + 4..at + 8], &[0, 0, 0, 0], "{name}: first operation");
+        if let Some((_, want)) = V42.iter().find(|(e, _)| name.ends_with(e)) {
+            assert_eq!(compound_status(&r), *want, "{name}");
+            assert_eq!(n, nops, "{name}: every operation answered");
+        }
         if let Some((_, want)) = ESCAPES.iter().find(|(e, _)| e == name) {
             assert_eq!(compound_status(&r), *want, "{name}");
             assert_eq!(n, nops, "{name}: every operation ran");
@@ -65,6 +69,12 @@ fn accepts_every_nfs41_seed_past_sequence() {
         .count();
     assert_eq!(escapes, ESCAPES.len(), "every escape seed checked");
 }
+
+/// The minor version 2 seeds (on both stores), each with the status of its last operation.
+const V42: [(&str, u32); 2] = [
+    ("v42_allocate_seek_deallocate", 0),
+    ("v42_copy_notsupp", 10_004), // NFS4ERR_NOTSUPP
+];
 
 /// The `dir:` seeds that try to leave the export through the fixture's link `l` (to
 /// `../outside/secret`) or through names, each with the status of its last operation, as

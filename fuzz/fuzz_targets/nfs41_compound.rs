@@ -5,7 +5,8 @@
 //! `../outside/secret`, a FIFO), made anew every 1 000 inputs. An input whose first octet has
 //! its top bit set is a whole COMPOUND4args (header fuzzing); otherwise the first octet's low
 //! five bits give the number of operations after a valid SEQUENCE (the next sequence id of
-//! slot 0), and the rest is those operations' octets. Nothing may panic; every answered
+//! slot 0), bit 5 makes the COMPOUND one of minor version 2 (RFC 7862: ALLOCATE, DEALLOCATE,
+//! SEEK), and the rest is those operations' octets. Nothing may panic; every answered
 //! COMPOUND carries at most as many results as operations it announced; on the `dir:` store
 //! nothing beside the export changes and no reply carries the secret's content.
 #![no_main]

@@ -437,9 +437,9 @@ REQUESTER = {
 }
 
 # --- NFSv4.1 operations after a valid SEQUENCE (RFC 8881), nfs41_compound target --------------
-# First octet: the number of operations after SEQUENCE, minus 1 (low five bits); then the
-# operations' nfs_argop4 octets. A first octet with its top bit set makes the rest a whole
-# COMPOUND4args.
+# First octet: the number of operations after SEQUENCE (low five bits: the COMPOUND announces
+# one more, SEQUENCE); then the operations' nfs_argop4 octets. A first octet with its top bit
+# set makes the rest a whole COMPOUND4args.
 PUTROOTFH = w(24)
 GETFH = w(10)
 NFS41 = {
@@ -455,6 +455,19 @@ NFS41 = {
     "header_minor_2": bytes([0x80]) + opaque(b"tag") + w(2, 1) + PUTROOTFH,
     "header_exchange_id": bytes([0x80]) + opaque(b"") + w(1, 1, 42) + b"\1" * 8 + opaque(b"x") + w(0, 0, 0),
 }
+# Minor version 2 (bit 5 of the first octet; RFC 7862): OPEN (create) g, ALLOCATE 64 KiB,
+# SEEK to a hole, DEALLOCATE 4 KiB, CLOSE, each with the current stateid (seqid 1, other 0);
+# and COPY (60), which the server answers NFS4ERR_NOTSUPP.
+CURRENT_STATEID = w(1, 0, 0, 0)
+NFS41.update({
+    "v42_allocate_seek_deallocate": bytes([0x20 | 6]) + PUTROOTFH
+    + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 0, 2, 0, 2) + opaque(w(0o644)) + w(0) + opaque(b"g")
+    + w(59) + CURRENT_STATEID + hyper(0) + hyper(65536)  # ALLOCATE
+    + w(69) + CURRENT_STATEID + hyper(0) + w(1)  # SEEK to NFS4_CONTENT_HOLE
+    + w(62) + CURRENT_STATEID + hyper(0) + hyper(4096)  # DEALLOCATE
+    + w(4, 0) + CURRENT_STATEID,  # CLOSE
+    "v42_copy_notsupp": bytes([0x20 | 2]) + PUTROOTFH + w(60),
+})
 # The same on the dir: store (bit 6 of the first octet), whose fixture has d, f, a link l out of
 # the export (../outside/secret) and a FIFO p; and operations that try to leave the export.
 NFS41.update({"dir_" + name: bytes([data[0] | 0x40]) + data[1:] for name, data in list(NFS41.items())})

@@ -113,11 +113,13 @@ impl Harness41 {
         self.srv.compound(&cx(), args)
     }
 
-    /// `ops`, announced as `(first & 0x1f) + 1` operations, after a valid SEQUENCE: the
-    /// reply and the number of operations announced, or why the COMPOUND did not decode
-    /// (which the header this harness writes never causes: the fuzz target checks that).
+    /// `ops`, announced as `(first & 0x1f) + 1` operations, after a valid SEQUENCE, in a
+    /// COMPOUND of minor version 2 when `first & 0x20` is set (else 1): the reply and the
+    /// number of operations announced, or why the COMPOUND did not decode (which the header
+    /// this harness writes never causes: the fuzz target checks that).
     pub fn after_sequence(&self, first: u8, ops: &[u8]) -> Result<(Vec<u8>, u32), XdrError> {
         let nops = u32::from(first & 0x1f) + 1;
+        let minor = if first & 0x20 != 0 { 2 } else { 1 };
         // Relaxed: one caller at a time numbers its requests.
         let sequence = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let seq = Op::Sequence {
@@ -128,7 +130,7 @@ impl Harness41 {
             cache_this: true,
         };
         // "s" as the tag: length word and one padded word, then minor version, then the count.
-        let mut b = encode_compound_minor("s", 1, &[seq]).bytes;
+        let mut b = encode_compound_minor("s", minor, &[seq]).bytes;
         b[12..16].copy_from_slice(&nops.to_be_bytes());
         b.extend_from_slice(ops);
         Ok((self.srv.compound(&cx(), &b)?, nops))
