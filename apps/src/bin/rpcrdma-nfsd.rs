@@ -125,8 +125,8 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
                           but on tmpfs, go to a worker) or workers (every call but such a
                           GETATTR) [reactor]
   --no-rpcbind            do not register with rpcbind
-  --nfs4                  also serve NFSv4.1 (program 100003 version 4) on the same
-                          port; not yet proven against the kernel client [off]
+  --nfs4                  also serve NFSv4.1 and NFSv4.2 (program 100003 version 4) on
+                          the same port [off]
   --v4-state-dir DIR      NFSv4.1: directory keeping the clients that may reclaim their
                           state after a restart (grace period, RFC 8881 section 8.4.2),
                           and the lock manager's hosts (told with SM_NOTIFY after a

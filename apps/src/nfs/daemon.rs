@@ -179,8 +179,8 @@ pub struct DaemonOptions {
     /// granted at most `credits`, fewer when the SRQ cannot back more. `None` (default):
     /// each connection posts its own receives.
     pub srq: Option<u32>,
-    /// Also serve NFSv4.1 (program 100003 version 4, [`Nfs41`]) on the same port, over the
-    /// same exports and stores. Off by default: no kernel-client stage has proven it yet.
+    /// Also serve NFSv4.1 and NFSv4.2 (program 100003 version 4, [`Nfs41`]) on the same port,
+    /// over the same exports and stores. Off by default.
     pub nfs4: bool,
     /// NFSv4.1: the directory keeping the clients that may reclaim their state after a
     /// restart ([`Nfs41::start_recovery`]: a grace period when the previous run left any);
