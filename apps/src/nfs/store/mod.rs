@@ -134,6 +134,26 @@ pub fn access_from_rwx(rwx: u32, t: Ftype3) -> u32 {
     g
 }
 
+/// Largest COPY one call makes ([`Store::copy`] callers cap `count` at it or below).
+pub const COPY_MAX: u64 = 1 << 20;
+
+/// [`Store::copy`] through [`Store::read`] and [`Store::write`]: at most [`COPY_MAX`] octets,
+/// in one buffer.
+pub fn copy_through<S: Store + ?Sized>(
+    s: &S,
+    cx: &Cred,
+    (src, src_offset): (&Fh, u64),
+    (dst, dst_offset): (&Fh, u64),
+    count: u64,
+) -> NfsResult<u64> {
+    let mut buf = vec![0u8; count.min(COPY_MAX) as usize];
+    let (n, _) = s.read(cx, src, src_offset, &mut buf)?;
+    if n > 0 {
+        s.write(cx, dst, dst_offset, &buf[..n], StableHow::Unstable)?;
+    }
+    Ok(n as u64)
+}
+
 /// An NFSv3 store.
 ///
 /// Identity: every method that reads or changes an object takes the caller's [`Cred`]
@@ -352,6 +372,23 @@ pub trait Store: Send + Sync + 'static {
         }
         let at = if hole { a.size } else { offset };
         Ok((at, at >= a.size))
+    }
+
+    /// NFSv4.2 COPY within the store: up to `count` octets of regular file `src` from
+    /// `src_offset` written to regular file `dst` at `dst_offset` for `cx` (read permission on
+    /// `src`, write permission on `dst`, as READ and WRITE ask), not made stable; the octets
+    /// copied, fewer at the end of `src` (0 at or past it). The default reads and writes
+    /// through the store ([`copy_through`]).
+    fn copy(
+        &self,
+        cx: &Cred,
+        src: &Fh,
+        src_offset: u64,
+        dst: &Fh,
+        dst_offset: u64,
+        count: u64,
+    ) -> NfsResult<u64> {
+        copy_through(self, cx, (src, src_offset), (dst, dst_offset), count)
     }
 
     /// The POSIX ACLs of `fh` with its attributes (NFSACL GETACL, which needs no permission,

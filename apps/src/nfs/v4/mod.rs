@@ -134,6 +134,8 @@ pub mod op {
     pub const RECLAIM_COMPLETE: u32 = 58;
     /// ALLOCATE (minor version 2, RFC 7862).
     pub const ALLOCATE: u32 = 59;
+    /// COPY (minor version 2).
+    pub const COPY: u32 = 60;
     /// DEALLOCATE (minor version 2).
     pub const DEALLOCATE: u32 = 62;
     /// SEEK (minor version 2).

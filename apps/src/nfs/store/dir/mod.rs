@@ -855,6 +855,18 @@ impl Store for DirStore {
         self.seek_as(cx, fh, offset, hole)
     }
 
+    fn copy(
+        &self,
+        cx: &Cred,
+        src: &Fh,
+        src_offset: u64,
+        dst: &Fh,
+        dst_offset: u64,
+        count: u64,
+    ) -> NfsResult<u64> {
+        self.copy_as(cx, (src, src_offset), (dst, dst_offset), count)
+    }
+
     fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
         self.acls_of(fh)
     }

@@ -1,7 +1,9 @@
-//! The directory store's holes and reserved space (NFSv4.2 ALLOCATE, DEALLOCATE and SEEK,
-//! RFC 7862): the file system's own, through `fallocate` (mode 0; `FALLOC_FL_PUNCH_HOLE |
-//! FALLOC_FL_KEEP_SIZE`) and `lseek` (`SEEK_DATA`, `SEEK_HOLE`) on the file's descriptor open
-//! for I/O, as Linux nfsd calls `vfs_fallocate` and `vfs_llseek`.
+//! The directory store's holes, reserved space and copies (NFSv4.2 ALLOCATE, DEALLOCATE, SEEK
+//! and COPY, RFC 7862): the file system's own, through `fallocate` (mode 0;
+//! `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`), `lseek` (`SEEK_DATA`, `SEEK_HOLE`) and
+//! `copy_file_range` on the files' descriptors open for I/O, as Linux nfsd calls
+//! `vfs_fallocate`, `vfs_llseek` and `vfs_copy_file_range` (a file system that cannot copy
+//! itself is copied through reads and writes).
 //!
 //! Normal operation: the caller needs write permission for ALLOCATE and DEALLOCATE (the owner
 //! of a file that is not immutable always has it, as for WRITE) and read permission for SEEK;
@@ -11,7 +13,7 @@
 use super::sys::{self, check};
 use super::DirStore;
 use crate::nfs::identity::Cred;
-use crate::nfs::store::Store;
+use crate::nfs::store::{copy_through, Store, COPY_MAX};
 use crate::nfs::types::{Fh, NfsResult, Nfsstat3};
 
 impl DirStore {
@@ -86,5 +88,43 @@ impl DirStore {
         }
         let size = sys::fstat(o.raw())?.st_size.max(0) as u64;
         Ok((at as u64, at as u64 >= size))
+    }
+
+    /// COPY of up to `count` octets from `src` at `src_offset` to `dst` at `dst_offset` for
+    /// `cx`, the kernel copying (`copy_file_range`: no octet through the server's memory on
+    /// most file systems, shared blocks on those that clone).
+    pub(super) fn copy_as(
+        &self,
+        cx: &Cred,
+        (src, src_offset): (&Fh, u64),
+        (dst, dst_offset): (&Fh, u64),
+        count: u64,
+    ) -> NfsResult<u64> {
+        let _held = self.serial.one(dst);
+        let from = self.file_obj(cx, src)?;
+        self.may_io(cx, &from, libc::R_OK)?;
+        let to = self.file_obj(cx, dst)?;
+        let owner = to.st.st_uid == cx.uid && sys::immutable(to.raw()) == Some(false);
+        if !owner {
+            self.may_io(cx, &to, libc::W_OK)?;
+        }
+        let (Ok(mut so), Ok(mut d_o)) = (i64::try_from(src_offset), i64::try_from(dst_offset))
+        else {
+            return Err(Nfsstat3::INVAL);
+        };
+        let len = count.min(COPY_MAX) as usize;
+        // SAFETY: both descriptors are open; the offsets are this call's own variables.
+        let n = unsafe { libc::copy_file_range(from.raw(), &mut so, to.raw(), &mut d_o, len, 0) };
+        if n >= 0 {
+            return Ok(n as u64);
+        }
+        match sys::errno() {
+            libc::EXDEV | libc::EOPNOTSUPP | libc::ENOSYS => {
+                drop(_held);
+                copy_through(self, cx, (src, src_offset), (dst, dst_offset), count)
+            }
+            libc::EBADF => Err(Nfsstat3::ACCES),
+            e => Err(Nfsstat3::from_errno(e)),
+        }
     }
 }

@@ -292,7 +292,7 @@ pub fn remove(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
 }
 
 /// The saved file handle, in the same export as the current one (NFS4ERR_XDEV otherwise).
-fn saved_same_export(c: &Compound<'_>) -> Result<Cur, Status> {
+pub(super) fn saved_same_export(c: &Compound<'_>) -> Result<Cur, Status> {
     if c.saved_pseudo.is_some() {
         return Err(18); // NFS4ERR_XDEV: the pseudo file system is not the export
     }

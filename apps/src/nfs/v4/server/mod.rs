@@ -915,6 +915,7 @@ fn run(
         op::ALLOCATE => v42::allocate(c, r, false),
         op::DEALLOCATE => v42::allocate(c, r, true),
         op::SEEK => v42::seek(c, r, out),
+        op::COPY => v42::copy(c, r, out),
         _ => Err(st::NOTSUPP),
     }
 }

@@ -1,5 +1,5 @@
 //! Unit tests of minor version 2 (RFC 7862): COMPOUNDs of minor version 2 with ALLOCATE,
-//! DEALLOCATE and SEEK on the memory store, the stateids and exports they need, the minor
+//! DEALLOCATE, SEEK and COPY on the memory store, the stateids and exports they need, the minor
 //! version 2 operations answered NFS4ERR_NOTSUPP and the numbers past them OP_ILLEGAL, minor
 //! version 1 unchanged, and a minor version 2 client's CB_COMPOUND of its own minor version.
 //!
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::deleg::Callbacks;
 use super::state::Limits;
-use super::tests::{auth_sys, open_create, open_existing, server, server_cb, A, H};
+use super::tests::{auth_sys, open_create, open_existing, server, server_cb, Raw, A, H};
 use super::tests_deleg::{deleg_sid, deleg_type, Rec};
 use super::xdr::st;
 use crate::nfs::v4::op;
@@ -126,12 +126,119 @@ fn rejects_allocate_without_a_write_open_or_on_a_read_only_export() {
     assert_eq!(r.status, st::ROFS);
 }
 
+/// COPY from `src` (saved) to `dst` (current) in the root: the raw reply.
+fn copy(h: &mut H, root: &[u8], sids: (&[u8; 16], &[u8; 16]), at: (u64, u64, u64)) -> Raw {
+    let (src_off, dst_off, count) = at;
+    h.raw(&[
+        A::op(op::PUTFH).opaque(root),
+        A::op(op::LOOKUP).opaque(b"src"),
+        A::op(op::SAVEFH),
+        A::op(op::PUTFH).opaque(root),
+        A::op(op::LOOKUP).opaque(b"dst"),
+        A::op(op::COPY)
+            .fixed(sids.0)
+            .fixed(sids.1)
+            .u64(src_off)
+            .u64(dst_off)
+            .u64(count)
+            .u32(0)
+            .u32(1)
+            .u32(0),
+    ])
+}
+
+#[test]
+fn accepts_a_copy_within_the_server_in_minor_version_2() {
+    let mut h = v42("rw,no_root_squash");
+    let root = h.root();
+    let src = h.create_in_root(b"src");
+    let dst = h.create_in_root(b"dst");
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let w = A::op(op::WRITE).fixed(&src).u64(0).u32(2).opaque(&data);
+    let r = h.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::LOOKUP).opaque(b"src"),
+        w,
+    ]);
+    assert_eq!(r.status, st::OK);
+    // Count 0: to the end of the source.
+    let r = copy(&mut h, &root, (&src, &dst), (1000, 10, 0));
+    assert_eq!(r.status, st::OK, "COPY");
+    let n = u64::from_be_bytes(r.last[4..12].try_into().unwrap());
+    assert_eq!(n, 2000, "wr_count");
+    assert_eq!(&r.last[..4], &[0, 0, 0, 0], "no callback id: done");
+    assert_eq!(
+        &r.last[24..32],
+        &[0, 0, 0, 1, 0, 0, 0, 1],
+        "consecutive, synchronous"
+    );
+    let cx = crate::nfs::identity::Cred::ROOT;
+    let fh = h.store.lookup(&cx, &h.store.root(), b"dst").unwrap();
+    let mut got = vec![0u8; 3000];
+    let (got_n, _) = h.store.read(&cx, &fh, 0, &mut got).unwrap();
+    assert_eq!(got_n, 2010);
+    assert_eq!(&got[10..2010], &data[1000..]);
+    // The source's read stateid as the destination's: OPENMODE only when it cannot write;
+    // a source server named: NOTSUPP; no saved file handle: NOFILEHANDLE.
+    let named = h.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::LOOKUP).opaque(b"src"),
+        A::op(op::SAVEFH),
+        A::op(op::COPY)
+            .fixed(&src)
+            .fixed(&src)
+            .u64(0)
+            .u64(0)
+            .u64(1)
+            .u32(0)
+            .u32(1)
+            .u32(1)
+            .u32(1)
+            .opaque(b"other-server"),
+    ]);
+    assert_eq!(named.status, st::NOTSUPP);
+    let r = h.raw(&[
+        A::op(op::PUTFH).opaque(&root),
+        A::op(op::LOOKUP).opaque(b"dst"),
+        A::op(op::COPY)
+            .fixed(&src)
+            .fixed(&dst)
+            .u64(0)
+            .u64(0)
+            .u64(1)
+            .u32(0)
+            .u32(1)
+            .u32(0),
+    ]);
+    assert_eq!(r.status, st::NOFILEHANDLE);
+    // A file onto itself: overlapping ranges INVAL, apart allowed.
+    let same = |h: &mut H, src_off: u64, dst_off: u64| {
+        h.raw(&[
+            A::op(op::PUTFH).opaque(&root),
+            A::op(op::LOOKUP).opaque(b"src"),
+            A::op(op::SAVEFH),
+            A::op(op::COPY)
+                .fixed(&src)
+                .fixed(&src)
+                .u64(src_off)
+                .u64(dst_off)
+                .u64(100)
+                .u32(0)
+                .u32(1)
+                .u32(0),
+        ])
+        .status
+    };
+    assert_eq!(same(&mut h, 0, 50), st::INVAL);
+    assert_eq!(same(&mut h, 0, 500), st::OK);
+}
+
 #[test]
 fn rejects_other_minor_version_2_operations_with_notsupp_and_unknown_ones_as_illegal() {
     let mut h = v42("rw,no_root_squash");
     let root = h.root();
-    // COPY (60), CLONE (71), READ_PLUS (68), GETXATTR (72): NOTSUPP.
-    for n in [60u32, 68, 71, 72, 75] {
+    // CLONE (71), READ_PLUS (68), OFFLOAD_CANCEL (66), GETXATTR (72): NOTSUPP.
+    for n in [66u32, 68, 71, 72, 75] {
         let r = h.raw(&[A::op(op::PUTFH).opaque(&root), A::op(n)]);
         assert_eq!(r.status, st::NOTSUPP, "operation {n}");
     }
@@ -141,7 +248,7 @@ fn rejects_other_minor_version_2_operations_with_notsupp_and_unknown_ones_as_ill
     // In minor version 1 the same numbers are ILLEGAL.
     let mut one = H::new("rw,no_root_squash");
     let root = one.root();
-    for n in [op::ALLOCATE, op::SEEK, 60] {
+    for n in [op::ALLOCATE, op::SEEK, op::COPY] {
         let r = one.raw(&[A::op(op::PUTFH).opaque(&root), A::op(n)]);
         assert_eq!(r.status, st::OP_ILLEGAL, "operation {n} in minor version 1");
     }

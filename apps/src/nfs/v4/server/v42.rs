@@ -1,22 +1,28 @@
 //! The NFSv4.2 operations (RFC 7862) this server implements, in COMPOUNDs of minor version 2:
-//! ALLOCATE and DEALLOCATE (§15.1, §15.4: reserve space, punch a hole) and SEEK (§15.11:
-//! the next data or hole), on the store's `fallocate` and `seek`, as Linux nfsd answers them
-//! (`nfsd4_allocate`, `nfsd4_deallocate`, `nfsd4_seek`). Every other minor version 2
-//! operation (COPY, CLONE, READ_PLUS, the extended attribute operations, ...) is NOTSUPP,
-//! which makes the Linux client fall back to what minor version 1 offers.
+//! ALLOCATE and DEALLOCATE (§15.1, §15.4: reserve space, punch a hole), SEEK (§15.11: the
+//! next data or hole) and COPY within the server (§15.2, synchronous: from the saved file to
+//! the current one, at most [`COPY_MAX`] octets a call, which the client continues), on the
+//! store's `fallocate`, `seek` and `copy`, as Linux nfsd answers them (`nfsd4_allocate`,
+//! `nfsd4_deallocate`, `nfsd4_seek`, `nfsd4_copy`). Every other minor version 2 operation
+//! (a copy from another server, OFFLOAD_*, CLONE, READ_PLUS, the extended attribute
+//! operations, ...) is NOTSUPP, which makes the Linux client fall back to what minor version
+//! 1 offers.
 //!
 //! Normal operation: ALLOCATE and DEALLOCATE take a stateid that allows writing (an open for
 //! write, a write delegation, or the anonymous stateids outside the grace period) on a
-//! writable export; SEEK one that allows reading. Recovery: the store's refusals are the
+//! writable export; SEEK one that allows reading; COPY both, on regular files of one export. Recovery: the store's refusals are the
 //! result (INVAL for anything but a regular file or an empty range, NXIO for a SEEK at or past
 //! the end or with no data after it, FBIG, NOSPC); malformed arguments are NFS4ERR_BADXDR.
 
 use rpcrdma_engine::xdr::XdrReader;
 
+use super::fileops::saved_same_export;
 use super::open::check_stateid;
 use super::stateid::{get_stateid, ACCESS_READ, ACCESS_WRITE};
-use super::xdr::{bad_xdr, from_store, io_error, st, Enc, Status};
+use super::xdr::{bad_xdr, from_store, io_error, not_regular, st, Enc, Status};
 use super::Compound;
+use crate::nfs::store::COPY_MAX;
+use crate::nfs::types::{Ftype3, StableHow};
 
 /// `data_content4` NFS4_CONTENT_DATA.
 const CONTENT_DATA: u32 = 0;
@@ -57,5 +63,66 @@ pub fn seek(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
         .map_err(|e| io_error(&*cur.share.store, &cur.fh, e))?;
     out.u32(u32::from(eof));
     out.u64(at);
+    Ok(())
+}
+
+/// COPY (§15.2) from the saved file handle to the current one, within the server: source and
+/// destination stateids, offsets, count (0: to the end of the source), `ca_consecutive`,
+/// `ca_synchronous`, `ca_source_server<>` (a source server named: a copy from another server,
+/// NFS4ERR_NOTSUPP). Done before the reply, at most [`COPY_MAX`] octets (the client asks for
+/// the rest); `write_response4` with no callback id, UNSTABLE and the write verifier, then
+/// `copy_requirements4` (consecutive, synchronous).
+pub fn copy(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
+    let src_sid = get_stateid(r)?;
+    let dst_sid = get_stateid(r)?;
+    let src_offset = r.get_u64().map_err(bad_xdr)?;
+    let dst_offset = r.get_u64().map_err(bad_xdr)?;
+    let count = r.get_u64().map_err(bad_xdr)?;
+    r.get_bool().map_err(bad_xdr)?; // ca_consecutive: a synchronous copy is
+    r.get_bool().map_err(bad_xdr)?; // ca_synchronous: done before the reply either way
+    if r.get_u32().map_err(bad_xdr)? != 0 {
+        return Err(st::NOTSUPP);
+    }
+    let dst = c.cur()?.clone();
+    let src = saved_same_export(c)?;
+    if dst.opts.read_only {
+        return Err(st::ROFS);
+    }
+    check_stateid(c, &src, &src_sid, ACCESS_READ)?;
+    check_stateid(c, &dst, &dst_sid, ACCESS_WRITE)?;
+    let store = &dst.share.store;
+    let mut size = 0;
+    for fh in [&dst.fh, &src.fh] {
+        let a = store.getattr(fh).map_err(from_store)?;
+        if a.ftype != Ftype3::Reg {
+            return Err(not_regular(a.ftype));
+        }
+        size = a.size;
+    }
+    // As Linux's `generic_copy_file_checks`: no more than the source holds past the offset,
+    // and one file copied onto itself only between ranges that do not overlap.
+    let want = if count == 0 { u64::MAX } else { count };
+    let want = want.min(size.saturating_sub(src_offset));
+    let overlap = src_offset < dst_offset.saturating_add(want)
+        && dst_offset < src_offset.saturating_add(want);
+    if src.fh == dst.fh && overlap {
+        return Err(st::INVAL);
+    }
+    let n = store
+        .copy(
+            &dst.cred,
+            &src.fh,
+            src_offset,
+            &dst.fh,
+            dst_offset,
+            want.min(COPY_MAX),
+        )
+        .map_err(from_store)?;
+    out.u32(0); // wr_callback_id: none, done
+    out.u64(n);
+    out.u32(StableHow::Unstable as u32);
+    out.fixed(&store.write_verifier());
+    out.u32(1); // cr_consecutive
+    out.u32(1); // cr_synchronous
     Ok(())
 }
