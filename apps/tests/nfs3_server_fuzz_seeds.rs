@@ -8,9 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use rpcrdma_apps::nfs::store::dir::DirStore;
 use rpcrdma_apps::nfs::v3::harness::{self, Beside, Harness};
 use rpcrdma_apps::nfs::v3::proto::{self, Res3};
 use rpcrdma_poller::Reject;
@@ -28,10 +26,7 @@ fn status(name: &str) -> (u32, Result<u32, Reject>) {
         let base = std::env::temp_dir().join(format!("nfs3-seeds-{}-{n}", std::process::id()));
         Beside::new(base).unwrap()
     });
-    let h = match &beside {
-        Some(b) => Harness::with_store(Arc::new(DirStore::open(&b.exp()).unwrap())),
-        None => Harness::new(),
-    };
+    let h = Harness::fresh(beside.as_ref());
     let (p, r) = h.call(first & 0x7f, args);
     let results = r.as_deref().unwrap_or_default();
     if let Some(b) = &beside {
@@ -129,10 +124,7 @@ fn accepts_every_nfs3_server_seed_with_the_answer_its_name_gives() {
 fn accepts_dotdot_of_the_root_as_the_root() {
     let base = std::env::temp_dir().join(format!("nfs3-dotdot-{}", std::process::id()));
     let b = Beside::new(base).unwrap();
-    let stores = [
-        Harness::new(),
-        Harness::with_store(Arc::new(DirStore::open(&b.exp()).unwrap())),
-    ];
+    let stores = [Harness::fresh(None), Harness::fresh(Some(&b))];
     for h in stores {
         let mut args = vec![0, 0, 0, 4, 0xFE, 0xFE, 0xFE, 0];
         args.extend_from_slice(&[0, 0, 0, 2, b'.', b'.', 0, 0]);

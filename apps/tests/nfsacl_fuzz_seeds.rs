@@ -7,9 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use rpcrdma_apps::nfs::store::dir::DirStore;
 use rpcrdma_apps::nfs::v3::harness::{Beside, Harness};
 use rpcrdma_apps::nfs::v3::nfsacl::{decode_getacl_res, GETACL};
 use rpcrdma_poller::Reject;
@@ -27,10 +25,7 @@ fn status(name: &str) -> Result<u32, Reject> {
         let base = std::env::temp_dir().join(format!("nfsacl-seeds-{}-{n}", std::process::id()));
         Beside::new(base).unwrap()
     });
-    let h = match &beside {
-        Some(b) => Harness::with_store(Arc::new(DirStore::open(&b.exp()).unwrap())),
-        None => Harness::new(),
-    };
+    let h = Harness::fresh(beside.as_ref());
     let (p, r) = h.call_acl(first & 0x7f, args);
     let results = r.as_deref().unwrap_or_default();
     if let Some(b) = &beside {

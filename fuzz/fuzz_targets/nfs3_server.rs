@@ -12,10 +12,9 @@
 //! changed (beside it: `outside/secret`, where the fixture's link points) and no result
 //! carries the secret's content.
 #![no_main]
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use rpcrdma_apps::nfs::store::dir::DirStore;
 use rpcrdma_apps::nfs::v3::harness::{status_of, Beside, Harness};
 
 /// The export and the secret beside it, made once per process.
@@ -32,13 +31,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let dir = first & 0x80 != 0;
-    let h = if dir {
-        let b = beside();
-        b.reset_export().expect("export");
-        Harness::with_store(Arc::new(DirStore::open(&b.exp()).expect("dir store")))
-    } else {
-        Harness::new()
-    };
+    let h = Harness::fresh(dir.then(beside));
     let (proc_num, r) = h.call(first & 0x7f, args);
     if let Ok(results) = &r {
         let d = status_of(proc_num, results);

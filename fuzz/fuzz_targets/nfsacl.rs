@@ -10,11 +10,10 @@
 //! returns; on the `dir:` store nothing outside the export changes (beside it:
 //! `outside/secret`, where the fixture's link points) and no result carries the secret.
 #![no_main]
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use rpcrdma_apps::nfs::acl::Acl;
-use rpcrdma_apps::nfs::store::dir::DirStore;
 use rpcrdma_apps::nfs::v3::harness::{Beside, Harness};
 use rpcrdma_apps::nfs::v3::nfsacl::{
     decode_getacl_res, decode_setacl_args, encode_getacl_args, GETACL, SETACL,
@@ -50,13 +49,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let dir = first & 0x80 != 0;
-    let h = if dir {
-        let b = beside();
-        b.reset_export().expect("export");
-        Harness::with_store(Arc::new(DirStore::open(&b.exp()).expect("dir store")))
-    } else {
-        Harness::new()
-    };
+    let h = Harness::fresh(dir.then(beside));
     let (proc_num, r) = h.call_acl(first & 0x7f, args);
     if let Ok(results) = &r {
         if proc_num == GETACL {

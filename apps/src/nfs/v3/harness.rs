@@ -95,6 +95,21 @@ impl Harness {
         Harness { srv, acl, handles }
     }
 
+    /// A fresh world for one fuzz input: a new memory store, or with `beside` the `dir:` store
+    /// over its export, emptied first ([`Beside::reset_export`]).
+    ///
+    /// # Panics
+    ///
+    /// When the export cannot be emptied or opened (a harness for tests and fuzz targets).
+    pub fn fresh(beside: Option<&Beside>) -> Harness {
+        let Some(b) = beside else {
+            return Harness::new();
+        };
+        b.reset_export().expect("export");
+        let store = crate::nfs::store::dir::DirStore::open(&b.exp()).expect("dir store");
+        Harness::with_store(Arc::new(store))
+    }
+
     /// The export table the server serves (for the other services of the same exports: the
     /// lock manager's fuzz target).
     pub fn exports(&self) -> Arc<ExportTable> {

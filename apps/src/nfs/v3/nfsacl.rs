@@ -25,10 +25,10 @@
 use std::sync::Arc;
 
 use rpcrdma_engine::xdr::{XdrError, XdrReader, XdrWriter};
-use rpcrdma_poller::{Handler, Program, Reject, ReplyBuilder, Request};
+use rpcrdma_poller::{Program, Reject, ReplyBuilder, Request};
 
 use super::proto::{get_fh3, get_post_op_attr, put_fh3, put_post_op_attr, DecodeError};
-use super::server::Nfs3;
+use super::server::{Nfs3, OnReactor, ServeNow};
 use crate::nfs::acl::{tag, Ace, Acl, Acls, MAX_ENTRIES};
 use crate::nfs::admit::Refusal;
 use crate::nfs::types::{Fattr3, Fh, Nfsstat3};
@@ -417,21 +417,17 @@ impl NfsAcl {
     }
 }
 
-/// The NFSACL handler of worker mode: what the store serves on the reactor is answered there
-/// ([`NfsAcl::serve_now`]), the rest on a worker.
-struct OnReactor(Arc<NfsAcl>);
-
-impl Handler for OnReactor {
-    fn handle(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
-        self.0.handle(req, out)
+impl ServeNow for NfsAcl {
+    fn serve_call(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        self.handle(req, out)
     }
 
-    fn handle_on_reactor(
+    fn serve_on_reactor(
         &self,
         req: &Request<'_>,
         out: &mut ReplyBuilder<'_>,
     ) -> Option<Result<(), Reject>> {
-        self.0.serve_now(req, out)
+        self.serve_now(req, out)
     }
 }
 

@@ -747,13 +747,42 @@ impl Nfs3 {
     }
 }
 
-/// A handler of worker mode that answers on the reactor what it can ([`Nfs3::serve_now`]) and
-/// hands the rest to a worker.
-struct OnReactor(Arc<Nfs3>);
+/// A service whose calls worker mode offers on the reactor first ([`Nfs3`], and the NFSACL
+/// service beside it).
+pub(super) trait ServeNow: Send + Sync + 'static {
+    /// Serves one call (on a worker).
+    fn serve_call(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject>;
 
-impl Handler for OnReactor {
+    /// Serves the call on the reactor when it can; `None` leaves it to a worker, with `out`
+    /// untouched.
+    fn serve_on_reactor(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>>;
+}
+
+impl ServeNow for Nfs3 {
+    fn serve_call(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
+        self.handle(req, out)
+    }
+
+    fn serve_on_reactor(
+        &self,
+        req: &Request<'_>,
+        out: &mut ReplyBuilder<'_>,
+    ) -> Option<Result<(), Reject>> {
+        self.serve_now(req, out)
+    }
+}
+
+/// A handler of worker mode that answers on the reactor what its service can
+/// ([`ServeNow::serve_on_reactor`]) and hands the rest to a worker.
+pub(super) struct OnReactor<T>(pub(super) Arc<T>);
+
+impl<T: ServeNow> Handler for OnReactor<T> {
     fn handle(&self, req: &Request<'_>, out: &mut ReplyBuilder<'_>) -> Result<(), Reject> {
-        self.0.handle(req, out)
+        self.0.serve_call(req, out)
     }
 
     fn handle_on_reactor(
@@ -761,7 +790,7 @@ impl Handler for OnReactor {
         req: &Request<'_>,
         out: &mut ReplyBuilder<'_>,
     ) -> Option<Result<(), Reject>> {
-        self.0.serve_now(req, out)
+        self.0.serve_on_reactor(req, out)
     }
 }
 
