@@ -12,7 +12,8 @@
 //! write, a write delegation, or the anonymous stateids outside the grace period) on a
 //! writable export; SEEK one that allows reading; COPY both, on regular files of one export. Recovery: the store's refusals are the
 //! result (INVAL for anything but a regular file or an empty range, NXIO for a SEEK at or past
-//! the end or with no data after it, FBIG, NOSPC); malformed arguments are NFS4ERR_BADXDR.
+//! the end, FBIG, NOSPC; a SEEK for data that finds none before the end is NFS4_OK with
+//! `sr_eof`, as RFC 7862 §15.11.3 says); malformed arguments are NFS4ERR_BADXDR.
 
 use rpcrdma_engine::xdr::XdrReader;
 
@@ -22,7 +23,7 @@ use super::stateid::{get_stateid, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, from_store, io_error, not_regular, st, Enc, Status};
 use super::Compound;
 use crate::nfs::store::COPY_MAX;
-use crate::nfs::types::{Ftype3, StableHow};
+use crate::nfs::types::{Ftype3, Nfsstat3, StableHow};
 
 /// `data_content4` NFS4_CONTENT_DATA.
 const CONTENT_DATA: u32 = 0;
@@ -56,11 +57,17 @@ pub fn seek(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     };
     let cur = c.cur()?.clone();
     check_stateid(c, &cur, &sid, ACCESS_READ)?;
-    let (at, eof) = cur
-        .share
-        .store
-        .seek(&cur.cred, &cur.fh, offset, hole)
-        .map_err(|e| io_error(&*cur.share.store, &cur.fh, e))?;
+    let store = &*cur.share.store;
+    let (at, eof) = match store.seek(&cur.cred, &cur.fh, offset, hole) {
+        // No data between the offset and the end of the file: "the status will still be
+        // NFS4_OK, but sr_eof would be TRUE" (RFC 7862 §15.11.3; Linux nfsd answers NXIO,
+        // which its client takes the same way). NXIO only at or past the end.
+        Err(Nfsstat3::NXIO) => match store.getattr(&cur.fh) {
+            Ok(a) if !hole && offset < a.size => (a.size, true),
+            _ => return Err(st::NXIO),
+        },
+        r => r.map_err(|e| io_error(store, &cur.fh, e))?,
+    };
     out.u32(u32::from(eof));
     out.u64(at);
     Ok(())
