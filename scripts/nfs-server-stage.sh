@@ -19,14 +19,18 @@
 #    ls -l of 5000 entries, rename/link/symlink/chmod/truncate/fsync, parallel writers, fio
 #    verify=crc32c, rm -rf); the server's counters must show Read, Write and Reply chunks; then the
 #    fault runs (fault/rxe, fault/siw, fault/iwarp: --drop-every N: one reconnection per deliberate drop,
-#    retransmissions answered by the DRC, final tree = manifest); NFSv4.1 (scripts/vm/nfs-v41.sh,
-#    `rpcrdma-nfsd --nfs4` on port 20049): parts v41/rxe/memory and v41/siw/dir (mount
-#    vers=4.1,proto=rdma: "xprt: rdma" and "vers=4.1" in mountstats, the churn workload and fio
-#    verify, an NFSv3 mount of the export beside it, a plain proto=rdma mount settling on 4.1) and
-#    v41/deleg on request (two kernel clients over siw: a read delegation recalled with CB_RECALL
-#    over the holder's RDMA connection and returned, flock conflicts between the two, an NFSv3
-#    write of a file under a read delegation answered NFS3ERR_JUKEBOX until the holder returned
-#    it, the holder then reading the NFSv3 content) and
+#    retransmissions answered by the DRC, final tree = manifest); NFSv4.1 and NFSv4.2
+#    (scripts/vm/nfs-v41.sh, `rpcrdma-nfsd --nfs4` on port 20049): parts v41/rxe/memory and
+#    v41/siw/dir (mount vers=4.1,proto=rdma: "xprt: rdma" and "vers=4.1" in mountstats, the churn
+#    workload and fio verify, an NFSv3 mount of the export beside it; a plain proto=rdma mount
+#    settling on 4.2, on which fallocate (ALLOCATE), a punched hole (DEALLOCATE) reading back as
+#    zeros, cp --sparse=always of a sparse file (SEEK) and cp of a file of data (COPY) work and
+#    the client's per-op counters show ALLOCATE, DEALLOCATE, SEEK and COPY sent) and v41/deleg on
+#    request (two kernel clients over
+#    siw, the holder A with vers=4.2, B with vers=4.1: a read delegation recalled with CB_RECALL
+#    over the holder's RDMA connection, in a CB_COMPOUND of minor version 2, and returned, flock
+#    conflicts between the two, an NFSv3 write of a file under a read delegation answered
+#    NFS3ERR_JUKEBOX until the holder returned it, the holder then reading the NFSv3 content) and
 #    v41fault/rxe, v41fault/siw (scripts/vm/nfs-v41-fault.sh, dir backend: the server drops the
 #    connection every Nth cached COMPOUND: slot replays, BIND_CONN_TO_SESSION, one reconnection
 #    per drop, nothing run twice; then the server restarts on its --v4-state-dir and the client
@@ -348,11 +352,11 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_pa
 	fault/rxe) dev="fault/rxe (memory, --drop-every ${RPCRDMA_NFSD_DROP_EVERY:-50})" ;;
 	fault/siw) dev="fault/siw (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
 	fault/iwarp) dev="fault/iwarp (memory, --drop-every ${RPCRDMA_NFSD_FAULT_SIW_EVERY:-10})" ;;
-	v41/deleg) dev="v41/deleg (siw, two clients, recall, locks)" ;;
+	v41/deleg) dev="v41/deleg (siw, two clients: 4.2, 4.1; recall, locks)" ;;
 	v41fault/*) dev="$p (NFSv4.1, dir, drops, restart)" ;;
 	nlm/*) dev="$p (NFSv3 locks, NLM, netns peer)" ;;
 	nlm-restart/*) dev="$p (reclaim, reboot)" ;;
-	v41/*) dev="$p (NFSv4.1, --nfs4)" ;;
+	v41/*) dev="$p (NFSv4.1, 4.2, --nfs4)" ;;
 	fio) dev="fio side by side (rxe, memory)" ;;
 	fio41) dev="fio41 side by side (NFSv4.1, rxe, memory)" ;;
 	meta) dev="meta (metadata workload, ours / kernel)" ;;

@@ -1,9 +1,11 @@
 # shellcheck shell=bash
-# scripts/vm/nfs-v41.sh — sourced by nfs-server.sh (inside the VM): the Linux NFSv4.1 client
-# (xprtrdma, RFC 8881 sessions, RFC 8167 backchannel) against `rpcrdma-nfsd --nfs4`.
+# scripts/vm/nfs-v41.sh — sourced by nfs-server.sh (inside the VM): the Linux NFSv4.1 and NFSv4.2
+# client (xprtrdma, RFC 8881 sessions, RFC 8167 backchannel, RFC 7862 minor version 2) against
+# `rpcrdma-nfsd --nfs4`.
 #
 #   run_v41 DEV BACKEND      part v41/DEV/BACKEND (DEV rxe or siw; BACKEND memory or dir)
-#   run_v41_deleg            part v41/deleg (two clients over siw: delegation recall, locks, NFSv3)
+#   run_v41_deleg            part v41/deleg (two clients over siw, A vers=4.2 and B vers=4.1:
+#                            delegation recall, locks, NFSv3)
 #
 # run_v41: our server with --nfs4 on the NFS/RDMA default port 20049 (so that a mount without
 #   port= reaches it; ours only: nothing else holds 20049 at this point of the boot), then
@@ -20,16 +22,34 @@
 #      tmpfs mounted inside the export (in the server's mount namespace): `ls` of the NFSv4.1
 #      mount lists it (its attributes as rdattr_error) and `ls` into it is refused;
 #   4. a plain `mount -o proto=rdma SERVER:/export` (no vers=, no port=): the client asks for
-#      4.2 first, the server answers NFS4ERR_MINOR_VERS_MISMATCH, the mount must settle on
-#      vers=4.1 over rdma and see the files of 3.;
+#      4.2 first and the server accepts it: the mount must settle on vers=4.2 over rdma and see
+#      the files of 3.; on it the NFSv4.2 space operations (v42_space):
+#      a. fallocate -l 8M (ALLOCATE): the size is 8388608; 1 MiB of data written at 1 MiB, then
+#         fallocate -p -o 1M -l 1M (DEALLOCATE): the first 2 MiB read back as zeros (caches
+#         dropped), the size unchanged;
+#      b. an 8 MiB sparse file (truncate, 4 octets written at 5 MiB) copied with
+#         cp --sparse=always, which finds the data with lseek SEEK_DATA / SEEK_HOLE (SEEK; the
+#         answers shown from strace when the guest has it): the copy is the same;
+#      c. 3 MiB of random data copied with cp --sparse=never (copy_file_range: COPY, which the
+#         server does 1 MiB a call): the copy is the same;
+#      d. the client's per-op counters of the mount (mountstats) show ALLOCATE, DEALLOCATE, SEEK
+#         and COPY sent at least once each (DEALLOCATE also for the holes cp punches in its
+#         copy); their errors column (the 9th number) 0 for ALLOCATE, DEALLOCATE and COPY, and
+#         for SEEK at most the lseeks that ended in ENXIO (cp's last SEEK_DATA, past the last
+#         data: NFS4_OK with sr_eof, as RFC 7862 says, which the client counts as no error, or
+#         NFS4ERR_NXIO, as Linux nfsd answers it);
 #   the server's counters: nfs4_clients and nfs4_sessions > 0 while mounted; exit status 0 after
 #   SIGTERM.
 # run_v41_deleg: two kernel clients of one server (memory backend, in netns peer, bound to every
-#   address there): client A mounts 10.0.3.2, client B 10.0.3.3 (a second address of sw1), both
-#   from the root netns over siw0 (the kernel client's siw connections are made by a kernel
-#   worker in the root netns, so a client in another netns cannot use siw); a server address of
-#   its own makes B a client of its own, and a UTS namespace with its own host name gives it its
-#   own NFSv4 client owner string (else the server would see one client, A's, twice):
+#   address there): client A mounts 10.0.3.2 with vers=4.2, client B 10.0.3.3 (a second address
+#   of sw1) with vers=4.1, both from the root netns over siw0 (the kernel client's siw
+#   connections are made by a kernel worker in the root netns, so a client in another netns
+#   cannot use siw); a server address of its own makes B a client of its own, and a UTS
+#   namespace with its own host name gives it its own NFSv4 client owner string (else the server
+#   would see one client, A's, twice); the server's callbacks to A are CB_COMPOUNDs of minor
+#   version 2 (A's EXCHANGE_ID), B's would be of minor version 1 (the Linux client finds the
+#   session of a CB_SEQUENCE only among its clients of the CB_COMPOUND's minor version, so A's
+#   recall going through shows the minor version right):
 #   1. delegation: A writes f, then opens it for reading and keeps it open (OPEN: a read
 #      delegation, nfs4_delegations = 1); B appends to f (OPEN for write): the server sends
 #      CB_RECALL to A over A's RDMA connection, A returns the delegation (DELEGRETURN), B's write
@@ -87,7 +107,7 @@ v41_server() { # DEV BACKEND [SERVER-ARGS...]: our server with --nfs4 on port 20
 		sed 's/^/  | /' "$SRV_LOG" | tail -n 30
 		return 1
 	fi
-	pass server-start "$SRV_ADDR nfs port $SRV_PORT (NFSv3 and NFSv4.1), mount port $SRV_MPORT"
+	pass server-start "$SRV_ADDR nfs port $SRV_PORT (NFSv3, NFSv4.1 and NFSv4.2), mount port $SRV_MPORT"
 }
 v41_tail() { # the server's and the kernel's log tails when the part failed
 	[ "$PFAIL" -ne 0 ] || return 0
@@ -123,7 +143,7 @@ v41_both() {
 
 run_v41() {
 	local dev=$1 be=$2 m4=/mnt/v41 m3=/mnt/v41-v3 wl rc remount o41
-	part_begin "v41/$dev/$be" "the NFSv4.1 client against $KIND --nfs4, $be backend, over $dev"
+	part_begin "v41/$dev/$be" "the NFSv4.1 and NFSv4.2 client against $KIND --nfs4, $be backend, over $dev"
 	if [ "$KIND" = kernel ]; then
 		echo "SKIP v41/$dev/$be: the kernel nfsd of this boot serves NFSv3 only"
 		part_end
@@ -167,13 +187,14 @@ run_v41() {
 			v41_mount_point "$m4"
 		fi
 		do_umount "$m4"
-		# version negotiation: no vers=, no port=
-		if v41_mount "$m4" proto=rdma && v41_check_mount "$m4" 4.1 mount-negotiated; then
+		# version negotiation: no vers=, no port= (the client asks for 4.2 first)
+		if v41_mount "$m4" proto=rdma && v41_check_mount "$m4" 4.2 mount-negotiated; then
 			if [ "$(cat "$m4/dir-v41/f" 2>&1)" = inside ]; then
 				pass negotiated-read "the files written before read back"
 			else
 				failc negotiated-read "$m4/dir-v41/f: $(cat "$m4/dir-v41/f" 2>&1)"
 			fi
+			v42_space "$m4"
 			rm -rf "${m4:?}"/* || failc negotiated-rm "rm -rf failed"
 			do_umount "$m4"
 		fi
@@ -181,6 +202,82 @@ run_v41() {
 	srv_stop
 	v41_tail
 	part_end
+}
+
+# v42_space M4: the NFSv4.2 space operations on the vers=4.2 mount at M4: ALLOCATE (fallocate),
+# DEALLOCATE (fallocate -p), SEEK (cp --sparse=always: lseek SEEK_DATA / SEEK_HOLE) and COPY (cp
+# of a file of data: copy_file_range), then the client's own per-op counters of the mount
+v42_space() {
+	local m4=$1 out sz tf seeks='' nxio=0 blk op l n e lines='' bad=''
+	local trace=()
+	# a. ALLOCATE: 8 MiB reserved; DEALLOCATE: a hole punched over data
+	if out=$(fallocate -l 8M "$m4/alloc" 2>&1) && sz=$(stat -c %s "$m4/alloc") && [ "$sz" = 8388608 ]; then
+		pass v42-allocate "fallocate -l 8M: size $sz, $(stat -c %b "$m4/alloc") blocks"
+	else
+		failc v42-allocate "fallocate -l 8M $m4/alloc: ${out:-size ${sz:-?}, expected 8388608}"
+	fi
+	# 1 MiB of data at 1 MiB (written back before the punch), then the hole over it
+	if ! { head -c 1048576 /dev/zero | tr '\0' x | dd of="$m4/alloc" bs=64k seek=16 iflag=fullblock conv=notrunc status=none && sync; } ||
+		cmp -s -n 2097152 "$m4/alloc" /dev/zero; then
+		failc v42-data "writing 1 MiB at 1 MiB of $m4/alloc failed"
+	fi
+	if out=$(fallocate -p -o 1M -l 1M "$m4/alloc" 2>&1); then
+		pass v42-deallocate "fallocate -p -o 1M -l 1M: the hole punched"
+	else
+		failc v42-deallocate "fallocate -p -o 1M -l 1M $m4/alloc: $out"
+	fi
+	echo 3 >/proc/sys/vm/drop_caches
+	if out=$(cmp -n 2097152 "$m4/alloc" /dev/zero 2>&1) && sz=$(stat -c %s "$m4/alloc") && [ "$sz" = 8388608 ]; then
+		pass v42-hole-zeros "the first 2 MiB read back as zeros (the punched data gone), size $sz"
+	else
+		failc v42-hole-zeros "cmp -n 2097152 $m4/alloc /dev/zero: ${out:-equal, but size ${sz:-?} (expected 8388608)}"
+	fi
+	# b. SEEK: a sparse file copied by cp, which looks for its data with SEEK_DATA / SEEK_HOLE
+	if ! out=$({ truncate -s 8M "$m4/sparse" && printf data | dd of="$m4/sparse" bs=1 seek=5242880 conv=notrunc status=none && sync; } 2>&1); then
+		failc v42-sparse "the sparse file $m4/sparse: $out"
+	fi
+	echo 3 >/proc/sys/vm/drop_caches # st_blocks (cp's test for a sparse file) from the server
+	tf=$(mktemp)
+	command -v strace >/dev/null && trace=(strace -o "$tf" -e trace=lseek)
+	if out=$("${trace[@]}" cp --sparse=always "$m4/sparse" "$m4/sparse.copy" 2>&1) &&
+		out=$(cmp "$m4/sparse" "$m4/sparse.copy" 2>&1); then
+		# "lseek(3, 0, SEEK_DATA) = 5242880" -> "0 SEEK_DATA = 5242880"
+		seeks=$(sed -nE 's/^lseek\([0-9]+, ([0-9]+), (SEEK_DATA|SEEK_HOLE)\) += (-1 [A-Z]+|[0-9]+).*/\1 \2 = \3/p' "$tf" | paste -sd ';' -)
+		nxio=$(grep -c 'SEEK_\(DATA\|HOLE\).*ENXIO' "$tf")
+		pass v42-sparse-copy "cp --sparse=always: the copy is the same (blocks: source $(stat -c %b "$m4/sparse"), copy $(stat -c %b "$m4/sparse.copy"))${seeks:+; lseek: $seeks}"
+	else
+		failc v42-sparse-copy "cp --sparse=always $m4/sparse $m4/sparse.copy, cmp: $out"
+		nxio=$(grep -c 'SEEK_\(DATA\|HOLE\).*ENXIO' "$tf")
+	fi
+	rm -f "$tf"
+	[ "${#trace[@]}" -gt 0 ] || nxio=1 # without strace: cp's one last SEEK_DATA past the data
+	# c. COPY: cp of 3 MiB of data within the mount (copy_file_range, sent as COPY: the server
+	#    copies 1 MiB a call, the client asks for the rest)
+	if out=$({ head -c 3145728 /dev/urandom >"$m4/data" && sync && cp --sparse=never "$m4/data" "$m4/data.copy" &&
+		echo 3 >/proc/sys/vm/drop_caches && cmp "$m4/data" "$m4/data.copy"; } 2>&1); then
+		pass v42-copy "cp --sparse=never of 3 MiB: the copy is the same"
+	else
+		failc v42-copy "cp $m4/data $m4/data.copy, cmp: $out"
+	fi
+	# d. the client's per-op counters of this mount: "SEEK: ops trans timeouts ... errors"
+	blk=$(mstats "$m4")
+	for op in ALLOCATE DEALLOCATE SEEK COPY; do
+		l=$(awk -v o="$op:" '$1 == o {$1 = $1; print; exit}' <<<"$blk")
+		lines="$lines${lines:+; }${l:-$op: none}"
+		read -r _ n _ _ _ _ _ _ _ e <<<"${l:-x 0}"
+		if [ "${n:-0}" -lt 1 ]; then
+			bad="$bad $op not sent;"
+		elif [ -n "$e" ] && [ "$op" = SEEK ] && [ "$e" -gt "$nxio" ]; then
+			bad="$bad $op errors $e (more than the $nxio lseeks that ended in ENXIO);"
+		elif [ -n "$e" ] && [ "$op" != SEEK ] && [ "$e" -ne 0 ]; then
+			bad="$bad $op errors $e;"
+		fi
+	done
+	if [ -z "$bad" ]; then
+		pass v42-client-ops "mountstats per-op: $lines"
+	else
+		failc v42-client-ops "${bad# } mountstats per-op: $lines"
+	fi
 }
 
 # v41_mount_point M4: a file system mounted inside the dir: export is listed (its attributes
@@ -216,8 +313,8 @@ v41_addr() {
 }
 
 run_v41_deleg() {
-	local ma=/mnt/v41a mb=/mnt/v41b o41="vers=4.1,proto=rdma,port=$V41_PORT" hold r0 d0 out
-	part_begin v41/deleg "two NFSv4.1 clients (over siw0 to two addresses of one server) of $KIND --nfs4: delegation recall, locks"
+	local ma=/mnt/v41a mb=/mnt/v41b o42="vers=4.2,proto=rdma,port=$V41_PORT" o41="vers=4.1,proto=rdma,port=$V41_PORT" hold r0 d0 out
+	part_begin v41/deleg "two NFSv4 clients, A vers=4.2 and B vers=4.1 (over siw0 to two addresses of one server), of $KIND --nfs4: delegation recall, locks"
 	if [ "$KIND" = kernel ]; then
 		echo "SKIP v41/deleg: the kernel nfsd of this boot serves NFSv3 only"
 		part_end
@@ -236,7 +333,8 @@ run_v41_deleg() {
 	mkdir -p "$mb"
 	# the client's callback and state messages in the kernel log (printed at the end)
 	[ "${RPCRDMA_NFSD_V41_DEBUG:-0}" = 1 ] && echo 0x0100 >/proc/sys/sunrpc/nfs_debug
-	if v41_mount "$ma" "$o41" && v41_check_mount "$ma" 4.1 mount-a &&
+	# A (the delegation holder) over NFSv4.2: its callbacks are CB_COMPOUNDs of minor version 2
+	if v41_mount "$ma" "$o42" && v41_check_mount "$ma" 4.2 mount-a &&
 		SRV_ADDR=10.0.3.3 v41_mount "$mb" "$o41" unshare -u sh -c 'hostname v41-client-b; exec "$@"' sh &&
 		v41_check_mount "$mb" 4.1 mount-b; then
 		# 1. delegation
@@ -254,7 +352,7 @@ run_v41_deleg() {
 		fi
 		counters && show_counters
 		if [ "${CNT[nfs4_recalls]:-0}" -gt "${r0:-0}" ] && [ "${CNT[nfs4_delegreturns]:-0}" -ge 1 ]; then
-			pass recall "CB_RECALL sent to A over its RDMA connection and DELEGRETURN back (nfs4_recalls=${CNT[nfs4_recalls]}, nfs4_delegreturns=${CNT[nfs4_delegreturns]}, nfs4_revoked=${CNT[nfs4_revoked]:-?})"
+			pass recall "CB_RECALL sent to A (NFSv4.2) over its RDMA connection and DELEGRETURN back (nfs4_recalls=${CNT[nfs4_recalls]}, nfs4_delegreturns=${CNT[nfs4_delegreturns]}, nfs4_revoked=${CNT[nfs4_revoked]:-?})"
 		else
 			failc recall "nfs4_recalls=${CNT[nfs4_recalls]:-?} (before ${r0:-?}), nfs4_delegreturns=${CNT[nfs4_delegreturns]:-?}"
 		fi
