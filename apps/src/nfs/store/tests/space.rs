@@ -112,6 +112,16 @@ fn accepts_allocate_deallocate_and_seek_in_the_memory_store() {
 }
 
 #[test]
+fn rejects_an_allocation_past_the_memory_stores_capacity_at_once() {
+    // 2^62 octets: NOSPC before the range is walked block by block (2^50 blocks of 4 KiB),
+    // nothing changed.
+    let s = memory();
+    let f = file(&s, &s.root(), "huge");
+    assert_eq!(s.fallocate(&R, &f, 0, 1 << 62, false), Err(Nfsstat3::NOSPC));
+    assert_eq!(attr(&s, &f).size, 0);
+}
+
+#[test]
 fn accepts_allocate_deallocate_and_seek_in_the_dir_store_as_the_file_system_does() {
     let t = TempDir::new();
     let s = DirStore::open(&t.0).expect("open");

@@ -176,6 +176,13 @@ impl Tree {
             .filter(|&e| e <= self.max_file_size)
             .ok_or(Nfsstat3::FBIG)?;
         let bs = self.alloc.bs;
+        // Each octet of the range not yet held costs at least an octet of charge, so a range
+        // longer than the room left plus all the file holds cannot fit: NOSPC at once, before
+        // anything walks the range block by block (a client may ask for 2^63 octets).
+        let room = self.opts.capacity.saturating_sub(self.used);
+        if !punch && len > room.saturating_add(blocks.used(bs)) {
+            return Err(Nfsstat3::NOSPC);
+        }
         let grow = if punch {
             0
         } else {
