@@ -8,7 +8,9 @@
 //! slot 0), bit 5 makes the COMPOUND one of minor version 2 (RFC 7862: ALLOCATE, DEALLOCATE,
 //! SEEK), and the rest is those operations' octets. Nothing may panic; every answered
 //! COMPOUND carries at most as many results as operations it announced; on the `dir:` store
-//! nothing beside the export changes and no reply carries the secret's content.
+//! nothing beside the export changes and no reply carries the secret's content. The process
+//! makes no file over 256 MiB (`RLIMIT_FSIZE`): ALLOCATE on the `dir:` store reserves real
+//! blocks of the host's disk.
 #![no_main]
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -20,10 +22,24 @@ use rpcrdma_apps::nfs::v4::harness::Harness41;
 /// Inputs one `dir:` world serves before it is made anew (its tree only grows).
 const DIR_ROUNDS: u32 = 1_000;
 
-/// The export and the secret beside it, made once per process.
+/// Largest file the process may make (`RLIMIT_FSIZE`): an ALLOCATE on the `dir:` store asks
+/// the host file system for real blocks, and an input asking for terabytes would fill the
+/// disk; past the limit `fallocate` answers EFBIG (SIGXFSZ ignored).
+const FILE_SIZE_MAX: u64 = 256 << 20;
+
+/// The export and the secret beside it, made once per process (with the file size limit).
 fn beside() -> &'static Beside {
     static B: OnceLock<Beside> = OnceLock::new();
     B.get_or_init(|| {
+        let lim = libc::rlimit {
+            rlim_cur: FILE_SIZE_MAX,
+            rlim_max: FILE_SIZE_MAX,
+        };
+        // SAFETY: plain system calls with valid arguments.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0, "RLIMIT_FSIZE");
+        }
         let base = std::env::temp_dir().join(format!("rpcrdma-fuzz-nfs41-{}", std::process::id()));
         Beside::new(base).expect("beside")
     })
