@@ -73,13 +73,14 @@
 #    kept in $RPCRDMA_PJDFSTEST_OUT (default ${CARGO_TARGET_DIR:-target}/pjdfstest/results.txt,
 #    the table beside it).
 #
-# Off by default (.ci/run turns the pjdfstest41 parts on; fio41 costs too much for CI), NFSv4.1
+# Off by default (.ci/run turns the pjdfstest41 parts on; fio41 costs too much for CI), NFSv4.x
 # against the kernel nfsd, which then serves NFSv4.x besides NFSv3 for the whole boot:
 #  - pjdfstest41/kernel, pjdfstest41/memory, pjdfstest41/dir (RPCRDMA_NFSD_PJDFSTEST41, e.g.
-#    "kernel memory dir"): pjdfstest on the vers=4.1,proto=rdma mount (rxe) of the kernel nfsd
-#    (the reference) and of ours with --nfs4, compared as in 4. against
-#    scripts/vm/pjdfstest41-known.txt; results in $RPCRDMA_PJDFSTEST_OUT/results41.txt and
-#    table41.txt;
+#    "kernel memory dir"): pjdfstest on the vers=4.2,proto=rdma mount (rxe) of the kernel nfsd
+#    (the reference) and of ours with --nfs4, with the posix_fallocate cases besides
+#    (scripts/vm/pjdfstest42.toml: the client's fallocate sends ALLOCATE), compared as in 4.
+#    against scripts/vm/pjdfstest41-known.txt; results in $RPCRDMA_PJDFSTEST_OUT/results41.txt
+#    and table41.txt;
 #  - fio41 (RPCRDMA_NFSD_FIO41=1): part fio over vers=4.1 mounts, the "fio ratios, NFSv4.1" table.
 # Only these parts (about 11 min of a busy host; fio41 alone about 4):
 #   RPCRDMA_NFSD_RUNS= RPCRDMA_NFSD_SRQ_RUNS= RPCRDMA_NFSD_FAULT=0 RPCRDMA_NFSD_RPCBIND=0 \
@@ -100,7 +101,7 @@
 # RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT, RPCRDMA_NFSD_FAULT_RUNS,
 # RPCRDMA_NFSD_DROP_EVERY, RPCRDMA_NFSD_FAULT_SIW_EVERY, RPCRDMA_NFSD_FIO, RPCRDMA_NFSD_FIO_ROUNDS, RPCRDMA_NFSD_ARGS,
 # RPCRDMA_NFSD_PJDFSTEST (default "kernel memory dir"; empty: no pjdfstest, no build),
-# RPCRDMA_NFSD_PJDFSTEST41 (default empty: no NFSv4.1 pjdfstest), RPCRDMA_NFSD_FIO41 (0, 1),
+# RPCRDMA_NFSD_PJDFSTEST41 (default empty: no NFSv4.2 pjdfstest), RPCRDMA_NFSD_FIO41 (0, 1),
 # RPCRDMA_NFSD_EXPORTS (auto, 1, 0), RPCRDMA_NFSD_ACL (1, 0), RPCRDMA_NFSD_CACHE (1, 0),
 # RPCRDMA_NFS3_COMPARE_BIN, RPCRDMA_NFSD_META ("rxe siw"; empty: no meta part),
 # RPCRDMA_NFSD_META_HOG, RPCRDMA_NFSD_META_COUNTS, RPCRDMA_NFSD_META_ROUNDS, RPCRDMA_NFSD_META_DIRS,
@@ -341,8 +342,8 @@ for p in ${RPCRDMA_NFSD_RUNS-rxe/memory rxe/dir siw/memory iwarp/memory} $srq_pa
 	srq/*) dev="$p (memory, --srq ${RPCRDMA_NFSD_SRQ_DEPTH:-128})" ;;
 	pjdfstest/kernel) dev="$p (rxe, tmpfs, no_root_squash)" ;;
 	pjdfstest/*) dev="$p (rxe, ${p#*/} backend)" ;;
-	pjdfstest41/kernel) dev="$p (NFSv4.1, rxe, tmpfs)" ;;
-	pjdfstest41/*) dev="$p (NFSv4.1, rxe, ${p#*/}, --nfs4)" ;;
+	pjdfstest41/kernel) dev="$p (NFSv4.2, rxe, tmpfs)" ;;
+	pjdfstest41/*) dev="$p (NFSv4.2, rxe, ${p#*/}, --nfs4)" ;;
 	exports) dev="exports (rxe, dir backend)" ;;
 	acl) dev="acl (rxe, POSIX ACLs, NFSACL)" ;;
 	cache) dev="cache (rxe, replies and call counts)" ;;
@@ -407,7 +408,7 @@ pjd_table() {
 	fi
 }
 pjd_table pjd "$PJD_RUNS" "$ROOT/scripts/vm/pjdfstest-known.txt" '' 3
-pjd_table pjd41 "$PJD41_RUNS" "$ROOT/scripts/vm/pjdfstest41-known.txt" 41 4.1
+pjd_table pjd41 "$PJD41_RUNS" "$ROOT/scripts/vm/pjdfstest41-known.txt" 41 4.2
 if [ "$pjd_unbuilt" = 1 ] && [ "$rc" -eq 0 ]; then
 	banner "nfs-server-stage: pjdfstest could not be built (cargo install from crates.io failed, above): exit 125." \
 		"An outside failure, NOT a pass; RPCRDMA_NFSD_PJDFSTEST= (empty) leaves the part out deliberately."

@@ -88,8 +88,9 @@
 #       of the kernel nfsd (tmpfs, no_root_squash: the reference) and of ours with each backend;
 #       one "pjd LABEL RESULT CASE" line per case, compared on the host (pjdfstest-table.sh).
 #   pjdfstest41/kernel, pjdfstest41/memory, pjdfstest41/dir   (RPCRDMA_NFSD_PJDFSTEST41, default
-#       empty: by hand, e.g. "kernel memory dir"): the same over NFSv4.1 (vers=4.1,proto=rdma; the
-#       kernel nfsd serving NFSv4.x, ours with --nfs4); "pjd41 LABEL RESULT CASE" lines.
+#       empty: by hand, e.g. "kernel memory dir"): the same over NFSv4.2 (vers=4.2,proto=rdma; the
+#       kernel nfsd serving NFSv4.x, ours with --nfs4), with the posix_fallocate cases besides
+#       (pjdfstest42.toml: fallocate sends ALLOCATE); "pjd41 LABEL RESULT CASE" lines.
 #   exports  (RPCRDMA_NFSD_EXPORTS=auto; nfs-exports.sh): export options and mode bits enforced
 #       by the server (root_squash, ro, a client list, a non-root user); runs against the kernel
 #       nfsd, and against ours when `rpcrdma-nfsd --help` lists --exports (SKIP otherwise).
@@ -395,9 +396,9 @@ cnt_positive() { # NAME...: each counter > 0
 }
 
 # ---- the client -----------------------------------------------------------------------------------
-mount_cmd() { # DIR: the mount command line for the current server (NFSv3; NFSv4.1 with MOUNT_VERS=4.1)
-	if [ "${MOUNT_VERS:-3}" = 4.1 ]; then
-		echo "mount -t nfs -o vers=4.1,proto=rdma,port=$SRV_PORT $SRV_ADDR:$SRV_PATH $1"
+mount_cmd() { # DIR: the mount command line for the current server (NFSv3; NFSv4.x with MOUNT_VERS=4.1 or 4.2)
+	if [ "${MOUNT_VERS:-3}" = 4.1 ] || [ "${MOUNT_VERS:-3}" = 4.2 ]; then
+		echo "mount -t nfs -o vers=$MOUNT_VERS,proto=rdma,port=$SRV_PORT $SRV_ADDR:$SRV_PATH $1"
 	else
 		echo "mount -t nfs -o vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock $SRV_ADDR:$SRV_PATH $1"
 	fi
@@ -885,12 +886,12 @@ for l in $PJD_RUNS; do
 		;;
 	esac
 done
-# the same over NFSv4.1 (RPCRDMA_NFSD_PJDFSTEST41, default empty; .ci/run asks for all three)
+# the same over NFSv4.2 (RPCRDMA_NFSD_PJDFSTEST41, default empty; .ci/run asks for all three)
 for l in $PJD41_RUNS; do
 	case $l in
-	kernel | memory | dir) run_pjdfstest "$l" 4.1 ;;
+	kernel | memory | dir) run_pjdfstest "$l" 4.2 ;;
 	*)
-		echo "nfs-server: unknown NFSv4.1 pjdfstest run $l (kernel memory dir)"
+		echo "nfs-server: unknown NFSv4.2 pjdfstest run $l (kernel memory dir)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac

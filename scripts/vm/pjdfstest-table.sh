@@ -8,7 +8,7 @@
 # RESULTS: files holding the lines the guest prints (scripts/vm/nfs-pjdfstest.sh), e.g. the
 # console log of scripts/nfs-server-stage.sh or its saved results file:
 #   pjd LABEL ok|FAILED|skipped CASE         pjd-why LABEL CASE REASON
-# with LABEL kernel (the reference), memory, dir; the NFSv4.1 runs print `pjd41` and `pjd41-why`
+# with LABEL kernel (the reference), memory, dir; the NFSv4.2 runs print `pjd41` and `pjd41-why`
 # instead (--tag pjd41, with --known scripts/vm/pjdfstest41-known.txt). Prints one row per case that is not `ok` on all
 # three, leaving out the cases every server skipped (every case with --all; a Markdown table
 # with --md), then per server the cases passed of those run, then the verdict:
