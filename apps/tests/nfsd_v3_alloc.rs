@@ -1,6 +1,6 @@
 //! The NFSv3 server's steady state allocates nothing on the heap: the calls a Linux client
 //! sends most (GETATTR, LOOKUP, ACCESS, READ inline and through a Write chunk, WRITE,
-//! COMMIT, READDIRPLUS, READLINK, FSSTAT, SETATTR) through `rpcrdma-nfsd` on the software provider,
+//! COMMIT, READDIRPLUS, READLINK, FSSTAT, SETATTR, and NFSACL's GETACL) through `rpcrdma-nfsd` on the software provider,
 //! its handlers on the daemon's reactor and worker threads, on the memory backend and on the
 //! `dir:` backend.
 //!
@@ -17,6 +17,8 @@ mod nfsd_common;
 
 use rpcrdma_apps::nfs::daemon::Backend;
 use rpcrdma_apps::nfs::types::{CreateHow, Fh, Sattr3, StableHow};
+use rpcrdma_apps::nfs::v3::nfsacl;
+use rpcrdma_engine::xdr::XdrWriter;
 
 use counting::{all_allocs, allocs};
 use nfsd_common::{options, scratch_dir, Rig};
@@ -33,7 +35,7 @@ const IO: usize = 1024;
 
 /// The calls of one round: their names, then each call on file `f`, symbolic link `l` and
 /// the export's root, `i` naming the round (the WRITE's data and the block it goes to).
-const CALLS: [&str; 12] = [
+const CALLS: [&str; 13] = [
     "GETATTR",
     "LOOKUP",
     "ACCESS",
@@ -45,6 +47,7 @@ const CALLS: [&str; 12] = [
     "READLINK",
     "FSSTAT",
     "GETATTR of the root",
+    "NFSACL GETACL of the root",
     "SETATTR",
 ];
 
@@ -84,6 +87,22 @@ fn call(r: &Rig, f: &Fh, l: &Fh, i: usize, which: usize) {
         8 => assert_eq!(n.readlink(l).expect("READLINK"), b"f"),
         9 => drop(n.fsstat(&r.root).expect("FSSTAT")),
         10 => drop(n.getattr(&r.root).expect("GETATTR of the root")),
+        11 => {
+            // What the Linux client asks of a directory before each create in it: both ACLs.
+            let mut args = [0u8; 128];
+            let mut w = XdrWriter::new(&mut args);
+            nfsacl::encode_getacl_args(&mut w, &r.root, 0xf).expect("encode");
+            let len = w.finish();
+            let reply = n
+                .call_as(
+                    nfsacl::PROGRAM,
+                    nfsacl::VERSION,
+                    nfsacl::GETACL,
+                    &args[..len],
+                )
+                .expect("GETACL");
+            assert_eq!(&reply.results()[..4], &[0, 0, 0, 0], "NFS3_OK");
+        }
         _ => {
             let mode = Sattr3 {
                 mode: Some(0o640 | (i as u32 & 1) << 2),

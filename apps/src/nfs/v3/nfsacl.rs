@@ -138,22 +138,36 @@ fn get_acl(r: &mut XdrReader<'_>, want: bool) -> Result<Option<Acl>, DecodeError
     })
 }
 
-/// Encodes one ACL as Linux nfsd does: `acl` (or, with `None` and `mode`, the ACL the mode
-/// stands for; with neither, no entries), its entries written when `entries`.
+/// What one ACL of a GETACL reply is made of: the object's ACL, the one its mode stands for
+/// (made as it is written: no allocation), or none.
+#[derive(Clone, Copy)]
+enum Shown<'a> {
+    Acl(&'a Acl),
+    Mode(u32),
+    None,
+}
+
+/// Encodes one ACL as Linux nfsd does: its count (a three-entry ACL, the mode's included,
+/// counts four: the mask equal to the owning group's entry is added), then the entries when
+/// `entries`, each tag with `flag`, the owner's and owning group's ids from `a`.
 fn put_acl(
     w: &mut XdrWriter<'_>,
     a: &Fattr3,
-    acl: Option<&Acl>,
+    acl: Shown<'_>,
     entries: bool,
     flag: u32,
 ) -> Result<(), XdrError> {
-    let n = acl.map_or(0, |x| x.entries().len().max(4));
+    let n = match acl {
+        Shown::Acl(x) => x.entries().len().max(4),
+        Shown::Mode(_) => 4,
+        Shown::None => 0,
+    };
     w.put_u32(n as u32)?;
-    if !entries || acl.is_none() {
+    if !entries || n == 0 {
         return w.put_u32(0);
     }
     w.put_u32(n as u32)?;
-    let mut put = |e: &Ace| {
+    let put = |e: &Ace| {
         let id = match e.tag {
             tag::USER_OBJ => a.uid,
             tag::GROUP_OBJ => a.gid,
@@ -164,16 +178,26 @@ fn put_acl(
         w.put_u32(id)?;
         w.put_u32(e.perm & 7)
     };
-    let list = acl.map_or(&[][..], Acl::entries);
-    if let [owner, group, other] = list {
-        // The mask a minimal ACL lacks, equal to the owning group's entry.
-        let mask = Ace::new(tag::MASK, 0, group.perm);
-        for e in [owner, group, &mask, other] {
-            put(e)?;
-        }
-        return Ok(());
+    let minimal = |owner: u32, group: u32, other: u32| {
+        [
+            Ace::new(tag::USER_OBJ, 0, owner),
+            Ace::new(tag::GROUP_OBJ, 0, group),
+            Ace::new(tag::MASK, 0, group),
+            Ace::new(tag::OTHER, 0, other),
+        ]
+    };
+    match acl {
+        Shown::Mode(m) => minimal((m >> 6) & 7, (m >> 3) & 7, m & 7)
+            .iter()
+            .try_for_each(put),
+        Shown::Acl(x) => match x.entries() {
+            [owner, group, other] => minimal(owner.perm, group.perm, other.perm)
+                .iter()
+                .try_for_each(put),
+            list => list.iter().try_for_each(put),
+        },
+        Shown::None => Ok(()),
     }
-    list.iter().try_for_each(put)
 }
 
 /// GETACL results: status, the object's attributes, then on success the mask and both ACLs
@@ -187,20 +211,16 @@ pub fn encode_getacl_res(
             w.put_u32(Nfsstat3::OK.0)?;
             put_post_op_attr(w, Some(a))?;
             w.put_u32(*m)?;
-            let from_mode;
             let access = match (&acls.access, m & (mask::ACL | mask::ACLCNT) != 0) {
-                (_, false) => None,
-                (Some(x), true) => Some(x),
-                (None, true) => {
-                    from_mode = Acl::from_mode(a.mode);
-                    Some(&from_mode)
-                }
+                (_, false) => Shown::None,
+                (Some(x), true) => Shown::Acl(x),
+                (None, true) => Shown::Mode(a.mode),
             };
             put_acl(w, a, access, m & mask::ACL != 0, 0)?;
-            let default = acls
-                .default
-                .as_ref()
-                .filter(|_| m & (mask::DFACL | mask::DFACLCNT) != 0);
+            let default = match (&acls.default, m & (mask::DFACL | mask::DFACLCNT) != 0) {
+                (Some(x), true) => Shown::Acl(x),
+                _ => Shown::None,
+            };
             put_acl(w, a, default, m & mask::DFACL != 0, DEFAULT_FLAG)
         }
         Err((st, a)) => {

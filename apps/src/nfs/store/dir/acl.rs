@@ -80,7 +80,8 @@ impl DirStore {
 /// system without ACLs).
 fn read(fd: RawFd, name: &CStr) -> NfsResult<Option<Acl>> {
     let path = proc_path(fd);
-    let mut buf = vec![0u8; XATTR_MAX];
+    // On the stack: an object without an ACL (the common case) costs no allocation.
+    let mut buf = [0u8; XATTR_MAX];
     // SAFETY: NUL-terminated path and name; `buf` is writable for its length.
     let n = unsafe {
         libc::getxattr(
@@ -98,8 +99,8 @@ fn read(fd: RawFd, name: &CStr) -> NfsResult<Option<Acl>> {
             _ => Err(nfs_err()),
         };
     }
-    buf.truncate(n as usize);
-    Acl::from_xattr(&buf).map_err(|_| Nfsstat3::SERVERFAULT)
+    let got = buf.get(..n as usize).ok_or(Nfsstat3::SERVERFAULT)?;
+    Acl::from_xattr(got).map_err(|_| Nfsstat3::SERVERFAULT)
 }
 
 /// Sets (`Some`) or removes (`None`) the ACL in extended attribute `name` of the object open

@@ -6,7 +6,7 @@
 //! [`Nfsstat3`] (through [`Nfsstat3::from_errno`]) or an [`io::Error`]. Recovery: EINTR is
 //! retried where a call can see it; nothing here keeps state.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,9 +68,42 @@ pub(super) fn cname(name: &[u8]) -> NfsResult<CName> {
     Ok(c)
 }
 
-/// `/proc/self/fd/N`: a path that reaches the object `fd` refers to (also an `O_PATH` one).
-pub(super) fn proc_path(fd: RawFd) -> CString {
-    CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
+/// `/proc/self/fd/N`, NUL-terminated on the stack (no allocation per call): a path that
+/// reaches the object `fd` refers to (also an `O_PATH` one).
+pub(super) struct ProcPath {
+    buf: [u8; 32],
+}
+
+impl core::ops::Deref for ProcPath {
+    type Target = CStr;
+
+    fn deref(&self) -> &CStr {
+        // The buffer always holds a NUL ([`proc_path`] writes one); an empty name otherwise.
+        CStr::from_bytes_until_nul(&self.buf).unwrap_or_default()
+    }
+}
+
+/// [`ProcPath`] of `fd`.
+pub(super) fn proc_path(fd: RawFd) -> ProcPath {
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    let mut p = ProcPath { buf: [0; 32] };
+    p.buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    // The decimal digits of a non-negative descriptor (at most 10), then the NUL already there.
+    let mut digits = [0u8; 10];
+    let mut n = fd.max(0) as u32;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        p.buf[PREFIX.len() + i] = *d;
+    }
+    p
 }
 
 /// `fd` as an [`OwnedFd`] when non-negative, else the errno as an NFS status.
@@ -401,4 +434,19 @@ pub(super) fn lstat_mnt(dirfd: RawFd, name: &CStr) -> NfsResult<(libc::stat, Opt
     })?;
     let mnt = (x.stx_mask & libc::STATX_MNT_ID != 0).then_some(x.stx_mnt_id as i32);
     Ok((stat_of(&x), mnt))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn accepts_proc_paths_of_every_descriptor() {
+        for (fd, want) in [
+            (0, "/proc/self/fd/0"),
+            (7, "/proc/self/fd/7"),
+            (1_234_567_890, "/proc/self/fd/1234567890"),
+            (i32::MAX, "/proc/self/fd/2147483647"),
+        ] {
+            assert_eq!(super::proc_path(fd).to_str(), Ok(want));
+        }
+    }
 }
