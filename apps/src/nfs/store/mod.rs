@@ -137,8 +137,14 @@ pub fn access_from_rwx(rwx: u32, t: Ftype3) -> u32 {
 /// Largest COPY one call makes ([`Store::copy`] callers cap `count` at it or below).
 pub const COPY_MAX: u64 = 1 << 20;
 
+thread_local! {
+    /// The buffer [`copy_through`] copies through, one per thread (a reactor or a worker),
+    /// grown once to the largest copy: a COPY allocates nothing after the first.
+    static COPY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// [`Store::copy`] through [`Store::read`] and [`Store::write`]: at most [`COPY_MAX`] octets,
-/// in one buffer.
+/// through the thread's buffer.
 pub fn copy_through<S: Store + ?Sized>(
     s: &S,
     cx: &Cred,
@@ -146,12 +152,18 @@ pub fn copy_through<S: Store + ?Sized>(
     (dst, dst_offset): (&Fh, u64),
     count: u64,
 ) -> NfsResult<u64> {
-    let mut buf = vec![0u8; count.min(COPY_MAX) as usize];
-    let (n, _) = s.read(cx, src, src_offset, &mut buf)?;
-    if n > 0 {
-        s.write(cx, dst, dst_offset, &buf[..n], StableHow::Unstable)?;
-    }
-    Ok(n as u64)
+    let len = count.min(COPY_MAX) as usize;
+    COPY_BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let (n, _) = s.read(cx, src, src_offset, &mut buf[..len])?;
+        if n > 0 {
+            s.write(cx, dst, dst_offset, &buf[..n], StableHow::Unstable)?;
+        }
+        Ok(n as u64)
+    })
 }
 
 /// An NFSv3 store.

@@ -1,5 +1,5 @@
 //! The memory store's POSIX ACLs (NFSACL GETACL and SETACL): kept on the inode, checked by
-//! every permission check of the tree ([`Tree::access_acl`]), rewritten by `chmod` and
+//! every permission check of the tree ([`Tree::subject`]), rewritten by `chmod` and
 //! inherited from a directory's default ACL by the objects created in it, as a Linux file
 //! system with ACLs does (`crate::nfs::acl` has the rules).
 //!
@@ -10,15 +10,18 @@
 //! the other.
 
 use super::charge;
-use super::tree::{Body, Tree};
+use super::tree::{Body, Inode, Tree};
 use crate::nfs::acl::{Acl, Acls};
 use crate::nfs::identity::{self, Cred};
-use crate::nfs::types::{Ftype3, NfsResult, Nfsstat3};
+use crate::nfs::types::{Fattr3, Ftype3, NfsResult, Nfsstat3};
 
 impl Tree {
-    /// The access ACL of `id`, when it has one.
-    pub(super) fn access_acl(&self, id: u64) -> Option<&Acl> {
-        self.inodes.get(&id)?.acl.as_ref()?.access.as_ref()
+    /// What a permission check of `id` reads, from one lookup of the inode: its attributes
+    /// and its access ACL, when it has one.
+    pub(super) fn subject(&self, id: u64) -> NfsResult<(Fattr3, Option<&Acl>)> {
+        let i = self.node(id)?;
+        let acl = i.acl.as_ref().and_then(|x| x.access.as_ref());
+        Ok((self.attr_of(id, i), acl))
     }
 
     /// The ACLs of `id` (none set: empty).
@@ -29,11 +32,8 @@ impl Tree {
     /// The mode and ACLs an object of type `ftype` created with `mode` in directory `dir`
     /// gets: unchanged and none without a default ACL on `dir` (and for a symbolic link, which
     /// has no ACL), else what [`Acl::inherit`] gives, a directory also keeping the default.
-    pub(super) fn inherited(&self, dir: u64, ftype: Ftype3, mode: u32) -> (u32, Option<Box<Acls>>) {
-        let default = self
-            .inodes
-            .get(&dir)
-            .and_then(|d| d.acl.as_ref()?.default.as_ref());
+    pub(super) fn inherited(dir: &Inode, ftype: Ftype3, mode: u32) -> (u32, Option<Box<Acls>>) {
+        let default = dir.acl.as_ref().and_then(|a| a.default.as_ref());
         let Some(default) = default.filter(|_| ftype != Ftype3::Lnk) else {
             return (mode, None);
         };

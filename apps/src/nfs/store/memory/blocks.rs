@@ -285,7 +285,9 @@ impl Blocks {
         let map = &mut self.map;
         let reserved = &mut self.reserved;
         for_each_span(alloc.bs, offset, data.len(), |idx, within, chunk, done| {
-            reserved.remove(&idx);
+            if !reserved.is_empty() {
+                reserved.remove(&idx);
+            }
             map.entry(idx)
                 .or_insert_with(|| Block::Heap(Vec::new()))
                 .write(alloc, within, &data[done..done + chunk]);

@@ -239,7 +239,8 @@ fn readable<'t>(tree: &'t Tree, cx: &Cred, id: u64) -> NfsResult<(u64, &'t block
         Body::Dir(_) => return Err(Nfsstat3::ISDIR),
         _ => return Err(Nfsstat3::INVAL),
     };
-    identity::may_io(cx, &tree.attr(id)?, tree.access_acl(id), Want::READ)?;
+    let (a, acl) = tree.subject(id)?;
+    identity::may_io(cx, &a, acl, Want::READ)?;
     Ok(r)
 }
 
@@ -335,7 +336,8 @@ impl Store for MemoryStore {
         let id = self.id(&tree, fh)?;
         match &tree.inodes.get(&id).ok_or(Nfsstat3::STALE)?.body {
             Body::File { .. } => {
-                identity::may_io(cx, &tree.attr(id)?, tree.access_acl(id), Want::WRITE)
+                let (a, acl) = tree.subject(id)?;
+                identity::may_io(cx, &a, acl, Want::WRITE)
             }
             Body::Dir(_) => Err(Nfsstat3::ISDIR),
             _ => Err(Nfsstat3::INVAL),
@@ -397,8 +399,8 @@ impl Store for MemoryStore {
     fn access(&self, cx: &Cred, fh: &Fh, want: u32) -> NfsResult<(Fattr3, u32)> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;
-        let a = tree.attr(id)?;
-        let rwx = identity::granted(cx, &a, tree.access_acl(id));
+        let (a, acl) = tree.subject(id)?;
+        let rwx = identity::granted(cx, &a, acl);
         Ok((a, access_from_rwx(rwx, a.ftype) & want))
     }
 

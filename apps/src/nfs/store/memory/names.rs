@@ -37,7 +37,8 @@ impl Tree {
     /// `dir`, the sticky bit).
     fn victim(&self, cx: &Cred, dir: u64, name: &[u8]) -> NfsResult<u64> {
         let id = self.dir(dir)?.get(name).ok_or(Nfsstat3::NOENT)?;
-        identity::may_unlink(cx, &self.attr(dir)?, self.access_acl(dir), &self.attr(id)?)?;
+        let (d, acl) = self.subject(dir)?;
+        identity::may_unlink(cx, &d, acl, &self.attr(id)?)?;
         Ok(id)
     }
 
@@ -119,25 +120,16 @@ impl Tree {
         (fdir, src): (u64, u64),
         (tdir, target): (u64, Option<u64>),
     ) -> NfsResult<()> {
-        identity::may_unlink(
-            cx,
-            &self.attr(fdir)?,
-            self.access_acl(fdir),
-            &self.attr(src)?,
-        )?;
+        let (from, from_acl) = self.subject(fdir)?;
+        identity::may_unlink(cx, &from, from_acl, &self.attr(src)?)?;
+        let (to, to_acl) = self.subject(tdir)?;
         match target {
-            Some(t) => {
-                identity::may_unlink(cx, &self.attr(tdir)?, self.access_acl(tdir), &self.attr(t)?)?
-            }
-            None => identity::may(
-                cx,
-                &self.attr(tdir)?,
-                self.access_acl(tdir),
-                Want::WRITE_EXEC,
-            )?,
+            Some(t) => identity::may_unlink(cx, &to, to_acl, &self.attr(t)?)?,
+            None => identity::may(cx, &to, to_acl, Want::WRITE_EXEC)?,
         }
         if self.is_dir(src) && fdir != tdir {
-            identity::may(cx, &self.attr(src)?, self.access_acl(src), Want::WRITE)?;
+            let (s, acl) = self.subject(src)?;
+            identity::may(cx, &s, acl, Want::WRITE)?;
         }
         Ok(())
     }

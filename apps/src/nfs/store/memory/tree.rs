@@ -237,13 +237,18 @@ impl Tree {
     /// Directory `id` (NOTDIR otherwise) when `cx` holds `want` on it (ACCES otherwise).
     pub(super) fn may_dir(&self, cx: &Cred, id: u64, want: Want) -> NfsResult<&Dir> {
         let d = self.dir(id)?;
-        identity::may(cx, &self.attr(id)?, self.access_acl(id), want)?;
+        let (a, acl) = self.subject(id)?;
+        identity::may(cx, &a, acl, want)?;
         Ok(d)
     }
 
     /// Attributes of inode `id`.
     pub(super) fn attr(&self, id: u64) -> NfsResult<Fattr3> {
-        let i = self.node(id)?;
+        Ok(self.attr_of(id, self.node(id)?))
+    }
+
+    /// Attributes of inode `i`, whose file id is `id`.
+    pub(super) fn attr_of(&self, id: u64, i: &Inode) -> Fattr3 {
         let (ftype, size, used, rdev) = match &i.body {
             Body::File { size, data } => (Ftype3::Reg, *size, data.used(self.alloc.bs), (0, 0)),
             Body::Dir(_) => (Ftype3::Dir, DIR_SIZE, DIR_SIZE, (0, 0)),
@@ -253,7 +258,7 @@ impl Tree {
                 _ => (s.ftype(), 0, 0, (0, 0)),
             },
         };
-        Ok(Fattr3 {
+        Fattr3 {
             ftype,
             mode: i.mode,
             nlink: i.nlink,
@@ -267,7 +272,7 @@ impl Tree {
             atime: i.atime,
             mtime: i.mtime,
             ctime: i.ctime,
-        })
+        }
     }
 
     /// The file id `name` names in directory `dir` (`.` and `..` included); needs search on
@@ -335,7 +340,8 @@ impl Tree {
             Body::Symlink(t) => charge::target(t.len()),
             _ => 0,
         };
-        let parent = self.attr(dir)?;
+        let d = self.node(dir)?;
+        let parent = self.attr_of(dir, d);
         let ftype = match &body {
             Body::Dir(_) => Ftype3::Dir,
             Body::Symlink(_) => Ftype3::Lnk,
@@ -343,7 +349,7 @@ impl Tree {
             Body::File { .. } => Ftype3::Reg,
         };
         let (uid, gid, mode) = identity::new_owner(cx, &parent, ftype, mode);
-        let (mode, acls) = self.inherited(dir, ftype, mode);
+        let (mode, acls) = Tree::inherited(d, ftype, mode);
         let cost =
             charge::INODE + charge::entry(name.len()) + extra + charge::acls(acls.as_deref());
         self.fits(cost)?;
@@ -410,8 +416,8 @@ impl Tree {
                 _ => return Err(Nfsstat3::INVAL),
             }
         }
-        let a = self.attr(id)?;
-        identity::may_setattr(cx, &a, self.access_acl(id), set)?;
+        let (a, acl) = self.subject(id)?;
+        identity::may_setattr(cx, &a, acl, set)?;
         if guard.is_some_and(|g| a.ctime != g) {
             return Err(Nfsstat3::NOT_SYNC);
         }
@@ -469,7 +475,8 @@ impl Tree {
             Body::Dir(_) => return Err(Nfsstat3::ISDIR),
             _ => return Err(Nfsstat3::INVAL),
         };
-        identity::may_io(cx, &self.attr(id)?, self.access_acl(id), Want::WRITE)?;
+        let (a, acl) = self.subject(id)?;
+        identity::may_io(cx, &a, acl, Want::WRITE)?;
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|&e| e <= self.max_file_size)

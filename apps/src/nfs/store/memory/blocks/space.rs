@@ -167,7 +167,8 @@ impl Tree {
             Body::File { data, .. } => data,
             _ => return Err(Nfsstat3::INVAL),
         };
-        identity::may_io(cx, &self.attr(id)?, self.access_acl(id), Want::WRITE)?;
+        let (a, acl) = self.subject(id)?;
+        identity::may_io(cx, &a, acl, Want::WRITE)?;
         if len == 0 || len > i64::MAX as u64 || offset > i64::MAX as u64 {
             return Err(Nfsstat3::INVAL);
         }
