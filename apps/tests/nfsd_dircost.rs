@@ -1,5 +1,5 @@
 //! The directory backend's cost per call, counted: file system system calls per GETATTR,
-//! ACCESS, LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE
+//! ACCESS, GETACL (of a file and of a directory), LOOKUP (with the descriptor cache warm and cold), READDIRPLUS entry, CREATE
 //! (GUARDED and EXCLUSIVE), SETATTR, WRITE, READ, MKDIR, LINK, RENAME and REMOVE, made by the
 //! whole server (every reactor and worker thread), counted exactly by a seccomp filter
 //! (`syscount`), never timed.
@@ -21,7 +21,11 @@ use std::time::Instant;
 
 use nfsd_common::{options, scratch_dir, Rig};
 use rpcrdma_apps::nfs::daemon::{Backend, DaemonOptions};
-use rpcrdma_apps::nfs::types::{access, CreateHow, Fh, Sattr3, StableHow};
+use rpcrdma_apps::nfs::types::{access, CreateHow, Fh, Nfsstat3, Sattr3, StableHow};
+use rpcrdma_apps::nfs::v3::nfsacl::{
+    decode_getacl_res, encode_getacl_args, GETACL, PROGRAM, VERSION,
+};
+use rpcrdma_engine::xdr::XdrWriter;
 use syscount::{Counter, RoleCalls, Snapshot, FS, SCHED};
 
 /// File system calls the server may make per GETATTR with the descriptor cached: one `fstat`.
@@ -50,6 +54,17 @@ const BUDGET_CREATE: u64 = 5;
 const BUDGET_CREATE_EXCLUSIVE: u64 = 6;
 /// Per MKDIR: as CREATE, the directory made by `mkdirat` and then opened (`openat`, `O_PATH`).
 const BUDGET_MKDIR: u64 = 6;
+/// Per GETACL of a file open for I/O (since its CREATE): `fstat`, the access ACL of the
+/// descriptor (`fgetxattr`).
+const BUDGET_GETACL_FILE: u64 = 2;
+/// Per GETACL of a directory (the Linux client sends one after each creation in it): `fstat`,
+/// the access and default ACLs of the descriptor (`fgetxattr`, the directory opened read-only
+/// by the first GETACL and kept so: one `openat` and the `close` of the `O_PATH` descriptor it
+/// replaces among the phase's calls).
+const BUDGET_GETACL_DIR: u64 = 3;
+/// Per GETACL of a file only looked up (its descriptor `O_PATH`): `fstat`, the access ACL
+/// through the descriptor's /proc link (`getxattr`).
+const BUDGET_GETACL_COLD: u64 = 2;
 /// Per SETATTR of the mode: `fstat` (the guard and the `wcc_data` before), `fchmod` (the
 /// file is open for I/O since its CREATE), `fstat` after.
 const BUDGET_SETATTR: u64 = 3;
@@ -167,6 +182,19 @@ fn phase(c: Option<&Counter>, name: &'static str, calls: u64, f: impl FnOnce()) 
     }
 }
 
+/// GETACL (NFSACL) of `fh`, both ACLs and their counts asked, as the Linux client asks; the
+/// call must succeed.
+fn getacl(r: &Rig, fh: &Fh) {
+    let mut buf = [0u8; 256];
+    let mut w = XdrWriter::new(&mut buf);
+    encode_getacl_args(&mut w, fh, 0xf).expect("encode");
+    let n = w.finish();
+    let reply = r.nfs.call_as(PROGRAM, VERSION, GETACL, &buf[..n]);
+    let reply = reply.expect("GETACL");
+    let (st, _, _) = decode_getacl_res(reply.results()).expect("decode");
+    assert_eq!(st, Nfsstat3::OK);
+}
+
 /// Creates `n` files in directory `d`; their handles.
 fn make_files(r: &Rig, d: &Fh, n: usize) -> Vec<Fh> {
     (0..n)
@@ -206,6 +234,12 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
         let want = access::READ | access::MODIFY | access::EXTEND | access::EXECUTE;
         fhs.iter().for_each(|f| _ = r.nfs.access(f, want).unwrap())
     }));
+    out.push(phase(c, "GETACL of a file", n64, || {
+        fhs.iter().for_each(|f| getacl(&r, f))
+    }));
+    out.push(phase(c, "GETACL of a directory", n64, || {
+        (0..n).for_each(|_| getacl(&r, &d))
+    }));
     let mut entries = 0u64;
     out.push(phase(c, "READDIRPLUS entry", n64 + 2, || {
         entries = r.nfs.readdir_all(&d, 32 * 1024, true).unwrap().len() as u64;
@@ -243,6 +277,9 @@ fn run(c: Option<&Counter>, n: usize) -> Vec<Phase> {
     }));
     out.push(phase(c, "GETATTR after cold LOOKUP", n64, || {
         fhs2.iter().for_each(|f| _ = r2.nfs.getattr(f).unwrap())
+    }));
+    out.push(phase(c, "GETACL after cold LOOKUP", n64, || {
+        fhs2.iter().for_each(|f| getacl(&r2, f))
     }));
     r2.stop_keep();
     // Every call handed to a worker (`--getattr-in-worker --dir-calls workers`), for
@@ -328,6 +365,8 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
     for (name, budget) in [
         ("GETATTR", BUDGET_GETATTR),
         ("ACCESS", BUDGET_ACCESS),
+        ("GETACL of a file", BUDGET_GETACL_FILE),
+        ("GETACL after cold LOOKUP", BUDGET_GETACL_COLD),
         ("LOOKUP", BUDGET_LOOKUP),
         ("LOOKUP cold", BUDGET_LOOKUP_COLD),
         ("GETATTR after cold LOOKUP", BUDGET_GETATTR),
@@ -347,11 +386,23 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
             "{name}: {got} file system calls per call, budget {budget}: {which:?}"
         );
     }
-    // Descriptors are asked directly, never through a path walk; the owner's READ and WRITE
-    // ask no permission check (`faccessat2`), as Linux nfsd's owner override.
+    let dir = phases.iter().find(|p| p.name == "GETACL of a directory");
+    let dir = dir.expect("phase");
+    assert!(
+        dir.fs_total <= dir.calls * BUDGET_GETACL_DIR + 2,
+        "GETACL of a directory: {} file system calls for {} calls: {:?}",
+        dir.fs_total,
+        dir.calls,
+        dir.fs
+    );
+    // Descriptors are asked directly, never through a path walk (but the ACL of an `O_PATH`
+    // file); the owner's READ and WRITE ask no permission check (`faccessat2`), as Linux
+    // nfsd's owner override.
     for p in &phases {
-        let walks = p.fs.iter().find(|(n, _)| *n == PATH_WALK_STAT);
-        assert_eq!(walks, None, "{}: {:?}", p.name, p.fs);
+        let walks = p.fs.iter().filter(|(n, _)| PATH_WALKS.contains(n));
+        let walks: Vec<_> = walks.collect();
+        let allowed = p.name == "GETACL after cold LOOKUP";
+        assert!(walks.is_empty() || allowed, "{}: {:?}", p.name, p.fs);
     }
     for name in ["WRITE append", "READ by the owner"] {
         let (_, which) = per(name);
@@ -397,8 +448,9 @@ fn accepts_metadata_calls_within_their_system_call_budget() {
 
 /// Calls that walk a path where a descriptor would do: `newfstatat` (the C library's `fstat`
 /// asks it with an empty name, copied in and looked up; the `fstat` system call reads the
-/// descriptor's inode directly).
-const PATH_WALK_STAT: &str = "newfstatat";
+/// descriptor's inode directly), the extended attribute calls by path (through an object's
+/// /proc link: `fgetxattr` and its kin ask the descriptor).
+const PATH_WALKS: [&str; 4] = ["newfstatat", "getxattr", "setxattr", "removexattr"];
 
 /// The system calls of an identity switch.
 const SWITCH: [&str; 3] = ["setgroups", "setfsgid", "setfsuid"];

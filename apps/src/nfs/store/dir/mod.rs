@@ -8,8 +8,9 @@
 //! Normal operation: objects are named by kernel file handles (`name_to_handle_at`, opened again
 //! with `open_by_handle_at` relative to the export root; needs CAP_DAC_READ_SEARCH, i.e. root),
 //! wrapped as described in the `handle` module; a bounded cache keeps recently used descriptors
-//! open (`O_PATH`; a regular file is opened again read-write when first read, written or truncated;
-//! FIFOs, sockets and devices are never opened otherwise). LOOKUP looks at the name as the caller
+//! open (`O_PATH`; a regular file is opened again read-write when first read, written or truncated,
+//! a directory read-only at its first GETACL or SETACL; FIFOs, sockets and devices are never
+//! opened otherwise). LOOKUP looks at the name as the caller
 //! (`statx`: attributes and mount) and answers the handle the cache holds for that inode number,
 //! else opens the name and takes the handle of what it opened (two system calls with the
 //! directory's `fstat`, five on a miss); GETATTR is one `fstat`, ACCESS that and at most two
@@ -84,7 +85,8 @@ use sys::{check, cname, ifmt, nfs_err, openat, proc_path, KernelHandle};
 const MAX_DEPTH: usize = 4096;
 
 /// An open object: its descriptor, what `fstat` said just now, and whether the descriptor is
-/// open for I/O (else `O_PATH`).
+/// open for I/O (a regular file read-write or read-only, a directory read-only; else
+/// `O_PATH`).
 #[derive(Clone)]
 struct Obj {
     fd: Arc<OwnedFd>,
@@ -397,14 +399,34 @@ impl DirStore {
 
     /// Regular file `o` (open `O_PATH`) opened again for I/O, as the server: read-write, else
     /// read-only; the new descriptor replaces the cached one. When neither open succeeds, `o`
-    /// as it is (its reads and writes then fail with ACCES).
+    /// as it is (its reads and writes then fail with ACCES). A directory is opened again
+    /// read-only ([`DirStore::open_dir_for_io`]).
     fn open_for_io(&self, fh: &Fh, o: Obj) -> NfsResult<Obj> {
+        if o.kind() == libc::S_IFDIR {
+            return self.open_dir_for_io(fh, o);
+        }
         let kh = handle::decode(self.tag, fh)?;
         ident::as_server()?;
         let Ok(fd) = kh
             .open(&self.root_fd, libc::O_RDWR | libc::O_NOFOLLOW)
             .or_else(|_| kh.open(&self.root_fd, libc::O_RDONLY | libc::O_NOFOLLOW))
         else {
+            return Ok(o);
+        };
+        let fd = Arc::new(fd);
+        self.cache().insert(*fh, fd.clone(), true);
+        Ok(Obj { fd, io: true, ..o })
+    }
+
+    /// Directory `o` (open `O_PATH`) opened again read-only, as the server, in place of the
+    /// cached descriptor: its extended attributes (the ACLs of every GETACL, which the Linux
+    /// client sends after each creation in the directory), mode, owner and times are then
+    /// asked of and set through the descriptor itself, not through its /proc link (a path
+    /// walk per call). When the open fails, `o` as it is.
+    fn open_dir_for_io(&self, fh: &Fh, o: Obj) -> NfsResult<Obj> {
+        ident::as_server()?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+        let Ok(fd) = openat(o.raw(), c".", flags, 0) else {
             return Ok(o);
         };
         let fd = Arc::new(fd);
