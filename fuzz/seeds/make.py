@@ -474,6 +474,14 @@ NFS41.update({
     + w(32)  # SAVEFH
     + w(60) + CURRENT_STATEID + CURRENT_STATEID + hyper(0) + hyper(100) + hyper(5)
     + w(0, 1, 0),  # COPY: not consecutive, synchronous, no source server
+    # RFC 8276: OPEN (create) x, SETXATTR (either) user "k" = "v", GETXATTR k, LISTXATTRS from
+    # cookie 0 within 4096 octets, REMOVEXATTR k.
+    "v42_xattrs": bytes([0x20 | 6]) + PUTROOTFH
+    + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 0, 2, 0, 2) + opaque(w(0o644)) + w(0) + opaque(b"x")
+    + w(73, 0) + opaque(b"k") + opaque(b"v")  # SETXATTR
+    + w(72) + opaque(b"k")  # GETXATTR
+    + w(74) + hyper(0) + w(4096)  # LISTXATTRS
+    + w(75) + opaque(b"k"),  # REMOVEXATTR
 })
 # The same on the dir: store (bit 6 of the first octet), whose fixture has d, f, a link l out of
 # the export (../outside/secret) and a FIFO p; and operations that try to leave the export.

@@ -48,7 +48,8 @@ vm_die() {
 
 # The guest's Debian packages (apt-get download + dpkg-deb -x): rdma-core
 # userspace with the rxe and siw providers, perftest, rping, the kernel NFS
-# server's tools, acl (getfacl, setfacl: scripts/vm/nfs-acl.sh), busybox (fills
+# server's tools, acl (getfacl, setfacl: scripts/vm/nfs-acl.sh), attr (getfattr, setfattr:
+# scripts/vm/nfs-v41.sh), busybox (fills
 # gaps), kmod; fio (scripts/vm/nfs-fio.sh) with every library its binary links
 # (Debian links the rbd/rados/gluster/nbd/pmem engines into /usr/bin/fio with
 # BIND_NOW, so all of them must load: the image grows from 70 to 136 MB, a
@@ -59,7 +60,7 @@ vm_die() {
 vm_guest_pkgs() {
 	echo libibverbs1 librdmacm1 ibverbs-providers ibverbs-utils rdmacm-utils perftest rdma-core \
 		libnl-3-200 libnl-route-3-200 libpci3 infiniband-diags libibumad3 libibmad5 libibnetdisc5 \
-		busybox-static kmod nfs-kernel-server nfs-common rpcbind libnfsidmap1 libwrap0 keyutils acl
+		busybox-static kmod nfs-kernel-server nfs-common rpcbind libnfsidmap1 libwrap0 keyutils acl attr
 	echo fio libaio1 libnuma1 libgfapi0 libglusterfs0 libgfrpc0 libgfxdr0 libnbd0 libdaxctl1 libndctl6 \
 		libpmem1 libpmemblk1 librados2 librbd1 libboost-thread1.74.0 libboost-iostreams1.74.0 libfmt9 \
 		libxml2 libicu72 libssl3 libcryptsetup12 libjson-c5 libargon2-1 libkmod2 libbz2-1.0

@@ -38,6 +38,14 @@
 #         for SEEK at most the lseeks that ended in ENXIO (cp's last SEEK_DATA, past the last
 #         data: NFS4_OK with sr_eof, as RFC 7862 says, which the client counts as no error, or
 #         NFS4ERR_NXIO, as Linux nfsd answers it);
+#      e. user extended attributes (RFC 8276, v42_xattrs) with setfattr / getfattr: where the
+#         export keeps them (the memory backend; the dir backend when its file system takes
+#         user.* attributes, which the guest's tmpfs does not before Linux 6.6) a value of 5
+#         and one of 60000 octets (a long call and a Reply chunk) set, read back (caches
+#         dropped: GETXATTR), listed (LISTXATTRS), one removed (REMOVEXATTR: then "No such
+#         attribute"), uid 1000's setfattr on root's 0644 file refused; the client's per-op
+#         counters show the four operations without errors; elsewhere setfattr fails with
+#         "Operation not supported", as against the kernel nfsd on the same file system;
 #   the server's counters: nfs4_clients and nfs4_sessions > 0 while mounted; exit status 0 after
 #   SIGTERM.
 # run_v41_deleg: two kernel clients of one server (memory backend, in netns peer, bound to every
@@ -195,6 +203,7 @@ run_v41() {
 				failc negotiated-read "$m4/dir-v41/f: $(cat "$m4/dir-v41/f" 2>&1)"
 			fi
 			v42_space "$m4"
+			v42_xattrs "$m4" "$be"
 			rm -rf "${m4:?}"/* || failc negotiated-rm "rm -rf failed"
 			do_umount "$m4"
 		fi
@@ -278,6 +287,80 @@ v42_space() {
 	else
 		failc v42-client-ops "${bad# } mountstats per-op: $lines"
 	fi
+}
+
+# v42_xattrs M4 BACKEND: user extended attributes on the vers=4.2 mount at M4 (RFC 8276:
+# GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR), or their absence where the export's file system
+# keeps none (item 4e of run_v41)
+v42_xattrs() {
+	local m4=$1 be=$2 f=$1/xattrs out big blk op l n e lines='' bad='' want=yes
+	if ! command -v setfattr >/dev/null; then
+		failc v42-xattrs "no setfattr in the guest (Debian's attr package)"
+		return
+	fi
+	echo data >"$f" && chmod 0644 "$f"
+	if [ "$be" = dir ] && ! setfattr -n user.probe -v 1 "$NFSD_DIR" 2>/dev/null; then
+		want=no
+	fi
+	setfattr -x user.probe "$NFSD_DIR" 2>/dev/null
+	if [ $want = no ]; then
+		if out=$(setfattr -n user.k -v hello "$f" 2>&1); then
+			failc v42-xattrs "setfattr worked where $NFSD_DIR keeps no user.* attributes"
+		elif [[ $out == *"Operation not supported"* ]]; then
+			pass v42-xattrs "the export's file system keeps no user.* attributes: $out"
+		else
+			failc v42-xattrs "setfattr: $out (expected: Operation not supported)"
+		fi
+		return
+	fi
+	big=$(head -c 60000 /dev/zero | tr '\0' a)
+	if out=$({ setfattr -n user.k -v hello "$f" && setfattr -n user.big -v "$big" "$f"; } 2>&1); then
+		pass v42-setxattr "setfattr user.k (5 octets) and user.big (60000 octets)"
+	else
+		failc v42-setxattr "setfattr: $out"
+	fi
+	echo 3 >/proc/sys/vm/drop_caches
+	if [ "$(getfattr --only-values -n user.k "$f" 2>&1)" = hello ] &&
+		[ "$(getfattr --only-values -n user.big "$f" 2>&1)" = "$big" ]; then
+		pass v42-getxattr "both values read back"
+	else
+		failc v42-getxattr "getfattr: $(getfattr -n user.k "$f" 2>&1 | tr '\n' ' ')"
+	fi
+	echo 3 >/proc/sys/vm/drop_caches
+	out=$(getfattr --absolute-names -d -m '^user\.' "$f" 2>&1 | sed -n 's/^\(user\.[a-z]*\)=.*/\1/p' | sort | paste -sd ' ' -)
+	if [ "$out" = "user.big user.k" ]; then
+		pass v42-listxattrs "getfattr -d lists: $out"
+	else
+		failc v42-listxattrs "getfattr -d listed '$out' (expected user.big user.k)"
+	fi
+	if out=$(setfattr -x user.k "$f" 2>&1) && echo 3 >/proc/sys/vm/drop_caches &&
+		out=$(getfattr -n user.k "$f" 2>&1; true) && [[ $out == *"No such attribute"* ]]; then
+		pass v42-removexattr "setfattr -x user.k, then: $out"
+	else
+		failc v42-removexattr "setfattr -x user.k / getfattr: $out"
+	fi
+	if out=$(setpriv --reuid=1000 --regid=1000 --clear-groups setfattr -n user.u -v 1 "$f" 2>&1); then
+		failc v42-xattr-perm "uid 1000 set an attribute of root's 0644 file"
+	else
+		pass v42-xattr-perm "uid 1000 refused: $out"
+	fi
+	blk=$(mstats "$m4")
+	for op in GETXATTR SETXATTR LISTXATTRS REMOVEXATTR; do
+		l=$(awk -v o="$op:" '$1 == o {$1 = $1; print; exit}' <<<"$blk")
+		lines="$lines${lines:+; }${l:-$op: none}"
+		read -r _ n _ _ _ _ _ _ _ e <<<"${l:-x 0}"
+		if [ "${n:-0}" -lt 1 ]; then
+			bad="$bad $op not sent;"
+		elif [ -n "$e" ] && [ "$op" != GETXATTR ] && [ "$e" -ne 0 ]; then
+			bad="$bad $op errors $e;"
+		fi
+	done
+	if [ -z "$bad" ]; then
+		pass v42-xattr-ops "mountstats per-op: $lines"
+	else
+		failc v42-xattr-ops "${bad# } mountstats per-op: $lines"
+	fi
+	rm -f "$f"
 }
 
 # v41_mount_point M4: a file system mounted inside the dir: export is listed (its attributes

@@ -50,6 +50,12 @@ impl Nfsstat3 {
     pub const SERVERFAULT: Nfsstat3 = Nfsstat3(10006);
     pub const BADTYPE: Nfsstat3 = Nfsstat3(10007);
     pub const JUKEBOX: Nfsstat3 = Nfsstat3(10008);
+    /// NFSv4.2's NFS4ERR_NOXATTR (RFC 8276): no such extended attribute. Only the stores'
+    /// extended attribute methods answer it, which only NFSv4.2 calls.
+    pub const NOXATTR: Nfsstat3 = Nfsstat3(10095);
+    /// NFSv4.2's NFS4ERR_XATTR2BIG (RFC 8276): an extended attribute value too large. As
+    /// [`Nfsstat3::NOXATTR`], never sent to an NFSv3 client.
+    pub const XATTR2BIG: Nfsstat3 = Nfsstat3(10096);
 
     /// The status an OS error maps to (as Linux nfsd's `nfserrno` maps them).
     pub fn from_errno(e: i32) -> Nfsstat3 {

@@ -37,6 +37,33 @@ use super::types::{
 /// A change's result with the weak cache consistency data of the object it changed.
 pub type Wcc<T> = (NfsResult<T>, WccData);
 
+/// How SETXATTR treats an attribute that exists or does not (RFC 8276 `setxattr_option4`;
+/// Linux's `setxattr` flags 0, `XATTR_CREATE`, `XATTR_REPLACE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrSet {
+    /// SETXATTR4_EITHER: create or replace.
+    Either,
+    /// SETXATTR4_CREATE: EXIST when the attribute exists.
+    Create,
+    /// SETXATTR4_REPLACE: NOXATTR when it does not.
+    Replace,
+}
+
+/// Longest user extended attribute name without its `user.` prefix: Linux's `XATTR_NAME_MAX`
+/// (255) less the prefix's 5 octets, as Linux nfsd limits it.
+pub const XATTR_NAME_MAX: usize = 250;
+
+/// Largest extended attribute value: Linux's `XATTR_SIZE_MAX`.
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// The memory store's limit per object: a SETXATTR is refused (NOSPC) when the object's other
+/// user extended attributes, each counted as `user.`, its name and a NUL (as Linux's
+/// `listxattr` lists it) plus its value, and the new attribute's name so counted would take
+/// more than this. The new value is bounded by [`XATTR_SIZE_MAX`] alone, so a value of that
+/// size can always be stored once, and a listing of the names never exceeds Linux's
+/// `XATTR_LIST_MAX` (the same 64 KiB).
+pub const XATTR_OBJ_MAX: usize = 65536;
+
 /// What CREATE, MKDIR, SYMLINK and MKNOD make (RFC 1813 sections 3.3.8 to 3.3.11), for
 /// [`Store::create_wcc`].
 #[derive(Debug, Clone, Copy)]
@@ -401,6 +428,54 @@ pub trait Store: Send + Sync + 'static {
         count: u64,
     ) -> NfsResult<u64> {
         copy_through(self, cx, (src, src_offset), (dst, dst_offset), count)
+    }
+
+    /// Whether the store keeps user extended attributes (RFC 8276's `xattr_support`; the
+    /// `user.` namespace of Linux). The default: no.
+    fn xattr_support(&self) -> bool {
+        false
+    }
+
+    /// GETXATTR: the value of user extended attribute `name` (without `user.`; 1 to
+    /// [`XATTR_NAME_MAX`] octets, no NUL: the caller checked) of `fh`, read into `out`; its
+    /// length. Read permission as READ's (Linux nfsd's `NFSD_MAY_READ`); NOXATTR when there
+    /// is none (always on anything but a regular file or a directory, as Linux's
+    /// `xattr_permission` answers), TOOSMALL when the value is longer than `out`. The default:
+    /// NOTSUPP.
+    fn getxattr(&self, _cx: &Cred, _fh: &Fh, _name: &[u8], _out: &mut [u8]) -> NfsResult<usize> {
+        Err(Nfsstat3::NOTSUPP)
+    }
+
+    /// SETXATTR: sets user extended attribute `name` of `fh` to `value` (at most
+    /// [`XATTR_SIZE_MAX`] octets: the caller checked), with `fh`'s weak cache consistency data
+    /// (its ctime moves). Write permission as WRITE's; PERM on anything but a regular file or
+    /// a directory, and in a sticky directory for anyone but its owner and root (Linux's
+    /// `xattr_permission`); EXIST / NOXATTR as `how` says; NOSPC past the store's room. The
+    /// default: NOTSUPP.
+    fn setxattr_wcc(
+        &self,
+        _cx: &Cred,
+        fh: &Fh,
+        _name: &[u8],
+        _value: &[u8],
+        _how: XattrSet,
+    ) -> Wcc<()> {
+        wcc_around(self, fh, || Err(Nfsstat3::NOTSUPP))
+    }
+
+    /// LISTXATTRS: the name (without `user.`) of every user extended attribute of `fh`, each
+    /// passed to `each`, in an order that stays the same while the set does not change. Read
+    /// permission as READ's; none on anything but a regular file or a directory. The default:
+    /// NOTSUPP.
+    fn listxattrs(&self, _cx: &Cred, _fh: &Fh, _each: &mut dyn FnMut(&[u8])) -> NfsResult<()> {
+        Err(Nfsstat3::NOTSUPP)
+    }
+
+    /// REMOVEXATTR: removes user extended attribute `name` of `fh`, with `fh`'s weak cache
+    /// consistency data. Permission and refusals as [`Store::setxattr_wcc`]; NOXATTR when
+    /// there is none. The default: NOTSUPP.
+    fn removexattr_wcc(&self, _cx: &Cred, fh: &Fh, _name: &[u8]) -> Wcc<()> {
+        wcc_around(self, fh, || Err(Nfsstat3::NOTSUPP))
     }
 
     /// The POSIX ACLs of `fh` with its attributes (NFSACL GETACL, which needs no permission,

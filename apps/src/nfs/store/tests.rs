@@ -830,3 +830,4 @@ mod acl;
 mod perm;
 mod space;
 mod wcc;
+mod xattr;

@@ -140,6 +140,14 @@ pub mod op {
     pub const DEALLOCATE: u32 = 62;
     /// SEEK (minor version 2).
     pub const SEEK: u32 = 69;
+    /// GETXATTR (minor version 2, RFC 8276).
+    pub const GETXATTR: u32 = 72;
+    /// SETXATTR (minor version 2, RFC 8276).
+    pub const SETXATTR: u32 = 73;
+    /// LISTXATTRS (minor version 2, RFC 8276).
+    pub const LISTXATTRS: u32 = 74;
+    /// REMOVEXATTR (minor version 2, RFC 8276).
+    pub const REMOVEXATTR: u32 = 75;
     /// The last operation of minor version 2 (RFC 7862's 59..=71 and RFC 8276's extended
     /// attribute operations 72..=75).
     pub const LAST_V42: u32 = 75;

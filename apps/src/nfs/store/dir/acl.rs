@@ -16,7 +16,7 @@
 use std::ffi::CStr;
 
 use super::ident;
-use super::sys::{errno, nfs_err, proc_path};
+use super::sys;
 use super::{DirStore, Obj};
 use crate::nfs::acl::{Acl, Acls, MAX_ENTRIES};
 use crate::nfs::identity::Cred;
@@ -38,7 +38,7 @@ impl DirStore {
             o if o.kind() == libc::S_IFDIR && !o.io => self.open_for_io(fh, o)?,
             o => o,
         };
-        let a = super::sys::fattr(&o.st);
+        let a = sys::fattr(&o.st);
         let acls = match o.kind() {
             libc::S_IFLNK => Acls::default(),
             libc::S_IFDIR => Acls {
@@ -85,28 +85,18 @@ impl DirStore {
 
 /// The ACL in extended attribute `name` of object `o` (`None`: none, or a file system without
 /// ACLs): asked of its descriptor when that is open for I/O, else through its /proc link
-/// (`fgetxattr` refuses an `O_PATH` descriptor).
+/// (`sys::getxattr`).
 fn read(o: &Obj, name: &CStr) -> NfsResult<Option<Acl>> {
     // On the stack: an object without an ACL (the common case) costs no allocation.
     let mut buf = [0u8; XATTR_MAX];
-    let (to, len) = (buf.as_mut_ptr().cast(), buf.len());
-    let n = if o.io {
-        // SAFETY: NUL-terminated name; `buf` is writable for its length.
-        unsafe { libc::fgetxattr(o.raw(), name.as_ptr(), to, len) }
-    } else {
-        let path = proc_path(o.raw());
-        // SAFETY: NUL-terminated path and name; `buf` is writable for its length.
-        unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), to, len) }
+    let n = match sys::getxattr(o.raw(), o.io, name, &mut buf) {
+        Ok(n) => n,
+        Err(libc::ENODATA | libc::EOPNOTSUPP) => return Ok(None),
+        // More entries than the protocol carries (Linux nfsd fails such a GETACL too).
+        Err(libc::ERANGE) => return Err(Nfsstat3::SERVERFAULT),
+        Err(e) => return Err(Nfsstat3::from_errno(e)),
     };
-    if n < 0 {
-        return match errno() {
-            libc::ENODATA | libc::EOPNOTSUPP => Ok(None),
-            // More entries than the protocol carries (Linux nfsd fails such a GETACL too).
-            libc::ERANGE => Err(Nfsstat3::SERVERFAULT),
-            _ => Err(nfs_err()),
-        };
-    }
-    let got = buf.get(..n as usize).ok_or(Nfsstat3::SERVERFAULT)?;
+    let got = buf.get(..n).ok_or(Nfsstat3::SERVERFAULT)?;
     Acl::from_xattr(got).map_err(|_| Nfsstat3::SERVERFAULT)
 }
 
@@ -114,22 +104,13 @@ fn read(o: &Obj, name: &CStr) -> NfsResult<Option<Acl>> {
 /// the thread's identity: through its descriptor when that is open for I/O, else through its
 /// /proc link (as [`read`]).
 fn write(o: &Obj, name: &CStr, acl: Option<&Acl>) -> NfsResult<()> {
-    let (fd, path) = (o.raw(), proc_path(o.raw()));
-    let v = acl.map(Acl::to_xattr);
-    // SAFETY (each arm): NUL-terminated path and name; `v` is readable for its length; plain
-    // system calls on an open descriptor.
-    let r = match (&v, o.io) {
-        (Some(v), true) => unsafe {
-            libc::fsetxattr(fd, name.as_ptr(), v.as_ptr().cast(), v.len(), 0)
-        },
-        (Some(v), false) => unsafe {
-            libc::setxattr(path.as_ptr(), name.as_ptr(), v.as_ptr().cast(), v.len(), 0)
-        },
-        (None, true) => unsafe { libc::fremovexattr(fd, name.as_ptr()) },
-        (None, false) => unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) },
+    let r = match acl.map(Acl::to_xattr) {
+        Some(v) => sys::setxattr(o.raw(), o.io, name, &v, 0),
+        None => sys::removexattr(o.raw(), o.io, name),
     };
-    if r < 0 && !(acl.is_none() && errno() == libc::ENODATA) {
-        return Err(nfs_err());
+    match r {
+        Err(libc::ENODATA) if acl.is_none() => Ok(()),
+        Err(e) => Err(Nfsstat3::from_errno(e)),
+        Ok(()) => Ok(()),
     }
-    Ok(())
 }

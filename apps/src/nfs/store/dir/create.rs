@@ -85,7 +85,7 @@ impl DirStore {
             self.apply(cx, &o, &set)?;
             st = Some(now).filter(|_| set == Sattr3::default());
         } else if set != Sattr3::default() {
-            Self::apply_attrs(fd.as_raw_fd(), io, kind, &set)?;
+            sys::set_attrs(fd.as_raw_fd(), io, kind, &set)?;
         }
         let st = match st {
             Some(st) => Some(st),

@@ -62,6 +62,7 @@ mod space;
 mod sys;
 #[cfg(test)]
 mod tests;
+mod xattr;
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -72,10 +73,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::nfs::acl::{Acl, Acls};
 use crate::nfs::identity::Cred;
-use crate::nfs::store::{DirListing, NewObj, Special, Store, Wcc};
+use crate::nfs::store::{DirListing, NewObj, Special, Store, Wcc, XattrSet};
 use crate::nfs::types::{
-    access, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, SetTime,
-    StableHow, Time3, WccData,
+    access, CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3,
+    WccData,
 };
 use create::Made;
 use handle::{FdCache, MAX_KERNEL};
@@ -123,6 +124,8 @@ pub struct DirStore {
     /// The export's file system refuses to execute a regular file without execute bits to
     /// everyone (`sys::exec_by_mode`).
     exec_by_mode: bool,
+    /// The export's file system keeps user extended attributes (`xattr::supported`).
+    xattrs: bool,
 }
 
 /// An `io::Error` saying what `open` refuses.
@@ -131,24 +134,6 @@ fn refuse(path: &Path, why: &str) -> io::Error {
         io::ErrorKind::Unsupported,
         format!("cannot export {}: {why}", path.display()),
     )
-}
-
-/// A `timespec` for `utimensat`.
-fn timespec(t: SetTime) -> libc::timespec {
-    match t {
-        SetTime::DontChange => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-        SetTime::ServerTime => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_NOW,
-        },
-        SetTime::ClientTime(t) => libc::timespec {
-            tv_sec: libc::time_t::from(t.seconds),
-            tv_nsec: libc::c_long::from(t.nseconds.min(999_999_999)),
-        },
-    }
 }
 
 impl DirStore {
@@ -200,6 +185,7 @@ impl DirStore {
         let max_size = sys::max_file_size(root_fd.as_raw_fd())?;
         let in_memory = sys::in_memory(root_fd.as_raw_fd())?;
         let exec_by_mode = sys::exec_by_mode(root_fd.as_raw_fd())?;
+        let xattrs = xattr::supported(root_fd.as_raw_fd());
         let tag = handle::export_tag(&kh);
         let root_fh = handle::encode(tag, &kh).ok_or_else(|| refuse(path, "handle too long"))?;
         Ok(DirStore {
@@ -215,6 +201,7 @@ impl DirStore {
             max_size,
             in_memory,
             exec_by_mode,
+            xattrs,
         })
     }
 
@@ -540,30 +527,7 @@ impl DirStore {
                 check(unsafe { libc::truncate(proc_path(o.raw()).as_ptr(), len) })?;
             }
         }
-        Self::apply_attrs(o.raw(), o.io, kind, set)
-    }
-
-    /// The part of [`DirStore::apply`] after the size: mode and owner, then times, of the
-    /// object of type `kind` open as `fd` (`io`: open for I/O, else `O_PATH`).
-    fn apply_attrs(fd: RawFd, io: bool, kind: u32, set: &Sattr3) -> NfsResult<()> {
-        if let (Some(mode), false) = (set.mode, kind == libc::S_IFLNK) {
-            sys::chmod(fd, io, mode & 0o7777)?;
-        }
-        if set.uid.is_some() || set.gid.is_some() {
-            let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
-            let (u, g) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
-            // SAFETY: plain system calls; an empty NUL-terminated path with AT_EMPTY_PATH.
-            check(unsafe {
-                match io {
-                    true => libc::fchown(fd, u, g),
-                    false => libc::fchownat(fd, c"".as_ptr(), u, g, flags),
-                }
-            })?;
-        }
-        if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
-            sys::utimes(fd, io, &[timespec(set.atime), timespec(set.mtime)])?;
-        }
-        Ok(())
+        sys::set_attrs(o.raw(), o.io, kind, set)
     }
 
     /// SETATTR of live object `o` of `fh` (as [`Store::setattr`]).
@@ -901,6 +865,26 @@ impl Store for DirStore {
         default: Option<&Acl>,
     ) -> NfsResult<()> {
         self.set_acls(cx, fh, access, default)
+    }
+
+    fn xattr_support(&self) -> bool {
+        self.xattrs
+    }
+
+    fn getxattr(&self, cx: &Cred, fh: &Fh, name: &[u8], out: &mut [u8]) -> NfsResult<usize> {
+        self.get_xattr(cx, fh, name, out)
+    }
+
+    fn setxattr_wcc(&self, cx: &Cred, fh: &Fh, name: &[u8], v: &[u8], how: XattrSet) -> Wcc<()> {
+        self.change_xattr(cx, fh, name, Some((v, how)))
+    }
+
+    fn listxattrs(&self, cx: &Cred, fh: &Fh, each: &mut dyn FnMut(&[u8])) -> NfsResult<()> {
+        self.list_xattrs(cx, fh, each)
+    }
+
+    fn removexattr_wcc(&self, cx: &Cred, fh: &Fh, name: &[u8]) -> Wcc<()> {
+        self.change_xattr(cx, fh, name, None)
     }
 
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {

@@ -1,6 +1,6 @@
 //! Thin safe wrappers over the libc calls the directory store makes: errno mapping, names as
 //! C strings, `fstat`/`fstatat` into [`Fattr3`], `/proc/self/fd` paths, kernel file handles
-//! (`name_to_handle_at` / `open_by_handle_at`).
+//! (`name_to_handle_at` / `open_by_handle_at`), attribute changes, extended attributes.
 //!
 //! Normal operation: every wrapper returns the call's result or the errno as an
 //! [`Nfsstat3`] (through [`Nfsstat3::from_errno`]) or an [`io::Error`]. Recovery: EINTR is
@@ -12,7 +12,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::nfs::types::{
-    check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Time3, NAME_MAX,
+    check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Sattr3, SetTime,
+    Time3, NAME_MAX,
 };
 
 /// Largest kernel handle (`MAX_HANDLE_SZ`).
@@ -290,6 +291,76 @@ pub(super) fn chmod(fd: RawFd, io: bool, mode: u32) -> NfsResult<()> {
     check(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) }).map(drop)
 }
 
+/// A successful extended attribute call's count, else the errno.
+fn xattr_count(n: isize) -> Result<usize, i32> {
+    usize::try_from(n).map_err(|_| errno())
+}
+
+/// `getxattr` of `name` on the object `fd` refers to into `out`: `fgetxattr` of a descriptor
+/// open for I/O (`io`), else through its /proc link (`fgetxattr` refuses an `O_PATH`
+/// descriptor). The link is followed: never ask it of a symbolic link. The value's length
+/// (with an empty `out`, the length it has), or the errno; the kernel checks the thread's
+/// identity.
+pub(super) fn getxattr(fd: RawFd, io: bool, name: &CStr, out: &mut [u8]) -> Result<usize, i32> {
+    let (to, len) = (out.as_mut_ptr().cast(), out.len());
+    if io {
+        // SAFETY: NUL-terminated name; `out` is writable for its length.
+        return xattr_count(unsafe { libc::fgetxattr(fd, name.as_ptr(), to, len) });
+    }
+    let path = proc_path(fd);
+    // SAFETY: NUL-terminated path and name; `out` is writable for its length.
+    xattr_count(unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), to, len) })
+}
+
+/// `setxattr` of `name` to `value` with `flags` (`XATTR_CREATE`, `XATTR_REPLACE`) on the
+/// object `fd` refers to, as [`getxattr`] reaches it; the errno when it fails.
+pub(super) fn setxattr(
+    fd: RawFd,
+    io: bool,
+    name: &CStr,
+    value: &[u8],
+    flags: i32,
+) -> Result<(), i32> {
+    let (v, len) = (value.as_ptr().cast(), value.len());
+    let r = if io {
+        // SAFETY: NUL-terminated name; `value` is readable for its length.
+        unsafe { libc::fsetxattr(fd, name.as_ptr(), v, len, flags) }
+    } else {
+        let path = proc_path(fd);
+        // SAFETY: NUL-terminated path and name; `value` is readable for its length.
+        unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), v, len, flags) }
+    };
+    xattr_count(r as isize).map(drop)
+}
+
+/// `removexattr` of `name` on the object `fd` refers to, as [`getxattr`] reaches it; the
+/// errno when it fails.
+pub(super) fn removexattr(fd: RawFd, io: bool, name: &CStr) -> Result<(), i32> {
+    let r = if io {
+        // SAFETY: NUL-terminated name; plain system call on an open descriptor.
+        unsafe { libc::fremovexattr(fd, name.as_ptr()) }
+    } else {
+        let path = proc_path(fd);
+        // SAFETY: NUL-terminated path and name.
+        unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }
+    };
+    xattr_count(r as isize).map(drop)
+}
+
+/// `listxattr` of the object `fd` refers to into `out` (every attribute's full name and a
+/// NUL), as [`getxattr`] reaches it: the listing's length, or the errno (ERANGE when it is
+/// longer than `out`).
+pub(super) fn listxattr(fd: RawFd, io: bool, out: &mut [u8]) -> Result<usize, i32> {
+    let (to, len) = (out.as_mut_ptr().cast(), out.len());
+    if io {
+        // SAFETY: `out` is writable for its length; plain system call on an open descriptor.
+        return xattr_count(unsafe { libc::flistxattr(fd, to, len) });
+    }
+    let path = proc_path(fd);
+    // SAFETY: NUL-terminated path; `out` is writable for its length.
+    xattr_count(unsafe { libc::listxattr(path.as_ptr(), to, len) })
+}
+
 /// Whether `utimensat` took `AT_EMPTY_PATH` here (Linux 5.8 and later); cleared on its first
 /// EINVAL, after which the /proc link serves.
 static UTIMES_EMPTY_PATH: AtomicBool = AtomicBool::new(true);
@@ -316,6 +387,48 @@ pub(super) fn utimes(fd: RawFd, io: bool, ts: &[libc::timespec; 2]) -> NfsResult
     // SAFETY: `ts` holds two timespecs; `path` is NUL-terminated. The /proc link reaches the
     // object itself, a symbolic link included.
     check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), ts.as_ptr(), 0) }).map(drop)
+}
+
+/// A `timespec` for `utimensat`.
+fn timespec(t: SetTime) -> libc::timespec {
+    match t {
+        SetTime::DontChange => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        SetTime::ServerTime => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        SetTime::ClientTime(t) => libc::timespec {
+            tv_sec: libc::time_t::from(t.seconds),
+            tv_nsec: libc::c_long::from(t.nseconds.min(999_999_999)),
+        },
+    }
+}
+
+/// What SETATTR changes after the size: mode (not a symbolic link's) and owner, then times,
+/// of the object of type `kind` open as `fd` (`io`: open for I/O, else `O_PATH`). The kernel
+/// checks each change for the thread's identity.
+pub(super) fn set_attrs(fd: RawFd, io: bool, kind: u32, set: &Sattr3) -> NfsResult<()> {
+    if let (Some(mode), false) = (set.mode, kind == libc::S_IFLNK) {
+        chmod(fd, io, mode & 0o7777)?;
+    }
+    if set.uid.is_some() || set.gid.is_some() {
+        let flags = libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW;
+        let (u, g) = (set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX));
+        // SAFETY: plain system calls; an empty NUL-terminated path with AT_EMPTY_PATH.
+        check(unsafe {
+            match io {
+                true => libc::fchown(fd, u, g),
+                false => libc::fchownat(fd, c"".as_ptr(), u, g, flags),
+            }
+        })?;
+    }
+    if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
+        utimes(fd, io, &[timespec(set.atime), timespec(set.mtime)])?;
+    }
+    Ok(())
 }
 
 /// `faccessat2(fd, "", mode, AT_EACCESS | AT_EMPTY_PATH)`: whether the calling thread's

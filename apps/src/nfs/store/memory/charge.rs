@@ -61,3 +61,16 @@ pub(super) fn acls(a: Option<&crate::nfs::acl::Acls>) -> u64 {
     };
     ALLOC + 64 + one(&a.access) + one(&a.default)
 }
+
+/// The user extended attributes of one object beyond each attribute: their box (32 octets)
+/// and the B-tree that holds them at its emptiest (one leaf node: eleven slots of two boxed
+/// slices, 368 octets).
+pub(super) const XATTRS: u64 = ALLOC + 32 + ALLOC + 368;
+
+/// One user extended attribute with a name of `name_len` octets and a value of `value_len`
+/// octets: the name and the value (an allocation each) and its share of the B-tree's nodes
+/// once they split (a leaf left with five of its eleven slots, about 74 octets a slot, and the
+/// internal nodes above the leaves).
+pub(super) fn xattr(name_len: usize, value_len: usize) -> u64 {
+    96 + 2 * ALLOC + name_len as u64 + value_len as u64
+}

@@ -6,7 +6,7 @@
 //! and getattr take it shared, everything that changes the tree takes it exclusive (the
 //! `*_wcc` methods take the attributes before and after under the same hold, so no other
 //! change falls between them), and nothing but tree work (no I/O, no callbacks other than
-//! READDIR's `emit`, which only encodes) runs under it. File data lives in lazily allocated fixed-size blocks
+//! READDIR's `emit` and LISTXATTRS's `each`, which only encode) runs under it. File data lives in lazily allocated fixed-size blocks
 //! (`blocks`); a store built [`MemoryStore::with_pool`] keeps large blocks in the endpoint's
 //! registered buffers and answers READs from them without a copy
 //! ([`Store::read_registered`]), copying a block on write while a reply holds it. Recovery: a poisoned lock (a panic elsewhere while holding it) is recovered
@@ -35,6 +35,7 @@ pub(crate) mod test_pool;
 #[cfg(test)]
 mod tests;
 mod tree;
+mod xattr;
 
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -42,7 +43,9 @@ use rpcrdma_poller::BufPool;
 
 use crate::nfs::acl::{Acl, Acls};
 use crate::nfs::identity::{self, Cred, Want};
-use crate::nfs::store::{access_from_rwx, DirListing, NewObj, SharedRead, Special, Store, Wcc};
+use crate::nfs::store::{
+    access_from_rwx, DirListing, NewObj, SharedRead, Special, Store, Wcc, XattrSet,
+};
 use crate::nfs::types::{
     CreateHow, DirEntry, Fattr3, Fh, FsStat, NfsResult, Nfsstat3, Sattr3, StableHow, Time3, WccData,
 };
@@ -428,6 +431,35 @@ impl Store for MemoryStore {
         default: Option<&Acl>,
     ) -> NfsResult<()> {
         self.with_mut(fh, |tree, id| tree.setacl(cx, id, access, default))
+    }
+
+    fn xattr_support(&self) -> bool {
+        true
+    }
+
+    fn getxattr(&self, cx: &Cred, fh: &Fh, name: &[u8], out: &mut [u8]) -> NfsResult<usize> {
+        let tree = self.read_tree();
+        tree.getxattr(cx, self.id(&tree, fh)?, name, out)
+    }
+
+    fn setxattr_wcc(
+        &self,
+        cx: &Cred,
+        fh: &Fh,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Wcc<()> {
+        self.with_wcc(fh, |tree, id| tree.setxattr(cx, id, name, value, how))
+    }
+
+    fn listxattrs(&self, cx: &Cred, fh: &Fh, each: &mut dyn FnMut(&[u8])) -> NfsResult<()> {
+        let tree = self.read_tree();
+        tree.listxattrs(cx, self.id(&tree, fh)?, each)
+    }
+
+    fn removexattr_wcc(&self, cx: &Cred, fh: &Fh, name: &[u8]) -> Wcc<()> {
+        self.with_wcc(fh, |tree, id| tree.removexattr(cx, id, name))
     }
 
     fn remove(&self, cx: &Cred, dir: &Fh, name: &[u8]) -> NfsResult<()> {

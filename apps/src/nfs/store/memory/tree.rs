@@ -12,7 +12,7 @@
 //!
 //! Capacity: `used` charges everything the tree holds (see [`charge`]): an inode, each
 //! directory entry with its name, a symbolic link's target, each data block by the memory
-//! behind it; an operation that would pass the capacity is NOSPC and changes nothing.
+//! behind it, an object's ACLs and extended attributes; an operation that would pass the capacity is NOSPC and changes nothing.
 //! Recovery: none needed; file ids are never reused, so a handle to a removed inode stays
 //! STALE.
 
@@ -53,7 +53,19 @@ pub(super) struct Inode {
     pub(super) excl: Option<[u8; 8]>,
     /// POSIX ACLs, when the object has any (`super::acl`).
     pub(super) acl: Option<Box<Acls>>,
+    /// User extended attributes, when the object has any (`super::xattr`).
+    pub(super) xattrs: Option<Box<Xattrs>>,
     pub(super) body: Body,
+}
+
+/// The user extended attributes of one object (`super::xattr` keeps them).
+#[derive(Debug, Default)]
+pub(super) struct Xattrs {
+    /// Values by name (without `user.`), in name order: the order LISTXATTRS gives.
+    pub(super) map: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    /// Octets counted against `XATTR_OBJ_MAX` (`super::xattr`: `user.`, the name, a NUL and
+    /// the value of each).
+    pub(super) size: usize,
 }
 
 /// What an inode holds.
@@ -306,6 +318,7 @@ impl Tree {
             ctime: now,
             excl: None,
             acl: None,
+            xattrs: None,
             body,
         }
     }
@@ -598,12 +611,14 @@ impl Tree {
         self.make(cx, dir, name, Body::Special(node), mode, attr)
     }
 
-    /// The charge of inode `id` beyond its entries (inode, target, data).
+    /// The charge of inode `id` beyond its entries (inode, target, data, ACLs, extended
+    /// attributes).
     pub(super) fn inode_charge(&self, id: u64) -> u64 {
         let Some(i) = self.inodes.get(&id) else {
             return 0;
         };
-        let own = charge::INODE + charge::acls(i.acl.as_deref());
+        let xattrs = i.xattrs.as_deref().map_or(0, Xattrs::charged);
+        let own = charge::INODE + charge::acls(i.acl.as_deref()) + xattrs;
         match &i.body {
             Body::File { data, .. } => own + data.used(self.alloc.bs),
             Body::Symlink(t) => own + charge::target(t.len()),

@@ -64,6 +64,19 @@ pub mod fa {
     pub const TIME_MODIFY_SET: u32 = 54;
     pub const MOUNTED_ON_FILEID: u32 = 55;
     pub const SUPPATTR_EXCLCREAT: u32 = 75;
+    /// Minor version 2 (RFC 8276 §8.2): whether the object's file system keeps extended
+    /// attributes.
+    pub const XATTR_SUPPORT: u32 = 82;
+}
+
+/// The attributes supported in minor version `minor`: [`SUPPORTED`], and in minor version 2
+/// `xattr_support`.
+pub fn supported_in(minor: u32) -> [u32; 3] {
+    let mut w = SUPPORTED;
+    if minor >= 2 {
+        w[2] |= 1 << (fa::XATTR_SUPPORT - 64);
+    }
+    w
 }
 
 /// The attributes supported (`supported_attrs`), as a three-word bitmap: what GETATTR returns
@@ -227,8 +240,9 @@ pub fn put_fattr(
     out: &mut Enc,
 ) {
     let mut mask = [0u32; 3];
+    let supported = supported_in(c.minor);
     for i in 0..3 {
-        mask[i] = want[i] & SUPPORTED[i] & !WRITE_ONLY[i];
+        mask[i] = want[i] & supported[i] & !WRITE_ONLY[i];
     }
     if s.fs.is_none() {
         for b in [
@@ -272,7 +286,13 @@ fn put_one(
     let fs = s.fs.unwrap_or_default();
     let cfg = c.srv.config();
     match bit {
-        fa::SUPPORTED_ATTRS => v.bitmap(&SUPPORTED),
+        fa::SUPPORTED_ATTRS => v.bitmap(&supported_in(c.minor)),
+        fa::XATTR_SUPPORT => {
+            let store = c.pseudo.is_none().then(|| c.cur().ok()).flatten();
+            v.u32(u32::from(
+                store.is_some_and(|cur| cur.share.store.xattr_support()),
+            ));
+        }
         fa::SUPPATTR_EXCLCREAT => v.bitmap(&EXCLCREAT),
         fa::TYPE => v.u32(a.ftype as u32),
         fa::FH_EXPIRE_TYPE => v.u32(0), // FH4_PERSISTENT

@@ -18,7 +18,7 @@ use rpcrdma_engine::xdr::XdrReader;
 
 use crate::nfs::admit::seal_or_fault;
 use crate::nfs::store::NewObj;
-use crate::nfs::types::{DirEntry, Fattr3, Fh, Ftype3, Nfsstat3, StableHow, PATH_MAX};
+use crate::nfs::types::{access, DirEntry, Fattr3, Fh, Ftype3, Nfsstat3, StableHow, PATH_MAX};
 
 use super::attrs::{get_bitmap, put_cinfo, put_fattr, Source};
 use super::open::check_stateid;
@@ -163,18 +163,26 @@ pub fn lookupp(c: &mut Compound<'_>) -> Result<(), Status> {
 
 /// ACCESS: the bits asked for that the caller holds (no changes on a read-only export).
 pub fn access(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
-    let want = r.get_u32().map_err(bad_xdr)? & 0x3f;
+    let asked = r.get_u32().map_err(bad_xdr)?;
+    let want = asked & 0x3f;
     let cur = c.cur()?;
-    let (_, mut got) = cur
-        .share
-        .store
-        .access(&cur.cred, &cur.fh, want)
+    let store = &cur.share.store;
+    // Minor version 2's extended attribute bits (RFC 8276) are asked of the store as READ
+    // and MODIFY (`xattr::access_bits`).
+    let xattrs = c.minor >= 2 && store.xattr_support();
+    let extra = match xattrs {
+        true => access::READ | access::MODIFY,
+        false => 0,
+    };
+    let (_, mut got) = store
+        .access(&cur.cred, &cur.fh, want | extra)
         .map_err(from_store)?;
     if cur.opts.read_only {
         got &= !(0x04 | 0x08 | 0x10);
     }
-    out.u32(want);
-    out.u32(got);
+    let (x_supported, x_granted) = super::xattr::access_bits(xattrs, asked, got);
+    out.u32(want | x_supported);
+    out.u32((got & want) | x_granted);
     Ok(())
 }
 

@@ -46,6 +46,7 @@ pub mod state;
 pub mod state_index;
 pub mod stateid;
 pub mod v42;
+pub mod xattr;
 pub mod xdr;
 
 use std::net::IpAddr;
@@ -916,6 +917,10 @@ fn run(
         op::DEALLOCATE => v42::allocate(c, r, true),
         op::SEEK => v42::seek(c, r, out),
         op::COPY => v42::copy(c, r, out),
+        op::GETXATTR => xattr::getxattr(c, r, out),
+        op::SETXATTR => xattr::setxattr(c, r, out),
+        op::LISTXATTRS => xattr::listxattrs(c, r, out),
+        op::REMOVEXATTR => xattr::removexattr(c, r, out),
         _ => Err(st::NOTSUPP),
     }
 }
@@ -962,3 +967,5 @@ mod tests_verify;
 mod tests_view;
 #[cfg(test)]
 mod tests_wdeleg;
+#[cfg(test)]
+mod tests_xattr;

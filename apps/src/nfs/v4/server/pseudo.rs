@@ -215,6 +215,8 @@ pub fn run(
         op::WRITE | op::SETATTR | op::CREATE | op::REMOVE | op::RENAME | op::LINK | op::OPEN => {
             Err(st::ROFS)
         }
+        // No extended attributes (its `xattr_support` is false).
+        op::GETXATTR | op::SETXATTR | op::LISTXATTRS | op::REMOVEXATTR => Err(st::NOTSUPP),
         _ => return None,
     })
 }

@@ -4,9 +4,9 @@
 //! the current one, at most [`COPY_MAX`] octets a call, which the client continues), on the
 //! store's `fallocate`, `seek` and `copy`, as Linux nfsd answers them (`nfsd4_allocate`,
 //! `nfsd4_deallocate`, `nfsd4_seek`, `nfsd4_copy`). Every other minor version 2 operation
-//! (a copy from another server, OFFLOAD_*, CLONE, READ_PLUS, the extended attribute
-//! operations, ...) is NOTSUPP, which makes the Linux client fall back to what minor version
-//! 1 offers.
+//! but the extended attribute ones (the `xattr` module) is NOTSUPP (a copy from another
+//! server, OFFLOAD_*, CLONE, READ_PLUS, ...), which makes the Linux client fall back to what
+//! minor version 1 offers.
 //!
 //! Normal operation: ALLOCATE and DEALLOCATE take a stateid that allows writing (an open for
 //! write, a write delegation, or the anonymous stateids outside the grace period) on a
