@@ -320,11 +320,11 @@ v42_xattrs() {
 		failc v42-setxattr "setfattr: $out"
 	fi
 	echo 3 >/proc/sys/vm/drop_caches
-	if [ "$(getfattr --only-values -n user.k "$f" 2>&1)" = hello ] &&
-		[ "$(getfattr --only-values -n user.big "$f" 2>&1)" = "$big" ]; then
+	if [ "$(getfattr --absolute-names --only-values -n user.k "$f" 2>&1)" = hello ] &&
+		[ "$(getfattr --absolute-names --only-values -n user.big "$f" 2>&1)" = "$big" ]; then
 		pass v42-getxattr "both values read back"
 	else
-		failc v42-getxattr "getfattr: $(getfattr -n user.k "$f" 2>&1 | tr '\n' ' ')"
+		failc v42-getxattr "getfattr: $(getfattr --absolute-names -n user.k "$f" 2>&1 | tr '\n' ' ')"
 	fi
 	echo 3 >/proc/sys/vm/drop_caches
 	out=$(getfattr --absolute-names -d -m '^user\.' "$f" 2>&1 | sed -n 's/^\(user\.[a-z]*\)=.*/\1/p' | sort | paste -sd ' ' -)
@@ -334,7 +334,7 @@ v42_xattrs() {
 		failc v42-listxattrs "getfattr -d listed '$out' (expected user.big user.k)"
 	fi
 	if out=$(setfattr -x user.k "$f" 2>&1) && echo 3 >/proc/sys/vm/drop_caches &&
-		out=$(getfattr -n user.k "$f" 2>&1; true) && [[ $out == *"No such attribute"* ]]; then
+		out=$(getfattr --absolute-names -n user.k "$f" 2>&1; true) && [[ $out == *"No such attribute"* ]]; then
 		pass v42-removexattr "setfattr -x user.k, then: $out"
 	else
 		failc v42-removexattr "setfattr -x user.k / getfattr: $out"
