@@ -32,12 +32,19 @@ const DEFAULT: &CStr = c"system.posix_acl_default";
 const XATTR_MAX: usize = 4 + 8 * MAX_ENTRIES;
 
 impl DirStore {
+    /// Object `o` of `fh` with a directory's descriptor open for I/O
+    /// ([`DirStore::open_for_io`]): its extended attributes (ACLs, `user.` attributes) are then
+    /// asked of the descriptor, not through its /proc link.
+    pub(super) fn dir_io(&self, fh: &Fh, o: Obj) -> NfsResult<Obj> {
+        match o {
+            o if o.kind() == libc::S_IFDIR && !o.io => self.open_for_io(fh, o),
+            o => Ok(o),
+        }
+    }
+
     /// GETACL of `fh`: its attributes and ACLs (none on a symbolic link).
     pub(super) fn acls_of(&self, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
-        let o = match self.stat_obj(fh)? {
-            o if o.kind() == libc::S_IFDIR && !o.io => self.open_for_io(fh, o)?,
-            o => o,
-        };
+        let o = self.dir_io(fh, self.stat_obj(fh)?)?;
         let a = sys::fattr(&o.st);
         let acls = match o.kind() {
             libc::S_IFLNK => Acls::default(),
@@ -63,10 +70,7 @@ impl DirStore {
         default: Option<&Acl>,
     ) -> NfsResult<()> {
         let _held = self.serial.one(fh);
-        let o = match self.stat_obj(fh)? {
-            o if o.kind() == libc::S_IFDIR && !o.io => self.open_for_io(fh, o)?,
-            o => o,
-        };
+        let o = self.dir_io(fh, self.stat_obj(fh)?)?;
         if o.kind() == libc::S_IFLNK {
             return Err(Nfsstat3::NOTSUPP);
         }

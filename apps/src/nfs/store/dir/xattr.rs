@@ -111,7 +111,8 @@ impl DirStore {
     ) -> NfsResult<usize> {
         self.xattrs_kept()?;
         let x = XName::new(name)?;
-        let o = self.obj(cx, fh)?;
+        let o = self.dir_io(fh, self.stat_obj(fh)?)?;
+        ident::act_as(cx)?;
         sys::may(o.raw(), libc::R_OK)?;
         if !carries(&o) {
             return Err(Nfsstat3::NOXATTR);
@@ -133,7 +134,8 @@ impl DirStore {
         each: &mut dyn FnMut(&[u8]),
     ) -> NfsResult<()> {
         self.xattrs_kept()?;
-        let o = self.obj(cx, fh)?;
+        let o = self.dir_io(fh, self.stat_obj(fh)?)?;
+        ident::act_as(cx)?;
         sys::may(o.raw(), libc::R_OK)?;
         if !carries(&o) {
             return Ok(());
@@ -169,6 +171,7 @@ impl DirStore {
     ) -> Wcc<()> {
         self.changing(fh, |o| {
             self.xattrs_kept()?;
+            let o = self.dir_io(fh, o)?;
             let x = XName::new(name)?;
             ident::act_as(cx)?;
             sys::may(o.raw(), libc::W_OK)?;
