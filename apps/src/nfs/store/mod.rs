@@ -430,6 +430,15 @@ pub trait Store: Send + Sync + 'static {
         copy_through(self, cx, (src, src_offset), (dst, dst_offset), count)
     }
 
+    /// Whether every change of an object moves its ctime forward, to a value it never had
+    /// (the NFSv4 `change` attribute, made from the ctime, then only grows: RFC 7862's
+    /// `change_attr_type` NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR); otherwise the ctime is the host
+    /// file system's, which a clock set back can move back (NFS4_CHANGE_TYPE_IS_TIME_METADATA).
+    /// The default: no.
+    fn change_monotonic(&self) -> bool {
+        false
+    }
+
     /// Whether the store keeps user extended attributes (RFC 8276's `xattr_support`; the
     /// `user.` namespace of Linux). The default: no.
     fn xattr_support(&self) -> bool {

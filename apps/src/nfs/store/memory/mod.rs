@@ -417,6 +417,11 @@ impl Store for MemoryStore {
         tree.seek(cx, id, offset, hole)
     }
 
+    fn change_monotonic(&self) -> bool {
+        // Every change is stamped by `Tree::stamp`, which never repeats or goes back.
+        true
+    }
+
     fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
         let tree = self.read_tree();
         let id = self.id(&tree, fh)?;

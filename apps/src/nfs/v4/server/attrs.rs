@@ -64,17 +64,26 @@ pub mod fa {
     pub const TIME_MODIFY_SET: u32 = 54;
     pub const MOUNTED_ON_FILEID: u32 = 55;
     pub const SUPPATTR_EXCLCREAT: u32 = 75;
+    /// Minor version 2 (RFC 7862 §12.2.3): how the `change` attribute moves.
+    pub const CHANGE_ATTR_TYPE: u32 = 79;
     /// Minor version 2 (RFC 8276 §8.2): whether the object's file system keeps extended
     /// attributes.
     pub const XATTR_SUPPORT: u32 = 82;
 }
 
+/// `change_attr_type4` NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR.
+const CHANGE_MONOTONIC_INCR: u32 = 0;
+/// `change_attr_type4` NFS4_CHANGE_TYPE_IS_TIME_METADATA.
+const CHANGE_TIME_METADATA: u32 = 3;
+/// `change_attr_type4` NFS4_CHANGE_TYPE_IS_UNDEFINED.
+const CHANGE_UNDEFINED: u32 = 4;
+
 /// The attributes supported in minor version `minor`: [`SUPPORTED`], and in minor version 2
-/// `xattr_support`.
+/// `change_attr_type` and `xattr_support`.
 pub fn supported_in(minor: u32) -> [u32; 3] {
     let mut w = SUPPORTED;
     if minor >= 2 {
-        w[2] |= 1 << (fa::XATTR_SUPPORT - 64);
+        w[2] |= (1 << (fa::XATTR_SUPPORT - 64)) | (1 << (fa::CHANGE_ATTR_TYPE - 64));
     }
     w
 }
@@ -292,6 +301,17 @@ fn put_one(
             v.u32(u32::from(
                 store.is_some_and(|cur| cur.share.store.xattr_support()),
             ));
+        }
+        // The memory store's stamps only grow; the `dir:` store's are the host's ctime (as
+        // Linux nfsd answers for a file system without `i_version`); the pseudo file system's
+        // `change` is no object's.
+        fa::CHANGE_ATTR_TYPE => {
+            let store = c.pseudo.is_none().then(|| c.cur().ok()).flatten();
+            v.u32(match store {
+                Some(cur) if cur.share.store.change_monotonic() => CHANGE_MONOTONIC_INCR,
+                Some(_) => CHANGE_TIME_METADATA,
+                None => CHANGE_UNDEFINED,
+            })
         }
         fa::SUPPATTR_EXCLCREAT => v.bitmap(&EXCLCREAT),
         fa::TYPE => v.u32(a.ftype as u32),

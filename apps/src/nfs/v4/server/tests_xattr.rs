@@ -2,7 +2,8 @@
 //! GETXATTR, SETXATTR, LISTXATTRS and REMOVEXATTR in COMPOUNDs of minor version 2, their
 //! results in RFC 8276's XDR written out by hand, their refusals (names, values, options,
 //! cookies, `lxa_maxcount`, read-only exports, minor version 1), the `xattr_support`
-//! attribute and ACCESS's XAREAD / XAWRITE / XALIST bits.
+//! attribute and ACCESS's XAREAD / XAWRITE / XALIST bits; and minor version 2's
+//! `change_attr_type` per store.
 //!
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server`. Recovery: a failure
 //! names the step and the status seen.
@@ -165,13 +166,13 @@ fn rejects_bad_names_values_options_and_read_only_exports() {
     }
 }
 
-/// GETATTR of `xattr_support` (attribute 82) and `supported_attrs` of the root: (the
+/// GETATTR of the root's word-2 attribute `bit` (64 + `bit`) and `supported_attrs`: (the
 /// attribute's value, whether `supported_attrs` holds it).
-fn xattr_support(h: &mut H) -> (Option<u32>, bool) {
+fn word2(h: &mut H, bit: u32) -> (Option<u32>, bool) {
     let root = h.root();
     let r = h.raw(&[
         A::op(op::PUTFH).opaque(&root),
-        A::op(op::GETATTR).u32(3).u32(1).u32(0).u32(1 << 18),
+        A::op(op::GETATTR).u32(3).u32(1).u32(0).u32(1 << bit),
     ]);
     assert_eq!(r.status, st::OK);
     let w: Vec<u32> = r
@@ -179,13 +180,37 @@ fn xattr_support(h: &mut H) -> (Option<u32>, bool) {
         .chunks(4)
         .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
         .collect();
-    // bitmap4, then attr_vals: supported_attrs (a bitmap4), xattr_support.
+    // bitmap4, then attr_vals: supported_attrs (a bitmap4), the attribute.
     let n = w[0] as usize;
     let vals = &w[n + 2..];
     let sup = &vals[1..1 + vals[0] as usize];
-    let has82 = sup.len() > 2 && sup[2] & (1 << 18) != 0;
-    let value = (n > 2 && w[3] & (1 << 18) != 0).then(|| vals[1 + vals[0] as usize]);
-    (value, has82)
+    let has = sup.len() > 2 && sup[2] & (1 << bit) != 0;
+    let value = (n > 2 && w[3] & (1 << bit) != 0).then(|| vals[1 + vals[0] as usize]);
+    (value, has)
+}
+
+/// `xattr_support` (attribute 82).
+fn xattr_support(h: &mut H) -> (Option<u32>, bool) {
+    word2(h, 82 - 64)
+}
+
+#[test]
+fn accepts_change_attr_type_by_store_in_minor_version_2_only() {
+    // The memory store's stamps only grow: NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR (0).
+    let mut h = v42_as("rw,no_root_squash", 0);
+    assert_eq!(word2(&mut h, 79 - 64), (Some(0), true));
+    let mut one = H::new("rw,no_root_squash");
+    assert_eq!(word2(&mut one, 79 - 64), (None, false));
+    // The dir: store's change is the host's ctime: NFS4_CHANGE_TYPE_IS_TIME_METADATA (3).
+    let dir = std::env::temp_dir().join(format!("v42-cat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = std::sync::Arc::new(crate::nfs::store::dir::DirStore::open(&dir).unwrap());
+    let (srv, now, store) =
+        super::tests::server_on("rw,no_root_squash", Limits::default(), None, store);
+    let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    let mut d = H::on_minor(srv, now, store, b"client-d", auth_sys(0, 0), peer, 2);
+    assert_eq!(word2(&mut d, 79 - 64), (Some(3), true));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
