@@ -16,12 +16,12 @@ mod recovery;
 #[path = "nfsd_v41_parts/zero_copy.rs"]
 mod zero_copy;
 
-use nfsd_common::{options, Rig};
+use nfsd_common::{options, v41::channel_attrs_mib, Rig};
 use rpcrdma_apps::nfs::daemon::Backend;
 use rpcrdma_apps::nfs::types::{CreateHow, Sattr3, StableHow};
 use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, op, ChannelAttrs, CompoundReply, Op, OpResult,
-    ReadPlacement, Stable, WriteData, NFS4_OK,
+    decode_compound, encode_compound_minor, op, CompoundReply, Op, OpResult, ReadPlacement, Stable,
+    WriteData, NFS4_OK,
 };
 use rpcrdma_poller::Proc;
 
@@ -41,18 +41,6 @@ fn call(rig: &Rig, ops: &[Op<'_>]) -> CompoundReply {
     decode_compound(&b, ops, ReadPlacement::Inline).expect("reply decodes")
 }
 
-fn attrs() -> ChannelAttrs {
-    ChannelAttrs {
-        header_pad: 0,
-        max_request: 1 << 20,
-        max_response: 1 << 20,
-        max_response_cached: 64 << 10,
-        max_ops: 16,
-        max_requests: 8,
-        rdma_ird: None,
-    }
-}
-
 /// EXCHANGE_ID and CREATE_SESSION: the session id and client id.
 fn session(rig: &Rig) -> ([u8; 16], u64) {
     let r = call(
@@ -70,8 +58,8 @@ fn session(rig: &Rig) -> ([u8; 16], u64) {
         clientid: x.clientid,
         sequence: x.sequence,
         flags: 0,
-        fore: attrs(),
-        back: attrs(),
+        fore: channel_attrs_mib(),
+        back: channel_attrs_mib(),
         cb_program: 0x4000_0000,
     };
     let r = call(rig, &[cs]);

@@ -35,14 +35,14 @@ use rpcrdma_apps::nfs::v4::server::deleg::{Callbacks, Done};
 use rpcrdma_apps::nfs::v4::server::state::Limits;
 use rpcrdma_apps::nfs::v4::server::{CallCx, Config, Nfs41};
 use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, op, ChannelAttrs, CompoundReply, Op, OpResult,
-    ReadPlacement, Stable, StateId, WriteData, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4_OK,
+    decode_compound, encode_compound_minor, op, CompoundReply, Op, OpResult, ReadPlacement, Stable,
+    StateId, WriteData, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, NFS4_OK,
 };
 use rpcrdma_engine::rpc::{AuthFlavor, AuthSysParams, OpaqueAuth};
 use rpcrdma_poller::{CredBody, Proc};
 
 use counting::{all_allocs, allocs};
-use nfsd_common::{options, scratch_dir, v41::compound, Rig as Daemon};
+use nfsd_common::{options, scratch_dir, v41, v41::compound, Rig as Daemon};
 use rpcrdma_apps::nfs::daemon::Backend;
 
 /// Calls of each kind measured.
@@ -266,44 +266,6 @@ fn auth_sys() -> Vec<u8> {
     b
 }
 
-fn channel() -> ChannelAttrs {
-    ChannelAttrs {
-        header_pad: 0,
-        max_request: 1 << 20,
-        max_response: 1 << 20,
-        max_response_cached: 64 << 10,
-        max_ops: 16,
-        max_requests: 8,
-        rdma_ird: None,
-    }
-}
-
-/// EXCHANGE_ID and CREATE_SESSION (back channel on the connection) through `send`: the
-/// session and the client id.
-fn session(send: impl Fn(&[Op<'_>]) -> CompoundReply) -> ([u8; 16], u64) {
-    let r = send(&[Op::ExchangeId {
-        verifier: [1; 8],
-        owner: b"client-a",
-        flags: 0,
-    }]);
-    let Some(OpResult::ExchangeId(x)) = r.find(op::EXCHANGE_ID).map(|o| o.result.clone()) else {
-        panic!("EXCHANGE_ID: {r:?}");
-    };
-    let r = send(&[Op::CreateSession {
-        clientid: x.clientid,
-        sequence: x.sequence,
-        flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-        fore: channel(),
-        back: channel(),
-        cb_program: 0x4000_0000,
-    }]);
-    let Some(OpResult::CreateSession(cs)) = r.find(op::CREATE_SESSION).map(|o| o.result.clone())
-    else {
-        panic!("CREATE_SESSION: {r:?}");
-    };
-    (cs.session, x.clientid)
-}
-
 /// OPEN of `f` in the directory `dir` (`None`: the root) through `send`, with SEQUENCE 1:
 /// the calls of the session on it, `io` octets per READ and WRITE.
 fn open_f(
@@ -392,7 +354,12 @@ impl Rig {
         let srv = Nfs41::new(Arc::new(table), cfg);
         let auth = auth_sys();
         let send = |ops: &[Op<'_>]| plain(&srv, &auth, ops);
-        let calls = open_f(send, session(send), None, 4096);
+        let calls = open_f(
+            send,
+            v41::session(send, b"client-a", CREATE_SESSION4_FLAG_CONN_BACK_CHAN),
+            None,
+            4096,
+        );
         Rig { srv, auth, calls }
     }
 }
@@ -491,7 +458,12 @@ fn over_rdma(backend: Backend) {
     d.nfs.symlink(&d.root, b"l", b"f").expect("v3 SYMLINK l");
     let send = |ops: &[Op<'_>]| compound(&d.nfs, "t", ops);
     // 1 KiB: calls and replies stay inline.
-    let mut c = open_f(send, session(send), Some(d.root.as_bytes()), 1024);
+    let mut c = open_f(
+        send,
+        v41::session(send, b"client-a", CREATE_SESSION4_FLAG_CONN_BACK_CHAN),
+        Some(d.root.as_bytes()),
+        1024,
+    );
     let calls = c.rounds(WARM + N);
     let (warm, measured) = calls.split_at(WARM * PER_ROUND);
     let rpc = d.nfs.rpc();

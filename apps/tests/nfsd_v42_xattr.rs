@@ -10,12 +10,10 @@
 
 mod nfsd_common;
 
-use nfsd_common::{options, Rig};
+use nfsd_common::{options, v41, Rig};
 use rpcrdma_apps::nfs::daemon::Backend;
 use rpcrdma_apps::nfs::types::{CreateHow, Fh, Sattr3};
-use rpcrdma_apps::nfs::v4::{
-    decode_compound, encode_compound_minor, op, ChannelAttrs, Op, OpResult, ReadPlacement,
-};
+use rpcrdma_apps::nfs::v4::{op, Op};
 use rpcrdma_engine::xdr::{XdrReader, XdrWriter};
 use rpcrdma_poller::Proc;
 
@@ -28,47 +26,10 @@ fn send(rig: &Rig, bytes: &[u8]) -> Vec<u8> {
     r.expect("COMPOUND answered").results().to_vec()
 }
 
-fn attrs() -> ChannelAttrs {
-    ChannelAttrs {
-        header_pad: 0,
-        max_request: 1 << 20,
-        max_response: 1 << 20,
-        max_response_cached: 64 << 10,
-        max_ops: 16,
-        max_requests: 8,
-        rdma_ird: None,
-    }
-}
-
 /// EXCHANGE_ID and CREATE_SESSION in minor version 2: the session id.
 fn session(rig: &Rig) -> [u8; 16] {
-    let call = |ops: &[Op<'_>]| {
-        let b = send(rig, &encode_compound_minor("v42", 2, ops).bytes);
-        decode_compound(&b, ops, ReadPlacement::Inline).expect("reply decodes")
-    };
-    let x = [Op::ExchangeId {
-        verifier: [4; 8],
-        owner: b"xattr-rig",
-        flags: 0,
-    }];
-    let r = call(&x);
-    let Some(OpResult::ExchangeId(x)) = r.find(op::EXCHANGE_ID).map(|o| o.result.clone()) else {
-        panic!("EXCHANGE_ID: {r:?}");
-    };
-    let cs = [Op::CreateSession {
-        clientid: x.clientid,
-        sequence: x.sequence,
-        flags: 0,
-        fore: attrs(),
-        back: attrs(),
-        cb_program: 0x4000_0000,
-    }];
-    let r = call(&cs);
-    let Some(OpResult::CreateSession(s)) = r.find(op::CREATE_SESSION).map(|o| o.result.clone())
-    else {
-        panic!("CREATE_SESSION: {r:?}");
-    };
-    s.session
+    let call = |ops: &[Op<'_>]| v41::compound_minor(&rig.nfs, "v42", 2, ops);
+    v41::session(call, b"xattr-rig", 0).0
 }
 
 /// SEQUENCE, PUTFH `fh`, then `op` (its number and encoded arguments) in minor version 2:

@@ -156,8 +156,8 @@ fn reader<'a>(r: &Rig, c: &'a NfsClient) -> Reader<'a> {
         clientid: x.clientid,
         sequence: x.sequence,
         flags: 0,
-        fore: crate::attrs(),
-        back: crate::attrs(),
+        fore: v41::channel_attrs_mib(),
+        back: v41::channel_attrs_mib(),
         cb_program: 0x4000_0000,
     };
     let s = v41::compound(c, "zc", &[cs]);

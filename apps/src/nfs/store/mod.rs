@@ -53,6 +53,19 @@ pub enum XattrSet {
 /// (255) less the prefix's 5 octets, as Linux nfsd limits it.
 pub const XATTR_NAME_MAX: usize = 250;
 
+/// OK when `name` is a user extended attribute name as RFC 8276 carries it (without `user.`):
+/// INVAL when empty or holding a NUL (Linux would take the name as ending there),
+/// NAMETOOLONG past [`XATTR_NAME_MAX`].
+pub fn check_xattr_name(name: &[u8]) -> NfsResult<()> {
+    if name.is_empty() || name.contains(&0) {
+        return Err(Nfsstat3::INVAL);
+    }
+    if name.len() > XATTR_NAME_MAX {
+        return Err(Nfsstat3::NAMETOOLONG);
+    }
+    Ok(())
+}
+
 /// Largest extended attribute value: Linux's `XATTR_SIZE_MAX`.
 pub const XATTR_SIZE_MAX: usize = 65536;
 
@@ -445,8 +458,8 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
-    /// GETXATTR: the value of user extended attribute `name` (without `user.`; 1 to
-    /// [`XATTR_NAME_MAX`] octets, no NUL: the caller checked) of `fh`, read into `out`; its
+    /// GETXATTR: the value of user extended attribute `name` (without `user.`; stores refuse
+    /// what [`check_xattr_name`] refuses) of `fh`, read into `out`; its
     /// length. Read permission as READ's (Linux nfsd's `NFSD_MAY_READ`); NOXATTR when there
     /// is none (always on anything but a regular file or a directory, as Linux's
     /// `xattr_permission` answers), TOOSMALL when the value is longer than `out`. The default:

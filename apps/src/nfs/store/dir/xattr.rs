@@ -22,7 +22,7 @@ use std::os::fd::RawFd;
 
 use super::{ident, sys, DirStore, Obj};
 use crate::nfs::identity::Cred;
-use crate::nfs::store::{Wcc, XattrSet, XATTR_NAME_MAX};
+use crate::nfs::store::{check_xattr_name, Wcc, XattrSet, XATTR_NAME_MAX};
 use crate::nfs::types::{Fh, NfsResult, Nfsstat3};
 
 /// The namespace of the attributes served.
@@ -43,12 +43,10 @@ struct XName {
 }
 
 impl XName {
-    /// The full name of attribute `name` (without `user.`): INVAL when empty, longer than
-    /// [`XATTR_NAME_MAX`] or holding a NUL.
+    /// The full name of attribute `name` (without `user.`), refused as
+    /// [`check_xattr_name`] refuses it.
     fn new(name: &[u8]) -> NfsResult<XName> {
-        if name.is_empty() || name.len() > XATTR_NAME_MAX || name.contains(&0) {
-            return Err(Nfsstat3::INVAL);
-        }
+        check_xattr_name(name)?;
         let mut x = XName {
             buf: [0; PREFIX.len() + XATTR_NAME_MAX + 1],
             len: PREFIX.len() + name.len(),

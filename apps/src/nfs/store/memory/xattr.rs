@@ -16,7 +16,7 @@
 use super::charge;
 use super::tree::{Tree, Xattrs};
 use crate::nfs::identity::{self, Cred, Want, S_ISVTX};
-use crate::nfs::store::{XattrSet, XATTR_NAME_MAX, XATTR_OBJ_MAX, XATTR_SIZE_MAX};
+use crate::nfs::store::{check_xattr_name, XattrSet, XATTR_OBJ_MAX, XATTR_SIZE_MAX};
 use crate::nfs::types::{Ftype3, NfsResult, Nfsstat3};
 
 impl Xattrs {
@@ -35,14 +35,6 @@ impl Xattrs {
 /// Linux's `listxattr` lists it) and its value.
 fn obj_size(name_len: usize, value_len: usize) -> usize {
     5 + name_len + 1 + value_len
-}
-
-/// INVAL unless `name` is an attribute name: 1 to [`XATTR_NAME_MAX`] octets, no NUL.
-fn check_name(name: &[u8]) -> NfsResult<()> {
-    if name.is_empty() || name.len() > XATTR_NAME_MAX || name.contains(&0) {
-        return Err(Nfsstat3::INVAL);
-    }
-    Ok(())
 }
 
 /// Whether an object of type `t` carries user extended attributes (Linux's
@@ -78,7 +70,7 @@ impl Tree {
         name: &[u8],
         out: &mut [u8],
     ) -> NfsResult<usize> {
-        check_name(name)?;
+        check_xattr_name(name)?;
         if !self.xattr_access(cx, id, Want::READ)? {
             return Err(Nfsstat3::NOXATTR);
         }
@@ -116,7 +108,7 @@ impl Tree {
         value: &[u8],
         how: XattrSet,
     ) -> NfsResult<()> {
-        check_name(name)?;
+        check_xattr_name(name)?;
         if value.len() > XATTR_SIZE_MAX {
             return Err(Nfsstat3::XATTR2BIG);
         }
@@ -151,7 +143,7 @@ impl Tree {
     /// REMOVEXATTR of `name` on `id` for `cx`: PERM / ACCES ([`Tree::xattr_access`]),
     /// NOXATTR when absent; the ctime moves and the charge is released.
     pub(super) fn removexattr(&mut self, cx: &Cred, id: u64, name: &[u8]) -> NfsResult<()> {
-        check_name(name)?;
+        check_xattr_name(name)?;
         self.xattr_access(cx, id, Want::WRITE)?;
         let x = self.node(id)?.xattrs.as_deref();
         if !x.is_some_and(|x| x.map.contains_key(name)) {
@@ -298,12 +290,16 @@ mod tests {
         let how = CreateHow::Unchecked(Sattr3::default());
         let f = s.create(&R, &s.root(), b"f", &how).expect("create");
         let long = [b'n'; 251];
-        for bad in [&b""[..], b"a\0b", &long] {
+        for (bad, want) in [
+            (&b""[..], Nfsstat3::INVAL),
+            (b"a\0b", Nfsstat3::INVAL),
+            (&long, Nfsstat3::NAMETOOLONG),
+        ] {
             let mut out = [0u8; 8];
-            assert_eq!(s.getxattr(&R, &f, bad, &mut out), Err(Nfsstat3::INVAL));
+            assert_eq!(s.getxattr(&R, &f, bad, &mut out), Err(want));
             let r = s.setxattr_wcc(&R, &f, bad, b"v", XattrSet::Either).0;
-            assert_eq!(r, Err(Nfsstat3::INVAL));
-            assert_eq!(s.removexattr_wcc(&R, &f, bad).0, Err(Nfsstat3::INVAL));
+            assert_eq!(r, Err(want));
+            assert_eq!(s.removexattr_wcc(&R, &f, bad).0, Err(want));
         }
         let big = vec![0u8; crate::nfs::store::XATTR_SIZE_MAX + 1];
         let r = s.setxattr_wcc(&R, &f, b"big", &big, XattrSet::Either).0;

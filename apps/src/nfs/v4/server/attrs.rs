@@ -296,23 +296,17 @@ fn put_one(
     let cfg = c.srv.config();
     match bit {
         fa::SUPPORTED_ATTRS => v.bitmap(&supported_in(c.minor)),
-        fa::XATTR_SUPPORT => {
-            let store = c.pseudo.is_none().then(|| c.cur().ok()).flatten();
-            v.u32(u32::from(
-                store.is_some_and(|cur| cur.share.store.xattr_support()),
-            ));
-        }
+        fa::XATTR_SUPPORT => v.u32(u32::from(
+            export_store(c).is_some_and(|s| s.xattr_support()),
+        )),
         // The memory store's stamps only grow; the `dir:` store's are the host's ctime (as
         // Linux nfsd answers for a file system without `i_version`); the pseudo file system's
         // `change` is no object's.
-        fa::CHANGE_ATTR_TYPE => {
-            let store = c.pseudo.is_none().then(|| c.cur().ok()).flatten();
-            v.u32(match store {
-                Some(cur) if cur.share.store.change_monotonic() => CHANGE_MONOTONIC_INCR,
-                Some(_) => CHANGE_TIME_METADATA,
-                None => CHANGE_UNDEFINED,
-            })
-        }
+        fa::CHANGE_ATTR_TYPE => v.u32(match export_store(c) {
+            Some(s) if s.change_monotonic() => CHANGE_MONOTONIC_INCR,
+            Some(_) => CHANGE_TIME_METADATA,
+            None => CHANGE_UNDEFINED,
+        }),
         fa::SUPPATTR_EXCLCREAT => v.bitmap(&EXCLCREAT),
         fa::TYPE => v.u32(a.ftype as u32),
         fa::FH_EXPIRE_TYPE => v.u32(0), // FH4_PERSISTENT
@@ -359,6 +353,12 @@ fn put_one(
         fa::TIME_MODIFY => time(v, a.mtime),
         _ => {}
     }
+}
+
+/// The store of the export the current file handle is in; none in the pseudo file system.
+fn export_store<'c>(c: &'c Compound<'_>) -> Option<&'c dyn crate::nfs::store::Store> {
+    let cur = c.pseudo.is_none().then(|| c.cur().ok()).flatten()?;
+    Some(&*cur.share.store)
 }
 
 /// True when `want` asks for a file-system count (FSSTAT needed).

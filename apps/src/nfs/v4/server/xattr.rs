@@ -5,7 +5,7 @@
 //! them, and ACCESS answers the XAREAD, XAWRITE and XALIST bits in minor version 2 ([`access_bits`]).
 //!
 //! Normal operation: names travel without the `user.` prefix (the store adds it where it keeps
-//! them); a name is 1 to [`XATTR_NAME_MAX`] octets without NUL (INVAL, NAMETOOLONG); a value
+//! them); a name is 1 to [`XATTR_NAME_MAX`](crate::nfs::store::XATTR_NAME_MAX) octets without NUL (INVAL, NAMETOOLONG); a value
 //! at most [`XATTR_SIZE_MAX`] octets (XATTR2BIG). GETXATTR answers the value inline (a long
 //! reply goes in the Reply chunk); LISTXATTRS answers the names from the cookie on (the index
 //! of the next name, as Linux nfsd counts it) within `lxa_maxcount`, the octets of the whole
@@ -21,7 +21,7 @@ use rpcrdma_engine::xdr::XdrReader;
 use super::attrs::put_cinfo;
 use super::xdr::{bad_xdr, from_store, st, Enc, Status};
 use super::Compound;
-use crate::nfs::store::{XattrSet, XATTR_NAME_MAX, XATTR_SIZE_MAX};
+use crate::nfs::store::{check_xattr_name, XattrSet, XATTR_SIZE_MAX};
 use crate::nfs::types::Nfsstat3;
 
 /// ACCESS4_XAREAD: read an extended attribute (RFC 8276 §8.4.1).
@@ -34,18 +34,12 @@ pub const ACCESS_XALIST: u32 = 0x100;
 /// `LISTXATTRS4resok`'s octets besides the names: cookie, array count, `eof`.
 const LIST_FIXED: usize = 16;
 
-/// Reads an `xattrkey4` (a `component4`): INVAL when empty or holding a NUL (the name
-/// Linux would be asked for ends there), NAMETOOLONG past [`XATTR_NAME_MAX`].
+/// Reads an `xattrkey4` (a `component4`) and checks it ([`check_xattr_name`]).
 fn get_key<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], Status> {
     let n = r
         .get_opaque(crate::nfs::types::PATH_MAX as u32)
         .map_err(bad_xdr)?;
-    if n.is_empty() || n.contains(&0) {
-        return Err(st::INVAL);
-    }
-    if n.len() > XATTR_NAME_MAX {
-        return Err(st::NAMETOOLONG);
-    }
+    check_xattr_name(n).map_err(from_store)?;
     Ok(n)
 }
 
