@@ -62,7 +62,9 @@
 # /proc/PID/task/TID/schedstat and status: CPU time, time runnable but waiting for a CPU, time
 # slices, voluntary and involuntary switches, summed per group: rpcrdma-nfsd's threads by name
 # ("srv:NAME"), the kernel nfsd's threads ("knfsd"), ksoftirqd/N ("ksoftirqd"), kworkers
-# ("kworker"), the CPU hog ("hog"); lines "sched DEV/BACKEND ROUND LABEL UID PHASE GROUP EXEC_US
+# ("kworker"), the CPU hog ("hog"), and every CPU's run queue from /proc/schedstat ("cpus": the
+# CPU time and run-queue wait of all tasks, where the kernel keeps that accounting); lines
+# "sched DEV/BACKEND ROUND LABEL UID PHASE GROUP EXEC_US
 # WAIT_US SLICES VOL INVOL" and a table per server and group: medians over the rounds of the
 # six phases' totals and the wait per NFS call).
 set -u
@@ -262,6 +264,13 @@ sched_snap() {
 			else echo "$g $e $w $n $v $i"; fi
 		done
 	done
+	# every CPU's run queue (/proc/schedstat, "cpuN" lines: fields 7-9 are the CPU time, run
+	# delay and slices of all its tasks): the wait of everyone, ours and the neighbours'
+	local name f1 f2 f3 f4 f5 f6 rest se=0 sw=0 sn=0
+	while read -r name f1 f2 f3 f4 f5 f6 e w n rest; do
+		case $name in cpu[0-9]*) se=$((se + e)) sw=$((sw + w)) sn=$((sn + n)) ;; esac
+	done </proc/schedstat 2>/dev/null
+	echo "cpus $se $sw $sn 0 0"
 }
 # sched_diff RECORD-PREFIX BEFORE AFTER: the groups' sums of AFTER - BEFORE (tasks by their line
 # order within a group do not matter: sums), as "sched" records
