@@ -35,7 +35,7 @@ fn accepts_every_nfs41_seed_past_sequence() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 28);
+    assert_eq!(names.len(), 30);
     for name in &names {
         let data = std::fs::read(seeds.join(name)).unwrap();
         let (&first, ops) = data.split_first().unwrap();
@@ -77,11 +77,12 @@ fn accepts_every_nfs41_seed_past_sequence() {
 }
 
 /// The minor version 2 seeds (on both stores), each with the status of its last operation.
-const V42: [(&str, u32); 4] = [
+const V42: [(&str, u32); 5] = [
     ("v42_allocate_seek_deallocate", 0),
     ("v42_copy_within_file", 0),
     ("v42_clone_notsupp", 10_004), // NFS4ERR_NOTSUPP
     ("v42_xattrs", 0),
+    ("v42_mode_umask", 0),
 ];
 
 /// The `dir:` seeds that try to leave the export through the fixture's link `l` (to

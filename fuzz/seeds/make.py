@@ -482,6 +482,13 @@ NFS41.update({
     + w(72) + opaque(b"k")  # GETXATTR
     + w(74) + hyper(0) + w(4096)  # LISTXATTRS
     + w(75) + opaque(b"k"),  # REMOVEXATTR
+    # RFC 8275: CREATE of directory m and OPEN EXCLUSIVE4_1 of file e, each with mode_umask
+    # (attribute 81: mode, umask) as its only attribute.
+    "v42_mode_umask": bytes([0x20 | 4]) + PUTROOTFH
+    + w(6, 2) + opaque(b"m") + w(3, 0, 0, 1 << 17) + opaque(w(0o777, 0o022))  # CREATE
+    + PUTROOTFH
+    + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 3) + b"verifier"
+    + w(3, 0, 0, 1 << 17) + opaque(w(0o666, 0o027)) + w(0) + opaque(b"e"),  # OPEN
 })
 # The same on the dir: store (bit 6 of the first octet), whose fixture has d, f, a link l out of
 # the export (../outside/secret) and a FIFO p; and operations that try to leave the export.

@@ -46,6 +46,11 @@
 #         attribute"), uid 1000's setfattr on root's 0644 file refused; the client's per-op
 #         counters show the four operations without errors; elsewhere setfattr fails with
 #         "Operation not supported", as against the kernel nfsd on the same file system;
+#      f. the creating process's umask (mode_umask, RFC 8275, v42_umask): a file and a directory
+#         made under umask 027 are 0640 and 0750; on the dir backend a file made under umask 077
+#         in a directory given a default ACL (u::rwx,g::rwx,o::rx) on the server's side is 0664:
+#         the ACL decides, not the umask (a client that applied the umask itself would make it
+#         0600);
 #   the server's counters: nfs4_clients and nfs4_sessions > 0 while mounted; exit status 0 after
 #   SIGTERM.
 # run_v41_deleg: two kernel clients of one server (memory backend, in netns peer, bound to every
@@ -204,6 +209,7 @@ run_v41() {
 			fi
 			v42_space "$m4"
 			v42_xattrs "$m4" "$be"
+			v42_umask "$m4" "$be"
 			rm -rf "${m4:?}"/* || failc negotiated-rm "rm -rf failed"
 			do_umount "$m4"
 		fi
@@ -362,6 +368,36 @@ v42_xattrs() {
 		failc v42-xattr-ops "${OPS_BAD# } mountstats per-op: $OPS_LINES"
 	fi
 	rm -f "$f"
+}
+
+# v42_umask M4 BACKEND: the creating process's umask, which the client sends as mode_umask
+# (RFC 8275) when the server lists it, instead of applying it itself (item 4f of run_v41)
+v42_umask() {
+	local m4=$1 be=$2 out d=$1/um-acl
+	out=$( (umask 027 && : >"$m4/um-f" && mkdir "$m4/um-d" && stat -c '%a' "$m4/um-f" "$m4/um-d") 2>&1 | paste -sd ' ' -)
+	if [ "$out" = "640 750" ]; then
+		pass v42-umask "a file and a directory made under umask 027: $out"
+	else
+		failc v42-umask "a file and a directory made under umask 027: $out (expected 640 750)"
+	fi
+	rm -rf "$m4/um-f" "$m4/um-d"
+	[ "$be" = dir ] || return 0
+	# a default ACL set on the server's side decides instead of the umask: a client that
+	# applied umask 077 itself would make the file 0600
+	mkdir "$d" && chmod 0777 "$d"
+	if ! setfacl -d -m u::rwx,g::rwx,o::rx "$NFSD_DIR/um-acl" 2>/dev/null; then
+		pass v42-umask-acl "skipped: $NFSD_DIR/um-acl takes no default ACL here"
+		rm -rf "$d"
+		return 0
+	fi
+	echo 3 >/proc/sys/vm/drop_caches
+	out=$( (umask 077 && : >"$d/f" && stat -c '%a' "$d/f") 2>&1)
+	if [ "$out" = 664 ]; then
+		pass v42-umask-acl "a file made under umask 077 in a directory with default ACL u::rwx,g::rwx,o::rx: $out"
+	else
+		failc v42-umask-acl "a file made under umask 077 in a directory with a default ACL: $out (expected 664: the ACL, not the umask)"
+	fi
+	rm -rf "$d"
 }
 
 # v41_mount_point M4: a file system mounted inside the dir: export is listed (its attributes

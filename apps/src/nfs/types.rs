@@ -306,6 +306,10 @@ pub struct Sattr3 {
     pub atime: SetTime,
     /// Modification time.
     pub mtime: SetTime,
+    /// The creating process's umask (NFSv4.2 `mode_umask`, RFC 8275; never from NFSv3): at
+    /// creation `mode` loses these bits unless the directory has a default ACL, which then
+    /// decides instead, as a local creation on Linux. Only a creation reads it.
+    pub umask: Option<u32>,
 }
 
 /// `stable_how`.
@@ -340,6 +344,11 @@ pub enum CreateHow {
     /// Exclusive create with the client's verifier (a retransmission that finds the file with
     /// the same verifier succeeds).
     Exclusive([u8; VERFSIZE]),
+    /// NFSv4.1 EXCLUSIVE4_1 (RFC 8881 §18.16.3): as `Exclusive`, the file made with the mode
+    /// (and `umask`) of these attributes, as a creation of the other kinds is, so that a
+    /// directory's default ACL and the umask apply alike; nothing else of them is read here
+    /// (the caller sets the rest of the client's `cva_attrs` after).
+    Exclusive41([u8; VERFSIZE], Sattr3),
 }
 
 /// What a caller is allowed to do (`ACCESS3_*` bits).

@@ -300,6 +300,7 @@ fn setattr(s: &dyn Store, d: &Fh) {
         size: None,
         atime: SetTime::ClientTime(t(1_000_000)),
         mtime: SetTime::ClientTime(t(2_000_000)),
+        umask: None,
     });
     let a = attr(s, &f);
     assert_eq!((a.uid, a.gid), (1234, 4321));
@@ -829,5 +830,6 @@ fn dir_store_refuses_what_it_cannot_export() {
 mod acl;
 mod perm;
 mod space;
+mod umask;
 mod wcc;
 mod xattr;

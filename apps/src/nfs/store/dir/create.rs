@@ -4,7 +4,8 @@
 //! Normal operation: the kernel makes the object owned by the caller, in the directory's
 //! group when that has the set-group-ID bit (and drops that bit from a new file's mode when
 //! the caller is not in the group), with the mode the client asked for (the thread's umask is
-//! 0; a default ACL on the directory applies as on a local creation). A uid or gid in the
+//! 0, or for the creating call the client's own, NFSv4.2 `mode_umask`: [`ident::creating`]; a
+//! default ACL on the directory applies as on a local creation). A uid or gid in the
 //! client's attributes is applied when it changes the new object and the caller may make
 //! that change ([`identity::create_chown`]: root any, the owner a group it is in), dropped
 //! otherwise rather than failing the create, as Linux nfsd does; times are applied as the new
@@ -43,11 +44,14 @@ fn verf_times(v: &[u8; 8]) -> (u32, u32) {
 }
 
 /// What is left to apply to an object just created with `mode` from the client's `attr`: the
-/// mode only when the umask may have cut it; owner, group, times and size as asked (owner and
-/// group are then filtered by [`identity::create_chown`]).
+/// mode only when the process's umask may have cut it (the thread has no umask of its own:
+/// then the mode less the client's umask, default ACL or not); owner, group, times and size
+/// as asked (owner and group are then filtered by [`identity::create_chown`]).
 fn after_creation(attr: &Sattr3, mode: Option<u32>) -> Sattr3 {
+    let umask = attr.umask.unwrap_or(0) & 0o777;
     Sattr3 {
-        mode: mode.filter(|_| !ident::umask_is_zero()),
+        mode: mode.filter(|_| !ident::umask_is_zero()).map(|m| m & !umask),
+        umask: None,
         ..*attr
     }
 }
@@ -145,7 +149,7 @@ impl DirStore {
         match how {
             CreateHow::Unchecked(a) => (0, *a),
             CreateHow::Guarded(a) => (libc::O_EXCL, *a),
-            CreateHow::Exclusive(v) => {
+            CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) => {
                 let (m, a) = verf_times(v);
                 let t = |s| {
                     SetTime::ClientTime(Time3 {
@@ -153,9 +157,15 @@ impl DirStore {
                         nseconds: 0,
                     })
                 };
+                let (mode, umask) = match how {
+                    CreateHow::Exclusive41(_, s) => (s.mode, s.umask),
+                    _ => (None, None),
+                };
                 let set = Sattr3 {
                     atime: t(a),
                     mtime: t(m),
+                    mode,
+                    umask,
                     ..Sattr3::default()
                 };
                 (libc::O_EXCL, set)
@@ -198,10 +208,12 @@ impl DirStore {
         }
         let mode = attr.mode.unwrap_or(0) & 0o7777;
         let flags = libc::O_CREAT | excl | libc::O_RDWR | libc::O_NOFOLLOW;
-        let fd = match openat(d.raw(), &c, flags, mode) {
+        let fd = match ident::creating(attr.umask, || openat(d.raw(), &c, flags, mode)) {
             Ok(fd) => fd,
             Err(Nfsstat3::EXIST) => match how {
-                CreateHow::Exclusive(v) => return self.exclusive_again(d.raw(), &c, v),
+                CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) => {
+                    return self.exclusive_again(d.raw(), &c, v)
+                }
                 _ => return Err(Nfsstat3::EXIST),
             },
             Err(Nfsstat3::ISDIR) => return Err(Nfsstat3::EXIST),
@@ -224,8 +236,10 @@ impl DirStore {
             return Err(Nfsstat3::EXIST);
         }
         let mode = attr.mode.unwrap_or(0) & 0o7777;
-        // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::mkdirat(d.raw(), c.as_ptr(), mode) })?;
+        ident::creating(attr.umask, || {
+            // SAFETY: `c` is NUL-terminated.
+            check(unsafe { libc::mkdirat(d.raw(), c.as_ptr(), mode) })
+        })?;
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
         let fd = openat(d.raw(), &c, flags, 0)?;
         let attr = Sattr3 {
@@ -288,8 +302,10 @@ impl DirStore {
             Special::Blk(ma, mi) => (libc::S_IFBLK, libc::makedev(ma, mi)),
         };
         let mode = attr.mode.unwrap_or(0) & 0o7777;
-        // SAFETY: `c` is NUL-terminated.
-        check(unsafe { libc::mknodat(d.raw(), c.as_ptr(), kind | mode, dev) })?;
+        ident::creating(attr.umask, || {
+            // SAFETY: `c` is NUL-terminated.
+            check(unsafe { libc::mknodat(d.raw(), c.as_ptr(), kind | mode, dev) })
+        })?;
         let fd = openat(d.raw(), &c, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
         let attr = Sattr3 {
             size: None,

@@ -264,6 +264,24 @@ pub(super) fn umask_is_zero() -> bool {
     z
 }
 
+/// Runs `make`, the system call that creates an object, with the client's `umask` (RFC 8275
+/// `mode_umask`) as the thread's: the kernel takes it off the new object's mode unless the
+/// directory has a default ACL, as for a local creation (Linux nfsd sets its thread's umask
+/// the same way). The umask is 0 again after. Without a umask of its own (`unshare`
+/// refused) the thread leaves it to the caller ([`umask_is_zero`]).
+pub(super) fn creating<R>(umask: Option<u32>, make: impl FnOnce() -> R) -> R {
+    let Some(u) = umask.filter(|_| umask_is_zero()) else {
+        return make();
+    };
+    // SAFETY: the thread's own file system context (`umask_is_zero`); no other thread reads
+    // its umask.
+    unsafe { libc::umask((u & 0o777) as libc::mode_t) };
+    let r = make();
+    // SAFETY: as above.
+    unsafe { libc::umask(0) };
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

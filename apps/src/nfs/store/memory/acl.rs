@@ -30,12 +30,20 @@ impl Tree {
     }
 
     /// The mode and ACLs an object of type `ftype` created with `mode` in directory `dir`
-    /// gets: unchanged and none without a default ACL on `dir` (and for a symbolic link, which
-    /// has no ACL), else what [`Acl::inherit`] gives, a directory also keeping the default.
-    pub(super) fn inherited(dir: &Inode, ftype: Ftype3, mode: u32) -> (u32, Option<Box<Acls>>) {
+    /// gets: without a default ACL on `dir` (and for a symbolic link, which has no ACL) the
+    /// mode less the creator's `umask` (RFC 8275 `mode_umask`; none: the mode as asked) and no
+    /// ACL, else what [`Acl::inherit`] gives, the umask ignored, a directory also keeping the
+    /// default (as a Linux creation: `posix_acl_create`).
+    pub(super) fn inherited(
+        dir: &Inode,
+        ftype: Ftype3,
+        mode: u32,
+        umask: Option<u32>,
+    ) -> (u32, Option<Box<Acls>>) {
         let default = dir.acl.as_ref().and_then(|a| a.default.as_ref());
         let Some(default) = default.filter(|_| ftype != Ftype3::Lnk) else {
-            return (mode, None);
+            let umask = umask.filter(|_| ftype != Ftype3::Lnk).unwrap_or(0);
+            return (mode & !(umask & 0o777), None);
         };
         let (mode, access) = default.inherit(mode);
         let acls = Acls {

@@ -362,7 +362,7 @@ impl Tree {
             Body::File { .. } => Ftype3::Reg,
         };
         let (uid, gid, mode) = identity::new_owner(cx, &parent, ftype, mode);
-        let (mode, acls) = Tree::inherited(d, ftype, mode);
+        let (mode, acls) = Tree::inherited(d, ftype, mode, attr.umask);
         let cost =
             charge::INODE + charge::entry(name.len()) + extra + charge::acls(acls.as_deref());
         self.fits(cost)?;
@@ -536,13 +536,22 @@ impl Tree {
                     };
                     self.setattr(cx, id, &attr, None).map(|()| id)
                 }
-                CreateHow::Exclusive(v) if is_file && i.excl == Some(*v) => Ok(id),
+                CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _)
+                    if is_file && i.excl == Some(*v) =>
+                {
+                    Ok(id)
+                }
                 _ => Err(Nfsstat3::EXIST),
             };
         }
         let attr = match how {
             CreateHow::Unchecked(a) | CreateHow::Guarded(a) => *a,
             CreateHow::Exclusive(_) => Sattr3::default(),
+            CreateHow::Exclusive41(_, a) => Sattr3 {
+                mode: a.mode,
+                umask: a.umask,
+                ..Sattr3::default()
+            },
         };
         if attr.size.is_some_and(|s| s > self.max_file_size) {
             return Err(Nfsstat3::FBIG);
@@ -552,7 +561,7 @@ impl Tree {
             data: Blocks::default(),
         };
         let id = self.make(cx, dir, name, body, attr.mode.unwrap_or(0), &attr)?;
-        if let CreateHow::Exclusive(v) = how {
+        if let CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) = how {
             // As Linux nfsd: the verifier also shows in mtime and atime until SETATTR.
             let i = self.node_mut(id)?;
             i.excl = Some(*v);

@@ -376,7 +376,8 @@ fn encode_args_dir(w: &mut XdrWriter<'_>, a: &Args3<'_>) -> Result<(), XdrError>
                     w.put_u32(1)?;
                     put_sattr3(w, s)
                 }
-                CreateHow::Exclusive(v) => {
+                // NFSv3 has no EXCLUSIVE4_1: its verifier alone.
+                CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) => {
                     w.put_u32(2)?;
                     w.put_fixed_opaque(v)
                 }

@@ -356,6 +356,7 @@ pub fn get_sattr3(r: &mut XdrReader<'_>) -> Result<Sattr3, DecodeError> {
         },
         atime: get_set_time(r)?,
         mtime: get_set_time(r)?,
+        umask: None,
     })
 }
 

@@ -73,6 +73,7 @@ pub(super) fn sattr_all() -> Sattr3 {
             seconds: 5,
             nseconds: 6,
         }),
+        umask: None,
     }
 }
 

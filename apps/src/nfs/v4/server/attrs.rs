@@ -66,6 +66,10 @@ pub mod fa {
     pub const SUPPATTR_EXCLCREAT: u32 = 75;
     /// Minor version 2 (RFC 7862 §12.2.3): how the `change` attribute moves.
     pub const CHANGE_ATTR_TYPE: u32 = 79;
+    /// Minor version 2 (RFC 8275): the mode of an object being created and the creating
+    /// process's umask, which the server applies unless a default ACL is inherited.
+    /// Write-only, and only in CREATE and OPEN.
+    pub const MODE_UMASK: u32 = 81;
     /// Minor version 2 (RFC 8276 §8.2): whether the object's file system keeps extended
     /// attributes.
     pub const XATTR_SUPPORT: u32 = 82;
@@ -79,13 +83,28 @@ const CHANGE_TIME_METADATA: u32 = 3;
 const CHANGE_UNDEFINED: u32 = 4;
 
 /// The attributes supported in minor version `minor`: [`SUPPORTED`], and in minor version 2
-/// `change_attr_type` and `xattr_support`.
+/// `change_attr_type`, `mode_umask` and `xattr_support`.
 pub fn supported_in(minor: u32) -> [u32; 3] {
     let mut w = SUPPORTED;
     if minor >= 2 {
-        w[2] |= (1 << (fa::XATTR_SUPPORT - 64)) | (1 << (fa::CHANGE_ATTR_TYPE - 64));
+        w[2] |= (1 << (fa::XATTR_SUPPORT - 64))
+            | (1 << (fa::CHANGE_ATTR_TYPE - 64))
+            | (1 << (fa::MODE_UMASK - 64));
     }
     w
+}
+
+/// `suppattr_exclcreat` in minor version `minor`: [`EXCLCREAT`] within what the version
+/// supports (`mode_umask` from minor version 2; the Linux client sends an EXCLUSIVE4_1 create
+/// its mode as `mode_umask` only when this lists it, and as a `mode` its umask has not cut
+/// otherwise).
+pub fn exclcreat_in(minor: u32) -> [u32; 3] {
+    let s = supported_in(minor);
+    [
+        EXCLCREAT[0] & s[0],
+        EXCLCREAT[1] & s[1],
+        EXCLCREAT[2] & s[2],
+    ]
 }
 
 /// The attributes supported (`supported_attrs`), as a three-word bitmap: what GETATTR returns
@@ -94,12 +113,13 @@ pub fn supported_in(minor: u32) -> [u32; 3] {
 /// `time_modify_set` here, utimensat(2) on the mount did nothing.
 pub const SUPPORTED: [u32; 3] = supported();
 
-/// The write-only attributes (RFC 8881 §5.5): `time_access_set`, `time_modify_set`. Never
-/// returned; GETATTR asking for one is NFS4ERR_INVAL (as Linux nfsd answers).
+/// The write-only attributes (RFC 8881 §5.5): `time_access_set`, `time_modify_set`, and
+/// `mode_umask` (RFC 8275) in minor version 2. Never returned; GETATTR asking for one the
+/// minor version supports is NFS4ERR_INVAL (as Linux nfsd answers for the times).
 pub const WRITE_ONLY: [u32; 3] = [
     0,
     (1 << (fa::TIME_ACCESS_SET - 32)) | (1 << (fa::TIME_MODIFY_SET - 32)),
-    0,
+    1 << (fa::MODE_UMASK - 64),
 ];
 
 const fn supported() -> [u32; 3] {
@@ -307,7 +327,7 @@ fn put_one(
             Some(_) => CHANGE_TIME_METADATA,
             None => CHANGE_UNDEFINED,
         }),
-        fa::SUPPATTR_EXCLCREAT => v.bitmap(&EXCLCREAT),
+        fa::SUPPATTR_EXCLCREAT => v.bitmap(&exclcreat_in(c.minor)),
         fa::TYPE => v.u32(a.ftype as u32),
         fa::FH_EXPIRE_TYPE => v.u32(0), // FH4_PERSISTENT
         fa::CHANGE => v.u64(change(a)),
@@ -378,7 +398,8 @@ pub fn wants_fs(want: &[u32; 3]) -> bool {
 /// GETATTR of the current file handle.
 pub fn getattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let want = get_bitmap(r)?;
-    if (0..3).any(|i| want[i] & WRITE_ONLY[i] != 0) {
+    let supported = supported_in(c.minor);
+    if (0..3).any(|i| want[i] & WRITE_ONLY[i] & supported[i] != 0) {
         return Err(st::INVAL);
     }
     with_source(c, &want, |c, max, src| put_fattr(c, max, &want, src, out))
@@ -535,35 +556,55 @@ fn get_settime(v: &mut XdrReader<'_>) -> Result<crate::nfs::types::SetTime, Stat
 }
 
 /// Attributes a client may set: size, mode, owner, owner_group, time_access_set,
-/// time_modify_set.
+/// time_modify_set, and in a creation of minor version 2 `mode_umask`.
 const SETTABLE: [u32; 3] = [
     1 << fa::SIZE,
     (1 << (fa::MODE - 32))
         | (1 << (fa::OWNER - 32))
         | (1 << (fa::OWNER_GROUP - 32))
         | WRITE_ONLY[1],
-    0,
+    1 << (fa::MODE_UMASK - 64),
 ];
 
 /// `suppattr_exclcreat` (RFC 8881 §5.8.1.14, a REQUIRED attribute): what an EXCLUSIVE4_1
 /// OPEN sets from its `cva_attrs`: the settable attributes but the times, which hold the
-/// verifier (as Linux nfsd's `nfsd41_ex_attrmask`).
-pub const EXCLCREAT: [u32; 3] = [SETTABLE[0], SETTABLE[1] & !WRITE_ONLY[1], 0];
+/// verifier (as Linux nfsd's `nfsd41_ex_attrmask`); per minor version: [`exclcreat_in`].
+pub const EXCLCREAT: [u32; 3] = [SETTABLE[0], SETTABLE[1] & !WRITE_ONLY[1], SETTABLE[2]];
 
-/// Reads a `fattr4` to set. Attributes this server returns but does not set are
-/// NFS4ERR_INVAL, attributes it does not know NFS4ERR_ATTRNOTSUPP; values that do not decode
-/// NFS4ERR_BADXDR.
-pub fn get_sattr(r: &mut XdrReader<'_>) -> Result<crate::nfs::types::Sattr3, Status> {
+/// Where a `fattr4` to set comes from: SETATTR, or an operation that creates an object
+/// (CREATE, OPEN), the only ones that may carry `mode_umask` (RFC 8275).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetIn {
+    /// SETATTR.
+    Setattr,
+    /// CREATE or OPEN creating a file.
+    Creation,
+}
+
+/// Reads a `fattr4` to set in minor version `minor`. Attributes this server returns but does
+/// not set are NFS4ERR_INVAL, attributes it does not know (in this minor version)
+/// NFS4ERR_ATTRNOTSUPP; values that do not decode NFS4ERR_BADXDR. `mode_umask` outside a
+/// creation, or with `mode`, is NFS4ERR_INVAL (RFC 8275); its mode keeps the permission bits
+/// and its umask the nine access bits (as Linux nfsd takes them).
+pub fn get_sattr(
+    r: &mut XdrReader<'_>,
+    minor: u32,
+    within: SetIn,
+) -> Result<crate::nfs::types::Sattr3, Status> {
     let mask = get_bitmap(r)?;
     let vals = r.get_opaque(4096).map_err(bad_xdr)?;
+    let supported = supported_in(minor);
     for i in 0..3 {
-        let extra = mask[i] & !SETTABLE[i];
-        if extra & SUPPORTED[i] != 0 {
+        let extra = mask[i] & !(SETTABLE[i] & supported[i]);
+        if extra & supported[i] != 0 {
             return Err(st::INVAL);
         }
         if extra != 0 {
             return Err(st::ATTRNOTSUPP);
         }
+    }
+    if has(&mask, fa::MODE_UMASK) && (within == SetIn::Setattr || has(&mask, fa::MODE)) {
+        return Err(st::INVAL);
     }
     let mut v = XdrReader::new(vals);
     let mut set = crate::nfs::types::Sattr3::default();
@@ -585,6 +626,10 @@ pub fn get_sattr(r: &mut XdrReader<'_>) -> Result<crate::nfs::types::Sattr3, Sta
     if has(&mask, fa::TIME_MODIFY_SET) {
         set.mtime = get_settime(&mut v)?;
     }
+    if has(&mask, fa::MODE_UMASK) {
+        set.mode = Some(v.get_u32().map_err(bad_xdr)? & 0o7777);
+        set.umask = Some(v.get_u32().map_err(bad_xdr)? & 0o777);
+    }
     if !v.rest().is_empty() {
         return Err(st::BADXDR);
     }
@@ -599,8 +644,10 @@ pub fn set_mask(set: &crate::nfs::types::Sattr3) -> [u32; 3] {
     if set.size.is_some() {
         on(fa::SIZE);
     }
-    if set.mode.is_some() {
-        on(fa::MODE);
+    match (set.mode, set.umask) {
+        (Some(_), Some(_)) => on(fa::MODE_UMASK),
+        (Some(_), None) => on(fa::MODE),
+        _ => {}
     }
     if set.uid.is_some() {
         on(fa::OWNER);

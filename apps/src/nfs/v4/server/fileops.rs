@@ -506,7 +506,7 @@ pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
         _ => return Err(st::BADTYPE),
     };
     let name = get_name(r)?;
-    let set = super::attrs::get_sattr(r)?;
+    let set = super::attrs::get_sattr(r, c.minor, super::attrs::SetIn::Creation)?;
     let (dir, _) = cur_dir(c)?;
     writable(&dir)?;
     let new = match kind {
@@ -526,7 +526,7 @@ pub fn create(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Res
 /// `notify_change` breaks the lease behind them for every attribute).
 pub fn setattr(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
     let sid = super::stateid::get_stateid(r)?;
-    let set = super::attrs::get_sattr(r)?;
+    let set = super::attrs::get_sattr(r, c.minor, super::attrs::SetIn::Setattr)?;
     let cur = c.cur()?.clone();
     if cur.opts.read_only {
         return Err(st::ROFS);

@@ -960,6 +960,8 @@ mod tests_secinfo;
 #[cfg(test)]
 mod tests_seq;
 #[cfg(test)]
+mod tests_umask;
+#[cfg(test)]
 mod tests_v42;
 #[cfg(test)]
 mod tests_verify;

@@ -28,7 +28,7 @@ use rpcrdma_engine::xdr::XdrReader;
 use crate::nfs::store::NewObj;
 use crate::nfs::types::{access, CreateHow, Fh, Ftype3, Sattr3, WccData};
 
-use super::attrs::{get_sattr, set_mask};
+use super::attrs::{get_sattr, set_mask, SetIn};
 use super::state::OpenState;
 use super::stateid::{get_stateid, resolve, split, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, from_store, get_name, not_regular, st, Enc, Status};
@@ -104,7 +104,8 @@ struct OpenArgs {
     deleg: Option<[u8; 16]>,
 }
 
-fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
+fn get_open_args(r: &mut XdrReader<'_>, minor: u32) -> Result<OpenArgs, Status> {
+    let sattr = |r: &mut XdrReader<'_>| get_sattr(r, minor, SetIn::Creation);
     r.get_u32().map_err(bad_xdr)?; // seqid: unused in minor version 1
     let access = r.get_u32().map_err(bad_xdr)?;
     let deny = r.get_u32().map_err(bad_xdr)?;
@@ -116,17 +117,23 @@ fn get_open_args(r: &mut XdrReader<'_>) -> Result<OpenArgs, Status> {
     let how = match r.get_u32().map_err(bad_xdr)? {
         0 => None,
         1 => Some(match r.get_u32().map_err(bad_xdr)? {
-            0 => CreateHow::Unchecked(get_sattr(r)?),
-            1 => CreateHow::Guarded(get_sattr(r)?),
+            0 => CreateHow::Unchecked(sattr(r)?),
+            1 => CreateHow::Guarded(sattr(r)?),
             2 => CreateHow::Exclusive(verifier(r)?),
             3 => {
                 let v = verifier(r)?;
-                excl_attrs = get_sattr(r)?;
+                excl_attrs = sattr(r)?;
                 // The times hold the verifier: not in `suppattr_exclcreat` (as Linux nfsd).
                 if set_mask(&excl_attrs)[1] & !super::attrs::EXCLCREAT[1] != 0 {
                     return Err(st::ATTRNOTSUPP);
                 }
-                CreateHow::Exclusive(v)
+                // The mode (and umask) at creation, as the other kinds have it.
+                let made = Sattr3 {
+                    mode: excl_attrs.mode,
+                    umask: excl_attrs.umask,
+                    ..Sattr3::default()
+                };
+                CreateHow::Exclusive41(v, made)
             }
             _ => return Err(st::INVAL),
         }),
@@ -206,15 +213,21 @@ fn target(cur: &Cur, a: &OpenArgs) -> Result<(Fh, bool, WccData), Status> {
 
 /// OPEN.
 pub fn open(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Result<(), Status> {
-    let a = get_open_args(r)?;
+    let a = get_open_args(r, c.minor)?;
     let client = c.client.ok_or(st::OP_NOT_IN_SESSION)?;
     c.srv.grace_check(client, a.reclaim)?;
     let cur = c.cur()?.clone();
     let (fh, created, dir_wcc) = target(&cur, &a)?;
     let store = &cur.share.store;
-    if created && a.excl_attrs != Sattr3::default() {
+    // EXCLUSIVE4_1's other attributes; its mode was the creation's.
+    let rest = Sattr3 {
+        mode: None,
+        umask: None,
+        ..a.excl_attrs
+    };
+    if created && rest != Sattr3::default() {
         store
-            .setattr(&cur.cred, &fh, &a.excl_attrs, None)
+            .setattr(&cur.cred, &fh, &rest, None)
             .map_err(from_store)?;
     }
     let attr = store.getattr(&fh).map_err(from_store)?;
@@ -275,7 +288,7 @@ fn attrset(a: &OpenArgs, created: bool) -> [u32; 3] {
             size: s.size,
             ..Sattr3::default()
         }),
-        Some(CreateHow::Exclusive(_)) => set_mask(&a.excl_attrs),
+        Some(CreateHow::Exclusive(_) | CreateHow::Exclusive41(..)) => set_mask(&a.excl_attrs),
         _ => [0; 3],
     }
 }
