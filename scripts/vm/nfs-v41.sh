@@ -46,8 +46,9 @@
 #         attribute"), uid 1000's setfattr on root's 0644 file refused; the client's per-op
 #         counters show the four operations without errors; elsewhere setfattr fails with
 #         "Operation not supported", as against the kernel nfsd on the same file system;
-#      f. the creating process's umask (mode_umask, RFC 8275, v42_umask): a file and a directory
-#         made under umask 027 are 0640 and 0750; on the dir backend a file made under umask 077
+#      f. the creating process's umask (mode_umask, RFC 8275, v42_umask): a file, a directory
+#         and a file opened with O_EXCL (EXCLUSIVE4_1) made under umask 027 are 0640, 0750 and
+#         0640; on the dir backend a file made under umask 077
 #         in a directory given a default ACL (u::rwx,g::rwx,o::rx) on the server's side is 0664:
 #         the ACL decides, not the umask (a client that applied the umask itself would make it
 #         0600);
@@ -374,13 +375,15 @@ v42_xattrs() {
 # (RFC 8275) when the server lists it, instead of applying it itself (item 4f of run_v41)
 v42_umask() {
 	local m4=$1 be=$2 out d=$1/um-acl
-	out=$( (umask 027 && : >"$m4/um-f" && mkdir "$m4/um-d" && stat -c '%a' "$m4/um-f" "$m4/um-d") 2>&1 | paste -sd ' ' -)
-	if [ "$out" = "640 750" ]; then
-		pass v42-umask "a file and a directory made under umask 027: $out"
+	# noclobber: bash opens with O_EXCL, which the client sends as an EXCLUSIVE4_1 OPEN
+	out=$( (umask 027 && : >"$m4/um-f" && mkdir "$m4/um-d" && set -C && : >"$m4/um-x" &&
+		stat -c '%a' "$m4/um-f" "$m4/um-d" "$m4/um-x") 2>&1 | paste -sd ' ' -)
+	if [ "$out" = "640 750 640" ]; then
+		pass v42-umask "a file, a directory and an O_EXCL file made under umask 027: $out"
 	else
-		failc v42-umask "a file and a directory made under umask 027: $out (expected 640 750)"
+		failc v42-umask "a file, a directory and an O_EXCL file made under umask 027: $out (expected 640 750 640)"
 	fi
-	rm -rf "$m4/um-f" "$m4/um-d"
+	rm -rf "$m4/um-f" "$m4/um-d" "$m4/um-x"
 	[ "$be" = dir ] || return 0
 	# a default ACL set on the server's side decides instead of the umask: a client that
 	# applied umask 077 itself would make the file 0600

@@ -462,10 +462,11 @@ pub fn get_verify<'a>(r: &mut XdrReader<'a>) -> Result<Verify<'a>, Status> {
 
 impl Verify<'_> {
     /// The checks of Linux nfsd's `_nfsd4_verify`, in its order: an attribute not supported
-    /// is NFS4ERR_ATTRNOTSUPP; a write-only one or `rdattr_error` NFS4ERR_INVAL, as are values
-    /// that are not whole XDR words.
-    pub fn check(&self) -> Result<(), Status> {
-        if self.beyond || (0..3).any(|i| self.want[i] & !SUPPORTED[i] != 0) {
+    /// in minor version `minor` is NFS4ERR_ATTRNOTSUPP; a write-only one or `rdattr_error`
+    /// NFS4ERR_INVAL, as are values that are not whole XDR words.
+    pub fn check(&self, minor: u32) -> Result<(), Status> {
+        let supported = supported_in(minor);
+        if self.beyond || (0..3).any(|i| self.want[i] & !supported[i] != 0) {
             return Err(st::ATTRNOTSUPP);
         }
         let write_only = (0..3).any(|i| self.want[i] & WRITE_ONLY[i] != 0);
@@ -517,7 +518,7 @@ pub fn verify(
 ) -> Result<(), Status> {
     let v = get_verify(r)?;
     c.cur()?;
-    v.check()?;
+    v.check(c.minor)?;
     let same = with_source(c, &v.want, |c, max, src| v.same(c, max, src, out))?;
     verdict(opnum, same)
 }

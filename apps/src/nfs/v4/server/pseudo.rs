@@ -307,7 +307,7 @@ fn verify(
     out: &mut Enc,
 ) -> Result<(), Status> {
     let v = get_verify(r)?;
-    v.check()?;
+    v.check(c.minor)?;
     let (a, fh) = attrs_and_handle(c, p)?;
     let src = Source {
         attr: &a,

@@ -211,3 +211,35 @@ fn accepts_verify_in_a_pseudo_directory() {
     let r = h.raw(&[A::op(op::PUTROOTFH), check(op::NVERIFY, &f)]);
     assert_eq!(r.status, st::INVAL);
 }
+
+/// VERIFY in minor version 2 compares its own attributes (`change_attr_type`,
+/// `xattr_support`), as GETATTR answers them; minor version 1 does not know them
+/// (NFS4ERR_ATTRNOTSUPP); `mode_umask` is write-only (NFS4ERR_INVAL).
+#[test]
+fn accepts_verify_of_minor_version_2_attributes_in_minor_version_2_only() {
+    use super::state::Limits;
+    use super::tests::{auth_sys, server};
+    use std::net::{IpAddr, Ipv4Addr};
+    let peer = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    for minor in [2, 1] {
+        let (srv, now, store) = server("rw,no_root_squash", Limits::default());
+        let mut h = H::on_minor(srv, now, store, b"client-v", auth_sys(0, 0), peer, minor);
+        let root = h.root();
+        let bits = [fa::CHANGE_ATTR_TYPE, fa::XATTR_SUPPORT];
+        let f = attrs_of(&mut h, &[putfh(&root)], &bits);
+        // GETATTR's own fattr4, whatever bitmap it kept: VERIFY of exactly that.
+        let r = h.raw(&[putfh(&root), check(op::VERIFY, &f)]);
+        let asked = fattr(&bits, &[0, 0, 0, 4, 0, 0, 0, 0]);
+        let r2 = h.raw(&[putfh(&root), check(op::VERIFY, &asked)]);
+        let mu = fattr(&[fa::MODE_UMASK], &[0; 8]);
+        let r3 = h.raw(&[putfh(&root), check(op::VERIFY, &mu)]);
+        if minor == 2 {
+            assert_eq!(r.status, st::OK, "4.2: VERIFY of GETATTR's answer");
+            assert_eq!(r2.status, st::NOT_SAME, "4.2: other values");
+            assert_eq!(r3.status, st::INVAL, "4.2: mode_umask is write-only");
+        } else {
+            assert_eq!(r2.status, st::ATTRNOTSUPP, "4.1");
+            assert_eq!(r3.status, st::ATTRNOTSUPP, "4.1: mode_umask");
+        }
+    }
+}
