@@ -344,10 +344,10 @@ pub enum CreateHow {
     /// Exclusive create with the client's verifier (a retransmission that finds the file with
     /// the same verifier succeeds).
     Exclusive([u8; VERFSIZE]),
-    /// NFSv4.1 EXCLUSIVE4_1 (RFC 8881 §18.16.3): as `Exclusive`, the file made with the mode
-    /// (and `umask`) of these attributes, as a creation of the other kinds is, so that a
-    /// directory's default ACL and the umask apply alike; nothing else of them is read here
-    /// (the caller sets the rest of the client's `cva_attrs` after).
+    /// NFSv4.1 EXCLUSIVE4_1 (RFC 8881 §18.16.3): as `Exclusive`, the file made with these
+    /// attributes, as a creation of the other kinds is, so that a directory's default ACL and
+    /// the umask apply alike. The NFSv4 server puts only the mode and umask of the client's
+    /// `cva_attrs` here (the verifier takes the times) and sets the rest after.
     Exclusive41([u8; VERFSIZE], Sattr3),
 }
 

@@ -144,33 +144,28 @@ impl DirStore {
         Ok((fh, self.getattr(&fh).ok()))
     }
 
-    /// The attributes and `O_EXCL` flag a CREATE asks for.
+    /// The attributes and `O_EXCL` flag a CREATE asks for: an exclusive one's verifier as its
+    /// times, over the attributes EXCLUSIVE4_1 makes the file with.
     fn create_how(how: &CreateHow) -> (i32, Sattr3) {
-        match how {
-            CreateHow::Unchecked(a) => (0, *a),
-            CreateHow::Guarded(a) => (libc::O_EXCL, *a),
-            CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) => {
-                let (m, a) = verf_times(v);
-                let t = |s| {
-                    SetTime::ClientTime(Time3 {
-                        seconds: i64::from(s),
-                        nseconds: 0,
-                    })
-                };
-                let (mode, umask) = match how {
-                    CreateHow::Exclusive41(_, s) => (s.mode, s.umask),
-                    _ => (None, None),
-                };
-                let set = Sattr3 {
-                    atime: t(a),
-                    mtime: t(m),
-                    mode,
-                    umask,
-                    ..Sattr3::default()
-                };
-                (libc::O_EXCL, set)
-            }
-        }
+        let (v, made) = match how {
+            CreateHow::Unchecked(a) => return (0, *a),
+            CreateHow::Guarded(a) => return (libc::O_EXCL, *a),
+            CreateHow::Exclusive(v) => (v, Sattr3::default()),
+            CreateHow::Exclusive41(v, a) => (v, *a),
+        };
+        let (m, a) = verf_times(v);
+        let t = |s| {
+            SetTime::ClientTime(Time3 {
+                seconds: i64::from(s),
+                nseconds: 0,
+            })
+        };
+        let set = Sattr3 {
+            atime: t(a),
+            mtime: t(m),
+            ..made
+        };
+        (libc::O_EXCL, set)
     }
 
     /// CREATE of `name` in directory `d` (the thread acts as `cx`). GUARDED and EXCLUSIVE

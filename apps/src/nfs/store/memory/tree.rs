@@ -547,11 +547,7 @@ impl Tree {
         let attr = match how {
             CreateHow::Unchecked(a) | CreateHow::Guarded(a) => *a,
             CreateHow::Exclusive(_) => Sattr3::default(),
-            CreateHow::Exclusive41(_, a) => Sattr3 {
-                mode: a.mode,
-                umask: a.umask,
-                ..Sattr3::default()
-            },
+            CreateHow::Exclusive41(_, a) => *a,
         };
         if attr.size.is_some_and(|s| s > self.max_file_size) {
             return Err(Nfsstat3::FBIG);
