@@ -457,7 +457,7 @@ NFS41 = {
 }
 # Minor version 2 (bit 5 of the first octet; RFC 7862): OPEN (create) g, ALLOCATE 64 KiB,
 # SEEK to a hole, DEALLOCATE 4 KiB, CLOSE, each with the current stateid (seqid 1, other 0);
-# CLONE (71), which the server answers NFS4ERR_NOTSUPP; a COPY within one file.
+# a COPY and a CLONE within one file.
 CURRENT_STATEID = w(1, 0, 0, 0)
 NFS41.update({
     "v42_allocate_seek_deallocate": bytes([0x20 | 6]) + PUTROOTFH
@@ -466,7 +466,14 @@ NFS41.update({
     + w(69) + CURRENT_STATEID + hyper(0) + w(1)  # SEEK to NFS4_CONTENT_HOLE
     + w(62) + CURRENT_STATEID + hyper(0) + hyper(4096)  # DEALLOCATE
     + w(4, 0) + CURRENT_STATEID,  # CLOSE
-    "v42_clone_notsupp": bytes([0x20 | 2]) + PUTROOTFH + w(71),
+    # OPEN (create) k, WRITE "hello", SAVEFH, CLONE it (count 0: to the end) to offset 1 MiB of
+    # itself (on the memory store's blocks and a file system's: a file system that clones
+    # takes it; one that cannot, NOTSUPP).
+    "v42_clone_within_file": bytes([0x20 | 5]) + PUTROOTFH
+    + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 0, 2, 0, 2) + opaque(w(0o644)) + w(0) + opaque(b"k")
+    + w(38) + CURRENT_STATEID + hyper(0) + w(2) + opaque(b"hello")  # WRITE, FILE_SYNC
+    + w(32)  # SAVEFH
+    + w(71) + CURRENT_STATEID + CURRENT_STATEID + hyper(0) + hyper(1 << 20) + hyper(0),  # CLONE
     # OPEN (create) c, WRITE "hello", SAVEFH, COPY its 5 octets to offset 100 of itself.
     "v42_copy_within_file": bytes([0x20 | 5]) + PUTROOTFH
     + w(18, 0, 3, 0) + hyper(1) + opaque(b"owner") + w(1, 0, 2, 0, 2) + opaque(w(0o644)) + w(0) + opaque(b"c")

@@ -37,7 +37,7 @@
 #   v41/rxe/memory, v41/siw/dir, v41/deleg   (ours only; RPCRDMA_NFSD_V41, default
 #       "rxe/memory siw/dir"; v41/deleg unless RPCRDMA_NFSD_V41_DELEG=0; nfs-v41.sh): the NFSv4.1 and
 #       NFSv4.2 client against `rpcrdma-nfsd --nfs4` on port 20049: mounts (vers=4.1, and
-#       negotiated: 4.2, with ALLOCATE, DEALLOCATE, SEEK and COPY), workload, NFSv3 beside it, a mount point inside a dir: export listed and not crossed; two clients: delegation recall, flock conflicts, an NFSv3 write waiting for the recall (iwarp/memory, iwarp/dir and,
+#       negotiated: 4.2, with ALLOCATE, DEALLOCATE, SEEK, CLONE and COPY), workload, NFSv3 beside it, a mount point inside a dir: export listed and not crossed; two clients: delegation recall, flock conflicts, an NFSv3 write waiting for the recall (iwarp/memory, iwarp/dir and,
 #       with RPCRDMA_NFSD_V41_DELEG_DEV=iwarp, v41/deleg against the server on our user-space
 #       iWARP provider when asked).
 #   v41fault/rxe, v41fault/siw   (ours only; RPCRDMA_NFSD_V41_FAULT, default "rxe siw";

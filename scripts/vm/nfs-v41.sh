@@ -28,14 +28,20 @@
 #         fallocate -p -o 1M -l 1M (DEALLOCATE): the first 2 MiB read back as zeros (caches
 #         dropped), the size unchanged;
 #      b. an 8 MiB sparse file (truncate, 4 octets written at 5 MiB) copied with
-#         cp --sparse=always, which finds the data with lseek SEEK_DATA / SEEK_HOLE (SEEK; the
-#         answers shown from strace when the guest has it): the copy is the same;
-#      c. 3 MiB of random data copied with cp --sparse=never (copy_file_range: COPY, which the
-#         server does 1 MiB a call): the copy is the same;
+#         cp --sparse=always --reflink=never, which finds the data with lseek SEEK_DATA /
+#         SEEK_HOLE (SEEK; the answers shown from strace when the guest has it): the copy is
+#         the same;
+#      c. 3 MiB of random data copied with cp --sparse=never (FICLONE, then copy_file_range:
+#         CLONE where the export clones, else COPY, which the server does 1 MiB a call): the
+#         copy is the same; cp --reflink=always (CLONE) makes the same file where the export
+#         clones (the memory backend; the dir backend on XFS or btrfs) and fails "Operation not
+#         supported" elsewhere, as against the kernel nfsd on such a file system;
 #      d. the client's per-op counters of the mount (mountstats) show ALLOCATE, DEALLOCATE, SEEK
-#         and COPY sent at least once each (DEALLOCATE also for the holes cp punches in its
-#         copy); their errors column (the 9th number) 0 for ALLOCATE, DEALLOCATE and COPY, and
-#         for SEEK at most the lseeks that ended in ENXIO (cp's last SEEK_DATA, past the last
+#         and CLONE sent at least once each, and COPY where the export does not clone
+#         (DEALLOCATE also for the holes cp punches in its copy); their errors column (the 9th
+#         number) 0 for ALLOCATE, DEALLOCATE and COPY, for CLONE 0 where the export clones and
+#         the one NOTSUPP elsewhere (after which the client copies), and for SEEK at most the
+#         lseeks that ended in ENXIO (cp's last SEEK_DATA, past the last
 #         data: NFS4_OK with sr_eof, as RFC 7862 says, which the client counts as no error, or
 #         NFS4ERR_NXIO, as Linux nfsd answers it);
 #      e. user extended attributes (RFC 8276, v42_xattrs) with setfattr / getfattr: where the
@@ -208,7 +214,7 @@ run_v41() {
 			else
 				failc negotiated-read "$m4/dir-v41/f: $(cat "$m4/dir-v41/f" 2>&1)"
 			fi
-			v42_space "$m4"
+			v42_space "$m4" "$be"
 			v42_xattrs "$m4" "$be"
 			v42_umask "$m4" "$be"
 			rm -rf "${m4:?}"/* || failc negotiated-rm "rm -rf failed"
@@ -220,11 +226,12 @@ run_v41() {
 	part_end
 }
 
-# v42_space M4: the NFSv4.2 space operations on the vers=4.2 mount at M4: ALLOCATE (fallocate),
-# DEALLOCATE (fallocate -p), SEEK (cp --sparse=always: lseek SEEK_DATA / SEEK_HOLE) and COPY (cp
-# of a file of data: copy_file_range), then the client's own per-op counters of the mount
+# v42_space M4 BACKEND: the NFSv4.2 space operations on the vers=4.2 mount at M4: ALLOCATE
+# (fallocate), DEALLOCATE (fallocate -p), SEEK (cp --sparse=always --reflink=never: lseek
+# SEEK_DATA / SEEK_HOLE), CLONE and COPY (cp of a file of data: FICLONE, copy_file_range), then
+# the client's own per-op counters of the mount
 v42_space() {
-	local m4=$1 out sz tf seeks='' nxio=0
+	local m4=$1 be=$2 out sz tf seeks='' nxio=0
 	local trace=()
 	# a. ALLOCATE: 8 MiB reserved; DEALLOCATE: a hole punched over data
 	if out=$(fallocate -l 8M "$m4/alloc" 2>&1) && sz=$(stat -c %s "$m4/alloc") && [ "$sz" = 8388608 ]; then
@@ -255,7 +262,7 @@ v42_space() {
 	echo 3 >/proc/sys/vm/drop_caches # st_blocks (cp's test for a sparse file) from the server
 	tf=$(mktemp)
 	command -v strace >/dev/null && trace=(strace -o "$tf" -e trace=lseek)
-	if out=$("${trace[@]}" cp --sparse=always "$m4/sparse" "$m4/sparse.copy" 2>&1) &&
+	if out=$("${trace[@]}" cp --sparse=always --reflink=never "$m4/sparse" "$m4/sparse.copy" 2>&1) &&
 		out=$(cmp "$m4/sparse" "$m4/sparse.copy" 2>&1); then
 		# "lseek(3, 0, SEEK_DATA) = 5242880" -> "0 SEEK_DATA = 5242880"
 		seeks=$(sed -nE 's/^lseek\([0-9]+, ([0-9]+), (SEEK_DATA|SEEK_HOLE)\) += (-1 [A-Z]+|[0-9]+).*/\1 \2 = \3/p' "$tf" | paste -sd ';' -)
@@ -267,17 +274,34 @@ v42_space() {
 	fi
 	rm -f "$tf"
 	[ "${#trace[@]}" -gt 0 ] || nxio=1 # without strace: cp's one last SEEK_DATA past the data
-	# c. COPY: cp of 3 MiB of data within the mount (copy_file_range, sent as COPY: the server
-	#    copies 1 MiB a call, the client asks for the rest)
+	# c. COPY or CLONE: cp of 3 MiB of data within the mount (cp asks FICLONE first, then
+	#    copy_file_range, which the client sends as CLONE first too): where the export clones
+	#    (the memory backend; the dir backend on XFS or btrfs) CLONE, elsewhere one CLONE
+	#    refused NOTSUPP (the client stops asking) and COPY (the server copies 1 MiB a call, the
+	#    client asks for the rest)
+	local clones=0 fs
+	fs=$(stat -f -c %T "$NFSD_DIR" 2>/dev/null)
+	if [ "$be" = memory ] || [ "$fs" = xfs ] || [ "$fs" = btrfs ]; then clones=1; fi
 	if out=$({ head -c 3145728 /dev/urandom >"$m4/data" && sync && cp --sparse=never "$m4/data" "$m4/data.copy" &&
 		echo 3 >/proc/sys/vm/drop_caches && cmp "$m4/data" "$m4/data.copy"; } 2>&1); then
 		pass v42-copy "cp --sparse=never of 3 MiB: the copy is the same"
 	else
 		failc v42-copy "cp $m4/data $m4/data.copy, cmp: $out"
 	fi
+	out=$({ cp --reflink=always "$m4/data" "$m4/data.clone" && echo 3 >/proc/sys/vm/drop_caches &&
+		cmp "$m4/data" "$m4/data.clone"; } 2>&1)
+	case "$clones:$?:$out" in
+	1:0:*) pass v42-clone "cp --reflink=always of 3 MiB: the clone is the same" ;;
+	0:1:*"not supported"*) pass v42-clone "cp --reflink=always refused where the export's file system ($fs) cannot clone: $out" ;;
+	*) failc v42-clone "cp --reflink=always $m4/data $m4/data.clone (backend $be, file system ${fs:-?}): ${out:-copied}" ;;
+	esac
 	# d. the client's per-op counters of this mount; SEEK's errors at most the lseeks that
-	#    ended in ENXIO
-	op_counts "$m4" ALLOCATE:0 DEALLOCATE:0 SEEK:"$nxio" COPY:0
+	#    ended in ENXIO; CLONE's none where the export clones, else the one NOTSUPP
+	if [ "$clones" = 1 ]; then
+		op_counts "$m4" ALLOCATE:0 DEALLOCATE:0 SEEK:"$nxio" CLONE:0
+	else
+		op_counts "$m4" ALLOCATE:0 DEALLOCATE:0 SEEK:"$nxio" COPY:0 CLONE:1
+	fi
 	if [ -z "$OPS_BAD" ]; then
 		pass v42-client-ops "mountstats per-op: $OPS_LINES"
 	else

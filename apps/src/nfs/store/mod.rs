@@ -206,6 +206,39 @@ pub fn copy_through<S: Store + ?Sized>(
     })
 }
 
+/// The octets a CLONE of `count` octets (0: to the end of the source) at `src_offset` of a
+/// source of `src_size` octets to `dst_offset` moves, as RFC 7862 §15.13.3 and Linux's
+/// `remap_file_range_prep` / `generic_remap_checks` decide for a clone: INVAL when the range
+/// starts past the source's end, ends past it, wraps, or (`same`: one file) overlaps the
+/// destination's; FBIG past `max_size`; 0 (nothing to do) for a count of 0 at the end.
+pub fn clone_span(
+    src_size: u64,
+    (src_offset, dst_offset): (u64, u64),
+    count: u64,
+    same: bool,
+    max_size: u64,
+) -> NfsResult<u64> {
+    let n = match count {
+        0 if src_offset == src_size => return Ok(0),
+        0 => src_size.checked_sub(src_offset).ok_or(Nfsstat3::INVAL)?,
+        n => n,
+    };
+    let (Some(src_end), Some(dst_end)) = (src_offset.checked_add(n), dst_offset.checked_add(n))
+    else {
+        return Err(Nfsstat3::INVAL);
+    };
+    if src_offset >= src_size || src_end > src_size {
+        return Err(Nfsstat3::INVAL);
+    }
+    if same && dst_offset < src_end && src_offset < dst_end {
+        return Err(Nfsstat3::INVAL);
+    }
+    if dst_end > max_size || dst_end > i64::MAX as u64 {
+        return Err(Nfsstat3::FBIG);
+    }
+    Ok(n)
+}
+
 /// An NFSv3 store.
 ///
 /// Identity: every method that reads or changes an object takes the caller's [`Cred`]
@@ -426,21 +459,29 @@ pub trait Store: Send + Sync + 'static {
         Ok((at, at >= a.size))
     }
 
-    /// NFSv4.2 COPY within the store: up to `count` octets of regular file `src` from
-    /// `src_offset` written to regular file `dst` at `dst_offset` for `cx` (read permission on
-    /// `src`, write permission on `dst`, as READ and WRITE ask), not made stable; the octets
-    /// copied, fewer at the end of `src` (0 at or past it). The default reads and writes
+    /// NFSv4.2 COPY within the store: up to `count` octets of regular file `src.0` from
+    /// offset `src.1` written to regular file `dst.0` at `dst.1` for `cx` (read permission on
+    /// the source, write permission on the destination, as READ and WRITE ask), not made
+    /// stable; the octets copied, fewer at the end of the source (0 at or past it). The default reads and writes
     /// through the store ([`copy_through`]).
-    fn copy(
+    fn copy(&self, cx: &Cred, src: (&Fh, u64), dst: (&Fh, u64), count: u64) -> NfsResult<u64> {
+        copy_through(self, cx, src, dst, count)
+    }
+
+    /// NFSv4.2 CLONE within the store (RFC 7862 §15.13): `count` octets (more than 0, a range
+    /// [`clone_span`] accepted) of regular file `src.0` from offset `src.1` made the octets of
+    /// regular file `dst.0` at `dst.1` for `cx` (read permission on the source, write
+    /// permission on the destination), sharing the source's storage where the store can, not
+    /// copying it; the destination grows to cover the range. The default: NOTSUPP (the Linux client then
+    /// copies instead).
+    fn clone_range(
         &self,
-        cx: &Cred,
-        src: &Fh,
-        src_offset: u64,
-        dst: &Fh,
-        dst_offset: u64,
-        count: u64,
-    ) -> NfsResult<u64> {
-        copy_through(self, cx, (src, src_offset), (dst, dst_offset), count)
+        _cx: &Cred,
+        _src: (&Fh, u64),
+        _dst: (&Fh, u64),
+        _count: u64,
+    ) -> NfsResult<()> {
+        Err(Nfsstat3::NOTSUPP)
     }
 
     /// Whether every change of an object moves its ctime forward, to a value it never had

@@ -828,6 +828,7 @@ fn dir_store_refuses_what_it_cannot_export() {
 }
 
 mod acl;
+mod clone;
 mod perm;
 mod space;
 mod umask;

@@ -140,6 +140,8 @@ pub mod op {
     pub const DEALLOCATE: u32 = 62;
     /// SEEK (minor version 2).
     pub const SEEK: u32 = 69;
+    /// CLONE (minor version 2).
+    pub const CLONE: u32 = 71;
     /// GETXATTR (minor version 2, RFC 8276).
     pub const GETXATTR: u32 = 72;
     /// SETXATTR (minor version 2, RFC 8276).

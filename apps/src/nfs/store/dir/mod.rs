@@ -841,16 +841,18 @@ impl Store for DirStore {
         self.seek_as(cx, fh, offset, hole)
     }
 
-    fn copy(
+    fn copy(&self, cx: &Cred, src: (&Fh, u64), dst: (&Fh, u64), count: u64) -> NfsResult<u64> {
+        self.copy_as(cx, src, dst, count)
+    }
+
+    fn clone_range(
         &self,
         cx: &Cred,
-        src: &Fh,
-        src_offset: u64,
-        dst: &Fh,
-        dst_offset: u64,
+        src: (&Fh, u64),
+        dst: (&Fh, u64),
         count: u64,
-    ) -> NfsResult<u64> {
-        self.copy_as(cx, (src, src_offset), (dst, dst_offset), count)
+    ) -> NfsResult<()> {
+        self.clone_as(cx, src, dst, count)
     }
 
     fn getacl(&self, _cx: &Cred, fh: &Fh) -> NfsResult<(Fattr3, Acls)> {
@@ -962,20 +964,7 @@ impl Store for DirStore {
     }
 
     fn fsstat(&self, fh: &Fh) -> NfsResult<FsStat> {
-        let o = self.stat_obj(fh)?;
-        // SAFETY: an all-zero statvfs is valid; the kernel fills it.
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `s` is writable.
-        check(unsafe { libc::fstatvfs(o.raw(), &mut s) })?;
-        let frsize = s.f_frsize;
-        Ok(FsStat {
-            tbytes: s.f_blocks.saturating_mul(frsize),
-            fbytes: s.f_bfree.saturating_mul(frsize),
-            abytes: s.f_bavail.saturating_mul(frsize),
-            tfiles: s.f_files,
-            ffiles: s.f_ffree,
-            afiles: s.f_favail,
-        })
+        sys::fsstat(self.stat_obj(fh)?.raw())
     }
 
     fn write_verifier(&self) -> [u8; 8] {

@@ -127,4 +127,40 @@ impl DirStore {
             e => Err(Nfsstat3::from_errno(e)),
         }
     }
+
+    /// CLONE of `count` octets (more than 0) from `src` at `src_offset` to `dst` at
+    /// `dst_offset` for `cx`: the file system shares its blocks (`FICLONERANGE`, as Linux
+    /// nfsd's `vfs_clone_file_range`); NOTSUPP where it cannot (ext4, tmpfs), XDEV across file
+    /// systems, INVAL where it needs offsets and count on its block boundaries.
+    pub(super) fn clone_as(
+        &self,
+        cx: &Cred,
+        (src, src_offset): (&Fh, u64),
+        (dst, dst_offset): (&Fh, u64),
+        count: u64,
+    ) -> NfsResult<()> {
+        let _held = self.serial.one(dst);
+        let from = self.file_obj(cx, src)?;
+        self.may_io(cx, &from, libc::R_OK)?;
+        let to = self.file_obj(cx, dst)?;
+        let owner = to.st.st_uid == cx.uid && sys::immutable(to.raw()) == Some(false);
+        if !owner {
+            self.may_io(cx, &to, libc::W_OK)?;
+        }
+        let range = libc::file_clone_range {
+            src_fd: i64::from(from.raw()),
+            src_offset,
+            src_length: count,
+            dest_offset: dst_offset,
+        };
+        // SAFETY: both descriptors are open; the kernel reads `range`, which outlives the call.
+        match check(unsafe { libc::ioctl(to.raw(), libc::FICLONERANGE, &range) }) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(match sys::errno() {
+                libc::EBADF => Nfsstat3::ACCES,
+                libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS => Nfsstat3::NOTSUPP,
+                e => Nfsstat3::from_errno(e),
+            }),
+        }
+    }
 }

@@ -12,8 +12,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::nfs::types::{
-    check_name_len, name_is_wellformed, Fattr3, Ftype3, NfsResult, Nfsstat3, Sattr3, SetTime,
-    Time3, NAME_MAX,
+    check_name_len, name_is_wellformed, Fattr3, FsStat, Ftype3, NfsResult, Nfsstat3, Sattr3,
+    SetTime, Time3, NAME_MAX,
 };
 
 /// Largest kernel handle (`MAX_HANDLE_SZ`).
@@ -132,6 +132,23 @@ pub(super) fn fstat(fd: RawFd) -> NfsResult<libc::stat> {
     let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
     check(r.clamp(-1, 0) as i32)?;
     Ok(st)
+}
+
+/// FSSTAT of the file system holding `fd` (`fstatvfs`).
+pub(super) fn fsstat(fd: RawFd) -> NfsResult<FsStat> {
+    // SAFETY: an all-zero statvfs is valid; the kernel fills it.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `s` is writable.
+    check(unsafe { libc::fstatvfs(fd, &mut s) })?;
+    let frsize = s.f_frsize;
+    Ok(FsStat {
+        tbytes: s.f_blocks.saturating_mul(frsize),
+        fbytes: s.f_bfree.saturating_mul(frsize),
+        abytes: s.f_bavail.saturating_mul(frsize),
+        tfiles: s.f_files,
+        ffiles: s.f_ffree,
+        afiles: s.f_favail,
+    })
 }
 
 /// Whether the file open for I/O as `fd` is immutable (`FS_IOC_GETFLAGS`, a question to the

@@ -38,6 +38,7 @@ use rpcrdma_poller::BufPool;
 
 use super::charge;
 
+mod clone;
 mod space;
 
 /// A block whose length reaches this (or the block size, when smaller) moves into a

@@ -417,6 +417,18 @@ impl Store for MemoryStore {
         tree.seek(cx, id, offset, hole)
     }
 
+    fn clone_range(
+        &self,
+        cx: &Cred,
+        src: (&Fh, u64),
+        dst: (&Fh, u64),
+        count: u64,
+    ) -> NfsResult<()> {
+        let mut tree = self.write_tree();
+        let (s, d) = (self.id(&tree, src.0)?, self.id(&tree, dst.0)?);
+        tree.clone_range(cx, (s, src.1), (d, dst.1), count)
+    }
+
     fn change_monotonic(&self) -> bool {
         // Every change is stamped by `Tree::stamp`, which never repeats or goes back.
         true

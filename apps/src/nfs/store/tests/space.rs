@@ -58,24 +58,27 @@ fn copies(s: &dyn Store, d: &Fh) {
     let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
     write(s, &src, 0, &data);
     let dst = file(s, d, "dst");
-    assert_eq!(s.copy(&R, &src, 100, &dst, 7, 5_000), Ok(5_000));
+    assert_eq!(s.copy(&R, (&src, 100), (&dst, 7), 5_000), Ok(5_000));
     let (got, _) = read(s, &dst, 0, 6_000);
     assert_eq!(got.len(), 5_007);
     assert!(got[..7].iter().all(|&b| b == 0));
     assert_eq!(&got[7..], &data[100..5_100]);
     assert_eq!(
-        s.copy(&R, &src, 9_000, &dst, 0, 5_000),
+        s.copy(&R, (&src, 9_000), (&dst, 0), 5_000),
         Ok(1_000),
         "short at the end"
     );
     assert_eq!(
-        s.copy(&R, &src, 10_000, &dst, 0, 5_000),
+        s.copy(&R, (&src, 10_000), (&dst, 0), 5_000),
         Ok(0),
         "nothing past it"
     );
     // Another user may read the 0644 source, not write the 0644 destination.
     let other = Cred::new(4000, 400);
-    assert_eq!(s.copy(&other, &src, 0, &dst, 0, 10), Err(Nfsstat3::ACCES));
+    assert_eq!(
+        s.copy(&other, (&src, 0), (&dst, 0), 10),
+        Err(Nfsstat3::ACCES)
+    );
     // Into a file of its own it may.
     let mine = file(s, d, "mine");
     let ids = Sattr3 {
@@ -84,7 +87,7 @@ fn copies(s: &dyn Store, d: &Fh) {
         ..Sattr3::default()
     };
     s.setattr(&R, &mine, &ids, None).expect("chown");
-    assert_eq!(s.copy(&other, &src, 0, &mine, 0, 10), Ok(10));
+    assert_eq!(s.copy(&other, (&src, 0), (&mine, 0), 10), Ok(10));
     assert_eq!(read(s, &mine, 0, 10).0, &data[..10]);
 }
 

@@ -917,6 +917,7 @@ fn run(
         op::DEALLOCATE => v42::allocate(c, r, true),
         op::SEEK => v42::seek(c, r, out),
         op::COPY => v42::copy(c, r, out),
+        op::CLONE => v42::clone(c, r),
         op::GETXATTR => xattr::getxattr(c, r, out),
         op::SETXATTR => xattr::setxattr(c, r, out),
         op::LISTXATTRS => xattr::listxattrs(c, r, out),
@@ -931,6 +932,8 @@ mod tests;
 mod tests_cbsec;
 #[cfg(test)]
 mod tests_cinfo;
+#[cfg(test)]
+mod tests_clone;
 #[cfg(test)]
 mod tests_cross;
 #[cfg(test)]

@@ -1,19 +1,22 @@
 //! The NFSv4.2 operations (RFC 7862) this server implements, in COMPOUNDs of minor version 2:
 //! ALLOCATE and DEALLOCATE (§15.1, §15.4: reserve space, punch a hole), SEEK (§15.11: the
-//! next data or hole) and COPY within the server (§15.2, synchronous: from the saved file to
-//! the current one, at most [`COPY_MAX`] octets a call, which the client continues), on the
-//! store's `fallocate`, `seek` and `copy`, as Linux nfsd answers them (`nfsd4_allocate`,
-//! `nfsd4_deallocate`, `nfsd4_seek`, `nfsd4_copy`). Every other minor version 2 operation
-//! but the extended attribute ones (the `xattr` module) is NOTSUPP (a copy from another
-//! server, OFFLOAD_*, CLONE, READ_PLUS, ...), which makes the Linux client fall back to what
+//! next data or hole), COPY within the server (§15.2, synchronous: from the saved file to
+//! the current one, at most [`COPY_MAX`] octets a call, which the client continues) and CLONE
+//! (§15.13: the source's storage shared, not copied), on the store's `fallocate`, `seek`,
+//! `copy` and `clone_range`, as Linux nfsd answers them (`nfsd4_allocate`,
+//! `nfsd4_deallocate`, `nfsd4_seek`, `nfsd4_copy`, `nfsd4_clone`). Every other minor version
+//! 2 operation but the extended attribute ones (the `xattr` module) is NOTSUPP (a copy from
+//! another server, OFFLOAD_*, READ_PLUS, ...), which makes the Linux client fall back to what
 //! minor version 1 offers.
 //!
 //! Normal operation: ALLOCATE and DEALLOCATE take a stateid that allows writing (an open for
 //! write, a write delegation, or the anonymous stateids outside the grace period) on a
-//! writable export; SEEK one that allows reading; COPY both, on regular files of one export. Recovery: the store's refusals are the
-//! result (INVAL for anything but a regular file or an empty range, NXIO for a SEEK at or past
-//! the end, FBIG, NOSPC; a SEEK for data that finds none before the end is NFS4_OK with
-//! `sr_eof`, as RFC 7862 §15.11.3 says); malformed arguments are NFS4ERR_BADXDR.
+//! writable export; SEEK one that allows reading; COPY and CLONE both, on regular files of
+//! one export. Recovery: the store's refusals are the result (INVAL for anything but a
+//! regular file or an empty range, NXIO for a SEEK at or past the end, FBIG, NOSPC; NOTSUPP
+//! for a CLONE the store or its file system cannot make, which the Linux client answers by
+//! copying; a SEEK for data that finds none before the end is NFS4_OK with `sr_eof`, as RFC
+//! 7862 §15.11.3 says); malformed arguments are NFS4ERR_BADXDR.
 
 use rpcrdma_engine::xdr::XdrReader;
 
@@ -21,8 +24,8 @@ use super::fileops::saved_same_export;
 use super::open::check_stateid;
 use super::stateid::{get_stateid, ACCESS_READ, ACCESS_WRITE};
 use super::xdr::{bad_xdr, from_store, io_error, not_regular, st, Enc, Status};
-use super::Compound;
-use crate::nfs::store::COPY_MAX;
+use super::{Compound, Cur};
+use crate::nfs::store::{clone_span, COPY_MAX};
 use crate::nfs::types::{Ftype3, Nfsstat3, StableHow};
 
 /// `data_content4` NFS4_CONTENT_DATA.
@@ -90,22 +93,8 @@ pub fn copy(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     if r.get_u32().map_err(bad_xdr)? != 0 {
         return Err(st::NOTSUPP);
     }
-    let dst = c.cur()?.clone();
-    let src = saved_same_export(c)?;
-    if dst.opts.read_only {
-        return Err(st::ROFS);
-    }
-    check_stateid(c, &src, &src_sid, ACCESS_READ)?;
-    check_stateid(c, &dst, &dst_sid, ACCESS_WRITE)?;
+    let (src, dst, size) = source_and_destination(c, &src_sid, &dst_sid)?;
     let store = &dst.share.store;
-    let mut size = 0;
-    for fh in [&dst.fh, &src.fh] {
-        let a = store.getattr(fh).map_err(from_store)?;
-        if a.ftype != Ftype3::Reg {
-            return Err(not_regular(a.ftype));
-        }
-        size = a.size;
-    }
     // As Linux's `generic_copy_file_checks`: no more than the source holds past the offset,
     // and one file copied onto itself only between ranges that do not overlap.
     let want = if count == 0 { u64::MAX } else { count };
@@ -115,15 +104,9 @@ pub fn copy(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     if src.fh == dst.fh && overlap {
         return Err(st::INVAL);
     }
+    let (from, to) = ((&src.fh, src_offset), (&dst.fh, dst_offset));
     let n = store
-        .copy(
-            &dst.cred,
-            &src.fh,
-            src_offset,
-            &dst.fh,
-            dst_offset,
-            want.min(COPY_MAX),
-        )
+        .copy(&dst.cred, from, to, want.min(COPY_MAX))
         .map_err(from_store)?;
     out.u32(0); // wr_callback_id: none, done
     out.u64(n);
@@ -132,4 +115,55 @@ pub fn copy(c: &mut Compound<'_>, r: &mut XdrReader<'_>, out: &mut Enc) -> Resul
     out.u32(1); // cr_consecutive
     out.u32(1); // cr_synchronous
     Ok(())
+}
+
+/// CLONE (§15.13) from the saved file handle to the current one: source and destination
+/// stateids, offsets, count (0: to the end of the source); the result is the status. The
+/// range as [`clone_span`] decides it (INVAL past the source's end or overlapping within one
+/// file), then the store's `clone_range`, which shares the source's storage (NOTSUPP where
+/// the store or its file system cannot: the Linux client then copies).
+pub fn clone(c: &mut Compound<'_>, r: &mut XdrReader<'_>) -> Result<(), Status> {
+    let src_sid = get_stateid(r)?;
+    let dst_sid = get_stateid(r)?;
+    let src_offset = r.get_u64().map_err(bad_xdr)?;
+    let dst_offset = r.get_u64().map_err(bad_xdr)?;
+    let count = r.get_u64().map_err(bad_xdr)?;
+    let (src, dst, size) = source_and_destination(c, &src_sid, &dst_sid)?;
+    let store = &dst.share.store;
+    let same = src.fh == dst.fh;
+    let at = (src_offset, dst_offset);
+    let n = clone_span(size, at, count, same, store.max_file_size()).map_err(from_store)?;
+    if n == 0 {
+        return Ok(());
+    }
+    store
+        .clone_range(&dst.cred, (&src.fh, src_offset), (&dst.fh, dst_offset), n)
+        .map_err(from_store)
+}
+
+/// The source (saved file handle) and destination (current) of a COPY or CLONE: one export,
+/// a writable one, `src_sid` allowing reads of the source and `dst_sid` writes to the
+/// destination, both regular files; with the source's size.
+fn source_and_destination(
+    c: &mut Compound<'_>,
+    src_sid: &[u8; 16],
+    dst_sid: &[u8; 16],
+) -> Result<(Cur, Cur, u64), Status> {
+    let dst = c.cur()?.clone();
+    let src = saved_same_export(c)?;
+    if dst.opts.read_only {
+        return Err(st::ROFS);
+    }
+    check_stateid(c, &src, src_sid, ACCESS_READ)?;
+    check_stateid(c, &dst, dst_sid, ACCESS_WRITE)?;
+    let store = &dst.share.store;
+    let mut size = 0;
+    for fh in [&dst.fh, &src.fh] {
+        let a = store.getattr(fh).map_err(from_store)?;
+        if a.ftype != Ftype3::Reg {
+            return Err(not_regular(a.ftype));
+        }
+        size = a.size;
+    }
+    Ok((src, dst, size))
 }
