@@ -13,8 +13,9 @@
 #     (busybox's own "ip" has no netns support)
 #   * their shared libraries, plus libgcc_s/libstdc++/libm/libz for host-built
 #     test binaries (Rust binaries linked to libibverbs.so.1/librdmacm.so.1)
-#   * the kernel modules rxe/siw/RDMA-CM/NFS/9p/virtio need (modprobe closure)
-#     and the out-of-tree siw.ko
+#   * mkfs.xfs and xfs_io when the host has xfsprogs (part v41/*/xfs of nfs-server.sh)
+#   * the kernel modules rxe/siw/RDMA-CM/NFS/9p/virtio and XFS on a loop device need
+#     (modprobe closure) and the out-of-tree siw.ko
 #   * guest-init.sh as /init
 # Knob: RPCRDMA_VM_EXTRA_BINS="/usr/bin/foo ..." more host binaries (with their libs).
 set -euo pipefail
@@ -45,7 +46,7 @@ chmod 1777 "$R/tmp" "$R/var/tmp"
 
 # ---- host userland ------------------------------------------------------------------
 for b in /usr/bin/ip /usr/bin/rdma /usr/bin/ss /usr/bin/mount /usr/bin/umount /usr/sbin/losetup \
-	/usr/bin/strace /usr/bin/flock /usr/bin/ldd ${RPCRDMA_VM_EXTRA_BINS:-}; do
+	/usr/bin/strace /usr/bin/flock /usr/bin/ldd /usr/sbin/mkfs.xfs /usr/sbin/xfs_io ${RPCRDMA_VM_EXTRA_BINS:-}; do
 	if b=$(command -v "$b"); then cp -L "$b" "$R/usr/bin/"; fi
 done
 mkdir -p "$R/etc/iproute2"
@@ -66,7 +67,8 @@ done
 MODS="rdma_rxe ib_uverbs rdma_ucm rdma_cm ib_cm iw_cm ib_umad ib_core rpcrdma
       nfsd nfs nfsv4 nfsv3 lockd sunrpc auth_rpcgss
       9p 9pnet_virtio virtio_net virtio_pci virtio_console virtio_rng dummy veth
-      crc32_generic crc32c_generic crc32c_intel libcrc32c udp_tunnel ip6_udp_tunnel af_packet"
+      crc32_generic crc32c_generic crc32c_intel libcrc32c udp_tunnel ip6_udp_tunnel af_packet
+      xfs loop"
 depmod -b kernel "$KVER"
 MD=$R/usr/lib/modules/$KVER
 mkdir -p "$MD"

@@ -40,6 +40,10 @@
 #       negotiated: 4.2, with ALLOCATE, DEALLOCATE, SEEK, CLONE and COPY), workload, NFSv3 beside it, a mount point inside a dir: export listed and not crossed; two clients: delegation recall, flock conflicts, an NFSv3 write waiting for the recall (iwarp/memory, iwarp/dir and,
 #       with RPCRDMA_NFSD_V41_DELEG_DEV=iwarp, v41/deleg against the server on our user-space
 #       iWARP provider when asked).
+#   v41/rxe/xfs, v41/siw/xfs   (ours only; in RPCRDMA_NFSD_V41 when asked; nfs-v41.sh): the
+#       dir backend on an XFS image with reflink (a loop device in the guest): a 16 MiB file
+#       cloned with cp --reflink=always on the vers=4.2 mount is the same and shares its extents
+#       on the server's side (its XFS grew by far less than 16 MiB); CLONE without errors.
 #   v41fault/rxe, v41fault/siw   (ours only; RPCRDMA_NFSD_V41_FAULT, default "rxe siw";
 #       nfs-v41-fault.sh): the NFSv4.1 client through connections the server drops (slot replays,
 #       BIND_CONN_TO_SESSION, one reconnection per drop, no operation run twice), then a server
@@ -838,8 +842,9 @@ fi
 for r in ${RPCRDMA_NFSD_V41-rxe/memory siw/dir}; do
 	case $r in
 	rxe/memory | rxe/dir | siw/memory | siw/dir | iwarp/memory | iwarp/dir) run_v41 "${r%/*}" "${r#*/}" ;;
+	rxe/xfs | siw/xfs) run_v41_xfs "${r%/*}" ;;
 	*)
-		echo "nfs-server: unknown NFSv4.1 run $r (rxe/memory rxe/dir siw/memory siw/dir iwarp/memory iwarp/dir)"
+		echo "nfs-server: unknown NFSv4.1 run $r (rxe/memory rxe/dir siw/memory siw/dir iwarp/memory iwarp/dir rxe/xfs siw/xfs)"
 		NPFAIL=$((NPFAIL + 1))
 		;;
 	esac

@@ -395,6 +395,67 @@ v42_xattrs() {
 	rm -f "$f"
 }
 
+# run_v41_xfs DEV: CLONE through the kernel client to our server's dir backend on XFS with
+# reflink (an image on a loop device in the guest): a 16 MiB file cloned with cp
+# --reflink=always on the vers=4.2 mount reads back the same, and on the server's side the two
+# files share their extents (the file system's used space grew by far less than 16 MiB; xfs_io
+# fiemap flags the clone's extents shared); the client's CLONE counter shows no error.
+run_v41_xfs() {
+	local dev=$1 m4=/mnt/v41 xd=/srv/nfsd-xfs img=/srv/nfsd-xfs.img out u0 u1 flags loop
+	part_begin "v41/$dev/xfs" "CLONE through the NFSv4.2 client to $KIND --nfs4, dir backend on XFS with reflink, over $dev"
+	if [ "$KIND" = kernel ]; then
+		echo "SKIP v41/$dev/xfs: the kernel nfsd of this boot serves NFSv3 only"
+		part_end
+		return
+	fi
+	if ! command -v mkfs.xfs >/dev/null || ! modprobe xfs 2>/dev/null; then
+		failc xfs "no mkfs.xfs or xfs module in this guest (the host needs xfsprogs when the image is built)"
+		part_end
+		return
+	fi
+	modprobe loop 2>/dev/null
+	if ! out=$({ truncate -s 320M "$img" && mkfs.xfs -q -m reflink=1 "$img" && mkdir -p "$xd" &&
+		loop=$(losetup -f --show "$img") && mount -t xfs "$loop" "$xd"; } 2>&1); then
+		failc xfs-mount "an XFS image with reflink at $xd: $out"
+		losetup -j "$img" -O NAME -n | xargs -r -n 1 losetup -d
+		rm -f "$img"
+		part_end
+		return
+	fi
+	if NFSD_DIR=$xd v41_server "$dev" dir; then
+		if v41_mount "$m4" "vers=4.2,proto=rdma,port=$V41_PORT" && v41_check_mount "$m4" 4.2 mount-v42; then
+			head -c 16777216 /dev/urandom >"$m4/big" && sync
+			u0=$(df -k --output=used "$xd" | tail -n 1)
+			if out=$({ cp --reflink=always "$m4/big" "$m4/big.clone" && sync && echo 3 >/proc/sys/vm/drop_caches &&
+				cmp "$m4/big" "$m4/big.clone"; } 2>&1); then
+				u1=$(df -k --output=used "$xd" | tail -n 1)
+				flags=$(xfs_io -r -c 'fiemap -v' "$xd/big.clone" 2>/dev/null | awk 'NR > 2 {print $NF}' | sort -u | paste -sd ' ' -)
+				if [ $((u1 - u0)) -lt 4096 ]; then
+					pass v42-clone-xfs "cp --reflink=always of 16 MiB: the same; the server's XFS used $((u1 - u0)) KiB more (extent flags ${flags:-?})"
+				else
+					failc v42-clone-xfs "cp --reflink=always of 16 MiB took $((u1 - u0)) KiB on the server's XFS: copied, not shared"
+				fi
+			else
+				failc v42-clone-xfs "cp --reflink=always $m4/big $m4/big.clone, cmp: $out"
+			fi
+			op_counts "$m4" CLONE:0
+			if [ -z "$OPS_BAD" ]; then
+				pass v42-clone-ops "mountstats per-op: $OPS_LINES"
+			else
+				failc v42-clone-ops "${OPS_BAD# } mountstats per-op: $OPS_LINES"
+			fi
+			rm -f "$m4/big" "$m4/big.clone"
+			do_umount "$m4"
+		fi
+		srv_stop
+		v41_tail
+	fi
+	umount "$xd"
+	losetup -j "$img" -O NAME -n | xargs -r -n 1 losetup -d
+	rm -f "$img"
+	part_end
+}
+
 # v42_umask M4 BACKEND: the creating process's umask, which the client sends as mode_umask
 # (RFC 8275) when the server lists it, instead of applying it itself (item 4f of run_v41)
 v42_umask() {

@@ -490,6 +490,18 @@ impl DirStore {
     /// whoever may execute the file may read it (Linux nfsd's NFSD_MAY_OWNER_OVERRIDE and
     /// NFSD_MAY_READ_IF_EXEC: a client keeps using a file it created read-only or loads a
     /// program it may only execute).
+    /// Whether `cx` may write file `o` (open for I/O). As Linux nfsd's `nfsd_permission`: the
+    /// owner may once the file is known not to be immutable (asked of the descriptor) and its
+    /// mount writable, which it stays while a descriptor open for writing is held (the kernel
+    /// refuses to remount it read-only meanwhile); a descriptor open read-only (its read-write
+    /// open was refused) fails the write, and the kernel's check then says why.
+    fn may_write(&self, cx: &Cred, o: &Obj) -> NfsResult<()> {
+        if o.st.st_uid == cx.uid && sys::immutable(o.raw()) == Some(false) {
+            return Ok(());
+        }
+        self.may_io(cx, o, libc::W_OK)
+    }
+
     fn may_io(&self, cx: &Cred, o: &Obj, mode: i32) -> NfsResult<()> {
         if mode == libc::R_OK && o.st.st_uid == cx.uid {
             // As Linux nfsd's `nfsd_permission`: the owner's read is granted before any
@@ -562,15 +574,7 @@ impl DirStore {
         if !end.is_some_and(|e| e <= self.max_file_size()) {
             return Err(Nfsstat3::FBIG);
         }
-        // As Linux nfsd's `nfsd_permission`: the owner may write once the file is known not to
-        // be immutable (asked of the descriptor) and its mount writable, which it stays while a
-        // descriptor open for writing is held (the kernel refuses to remount it read-only
-        // meanwhile); a descriptor open read-only (its read-write open was refused) fails the
-        // write, and the kernel's check then says why.
-        let owner = o.st.st_uid == cx.uid && sys::immutable(o.raw()) == Some(false);
-        if !owner {
-            self.may_io(cx, &o, libc::W_OK)?;
-        }
+        self.may_write(cx, &o)?;
         let mut done = 0usize;
         while done < data.len() {
             let rest = &data[done..];
@@ -580,10 +584,11 @@ impl DirStore {
             if n < 0 {
                 match sys::errno() {
                     libc::EINTR => continue,
-                    libc::EBADF if owner => {
+                    // A descriptor open read-only: the kernel's check says why (ACCES when
+                    // it has nothing to say).
+                    libc::EBADF => {
                         return self.may_io(cx, &o, libc::W_OK).and(Err(Nfsstat3::ACCES))
                     }
-                    libc::EBADF => return Err(Nfsstat3::ACCES),
                     e => return Err(Nfsstat3::from_errno(e)),
                 }
             }

@@ -11,7 +11,7 @@
 //! (NOTSUPP where the file system has no `fallocate` or no hole punching, NOSPC, NXIO).
 
 use super::sys::{self, check};
-use super::DirStore;
+use super::{DirStore, Obj};
 use crate::nfs::identity::Cred;
 use crate::nfs::store::{copy_through, Store, COPY_MAX};
 use crate::nfs::types::{Fh, NfsResult, Nfsstat3};
@@ -31,10 +31,7 @@ impl DirStore {
             Err(Nfsstat3::ISDIR) => return Err(Nfsstat3::INVAL),
             r => r?,
         };
-        let owner = o.st.st_uid == cx.uid && sys::immutable(o.raw()) == Some(false);
-        if !owner {
-            self.may_io(cx, &o, libc::W_OK)?;
-        }
+        self.may_write(cx, &o)?;
         let (Ok(start), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
             return Err(Nfsstat3::INVAL);
         };
@@ -90,6 +87,16 @@ impl DirStore {
         Ok((at as u64, at as u64 >= size))
     }
 
+    /// The files of a COPY or CLONE open for I/O: `src` if `cx` may read it, `dst` if it may
+    /// write it (as READ and WRITE ask).
+    fn source_and_destination(&self, cx: &Cred, src: &Fh, dst: &Fh) -> NfsResult<(Obj, Obj)> {
+        let from = self.file_obj(cx, src)?;
+        self.may_io(cx, &from, libc::R_OK)?;
+        let to = self.file_obj(cx, dst)?;
+        self.may_write(cx, &to)?;
+        Ok((from, to))
+    }
+
     /// COPY of up to `count` octets from `src` at `src_offset` to `dst` at `dst_offset` for
     /// `cx`, the kernel copying (`copy_file_range`: no octet through the server's memory on
     /// most file systems, shared blocks on those that clone).
@@ -101,13 +108,7 @@ impl DirStore {
         count: u64,
     ) -> NfsResult<u64> {
         let _held = self.serial.one(dst);
-        let from = self.file_obj(cx, src)?;
-        self.may_io(cx, &from, libc::R_OK)?;
-        let to = self.file_obj(cx, dst)?;
-        let owner = to.st.st_uid == cx.uid && sys::immutable(to.raw()) == Some(false);
-        if !owner {
-            self.may_io(cx, &to, libc::W_OK)?;
-        }
+        let (from, to) = self.source_and_destination(cx, src, dst)?;
         let (Ok(mut so), Ok(mut d_o)) = (i64::try_from(src_offset), i64::try_from(dst_offset))
         else {
             return Err(Nfsstat3::INVAL);
@@ -140,13 +141,7 @@ impl DirStore {
         count: u64,
     ) -> NfsResult<()> {
         let _held = self.serial.one(dst);
-        let from = self.file_obj(cx, src)?;
-        self.may_io(cx, &from, libc::R_OK)?;
-        let to = self.file_obj(cx, dst)?;
-        let owner = to.st.st_uid == cx.uid && sys::immutable(to.raw()) == Some(false);
-        if !owner {
-            self.may_io(cx, &to, libc::W_OK)?;
-        }
+        let (from, to) = self.source_and_destination(cx, src, dst)?;
         let range = libc::file_clone_range {
             src_fd: i64::from(from.raw()),
             src_offset,
