@@ -10,8 +10,9 @@
 //! Another client's OPEN for write of that file sends CB_RECALL (in a CB_COMPOUND of the
 //! program the client named, CB_SEQUENCE first on back channel slot 0) and is answered
 //! NFS4ERR_DELAY until the holder's DELEGRETURN removes the delegation; so does another
-//! client's REMOVE or RENAME of the file (or RENAME onto it) and SETATTR of any attribute, and
-//! an NFSv3 or NLM access that conflicts with it ([`super::deleg_foreign`]). No delegation is
+//! client's REMOVE or RENAME of the file (or RENAME onto it), SETATTR of any attribute and I/O
+//! with a special stateid that conflicts with it ([`super::open::check_stateid`]), and an
+//! NFSv3 or NLM access that conflicts with it ([`super::deleg_foreign`]). No delegation is
 //! granted on a file recalled, changed from outside NFSv4.1 or locked over NLM in a way it
 //! would conflict with, for the time [`super::deleg_foreign`] says.
 //!

@@ -39,14 +39,20 @@ pub const OLD_STATEID: u32 = 10024;
 /// OPEN4_RESULT_LOCKTYPE_POSIX.
 const RESULT_LOCKTYPE_POSIX: u32 = 4;
 
-/// Checks `sid` for an I/O of `want` (ACCESS_READ / ACCESS_WRITE) on `cur`: the anonymous
-/// and bypass stateids pass; an open stateid must be this client's open of this file.
+/// Checks `sid` for an I/O of `want` (ACCESS_READ / ACCESS_WRITE) on `cur`: an open stateid
+/// must be this client's open of this file. The anonymous and bypass stateids pass (outside
+/// the grace period, but for a READ with the bypass one) once the delegations of other
+/// clients the I/O conflicts with are returned: no OPEN stands behind them to have recalled
+/// those (a write recalls every delegation, a read the write delegations; NFS4ERR_DELAY
+/// meanwhile, as Linux nfsd's open for the I/O breaks the lease).
 pub fn check_stateid(c: &Compound<'_>, cur: &Cur, sid: &[u8; 16], want: u32) -> Result<(), Status> {
-    if *sid == [0xff; 16] && want == ACCESS_READ {
-        return Ok(());
-    }
     if *sid == [0; 16] || *sid == [0xff; 16] {
-        return c.srv.grace_io();
+        if !(*sid == [0xff; 16] && want == ACCESS_READ) {
+            c.srv.grace_io()?;
+        }
+        let client = c.client.unwrap_or(0);
+        let only_write = want == ACCESS_READ;
+        return super::deleg::recall_matching(c, cur.share.id, &cur.fh, client, only_write);
     }
     let sid = resolve(c, sid)?;
     let (seq, other) = split(&sid);

@@ -388,6 +388,34 @@ fn accepts_a_recall_on_remove_rename_and_setattr_by_another_client() {
     assert_eq!(a.status(&[A::op(op::PUTFH).opaque(&root), remove]), st::OK);
 }
 
+#[test]
+fn accepts_a_recall_on_a_write_with_a_special_stateid_by_another_client() {
+    // No open stands behind the anonymous (all zeros) and bypass (all ones) stateids, so no
+    // OPEN recalled the delegation first: the WRITE does, as Linux nfsd's open for it breaks
+    // the lease. A READ does not conflict with a read delegation.
+    let rec = Arc::new(Rec::default());
+    let (mut a, mut b, root) = two(&rec, Limits::default());
+    let d = b_delegated(&mut b, &root);
+    for sid in [[0u8; 16], [0xff; 16]] {
+        let read = A::op(op::READ).fixed(&sid).u64(0).u32(10);
+        assert_eq!(on_f(&mut a, &root, read), st::OK, "READ with {sid:?}");
+    }
+    assert_eq!(counter(&a, "nfs4_recalls"), 0, "reads do not recall");
+    for sid in [[0u8; 16], [0xff; 16]] {
+        let write = A::op(op::WRITE).fixed(&sid).u64(0).u32(2).opaque(b"x");
+        assert_eq!(on_f(&mut a, &root, write), st::DELAY, "WRITE with {sid:?}");
+    }
+    assert_eq!(counter(&a, "nfs4_recalls"), 1, "recalled once");
+    let own = A::op(op::WRITE).fixed(&[0; 16]).u64(0).u32(2).opaque(b"y");
+    assert_eq!(on_f(&mut b, &root, own), st::OK, "the holder itself");
+    assert_eq!(
+        on_f(&mut b, &root, A::op(op::DELEGRETURN).fixed(&d)),
+        st::OK
+    );
+    let write = A::op(op::WRITE).fixed(&[0; 16]).u64(0).u32(2).opaque(b"x");
+    assert_eq!(on_f(&mut a, &root, write), st::OK, "returned");
+}
+
 /// OPEN of the current file (CLAIM_DELEG_CUR_FH) with `access`, claiming delegation `d`.
 fn open_deleg_cur_fh(clientid: u64, access: u32, d: &[u8; 16]) -> A {
     A::op(op::OPEN)

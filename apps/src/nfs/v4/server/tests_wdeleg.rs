@@ -1,6 +1,7 @@
 //! Unit tests of NFSv4.1 write delegations on virtual time: granted to a write OPEN when no
 //! other client has the file open (and only when turned on), written through, recalled by
-//! another client's OPEN for read and by its GETATTR of the size, returned.
+//! another client's OPEN for read, by its GETATTR of the size and by its READ with the
+//! anonymous stateid, returned.
 //!
 //! Normal operation: `cargo test -p rpcrdma-apps --lib nfs::v4::server::tests_wdeleg`.
 //! Recovery: a failure names the operation and the status seen.
@@ -126,4 +127,28 @@ fn rejects_write_delegations_when_off_or_the_file_is_open_elsewhere() {
     ]);
     assert_eq!(r.status, st::OK);
     assert_eq!(deleg_of(&r.last).0, 0, "client-b has f open");
+}
+
+#[test]
+fn accepts_a_recall_on_another_clients_read_with_a_special_stateid() {
+    // The holder may have written data it has not sent: another client's READ with the
+    // anonymous stateid (no OPEN recalled the delegation first) waits for the return.
+    let (conns, mut a, mut b, root, ok) = setup(true);
+    let (_, deleg) = deleg_of(&ok);
+    let r = a.call(&[Op::PutFh(&root), Op::Lookup("f"), Op::GetFh]);
+    let Some(OpResult::Fh(f)) = r.find(op::GETFH).map(|o| o.result.clone()) else {
+        panic!("{r:?}");
+    };
+    let read = || A::op(op::READ).fixed(&[0; 16]).u64(0).u32(10);
+    assert_eq!(
+        a.status(&[A::op(op::PUTFH).opaque(&f), read()]),
+        st::OK,
+        "the holder"
+    );
+    assert!(recalls_on(&conns, None).is_empty());
+    assert_eq!(b.status(&[A::op(op::PUTFH).opaque(&f), read()]), st::DELAY);
+    assert_eq!(recalls_on(&conns, None), vec![deleg]);
+    let r = a.call(&[Op::PutFh(&f), Op::DelegReturn(deleg)]);
+    assert_eq!(r.status, st::OK);
+    assert_eq!(b.status(&[A::op(op::PUTFH).opaque(&f), read()]), st::OK);
 }
