@@ -135,6 +135,9 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --v4-write-delegations  NFSv4.1: grant write delegations to a write OPEN of a file no
                           other client has open (recalled on another client's OPEN, or
                           its GETATTR of the size or change attribute) [off]
+  --v4-no-delegations     NFSv4.1: grant no delegation at all, for exports that processes
+                          on this host (or other servers) change: their changes recall
+                          none, so a client would keep serving its cached data [off]
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
                           [0: on SIGUSR1 and at exit]
@@ -176,7 +179,7 @@ const VALUE_OPTIONS: [&str; 27] = [
 ];
 
 /// The options that take no value (the config file's keys with `true` / `false`).
-const FLAG_OPTIONS: [&str; 8] = [
+const FLAG_OPTIONS: [&str; 9] = [
     "no-mount",
     "no-nlm",
     "pin",
@@ -185,6 +188,7 @@ const FLAG_OPTIONS: [&str; 8] = [
     "nfs4",
     "getattr-in-worker",
     "v4-write-delegations",
+    "v4-no-delegations",
 ];
 
 struct Cli {
@@ -365,6 +369,7 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--no-hugepages" => o.hugepages = false,
             "--nfs4" => o.nfs4 = true,
             "--v4-write-delegations" => o.v4_write_delegations = true,
+            "--v4-no-delegations" => o.v4_no_delegations = true,
             "--v4-state-dir" => {
                 let v = c.value(a)?;
                 v4_state_dir = (v != "none").then(|| PathBuf::from(v));
@@ -577,6 +582,13 @@ mod tests {
         assert!(!d.v4_write_delegations);
         let v = args("--nfs4 --v4-state-dir none --v4-write-delegations").expect("v4");
         assert!(v.opts.v4_state_dir.is_none() && v.opts.v4_write_delegations);
+        assert!(!d.v4_no_delegations);
+        assert!(
+            args("--v4-no-delegations")
+                .expect("none")
+                .opts
+                .v4_no_delegations
+        );
         let v = args("--v4-state-dir /srv/state").expect("a state dir");
         assert_eq!(v.opts.v4_state_dir, Some(PathBuf::from("/srv/state")));
         assert_eq!(

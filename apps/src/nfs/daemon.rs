@@ -190,6 +190,9 @@ pub struct DaemonOptions {
     pub v4_state_dir: Option<PathBuf>,
     /// NFSv4.1: grant write delegations ([`Nfs41::set_write_delegations`]). Off by default.
     pub v4_write_delegations: bool,
+    /// NFSv4.1: grant no delegation at all ([`Nfs41::set_delegations`]), for exports that
+    /// processes on the server host change. Off by default (read delegations granted).
+    pub v4_no_delegations: bool,
 }
 
 impl Default for DaemonOptions {
@@ -226,6 +229,7 @@ impl Default for DaemonOptions {
             nfs4: false,
             v4_state_dir: None,
             v4_write_delegations: false,
+            v4_no_delegations: false,
         }
     }
 }
@@ -324,6 +328,7 @@ fn start_nfs41(
     let n = Nfs41::new(nfs.exports(), cfg);
     n.set_drop_every(o.drop_every);
     n.set_write_delegations(o.v4_write_delegations);
+    n.set_delegations(!o.v4_no_delegations);
     if let Some(dir) = &o.v4_state_dir {
         match n.start_recovery(dir) {
             Ok(0) => {}

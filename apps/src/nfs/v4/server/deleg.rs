@@ -300,7 +300,7 @@ fn try_grant(
     client: u64,
 ) -> Option<([u8; 16], bool)> {
     let write = access & ACCESS_WRITE != 0;
-    if deny != 0 || (write && !c.srv.write_delegations()) {
+    if deny != 0 || !c.srv.delegations() || (write && !c.srv.write_delegations()) {
         return None;
     }
     let (sid, _, _) = c.slot?;

@@ -34,7 +34,21 @@ impl Nfs41 {
 
     /// Whether write delegations are granted.
     pub fn write_delegations(&self) -> bool {
-        self.write_delegs.load(Ordering::Relaxed)
+        self.write_delegs.load(Ordering::Relaxed) && self.delegations()
+    }
+
+    /// Grants delegations from the next OPEN on (`on`: read ones, and write ones when
+    /// [`Nfs41::set_write_delegations`] turned them on), or none at all (what Linux's
+    /// `fs.leases-enable = 0` does to its nfsd): for an export that processes on the server
+    /// host or other servers change, whose changes recall no delegation (`--v4-no-delegations`).
+    pub fn set_delegations(&self, on: bool) {
+        // Relaxed: a setting read by later OPENs, ordering nothing else.
+        self.no_delegs.store(!on, Ordering::Relaxed);
+    }
+
+    /// Whether delegations are granted.
+    pub fn delegations(&self) -> bool {
+        !self.no_delegs.load(Ordering::Relaxed)
     }
 }
 

@@ -321,6 +321,8 @@ pub struct Nfs41 {
     drops: reconnect::Drops,
     /// Grant write delegations ([`deleg_write`]).
     write_delegs: std::sync::atomic::AtomicBool,
+    /// Grant no delegation at all ([`Nfs41::set_delegations`]).
+    no_delegs: std::sync::atomic::AtomicBool,
     /// READs through a Write chunk ([`placed`]).
     reads: placed::ReadCounters,
     /// The NLM lock manager beside this server ([`lock::View`]).
@@ -409,6 +411,7 @@ impl Nfs41 {
             recovery: grace::Recovery::default(),
             drops: reconnect::Drops::default(),
             write_delegs: std::sync::atomic::AtomicBool::new(false),
+            no_delegs: std::sync::atomic::AtomicBool::new(false),
             reads: placed::ReadCounters::default(),
             cross: std::sync::OnceLock::new(),
             deleg_gate: Arc::new(deleg_foreign::Gate::new(me.clone(), slots, clock)),

@@ -416,6 +416,24 @@ fn accepts_a_recall_on_a_write_with_a_special_stateid_by_another_client() {
     assert_eq!(on_f(&mut a, &root, write), st::OK, "returned");
 }
 
+#[test]
+fn rejects_every_delegation_when_turned_off() {
+    // `--v4-no-delegations`: an OPEN that would get a read delegation gets none, write
+    // delegations are off with them whatever their own setting says; on again, the next OPEN
+    // gets one.
+    let rec = Arc::new(Rec::default());
+    let (mut a, mut b, root) = two(&rec, Limits::default());
+    b.srv.set_delegations(false);
+    b.srv.set_write_delegations(true);
+    assert!(!b.srv.delegations() && !b.srv.write_delegations());
+    let (s, ok) = open(&mut b, &root, b"f", 1);
+    assert_eq!((s, deleg_type(&ok)), (st::OK, 0), "no read delegation");
+    b.srv.set_delegations(true);
+    assert!(b.srv.write_delegations());
+    let (s, ok) = open(&mut a, &root, b"f", 1);
+    assert_eq!((s, deleg_type(&ok)), (st::OK, 1), "turned on again");
+}
+
 /// OPEN of the current file (CLAIM_DELEG_CUR_FH) with `access`, claiming delegation `d`.
 fn open_deleg_cur_fh(clientid: u64, access: u32, d: &[u8; 16]) -> A {
     A::op(op::OPEN)
