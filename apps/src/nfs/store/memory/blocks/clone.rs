@@ -104,7 +104,7 @@ impl Tree {
         (dst, dst_offset): (u64, u64),
         count: u64,
     ) -> NfsResult<()> {
-        let (src_size, _) = file(self, src)?;
+        let (src_size, src_blocks) = file(self, src)?;
         let (dst_size, dst_blocks) = file(self, dst)?;
         for (id, want) in [(src, Want::READ), (dst, Want::WRITE)] {
             let (a, acl) = self.subject(id)?;
@@ -125,7 +125,6 @@ impl Tree {
             return Err(Nfsstat3::INVAL);
         }
         let (whole, tail) = (n / bs, (n % bs) as usize);
-        let (_, src_blocks) = file(self, src)?;
         let mut grow = src_blocks.charge_of(self.alloc.bs, src_offset / bs, whole);
         grow += dst_blocks.growth(self.alloc.bs, dst_offset + whole * bs, tail);
         self.fits(grow)?;
