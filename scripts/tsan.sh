@@ -16,6 +16,8 @@
 # needed (none are used). Runs in .ci/run: about 1-3 minutes to build std and the crates on two
 # cores, then about 15 s of tests (docs/memory-model.md). Exits non-zero on any report (TSan
 # exits 66) or test failure.
+#   scripts/tsan.sh --no-run   builds std and the tests only (.ci/background does, beside the VM
+#                              stages; .ci/run then runs them, built, after the VM stages)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,10 +49,13 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-"second_deadlock_stack=1 history_size=4"}
 export RUST_BACKTRACE=${TSAN_RUST_BACKTRACE:-0}
 TARGET=$(rustc +nightly -vV | sed -n 's/^host: //p')
 
+NO_RUN=()
+if [ "${1:-}" = "--no-run" ]; then NO_RUN=(--no-run); fi
+
 start=$(date +%s)
 echo "== tsan: poller multi-reactor tests"
-cargo +nightly test -q -Zbuild-std --target "$TARGET" -p rpcrdma-poller \
+cargo +nightly test "${NO_RUN[@]}" -q -Zbuild-std --target "$TARGET" -p rpcrdma-poller \
     --test api_traffic --test reactor --test rings --test api_backchannel
 echo "== tsan: mempool pools and STag pools"
-cargo +nightly test -q -Zbuild-std --target "$TARGET" -p rpcrdma-mempool --test pool
-echo "== tsan: OK ($(($(date +%s) - start)) s)"
+cargo +nightly test "${NO_RUN[@]}" -q -Zbuild-std --target "$TARGET" -p rpcrdma-mempool --test pool
+echo "== tsan: OK${NO_RUN:+ (built, not run)} ($(($(date +%s) - start)) s)"
