@@ -20,7 +20,9 @@
 #   3. an NFSv3 mount of the same export beside the NFSv4.1 one: a file written through each is
 #      read back through the other, and both list the same names; on the dir backend then a
 #      tmpfs mounted inside the export (in the server's mount namespace): `ls` of the NFSv4.1
-#      mount lists it (its attributes as rdattr_error) and `ls` into it is refused;
+#      mount lists it (its attributes as rdattr_error) and `ls` into it is refused; and a
+#      process on the server's host appends to a file the client holds a read delegation of:
+#      recalled, the client reads the line once it closed the file (v41_local_change);
 #   4. a plain `mount -o proto=rdma SERVER:/export` (no vers=, no port=): the client asks for
 #      4.2 first and the server accepts it: the mount must settle on vers=4.2 over rdma and see
 #      the files of 3.; on it the NFSv4.2 space operations (v42_space):
@@ -205,6 +207,7 @@ run_v41() {
 		fi
 		if [ "$be" = dir ]; then
 			v41_mount_point "$m4"
+			v41_local_change "$m4"
 		fi
 		do_umount "$m4"
 		# version negotiation: no vers=, no port= (the client asks for 4.2 first)
@@ -512,6 +515,38 @@ v41_mount_point() {
 	if ! { "${in_srv[@]}" umount "$mp" && rmdir "$mp"; }; then
 		failc mount-point "could not remove $mp"
 	fi
+}
+
+# v41_local_change M4: a process on the server's host appends to a file the client holds a read
+# delegation of (the dir backend: the server watches delegated files with fanotify); the server
+# recalls the delegation, and the client, once it closed the file, reads the appended line (its
+# cached copy, had the delegation not been recalled)
+v41_local_change() {
+	local m4=$1 hold d0 r0 i
+	printf 'from the client\n' >"$m4/local-f"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	exec {hold}<"$m4/local-f"
+	read -r _ <&"$hold"
+	counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0}
+	if [ "${d0:-0}" -ge 1 ]; then pass local-delegation "the client holds a read delegation of local-f (nfs4_delegations=$d0)"; else failc local-delegation "nfs4_delegations=${d0:-?} after the OPEN of local-f for read"; fi
+	nsenter -t "$SRV_PID" -m -- sh -c "printf 'from the host\n' >>'$NFSD_DIR/local-f'"
+	for ((i = 0; i < 40; i++)); do
+		counters && [ "${CNT[nfs4_recalls]:-0}" -gt "${r0:-0}" ] && break
+		sleep 0.25
+	done
+	if [ "${CNT[nfs4_recalls]:-0}" -gt "${r0:-0}" ]; then
+		pass local-recall "a process on the host appended: the delegation recalled (nfs4_recalls=${CNT[nfs4_recalls]}, before ${r0:-?})"
+	else
+		failc local-recall "no recall within 10 s of a process on the host appending (nfs4_recalls=${CNT[nfs4_recalls]:-?})"
+	fi
+	exec {hold}<&-
+	if [ "$(cat "$m4/local-f" 2>&1)" = "$(printf 'from the client\nfrom the host')" ]; then
+		pass local-read "the client reads the host's line"
+	else
+		failc local-read "the client reads: $(tr '\n' '|' <"$m4/local-f" 2>&1) (its cached copy: the delegation not recalled)"
+	fi
+	rm -f "$m4/local-f"
 }
 
 # ---- two clients ----------------------------------------------------------------------------

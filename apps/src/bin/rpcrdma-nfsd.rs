@@ -135,9 +135,10 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --v4-write-delegations  NFSv4.1: grant write delegations to a write OPEN of a file no
                           other client has open (recalled on another client's OPEN, or
                           its GETATTR of the size or change attribute) [off]
-  --v4-no-delegations     NFSv4.1: grant no delegation at all, for exports that processes
-                          on this host (or other servers) change: their changes recall
-                          none, so a client would keep serving its cached data [off]
+  --v4-no-delegations     NFSv4.1: grant no delegation at all, for exports that other
+                          servers change: their changes recall none, so a client would
+                          keep serving its cached data (this host's processes recall them
+                          on a dir: export, through fanotify) [off]
   --no-hugepages          do not back pools with hugepages
   --stats-interval S      print the counters every S seconds, 0..=86400
                           [0: on SIGUSR1 and at exit]

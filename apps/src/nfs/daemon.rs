@@ -191,7 +191,8 @@ pub struct DaemonOptions {
     /// NFSv4.1: grant write delegations ([`Nfs41::set_write_delegations`]). Off by default.
     pub v4_write_delegations: bool,
     /// NFSv4.1: grant no delegation at all ([`Nfs41::set_delegations`]), for exports that
-    /// processes on the server host change. Off by default (read delegations granted).
+    /// other servers change (processes on this host recall them on a `dir:` export:
+    /// [`Nfs41::watch_local_changes`]). Off by default (read delegations granted).
     pub v4_no_delegations: bool,
 }
 
@@ -329,6 +330,17 @@ fn start_nfs41(
     n.set_drop_every(o.drop_every);
     n.set_write_delegations(o.v4_write_delegations);
     n.set_delegations(!o.v4_no_delegations);
+    let on_host = !matches!(o.backend, Backend::Memory);
+    if on_host && !o.v4_no_delegations {
+        // Processes on the host recall delegations too (v4::server::deleg_local).
+        if let Err(e) = n.watch_local_changes() {
+            tracing::warn!(
+                error = %e,
+                "NFSv4 delegations of dir: exports are not recalled when processes on this host \
+                 change the files (fanotify needs CAP_SYS_ADMIN): --v4-no-delegations turns them off"
+            );
+        }
+    }
     if let Some(dir) = &o.v4_state_dir {
         match n.start_recovery(dir) {
             Ok(0) => {}

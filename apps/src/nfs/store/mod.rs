@@ -660,4 +660,20 @@ pub trait Store: Send + Sync + 'static {
     fn max_file_size(&self) -> u64 {
         (1u64 << 63) - 1
     }
+
+    /// For a store on the host's file system, `fh`'s object as processes on the host see it
+    /// (so their changes can recall NFSv4.1 delegations: `v4::server::deleg_local`); `None`
+    /// where no one else reaches the store's objects (the memory store).
+    fn host_object(&self, _fh: &Fh) -> Option<NfsResult<HostObject>> {
+        None
+    }
+}
+
+/// An object of a store on the host's file system ([`Store::host_object`]).
+pub struct HostObject {
+    /// A descriptor of the object (it may be `O_PATH`).
+    pub fd: Arc<std::os::fd::OwnedFd>,
+    /// Its kernel file handle's type and octets (`name_to_handle_at`), which fanotify reports
+    /// with each event about it.
+    pub handle: (i32, Vec<u8>),
 }

@@ -54,6 +54,7 @@ mod acl;
 mod change;
 mod create;
 mod handle;
+mod host;
 pub use handle::{CacheStats, CACHE_CAP};
 mod ident;
 mod readdir;
@@ -978,6 +979,10 @@ impl Store for DirStore {
 
     fn max_file_size(&self) -> u64 {
         self.max_size
+    }
+
+    fn host_object(&self, fh: &Fh) -> Option<NfsResult<super::HostObject>> {
+        Some(self.host_obj(fh))
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

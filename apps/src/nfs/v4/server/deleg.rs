@@ -351,6 +351,15 @@ fn try_grant(
         s.remove_deleg(&other);
         return None;
     }
+    drop(s);
+    // Processes on the host recall it too ([`super::deleg_local`]); a file not watched is
+    // not delegated.
+    if let Some(w) = srv.local_watch() {
+        if !w.mark(&*cur.share.store, export, &fh) {
+            srv.state().remove_deleg(&other);
+            return None;
+        }
+    }
     let mut out = [0u8; 16];
     out[..4].copy_from_slice(&1u32.to_be_bytes());
     out[4..].copy_from_slice(&other);

@@ -30,6 +30,7 @@ pub mod backchan;
 pub mod clientdb;
 pub mod deleg;
 pub mod deleg_foreign;
+pub mod deleg_local;
 pub mod deleg_slots;
 pub mod deleg_write;
 pub mod fileops;
@@ -329,6 +330,8 @@ pub struct Nfs41 {
     cross: std::sync::OnceLock<Arc<CrossLocks>>,
     /// Where NFSv3 and NLM accesses recall delegations ([`deleg_foreign`]).
     deleg_gate: Arc<deleg_foreign::Gate>,
+    /// The watch of delegated files for processes on the host ([`deleg_local`]).
+    local: std::sync::OnceLock<Arc<deleg_local::LocalWatch>>,
 }
 
 impl Collector for Nfs41 {
@@ -415,6 +418,7 @@ impl Nfs41 {
             reads: placed::ReadCounters::default(),
             cross: std::sync::OnceLock::new(),
             deleg_gate: Arc::new(deleg_foreign::Gate::new(me.clone(), slots, clock)),
+            local: std::sync::OnceLock::new(),
         })
     }
 
@@ -947,6 +951,8 @@ mod tests_foreign;
 mod tests_grace;
 #[cfg(test)]
 mod tests_index;
+#[cfg(test)]
+mod tests_local;
 #[cfg(test)]
 mod tests_lock;
 #[cfg(test)]
