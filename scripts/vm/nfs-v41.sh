@@ -517,18 +517,26 @@ v41_mount_point() {
 	fi
 }
 
+# v41_read_delegated FILE TEXT: writes TEXT to FILE through an NFSv4 mount, drops the client's
+# caches, then opens FILE for reading and reads a line, keeping it open as descriptor HELD (the
+# OPEN gets a read delegation; `exec {HELD}<&-` closes it); sets d0 and r0 to the server's
+# nfs4_delegations and nfs4_recalls counters then
+v41_read_delegated() {
+	printf '%s\n' "$2" >"$1"
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	exec {HELD}<"$1"
+	read -r _ <&"$HELD"
+	counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0}
+}
+
 # v41_local_change M4: a process on the server's host appends to a file the client holds a read
 # delegation of (the dir backend: the server watches delegated files with fanotify); the server
 # recalls the delegation, and the client, once it closed the file, reads the appended line (its
 # cached copy, had the delegation not been recalled)
 v41_local_change() {
-	local m4=$1 hold d0 r0 i
-	printf 'from the client\n' >"$m4/local-f"
-	sync
-	echo 3 >/proc/sys/vm/drop_caches
-	exec {hold}<"$m4/local-f"
-	read -r _ <&"$hold"
-	counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0}
+	local m4=$1 d0 r0 i
+	v41_read_delegated "$m4/local-f" 'from the client'
 	if [ "${d0:-0}" -ge 1 ]; then pass local-delegation "the client holds a read delegation of local-f (nfs4_delegations=$d0)"; else failc local-delegation "nfs4_delegations=${d0:-?} after the OPEN of local-f for read"; fi
 	nsenter -t "$SRV_PID" -m -- sh -c "printf 'from the host\n' >>'$NFSD_DIR/local-f'"
 	for ((i = 0; i < 40; i++)); do
@@ -540,7 +548,7 @@ v41_local_change() {
 	else
 		failc local-recall "no recall within 10 s of a process on the host appending (nfs4_recalls=${CNT[nfs4_recalls]:-?})"
 	fi
-	exec {hold}<&-
+	exec {HELD}<&-
 	if [ "$(cat "$m4/local-f" 2>&1)" = "$(printf 'from the client\nfrom the host')" ]; then
 		pass local-read "the client reads the host's line"
 	else
@@ -556,7 +564,7 @@ v41_addr() {
 }
 
 run_v41_deleg() {
-	local ma=/mnt/v41a mb=/mnt/v41b o42="vers=4.2,proto=rdma,port=$V41_PORT" o41="vers=4.1,proto=rdma,port=$V41_PORT" hold r0 d0 out
+	local ma=/mnt/v41a mb=/mnt/v41b o42="vers=4.2,proto=rdma,port=$V41_PORT" o41="vers=4.1,proto=rdma,port=$V41_PORT" r0 d0 out
 	part_begin v41/deleg "two NFSv4 clients, A vers=4.2 and B vers=4.1 (over siw0 to two addresses of one server), of $KIND --nfs4: delegation recall, locks"
 	if [ "$KIND" = kernel ]; then
 		echo "SKIP v41/deleg: the kernel nfsd of this boot serves NFSv3 only"
@@ -581,12 +589,7 @@ run_v41_deleg() {
 		SRV_ADDR=10.0.3.3 v41_mount "$mb" "$o41" unshare -u sh -c 'hostname v41-client-b; exec "$@"' sh &&
 		v41_check_mount "$mb" 4.1 mount-b; then
 		# 1. delegation
-		printf 'line from A\n' >"$ma/f"
-		sync
-		echo 3 >/proc/sys/vm/drop_caches
-		exec {hold}<"$ma/f"
-		read -r _ <&"$hold"
-		counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0}
+		v41_read_delegated "$ma/f" 'line from A'
 		if [ "${d0:-0}" -ge 1 ]; then pass delegation "A holds a read delegation (nfs4_delegations=$d0, nfs4_clients=${CNT[nfs4_clients]:-?})"; else failc delegation "nfs4_delegations=${d0:-?} after A's OPEN for read (no back channel?)"; fi
 		if out=$(timeout -k 5 120 sh -c "printf 'line from B\n' >>$mb/f" 2>&1); then
 			pass b-write "B appended to f (OPEN for write) while A held it open"
@@ -599,7 +602,7 @@ run_v41_deleg() {
 		else
 			failc recall "nfs4_recalls=${CNT[nfs4_recalls]:-?} (before ${r0:-?}), nfs4_delegreturns=${CNT[nfs4_delegreturns]:-?}"
 		fi
-		exec {hold}<&-
+		exec {HELD}<&-
 		if [ "$(cat "$ma/f")" = "$(printf 'line from A\nline from B')" ]; then
 			pass a-reads-b "A reads B's line"
 		else
@@ -657,13 +660,9 @@ v41_locks() {
 # at MA, the NFSv3 one at M3) waits for the recall (NFS3ERR_JUKEBOX, the client's retry 5 s
 # later) and then goes through; A, once it closed the file, reads what NFSv3 wrote
 v41_v3_recall() {
-	local ma=$1 m3=$2 hold d0 r0 dr0 t0 ms out
-	printf 'old from A\n' >"$ma/g"
-	sync
-	echo 3 >/proc/sys/vm/drop_caches
-	exec {hold}<"$ma/g"
-	read -r _ <&"$hold"
-	counters && d0=${CNT[nfs4_delegations]:-0} r0=${CNT[nfs4_recalls]:-0} dr0=${CNT[nfs4_delegreturns]:-0}
+	local ma=$1 m3=$2 d0 r0 dr0 t0 ms out
+	v41_read_delegated "$ma/g" 'old from A'
+	dr0=${CNT[nfs4_delegreturns]:-0}
 	if [ "${d0:-0}" -ge 1 ]; then pass v3-delegation "A holds a read delegation of g (nfs4_delegations=$d0)"; else failc v3-delegation "nfs4_delegations=${d0:-?} after A's OPEN of g for read"; fi
 	# a client of its own: the NFSv3 mount of the same server from the root netns
 	if do_mount "$m3"; then
@@ -687,7 +686,7 @@ v41_v3_recall() {
 			failc v3-recall "nfs4_recalls=${CNT[nfs4_recalls]:-?} (before ${r0:-?}), nfs4_delegreturns=${CNT[nfs4_delegreturns]:-?} (before ${dr0:-?})"
 		fi
 	fi
-	exec {hold}<&-
+	exec {HELD}<&-
 	if [ "$(cat "$ma/g" 2>&1)" = 'new from v3' ]; then
 		pass v3-a-reads "A reads the NFSv3 content of g"
 	else
