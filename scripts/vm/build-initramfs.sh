@@ -73,19 +73,33 @@ depmod -b kernel "$KVER"
 MD=$R/usr/lib/modules/$KVER
 mkdir -p "$MD"
 for m in $MODS; do
-	modprobe -d "$VM_CACHE/kernel" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod"{print $2}'
+	# a module this kernel lacks (later kernels fold the crc32 ones into the core) is left out
+	modprobe -d "$VM_CACHE/kernel" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod"{print $2}' || true
 done | sort -u | while read -r f; do
 	rel=${f#"$VM_CACHE"/kernel/lib/modules/"$KVER"/}
 	mkdir -p "$MD/$(dirname "$rel")"
 	# strip drops the appended module signature: the kernel then skips the
-	# (slow under TCG) signature check; it only taints itself, as for siw.ko
+	# (slow under TCG) signature check; it only taints itself, as for siw.ko.
+	# A compressed module (later kernels: .ko.xz, .ko.zst) is unpacked first.
+	case "$f" in
+	*.ko.xz) xz -dc "$f" >"$R/module.tmp" && f=$R/module.tmp rel=${rel%.xz} ;;
+	*.ko.zst) zstd -qdc "$f" >"$R/module.tmp" && f=$R/module.tmp rel=${rel%.zst} ;;
+	esac
 	strip --strip-debug -o "$MD/$rel" "$f"
+	rm -f "$R/module.tmp"
 done
 cp kernel/lib/modules/"$KVER"/modules.{order,builtin,builtin.modinfo} "$MD/" 2>/dev/null || true
-mkdir -p "$MD/extra"
-strip --strip-debug -o "$MD/extra/siw.ko" siw/siw.ko
+sed -i 's/\.ko\.\(xz\|zst\)$/.ko/' "$MD/modules.order" 2>/dev/null || true
+SIW=siw
+if [ -f siw/siw.ko ]; then
+	mkdir -p "$MD/extra"
+	strip --strip-debug -o "$MD/extra/siw.ko" siw/siw.ko
+elif ! modprobe -d "$VM_CACHE/kernel" -S "$KVER" --show-depends siw >/dev/null 2>&1; then
+	SIW= # a kernel file without siw (setup.sh, RPCRDMA_VM_KERNEL_DEB): the guest has rxe only
+	vm_log "no siw for kernel $KVER: the guest has rxe only"
+fi
 depmod -b "$R" "$KVER"
-for m in rdma_rxe siw ib_uverbs rdma_ucm veth 9p virtio_net; do
+for m in rdma_rxe $SIW ib_uverbs rdma_ucm veth 9p virtio_net; do
 	modprobe -d "$R" -S "$KVER" --show-depends "$m" >/dev/null 2>&1 || vm_die "module $m missing from the initramfs"
 done
 

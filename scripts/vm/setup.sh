@@ -27,6 +27,12 @@
 #   RPCRDMA_VM_APT_UPDATE=auto  auto: "apt-get update" once when something must
 #                               be downloaded; 1: always; 0: never
 #   RPCRDMA_VM_KERNEL=pkg       kernel package (default: what linux-image-amd64 depends on)
+#   RPCRDMA_VM_KERNEL_DEB=file  a kernel package file fetched by hand instead (a later Debian
+#                               kernel, e.g. linux-image-6.18.15+deb13-amd64 from
+#                               trixie-backports: its modules compressed, under /usr/lib); use a
+#                               cache of its own (RPCRDMA_VM_CACHE). siw.ko is built only for the
+#                               apt kernel: with such a file the guest has siw only if the kernel
+#                               ships it (set RPCRDMA_VM_SIW=0 otherwise)
 #   RPCRDMA_VM_TCPDUMP=1        put tcpdump in the guest (0: leave it out)
 #   RPCRDMA_VM_EXTRA_BINS="..." more host binaries for the guest (see build-initramfs.sh)
 # Exit status: 0 ready; 1 failed (with a banner saying why).
@@ -99,6 +105,11 @@ fi
 
 # ---- 1./2. what to download ------------------------------------------------------
 # a different kernel asked for: redo the kernel step (and so siw.ko and the initramfs)
+KDEB=${RPCRDMA_VM_KERNEL_DEB:+$(readlink -f "$RPCRDMA_VM_KERNEL_DEB")}
+if [ -n "$KDEB" ]; then
+	[ -f "$KDEB" ] || vm_die "RPCRDMA_VM_KERNEL_DEB=$RPCRDMA_VM_KERNEL_DEB is not a file"
+	RPCRDMA_VM_KERNEL=$(dpkg-deb -f "$KDEB" Package) || vm_die "$KDEB is not a Debian package"
+fi
 if [ -n "${RPCRDMA_VM_KERNEL:-}" ] && [ "linux-image-$(cat stamps/kernel 2>/dev/null)" != "$RPCRDMA_VM_KERNEL" ]; then
 	rm -f stamps/kernel
 fi
@@ -113,6 +124,12 @@ esac
 if done_step kernel; then
 	KVER=$(cat stamps/kernel)
 	KPKG=linux-image-$KVER
+elif [ -n "$KDEB" ]; then
+	KPKG=$RPCRDMA_VM_KERNEL
+	KVER=${KPKG#linux-image-}
+	mkdir -p debs/kernel
+	rm -f debs/kernel/*.deb
+	cp "$KDEB" "debs/kernel/${KPKG}_file.deb"
 else
 	KPKG=${RPCRDMA_VM_KERNEL:-$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ && !k {k = $2} END {print k}' || true)}
 	[ -n "$KPKG" ] && have_candidate "$KPKG" ||
@@ -138,8 +155,8 @@ if ! done_step qemu; then
 		liburing2 libvdeplug2 libusb-1.0-0 libusbredirparser1 libspice-server1 libcacard0 libbrlapi0.8)
 	want+=("${q[@]/#/qemu:}")
 fi
-done_step kernel || want+=("kernel:$KPKG")
-siw_current || want+=("kbuild:linux-headers-$KVER" "kbuild:linux-headers-$KABI-common" "kbuild:linux-kbuild-$KMAJ"
+done_step kernel || [ -n "$KDEB" ] || want+=("kernel:$KPKG")
+siw_current || [ -n "$KDEB" ] || want+=("kbuild:linux-headers-$KVER" "kbuild:linux-headers-$KABI-common" "kbuild:linux-kbuild-$KMAJ"
 	"kbuild:linux-source-$KMAJ${KSRCVER:+=$KSRCVER}")
 if ! guest_current; then for p in $(vm_guest_pkgs); do want+=("guest:$p"); done; fi
 # cpio (to pack the initramfs) is unpacked into the cache rather than installed
@@ -184,7 +201,10 @@ build_siw() {
 	[ -f siw/siw.ko ]
 }
 SIW_PID=
-if ! siw_current; then
+if [ -n "$KDEB" ] && ! siw_current; then
+	rm -rf siw
+	stamp siw "$KVER none" # the kernel's own siw, if it has one, comes with its modules
+elif ! siw_current; then
 	vm_log "building siw.ko (background)"
 	build_siw >logs/siw-build.log 2>&1 &
 	SIW_PID=$!
@@ -211,6 +231,8 @@ if ! done_step kernel; then
 	rm -rf kernel
 	mkdir -p kernel
 	dpkg-deb -x debs/kernel/"$KPKG"_*.deb kernel
+	# later Debian kernels keep their modules under /usr/lib only
+	[ -e kernel/lib ] || [ ! -d "kernel/usr/lib/modules/$KVER" ] || ln -s usr/lib kernel/lib
 	[ -d "kernel/lib/modules/$KVER" ] || vm_die "kernel modules for $KVER missing after unpacking $KPKG"
 	ln -sf "vmlinuz-$KVER" kernel/boot/vmlinuz
 	# Uncompressed vmlinux (ELF with a PVH entry note) for a faster boot:
