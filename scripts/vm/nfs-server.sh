@@ -447,6 +447,12 @@ one_connection_per_drop() {
 		pass connections "accepted $acc = 1 mount + $kick deliberate drops (${note}conn.losses ${CNT[conn.losses]:-?})"
 	else
 		failc connections "accepted ${CNT[conn.accepted]:-?} for 1 mount + ${CNT[conn.kicked]:-?} deliberate drops (${note}conn.losses ${CNT[conn.losses]:-?}; expected exactly one reconnection per drop)"
+		# the losses the server did not cause, with the lines around each: which side closed
+		# the extra connection, and when
+		awk '/connection closed/ && !/closed by a handler/ {
+			for (i = NR - 3; i < NR; i++) if (i > 0) print i ": " l[i % 4]
+			print NR ": " $0
+		} {l[NR % 4] = $0}' "$SRV_LOG" 2>/dev/null | tail -n 40 | sed 's/^/  | not dropped by the server: /' || true
 	fi
 	if [ "${CLI[connects]:-0}" -eq "$acc" ] 2>/dev/null; then
 		pass client-connects "${CLI[connects]} = accepted"
