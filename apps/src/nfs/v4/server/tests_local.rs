@@ -123,8 +123,10 @@ fn accepts_a_recall_when_another_process_changes_a_delegated_file() {
             "{tag}: marked"
         );
         sh(change, &tmp);
+        // The count moves under the state lock; the CB_RECALL goes out after it is let go,
+        // from the watch's thread: wait for both.
         assert!(
-            until(|| recalls(&h) == 1),
+            until(|| recalls(&h) == 1 && !rec.compounds().is_empty()),
             "{tag}: no recall after another process's change"
         );
         let recalled = rec.compounds().len();
