@@ -293,6 +293,11 @@ impl Dispatcher {
         self.waiting.len()
     }
 
+    /// Replies waiting for send-queue room.
+    pub(crate) fn queued(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Replies whose Send is not done.
     pub(crate) fn held(&self) -> usize {
         self.held.iter().filter(|h| h.is_some()).count()
@@ -592,7 +597,18 @@ impl Dispatcher {
                 Handed::Queued(bytes)
             }
             Err(ReplyError::Busy) => Handed::Busy,
-            Err(_) => {
+            Err(e) => {
+                // Nothing was posted: the peer gets no reply and sends the call again after
+                // its timeout. A closed connection's calls are expected; anything else is not.
+                if e != ReplyError::Closed {
+                    crate::log_limited!(
+                        WARN,
+                        error = ?e,
+                        call_slot = out.call.slot,
+                        direction = ?self.dir,
+                        "reply not sent: the connection refused it"
+                    );
+                }
                 match self.dir {
                     Direction::Forward => io.stats.error(),
                     Direction::Backward => io.stats.back_error(),

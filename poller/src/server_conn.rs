@@ -154,6 +154,8 @@ pub(crate) struct ServerConn<P: Provider> {
     granted: u32,
     /// Cut off for exceeding its grant on the shared receive queue (counted at teardown).
     cut_off: bool,
+    /// Replies whose Send completed in error or was flushed (logged when it closes).
+    sends_failed: u32,
 }
 
 /// The engine configuration of a server connection with options `o` on this node's device.
@@ -348,6 +350,7 @@ impl<P: Provider> ServerConn<P> {
             granted: srq.as_ref().map_or(c, |s| s.share.credits()),
             srq: srq.map(|s| s.share),
             cut_off: false,
+            sends_failed: 0,
         })
     }
 
@@ -465,6 +468,10 @@ impl<P: Provider> ServerConn<P> {
             _ if self.drv.broken => "work request post failed",
             _ => "disconnected or failed",
         };
+        // What the connection did, and what it still held: a call served and not answered
+        // (in a worker, waiting for a buffer or for send-queue room, a Send not done or
+        // failed) names a reply the peer lost.
+        let c = self.stats.reader().snapshot();
         crate::log_limited!(
             peer: &self.peer;
             INFO,
@@ -472,6 +479,14 @@ impl<P: Provider> ServerConn<P> {
             conn = self.conn_id,
             reason,
             node,
+            calls = c.calls,
+            replies = c.replies,
+            errors = c.errors,
+            in_worker = self.dispatch.in_worker(),
+            waiting = self.dispatch.waiting(),
+            replies_queued = self.dispatch.queued(),
+            sends_pending = self.dispatch.held(),
+            sends_failed = self.sends_failed,
             "connection closed"
         );
     }
@@ -554,6 +569,7 @@ impl<P: Provider> NodeConn<P> for ServerConn<P> {
             return;
         };
         if let Some(s) = c.poll_sent() {
+            self.sends_failed += u32::from(!s.ok);
             self.dispatch
                 .on_send_done(s.call.slot, s.ok, now, &self.stats);
         }

@@ -152,6 +152,7 @@
 # RPCRDMA_NFSD_EXPORTS, RPCRDMA_NFSD_ACL (1), RPCRDMA_NFSD_NLM, RPCRDMA_NFSD_NLM_GRANT_MAX, RPCRDMA_LOCKF_BIN, RPCRDMA_NFSD_NLM_RESTART,
 # RPCRDMA_NFSD_NLM_GRACE, RPCRDMA_NFSD_SRQ_RUNS, RPCRDMA_NFSD_SRQ_DEPTH, RPCRDMA_NFSD_FAULT (1), RPCRDMA_NFSD_DROP_EVERY (50),
 # RPCRDMA_NFSD_FAULT_RUNS (rxe siw), RPCRDMA_NFSD_FAULT_SIW_EVERY (10), RPCRDMA_NFSD_FAULT_SIW_CHURN (60),
+# RPCRDMA_NFSD_FAULT_HOG (0; N or "cpus": busy loops in the guest beside the fault parts' churn),
 # RPCRDMA_NFSD_FIO (1), RPCRDMA_NFSD_FIO_ROUNDS (2), RPCRDMA_NFSD_ARGS (more server arguments), RPCRDMA_NFSD_RUN_TIMEOUT
 # (per workload, s, default 300), RPCRDMA_NFSD_READY_TIMEOUT (30 s), RPCRDMA_NFS_CHURN_N,
 # RPCRDMA_NFS_FIO_RUNTIME, RPCRDMA_NFS_FIO_SIZE (nfs-workload.sh / nfs-fio.sh).
@@ -453,6 +454,10 @@ one_connection_per_drop() {
 			for (i = NR - 3; i < NR; i++) if (i > 0) print i ": " l[i % 4]
 			print NR ": " $0
 		} {l[NR % 4] = $0}' "$SRV_LOG" 2>/dev/null | tail -n 40 | sed 's/^/  | not dropped by the server: /' || true
+		# a call the client timed out on (xprtrdma disconnects on every RPC timeout): the
+		# per-op lines of mountstats whose third column (timeouts) is not 0
+		mstats "$MNT" | awk '/per-op statistics/ {on = 1; next} on && NF >= 4 && $4 > 0' |
+			sed 's/^[[:space:]]*/  | client timeouts (op: ops trans timeouts ...): /' || true
 	fi
 	if [ "${CLI[connects]:-0}" -eq "$acc" ] 2>/dev/null; then
 		pass client-connects "${CLI[connects]} = accepted"
@@ -558,6 +563,103 @@ run_part() {
 	part_end
 }
 
+# fault_trace_on / fault_trace_off: the client's transport events (tracefs groups sunrpc's xprt_*
+# and rpcrdma's connection, error and flush events) over a fault part; printed, the lines
+# around each disconnection, when the part failed. Only where the guest kernel has tracefs.
+TRACEFS=/sys/kernel/tracing
+FAULT_EVENTS="sunrpc/xprt_disconnect_auto sunrpc/xprt_disconnect_force sunrpc/xprt_disconnect_done
+sunrpc/xprt_timer sunrpc/xprt_retransmit sunrpc/xprt_reserve_cong sunrpc/xprt_connect
+sunrpc/rpc_timeout_status sunrpc/rpc_call_status sunrpc/rpc_connect_status
+rpcrdma/xprtrdma_connect rpcrdma/xprtrdma_disconnect rpcrdma/xprtrdma_qp_event rpcrdma/xprtrdma_op_connect
+rpcrdma/xprtrdma_op_close rpcrdma/xprtrdma_wc_receive rpcrdma/xprtrdma_wc_send rpcrdma/xprtrdma_post_recvs
+rpcrdma/xprtrdma_post_recvs_err rpcrdma/xprtrdma_reply_vers_err rpcrdma/xprtrdma_reply_rqst_err
+rpcrdma/xprtrdma_reply_short_err rpcrdma/xprtrdma_reply_hdr_err rpcrdma/xprtrdma_err_vers
+rpcrdma/xprtrdma_err_chunk rpcrdma/xprtrdma_err_unrecognized rpcrdma/xprtrdma_createmrs
+rpcrdma/xprtrdma_remove rpcrdma/xprtrdma_inline_thresh rpcrdma/xprtrdma_marshal rpcrdma/xprtrdma_reply
+sunrpc/xprt_transmit sunrpc/xprt_lookup_rqst"
+FAULT_TRACING=0
+fault_trace_on() {
+	local e
+	FAULT_TRACING=0
+	[ -d "$TRACEFS/events" ] || mount -t tracefs nodev "$TRACEFS" 2>/dev/null || return 0
+	[ -d "$TRACEFS/events/rpcrdma" ] || return 0
+	echo 0 >"$TRACEFS/tracing_on"
+	echo 16384 >"$TRACEFS/buffer_size_kb"
+	: >"$TRACEFS/trace"
+	for e in $FAULT_EVENTS; do
+		[ -e "$TRACEFS/events/$e/enable" ] && echo 1 >"$TRACEFS/events/$e/enable"
+	done
+	# completions: only those that did not succeed
+	for e in xprtrdma_wc_receive xprtrdma_wc_send; do
+		[ -e "$TRACEFS/events/rpcrdma/$e/filter" ] && echo 'status != 0' >"$TRACEFS/events/rpcrdma/$e/filter" 2>/dev/null
+	done
+	echo 1 >"$TRACEFS/tracing_on"
+	FAULT_TRACING=1
+	# RPCRDMA_NFSD_FAULT_SIW_DEBUG=1: siw's own debug messages (dynamic debug) into the kernel
+	# log, printed when the part fails
+	if [ "${RPCRDMA_NFSD_FAULT_SIW_DEBUG:-0}" = 1 ] && [ -w /sys/kernel/debug/dynamic_debug/control ]; then
+		local f
+		for f in siw_qp_tx.c siw_qp.c siw_cm.c siw_qp_rx.c; do
+			echo "file $f +pt" >/sys/kernel/debug/dynamic_debug/control 2>/dev/null || true
+		done
+	fi
+}
+fault_trace_off() {
+	[ "$FAULT_TRACING" = 1 ] || return 0
+	echo 0 >"$TRACEFS/tracing_on"
+	echo 0 >"$TRACEFS/events/enable"
+	# how often each event fired (a connection the client closed shows as xprt_disconnect_force
+	# beyond the drops, a timed-out call as xprt_timer)
+	echo "client transport events:$(grep -v '^#' "$TRACEFS/trace" | grep -v xprt_reserve_cong |
+		awk '{for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {sub(/:$/, "", $(i + 1)); print $(i + 1); break}}' |
+		sort | uniq -c | awk '{printf " %s=%s", $2, $1}')"
+	if [ "$PFAIL" -ne 0 ]; then
+		# around each call the client timed out on (xprt_timer) or a reply it could not use,
+		# else the last lines
+		local at=' xprt_timer: | xprtrdma_qp_event: |_err: '
+		echo "---- client transport events (tracefs, $(grep -vc '^#' "$TRACEFS/trace") lines; around each of:$at):"
+		if grep -Eq "$at" "$TRACEFS/trace"; then
+			grep -v '^#' "$TRACEFS/trace" | grep -v 'xprt_reserve_cong' | grep -E -B 60 -A 15 "$at" | head -n 400
+		else
+			grep -v '^#' "$TRACEFS/trace" | grep -v 'xprt_reserve_cong' | tail -n 80
+		fi | sed 's/^/  | /'
+	fi
+	FAULT_TRACING=0
+	if [ "${RPCRDMA_NFSD_FAULT_SIW_DEBUG:-0}" = 1 ] && [ -w /sys/kernel/debug/dynamic_debug/control ]; then
+		echo 'module siw -p' >/sys/kernel/debug/dynamic_debug/control 2>/dev/null || true
+		if [ "$PFAIL" -ne 0 ]; then
+			# the window from 20 ms before the transmission of each call the client timed
+			# out on to 300 ms after it (trace and kernel log share the clock)
+			local xid t
+			for xid in $(grep -o ' xprt_timer: .* xid=0x[0-9a-f]*' "$TRACEFS/trace" | sed 's/.*xid=//'); do
+				t=$(grep " xprt_transmit: .*xid=$xid " "$TRACEFS/trace" | tail -n 1 |
+					awk '{for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) {sub(/:$/, "", $i); print $i; exit}}')
+				[ -n "$t" ] || continue
+				echo "---- siw debug messages around the transmission of xid $xid at $t s:"
+				dmesg | awk -v t="$t" '{x = $0; sub(/^\[ */, "", x); sub(/\].*/, "", x)} x + 0 >= t - 0.02 && x + 0 <= t + 0.3' |
+					grep -i siw | head -n 200 | sed 's/^/  | /'
+			done
+		fi
+	fi
+	: >"$TRACEFS/trace"
+}
+# fault_hog_start / fault_hog_stop: RPCRDMA_NFSD_FAULT_HOG busy loops ("cpus": one per vCPU) in
+# the guest beside the churn, to run the fault parts on a starved machine
+FAULT_HOGS=()
+fault_hog_start() {
+	local n=${RPCRDMA_NFSD_FAULT_HOG:-0} i
+	[ "$n" = cpus ] && n=$(nproc)
+	for ((i = 0; i < n; i++)); do
+		bash -c 'while :; do :; done' &
+		FAULT_HOGS+=($!)
+	done
+	[ "$n" -eq 0 ] || echo "note: $n busy loops beside the churn"
+}
+fault_hog_stop() {
+	[ ${#FAULT_HOGS[@]} -eq 0 ] || kill "${FAULT_HOGS[@]}" 2>/dev/null
+	FAULT_HOGS=()
+}
+
 # run_fault DEV: the churn workload while the server drops the connection every N-th
 # non-idempotent call. Every deliberate drop costs exactly one reconnection: the server accepted
 # one connection for the mount and one per drop (conn.accepted = 1 + conn.kicked), and the client
@@ -577,10 +679,13 @@ run_fault() {
 	fi
 	NFS3_0=$(nfs3_line) RPC_0=$(rpc_line)
 	k0=$(dmesg | wc -l)
+	fault_trace_on
 	if do_mount "$MNT"; then
 		wl=$(mktemp)
+		fault_hog_start
 		RPCRDMA_NFS_CHURN_N=$churn timeout -k 10 "$RUN_TIMEOUT" "$HERE/nfs-workload.sh" churn "$MNT" | tee "$wl"
 		rc=${PIPESTATUS[0]}
+		fault_hog_stop
 		[ "$rc" -ne 124 ] || echo "FAIL churn: timed out after $RUN_TIMEOUT s"
 		grep -q '^workload: .* 0 failed' "$wl" || failc workload "$(grep '^workload:' "$wl" || echo "no summary (exit $rc)")"
 		PNOTES="$(grep '^workload:' "$wl" | head -n 1)"
@@ -602,6 +707,7 @@ run_fault() {
 	fi
 	# the kernel's rpcrdma / siw / rxe messages since the server started (none when all went well)
 	dmesg | tail -n +$((k0 + 1)) | grep -E 'rpcrdma|siw|rxe' | grep -v 'speed is unknown' | tail -n 20 | sed 's/^/  | /'
+	fault_trace_off
 	srv_stop
 	if [ "$PFAIL" -ne 0 ] && [ -s "$SRV_LOG" ]; then
 		echo "---- server log (tail):"
