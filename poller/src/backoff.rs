@@ -156,6 +156,16 @@ impl Backoff {
         self.cfg.enabled && self.idle >= self.cfg.spin_polls.saturating_add(self.cfg.yield_polls)
     }
 
+    /// Ends the spin and yield phases of this idle stretch: the next idle iteration sleeps
+    /// (a thread that waits in the real-time class must not spin: it would keep the fair
+    /// class, the work it waits for included, off its core; [`crate::sched`]).
+    #[inline]
+    pub fn skip_to_sleep(&mut self) {
+        self.idle = self
+            .idle
+            .max(self.cfg.spin_polls.saturating_add(self.cfg.yield_polls));
+    }
+
     /// Advances the state by one idle iteration and says what to do, without doing it.
     pub fn next_action(&mut self) -> IdleAction {
         if !self.cfg.enabled {
@@ -208,6 +218,26 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepts_skip_to_sleep_ending_the_spin_and_yield_phases() {
+        let mut b = Backoff::new(BackoffConfig {
+            enabled: true,
+            spin_polls: 3,
+            yield_polls: 2,
+            min_sleep_ns: 10,
+            max_sleep_ns: 40,
+            interrupt: false,
+        });
+        assert!(!b.sleeps_next());
+        b.skip_to_sleep();
+        assert!(b.sleeps_next());
+        assert_eq!(b.next_action(), IdleAction::Sleep(10));
+        b.skip_to_sleep();
+        assert_eq!(b.next_action(), IdleAction::Sleep(20), "no step back");
+        b.reset();
+        assert_eq!(b.next_action(), IdleAction::Spin);
+    }
 
     #[test]
     fn accepts_phases_in_order_and_reset() {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::backoff::BackoffConfig;
 use crate::reactor::{Cores, PinPolicy, ReactorConfig};
+use crate::sched::RealtimeWake;
 
 /// Where application code runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -165,6 +166,8 @@ pub struct RuntimeConfig {
     pub name: String,
     /// The reactor threads' nice value ([`ReactorConfig::nice`]; `None`: inherit).
     pub nice: Option<i32>,
+    /// The reactors' real-time wake-ups ([`ReactorConfig::realtime`]; `None`: off).
+    pub realtime: Option<RealtimeWake>,
 }
 
 impl Default for RuntimeConfig {
@@ -178,6 +181,7 @@ impl Default for RuntimeConfig {
             drain_timeout_ms: 2000,
             name: "rpc".into(),
             nice: None,
+            realtime: None,
         }
     }
 }
@@ -202,6 +206,7 @@ impl RuntimeConfig {
         c.drain_timeout = Duration::from_millis(self.drain_timeout_ms.min(600_000));
         c.name = self.name.clone();
         c.nice = self.nice;
+        c.realtime = self.realtime;
         c
     }
 }
@@ -228,6 +233,9 @@ pub struct EndpointConfig {
     pub workers: usize,
     /// Slots of each node-to-worker ring (rounded up to a power of two).
     pub worker_ring: usize,
+    /// Real-time wake-ups of the worker threads ([`crate::sched`]; `None`: off). Workers
+    /// wait for jobs in `SCHED_FIFO` and return to the fair class after a busy stretch.
+    pub worker_realtime: Option<RealtimeWake>,
     /// Back the endpoint's memory with hugepages when possible.
     pub hugepages: bool,
     /// On a device without type-2 memory windows: refuse client connections (default) or
@@ -246,6 +254,7 @@ impl Default for EndpointConfig {
             reply_buffer_size: 0,
             workers: 0,
             worker_ring: 256,
+            worker_realtime: None,
             hugepages: true,
             persistent_stags: PersistentStags::Refuse,
         }

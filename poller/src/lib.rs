@@ -11,6 +11,8 @@
 //! - [`backoff`]: optional idle back-off (spin, yield, sleep), or interrupt mode (sleep in
 //!   `poll(2)` on wake-up descriptors: [`wait`], [`doorbell`]); off by default.
 //! - [`stats`]: per-reactor counters written by the owner, readable from anywhere.
+//! - [`sched`]: real-time wake-ups for reactors and workers that sleep when idle, the fair
+//!   class under a steady load.
 //! - [`reactor`]: [`ReactorSet`] of pinned reactor threads running [`Poller`]s, with a control
 //!   ring, a timer wheel and counters each; graceful stop.
 //!
@@ -72,6 +74,7 @@ pub mod program;
 pub mod reactor;
 pub mod ring;
 pub mod runtime;
+pub mod sched;
 pub mod server;
 mod server_back;
 mod server_conn;

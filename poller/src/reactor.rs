@@ -317,6 +317,13 @@ pub struct ReactorConfig {
     /// `CAP_SYS_NICE` (or an `RLIMIT_NICE` that allows it); a reactor that cannot keeps its
     /// priority and says so ([`ReactorHandle::nice`]). `None` (default): inherit.
     pub nice: Option<i32>,
+    /// Real-time wake-ups ([`crate::sched`]): with back-off on, each reactor waits for work
+    /// in `SCHED_FIFO` and returns to the fair class (at [`ReactorConfig::nice`]) after a busy
+    /// stretch. Needs `CAP_SYS_NICE` (or an `RLIMIT_RTPRIO` that allows the priority); a
+    /// reactor that cannot stays in the fair class and says so
+    /// ([`ReactorHandle::realtime`]). Ignored without back-off (a busy-polling thread never
+    /// waits). `None` (default): off.
+    pub realtime: Option<crate::sched::RealtimeWake>,
 }
 
 impl ReactorConfig {
@@ -334,6 +341,7 @@ impl ReactorConfig {
             drain_timeout: Duration::from_secs(1),
             name: "reactor".into(),
             nice: None,
+            realtime: None,
         }
     }
 }
@@ -452,6 +460,8 @@ struct Remote {
     pinned: bool,
     /// The nice value the thread runs at (`None`: unknown).
     nice: Option<i32>,
+    /// Its real-time priority while waiting (`None`: off or refused).
+    realtime: Option<u8>,
 }
 
 /// A cheap, cloneable handle to one reactor, usable from any thread.
@@ -481,6 +491,12 @@ impl ReactorHandle {
     /// [`ReactorConfig::nice`] (`None`: the priority could not be read).
     pub fn nice(&self) -> Option<i32> {
         self.remote.nice
+    }
+
+    /// The `SCHED_FIFO` priority the reactor waits for work at ([`ReactorConfig::realtime`];
+    /// `None`: off, or refused by the kernel).
+    pub fn realtime(&self) -> Option<u8> {
+        self.remote.realtime
     }
 
     /// The reactor's counters now.

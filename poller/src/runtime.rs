@@ -176,7 +176,7 @@ impl<P: Provider> Endpoint<P> {
                 n,
                 ring,
                 slots_per_node.max(ring),
-                worker_backoff.config(),
+                (worker_backoff.config(), cfg.worker_realtime),
                 &threads,
                 "rpc",
             )

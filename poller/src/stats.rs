@@ -25,6 +25,7 @@ struct Counters {
     idle_yields: AtomicU64,
     idle_sleeps: AtomicU64,
     idle_wakeups: AtomicU64,
+    rt_demotions: AtomicU64,
     pollers: AtomicU64,
 }
 
@@ -48,6 +49,9 @@ pub struct StatsSnapshot {
     /// Interrupt-mode sleeps ended by a ready descriptor (a doorbell ring, a completion
     /// channel, a connection event) rather than by their timeout (a timer, the longest sleep).
     pub idle_wakeups: u64,
+    /// Returns from the real-time class to the fair class after a busy stretch
+    /// ([`crate::sched::RealtimeWake`]).
+    pub rt_demotions: u64,
     /// Pollers currently registered (a gauge).
     pub pollers: u64,
 }
@@ -139,6 +143,12 @@ impl StatsWriter {
         bump(&self.0.idle_wakeups, 1);
     }
 
+    /// One return to the fair class ([`crate::sched`]).
+    #[inline]
+    pub fn rt_demotion(&self) {
+        bump(&self.0.rt_demotions, 1);
+    }
+
     /// Sets the poller gauge.
     #[inline]
     pub fn set_pollers(&self, n: u64) {
@@ -171,6 +181,7 @@ impl StatsReader {
             idle_yields: c.idle_yields.load(Ordering::Relaxed),
             idle_sleeps: c.idle_sleeps.load(Ordering::Relaxed),
             idle_wakeups: c.idle_wakeups.load(Ordering::Relaxed),
+            rt_demotions: c.rt_demotions.load(Ordering::Relaxed),
             pollers: c.pollers.load(Ordering::Relaxed),
         }
     }
@@ -197,6 +208,7 @@ mod tests {
         w.idle_yield();
         w.idle_sleep();
         w.idle_wakeup();
+        w.rt_demotion();
         w.set_pollers(4);
         let s = r.snapshot();
         assert_eq!(
@@ -210,6 +222,7 @@ mod tests {
                 idle_yields: 1,
                 idle_sleeps: 1,
                 idle_wakeups: 1,
+                rt_demotions: 1,
                 pollers: 4,
             }
         );

@@ -38,6 +38,7 @@ use crate::backoff::{Backoff, BackoffConfig};
 use crate::call::{Callback, ClientError, Reply};
 use crate::program::{CallTransport, DdpItems, Handler, Reject, ReplyBuilder, Request, MAX_DDP};
 use crate::ring::{self, Consumer, Producer};
+use crate::sched::{RealtimeWake, RtThread};
 use crate::session::BackChannel;
 
 /// Jobs moved per ring operation.
@@ -293,7 +294,7 @@ impl Workers {
         nodes: usize,
         ring_cap: usize,
         overflow_cap: usize,
-        backoff: BackoffConfig,
+        (backoff, realtime): (BackoffConfig, Option<RealtimeWake>),
         node_threads: &[Arc<OnceLock<Waker>>],
         name: &str,
     ) -> Result<(Workers, Vec<NodeLinks>), crate::ring::RingError> {
@@ -339,7 +340,7 @@ impl Workers {
             let stop = Arc::clone(&stop);
             let t = std::thread::Builder::new()
                 .name(format!("{name}-worker-{i}"))
-                .spawn(move || worker_loop(side, stop, backoff))
+                .spawn(move || worker_loop(side, stop, backoff, realtime))
                 .map_err(|_| crate::ring::RingError::BadCapacity)?;
             threads.push(t);
         }
@@ -375,14 +376,24 @@ impl Drop for Workers {
     }
 }
 
-fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConfig) {
+fn worker_loop(
+    mut side: WorkerSide,
+    stop: Arc<AtomicBool>,
+    backoff: BackoffConfig,
+    realtime: Option<RealtimeWake>,
+) {
     side.bell.register();
     let mut bo = Backoff::new(backoff);
+    // Real-time wake-ups (a parking worker only); the clock is this thread's own.
+    let t0 = std::time::Instant::now();
+    let clock = || u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let (mut rt, _) = RtThread::start(realtime.filter(|_| backoff.enabled), 0);
     // The bell is armed: this iteration is the re-check before parking.
     let mut armed = false;
     loop {
         let did = run_bursts(&mut side);
         if did > 0 {
+            rt.busy(clock());
             bo.reset();
             if core::mem::take(&mut armed) {
                 side.bell.disarm();
@@ -404,6 +415,10 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
             core::hint::spin_loop();
             continue;
         }
+        if rt.is_fifo() {
+            // Real-time: no spinning (see `crate::sched`).
+            bo.skip_to_sleep();
+        }
         if !armed && bo.sleeps_next() {
             // "About to sleep"; the next iteration's look at every ring is the re-check.
             side.bell.arm();
@@ -413,7 +428,11 @@ fn worker_loop(mut side: WorkerSide, stop: Arc<AtomicBool>, backoff: BackoffConf
         match bo.next_action() {
             // Armed, and the re-check (the loop above) found nothing: park until a node rings
             // (or the stop, which wakes unconditionally after its store). `park` disarms.
-            crate::backoff::IdleAction::Sleep(_) => side.bell.park(None),
+            crate::backoff::IdleAction::Sleep(_) => {
+                rt.sleeping();
+                side.bell.park(None);
+                rt.woke(clock());
+            }
             crate::backoff::IdleAction::Yield => std::thread::yield_now(),
             crate::backoff::IdleAction::Spin => core::hint::spin_loop(),
         }

@@ -102,6 +102,11 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
   --reactor-nice N        nice value of the reactor threads, -20..=19, or 'inherit' (needs
                           CAP_SYS_NICE to raise; warns and keeps the process's otherwise)
                           [-10]
+  --realtime-wakeups N    reactors and dir workers wait for work in SCHED_FIFO at priority
+                          N (a completion preempts the core's other work at once) and
+                          return to the fair class after 2 ms busy: for kernels that preempt
+                          lazily (CONFIG_PREEMPT_LAZY); 1..=99 or 'off' (needs CAP_SYS_NICE;
+                          warns and stays in the fair class otherwise) [off]
   --credits N             credits granted per connection, 1..=1024 [64]
   --srq N                 one shared receive queue of N receives per reactor for all
                           connections (grants shrink to what it backs), 0..=1048576
@@ -149,7 +154,7 @@ const USAGE: &str = "usage: rpcrdma-nfsd [options]
 ";
 
 /// The options that take a value (also the config file's keys with a string or number).
-const VALUE_OPTIONS: [&str; 27] = [
+const VALUE_OPTIONS: [&str; 28] = [
     "provider",
     "bind",
     "port",
@@ -166,6 +171,7 @@ const VALUE_OPTIONS: [&str; 27] = [
     "idle-spins",
     "idle-yields",
     "reactor-nice",
+    "realtime-wakeups",
     "credits",
     "srq",
     "max-io",
@@ -344,6 +350,19 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
                             .ok()
                             .filter(|n| (-20..=19).contains(n))
                             .ok_or(format!("--reactor-nice {v}: -20..=19 or inherit"))?,
+                    ),
+                };
+            }
+            "--realtime-wakeups" => {
+                let v = c.value(a)?;
+                o.realtime_wakeups = match v.as_str() {
+                    "off" => None,
+                    t => Some(
+                        t.trim()
+                            .parse::<u8>()
+                            .ok()
+                            .filter(|n| (1..=99).contains(n))
+                            .ok_or(format!("--realtime-wakeups {v}: 1..=99 or off"))?,
                     ),
                 };
             }
@@ -605,6 +624,13 @@ mod tests {
             assert_eq!(args(&format!("--idle {v}")).expect(v).opts.idle, m);
         }
         assert_eq!(d.reactor_nice, Some(-10), "reactors raised by default");
+        assert_eq!(d.realtime_wakeups, None, "the fair class by default");
+        let v = args("--realtime-wakeups 1").expect("1").opts;
+        assert_eq!(v.realtime_wakeups, Some(1));
+        let v = args("--realtime-wakeups off").expect("off").opts;
+        assert_eq!(v.realtime_wakeups, None);
+        let v = args("--realtime-wakeups 50").expect("50").opts;
+        assert_eq!(v.realtime_wakeups, Some(50));
         assert_eq!(
             (d.idle_spins, d.idle_yields),
             (None, None),
@@ -638,6 +664,9 @@ mod tests {
             ("--reactor-nice -21", "-20..=19 or inherit"),
             ("--reactor-nice 20", "-20..=19 or inherit"),
             ("--reactor-nice high", "-20..=19 or inherit"),
+            ("--realtime-wakeups 0", "1..=99 or off"),
+            ("--realtime-wakeups 100", "1..=99 or off"),
+            ("--realtime-wakeups on", "1..=99 or off"),
             ("--idle-spins -1", "--idle-spins -1"),
             ("--idle-yields 2000000", "0..=1000000"),
             (

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpcrdma_engine::verbs::Provider;
+use rpcrdma_poller::sched::RealtimeWake;
 use rpcrdma_poller::{
     BackoffMode, CallbackMode, Cores, Endpoint, EndpointConfig, PinPolicy, ProtocolVersion,
     ReactorConfig, ReactorSet, Server, ServerOptions,
@@ -129,6 +130,14 @@ pub struct DaemonOptions {
     /// kernel's completion work preempts it; a daemon without the right keeps its priority
     /// and warns. `None` (`--reactor-nice inherit`): the process's.
     pub reactor_nice: Option<i32>,
+    /// Real-time wake-ups of the reactors and the `dir:` workers (`--realtime-wakeups`,
+    /// `rpcrdma_poller::sched`): each waits for work in `SCHED_FIFO` at this priority, so a
+    /// completion or a job preempts whatever holds its core at once (a kernel that preempts
+    /// lazily makes a fair-class thread wait for the tick), and returns to the fair class (at
+    /// its nice value) after 2 ms busy. `None` (`off`, the default): the fair class only; on a
+    /// kernel that preempts at once the real-time class measured slower beside busy processes
+    /// (docs/performance-nfs.md, "The metadata workload on Linux 6.18").
+    pub realtime_wakeups: Option<u8>,
     /// Credits granted to each client.
     pub credits: u32,
     /// Largest READ / WRITE (FSINFO rtmax / wtmax).
@@ -213,6 +222,7 @@ impl Default for DaemonOptions {
             idle_spins: None,
             idle_yields: None,
             reactor_nice: Some(-10),
+            realtime_wakeups: None,
             credits: 64,
             max_io: 1 << 20,
             buffers: 256,
@@ -409,6 +419,7 @@ impl<P: Provider> Daemon<P> {
             reply_buffer_size: REPLY_BUFFER,
             workers,
             worker_ring: 256,
+            worker_realtime: realtime_wake(o),
             hugepages: o.hugepages,
             ..EndpointConfig::default()
         };
@@ -891,6 +902,7 @@ fn start_reactors(o: &DaemonOptions) -> Result<ReactorSet, String> {
     rc.backoff.spin_polls = o.idle_spins.unwrap_or(rc.backoff.spin_polls);
     rc.backoff.yield_polls = o.idle_yields.unwrap_or(rc.backoff.yield_polls);
     rc.nice = o.reactor_nice;
+    rc.realtime = realtime_wake(o);
     rc.drain_timeout = Duration::from_secs(2);
     rc.name = "nfsd".into();
     let set = ReactorSet::start(&rc).map_err(|e| format!("reactors: {e}"))?;
@@ -907,5 +919,23 @@ fn start_reactors(o: &DaemonOptions) -> Result<ReactorSet, String> {
             }
         }
     }
+    if let (Some(want), true) = (rc.realtime, rc.backoff.enabled) {
+        for h in set.handles().iter().filter(|h| h.realtime().is_none()) {
+            tracing::warn!(
+                reactor = h.index(),
+                wanted = want.priority,
+                "reactor wake-ups not real-time (SCHED_FIFO refused: needs CAP_SYS_NICE or \
+                 RLIMIT_RTPRIO): beside busy processes a woken reactor waits for the scheduler"
+            );
+        }
+    }
     Ok(set)
+}
+
+/// The real-time wake-ups the options ask for (reactors and workers alike).
+fn realtime_wake(o: &DaemonOptions) -> Option<RealtimeWake> {
+    o.realtime_wakeups.map(|priority| RealtimeWake {
+        priority,
+        ..RealtimeWake::DEFAULT
+    })
 }

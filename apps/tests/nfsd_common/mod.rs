@@ -55,8 +55,11 @@ pub fn options(backend: Backend) -> DaemonOptions {
         exports: exports("/export:*(rw,no_root_squash,sec=sys:none,anonuid=0,anongid=0)"),
         // The daemon shares this process's two cores with the test's own client reactors:
         // raised above them it would spin through its idle phases while they wait. Its
-        // priority is for other processes' work (poller/tests/reactor.rs checks it).
+        // priority is for other processes' work (poller/tests/reactor.rs checks it). Real-time
+        // wake-ups likewise (poller/tests/reactor_realtime.rs); off, the system calls a test
+        // counts are the daemon's own.
         reactor_nice: None,
+        realtime_wakeups: None,
         ..DaemonOptions::default()
     }
 }

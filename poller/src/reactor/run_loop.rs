@@ -18,6 +18,7 @@ use super::{
 use crate::backoff::{Backoff, IdleAction};
 use crate::doorbell::Doorbell;
 use crate::mpsc::MpscConsumer;
+use crate::sched::RtThread;
 use crate::stats::StatsWriter;
 use crate::timer::TimerWheel;
 use crate::wait::WaitSet;
@@ -235,6 +236,8 @@ pub(super) struct Reactor {
     pub(super) waits: WaitSet,
     /// Interrupt mode: every poller armed all its sources for the next sleep.
     pub(super) all_armed: bool,
+    /// Real-time wake-ups (set on the thread as it starts).
+    pub(super) rt: RtThread,
     pub(super) clock: Clock,
     pub(super) drain_timeout_ns: u64,
 }
@@ -273,6 +276,9 @@ impl Reactor {
                 }
             }
             if busy {
+                if self.rt.busy(now) {
+                    self.core.stats.rt_demotion();
+                }
                 self.backoff.reset();
                 if armed {
                     armed = false;
@@ -293,6 +299,10 @@ impl Reactor {
     /// rings, an unpark, a wake-up descriptor, the next timer, or the back-off's sleep.
     fn idle(&mut self, now: u64, armed: &mut bool) {
         let interrupt = self.backoff.config().interrupt;
+        if self.rt.is_fifo() {
+            // Real-time: no spinning (see `crate::sched`).
+            self.backoff.skip_to_sleep();
+        }
         if let (Some(b), false, true) = (&self.core.bell, *armed, self.backoff.sleeps_next()) {
             b.arm();
             if interrupt {
@@ -322,6 +332,7 @@ impl Reactor {
                     let t = Duration::from_nanos(d);
                     // Counted as it begins (readers see a reactor that is asleep as such).
                     self.core.stats.idle_sleep();
+                    self.rt.sleeping();
                     match &self.core.bell {
                         Some(b) if interrupt && *armed => {
                             if self.waits.wait(d) > 0 {
@@ -332,6 +343,7 @@ impl Reactor {
                         Some(b) => b.park(Some(t)),
                         None => std::thread::park_timeout(t),
                     }
+                    self.rt.woke(self.clock.now());
                 }
             }
         }

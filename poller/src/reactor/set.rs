@@ -15,6 +15,7 @@ use super::{
 use crate::backoff::Backoff;
 use crate::doorbell::Doorbell;
 use crate::mpsc;
+use crate::sched::RtThread;
 use crate::stats::{stats, StatsSnapshot};
 use crate::timer::TimerWheel;
 use crate::wait::WaitSet;
@@ -71,7 +72,7 @@ impl ReactorSet {
             inflight: AtomicUsize::new(0),
         });
         let (ready_tx, ready_rx) =
-            std::sync::mpsc::channel::<Result<(bool, Option<i32>), ReactorError>>();
+            std::sync::mpsc::channel::<Result<(bool, Option<i32>, Option<u8>), ReactorError>>();
         let bell = match (cfg.backoff.enabled, cfg.backoff.interrupt) {
             (false, _) => None,
             (true, false) => Some(Arc::new(Doorbell::new())),
@@ -98,9 +99,11 @@ impl ReactorSet {
             clock: self.clock,
             waits: WaitSet::new(),
             all_armed: false,
+            rt: RtThread::OFF,
             drain_timeout_ns: u64::try_from(cfg.drain_timeout.as_nanos()).unwrap_or(u64::MAX),
         };
         let wanted_nice = cfg.nice;
+        let wanted_rt = cfg.realtime.filter(|_| cfg.backoff.enabled);
         let thread = std::thread::Builder::new()
             .name(format!("{}-{index}", cfg.name))
             .spawn(move || {
@@ -117,12 +120,14 @@ impl ReactorSet {
                     b.register();
                 }
                 let nice = set_thread_nice(wanted_nice);
-                let _ = ready_tx.send(Ok((pinned, nice)));
+                let (rt, realtime) = RtThread::start(wanted_rt, reactor.clock.now());
+                reactor.rt = rt;
+                let _ = ready_tx.send(Ok((pinned, nice, realtime)));
                 drop(ready_tx);
                 reactor.run();
             })
             .map_err(|_| ReactorError::Spawn)?;
-        let (pinned, nice) = match ready_rx.recv() {
+        let (pinned, nice, realtime) = match ready_rx.recv() {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -144,6 +149,7 @@ impl ReactorSet {
                 core,
                 pinned,
                 nice,
+                realtime,
             }),
         });
         self.threads.push(Some(thread));
