@@ -218,6 +218,30 @@ fn num<T: TryFrom<u64>>(flag: &str, v: &str, lo: u64, hi: u64) -> Result<T, Stri
     T::try_from(n).map_err(|_| format!("{flag} {v}: must be a number in {lo}..={hi}"))
 }
 
+/// `None` for `word`, else a number in `range`; an error names the option, the range and the
+/// word.
+fn word_or_in<T>(
+    flag: &str,
+    v: &str,
+    word: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<Option<T>, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    if v == word {
+        return Ok(None);
+    }
+    match v.trim().parse::<T>() {
+        Ok(n) if range.contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "{flag} {v}: {}..={} or {word}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
 /// The arguments a config file stands for, as `--key value` / `--flag` tokens; unknown keys,
 /// and values of the wrong kind, are refused.
 fn config_args(path: &std::path::Path) -> Result<Vec<(String, Vec<String>)>, String> {
@@ -341,30 +365,10 @@ fn parse(argv: &[String]) -> Result<Cli, String> {
             "--idle-spins" => o.idle_spins = Some(num(a, &c.value(a)?, 0, 1_000_000)?),
             "--idle-yields" => o.idle_yields = Some(num(a, &c.value(a)?, 0, 1_000_000)?),
             "--reactor-nice" => {
-                let v = c.value(a)?;
-                o.reactor_nice = match v.as_str() {
-                    "inherit" => None,
-                    t => Some(
-                        t.trim()
-                            .parse::<i32>()
-                            .ok()
-                            .filter(|n| (-20..=19).contains(n))
-                            .ok_or(format!("--reactor-nice {v}: -20..=19 or inherit"))?,
-                    ),
-                };
+                o.reactor_nice = word_or_in(a, &c.value(a)?, "inherit", -20..=19)?;
             }
             "--realtime-wakeups" => {
-                let v = c.value(a)?;
-                o.realtime_wakeups = match v.as_str() {
-                    "off" => None,
-                    t => Some(
-                        t.trim()
-                            .parse::<u8>()
-                            .ok()
-                            .filter(|n| (1..=99).contains(n))
-                            .ok_or(format!("--realtime-wakeups {v}: 1..=99 or off"))?,
-                    ),
-                };
+                o.realtime_wakeups = word_or_in(a, &c.value(a)?, "off", 1..=99)?;
             }
             "--credits" => o.credits = num(a, &c.value(a)?, 1, 1024)?,
             "--srq" => {
