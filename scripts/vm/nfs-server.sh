@@ -454,6 +454,8 @@ one_connection_per_drop() {
 			for (i = NR - 3; i < NR; i++) if (i > 0) print i ": " l[i % 4]
 			print NR ": " $0
 		} {l[NR % 4] = $0}' "$SRV_LOG" 2>/dev/null | tail -n 40 | sed 's/^/  | not dropped by the server: /' || true
+		# and every warning the server logged (a reply the engine refused names its error)
+		grep -E ' (WARN|ERROR) ' "$SRV_LOG" 2>/dev/null | tail -n 20 | sed 's/^/  | server warning: /' || true
 		# a call the client timed out on (xprtrdma disconnects on every RPC timeout): the
 		# per-op lines of mountstats whose third column (timeouts) is not 0
 		mstats "$MNT" | awk '/per-op statistics/ {on = 1; next} on && NF >= 4 && $4 > 0' |
