@@ -133,6 +133,12 @@ impl RtThread {
         }
     }
 
+    /// Whether real-time wake-ups are on for this thread (the clock needs reading).
+    #[inline]
+    pub(crate) fn is_on(&self) -> bool {
+        self.cfg.is_some()
+    }
+
     /// The thread woke from a sleep at `now`.
     #[inline]
     pub(crate) fn woke(&mut self, now: u64) {

@@ -393,7 +393,9 @@ fn worker_loop(
     loop {
         let did = run_bursts(&mut side);
         if did > 0 {
-            rt.busy(clock());
+            if rt.is_fifo() {
+                rt.busy(clock());
+            }
             bo.reset();
             if core::mem::take(&mut armed) {
                 side.bell.disarm();
@@ -431,7 +433,9 @@ fn worker_loop(
             crate::backoff::IdleAction::Sleep(_) => {
                 rt.sleeping();
                 side.bell.park(None);
-                rt.woke(clock());
+                if rt.is_on() {
+                    rt.woke(clock());
+                }
             }
             crate::backoff::IdleAction::Yield => std::thread::yield_now(),
             crate::backoff::IdleAction::Spin => core::hint::spin_loop(),

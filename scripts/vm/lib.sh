@@ -28,6 +28,17 @@ export PATH=$VM_CACHE/tools:$PATH # cpio unpacked by setup.sh when the host has 
 	VM_SIW_PEER_ADDR=10.0.3.2 # sw1, siw1 (netns "peer")
 }
 
+# busy_loops N: starts N busy loops in the background (N "cpus": one per CPU; guest side, to
+# run a workload beside a CPU hog) and prints their process ids, one per line
+busy_loops() {
+	local n=$1 i
+	[ "$n" = cpus ] && n=$(nproc)
+	for ((i = 0; i < n; i++)); do
+		bash -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+		echo $!
+	done
+}
+
 vm_log() { printf '[%s +%ss] %s\n' "${VM_TAG:-rpcrdma-vm}" "$(($(date +%s) - VM_T0))" "$*" >&2; }
 
 # vm_die HEADLINE [DETAIL...]: print a banner that cannot be missed in a CI log, exit 1.

@@ -404,13 +404,8 @@ run() { # DEV BACKEND ROUND LABEL
 	fi
 }
 hog_start() {
-	local n=${RPCRDMA_META_HOG:-0} i
-	[ "$n" = cpus ] && n=$(nproc)
-	for ((i = 0; i < n; i++)); do
-		bash -c 'while :; do :; done' &
-		HOGS+=($!)
-	done
-	[ "$n" -eq 0 ] || echo "hog: $n busy loops beside the servers"
+	mapfile -t HOGS < <(busy_loops "${RPCRDMA_META_HOG:-0}")
+	[ ${#HOGS[@]} -eq 0 ] || echo "hog: ${#HOGS[@]} busy loops beside the servers"
 }
 hog_stop() { [ ${#HOGS[@]} -eq 0 ] || kill "${HOGS[@]}" 2>/dev/null; }
 # ---- the table --------------------------------------------------------------------------------------

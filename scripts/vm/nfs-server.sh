@@ -180,6 +180,8 @@ KNFSD_V4=0
 [ -z "$PJD41_RUNS" ] && [ "$FIO41" != 1 ] || KNFSD_V4=1
 KIND=ours
 [ "$BIN" = kernel ] && KIND=kernel
+# shellcheck source=scripts/vm/lib.sh
+. "$HERE/lib.sh"
 # shellcheck source=scripts/vm/knfsd.sh
 . "$HERE/knfsd.sh"
 # shellcheck source=scripts/vm/nfs-pjdfstest.sh
@@ -649,13 +651,8 @@ fault_trace_off() {
 # the guest beside the churn, to run the fault parts on a starved machine
 FAULT_HOGS=()
 fault_hog_start() {
-	local n=${RPCRDMA_NFSD_FAULT_HOG:-0} i
-	[ "$n" = cpus ] && n=$(nproc)
-	for ((i = 0; i < n; i++)); do
-		bash -c 'while :; do :; done' &
-		FAULT_HOGS+=($!)
-	done
-	[ "$n" -eq 0 ] || echo "note: $n busy loops beside the churn"
+	mapfile -t FAULT_HOGS < <(busy_loops "${RPCRDMA_NFSD_FAULT_HOG:-0}")
+	[ ${#FAULT_HOGS[@]} -eq 0 ] || echo "note: ${#FAULT_HOGS[@]} busy loops beside the churn"
 }
 fault_hog_stop() {
 	[ ${#FAULT_HOGS[@]} -eq 0 ] || kill "${FAULT_HOGS[@]}" 2>/dev/null

@@ -343,7 +343,9 @@ impl Reactor {
                         Some(b) => b.park(Some(t)),
                         None => std::thread::park_timeout(t),
                     }
-                    self.rt.woke(self.clock.now());
+                    if self.rt.is_on() {
+                        self.rt.woke(self.clock.now());
+                    }
                 }
             }
         }
